@@ -1,0 +1,476 @@
+"""The 64-bit shared-memory matrix descriptor and the 32-bit tcgen05 instruction descriptor.
+
+Each class holds its bit table once and both encodes and decodes from it. The swizzle is one value
+(:class:`ptxgen.types.Swizzle`); it is turned into each family's layout-type number only here, at the
+boundary: tcgen05 and wgmma encode the same swizzle differently.
+
+Worked example (the seed post's A operand: K-major, 64-byte swizzle, SBO 512, LBO field 1):
+
+>>> d = SmemDescriptor(Arch.SM100A, start_address_bytes=0, lbo_bytes=16, sbo_bytes=512, swizzle=Swizzle.SW64)
+>>> hex(d.encode())
+'0x8000402000010000'
+>>> SmemDescriptor.decode(Arch.SM100A, 0x8000402000010000) == d
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .bits import BitField, BitTable
+from .ptxref import cite
+from .types import Arch, DType, Major, Swizzle
+
+# ---------------------------------------------------------------------------------------------
+# Layout type: one swizzle, two encodings.
+# tcgen05 (PTX Table 40): 3 bits at 61-63. wgmma (matrix-descriptor format): 2 bits at 62-63.
+# The tcgen05 code is the wgmma code shifted left by one, plus 128B_base32B = 1, which wgmma lacks.
+# ---------------------------------------------------------------------------------------------
+_TCGEN05_LAYOUT = {Swizzle.NONE: 0, Swizzle.SW128B32: 1, Swizzle.SW128: 2, Swizzle.SW64: 4, Swizzle.SW32: 6}
+_WGMMA_LAYOUT = {Swizzle.NONE: 0, Swizzle.SW128: 1, Swizzle.SW64: 2, Swizzle.SW32: 3}
+_LAYOUT = {Arch.SM100A: _TCGEN05_LAYOUT, Arch.SM90A: _WGMMA_LAYOUT}
+
+
+def layout_type(arch: Arch, swizzle: Swizzle) -> int:
+    """The descriptor's layout-type value for ``swizzle`` on ``arch``."""
+    try:
+        return _LAYOUT[arch][swizzle]
+    except KeyError:
+        raise ValueError(f"{swizzle.value} has no {arch.family} layout type") from None
+
+
+def swizzle_of_layout_type(arch: Arch, value: int) -> Swizzle | None:
+    """Inverse of :func:`layout_type`; None for a reserved value."""
+    for swz, v in _LAYOUT[arch].items():
+        if v == value:
+            return swz
+    return None
+
+
+def _address(name: str, lo: int, doc: str) -> BitField:
+    return BitField(name, lo, 14, unit_bytes=16, units="16 B", doc=doc)
+
+
+_SMEM_TABLES = {
+    Arch.SM100A: BitTable(
+        "tcgen05 shared-memory descriptor",
+        64,
+        (
+            _address("start_address", 0, "matrix start address, (addr & 0x3FFFF) >> 4"),
+            BitField("reserved_14", 14, 2, fixed=0, doc="reserved"),
+            _address("lbo", 16, "leading-dimension byte offset"),
+            BitField("reserved_30", 30, 2, fixed=0, doc="reserved"),
+            _address("sbo", 32, "stride-dimension byte offset"),
+            BitField("version", 46, 3, fixed=1, doc="fixed constant 0b001 (CUTLASS: version_ = 1 for Blackwell)"),
+            BitField("base_offset", 49, 3, doc="matrix base offset: where the swizzle pattern starts, in 128 B"),
+            BitField("lbo_mode", 52, 1, doc="0: LBO is a relative offset; 1: absolute address (sm_103a only)"),
+            BitField("reserved_53", 53, 8, fixed=0, doc="fixed constant 0"),
+            BitField("layout_type", 61, 3, doc="swizzle: 0 none, 1 128B_base32B, 2 128B, 4 64B, 6 32B"),
+        ),
+    ),
+    Arch.SM90A: BitTable(
+        "wgmma matrix descriptor",
+        64,
+        (
+            _address("start_address", 0, "matrix start address, (addr & 0x3FFFF) >> 4"),
+            BitField("reserved_14", 14, 2, fixed=0, doc="reserved"),
+            _address("lbo", 16, "leading-dimension byte offset"),
+            BitField("reserved_30", 30, 2, fixed=0, doc="reserved"),
+            _address("sbo", 32, "stride-dimension byte offset"),
+            BitField("reserved_46", 46, 3, fixed=0, doc="reserved (sm_100a puts its version bits here)"),
+            BitField("base_offset", 49, 3, doc="matrix base offset"),
+            BitField("reserved_52", 52, 10, fixed=0, doc="reserved"),
+            BitField("layout_type", 62, 2, doc="swizzle: 0 none, 1 128B, 2 64B, 3 32B"),
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SmemDescriptor:
+    """A shared-memory matrix descriptor for one MMA operand slice.
+
+    Addresses and offsets are in bytes here; the 16-byte encoding lives in the bit table. The
+    descriptor does not know the operand's majorness: tcgen05 takes it from the instruction
+    descriptor's transpose bits, wgmma from ``imm-trans-a/b``.
+    """
+
+    arch: Arch
+    start_address_bytes: int
+    lbo_bytes: int
+    sbo_bytes: int
+    swizzle: Swizzle | None
+    base_offset: int = 0
+    lbo_mode: int = 0
+    raw_layout_type: int | None = None  # only set by decode() for a reserved value
+
+    TABLES = _SMEM_TABLES
+
+    @property
+    def table(self) -> BitTable:
+        return _SMEM_TABLES[self.arch]
+
+    @property
+    def layout_type(self) -> int:
+        if self.swizzle is None:
+            assert self.raw_layout_type is not None
+            return self.raw_layout_type
+        return layout_type(self.arch, self.swizzle)
+
+    def fields(self) -> dict[str, int]:
+        values = dict(
+            start_address=self.start_address_bytes,
+            lbo=self.lbo_bytes,
+            sbo=self.sbo_bytes,
+            base_offset=self.base_offset,
+            layout_type=self.layout_type,
+        )
+        if self.arch is Arch.SM100A:
+            values["lbo_mode"] = self.lbo_mode
+        return values
+
+    def encode(self) -> int:
+        return self.table.encode(**self.fields())
+
+    @property
+    def hex(self) -> str:
+        return f"{self.encode():#018x}"
+
+    @classmethod
+    def decode(cls, arch: Arch, raw: int) -> "SmemDescriptor":
+        """The descriptor's meaningful fields (reserved bits are reported by :func:`lint_smem_descriptor`)."""
+        f = _SMEM_TABLES[arch].decode(raw)
+        swz = swizzle_of_layout_type(arch, f["layout_type"])
+        return cls(
+            arch=arch,
+            start_address_bytes=f["start_address"],
+            lbo_bytes=f["lbo"],
+            sbo_bytes=f["sbo"],
+            swizzle=swz,
+            base_offset=f["base_offset"],
+            lbo_mode=f.get("lbo_mode", 0),
+            raw_layout_type=None if swz is not None else f["layout_type"],
+        )
+
+    def with_start(self, start_address_bytes: int) -> "SmemDescriptor":
+        return SmemDescriptor(
+            self.arch, start_address_bytes, self.lbo_bytes, self.sbo_bytes, self.swizzle, self.base_offset, self.lbo_mode
+        )
+
+    @classmethod
+    def start_field_c_expr(cls, arch: Arch, byte_address_expr: str) -> str:
+        """C expression that puts a run-time shared-memory byte address into the start-address field.
+
+        Kernels add this to a descriptor derived for a stage at address 0: the start field holds the
+        address in 16-byte units, so adding the scaled address moves the whole matrix.
+        """
+        f = _SMEM_TABLES[arch].by_name["start_address"]
+        unit_shift = f.unit_bytes.bit_length() - 1
+        mask = (1 << f.width) - 1
+        return f"((unsigned long long)((({byte_address_expr}) >> {unit_shift}) & {mask:#x}u) << {f.lo})"
+
+
+@dataclass
+class DecodeReport:
+    """A decoded word: its fields, and what is wrong with it."""
+
+    fields: dict
+    problems: list[str] = field(default_factory=list)  # the hardware rejects it, or it is almost surely a bug
+    notes: list[str] = field(default_factory=list)  # legal but worth knowing
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+def lint_smem_descriptor(arch: Arch, raw: int) -> DecodeReport:
+    """Decode a shared-memory descriptor and list what the hardware would reject or what is almost surely a bug."""
+    table = _SMEM_TABLES[arch]
+    if raw < 0 or raw >> 64:
+        return DecodeReport({"arch": arch.value}, [f"{raw:#x} is not a 64-bit value"])
+    f = table.decode(raw)
+    swz = swizzle_of_layout_type(arch, f["layout_type"])
+    fields = {
+        "arch": arch.value,
+        "start_address_bytes": f["start_address"],
+        "lbo_bytes": f["lbo"],
+        "sbo_bytes": f["sbo"],
+        "version": f.get("version", 0),
+        "base_offset": f["base_offset"],
+        "lbo_mode": f.get("lbo_mode", 0),
+        "layout_type": f["layout_type"],
+        "swizzle": swz.value if swz else None,
+    }
+    rep = DecodeReport(fields)
+    for fld, value in table.fixed_violations(raw):
+        if fld.name == "version":
+            rep.problems.append(
+                f"version bits 46-48 are {value:#05b}, must be 0b001 on sm_100a ({cite('smem_desc')}); "
+                "without them tcgen05.mma does not read the layout you meant"
+                + (" (this looks like a wgmma descriptor: try --arch sm_90a)" if value == 0 else "")
+            )
+        elif fld.name == "reserved_46" and value == 1:
+            rep.problems.append(
+                "bit 46 is set: that is sm_100a's version bit; wgmma descriptors keep bits 46-48 zero "
+                f"({cite('wgmma_desc')}) (this looks like a tcgen05 descriptor: try --arch sm_100a)"
+            )
+        else:
+            rep.problems.append(f"reserved bits {fld.bits_label} hold {value:#x}, must be {fld.fixed}")
+    if swz is None:
+        legal = ", ".join(f"{v} ({s.value})" for s, v in sorted(_LAYOUT[arch].items(), key=lambda kv: kv[1]))
+        rep.problems.append(f"layout type {f['layout_type']} is reserved on {arch.value}; legal: {legal}")
+    if arch is Arch.SM100A and f["lbo_mode"] == 1:
+        rep.problems.append(
+            "LBO mode 1 (absolute address) exists only on sm_103a and needs 128B swizzle, K-major operands and "
+            f"base offset 0 ({cite('lbo')})"
+        )
+    if swz is not None and swz.is_swizzled:
+        if f["sbo"] % swz.atom_bytes:
+            rep.problems.append(
+                f"SBO {f['sbo']} B is not a multiple of the {swz.value} atom ({swz.atom_bytes} B): consecutive 8-row "
+                "groups would start mid-pattern, so their XOR phase differs from the one any TMA or CuTe store wrote"
+            )
+        phase = f["start_address"] % swz.repeat_bytes
+        if phase >= 128:  # past the first 128-byte line: a different XOR row phase
+            rep.notes.append(
+                f"the start address is {phase} B into a {swz.repeat_bytes} B swizzle repeat: fine if the matrix really "
+                "starts inside the pattern; the pattern itself must start on the repeat boundary, or base offset must "
+                f"say where it starts ({cite('base_offset')})"
+            )
+        if f["base_offset"]:
+            rep.notes.append(
+                f"base offset {f['base_offset']} is non-zero: see docs/hardware-layout.md for what the hardware measured"
+            )
+    elif swz is Swizzle.NONE and f["base_offset"]:
+        rep.notes.append("base offset is ignored without swizzling (PTX: valid for all modes except no-swizzle)")
+    if f["sbo"] == 0:
+        rep.notes.append("SBO is 0: fine only if the MMA's slice holds a single stride group")
+    return rep
+
+
+# ---------------------------------------------------------------------------------------------
+# tcgen05 instruction descriptor (PTX Table 42: .kind::tf32, ::f16, ::f8f6f4, ::i8)
+# ---------------------------------------------------------------------------------------------
+_IDESC_TABLE = BitTable(
+    "tcgen05 instruction descriptor",
+    32,
+    (
+        BitField("sparse_id2", 0, 2, doc="sparsity selector (sparse only)"),
+        BitField("sparse", 2, 1, doc="0 dense, 1 sparse"),
+        BitField("saturate", 3, 1, doc="saturate (i8 only)"),
+        BitField("d_format", 4, 2, doc="D type: F16=0, F32=1, S32=2"),
+        BitField("reserved_6", 6, 1, fixed=0),
+        BitField("a_format", 7, 3, doc="A type (codes depend on .kind)"),
+        BitField("b_format", 10, 3, doc="B type (codes depend on .kind)"),
+        BitField("negate_a", 13, 1),
+        BitField("negate_b", 14, 1),
+        BitField("a_major", 15, 1, doc="transpose A: 0 K-major, 1 M-major"),
+        BitField("b_major", 16, 1, doc="transpose B: 0 K-major, 1 N-major"),
+        BitField("n", 17, 6, unit_bytes=8, units="N >> 3", doc="N >> 3"),
+        BitField("reserved_23", 23, 1, fixed=0),
+        BitField("m", 24, 5, unit_bytes=16, units="M >> 4", doc="M >> 4"),
+        BitField("reserved_29", 29, 1, fixed=0),
+        BitField("max_shift", 30, 2, doc="max B-reuse shift for .ws: 0 none, 1 = 8, 2 = 16, 3 = 32"),
+    ),
+)
+
+_D_FORMAT = {DType.F16: 0, DType.F32: 1, DType.S32: 2}
+# A/B format codes per .kind, with names for the codes ptxgen does not generate (decode only).
+_AB_FORMAT = {
+    "f16": {"f16": 0, "bf16": 1},
+    "tf32": {"tf32": 2},
+    "f8f6f4": {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5},
+    "i8": {"u8": 0, "s8": 1},
+}
+_LEGAL_D = {"f16": {"f16", "f32"}, "tf32": {"f32"}, "f8f6f4": {"f16", "f32"}, "i8": {"s32"}}
+KINDS = tuple(_AB_FORMAT)
+
+
+@dataclass(frozen=True)
+class InstrDescriptor:
+    """The 32-bit instruction descriptor of a dense ``tcgen05.mma`` (kinds f16, tf32, f8f6f4, i8).
+
+    Worked example (bf16 x bf16 -> f32, M=128, N=256, both K-major; CuTe's make_instr_desc gives the same):
+
+    >>> hex(InstrDescriptor("f16", 128, 256, "bf16", "bf16", "f32", Major.K, Major.K).encode())
+    '0x8400490'
+    """
+
+    kind: str
+    m: int
+    n: int
+    a_dtype: str
+    b_dtype: str
+    d_dtype: str
+    a_major: Major
+    b_major: Major
+    negate_a: bool = False
+    negate_b: bool = False
+    sparse: bool = False
+    saturate: bool = False
+    max_shift: int = 0
+
+    TABLE = _IDESC_TABLE
+
+    def fields(self) -> dict[str, int]:
+        codes = _AB_FORMAT[self.kind]
+        return dict(
+            sparse=int(self.sparse),
+            saturate=int(self.saturate),
+            d_format=_D_FORMAT[DType(self.d_dtype)],
+            a_format=codes[self.a_dtype],
+            b_format=codes[self.b_dtype],
+            negate_a=int(self.negate_a),
+            negate_b=int(self.negate_b),
+            a_major=int(self.a_major is Major.MN),
+            b_major=int(self.b_major is Major.MN),
+            n=self.n,
+            m=self.m,
+            max_shift=self.max_shift,
+        )
+
+    def encode(self) -> int:
+        return _IDESC_TABLE.encode(**self.fields())
+
+    @property
+    def hex(self) -> str:
+        return f"{self.encode():#010x}"
+
+
+def _name_of(codes: dict[str, int], value: int) -> str:
+    for name, v in codes.items():
+        if v == value:
+            return name
+    return f"reserved({value})"
+
+
+def lint_instr_descriptor(raw: int, kind: str) -> DecodeReport:
+    """Decode a tcgen05 instruction descriptor for ``kind`` and list what is illegal or suspicious."""
+    if raw < 0 or raw >> 32:
+        return DecodeReport({"kind": kind}, [f"{raw:#x} is not a 32-bit value"])
+    f = _IDESC_TABLE.decode(raw)
+    codes = _AB_FORMAT[kind]
+    d_name = {v: k.value for k, v in _D_FORMAT.items()}.get(f["d_format"], f"reserved({f['d_format']})")
+    a_name, b_name = _name_of(codes, f["a_format"]), _name_of(codes, f["b_format"])
+    fields = {
+        "kind": kind,
+        "m": f["m"],
+        "n": f["n"],
+        "a_dtype": a_name,
+        "b_dtype": b_name,
+        "d_dtype": d_name,
+        "a_major": "mn" if f["a_major"] else "k",
+        "b_major": "mn" if f["b_major"] else "k",
+        "negate_a": f["negate_a"],
+        "negate_b": f["negate_b"],
+        "sparse": f["sparse"],
+        "saturate": f["saturate"],
+        "max_shift": f["max_shift"],
+    }
+    rep = DecodeReport(fields)
+    p, notes = rep.problems, rep.notes
+    ref = cite("idesc")
+    for fld, value in _IDESC_TABLE.fixed_violations(raw):
+        p.append(f"reserved bit {fld.bits_label} is {value}, must be 0 ({ref})")
+    if d_name not in _LEGAL_D[kind]:
+        p.append(f"D type {d_name} is not legal for kind::{kind}; legal: {', '.join(sorted(_LEGAL_D[kind]))} ({ref})")
+    for which, name in (("A", a_name), ("B", b_name)):
+        if name.startswith("reserved"):
+            p.append(f"{which} type code {name} is not a kind::{kind} type; legal: {', '.join(codes)} ({ref})")
+    if kind in ("f16", "tf32") and a_name != b_name:
+        p.append(f"kind::{kind} needs A and B of the same type, got {a_name} and {b_name}")
+    if kind == "f16" and d_name == "f16" and "bf16" in (a_name, b_name):
+        p.append(f"kind::f16 gives an f16 D only for f16 inputs; bf16 accumulates in f32 ({cite('shapes')})")
+    if kind == "i8" and (f["negate_a"] or f["negate_b"]):
+        p.append(f"negate is not supported for kind::i8 ({cite('transpose')})")
+    if kind != "i8" and f["saturate"]:
+        p.append(f"saturate (bit 3) exists only for kind::i8 ({ref})")
+    if not f["sparse"] and f["sparse_id2"]:
+        p.append("sparsity selector (bits 0-1) is set on a dense descriptor")
+    m, n = f["m"], f["n"]
+    if m not in (32, 64, 128, 256):
+        p.append(f"M={m} is not a tcgen05 shape; legal: 64, 128 (cta_group::1), 128, 256 (cta_group::2) ({cite('shapes')})")
+    elif m == 256:
+        notes.append("M=256 exists only with cta_group::2")
+    elif m == 32:
+        notes.append("M=32 exists only for the .ws variants")
+    if not 8 <= n <= 256:
+        p.append(f"N={n} is outside 8..256 ({cite('shapes')})")
+    elif kind == "i8" and n > 32 and n % 16:
+        p.append(f"kind::i8 N above 32 must be a multiple of 16, got {n} ({cite('shapes')})")
+    elif kind in ("i8", "f8f6f4") and f["b_major"] and n % 16:
+        p.append(f"8-bit B transposed (N-major) needs N a multiple of 16, got {n} ({cite('transpose')})")
+    if kind == "tf32" and (f["a_major"] or f["b_major"]):
+        notes.append("MN-major tf32 works only with the 128B_base32B swizzle (layout type 1) in the smem descriptor")
+    if f["max_shift"]:
+        notes.append("max shift is used only by the .ws variants")
+    return rep
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor-memory address (PTX 'Tensor Memory addressing'): lane in bits 16-31, column in bits 0-15.
+# ---------------------------------------------------------------------------------------------
+TMEM_ADDRESS = BitTable(
+    "tensor-memory address",
+    32,
+    (BitField("column", 0, 16, doc="32-bit column"), BitField("lane", 16, 16, doc="lane (row of the data path)")),
+)
+
+
+def tmem_lane_c_expr(lane_expr: str) -> str:
+    """C expression of the address offset that selects TMEM lane ``lane_expr`` (column 0)."""
+    return f"((unsigned)({lane_expr}) << {TMEM_ADDRESS.by_name['lane'].lo})"
+
+
+# ---------------------------------------------------------------------------------------------
+# wgmma: no instruction descriptor; the shape, types and transposes are in the opcode and immediates.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WgmmaInstr:
+    """One ``wgmma.mma_async`` with both operands in shared memory.
+
+    >>> WgmmaInstr(128, DType.F16, DType.F32, Major.K, Major.MN).opcode
+    'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16'
+    """
+
+    n: int
+    dtype: DType
+    acc: DType
+    a_major: Major
+    b_major: Major
+
+    m = 64
+
+    @property
+    def k(self) -> int:
+        return self.dtype.k_per_mma
+
+    @property
+    def shape(self) -> str:
+        return f"m64n{self.n}k{self.k}"
+
+    @property
+    def opcode(self) -> str:
+        t = self.dtype.value
+        return f"wgmma.mma_async.sync.aligned.{self.shape}.{self.acc.value}.{t}.{t}"
+
+    @property
+    def has_transpose(self) -> bool:
+        # imm-trans-a/b exist only for the .f16/.bf16 variants (PTX wgmma.mma_async)
+        return self.dtype in (DType.F16, DType.BF16)
+
+    @property
+    def imm_trans_a(self) -> int:
+        return int(self.a_major is Major.MN)
+
+    @property
+    def imm_trans_b(self) -> int:
+        return int(self.b_major is Major.MN)
+
+    def to_json(self) -> dict:
+        return {
+            "instruction": self.opcode,
+            "shape": self.shape,
+            "imm_trans_a": self.imm_trans_a,
+            "imm_trans_b": self.imm_trans_b,
+        }

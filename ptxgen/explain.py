@@ -1,0 +1,90 @@
+"""Human-readable explanation of a derived tile: every value, its formula, its reason, its PTX source,
+and a text picture of where the cells of the first swizzle atom go."""
+
+from __future__ import annotations
+
+import textwrap
+
+from .layout import Derived, OperandLayout, TileLayout
+from .types import Arch, Major
+
+
+def _field_lines(d: Derived, width: int = 100) -> list[str]:
+    head = f"  {d.name:<18} {d.value}"
+    body = [
+        f"      = {d.formula}",
+        f"      why: {d.reason}",
+        f"      ref: {d.ref}",
+    ]
+    out = [head]
+    for line in body:
+        out += textwrap.wrap(line, width=width, subsequent_indent="           ", break_on_hyphens=False) or [line]
+    return out
+
+
+def _cell_label(op: OperandLayout, row: int, col: int) -> str:
+    mn = "m" if op.name == "a" else "n"
+    if op.major is Major.K:
+        return f"{mn}{row}:q{col}"  # MN row, 16-byte K cell q
+    return f"k{row}:{mn}c{col}"  # K row, 16-byte MN cell
+
+
+def atom_picture(op: OperandLayout) -> list[str]:
+    """Where each logical cell of the first atom lands, drawn in physical order."""
+    R, W, rb = op.atom_rows, op.atom_cols, op.swizzle.row_bytes
+    lines = []
+    if op.swizzle.is_swizzled:
+        grid = [["?"] * W for _ in range(R)]
+        for r in range(R):
+            for c in range(W):
+                phys = op.store.physical(r, c)
+                grid[phys // rb][(phys % rb) // 16] = _cell_label(op, r, c)
+        w = max(8, max(len(x) for row in grid for x in row) + 2)
+        lines.append(
+            f"  first {op.swizzle.value} atom, physical order ({R} rows x {rb} B); each 16-B cell shows the logical "
+            f"{'row:K-cell' if op.major is Major.K else 'K-row:MN-cell'} stored there"
+        )
+        lines.append("  " + " " * 10 + "".join(f"+{16 * c:<{w - 1}}" for c in range(W)) + "<- byte in row")
+        for pr in range(R):
+            bank0 = (pr * rb) % 128 // 4
+            banks = f"banks {bank0}+" if rb < 128 else "banks 0+"
+            lines.append(f"  row {pr:<5}" + "".join(f"{x:<{w}}" for x in grid[pr]) + f"  ({banks} 4/cell)")
+    else:
+        lines.append("  no swizzle: each core matrix is 8 rows x 16 B, contiguous (128 B); byte offset of each logical cell:")
+        cols = min(op.store.cols, 4)
+        lines.append("  " + " " * 10 + "".join(f"{'col ' + str(c):<10}" for c in range(cols)))
+        for r in range(min(op.store.rows, 8)):
+            lines.append(f"  row {r:<5}" + "".join(f"{op.store.physical(r, c):<10}" for c in range(cols)))
+    return lines
+
+
+def explain_text(t: TileLayout) -> str:
+    s = t.spec
+    out = [
+        f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {s.dtype.value} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
+        f"({'tcgen05.mma.cta_group::1.kind::' + s.dtype.kind if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
+        f"{s.stages} stages",
+        f"kernel: {s.kernel_name}",
+        f"spec:   {s.cli_args()}",
+        f"MMAs per K-tile: BK / K = {s.bk} / {s.k_per_mma} = {s.mmas_per_k_tile}; threads: {s.threads}; "
+        f"shared memory: {t.smem.dynamic_bytes} B"
+        + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else ""),
+        "",
+    ]
+    if t.idesc is not None:
+        out.append(f"Instruction descriptor (32 bit): {t.idesc.hex}")
+    else:
+        out.append(f"Instruction: {t.wgmma.opcode} (no instruction descriptor on wgmma)")
+    for d in t.idesc_derivation():
+        out += _field_lines(d)
+    for op in (t.a, t.b):
+        out.append("")
+        mn = "M" if op.name == "a" else "N"
+        out.append(
+            f"Operand {op.name.upper()} ({mn} x K = {op.mn} x {op.bk}): {op.major.value}-major, {op.swizzle.value}, "
+            f"atom order {op.order.value}; one MMA reads {op.mma_mn} x {s.k_per_mma}"
+        )
+        for d in op.derivation:
+            out += _field_lines(d)
+        out += atom_picture(op)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,110 @@
+"""Element encodings in numpy: random inputs as raw codes, and raw codes back to float64.
+
+numpy has f16 but no bf16, tf32 or fp8; these are done with bit operations and 256-entry tables.
+
+>>> decode(np.array([0x38, 0xB8, 0x7E], dtype=np.uint8), "e4m3").tolist()   # 1.0, -1.0, 448 (max)
+[1.0, -1.0, 448.0]
+>>> decode(np.array([0x3F80], dtype=np.uint16), "bf16").tolist()
+[1.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CODE_DTYPE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1, "s32": 4}
+
+
+def _fp8_table(exp_bits: int, man_bits: int, bias: int, ieee_inf: bool) -> np.ndarray:
+    vals = np.empty(256, dtype=np.float64)
+    for code in range(256):
+        s = -1.0 if code & 0x80 else 1.0
+        e = (code >> man_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << man_bits) - 1)
+        top = (1 << exp_bits) - 1
+        if ieee_inf and e == top:
+            vals[code] = s * np.inf if m == 0 else np.nan
+        elif not ieee_inf and e == top and m == (1 << man_bits) - 1:
+            vals[code] = np.nan  # e4m3: S.1111.111 is NaN, there is no infinity
+        elif e == 0:
+            vals[code] = s * (m / (1 << man_bits)) * 2.0 ** (1 - bias)
+        else:
+            vals[code] = s * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+    return vals
+
+
+E4M3 = _fp8_table(4, 3, 7, ieee_inf=False)
+E5M2 = _fp8_table(5, 2, 15, ieee_inf=True)
+
+
+def decode(codes: np.ndarray, dtype: str) -> np.ndarray:
+    """Raw element codes -> float64 (integers stay exact). tf32 drops the 13 low mantissa bits, as the MMA does."""
+    c = np.asarray(codes)
+    if dtype == "f16":
+        return c.astype(np.uint16).view(np.float16).astype(np.float64)
+    if dtype == "bf16":
+        return (c.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dtype == "tf32":
+        return (c.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if dtype == "f32":
+        return c.astype(np.uint32).view(np.float32).astype(np.float64)
+    if dtype == "e4m3":
+        return E4M3[c.astype(np.uint8)]
+    if dtype == "e5m2":
+        return E5M2[c.astype(np.uint8)]
+    if dtype == "s8":
+        return c.astype(np.uint8).view(np.int8).astype(np.float64)
+    if dtype == "u8":
+        return c.astype(np.uint8).astype(np.float64)
+    if dtype == "s32":
+        return c.astype(np.uint32).view(np.int32).astype(np.float64)
+    raise ValueError(dtype)
+
+
+def random_codes(dtype: str, shape, rng: np.random.Generator) -> np.ndarray:
+    """Fresh random finite inputs as raw codes: never zeros, never NaN/inf, magnitudes that keep any
+    accumulator type far from overflow."""
+    n = int(np.prod(shape))
+    if dtype in ("f16", "bf16", "tf32"):
+        x = rng.standard_normal(n).astype(np.float32)
+        x[x == 0] = 0.5
+        if dtype == "f16":
+            codes = x.astype(np.float16).view(np.uint16)
+        elif dtype == "bf16":
+            b = x.view(np.uint32)
+            codes = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+        else:
+            codes = x.view(np.uint32) & np.uint32(0xFFFFE000)  # exactly representable in tf32
+    elif dtype in ("e4m3", "e5m2"):
+        table = E4M3 if dtype == "e4m3" else E5M2
+        ok = np.flatnonzero(np.isfinite(table) & (np.abs(table) <= 4.0) & (table != 0))
+        codes = ok[rng.integers(0, ok.size, n)].astype(np.uint8)
+    elif dtype == "s8":
+        codes = rng.integers(-128, 128, n).astype(np.int8).view(np.uint8)
+    elif dtype == "u8":
+        codes = rng.integers(0, 256, n).astype(np.uint8)
+    else:
+        raise ValueError(dtype)
+    return codes.reshape(shape)
+
+
+def poison_code(dtype: str) -> int:
+    """A value a kernel never writes legitimately: NaN for floats, INT32_MIN for s32."""
+    return {"f32": 0xFFFFFFFF, "f16": 0xFFFF, "bf16": 0xFFFF, "s32": 0x80000000}[dtype]
+
+
+# Relative-error tolerances (||out - ref||_F / ||ref||_F) for validation. Inputs are exactly
+# representable, so products are exact; what remains is accumulation order and precision and the
+# output rounding. A layout bug gives errors of order 1.
+def tolerance(dtype: str, acc: str, out: str) -> float:
+    if acc == "s32":
+        return 0.0
+    tol = {"f16": 1e-4, "bf16": 1e-4, "tf32": 1e-4, "e4m3": 1e-3, "e5m2": 1e-3}[dtype]
+    if acc == "f16":
+        tol = max(tol, 1e-2)  # f16 accumulation: about 2^-11 per add
+    if out == "f16":
+        tol += 1e-3  # 2^-11 output rounding
+    elif out == "bf16":
+        tol += 8e-3  # 2^-8 output rounding
+    return tol

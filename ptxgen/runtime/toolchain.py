@@ -1,0 +1,130 @@
+"""NVIDIA's compilers and binary tools, from PyPI wheels only (never a system CUDA).
+
+* NVRTC through ``cuda.bindings.nvrtc`` (works with no GPU and no driver);
+* CUDA headers from the ``nvidia-cuda-runtime`` wheel (passed to NVRTC as an include path);
+* ``cuobjdump`` / ``nvdisasm`` from the ``nvidia-cuda-cuobjdump`` / ``nvidia-cuda-nvdisasm`` wheels.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+class ToolchainError(RuntimeError):
+    pass
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected the source; ``log`` holds its messages."""
+
+    def __init__(self, name: str, arch: str, log: str):
+        self.log = log
+        super().__init__(f"NVRTC could not compile {name} for {arch}:\n{log}")
+
+
+def _nvidia_roots() -> list[Path]:
+    try:
+        import nvidia  # namespace package that the NVIDIA wheels install into
+    except ImportError:
+        return []
+    return [Path(p) for p in getattr(nvidia, "__path__", [])]
+
+
+def _find(rel_paths: list[str]) -> Path | None:
+    for root in _nvidia_roots():
+        for rel in rel_paths:
+            p = root / rel
+            if p.exists():
+                return p
+    return None
+
+
+@lru_cache(maxsize=1)
+def cuda_include_dir() -> Path:
+    p = _find(["cu13/include/cuda_runtime.h", "cuda_runtime/include/cuda_runtime.h", "cu12/include/cuda_runtime.h"])
+    if p is None:
+        raise ToolchainError("CUDA headers not found: pip install nvidia-cuda-runtime")
+    return p.parent
+
+
+@lru_cache(maxsize=None)
+def tool(name: str) -> Path:
+    p = _find([f"cu13/bin/{name}", f"cuda_cuobjdump/bin/{name}", f"cuda_nvdisasm/bin/{name}", f"cu12/bin/{name}", f"cuda_nvcc/bin/{name}"])
+    if p is None:
+        raise ToolchainError(f"{name} not found: pip install nvidia-cuda-{name.lower()}")
+    if not os.access(p, os.X_OK):
+        p.chmod(p.stat().st_mode | 0o111)
+    return p
+
+
+def _check(result, what: str):
+    from cuda.bindings import nvrtc
+
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise ToolchainError(f"{what}: {err}")
+    return result[1:]
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    major, minor = _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+    return f"{major}.{minor}"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    name: str
+    arch: str
+    ptx: str
+    cubin: bytes
+    log: str
+
+
+def compile_cuda(source: str, name: str, arch: str, extra_options: tuple[str, ...] = ()) -> Compiled:
+    """C++ -> PTX and cubin for ``arch`` (``sm_100a`` or ``sm_90a``) with NVRTC; no GPU needed."""
+    from cuda.bindings import nvrtc
+
+    (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        opts = [
+            f"--gpu-architecture={arch}".encode(),
+            b"-std=c++17",
+            b"--device-as-default-execution-space",
+            f"--include-path={cuda_include_dir()}".encode(),
+            *[o.encode() for o in extra_options],
+        ]
+        res = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
+        log_buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log_buf)
+        log = log_buf.rstrip(b"\0 ").decode(errors="replace")
+        if res[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(name, arch, log)
+        (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "ptx size")
+        ptx = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, ptx), "get ptx")
+        (size,) = _check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "get cubin")
+        return Compiled(name, arch, ptx.rstrip(b"\0").decode(), bytes(cubin), log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def run_tool(name: str, args: list[str], data: bytes, suffix: str = ".cubin") -> str:
+    """Run cuobjdump/nvdisasm on ``data`` written to a temporary file."""
+    with tempfile.TemporaryDirectory(prefix="ptxgen-") as d:
+        path = Path(d) / f"input{suffix}"
+        path.write_bytes(data)
+        proc = subprocess.run([str(tool(name)), *args, str(path)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ToolchainError(f"{name} {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout

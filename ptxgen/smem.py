@@ -1,0 +1,76 @@
+"""Where each piece of a kernel's dynamic shared memory goes.
+
+The A stages come first, then the B stages, then (tcgen05) one mbarrier per stage and the 4-byte slot
+that ``tcgen05.alloc`` writes the TMEM address into. Offsets are from the kernel's aligned base: the
+dynamic shared-memory window is only guaranteed 16-byte aligned, so kernels round its address up to
+``base_alignment`` at run time and ask for ``base_alignment - 16`` bytes of slack.
+
+>>> p = plan_smem(stages=2, a_stage_bytes=8192, a_align=512, b_stage_bytes=8192, b_align=1024, barriers=True)
+>>> (p.a_offset, p.b_offset, p.barrier_offset, p.tmem_slot_offset, p.dynamic_bytes)
+(0, 16384, 32768, 32784, 33796)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Largest dynamic shared memory a block can opt into on compute capability 9.0 and 10.x (227 KB).
+SMEM_LIMIT_BYTES = 232448
+MBARRIER_BYTES = 8
+TMEM_SLOT_BYTES = 4
+DYNAMIC_SMEM_BASE_ALIGN = 16
+
+
+def align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class SmemPlan:
+    stages: int
+    a_offset: int
+    a_stage_bytes: int
+    b_offset: int
+    b_stage_bytes: int
+    barrier_offset: int  # one 8-byte mbarrier per stage (tcgen05 only; equals used_bytes otherwise)
+    tmem_slot_offset: int
+    used_bytes: int
+    base_alignment: int
+
+    @property
+    def dynamic_bytes(self) -> int:
+        """Bytes to request at launch: what the plan uses plus the slack for aligning the base."""
+        return self.used_bytes + self.base_alignment - DYNAMIC_SMEM_BASE_ALIGN
+
+    def a_stage_offset(self, stage: int) -> int:
+        return self.a_offset + stage * self.a_stage_bytes
+
+    def b_stage_offset(self, stage: int) -> int:
+        return self.b_offset + stage * self.b_stage_bytes
+
+
+def plan_smem(
+    stages: int, a_stage_bytes: int, a_align: int, b_stage_bytes: int, b_align: int, barriers: bool
+) -> SmemPlan:
+    # Each stage size is a whole number of swizzle atoms, so consecutive stages stay aligned.
+    assert a_stage_bytes % a_align == 0 and b_stage_bytes % b_align == 0
+    a_offset = 0
+    b_offset = align_up(a_offset + stages * a_stage_bytes, b_align)
+    end = b_offset + stages * b_stage_bytes
+    if barriers:
+        barrier_offset = align_up(end, MBARRIER_BYTES)
+        tmem_slot_offset = barrier_offset + stages * MBARRIER_BYTES
+        used = tmem_slot_offset + TMEM_SLOT_BYTES
+    else:
+        barrier_offset = tmem_slot_offset = used = end
+    return SmemPlan(
+        stages=stages,
+        a_offset=a_offset,
+        a_stage_bytes=a_stage_bytes,
+        b_offset=b_offset,
+        b_stage_bytes=b_stage_bytes,
+        barrier_offset=barrier_offset,
+        tmem_slot_offset=tmem_slot_offset,
+        used_bytes=used,
+        base_alignment=max(a_align, b_align, DYNAMIC_SMEM_BASE_ALIGN),
+    )

@@ -1,0 +1,388 @@
+"""The tile DSL: what a user writes, checked against every PTX rule that applies when it is built.
+
+>>> t = TileSpec(bm=128, bn=128, bk=32, a=OperandSpec.parse("kmajor-sw64"))
+>>> t.b.token, t.b.order.value, t.arch.value, t.acc.value
+('mnmajor-sw128', 'mn', 'sm_100a', 'f32')
+>>> TileSpec(bm=128, bn=100, bk=32, a=OperandSpec.parse("kmajor-sw64"))
+Traceback (most recent call last):
+...
+ptxgen.types.SpecError: --bn=100 is illegal: tcgen05 kind::f16 N is 8..256 in steps of 8 (PTX ISA 9.7.16.2.1 'Matrix shape (tcgen05 .kind and shapes)' (#tcgen05-kind-shapes)). Legal: 8, 16, 24, ..., 248, 256
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ptxref import cite
+from .smem import SMEM_LIMIT_BYTES, SmemPlan, plan_smem
+from .types import (
+    ACC_DTYPES,
+    INPUT_DTYPES,
+    LEGAL_ACC,
+    Arch,
+    AtomOrder,
+    DType,
+    Major,
+    SpecError,
+    Swizzle,
+    parse_enum,
+)
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    """How one operand sits in shared memory: majorness, swizzle, and the order of its atoms.
+
+    ``order`` says along which logical dimension consecutive swizzle atoms (core matrices for
+    ``none``) are adjacent; it defaults to the operand's own major dimension, which is the seed
+    post's packing (its B: N atoms adjacent; its A at BK=64, SW64: two K atoms per 8-row band).
+
+    >>> OperandSpec.parse("mnmajor-sw128").order
+    <AtomOrder.MN: 'mn'>
+    """
+
+    major: Major
+    swizzle: Swizzle
+    order: AtomOrder | None = None
+
+    def __post_init__(self):
+        if self.order is None:
+            object.__setattr__(self, "order", AtomOrder(self.major.value))
+
+    @classmethod
+    def parse(cls, token: str, order: str | None = None, field: str = "--a") -> "OperandSpec":
+        """``<major>-<swizzle>``, e.g. ``kmajor-sw64``, ``mnmajor-sw128``, ``kmajor-none``."""
+        majors = {"kmajor": Major.K, "mnmajor": Major.MN}
+        legal = "<kmajor|mnmajor>-<none|sw32|sw64|sw128|sw128b32>"
+        parts = token.split("-")
+        if len(parts) != 2 or parts[0] not in majors:
+            raise SpecError(field, token, "an operand token is <major>-<swizzle>", legal)
+        swz = parse_enum(Swizzle, parts[1], field)
+        ordr = parse_enum(AtomOrder, order, field + "-order") if order is not None else None
+        return cls(majors[parts[0]], swz, ordr)
+
+    @property
+    def token(self) -> str:
+        return f"{self.major.token}-{self.swizzle.value}"
+
+
+@dataclass(frozen=True)
+class TileSpec:
+    """One CTA tile of D[BM, BN] = A[BM, K] * B[BN, K]^T, and how its operands are staged.
+
+    A is logically M x K and B is N x K; majorness says which of the two dimensions is contiguous in
+    shared and global memory. Building a TileSpec validates it: an illegal one raises
+    :class:`~ptxgen.types.SpecError` naming the field, the value, the rule and the legal values.
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    a: OperandSpec
+    b: OperandSpec = OperandSpec(Major.MN, Swizzle.SW128)
+    dtype: DType = DType.F16
+    acc: DType = DType.F32
+    arch: Arch = Arch.SM100A
+    stages: int = 2
+    out_dtype: DType | None = None
+
+    def __post_init__(self):
+        # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
+        for name, enum_cls in (("dtype", DType), ("acc", DType), ("arch", Arch), ("out_dtype", DType)):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, parse_enum(enum_cls, value, "--" + name.replace("_", "-")))
+        for name in ("a", "b"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, OperandSpec.parse(value, field="--" + name))
+        if self.out_dtype is None:
+            object.__setattr__(self, "out_dtype", self.acc)
+        validate(self)
+
+    # -- facts every layer asks for ------------------------------------------------------------
+    def operand(self, name: str) -> OperandSpec:
+        return {"a": self.a, "b": self.b}[name]
+
+    def mn_extent(self, name: str) -> int:
+        """Tile extent of operand ``name`` along MN (BM for A, BN for B)."""
+        return self.bm if name == "a" else self.bn
+
+    def mma_mn(self, name: str) -> int:
+        """MN of one MMA instruction for this operand: wgmma is always M=64; tcgen05 covers all of BM."""
+        if name == "a":
+            return 64 if self.arch is Arch.SM90A else self.bm
+        return self.bn
+
+    @property
+    def k_per_mma(self) -> int:
+        return self.dtype.k_per_mma
+
+    @property
+    def mmas_per_k_tile(self) -> int:
+        return self.bk // self.k_per_mma
+
+    def stage_bytes(self, name: str) -> int:
+        return self.mn_extent(name) * self.bk * self.dtype.bytes
+
+    def smem_plan(self) -> SmemPlan:
+        return plan_smem(
+            self.stages,
+            self.stage_bytes("a"),
+            self.a.swizzle.repeat_bytes,
+            self.stage_bytes("b"),
+            self.b.swizzle.repeat_bytes,
+            barriers=self.arch is Arch.SM100A,
+        )
+
+    @property
+    def tmem_columns(self) -> int:
+        """TMEM columns to allocate: one 32-bit column per accumulator element of a row (16-bit
+        accumulators too, in the low half: CUTLASS tmem_frg), rounded up to a power of two >= 32."""
+        cols = 32
+        while cols < self.bn:
+            cols *= 2
+        return cols
+
+    @property
+    def threads(self) -> int:
+        """tcgen05: 4 warps (one per 32-lane TMEM sub-partition); wgmma: one warpgroup per 64 rows."""
+        return 128 if self.arch is Arch.SM100A else 128 * (self.bm // 64)
+
+    # -- serialisation ---------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "bm": self.bm,
+            "bn": self.bn,
+            "bk": self.bk,
+            "dtype": self.dtype.value,
+            "acc": self.acc.value,
+            "arch": self.arch.value,
+            "stages": self.stages,
+            "a": self.a.token,
+            "b": self.b.token,
+            "a_order": self.a.order.value,
+            "b_order": self.b.order.value,
+            "out_dtype": self.out_dtype.value,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TileSpec":
+        return make_spec(
+            bm=d["bm"],
+            bn=d["bn"],
+            bk=d["bk"],
+            a=d["a"],
+            b=d["b"],
+            a_order=d.get("a_order"),
+            b_order=d.get("b_order"),
+            dtype=d.get("dtype", "f16"),
+            acc=d.get("acc", "f32"),
+            arch=d.get("arch", "sm_100a"),
+            stages=d.get("stages", 2),
+            out_dtype=d.get("out_dtype"),
+        )
+
+    def cli_args(self) -> str:
+        """The ``ptxgen`` flags that rebuild this spec."""
+        s = (
+            f"--bm {self.bm} --bn {self.bn} --bk {self.bk} --a {self.a.token} --b {self.b.token} "
+            f"--a-order {self.a.order.value} --b-order {self.b.order.value} --dtype {self.dtype.value} "
+            f"--acc {self.acc.value} --arch {self.arch.value} --stages {self.stages}"
+        )
+        if self.out_dtype is not self.acc:
+            s += f" --out-dtype {self.out_dtype.value}"
+        return s
+
+    @property
+    def kernel_name(self) -> str:
+        """Deterministic C identifier, e.g. ``ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn``."""
+
+        def op(o: OperandSpec) -> str:
+            return f"{o.major.value}_{o.swizzle.value}_o{o.order.value}"
+
+        out = "" if self.out_dtype is self.acc else f"_o{self.out_dtype.value}"
+        return (
+            f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}_{self.acc.value}{out}_"
+            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}"
+        )
+
+
+def make_spec(
+    bm: int,
+    bn: int,
+    bk: int,
+    a: str,
+    b: str = "mnmajor-sw128",
+    a_order: str | None = None,
+    b_order: str | None = None,
+    dtype: str = "f16",
+    acc: str = "f32",
+    arch: str = "sm_100a",
+    stages: int = 2,
+    out_dtype: str | None = None,
+) -> TileSpec:
+    """Build a TileSpec from the CLI's strings (every parse error is a SpecError naming its flag)."""
+    return TileSpec(
+        bm=bm,
+        bn=bn,
+        bk=bk,
+        a=OperandSpec.parse(a, a_order, "--a"),
+        b=OperandSpec.parse(b, b_order, "--b"),
+        dtype=parse_enum(DType, dtype, "--dtype"),
+        acc=parse_enum(DType, acc, "--acc"),
+        arch=parse_enum(Arch, arch, "--arch"),
+        stages=stages,
+        out_dtype=parse_enum(DType, out_dtype, "--out-dtype") if out_dtype is not None else None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation
+# ----------------------------------------------------------------------------------------------
+def _fmt(values) -> str:
+    v = list(values)
+    if len(v) > 8:
+        return ", ".join(map(str, v[:3])) + ", ..., " + ", ".join(map(str, v[-2:]))
+    return ", ".join(map(str, v))
+
+
+def legal_bm(arch: Arch) -> tuple[int, ...]:
+    # tcgen05.mma.cta_group::1 (not .ws): M is 64 or 128. wgmma: M=64 per instruction, one warpgroup
+    # per 64 rows, at most 4 warpgroups (512 threads) per CTA here.
+    return (64, 128) if arch is Arch.SM100A else (64, 128, 192, 256)
+
+
+def legal_bn(arch: Arch, dtype: DType, b_major: Major) -> tuple[int, ...]:
+    if dtype in (DType.S8, DType.U8):
+        ns = [8, 16, 24, 32] + list(range(48, 257, 16))  # step 16 after 32
+    else:
+        ns = list(range(8, 257, 8))
+    if arch is Arch.SM100A and dtype.bits == 8 and b_major is Major.MN:
+        ns = [n for n in ns if n % 16 == 0]  # 8-bit transposed B (PTX Table 52)
+    return tuple(ns)
+
+
+def legal_swizzles(arch: Arch, dtype: DType, major: Major) -> tuple[Swizzle, ...]:
+    """Majorness x swizzle x type combinations each family accepts."""
+    four = (Swizzle.NONE, Swizzle.SW32, Swizzle.SW64, Swizzle.SW128)
+    if arch is Arch.SM90A:
+        if major is Major.MN and dtype not in (DType.F16, DType.BF16):
+            return ()  # wgmma transposes only .f16/.bf16
+        return four
+    if major is Major.K:
+        return four  # K-major: all swizzles except 128B_base32B, every type size
+    if dtype is DType.TF32:
+        return (Swizzle.SW128B32,)  # MN-major 32-bit only with 128B_base32B
+    return four  # MN-major 8/16-bit: all but 128B_base32B
+
+
+def validate(t: TileSpec) -> None:
+    """Raise SpecError for the first rule ``t`` breaks."""
+    shapes = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
+    if t.dtype not in INPUT_DTYPES:
+        raise SpecError("--dtype", t.dtype.value, "not an MMA input type", _fmt(d.value for d in INPUT_DTYPES))
+    if t.acc not in ACC_DTYPES or t.acc not in LEGAL_ACC[t.dtype]:
+        raise SpecError(
+            "--acc",
+            t.acc.value,
+            f"{t.dtype.value} inputs accumulate only in {'/'.join(d.value for d in LEGAL_ACC[t.dtype])}",
+            _fmt(d.value for d in LEGAL_ACC[t.dtype]),
+            shapes,
+        )
+    outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
+    if t.out_dtype not in outs:
+        raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to", _fmt(d.value for d in outs))
+
+    bms = legal_bm(t.arch)
+    if t.bm not in bms:
+        rule = (
+            "tcgen05.mma.cta_group::1 has M = 64 or 128"
+            if t.arch is Arch.SM100A
+            else "wgmma has M = 64; ptxgen runs one warpgroup per 64 rows, at most four"
+        )
+        raise SpecError("--bm", t.bm, rule, _fmt(bms), shapes)
+    ns = legal_bn(t.arch, t.dtype, t.b.major)
+    if t.bn not in ns:
+        family = f"tcgen05 kind::{t.dtype.kind}" if t.arch is Arch.SM100A else f"wgmma .{t.dtype.value}"
+        step = "8, 16, 24, 32, then steps of 16" if t.dtype.kind == "i8" else "8..256 in steps of 8"
+        if len(ns) and ns[0] == 16 and t.dtype.kind != "i8":
+            step = "16..256 in steps of 16 (8-bit N-major B)"
+        raise SpecError("--bn", t.bn, f"{family} N is {step}", _fmt(ns), shapes)
+
+    k = t.k_per_mma
+    if t.bk <= 0 or t.bk % k:
+        raise SpecError(
+            "--bk",
+            t.bk,
+            f"one {t.dtype.value} MMA consumes K={k} (256 bits of each row); BK must be a multiple",
+            f"{k}, {2 * k}, {3 * k}, ...",
+            shapes,
+        )
+    if not 1 <= t.stages <= 16:
+        raise SpecError("--stages", t.stages, "the shared-memory ring holds 1 to 16 stages", "1..16")
+
+    for name in ("a", "b"):
+        _validate_operand(t, name)
+
+    plan = t.smem_plan()
+    if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
+        per_stage = t.stage_bytes("a") + t.stage_bytes("b")
+        fit = max(0, (SMEM_LIMIT_BYTES - (plan.dynamic_bytes - t.stages * per_stage)) // per_stage)
+        raise SpecError(
+            "--stages",
+            t.stages,
+            f"{t.stages} stages x ({t.stage_bytes('a')} + {t.stage_bytes('b')}) B plus barriers and alignment slack "
+            f"need {plan.dynamic_bytes} B of shared memory per block, more than the {SMEM_LIMIT_BYTES} B limit",
+            f"at most {fit} stages for this tile" if fit else "a smaller BM/BN/BK",
+            cite("smem_limit"),
+        )
+    if t.arch is Arch.SM100A and t.tmem_columns > 512:
+        raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
+
+
+def _validate_operand(t: TileSpec, name: str) -> None:
+    op = t.operand(name)
+    flag = f"--{name}"
+    legal = legal_swizzles(t.arch, t.dtype, op.major)
+    if op.swizzle not in legal:
+        if not legal:
+            rule = f"wgmma transposes (MN-major operands) only .f16/.bf16, not .{t.dtype.value}"
+            ref = cite("wgmma")
+            legal_s = f"kmajor-{{none,sw32,sw64,sw128}} for {t.dtype.value}"
+        elif op.swizzle is Swizzle.SW128B32 and t.arch is Arch.SM90A:
+            rule, ref = "wgmma has no 128-byte swizzle with 32-byte atomicity", cite("wgmma_desc")
+            legal_s = _fmt(f"{op.major.token}-{s.value}" for s in legal)
+        elif op.swizzle is Swizzle.SW128B32:
+            rule = "128B_base32B is only for MN-major tf32 (K-major never; other types not transposed with it)"
+            ref, legal_s = cite("majorness"), _fmt(f"{op.major.token}-{s.value}" for s in legal)
+        else:
+            rule = "MN-major tf32 on tcgen05 needs the 128-byte swizzle with 32-byte atomicity"
+            ref, legal_s = cite("majorness"), _fmt(f"{op.major.token}-{s.value}" for s in legal)
+        raise SpecError(flag, op.token, rule, legal_s, ref)
+
+    esize, swz = t.dtype.bytes, op.swizzle
+    if op.major is Major.K:
+        if t.bk * esize % swz.row_bytes:
+            fits = [s.value for s in legal if t.bk * esize % s.row_bytes == 0]
+            raise SpecError(
+                flag,
+                op.token,
+                f"a K-major {swz.value} atom row is {swz.row_bytes} B of K, but BK={t.bk} x {esize} B = {t.bk * esize} B "
+                "does not fill whole atom rows",
+                f"kmajor-{{{','.join(fits)}}} at this BK, or BK a multiple of {swz.row_bytes // esize}",
+                cite("canonical"),
+            )
+    else:
+        for what, extent in (("tile", t.mn_extent(name)), ("one MMA's", t.mma_mn(name))):
+            if extent * esize % swz.row_bytes:
+                dim = "BM" if name == "a" else "BN"
+                fits = [s.value for s in legal if extent * esize % s.row_bytes == 0]
+                raise SpecError(
+                    flag,
+                    op.token,
+                    f"an MN-major {swz.value} atom row is {swz.row_bytes} B of {dim[1]}, but {what} {dim[1]} extent "
+                    f"{extent} x {esize} B = {extent * esize} B does not fill whole atom rows",
+                    f"mnmajor-{{{','.join(fits)}}}" if fits else f"{dim} a multiple of {swz.row_bytes // esize}",
+                    cite("canonical"),
+                )

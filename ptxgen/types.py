@@ -1,0 +1,191 @@
+"""The vocabulary of a tile: architectures, majorness, swizzle modes, atom orders and data types.
+
+Pure facts, no derivation. Each enum carries the hardware numbers that belong to it, so the rest of
+the code asks ``Swizzle.SW64.row_bytes`` instead of repeating 64 somewhere else.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class SpecError(ValueError):
+    """An illegal tile specification.
+
+    The message names the field, the offending value, the rule that it breaks and the legal values,
+    e.g. ``--bn=100 is illegal: kind::f16 N must be a multiple of 8 in [8, 256] (PTX ISA 'tcgen05 matrix
+    shapes', #tcgen05-kind-shapes). Legal: 8, 16, 24, ..., 256``.
+    """
+
+    def __init__(self, field: str, value: object, rule: str, legal: str, ref: str | None = None):
+        self.field = field
+        self.value = value
+        self.rule = rule
+        self.legal = legal
+        self.ref = ref
+        where = f" ({ref})" if ref else ""
+        super().__init__(f"{field}={value} is illegal: {rule}{where}. Legal: {legal}")
+
+
+class Arch(Enum):
+    """Target architecture, which also picks the MMA instruction family."""
+
+    SM100A = "sm_100a"  # Blackwell: tcgen05.mma.cta_group::1, accumulator in tensor memory
+    SM90A = "sm_90a"  # Hopper: wgmma.mma_async, accumulator in registers
+
+    @property
+    def family(self) -> str:
+        return "tcgen05" if self is Arch.SM100A else "wgmma"
+
+
+class Major(Enum):
+    """Which logical dimension of an operand is contiguous in memory (16-byte cells run along it)."""
+
+    K = "k"
+    MN = "mn"
+
+    @property
+    def token(self) -> str:
+        return "kmajor" if self is Major.K else "mnmajor"
+
+
+class AtomOrder(Enum):
+    """Along which dimension consecutive swizzle atoms (core matrices for ``none``) sit next to each other."""
+
+    MN = "mn"
+    K = "k"
+
+
+class Swizzle(Enum):
+    """A shared-memory swizzle mode, independent of how an instruction family encodes it.
+
+    Every mode is CuTe's ``Swizzle<B, M, S>`` on byte addresses: the B bits at [M+S, M+S+B) are XORed
+    into the B bits at [M, M+B). The atom is ``atom_rows`` rows of ``row_bytes`` bytes.
+
+    >>> Swizzle.SW64.apply(0x0C0)   # row 3 of a 64-B-row atom, cell 0 -> cell 1
+    208
+    >>> Swizzle.SW64.repeat_bytes
+    512
+    """
+
+    NONE = "none"
+    SW32 = "sw32"
+    SW64 = "sw64"
+    SW128 = "sw128"
+    SW128B32 = "sw128b32"  # 128-byte swizzle with 32-byte atomicity (tcgen05 only, MN-major tf32)
+
+    @property
+    def bms(self) -> tuple[int, int, int]:
+        return {
+            Swizzle.NONE: (0, 4, 3),
+            Swizzle.SW32: (1, 4, 3),
+            Swizzle.SW64: (2, 4, 3),
+            Swizzle.SW128: (3, 4, 3),
+            Swizzle.SW128B32: (2, 5, 2),
+        }[self]
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one atom row, along the operand's contiguous dimension (16 for ``none``)."""
+        return {Swizzle.NONE: 16, Swizzle.SW32: 32, Swizzle.SW64: 64, Swizzle.SW128: 128, Swizzle.SW128B32: 128}[self]
+
+    @property
+    def atom_rows(self) -> int:
+        """Rows of one atom: 8, except 4 for the 32-byte-atomicity mode."""
+        return 4 if self is Swizzle.SW128B32 else 8
+
+    @property
+    def atom_bytes(self) -> int:
+        return self.atom_rows * self.row_bytes
+
+    @property
+    def repeat_bytes(self) -> int:
+        """Period of the XOR pattern in bytes (CuTe ``alignment_for_swizzle`` = 2^(B+M+S))."""
+        b, m, s = self.bms
+        return 1 << (b + m + s)
+
+    @property
+    def is_swizzled(self) -> bool:
+        return self is not Swizzle.NONE
+
+    def apply(self, byte_address: int) -> int:
+        """The swizzled byte address (identity for ``none``)."""
+        b, m, s = self.bms
+        mask = ((1 << b) - 1) << (m + s)
+        return byte_address ^ ((byte_address & mask) >> s)
+
+
+class DType(Enum):
+    """Element types: MMA inputs, accumulators and outputs."""
+
+    F16 = "f16"
+    BF16 = "bf16"
+    TF32 = "tf32"
+    E4M3 = "e4m3"
+    E5M2 = "e5m2"
+    S8 = "s8"
+    U8 = "u8"
+    F32 = "f32"
+    S32 = "s32"
+
+    @property
+    def bits(self) -> int:
+        return {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "s32": 32}.get(self.value, 8)
+
+    @property
+    def bytes(self) -> int:
+        return self.bits // 8
+
+    @property
+    def per_cell(self) -> int:
+        """Elements in one 16-byte cell (PTX's T = 128 / bits)."""
+        return 128 // self.bits
+
+    @property
+    def is_integer(self) -> bool:
+        return self in (DType.S8, DType.U8, DType.S32)
+
+    @property
+    def kind(self) -> str:
+        """The tcgen05 ``.kind`` that multiplies this input type."""
+        return {
+            DType.F16: "f16",
+            DType.BF16: "f16",
+            DType.TF32: "tf32",
+            DType.E4M3: "f8f6f4",
+            DType.E5M2: "f8f6f4",
+            DType.S8: "i8",
+            DType.U8: "i8",
+        }[self]
+
+    @property
+    def k_per_mma(self) -> int:
+        """K of one dense MMA: 256 bits of each A/B row (16 for 16-bit types, 8 for tf32, 32 for 8-bit)."""
+        return 256 // self.bits
+
+
+INPUT_DTYPES = (DType.F16, DType.BF16, DType.TF32, DType.E4M3, DType.E5M2, DType.S8, DType.U8)
+ACC_DTYPES = (DType.F32, DType.F16, DType.S32)
+OUT_DTYPES = (DType.F32, DType.F16, DType.BF16, DType.S32)
+
+# Which accumulators each input type can use. PTX: kind::f16 gives .f16 D only for .f16 inputs
+# (#tcgen05-kind-shapes, Table "Various combinations of .kind and shapes"); wgmma's .bf16 and .tf32
+# variants list .dtype = {.f32} (#asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async).
+LEGAL_ACC = {
+    DType.F16: (DType.F32, DType.F16),
+    DType.BF16: (DType.F32,),
+    DType.TF32: (DType.F32,),
+    DType.E4M3: (DType.F32, DType.F16),
+    DType.E5M2: (DType.F32, DType.F16),
+    DType.S8: (DType.S32,),
+    DType.U8: (DType.S32,),
+}
+
+
+def parse_enum(enum_cls, value: str, field: str):
+    """``enum_cls(value)`` with a SpecError naming the field and the legal values."""
+    try:
+        return enum_cls(value)
+    except ValueError:
+        legal = ", ".join(e.value for e in enum_cls)
+        raise SpecError(field, value, f"unknown {enum_cls.__name__}", legal) from None
