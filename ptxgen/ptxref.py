@@ -44,4 +44,5 @@ REFS: dict[str, tuple[str, str, str]] = {
 
 def cite(key: str) -> str:
     section, title, anchor = REFS[key]
-    return f"PTX ISA {section} '{title}' (#{anchor})"
+    doc = "" if section.startswith("CUDA") else "PTX ISA "
+    return f"{doc}{section} '{title}' (#{anchor})"

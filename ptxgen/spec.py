@@ -145,6 +145,12 @@ class TileSpec:
         return cols
 
     @property
+    def accumulator_registers(self) -> int:
+        """wgmma: 32-bit registers per thread that hold the accumulator (64 x BN over 128 threads)."""
+        elems = self.bn // 2
+        return elems // 2 if self.acc is DType.F16 else elems
+
+    @property
     def threads(self) -> int:
         """tcgen05: 4 warps (one per 32-lane TMEM sub-partition); wgmma: one warpgroup per 64 rows."""
         return 128 if self.arch is Arch.SM100A else 128 * (self.bm // 64)
@@ -277,6 +283,21 @@ def legal_swizzles(arch: Arch, dtype: DType, major: Major) -> tuple[Swizzle, ...
     return four  # MN-major 8/16-bit: all but 128B_base32B
 
 
+# Registers a wgmma kernel needs beside its accumulator. Measured with NVRTC 13.5 (SASS check): at BM=192
+# (168 registers a thread) BN=176 (88 accumulator registers) spilled with BK=128, one stage, while BN=160
+# (80) did not; at BM=256 (128 a thread) BN=128 (64) spilled. 88 keeps every legal spec spill-free.
+REGISTER_RESERVE = 88
+
+
+def register_budget(threads: int) -> int:
+    """Registers per thread when ``threads`` share the 64K-register file (at most 255, in steps of 8)."""
+    return min(255, 65536 // threads // 8 * 8)
+
+
+def _acc_regs(bn: int, acc: DType) -> int:
+    return bn // 4 if acc is DType.F16 else bn // 2
+
+
 def validate(t: TileSpec) -> None:
     """Raise SpecError for the first rule ``t`` breaks."""
     shapes = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
@@ -324,6 +345,19 @@ def validate(t: TileSpec) -> None:
 
     for name in ("a", "b"):
         _validate_operand(t, name)
+
+    if t.arch is Arch.SM90A:
+        budget = register_budget(t.threads)
+        if t.accumulator_registers + REGISTER_RESERVE > budget:
+            fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major) if _acc_regs(n, t.acc) + REGISTER_RESERVE <= budget]
+            raise SpecError(
+                "--bn",
+                t.bn,
+                f"with BM={t.bm} ({t.threads} threads) a thread has at most {budget} registers (65536 per SM); the "
+                f"m64n{t.bn} {t.acc.value} accumulator takes {t.accumulator_registers}, leaving less than the "
+                f"{REGISTER_RESERVE} that addressing and the pipeline need (ptxas would spill)",
+                f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
+            )
 
     plan = t.smem_plan()
     if plan.dynamic_bytes > SMEM_LIMIT_BYTES:

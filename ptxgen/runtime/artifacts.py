@@ -1,0 +1,97 @@
+"""Build a kernel's files (render, compile, check SASS) and check generated/ against the generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..emit.generated import (
+    KERNEL_FILES,
+    kernel_dirs,
+    layout_json_text,
+    ptx_nvrtc_version,
+    ptx_text,
+    read_layout_json,
+    write_kernel_dir,
+)
+from ..emit.render import render_kernel
+from ..emit.svg import layout_svg
+from ..layout import TileLayout, derive
+from ..spec import TileSpec
+from .sass import SassReport, check_sass
+from .toolchain import Compiled, compile_cuda, nvrtc_version
+
+
+@dataclass
+class Artifacts:
+    layout: TileLayout
+    files: dict[str, str]
+    compiled: Compiled | None = None
+    sass: SassReport | None = None
+
+
+def generate(spec: TileSpec, compile: bool = True, sass: bool = True) -> Artifacts:
+    """Every file of the kernel folder, as text (kernel.ptx only when compiling)."""
+    t = derive(spec)
+    cu = render_kernel(t)
+    files = {"kernel.cu": cu, "layout.json": layout_json_text(t), "layout.svg": layout_svg(t)}
+    art = Artifacts(t, files)
+    if compile:
+        art.compiled = compile_cuda(cu, spec.kernel_name, spec.arch.value)
+        files["kernel.ptx"] = ptx_text(t, art.compiled.ptx, nvrtc_version())
+        if sass:
+            art.sass = check_sass(spec, art.compiled.cubin)
+    return art
+
+
+def build(spec: TileSpec, out_root: Path) -> tuple[Path, Artifacts]:
+    art = generate(spec)
+    files = {name: art.files[name] for name in KERNEL_FILES}
+    return write_kernel_dir(out_root, spec.kernel_name, files), art
+
+
+@dataclass
+class CheckResult:
+    checked: list[Path] = field(default_factory=list)
+    differing: list[Path] = field(default_factory=list)  # files whose bytes differ from the generator's
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.differing and not self.errors
+
+
+def check_tree(root: Path) -> CheckResult:
+    """Regenerate every kernel under ``root`` from its layout.json spec and compare byte for byte."""
+    res = CheckResult()
+    dirs = kernel_dirs(root)
+    if not dirs:
+        res.errors.append(f"no kernel folders (*/layout.json) under {root}")
+    for d in dirs:
+        try:
+            spec = TileSpec.from_json(read_layout_json(d)["spec"])
+        except Exception as e:  # noqa: BLE001 - a hand-edited spec is a finding, not a crash
+            res.errors.append(f"{d}/layout.json: cannot rebuild the spec: {e}")
+            continue
+        if spec.kernel_name != d.name:
+            res.errors.append(f"{d}: folder name differs from the spec's kernel name {spec.kernel_name}")
+        on_disk_ptx = (d / "kernel.ptx").read_text(encoding="utf-8") if (d / "kernel.ptx").exists() else ""
+        recorded = ptx_nvrtc_version(on_disk_ptx)
+        compare_ptx = recorded is None or recorded == nvrtc_version()
+        if not compare_ptx:
+            res.notes.append(
+                f"{d}/kernel.ptx: made by NVRTC {recorded}, this machine has {nvrtc_version()}: not compared "
+                "(pip install the pinned nvidia-cuda-nvrtc to compare it)"
+            )
+        art = generate(spec, compile=compare_ptx, sass=False)
+        for name in KERNEL_FILES:
+            if name == "kernel.ptx" and not compare_ptx:
+                continue
+            path = d / name
+            res.checked.append(path)
+            if not path.exists() or path.read_text(encoding="utf-8") != art.files[name]:
+                res.differing.append(path)
+        for extra in sorted(set(p.name for p in d.iterdir()) - set(KERNEL_FILES)):
+            res.errors.append(f"{d / extra}: not a file ptxgen generates")
+    return res

@@ -1,0 +1,109 @@
+"""Check a compiled kernel's SASS against what its spec implies.
+
+* the MMA opcode of the instruction family and type (UTCHMMA/UTCQMMA/UTCIMMA for tcgen05,
+  HGMMA/QGMMA/IGMMA for wgmma);
+* exactly BK / K_mma of them inside the main loop (the smallest backward branch that encloses every
+  MMA), and none outside it;
+* tcgen05: the epilogue's LDTM (tcgen05.ld) loads;
+* no local memory: no LDL/STL and zero LOCAL/STACK bytes in the resource usage.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..spec import TileSpec
+from ..types import Arch
+from .toolchain import run_tool
+
+_TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}
+_WGMMA_OPCODE = {"f16": "HGMMA", "tf32": "HGMMA", "f8f6f4": "QGMMA", "i8": "IGMMA"}
+_MMA_RE = re.compile(r"\b(UTC[A-Z]*MMA|[HQIB]GMMA)\b")
+_LINE_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
+_BRA_RE = re.compile(r"\bBRA(?:\.[A-Z.]+)?\s+(?:!?U?P\w+,\s*)?0x([0-9a-f]+)")
+
+
+def expected_mma_opcode(spec: TileSpec) -> str:
+    table = _TCGEN05_OPCODE if spec.arch is Arch.SM100A else _WGMMA_OPCODE
+    return table[spec.dtype.kind]
+
+
+@dataclass
+class SassReport:
+    opcode: str
+    mma_total: int
+    mma_in_loop: int
+    expected_per_iteration: int
+    ldtm: int
+    registers: int
+    local_bytes: int
+    stack_bytes: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        s = f"{self.mma_in_loop} x {self.opcode} per main-loop iteration (expected {self.expected_per_iteration})"
+        if self.ldtm:
+            s += f", {self.ldtm} LDTM"
+        return s + f", {self.registers} registers, local {self.local_bytes} B"
+
+
+def parse_instructions(sass: str) -> list[tuple[int, str]]:
+    return [(int(m.group(1), 16), m.group(2).strip()) for m in _LINE_RE.finditer(sass)]
+
+
+def check_sass(spec: TileSpec, cubin: bytes, sass: str | None = None, resources: str | None = None) -> SassReport:
+    sass = run_tool("cuobjdump", ["--dump-sass"], cubin) if sass is None else sass
+    resources = run_tool("cuobjdump", ["--dump-resource-usage"], cubin) if resources is None else resources
+    instrs = parse_instructions(sass)
+    want = expected_mma_opcode(spec)
+    expected = spec.mmas_per_k_tile
+    mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
+    problems = []
+    other = sorted({op for _, op in mmas if op != want})
+    if other:
+        problems.append(f"unexpected MMA opcode(s) {', '.join(other)}; {spec.arch.value} {spec.dtype.value} should use {want}")
+    in_loop = 0
+    if mmas:
+        first, last = mmas[0][0], mmas[-1][0]
+        loops = []
+        for addr, text in instrs:
+            b = _BRA_RE.search(text)
+            if b:
+                target = int(b.group(1), 16)
+                if target <= first and addr >= last:
+                    loops.append((addr - target, target, addr))
+        if loops:
+            _, lo, hi = min(loops)
+            in_loop = sum(1 for a, op in mmas if lo <= a <= hi and op == want)
+        else:
+            problems.append("no loop encloses the MMAs: the main loop was not found")
+    if in_loop != expected:
+        problems.append(f"{in_loop} {want} in the main loop, expected BK / K = {spec.bk} / {spec.k_per_mma} = {expected}")
+    if len(mmas) != in_loop:
+        problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop")
+    ldtm = sum(1 for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?LDTM\b", text))
+    if spec.arch is Arch.SM100A and ldtm == 0:
+        problems.append("no LDTM (tcgen05.ld) in the epilogue")
+    local = sum(1 for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?(LDL|STL)\b", text))
+    if local:
+        problems.append(f"{local} local-memory instruction(s) (LDL/STL): registers spilled")
+    res = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|LOCAL):(\d+)", resources)}
+    if res.get("LOCAL", 0) or res.get("STACK", 0):
+        problems.append(f"local memory in use: LOCAL {res.get('LOCAL', 0)} B, STACK {res.get('STACK', 0)} B")
+    return SassReport(
+        opcode=want,
+        mma_total=len(mmas),
+        mma_in_loop=in_loop,
+        expected_per_iteration=expected,
+        ldtm=ldtm,
+        registers=res.get("REG", 0),
+        local_bytes=res.get("LOCAL", 0),
+        stack_bytes=res.get("STACK", 0),
+        problems=problems,
+    )
+
