@@ -120,6 +120,119 @@ def table_name(arch: Arch) -> str:
     return "shared-memory descriptor" if arch is Arch.SM100A else "wgmma matrix descriptor"
 
 
+def cmd_build(args) -> int:
+    from pathlib import Path
+
+    from .runtime.artifacts import build
+    from .runtime.toolchain import CompileError
+
+    spec = spec_from_args(args)
+    try:
+        path, art = build(spec, Path(args.out))
+    except CompileError as e:
+        print(f"ptxgen: error: {e}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    rep = art.sass
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "kernel_name": spec.kernel_name,
+                    "dir": str(path),
+                    "files": sorted(art.files),
+                    "sass": {"ok": rep.ok, "opcode": rep.opcode, "mma_per_iteration": rep.mma_in_loop,
+                             "registers": rep.registers, "local_bytes": rep.local_bytes, "problems": rep.problems},
+                    "layout": art.layout.to_json(),
+                }
+            )
+        )
+    else:
+        print(f"wrote {path}/ ({', '.join(sorted(art.files))})")
+        print(f"SASS: {rep.summary()}")
+        for p in rep.problems:
+            print(f"SASS PROBLEM: {p}", file=sys.stderr)
+    return EXIT_OK if rep.ok else EXIT_CHECK_FAILED
+
+
+def cmd_check(args) -> int:
+    from pathlib import Path
+
+    from .runtime.artifacts import check_tree
+
+    res = check_tree(Path(args.dir))
+    for n in res.notes:
+        print(f"note: {n}", file=sys.stderr)
+    for e in res.errors:
+        print(f"ptxgen check: {e}", file=sys.stderr)
+    for p in res.differing:
+        print(f"ptxgen check: {p} differs from what ptxgen generates now (hand edit or stale generator)", file=sys.stderr)
+    if res.ok:
+        print(f"ptxgen check: {len(res.checked)} files in {args.dir} match the generator")
+        return EXIT_OK
+    return EXIT_CHECK_FAILED
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import default_jobs, load_grid, run_sweep, shard, summary_table, write_json
+
+    try:
+        grid = load_grid(args.grid)
+        specs = shard(grid.specs, args.shard)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.list:
+        for sp in specs:
+            print(sp.cli_args())
+        return EXIT_OK
+    if args.run:
+        from .runtime.gpu import NoGPU, require_gpu
+
+        try:
+            require_gpu()
+        except NoGPU as e:
+            print(f"ptxgen: {e}", file=sys.stderr)
+            return EXIT_NO_GPU
+    print(
+        f"sweep grid {grid.name}: {len(specs)} configurations"
+        + (f" (shard {args.shard} of {len(grid.specs)})" if args.shard else "")
+        + f", {grid.dropped} illegal combinations dropped",
+        file=sys.stderr,
+    )
+    report = run_sweep(specs, args.jobs or default_jobs(), compile=not args.no_compile, run=args.run)
+    report["grid"] = grid.name
+    print(summary_table(report))
+    if args.json:
+        write_json(report, args.json)
+    return EXIT_OK if report["summary"]["failed"] == 0 else EXIT_CHECK_FAILED
+
+
+def cmd_show(args) -> int:
+    from .emit.svg import layout_svg
+    from .layout import derive
+
+    t = derive(spec_from_args(args))
+    decode = _parse_hex(args.decode, 64, "descriptor") if args.decode else None
+    svg = layout_svg(t, (args.operand,) if args.operand else ("a", "b"), decode)
+    if args.html:
+        page = (
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
+            + t.spec.kernel_name
+            + "</title></head><body>\n"
+            + svg.split("\n", 1)[1]
+            + "</body></html>\n"
+        )
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(page)
+        print(f"wrote {args.html}")
+    elif args.svg:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(svg)
+        print(f"wrote {args.svg}")
+    else:
+        sys.stdout.write(svg)
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptxgen", description="tensor-core GEMM tiles: derive, explain, emit, check")
@@ -139,17 +252,43 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_decode)
 
-    _add_later_commands(sub)
+    b = sub.add_parser("build", help="write generated/<kernel>/{kernel.cu,kernel.ptx,layout.json,layout.svg}")
+    add_spec_flags(b)
+    b.add_argument("--out", default="generated", help="output folder (default generated)")
+    b.add_argument("--json", action="store_true", help="print a JSON build report")
+    b.set_defaults(func=cmd_build)
+
+    c = sub.add_parser("check", help="regenerate every kernel under DIR and fail on any difference")
+    c.add_argument("dir", nargs="?", default="generated")
+    c.set_defaults(func=cmd_check)
+
+    w = sub.add_parser("sweep", help="read-model, compile and SASS checks over a grid of configurations")
+    w.add_argument("--grid", default="ci", help="ci, full, or a TOML grid file (default ci)")
+    w.add_argument("--jobs", type=int, default=None, help="worker processes (default: all CPUs)")
+    w.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based, deterministic)")
+    w.add_argument("--json", default=None, metavar="OUT", help="write the JSON report to OUT")
+    w.add_argument("--no-compile", action="store_true", help="only the read-model check")
+    w.add_argument("--run", action="store_true", help="also run each kernel on the GPU (needs one)")
+    w.add_argument("--list", action="store_true", help="list the configurations and exit")
+    w.set_defaults(func=cmd_sweep)
+
+    sh = sub.add_parser("show", help="draw a stage's layout, its swizzle and what each MMA reads (SVG)")
+    add_spec_flags(sh)
+    sh.add_argument("--operand", choices=("a", "b"), help="draw one operand (default both)")
+    out = sh.add_mutually_exclusive_group()
+    out.add_argument("--svg", metavar="FILE", help="write the SVG to FILE (default: stdout)")
+    out.add_argument("--html", metavar="FILE", help="write a self-contained HTML page to FILE")
+    sh.add_argument("--decode", metavar="HEX", help="highlight what this raw descriptor reads instead of the derived ones")
+    sh.set_defaults(func=cmd_show)
+
+    _add_gpu_commands(sub)
     return p
 
 
-def _add_later_commands(sub) -> None:
-    """Commands of the emit and runtime layers (imported lazily so the core works without them)."""
-    try:
-        from . import cli_more
-    except ImportError:  # pragma: no cover - only while the package is being assembled
-        return
-    cli_more.add_commands(sub, add_spec_flags)
+def _add_gpu_commands(sub) -> None:
+    from .runtime import commands
+
+    commands.add(sub, add_spec_flags)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,8 +100,8 @@ def swizzle(mode: str, addr: np.ndarray, base_offset: int = 0, rule: str | None 
     return (addr & ~np.int64(0x70)) | ((chunk ^ (line & (n - 1))) << 4)
 
 
-def element_addresses(arch: str, desc: int, major: str, mn: int, dtype: str, rule: str | None = None) -> np.ndarray:
-    """Byte address of the first byte of every element (row over MN, column over the MMA's K)."""
+def canonical_addresses(arch: str, desc: int, major: str, mn: int, dtype: str) -> np.ndarray:
+    """Byte address of the first byte of every element before the swizzle (row over MN, column over K)."""
     d = decode(arch, desc)
     bits = ELEMENT_BITS[dtype]
     esize = bits // 8
@@ -127,7 +127,13 @@ def element_addresses(arch: str, desc: int, major: str, mn: int, dtype: str, rul
             addr = d.start + (rb // S) * d.lbo + rb % S + (kk // 8) * d.sbo + (kk % 8) * S
     else:
         raise ValueError(f"major must be 'k' or 'mn', not {major!r}")
-    return swizzle(d.mode, addr, d.base_offset, rule)
+    return addr
+
+
+def element_addresses(arch: str, desc: int, major: str, mn: int, dtype: str, rule: str | None = None) -> np.ndarray:
+    """Byte address of the first byte of every element (row over MN, column over the MMA's K)."""
+    d = decode(arch, desc)
+    return swizzle(d.mode, canonical_addresses(arch, desc, major, mn, dtype), d.base_offset, rule)
 
 
 def read(arch: str, desc: int, major: str, mn: int, dtype: str, smem: np.ndarray, rule: str | None = None) -> np.ndarray:

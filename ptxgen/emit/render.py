@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
-from ..descriptors import SmemDescriptor, tmem_lane_c_expr
+from ..descriptors import SmemDescriptor, WgmmaInstr, tmem_lane_c_expr
 from ..layout import OperandLayout, StoreMap, TileLayout
 from ..smem import MBARRIER_BYTES
 from ..types import Arch, DType, Major
@@ -139,6 +139,46 @@ def _regs(n: int, first: int = 0) -> str:
     return "{" + ", ".join(f"%{i}" for i in range(first, first + n)) + "}"
 
 
+def wgmma_fragment_row(i: str, t: str, lane: str) -> str:
+    """Row of element ``i`` of thread ``t`` in a wgmma m64nN D fragment (PTX 'wgmma .m64nNk* D fragments'):
+    warp t/32 owns rows 16w..16w+15; lane/4 picks the row, and elements 2, 3 of each group of 4 are 8 rows down."""
+    return f"({t} / 32) * 16 + {lane} / 4 + 8 * (({i} >> 1) & 1)"
+
+
+def wgmma_fragment_col(i: str, lane: str) -> str:
+    """Column of element ``i``: groups of 4 elements cover 8 columns; lane % 4 picks a pair, i % 2 its half."""
+    return f"8 * ({i} >> 2) + 2 * ({lane} % 4) + ({i} & 1)"
+
+
+def _wgmma_operands(acc_regs: int, constraint: str) -> tuple[str, str]:
+    return _regs(acc_regs), ", ".join(f'"{constraint}"(d[{i}])' for i in range(acc_regs))
+
+
+def probe_context(dtype: DType, n: int, a_major: Major, b_major: Major) -> dict:
+    """The layout-probe kernel: one m64nNk wgmma, f32 accumulator, descriptors given at run time."""
+    w = WgmmaInstr(n, dtype, DType.F32, a_major, b_major)
+    d_list, outputs = _wgmma_operands(n // 2, "+f")
+    imm = ", 1, 1" + (f", {w.imm_trans_a}, {w.imm_trans_b}" if w.has_transpose else "")
+    return {
+        "generated_line": f"{GENERATED_MARK} {__version__} (layout probe); do not edit",
+        "kernel_name": f"ptxgen_probe_{dtype.value}_n{n}_a{a_major.value}_b{b_major.value}",
+        "n": n,
+        "acc_regs": n // 2,
+        "wgmma_opcode": w.opcode,
+        "wgmma_d_list": d_list,
+        "wgmma_outputs": outputs,
+        "wgmma_immediates": imm,
+        "start_field_expr": SmemDescriptor.start_field_c_expr(Arch.SM90A, "base"),
+        "frag_row_expr": wgmma_fragment_row("i", "t", "lane"),
+        "frag_col_expr": wgmma_fragment_col("i", "lane"),
+    }
+
+
+def render_probe(dtype: DType, n: int, a_major: Major, b_major: Major) -> tuple[str, str]:
+    k = probe_context(dtype, n, a_major, b_major)
+    return k["kernel_name"], environment().get_template("wgmma_probe.cu.j2").render(k=k)
+
+
 def kernel_context(t: TileLayout) -> dict:
     s = t.spec
     plan = t.smem
@@ -236,15 +276,13 @@ def kernel_context(t: TileLayout) -> dict:
             acc_regs=acc_regs,
             acc_constraint=constraint,
             acc_elems=acc_elems,
-            wgmma_d_list=_regs(acc_regs),
-            wgmma_outputs=", ".join(f'"{constraint}"(d[{i}])' for i in range(acc_regs)),
+            wgmma_d_list=_wgmma_operands(acc_regs, constraint)[0],
+            wgmma_outputs=_wgmma_operands(acc_regs, constraint)[1],
             wgmma_immediates=imm,
             a_slab_stride=t.a.slab_stride_bytes,
-            # wgmma D fragment (PTX 'Matrix fragments for wgmma .m64nNk*'): thread t of the warpgroup holds,
-            # for element i, row 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2) and column
-            # 8 * (i / 4) + 2 * (t % 4) + i % 2; elements i and i + 1 (i even) are neighbours in a row.
-            frag_row_expr="wg * 64 + (wg_tid / 32) * 16 + lane / 4 + 8 * ((i >> 1) & 1)",
-            frag_col_expr="8 * (i >> 2) + 2 * (lane % 4)",
+            # elements i and i + 1 (i even) are neighbours in a row of the wgmma D fragment
+            frag_row_expr="wg * 64 + " + wgmma_fragment_row("i", "wg_tid", "lane"),
+            frag_col_expr=wgmma_fragment_col("i", "lane"),
             epi_layout_doc="Element pairs (i, i + 1) are adjacent columns of one row.",
             out_pair_ctype=pair_ctype,
             store_pair_stmt=stmt,

@@ -94,13 +94,12 @@ def compile_cuda(source: str, name: str, arch: str, extra_options: tuple[str, ..
 
     (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
     try:
-        opts = [
-            f"--gpu-architecture={arch}".encode(),
-            b"-std=c++17",
-            b"--device-as-default-execution-space",
-            f"--include-path={cuda_include_dir()}".encode(),
-            *[o.encode() for o in extra_options],
-        ]
+        opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17", b"--device-as-default-execution-space"]
+        try:  # the generated kernels include no headers; user code compiled through here may
+            opts.append(f"--include-path={cuda_include_dir()}".encode())
+        except ToolchainError:
+            pass
+        opts += [o.encode() for o in extra_options]
         res = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
         log_buf = b" " * size

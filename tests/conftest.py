@@ -1,0 +1,51 @@
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+
+def _gpu_reason():
+    try:
+        from ptxgen.runtime.gpu import NoGPU, require_gpu
+
+        dev = require_gpu()
+        return None, dev
+    except NoGPU as e:
+        return str(e), None
+    except Exception as e:  # noqa: BLE001
+        return f"GPU unusable: {e}", None
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if gpu_items:
+        reason, _ = _gpu_reason()
+        if reason:
+            for item in gpu_items:
+                item.add_marker(pytest.mark.skip(reason=f"no GPU: {reason}"))
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    for item in items:
+        if "browser" in item.keywords and not chromium:
+            item.add_marker(pytest.mark.skip(reason="headless Chromium not installed"))
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    reason, dev = _gpu_reason()
+    if reason:
+        pytest.skip(reason)
+    return dev
+
+
+@pytest.fixture(scope="session")
+def artifact_dir():
+    """Where GPU tests leave their logs and reports ($PTXGEN_ARTIFACTS, else a temp folder)."""
+    d = Path(os.environ.get("PTXGEN_ARTIFACTS") or (Path(os.environ.get("TMPDIR", "/tmp")) / "ptxgen-artifacts"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -1,0 +1,141 @@
+"""GPU tier: generated kernels on real tensor cores (marked ``gpu``; skipped without a GPU).
+
+The kernel for the GPU present is chosen as ``ptxgen validate`` does: sm_90a on compute capability
+9.0 (wgmma, checked here on an H200), sm_100a on 10.x (tcgen05; never run here: no Blackwell GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ptxgen.spec import make_spec
+from ptxgen.types import SpecError
+
+pytestmark = pytest.mark.gpu
+
+SWIZZLES = ("none", "sw32", "sw64", "sw128")
+TOKENS = [f"{m}-{s}" for m in ("kmajor", "mnmajor") for s in SWIZZLES]
+
+
+def _configs() -> list[dict]:
+    c: list[dict] = []
+    # every swizzle x both majors, on A and on B, f16 and bf16 (M, N, K span several tiles: 3 BM, 2 BN, 5 BK)
+    for dtype in ("f16", "bf16"):
+        for tok in TOKENS:
+            c.append(dict(bm=128, bn=128, bk=64, a=tok, b="kmajor-sw128", dtype=dtype))
+            c.append(dict(bm=128, bn=128, bk=64, a="kmajor-sw64", b=tok, dtype=dtype))
+    # both atom orders on both operands
+    for a, b in (("kmajor-none", "mnmajor-none"), ("kmajor-sw64", "mnmajor-sw32"), ("mnmajor-sw128", "kmajor-sw32")):
+        for ao in ("mn", "k"):
+            for bo in ("mn", "k"):
+                c.append(dict(bm=128, bn=128, bk=128, a=a, b=b, a_order=ao, b_order=bo, dtype="bf16"))
+    # tf32 and e4m3, K-major, every swizzle; int8
+    for s in SWIZZLES:
+        c.append(dict(bm=128, bn=128, bk=32, a=f"kmajor-{s}", b="kmajor-sw128", dtype="tf32"))
+        c.append(dict(bm=128, bn=128, bk=128, a=f"kmajor-{s}", b="kmajor-sw128", dtype="e4m3"))
+    c.append(dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw64", dtype="e5m2", acc="f16"))
+    c.append(dict(bm=128, bn=64, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="s8", acc="s32", stages=3))
+    c.append(dict(bm=64, bn=128, bk=64, a="kmajor-sw64", b="kmajor-none", dtype="u8", acc="s32"))
+    # tile sizes, stage counts, accumulators and outputs
+    for bm, bn, bk, stages in ((64, 64, 64, 1), (64, 256, 64, 2), (128, 256, 64, 3), (128, 8, 32, 4), (128, 136, 64, 2),
+                               (192, 96, 64, 2), (256, 64, 32, 3), (64, 128, 128, 4), (128, 64, 16, 2)):
+        a = "kmajor-sw64" if bk >= 32 else "kmajor-sw32"
+        c.append(dict(bm=bm, bn=bn, bk=bk, a=a, b="mnmajor-sw64" if bn % 32 == 0 else "kmajor-sw32", stages=stages))
+    for acc, out in (("f16", "f16"), ("f16", "f32"), ("f32", "bf16"), ("f32", "f16")):
+        c.append(dict(bm=128, bn=64, bk=64, a="mnmajor-sw128", b="kmajor-sw128", acc=acc, out_dtype=out))
+    return c
+
+
+CONFIGS = _configs()
+
+
+def _id(cfg: dict) -> str:
+    return "-".join(f"{v}" for v in cfg.values())
+
+
+def test_gpu_sweep_is_broad_enough():
+    assert len(CONFIGS) >= 60
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=[_id(c) for c in CONFIGS])
+def test_validate_on_gpu(gpu, cfg, artifact_dir):
+    from ptxgen.runtime.validate import validate_spec
+
+    try:
+        spec = make_spec(arch=gpu.arch.value, **cfg)
+    except SpecError as e:
+        pytest.skip(f"not legal on {gpu.arch.value}: {e}")
+    res = validate_spec(spec, seed=None)
+    with open(artifact_dir / "validate.log", "a") as f:
+        f.write(res.verdict + "\n")
+    assert res.passed, res.verdict
+
+
+def test_validate_cli_done_when_command(gpu, artifact_dir):
+    """The issue's command: an H200 runs the sm_90a kernel."""
+    arch = gpu.arch.value
+    cmd = [sys.executable, "-m", "ptxgen", "validate", "--arch", arch, "--bm", "128", "--bn", "128", "--bk", "64",
+           "--a", "kmajor-sw128", "--b", "mnmajor-sw128"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    (artifact_dir / "validate_cli.log").write_text(" ".join(cmd[2:]) + "\n" + proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("PASS")
+
+
+def test_validate_refuses_other_arch(gpu):
+    other = "sm_100a" if gpu.arch.value == "sm_90a" else "sm_90a"
+    proc = subprocess.run([sys.executable, "-m", "ptxgen", "validate", "--arch", other, "--bm", "128", "--bn", "128",
+                           "--bk", "64", "--a", "kmajor-sw128"], capture_output=True, text=True)
+    assert proc.returncode == 3 and "cannot run" in proc.stderr
+
+
+def test_probe_agrees_with_read_model(gpu, artifact_dir):
+    if gpu.arch.value != "sm_90a":
+        pytest.skip("the layout probe is a wgmma kernel (compute capability 9.0)")
+    from ptxgen.runtime.probe import run_probe, write_report
+
+    report = run_probe(seed=1)
+    write_report(report, str(artifact_dir / "probe.json"))
+    cats = report["summary"]["categories"]
+    for cat in ("derived", "strides"):
+        assert cats[cat]["cases"] > 0 and cats[cat]["model_disagrees"] == 0, report["summary"]
+        assert cats[cat]["model_agrees"] == cats[cat]["cases"], report["summary"]
+    # base offset: some hypothesis must explain every case (which one is recorded in docs/hardware-layout.md)
+    hyp = report["summary"]["base_offset_hypotheses"]
+    assert any(h["all_cases"].split("/")[0] == h["all_cases"].split("/")[1] for h in hyp.values()), hyp
+    # the read model's base-offset rule (set from that measurement) must agree on every base_offset case
+    assert cats["base_offset"]["model_disagrees"] == 0 and cats["base_offset"]["model_declines"] == 0, cats["base_offset"]
+
+
+SANITIZER_SPECS = [
+    ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "mnmajor-sw128"],
+    ["--bm", "64", "--bn", "64", "--bk", "32", "--a", "mnmajor-sw64", "--b", "kmajor-none", "--stages", "3"],
+    ["--bm", "128", "--bn", "64", "--bk", "64", "--a", "kmajor-sw32", "--b", "kmajor-sw64", "--dtype", "bf16", "--stages", "1"],
+]
+
+
+def _sanitizer():
+    for p in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer"):
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+@pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["seed-like", "small-3stage", "bf16-1stage"])
+def test_compute_sanitizer_clean(gpu, tool, flags, artifact_dir):
+    san = _sanitizer()
+    if san is None:
+        pytest.skip("compute-sanitizer not installed")
+    cmd = [san, "--tool", tool, "--error-exitcode", "99", sys.executable, "-m", "ptxgen", "validate", *flags, "--seed", "7"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    log = artifact_dir / "sanitizer.log"
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd[1:3])} ptxgen validate {' '.join(flags)}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout + proc.stderr
