@@ -38,6 +38,13 @@ def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_10
         help="sm_100a (tcgen05) or sm_90a (wgmma)" + (f" (default {arch_default})" if arch_default else " (default: the GPU's)"),
     )
     g.add_argument("--stages", type=int, default=2, help="shared-memory pipeline stages (default 2)")
+    g.add_argument(
+        "--smem-offset",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="start the operand rings BYTES (a multiple of 128) past the aligned base: non-zero base offsets",
+    )
 
 
 def spec_from_args(args, arch: str | None = None):
@@ -56,6 +63,7 @@ def spec_from_args(args, arch: str | None = None):
         arch=arch or args.arch,
         stages=args.stages,
         out_dtype=args.out_dtype,
+        smem_offset=args.smem_offset,
     )
 
 

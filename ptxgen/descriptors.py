@@ -239,7 +239,9 @@ def lint_smem_descriptor(arch: Arch, raw: int) -> DecodeReport:
             )
         if f["base_offset"]:
             rep.notes.append(
-                f"base offset {f['base_offset']} is non-zero: see docs/hardware-layout.md for what the hardware measured"
+                f"base offset {f['base_offset']}: the hardware keys the XOR on (address >> 7) - {f['base_offset']} "
+                "(measured on an H200, docs/hardware-layout.md), so the data must be swizzled as if the pattern started "
+                f"on a 128-B line with (address >> 7) & 7 = {f['base_offset']}"
             )
     elif swz is Swizzle.NONE and f["base_offset"]:
         rep.notes.append("base offset is ignored without swizzling (PTX: valid for all modes except no-swizzle)")

@@ -123,6 +123,7 @@ class OperandLayout:
     lbo_bytes: int
     sbo_bytes: int
     base_offset: int
+    ring_offset_bytes: int  # where the operand's ring starts, from the aligned base (its swizzle phase)
     layout_type: int
     k_steps: tuple[KStep, ...]
     slab_offsets_bytes: tuple[int, ...]  # start of each MMA's MN slab (several only for wgmma's A)
@@ -290,15 +291,23 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         lbo_reason = "distance between consecutive groups of 8 K rows"
     D.append(Derived("lbo_bytes", lbo, lbo_f, lbo_reason, cite("lbo")))
     D.append(Derived("sbo_bytes", sbo, sbo_f, sbo_reason, cite("sbo")))
-    D.append(
-        Derived(
-            "base_offset",
-            0,
-            f"stage offset is a multiple of {align} B -> pattern starts on its boundary -> 0",
-            "the swizzle pattern of every stage starts on its repeat boundary",
-            cite("base_offset"),
+    plan = spec.smem_plan()
+    ring = plan.a_offset if name == "a" else plan.b_offset
+    if not swz.is_swizzled:
+        base_offset = 0
+        bo_f, bo_reason = "no swizzle -> 0", "the base offset is ignored without swizzling (PTX; confirmed on an H200)"
+    elif ring % align == 0:
+        base_offset = 0
+        bo_f = f"the ring starts {ring} B past the aligned base, a multiple of {align} B -> pattern on its boundary -> 0"
+        bo_reason = "every stage's swizzle pattern starts on its repeat boundary"
+    else:
+        base_offset = (ring >> 7) & 7
+        bo_f = f"the ring starts {ring} B past the aligned base, off the {align} B repeat: ({ring} >> 7) & 7 = {base_offset}"
+        bo_reason = (
+            "the stores key the XOR on the offset within the stage, i.e. the pattern starts at the stage; the hardware "
+            "keys it on (address >> 7) - base offset (measured on an H200), so this value anchors its pattern there too"
         )
-    )
+    D.append(Derived("base_offset", base_offset, bo_f, bo_reason, cite("base_offset")))
 
     def cell_of(k: int, mn_index: int) -> tuple[int, int]:
         return (mn_index, k // T) if k_major else (k, mn_index // T)
@@ -308,7 +317,7 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         k = i * kmma
         r, c = cell_of(k, 0)
         start = store.linear(r, c)
-        desc = SmemDescriptor(arch, start, lbo, sbo, swz)
+        desc = SmemDescriptor(arch, start, lbo, sbo, swz, base_offset=base_offset)
         steps.append(KStep(k, start, desc))
         D.append(
             Derived(
@@ -350,7 +359,8 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         alignment_bytes=align,
         lbo_bytes=lbo,
         sbo_bytes=sbo,
-        base_offset=0,
+        base_offset=base_offset,
+        ring_offset_bytes=ring,
         layout_type=lt,
         k_steps=tuple(steps),
         slab_offsets_bytes=slabs,

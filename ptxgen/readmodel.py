@@ -16,7 +16,7 @@ Facts it relies on (PTX ISA 9.1, checked on an H200 for wgmma; see docs/hardware
     along MN are SBO apart, groups of 8 K rows LBO apart.
   * MN-major, swizzle S: S bytes of MN contiguous, K rows S bytes apart; S-byte atoms along MN are
     LBO apart, groups of 8 K rows SBO apart (4 K rows for 128B_base32B).
-  * The XOR is applied to the final byte address, keyed on its bits 7 and up.
+  * The XOR is applied to the final byte address, keyed on its bits 7 and up minus the base offset.
 
 >>> import numpy as np
 >>> img = np.arange(2048, dtype=np.uint16).view(np.uint8)      # element value = its 2-byte slot
@@ -46,9 +46,12 @@ _MODES = {
 }
 _ROW_BYTES = {"none": 16, "32B": 32, "64B": 64, "128B": 128, "128B_base32B": 128}
 
-# What the base-offset field does to the XOR key. "unmeasured": refuse to guess. docs/hardware-layout.md
-# records the H200 measurement that settles it; BASE_OFFSET_RULE is set from that.
-BASE_OFFSET_RULE = "unmeasured"
+# What the base-offset field does to the XOR key. Measured on an H200 (wgmma, 2026-11-30, `ptxgen probe`,
+# docs/hardware-layout.md): the key is (address >> 7) - base_offset, for all 448 probe cases with a non-zero
+# field and every swizzle; "ignored", "added" and "start-relative" each failed most of them. So a base
+# offset of (P >> 7) & 7 anchors the pattern at P, as PTX's formula implies. Other values: "ignored",
+# "add" (hypotheses the probe rejected), "unmeasured" (refuse to model a non-zero field).
+BASE_OFFSET_RULE = "subtract"
 
 
 class Unmodelled(ValueError):

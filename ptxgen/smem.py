@@ -50,12 +50,20 @@ class SmemPlan:
 
 
 def plan_smem(
-    stages: int, a_stage_bytes: int, a_align: int, b_stage_bytes: int, b_align: int, barriers: bool
+    stages: int,
+    a_stage_bytes: int,
+    a_align: int,
+    b_stage_bytes: int,
+    b_align: int,
+    barriers: bool,
+    ring_offset: int = 0,
 ) -> SmemPlan:
-    # Each stage size is a whole number of swizzle atoms, so consecutive stages stay aligned.
+    """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
+    ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset records it)."""
+    # Each stage size is a whole number of swizzle atoms, so consecutive stages keep the same phase.
     assert a_stage_bytes % a_align == 0 and b_stage_bytes % b_align == 0
-    a_offset = 0
-    b_offset = align_up(a_offset + stages * a_stage_bytes, b_align)
+    a_offset = ring_offset
+    b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
     end = b_offset + stages * b_stage_bytes
     if barriers:
         barrier_offset = align_up(end, MBARRIER_BYTES)

@@ -85,6 +85,11 @@ class TileSpec:
     arch: Arch = Arch.SM100A
     stages: int = 2
     out_dtype: DType | None = None
+    # Bytes from the aligned base of the dynamic shared-memory window to the first operand stage. 0 puts
+    # every swizzle pattern on its repeat boundary (base offset 0, what CUTLASS and DeepGEMM do). A
+    # multiple of 128 starts the patterns off the boundary; the descriptors' base offset then says where
+    # (measured on an H200: the XOR key is (address >> 7) - base offset).
+    smem_offset: int = 0
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -133,6 +138,7 @@ class TileSpec:
             self.stage_bytes("b"),
             self.b.swizzle.repeat_bytes,
             barriers=self.arch is Arch.SM100A,
+            ring_offset=self.smem_offset,
         )
 
     @property
@@ -170,6 +176,7 @@ class TileSpec:
             "a_order": self.a.order.value,
             "b_order": self.b.order.value,
             "out_dtype": self.out_dtype.value,
+            "smem_offset": self.smem_offset,
         }
 
     @classmethod
@@ -187,6 +194,7 @@ class TileSpec:
             arch=d.get("arch", "sm_100a"),
             stages=d.get("stages", 2),
             out_dtype=d.get("out_dtype"),
+            smem_offset=d.get("smem_offset", 0),
         )
 
     def cli_args(self) -> str:
@@ -198,6 +206,8 @@ class TileSpec:
         )
         if self.out_dtype is not self.acc:
             s += f" --out-dtype {self.out_dtype.value}"
+        if self.smem_offset:
+            s += f" --smem-offset {self.smem_offset}"
         return s
 
     @property
@@ -208,9 +218,10 @@ class TileSpec:
             return f"{o.major.value}_{o.swizzle.value}_o{o.order.value}"
 
         out = "" if self.out_dtype is self.acc else f"_o{self.out_dtype.value}"
+        shift = f"_off{self.smem_offset}" if self.smem_offset else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}_{self.acc.value}{out}_"
-            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}"
+            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}"
         )
 
 
@@ -227,6 +238,7 @@ def make_spec(
     arch: str = "sm_100a",
     stages: int = 2,
     out_dtype: str | None = None,
+    smem_offset: int = 0,
 ) -> TileSpec:
     """Build a TileSpec from the CLI's strings (every parse error is a SpecError naming its flag)."""
     return TileSpec(
@@ -240,6 +252,7 @@ def make_spec(
         arch=parse_enum(Arch, arch, "--arch"),
         stages=stages,
         out_dtype=parse_enum(DType, out_dtype, "--out-dtype") if out_dtype is not None else None,
+        smem_offset=smem_offset,
     )
 
 
@@ -339,6 +352,15 @@ def validate(t: TileSpec) -> None:
             f"one {t.dtype.value} MMA consumes K={k} (256 bits of each row); BK must be a multiple",
             f"{k}, {2 * k}, {3 * k}, ...",
             shapes,
+        )
+    if t.smem_offset < 0 or t.smem_offset % 128 or t.smem_offset >= 1024:
+        raise SpecError(
+            "--smem-offset",
+            t.smem_offset,
+            "the descriptor's base offset counts whole 128-byte lines of the swizzle pattern (3 bits), so a "
+            "pattern can start only on a 128-byte line, and 1024 or more is the same phase as 0",
+            "0, 128, 256, ..., 896",
+            cite("base_offset"),
         )
     if not 1 <= t.stages <= 16:
         raise SpecError("--stages", t.stages, "the shared-memory ring holds 1 to 16 stages", "1..16")

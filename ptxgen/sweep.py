@@ -22,7 +22,7 @@ from pathlib import Path
 from .spec import TileSpec, make_spec
 from .types import SpecError
 
-FIELDS = ("arch", "dtype", "acc", "out_dtype", "bm", "bn", "bk", "a", "a_order", "b", "b_order", "stages")
+FIELDS = ("arch", "dtype", "acc", "out_dtype", "bm", "bn", "bk", "a", "a_order", "b", "b_order", "stages", "smem_offset")
 TOKENS = tuple(
     f"{m}-{s}" for m in ("kmajor", "mnmajor") for s in ("none", "sw32", "sw64", "sw128", "sw128b32")
 )

@@ -40,11 +40,14 @@ def write_stage(op: OperandLayout, tile: np.ndarray, base: int = 0, image_bytes:
 def check_operand(t: TileLayout, op: OperandLayout, rng: np.random.Generator) -> list[str]:
     problems = []
     tile = random_tile(op, rng)
-    img = write_stage(op, tile)
+    # the stage sits where the kernel puts it relative to an aligned base: same swizzle phase, same base offset
+    base = op.ring_offset_bytes
+    img = write_stage(op, tile, base=base)
     kmma = t.spec.k_per_mma
     for si, step in enumerate(op.k_steps):
         for slab in range(len(op.slab_offsets_bytes)):
-            desc = op.descriptor(si, slab).encode()
+            d = op.descriptor(si, slab)
+            desc = d.with_start(d.start_address_bytes + base).encode()
             got = readmodel.read(t.spec.arch.value, desc, op.major.value, op.mma_mn, op.dtype.value, img)
             want = tile[slab * op.mma_mn : (slab + 1) * op.mma_mn, step.k : step.k + kmma]
             if not np.array_equal(got, want):
