@@ -47,6 +47,12 @@ def test_seed_svg_cells_labels_and_colours():
         assert int(e.get("data-read-by")) == q // 2
 
 
+def test_mn_major_kstep_highlights_cover_whole_k_groups():
+    b = cells(layout_svg(SEED), "b")
+    # B: MN-major SW128, BK=32 = two K-steps of 16 K rows; every cell belongs to the step of its K row
+    assert all(int(e.get("data-read-by")) == int(e.get("data-row")) // 16 for e in b)
+
+
 def test_decode_view_marks_a_wrong_descriptor():
     right = layout_svg(SEED, ("a",), decode=0x8000402000010000)
     wrong = layout_svg(SEED, ("a",), decode=0x4000402000010000)  # 128B swizzle over 64B-swizzled data

@@ -112,9 +112,11 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
     where = {table[r][c]: (r, c) for r in range(op.store.rows) for c in range(op.store.cols)}
     reader_of: dict[int, int] = {}  # cell offset -> index of the descriptor that reads it
     read_as: dict[int, tuple[int, int]] = {}  # cell offset -> (mma row, first K element) it is read as
+    # one 16-byte cell holds T elements along the contiguous dimension: K for K-major, MN for MN-major
+    r_step, k_step = (1, T) if op.major is Major.K else (T, 1)
     for i, addr in enumerate(reads):
-        for r in range(addr.shape[0]):
-            for kk in range(0, addr.shape[1], T):
+        for r in range(0, addr.shape[0], r_step):
+            for kk in range(0, addr.shape[1], k_step):
                 cell = int(addr[r, kk]) // 16 * 16
                 reader_of[cell] = i
                 read_as[cell] = (r, kk)
