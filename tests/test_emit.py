@@ -69,6 +69,17 @@ def test_seed_kernel_compiles_for_sm100a_with_the_expected_sass():
     assert ".target sm_100a" in ptx
 
 
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_90a"])
+def test_nvjitlink_assembles_the_ptx_to_the_same_instructions(arch):
+    """kernel.ptx, assembled by nvJitLink instead of NVRTC, passes the same SASS check."""
+    from ptxgen.runtime.toolchain import link_ptx
+
+    spec = SEED if arch == "sm_100a" else make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch=arch)
+    art = generate(spec)
+    rep = check_sass(spec, link_ptx(art.compiled.ptx, arch))
+    assert rep.ok and rep.mma_in_loop == art.sass.mma_in_loop, rep.problems
+
+
 def test_wgmma_kernel_compiles_for_sm90a():
     spec = make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch="sm_90a")
     art = generate(spec)

@@ -118,6 +118,30 @@ def compile_cuda(source: str, name: str, arch: str, extra_options: tuple[str, ..
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def link_ptx(ptx: str, arch: str) -> bytes:
+    """PTX -> cubin with nvJitLink (a second assembly path, independent of NVRTC's own cubin)."""
+    from cuda.bindings import nvjitlink
+
+    opts = [f"-arch={arch}", "-O3"]
+    handle = nvjitlink.create(len(opts), opts)
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as e:
+            size = nvjitlink.get_error_log_size(handle)
+            log = bytearray(size)
+            nvjitlink.get_error_log(handle, log)
+            raise CompileError("kernel.ptx", arch, f"nvJitLink: {e}\n{log.decode(errors='replace')}") from None
+        size = nvjitlink.get_linked_cubin_size(handle)
+        cubin = bytearray(size)
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin)
+    finally:
+        nvjitlink.destroy(handle)
+
+
 def run_tool(name: str, args: list[str], data: bytes, suffix: str = ".cubin") -> str:
     """Run cuobjdump/nvdisasm on ``data`` written to a temporary file."""
     with tempfile.TemporaryDirectory(prefix="ptxgen-") as d:
