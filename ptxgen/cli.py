@@ -11,9 +11,8 @@ import json
 import sys
 
 from . import __version__
+from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
 from .types import Arch, SpecError
-
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -304,10 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except SpecError as e:
-        print(f"ptxgen: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except UsageError as e:
+    except (SpecError, UsageError) as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. `ptxgen explain ... | head`

@@ -51,16 +51,20 @@ def _address(name: str, lo: int, doc: str) -> BitField:
     return BitField(name, lo, 14, unit_bytes=16, units="16 B", doc=doc)
 
 
+# Bits 0-45 mean the same on both families (PTX: tcgen05 Table 40 and wgmma's matrix-descriptor format).
+_SMEM_COMMON = (
+    _address("start_address", 0, "matrix start address, (addr & 0x3FFFF) >> 4"),
+    BitField("reserved_14", 14, 2, fixed=0, doc="reserved"),
+    _address("lbo", 16, "leading-dimension byte offset"),
+    BitField("reserved_30", 30, 2, fixed=0, doc="reserved"),
+    _address("sbo", 32, "stride-dimension byte offset"),
+)
 _SMEM_TABLES = {
     Arch.SM100A: BitTable(
         "tcgen05 shared-memory descriptor",
         64,
-        (
-            _address("start_address", 0, "matrix start address, (addr & 0x3FFFF) >> 4"),
-            BitField("reserved_14", 14, 2, fixed=0, doc="reserved"),
-            _address("lbo", 16, "leading-dimension byte offset"),
-            BitField("reserved_30", 30, 2, fixed=0, doc="reserved"),
-            _address("sbo", 32, "stride-dimension byte offset"),
+        _SMEM_COMMON
+        + (
             BitField("version", 46, 3, fixed=1, doc="fixed constant 0b001 (CUTLASS: version_ = 1 for Blackwell)"),
             BitField("base_offset", 49, 3, doc="matrix base offset: where the swizzle pattern starts, in 128 B"),
             BitField("lbo_mode", 52, 1, doc="0: LBO is a relative offset; 1: absolute address (sm_103a only)"),
@@ -71,12 +75,8 @@ _SMEM_TABLES = {
     Arch.SM90A: BitTable(
         "wgmma matrix descriptor",
         64,
-        (
-            _address("start_address", 0, "matrix start address, (addr & 0x3FFFF) >> 4"),
-            BitField("reserved_14", 14, 2, fixed=0, doc="reserved"),
-            _address("lbo", 16, "leading-dimension byte offset"),
-            BitField("reserved_30", 30, 2, fixed=0, doc="reserved"),
-            _address("sbo", 32, "stride-dimension byte offset"),
+        _SMEM_COMMON
+        + (
             BitField("reserved_46", 46, 3, fixed=0, doc="reserved (sm_100a puts its version bits here)"),
             BitField("base_offset", 49, 3, doc="matrix base offset"),
             BitField("reserved_52", 52, 10, fixed=0, doc="reserved"),

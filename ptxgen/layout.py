@@ -283,8 +283,13 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         sbo_f = stride_formula("row", row_atom_stride)
         sbo_reason = f"distance between consecutive groups of {R} K rows"
     else:
-        sbo = col_atom_stride
-        sbo_f = stride_formula("col", col_atom_stride)
+        cms_per_mma = mma_mn // T
+        sbo = col_atom_stride if cms_per_mma > 1 else 0
+        sbo_f = (
+            stride_formula("col", col_atom_stride)
+            if cms_per_mma > 1
+            else f"unused: one MMA's {MN} = {mma_mn} elements is a single 16-B core matrix; written 0, as CuTe does"
+        )
         sbo_reason = f"distance between consecutive core matrices along {MN} (each 16 B = {T} elements of {MN} x 8 K rows)"
         lbo = row_atom_stride
         lbo_f = stride_formula("row", row_atom_stride)

@@ -59,6 +59,14 @@ def test_cute_mnmajor_none_f16_mn64():
     assert (t.b.sbo_bytes, t.b.lbo_bytes) == (128, 1024)
 
 
+def test_single_group_strides_are_zero_like_cute():
+    """A stride whose mode has extent 1 inside one MMA's slice is unused; CuTe's logical_divide gives 0."""
+    t = derive(make_spec(bm=128, bn=8, bk=64, a="kmajor-sw128", b="mnmajor-none"))  # N = 8 f16: one core matrix
+    assert t.b.sbo_bytes == 0 and t.b.lbo_bytes > 0
+    t = derive(make_spec(bm=128, bn=16, bk=64, a="kmajor-sw128", b="mnmajor-none"))
+    assert t.b.sbo_bytes == 128
+
+
 def test_cute_b32_tf32():
     # MN-major 128B_base32B, MN-first: LBO 512, SBO = (MN / 32) x 512: tf32 MN=64 -> 512/1024; MN=128 -> 512/2048
     for bn, sbo in ((64, 1024), (128, 2048)):

@@ -46,6 +46,9 @@ def _configs() -> list[dict]:
                                (192, 96, 64, 2), (256, 64, 32, 3), (64, 128, 128, 4), (128, 64, 16, 2)):
         a = "kmajor-sw64" if bk >= 32 else "kmajor-sw32"
         c.append(dict(bm=bm, bn=bn, bk=bk, a=a, b="mnmajor-sw64" if bn % 32 == 0 else "kmajor-sw32", stages=stages))
+    # one core matrix along N (MN-major, no swizzle): SBO is unused and written 0, as CuTe does
+    c.append(dict(bm=128, bn=8, bk=64, a="kmajor-sw128", b="mnmajor-none"))
+    c.append(dict(bm=64, bn=16, bk=64, a="mnmajor-none", b="mnmajor-none", dtype="bf16"))
     # swizzle patterns that do not start on their repeat boundary: non-zero base offsets (measured rule)
     for off, a, b in ((128, "kmajor-sw128", "mnmajor-sw128"), (384, "kmajor-sw64", "mnmajor-sw32"),
                       (896, "mnmajor-sw128", "kmajor-sw32"), (640, "kmajor-sw32", "mnmajor-sw64")):

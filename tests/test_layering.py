@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "ptxgen"
-CORE = {"types", "spec", "smem", "bits", "descriptors", "layout", "readmodel", "numerics", "explain", "ptxref", "verify"}
+CORE = {"types", "spec", "smem", "bits", "descriptors", "layout", "readmodel", "numerics", "explain", "ptxref", "verify", "status"}
 
 
 def imports(path: Path) -> set[str]:

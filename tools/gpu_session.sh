@@ -17,7 +17,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_ARTIFACTS=$OUT
 cat "$OUT/env.txt"
 K=${1:-}
 python3 -m pytest tests/test_gpu.py -m gpu -q -rs -p no:cacheprovider ${K:+-k "$K"} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
-if [ -z "$K" ] || [ "${BENCH:-0}" = 1 ]; then
+if { [ -z "$K" ] && [ "${NO_BENCH:-0}" != 1 ]; } || [ "${BENCH:-0}" = 1 ]; then
   : > "$OUT/bench.jsonl"
   while read -r flags; do
     [ -z "$flags" ] && continue

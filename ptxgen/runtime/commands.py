@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_NO_GPU = 0, 1, 2, 3
+from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
 
 
 def _spec_for_gpu(args):
