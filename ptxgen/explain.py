@@ -22,7 +22,8 @@ def _field_lines(d: Derived, width: int = 100) -> list[str]:
     return out
 
 
-def _cell_label(op: OperandLayout, row: int, col: int) -> str:
+def cell_label(op: OperandLayout, row: int, col: int) -> str:
+    """``m3:q1`` (K-major: M/N row 3, 16-B K cell 1) or ``k5:nc2`` (MN-major: K row 5, 16-B N cell 2)."""
     mn = "m" if op.name == "a" else "n"
     if op.major is Major.K:
         return f"{mn}{row}:q{col}"  # MN row, 16-byte K cell q
@@ -38,7 +39,7 @@ def atom_picture(op: OperandLayout) -> list[str]:
         for r in range(R):
             for c in range(W):
                 phys = op.store.physical(r, c)
-                grid[phys // rb][(phys % rb) // 16] = _cell_label(op, r, c)
+                grid[phys // rb][(phys % rb) // 16] = cell_label(op, r, c)
         w = max(8, max(len(x) for row in grid for x in row) + 2)
         lines.append(
             f"  first {op.swizzle.value} atom, physical order ({R} rows x {rb} B); each 16-B cell shows the logical "

@@ -95,12 +95,27 @@ def swizzle(mode: str, addr: np.ndarray, base_offset: int = 0, rule: str | None 
             line = line + base_offset
         else:
             raise Unmodelled(f"base offset {base_offset} with {mode} swizzling: rule {rule!r}")
+    return xor_by_line(mode, addr, line)
+
+
+def xor_by_line(mode: str, addr: np.ndarray, line: np.ndarray) -> np.ndarray:
+    """Permute the chunks of each 128-byte line of ``addr`` by ``line`` (the XOR key), per the PTX pictures."""
     if mode == "128B_base32B":
         chunk = (addr >> 5) & 3
         return (addr & ~np.int64(0x60)) | ((chunk ^ (line & 3)) << 5)
     n = {"32B": 2, "64B": 4, "128B": 8}[mode]
     chunk = (addr >> 4) & 7
     return (addr & ~np.int64(0x70)) | ((chunk ^ (line & (n - 1))) << 4)
+
+
+def gather(smem: np.ndarray, addr: np.ndarray, dtype: str) -> np.ndarray:
+    """Little-endian elements of ``dtype`` starting at the byte addresses ``addr``."""
+    esize = ELEMENT_BITS[dtype] // 8
+    img = np.asarray(smem, dtype=np.uint8)
+    out = np.zeros(addr.shape, dtype={1: np.uint8, 2: np.uint16, 4: np.uint32}[esize])
+    for byte in range(esize):
+        out |= img[addr + byte].astype(out.dtype) << (8 * byte)
+    return out
 
 
 def canonical_addresses(arch: str, desc: int, major: str, mn: int, dtype: str) -> np.ndarray:
@@ -146,10 +161,7 @@ def read(arch: str, desc: int, major: str, mn: int, dtype: str, smem: np.ndarray
     """
     addr = element_addresses(arch, desc, major, mn, dtype, rule)
     esize = ELEMENT_BITS[dtype] // 8
-    img = np.asarray(smem, dtype=np.uint8)
-    if addr.min() < 0 or addr.max() + esize > img.size:
-        raise IndexError(f"the descriptor reads bytes {addr.min()}..{addr.max() + esize - 1}, outside a {img.size} B image")
-    out = np.zeros(addr.shape, dtype={1: np.uint8, 2: np.uint16, 4: np.uint32}[esize])
-    for byte in range(esize):
-        out |= img[addr + byte].astype(out.dtype) << (8 * byte)  # little endian
-    return out
+    size = np.asarray(smem).size
+    if addr.min() < 0 or addr.max() + esize > size:
+        raise IndexError(f"the descriptor reads bytes {addr.min()}..{addr.max() + esize - 1}, outside a {size} B image")
+    return gather(smem, addr, dtype)

@@ -153,8 +153,7 @@ class TileSpec:
     @property
     def accumulator_registers(self) -> int:
         """wgmma: 32-bit registers per thread that hold the accumulator (64 x BN over 128 threads)."""
-        elems = self.bn // 2
-        return elems // 2 if self.acc is DType.F16 else elems
+        return _acc_regs(self.bn, self.acc)
 
     @property
     def threads(self) -> int:
@@ -308,6 +307,7 @@ def register_budget(threads: int) -> int:
 
 
 def _acc_regs(bn: int, acc: DType) -> int:
+    # m64nN over 128 threads: N / 2 elements a thread; f16 accumulators pack two per register
     return bn // 4 if acc is DType.F16 else bn // 2
 
 

@@ -254,7 +254,7 @@ def kernel_context(t: TileLayout) -> dict:
         w = t.wgmma
         packed = s.acc is DType.F16  # f16 accumulators: two per 32-bit register
         acc_elems = s.bn // 2  # m64nN: 64 x N over 128 threads
-        acc_regs = acc_elems // 2 if packed else acc_elems
+        acc_regs = s.accumulator_registers
         acc_ctype = {DType.F32: "float", DType.S32: "int", DType.F16: "unsigned"}[s.acc]
         constraint = "+f" if s.acc is DType.F32 else "+r"
         imm = ", 1, 1" if not s.dtype.is_integer else ""  # imm-scale-a/b exist for floating-point types only

@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from .. import readmodel
+from ..explain import cell_label
 from ..layout import OperandLayout, TileLayout
 from ..types import Major
 from .render import generated_line
@@ -38,11 +39,6 @@ def row_colour(logical_row: int, atom_rows: int) -> str:
     """Fill of a cell, by its logical row inside the atom (the row the swizzle keys on)."""
     hue = (logical_row % atom_rows) * 360 // atom_rows
     return f"hsl({hue},70%,82%)"
-
-
-def cell_label(op: OperandLayout, row: int, col: int) -> str:
-    mn = "m" if op.name == "a" else "n"
-    return f"{mn}{row}:q{col}" if op.major is Major.K else f"k{row}:{mn}c{col}"
 
 
 def _text(x: float, y: float, s: str, cls: str = "", anchor: str = "start") -> str:

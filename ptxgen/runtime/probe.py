@@ -27,7 +27,7 @@ from .. import readmodel
 from ..descriptors import SmemDescriptor
 from ..emit.render import render_probe
 from ..layout import derive
-from ..numerics import E4M3, E5M2
+from ..numerics import CODE_DTYPE, E4M3, E5M2
 from ..spec import make_spec
 from ..types import Arch, DType, Major, Swizzle
 from .gpu import Buffer, Kernel, KernelArgs, require_gpu, synchronize
@@ -38,7 +38,6 @@ OTHER_OFFSET = 48 * 1024  # the identity operand
 IMAGE_BYTES = 52 * 1024
 DYNAMIC_SMEM = IMAGE_BYTES + 1024  # + slack to align the base to 1024 B
 ONE = {"f16": 0x3C00, "bf16": 0x3F80, "tf32": 0x3F800000, "e4m3": 0x38, "e5m2": 0x3C}
-CODE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 ARCH = "sm_90a"
 
 
@@ -123,7 +122,7 @@ def identity_operand(dtype: str, rows: int) -> tuple[np.ndarray, int]:
     groups 256 B apart (SBO)."""
     esize, kmma = _esize(dtype), _kmma(dtype)
     img = np.zeros(rows // 8 * 256, dtype=np.uint8)
-    one = np.array([ONE[dtype]], dtype=CODE[esize]).view(np.uint8)
+    one = np.array([ONE[dtype]], dtype=CODE_DTYPE[esize]).view(np.uint8)
     for r in range(min(rows, kmma)):
         kb = r * esize
         off = (r // 8) * 256 + (r % 8) * 16 + (kb // 16) * 128 + kb % 16
@@ -238,21 +237,15 @@ def all_cases() -> list[ProbeCase]:
 # ------------------------------------------------------------------------------------------------
 # Hypotheses about the base-offset field (scored on the base_offset cases)
 # ------------------------------------------------------------------------------------------------
-def _xor(mode: str, addr: np.ndarray, line: np.ndarray) -> np.ndarray:
-    n = {"32B": 2, "64B": 4, "128B": 8}[mode]
-    chunk = (addr >> 4) & 7
-    return (addr & ~np.int64(0x70)) | ((chunk ^ (line & (n - 1))) << 4)
-
-
 def hypotheses(case: ProbeCase) -> dict[str, np.ndarray]:
     d = readmodel.decode(ARCH, case.desc)
     addr = readmodel.canonical_addresses(ARCH, case.desc, case.major, case.mn, case.dtype)
     bo = d.base_offset
     return {
-        "ignored: XOR keyed on address bits 7+": _xor(d.mode, addr, addr >> 7),
-        "subtracted: key = (addr >> 7) - base_offset": _xor(d.mode, addr, (addr >> 7) - bo),
-        "added: key = (addr >> 7) + base_offset": _xor(d.mode, addr, (addr >> 7) + bo),
-        "start-relative: key = ((addr - start) >> 7) + base_offset": _xor(d.mode, addr, ((addr - d.start) >> 7) + bo),
+        "ignored: XOR keyed on address bits 7+": readmodel.xor_by_line(d.mode, addr, addr >> 7),
+        "subtracted: key = (addr >> 7) - base_offset": readmodel.xor_by_line(d.mode, addr, (addr >> 7) - bo),
+        "added: key = (addr >> 7) + base_offset": readmodel.xor_by_line(d.mode, addr, (addr >> 7) + bo),
+        "start-relative: key = ((addr - start) >> 7) + base_offset": readmodel.xor_by_line(d.mode, addr, ((addr - d.start) >> 7) + bo),
     }
 
 
@@ -308,7 +301,7 @@ class Prober:
         img = self.images[case.dtype]
         if case.category == "base_offset":
             for name, addr in hypotheses(case).items():
-                pred = _gather(img, addr, case.dtype)
+                pred = readmodel.gather(img, addr, case.dtype)
                 case.rules[name] = bool(np.array_equal(pred, hw))
         try:
             model = readmodel.read(ARCH, case.desc, case.major, case.mn, case.dtype, img)
@@ -334,14 +327,6 @@ class Prober:
         self.out_buf.free()
         for k in self.kernels.values():
             k.unload()
-
-
-def _gather(img: np.ndarray, addr: np.ndarray, dtype: str) -> np.ndarray:
-    esize = _esize(dtype)
-    out = np.zeros(addr.shape, dtype=CODE[esize])
-    for b in range(esize):
-        out |= img[addr + b].astype(out.dtype) << (8 * b)
-    return out
 
 
 def summarize(cases: list[ProbeCase]) -> dict:

@@ -12,7 +12,7 @@ from ..layout import derive
 from ..numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
 from ..spec import TileSpec
 from ..types import Major
-from .gpu import Buffer, Kernel, require_gpu, synchronize
+from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
 from .launch import Problem, check_problem, gemm_args, global_shape, launch_geometry
 from .toolchain import compile_cuda
 
@@ -60,8 +60,6 @@ def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem) -> 
 def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k: int | None = None, seed: int | None = None) -> ValidationResult:
     dev = require_gpu()
     if dev.arch is not spec.arch:
-        from .gpu import NoGPU
-
         raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
     dm, dn, dk = default_problem(spec)
     p = Problem.tight(spec, m or dm, n or dn, k or dk)
