@@ -5,11 +5,11 @@
 
 import sys
 
-from ptxgen.descriptors import lint_smem_descriptor
+from ptxgen.isa.descriptors import lint_smem_descriptor
 from ptxgen.emit.svg import layout_svg
-from ptxgen.layout import derive
-from ptxgen.spec import make_spec
-from ptxgen.types import Arch
+from ptxgen.derive.layout import derive
+from ptxgen.derive.spec import make_spec
+from ptxgen.isa.types import Arch
 
 raw = int(sys.argv[1] if len(sys.argv) > 1 else "0x4000402000010002", 16)
 t = derive(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"))

@@ -12,7 +12,7 @@ import sys
 
 from . import __version__
 from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
-from .types import Arch, SpecError
+from .isa.types import Arch, SpecError
 
 
 class UsageError(Exception):
@@ -47,7 +47,7 @@ def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_10
 
 
 def spec_from_args(args, arch: str | None = None):
-    from .spec import make_spec
+    from .derive.spec import make_spec
 
     return make_spec(
         bm=args.bm,
@@ -78,8 +78,8 @@ def _parse_hex(text: str, bits: int, what: str) -> int:
 
 # ------------------------------------------------------------------------------------------------
 def cmd_explain(args) -> int:
-    from .explain import explain_text
-    from .layout import derive
+    from .derive.explain import explain_text
+    from .derive.layout import derive
 
     t = derive(spec_from_args(args))
     if args.json:
@@ -90,7 +90,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_decode(args) -> int:
-    from .descriptors import InstrDescriptor, SmemDescriptor, lint_instr_descriptor, lint_smem_descriptor
+    from .isa.descriptors import InstrDescriptor, SmemDescriptor, lint_instr_descriptor, lint_smem_descriptor
 
     if (args.hex is None) == (args.idesc is None):
         raise UsageError("give either a shared-memory descriptor HEX or --idesc HEX")
@@ -215,7 +215,7 @@ def cmd_sweep(args) -> int:
 
 def cmd_show(args) -> int:
     from .emit.svg import layout_svg
-    from .layout import derive
+    from .derive.layout import derive
 
     t = derive(spec_from_args(args))
     decode = _parse_hex(args.decode, 64, "descriptor") if args.decode else None

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .spec import TileSpec, make_spec
-from .types import SpecError
+from .derive.spec import TileSpec, make_spec
+from .isa.types import SpecError
 
 FIELDS = ("arch", "dtype", "acc", "out_dtype", "bm", "bn", "bk", "a", "a_order", "b", "b_order", "stages", "smem_offset")
 TOKENS = tuple(
@@ -123,8 +123,8 @@ def shard(specs: list, shard_spec: str | None) -> list:
 # ------------------------------------------------------------------------------------------------
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
-    from .layout import derive
-    from .verify import check_tile
+    from .derive.layout import derive
+    from .model.verify import check_tile
 
     t0 = time.perf_counter()
     spec = TileSpec.from_json(spec_json)

@@ -8,15 +8,15 @@ shared/reference/descriptors.md ("CuTe host run"), and the seed post's numbers.
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ptxgen.descriptors import (
+from ptxgen.isa.descriptors import (
     InstrDescriptor,
     SmemDescriptor,
     lint_instr_descriptor,
     lint_smem_descriptor,
 )
-from ptxgen.layout import derive
-from ptxgen.spec import make_spec
-from ptxgen.types import Arch, Major, Swizzle
+from ptxgen.derive.layout import derive
+from ptxgen.derive.spec import make_spec
+from ptxgen.isa.types import Arch, Major, Swizzle
 
 # ---- CuTe host-run values --------------------------------------------------------------------
 

@@ -11,11 +11,11 @@ import pytest
 
 from ptxgen.emit.generated import KERNEL_FILES, write_kernel_dir
 from ptxgen.emit.render import environment, linear_offset_c_expr, render_kernel, swizzle_c_expr, template_dir
-from ptxgen.layout import derive
+from ptxgen.derive.layout import derive
 from ptxgen.runtime.artifacts import build, check_tree, generate
 from ptxgen.runtime.sass import check_sass, parse_instructions
 from ptxgen.runtime.toolchain import run_tool
-from ptxgen.spec import make_spec
+from ptxgen.derive.spec import make_spec
 
 SEED = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from ptxgen.spec import make_spec
-from ptxgen.types import SpecError
+from ptxgen.derive.spec import make_spec
+from ptxgen.isa.types import SpecError
 
 pytestmark = pytest.mark.gpu
 

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from ptxgen.layout import derive
+from ptxgen.derive.layout import derive
 from ptxgen.runtime.gpu import NoGPU, arch_for_compute_capability
 from ptxgen.runtime.launch import Problem, ProblemError, check_problem, gemm_args, launch_geometry, problem_errors
 from ptxgen.runtime.validate import default_problem, host_operand
-from ptxgen.spec import make_spec
-from ptxgen.types import Arch
+from ptxgen.derive.spec import make_spec
+from ptxgen.isa.types import Arch
 
 
 def test_arch_by_compute_capability():

@@ -1,10 +1,16 @@
-"""Three one-way layers: core -> emit -> runtime. Nothing in a lower layer imports a higher one."""
+"""Layers point down only: isa -> derive -> (model checks) -> emit -> runtime.
+
+* ``ptxgen.isa``: hardware facts and encodings; imports nothing else of ptxgen.
+* ``ptxgen.derive``: pure-Python plans from a spec; imports only ``isa``.
+* ``ptxgen.model``: the independent readers (read model, TMA write model, pipeline simulation) import
+  nothing from ptxgen at all; ``model.verify`` is the bridge that feeds them the derived plans.
+* ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
+"""
 
 import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "ptxgen"
-CORE = {"types", "spec", "smem", "bits", "descriptors", "layout", "readmodel", "numerics", "explain", "ptxref", "verify", "status"}
 
 
 def imports(path: Path) -> set[str]:
@@ -13,9 +19,9 @@ def imports(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             if node.level:  # relative: resolve against the file's package
-                base = path.relative_to(PKG).parts[:-1]
-                up = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                mod = ".".join(("ptxgen", *up, *(mod.split(".") if mod else [])))
+                base = ("ptxgen", *path.relative_to(PKG).parts[:-1])
+                up = base[: len(base) - (node.level - 1)]
+                mod = ".".join((*up, *(mod.split(".") if mod else [])))
             found.add(mod)
             found |= {f"{mod}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
@@ -23,11 +29,29 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-def test_core_imports_neither_emit_nor_runtime_nor_jinja_nor_cuda():
-    for name in CORE:
-        mods = imports(PKG / f"{name}.py")
-        bad = {m for m in mods if m.startswith(("ptxgen.emit", "ptxgen.runtime", "jinja2", "cuda", "ptxgen.sweep", "ptxgen.cli"))}
-        assert not bad, (name, bad)
+def _ptxgen_imports(path: Path) -> set[str]:
+    return {m for m in imports(path) if m.startswith("ptxgen.") and m != "ptxgen.__version__"}
+
+
+def test_isa_imports_only_isa():
+    for path in (PKG / "isa").glob("*.py"):
+        bad = {m for m in _ptxgen_imports(path) if not m.startswith("ptxgen.isa")}
+        assert not bad, (path.name, bad)
+
+
+def test_derive_imports_only_isa_and_derive():
+    for path in (PKG / "derive").glob("*.py"):
+        bad = {m for m in _ptxgen_imports(path) if not m.startswith(("ptxgen.isa", "ptxgen.derive"))}
+        assert not bad, (path.name, bad)
+        assert not {m for m in imports(path) if m.startswith(("jinja2", "cuda"))}, path.name
+
+
+def test_independent_models_import_nothing_from_ptxgen():
+    for name in ("readmodel.py", "tmamodel.py", "pipesim.py"):
+        path = PKG / "model" / name
+        if path.exists():
+            assert not {m for m in imports(path) if m.startswith("ptxgen") or m.startswith(".")}, name
+            assert not _ptxgen_imports(path), name
 
 
 def test_emit_does_not_import_runtime_or_cuda():

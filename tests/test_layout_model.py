@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ptxgen import readmodel
-from ptxgen.descriptors import SmemDescriptor
-from ptxgen.layout import derive
-from ptxgen.spec import legal_bm, legal_bn, legal_swizzles, make_spec
-from ptxgen.types import LEGAL_ACC, Arch, DType, Major, SpecError
-from ptxgen.verify import check_tile, random_tile, write_stage
+from ptxgen.model import readmodel
+from ptxgen.isa.descriptors import SmemDescriptor
+from ptxgen.derive.layout import derive
+from ptxgen.derive.spec import legal_bm, legal_bn, legal_swizzles, make_spec
+from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
+from ptxgen.model.verify import check_tile, random_tile, write_stage
 
 # ---- the seed post's numbers --------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ptxgen.spec import OperandSpec, TileSpec, make_spec
-from ptxgen.types import Arch, AtomOrder, DType, Major, SpecError, Swizzle
+from ptxgen.derive.spec import OperandSpec, TileSpec, make_spec
+from ptxgen.isa.types import Arch, AtomOrder, DType, Major, SpecError, Swizzle
 
 SEED = dict(bm=128, bn=128, bk=32, a="kmajor-sw64")
 

@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..layout import TileLayout
+from ..derive.layout import TileLayout
 from .render import generated_line
 
 KERNEL_FILES = ("kernel.cu", "kernel.ptx", "layout.json", "layout.svg")

@@ -22,10 +22,10 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
-from .. import readmodel
-from ..explain import cell_label
-from ..layout import OperandLayout, TileLayout
-from ..types import Major
+from ..model import readmodel
+from ..derive.explain import cell_label
+from ..derive.layout import OperandLayout, TileLayout
+from ..isa.types import Major
 from .render import generated_line
 
 CELL_W, CELL_H = 92, 22

@@ -16,8 +16,8 @@ from ..emit.generated import (
 )
 from ..emit.render import render_kernel
 from ..emit.svg import layout_svg
-from ..layout import TileLayout, derive
-from ..spec import TileSpec
+from ..derive.layout import TileLayout, derive
+from ..derive.spec import TileSpec
 from .sass import SassReport, check_sass
 from .toolchain import Compiled, compile_cuda, nvrtc_version
 

@@ -10,9 +10,9 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ..emit.render import render_kernel
-from ..layout import derive
-from ..spec import TileSpec
-from ..types import DType, Major
+from ..derive.layout import derive
+from ..derive.spec import TileSpec
+from ..isa.types import DType, Major
 from .gpu import Kernel, require_gpu
 from .launch import Problem, check_problem, gemm_args, launch_geometry
 from .toolchain import compile_cuda

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..layout import TileLayout
-from ..spec import TileSpec
-from ..types import Major
+from ..derive.layout import TileLayout
+from ..derive.spec import TileSpec
+from ..isa.types import Major
 from .gpu import KernelArgs
 
 

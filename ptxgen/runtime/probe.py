@@ -23,13 +23,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .. import readmodel
-from ..descriptors import SmemDescriptor
+from ..model import readmodel
+from ..isa.descriptors import SmemDescriptor
 from ..emit.render import render_probe
-from ..layout import derive
-from ..numerics import CODE_DTYPE, E4M3, E5M2
-from ..spec import make_spec
-from ..types import Arch, DType, Major, Swizzle
+from ..derive.layout import derive
+from ..isa.numerics import CODE_DTYPE, E4M3, E5M2
+from ..derive.spec import make_spec
+from ..isa.types import Arch, DType, Major, Swizzle
 from .gpu import Buffer, Kernel, KernelArgs, require_gpu, synchronize
 from .toolchain import compile_cuda
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..spec import TileSpec
-from ..types import Arch
+from ..derive.spec import TileSpec
+from ..isa.types import Arch
 from .toolchain import run_tool
 
 _TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..emit.render import render_kernel
-from ..layout import derive
-from ..numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
-from ..spec import TileSpec
-from ..types import Major
+from ..derive.layout import derive
+from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
+from ..derive.spec import TileSpec
+from ..isa.types import Major
 from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
 from .launch import Problem, check_problem, gemm_args, global_shape, launch_geometry
 from .toolchain import compile_cuda

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import readmodel
-from .layout import OperandLayout, TileLayout
-from .numerics import CODE_DTYPE
-from .types import Major
+from ..derive.layout import OperandLayout, TileLayout
+from ..isa.numerics import CODE_DTYPE
+from ..isa.types import Major
 
 
 def random_tile(op: OperandLayout, rng: np.random.Generator) -> np.ndarray:

@@ -9,7 +9,7 @@ to the byte offset within the stage, which the kernel aligns to the swizzle repe
 
 Worked example, the seed post's A (BM=128, BK=32, f16, K-major SW64):
 
->>> from ptxgen.spec import TileSpec, OperandSpec
+>>> from ptxgen.derive.spec import TileSpec, OperandSpec
 >>> t = derive(TileSpec(128, 128, 32, OperandSpec.parse("kmajor-sw64")))
 >>> t.a.sbo_bytes, t.a.lbo_bytes, t.a.layout_type, [s.start_offset_bytes for s in t.a.k_steps]
 (512, 16, 4, [0, 32])
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import __version__
-from .descriptors import InstrDescriptor, SmemDescriptor, WgmmaInstr, layout_type
-from .ptxref import cite
+from .. import __version__
+from ..isa.descriptors import InstrDescriptor, SmemDescriptor, WgmmaInstr, layout_type
+from ..isa.ptxref import cite
 from .smem import SmemPlan
 from .spec import TileSpec
-from .types import Arch, AtomOrder, DType, Major, Swizzle
+from ..isa.types import Arch, AtomOrder, DType, Major, Swizzle
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from .layout import Derived, OperandLayout, TileLayout
-from .types import Arch, Major
+from ..isa.types import Arch, Major
 
 
 def _field_lines(d: Derived, width: int = 100) -> list[str]:

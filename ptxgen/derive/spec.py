@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ptxref import cite
+from ..isa.ptxref import cite
 from .smem import SMEM_LIMIT_BYTES, SmemPlan, plan_smem
-from .types import (
+from ..isa.types import (
     ACC_DTYPES,
     INPUT_DTYPES,
     LEGAL_ACC,
