@@ -20,50 +20,32 @@ class UsageError(Exception):
 
 
 def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_100a") -> None:
+    """One flag per spec field (ptxgen.derive.spec.FIELDS)."""
+    from .derive.spec import FIELDS
+
     g = p.add_argument_group("tile spec")
-    g.add_argument("--bm", type=int, required=True, help="tile M (rows of A and D)")
-    g.add_argument("--bn", type=int, required=True, help="tile N (rows of B, columns of D)")
-    g.add_argument("--bk", type=int, required=True, help="tile K per pipeline stage")
-    g.add_argument("--a", required=True, metavar="TOKEN", help="A operand: <kmajor|mnmajor>-<none|sw32|sw64|sw128|sw128b32>")
-    g.add_argument("--b", default="mnmajor-sw128", metavar="TOKEN", help="B operand token (default mnmajor-sw128)")
-    g.add_argument("--a-order", choices=("mn", "k"), help="A atom order (default: A's major dimension)")
-    g.add_argument("--b-order", choices=("mn", "k"), help="B atom order (default: B's major dimension)")
-    g.add_argument("--dtype", default="f16", help="input type: f16 bf16 tf32 e4m3 e5m2 s8 u8 (default f16)")
-    g.add_argument("--acc", default="f32", help="accumulator: f32 f16 s32 (default f32)")
-    g.add_argument("--out-dtype", default=None, help="output type (default: the accumulator's)")
-    g.add_argument(
-        "--arch",
-        default=arch_default,
-        help="sm_100a (tcgen05) or sm_90a (wgmma)" + (f" (default {arch_default})" if arch_default else " (default: the GPU's)"),
-    )
-    g.add_argument("--stages", type=int, default=2, help="shared-memory pipeline stages (default 2)")
-    g.add_argument(
-        "--smem-offset",
-        type=int,
-        default=0,
-        metavar="BYTES",
-        help="start the operand rings BYTES (a multiple of 128) past the aligned base: non-zero base offsets",
-    )
+    for f in FIELDS:
+        kw: dict = {"help": f.help, "required": f.required}
+        if f.is_int:
+            kw["type"] = int
+        if f.choices:
+            kw["choices"] = f.choices
+        default = f.default
+        if f.name == "arch":
+            default = arch_default
+            kw["help"] = f.help + (f" (default {arch_default})" if arch_default else " (default: the GPU's)")
+        if not f.required:
+            kw["default"] = default
+        g.add_argument(f.flag, dest=f.name, **kw)
 
 
 def spec_from_args(args, arch: str | None = None):
-    from .derive.spec import make_spec
+    from .derive.spec import FIELDS, make_spec
 
-    return make_spec(
-        bm=args.bm,
-        bn=args.bn,
-        bk=args.bk,
-        a=args.a,
-        b=args.b,
-        a_order=args.a_order,
-        b_order=args.b_order,
-        dtype=args.dtype,
-        acc=args.acc,
-        arch=arch or args.arch,
-        stages=args.stages,
-        out_dtype=args.out_dtype,
-        smem_offset=args.smem_offset,
-    )
+    values = {f.name: getattr(args, f.name) for f in FIELDS}
+    if arch:
+        values["arch"] = arch
+    return make_spec(**values)
 
 
 def _parse_hex(text: str, bits: int, what: str) -> int:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .derive.spec import TileSpec, make_spec
+from .derive.spec import FIELDS as SPEC_FIELDS, TileSpec, make_spec
 from .isa.types import SpecError
 
-FIELDS = ("arch", "dtype", "acc", "out_dtype", "bm", "bn", "bk", "a", "a_order", "b", "b_order", "stages", "smem_offset")
+FIELDS = tuple(f.name for f in SPEC_FIELDS)
 TOKENS = tuple(
     f"{m}-{s}" for m in ("kmajor", "mnmajor") for s in ("none", "sw32", "sw64", "sw128", "sw128b32")
 )

@@ -21,25 +21,20 @@ Worked example, the seed post's A (BM=128, BK=32, f16, K-major SW64):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..isa.descriptors import InstrDescriptor, SmemDescriptor, WgmmaInstr, layout_type
 from ..isa.ptxref import cite
 from .smem import SmemPlan
+from .derived import Derived
 from .spec import TileSpec
-from ..isa.types import Arch, AtomOrder, DType, Major, Swizzle
 
-
-@dataclass(frozen=True)
-class Derived:
-    """One derived value with the formula (numbers put in), the reason and where the rule comes from."""
-
-    name: str
-    value: int | str
-    formula: str
-    reason: str
-    ref: str
+if TYPE_CHECKING:
+    from .tma import TmaPlan
+from ..isa.tensormap import TMA_SWIZZLE_KEY
+from ..isa.types import Arch, AtomOrder, DType, Loader, Major, Swizzle
 
 
 @dataclass(frozen=True)
@@ -59,11 +54,13 @@ class AddressTerm:
 
 
 @dataclass(frozen=True)
-class StoreMap:
-    """Logical 16-byte cell (row, col) of one stage -> byte offset from the stage base.
+class SmemLayout:
+    """The shared-memory layout of one operand stage: the one value per operand from which the MMA
+    descriptors, the TMA tensor map and the cp.async store offsets are all derived.
 
-    ``linear`` is the canonical layout before the swizzle; ``physical`` applies it. The same terms
-    render the loader's index expression (ptxgen.emit), so the table and the kernel cannot disagree.
+    It maps logical 16-byte cell (row, col) to a byte offset from the stage base: ``linear`` is the
+    canonical layout before the swizzle, ``physical`` applies it as a cp.async store does. The same
+    terms render the cp.async loader's index expression (ptxgen.emit), so table and kernel agree.
     """
 
     rows: int
@@ -71,6 +68,18 @@ class StoreMap:
     row_dim: str  # "mn" or "k": what a row index counts
     terms: tuple[AddressTerm, ...]
     swizzle: Swizzle
+    atom_rows: int  # rows of one swizzle atom (core matrix for none)
+    atom_cols: int  # 16-byte cells in one atom row
+    row_atom_stride_bytes: int  # between atoms adjacent along the row dimension
+    col_atom_stride_bytes: int  # between atoms adjacent along the column dimension
+
+    @property
+    def atom_bytes(self) -> int:
+        return self.atom_rows * self.atom_cols * 16
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.rows * self.cols * 16
 
     def linear(self, row: int, col: int) -> int:
         return sum(t.value(row, col) for t in self.terms)
@@ -113,11 +122,8 @@ class OperandLayout:
     mn: int  # tile extent along MN
     bk: int
     mma_mn: int  # MN of one MMA instruction (64 for wgmma's A)
-    store: StoreMap
-    atom_rows: int
-    atom_cols: int
-    row_atom_stride_bytes: int
-    col_atom_stride_bytes: int
+    store: SmemLayout  # the operand's one shared-memory layout value
+    loader: Loader
     stage_bytes: int
     alignment_bytes: int
     lbo_bytes: int
@@ -128,6 +134,23 @@ class OperandLayout:
     k_steps: tuple[KStep, ...]
     slab_offsets_bytes: tuple[int, ...]  # start of each MMA's MN slab (several only for wgmma's A)
     derivation: tuple[Derived, ...]
+    tma: "TmaPlan | None" = None  # the tensor map and copies (TMA loader), derived from ``store``
+
+    @property
+    def atom_rows(self) -> int:
+        return self.store.atom_rows
+
+    @property
+    def atom_cols(self) -> int:
+        return self.store.atom_cols
+
+    @property
+    def row_atom_stride_bytes(self) -> int:
+        return self.store.row_atom_stride_bytes
+
+    @property
+    def col_atom_stride_bytes(self) -> int:
+        return self.store.col_atom_stride_bytes
 
     @property
     def slab_stride_bytes(self) -> int:
@@ -152,7 +175,11 @@ class OperandLayout:
                 {"k": s.k, "start_offset_bytes": s.start_offset_bytes, "desc_hex": s.descriptor.hex} for s in self.k_steps
             ],
             "cell_offsets": self.store.table(),
+            "loader": self.loader.value,
+            "ring_offset_bytes": self.ring_offset_bytes,
         }
+        if self.tma is not None:
+            d["tma"] = self.tma.to_json()
         if len(self.slab_offsets_bytes) > 1:
             # wgmma: one m64 instruction per 64-row slab; each slab's descriptors are the k_steps' plus this offset
             d["mma_mn"] = self.mma_mn
@@ -163,6 +190,37 @@ class OperandLayout:
 def _log2(x: int) -> int:
     assert x > 0 and x & (x - 1) == 0, x
     return x.bit_length() - 1
+
+
+def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str, str]:
+    """(base offset, formula, reason): where the MMA must think the swizzle pattern starts, given where
+    the loader anchored it. cp.async stores swizzle the offset within the stage (pattern anchored at the
+    stage); TMA keys the XOR on the shared-memory address it writes (``TMA_SWIZZLE_KEY``)."""
+    align = swz.repeat_bytes
+    if not swz.is_swizzled:
+        return 0, "no swizzle -> 0", "the base offset is ignored without swizzling (PTX; confirmed on an H200)"
+    if ring % align == 0:
+        return (
+            0,
+            f"the ring starts {ring} B past the aligned base, a multiple of {align} B -> pattern on its boundary -> 0",
+            "every stage's swizzle pattern starts on its repeat boundary",
+        )
+    if loader is Loader.TMA:
+        assert TMA_SWIZZLE_KEY == "address", TMA_SWIZZLE_KEY
+        return (
+            0,
+            f"the ring starts {ring} B past the aligned base, off the {align} B repeat, but TMA keys its XOR on the "
+            "address it writes, (address >> 7), exactly as the MMA does with base offset 0 -> 0",
+            "TMA anchors the pattern where the hardware's own address bits put it, not at the stage; the MMA must "
+            "read it keyed the same way (rule measured on an H200: docs/hardware-layout.md, 'TMA')",
+        )
+    base_offset = (ring >> 7) & 7
+    return (
+        base_offset,
+        f"the ring starts {ring} B past the aligned base, off the {align} B repeat: ({ring} >> 7) & 7 = {base_offset}",
+        "the cp.async stores key the XOR on the offset within the stage, i.e. the pattern starts at the stage; the "
+        "hardware keys it on (address >> 7) - base offset (measured on an H200), so this value anchors its pattern there too",
+    )
 
 
 def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
@@ -190,7 +248,7 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         terms += [AddressTerm("col", _log2(W), None, col_atom_stride), AddressTerm("col", 0, _log2(W), 16)]
     else:
         terms += [AddressTerm("col", 0, None, col_atom_stride)]
-    store = StoreMap(rows, cols, "mn" if k_major else "k", tuple(terms), swz)
+    store = SmemLayout(rows, cols, "mn" if k_major else "k", tuple(terms), swz, R, W, row_atom_stride, col_atom_stride)
 
     row_word = f"{MN} row" if k_major else "K row"
     col_word = "16-B cell of K" if k_major else f"16-B cell of {MN}"
@@ -297,21 +355,8 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     D.append(Derived("lbo_bytes", lbo, lbo_f, lbo_reason, cite("lbo")))
     D.append(Derived("sbo_bytes", sbo, sbo_f, sbo_reason, cite("sbo")))
     plan = spec.smem_plan()
-    ring = plan.a_offset if name == "a" else plan.b_offset
-    if not swz.is_swizzled:
-        base_offset = 0
-        bo_f, bo_reason = "no swizzle -> 0", "the base offset is ignored without swizzling (PTX; confirmed on an H200)"
-    elif ring % align == 0:
-        base_offset = 0
-        bo_f = f"the ring starts {ring} B past the aligned base, a multiple of {align} B -> pattern on its boundary -> 0"
-        bo_reason = "every stage's swizzle pattern starts on its repeat boundary"
-    else:
-        base_offset = (ring >> 7) & 7
-        bo_f = f"the ring starts {ring} B past the aligned base, off the {align} B repeat: ({ring} >> 7) & 7 = {base_offset}"
-        bo_reason = (
-            "the stores key the XOR on the offset within the stage, i.e. the pattern starts at the stage; the hardware "
-            "keys it on (address >> 7) - base offset (measured on an H200), so this value anchors its pattern there too"
-        )
+    ring = plan.ring_offset(name)
+    base_offset, bo_f, bo_reason = base_offset_rule(spec.loader, swz, ring)
     D.append(Derived("base_offset", base_offset, bo_f, bo_reason, cite("base_offset")))
 
     def cell_of(k: int, mn_index: int) -> tuple[int, int]:
@@ -356,10 +401,7 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         bk=bk,
         mma_mn=mma_mn,
         store=store,
-        atom_rows=R,
-        atom_cols=W,
-        row_atom_stride_bytes=row_atom_stride,
-        col_atom_stride_bytes=col_atom_stride,
+        loader=spec.loader,
         stage_bytes=stage_bytes,
         alignment_bytes=align,
         lbo_bytes=lbo,
@@ -458,10 +500,15 @@ class TileLayout:
 
 def derive(spec: TileSpec) -> TileLayout:
     """Derive every descriptor field, store offset and instruction descriptor of ``spec``."""
+    from .tma import derive_tma  # tma.py reads OperandLayout; imported here to keep the modules acyclic
+
+    a, b = derive_operand(spec, "a"), derive_operand(spec, "b")
+    if spec.loader is Loader.TMA:
+        a, b = replace(a, tma=derive_tma(spec, a)), replace(b, tma=derive_tma(spec, b))
     return TileLayout(
         spec=spec,
-        a=derive_operand(spec, "a"),
-        b=derive_operand(spec, "b"),
+        a=a,
+        b=b,
         smem=spec.smem_plan(),
         idesc=instr_descriptor(spec) if spec.arch is Arch.SM100A else None,
         wgmma=wgmma_instr(spec) if spec.arch is Arch.SM90A else None,

@@ -1,13 +1,14 @@
 """Where each piece of a kernel's dynamic shared memory goes.
 
-The A stages come first, then the B stages, then (tcgen05) one mbarrier per stage and the 4-byte slot
-that ``tcgen05.alloc`` writes the TMEM address into. Offsets are from the kernel's aligned base: the
-dynamic shared-memory window is only guaranteed 16-byte aligned, so kernels round its address up to
-``base_alignment`` at run time and ask for ``base_alignment - 16`` bytes of slack.
+The A stages come first, then the B stages, then the pipeline's mbarriers (a ``full`` and an ``empty``
+barrier per stage; tcgen05 adds ``acc_full``, signalled when the accumulator is complete) and, on
+tcgen05, the 4-byte slot that ``tcgen05.alloc`` writes the TMEM address into. Offsets are from the
+kernel's aligned base: the dynamic shared-memory window is only guaranteed 16-byte aligned, so kernels
+round its address up to ``base_alignment`` at run time and ask for ``base_alignment - 16`` bytes of slack.
 
->>> p = plan_smem(stages=2, a_stage_bytes=8192, a_align=512, b_stage_bytes=8192, b_align=1024, barriers=True)
->>> (p.a_offset, p.b_offset, p.barrier_offset, p.tmem_slot_offset, p.dynamic_bytes)
-(0, 16384, 32768, 32784, 33796)
+>>> p = plan_smem(stages=2, a_stage_bytes=8192, a_align=512, b_stage_bytes=8192, b_align=1024, tmem=True)
+>>> (p.a_offset, p.b_offset, p.barrier_offset("full"), p.barrier_offset("empty"), p.tmem_slot_offset, p.dynamic_bytes)
+(0, 16384, 32768, 32784, 32808, 33820)
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class SmemPlan:
     a_stage_bytes: int
     b_offset: int
     b_stage_bytes: int
-    barrier_offset: int  # one 8-byte mbarrier per stage (tcgen05 only; equals used_bytes otherwise)
-    tmem_slot_offset: int
+    barrier_arrays: tuple[tuple[str, int, int], ...]  # (name, first byte, how many 8-byte mbarriers)
+    tmem_slot_offset: int | None  # tcgen05 only
     used_bytes: int
     base_alignment: int
 
@@ -48,6 +49,15 @@ class SmemPlan:
     def b_stage_offset(self, stage: int) -> int:
         return self.b_offset + stage * self.b_stage_bytes
 
+    def ring_offset(self, operand: str) -> int:
+        return self.a_offset if operand == "a" else self.b_offset
+
+    def barrier_offset(self, name: str) -> int:
+        for n, off, _ in self.barrier_arrays:
+            if n == name:
+                return off
+        raise KeyError(name)
+
 
 def plan_smem(
     stages: int,
@@ -55,30 +65,32 @@ def plan_smem(
     a_align: int,
     b_stage_bytes: int,
     b_align: int,
-    barriers: bool,
+    tmem: bool,
     ring_offset: int = 0,
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
-    ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset records it)."""
+    ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
     # Each stage size is a whole number of swizzle atoms, so consecutive stages keep the same phase.
     assert a_stage_bytes % a_align == 0 and b_stage_bytes % b_align == 0
     a_offset = ring_offset
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
-    end = b_offset + stages * b_stage_bytes
-    if barriers:
-        barrier_offset = align_up(end, MBARRIER_BYTES)
-        tmem_slot_offset = barrier_offset + stages * MBARRIER_BYTES
-        used = tmem_slot_offset + TMEM_SLOT_BYTES
-    else:
-        barrier_offset = tmem_slot_offset = used = end
+    at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
+    arrays = []
+    for name, count in (("full", stages), ("empty", stages)) + ((("acc_full", 1),) if tmem else ()):
+        arrays.append((name, at, count))
+        at += count * MBARRIER_BYTES
+    tmem_slot = None
+    if tmem:
+        tmem_slot = at
+        at += TMEM_SLOT_BYTES
     return SmemPlan(
         stages=stages,
         a_offset=a_offset,
         a_stage_bytes=a_stage_bytes,
         b_offset=b_offset,
         b_stage_bytes=b_stage_bytes,
-        barrier_offset=barrier_offset,
-        tmem_slot_offset=tmem_slot_offset,
-        used_bytes=used,
+        barrier_arrays=tuple(arrays),
+        tmem_slot_offset=tmem_slot,
+        used_bytes=at,
         base_alignment=max(a_align, b_align, DYNAMIC_SMEM_BASE_ALIGN),
     )

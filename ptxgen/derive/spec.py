@@ -1,20 +1,32 @@
 """The tile DSL: what a user writes, checked against every PTX rule that applies when it is built.
 
+Every spec field is declared once, in :data:`FIELDS`: its CLI flag, JSON key, default, parser, help
+text and kernel-name token. The CLI's flags, ``make_spec``, ``to_json``/``from_json``, ``cli_args``,
+the kernel name and the sweep grids' fields are all built from that table.
+
 >>> t = TileSpec(bm=128, bn=128, bk=32, a=OperandSpec.parse("kmajor-sw64"))
->>> t.b.token, t.b.order.value, t.arch.value, t.acc.value
-('mnmajor-sw128', 'mn', 'sm_100a', 'f32')
+>>> t.b.token, t.b.order.value, t.arch.value, t.acc.value, t.loader.value
+('mnmajor-sw128', 'mn', 'sm_100a', 'f32', 'tma')
 >>> TileSpec(bm=128, bn=100, bk=32, a=OperandSpec.parse("kmajor-sw64"))
 Traceback (most recent call last):
 ...
-ptxgen.types.SpecError: --bn=100 is illegal: tcgen05 kind::f16 N is 8..256 in steps of 8 (PTX ISA 9.7.16.2.1 'Matrix shape (tcgen05 .kind and shapes)' (#tcgen05-kind-shapes)). Legal: 8, 16, 24, ..., 248, 256
+ptxgen.isa.types.SpecError: --bn=100 is illegal: tcgen05 kind::f16 N is 8..256 in steps of 8 (PTX ISA 9.7.16.2.1 'Matrix shape (tcgen05 .kind and shapes)' (#tcgen05-kind-shapes)). Legal: 8, 16, 24, ..., 248, 256
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..isa.ptxref import cite
-from .smem import SMEM_LIMIT_BYTES, SmemPlan, plan_smem
+from ..isa.shapes import (
+    PRODUCER_REGISTERS,
+    consumer_register_budget,
+    legal_bm,
+    legal_bn,
+    legal_swizzles,
+    wgmma_accumulator_registers,
+)
 from ..isa.types import (
     ACC_DTYPES,
     INPUT_DTYPES,
@@ -22,12 +34,13 @@ from ..isa.types import (
     Arch,
     AtomOrder,
     DType,
+    Loader,
     Major,
     SpecError,
     Swizzle,
     parse_enum,
 )
-
+from .smem import SMEM_LIMIT_BYTES, SmemPlan, plan_smem
 
 @dataclass(frozen=True)
 class OperandSpec:
@@ -68,11 +81,11 @@ class OperandSpec:
 
 @dataclass(frozen=True)
 class TileSpec:
-    """One CTA tile of D[BM, BN] = A[BM, K] * B[BN, K]^T, and how its operands are staged.
+    """One CTA tile of D[BM, BN] = A[BM, K] * B[BN, K]^T, and how its operands are staged and loaded.
 
     A is logically M x K and B is N x K; majorness says which of the two dimensions is contiguous in
     shared and global memory. Building a TileSpec validates it: an illegal one raises
-    :class:`~ptxgen.types.SpecError` naming the field, the value, the rule and the legal values.
+    :class:`~ptxgen.isa.types.SpecError` naming the field, the value, the rule and the legal values.
     """
 
     bm: int
@@ -86,17 +99,16 @@ class TileSpec:
     stages: int = 2
     out_dtype: DType | None = None
     # Bytes from the aligned base of the dynamic shared-memory window to the first operand stage. 0 puts
-    # every swizzle pattern on its repeat boundary (base offset 0, what CUTLASS and DeepGEMM do). A
-    # multiple of 128 starts the patterns off the boundary; the descriptors' base offset then says where
-    # (measured on an H200: the XOR key is (address >> 7) - base offset).
+    # every swizzle pattern on its repeat boundary (what CUTLASS and DeepGEMM do). A multiple of 128
+    # starts the patterns off the boundary; the descriptors' base offset then follows the loader's rule.
     smem_offset: int = 0
+    loader: Loader = Loader.TMA
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
-        for name, enum_cls in (("dtype", DType), ("acc", DType), ("arch", Arch), ("out_dtype", DType)):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                object.__setattr__(self, name, parse_enum(enum_cls, value, "--" + name.replace("_", "-")))
+        for f in FIELDS:
+            if f.enum is not None and isinstance(getattr(self, f.name), str):
+                object.__setattr__(self, f.name, parse_enum(f.enum, getattr(self, f.name), f.flag))
         for name in ("a", "b"):
             value = getattr(self, name)
             if isinstance(value, str):
@@ -137,7 +149,7 @@ class TileSpec:
             self.a.swizzle.repeat_bytes,
             self.stage_bytes("b"),
             self.b.swizzle.repeat_bytes,
-            barriers=self.arch is Arch.SM100A,
+            tmem=self.arch is Arch.SM100A,
             ring_offset=self.smem_offset,
         )
 
@@ -152,62 +164,36 @@ class TileSpec:
 
     @property
     def accumulator_registers(self) -> int:
-        """wgmma: 32-bit registers per thread that hold the accumulator (64 x BN over 128 threads)."""
-        return _acc_regs(self.bn, self.acc)
+        """wgmma: 32-bit registers per consumer thread that hold the accumulator (64 x BN over 128 threads)."""
+        return wgmma_accumulator_registers(self.bn, self.acc)
 
     @property
-    def threads(self) -> int:
-        """tcgen05: 4 warps (one per 32-lane TMEM sub-partition); wgmma: one warpgroup per 64 rows."""
-        return 128 if self.arch is Arch.SM100A else 128 * (self.bm // 64)
+    def consumer_warpgroups(self) -> int:
+        """wgmma: one consumer warpgroup per 64-row slab of the tile."""
+        return self.bm // 64
 
-    # -- serialisation ---------------------------------------------------------------------------
+    # -- serialisation: all from FIELDS ------------------------------------------------------------
     def to_json(self) -> dict:
-        return {
-            "bm": self.bm,
-            "bn": self.bn,
-            "bk": self.bk,
-            "dtype": self.dtype.value,
-            "acc": self.acc.value,
-            "arch": self.arch.value,
-            "stages": self.stages,
-            "a": self.a.token,
-            "b": self.b.token,
-            "a_order": self.a.order.value,
-            "b_order": self.b.order.value,
-            "out_dtype": self.out_dtype.value,
-            "smem_offset": self.smem_offset,
-        }
+        return {f.name: f.dump(self) for f in FIELDS}
 
     @classmethod
     def from_json(cls, d: dict) -> "TileSpec":
-        return make_spec(
-            bm=d["bm"],
-            bn=d["bn"],
-            bk=d["bk"],
-            a=d["a"],
-            b=d["b"],
-            a_order=d.get("a_order"),
-            b_order=d.get("b_order"),
-            dtype=d.get("dtype", "f16"),
-            acc=d.get("acc", "f32"),
-            arch=d.get("arch", "sm_100a"),
-            stages=d.get("stages", 2),
-            out_dtype=d.get("out_dtype"),
-            smem_offset=d.get("smem_offset", 0),
-        )
+        if not isinstance(d, dict):
+            raise SpecError("spec", type(d).__name__, "a spec is a JSON object", "{" + ", ".join(f'"{f.name}": ...' for f in FIELDS) + "}")
+        unknown = sorted(set(d) - {f.name for f in FIELDS})
+        if unknown:
+            raise SpecError("spec", ", ".join(unknown), "unknown spec key(s)", ", ".join(f.name for f in FIELDS))
+        return make_spec(**d)
 
     def cli_args(self) -> str:
         """The ``ptxgen`` flags that rebuild this spec."""
-        s = (
-            f"--bm {self.bm} --bn {self.bn} --bk {self.bk} --a {self.a.token} --b {self.b.token} "
-            f"--a-order {self.a.order.value} --b-order {self.b.order.value} --dtype {self.dtype.value} "
-            f"--acc {self.acc.value} --arch {self.arch.value} --stages {self.stages}"
-        )
-        if self.out_dtype is not self.acc:
-            s += f" --out-dtype {self.out_dtype.value}"
-        if self.smem_offset:
-            s += f" --smem-offset {self.smem_offset}"
-        return s
+        parts = []
+        for f in FIELDS:
+            value = f.dump(self)
+            if f.omit_when_default and value == f.default_value(self):
+                continue
+            parts.append(f"{f.flag} {value}")
+        return " ".join(parts)
 
     @property
     def kernel_name(self) -> str:
@@ -218,41 +204,135 @@ class TileSpec:
 
         out = "" if self.out_dtype is self.acc else f"_o{self.out_dtype.value}"
         shift = f"_off{self.smem_offset}" if self.smem_offset else ""
+        loader = "" if self.loader is Loader.TMA else "_cpasync"
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}_{self.acc.value}{out}_"
-            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}"
+            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}"
         )
 
 
-def make_spec(
-    bm: int,
-    bn: int,
-    bk: int,
-    a: str,
-    b: str = "mnmajor-sw128",
-    a_order: str | None = None,
-    b_order: str | None = None,
-    dtype: str = "f16",
-    acc: str = "f32",
-    arch: str = "sm_100a",
-    stages: int = 2,
-    out_dtype: str | None = None,
-    smem_offset: int = 0,
-) -> TileSpec:
-    """Build a TileSpec from the CLI's strings (every parse error is a SpecError naming its flag)."""
+# ----------------------------------------------------------------------------------------------
+# The spec fields, declared once
+# ----------------------------------------------------------------------------------------------
+def _int(flag: str) -> Callable[[Any], int]:
+    def parse(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise SpecError(flag, v, "must be an integer", "an integer")
+        try:
+            return int(v)
+        except ValueError:
+            raise SpecError(flag, v, "must be an integer", "an integer") from None
+
+    return parse
+
+
+@dataclass(frozen=True)
+class SpecField:
+    """One field of a tile spec: everything every layer needs to know about it, in one place."""
+
+    name: str  # TileSpec attribute, make_spec keyword, layout.json / grid key
+    flag: str  # CLI flag
+    help: str
+    default: Any = None  # the CLI/make_spec default as the user writes it; None with required=True
+    required: bool = False
+    is_int: bool = False
+    enum: type | None = None  # parsed with parse_enum into this Enum
+    choices: tuple[str, ...] | None = None  # CLI choices (shown in --help)
+    omit_when_default: bool = False  # cli_args leaves the flag out when the value is the default
+
+    def dump(self, spec: "TileSpec") -> Any:
+        """The JSON / CLI form of the value."""
+        if self.name in ("a", "b"):
+            return spec.operand(self.name).token
+        if self.name in ("a_order", "b_order"):
+            return spec.operand(self.name[0]).order.value
+        v = getattr(spec, self.name)
+        return v.value if hasattr(v, "value") else v
+
+    def default_value(self, spec: "TileSpec") -> Any:
+        if self.name == "out_dtype":
+            return spec.acc.value
+        return self.default
+
+
+FIELDS: tuple[SpecField, ...] = (
+    SpecField("bm", "--bm", "tile M (rows of A and D)", required=True, is_int=True),
+    SpecField("bn", "--bn", "tile N (rows of B, columns of D)", required=True, is_int=True),
+    SpecField("bk", "--bk", "tile K per pipeline stage", required=True, is_int=True),
+    SpecField("a", "--a", "A operand: <kmajor|mnmajor>-<none|sw32|sw64|sw128|sw128b32>", required=True),
+    SpecField("b", "--b", "B operand token (default mnmajor-sw128)", default="mnmajor-sw128"),
+    SpecField("a_order", "--a-order", "A atom order (default: A's major dimension)", choices=("mn", "k")),
+    SpecField("b_order", "--b-order", "B atom order (default: B's major dimension)", choices=("mn", "k")),
+    SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8 (default f16)", default="f16", enum=DType),
+    SpecField("acc", "--acc", "accumulator: f32 f16 s32 (default f32)", default="f32", enum=DType),
+    SpecField("arch", "--arch", "sm_100a (tcgen05) or sm_90a (wgmma)", default="sm_100a", enum=Arch),
+    SpecField("stages", "--stages", "shared-memory pipeline stages (default 2)", default=2, is_int=True),
+    SpecField("out_dtype", "--out-dtype", "output type (default: the accumulator's)", enum=DType, omit_when_default=True),
+    SpecField(
+        "smem_offset",
+        "--smem-offset",
+        "start the operand rings BYTES (a multiple of 128) past the aligned base: swizzle patterns off their boundary",
+        default=0,
+        is_int=True,
+        omit_when_default=True,
+    ),
+    SpecField(
+        "loader",
+        "--loader",
+        "how K-tiles reach shared memory: tma (one elected thread, cp.async.bulk.tensor) or cp.async (a producer "
+        "warpgroup, 16 B a thread) (default tma)",
+        default="tma",
+        enum=Loader,
+        choices=("tma", "cp.async"),
+        omit_when_default=True,
+    ),
+)
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+
+
+def make_spec(**values: Any) -> TileSpec:
+    """Build a TileSpec from the CLI's strings and ints (every parse error is a SpecError naming its flag).
+
+    Keywords are the names in :data:`FIELDS`; None means "the default".
+    """
+    unknown = sorted(set(values) - set(FIELD_BY_NAME))
+    if unknown:
+        raise SpecError("spec", ", ".join(unknown), "unknown spec field(s)", ", ".join(FIELD_BY_NAME))
+    v = {}
+    for f in FIELDS:
+        raw = values.get(f.name)
+        if raw is None:
+            if f.required:
+                raise SpecError(f.flag, "(missing)", "this field is required", "see ptxgen explain --help")
+            raw = f.default
+        if raw is None:
+            v[f.name] = None
+        elif f.is_int:
+            v[f.name] = _int(f.flag)(raw)
+        elif f.enum is not None:
+            v[f.name] = parse_enum(f.enum, _text(f.flag, raw), f.flag)
+        else:
+            v[f.name] = _text(f.flag, raw)
     return TileSpec(
-        bm=bm,
-        bn=bn,
-        bk=bk,
-        a=OperandSpec.parse(a, a_order, "--a"),
-        b=OperandSpec.parse(b, b_order, "--b"),
-        dtype=parse_enum(DType, dtype, "--dtype"),
-        acc=parse_enum(DType, acc, "--acc"),
-        arch=parse_enum(Arch, arch, "--arch"),
-        stages=stages,
-        out_dtype=parse_enum(DType, out_dtype, "--out-dtype") if out_dtype is not None else None,
-        smem_offset=smem_offset,
+        bm=v["bm"],
+        bn=v["bn"],
+        bk=v["bk"],
+        a=OperandSpec.parse(v["a"], v["a_order"], "--a"),
+        b=OperandSpec.parse(v["b"], v["b_order"], "--b"),
+        dtype=v["dtype"],
+        acc=v["acc"],
+        arch=v["arch"],
+        stages=v["stages"],
+        out_dtype=v["out_dtype"],
+        smem_offset=v["smem_offset"],
+        loader=v["loader"],
     )
+
+
+def _text(flag: str, raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise SpecError(flag, raw, "must be a string", "see --help")
+    return raw
 
 
 # ----------------------------------------------------------------------------------------------
@@ -265,50 +345,10 @@ def _fmt(values) -> str:
     return ", ".join(map(str, v))
 
 
-def legal_bm(arch: Arch) -> tuple[int, ...]:
-    # tcgen05.mma.cta_group::1 (not .ws): M is 64 or 128. wgmma: M=64 per instruction, one warpgroup
-    # per 64 rows, at most 4 warpgroups (512 threads) per CTA here.
-    return (64, 128) if arch is Arch.SM100A else (64, 128, 192, 256)
-
-
-def legal_bn(arch: Arch, dtype: DType, b_major: Major) -> tuple[int, ...]:
-    if dtype in (DType.S8, DType.U8):
-        ns = [8, 16, 24, 32] + list(range(48, 257, 16))  # step 16 after 32
-    else:
-        ns = list(range(8, 257, 8))
-    if arch is Arch.SM100A and dtype.bits == 8 and b_major is Major.MN:
-        ns = [n for n in ns if n % 16 == 0]  # 8-bit transposed B (PTX Table 52)
-    return tuple(ns)
-
-
-def legal_swizzles(arch: Arch, dtype: DType, major: Major) -> tuple[Swizzle, ...]:
-    """Majorness x swizzle x type combinations each family accepts."""
-    four = (Swizzle.NONE, Swizzle.SW32, Swizzle.SW64, Swizzle.SW128)
-    if arch is Arch.SM90A:
-        if major is Major.MN and dtype not in (DType.F16, DType.BF16):
-            return ()  # wgmma transposes only .f16/.bf16
-        return four
-    if major is Major.K:
-        return four  # K-major: all swizzles except 128B_base32B, every type size
-    if dtype is DType.TF32:
-        return (Swizzle.SW128B32,)  # MN-major 32-bit only with 128B_base32B
-    return four  # MN-major 8/16-bit: all but 128B_base32B
-
-
-# Registers a wgmma kernel needs beside its accumulator. Measured with NVRTC 13.5 (SASS check): at BM=192
-# (168 registers a thread) BN=176 (88 accumulator registers) spilled with BK=128, one stage, while BN=160
-# (80) did not; at BM=256 (128 a thread) BN=128 (64) spilled. 88 keeps every legal spec spill-free.
+# Registers a wgmma consumer needs beside its accumulator. Measured with NVRTC 13.5 (SASS check) on the
+# cp.async kernels where every thread also loads: at BM=192 (168 registers a thread) BN=176 (88 accumulator
+# registers) spilled with BK=128, one stage, while BN=160 (80) did not. 88 keeps every legal spec spill-free.
 REGISTER_RESERVE = 88
-
-
-def register_budget(threads: int) -> int:
-    """Registers per thread when ``threads`` share the 64K-register file (at most 255, in steps of 8)."""
-    return min(255, 65536 // threads // 8 * 8)
-
-
-def _acc_regs(bn: int, acc: DType) -> int:
-    # m64nN over 128 threads: N / 2 elements a thread; f16 accumulators pack two per register
-    return bn // 4 if acc is DType.F16 else bn // 2
 
 
 def validate(t: TileSpec) -> None:
@@ -369,15 +409,17 @@ def validate(t: TileSpec) -> None:
         _validate_operand(t, name)
 
     if t.arch is Arch.SM90A:
-        budget = register_budget(t.threads)
+        nc = t.consumer_warpgroups
+        budget = consumer_register_budget(nc)
         if t.accumulator_registers + REGISTER_RESERVE > budget:
-            fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major) if _acc_regs(n, t.acc) + REGISTER_RESERVE <= budget]
+            fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major) if wgmma_accumulator_registers(n, t.acc) + REGISTER_RESERVE <= budget]
             raise SpecError(
                 "--bn",
                 t.bn,
-                f"with BM={t.bm} ({t.threads} threads) a thread has at most {budget} registers (65536 per SM); the "
-                f"m64n{t.bn} {t.acc.value} accumulator takes {t.accumulator_registers}, leaving less than the "
-                f"{REGISTER_RESERVE} that addressing and the pipeline need (ptxas would spill)",
+                f"with BM={t.bm} ({nc} consumer warpgroup(s) and a producer warpgroup) a consumer thread has at most "
+                f"{budget} registers (65536 per SM, the producer keeps {PRODUCER_REGISTERS}); the m64n{t.bn} {t.acc.value} "
+                f"accumulator takes {t.accumulator_registers}, leaving less than the {REGISTER_RESERVE} that addressing "
+                "and the pipeline need (ptxas would spill)",
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
             )
 

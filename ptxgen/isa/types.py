@@ -56,6 +56,13 @@ class AtomOrder(Enum):
     K = "k"
 
 
+class Loader(Enum):
+    """How K-tiles reach shared memory."""
+
+    TMA = "tma"  # cp.async.bulk.tensor: one elected thread, a tensor map per operand
+    CP_ASYNC = "cp.async"  # cp.async 16 B per thread, explicit swizzled store offsets
+
+
 class Swizzle(Enum):
     """A shared-memory swizzle mode, independent of how an instruction family encodes it.
 

@@ -1,0 +1,73 @@
+"""The kernel ABI, declared once: parameters, launch geometry and shared-memory bytes.
+
+The template renders the signature from :attr:`KernelABI.params`, the launcher marshals arguments
+from it, and the kernel's header comment documents it. Tensor maps are passed by value as
+``const __grid_constant__`` parameters (128 bytes, 64-byte aligned).
+
+Global layouts: A is M x K (K-major, ``lda`` >= K) or K x M (M-major, ``lda`` >= M); B likewise with N;
+D is M x N row-major with ``ldd`` >= N. Every row must start 16-byte aligned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..isa.tensormap import TENSOR_MAP_BYTES
+from ..isa.types import Loader
+from .spec import TileSpec
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "tensormap", "ptr", "i32"
+    doc: str
+
+    @property
+    def c_decl(self) -> str:
+        return {
+            "tensormap": f"const __grid_constant__ TmaMap {self.name}",
+            "ptr": f"unsigned char* __restrict__ {self.name}" if self.name == "D" else f"const unsigned char* __restrict__ {self.name}",
+            "i32": f"int {self.name}",
+        }[self.kind]
+
+
+@dataclass(frozen=True)
+class KernelABI:
+    name: str
+    params: tuple[Param, ...]
+    threads: int
+    cluster: tuple[int, int, int]
+    dynamic_smem_bytes: int
+    tile_m: int
+    tile_n: int
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        """One CTA per BM x BN tile of D, partial tiles included: (ceil(N / BN), ceil(M / BM), 1)."""
+        return (-(-n // self.tile_n), -(-m // self.tile_m), 1)
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (self.threads, 1, 1)
+
+    def doc_lines(self) -> list[str]:
+        return [f"{p.c_decl}: {p.doc}" for p in self.params]
+
+
+def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelABI:
+    if spec.loader is Loader.TMA:
+        loads = (
+            Param("tmap_a", "tensormap", f"A's tensor map ({TENSOR_MAP_BYTES} B, encoded on the host by cuTensorMapEncodeTiled)"),
+            Param("tmap_b", "tensormap", "B's tensor map"),
+        )
+    else:
+        loads = (Param("A", "ptr", "A in global memory, 16-byte aligned"), Param("B", "ptr", "B in global memory, 16-byte aligned"))
+    tail = (
+        Param("D", "ptr", "D, M x N row-major, 16-byte aligned"),
+        Param("M", "i32", "rows of A and D"),
+        Param("N", "i32", "rows of B, columns of D"),
+        Param("K", "i32", "the reduction extent"),
+    )
+    lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
+    params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
+    return KernelABI(spec.kernel_name, params, threads, (1, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn)

@@ -1,0 +1,164 @@
+"""How the kernel is organized: warp roles, the mbarrier ring between loader and MMA, register budgets.
+
+One design carries both architectures and both loaders (warp specialization):
+
+* **wgmma (sm_90a)**: consumer warpgroups 0..C-1 (one per 64-row slab of the tile) issue ``wgmma`` and
+  run the epilogue; the producer warpgroup C loads. With C >= 2 the producer drops to 40 registers and
+  the consumers take the rest (``setmaxnreg``).
+* **tcgen05 (sm_100a)**: epilogue warps 0-3 (warp w reads TMEM lanes 32w..32w+31), one MMA warp (a single
+  thread issues every ``tcgen05.mma``), then the producer: one warp (TMA) or a warpgroup (cp.async).
+
+The ring: stage s = it mod S of K-tile ``it`` has a ``full`` and an ``empty`` mbarrier. The producer waits
+``empty[s]`` with parity ``((it / S) & 1) ^ 1`` (a fresh barrier counts its previous phase as complete, so
+the first S waits return at once), fills the stage, and the fill completes ``full[s]``: TMA by transaction
+bytes after one ``arrive.expect_tx``; cp.async by one ``cp.async.mbarrier.arrive.noinc`` per producer
+thread. Consumers wait ``full[s]`` with parity ``(it / S) & 1``, issue the MMAs and release the stage
+(wgmma: one arrive per consumer warpgroup once ``wgmma.wait_group`` says its reads are done; tcgen05:
+``tcgen05.commit`` arrives when the MMAs have completed). ``ptxgen.model.pipesim`` runs this plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..isa.shapes import (
+    PRODUCER_REGISTERS,
+    WARPGROUP_THREADS,
+    consumer_register_budget,
+    entry_registers,
+)
+from ..isa.types import Arch, Loader
+from .derived import Derived
+from .spec import TileSpec
+
+PIPELINE_REF = "PTX ISA 9.7.13.15 'mbarrier' (#parallel-synchronization-and-communication-instructions-mbarrier)"
+
+
+@dataclass(frozen=True)
+class WarpRole:
+    name: str  # "consumer", "producer", "mma", "epilogue"
+    first_warp: int
+    warps: int
+    registers: int | None  # setmaxnreg target, None: keep the launch budget
+    doc: str
+
+    @property
+    def first_thread(self) -> int:
+        return self.first_warp * 32
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+
+@dataclass(frozen=True)
+class Parity:
+    """The phase parity a wait asks for at K-tile ``it``: ``((it / stages) & 1) ^ flip``."""
+
+    stages: int
+    flip: int
+
+    def value(self, it: int) -> int:
+        return ((it // self.stages) & 1) ^ self.flip
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    arch: Arch
+    loader: Loader
+    stages: int
+    roles: tuple[WarpRole, ...]
+    full_arrivals: int  # mbarrier.init count of full[s]: arrivals (besides TMA bytes) that complete one fill
+    empty_arrivals: int  # mbarrier.init count of empty[s]: arrivals that release a stage
+    producer_parity: Parity  # producer waits empty[s]
+    consumer_parity: Parity  # consumers wait full[s]
+    expect_tx_bytes: int  # TMA: bytes per stage, A and B; 0 for cp.async
+    release_lag: int  # wgmma: a stage is released this many K-tiles after its MMAs were issued
+    acc_barrier: bool  # tcgen05: acc_full, committed after the last K-tile, waited by the epilogue
+    entry_registers: int | None  # registers at launch when setmaxnreg is used (the SASS check expects them)
+    derivation: tuple[Derived, ...]
+
+    @property
+    def threads(self) -> int:
+        return sum(r.threads for r in self.roles)
+
+    def role(self, name: str) -> WarpRole:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def has_role(self, name: str) -> bool:
+        return any(r.name == name for r in self.roles)
+
+
+def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
+    tma = spec.loader is Loader.TMA
+    if spec.arch is Arch.SM90A:
+        nc = spec.consumer_warpgroups
+        threads = WARPGROUP_THREADS * (nc + 1)
+        regs = (PRODUCER_REGISTERS, consumer_register_budget(nc)) if nc >= 2 else (None, None)
+        roles = (
+            WarpRole("consumer", 0, 4 * nc, regs[1], f"{nc} consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue"),
+            WarpRole("producer", 4 * nc, 4, regs[0],
+                     "producer warpgroup: one elected thread issues the TMA copies" if tma else "producer warpgroup: cp.async, 16 B a thread"),
+        )
+        return roles, (entry_registers(threads) if nc >= 2 else None)
+    producer_warps = 1 if tma else 4
+    return (
+        WarpRole("epilogue", 0, 4, None, "epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)"),
+        WarpRole("mma", 4, 1, None, "MMA warp: one elected thread issues tcgen05.mma and tcgen05.commit"),
+        WarpRole("producer", 5, producer_warps, None,
+                 "TMA warp: one elected thread issues the copies" if tma else "producer warpgroup: cp.async, 16 B a thread"),
+    ), None
+
+
+def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
+    roles, entry = _roles(spec)
+    tma = spec.loader is Loader.TMA
+    S = spec.stages
+    producer = next(r for r in roles if r.name == "producer")
+    full_arrivals = 1 if tma else producer.threads
+    if spec.arch is Arch.SM90A:
+        empty_arrivals = spec.consumer_warpgroups
+        release_lag = 1 if S >= 2 else 0
+    else:
+        empty_arrivals, release_lag = 1, 0
+    D = [
+        Derived("warp_roles", "; ".join(f"{r.name} warps {r.first_warp}..{r.first_warp + r.warps - 1}" for r in roles),
+                f"{sum(r.threads for r in roles)} threads",
+                "warp specialization: loading and MMA issue overlap; each role is one branch of the kernel", PIPELINE_REF),
+        Derived("full_arrivals", full_arrivals,
+                "1 (the elected thread's mbarrier.arrive.expect_tx)" if tma else f"{producer.threads} (one cp.async.mbarrier.arrive.noinc per producer thread)",
+                "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
+                PIPELINE_REF),
+        Derived("empty_arrivals", empty_arrivals,
+                f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.arch is Arch.SM90A else "1 (tcgen05.commit from the MMA thread)",
+                "a stage may be refilled only once every reader has finished with it", PIPELINE_REF),
+        Derived("parity", "full: (it / S) & 1; empty: ((it / S) & 1) ^ 1",
+                f"S = {S} stages; round r = it / S waits for phase r of full[s] and phase r - 1 of empty[s]",
+                "try_wait.parity(p) returns once the phase with parity p has completed; a fresh barrier's previous "
+                "phase (parity 1) counts as complete, so the producer's first round does not wait", PIPELINE_REF),
+    ]
+    if tma:
+        D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage", "what full[s] waits for beyond its one arrival", PIPELINE_REF))
+    if entry:
+        D.append(Derived("setmaxnreg", f"producer {roles[1].registers}, consumers {roles[0].registers}",
+                         f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; (65536 - 128 x {PRODUCER_REGISTERS}) / "
+                         f"({roles[0].warps // 4} x 128) rounded down to 8 = {roles[0].registers}",
+                         "the producer needs few registers; the consumers hold the accumulators", "PTX ISA 'setmaxnreg' (#miscellaneous-instructions-setmaxnreg)"))
+    return PipelinePlan(
+        arch=spec.arch,
+        loader=spec.loader,
+        stages=S,
+        roles=roles,
+        full_arrivals=full_arrivals,
+        empty_arrivals=empty_arrivals,
+        producer_parity=Parity(S, 1),
+        consumer_parity=Parity(S, 0),
+        expect_tx_bytes=expect_tx_bytes if tma else 0,
+        release_lag=release_lag,
+        acc_barrier=spec.arch is Arch.SM100A,
+        entry_registers=entry,
+        derivation=tuple(D),
+    )

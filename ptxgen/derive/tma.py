@@ -1,0 +1,186 @@
+"""TMA: the tensor map and the copies that fill one operand stage, derived from its shared-memory layout.
+
+A TMA box is written densely: box row ``o`` (along the outer dimension) lands ``o x inner_bytes`` past the
+copy's destination, then the swizzle permutes the 16-byte chunks of every 128-byte line. So a box whose
+inner extent is one atom row (the swizzle span; 16 B for ``none``) and whose outer extent covers atoms that
+sit next to each other in the stage writes exactly those atoms. The copies of a stage are the runs of
+adjacent atoms of the operand's :class:`~ptxgen.derive.layout.SmemLayout`: one copy per column of atoms
+when atoms are adjacent along the outer dimension, one per atom otherwise.
+
+Global side (one 2D map per operand; the kernel's global layouts follow the operand's majorness):
+dimension 0 (inner) is the contiguous one (K for K-major, M or N for MN-major), dimension 1 the other;
+the row stride is ``ld x element bytes``. Out-of-bounds elements are read as zeros, which is how partial
+tiles and the K tail work.
+
+>>> from ptxgen.derive.spec import make_spec
+>>> from ptxgen.derive.layout import derive
+>>> t = derive(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"))
+>>> t.a.tma.box, t.a.tma.swizzle.json_name, [(c.smem_offset_bytes, c.inner, c.outer) for c in t.a.tma.copies]
+((32, 128), '64B', [(0, 0, 0)])
+>>> t.b.tma.box, [(c.smem_offset_bytes, c.inner, c.outer) for c in t.b.tma.copies]
+((64, 32), [(0, 0, 0), (4096, 64, 0)])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..isa.ptxref import cite
+from ..isa.tensormap import (
+    DRIVER_REF,
+    INTERLEAVE_NONE,
+    L2_PROMOTION_256B,
+    MAX_BOX_ELEMENTS,
+    OOB_FILL_ZERO,
+    PTX_TENSOR_REF,
+    PTX_TMA_REF,
+    SMEM_DST_ALIGN,
+    TMA_DATA_TYPE_OF,
+    TMA_SWIZZLE_KEY,
+    TMA_SWIZZLE_OF,
+    TmaDataType,
+    TmaSwizzle,
+)
+from ..isa.types import Major
+from .derived import Derived
+
+if TYPE_CHECKING:
+    from .layout import OperandLayout, SmemLayout
+    from .spec import TileSpec
+
+
+@dataclass(frozen=True)
+class TmaCopy:
+    """One ``cp.async.bulk.tensor.2d`` of a stage: where its box goes and where it starts in the tile."""
+
+    smem_offset_bytes: int  # from the stage base
+    inner: int  # box origin along the contiguous global dimension, elements, relative to the tile origin
+    outer: int  # box origin along the other dimension
+
+    def to_json(self) -> dict:
+        return {"smem_offset_bytes": self.smem_offset_bytes, "inner": self.inner, "outer": self.outer}
+
+
+@dataclass(frozen=True)
+class TmaPlan:
+    """Everything ``cuTensorMapEncodeTiled`` needs but the pointer and the problem size, plus the copies."""
+
+    operand: str
+    layout: "SmemLayout"  # the same object the MMA descriptors were derived from (checked at render time)
+    data_type: TmaDataType
+    element_bytes: int
+    rank: int
+    global_dims: tuple[str, str]  # names of the problem extents, inner first ("K", "M"), ...
+    ld_name: str  # the leading-dimension parameter: row stride = ld x element_bytes
+    box: tuple[int, int]  # (inner elements, outer elements)
+    element_strides: tuple[int, int]
+    interleave: int
+    swizzle: TmaSwizzle
+    l2_promotion: int
+    oob_fill: int
+    copies: tuple[TmaCopy, ...]
+    expect_tx_bytes: int  # bytes this operand's copies deliver per stage (full boxes, zero-fill included)
+    derivation: tuple[Derived, ...]
+
+    @property
+    def box_bytes(self) -> int:
+        return self.box[0] * self.box[1] * self.element_bytes
+
+    def to_json(self) -> dict:
+        """The ``"tma"`` object of ``explain --json`` (exactly these keys; tools read them)."""
+        return {
+            "swizzle": self.swizzle.json_name,
+            "box": list(self.box),
+            "copies": [c.to_json() for c in self.copies],
+        }
+
+
+def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int], tuple[TmaCopy, ...]]:
+    """(box, copies) that write ``layout`` densely: runs of atoms adjacent along the outer dimension."""
+    R, W = layout.atom_rows, layout.atom_cols
+    n_row_atoms, n_col_atoms = layout.rows // R, layout.cols // W
+    run = n_row_atoms if layout.row_atom_stride_bytes == layout.atom_bytes else 1
+    run = min(run, MAX_BOX_ELEMENTS // R)
+    while n_row_atoms % run:
+        run -= 1
+    box = (W * elems_per_cell, run * R)
+    copies = []
+    for j in range(n_col_atoms):
+        for i in range(0, n_row_atoms, run):
+            copies.append(
+                TmaCopy(
+                    smem_offset_bytes=i * layout.row_atom_stride_bytes + j * layout.col_atom_stride_bytes,
+                    inner=j * W * elems_per_cell,
+                    outer=i * R,
+                )
+            )
+    return box, tuple(sorted(copies, key=lambda c: c.smem_offset_bytes))
+
+
+def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
+    layout = op.store
+    dt = spec.dtype
+    T = dt.per_cell
+    box, copies = copies_of(layout, T)
+    swz = TMA_SWIZZLE_OF[op.swizzle]
+    k_major = op.major is Major.K
+    MN = "M" if op.name == "a" else "N"
+    dims = ("K", MN) if k_major else (MN, "K")
+    ld = f"ld{op.name}"
+    expect = len(copies) * box[0] * box[1] * dt.bytes
+    assert expect == op.stage_bytes, (expect, op.stage_bytes)
+    assert all(c.smem_offset_bytes % SMEM_DST_ALIGN == 0 for c in copies)
+    inner_word = "K" if k_major else MN
+    outer_word = MN if k_major else "K"
+    adjacent = layout.row_atom_stride_bytes == layout.atom_bytes
+    atoms = "core matrices" if not op.swizzle.is_swizzled else f"{op.swizzle.value} atoms"
+    D = (
+        Derived("data_type", TMA_DATA_TYPE_OF[dt].name, f"{dt.value} -> CU_TENSOR_MAP_DATA_TYPE_{TMA_DATA_TYPE_OF[dt].name}",
+                "element size for the copy engine" + ("; raw 32-bit words (the inputs are tf32-exact)" if dt.bits == 32 else "")
+                + ("; 8-bit codes travel as bytes" if dt.bits == 8 else ""), DRIVER_REF),
+        Derived("rank", 2, f"dims ({dims[0]}, {dims[1]})", f"{op.name.upper()} is {dims[1]} rows of {dims[0]} contiguous elements ({op.major.value}-major)", DRIVER_REF),
+        Derived("global_dims", f"[{dims[0]}, {dims[1]}]", "the problem's extents at launch, inner first",
+                "the bounds TMA checks: elements past them read as zero (partial tiles, the K tail)", PTX_TENSOR_REF),
+        Derived("global_strides", f"[{ld} x {dt.bytes} B]", f"row stride of {dims[1]} rows; must be a multiple of 16 B",
+                "the copy engine addresses rows in 16-byte units", DRIVER_REF),
+        Derived("box", f"[{box[0]}, {box[1]}]",
+                f"inner: one atom row = {layout.atom_cols} x 16 B = {box[0]} elements of {inner_word}; outer: "
+                + (f"{box[1]} {outer_word} rows = {box[1] // layout.atom_rows} {atoms} adjacent in the stage" if adjacent and box[1] > layout.atom_rows
+                   else f"{box[1]} {outer_word} rows = one atom (atoms are adjacent along {inner_word}, not {outer_word})"),
+                "a box is written densely, row after row; its inner extent may not exceed the swizzle span, and its "
+                "rows must land on consecutive atom rows of the stage", PTX_TMA_REF),
+        Derived("element_strides", "[1, 1]", "every element", "dense tile", DRIVER_REF),
+        Derived("interleave", "NONE", "INTERLEAVE_NONE", "row-major global tensors", DRIVER_REF),
+        Derived("swizzle", swz.json_name, f"{op.swizzle.value} -> CU_TENSOR_MAP_SWIZZLE_{swz.name.lstrip('B') if swz.name != 'NONE' else 'NONE'}",
+                "the same swizzle as the MMA descriptors' layout type: TMA writes the pattern the tensor core reads", cite("swizzling")),
+        Derived("swizzle_key", TMA_SWIZZLE_KEY, "XOR of address bits [7, 10) into [4, 7) of the address written",
+                "where TMA anchors the pattern decides the descriptors' base offset (docs/hardware-layout.md, 'TMA')", cite("base_offset")),
+        Derived("l2_promotion", "L2_256B", "L2_PROMOTION_L2_256B", "fetch whole 256-byte L2 lines: every tile row is read in full", DRIVER_REF),
+        Derived("oob_fill", "NONE (zeros)", "FLOAT_OOB_FILL_NONE", "out-of-bounds elements are zero, so the K tail adds nothing", DRIVER_REF),
+        Derived("copies", len(copies),
+                f"{layout.cols // layout.atom_cols} atom column(s) x {layout.rows // box[1]} box(es) of {box[1]} rows: "
+                + ", ".join(f"+{c.smem_offset_bytes} B <- ({c.inner}, {c.outer})" for c in copies[:6]) + (" ..." if len(copies) > 6 else ""),
+                "each copy writes one run of adjacent atoms; its smem offset is that run's offset in the stage layout, its "
+                "box origin the run's first element relative to the tile origin (inner, outer)", PTX_TMA_REF),
+        Derived("expect_tx_bytes", expect, f"{len(copies)} x {box[0]} x {box[1]} x {dt.bytes} B = {expect}",
+                "the full-barrier transaction count per stage for this operand: TMA counts whole boxes, zero-filled parts too", PTX_TMA_REF),
+    )
+    return TmaPlan(
+        operand=op.name,
+        layout=layout,
+        data_type=TMA_DATA_TYPE_OF[dt],
+        element_bytes=dt.bytes,
+        rank=2,
+        global_dims=dims,
+        ld_name=ld,
+        box=box,
+        element_strides=(1, 1),
+        interleave=INTERLEAVE_NONE,
+        swizzle=swz,
+        l2_promotion=L2_PROMOTION_256B,
+        oob_fill=OOB_FILL_ZERO,
+        copies=copies,
+        expect_tx_bytes=expect,
+        derivation=D,
+    )

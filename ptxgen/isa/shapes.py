@@ -1,0 +1,76 @@
+"""What the MMA instructions allow: M, N and swizzle per architecture, type and majorness.
+
+Pure ISA facts (PTX ISA 'tcgen05 .kind and shapes', 'wgmma matrix shape', 'valid combinations of type
+size, majorness and swizzling'); the spec validator asks these and names the rule when it refuses.
+"""
+
+from __future__ import annotations
+
+from .types import Arch, DType, Major, Swizzle
+
+
+def legal_bm(arch: Arch) -> tuple[int, ...]:
+    # tcgen05.mma.cta_group::1 (not .ws): M is 64 or 128. wgmma: M=64 per instruction, one consumer
+    # warpgroup per 64 rows, at most 4 consumer warpgroups per CTA here.
+    return (64, 128) if arch is Arch.SM100A else (64, 128, 192, 256)
+
+
+def legal_bn(arch: Arch, dtype: DType, b_major: Major) -> tuple[int, ...]:
+    if dtype in (DType.S8, DType.U8):
+        ns = [8, 16, 24, 32] + list(range(48, 257, 16))  # step 16 after 32
+    else:
+        ns = list(range(8, 257, 8))
+    if arch is Arch.SM100A and dtype.bits == 8 and b_major is Major.MN:
+        ns = [n for n in ns if n % 16 == 0]  # 8-bit transposed B (PTX Table 52)
+    return tuple(ns)
+
+
+def legal_swizzles(arch: Arch, dtype: DType, major: Major) -> tuple[Swizzle, ...]:
+    """Majorness x swizzle x type combinations each family accepts."""
+    four = (Swizzle.NONE, Swizzle.SW32, Swizzle.SW64, Swizzle.SW128)
+    if arch is Arch.SM90A:
+        if major is Major.MN and dtype not in (DType.F16, DType.BF16):
+            return ()  # wgmma transposes only .f16/.bf16
+        return four
+    if major is Major.K:
+        return four  # K-major: all swizzles except 128B_base32B, every type size
+    if dtype is DType.TF32:
+        return (Swizzle.SW128B32,)  # MN-major 32-bit only with 128B_base32B
+    return four  # MN-major 8/16-bit: all but 128B_base32B
+
+
+# Registers: 64K 32-bit registers per SM; at most 255 a thread; setmaxnreg takes 24..256 in steps of 8.
+REGISTER_FILE = 65536
+MAX_REGS_PER_THREAD = 255
+SETMAXNREG_MIN, SETMAXNREG_MAX, SETMAXNREG_STEP = 24, 256, 8
+
+
+def register_budget(threads: int) -> int:
+    """Registers per thread when ``threads`` share the register file (at most 255, in steps of 8)."""
+    return min(MAX_REGS_PER_THREAD, REGISTER_FILE // threads // 8 * 8)
+
+
+def wgmma_accumulator_registers(bn: int, acc: DType) -> int:
+    """32-bit registers per thread of an m64nN accumulator over 128 threads; f16 packs two per register."""
+    return bn // 4 if acc is DType.F16 else bn // 2
+
+
+# Warp specialization on Hopper: the producer warpgroup gives registers back with setmaxnreg.dec and the
+# consumer warpgroups take them with setmaxnreg.inc (CUTLASS and DeepGEMM use 40 and 232 at 384 threads).
+PRODUCER_REGISTERS = 40
+WARPGROUP_THREADS = 128
+
+
+def entry_registers(threads: int) -> int:
+    """Registers a thread gets at launch under __launch_bounds__(threads, 1), in setmaxnreg's steps of 8."""
+    return min(MAX_REGS_PER_THREAD, REGISTER_FILE // threads) // SETMAXNREG_STEP * SETMAXNREG_STEP
+
+
+def consumer_register_budget(consumer_warpgroups: int) -> int:
+    """Registers a consumer thread may use: with one consumer warpgroup the launch budget (no setmaxnreg);
+    with more, what setmaxnreg.inc can take once the producer has dropped to PRODUCER_REGISTERS."""
+    threads = WARPGROUP_THREADS * (consumer_warpgroups + 1)
+    if consumer_warpgroups == 1:
+        return register_budget(threads)
+    free = REGISTER_FILE - WARPGROUP_THREADS * PRODUCER_REGISTERS
+    return min(SETMAXNREG_MAX, free // (WARPGROUP_THREADS * consumer_warpgroups) // SETMAXNREG_STEP * SETMAXNREG_STEP)

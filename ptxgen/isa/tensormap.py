@@ -1,0 +1,85 @@
+"""The TMA tensor map (``CUtensorMap``, built by ``cuTensorMapEncodeTiled``): its enums and limits.
+
+The 128-byte map itself is opaque (the driver encodes it); what ptxgen derives are the arguments.
+Values are those of ``cuda.h`` (CUDA 12.8+ / 13.x); sources: CUDA Driver API 'Tensor Map Object
+Management' (cuTensorMapEncodeTiled) and PTX ISA 'Tensor' / 'cp.async.bulk.tensor'.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .types import DType, Swizzle
+
+DRIVER_REF = "CUDA Driver API cuTensorMapEncodeTiled (#group__CUDA__TENSOR__MEMORY)"
+PTX_TMA_REF = "PTX ISA 9.7.9.25.5.2 'cp.async.bulk.tensor' (#data-movement-and-conversion-instructions-cp-async-bulk-tensor)"
+PTX_TENSOR_REF = "PTX ISA 5.5 'Tensors' (#tensors), 5.5.7 'Swizzling modes' (#tensor-swizzling-modes)"
+
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap); 64-byte aligned
+TENSOR_MAP_ALIGN = 64
+MAX_RANK = 5
+MAX_BOX_ELEMENTS = 256  # every boxDim[i] is 1..256
+GLOBAL_ADDRESS_ALIGN = 16  # globalAddress, for interleave NONE
+GLOBAL_STRIDE_ALIGN = 16  # globalStrides[i] % 16 == 0
+GLOBAL_STRIDE_LIMIT = 1 << 40
+GLOBAL_DIM_LIMIT = 1 << 32
+BOX_INNER_BYTES_ALIGN = 16  # boxDim[0] * elementSize % 16 == 0
+SMEM_DST_ALIGN = 128  # PTX: the shared-memory destination of a tensor copy is 128-byte aligned
+
+
+class TmaDataType(Enum):
+    """CUtensorMapDataType values used here. 8-bit inputs travel as raw bytes; tf32 as 32-bit words."""
+
+    UINT8 = 0
+    FLOAT16 = 6
+    FLOAT32 = 7
+    BFLOAT16 = 9
+
+
+class TmaSwizzle(Enum):
+    """CUtensorMapSwizzle, with the JSON names of `explain --json`."""
+
+    NONE = 0
+    B32 = 1
+    B64 = 2
+    B128 = 3
+    B128_ATOM_32B = 4  # 128-byte span, 32-byte atoms (CUDA 12.8+, Blackwell)
+
+    @property
+    def json_name(self) -> str:
+        return {0: "none", 1: "32B", 2: "64B", 3: "128B", 4: "128B_ATOM_32B"}[self.value]
+
+    @property
+    def span_bytes(self) -> int:
+        """The inner box dimension may span at most this many bytes (16 B granules for NONE: no limit but 16-B multiples)."""
+        return {0: 0, 1: 32, 2: 64, 3: 128, 4: 128}[self.value]
+
+
+TMA_SWIZZLE_OF = {
+    Swizzle.NONE: TmaSwizzle.NONE,
+    Swizzle.SW32: TmaSwizzle.B32,
+    Swizzle.SW64: TmaSwizzle.B64,
+    Swizzle.SW128: TmaSwizzle.B128,
+    Swizzle.SW128B32: TmaSwizzle.B128_ATOM_32B,
+}
+
+TMA_DATA_TYPE_OF = {
+    DType.F16: TmaDataType.FLOAT16,
+    DType.BF16: TmaDataType.BFLOAT16,
+    DType.TF32: TmaDataType.FLOAT32,  # raw 32-bit words: the inputs are tf32-exact, no conversion wanted
+    DType.E4M3: TmaDataType.UINT8,
+    DType.E5M2: TmaDataType.UINT8,
+    DType.S8: TmaDataType.UINT8,
+    DType.U8: TmaDataType.UINT8,
+}
+
+INTERLEAVE_NONE = 0  # CU_TENSOR_MAP_INTERLEAVE_NONE
+L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+L2_PROMOTION_256B = 3
+OOB_FILL_ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
+
+# How a swizzled TMA write picks the XOR key. "address": chunk bits [4, 7) of the shared-memory address
+# are XORed with bits [7, 10) of that same address (the pattern is anchored to absolute 1024-byte
+# boundaries, like the MMA's with base offset 0), whatever the copy's destination. Checked on an H200
+# with `ptxgen probe --category tma` (docs/hardware-layout.md, 'TMA').
+TMA_SWIZZLE_KEY = "address"
