@@ -22,7 +22,7 @@ SWIZZLES = ("none", "sw32", "sw64", "sw128")
 TOKENS = [f"{m}-{s}" for m in ("kmajor", "mnmajor") for s in SWIZZLES]
 
 
-def _configs() -> list[dict]:
+def _base_configs() -> list[dict]:
     c: list[dict] = []
     # every swizzle x both majors, on A and on B, f16 and bf16 (M, N, K span several tiles: 3 BM, 2 BN, 5 BK)
     for dtype in ("f16", "bf16"):
@@ -43,44 +43,80 @@ def _configs() -> list[dict]:
     c.append(dict(bm=64, bn=128, bk=64, a="kmajor-sw64", b="kmajor-none", dtype="u8", acc="s32"))
     # tile sizes, stage counts, accumulators and outputs
     for bm, bn, bk, stages in ((64, 64, 64, 1), (64, 256, 64, 2), (128, 256, 64, 3), (128, 8, 32, 4), (128, 136, 64, 2),
-                               (192, 96, 64, 2), (256, 64, 32, 3), (64, 128, 128, 4), (128, 64, 16, 2)):
+                               (192, 96, 64, 2), (256, 48, 32, 3), (64, 128, 128, 4), (128, 64, 16, 2)):
         a = "kmajor-sw64" if bk >= 32 else "kmajor-sw32"
         c.append(dict(bm=bm, bn=bn, bk=bk, a=a, b="mnmajor-sw64" if bn % 32 == 0 else "kmajor-sw32", stages=stages))
     # one core matrix along N (MN-major, no swizzle): SBO is unused and written 0, as CuTe does
     c.append(dict(bm=128, bn=8, bk=64, a="kmajor-sw128", b="mnmajor-none"))
     c.append(dict(bm=64, bn=16, bk=64, a="mnmajor-none", b="mnmajor-none", dtype="bf16"))
-    # swizzle patterns that do not start on their repeat boundary: non-zero base offsets (measured rule)
-    for off, a, b in ((128, "kmajor-sw128", "mnmajor-sw128"), (384, "kmajor-sw64", "mnmajor-sw32"),
-                      (896, "mnmajor-sw128", "kmajor-sw32"), (640, "kmajor-sw32", "mnmajor-sw64")):
+    # rings that do not start on their swizzle repeat boundary: every 128-byte placement
+    for off, a, b in ((128, "kmajor-sw128", "mnmajor-sw128"), (256, "kmajor-sw64", "mnmajor-sw64"), (384, "kmajor-sw64", "mnmajor-sw32"),
+                      (512, "kmajor-sw128", "kmajor-sw32"), (640, "kmajor-sw32", "mnmajor-sw64"), (768, "mnmajor-sw64", "kmajor-sw128"),
+                      (896, "mnmajor-sw128", "kmajor-sw32")):
         c.append(dict(bm=128, bn=128, bk=64, a=a, b=b, smem_offset=off, stages=3))
     for acc, out in (("f16", "f16"), ("f16", "f32"), ("f32", "bf16"), ("f32", "f16")):
         c.append(dict(bm=128, bn=64, bk=64, a="mnmajor-sw128", b="kmajor-sw128", acc=acc, out_dtype=out))
     return c
 
 
-CONFIGS = _configs()
+# Odd problem shapes: partial tiles in M and N, a K tail, tiny problems (rows padded to 16 bytes).
+ODD_SHAPES = [
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128"), (1, 8, 8)),
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128"), (300, 200, 100)),
+    (dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=4), (1000, 1000, 1000)),
+    (dict(bm=64, bn=64, bk=64, a="mnmajor-sw64", b="mnmajor-sw32", stages=3), (77, 45, 333)),
+    (dict(bm=128, bn=128, bk=128, a="kmajor-sw64", b="kmajor-sw32", a_order="k", dtype="bf16"), (129, 129, 129)),
+    (dict(bm=128, bn=64, bk=32, a="kmajor-sw128", b="kmajor-sw128", dtype="tf32"), (130, 70, 37)),
+    (dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3"), (200, 136, 150)),
+    (dict(bm=128, bn=64, bk=128, a="kmajor-sw128", b="kmajor-sw64", dtype="s8", acc="s32"), (65, 33, 200)),
+    (dict(bm=256, bn=64, bk=64, a="kmajor-sw128", b="kmajor-none"), (257, 63, 65)),
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw64", b="mnmajor-sw128", smem_offset=384, stages=3), (250, 250, 250)),
+    (dict(bm=64, bn=8, bk=64, a="kmajor-sw32", b="kmajor-none"), (3, 5, 7)),
+]
+CP_ASYNC = [0, 2, 5, 9, 17, 33, 40, 45, 52, 56, 60, 64]  # a spread of the base configs, also with the cp.async loader
 
 
-def _id(cfg: dict) -> str:
-    return "-".join(f"{v}" for v in cfg.values())
+def gpu_jobs(arch: str) -> list[dict]:
+    """Every GPU validation job for ``arch``: legal configs with the TMA loader, a spread with cp.async, odd shapes."""
+    jobs, base = [], _base_configs()
+    for loader, cfgs in (("tma", base), ("cp.async", [base[i] for i in CP_ASYNC if i < len(base)])):
+        for cfg in cfgs:
+            _add(jobs, arch, dict(cfg, loader=loader), None)
+    for loader in ("tma", "cp.async"):
+        for cfg, shape in ODD_SHAPES:
+            _add(jobs, arch, dict(cfg, loader=loader), shape)
+    return jobs
+
+
+def _add(jobs: list, arch: str, cfg: dict, shape) -> None:
+    try:
+        spec = make_spec(arch=arch, **cfg)
+    except SpecError:
+        return
+    m, n, k = shape or (None, None, None)
+    jobs.append({"spec": spec.to_json(), "m": m, "n": n, "k": k, "seed": None})
 
 
 def test_gpu_sweep_is_broad_enough():
-    assert len(CONFIGS) >= 60
+    jobs = gpu_jobs("sm_90a")
+    tma = [j for j in jobs if j["spec"]["loader"] == "tma"]
+    assert len(tma) >= 60
+    assert {j["spec"]["smem_offset"] for j in tma} == set(range(0, 1024, 128))
+    assert any(j["m"] == 1 for j in tma) and any(j["k"] and j["k"] % 64 for j in tma)
+    assert {j["spec"]["dtype"] for j in tma} >= {"f16", "bf16", "tf32", "e4m3", "s8"}
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=[_id(c) for c in CONFIGS])
-def test_validate_on_gpu(gpu, cfg, artifact_dir):
-    from ptxgen.runtime.validate import validate_spec
+def test_validate_on_gpu(gpu, artifact_dir):
+    """Every job in one hang-safe batch (ptxgen.runtime.batch); the log lists each verdict."""
+    from ptxgen.runtime.batch import run_batch
 
-    try:
-        spec = make_spec(arch=gpu.arch.value, **cfg)
-    except SpecError as e:
-        pytest.skip(f"not legal on {gpu.arch.value}: {e}")
-    res = validate_spec(spec, seed=None)
+    log = artifact_dir / "validate.jsonl"
+    results = run_batch(gpu_jobs(gpu.arch.value), log, timeout_s=90)
     with open(artifact_dir / "validate.log", "a") as f:
-        f.write(res.verdict + "\n")
-    assert res.passed, res.verdict
+        for r in results:
+            f.write(r["verdict"] + "\n")
+    failed = [r["verdict"] for r in results if not r["passed"]]
+    assert not failed, "\n".join(failed[:20])
 
 
 def test_validate_cli_done_when_command(gpu, artifact_dir):
@@ -120,8 +156,9 @@ def test_probe_agrees_with_read_model(gpu, artifact_dir):
 
 
 SANITIZER_SPECS = [
-    ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "mnmajor-sw128"],
-    ["--bm", "64", "--bn", "64", "--bk", "32", "--a", "mnmajor-sw64", "--b", "kmajor-none", "--stages", "3"],
+    ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "mnmajor-sw128", "--m", "300", "--n", "200", "--k", "100"],
+    ["--bm", "128", "--bn", "256", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--stages", "4"],
+    ["--bm", "64", "--bn", "64", "--bk", "32", "--a", "mnmajor-sw64", "--b", "kmajor-none", "--stages", "3", "--loader", "cp.async"],
     ["--bm", "128", "--bn", "64", "--bk", "64", "--a", "kmajor-sw32", "--b", "kmajor-sw64", "--dtype", "bf16", "--stages", "1"],
 ]
 
@@ -133,8 +170,8 @@ def _sanitizer():
     return None
 
 
-@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-@pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["seed-like", "small-3stage", "bf16-1stage"])
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+@pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["odd-shape", "128x256-4stage", "cp.async-3stage", "bf16-1stage"])
 def test_compute_sanitizer_clean(gpu, tool, flags, artifact_dir):
     san = _sanitizer()
     if san is None:
@@ -146,5 +183,6 @@ def test_compute_sanitizer_clean(gpu, tool, flags, artifact_dir):
         f.write(f"$ {' '.join(cmd[1:3])} ptxgen validate {' '.join(flags)}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-3000:]
-    clean = "ERROR SUMMARY: 0 errors" if tool == "memcheck" else "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+    clean = {"memcheck": "ERROR SUMMARY: 0 errors", "synccheck": "ERROR SUMMARY: 0 errors",
+             "racecheck": "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"}[tool]
     assert clean in text and "PASS" in text, text[-3000:]

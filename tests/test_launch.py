@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.layout import derive
 from ptxgen.runtime.gpu import NoGPU, arch_for_compute_capability
 from ptxgen.runtime.launch import Problem, ProblemError, check_problem, gemm_args, launch_geometry, problem_errors
@@ -21,32 +22,66 @@ def test_arch_by_compute_capability():
         arch_for_compute_capability(12, 0)
 
 
-def test_argument_marshalling():
+def _fake_encode(args):
+    """Stands in for the driver's encoder: the map's first bytes record the arguments it was given."""
+    words = [args.global_address, *args.global_dims, args.global_strides[0], *args.box, args.swizzle]
+    return b"".join(int(w).to_bytes(8, "little") for w in words).ljust(128, b"\0")
+
+
+def test_argument_marshalling_cp_async():
+    spec = make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch="sm_90a", loader="cp.async")
     p = Problem(256, 384, 512, 512, 384, 400)
-    args = gemm_args(0x7F0000001000, 0x7F0000002000, 0x7F0000004000, p)
+    args = gemm_args(plan_kernel(spec), 0x7F0000001000, 0x7F0000002000, 0x7F0000004000, p)
     assert args.read_back() == [0x7F0000001000, 0x7F0000002000, 0x7F0000004000, 256, 384, 512, 512, 384, 400]
     import ctypes
 
     ptrs = ctypes.cast(args.address, ctypes.POINTER(ctypes.c_void_p))
     assert ctypes.c_int32.from_address(ptrs[3]).value == 256  # the void** array points at the values
     with pytest.raises(ProblemError):
-        gemm_args(0x1001, 0x2000, 0x3000, p)
+        gemm_args(plan_kernel(spec), 0x1001, 0x2000, 0x3000, p)
+
+
+def test_argument_marshalling_tma_follows_the_abi():
+    """TMA kernels take (tmap_a, tmap_b, D, M, N, K, ldd); each map is built from the operand's TmaPlan:
+    dims inner first (K for K-major A, N for N-major B), row stride ld x element size, the plan's box."""
+    spec = make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch="sm_90a")
+    plan = plan_kernel(spec)
+    assert [q.name for q in plan.abi.params] == ["tmap_a", "tmap_b", "D", "M", "N", "K", "ldd"]
+    p = Problem(300, 200, 100, 104, 200, 200)
+    args = gemm_args(plan, 0x10000, 0x20000, 0x30000, p, encode=_fake_encode)
+    import ctypes
+
+    ptrs = ctypes.cast(args.address, ctypes.POINTER(ctypes.c_void_p))
+    assert all(ptrs[i] % 64 == 0 for i in (0, 1))  # tensor maps are 64-byte aligned
+    a_map = ctypes.string_at(ptrs[0], 128)
+    words = [int.from_bytes(a_map[8 * i: 8 * i + 8], "little") for i in range(7)]
+    assert words == [0x10000, 100, 300, 104 * 2, 64, 128, 3]  # A: K x M, stride lda x 2 B, box 64 x 128, 128B
+    b_map = ctypes.string_at(ptrs[1], 128)
+    words = [int.from_bytes(b_map[8 * i: 8 * i + 8], "little") for i in range(7)]
+    assert words[:4] == [0x20000, 200, 100, 200 * 2]  # N-major B: N x K
+    assert args.read_back()[2:] == [0x30000, 300, 200, 100, 200]
 
 
 @pytest.mark.parametrize("arch", ["sm_100a", "sm_90a"])
 def test_problem_checks_and_geometry(arch):
     spec = make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch=arch)
+    plan = plan_kernel(spec)
     p = Problem.tight(spec, 384, 256, 320)
     assert (p.lda, p.ldb, p.ldd) == (320, 256, 256)
     check_problem(spec, p)
-    grid, block, smem = launch_geometry(derive(spec), p)
-    assert grid == (2, 3, 1) and block == (spec.threads, 1, 1) and smem == derive(spec).smem.dynamic_bytes
-    errs = problem_errors(spec, Problem(300, 256, 320, 320, 256, 256))
-    assert any("M=300" in e for e in errs)
+    grid, block, smem = launch_geometry(plan, p)
+    assert grid == (2, 3, 1) and block == (plan.pipeline.threads, 1, 1) and smem == derive(spec).smem.dynamic_bytes
+    # partial tiles: any M, N, K >= 1 with 16-byte rows
+    grid, _, _ = launch_geometry(plan, Problem.padded(spec, 300, 129, 7))
+    assert grid == (2, 3, 1)
+    check_problem(spec, Problem.padded(spec, 1, 8, 8))
+    assert Problem.padded(spec, 300, 130, 7).lda == 8 and Problem.padded(spec, 300, 130, 7).ldd == 132
     errs = problem_errors(spec, Problem(384, 256, 320, 321, 256, 256))
-    assert any("lda" in e for e in errs)
-    with pytest.raises(ProblemError, match="K=100"):
-        check_problem(spec, Problem(384, 256, 100, 100, 256, 256))
+    assert any("lda" in e and "16 B" in e for e in errs)
+    errs = problem_errors(spec, Problem(384, 256, 0, 8, 256, 256))
+    assert any("K=0" in e for e in errs)
+    with pytest.raises(ProblemError, match="ldd"):
+        check_problem(spec, Problem(384, 250, 100, 104, 256, 250))
 
 
 def test_default_problem_spans_several_tiles():
@@ -114,9 +149,10 @@ def test_tcgen05_path_up_to_the_launch(monkeypatch):
     monkeypatch.setattr(v, "Kernel", FakeKernel)
     monkeypatch.setattr(v, "Buffer", FakeBuffer)
     monkeypatch.setattr(v, "synchronize", lambda what="": None)
+    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)  # the driver's encoder is not here
     spec = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
     res = v.validate_spec(spec, seed=0)
-    assert launched["name"] == spec.kernel_name and launched["block"] == (128, 1, 1)
+    assert launched["name"] == spec.kernel_name and launched["block"] == (plan_kernel(spec).pipeline.threads, 1, 1)
     assert launched["grid"] == (2, 3, 1) and launched["args"][3:6] == [384, 256, 160]
     assert b"sm_100a" in launched["cubin"] or launched["cubin"][:4] == b"\x7fELF"
     assert not res.passed and res.unwritten == 384 * 256  # nothing ran: every output is still poison

@@ -84,7 +84,7 @@ def small_grid():
                 for ao, bo in itertools.product(("mn", "k"), ("mn", "k")):
                     try:
                         yield make_spec(bm=128, bn=64, bk=bk, a=a, b=b, a_order=ao, b_order=bo,
-                                        dtype=dtype.value, acc=acc, arch=arch.value)
+                                        dtype=dtype.value, acc=acc, arch=arch.value, loader="cp.async")
                     except SpecError:
                         continue
 
@@ -120,7 +120,7 @@ def legal_specs(draw):
             bm=bm, bn=bn, bk=bk, a=f"{amaj.token}-{aswz.value}", b=f"{bmaj.token}-{bswz.value}",
             a_order=draw(st.sampled_from(["mn", "k"])), b_order=draw(st.sampled_from(["mn", "k"])),
             dtype=dtype.value, acc=acc.value, arch=arch.value, stages=draw(st.integers(1, 4)),
-            smem_offset=draw(st.sampled_from([0, 0, 128, 384, 512, 896])),
+            smem_offset=draw(st.sampled_from([0, 0, 128, 384, 512, 896])), loader=draw(st.sampled_from(["cp.async", "tma"])),
         )
     except SpecError:
         assume(False)
@@ -161,7 +161,7 @@ def test_a_wrong_descriptor_is_caught(mutation):
 
 def test_base_offset_rule_matters():
     """With the stage off its repeat boundary, only the measured rule reads back what was written."""
-    t = derive(make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", smem_offset=384))
+    t = derive(make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", smem_offset=384, loader="cp.async"))
     op = t.a
     assert op.base_offset == 3
     tile = random_tile(op, np.random.default_rng(0))

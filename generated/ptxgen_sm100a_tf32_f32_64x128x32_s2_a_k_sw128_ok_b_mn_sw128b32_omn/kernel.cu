@@ -2,38 +2,81 @@
 //
 // ptxgen_sm100a_tf32_f32_64x128x32_s2_a_k_sw128_ok_b_mn_sw128b32_omn
 // D[M, N] = A[M, K] * B[N, K]^T on sm_100a (tcgen05.mma.cta_group::1.kind::tf32), tile 64 x 128 x 32,
-// tf32 inputs, f32 accumulator, f32 output, 2-stage shared-memory ring, 128 threads.
+// tf32 inputs, f32 accumulator, f32 output, 2-stage ring loaded with tma.
+// Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
+// epilogue writes only inside M x N.
 //
-// Global layouts follow the operands' majorness, so every 16-byte copy is contiguous:
-//   A: A is M x K, K contiguous (row-major M x K), leading dimension lda >= K
-//   B: B is K x N, N contiguous (row-major K x N), leading dimension ldb >= N
+// Kernel ABI (ptxgen.derive.abi; grid = (ceil(N / 128), ceil(M / 64), 1), block = (192, 1, 1),
+// 50204 B of dynamic shared memory):
+//   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
+//   const __grid_constant__ TmaMap tmap_b: B's tensor map
+//   unsigned char* __restrict__ D: D, M x N row-major, 16-byte aligned
+//   int M: rows of A and D
+//   int N: rows of B, columns of D
+//   int K: the reduction extent
+//   int ldd: D's row stride in elements
+//
+// Warp roles (ptxgen.derive.pipeline):
+//   warps 0..3: epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)
+//   warps 4..4: MMA warp: one elected thread issues tcgen05.mma and tcgen05.commit
+//   warps 5..5: TMA warp: one elected thread issues the copies
+//
+// Global layouts follow the operands' majorness:
+//   A is M x K, K contiguous (row-major M x K), row stride lda >= K elements
+//   B is K x N, N contiguous (row-major K x N), row stride ldb >= N elements
 //
 // Shared-memory layout (derived by ptxgen; `ptxgen explain --bm 64 --bn 128 --bk 32 --a kmajor-sw128 --b mnmajor-sw128b32 --a-order k --b-order mn --dtype tf32 --acc f32 --arch sm_100a --stages 2` says why):
-//   A: k-major sw128, atom order k, 8192 B per stage aligned to 1024 B; LBO 16 B, SBO 1024 B, layout type 2, base offset 0; one MMA reads 64 x K of M
-//   B: mn-major sw128b32, atom order mn, 16384 B per stage aligned to 512 B; LBO 512 B, SBO 2048 B, layout type 1, base offset 0; one MMA reads 128 x K of N
+//   A: k-major sw128, atom order k, 8192 B per stage aligned to 1024 B, ring at +0 B; LBO 16 B, SBO 1024 B, layout type 2, base offset 0; one MMA reads 64 x K of M
+//   B: mn-major sw128b32, atom order mn, 16384 B per stage aligned to 512 B, ring at +16384 B; LBO 512 B, SBO 2048 B, layout type 1, base offset 0; one MMA reads 128 x K of N
 
-//
-// Pipeline: 128 threads load K-tiles with cp.async into a ring of 2 stages. One thread
-// issues 4 tcgen05.mma per K-tile and commits them to the stage's mbarrier, so a stage is
-// refilled only after the MMAs reading it have finished. The 64 x 128 f32 accumulator lives in
-// tensor memory (128 columns); each warp reads back its 32 lanes with tcgen05.ld.32x32b.
 
 // ---- PTX wrappers ------------------------------------------------------------------------------
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-// 16-byte global -> shared copy that bypasses L1 (each cell is read once per CTA).
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+// mbarriers: phase-parity waits (PTX 'mbarrier').
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
 }
-// cp.async writes shared memory through the generic proxy; the tensor core reads it through the
-// async proxy. Each writing thread fences before the barrier that publishes its writes.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Reads written through the generic proxy (cp.async, ordinary stores) become visible to the async
+// proxy (wgmma, tcgen05.mma, TMA) only after this fence.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// ---- TMA -------------------------------------------------------------------------------------------
+// The tensor map: 128 opaque bytes encoded on the host (cuTensorMapEncodeTiled), passed by value.
+struct __align__(64) TmaMap {
+  unsigned long long opaque[16];
+};
+__device__ __forceinline__ void tma_prefetch(const TmaMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One box of the 2D map at element coordinates (x: contiguous dimension, y: rows) into shared memory;
+// the bytes complete the transaction count of `bar`.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int x, int y, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
 
 __device__ __forceinline__ unsigned short f32_to_f16_bits(float x) {
   unsigned short h;
@@ -53,24 +96,7 @@ __device__ __forceinline__ float f16_bits_to_f32(unsigned short h) {
 // One accumulator word (as the MMA left it: the 32-bit TMEM column) -> the output element's bits.
 __device__ __forceinline__ unsigned acc_to_out(unsigned acc_word) { return acc_word; }
 
-// ---- tcgen05 / mbarrier wrappers ------------------------------------------------------------------
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-__device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  while (!mbar_try_wait(bar, parity)) {
-  }
-}
+// ---- tcgen05 wrappers ----------------------------------------------------------------------------
 __device__ __forceinline__ void tcgen05_fence_before() { asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory"); }
 __device__ __forceinline__ void tcgen05_fence_after() { asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory"); }
 __device__ __forceinline__ void tmem_alloc(unsigned slot, unsigned ncols) {
@@ -103,136 +129,149 @@ __device__ __forceinline__ void tmem_ld_chunk(unsigned taddr, unsigned (&r)[32])
   asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1)
-ptxgen_sm100a_tf32_f32_64x128x32_s2_a_k_sw128_ok_b_mn_sw128b32_omn(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B, unsigned char* __restrict__ D,
-    int M, int N, int K, int lda, int ldb, int ldd) {
+extern "C" __global__ void __launch_bounds__(192, 1)
+ptxgen_sm100a_tf32_f32_64x128x32_s2_a_k_sw128_ok_b_mn_sw128b32_omn(const __grid_constant__ TmaMap tmap_a, const __grid_constant__ TmaMap tmap_b, unsigned char* __restrict__ D, int M, int N, int K, int ldd) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // The dynamic window is only 16-byte aligned; swizzled stages must start on their pattern boundary
-  // (1024 B) so that the descriptors' base offset is 0.
+  // The dynamic window is only 16-byte aligned: round up to 1024 B, the largest swizzle repeat, so
+  // that the stage layout (and the swizzle phase the descriptors assume) is the derived one.
   const unsigned raw_base = smem_u32(smem_raw);
   const unsigned base = (raw_base + 1023u) & ~1023u;
   unsigned char* const smem = smem_raw + (base - raw_base);
-  const unsigned smem_a = base + 0u;
-  const unsigned smem_b = base + 16384u;
-  const unsigned bar0 = base + 49152u;  // 2 mbarriers, 8 B each
-  const unsigned tmem_slot = base + 49168u;
+  (void)smem;
+  const unsigned smem_a = base + 0u;  // 2 A stages of 8192 B
+  const unsigned smem_b = base + 16384u;  // 2 B stages of 16384 B
+  const unsigned full_bar = base + 49152u;    // full[s]: stage s holds its K-tile
+  const unsigned empty_bar = base + 49168u;  // empty[s]: stage s may be refilled
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, lane = tid % 32;
+  (void)warp;
+  (void)lane;
   const int m0 = static_cast<int>(blockIdx.y) * 64;
   const int n0 = static_cast<int>(blockIdx.x) * 128;
-  const int num_k_tiles = K / 32;
-  (void)M;
-  (void)N;
+  const int num_k_tiles = (K + 31) / 32;
 
   if (tid == 0) {
-    for (int s = 0; s < 2; ++s) mbar_init(bar0 + s * 8u, 1);
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(full_bar + s * 8u, 1);
+      mbar_init(empty_bar + s * 8u, 1);
+    }
+    mbar_init(base + 49184u, 1);  // acc_full: committed after the last K-tile's MMAs
     fence_mbarrier_init();
   }
+  const unsigned acc_full_bar = base + 49184u;  // the accumulator is final
+  const unsigned tmem_slot = base + 49192u;
   if (warp == 0) {  // one warp allocates the accumulator's TMEM columns (power of two >= 32)
     tmem_alloc(tmem_slot, 128);
     tmem_relinquish();
   }
+  if (tid == 160) {
+    tma_prefetch(&tmap_a);
+    tma_prefetch(&tmap_b);
+  }
   tcgen05_fence_before();
   __syncthreads();
   tcgen05_fence_after();
-  const unsigned tmem_d = *reinterpret_cast<volatile unsigned*>(smem + 49168);
+  const unsigned tmem_d = *reinterpret_cast<volatile unsigned*>(smem + 49192);
 
-  // Copy K-tile `kt` of A and B into ring stage `stage`: one 16-byte cell per thread per iteration.
-  // The global side walks cells in logical order (coalesced); the shared side stores each cell at
-  // its derived swizzled offset, the layout that the descriptors below describe.
-  auto load_stage = [&](int kt, int stage) {
-    const int k0 = kt * 32;
-    {
-      // A: 64 M rows x 8 cells of 16 B = 512 cells, 4 per thread
-      const unsigned stage_base = smem_a + static_cast<unsigned>(stage) * 8192u;
-#pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int cell = it * 128 + tid;
-        {
-          const unsigned row = static_cast<unsigned>(cell) / 8u;
-          const unsigned col = static_cast<unsigned>(cell) % 8u;
-          const unsigned linear = (row >> 3) * 1024u + (row & 7u) * 128u + (col >> 3) * 1024u + (col & 7u) * 16u;
-          cp_async_16(stage_base + (linear ^ ((linear & 0x380u) >> 3)), A + (static_cast<size_t>(m0 + row) * lda + (k0 + col * 4)) * 4);
-        }
-      }
+  if (warp >= 5) {
+    // ---- producer ----
+    if (warp == 5 && lane == 0) {
+    for (int kt = 0; kt < num_k_tiles; ++kt) {
+      const int s = kt % 2;
+      const unsigned full = full_bar + static_cast<unsigned>(s) * 8u;
+      // Wait until every reader has released the stage (the first round passes at once: parity 1 of a fresh barrier).
+      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((kt / 2) & 1) ^ 1u));
+      const int k0 = kt * 32;
+      const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u;
+      const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 16384u;
+      mbar_arrive_expect_tx(full, 24576u);  // A + B bytes of one stage, zero-filled parts included
+      // A: 1 box(es) of 32 x 64 elements, swizzle 128B; 8192 B a stage
+      tma_load_2d(a_stage + 0u, &tmap_a, k0 + 0, m0 + 0, full);
+      // B: 32 box(es) of 32 x 4 elements, swizzle 128B_ATOM_32B; 16384 B a stage
+      tma_load_2d(b_stage + 0u, &tmap_b, n0 + 0, k0 + 0, full);
+      tma_load_2d(b_stage + 512u, &tmap_b, n0 + 32, k0 + 0, full);
+      tma_load_2d(b_stage + 1024u, &tmap_b, n0 + 64, k0 + 0, full);
+      tma_load_2d(b_stage + 1536u, &tmap_b, n0 + 96, k0 + 0, full);
+      tma_load_2d(b_stage + 2048u, &tmap_b, n0 + 0, k0 + 4, full);
+      tma_load_2d(b_stage + 2560u, &tmap_b, n0 + 32, k0 + 4, full);
+      tma_load_2d(b_stage + 3072u, &tmap_b, n0 + 64, k0 + 4, full);
+      tma_load_2d(b_stage + 3584u, &tmap_b, n0 + 96, k0 + 4, full);
+      tma_load_2d(b_stage + 4096u, &tmap_b, n0 + 0, k0 + 8, full);
+      tma_load_2d(b_stage + 4608u, &tmap_b, n0 + 32, k0 + 8, full);
+      tma_load_2d(b_stage + 5120u, &tmap_b, n0 + 64, k0 + 8, full);
+      tma_load_2d(b_stage + 5632u, &tmap_b, n0 + 96, k0 + 8, full);
+      tma_load_2d(b_stage + 6144u, &tmap_b, n0 + 0, k0 + 12, full);
+      tma_load_2d(b_stage + 6656u, &tmap_b, n0 + 32, k0 + 12, full);
+      tma_load_2d(b_stage + 7168u, &tmap_b, n0 + 64, k0 + 12, full);
+      tma_load_2d(b_stage + 7680u, &tmap_b, n0 + 96, k0 + 12, full);
+      tma_load_2d(b_stage + 8192u, &tmap_b, n0 + 0, k0 + 16, full);
+      tma_load_2d(b_stage + 8704u, &tmap_b, n0 + 32, k0 + 16, full);
+      tma_load_2d(b_stage + 9216u, &tmap_b, n0 + 64, k0 + 16, full);
+      tma_load_2d(b_stage + 9728u, &tmap_b, n0 + 96, k0 + 16, full);
+      tma_load_2d(b_stage + 10240u, &tmap_b, n0 + 0, k0 + 20, full);
+      tma_load_2d(b_stage + 10752u, &tmap_b, n0 + 32, k0 + 20, full);
+      tma_load_2d(b_stage + 11264u, &tmap_b, n0 + 64, k0 + 20, full);
+      tma_load_2d(b_stage + 11776u, &tmap_b, n0 + 96, k0 + 20, full);
+      tma_load_2d(b_stage + 12288u, &tmap_b, n0 + 0, k0 + 24, full);
+      tma_load_2d(b_stage + 12800u, &tmap_b, n0 + 32, k0 + 24, full);
+      tma_load_2d(b_stage + 13312u, &tmap_b, n0 + 64, k0 + 24, full);
+      tma_load_2d(b_stage + 13824u, &tmap_b, n0 + 96, k0 + 24, full);
+      tma_load_2d(b_stage + 14336u, &tmap_b, n0 + 0, k0 + 28, full);
+      tma_load_2d(b_stage + 14848u, &tmap_b, n0 + 32, k0 + 28, full);
+      tma_load_2d(b_stage + 15360u, &tmap_b, n0 + 64, k0 + 28, full);
+      tma_load_2d(b_stage + 15872u, &tmap_b, n0 + 96, k0 + 28, full);
     }
-    {
-      // B: 32 K rows x 32 cells of 16 B = 1024 cells, 8 per thread
-      const unsigned stage_base = smem_b + static_cast<unsigned>(stage) * 16384u;
-#pragma unroll
-      for (int it = 0; it < 8; ++it) {
-        const int cell = it * 128 + tid;
-        {
-          const unsigned row = static_cast<unsigned>(cell) / 32u;
-          const unsigned col = static_cast<unsigned>(cell) % 32u;
-          const unsigned linear = (row >> 2) * 2048u + (row & 3u) * 128u + (col >> 3) * 512u + (col & 7u) * 16u;
-          cp_async_16(stage_base + (linear ^ ((linear & 0x180u) >> 2)), B + (static_cast<size_t>(k0 + row) * ldb + (n0 + col * 4)) * 4);
-        }
-      }
     }
-  };
-
-  // Prologue: fill every stage. Exactly one cp.async group is committed per stage and per main-loop
-  // iteration (possibly empty), so K-tile kt is always group kt + 1.
-  for (int s = 0; s < 2; ++s) {
-    if (s < num_k_tiles) load_stage(s, s);
-    cp_async_commit();
-  }
-
+    __syncwarp();
+  } else if (warp == 4) {
+    // ---- MMA warp: one thread issues every tcgen05.mma ----
+    if (lane == 0) {
 #pragma unroll 1
-  for (int kt = 0; kt < num_k_tiles; ++kt) {
-    const int stage = kt % 2;
-    cp_async_wait<0>();  // this thread's copies of K-tile kt have landed
-    fence_proxy_async();
-    __syncthreads();  // ... and everyone else's
-
-    if (tid == 0) {
-      tcgen05_fence_after();
-      const unsigned a_stage = smem_a + static_cast<unsigned>(stage) * 8192u;
-      const unsigned b_stage = smem_b + static_cast<unsigned>(stage) * 16384u;
-      // Descriptors were derived for a stage at shared address 0; add the stage's address to the start field.
-      const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
-      const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
-      mma(tmem_d, 0x4000404000010000ull + a_start, 0x2000408000200000ull + b_start, 0x04210910u, (kt > 0 ? 1u : 0u));  // K 0..7
-      mma(tmem_d, 0x4000404000010002ull + a_start, 0x2000408000200100ull + b_start, 0x04210910u, 1u);  // K 8..15
-      mma(tmem_d, 0x4000404000010004ull + a_start, 0x2000408000200200ull + b_start, 0x04210910u, 1u);  // K 16..23
-      mma(tmem_d, 0x4000404000010006ull + a_start, 0x2000408000200300ull + b_start, 0x04210910u, 1u);  // K 24..31
-      mma_commit(bar0 + static_cast<unsigned>(stage) * 8u);
+      for (int kt = 0; kt < num_k_tiles; ++kt) {
+        const int s = kt % 2;
+        mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((kt / 2) & 1));  // K-tile kt has landed
+        tcgen05_fence_after();
+        const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u;
+        const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 16384u;
+        // Descriptors were derived for a stage at shared address 0; add the stage's address to the start field.
+        const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
+        const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
+        mma(tmem_d, 0x4000404000010000ull + a_start, 0x2000408000200000ull + b_start, 0x04210910u, (kt > 0 ? 1u : 0u));  // K 0..7
+        mma(tmem_d, 0x4000404000010002ull + a_start, 0x2000408000200100ull + b_start, 0x04210910u, 1u);  // K 8..15
+        mma(tmem_d, 0x4000404000010004ull + a_start, 0x2000408000200200ull + b_start, 0x04210910u, 1u);  // K 16..23
+        mma(tmem_d, 0x4000404000010006ull + a_start, 0x2000408000200300ull + b_start, 0x04210910u, 1u);  // K 24..31
+        mma_commit(empty_bar + static_cast<unsigned>(s) * 8u);  // release the stage once these MMAs are done
+      }
+      mma_commit(acc_full_bar);  // tcgen05 operations complete in order: this fires when the accumulator is final
     }
-
-    // Refill the stage that K-tile j = kt - 1 used with K-tile j + 2, once its MMAs are done.
-    const int j = kt - 1;
-    if (j >= 0 && j + 2 < num_k_tiles) {
-      const int js = j % 2;
-      mbar_wait(bar0 + static_cast<unsigned>(js) * 8u, static_cast<unsigned>(j / 2) & 1u);
-      load_stage(j + 2, js);
-    }
-    cp_async_commit();
-  }
-
-  // tcgen05 operations complete in order: the last K-tile's commit covers every MMA.
-  {
-    const int j = num_k_tiles - 1;
-    mbar_wait(bar0 + static_cast<unsigned>(j % 2) * 8u, static_cast<unsigned>(j / 2) & 1u);
-  }
-  tcgen05_fence_after();
-
-  // Epilogue: warp w may only touch TMEM lanes 32w..32w+31. M=64: D rows 16w..16w+15 are TMEM lanes 32w..32w+15 (half the data path).
-  {
-    const unsigned taddr = tmem_d + ((unsigned)(warp * 32) << 16);
-    const int row = warp * 16 + lane;
-    unsigned* const d_row = reinterpret_cast<unsigned*>(D) + static_cast<size_t>(m0 + row) * ldd + n0;
+    __syncwarp();
+  } else {
+    // ---- epilogue warps ----
+    mbar_wait(acc_full_bar, 0u);
+    tcgen05_fence_after();
+    {
+      // Epilogue: warp w may only touch TMEM lanes 32w..32w+31. M=64: D rows 16w..16w+15 are TMEM lanes 32w..32w+15 (half the data path).
+      const unsigned taddr = tmem_d + ((unsigned)(warp * 32) << 16);
+      const int row = m0 + warp * 16 + lane;
+      const bool row_active = (lane < 16) && row < M;
+      unsigned* const d_row = reinterpret_cast<unsigned*>(D) + static_cast<size_t>(row_active ? row : 0) * ldd;
 #pragma unroll
-    for (int c0 = 0; c0 < 128; c0 += 32) {
-      unsigned r[32];
-      tmem_ld_chunk(taddr + static_cast<unsigned>(c0), r);
-      if (lane < 16) {
-        __align__(16) unsigned v[32];
+      for (int c0 = 0; c0 < 128; c0 += 32) {
+        unsigned r[32];
+        tmem_ld_chunk(taddr + static_cast<unsigned>(c0), r);  // every lane takes part (.sync.aligned)
+        const int col = n0 + c0;
+        if (row_active && col < N) {
+          __align__(16) unsigned v[32];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = acc_to_out(r[i]);
+          for (int i = 0; i < 32; ++i) v[i] = acc_to_out(r[i]);
+          if (col + 32 <= N) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) reinterpret_cast<uint4*>(d_row + c0)[i] = reinterpret_cast<const uint4*>(v)[i];
+            for (int i = 0; i < 8; ++i) reinterpret_cast<uint4*>(d_row + col)[i] = reinterpret_cast<const uint4*>(v)[i];
+          } else {
+            for (int i = 0; i < 32 && col + i < N; ++i) d_row[col + i] = v[i];
+          }
+        }
       }
     }
   }

@@ -2,38 +2,80 @@
 //
 // ptxgen_sm90a_f16_f32_128x128x64_s2_a_k_sw128_ok_b_mn_sw128_omn
 // D[M, N] = A[M, K] * B[N, K]^T on sm_90a (wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16), tile 128 x 128 x 64,
-// f16 inputs, f32 accumulator, f32 output, 2-stage shared-memory ring, 256 threads.
+// f16 inputs, f32 accumulator, f32 output, 2-stage ring loaded with tma.
+// Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
+// epilogue writes only inside M x N.
 //
-// Global layouts follow the operands' majorness, so every 16-byte copy is contiguous:
-//   A: A is M x K, K contiguous (row-major M x K), leading dimension lda >= K
-//   B: B is K x N, N contiguous (row-major K x N), leading dimension ldb >= N
+// Kernel ABI (ptxgen.derive.abi; grid = (ceil(N / 128), ceil(M / 128), 1), block = (384, 1, 1),
+// 66576 B of dynamic shared memory):
+//   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
+//   const __grid_constant__ TmaMap tmap_b: B's tensor map
+//   unsigned char* __restrict__ D: D, M x N row-major, 16-byte aligned
+//   int M: rows of A and D
+//   int N: rows of B, columns of D
+//   int K: the reduction extent
+//   int ldd: D's row stride in elements
+//
+// Warp roles (ptxgen.derive.pipeline):
+//   warps 0..7: 2 consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue (setmaxnreg 232)
+//   warps 8..11: producer warpgroup: one elected thread issues the TMA copies (setmaxnreg 40)
+//
+// Global layouts follow the operands' majorness:
+//   A is M x K, K contiguous (row-major M x K), row stride lda >= K elements
+//   B is K x N, N contiguous (row-major K x N), row stride ldb >= N elements
 //
 // Shared-memory layout (derived by ptxgen; `ptxgen explain --bm 128 --bn 128 --bk 64 --a kmajor-sw128 --b mnmajor-sw128 --a-order k --b-order mn --dtype f16 --acc f32 --arch sm_90a --stages 2` says why):
-//   A: k-major sw128, atom order k, 16384 B per stage aligned to 1024 B; LBO 16 B, SBO 1024 B, layout type 1, base offset 0; one MMA reads 64 x K of M
-//   B: mn-major sw128, atom order mn, 16384 B per stage aligned to 1024 B; LBO 1024 B, SBO 2048 B, layout type 1, base offset 0; one MMA reads 128 x K of N
+//   A: k-major sw128, atom order k, 16384 B per stage aligned to 1024 B, ring at +0 B; LBO 16 B, SBO 1024 B, layout type 1, base offset 0; one MMA reads 64 x K of M
+//   B: mn-major sw128, atom order mn, 16384 B per stage aligned to 1024 B, ring at +32768 B; LBO 1024 B, SBO 2048 B, layout type 1, base offset 0; one MMA reads 128 x K of N
 
-//
-// Pipeline: 256 threads (2 warpgroup(s), one per 64 rows of the tile) load K-tiles with
-// cp.async into a ring of 2 stages. Each warpgroup issues 4 wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16
-// per K-tile on its 64-row slab of A, commits them as one wgmma group, and waits until at most 1
-// group(s) are in flight before the stage that K-tile kt - 1 used is refilled. Accumulators stay in registers.
 
 // ---- PTX wrappers ------------------------------------------------------------------------------
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-// 16-byte global -> shared copy that bypasses L1 (each cell is read once per CTA).
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+// mbarriers: phase-parity waits (PTX 'mbarrier').
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
 }
-// cp.async writes shared memory through the generic proxy; the tensor core reads it through the
-// async proxy. Each writing thread fences before the barrier that publishes its writes.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Reads written through the generic proxy (cp.async, ordinary stores) become visible to the async
+// proxy (wgmma, tcgen05.mma, TMA) only after this fence.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// ---- TMA -------------------------------------------------------------------------------------------
+// The tensor map: 128 opaque bytes encoded on the host (cuTensorMapEncodeTiled), passed by value.
+struct __align__(64) TmaMap {
+  unsigned long long opaque[16];
+};
+__device__ __forceinline__ void tma_prefetch(const TmaMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One box of the 2D map at element coordinates (x: contiguous dimension, y: rows) into shared memory;
+// the bytes complete the transaction count of `bar`.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int x, int y, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
 
 __device__ __forceinline__ unsigned short f32_to_f16_bits(float x) {
   unsigned short h;
@@ -60,6 +102,8 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ void setmaxnreg_producer() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory"); }
+__device__ __forceinline__ void setmaxnreg_consumer() { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory"); }
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma region
 // (otherwise ptxas serializes the wgmmas, warning C7514).
 __device__ __forceinline__ void fence_acc(float (&d)[64]) {
@@ -79,114 +123,126 @@ __device__ __forceinline__ void mma(float (&d)[64], unsigned long long a_desc, u
       : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-ptxgen_sm90a_f16_f32_128x128x64_s2_a_k_sw128_ok_b_mn_sw128_omn(const unsigned char* __restrict__ A, const unsigned char* __restrict__ B, unsigned char* __restrict__ D,
-    int M, int N, int K, int lda, int ldb, int ldd) {
+extern "C" __global__ void __launch_bounds__(384, 1)
+ptxgen_sm90a_f16_f32_128x128x64_s2_a_k_sw128_ok_b_mn_sw128_omn(const __grid_constant__ TmaMap tmap_a, const __grid_constant__ TmaMap tmap_b, unsigned char* __restrict__ D, int M, int N, int K, int ldd) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // The dynamic window is only 16-byte aligned; swizzled stages must start on their pattern boundary
-  // (1024 B) so that the descriptors' base offset is 0.
+  // The dynamic window is only 16-byte aligned: round up to 1024 B, the largest swizzle repeat, so
+  // that the stage layout (and the swizzle phase the descriptors assume) is the derived one.
   const unsigned raw_base = smem_u32(smem_raw);
   const unsigned base = (raw_base + 1023u) & ~1023u;
-  const unsigned smem_a = base + 0u;
-  const unsigned smem_b = base + 32768u;
+  unsigned char* const smem = smem_raw + (base - raw_base);
+  (void)smem;
+  const unsigned smem_a = base + 0u;  // 2 A stages of 16384 B
+  const unsigned smem_b = base + 32768u;  // 2 B stages of 16384 B
+  const unsigned full_bar = base + 65536u;    // full[s]: stage s holds its K-tile
+  const unsigned empty_bar = base + 65552u;  // empty[s]: stage s may be refilled
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int wg = tid / 128, wg_tid = tid % 128, lane = tid % 32;
+  const int warp = tid / 32, lane = tid % 32;
+  (void)warp;
+  (void)lane;
   const int m0 = static_cast<int>(blockIdx.y) * 128;
   const int n0 = static_cast<int>(blockIdx.x) * 128;
-  const int num_k_tiles = K / 64;
-  (void)M;
-  (void)N;
+  const int num_k_tiles = (K + 63) / 64;
 
-  float acc[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0;
-
-  // Copy K-tile `kt` of A and B into ring stage `stage`: one 16-byte cell per thread per iteration.
-  // The global side walks cells in logical order (coalesced); the shared side stores each cell at
-  // its derived swizzled offset, the layout that the descriptors below describe.
-  auto load_stage = [&](int kt, int stage) {
-    const int k0 = kt * 64;
-    {
-      // A: 128 M rows x 8 cells of 16 B = 1024 cells, 4 per thread
-      const unsigned stage_base = smem_a + static_cast<unsigned>(stage) * 16384u;
-#pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int cell = it * 256 + tid;
-        {
-          const unsigned row = static_cast<unsigned>(cell) / 8u;
-          const unsigned col = static_cast<unsigned>(cell) % 8u;
-          const unsigned linear = (row >> 3) * 1024u + (row & 7u) * 128u + (col >> 3) * 1024u + (col & 7u) * 16u;
-          cp_async_16(stage_base + (linear ^ ((linear & 0x380u) >> 3)), A + (static_cast<size_t>(m0 + row) * lda + (k0 + col * 8)) * 2);
-        }
-      }
+  if (tid == 0) {
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(full_bar + s * 8u, 1);
+      mbar_init(empty_bar + s * 8u, 2);
     }
-    {
-      // B: 64 K rows x 16 cells of 16 B = 1024 cells, 4 per thread
-      const unsigned stage_base = smem_b + static_cast<unsigned>(stage) * 16384u;
-#pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int cell = it * 256 + tid;
-        {
-          const unsigned row = static_cast<unsigned>(cell) / 16u;
-          const unsigned col = static_cast<unsigned>(cell) % 16u;
-          const unsigned linear = (row >> 3) * 2048u + (row & 7u) * 128u + (col >> 3) * 1024u + (col & 7u) * 16u;
-          cp_async_16(stage_base + (linear ^ ((linear & 0x380u) >> 3)), B + (static_cast<size_t>(k0 + row) * ldb + (n0 + col * 8)) * 2);
-        }
-      }
-    }
-  };
-
-  // Prologue: fill every stage. Exactly one cp.async group is committed per stage and per main-loop
-  // iteration (possibly empty), so K-tile kt is always group kt + 1.
-  for (int s = 0; s < 2; ++s) {
-    if (s < num_k_tiles) load_stage(s, s);
-    cp_async_commit();
+    fence_mbarrier_init();
   }
+  if (tid == 256) {
+    tma_prefetch(&tmap_a);
+    tma_prefetch(&tmap_b);
+  }
+  __syncthreads();
 
+  const int wg = tid / 128, wg_tid = tid % 128;
+  if (wg == 2) {
+    // ---- producer warpgroup ----
+    setmaxnreg_producer();
+    if (wg_tid == 0) {
+    for (int kt = 0; kt < num_k_tiles; ++kt) {
+      const int s = kt % 2;
+      const unsigned full = full_bar + static_cast<unsigned>(s) * 8u;
+      // Wait until every reader has released the stage (the first round passes at once: parity 1 of a fresh barrier).
+      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((kt / 2) & 1) ^ 1u));
+      const int k0 = kt * 64;
+      const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 16384u;
+      const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 16384u;
+      mbar_arrive_expect_tx(full, 32768u);  // A + B bytes of one stage, zero-filled parts included
+      // A: 1 box(es) of 64 x 128 elements, swizzle 128B; 16384 B a stage
+      tma_load_2d(a_stage + 0u, &tmap_a, k0 + 0, m0 + 0, full);
+      // B: 16 box(es) of 64 x 8 elements, swizzle 128B; 16384 B a stage
+      tma_load_2d(b_stage + 0u, &tmap_b, n0 + 0, k0 + 0, full);
+      tma_load_2d(b_stage + 1024u, &tmap_b, n0 + 64, k0 + 0, full);
+      tma_load_2d(b_stage + 2048u, &tmap_b, n0 + 0, k0 + 8, full);
+      tma_load_2d(b_stage + 3072u, &tmap_b, n0 + 64, k0 + 8, full);
+      tma_load_2d(b_stage + 4096u, &tmap_b, n0 + 0, k0 + 16, full);
+      tma_load_2d(b_stage + 5120u, &tmap_b, n0 + 64, k0 + 16, full);
+      tma_load_2d(b_stage + 6144u, &tmap_b, n0 + 0, k0 + 24, full);
+      tma_load_2d(b_stage + 7168u, &tmap_b, n0 + 64, k0 + 24, full);
+      tma_load_2d(b_stage + 8192u, &tmap_b, n0 + 0, k0 + 32, full);
+      tma_load_2d(b_stage + 9216u, &tmap_b, n0 + 64, k0 + 32, full);
+      tma_load_2d(b_stage + 10240u, &tmap_b, n0 + 0, k0 + 40, full);
+      tma_load_2d(b_stage + 11264u, &tmap_b, n0 + 64, k0 + 40, full);
+      tma_load_2d(b_stage + 12288u, &tmap_b, n0 + 0, k0 + 48, full);
+      tma_load_2d(b_stage + 13312u, &tmap_b, n0 + 64, k0 + 48, full);
+      tma_load_2d(b_stage + 14336u, &tmap_b, n0 + 0, k0 + 56, full);
+      tma_load_2d(b_stage + 15360u, &tmap_b, n0 + 64, k0 + 56, full);
+    }
+    }
+  } else {
+    // ---- consumer warpgroups: MMA on slab wg, then the epilogue ----
+    setmaxnreg_consumer();
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0;
 #pragma unroll 1
-  for (int kt = 0; kt < num_k_tiles; ++kt) {
-    const int stage = kt % 2;
-    cp_async_wait<0>();  // this thread's copies of K-tile kt have landed
-    fence_proxy_async();
-    __syncthreads();  // ... and everyone else's
-
-    fence_acc(acc);
-    wgmma_fence();
-    {
-      // This warpgroup's 64-row slab of A; descriptors were derived for a stage at shared address 0.
-      const unsigned a_stage = smem_a + static_cast<unsigned>(stage) * 16384u + static_cast<unsigned>(wg) * 8192u;
-      const unsigned b_stage = smem_b + static_cast<unsigned>(stage) * 16384u;
-      const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
-      const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
-      mma(acc, 0x4000004000010000ull + a_start, 0x4000008000400000ull + b_start, (kt > 0 ? 1u : 0u));  // K 0..15
-      mma(acc, 0x4000004000010002ull + a_start, 0x4000008000400100ull + b_start, 1u);  // K 16..31
-      mma(acc, 0x4000004000010004ull + a_start, 0x4000008000400200ull + b_start, 1u);  // K 32..47
-      mma(acc, 0x4000004000010006ull + a_start, 0x4000008000400300ull + b_start, 1u);  // K 48..63
+    for (int kt = 0; kt < num_k_tiles; ++kt) {
+      const int s = kt % 2;
+      mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((kt / 2) & 1));  // K-tile kt has landed
+      fence_acc(acc);
+      wgmma_fence();
+      {
+        // This warpgroup's 64-row slab of A; descriptors were derived for a stage at shared address 0.
+        const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 16384u + static_cast<unsigned>(wg) * 8192u;
+        const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 16384u;
+        const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
+        const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
+        mma(acc, 0x4000004000010000ull + a_start, 0x4000008000400000ull + b_start, (kt > 0 ? 1u : 0u));  // K 0..15
+        mma(acc, 0x4000004000010002ull + a_start, 0x4000008000400100ull + b_start, 1u);  // K 16..31
+        mma(acc, 0x4000004000010004ull + a_start, 0x4000008000400200ull + b_start, 1u);  // K 32..47
+        mma(acc, 0x4000004000010006ull + a_start, 0x4000008000400300ull + b_start, 1u);  // K 48..63
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // this warpgroup's MMAs of K-tile kt - 1 are done reading
+      fence_acc(acc);
+      if (kt >= 1 && wg_tid == 0) mbar_arrive(empty_bar + static_cast<unsigned>((kt - 1) % 2) * 8u);
     }
-    wgmma_commit();
-    wgmma_wait<1>();  // this warpgroup's MMAs of K-tile kt - 1 are done
+    wgmma_wait<0>();
     fence_acc(acc);
-
-    // Refill the stage that K-tile j = kt - 1 used with K-tile j + 2, once every warpgroup is done with it.
-    const int j = kt - 1;
-    if (j >= 0 && j + 2 < num_k_tiles) {
-      __syncthreads();
-      load_stage(j + 2, j % 2);
+    if (wg_tid == 0) {
+      for (int j = max(0, num_k_tiles - 1); j < num_k_tiles; ++j) mbar_arrive(empty_bar + static_cast<unsigned>(j % 2) * 8u);
     }
-    cp_async_commit();
-  }
-  wgmma_wait<0>();
-  fence_acc(acc);
 
-  // Epilogue: the wgmma D fragment. Element pairs (i, i + 1) are adjacent columns of one row.
-  unsigned* const d_tile = reinterpret_cast<unsigned*>(D) + static_cast<size_t>(m0) * ldd + n0;
+    // Epilogue: the wgmma D fragment straight to global memory. Element pairs (i, i + 1) are adjacent columns of one row.
+    unsigned* const d_out = reinterpret_cast<unsigned*>(D);
 #pragma unroll
-  for (int i = 0; i < 64; i += 2) {
-    const int row = wg * 64 + (wg_tid / 32) * 16 + lane / 4 + 8 * ((i >> 1) & 1);
-    const int col = 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
-    uint2 pair;
-    pair = make_uint2(acc_to_out(__float_as_uint(acc[i])), acc_to_out(__float_as_uint(acc[i + 1])));
-    *reinterpret_cast<uint2*>(d_tile + static_cast<size_t>(row) * ldd + col) = pair;
+    for (int i = 0; i < 64; i += 2) {
+      const int row = m0 + wg * 64 + (wg_tid / 32) * 16 + lane / 4 + 8 * ((i >> 1) & 1);
+      const int col = n0 + 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
+      if (row < M) {
+        unsigned* const p = d_out + static_cast<size_t>(row) * ldd + col;
+        if (col + 1 < N) {
+          uint2 pair;
+          pair = make_uint2(acc_to_out(__float_as_uint(acc[i])), acc_to_out(__float_as_uint(acc[i + 1])));
+          *reinterpret_cast<uint2*>(p) = pair;
+        } else if (col < N) {
+          p[0] = acc_to_out(__float_as_uint(acc[i]));
+        }
+      }
+    }
   }
 }

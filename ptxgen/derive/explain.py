@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import textwrap
 
-from .layout import Derived, OperandLayout, TileLayout
+from .derived import Derived
+from .kernel import plan_kernel
+from .layout import OperandLayout, TileLayout
 from ..isa.types import Arch, Major
 
 
@@ -61,13 +63,14 @@ def atom_picture(op: OperandLayout) -> list[str]:
 
 def explain_text(t: TileLayout) -> str:
     s = t.spec
+    plan = plan_kernel(s, t)
     out = [
         f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {s.dtype.value} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
         f"({'tcgen05.mma.cta_group::1.kind::' + s.dtype.kind if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
-        f"{s.stages} stages",
+        f"{s.stages} stages, loader {s.loader.value}",
         f"kernel: {s.kernel_name}",
         f"spec:   {s.cli_args()}",
-        f"MMAs per K-tile: BK / K = {s.bk} / {s.k_per_mma} = {s.mmas_per_k_tile}; threads: {s.threads}; "
+        f"MMAs per K-tile: BK / K = {s.bk} / {s.k_per_mma} = {s.mmas_per_k_tile}; threads: {plan.pipeline.threads}; "
         f"shared memory: {t.smem.dynamic_bytes} B"
         + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else ""),
         "",
@@ -78,14 +81,23 @@ def explain_text(t: TileLayout) -> str:
         out.append(f"Instruction: {t.wgmma.opcode} (no instruction descriptor on wgmma)")
     for d in t.idesc_derivation():
         out += _field_lines(d)
+    out += ["", "Pipeline (warp-specialized, an mbarrier ring):"]
+    for d in plan.pipeline.derivation:
+        out += _field_lines(d)
+    out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")
         mn = "M" if op.name == "a" else "N"
         out.append(
             f"Operand {op.name.upper()} ({mn} x K = {op.mn} x {op.bk}): {op.major.value}-major, {op.swizzle.value}, "
-            f"atom order {op.order.value}; one MMA reads {op.mma_mn} x {s.k_per_mma}"
+            f"atom order {op.order.value}; one MMA reads {op.mma_mn} x {s.k_per_mma}; loader {op.loader.value}, ring at "
+            f"+{op.ring_offset_bytes} B"
         )
         for d in op.derivation:
             out += _field_lines(d)
+        if op.tma is not None:
+            out.append(f"  TMA tensor map of {op.name.upper()} (derived from the same stage layout):")
+            for d in op.tma.derivation:
+                out += _field_lines(d)
         out += atom_picture(op)
     return "\n".join(out) + "\n"

@@ -205,20 +205,20 @@ def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str,
             f"the ring starts {ring} B past the aligned base, a multiple of {align} B -> pattern on its boundary -> 0",
             "every stage's swizzle pattern starts on its repeat boundary",
         )
-    if loader is Loader.TMA:
-        assert TMA_SWIZZLE_KEY == "address", TMA_SWIZZLE_KEY
+    if loader is Loader.TMA and TMA_SWIZZLE_KEY == "address":
         return (
             0,
             f"the ring starts {ring} B past the aligned base, off the {align} B repeat, but TMA keys its XOR on the "
             "address it writes, (address >> 7), exactly as the MMA does with base offset 0 -> 0",
             "TMA anchors the pattern where the hardware's own address bits put it, not at the stage; the MMA must "
-            "read it keyed the same way (rule measured on an H200: docs/hardware-layout.md, 'TMA')",
+            "read it keyed the same way (TMA_SWIZZLE_KEY = 'address': docs/hardware-layout.md, 'TMA')",
         )
     base_offset = (ring >> 7) & 7
+    who = "cp.async stores" if loader is Loader.CP_ASYNC else "TMA copies (TMA_SWIZZLE_KEY = 'destination')"
     return (
         base_offset,
         f"the ring starts {ring} B past the aligned base, off the {align} B repeat: ({ring} >> 7) & 7 = {base_offset}",
-        "the cp.async stores key the XOR on the offset within the stage, i.e. the pattern starts at the stage; the "
+        f"the {who} key the XOR on the offset within the stage, i.e. the pattern starts at the stage; the "
         "hardware keys it on (address >> 7) - base offset (measured on an H200), so this value anchors its pattern there too",
     )
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..isa.shapes import (
     PRODUCER_REGISTERS,
     WARPGROUP_THREADS,
-    consumer_register_budget,
+    setmaxnreg_consumer_registers,
     entry_registers,
 )
 from ..isa.types import Arch, Loader
@@ -97,13 +97,16 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
     if spec.arch is Arch.SM90A:
         nc = spec.consumer_warpgroups
         threads = WARPGROUP_THREADS * (nc + 1)
-        regs = (PRODUCER_REGISTERS, consumer_register_budget(nc)) if nc >= 2 else (None, None)
+        # setmaxnreg moves registers from the TMA producer to the consumers at run time (the cp.async producer
+        # needs its registers for addressing: at 40 it spills, measured with NVRTC 13.5).
+        use = tma and nc >= 2
+        regs = (PRODUCER_REGISTERS, setmaxnreg_consumer_registers(nc)) if use else (None, None)
         roles = (
             WarpRole("consumer", 0, 4 * nc, regs[1], f"{nc} consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue"),
             WarpRole("producer", 4 * nc, 4, regs[0],
                      "producer warpgroup: one elected thread issues the TMA copies" if tma else "producer warpgroup: cp.async, 16 B a thread"),
         )
-        return roles, (entry_registers(threads) if nc >= 2 else None)
+        return roles, (entry_registers(threads) if use else None)
     producer_warps = 1 if tma else 4
     return (
         WarpRole("epilogue", 0, 4, None, "epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)"),

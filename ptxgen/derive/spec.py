@@ -20,7 +20,6 @@ from typing import Any, Callable
 
 from ..isa.ptxref import cite
 from ..isa.shapes import (
-    PRODUCER_REGISTERS,
     consumer_register_budget,
     legal_bm,
     legal_bn,
@@ -345,10 +344,10 @@ def _fmt(values) -> str:
     return ", ".join(map(str, v))
 
 
-# Registers a wgmma consumer needs beside its accumulator. Measured with NVRTC 13.5 (SASS check) on the
-# cp.async kernels where every thread also loads: at BM=192 (168 registers a thread) BN=176 (88 accumulator
-# registers) spilled with BK=128, one stage, while BN=160 (80) did not. 88 keeps every legal spec spill-free.
-REGISTER_RESERVE = 88
+# Registers a wgmma consumer needs beside its accumulator. Measured with NVRTC 13.5 on the warp-specialized
+# kernels (SASS check, no local memory): at 640 threads (96 registers) BN=128 (64 accumulator registers)
+# compiles and BN=160 (80) does not; at 512 threads (128) BN=192 (96) compiles and BN=224 (112) does not.
+REGISTER_RESERVE = 32
 
 
 def validate(t: TileSpec) -> None:
@@ -416,8 +415,8 @@ def validate(t: TileSpec) -> None:
             raise SpecError(
                 "--bn",
                 t.bn,
-                f"with BM={t.bm} ({nc} consumer warpgroup(s) and a producer warpgroup) a consumer thread has at most "
-                f"{budget} registers (65536 per SM, the producer keeps {PRODUCER_REGISTERS}); the m64n{t.bn} {t.acc.value} "
+                f"with BM={t.bm} ({nc} consumer warpgroup(s) and a producer warpgroup, {128 * (nc + 1)} threads) a consumer "
+                f"thread has at most {budget} registers (65536 per SM); the m64n{t.bn} {t.acc.value} "
                 f"accumulator takes {t.accumulator_registers}, leaving less than the {REGISTER_RESERVE} that addressing "
                 "and the pipeline need (ptxas would spill)",
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",

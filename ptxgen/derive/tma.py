@@ -17,6 +17,9 @@ tiles and the K tail work.
 >>> t = derive(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"))
 >>> t.a.tma.box, t.a.tma.swizzle.json_name, [(c.smem_offset_bytes, c.inner, c.outer) for c in t.a.tma.copies]
 ((32, 128), '64B', [(0, 0, 0)])
+>>> t.b.tma.box, len(t.b.tma.copies)   # N-major B, atom order mn: atoms adjacent along N, one box per atom
+((64, 8), 8)
+>>> t = derive(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", b_order="k"))   # atoms adjacent along K
 >>> t.b.tma.box, [(c.smem_offset_bytes, c.inner, c.outer) for c in t.b.tma.copies]
 ((64, 32), [(0, 0, 0), (4096, 64, 0)])
 """

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..model import readmodel
 from ..derive.explain import cell_label
+from ..derive.kernel import plan_kernel
 from ..derive.layout import OperandLayout, TileLayout
 from ..isa.types import Major
 from .render import generated_line
@@ -33,6 +34,19 @@ LEFT, TOP_PAD = 190, 8
 LINE_BYTES = 128  # one pass over the 32 four-byte banks
 MAX_LINES = 64  # larger stages: first lines in full, the rest summarised
 STEP_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+
+def _copy_of_offset(op: OperandLayout):
+    """TMA: offset within the stage -> index of the copy whose box covers it (None for cp.async)."""
+    if op.tma is None:
+        return None
+    box_bytes = op.tma.box_bytes
+    starts = [c.smem_offset_bytes for c in op.tma.copies]
+
+    def copy_of(off: int) -> int:
+        return next(i for i, st in enumerate(starts) if st <= off < st + box_bytes)
+
+    return copy_of
 
 
 def row_colour(logical_row: int, atom_rows: int) -> str:
@@ -151,7 +165,8 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
 
     lines_total = op.stage_bytes // LINE_BYTES
     lines = min(lines_total, MAX_LINES)
-    threads = s.threads
+    threads = plan_kernel(s, t).pipeline.role("producer").threads
+    copy_of = _copy_of_offset(op)
     for L in range(lines):
         ly = grid_top + L * CELL_H
         el.append(_text(LEFT - 8, ly + 15, f"+{L * LINE_BYTES}", "off", "end"))
@@ -175,7 +190,9 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
                 f'stroke="{stroke}" stroke-width="{sw}"/>'
             )
             el.append(_text(x + 5, ly + 15, cell_label(op, r, col), "lbl"))
-            if linear_index < threads:  # the loader's first copy iteration: thread t copies logical cell t
+            if copy_of is not None:  # TMA: which copy (box) writes this cell
+                el.append(_text(x + CELL_W - 4, ly + 15, f"c{copy_of(off)}", "tid", "end"))
+            elif linear_index < threads:  # the loader's first copy iteration: thread t copies logical cell t
                 el.append(_text(x + CELL_W - 4, ly + 15, f"t{linear_index}", "tid", "end"))
             el.append("</g>")
     # atom rows and atoms
@@ -230,7 +247,11 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
             y + 14,
             f"fill: logical row inside the atom (0..{op.atom_rows - 1}); label: "
             + ("M/N row : 16-B K cell" if op.major is Major.K else "K row : 16-B M/N cell")
-            + f"; tN: thread N copies this cell in the loader's first iteration ({threads} threads)",
+            + (
+                f"; cN: TMA copy N (box {op.tma.box[0]} x {op.tma.box[1]}, {len(op.tma.copies)} a stage) writes this cell"
+                if op.tma is not None
+                else f"; tN: producer thread N copies this cell in the loader's first iteration ({threads} threads)"
+            ),
             "note",
         )
     )

@@ -94,6 +94,12 @@ def poison_code(dtype: str) -> int:
     return {"f32": 0xFFFFFFFF, "f16": 0xFFFF, "bf16": 0xFFFF, "s32": 0x80000000}[dtype]
 
 
+def input_poison_code(dtype: str) -> int:
+    """What fills input memory a kernel must never read (row padding, rows past the end): NaN for floats,
+    the largest magnitude for integers, so that reading it spoils the result visibly."""
+    return {"f16": 0x7E00, "bf16": 0x7FC0, "tf32": 0x7FC00000, "e4m3": 0x7F, "e5m2": 0x7E, "s8": 0x7F, "u8": 0xFF}[dtype]
+
+
 # Relative-error tolerances (||out - ref||_F / ||ref||_F) for validation. Inputs are exactly
 # representable, so products are exact; what remains is accumulation order and precision and the
 # output rounding. A layout bug gives errors of order 1.

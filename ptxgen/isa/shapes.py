@@ -67,10 +67,14 @@ def entry_registers(threads: int) -> int:
 
 
 def consumer_register_budget(consumer_warpgroups: int) -> int:
-    """Registers a consumer thread may use: with one consumer warpgroup the launch budget (no setmaxnreg);
-    with more, what setmaxnreg.inc can take once the producer has dropped to PRODUCER_REGISTERS."""
-    threads = WARPGROUP_THREADS * (consumer_warpgroups + 1)
-    if consumer_warpgroups == 1:
-        return register_budget(threads)
+    """Registers ptxas lets a consumer thread use: the launch budget of all warpgroups (consumers plus the
+    producer). Measured with NVRTC 13.5: ptxas allocates the consumer branch within the launch bound even
+    after setmaxnreg.inc (BM=256, BN=160: 'Insufficient registers (96)'), so that bound is the budget."""
+    return entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
+
+
+def setmaxnreg_consumer_registers(consumer_warpgroups: int) -> int:
+    """setmaxnreg.inc target for the consumers once the producer has dropped to PRODUCER_REGISTERS:
+    (65536 - 128 x 40) / (128 x C), in steps of 8, at most 256 (CUTLASS: 232 at C = 2)."""
     free = REGISTER_FILE - WARPGROUP_THREADS * PRODUCER_REGISTERS
     return min(SETMAXNREG_MAX, free // (WARPGROUP_THREADS * consumer_warpgroups) // SETMAXNREG_STEP * SETMAXNREG_STEP)

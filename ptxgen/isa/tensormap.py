@@ -80,6 +80,7 @@ OOB_FILL_ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements r
 
 # How a swizzled TMA write picks the XOR key. "address": chunk bits [4, 7) of the shared-memory address
 # are XORed with bits [7, 10) of that same address (the pattern is anchored to absolute 1024-byte
-# boundaries, like the MMA's with base offset 0), whatever the copy's destination. Checked on an H200
-# with `ptxgen probe --category tma` (docs/hardware-layout.md, 'TMA').
+# boundaries, like the MMA's with base offset 0), whatever the copy's destination. The alternative,
+# "destination", keys it on the offset from the copy's destination. `ptxgen probe --category tma` tells
+# them apart on a Hopper GPU (docs/hardware-layout.md, 'TMA').
 TMA_SWIZZLE_KEY = "address"

@@ -1,18 +1,24 @@
-"""L1: the writer's store table against the independent read model.
+"""L1: the loader's writes against the independent read model.
 
-A random tile is written into a shared-memory image through the derived store table (the loader's
-view); every K-step descriptor (and, for wgmma's A, every 64-row slab) is then read back through
-``ptxgen.readmodel`` (the tensor core's view). They must agree bit for bit.
+A random tile is written into a shared-memory image the way the loader writes it: through the derived
+store table (cp.async), or through the independent TMA model ``tmamodel`` fed with the explain-JSON
+"tma" object and a random global tensor (TMA). Every K-step descriptor (and, for wgmma's A, every
+64-row slab) is then read back through ``readmodel`` (the tensor core's view). They must agree bit for
+bit. For TMA, the first and last stage of the ring are checked, each with a whole tile and with a tile
+that overhangs the global tensor in both dimensions (out-of-bounds elements must read as zero).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import readmodel
+from . import readmodel, tmamodel
 from ..derive.layout import OperandLayout, TileLayout
 from ..isa.numerics import CODE_DTYPE
-from ..isa.types import Major
+from ..isa.tensormap import TMA_SWIZZLE_KEY
+from ..isa.types import DType, Loader, Major
+
+START_FIELD_LIMIT = 1 << 14  # the descriptor's start field holds address >> 4 in 14 bits
 
 
 def random_tile(op: OperandLayout, rng: np.random.Generator) -> np.ndarray:
@@ -61,4 +67,92 @@ def check_operand(t: TileLayout, op: OperandLayout, rng: np.random.Generator) ->
 def check_tile(t: TileLayout, seed: int = 0) -> list[str]:
     """Every operand, every K-step, every slab: [] when the writer and the reader agree."""
     rng = np.random.default_rng(seed)
+    if t.spec.loader is Loader.TMA:
+        tj = t.to_json()
+        return check_operand_tma(tj, "a", rng) + check_operand_tma(tj, "b", rng)
     return check_operand(t, t.a, rng) + check_operand(t, t.b, rng)
+
+
+# ---- TMA: the explain JSON through tmamodel and readmodel ----------------------------------------
+
+
+def check_operand_tma(tj: dict, name: str, rng: np.random.Generator, anchor: str = TMA_SWIZZLE_KEY) -> list[str]:
+    """Operand ``name`` of the layout JSON ``tj``: first and last stage, whole and partial tile."""
+    opj, stages = tj[name], tj["spec"]["stages"]
+    if opj.get("loader") != "tma" or "tma" not in opj:
+        return [f"{name.upper()}: loader {opj.get('loader')!r} without a 'tma' object"]
+    problems = []
+    for stage in sorted({0, stages - 1}):
+        address = opj["ring_offset_bytes"] + stage * opj["stage_bytes"]
+        for partial in (False, True):
+            label = f"{name.upper()} stage {stage} at {address} B, {'partial' if partial else 'whole'} tile"
+            problems += _check_tma_stage(tj, name, address, partial, rng, anchor, label)
+    return problems
+
+
+def _extents(tj: dict, name: str) -> tuple[int, int, int]:
+    """(MN, K, MN of one MMA) of operand ``name``."""
+    spec, opj = tj["spec"], tj[name]
+    mn = spec["bm"] if name == "a" else spec["bn"]
+    return mn, spec["bk"], opj.get("mma_mn", mn)
+
+
+def tma_global_and_tile(tj: dict, name: str, partial: bool, rng: np.random.Generator):
+    """(global tensor [outer, inner], tile origin (inner0, outer0), the logical MN x K tile it should give).
+
+    A partial tile's global tensor ends inside the tile in both dimensions; the tile holds zeros there."""
+    mn, bk, _ = _extents(tj, name)
+    dt = DType(tj["spec"]["dtype"])
+    k_major = tj[name]["major"] == "k"
+    inner, outer = (bk, mn) if k_major else (mn, bk)
+    i0, o0 = (int(x) for x in rng.integers(0, 40, size=2))
+    if partial:
+        ext = (o0 + int(rng.integers(1, outer)), i0 + int(rng.integers(1, inner)))
+    else:
+        ext = (o0 + outer + int(rng.integers(0, 9)), i0 + inner + int(rng.integers(0, 9)))
+    code = CODE_DTYPE[dt.bytes]
+    g = rng.integers(0, np.iinfo(code).max, size=ext, dtype=np.uint64, endpoint=True).astype(code)
+    window = np.zeros((outer, inner), dtype=code)
+    part = g[o0 : o0 + outer, i0 : i0 + inner]
+    window[: part.shape[0], : part.shape[1]] = part
+    return g, (i0, o0), (window if k_major else window.T)
+
+
+def _check_tma_stage(tj, name, address, partial, rng, anchor, label) -> list[str]:
+    opj = tj[name]
+    g, origin, tile = tma_global_and_tile(tj, name, partial, rng)
+    # garbage everywhere first: a byte no copy writes (or an out-of-bounds element left unfilled) shows up
+    img = rng.integers(0, 256, size=address + 2 * opj["stage_bytes"] + 1024, dtype=np.uint8)
+    try:
+        tmamodel.write(opj["tma"], DType(tj["spec"]["dtype"]).bytes, address, origin, g, img, anchor=anchor)
+    except (ValueError, IndexError) as e:
+        return [f"{label}: TMA model refuses the copies: {e}"]
+    return read_back(tj, name, address, img, tile, label)
+
+
+def read_back(tj: dict, name: str, address: int, img: np.ndarray, tile: np.ndarray, label: str) -> list[str]:
+    """Every K-step x slab descriptor of the JSON, moved to the stage at ``address``, against ``tile``."""
+    spec, opj = tj["spec"], tj[name]
+    _, _, mma_mn = _extents(tj, name)
+    kmma = DType(spec["dtype"]).k_per_mma
+    problems = []
+    for si, step in enumerate(opj["k_steps"]):
+        for slab, slab_off in enumerate(opj.get("slab_offsets_bytes", [0])):
+            desc = _moved(int(step["desc_hex"], 16), address + slab_off)
+            want = tile[slab * mma_mn : (slab + 1) * mma_mn, step["k"] : step["k"] + kmma]
+            try:
+                got = readmodel.read(spec["arch"], desc, opj["major"], mma_mn, spec["dtype"], img)
+            except (ValueError, IndexError) as e:
+                problems.append(f"{label}: K-step {si} slab {slab} (desc {desc:#018x}): {e}")
+                continue
+            if not np.array_equal(got, want):
+                bad = int(np.count_nonzero(got != want))
+                problems.append(f"{label}: K-step {si} slab {slab} (desc {desc:#018x}): {bad} of {want.size} elements differ")
+    return problems
+
+
+def _moved(desc: int, offset: int) -> int:
+    """``desc`` with ``offset`` bytes added to its start address (the start field must not overflow)."""
+    start = (desc & (START_FIELD_LIMIT - 1)) + (offset >> 4)
+    assert offset % 16 == 0 and start < START_FIELD_LIMIT, (hex(desc), offset)
+    return desc + (offset >> 4)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
+from ..derive.kernel import plan_kernel
 from ..emit.render import render_kernel
-from ..derive.layout import derive
 from ..derive.spec import TileSpec
 from ..isa.types import DType, Major
 from .gpu import Kernel, require_gpu
@@ -71,9 +71,9 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     dev = require_gpu()
     p = Problem.tight(spec, m, n, k)
     check_problem(spec, p)
-    t = derive(spec)
-    compiled = compile_cuda(render_kernel(t), spec.kernel_name, spec.arch.value)
-    kernel = Kernel(compiled.cubin, spec.kernel_name, t.smem.dynamic_bytes)
+    plan = plan_kernel(spec)
+    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
     tdt = torch.float16 if spec.dtype is DType.F16 else torch.bfloat16
     odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -82,8 +82,8 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     ga = a if spec.a.major is Major.K else a.t().contiguous()
     gb = b if spec.b.major is Major.K else b.t().contiguous()
     d = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
-    grid, block, _ = launch_geometry(t, p)
-    args = gemm_args(ga.data_ptr(), gb.data_ptr(), d.data_ptr(), p)
+    grid, block, _ = launch_geometry(plan, p)
+    args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), d.data_ptr(), p)
 
     def ours():
         kernel.launch(grid, block, args)

@@ -45,25 +45,69 @@ def cmd_validate(args) -> int:
     return EXIT_OK if res.passed else EXIT_CHECK_FAILED
 
 
+WGMMA_PROBE_CATEGORIES = ("derived", "strides", "base_offset")
+PROBE_CATEGORIES = (*WGMMA_PROBE_CATEGORIES, "tma")
+
+
+def _print_tma_summary(report: dict) -> bool:
+    s = report["summary"]
+    print(f"TMA probe on {report['device']} ({report['arch']}):")
+    for cat, c in s["categories"].items():
+        anchors = ", ".join(f"{a} {c[a]}" for a in ("address", "destination"))
+        print(f"  {cat:<7} {c['cases']:>4} cases: matched an anchor {c['matched_some_anchor']} ({anchors}), errors {c['errors']}")
+    for swz, by_dst in s["by_swizzle_and_dst_offset"].items():
+        cells = " ".join(f"{dst}:{'A' if e['address'] == e['cases'] else '-'}{'D' if e['destination'] == e['cases'] else '-'}" for dst, e in by_dst.items())
+        print(f"  {swz:>4} dst offset -> anchors explaining every case (A address, D destination): {cells}")
+    print(f"  every case matched some anchor: {'yes' if s['every_case_matched_some_anchor'] else 'NO'}")
+    explains = s["anchors_explaining_every_aligned_case"]
+    print(f"  anchor explaining every 128-byte-aligned case: {', '.join(explains) or 'none'}")
+    print(f"  MMA base offset: {s['mma_base_offset_rule']}")
+    for a in s["alignment"]:
+        what = "ran" if a["launched"] else f"refused at {a['failed_at']}: {a['error']}"
+        also = [h for h, ok in (a.get("misaligned_hypotheses") or {}).items() if ok]
+        seen = f"; matches {', '.join(a['anchors_matched']) or 'no anchor'}" if a["launched"] else ""
+        print(f"  align {a['swizzle']:>4} dst {a['dst_offset']:>3}: {what}{seen}" + (f" (but: {'; '.join(also)})" if also else ""))
+    return bool(s["ok"])
+
+
 def cmd_probe(args) -> int:
     from .gpu import NoGPU
-    from .probe import run_probe, write_report
 
+    cats = tuple(args.category or PROBE_CATEGORIES)
+    wgmma_cats = tuple(c for c in cats if c in WGMMA_PROBE_CATEGORIES)
+    report: dict = {}
+    ok = True
     try:
-        report = run_probe(args.seed, tuple(args.category or ("derived", "strides", "base_offset")))
+        if wgmma_cats:
+            from .probe import run_probe
+
+            report = run_probe(args.seed, wgmma_cats)
+        if "tma" in cats:
+            from .probe_tma import run_tma_probe
+
+            tma_report = run_tma_probe(args.seed)
+            if wgmma_cats:
+                report["tma"] = tma_report
+            else:
+                report = tma_report
     except NoGPU as e:
         print(f"ptxgen probe: {e}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
+        from .probe_tma import write_report  # the same JSON writer as probe.write_report
+
         write_report(report, args.json)
-    s = report["summary"]
-    print(f"probe on {report['device']}:")
-    for cat, c in s["categories"].items():
-        print(f"  {cat:<12} {c['cases']:>5} cases: read model agrees on {c['model_agrees']}, disagrees on {c['model_disagrees']}, declines {c['model_declines']}")
-    for name, h in s["base_offset_hypotheses"].items():
-        print(f"  base offset {name}: {h['all_cases']} cases ({h['nonzero_base_offset']} with a non-zero field)")
-    bad = sum(c["model_disagrees"] for c in s["categories"].values())
-    return EXIT_OK if bad == 0 else EXIT_CHECK_FAILED
+    if wgmma_cats:
+        s = report["summary"]
+        print(f"probe on {report['device']}:")
+        for cat, c in s["categories"].items():
+            print(f"  {cat:<12} {c['cases']:>5} cases: read model agrees on {c['model_agrees']}, disagrees on {c['model_disagrees']}, declines {c['model_declines']}")
+        for name, h in s["base_offset_hypotheses"].items():
+            print(f"  base offset {name}: {h['all_cases']} cases ({h['nonzero_base_offset']} with a non-zero field)")
+        ok = sum(c["model_disagrees"] for c in s["categories"].values()) == 0
+    if "tma" in cats:
+        ok = _print_tma_summary(report["tma"] if wgmma_cats else report) and ok
+    return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
 def cmd_bench(args) -> int:
@@ -93,10 +137,11 @@ def add(sub, add_spec_flags) -> None:
     v.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
     v.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("probe", help="show what the tensor core reads through descriptors (Hopper) vs the read model")
+    p = sub.add_parser("probe", help="show what the tensor core reads through descriptors (Hopper) vs the read model, and where TMA writes (--category tma)")
     p.add_argument("--json", metavar="OUT", help="write every case to OUT")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--category", action="append", choices=("derived", "strides", "base_offset"))
+    p.add_argument("--category", action="append", choices=PROBE_CATEGORIES,
+                   help="which cases (repeatable; default all): wgmma reads (derived, strides, base_offset) or TMA writes (tma)")
     p.set_defaults(func=cmd_probe)
 
     b = sub.add_parser("bench", help="time the kernel against cuBLAS (torch) in the same process")

@@ -98,20 +98,61 @@ def require_gpu(index: int = 0) -> Device:
     return _DEVICE
 
 
-class KernelArgs:
-    """ctypes storage for kernel arguments and the ``void**`` array that points at them."""
+TENSORMAP_BYTES = 128  # sizeof(CUtensorMap)
+TENSORMAP_ALIGN = 64
 
-    def __init__(self, values: list[tuple[str, int | float]]):
+
+class _AlignedBytes:
+    """``n`` bytes at a ``align``-byte-aligned address inside an over-allocated ctypes buffer."""
+
+    def __init__(self, data: bytes, align: int):
+        self.raw = (ctypes.c_ubyte * (len(data) + align))()
+        base = ctypes.addressof(self.raw)
+        self.offset = -base % align
+        self.nbytes = len(data)
+        ctypes.memmove(base + self.offset, data, len(data))
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.raw) + self.offset
+
+    @property
+    def value(self) -> bytes:
+        return ctypes.string_at(self.address, self.nbytes)
+
+
+class KernelArgs:
+    """ctypes storage for kernel arguments and the ``void**`` array that points at them.
+
+    Kinds: ``ptr``, ``i32``, ``u32``, ``u64``, ``f32`` (scalars) and ``tensormap`` (the 128 bytes of a
+    ``CUtensorMap`` for a ``const __grid_constant__`` parameter, kept 64-byte aligned; cuLaunchKernel copies
+    each parameter's bytes from the pointer in the array)."""
+
+    def __init__(self, values: list[tuple[str, int | float | bytes]]):
         kinds = {"ptr": ctypes.c_uint64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "f32": ctypes.c_float}
-        self.values = [kinds[k](v) for k, v in values]
-        self.array = (ctypes.c_void_p * len(self.values))(*[ctypes.addressof(v) for v in self.values])
+        self.values = []
+        for k, v in values:
+            if k == "tensormap":
+                v = bytes(v)
+                if len(v) != TENSORMAP_BYTES:
+                    raise ValueError(f"a tensormap argument is {TENSORMAP_BYTES} bytes, not {len(v)}")
+                self.values.append(_AlignedBytes(v, TENSORMAP_ALIGN))
+            elif k in kinds:
+                self.values.append(kinds[k](v))
+            else:
+                raise ValueError(f"unknown kernel argument kind {k!r} (one of {', '.join([*kinds, 'tensormap'])})")
+        self.array = (ctypes.c_void_p * len(self.values))(*[self._addr(v) for v in self.values])
+
+    @staticmethod
+    def _addr(v) -> int:
+        return v.address if isinstance(v, _AlignedBytes) else ctypes.addressof(v)
 
     @property
     def address(self) -> int:
         return ctypes.addressof(self.array)
 
     def read_back(self) -> list:
-        """The values as the kernel will see them (for tests)."""
+        """The values as the kernel will see them (for tests; a tensormap reads back as its bytes)."""
         return [v.value for v in self.values]
 
 

@@ -1,22 +1,26 @@
-"""Launching a generated GEMM: problem-size checks, argument marshalling, grid and block.
+"""Launching a generated GEMM: problem checks, argument marshalling from the kernel ABI, grid and block.
 
-Shared by both architectures: the kernels of sm_90a and sm_100a have the same signature
-``(A, B, D, M, N, K, lda, ldb, ldd)``, the same global layouts and the same launch geometry, so
-everything here is exercised on a CPU (tests) even though only Hopper can run it here.
+Shared by both architectures and loaders: the parameters, grid, block and shared-memory bytes all come
+from the kernel's ABI (``ptxgen.derive.abi``), declared once. Everything here but ``encode`` (the
+driver's tensor-map encoder) runs on a CPU.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.layout import TileLayout
+from ..derive.kernel import KernelPlan
 from ..derive.spec import TileSpec
-from ..isa.types import Major
+from ..isa.types import Loader, Major
 from .gpu import KernelArgs
 
 
 class ProblemError(ValueError):
-    """A problem size or layout the kernel cannot handle."""
+    """A problem size or layout the kernel cannot handle (refused before any launch: exit 2)."""
+
+
+ROW_ALIGN_BYTES = 16  # TMA's rule for global rows, and cp.async's 16-byte copies; D's vector stores too
+MAX_DIM = (1 << 31) - 1  # int parameters
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,25 @@ class Problem:
 
     @classmethod
     def tight(cls, spec: TileSpec, m: int, n: int, k: int) -> "Problem":
-        """Leading dimensions of densely packed operands in the spec's global layouts."""
+        """Leading dimensions equal to the contiguous extents (rows 16-byte aligned only if those are)."""
         lda = k if spec.a.major is Major.K else m
         ldb = k if spec.b.major is Major.K else n
         return cls(m, n, k, lda, ldb, n)
+
+    @classmethod
+    def padded(cls, spec: TileSpec, m: int, n: int, k: int) -> "Problem":
+        """Leading dimensions rounded up so that every row starts 16-byte aligned: any M, N, K >= 1."""
+        t = cls.tight(spec, m, n, k)
+
+        def up(ld: int, esize: int) -> int:
+            q = ROW_ALIGN_BYTES // esize
+            return -(-ld // q) * q
+
+        e, o = spec.dtype.bytes, spec.out_dtype.bytes
+        return cls(m, n, k, up(t.lda, e), up(t.ldb, e), up(t.ldd, o))
+
+    def value(self, name: str) -> int:
+        return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd}[name]
 
 
 def global_shape(spec: TileSpec, name: str, p: Problem) -> tuple[int, int]:
@@ -46,25 +65,26 @@ def global_shape(spec: TileSpec, name: str, p: Problem) -> tuple[int, int]:
 
 
 def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
-    """Why the kernel cannot run problem ``p`` (empty if it can)."""
+    """Why the kernel cannot run problem ``p`` (empty if it can), each naming its rule."""
     errs = []
-    for dim, size, tile in (("M", p.m, spec.bm), ("N", p.n, spec.bn), ("K", p.k, spec.bk)):
-        if size <= 0 or size % tile:
-            errs.append(f"{dim}={size} must be a positive multiple of the tile's B{dim}={tile} (no partial tiles)")
+    for dim, size in (("M", p.m), ("N", p.n), ("K", p.k)):
+        if not 1 <= size <= MAX_DIM:
+            errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
     esize = spec.dtype.bytes
+    rule = "TMA's rule for global rows" if spec.loader is Loader.TMA else "the 16-byte cp.async copies"
     for name, ld in (("a", p.lda), ("b", p.ldb)):
         op = spec.operand(name)
         inner = p.k if op.major is Major.K else (p.m if name == "a" else p.n)
         inner_name = "K" if op.major is Major.K else ("M" if name == "a" else "N")
         if ld < inner:
             errs.append(f"ld{name}={ld} is smaller than its contiguous extent {inner_name}={inner}")
-        if ld * esize % 16:
-            errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: rows must keep 16-byte copies aligned")
+        if ld * esize % ROW_ALIGN_BYTES:
+            errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: every row must start 16-byte aligned ({rule})")
     if p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
-    if p.ldd * spec.out_dtype.bytes % 16:
+    if p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
         errs.append(f"ldd={p.ldd} x {spec.out_dtype.bytes} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
-    if p.m // spec.bm > 65535:
+    if -(-p.m // spec.bm) > 65535:
         errs.append(f"M={p.m} needs more than 65535 tiles of BM={spec.bm} (grid y)")
     return errs
 
@@ -75,26 +95,34 @@ def check_problem(spec: TileSpec, p: Problem) -> None:
         raise ProblemError(f"{spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k}: " + "; ".join(errs))
 
 
-def launch_geometry(t: TileLayout, p: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, dynamic shared memory bytes): one CTA per BM x BN tile of D."""
-    s = t.spec
-    return (p.n // s.bn, p.m // s.bm, 1), (s.threads, 1, 1), t.smem.dynamic_bytes
+def launch_geometry(plan: KernelPlan, p: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes), from the ABI."""
+    return plan.abi.grid(p.m, p.n), plan.abi.block, plan.abi.dynamic_smem_bytes
 
 
-def gemm_args(a_ptr: int, b_ptr: int, d_ptr: int, p: Problem) -> KernelArgs:
+def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None) -> KernelArgs:
+    """The kernel's arguments in ABI order. ``encode`` turns tensor-map arguments into the 128-byte map
+    (default: the driver's encoder, ptxgen.runtime.tensormap.encode)."""
     for name, ptr in (("A", a_ptr), ("B", b_ptr), ("D", d_ptr)):
         if ptr % 16:
             raise ProblemError(f"{name} at {ptr:#x} is not 16-byte aligned")
-    return KernelArgs(
-        [
-            ("ptr", a_ptr),
-            ("ptr", b_ptr),
-            ("ptr", d_ptr),
-            ("i32", p.m),
-            ("i32", p.n),
-            ("i32", p.k),
-            ("i32", p.lda),
-            ("i32", p.ldb),
-            ("i32", p.ldd),
-        ]
-    )
+    pointers = {"A": a_ptr, "B": b_ptr, "D": d_ptr}
+    values = []
+    for param in plan.abi.params:
+        if param.kind == "tensormap":
+            values.append(("tensormap", _tensor_map(plan, param.name[-1], pointers[param.name[-1].upper()], p, encode)))
+        elif param.kind == "ptr":
+            values.append(("ptr", pointers[param.name]))
+        else:
+            values.append(("i32", p.value(param.name)))
+    return KernelArgs(values)
+
+
+def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) -> bytes:
+    from .tensormap import encode as driver_encode
+    from .tensormap import tensormap_args
+
+    tma = plan.layout.operand(operand).tma
+    dims = tuple(p.value(d) for d in tma.global_dims)
+    args = tensormap_args(tma, ptr, dims, p.value(tma.ld_name))
+    return (encode or driver_encode)(args)

@@ -4,7 +4,10 @@
   HGMMA/QGMMA/IGMMA for wgmma);
 * exactly BK / K_mma of them inside the main loop (the smallest backward branch that encloses every
   MMA), and none outside it;
-* tcgen05: the epilogue's LDTM (tcgen05.ld) loads;
+* tcgen05: the epilogue's LDTM (tcgen05.ld) loads and the commits (UTCBAR);
+* the loader: TMA loads (UTMALDG) or cp.async (LDGSTS) with their mbarrier arrivals;
+* the pipeline: mbarrier waits (SYNCS.PHASECHK); with setmaxnreg, USETMAXREG and the launch register
+  count the budgets assume;
 * no local memory: no LDL/STL and zero LOCAL/STACK bytes in the resource usage.
 """
 
@@ -13,8 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
-from ..isa.types import Arch
+from ..isa.types import Arch, Loader
 from .toolchain import run_tool
 
 _TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}
@@ -36,6 +40,7 @@ class SassReport:
     mma_in_loop: int
     expected_per_iteration: int
     ldtm: int
+    structure: dict
     registers: int
     local_bytes: int
     stack_bytes: int
@@ -49,6 +54,7 @@ class SassReport:
         s = f"{self.mma_in_loop} x {self.opcode} per main-loop iteration (expected {self.expected_per_iteration})"
         if self.ldtm:
             s += f", {self.ldtm} LDTM"
+        s += "".join(f", {n} {name}" for name, n in self.structure.items())
         return s + f", {self.registers} registers, local {self.local_bytes} B"
 
 
@@ -56,7 +62,11 @@ def parse_instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(m.group(1), 16), m.group(2).strip()) for m in _LINE_RE.finditer(sass)]
 
 
-def check_sass(spec: TileSpec, cubin: bytes, sass: str | None = None, resources: str | None = None) -> SassReport:
+def check_sass(
+    spec: TileSpec, cubin: bytes, sass: str | None = None, resources: str | None = None, relocatable: bool = False
+) -> SassReport:
+    """``relocatable``: the cubin came from a linker (nvJitLink), which drops setmaxnreg to keep compilation units
+    compatible (ptxas C7504); then setmaxnreg and the launch register count are not required."""
     sass = run_tool("cuobjdump", ["--dump-sass"], cubin) if sass is None else sass
     resources = run_tool("cuobjdump", ["--dump-resource-usage"], cubin) if resources is None else resources
     instrs = parse_instructions(sass)
@@ -86,13 +96,18 @@ def check_sass(spec: TileSpec, cubin: bytes, sass: str | None = None, resources:
         problems.append(f"{in_loop} {want} in the main loop, expected BK / K = {spec.bk} / {spec.k_per_mma} = {expected}")
     if len(mmas) != in_loop:
         problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop")
-    ldtm = sum(1 for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?LDTM\b", text))
+    ldtm = _count(instrs, r"LDTM\b")
     if spec.arch is Arch.SM100A and ldtm == 0:
         problems.append("no LDTM (tcgen05.ld) in the epilogue")
+    structure, more = _structure(spec, instrs, relocatable)
+    problems += more
     local = sum(1 for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?(LDL|STL)\b", text))
     if local:
         problems.append(f"{local} local-memory instruction(s) (LDL/STL): registers spilled")
     res = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|LOCAL):(\d+)", resources)}
+    entry = plan_kernel(spec).pipeline.entry_registers
+    if entry and not relocatable and res.get("REG", 0) != entry:
+        problems.append(f"{res.get('REG', 0)} registers at launch, but the setmaxnreg budgets assume {entry}")
     if res.get("LOCAL", 0) or res.get("STACK", 0):
         problems.append(f"local memory in use: LOCAL {res.get('LOCAL', 0)} B, STACK {res.get('STACK', 0)} B")
     return SassReport(
@@ -101,9 +116,37 @@ def check_sass(spec: TileSpec, cubin: bytes, sass: str | None = None, resources:
         mma_in_loop=in_loop,
         expected_per_iteration=expected,
         ldtm=ldtm,
+        structure=structure,
         registers=res.get("REG", 0),
         local_bytes=res.get("LOCAL", 0),
         stack_bytes=res.get("STACK", 0),
         problems=problems,
     )
 
+
+
+def _count(instrs: list[tuple[int, str]], opcode_re: str) -> int:
+    pat = re.compile(r"(@!?U?P\w+\s+)?" + opcode_re)
+    return sum(1 for _, text in instrs if pat.match(text))
+
+
+# What the warp-specialized structure must show in SASS, per piece: (name, opcode regex, when required).
+def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool) -> tuple[dict, list[str]]:
+    pipe = plan_kernel(spec).pipeline
+    tma = spec.loader is Loader.TMA
+    wanted = [
+        ("mbarrier waits", r"SYNCS\.PHASECHK", True),
+        ("TMA loads", r"UTMALDG", tma),
+        ("cp.async copies", r"LDGSTS", not tma),
+        ("cp.async mbarrier arrivals", r"ARRIVES\.LDGSTSBAR", not tma),
+        ("setmaxnreg", r"USETMAXREG", any(r.registers for r in pipe.roles) and not relocatable),
+        ("tcgen05.commit", r"UTCBAR", spec.arch is Arch.SM100A),
+    ]
+    found, problems = {}, []
+    for name, pattern, required in wanted:
+        n = _count(instrs, pattern)
+        if required:
+            found[name] = n
+            if n == 0:
+                problems.append(f"no {name} ({pattern.replace(chr(92), '')}) in the SASS")
+    return found, problems

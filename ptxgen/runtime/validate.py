@@ -1,4 +1,9 @@
-"""``ptxgen validate``: run a generated kernel on the GPU and compare with a float64 numpy reference."""
+"""``ptxgen validate``: run a generated kernel on the GPU and compare with a float64 numpy reference.
+
+Memory the kernel must not read (row padding, rows past the end of A and B) is filled with NaN (or the
+largest integer); memory it must not write (D's padding and the rows past M) starts as poison and must
+stay so; every element of D inside M x N must be written.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..emit.render import render_kernel
-from ..derive.layout import derive
-from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
+from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
+from ..emit.render import render_kernel
+from ..isa.numerics import CODE_DTYPE, decode, input_poison_code, poison_code, random_codes, tolerance
 from ..isa.types import Major
 from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
 from .launch import Problem, check_problem, gemm_args, global_shape, launch_geometry
@@ -31,6 +36,7 @@ class ValidationResult:
     tolerance: float
     unwritten: int
     nonfinite: int
+    stray_writes: int  # elements outside M x N that changed
     passed: bool
     seconds: float
     device: str
@@ -42,18 +48,19 @@ class ValidationResult:
         return (
             f"{word} {self.spec.kernel_name} on {self.device}: M={p.m} N={p.n} K={p.k}, "
             f"rel error {self.rel_error:.3e} (tolerance {self.tolerance:.1e}), max abs error {self.max_abs_error:.3e}, "
-            f"unwritten {self.unwritten}, non-finite {self.nonfinite}"
+            f"unwritten {self.unwritten}, non-finite {self.nonfinite}, writes outside M x N {self.stray_writes}"
         )
 
 
-def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem) -> np.ndarray:
-    """The global-memory array of operand ``name`` (logical MN x K codes) in the spec's layout."""
+def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem, extra_rows: int = 0) -> np.ndarray:
+    """The global-memory array of operand ``name`` (logical MN x K codes) in the spec's layout, with
+    ``extra_rows`` rows past the end; padding and extra rows hold the input poison."""
     rows, ld = global_shape(spec, name, p)
-    g = np.zeros((rows, ld), dtype=logical.dtype)
+    g = np.full((rows + extra_rows, ld), input_poison_code(spec.dtype.value), dtype=logical.dtype)
     if spec.operand(name).major is Major.K:
-        g[:, : logical.shape[1]] = logical
+        g[:rows, : logical.shape[1]] = logical
     else:
-        g[:, : logical.shape[0]] = logical.T
+        g[:rows, : logical.shape[0]] = logical.T
     return g
 
 
@@ -62,28 +69,34 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     if dev.arch is not spec.arch:
         raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
     dm, dn, dk = default_problem(spec)
-    p = Problem.tight(spec, m or dm, n or dn, k or dk)
+    p = Problem.padded(spec, m or dm, n or dn, k or dk)
     check_problem(spec, p)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    t = derive(spec)
-    compiled = compile_cuda(render_kernel(t), spec.kernel_name, spec.arch.value)
+    plan = plan_kernel(spec)
+    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
     a_codes = random_codes(spec.dtype.value, (p.m, p.k), rng)
     b_codes = random_codes(spec.dtype.value, (p.n, p.k), rng)
-    ga, gb = host_operand(spec, "a", a_codes, p), host_operand(spec, "b", b_codes, p)
+    extra = max(spec.bm, spec.bn, spec.bk)  # an overhanging tile that read past the end would hit poison
+    ga, gb = host_operand(spec, "a", a_codes, p, extra), host_operand(spec, "b", b_codes, p, extra)
     out_bytes = spec.out_dtype.bytes
     code = CODE_DTYPE[out_bytes]
     poison = poison_code(spec.out_dtype.value)
-    kernel = Kernel(compiled.cubin, spec.kernel_name, t.smem.dynamic_bytes)
-    with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(p.m * p.ldd * out_bytes) as dd:
+    d_rows = p.m + spec.bm
+    kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
+    with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd:
         da.upload(ga)
         db.upload(gb)
         (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
-        grid, block, smem = launch_geometry(t, p)
-        kernel.launch(grid, block, gemm_args(da.address, db.address, dd.address, p))
+        grid, block, _ = launch_geometry(plan, p)
+        kernel.launch(grid, block, gemm_args(plan, da.address, db.address, dd.address, p))
         synchronize(spec.kernel_name)
-        out = dd.download(code, p.m * p.ldd).reshape(p.m, p.ldd)[:, : p.n]
+        whole = dd.download(code, d_rows * p.ldd).reshape(d_rows, p.ldd)
     kernel.unload()
+    out = whole[: p.m, : p.n]
+    outside = np.ones(whole.shape, dtype=bool)
+    outside[: p.m, : p.n] = False
+    stray = int(np.count_nonzero(whole[outside] != poison))
     ref = decode(a_codes, spec.dtype.value) @ decode(b_codes, spec.dtype.value).T
     got = decode(out, spec.out_dtype.value)
     unwritten = int(np.count_nonzero(out == poison))
@@ -93,5 +106,5 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     rel = float(np.linalg.norm(diff) / norm) if nonfinite == 0 else float("inf")
     max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
     tol = tolerance(spec.dtype.value, spec.acc.value, spec.out_dtype.value)
-    passed = unwritten == 0 and nonfinite == 0 and rel <= tol
-    return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, passed, time.perf_counter() - t0, dev.name)
+    passed = unwritten == 0 and nonfinite == 0 and stray == 0 and rel <= tol
+    return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, stray, passed, time.perf_counter() - t0, dev.name)

@@ -1,0 +1,81 @@
+"""Bridge: runs a derived :class:`~ptxgen.derive.pipeline.PipelinePlan` through the independent simulator
+``pipesim`` (which imports nothing from ptxgen) for several K-tile counts and many schedules.
+
+>>> from ptxgen.derive.spec import make_spec
+>>> check_spec(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", arch="sm_90a", stages=3))
+[]
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+from . import pipesim
+from ..derive.kernel import plan_kernel
+from ..derive.pipeline import PipelinePlan
+from ..derive.spec import TileSpec
+from ..isa.types import Arch, Loader
+
+DEFAULT_SEEDS = range(6)
+
+
+def default_k_tiles(stages: int) -> tuple[int, ...]:
+    """1, 2, S-1, S, S+1, 3S+2: the first round, the wrap-around and several full rounds of the ring."""
+    return tuple(sorted({k for k in (1, 2, stages - 1, stages, stages + 1, 3 * stages + 2) if k >= 1}))
+
+
+def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = ()) -> pipesim.Config:
+    """The plan's numbers, as the simulator's plain config."""
+    wgmma = plan.arch is Arch.SM90A
+    tma = plan.loader is Loader.TMA
+    return pipesim.Config(
+        arch=plan.arch.value,
+        loader=plan.loader.value,
+        stages=plan.stages,
+        k_tiles=k_tiles,
+        full_arrivals=plan.full_arrivals,
+        empty_arrivals=plan.empty_arrivals,
+        producer_threads=1 if tma else plan.role("producer").threads,
+        consumer_groups=plan.role("consumer").warps // 4 if wgmma else 1,
+        producer_parity_flip=plan.producer_parity.flip,
+        consumer_parity_flip=plan.consumer_parity.flip,
+        expect_tx_bytes=plan.expect_tx_bytes,
+        copy_bytes=tuple(copy_bytes),
+        release_lag=plan.release_lag,
+        acc_barrier=plan.acc_barrier,
+        epilogue_warps=plan.role("epilogue").warps if plan.has_role("epilogue") else 4,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _explore(cfg: pipesim.Config, seeds: tuple[int, ...]) -> pipesim.Result:
+    return pipesim.explore(cfg, seeds)
+
+
+def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, seeds: Iterable[int] = DEFAULT_SEEDS,
+               copy_bytes: Sequence[int] = ()) -> list[str]:
+    """Problems (and ``warning:`` lines) the simulator finds, each prefixed with its K-tile count; [] is clean.
+
+    ``copy_bytes``: the bytes each TMA copy of one stage delivers (default: one copy of expect_tx_bytes).
+    """
+    ks = default_k_tiles(plan.stages) if k_tiles_list is None else tuple(k for k in k_tiles_list if k >= 1)
+    out = []
+    for k in ks:
+        r = _explore(config_of(plan, k, copy_bytes), tuple(seeds))
+        out += [f"k_tiles={k}: {p}" for p in r.problems]
+        out += [f"k_tiles={k}: warning: {w}" for w in r.warnings]
+    return out
+
+
+def tma_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
+    """What the TMA copies of one stage deliver, copy by copy (A's boxes, then B's)."""
+    t = plan_kernel(spec).layout
+    return tuple(op.tma.box_bytes for op in (t.a, t.b) for _ in op.tma.copies)
+
+
+def check_spec(spec: TileSpec, **kw) -> list[str]:
+    """check_plan on the kernel's plan, with the bytes its TMA copies really deliver."""
+    plan = plan_kernel(spec).pipeline
+    copies = tma_copy_bytes(spec) if spec.loader is Loader.TMA else ()
+    return check_plan(plan, copy_bytes=copies, **kw)

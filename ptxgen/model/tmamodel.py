@@ -1,0 +1,130 @@
+"""An independent model of what a 2D TMA copy (``cp.async.bulk.tensor.2d``, tile mode) writes to shared memory.
+
+This module is a check on the derivation, so it imports nothing from ptxgen and keeps its own
+transcription of the swizzle (it does not reuse the read model's code either). It works from the
+explain-JSON "tma" object only.
+
+Facts it relies on (PTX ISA 'Tensors', 'Swizzling modes', 'cp.async.bulk.tensor'; CUDA driver API
+cuTensorMapEncodeTiled):
+  * A box of ``box_outer`` rows of ``box_inner`` elements is written densely: element (o, i) lands at
+    ``dst + (o * box_inner + i) * element_bytes``; ``dst`` is 128-byte aligned.
+  * Box element (o, i) of a copy with origin (inner, outer) is global element
+    [outer0 + outer + o, inner0 + inner + i]; coordinates outside the tensor read as zero.
+  * Swizzling then permutes, within every 128-byte line, the 16-byte chunk c to c XOR (key mod n),
+    n = 2, 4, 8 for 32B, 64B, 128B; for 128B_ATOM_32B the 32-byte chunk c goes to c XOR (key mod 4).
+    The key is a 128-byte line number: of the absolute address (anchor "address") or of the address
+    relative to the copy's destination (anchor "destination"); the hardware question is which.
+  * Box limits: each dimension 1..256 elements, inner extent a multiple of 16 bytes and, when
+    swizzled, at most the swizzle span (32, 64, 128, 128 bytes).
+
+>>> import numpy as np
+>>> img = np.zeros(256, dtype=np.uint8)
+>>> g = np.arange(1, 9, dtype=np.uint8).reshape(1, 8)   # one row of 8 elements; a 16-wide box reads 8 zeros past it
+>>> write({"swizzle": "none", "box": [16, 1], "copies": [{"smem_offset_bytes": 0, "inner": 0, "outer": 0}]},
+...       1, 128, (0, 0), g, img)
+>>> img[128:144].tolist()
+[1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LINE = 128  # bytes in one swizzle line
+# mode -> (chunk bytes, how many chunk-index values the key can flip: key mod this)
+_PERMUTE = {"32B": (16, 2), "64B": (16, 4), "128B": (16, 8), "128B_ATOM_32B": (32, 4)}
+_SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128, "128B_ATOM_32B": 128}
+_ANCHORS = ("address", "destination")
+_CODE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+DST_ALIGN = 128
+MAX_BOX = 256
+
+
+def _permute(mode: str, rel: np.ndarray) -> np.ndarray:
+    """Swizzle byte offsets ``rel`` whose line number is the key (offsets counted from the anchor)."""
+    chunk_bytes, n = _PERMUTE[mode]
+    line, in_line = np.divmod(rel, LINE)
+    chunk, in_chunk = np.divmod(in_line, chunk_bytes)
+    return line * LINE + np.bitwise_xor(chunk, np.mod(line, n)) * chunk_bytes + in_chunk
+
+
+def swizzle_address(mode: str, addr: np.ndarray, dst: np.ndarray | int, anchor: str) -> np.ndarray:
+    """Where TMA puts the byte whose dense (unswizzled) shared address is ``addr``; ``dst`` is its copy's destination."""
+    if anchor not in _ANCHORS:
+        raise ValueError(f"anchor must be one of {_ANCHORS}, not {anchor!r}")
+    if mode not in _SPAN:
+        raise ValueError(f"unknown TMA swizzle {mode!r}; one of {sorted(_SPAN)}")
+    addr = np.asarray(addr, dtype=np.int64)
+    if mode == "none":
+        return addr
+    if anchor == "address":
+        return _permute(mode, addr)
+    origin = np.asarray(dst, dtype=np.int64)
+    return origin + _permute(mode, addr - origin)
+
+
+def _check_box(mode: str, box: list, element_bytes: int) -> tuple[int, int]:
+    if mode not in _SPAN:
+        raise ValueError(f"unknown TMA swizzle {mode!r}; one of {sorted(_SPAN)}")
+    if element_bytes not in _CODE:
+        raise ValueError(f"element size {element_bytes} B is not 1, 2 or 4")
+    inner, outer = int(box[0]), int(box[1])
+    if not (1 <= inner <= MAX_BOX and 1 <= outer <= MAX_BOX):
+        raise ValueError(f"box {box}: each dimension must be 1..{MAX_BOX}")
+    inner_bytes = inner * element_bytes
+    if inner_bytes % 16:
+        raise ValueError(f"box inner extent {inner_bytes} B is not a multiple of 16 B")
+    span = _SPAN[mode]
+    if span is not None and inner_bytes > span:
+        raise ValueError(f"box inner extent {inner_bytes} B exceeds the {mode} swizzle span {span} B")
+    return inner, outer
+
+
+def _box_values(global_tensor: np.ndarray, rows: np.ndarray, cols: np.ndarray, element_bytes: int) -> np.ndarray:
+    """Global elements at [rows, cols] (broadcast), zero outside the tensor, as little-endian bytes."""
+    g = np.asarray(global_tensor)
+    if g.ndim != 2:
+        raise ValueError(f"the global tensor must be 2D [outer, inner], not {g.shape}")
+    code = _CODE[element_bytes]
+    n_out, n_in = g.shape
+    rows, cols = np.broadcast_arrays(rows, cols)
+    inside = (rows >= 0) & (rows < n_out) & (cols >= 0) & (cols < n_in)
+    vals = np.zeros(rows.shape, dtype=code)
+    vals[inside] = g.astype(code)[rows[inside], cols[inside]]
+    return vals.astype(np.dtype(code).newbyteorder("<")).view(np.uint8)  # (..., inner x element_bytes)
+
+
+def write(
+    tma: dict,
+    element_bytes: int,
+    stage_address: int,
+    tile_origin: tuple[int, int],
+    global_tensor: np.ndarray,
+    image: np.ndarray,
+    anchor: str = "address",
+) -> None:
+    """Perform every copy of ``tma`` for one stage at ``stage_address`` into the byte image ``image``.
+
+    ``tile_origin`` is (inner0, outer0) in elements; ``global_tensor`` is indexed [outer, inner].
+    """
+    if anchor not in _ANCHORS:
+        raise ValueError(f"anchor must be one of {_ANCHORS}, not {anchor!r}")
+    mode = tma["swizzle"]
+    inner, outer = _check_box(mode, tma["box"], element_bytes)
+    copies = tma["copies"]
+    if not copies:
+        return
+    dst = np.array([stage_address + int(c["smem_offset_bytes"]) for c in copies], dtype=np.int64)
+    if np.any(dst % DST_ALIGN):
+        raise ValueError(f"copy destinations {dst[dst % DST_ALIGN != 0].tolist()} are not {DST_ALIGN}-byte aligned")
+    c_in = np.array([int(c["inner"]) for c in copies], dtype=np.int64)[:, None, None]
+    c_out = np.array([int(c["outer"]) for c in copies], dtype=np.int64)[:, None, None]
+    o = np.arange(outer, dtype=np.int64)[None, :, None]
+    i = np.arange(inner, dtype=np.int64)[None, None, :]
+    data = _box_values(global_tensor, tile_origin[1] + c_out + o, tile_origin[0] + c_in + i, element_bytes)
+    data = data.reshape(len(copies), outer * inner * element_bytes)  # each box, densely, byte by byte
+    dense = dst[:, None] + np.arange(outer * inner * element_bytes, dtype=np.int64)[None, :]
+    where = swizzle_address(mode, dense, dst[:, None], anchor)
+    if where.min() < 0 or where.max() >= image.size:
+        raise IndexError(f"the copies write bytes {where.min()}..{where.max()}, outside a {image.size} B image")
+    image[where.ravel()] = data.ravel()

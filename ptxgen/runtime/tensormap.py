@@ -1,0 +1,185 @@
+"""Building a TMA tensor map (``CUtensorMap``) from a derived :class:`~ptxgen.derive.tma.TmaPlan`.
+
+:func:`tensormap_args` is pure Python: it fills in the pointer, the problem extents and the row
+stride, and checks every rule of ``cuTensorMapEncodeTiled`` that can be checked without a driver,
+raising :class:`~ptxgen.runtime.launch.ProblemError` that names the rule. :func:`encode` then asks the
+driver for the 128 opaque bytes (it needs ``libcuda``; the bytes are passed to a kernel as a
+``__grid_constant__`` parameter through :class:`~ptxgen.runtime.gpu.KernelArgs` kind ``"tensormap"``).
+
+The binding used (cuda-python ``cuda.bindings.driver``, 12.x and 13.x)::
+
+    cuTensorMapEncodeTiled(tensorDataType: CUtensorMapDataType, tensorRank: int, globalAddress: int,
+                           globalDim: list[cuuint64_t], globalStrides: list[cuuint64_t],
+                           boxDim: list[cuuint32_t], elementStrides: list[cuuint32_t],
+                           interleave: CUtensorMapInterleave, swizzle: CUtensorMapSwizzle,
+                           l2Promotion: CUtensorMapL2promotion, oobFill: CUtensorMapFloatOOBfill)
+        -> (CUresult, CUtensorMap)
+
+``CUtensorMap.opaque`` is a list of 16 ``cuuint64_t``: the map's 128 bytes, little-endian words.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from ..isa.tensormap import (
+    BOX_INNER_BYTES_ALIGN,
+    GLOBAL_ADDRESS_ALIGN,
+    GLOBAL_DIM_LIMIT,
+    GLOBAL_STRIDE_ALIGN,
+    GLOBAL_STRIDE_LIMIT,
+    INTERLEAVE_NONE,
+    MAX_BOX_ELEMENTS,
+    TENSOR_MAP_BYTES,
+    TmaSwizzle,
+)
+from .launch import ProblemError
+
+MAX_ELEMENT_STRIDE = 8  # elementStrides[i] is 1..8
+
+
+@dataclass(frozen=True)
+class TensorMapArgs:
+    """The arguments of ``cuTensorMapEncodeTiled`` (rank 2, dimension 0 contiguous), as plain integers."""
+
+    data_type: int  # CUtensorMapDataType value
+    element_bytes: int
+    rank: int
+    global_address: int
+    global_dims: tuple[int, int]  # elements, inner (contiguous) first
+    global_strides: tuple[int]  # bytes, of dimensions 1.. (rank - 1 values)
+    box: tuple[int, int]  # elements, inner first
+    element_strides: tuple[int, int]
+    interleave: int
+    swizzle: int  # CUtensorMapSwizzle value
+    l2_promotion: int
+    oob_fill: int
+
+    @property
+    def box_bytes(self) -> int:
+        return self.box[0] * self.box[1] * self.element_bytes
+
+    def to_json(self) -> dict:
+        return {
+            "data_type": self.data_type,
+            "rank": self.rank,
+            "global_address": f"{self.global_address:#x}",
+            "global_dims": list(self.global_dims),
+            "global_strides": list(self.global_strides),
+            "box": list(self.box),
+            "element_strides": list(self.element_strides),
+            "interleave": self.interleave,
+            "swizzle": self.swizzle,
+            "l2_promotion": self.l2_promotion,
+            "oob_fill": self.oob_fill,
+        }
+
+
+def _value(x) -> int:
+    return int(x.value) if hasattr(x, "value") else int(x)
+
+
+def tensormap_args(plan, global_address: int, dims: tuple[int, int], ld_elements: int) -> TensorMapArgs:
+    """The encode arguments for ``plan`` (a TmaPlan, or anything with its fields) over a global tensor at
+    ``global_address`` of ``dims = (inner, outer)`` elements whose rows are ``ld_elements`` apart.
+
+    Raises ProblemError naming every cuTensorMapEncodeTiled rule the arguments break."""
+    esize = int(plan.element_bytes)
+    swz = plan.swizzle if isinstance(plan.swizzle, TmaSwizzle) else TmaSwizzle(_value(plan.swizzle))
+    box = tuple(int(b) for b in plan.box)
+    estr = tuple(int(s) for s in plan.element_strides)
+    dims = tuple(int(d) for d in dims)
+    rank = int(plan.rank)
+    interleave = _value(plan.interleave)
+    stride = int(ld_elements) * esize
+    errs = []
+    if rank != 2:
+        errs.append(f"rank {rank}: ptxgen builds rank-2 maps only")
+    if esize not in (1, 2, 4, 8):
+        errs.append(f"element size {esize} B is not 1, 2, 4 or 8")
+    if interleave != INTERLEAVE_NONE:
+        errs.append(f"interleave {interleave}: only INTERLEAVE_NONE (0) is supported here")
+    if global_address % GLOBAL_ADDRESS_ALIGN:
+        errs.append(f"globalAddress {global_address:#x} must be {GLOBAL_ADDRESS_ALIGN}-byte aligned")
+    if len(dims) != 2:
+        errs.append(f"globalDim has {len(dims)} values, not 2")
+    for i, d in enumerate(dims):
+        if not 1 <= d <= GLOBAL_DIM_LIMIT:
+            errs.append(f"globalDim[{i}] = {d} must be in 1..2^32")
+    if ld_elements < (dims[0] if dims else 0):
+        errs.append(f"ld {ld_elements} is smaller than the contiguous extent globalDim[0] = {dims[0]}")
+    if stride % GLOBAL_STRIDE_ALIGN:
+        errs.append(f"globalStrides[0] = ld {ld_elements} x {esize} B = {stride} B must be a multiple of {GLOBAL_STRIDE_ALIGN} B")
+    if not 0 < stride < GLOBAL_STRIDE_LIMIT:
+        errs.append(f"globalStrides[0] = {stride} B must be positive and below 2^40")
+    if len(box) != 2:
+        errs.append(f"boxDim has {len(box)} values, not 2")
+    for i, b in enumerate(box):
+        if not 1 <= b <= MAX_BOX_ELEMENTS:
+            errs.append(f"boxDim[{i}] = {b} must be in 1..{MAX_BOX_ELEMENTS}")
+    inner_bytes = box[0] * esize if box else 0
+    if inner_bytes % BOX_INNER_BYTES_ALIGN:
+        errs.append(f"boxDim[0] x element size = {box[0]} x {esize} B = {inner_bytes} B must be a multiple of {BOX_INNER_BYTES_ALIGN} B")
+    if swz is not TmaSwizzle.NONE and inner_bytes > swz.span_bytes:
+        errs.append(f"boxDim[0] x element size = {inner_bytes} B exceeds the {swz.json_name} swizzle span of {swz.span_bytes} B")
+    for i, s in enumerate(estr):
+        if not 1 <= s <= MAX_ELEMENT_STRIDE:
+            errs.append(f"elementStrides[{i}] = {s} must be in 1..{MAX_ELEMENT_STRIDE}")
+    if errs:
+        raise ProblemError("cuTensorMapEncodeTiled would refuse this tensor map: " + "; ".join(errs))
+    return TensorMapArgs(
+        data_type=_value(plan.data_type),
+        element_bytes=esize,
+        rank=rank,
+        global_address=int(global_address),
+        global_dims=dims,
+        global_strides=(stride,),
+        box=box,
+        element_strides=estr,
+        interleave=interleave,
+        swizzle=swz.value,
+        l2_promotion=_value(plan.l2_promotion),
+        oob_fill=_value(plan.oob_fill),
+    )
+
+
+def map_bytes(tensor_map) -> bytes:
+    """The 128 bytes of a ``cuda.bindings.driver.CUtensorMap`` (its ``opaque`` words, little-endian)."""
+    words = list(tensor_map.opaque)
+    if len(words) * 8 != TENSOR_MAP_BYTES:
+        raise RuntimeError(f"CUtensorMap.opaque has {len(words)} words, expected {TENSOR_MAP_BYTES // 8}")
+    raw = b"".join(int(w).to_bytes(8, "little") for w in words)
+    ptr = int(tensor_map.getPtr()) if hasattr(tensor_map, "getPtr") else 0
+    if ptr and ctypes.string_at(ptr, TENSOR_MAP_BYTES) != raw:  # the two views of the struct must agree
+        raise RuntimeError("CUtensorMap.opaque and the struct's memory disagree; cannot extract the map")
+    return raw
+
+
+def call_encode_tiled(cu, args: TensorMapArgs):
+    """The binding call itself: every argument converted to the type the binding wants (plain ints are
+    refused for the cuuint32_t lists), returning the binding's ``(CUresult, CUtensorMap)``."""
+    return cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType(args.data_type),
+        args.rank,
+        args.global_address,
+        [cu.cuuint64_t(d) for d in args.global_dims],
+        [cu.cuuint64_t(s) for s in args.global_strides],
+        [cu.cuuint32_t(b) for b in args.box],
+        [cu.cuuint32_t(s) for s in args.element_strides],
+        cu.CUtensorMapInterleave(args.interleave),
+        cu.CUtensorMapSwizzle(args.swizzle),
+        cu.CUtensorMapL2promotion(args.l2_promotion),
+        cu.CUtensorMapFloatOOBfill(args.oob_fill),
+    )
+
+
+def encode(args: TensorMapArgs) -> bytes:
+    """``cuTensorMapEncodeTiled`` -> the 128-byte map. Initialises the driver first (NoGPU without one);
+    a refused map raises CudaError naming the call, its status and its arguments."""
+    from .gpu import _driver, check, require_gpu
+
+    require_gpu()  # cuInit and a current context (the encoder returns NOT_INITIALIZED before cuInit)
+    cu = _driver()
+    tensor_map = check(call_encode_tiled(cu, args), f"cuTensorMapEncodeTiled({args.to_json()})")
+    return map_bytes(tensor_map)
