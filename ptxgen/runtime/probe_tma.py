@@ -83,7 +83,7 @@ class TmaCase:
     note: str = ""
     # filled by running
     launched: bool | None = None
-    failed_at: str | None = None  # encode | launch | synchronize | download
+    failed_at: str | None = None  # load | encode | launch | synchronize | download
     error: str | None = None
     anchors: dict = field(default_factory=dict)  # anchor -> image matches bit for bit
     mismatched_bytes: dict = field(default_factory=dict)
@@ -273,6 +273,7 @@ class TmaProber:
         from .gpu import Buffer, CudaError, KernelArgs, synchronize
         from .tensormap import encode, tensormap_args
 
+        case.failed_at = "load"
         kernel = self.kernel(case.box_bytes)
         src = global_bytes(case, tensor)
         g, out = Buffer(src.nbytes), Buffer(TMA_PROBE_IMAGE_BYTES)
