@@ -127,11 +127,11 @@ def test_cp_async_full_arrivals_too_small_reads_torn_stage():
 
 
 def test_expect_tx_smaller_than_delivered_completes_full_early():
-    # 8 KiB announced less than the copies deliver: the consumers may read before the last bytes land,
+    # 4 KiB announced less than the copies deliver: the consumers may read before the last bytes land,
     # or a piece steps tx-count past zero and the phase never completes; the leftover bytes stay pending
-    base = replace(_base("sm_90a", "tma", 3, 64), copy_bytes=(4096, 4096, 4096, 4096))
-    assert base.expect_tx_bytes == 16384
-    r = _run(replace(base, expect_tx_bytes=16384 - 4096), seeds=range(16))
+    base = replace(_base("sm_90a", "tma", 3, 64), copy_bytes=(4096, 4096, 4096))
+    assert base.expect_tx_bytes == 64 * 32 * 2 + 128 * 32 * 2 == 12288
+    r = _run(replace(base, expect_tx_bytes=12288 - 4096), seeds=range(16))
     assert _has(r, "torn read", "not landed", "full[")
     assert any("tx-count -4096" in w for w in r.warnings)
 
@@ -139,7 +139,9 @@ def test_expect_tx_smaller_than_delivered_completes_full_early():
 def test_expect_tx_larger_than_delivered_deadlocks():
     base = replace(_base("sm_100a", "tma", 2, 128), copy_bytes=(8192, 8192))
     r = _run(replace(base, expect_tx_bytes=16384 + 16), ks=(1,))
-    assert _has(r, "deadlock", "epilogue warp 0 (CTA tile 0) waits acc_full parity 0", "full[0]: phase 0, 0 of 1 arrivals pending, tx-count 16")
+    # the 16 bytes never come: full[0] stays open, the MMA thread never issues, acc_full never completes
+    assert _has(r, "deadlock", "MMA thread (K-tile 0) waits full[0] parity 0",
+                "full[0]: phase 0, 0 of 1 arrivals pending, tx-count 16")
 
 
 def test_release_before_mma_completion_overwrites_early():
@@ -149,6 +151,15 @@ def test_release_before_mma_completion_overwrites_early():
     assert explore(replace(base, k_tiles=7, release_lag=0, mma_wait_depth=0), SEEDS).ok  # release after wait_group(0): fine
     r = _run(replace(base, release_lag=0, mma_wait_depth=1))
     assert not r.ok and _has(r, "early overwrite", "have not completed", "empty[")
+
+
+def test_release_lag_one_with_a_single_stage_deadlocks():
+    # why the plan uses release_lag 0 when S == 1: K-tile 0's stage would be released only at K-tile 1,
+    # whose fill waits for that very release
+    base = _base("sm_90a", "tma", 1, 128)
+    assert base.release_lag == 0
+    r = _run(replace(base, release_lag=1), ks=(2,))
+    assert _has(r, "deadlock", "TMA producer (K-tile 1) waits empty[0] parity 0", "consumer warpgroup 0 (K-tile 1) waits full[0] parity 1")
 
 
 def test_tcgen05_epilogue_without_acc_full_reads_early():

@@ -74,7 +74,18 @@ def consumer_register_budget(consumer_warpgroups: int) -> int:
 
 
 def setmaxnreg_consumer_registers(consumer_warpgroups: int) -> int:
-    """setmaxnreg.inc target for the consumers once the producer has dropped to PRODUCER_REGISTERS:
-    (65536 - 128 x 40) / (128 x C), in steps of 8, at most 256 (CUTLASS: 232 at C = 2)."""
-    free = REGISTER_FILE - WARPGROUP_THREADS * PRODUCER_REGISTERS
-    return min(SETMAXNREG_MAX, free // (WARPGROUP_THREADS * consumer_warpgroups) // SETMAXNREG_STEP * SETMAXNREG_STEP)
+    """setmaxnreg.inc target of the consumers. The CTA keeps the registers it was launched with (the entry
+    count E for every thread); what the producer gives back, (E - 40) x 128, is all the consumers can take:
+    E + (E - 40) / C, in steps of 8 (CUTLASS: 232 at C = 2). Asking for more blocks setmaxnreg.inc forever
+    (seen on an H200: BM=256 with C = 4 hung at 112)."""
+    entry = entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
+    extra = (entry - PRODUCER_REGISTERS) // consumer_warpgroups
+    return min(SETMAXNREG_MAX, (entry + extra) // SETMAXNREG_STEP * SETMAXNREG_STEP)
+
+
+def register_pool_balance(consumer_warpgroups: int) -> int:
+    """Registers left in the CTA's pool after the producer's dec and every consumer's inc (must be >= 0)."""
+    entry = entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
+    freed = (entry - PRODUCER_REGISTERS) * WARPGROUP_THREADS
+    taken = (setmaxnreg_consumer_registers(consumer_warpgroups) - entry) * WARPGROUP_THREADS * consumer_warpgroups
+    return freed - taken

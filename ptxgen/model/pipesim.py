@@ -10,8 +10,9 @@ parity p has completed, i.e. iff ``(phase & 1) != p``: on a fresh barrier parity
 parity 0 waits for phase 0. An arrive with no arrival pending is undefined behaviour and is reported.
 
 **The ring**: S stages; K-tile ``it`` (counted over all tiles of the CTA) uses stage ``it % S``, which has a
-``full`` and an ``empty`` barrier. Agents, each a generator whose every ``yield`` is one scheduling point
-(the generator's position is its state):
+``full`` and an ``empty`` barrier. Agents are state machines written as generators: every ``yield`` is one
+scheduling point (one atomic step), the generator's position is the agent's state, and a blocked agent
+parks on the barrier (or queue) it waits for until that object changes:
 
 * producer, TMA: one thread. Waits ``empty[s]`` with parity ``((it / S) & 1) ^ producer_parity_flip``,
   does ``arrive.expect_tx(full[s], expect_tx_bytes)``, then issues the copies (``copy_bytes``). Each copy
@@ -44,14 +45,16 @@ each piece holds) and MMA completion per K-tile, which gives the checks:
   start before the epilogue read it);
 * warnings: a barrier ends mid-phase (arrivals pending or tx-count != 0) that nothing will consume.
 
-API: ``simulate(cfg, seed) -> Result``; ``explore(cfg, seeds) -> Result`` (merged, problems deduplicated);
-``MBarrier`` is the primitive on its own.
+API: ``simulate(cfg, seed) -> Result`` (``cfg``: a :class:`Config` or a dict of its fields);
+``explore(cfg, seeds) -> Result`` merges many seeds, without repeating a problem. ``Result``: ``ok``,
+``problems`` (strings naming the K-tile, stage and barrier), ``warnings``, ``counts`` (steps, pieces
+landed, MMAs completed, arrivals, runs). ``MBarrier`` is the primitive on its own.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 
 # ---- the mbarrier primitive ----------------------------------------------------------------------------
@@ -509,6 +512,8 @@ def simulate(cfg: Config | dict, seed: int = 0, max_steps: int = 10_000_000) -> 
     while sim.ready and sim.counts["steps"] < max_steps:
         step(sim, pick(sim))
         sim.counts["steps"] += 1
+    if sim.ready:
+        sim.problem(f"step limit {max_steps} reached")
     report_deadlock(sim, agents)
     for b in all_barriers(sim):
         for m in b.misuse:
@@ -518,7 +523,7 @@ def simulate(cfg: Config | dict, seed: int = 0, max_steps: int = 10_000_000) -> 
 
 def report_deadlock(sim: Sim, agents: list[Agent]) -> None:
     stuck = [a for a in agents if not a.unit and not a.finished]
-    if not stuck:
+    if not stuck or sim.ready:
         return
     waits = sorted({a.blocked_on or a.name for a in stuck})
     bars = [b for b in all_barriers(sim) if any(b.name + " " in w for w in waits)]
@@ -541,6 +546,3 @@ def explore(cfg: Config | dict, seeds=range(8)) -> Result:
         total.merge(simulate(cfg, seed))
     return total
 
-
-def with_(cfg: Config, **changes) -> Config:
-    return replace(cfg, **changes)
