@@ -289,11 +289,12 @@ FIELDS: tuple[SpecField, ...] = (
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
 
-def make_spec(**values: Any) -> TileSpec:
+def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: Any = None, **values: Any) -> TileSpec:
     """Build a TileSpec from the CLI's strings and ints (every parse error is a SpecError naming its flag).
 
     Keywords are the names in :data:`FIELDS`; None means "the default".
     """
+    values.update({k: v for k, v in (("bm", bm), ("bn", bn), ("bk", bk), ("a", a), ("b", b)) if v is not None})
     unknown = sorted(set(values) - set(FIELD_BY_NAME))
     if unknown:
         raise SpecError("spec", ", ".join(unknown), "unknown spec field(s)", ", ".join(FIELD_BY_NAME))
