@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.tensormap import TENSOR_MAP_BYTES
-from ..isa.types import Loader
+from ..isa.types import Loader, Schedule
 from .spec import TileSpec
 
 
@@ -41,10 +41,16 @@ class KernelABI:
     dynamic_smem_bytes: int
     tile_m: int
     tile_n: int
+    persistent: bool
 
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        """One CTA per BM x BN tile of D, partial tiles included: (ceil(N / BN), ceil(M / BM), 1)."""
-        return (-(-n // self.tile_n), -(-m // self.tile_m), 1)
+    def num_tiles(self, m: int, n: int) -> int:
+        """BM x BN tiles of D, partial tiles included."""
+        return -(-m // self.tile_m) * -(-n // self.tile_n)
+
+    def grid(self, m: int, n: int, sm_count: int) -> tuple[int, int, int]:
+        """A 1D grid: one CTA per tile, or (persistent) one per SM and never more than the tiles."""
+        tiles = self.num_tiles(m, n)
+        return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -70,4 +76,5 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     )
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
-    return KernelABI(spec.kernel_name, params, threads, (1, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn)
+    persistent = spec.schedule is Schedule.PERSISTENT
+    return KernelABI(spec.kernel_name, params, threads, (1, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent)

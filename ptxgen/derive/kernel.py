@@ -11,6 +11,7 @@ from ..isa.types import Loader
 from .abi import KernelABI, kernel_abi
 from .layout import TileLayout, derive
 from .pipeline import PipelinePlan, plan_pipeline
+from .schedule import SchedulePlan, plan_schedule
 from .spec import TileSpec
 
 
@@ -19,6 +20,7 @@ class KernelPlan:
     spec: TileSpec
     layout: TileLayout
     pipeline: PipelinePlan
+    schedule: SchedulePlan
     abi: KernelABI
 
 
@@ -27,4 +29,4 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     expect = t.a.tma.expect_tx_bytes + t.b.tma.expect_tx_bytes if spec.loader is Loader.TMA else 0
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
-    return KernelPlan(spec, t, pipe, abi)
+    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi)

@@ -75,6 +75,9 @@ class PipelinePlan:
     expect_tx_bytes: int  # TMA: bytes per stage, A and B; 0 for cp.async
     release_lag: int  # wgmma: a stage is released this many K-tiles after its MMAs were issued
     acc_barrier: bool  # tcgen05: acc_full, committed after the last K-tile, waited by the epilogue
+    acc_empty_arrivals: int  # tcgen05: one per epilogue warp once it has read the accumulator out (0: none)
+    acc_full_parity: Parity  # tcgen05, per CTA-local tile index: the epilogue waits acc_full
+    acc_empty_parity: Parity  # the MMA warp waits acc_empty before overwriting the accumulator
     entry_registers: int | None  # registers at launch when setmaxnreg is used (the SASS check expects them)
     derivation: tuple[Derived, ...]
 
@@ -143,6 +146,15 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 "try_wait.parity(p) returns once the phase with parity p has completed; a fresh barrier's previous "
                 "phase (parity 1) counts as complete, so the producer's first round does not wait", PIPELINE_REF),
     ]
+    if spec.arch is Arch.SM90A:
+        D.append(Derived("release_lag", release_lag, "1 with two or more stages, else 0",
+                         "a consumer keeps one wgmma group in flight (wait_group 1) and releases the stage of the K-tile before; "
+                         "with one stage that would deadlock (the producer could never refill it)", PIPELINE_REF))
+    else:
+        D.append(Derived("acc_barriers", "acc_full 1, acc_empty 4",
+                         "acc_full: tcgen05.commit after a tile's last MMA; acc_empty: one arrive per epilogue warp",
+                         "the epilogue reads the accumulator only when it is final, and the next tile's first MMA waits until "
+                         "the epilogue has read it out (parity per CTA-local tile)", PIPELINE_REF))
     if tma:
         D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage", "what full[s] waits for beyond its one arrival", PIPELINE_REF))
     if entry:
@@ -162,6 +174,9 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         expect_tx_bytes=expect_tx_bytes if tma else 0,
         release_lag=release_lag,
         acc_barrier=spec.arch is Arch.SM100A,
+        acc_empty_arrivals=4 if spec.arch is Arch.SM100A else 0,
+        acc_full_parity=Parity(1, 0),
+        acc_empty_parity=Parity(1, 1),
         entry_registers=entry,
         derivation=tuple(D),
     )

@@ -1,14 +1,15 @@
 """Where each piece of a kernel's dynamic shared memory goes.
 
 The A stages come first, then the B stages, then the pipeline's mbarriers (a ``full`` and an ``empty``
-barrier per stage; tcgen05 adds ``acc_full``, signalled when the accumulator is complete) and, on
+barrier per stage; tcgen05 adds ``acc_full``, signalled when the accumulator is complete, and ``acc_empty``,
+when the epilogue has read it out) and, on
 tcgen05, the 4-byte slot that ``tcgen05.alloc`` writes the TMEM address into. Offsets are from the
 kernel's aligned base: the dynamic shared-memory window is only guaranteed 16-byte aligned, so kernels
 round its address up to ``base_alignment`` at run time and ask for ``base_alignment - 16`` bytes of slack.
 
 >>> p = plan_smem(stages=2, a_stage_bytes=8192, a_align=512, b_stage_bytes=8192, b_align=1024, tmem=True)
 >>> (p.a_offset, p.b_offset, p.barrier_offset("full"), p.barrier_offset("empty"), p.tmem_slot_offset, p.dynamic_bytes)
-(0, 16384, 32768, 32784, 32808, 33820)
+(0, 16384, 32768, 32784, 32816, 33828)
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def plan_smem(
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
     at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
     arrays = []
-    for name, count in (("full", stages), ("empty", stages)) + ((("acc_full", 1),) if tmem else ()):
+    for name, count in (("full", stages), ("empty", stages)) + ((("acc_full", 1), ("acc_empty", 1)) if tmem else ()):
         arrays.append((name, at, count))
         at += count * MBARRIER_BYTES
     tmem_slot = None

@@ -35,6 +35,7 @@ from ..isa.types import (
     DType,
     Loader,
     Major,
+    Schedule,
     SpecError,
     Swizzle,
     parse_enum,
@@ -102,6 +103,8 @@ class TileSpec:
     # starts the patterns off the boundary; the descriptors' base offset then follows the loader's rule.
     smem_offset: int = 0
     loader: Loader = Loader.TMA
+    schedule: Schedule = Schedule.TILE
+    raster_group: int = 8  # output tiles are visited in groups of this many tile rows (L2 reuse)
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -204,9 +207,11 @@ class TileSpec:
         out = "" if self.out_dtype is self.acc else f"_o{self.out_dtype.value}"
         shift = f"_off{self.smem_offset}" if self.smem_offset else ""
         loader = "" if self.loader is Loader.TMA else "_cpasync"
+        sched = "_persistent" if self.schedule is Schedule.PERSISTENT else ""
+        group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}_{self.acc.value}{out}_"
-            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}"
+            f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}{sched}{group}"
         )
 
 
@@ -285,6 +290,25 @@ FIELDS: tuple[SpecField, ...] = (
         choices=("tma", "cp.async"),
         omit_when_default=True,
     ),
+    SpecField(
+        "schedule",
+        "--schedule",
+        "tile: one CTA per output tile; persistent: one CTA per SM looping over tiles, loads of the next tile "
+        "overlapping the epilogue (default tile)",
+        default="tile",
+        enum=Schedule,
+        choices=("tile", "persistent"),
+        omit_when_default=True,
+    ),
+    SpecField(
+        "raster_group",
+        "--raster-group",
+        "visit output tiles in groups of this many tile rows, column by column inside a group, so that the A and B "
+        "tiles in flight stay in L2 (default 8)",
+        default=8,
+        is_int=True,
+        omit_when_default=True,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
@@ -326,6 +350,8 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         out_dtype=v["out_dtype"],
         smem_offset=v["smem_offset"],
         loader=v["loader"],
+        schedule=v["schedule"],
+        raster_group=v["raster_group"],
     )
 
 
@@ -402,6 +428,8 @@ def validate(t: TileSpec) -> None:
             "0, 128, 256, ..., 896",
             cite("base_offset"),
         )
+    if not 1 <= t.raster_group <= 64:
+        raise SpecError("--raster-group", t.raster_group, "a raster group is 1 to 64 tile rows", "1..64")
     if not 1 <= t.stages <= 16:
         raise SpecError("--stages", t.stages, "the shared-memory ring holds 1 to 16 stages", "1..16")
 

@@ -17,6 +17,7 @@ from ..isa.descriptors import SmemDescriptor, WgmmaInstr, tmem_lane_c_expr
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.layout import OperandLayout, SmemLayout, TileLayout
 from ..derive.pipeline import Parity, PipelinePlan, WarpRole
+from ..derive.schedule import SchedulePlan
 from ..derive.smem import MBARRIER_BYTES, SmemPlan
 from ..derive.spec import TileSpec
 from ..isa.types import Arch, DType, Loader, Major
@@ -148,7 +149,21 @@ def _global_layout(op: OperandLayout) -> str:
     return f"{X} is K x {MN}, {MN} contiguous (row-major K x {MN}), row stride {ld} >= {MN} elements"
 
 
-def parity_c_expr(p: Parity, it: str = "kt") -> str:
+def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") -> tuple[str, ...]:
+    """C statements defining m0, n0 (the tile's first row and column) from work item ``tile``: the grouped
+    order of SchedulePlan.tile_of, with the plan's group size."""
+    g = schedule.raster_group
+    return (
+        f"const int group_tiles = {g} * tiles_n;  // {g} tile rows per group, visited column by column",
+        f"const int first_m = {tile} / group_tiles * {g};",
+        f"const int group_rows = min(tiles_m - first_m, {g});",
+        f"const int within = {tile} % group_tiles;",
+        f"const int m0 = (first_m + within % group_rows) * {bm};",
+        f"const int n0 = within / group_rows * {bn};",
+    )
+
+
+def parity_c_expr(p: Parity, it: str = "it") -> str:
     """The wait parity of K-tile ``it``: ((it / S) & 1) ^ flip."""
     e = f"static_cast<unsigned>(({it} / {p.stages}) & 1)"
     return f"({e} ^ 1u)" if p.flip else e
@@ -317,6 +332,9 @@ class KernelView:
     producer_threads: int
     producer_parity: str
     consumer_parity: str
+    acc_full_parity: str
+    acc_empty_parity: str
+    tile_coords: tuple[str, ...]
     base_mask: int
     mbar_bytes: int
     extra_barriers: tuple[BarrierView, ...]
@@ -431,7 +449,10 @@ def kernel_view(plan: KernelPlan) -> KernelView:
     if s.arch is Arch.SM100A:
         mma, epi = _tcgen05_views(plan)
         family = f"tcgen05.mma.cta_group::1.kind::{s.dtype.kind}"
-        extra = (BarrierView(t.smem.barrier_offset("acc_full"), 1, "acc_full: committed after the last K-tile's MMAs"),)
+        extra = (
+            BarrierView(t.smem.barrier_offset("acc_full"), 1, "acc_full: committed after a tile's last MMAs"),
+            BarrierView(t.smem.barrier_offset("acc_empty"), pipe.acc_empty_arrivals, "acc_empty: every epilogue warp has read the tile out"),
+        )
         mma_warp = pipe.role("mma").first_warp
     else:
         mma, epi = _wgmma_views(plan)
@@ -451,8 +472,11 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         abi_doc=tuple(plan.abi.doc_lines()),
         operands=(_operand_view(t.a, producer.threads), _operand_view(t.b, producer.threads)),
         producer_threads=producer.threads,
-        producer_parity=parity_c_expr(pipe.producer_parity),
-        consumer_parity=parity_c_expr(pipe.consumer_parity),
+        producer_parity=parity_c_expr(pipe.producer_parity, "it"),
+        consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
+        acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
+        acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
+        tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
         base_mask=t.smem.base_alignment - 1,
         mbar_bytes=MBARRIER_BYTES,
         extra_barriers=extra,

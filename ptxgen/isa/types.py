@@ -63,6 +63,13 @@ class Loader(Enum):
     CP_ASYNC = "cp.async"  # cp.async 16 B per thread, explicit swizzled store offsets
 
 
+class Schedule(Enum):
+    """Which tiles a CTA computes."""
+
+    TILE = "tile"  # one CTA per output tile (grid = number of tiles)
+    PERSISTENT = "persistent"  # one CTA per SM, looping over tiles; the pipeline runs on across tiles
+
+
 class Swizzle(Enum):
     """A shared-memory swizzle mode, independent of how an instruction family encodes it.
 

@@ -25,7 +25,7 @@ def default_k_tiles(stages: int) -> tuple[int, ...]:
     return tuple(sorted({k for k in (1, 2, stages - 1, stages, stages + 1, 3 * stages + 2) if k >= 1}))
 
 
-def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = ()) -> pipesim.Config:
+def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), tiles_per_cta: int = 1) -> pipesim.Config:
     """The plan's numbers, as the simulator's plain config."""
     wgmma = plan.arch is Arch.SM90A
     tma = plan.loader is Loader.TMA
@@ -44,7 +44,8 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = ()) 
         copy_bytes=tuple(copy_bytes),
         release_lag=plan.release_lag,
         acc_barrier=plan.acc_barrier,
-        epilogue_warps=plan.role("epilogue").warps if plan.has_role("epilogue") else 4,
+        epilogue_warps=plan.acc_empty_arrivals or 4,
+        tiles_per_cta=tiles_per_cta,
     )
 
 
@@ -54,17 +55,19 @@ def _explore(cfg: pipesim.Config, seeds: tuple[int, ...]) -> pipesim.Result:
 
 
 def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, seeds: Iterable[int] = DEFAULT_SEEDS,
-               copy_bytes: Sequence[int] = ()) -> list[str]:
+               copy_bytes: Sequence[int] = (), tiles_per_cta: Iterable[int] = (1, 3)) -> list[str]:
     """Problems (and ``warning:`` lines) the simulator finds, each prefixed with its K-tile count; [] is clean.
 
     ``copy_bytes``: the bytes each TMA copy of one stage delivers (default: one copy of expect_tx_bytes).
     """
     ks = default_k_tiles(plan.stages) if k_tiles_list is None else tuple(k for k in k_tiles_list if k >= 1)
     out = []
-    for k in ks:
-        r = _explore(config_of(plan, k, copy_bytes), tuple(seeds))
-        out += [f"k_tiles={k}: {p}" for p in r.problems]
-        out += [f"k_tiles={k}: warning: {w}" for w in r.warnings]
+    for tiles in tiles_per_cta:  # every kernel loops over tiles (persistent CTAs take several)
+        for k in ks:
+            r = _explore(config_of(plan, k, copy_bytes, tiles), tuple(seeds))
+            where = f"k_tiles={k}" + (f", tiles={tiles}" if tiles > 1 else "")
+            out += [f"{where}: {p}" for p in r.problems]
+            out += [f"{where}: warning: {w}" for w in r.warnings]
     return out
 
 

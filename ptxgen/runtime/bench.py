@@ -82,7 +82,7 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     ga = a if spec.a.major is Major.K else a.t().contiguous()
     gb = b if spec.b.major is Major.K else b.t().contiguous()
     d = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
-    grid, block, _ = launch_geometry(plan, p)
+    grid, block, _ = launch_geometry(plan, p, dev.sm_count)
     args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), d.data_ptr(), p)
 
     def ours():

@@ -63,6 +63,7 @@ class Device:
     cc: tuple[int, int]
     handle: object
     context: object
+    sm_count: int = 132
 
     @property
     def arch(self) -> Arch:
@@ -91,10 +92,11 @@ def require_gpu(index: int = 0) -> Device:
     attr = cu.CUdevice_attribute
     major = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc major")
     minor = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc minor")
+    sms = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "multiprocessor count")
     name = check(cu.cuDeviceGetName(64, dev), "cuDeviceGetName")
     ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
     check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    _DEVICE = Device(index, name.split(b"\0")[0].decode(), (major, minor), dev, ctx)
+    _DEVICE = Device(index, name.split(b"\0")[0].decode(), (major, minor), dev, ctx, sms)
     return _DEVICE
 
 

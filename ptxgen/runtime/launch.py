@@ -84,8 +84,9 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     if p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
         errs.append(f"ldd={p.ldd} x {spec.out_dtype.bytes} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
-    if -(-p.m // spec.bm) > 65535:
-        errs.append(f"M={p.m} needs more than 65535 tiles of BM={spec.bm} (grid y)")
+    tiles = -(-p.m // spec.bm) * -(-p.n // spec.bn)
+    if tiles > MAX_DIM:
+        errs.append(f"{tiles} output tiles of {spec.bm} x {spec.bn} are more than a 1D grid holds ({MAX_DIM})")
     return errs
 
 
@@ -95,9 +96,9 @@ def check_problem(spec: TileSpec, p: Problem) -> None:
         raise ProblemError(f"{spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k}: " + "; ".join(errs))
 
 
-def launch_geometry(plan: KernelPlan, p: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, dynamic shared memory bytes), from the ABI."""
-    return plan.abi.grid(p.m, p.n), plan.abi.block, plan.abi.dynamic_smem_bytes
+def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes), from the ABI (``sm_count``: the device's multiprocessors)."""
+    return plan.abi.grid(p.m, p.n, sm_count), plan.abi.block, plan.abi.dynamic_smem_bytes
 
 
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None) -> KernelArgs:
