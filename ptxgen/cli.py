@@ -19,13 +19,13 @@ class UsageError(Exception):
     """Bad command-line usage that argparse cannot see (exit 2)."""
 
 
-def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_100a") -> None:
-    """One flag per spec field (ptxgen.derive.spec.FIELDS)."""
+def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_100a", required: bool = True) -> None:
+    """One flag per spec field (ptxgen.derive.spec.FIELDS). ``required=False``: the tile flags may be left out."""
     from .derive.spec import FIELDS
 
     g = p.add_argument_group("tile spec")
     for f in FIELDS:
-        kw: dict = {"help": f.help, "required": f.required}
+        kw: dict = {"help": f.help, "required": f.required and required}
         if f.is_int:
             kw["type"] = int
         if f.choices:

@@ -75,6 +75,17 @@ ODD_SHAPES = [
 ]
 CP_ASYNC = [0, 2, 5, 9, 17, 33, 40, 45, 52, 56, 60, 64]  # a spread of the base configs, also with the cp.async loader
 
+# Persistent CTAs: more tiles than SMs (132 on an H200), so that every CTA loops over several tiles and the
+# pipeline runs on across them; partial tiles and raster groups that do not divide the tile rows.
+PERSISTENT = [
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=4), (2048, 2048, 192)),
+    (dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=4, raster_group=3), (1500, 4000, 300)),
+    (dict(bm=64, bn=64, bk=64, a="kmajor-sw64", b="mnmajor-sw128", stages=3, raster_group=16), (1000, 1100, 130)),
+    (dict(bm=256, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=4), (2500, 2100, 64)),
+    (dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16", stages=4), (1800, 2000, 260)),
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=1), (1200, 1300, 100)),
+]
+
 
 def gpu_jobs(arch: str) -> list[dict]:
     """Every GPU validation job for ``arch``: legal configs with the TMA loader, a spread with cp.async, odd shapes."""
@@ -85,6 +96,8 @@ def gpu_jobs(arch: str) -> list[dict]:
     for loader in ("tma", "cp.async"):
         for cfg, shape in ODD_SHAPES:
             _add(jobs, arch, dict(cfg, loader=loader), shape)
+        for cfg, shape in PERSISTENT:
+            _add(jobs, arch, dict(cfg, loader=loader, schedule="persistent"), shape)
     return jobs
 
 

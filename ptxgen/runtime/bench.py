@@ -1,21 +1,26 @@
-"""``ptxgen bench``: the generated kernel against cuBLAS (through torch) in the same process.
+"""``ptxgen bench`` and ``ptxgen tune``: generated kernels against cuBLAS (through torch), in one process.
 
-Both run on the default stream of the device's primary context, on the same random inputs, timed
-with CUDA events after warm-up; each is timed ``iters`` times and the median is reported.
+Fair by construction: the same inputs in the same global layouts for both sides, alternating rounds
+(ours, cuBLAS, cuBLAS, ours, ...) so that clock and power drift hit both, a median over many rounds per
+side after warm-up, and every round's output checked against a reference. FP8 (e4m3) is compared with
+``torch._scaled_mm``.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass
 
 from ..derive.kernel import plan_kernel
-from ..emit.render import render_kernel
 from ..derive.spec import TileSpec
+from ..emit.render import render_kernel
 from ..isa.types import DType, Major
 from .gpu import Kernel, require_gpu
 from .launch import Problem, check_problem, gemm_args, launch_geometry
 from .toolchain import compile_cuda
+
+BATCH_MS = 2.0  # each timed sample launches a kernel often enough to take about this long
 
 
 @dataclass
@@ -30,85 +35,116 @@ class BenchResult:
     ours_tflops: float
     cublas_tflops: float
     ratio: float  # ours / cuBLAS throughput
-    rel_error: float  # ours against an f32 torch reference
-    iters: int
+    rel_error: float  # worst relative error of ours over all rounds, against an f32 torch reference
+    iters: int  # timed rounds per side
     cublas_call: str
+    checked_ok: bool = True
 
     def line(self) -> str:
         return (
-            f"{self.kernel} on {self.device}, M=N=K={self.m}" if self.m == self.n == self.k else f"{self.kernel} M={self.m} N={self.n} K={self.k}"
-        ) + (
-            f": ptxgen {self.ours_tflops:.1f} TFLOP/s ({self.ours_ms:.3f} ms), cuBLAS {self.cublas_tflops:.1f} TFLOP/s "
-            f"({self.cublas_ms:.3f} ms), ratio {self.ratio:.3f}; rel error {self.rel_error:.2e}; median of {self.iters}"
+            f"{self.kernel} M={self.m} N={self.n} K={self.k}: ptxgen {self.ours_tflops:.1f} TFLOP/s ({self.ours_ms:.3f} ms), "
+            f"cuBLAS {self.cublas_tflops:.1f} TFLOP/s ({self.cublas_ms:.3f} ms), ratio {self.ratio:.3f}; "
+            f"worst rel error {self.rel_error:.2e}; median of {self.iters} alternating rounds"
         )
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def _median_ms(torch, fn, warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> BenchResult:
+def _torch():
     try:
         import torch
     except ImportError:
-        raise RuntimeError("ptxgen bench needs torch for its cuBLAS baseline (pip install torch)") from None
-    if spec.dtype not in (DType.F16, DType.BF16):
-        raise ValueError("bench compares against cuBLAS for f16/bf16 inputs only")
-    dev = require_gpu()
-    p = Problem.tight(spec, m, n, k)
-    check_problem(spec, p)
-    plan = plan_kernel(spec)
-    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
-    kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
-    tdt = torch.float16 if spec.dtype is DType.F16 else torch.bfloat16
-    odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)  # logical M x K
-    b = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen)  # logical N x K
-    ga = a if spec.a.major is Major.K else a.t().contiguous()
-    gb = b if spec.b.major is Major.K else b.t().contiguous()
-    d = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
-    grid, block, _ = launch_geometry(plan, p, dev.sm_count)
-    args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), d.data_ptr(), p)
+        raise RuntimeError("ptxgen bench needs torch for its cuBLAS baseline (pip install 'ptxgen[bench]')") from None
+    return torch
 
-    def ours():
-        kernel.launch(grid, block, args)
 
-    ours()
+class _Case:
+    """Inputs, our launch and the baseline for one spec and shape, ready to time."""
+
+    def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int, sm_count: int):
+        if spec.dtype not in (DType.F16, DType.BF16, DType.E4M3):
+            raise ValueError("bench compares against cuBLAS for f16/bf16 and torch._scaled_mm for e4m3 only")
+        if spec.dtype is DType.E4M3 and (spec.a.major is not Major.K or spec.b.major is not Major.K):
+            raise ValueError("the e4m3 baseline (torch._scaled_mm) needs K-major A and B")
+        self.p = Problem.tight(spec, m, n, k)
+        check_problem(spec, self.p)
+        plan = plan_kernel(spec)
+        compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+        self.kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        if spec.dtype is DType.E4M3:
+            a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+            b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+            one = torch.ones((), device="cuda", dtype=torch.float32)
+            self.baseline = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            self.call = f"torch._scaled_mm(A[{m}x{k}] e4m3, B[{n}x{k}].t() e4m3, out bf16)"
+            ga, gb = a, b
+        else:
+            tdt = torch.float16 if spec.dtype is DType.F16 else torch.bfloat16
+            a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)  # logical M x K
+            b = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen)  # logical N x K
+            # both sides read the same memory: K-major operands as they are, MN-major ones transposed once
+            ga = a if spec.a.major is Major.K else a.t().contiguous()
+            gb = b if spec.b.major is Major.K else b.t().contiguous()
+            lhs = ga if spec.a.major is Major.K else ga.t()
+            rhs = gb.t() if spec.b.major is Major.K else gb
+            self.baseline = lambda: torch.matmul(lhs, rhs)
+            self.call = (f"torch.matmul on the same {spec.a.major.value}-major A and {spec.b.major.value}-major B, {tdt} out "
+                         "(cuBLAS, f32 accumulate)")
+        odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
+        self.d = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
+        grid, block, _ = launch_geometry(plan, self.p, sm_count)
+        args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), self.d.data_ptr(), self.p)
+        self.ours = lambda: self.kernel.launch(grid, block, args)
+        self.ref = a.float() @ b.float().t()
+        self.ref_norm = torch.linalg.norm(self.ref)
+        self.tol = 2e-2 if spec.dtype is DType.E4M3 else 1e-2
+
+    def error(self, torch) -> float:
+        """Relative error of our output now (poisoned to NaN before the first launch)."""
+        return float(torch.linalg.norm(self.d.float() - self.ref) / self.ref_norm)
+
+
+def _batch(torch, fn, reps: int) -> float:
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / reps
+
+
+def alternate(torch, ours, base, check, rounds: int, warmup: int) -> tuple[float, float, float]:
+    """(ours ms, baseline ms, worst check value): medians over ``rounds`` alternating rounds."""
+    for _ in range(warmup):
+        ours()
+        base()
     torch.cuda.synchronize()
-    ref = a.float() @ b.float().t()
-    rel = float(torch.linalg.norm(d.float() - ref) / torch.linalg.norm(ref))
-    ours_ms = _median_ms(torch, ours, warmup, iters)
-    cublas_ms = _median_ms(torch, lambda: torch.matmul(a, b.t()), warmup, iters)
-    kernel.unload()
+    reps = max(1, int(BATCH_MS / max(1e-3, _batch(torch, ours, 3))))
+    times: tuple[list, list] = ([], [])
+    worst = check()
+    for r in range(rounds):
+        for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+            times[side].append(_batch(torch, (ours, base)[side], reps))
+        worst = max(worst, check())
+    return statistics.median(times[0]), statistics.median(times[1]), worst
+
+
+def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> BenchResult:
+    torch = _torch()
+    dev = require_gpu()
+    case = _Case(torch, spec, m, n, k, seed, dev.sm_count)
+    case.ours()
+    torch.cuda.synchronize()
+    ours_ms, base_ms, worst = alternate(torch, case.ours, case.baseline, lambda: case.error(torch), iters, warmup)
+    case.kernel.unload()
     flops = 2.0 * m * n * k
-    ours_tf, cublas_tf = flops / ours_ms / 1e9, flops / cublas_ms / 1e9
-    return BenchResult(
-        device=dev.name,
-        kernel=spec.kernel_name,
-        m=m,
-        n=n,
-        k=k,
-        ours_ms=ours_ms,
-        cublas_ms=cublas_ms,
-        ours_tflops=ours_tf,
-        cublas_tflops=cublas_tf,
-        ratio=ours_tf / cublas_tf,
-        rel_error=rel,
-        iters=iters,
-        cublas_call=f"torch.matmul(A[{m}x{k}] {str(tdt)}, B[{n}x{k}].t()) -> {str(tdt)} (cuBLAS, f32 accumulate)",
-    )
+    ours_tf, base_tf = flops / ours_ms / 1e9, flops / base_ms / 1e9
+    return BenchResult(dev.name, spec.kernel_name, m, n, k, ours_ms, base_ms, ours_tf, base_tf, ours_tf / base_tf, worst, iters,
+                       case.call, checked_ok=worst <= case.tol)

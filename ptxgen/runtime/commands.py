@@ -110,21 +110,103 @@ def cmd_probe(args) -> int:
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
+TILE_FLAGS = ("bm", "bn", "bk", "a")
+
+
+def _shapes(args) -> list[tuple[int, int, int]]:
+    from ..cli import UsageError
+
+    if not args.shapes:
+        return [(args.m, args.n, args.k)]
+    out = []
+    for item in args.shapes.split(","):
+        try:
+            m, n, k = (int(x) for x in item.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--shapes {item!r}: expected MxNxK, e.g. 4096x4096x4096") from None
+        out.append((m, n, k))
+    return out
+
+
+def _bench_specs(args, shapes):
+    """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
+    from ..cli import UsageError, spec_from_args
+    from .gpu import require_gpu
+    from .tune import choose_spec
+
+    given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
+    if given and len(given) < len(TILE_FLAGS):
+        raise UsageError("give all of --bm --bn --bk --a to bench one spec, or none of them to use the tuned kernels")
+    dev = require_gpu()
+    arch = args.arch or dev.arch.value
+    if arch != dev.arch.value:
+        from .gpu import NoGPU
+
+        raise NoGPU(f"--arch {arch} cannot run on {dev.name}, which runs {dev.arch.value} kernels")
+    if given:
+        spec = spec_from_args(args, arch=arch)
+        return [(spec, "the spec given") for _ in shapes]
+    return [choose_spec(args.dtype, arch, m, n, k) for m, n, k in shapes]
+
+
 def cmd_bench(args) -> int:
-    from .bench import bench_spec
+    from ..cli import UsageError
+    from ..isa.types import SpecError
+    from .bench import bench_spec, geomean
     from .gpu import NoGPU
     from .launch import ProblemError
 
     try:
-        spec, _ = _spec_for_gpu(args)
-        res = bench_spec(spec, args.m, args.n, args.k, args.warmup, args.iters)
+        shapes = _shapes(args)
+        chosen = _bench_specs(args, shapes)
+        results = []
+        for (m, n, k), (spec, why) in zip(shapes, chosen):
+            r = bench_spec(spec, m, n, k, args.warmup, args.iters)
+            results.append(r)
+            if not args.json:
+                print(f"{r.line()}  [{why}]")
     except NoGPU as e:
         print(f"ptxgen bench: {e}", file=sys.stderr)
         return EXIT_NO_GPU
-    except (ProblemError, ValueError) as e:
+    except (ProblemError, ValueError, SpecError, UsageError) as e:
         print(f"ptxgen bench: {e}", file=sys.stderr)
         return EXIT_USAGE
-    print(json.dumps(res.to_json()) if args.json else res.line())
+    g = geomean([r.ratio for r in results])
+    if args.json:
+        body = results[0].to_json() if len(results) == 1 else {"shapes": [r.to_json() for r in results], "geomean_ratio": g}
+        print(json.dumps(body))
+    elif len(results) > 1:
+        print(f"geometric mean of the ratio over {len(results)} shapes: {g:.3f}")
+    bad = [r for r in results if not r.checked_ok]
+    for r in bad:
+        print(f"ptxgen bench: {r.kernel} output check FAILED (rel error {r.rel_error:.2e})", file=sys.stderr)
+    return EXIT_CHECK_FAILED if bad else EXIT_OK
+
+
+def cmd_tune(args) -> int:
+    from .gpu import NoGPU, require_gpu
+    from .tune import tune_shape
+
+    try:
+        dev = require_gpu()
+        arch = args.arch or dev.arch.value
+        entries = []
+        for m, n, k in _shapes(args):
+            print(f"tuning {args.dtype} {m}x{n}x{k} on {dev.name} ({arch}):", flush=True)
+            e = tune_shape(args.dtype, arch, m, n, k, rounds=args.iters)
+            print(f"  -> {e['kernel']}: ratio {e['ratio']}", flush=True)
+            entries.append(e)
+    except NoGPU as e:
+        print(f"ptxgen tune: {e}", file=sys.stderr)
+        return EXIT_NO_GPU
+    if args.json:
+        from pathlib import Path
+
+        old = json.loads(Path(args.json).read_text())["entries"] if args.merge and Path(args.json).exists() else []
+        keep = [e for e in old if (e["dtype"], e["arch"], e["m"], e["n"], e["k"]) not in
+                {(x["dtype"], x["arch"], x["m"], x["n"], x["k"]) for x in entries}]
+        Path(args.json).write_text(json.dumps({"device": dev.name, "entries": keep + entries}, indent=1) + "\n")
+        print(f"wrote {args.json}")
     return EXIT_OK
 
 
@@ -144,12 +226,26 @@ def add(sub, add_spec_flags) -> None:
                    help="which cases (repeatable; default all): wgmma reads (derived, strides, base_offset) or TMA writes (tma)")
     p.set_defaults(func=cmd_probe)
 
-    b = sub.add_parser("bench", help="time the kernel against cuBLAS (torch) in the same process")
-    add_spec_flags(b, arch_default=None)
-    b.add_argument("--m", type=int, default=8192)
-    b.add_argument("--n", type=int, default=8192)
-    b.add_argument("--k", type=int, default=8192)
-    b.add_argument("--warmup", type=int, default=10)
-    b.add_argument("--iters", type=int, default=50)
-    b.add_argument("--json", action="store_true")
+    b = sub.add_parser("bench", help="time kernels against cuBLAS (torch) in the same process, alternating rounds")
+    add_spec_flags(b, arch_default=None, required=False)
+    _shape_flags(b)
+    b.add_argument("--warmup", type=int, default=10, help="untimed launches of each side first (default 10)")
+    b.add_argument("--iters", type=int, default=50, help="timed rounds per side; the median is reported (default 50)")
+    b.add_argument("--json", action="store_true", help="print JSON: one object per shape, or shapes + geomean_ratio")
     b.set_defaults(func=cmd_bench)
+
+    t = sub.add_parser("tune", help="search tiles, stages and schedules for each shape on the GPU; write the winners")
+    t.add_argument("--dtype", default="bf16", choices=("f16", "bf16", "e4m3"), help="input type (default bf16)")
+    t.add_argument("--arch", default=None, help="default: the GPU's")
+    _shape_flags(t)
+    t.add_argument("--iters", type=int, default=20, help="timed rounds per side and candidate (default 20)")
+    t.add_argument("--json", metavar="OUT", help="write the table of winners to OUT")
+    t.add_argument("--merge", action="store_true", help="keep OUT's entries for other shapes")
+    t.set_defaults(func=cmd_tune)
+
+
+def _shape_flags(p) -> None:
+    p.add_argument("--m", type=int, default=8192, help="problem M (default 8192)")
+    p.add_argument("--n", type=int, default=8192, help="problem N (default 8192)")
+    p.add_argument("--k", type=int, default=8192, help="problem K (default 8192)")
+    p.add_argument("--shapes", metavar="MxNxK,...", help="several problem shapes (instead of --m --n --k)")

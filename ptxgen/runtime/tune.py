@@ -1,0 +1,88 @@
+"""``ptxgen tune``: search a bounded space of kernels for a shape on the GPU; the table of winners ships
+with the package (ptxgen/tuning/<device>.json), and ``ptxgen bench`` / ``ptxgen.gemm`` pick from it.
+
+The table maps (dtype, arch, M, N, K) to a spec; a shape that is not in it takes the entry nearest in
+log(M), log(N), log(K), or a default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+from pathlib import Path
+
+from ..derive.spec import TileSpec, make_spec
+from ..isa.types import SpecError
+
+TABLE = "h200.json"
+
+# The search space, per input type: tile, stages, schedule, raster group (A and B K-major, as torch lays them out).
+_TILES = {
+    "16bit": [(128, 256, 64, 4), (128, 256, 64, 3), (128, 128, 64, 6), (256, 128, 64, 4), (128, 192, 64, 5)],
+    "e4m3": [(128, 256, 128, 4), (128, 128, 128, 6), (256, 128, 128, 4)],
+}
+_SCHEDULES = [("tile", 8), ("persistent", 8), ("persistent", 16), ("persistent", 4)]
+
+
+def candidates(dtype: str, arch: str) -> list[TileSpec]:
+    out_dtype = "bf16" if dtype in ("bf16", "e4m3") else "f16"
+    tiles = _TILES["e4m3" if dtype == "e4m3" else "16bit"]
+    specs = []
+    for bm, bn, bk, stages in tiles:
+        for schedule, group in _SCHEDULES:
+            try:
+                specs.append(make_spec(bm=bm, bn=bn, bk=bk, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
+                                       out_dtype=out_dtype, arch=arch, stages=stages, schedule=schedule, raster_group=group))
+            except SpecError:
+                continue
+    return specs
+
+
+def default_spec(dtype: str, arch: str) -> TileSpec:
+    return candidates(dtype, arch)[1]  # 128 x 256 (128 for e4m3: 128 x 256 x 128), persistent, group 8
+
+
+def load_table(path: str | None = None) -> list[dict]:
+    """The shipped table, or the file named by ``path`` or $PTXGEN_TUNING."""
+    import os
+
+    path = path or os.environ.get("PTXGEN_TUNING")
+    text = Path(path).read_text() if path else resources.files("ptxgen.tuning").joinpath(TABLE).read_text()
+    return json.loads(text)["entries"]
+
+
+def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
+    """(spec, why) for a shape: the tuned winner of the nearest tuned shape, else the default."""
+    try:
+        entries = [e for e in (table if table is not None else load_table()) if e["dtype"] == dtype and e["arch"] == arch]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        entries = []
+    if not entries:
+        return default_spec(dtype, arch), "default (no tuned entry for this type and arch)"
+
+    def distance(e: dict) -> float:
+        return sum(abs(math.log(x) - math.log(e[d])) for x, d in ((m, "m"), (n, "n"), (k, "k")))
+
+    best = min(entries, key=distance)
+    why = "tuned for this shape" if distance(best) == 0 else f"tuned for the nearest shape {best['m']}x{best['n']}x{best['k']}"
+    return TileSpec.from_json(best["spec"]), why
+
+
+def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:
+    """Bench every candidate for one shape (same process, alternating with cuBLAS); the best by ratio."""
+    from .bench import bench_spec
+
+    results = []
+    for spec in candidates(dtype, arch):
+        try:
+            r = bench_spec(spec, m, n, k, warmup=3, iters=rounds)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run this shape is skipped
+            log(f"  skip {spec.kernel_name}: {e}")
+            continue
+        log(f"  {r.line()}")
+        if r.checked_ok:
+            results.append((r.ratio, spec, r))
+    ratio, spec, r = max(results, key=lambda x: x[0])
+    return {"dtype": dtype, "arch": arch, "m": m, "n": n, "k": k, "spec": spec.to_json(), "kernel": spec.kernel_name,
+            "ratio": round(ratio, 4), "ours_tflops": round(r.ours_tflops, 1), "cublas_tflops": round(r.cublas_tflops, 1)}
