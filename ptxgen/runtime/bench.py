@@ -71,7 +71,8 @@ class _Case:
             raise ValueError("bench compares against cuBLAS for f16/bf16 and torch._scaled_mm for e4m3 only")
         if spec.dtype is DType.E4M3 and (spec.a.major is not Major.K or spec.b.major is not Major.K):
             raise ValueError("the e4m3 baseline (torch._scaled_mm) needs K-major A and B")
-        self.p = Problem.tight(spec, m, n, k)
+        tight = Problem.tight(spec, m, n, k)  # A and B are dense torch tensors; D's rows are padded to 16 B
+        self.p = Problem(m, n, k, tight.lda, tight.ldb, Problem.padded(spec, m, n, k).ldd)
         check_problem(spec, self.p)
         plan = plan_kernel(spec)
         compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
@@ -97,7 +98,8 @@ class _Case:
             self.call = (f"torch.matmul on the same {spec.a.major.value}-major A and {spec.b.major.value}-major B, {tdt} out "
                          "(cuBLAS, f32 accumulate)")
         odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
-        self.d = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
+        self.d_full = torch.full((m, self.p.ldd), float("nan"), device="cuda", dtype=odt)
+        self.d = self.d_full[:, :n]
         grid, block, _ = launch_geometry(plan, self.p, sm_count)
         args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), self.d.data_ptr(), self.p)
         self.ours = lambda: self.kernel.launch(grid, block, args)
