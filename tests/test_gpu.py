@@ -84,6 +84,11 @@ PERSISTENT = [
     (dict(bm=256, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=4), (2500, 2100, 64)),
     (dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16", stages=4), (1800, 2000, 260)),
     (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=1), (1200, 1300, 100)),
+    # ping-pong consumers: alternate tiles, odd and even tile counts per CTA
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", stages=6, consumers="pingpong"), (2048, 2048, 192)),
+    (dict(bm=64, bn=256, bk=64, a="kmajor-sw128", b="mnmajor-sw128", stages=5, consumers="pingpong", raster_group=5), (1000, 1100, 130)),
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw64", b="kmajor-sw128", stages=2, consumers="pingpong"), (1900, 2100, 64)),
+    (dict(bm=128, bn=64, bk=32, a="kmajor-sw64", b="kmajor-sw64", stages=3, consumers="pingpong"), (300, 200, 1000)),
 ]
 
 

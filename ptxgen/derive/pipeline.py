@@ -27,7 +27,7 @@ from ..isa.shapes import (
     setmaxnreg_consumer_registers,
     entry_registers,
 )
-from ..isa.types import Arch, Loader
+from ..isa.types import Arch, Consumers, Loader
 from .derived import Derived
 from .spec import TileSpec
 
@@ -79,6 +79,7 @@ class PipelinePlan:
     acc_full_parity: Parity  # tcgen05, per CTA-local tile index: the epilogue waits acc_full
     acc_empty_parity: Parity  # the MMA warp waits acc_empty before overwriting the accumulator
     entry_registers: int | None  # registers at launch when setmaxnreg is used (the SASS check expects them)
+    pingpong: bool  # wgmma: consumer warpgroups take alternate tiles; their mainloops alternate through order[wg]
     derivation: tuple[Derived, ...]
 
     @property
@@ -105,7 +106,9 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
         use = tma and nc >= 2
         regs = (PRODUCER_REGISTERS, setmaxnreg_consumer_registers(nc)) if use else (None, None)
         roles = (
-            WarpRole("consumer", 0, 4 * nc, regs[1], f"{nc} consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue"),
+            WarpRole("consumer", 0, 4 * nc, regs[1],
+                     "2 consumer warpgroups taking alternate tiles (ping-pong): wgmma on the whole tile, then its epilogue"
+                     if spec.consumers is Consumers.PINGPONG else f"{nc} consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue"),
             WarpRole("producer", 4 * nc, 4, regs[0],
                      "producer warpgroup: one elected thread issues the TMA copies" if tma else "producer warpgroup: cp.async, 16 B a thread"),
         )
@@ -125,8 +128,9 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     S = spec.stages
     producer = next(r for r in roles if r.name == "producer")
     full_arrivals = 1 if tma else producer.threads
+    pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
-        empty_arrivals = spec.consumer_warpgroups
+        empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
         release_lag = 1 if S >= 2 else 0
     else:
         empty_arrivals, release_lag = 1, 0
@@ -146,6 +150,13 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 "try_wait.parity(p) returns once the phase with parity p has completed; a fresh barrier's previous "
                 "phase (parity 1) counts as complete, so the producer's first round does not wait", PIPELINE_REF),
     ]
+    if pingpong:
+        D.append(Derived("pingpong", "order[0], order[1]",
+                         "warpgroup w takes the CTA's tiles lt with lt mod 2 = w; before its j-th tile's mainloop it waits "
+                         "order[w] with parity (j + w - 1) & 1, and after issuing that mainloop it arrives on order[1 - w]",
+                         "the mainloops alternate, so one warpgroup's epilogue runs under the other's MMAs; and a warpgroup "
+                         "only waits on full barriers once the other has consumed every earlier K-tile, so a parity wait "
+                         "can never be a whole phase behind", "CUTLASS KernelTmaWarpSpecializedPingpong (OrderedSequenceBarrier)"))
     if spec.arch is Arch.SM90A:
         D.append(Derived("release_lag", release_lag, "1 with two or more stages, else 0",
                          "a consumer keeps one wgmma group in flight (wait_group 1) and releases the stage of the K-tile before; "
@@ -178,5 +189,6 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         acc_full_parity=Parity(1, 0),
         acc_empty_parity=Parity(1, 1),
         entry_registers=entry,
+        pingpong=pingpong,
         derivation=tuple(D),
     )

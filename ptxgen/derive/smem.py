@@ -68,6 +68,7 @@ def plan_smem(
     b_align: int,
     tmem: bool,
     ring_offset: int = 0,
+    order_barriers: int = 0,
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
     ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
@@ -77,7 +78,9 @@ def plan_smem(
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
     at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
     arrays = []
-    for name, count in (("full", stages), ("empty", stages)) + ((("acc_full", 1), ("acc_empty", 1)) if tmem else ()):
+    extra = (("acc_full", 1), ("acc_empty", 1)) if tmem else ()
+    extra += (("order", order_barriers),) if order_barriers else ()
+    for name, count in (("full", stages), ("empty", stages)) + extra:
         arrays.append((name, at, count))
         at += count * MBARRIER_BYTES
     tmem_slot = None

@@ -33,6 +33,7 @@ from ..isa.types import (
     Arch,
     AtomOrder,
     DType,
+    Consumers,
     Loader,
     Major,
     Schedule,
@@ -105,6 +106,7 @@ class TileSpec:
     loader: Loader = Loader.TMA
     schedule: Schedule = Schedule.TILE
     raster_group: int = 8  # output tiles are visited in groups of this many tile rows (L2 reuse)
+    consumers: Consumers = Consumers.COOPERATIVE
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -153,6 +155,7 @@ class TileSpec:
             self.b.swizzle.repeat_bytes,
             tmem=self.arch is Arch.SM100A,
             ring_offset=self.smem_offset,
+            order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
         )
 
     @property
@@ -171,8 +174,17 @@ class TileSpec:
 
     @property
     def consumer_warpgroups(self) -> int:
-        """wgmma: one consumer warpgroup per 64-row slab of the tile."""
-        return self.bm // 64
+        """wgmma: one consumer warpgroup per 64-row slab of the tile (cooperative), or two (pingpong)."""
+        return 2 if self.consumers is Consumers.PINGPONG else self.bm // 64
+
+    @property
+    def slabs_per_consumer(self) -> int:
+        """64-row slabs of the tile each consumer warpgroup multiplies: 1 cooperative, BM / 64 pingpong."""
+        return self.bm // 64 if self.consumers is Consumers.PINGPONG else 1
+
+    @property
+    def consumer_accumulator_registers(self) -> int:
+        return self.slabs_per_consumer * self.accumulator_registers
 
     # -- serialisation: all from FIELDS ------------------------------------------------------------
     def to_json(self) -> dict:
@@ -209,6 +221,7 @@ class TileSpec:
         loader = "" if self.loader is Loader.TMA else "_cpasync"
         sched = "_persistent" if self.schedule is Schedule.PERSISTENT else ""
         group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
+        group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}_{self.acc.value}{out}_"
             f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}{sched}{group}"
@@ -301,6 +314,16 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
     ),
     SpecField(
+        "consumers",
+        "--consumers",
+        "wgmma: cooperative (the consumer warpgroups split each tile's rows) or pingpong (two consumer warpgroups "
+        "take alternate tiles, so one's epilogue overlaps the other's MMAs; needs --schedule persistent) (default cooperative)",
+        default="cooperative",
+        enum=Consumers,
+        choices=("cooperative", "pingpong"),
+        omit_when_default=True,
+    ),
+    SpecField(
         "raster_group",
         "--raster-group",
         "visit output tiles in groups of this many tile rows, column by column inside a group, so that the A and B "
@@ -352,6 +375,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         loader=v["loader"],
         schedule=v["schedule"],
         raster_group=v["raster_group"],
+        consumers=v["consumers"],
     )
 
 
@@ -436,17 +460,22 @@ def validate(t: TileSpec) -> None:
     for name in ("a", "b"):
         _validate_operand(t, name)
 
+    if t.consumers is Consumers.PINGPONG and (t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.bm > 128):
+        raise SpecError(
+            "--consumers", "pingpong", "ping-pong consumers are wgmma warpgroups taking alternate tiles of a persistent "
+            "CTA, each multiplying the whole tile (BM 64 or 128)", "--arch sm_90a --schedule persistent --bm 64|128, or cooperative")
     if t.arch is Arch.SM90A:
         nc = t.consumer_warpgroups
         budget = consumer_register_budget(nc)
-        if t.accumulator_registers + REGISTER_RESERVE > budget:
-            fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major) if wgmma_accumulator_registers(n, t.acc) + REGISTER_RESERVE <= budget]
+        if t.consumer_accumulator_registers + REGISTER_RESERVE > budget:
+            fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major)
+                   if t.slabs_per_consumer * wgmma_accumulator_registers(n, t.acc) + REGISTER_RESERVE <= budget]
             raise SpecError(
                 "--bn",
                 t.bn,
                 f"with BM={t.bm} ({nc} consumer warpgroup(s) and a producer warpgroup, {128 * (nc + 1)} threads) a consumer "
                 f"thread has at most {budget} registers (65536 per SM); the m64n{t.bn} {t.acc.value} "
-                f"accumulator takes {t.accumulator_registers}, leaving less than the {REGISTER_RESERVE} that addressing "
+                f"accumulator ({t.slabs_per_consumer} slab(s)) takes {t.consumer_accumulator_registers}, leaving less than the {REGISTER_RESERVE} that addressing "
                 "and the pipeline need (ptxas would spill)",
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
             )

@@ -306,6 +306,14 @@ class EpilogueView:
 
 
 @dataclass(frozen=True)
+class SlabView:
+    index: int
+    a_offset: str  # C expression: bytes from the stage base to this slab of A
+    row_offset: str  # C expression: the slab's first row within the tile
+    doc: str
+
+
+@dataclass(frozen=True)
 class BarrierView:
     offset: int
     count: int
@@ -335,6 +343,8 @@ class KernelView:
     acc_full_parity: str
     acc_empty_parity: str
     tile_coords: tuple[str, ...]
+    slabs: tuple[SlabView, ...]
+    order_parity: str
     base_mask: int
     mbar_bytes: int
     extra_barriers: tuple[BarrierView, ...]
@@ -404,7 +414,7 @@ def _wgmma_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
         acc_word_doc="f16 pairs packed in 32-bit registers" if packed else f"one {s.acc.value} register",
         layout_doc="Element pairs (i, i + 1) are adjacent columns of one row.",
         acc_elems=s.bn // 2,  # m64nN: 64 x N over 128 threads
-        frag_row_expr="wg * 64 + " + wgmma_fragment_row("i", "wg_tid", "lane"),
+        frag_row_expr=wgmma_fragment_row("i", "wg_tid", "lane"),
         frag_col_expr=wgmma_fragment_col("i", "lane"),
         pair_ctype=pair_ctype,
         store_pair_stmt=stmt,
@@ -439,6 +449,17 @@ def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
             row_active="lane < 16",
         )
     return mma, epi
+
+
+def _slabs(plan: KernelPlan) -> tuple[SlabView, ...]:
+    """The 64-row slabs of A each wgmma consumer warpgroup multiplies: its own (cooperative) or all (pingpong)."""
+    s, t = plan.spec, plan.layout
+    if s.arch is not Arch.SM90A:
+        return ()
+    stride = t.a.slab_stride_bytes
+    if not plan.pipeline.pingpong:
+        return (SlabView(0, f"static_cast<unsigned>(wg) * {stride}u", "wg * 64", "this warpgroup's 64-row slab wg"),)
+    return tuple(SlabView(i, f"{i * stride}u", f"{64 * i}", f"rows {64 * i}..{64 * i + 63} of the tile") for i in range(s.bm // 64))
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -477,6 +498,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
         tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
+        slabs=_slabs(plan),
+        order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
         base_mask=t.smem.base_alignment - 1,
         mbar_bytes=MBARRIER_BYTES,
         extra_barriers=extra,

@@ -70,6 +70,13 @@ class Schedule(Enum):
     PERSISTENT = "persistent"  # one CTA per SM, looping over tiles; the pipeline runs on across tiles
 
 
+class Consumers(Enum):
+    """How wgmma consumer warpgroups share the work."""
+
+    COOPERATIVE = "cooperative"  # every consumer warpgroup takes 64 rows of the same tile
+    PINGPONG = "pingpong"  # two consumer warpgroups take alternate tiles: one's epilogue overlaps the other's MMAs
+
+
 class Swizzle(Enum):
     """A shared-memory swizzle mode, independent of how an instruction family encodes it.
 

@@ -71,7 +71,7 @@ def check_sass(
     resources = run_tool("cuobjdump", ["--dump-resource-usage"], cubin) if resources is None else resources
     instrs = parse_instructions(sass)
     want = expected_mma_opcode(spec)
-    expected = spec.mmas_per_k_tile
+    expected = spec.mmas_per_k_tile * (spec.slabs_per_consumer if spec.arch is Arch.SM90A else 1)
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})
@@ -93,7 +93,8 @@ def check_sass(
         else:
             problems.append("no loop encloses the MMAs: the main loop was not found")
     if in_loop != expected:
-        problems.append(f"{in_loop} {want} in the main loop, expected BK / K = {spec.bk} / {spec.k_per_mma} = {expected}")
+        slabs = f" x {spec.slabs_per_consumer} slabs" if expected != spec.mmas_per_k_tile else ""
+        problems.append(f"{in_loop} {want} in the main loop, expected BK / K{slabs} = {spec.bk} / {spec.k_per_mma}{slabs} = {expected}")
     if len(mmas) != in_loop:
         problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop")
     ldtm = _count(instrs, r"LDTM\b")

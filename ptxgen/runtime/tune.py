@@ -23,6 +23,8 @@ _TILES = {
     "e4m3": [(128, 256, 128, 4), (128, 128, 128, 6), (256, 128, 128, 4)],
 }
 _SCHEDULES = [("tile", 8), ("persistent", 8), ("persistent", 16), ("persistent", 4)]
+# ping-pong consumer warpgroups (persistent only): tile, stages
+_PINGPONG = {"16bit": [(128, 128, 64, 6), (64, 256, 64, 5), (128, 128, 64, 5)], "e4m3": [(128, 128, 128, 5)]}
 
 
 def candidates(dtype: str, arch: str) -> list[TileSpec]:
@@ -34,6 +36,14 @@ def candidates(dtype: str, arch: str) -> list[TileSpec]:
             try:
                 specs.append(make_spec(bm=bm, bn=bn, bk=bk, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
                                        out_dtype=out_dtype, arch=arch, stages=stages, schedule=schedule, raster_group=group))
+            except SpecError:
+                continue
+    for bm, bn, bk, stages in _PINGPONG["e4m3" if dtype == "e4m3" else "16bit"]:
+        for group in (8, 16):
+            try:
+                specs.append(make_spec(bm=bm, bn=bn, bk=bk, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
+                                       out_dtype=out_dtype, arch=arch, stages=stages, schedule="persistent",
+                                       raster_group=group, consumers="pingpong"))
             except SpecError:
                 continue
     return specs
