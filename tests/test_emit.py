@@ -170,3 +170,23 @@ def test_independent_nvcc_compiles_the_seed_kernel(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rep = check_sass(SEED, cubin.read_bytes())
     assert rep.ok and rep.mma_in_loop == 2 and rep.ldtm > 0, rep.problems
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", arch="sm_90a", stages=6, schedule="persistent", consumers="pingpong"),
+     dict(bm=128, bn=128, bk=32, a="kmajor-sw64", schedule="persistent"),
+     dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", arch="sm_90a", stages=4)],
+    ids=["pingpong", "tcgen05", "cooperative"],
+)
+def test_every_barrier_the_smem_plan_places_is_initialised(kw):
+    """Each 8-byte mbarrier of the shared-memory plan gets exactly one mbarrier.init (the ring's in a loop)."""
+    from ptxgen.derive.kernel import plan_kernel
+
+    plan = plan_kernel(make_spec(**kw))
+    src = render_kernel(plan)
+    singles = {int(m) for m in re.findall(r"mbar_init\(base \+ (\d+)u,", src)}
+    arrays = plan.layout.smem.barrier_arrays
+    want = {off + 8 * i for name, off, n in arrays if name not in ("full", "empty") for i in range(n)}
+    assert singles == want, (singles, want)
+    assert "mbar_init(full_bar + s * 8u" in src and "mbar_init(empty_bar + s * 8u" in src

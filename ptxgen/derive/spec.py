@@ -107,6 +107,9 @@ class TileSpec:
     schedule: Schedule = Schedule.TILE
     raster_group: int = 8  # output tiles are visited in groups of this many tile rows (L2 reuse)
     consumers: Consumers = Consumers.COOPERATIVE
+    # B's element type; None means "the same as dtype" (A's). It may differ from A's only inside one 8-bit
+    # family: e4m3 x e5m2 (tcgen05 kind::f8f6f4, wgmma .e4m3/.e5m2) or u8 x s8 (kind::i8, wgmma .u8/.s8).
+    b_dtype: DType | None = None
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -119,11 +122,22 @@ class TileSpec:
                 object.__setattr__(self, name, OperandSpec.parse(value, field="--" + name))
         if self.out_dtype is None:
             object.__setattr__(self, "out_dtype", self.acc)
+        if self.b_dtype is None:
+            object.__setattr__(self, "b_dtype", self.dtype)
         validate(self)
 
     # -- facts every layer asks for ------------------------------------------------------------
     def operand(self, name: str) -> OperandSpec:
         return {"a": self.a, "b": self.b}[name]
+
+    def operand_dtype(self, name: str) -> DType:
+        """Element type of operand ``name``: ``dtype`` for A, ``b_dtype`` for B (the same unless mixed)."""
+        return self.dtype if name == "a" else self.b_dtype
+
+    @property
+    def mixed(self) -> bool:
+        """A and B have different element types (e4m3 x e5m2 or u8 x s8, either way)."""
+        return self.b_dtype is not self.dtype
 
     def mn_extent(self, name: str) -> int:
         """Tile extent of operand ``name`` along MN (BM for A, BN for B)."""
@@ -188,7 +202,7 @@ class TileSpec:
 
     # -- serialisation: all from FIELDS ------------------------------------------------------------
     def to_json(self) -> dict:
-        return {f.name: f.dump(self) for f in FIELDS}
+        return {f.name: f.dump(self) for f in FIELDS if not (f.json_omit_when_default and f.dump(self) == f.default_value(self))}
 
     @classmethod
     def from_json(cls, d: dict) -> "TileSpec":
@@ -217,13 +231,14 @@ class TileSpec:
             return f"{o.major.value}_{o.swizzle.value}_o{o.order.value}"
 
         out = "" if self.out_dtype is self.acc else f"_o{self.out_dtype.value}"
+        btype = f"_b{self.b_dtype.value}" if self.mixed else ""
         shift = f"_off{self.smem_offset}" if self.smem_offset else ""
         loader = "" if self.loader is Loader.TMA else "_cpasync"
         sched = "_persistent" if self.schedule is Schedule.PERSISTENT else ""
         group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
         group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
         return (
-            f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}_{self.acc.value}{out}_"
+            f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}_{self.acc.value}{out}_"
             f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}{sched}{group}"
         )
 
@@ -256,6 +271,7 @@ class SpecField:
     enum: type | None = None  # parsed with parse_enum into this Enum
     choices: tuple[str, ...] | None = None  # CLI choices (shown in --help)
     omit_when_default: bool = False  # cli_args leaves the flag out when the value is the default
+    json_omit_when_default: bool = False  # to_json leaves the key out too (specs and layout.json from before the field)
 
     def dump(self, spec: "TileSpec") -> Any:
         """The JSON / CLI form of the value."""
@@ -269,6 +285,8 @@ class SpecField:
     def default_value(self, spec: "TileSpec") -> Any:
         if self.name == "out_dtype":
             return spec.acc.value
+        if self.name == "b_dtype":
+            return spec.dtype.value
         return self.default
 
 
@@ -281,6 +299,14 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField("a_order", "--a-order", "A atom order (default: A's major dimension)", choices=("mn", "k")),
     SpecField("b_order", "--b-order", "B atom order (default: B's major dimension)", choices=("mn", "k")),
     SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8 (default f16)", default="f16", enum=DType),
+    SpecField(
+        "b_dtype",
+        "--b-dtype",
+        "B's input type (default: --dtype); may differ only within e4m3/e5m2 or within s8/u8",
+        enum=DType,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
     SpecField("acc", "--acc", "accumulator: f32 f16 s32 (default f32)", default="f32", enum=DType),
     SpecField("arch", "--arch", "sm_100a (tcgen05) or sm_90a (wgmma)", default="sm_100a", enum=Arch),
     SpecField("stages", "--stages", "shared-memory pipeline stages (default 2)", default=2, is_int=True),
@@ -376,6 +402,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         schedule=v["schedule"],
         raster_group=v["raster_group"],
         consumers=v["consumers"],
+        b_dtype=v["b_dtype"],
     )
 
 
@@ -414,6 +441,7 @@ def validate(t: TileSpec) -> None:
             _fmt(d.value for d in LEGAL_ACC[t.dtype]),
             shapes,
         )
+    _validate_b_dtype(t)
     outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
     if t.out_dtype not in outs:
         raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to", _fmt(d.value for d in outs))
@@ -494,6 +522,39 @@ def validate(t: TileSpec) -> None:
         )
     if t.arch is Arch.SM100A and t.tmem_columns > 512:
         raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
+
+
+# Input types that may meet in one MMA when they differ: PTX lets A and B differ only inside these families.
+# tcgen05 (#tcgen05-kind-shapes, '.kind and shapes' table): kind::f8f6f4 takes any of its types for A and for B
+# (instruction descriptor a_format/b_format separately, #tcgen05-instuction-desc-kind-tf32-f16-f8f6f4),
+# kind::i8 takes .u8/.s8 for each. wgmma.mma_async (#asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async):
+# ".dtype.atype.btype" with .atype, .btype in {.e4m3, .e5m2} (dtype .f16/.f32) or in {.s8, .u8} (dtype .s32);
+# f16, bf16 and tf32 name one type for both (.f16.f16, .bf16.bf16, .tf32.tf32).
+MIXABLE = ((DType.E4M3, DType.E5M2), (DType.S8, DType.U8))
+
+
+def legal_b_dtypes(a: DType) -> tuple[DType, ...]:
+    """The B types that may go with an A of type ``a`` (``a`` itself first)."""
+    for family in MIXABLE:
+        if a in family:
+            return (a,) + tuple(d for d in family if d is not a)
+    return (a,)
+
+
+def _validate_b_dtype(t: TileSpec) -> None:
+    legal = legal_b_dtypes(t.dtype)
+    if t.b_dtype in legal:
+        return
+    ref = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma")
+    raise SpecError(
+        "--b-dtype",
+        t.b_dtype.value,
+        f"A and B may differ only between the 8-bit floats (e4m3 x e5m2, either way: tcgen05 kind::f8f6f4, wgmma "
+        f".e4m3/.e5m2) or between the 8-bit integers (u8 x s8, either way: kind::i8, wgmma .u8/.s8); a "
+        f"{t.dtype.value} A takes a {'/'.join(d.value for d in legal)} B",
+        _fmt(d.value for d in legal),
+        ref,
+    )
 
 
 def _validate_operand(t: TileSpec, name: str) -> None:

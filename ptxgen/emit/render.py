@@ -451,6 +451,26 @@ def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
     return mma, epi
 
 
+# Arrival counts and meaning of every barrier besides the ring's full/empty pairs. Every barrier the shared-
+# memory plan places must be listed here, so that none is left uninitialised (seen on an H200: an
+# uninitialised ping-pong order barrier made the launch fail).
+def _other_barriers(plan: KernelPlan) -> tuple[BarrierView, ...]:
+    pipe = plan.pipeline
+    counts = {
+        "acc_full": (1, "acc_full: committed after a tile's last MMAs"),
+        "acc_empty": (pipe.acc_empty_arrivals, "acc_empty: every epilogue warp has read the tile out"),
+        "order": (1, "order[wg]: the other consumer warpgroup has issued its mainloop"),
+    }
+    views = []
+    for name, offset, n in plan.layout.smem.barrier_arrays:
+        if name in ("full", "empty"):
+            continue
+        if name not in counts or counts[name][0] < 1:
+            raise AssertionError(f"barrier {name!r} has no arrival count: it would be left uninitialised")
+        views += [BarrierView(offset + i * MBARRIER_BYTES, counts[name][0], f"{counts[name][1]} [{i}]") for i in range(n)]
+    return tuple(views)
+
+
 def _slabs(plan: KernelPlan) -> tuple[SlabView, ...]:
     """The 64-row slabs of A each wgmma consumer warpgroup multiplies: its own (cooperative) or all (pingpong)."""
     s, t = plan.spec, plan.layout
@@ -470,14 +490,11 @@ def kernel_view(plan: KernelPlan) -> KernelView:
     if s.arch is Arch.SM100A:
         mma, epi = _tcgen05_views(plan)
         family = f"tcgen05.mma.cta_group::1.kind::{s.dtype.kind}"
-        extra = (
-            BarrierView(t.smem.barrier_offset("acc_full"), 1, "acc_full: committed after a tile's last MMAs"),
-            BarrierView(t.smem.barrier_offset("acc_empty"), pipe.acc_empty_arrivals, "acc_empty: every epilogue warp has read the tile out"),
-        )
         mma_warp = pipe.role("mma").first_warp
     else:
         mma, epi = _wgmma_views(plan)
-        family, extra, mma_warp = t.wgmma.opcode, (), -1
+        family, mma_warp = t.wgmma.opcode, -1
+    extra = _other_barriers(plan)
     return KernelView(
         name=s.kernel_name,
         generated_line=generated_line(cli),

@@ -82,11 +82,15 @@ def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict]
 def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:
     """Bench every candidate for one shape (same process, alternating with cuBLAS); the best by ratio."""
     from .bench import bench_spec
+    from .gpu import CudaError
 
     results = []
     for spec in candidates(dtype, arch):
         try:
             r = bench_spec(spec, m, n, k, warmup=3, iters=rounds)
+        except CudaError as e:  # the context is lost (a sticky error): nothing after this can run here
+            log(f"  STOP at {spec.kernel_name}: {e}")
+            break
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run this shape is skipped
             log(f"  skip {spec.kernel_name}: {e}")
             continue
