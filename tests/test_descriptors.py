@@ -155,3 +155,54 @@ def test_lint_instruction_descriptor():
     assert not lint_instr_descriptor(0x08400490 | 1, "f16").valid  # sparsity selector on a dense MMA
     i8_n40 = (0x084004A0 & ~(0x3F << 17)) | (5 << 17)
     assert not lint_instr_descriptor(i8_n40, "i8").valid
+
+
+# ---- mixed input types (--b-dtype) -------------------------------------------------------------
+# Expected words computed by hand from PTX ISA Table 'Instruction descriptor format for .kind::tf32, .kind::f16,
+# .kind::f8f6f4 and .kind::i8' (#tcgen05-instuction-desc-kind-tf32-f16-f8f6f4): d_format bits 4-5 (F16 0, F32 1,
+# S32 2), a_format bits 7-9, b_format bits 10-12 (kind::f8f6f4: E4M3 0, E5M2 1; kind::i8: U8 0, S8 1), a/b major
+# bits 15/16, N >> 3 at bits 17-22, M >> 4 at bits 24-28. CuTe's make_instr_desc<a_type, b_type, c_type, M, N,
+# a_major, b_major> (NVIDIA/cutlass include/cute/arch/mma_sm100_desc.hpp) writes a_format_ = to_UMMAFormat<a_type>()
+# and b_format_ = to_UMMAFormat<b_type>() independently, with MXF8F6F4Format::E4M3 = 0, E5M2 = 1 and
+# S8Format::UINT8 = 0, INT8 = 1: the same words.
+MIXED_IDESC = [
+    # (kind, M, N, A, B, D, A major, B major), word
+    (("f8f6f4", 128, 256, "e4m3", "e5m2", "f32", Major.K, Major.K), 0x08400410),  # 1<<24*8 | 32<<17 | 1<<10 | 1<<4
+    (("f8f6f4", 128, 256, "e5m2", "e4m3", "f32", Major.K, Major.K), 0x08400090),  # a_format 1 << 7
+    (("f8f6f4", 128, 128, "e4m3", "e5m2", "f16", Major.K, Major.K), 0x08200400),  # D f16: d_format 0
+    (("f8f6f4", 64, 64, "e5m2", "e4m3", "f32", Major.MN, Major.MN), 0x04118090),  # both MN-major: bits 15, 16
+    (("i8", 128, 256, "u8", "s8", "s32", Major.K, Major.K), 0x08400420),  # 2<<4 | b_format 1 << 10
+    (("i8", 128, 256, "s8", "u8", "s32", Major.K, Major.K), 0x084000A0),  # 2<<4 | a_format 1 << 7
+    (("i8", 64, 32, "u8", "s8", "s32", Major.K, Major.MN), 0x04090420),  # N-major B: bit 16
+]
+
+
+def test_mixed_instruction_descriptors_match_cute():
+    for args, want in MIXED_IDESC:
+        assert InstrDescriptor(*args).encode() == want, args
+        rep = lint_instr_descriptor(want, args[0])
+        assert rep.valid, (args, rep.problems)
+        f = rep.fields
+        assert (f["a_dtype"], f["b_dtype"], f["d_dtype"], f["m"], f["n"]) == (args[3], args[4], args[5], args[1], args[2])
+        assert any("mixed" in n for n in rep.notes)
+
+
+def test_mixed_instruction_descriptors_derived_from_specs():
+    for (kind, m, n, a, b, d, am, bm_), want in MIXED_IDESC:
+        tok = {Major.K: "kmajor-sw128", Major.MN: "mnmajor-sw32"}
+        spec = make_spec(bm=m, bn=n, bk=128, a=tok[am], b=tok[bm_], dtype=a, b_dtype=b, acc=d, stages=1)
+        assert derive(spec).idesc.encode() == want, spec.kernel_name
+
+
+def test_lint_still_catches_illegal_mixes():
+    f16_a_bf16_b = (0x08200010 & ~(7 << 10)) | (1 << 10)  # kind::f16: A f16, B bf16
+    rep = lint_instr_descriptor(f16_a_bf16_b, "f16")
+    assert not rep.valid and any("same type" in p for p in rep.problems)
+    bf16_a_f16_b = (0x08400490 & ~(7 << 10))
+    assert not lint_instr_descriptor(bf16_a_f16_b, "f16").valid
+    # an f8f6f4 B code that is no type at all (2), and an i8 code past s8 (2)
+    assert not lint_instr_descriptor((0x08400010 & ~(7 << 10)) | (2 << 10), "f8f6f4").valid
+    assert not lint_instr_descriptor(0x08400420 | (1 << 11), "i8").valid
+    # a mixed i8 word is still held to the i8 rules: no negate, s32 D only
+    assert not lint_instr_descriptor(0x08400420 | (1 << 14), "i8").valid
+    assert not lint_instr_descriptor((0x08400420 & ~(3 << 4)) | (1 << 4), "i8").valid

@@ -56,7 +56,21 @@ def _base_configs() -> list[dict]:
         c.append(dict(bm=128, bn=128, bk=64, a=a, b=b, smem_offset=off, stages=3))
     for acc, out in (("f16", "f16"), ("f16", "f32"), ("f32", "bf16"), ("f32", "f16")):
         c.append(dict(bm=128, bn=64, bk=64, a="mnmajor-sw128", b="kmajor-sw128", acc=acc, out_dtype=out))
+    c += MIXED  # last: CP_ASYNC's indexes into the list above stay as they were
     return c
+
+
+# Mixed input types (--b-dtype), K-major as wgmma's 8-bit types need: e4m3 x e5m2 and u8 x s8, both ways round,
+# both FP8 accumulators, and several swizzles. ``tools/gpu_validate.py OUT.jsonl --filter b_dtype`` runs just
+# these: a spec's JSON holds the key b_dtype only when B's type differs from A's.
+MIXED = [
+    dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", b_dtype="e5m2"),
+    dict(bm=128, bn=128, bk=128, a="kmajor-sw64", b="kmajor-sw32", dtype="e5m2", b_dtype="e4m3", stages=3),
+    dict(bm=64, bn=96, bk=64, a="kmajor-none", b="kmajor-sw64", dtype="e4m3", b_dtype="e5m2", acc="f16"),
+    dict(bm=128, bn=64, bk=128, a="kmajor-sw128", b="kmajor-none", dtype="e5m2", b_dtype="e4m3", acc="f16", out_dtype="f16"),
+    dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw64", dtype="u8", b_dtype="s8", acc="s32"),
+    dict(bm=64, bn=64, bk=128, a="kmajor-sw32", b="kmajor-sw128", dtype="s8", b_dtype="u8", acc="s32", stages=3),
+]
 
 
 # Odd problem shapes: partial tiles in M and N, a K tail, tiny problems (rows padded to 16 bytes).
@@ -74,6 +88,7 @@ ODD_SHAPES = [
     (dict(bm=64, bn=8, bk=64, a="kmajor-sw32", b="kmajor-none"), (3, 5, 7)),
 ]
 CP_ASYNC = [0, 2, 5, 9, 17, 33, 40, 45, 52, 56, 60, 64]  # a spread of the base configs, also with the cp.async loader
+CP_ASYNC_MIXED = [0, 4, 5]  # of MIXED (appended to the base configs), also with the cp.async loader
 
 # Persistent CTAs: more tiles than SMs (132 on an H200), so that every CTA loops over several tiles and the
 # pipeline runs on across them; partial tiles and raster groups that do not divide the tile rows.
@@ -95,7 +110,8 @@ PERSISTENT = [
 def gpu_jobs(arch: str) -> list[dict]:
     """Every GPU validation job for ``arch``: legal configs with the TMA loader, a spread with cp.async, odd shapes."""
     jobs, base = [], _base_configs()
-    for loader, cfgs in (("tma", base), ("cp.async", [base[i] for i in CP_ASYNC if i < len(base)])):
+    spread = [base[i] for i in CP_ASYNC if i < len(base)] + [MIXED[i] for i in CP_ASYNC_MIXED]
+    for loader, cfgs in (("tma", base), ("cp.async", spread)):
         for cfg in cfgs:
             _add(jobs, arch, dict(cfg, loader=loader), None)
     for loader in ("tma", "cp.async"):
@@ -122,6 +138,8 @@ def test_gpu_sweep_is_broad_enough():
     assert {j["spec"]["smem_offset"] for j in tma} == set(range(0, 1024, 128))
     assert any(j["m"] == 1 for j in tma) and any(j["k"] and j["k"] % 64 for j in tma)
     assert {j["spec"]["dtype"] for j in tma} >= {"f16", "bf16", "tf32", "e4m3", "s8"}
+    mixed = {(j["spec"]["dtype"], j["spec"]["b_dtype"]) for j in jobs if "b_dtype" in j["spec"]}
+    assert mixed == {("e4m3", "e5m2"), ("e5m2", "e4m3"), ("u8", "s8"), ("s8", "u8")}
 
 
 def test_validate_on_gpu(gpu, artifact_dir):

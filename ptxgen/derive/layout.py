@@ -225,7 +225,7 @@ def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str,
 
 def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     op = spec.operand(name)
-    dt, swz, arch = spec.dtype, op.swizzle, spec.arch
+    dt, swz, arch = spec.operand_dtype(name), op.swizzle, spec.arch  # B's own type when A and B differ (same size)
     esize, T = dt.bytes, dt.per_cell
     mn, bk, mma_mn, kmma = spec.mn_extent(name), spec.bk, spec.mma_mn(name), spec.k_per_mma
     MN = "M" if name == "a" else "N"
@@ -421,7 +421,7 @@ def instr_descriptor(spec: TileSpec) -> InstrDescriptor:
         m=spec.bm,
         n=spec.bn,
         a_dtype=spec.dtype.value,
-        b_dtype=spec.dtype.value,
+        b_dtype=spec.b_dtype.value,  # a_format and b_format are separate fields: e4m3 x e5m2, u8 x s8 either way
         d_dtype=spec.acc.value,
         a_major=spec.a.major,
         b_major=spec.b.major,
@@ -429,7 +429,7 @@ def instr_descriptor(spec: TileSpec) -> InstrDescriptor:
 
 
 def wgmma_instr(spec: TileSpec) -> WgmmaInstr:
-    return WgmmaInstr(spec.bn, spec.dtype, spec.acc, spec.a.major, spec.b.major)
+    return WgmmaInstr(spec.bn, spec.dtype, spec.acc, spec.a.major, spec.b.major, spec.b_dtype if spec.mixed else None)
 
 
 @dataclass(frozen=True)
@@ -451,7 +451,15 @@ class TileLayout:
         if self.idesc is None:
             w = self.wgmma
             return (
-                Derived("instruction", w.opcode, f"m64 x n{w.n} x k{w.k}, D {s.acc.value}, A/B {s.dtype.value}", "wgmma encodes shape and types in the opcode", cite("wgmma")),
+                Derived(
+                    "instruction",
+                    w.opcode,
+                    f"m64 x n{w.n} x k{w.k}, D {s.acc.value}, "
+                    + (f"A {s.dtype.value}, B {s.b_dtype.value}" if s.mixed else f"A/B {s.dtype.value}"),
+                    "wgmma encodes shape and types in the opcode, .dtype.atype.btype"
+                    + ("; the 8-bit types may differ between A and B (e4m3/e5m2, u8/s8)" if s.mixed else ""),
+                    cite("wgmma"),
+                ),
                 Derived(
                     "imm_trans_a",
                     w.imm_trans_a,
@@ -473,7 +481,13 @@ class TileLayout:
         return (
             Derived("d_format", f["d_format"], f"D {s.acc.value} -> {f['d_format']} (F16 0, F32 1, S32 2)", "accumulator type", ref),
             Derived("a_format", f["a_format"], f"A {s.dtype.value} under kind::{d.kind} -> {f['a_format']}", "A element type; codes depend on .kind", ref),
-            Derived("b_format", f["b_format"], f"B {s.dtype.value} under kind::{d.kind} -> {f['b_format']}", "B element type", ref),
+            Derived(
+                "b_format",
+                f["b_format"],
+                f"B {s.b_dtype.value} under kind::{d.kind} -> {f['b_format']}",
+                "B element type" + (f"; its own field, so it may differ from A's within kind::{d.kind}" if s.mixed else ""),
+                ref,
+            ),
             Derived("a_major", f["a_major"], f"A {s.a.major.value}-major -> {f['a_major']}", "transpose A: 0 K-major, 1 M-major", ref),
             Derived("b_major", f["b_major"], f"B {s.b.major.value}-major -> {f['b_major']}", "transpose B: 0 K-major, 1 N-major", ref),
             Derived("n", s.bn, f"N >> 3 = {s.bn} >> 3 = {s.bn >> 3} at bits 17-22", "MMA N = BN", ref),

@@ -550,8 +550,8 @@ def _validate_b_dtype(t: TileSpec) -> None:
         "--b-dtype",
         t.b_dtype.value,
         f"A and B may differ only between the 8-bit floats (e4m3 x e5m2, either way: tcgen05 kind::f8f6f4, wgmma "
-        f".e4m3/.e5m2) or between the 8-bit integers (u8 x s8, either way: kind::i8, wgmma .u8/.s8); a "
-        f"{t.dtype.value} A takes a {'/'.join(d.value for d in legal)} B",
+        f".e4m3/.e5m2) or between the 8-bit integers (u8 x s8, either way: kind::i8, wgmma .u8/.s8); with A "
+        f"{t.dtype.value} (--dtype), B must be {' or '.join(d.value for d in legal)}",
         _fmt(d.value for d in legal),
         ref,
     )

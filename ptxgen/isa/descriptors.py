@@ -277,7 +277,12 @@ _IDESC_TABLE = BitTable(
 )
 
 _D_FORMAT = {DType.F16: 0, DType.F32: 1, DType.S32: 2}
-# A/B format codes per .kind, with names for the codes ptxgen does not generate (decode only).
+# A/B format codes per .kind, with names for the codes ptxgen does not generate (decode only). A and B have
+# a field each (a_format bits 7-9, b_format bits 10-12), so a mixed pair just puts a different code in each:
+# e4m3 A x e5m2 B is a_format 0, b_format 1; u8 A x s8 B is 0, 1. Same codes as CuTe's UMMA::MXF8F6F4Format
+# (E4M3 = 0, E5M2 = 1, E2M3 = 3, E3M2 = 4, E2M1 = 5) and UMMA::S8Format (UINT8 = 0, INT8 = 1), which
+# make_instr_desc<a_type, b_type, ...> writes through to_UMMAFormat<a_type>() and to_UMMAFormat<b_type>()
+# independently (NVIDIA/cutlass include/cute/arch/mma_sm100_desc.hpp).
 _AB_FORMAT = {
     "f16": {"f16": 0, "bf16": 1},
     "tf32": {"tf32": 2},
@@ -381,6 +386,9 @@ def lint_instr_descriptor(raw: int, kind: str) -> DecodeReport:
             p.append(f"{which} type code {name} is not a kind::{kind} type; legal: {', '.join(codes)} ({ref})")
     if kind in ("f16", "tf32") and a_name != b_name:
         p.append(f"kind::{kind} needs A and B of the same type, got {a_name} and {b_name}")
+    elif a_name != b_name and not any(x.startswith("reserved") for x in (a_name, b_name)):
+        # kind::f8f6f4 and kind::i8 take any of their types for A and for B, independently
+        notes.append(f"mixed input types: A {a_name}, B {b_name} (legal for kind::{kind}: {ref})")
     if kind == "f16" and d_name == "f16" and "bf16" in (a_name, b_name):
         p.append(f"kind::f16 gives an f16 D only for f16 inputs; bf16 accumulates in f32 ({cite('shapes')})")
     if kind == "i8" and (f["negate_a"] or f["negate_b"]):
@@ -433,15 +441,27 @@ class WgmmaInstr:
 
     >>> WgmmaInstr(128, DType.F16, DType.F32, Major.K, Major.MN).opcode
     'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16'
+    >>> WgmmaInstr(64, DType.E4M3, DType.F32, Major.K, Major.K, DType.E5M2).opcode
+    'wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2'
+
+    The opcode is ``.shape.dtype.atype.btype``. PTX wgmma.mma_async lists .atype and .btype separately for
+    the 8-bit types: {.e4m3, .e5m2} x {.e4m3, .e5m2} with .dtype .f16/.f32, and {.s8, .u8} x {.s8, .u8}
+    with .dtype .s32 (e.g. ``wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8`` in its examples); CUTLASS
+    has the same, e.g. SM90_64x8x32_F32E4M3E5M2_SS_TN and SM90_64x8x32_S32U8S8_SS_TN (cute/arch/mma_sm90_gmma.hpp).
     """
 
     n: int
-    dtype: DType
+    dtype: DType  # A's type (and B's unless b_dtype is given)
     acc: DType
     a_major: Major
     b_major: Major
+    b_dtype: DType | None = None  # B's type when it differs from A's
 
     m = 64
+
+    @property
+    def btype(self) -> DType:
+        return self.dtype if self.b_dtype is None else self.b_dtype
 
     @property
     def k(self) -> int:
@@ -453,8 +473,7 @@ class WgmmaInstr:
 
     @property
     def opcode(self) -> str:
-        t = self.dtype.value
-        return f"wgmma.mma_async.sync.aligned.{self.shape}.{self.acc.value}.{t}.{t}"
+        return f"wgmma.mma_async.sync.aligned.{self.shape}.{self.acc.value}.{self.dtype.value}.{self.btype.value}"
 
     @property
     def has_transpose(self) -> bool:

@@ -24,8 +24,18 @@ from .toolchain import run_tool
 _TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}
 _WGMMA_OPCODE = {"f16": "HGMMA", "tf32": "HGMMA", "f8f6f4": "QGMMA", "i8": "IGMMA"}
 _MMA_RE = re.compile(r"\b(UTC[A-Z]*MMA|[HQIB]GMMA)\b")
+_MMA_FULL_RE = re.compile(r"\b[QI]GMMA\.[\w.]+")  # QGMMA.64x64x32.F32.E4M3.E5M2, IGMMA.64x64x32.U8.S8
 _LINE_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 _BRA_RE = re.compile(r"\bBRA(?:\.[A-Z.]+)?\s+(?:!?U?P\w+,\s*)?0x([0-9a-f]+)")
+
+
+def expected_wgmma_types(spec: TileSpec) -> str | None:
+    """The ``.A.B`` type suffix every QGMMA/IGMMA of an 8-bit wgmma kernel must carry (e.g. ``.E4M3.E5M2``,
+    ``.U8.S8``); None where the SASS mnemonic does not spell both input types (tcgen05: they are in the
+    instruction descriptor; 16/32-bit wgmma)."""
+    if spec.arch is not Arch.SM90A or spec.dtype.bits != 8:
+        return None
+    return f".{spec.dtype.value.upper()}.{spec.b_dtype.value.upper()}"
 
 
 def expected_mma_opcode(spec: TileSpec) -> str:
@@ -77,6 +87,11 @@ def check_sass(
     other = sorted({op for _, op in mmas if op != want})
     if other:
         problems.append(f"unexpected MMA opcode(s) {', '.join(other)}; {spec.arch.value} {spec.dtype.value} should use {want}")
+    types = expected_wgmma_types(spec)
+    if types:
+        wrong = sorted({m.group(0) for _, text in instrs for m in [_MMA_FULL_RE.search(text)] if m and not m.group(0).endswith(types)})
+        if wrong:
+            problems.append(f"MMA input types {', '.join(wrong)}; A {spec.dtype.value} x B {spec.b_dtype.value} should end in {types}")
     in_loop = 0
     if mmas:
         first, last = mmas[0][0], mmas[-1][0]

@@ -56,12 +56,17 @@ def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem, ext
     """The global-memory array of operand ``name`` (logical MN x K codes) in the spec's layout, with
     ``extra_rows`` rows past the end; padding and extra rows hold the input poison."""
     rows, ld = global_shape(spec, name, p)
-    g = np.full((rows + extra_rows, ld), input_poison_code(spec.dtype.value), dtype=logical.dtype)
+    g = np.full((rows + extra_rows, ld), input_poison_code(spec.operand_dtype(name).value), dtype=logical.dtype)
     if spec.operand(name).major is Major.K:
         g[:rows, : logical.shape[1]] = logical
     else:
         g[:rows, : logical.shape[0]] = logical.T
     return g
+
+
+def reference(a_codes: np.ndarray, a_type: str, b_codes: np.ndarray, b_type: str) -> np.ndarray:
+    """D = A · Bᵀ in float64, each operand's codes decoded with its own type (exact for every input type here)."""
+    return decode(a_codes, a_type) @ decode(b_codes, b_type).T
 
 
 def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k: int | None = None, seed: int | None = None) -> ValidationResult:
@@ -75,8 +80,9 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     rng = np.random.default_rng(seed)
     plan = plan_kernel(spec)
     compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
-    a_codes = random_codes(spec.dtype.value, (p.m, p.k), rng)
-    b_codes = random_codes(spec.dtype.value, (p.n, p.k), rng)
+    a_type, b_type = spec.dtype.value, spec.b_dtype.value  # differ for mixed inputs: e4m3 x e5m2, u8 x s8
+    a_codes = random_codes(a_type, (p.m, p.k), rng)
+    b_codes = random_codes(b_type, (p.n, p.k), rng)
     extra = max(spec.bm, spec.bn, spec.bk)  # an overhanging tile that read past the end would hit poison
     ga, gb = host_operand(spec, "a", a_codes, p, extra), host_operand(spec, "b", b_codes, p, extra)
     out_bytes = spec.out_dtype.bytes
@@ -97,7 +103,7 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     outside = np.ones(whole.shape, dtype=bool)
     outside[: p.m, : p.n] = False
     stray = int(np.count_nonzero(whole[outside] != poison))
-    ref = decode(a_codes, spec.dtype.value) @ decode(b_codes, spec.dtype.value).T
+    ref = reference(a_codes, a_type, b_codes, b_type)
     got = decode(out, spec.out_dtype.value)
     unwritten = int(np.count_nonzero(out == poison))
     nonfinite = int(np.count_nonzero(~np.isfinite(got)))
@@ -105,6 +111,6 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     norm = float(np.linalg.norm(ref)) or 1.0
     rel = float(np.linalg.norm(diff) / norm) if nonfinite == 0 else float("inf")
     max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
-    tol = tolerance(spec.dtype.value, spec.acc.value, spec.out_dtype.value)
+    tol = tolerance(a_type, spec.acc.value, spec.out_dtype.value, b_type)
     passed = unwritten == 0 and nonfinite == 0 and stray == 0 and rel <= tol
     return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, stray, passed, time.perf_counter() - t0, dev.name)
