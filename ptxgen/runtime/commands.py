@@ -187,11 +187,12 @@ def cmd_tune(args) -> int:
     from .gpu import NoGPU, require_gpu
     from .tune import tune_shape
 
+    shapes = _shapes(args)  # usage errors before any GPU work
     try:
         dev = require_gpu()
         arch = args.arch or dev.arch.value
         entries = []
-        for m, n, k in _shapes(args):
+        for m, n, k in shapes:
             print(f"tuning {args.dtype} {m}x{n}x{k} on {dev.name} ({arch}):", flush=True)
             e = tune_shape(args.dtype, arch, m, n, k, rounds=args.iters)
             print(f"  -> {e['kernel']}: ratio {e['ratio']}", flush=True)

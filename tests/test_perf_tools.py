@@ -1,0 +1,80 @@
+"""CPU tier for the benchmark tools: the tuned-kernel choice, argument checks before any GPU work, the
+alternating timing loop (with a fake clock), and the SVG chart."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ptxgen.cli import main
+from ptxgen.emit.chart import chart_svg, parse
+from ptxgen.runtime import bench
+from ptxgen.runtime.tune import candidates, choose_spec, default_spec, load_table
+
+TABLE = [
+    {"dtype": "bf16", "arch": "sm_90a", "m": 4096, "n": 4096, "k": 4096, "spec": default_spec("bf16", "sm_90a").to_json()},
+    {"dtype": "bf16", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 1024,
+     "spec": candidates("bf16", "sm_90a")[-1].to_json()},
+]
+
+
+def test_choose_spec_exact_nearest_and_default():
+    spec, why = choose_spec("bf16", "sm_90a", 8192, 8192, 1024, TABLE)
+    assert spec.to_json() == TABLE[1]["spec"] and why == "tuned for this shape"
+    spec, why = choose_spec("bf16", "sm_90a", 7000, 9000, 1100, TABLE)
+    assert spec.to_json() == TABLE[1]["spec"] and "nearest shape 8192x8192x1024" in why
+    spec, why = choose_spec("f16", "sm_90a", 100, 100, 100, TABLE)
+    assert spec == default_spec("f16", "sm_90a") and why.startswith("default")
+
+
+def test_shipped_table_is_loadable_and_every_entry_is_a_legal_spec():
+    from ptxgen.derive.spec import TileSpec
+
+    entries = load_table()
+    for e in entries:
+        assert TileSpec.from_json(e["spec"]).kernel_name == e["kernel"]
+
+
+def test_candidates_are_legal_and_distinct():
+    for dtype in ("bf16", "f16", "e4m3"):
+        names = [s.kernel_name for s in candidates(dtype, "sm_90a")]
+        assert len(names) == len(set(names)) >= 10
+
+
+@pytest.mark.parametrize("argv", [["bench", "--bm", "128"], ["bench", "--shapes", "4096x4096"], ["tune", "--shapes", "1x2x3x4"]])
+def test_bench_usage_errors_exit_2_before_any_gpu_work(argv, capsys):
+    assert main(argv) == 2
+    assert "ptxgen" in capsys.readouterr().err
+
+
+def test_alternating_rounds_with_a_fake_clock(monkeypatch):
+    """Both sides are timed in every round, in alternating order, and the check runs after every round."""
+    order, checks = [], []
+    monkeypatch.setattr(bench, "_batch", lambda torch, fn, reps: fn())
+
+    class FakeTorch:
+        class cuda:
+            @staticmethod
+            def synchronize():
+                pass
+
+    def ours():
+        order.append("o")
+        return 1.0
+
+    def base():
+        order.append("b")
+        return 2.0
+
+    o, b, worst = bench.alternate(FakeTorch, ours, base, lambda: checks.append(1) or 0.5, rounds=4, warmup=0)
+    assert (o, b, worst) == (1.0, 2.0, 0.5)
+    assert "".join(order[1:]) == "obboobbo" and len(checks) == 5  # after the 1 calibration launch
+
+
+def test_chart_parses_bench_lines_and_is_valid_svg():
+    log = ("k1 M=4096 N=4096 K=4096: ptxgen 622.3 TFLOP/s (0.221 ms), cuBLAS 689.1 TFLOP/s (0.199 ms), ratio 0.903; x\n"
+           "k2 M=8192 N=8192 K=1024: ptxgen 547.4 TFLOP/s (0.251 ms), cuBLAS 608.7 TFLOP/s (0.226 ms), ratio 0.899; x\n")
+    bars = parse(log)
+    assert [(b.label, b.ours, b.base, b.ratio) for b in bars] == [("4096x4096x4096", 622.3, 689.1, 0.903), ("8192x8192x1024", 547.4, 608.7, 0.899)]
+    root = ET.fromstring(chart_svg(bars, "t", peak=790))
+    assert len(root.findall("{http://www.w3.org/2000/svg}rect")) == 2 * 2 + 2  # two bars per shape + legend
+    assert parse("no numbers here") == []
