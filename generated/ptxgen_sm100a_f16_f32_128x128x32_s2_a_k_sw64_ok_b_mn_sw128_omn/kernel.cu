@@ -7,7 +7,7 @@
 // epilogue writes only inside M x N.
 //
 // Kernel ABI (ptxgen.derive.abi; grid = (ceil(N / 128), ceil(M / 128), 1), block = (192, 1, 1),
-// 33820 B of dynamic shared memory):
+// 33844 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map
 //   unsigned char* __restrict__ D: D, M x N row-major, 16-byte aligned
@@ -147,22 +147,27 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
   const int warp = tid / 32, lane = tid % 32;
   (void)warp;
   (void)lane;
-  const int m0 = static_cast<int>(blockIdx.y) * 128;
-  const int n0 = static_cast<int>(blockIdx.x) * 128;
   const int num_k_tiles = (K + 31) / 32;
+  const int tiles_m = (M + 127) / 128;
+  const int tiles_n = (N + 127) / 128;
+  const int num_tiles = tiles_m * tiles_n;
 
   if (tid == 0) {
     for (int s = 0; s < 2; ++s) {
       mbar_init(full_bar + s * 8u, 1);
       mbar_init(empty_bar + s * 8u, 1);
     }
-    mbar_init(base + 32800u, 1);  // acc_full: committed after the last K-tile's MMAs
+    mbar_init(base + 32800u, 1);  // acc_full: committed after a tile's last MMAs [0]
+    mbar_init(base + 32808u, 1);  // acc_full: committed after a tile's last MMAs [1]
+    mbar_init(base + 32816u, 4);  // acc_empty: every epilogue warp has read the tile out [0]
+    mbar_init(base + 32824u, 4);  // acc_empty: every epilogue warp has read the tile out [1]
     fence_mbarrier_init();
   }
-  const unsigned acc_full_bar = base + 32800u;  // the accumulator is final
-  const unsigned tmem_slot = base + 32808u;
-  if (warp == 0) {  // one warp allocates the accumulator's TMEM columns (power of two >= 32)
-    tmem_alloc(tmem_slot, 128);
+  const unsigned acc_full_bar = base + 32800u;  // acc_full[as]: accumulator stage as is final
+  const unsigned acc_empty_bar = base + 32816u;  // acc_empty[as]: the epilogue has read it out
+  const unsigned tmem_slot = base + 32832u;
+  if (warp == 0) {  // one warp allocates 2 accumulator(s) of 128 TMEM columns
+    tmem_alloc(tmem_slot, 256);
     tmem_relinquish();
   }
   if (tid == 160) {
@@ -172,16 +177,25 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
   tcgen05_fence_before();
   __syncthreads();
   tcgen05_fence_after();
-  const unsigned tmem_d = *reinterpret_cast<volatile unsigned*>(smem + 32808);
+  const unsigned tmem_d = *reinterpret_cast<volatile unsigned*>(smem + 32832);
 
   if (warp >= 5) {
     // ---- producer ----
     if (warp == 5 && lane == 0) {
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const int s = kt % 2;
+      int it = 0;  // K-tiles this CTA has loaded
+      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+        const int group_tiles = 8 * tiles_n;  // 8 tile rows per group, visited column by column
+        const int first_m = tile / group_tiles * 8;
+        const int group_rows = min(tiles_m - first_m, 8);
+        const int within = tile % group_tiles;
+        const int m0 = (first_m + within % group_rows) * 128;
+        const int n0 = within / group_rows * 128;
+
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+      const int s = it % 2;
       const unsigned full = full_bar + static_cast<unsigned>(s) * 8u;
       // Wait until every reader has released the stage (the first round passes at once: parity 1 of a fresh barrier).
-      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((kt / 2) & 1) ^ 1u));
+      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((it / 2) & 1) ^ 1u));
       const int k0 = kt * 32;
       const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u;
       const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 8192u;
@@ -198,35 +212,55 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
       tma_load_2d(b_stage + 6144u, &tmap_b, n0 + 0, k0 + 24, full);
       tma_load_2d(b_stage + 7168u, &tmap_b, n0 + 64, k0 + 24, full);
     }
+      }
     }
     __syncwarp();
   } else if (warp == 4) {
     // ---- MMA warp: one thread issues every tcgen05.mma ----
     if (lane == 0) {
+      int it = 0, lt = 0;  // K-tiles consumed; tiles accumulated (CTA-local)
+      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+        const unsigned as = static_cast<unsigned>(lt % 2);  // this tile's accumulator stage
+        mbar_wait(acc_empty_bar + as * 8u, (static_cast<unsigned>((lt / 2) & 1) ^ 1u));  // the epilogue has read that stage out
+        tcgen05_fence_after();
+        const unsigned tmem_acc = tmem_d + as * 128u;
 #pragma unroll 1
-      for (int kt = 0; kt < num_k_tiles; ++kt) {
-        const int s = kt % 2;
-        mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((kt / 2) & 1));  // K-tile kt has landed
+      for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+        const int s = it % 2;
+        mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((it / 2) & 1));  // K-tile kt has landed
         tcgen05_fence_after();
         const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u;
         const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 8192u;
         // Descriptors were derived for a stage at shared address 0; add the stage's address to the start field.
         const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
         const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
-        mma(tmem_d, 0x8000402000010000ull + a_start, 0x4000408000400000ull + b_start, 0x08210010u, (kt > 0 ? 1u : 0u));  // K 0..15
-        mma(tmem_d, 0x8000402000010002ull + a_start, 0x4000408000400100ull + b_start, 0x08210010u, 1u);  // K 16..31
+        mma(tmem_acc, 0x8000402000010000ull + a_start, 0x4000408000400000ull + b_start, 0x08210010u, (kt > 0 ? 1u : 0u));  // K 0..15
+        mma(tmem_acc, 0x8000402000010002ull + a_start, 0x4000408000400100ull + b_start, 0x08210010u, 1u);  // K 16..31
         mma_commit(empty_bar + static_cast<unsigned>(s) * 8u);  // release the stage once these MMAs are done
       }
-      mma_commit(acc_full_bar);  // tcgen05 operations complete in order: this fires when the accumulator is final
+      mma_commit(acc_full_bar + as * 8u);  // tcgen05 operations complete in order: fires when this stage is final
+        ++lt;
+      }
     }
     __syncwarp();
   } else {
     // ---- epilogue warps ----
-    mbar_wait(acc_full_bar, 0u);
-    tcgen05_fence_after();
-    {
+    int lt = 0;
+    for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+      const int group_tiles = 8 * tiles_n;  // 8 tile rows per group, visited column by column
+      const int first_m = tile / group_tiles * 8;
+      const int group_rows = min(tiles_m - first_m, 8);
+      const int within = tile % group_tiles;
+      const int m0 = (first_m + within % group_rows) * 128;
+      const int n0 = within / group_rows * 128;
+
+      const unsigned as = static_cast<unsigned>(lt % 2);
+      mbar_wait(acc_full_bar + as * 8u, static_cast<unsigned>((lt / 2) & 1));
+      tcgen05_fence_after();
+      {
+        const unsigned tmem_acc = tmem_d + as * 128u;
       // Epilogue: warp w may only touch TMEM lanes 32w..32w+31. M=128: D row m is TMEM lane m.
-      const unsigned taddr = tmem_d + ((unsigned)(warp * 32) << 16);
+      const unsigned taddr = tmem_acc + ((unsigned)(warp * 32) << 16);
       const int row = m0 + warp * 32 + lane;
       const bool row_active = (true) && row < M;
       unsigned* const d_row = reinterpret_cast<unsigned*>(D) + static_cast<size_t>(row_active ? row : 0) * ldd;
@@ -247,6 +281,11 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
           }
         }
       }
+      }
+      tcgen05_fence_before();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(acc_empty_bar + as * 8u);  // one arrival per epilogue warp
+      ++lt;
     }
   }
 
@@ -254,6 +293,6 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
   __syncthreads();
   if (warp == 0) {
     tcgen05_fence_after();
-    tmem_dealloc(tmem_d, 128);
+    tmem_dealloc(tmem_d, 256);
   }
 }

@@ -141,9 +141,10 @@ ptxgen_sm90a_bf16_f32_obf16_128x256x64_s4_a_k_sw128_ok_b_k_sw128_ok(const __grid
   const int warp = tid / 32, lane = tid % 32;
   (void)warp;
   (void)lane;
-  const int m0 = static_cast<int>(blockIdx.y) * 128;
-  const int n0 = static_cast<int>(blockIdx.x) * 256;
   const int num_k_tiles = (K + 63) / 64;
+  const int tiles_m = (M + 127) / 128;
+  const int tiles_n = (N + 255) / 256;
+  const int num_tiles = tiles_m * tiles_n;
 
   if (tid == 0) {
     for (int s = 0; s < 4; ++s) {
@@ -163,11 +164,20 @@ ptxgen_sm90a_bf16_f32_obf16_128x256x64_s4_a_k_sw128_ok_b_k_sw128_ok(const __grid
     // ---- producer warpgroup ----
     setmaxnreg_producer();
     if (wg_tid == 0) {
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const int s = kt % 4;
+      int it = 0;  // K-tiles this CTA has loaded: stage it % 4, round it / 4
+      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+        const int group_tiles = 8 * tiles_n;  // 8 tile rows per group, visited column by column
+        const int first_m = tile / group_tiles * 8;
+        const int group_rows = min(tiles_m - first_m, 8);
+        const int within = tile % group_tiles;
+        const int m0 = (first_m + within % group_rows) * 128;
+        const int n0 = within / group_rows * 256;
+
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+      const int s = it % 4;
       const unsigned full = full_bar + static_cast<unsigned>(s) * 8u;
       // Wait until every reader has released the stage (the first round passes at once: parity 1 of a fresh barrier).
-      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((kt / 4) & 1) ^ 1u));
+      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((it / 4) & 1) ^ 1u));
       const int k0 = kt * 64;
       const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 16384u;
       const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 32768u;
@@ -177,39 +187,52 @@ ptxgen_sm90a_bf16_f32_obf16_128x256x64_s4_a_k_sw128_ok_b_k_sw128_ok(const __grid
       // B: 1 box(es) of 64 x 256 elements, swizzle 128B; 32768 B a stage
       tma_load_2d(b_stage + 0u, &tmap_b, k0 + 0, n0 + 0, full);
     }
+      }
     }
   } else {
     // ---- consumer warpgroups: MMA on slab wg, then the epilogue ----
     setmaxnreg_consumer();
-    float acc[128];
+    int it = 0;  // K-tiles this CTA has consumed
+    for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+      const int group_tiles = 8 * tiles_n;  // 8 tile rows per group, visited column by column
+      const int first_m = tile / group_tiles * 8;
+      const int group_rows = min(tiles_m - first_m, 8);
+      const int within = tile % group_tiles;
+      const int m0 = (first_m + within % group_rows) * 128;
+      const int n0 = within / group_rows * 256;
+
+    float acc0[128];  // this warpgroup's 64-row slab wg
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0;
+    for (int i = 0; i < 128; ++i) acc0[i] = 0;
 #pragma unroll 1
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const int s = kt % 4;
-      mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((kt / 4) & 1));  // K-tile kt has landed
-      fence_acc(acc);
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+      const int s = it % 4;
+      mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((it / 4) & 1));  // K-tile kt has landed
+      fence_acc(acc0);
       wgmma_fence();
       {
-        // This warpgroup's 64-row slab of A; descriptors were derived for a stage at shared address 0.
-        const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 16384u + static_cast<unsigned>(wg) * 8192u;
         const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 32768u;
-        const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
         const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
-        mma(acc, 0x4000004000010000ull + a_start, 0x4000004000010000ull + b_start, (kt > 0 ? 1u : 0u));  // K 0..15
-        mma(acc, 0x4000004000010002ull + a_start, 0x4000004000010002ull + b_start, 1u);  // K 16..31
-        mma(acc, 0x4000004000010004ull + a_start, 0x4000004000010004ull + b_start, 1u);  // K 32..47
-        mma(acc, 0x4000004000010006ull + a_start, 0x4000004000010006ull + b_start, 1u);  // K 48..63
+        {
+          // this warpgroup's 64-row slab wg; descriptors were derived for a stage at shared address 0.
+          const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 16384u + static_cast<unsigned>(wg) * 8192u;
+          const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
+          mma(acc0, 0x4000004000010000ull + a_start, 0x4000004000010000ull + b_start, (kt > 0 ? 1u : 0u));  // K 0..15
+          mma(acc0, 0x4000004000010002ull + a_start, 0x4000004000010002ull + b_start, 1u);  // K 16..31
+          mma(acc0, 0x4000004000010004ull + a_start, 0x4000004000010004ull + b_start, 1u);  // K 32..47
+          mma(acc0, 0x4000004000010006ull + a_start, 0x4000004000010006ull + b_start, 1u);  // K 48..63
+        }
       }
       wgmma_commit();
       wgmma_wait<1>();  // this warpgroup's MMAs of K-tile kt - 1 are done reading
-      fence_acc(acc);
-      if (kt >= 1 && wg_tid == 0) mbar_arrive(empty_bar + static_cast<unsigned>((kt - 1) % 4) * 8u);
+      fence_acc(acc0);
+      if (kt >= 1 && wg_tid == 0) mbar_arrive(empty_bar + static_cast<unsigned>((it - 1) % 4) * 8u);
     }
     wgmma_wait<0>();
-    fence_acc(acc);
+    fence_acc(acc0);
     if (wg_tid == 0) {
-      for (int j = max(0, num_k_tiles - 1); j < num_k_tiles; ++j) mbar_arrive(empty_bar + static_cast<unsigned>(j % 4) * 8u);
+      // the last K-tiles of this tile: their MMAs are done (wait_group 0)
+      for (int r = max(it - num_k_tiles, it - 1); r < it; ++r) mbar_arrive(empty_bar + static_cast<unsigned>(r % 4) * 8u);
     }
 
     // Epilogue: the wgmma D fragment straight to global memory. Element pairs (i, i + 1) are adjacent columns of one row.
@@ -222,12 +245,14 @@ ptxgen_sm90a_bf16_f32_obf16_128x256x64_s4_a_k_sw128_ok_b_k_sw128_ok(const __grid
         unsigned short* const p = d_out + static_cast<size_t>(row) * ldd + col;
         if (col + 1 < N) {
           unsigned pair;
-          pair = static_cast<unsigned>(acc_to_out(__float_as_uint(acc[i]))) | (static_cast<unsigned>(acc_to_out(__float_as_uint(acc[i + 1]))) << 16);
+          pair = static_cast<unsigned>(acc_to_out(__float_as_uint(acc0[i]))) | (static_cast<unsigned>(acc_to_out(__float_as_uint(acc0[i + 1]))) << 16);
           *reinterpret_cast<unsigned*>(p) = pair;
         } else if (col < N) {
-          p[0] = acc_to_out(__float_as_uint(acc[i]));
+          p[0] = acc_to_out(__float_as_uint(acc0[i]));
         }
       }
+    }
+
     }
   }
 }

@@ -139,9 +139,10 @@ ptxgen_sm90a_f16_f32_64x64x64_s3_a_mn_sw32_omn_b_k_none_ok(const __grid_constant
   const int warp = tid / 32, lane = tid % 32;
   (void)warp;
   (void)lane;
-  const int m0 = static_cast<int>(blockIdx.y) * 64;
-  const int n0 = static_cast<int>(blockIdx.x) * 64;
   const int num_k_tiles = (K + 63) / 64;
+  const int tiles_m = (M + 63) / 64;
+  const int tiles_n = (N + 63) / 64;
+  const int num_tiles = tiles_m * tiles_n;
 
   if (tid == 0) {
     for (int s = 0; s < 3; ++s) {
@@ -160,11 +161,20 @@ ptxgen_sm90a_f16_f32_64x64x64_s3_a_mn_sw32_omn_b_k_none_ok(const __grid_constant
   if (wg == 1) {
     // ---- producer warpgroup ----
     if (wg_tid == 0) {
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const int s = kt % 3;
+      int it = 0;  // K-tiles this CTA has loaded: stage it % 3, round it / 3
+      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+        const int group_tiles = 8 * tiles_n;  // 8 tile rows per group, visited column by column
+        const int first_m = tile / group_tiles * 8;
+        const int group_rows = min(tiles_m - first_m, 8);
+        const int within = tile % group_tiles;
+        const int m0 = (first_m + within % group_rows) * 64;
+        const int n0 = within / group_rows * 64;
+
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+      const int s = it % 3;
       const unsigned full = full_bar + static_cast<unsigned>(s) * 8u;
       // Wait until every reader has released the stage (the first round passes at once: parity 1 of a fresh barrier).
-      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((kt / 3) & 1) ^ 1u));
+      mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((it / 3) & 1) ^ 1u));
       const int k0 = kt * 64;
       const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u;
       const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 8192u;
@@ -268,38 +278,51 @@ ptxgen_sm90a_f16_f32_64x64x64_s3_a_mn_sw32_omn_b_k_none_ok(const __grid_constant
       tma_load_2d(b_stage + 7936u, &tmap_b, k0 + 48, n0 + 56, full);
       tma_load_2d(b_stage + 8064u, &tmap_b, k0 + 56, n0 + 56, full);
     }
+      }
     }
   } else {
     // ---- consumer warpgroups: MMA on slab wg, then the epilogue ----
-    float acc[32];
+    int it = 0;  // K-tiles this CTA has consumed
+    for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
+      const int group_tiles = 8 * tiles_n;  // 8 tile rows per group, visited column by column
+      const int first_m = tile / group_tiles * 8;
+      const int group_rows = min(tiles_m - first_m, 8);
+      const int within = tile % group_tiles;
+      const int m0 = (first_m + within % group_rows) * 64;
+      const int n0 = within / group_rows * 64;
+
+    float acc0[32];  // this warpgroup's 64-row slab wg
 #pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = 0;
+    for (int i = 0; i < 32; ++i) acc0[i] = 0;
 #pragma unroll 1
-    for (int kt = 0; kt < num_k_tiles; ++kt) {
-      const int s = kt % 3;
-      mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((kt / 3) & 1));  // K-tile kt has landed
-      fence_acc(acc);
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {
+      const int s = it % 3;
+      mbar_wait(full_bar + static_cast<unsigned>(s) * 8u, static_cast<unsigned>((it / 3) & 1));  // K-tile kt has landed
+      fence_acc(acc0);
       wgmma_fence();
       {
-        // This warpgroup's 64-row slab of A; descriptors were derived for a stage at shared address 0.
-        const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u + static_cast<unsigned>(wg) * 0u;
         const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 8192u;
-        const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
         const unsigned long long b_start = ((unsigned long long)(((b_stage) >> 4) & 0x3fffu) << 0);
-        mma(acc, 0xc000004000100000ull + a_start, 0x0000004000080000ull + b_start, (kt > 0 ? 1u : 0u));  // K 0..15
-        mma(acc, 0xc000004000100080ull + a_start, 0x0000004000080010ull + b_start, 1u);  // K 16..31
-        mma(acc, 0xc000004000100100ull + a_start, 0x0000004000080020ull + b_start, 1u);  // K 32..47
-        mma(acc, 0xc000004000100180ull + a_start, 0x0000004000080030ull + b_start, 1u);  // K 48..63
+        {
+          // this warpgroup's 64-row slab wg; descriptors were derived for a stage at shared address 0.
+          const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u + static_cast<unsigned>(wg) * 0u;
+          const unsigned long long a_start = ((unsigned long long)(((a_stage) >> 4) & 0x3fffu) << 0);
+          mma(acc0, 0xc000004000100000ull + a_start, 0x0000004000080000ull + b_start, (kt > 0 ? 1u : 0u));  // K 0..15
+          mma(acc0, 0xc000004000100080ull + a_start, 0x0000004000080010ull + b_start, 1u);  // K 16..31
+          mma(acc0, 0xc000004000100100ull + a_start, 0x0000004000080020ull + b_start, 1u);  // K 32..47
+          mma(acc0, 0xc000004000100180ull + a_start, 0x0000004000080030ull + b_start, 1u);  // K 48..63
+        }
       }
       wgmma_commit();
       wgmma_wait<1>();  // this warpgroup's MMAs of K-tile kt - 1 are done reading
-      fence_acc(acc);
-      if (kt >= 1 && wg_tid == 0) mbar_arrive(empty_bar + static_cast<unsigned>((kt - 1) % 3) * 8u);
+      fence_acc(acc0);
+      if (kt >= 1 && wg_tid == 0) mbar_arrive(empty_bar + static_cast<unsigned>((it - 1) % 3) * 8u);
     }
     wgmma_wait<0>();
-    fence_acc(acc);
+    fence_acc(acc0);
     if (wg_tid == 0) {
-      for (int j = max(0, num_k_tiles - 1); j < num_k_tiles; ++j) mbar_arrive(empty_bar + static_cast<unsigned>(j % 3) * 8u);
+      // the last K-tiles of this tile: their MMAs are done (wait_group 0)
+      for (int r = max(it - num_k_tiles, it - 1); r < it; ++r) mbar_arrive(empty_bar + static_cast<unsigned>(r % 3) * 8u);
     }
 
     // Epilogue: the wgmma D fragment straight to global memory. Element pairs (i, i + 1) are adjacent columns of one row.
@@ -312,12 +335,14 @@ ptxgen_sm90a_f16_f32_64x64x64_s3_a_mn_sw32_omn_b_k_none_ok(const __grid_constant
         unsigned* const p = d_out + static_cast<size_t>(row) * ldd + col;
         if (col + 1 < N) {
           uint2 pair;
-          pair = make_uint2(acc_to_out(__float_as_uint(acc[i])), acc_to_out(__float_as_uint(acc[i + 1])));
+          pair = make_uint2(acc_to_out(__float_as_uint(acc0[i])), acc_to_out(__float_as_uint(acc0[i + 1])));
           *reinterpret_cast<uint2*>(p) = pair;
         } else if (col < N) {
-          p[0] = acc_to_out(__float_as_uint(acc[i]));
+          p[0] = acc_to_out(__float_as_uint(acc0[i]));
         }
       }
+    }
+
     }
   }
 }

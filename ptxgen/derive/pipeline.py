@@ -76,8 +76,9 @@ class PipelinePlan:
     release_lag: int  # wgmma: a stage is released this many K-tiles after its MMAs were issued
     acc_barrier: bool  # tcgen05: acc_full, committed after the last K-tile, waited by the epilogue
     acc_empty_arrivals: int  # tcgen05: one per epilogue warp once it has read the accumulator out (0: none)
-    acc_full_parity: Parity  # tcgen05, per CTA-local tile index: the epilogue waits acc_full
-    acc_empty_parity: Parity  # the MMA warp waits acc_empty before overwriting the accumulator
+    acc_stages: int  # tcgen05: accumulators in TMEM (tile lt uses stage lt % acc_stages)
+    acc_full_parity: Parity  # tcgen05, per CTA-local tile index: the epilogue waits acc_full[lt % acc_stages]
+    acc_empty_parity: Parity  # the MMA warp waits acc_empty[lt % acc_stages] before accumulating into it
     entry_registers: int | None  # registers at launch when setmaxnreg is used (the SASS check expects them)
     pingpong: bool  # wgmma: consumer warpgroups take alternate tiles; their mainloops alternate through order[wg]
     derivation: tuple[Derived, ...]
@@ -162,10 +163,12 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                          "a consumer keeps one wgmma group in flight (wait_group 1) and releases the stage of the K-tile before; "
                          "with one stage that would deadlock (the producer could never refill it)", PIPELINE_REF))
     else:
-        D.append(Derived("acc_barriers", "acc_full 1, acc_empty 4",
-                         "acc_full: tcgen05.commit after a tile's last MMA; acc_empty: one arrive per epilogue warp",
-                         "the epilogue reads the accumulator only when it is final, and the next tile's first MMA waits until "
-                         "the epilogue has read it out (parity per CTA-local tile)", PIPELINE_REF))
+        A = spec.accumulator_stages
+        D.append(Derived("acc_barriers", f"{A} accumulator stage(s) in TMEM, {A} x {spec.tmem_columns} columns; acc_full[{A}] 1, acc_empty[{A}] 4",
+                         f"tile lt accumulates into stage lt % {A}; acc_full: tcgen05.commit after the tile's last MMA; "
+                         "acc_empty: one arrive per epilogue warp; waits use parity (lt / stages) & 1 (acc_empty flipped)",
+                         "the epilogue reads a stage out while the MMAs of the next tile accumulate into the other; a stage is "
+                         "overwritten only after the epilogue has read it", PIPELINE_REF))
     if tma:
         D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage", "what full[s] waits for beyond its one arrival", PIPELINE_REF))
     if entry:
@@ -186,8 +189,9 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         release_lag=release_lag,
         acc_barrier=spec.arch is Arch.SM100A,
         acc_empty_arrivals=4 if spec.arch is Arch.SM100A else 0,
-        acc_full_parity=Parity(1, 0),
-        acc_empty_parity=Parity(1, 1),
+        acc_stages=spec.accumulator_stages if spec.arch is Arch.SM100A else 0,
+        acc_full_parity=Parity(max(1, spec.accumulator_stages), 0),
+        acc_empty_parity=Parity(max(1, spec.accumulator_stages), 1),
         entry_registers=entry,
         pingpong=pingpong,
         derivation=tuple(D),

@@ -69,6 +69,7 @@ def plan_smem(
     tmem: bool,
     ring_offset: int = 0,
     order_barriers: int = 0,
+    acc_stages: int = 1,
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
     ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
@@ -78,7 +79,7 @@ def plan_smem(
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
     at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
     arrays = []
-    extra = (("acc_full", 1), ("acc_empty", 1)) if tmem else ()
+    extra = (("acc_full", acc_stages), ("acc_empty", acc_stages)) if tmem else ()
     extra += (("order", order_barriers),) if order_barriers else ()
     for name, count in (("full", stages), ("empty", stages)) + extra:
         arrays.append((name, at, count))

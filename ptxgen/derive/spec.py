@@ -170,16 +170,27 @@ class TileSpec:
             tmem=self.arch is Arch.SM100A,
             ring_offset=self.smem_offset,
             order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
+            acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
         )
 
     @property
     def tmem_columns(self) -> int:
-        """TMEM columns to allocate: one 32-bit column per accumulator element of a row (16-bit
-        accumulators too, in the low half: CUTLASS tmem_frg), rounded up to a power of two >= 32."""
+        """TMEM columns of one accumulator: one 32-bit column per element of a row (16-bit accumulators
+        too, in the low half: CUTLASS tmem_frg), rounded up to a power of two >= 32."""
         cols = 32
         while cols < self.bn:
             cols *= 2
         return cols
+
+    @property
+    def accumulator_stages(self) -> int:
+        """tcgen05: accumulators kept in TMEM at once, 2 when they fit in the 512 columns (the epilogue reads
+        one tile out while the MMAs of the next accumulate into the other), else 1."""
+        return 2 if 2 * self.tmem_columns <= 512 else 1
+
+    @property
+    def tmem_alloc_columns(self) -> int:
+        return self.accumulator_stages * self.tmem_columns
 
     @property
     def accumulator_registers(self) -> int:

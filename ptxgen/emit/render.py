@@ -279,7 +279,9 @@ class MmaView:
     # tcgen05
     kind: str = ""
     idesc_hex: str = ""
-    tmem_cols: int = 0
+    tmem_cols: int = 0  # allocated: every accumulator stage
+    acc_stages: int = 0
+    acc_stage_cols: int = 0
 
 
 @dataclass(frozen=True)
@@ -426,7 +428,8 @@ def _wgmma_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
 def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
     s, t = plan.spec, plan.layout
     chunk = 32 if s.bn % 32 == 0 else 16 if s.bn % 16 == 0 else 8
-    mma = MmaView(kind=s.dtype.kind, idesc_hex=t.idesc.hex, tmem_cols=s.tmem_columns)
+    mma = MmaView(kind=s.dtype.kind, idesc_hex=t.idesc.hex, tmem_cols=s.tmem_alloc_columns,
+                  acc_stages=s.accumulator_stages, acc_stage_cols=s.tmem_columns)
     common = dict(
         out_ctype=_OUT_CTYPE[s.out_dtype],
         convert_expr=convert_c_expr(s.acc, s.out_dtype),
