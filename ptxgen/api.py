@@ -27,7 +27,7 @@ from .derive.spec import TileSpec, make_spec
 from .isa.types import Arch, DType, Major, SpecError
 from .runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .runtime.gpu import Device, NoGPU, require_gpu
-from .runtime.launch import ROW_ALIGN_BYTES, Problem, ProblemError, check_problem, gemm_args, launch_geometry
+from .runtime.launch import MAX_DIM, ROW_ALIGN_BYTES, Problem, ProblemError, check_problem, gemm_args, launch_geometry
 
 __all__ = ["ArgumentError", "CompiledKernel", "DTypeError", "LaunchConfig", "NoGPU", "ProblemError", "compile", "gemm",
            "gemm_spec", "make_spec", "stream_handle"]
@@ -250,6 +250,8 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None) -> B
     if k != kb:
         raise ArgumentError(f"a is {m} x {k} and b is {n} x {kb}: both must have K columns (a is M x K, b is N x K, "
                             f"out = a @ b.T); for a @ w with w of shape K x N pass b=w.t()")
+    if k == 0:
+        raise ProblemError(f"{name} cannot run M={m} N={n} K=0: K=0 must be in 1..{MAX_DIM} (an empty reduction)")
     for info in (a, b):
         _check_strides(info)
     lda = _leading_dim(a, spec.a.major, "M", name)

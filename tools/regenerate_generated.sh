@@ -18,5 +18,8 @@ done <<'LIST'
 --bm 128 --bn 128 --bk 64 --a kmajor-sw64 --b mnmajor-sw32 --arch sm_90a --stages 3 --smem-offset 384
 --bm 128 --bn 128 --bk 64 --a kmajor-sw64 --b mnmajor-sw32 --arch sm_90a --stages 3 --smem-offset 384 --loader cp.async
 --bm 64 --bn 64 --bk 64 --a mnmajor-sw32 --b kmajor-none --arch sm_90a --stages 3
+--bm 128 --bn 256 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --arch sm_90a --stages 4 --out-dtype bf16 --schedule persistent --raster-group 16
+--bm 128 --bn 128 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --arch sm_90a --stages 5 --out-dtype bf16 --schedule persistent --consumers pingpong
+--bm 128 --bn 256 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --stages 4 --out-dtype bf16 --schedule persistent --raster-group 16
 LIST
 ls generated
