@@ -107,6 +107,19 @@ PERSISTENT = [
 ]
 
 
+def tuned_jobs(arch: str) -> list[dict]:
+    """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
+    from ptxgen.derive.spec import TileSpec
+    from ptxgen.runtime.tune import load_table
+
+    jobs = []
+    for e in load_table():
+        if e["arch"] == arch:
+            spec = TileSpec.from_json(e["spec"])
+            jobs.append({"spec": spec.to_json(), "m": 1000, "n": 1528, "k": 712, "seed": None})
+    return jobs
+
+
 def gpu_jobs(arch: str) -> list[dict]:
     """Every GPU validation job for ``arch``: legal configs with the TMA loader, a spread with cp.async, odd shapes."""
     jobs, base = [], _base_configs()
@@ -119,7 +132,7 @@ def gpu_jobs(arch: str) -> list[dict]:
             _add(jobs, arch, dict(cfg, loader=loader), shape)
         for cfg, shape in PERSISTENT:
             _add(jobs, arch, dict(cfg, loader=loader, schedule="persistent"), shape)
-    return jobs
+    return jobs + tuned_jobs(arch)
 
 
 def _add(jobs: list, arch: str, cfg: dict, shape) -> None:
@@ -196,6 +209,11 @@ SANITIZER_SPECS = [
     ["--bm", "128", "--bn", "256", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--stages", "4"],
     ["--bm", "64", "--bn", "64", "--bk", "32", "--a", "mnmajor-sw64", "--b", "kmajor-none", "--stages", "3", "--loader", "cp.async"],
     ["--bm", "128", "--bn", "64", "--bk", "64", "--a", "kmajor-sw32", "--b", "kmajor-sw64", "--dtype", "bf16", "--stages", "1"],
+    # the flagships: persistent cooperative and ping-pong, several tiles per CTA
+    ["--bm", "128", "--bn", "256", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "4",
+     "--out-dtype", "bf16", "--schedule", "persistent", "--raster-group", "16", "--m", "2304", "--n", "4200", "--k", "200"],
+    ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "5",
+     "--out-dtype", "bf16", "--schedule", "persistent", "--consumers", "pingpong", "--m", "2100", "--n", "2300", "--k", "300"],
 ]
 
 
@@ -207,7 +225,8 @@ def _sanitizer():
 
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
-@pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["odd-shape", "128x256-4stage", "cp.async-3stage", "bf16-1stage"])
+@pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["odd-shape", "128x256-4stage", "cp.async-3stage", "bf16-1stage",
+                                                   "persistent-flagship", "pingpong-flagship"])
 def test_compute_sanitizer_clean(gpu, tool, flags, artifact_dir):
     san = _sanitizer()
     if san is None:
