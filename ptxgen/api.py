@@ -116,7 +116,7 @@ def _wait_for_producer(producer: int, ours: int) -> None:
     from .runtime.gpu import _driver, check
 
     cu = _driver()
-    ev = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    ev = check(cu.cuEventCreate(0x2), "cuEventCreate")  # CU_EVENT_DISABLE_TIMING
     try:
         check(cu.cuEventRecord(ev, producer), "cuEventRecord(producer stream)")
         check(cu.cuStreamWaitEvent(ours, ev, 0), "cuStreamWaitEvent")
@@ -572,8 +572,9 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
             return _with_out_dtype(spec, out), why
         except (SpecError, IndexError, ValueError):
             pass
-    why = "default (K-major A and B use the tuned table)" if (a_major, b_major) != (Major.K, Major.K) else \
-        "default (no tuned entry for this type)"
+    mn = [f"{x} is {'M' if x == 'A' else 'N'}-major" for x, mj in (("A", a_major), ("B", b_major)) if mj is Major.MN]
+    why = (f"default: {' and '.join(mn)} (the tuned table covers K-major A and B)" if mn
+           else f"default: no tuned {dtype} kernels")
     return default_spec(dtype, arch, a_major, b_major, out), why
 
 

@@ -135,6 +135,23 @@ def test_grid_without_sm_count_needs_the_gpu():
         k.grid(100, 100)
 
 
+def _toolchain_writes_into_bytes() -> bool:
+    import inspect
+
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    return 'b" " * size' in inspect.getsource(compile_cuda)
+
+
+@pytest.mark.xfail(_toolchain_writes_into_bytes(), strict=True,
+                   reason="toolchain.compile_cuda lets NVRTC write into b' ' * size: an empty log (size 1) overwrites "
+                          "CPython's shared b' ' with NUL (fix: bytearray(size))")
+def test_compiling_leaves_the_interpreter_intact():
+    """A kernel compiled in a user's process must not damage it (torch imported afterwards failed)."""
+    ptxgen.compile(**BF16, arch="sm_90a", cache=False)
+    assert " ".encode()[0] == 32 and b" "[0] == 32  # ints: the b" " constant itself is the shared object
+
+
 @pytest.mark.parametrize("fields", [BF16, MN_BF16, F16_F32, S8, TF32], ids=["bf16", "mn-bf16", "f16-f32", "s8", "tf32"])
 def test_the_gpu_tests_specs_compile_for_hopper(fields):
     assert ptxgen.compile(**fields, arch="sm_90a").cubin[:4] == b"\x7fELF"
@@ -225,7 +242,8 @@ _WORKER = textwrap.dedent("""
         cache.store("f" * 64, Compiled("n", "sm_90a", "ptx %d" % me * 1000, bytes([me]) * 50000, ""))
         got = cache.load("f" * 64)
         assert got is not None and len(got.cubin) == 50000 and len(set(got.cubin)) == 1, i
-    print(k.cubin.hex()[:64], len(k.cubin))
+    import hashlib
+    print(hashlib.sha256(k.cubin).hexdigest())
 """)
 
 
@@ -238,7 +256,7 @@ def test_several_processes_share_the_cache(_cache_dir):
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-        outs.append(out.strip())
+        outs.append(out.strip()[-64:])
     assert len(set(outs)) == 1  # every process got the same cubin
     names = sorted(p.name for p in _cache_dir.iterdir())
     assert len(names) == 2 and not [n for n in names if n.endswith(".tmp")]  # the kernel and the hammered key
@@ -589,7 +607,7 @@ def test_torch_gemm_chooses_the_spec(gpu):
     out = ptxgen.gemm(a, b)
     spec, why = api.gemm_spec(a, b)
     assert out.dtype == torch.bfloat16 and spec.dtype.value == "bf16" and why
-    w = torch.randn(512, 700, device="cuda", dtype=torch.bfloat16)  # K x N: a @ w is gemm(a, w.t())
+    w = torch.randn(512, 704, device="cuda", dtype=torch.bfloat16)[:, :700]  # K x N, rows 16-byte aligned: a @ w is gemm(a, w.t())
     out2 = ptxgen.gemm(a, w.t(), out_dtype="f32")
     a8 = (torch.randn(512, 256, device="cuda") * 0.5).to(torch.float8_e4m3fn)
     b8 = (torch.randn(384, 256, device="cuda") * 0.5).to(torch.float8_e4m3fn)
@@ -661,7 +679,7 @@ def test_cupy_arrays(gpu):
     with s:  # None: CuPy's current stream
         a2, b2 = a * 2, b
         out2 = k(a2, b2)
-    given = cupy.empty((m, n), dtype=cupy.float32)
+    given = cupy.empty((m, 192), dtype=cupy.float32)[:, :n]  # rows 16-byte aligned
     k(a, b, given, stream=s)
     s.synchronize()
     assert float(cupy.linalg.norm(out2 - 2 * ref) / cupy.linalg.norm(2 * ref)) < 1e-3
@@ -672,7 +690,7 @@ def test_cupy_arrays(gpu):
     want = cupy.matmul(ai.astype(cupy.float64), bi.T.astype(cupy.float64))
     cupy.cuda.Device().synchronize()
     assert got.dtype == cupy.int32 and bool((got.astype(cupy.float64) == want).all())
-    at = cupy.random.standard_normal((kk, m)).astype(cupy.float16)  # M-major A as a transposed view
+    at = cupy.random.standard_normal((kk, m + 3)).astype(cupy.float16)[:, :m]  # M-major A as a transposed view, lda 336
     got = ptxgen.gemm(at.T, b, out_dtype="f32")
     want = cupy.matmul(at.T.astype(cupy.float64), b.T.astype(cupy.float64))
     cupy.cuda.Device().synchronize()

@@ -70,10 +70,13 @@ def test_problem_checks_and_geometry(arch):
     assert (p.lda, p.ldb, p.ldd) == (320, 256, 256)
     check_problem(spec, p)
     grid, block, smem = launch_geometry(plan, p)
-    assert grid == (2, 3, 1) and block == (plan.pipeline.threads, 1, 1) and smem == derive(spec).smem.dynamic_bytes
+    assert grid == (6, 1, 1) and block == (plan.pipeline.threads, 1, 1) and smem == derive(spec).smem.dynamic_bytes  # 3 x 2 tiles
     # partial tiles: any M, N, K >= 1 with 16-byte rows
     grid, _, _ = launch_geometry(plan, Problem.padded(spec, 300, 129, 7))
-    assert grid == (2, 3, 1)
+    assert grid == (6, 1, 1)  # ceil(300 / 128) x ceil(129 / 128) tiles, partial ones included
+    persistent = plan_kernel(make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch=arch, schedule="persistent"))
+    assert launch_geometry(persistent, Problem.padded(spec, 4096, 4096, 64), sm_count=132)[0] == (132, 1, 1)
+    assert launch_geometry(persistent, Problem.padded(spec, 300, 129, 7), sm_count=132)[0] == (6, 1, 1)
     check_problem(spec, Problem.padded(spec, 1, 8, 8))
     assert Problem.padded(spec, 300, 130, 7).lda == 8 and Problem.padded(spec, 300, 130, 7).ldd == 132
     errs = problem_errors(spec, Problem(384, 256, 320, 321, 256, 256))
@@ -153,7 +156,7 @@ def test_tcgen05_path_up_to_the_launch(monkeypatch):
     spec = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
     res = v.validate_spec(spec, seed=0)
     assert launched["name"] == spec.kernel_name and launched["block"] == (plan_kernel(spec).pipeline.threads, 1, 1)
-    assert launched["grid"] == (2, 3, 1) and launched["args"][3:6] == [384, 256, 160]
+    assert launched["grid"] == (6, 1, 1) and launched["args"][3:6] == [384, 256, 160]
     assert b"sm_100a" in launched["cubin"] or launched["cubin"][:4] == b"\x7fELF"
     assert not res.passed and res.unwritten == 384 * 256  # nothing ran: every output is still poison
     with pytest.raises(NoGPU):

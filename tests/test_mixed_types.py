@@ -42,7 +42,7 @@ def test_default_is_the_same_type_and_leaves_everything_as_before():
     assert s.b_dtype is DType.E4M3 and not s.mixed
     assert "b_dtype" not in s.to_json()  # specs and layout.json from before the field are unchanged
     assert "--b-dtype" not in s.cli_args()
-    assert "_b" not in s.kernel_name.split("_128x")[0].replace("_sm", "")  # no type token
+    assert s.kernel_name == "ptxgen_sm100a_e4m3_f32_128x128x128_s2_a_k_sw128_ok_b_k_sw128_ok"  # no B type token
     assert s == make_spec(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", b_dtype="e4m3")
     assert TileSpec(128, 128, 32, a="kmajor-sw64").b_dtype is DType.F16
 
@@ -256,3 +256,15 @@ def test_gpu_jobs_include_mixed_configs_selected_by_the_b_dtype_filter():
         assert {j["spec"]["loader"] for j in picked} == {"tma", "cp.async"}
         for j in picked:
             assert make_spec(**j["spec"]).mixed
+
+
+def test_sweep_grids_take_b_dtype():
+    from ptxgen.sweep import grid_from_tables
+
+    g = grid_from_tables("mixed", [dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", acc="f32",
+                                        dtype=["e4m3", "e5m2", "f16"], b_dtype=["e4m3", "e5m2", "default"],
+                                        arch=["sm_100a", "sm_90a"])])
+    got = {(s.arch.value, s.dtype.value, s.b_dtype.value) for s in g.specs}
+    assert got == {(arch, a, b) for arch in ARCHS for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")} | {
+        (arch, "f16", "f16") for arch in ARCHS}
+    assert g.dropped == 4  # f16 A with an e4m3 or e5m2 B, on each arch

@@ -61,11 +61,16 @@ def atom_picture(op: OperandLayout) -> list[str]:
     return lines
 
 
+def _types(s) -> str:
+    a, b = s.operand_dtype("a"), s.operand_dtype("b")
+    return a.value if a is b else f"{a.value} x {b.value}"
+
+
 def explain_text(t: TileLayout) -> str:
     s = t.spec
     plan = plan_kernel(s, t)
     out = [
-        f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {s.dtype.value} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
+        f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {_types(s)} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
         f"({'tcgen05.mma.cta_group::1.kind::' + s.dtype.kind if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
         f"{s.stages} stages, loader {s.loader.value}",
         f"kernel: {s.kernel_name}",

@@ -67,6 +67,8 @@ class _Case:
     """Inputs, our launch and the baseline for one spec and shape, ready to time."""
 
     def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int, sm_count: int):
+        if spec.operand_dtype("b") is not spec.dtype:
+            raise ValueError("bench has no cuBLAS baseline for mixed input types (--b-dtype); use ptxgen validate")
         if spec.dtype not in (DType.F16, DType.BF16, DType.E4M3):
             raise ValueError("bench compares against cuBLAS for f16/bf16 and torch._scaled_mm for e4m3 only")
         if spec.dtype is DType.E4M3 and (spec.a.major is not Major.K or spec.b.major is not Major.K):
