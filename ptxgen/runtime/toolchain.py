@@ -102,16 +102,16 @@ def compile_cuda(source: str, name: str, arch: str, extra_options: tuple[str, ..
         opts += [o.encode() for o in extra_options]
         res = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        log_buf = b" " * size
+        log_buf = bytearray(size)  # never b" " * size: for size 1 that is the interned b" ", which NVRTC would overwrite
         nvrtc.nvrtcGetProgramLog(prog, log_buf)
         log = log_buf.rstrip(b"\0 ").decode(errors="replace")
         if res[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(name, arch, log)
         (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "ptx size")
-        ptx = b" " * size
+        ptx = bytearray(size)
         _check(nvrtc.nvrtcGetPTX(prog, ptx), "get ptx")
         (size,) = _check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = b" " * size
+        cubin = bytearray(size)
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "get cubin")
         return Compiled(name, arch, ptx.rstrip(b"\0").decode(), bytes(cubin), log)
     finally:
