@@ -102,7 +102,7 @@ def compile_cuda(source: str, name: str, arch: str, extra_options: tuple[str, ..
         opts += [o.encode() for o in extra_options]
         res = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        log_buf = bytearray(size)  # never b" " * size: for size 1 that is the interned b" ", which NVRTC would overwrite
+        log_buf = bytearray(size)  # writable buffers: an immutable bytes of length 1 is shared, NVRTC would overwrite it
         nvrtc.nvrtcGetProgramLog(prog, log_buf)
         log = log_buf.rstrip(b"\0 ").decode(errors="replace")
         if res[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
