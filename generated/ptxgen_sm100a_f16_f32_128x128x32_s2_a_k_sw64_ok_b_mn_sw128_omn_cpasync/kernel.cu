@@ -6,7 +6,7 @@
 // Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
 // epilogue writes only inside M x N.
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (ceil(N / 128), ceil(M / 128), 1), block = (288, 1, 1),
+// Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (288, 1, 1),
 // 33844 B of dynamic shared memory):
 //   const unsigned char* __restrict__ A: A in global memory, 16-byte aligned
 //   const unsigned char* __restrict__ B: B in global memory, 16-byte aligned

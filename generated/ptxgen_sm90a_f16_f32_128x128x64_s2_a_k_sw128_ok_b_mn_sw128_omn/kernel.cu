@@ -6,7 +6,7 @@
 // Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
 // epilogue writes only inside M x N.
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (ceil(N / 128), ceil(M / 128), 1), block = (384, 1, 1),
+// Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
 // 66576 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map

@@ -173,8 +173,9 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage", "what full[s] waits for beyond its one arrival", PIPELINE_REF))
     if entry:
         D.append(Derived("setmaxnreg", f"producer {roles[1].registers}, consumers {roles[0].registers}",
-                         f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; (65536 - 128 x {PRODUCER_REGISTERS}) / "
-                         f"({roles[0].warps // 4} x 128) rounded down to 8 = {roles[0].registers}",
+                         f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; the producer gives back "
+                         f"({entry} - {PRODUCER_REGISTERS}) x 128; consumers take {entry} + ({entry} - {PRODUCER_REGISTERS}) / "
+                         f"{roles[0].warps // 4}, rounded down to 8 = {roles[0].registers}",
                          "the producer needs few registers; the consumers hold the accumulators", "PTX ISA 'setmaxnreg' (#miscellaneous-instructions-setmaxnreg)"))
     return PipelinePlan(
         arch=spec.arch,

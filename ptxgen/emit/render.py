@@ -1,7 +1,8 @@
 """Render kernels from the jinja2 templates.
 
-The templates receive only derived numbers and rendered C expressions; all layout math stays in
-ptxgen.layout. ``kernel_context`` is the complete interface between the two.
+The templates receive frozen views (:class:`KernelView` and its parts) built from the frozen
+:class:`~ptxgen.derive.kernel.KernelPlan`: derived numbers and C expressions rendered here from the
+plan. All layout math stays in ptxgen.derive; ``kernel_view`` is the complete interface between them.
 """
 
 from __future__ import annotations
@@ -347,6 +348,7 @@ class KernelView:
     tile_coords: tuple[str, ...]
     slabs: tuple[SlabView, ...]
     order_parity: str
+    grid_doc: str
     base_mask: int
     mbar_bytes: int
     extra_barriers: tuple[BarrierView, ...]
@@ -519,6 +521,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
         tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
         slabs=_slabs(plan),
+        grid_doc=(f"min(tiles, SMs)" if plan.schedule.persistent else "tiles")
+        + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})",
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
         base_mask=t.smem.base_alignment - 1,
         mbar_bytes=MBARRIER_BYTES,

@@ -74,7 +74,7 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     if dev.arch is not spec.arch:
         raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
     dm, dn, dk = default_problem(spec)
-    p = Problem.padded(spec, m or dm, n or dn, k or dk)
+    p = Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k)
     check_problem(spec, p)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
