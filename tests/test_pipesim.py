@@ -12,7 +12,7 @@ import pytest
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.spec import make_spec
 from ptxgen.model import pipesim
-from ptxgen.model.check_pipeline import check_plan, check_spec, config_of, default_k_tiles
+from ptxgen.model.check_pipeline import check_plan, check_spec, config_of, default_k_tiles, default_tiles
 from ptxgen.model.pipesim import Config, MBarrier, explore, simulate
 
 SEEDS = range(8)
@@ -59,6 +59,37 @@ def test_persistent_tiles_and_a_fresh_seed_set_are_clean():
     assert explore(replace(base, tiles_per_cta=3), range(20)).ok
     base = config_of(plan_kernel(_spec("sm_90a", "tma", 2, 256)).pipeline, 5)
     r = explore(replace(base, tiles_per_cta=2), range(100, 140))
+    assert r.ok and not r.warnings, r.problems + r.warnings
+
+
+def _pp_spec(loader, stages, bm=128, bn=128):
+    return make_spec(bm=bm, bn=bn, bk=64, a="kmajor-sw128", b="kmajor-sw128", arch="sm_90a", stages=stages,
+                     schedule="persistent", consumers="pingpong", loader=loader)
+
+
+@pytest.mark.parametrize("loader,stages,bm,bn", [(ld, s, 128, 128) for ld in ("tma", "cp.async") for s in range(2, 7)]
+                         + [("tma", 4, 64, 256), ("cp.async", 3, 64, 256)], ids=lambda v: str(v))
+def test_pingpong_plan_is_clean(loader, stages, bm, bn):
+    # check_plan runs 1, 2, 3, 5 CTA tiles: each warpgroup gets odd and even tile counts (and none)
+    assert check_spec(_pp_spec(loader, stages, bm, bn)) == []
+
+
+def test_pingpong_plan_numbers_reach_the_simulator():
+    plan = plan_kernel(_pp_spec("tma", 3)).pipeline
+    assert plan.pingpong and default_tiles(plan) == (1, 2, 3, 5)
+    c = config_of(plan, 4, tiles_per_cta=5)
+    assert (c.pingpong, c.consumer_groups, c.empty_arrivals, c.release_lag, c.tiles_per_cta) == (True, 2, 1, 1, 5)
+    assert (c.order_barrier, c.order_parity_flip) == (True, 0)
+    assert not config_of(plan_kernel(_spec("sm_90a", "tma", 3, 128)).pipeline, 4).pingpong
+    assert default_tiles(plan_kernel(_spec("sm_90a", "tma", 3, 128)).pipeline) == (1, 3)
+
+
+def test_pingpong_counts_and_a_fresh_seed_set():
+    cfg = replace(config_of(plan_kernel(_pp_spec("tma", 2)).pipeline, 3), tiles_per_cta=5)
+    r = simulate(cfg, 11)
+    assert r.ok and not r.warnings and r.counts["mmas"] == 15  # each K-tile read by one warpgroup
+    assert r.counts["arrivals"] == 15 + 15 + 5  # fills, one release per K-tile, one order arrive per tile
+    r = explore(replace(cfg, k_tiles=4, tiles_per_cta=7), range(100, 160))
     assert r.ok and not r.warnings, r.problems + r.warnings
 
 
@@ -171,13 +202,60 @@ def test_tcgen05_epilogue_without_acc_full_reads_early():
 
 def test_tcgen05_without_acc_commit_deadlocks():
     r = _run(replace(_base("sm_100a", "tma", 2, 128), acc_barrier=False), ks=(2,))
-    assert _has(r, "deadlock", "waits acc_full parity 0", "acc_full: phase 0, 1 of 1 arrivals pending")
+    assert _has(r, "deadlock", "waits acc_full[0] parity 0", "acc_full[0]: phase 0, 1 of 1 arrivals pending")
 
 
 def test_persistent_tcgen05_epilogue_without_acc_full_overwrites_accumulator():
     base = replace(_base("sm_100a", "tma", 2, 128), tiles_per_cta=2, epilogue_waits_acc=False)
     r = _run(base, ks=(3,))
     assert _has(r, "early accumulator read", "CTA tile 1") or _has(r, "early accumulator overwrite")
+
+
+def _pp_base(loader="tma", stages=2) -> Config:
+    return config_of(plan_kernel(_pp_spec(loader, stages)).pipeline, 1)
+
+
+def _pp_run(cfg: Config, ks=(1, 2, 3, 5), tiles=(2, 3, 5), seeds=range(16)) -> pipesim.Result:
+    total = pipesim.Result(counts={})
+    for n in tiles:
+        total.merge(_run(replace(cfg, tiles_per_cta=n), ks=ks, seeds=seeds))
+    return total
+
+
+@pytest.mark.parametrize("loader", ["tma", "cp.async"])
+def test_pingpong_without_order_barrier_reads_stale_stage(loader):
+    # the warpgroups run freely: warpgroup 1's parity wait on full[s] for CTA tile 1 can be a whole phase
+    # behind (a fresh full[0] passes parity 1 at once) and returns before the stage holds its K-tile
+    r = _pp_run(replace(_pp_base(loader), order_barrier=False))
+    assert not r.ok
+    assert _has(r, "stale read", "reader 1", "CTA tile 1", "wait returned too early")
+    assert _has(r, "early overwrite", "empty[") or loader == "cp.async"
+    # K = 1 with S = 2: each warpgroup owns one stage, so even without the order there is no hazard
+    assert _pp_run(replace(_pp_base(loader), order_barrier=False), ks=(1,)).ok
+
+
+@pytest.mark.parametrize("loader", ["tma", "cp.async"])
+def test_pingpong_order_parity_flipped_deadlocks(loader):
+    # each wait asks for the phase before the right one: it passes early when the other warpgroup lags,
+    # and blocks forever when the other has arrived exactly as often as it should and has no tile left
+    r = _pp_run(replace(_pp_base(loader), order_parity_flip=1), ks=(1,))
+    assert _has(r, "deadlock", "waits order[", "1 of 1 arrivals pending")
+    r = _pp_run(replace(_pp_base(loader), order_parity_flip=1), ks=(3,))
+    assert _has(r, "stale read", "reader 1", "CTA tile 1")
+
+
+@pytest.mark.parametrize("loader", ["tma", "cp.async"])
+def test_pingpong_two_empty_arrivals_deadlocks(loader):
+    # only the warpgroup that read a stage releases it: a count of 2 never completes the phase the refill waits for
+    r = _pp_run(replace(_pp_base(loader), empty_arrivals=2), ks=(3,), tiles=(2,), seeds=range(4))
+    assert not r.ok and _has(r, "deadlock", "waits empty[0] parity 0", "empty[0]: phase 0, 1 of 2 arrivals pending")
+
+
+def test_pingpong_needs_two_wgmma_warpgroups():
+    with pytest.raises(ValueError):
+        simulate(Config(pingpong=True, consumer_groups=3))
+    with pytest.raises(ValueError):
+        simulate(Config(arch="sm_100a", pingpong=True, consumer_groups=2))
 
 
 # ---- the simulator itself ----------------------------------------------------------------------------
@@ -264,3 +342,28 @@ def test_arrive_with_nothing_pending_is_reported():
     assert b.arrive() is False
     assert b.pending == 0 and b.misuse and "empty[0]" in b.misuse[0]
     assert b.mid_phase() and "tx-count 16" in b.state()
+
+
+# ---- tcgen05: two accumulator stages in TMEM ----------------------------------------------------------------
+
+
+def test_two_accumulator_stages_are_clean_and_reach_the_simulator():
+    from ptxgen.model.check_pipeline import check_spec, config_of
+
+    spec = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", schedule="persistent", stages=3)
+    plan = plan_kernel(spec).pipeline
+    assert plan.acc_stages == 2 and config_of(plan, 4).acc_stages == 2
+    assert check_spec(spec) == []
+    assert check_plan(plan, tiles_per_cta=(2, 5, 6)) == []
+
+
+def test_control_mma_not_waiting_for_the_epilogue_overwrites_an_accumulator_stage():
+    """The check can fail: if the MMA thread does not wait acc_empty, tile tc's MMAs start in a stage whose
+    previous tile (tc - 2) the epilogue has not read out yet."""
+    from ptxgen.model.check_pipeline import config_of
+
+    plan = plan_kernel(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", schedule="persistent", stages=2)).pipeline
+    cfg = config_of(plan, 3, tiles_per_cta=6)
+    assert pipesim.explore(cfg, range(8)).ok
+    reckless = replace(cfg, mma_waits_acc_empty=False)
+    assert any("early accumulator overwrite" in p for p in pipesim.explore(reckless, range(16)).problems)

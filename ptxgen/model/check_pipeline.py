@@ -25,6 +25,12 @@ def default_k_tiles(stages: int) -> tuple[int, ...]:
     return tuple(sorted({k for k in (1, 2, stages - 1, stages, stages + 1, 3 * stages + 2) if k >= 1}))
 
 
+def default_tiles(plan: PipelinePlan) -> tuple[int, ...]:
+    """CTA tile counts: 1 and 3; ping-pong 1, 2, 3, 5, so that each warpgroup gets odd and even tile counts
+    (warpgroup 0 takes 1, 1, 2, 3 tiles, warpgroup 1 takes 0, 1, 1, 2)."""
+    return (1, 2, 3, 5) if plan.pingpong else (1, 3)
+
+
 def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), tiles_per_cta: int = 1) -> pipesim.Config:
     """The plan's numbers, as the simulator's plain config."""
     wgmma = plan.arch is Arch.SM90A
@@ -46,6 +52,8 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         acc_barrier=plan.acc_barrier,
         epilogue_warps=plan.acc_empty_arrivals or 4,
         tiles_per_cta=tiles_per_cta,
+        pingpong=plan.pingpong,
+        acc_stages=max(1, plan.acc_stages),
     )
 
 
@@ -55,14 +63,15 @@ def _explore(cfg: pipesim.Config, seeds: tuple[int, ...]) -> pipesim.Result:
 
 
 def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, seeds: Iterable[int] = DEFAULT_SEEDS,
-               copy_bytes: Sequence[int] = (), tiles_per_cta: Iterable[int] = (1, 3)) -> list[str]:
+               copy_bytes: Sequence[int] = (), tiles_per_cta: Iterable[int] | None = None) -> list[str]:
     """Problems (and ``warning:`` lines) the simulator finds, each prefixed with its K-tile count; [] is clean.
 
     ``copy_bytes``: the bytes each TMA copy of one stage delivers (default: one copy of expect_tx_bytes).
+    ``tiles_per_cta``: CTA tile counts to run (default :func:`default_tiles`).
     """
     ks = default_k_tiles(plan.stages) if k_tiles_list is None else tuple(k for k in k_tiles_list if k >= 1)
     out = []
-    for tiles in tiles_per_cta:  # every kernel loops over tiles (persistent CTAs take several)
+    for tiles in default_tiles(plan) if tiles_per_cta is None else tiles_per_cta:  # every kernel loops over tiles (persistent CTAs take several)
         for k in ks:
             r = _explore(config_of(plan, k, copy_bytes, tiles), tuple(seeds))
             where = f"k_tiles={k}" + (f", tiles={tiles}" if tiles > 1 else "")

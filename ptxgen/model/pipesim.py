@@ -25,11 +25,22 @@ parks on the barrier (or queue) it waits for until that object changes:
   then ``wgmma.wait_group(mma_wait_depth)`` and one arrive on the empty barrier of K-tile
   ``it - release_lag``; after the last K-tile ``wait_group(0)``, the remaining releases, then it reads
   its accumulator (the epilogue).
+* sm_90a ping-pong (``pingpong``): 2 consumer warpgroups take the CTA's tiles in turn: warpgroup w runs the
+  tiles lt with ``lt % 2 == w`` (its ``it`` jumps to ``lt * k_tiles``), each K-tile is read by that warpgroup
+  alone (so ``empty_arrivals`` is 1). Two more barriers ``order[0]``, ``order[1]`` (count 1): before the
+  mainloop of its j-th own tile (lt = 2j + w), if lt >= 1, warpgroup w waits ``order[w]`` with parity
+  ``((j + w - 1) & 1) ^ order_parity_flip`` (skipped when ``order_barrier`` is false); after issuing the
+  tile's last MMAs (and that K-tile's release) it arrives on ``order[1 - w]``, then ``wait_group(0)``, the
+  remaining releases and the epilogue, as above. The order makes the mainloops alternate; without it a
+  warpgroup's parity wait on full[s] can be a whole phase behind and pass on the wrong phase.
 * sm_100a (tcgen05): one MMA thread waits full[s], issues the MMAs and ``tcgen05.commit`` to empty[s]; the
   tensor core completes MMAs in order and a commit arrives once everything issued before it completed.
-  After the last K-tile the thread commits to ``acc_full`` (count 1). ``epilogue_warps`` warps wait
-  acc_full with parity ``tile & 1`` (unless ``epilogue_waits_acc`` is false) and read the accumulator.
-  With ``tiles_per_cta > 1`` the MMA thread waits ``acc_empty`` (count = epilogue warps, parity
+  CTA tile tc accumulates into TMEM stage a = tc % acc_stages. After its last K-tile the thread commits to
+  ``acc_full[a]`` (count 1). ``epilogue_warps`` warps wait acc_full[a] with parity ``(tc / acc_stages) & 1``
+  (unless ``epilogue_waits_acc`` is false), read the accumulator and arrive on ``acc_empty[a]``. Before a
+  tile's first MMA the MMA thread waits ``acc_empty[a]`` (count = epilogue warps, parity flipped; the
+  first round passes at once); below, the older wording for one stage:
+  with ``tiles_per_cta > 1`` the MMA thread waits ``acc_empty`` (count = epilogue warps, parity
   ``(tile & 1) ^ 1``) before the first MMA of the next tile; the epilogue warps arrive on it.
 
 A randomized scheduler (seeded) runs one ready agent per step; every agent, including the asynchronous
@@ -126,9 +137,14 @@ class Config:
     release_lag: int = 0  # sm_90a: the arrive at K-tile it releases K-tile it - release_lag
     mma_wait_depth: int | None = None  # sm_90a: wgmma.wait_group N before that arrive (None: release_lag)
     acc_barrier: bool = False  # sm_100a: commit to acc_full after the last K-tile
+    acc_stages: int = 1  # sm_100a: accumulators in TMEM; CTA tile tc uses stage tc % acc_stages
+    mma_waits_acc_empty: bool = True  # False only in control tests
     epilogue_waits_acc: bool = True
     epilogue_warps: int = 4
     tiles_per_cta: int = 1
+    pingpong: bool = False  # sm_90a: 2 consumer warpgroups take alternate tiles, ordered by order[0], order[1]
+    order_barrier: bool = True  # pingpong: the warpgroups wait order[w] before each mainloop (false: run freely)
+    order_parity_flip: int = 0  # pingpong: the order[w] wait of the j-th own tile uses ((j + w - 1) & 1) ^ this
 
     @property
     def tma(self) -> bool:
@@ -151,9 +167,15 @@ class Config:
 
     def check(self) -> None:
         bad = [n for n in ("stages", "k_tiles", "full_arrivals", "empty_arrivals", "producer_threads",
-                           "consumer_groups", "tiles_per_cta", "epilogue_warps", "copies_per_thread") if getattr(self, n) < 1]
+                           "consumer_groups", "tiles_per_cta", "epilogue_warps", "copies_per_thread", "acc_stages") if getattr(self, n) < 1]
         if self.arch not in ("sm_90a", "sm_100a") or self.loader not in ("tma", "cp.async") or bad:
             raise ValueError(f"bad pipeline config {self} ({', '.join(bad) or 'arch/loader'})")
+        if self.pingpong and (not self.wgmma or self.consumer_groups != 2):
+            raise ValueError(f"bad pipeline config {self} (pingpong: sm_90a with 2 consumer warpgroups)")
+
+    def reader_of(self, it: int) -> set[int]:
+        """The readers whose MMAs read K-tile it (pingpong: the warpgroup of its CTA tile)."""
+        return {(it // self.k_tiles) % 2} if self.pingpong else set(range(self.readers))
 
 
 @dataclass
@@ -189,8 +211,9 @@ class Sim:
         S = cfg.stages
         self.full = [MBarrier(f"full[{s}]", cfg.full_arrivals) for s in range(S)]
         self.empty = [MBarrier(f"empty[{s}]", cfg.empty_arrivals) for s in range(S)]
-        self.acc_full = MBarrier("acc_full", 1)
-        self.acc_empty = MBarrier("acc_empty", cfg.epilogue_warps)
+        self.acc_full = [MBarrier(f"acc_full[{i}]", 1) for i in range(cfg.acc_stages)]
+        self.acc_empty = [MBarrier(f"acc_empty[{i}]", cfg.epilogue_warps) for i in range(cfg.acc_stages)]
+        self.order = [MBarrier(f"order[{w}]", 1) for w in range(2)] if cfg.pingpong else []
         self.fill = [dict() for _ in range(S)]  # stage -> {K-tile: pieces not landed yet}
         self.latest = [None] * S  # the newest K-tile whose fill has started in the stage
         self.holds = [None] * S  # the K-tile the stage holds completely (None: none, or being written)
@@ -247,7 +270,7 @@ def begin_fill(sim: Sim, s: int, it: int, pieces: int) -> None:
     if sim.latest[s] != it:
         sim.fill[s][it] = pieces
         sim.latest[s], sim.holds[s] = it, None
-        sim.readers[s][it] = set(range(sim.cfg.readers))
+        sim.readers[s][it] = sim.cfg.reader_of(it)
 
 
 def land(sim: Sim, s: int, it: int) -> None:
@@ -413,6 +436,35 @@ def wgmma_consumer(sim: Sim, g: int):
         yield
 
 
+def pingpong_consumer(sim: Sim, w: int):
+    """Warpgroup w of the ping-pong mode: the CTA tiles lt = w, w + 2, ...; the order barriers alternate the mainloops."""
+    cfg = sim.cfg
+    K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
+    pipe = sim.pipes[w]
+    who = f"consumer warpgroup {w}"
+    for j, lt in enumerate(range(w, cfg.tiles_per_cta, 2)):
+        if lt >= 1 and cfg.order_barrier:
+            yield from sim.wait(sim.order[w], ((j + w - 1) & 1) ^ cfg.order_parity_flip, f"{who} (CTA tile {lt}, its tile {j})")
+        for kt in range(K):
+            it = lt * K + kt
+            s = it % S
+            yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"{who} ({sim.tile(it)})")
+            check_read(sim, w, s, it)
+            sim.push(pipe, ("mma", s, it))
+            yield
+            yield from wait_group(pipe, cfg.wait_depth, f"{who} ({sim.tile(it)})")
+            if kt >= lag:
+                sim.arrive(sim.empty[(it - lag) % S])
+            yield
+        sim.arrive(sim.order[1 - w])  # after the warpgroup's named barrier: its mainloop is issued
+        yield
+        yield from wait_group(pipe, 0, f"{who} (end of CTA tile {lt})")
+        for kt in range(max(0, K - lag), K):
+            sim.arrive(sim.empty[(lt * K + kt) % S])
+        check_acc_read(sim, w, lt, f"{who}'s epilogue")
+        yield
+
+
 def wait_group(pipe: WaitList, depth: int, who: str):
     while sum(1 for item in pipe.items if item[0] == "mma") > depth:
         yield pipe, f"{who} in wgmma.wait_group({depth})"
@@ -422,11 +474,14 @@ def tcgen05_issuer(sim: Sim):
     cfg = sim.cfg
     K, S = cfg.k_tiles, cfg.stages
     pipe = sim.pipes[0]
+    A = cfg.acc_stages
     for tc in range(cfg.tiles_per_cta):
-        if cfg.tiles_per_cta > 1:
-            yield from sim.wait(sim.acc_empty, (tc & 1) ^ 1, f"MMA thread (CTA tile {tc})")
-            if tc and len(sim.epi_read.get(tc - 1, ())) < cfg.epilogue_warps:
-                sim.problem(f"early accumulator overwrite: CTA tile {tc}'s MMAs start before the epilogue read tile {tc - 1}")
+        a = tc % A
+        if cfg.mma_waits_acc_empty:
+            yield from sim.wait(sim.acc_empty[a], ((tc // A) & 1) ^ 1, f"MMA thread (CTA tile {tc}, accumulator {a})")
+        if tc >= A and len(sim.epi_read.get(tc - A, ())) < cfg.epilogue_warps:
+            sim.problem(f"early accumulator overwrite: CTA tile {tc}'s MMAs start in accumulator {a} before the epilogue "
+                        f"read tile {tc - A} out of it")
         for kt in range(K):
             it = tc * K + kt
             s = it % S
@@ -436,21 +491,22 @@ def tcgen05_issuer(sim: Sim):
             sim.push(pipe, ("commit", sim.empty[s], it))
             yield
         if cfg.acc_barrier:
-            sim.push(pipe, ("commit", sim.acc_full, None))
+            sim.push(pipe, ("commit", sim.acc_full[a], None))
             yield
 
 
 def epilogue_warp(sim: Sim, w: int):
     cfg = sim.cfg
+    A = cfg.acc_stages
     for tc in range(cfg.tiles_per_cta):
+        a = tc % A
         if cfg.epilogue_waits_acc:
-            yield from sim.wait(sim.acc_full, tc & 1, f"epilogue warp {w} (CTA tile {tc})")
+            yield from sim.wait(sim.acc_full[a], (tc // A) & 1, f"epilogue warp {w} (CTA tile {tc}, accumulator {a})")
         check_acc_read(sim, 0, tc, f"epilogue warp {w}")
         sim.epi_read.setdefault(tc, set()).add(w)
         yield
-        if cfg.tiles_per_cta > 1:
-            sim.arrive(sim.acc_empty)
-            yield
+        sim.arrive(sim.acc_empty[a])
+        yield
 
 
 # ---- the scheduler ---------------------------------------------------------------------------------------
@@ -472,7 +528,8 @@ def make_agents(sim: Sim) -> list[Agent]:
         spec += [(f"cp.async thread {t}", cp_producer(sim, t), False) for t in range(cfg.producer_threads)]
         spec.append(("cp.async unit", cp_unit(sim), True))
     if cfg.wgmma:
-        spec += [(f"consumer warpgroup {g}", wgmma_consumer(sim, g), False) for g in range(cfg.consumer_groups)]
+        consumer = pingpong_consumer if cfg.pingpong else wgmma_consumer
+        spec += [(f"consumer warpgroup {g}", consumer(sim, g), False) for g in range(cfg.consumer_groups)]
     else:
         spec.append(("MMA thread", tcgen05_issuer(sim), False))
         spec += [(f"epilogue warp {w}", epilogue_warp(sim, w), False) for w in range(cfg.epilogue_warps)]
@@ -532,7 +589,7 @@ def report_deadlock(sim: Sim, agents: list[Agent]) -> None:
 
 
 def all_barriers(sim: Sim) -> tuple[MBarrier, ...]:
-    return (*sim.full, *sim.empty, sim.acc_full, sim.acc_empty)
+    return (*sim.full, *sim.empty, *sim.acc_full, *sim.acc_empty, *sim.order)
 
 
 def end_warnings(sim: Sim) -> list[str]:
