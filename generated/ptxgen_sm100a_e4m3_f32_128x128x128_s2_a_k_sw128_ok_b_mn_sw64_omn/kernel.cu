@@ -202,39 +202,14 @@ ptxgen_sm100a_e4m3_f32_128x128x128_s2_a_k_sw128_ok_b_mn_sw64_omn(const __grid_co
       mbar_arrive_expect_tx(full, 32768u);  // A + B bytes of one stage, zero-filled parts included
       // A: 1 box(es) of 128 x 128 elements, swizzle 128B; 16384 B a stage
       tma_load_2d(a_stage + 0u, &tmap_a, k0 + 0, m0 + 0, full);
-      // B: 32 box(es) of 64 x 8 elements, swizzle 64B; 16384 B a stage
-      tma_load_2d(b_stage + 0u, &tmap_b, n0 + 0, k0 + 0, full);
-      tma_load_2d(b_stage + 512u, &tmap_b, n0 + 64, k0 + 0, full);
-      tma_load_2d(b_stage + 1024u, &tmap_b, n0 + 0, k0 + 8, full);
-      tma_load_2d(b_stage + 1536u, &tmap_b, n0 + 64, k0 + 8, full);
-      tma_load_2d(b_stage + 2048u, &tmap_b, n0 + 0, k0 + 16, full);
-      tma_load_2d(b_stage + 2560u, &tmap_b, n0 + 64, k0 + 16, full);
-      tma_load_2d(b_stage + 3072u, &tmap_b, n0 + 0, k0 + 24, full);
-      tma_load_2d(b_stage + 3584u, &tmap_b, n0 + 64, k0 + 24, full);
-      tma_load_2d(b_stage + 4096u, &tmap_b, n0 + 0, k0 + 32, full);
-      tma_load_2d(b_stage + 4608u, &tmap_b, n0 + 64, k0 + 32, full);
-      tma_load_2d(b_stage + 5120u, &tmap_b, n0 + 0, k0 + 40, full);
-      tma_load_2d(b_stage + 5632u, &tmap_b, n0 + 64, k0 + 40, full);
-      tma_load_2d(b_stage + 6144u, &tmap_b, n0 + 0, k0 + 48, full);
-      tma_load_2d(b_stage + 6656u, &tmap_b, n0 + 64, k0 + 48, full);
-      tma_load_2d(b_stage + 7168u, &tmap_b, n0 + 0, k0 + 56, full);
-      tma_load_2d(b_stage + 7680u, &tmap_b, n0 + 64, k0 + 56, full);
-      tma_load_2d(b_stage + 8192u, &tmap_b, n0 + 0, k0 + 64, full);
-      tma_load_2d(b_stage + 8704u, &tmap_b, n0 + 64, k0 + 64, full);
-      tma_load_2d(b_stage + 9216u, &tmap_b, n0 + 0, k0 + 72, full);
-      tma_load_2d(b_stage + 9728u, &tmap_b, n0 + 64, k0 + 72, full);
-      tma_load_2d(b_stage + 10240u, &tmap_b, n0 + 0, k0 + 80, full);
-      tma_load_2d(b_stage + 10752u, &tmap_b, n0 + 64, k0 + 80, full);
-      tma_load_2d(b_stage + 11264u, &tmap_b, n0 + 0, k0 + 88, full);
-      tma_load_2d(b_stage + 11776u, &tmap_b, n0 + 64, k0 + 88, full);
-      tma_load_2d(b_stage + 12288u, &tmap_b, n0 + 0, k0 + 96, full);
-      tma_load_2d(b_stage + 12800u, &tmap_b, n0 + 64, k0 + 96, full);
-      tma_load_2d(b_stage + 13312u, &tmap_b, n0 + 0, k0 + 104, full);
-      tma_load_2d(b_stage + 13824u, &tmap_b, n0 + 64, k0 + 104, full);
-      tma_load_2d(b_stage + 14336u, &tmap_b, n0 + 0, k0 + 112, full);
-      tma_load_2d(b_stage + 14848u, &tmap_b, n0 + 64, k0 + 112, full);
-      tma_load_2d(b_stage + 15360u, &tmap_b, n0 + 0, k0 + 120, full);
-      tma_load_2d(b_stage + 15872u, &tmap_b, n0 + 64, k0 + 120, full);
+      // B: 32 box(es) of 64 x 8 elements, swizzle 64B; 16384 B a stage, in a loop nest
+#pragma unroll 1
+      for (int cj = 0; cj < 2; ++cj) {
+#pragma unroll 1
+        for (int ci = 0; ci < 16; ++ci) {
+          tma_load_2d(b_stage + static_cast<unsigned>(cj) * 512u + static_cast<unsigned>(ci) * 1024u, &tmap_b, n0 + cj * 64, k0 + ci * 8, full);
+        }
+      }
     }
       }
     }

@@ -182,104 +182,22 @@ ptxgen_sm90a_f16_f32_128x128x64_s3_a_k_sw64_ok_b_mn_sw32_omn_off384(const __grid
       const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 16384u;
       const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 16384u;
       mbar_arrive_expect_tx(full, 32768u);  // A + B bytes of one stage, zero-filled parts included
-      // A: 32 box(es) of 32 x 8 elements, swizzle 64B; 16384 B a stage
-      tma_load_2d(a_stage + 0u, &tmap_a, k0 + 0, m0 + 0, full);
-      tma_load_2d(a_stage + 512u, &tmap_a, k0 + 32, m0 + 0, full);
-      tma_load_2d(a_stage + 1024u, &tmap_a, k0 + 0, m0 + 8, full);
-      tma_load_2d(a_stage + 1536u, &tmap_a, k0 + 32, m0 + 8, full);
-      tma_load_2d(a_stage + 2048u, &tmap_a, k0 + 0, m0 + 16, full);
-      tma_load_2d(a_stage + 2560u, &tmap_a, k0 + 32, m0 + 16, full);
-      tma_load_2d(a_stage + 3072u, &tmap_a, k0 + 0, m0 + 24, full);
-      tma_load_2d(a_stage + 3584u, &tmap_a, k0 + 32, m0 + 24, full);
-      tma_load_2d(a_stage + 4096u, &tmap_a, k0 + 0, m0 + 32, full);
-      tma_load_2d(a_stage + 4608u, &tmap_a, k0 + 32, m0 + 32, full);
-      tma_load_2d(a_stage + 5120u, &tmap_a, k0 + 0, m0 + 40, full);
-      tma_load_2d(a_stage + 5632u, &tmap_a, k0 + 32, m0 + 40, full);
-      tma_load_2d(a_stage + 6144u, &tmap_a, k0 + 0, m0 + 48, full);
-      tma_load_2d(a_stage + 6656u, &tmap_a, k0 + 32, m0 + 48, full);
-      tma_load_2d(a_stage + 7168u, &tmap_a, k0 + 0, m0 + 56, full);
-      tma_load_2d(a_stage + 7680u, &tmap_a, k0 + 32, m0 + 56, full);
-      tma_load_2d(a_stage + 8192u, &tmap_a, k0 + 0, m0 + 64, full);
-      tma_load_2d(a_stage + 8704u, &tmap_a, k0 + 32, m0 + 64, full);
-      tma_load_2d(a_stage + 9216u, &tmap_a, k0 + 0, m0 + 72, full);
-      tma_load_2d(a_stage + 9728u, &tmap_a, k0 + 32, m0 + 72, full);
-      tma_load_2d(a_stage + 10240u, &tmap_a, k0 + 0, m0 + 80, full);
-      tma_load_2d(a_stage + 10752u, &tmap_a, k0 + 32, m0 + 80, full);
-      tma_load_2d(a_stage + 11264u, &tmap_a, k0 + 0, m0 + 88, full);
-      tma_load_2d(a_stage + 11776u, &tmap_a, k0 + 32, m0 + 88, full);
-      tma_load_2d(a_stage + 12288u, &tmap_a, k0 + 0, m0 + 96, full);
-      tma_load_2d(a_stage + 12800u, &tmap_a, k0 + 32, m0 + 96, full);
-      tma_load_2d(a_stage + 13312u, &tmap_a, k0 + 0, m0 + 104, full);
-      tma_load_2d(a_stage + 13824u, &tmap_a, k0 + 32, m0 + 104, full);
-      tma_load_2d(a_stage + 14336u, &tmap_a, k0 + 0, m0 + 112, full);
-      tma_load_2d(a_stage + 14848u, &tmap_a, k0 + 32, m0 + 112, full);
-      tma_load_2d(a_stage + 15360u, &tmap_a, k0 + 0, m0 + 120, full);
-      tma_load_2d(a_stage + 15872u, &tmap_a, k0 + 32, m0 + 120, full);
-      // B: 64 box(es) of 16 x 8 elements, swizzle 32B; 16384 B a stage
-      tma_load_2d(b_stage + 0u, &tmap_b, n0 + 0, k0 + 0, full);
-      tma_load_2d(b_stage + 256u, &tmap_b, n0 + 16, k0 + 0, full);
-      tma_load_2d(b_stage + 512u, &tmap_b, n0 + 32, k0 + 0, full);
-      tma_load_2d(b_stage + 768u, &tmap_b, n0 + 48, k0 + 0, full);
-      tma_load_2d(b_stage + 1024u, &tmap_b, n0 + 64, k0 + 0, full);
-      tma_load_2d(b_stage + 1280u, &tmap_b, n0 + 80, k0 + 0, full);
-      tma_load_2d(b_stage + 1536u, &tmap_b, n0 + 96, k0 + 0, full);
-      tma_load_2d(b_stage + 1792u, &tmap_b, n0 + 112, k0 + 0, full);
-      tma_load_2d(b_stage + 2048u, &tmap_b, n0 + 0, k0 + 8, full);
-      tma_load_2d(b_stage + 2304u, &tmap_b, n0 + 16, k0 + 8, full);
-      tma_load_2d(b_stage + 2560u, &tmap_b, n0 + 32, k0 + 8, full);
-      tma_load_2d(b_stage + 2816u, &tmap_b, n0 + 48, k0 + 8, full);
-      tma_load_2d(b_stage + 3072u, &tmap_b, n0 + 64, k0 + 8, full);
-      tma_load_2d(b_stage + 3328u, &tmap_b, n0 + 80, k0 + 8, full);
-      tma_load_2d(b_stage + 3584u, &tmap_b, n0 + 96, k0 + 8, full);
-      tma_load_2d(b_stage + 3840u, &tmap_b, n0 + 112, k0 + 8, full);
-      tma_load_2d(b_stage + 4096u, &tmap_b, n0 + 0, k0 + 16, full);
-      tma_load_2d(b_stage + 4352u, &tmap_b, n0 + 16, k0 + 16, full);
-      tma_load_2d(b_stage + 4608u, &tmap_b, n0 + 32, k0 + 16, full);
-      tma_load_2d(b_stage + 4864u, &tmap_b, n0 + 48, k0 + 16, full);
-      tma_load_2d(b_stage + 5120u, &tmap_b, n0 + 64, k0 + 16, full);
-      tma_load_2d(b_stage + 5376u, &tmap_b, n0 + 80, k0 + 16, full);
-      tma_load_2d(b_stage + 5632u, &tmap_b, n0 + 96, k0 + 16, full);
-      tma_load_2d(b_stage + 5888u, &tmap_b, n0 + 112, k0 + 16, full);
-      tma_load_2d(b_stage + 6144u, &tmap_b, n0 + 0, k0 + 24, full);
-      tma_load_2d(b_stage + 6400u, &tmap_b, n0 + 16, k0 + 24, full);
-      tma_load_2d(b_stage + 6656u, &tmap_b, n0 + 32, k0 + 24, full);
-      tma_load_2d(b_stage + 6912u, &tmap_b, n0 + 48, k0 + 24, full);
-      tma_load_2d(b_stage + 7168u, &tmap_b, n0 + 64, k0 + 24, full);
-      tma_load_2d(b_stage + 7424u, &tmap_b, n0 + 80, k0 + 24, full);
-      tma_load_2d(b_stage + 7680u, &tmap_b, n0 + 96, k0 + 24, full);
-      tma_load_2d(b_stage + 7936u, &tmap_b, n0 + 112, k0 + 24, full);
-      tma_load_2d(b_stage + 8192u, &tmap_b, n0 + 0, k0 + 32, full);
-      tma_load_2d(b_stage + 8448u, &tmap_b, n0 + 16, k0 + 32, full);
-      tma_load_2d(b_stage + 8704u, &tmap_b, n0 + 32, k0 + 32, full);
-      tma_load_2d(b_stage + 8960u, &tmap_b, n0 + 48, k0 + 32, full);
-      tma_load_2d(b_stage + 9216u, &tmap_b, n0 + 64, k0 + 32, full);
-      tma_load_2d(b_stage + 9472u, &tmap_b, n0 + 80, k0 + 32, full);
-      tma_load_2d(b_stage + 9728u, &tmap_b, n0 + 96, k0 + 32, full);
-      tma_load_2d(b_stage + 9984u, &tmap_b, n0 + 112, k0 + 32, full);
-      tma_load_2d(b_stage + 10240u, &tmap_b, n0 + 0, k0 + 40, full);
-      tma_load_2d(b_stage + 10496u, &tmap_b, n0 + 16, k0 + 40, full);
-      tma_load_2d(b_stage + 10752u, &tmap_b, n0 + 32, k0 + 40, full);
-      tma_load_2d(b_stage + 11008u, &tmap_b, n0 + 48, k0 + 40, full);
-      tma_load_2d(b_stage + 11264u, &tmap_b, n0 + 64, k0 + 40, full);
-      tma_load_2d(b_stage + 11520u, &tmap_b, n0 + 80, k0 + 40, full);
-      tma_load_2d(b_stage + 11776u, &tmap_b, n0 + 96, k0 + 40, full);
-      tma_load_2d(b_stage + 12032u, &tmap_b, n0 + 112, k0 + 40, full);
-      tma_load_2d(b_stage + 12288u, &tmap_b, n0 + 0, k0 + 48, full);
-      tma_load_2d(b_stage + 12544u, &tmap_b, n0 + 16, k0 + 48, full);
-      tma_load_2d(b_stage + 12800u, &tmap_b, n0 + 32, k0 + 48, full);
-      tma_load_2d(b_stage + 13056u, &tmap_b, n0 + 48, k0 + 48, full);
-      tma_load_2d(b_stage + 13312u, &tmap_b, n0 + 64, k0 + 48, full);
-      tma_load_2d(b_stage + 13568u, &tmap_b, n0 + 80, k0 + 48, full);
-      tma_load_2d(b_stage + 13824u, &tmap_b, n0 + 96, k0 + 48, full);
-      tma_load_2d(b_stage + 14080u, &tmap_b, n0 + 112, k0 + 48, full);
-      tma_load_2d(b_stage + 14336u, &tmap_b, n0 + 0, k0 + 56, full);
-      tma_load_2d(b_stage + 14592u, &tmap_b, n0 + 16, k0 + 56, full);
-      tma_load_2d(b_stage + 14848u, &tmap_b, n0 + 32, k0 + 56, full);
-      tma_load_2d(b_stage + 15104u, &tmap_b, n0 + 48, k0 + 56, full);
-      tma_load_2d(b_stage + 15360u, &tmap_b, n0 + 64, k0 + 56, full);
-      tma_load_2d(b_stage + 15616u, &tmap_b, n0 + 80, k0 + 56, full);
-      tma_load_2d(b_stage + 15872u, &tmap_b, n0 + 96, k0 + 56, full);
-      tma_load_2d(b_stage + 16128u, &tmap_b, n0 + 112, k0 + 56, full);
+      // A: 32 box(es) of 32 x 8 elements, swizzle 64B; 16384 B a stage, in a loop nest
+#pragma unroll 1
+      for (int cj = 0; cj < 2; ++cj) {
+#pragma unroll 1
+        for (int ci = 0; ci < 16; ++ci) {
+          tma_load_2d(a_stage + static_cast<unsigned>(cj) * 512u + static_cast<unsigned>(ci) * 1024u, &tmap_a, k0 + cj * 32, m0 + ci * 8, full);
+        }
+      }
+      // B: 64 box(es) of 16 x 8 elements, swizzle 32B; 16384 B a stage, in a loop nest
+#pragma unroll 1
+      for (int cj = 0; cj < 8; ++cj) {
+#pragma unroll 1
+        for (int ci = 0; ci < 8; ++ci) {
+          tma_load_2d(b_stage + static_cast<unsigned>(cj) * 256u + static_cast<unsigned>(ci) * 2048u, &tmap_b, n0 + cj * 16, k0 + ci * 8, full);
+        }
+      }
     }
       }
     }

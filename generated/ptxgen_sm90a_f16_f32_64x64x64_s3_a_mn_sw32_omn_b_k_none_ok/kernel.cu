@@ -179,104 +179,22 @@ ptxgen_sm90a_f16_f32_64x64x64_s3_a_mn_sw32_omn_b_k_none_ok(const __grid_constant
       const unsigned a_stage = smem_a + static_cast<unsigned>(s) * 8192u;
       const unsigned b_stage = smem_b + static_cast<unsigned>(s) * 8192u;
       mbar_arrive_expect_tx(full, 16384u);  // A + B bytes of one stage, zero-filled parts included
-      // A: 32 box(es) of 16 x 8 elements, swizzle 32B; 8192 B a stage
-      tma_load_2d(a_stage + 0u, &tmap_a, m0 + 0, k0 + 0, full);
-      tma_load_2d(a_stage + 256u, &tmap_a, m0 + 16, k0 + 0, full);
-      tma_load_2d(a_stage + 512u, &tmap_a, m0 + 32, k0 + 0, full);
-      tma_load_2d(a_stage + 768u, &tmap_a, m0 + 48, k0 + 0, full);
-      tma_load_2d(a_stage + 1024u, &tmap_a, m0 + 0, k0 + 8, full);
-      tma_load_2d(a_stage + 1280u, &tmap_a, m0 + 16, k0 + 8, full);
-      tma_load_2d(a_stage + 1536u, &tmap_a, m0 + 32, k0 + 8, full);
-      tma_load_2d(a_stage + 1792u, &tmap_a, m0 + 48, k0 + 8, full);
-      tma_load_2d(a_stage + 2048u, &tmap_a, m0 + 0, k0 + 16, full);
-      tma_load_2d(a_stage + 2304u, &tmap_a, m0 + 16, k0 + 16, full);
-      tma_load_2d(a_stage + 2560u, &tmap_a, m0 + 32, k0 + 16, full);
-      tma_load_2d(a_stage + 2816u, &tmap_a, m0 + 48, k0 + 16, full);
-      tma_load_2d(a_stage + 3072u, &tmap_a, m0 + 0, k0 + 24, full);
-      tma_load_2d(a_stage + 3328u, &tmap_a, m0 + 16, k0 + 24, full);
-      tma_load_2d(a_stage + 3584u, &tmap_a, m0 + 32, k0 + 24, full);
-      tma_load_2d(a_stage + 3840u, &tmap_a, m0 + 48, k0 + 24, full);
-      tma_load_2d(a_stage + 4096u, &tmap_a, m0 + 0, k0 + 32, full);
-      tma_load_2d(a_stage + 4352u, &tmap_a, m0 + 16, k0 + 32, full);
-      tma_load_2d(a_stage + 4608u, &tmap_a, m0 + 32, k0 + 32, full);
-      tma_load_2d(a_stage + 4864u, &tmap_a, m0 + 48, k0 + 32, full);
-      tma_load_2d(a_stage + 5120u, &tmap_a, m0 + 0, k0 + 40, full);
-      tma_load_2d(a_stage + 5376u, &tmap_a, m0 + 16, k0 + 40, full);
-      tma_load_2d(a_stage + 5632u, &tmap_a, m0 + 32, k0 + 40, full);
-      tma_load_2d(a_stage + 5888u, &tmap_a, m0 + 48, k0 + 40, full);
-      tma_load_2d(a_stage + 6144u, &tmap_a, m0 + 0, k0 + 48, full);
-      tma_load_2d(a_stage + 6400u, &tmap_a, m0 + 16, k0 + 48, full);
-      tma_load_2d(a_stage + 6656u, &tmap_a, m0 + 32, k0 + 48, full);
-      tma_load_2d(a_stage + 6912u, &tmap_a, m0 + 48, k0 + 48, full);
-      tma_load_2d(a_stage + 7168u, &tmap_a, m0 + 0, k0 + 56, full);
-      tma_load_2d(a_stage + 7424u, &tmap_a, m0 + 16, k0 + 56, full);
-      tma_load_2d(a_stage + 7680u, &tmap_a, m0 + 32, k0 + 56, full);
-      tma_load_2d(a_stage + 7936u, &tmap_a, m0 + 48, k0 + 56, full);
-      // B: 64 box(es) of 8 x 8 elements, swizzle none; 8192 B a stage
-      tma_load_2d(b_stage + 0u, &tmap_b, k0 + 0, n0 + 0, full);
-      tma_load_2d(b_stage + 128u, &tmap_b, k0 + 8, n0 + 0, full);
-      tma_load_2d(b_stage + 256u, &tmap_b, k0 + 16, n0 + 0, full);
-      tma_load_2d(b_stage + 384u, &tmap_b, k0 + 24, n0 + 0, full);
-      tma_load_2d(b_stage + 512u, &tmap_b, k0 + 32, n0 + 0, full);
-      tma_load_2d(b_stage + 640u, &tmap_b, k0 + 40, n0 + 0, full);
-      tma_load_2d(b_stage + 768u, &tmap_b, k0 + 48, n0 + 0, full);
-      tma_load_2d(b_stage + 896u, &tmap_b, k0 + 56, n0 + 0, full);
-      tma_load_2d(b_stage + 1024u, &tmap_b, k0 + 0, n0 + 8, full);
-      tma_load_2d(b_stage + 1152u, &tmap_b, k0 + 8, n0 + 8, full);
-      tma_load_2d(b_stage + 1280u, &tmap_b, k0 + 16, n0 + 8, full);
-      tma_load_2d(b_stage + 1408u, &tmap_b, k0 + 24, n0 + 8, full);
-      tma_load_2d(b_stage + 1536u, &tmap_b, k0 + 32, n0 + 8, full);
-      tma_load_2d(b_stage + 1664u, &tmap_b, k0 + 40, n0 + 8, full);
-      tma_load_2d(b_stage + 1792u, &tmap_b, k0 + 48, n0 + 8, full);
-      tma_load_2d(b_stage + 1920u, &tmap_b, k0 + 56, n0 + 8, full);
-      tma_load_2d(b_stage + 2048u, &tmap_b, k0 + 0, n0 + 16, full);
-      tma_load_2d(b_stage + 2176u, &tmap_b, k0 + 8, n0 + 16, full);
-      tma_load_2d(b_stage + 2304u, &tmap_b, k0 + 16, n0 + 16, full);
-      tma_load_2d(b_stage + 2432u, &tmap_b, k0 + 24, n0 + 16, full);
-      tma_load_2d(b_stage + 2560u, &tmap_b, k0 + 32, n0 + 16, full);
-      tma_load_2d(b_stage + 2688u, &tmap_b, k0 + 40, n0 + 16, full);
-      tma_load_2d(b_stage + 2816u, &tmap_b, k0 + 48, n0 + 16, full);
-      tma_load_2d(b_stage + 2944u, &tmap_b, k0 + 56, n0 + 16, full);
-      tma_load_2d(b_stage + 3072u, &tmap_b, k0 + 0, n0 + 24, full);
-      tma_load_2d(b_stage + 3200u, &tmap_b, k0 + 8, n0 + 24, full);
-      tma_load_2d(b_stage + 3328u, &tmap_b, k0 + 16, n0 + 24, full);
-      tma_load_2d(b_stage + 3456u, &tmap_b, k0 + 24, n0 + 24, full);
-      tma_load_2d(b_stage + 3584u, &tmap_b, k0 + 32, n0 + 24, full);
-      tma_load_2d(b_stage + 3712u, &tmap_b, k0 + 40, n0 + 24, full);
-      tma_load_2d(b_stage + 3840u, &tmap_b, k0 + 48, n0 + 24, full);
-      tma_load_2d(b_stage + 3968u, &tmap_b, k0 + 56, n0 + 24, full);
-      tma_load_2d(b_stage + 4096u, &tmap_b, k0 + 0, n0 + 32, full);
-      tma_load_2d(b_stage + 4224u, &tmap_b, k0 + 8, n0 + 32, full);
-      tma_load_2d(b_stage + 4352u, &tmap_b, k0 + 16, n0 + 32, full);
-      tma_load_2d(b_stage + 4480u, &tmap_b, k0 + 24, n0 + 32, full);
-      tma_load_2d(b_stage + 4608u, &tmap_b, k0 + 32, n0 + 32, full);
-      tma_load_2d(b_stage + 4736u, &tmap_b, k0 + 40, n0 + 32, full);
-      tma_load_2d(b_stage + 4864u, &tmap_b, k0 + 48, n0 + 32, full);
-      tma_load_2d(b_stage + 4992u, &tmap_b, k0 + 56, n0 + 32, full);
-      tma_load_2d(b_stage + 5120u, &tmap_b, k0 + 0, n0 + 40, full);
-      tma_load_2d(b_stage + 5248u, &tmap_b, k0 + 8, n0 + 40, full);
-      tma_load_2d(b_stage + 5376u, &tmap_b, k0 + 16, n0 + 40, full);
-      tma_load_2d(b_stage + 5504u, &tmap_b, k0 + 24, n0 + 40, full);
-      tma_load_2d(b_stage + 5632u, &tmap_b, k0 + 32, n0 + 40, full);
-      tma_load_2d(b_stage + 5760u, &tmap_b, k0 + 40, n0 + 40, full);
-      tma_load_2d(b_stage + 5888u, &tmap_b, k0 + 48, n0 + 40, full);
-      tma_load_2d(b_stage + 6016u, &tmap_b, k0 + 56, n0 + 40, full);
-      tma_load_2d(b_stage + 6144u, &tmap_b, k0 + 0, n0 + 48, full);
-      tma_load_2d(b_stage + 6272u, &tmap_b, k0 + 8, n0 + 48, full);
-      tma_load_2d(b_stage + 6400u, &tmap_b, k0 + 16, n0 + 48, full);
-      tma_load_2d(b_stage + 6528u, &tmap_b, k0 + 24, n0 + 48, full);
-      tma_load_2d(b_stage + 6656u, &tmap_b, k0 + 32, n0 + 48, full);
-      tma_load_2d(b_stage + 6784u, &tmap_b, k0 + 40, n0 + 48, full);
-      tma_load_2d(b_stage + 6912u, &tmap_b, k0 + 48, n0 + 48, full);
-      tma_load_2d(b_stage + 7040u, &tmap_b, k0 + 56, n0 + 48, full);
-      tma_load_2d(b_stage + 7168u, &tmap_b, k0 + 0, n0 + 56, full);
-      tma_load_2d(b_stage + 7296u, &tmap_b, k0 + 8, n0 + 56, full);
-      tma_load_2d(b_stage + 7424u, &tmap_b, k0 + 16, n0 + 56, full);
-      tma_load_2d(b_stage + 7552u, &tmap_b, k0 + 24, n0 + 56, full);
-      tma_load_2d(b_stage + 7680u, &tmap_b, k0 + 32, n0 + 56, full);
-      tma_load_2d(b_stage + 7808u, &tmap_b, k0 + 40, n0 + 56, full);
-      tma_load_2d(b_stage + 7936u, &tmap_b, k0 + 48, n0 + 56, full);
-      tma_load_2d(b_stage + 8064u, &tmap_b, k0 + 56, n0 + 56, full);
+      // A: 32 box(es) of 16 x 8 elements, swizzle 32B; 8192 B a stage, in a loop nest
+#pragma unroll 1
+      for (int cj = 0; cj < 4; ++cj) {
+#pragma unroll 1
+        for (int ci = 0; ci < 8; ++ci) {
+          tma_load_2d(a_stage + static_cast<unsigned>(cj) * 256u + static_cast<unsigned>(ci) * 1024u, &tmap_a, m0 + cj * 16, k0 + ci * 8, full);
+        }
+      }
+      // B: 64 box(es) of 8 x 8 elements, swizzle none; 8192 B a stage, in a loop nest
+#pragma unroll 1
+      for (int cj = 0; cj < 8; ++cj) {
+#pragma unroll 1
+        for (int ci = 0; ci < 8; ++ci) {
+          tma_load_2d(b_stage + static_cast<unsigned>(cj) * 128u + static_cast<unsigned>(ci) * 1024u, &tmap_b, k0 + cj * 8, n0 + ci * 8, full);
+        }
+      }
     }
       }
     }

@@ -66,6 +66,28 @@ class TmaCopy:
 
 
 @dataclass(frozen=True)
+class CopyGrid:
+    """The copies as a grid: copy (j, i) for j < columns, i < runs lands at j x column_stride_bytes +
+    i x run_stride_bytes and starts at (j x inner_step, i x outer_step). Kernels loop over it when the
+    list is long (hundreds of unrolled copies cost the 40-register producer its registers)."""
+
+    columns: int
+    runs: int
+    column_stride_bytes: int
+    run_stride_bytes: int
+    inner_step: int
+    outer_step: int
+
+    def expand(self) -> tuple[TmaCopy, ...]:
+        copies = [
+            TmaCopy(j * self.column_stride_bytes + i * self.run_stride_bytes, j * self.inner_step, i * self.outer_step)
+            for j in range(self.columns)
+            for i in range(self.runs)
+        ]
+        return tuple(sorted(copies, key=lambda c: c.smem_offset_bytes))
+
+
+@dataclass(frozen=True)
 class TmaPlan:
     """Everything ``cuTensorMapEncodeTiled`` needs but the pointer and the problem size, plus the copies."""
 
@@ -83,6 +105,7 @@ class TmaPlan:
     l2_promotion: int
     oob_fill: int
     copies: tuple[TmaCopy, ...]
+    grid: CopyGrid  # the same copies as a loop nest
     expect_tx_bytes: int  # bytes this operand's copies deliver per stage (full boxes, zero-fill included)
     derivation: tuple[Derived, ...]
 
@@ -99,8 +122,8 @@ class TmaPlan:
         }
 
 
-def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int], tuple[TmaCopy, ...]]:
-    """(box, copies) that write ``layout`` densely: runs of atoms adjacent along the outer dimension."""
+def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
+    """(box, copies, grid) that write ``layout`` densely: runs of atoms adjacent along the outer dimension."""
     R, W = layout.atom_rows, layout.atom_cols
     n_row_atoms, n_col_atoms = layout.rows // R, layout.cols // W
     run = n_row_atoms if layout.row_atom_stride_bytes == layout.atom_bytes else 1
@@ -118,14 +141,17 @@ def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int
                     outer=i * R,
                 )
             )
-    return box, tuple(sorted(copies, key=lambda c: c.smem_offset_bytes))
+    grid = CopyGrid(n_col_atoms, n_row_atoms // run, layout.col_atom_stride_bytes, run * layout.row_atom_stride_bytes,
+                    W * elems_per_cell, run * R)
+    return box, tuple(sorted(copies, key=lambda c: c.smem_offset_bytes)), grid
 
 
 def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
     layout = op.store
     dt = spec.dtype
     T = dt.per_cell
-    box, copies = copies_of(layout, T)
+    box, copies, grid = copies_of(layout, T)
+    assert grid.expand() == copies
     swz = TMA_SWIZZLE_OF[op.swizzle]
     k_major = op.major is Major.K
     MN = "M" if op.name == "a" else "N"
@@ -184,6 +210,7 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
         l2_promotion=L2_PROMOTION_256B,
         oob_fill=OOB_FILL_ZERO,
         copies=copies,
+        grid=grid,
         expect_tx_bytes=expect,
         derivation=D,
     )

@@ -181,14 +181,27 @@ class CopyView:
 
 
 @dataclass(frozen=True)
+class CopyLoopView:
+    columns: int
+    runs: int
+    smem_offset: str  # C expression in cj (column) and ci (run)
+    x: str
+    y: str
+
+
+UNROLL_COPIES = 16  # more copies than this per operand and stage: a loop nest instead of straight-line code
+
+
+@dataclass(frozen=True)
 class OperandView:
     name: str
     NAME: str
     global_layout: str
     summary: str
-    # TMA
+    # TMA: the copies unrolled, or (when there are many) one loop nest over copy_loop
     tma_doc: str = ""
     copies: tuple[CopyView, ...] = ()
+    copy_loop: "CopyLoopView | None" = None
     # cp.async
     rows: int = 0
     cols: int = 0
@@ -226,9 +239,21 @@ def _operand_view(op: OperandLayout, producer_threads: int) -> OperandView:
         if op.tma.layout is not op.store:
             raise AssertionError(f"{op.name}: the TMA plan was not derived from the layout the MMA descriptors read")
         tma = op.tma
-        copies = tuple(CopyView(c.smem_offset_bytes, f"{inner0} + {c.inner}", f"{outer0} + {c.outer}") for c in tma.copies)
-        doc = (f"{len(copies)} box(es) of {tma.box[0]} x {tma.box[1]} elements, swizzle {tma.swizzle.json_name}; "
+        doc = (f"{len(tma.copies)} box(es) of {tma.box[0]} x {tma.box[1]} elements, swizzle {tma.swizzle.json_name}; "
                f"{tma.expect_tx_bytes} B a stage")
+        if len(tma.copies) > UNROLL_COPIES:
+            g = tma.grid
+            if g.expand() != tma.copies:
+                raise AssertionError(f"{op.name}: the copy loop does not write the derived copies")
+            loop = CopyLoopView(
+                g.columns,
+                g.runs,
+                f"static_cast<unsigned>(cj) * {g.column_stride_bytes}u + static_cast<unsigned>(ci) * {g.run_stride_bytes}u",
+                f"{inner0} + cj * {g.inner_step}",
+                f"{outer0} + ci * {g.outer_step}",
+            )
+            return OperandView(**common, tma_doc=doc + ", in a loop nest", copy_loop=loop)
+        copies = tuple(CopyView(c.smem_offset_bytes, f"{inner0} + {c.inner}", f"{outer0} + {c.outer}") for c in tma.copies)
         return OperandView(**common, tma_doc=doc, copies=copies)
     store = op.store
     cells = store.rows * store.cols
