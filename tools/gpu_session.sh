@@ -22,8 +22,11 @@ for step in $STEPS; do
     validate)
       timeout 420 python3 tools/gpu_validate.py "$OUT/validate.jsonl" --timeout 60 > "$OUT/validate.log" 2>&1; echo "validate exit $?" >> "$OUT/validate.log"
       grep -v "^PASS" "$OUT/validate.log" | tail -40 ;;
+    api)
+      timeout 240 python3 -m pytest tests/test_api.py -q -rs -p no:cacheprovider > "$OUT/api_pytest.log" 2>&1
+      tail -5 "$OUT/api_pytest.log" ;;
     sanitizer)
-      timeout 540 python3 -m pytest tests/test_gpu.py -m gpu -q -rs -p no:cacheprovider -k sanitizer > "$OUT/sanitizer_pytest.log" 2>&1
+      timeout 540 python3 -m pytest tests/test_gpu.py -m gpu -q -rs -p no:cacheprovider -k "sanitizer and ${SANITIZER_K:-not nothing}" > "$OUT/sanitizer_pytest.log" 2>&1
       tail -15 "$OUT/sanitizer_pytest.log" ;;
     tune)
       # the shapes (bf16) and FP8 at 8192^3; the table goes to $OUT/h200.json and is used by the bench step
