@@ -28,7 +28,7 @@ TOKENS = tuple(
 )
 
 # 'full': every legal configuration of this domain (BK = 32 B and 128 B of K per row, so that every
-# K-major swizzle has a legal BK).
+# K-major swizzle has a legal BK), with both loaders: FULL_SIZE configurations (pinned by tests/test_sweep.py).
 FULL_DOMAIN = {
     "arch": ["sm_100a", "sm_90a"],
     "dtype": ["f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8"],
@@ -41,7 +41,9 @@ FULL_DOMAIN = {
     "b": list(TOKENS),
     "b_order": ["mn", "k"],
     "stages": [2],
+    "loader": ["tma", "cp.async"],
 }
+FULL_SIZE = 2 * 31344  # 31,344 legal tiles of the domain, each with both loaders
 
 
 @dataclass
@@ -158,7 +160,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
             checks["model"] = "fail"
     return {
         "kernel_name": spec.kernel_name,
-        "spec": spec.to_json(),
+        "spec": {**spec.to_json(), "loader": spec.loader.value},  # the loader always recorded
         "checks": checks,
         "seconds": round(time.perf_counter() - t0, 3),
         "error": "; ".join(errors) if errors else None,
@@ -231,16 +233,16 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
 def summary_table(report: dict) -> str:
     rows = {}
     for r in report["configs"]:
-        key = (r["spec"]["arch"], r["spec"]["dtype"])
+        key = (r["spec"]["arch"], r["spec"]["dtype"], r["spec"]["loader"])
         row = rows.setdefault(key, {"n": 0, **{c: [0, 0, 0] for c in ("model", "compile", "sass", "run")}})
         row["n"] += 1
         for c, v in r["checks"].items():
             row[c][("pass", "fail", "skipped").index(v)] += 1
-    lines = [f"{'arch':<8} {'dtype':<6} {'configs':>7}   {'model':>12} {'compile':>12} {'sass':>12} {'run':>12}"]
+    lines = [f"{'arch':<8} {'dtype':<6} {'loader':<8} {'configs':>7}   {'model':>12} {'compile':>12} {'sass':>12} {'run':>12}"]
     fmt = lambda p, f, s: f"{p}/{f}/{s}"  # noqa: E731
-    for (arch, dtype), row in sorted(rows.items()):
+    for (arch, dtype, loader), row in sorted(rows.items()):
         lines.append(
-            f"{arch:<8} {dtype:<6} {row['n']:>7}   "
+            f"{arch:<8} {dtype:<6} {loader:<8} {row['n']:>7}   "
             + " ".join(f"{fmt(*row[c]):>12}" for c in ("model", "compile", "sass", "run"))
         )
     s = report["summary"]

@@ -193,7 +193,7 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn_cpasync(const uns
         // A: 128 M rows x 4 cells of 16 B = 512 cells, 4 per producer thread.
         // The global side walks cells in logical order (coalesced); the shared side stores each cell at its derived
         // swizzled offset; cells past the tensor's end are zero-filled.
-#pragma unroll
+#pragma unroll 4
         for (int it = 0; it < 4; ++it) {
           const int cell = it * 128 + ptid;
           {
@@ -213,7 +213,7 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn_cpasync(const uns
         // B: 32 K rows x 16 cells of 16 B = 512 cells, 4 per producer thread.
         // The global side walks cells in logical order (coalesced); the shared side stores each cell at its derived
         // swizzled offset; cells past the tensor's end are zero-filled.
-#pragma unroll
+#pragma unroll 4
         for (int it = 0; it < 4; ++it) {
           const int cell = it * 128 + ptid;
           {

@@ -172,7 +172,7 @@ ptxgen_sm90a_f16_f32_128x128x64_s3_a_k_sw64_ok_b_mn_sw32_omn_off384_cpasync(cons
         // A: 128 M rows x 8 cells of 16 B = 1024 cells, 8 per producer thread.
         // The global side walks cells in logical order (coalesced); the shared side stores each cell at its derived
         // swizzled offset; cells past the tensor's end are zero-filled.
-#pragma unroll
+#pragma unroll 4
         for (int it = 0; it < 8; ++it) {
           const int cell = it * 128 + ptid;
           {
@@ -192,7 +192,7 @@ ptxgen_sm90a_f16_f32_128x128x64_s3_a_k_sw64_ok_b_mn_sw32_omn_off384_cpasync(cons
         // B: 64 K rows x 16 cells of 16 B = 1024 cells, 8 per producer thread.
         // The global side walks cells in logical order (coalesced); the shared side stores each cell at its derived
         // swizzled offset; cells past the tensor's end are zero-filled.
-#pragma unroll
+#pragma unroll 4
         for (int it = 0; it < 8; ++it) {
           const int cell = it * 128 + ptid;
           {
