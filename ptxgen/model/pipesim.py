@@ -413,56 +413,53 @@ def mma_unit(sim: Sim, reader: int):
         yield
 
 
-def wgmma_consumer(sim: Sim, g: int):
+def wgmma_mainloop(sim: Sim, g: int, lt: int, who: str):
+    """Consumer warpgroup g's K-tiles of CTA tile lt: wait full, MMA, wait_group(depth), release K-tile kt - lag."""
     cfg = sim.cfg
     K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
     pipe = sim.pipes[g]
-    for tc in range(cfg.tiles_per_cta):
-        for kt in range(K):
-            it = tc * K + kt
-            s = it % S
-            yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"consumer warpgroup {g} ({sim.tile(it)})")
-            check_read(sim, g, s, it)
-            sim.push(pipe, ("mma", s, it))
-            yield
-            yield from wait_group(pipe, cfg.wait_depth, f"consumer warpgroup {g} ({sim.tile(it)})")
-            if kt >= lag:
-                sim.arrive(sim.empty[(it - lag) % S])
-            yield
-        yield from wait_group(pipe, 0, f"consumer warpgroup {g} (end of CTA tile {tc})")
-        for kt in range(max(0, K - lag), K):
-            sim.arrive(sim.empty[(tc * K + kt) % S])
-        check_acc_read(sim, g, tc, f"consumer warpgroup {g}'s epilogue")
+    for kt in range(K):
+        it = lt * K + kt
+        s = it % S
+        yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"{who} ({sim.tile(it)})")
+        check_read(sim, g, s, it)
+        sim.push(pipe, ("mma", s, it))
         yield
+        yield from wait_group(pipe, cfg.wait_depth, f"{who} ({sim.tile(it)})")
+        if kt >= lag:
+            sim.arrive(sim.empty[(it - lag) % S])
+        yield
+
+
+def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
+    """wait_group(0), release the tile's last K-tiles, then the epilogue reads the accumulator."""
+    cfg = sim.cfg
+    K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
+    yield from wait_group(sim.pipes[g], 0, f"{who} (end of CTA tile {lt})")
+    for kt in range(max(0, K - lag), K):
+        sim.arrive(sim.empty[(lt * K + kt) % S])
+    check_acc_read(sim, g, lt, f"{who}'s epilogue")
+    yield
+
+
+def wgmma_consumer(sim: Sim, g: int):
+    who = f"consumer warpgroup {g}"
+    for tc in range(sim.cfg.tiles_per_cta):
+        yield from wgmma_mainloop(sim, g, tc, who)
+        yield from wgmma_tile_end(sim, g, tc, who)
 
 
 def pingpong_consumer(sim: Sim, w: int):
     """Warpgroup w of the ping-pong mode: the CTA tiles lt = w, w + 2, ...; the order barriers alternate the mainloops."""
     cfg = sim.cfg
-    K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
-    pipe = sim.pipes[w]
     who = f"consumer warpgroup {w}"
     for j, lt in enumerate(range(w, cfg.tiles_per_cta, 2)):
         if lt >= 1 and cfg.order_barrier:
             yield from sim.wait(sim.order[w], ((j + w - 1) & 1) ^ cfg.order_parity_flip, f"{who} (CTA tile {lt}, its tile {j})")
-        for kt in range(K):
-            it = lt * K + kt
-            s = it % S
-            yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"{who} ({sim.tile(it)})")
-            check_read(sim, w, s, it)
-            sim.push(pipe, ("mma", s, it))
-            yield
-            yield from wait_group(pipe, cfg.wait_depth, f"{who} ({sim.tile(it)})")
-            if kt >= lag:
-                sim.arrive(sim.empty[(it - lag) % S])
-            yield
+        yield from wgmma_mainloop(sim, w, lt, who)
         sim.arrive(sim.order[1 - w])  # after the warpgroup's named barrier: its mainloop is issued
         yield
-        yield from wait_group(pipe, 0, f"{who} (end of CTA tile {lt})")
-        for kt in range(max(0, K - lag), K):
-            sim.arrive(sim.empty[(lt * K + kt) % S])
-        check_acc_read(sim, w, lt, f"{who}'s epilogue")
-        yield
+        yield from wgmma_tile_end(sim, w, lt, who)
 
 
 def wait_group(pipe: WaitList, depth: int, who: str):
