@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from ptxgen.model import readmodel
 from ptxgen.isa.descriptors import SmemDescriptor
 from ptxgen.derive.layout import derive
+from strategies import legal_specs
+
 from ptxgen.derive.spec import legal_bm, legal_bn, legal_swizzles, make_spec
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 from ptxgen.model.verify import check_tile, random_tile, write_stage
@@ -101,29 +103,6 @@ def test_small_grid_covers_the_space():
 def test_writer_and_reader_agree_exhaustively_on_a_small_grid():
     failures = [(s.kernel_name, p) for s in SMALL for p in check_tile(derive(s), seed=1)]
     assert not failures, failures[:5]
-
-
-@st.composite
-def legal_specs(draw):
-    arch = draw(st.sampled_from(list(Arch)))
-    dtype = draw(st.sampled_from([DType.F16, DType.BF16, DType.TF32, DType.E4M3, DType.E5M2, DType.S8, DType.U8]))
-    acc = draw(st.sampled_from(LEGAL_ACC[dtype]))
-    amaj, bmaj = draw(st.sampled_from(list(Major))), draw(st.sampled_from(list(Major)))
-    aswz = draw(st.sampled_from(legal_swizzles(arch, dtype, amaj) or (None,)))
-    bswz = draw(st.sampled_from(legal_swizzles(arch, dtype, bmaj) or (None,)))
-    assume(aswz is not None and bswz is not None)
-    bm = draw(st.sampled_from(legal_bm(arch)))
-    bn = draw(st.sampled_from(legal_bn(arch, dtype, bmaj)))
-    bk = draw(st.integers(1, 8)) * dtype.k_per_mma
-    try:
-        return make_spec(
-            bm=bm, bn=bn, bk=bk, a=f"{amaj.token}-{aswz.value}", b=f"{bmaj.token}-{bswz.value}",
-            a_order=draw(st.sampled_from(["mn", "k"])), b_order=draw(st.sampled_from(["mn", "k"])),
-            dtype=dtype.value, acc=acc.value, arch=arch.value, stages=draw(st.integers(1, 4)),
-            smem_offset=draw(st.sampled_from([0, 0, 128, 384, 512, 896])), loader=draw(st.sampled_from(["cp.async", "tma"])),
-        )
-    except SpecError:
-        assume(False)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])

@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ptxgen.derive.layout import derive
+from strategies import legal_specs
+
 from ptxgen.derive.spec import legal_bm, legal_bn, legal_swizzles, make_spec
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 from ptxgen.model import tmamodel
@@ -111,28 +113,8 @@ def test_every_ring_offset(smem_offset):
 # ---- (b) hypothesis over the legal space --------------------------------------------------------
 
 
-@st.composite
-def legal_tma_specs(draw):
-    arch = draw(st.sampled_from(list(Arch)))
-    dtype = draw(st.sampled_from([DType.F16, DType.BF16, DType.TF32, DType.E4M3, DType.E5M2, DType.S8, DType.U8]))
-    acc = draw(st.sampled_from(LEGAL_ACC[dtype]))
-    amaj, bmaj = draw(st.sampled_from(list(Major))), draw(st.sampled_from(list(Major)))
-    aswz = draw(st.sampled_from(legal_swizzles(arch, dtype, amaj) or (None,)))
-    bswz = draw(st.sampled_from(legal_swizzles(arch, dtype, bmaj) or (None,)))
-    assume(aswz is not None and bswz is not None)
-    spec = _try(
-        bm=draw(st.sampled_from(legal_bm(arch))), bn=draw(st.sampled_from(legal_bn(arch, dtype, bmaj))),
-        bk=draw(st.integers(1, 8)) * dtype.k_per_mma, a=f"{amaj.token}-{aswz.value}", b=f"{bmaj.token}-{bswz.value}",
-        a_order=draw(st.sampled_from(["mn", "k"])), b_order=draw(st.sampled_from(["mn", "k"])),
-        dtype=dtype.value, acc=acc.value, arch=arch.value, stages=draw(st.integers(1, 4)),
-        smem_offset=draw(st.sampled_from(RING_OFFSETS)),
-    )
-    assume(spec is not None)
-    return spec
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-@given(spec=legal_tma_specs(), seed=st.integers(0, 2**32 - 1))
+@given(spec=legal_specs(loaders=("tma",)), seed=st.integers(0, 2**32 - 1))
 def test_tma_and_descriptors_agree_on_any_legal_spec(spec, seed):
     assert check_tile(derive(spec), seed=seed) == []
 
