@@ -32,10 +32,15 @@ for step in $STEPS; do
       # the shapes (bf16) and FP8 at 8192^3; the table goes to $OUT/h200.json and is used by the bench step
       timeout 420 python3 -m ptxgen tune --dtype bf16 --shapes ${TUNE_SHAPES:-4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384} --json "$OUT/h200.json" > "$OUT/tune.log" 2>&1
       timeout 120 python3 -m ptxgen tune --dtype e4m3 --shapes 8192x8192x8192 --json "$OUT/h200.json" --merge >> "$OUT/tune.log" 2>&1
-      grep -- "->" "$OUT/tune.log" ;;
+      grep -a -- "->" "$OUT/tune.log" ;;
+    tune_more)
+      # more shapes, merged into the shipped table (copied to $OUT/h200.json first)
+      cp ptxgen/tuning/h200.json "$OUT/h200.json"
+      timeout 300 python3 -m ptxgen tune --dtype bf16 --shapes ${MORE_SHAPES:-3000x5000x2000,6144x6144x6144,1024x4096x8192} --json "$OUT/h200.json" --merge > "$OUT/tune.log" 2>&1
+      grep -a -- "->" "$OUT/tune.log" ;;
     shapes)
       export PTXGEN_TUNING=$OUT/h200.json
-      timeout 240 python3 -m ptxgen bench --dtype bf16 --shapes ${BENCH_SHAPES:-4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384,3000x5000x2000,8191x8193x1000} --iters 60 > "$OUT/bench_shapes.log" 2>&1
+      timeout 300 python3 -m ptxgen bench --dtype bf16 --shapes ${BENCH_SHAPES:-4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384,3000x5000x2000,6144x6144x6144,1024x4096x8192,8191x8193x1000} --iters 60 > "$OUT/bench_shapes.log" 2>&1
       timeout 60 python3 -m ptxgen bench --dtype e4m3 --m 8192 --n 8192 --k 8192 --iters 60 >> "$OUT/bench_shapes.log" 2>&1
       cat "$OUT/bench_shapes.log" ;;
     bench)
