@@ -5,6 +5,7 @@
 // bf16 inputs, f32 accumulator, f32 output, 4-stage ring loaded with tma.
 // Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
 // epilogue writes only inside M x N.
+// Truth ladder: L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available).
 //
 // Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 256), 1, 1), block = (192, 1, 1),
 // 197716 B of dynamic shared memory):

@@ -5,6 +5,7 @@
 // tf32 inputs, f32 accumulator, f32 output, 2-stage ring loaded with tma.
 // Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
 // epilogue writes only inside M x N.
+// Truth ladder: L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available).
 //
 // Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 64) x ceil(N / 128), 1, 1), block = (192, 1, 1),
 // 50228 B of dynamic shared memory):

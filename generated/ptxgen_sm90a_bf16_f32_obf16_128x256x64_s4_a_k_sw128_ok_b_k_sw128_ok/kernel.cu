@@ -5,6 +5,7 @@
 // bf16 inputs, f32 accumulator, bf16 output, 4-stage ring loaded with tma.
 // Any M, N, K >= 1 whose global rows start 16-byte aligned: out-of-bounds loads read zeros, the
 // epilogue writes only inside M x N.
+// Truth ladder: L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs).
 //
 // Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 256), 1, 1), block = (384, 1, 1),
 // 197680 B of dynamic shared memory):

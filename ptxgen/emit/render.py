@@ -378,6 +378,7 @@ class KernelView:
     slabs: tuple[SlabView, ...]
     order_parity: str
     grid_doc: str
+    level_line: str
     base_mask: int
     mbar_bytes: int
     extra_barriers: tuple[BarrierView, ...]
@@ -550,6 +551,11 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
         tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
         slabs=_slabs(plan),
+        level_line=(
+            "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
+            if s.arch is Arch.SM100A
+            else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
+        ),
         grid_doc=(f"min(tiles, SMs)" if plan.schedule.persistent else "tiles")
         + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})",
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
