@@ -116,8 +116,11 @@ def cmd_build(args) -> int:
     from .runtime.toolchain import CompileError
 
     spec = spec_from_args(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
     try:
-        path, art = build(spec, Path(args.out))
+        path, art = build(spec, out)
     except CompileError as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_CHECK_FAILED
@@ -161,18 +164,73 @@ def cmd_check(args) -> int:
     return EXIT_CHECK_FAILED
 
 
-def cmd_sweep(args) -> int:
-    from .sweep import default_jobs, load_grid, run_sweep, shard, summary_table, write_json
+def _sweep_merge(args) -> int:
+    from .sweep import merge_reports, summary_table, write_json
 
+    if args.json:
+        _check_output(args.json)
     try:
-        grid = load_grid(args.grid)
+        report, problems = merge_reports(args.merge)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(summary_table(report))
+    for p in problems:
+        print(f"ptxgen sweep --merge: {p}", file=sys.stderr)
+    if args.json:
+        write_json(report, args.json)
+    ok = not problems and report["summary"]["failed"] == 0
+    return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+
+def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
+    from .sweep import read_report
+
+    if not path:
+        return []
+    try:
+        r = read_report(path)
+    except ValueError as e:
+        raise UsageError(f"--resume {e}") from None
+    if r.get("grid") not in (None, grid_name):
+        raise UsageError(f"--resume {path}: a report of grid {r.get('grid')}, not {grid_name}")
+    return r["configs"]
+
+
+def _sweep_prepare(args):
+    from .sweep import check_output_path, load_grid, shard
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    try:
+        if args.json:
+            check_output_path(args.json)
+        grid = load_grid(args.grid, keep_dropped=args.list_dropped)
         specs = shard(grid.specs, args.shard)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    return grid, specs
+
+
+def _list_dropped(grid) -> int:
+    for combo, reason in grid.dropped_reasons:
+        print(" ".join(f"{k}={v}" for k, v in combo.items()) + f": {reason}")
+    print(f"{len(grid.dropped_reasons)} illegal combinations dropped", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import default_jobs, run_sweep, summary_table, write_json
+
+    if args.merge:
+        return _sweep_merge(args)
+    grid, specs = _sweep_prepare(args)
+    if args.list_dropped:
+        return _list_dropped(grid)
     if args.list:
         for sp in specs:
             print(sp.cli_args())
         return EXIT_OK
+    done = _sweep_resume(args.resume, grid.name)
     if args.run:
         from .runtime.gpu import NoGPU, require_gpu
 
@@ -181,18 +239,48 @@ def cmd_sweep(args) -> int:
         except NoGPU as e:
             print(f"ptxgen: {e}", file=sys.stderr)
             return EXIT_NO_GPU
+    names = {s.kernel_name for s in specs}
+    done = [r for r in done if r["kernel_name"] in names]
     print(
         f"sweep grid {grid.name}: {len(specs)} configurations"
         + (f" (shard {args.shard} of {len(grid.specs)})" if args.shard else "")
+        + (f", {len(done)} already in {args.resume}" if args.resume else "")
         + f", {grid.dropped} illegal combinations dropped",
         file=sys.stderr,
     )
-    report = run_sweep(specs, args.jobs or default_jobs(), compile=not args.no_compile, run=args.run)
-    report["grid"] = grid.name
+    report = run_sweep(specs, args.jobs or default_jobs(), compile=not args.no_compile, run=args.run, done=done)
+    report.update(grid=grid.name, grid_size=len(grid.specs), shard=args.shard or "1/1",
+                  kernel_names=sorted(names))
     print(summary_table(report))
     if args.json:
         write_json(report, args.json)
+    if report["partial"]:
+        print(f"ptxgen sweep: interrupted after {len(report['configs'])} of {len(specs)} configurations"
+              + (f"; partial report in {args.json} (continue with --resume {args.json})" if args.json else ""),
+              file=sys.stderr)
+        return 130
     return EXIT_OK if report["summary"]["failed"] == 0 else EXIT_CHECK_FAILED
+
+
+def _check_output(path: str) -> None:
+    from .sweep import check_output_path
+
+    try:
+        check_output_path(path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _lint_decode(t, raw: int) -> bool:
+    """``show --decode``: the descriptor's problems and notes, as ``ptxgen decode`` prints them."""
+    from .isa.descriptors import lint_smem_descriptor
+
+    rep = lint_smem_descriptor(t.spec.arch, raw)
+    for p in rep.problems:
+        print(f"PROBLEM: {p}", file=sys.stderr)
+    for n in rep.notes:
+        print(f"note: {n}", file=sys.stderr)
+    return rep.valid
 
 
 def cmd_show(args) -> int:
@@ -201,25 +289,22 @@ def cmd_show(args) -> int:
 
     t = derive(spec_from_args(args))
     decode = _parse_hex(args.decode, 64, "descriptor") if args.decode else None
+    target = args.html or args.svg
+    if target:
+        _check_output(target)
+    valid = _lint_decode(t, decode) if decode is not None else True
     svg = layout_svg(t, (args.operand,) if args.operand else ("a", "b"), decode)
     if args.html:
-        page = (
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-            + t.spec.kernel_name
-            + "</title></head><body>\n"
-            + svg.split("\n", 1)[1]
-            + "</body></html>\n"
-        )
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(page)
-        print(f"wrote {args.html}")
-    elif args.svg:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(svg)
-        print(f"wrote {args.svg}")
+        svg = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + t.spec.kernel_name
+               + "</title></head><body>\n" + svg.split("\n", 1)[1] + "</body></html>\n")
+    if target:
+        from .sweep import write_text_atomic
+
+        write_text_atomic(target, svg)
+        print(f"wrote {target}")
     else:
         sys.stdout.write(svg)
-    return EXIT_OK
+    return EXIT_OK if valid else EXIT_CHECK_FAILED
 
 
 # ------------------------------------------------------------------------------------------------
@@ -237,8 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("hex", nargs="?", help="64-bit shared-memory descriptor, hexadecimal")
     d.add_argument("--idesc", metavar="HEX", help="decode a 32-bit tcgen05 instruction descriptor instead")
     d.add_argument("--kind", default="f16", choices=("f16", "tf32", "f8f6f4", "i8"), help="tcgen05 .kind of --idesc")
-    d.add_argument("--arch", default="sm_100a", choices=[a.value for a in Arch])
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--arch", default="sm_100a", choices=[a.value for a in Arch],
+                   help="the descriptor format of this arch (default sm_100a)")
+    d.add_argument("--json", action="store_true", help="print the decoded fields, problems and notes as JSON")
     d.set_defaults(func=cmd_decode)
 
     b = sub.add_parser("build", help="write generated/<kernel>/{kernel.cu,kernel.ptx,layout.json,layout.svg}")
@@ -248,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     c = sub.add_parser("check", help="regenerate every kernel under DIR and fail on any difference")
-    c.add_argument("dir", nargs="?", default="generated")
+    c.add_argument("dir", nargs="?", default="generated", help="the folder of kernel folders (default generated)")
     c.set_defaults(func=cmd_check)
 
     w = sub.add_parser("sweep", help="read-model, compile and SASS checks over a grid of configurations")
@@ -259,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--no-compile", action="store_true", help="only the read-model check")
     w.add_argument("--run", action="store_true", help="also run each kernel on the GPU (needs one)")
     w.add_argument("--list", action="store_true", help="list the configurations and exit")
+    w.add_argument("--list-dropped", action="store_true",
+                   help="list each illegal combination of the grid with the reason it was dropped, and exit")
+    w.add_argument("--resume", metavar="PARTIAL", help="skip the configurations already in this (partial) report")
+    w.add_argument("--merge", nargs="+", metavar="REPORT",
+                   help="merge shard reports into one summary (exit 1 if a check failed or a shard is missing or duplicated)")
     w.set_defaults(func=cmd_sweep)
 
     sh = sub.add_parser("show", help="draw a stage's layout, its swizzle and what each MMA reads (SVG)")
@@ -290,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. `ptxgen explain ... | head`
         return EXIT_OK
+    except KeyboardInterrupt:
+        print("ptxgen: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # an output path that cannot be written, an input that cannot be read
+        print(f"ptxgen: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

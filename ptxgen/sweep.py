@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import sys
 import time
 import tomllib
@@ -51,14 +52,33 @@ class Grid:
     name: str
     specs: list[TileSpec]
     dropped: int  # illegal combinations in the products
+    dropped_reasons: list | None = None  # [(combination, SpecError text)] when asked for
+
+
+INT_FIELDS = frozenset(f.name for f in SPEC_FIELDS if f.is_int)
+
+
+def _check_value(key: str, v) -> None:
+    """A grid value has the field's type: an integer (not a bool or float) or a string."""
+    ok = v == "default" or ((type(v) is int) if key in INT_FIELDS else isinstance(v, str))
+    if not ok:
+        want = "an integer" if key in INT_FIELDS else "a string"
+        raise ValueError(f"grid field {key} = {v!r}: must be {want} or a list of them")
 
 
 def _product(table: dict) -> list[dict]:
+    if not isinstance(table, dict):
+        raise ValueError(f"a grid [[product]] must be a table of fields, not {type(table).__name__}")
     keys = [k for k in FIELDS if k in table]
     unknown = set(table) - set(FIELDS)
     if unknown:
-        raise ValueError(f"unknown grid field(s): {sorted(unknown)}; fields are {', '.join(FIELDS)}")
+        raise ValueError(f"unknown grid field(s): {sorted(map(str, unknown))}; fields are {', '.join(FIELDS)}")
     values = [table[k] if isinstance(table[k], list) else [table[k]] for k in keys]
+    for k, vs in zip(keys, values):
+        if not vs:
+            raise ValueError(f"grid field {k} is an empty list")
+        for v in vs:
+            _check_value(k, v)
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
@@ -67,21 +87,26 @@ def _make(d: dict) -> TileSpec:
     return make_spec(**d)
 
 
-def grid_from_tables(name: str, tables: list[dict]) -> Grid:
+def grid_from_tables(name: str, tables: list[dict], keep_dropped: bool = False) -> Grid:
+    if not isinstance(tables, list):
+        raise ValueError(f"grid {name}: 'product' must be a list of [[product]] tables")
     seen: dict[str, TileSpec] = {}
-    dropped = 0
+    dropped, reasons = 0, []
     for table in tables:
         for combo in _product(table):
             try:
                 spec = _make(combo)
-            except SpecError:
+            except SpecError as e:
                 dropped += 1
+                if keep_dropped:
+                    reasons.append((combo, str(e)))
                 continue
             seen.setdefault(spec.kernel_name, spec)
-    return Grid(name, sorted(seen.values(), key=lambda s: s.kernel_name), dropped)
+    specs = sorted(seen.values(), key=lambda s: s.kernel_name)
+    return Grid(name, specs, dropped, reasons if keep_dropped else None)
 
 
-def full_grid() -> Grid:
+def full_grid(keep_dropped: bool = False) -> Grid:
     tables = []
     for dtype in FULL_DOMAIN["dtype"]:
         esize = 4 if dtype == "tf32" else 2 if dtype in ("f16", "bf16") else 1
@@ -89,24 +114,36 @@ def full_grid() -> Grid:
         t["dtype"] = [dtype]
         t["bk"] = [b // esize for b in FULL_DOMAIN["bk_bytes"]]
         tables.append(t)
-    return grid_from_tables("full", tables)
+    return grid_from_tables("full", tables, keep_dropped)
 
 
-def load_grid(which: str) -> Grid:
+def load_grid(which: str, keep_dropped: bool = False) -> Grid:
     """``ci``, ``full``, another grid shipped in ptxgen/grids, or a TOML file path."""
     if which == "full":
-        return full_grid()
+        return full_grid(keep_dropped)
     path = Path(which)
     if path.suffix == ".toml" and path.exists():
-        text, name = path.read_text(encoding="utf-8"), path.stem
+        try:
+            text, name = path.read_text(encoding="utf-8"), path.stem
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"grid {which}: cannot read it: {e}") from None
     else:
         try:
             text = resources.files("ptxgen.grids").joinpath(f"{which}.toml").read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ValueError(f"no grid {which!r}: use ci, full, or a .toml file") from None
         name = which
-    doc = tomllib.loads(text)
-    return grid_from_tables(name, doc.get("product", []))
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"grid {which}: not valid TOML: {e}") from None
+    unknown = sorted(set(doc) - {"product"})
+    if unknown:
+        raise ValueError(f"grid {which}: unknown top-level key(s) {unknown}; a grid holds [[product]] tables")
+    grid = grid_from_tables(name, doc.get("product", []), keep_dropped)
+    if not grid.specs:
+        raise ValueError(f"grid {which}: no legal configuration ({grid.dropped} illegal combinations dropped)")
+    return grid
 
 
 def shard(specs: list, shard_spec: str | None) -> list:
@@ -178,6 +215,14 @@ class Progress:
         self.stream = stream
         self.tty = stream.isatty()
         self.last_print = 0.0
+        self.t0 = time.monotonic()
+
+    def eta(self) -> str:
+        """Time left at the rate so far, ``m:ss`` (``?`` before the first result)."""
+        if not self.done:
+            return "?"
+        left = (time.monotonic() - self.t0) / self.done * (self.total - self.done)
+        return f"{int(left) // 60}:{int(left) % 60:02d}"
 
     def update(self, r: dict) -> None:
         self.done += 1
@@ -187,11 +232,11 @@ class Progress:
             width = 30
             filled = width * self.done // max(1, self.total)
             self.stream.write(
-                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}  failed {self.failed}  {r['kernel_name'][:60]:<60}"
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}  failed {self.failed}  ETA {self.eta()}  {r['kernel_name'][:50]:<50}"
             )
             self.stream.flush()
         elif now - self.last_print > 5 or self.done == self.total:
-            self.stream.write(f"sweep: {self.done}/{self.total} done, {self.failed} failed\n")
+            self.stream.write(f"sweep: {self.done}/{self.total} done, {self.failed} failed, ETA {self.eta()}\n")
             self.stream.flush()
             self.last_print = now
 
@@ -200,34 +245,75 @@ class Progress:
             self.stream.write("\n")
 
 
-def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True) -> dict:
-    bar = Progress(len(specs)) if progress else None
-    results = []
-    if jobs <= 1 or run:  # GPU runs stay in this process (one context)
-        for s in specs:
-            r = run_config(s.to_json(), compile, run)
-            results.append(r)
-            if bar:
-                bar.update(r)
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as ex:
-            futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
-            for f in as_completed(futs):
-                r = f.result()
-                results.append(r)
-                if bar:
-                    bar.update(r)
-    if bar:
-        bar.close()
-    results.sort(key=lambda r: r["kernel_name"])
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C goes to the parent, which stops the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_serial(specs, compile: bool, run: bool, on_result) -> None:
+    for s in specs:
+        on_result(run_config(s.to_json(), compile, run))
+
+
+def _stop_pool(ex: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and kill the workers (a compile may take seconds)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=2)
+
+
+def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None:
+    ex = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    try:
+        futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
+        for f in as_completed(futs):
+            on_result(f.result())
+    except BaseException:
+        _stop_pool(ex)
+        raise
+    ex.shutdown(wait=True)
+
+
+def summarize(results: list[dict]) -> dict:
     statuses = [_status(r) for r in results]
-    summary = {
+    return {
         "total": len(results),
         "passed": statuses.count("pass"),
         "failed": statuses.count("fail"),
         "skipped": statuses.count("skipped"),
     }
-    return {"configs": results, "summary": summary}
+
+
+def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
+              done: list[dict] | None = None) -> dict:
+    """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
+    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``."""
+    results = list(done or [])
+    skip = {r["kernel_name"] for r in results}
+    todo = [s for s in specs if s.kernel_name not in skip]
+    bar = Progress(len(todo)) if progress else None
+
+    def on_result(r: dict) -> None:
+        results.append(r)
+        if bar:
+            bar.update(r)
+
+    partial = False
+    try:
+        if jobs <= 1 or run:  # GPU runs stay in this process (one context)
+            _run_serial(todo, compile, run, on_result)
+        else:
+            _run_parallel(todo, jobs, compile, run, on_result)
+    except KeyboardInterrupt:
+        partial = True
+    if bar:
+        bar.close()
+    results.sort(key=lambda r: r["kernel_name"])
+    return {"configs": results, "summary": summarize(results), "partial": partial}
 
 
 def summary_table(report: dict) -> str:
@@ -257,5 +343,105 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+def check_output_path(path: str) -> None:
+    """Refuse (ValueError) an output file that could not be written, before any work is done."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise ValueError(f"{path}: is a directory, expected a file name")
+    if p.exists() and not p.is_file():
+        raise ValueError(f"{path}: exists and is not a regular file")
+    if not parent.is_dir():
+        raise ValueError(f"{path}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValueError(f"{path}: no permission to write it")
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """A temporary file beside ``path``, then a rename: never a half-written file."""
+    tmp = Path(f"{path}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_json(report: dict, path: str) -> None:
-    Path(path).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(report, indent=1) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------
+def read_report(path: str) -> dict:
+    """A sweep report, or ValueError naming the file and what is wrong with it."""
+    try:
+        r = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read a sweep report: {e}") from None
+    if not isinstance(r, dict) or not isinstance(r.get("configs"), list) or not all(
+        isinstance(c, dict) and isinstance(c.get("kernel_name"), str) and isinstance(c.get("checks"), dict)
+        and isinstance(c.get("spec"), dict) for c in r["configs"]
+    ):
+        raise ValueError(f"{path}: not a ptxgen sweep report (no list of configs)")
+    return r
+
+
+def _shard_of(path: str, r: dict) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in str(r.get("shard", "")).split("/"))
+        assert 1 <= i <= n
+    except (ValueError, AssertionError):
+        raise ValueError(f"{path}: no valid 'shard' I/N in the report (written by an older ptxgen?)") from None
+    return i, n
+
+
+def _check_shards(grid: str, shards: dict[int, list], n: int) -> list[str]:
+    probs = []
+    for i in range(1, n + 1):
+        if i not in shards:
+            probs.append(f"grid {grid}: shard {i}/{n} is missing")
+        elif len(shards[i]) > 1:
+            probs.append(f"grid {grid}: shard {i}/{n} appears {len(shards[i])} times ({', '.join(shards[i])})")
+    return probs
+
+
+def _check_report(path: str, r: dict) -> list[str]:
+    probs = []
+    if r.get("partial"):
+        probs.append(f"{path}: a partial report (the sweep was interrupted)")
+    names = r.get("kernel_names")
+    if not isinstance(names, list):
+        return probs + [f"{path}: no 'kernel_names' list"]
+    got = {c["kernel_name"] for c in r["configs"]}
+    if set(names) != got:
+        probs.append(f"{path}: {len(set(names) - got)} of its configurations have no result")
+    return probs
+
+
+def merge_reports(paths: list[str]) -> tuple[dict, list[str]]:
+    """Shard reports into one report, and the problems: missing, duplicated or partial shards, a union that is
+    not the whole grid, several grids."""
+    reports = [(p, read_report(p)) for p in paths]
+    probs: list[str] = []
+    by_grid: dict[str, dict] = {}
+    for p, r in reports:
+        i, n = _shard_of(p, r)
+        g = by_grid.setdefault(str(r.get("grid")), {"n": n, "size": r.get("grid_size"), "shards": {}})
+        if n != g["n"]:
+            probs.append(f"{p}: shard {i}/{n}, but other reports of grid {r.get('grid')} have N={g['n']}")
+        g["shards"].setdefault(i, []).append(p)
+        probs += _check_report(p, r)
+    if len(by_grid) > 1:
+        probs.append(f"reports of several grids: {', '.join(sorted(by_grid))}")
+    configs: dict[str, dict] = {}
+    for p, r in reports:
+        dups = sum(c["kernel_name"] in configs for c in r["configs"])
+        if dups:
+            probs.append(f"{p}: {dups} configurations are also in another report")
+        configs.update((c["kernel_name"], c) for c in r["configs"])
+    for name, g in by_grid.items():
+        probs += _check_shards(name, g["shards"], g["n"])
+        if isinstance(g["size"], int) and g["size"] != len(configs) and len(by_grid) == 1:
+            probs.append(f"grid {name}: the reports hold {len(configs)} configurations, the grid has {g['size']}")
+    results = sorted(configs.values(), key=lambda c: c["kernel_name"])
+    return {"grid": ",".join(sorted(by_grid)), "configs": results, "summary": summarize(results)}, probs

@@ -123,3 +123,128 @@ def test_ci_sweep_passes_without_a_gpu(tmp_path):
     r = json.loads(out.read_text())
     assert r["summary"]["failed"] == 0 and r["summary"]["total"] == len(CI)
     assert elapsed < 600, elapsed
+
+
+# ------------------------------------------------------------------------------------------------
+# CI shards: --merge, --list-dropped, --resume, Ctrl-C, the --json target
+from ptxgen.cli import main  # noqa: E402
+
+SMALL = ('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = 128\nbn = [64, 128]\nbk = [32, 48]\na = "kmajor-sw64"\n'
+         'b = ["kmajor-sw32", "mnmajor-sw256"]\nloader = ["tma", "cp.async"]\n')
+
+
+def _shards(tmp_path, n=3):
+    paths = []
+    for i in range(1, n + 1):
+        p = tmp_path / f"shard-{i}.json"
+        assert main(["sweep", "--grid", "ci", "--no-compile", "--jobs", "1", "--shard", f"{i}/{n}", "--json", str(p)]) == 0
+        paths.append(str(p))
+    return paths
+
+
+def test_merge_checks_every_shard_once(tmp_path, capsys):
+    paths = _shards(tmp_path)
+    r = json.loads(open(paths[0]).read())
+    assert r["shard"] == "1/3" and r["grid"] == "ci" and r["grid_size"] == len(CI) and not r["partial"]
+    assert r["kernel_names"] == sorted(c["kernel_name"] for c in r["configs"])
+    capsys.readouterr()
+    assert main(["sweep", "--merge", *paths]) == 0
+    assert f"total {len(CI)}: {len(CI)} passed" in capsys.readouterr().out
+    assert main(["sweep", "--merge", *paths[:2]]) == 1
+    assert "shard 3/3 is missing" in capsys.readouterr().err
+    assert main(["sweep", "--merge", paths[0], *paths]) == 1
+    assert "shard 1/3 appears 2 times" in capsys.readouterr().err
+
+
+def test_merge_fails_on_a_failed_config_and_refuses_junk(tmp_path, capsys):
+    paths = _shards(tmp_path, 2)
+    r = json.loads(open(paths[1]).read())
+    r["configs"][0]["checks"]["model"] = "fail"
+    r["configs"][0]["error"] = "planted"
+    open(paths[1], "w").write(json.dumps(r))
+    assert main(["sweep", "--merge", *paths]) == 1
+    assert "FAIL " in capsys.readouterr().out
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    assert main(["sweep", "--merge", str(junk)]) == 2
+    assert "cannot read a sweep report" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    assert main(["sweep", "--grid", str(_toml(tmp_path)), "--no-compile", "--jobs", "1", "--json", str(other)]) == 0
+    assert main(["sweep", "--merge", paths[0], str(other)]) == 1
+    assert "several grids" in capsys.readouterr().err
+
+
+def _toml(tmp_path, text=SMALL):
+    g = tmp_path / "small.toml"
+    g.write_text(text)
+    return g
+
+
+def test_list_dropped_names_each_reason(tmp_path, capsys):
+    assert main(["sweep", "--grid", str(_toml(tmp_path)), "--list-dropped"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == load_grid(str(tmp_path / "small.toml")).dropped > 0
+    assert all("b=mnmajor-sw256" in line or "is illegal" in line or ":" in line for line in lines)
+    assert any("sw256" in line for line in lines)
+
+
+def test_resume_skips_what_a_partial_report_has(tmp_path, capsys):
+    g = _toml(tmp_path)
+    full = tmp_path / "full.json"
+    assert main(["sweep", "--grid", str(g), "--no-compile", "--jobs", "1", "--json", str(full)]) == 0
+    r = json.loads(full.read_text())
+    kept = r["configs"][:3]
+    for c in kept:
+        c["error"] = "from the partial run"  # marks the results that were not recomputed
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({**r, "configs": kept, "partial": True}))
+    out = tmp_path / "resumed.json"
+    capsys.readouterr()
+    assert main(["sweep", "--grid", str(g), "--no-compile", "--jobs", "1", "--resume", str(partial), "--json", str(out)]) == 0
+    assert "3 already in" in capsys.readouterr().err
+    res = json.loads(out.read_text())
+    assert [c["kernel_name"] for c in res["configs"]] == r["kernel_names"] and not res["partial"]
+    assert sum(c["error"] == "from the partial run" for c in res["configs"]) == 3
+
+
+@pytest.mark.parametrize("target, fragment", [("DIR", "is a directory"), ("DIR/missing/r.json", "does not exist")])
+def test_bad_json_target_is_refused_before_the_sweep(tmp_path, capsys, target, fragment):
+    t0 = time.monotonic()
+    assert main(["sweep", "--grid", "ci", "--json", target.replace("DIR", str(tmp_path))]) == 2
+    assert fragment in capsys.readouterr().err and time.monotonic() - t0 < 5
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_unwritable_json_target_is_refused(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        assert main(["sweep", "--grid", "ci", "--json", str(ro / "r.json")]) == 2
+        assert "no permission" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o700)
+
+
+def test_ctrl_c_stops_a_parallel_sweep_and_writes_a_partial_report(tmp_path):
+    import signal
+
+    g = tmp_path / "slow.toml"
+    g.write_text('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = [64, 128]\nbn = [64, 128, 256]\nbk = [32, 64]\n'
+                 'a = "kmajor-sw64"\nb = "kmajor-sw128"\nloader = ["tma", "cp.async"]\n')
+    out = tmp_path / "partial.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ptxgen", "sweep", "--grid", str(g), "--jobs", "2", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    assert proc.poll() is None, "the sweep finished before Ctrl-C"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode in (1, 130), err
+    r = json.loads(out.read_text())
+    assert r["partial"] is True and len(r["configs"]) < len(r["kernel_names"]) and "interrupted" in err

@@ -65,33 +65,54 @@ class CheckResult:
 def check_tree(root: Path) -> CheckResult:
     """Regenerate every kernel under ``root`` from its layout.json spec and compare byte for byte."""
     res = CheckResult()
+    if not root.is_dir():
+        res.errors.append(f"{root}: not a folder" if root.exists() else f"{root}: no such folder")
+        return res
     dirs = kernel_dirs(root)
-    if not dirs:
+    res.errors += _orphans(root, dirs)
+    if not dirs and not res.errors:
         res.errors.append(f"no kernel folders (*/layout.json) under {root}")
     for d in dirs:
         try:
-            spec = TileSpec.from_json(read_layout_json(d)["spec"])
-        except Exception as e:  # noqa: BLE001 - a hand-edited spec is a finding, not a crash
-            res.errors.append(f"{d}/layout.json: cannot rebuild the spec: {e}")
-            continue
-        if spec.kernel_name != d.name:
-            res.errors.append(f"{d}: folder name differs from the spec's kernel name {spec.kernel_name}")
-        on_disk_ptx = (d / "kernel.ptx").read_text(encoding="utf-8") if (d / "kernel.ptx").exists() else ""
-        recorded = ptx_nvrtc_version(on_disk_ptx)
-        compare_ptx = recorded is None or recorded == nvrtc_version()
-        if not compare_ptx:
-            res.notes.append(
-                f"{d}/kernel.ptx: made by NVRTC {recorded}, this machine has {nvrtc_version()}: not compared "
-                "(pip install the pinned nvidia-cuda-nvrtc to compare it)"
-            )
-        art = generate(spec, compile=compare_ptx, sass=False)
-        for name in KERNEL_FILES:
-            if name == "kernel.ptx" and not compare_ptx:
-                continue
-            path = d / name
-            res.checked.append(path)
-            if not path.exists() or path.read_text(encoding="utf-8") != art.files[name]:
-                res.differing.append(path)
-        for extra in sorted(set(p.name for p in d.iterdir()) - set(KERNEL_FILES)):
-            res.errors.append(f"{d / extra}: not a file ptxgen generates")
+            _check_dir(d, res)
+        except (OSError, UnicodeDecodeError) as e:
+            res.errors.append(f"{d}: cannot read it: {e}")
     return res
+
+
+def _orphans(root: Path, dirs: list[Path]) -> list[str]:
+    """Folders with kernel files but no layout.json: they cannot be checked, so they are errors."""
+    return [
+        f"{d}: kernel files without a layout.json (cannot be checked)"
+        for d in sorted(root.iterdir())
+        if d.is_dir() and d not in dirs and any((d / n).exists() for n in KERNEL_FILES)
+    ]
+
+
+def _check_dir(d: Path, res: CheckResult) -> None:
+    """One kernel folder: its spec rebuilt from layout.json, every file regenerated and compared."""
+    try:
+        spec = TileSpec.from_json(read_layout_json(d)["spec"])
+    except Exception as e:  # noqa: BLE001 - a hand-edited spec is a finding, not a crash
+        res.errors.append(f"{d}/layout.json: cannot rebuild the spec: {e}")
+        return
+    if spec.kernel_name != d.name:
+        res.errors.append(f"{d}: folder name differs from the spec's kernel name {spec.kernel_name}")
+    on_disk_ptx = (d / "kernel.ptx").read_text(encoding="utf-8") if (d / "kernel.ptx").exists() else ""
+    recorded = ptx_nvrtc_version(on_disk_ptx)
+    compare_ptx = recorded is None or recorded == nvrtc_version()
+    if not compare_ptx:
+        res.notes.append(
+            f"{d}/kernel.ptx: made by NVRTC {recorded}, this machine has {nvrtc_version()}: not compared "
+            "(pip install the pinned nvidia-cuda-nvrtc to compare it)"
+        )
+    art = generate(spec, compile=compare_ptx, sass=False)
+    for name in KERNEL_FILES:
+        if name == "kernel.ptx" and not compare_ptx:
+            continue
+        path = d / name
+        res.checked.append(path)
+        if not path.exists() or path.read_text(encoding="utf-8") != art.files[name]:
+            res.differing.append(path)
+    for extra in sorted(set(p.name for p in d.iterdir()) - set(KERNEL_FILES)):
+        res.errors.append(f"{d / extra}: not a file ptxgen generates")

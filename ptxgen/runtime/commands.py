@@ -70,9 +70,22 @@ def _print_tma_summary(report: dict) -> bool:
     return bool(s["ok"])
 
 
+def _check_out(path: str | None) -> None:
+    """An output file that cannot be written is a usage error, found before any GPU work."""
+    from ..cli import UsageError
+    from ..sweep import check_output_path
+
+    if path:
+        try:
+            check_output_path(path)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+
 def cmd_probe(args) -> int:
     from .gpu import NoGPU
 
+    _check_out(args.json)
     cats = tuple(args.category or PROBE_CATEGORIES)
     wgmma_cats = tuple(c for c in cats if c in WGMMA_PROBE_CATEGORIES)
     report: dict = {}
@@ -188,6 +201,7 @@ def cmd_tune(args) -> int:
     from .tune import tune_shape
 
     shapes = _shapes(args)  # usage errors before any GPU work
+    _check_out(args.json)
     try:
         dev = require_gpu()
         arch = args.arch or dev.arch.value
@@ -222,7 +236,7 @@ def add(sub, add_spec_flags) -> None:
 
     p = sub.add_parser("probe", help="show what the tensor core reads through descriptors (Hopper) vs the read model, and where TMA writes (--category tma)")
     p.add_argument("--json", metavar="OUT", help="write every case to OUT")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the probe cases (default 0)")
     p.add_argument("--category", action="append", choices=PROBE_CATEGORIES,
                    help="which cases (repeatable; default all): wgmma reads (derived, strides, base_offset) or TMA writes (tma)")
     p.set_defaults(func=cmd_probe)
