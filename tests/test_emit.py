@@ -190,3 +190,26 @@ def test_every_barrier_the_smem_plan_places_is_initialised(kw):
     want = {off + 8 * i for name, off, n in arrays if name not in ("full", "empty") for i in range(n)}
     assert singles == want, (singles, want)
     assert "mbar_init(full_bar + s * 8u" in src and "mbar_init(empty_bar + s * 8u" in src
+
+
+def test_warm_build_reuses_the_cached_cubin_and_sass_dump(tmp_path, monkeypatch):
+    """A second build of the same spec runs neither NVRTC nor cuobjdump, and checks the same SASS."""
+    import ptxgen.runtime.cache as cache
+    import ptxgen.runtime.toolchain as toolchain
+
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PTXGEN_NO_CACHE", raising=False)
+    first = generate(SEED)
+
+    def refuse(*a, **k):
+        raise AssertionError("should have come from the cache")
+
+    monkeypatch.setattr(cache, "compile_cuda", refuse)
+    monkeypatch.setattr(toolchain, "run_tool", refuse)
+    second = generate(SEED)
+    assert second.files == first.files and second.sass.summary() == first.sass.summary() and second.sass.ok
+    # control: with the side file gone the dump is taken again (and here refused)
+    for side in tmp_path.glob("*.sass.json"):
+        side.unlink()
+    with pytest.raises(AssertionError, match="from the cache"):
+        generate(SEED)

@@ -37,10 +37,14 @@ def generate(spec: TileSpec, compile: bool = True, sass: bool = True) -> Artifac
     files = {"kernel.cu": cu, "layout.json": layout_json_text(t), "layout.svg": layout_svg(t)}
     art = Artifacts(t, files)
     if compile:
-        art.compiled = compile_cuda(cu, spec.kernel_name, spec.arch.value)
+        from .cache import compile_cached, sass_dumps
+
+        res = compile_cached(cu, spec.kernel_name, spec.arch.value)  # the on-disk cubin cache, as ptxgen.compile
+        art.compiled = res.compiled
         files["kernel.ptx"] = ptx_text(t, art.compiled.ptx, nvrtc_version())
         if sass:
-            art.sass = check_sass(spec, art.compiled.cubin)
+            dump, resources = sass_dumps(res)
+            art.sass = check_sass(spec, art.compiled.cubin, dump, resources)
     return art
 
 

@@ -165,3 +165,28 @@ def clear(folder: Path | None = None) -> int:
         except OSError:
             pass
     return n
+
+
+def sass_dumps(res: CacheResult) -> tuple[str, str]:
+    """(cuobjdump --dump-sass, --dump-resource-usage) of a cached cubin, kept beside its cache entry: the
+    disassembler is the slowest step of a warm `ptxgen build`. The texts are a pure function of the cubin."""
+    from .toolchain import run_tool
+
+    side = res.path.with_suffix(".sass.json") if res.path is not None else None
+    if side is not None and res.hit:
+        try:
+            d = json.loads(side.read_text(encoding="utf-8"))
+            if d.get("key") == res.key:
+                return d["sass"], d["resources"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    dump = run_tool("cuobjdump", ["--dump-sass"], res.compiled.cubin)
+    resources = run_tool("cuobjdump", ["--dump-resource-usage"], res.compiled.cubin)
+    if side is not None:
+        try:
+            tmp = side.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"key": res.key, "sass": dump, "resources": resources}), encoding="utf-8")
+            os.replace(tmp, side)
+        except OSError:
+            pass
+    return dump, resources
