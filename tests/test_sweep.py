@@ -233,7 +233,8 @@ def test_ctrl_c_stops_a_parallel_sweep_and_writes_a_partial_report(tmp_path):
     g.write_text('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = [64, 128]\nbn = [64, 128, 256]\nbk = [32, 64]\n'
                  'a = "kmajor-sw64"\nb = "kmajor-sw128"\nloader = ["tma", "cp.async"]\n')
     out = tmp_path / "partial.json"
-    proc = subprocess.Popen([sys.executable, "-m", "ptxgen", "sweep", "--grid", str(g), "--jobs", "2", "--json", str(out)],
+    env = dict(os.environ, PTXGEN_NO_CACHE="1")  # every config compiles: a warm cubin cache would finish before Ctrl-C
+    proc = subprocess.Popen([sys.executable, "-m", "ptxgen", "sweep", "--grid", str(g), "--jobs", "2", "--json", str(out)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(4)
     assert proc.poll() is None, "the sweep finished before Ctrl-C"
