@@ -197,7 +197,8 @@ def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
 
 
 def _sweep_prepare(args):
-    from .sweep import check_output_path, load_grid, shard
+    from .outputs import check_output_path
+    from .sweep import load_grid, shard
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: must be at least 1")
@@ -263,7 +264,7 @@ def cmd_sweep(args) -> int:
 
 
 def _check_output(path: str) -> None:
-    from .sweep import check_output_path
+    from .outputs import check_output_path
 
     try:
         check_output_path(path)
@@ -298,7 +299,7 @@ def cmd_show(args) -> int:
         svg = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + t.spec.kernel_name
                + "</title></head><body>\n" + svg.split("\n", 1)[1] + "</body></html>\n")
     if target:
-        from .sweep import write_text_atomic
+        from .outputs import write_text_atomic
 
         write_text_atomic(target, svg)
         print(f"wrote {target}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .outputs import check_output_path, write_text_atomic  # noqa: F401 (re-exported for the CLI)
 from .derive.spec import FIELDS as SPEC_FIELDS, TileSpec, make_spec
 from .isa.types import SpecError
 
@@ -341,30 +342,6 @@ def summary_table(report: dict) -> str:
 
 def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
-def check_output_path(path: str) -> None:
-    """Refuse (ValueError) an output file that could not be written, before any work is done."""
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise ValueError(f"{path}: is a directory, expected a file name")
-    if p.exists() and not p.is_file():
-        raise ValueError(f"{path}: exists and is not a regular file")
-    if not parent.is_dir():
-        raise ValueError(f"{path}: the folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ValueError(f"{path}: no permission to write it")
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    """A temporary file beside ``path``, then a rename: never a half-written file."""
-    tmp = Path(f"{path}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_json(report: dict, path: str) -> None:

@@ -73,7 +73,7 @@ def _print_tma_summary(report: dict) -> bool:
 def _check_out(path: str | None) -> None:
     """An output file that cannot be written is a usage error, found before any GPU work."""
     from ..cli import UsageError
-    from ..sweep import check_output_path
+    from ..outputs import check_output_path
 
     if path:
         try:
