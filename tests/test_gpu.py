@@ -106,6 +106,20 @@ PERSISTENT = [
     (dict(bm=128, bn=64, bk=32, a="kmajor-sw64", b="kmajor-sw64", stages=3, consumers="pingpong"), (300, 200, 1000)),
 ]
 
+# The TMA-store epilogue (stmatrix -> swizzled staging -> TMA store): partial tiles (TMA clips them), every consumer
+# arrangement, several chunks per slab, persistent CTAs whose stores overlap the next tile, both loaders.
+_S = dict(a="kmajor-sw128", b="kmajor-sw128", epilogue="tma", out_dtype="f16")
+STORE_EPILOGUE = [
+    (dict(_S, bm=128, bn=256, bk=64, dtype="bf16", out_dtype="bf16", stages=4, schedule="persistent"), (1000, 1528, 712)),
+    (dict(_S, bm=128, bn=256, bk=64, stages=4), (1, 8, 8)),
+    (dict(_S, bm=64, bn=64, bk=64, stages=3), (77, 45, 333)),
+    (dict(_S, bm=256, bn=128, bk=64, stages=3, schedule="persistent", raster_group=3), (2500, 2100, 64)),
+    (dict(_S, bm=128, bn=192, bk=64, b="mnmajor-sw128", stages=4, schedule="persistent"), (300, 600, 100)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=6, schedule="persistent", consumers="pingpong"), (2048, 2048, 192)),
+    (dict(_S, bm=64, bn=256, bk=64, stages=4, schedule="persistent", consumers="pingpong", raster_group=5), (1000, 1100, 130)),
+    (dict(_S, bm=128, bn=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent"), (1800, 2000, 260)),
+]
+
 
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
@@ -117,6 +131,7 @@ def tuned_jobs(arch: str) -> list[dict]:
         if e["arch"] == arch:
             spec = TileSpec.from_json(e["spec"])
             jobs.append({"spec": spec.to_json(), "m": 1000, "n": 1528, "k": 712, "seed": None})
+            jobs.append({"spec": spec.to_json(), "m": 777, "n": 1501, "k": 333, "seed": None})  # N % 8 != 0: the edge tiles
     return jobs
 
 
@@ -132,6 +147,10 @@ def gpu_jobs(arch: str) -> list[dict]:
             _add(jobs, arch, dict(cfg, loader=loader), shape)
         for cfg, shape in PERSISTENT:
             _add(jobs, arch, dict(cfg, loader=loader, schedule="persistent"), shape)
+    for i, (cfg, shape) in enumerate(STORE_EPILOGUE):
+        _add(jobs, arch, cfg, shape)
+        if i < 3:
+            _add(jobs, arch, dict(cfg, loader="cp.async"), shape)
     return jobs + tuned_jobs(arch)
 
 
@@ -214,6 +233,11 @@ SANITIZER_SPECS = [
      "--out-dtype", "bf16", "--schedule", "persistent", "--raster-group", "16", "--m", "2304", "--n", "4200", "--k", "200"],
     ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "5",
      "--out-dtype", "bf16", "--schedule", "persistent", "--consumers", "pingpong", "--m", "2100", "--n", "2300", "--k", "300"],
+    # the TMA-store epilogue, tuned flagships: N = 4201 sends the last tile column through the direct stores
+    ["--bm", "128", "--bn", "256", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "4",
+     "--out-dtype", "bf16", "--schedule", "persistent", "--epilogue", "tma", "--m", "2304", "--n", "4201", "--k", "200"],
+    ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "5",
+     "--out-dtype", "bf16", "--schedule", "persistent", "--consumers", "pingpong", "--epilogue", "tma", "--m", "2100", "--n", "2300", "--k", "300"],
 ]
 
 
@@ -226,7 +250,7 @@ def _sanitizer():
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 @pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["odd-shape", "128x256-4stage", "cp.async-3stage", "bf16-1stage",
-                                                   "persistent-flagship", "pingpong-flagship"])
+                                                   "persistent-flagship", "pingpong-flagship", "store-flagship", "store-pingpong"])
 def test_compute_sanitizer_clean(gpu, tool, flags, artifact_dir):
     san = _sanitizer()
     if san is None:

@@ -111,7 +111,7 @@ __device__ __forceinline__ void fence_acc(float (&d)[64]) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-// A barrier among the 128 threads of one warpgroup (ids 1, 2; 0 is __syncthreads).
+// A barrier among the 128 threads of one warpgroup (0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }

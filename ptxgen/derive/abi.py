@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.tensormap import TENSOR_MAP_BYTES
-from ..isa.types import Loader, Schedule
+from ..isa.types import Epilogue, Loader, Schedule
 from .spec import TileSpec
 
 
@@ -68,8 +68,10 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         )
     else:
         loads = (Param("A", "ptr", "A in global memory, 16-byte aligned"), Param("B", "ptr", "B in global memory, 16-byte aligned"))
+    if spec.epilogue is Epilogue.TMA:
+        loads += (Param("tmap_d", "tensormap", "D's tensor map (the TMA-store epilogue writes D's tiles through it)"),)
     tail = (
-        Param("D", "ptr", "D, M x N row-major, 16-byte aligned"),
+        Param("D", "ptr", "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")),
         Param("M", "i32", "rows of A and D"),
         Param("N", "i32", "rows of B, columns of D"),
         Param("K", "i32", "the reduction extent"),

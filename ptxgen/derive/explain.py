@@ -89,6 +89,10 @@ def explain_text(t: TileLayout) -> str:
     out += ["", "Pipeline (warp-specialized, an mbarrier ring):"]
     for d in plan.pipeline.derivation:
         out += _field_lines(d)
+    if plan.store is not None:
+        out += ["", "Epilogue: registers -> stmatrix -> swizzled staging -> TMA store (D's tensor map from the staging layout):"]
+        for d in plan.store.derivation:
+            out += _field_lines(d)
     out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..isa.types import Loader
 from .abi import KernelABI, kernel_abi
+from .epilogue import StorePlan, plan_store
 from .layout import TileLayout, derive
 from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
@@ -22,6 +23,11 @@ class KernelPlan:
     pipeline: PipelinePlan
     schedule: SchedulePlan
     abi: KernelABI
+    store: StorePlan | None = None  # the TMA-store epilogue (None: direct stores)
+
+    def tma_plan(self, name: str):
+        """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
+        return self.store.tma if name == "d" else self.layout.operand(name).tma
 
 
 def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
@@ -29,4 +35,4 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     expect = t.a.tma.expect_tx_bytes + t.b.tma.expect_tx_bytes if spec.loader is Loader.TMA else 0
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
-    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi)
+    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec))

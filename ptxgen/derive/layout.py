@@ -502,6 +502,9 @@ class TileLayout:
             idesc = {"hex": f"{raw:#010x}", "fields": fields}
         else:
             idesc = self.wgmma.to_json()
+        from .epilogue import plan_store  # epilogue.py builds on this module
+
+        store = plan_store(self.spec)
         return {
             "ptxgen_version": __version__,
             "kernel_name": self.spec.kernel_name,
@@ -509,7 +512,7 @@ class TileLayout:
             "idesc": idesc,
             "a": self.a.to_json(),
             "b": self.b.to_json(),
-        }
+        } | ({"epilogue": store.to_json()} if store is not None else {})
 
 
 def derive(spec: TileSpec) -> TileLayout:

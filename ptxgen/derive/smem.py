@@ -21,6 +21,7 @@ SMEM_LIMIT_BYTES = 232448
 MBARRIER_BYTES = 8
 TMEM_SLOT_BYTES = 4
 DYNAMIC_SMEM_BASE_ALIGN = 16
+STORE_ALIGN = 1024  # the staging buffers are 128-byte-swizzled: start them on the pattern's repeat
 
 
 def align_up(x: int, a: int) -> int:
@@ -38,6 +39,8 @@ class SmemPlan:
     tmem_slot_offset: int | None  # tcgen05 only
     used_bytes: int
     base_alignment: int
+    store_offset: int | None = None  # TMA-store epilogue staging buffers (None without them)
+    store_bytes: int = 0
 
     @property
     def dynamic_bytes(self) -> int:
@@ -70,6 +73,7 @@ def plan_smem(
     ring_offset: int = 0,
     order_barriers: int = 0,
     acc_stages: int = 1,
+    store_bytes: int = 0,
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
     ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
@@ -78,6 +82,10 @@ def plan_smem(
     a_offset = ring_offset
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
     at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
+    store_offset = None
+    if store_bytes:  # the TMA-store epilogue's staging buffers: 128-byte swizzle rows, on a 1024-byte repeat
+        store_offset = align_up(at, STORE_ALIGN)
+        at = store_offset + store_bytes
     arrays = []
     extra = (("acc_full", acc_stages), ("acc_empty", acc_stages)) if tmem else ()
     extra += (("order", order_barriers),) if order_barriers else ()
@@ -97,5 +105,7 @@ def plan_smem(
         barrier_arrays=tuple(arrays),
         tmem_slot_offset=tmem_slot,
         used_bytes=at,
-        base_alignment=max(a_align, b_align, DYNAMIC_SMEM_BASE_ALIGN),
+        base_alignment=max(a_align, b_align, DYNAMIC_SMEM_BASE_ALIGN, STORE_ALIGN if store_bytes else 0),
+        store_offset=store_offset,
+        store_bytes=store_bytes,
     )

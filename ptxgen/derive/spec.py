@@ -34,6 +34,7 @@ from ..isa.types import (
     AtomOrder,
     DType,
     Consumers,
+    Epilogue,
     Loader,
     Major,
     Schedule,
@@ -110,6 +111,7 @@ class TileSpec:
     # B's element type; None means "the same as dtype" (A's). It may differ from A's only inside one 8-bit
     # family: e4m3 x e5m2 (tcgen05 kind::f8f6f4, wgmma .e4m3/.e5m2) or u8 x s8 (kind::i8, wgmma .u8/.s8).
     b_dtype: DType | None = None
+    epilogue: Epilogue = Epilogue.DIRECT
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -171,7 +173,13 @@ class TileSpec:
             ring_offset=self.smem_offset,
             order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
             acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
+            store_bytes=self.store_staging_bytes,
         )
+
+    @property
+    def store_staging_bytes(self) -> int:
+        """TMA-store epilogue: two 64-row x 128-byte staging buffers per consumer warpgroup (0 without it)."""
+        return 2 * 64 * 128 * self.consumer_warpgroups if self.epilogue is Epilogue.TMA else 0
 
     @property
     def tmem_columns(self) -> int:
@@ -248,6 +256,7 @@ class TileSpec:
         sched = "_persistent" if self.schedule is Schedule.PERSISTENT else ""
         group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
         group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
+        group += "_tmastore" if self.epilogue is Epilogue.TMA else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}_{self.acc.value}{out}_"
             f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}{sched}{group}"
@@ -369,6 +378,18 @@ FIELDS: tuple[SpecField, ...] = (
         is_int=True,
         omit_when_default=True,
     ),
+    SpecField(
+        "epilogue",
+        "--epilogue",
+        "direct: each thread stores its accumulator fragment to global memory; tma (sm_90a, 16-bit output): "
+        "registers -> swizzled shared memory (stmatrix) -> TMA bulk tensor store, overlapped with the next tile "
+        "(default direct)",
+        default="direct",
+        enum=Epilogue,
+        choices=("direct", "tma"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
@@ -414,6 +435,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         raster_group=v["raster_group"],
         consumers=v["consumers"],
         b_dtype=v["b_dtype"],
+        epilogue=v["epilogue"],
     )
 
 
@@ -437,6 +459,8 @@ def _fmt(values) -> str:
 # kernels (SASS check, no local memory): at 640 threads (96 registers) BN=128 (64 accumulator registers)
 # compiles and BN=160 (80) does not; at 512 threads (128) BN=192 (96) compiles and BN=224 (112) does not.
 REGISTER_RESERVE = 32
+# Columns of one TMA-store epilogue chunk: a 128-byte swizzle row of 16-bit outputs (derive.epilogue).
+STORE_CHUNK_COLS = 64
 
 
 def validate(t: TileSpec) -> None:
@@ -519,6 +543,7 @@ def validate(t: TileSpec) -> None:
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
             )
 
+    _validate_epilogue(t)
     plan = t.smem_plan()
     if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
         per_stage = t.stage_bytes("a") + t.stage_bytes("b")
@@ -533,6 +558,21 @@ def validate(t: TileSpec) -> None:
         )
     if t.arch is Arch.SM100A and t.tmem_columns > 512:
         raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
+
+
+def _validate_epilogue(t: TileSpec) -> None:
+    if t.epilogue is not Epilogue.TMA:
+        return
+    if t.arch is not Arch.SM90A:
+        raise SpecError("--epilogue", "tma", "the TMA-store epilogue is generated for wgmma kernels only so far", "--arch sm_90a, or --epilogue direct")
+    if t.acc is not DType.F32 or t.out_dtype not in (DType.F16, DType.BF16):
+        raise SpecError(
+            "--epilogue", "tma", "the TMA-store epilogue packs f32 accumulators into 16-bit outputs with stmatrix (8x8 matrices "
+            f"of b16), here {t.acc.value} -> {t.out_dtype.value}", "--acc f32 --out-dtype f16|bf16, or --epilogue direct")
+    if t.bn % STORE_CHUNK_COLS:
+        raise SpecError(
+            "--bn", t.bn, f"the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks (one 128-byte swizzle row of 16-bit "
+            "outputs), so BN must be a whole number of them", f"BN a multiple of {STORE_CHUNK_COLS}, or --epilogue direct")
 
 
 # Input types that may meet in one MMA when they differ: PTX lets A and B differ only inside these families.

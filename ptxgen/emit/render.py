@@ -15,6 +15,7 @@ import jinja2
 
 from .. import __version__
 from ..isa.descriptors import SmemDescriptor, WgmmaInstr, tmem_lane_c_expr
+from ..derive.epilogue import STMATRIX_MATRICES, STMATRIX_ROWS, WARP_ROWS, StorePlan
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.layout import OperandLayout, SmemLayout, TileLayout
 from ..derive.pipeline import Parity, PipelinePlan, WarpRole
@@ -338,6 +339,66 @@ class EpilogueView:
 
 
 @dataclass(frozen=True)
+class StmatrixCall:
+    offset_expr: str  # C: this lane's row address in the staging buffer (swizzled), bytes
+    elems: tuple[tuple[int, int], ...]  # per matrix: the fragment elements (i, i + 1) its register packs, chunk-relative
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """The TMA-store epilogue (derive.epilogue.StorePlan), rendered."""
+
+    offset: int
+    warpgroup_bytes: int
+    buffer_bytes: int
+    chunks: int
+    chunk_cols: int
+    elems_per_chunk: int
+    first_barrier_id: int
+    use_tma_expr: str  # C: whether this tile goes through TMA (StorePlan.uses_tma)
+    buffer_offset_expr: str  # C: bytes from the warpgroup's first buffer to this chunk's
+    pack_expr: str  # C: two accumulator floats lo, hi -> one register of two 16-bit outputs, lo in the low half
+    calls: tuple[StmatrixCall, ...]
+    doc: str
+
+
+# Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers follow.
+STORE_FIRST_BARRIER_ID = 3
+
+
+def stmatrix_row_cell_c(call: int, warp: str = "(wg_tid / 32)", lane: str = "lane") -> tuple[str, str]:
+    """C expressions of StorePlan.stmatrix_row_cell: matrix q = lane / 8, row lane % 8 of it."""
+    row = f"{WARP_ROWS} * {warp} + {STMATRIX_ROWS} * (({lane} / {STMATRIX_ROWS}) % 2) + {lane} % {STMATRIX_ROWS}"
+    cell = f"{2 * call} + {lane} / {2 * STMATRIX_ROWS}"
+    return row, cell
+
+
+def store_view(p: StorePlan | None) -> StoreView | None:
+    if p is None:
+        return None
+    calls = []
+    for j in range(p.stmatrix_per_chunk):
+        row, cell = stmatrix_row_cell_c(j)
+        linear = linear_offset_c_expr(p.staging, f"static_cast<unsigned>({row})", f"static_cast<unsigned>({cell})")
+        calls.append(StmatrixCall(swizzle_c_expr(p.staging, f"({linear})"),
+                                  tuple(p.fragment_elements(j, q) for q in range(STMATRIX_MATRICES))))
+    return StoreView(
+        offset=p.offset_bytes,
+        warpgroup_bytes=p.buffers_per_warpgroup * p.buffer_bytes,
+        buffer_bytes=p.buffer_bytes,
+        chunks=p.chunks_per_slab,
+        chunk_cols=p.chunk_cols,
+        elems_per_chunk=p.chunk_cols // 2,  # m64nN fragment: N / 2 elements per thread, i.e. 4 per 8 columns
+        first_barrier_id=STORE_FIRST_BARRIER_ID,
+        use_tma_expr=f"n0 + {p.chunk_cols * p.chunks_per_slab} <= N || N % {p.edge_elements} == 0",
+        buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_warpgroup}) * {p.buffer_bytes}u",
+        pack_expr="static_cast<unsigned>(acc_to_out(__float_as_uint(lo))) | (static_cast<unsigned>(acc_to_out(__float_as_uint(hi))) << 16)",
+        calls=tuple(calls),
+        doc=f"{p.staging.rows} x {p.chunk_cols} chunks, {p.staging.swizzle.value} staging, {p.buffers_per_warpgroup} buffers per warpgroup",
+    )
+
+
+@dataclass(frozen=True)
 class SlabView:
     index: int
     a_offset: str  # C expression: bytes from the stage base to this slab of A
@@ -387,6 +448,7 @@ class KernelView:
     b_start_expr: str
     mma: MmaView
     epi: EpilogueView
+    store: StoreView | None
 
 
 def _k_steps(t: TileLayout) -> tuple[KStepView, ...]:
@@ -567,6 +629,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         b_start_expr=SmemDescriptor.start_field_c_expr(s.arch, "b_stage"),
         mma=mma,
         epi=epi,
+        store=store_view(plan.store),
     )
 
 

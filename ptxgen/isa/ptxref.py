@@ -38,6 +38,7 @@ REFS: dict[str, tuple[str, str, str]] = {
     ),
     "wgmma": ("9.7.15.5.2", "wgmma.mma_async", "asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async"),
     "wgmma_shapes": ("9.7.15.2", "Matrix shape (wgmma)", "asynchronous-warpgroup-level-matrix-shape"),
+    "stmatrix": ("9.7.14.5.16", "stmatrix", "warp-level-matrix-instructions-stmatrix"),
     "smem_limit": ("CUDA C++ Programming Guide, compute capabilities", "227 KB of shared memory per block on 9.0 and 10.x", "features-and-technical-specifications"),
 }
 

@@ -77,6 +77,13 @@ class Consumers(Enum):
     PINGPONG = "pingpong"  # two consumer warpgroups take alternate tiles: one's epilogue overlaps the other's MMAs
 
 
+class Epilogue(Enum):
+    """How the accumulator tile reaches global memory."""
+
+    DIRECT = "direct"  # every thread stores its own fragment to global memory
+    TMA = "tma"  # registers -> shared memory (stmatrix, swizzled) -> global with a TMA bulk tensor store
+
+
 class Swizzle(Enum):
     """A shared-memory swizzle mode, independent of how an instruction family encodes it.
 

@@ -128,3 +128,26 @@ def write(
     if where.min() < 0 or where.max() >= image.size:
         raise IndexError(f"the copies write bytes {where.min()}..{where.max()}, outside a {image.size} B image")
     image[where.ravel()] = data.ravel()
+
+
+def read(
+    tma: dict,
+    element_bytes: int,
+    stage_address: int,
+    image: np.ndarray,
+    anchor: str = "address",
+) -> np.ndarray:
+    """What a TMA *store* (``cp.async.bulk.tensor.2d.global.shared::cta``) of every copy of ``tma`` reads from the
+    byte image: an array [copy, box_outer, box_inner] of element codes. A store reads the box from the same
+    swizzled places a load of that box writes (one tensor map, one swizzle, either direction)."""
+    mode = tma["swizzle"]
+    inner, outer = _check_box(mode, tma["box"], element_bytes)
+    dst = np.array([stage_address + int(c["smem_offset_bytes"]) for c in tma["copies"]], dtype=np.int64)
+    if np.any(dst % DST_ALIGN):
+        raise ValueError(f"copy sources {dst[dst % DST_ALIGN != 0].tolist()} are not {DST_ALIGN}-byte aligned")
+    dense = dst[:, None] + np.arange(outer * inner * element_bytes, dtype=np.int64)[None, :]
+    where = swizzle_address(mode, dense, dst[:, None], anchor)
+    if where.min() < 0 or where.max() >= image.size:
+        raise IndexError(f"the copies read bytes {where.min()}..{where.max()}, outside a {image.size} B image")
+    raw = np.ascontiguousarray(image[where.ravel()]).view(np.dtype(_CODE[element_bytes]).newbyteorder("<"))
+    return raw.reshape(len(dst), outer, inner)

@@ -123,7 +123,7 @@ def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) ->
     from .tensormap import encode as driver_encode
     from .tensormap import tensormap_args
 
-    tma = plan.layout.operand(operand).tma
+    tma = plan.tma_plan(operand)
     dims = tuple(p.value(d) for d in tma.global_dims)
     args = tensormap_args(tma, ptr, dims, p.value(tma.ld_name))
     return (encode or driver_encode)(args)

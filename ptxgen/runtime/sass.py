@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
-from ..isa.types import Arch, Loader
+from ..isa.types import Arch, Epilogue, Loader
 from .toolchain import run_tool
 
 _TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}
@@ -157,6 +157,8 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
         ("cp.async mbarrier arrivals", r"ARRIVES\.LDGSTSBAR", not tma),
         ("setmaxnreg", r"USETMAXREG", any(r.registers for r in pipe.roles) and not relocatable),
         ("tcgen05.commit", r"UTCBAR", spec.arch is Arch.SM100A),
+        ("stmatrix", r"STSM", spec.epilogue is Epilogue.TMA),
+        ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
     ]
     found, problems = {}, []
     for name, pattern, required in wanted:

@@ -7,13 +7,14 @@ log(M), log(N), log(K), or a default.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from importlib import resources
 from pathlib import Path
 
 from ..derive.spec import TileSpec, make_spec
-from ..isa.types import SpecError
+from ..isa.types import Epilogue, SpecError
 
 TABLE = "h200.json"
 
@@ -46,7 +47,17 @@ def candidates(dtype: str, arch: str) -> list[TileSpec]:
                                        raster_group=group, consumers="pingpong"))
             except SpecError:
                 continue
-    return specs
+    return specs + [v for v in map(_store_variant, specs) if v is not None]
+
+
+def _store_variant(spec: TileSpec) -> TileSpec | None:
+    """The same kernel with the TMA-store epilogue (one stage fewer where its staging buffers need the room)."""
+    for stages in range(spec.stages, 1, -1):
+        try:
+            return dataclasses.replace(spec, epilogue=Epilogue.TMA, stages=stages)
+        except SpecError:
+            continue
+    return None
 
 
 def default_spec(dtype: str, arch: str) -> TileSpec:

@@ -1,0 +1,188 @@
+"""The TMA-store epilogue (wgmma): accumulator fragments -> swizzled shared memory -> global memory.
+
+Each consumer warpgroup owns two staging buffers. A buffer holds one chunk of its 64-row slab: 64 rows
+x 64 columns of 16-bit outputs, one 128-byte row per tile row, 128-byte swizzled. The warpgroup writes a
+chunk with ``stmatrix`` (8x8 matrices of b16, one 16-byte cell per matrix row), fences it into the
+async proxy, and one thread hands it to a TMA bulk tensor store, which clips rows and columns outside
+M x N. The next chunk goes to the other buffer; a buffer is rewritten only after the store that read it
+has finished reading (``cp.async.bulk.wait_group.read 1``), so the stores overlap the next chunk and,
+after the last chunk, the next tile's main loop.
+
+The staging layout is a :class:`~ptxgen.derive.layout.SmemLayout` (rows = tile rows, cells of 16 B);
+D's tensor map is derived from that same value, as the operands' maps are from theirs.
+
+>>> from ptxgen.derive.spec import make_spec
+>>> p = plan_store(make_spec(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16",
+...                          arch="sm_90a", stages=4, out_dtype="bf16", epilogue="tma"))
+>>> p.tma.box, p.tma.swizzle.json_name, p.chunks_per_slab, p.buffer_bytes
+((64, 64), '128B', 4, 8192)
+>>> p.stmatrix_offset(warp=0, lane=9, call=1)   # matrix 1 (rows 8-15), its row 1 = tile row 9; cell 2 of the chunk
+1232
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..isa.ptxref import cite
+from ..isa.tensormap import (
+    DRIVER_REF,
+    INTERLEAVE_NONE,
+    L2_PROMOTION_256B,
+    OOB_FILL_ZERO,
+    PTX_TMA_REF,
+    TMA_DATA_TYPE_OF,
+    TMA_SWIZZLE_OF,
+)
+from ..isa.types import Epilogue, Swizzle
+from .derived import Derived
+from .layout import AddressTerm, SmemLayout
+from .spec import STORE_CHUNK_COLS, TileSpec
+from .tma import TmaPlan, copies_of
+
+SLAB_ROWS = 64  # rows of one wgmma D fragment (m64) = rows a consumer warpgroup stores per slab
+WARP_ROWS = 16  # rows of the fragment one warp holds (PTX 'wgmma .m64nNk* D fragments')
+CELL_BYTES = 16
+# stmatrix.sync.aligned.m8n8.x4.b16 (PTX 'stmatrix'): four 8x8 matrices of 16-bit elements; lanes 8q..8q+7
+# give the row addresses of matrix q, and thread t's register q holds row t / 4, columns 2(t % 4), +1 of it.
+STMATRIX_MATRICES = 4
+STMATRIX_ROWS = 8
+BUFFERS = 2
+# Measured on an H200 (docs/runs/2026-11-30-run12/validate_store.jsonl): where N x element bytes is not a
+# multiple of 16, a TMA store whose box crosses column N also wrote the columns up to the next 16-byte
+# boundary (N = 45 f16: columns 45..47 of every row). A tile is stored through TMA only where that cannot
+# happen; the others take the direct stores, which stop at N exactly.
+TMA_STORE_EDGE_BYTES = 16
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    staging: SmemLayout  # one buffer: SLAB_ROWS rows x 8 cells of 16 B, 128-byte swizzled
+    tma: TmaPlan  # D's tensor map, derived from ``staging``
+    offset_bytes: int  # first buffer, from the kernel's aligned shared-memory base
+    buffer_bytes: int
+    buffers_per_warpgroup: int
+    chunk_cols: int
+    chunks_per_slab: int
+    stmatrix_per_chunk: int
+    derivation: tuple[Derived, ...]
+
+    def to_json(self) -> dict:
+        """The ``"epilogue"`` object of ``explain --json`` (TMA-store kernels only)."""
+        return {
+            "kind": "tma",
+            "staging_offset_bytes": self.offset_bytes,
+            "buffer_bytes": self.buffer_bytes,
+            "buffers_per_warpgroup": self.buffers_per_warpgroup,
+            "chunk": [self.staging.rows, self.chunk_cols],
+            "chunks_per_slab": self.chunks_per_slab,
+            "tma": {"swizzle": self.tma.swizzle.json_name, "box": list(self.tma.box)},
+        }
+
+    @property
+    def edge_elements(self) -> int:
+        """Columns per 16-byte granule of D: a tile whose columns pass N goes through TMA only if N is a
+        multiple of this (else the direct stores take it)."""
+        return TMA_STORE_EDGE_BYTES // self.tma.element_bytes
+
+    def uses_tma(self, n0: int, bn: int, n: int) -> bool:
+        """Whether the tile starting at column ``n0`` is stored through TMA for a problem of ``n`` columns."""
+        return n0 + bn <= n or n % self.edge_elements == 0
+
+    def stmatrix_row_cell(self, warp: int, lane: int, call: int) -> tuple[int, int]:
+        """(slab row, 16-B cell of the chunk) whose address lane ``lane`` of warp ``warp`` gives to
+        stmatrix ``call`` (0..stmatrix_per_chunk-1): matrix q = lane / 8 covers rows 8(q % 2).. of the
+        warp's 16 and column group 2 x call + q / 2 (8 columns = one cell)."""
+        q, r = divmod(lane, STMATRIX_ROWS)
+        return WARP_ROWS * warp + STMATRIX_ROWS * (q % 2) + r, 2 * call + q // 2
+
+    def stmatrix_offset(self, warp: int, lane: int, call: int) -> int:
+        """Byte offset in the buffer of that row's 16-byte cell (swizzled)."""
+        return self.staging.physical(*self.stmatrix_row_cell(warp, lane, call))
+
+    @staticmethod
+    def fragment_elements(call: int, matrix: int) -> tuple[int, int]:
+        """The wgmma D fragment elements (i, i + 1) that a thread's stmatrix register ``matrix`` packs, for
+        chunk-local ``call``: column group g = 2 x call + matrix / 2, rows +8 for odd matrices (elements 2, 3 of
+        the group of 4). Relative to the chunk: add 4 x 8 x chunk to i."""
+        group = 2 * call + matrix // 2
+        i = 4 * group + 2 * (matrix % 2)
+        return i, i + 1
+
+
+def staging_layout(element_bytes: int) -> SmemLayout:
+    """64 rows of 128 B (one row per tile row), 16-byte cells along the row, the 128-byte swizzle."""
+    cols = Swizzle.SW128.row_bytes // CELL_BYTES
+    return SmemLayout(
+        rows=SLAB_ROWS,
+        cols=cols,
+        row_dim="mn",
+        terms=(AddressTerm("row", 0, None, Swizzle.SW128.row_bytes), AddressTerm("col", 0, None, CELL_BYTES)),
+        swizzle=Swizzle.SW128,
+        atom_rows=Swizzle.SW128.atom_rows,
+        atom_cols=cols,
+        row_atom_stride_bytes=Swizzle.SW128.atom_bytes,
+        col_atom_stride_bytes=SLAB_ROWS * Swizzle.SW128.row_bytes,
+    )
+
+
+def plan_store(spec: TileSpec) -> StorePlan | None:
+    if spec.epilogue is not Epilogue.TMA:
+        return None
+    out = spec.out_dtype
+    layout = staging_layout(out.bytes)
+    box, copies, grid = copies_of(layout, out.per_cell)
+    assert box == (STORE_CHUNK_COLS, SLAB_ROWS) and len(copies) == 1, (box, copies)
+    swz = TMA_SWIZZLE_OF[layout.swizzle]
+    plan_bytes = layout.stage_bytes
+    smem = spec.smem_plan()
+    chunks = spec.bn // STORE_CHUNK_COLS
+    calls = STORE_CHUNK_COLS // (STMATRIX_MATRICES // 2 * 8)
+    D = _derivation(spec, box, swz.json_name, plan_bytes, chunks, calls, smem.store_offset)
+    tma = TmaPlan(
+        operand="d",
+        layout=layout,
+        data_type=TMA_DATA_TYPE_OF[out],
+        element_bytes=out.bytes,
+        rank=2,
+        global_dims=("N", "M"),
+        ld_name="ldd",
+        box=box,
+        element_strides=(1, 1),
+        interleave=INTERLEAVE_NONE,
+        swizzle=swz,
+        l2_promotion=L2_PROMOTION_256B,
+        oob_fill=OOB_FILL_ZERO,
+        copies=copies,
+        grid=grid,
+        expect_tx_bytes=0,  # a store completes a bulk group, not a barrier transaction
+        derivation=D,
+    )
+    return StorePlan(layout, tma, smem.store_offset, plan_bytes, BUFFERS, STORE_CHUNK_COLS, chunks, calls, D)
+
+
+def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls: int, offset: int) -> tuple[Derived, ...]:
+    out = spec.out_dtype
+    nwg = spec.consumer_warpgroups
+    return (
+        Derived("chunk", f"{SLAB_ROWS} x {STORE_CHUNK_COLS}", f"{STORE_CHUNK_COLS} x {out.bytes} B = 128 B per row: one 128-byte swizzle row",
+                "the widest row the 128-byte swizzle spans; a whole row per tile row keeps every stmatrix row in one line", cite("swizzling")),
+        Derived("staging_swizzle", "sw128", "cell c of row r at r x 128 + (c ^ (r % 8)) x 16",
+                "the 8 rows one stmatrix matrix writes land in 8 different 16-byte bank groups: no bank conflicts", cite("swizzling")),
+        Derived("buffers", f"{BUFFERS} x {nwg} x {buf} B at +{offset}",
+                f"{BUFFERS} per consumer warpgroup ({nwg}) of {SLAB_ROWS} x 128 B",
+                "one is written while the TMA store of the other reads it", PTX_TMA_REF),
+        Derived("stmatrix", f"{calls} x stmatrix.x4 per chunk",
+                f"each covers 16 rows x 16 columns per warp; {STORE_CHUNK_COLS} / 16 = {calls}",
+                "lanes 8q..8q+7 address the rows of matrix q; register q packs two converted accumulator elements", cite("stmatrix")),
+        Derived("tma_d_box", f"[{box[0]}, {box[1]}]", f"{box[0]} columns (N, contiguous) x {box[1]} rows (M)",
+                "one chunk per store; the copy engine drops rows past M, and columns past N where N's rows end on a 16-byte "
+                "boundary (edge_rule)", PTX_TMA_REF),
+        Derived("tma_d_swizzle", swz_name, "the staging layout's swizzle", "TMA reads the pattern the stmatrix writes", DRIVER_REF),
+        Derived("edge_rule", f"N % {TMA_STORE_EDGE_BYTES // out.bytes} == 0 or the tile inside N",
+                f"a tile is stored through TMA if n0 + {spec.bn} <= N or N x {out.bytes} B is a multiple of {TMA_STORE_EDGE_BYTES} B; "
+                "other tiles take the direct stores",
+                "measured on an H200: a TMA store crossing column N wrote on to the next 16-byte boundary", "docs/hardware-layout.md"),
+        Derived("chunks_per_slab", chunks, f"BN / {STORE_CHUNK_COLS} = {spec.bn} / {STORE_CHUNK_COLS}",
+                "chunks alternate between the two buffers; a buffer is reused after cp.async.bulk.wait_group.read 1", PTX_TMA_REF),
+    )

@@ -1,0 +1,51 @@
+"""An independent model of two register <-> matrix maps the TMA-store epilogue relies on.
+
+It imports nothing from ptxgen. Transcribed from the PTX ISA:
+  * the wgmma D fragment ('Matrix fragments for wgmma.mma_async .m64nNk*', accumulator D): in a warpgroup,
+    warp w holds rows 16w..16w+15; thread t (lane) holds, for each group g of 8 columns, elements
+    d[4g + 0], d[4g + 1] at row 16w + t/4, columns 8g + 2(t%4) + {0, 1}, and d[4g + 2], d[4g + 3] eight rows down;
+  * stmatrix.sync.aligned.m8n8.x4.shared.b16 ('stmatrix'): four 8x8 matrices of 16-bit elements; thread t
+    of the warp supplies the shared address of row t%8 of matrix t/8; its source register q holds the two
+    elements of matrix q at row t/4, columns 2(t%4) and 2(t%4)+1 (the lower half is the first column).
+
+>>> wgmma_d_coords(warp=1, lane=5, i=7)    # group 1, second pair (8 rows down), second element
+(25, 11)
+>>> stmatrix_row_of_address(lane=13), stmatrix_register_cells(lane=13)
+((1, 5), (3, 2))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def wgmma_d_coords(warp: int, lane: int, i: int) -> tuple[int, int]:
+    """(row, column) of accumulator element d[i] of ``lane`` in warp ``warp`` of the warpgroup (64 x N tile)."""
+    group, e = divmod(i, 4)
+    row = 16 * warp + lane // 4 + (8 if e >= 2 else 0)
+    col = 8 * group + 2 * (lane % 4) + (e % 2)
+    return row, col
+
+
+def stmatrix_row_of_address(lane: int) -> tuple[int, int]:
+    """(matrix, row) whose 16-byte row address ``lane`` supplies to a .x4 stmatrix."""
+    return lane // 8, lane % 8
+
+
+def stmatrix_register_cells(lane: int) -> tuple[int, int]:
+    """(row, first column) of the two elements that ``lane``'s source register q places in matrix q."""
+    return lane // 4, 2 * (lane % 4)
+
+
+def stmatrix_x4(image: np.ndarray, addresses: list[int], registers: list[tuple[int, int, int, int]]) -> None:
+    """Perform one warp's ``stmatrix .x4``: ``addresses[t]`` from lane t, ``registers[t]`` its four 32-bit sources.
+    Writes 4 matrices x 8 rows x 16 bytes into the byte image (little-endian 16-bit elements)."""
+    rows = {}
+    for lane in range(32):
+        rows[stmatrix_row_of_address(lane)] = addresses[lane]
+    for lane in range(32):
+        r, c = stmatrix_register_cells(lane)
+        for q in range(4):
+            word = registers[lane][q] & 0xFFFFFFFF
+            base = rows[(q, r)] + 2 * c
+            image[base:base + 4] = np.frombuffer(word.to_bytes(4, "little"), dtype=np.uint8)
