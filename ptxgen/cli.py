@@ -294,7 +294,7 @@ def cmd_show(args) -> int:
     if target:
         _check_output(target)
     valid = _lint_decode(t, decode) if decode is not None else True
-    svg = layout_svg(t, (args.operand,) if args.operand else ("a", "b"), decode)
+    svg = layout_svg(t, (args.operand,) if args.operand else ("a", "b", "d"), decode)
     if args.html:
         svg = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + t.spec.kernel_name
                + "</title></head><body>\n" + svg.split("\n", 1)[1] + "</body></html>\n")
@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sh = sub.add_parser("show", help="draw a stage's layout, its swizzle and what each MMA reads (SVG)")
     add_spec_flags(sh)
-    sh.add_argument("--operand", choices=("a", "b"), help="draw one operand (default both)")
+    sh.add_argument("--operand", choices=("a", "b", "d"),
+                    help="draw one operand; d: the TMA-store epilogue's staging buffer (default: all there are)")
     out = sh.add_mutually_exclusive_group()
     out.add_argument("--svg", metavar="FILE", help="write the SVG to FILE (default: stdout)")
     out.add_argument("--html", metavar="FILE", help="write a self-contained HTML page to FILE")

@@ -50,13 +50,13 @@ def test_default_is_direct_and_old_names_and_json_are_unchanged():
 @pytest.mark.parametrize(
     "kw, field, words",
     [
-        (dict(arch="sm_100a", b="mnmajor-sw128"), "--epilogue", "wgmma kernels only"),
+        (dict(arch="sm_100a", bm=64), "--epilogue", "M=128 data path"),
         (dict(out_dtype="f32"), "--epilogue", "16-bit outputs"),
         (dict(dtype="f16", acc="f16", out_dtype="f16"), "--epilogue", "f32 accumulators"),
         (dict(bn=200), "--bn", "multiple of 64"),
         (dict(bm=256, bn=128, stages=4), "--stages", "more than the 232448 B limit"),
     ],
-    ids=["blackwell", "f32-out", "f16-acc", "bn-200", "smem"],
+    ids=["blackwell-m64", "f32-out", "f16-acc", "bn-200", "smem"],
 )
 def test_illegal_store_epilogues_are_refused_with_the_rule(kw, field, words):
     with pytest.raises(SpecError) as e:
@@ -65,16 +65,18 @@ def test_illegal_store_epilogues_are_refused_with_the_rule(kw, field, words):
 
 
 def test_cli_refuses_an_illegal_store_epilogue_with_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "ptxgen", "explain", "--bm", "128", "--bn", "128", "--bk", "32", "--a",
+    proc = subprocess.run([sys.executable, "-m", "ptxgen", "explain", "--bm", "64", "--bn", "128", "--bk", "32", "--a",
                            "kmajor-sw64", "--epilogue", "tma"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--epilogue=tma is illegal" in proc.stderr
 
 
 def test_staging_buffers_sit_on_the_swizzle_repeat_apart_from_rings_and_barriers():
-    for kw in (dict(), dict(bm=64, bn=64, stages=3), dict(bm=256, bn=128, stages=3), dict(bn=128, consumers="pingpong", schedule="persistent", stages=5)):
+    for kw in (dict(), dict(bm=64, bn=64, stages=3), dict(bm=256, bn=128, stages=3), dict(bn=128, consumers="pingpong", schedule="persistent", stages=5),
+               dict(arch="sm_100a", stages=3)):
         s = store_spec(**kw)
         p = s.smem_plan()
-        assert p.store_offset % 1024 == 0 and p.store_bytes == 2 * 8192 * s.consumer_warpgroups
+        storers, rows = (s.consumer_warpgroups, 64) if s.arch.value == "sm_90a" else (4, 32)
+        assert p.store_offset % 1024 == 0 and p.store_bytes == 2 * rows * 128 * storers
         ring_end = p.b_offset + s.stages * p.b_stage_bytes
         first_barrier = min(off for _, off, _ in p.barrier_arrays)
         assert ring_end <= p.store_offset and p.store_offset + p.store_bytes <= first_barrier
@@ -119,6 +121,22 @@ def test_control_a_wrong_staging_plan_fails_the_model_check(break_it):
     assert check_store_plan(break_it(plan), 256), "the model check passed a broken plan"
 
 
+@pytest.mark.parametrize("bn", [64, 128, 256])
+def test_tcgen05_tma_store_reads_back_every_chunk_of_the_tmem_rows(bn):
+    plan = plan_store(store_spec(arch="sm_100a", bn=bn, stages=3))
+    assert plan.writer == "st.shared.v4" and plan.rows == 32 and plan.storers == 4 and plan.tma.box == (64, 32)
+    for base in (0, 4096):
+        for tmem_chunk in (32, 16):
+            assert check_store_plan(plan, bn, seed=bn, base=base, tmem_chunk=tmem_chunk) == []
+
+
+def test_control_a_wrong_tcgen05_staging_fails_the_model_check():
+    plan = plan_store(store_spec(arch="sm_100a"))
+    assert check_store_plan(dataclasses.replace(plan, staging=dataclasses.replace(plan.staging, swizzle=Swizzle.SW32)), 256)
+    wrong_rows = dataclasses.replace(plan, tma=dataclasses.replace(plan.tma, box=(64, 64)))  # one box over two warps' rows
+    assert check_store_plan(wrong_rows, 256)
+
+
 # -- emit: the rendered C is the plan -------------------------------------------------------------
 def test_rendered_stmatrix_addresses_are_the_plans():
     plan = plan_store(store_spec())
@@ -129,6 +147,15 @@ def test_rendered_stmatrix_addresses_are_the_plans():
             got = _eval_c(call.offset_expr, wg_tid=wg_tid, lane=wg_tid % 32)
             assert got == plan.stmatrix_offset(wg_tid // 32, wg_tid % 32, j)
         assert call.elems == tuple(plan.fragment_elements(j, q) for q in range(4))
+
+
+def test_rendered_tcgen05_row_cell_offsets_are_the_plans():
+    plan = plan_store(store_spec(arch="sm_100a"))
+    view = store_view(plan, tmem_chunk=32)
+    assert (view.tmem_loads, view.cells_per_load, view.rows) == (2, 4, 32)
+    for lane in range(32):
+        for cell in range(8):
+            assert _eval_c(view.row_cell_expr, lane=lane, cell=cell) == plan.row_cell_offset(lane, cell)
 
 
 def test_rendered_edge_rule_is_the_plans():
@@ -191,5 +218,41 @@ def test_store_epilogue_sass_has_stmatrix_and_tma_stores(kw):
     assert rep.structure["stmatrix"] > 0 and rep.structure["TMA stores"] > 0 and rep.local_bytes == 0
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [dict(schedule="persistent"), dict(bn=128, dtype="f16", out_dtype="f16", loader="cp.async"), dict(dtype="e4m3", bk=128, stages=3)],
+    ids=["persistent", "cp.async-f16", "e4m3"],
+)
+def test_tcgen05_store_epilogue_sass_has_16_byte_shared_stores_and_tma_stores(kw):
+    """L2 only: no Blackwell GPU has run these kernels."""
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    spec = store_spec(arch="sm_100a", **kw)
+    compiled = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_100a")
+    rep = check_sass(spec, compiled.cubin)
+    assert rep.ok, rep.problems
+    assert rep.structure["16-byte shared stores"] > 0 and rep.structure["TMA stores"] > 0 and rep.local_bytes == 0
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in compiled.ptx and "st.shared.v4.b32" in compiled.ptx
+
+
 def test_slab_rows_match_the_wgmma_fragment():
     assert SLAB_ROWS == 64  # one m64 D fragment per consumer warpgroup slab
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_show_draws_the_staging_buffer_and_its_conflict_free_wave(arch):
+    from ptxgen.derive.layout import derive
+    from ptxgen.emit.svg import layout_svg
+
+    spec = store_spec(arch=arch, stages=3)
+    svg = layout_svg(derive(spec), ("d",))
+    plan = plan_store(spec)
+    cells = re.findall(r'<g class="cell" data-offset="(\d+)" data-row="(\d+)" data-col="(\d+)">', svg)
+    assert len(cells) == 16 * 8
+    for off, row, col in cells:  # every drawn cell is where the plan puts it
+        assert plan.row_cell_offset(int(row), int(col)) == int(off)
+    outlined = re.findall(r'<g class="cell" data-offset="(\d+)"[^>]*>\s*<rect [^>]*stroke="#d62728"', svg)
+    assert len(outlined) == 8 and len({int(o) % 128 // 16 for o in outlined}) == 8  # 8 rows, 8 different bank groups
+    assert "(8 bank groups)" in svg
+    assert layout_svg(derive(make_spec(**BASE)), ("d",)).count('class="cell"') == 0  # no staging without the epilogue

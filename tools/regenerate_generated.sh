@@ -23,5 +23,6 @@ done <<'LIST'
 --bm 128 --bn 256 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --stages 4 --out-dtype bf16 --schedule persistent --raster-group 16
 --bm 128 --bn 192 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --arch sm_90a --stages 4 --out-dtype bf16 --schedule persistent --raster-group 16 --epilogue tma
 --bm 128 --bn 128 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --arch sm_90a --stages 5 --out-dtype bf16 --schedule persistent --raster-group 16 --consumers pingpong --epilogue tma
+--bm 128 --bn 256 --bk 64 --a kmajor-sw128 --b kmajor-sw128 --dtype bf16 --stages 3 --out-dtype bf16 --schedule persistent --raster-group 16 --epilogue tma
 LIST
 ls generated

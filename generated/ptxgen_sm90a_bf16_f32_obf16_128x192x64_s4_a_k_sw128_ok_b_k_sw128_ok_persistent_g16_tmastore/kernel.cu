@@ -95,6 +95,9 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 // Four 8x8 matrices of 16-bit elements: lanes 8q..8q+7 give the row addresses of matrix q; register q of
 // thread t holds row t / 4, columns 2 (t % 4) and 2 (t % 4) + 1 of matrix q.
+__device__ __forceinline__ void st_shared_v4(unsigned addr, unsigned a, unsigned b, unsigned c, unsigned d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3)
                : "memory");
@@ -117,6 +120,10 @@ __device__ __forceinline__ float f16_bits_to_f32(unsigned short h) {
 }
 // One accumulator word (as the MMA left it: one f32 register) -> the output element's bits.
 __device__ __forceinline__ unsigned short acc_to_out(unsigned acc_word) { return f32_to_bf16_bits(__uint_as_float(acc_word)); }
+// Two accumulator words -> two 16-bit outputs in one register, the first in the low half (the lower address).
+__device__ __forceinline__ unsigned pack_pair(unsigned lo, unsigned hi) {
+  return static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << 16);
+}
 
 // ---- wgmma wrappers -----------------------------------------------------------------------------
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -136,10 +143,6 @@ __device__ __forceinline__ void fence_acc(float (&d)[96]) {
 // A barrier among the 128 threads of one warpgroup (0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-// Two accumulator elements -> two 16-bit outputs in one register, the first in the low half (stmatrix order).
-__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
-  return static_cast<unsigned>(acc_to_out(__float_as_uint(lo))) | (static_cast<unsigned>(acc_to_out(__float_as_uint(hi))) << 16);
 }
 // d (+)= A[a_desc] * B[b_desc]; scale_d = 0 overwrites d (the very first MMA of the tile).
 __device__ __forceinline__ void mma(float (&d)[96], unsigned long long a_desc, unsigned long long b_desc,
@@ -280,25 +283,25 @@ ptxgen_sm90a_bf16_f32_obf16_128x192x64_s4_a_k_sw128_ok_b_k_sw128_ok_persistent_g
         if (wg_tid == 0) bulk_wait_read<1>();
         named_barrier_sync(3 + wg, 128);  // ... and every thread of the warpgroup knows it
         stmatrix_x4(buf + ((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(0 + lane / 16) * 16u) ^ (((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(0 + lane / 16) * 16u) & 0x380u) >> 3)),
-                    pack_pair(acc0[c * 32 + 0], acc0[c * 32 + 1]),
-                    pack_pair(acc0[c * 32 + 2], acc0[c * 32 + 3]),
-                    pack_pair(acc0[c * 32 + 4], acc0[c * 32 + 5]),
-                    pack_pair(acc0[c * 32 + 6], acc0[c * 32 + 7]));
+                    pack_pair(__float_as_uint(acc0[c * 32 + 0]), __float_as_uint(acc0[c * 32 + 1])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 2]), __float_as_uint(acc0[c * 32 + 3])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 4]), __float_as_uint(acc0[c * 32 + 5])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 6]), __float_as_uint(acc0[c * 32 + 7])));
         stmatrix_x4(buf + ((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(2 + lane / 16) * 16u) ^ (((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(2 + lane / 16) * 16u) & 0x380u) >> 3)),
-                    pack_pair(acc0[c * 32 + 8], acc0[c * 32 + 9]),
-                    pack_pair(acc0[c * 32 + 10], acc0[c * 32 + 11]),
-                    pack_pair(acc0[c * 32 + 12], acc0[c * 32 + 13]),
-                    pack_pair(acc0[c * 32 + 14], acc0[c * 32 + 15]));
+                    pack_pair(__float_as_uint(acc0[c * 32 + 8]), __float_as_uint(acc0[c * 32 + 9])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 10]), __float_as_uint(acc0[c * 32 + 11])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 12]), __float_as_uint(acc0[c * 32 + 13])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 14]), __float_as_uint(acc0[c * 32 + 15])));
         stmatrix_x4(buf + ((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(4 + lane / 16) * 16u) ^ (((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(4 + lane / 16) * 16u) & 0x380u) >> 3)),
-                    pack_pair(acc0[c * 32 + 16], acc0[c * 32 + 17]),
-                    pack_pair(acc0[c * 32 + 18], acc0[c * 32 + 19]),
-                    pack_pair(acc0[c * 32 + 20], acc0[c * 32 + 21]),
-                    pack_pair(acc0[c * 32 + 22], acc0[c * 32 + 23]));
+                    pack_pair(__float_as_uint(acc0[c * 32 + 16]), __float_as_uint(acc0[c * 32 + 17])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 18]), __float_as_uint(acc0[c * 32 + 19])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 20]), __float_as_uint(acc0[c * 32 + 21])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 22]), __float_as_uint(acc0[c * 32 + 23])));
         stmatrix_x4(buf + ((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(6 + lane / 16) * 16u) ^ (((static_cast<unsigned>(16 * (wg_tid / 32) + 8 * ((lane / 8) % 2) + lane % 8) * 128u + static_cast<unsigned>(6 + lane / 16) * 16u) & 0x380u) >> 3)),
-                    pack_pair(acc0[c * 32 + 24], acc0[c * 32 + 25]),
-                    pack_pair(acc0[c * 32 + 26], acc0[c * 32 + 27]),
-                    pack_pair(acc0[c * 32 + 28], acc0[c * 32 + 29]),
-                    pack_pair(acc0[c * 32 + 30], acc0[c * 32 + 31]));
+                    pack_pair(__float_as_uint(acc0[c * 32 + 24]), __float_as_uint(acc0[c * 32 + 25])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 26]), __float_as_uint(acc0[c * 32 + 27])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 28]), __float_as_uint(acc0[c * 32 + 29])),
+                    pack_pair(__float_as_uint(acc0[c * 32 + 30]), __float_as_uint(acc0[c * 32 + 31])));
         fence_proxy_async();  // the stmatrix writes (generic proxy) become visible to the TMA engine (async proxy)
         named_barrier_sync(3 + wg, 128);
         if (wg_tid == 0) {

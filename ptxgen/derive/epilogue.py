@@ -1,12 +1,14 @@
-"""The TMA-store epilogue (wgmma): accumulator fragments -> swizzled shared memory -> global memory.
+"""The TMA-store epilogue: accumulators -> swizzled shared memory -> global memory, on both families.
 
-Each consumer warpgroup owns two staging buffers. A buffer holds one chunk of its 64-row slab: 64 rows
-x 64 columns of 16-bit outputs, one 128-byte row per tile row, 128-byte swizzled. The warpgroup writes a
-chunk with ``stmatrix`` (8x8 matrices of b16, one 16-byte cell per matrix row), fences it into the
-async proxy, and one thread hands it to a TMA bulk tensor store, which clips rows and columns outside
-M x N. The next chunk goes to the other buffer; a buffer is rewritten only after the store that read it
-has finished reading (``cp.async.bulk.wait_group.read 1``), so the stores overlap the next chunk and,
-after the last chunk, the next tile's main loop.
+Each *storer* owns two staging buffers: a consumer warpgroup on wgmma (its 64-row slab), an epilogue
+warp on tcgen05 (its 32 TMEM lanes = 32 rows of D at M=128). A buffer holds one chunk of the storer's
+rows: 64 columns of 16-bit outputs, one 128-byte row per tile row, 128-byte swizzled. A wgmma
+warpgroup writes a chunk with ``stmatrix`` (8x8 matrices of b16, one 16-byte cell per matrix row); a
+tcgen05 epilogue warp reads its rows out of TMEM (``tcgen05.ld 32x32b``: lane = row) and writes each
+row's cells with ``st.shared.v4``. The storer fences the chunk into the async proxy and one thread hands
+it to a TMA bulk tensor store. The next chunk goes to the other buffer; a buffer is rewritten only after
+the store that read it has finished reading (``cp.async.bulk.wait_group.read 1``), so the stores overlap
+the next chunk and, after the last chunk, the next tile's main loop.
 
 The staging layout is a :class:`~ptxgen.derive.layout.SmemLayout` (rows = tile rows, cells of 16 B);
 D's tensor map is derived from that same value, as the operands' maps are from theirs.
@@ -34,13 +36,15 @@ from ..isa.tensormap import (
     TMA_DATA_TYPE_OF,
     TMA_SWIZZLE_OF,
 )
-from ..isa.types import Epilogue, Swizzle
+from ..isa.types import Arch, Epilogue, Swizzle
 from .derived import Derived
 from .layout import AddressTerm, SmemLayout
 from .spec import STORE_CHUNK_COLS, TileSpec
 from .tma import TmaPlan, copies_of
 
 SLAB_ROWS = 64  # rows of one wgmma D fragment (m64) = rows a consumer warpgroup stores per slab
+TMEM_WARP_ROWS = 32  # tcgen05 M=128: an epilogue warp may access TMEM lanes 32w..32w+31 = rows of D (PTX data path)
+EPILOGUE_WARPS = 4
 WARP_ROWS = 16  # rows of the fragment one warp holds (PTX 'wgmma .m64nNk* D fragments')
 CELL_BYTES = 16
 # stmatrix.sync.aligned.m8n8.x4.b16 (PTX 'stmatrix'): four 8x8 matrices of 16-bit elements; lanes 8q..8q+7
@@ -57,15 +61,30 @@ TMA_STORE_EDGE_BYTES = 16
 
 @dataclass(frozen=True)
 class StorePlan:
-    staging: SmemLayout  # one buffer: SLAB_ROWS rows x 8 cells of 16 B, 128-byte swizzled
+    staging: SmemLayout  # one buffer: ``rows`` rows x 8 cells of 16 B, 128-byte swizzled
     tma: TmaPlan  # D's tensor map, derived from ``staging``
     offset_bytes: int  # first buffer, from the kernel's aligned shared-memory base
     buffer_bytes: int
-    buffers_per_warpgroup: int
+    buffers_per_storer: int
+    storers: int  # consumer warpgroups (wgmma) or epilogue warps (tcgen05)
+    writer: str  # "stmatrix" (wgmma fragments) or "st.shared.v4" (one TMEM row per thread)
     chunk_cols: int
-    chunks_per_slab: int
-    stmatrix_per_chunk: int
+    chunks_per_slab: int  # chunks per storer per tile (per 64-row slab on wgmma)
+    stmatrix_per_chunk: int  # wgmma: stmatrix.x4 per warp per chunk; tcgen05: 0
     derivation: tuple[Derived, ...]
+
+    @property
+    def rows(self) -> int:
+        """Tile rows one storer stores per chunk (the box's outer extent)."""
+        return self.staging.rows
+
+    @property
+    def storer_bytes(self) -> int:
+        return self.buffers_per_storer * self.buffer_bytes
+
+    def row_cell_offset(self, row: int, cell: int) -> int:
+        """Byte offset in a buffer of 16-byte cell ``cell`` of row ``row`` (swizzled)."""
+        return self.staging.physical(row, cell)
 
     def to_json(self) -> dict:
         """The ``"epilogue"`` object of ``explain --json`` (TMA-store kernels only)."""
@@ -73,7 +92,9 @@ class StorePlan:
             "kind": "tma",
             "staging_offset_bytes": self.offset_bytes,
             "buffer_bytes": self.buffer_bytes,
-            "buffers_per_warpgroup": self.buffers_per_warpgroup,
+            "buffers_per_storer": self.buffers_per_storer,
+            "storers": self.storers,
+            "writer": self.writer,
             "chunk": [self.staging.rows, self.chunk_cols],
             "chunks_per_slab": self.chunks_per_slab,
             "tma": {"swizzle": self.tma.swizzle.json_name, "box": list(self.tma.box)},
@@ -110,11 +131,11 @@ class StorePlan:
         return i, i + 1
 
 
-def staging_layout(element_bytes: int) -> SmemLayout:
-    """64 rows of 128 B (one row per tile row), 16-byte cells along the row, the 128-byte swizzle."""
+def staging_layout(rows: int) -> SmemLayout:
+    """``rows`` rows of 128 B (one row per tile row), 16-byte cells along the row, the 128-byte swizzle."""
     cols = Swizzle.SW128.row_bytes // CELL_BYTES
     return SmemLayout(
-        rows=SLAB_ROWS,
+        rows=rows,
         cols=cols,
         row_dim="mn",
         terms=(AddressTerm("row", 0, None, Swizzle.SW128.row_bytes), AddressTerm("col", 0, None, CELL_BYTES)),
@@ -122,7 +143,7 @@ def staging_layout(element_bytes: int) -> SmemLayout:
         atom_rows=Swizzle.SW128.atom_rows,
         atom_cols=cols,
         row_atom_stride_bytes=Swizzle.SW128.atom_bytes,
-        col_atom_stride_bytes=SLAB_ROWS * Swizzle.SW128.row_bytes,
+        col_atom_stride_bytes=rows * Swizzle.SW128.row_bytes,
     )
 
 
@@ -130,15 +151,20 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     if spec.epilogue is not Epilogue.TMA:
         return None
     out = spec.out_dtype
-    layout = staging_layout(out.bytes)
+    wgmma = spec.arch is Arch.SM90A
+    rows = SLAB_ROWS if wgmma else TMEM_WARP_ROWS
+    storers = spec.consumer_warpgroups if wgmma else EPILOGUE_WARPS
+    layout = staging_layout(rows)
     box, copies, grid = copies_of(layout, out.per_cell)
-    assert box == (STORE_CHUNK_COLS, SLAB_ROWS) and len(copies) == 1, (box, copies)
+    assert box == (STORE_CHUNK_COLS, rows) and len(copies) == 1, (box, copies)
     swz = TMA_SWIZZLE_OF[layout.swizzle]
-    plan_bytes = layout.stage_bytes
+    buf = layout.stage_bytes
     smem = spec.smem_plan()
+    assert smem.store_bytes == BUFFERS * buf * storers, (smem.store_bytes, buf, storers)
     chunks = spec.bn // STORE_CHUNK_COLS
-    calls = STORE_CHUNK_COLS // (STMATRIX_MATRICES // 2 * 8)
-    D = _derivation(spec, box, swz.json_name, plan_bytes, chunks, calls, smem.store_offset)
+    calls = STORE_CHUNK_COLS // (STMATRIX_MATRICES // 2 * 8) if wgmma else 0
+    writer = "stmatrix" if wgmma else "st.shared.v4"
+    D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer)
     tma = TmaPlan(
         operand="d",
         layout=layout,
@@ -158,31 +184,40 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
         expect_tx_bytes=0,  # a store completes a bulk group, not a barrier transaction
         derivation=D,
     )
-    return StorePlan(layout, tma, smem.store_offset, plan_bytes, BUFFERS, STORE_CHUNK_COLS, chunks, calls, D)
+    return StorePlan(layout, tma, smem.store_offset, buf, BUFFERS, storers, writer, STORE_CHUNK_COLS, chunks, calls, D)
 
 
-def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls: int, offset: int) -> tuple[Derived, ...]:
+def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls: int, offset: int, rows: int,
+                storers: int, writer: str) -> tuple[Derived, ...]:
     out = spec.out_dtype
-    nwg = spec.consumer_warpgroups
+    who = "consumer warpgroup" if writer == "stmatrix" else "epilogue warp"
+    if writer == "stmatrix":
+        write = Derived("stmatrix", f"{calls} x stmatrix.x4 per chunk",
+                        f"each covers 16 rows x 16 columns per warp; {STORE_CHUNK_COLS} / 16 = {calls}",
+                        "lanes 8q..8q+7 address the rows of matrix q; register q packs two converted accumulator elements",
+                        cite("stmatrix"))
+    else:
+        write = Derived("st.shared.v4", f"{STORE_CHUNK_COLS // 8} per thread per chunk",
+                        f"thread = TMEM lane = row; {STORE_CHUNK_COLS} columns / 8 per 16-byte cell",
+                        "tcgen05.ld 32x32b gives each thread one row's consecutive columns; each 16-byte cell goes to its "
+                        "swizzled place (32 rows x 16 B per instruction: 4 wavefronts, the minimum for 512 B)", cite("tmem_layout"))
     return (
-        Derived("chunk", f"{SLAB_ROWS} x {STORE_CHUNK_COLS}", f"{STORE_CHUNK_COLS} x {out.bytes} B = 128 B per row: one 128-byte swizzle row",
-                "the widest row the 128-byte swizzle spans; a whole row per tile row keeps every stmatrix row in one line", cite("swizzling")),
+        Derived("chunk", f"{rows} x {STORE_CHUNK_COLS}", f"{rows} rows per {who}; {STORE_CHUNK_COLS} x {out.bytes} B = 128 B per row: one 128-byte swizzle row",
+                "the widest row the 128-byte swizzle spans; a whole row per tile row", cite("swizzling")),
         Derived("staging_swizzle", "sw128", "cell c of row r at r x 128 + (c ^ (r % 8)) x 16",
-                "the 8 rows one stmatrix matrix writes land in 8 different 16-byte bank groups: no bank conflicts", cite("swizzling")),
-        Derived("buffers", f"{BUFFERS} x {nwg} x {buf} B at +{offset}",
-                f"{BUFFERS} per consumer warpgroup ({nwg}) of {SLAB_ROWS} x 128 B",
+                "8 consecutive rows put the same cell in 8 different 16-byte bank groups: no bank conflicts", cite("swizzling")),
+        Derived("buffers", f"{BUFFERS} x {storers} x {buf} B at +{offset}",
+                f"{BUFFERS} per {who} ({storers}) of {rows} x 128 B",
                 "one is written while the TMA store of the other reads it", PTX_TMA_REF),
-        Derived("stmatrix", f"{calls} x stmatrix.x4 per chunk",
-                f"each covers 16 rows x 16 columns per warp; {STORE_CHUNK_COLS} / 16 = {calls}",
-                "lanes 8q..8q+7 address the rows of matrix q; register q packs two converted accumulator elements", cite("stmatrix")),
+        write,
         Derived("tma_d_box", f"[{box[0]}, {box[1]}]", f"{box[0]} columns (N, contiguous) x {box[1]} rows (M)",
                 "one chunk per store; the copy engine drops rows past M, and columns past N where N's rows end on a 16-byte "
                 "boundary (edge_rule)", PTX_TMA_REF),
-        Derived("tma_d_swizzle", swz_name, "the staging layout's swizzle", "TMA reads the pattern the stmatrix writes", DRIVER_REF),
+        Derived("tma_d_swizzle", swz_name, "the staging layout's swizzle", "TMA reads the pattern the epilogue writes", DRIVER_REF),
         Derived("edge_rule", f"N % {TMA_STORE_EDGE_BYTES // out.bytes} == 0 or the tile inside N",
                 f"a tile is stored through TMA if n0 + {spec.bn} <= N or N x {out.bytes} B is a multiple of {TMA_STORE_EDGE_BYTES} B; "
                 "other tiles take the direct stores",
                 "measured on an H200: a TMA store crossing column N wrote on to the next 16-byte boundary", "docs/hardware-layout.md"),
-        Derived("chunks_per_slab", chunks, f"BN / {STORE_CHUNK_COLS} = {spec.bn} / {STORE_CHUNK_COLS}",
+        Derived("chunks_per_tile", chunks, f"BN / {STORE_CHUNK_COLS} = {spec.bn} / {STORE_CHUNK_COLS}" + (" per 64-row slab" if writer == "stmatrix" else ""),
                 "chunks alternate between the two buffers; a buffer is reused after cp.async.bulk.wait_group.read 1", PTX_TMA_REF),
     )

@@ -178,8 +178,12 @@ class TileSpec:
 
     @property
     def store_staging_bytes(self) -> int:
-        """TMA-store epilogue: two 64-row x 128-byte staging buffers per consumer warpgroup (0 without it)."""
-        return 2 * 64 * 128 * self.consumer_warpgroups if self.epilogue is Epilogue.TMA else 0
+        """TMA-store epilogue: two staging buffers of 128-byte rows per storer (0 without it): 64 rows per consumer
+        warpgroup on wgmma, 32 rows (its TMEM lanes) per epilogue warp on tcgen05 (derive.epilogue)."""
+        if self.epilogue is not Epilogue.TMA:
+            return 0
+        rows, storers = (64, self.consumer_warpgroups) if self.arch is Arch.SM90A else (32, 4)
+        return 2 * rows * 128 * storers
 
     @property
     def tmem_columns(self) -> int:
@@ -563,8 +567,9 @@ def validate(t: TileSpec) -> None:
 def _validate_epilogue(t: TileSpec) -> None:
     if t.epilogue is not Epilogue.TMA:
         return
-    if t.arch is not Arch.SM90A:
-        raise SpecError("--epilogue", "tma", "the TMA-store epilogue is generated for wgmma kernels only so far", "--arch sm_90a, or --epilogue direct")
+    if t.arch is Arch.SM100A and t.bm != 128:
+        raise SpecError("--epilogue", "tma", "on tcgen05 the TMA-store epilogue stores the M=128 data path (epilogue warp w: TMEM "
+                        "lanes and rows 32w..32w+31); M=64 uses half the lanes", "--bm 128, or --epilogue direct", cite("tmem_layout"))
     if t.acc is not DType.F32 or t.out_dtype not in (DType.F16, DType.BF16):
         raise SpecError(
             "--epilogue", "tma", "the TMA-store epilogue packs f32 accumulators into 16-bit outputs with stmatrix (8x8 matrices "

@@ -336,6 +336,7 @@ class EpilogueView:
     tmem_warp_offset_expr: str = ""
     row_expr: str = ""
     row_active: str = ""
+    store_row0_expr: str = ""  # TMA-store epilogue: this warp's first row in the tile
 
 
 @dataclass(frozen=True)
@@ -349,17 +350,23 @@ class StoreView:
     """The TMA-store epilogue (derive.epilogue.StorePlan), rendered."""
 
     offset: int
-    warpgroup_bytes: int
+    storer_bytes: int
     buffer_bytes: int
     chunks: int
     chunk_cols: int
-    elems_per_chunk: int
+    rows: int
     first_barrier_id: int
     use_tma_expr: str  # C: whether this tile goes through TMA (StorePlan.uses_tma)
-    buffer_offset_expr: str  # C: bytes from the warpgroup's first buffer to this chunk's
-    pack_expr: str  # C: two accumulator floats lo, hi -> one register of two 16-bit outputs, lo in the low half
-    calls: tuple[StmatrixCall, ...]
+    buffer_offset_expr: str  # C: bytes from the storer's first buffer to this chunk's
+    pack_expr: str  # C: two accumulator words lo, hi -> one register of two 16-bit outputs, lo in the low half
     doc: str
+    # wgmma (stmatrix)
+    elems_per_chunk: int = 0
+    calls: tuple[StmatrixCall, ...] = ()
+    # tcgen05 (st.shared.v4 of TMEM rows)
+    tmem_loads: int = 0  # tcgen05.ld of EpilogueView.chunk columns per store chunk
+    cells_per_load: int = 0
+    row_cell_expr: str = ""  # C: offset of cell `cell` of this thread's row `lane`, swizzled
 
 
 # Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers follow.
@@ -373,29 +380,37 @@ def stmatrix_row_cell_c(call: int, warp: str = "(wg_tid / 32)", lane: str = "lan
     return row, cell
 
 
-def store_view(p: StorePlan | None) -> StoreView | None:
+def _row_cell_c(p: StorePlan, row: str, cell: str) -> str:
+    linear = linear_offset_c_expr(p.staging, f"static_cast<unsigned>({row})", f"static_cast<unsigned>({cell})")
+    return swizzle_c_expr(p.staging, f"({linear})")
+
+
+def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
     if p is None:
         return None
-    calls = []
-    for j in range(p.stmatrix_per_chunk):
-        row, cell = stmatrix_row_cell_c(j)
-        linear = linear_offset_c_expr(p.staging, f"static_cast<unsigned>({row})", f"static_cast<unsigned>({cell})")
-        calls.append(StmatrixCall(swizzle_c_expr(p.staging, f"({linear})"),
-                                  tuple(p.fragment_elements(j, q) for q in range(STMATRIX_MATRICES))))
-    return StoreView(
+    common = dict(
         offset=p.offset_bytes,
-        warpgroup_bytes=p.buffers_per_warpgroup * p.buffer_bytes,
+        storer_bytes=p.storer_bytes,
         buffer_bytes=p.buffer_bytes,
         chunks=p.chunks_per_slab,
         chunk_cols=p.chunk_cols,
-        elems_per_chunk=p.chunk_cols // 2,  # m64nN fragment: N / 2 elements per thread, i.e. 4 per 8 columns
+        rows=p.rows,
         first_barrier_id=STORE_FIRST_BARRIER_ID,
         use_tma_expr=f"n0 + {p.chunk_cols * p.chunks_per_slab} <= N || N % {p.edge_elements} == 0",
-        buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_warpgroup}) * {p.buffer_bytes}u",
-        pack_expr="static_cast<unsigned>(acc_to_out(__float_as_uint(lo))) | (static_cast<unsigned>(acc_to_out(__float_as_uint(hi))) << 16)",
-        calls=tuple(calls),
-        doc=f"{p.staging.rows} x {p.chunk_cols} chunks, {p.staging.swizzle.value} staging, {p.buffers_per_warpgroup} buffers per warpgroup",
+        buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_storer}) * {p.buffer_bytes}u",
+        pack_expr="static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << 16)",
+        doc=f"{p.rows} x {p.chunk_cols} chunks, {p.staging.swizzle.value} staging, {p.buffers_per_storer} buffers per "
+        + ("warpgroup" if p.writer == "stmatrix" else "warp"),
     )
+    if p.writer == "stmatrix":
+        calls = []
+        for j in range(p.stmatrix_per_chunk):
+            row, cell = stmatrix_row_cell_c(j)
+            calls.append(StmatrixCall(_row_cell_c(p, row, cell), tuple(p.fragment_elements(j, q) for q in range(STMATRIX_MATRICES))))
+        return StoreView(**common, elems_per_chunk=p.chunk_cols // 2, calls=tuple(calls))
+    assert p.chunk_cols % tmem_chunk == 0
+    return StoreView(**common, tmem_loads=p.chunk_cols // tmem_chunk, cells_per_load=tmem_chunk // 8,
+                     row_cell_expr=_row_cell_c(p, "lane", "cell"))
 
 
 @dataclass(frozen=True)
@@ -536,7 +551,8 @@ def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
     )
     if s.bm == 128:
         # M=128, cta_group::1: row m of D is TMEM lane m (PTX data-path Layout D; CUTLASS tmem_frg).
-        epi = EpilogueView(**common, layout_doc="M=128: D row m is TMEM lane m.", row_expr="warp * 32 + lane", row_active="true")
+        epi = EpilogueView(**common, layout_doc="M=128: D row m is TMEM lane m.", row_expr="warp * 32 + lane", row_active="true",
+                           store_row0_expr="warp * 32")
     else:
         # M=64: rows 16q..16q+15 sit in lanes 32q..32q+15 (CUTLASS tmem_frg atom ((16,4),N):((1,32),128)).
         epi = EpilogueView(
@@ -629,7 +645,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         b_start_expr=SmemDescriptor.start_field_c_expr(s.arch, "b_stage"),
         mma=mma,
         epi=epi,
-        store=store_view(plan.store),
+        store=store_view(plan.store, epi.chunk),
     )
 
 

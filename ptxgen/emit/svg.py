@@ -260,6 +260,56 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
     return el, y
 
 
+STORE_LINES = 16  # the staging picture: the first two 8-row swizzle atoms of a buffer
+
+
+def store_panel(plan, y0: float) -> tuple[list[str], float]:
+    """The TMA-store epilogue's staging buffer (derive.epilogue.StorePlan): 128-byte rows in physical order,
+    each cell labelled with the tile row and columns it holds, and the cells that one warp-wide shared store
+    writes (stmatrix matrix 0 of the first call, or the first st.shared.v4 of 8 rows) outlined: 8 different
+    bank groups."""
+    el = ['<g class="operand" id="operand-d">']
+    y = y0
+    per_cell = plan.chunk_cols // plan.staging.cols
+    el.append(_text(10, y + 16, f"D staging buffer ({plan.rows} rows x {plan.chunk_cols} columns, {plan.staging.swizzle.value}): "
+                    f"{plan.buffers_per_storer} per {'consumer warpgroup' if plan.writer == 'stmatrix' else 'epilogue warp'}, "
+                    f"written with {plan.writer}, read by a TMA store (box {plan.tma.box[0]} x {plan.tma.box[1]})", "title"))
+    y += 26
+    for c in range(LINE_BYTES // 16):
+        el.append(_text(LEFT + c * CELL_W + CELL_W / 2, y + 12, f"banks {4 * c}-{4 * c + 3}", "bank", "middle"))
+    y += 18
+    where = {plan.row_cell_offset(r, c): (r, c) for r in range(plan.rows) for c in range(plan.staging.cols)}
+    if plan.writer == "stmatrix":  # matrix 0 of the first stmatrix of warp 0: lanes 0..7 address rows 0..7, cell 0
+        wave = {plan.stmatrix_offset(0, lane, 0) for lane in range(8)}
+        wave_doc = "outlined: the 8 rows of one 8x8 matrix of one stmatrix (lanes 0..7)"
+    else:
+        wave = {plan.row_cell_offset(r, 0) for r in range(8)}
+        wave_doc = "outlined: cell 0 of rows 0..7, stored by lanes 0..7 in one st.shared.v4"
+    for L in range(min(STORE_LINES, plan.rows)):
+        ly = y + L * CELL_H
+        el.append(_text(LEFT - 8, ly + 15, f"+{L * LINE_BYTES}", "off", "end"))
+        for c in range(LINE_BYTES // 16):
+            off = L * LINE_BYTES + c * 16
+            r, col = where[off]
+            stroke, sw = ("#d62728", 2.5) if off in wave else ("#999", 0.5)
+            el.append(f'<g class="cell" data-offset="{off}" data-row="{r}" data-col="{col}">')
+            el.append(f'<rect x="{LEFT + c * CELL_W + 1}" y="{ly + 1}" width="{CELL_W - 2}" height="{CELL_H - 2}" '
+                      f'fill="{row_colour(r, plan.staging.atom_rows)}" stroke="{stroke}" stroke-width="{sw}"/>')
+            el.append(_text(LEFT + c * CELL_W + 5, ly + 15, f"r{r}:n{col * per_cell}-{col * per_cell + per_cell - 1}", "lbl"))
+            el.append("</g>")
+    lines = min(STORE_LINES, plan.rows)
+    for a in range(0, lines, plan.staging.atom_rows):
+        el.append(f'<rect class="atom" x="{LEFT}" y="{y + a * CELL_H}" width="{CELL_W * LINE_BYTES // 16}" '
+                  f'height="{plan.staging.atom_rows * CELL_H}"/>')
+    y += lines * CELL_H + 6
+    el.append(_text(LEFT, y + 14, f"label: tile row : columns of the chunk; fill: row inside the atom; {wave_doc} "
+                    f"({len({off % LINE_BYTES // 16 for off in wave})} bank groups); the other {plan.rows - lines} rows repeat the pattern",
+                    "note"))
+    y += 24
+    el.append("</g>")
+    return el, y
+
+
 _STYLE = """
 text { font-family: monospace; font-size: 11px; fill: #222; }
 .title { font-size: 14px; font-weight: bold; }
@@ -281,7 +331,7 @@ def svg_generated_line(spec) -> str:
     return generated_line(pairs).replace("`ptxgen build ", "spec `")
 
 
-def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b"), decode: int | None = None) -> str:
+def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decode: int | None = None) -> str:
     s = t.spec
     parts: list[str] = []
     y = TOP_PAD
@@ -297,6 +347,14 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b"), decode: in
     y += 22
     parts += header
     for name in operands:
+        if name == "d":
+            from ..derive.epilogue import plan_store
+
+            store = plan_store(s)
+            if store is not None:
+                el, y = store_panel(store, y + 10)
+                parts += el
+            continue
         el, y = operand_panel(t, t.operand(name), y + 10, decode)
         parts += el
     width = LEFT + CELL_W * LINE_BYTES // 16 + 20

@@ -42,24 +42,50 @@ def stage_chunk(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray
             fragmodel.stmatrix_x4(image, addresses, regs)
 
 
-def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0) -> list[str]:
-    """Problems (empty when the TMA store of every chunk reads back that chunk of a random 64 x ``bn`` tile)."""
+def stage_chunk_tmem(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray, base: int, tmem_chunk: int) -> None:
+    """The tcgen05 epilogue warps' writes for one chunk: each warp loads its rows out of TMEM ``tmem_chunk`` columns at a
+    time (the model's 32x32b map) and stores each 16-byte cell of a row where the plan puts it."""
+    for warp in range(plan.storers):
+        for h in range(plan.chunk_cols // tmem_chunk):
+            col0 = chunk * plan.chunk_cols + h * tmem_chunk
+            for lane in range(32):
+                regs = [tile[fragmodel.tmem_32x32b_coords(warp, lane, j, col0)] for j in range(tmem_chunk)]
+                for q in range(tmem_chunk // 8):
+                    cell = h * (tmem_chunk // 8) + q
+                    words = [int(regs[8 * q + 2 * i]) | (int(regs[8 * q + 2 * i + 1]) << 16) for i in range(4)]
+                    addr = base + warp * plan.storer_bytes + plan.row_cell_offset(lane, cell)
+                    image[addr:addr + 16] = np.frombuffer(b"".join(w.to_bytes(4, "little") for w in words), dtype=np.uint8)
+
+
+def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tmem_chunk: int = 32) -> list[str]:
+    """Problems (empty when the TMA store of every chunk reads back that chunk of a random tile: 64 x ``bn`` per
+    wgmma warpgroup slab, or 128 x ``bn`` over the four tcgen05 epilogue warps)."""
     rng = np.random.default_rng(seed)
-    tile = rng.integers(1, 1 << 16, size=(SLAB_ROWS, bn), dtype=np.uint32)
+    tmem = plan.writer != "stmatrix"
+    rows = plan.rows * plan.storers if tmem else SLAB_ROWS
+    tile = rng.integers(1, 1 << 16, size=(rows, bn), dtype=np.uint32)
     tma = {"swizzle": plan.tma.swizzle.json_name, "box": list(plan.tma.box), "copies": [c.to_json() for c in plan.tma.copies]}
     problems = []
     for chunk in range(bn // plan.chunk_cols):
-        image = np.zeros(base + plan.buffer_bytes, dtype=np.uint8)
-        stage_chunk(plan, tile, chunk, image, base)
-        box = tmamodel.read(tma, plan.tma.element_bytes, base, image, anchor=TMA_SWIZZLE_KEY)[0]
-        want = tile[:, chunk * plan.chunk_cols:(chunk + 1) * plan.chunk_cols]
-        if box.shape != want.shape:
-            problems.append(f"chunk {chunk}: the TMA store reads a {box.shape[0]} x {box.shape[1]} box, the chunk is "
-                            f"{want.shape[0]} x {want.shape[1]}")
-            continue
-        bad = np.argwhere(box != want)
-        if len(bad):
-            r, c = bad[0]
-            problems.append(f"chunk {chunk}: the TMA store reads {int(box[r, c]):#06x} at row {r}, column {c}, the tile holds "
-                            f"{int(want[r, c]):#06x} ({len(bad)} of {want.size} elements differ)")
+        image = np.zeros(base + plan.storer_bytes * (plan.storers if tmem else 1), dtype=np.uint8)
+        if tmem:
+            stage_chunk_tmem(plan, tile, chunk, image, base, tmem_chunk)
+        else:
+            stage_chunk(plan, tile, chunk, image, base)
+        for s in range(plan.storers if tmem else 1):
+            got = tmamodel.read(tma, plan.tma.element_bytes, base + s * plan.storer_bytes, image, anchor=TMA_SWIZZLE_KEY)[0]
+            r0 = s * plan.rows
+            want = tile[r0:r0 + plan.rows, chunk * plan.chunk_cols:(chunk + 1) * plan.chunk_cols]
+            problems += _compare(got, want, f"chunk {chunk}" + (f", warp {s}" if tmem else ""))
     return problems
+
+
+def _compare(got: np.ndarray, want: np.ndarray, where: str) -> list[str]:
+    if got.shape != want.shape:
+        return [f"{where}: the TMA store reads a {got.shape[0]} x {got.shape[1]} box, the chunk is {want.shape[0]} x {want.shape[1]}"]
+    bad = np.argwhere(got != want)
+    if not len(bad):
+        return []
+    r, c = bad[0]
+    return [f"{where}: the TMA store reads {int(got[r, c]):#06x} at row {r}, column {c}, the tile holds {int(want[r, c]):#06x} "
+            f"({len(bad)} of {want.size} elements differ)"]

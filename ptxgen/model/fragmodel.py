@@ -1,4 +1,4 @@
-"""An independent model of two register <-> matrix maps the TMA-store epilogue relies on.
+"""An independent model of the register <-> matrix maps the TMA-store epilogues rely on.
 
 It imports nothing from ptxgen. Transcribed from the PTX ISA:
   * the wgmma D fragment ('Matrix fragments for wgmma.mma_async .m64nNk*', accumulator D): in a warpgroup,
@@ -6,7 +6,10 @@ It imports nothing from ptxgen. Transcribed from the PTX ISA:
     d[4g + 0], d[4g + 1] at row 16w + t/4, columns 8g + 2(t%4) + {0, 1}, and d[4g + 2], d[4g + 3] eight rows down;
   * stmatrix.sync.aligned.m8n8.x4.shared.b16 ('stmatrix'): four 8x8 matrices of 16-bit elements; thread t
     of the warp supplies the shared address of row t%8 of matrix t/8; its source register q holds the two
-    elements of matrix q at row t/4, columns 2(t%4) and 2(t%4)+1 (the lower half is the first column).
+    elements of matrix q at row t/4, columns 2(t%4) and 2(t%4)+1 (the lower half is the first column);
+  * tcgen05.ld.sync.aligned.32x32b.xN ('tcgen05 Matrix fragments', shape 32x32b): warp w of the warpgroup
+    accesses TMEM lanes 32w..32w+31; thread t reads lane 32w + t, register j holding column base + j; with
+    an M=128 cta_group::1 accumulator, TMEM lane m holds row m of D ('Data path layout', layout D).
 
 >>> wgmma_d_coords(warp=1, lane=5, i=7)    # group 1, second pair (8 rows down), second element
 (25, 11)
@@ -49,3 +52,8 @@ def stmatrix_x4(image: np.ndarray, addresses: list[int], registers: list[tuple[i
             word = registers[lane][q] & 0xFFFFFFFF
             base = rows[(q, r)] + 2 * c
             image[base:base + 4] = np.frombuffer(word.to_bytes(4, "little"), dtype=np.uint8)
+
+
+def tmem_32x32b_coords(warp: int, lane: int, reg: int, column0: int) -> tuple[int, int]:
+    """(row of D, column) that register ``reg`` of ``lane`` holds after a 32x32b load at column ``column0`` (M=128)."""
+    return 32 * warp + lane, column0 + reg
