@@ -9,6 +9,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
+# The tests compile hundreds of kernels: their cubins go to a cache of their own (kept between runs on this
+# machine, inherited by the CLI subprocesses), not into the user's ~/.cache/ptxgen. PTXGEN_CACHE_DIR wins.
+os.environ.setdefault("PTXGEN_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "ptxgen-test-cache"))
+
 
 def _gpu_reason():
     try:
