@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one device lease. Logs and reports go to $OUT (default ./out).
-# Usage: tools/gpu_session.sh [probe] [validate] [sanitizer] [bench]   (default: all)
+# Usage: tools/gpu_session.sh [probe] [validate] [api] [sanitizer] [tune] [tune_more] [shapes] [odd_shapes] [bench]
+#        (default: probe validate sanitizer bench)
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -43,6 +44,11 @@ for step in $STEPS; do
       timeout 300 python3 -m ptxgen bench --dtype bf16 --shapes ${BENCH_SHAPES:-4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384,3000x5000x2000,6144x6144x6144,1024x4096x8192,8191x8193x1000} --iters 60 > "$OUT/bench_shapes.log" 2>&1
       timeout 60 python3 -m ptxgen bench --dtype e4m3 --m 8192 --n 8192 --k 8192 --iters 60 >> "$OUT/bench_shapes.log" 2>&1
       cat "$OUT/bench_shapes.log" ;;
+    odd_shapes)
+      # shapes that are not multiples of any tile, with the shipped table's nearest tuned kernel (no tuning for them)
+      timeout 240 python3 -m ptxgen bench --dtype bf16 --shapes ${ODD_SHAPES:-1000x1000x1000,2500x3000x1500,5000x3000x4000,7777x4444x3333,4000x12000x800,12000x1000x6000,333x8192x8192} --iters 40 > "$OUT/bench_odd.log" 2>&1
+      timeout 60 python3 -m ptxgen bench --dtype e4m3 --shapes 4096x4096x4096,6144x6144x6144 --iters 40 >> "$OUT/bench_odd.log" 2>&1
+      grep -a -v Warn "$OUT/bench_odd.log" | cut -c1-220 ;;
     bench)
       : > "$OUT/bench.jsonl"
       while read -r flags; do
