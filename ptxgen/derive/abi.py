@@ -68,7 +68,14 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         )
     else:
         loads = (Param("A", "ptr", "A in global memory, 16-byte aligned"), Param("B", "ptr", "B in global memory, 16-byte aligned"))
-    tail = (
+    scales = ()
+    if spec.block_scaled:
+        scales = (
+            Param("SFA", "ptr", "A's scale factors: M x ceil(K / V) bytes in CUTLASS's Sm1xxBlockScaledConfig layout "
+                  "(512-byte atoms of 128 rows x 4 chunks, K first; rows padded to 128), 16-byte aligned"),
+            Param("SFB", "ptr", "B's scale factors, the same layout with N rows"),
+        )
+    tail = scales + (
         Param("D", "ptr", "D, M x N row-major, 16-byte aligned"),
         Param("M", "i32", "rows of A and D"),
         Param("N", "i32", "rows of B, columns of D"),

@@ -21,6 +21,7 @@ SMEM_LIMIT_BYTES = 232448
 MBARRIER_BYTES = 8
 TMEM_SLOT_BYTES = 4
 DYNAMIC_SMEM_BASE_ALIGN = 16
+SF_ALIGN_BYTES = 128
 
 
 def align_up(x: int, a: int) -> int:
@@ -38,6 +39,11 @@ class SmemPlan:
     tmem_slot_offset: int | None  # tcgen05 only
     used_bytes: int
     base_alignment: int
+    # Block-scaled kernels: a ring of scale-factor stages per operand after the B ring (0 bytes otherwise).
+    sfa_offset: int = 0
+    sfa_stage_bytes: int = 0
+    sfb_offset: int = 0
+    sfb_stage_bytes: int = 0
 
     @property
     def dynamic_bytes(self) -> int:
@@ -70,6 +76,7 @@ def plan_smem(
     ring_offset: int = 0,
     order_barriers: int = 0,
     acc_stages: int = 1,
+    sf_stage_bytes: tuple[int, int] = (0, 0),
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
     ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
@@ -77,7 +84,14 @@ def plan_smem(
     assert a_stage_bytes % a_align == 0 and b_stage_bytes % b_align == 0
     a_offset = ring_offset
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
-    at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
+    at = b_offset + stages * b_stage_bytes
+    sfa_offset = sfb_offset = 0
+    if any(sf_stage_bytes):
+        # Scale factors: whole 512-byte atoms, 128-byte aligned (tcgen05.cp reads 16-B rows; cp.async.bulk needs 16 B).
+        sfa_offset = align_up(at, SF_ALIGN_BYTES)
+        sfb_offset = sfa_offset + stages * sf_stage_bytes[0]
+        at = sfb_offset + stages * sf_stage_bytes[1]
+    at = align_up(at, MBARRIER_BYTES)
     arrays = []
     extra = (("acc_full", acc_stages), ("acc_empty", acc_stages)) if tmem else ()
     extra += (("order", order_barriers),) if order_barriers else ()
@@ -98,4 +112,8 @@ def plan_smem(
         tmem_slot_offset=tmem_slot,
         used_bytes=at,
         base_alignment=max(a_align, b_align, DYNAMIC_SMEM_BASE_ALIGN),
+        sfa_offset=sfa_offset,
+        sfa_stage_bytes=sf_stage_bytes[0],
+        sfb_offset=sfb_offset,
+        sfb_stage_bytes=sf_stage_bytes[1],
     )
