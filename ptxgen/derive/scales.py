@@ -272,3 +272,28 @@ def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, st
                          "the instruction descriptor's a_sf_id/b_sf_id pick the byte of each TMEM word; the scale-factor "
                          "addresses pick the atom's columns", f"{cite('sfa_id')}; {idesc_ref(k.kind)}"))
     return D
+
+
+# ---- the concrete copies and addresses of one tile, for the L1 bridge (ptxgen.model.verify_scales) -------------
+def sfb_row_column(n0: int, bn: int) -> int:
+    """Extra SFB column of a tile whose N origin is inside a 128-row atom (BN < 128): rows n0 % 128.. of the atom
+    sit in columns (n0 % 128) // 32 onward. The kernel renders the same as ``(n0 % 128) / 32``."""
+    return (n0 % SF_ATOM_ROWS) // 32 if bn < SF_ATOM_ROWS else 0
+
+
+def stage_copy_sources(plan: ScalePlan, name: str, row0: int, kt: int, k_atoms: int) -> tuple[tuple[int, int, int], ...]:
+    """(smem offset in the stage, global byte offset, bytes) of operand ``name``'s cp.async.bulk copies for the
+    tile whose rows start at ``row0`` and its K-tile ``kt``; ``k_atoms`` atoms along K in global memory."""
+    op = plan.operand(name)
+    return tuple(
+        (c.smem_offset_bytes, SF_ATOM_BYTES * ((row0 // SF_ATOM_ROWS + c.block) * k_atoms + kt * op.groups), c.nbytes)
+        for c in op.copies
+    )
+
+
+def stage_tmem_copies(plan: ScalePlan) -> tuple[tuple[str, int, int], ...]:
+    """(operand, smem offset in its stage, TMEM column from the stage's scale-factor base) of every tcgen05.cp."""
+    out = []
+    for name, col0 in (("a", 0), ("b", plan.a.tmem_columns)):
+        out += [(name, c.smem_offset_bytes, col0 + c.column) for c in plan.operand(name).tmem_copies]
+    return tuple(out)
