@@ -368,3 +368,64 @@ def test_independent_nvcc_compiles_block_scaled_kernels(kw, tmp_path):
     assert proc.returncode == 0, proc.stderr
     rep = check_sass(t, cubin.read_bytes())
     assert rep.ok, rep.problems
+
+
+# ---- explain, show, refusals ----------------------------------------------------------------------------------------
+def _cli(*argv):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "ptxgen", *argv], capture_output=True, text=True, env=env)
+
+
+SPEC_FLAGS = ["--bm", "128", "--bn", "128", "--bk", "128", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "e4m3",
+              "--scale", "ue8m0"]
+
+
+def test_explain_text_has_the_block_scaling_section():
+    from ptxgen.derive.explain import explain_text
+
+    text = explain_text(derive(make_spec(**MXF4)))
+    assert "kind::mxf4.block_scale.scale_vec::2X" in text.splitlines()[0]
+    for needle in ("Block scaling", "sf_global_layout", "sfb_tmem", "sf_step[1]", "SF ID 2", "tcgen05.cp.cta_group::1.32x128b.warpx4"):
+        assert needle in text, needle
+
+
+def test_show_draws_the_scale_factor_atom(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "s.svg"
+    proc = _cli("show", *SPEC_FLAGS, "--svg", str(out))
+    assert proc.returncode == 0, proc.stderr
+    svg = out.read_text()
+    ET.fromstring(svg.split("\n", 1)[1])  # well-formed
+    assert "Scale factors: tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X" in svg
+    # byte j of word w in lane r0 holds row r0 + 32 w, chunk j: lane 5, column +2 shows r69 c3
+    assert ">r69 c3<" in svg and "SF ID 3" in svg
+
+
+def test_show_of_a_dense_spec_has_no_scale_panel():
+    proc = _cli("show", "--bm", "128", "--bn", "128", "--bk", "32", "--a", "kmajor-sw64")
+    assert proc.returncode == 0 and "Scale factors" not in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["validate", "bench"])
+def test_gpu_commands_refuse_block_scaled_specs(command):
+    proc = _cli(command, *SPEC_FLAGS)
+    assert proc.returncode == 2 and "L1/L2 only" in proc.stderr
+
+
+def test_launcher_refuses_block_scaled_specs():
+    from ptxgen.runtime.launch import Problem, problem_errors
+
+    errs = problem_errors(make_spec(**MX8), Problem(256, 256, 256, 256, 256, 256))
+    assert len(errs) == 1 and "L1/L2 only" in errs[0]
+
+
+def test_build_cli_writes_a_block_scaled_kernel(tmp_path):
+    proc = _cli("build", "--bm", "128", "--bn", "256", "--bk", "256", "--a", "kmajor-sw128", "--b", "kmajor-sw128",
+                "--dtype", "e2m1", "--scale", "ue4m3", "--stages", "3", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    (d,) = list(tmp_path.iterdir())
+    ptx = (d / "kernel.ptx").read_text()
+    assert "block_scale" in ptx and "tcgen05.cp" in ptx
+    assert "L2 only" in (d / "kernel.cu").read_text()
+    assert json.loads((d / "layout.json").read_text())["scales"]["kind"] == "mxf4nvf4"

@@ -66,6 +66,12 @@ def global_sources(rows: int, k_elements: int, vec: int) -> dict[int, tuple[int,
     return src
 
 
+def sf_ids(idesc: int) -> tuple[int, int]:
+    """(A, B) scale-factor IDs of a block-scaled instruction descriptor: PTX Tables 43-44 put the A ID in bits
+    29-30 and the B ID in bits 4-5 (CUTLASS InstrDescriptorBlockScaled: a_sf_id_ [29,31), b_sf_id_ [4,6))."""
+    return (idesc >> 29) & 3, (idesc >> 4) & 3
+
+
 @dataclass
 class Tmem:
     """Bytes of tensor memory: (lane, column, byte) -> what was copied there (a shared-memory byte's content)."""

@@ -14,12 +14,6 @@ from ..derive.layout import TileLayout
 from ..derive.scales import sfb_row_column, stage_copy_sources, stage_tmem_copies
 
 
-def _sf_ids(idesc_hex: str) -> tuple[int, int]:
-    """(A, B) scale-factor IDs, read from the 32-bit descriptor by the PTX table (bits 29-30 and 4-5)."""
-    v = int(idesc_hex, 16)
-    return (v >> 29) & 3, (v >> 4) & 3
-
-
 def tile_cases(bm: int, bn: int, stages: int) -> list[tuple[int, int, int]]:
     """(m0, n0, kt): two row blocks of A, N origins covering every position inside a 128-row atom and the
     next atom, and enough K-tiles to visit every stage (at most 3)."""
@@ -59,7 +53,7 @@ def check_scales(t: TileLayout, plan=None) -> list[str]:
             sfmodel.tcgen05_cp_32x128b_warpx4(tmem, col0 + col, base[name] + so, smem)
         label = f"tile (m0 {m0}, n0 {n0}) K-tile {kt} stage {stage}"
         for i, st in enumerate(p.steps):
-            a_id, b_id = _sf_ids(st.idesc.hex)
+            a_id, b_id = sfmodel.sf_ids(int(st.idesc.hex, 16))
             k0 = kt * s.bk + st.k
             for name, column, sf_id, rows, row0 in (
                 ("a", col0 + st.a_column, a_id, s.bm, m0),
