@@ -638,7 +638,10 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
         slabs=_slabs(plan),
         level_line=(
-            "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
+            "L1/L2 only: the scale-factor plan checked by an independent model, compiled and SASS-checked; block-scaled "
+            "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does)."
+            if s.block_scaled
+            else "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
         ),
