@@ -429,3 +429,28 @@ def test_build_cli_writes_a_block_scaled_kernel(tmp_path):
     assert "block_scale" in ptx and "tcgen05.cp" in ptx
     assert "L2 only" in (d / "kernel.cu").read_text()
     assert json.loads((d / "layout.json").read_text())["scales"]["kind"] == "mxf4nvf4"
+
+
+def test_control_packed_e2m1_tma_box_counted_in_elements_fails():
+    """The e2m1 tensor map counts bytes; a box counted in elements (twice as wide) is caught by the read-back."""
+    from ptxgen.model.verify import check_operand_tma
+
+    tj = derive(make_spec(**MXF4)).to_json()
+    assert check_operand_tma(tj, "a", np.random.default_rng(0)) == []
+    tj["a"]["tma"]["box"][0] *= 2
+    assert check_operand_tma(tj, "a", np.random.default_rng(0))
+
+
+def test_control_packed_e2m1_nibble_order_is_checked():
+    """Swapping the nibbles of the stage image changes what the read model returns for e2m1 rows."""
+    from ptxgen.model import readmodel
+
+    t = derive(make_spec(**MXF4))
+    op = t.a
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, size=op.ring_offset_bytes + op.stage_bytes, dtype=np.uint8)
+    d = op.descriptor(0).encode()
+    got = readmodel.read("sm_100a", d, "k", 128, "e2m1", img)
+    swapped = ((img >> 4) | (img << 4)).astype(np.uint8)
+    got2 = readmodel.read("sm_100a", d, "k", 128, "e2m1", swapped)
+    assert np.array_equal(got[:, 0::2], got2[:, 1::2]) and not np.array_equal(got, got2)

@@ -77,7 +77,8 @@ def explain_text(t: TileLayout) -> str:
         f"spec:   {s.cli_args()}",
         f"MMAs per K-tile: BK / K = {s.bk} / {s.k_per_mma} = {s.mmas_per_k_tile}; threads: {plan.pipeline.threads}; "
         f"shared memory: {t.smem.dynamic_bytes} B"
-        + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else ""),
+        + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else "")
+        + (f" per accumulator, {s.tmem_alloc_columns} allocated with {s.sf_tmem_columns} of scale factors" if s.block_scaled else ""),
         "",
     ]
     if t.idesc is not None:
