@@ -172,6 +172,8 @@ def test_scale_picks_the_kind_and_names():
         (dict(arch="sm_90a"), "--scale"),
         (dict(bm=64), "--bm"),
         (dict(bn=96), "--bn"),
+        (dict(bn=32), "--bn"),
+        (dict(bn=192), "--bn"),
         (dict(bk=64), "--bk"),
         (dict(a="mnmajor-sw128"), "--a"),
         (dict(acc="f16"), "--acc"),
@@ -306,7 +308,7 @@ def test_explain_json_carries_the_scale_plan():
 
 
 # ---- L2: codegen -----------------------------------------------------------------------------------------------
-CODEGEN = [MX8, MXF4, NVF4, dict(MX8, bn=32, b_dtype="e5m2", schedule="persistent")]
+CODEGEN = [MX8, MXF4, NVF4, dict(MX8, bn=64, b_dtype="e5m2", schedule="persistent")]
 
 
 @pytest.mark.parametrize("kw", CODEGEN, ids=["mxf8f6f4", "mxf4", "mxf4nvf4", "mxf8f6f4-mixed-persistent"])

@@ -600,7 +600,10 @@ def validate(t: TileSpec) -> None:
         raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
 
 
-BLOCK_SCALED_BN = (32, 64, 128, 256)
+# CUTLASS's block-scaled collective takes CTA N of 64, 128, 192 or 256 (static_assert in
+# sm100_blockscaled_mma_warpspecialized.hpp); for N=64 it moves the SFB TMEM address by (tile_n % 2) * 2 columns,
+# as ptxgen does. ptxgen leaves out 192 (a tile spanning two atoms from mid-atom) and anything narrower than 64.
+BLOCK_SCALED_BN = (64, 128, 256)
 
 
 def _validate_block_scaled(t: TileSpec) -> None:
@@ -632,8 +635,8 @@ def _validate_block_scaled(t: TileSpec) -> None:
         raise SpecError("--bm", t.bm, f"tcgen05.mma.cta_group::1.kind::{k.kind} has M = 128", "128", cite("shapes"))
     if t.bn not in BLOCK_SCALED_BN:
         raise SpecError("--bn", t.bn,
-                        "a tile's N rows must sit in whole 32-row columns of the 128-row scale-factor atoms (each TMEM column "
-                        "of SFB holds 32 rows; a tile starts on an atom or at a 32-row multiple inside one)",
+                        "a tile's N rows must fill whole halves or whole 128-row scale-factor atoms (each TMEM column of SFB "
+                        "holds 32 rows; a BN=64 tile starts 0 or 2 columns into its atom, as in CUTLASS's block-scaled collective)",
                         _fmt(BLOCK_SCALED_BN), f"{cite('sfb_id')}; {cite('tcgen05_cp')}")
     for name in ("a", "b"):
         op = t.operand(name)
