@@ -72,14 +72,24 @@ def cmd_explain(args) -> int:
 
 
 def cmd_decode(args) -> int:
-    from .isa.descriptors import InstrDescriptor, SmemDescriptor, lint_instr_descriptor, lint_smem_descriptor
+    from .isa.blockscale import IDESC_BS_TABLES
+    from .isa.descriptors import (
+        InstrDescriptor,
+        SmemDescriptor,
+        lint_block_scaled_idesc,
+        lint_instr_descriptor,
+        lint_smem_descriptor,
+    )
 
     if (args.hex is None) == (args.idesc is None):
         raise UsageError("give either a shared-memory descriptor HEX or --idesc HEX")
     if args.idesc is not None:
         raw = _parse_hex(args.idesc, 32, "instruction descriptor")
-        rep = lint_instr_descriptor(raw, args.kind)
-        table, title = InstrDescriptor.TABLE, f"tcgen05 instruction descriptor {raw:#010x} (kind::{args.kind})"
+        if args.kind in IDESC_BS_TABLES:
+            rep, table = lint_block_scaled_idesc(raw, args.kind), IDESC_BS_TABLES[args.kind]
+        else:
+            rep, table = lint_instr_descriptor(raw, args.kind), InstrDescriptor.TABLE
+        title = f"tcgen05 instruction descriptor {raw:#010x} (kind::{args.kind})"
     else:
         arch = Arch(args.arch)
         raw = _parse_hex(args.hex, 64, "descriptor")
@@ -94,7 +104,7 @@ def cmd_decode(args) -> int:
             unit = " B" if f.units == "16 B" else ""
             stored = f"  (field {f.raw(raw)})" if f.unit_bytes > 1 else ""
             print(f"  bits {f.bits_label:<6} {f.name:<14} {value}{unit}{stored}")
-        for key in ("swizzle", "a_dtype", "b_dtype", "d_dtype", "a_major", "b_major"):
+        for key in ("swizzle", "a_dtype", "b_dtype", "d_dtype", "scale_dtype", "a_major", "b_major"):
             if key in rep.fields:
                 print(f"  -> {key}: {rep.fields[key]}")
         for p in rep.problems:
@@ -322,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("decode", help="decode and lint a shared-memory or instruction descriptor")
     d.add_argument("hex", nargs="?", help="64-bit shared-memory descriptor, hexadecimal")
     d.add_argument("--idesc", metavar="HEX", help="decode a 32-bit tcgen05 instruction descriptor instead")
-    d.add_argument("--kind", default="f16", choices=("f16", "tf32", "f8f6f4", "i8"), help="tcgen05 .kind of --idesc")
+    d.add_argument("--kind", default="f16", choices=("f16", "tf32", "f8f6f4", "i8", "mxf8f6f4", "mxf4", "mxf4nvf4"),
+                   help="tcgen05 .kind of --idesc (mxf8f6f4, mxf4, mxf4nvf4: the block-scaled layouts, PTX Tables 43-44)")
     d.add_argument("--arch", default="sm_100a", choices=[a.value for a in Arch],
                    help="the descriptor format of this arch (default sm_100a)")
     d.add_argument("--json", action="store_true", help="print the decoded fields, problems and notes as JSON")

@@ -165,13 +165,15 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
     from .derive.layout import derive
     from .model.verify import check_tile
+    from .model.verify_scales import check_scales
 
     t0 = time.perf_counter()
     spec = TileSpec.from_json(spec_json)
     checks = {"model": "skipped", "compile": "skipped", "sass": "skipped", "run": "skipped"}
     errors = []
     try:
-        problems = check_tile(derive(spec))
+        t = derive(spec)
+        problems = check_tile(t) + (check_scales(t) if t.scales is not None else [])
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:

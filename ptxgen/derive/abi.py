@@ -70,7 +70,18 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         loads = (Param("A", "ptr", "A in global memory, 16-byte aligned"), Param("B", "ptr", "B in global memory, 16-byte aligned"))
     if spec.epilogue is Epilogue.TMA:
         loads += (Param("tmap_d", "tensormap", "D's tensor map (the TMA-store epilogue writes D's tiles through it)"),)
-    tail = (
+    scales = ()
+    if spec.block_scaled:
+        from ..isa.blockscale import kind_of
+
+        v = kind_of(spec.dtype, spec.scale.dtype).vec_elements
+        scales = (
+            Param("SFA", "ptr", f"A's {spec.scale.value} scale factors, one per {v} elements of K, in CUTLASS's "
+                  "Sm1xxBlockScaledConfig layout: 512-byte atoms of 128 rows x 4 chunks, K first; rows padded to 128 and "
+                  f"K to a multiple of BK={spec.bk} (ceil(K / {spec.bk}) x {spec.bk // (4 * v)} atoms along K); 16-byte aligned"),
+            Param("SFB", "ptr", "B's scale factors, the same layout with N rows"),
+        )
+    tail = scales + (
         Param("D", "ptr", "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")),
         Param("M", "i32", "rows of A and D"),
         Param("N", "i32", "rows of B, columns of D"),

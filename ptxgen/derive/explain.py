@@ -71,13 +71,14 @@ def explain_text(t: TileLayout) -> str:
     plan = plan_kernel(s, t)
     out = [
         f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {_types(s)} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
-        f"({'tcgen05.mma.cta_group::1.kind::' + s.dtype.kind if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
+        f"({(t.scales.kind.opcode if t.scales is not None else 'tcgen05.mma.cta_group::1.kind::' + s.dtype.kind) if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
         f"{s.stages} stages, loader {s.loader.value}",
         f"kernel: {s.kernel_name}",
         f"spec:   {s.cli_args()}",
         f"MMAs per K-tile: BK / K = {s.bk} / {s.k_per_mma} = {s.mmas_per_k_tile}; threads: {plan.pipeline.threads}; "
         f"shared memory: {t.smem.dynamic_bytes} B"
-        + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else ""),
+        + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else "")
+        + (f" per accumulator, {s.tmem_alloc_columns} allocated with {s.sf_tmem_columns} of scale factors" if s.block_scaled else ""),
         "",
     ]
     if t.idesc is not None:
@@ -86,6 +87,8 @@ def explain_text(t: TileLayout) -> str:
         out.append(f"Instruction: {t.wgmma.opcode} (no instruction descriptor on wgmma)")
     for d in t.idesc_derivation():
         out += _field_lines(d)
+    if t.scales is not None:
+        out += scale_lines(t)
     out += ["", "Pipeline (warp-specialized, an mbarrier ring):"]
     for d in plan.pipeline.derivation:
         out += _field_lines(d)
@@ -110,3 +113,26 @@ def explain_text(t: TileLayout) -> str:
                 out += _field_lines(d)
         out += atom_picture(op)
     return "\n".join(out) + "\n"
+
+
+def sf_atom_picture(vec: int) -> list[str]:
+    """Where the scale factors of one 512-byte atom sit: 16-byte row r (TMEM lane r) holds rows r, r+32, r+64, r+96
+    (TMEM columns 0-3), each a 32-bit word of 4 chunks (bytes = SF IDs)."""
+    lines = [f"  one 512-byte atom (128 rows x 4 chunks of {vec} elements): byte 16 r0 + 4 r1 + j holds row r0 + 32 r1, chunk j",
+             "  smem row / TMEM lane |  col 0 (word)      col 1              col 2              col 3"]
+    for r0 in (0, 1, 31):
+        words = "  ".join(f"r{r0 + 32 * r1:<3}c0 c1 c2 c3" for r1 in range(4))
+        lines.append(f"  {r0:<20} |  {words}")
+        if r0 == 1:
+            lines.append("  ...")
+    lines.append("  (bytes of a word = chunks 0..3 along K; an MMA with SF ID i reads byte i (1X), i..i+1 (2X) or all four (4X))")
+    return lines
+
+
+def scale_lines(t: TileLayout) -> list[str]:
+    p = t.scales
+    out = ["", f"Block scaling ({p.kind.opcode}; {p.kind.scale.value}, one scale factor per {p.vec} elements of K):"]
+    for d in p.derivation:
+        out += _field_lines(d)
+    out += sf_atom_picture(p.vec)
+    return out

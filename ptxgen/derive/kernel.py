@@ -33,6 +33,8 @@ class KernelPlan:
 def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     t = layout or derive(spec)
     expect = t.a.tma.expect_tx_bytes + t.b.tma.expect_tx_bytes if spec.loader is Loader.TMA else 0
+    if t.scales is not None:
+        expect += t.scales.expect_tx_bytes  # the scale factors' cp.async.bulk copies complete on the same full barrier
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..isa.descriptors import InstrDescriptor, SmemDescriptor, WgmmaInstr, layout_type
+from ..isa.descriptors import BlockScaledInstrDescriptor, InstrDescriptor, SmemDescriptor, WgmmaInstr, layout_type
 from ..isa.ptxref import cite
 from .smem import SmemPlan
 from .derived import Derived
@@ -33,6 +33,7 @@ from .spec import TileSpec
 
 if TYPE_CHECKING:
     from .tma import TmaPlan
+    from .scales import ScalePlan
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import Arch, AtomOrder, DType, Loader, Major, Swizzle
 
@@ -226,7 +227,9 @@ def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str,
 def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     op = spec.operand(name)
     dt, swz, arch = spec.operand_dtype(name), op.swizzle, spec.arch  # B's own type when A and B differ (same size)
-    esize, T = dt.bytes, dt.per_cell
+    T = dt.per_cell
+    # Bytes of one element, as text for the explanations; packed e2m1 (K-major only) has half a byte.
+    esize = dt.bytes if dt.container_bits % 8 == 0 else f"1/{8 // dt.container_bits}"
     mn, bk, mma_mn, kmma = spec.mn_extent(name), spec.bk, spec.mma_mn(name), spec.k_per_mma
     MN = "M" if name == "a" else "N"
     k_major = op.major is Major.K
@@ -269,7 +272,7 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
             desc_ref,
         )
     )
-    stage_bytes = mn * bk * esize
+    stage_bytes = mn * dt.bytes_of(bk)
     D.append(
         Derived("stage_bytes", stage_bytes, f"{mn} x {bk} x {esize} B = {stage_bytes}", f"one stage holds the {MN} x K = {mn} x {bk} tile", cite("canonical"))
     )
@@ -440,8 +443,9 @@ class TileLayout:
     a: OperandLayout
     b: OperandLayout
     smem: SmemPlan
-    idesc: InstrDescriptor | None  # tcgen05
+    idesc: "InstrDescriptor | BlockScaledInstrDescriptor | None"  # tcgen05 (block-scaled: SF IDs 0; see scales)
     wgmma: WgmmaInstr | None  # wgmma
+    scales: "ScalePlan | None" = None  # block-scaled kinds: the scale-factor chain, global -> smem -> TMEM -> MMA
 
     def operand(self, name: str) -> OperandLayout:
         return {"a": self.a, "b": self.b}[name]
@@ -475,6 +479,8 @@ class TileLayout:
                     cite("wgmma"),
                 ),
             )
+        if self.scales is not None:
+            return self._block_scaled_idesc_derivation()
         d = self.idesc
         f = d.fields()
         ref = cite("idesc")
@@ -495,8 +501,34 @@ class TileLayout:
             Derived("hex", d.hex, " | ".join(f"{k}={v}" for k, v in f.items() if v), "the 32-bit value passed as idesc", ref),
         )
 
+    def _block_scaled_idesc_derivation(self) -> tuple[Derived, ...]:
+        from ..isa.blockscale import idesc_ref
+
+        s, d, k = self.spec, self.idesc, self.scales.kind
+        f = d.fields()
+        ref = idesc_ref(d.kind)
+        return (
+            Derived("kind", d.kind, f"{k.opcode}", "the block-scaled kind and scale vector (D is f32: no D-format field)", cite("scale_vec")),
+            Derived("a_format", f["a_format"], f"A {s.dtype.value} under kind::{d.kind} -> {f['a_format']}",
+                    "mxf8f6f4: E4M3 0, E5M2 1, E2M3 3, E3M2 4, E2M1 5; mxf4/mxf4nvf4: E2M1 1", ref),
+            Derived("b_format", f["b_format"], f"B {s.b_dtype.value} under kind::{d.kind} -> {f['b_format']}",
+                    "B element type (mxf4/mxf4nvf4: 2 bits, bit 12 reserved)", ref),
+            Derived("scale_type", f["scale_type"], f"{k.scale.value} -> {f['scale_type']} (UE4M3 0, UE8M0 1) at bit 23", "scale-factor type", ref),
+            Derived("a_major", f["a_major"], "A K-major -> 0", "transpose A: 0 K-major", ref),
+            Derived("b_major", f["b_major"], "B K-major -> 0", "transpose B: 0 K-major", ref),
+            Derived("n", s.bn, f"N >> 3 = {s.bn >> 3} at bits 17-22", "MMA N = BN", ref),
+            Derived("m", s.bm, f"M >> 7 = {s.bm >> 7} at bits 27-28 (CuTe: M >> 4 at 24-28, the same bits)", "MMA M = 128 (cta_group::1)", ref),
+            Derived("sf_ids", "per MMA", "a_sf_id bits 29-30, b_sf_id bits 4-5: see the scale-factor steps below",
+                    "each MMA of a stage reads other bytes of the TMEM scale-factor words", f"{cite('sfa_id')}; {cite('sfb_id')}"),
+            Derived("hex", d.hex, " | ".join(f"{k_}={v}" for k_, v in f.items() if v), "the value with SF IDs 0", ref),
+        )
+
     def to_json(self) -> dict:
-        if self.idesc is not None:
+        if self.scales is not None:
+            raw = self.idesc.encode()
+            fields = {k: v for k, v in self.idesc.table.decode(raw).items() if not k.startswith("reserved")}
+            idesc = {"hex": f"{raw:#010x}", "kind": self.idesc.kind, "fields": fields}
+        elif self.idesc is not None:
             raw = self.idesc.encode()
             fields = {k: v for k, v in InstrDescriptor.TABLE.decode(raw).items() if not k.startswith("reserved")}
             idesc = {"hex": f"{raw:#010x}", "fields": fields}
@@ -505,28 +537,40 @@ class TileLayout:
         from .epilogue import plan_store  # epilogue.py builds on this module
 
         store = plan_store(self.spec)
-        return {
+        out = {
             "ptxgen_version": __version__,
             "kernel_name": self.spec.kernel_name,
             "spec": self.spec.to_json(),
             "idesc": idesc,
             "a": self.a.to_json(),
             "b": self.b.to_json(),
-        } | ({"epilogue": store.to_json()} if store is not None else {})
+        }
+        if self.scales is not None:
+            out["scales"] = self.scales.to_json()
+        if store is not None:
+            out["epilogue"] = store.to_json()
+        return out
 
 
 def derive(spec: TileSpec) -> TileLayout:
     """Derive every descriptor field, store offset and instruction descriptor of ``spec``."""
     from .tma import derive_tma  # tma.py reads OperandLayout; imported here to keep the modules acyclic
 
+    from .scales import base_idesc, derive_scales
+
     a, b = derive_operand(spec, "a"), derive_operand(spec, "b")
     if spec.loader is Loader.TMA:
         a, b = replace(a, tma=derive_tma(spec, a)), replace(b, tma=derive_tma(spec, b))
+    if spec.block_scaled:
+        idesc, scales = base_idesc(spec), derive_scales(spec)
+    else:
+        idesc, scales = (instr_descriptor(spec) if spec.arch is Arch.SM100A else None), None
     return TileLayout(
         spec=spec,
         a=a,
         b=b,
         smem=spec.smem_plan(),
-        idesc=instr_descriptor(spec) if spec.arch is Arch.SM100A else None,
+        idesc=idesc,
         wgmma=wgmma_instr(spec) if spec.arch is Arch.SM90A else None,
+        scales=scales,
     )

@@ -170,7 +170,7 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                          "the epilogue reads a stage out while the MMAs of the next tile accumulate into the other; a stage is "
                          "overwritten only after the epilogue has read it", PIPELINE_REF))
     if tma:
-        D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage", "what full[s] waits for beyond its one arrival", PIPELINE_REF))
+        D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage" + (" + SFA + SFB bytes" if spec.block_scaled else ""), "what full[s] waits for beyond its one arrival", PIPELINE_REF))
     if entry:
         D.append(Derived("setmaxnreg", f"producer {roles[1].registers}, consumers {roles[0].registers}",
                          f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; the producer gives back "

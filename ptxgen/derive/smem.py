@@ -22,6 +22,7 @@ MBARRIER_BYTES = 8
 TMEM_SLOT_BYTES = 4
 DYNAMIC_SMEM_BASE_ALIGN = 16
 STORE_ALIGN = 1024  # the staging buffers are 128-byte-swizzled: start them on the pattern's repeat
+SF_ALIGN_BYTES = 128
 
 
 def align_up(x: int, a: int) -> int:
@@ -41,6 +42,11 @@ class SmemPlan:
     base_alignment: int
     store_offset: int | None = None  # TMA-store epilogue staging buffers (None without them)
     store_bytes: int = 0
+    # Block-scaled kernels: a ring of scale-factor stages per operand after the B ring (0 bytes otherwise).
+    sfa_offset: int = 0
+    sfa_stage_bytes: int = 0
+    sfb_offset: int = 0
+    sfb_stage_bytes: int = 0
 
     @property
     def dynamic_bytes(self) -> int:
@@ -74,6 +80,7 @@ def plan_smem(
     order_barriers: int = 0,
     acc_stages: int = 1,
     store_bytes: int = 0,
+    sf_stage_bytes: tuple[int, int] = (0, 0),
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
     ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
@@ -81,11 +88,18 @@ def plan_smem(
     assert a_stage_bytes % a_align == 0 and b_stage_bytes % b_align == 0
     a_offset = ring_offset
     b_offset = ring_offset + align_up(stages * a_stage_bytes, b_align)
-    at = align_up(b_offset + stages * b_stage_bytes, MBARRIER_BYTES)
+    at = b_offset + stages * b_stage_bytes
+    sfa_offset = sfb_offset = 0
+    if any(sf_stage_bytes):
+        # Scale factors: whole 512-byte atoms, 128-byte aligned (tcgen05.cp reads 16-B rows; cp.async.bulk needs 16 B).
+        sfa_offset = align_up(at, SF_ALIGN_BYTES)
+        sfb_offset = sfa_offset + stages * sf_stage_bytes[0]
+        at = sfb_offset + stages * sf_stage_bytes[1]
     store_offset = None
     if store_bytes:  # the TMA-store epilogue's staging buffers: 128-byte swizzle rows, on a 1024-byte repeat
         store_offset = align_up(at, STORE_ALIGN)
         at = store_offset + store_bytes
+    at = align_up(at, MBARRIER_BYTES)
     arrays = []
     extra = (("acc_full", acc_stages), ("acc_empty", acc_stages)) if tmem else ()
     extra += (("order", order_barriers),) if order_barriers else ()
@@ -108,4 +122,8 @@ def plan_smem(
         base_alignment=max(a_align, b_align, DYNAMIC_SMEM_BASE_ALIGN, STORE_ALIGN if store_bytes else 0),
         store_offset=store_offset,
         store_bytes=store_bytes,
+        sfa_offset=sfa_offset,
+        sfa_stage_bytes=sf_stage_bytes[0],
+        sfb_offset=sfb_offset,
+        sfb_stage_bytes=sf_stage_bytes[1],
     )

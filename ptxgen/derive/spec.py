@@ -37,6 +37,7 @@ from ..isa.types import (
     Epilogue,
     Loader,
     Major,
+    Scale,
     Schedule,
     SpecError,
     Swizzle,
@@ -112,6 +113,9 @@ class TileSpec:
     # family: e4m3 x e5m2 (tcgen05 kind::f8f6f4, wgmma .e4m3/.e5m2) or u8 x s8 (kind::i8, wgmma .u8/.s8).
     b_dtype: DType | None = None
     epilogue: Epilogue = Epilogue.DIRECT
+    # Block scaling: none (a dense kind) or the scale-factor type (ue8m0: MX, one per 32; ue4m3: NVFP4, one per 16),
+    # which with --dtype picks kind::mxf8f6f4, ::mxf4 or ::mxf4nvf4 (ptxgen.isa.blockscale).
+    scale: Scale = Scale.NONE
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -152,15 +156,46 @@ class TileSpec:
         return self.bn
 
     @property
+    def block_scaled(self) -> bool:
+        return self.scale is not Scale.NONE
+
+    @property
+    def mma_kind(self) -> str:
+        """The tcgen05 .kind: the dense one of the input type, or the block-scaled one picked with --scale."""
+        if self.block_scaled:
+            from ..isa.blockscale import kind_of
+
+            return kind_of(self.dtype, self.scale.dtype).kind
+        return self.dtype.kind
+
+    @property
     def k_per_mma(self) -> int:
         return self.dtype.k_per_mma
+
+    @property
+    def sf_tmem_columns(self) -> int:
+        """TMEM columns of the scale factors of every stage (0 for dense kinds)."""
+        if not self.block_scaled:
+            return 0
+        from ..isa.blockscale import kind_of
+        from .scales import sf_tmem_columns_per_stage
+
+        return self.stages * sf_tmem_columns_per_stage(self.bm, self.bn, self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
+
+    def sf_stage_bytes(self, name: str) -> int:
+        if not self.block_scaled:
+            return 0
+        from ..isa.blockscale import kind_of
+        from .scales import sf_stage_bytes
+
+        return sf_stage_bytes(self.mn_extent(name), self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
 
     @property
     def mmas_per_k_tile(self) -> int:
         return self.bk // self.k_per_mma
 
     def stage_bytes(self, name: str) -> int:
-        return self.mn_extent(name) * self.bk * self.dtype.bytes
+        return self.mn_extent(name) * self.dtype.bytes_of(self.bk)
 
     def smem_plan(self) -> SmemPlan:
         return plan_smem(
@@ -174,6 +209,7 @@ class TileSpec:
             order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
             acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
             store_bytes=self.store_staging_bytes,
+            sf_stage_bytes=(self.sf_stage_bytes("a"), self.sf_stage_bytes("b")),
         )
 
     @property
@@ -198,11 +234,16 @@ class TileSpec:
     def accumulator_stages(self) -> int:
         """tcgen05: accumulators kept in TMEM at once, 2 when they fit in the 512 columns (the epilogue reads
         one tile out while the MMAs of the next accumulate into the other), else 1."""
-        return 2 if 2 * self.tmem_columns <= 512 else 1
+        return 2 if 2 * self.tmem_columns + self.sf_tmem_columns <= 512 else 1
 
     @property
     def tmem_alloc_columns(self) -> int:
-        return self.accumulator_stages * self.tmem_columns
+        """Accumulators, then (block-scaled) the scale factors, rounded up to a power of two (tcgen05.alloc)."""
+        cols = self.accumulator_stages * self.tmem_columns + self.sf_tmem_columns
+        alloc = 32
+        while alloc < cols:
+            alloc *= 2
+        return alloc
 
     @property
     def accumulator_registers(self) -> int:
@@ -261,8 +302,9 @@ class TileSpec:
         group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
         group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
         group += "_tmastore" if self.epilogue is Epilogue.TMA else ""
+        scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
-            f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}_{self.acc.value}{out}_"
+            f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
             f"{self.bm}x{self.bn}x{self.bk}_s{self.stages}_a_{op(self.a)}_b_{op(self.b)}{shift}{loader}{sched}{group}"
         )
 
@@ -322,12 +364,23 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField("b", "--b", "B operand token (default mnmajor-sw128)", default="mnmajor-sw128"),
     SpecField("a_order", "--a-order", "A atom order (default: A's major dimension)", choices=("mn", "k")),
     SpecField("b_order", "--b-order", "B atom order (default: B's major dimension)", choices=("mn", "k")),
-    SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8 (default f16)", default="f16", enum=DType),
+    SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8, or e2m1 with --scale (default f16)", default="f16", enum=DType),
     SpecField(
         "b_dtype",
         "--b-dtype",
         "B's input type (default: --dtype); may differ only within e4m3/e5m2 or within s8/u8",
         enum=DType,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "scale",
+        "--scale",
+        "block scaling (tcgen05 only): ue8m0 (MX: one power-of-two scale per 32 elements; --dtype e4m3/e5m2 -> "
+        "kind::mxf8f6f4, e2m1 -> kind::mxf4) or ue4m3 (NVFP4: one per 16; --dtype e2m1 -> kind::mxf4nvf4) (default none)",
+        default="none",
+        enum=Scale,
+        choices=("none", "ue8m0", "ue4m3"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),
@@ -440,6 +493,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         consumers=v["consumers"],
         b_dtype=v["b_dtype"],
         epilogue=v["epilogue"],
+        scale=v["scale"],
     )
 
 
@@ -470,9 +524,12 @@ STORE_CHUNK_COLS = 64
 def validate(t: TileSpec) -> None:
     """Raise SpecError for the first rule ``t`` breaks."""
     shapes = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
-    if t.dtype not in INPUT_DTYPES:
-        raise SpecError("--dtype", t.dtype.value, "not an MMA input type", _fmt(d.value for d in INPUT_DTYPES))
-    if t.acc not in ACC_DTYPES or t.acc not in LEGAL_ACC[t.dtype]:
+    if t.block_scaled:
+        _validate_block_scaled(t)
+    elif t.dtype not in INPUT_DTYPES:
+        extra = " (e2m1 is a block-scaled type: add --scale ue8m0 or --scale ue4m3)" if t.dtype is DType.E2M1 else ""
+        raise SpecError("--dtype", t.dtype.value, "not an MMA input type" + extra, _fmt(d.value for d in INPUT_DTYPES))
+    if not t.block_scaled and (t.acc not in ACC_DTYPES or t.acc not in LEGAL_ACC[t.dtype]):
         raise SpecError(
             "--acc",
             t.acc.value,
@@ -480,7 +537,8 @@ def validate(t: TileSpec) -> None:
             _fmt(d.value for d in LEGAL_ACC[t.dtype]),
             shapes,
         )
-    _validate_b_dtype(t)
+    if not t.block_scaled:
+        _validate_b_dtype(t)
     outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
     if t.out_dtype not in outs:
         raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to", _fmt(d.value for d in outs))
@@ -560,6 +618,13 @@ def validate(t: TileSpec) -> None:
             f"at most {fit} stages for this tile" if fit else "a smaller BM/BN/BK",
             cite("smem_limit"),
         )
+    if t.block_scaled and t.tmem_columns + t.sf_tmem_columns > 512:
+        per = t.sf_tmem_columns // t.stages
+        fit = (512 - t.tmem_columns) // per
+        raise SpecError(
+            "--stages", t.stages,
+            f"the accumulator ({t.tmem_columns} TMEM columns) and {t.stages} stages x {per} scale-factor columns need more than "
+            "the 512 TMEM columns", f"at most {fit} stages for this tile" if fit else "a smaller BN or BK", cite("tmem_alloc"))
     if t.arch is Arch.SM100A and t.tmem_columns > 512:
         raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
 
@@ -578,6 +643,63 @@ def _validate_epilogue(t: TileSpec) -> None:
         raise SpecError(
             "--bn", t.bn, f"the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks (one 128-byte swizzle row of 16-bit "
             "outputs), so BN must be a whole number of them", f"BN a multiple of {STORE_CHUNK_COLS}, or --epilogue direct")
+
+
+# CUTLASS's block-scaled collective takes CTA N of 64, 128, 192 or 256 (static_assert in
+# sm100_blockscaled_mma_warpspecialized.hpp); for N=64 it moves the SFB TMEM address by (tile_n % 2) * 2 columns,
+# as ptxgen does. ptxgen leaves out 192 (a tile spanning two atoms from mid-atom) and anything narrower than 64.
+BLOCK_SCALED_BN = (64, 128, 256)
+
+
+def _validate_block_scaled(t: TileSpec) -> None:
+    """The block-scaled rules (PTX 'Block Scaling for tcgen05.mma' and shapes) and what ptxgen generates of them."""
+    from ..isa.blockscale import GENERATED, SCALED_ELEMENT_DTYPES, kind_of, legal_scales
+
+    scale = t.scale.dtype
+    if t.arch is not Arch.SM100A:
+        raise SpecError("--scale", t.scale.value, "block-scaled MMAs are tcgen05 kinds (mxf8f6f4, mxf4, mxf4nvf4): sm_100a only",
+                        "--arch sm_100a, or --scale none", cite("block_scaling"))
+    if (t.dtype, scale) not in GENERATED:
+        if t.dtype in (DType.E2M3, DType.E3M2):
+            rule = (f"{t.dtype.value} is legal for kind::mxf8f6f4 (ue8m0) but only padded to one byte in shared memory, in a "
+                    "container PTX gives as a picture; ptxgen does not generate the padded 6-bit formats")
+        elif t.dtype in SCALED_ELEMENT_DTYPES:
+            rule = f"{t.dtype.value} takes {'/'.join(d.value for d in legal_scales(t.dtype))} scale factors"
+        else:
+            rule = f"{t.dtype.value} is not a block-scaled element type"
+        legal = ", ".join(f"--dtype {d.value} --scale {s_.value} (kind::{k.kind})" for (d, s_), k in GENERATED.items())
+        raise SpecError("--dtype", t.dtype.value, rule, legal, cite("scale_vec"))
+    k = kind_of(t.dtype, scale)
+    legal_b = (t.dtype,) + tuple(d for d in (DType.E4M3, DType.E5M2) if d is not t.dtype) if k.kind == "mxf8f6f4" else (t.dtype,)
+    if t.b_dtype not in legal_b:
+        raise SpecError("--b-dtype", t.b_dtype.value, f"kind::{k.kind} with A {t.dtype.value}: B must be {' or '.join(d.value for d in legal_b)}",
+                        _fmt(d.value for d in legal_b), cite("scale_vec"))
+    if t.acc is not DType.F32:
+        raise SpecError("--acc", t.acc.value, f"kind::{k.kind} accumulates in f32 only", "f32", cite("shapes"))
+    if t.bm != 128:
+        raise SpecError("--bm", t.bm, f"tcgen05.mma.cta_group::1.kind::{k.kind} has M = 128", "128", cite("shapes"))
+    if t.bn not in BLOCK_SCALED_BN:
+        raise SpecError("--bn", t.bn,
+                        "a tile's N rows must fill whole halves or whole 128-row scale-factor atoms (each TMEM column of SFB "
+                        "holds 32 rows; a BN=64 tile starts 0 or 2 columns into its atom, as in CUTLASS's block-scaled collective)",
+                        _fmt(BLOCK_SCALED_BN), f"{cite('sfb_id')}; {cite('tcgen05_cp')}")
+    for name in ("a", "b"):
+        op = t.operand(name)
+        if op.major is not Major.K:
+            raise SpecError(f"--{name}", op.token,
+                            "ptxgen's block-scaled kernels take K-major A and B (kind::mxf4/mxf4nvf4 cannot transpose at all; the "
+                            "scale factors are K-major)", f"kmajor-{{none,sw32,sw64,sw128}}", cite("transpose"))
+    group = 4 * k.vec_elements
+    if t.bk <= 0 or t.bk % group:
+        raise SpecError("--bk", t.bk,
+                        f"a stage holds whole scale-factor atoms: 4 scale factors of {k.vec_elements} elements = {group} of K "
+                        "(one 32-bit TMEM word per row)", f"{group}, {2 * group}, {3 * group}, ...", CUTLASS_SF_REF)
+    if t.loader is not Loader.TMA:
+        raise SpecError("--loader", t.loader.value,
+                        "block-scaled kernels load the scale factors with cp.async.bulk on the TMA full barrier", "tma")
+
+
+CUTLASS_SF_REF = "CUTLASS Sm1xxBlockScaledConfig (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
 
 
 # Input types that may meet in one MMA when they differ: PTX lets A and B differ only inside these families.
@@ -613,6 +735,10 @@ def _validate_b_dtype(t: TileSpec) -> None:
     )
 
 
+def _esize_word(d: DType) -> str:
+    return f"{d.bytes} B" if d.container_bits % 8 == 0 else f"1/{8 // d.container_bits} B ({d.value}, packed)"
+
+
 def _validate_operand(t: TileSpec, name: str) -> None:
     op = t.operand(name)
     flag = f"--{name}"
@@ -633,28 +759,30 @@ def _validate_operand(t: TileSpec, name: str) -> None:
             ref, legal_s = cite("majorness"), _fmt(f"{op.major.token}-{s.value}" for s in legal)
         raise SpecError(flag, op.token, rule, legal_s, ref)
 
-    esize, swz = t.dtype.bytes, op.swizzle
+    swz = op.swizzle
     if op.major is Major.K:
-        if t.bk * esize % swz.row_bytes:
-            fits = [s.value for s in legal if t.bk * esize % s.row_bytes == 0]
+        row_bytes = t.dtype.bytes_of(t.bk)
+        if row_bytes % swz.row_bytes:
+            fits = [s.value for s in legal if row_bytes % s.row_bytes == 0]
             raise SpecError(
                 flag,
                 op.token,
-                f"a K-major {swz.value} atom row is {swz.row_bytes} B of K, but BK={t.bk} x {esize} B = {t.bk * esize} B "
+                f"a K-major {swz.value} atom row is {swz.row_bytes} B of K, but BK={t.bk} x {_esize_word(t.dtype)} = {row_bytes} B "
                 "does not fill whole atom rows",
-                f"kmajor-{{{','.join(fits)}}} at this BK, or BK a multiple of {swz.row_bytes // esize}",
+                f"kmajor-{{{','.join(fits)}}} at this BK, or BK a multiple of {swz.row_bytes * 8 // t.dtype.container_bits}",
                 cite("canonical"),
             )
-    else:
-        for what, extent in (("tile", t.mn_extent(name)), ("one MMA's", t.mma_mn(name))):
-            if extent * esize % swz.row_bytes:
-                dim = "BM" if name == "a" else "BN"
-                fits = [s.value for s in legal if extent * esize % s.row_bytes == 0]
-                raise SpecError(
-                    flag,
-                    op.token,
-                    f"an MN-major {swz.value} atom row is {swz.row_bytes} B of {dim[1]}, but {what} {dim[1]} extent "
-                    f"{extent} x {esize} B = {extent * esize} B does not fill whole atom rows",
-                    f"mnmajor-{{{','.join(fits)}}}" if fits else f"{dim} a multiple of {swz.row_bytes // esize}",
-                    cite("canonical"),
-                )
+        return
+    esize = t.dtype.bytes
+    for what, extent in (("tile", t.mn_extent(name)), ("one MMA's", t.mma_mn(name))):
+        if extent * esize % swz.row_bytes:
+            dim = "BM" if name == "a" else "BN"
+            fits = [s.value for s in legal if extent * esize % s.row_bytes == 0]
+            raise SpecError(
+                flag,
+                op.token,
+                f"an MN-major {swz.value} atom row is {swz.row_bytes} B of {dim[1]}, but {what} {dim[1]} extent "
+                f"{extent} x {esize} B = {extent * esize} B does not fill whole atom rows",
+                f"mnmajor-{{{','.join(fits)}}}" if fits else f"{dim} a multiple of {swz.row_bytes // esize}",
+                cite("canonical"),
+            )

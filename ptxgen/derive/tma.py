@@ -149,7 +149,10 @@ def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int
 def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
     layout = op.store
     dt = spec.dtype
-    T = dt.per_cell
+    # Packed e2m1 (two a byte) travels as bytes: the map's elements, box and K coordinates count bytes (K / 2).
+    packed = dt.container_bits < 8
+    ebytes = 1 if packed else dt.bytes
+    T = 16 // ebytes
     box, copies, grid = copies_of(layout, T)
     assert grid.expand() == copies
     swz = TMA_SWIZZLE_OF[op.swizzle]
@@ -157,7 +160,7 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
     MN = "M" if op.name == "a" else "N"
     dims = ("K", MN) if k_major else (MN, "K")
     ld = f"ld{op.name}"
-    expect = len(copies) * box[0] * box[1] * dt.bytes
+    expect = len(copies) * box[0] * box[1] * ebytes
     assert expect == op.stage_bytes, (expect, op.stage_bytes)
     assert all(c.smem_offset_bytes % SMEM_DST_ALIGN == 0 for c in copies)
     inner_word = "K" if k_major else MN
@@ -167,11 +170,12 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
     D = (
         Derived("data_type", TMA_DATA_TYPE_OF[dt].name, f"{dt.value} -> CU_TENSOR_MAP_DATA_TYPE_{TMA_DATA_TYPE_OF[dt].name}",
                 "element size for the copy engine" + ("; raw 32-bit words (the inputs are tf32-exact)" if dt.bits == 32 else "")
-                + ("; 8-bit codes travel as bytes" if dt.bits == 8 else ""), DRIVER_REF),
+                + ("; 8-bit codes travel as bytes" if dt.bits == 8 else "")
+                + ("; packed e2m1 pairs travel as bytes: K counts bytes (K / 2) in the map" if packed else ""), DRIVER_REF),
         Derived("rank", 2, f"dims ({dims[0]}, {dims[1]})", f"{op.name.upper()} is {dims[1]} rows of {dims[0]} contiguous elements ({op.major.value}-major)", DRIVER_REF),
         Derived("global_dims", f"[{dims[0]}, {dims[1]}]", "the problem's extents at launch, inner first",
                 "the bounds TMA checks: elements past them read as zero (partial tiles, the K tail)", PTX_TENSOR_REF),
-        Derived("global_strides", f"[{ld} x {dt.bytes} B]", f"row stride of {dims[1]} rows; must be a multiple of 16 B",
+        Derived("global_strides", f"[{ld} x {ebytes} B]" if not packed else f"[{ld} / 2 B]", f"row stride of {dims[1]} rows; must be a multiple of 16 B",
                 "the copy engine addresses rows in 16-byte units", DRIVER_REF),
         Derived("box", f"[{box[0]}, {box[1]}]",
                 f"inner: one atom row = {layout.atom_cols} x 16 B = {box[0]} elements of {inner_word}; outer: "
@@ -192,14 +196,14 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
                 + ", ".join(f"+{c.smem_offset_bytes} B <- ({c.inner}, {c.outer})" for c in copies[:6]) + (" ..." if len(copies) > 6 else ""),
                 "each copy writes one run of adjacent atoms; its smem offset is that run's offset in the stage layout, its "
                 "box origin the run's first element relative to the tile origin (inner, outer)", PTX_TMA_REF),
-        Derived("expect_tx_bytes", expect, f"{len(copies)} x {box[0]} x {box[1]} x {dt.bytes} B = {expect}",
+        Derived("expect_tx_bytes", expect, f"{len(copies)} x {box[0]} x {box[1]} x {ebytes} B = {expect}",
                 "the full-barrier transaction count per stage for this operand: TMA counts whole boxes, zero-filled parts too", PTX_TMA_REF),
     )
     return TmaPlan(
         operand=op.name,
         layout=layout,
         data_type=TMA_DATA_TYPE_OF[dt],
-        element_bytes=dt.bytes,
+        element_bytes=ebytes,
         rank=2,
         global_dims=dims,
         ld_name=ld,

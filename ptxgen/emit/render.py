@@ -226,7 +226,9 @@ class OperandView:
 def _extents(op: OperandLayout) -> tuple[str, str, str, str]:
     """(inner origin, outer origin, inner extent, outer extent) of the operand's global tensor."""
     mn0, MN = ("m0", "M") if op.name == "a" else ("n0", "N")
-    return ("k0", mn0, "K", MN) if op.major is Major.K else (mn0, "k0", MN, "K")
+    # packed e2m1 (K-major only): the tensor map counts bytes along K, two elements each
+    k0 = "k0" if op.dtype.container_bits >= 8 else f"(k0 / {8 // op.dtype.container_bits})"
+    return (k0, mn0, "K", MN) if op.major is Major.K else (mn0, k0, MN, "K")
 
 
 def _operand_view(op: OperandLayout, producer_threads: int) -> OperandView:
@@ -289,6 +291,49 @@ class KStepView:
     a_desc: str
     b_desc: str
     accumulate: str
+    # block-scaled: this MMA's instruction descriptor (its SF IDs) and scale-factor TMEM columns from the stage's base
+    idesc: str = ""
+    sfa_col: int = 0
+    sfb_col: int = 0
+    sf_id: int = 0
+
+
+@dataclass(frozen=True)
+class SfCopyView:
+    operand: str  # "sfa" / "sfb"
+    smem_offset_bytes: int
+    nbytes: int
+    src_offset_expr: str  # C expression: byte offset in SFA/SFB
+
+
+@dataclass(frozen=True)
+class SfTmemCopyView:
+    operand: str
+    smem_offset_bytes: int
+    column: int  # from the stage's scale-factor base column
+    doc: str
+    desc_expr: str  # C expression: the atom's shared-memory descriptor (no swizzle, SBO 128 B)
+
+
+@dataclass(frozen=True)
+class ScaleView:
+    """What the block-scaled pieces of the tcgen05 template receive (all arithmetic done here)."""
+
+    mma_opcode: str
+    cp_opcode: str
+    doc: str
+    sfa_offset: int
+    sfb_offset: int
+    sfa_stage_bytes: int
+    sfb_stage_bytes: int
+    k_atoms_expr: str  # atoms along K of SFA/SFB in global memory, from num_k_tiles
+    copies: tuple[SfCopyView, ...]
+    tmem_copies: tuple[SfTmemCopyView, ...]
+    tmem_col0: int  # first TMEM column of the scale factors (after the accumulators)
+    stage_cols: int
+    cp_desc: str
+    sfb_row_col_expr: str  # extra SFB column of a tile starting inside a 128-row atom (BN < 128)
+    needs_tile_origin: bool
 
 
 @dataclass(frozen=True)
@@ -464,10 +509,12 @@ class KernelView:
     mma: MmaView
     epi: EpilogueView
     store: StoreView | None
+    scales: ScaleView | None = None
 
 
 def _k_steps(t: TileLayout) -> tuple[KStepView, ...]:
     kmma = t.spec.k_per_mma
+    sf = t.scales.steps if t.scales is not None else (None,) * len(t.a.k_steps)
     return tuple(
         KStepView(
             k=sa.k,
@@ -476,8 +523,47 @@ def _k_steps(t: TileLayout) -> tuple[KStepView, ...]:
             b_desc=sb.descriptor.hex,
             # the very first MMA of the tile overwrites the accumulator, every later one adds to it
             accumulate="(kt > 0 ? 1u : 0u)" if i == 0 else "1u",
+            **({} if st is None else dict(idesc=st.idesc.hex, sfa_col=st.a_column, sfb_col=st.b_column, sf_id=st.sf_id)),
         )
-        for i, (sa, sb) in enumerate(zip(t.a.k_steps, t.b.k_steps))
+        for i, (sa, sb, st) in enumerate(zip(t.a.k_steps, t.b.k_steps, sf))
+    )
+
+
+def _scale_view(plan: KernelPlan) -> ScaleView | None:
+    s, t = plan.spec, plan.layout
+    p = t.scales
+    if p is None:
+        return None
+    copies = []
+    for name, op, row0 in (("sfa", p.a, "m0"), ("sfb", p.b, "n0")):
+        for c in op.copies:
+            atom = f"((static_cast<size_t>({row0} / 128) + {c.block}) * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
+            copies.append(SfCopyView(name, c.smem_offset_bytes, c.nbytes, f"{atom} * 512"))
+    tcps = []
+    for name, op, col0 in (("sfa", p.a, 0), ("sfb", p.b, p.a.tmem_columns)):
+        for c in op.tmem_copies:
+            start = SmemDescriptor.start_field_c_expr(s.arch, f"{name}_stage + {c.smem_offset_bytes}u")
+            tcps.append(SfTmemCopyView(name, c.smem_offset_bytes, col0 + c.column,
+                                       f"{name.upper()} rows {128 * c.block}..{128 * c.block + 127}, K chunks {4 * c.group}..{4 * c.group + 3}",
+                                       f"{p.cp_descriptor.hex}ull + {start}"))
+    offset_in_atom = s.bn < 128
+    return ScaleView(
+        mma_opcode=p.kind.opcode,
+        cp_opcode=p.cp.opcode,
+        doc=(f"{p.kind.scale.value} scale factors, one per {p.vec} elements of K; {p.kind.sfs_per_mma} per row per MMA "
+             f"(K={p.kind.k_per_mma}); {p.tmem_columns_per_stage} TMEM columns a stage"),
+        sfa_offset=t.smem.sfa_offset,
+        sfb_offset=t.smem.sfb_offset,
+        sfa_stage_bytes=t.smem.sfa_stage_bytes,
+        sfb_stage_bytes=t.smem.sfb_stage_bytes,
+        k_atoms_expr=f"static_cast<size_t>(num_k_tiles) * {p.a.groups}",
+        copies=tuple(copies),
+        tmem_copies=tuple(tcps),
+        tmem_col0=s.accumulator_stages * s.tmem_columns,
+        stage_cols=p.tmem_columns_per_stage,
+        cp_desc=p.cp_descriptor.hex,
+        sfb_row_col_expr="static_cast<unsigned>((n0 % 128) / 32)" if offset_in_atom else "0u",
+        needs_tile_origin=offset_in_atom,
     )
 
 
@@ -537,7 +623,7 @@ def _wgmma_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
 def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
     s, t = plan.spec, plan.layout
     chunk = 32 if s.bn % 32 == 0 else 16 if s.bn % 16 == 0 else 8
-    mma = MmaView(kind=s.dtype.kind, idesc_hex=t.idesc.hex, tmem_cols=s.tmem_alloc_columns,
+    mma = MmaView(kind=s.mma_kind, idesc_hex=t.idesc.hex, tmem_cols=s.tmem_alloc_columns,
                   acc_stages=s.accumulator_stages, acc_stage_cols=s.tmem_columns)
     common = dict(
         out_ctype=_OUT_CTYPE[s.out_dtype],
@@ -602,7 +688,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
     tma = s.loader is Loader.TMA
     if s.arch is Arch.SM100A:
         mma, epi = _tcgen05_views(plan)
-        family = f"tcgen05.mma.cta_group::1.kind::{s.dtype.kind}"
+        family = t.scales.kind.opcode if t.scales is not None else f"tcgen05.mma.cta_group::1.kind::{s.dtype.kind}"
         mma_warp = pipe.role("mma").first_warp
     else:
         mma, epi = _wgmma_views(plan)
@@ -630,7 +716,10 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
         slabs=_slabs(plan),
         level_line=(
-            "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
+            "L1/L2 only: the scale-factor plan checked by an independent model, compiled and SASS-checked; block-scaled "
+            "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does)."
+            if s.block_scaled
+            else "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
         ),
@@ -646,6 +735,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         mma=mma,
         epi=epi,
         store=store_view(plan.store, epi.chunk),
+        scales=_scale_view(plan),
     )
 
 

@@ -326,6 +326,48 @@ text { font-family: monospace; font-size: 11px; fill: #222; }
 """
 
 
+SF_CELL_W, SF_CELL_H = 44, 13
+
+
+def scale_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
+    """One 512-byte scale-factor atom as tcgen05.cp puts it in TMEM: 32 lanes (its 16-byte smem rows) x 4 columns
+    (32-bit words) x 4 bytes. Each byte is labelled with the row of A (or B) and the K chunk it scales, filled by
+    chunk, and outlined in the colour of the MMA step whose SF ID selects it (first atom group of a stage)."""
+    p = t.scales
+    el = [_text(10, y0 + 14, f"Scale factors: {p.kind.opcode}, {p.kind.scale.value} per {p.vec} elements; one 512-B atom "
+                f"(128 rows x 4 chunks) = smem rows 0..31 of 16 B -> TMEM lanes 0..31 (x4 partitions), columns +0..+3", "title")]
+    y = y0 + 24
+    el.append(_text(10, y + 10, "global / smem byte 16 r0 + 4 r1 + j holds row r0 + 32 r1, chunk j (CUTLASS SfKMajorAtom "
+                    f"((32,4),({p.vec},4)):((16,4),(0,1)))", "legend"))
+    y += 16
+    by_id: dict[int, list[int]] = {}
+    for i, st in enumerate(p.steps):
+        if st.group == 0:
+            for b in range(st.sf_id, st.sf_id + p.kind.sfs_per_mma):
+                by_id.setdefault(b, []).append(i)
+    for w in range(4):
+        el.append(_text(LEFT + (4 * w + 2) * SF_CELL_W, y + 10, f"column +{w} (rows {32 * w}..{32 * w + 31})", "legend", "middle"))
+    y += 14
+    for r0 in range(32):
+        el.append(_text(LEFT - 8, y + SF_CELL_H - 3, f"lane {r0} / smem +{16 * r0}", "legend", "end"))
+        for w in range(4):
+            for j in range(4):
+                x = LEFT + (4 * w + j) * SF_CELL_W
+                steps = by_id.get(j, [])
+                stroke = STEP_COLOURS[steps[0] % len(STEP_COLOURS)] if steps else "#999"
+                el.append(f'<rect x="{x}" y="{y:g}" width="{SF_CELL_W - 1}" height="{SF_CELL_H - 1}" '
+                          f'fill="hsl({j * 90},60%,85%)" stroke="{stroke}" stroke-width="{1.5 if steps else 0.5}"/>')
+                el.append(_text(x + 2, y + SF_CELL_H - 3, f"r{r0 + 32 * w} c{j}", "tid"))
+        y += SF_CELL_H
+    y += 6
+    for i, st in enumerate(p.steps):
+        el.append(_text(10, y + 12, f"MMA {i} (K {st.k}..{st.k + p.kind.k_per_mma - 1}): chunk {st.chunk} -> atom group {st.group}, "
+                        f"SF ID {st.sf_id}, SFA column +{st.a_column}, SFB column +{st.b_column} from the stage's scale-factor "
+                        f"base; idesc {st.idesc.hex}", "legend"))
+        y += 15
+    return el, y
+
+
 def svg_generated_line(spec) -> str:
     pairs = " ".join(f"{k}={v}" for k, v in spec.to_json().items())
     return generated_line(pairs).replace("`ptxgen build ", "spec `")
@@ -341,7 +383,7 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
     ]
     y += 38
     if t.idesc is not None:
-        header.append(_text(10, y + 12, f"instruction descriptor {t.idesc.hex}: kind::{s.dtype.kind}, M {s.bm}, N {s.bn}", "legend"))
+        header.append(_text(10, y + 12, f"instruction descriptor {t.idesc.hex}: kind::{s.mma_kind}, M {s.bm}, N {s.bn}", "legend"))
     else:
         header.append(_text(10, y + 12, f"instruction: {t.wgmma.opcode}, imm-trans-a {t.wgmma.imm_trans_a}, imm-trans-b {t.wgmma.imm_trans_b}", "legend"))
     y += 22
@@ -356,6 +398,9 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
                 parts += el
             continue
         el, y = operand_panel(t, t.operand(name), y + 10, decode)
+        parts += el
+    if t.scales is not None:
+        el, y = scale_panel(t, y + 10)
         parts += el
     width = LEFT + CELL_W * LINE_BYTES // 16 + 20
     height = int(y + 10)

@@ -495,3 +495,139 @@ class WgmmaInstr:
             "imm_trans_a": self.imm_trans_a,
             "imm_trans_b": self.imm_trans_b,
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# Block-scaled tcgen05 instruction descriptor (PTX Tables 43-44: .kind::mxf8f6f4, ::mxf4, ::mxf4nvf4)
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockScaledInstrDescriptor:
+    """The 32-bit instruction descriptor of a block-scaled ``tcgen05.mma`` (D is always f32: no D-format field).
+
+    Worked examples (CuTe make_instr_desc_block_scaled gives the same, /work/shared/reference/descriptors.md 4.2):
+
+    >>> hex(BlockScaledInstrDescriptor("mxf8f6f4", 128, 128, "e4m3", "e4m3", "ue8m0").encode())
+    '0x8a00000'
+    >>> hex(BlockScaledInstrDescriptor("mxf4nvf4", 128, 128, "e2m1", "e2m1", "ue4m3").encode())
+    '0x8200480'
+    """
+
+    kind: str
+    m: int
+    n: int
+    a_dtype: str
+    b_dtype: str
+    scale_dtype: str
+    a_major: Major = Major.K
+    b_major: Major = Major.K
+    a_sf_id: int = 0
+    b_sf_id: int = 0
+    negate_a: bool = False
+    negate_b: bool = False
+
+    @property
+    def table(self) -> BitTable:
+        from .blockscale import IDESC_BS_TABLES
+
+        return IDESC_BS_TABLES[self.kind]
+
+    def fields(self) -> dict[str, int]:
+        from .blockscale import BS_AB_FORMAT, SCALE_TYPE_CODE
+
+        codes = BS_AB_FORMAT[self.kind]
+        return dict(
+            b_sf_id=self.b_sf_id,
+            a_format=codes[self.a_dtype],
+            b_format=codes[self.b_dtype],
+            negate_a=int(self.negate_a),
+            negate_b=int(self.negate_b),
+            a_major=int(self.a_major is Major.MN),
+            b_major=int(self.b_major is Major.MN),
+            n=self.n,
+            scale_type=SCALE_TYPE_CODE[self.scale_dtype],
+            m=self.m,
+            a_sf_id=self.a_sf_id,
+        )
+
+    def encode(self) -> int:
+        return self.table.encode(**self.fields())
+
+    @property
+    def hex(self) -> str:
+        return f"{self.encode():#010x}"
+
+    def with_sf_ids(self, a_sf_id: int, b_sf_id: int) -> "BlockScaledInstrDescriptor":
+        return BlockScaledInstrDescriptor(
+            self.kind, self.m, self.n, self.a_dtype, self.b_dtype, self.scale_dtype, self.a_major, self.b_major,
+            a_sf_id, b_sf_id, self.negate_a, self.negate_b,
+        )
+
+
+def lint_block_scaled_idesc(raw: int, kind: str) -> DecodeReport:
+    """Decode a block-scaled instruction descriptor for ``kind`` and list what is illegal or suspicious."""
+    from .blockscale import BS_AB_FORMAT, IDESC_BS_TABLES, SCALE_TYPE_CODE, SCALED_KINDS, idesc_ref
+
+    if raw < 0 or raw >> 32:
+        return DecodeReport({"kind": kind}, [f"{raw:#x} is not a 32-bit value"])
+    table = IDESC_BS_TABLES[kind]
+    f = table.decode(raw)
+    codes = BS_AB_FORMAT[kind]
+    a_name, b_name = _name_of(codes, f["a_format"]), _name_of(codes, f["b_format"])
+    scale = _name_of(SCALE_TYPE_CODE, f["scale_type"])
+    fields = {
+        "kind": kind,
+        "m": f["m"],
+        "n": f["n"],
+        "a_dtype": a_name,
+        "b_dtype": b_name,
+        "d_dtype": "f32",
+        "scale_dtype": scale,
+        "a_sf_id": f["a_sf_id"],
+        "b_sf_id": f["b_sf_id"],
+        "a_major": "mn" if f["a_major"] else "k",
+        "b_major": "mn" if f["b_major"] else "k",
+        "negate_a": f["negate_a"],
+        "negate_b": f["negate_b"],
+        "sparse": f["sparse"],
+    }
+    if "k_size" in f:
+        fields["k_size"] = f["k_size"]
+    rep = DecodeReport(fields)
+    p, notes = rep.problems, rep.notes
+    ref = idesc_ref(kind)
+    for fld, value in table.fixed_violations(raw):
+        p.append(f"reserved bit(s) {fld.bits_label} hold {value}, must be 0 ({ref})")
+    for which, name in (("A", a_name), ("B", b_name)):
+        if name.startswith("reserved"):
+            p.append(f"{which} type code {name} is not a kind::{kind} type; legal: {', '.join(f'{k}={v}' for k, v in codes.items())} ({ref})")
+    rows = [k for k in SCALED_KINDS if k.kind == kind and k.scale.value == scale]
+    if not rows:
+        legal = sorted({k.scale.value for k in SCALED_KINDS if k.kind == kind})
+        p.append(f"scale type {scale} is not legal for kind::{kind}; legal: {', '.join(legal)} ({cite('scale_vec')})")
+    else:
+        steps = sorted({k.sf_id_step for k in rows})
+        for which, sf_id in (("A", f["a_sf_id"]), ("B", f["b_sf_id"])):
+            if not any(sf_id % step == 0 for step in steps):
+                vecs = ", ".join(k.scale_vec for k in rows)
+                p.append(
+                    f"scale factor {which} ID {sf_id} is not a multiple of {min(steps)}: with {vecs} the scale factors of one "
+                    f"MMA are {min(steps)} byte(s) of the 32-bit TMEM word, aligned ({cite('sfa_id' if which == 'A' else 'sfb_id')})"
+                )
+        if kind == "mxf4nvf4" and scale == "ue8m0":
+            notes.append("ue8m0 with kind::mxf4nvf4: legal with .scale_vec::2X (V=32) or .scale_vec::4X (V=16); the opcode says which")
+    if kind in ("mxf4", "mxf4nvf4") and (f["a_major"] or f["b_major"]):
+        p.append(f"kind::{kind} cannot transpose: A and B must be K-major ({cite('transpose')})")
+    if f.get("k_size"):
+        notes.append("K size 1 = dense K=96: exists only on sm_103a")
+    if f["sparse"]:
+        notes.append("sparse block-scaled MMA: ptxgen does not generate sparse kernels")
+    if not f["sparse"] and f["sparse_id2"]:
+        p.append("sparsity selector (bits 0-1) is set on a dense descriptor")
+    m, n = f["m"], f["n"]
+    if m not in (128, 256):
+        p.append(f"M={m} is not a block-scaled shape; legal: 128 (cta_group::1), 128 or 256 (cta_group::2) ({cite('shapes')})")
+    elif m == 256:
+        notes.append("M=256 exists only with cta_group::2")
+    if not 8 <= n <= 256:
+        p.append(f"N={n} is outside 8..256 ({cite('shapes')})")
+    return rep

@@ -38,6 +38,68 @@ E4M3 = _fp8_table(4, 3, 7, ieee_inf=False)
 E5M2 = _fp8_table(5, 2, 15, ieee_inf=True)
 
 
+def _mx_narrow_table(exp_bits: int, man_bits: int, bias: int) -> np.ndarray:
+    """OCP MX v1.0 FP6/FP4: sign, exponent, mantissa; subnormals at exponent 0; no infinity, no NaN."""
+    n = 1 + exp_bits + man_bits
+    vals = np.empty(1 << n, dtype=np.float64)
+    for code in range(1 << n):
+        s = -1.0 if code >> (n - 1) & 1 else 1.0
+        e = (code >> man_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << man_bits) - 1)
+        frac = m / (1 << man_bits)
+        vals[code] = s * (frac * 2.0 ** (1 - bias) if e == 0 else (1 + frac) * 2.0 ** (e - bias))
+    return vals
+
+
+E2M1 = _mx_narrow_table(2, 1, 1)  # 16 codes, +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+E2M3 = _mx_narrow_table(2, 3, 1)  # 64 codes, max 7.5
+E3M2 = _mx_narrow_table(3, 2, 3)  # 64 codes, max 28
+# Scale types. UE8M0 (OCP MX 'E8M0'): 2^(code - 127), 0xFF is NaN, no zero and no sign.
+UE8M0 = np.array([np.nan if c == 0xFF else 2.0 ** (c - 127) for c in range(256)], dtype=np.float64)
+# UE4M3 (NVFP4's scale): e4m3 without its sign bit; codes 0x00-0x7F as e4m3 (0x7F NaN), bit 7 must be 0.
+UE4M3 = np.concatenate([E4M3[:128], np.full(128, np.nan)])
+NARROW_TABLES = {"e2m1": E2M1, "e2m3": E2M3, "e3m2": E3M2, "ue8m0": UE8M0, "ue4m3": UE4M3}
+
+
+def pack_e2m1(codes: np.ndarray) -> np.ndarray:
+    """[..., K] e2m1 codes (0-15) -> [..., K/2] bytes: element 2i in bits 0-3, element 2i+1 in bits 4-7
+    (two to a byte, no padding: what kind::mxf4/mxf4nvf4 read; sub-byte element i at bit 4i, CUTLASS's order)."""
+    c = np.asarray(codes).astype(np.uint8)
+    if c.shape[-1] % 2 or (c > 15).any():
+        raise ValueError("pack_e2m1 takes 4-bit codes along an even last dimension")
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
+
+
+def unpack_e2m1(packed: np.ndarray) -> np.ndarray:
+    p = np.asarray(packed).astype(np.uint8)
+    out = np.empty(p.shape[:-1] + (2 * p.shape[-1],), dtype=np.uint8)
+    out[..., 0::2] = p & 0xF
+    out[..., 1::2] = p >> 4
+    return out
+
+
+def encode_nearest(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float -> the code of the nearest finite value of ``dtype`` (ties to the lower code), for test data."""
+    table = NARROW_TABLES.get(dtype) if dtype in NARROW_TABLES else {"e4m3": E4M3, "e5m2": E5M2}[dtype]
+    ok = np.flatnonzero(np.isfinite(table))
+    v = np.asarray(values, dtype=np.float64)
+    idx = np.abs(v[..., None] - table[ok]).argmin(axis=-1)
+    return ok[idx].astype(np.uint8)
+
+
+def block_scaled_reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray, vec: int) -> np.ndarray:
+    """D[m, n] = sum_k (A[m, k] * SFA[m, k // vec]) * (B[n, k] * SFB[n, k // vec]) in float64.
+
+    ``a`` is M x K and ``b`` N x K (decoded values), ``sfa`` M x ceil(K / vec) and ``sfb`` N x ceil(K / vec)
+    (decoded scale values): PTX '(A * scale_A) * (B * scale_B) + D', each chunk of ``vec`` elements of a row
+    along K multiplied by its own scale factor (#tcgen05-block-scaling).
+    """
+    k = a.shape[1]
+    sa = np.repeat(sfa, vec, axis=1)[:, :k]
+    sb = np.repeat(sfb, vec, axis=1)[:, :k]
+    return (a * sa) @ (b * sb).T
+
+
 def decode(codes: np.ndarray, dtype: str) -> np.ndarray:
     """Raw element codes -> float64 (integers stay exact). tf32 drops the 13 low mantissa bits, as the MMA does."""
     c = np.asarray(codes)
@@ -59,6 +121,8 @@ def decode(codes: np.ndarray, dtype: str) -> np.ndarray:
         return c.astype(np.uint8).astype(np.float64)
     if dtype == "s32":
         return c.astype(np.uint32).view(np.int32).astype(np.float64)
+    if dtype in NARROW_TABLES:
+        return NARROW_TABLES[dtype][c.astype(np.uint8)]
     raise ValueError(dtype)
 
 
@@ -79,6 +143,15 @@ def random_codes(dtype: str, shape, rng: np.random.Generator) -> np.ndarray:
     elif dtype in ("e4m3", "e5m2"):
         table = E4M3 if dtype == "e4m3" else E5M2
         ok = np.flatnonzero(np.isfinite(table) & (np.abs(table) <= 4.0) & (table != 0))
+        codes = ok[rng.integers(0, ok.size, n)].astype(np.uint8)
+    elif dtype in ("e2m1", "e2m3", "e3m2"):
+        table = NARROW_TABLES[dtype]
+        ok = np.flatnonzero(table != 0)
+        codes = ok[rng.integers(0, ok.size, n)].astype(np.uint8)
+    elif dtype == "ue8m0":
+        codes = rng.integers(127 - 4, 127 + 5, n).astype(np.uint8)  # 2^-4 .. 2^4
+    elif dtype == "ue4m3":
+        ok = np.flatnonzero((UE4M3 >= 0.25) & (UE4M3 <= 4.0))
         codes = ok[rng.integers(0, ok.size, n)].astype(np.uint8)
     elif dtype == "s8":
         codes = rng.integers(-128, 128, n).astype(np.int8).view(np.uint8)

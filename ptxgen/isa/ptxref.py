@@ -47,3 +47,32 @@ def cite(key: str) -> str:
     section, title, anchor = REFS[key]
     doc = "" if section.startswith("CUDA") else "PTX ISA "
     return f"{doc}{section} '{title}' (#{anchor})"
+
+# Block scaling (PTX ISA 9.1 numbering; anchors are the stable part).
+REFS.update(
+    {
+        "block_scaling": ("9.7.16.10.7", "Block Scaling for tcgen05.mma", "tcgen05-block-scaling"),
+        "scale_vec": (
+            "9.7.16.10.7.1, Tables 54-55",
+            "Valid combinations of scale_vectorsize with types and MMA-Kind",
+            "tcgen05-mma-scale-valid-comb-detail",
+        ),
+        "sfa_id": ("9.7.16.10.7.2", "Scale Factor A ID", "tcgen05-mma-scale-factor-a"),
+        "sfb_id": ("9.7.16.10.7.3", "Scale Factor B ID", "tcgen05-mma-scale-factor-b"),
+        "idesc_mxf8f6f4": ("9.7.16.4.2, Table 43", "Instruction descriptor for .kind::mxf8f6f4", "tcgen05-instuction-desc-kind-mxf8f6f4"),
+        "idesc_mxf4": ("9.7.16.4.2, Table 44", "Instruction descriptor for .kind::mxf4 and .kind::mxf4nvf4", "tcgen05-instuction-desc-kind-mxf4-mxf4nvf4"),
+        "tcgen05_cp": ("9.7.16.9.1", "tcgen05.cp", "tcgen05-instructions-tcgen05-cp"),
+        "pipelined": ("9.7.16.6.2", "Pipelined tcgen05 instructions", "tcgen05-memory-consistency-model-pipelined-instructions"),
+        "mxf4_smem": (
+            "9.7.16.10.4.6",
+            "Packing format used for matrix A and B by .kind::mxf4 and .kind::mxf4nvf4 in Shared Memory",
+            "tcgen05-packing-formats-mxf4-smem",
+        ),
+        "mxf8f6f4_smem": (
+            "9.7.16.10.4.4",
+            "Packing format used for matrix A and B by .kind::mxf8f6f4 in Shared Memory",
+            "tcgen05-packing-formats-mxf8f6f4-smem",
+        ),
+        "bulk_copy": ("9.7.9.25.4.1", "cp.async.bulk", "data-movement-and-conversion-instructions-cp-async-bulk"),
+    }
+)

@@ -71,6 +71,7 @@ TMA_DATA_TYPE_OF = {
     DType.E5M2: TmaDataType.UINT8,
     DType.S8: TmaDataType.UINT8,
     DType.U8: TmaDataType.UINT8,
+    DType.E2M1: TmaDataType.UINT8,  # packed two a byte: the map counts bytes
 }
 
 INTERLEAVE_NONE = 0  # CU_TENSOR_MAP_INTERLEAVE_NONE

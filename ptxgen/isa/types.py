@@ -155,19 +155,47 @@ class DType(Enum):
     U8 = "u8"
     F32 = "f32"
     S32 = "s32"
+    # Narrow floats of the block-scaled kinds (OCP MX spec v1.0: FP6 E2M3/E3M2, FP4 E2M1) and the scale types
+    # (UE8M0: an unsigned power of two; UE4M3: NVFP4's unsigned e4m3). Only block-scaled specs (--scale) use them.
+    E2M3 = "e2m3"
+    E3M2 = "e3m2"
+    E2M1 = "e2m1"
+    UE8M0 = "ue8m0"
+    UE4M3 = "ue4m3"
 
     @property
     def bits(self) -> int:
-        return {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "s32": 32}.get(self.value, 8)
+        """Bits of the value itself (6 for e2m3/e3m2, 4 for e2m1)."""
+        return {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "s32": 32, "e2m3": 6, "e3m2": 6, "e2m1": 4}.get(self.value, 8)
+
+    @property
+    def container_bits(self) -> int:
+        """Bits one element takes in shared and global memory as ptxgen stores it.
+
+        e2m1 is packed two to a byte (what kind::mxf4 and kind::mxf4nvf4 read: PTX 'Packing format used for matrix
+        A and B by .kind::mxf4 and .kind::mxf4nvf4 in Shared Memory', "two 4-bit elements in a 8-bit container, with
+        no padding"). The 6-bit types only exist padded to a byte in shared memory (kind::f8f6f4/mxf8f6f4).
+        """
+        return 4 if self is DType.E2M1 else max(8, self.bits)
 
     @property
     def bytes(self) -> int:
-        return self.bits // 8
+        """Bytes of one element; an error for packed e2m1 (half a byte): ask ``container_bits`` there."""
+        if self.container_bits % 8:
+            raise ValueError(f"{self.value} is packed {8 // self.container_bits} to a byte: it has no whole byte size")
+        return self.container_bits // 8
 
     @property
     def per_cell(self) -> int:
-        """Elements in one 16-byte cell (PTX's T = 128 / bits)."""
-        return 128 // self.bits
+        """Elements in one 16-byte cell (PTX's T = 128 / bits; 32 for packed e2m1)."""
+        return 128 // self.container_bits
+
+    def bytes_of(self, elements: int) -> int:
+        """Bytes of ``elements`` consecutive elements (packed e2m1: two a byte)."""
+        bits = elements * self.container_bits
+        if bits % 8:
+            raise ValueError(f"{elements} {self.value} elements are not a whole number of bytes")
+        return bits // 8
 
     @property
     def is_integer(self) -> bool:
@@ -184,12 +212,16 @@ class DType(Enum):
             DType.E5M2: "f8f6f4",
             DType.S8: "i8",
             DType.U8: "i8",
+            DType.E2M3: "f8f6f4",
+            DType.E3M2: "f8f6f4",
+            DType.E2M1: "f8f6f4",
         }[self]
 
     @property
     def k_per_mma(self) -> int:
-        """K of one dense MMA: 256 bits of each A/B row (16 for 16-bit types, 8 for tf32, 32 for 8-bit)."""
-        return 256 // self.bits
+        """K of one MMA: 256 bits of each A/B row as stored (16 for 16-bit types, 8 for tf32, 32 for 8-bit,
+        64 for packed e2m1: kind::mxf4/mxf4nvf4 K=64)."""
+        return 256 // self.container_bits
 
 
 INPUT_DTYPES = (DType.F16, DType.BF16, DType.TF32, DType.E4M3, DType.E5M2, DType.S8, DType.U8)
@@ -208,6 +240,18 @@ LEGAL_ACC = {
     DType.S8: (DType.S32,),
     DType.U8: (DType.S32,),
 }
+
+
+class Scale(Enum):
+    """Block scaling (``--scale``): none (a dense kind) or the scale-factor type of a block-scaled kind."""
+
+    NONE = "none"
+    UE8M0 = "ue8m0"  # MX: one power of two per 32 elements (mxf8f6f4, mxf4, mxf4nvf4)
+    UE4M3 = "ue4m3"  # NVFP4: one unsigned e4m3 per 16 elements (mxf4nvf4 only)
+
+    @property
+    def dtype(self) -> "DType | None":
+        return None if self is Scale.NONE else DType(self.value)
 
 
 def parse_enum(enum_cls, value: str, field: str):

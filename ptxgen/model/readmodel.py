@@ -32,7 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ELEMENT_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
+ELEMENT_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8,
+                # kind::mxf4/mxf4nvf4: two e2m1 a byte, no padding (PTX 'Packing format used for matrix A and B by
+                # .kind::mxf4 and .kind::mxf4nvf4 in Shared Memory'); element k of a row in bits 4*(k % 2) of byte k // 2
+                "e2m1": 4}
 MMA_K_BITS = 256  # one dense MMA consumes 256 bits of every A/B row
 
 # (lo, width) of each field; address fields hold bytes >> 4.
@@ -130,12 +133,14 @@ def canonical_addresses(arch: str, desc: int, major: str, mn: int, dtype: str) -
     if major == "k":
         if d.mode == "128B_base32B":
             raise Unmodelled("128B_base32B has no K-major layout")
-        kb = kk * esize  # byte along K inside the 32-byte slice
+        kb = kk * bits // 8  # byte along K inside the 32-byte slice (two packed e2m1 share one)
         if d.mode == "none":
             addr = d.start + (r // 8) * d.sbo + (r % 8) * 16 + (kb // 16) * d.lbo + kb % 16
         else:
             addr = d.start + (r // 8) * d.sbo + (r % 8) * S + kb
     elif major == "mn":
+        if bits < 8:
+            raise Unmodelled(f"{dtype} is read K-major only (kind::mxf4/mxf4nvf4 cannot transpose)")
         rb = r * esize  # byte along MN
         if d.mode == "none":
             addr = d.start + (rb // 16) * d.sbo + rb % 16 + (kk // 8) * d.lbo + (kk % 8) * 16
@@ -160,8 +165,12 @@ def read(arch: str, desc: int, major: str, mn: int, dtype: str, smem: np.ndarray
     ``smem[i]`` is the byte at shared-memory address ``i``: the descriptor's start address is absolute.
     """
     addr = element_addresses(arch, desc, major, mn, dtype, rule)
-    esize = ELEMENT_BITS[dtype] // 8
+    bits = ELEMENT_BITS[dtype]
+    esize = max(1, bits // 8)
     size = np.asarray(smem).size
     if addr.min() < 0 or addr.max() + esize > size:
         raise IndexError(f"the descriptor reads bytes {addr.min()}..{addr.max() + esize - 1}, outside a {size} B image")
+    if bits < 8:  # sub-byte: element k of a row sits at bit (k * bits) % 8 of its byte
+        shift = (np.arange(addr.shape[1], dtype=np.int64)[None, :] * bits) % 8
+        return ((np.asarray(smem, dtype=np.uint8)[addr] >> shift) & ((1 << bits) - 1)).astype(np.uint8)
     return gather(smem, addr, dtype)

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import readmodel, tmamodel
 from ..derive.layout import OperandLayout, TileLayout
-from ..isa.numerics import CODE_DTYPE
+from ..isa.numerics import CODE_DTYPE, unpack_e2m1
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import DType, Loader, Major
 
@@ -104,17 +104,20 @@ def tma_global_and_tile(tj: dict, name: str, partial: bool, rng: np.random.Gener
     mn, bk, _ = _extents(tj, name)
     dt = DType(tj["spec"]["dtype"])
     k_major = tj[name]["major"] == "k"
-    inner, outer = (bk, mn) if k_major else (mn, bk)
+    packed = dt.container_bits < 8  # e2m1 two a byte (K-major only): the global tensor and the map count bytes
+    inner, outer = (dt.bytes_of(bk) if packed else bk, mn) if k_major else (mn, bk)
     i0, o0 = (int(x) for x in rng.integers(0, 40, size=2))
     if partial:
         ext = (o0 + int(rng.integers(1, outer)), i0 + int(rng.integers(1, inner)))
     else:
         ext = (o0 + outer + int(rng.integers(0, 9)), i0 + inner + int(rng.integers(0, 9)))
-    code = CODE_DTYPE[dt.bytes]
+    code = CODE_DTYPE[1 if packed else dt.bytes]
     g = rng.integers(0, np.iinfo(code).max, size=ext, dtype=np.uint64, endpoint=True).astype(code)
     window = np.zeros((outer, inner), dtype=code)
     part = g[o0 : o0 + outer, i0 : i0 + inner]
     window[: part.shape[0], : part.shape[1]] = part
+    if packed:
+        window = unpack_e2m1(window)
     return g, (i0, o0), (window if k_major else window.T)
 
 
@@ -124,7 +127,7 @@ def _check_tma_stage(tj, name, address, partial, rng, anchor, label) -> list[str
     # garbage everywhere first: a byte no copy writes (or an out-of-bounds element left unfilled) shows up
     img = rng.integers(0, 256, size=address + 2 * opj["stage_bytes"] + 1024, dtype=np.uint8)
     try:
-        tmamodel.write(opj["tma"], DType(tj["spec"]["dtype"]).bytes, address, origin, g, img, anchor=anchor)
+        tmamodel.write(opj["tma"], g.itemsize, address, origin, g, img, anchor=anchor)
     except (ValueError, IndexError) as e:
         return [f"{label}: TMA model refuses the copies: {e}"]
     return read_back(tj, name, address, img, tile, label)

@@ -24,11 +24,23 @@ def _spec_for_gpu(args):
     return spec_from_args(args, arch=dev.arch.value), dev
 
 
+def refuse_block_scaled(args, command: str) -> bool:
+    """Block-scaled specs never reach the GPU path: exit 2 before looking for a GPU (the same answer with or without one)."""
+    from .launch import BLOCK_SCALED_REFUSAL
+
+    if getattr(args, "scale", None) not in (None, "none"):
+        print(f"ptxgen {command}: {BLOCK_SCALED_REFUSAL}", file=sys.stderr)
+        return True
+    return False
+
+
 def cmd_validate(args) -> int:
     from .gpu import CudaError, NoGPU
     from .launch import ProblemError
     from .validate import validate_spec
 
+    if refuse_block_scaled(args, "validate"):
+        return EXIT_USAGE
     try:
         spec, _ = _spec_for_gpu(args)
         res = validate_spec(spec, args.m, args.n, args.k, args.seed)
@@ -169,6 +181,8 @@ def cmd_bench(args) -> int:
     from .gpu import NoGPU
     from .launch import ProblemError
 
+    if refuse_block_scaled(args, "bench"):
+        return EXIT_USAGE
     try:
         shapes = _shapes(args)
         chosen = _bench_specs(args, shapes)

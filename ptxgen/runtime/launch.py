@@ -64,8 +64,16 @@ def global_shape(spec: TileSpec, name: str, p: Problem) -> tuple[int, int]:
     return (mn, ld) if op.major is Major.K else (p.k, ld)
 
 
+BLOCK_SCALED_REFUSAL = (
+    "block-scaled kernels (--scale) are L1/L2 only: ptxgen derives, explains, compiles and SASS-checks them, but "
+    "does not launch them (no scale-factor arrays in the launcher, and no Blackwell GPU to run them on)"
+)
+
+
 def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
     """Why the kernel cannot run problem ``p`` (empty if it can), each naming its rule."""
+    if spec.block_scaled:
+        return [BLOCK_SCALED_REFUSAL]
     errs = []
     for dim, size in (("M", p.m), ("N", p.n), ("K", p.k)):
         if not 1 <= size <= MAX_DIM:

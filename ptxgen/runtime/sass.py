@@ -21,7 +21,11 @@ from ..derive.spec import TileSpec
 from ..isa.types import Arch, Epilogue, Loader
 from .toolchain import run_tool
 
-_TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}
+_TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA",
+                   # block-scaled (seen with NVRTC/ptxas of CUDA 13 on sm_100a): the MMA takes two more tmem[] operands,
+                   # the scale factors of A and B; kind::mxf4nvf4 .scale_vec::4X prints UTCOMMA.4X
+                   "mxf8f6f4": "UTCQMMA", "mxf4": "UTCOMMA", "mxf4nvf4": "UTCOMMA"}
+_TMEM_OPERAND_RE = re.compile(r"\btmem\[")
 _WGMMA_OPCODE = {"f16": "HGMMA", "tf32": "HGMMA", "f8f6f4": "QGMMA", "i8": "IGMMA"}
 _MMA_RE = re.compile(r"\b(UTC[A-Z]*MMA|[HQIB]GMMA)\b")
 _MMA_FULL_RE = re.compile(r"\b[QI]GMMA\.[\w.]+")  # QGMMA.64x64x32.F32.E4M3.E5M2, IGMMA.64x64x32.U8.S8
@@ -39,8 +43,9 @@ def expected_wgmma_types(spec: TileSpec) -> str | None:
 
 
 def expected_mma_opcode(spec: TileSpec) -> str:
-    table = _TCGEN05_OPCODE if spec.arch is Arch.SM100A else _WGMMA_OPCODE
-    return table[spec.dtype.kind]
+    if spec.arch is Arch.SM100A:
+        return _TCGEN05_OPCODE[spec.mma_kind]
+    return _WGMMA_OPCODE[spec.dtype.kind]
 
 
 @dataclass
@@ -92,6 +97,7 @@ def check_sass(
         wrong = sorted({m.group(0) for _, text in instrs for m in [_MMA_FULL_RE.search(text)] if m and not m.group(0).endswith(types)})
         if wrong:
             problems.append(f"MMA input types {', '.join(wrong)}; A {spec.dtype.value} x B {spec.b_dtype.value} should end in {types}")
+    problems += _block_scale_problems(spec, instrs)
     in_loop = 0
     if mmas:
         first, last = mmas[0][0], mmas[-1][0]
@@ -141,6 +147,22 @@ def check_sass(
 
 
 
+def _block_scale_problems(spec: TileSpec, instrs: list[tuple[int, str]]) -> list[str]:
+    """Block-scaled MMAs carry the scale-factor TMEM operands (D, SFA, SFB: three tmem[]), dense ones only D's
+    (two: D and, for .kind::f16 etc., the enable-input operand is a predicate); kind::mxf4nvf4 with ue4m3 is .4X."""
+    mma_texts = [text for _, text in instrs if _MMA_RE.search(text)]
+    problems = []
+    if spec.block_scaled:
+        plain = [t for t in mma_texts if len(_TMEM_OPERAND_RE.findall(t)) < 3]
+        if plain:
+            problems.append(f"{len(plain)} MMA(s) without the scale-factor tmem operands: not block-scaled")
+        if spec.scale.value == "ue4m3" and any(".4X" not in t for t in mma_texts):
+            problems.append("kind::mxf4nvf4 with ue4m3 scale factors should be .4X (scale_vec::4X) in SASS")
+    elif any(len(_TMEM_OPERAND_RE.findall(t)) >= 3 for t in mma_texts):
+        problems.append("a dense kernel has block-scaled MMAs")
+    return problems
+
+
 def _count(instrs: list[tuple[int, str]], opcode_re: str) -> int:
     pat = re.compile(r"(@!?U?P\w+\s+)?" + opcode_re)
     return sum(1 for _, text in instrs if pat.match(text))
@@ -160,8 +182,12 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
         ("stmatrix", r"STSM", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A),
         ("16-byte shared stores", r"STS\.128", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM100A),
         ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
+        ("tcgen05.cp", r"UTCCP", spec.block_scaled),
+        ("bulk copies", r"UBLKCP", spec.block_scaled),
     ]
     found, problems = {}, []
+    if not spec.block_scaled and _count(instrs, r"UTCCP"):
+        problems.append("tcgen05.cp (UTCCP) in a dense kernel")
     for name, pattern, required in wanted:
         n = _count(instrs, pattern)
         if required:

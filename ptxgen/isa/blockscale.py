@@ -1,0 +1,169 @@
+"""Block-scaled tcgen05 kinds: which element and scale types go together, K per MMA, the scale vector, the
+instruction-descriptor bit tables, and the tcgen05.cp shape that puts scale factors into tensor memory.
+
+PTX ISA 'Block Scaling for tcgen05.mma' (#tcgen05-block-scaling): D = (A * scale_A) * (B * scale_B) + D, where
+each row of A is cut into chunks of V elements along K and every chunk is multiplied by one scale factor of
+that row (likewise each column of B). Tables 54-55 (#tcgen05-mma-scale-valid-comb-detail):
+
+=============  ===========================  ========  =====================  ================
+.kind          elements                     scale     .scale_vectorsize      V (elements/SF)
+=============  ===========================  ========  =====================  ================
+mxf8f6f4       e4m3 e5m2 e2m3 e3m2 e2m1     ue8m0     .scale_vec::1X         32 (K=32: 1 SF)
+mxf4           e2m1                         ue8m0     .scale_vec::2X         32 (K=64: 2 SFs)
+mxf4nvf4       e2m1                         ue8m0     .scale_vec::2X         32
+mxf4nvf4       e2m1                         ue4m3     .scale_vec::4X         16 (K=64: 4 SFs)
+=============  ===========================  ========  =====================  ================
+
+>>> kind_of(DType.E4M3, DType.UE8M0).opcode
+'tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X'
+>>> k = kind_of(DType.E2M1, DType.UE4M3); (k.kind, k.vec_elements, k.k_per_mma, k.sfs_per_mma)
+('mxf4nvf4', 16, 64, 4)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .bits import BitField, BitTable
+from .ptxref import cite
+from .types import DType
+
+
+@dataclass(frozen=True)
+class ScaledKind:
+    """One legal (kind, element types, scale type, vector size) row of PTX Table 55."""
+
+    kind: str
+    elements: tuple[DType, ...]
+    scale: DType
+    vec_elements: int  # V: elements of a row along K that share one scale factor
+    scale_vec: str  # the .scale_vectorsize qualifier
+    k_per_mma: int  # dense K of one MMA: 256 bits of a row (32 for 8-bit containers, 64 for packed e2m1)
+
+    @property
+    def sfs_per_mma(self) -> int:
+        """Scale factors per row one MMA reads (its scale_A is M x this, scale_B this x N)."""
+        return self.k_per_mma // self.vec_elements
+
+    @property
+    def opcode(self) -> str:
+        return f"tcgen05.mma.cta_group::1.kind::{self.kind}.block_scale.{self.scale_vec}"
+
+    @property
+    def sf_id_step(self) -> int:
+        """SF IDs are byte offsets in a 32-bit TMEM word: 1X takes any byte (0..3), 2X a half word (0, 2), 4X only 0."""
+        return self.sfs_per_mma
+
+
+SCALED_KINDS = (
+    ScaledKind("mxf8f6f4", (DType.E4M3, DType.E5M2, DType.E2M3, DType.E3M2, DType.E2M1), DType.UE8M0, 32, "scale_vec::1X", 32),
+    ScaledKind("mxf4", (DType.E2M1,), DType.UE8M0, 32, "scale_vec::2X", 64),
+    ScaledKind("mxf4nvf4", (DType.E2M1,), DType.UE8M0, 32, "scale_vec::2X", 64),
+    ScaledKind("mxf4nvf4", (DType.E2M1,), DType.UE4M3, 16, "scale_vec::4X", 64),
+)
+SCALED_KIND_NAMES = ("mxf8f6f4", "mxf4", "mxf4nvf4")
+
+# What ptxgen builds: e2m1 is packed two a byte, so it goes to kind::mxf4 (ue8m0) or kind::mxf4nvf4 (ue4m3), the
+# kinds that read packed e2m1. kind::mxf8f6f4 would read e2m1 (and e2m3/e3m2) padded to one byte each, in a
+# container whose bit positions PTX gives only as pictures (#tcgen05-packing-formats-mxf8f6f4-smem): ptxgen does
+# not generate the padded 6-/4-bit formats.
+GENERATED = {
+    (DType.E4M3, DType.UE8M0): SCALED_KINDS[0],
+    (DType.E5M2, DType.UE8M0): SCALED_KINDS[0],
+    (DType.E2M1, DType.UE8M0): SCALED_KINDS[1],
+    (DType.E2M1, DType.UE4M3): SCALED_KINDS[3],
+}
+SCALED_ELEMENT_DTYPES = (DType.E4M3, DType.E5M2, DType.E2M1)
+
+
+def kind_of(dtype: DType, scale: DType) -> ScaledKind:
+    """The block-scaled kind ptxgen uses for ``dtype`` elements with ``scale`` factors (KeyError if none)."""
+    return GENERATED[(dtype, scale)]
+
+
+def legal_scales(dtype: DType) -> tuple[DType, ...]:
+    return tuple(s for (d, s) in GENERATED if d is dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Instruction descriptors of the block-scaled kinds (PTX Tables 43-44; CUTLASS union InstrDescriptorBlockScaled,
+# include/cute/arch/mma_sm100_desc.hpp). M is M >> 7 at bits 27-28 in PTX; CUTLASS writes M >> 4 at 24-28, the same
+# bits for M = 128 and 256.
+# ---------------------------------------------------------------------------------------------
+def _bs_fields(b_width: int, bit31: BitField) -> tuple[BitField, ...]:
+    b = (BitField("b_format", 10, b_width, doc="B type"),)
+    if b_width == 2:
+        b += (BitField("reserved_12", 12, 1, fixed=0),)
+    return (
+        BitField("sparse_id2", 0, 2, doc="sparsity selector (sparse only)"),
+        BitField("sparse", 2, 1, doc="0 dense, 1 sparse"),
+        BitField("reserved_3", 3, 1, fixed=0),
+        BitField("b_sf_id", 4, 2, doc="scale factor B ID: byte of the TMEM word that holds B's scale factors"),
+        BitField("reserved_6", 6, 1, fixed=0),
+        BitField("a_format", 7, 3, doc="A type"),
+        *b,
+        BitField("negate_a", 13, 1),
+        BitField("negate_b", 14, 1),
+        BitField("a_major", 15, 1, doc="transpose A: 0 K-major, 1 M-major"),
+        BitField("b_major", 16, 1, doc="transpose B: 0 K-major, 1 N-major"),
+        BitField("n", 17, 6, unit_bytes=8, units="N >> 3", doc="N >> 3"),
+        BitField("scale_type", 23, 1, doc="scale factor type: 0 UE4M3, 1 UE8M0"),
+        BitField("reserved_24", 24, 3, fixed=0),
+        BitField("m", 27, 2, unit_bytes=128, units="M >> 7", doc="M >> 7"),
+        BitField("a_sf_id", 29, 2, doc="scale factor A ID: byte of the TMEM word that holds A's scale factors"),
+        bit31,
+    )
+
+
+IDESC_BS_TABLES = {
+    "mxf8f6f4": BitTable(
+        "tcgen05 instruction descriptor (kind::mxf8f6f4)", 32, _bs_fields(3, BitField("reserved_31", 31, 1, fixed=0))
+    ),
+    "mxf4": BitTable(
+        "tcgen05 instruction descriptor (kind::mxf4/mxf4nvf4)",
+        32,
+        _bs_fields(2, BitField("k_size", 31, 1, doc="K: 0 dense K=64 (sparse 128), 1 dense K=96 (sm_103a)")),
+    ),
+}
+IDESC_BS_TABLES["mxf4nvf4"] = IDESC_BS_TABLES["mxf4"]
+BS_AB_FORMAT = {
+    "mxf8f6f4": {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5},
+    "mxf4": {"e2m1": 1},
+    "mxf4nvf4": {"e2m1": 1},
+}
+SCALE_TYPE_CODE = {"ue4m3": 0, "ue8m0": 1}
+
+
+def idesc_ref(kind: str) -> str:
+    return cite("idesc_mxf8f6f4") if kind == "mxf8f6f4" else cite("idesc_mxf4")
+
+
+# ---------------------------------------------------------------------------------------------
+# tcgen05.cp: shared memory -> tensor memory (PTX #tcgen05-instructions-tcgen05-cp). Scale factors use
+# .32x128b.warpx4: 32 rows of 128 bits read from shared memory (an unswizzled matrix: 8-row core matrices of
+# 16 B rows, 128 B apart = SBO), written to 32 lanes x 4 columns and multicast to all four 32-lane
+# partitions ("scale factors ... need to be duplicated to all 32 lane partitions", #tcgen05-block-scaling).
+# CUTLASS: SM100_UTCCP_4x32dp128bit_1cta (include/cute/arch/copy_sm100.hpp); DeepGEMM copies each 128-row
+# block of scale factors with it to 4 TMEM columns.
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TmemCopyShape:
+    qualifier: str
+    rows: int  # lanes written per partition
+    row_bits: int
+    partitions: int  # 32-lane partitions written (multicast)
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.rows * self.row_bits // 8
+
+    @property
+    def columns(self) -> int:
+        return self.row_bits // 32
+
+    @property
+    def opcode(self) -> str:
+        return f"tcgen05.cp.cta_group::1.{self.qualifier}"
+
+
+CP_32X128B_WARPX4 = TmemCopyShape("32x128b.warpx4", 32, 128, 4)

@@ -1,0 +1,117 @@
+"""An independent model of which scale factor multiplies each element of a block-scaled tcgen05.mma.
+
+Imports nothing from ptxgen. It follows the data the way the hardware does, from its own transcriptions:
+
+* **Global** (CUTLASS ``Sm1xxBlockScaledConfig``): ``SfKMajorAtom = Layout<Shape<Shape<_32,_4>, Shape<SFVecSize,_4>>,
+  Stride<Stride<_16,_4>, Stride<_0,_1>>>`` over (row, K element) of one 128 x 4V block, tiled with
+  ``tile_to_shape(SfAtom, (M, K, L), Step<_2,_1,_3>)``: atoms follow each other along K first. Evaluated here
+  as a CuTe layout (hierarchical co-lexicographic coordinates), element by element.
+* **cp.async.bulk**: bytes [src, src + n) of global memory to [dst, dst + n) of shared memory.
+* **tcgen05.cp.32x128b.warpx4** (PTX #tcgen05-instructions-tcgen05-cp, CUTLASS SM100_UTCCP_4x32dp128bit): the
+  32 rows of 128 bits at the shared address go to lanes 0-31 of the 4 columns at the TMEM address, and are
+  duplicated into every 32-lane partition (lanes 32q + r).
+* **The MMA** (PTX 'Scale Factor A ID' / 'Scale Factor B ID' layouts; 'Scale factors ... need to be duplicated to
+  all 32 lane partitions'): row m of A (column n of B) finds its scale factors in lane m % 32 of every partition,
+  column (address column) + m // 32, bytes SF_ID .. SF_ID + SFs-per-MMA - 1 of that 32-bit word.
+
+:func:`mma_scale_sources` answers, for one MMA: the global (row, chunk) of the scale factor that multiplies each
+(row, k) of A and of B. The bridge (``ptxgen.model.verify_scales``) compares that with what block scaling
+means: element (m, k) of the tile is scaled by chunk (k0 + k) // V of row m0 + m.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ATOM_SHAPE_STRIDE = (((32, 4), (16, 4)), (("V", 4), (0, 1)))  # ((row modes), (K modes)) as (shape, stride)
+ATOM_BYTES = 512
+CP_ROWS, CP_ROW_BYTES, PARTITIONS = 32, 16, 4
+
+
+def _colex(shape: tuple[int, ...], stride: tuple[int, ...], x: int) -> int:
+    """CuTe: the index of flat coordinate ``x`` in a (shape, stride) mode, first sub-mode fastest."""
+    out = 0
+    for n, d in zip(shape, stride):
+        out += (x % n) * d
+        x //= n
+    return out
+
+
+def atom_offset(row: int, k: int, vec: int) -> int:
+    """SfKMajorAtom at (row in 0..127, K element in 0..4V-1)."""
+    (rs, rd), (ks, kd) = ATOM_SHAPE_STRIDE
+    ks = tuple(vec if s == "V" else s for s in ks)
+    return _colex(rs, rd, row) + _colex(ks, kd, k)
+
+
+def global_offset(row: int, k: int, vec: int, k_elements: int) -> int:
+    """Byte offset of the scale factor of element (row, k) in the tiled global layout (K atoms first)."""
+    atom_rows, atom_k = 128, 4 * vec
+    atoms_k = -(-k_elements // atom_k)
+    atom = (row // atom_rows) * atoms_k + k // atom_k  # Step<_2,_1,_3>: the K mode is tiled first
+    return ATOM_BYTES * atom + atom_offset(row % atom_rows, k % atom_k, vec)
+
+
+def global_sources(rows: int, k_elements: int, vec: int) -> dict[int, tuple[int, int]]:
+    """Global byte -> (row, chunk) of the scale factor stored there (every element of a chunk maps to one byte)."""
+    src: dict[int, tuple[int, int]] = {}
+    for r in range(rows):
+        for k in range(0, k_elements, vec):
+            b = global_offset(r, k, vec, k_elements)
+            for kk in range(k, min(k + vec, k_elements)):
+                assert global_offset(r, kk, vec, k_elements) == b
+            if b in src and src[b] != (r, k // vec):
+                raise ValueError(f"two scale factors at global byte {b}")
+            src[b] = (r, k // vec)
+    return src
+
+
+def sf_ids(idesc: int) -> tuple[int, int]:
+    """(A, B) scale-factor IDs of a block-scaled instruction descriptor: PTX Tables 43-44 put the A ID in bits
+    29-30 and the B ID in bits 4-5 (CUTLASS InstrDescriptorBlockScaled: a_sf_id_ [29,31), b_sf_id_ [4,6))."""
+    return (idesc >> 29) & 3, (idesc >> 4) & 3
+
+
+@dataclass
+class Tmem:
+    """Bytes of tensor memory: (lane, column, byte) -> what was copied there (a shared-memory byte's content)."""
+
+    cells: dict
+
+    def word_byte(self, lane: int, column: int, byte: int):
+        return self.cells.get((lane, column, byte))
+
+
+def bulk_copies(copies, smem: dict, gmem: dict) -> None:
+    """``copies``: (shared byte address, global byte address, bytes)."""
+    for dst, src, n in copies:
+        for i in range(n):
+            smem[dst + i] = gmem.get(src + i)
+
+
+def tcgen05_cp_32x128b_warpx4(tmem: Tmem, column: int, smem_address: int, smem: dict) -> None:
+    for r in range(CP_ROWS):
+        for w in range(CP_ROW_BYTES // 4):
+            for b in range(4):
+                value = smem.get(smem_address + CP_ROW_BYTES * r + 4 * w + b)
+                for q in range(PARTITIONS):
+                    tmem.cells[(32 * q + r, column + w, b)] = value
+
+
+def mma_reads(tmem: Tmem, column: int, sf_id: int, sfs: int, rows: int) -> tuple[dict, list[str]]:
+    """(row, slot) -> the TMEM byte content the MMA takes for that row's slot-th scale factor, and any row whose
+    copies in the four lane partitions differ (the duplication PTX requires)."""
+    out, problems = {}, []
+    if sf_id % sfs:
+        problems.append(f"SF ID {sf_id} is not aligned to the {sfs}-byte scale vector")
+    for m in range(rows):
+        for t in range(sfs):
+            byte = sf_id + t
+            if byte > 3:
+                problems.append(f"row {m}: scale factor {t} would be byte {byte} of a 32-bit word")
+                continue
+            copies = {tmem.word_byte(32 * q + m % 32, column + m // 32, byte) for q in range(PARTITIONS)}
+            if len(copies) != 1:
+                problems.append(f"row {m}: the lane partitions hold different scale factors")
+            out[(m, t)] = tmem.word_byte(m % 32, column + m // 32, byte)
+    return out, problems

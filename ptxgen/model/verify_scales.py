@@ -1,0 +1,72 @@
+"""L1 for block scaling: the writer's scale-factor plan run through the independent model ``sfmodel``.
+
+For a few tiles (origins inside and across the 128-row atoms, the first two K-tiles, every pipeline stage they
+land in) the bridge feeds the writer's cp.async.bulk copies, tcgen05.cp placements and per-MMA TMEM columns and
+instruction descriptors (SF IDs) to the model, and asks which global scale factor each element (m, k) of A and
+(n, k) of B is multiplied by. Block scaling says: chunk (k0 + k) // V of row m0 + m (n0 + n). Any difference,
+a TMEM column outside the scale-factor region, or a lane partition without its copy is a problem.
+"""
+
+from __future__ import annotations
+
+from . import sfmodel
+from ..derive.layout import TileLayout
+from ..derive.scales import sfb_row_column, stage_copy_sources, stage_tmem_copies
+
+
+def tile_cases(bm: int, bn: int, stages: int) -> list[tuple[int, int, int]]:
+    """(m0, n0, kt): two row blocks of A, N origins covering every position inside a 128-row atom and the
+    next atom, and enough K-tiles to visit every stage (at most 3)."""
+    n0s = sorted({j * bn for j in range(max(1, 256 // bn) + 1)})
+    return [(m0, n0, kt) for m0 in (0, bm) for n0 in n0s for kt in range(min(3, max(2, stages)))]
+
+
+def check_scales(t: TileLayout, plan=None) -> list[str]:
+    """[] when every element of every MMA is scaled by its own scale factor. ``plan`` replaces t.scales (controls)."""
+    s = t.spec
+    p = plan or t.scales
+    V, kmma, nsf = p.vec, p.kind.k_per_mma, p.kind.sfs_per_mma
+    cases = tile_cases(s.bm, s.bn, s.stages)
+    k_tiles = max(kt for _, _, kt in cases) + 1
+    K = k_tiles * s.bk
+    rows_a = max(m0 for m0, _, _ in cases) + s.bm
+    rows_b = -(-(max(n0 for _, n0, _ in cases) + s.bn) // 128) * 128
+    gmem = {}
+    for name, rows in (("a", rows_a), ("b", rows_b)):
+        gmem[name] = {b: (name, r, c) for b, (r, c) in sfmodel.global_sources(rows, K, V).items()}
+    k_atoms = -(-K // (4 * V))
+    acc_cols = s.accumulator_stages * s.tmem_columns
+    problems: list[str] = []
+    for m0, n0, kt in cases:
+        stage = kt % s.stages
+        base = {"a": t.smem.sfa_offset + stage * t.smem.sfa_stage_bytes, "b": t.smem.sfb_offset + stage * t.smem.sfb_stage_bytes}
+        smem: dict = {}
+        for name, row0 in (("a", m0), ("b", n0)):
+            copies = [(base[name] + so, go, n) for so, go, n in stage_copy_sources(p, name, row0, kt, k_atoms)]
+            sfmodel.bulk_copies(copies, smem, gmem[name])
+        tmem = sfmodel.Tmem({})
+        col0 = acc_cols + stage * p.tmem_columns_per_stage
+        for name, so, col in stage_tmem_copies(p):
+            if not acc_cols <= col0 + col and col0 + col + 4 <= s.tmem_alloc_columns:
+                problems.append(f"tcgen05.cp to columns {col0 + col}..{col0 + col + 3}: outside the scale-factor region "
+                                f"[{acc_cols}, {s.tmem_alloc_columns})")
+            sfmodel.tcgen05_cp_32x128b_warpx4(tmem, col0 + col, base[name] + so, smem)
+        label = f"tile (m0 {m0}, n0 {n0}) K-tile {kt} stage {stage}"
+        for i, st in enumerate(p.steps):
+            a_id, b_id = sfmodel.sf_ids(int(st.idesc.hex, 16))
+            k0 = kt * s.bk + st.k
+            for name, column, sf_id, rows, row0 in (
+                ("a", col0 + st.a_column, a_id, s.bm, m0),
+                ("b", col0 + st.b_column + sfb_row_column(n0, s.bn), b_id, s.bn, n0),
+            ):
+                got, more = sfmodel.mma_reads(tmem, column, sf_id, nsf, rows)
+                problems += [f"{label} MMA {i} {name.upper()}: {m}" for m in more[:2]]
+                bad = [(r, kk) for r in range(rows) for kk in range(kmma)
+                       if got.get((r, kk // V)) != (name, row0 + r, (k0 + kk) // V)]
+                if bad:
+                    r, kk = bad[0]
+                    problems.append(
+                        f"{label} MMA {i} {name.upper()}: {len(bad)} of {rows * kmma} elements scaled by the wrong factor, "
+                        f"e.g. ({r}, {kk}) gets {got.get((r, kk // V))}, wants {(name, row0 + r, (k0 + kk) // V)}"
+                    )
+    return problems
