@@ -32,6 +32,7 @@ from .derived import Derived
 from .spec import TileSpec
 
 if TYPE_CHECKING:
+    from .ctapair import CtaPairPlan
     from .tma import TmaPlan
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import Arch, AtomOrder, DType, Loader, Major, Swizzle
@@ -442,6 +443,7 @@ class TileLayout:
     smem: SmemPlan
     idesc: InstrDescriptor | None  # tcgen05
     wgmma: WgmmaInstr | None  # wgmma
+    pair: "CtaPairPlan | None" = None  # tcgen05 cta_group::2: who holds, loads and signals what
 
     def operand(self, name: str) -> OperandLayout:
         return {"a": self.a, "b": self.b}[name]
@@ -491,7 +493,8 @@ class TileLayout:
             Derived("a_major", f["a_major"], f"A {s.a.major.value}-major -> {f['a_major']}", "transpose A: 0 K-major, 1 M-major", ref),
             Derived("b_major", f["b_major"], f"B {s.b.major.value}-major -> {f['b_major']}", "transpose B: 0 K-major, 1 N-major", ref),
             Derived("n", s.bn, f"N >> 3 = {s.bn} >> 3 = {s.bn >> 3} at bits 17-22", "MMA N = BN", ref),
-            Derived("m", s.bm, f"M >> 4 = {s.bm} >> 4 = {s.bm >> 4} at bits 24-28", "MMA M = BM (cta_group::1)", ref),
+            Derived("m", s.bm, f"M >> 4 = {s.bm} >> 4 = {s.bm >> 4} at bits 24-28",
+                    "MMA M = BM over the CTA pair (cta_group::2: BM/2 rows in each CTA)" if s.pair else "MMA M = BM (cta_group::1)", ref),
             Derived("hex", d.hex, " | ".join(f"{k}={v}" for k, v in f.items() if v), "the 32-bit value passed as idesc", ref),
         )
 
@@ -502,7 +505,7 @@ class TileLayout:
             idesc = {"hex": f"{raw:#010x}", "fields": fields}
         else:
             idesc = self.wgmma.to_json()
-        return {
+        d = {
             "ptxgen_version": __version__,
             "kernel_name": self.spec.kernel_name,
             "spec": self.spec.to_json(),
@@ -510,10 +513,14 @@ class TileLayout:
             "a": self.a.to_json(),
             "b": self.b.to_json(),
         }
+        if self.pair is not None:
+            d["cta_pair"] = self.pair.to_json()
+        return d
 
 
 def derive(spec: TileSpec) -> TileLayout:
     """Derive every descriptor field, store offset and instruction descriptor of ``spec``."""
+    from .ctapair import plan_cta_pair
     from .tma import derive_tma  # tma.py reads OperandLayout; imported here to keep the modules acyclic
 
     a, b = derive_operand(spec, "a"), derive_operand(spec, "b")
@@ -526,4 +533,5 @@ def derive(spec: TileSpec) -> TileLayout:
         smem=spec.smem_plan(),
         idesc=instr_descriptor(spec) if spec.arch is Arch.SM100A else None,
         wgmma=wgmma_instr(spec) if spec.arch is Arch.SM90A else None,
+        pair=plan_cta_pair(spec),
     )
