@@ -77,7 +77,17 @@ class CtaPairPlan:
     tmem_layout: str  # "A" (M=256) or "B" (M=128, 2x2)
     tmem_columns: int  # allocated per CTA (tcgen05.alloc.cta_group::2, the same in both)
     epilogue_col_split: int  # columns each epilogue warp reads: BN (Layout A) or BN/2 (Layout B)
+    # What epilogue warp ``warp`` (0-3), ``lane``, reading TMEM lane 32 x warp + lane at column c0, holds: D row
+    # (within this CTA's rows) and D column (within the tile). Integer expressions in the common subset of C and
+    # Python (``/`` is integer division in C; the L1 check evaluates them with //); the kernel renders these strings.
+    epi_row_expr: str
+    epi_col_expr: str
     derivation: tuple[Derived, ...]
+
+    def epilogue_element(self, warp: int, lane: int, c0: int) -> tuple[int, int]:
+        """(row within this CTA's share of D, column within the tile) of what (warp, lane, column c0) reads."""
+        env = {"warp": warp, "lane": lane, "c0": c0}
+        return tuple(int(eval(e.replace("/", "//"), {}, env)) for e in (self.epi_row_expr, self.epi_col_expr))
 
     def to_json(self) -> dict:
         """The ``cta_pair`` object of ``explain --json``."""
@@ -97,6 +107,7 @@ class CtaPairPlan:
             "acc_empty_arrivals": self.acc_empty_arrivals,
             "tmem_layout": self.tmem_layout,
             "tmem_columns_per_cta": self.tmem_columns,
+            "epilogue": {"row": self.epi_row_expr, "col": self.epi_col_expr, "cols_per_warp": self.epilogue_col_split},
         }
 
 
@@ -167,5 +178,8 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
         bm=bm, bn=bn, a_rows=a_rows, b_rows=b_rows, d_rows=bm // 2, shares=shares, cluster=(CTAS, 1, 1),
         leader_rank=LEADER_RANK, commit_mask=COMMIT_MASK, expect_tx_bytes=CTAS * cta_bytes, cta_stage_bytes=cta_bytes,
         acc_empty_arrivals=EPILOGUE_WARPS * CTAS, tmem_layout=layout, tmem_columns=spec.tmem_alloc_columns,
-        epilogue_col_split=cols_per_warp, derivation=D,
+        epilogue_col_split=cols_per_warp,
+        epi_row_expr="warp * 32 + lane" if layout == "A" else "(warp % 2) * 32 + lane",
+        epi_col_expr="c0" if layout == "A" else f"(warp / 2) * {bn // 2} + c0",
+        derivation=D,
     )

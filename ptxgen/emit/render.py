@@ -508,7 +508,7 @@ def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
     if t.pair is not None and t.pair.tmem_layout == "A":
         # M=256 over the pair (data-path Layout A): each CTA's D row m (of its 128) is TMEM lane m.
         epi = EpilogueView(**common, layout_doc="cta_group::2, M=256 (Layout A): this CTA's D row m is TMEM lane m.",
-                           row_expr="warp * 32 + lane", row_active="true", row_base="m_cta")
+                           row_expr=t.pair.epi_row_expr, row_active="true", row_base="m_cta", col_expr=f"n0 + {t.pair.epi_col_expr}")
     elif t.pair is not None:
         # M=128 over the pair (Layout B, '2x2'): this CTA's 64 rows are in lanes 0-63 (columns 0..BN/2-1) and again in
         # lanes 64-127 (columns BN/2..BN-1): warps 0, 1 read the left half, warps 2, 3 the right half.
@@ -517,7 +517,7 @@ def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
             **{**common, "cols": half},
             layout_doc=f"cta_group::2, M=128 (Layout B): lanes 0-63 hold this CTA's 64 rows x columns 0..{half - 1}, "
             f"lanes 64-127 the same rows x columns {half}..{s.bn - 1}.",
-            row_expr="(warp % 2) * 32 + lane", row_active="true", row_base="m_cta", col_expr=f"n0 + (warp / 2) * {half} + c0")
+            row_expr=t.pair.epi_row_expr, row_active="true", row_base="m_cta", col_expr=f"n0 + {t.pair.epi_col_expr}")
     elif s.bm == 128:
         # M=128, cta_group::1: row m of D is TMEM lane m (PTX data-path Layout D; CUTLASS tmem_frg).
         epi = EpilogueView(**common, layout_doc="M=128: D row m is TMEM lane m.", row_expr="warp * 32 + lane", row_active="true")
