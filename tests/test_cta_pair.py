@@ -277,3 +277,39 @@ def test_independent_nvcc_compiles_a_pair_kernel(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rep = check_sass(spec, cubin.read_bytes())
     assert rep.ok and rep.mma_in_loop == 4 and rep.local_bytes == 0, rep.problems
+
+
+# ---- L1: the pair's barrier protocol in the pipeline simulator --------------------------------------------
+@pytest.mark.parametrize("kw", [PAIR, dict(PAIR128, schedule="persistent", stages=2), dict(PAIR, stages=1)],
+                         ids=["M256", "M128-persistent", "one-stage"])
+def test_pair_pipeline_neither_deadlocks_nor_races(kw):
+    from ptxgen.model.check_pipeline import check_spec
+
+    assert check_spec(make_spec(**kw)) == []
+
+
+@pytest.mark.parametrize(
+    "wrong,expect",
+    [
+        (dict(commit_mask=0b01), "deadlock"),  # the commit releases only the leader's stage
+        (dict(peer_copies_to_leader=False), "deadlock"),  # the peer's bytes never reach the leader's full barrier
+        (dict(acc_empty_arrivals=4), "deadlock"),  # acc_empty counting one CTA's epilogue warps
+        (dict(epilogue_to_leader=False), "deadlock"),  # the peer's epilogue arrives on its own acc_empty
+        ("half_tx_peer_own", "CTA 1: torn read"),  # one CTA's bytes expected, the peer signalling itself
+    ],
+    ids=["mask", "peer-full", "acc-empty-count", "epilogue-own", "tx-one-cta"],
+)
+def test_a_wrong_pair_protocol_fails_the_simulator(wrong, expect):
+    import dataclasses
+
+    from ptxgen.model import pipesim
+    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+
+    spec = make_spec(**PAIR128)
+    cfg = config_of(plan_kernel(spec).pipeline, 5, tma_copy_bytes(spec), 3)
+    assert (cfg.ctas, cfg.epilogue_warps, cfg.acc_empty_arrivals) == (2, 4, 8)
+    assert pipesim.explore(cfg, range(6)).ok
+    if wrong == "half_tx_peer_own":
+        wrong = dict(peer_copies_to_leader=False, expect_tx_bytes=cfg.expect_tx_bytes // 2)
+    r = pipesim.explore(dataclasses.replace(cfg, **wrong), range(6))
+    assert not r.ok and any(expect in p for p in r.problems), r.problems[:2]

@@ -82,6 +82,7 @@ class PipelinePlan:
     entry_registers: int | None  # registers at launch when setmaxnreg is used (the SASS check expects them)
     pingpong: bool  # wgmma: consumer warpgroups take alternate tiles; their mainloops alternate through order[wg]
     derivation: tuple[Derived, ...]
+    ctas: int = 1  # tcgen05: 2 for a CTA pair (ptxgen.derive.ctapair): the leader arms and waits, both CTAs load
 
     @property
     def threads(self) -> int:
@@ -199,4 +200,5 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         entry_registers=entry,
         pingpong=pingpong,
         derivation=tuple(D),
+        ctas=spec.cta_group,
     )
