@@ -72,27 +72,23 @@ def test_pair_n_legality_is_the_ptx_table():
 
 
 # ---- the instruction descriptor: CuTe's values -------------------------------------------------------
-def _cute_idesc(m, n, c_format, a_format, b_format, a_major=0, b_major=0):
-    """CUTLASS include/cute/arch/mma_sm100_desc.hpp union InstrDescriptor: c_format_ [4,6), a_format_ [7,10),
-    b_format_ [10,13), a_major_ 15, b_major_ 16, n_dim_ [17,23) = N >> 3, m_dim_ [24,29) = M >> 4; make_instr_desc
-    sets m_dim_ = M >> 4 with the atom's M, which for SM100_MMA_*_2x1SM_* is the pair's M (128 or 256)."""
-    return c_format << 4 | a_format << 7 | b_format << 10 | a_major << 15 | b_major << 16 | (n >> 3) << 17 | (m >> 4) << 24
+# CuTe host run: MMA_Traits<SM100_MMA_*_2x1SM_SS<...>>{}.idesc_ printed by a host program built with nvcc
+# (/usr/local/cuda-13.0) against NVIDIA/cutlass include/ at commit 7107b0553 (2026-11-30); make_instr_desc sets
+# m_dim_ = M >> 4 with the 2x1SM atom's M, the pair's whole M.
+CUTE_2SM_IDESC = [
+    (dict(PAIR), 0x10400010),  # SM100_MMA_F16BF16_2x1SM_SS<half_t, half_t, float, 256, 256, K, K>
+    (dict(PAIR, dtype="bf16", bn=128), 0x10200490),  # <bfloat16_t, bfloat16_t, float, 256, 128, K, K>
+    (dict(PAIR, dtype="bf16", bn=128, a="mnmajor-sw128"), 0x10208490),  # <bfloat16_t, ..., 256, 128, MN, K>
+    (dict(PAIR128), 0x08210010),  # <half_t, half_t, float, 128, 128, K, MN>
+    (dict(PAIR128, b="kmajor-sw128"), 0x08200010),  # <half_t, half_t, float, 128, 128, K, K>
+    (dict(PAIR, dtype="tf32", bk=32), 0x10400910),  # SM100_MMA_TF32_2x1SM_SS<tfloat32_t, ..., 256, 256, K, K>
+    (dict(PAIR, dtype="e4m3", bk=128, bn=128), 0x10200010),  # SM100_MMA_F8F6F4_2x1SM_SS<float_e4m3_t, ..., 256, 128>
+    (dict(PAIR, dtype="s8", acc="s32", bk=128, bn=128), 0x102004A0),  # SM100_MMA_S8_2x1SM_SS<int8_t, int8_t, int32_t, 256, 128>
+]
 
 
-@pytest.mark.parametrize(
-    "kw,cute",
-    [
-        (dict(PAIR), _cute_idesc(256, 256, 1, 0, 0)),  # f16 -> f32, both K-major
-        (dict(PAIR, dtype="bf16", bn=128), _cute_idesc(256, 128, 1, 1, 1)),
-        (dict(PAIR128), _cute_idesc(128, 128, 1, 0, 0, b_major=1)),
-        # CuTe host run (docs: shared/reference/descriptors.md 4.1): f16 -> f32 M=128 N=128, 0x08200010 (cta_group::1)
-        (dict(PAIR128, b="kmajor-sw128"), 0x08200010),
-        (dict(PAIR, dtype="tf32", bk=32, a="kmajor-sw128", b="kmajor-sw128"), _cute_idesc(256, 256, 1, 2, 2)),
-        (dict(PAIR, dtype="e4m3", bk=128, bn=128), _cute_idesc(256, 128, 1, 0, 0)),
-        (dict(PAIR, dtype="s8", acc="s32", bk=128, bn=128), _cute_idesc(256, 128, 2, 1, 1)),
-    ],
-    ids=["f16-256", "bf16-256x128", "f16-128-bmn", "cute-host-128", "tf32", "e4m3", "s8"],
-)
+@pytest.mark.parametrize("kw,cute", CUTE_2SM_IDESC,
+                         ids=["f16-256", "bf16-256x128", "bf16-amn", "f16-128-bmn", "f16-128", "tf32", "e4m3", "s8"])
 def test_pair_instruction_descriptor_is_cutes(kw, cute):
     t = derive(make_spec(**kw))
     assert t.idesc.encode() == cute, (t.idesc.hex, hex(cute))
