@@ -79,15 +79,11 @@ class CtaPairPlan:
     epilogue_col_split: int  # columns each epilogue warp reads: BN (Layout A) or BN/2 (Layout B)
     # What epilogue warp ``warp`` (0-3), ``lane``, reading TMEM lane 32 x warp + lane at column c0, holds: D row
     # (within this CTA's rows) and D column (within the tile). Integer expressions in the common subset of C and
-    # Python (``/`` is integer division in C; the L1 check evaluates them with //); the kernel renders these strings.
+    # Python (``/`` is integer division in C; ptxgen.model.verify_pair evaluates them with //); the kernel renders
+    # these strings.
     epi_row_expr: str
     epi_col_expr: str
     derivation: tuple[Derived, ...]
-
-    def epilogue_element(self, warp: int, lane: int, c0: int) -> tuple[int, int]:
-        """(row within this CTA's share of D, column within the tile) of what (warp, lane, column c0) reads."""
-        env = {"warp": warp, "lane": lane, "c0": c0}
-        return tuple(int(eval(e.replace("/", "//"), {}, env)) for e in (self.epi_row_expr, self.epi_col_expr))
 
     def to_json(self) -> dict:
         """The ``cta_pair`` object of ``explain --json``."""

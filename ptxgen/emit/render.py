@@ -244,6 +244,7 @@ def _operand_view(op: OperandLayout, producer_threads: int, pair: bool = False) 
         f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
         f"aligned to {op.alignment_bytes} B, ring at +{op.ring_offset_bytes} B; LBO {op.lbo_bytes} B, SBO {op.sbo_bytes} B, layout type "
         f"{op.layout_type}, base offset {op.base_offset}; one MMA reads {op.mma_mn} x K of {word}"
+        + (" from each CTA of the pair" if pair else "")
     )
     inner0, outer0, inner_ext, outer_ext = _extents(op, pair)
     common = dict(name=op.name, NAME=op.name.upper(), global_layout=_global_layout(op), summary=summary)
@@ -611,9 +612,10 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         grid_doc=(
             (f"min(tiles, SMs)" if plan.schedule.persistent else "tiles")
             if pair is None
-            else ("2 x min(tiles, SMs / 2)" if plan.schedule.persistent else "2 x tiles") + ", clusters of 2 (one CTA pair per tile)"
+            else ("2 x min(tiles, SMs / 2)" if plan.schedule.persistent else "2 x tiles")
         )
-        + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})",
+        + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})"
+        + ("; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile" if pair is not None else ""),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
         base_mask=t.smem.base_alignment - 1,
         mbar_bytes=MBARRIER_BYTES,

@@ -117,7 +117,7 @@ def check_epilogue(tj: dict) -> list[str]:
             for lane in range(32):
                 for c0 in range(e["cols_per_warp"]):
                     env = {"warp": warp, "lane": lane, "c0": c0}
-                    r, c = (int(eval(x.replace("/", "//"), {}, env)) for x in (e["row"], e["col"]))
+                    r, c = (int(eval(x.replace("/", "//"), {"__builtins__": {}}, env)) for x in (e["row"], e["col"]))
                     row = cta * rows + r
                     if not (0 <= row < m and 0 <= c < n):
                         problems.append(f"CTA {cta} warp {warp} lane {lane} column {c0}: D[{row}, {c}] is outside the tile")
