@@ -309,3 +309,21 @@ def test_a_wrong_pair_protocol_fails_the_simulator(wrong, expect):
         wrong = dict(peer_copies_to_leader=False, expect_tx_bytes=cfg.expect_tx_bytes // 2)
     r = pipesim.explore(dataclasses.replace(cfg, **wrong), range(6))
     assert not r.ok and any(expect in p for p in r.problems), r.problems[:2]
+
+
+# ---- L1 over the whole legal pair space (hypothesis) --------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from strategies import legal_pair_specs  # noqa: E402
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(spec=legal_pair_specs(), seed=st.integers(0, 2**32 - 1))
+def test_pair_model_agrees_over_the_legal_space_hypothesis(spec, seed):
+    """The pair read model and epilogue placement (verify_pair), and the pair's barrier protocol (pipesim)."""
+    from ptxgen.model.check_pipeline import check_spec
+
+    assert spec.pair
+    assert check_tile(derive(spec), seed) == []
+    assert check_spec(spec, k_tiles_list=(1, spec.stages + 1), seeds=range(2), tiles_per_cta=(3,)) == []
