@@ -327,3 +327,11 @@ def test_pair_model_agrees_over_the_legal_space_hypothesis(spec, seed):
     assert spec.pair
     assert check_tile(derive(spec), seed) == []
     assert check_spec(spec, k_tiles_list=(1, spec.stages + 1), seeds=range(2), tiles_per_cta=(3,)) == []
+
+
+def test_pair_waits_acquire_at_cluster_scope_and_single_cta_kernels_do_not():
+    from ptxgen.emit.render import render_kernel
+
+    pair_cu = render_kernel(derive(make_spec(**PAIR)))
+    single_cu = render_kernel(derive(make_spec(**dict(PAIR128, cta_group=1))))
+    assert "try_wait.parity.acquire.cluster" in pair_cu and "try_wait.parity.acquire.cluster" not in single_cu
