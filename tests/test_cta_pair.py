@@ -335,3 +335,25 @@ def test_pair_waits_acquire_at_cluster_scope_and_single_cta_kernels_do_not():
     pair_cu = render_kernel(derive(make_spec(**PAIR)))
     single_cu = render_kernel(derive(make_spec(**dict(PAIR128, cta_group=1))))
     assert "try_wait.parity.acquire.cluster" in pair_cu and "try_wait.parity.acquire.cluster" not in single_cu
+
+
+# CuTe host run (NVIDIA/cutlass include/ at 7107b0553, nvcc /usr/local/cuda-13.0, smem base 0): a TiledMMA of the
+# SM100_MMA_F16BF16_2x1SM_SS atom; per-CTA smem layouts UMMA::tile_to_mma_shape(atom, partition_shape_A/B(mma, tile))
+# (column-major tiling: atoms adjacent along MN, i.e. ptxgen's atom order "mn"); thr_mma.make_fragment_A/B(sA/sB)
+# descriptors for each K-block. partition_shape gave BM/2 rows of A and BN/2 rows of B per CTA.
+CUTE_2SM_SMEM_DESC = [
+    (dict(bm=256, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128"),
+     [(0x4000404000010000, 0x4000404000010000), (0x4000404000010002, 0x4000404000010002),
+      (0x4000404000010004, 0x4000404000010004), (0x4000404000010006, 0x4000404000010006)]),
+    (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128"),
+     [(0x4000404000010000, 0x4000404000000000), (0x4000404000010002, 0x4000404000000080),
+      (0x4000404000010004, 0x4000404000000100), (0x4000404000010006, 0x4000404000000180)]),
+    (dict(bm=256, bn=128, bk=32, a="mnmajor-sw64", b="kmajor-sw32", a_order="mn", b_order="mn"),
+     [(0x8000408000200000, 0xC000401000010000), (0x8000408000200100, 0xC000401000010080)]),
+]
+
+
+@pytest.mark.parametrize("kw,cute", CUTE_2SM_SMEM_DESC, ids=["k128-k128", "k128-mn128", "mn64-k32"])
+def test_per_cta_descriptors_are_cutes_2sm_fragments(kw, cute):
+    t = derive(make_spec(**kw, cta_group=2, stages=2))
+    assert [(a.descriptor.encode(), b.descriptor.encode()) for a, b in zip(t.a.k_steps, t.b.k_steps)] == cute
