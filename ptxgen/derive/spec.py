@@ -579,7 +579,8 @@ def _validate_cta_group(t: TileSpec) -> None:
     if not t.pair:
         return
     if t.arch is not Arch.SM100A:
-        raise SpecError("--cta-group", 2, "a CTA pair issuing one MMA is tcgen05 (sm_100a); wgmma has no cta_group", "1 with --arch sm_90a",
+        raise SpecError("--cta-group", 2, "a CTA pair issuing one MMA is tcgen05 (sm_100a); wgmma has no cta_group",
+                        "--cta-group 1 with --arch sm_90a, or --arch sm_100a",
                         cite("cta_pair"))
     if t.loader is not Loader.TMA:
         raise SpecError(

@@ -42,8 +42,8 @@ REFS: dict[str, tuple[str, str, str]] = {
     "issue_granularity": ("9.7.16.5", "Issue Granularity", "tcgen05-issue-granularity"),
     "tcgen05_mma": ("9.7.16.10.9.1", "tcgen05.mma", "tcgen05-mma-instructions-mma"),
     "tcgen05_commit": ("9.7.16.12.1", "tcgen05.commit", "tcgen05-instructions-tcgen05-commit"),
-    "tma_cta_group": ("9.7.9.25.5.1", "cp.async.bulk.tensor (.cta_group)", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
-    "mapa": ("9.7.9.22", "mapa", "data-movement-and-conversion-instructions-mapa"),
+    "tma_cta_group": ("9.7.9.27.1.2", "cp.async.bulk.tensor (.cta_group)", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
+    "mapa": ("9.7.9.23", "mapa", "data-movement-and-conversion-instructions-mapa"),
     "barrier_cluster": ("9.7.13.3", "barrier.cluster", "parallel-synchronization-and-communication-instructions-barrier-cluster"),
     "smem_limit": ("CUDA C++ Programming Guide, compute capabilities", "227 KB of shared memory per block on 9.0 and 10.x", "features-and-technical-specifications"),
 }
