@@ -103,7 +103,14 @@ def test_host_operand_layouts():
     assert np.array_equal(host_operand(spec, "b", b, p), b)  # K-major B is N x K
 
 
-def test_tcgen05_path_up_to_the_launch(monkeypatch):
+@pytest.mark.parametrize(
+    "kw,grid,mnk",
+    [(dict(bm=128, bn=128, bk=32, a="kmajor-sw64"), 6, [384, 256, 160]),
+     # a CTA pair: __cluster_dims__(2, 1, 1) in the kernel, two CTAs per tile (2 x 6 tiles)
+     (dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", cta_group=2, stages=4), 12, [384, 256, 576])],
+    ids=["cta_group1", "cta_pair"],
+)
+def test_tcgen05_path_up_to_the_launch(monkeypatch, kw, grid, mnk):
     """On compute capability 10.x validate builds and loads the sm_100a cubin with the same arguments
     as on Hopper. Simulated device (no Blackwell here): this checks the code path, not the hardware."""
     import ptxgen.runtime.validate as v
@@ -153,10 +160,10 @@ def test_tcgen05_path_up_to_the_launch(monkeypatch):
     monkeypatch.setattr(v, "Buffer", FakeBuffer)
     monkeypatch.setattr(v, "synchronize", lambda what="": None)
     monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)  # the driver's encoder is not here
-    spec = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
+    spec = make_spec(**kw)
     res = v.validate_spec(spec, seed=0)
     assert launched["name"] == spec.kernel_name and launched["block"] == (plan_kernel(spec).pipeline.threads, 1, 1)
-    assert launched["grid"] == (6, 1, 1) and launched["args"][3:6] == [384, 256, 160]
+    assert launched["grid"] == (grid, 1, 1) and launched["args"][3:6] == mnk
     assert b"sm_100a" in launched["cubin"] or launched["cubin"][:4] == b"\x7fELF"
     assert not res.passed and res.unwritten == 384 * 256  # nothing ran: every output is still poison
     with pytest.raises(NoGPU):

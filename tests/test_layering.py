@@ -54,6 +54,12 @@ def test_independent_models_import_nothing_from_ptxgen():
             assert not _ptxgen_imports(path), name
 
 
+def test_pair_model_imports_only_the_read_model():
+    """The CTA-pair model reuses the independent read model (two CTAs, one descriptor each) and nothing else."""
+    path = PKG / "model" / "pairmodel.py"
+    assert _ptxgen_imports(path) <= {"ptxgen.model", "ptxgen.model.readmodel"}, _ptxgen_imports(path)
+
+
 def test_emit_does_not_import_runtime_or_cuda():
     for path in (PKG / "emit").glob("*.py"):
         bad = {m for m in imports(path) if m.startswith(("ptxgen.runtime", "cuda", "ptxgen.sweep", "ptxgen.cli"))}

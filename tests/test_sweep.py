@@ -31,15 +31,18 @@ def test_ci_grid_coverage():
 
 def test_ci_grid_covers_both_loaders():
     """Every product runs with TMA and with cp.async: the same tiles, each loader with every swizzle and major
-    on both archs, and off-boundary rings (where the two loaders' base-offset rules differ)."""
+    on both archs, and off-boundary rings (where the two loaders' base-offset rules differ). The CTA pairs
+    (--cta-group 2) are TMA only, by the spec's rule, and are counted apart."""
     by_loader = {}
-    dense = [s for s in CI if not s.block_scaled]  # block-scaled kernels load with TMA only (their scale factors ride on it)
+    dense = [s for s in CI if not s.block_scaled and s.cta_group == 1]  # block-scaled kernels and CTA pairs load with TMA only
     assert {s.loader.value for s in CI if s.block_scaled} == {"tma"}
     assert {s.mma_kind for s in CI if s.block_scaled} == {"mxf8f6f4", "mxf4", "mxf4nvf4"}
+    pairs = [s for s in CI if s.cta_group == 2]
     for s in dense:
         by_loader.setdefault(s.loader.value, set()).add(s.kernel_name.replace("_cpasync", ""))
     assert set(by_loader) == {"tma", "cp.async"}
     assert by_loader["tma"] == by_loader["cp.async"] and len(by_loader["tma"]) * 2 == len(dense)
+    assert pairs and {s.loader.value for s in pairs} == {"tma"} and {s.bm for s in pairs} == {128, 256}
     for loader in ("tma", "cp.async"):
         specs = [s for s in CI if s.loader.value == loader]
         for op in ("a", "b"):
@@ -84,8 +87,8 @@ def test_sweep_list_and_no_compile_cli(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--list"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    n_scaled = sum(s.block_scaled for s in CI)
-    assert len(lines) == len(CI) and sum("--loader cp.async" in line for line in lines) * 2 == len(CI) - n_scaled
+    n_tma_only = sum(s.block_scaled or s.cta_group == 2 for s in CI)
+    assert len(lines) == len(CI) and sum("--loader cp.async" in line for line in lines) * 2 == len(CI) - n_tma_only
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--no-compile", "--shard", "1/41",
                            "--jobs", "1", "--json", str(out)], capture_output=True, text=True)

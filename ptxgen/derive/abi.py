@@ -42,15 +42,18 @@ class KernelABI:
     tile_m: int
     tile_n: int
     persistent: bool
+    ctas_per_tile: int = 1  # 2 for a CTA pair (cta_group::2): the cluster of 2 computes one tile
+
 
     def num_tiles(self, m: int, n: int) -> int:
         """BM x BN tiles of D, partial tiles included."""
         return -(-m // self.tile_m) * -(-n // self.tile_n)
 
     def grid(self, m: int, n: int, sm_count: int) -> tuple[int, int, int]:
-        """A 1D grid: one CTA per tile, or (persistent) one per SM and never more than the tiles."""
-        tiles = self.num_tiles(m, n)
-        return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
+        """A 1D grid: one CTA (or CTA pair) per tile, or (persistent) one per SM and never more than the tiles.
+        A pair's grid is a whole number of clusters: 2 x tiles, or 2 x min(tiles, SMs / 2)."""
+        tiles, c = self.num_tiles(m, n), self.ctas_per_tile
+        return (c * (min(tiles, max(1, sm_count // c)) if self.persistent else tiles), 1, 1)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -90,4 +93,5 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
     persistent = spec.schedule is Schedule.PERSISTENT
-    return KernelABI(spec.kernel_name, params, threads, (1, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent)
+    c = spec.cta_group
+    return KernelABI(spec.kernel_name, params, threads, (c, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent, c)

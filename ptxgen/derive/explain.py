@@ -71,7 +71,7 @@ def explain_text(t: TileLayout) -> str:
     plan = plan_kernel(s, t)
     out = [
         f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {_types(s)} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
-        f"({(t.scales.kind.opcode if t.scales is not None else 'tcgen05.mma.cta_group::1.kind::' + s.dtype.kind) if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
+        f"({(t.scales.kind.opcode if t.scales is not None else f'tcgen05.mma.cta_group::{s.cta_group}.kind::' + s.dtype.kind) if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
         f"{s.stages} stages, loader {s.loader.value}",
         f"kernel: {s.kernel_name}",
         f"spec:   {s.cli_args()}",
@@ -89,6 +89,10 @@ def explain_text(t: TileLayout) -> str:
         out += _field_lines(d)
     if t.scales is not None:
         out += scale_lines(t)
+    if t.pair is not None:
+        out += ["", "CTA pair (cta_group::2; L1/L2 only: never run on Blackwell hardware):"]
+        for d in t.pair.derivation:
+            out += _field_lines(d)
     out += ["", "Pipeline (warp-specialized, an mbarrier ring):"]
     for d in plan.pipeline.derivation:
         out += _field_lines(d)
@@ -101,7 +105,8 @@ def explain_text(t: TileLayout) -> str:
         out.append("")
         mn = "M" if op.name == "a" else "N"
         out.append(
-            f"Operand {op.name.upper()} ({mn} x K = {op.mn} x {op.bk}): {op.major.value}-major, {op.swizzle.value}, "
+            f"Operand {op.name.upper()} ({mn} x K = {op.mn} x {op.bk}{' in each CTA of the pair' if s.pair else ''}): "
+            f"{op.major.value}-major, {op.swizzle.value}, "
             f"atom order {op.order.value}; one MMA reads {op.mma_mn} x {s.k_per_mma}; loader {op.loader.value}, ring at "
             f"+{op.ring_offset_bytes} B"
         )

@@ -35,6 +35,9 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     expect = t.a.tma.expect_tx_bytes + t.b.tma.expect_tx_bytes if spec.loader is Loader.TMA else 0
     if t.scales is not None:
         expect += t.scales.expect_tx_bytes  # the scale factors' cp.async.bulk copies complete on the same full barrier
+    if t.pair is not None:
+        assert t.pair.cta_stage_bytes == expect, (t.pair.cta_stage_bytes, expect)
+        expect = t.pair.expect_tx_bytes  # the leader's full barrier counts both CTAs' copies
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec))

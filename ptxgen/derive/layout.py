@@ -32,6 +32,7 @@ from .derived import Derived
 from .spec import TileSpec
 
 if TYPE_CHECKING:
+    from .ctapair import CtaPairPlan
     from .tma import TmaPlan
     from .scales import ScalePlan
 from ..isa.tensormap import TMA_SWIZZLE_KEY
@@ -446,6 +447,7 @@ class TileLayout:
     idesc: "InstrDescriptor | BlockScaledInstrDescriptor | None"  # tcgen05 (block-scaled: SF IDs 0; see scales)
     wgmma: WgmmaInstr | None  # wgmma
     scales: "ScalePlan | None" = None  # block-scaled kinds: the scale-factor chain, global -> smem -> TMEM -> MMA
+    pair: "CtaPairPlan | None" = None  # tcgen05 cta_group::2: who holds, loads and signals what
 
     def operand(self, name: str) -> OperandLayout:
         return {"a": self.a, "b": self.b}[name]
@@ -497,7 +499,8 @@ class TileLayout:
             Derived("a_major", f["a_major"], f"A {s.a.major.value}-major -> {f['a_major']}", "transpose A: 0 K-major, 1 M-major", ref),
             Derived("b_major", f["b_major"], f"B {s.b.major.value}-major -> {f['b_major']}", "transpose B: 0 K-major, 1 N-major", ref),
             Derived("n", s.bn, f"N >> 3 = {s.bn} >> 3 = {s.bn >> 3} at bits 17-22", "MMA N = BN", ref),
-            Derived("m", s.bm, f"M >> 4 = {s.bm} >> 4 = {s.bm >> 4} at bits 24-28", "MMA M = BM (cta_group::1)", ref),
+            Derived("m", s.bm, f"M >> 4 = {s.bm} >> 4 = {s.bm >> 4} at bits 24-28",
+                    "MMA M = BM over the CTA pair (cta_group::2: BM/2 rows in each CTA)" if s.pair else "MMA M = BM (cta_group::1)", ref),
             Derived("hex", d.hex, " | ".join(f"{k}={v}" for k, v in f.items() if v), "the 32-bit value passed as idesc", ref),
         )
 
@@ -549,11 +552,14 @@ class TileLayout:
             out["scales"] = self.scales.to_json()
         if store is not None:
             out["epilogue"] = store.to_json()
+        if self.pair is not None:
+            out["cta_pair"] = self.pair.to_json()
         return out
 
 
 def derive(spec: TileSpec) -> TileLayout:
     """Derive every descriptor field, store offset and instruction descriptor of ``spec``."""
+    from .ctapair import plan_cta_pair
     from .tma import derive_tma  # tma.py reads OperandLayout; imported here to keep the modules acyclic
 
     from .scales import base_idesc, derive_scales
@@ -573,4 +579,5 @@ def derive(spec: TileSpec) -> TileLayout:
         idesc=idesc,
         wgmma=wgmma_instr(spec) if spec.arch is Arch.SM90A else None,
         scales=scales,
+        pair=plan_cta_pair(spec),
     )

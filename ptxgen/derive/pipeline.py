@@ -82,6 +82,7 @@ class PipelinePlan:
     entry_registers: int | None  # registers at launch when setmaxnreg is used (the SASS check expects them)
     pingpong: bool  # wgmma: consumer warpgroups take alternate tiles; their mainloops alternate through order[wg]
     derivation: tuple[Derived, ...]
+    ctas: int = 1  # tcgen05: 2 for a CTA pair (ptxgen.derive.ctapair): the leader arms and waits, both CTAs load
 
     @property
     def threads(self) -> int:
@@ -164,13 +165,16 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                          "with one stage that would deadlock (the producer could never refill it)", PIPELINE_REF))
     else:
         A = spec.accumulator_stages
-        D.append(Derived("acc_barriers", f"{A} accumulator stage(s) in TMEM, {A} x {spec.tmem_columns} columns; acc_full[{A}] 1, acc_empty[{A}] 4",
+        acc_empty = 4 * spec.cta_group
+        D.append(Derived("acc_barriers", f"{A} accumulator stage(s) in TMEM, {A} x {spec.tmem_columns} columns; acc_full[{A}] 1, acc_empty[{A}] {acc_empty}",
                          f"tile lt accumulates into stage lt % {A}; acc_full: tcgen05.commit after the tile's last MMA; "
-                         "acc_empty: one arrive per epilogue warp; waits use parity (lt / stages) & 1 (acc_empty flipped)",
+                         "acc_empty: one arrive per epilogue warp" + (" of both CTAs, on the leader's barrier" if spec.pair else "")
+                         + "; waits use parity (lt / stages) & 1 (acc_empty flipped)",
                          "the epilogue reads a stage out while the MMAs of the next tile accumulate into the other; a stage is "
                          "overwritten only after the epilogue has read it", PIPELINE_REF))
     if tma:
-        D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage" + (" + SFA + SFB bytes" if spec.block_scaled else ""), "what full[s] waits for beyond its one arrival", PIPELINE_REF))
+        D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage" + (" + SFA + SFB bytes" if spec.block_scaled else "")
+                         + (", both CTAs of the pair" if spec.pair else ""), "what full[s] waits for beyond its one arrival", PIPELINE_REF))
     if entry:
         D.append(Derived("setmaxnreg", f"producer {roles[1].registers}, consumers {roles[0].registers}",
                          f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; the producer gives back "
@@ -189,11 +193,12 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         expect_tx_bytes=expect_tx_bytes if tma else 0,
         release_lag=release_lag,
         acc_barrier=spec.arch is Arch.SM100A,
-        acc_empty_arrivals=4 if spec.arch is Arch.SM100A else 0,
+        acc_empty_arrivals=4 * spec.cta_group if spec.arch is Arch.SM100A else 0,  # the pair: both CTAs' epilogue warps
         acc_stages=spec.accumulator_stages if spec.arch is Arch.SM100A else 0,
         acc_full_parity=Parity(max(1, spec.accumulator_stages), 0),
         acc_empty_parity=Parity(max(1, spec.accumulator_stages), 1),
         entry_registers=entry,
         pingpong=pingpong,
         derivation=tuple(D),
+        ctas=spec.cta_group,
     )

@@ -116,6 +116,9 @@ class TileSpec:
     # Block scaling: none (a dense kind) or the scale-factor type (ue8m0: MX, one per 32; ue4m3: NVFP4, one per 16),
     # which with --dtype picks kind::mxf8f6f4, ::mxf4 or ::mxf4nvf4 (ptxgen.isa.blockscale).
     scale: Scale = Scale.NONE
+    # tcgen05: 1 (one CTA issues the MMA on its own tile) or 2 (a CTA pair: BM is the pair's MMA M, each CTA holds
+    # BM/2 rows of A and BN/2 rows of B; ptxgen.derive.ctapair says who holds and signals what).
+    cta_group: int = 1
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -146,14 +149,33 @@ class TileSpec:
         return self.b_dtype is not self.dtype
 
     def mn_extent(self, name: str) -> int:
-        """Tile extent of operand ``name`` along MN (BM for A, BN for B)."""
-        return self.bm if name == "a" else self.bn
+        """Extent along MN of operand ``name`` in ONE CTA's shared memory: BM for A, BN for B, halved for a
+        CTA pair (cta_group 2: each CTA holds BM/2 rows of A and BN/2 rows of B)."""
+        return (self.bm if name == "a" else self.bn) // self.cta_group
 
     def mma_mn(self, name: str) -> int:
-        """MN of one MMA instruction for this operand: wgmma is always M=64; tcgen05 covers all of BM."""
-        if name == "a":
-            return 64 if self.arch is Arch.SM90A else self.bm
-        return self.bn
+        """MN that one MMA reads from ONE CTA's descriptor: wgmma is always M=64; tcgen05 covers the CTA's whole
+        share of the tile (all of BM and BN with cta_group::1, half of each with cta_group::2)."""
+        if name == "a" and self.arch is Arch.SM90A:
+            return 64
+        return self.mn_extent(name)
+
+    @property
+    def pair(self) -> bool:
+        """tcgen05.mma.cta_group::2: a CTA pair computes each BM x BN tile."""
+        return self.cta_group == 2
+
+    @property
+    def cta_rows(self) -> int:
+        """Rows of D (and of A) each CTA holds: BM, or BM/2 for a pair."""
+        return self.bm // self.cta_group
+
+    @property
+    def acc_columns(self) -> int:
+        """TMEM columns one accumulator occupies in each CTA: BN, except the pair's M=128 (data-path Layout B,
+        '2x2'): each CTA's 64 rows sit in lanes 0-63 (columns 0..BN/2-1) and 64-127 (columns BN/2..BN-1),
+        so BN/2 columns (CUTLASS tmem_frg<.., 2> M_MMA=64 atom (64,(N/2,2)):(1,(128,64)))."""
+        return self.bn // 2 if self.pair and self.bm == 128 else self.bn
 
     @property
     def block_scaled(self) -> bool:
@@ -226,7 +248,7 @@ class TileSpec:
         """TMEM columns of one accumulator: one 32-bit column per element of a row (16-bit accumulators
         too, in the low half: CUTLASS tmem_frg), rounded up to a power of two >= 32."""
         cols = 32
-        while cols < self.bn:
+        while cols < self.acc_columns:
             cols *= 2
         return cols
 
@@ -302,6 +324,7 @@ class TileSpec:
         group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
         group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
         group += "_tmastore" if self.epilogue is Epilogue.TMA else ""
+        group += "_cta2" if self.pair else ""
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -427,6 +450,16 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
     ),
     SpecField(
+        "cta_group",
+        "--cta-group",
+        "tcgen05 (sm_100a): 1, one CTA per MMA; 2, a CTA pair (cluster of 2) issues tcgen05.mma.cta_group::2 with "
+        "M = BM = 128 or 256 over the pair, each CTA holding BM/2 rows of A and BN/2 rows of B (default 1)",
+        default=1,
+        is_int=True,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
         "raster_group",
         "--raster-group",
         "visit output tiles in groups of this many tile rows, column by column inside a group, so that the A and B "
@@ -494,6 +527,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         b_dtype=v["b_dtype"],
         epilogue=v["epilogue"],
         scale=v["scale"],
+        cta_group=v["cta_group"],
     )
 
 
@@ -543,20 +577,24 @@ def validate(t: TileSpec) -> None:
     if t.out_dtype not in outs:
         raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to", _fmt(d.value for d in outs))
 
-    bms = legal_bm(t.arch)
+    _validate_cta_group(t)
+    bms = legal_bm(t.arch, t.cta_group)
     if t.bm not in bms:
         rule = (
-            "tcgen05.mma.cta_group::1 has M = 64 or 128"
+            f"tcgen05.mma.cta_group::{t.cta_group} has M = {' or '.join(map(str, bms))}"
             if t.arch is Arch.SM100A
             else "wgmma has M = 64; ptxgen runs one warpgroup per 64 rows, at most four"
         )
         raise SpecError("--bm", t.bm, rule, _fmt(bms), shapes)
-    ns = legal_bn(t.arch, t.dtype, t.b.major)
+    ns = legal_bn(t.arch, t.dtype, t.b.major, t.cta_group)
     if t.bn not in ns:
         family = f"tcgen05 kind::{t.dtype.kind}" if t.arch is Arch.SM100A else f"wgmma .{t.dtype.value}"
         step = "8, 16, 24, 32, then steps of 16" if t.dtype.kind == "i8" else "8..256 in steps of 8"
         if len(ns) and ns[0] == 16 and t.dtype.kind != "i8":
             step = "16..256 in steps of 16 (8-bit N-major B)"
+        if t.pair:
+            family += ".cta_group::2"
+            step = f"{ns[0]}..256 in steps of {ns[1] - ns[0]}" + (" (8-bit N-major B)" if t.dtype.bits == 8 and t.b.major is Major.MN else "")
         raise SpecError("--bn", t.bn, f"{family} N is {step}", _fmt(ns), shapes)
 
     k = t.k_per_mma
@@ -700,6 +738,30 @@ def _validate_block_scaled(t: TileSpec) -> None:
 
 
 CUTLASS_SF_REF = "CUTLASS Sm1xxBlockScaledConfig (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
+
+
+def _validate_cta_group(t: TileSpec) -> None:
+    if t.cta_group not in (1, 2):
+        raise SpecError("--cta-group", t.cta_group, "tcgen05 .cta_group is ::1 or ::2", "1, 2", cite("cta_pair"))
+    if not t.pair:
+        return
+    if t.arch is not Arch.SM100A:
+        raise SpecError("--cta-group", 2, "a CTA pair issuing one MMA is tcgen05 (sm_100a); wgmma has no cta_group",
+                        "--cta-group 1 with --arch sm_90a, or --arch sm_100a",
+                        cite("cta_pair"))
+    if t.loader is not Loader.TMA:
+        raise SpecError(
+            "--cta-group", 2, "the pair's MMA waits on the leader CTA's full barrier, which the peer CTA's loads must complete "
+            "remotely; only TMA can (cp.async.bulk.tensor .cta_group::2 signals an mbarrier in the peer CTA); ptxgen's "
+            "cp.async producer has no such path", "--loader tma with --cta-group 2", cite("tma_cta_group"))
+    if t.block_scaled:
+        raise SpecError("--cta-group", 2, "ptxgen generates the block-scaled kinds for cta_group::1 only (the pair's scale "
+                        "factors, split across two CTAs' TMEM, are not derived)", "--cta-group 1 with --scale, or --scale none",
+                        cite("cta_pair"))
+    if t.epilogue is Epilogue.TMA:
+        raise SpecError("--cta-group", 2, "the TMA-store epilogue is derived for one CTA's M=128 data path; a pair's D layout "
+                        "in TMEM differs (Layout A/B), and its staging is not derived", "--epilogue direct with --cta-group 2",
+                        cite("cta_pair"))
 
 
 # Input types that may meet in one MMA when they differ: PTX lets A and B differ only inside these families.

@@ -151,10 +151,17 @@ def _global_layout(op: OperandLayout) -> str:
     return f"{X} is K x {MN}, {MN} contiguous (row-major K x {MN}), row stride {ld} >= {MN} elements"
 
 
-def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") -> tuple[str, ...]:
+def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile", pair=None) -> tuple[str, ...]:
     """C statements defining m0, n0 (the tile's first row and column) from work item ``tile``: the grouped
-    order of SchedulePlan.tile_of, with the plan's group size."""
+    order of SchedulePlan.tile_of, with the plan's group size. A CTA pair also defines m_cta, n_cta: the first
+    row of A (and D) and of B this CTA holds (CtaPairPlan: rank r starts r x BM/2 and r x BN/2 further)."""
     g = schedule.raster_group
+    extra = () if pair is None else (
+        f"const int m_cta = m0 + static_cast<int>(cta_rank) * {pair.a_rows};  // this CTA's rows of A and D",
+        f"const int n_cta = n0 + static_cast<int>(cta_rank) * {pair.b_rows};  // this CTA's rows of B",
+        "(void)m_cta;",
+        "(void)n_cta;",
+    )
     return (
         f"const int group_tiles = {g} * tiles_n;  // {g} tile rows per group, visited column by column",
         f"const int first_m = {tile} / group_tiles * {g};",
@@ -162,7 +169,7 @@ def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") 
         f"const int within = {tile} % group_tiles;",
         f"const int m0 = (first_m + within % group_rows) * {bm};",
         f"const int n0 = within / group_rows * {bn};",
-    )
+    ) + extra
 
 
 def parity_c_expr(p: Parity, it: str = "it") -> str:
@@ -223,22 +230,26 @@ class OperandView:
     unroll: int = 1
 
 
-def _extents(op: OperandLayout) -> tuple[str, str, str, str]:
-    """(inner origin, outer origin, inner extent, outer extent) of the operand's global tensor."""
+def _extents(op: OperandLayout, pair: bool = False) -> tuple[str, str, str, str]:
+    """(inner origin, outer origin, inner extent, outer extent) of the operand's global tensor. A CTA of a pair
+    loads its own share of the tile, from ``m_cta`` / ``n_cta`` (tile_coords_c)."""
     mn0, MN = ("m0", "M") if op.name == "a" else ("n0", "N")
+    if pair:
+        mn0 = {"m0": "m_cta", "n0": "n_cta"}[mn0]
     # packed e2m1 (K-major only): the tensor map counts bytes along K, two elements each
     k0 = "k0" if op.dtype.container_bits >= 8 else f"(k0 / {8 // op.dtype.container_bits})"
     return (k0, mn0, "K", MN) if op.major is Major.K else (mn0, k0, MN, "K")
 
 
-def _operand_view(op: OperandLayout, producer_threads: int) -> OperandView:
+def _operand_view(op: OperandLayout, producer_threads: int, pair: bool = False) -> OperandView:
     word = "M" if op.name == "a" else "N"
     summary = (
         f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
         f"aligned to {op.alignment_bytes} B, ring at +{op.ring_offset_bytes} B; LBO {op.lbo_bytes} B, SBO {op.sbo_bytes} B, layout type "
         f"{op.layout_type}, base offset {op.base_offset}; one MMA reads {op.mma_mn} x K of {word}"
+        + (" from each CTA of the pair" if pair else "")
     )
-    inner0, outer0, inner_ext, outer_ext = _extents(op)
+    inner0, outer0, inner_ext, outer_ext = _extents(op, pair)
     common = dict(name=op.name, NAME=op.name.upper(), global_layout=_global_layout(op), summary=summary)
     if op.tma is not None:
         if op.tma.layout is not op.store:
@@ -382,6 +393,9 @@ class EpilogueView:
     row_expr: str = ""
     row_active: str = ""
     store_row0_expr: str = ""  # TMA-store epilogue: this warp's first row in the tile
+    row_base: str = "m0"
+    cols: int = 0  # columns of D each epilogue warp reads
+    col_expr: str = "n0 + c0"
 
 
 @dataclass(frozen=True)
@@ -510,6 +524,24 @@ class KernelView:
     epi: EpilogueView
     store: StoreView | None
     scales: ScaleView | None = None
+    cta_group: int = 1
+    pair: "PairView | None" = None
+    tile_first: str = "static_cast<int>(blockIdx.x)"  # the first work item of this CTA (pair)
+    tile_step: str = "static_cast<int>(gridDim.x)"
+    tma_bar: str = "full"  # the barrier the TMA copies complete
+    mma_issuer: str = "lane == 0"
+
+
+@dataclass(frozen=True)
+class PairView:
+    """The CTA pair's rendered facts (ptxgen.derive.ctapair)."""
+
+    cluster: str
+    leader_rank: int
+    commit_mask: str
+    commit_mask_doc: str
+    a_rows: int
+    b_rows: int
 
 
 def _k_steps(t: TileLayout) -> tuple[KStepView, ...]:
@@ -622,7 +654,8 @@ def _wgmma_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
 
 def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
     s, t = plan.spec, plan.layout
-    chunk = 32 if s.bn % 32 == 0 else 16 if s.bn % 16 == 0 else 8
+    cols = t.pair.epilogue_col_split if t.pair is not None else s.bn
+    chunk = 32 if cols % 32 == 0 else 16 if cols % 16 == 0 else 8
     mma = MmaView(kind=s.mma_kind, idesc_hex=t.idesc.hex, tmem_cols=s.tmem_alloc_columns,
                   acc_stages=s.accumulator_stages, acc_stage_cols=s.tmem_columns)
     common = dict(
@@ -634,8 +667,22 @@ def _tcgen05_views(plan: KernelPlan) -> tuple[MmaView, EpilogueView]:
         tmem_ld_regs=_regs(chunk),
         tmem_ld_outputs=", ".join(f'"=r"(r[{i}])' for i in range(chunk)),
         tmem_warp_offset_expr=tmem_lane_c_expr("warp * 32"),
+        cols=cols,
     )
-    if s.bm == 128:
+    if t.pair is not None and t.pair.tmem_layout == "A":
+        # M=256 over the pair (data-path Layout A): each CTA's D row m (of its 128) is TMEM lane m.
+        epi = EpilogueView(**common, layout_doc="cta_group::2, M=256 (Layout A): this CTA's D row m is TMEM lane m.",
+                           row_expr=t.pair.epi_row_expr, row_active="true", row_base="m_cta", col_expr=f"n0 + {t.pair.epi_col_expr}")
+    elif t.pair is not None:
+        # M=128 over the pair (Layout B, '2x2'): this CTA's 64 rows are in lanes 0-63 (columns 0..BN/2-1) and again in
+        # lanes 64-127 (columns BN/2..BN-1): warps 0, 1 read the left half, warps 2, 3 the right half.
+        half = s.bn // 2
+        epi = EpilogueView(
+            **{**common, "cols": half},
+            layout_doc=f"cta_group::2, M=128 (Layout B): lanes 0-63 hold this CTA's 64 rows x columns 0..{half - 1}, "
+            f"lanes 64-127 the same rows x columns {half}..{s.bn - 1}.",
+            row_expr=t.pair.epi_row_expr, row_active="true", row_base="m_cta", col_expr=f"n0 + {t.pair.epi_col_expr}")
+    elif s.bm == 128:
         # M=128, cta_group::1: row m of D is TMEM lane m (PTX data-path Layout D; CUTLASS tmem_frg).
         epi = EpilogueView(**common, layout_doc="M=128: D row m is TMEM lane m.", row_expr="warp * 32 + lane", row_active="true",
                            store_row0_expr="warp * 32")
@@ -686,9 +733,14 @@ def kernel_view(plan: KernelPlan) -> KernelView:
     cli = s.cli_args()
     producer = pipe.role("producer")
     tma = s.loader is Loader.TMA
+    pair = t.pair
+    pv = None
+    if pair is not None:
+        pv = PairView(", ".join(map(str, pair.cluster)), pair.leader_rank, f"{pair.commit_mask:#x}",
+                      "bit r = cluster rank r: both CTAs of the pair", pair.a_rows, pair.b_rows)
     if s.arch is Arch.SM100A:
         mma, epi = _tcgen05_views(plan)
-        family = t.scales.kind.opcode if t.scales is not None else f"tcgen05.mma.cta_group::1.kind::{s.dtype.kind}"
+        family = t.scales.kind.opcode if t.scales is not None else f"tcgen05.mma.cta_group::{s.cta_group}.kind::{s.dtype.kind}"
         mma_warp = pipe.role("mma").first_warp
     else:
         mma, epi = _wgmma_views(plan)
@@ -707,24 +759,30 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         tma=tma,
         signature=", ".join(p.c_decl for p in plan.abi.params),
         abi_doc=tuple(plan.abi.doc_lines()),
-        operands=(_operand_view(t.a, producer.threads), _operand_view(t.b, producer.threads)),
+        operands=(_operand_view(t.a, producer.threads, pair is not None), _operand_view(t.b, producer.threads, pair is not None)),
         producer_threads=producer.threads,
         producer_parity=parity_c_expr(pipe.producer_parity, "it"),
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
-        tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn),
+        tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair),
         slabs=_slabs(plan),
         level_line=(
             "L1/L2 only: the scale-factor plan checked by an independent model, compiled and SASS-checked; block-scaled "
             "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does)."
             if s.block_scaled
             else "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
+            + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.pairmodel) and L2 only." if pair is not None else "")
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
         ),
-        grid_doc=(f"min(tiles, SMs)" if plan.schedule.persistent else "tiles")
-        + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})",
+        grid_doc=(
+            (f"min(tiles, SMs)" if plan.schedule.persistent else "tiles")
+            if pair is None
+            else ("2 x min(tiles, SMs / 2)" if plan.schedule.persistent else "2 x tiles")
+        )
+        + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})"
+        + ("; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile" if pair is not None else ""),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
         base_mask=t.smem.base_alignment - 1,
         mbar_bytes=MBARRIER_BYTES,
@@ -736,6 +794,14 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         epi=epi,
         store=store_view(plan.store, epi.chunk),
         scales=_scale_view(plan),
+        **({} if pair is None else dict(
+            cta_group=2,
+            pair=pv,
+            tile_first="static_cast<int>(blockIdx.x) / 2",
+            tile_step="static_cast<int>(gridDim.x) / 2",
+            tma_bar="full_signal",
+            mma_issuer="lane == 0 && leader",
+        )),
     )
 
 

@@ -39,6 +39,13 @@ REFS: dict[str, tuple[str, str, str]] = {
     "wgmma": ("9.7.15.5.2", "wgmma.mma_async", "asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async"),
     "wgmma_shapes": ("9.7.15.2", "Matrix shape (wgmma)", "asynchronous-warpgroup-level-matrix-shape"),
     "stmatrix": ("9.7.14.5.16", "stmatrix", "warp-level-matrix-instructions-stmatrix"),
+    "cta_pair": ("9.7.16.5.1", "CTA Pair", "tcgen05-cta-pair"),
+    "issue_granularity": ("9.7.16.5", "Issue Granularity", "tcgen05-issue-granularity"),
+    "tcgen05_mma": ("9.7.16.10.9.1", "tcgen05.mma", "tcgen05-mma-instructions-mma"),
+    "tcgen05_commit": ("9.7.16.12.1", "tcgen05.commit", "tcgen05-instructions-tcgen05-commit"),
+    "tma_cta_group": ("9.7.9.27.1.2", "cp.async.bulk.tensor (.cta_group)", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
+    "mapa": ("9.7.9.23", "mapa", "data-movement-and-conversion-instructions-mapa"),
+    "barrier_cluster": ("9.7.13.3", "barrier.cluster", "parallel-synchronization-and-communication-instructions-barrier-cluster"),
     "smem_limit": ("CUDA C++ Programming Guide, compute capabilities", "227 KB of shared memory per block on 9.0 and 10.x", "features-and-technical-specifications"),
 }
 

@@ -9,13 +9,22 @@ from __future__ import annotations
 from .types import Arch, DType, Major, Swizzle
 
 
-def legal_bm(arch: Arch) -> tuple[int, ...]:
-    # tcgen05.mma.cta_group::1 (not .ws): M is 64 or 128. wgmma: M=64 per instruction, one consumer
-    # warpgroup per 64 rows, at most 4 consumer warpgroups per CTA here.
-    return (64, 128) if arch is Arch.SM100A else (64, 128, 192, 256)
+def legal_bm(arch: Arch, cta_group: int = 1) -> tuple[int, ...]:
+    # tcgen05.mma.cta_group::1 (not .ws): M is 64 or 128; cta_group::2: M is 128 or 256 over the CTA pair
+    # (PTX '.kind and shapes'; CUTLASS SM100_MMA_*_2x1SM_SS static_assert M == 128 || M == 256).
+    # wgmma: M=64 per instruction, one consumer warpgroup per 64 rows, at most 4 consumer warpgroups per CTA here.
+    if arch is Arch.SM100A:
+        return (128, 256) if cta_group == 2 else (64, 128)
+    return (64, 128, 192, 256)
 
 
-def legal_bn(arch: Arch, dtype: DType, b_major: Major) -> tuple[int, ...]:
+def legal_bn(arch: Arch, dtype: DType, b_major: Major, cta_group: int = 1) -> tuple[int, ...]:
+    if arch is Arch.SM100A and cta_group == 2:
+        # cta_group::2 (PTX '.kind and shapes'): kind::f16/tf32/f8f6f4 N = 16..256 step 16, kind::i8 N = 32..256
+        # step 32; 8-bit transposed (N-major) B: 32..256 step 32 (PTX Table 52). CUTLASS 2x1SM_SS: N % 16 == 0,
+        # S8 2x1SM: N % 32 == 0.
+        step = 32 if dtype.kind == "i8" or (dtype.bits == 8 and b_major is Major.MN) else 16
+        return tuple(range(step, 257, step))
     if dtype in (DType.S8, DType.U8):
         ns = [8, 16, 24, 32] + list(range(48, 257, 16))  # step 16 after 32
     else:

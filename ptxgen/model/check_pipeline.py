@@ -50,10 +50,12 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         copy_bytes=tuple(copy_bytes),
         release_lag=plan.release_lag,
         acc_barrier=plan.acc_barrier,
-        epilogue_warps=plan.acc_empty_arrivals or 4,
+        epilogue_warps=(plan.acc_empty_arrivals or 4) // plan.ctas,  # per CTA
+        acc_empty_arrivals=plan.acc_empty_arrivals or None,
         tiles_per_cta=tiles_per_cta,
         pingpong=plan.pingpong,
         acc_stages=max(1, plan.acc_stages),
+        ctas=plan.ctas,
     )
 
 
@@ -81,7 +83,7 @@ def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, se
 
 
 def tma_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
-    """What the TMA copies of one stage deliver, copy by copy (A's boxes, then B's)."""
+    """What the TMA copies of one stage deliver, copy by copy (A's boxes, then B's); for a CTA pair, one CTA's."""
     t = plan_kernel(spec).layout
     return tuple(op.tma.box_bytes for op in (t.a, t.b) for _ in op.tma.copies)
 

@@ -43,6 +43,16 @@ parks on the barrier (or queue) it waits for until that object changes:
   with ``tiles_per_cta > 1`` the MMA thread waits ``acc_empty`` (count = epilogue warps, parity
   ``(tile & 1) ^ 1``) before the first MMA of the next tile; the epilogue warps arrive on it.
 
+* sm_100a CTA pair (``ctas`` = 2, ``tcgen05.mma.cta_group::2``): each CTA has its own ring, accumulator barriers,
+  shared-memory stages and TMA producer; only CTA 0 (the leader) has an MMA thread. Each producer waits its
+  own ``empty[s]``; the leader's producer alone does ``arrive.expect_tx`` on the leader's ``full[s]`` with both
+  CTAs' bytes (``expect_tx_bytes``), and every copy of both CTAs completes the leader's ``full[s]`` (the peer's
+  copies complete its own ``full[s]`` instead when ``peer_copies_to_leader`` is false). The MMA thread waits the
+  leader's ``full[s]``, reads the stage in BOTH CTAs (stale / torn reads are checked in each), and its commits
+  arrive on ``empty[s]`` (and after a tile's last K-tile ``acc_full[a]``) of every CTA in ``commit_mask``. Each
+  CTA's ``epilogue_warps`` warps wait their own ``acc_full[a]`` and arrive on the LEADER's ``acc_empty[a]``
+  (count ``acc_empty_arrivals``), or on their own when ``epilogue_to_leader`` is false.
+
 A randomized scheduler (seeded) runs one ready agent per step; every agent, including the asynchronous
 units that deliver TMA pieces, cp.async completions and MMA completions, gets a random speed per run so
 that some schedules let a unit lag far behind. Shared-memory contents are tracked per stage (which K-tile
@@ -145,6 +155,11 @@ class Config:
     pingpong: bool = False  # sm_90a: 2 consumer warpgroups take alternate tiles, ordered by order[0], order[1]
     order_barrier: bool = True  # pingpong: the warpgroups wait order[w] before each mainloop (false: run freely)
     order_parity_flip: int = 0  # pingpong: the order[w] wait of the j-th own tile uses ((j + w - 1) & 1) ^ this
+    ctas: int = 1  # sm_100a: 2 = a CTA pair (tcgen05.mma.cta_group::2), CTA 0 the leader
+    commit_mask: int = 0b11  # pair: the CTAs whose barrier each tcgen05.commit arrives on (bit c = CTA c)
+    peer_copies_to_leader: bool = True  # pair: the peer's copies complete the leader's full[s] (false: its own)
+    epilogue_to_leader: bool = True  # pair: every epilogue warp arrives on the leader's acc_empty (false: its own)
+    acc_empty_arrivals: int | None = None  # init count of acc_empty (None: epilogue_warps)
 
     @property
     def tma(self) -> bool:
@@ -172,6 +187,8 @@ class Config:
             raise ValueError(f"bad pipeline config {self} ({', '.join(bad) or 'arch/loader'})")
         if self.pingpong and (not self.wgmma or self.consumer_groups != 2):
             raise ValueError(f"bad pipeline config {self} (pingpong: sm_90a with 2 consumer warpgroups)")
+        if self.ctas not in (1, 2) or (self.ctas == 2 and (self.wgmma or not self.tma)):
+            raise ValueError(f"bad pipeline config {self} (a CTA pair is sm_100a with TMA)")
 
     def reader_of(self, it: int) -> set[int]:
         """The readers whose MMAs read K-tile it (pingpong: the warpgroup of its CTA tile)."""
@@ -205,14 +222,15 @@ class WaitList:
 
 
 class Sim:
-    def __init__(self, cfg: Config, seed: int):
+    def __init__(self, cfg: Config, seed: int, prefix: str = ""):
         cfg.check()
         self.cfg, self.rng = cfg, random.Random(seed)
-        S = cfg.stages
-        self.full = [MBarrier(f"full[{s}]", cfg.full_arrivals) for s in range(S)]
-        self.empty = [MBarrier(f"empty[{s}]", cfg.empty_arrivals) for s in range(S)]
-        self.acc_full = [MBarrier(f"acc_full[{i}]", 1) for i in range(cfg.acc_stages)]
-        self.acc_empty = [MBarrier(f"acc_empty[{i}]", cfg.epilogue_warps) for i in range(cfg.acc_stages)]
+        S, P = cfg.stages, prefix
+        self.full = [MBarrier(f"{P}full[{s}]", cfg.full_arrivals) for s in range(S)]
+        self.empty = [MBarrier(f"{P}empty[{s}]", cfg.empty_arrivals) for s in range(S)]
+        self.acc_full = [MBarrier(f"{P}acc_full[{i}]", 1) for i in range(cfg.acc_stages)]
+        acc_empty = cfg.acc_empty_arrivals or cfg.epilogue_warps
+        self.acc_empty = [MBarrier(f"{P}acc_empty[{i}]", acc_empty) for i in range(cfg.acc_stages)]
         self.order = [MBarrier(f"order[{w}]", 1) for w in range(2)] if cfg.pingpong else []
         self.fill = [dict() for _ in range(S)]  # stage -> {K-tile: pieces not landed yet}
         self.latest = [None] * S  # the newest K-tile whose fill has started in the stage
@@ -506,6 +524,119 @@ def epilogue_warp(sim: Sim, w: int):
         yield
 
 
+# ---- the CTA pair (ctas = 2): one Sim per CTA sharing the scheduler, problems and counts -----------------
+
+
+def pair_producer(sims: list, c: int, q: WaitList):
+    """CTA c's TMA producer: its own empty[s]; the leader arms full[s] for both CTAs; the copies complete the
+    leader's full[s] (or, as a control, their own CTA's)."""
+    sim = sims[c]
+    cfg = sim.cfg
+    target = sims[0] if cfg.peer_copies_to_leader else sim
+    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+        s = it % cfg.stages
+        yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"CTA {c} TMA producer ({sim.tile(it)})")
+        if c == 0:
+            sim.arrive(sim.full[s], tx=cfg.expect_tx_bytes)
+            yield
+        pieces = [p for b in cfg.delivered() for p in split(sim.rng, b)]
+        begin_fill(sim, s, it, len(pieces))
+        for p in pieces:
+            sim.push(q, (sim, s, it, p, target.full[s]))
+        yield
+
+
+def pair_tma_unit(sim: Sim, q: WaitList):
+    while True:
+        while not q.items:
+            yield q, None
+        i = sim.rng.randrange(len(q.items))
+        q.items[i], q.items[-1] = q.items[-1], q.items[i]
+        owner, s, it, nbytes, bar = q.items.pop()
+        land(owner, s, it)
+        if bar.complete_tx(nbytes):
+            sim.wake(bar)
+        yield
+
+
+def _multicast(sims: list, mask: int, pick) -> list:
+    return [pick(sims[c]) for c in range(len(sims)) if mask >> c & 1]
+
+
+def pair_issuer(sims: list, pipe: WaitList):
+    """The leader's MMA thread: waits the leader's barriers; its MMAs read the stage of both CTAs."""
+    lead = sims[0]
+    cfg = lead.cfg
+    K, S, A = cfg.k_tiles, cfg.stages, cfg.acc_stages
+    for tc in range(cfg.tiles_per_cta):
+        a = tc % A
+        yield from lead.wait(lead.acc_empty[a], ((tc // A) & 1) ^ 1, f"MMA thread (CTA tile {tc}, accumulator {a})")
+        for c, sim in enumerate(sims):
+            if tc >= A and len(sim.epi_read.get(tc - A, ())) < cfg.epilogue_warps:
+                lead.problem(f"early accumulator overwrite: CTA tile {tc}'s MMAs start in accumulator {a} before CTA {c}'s "
+                             f"epilogue read tile {tc - A} out of it")
+        for kt in range(K):
+            it = tc * K + kt
+            s = it % S
+            yield from lead.wait(lead.full[s], consumer_parity(cfg, it), f"MMA thread ({lead.tile(it)})")
+            for c, sim in enumerate(sims):
+                n = len(sim.problems)
+                check_read(sim, 0, s, it)
+                if len(sim.problems) > n:  # name the CTA whose stage was read
+                    sim.problems[-1] = f"CTA {c}: " + sim.problems[-1]
+            lead.push(pipe, ("mma", s, it))
+            lead.push(pipe, ("commit", _multicast(sims, cfg.commit_mask, lambda x: x.empty[s]), it))
+            yield
+        lead.push(pipe, ("commit", _multicast(sims, cfg.commit_mask, lambda x: x.acc_full[a]), None))
+        yield
+
+
+def pair_mma_unit(sims: list, pipe: WaitList):
+    """The tensor core of the pair: an MMA completes in both CTAs; a commit arrives on every barrier of its mask."""
+    lead = sims[0]
+    while True:
+        while not pipe.items:
+            yield pipe, None
+        kind, what, it = pipe.items.pop(0)
+        if kind == "mma":
+            for sim in sims:
+                mma_complete(sim, 0, what, it)
+        else:
+            for bar in what:
+                lead.arrive(bar)
+        lead.wake(pipe)
+        yield
+
+
+def pair_epilogue_warp(sims: list, c: int, w: int):
+    sim = sims[c]
+    cfg = sim.cfg
+    A = cfg.acc_stages
+    target = sims[0] if cfg.epilogue_to_leader else sim
+    for tc in range(cfg.tiles_per_cta):
+        a = tc % A
+        yield from sim.wait(sim.acc_full[a], (tc // A) & 1, f"CTA {c} epilogue warp {w} (CTA tile {tc}, accumulator {a})")
+        check_acc_read(sim, 0, tc, f"CTA {c} epilogue warp {w}")
+        sim.epi_read.setdefault(tc, set()).add(w)
+        yield
+        sim.arrive(target.acc_empty[a])
+        yield
+
+
+def make_pair(cfg: Config, seed: int) -> tuple[Sim, list, list]:
+    """(the leader's Sim, both Sims, the agents): the second Sim shares the first's ready list, problems and counts."""
+    sims = [Sim(cfg, seed, prefix=f"CTA{c} ") for c in range(cfg.ctas)]
+    for other in sims[1:]:
+        other.rng, other.problems, other.counts = sims[0].rng, sims[0].problems, sims[0].counts
+    rng, q, pipe = sims[0].rng, WaitList(), WaitList()
+    spec = [(f"CTA {c} TMA producer", pair_producer(sims, c, q), False) for c in range(cfg.ctas)]
+    spec += [("TMA unit", pair_tma_unit(sims[0], q), True), ("MMA thread", pair_issuer(sims, pipe), False),
+             ("MMA unit", pair_mma_unit(sims, pipe), True)]
+    spec += [(f"CTA {c} epilogue warp {w}", pair_epilogue_warp(sims, c, w), False)
+             for c in range(cfg.ctas) for w in range(cfg.epilogue_warps)]
+    return sims[0], sims, [Agent(name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
+
+
 # ---- the scheduler ---------------------------------------------------------------------------------------
 
 
@@ -560,27 +691,35 @@ def step(sim: Sim, i: int) -> None:
 
 def simulate(cfg: Config | dict, seed: int = 0, max_steps: int = 10_000_000) -> Result:
     cfg = Config(**cfg) if isinstance(cfg, dict) else cfg
-    sim = Sim(cfg, seed)
-    agents = make_agents(sim)
+    if cfg.ctas == 2:
+        sim, sims, agents = make_pair(cfg, seed)
+    else:
+        sim, agents = Sim(cfg, seed), None
+        sims = [sim]
+        agents = make_agents(sim)
     sim.ready = list(agents)
+    for other in sims[1:]:
+        other.ready = sim.ready  # one scheduler: a barrier of either CTA wakes its waiters into the same list
     while sim.ready and sim.counts["steps"] < max_steps:
         step(sim, pick(sim))
         sim.counts["steps"] += 1
     if sim.ready:
         sim.problem(f"step limit {max_steps} reached")
-    report_deadlock(sim, agents)
-    for b in all_barriers(sim):
+    bars = tuple(b for x in sims for b in all_barriers(x))
+    report_deadlock(sim, agents, bars)
+    for b in bars:
         for m in b.misuse:
             sim.problem(m)
-    return Result(ok=not sim.problems, problems=sim.problems, warnings=end_warnings(sim), counts=dict(sim.counts, runs=1))
+    warnings = [w for x in sims for w in end_warnings(x)]
+    return Result(ok=not sim.problems, problems=sim.problems, warnings=warnings, counts=dict(sim.counts, runs=1))
 
 
-def report_deadlock(sim: Sim, agents: list[Agent]) -> None:
+def report_deadlock(sim: Sim, agents: list[Agent], barriers: tuple | None = None) -> None:
     stuck = [a for a in agents if not a.unit and not a.finished]
     if not stuck or sim.ready:
         return
     waits = sorted({a.blocked_on or a.name for a in stuck})
-    bars = [b for b in all_barriers(sim) if any(b.name + " " in w for w in waits)]
+    bars = [b for b in (barriers or all_barriers(sim)) if any(b.name + " " in w for w in waits)]
     more = f" (and {len(waits) - 4} more)" if len(waits) > 4 else ""
     sim.problem(f"deadlock: {'; '.join(waits[:4])}{more}; " + "; ".join(b.state() for b in bars))
 

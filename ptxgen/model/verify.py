@@ -66,6 +66,10 @@ def check_operand(t: TileLayout, op: OperandLayout, rng: np.random.Generator) ->
 
 def check_tile(t: TileLayout, seed: int = 0) -> list[str]:
     """Every operand, every K-step, every slab: [] when the writer and the reader agree."""
+    if t.pair is not None:  # cta_group::2: both CTAs' images through the pair model (verify_pair)
+        from .verify_pair import check_pair
+
+        return check_pair(t.to_json(), seed)
     rng = np.random.default_rng(seed)
     if t.spec.loader is Loader.TMA:
         tj = t.to_json()

@@ -93,8 +93,8 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
     if p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
         errs.append(f"ldd={p.ldd} x {spec.out_dtype.bytes} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
     tiles = -(-p.m // spec.bm) * -(-p.n // spec.bn)
-    if tiles > MAX_DIM:
-        errs.append(f"{tiles} output tiles of {spec.bm} x {spec.bn} are more than a 1D grid holds ({MAX_DIM})")
+    if tiles * spec.cta_group > MAX_DIM:
+        errs.append(f"{tiles} output tiles of {spec.bm} x {spec.bn} ({spec.cta_group} CTA(s) each) are more than a 1D grid holds ({MAX_DIM})")
     return errs
 
 

@@ -92,6 +92,7 @@ def check_sass(
     other = sorted({op for _, op in mmas if op != want})
     if other:
         problems.append(f"unexpected MMA opcode(s) {', '.join(other)}; {spec.arch.value} {spec.dtype.value} should use {want}")
+    problems += _cta_group_problems(spec, instrs)
     types = expected_wgmma_types(spec)
     if types:
         wrong = sorted({m.group(0) for _, text in instrs for m in [_MMA_FULL_RE.search(text)] if m and not m.group(0).endswith(types)})
@@ -160,6 +161,36 @@ def _block_scale_problems(spec: TileSpec, instrs: list[tuple[int, str]]) -> list
             problems.append("kind::mxf4nvf4 with ue4m3 scale factors should be .4X (scale_vec::4X) in SASS")
     elif any(len(_TMEM_OPERAND_RE.findall(t)) >= 3 for t in mma_texts):
         problems.append("a dense kernel has block-scaled MMAs")
+    return problems
+
+
+# cuobjdump (CUDA 13) spells the pair forms with a .2CTA suffix: UTCHMMA.2CTA (tcgen05.mma.cta_group::2),
+# UTCBAR.2CTA.MULTICAST (tcgen05.commit.cta_group::2 ... .multicast::cluster), UTMALDG.2D.2CTA
+# (cp.async.bulk.tensor .cta_group::2); barrier.cluster is UCGABAR_ARV / UCGABAR_WAIT.
+_PAIR_FORMS = (
+    ("2-CTA commits", r"UTCBAR\.2CTA\.MULTICAST"),
+    ("2-CTA TMA loads", r"UTMALDG\S*\.2CTA"),
+    ("cluster barrier arrivals", r"UCGABAR_ARV"),
+    ("cluster barrier waits", r"UCGABAR_WAIT"),
+)
+
+
+def _cta_group_problems(spec: TileSpec, instrs: list[tuple[int, str]]) -> list[str]:
+    """Every tcgen05 MMA has the pair form iff the spec is a CTA pair; a pair also needs its multicast commits,
+    its .2CTA TMA loads and the cluster barrier."""
+    if spec.arch is not Arch.SM100A:
+        return []
+    texts = [text for _, text in instrs if _MMA_RE.search(text)]
+    pair_mmas = sum(1 for t in texts if re.search(r"\bUTC[A-Z]*MMA\.2CTA\b", t))
+    problems = []
+    if spec.pair and pair_mmas != len(texts):
+        problems.append(f"{len(texts) - pair_mmas} tcgen05 MMA(s) without .2CTA: --cta-group 2 must issue tcgen05.mma.cta_group::2")
+    if not spec.pair and pair_mmas:
+        problems.append(f"{pair_mmas} tcgen05 MMA(s) with .2CTA in a cta_group::1 kernel")
+    if spec.pair:
+        for name, pattern in _PAIR_FORMS:
+            if _count(instrs, pattern) == 0:
+                problems.append(f"no {name} ({pattern.replace(chr(92), '')}) in the SASS of a CTA-pair kernel")
     return problems
 
 
