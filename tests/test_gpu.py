@@ -120,6 +120,26 @@ STORE_EPILOGUE = [
     (dict(_S, bm=128, bn=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent"), (1800, 2000, 260)),
 ]
 
+# 2-CTA clusters with TMA multicast (sm_90a): both directions, tile and persistent schedules, odd tile counts
+# along the cluster dimension (one CTA of the last pair has no tile), M = 1, N % 8 != 0, ping-pong, FP8.
+_C = dict(_S, bm=128, bn=256, bk=64, dtype="bf16", out_dtype="bf16", stages=4, schedule="persistent")
+CLUSTER = [
+    (dict(_C, cluster="2x1"), (1000, 1528, 712)),
+    (dict(_C, cluster="2x1"), (1100, 1528, 712)),  # 9 tile rows: the last pair has one tile
+    (dict(_C, cluster="1x2"), (1000, 1100, 712)),  # 5 tile columns
+    (dict(_C, cluster="1x2"), (777, 1501, 333)),
+    (dict(_C, bn=192, raster_group=16, cluster="2x1"), (8192, 8192, 256)),
+    (dict(_C, cluster="2x1", epilogue="direct"), (1, 8, 8)),
+    (dict(_S, bm=128, bn=128, bk=64, b="mnmajor-sw128", stages=4, cluster="2x1"), (1000, 1100, 130)),
+    (dict(_S, bm=128, bn=128, bk=64, b="mnmajor-sw128", stages=4, cluster="1x2"), (1000, 1100, 130)),
+    (dict(_S, bm=256, bn=128, bk=64, stages=3, schedule="persistent", raster_group=3, cluster="2x1"), (2500, 2100, 64)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=6, schedule="persistent", consumers="pingpong", cluster="2x1"), (1900, 2100, 64)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=6, schedule="persistent", consumers="pingpong", cluster="1x2"), (2048, 2048, 192)),
+    (dict(_S, bm=128, bn=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="1x2"), (1800, 2000, 260)),
+    (dict(_S, bm=64, bn=64, bk=64, stages=3, cluster="2x1", a="kmajor-sw64", epilogue="direct"), (77, 45, 333)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=1, cluster="1x2", epilogue="direct"), (1200, 1300, 100)),
+]
+
 
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
@@ -151,6 +171,8 @@ def gpu_jobs(arch: str) -> list[dict]:
         _add(jobs, arch, cfg, shape)
         if i < 3:
             _add(jobs, arch, dict(cfg, loader="cp.async"), shape)
+    for cfg, shape in CLUSTER:
+        _add(jobs, arch, cfg, shape)
     return jobs + tuned_jobs(arch)
 
 

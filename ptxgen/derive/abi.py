@@ -42,15 +42,23 @@ class KernelABI:
     tile_m: int
     tile_n: int
     persistent: bool
+    cluster_tile: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N (the launch cluster is 1D: cluster)
 
     def num_tiles(self, m: int, n: int) -> int:
         """BM x BN tiles of D, partial tiles included."""
         return -(-m // self.tile_m) * -(-n // self.tile_n)
 
     def grid(self, m: int, n: int, sm_count: int) -> tuple[int, int, int]:
-        """A 1D grid: one CTA per tile, or (persistent) one per SM and never more than the tiles."""
-        tiles = self.num_tiles(m, n)
-        return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
+        """A 1D grid: one CTA per tile, or (persistent) one per SM and never more than the tiles. With a
+        2-CTA cluster (``cluster`` = (2, 1, 1), compiled into the kernel as ``__cluster_dims__``): two CTAs per
+        cluster tile (a pair of neighbouring tiles), a multiple of 2, and (persistent) at most SMs / 2 clusters."""
+        size = self.cluster[0] * self.cluster[1] * self.cluster[2]
+        if size == 1:
+            tiles = self.num_tiles(m, n)
+            return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
+        cm, cn = self.cluster_tile
+        items = -(-(-(-m // self.tile_m)) // cm) * -(-(-(-n // self.tile_n)) // cn)
+        return (size * (min(items, max(1, sm_count // size)) if self.persistent else items), 1, 1)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -79,4 +87,5 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
     persistent = spec.schedule is Schedule.PERSISTENT
-    return KernelABI(spec.kernel_name, params, threads, (1, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent)
+    size = spec.cluster.size
+    return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent, spec.cluster.dims)

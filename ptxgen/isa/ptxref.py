@@ -39,6 +39,12 @@ REFS: dict[str, tuple[str, str, str]] = {
     "wgmma": ("9.7.15.5.2", "wgmma.mma_async", "asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async"),
     "wgmma_shapes": ("9.7.15.2", "Matrix shape (wgmma)", "asynchronous-warpgroup-level-matrix-shape"),
     "stmatrix": ("9.7.14.5.16", "stmatrix", "warp-level-matrix-instructions-stmatrix"),
+    # Cluster facts (sections by instruction; anchors of the PTX ISA 9.x HTML):
+    "tma_multicast": ("cp.async.bulk.tensor", ".multicast::cluster: the box lands at the same CTA-relative offset in every CTA of ctaMask, "
+                      "and complete_tx signals the mbarrier at the same offset in each", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
+    "mapa": ("mapa", "map a shared::cta address to the same variable in another CTA of the cluster", "data-movement-and-conversion-instructions-mapa"),
+    "barrier_cluster": ("barrier.cluster", "every non-exited thread of the cluster arrives; wait blocks until all have",
+                        "parallel-synchronization-and-communication-instructions-barrier-cluster"),
     "smem_limit": ("CUDA C++ Programming Guide, compute capabilities", "227 KB of shared memory per block on 9.0 and 10.x", "features-and-technical-specifications"),
 }
 

@@ -159,6 +159,10 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
         ("tcgen05.commit", r"UTCBAR", spec.arch is Arch.SM100A),
         ("stmatrix", r"STSM", spec.epilogue is Epilogue.TMA),
         ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
+        # a 2-CTA cluster: the shared operand's share goes out as a multicast (cuobjdump 13: UTMALDG.2D.MULTICAST),
+        # and barrier.cluster.arrive/wait show as UCGABAR_ARV / UCGABAR_WAIT
+        ("TMA multicast loads", r"UTMALDG\.\w+\.MULTICAST", spec.cluster.size > 1),
+        ("cluster barriers", r"UCGABAR_WAIT", spec.cluster.size > 1),
     ]
     found, problems = {}, []
     for name, pattern, required in wanted:
