@@ -138,6 +138,9 @@ CLUSTER = [
     (dict(_S, bm=128, bn=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="1x2"), (1800, 2000, 260)),
     (dict(_S, bm=64, bn=64, bk=64, stages=3, cluster="2x1", a="kmajor-sw64", epilogue="direct"), (77, 45, 333)),
     (dict(_S, bm=128, bn=128, bk=64, stages=1, cluster="1x2", epilogue="direct"), (1200, 1300, 100)),
+    # the FP8 kernel of the tuning table with B multicast (run 16 measured it faster), at the tuned_jobs shapes
+    (dict(_S, bm=128, bn=256, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="2x1"), (1000, 1528, 712)),
+    (dict(_S, bm=128, bn=256, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="2x1"), (777, 1501, 333)),
 ]
 
 
