@@ -228,3 +228,51 @@ def test_control_the_sass_check_fails_without_multicast():
     compiled = compile_cuda(render_kernel(derive(plain)), plain.kernel_name, "sm_90a")
     report = check_sass(make_spec(**BASE, cluster="2x1"), compiled.cubin)
     assert not report.ok and "MULTICAST" in " ".join(report.problems)
+
+
+# ---- the pipeline simulator with two CTAs (L1) ----------------------------------------------------------------
+def _cluster_config(spec, k_tiles=6, tiles=1):
+    from ptxgen.model.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
+
+    plan = plan_kernel(spec).pipeline
+    return config_of(plan, k_tiles, tma_copy_bytes(spec), tiles, spec.cluster.size, multicast_copy_bytes(spec))
+
+
+@pytest.mark.parametrize("cfg", [c for c, _ in CLUSTER], ids=lambda c: f"{c['bm']}x{c['bn']}_{c['cluster']}_{c.get('consumers', 'coop')}_s{c['stages']}")
+def test_pipesim_runs_both_ctas_of_the_derived_cluster_clean(cfg):
+    from ptxgen.model.check_pipeline import check_spec
+
+    spec = make_spec(arch="sm_90a", **cfg)
+    assert check_spec(spec, seeds=range(3)) == []
+
+
+def test_pipesim_cluster_bytes_add_up():
+    """Each CTA's own copies plus both CTAs' multicast shares are exactly what its full barrier expects."""
+    spec = make_spec(**BASE, cluster="2x1")
+    c = _cluster_config(spec)
+    assert sum(c.copy_bytes) + c.cluster_ctas * sum(c.mc_copy_bytes) == c.expect_tx_bytes
+
+
+@pytest.mark.parametrize("c", ["2x1", "1x2"])
+def test_control_consumers_releasing_only_their_own_cta_fail(c):
+    """The model can fail: a consumer that releases only its own CTA's stage (CUTLASS arrives on every CTA
+    that multicasts into this one). With the cluster's count the ring deadlocks; with a one-CTA count the
+    peer's producer overwrites a stage this CTA's MMAs still read."""
+    from ptxgen.model import pipesim
+
+    spec = make_spec(**BASE, cluster=c)
+    cfg = _cluster_config(spec)
+    own_only = pipesim.explore(dataclasses.replace(cfg, release_peers=False), range(4))
+    assert not own_only.ok and any("deadlock" in p for p in own_only.problems)
+    one_cta_count = pipesim.explore(dataclasses.replace(cfg, release_peers=False, empty_arrivals=cfg.empty_arrivals // 2), range(6))
+    assert any("early overwrite" in p for p in one_cta_count.problems)
+
+
+def test_control_expecting_only_half_the_shared_operand_fails():
+    """The model can fail: a full barrier that expects only this CTA's own share tears reads."""
+    from ptxgen.model import pipesim
+
+    cfg = _cluster_config(make_spec(**BASE, cluster="2x1"))
+    half = dataclasses.replace(cfg, expect_tx_bytes=sum(cfg.copy_bytes) + sum(cfg.mc_copy_bytes))
+    r = pipesim.explore(half, range(6))
+    assert not r.ok and any("torn read" in p or "stale read" in p for p in r.problems)

@@ -79,7 +79,7 @@ class SchedulePlan:
             Derived("cluster_schedule", f"{cm}x{cn}",
                     f"work item i -> cluster tile (pm, pn) by the grouped order on ceil(tiles_m / {cm}) x ceil(tiles_n / {cn}) with "
                     f"group {self.pair_group} cluster row(s); CTA rank r takes tile ({cm} pm + {'r' if cm == 2 else '0'}, {cn} pn + {'r' if cn == 2 else '0'}); "
-                    f"grid = {self.cluster_size} x " + ("min(work items, SMs / 2)" if self.persistent else "work items")
+                    f"grid = {self.cluster_size} x " + ("min(work items, SMs / 2, the clusters cuOccupancyMaxActiveClusters says fit)" if self.persistent else "work items")
                     + "; a CTA past the last tile repeats the last tile's loads and MMAs and stores nothing",
                     f"the two CTAs of a cluster take neighbouring tiles along {along} on every iteration, so they read the same {shared} "
                     "tile; both walk the same work items, so both issue their share of every multicast (a CTA without a tile must "

@@ -43,6 +43,13 @@ parks on the barrier (or queue) it waits for until that object changes:
   with ``tiles_per_cta > 1`` the MMA thread waits ``acc_empty`` (count = epilogue warps, parity
   ``(tile & 1) ^ 1``) before the first MMA of the next tile; the epilogue warps arrive on it.
 
+* a cluster (``cluster_ctas`` = 2, sm_90a TMA): every CTA has its own ring, agents and units, all run by one
+  scheduler. Each CTA's producer issues its own copies (``copy_bytes``) and its share of the shared operand
+  (``mc_copy_bytes``), the latter multicast: every piece lands in the stage of the same index in every CTA
+  of the cluster and completes tx bytes on that CTA's full barrier (PTX ``.multicast::cluster``). Each CTA
+  announces ``expect_tx_bytes`` (its own bytes plus the whole shared operand). Consumers release a stage
+  on the empty barrier of every CTA (``release_peers``; False only in control tests: own CTA only).
+
 A randomized scheduler (seeded) runs one ready agent per step; every agent, including the asynchronous
 units that deliver TMA pieces, cp.async completions and MMA completions, gets a random speed per run so
 that some schedules let a unit lag far behind. Shared-memory contents are tracked per stage (which K-tile
@@ -145,6 +152,9 @@ class Config:
     pingpong: bool = False  # sm_90a: 2 consumer warpgroups take alternate tiles, ordered by order[0], order[1]
     order_barrier: bool = True  # pingpong: the warpgroups wait order[w] before each mainloop (false: run freely)
     order_parity_flip: int = 0  # pingpong: the order[w] wait of the j-th own tile uses ((j + w - 1) & 1) ^ this
+    cluster_ctas: int = 1  # CTAs of a cluster, each with its own ring; > 1: TMA multicast of mc_copy_bytes
+    mc_copy_bytes: tuple[int, ...] = ()  # bytes of each multicast copy a CTA issues per stage (lands in every CTA)
+    release_peers: bool = True  # cluster: consumers arrive on the empty barrier of every CTA (False: own only)
 
     @property
     def tma(self) -> bool:
@@ -163,6 +173,8 @@ class Config:
         return self.release_lag if self.mma_wait_depth is None else self.mma_wait_depth
 
     def delivered(self) -> tuple[int, ...]:
+        if self.cluster_ctas > 1:
+            return self.copy_bytes
         return self.copy_bytes or (self.expect_tx_bytes,)
 
     def check(self) -> None:
@@ -172,6 +184,8 @@ class Config:
             raise ValueError(f"bad pipeline config {self} ({', '.join(bad) or 'arch/loader'})")
         if self.pingpong and (not self.wgmma or self.consumer_groups != 2):
             raise ValueError(f"bad pipeline config {self} (pingpong: sm_90a with 2 consumer warpgroups)")
+        if self.cluster_ctas > 1 and (not self.wgmma or not self.tma or not self.mc_copy_bytes):
+            raise ValueError(f"bad pipeline config {self} (a cluster: sm_90a, TMA, multicast copies)")
 
     def reader_of(self, it: int) -> set[int]:
         """The readers whose MMAs read K-tile it (pingpong: the warpgroup of its CTA tile)."""
@@ -205,12 +219,15 @@ class WaitList:
 
 
 class Sim:
-    def __init__(self, cfg: Config, seed: int):
+    def __init__(self, cfg: Config, seed: int, cta: int | None = None):
         cfg.check()
         self.cfg, self.rng = cfg, random.Random(seed)
+        self.cta = cta  # rank in the cluster (None: no cluster)
+        self.cluster: list["Sim"] = [self]  # every CTA of the cluster, this one included
         S = cfg.stages
-        self.full = [MBarrier(f"full[{s}]", cfg.full_arrivals) for s in range(S)]
-        self.empty = [MBarrier(f"empty[{s}]", cfg.empty_arrivals) for s in range(S)]
+        at = "" if cta is None else f"CTA {cta} "
+        self.full = [MBarrier(f"{at}full[{s}]", cfg.full_arrivals) for s in range(S)]
+        self.empty = [MBarrier(f"{at}empty[{s}]", cfg.empty_arrivals) for s in range(S)]
         self.acc_full = [MBarrier(f"acc_full[{i}]", 1) for i in range(cfg.acc_stages)]
         self.acc_empty = [MBarrier(f"acc_empty[{i}]", cfg.epilogue_warps) for i in range(cfg.acc_stages)]
         self.order = [MBarrier(f"order[{w}]", 1) for w in range(2)] if cfg.pingpong else []
@@ -231,7 +248,8 @@ class Sim:
     # -- naming
     def tile(self, it: int) -> str:
         K = self.cfg.k_tiles
-        return f"K-tile {it}" if self.cfg.tiles_per_cta == 1 else f"K-tile {it % K} of CTA tile {it // K}"
+        at = "" if self.cta is None else f" (CTA {self.cta})"
+        return (f"K-tile {it}" if self.cfg.tiles_per_cta == 1 else f"K-tile {it % K} of CTA tile {it // K}") + at
 
     def problem(self, text: str) -> None:
         if text not in self.problems:
@@ -271,6 +289,9 @@ def begin_fill(sim: Sim, s: int, it: int, pieces: int) -> None:
         sim.fill[s][it] = pieces
         sim.latest[s], sim.holds[s] = it, None
         sim.readers[s][it] = sim.cfg.reader_of(it)
+    elif sim.cfg.cluster_ctas > 1:  # another CTA's multicast (or this CTA's own copies) into a fill already begun
+        sim.fill[s][it] = sim.fill[s].get(it, 0) + pieces
+        sim.holds[s] = None
 
 
 def land(sim: Sim, s: int, it: int) -> None:
@@ -338,9 +359,17 @@ def tma_producer(sim: Sim):
         sim.arrive(sim.full[s], tx=cfg.expect_tx_bytes)
         yield
         pieces = [p for b in cfg.delivered() for p in split(sim.rng, b)]
-        begin_fill(sim, s, it, len(pieces))
+        if pieces:
+            begin_fill(sim, s, it, len(pieces))
         for p in pieces:
             sim.push(sim.tma_q, (s, it, p))
+        if cfg.cluster_ctas > 1:  # this CTA's share of the shared operand, into every CTA's stage s
+            yield
+            for dst in sim.cluster:
+                mc = [p for b in cfg.mc_copy_bytes for p in split(sim.rng, b)]
+                begin_fill(dst, s, it, len(mc))
+                for p in mc:
+                    dst.push(dst.tma_q, (s, it, p))
         yield
 
 
@@ -427,8 +456,14 @@ def wgmma_mainloop(sim: Sim, g: int, lt: int, who: str):
         yield
         yield from wait_group(pipe, cfg.wait_depth, f"{who} ({sim.tile(it)})")
         if kt >= lag:
-            sim.arrive(sim.empty[(it - lag) % S])
+            release(sim, (it - lag) % S)
         yield
+
+
+def release(sim: Sim, s: int) -> None:
+    """A consumer warpgroup is done with stage s: arrive on empty[s] of every CTA of the cluster (or its own)."""
+    for dst in sim.cluster if sim.cfg.release_peers else [sim]:
+        dst.arrive(dst.empty[s])
 
 
 def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
@@ -437,7 +472,7 @@ def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
     K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
     yield from wait_group(sim.pipes[g], 0, f"{who} (end of CTA tile {lt})")
     for kt in range(max(0, K - lag), K):
-        sim.arrive(sim.empty[(lt * K + kt) % S])
+        release(sim, (lt * K + kt) % S)
     check_acc_read(sim, g, lt, f"{who}'s epilogue")
     yield
 
@@ -518,6 +553,7 @@ class Agent:
 
 def make_agents(sim: Sim) -> list[Agent]:
     cfg, rng = sim.cfg, sim.rng
+    at = "" if sim.cta is None else f"CTA {sim.cta} "
     spec = []
     if cfg.tma:
         spec += [("TMA producer", tma_producer(sim), False), ("TMA unit", tma_unit(sim), True)]
@@ -531,7 +567,7 @@ def make_agents(sim: Sim) -> list[Agent]:
         spec.append(("MMA thread", tcgen05_issuer(sim), False))
         spec += [(f"epilogue warp {w}", epilogue_warp(sim, w), False) for w in range(cfg.epilogue_warps)]
     spec += [(f"MMA unit {r}", mma_unit(sim, r), True) for r in range(cfg.readers)]
-    return [Agent(name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
+    return [Agent(at + name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
 
 
 def pick(sim: Sim) -> int:
@@ -560,19 +596,25 @@ def step(sim: Sim, i: int) -> None:
 
 def simulate(cfg: Config | dict, seed: int = 0, max_steps: int = 10_000_000) -> Result:
     cfg = Config(**cfg) if isinstance(cfg, dict) else cfg
-    sim = Sim(cfg, seed)
-    agents = make_agents(sim)
+    sim = Sim(cfg, seed, 0 if cfg.cluster_ctas > 1 else None)
+    ctas = [sim] + [Sim(cfg, seed, r) for r in range(1, cfg.cluster_ctas)]
+    for c in ctas:  # one scheduler, one random stream, one problem list for the whole cluster
+        c.cluster, c.rng, c.problems, c.counts = ctas, sim.rng, sim.problems, sim.counts
+    agents = [a for c in ctas for a in make_agents(c)]
     sim.ready = list(agents)
+    for c in ctas[1:]:
+        c.ready = sim.ready
     while sim.ready and sim.counts["steps"] < max_steps:
         step(sim, pick(sim))
         sim.counts["steps"] += 1
     if sim.ready:
         sim.problem(f"step limit {max_steps} reached")
     report_deadlock(sim, agents)
-    for b in all_barriers(sim):
+    for b in (b for c in ctas for b in all_barriers(c)):
         for m in b.misuse:
             sim.problem(m)
-    return Result(ok=not sim.problems, problems=sim.problems, warnings=end_warnings(sim), counts=dict(sim.counts, runs=1))
+    return Result(ok=not sim.problems, problems=sim.problems, warnings=[w for c in ctas for w in end_warnings(c)],
+                  counts=dict(sim.counts, runs=1))
 
 
 def report_deadlock(sim: Sim, agents: list[Agent]) -> None:
@@ -580,7 +622,7 @@ def report_deadlock(sim: Sim, agents: list[Agent]) -> None:
     if not stuck or sim.ready:
         return
     waits = sorted({a.blocked_on or a.name for a in stuck})
-    bars = [b for b in all_barriers(sim) if any(b.name + " " in w for w in waits)]
+    bars = [b for c in sim.cluster for b in all_barriers(c) if any(b.name + " " in w for w in waits)]
     more = f" (and {len(waits) - 4} more)" if len(waits) > 4 else ""
     sim.problem(f"deadlock: {'; '.join(waits[:4])}{more}; " + "; ".join(b.state() for b in bars))
 
