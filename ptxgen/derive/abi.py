@@ -57,7 +57,8 @@ class KernelABI:
             tiles = self.num_tiles(m, n)
             return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
         cm, cn = self.cluster_tile
-        items = -(-(-(-m // self.tile_m)) // cm) * -(-(-(-n // self.tile_n)) // cn)
+        tiles_m, tiles_n = -(-m // self.tile_m), -(-n // self.tile_n)
+        items = -(-tiles_m // cm) * -(-tiles_n // cn)  # cluster tiles, partial ones included
         return (size * (min(items, max(1, sm_count // size)) if self.persistent else items), 1, 1)
 
     @property
