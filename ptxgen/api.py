@@ -458,7 +458,7 @@ class CompiledKernel:
             if info.producer_stream is not None and not _same_stream(info.producer_stream, handle):
                 _wait_for_producer(info.producer_stream, handle)
         args = self._kernel_args(ai.ptr, bi.ptr, oi.ptr, p)
-        grid, block, _ = launch_geometry(self.plan, p, dev.sm_count)
+        grid, block, _ = launch_geometry(self.plan, p, dev.sm_count, kernel)
         kernel.launch(grid, block, args, handle)
         if allocated and ai.library == "torch":
             _record_torch_stream(out, stream, handle)

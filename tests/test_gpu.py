@@ -120,6 +120,29 @@ STORE_EPILOGUE = [
     (dict(_S, bm=128, bn=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent"), (1800, 2000, 260)),
 ]
 
+# 2-CTA clusters with TMA multicast (sm_90a): both directions, tile and persistent schedules, odd tile counts
+# along the cluster dimension (one CTA of the last pair has no tile), M = 1, N % 8 != 0, ping-pong, FP8.
+_C = dict(_S, bm=128, bn=256, bk=64, dtype="bf16", out_dtype="bf16", stages=4, schedule="persistent")
+CLUSTER = [
+    (dict(_C, cluster="2x1"), (1000, 1528, 712)),
+    (dict(_C, cluster="2x1"), (1100, 1528, 712)),  # 9 tile rows: the last pair has one tile
+    (dict(_C, cluster="1x2"), (1000, 1100, 712)),  # 5 tile columns
+    (dict(_C, cluster="1x2"), (777, 1501, 333)),
+    (dict(_C, bn=192, raster_group=16, cluster="2x1"), (8192, 8192, 256)),
+    (dict(_C, cluster="2x1", epilogue="direct"), (1, 8, 8)),
+    (dict(_S, bm=128, bn=128, bk=64, b="mnmajor-sw128", stages=4, cluster="2x1"), (1000, 1100, 130)),
+    (dict(_S, bm=128, bn=128, bk=64, b="mnmajor-sw128", stages=4, cluster="1x2"), (1000, 1100, 130)),
+    (dict(_S, bm=256, bn=128, bk=64, stages=3, schedule="persistent", raster_group=3, cluster="2x1"), (2500, 2100, 64)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=6, schedule="persistent", consumers="pingpong", cluster="2x1"), (1900, 2100, 64)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=6, schedule="persistent", consumers="pingpong", cluster="1x2"), (2048, 2048, 192)),
+    (dict(_S, bm=128, bn=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="1x2"), (1800, 2000, 260)),
+    (dict(_S, bm=64, bn=64, bk=64, stages=3, cluster="2x1", a="kmajor-sw64", epilogue="direct"), (77, 45, 333)),
+    (dict(_S, bm=128, bn=128, bk=64, stages=1, cluster="1x2", epilogue="direct"), (1200, 1300, 100)),
+    # the FP8 kernel of the tuning table with B multicast (run 16 measured it faster), at the tuned_jobs shapes
+    (dict(_S, bm=128, bn=256, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="2x1"), (1000, 1528, 712)),
+    (dict(_S, bm=128, bn=256, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="2x1"), (777, 1501, 333)),
+]
+
 
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
@@ -151,6 +174,8 @@ def gpu_jobs(arch: str) -> list[dict]:
         _add(jobs, arch, cfg, shape)
         if i < 3:
             _add(jobs, arch, dict(cfg, loader="cp.async"), shape)
+    for cfg, shape in CLUSTER:
+        _add(jobs, arch, cfg, shape)
     return jobs + tuned_jobs(arch)
 
 
@@ -238,6 +263,9 @@ SANITIZER_SPECS = [
      "--out-dtype", "bf16", "--schedule", "persistent", "--epilogue", "tma", "--m", "2304", "--n", "4201", "--k", "200"],
     ["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "5",
      "--out-dtype", "bf16", "--schedule", "persistent", "--consumers", "pingpong", "--epilogue", "tma", "--m", "2100", "--n", "2300", "--k", "300"],
+    # a 2-CTA cluster with B multicast: remote empty-barrier arrivals, an odd tile-row count (an inactive CTA)
+    ["--bm", "128", "--bn", "256", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16", "--stages", "4",
+     "--out-dtype", "bf16", "--schedule", "persistent", "--cluster", "2x1", "--epilogue", "tma", "--m", "1100", "--n", "2300", "--k", "300"],
 ]
 
 
@@ -250,7 +278,8 @@ def _sanitizer():
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 @pytest.mark.parametrize("flags", SANITIZER_SPECS, ids=["odd-shape", "128x256-4stage", "cp.async-3stage", "bf16-1stage",
-                                                   "persistent-flagship", "pingpong-flagship", "store-flagship", "store-pingpong"])
+                                                   "persistent-flagship", "pingpong-flagship", "store-flagship", "store-pingpong",
+                                                   "cluster-2x1"])
 def test_compute_sanitizer_clean(gpu, tool, flags, artifact_dir):
     san = _sanitizer()
     if san is None:

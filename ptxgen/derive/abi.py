@@ -43,6 +43,7 @@ class KernelABI:
     tile_n: int
     persistent: bool
     ctas_per_tile: int = 1  # 2 for a CTA pair (cta_group::2): the cluster of 2 computes one tile
+    cluster_tile: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N (the launch cluster is 1D: cluster)
 
 
     def num_tiles(self, m: int, n: int) -> int:
@@ -50,10 +51,18 @@ class KernelABI:
         return -(-m // self.tile_m) * -(-n // self.tile_n)
 
     def grid(self, m: int, n: int, sm_count: int) -> tuple[int, int, int]:
-        """A 1D grid: one CTA (or CTA pair) per tile, or (persistent) one per SM and never more than the tiles.
-        A pair's grid is a whole number of clusters: 2 x tiles, or 2 x min(tiles, SMs / 2)."""
-        tiles, c = self.num_tiles(m, n), self.ctas_per_tile
-        return (c * (min(tiles, max(1, sm_count // c)) if self.persistent else tiles), 1, 1)
+        """A 1D grid: one CTA (or CTA pair) per tile, or (persistent) one per SM and never more than the tiles. With a
+        cluster of 2 (``cluster`` = (2, 1, 1), compiled into the kernel as ``__cluster_dims__``): two CTAs per cluster tile
+        (a wgmma cluster: a pair of neighbouring tiles; a tcgen05 CTA pair: one tile), a multiple of 2, and (persistent) at
+        most SMs / 2 clusters."""
+        size = self.cluster[0] * self.cluster[1] * self.cluster[2]
+        if size == 1:
+            tiles = self.num_tiles(m, n)
+            return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
+        cm, cn = self.cluster_tile
+        tiles_m, tiles_n = -(-m // self.tile_m), -(-n // self.tile_n)
+        items = -(-tiles_m // cm) * -(-tiles_n // cn)  # cluster tiles (pair tiles), partial ones included
+        return (size * (min(items, max(1, sm_count // size)) if self.persistent else items), 1, 1)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -93,5 +102,6 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
     persistent = spec.schedule is Schedule.PERSISTENT
-    c = spec.cta_group
-    return KernelABI(spec.kernel_name, params, threads, (c, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent, c)
+    size = spec.cta_group if spec.pair else spec.cluster.size
+    return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
+                     spec.cta_group, spec.cluster.dims)

@@ -100,6 +100,11 @@ def explain_text(t: TileLayout) -> str:
         out += ["", "Epilogue: registers -> stmatrix -> swizzled staging -> TMA store (D's tensor map from the staging layout):"]
         for d in plan.store.derivation:
             out += _field_lines(d)
+    if s.cluster.size > 1:
+        out += ["", f"Cluster {s.cluster.value} (__cluster_dims__({plan.abi.cluster[0]}, 1, 1), TMA multicast of "
+                    f"{s.cluster.shared_operand.upper()}; the multicast copies are under {s.cluster.shared_operand.upper()}'s tensor map):"]
+        for d in plan.schedule.derivation()[2:]:
+            out += _field_lines(d)
     out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")

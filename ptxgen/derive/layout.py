@@ -554,7 +554,33 @@ class TileLayout:
             out["epilogue"] = store.to_json()
         if self.pair is not None:
             out["cta_pair"] = self.pair.to_json()
+        out |= self._cluster_json()
         return out
+
+    def _cluster_json(self) -> dict:
+        """The ``"cluster"`` object of ``explain --json`` (only with a cluster, so older layouts keep their keys)."""
+        c = self.spec.cluster
+        if c.size == 1:
+            return {}
+        from .pipeline import plan_pipeline  # pipeline.py builds on spec only; imported here like epilogue
+        from .schedule import plan_schedule
+
+        op = self.operand(c.shared_operand)
+        mc = op.tma.multicast
+        pipe = plan_pipeline(self.spec, self.a.tma.expect_tx_bytes + self.b.tma.expect_tx_bytes)
+        sch = plan_schedule(self.spec)
+        return {"cluster": {
+            "shape": c.value,
+            "ctas": c.size,
+            "shared_operand": c.shared_operand,
+            "cta_mask": mc.cta_mask,
+            "copies_per_cta": [x.to_json() for x in mc.copies],
+            "rank_shift": {"smem_offset_bytes": mc.smem_delta_bytes, "inner": mc.inner_delta, "outer": mc.outer_delta},
+            "multicast_bytes_per_cta": mc.bytes_per_cta,
+            "expect_tx_bytes": pipe.expect_tx_bytes,
+            "empty_arrivals": pipe.empty_arrivals,
+            "raster_group_cluster_rows": sch.pair_group,
+        }}
 
 
 def derive(spec: TileSpec) -> TileLayout:

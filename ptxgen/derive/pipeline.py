@@ -133,6 +133,10 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
+        # A cluster: every consumer warpgroup of the cluster that reads a stage multicast into it releases it in
+        # each CTA: (cluster M + cluster N - 1) x the warpgroups (CUTLASS PipelineTmaAsync multicast_consumer_arrival_count).
+        cm, cn = spec.cluster.dims
+        empty_arrivals *= cm + cn - 1
         release_lag = 1 if S >= 2 else 0
     else:
         empty_arrivals, release_lag = 1, 0
@@ -145,8 +149,14 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),
         Derived("empty_arrivals", empty_arrivals,
-                f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.arch is Arch.SM90A else "1 (tcgen05.commit from the MMA thread)",
-                "a stage may be refilled only once every reader has finished with it", PIPELINE_REF),
+                (f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.cluster.size == 1 else
+                 f"{empty_arrivals // spec.cluster.size} consumer warpgroup(s) x {spec.cluster.size} CTAs: each warpgroup arrives on the empty "
+                 "barrier at this offset in both CTAs of the cluster (mapa + mbarrier.arrive.shared::cluster)")
+                if spec.arch is Arch.SM90A else "1 (tcgen05.commit from the MMA thread)",
+                "a stage may be refilled only once every reader has finished with it" + (
+                    "; with multicast, the peer CTA's producer writes into this CTA's stage too, so the stage is free only when "
+                    "the consumers of both CTAs have released it (CUTLASS PipelineTmaAsync: (cluster M + cluster N - 1) x "
+                    "consumer warpgroups; include/cutlass/pipeline/sm90_pipeline.hpp)" if spec.cluster.size > 1 else ""), PIPELINE_REF),
         Derived("parity", "full: (it / S) & 1; empty: ((it / S) & 1) ^ 1",
                 f"S = {S} stages; round r = it / S waits for phase r of full[s] and phase r - 1 of empty[s]",
                 "try_wait.parity(p) returns once the phase with parity p has completed; a fresh barrier's previous "

@@ -33,6 +33,7 @@ from ..isa.types import (
     Arch,
     AtomOrder,
     DType,
+    Cluster,
     Consumers,
     Epilogue,
     Loader,
@@ -119,6 +120,7 @@ class TileSpec:
     # tcgen05: 1 (one CTA issues the MMA on its own tile) or 2 (a CTA pair: BM is the pair's MMA M, each CTA holds
     # BM/2 rows of A and BN/2 rows of B; ptxgen.derive.ctapair says who holds and signals what).
     cta_group: int = 1
+    cluster: Cluster = Cluster.C1X1  # 2x1: two CTAs along M multicast B; 1x2: two CTAs along N multicast A
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -325,6 +327,7 @@ class TileSpec:
         group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
         group += "_tmastore" if self.epilogue is Epilogue.TMA else ""
         group += "_cta2" if self.pair else ""
+        group += "" if self.cluster is Cluster.C1X1 else f"_c{self.cluster.value}"
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -480,6 +483,17 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
         json_omit_when_default=True,
     ),
+    SpecField(
+        "cluster",
+        "--cluster",
+        "thread-block cluster (CTAs along M x along N): 1x1 none; 2x1 two CTAs on neighbouring tile rows share B, "
+        "each loads half of B's stage and multicasts it to both; 1x2 likewise share A (sm_90a, TMA) (default 1x1)",
+        default="1x1",
+        enum=Cluster,
+        choices=("1x1", "2x1", "1x2"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
@@ -528,6 +542,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         epilogue=v["epilogue"],
         scale=v["scale"],
         cta_group=v["cta_group"],
+        cluster=v["cluster"],
     )
 
 
@@ -644,6 +659,7 @@ def validate(t: TileSpec) -> None:
             )
 
     _validate_epilogue(t)
+    _validate_cluster(t)
     plan = t.smem_plan()
     if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
         per_stage = t.stage_bytes("a") + t.stage_bytes("b")
@@ -665,6 +681,30 @@ def validate(t: TileSpec) -> None:
             "the 512 TMEM columns", f"at most {fit} stages for this tile" if fit else "a smaller BN or BK", cite("tmem_alloc"))
     if t.arch is Arch.SM100A and t.tmem_columns > 512:
         raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
+
+
+def _validate_cluster(t: TileSpec) -> None:
+    if t.cluster is Cluster.C1X1:
+        return
+    c = t.cluster.value
+    if t.arch is not Arch.SM90A or t.loader is not Loader.TMA:
+        raise SpecError("--cluster", c, "clusters with TMA multicast are generated for wgmma kernels with the TMA loader only "
+                        "(the multicast is a cp.async.bulk.tensor form)", "--arch sm_90a --loader tma, or --cluster 1x1", cite("tma_multicast"))
+    # The shared operand's stage is split between the two CTAs: each loads an equal share of its TMA boxes.
+    shared = t.cluster.shared_operand
+    if _multicast_halves(t, shared) is None:
+        raise SpecError("--cluster", c, f"each CTA of the pair loads half of {shared.upper()}'s stage, so the stage must split into "
+                        "two equal runs of swizzle atoms", f"a {'BN' if shared == 'b' else 'BM'} or BK with an even number of atoms along "
+                        "one dimension, or --cluster 1x1", cite("tma_multicast"))
+
+
+def _multicast_halves(t: TileSpec, name: str):
+    """The shared operand's copies split in two (see ptxgen.derive.tma.split_copies), or None when it does not split."""
+    from .layout import derive_operand  # layout imports spec: imported here
+    from .tma import split_copies
+
+    dt = t.operand_dtype(name)
+    return split_copies(derive_operand(t, name).store, dt.per_cell, dt.bytes, t.cluster.size)
 
 
 def _validate_epilogue(t: TileSpec) -> None:

@@ -108,6 +108,7 @@ class TmaPlan:
     grid: CopyGrid  # the same copies as a loop nest
     expect_tx_bytes: int  # bytes this operand's copies deliver per stage (full boxes, zero-fill included)
     derivation: tuple[Derived, ...]
+    multicast: "MulticastPlan | None" = None  # the operand a 2-CTA cluster shares: each CTA loads one share
 
     @property
     def box_bytes(self) -> int:
@@ -122,13 +123,16 @@ class TmaPlan:
         }
 
 
-def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
-    """(box, copies, grid) that write ``layout`` densely: runs of atoms adjacent along the outer dimension."""
+def copies_of(layout: "SmemLayout", elems_per_cell: int, split: int = 1) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
+    """(box, copies, grid) that write ``layout`` densely: runs of atoms adjacent along the outer dimension.
+
+    ``split`` > 1 (a multicast operand): the number of copies must be a multiple of ``split``, so runs are
+    shortened until it is (the caller checks that it is; see :func:`split_copies`)."""
     R, W = layout.atom_rows, layout.atom_cols
     n_row_atoms, n_col_atoms = layout.rows // R, layout.cols // W
     run = n_row_atoms if layout.row_atom_stride_bytes == layout.atom_bytes else 1
     run = min(run, MAX_BOX_ELEMENTS // R)
-    while n_row_atoms % run:
+    while n_row_atoms % run or (n_col_atoms % split and (n_row_atoms // run) % split and run > 1):
         run -= 1
     box = (W * elems_per_cell, run * R)
     copies = []
@@ -146,6 +150,37 @@ def copies_of(layout: "SmemLayout", elems_per_cell: int) -> tuple[tuple[int, int
     return box, tuple(sorted(copies, key=lambda c: c.smem_offset_bytes)), grid
 
 
+@dataclass(frozen=True)
+class MulticastPlan:
+    """The shared operand of a 2-CTA cluster: CTA r issues ``copies`` shifted by r x the deltas, each with
+    ``.multicast::cluster`` and ctaMask ``cta_mask``, so both CTAs receive every box at the same offsets."""
+
+    ctas: int
+    cta_mask: int  # bit r: CTA rank r of the cluster receives the box
+    copies: tuple[TmaCopy, ...]  # rank 0's share
+    smem_delta_bytes: int  # rank r's copy i: copies[i] shifted by r x these
+    inner_delta: int
+    outer_delta: int
+    bytes_per_cta: int  # what one CTA's copies move (it receives ctas x this)
+
+
+def split_copies(layout: "SmemLayout", elems_per_cell: int, element_bytes: int, ctas: int = 2) -> MulticastPlan | None:
+    """Split the stage's copies into ``ctas`` equal shares that differ by one constant shift (smem offset,
+    box origin), or None when the stage has no such split."""
+    box, copies, _ = copies_of(layout, elems_per_cell, ctas)
+    if len(copies) % ctas:
+        return None
+    h = len(copies) // ctas
+    shares = [copies[r * h:(r + 1) * h] for r in range(ctas)]
+    first, second = shares[0], shares[1]
+    d = (second[0].smem_offset_bytes - first[0].smem_offset_bytes, second[0].inner - first[0].inner, second[0].outer - first[0].outer)
+    for r, share in enumerate(shares):
+        for c0, c in zip(first, share):
+            if (c.smem_offset_bytes - c0.smem_offset_bytes, c.inner - c0.inner, c.outer - c0.outer) != (r * d[0], r * d[1], r * d[2]):
+                return None
+    return MulticastPlan(ctas, (1 << ctas) - 1, first, d[0], d[1], d[2], h * box[0] * box[1] * element_bytes)
+
+
 def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
     layout = op.store
     dt = spec.dtype
@@ -153,7 +188,8 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
     packed = dt.container_bits < 8
     ebytes = 1 if packed else dt.bytes
     T = 16 // ebytes
-    box, copies, grid = copies_of(layout, T)
+    split = spec.cluster.size if spec.cluster.shared_operand == op.name else 1
+    box, copies, grid = copies_of(layout, T, split)
     assert grid.expand() == copies
     swz = TMA_SWIZZLE_OF[op.swizzle]
     k_major = op.major is Major.K
@@ -199,6 +235,20 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
         Derived("expect_tx_bytes", expect, f"{len(copies)} x {box[0]} x {box[1]} x {ebytes} B = {expect}",
                 "the full-barrier transaction count per stage for this operand: TMA counts whole boxes, zero-filled parts too", PTX_TMA_REF),
     )
+    mc = None
+    if split > 1:
+        mc = split_copies(layout, T, dt.bytes, split)
+        assert mc is not None and mc.bytes_per_cta * split == expect, "validate() admits only splittable stages"
+        D += (
+            Derived("multicast", f"{len(mc.copies)} of {len(copies)} copies per CTA, ctaMask 0b{mc.cta_mask:b}",
+                    f"CTA rank r of the {split}-CTA cluster issues copies r x {len(mc.copies)} .. (r + 1) x {len(mc.copies)} - 1: copy i "
+                    f"shifted by r x (+{mc.smem_delta_bytes} B, inner +{mc.inner_delta}, outer +{mc.outer_delta}), "
+                    f"{mc.bytes_per_cta} B each, with .multicast::cluster",
+                    f"both CTAs multiply the same {op.name.upper()} tile: each fetches half of it from L2 once and the copy engine writes "
+                    "it at the same shared-memory offset in both CTAs and completes the transaction bytes on the full barrier at the "
+                    f"same offset in each, so each CTA's full barrier still expects the whole {expect} B of {op.name.upper()}",
+                    cite("tma_multicast") + "; CUTLASS SM90_TMA_LOAD_MULTICAST (include/cute/arch/copy_sm90_tma.hpp)"),
+        )
     return TmaPlan(
         operand=op.name,
         layout=layout,
@@ -217,4 +267,5 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
         grid=grid,
         expect_tx_bytes=expect,
         derivation=D,
+        multicast=mc,
     )

@@ -172,6 +172,23 @@ def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile", 
     ) + extra
 
 
+def cluster_tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") -> tuple[str, ...]:
+    """C statements defining m0, n0 and tile_active for this CTA of a 2-CTA cluster at work item ``tile``:
+    SchedulePlan.cta_tile (the grouped order on the grid of cluster tiles, then the CTA's rank inside it)."""
+    g, (cm, cn) = schedule.pair_group, schedule.cluster
+    return (
+        f"const int group_tiles = {g} * clusters_n;  // {g} cluster row(s) of {cm} x {cn} tiles per group, visited column by column",
+        f"const int first_m = {tile} / group_tiles * {g};",
+        f"const int group_rows = min(clusters_m - first_m, {g});",
+        f"const int within = {tile} % group_tiles;",
+        f"const int tile_m = (first_m + within % group_rows) * {cm} + cta_rank_m;",
+        f"const int tile_n = within / group_rows * {cn} + cta_rank_n;",
+        "const bool tile_active = tile_m < tiles_m && tile_n < tiles_n;  // else: repeat the last tile's loads and MMAs, store nothing",
+        f"const int m0 = min(tile_m, tiles_m - 1) * {bm};",
+        f"const int n0 = min(tile_n, tiles_n - 1) * {bn};",
+    )
+
+
 def parity_c_expr(p: Parity, it: str = "it") -> str:
     """The wait parity of K-tile ``it``: ((it / S) & 1) ^ flip."""
     e = f"static_cast<unsigned>(({it} / {p.stages}) & 1)"
@@ -186,6 +203,13 @@ class CopyView:
     smem_offset_bytes: int
     x: str  # coordinate along the map's dimension 0 (contiguous)
     y: str  # along dimension 1
+
+
+@dataclass(frozen=True)
+class MulticastCopyView:
+    smem_offset: str  # C expression in cta_rank
+    x: str
+    y: str
 
 
 @dataclass(frozen=True)
@@ -207,6 +231,9 @@ class OperandView:
     NAME: str
     global_layout: str
     summary: str
+    # TMA multicast (the operand a 2-CTA cluster shares): this CTA's share, the rank's shift already in x / y / smem
+    mc_copies: tuple["MulticastCopyView", ...] = ()
+    mc_mask: int = 0
     # TMA: the copies unrolled, or (when there are many) one loop nest over copy_loop
     tma_doc: str = ""
     copies: tuple[CopyView, ...] = ()
@@ -257,6 +284,17 @@ def _operand_view(op: OperandLayout, producer_threads: int, pair: bool = False) 
         tma = op.tma
         doc = (f"{len(tma.copies)} box(es) of {tma.box[0]} x {tma.box[1]} elements, swizzle {tma.swizzle.json_name}; "
                f"{tma.expect_tx_bytes} B a stage")
+        if tma.multicast is not None:
+            mc = tma.multicast
+            r = "static_cast<int>(cta_rank)"
+            views = tuple(
+                MulticastCopyView(f"{c.smem_offset_bytes}u + cta_rank * {mc.smem_delta_bytes}u", f"{inner0} + {c.inner} + {r} * {mc.inner_delta}",
+                                  f"{outer0} + {c.outer} + {r} * {mc.outer_delta}")
+                for c in mc.copies
+            )
+            doc += (f"; shared by the cluster: this CTA loads {len(mc.copies)} of them ({mc.bytes_per_cta} B) and multicasts them "
+                    f"to the {mc.ctas} CTAs of ctaMask {mc.cta_mask}, which receive the rest from the peer")
+            return OperandView(**common, tma_doc=doc, mc_copies=views, mc_mask=mc.cta_mask)
         if len(tma.copies) > UNROLL_COPIES:
             g = tma.grid
             if g.expand() != tma.copies:
@@ -530,6 +568,8 @@ class KernelView:
     tile_step: str = "static_cast<int>(gridDim.x)"
     tma_bar: str = "full"  # the barrier the TMA copies complete
     mma_issuer: str = "lane == 0"
+    cluster: "ClusterView | None" = None
+    release_fn: str = "mbar_arrive"  # how a consumer releases a stage: its own CTA's empty barrier, or every CTA's
 
 
 @dataclass(frozen=True)
@@ -542,6 +582,16 @@ class PairView:
     commit_mask_doc: str
     a_rows: int
     b_rows: int
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    size: int
+    cm: int
+    cn: int
+    rank_m_expr: str  # C: this CTA's tile offset inside the cluster tile, along M / N
+    rank_n_expr: str
+    doc: str
 
 
 def _k_steps(t: TileLayout) -> tuple[KStepView, ...]:
@@ -765,7 +815,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
-        tile_coords=tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair),
+        tile_coords=(tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
+                     else cluster_tile_coords_c(plan.schedule, s.bm, s.bn)),
         slabs=_slabs(plan),
         level_line=(
             "L1/L2 only: the scale-factor plan checked by an independent model, compiled and SASS-checked; block-scaled "
@@ -776,13 +827,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
         ),
-        grid_doc=(
-            (f"min(tiles, SMs)" if plan.schedule.persistent else "tiles")
-            if pair is None
-            else ("2 x min(tiles, SMs / 2)" if plan.schedule.persistent else "2 x tiles")
-        )
-        + f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})"
-        + ("; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile" if pair is not None else ""),
+        grid_doc=_grid_doc(plan),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
         base_mask=t.smem.base_alignment - 1,
         mbar_bytes=MBARRIER_BYTES,
@@ -794,6 +839,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         epi=epi,
         store=store_view(plan.store, epi.chunk),
         scales=_scale_view(plan),
+        cluster=_cluster_view(plan),
+        release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         **({} if pair is None else dict(
             cta_group=2,
             pair=pv,
@@ -803,6 +850,29 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             mma_issuer="lane == 0 && leader",
         )),
     )
+
+
+def _grid_doc(plan: KernelPlan) -> str:
+    s, sch = plan.spec, plan.schedule
+    tiles = f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})"
+    if s.pair:
+        return ("2 x min(tiles, SMs / 2)" if sch.persistent else "2 x tiles") + tiles + "; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile"
+    if sch.cluster_size == 1:
+        return (f"min(tiles, SMs)" if sch.persistent else "tiles") + tiles
+    cm, cn = sch.cluster
+    items = f"ceil(ceil(M / {s.bm}) / {cm}) x ceil(ceil(N / {s.bn}) / {cn}) cluster tiles"
+    return f"{sch.cluster_size} x " + (f"min(cluster tiles, SMs / {sch.cluster_size})" if sch.persistent else "cluster tiles") + f" with {items}"
+
+
+def _cluster_view(plan: KernelPlan) -> ClusterView | None:
+    sch = plan.schedule
+    if sch.cluster_size == 1:
+        return None
+    cm, cn = sch.cluster
+    rank = "static_cast<int>(cta_rank)"
+    shared = plan.spec.cluster.shared_operand.upper()
+    return ClusterView(sch.cluster_size, cm, cn, rank if cm > 1 else "0", rank if cn > 1 else "0",
+                       f"{cm}x{cn} cluster: two CTAs on neighbouring tiles along {'M' if cm > 1 else 'N'} share {shared} (TMA multicast)")
 
 
 TEMPLATES = {Arch.SM90A: "gemm_sm90.cu.j2", Arch.SM100A: "gemm_sm100.cu.j2"}

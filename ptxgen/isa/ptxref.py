@@ -46,6 +46,8 @@ REFS: dict[str, tuple[str, str, str]] = {
     "tma_cta_group": ("9.7.9.27.1.2", "cp.async.bulk.tensor (.cta_group)", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
     "mapa": ("9.7.9.23", "mapa", "data-movement-and-conversion-instructions-mapa"),
     "barrier_cluster": ("9.7.13.3", "barrier.cluster", "parallel-synchronization-and-communication-instructions-barrier-cluster"),
+    "tma_multicast": ("cp.async.bulk.tensor", ".multicast::cluster: the box lands at the same CTA-relative offset in every CTA of ctaMask, "
+                      "and complete_tx signals the mbarrier at the same offset in each", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
     "smem_limit": ("CUDA C++ Programming Guide, compute capabilities", "227 KB of shared memory per block on 9.0 and 10.x", "features-and-technical-specifications"),
 }
 

@@ -77,6 +77,29 @@ class Consumers(Enum):
     PINGPONG = "pingpong"  # two consumer warpgroups take alternate tiles: one's epilogue overlaps the other's MMAs
 
 
+class Cluster(Enum):
+    """Thread-block cluster shape (CTAs along M x CTAs along N); a 2-CTA cluster multicasts the operand it shares."""
+
+    C1X1 = "1x1"  # no cluster
+    C2X1 = "2x1"  # two CTAs along M share one B tile: each loads half of it and multicasts it to both
+    C1X2 = "1x2"  # two CTAs along N share one A tile
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        """(CTAs along M, CTAs along N)."""
+        m, n = self.value.split("x")
+        return int(m), int(n)
+
+    @property
+    def size(self) -> int:
+        return self.dims[0] * self.dims[1]
+
+    @property
+    def shared_operand(self) -> str | None:
+        """The operand both CTAs of the cluster read ("b" for 2x1, "a" for 1x2), None without a cluster."""
+        return {"1x1": None, "2x1": "b", "1x2": "a"}[self.value]
+
+
 class Epilogue(Enum):
     """How the accumulator tile reaches global memory."""
 

@@ -31,7 +31,8 @@ def default_tiles(plan: PipelinePlan) -> tuple[int, ...]:
     return (1, 2, 3, 5) if plan.pingpong else (1, 3)
 
 
-def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), tiles_per_cta: int = 1) -> pipesim.Config:
+def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), tiles_per_cta: int = 1,
+              cluster_ctas: int = 1, mc_copy_bytes: Sequence[int] = ()) -> pipesim.Config:
     """The plan's numbers, as the simulator's plain config."""
     wgmma = plan.arch is Arch.SM90A
     tma = plan.loader is Loader.TMA
@@ -56,6 +57,8 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         pingpong=plan.pingpong,
         acc_stages=max(1, plan.acc_stages),
         ctas=plan.ctas,
+        cluster_ctas=cluster_ctas,
+        mc_copy_bytes=tuple(mc_copy_bytes),
     )
 
 
@@ -65,17 +68,20 @@ def _explore(cfg: pipesim.Config, seeds: tuple[int, ...]) -> pipesim.Result:
 
 
 def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, seeds: Iterable[int] = DEFAULT_SEEDS,
-               copy_bytes: Sequence[int] = (), tiles_per_cta: Iterable[int] | None = None) -> list[str]:
+               copy_bytes: Sequence[int] = (), tiles_per_cta: Iterable[int] | None = None, cluster_ctas: int = 1,
+               mc_copy_bytes: Sequence[int] = ()) -> list[str]:
     """Problems (and ``warning:`` lines) the simulator finds, each prefixed with its K-tile count; [] is clean.
 
     ``copy_bytes``: the bytes each TMA copy of one stage delivers (default: one copy of expect_tx_bytes).
     ``tiles_per_cta``: CTA tile counts to run (default :func:`default_tiles`).
+    ``cluster_ctas`` > 1: a cluster of that many CTAs, each issuing ``copy_bytes`` to itself and
+    ``mc_copy_bytes`` multicast to all (the simulator runs every CTA's ring).
     """
     ks = default_k_tiles(plan.stages) if k_tiles_list is None else tuple(k for k in k_tiles_list if k >= 1)
     out = []
     for tiles in default_tiles(plan) if tiles_per_cta is None else tiles_per_cta:  # every kernel loops over tiles (persistent CTAs take several)
         for k in ks:
-            r = _explore(config_of(plan, k, copy_bytes, tiles), tuple(seeds))
+            r = _explore(config_of(plan, k, copy_bytes, tiles, cluster_ctas, mc_copy_bytes), tuple(seeds))
             where = f"k_tiles={k}" + (f", tiles={tiles}" if tiles > 1 else "")
             out += [f"{where}: {p}" for p in r.problems]
             out += [f"{where}: warning: {w}" for w in r.warnings]
@@ -83,13 +89,23 @@ def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, se
 
 
 def tma_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
-    """What the TMA copies of one stage deliver, copy by copy (A's boxes, then B's); for a CTA pair, one CTA's."""
+    """What the TMA copies of one stage deliver, copy by copy (A's boxes, then B's); for a CTA pair, one CTA's;
+    with a wgmma cluster, only the copies a CTA issues to itself (the operand it does not share)."""
     t = plan_kernel(spec).layout
-    return tuple(op.tma.box_bytes for op in (t.a, t.b) for _ in op.tma.copies)
+    return tuple(op.tma.box_bytes for op in (t.a, t.b) if op.tma.multicast is None for _ in op.tma.copies)
+
+
+def multicast_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
+    """A cluster: what each of a CTA's multicast copies of one stage delivers to every CTA."""
+    t = plan_kernel(spec).layout
+    return tuple(op.tma.box_bytes for op in (t.a, t.b) if op.tma.multicast is not None for _ in op.tma.multicast.copies)
 
 
 def check_spec(spec: TileSpec, **kw) -> list[str]:
-    """check_plan on the kernel's plan, with the bytes its TMA copies really deliver."""
+    """check_plan on the kernel's plan, with the bytes its TMA copies really deliver (and, with a cluster,
+    every CTA of the cluster and the multicast copies)."""
     plan = plan_kernel(spec).pipeline
     copies = tma_copy_bytes(spec) if spec.loader is Loader.TMA else ()
+    if spec.cluster.size > 1:
+        kw = dict(kw, cluster_ctas=spec.cluster.size, mc_copy_bytes=multicast_copy_bytes(spec))
     return check_plan(plan, copy_bytes=copies, **kw)

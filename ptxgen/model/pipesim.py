@@ -53,6 +53,13 @@ parks on the barrier (or queue) it waits for until that object changes:
   CTA's ``epilogue_warps`` warps wait their own ``acc_full[a]`` and arrive on the LEADER's ``acc_empty[a]``
   (count ``acc_empty_arrivals``), or on their own when ``epilogue_to_leader`` is false.
 
+* a cluster (``cluster_ctas`` = 2, sm_90a TMA): every CTA has its own ring, agents and units, all run by one
+  scheduler. Each CTA's producer issues its own copies (``copy_bytes``) and its share of the shared operand
+  (``mc_copy_bytes``), the latter multicast: every piece lands in the stage of the same index in every CTA
+  of the cluster and completes tx bytes on that CTA's full barrier (PTX ``.multicast::cluster``). Each CTA
+  announces ``expect_tx_bytes`` (its own bytes plus the whole shared operand). Consumers release a stage
+  on the empty barrier of every CTA (``release_peers``; False only in control tests: own CTA only).
+
 A randomized scheduler (seeded) runs one ready agent per step; every agent, including the asynchronous
 units that deliver TMA pieces, cp.async completions and MMA completions, gets a random speed per run so
 that some schedules let a unit lag far behind. Shared-memory contents are tracked per stage (which K-tile
@@ -160,6 +167,9 @@ class Config:
     peer_copies_to_leader: bool = True  # pair: the peer's copies complete the leader's full[s] (false: its own)
     epilogue_to_leader: bool = True  # pair: every epilogue warp arrives on the leader's acc_empty (false: its own)
     acc_empty_arrivals: int | None = None  # init count of acc_empty (None: epilogue_warps)
+    cluster_ctas: int = 1  # CTAs of a cluster, each with its own ring; > 1: TMA multicast of mc_copy_bytes
+    mc_copy_bytes: tuple[int, ...] = ()  # bytes of each multicast copy a CTA issues per stage (lands in every CTA)
+    release_peers: bool = True  # cluster: consumers arrive on the empty barrier of every CTA (False: own only)
 
     @property
     def tma(self) -> bool:
@@ -178,6 +188,8 @@ class Config:
         return self.release_lag if self.mma_wait_depth is None else self.mma_wait_depth
 
     def delivered(self) -> tuple[int, ...]:
+        if self.cluster_ctas > 1:
+            return self.copy_bytes
         return self.copy_bytes or (self.expect_tx_bytes,)
 
     def check(self) -> None:
@@ -189,6 +201,8 @@ class Config:
             raise ValueError(f"bad pipeline config {self} (pingpong: sm_90a with 2 consumer warpgroups)")
         if self.ctas not in (1, 2) or (self.ctas == 2 and (self.wgmma or not self.tma)):
             raise ValueError(f"bad pipeline config {self} (a CTA pair is sm_100a with TMA)")
+        if self.cluster_ctas > 1 and (not self.wgmma or not self.tma or not self.mc_copy_bytes):
+            raise ValueError(f"bad pipeline config {self} (a cluster: sm_90a, TMA, multicast copies)")
 
     def reader_of(self, it: int) -> set[int]:
         """The readers whose MMAs read K-tile it (pingpong: the warpgroup of its CTA tile)."""
@@ -222,10 +236,12 @@ class WaitList:
 
 
 class Sim:
-    def __init__(self, cfg: Config, seed: int, prefix: str = ""):
+    def __init__(self, cfg: Config, seed: int, prefix: str = "", cta: int | None = None):
         cfg.check()
         self.cfg, self.rng = cfg, random.Random(seed)
-        S, P = cfg.stages, prefix
+        self.cta = cta  # rank in a wgmma cluster (None: no cluster)
+        self.cluster: list["Sim"] = [self]  # every CTA of the cluster, this one included
+        S, P = cfg.stages, (prefix if cta is None else f"CTA {cta} ")
         self.full = [MBarrier(f"{P}full[{s}]", cfg.full_arrivals) for s in range(S)]
         self.empty = [MBarrier(f"{P}empty[{s}]", cfg.empty_arrivals) for s in range(S)]
         self.acc_full = [MBarrier(f"{P}acc_full[{i}]", 1) for i in range(cfg.acc_stages)]
@@ -249,7 +265,8 @@ class Sim:
     # -- naming
     def tile(self, it: int) -> str:
         K = self.cfg.k_tiles
-        return f"K-tile {it}" if self.cfg.tiles_per_cta == 1 else f"K-tile {it % K} of CTA tile {it // K}"
+        at = "" if self.cta is None else f" (CTA {self.cta})"
+        return (f"K-tile {it}" if self.cfg.tiles_per_cta == 1 else f"K-tile {it % K} of CTA tile {it // K}") + at
 
     def problem(self, text: str) -> None:
         if text not in self.problems:
@@ -289,6 +306,9 @@ def begin_fill(sim: Sim, s: int, it: int, pieces: int) -> None:
         sim.fill[s][it] = pieces
         sim.latest[s], sim.holds[s] = it, None
         sim.readers[s][it] = sim.cfg.reader_of(it)
+    elif sim.cfg.cluster_ctas > 1:  # another CTA's multicast (or this CTA's own copies) into a fill already begun
+        sim.fill[s][it] = sim.fill[s].get(it, 0) + pieces
+        sim.holds[s] = None
 
 
 def land(sim: Sim, s: int, it: int) -> None:
@@ -356,9 +376,17 @@ def tma_producer(sim: Sim):
         sim.arrive(sim.full[s], tx=cfg.expect_tx_bytes)
         yield
         pieces = [p for b in cfg.delivered() for p in split(sim.rng, b)]
-        begin_fill(sim, s, it, len(pieces))
+        if pieces:
+            begin_fill(sim, s, it, len(pieces))
         for p in pieces:
             sim.push(sim.tma_q, (s, it, p))
+        if cfg.cluster_ctas > 1:  # this CTA's share of the shared operand, into every CTA's stage s
+            yield
+            for dst in sim.cluster:
+                mc = [p for b in cfg.mc_copy_bytes for p in split(sim.rng, b)]
+                begin_fill(dst, s, it, len(mc))
+                for p in mc:
+                    dst.push(dst.tma_q, (s, it, p))
         yield
 
 
@@ -445,8 +473,14 @@ def wgmma_mainloop(sim: Sim, g: int, lt: int, who: str):
         yield
         yield from wait_group(pipe, cfg.wait_depth, f"{who} ({sim.tile(it)})")
         if kt >= lag:
-            sim.arrive(sim.empty[(it - lag) % S])
+            release(sim, (it - lag) % S)
         yield
+
+
+def release(sim: Sim, s: int) -> None:
+    """A consumer warpgroup is done with stage s: arrive on empty[s] of every CTA of the cluster (or its own)."""
+    for dst in sim.cluster if sim.cfg.release_peers else [sim]:
+        dst.arrive(dst.empty[s])
 
 
 def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
@@ -455,7 +489,7 @@ def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
     K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
     yield from wait_group(sim.pipes[g], 0, f"{who} (end of CTA tile {lt})")
     for kt in range(max(0, K - lag), K):
-        sim.arrive(sim.empty[(lt * K + kt) % S])
+        release(sim, (lt * K + kt) % S)
     check_acc_read(sim, g, lt, f"{who}'s epilogue")
     yield
 
@@ -649,6 +683,7 @@ class Agent:
 
 def make_agents(sim: Sim) -> list[Agent]:
     cfg, rng = sim.cfg, sim.rng
+    at = "" if sim.cta is None else f"CTA {sim.cta} "
     spec = []
     if cfg.tma:
         spec += [("TMA producer", tma_producer(sim), False), ("TMA unit", tma_unit(sim), True)]
@@ -662,7 +697,7 @@ def make_agents(sim: Sim) -> list[Agent]:
         spec.append(("MMA thread", tcgen05_issuer(sim), False))
         spec += [(f"epilogue warp {w}", epilogue_warp(sim, w), False) for w in range(cfg.epilogue_warps)]
     spec += [(f"MMA unit {r}", mma_unit(sim, r), True) for r in range(cfg.readers)]
-    return [Agent(name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
+    return [Agent(at + name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
 
 
 def pick(sim: Sim) -> int:
@@ -694,12 +729,14 @@ def simulate(cfg: Config | dict, seed: int = 0, max_steps: int = 10_000_000) -> 
     if cfg.ctas == 2:
         sim, sims, agents = make_pair(cfg, seed)
     else:
-        sim, agents = Sim(cfg, seed), None
-        sims = [sim]
-        agents = make_agents(sim)
+        sim = Sim(cfg, seed, cta=0 if cfg.cluster_ctas > 1 else None)
+        sims = [sim] + [Sim(cfg, seed, cta=r) for r in range(1, cfg.cluster_ctas)]
+        for c in sims:  # one scheduler, one random stream, one problem list for the whole cluster
+            c.cluster, c.rng, c.problems, c.counts = sims, sim.rng, sim.problems, sim.counts
+        agents = [a for c in sims for a in make_agents(c)]
     sim.ready = list(agents)
     for other in sims[1:]:
-        other.ready = sim.ready  # one scheduler: a barrier of either CTA wakes its waiters into the same list
+        other.ready = sim.ready  # one scheduler: a barrier of any CTA wakes its waiters into the same list
     while sim.ready and sim.counts["steps"] < max_steps:
         step(sim, pick(sim))
         sim.counts["steps"] += 1

@@ -102,7 +102,7 @@ class _Case:
         odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
         self.d_full = torch.full((m, self.p.ldd), float("nan"), device="cuda", dtype=odt)
         self.d = self.d_full[:, :n]
-        grid, block, _ = launch_geometry(plan, self.p, sm_count)
+        grid, block, _ = launch_geometry(plan, self.p, sm_count, self.kernel)
         args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), self.d.data_ptr(), self.p)
         self.ours = lambda: self.kernel.launch(grid, block, args)
         self.ref = a.float() @ b.float().t()

@@ -225,6 +225,17 @@ class Kernel:
             "cuLaunchKernel",
         )
 
+    def max_active_clusters(self, cluster_size: int, block: tuple[int, int, int]) -> int:
+        """How many clusters of ``cluster_size`` CTAs (compiled in as __cluster_dims__) can be resident at once
+        (cuOccupancyMaxActiveClusters): a persistent grid of more clusters would run a second, partial wave."""
+        cu = _driver()
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster_size, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
+        cfg.sharedMemBytes = self.dynamic_smem
+        cfg.numAttrs = 0
+        return int(check(cu.cuOccupancyMaxActiveClusters(self.func, cfg), "cuOccupancyMaxActiveClusters"))
+
     def unload(self) -> None:
         check(_driver().cuModuleUnload(self.module), "cuModuleUnload")
 

@@ -104,9 +104,16 @@ def check_problem(spec: TileSpec, p: Problem) -> None:
         raise ProblemError(f"{spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k}: " + "; ".join(errs))
 
 
-def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, dynamic shared memory bytes), from the ABI (``sm_count``: the device's multiprocessors)."""
-    return plan.abi.grid(p.m, p.n, sm_count), plan.abi.block, plan.abi.dynamic_smem_bytes
+def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=None) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes), from the ABI (``sm_count``: the device's multiprocessors).
+
+    A persistent kernel with a cluster: the SMs do not always pair up (clusters live inside one GPC), so with
+    ``kernel`` (a loaded ptxgen.runtime.gpu.Kernel) the grid holds at most the clusters the driver says fit at once."""
+    abi = plan.abi
+    size = abi.cluster[0] * abi.cluster[1] * abi.cluster[2]
+    if size > 1 and abi.persistent and kernel is not None:
+        sm_count = min(sm_count, size * kernel.max_active_clusters(size, abi.block))
+    return abi.grid(p.m, p.n, sm_count), abi.block, abi.dynamic_smem_bytes
 
 
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None) -> KernelArgs:

@@ -215,6 +215,10 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
         ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
         ("tcgen05.cp", r"UTCCP", spec.block_scaled),
         ("bulk copies", r"UBLKCP", spec.block_scaled),
+        # a 2-CTA cluster: the shared operand's share goes out as a multicast (cuobjdump 13: UTMALDG.2D.MULTICAST),
+        # and barrier.cluster.arrive/wait show as UCGABAR_ARV / UCGABAR_WAIT
+        ("TMA multicast loads", r"UTMALDG\.\w+\.MULTICAST", spec.cluster.size > 1),
+        ("cluster barriers", r"UCGABAR_WAIT", spec.cluster.size > 1),
     ]
     found, problems = {}, []
     if not spec.block_scaled and _count(instrs, r"UTCCP"):

@@ -94,7 +94,7 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
         da.upload(ga)
         db.upload(gb)
         (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
-        grid, block, _ = launch_geometry(plan, p, dev.sm_count)
+        grid, block, _ = launch_geometry(plan, p, dev.sm_count, kernel)
         kernel.launch(grid, block, gemm_args(plan, da.address, db.address, dd.address, p))
         synchronize(spec.kernel_name)
         whole = dd.download(code, d_rows * p.ldd).reshape(d_rows, p.ldd)
