@@ -78,3 +78,20 @@ def test_chart_parses_bench_lines_and_is_valid_svg():
     root = ET.fromstring(chart_svg(bars, "t", peak=790))
     assert len(root.findall("{http://www.w3.org/2000/svg}rect")) == 2 * 2 + 2  # two bars per shape + legend
     assert parse("no numbers here") == []
+
+
+def test_a_named_tuning_table_that_is_missing_is_an_error_not_the_default(tmp_path, monkeypatch):
+    """PTXGEN_TUNING naming a missing or broken file must not fall back to the default kernel silently (it did on the
+    H200 once, and the benchmark measured the wrong kernel)."""
+    from ptxgen.runtime.tune import choose_spec
+
+    monkeypatch.setenv("PTXGEN_TUNING", str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="not a readable tuning table"):
+        choose_spec("bf16", "sm_90a", 4096, 4096, 4096)
+    (tmp_path / "bad.json").write_text("{not json")
+    monkeypatch.setenv("PTXGEN_TUNING", str(tmp_path / "bad.json"))
+    with pytest.raises(ValueError):
+        choose_spec("bf16", "sm_90a", 4096, 4096, 4096)
+    monkeypatch.delenv("PTXGEN_TUNING")
+    spec, why = choose_spec("bf16", "sm_90a", 4096, 4096, 4096)  # the shipped table
+    assert why == "tuned for this shape" and spec.epilogue.value == "tma"

@@ -40,13 +40,15 @@ for step in $STEPS; do
       timeout 300 python3 -m ptxgen tune --dtype bf16 --shapes ${MORE_SHAPES:-3000x5000x2000,6144x6144x6144,1024x4096x8192} --json "$OUT/h200.json" --merge > "$OUT/tune.log" 2>&1
       grep -a -- "->" "$OUT/tune.log" ;;
     shapes)
-      export PTXGEN_TUNING=$OUT/h200.json
+      # the table the tune step just wrote, else the shipped one
+      if [ -f "$OUT/h200.json" ]; then export PTXGEN_TUNING=$OUT/h200.json; else unset PTXGEN_TUNING; fi
       timeout 300 python3 -m ptxgen bench --dtype bf16 --shapes ${BENCH_SHAPES:-4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384,3000x5000x2000,6144x6144x6144,1024x4096x8192,8191x8193x1000} --iters 60 > "$OUT/bench_shapes.log" 2>&1
       timeout 60 python3 -m ptxgen bench --dtype e4m3 --m 8192 --n 8192 --k 8192 --iters 60 >> "$OUT/bench_shapes.log" 2>&1
       cat "$OUT/bench_shapes.log" ;;
     odd_shapes)
+      unset PTXGEN_TUNING
       # shapes that are not multiples of any tile, with the shipped table's nearest tuned kernel (no tuning for them)
-      timeout 240 python3 -m ptxgen bench --dtype bf16 --shapes ${ODD_SHAPES:-1000x1000x1000,2500x3000x1500,5000x3000x4000,7777x4444x3333,4000x12000x800,12000x1000x6000,333x8192x8192} --iters 40 > "$OUT/bench_odd.log" 2>&1
+      timeout 240 python3 -m ptxgen bench --dtype bf16 --shapes ${ODD_SHAPES:-1000x1000x1000,2500x3000x1504,5000x3000x4000,7777x4444x3336,4000x12000x800,12000x1000x6000,333x8192x8192} --iters 40 > "$OUT/bench_odd.log" 2>&1
       timeout 60 python3 -m ptxgen bench --dtype e4m3 --shapes 4096x4096x4096,6144x6144x6144 --iters 40 >> "$OUT/bench_odd.log" 2>&1
       grep -a -v Warn "$OUT/bench_odd.log" | cut -c1-220 ;;
     bench)

@@ -75,9 +75,13 @@ def load_table(path: str | None = None) -> list[dict]:
 
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
     """(spec, why) for a shape: the tuned winner of the nearest tuned shape, else the default."""
+    import os
+
     try:
         entries = [e for e in (table if table is not None else load_table()) if e["dtype"] == dtype and e["arch"] == arch]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        if table is None and os.environ.get("PTXGEN_TUNING"):  # a table the user named must be there
+            raise ValueError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table ({type(e).__name__}: {e})") from None
         entries = []
     if not entries:
         return default_spec(dtype, arch), "default (no tuned entry for this type and arch)"
