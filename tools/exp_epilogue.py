@@ -11,12 +11,8 @@ Usage: python tools/exp_epilogue.py [--dtype bf16] 4096x4096x4096 8192x8192x1024
 """
 
 import argparse
-import dataclasses
-
-from ptxgen.derive.spec import TileSpec
-from ptxgen.isa.types import Epilogue, SpecError
 from ptxgen.runtime import bench
-from ptxgen.runtime.tune import choose_spec
+from ptxgen.runtime.tune import choose_spec, store_variant
 
 _orig = bench.render_kernel
 
@@ -25,15 +21,6 @@ def nostore(plan):
     src = _orig(plan)
     assert "if (row < M) {" in src, "no epilogue store guard found"
     return src.replace("if (row < M) {", "if (row < M && K < 0) {")
-
-
-def with_store_epilogue(spec: TileSpec) -> TileSpec | None:
-    for stages in range(spec.stages, 1, -1):
-        try:
-            return dataclasses.replace(spec, epilogue=Epilogue.TMA, stages=stages)
-        except SpecError:
-            continue
-    return None
 
 
 def main():
@@ -46,7 +33,7 @@ def main():
     for shape in a.shapes:
         m, n, k = map(int, shape.split("x"))
         spec, _ = choose_spec(a.dtype, "sm_90a", m, n, k)
-        variants = [("direct", spec, _orig), ("tma", with_store_epilogue(spec), _orig)]
+        variants = [("direct", spec, _orig), ("tma", store_variant(spec), _orig)]
         if not a.no_nostore:
             variants.append(("nostore", spec, nostore))
         for label, s, render in variants:

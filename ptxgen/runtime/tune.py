@@ -47,10 +47,10 @@ def candidates(dtype: str, arch: str) -> list[TileSpec]:
                                        raster_group=group, consumers="pingpong"))
             except SpecError:
                 continue
-    return specs + [v for v in map(_store_variant, specs) if v is not None]
+    return specs + [v for v in map(store_variant, specs) if v is not None]
 
 
-def _store_variant(spec: TileSpec) -> TileSpec | None:
+def store_variant(spec: TileSpec) -> TileSpec | None:
     """The same kernel with the TMA-store epilogue (one stage fewer where its staging buffers need the room)."""
     for stages in range(spec.stages, 1, -1):
         try:
