@@ -11,6 +11,7 @@ Usage: python tools/exp_epilogue.py [--dtype bf16] 4096x4096x4096 8192x8192x1024
 """
 
 import argparse
+
 from ptxgen.runtime import bench
 from ptxgen.runtime.tune import choose_spec, store_variant
 
