@@ -73,8 +73,26 @@ def load_table(path: str | None = None) -> list[dict]:
     return json.loads(text)["entries"]
 
 
+# An untuned shape takes one of the kernels tuned for the NEAREST shapes (log distance), the one whose tiles fit it
+# best: measured on the H200 (docs/performance.md, runs 20-22), the single nearest entry can pad a dimension badly
+# (12000x1000x6000 took 128x192 tiles, padding N = 1000 to 1152, and fell from 1.01 to 0.75 of cuBLAS).
+NEAREST_CANDIDATES = 3
+SM_COUNT = 132  # the H200's multiprocessors: the shipped table is the H200's
+
+
+def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
+    """The fraction of the launched MMA work that is useful: tile padding along M and N times the last wave's
+    occupancy (tiles spread over ``sm_count`` CTAs, one tile per CTA at a time)."""
+    tm, tn = -(-m // spec.bm), -(-n // spec.bn)
+    padding = (m * n) / (tm * spec.bm * tn * spec.bn)
+    tiles = tm * tn
+    waves = -(-tiles // sm_count)
+    return padding * tiles / (waves * sm_count)
+
+
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
-    """(spec, why) for a shape: the tuned winner of the nearest tuned shape, else the default."""
+    """(spec, why) for a shape: its tuned winner; else, of the winners of the NEAREST_CANDIDATES nearest tuned shapes,
+    the one whose tiles fit the shape best (ties: the nearest); else the default."""
     import os
 
     try:
@@ -89,9 +107,15 @@ def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict]
     def distance(e: dict) -> float:
         return sum(abs(math.log(x) - math.log(e[d])) for x, d in ((m, "m"), (n, "n"), (k, "k")))
 
-    best = min(entries, key=distance)
-    why = "tuned for this shape" if distance(best) == 0 else f"tuned for the nearest shape {best['m']}x{best['n']}x{best['k']}"
-    return TileSpec.from_json(best["spec"]), why
+    ranked = sorted(entries, key=distance)
+    if distance(ranked[0]) == 0:
+        return TileSpec.from_json(ranked[0]["spec"]), "tuned for this shape"
+    near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
+    fits = [round(tile_fit(spec, m, n), 2) for _, spec in near]
+    i = fits.index(max(fits))  # the first (nearest) of the best fits
+    e, spec = near[i]
+    why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
+    return spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)"
 
 
 def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:
