@@ -119,3 +119,10 @@ def test_untuned_shape_takes_the_best_fit_of_the_nearest_entries():
     near = sorted(table, key=lambda e: sum(abs(math.log(x / e[d])) for x, d in ((12000, "m"), (1000, "n"), (6000, "k"))))[:3]
     best = max(round(tile_fit(TileSpec.from_json(e["spec"]), 12000, 1000), 2) for e in near)
     assert round(tile_fit(spec, 12000, 1000), 2) == best > round(tile_fit(TileSpec.from_json(near[0]["spec"]), 12000, 1000), 2)
+
+
+def test_bench_with_an_unreadable_named_table_exits_2_before_any_gpu_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PTXGEN_TUNING", str(tmp_path / "missing.json"))
+    assert main(["bench", "--dtype", "bf16", "--m", "64", "--n", "64", "--k", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "not a readable tuning table" in err and "Traceback" not in err

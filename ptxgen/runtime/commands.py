@@ -157,11 +157,13 @@ def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
     from ..cli import UsageError, spec_from_args
     from .gpu import require_gpu
-    from .tune import choose_spec
+    from .tune import choose_spec, table_entries
 
     given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
     if given and len(given) < len(TILE_FLAGS):
         raise UsageError("give all of --bm --bn --bk --a to bench one spec, or none of them to use the tuned kernels")
+    if not given:
+        table_entries()  # a tuning table named in $PTXGEN_TUNING that cannot be read is bad usage, before any GPU work
     dev = require_gpu()
     arch = args.arch or dev.arch.value
     if arch != dev.arch.value:

@@ -73,6 +73,24 @@ def load_table(path: str | None = None) -> list[dict]:
     return json.loads(text)["entries"]
 
 
+def table_entries(table: list[dict] | None = None) -> list[dict]:
+    """``table``, else the tuning table's entries: [] when the shipped table cannot be read, ValueError when the table
+    the user named in $PTXGEN_TUNING cannot (a named table must be there: a silent default benchmarks the wrong kernel)."""
+    import os
+
+    if table is not None:
+        return table
+    try:
+        entries = load_table()
+        if not all(isinstance(e, dict) and {"dtype", "arch", "spec"} <= e.keys() for e in entries):
+            raise KeyError("every entry needs dtype, arch and spec")
+        return entries
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        if os.environ.get("PTXGEN_TUNING"):
+            raise ValueError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table ({type(e).__name__}: {e})") from None
+        return []
+
+
 # An untuned shape takes one of the kernels tuned for the NEAREST shapes (log distance), the one whose tiles fit it
 # best: measured on the H200 (docs/performance.md, runs 20-22), the single nearest entry can pad a dimension badly
 # (12000x1000x6000 took 128x192 tiles, padding N = 1000 to 1152, and fell from 1.01 to 0.75 of cuBLAS).
@@ -93,14 +111,7 @@ def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
     """(spec, why) for a shape: its tuned winner; else, of the winners of the NEAREST_CANDIDATES nearest tuned shapes,
     the one whose tiles fit the shape best (ties: the nearest); else the default."""
-    import os
-
-    try:
-        entries = [e for e in (table if table is not None else load_table()) if e["dtype"] == dtype and e["arch"] == arch]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        if table is None and os.environ.get("PTXGEN_TUNING"):  # a table the user named must be there
-            raise ValueError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table ({type(e).__name__}: {e})") from None
-        entries = []
+    entries = [e for e in table_entries(table) if e["dtype"] == dtype and e["arch"] == arch]
     if not entries:
         return default_spec(dtype, arch), "default (no tuned entry for this type and arch)"
 
