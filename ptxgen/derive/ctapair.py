@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.ptxref import cite
+from ..isa.shapes import TCGEN05_EPILOGUE_WARPS
 from ..isa.types import Major
 from .derived import Derived
 from .spec import TileSpec
@@ -43,7 +44,7 @@ from .spec import TileSpec
 CTAS = 2
 LEADER_RANK = 0
 COMMIT_MASK = 0b11  # tcgen05.commit .multicast::cluster ctaMask: bit r = CTA rank r of the cluster
-EPILOGUE_WARPS = 4
+EPILOGUE_WARPS = TCGEN05_EPILOGUE_WARPS
 CUTLASS_REF = "CUTLASS include/cute/atom/mma_traits_sm100.hpp (SM100_MMA_F16BF16_2x1SM_SS: ThrID, ALayout, BLayout, CLayout)"
 PIPE_REF = "CUTLASS include/cutlass/pipeline/sm100_pipeline.hpp (PipelineTmaUmmaAsync, umma_arrive_multicast_2x1SM)"
 

@@ -29,29 +29,25 @@ from dataclasses import dataclass
 from ..isa.ptxref import cite
 from ..isa.tensormap import (
     DRIVER_REF,
-    INTERLEAVE_NONE,
-    L2_PROMOTION_256B,
-    OOB_FILL_ZERO,
     PTX_TMA_REF,
     TMA_DATA_TYPE_OF,
     TMA_SWIZZLE_OF,
 )
+from ..isa.shapes import WGMMA_D_ROWS
 from ..isa.types import Arch, Epilogue, Swizzle
 from .derived import Derived
 from .layout import AddressTerm, SmemLayout
+from .spec import STORE_BUFFERS as BUFFERS
 from .spec import STORE_CHUNK_COLS, TileSpec
-from .tma import TmaPlan, copies_of
+from .tma import TmaPlan, copies_of, tile_map
 
-SLAB_ROWS = 64  # rows of one wgmma D fragment (m64) = rows a consumer warpgroup stores per slab
-TMEM_WARP_ROWS = 32  # tcgen05 M=128: an epilogue warp may access TMEM lanes 32w..32w+31 = rows of D (PTX data path)
-EPILOGUE_WARPS = 4
+SLAB_ROWS = WGMMA_D_ROWS  # rows a consumer warpgroup stores per slab
 WARP_ROWS = 16  # rows of the fragment one warp holds (PTX 'wgmma .m64nNk* D fragments')
 CELL_BYTES = 16
 # stmatrix.sync.aligned.m8n8.x4.b16 (PTX 'stmatrix'): four 8x8 matrices of 16-bit elements; lanes 8q..8q+7
 # give the row addresses of matrix q, and thread t's register q holds row t / 4, columns 2(t % 4), +1 of it.
 STMATRIX_MATRICES = 4
 STMATRIX_ROWS = 8
-BUFFERS = 2
 # Measured on an H200 (docs/runs/2026-11-30-run12/validate_store.jsonl): where N x element bytes is not a
 # multiple of 16, a TMA store whose box crosses column N also wrote the columns up to the next 16-byte
 # boundary (N = 45 f16: columns 45..47 of every row). A tile is stored through TMA only where that cannot
@@ -81,6 +77,16 @@ class StorePlan:
     @property
     def storer_bytes(self) -> int:
         return self.buffers_per_storer * self.buffer_bytes
+
+    @property
+    def elements_per_cell(self) -> int:
+        """16-bit outputs in one 16-byte cell of a staging row."""
+        return self.chunk_cols // self.staging.cols
+
+    @property
+    def fragment_elements_per_chunk(self) -> int:
+        """wgmma: accumulator elements a thread holds per chunk (4 per 8 columns: two rows x two columns)."""
+        return 4 * (self.chunk_cols // 8)
 
     def row_cell_offset(self, row: int, cell: int) -> int:
         """Byte offset in a buffer of 16-byte cell ``cell`` of row ``row`` (swizzled)."""
@@ -152,8 +158,7 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
         return None
     out = spec.out_dtype
     wgmma = spec.arch is Arch.SM90A
-    rows = SLAB_ROWS if wgmma else TMEM_WARP_ROWS
-    storers = spec.consumer_warpgroups if wgmma else EPILOGUE_WARPS
+    rows, storers = spec.store_staging_rows_and_storers
     layout = staging_layout(rows)
     box, copies, grid = copies_of(layout, out.per_cell)
     assert box == (STORE_CHUNK_COLS, rows) and len(copies) == 1, (box, copies)
@@ -165,20 +170,15 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     calls = STORE_CHUNK_COLS // (STMATRIX_MATRICES // 2 * 8) if wgmma else 0
     writer = "stmatrix" if wgmma else "st.shared.v4"
     D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer)
-    tma = TmaPlan(
+    tma = tile_map(
         operand="d",
         layout=layout,
         data_type=TMA_DATA_TYPE_OF[out],
         element_bytes=out.bytes,
-        rank=2,
         global_dims=("N", "M"),
         ld_name="ldd",
         box=box,
-        element_strides=(1, 1),
-        interleave=INTERLEAVE_NONE,
         swizzle=swz,
-        l2_promotion=L2_PROMOTION_256B,
-        oob_fill=OOB_FILL_ZERO,
         copies=copies,
         grid=grid,
         expect_tx_bytes=0,  # a store completes a bulk group, not a barrier transaction

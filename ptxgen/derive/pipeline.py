@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.shapes import (
+    TCGEN05_EPILOGUE_WARPS,
     PRODUCER_REGISTERS,
     WARPGROUP_THREADS,
     setmaxnreg_consumer_registers,
@@ -117,7 +118,7 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
         return roles, (entry_registers(threads) if use else None)
     producer_warps = 1 if tma else 4
     return (
-        WarpRole("epilogue", 0, 4, None, "epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)"),
+        WarpRole("epilogue", 0, TCGEN05_EPILOGUE_WARPS, None, "epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)"),
         WarpRole("mma", 4, 1, None, "MMA warp: one elected thread issues tcgen05.mma and tcgen05.commit"),
         WarpRole("producer", 5, producer_warps, None,
                  "TMA warp: one elected thread issues the copies" if tma else "producer warpgroup: cp.async, 16 B a thread"),
@@ -203,7 +204,7 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         expect_tx_bytes=expect_tx_bytes if tma else 0,
         release_lag=release_lag,
         acc_barrier=spec.arch is Arch.SM100A,
-        acc_empty_arrivals=4 * spec.cta_group if spec.arch is Arch.SM100A else 0,  # the pair: both CTAs' epilogue warps
+        acc_empty_arrivals=TCGEN05_EPILOGUE_WARPS * spec.cta_group if spec.arch is Arch.SM100A else 0,  # the pair: both CTAs' epilogue warps
         acc_stages=spec.accumulator_stages if spec.arch is Arch.SM100A else 0,
         acc_full_parity=Parity(max(1, spec.accumulator_stages), 0),
         acc_empty_parity=Parity(max(1, spec.accumulator_stages), 1),

@@ -20,6 +20,9 @@ from typing import Any, Callable
 
 from ..isa.ptxref import cite
 from ..isa.shapes import (
+    TCGEN05_EPILOGUE_WARPS,
+    TMEM_WARP_LANES,
+    WGMMA_D_ROWS,
     consumer_register_budget,
     legal_bm,
     legal_bn,
@@ -237,13 +240,20 @@ class TileSpec:
         )
 
     @property
+    def store_staging_rows_and_storers(self) -> tuple[int, int]:
+        """TMA-store epilogue: (rows each storer stages, storers): a consumer warpgroup's 64-row slab on wgmma, an
+        epilogue warp's 32 TMEM lanes on tcgen05 (derive.epilogue)."""
+        if self.arch is Arch.SM90A:
+            return WGMMA_D_ROWS, self.consumer_warpgroups
+        return TMEM_WARP_LANES, TCGEN05_EPILOGUE_WARPS
+
+    @property
     def store_staging_bytes(self) -> int:
-        """TMA-store epilogue: two staging buffers of 128-byte rows per storer (0 without it): 64 rows per consumer
-        warpgroup on wgmma, 32 rows (its TMEM lanes) per epilogue warp on tcgen05 (derive.epilogue)."""
+        """TMA-store epilogue: STORE_BUFFERS staging buffers of 128-byte rows per storer (0 without it)."""
         if self.epilogue is not Epilogue.TMA:
             return 0
-        rows, storers = (64, self.consumer_warpgroups) if self.arch is Arch.SM90A else (32, 4)
-        return 2 * rows * 128 * storers
+        rows, storers = self.store_staging_rows_and_storers
+        return STORE_BUFFERS * rows * Swizzle.SW128.row_bytes * storers
 
     @property
     def tmem_columns(self) -> int:
@@ -568,6 +578,7 @@ def _fmt(values) -> str:
 REGISTER_RESERVE = 32
 # Columns of one TMA-store epilogue chunk: a 128-byte swizzle row of 16-bit outputs (derive.epilogue).
 STORE_CHUNK_COLS = 64
+STORE_BUFFERS = 2  # staging buffers per storer: one is written while the TMA store of the other reads it
 
 
 def validate(t: TileSpec) -> None:

@@ -123,6 +123,13 @@ class TmaPlan:
         }
 
 
+def tile_map(**fields) -> TmaPlan:
+    """A TmaPlan with what every ptxgen tensor map shares: rank 2, every element (strides 1), no interleave,
+    whole 256-byte L2 lines, out-of-bounds elements zero. The operands' maps and D's (derive.epilogue) come from here."""
+    return TmaPlan(rank=2, element_strides=(1, 1), interleave=INTERLEAVE_NONE, l2_promotion=L2_PROMOTION_256B,
+                   oob_fill=OOB_FILL_ZERO, **fields)
+
+
 def copies_of(layout: "SmemLayout", elems_per_cell: int, split: int = 1) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
     """(box, copies, grid) that write ``layout`` densely: runs of atoms adjacent along the outer dimension.
 
@@ -249,20 +256,15 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
                     f"same offset in each, so each CTA's full barrier still expects the whole {expect} B of {op.name.upper()}",
                     cite("tma_multicast") + "; CUTLASS SM90_TMA_LOAD_MULTICAST (include/cute/arch/copy_sm90_tma.hpp)"),
         )
-    return TmaPlan(
+    return tile_map(
         operand=op.name,
         layout=layout,
         data_type=TMA_DATA_TYPE_OF[dt],
         element_bytes=ebytes,
-        rank=2,
         global_dims=dims,
         ld_name=ld,
         box=box,
-        element_strides=(1, 1),
-        interleave=INTERLEAVE_NONE,
         swizzle=swz,
-        l2_promotion=L2_PROMOTION_256B,
-        oob_fill=OOB_FILL_ZERO,
         copies=copies,
         grid=grid,
         expect_tx_bytes=expect,

@@ -504,9 +504,9 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
         for j in range(p.stmatrix_per_chunk):
             row, cell = stmatrix_row_cell_c(j)
             calls.append(StmatrixCall(_row_cell_c(p, row, cell), tuple(p.fragment_elements(j, q) for q in range(STMATRIX_MATRICES))))
-        return StoreView(**common, elems_per_chunk=p.chunk_cols // 2, calls=tuple(calls))
+        return StoreView(**common, elems_per_chunk=p.fragment_elements_per_chunk, calls=tuple(calls))
     assert p.chunk_cols % tmem_chunk == 0
-    return StoreView(**common, tmem_loads=p.chunk_cols // tmem_chunk, cells_per_load=tmem_chunk // 8,
+    return StoreView(**common, tmem_loads=p.chunk_cols // tmem_chunk, cells_per_load=tmem_chunk // p.elements_per_cell,
                      row_cell_expr=_row_cell_c(p, "lane", "cell"))
 
 

@@ -293,6 +293,21 @@ _LEGAL_D = {"f16": {"f16", "f32"}, "tf32": {"f32"}, "f8f6f4": {"f16", "f32"}, "i
 KINDS = tuple(_AB_FORMAT)
 
 
+def _operand_fields(d, codes: dict[str, int]) -> dict[str, int]:
+    """The A/B fields every tcgen05 instruction descriptor has at the same bits (PTX Tables 42-44): formats, negation,
+    transposes, N and M. ``d`` is a dense or block-scaled descriptor, ``codes`` its kind's format codes."""
+    return dict(
+        a_format=codes[d.a_dtype],
+        b_format=codes[d.b_dtype],
+        negate_a=int(d.negate_a),
+        negate_b=int(d.negate_b),
+        a_major=int(d.a_major is Major.MN),
+        b_major=int(d.b_major is Major.MN),
+        n=d.n,
+        m=d.m,
+    )
+
+
 @dataclass(frozen=True)
 class InstrDescriptor:
     """The 32-bit instruction descriptor of a dense ``tcgen05.mma`` (kinds f16, tf32, f8f6f4, i8).
@@ -320,19 +335,11 @@ class InstrDescriptor:
     TABLE = _IDESC_TABLE
 
     def fields(self) -> dict[str, int]:
-        codes = _AB_FORMAT[self.kind]
         return dict(
             sparse=int(self.sparse),
             saturate=int(self.saturate),
             d_format=_D_FORMAT[DType(self.d_dtype)],
-            a_format=codes[self.a_dtype],
-            b_format=codes[self.b_dtype],
-            negate_a=int(self.negate_a),
-            negate_b=int(self.negate_b),
-            a_major=int(self.a_major is Major.MN),
-            b_major=int(self.b_major is Major.MN),
-            n=self.n,
-            m=self.m,
+            **_operand_fields(self, _AB_FORMAT[self.kind]),
             max_shift=self.max_shift,
         )
 
@@ -534,18 +541,10 @@ class BlockScaledInstrDescriptor:
     def fields(self) -> dict[str, int]:
         from .blockscale import BS_AB_FORMAT, SCALE_TYPE_CODE
 
-        codes = BS_AB_FORMAT[self.kind]
         return dict(
             b_sf_id=self.b_sf_id,
-            a_format=codes[self.a_dtype],
-            b_format=codes[self.b_dtype],
-            negate_a=int(self.negate_a),
-            negate_b=int(self.negate_b),
-            a_major=int(self.a_major is Major.MN),
-            b_major=int(self.b_major is Major.MN),
-            n=self.n,
+            **_operand_fields(self, BS_AB_FORMAT[self.kind]),
             scale_type=SCALE_TYPE_CODE[self.scale_dtype],
-            m=self.m,
             a_sf_id=self.a_sf_id,
         )
 

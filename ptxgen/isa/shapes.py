@@ -98,3 +98,9 @@ def register_pool_balance(consumer_warpgroups: int) -> int:
     freed = (entry - PRODUCER_REGISTERS) * WARPGROUP_THREADS
     taken = (setmaxnreg_consumer_registers(consumer_warpgroups) - entry) * WARPGROUP_THREADS * consumer_warpgroups
     return freed - taken
+
+
+# What the epilogues' warp roles rest on (PTX: 'wgmma .m64nNk* D fragments'; tcgen05 'Data path layout organization').
+WGMMA_D_ROWS = 64  # one wgmma D fragment is m64: the rows a consumer warpgroup holds per slab
+TMEM_WARP_LANES = 32  # warp w of a warpgroup may access TMEM lanes 32w..32w+31 (rows of D at M=128, cta_group::1)
+TCGEN05_EPILOGUE_WARPS = 4  # one warpgroup of epilogue warps reaches all 128 lanes
