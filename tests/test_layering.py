@@ -47,7 +47,7 @@ def test_derive_imports_only_isa_and_derive():
 
 
 def test_independent_models_import_nothing_from_ptxgen():
-    for name in ("readmodel.py", "tmamodel.py", "pipesim.py", "fragmodel.py", "sfmodel.py"):
+    for name in ("readmodel.py", "tmamodel.py", "pipesim.py", "fragmodel.py", "sfmodel.py", "groupmodel.py"):
         path = PKG / "model" / name
         if path.exists():
             assert not {m for m in imports(path) if m.startswith("ptxgen") or m.startswith(".")}, name
