@@ -47,7 +47,7 @@ def test_derive_imports_only_isa_and_derive():
 
 
 def test_independent_models_import_nothing_from_ptxgen():
-    for name in ("readmodel.py", "tmamodel.py", "pipesim.py", "fragmodel.py", "sfmodel.py", "groupmodel.py"):
+    for name in ("readmodel.py", "tmamodel.py", "pipesim.py", "fragmodel.py", "sfmodel.py", "groupmodel.py", "chainref.py"):
         path = PKG / "model" / name
         if path.exists():
             assert not {m for m in imports(path) if m.startswith("ptxgen") or m.startswith(".")}, name
@@ -58,6 +58,12 @@ def test_pair_model_imports_only_the_read_model():
     """The CTA-pair model reuses the independent read model (two CTAs, one descriptor each) and nothing else."""
     path = PKG / "model" / "pairmodel.py"
     assert _ptxgen_imports(path) <= {"ptxgen.model", "ptxgen.model.readmodel"}, _ptxgen_imports(path)
+
+
+def test_epilogue_model_imports_only_the_fragment_model():
+    """The fused epilogue's model reuses the independent fragment maps and nothing else."""
+    path = PKG / "model" / "epimodel.py"
+    assert _ptxgen_imports(path) <= {"ptxgen.model", "ptxgen.model.fragmodel"}, _ptxgen_imports(path)
 
 
 def test_emit_does_not_import_runtime_or_cuda():

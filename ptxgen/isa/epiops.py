@@ -1,0 +1,75 @@
+"""The fused epilogue's vocabulary: activations, bias axes, FP8 output scaling, and the numeric facts they use.
+
+A leaf module (imports only ``isa``): the spec, the chain plan, the renderer and the runtime share these.
+
+>>> Activation.parse("gelu").value, BiasAxis.parse("col").value
+('gelu_tanh', 'col')
+>>> E4M3_MAX
+448.0
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .types import DType
+
+
+class Activation(Enum):
+    NONE = "none"
+    RELU = "relu"
+    GELU_TANH = "gelu_tanh"  # 0.5 y (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))   (torch approximate="tanh")
+    GELU_ERF = "gelu_erf"  # 0.5 y (1 + erf(y / sqrt(2)))                        (torch approximate="none")
+    SILU = "silu"  # y / (1 + exp(-y))
+
+    @classmethod
+    def parse(cls, text: str) -> "Activation":
+        t = str(text).strip().lower().replace("-", "_")
+        t = {"gelu": "gelu_tanh", "gelu_approx": "gelu_tanh", "gelu_exact": "gelu_erf", "swish": "silu", "": "none"}.get(t, t)
+        return cls(t)
+
+    @property
+    def formula(self) -> str:
+        return {
+            "none": "y",
+            "relu": "max(y, 0)",
+            "gelu_tanh": "0.5 y (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))",
+            "gelu_erf": "0.5 y (1 + erf(y / sqrt(2)))",
+            "silu": "y / (1 + exp(-y))",
+        }[self.value]
+
+    @property
+    def short(self) -> str:
+        return {"none": "", "relu": "relu", "gelu_tanh": "gelut", "gelu_erf": "gelue", "silu": "silu"}[self.value]
+
+
+class BiasAxis(Enum):
+    """What a bias vector is indexed by: the output column (length N, like nn.Linear's bias) or the row (length M)."""
+
+    COL = "col"
+    ROW = "row"
+
+    @classmethod
+    def parse(cls, text: str) -> "BiasAxis":
+        t = str(text).strip().lower()
+        return cls({"n": "col", "column": "col", "m": "row"}.get(t, t))
+
+
+class ScaleMode(Enum):
+    """FP8 output: q = e4m3(y x scale), scale one f32 for the whole tensor or one per row; amax likewise."""
+
+    TENSOR = "tensor"
+    ROW = "row"
+
+    @classmethod
+    def parse(cls, text: str) -> "ScaleMode":
+        t = str(text).strip().lower()
+        return cls({"per_tensor": "tensor", "per_row": "row"}.get(t, t))
+
+
+# e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.
+E4M3_MAX = 448.0
+BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)
+GELU_TANH_K0 = 0.7978845608028654  # sqrt(2 / pi)
+GELU_TANH_K1 = 0.044715
+INV_SQRT2 = 0.7071067811865476

@@ -1,0 +1,134 @@
+"""An independent model of where a fused epilogue's operands come from, for every accumulator register.
+
+Imports nothing from ptxgen (only its sibling ``fragmodel``, itself independent). Two transcriptions meet here:
+
+* the chain's meaning (what a user of ``gemm(..., bias=, c=, residual=)`` expects): output element (r, n) reads
+  C[r, n] and R[r, n]; a column bias reads bias[n], a row bias bias[r]; an FP8 output is scaled by scale[r] (per
+  row) or scale[0] (per tensor), and its amax entry is the max of |y| over row r (or over everything);
+* which element each register holds: the wgmma m64nN D fragment and the tcgen05 32x32b TMEM load
+  (``fragmodel.wgmma_d_coords``, ``fragmodel.tmem_32x32b_coords``).
+
+The check takes a thread's loads as plain data (operand, row, column, per loaded element the registers it feeds),
+performs them on random operand arrays, and compares what each register received with what the element that
+register holds needs. A row amax is checked by running the butterfly shuffles on the per-lane maxima.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import fragmodel
+
+OPERAND_AXES = {"c": "rc", "residual": "rc"}  # bias and scale take their axis from the chain
+
+
+def operand_axis(chain: dict, operand: str) -> str:
+    if operand in OPERAND_AXES:
+        return OPERAND_AXES[operand]
+    if operand == "bias":
+        return {"col": "c", "row": "r"}[chain["bias"]["axis"]]
+    if operand == "scale":
+        return {"row": "r", "tensor": ""}[chain["fp8_scale"]]
+    raise ValueError(operand)
+
+
+def source_index(chain: dict, operand: str, row: int, col: int) -> tuple[int, ...]:
+    """The index into ``operand`` that output element (row, col) of the tile reads, by the chain's meaning."""
+    axis = operand_axis(chain, operand)
+    return {"rc": (row, col), "c": (col,), "r": (row,), "": (0,)}[axis]
+
+
+def random_operand(chain: dict, operand: str, rows: int, cols: int, rng) -> np.ndarray:
+    """Distinct values, so that reading the wrong element shows."""
+    axis = operand_axis(chain, operand)
+    shape = {"rc": (rows, cols), "c": (cols,), "r": (rows,), "": (1,)}[axis]
+    return rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.int64) + 1
+
+
+def perform(loads: list, arrays: dict) -> dict:
+    """Run a thread's loads: {(operand, register): [values it received]}."""
+    got: dict = {}
+    for operand, row, col, targets in loads:
+        arr = arrays[operand]
+        for k, regs in enumerate(targets):
+            if arr.ndim == 2:
+                v = arr[row, col + k]
+            elif col is not None:
+                v = arr[col + k]
+            elif row is not None:
+                assert k == 0
+                v = arr[row]
+            else:
+                v = arr[0]
+            for reg in regs:
+                got.setdefault((operand, reg), []).append(int(v))
+    return got
+
+
+def register_coords(family: str, warp: int, lane: int, reg: int, col0: int = 0, bm: int = 128):
+    """(row, column) of the tile that a register holds; None for a lane without a row (tcgen05 M=64, lanes 16..31)."""
+    if family == "wgmma":
+        return fragmodel.wgmma_d_coords(warp, lane, reg)
+    if bm == 64:  # rows 16w..16w+15 in lanes 32w..32w+15 of the data path (half of it)
+        return None if lane >= 16 else (16 * warp + lane, col0 + reg)
+    return fragmodel.tmem_32x32b_coords(warp, lane, reg, col0)
+
+
+def check_thread(chain: dict, family: str, operand: str, warp: int, lane: int, registers: int, loads: list, arrays: dict,
+                 col0: int = 0, bm: int = 128) -> list[str]:
+    """Problems for one thread: every register it holds got exactly one value, the one its element needs."""
+    got = perform(loads, arrays)
+    problems = []
+    for reg in range(registers):
+        rc = register_coords(family, warp, lane, reg, col0, bm)
+        vals = got.pop((operand, reg), [])
+        if rc is None:
+            if vals:
+                problems.append(f"{operand}: lane {lane} of warp {warp} holds no row but loads into register {reg}")
+            continue
+        want = int(arrays[operand][source_index(chain, operand, *rc)])
+        if vals != [want]:
+            problems.append(f"{operand}: warp {warp} lane {lane} register {reg} (element {rc}) received {vals}, needs [{want}] "
+                            f"({operand}{list(source_index(chain, operand, *rc))})")
+    for (op, reg), vals in got.items():
+        problems.append(f"{op}: warp {warp} lane {lane} loads into register {reg}, which the thread does not hold")
+    return problems
+
+
+def check_amax(family: str, per_row: bool, xor_masks, written_rows, rows: int, cols: int, warps: int, bm: int = 128,
+               chunk: int = 32) -> list[str]:
+    """Run the amax reduction on sets of elements instead of values (so that a miss cannot hide behind a lucky
+    maximum): each lane starts with the elements it holds (per row: per row it holds), each butterfly step over
+    ``xor_masks`` joins in the partner lane's, and ``written_rows(warp, lane)`` says which rows (per tensor: (0,)) the
+    lane raises with its set. Per row, a written set must be exactly that row's elements and every row must be
+    written; per tensor, the written sets must cover the whole tile."""
+    problems = []
+    covered: dict = {}
+    for w in range(warps):
+        part = [dict() for _ in range(32)]
+        for lane in range(32):
+            regs = cols // 2 if family == "wgmma" else cols
+            for reg in range(regs):
+                rc = register_coords(family, w, lane, reg if family == "wgmma" else reg % chunk,
+                                     0 if family == "wgmma" else reg // chunk * chunk, bm)
+                if rc is None:
+                    continue
+                part[lane].setdefault(rc[0] if per_row else 0, set()).add(rc)
+        for m in xor_masks:
+            part = [{k: v | part[lane ^ m].get(k, set()) for k, v in part[lane].items()} for lane in range(32)]
+        for lane in range(32):
+            for r in written_rows(w, lane):
+                if r not in part[lane]:
+                    problems.append(f"warp {w} lane {lane} writes amax[{r}] but holds nothing of it")
+                    continue
+                got = part[lane][r]
+                if per_row and len(got) != cols:
+                    problems.append(f"warp {w} lane {lane} writes amax[{r}] from {len(got)} of the row's {cols} elements")
+                covered.setdefault(r, set()).update(got)
+    if per_row:
+        missing = [r for r in range(rows) if r not in covered]
+        if missing:
+            problems.append(f"no lane writes amax of rows {missing[:8]}{'...' if len(missing) > 8 else ''}")
+    elif len(covered.get(0, ())) != rows * cols:
+        problems.append(f"the amax writes cover {len(covered.get(0, ()))} of the tile's {rows * cols} elements")
+    return problems
