@@ -8,23 +8,52 @@ Layers, each importing only those before it:
 The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` stays fast):
   compile(spec) -> CompiledKernel, callable on device arrays: out = a @ b.T
   make_spec(...), gemm(a, b), NoGPU, ArgumentError, ProblemError
+  register_torch_ops(): torch.ops.ptxgen.gemm for torch.compile (done by ``import ptxgen`` when torch is
+  already imported, and by the first use of the API when torch is imported by then)
 """
+
+import sys as _sys
 
 __version__ = "0.1.0"
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "register_torch_ops", *_API]
+
+
+def register_torch_ops() -> bool:
+    """Define ``torch.ops.ptxgen.gemm`` (imports torch); see ``ptxgen.torch_ops``."""
+    from .torch_ops import register_torch_ops as register
+
+    return register()
 
 
 def __getattr__(name: str):
     if name in _API:
         from . import api
 
+        _register_if_torch()
         value = getattr(api, name)
         globals()[name] = value
         return value
+    if name == "api":  # ptxgen.api.gemm_spec after a plain `import ptxgen`
+        import importlib
+
+        module = importlib.import_module(".api", __name__)
+        _register_if_torch()
+        return module
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted({*globals(), *_API})
+    return sorted({*globals(), *_API, "api"})
+
+
+def _register_if_torch() -> None:
+    """torch.ops.ptxgen.gemm when torch is already imported (never imports torch)."""
+    if "torch" in _sys.modules:
+        from .torch_ops import register_torch_ops as register
+
+        register(only_if_imported=True)
+
+
+_register_if_torch()  # torch imported first: the operator is there for torch.compile at once

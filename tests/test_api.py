@@ -54,10 +54,20 @@ def _has_gpu() -> bool:
 # ---------------------------------------------------------------------------------------------------
 # fake arrays
 # ---------------------------------------------------------------------------------------------------
+_NEXT_PTR = [0x7F0000000000]
+
+
+def _fresh_ptr() -> int:
+    """A distinct 16-byte aligned fake address per array (arrays that overlap in memory are refused)."""
+    _NEXT_PTR[0] += 1 << 24
+    return _NEXT_PTR[0]
+
+
 class FakeArray:
     """A device array as far as the API can tell: __cuda_array_interface__ (v3), a dtype name and a DLPack device."""
 
-    def __init__(self, shape, dtype="bfloat16", strides=None, ptr=0x7F0000000000, device=(2, 0), itemsize=None):
+    def __init__(self, shape, dtype="bfloat16", strides=None, ptr=None, device=(2, 0), itemsize=None):
+        ptr = _fresh_ptr() if ptr is None else ptr
         itemsize = itemsize or {"bfloat16": 2, "float16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4,
                                 "float8_e4m3fn": 1, "float64": 8}[dtype]
         typestr = {"bfloat16": "<f2", "float16": "<f2", "float32": "<f4", "int8": "|i1", "uint8": "|u1", "int32": "<i4",
@@ -256,7 +266,7 @@ def test_several_processes_share_the_cache(_cache_dir):
 # reading arrays
 # ---------------------------------------------------------------------------------------------------
 def test_read_cuda_array_interface():
-    info = read_array(mnmajor(300, 64, ld=304), "a")
+    info = read_array(mnmajor(300, 64, ld=304, ptr=0x7F0000000000), "a")
     assert info.shape == (300, 64) and info.strides == (1, 304) and info.dtype == "bf16" and info.itemsize == 2
     assert info.device == (2, 0) and info.via == "cuda_array_interface" and info.ptr == 0x7F0000000000
     contiguous = FakeArray((3, 5), "float16")
@@ -320,7 +330,7 @@ def test_problem_inferred_from_the_arrays(kbf16, kmn):
     ("b_mn_major", ArgumentError, ["b is N-major", "reads B K-major"]),
     ("neither_major", ArgumentError, ["neither dimension is contiguous"]),
     ("lda_unaligned", ArgumentError, ["a: its rows start 66 elements (132 B) apart", "multiple of 8 elements"]),
-    ("ptr_unaligned", ArgumentError, ["b: its data at 0x7f0000000008 is not 16-byte aligned"]),
+    ("ptr_unaligned", ArgumentError, ["b: its data at 0x7e0000000008 is not 16-byte aligned"]),
     ("out_unaligned_ld", ArgumentError, ["out: its rows start 201 elements", "multiple of 8", "out[:, :N]"]),
     ("out_col_major", ArgumentError, ["out must be row-major"]),
     ("broadcast", ArgumentError, ["broadcast", "contiguous()"]),
@@ -352,7 +362,7 @@ def test_argument_errors_name_the_argument_and_the_rule(kbf16, case, exc, words)
     elif case == "lda_unaligned":
         a = kmajor(300, 64, ld=66)
     elif case == "ptr_unaligned":
-        b = kmajor(200, 64, ptr=0x7F0000000008)
+        b = kmajor(200, 64, ptr=0x7E0000000008)
     elif case == "out_unaligned_ld":
         out = kmajor(300, 200, ld=201)
     elif case == "out_col_major":
@@ -418,25 +428,67 @@ def test_stream_handles():
         api.stream_handle(True)
 
 
+def read_params(address: int, params) -> list:
+    """The kernel parameters as cuLaunchKernel reads them through the void** array at ``address``."""
+    import ctypes
+
+    arr = (ctypes.c_void_p * len(params)).from_address(address)
+    out = []
+    for i, p in enumerate(params):
+        if p.kind == "tensormap":
+            out.append(ctypes.string_at(arr[i], 128))
+        elif p.kind == "ptr":
+            out.append(ctypes.c_uint64.from_address(arr[i]).value)
+        else:
+            out.append(ctypes.c_int32.from_address(arr[i]).value)
+    return out
+
+
+class SimulatedGPU:
+    """A 9.0 device with a fake module loader and a fake driver (launch records, encode is _fake_encode)."""
+
+    def __init__(self, monkeypatch):
+        self.device = Device(0, "simulated H200", (9, 0), None, None, 132)
+        self.loaded, self.launches, self.waited, self.encoded = {}, [], [], []
+        sim = self
+
+        class FakeKernel:
+            func = 0xF00D
+
+            def __init__(self, cubin, name, smem):
+                sim.loaded.update(cubin=cubin, name=name, smem=smem)
+
+            def max_active_clusters(self, size, block):
+                return 132 // size
+
+        class FakeDriver:
+            def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+                sim.launches.append(dict(func=func, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem, stream=stream,
+                                         params=params))
+                return 0
+
+            def encode(self, args):
+                sim.encoded.append(args.global_address)
+                return _fake_encode(args)
+
+        monkeypatch.setattr(api.streams, "require_gpu", lambda: self.device)
+        monkeypatch.setattr(api.streams, "ensure_current", lambda dev: None)
+        monkeypatch.setattr(api.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
+        monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
+        monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", FakeDriver())
+
+
+def _fresh(kernel):
+    kernel._kernel = None
+    kernel._entries.clear()
+    kernel._torch_entries.clear()
+
+
 def test_launch_path_with_a_simulated_device(monkeypatch, kmn):
     """Everything up to cuLaunchKernel: problem, tensor maps (fake encoder), grid, block, shared bytes, stream,
     and a CUDA-array-interface producer stream waited on."""
-    fake = Device(0, "simulated H200", (9, 0), None, None, 132)
-    launched, waited = {}, []
-
-    class FakeKernel:
-        def __init__(self, cubin, name, smem):
-            launched.update(cubin=cubin, name=name, smem=smem)
-
-        def launch(self, grid, block, args, stream=0):
-            launched.update(grid=grid, block=block, args=args.read_back(), stream=stream)
-
-    monkeypatch.setattr(api, "require_gpu", lambda: fake)
-    monkeypatch.setattr(api, "_ensure_current", lambda dev: None)
-    monkeypatch.setattr(api, "_wait_for_producer", lambda producer, ours: waited.append((producer, ours)))
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)
-    kmn._kernel = None
+    sim = SimulatedGPU(monkeypatch)
+    _fresh(kmn)
     a = mnmajor(301, 264, ld=304, ptr=0x10000)
     b = mnmajor(203, 264, ld=208, ptr=0x20000)
     b.__cuda_array_interface__["stream"] = 0x77  # the producer's stream
@@ -446,14 +498,16 @@ def test_launch_path_with_a_simulated_device(monkeypatch, kmn):
         cuda_stream = 0x99
 
     assert kmn(a, b, out, stream=Stream()) is out
-    assert launched["name"] == kmn.name and launched["cubin"] == kmn.cubin and launched["smem"] == kmn.shared_bytes
-    assert launched["grid"] == (3 * 2, 1, 1) and launched["block"] == kmn.block and launched["stream"] == 0x99
-    assert launched["args"][2:] == [0x40000, 301, 203, 264, 204]
-    a_map = launched["args"][0]
+    assert sim.loaded["name"] == kmn.name and sim.loaded["cubin"] == kmn.cubin and sim.loaded["smem"] == kmn.shared_bytes
+    (launch,) = sim.launches
+    assert launch["func"] == 0xF00D and launch["smem"] == kmn.shared_bytes
+    assert launch["grid"] == (3 * 2, 1, 1) and launch["block"] == kmn.block and launch["stream"] == 0x99
+    args = read_params(launch["params"], kmn.params)
+    assert args[2:] == [0x40000, 301, 203, 264, 204]
+    a_map = args[0]
     assert int.from_bytes(a_map[:8], "little") == 0x10000 and int.from_bytes(a_map[8:16], "little") == 301  # M inner
-    assert waited == [(0x77, 0x99)]
-    kmn._kernel = None
-    kmn._args.clear()
+    assert sim.waited == [(0x77, 0x99)]
+    _fresh(kmn)
 
     with pytest.raises(ptxgen.NoGPU, match="arch='sm_90a'"):  # an sm_100a kernel on a 9.0 device
         k100 = ptxgen.compile(**MN_BF16, arch="sm_100a")

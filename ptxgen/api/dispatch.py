@@ -1,0 +1,236 @@
+"""``ptxgen.gemm``: the spec chosen for you, behind a per-process dispatch cache.
+
+The first call with a dispatch key (each array's shape, strides, dtype and device, and ``out_dtype``) checks
+everything, selects a spec (``select.choose_for_arrays``, once per key), compiles it (once per spec and
+process, cached on disk) and prepares the launch (``launchplan.Launch``). Every later call with that key and
+torch tensors reads the data pointers and launches: the hot path.
+
+Arrays the kernels cannot read as they are (rows not 16-byte aligned, neither dimension contiguous,
+broadcast views, a transposed view of a type the tensor cores read only K-major, an ``out`` that is not
+row-major with aligned rows) are copied once into a packed K-major buffer (torch and CuPy; said once per
+reason with ``warnings.warn``). Zero-size dimensions give an empty result without a launch, K = 0 zeros.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+from ..derive.spec import TileSpec
+from ..isa.types import Major
+from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
+from ..runtime.launch import ROW_ALIGN_BYTES
+from .binding import check_no_alias
+from .kernel import CompiledKernel, compile
+from .launchplan import info_key, tensor_type, torch_key
+from .select import _INPUT_ARRAY_DTYPES, choose_for_arrays
+from .streams import stream_handle
+
+_KERNELS: dict[TileSpec, CompiledKernel] = {}
+_KERNELS_LOCK = threading.Lock()
+_TORCH_ENTRIES: dict = {}  # (out_dtype, torch_key) -> Launch: the hot path
+_BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done once per key
+_TABLE_LIMIT = 4096
+_WARNED: set = set()
+_PACKABLE = ("torch", "cupy")
+
+
+def kernel_for(spec: TileSpec) -> CompiledKernel:
+    """The compiled kernel for ``spec``, compiled once per process (and cached on disk)."""
+    with _KERNELS_LOCK:
+        kernel = _KERNELS.get(spec)
+        if kernel is None:
+            kernel = _KERNELS[spec] = compile(spec)
+        return kernel
+
+
+def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None):
+    """``out = a @ b.T`` with a spec chosen for the arrays' type, shape and majorness on this GPU.
+
+    a is M x K and b is N x K (torch tensors, CuPy arrays, anything with DLPack or __cuda_array_interface__).
+    K-major f16/bf16/e4m3 operands use the tuned table (``ptxgen tune``, as ``ptxgen bench``); MN-major
+    operands (transposed views) and other types (tf32 from float32, e5m2, s8, u8) use a default 128 x 256
+    (or smaller) persistent tile with the operands' majorness. On Hopper only f16/bf16 can be MN-major; other
+    torch/CuPy layouts are packed (see the module's docstring). ``out_dtype`` (f32, f16, bf16; s32 for
+    integers) defaults to ``out``'s dtype, else the input type (f32 for float32 inputs, bf16 for FP8).
+    ``a`` may be B x M x K with ``b`` shared (N x K): one launch over B * M rows when ``a`` is a view of
+    rows. Returns without synchronizing; the first call with new shapes compiles and prepares.
+    """
+    T = tensor_type()
+    if T is not None and isinstance(a, T) and isinstance(b, T) and (stream is None or out is not None):
+        if out is None or isinstance(out, T):
+            e = _TORCH_ENTRIES.get((out_dtype, torch_key(a, b, out)))
+            if e is not None:
+                r = e.call_torch(a, b, out, None if stream is None else stream_handle(stream))
+                if r is not None:
+                    return r
+    return _gemm_slow(a, b, out, out_dtype, stream)
+
+
+def _gemm_slow(a, b, out, out_dtype, stream):
+    handle = stream_handle(stream, a)
+    ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
+    oi = None if out is None else read_array(out, "out", handle)
+    if ai.ndim == 3 or bi.ndim == 3:
+        return _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream)
+    packed = _pack_plan(ai, bi, oi)
+    if packed:
+        return _gemm_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
+    key = (out_dtype, info_key(ai, bi, oi))
+    kernel = _BY_KEY.get(key)
+    if kernel is None:
+        try:
+            spec, _ = choose_for_arrays(ai, bi, oi, out_dtype)
+        except ArgumentError:
+            mn = [i for i in (ai, bi) if i.library in _PACKABLE and _major(i) is Major.MN]
+            if not mn:
+                raise
+            # a transposed view of a type the tensor cores read only K-major: pack it K-major
+            why = "the tensor cores read this type only K-major"
+            return _gemm_packed(a, b, out, ai, bi, oi, {i.name: why for i in mn}, out_dtype, stream)
+        kernel = kernel_for(spec)
+        if len(_BY_KEY) >= _TABLE_LIMIT:
+            _BY_KEY.clear()
+        _BY_KEY[key] = kernel
+    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
+    if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
+        tkey = torch_key(a, b, out)
+        entry = kernel._torch_entries.get(tkey)
+        if entry is not None:
+            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
+                _TORCH_ENTRIES.clear()
+            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# any tensor: packed copies of what the kernels cannot read as it is
+# ------------------------------------------------------------------------------------------------
+def _major(info: ArrayInfo) -> Major | None:
+    rows, cols = info.shape
+    s0, s1 = info.strides
+    if cols <= 1 or s1 == 1:
+        return Major.K
+    if rows <= 1 or s0 == 1:
+        return Major.MN
+    return None
+
+
+def _operand_problem(info: ArrayInfo) -> str | None:
+    """Why the kernels cannot read this operand as it is (None: they can, or it is not ours to judge)."""
+    if info.ndim != 2 or info.dtype not in _INPUT_ARRAY_DTYPES or 0 in info.shape:
+        return None
+    rows, cols = info.shape
+    if any(size > 1 and stride <= 0 for size, stride in zip(info.shape, info.strides)):
+        return "a broadcast view (stride 0)"
+    major = _major(info)
+    if major is None:
+        return "neither dimension is contiguous"
+    ld = (info.strides[0] if rows > 1 else cols) if major is Major.K else (info.strides[1] if cols > 1 else rows)
+    if rows > 1 if major is Major.K else cols > 1:
+        if ld * info.itemsize % ROW_ALIGN_BYTES:
+            return f"its rows start {ld * info.itemsize} B apart, not a multiple of 16 B"
+    if info.ptr % ROW_ALIGN_BYTES:
+        return "its data does not start 16-byte aligned"
+    return None
+
+
+def _out_problem(oi: ArrayInfo, m: int, n: int) -> str | None:
+    if oi.ndim != 2 or oi.shape != (m, n) or 0 in oi.shape:
+        return None
+    s0, s1 = oi.strides
+    if n > 1 and s1 != 1:
+        return "it is not row-major"
+    if m > 1 and (s0 < n or s0 * oi.itemsize % ROW_ALIGN_BYTES):
+        return f"its rows start {s0 * oi.itemsize} B apart, not a multiple of 16 B"
+    if oi.ptr % ROW_ALIGN_BYTES:
+        return "its data does not start 16-byte aligned"
+    return None
+
+
+def _pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:
+    """{argument name: why} for the torch/CuPy arrays that need a packed copy (inputs) or a staging output."""
+    plan = {}
+    if ai.ndim != 2 or bi.ndim != 2 or ai.shape[1] != bi.shape[1] or ai.dtype != bi.dtype:
+        return plan  # the checks that follow say what is wrong
+    for info in (ai, bi):
+        why = _operand_problem(info) if info.library in _PACKABLE else None
+        if why:
+            plan[info.name] = why
+    if oi is not None and oi.library in _PACKABLE:
+        why = _out_problem(oi, ai.shape[0], bi.shape[0])
+        if why:
+            plan["out"] = why
+    return plan
+
+
+def _warn_once(name: str, why: str, what: str) -> None:
+    key = (name, why.split(" ")[0])
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"ptxgen.gemm: {name}: {why}; {what} (said once; pass an array with 16-byte aligned rows, one "
+                  "dimension contiguous, to avoid the copy)", stacklevel=4)
+
+
+def _packed_copy(x, info: ArrayInfo):
+    """A K-major copy of an MN x K operand whose rows start 16 bytes apart (a view of a padded buffer)."""
+    rows, cols = info.shape
+    q = ROW_ALIGN_BYTES // info.itemsize
+    ld = max(q, -(-cols // q) * q)
+    if info.library == "torch":
+        buf = x.new_empty((rows, ld))
+        view = buf[:, :cols]
+        view.copy_(x)
+        return view
+    cupy = sys.modules["cupy"]
+    buf = cupy.empty((rows, ld), dtype=x.dtype)
+    view = buf[:, :cols]
+    view[...] = x
+    return view
+
+
+def _gemm_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
+    if "a" in plan:
+        _warn_once("a", plan["a"], "computing with a packed K-major copy")
+        a = _packed_copy(a, ai)
+    if "b" in plan:
+        _warn_once("b", plan["b"], "computing with a packed K-major copy")
+        b = _packed_copy(b, bi)
+    if "out" not in plan:
+        return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
+    _warn_once("out", plan["out"], "computing into a packed output and copying it into out")
+    check_no_alias(ai, bi, oi)
+    result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream)
+    if oi.library == "torch":
+        out.copy_(result)
+    else:
+        out[...] = result
+    return out
+
+
+def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream):
+    """B x M x K times a shared N x K: one launch over the B * M rows of a view (torch/CuPy)."""
+    if bi.ndim != 2 or ai.ndim != 3:
+        raise ArgumentError(f"batched ptxgen.gemm takes a B x M x K and a shared N x K b; got a {ai.shape} and b {bi.shape} "
+                            "(a batch of b matrices is not supported yet: loop over the batch)")
+    if ai.library not in _PACKABLE:
+        raise ArgumentError(f"a is 3-D ({ai.shape}); ptxgen flattens batches only for torch tensors and CuPy arrays: "
+                            "pass a.reshape(-1, K) (B * M x K)")
+    batch, m, k = ai.shape
+    a2 = a.reshape(batch * m, k)
+    if out is None:
+        return gemm(a2, b, None, out_dtype=out_dtype, stream=stream).reshape(batch, m, bi.shape[0])
+    if oi.ndim != 3 or oi.shape != (batch, m, bi.shape[0]):
+        raise ArgumentError(f"out has shape {oi.shape}, but a {ai.shape} @ b.T ({bi.shape[1]} x {bi.shape[0]}) is "
+                            f"{(batch, m, bi.shape[0])}")
+    try:
+        o2 = out.view(batch * m, bi.shape[0]) if oi.library == "torch" else out.reshape(batch * m, bi.shape[0])
+    except RuntimeError:
+        raise ArgumentError("out: its batch and row dimensions cannot be flattened into one without a copy; pass a "
+                            "contiguous out") from None
+    if oi.library != "torch" and o2.data.ptr != out.data.ptr:  # CuPy reshape copied
+        raise ArgumentError("out: its batch and row dimensions cannot be flattened without a copy; pass a contiguous out")
+    gemm(a2, b, o2, out_dtype=out_dtype, stream=stream)
+    return out

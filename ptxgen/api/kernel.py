@@ -1,0 +1,253 @@
+"""The kernel object: :func:`compile` a spec into a :class:`CompiledKernel`, callable on device arrays."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..derive.kernel import KernelPlan, plan_kernel
+from ..derive.spec import TileSpec, make_spec
+from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
+from ..runtime.fastlaunch import launcher
+from ..runtime.gpu import Device, NoGPU
+from ..runtime.launch import Problem, launch_geometry
+from . import streams
+from .binding import _allocate_out, bind, span_bytes
+from .launchplan import Launch, info_key, tensor_type, torch_key
+from .streams import stream_handle
+
+
+# ----------------------------------------------------------------------------------------------
+# the kernel object
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LaunchConfig:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    shared_bytes: int  # dynamic shared memory per block
+
+
+class CompiledKernel:
+    """A generated GEMM kernel, compiled (PTX and cubin) and ready to launch on device arrays.
+
+    Attributes: ``spec``, ``plan``, ``name``, ``source`` (CUDA C++), ``ptx``, ``cubin``, ``log`` (NVRTC),
+    ``abi`` (parameters in order, block, cluster, shared bytes), ``cache_hit`` / ``cache_path``.
+    """
+
+    _ENTRIES = 512  # prepared launches kept per kernel (one per dispatch key); the table is emptied when full
+
+    def __init__(self, spec: TileSpec, plan: KernelPlan, source: str, compiled, cache_hit: bool = False,
+                 cache_path: Path | None = None):
+        self.spec = spec
+        self.plan = plan
+        self.source = source
+        self.name = spec.kernel_name
+        self.ptx: str = compiled.ptx
+        self.cubin: bytes = compiled.cubin
+        self.log: str = compiled.log
+        self.cache_hit = cache_hit
+        self.cache_path = cache_path
+        self._kernel = None
+        self._lock = threading.Lock()
+        self._torch_entries: dict = {}  # torch_key -> Launch: the hot path
+        self._entries: dict = {}  # info_key -> Launch: arrays of any library
+
+    # -- the ABI ---------------------------------------------------------------------------------
+    @property
+    def abi(self):
+        return self.plan.abi
+
+    @property
+    def params(self):
+        """The kernel's parameters in order (``Param(name, kind, doc)``: kinds tensormap, ptr, i32)."""
+        return self.plan.abi.params
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.plan.abi.block
+
+    @property
+    def cluster(self) -> tuple[int, int, int]:
+        return self.plan.abi.cluster
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory per block."""
+        return self.plan.abi.dynamic_smem_bytes
+
+    @property
+    def arch(self) -> str:
+        return self.spec.arch.value
+
+    def grid(self, m: int, n: int, sm_count: int | None = None) -> tuple[int, int, int]:
+        """The grid for an M x N output. ``sm_count``: the device's multiprocessors (persistent kernels launch
+        one CTA per SM); None asks the GPU (NoGPU without one)."""
+        return self.plan.abi.grid(m, n, sm_count if sm_count is not None else streams.require_gpu().sm_count)
+
+    def launch_config(self, m: int, n: int, sm_count: int | None = None) -> LaunchConfig:
+        return LaunchConfig(self.grid(m, n, sm_count), self.block, self.cluster, self.shared_bytes)
+
+    def __repr__(self) -> str:
+        return (f"<CompiledKernel {self.name}: {self.spec.arch.value}, {self.plan.abi.threads} threads, "
+                f"{self.shared_bytes} B shared, {'persistent' if self.plan.abi.persistent else 'one CTA per tile'}>")
+
+    # -- checks ----------------------------------------------------------------------------------
+    def check(self, a, b, out=None) -> Problem:
+        """The problem the arrays make, checked against the spec (no GPU needed; raises ArgumentError,
+        DTypeError or ProblemError)."""
+        return bind(self.spec, read_array(a, "a"), read_array(b, "b"), None if out is None else read_array(out, "out")).problem
+
+    # -- launching -------------------------------------------------------------------------------
+    def load(self):
+        """Load the cubin into the device's primary context now (done lazily by the first call)."""
+        if self._kernel is None:
+            with self._lock:
+                if self._kernel is None:
+                    from ..runtime import gpu
+
+                    dev = streams.require_gpu()
+                    self._require_arch(dev)
+                    streams.ensure_current(dev)
+                    self._kernel = gpu.Kernel(self.cubin, self.name, self.shared_bytes)
+        return self._kernel
+
+    def _require_arch(self, dev: Device) -> None:
+        if dev.arch is not self.spec.arch:
+            raise NoGPU(f"{self.name} is built for {self.spec.arch.value}, but the GPU ({dev.name}, compute capability "
+                        f"{dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value} kernels: compile the spec with arch='{dev.arch.value}'")
+
+    def __call__(self, a, b, out=None, *, stream=None):
+        """``out = a @ b.T``: a is M x K, b is N x K, out is M x N row-major (allocated, with the inputs'
+        library, when not given; its rows are then padded to 16 bytes, so it can be a view). Launches on
+        ``stream`` (None: the inputs' library's current stream) and returns ``out`` without synchronizing.
+
+        Torch tensors seen before with the same shapes, strides, dtypes and devices take the hot path: their
+        pointers go into the launch prepared by the first call, and cuLaunchKernel is called once."""
+        T = tensor_type()
+        if T is not None and isinstance(a, T) and isinstance(b, T) and (stream is None or out is not None):
+            if out is None or isinstance(out, T):
+                e = self._torch_entries.get(torch_key(a, b, out))
+                if e is not None:
+                    r = e.call_torch(a, b, out, None if stream is None else stream_handle(stream))
+                    if r is not None:
+                        return r
+        handle = stream_handle(stream, a)
+        ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
+        oi = None if out is None else read_array(out, "out", handle)
+        return self._launch(a, b, out, ai, bi, oi, handle, stream)
+
+    def _launch(self, a, b, out, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, handle: int, stream):
+        """The slow path: check everything, prepare (or find) the launch for these arrays' key, run it."""
+        key = info_key(ai, bi, oi)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._prepare(ai, bi, oi)
+            self._remember(self._entries, key, entry)
+            if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
+                self._remember(self._torch_entries, torch_key(a, b, out), entry)
+        if not entry.pointers_ok(ai.ptr, bi.ptr, oi.ptr if oi is not None else 0):
+            bind(self.spec, ai, bi, oi, empty_k_ok=entry.zero_fill)  # raises: says which pointer and why
+        allocated = out is None
+        if allocated:
+            p = entry.problem
+            out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, self.spec.out_dtype.value, entry.device_index)
+            oi = read_array(out, "out", handle)
+        if entry.empty:
+            if entry.zero_fill:
+                _zero(out, ai.library if allocated else oi.library)
+            return out
+        for info in (ai, bi, oi):
+            if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
+                streams.wait_for_producer(info.producer_stream, handle)
+        entry.run(ai.ptr, bi.ptr, oi.ptr, handle)
+        if allocated and ai.library == "torch":
+            _record_torch_stream(out, stream, handle)
+        return out
+
+    def _remember(self, table: dict, key, entry) -> None:
+        if len(table) >= self._ENTRIES:
+            table.clear()
+        table[key] = entry
+
+    def _prepare(self, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> Launch:
+        """Bind the arrays (every check), then the launch for their key: kernel loaded, grid, parameter block."""
+        zero_ok = (oi.library if oi is not None else ai.library) in ("torch", "cupy")
+        p = bind(self.spec, ai, bi, oi, empty_k_ok=zero_ok).problem
+        dev = streams.require_gpu()
+        self._require_arch(dev)
+        for info in (ai, bi, oi):
+            if info is None:
+                continue
+            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
+            if ordinal != dev.index:
+                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index} (the device "
+                                    f"whose primary context it uses; choose it with CUDA_VISIBLE_DEVICES)")
+        spans = (span_bytes(ai), span_bytes(bi), span_bytes(oi) if oi is not None else 0)
+        out_alloc = (self.spec.out_dtype.value, p.ldd)
+        common = dict(plan=self.plan, problem=p, device_index=dev.index, spans=spans, out_alloc=out_alloc,
+                      ensure_context=lambda: streams.ensure_current(dev))
+        if p.m == 0 or p.n == 0 or p.k == 0:
+            return Launch(**common, func=0, grid=(0, 0, 0), block_dim=(0, 0, 0), smem=0, driver=None, encode=None,
+                          zero_fill=p.k == 0 and p.m > 0 and p.n > 0)
+        kernel = self.load()
+        streams.ensure_current(dev)
+        grid, block, smem = launch_geometry(self.plan, p, dev.sm_count, kernel)
+        driver = launcher()
+        return Launch(**common, func=int(kernel.func), grid=grid, block_dim=block, smem=smem, driver=driver,
+                      encode=driver.encode)
+
+
+def _zero(out, library: str) -> None:
+    """K = 0: the product of an M x 0 and a 0 x N matrix is zeros (as torch.matmul gives)."""
+    if library == "torch":
+        out.zero_()
+    else:
+        out.fill(0)
+
+
+def _record_torch_stream(out, stream, handle: int) -> None:
+    """An output we allocated on torch's current stream but wrote on another: tell the caching allocator."""
+    torch = sys.modules["torch"]
+    if streams.same_stream(handle, int(torch.cuda.current_stream(out.device).cuda_stream)):
+        return
+    s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=out.device)
+    out.record_stream(s)
+
+
+# ----------------------------------------------------------------------------------------------
+# compile
+# ----------------------------------------------------------------------------------------------
+def compile(spec: TileSpec | dict | None = None, /, *, options: tuple[str, ...] = (), cache: bool | str | Path = True,
+            **fields) -> CompiledKernel:
+    """Render and compile a spec with NVRTC (no GPU needed): a :class:`CompiledKernel`.
+
+    ``spec``: a TileSpec, a spec dict (``TileSpec.to_json()``), or None with the spec's fields as keywords
+    (``compile(bm=128, bn=128, bk=64, a="kmajor-sw128", ...)``, as :func:`make_spec`). ``options``: extra NVRTC
+    options. ``cache``: True uses the on-disk cache (``ptxgen.runtime.cache``), a path uses that folder,
+    False compiles afresh.
+    """
+    from ..emit.render import render_kernel
+    from ..runtime.cache import compile_cached
+
+    if spec is None:
+        spec = make_spec(**fields)
+    elif fields:
+        raise TypeError(f"pass a spec or its fields, not both (got {', '.join(sorted(fields))} as well)")
+    elif isinstance(spec, dict):
+        spec = TileSpec.from_json(spec)
+    elif not isinstance(spec, TileSpec):
+        raise TypeError(f"compile takes a TileSpec (ptxgen.make_spec(...)), a spec dict or keyword fields; got {type(spec).__name__}")
+    plan = plan_kernel(spec)
+    source = render_kernel(plan)
+    if cache is False:
+        from ..runtime.toolchain import compile_cuda
+
+        compiled = compile_cuda(source, spec.kernel_name, spec.arch.value, tuple(options))
+        return CompiledKernel(spec, plan, source, compiled)
+    folder = None if cache is True else Path(cache)
+    res = compile_cached(source, spec.kernel_name, spec.arch.value, tuple(options), folder)
+    return CompiledKernel(spec, plan, source, res.compiled, res.hit, res.path)
+

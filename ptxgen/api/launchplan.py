@@ -1,0 +1,175 @@
+"""A prepared launch: everything a call with one dispatch key needs, built once by the slow path.
+
+The dispatch key is what decides the kernel and its launch: each array's shape, strides, dtype and device
+(and, for :func:`ptxgen.gemm`, the requested output type). Pointers are not in it: a :class:`Launch` checks
+them per call (16-byte aligned, ``out`` not overlapping an input), writes them into its pre-packed
+parameter block (re-encoding a tensor map only when its pointer changed, see ``runtime.params``) and calls
+``cuLaunchKernel`` once. No spec, no derivation, no JSON, no hashing, no synchronisation on that path.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..derive.kernel import KernelPlan
+from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, error_name
+from ..runtime.gpu import CudaError
+from ..runtime.launch import Problem
+from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
+from ..runtime.tensormap import tensormap_args
+from .binding import overlaps
+
+TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
+
+
+def build_params(plan: KernelPlan, p: Problem, encode) -> tuple[ParamBlock, dict]:
+    """The parameter block for problem ``p`` with every integer written, and the pointer slot of A, B and D
+    (tensor-map or raw-pointer parameters, or a group of both; a map is encoded by ``encode`` when its
+    pointer is first set)."""
+    params = plan.abi.params
+    block = ParamBlock([q.kind for q in params])
+    slots = {}
+    for i, q in enumerate(params):
+        if q.kind == "tensormap":
+            operand = q.name[-1]  # tmap_a, tmap_b, tmap_d
+            tma = plan.tma_plan(operand)
+            template = tensormap_args(tma, 0, tuple(p.value(d) for d in tma.global_dims), p.value(tma.ld_name))
+            slots.setdefault(operand.upper(), []).append(MapSlot(block, i, template, encode))
+        elif q.kind == "ptr":
+            slots.setdefault(q.name, []).append(PtrSlot(block, i))
+        else:
+            block.set(i, p.value(q.name))
+    missing = {"A", "B", "D"} - set(slots)
+    if missing:
+        raise ValueError(f"{plan.abi.name}: no parameter carries {', '.join(sorted(missing))}")
+    return block, {name: group[0] if len(group) == 1 else SlotGroup(group) for name, group in slots.items()}
+
+
+class Launch:
+    """One prepared launch (see the module's docstring). ``run`` is the hot path; ``call_torch`` reads torch
+    tensors directly (``data_ptr()``: no DLPack, no interface dicts)."""
+
+    def __init__(self, *, plan: KernelPlan, problem: Problem, func: int, grid, block_dim, smem: int, driver, encode,
+                 ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False):
+        self.problem = problem
+        self.m, self.n, self.k = problem.m, problem.n, problem.k
+        self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0
+        self.zero_fill = zero_fill  # K = 0: out is zeros, as torch.matmul gives
+        self.device_index = device_index
+        self.span_a, self.span_b, self.span_o = spans
+        self.out_alloc = out_alloc  # (torch dtype name, ldd) for an output allocated per call
+        self._ensure_context = ensure_context
+        self._launch = driver.launch if driver is not None else None
+        self.func = func
+        self.gx, self.gy, self.gz = grid
+        self.bx, self.by, self.bz = block_dim
+        self.smem = smem
+        self._lock = threading.Lock()
+        if self.empty:
+            self.params, self.slots = None, ()
+            return
+        self.block, slots = build_params(plan, problem, encode)
+        self.slots = (slots["A"], slots["B"], slots["D"])
+        self.params = self.block.address
+        self._torch_dtype = None
+        self._stream = None
+
+    # -- the hot path ------------------------------------------------------------------------------------
+    def run(self, pa: int, pb: int, pd: int, stream: int) -> None:
+        """Point the block at these arrays and launch on ``stream``."""
+        sa, sb, sd = self.slots
+        with self._lock:
+            if sa.ptr != pa:
+                sa.point(pa)
+            if sb.ptr != pb:
+                sb.point(pb)
+            if sd.ptr != pd:
+                sd.point(pd)
+            rc = self._launch(self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None)
+            if rc:
+                if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
+                    self._ensure_context()
+                    rc = self._launch(self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream,
+                                      self.params, None)
+                if rc:
+                    raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+
+    def call_torch(self, a, b, out, stream):
+        """``out = a @ b.T`` for torch tensors of this entry's key; None when a pointer rules the hot path out
+        (unaligned, or ``out`` overlapping an input): the caller then takes the slow path, which says why."""
+        pa, pb = a.data_ptr(), b.data_ptr()
+        if out is None:
+            out = self._allocate_torch(a)
+            po = out.data_ptr()
+        else:
+            po = out.data_ptr()
+            so = self.span_o
+            if (so and ((self.span_a and po < pa + self.span_a and pa < po + so)
+                        or (self.span_b and po < pb + self.span_b and pb < po + so))):
+                return None
+        if (pa | pb | po) & 15:
+            return None
+        if self.empty:
+            if self.zero_fill:
+                out.zero_()
+            return out
+        if stream is None:
+            stream = self._torch_stream(self.device_index)
+        self.run(pa, pb, po, stream)
+        return out
+
+    def _allocate_torch(self, a):
+        dt = self._torch_dtype
+        if dt is None:
+            torch = sys.modules["torch"]
+            dt = self._torch_dtype = getattr(torch, TORCH_OUT_DTYPES[self.out_alloc[0]])
+            from .streams import torch_stream_reader
+
+            self._stream = torch_stream_reader(torch)
+        ldd = self.out_alloc[1]
+        full = a.new_empty((self.m, ldd), dtype=dt)
+        return full if ldd == self.n else full[:, : self.n]
+
+    def _torch_stream(self, index: int) -> int:
+        read = self._stream
+        if read is None:
+            from .streams import torch_stream_reader
+
+            read = self._stream = torch_stream_reader(sys.modules["torch"])
+        return read(index)
+
+    def pointers_ok(self, pa: int, pb: int, po: int) -> bool:
+        """The per-call pointer rules of the hot path (aligned, out apart from the inputs)."""
+        if (pa | pb | po) & 15:
+            return False
+        return not (overlaps(po, self.span_o, pa, self.span_a) or overlaps(po, self.span_o, pb, self.span_b))
+
+
+def torch_key(a, b, out):
+    """The dispatch key of three torch tensors (out may be None), read without DLPack."""
+    if out is None:
+        return (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device())
+    return (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device(),
+            out.shape, out.stride(), out.dtype, out.get_device())
+
+
+def info_key(ai, bi, oi):
+    """The dispatch key from ArrayInfo (arrays of any library)."""
+    def one(i):
+        return None if i is None else (i.library, i.shape, i.strides, i.dtype, i.device)
+
+    return (one(ai), one(bi), one(oi))
+
+
+_TENSOR: list = [None]
+
+
+def tensor_type():
+    """``torch.Tensor`` once torch is imported (never imports it); None before."""
+    t = _TENSOR[0]
+    if t is None:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            t = _TENSOR[0] = torch.Tensor
+    return t

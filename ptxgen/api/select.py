@@ -1,0 +1,108 @@
+"""Kernel selection for :func:`ptxgen.gemm`: which spec a call's arrays get (the tuned table for K-major
+f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch cache (``api.dispatch``) calls
+:func:`choose_for_arrays` once per dispatch key and keeps the result; nothing here is on the hot path.
+"""
+
+from __future__ import annotations
+
+from ..derive.spec import TileSpec, make_spec
+from ..isa.types import DType, Major, SpecError
+from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from . import streams
+from .binding import _check_2d, _check_strides, _dtype_words, operand_major
+
+_INPUT_ARRAY_DTYPES = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
+_DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5m2": "bf16", "s8": "s32", "u8": "s32"}
+_TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.tune searches (A and B K-major)
+
+
+def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
+    if spec.out_dtype.value == out_dtype:
+        return spec
+    return make_spec(**{**spec.to_json(), "out_dtype": out_dtype})
+
+
+def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtype: str) -> TileSpec:
+    """A general-purpose spec with the given majorness: 128 B of K per stage with the 128-byte swizzle,
+    a persistent schedule, the largest of a few tiles that is legal."""
+    d = DType(dtype)
+    acc = "s32" if d.is_integer else "f32"
+    bk = 128 // d.bytes
+
+    def tokens(major: Major) -> list[str]:
+        return ["kmajor-sw128"] if major is Major.K else ["mnmajor-sw128", "mnmajor-sw128b32"]
+
+    errors = []
+    for bm, bn, stages in ((128, 256, 4), (128, 128, 4), (128, 128, 2), (64, 128, 2)):
+        for ta in tokens(a_major):
+            for tb in tokens(b_major):
+                try:
+                    return make_spec(bm=bm, bn=bn, bk=bk, a=ta, b=tb, dtype=dtype, acc=acc, out_dtype=out_dtype, arch=arch,
+                                     stages=stages, schedule="persistent")
+                except SpecError as e:
+                    errors.append(str(e))
+    mn = [n for n, mj in (("a", a_major), ("b", b_major)) if mj is Major.MN]
+    hint = f"; pass {' and '.join(f'{x}.contiguous()' for x in mn)} (K-major)" if mn else ""
+    raise ArgumentError(f"no {dtype} kernel for {arch} reads A {a_major.value}-major and B {b_major.value}-major: "
+                        f"{errors[-1] if errors else 'no legal tile'}{hint}")
+
+
+def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
+                out_dtype: str | None = None) -> tuple[TileSpec, str]:
+    """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.tune.choose_spec``) for K-major
+    f16/bf16/e4m3, else :func:`default_spec` with the operands' majorness. ``dtype`` is the spec's input
+    type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
+    s32 for integers)."""
+    if dtype not in _DEFAULT_OUT:
+        raise DTypeError(f"no ptxgen kernel takes {dtype} inputs: one of {', '.join(_DEFAULT_OUT)}")
+    out = out_dtype or _DEFAULT_OUT[dtype]
+    legal = ("s32",) if DType(dtype).is_integer else ("f32", "f16", "bf16")
+    if out not in legal:
+        raise DTypeError(f"{dtype} inputs give {'/'.join(legal)} outputs, not {out}")
+    if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
+        from ..runtime.tune import choose_spec
+
+        try:
+            spec, why = choose_spec(dtype, arch, m, n, k)
+            return _with_out_dtype(spec, out), why
+        except (SpecError, IndexError, ValueError):
+            pass
+    mn = [f"{x} is {'M' if x == 'A' else 'N'}-major" for x, mj in (("A", a_major), ("B", b_major)) if mj is Major.MN]
+    why = (f"default: {' and '.join(mn)} (the tuned table covers K-major A and B)" if mn
+           else f"default: no tuned {dtype} kernels")
+    return default_spec(dtype, arch, a_major, b_major, out), why
+
+
+def gemm_spec(a, b, out=None, *, out_dtype: str | None = None, arch: str | None = None) -> tuple[TileSpec, str]:
+    """(spec, why) that :func:`gemm` would use for these arrays (``arch`` None: the GPU's)."""
+    ai, bi = read_array(a, "a"), read_array(b, "b")
+    oi = None if out is None else read_array(out, "out")
+    return _gemm_spec(ai, bi, oi, out_dtype, arch)
+
+
+def _gemm_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str | None) -> tuple[TileSpec, str]:
+    _check_2d(ai, "A: M x K")
+    _check_2d(bi, "B: N x K; out = a @ b.T")
+    for info in (ai, bi):
+        if info.dtype not in _INPUT_ARRAY_DTYPES:
+            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}; ptxgen kernels take "
+                             + ", ".join(_dtype_words(t) for t in _INPUT_ARRAY_DTYPES))
+    if ai.dtype != bi.dtype:
+        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
+    if ai.shape[1] != bi.shape[1]:
+        raise ArgumentError(f"a is {ai.shape[0]} x {ai.shape[1]} and b is {bi.shape[0]} x {bi.shape[1]}: both must have K "
+                            "columns (out = a @ b.T)")
+    if out_dtype is None and oi is not None:
+        out_dtype = oi.dtype
+    for info in (ai, bi):
+        _check_strides(info)
+    a_major, b_major = operand_major(ai), operand_major(bi)
+    if arch is None:
+        arch = streams.require_gpu().arch.value
+    (m, k), n = ai.shape, bi.shape[0]
+    return select_spec(_INPUT_ARRAY_DTYPES[ai.dtype], arch, max(m, 1), max(n, 1), max(k, 1), a_major, b_major, out_dtype)
+
+
+def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str]:
+    """The one selection entry point of the dispatch cache: (spec, why) for these arrays on this GPU."""
+    return _gemm_spec(ai, bi, oi, out_dtype, None)

@@ -1,0 +1,81 @@
+"""The two driver calls on the hot path, made through ctypes straight into ``libcuda``: ``cuLaunchKernel`` with
+a pre-packed parameter block, and ``cuTensorMapEncodeTiled`` writing into a buffer of ours.
+
+cuda-python's bindings convert and wrap every argument (lists of ``cuuint64_t``, a ``CUtensorMap`` object) and
+cost several µs a call; a ctypes call with fixed argument types costs about one. Both go to the same driver
+and context (``libcuda.so.1`` is loaded once per process). Where ctypes cannot load the driver the bindings
+are used instead (:func:`launcher`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from .gpu import CudaError, _driver
+from .tensormap import TensorMapArgs
+
+TENSOR_MAP_BYTES = 128
+
+# Results of a launch that mean "this thread has no (or another) current context": set it and try once more.
+RETRY_WITH_CONTEXT = frozenset({201, 400, 709})  # INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
+
+
+class _CtypesDriver:
+    def __init__(self, lib: ctypes.CDLL):
+        u32, vp = ctypes.c_uint32, ctypes.c_void_p
+        self.launch = lib.cuLaunchKernel
+        self.launch.restype = ctypes.c_int
+        self.launch.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
+        self._encode = lib.cuTensorMapEncodeTiled
+        self._encode.restype = ctypes.c_int
+        self._encode.argtypes = [vp, ctypes.c_int, u32, vp, vp, vp, vp, vp, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        self._out = (ctypes.c_ubyte * (TENSOR_MAP_BYTES + 64))()
+        self._out_addr = ctypes.addressof(self._out) + (-ctypes.addressof(self._out) % 64)
+
+    def encode(self, a: TensorMapArgs) -> bytes:
+        dims = (ctypes.c_uint64 * a.rank)(*a.global_dims)
+        strides = (ctypes.c_uint64 * max(1, a.rank - 1))(*a.global_strides)
+        box = (ctypes.c_uint32 * a.rank)(*a.box)
+        estr = (ctypes.c_uint32 * a.rank)(*a.element_strides)
+        rc = self._encode(self._out_addr, a.data_type, a.rank, a.global_address, dims, strides, box, estr, a.interleave,
+                          a.swizzle, a.l2_promotion, a.oob_fill)
+        if rc:
+            raise CudaError(f"cuTensorMapEncodeTiled({a.to_json()}) failed: {error_name(rc)} ({rc})")
+        return ctypes.string_at(self._out_addr, TENSOR_MAP_BYTES)
+
+
+class _BindingsDriver:
+    """The same two calls through cuda-python (slower; used only when ctypes cannot load libcuda)."""
+
+    def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        cu = _driver()
+        return int(cu.cuLaunchKernel(cu.CUfunction(func), gx, gy, gz, bx, by, bz, smem, cu.CUstream(stream), params, 0)[0])
+
+    def encode(self, a: TensorMapArgs) -> bytes:
+        from .tensormap import encode
+
+        return encode(a)
+
+
+_DRIVER = None
+
+
+def launcher():
+    """The process's driver entry points (``.launch(func, gx, gy, gz, bx, by, bz, smem, stream, params, None)``
+    returning the CUresult as an int, and ``.encode(TensorMapArgs) -> bytes``)."""
+    global _DRIVER
+    if _DRIVER is None:
+        try:
+            _DRIVER = _CtypesDriver(ctypes.CDLL("libcuda.so.1"))
+        except (OSError, AttributeError):
+            _DRIVER = _BindingsDriver()
+    return _DRIVER
+
+
+def error_name(rc: int) -> str:
+    try:
+        cu = _driver()
+        name = cu.cuGetErrorName(cu.CUresult(rc))[1]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - an unknown code still gets reported by number
+        return "CUDA error"
