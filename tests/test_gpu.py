@@ -158,6 +158,21 @@ def tuned_jobs(arch: str) -> list[dict]:
     return jobs
 
 
+# Shapes for the kernels ptxgen.runtime.choose picks (issue 16): small M or N (64-row/column tiles, one CTA per tile), rows off a
+# 32-byte sector (K x 2 B = 2064, 6000, 10000: 128-byte L2 promotion, the 2x1 multicast variant), odd M and N.
+CHOSEN_SHAPES = [(1, 4100, 5000), (37, 1000, 1032), (100, 7000, 3000), (128, 4096, 520), (1000, 1528, 5000), (777, 1501, 3000),
+                 (2500, 1000, 1032), (3001, 100, 5000), (1359, 20, 3776)]
+
+
+def chosen_jobs(arch: str) -> list[dict]:
+    """The kernel the chooser picks for each of CHOSEN_SHAPES (bf16), at that shape (validate pads rows only to 16 B,
+    so K = 5000 keeps its 16-byte phase)."""
+    from ptxgen.runtime.choose import choose
+
+    return [{"spec": choose("bf16", arch, m, n, k).spec.to_json(), "m": m, "n": n, "k": k, "seed": None}
+            for m, n, k in CHOSEN_SHAPES]
+
+
 def gpu_jobs(arch: str) -> list[dict]:
     """Every GPU validation job for ``arch``: legal configs with the TMA loader, a spread with cp.async, odd shapes."""
     jobs, base = [], _base_configs()
@@ -176,7 +191,7 @@ def gpu_jobs(arch: str) -> list[dict]:
             _add(jobs, arch, dict(cfg, loader="cp.async"), shape)
     for cfg, shape in CLUSTER:
         _add(jobs, arch, cfg, shape)
-    return jobs + tuned_jobs(arch)
+    return jobs + tuned_jobs(arch) + chosen_jobs(arch)
 
 
 def _add(jobs: list, arch: str, cfg: dict, shape) -> None:

@@ -9,7 +9,8 @@ from ptxgen.cli import main
 from ptxgen.emit.chart import chart_svg, parse
 from ptxgen.runtime import bench
 from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.runtime.tune import candidates, choose_spec, default_spec, load_table, tile_fit
+from ptxgen.runtime.choose import choose_spec, tile_fit
+from ptxgen.runtime.tune import candidates, default_spec, load_table
 
 TABLE = [
     {"dtype": "bf16", "arch": "sm_90a", "m": 4096, "n": 4096, "k": 4096, "spec": default_spec("bf16", "sm_90a").to_json()},
@@ -86,7 +87,7 @@ def test_chart_parses_bench_lines_and_is_valid_svg():
 def test_a_named_tuning_table_that_is_missing_is_an_error_not_the_default(tmp_path, monkeypatch):
     """PTXGEN_TUNING naming a missing or broken file must not fall back to the default kernel silently (it did on the
     H200 once, and the benchmark measured the wrong kernel)."""
-    from ptxgen.runtime.tune import choose_spec
+    from ptxgen.runtime.choose import choose_spec
 
     monkeypatch.setenv("PTXGEN_TUNING", str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="not a readable tuning table"):

@@ -10,7 +10,8 @@ import sys
 
 from ptxgen.derive.spec import TileSpec
 from ptxgen.runtime import bench
-from ptxgen.runtime.tune import choose_spec, load_table
+from ptxgen.runtime.choose import choose_spec
+from ptxgen.runtime.tune import load_table
 
 
 def nearest(m: int, n: int, k: int) -> TileSpec:

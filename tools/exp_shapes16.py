@@ -12,7 +12,15 @@ Hypotheses written before the run (docs/performance.md, run 25, says what came o
  H5 small M: the tuned kernels (128 x 256 tiles) leave most SMs idle at M <= 128 (N / 256 CTAs); smaller BN and BM = 64
     tiles raise the bandwidth; cuBLAS picks split-K kernels there (kernel names from the torch profiler).
 
-Modes: pitch | ncu | names | smallm | shapes SHAPES...
+Experiment 2 (mode ``variants``), hypotheses written before the second run:
+ H6 128-byte L2 promotion (now derived from the row pitch at launch) lifts the chooser's kernels on the four unaligned
+    shapes from about 0.6 to about 0.75, as it did for the 128 x 256 kernel at 5120 x 5120 x 5000.
+ H7 the kernel is L2-bound at those phases (ncu, run 25), so a 2x1 cluster that multicasts B (a third less L2 -> SM
+    traffic) adds more there than on rows on a sector (runs 15-17: within +-0.03); 1x2 (multicast A) less than 2x1.
+ H8 small N (N <= 128, M large) mirrors small M: 128 x 64 or 64 x 64 tiles, one CTA per tile, beat the nearest-fit
+    kernel (a 128 x 192 / 128 x 256 tile whose B box is mostly zero fill).
+
+Modes: pitch | ncu | names | smallm | variants | shapes SHAPES...
 """
 
 import math
@@ -29,7 +37,7 @@ from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, gemm_args, launch_geometry
 from ptxgen.runtime.tensormap import encode
 from ptxgen.runtime.toolchain import compile_cuda
-from ptxgen.runtime.tune import choose_spec
+from ptxgen.runtime.choose import choose_spec
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
             stages=4, schedule="persistent", epilogue="tma")
@@ -161,6 +169,52 @@ def smallm_mode():
                 print(f"SMALLM {m}x{n}x{k} {label}: ERROR {type(e).__name__}: {e}", flush=True)
 
 
+def _run(label, spec, m, n, k, pitch, l2=None):
+    try:
+        r = Runner(spec, m, n, k, pitch, l2)
+        r.ours()
+        torch.cuda.synchronize()
+        ours, base, err = alternate(torch, r.ours, r.base, r.err, 30, 5)
+        fl = 2 * m * n * k
+        print(f"VARIANT {m}x{n}x{k} pitch {pitch} ({pitch * 2 % 128} B) {label:24s} ratio {base / ours:.3f} ours {fl / ours / 1e9:.1f} "
+              f"cuBLAS {fl / base / 1e9:.1f} TFLOP/s err {err:.1e} {'OK' if err < 1e-2 else 'FAIL'} [{spec.kernel_name}]", flush=True)
+        r.kernel.unload()
+    except Exception as e:  # noqa: BLE001
+        print(f"VARIANT {m}x{n}x{k} {label}: ERROR {type(e).__name__}: {e}", flush=True)
+
+
+def variants_mode():
+    import dataclasses
+
+    from ptxgen.isa.types import Cluster
+    from ptxgen.runtime.choose import choose
+
+    for m, n, k in ((5000, 5000, 5000), (3000, 7000, 5000), (1500, 9000, 3000), (4096, 4096, 5000)):
+        c = choose("bf16", "sm_90a", m, n, k)
+        plain = dataclasses.replace(c.spec, cluster=Cluster.C1X1)
+        _run("1x1, L2 256B (before)", plain, m, n, k, k, l2=3)
+        _run("1x1, L2 by pitch", plain, m, n, k, k)
+        _run("2x1, L2 by pitch", dataclasses.replace(plain, cluster=Cluster.C2X1), m, n, k, k)
+        _run("1x2, L2 by pitch", dataclasses.replace(plain, cluster=Cluster.C1X2), m, n, k, k)
+        _run("2x1, L2 256B", dataclasses.replace(plain, cluster=Cluster.C2X1), m, n, k, k, l2=3)
+    # small N (the mirror of small M), on shapes outside the held-out set: the older rule's kernel against the new one
+    from ptxgen.derive.spec import TileSpec
+    from ptxgen.runtime.choose import tile_fit
+    from ptxgen.runtime.tune import load_table
+
+    for m, n, k in ((8192, 16, 8192), (16384, 64, 4096), (4096, 100, 16384)):
+        entries = [e for e in load_table() if e["dtype"] == "bf16"]
+        near = sorted(entries, key=lambda e: sum(abs(math.log(x) - math.log(e[d])) for x, d in ((m, "m"), (n, "n"), (k, "k"))))[:3]
+        old = max((TileSpec.from_json(e["spec"]) for e in near), key=lambda s: round(tile_fit(s, m, n), 2))
+        for label, spec in (("nearest-fit (before)", old), (choose("bf16", "sm_90a", m, n, k).chosen_by, choose("bf16", "sm_90a", m, n, k).spec)):
+            _run(label, spec, m, n, k, k)
+    base = make_spec(**BASE)
+    for phase in (0, 16, 48):
+        pitch = 5056 + phase // 2
+        _run("128x256 1x1, L2 by pitch", base, 5120, 5120, 5000, pitch)
+        _run("128x256 2x1, L2 by pitch", dataclasses.replace(base, cluster=Cluster.C2X1), 5120, 5120, 5000, pitch)
+
+
 def shapes_mode(arg):
     ratios = []
     for s in arg.split(","):
@@ -178,4 +232,4 @@ def shapes_mode(arg):
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    {"pitch": pitch_mode, "ncu": ncu_mode, "names": names_mode, "smallm": smallm_mode}.get(mode, lambda: shapes_mode(sys.argv[2]))()
+    {"pitch": pitch_mode, "ncu": ncu_mode, "names": names_mode, "smallm": smallm_mode, "variants": variants_mode}.get(mode, lambda: shapes_mode(sys.argv[2]))()

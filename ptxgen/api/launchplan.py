@@ -15,9 +15,8 @@ import threading
 from ..derive.kernel import KernelPlan
 from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, error_name
 from ..runtime.gpu import CudaError
-from ..runtime.launch import Problem
+from ..runtime.launch import Problem, map_args
 from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
-from ..runtime.tensormap import tensormap_args
 from .binding import overlaps
 
 TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
@@ -33,8 +32,7 @@ def build_params(plan: KernelPlan, p: Problem, encode) -> tuple[ParamBlock, dict
     for i, q in enumerate(params):
         if q.kind == "tensormap":
             operand = q.name[-1]  # tmap_a, tmap_b, tmap_d
-            tma = plan.tma_plan(operand)
-            template = tensormap_args(tma, 0, tuple(p.value(d) for d in tma.global_dims), p.value(tma.ld_name))
+            template = map_args(plan, operand, 0, p)
             slots.setdefault(operand.upper(), []).append(MapSlot(block, i, template, encode))
         elif q.kind == "ptr":
             slots.setdefault(q.name, []).append(PtrSlot(block, i))

@@ -49,7 +49,7 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
 
 def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
                 out_dtype: str | None = None) -> tuple[TileSpec, str]:
-    """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.tune.choose_spec``) for K-major
+    """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.choose``) for K-major
     f16/bf16/e4m3, else :func:`default_spec` with the operands' majorness. ``dtype`` is the spec's input
     type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
     s32 for integers)."""
@@ -60,7 +60,7 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
     if out not in legal:
         raise DTypeError(f"{dtype} inputs give {'/'.join(legal)} outputs, not {out}")
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
-        from ..runtime.tune import choose_spec
+        from ..runtime.choose import choose_spec
 
         try:
             spec, why = choose_spec(dtype, arch, m, n, k)

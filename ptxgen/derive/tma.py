@@ -33,7 +33,9 @@ from ..isa.ptxref import cite
 from ..isa.tensormap import (
     DRIVER_REF,
     INTERLEAVE_NONE,
+    L2_PROMOTION_128B,
     L2_PROMOTION_256B,
+    L2_SECTOR_BYTES,
     MAX_BOX_ELEMENTS,
     OOB_FILL_ZERO,
     PTX_TENSOR_REF,
@@ -128,6 +130,19 @@ def tile_map(**fields) -> TmaPlan:
     whole 256-byte L2 lines, out-of-bounds elements zero. The operands' maps and D's (derive.epilogue) come from here."""
     return TmaPlan(rank=2, element_strides=(1, 1), interleave=INTERLEAVE_NONE, l2_promotion=L2_PROMOTION_256B,
                    oob_fill=OOB_FILL_ZERO, **fields)
+
+
+def l2_promotion_for_rows(row_bytes: int) -> int:
+    """The tensor map's L2 promotion for operand rows ``row_bytes`` apart: 256-byte lines when every row starts on a
+    32-byte L2 sector, 128-byte lines otherwise.
+
+    Measured on the H200 (docs/performance.md, run 25; 128 x 256 x 64 persistent kernel, M = N = 5120, K = 5000):
+    rows 16, 48, 80 or 112 B past a 128-byte line (not on a sector) ran at 0.64-0.65 of cuBLAS with 256-byte
+    promotion and 0.75-0.78 with 128-byte (or 64-byte, or none); rows on a sector (0, 32, 64 B) ran at 0.89-0.92,
+    where 256-byte promotion is the best of the four (0.924 against 0.90-0.91). ncu: at the 16-byte phase the
+    kernel's L2 work (throughput x duration) is 2.4 x that at phase 0, and it becomes L2-bound (75% of the L2's
+    peak)."""
+    return L2_PROMOTION_256B if row_bytes % L2_SECTOR_BYTES == 0 else L2_PROMOTION_128B
 
 
 def copies_of(layout: "SmemLayout", elems_per_cell: int, split: int = 1) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
@@ -232,7 +247,11 @@ def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
                 "the same swizzle as the MMA descriptors' layout type: TMA writes the pattern the tensor core reads", cite("swizzling")),
         Derived("swizzle_key", TMA_SWIZZLE_KEY, "XOR of address bits [7, 10) into [4, 7) of the address written",
                 "where TMA anchors the pattern decides the descriptors' base offset (docs/hardware-layout.md, 'TMA')", cite("base_offset")),
-        Derived("l2_promotion", "L2_256B", "L2_PROMOTION_L2_256B", "fetch whole 256-byte L2 lines: every tile row is read in full", DRIVER_REF),
+        Derived("l2_promotion", "L2_256B (rows on a 32-B sector), else L2_128B",
+                f"at launch, from the row stride {ld} x {ebytes} B: L2_PROMOTION_L2_256B when it is a multiple of "
+                f"{L2_SECTOR_BYTES} B, else L2_PROMOTION_L2_128B",
+                "fetch whole L2 lines: every tile row is read in full; rows that start mid-sector fetch 128-byte lines "
+                "(measured on the H200: 0.64 -> 0.75-0.78 of cuBLAS at the 16-B phase; docs/performance.md, run 25)", DRIVER_REF),
         Derived("oob_fill", "NONE (zeros)", "FLOAT_OOB_FILL_NONE", "out-of-bounds elements are zero, so the K tail adds nothing", DRIVER_REF),
         Derived("copies", len(copies),
                 f"{layout.cols // layout.atom_cols} atom column(s) x {layout.rows // box[1]} box(es) of {box[1]} rows: "

@@ -77,6 +77,7 @@ TMA_DATA_TYPE_OF = {
 INTERLEAVE_NONE = 0  # CU_TENSOR_MAP_INTERLEAVE_NONE
 L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 L2_PROMOTION_256B = 3
+L2_SECTOR_BYTES = 32  # the L2's sector: rows that do not start on one straddle an extra sector per box row
 OOB_FILL_ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
 
 # How a swizzled TMA write picks the XOR key. "address": chunk bits [4, 7) of the shared-memory address

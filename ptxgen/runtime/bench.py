@@ -39,11 +39,16 @@ class BenchResult:
     iters: int  # timed rounds per side
     cublas_call: str
     checked_ok: bool = True
+    ours_tbps: float = 0.0  # A + B + D bytes (each read or written once) per second, TB/s: the bandwidth view
+    cublas_tbps: float = 0.0
+    chosen_by: str = ""  # which rule picked the kernel (ptxgen.runtime.choose: tuned, small-m, nearest-fit, default; flags)
+    why: str = ""
 
     def line(self) -> str:
         return (
             f"{self.kernel} M={self.m} N={self.n} K={self.k}: ptxgen {self.ours_tflops:.1f} TFLOP/s ({self.ours_ms:.3f} ms), "
             f"cuBLAS {self.cublas_tflops:.1f} TFLOP/s ({self.cublas_ms:.3f} ms), ratio {self.ratio:.3f}; "
+            f"{self.ours_tbps:.2f} vs {self.cublas_tbps:.2f} TB/s; "
             f"worst rel error {self.rel_error:.2e}; median of {self.iters} alternating rounds"
         )
 
@@ -150,5 +155,6 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     case.kernel.unload()
     flops = 2.0 * m * n * k
     ours_tf, base_tf = flops / ours_ms / 1e9, flops / base_ms / 1e9
+    nbytes = (m * k * spec.dtype.bytes + n * k * spec.operand_dtype("b").bytes + m * n * spec.out_dtype.bytes)
     return BenchResult(dev.name, spec.kernel_name, m, n, k, ours_ms, base_ms, ours_tf, base_tf, ours_tf / base_tf, worst, iters,
-                       case.call, checked_ok=worst <= case.tol)
+                       case.call, checked_ok=worst <= case.tol, ours_tbps=nbytes / ours_ms / 1e9, cublas_tbps=nbytes / base_ms / 1e9)

@@ -157,7 +157,8 @@ def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
     from ..cli import UsageError, spec_from_args
     from .gpu import require_gpu
-    from .tune import choose_spec, table_entries
+    from .choose import choose
+    from .tune import table_entries
 
     given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
     if given and len(given) < len(TILE_FLAGS):
@@ -172,8 +173,8 @@ def _bench_specs(args, shapes):
         raise NoGPU(f"--arch {arch} cannot run on {dev.name}, which runs {dev.arch.value} kernels")
     if given:
         spec = spec_from_args(args, arch=arch)
-        return [(spec, "the spec given") for _ in shapes]
-    return [choose_spec(args.dtype, arch, m, n, k) for m, n, k in shapes]
+        return [(spec, "the spec given", "flags") for _ in shapes]
+    return [(c.spec, c.why, c.chosen_by) for c in (choose(args.dtype, arch, m, n, k) for m, n, k in shapes)]
 
 
 def cmd_bench(args) -> int:
@@ -189,11 +190,12 @@ def cmd_bench(args) -> int:
         shapes = _shapes(args)
         chosen = _bench_specs(args, shapes)
         results = []
-        for (m, n, k), (spec, why) in zip(shapes, chosen):
+        for (m, n, k), (spec, why, chosen_by) in zip(shapes, chosen):
             r = bench_spec(spec, m, n, k, args.warmup, args.iters)
+            r.chosen_by, r.why = chosen_by, why
             results.append(r)
             if not args.json:
-                print(f"{r.line()}  [{why}]")
+                print(f"{r.line()}  [{chosen_by}: {why}]")
     except NoGPU as e:
         print(f"ptxgen bench: {e}", file=sys.stderr)
         return EXIT_NO_GPU

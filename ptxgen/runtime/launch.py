@@ -7,10 +7,11 @@ driver's tensor-map encoder) runs on a CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..derive.kernel import KernelPlan
 from ..derive.spec import TileSpec
+from ..derive.tma import l2_promotion_for_rows
 from ..isa.types import Loader, Major
 from .gpu import KernelArgs
 
@@ -134,11 +135,20 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     return KernelArgs(values)
 
 
-def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) -> bytes:
-    from .tensormap import encode as driver_encode
+def map_args(plan: KernelPlan, operand: str, ptr: int, p: Problem):
+    """The encode arguments of tensor-map parameter ``tmap_<operand>`` for problem ``p`` (every launch path builds
+    its maps here): the plan's map, with the operands' L2 promotion following their row pitch
+    (derive.tma.l2_promotion_for_rows)."""
     from .tensormap import tensormap_args
 
     tma = plan.tma_plan(operand)
-    dims = tuple(p.value(d) for d in tma.global_dims)
-    args = tensormap_args(tma, ptr, dims, p.value(tma.ld_name))
-    return (encode or driver_encode)(args)
+    args = tensormap_args(tma, ptr, tuple(p.value(d) for d in tma.global_dims), p.value(tma.ld_name))
+    if operand in ("a", "b"):
+        args = replace(args, l2_promotion=l2_promotion_for_rows(args.global_strides[0]))
+    return args
+
+
+def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) -> bytes:
+    from .tensormap import encode as driver_encode
+
+    return (encode or driver_encode)(map_args(plan, operand, ptr, p))

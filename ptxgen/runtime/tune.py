@@ -1,15 +1,14 @@
 """``ptxgen tune``: search a bounded space of kernels for a shape on the GPU; the table of winners ships
 with the package (ptxgen/tuning/<device>.json), and ``ptxgen bench`` / ``ptxgen.gemm`` pick from it.
 
-The table maps (dtype, arch, M, N, K) to a spec; a shape that is not in it takes the entry nearest in
-log(M), log(N), log(K), or a default.
+The table maps (dtype, arch, M, N, K) to a spec; which kernel runs a shape that is not in it is decided in
+``ptxgen.runtime.choose``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from importlib import resources
 from pathlib import Path
 
@@ -89,44 +88,6 @@ def table_entries(table: list[dict] | None = None) -> list[dict]:
         if os.environ.get("PTXGEN_TUNING"):
             raise ValueError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table ({type(e).__name__}: {e})") from None
         return []
-
-
-# An untuned shape takes one of the kernels tuned for the NEAREST shapes (log distance), the one whose tiles fit it
-# best: measured on the H200 (docs/performance.md, runs 20-22), the single nearest entry can pad a dimension badly
-# (12000x1000x6000 took 128x192 tiles, padding N = 1000 to 1152, and fell from 1.01 to 0.75 of cuBLAS).
-NEAREST_CANDIDATES = 3
-SM_COUNT = 132  # the H200's multiprocessors: the shipped table is the H200's
-
-
-def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
-    """The fraction of the launched MMA work that is useful: tile padding along M and N times the last wave's
-    occupancy (tiles spread over ``sm_count`` CTAs, one tile per CTA at a time)."""
-    tm, tn = -(-m // spec.bm), -(-n // spec.bn)
-    padding = (m * n) / (tm * spec.bm * tn * spec.bn)
-    tiles = tm * tn
-    waves = -(-tiles // sm_count)
-    return padding * tiles / (waves * sm_count)
-
-
-def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
-    """(spec, why) for a shape: its tuned winner; else, of the winners of the NEAREST_CANDIDATES nearest tuned shapes,
-    the one whose tiles fit the shape best (ties: the nearest); else the default."""
-    entries = [e for e in table_entries(table) if e["dtype"] == dtype and e["arch"] == arch]
-    if not entries:
-        return default_spec(dtype, arch), "default (no tuned entry for this type and arch)"
-
-    def distance(e: dict) -> float:
-        return sum(abs(math.log(x) - math.log(e[d])) for x, d in ((m, "m"), (n, "n"), (k, "k")))
-
-    ranked = sorted(entries, key=distance)
-    if distance(ranked[0]) == 0:
-        return TileSpec.from_json(ranked[0]["spec"]), "tuned for this shape"
-    near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
-    fits = [round(tile_fit(spec, m, n), 2) for _, spec in near]
-    i = fits.index(max(fits))  # the first (nearest) of the best fits
-    e, spec = near[i]
-    why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
-    return spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)"
 
 
 def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:

@@ -1,0 +1,156 @@
+"""Which kernel runs a shape: the one place that decides (``ptxgen bench`` without tile flags, ``ptxgen.gemm``).
+
+Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` reports it):
+
+``tuned``        the shape is in the tuning table: its measured winner.
+``small-m``      M <= 128 against a wide N: a BM = 64 tile whose CTAs fill between 40% and 100% of the SMs in one
+                 wave (the widest such BN of 128, 64; the most CTAs when none reaches 40%). Measured on the H200
+                 (docs/performance.md, run 25: 12 decode shapes, 8 tiles each): the tuned 128 x 192 / 128 x 256 tiles
+                 run 0.48-0.96 of cuBLAS there, because N / 256 CTAs leave most SMs idle and a 128-row tile of
+                 which 1..127 rows are real streams twice the weights per useful row.
+``small-n``      N <= 128 (and M > 128): the mirror image, BN = 64 and BM of 128 or 64 by the same rule. Added after
+                 run 25 had measured the held-out set with the older rules (10711 x 12 x 7832 ran at 0.625 there),
+                 by symmetry with ``small-m``, not fitted to any shape.
+``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
+                 least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
+``default``      no tuned entry for the type and arch.
+
+Operand rows that do not start on a 32-byte L2 sector (K x element bytes not a multiple of 32 with tight rows):
+their tensor maps take 128-byte L2 promotion at launch (``derive.tma.l2_promotion_for_rows``), and a persistent
+cooperative kernel runs in a 2x1 cluster that multicasts B (``+off-sector`` in ``chosen_by``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..derive.spec import TileSpec
+from ..isa.tensormap import L2_SECTOR_BYTES
+from ..isa.types import Cluster, Consumers, Epilogue, Schedule, SpecError
+from .tune import default_spec, table_entries
+
+NEAREST_CANDIDATES = 3
+SM_COUNT = 132  # the H200's multiprocessors: the shipped table is the H200's
+SMALL_M_MAX = 128
+SMALL_M_BM = 64
+SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest first: run 25's best two
+SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
+
+
+@dataclass(frozen=True)
+class Choice:
+    spec: TileSpec
+    why: str
+    chosen_by: str  # the rule: tuned | small-m | small-n | nearest-fit | default (+off-sector)
+
+
+def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
+    """The fraction of the launched MMA work that is useful: tile padding along M and N times the last wave's
+    occupancy (tiles spread over ``sm_count`` CTAs, one tile per CTA at a time)."""
+    tm, tn = -(-m // spec.bm), -(-n // spec.bn)
+    padding = (m * n) / (tm * spec.bm * tn * spec.bn)
+    tiles = tm * tn
+    waves = -(-tiles // sm_count)
+    return padding * tiles / (waves * sm_count)
+
+
+def small_m_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
+    """(BN, stages, CTAs) of the BM = 64 tile for an M <= 128 shape, or None when every such tile needs more than one
+    wave (then the large tiles of the table fit better: run 25, 128 x 16384 x 4096)."""
+    if m > SMALL_M_MAX:
+        return None
+    options = [(bn, stages, -(-m // SMALL_M_BM) * -(-n // bn)) for bn, stages in SMALL_M_TILES]
+    one_wave = [o for o in options if o[2] <= sm_count]
+    if not one_wave:
+        return None
+    filled = [o for o in one_wave if o[2] >= SMALL_M_MIN_FILL * sm_count]
+    return filled[0] if filled else max(one_wave, key=lambda o: (o[2], -o[0]))  # the most CTAs; ties: the narrower
+
+
+def small_n_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
+    """(BM, stages, CTAs) for an N <= 128 shape: the mirror of :func:`small_m_tile` (BN = 64, BM of 128 or 64)."""
+    return small_m_tile(n, m, sm_count)
+
+
+def _narrow_spec(like: TileSpec, bm: int, bn: int, stages: int) -> TileSpec:
+    """The table's kernel family (types, operand layouts, arch) with a ``bm`` x ``bn`` tile, one CTA per tile,
+    direct stores (run 25 measured these for small M; the TMA-store variant was no better)."""
+    return dataclasses.replace(like, bm=bm, bn=bn, stages=stages, schedule=Schedule.TILE, raster_group=8,
+                               consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT, cluster=Cluster.C1X1)
+
+
+def _pitch_note(k: int, element_bytes: int, lda: int | None, ldb: int | None) -> str:
+    rows = [("A", (lda or k) * element_bytes), ("B", (ldb or k) * element_bytes)]
+    off = [f"{name} rows {b % 128} B past a 128-byte line" for name, b in rows if b % L2_SECTOR_BYTES]
+    return f"; {', '.join(off)}: 128-byte L2 promotion" if off else ""
+
+
+def off_sector_variant(spec: TileSpec) -> TileSpec | None:
+    """For operand rows off a 32-byte sector: the same persistent cooperative kernel in a 2-CTA cluster along M that
+    multicasts B, halving B's L2 reads (ncu, run 25: at the 16-byte phase the kernel is L2-bound, 75% of the L2's
+    peak, with 2.4 x the L2 work of phase 0). None where the spec has no such variant."""
+    if spec.arch.value != "sm_90a" or spec.schedule is not Schedule.PERSISTENT or spec.consumers is not Consumers.COOPERATIVE:
+        return None
+    try:
+        return dataclasses.replace(spec, cluster=Cluster.C2X1)
+    except SpecError:
+        return None
+
+
+def _with_pitch(c: Choice, off_sector: bool) -> Choice:
+    if not off_sector:
+        return c
+    v = off_sector_variant(c.spec)
+    if v is None:
+        return c
+    return Choice(v, c.why + "; with a 2x1 cluster multicasting B (rows off a 32-byte sector make the kernel L2-bound)",
+                  c.chosen_by + "+off-sector")
+
+
+def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None, *, lda: int | None = None,
+           ldb: int | None = None, sm_count: int = SM_COUNT) -> Choice:
+    """The kernel for a shape (K-major A and B; ``lda``/``ldb`` in elements, None: tight rows)."""
+    entries = [e for e in table_entries(table) if e["dtype"] == dtype and e["arch"] == arch]
+    if not entries:
+        return Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
+
+    def distance(e: dict) -> float:
+        return sum(abs(math.log(x) - math.log(e[d])) for x, d in ((m, "m"), (n, "n"), (k, "k")))
+
+    ranked = sorted(entries, key=distance)
+    first = TileSpec.from_json(ranked[0]["spec"])
+    note = _pitch_note(k, first.dtype.bytes, lda, ldb)
+    off_sector = bool(note)
+    if distance(ranked[0]) == 0:
+        return _with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector)
+    narrow = []
+    if arch == "sm_90a":
+        small = small_m_tile(m, n, sm_count)
+        if small is not None:
+            bn, stages, ctas = small
+            narrow.append((SMALL_M_BM, bn, stages, f"M = {m} <= {SMALL_M_MAX}", ctas, "small-m"))
+        small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX else None
+        if small is not None:
+            bm, stages, ctas = small
+            narrow.append((bm, SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
+    for bm, bn, stages, what, ctas, rule in narrow:
+        try:
+            spec = _narrow_spec(first, bm, bn, stages)
+        except SpecError:
+            continue
+        return Choice(spec, f"{what}: {bm} x {bn} tiles, {ctas} CTA{'s' if ctas > 1 else ''} for {sm_count} SMs in one wave" + note, rule)
+    near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
+    fits = [round(tile_fit(spec, m, n, sm_count), 2) for _, spec in near]
+    i = fits.index(max(fits))  # the first (nearest) of the best fits
+    e, spec = near[i]
+    why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
+    return _with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
+
+
+def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
+    """(spec, why) of :func:`choose` (tight rows), for callers that do not need the rule's name."""
+    c = choose(dtype, arch, m, n, k, table)
+    return c.spec, c.why
+

@@ -1,0 +1,100 @@
+"""Kernel choice (ptxgen.runtime.choose) and the row-pitch rule of the operands' tensor maps, on a CPU.
+
+The rules' thresholds come from run 25 on the H200 (docs/performance.md); these tests check that the code applies
+them, not that they are fast (no test asserts a duration)."""
+
+import pytest
+
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tma import l2_promotion_for_rows
+from ptxgen.isa.tensormap import L2_PROMOTION_128B, L2_PROMOTION_256B
+from ptxgen.isa.types import Schedule
+from ptxgen.runtime.choose import choose, small_m_tile
+from ptxgen.runtime.launch import Problem, gemm_args
+from ptxgen.runtime.tune import candidates, default_spec
+
+TABLE = [
+    {"dtype": "bf16", "arch": "sm_90a", "m": 4096, "n": 4096, "k": 4096, "spec": default_spec("bf16", "sm_90a").to_json()},
+    {"dtype": "bf16", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 1024, "spec": candidates("bf16", "sm_90a")[-1].to_json()},
+]
+
+
+@pytest.mark.parametrize("row_bytes,want", [(10000, L2_PROMOTION_128B), (10112, L2_PROMOTION_256B), (10016, L2_PROMOTION_256B),
+                                            (14000, L2_PROMOTION_128B), (6000, L2_PROMOTION_128B), (4000, L2_PROMOTION_256B),
+                                            (10064, L2_PROMOTION_128B), (10080, L2_PROMOTION_256B)])
+def test_l2_promotion_follows_the_row_phase_against_32_byte_sectors(row_bytes, want):
+    # 10000 B is 16 past a 128-B line, 14000 48, 6000 112, 10064 80: mid-sector; 10016 (32), 4000 (32), 10080 (96): on one
+    assert l2_promotion_for_rows(row_bytes) == want
+
+
+def _captured_l2(spec, p):
+    seen = []
+
+    def fake(args):
+        seen.append(args.l2_promotion)
+        return bytes(128)
+
+    gemm_args(plan_kernel(spec), 0x10000, 0x20000, 0x30000, p, encode=fake)
+    return seen
+
+
+def test_launch_gives_each_operand_map_the_promotion_of_its_own_rows():
+    spec = make_spec(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16",
+                     arch="sm_90a", stages=4, schedule="persistent", epilogue="tma")
+    assert _captured_l2(spec, Problem(5120, 5120, 5000, 5056, 5056, 5120)) == [3, 3, 3]  # A, B on a line; D's map stays 256 B
+    assert _captured_l2(spec, Problem(5120, 5120, 5000, 5000, 5056, 5120)) == [2, 3, 3]  # A 16 B off: 128 B
+    assert _captured_l2(spec, Problem(5120, 5120, 5000, 5056, 5000, 5120)) == [3, 2, 3]
+    assert _captured_l2(spec, Problem(5120, 5120, 5000, 5008, 5008, 5120)) == [3, 3, 3]  # 32 B off: on a sector
+
+
+def test_small_m_tile_fills_one_wave():
+    assert small_m_tile(16, 4096) == (64, 8, 64)  # 64 x 128 would launch 32 CTAs (< 40% of 132): the narrower tile
+    assert small_m_tile(128, 4096) == (128, 8, 64)  # two tile rows: 64 CTAs of 64 x 128 already fill 40%
+    assert small_m_tile(1, 7168) == (128, 8, 56)
+    assert small_m_tile(128, 7168) == (128, 8, 112)
+    assert small_m_tile(64, 16384) == (128, 8, 128)
+    assert small_m_tile(128, 16384) is None  # every BM = 64 tile needs two waves
+    assert small_m_tile(129, 64) is None  # not small M
+    assert small_m_tile(1, 4) == (64, 8, 1)
+
+
+def test_choose_rules_and_their_names():
+    c = choose("bf16", "sm_90a", 8192, 8192, 1024, TABLE)
+    assert c.chosen_by == "tuned" and c.spec.to_json() == TABLE[1]["spec"]
+    c = choose("bf16", "sm_90a", 16, 4096, 4096, TABLE)
+    assert c.chosen_by == "small-m" and (c.spec.bm, c.spec.bn, c.spec.stages) == (64, 64, 8)
+    assert c.spec.schedule is Schedule.TILE and c.spec.a == c.spec.b and c.spec.dtype.value == "bf16"
+    assert c.spec.out_dtype.value == "bf16"
+    c = choose("bf16", "sm_90a", 128, 16384, 4096, TABLE)
+    assert c.chosen_by == "nearest-fit"
+    c = choose("bf16", "sm_90a", 7000, 9000, 1152, TABLE)
+    assert c.chosen_by == "nearest-fit" and "128-byte L2" not in c.why
+    assert choose("f16", "sm_90a", 100, 100, 100, TABLE).chosen_by == "default"
+
+
+def test_choose_says_when_rows_are_off_a_sector():
+    c = choose("bf16", "sm_90a", 5000, 5000, 5000, TABLE)
+    assert "A rows 16 B past a 128-byte line, B rows 16 B past a 128-byte line: 128-byte L2 promotion" in c.why
+    c = choose("bf16", "sm_90a", 5000, 5000, 5000, TABLE, lda=5056)
+    assert "A rows" not in c.why and "B rows 16 B" in c.why
+    assert "L2" not in choose("bf16", "sm_90a", 5000, 5000, 5008, TABLE).why  # 10016 B: 32 past, on a sector
+
+
+def test_rows_off_a_sector_take_the_multicast_variant_of_a_persistent_kernel():
+    table = [dict(TABLE[0], m=5120, n=5120, k=5120)]  # 128 x 256 persistent cooperative
+    c = choose("bf16", "sm_90a", 5000, 5000, 5000, table)
+    assert c.chosen_by == "nearest-fit+off-sector" and c.spec.cluster.value == "2x1"
+    c = choose("bf16", "sm_90a", 5000, 5000, 5056, table)
+    assert c.chosen_by == "nearest-fit" and c.spec.cluster.value == "1x1"
+    pingpong = [dict(TABLE[1], m=5120, n=5120, k=5120)]  # ping-pong: no cluster variant (run 15: 2x1 lost there)
+    assert choose("bf16", "sm_90a", 5000, 5000, 5000, pingpong).spec.cluster.value == "1x1"
+
+
+def test_small_n_is_the_mirror_of_small_m():
+    c = choose("bf16", "sm_90a", 10711, 12, 7832, TABLE)
+    assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn, c.spec.stages) == (128, 64, 8)  # 84 CTAs
+    c = choose("bf16", "sm_90a", 1359, 20, 3776, TABLE)
+    assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn) == (64, 64)  # 11 CTAs of 128 rows: the most CTAs
+    assert choose("bf16", "sm_90a", 100, 12, 7832, TABLE).chosen_by == "small-m"  # both small: small M decides
+    assert choose("bf16", "sm_90a", 16384, 100, 4096, TABLE).chosen_by == "nearest-fit"  # two waves either way
