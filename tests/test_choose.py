@@ -98,3 +98,25 @@ def test_small_n_is_the_mirror_of_small_m():
     assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn) == (64, 64)  # 11 CTAs of 128 rows: the most CTAs
     assert choose("bf16", "sm_90a", 100, 12, 7832, TABLE).chosen_by == "small-m"  # both small: small M decides
     assert choose("bf16", "sm_90a", 16384, 100, 4096, TABLE).chosen_by == "nearest-fit"  # two waves either way
+
+
+def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
+    """``ptxgen bench --json`` without tile flags: each shape's object has chosen_by and why from runtime.choose (the
+    GPU and the timing are faked; what is checked is the plumbing from the chooser to the JSON)."""
+    import json
+    from types import SimpleNamespace
+
+    from ptxgen.cli import main
+    from ptxgen.runtime import bench, gpu
+
+    monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="fake", sm_count=132))
+
+    def fake_bench(spec, m, n, k, warmup, iters):
+        return bench.BenchResult("fake", spec.kernel_name, m, n, k, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, iters, "none")
+
+    monkeypatch.setattr(bench, "bench_spec", fake_bench)
+    assert main(["bench", "--dtype", "bf16", "--json", "--shapes", "16x4096x4096,4096x4096x4096,5000x5000x5000"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rules = [s["chosen_by"] for s in out["shapes"]]
+    assert rules == ["small-m", "tuned", "nearest-fit+off-sector"]
+    assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
