@@ -150,6 +150,7 @@ def _legal_pairs():
     return out
 
 
+@pytest.mark.slow
 def test_pair_model_agrees_with_the_writer_over_the_legal_space():
     """Every CTA's TMA copies (from its own row origin) put exactly A[BM x BK] and B[BN x BK] where the pair MMA reads
     them, through one pair of descriptors; the epilogues read every D element from where the MMA put it."""
@@ -318,6 +319,7 @@ from hypothesis import strategies as st  # noqa: E402
 from strategies import legal_pair_specs  # noqa: E402
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(spec=legal_pair_specs(), seed=st.integers(0, 2**32 - 1))
 def test_pair_model_agrees_over_the_legal_space_hypothesis(spec, seed):

@@ -62,6 +62,7 @@ def test_sharding_is_a_deterministic_partition():
         shard(CI, "4/3")
 
 
+@pytest.mark.slow
 def test_full_grid_is_every_legal_config_of_its_domain():
     g = full_grid()
     assert len(g.specs) == FULL_SIZE and g.dropped > 0
@@ -120,43 +121,84 @@ def test_sweep_cli_on_a_toml_grid(tmp_path):
 
 @pytest.mark.slow
 def test_ci_sweep_passes_without_a_gpu(tmp_path):
-    """The whole ci grid: read model, NVRTC and SASS for every configuration, in under 10 minutes."""
+    """The whole ci grid: read model, NVRTC and SASS for every configuration (the slow tier: `pytest -m slow`)."""
     out = tmp_path / "ci.json"
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--jobs", str(min(2, os.cpu_count() or 1)),
                            "--json", str(out)], capture_output=True, text=True)
-    elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout[-4000:]
     r = json.loads(out.read_text())
     assert r["summary"]["failed"] == 0 and r["summary"]["total"] == len(CI)
-    assert elapsed < 600, elapsed
+
+
+# The everyday run sweeps a sample of the ci grid that holds every value of every spec field on each arch with each
+# loader: the same features as the whole grid, in a few percent of its configurations.
+def _features(spec) -> set:
+    j = {**spec.to_json(), "loader": spec.loader.value}
+    arch, loader = j["arch"], j["loader"]
+    return {f for k, v in j.items() for f in ((arch, k, str(v)), (arch, loader, k, str(v)))}
+
+
+def covering_sample(specs) -> list:
+    """Greedy set cover of the (arch, [loader,] field, value) features of ``specs``; deterministic."""
+    feats = [_features(s) for s in specs]
+    need, chosen = set().union(*feats), []
+    while need:
+        i = max(range(len(specs)), key=lambda j: (len(feats[j] & need), -j))
+        chosen.append(specs[i])
+        need -= feats[i]
+    return chosen
+
+
+SAMPLE = covering_sample(CI)
+CHUNK = 10
+
+
+def test_the_sample_covers_every_feature_of_the_ci_grid():
+    assert set().union(*map(_features, SAMPLE)) == set().union(*map(_features, CI))
+    assert len(SAMPLE) < len(CI) / 10
+    # control: dropping any sampled configuration loses a feature (the greedy cover has no passengers)
+    whole = set().union(*map(_features, CI))
+    for i in range(len(SAMPLE)):
+        assert set().union(*map(_features, SAMPLE[:i] + SAMPLE[i + 1:])) != whole or len(SAMPLE) == 1
+
+
+@pytest.mark.parametrize("start", range(0, len(SAMPLE), CHUNK))
+def test_ci_sample_sweeps_clean(start):
+    """Read model, NVRTC and SASS for a slice of the feature-covering sample (slices spread over xdist workers)."""
+    r = run_sweep(SAMPLE[start:start + CHUNK], jobs=1, compile=True, run=False, progress=False)
+    bad = [(c["kernel_name"], c["error"]) for c in r["configs"] if c["error"]]
+    assert r["summary"]["failed"] == 0, bad
 
 
 # ------------------------------------------------------------------------------------------------
 # CI shards: --merge, --list-dropped, --resume, Ctrl-C, the --json target
 from ptxgen.cli import main  # noqa: E402
 
+# the shard/merge tests: two products, so that the shards hold configurations of both (no compile, quick)
+MERGE_GRID = ('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = [64, 128]\nbn = [64, 128, 256]\nbk = [32, 64]\na = "kmajor-sw64"\n'
+              'b = ["kmajor-sw128", "mnmajor-sw64"]\nloader = ["tma", "cp.async"]\n')
 SMALL = ('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = 128\nbn = [64, 128]\nbk = [32, 48]\na = "kmajor-sw64"\n'
          'b = ["kmajor-sw32", "mnmajor-sw256"]\nloader = ["tma", "cp.async"]\n')
 
 
 def _shards(tmp_path, n=3):
-    paths = []
+    paths, grid = [], str(_toml(tmp_path, MERGE_GRID, "merge.toml"))
     for i in range(1, n + 1):
         p = tmp_path / f"shard-{i}.json"
-        assert main(["sweep", "--grid", "ci", "--no-compile", "--jobs", "1", "--shard", f"{i}/{n}", "--json", str(p)]) == 0
+        assert main(["sweep", "--grid", grid, "--no-compile", "--jobs", "1", "--shard", f"{i}/{n}", "--json", str(p)]) == 0
         paths.append(str(p))
     return paths
 
 
 def test_merge_checks_every_shard_once(tmp_path, capsys):
     paths = _shards(tmp_path)
+    size = len(load_grid(str(tmp_path / "merge.toml")).specs)
     r = json.loads(open(paths[0]).read())
-    assert r["shard"] == "1/3" and r["grid"] == "ci" and r["grid_size"] == len(CI) and not r["partial"]
+    assert r["shard"] == "1/3" and r["grid"] == "merge" and r["grid_size"] == size and not r["partial"]
     assert r["kernel_names"] == sorted(c["kernel_name"] for c in r["configs"])
     capsys.readouterr()
     assert main(["sweep", "--merge", *paths]) == 0
-    assert f"total {len(CI)}: {len(CI)} passed" in capsys.readouterr().out
+    assert f"total {size}: {size} passed" in capsys.readouterr().out
     assert main(["sweep", "--merge", *paths[:2]]) == 1
     assert "shard 3/3 is missing" in capsys.readouterr().err
     assert main(["sweep", "--merge", paths[0], *paths]) == 1
@@ -181,8 +223,8 @@ def test_merge_fails_on_a_failed_config_and_refuses_junk(tmp_path, capsys):
     assert "several grids" in capsys.readouterr().err
 
 
-def _toml(tmp_path, text=SMALL):
-    g = tmp_path / "small.toml"
+def _toml(tmp_path, text=SMALL, name="small.toml"):
+    g = tmp_path / name
     g.write_text(text)
     return g
 
@@ -215,10 +257,15 @@ def test_resume_skips_what_a_partial_report_has(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("target, fragment", [("DIR", "is a directory"), ("DIR/missing/r.json", "does not exist")])
-def test_bad_json_target_is_refused_before_the_sweep(tmp_path, capsys, target, fragment):
-    t0 = time.monotonic()
+def test_bad_json_target_is_refused_before_the_sweep(tmp_path, capsys, monkeypatch, target, fragment):
+    import ptxgen.sweep
+
+    def no_sweep(*a, **kw):
+        raise AssertionError("the sweep ran before the --json target was checked")
+
+    monkeypatch.setattr(ptxgen.sweep, "run_sweep", no_sweep)
     assert main(["sweep", "--grid", "ci", "--json", target.replace("DIR", str(tmp_path))]) == 2
-    assert fragment in capsys.readouterr().err and time.monotonic() - t0 < 5
+    assert fragment in capsys.readouterr().err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
@@ -245,14 +292,12 @@ def test_ctrl_c_stops_a_parallel_sweep_and_writes_a_partial_report(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(4)
     assert proc.poll() is None, "the sweep finished before Ctrl-C"
-    t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=120)  # a guard against a hang, not a measurement
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
-    assert time.monotonic() - t0 < 10
     assert proc.returncode in (1, 130), err
     r = json.loads(out.read_text())
     assert r["partial"] is True and len(r["configs"]) < len(r["kernel_names"]) and "interrupted" in err
