@@ -382,6 +382,28 @@ def _add_gpu_commands(sub) -> None:
     from .runtime import commands
 
     commands.add(sub, add_spec_flags)
+    bench = sub.choices["bench"]
+    bench.add_argument("--api", action="store_true",
+                       help="time what a torch user sees (bf16, K-major, out given): host us per call of ptxgen.gemm, of the "
+                            "compiled kernel and of torch.mm; single-call and back-to-back ratios to torch.matmul")
+    bench.set_defaults(func=_cmd_bench)
+
+
+def _cmd_bench(args) -> int:
+    from .runtime.commands import TILE_FLAGS, _shapes, cmd_bench
+
+    if not args.api:
+        return cmd_bench(args)
+    given = [f for f in TILE_FLAGS if getattr(args, f, None) is not None]
+    if given:
+        raise UsageError(f"--api times ptxgen.gemm with the kernel it chooses; drop {', '.join('--' + f for f in given)}")
+    shapes = _shapes(args)
+    bad = [s for s in shapes if min(s) < 1]
+    if bad:
+        raise UsageError(f"--shapes: every M, N, K must be at least 1 (got {'x'.join(map(str, bad[0]))})")
+    from .api.bench_api import run
+
+    return run(shapes, args.iters, args.json)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -238,3 +238,48 @@ def test_the_api_sits_above_the_runtime():
     for path in (PKG / "api").glob("*.py"):
         assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.torch_ops", "ptxgen.cli"))}, path.name
     assert Path(PKG / "api" / "__init__.py").exists() and not (PKG / "api.py").exists()
+
+
+def test_bench_api_usage_is_checked_before_any_gpu_work():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "ptxgen", "bench", "--api", *args], capture_output=True, text=True, cwd=root)
+
+    for args, words in ((["--shapes", "0x64x64"], "at least 1"), (["--shapes", "4x4"], "expected MxNxK"),
+                        (["--bm", "128", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128"], "drop --bm")):
+        r = run(*args)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    try:
+        import torch  # noqa: F401
+
+        pytest.skip("torch is installed: the no-torch exit is not reachable here")
+    except ImportError:
+        r = run("--shapes", "64x64x64")
+        assert r.returncode == 3 and "needs torch" in r.stderr
+
+
+def test_precheck_refuses_before_any_copy():
+    def info(name, shape, strides, dtype="bf16", ptr=None, device=(2, 0)):
+        ptr = ptr if ptr is not None else {"a": 0x100000, "b": 0x200000, "out": 0x300000}[name]
+        return api.binding.ArrayInfo(name, ptr, shape, strides, dtype, 4 if dtype in ("f32", "float64") else 2, device,
+                                     "torch", "torch")
+
+    a, b = info("a", (300, 64), (1, 301)), info("b", (200, 64), (64, 1))
+    dispatch._precheck(a, b, info("out", (300, 200), (200, 1)), None)  # fine: nothing raised
+    cases = [
+        ((a, info("b", (200, 64), (64, 1), "f16"), None, None), "a is bf16"),
+        ((a, info("b", (200, 72), (72, 1)), None, None), "K columns"),
+        ((a, b, info("out", (200, 300), (300, 1)), None), "out has shape"),
+        ((a, b, info("out", (300, 200), (200, 1), "float64"), None), "not float64"),
+        ((a, b, None, "s32"), "not s32"),
+        ((a, b, info("out", (300, 200), (200, 1), ptr=0x100000 + 64), None), "out overlaps a"),
+        ((a, info("b", (200, 64), (64, 1), device=(1, 0)), None, None), "b is on cpu:0"),
+    ]
+    for args, words in cases:
+        with pytest.raises(ArgumentError, match=words):
+            dispatch._precheck(*args)

@@ -13,15 +13,16 @@ reason with ``warnings.warn``). Zero-size dimensions give an empty result withou
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import warnings
 
 from ..derive.spec import TileSpec
 from ..isa.types import Major
-from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
+from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
-from .binding import check_no_alias
+from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .launchplan import info_key, tensor_type, torch_key
 from .select import _INPUT_ARRAY_DTYPES, choose_for_arrays
@@ -76,6 +77,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
         return _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream)
     packed = _pack_plan(ai, bi, oi)
     if packed:
+        _precheck(ai, bi, oi, out_dtype)  # what is wrong anyway is said before any copy is launched
         return _gemm_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
     key = (out_dtype, info_key(ai, bi, oi))
     kernel = _BY_KEY.get(key)
@@ -83,9 +85,10 @@ def _gemm_slow(a, b, out, out_dtype, stream):
         try:
             spec, _ = choose_for_arrays(ai, bi, oi, out_dtype)
         except ArgumentError:
-            mn = [i for i in (ai, bi) if i.library in _PACKABLE and _major(i) is Major.MN]
+            mn = [i for i in (ai, bi) if i.library in _PACKABLE and i.ndim == 2 and _major(i) is Major.MN]
             if not mn:
                 raise
+            _precheck(ai, bi, oi, out_dtype)  # then the refusal was the majorness (default_spec)
             # a transposed view of a type the tensor cores read only K-major: pack it K-major
             why = "the tensor cores read this type only K-major"
             return _gemm_packed(a, b, out, ai, bi, oi, {i.name: why for i in mn}, out_dtype, stream)
@@ -165,8 +168,40 @@ def _pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:
     return plan
 
 
+def _precheck(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> None:
+    """The checks that do not depend on layout (shapes, dtypes, out's shape and dtype, devices, aliasing),
+    before a packed copy is launched: an argument that is wrong anyway is refused with nothing launched."""
+    _check_2d(ai, "A: M x K")
+    _check_2d(bi, "B: N x K; out = a @ b.T")
+    for info in (ai, bi):
+        if info.dtype not in _INPUT_ARRAY_DTYPES:
+            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}; ptxgen kernels take "
+                             + ", ".join(_dtype_words(t) for t in _INPUT_ARRAY_DTYPES))
+    if ai.dtype != bi.dtype:
+        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
+    (m, k), (n, kb) = ai.shape, bi.shape
+    if k != kb:
+        raise ArgumentError(f"a is {m} x {k} and b is {n} x {kb}: both must have K columns (out = a @ b.T)")
+    want = out_dtype or (oi.dtype if oi is not None else None)
+    if want is not None:
+        _check_out_dtype(ai.dtype, want)
+    if oi is not None:
+        _check_2d(oi, "out: M x N, row-major")
+        if oi.shape != (m, n):
+            raise ArgumentError(f"out has shape {oi.shape}, but a ({m} x {k}) @ b.T ({k} x {n}) is {(m, n)}")
+        check_no_alias(ai, bi, oi)
+    _check_devices([i for i in (ai, bi, oi) if i is not None])
+
+
+def _check_out_dtype(in_dtype: str, out: str) -> None:
+    spec_in = _INPUT_ARRAY_DTYPES[in_dtype]
+    legal = ("s32",) if spec_in in ("s8", "u8") else ("f32", "f16", "bf16")
+    if out not in legal:
+        raise DTypeError(f"{spec_in} inputs give {'/'.join(legal)} outputs, not {_dtype_words(out)}")
+
+
 def _warn_once(name: str, why: str, what: str) -> None:
-    key = (name, why.split(" ")[0])
+    key = (name, re.sub(r"\d+", "#", why))
     if key in _WARNED:
         return
     _WARNED.add(key)

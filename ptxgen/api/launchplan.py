@@ -64,14 +64,14 @@ class Launch:
         self.bx, self.by, self.bz = block_dim
         self.smem = smem
         self._lock = threading.Lock()
+        self._torch_dtype = None
+        self._stream = None
         if self.empty:
             self.params, self.slots = None, ()
             return
         self.block, slots = build_params(plan, problem, encode)
         self.slots = (slots["A"], slots["B"], slots["D"])
         self.params = self.block.address
-        self._torch_dtype = None
-        self._stream = None
 
     # -- the hot path ------------------------------------------------------------------------------------
     def run(self, pa: int, pb: int, pd: int, stream: int) -> None:
