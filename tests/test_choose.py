@@ -120,3 +120,17 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
     rules = [s["chosen_by"] for s in out["shapes"]]
     assert rules == ["small-m", "tuned", "nearest-fit+off-sector"]
     assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
+
+
+def test_the_api_passes_the_operands_row_pitch_to_the_choice():
+    """A K = 5000 operand read through a view whose rows are 5056 elements apart starts every row on a line: no
+    multicast variant; the same K with tight rows takes it (the shipped table)."""
+    from ptxgen.api.select import _gemm_spec
+    from ptxgen.runtime.arrays import ArrayInfo
+
+    def info(name, rows, k, pitch):
+        return ArrayInfo(name, 0x10000, (rows, k), (pitch, 1), "bf16", 2, None, "numpy", "dlpack")
+
+    tight, _ = _gemm_spec(info("a", 5000, 5000, 5000), info("b", 5000, 5000, 5000), None, None, "sm_90a")
+    padded, why = _gemm_spec(info("a", 5000, 5000, 5056), info("b", 5000, 5000, 5056), None, None, "sm_90a")
+    assert tight.cluster.value == "2x1" and padded.cluster.value == "1x1" and "L2" not in why

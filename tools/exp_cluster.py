@@ -1,7 +1,7 @@
 """Experiment (issue 9): do 2-CTA clusters with TMA multicast pay off on the tuned kernels? Measured.
 
 For each shape, in one process with alternating rounds against cuBLAS (ptxgen.runtime.bench), the tuned
-kernel (ptxgen.runtime.tune.choose_spec) as tuned (cluster 1x1) and with --cluster 2x1 (B multicast) and
+kernel (ptxgen.runtime.choose.choose_spec) as tuned (cluster 1x1) and with --cluster 2x1 (B multicast) and
 --cluster 1x2 (A multicast), everything else equal. Each line: TFLOP/s of ours and cuBLAS, the ratio,
 and whether the output matched.
 
@@ -18,7 +18,7 @@ import json
 from ptxgen.derive.spec import TileSpec
 from ptxgen.isa.types import Cluster, SpecError
 from ptxgen.runtime import bench
-from ptxgen.runtime.tune import choose_spec
+from ptxgen.runtime.choose import choose_spec
 
 
 def main():

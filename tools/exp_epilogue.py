@@ -13,7 +13,8 @@ Usage: python tools/exp_epilogue.py [--dtype bf16] 4096x4096x4096 8192x8192x1024
 import argparse
 
 from ptxgen.runtime import bench
-from ptxgen.runtime.tune import choose_spec, store_variant
+from ptxgen.runtime.choose import choose_spec
+from ptxgen.runtime.tune import store_variant
 
 _orig = bench.render_kernel
 

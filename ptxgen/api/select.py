@@ -48,11 +48,12 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
 
 
 def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
-                out_dtype: str | None = None) -> tuple[TileSpec, str]:
+                out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None) -> tuple[TileSpec, str]:
     """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.choose``) for K-major
     f16/bf16/e4m3, else :func:`default_spec` with the operands' majorness. ``dtype`` is the spec's input
     type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
-    s32 for integers)."""
+    s32 for integers). ``lda``/``ldb``: the K-major operands' row pitch in elements (None: tight rows); the
+    choice depends on whether rows start on a 32-byte sector (``ptxgen.runtime.choose``)."""
     if dtype not in _DEFAULT_OUT:
         raise DTypeError(f"no ptxgen kernel takes {dtype} inputs: one of {', '.join(_DEFAULT_OUT)}")
     out = out_dtype or _DEFAULT_OUT[dtype]
@@ -60,11 +61,11 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
     if out not in legal:
         raise DTypeError(f"{dtype} inputs give {'/'.join(legal)} outputs, not {out}")
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
-        from ..runtime.choose import choose_spec
+        from ..runtime.choose import choose
 
         try:
-            spec, why = choose_spec(dtype, arch, m, n, k)
-            return _with_out_dtype(spec, out), why
+            c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb)
+            return _with_out_dtype(c.spec, out), c.why
         except (SpecError, IndexError, ValueError):
             pass
     mn = [f"{x} is {'M' if x == 'A' else 'N'}-major" for x, mj in (("A", a_major), ("B", b_major)) if mj is Major.MN]
@@ -100,7 +101,19 @@ def _gemm_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: st
     if arch is None:
         arch = streams.require_gpu().arch.value
     (m, k), n = ai.shape, bi.shape[0]
-    return select_spec(_INPUT_ARRAY_DTYPES[ai.dtype], arch, max(m, 1), max(n, 1), max(k, 1), a_major, b_major, out_dtype)
+    lda, ldb = (_row_pitch(x) for x in (ai, bi))
+    return select_spec(_INPUT_ARRAY_DTYPES[ai.dtype], arch, max(m, 1), max(n, 1), max(k, 1), a_major, b_major, out_dtype,
+                       lda=lda, ldb=ldb)
+
+
+def _row_pitch(info: ArrayInfo) -> int | None:
+    """A K-major operand's row pitch in elements as the kernel will read it, or None (tight rows assumed: MN-major,
+    one row, or rows gemm packs because they do not start 16-byte aligned)."""
+    rows, cols = info.shape
+    s0, s1 = info.strides
+    if rows <= 1 or s1 != 1 or s0 < cols or (s0 * info.itemsize) % 16:
+        return None
+    return s0
 
 
 def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str]:
