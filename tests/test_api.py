@@ -96,7 +96,7 @@ def mnmajor(rows, k, dtype="bfloat16", ld=None, **kw):
 # import, compile, ABI
 # ---------------------------------------------------------------------------------------------------
 def test_import_is_lazy_and_exports_the_api():
-    code = ("import sys, ptxgen; heavy = [m for m in ('ptxgen.api', 'numpy', 'jinja2', 'cuda') if m in sys.modules]; "
+    code = ("import sys, ptxgen; heavy = [m for m in ('ptxgen.api', 'numpy', 'jinja2', 'cuda', 'torch') if m in sys.modules]; "
             "print(heavy); from ptxgen import compile, gemm, make_spec, NoGPU; print('ptxgen.api' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True"
@@ -105,6 +105,9 @@ def test_import_is_lazy_and_exports_the_api():
 
     assert ptxgen.make_spec is make_spec and ptxgen.NoGPU is gpu.NoGPU and ptxgen.compile is api.compile
     assert ptxgen.gemm is api.gemm and ptxgen.__version__
+    gs = subprocess.run([sys.executable, "-c", "import ptxgen; print(ptxgen.api.gemm_spec.__name__)"], capture_output=True,
+                        text=True, cwd=ROOT, check=True).stdout.strip()
+    assert gs == "gemm_spec"  # ptxgen.api after a plain `import ptxgen`
     assert issubclass(api.ArgumentError, ValueError) and issubclass(api.DTypeError, TypeError)
     with pytest.raises(AttributeError):
         ptxgen.no_such_thing  # noqa: B018
