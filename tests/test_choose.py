@@ -134,3 +134,10 @@ def test_the_api_passes_the_operands_row_pitch_to_the_choice():
     tight, _ = _gemm_spec(info("a", 5000, 5000, 5000), info("b", 5000, 5000, 5000), None, None, "sm_90a")
     padded, why = _gemm_spec(info("a", 5000, 5000, 5056), info("b", 5000, 5000, 5056), None, None, "sm_90a")
     assert tight.cluster.value == "2x1" and padded.cluster.value == "1x1" and "L2" not in why
+
+
+def test_fp8_keeps_the_table_rules_the_narrow_tiles_were_measured_on_bf16_only():
+    table = [{"dtype": "e4m3", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 8192,
+              "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
+    assert choose("e4m3", "sm_90a", 16, 4096, 4096, table).chosen_by == "nearest-fit"
+    assert choose("e4m3", "sm_90a", 5000, 5000, 5008, table).spec.cluster.value == "1x1"  # 5008 B: 16 past a sector

@@ -15,6 +15,9 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
 
+``small-m``, ``small-n`` and ``+off-sector`` apply to 16-bit inputs (measured on bf16); e4m3 keeps the table's
+kernels and the nearest-fit rule.
+
 Operand rows that do not start on a 32-byte L2 sector (K x element bytes not a multiple of 32 with tight rows):
 their tensor maps take 128-byte L2 promotion at launch (``derive.tma.l2_promotion_for_rows``), and a persistent
 cooperative kernel runs in a 2x1 cluster that multicasts B (``+off-sector`` in ``chosen_by``).
@@ -36,6 +39,7 @@ SM_COUNT = 132  # the H200's multiprocessors: the shipped table is the H200's
 SMALL_M_MAX = 128
 SMALL_M_BM = 64
 SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest first: run 25's best two
+MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m3 keeps the table's kernels
 SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
 
 
@@ -122,11 +126,12 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     ranked = sorted(entries, key=distance)
     first = TileSpec.from_json(ranked[0]["spec"])
     note = _pitch_note(k, first.dtype.bytes, lda, ldb)
-    off_sector = bool(note)
+    measured = dtype in MEASURED_DTYPES  # the narrow tiles and the cluster variant were measured on bf16 only
+    off_sector = bool(note) and measured
     if distance(ranked[0]) == 0:
         return _with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector)
     narrow = []
-    if arch == "sm_90a":
+    if arch == "sm_90a" and measured:
         small = small_m_tile(m, n, sm_count)
         if small is not None:
             bn, stages, ctas = small
