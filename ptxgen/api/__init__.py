@@ -16,7 +16,7 @@ kernel (or :func:`gemm`) raises :class:`NoGPU` after the arguments have been che
 
 Modules: ``binding`` (checking arrays against a spec), ``streams`` (streams, contexts), ``launchplan`` (the
 prepared launch of one dispatch key: the hot path), ``kernel`` (CompiledKernel, compile), ``select`` (which
-spec gemm picks), ``dispatch`` (gemm and its dispatch cache).
+spec gemm picks), ``dispatch`` (gemm and its dispatch cache), ``bench_api`` (``ptxgen bench --api``).
 ``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.torch_ops`` (a layer above this package).
 """
 
