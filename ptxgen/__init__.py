@@ -14,7 +14,7 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
 
 import sys as _sys
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 __all__ = ["__version__", "register_torch_ops", *_API]

@@ -10,42 +10,10 @@ import argparse
 import json
 import sys
 
-from . import __version__
+from .version import __version__
 from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
+from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
-
-
-class UsageError(Exception):
-    """Bad command-line usage that argparse cannot see (exit 2)."""
-
-
-def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_100a", required: bool = True) -> None:
-    """One flag per spec field (ptxgen.derive.spec.FIELDS). ``required=False``: the tile flags may be left out."""
-    from .derive.spec import FIELDS
-
-    g = p.add_argument_group("tile spec")
-    for f in FIELDS:
-        kw: dict = {"help": f.help, "required": f.required and required}
-        if f.is_int:
-            kw["type"] = int
-        if f.choices:
-            kw["choices"] = f.choices
-        default = f.default
-        if f.name == "arch":
-            default = arch_default
-            kw["help"] = f.help + (f" (default {arch_default})" if arch_default else " (default: the GPU's)")
-        if not f.required:
-            kw["default"] = default
-        g.add_argument(f.flag, dest=f.name, **kw)
-
-
-def spec_from_args(args, arch: str | None = None):
-    from .derive.spec import FIELDS, make_spec
-
-    values = {f.name: getattr(args, f.name) for f in FIELDS}
-    if arch:
-        values["arch"] = arch
-    return make_spec(**values)
 
 
 def _parse_hex(text: str, bits: int, what: str) -> int:
@@ -381,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_gpu_commands(sub) -> None:
     from .runtime import commands
 
-    commands.add(sub, add_spec_flags)
+    commands.add(sub)
     bench = sub.choices["bench"]
     bench.add_argument("--api", action="store_true",
                        help="time what a torch user sees (bf16, K-major, out given): host us per call of ptxgen.gemm, of the "

@@ -21,7 +21,8 @@ from importlib import resources
 from pathlib import Path
 
 from .outputs import check_output_path, write_text_atomic  # noqa: F401 (re-exported for the CLI)
-from .derive.spec import FIELDS as SPEC_FIELDS, TileSpec, make_spec
+from .derive.fields import FIELDS as SPEC_FIELDS
+from .derive.spec import TileSpec, make_spec
 from .isa.types import SpecError
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from ptxgen.derive import scales as scales_mod
 from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import BLOCK_SCALED_BN, make_spec
+from ptxgen.derive.rules import BLOCK_SCALED_BN
+from ptxgen.derive.spec import make_spec
 from ptxgen.isa import numerics
 from ptxgen.isa.blockscale import GENERATED, IDESC_BS_TABLES, kind_of
 from ptxgen.isa.descriptors import BlockScaledInstrDescriptor, lint_block_scaled_idesc

@@ -20,7 +20,8 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.layout import derive
 from ptxgen.derive.schedule import SchedulePlan
 from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.emit.render import cluster_tile_coords_c, render_kernel
+from ptxgen.emit.render import render_kernel
+from ptxgen.emit.schedule_view import cluster_tile_coords_c
 from ptxgen.isa.types import Cluster, SpecError
 
 sys.path.insert(0, str(Path(__file__).parent))

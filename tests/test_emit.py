@@ -10,7 +10,9 @@ import jinja2
 import pytest
 
 from ptxgen.emit.generated import KERNEL_FILES, write_kernel_dir
-from ptxgen.emit.render import environment, linear_offset_c_expr, render_kernel, swizzle_c_expr, template_dir
+from ptxgen.emit.cexpr import linear_offset_c_expr, swizzle_c_expr
+from ptxgen.emit.env import environment, template_dir
+from ptxgen.emit.render import render_kernel
 from ptxgen.derive.layout import derive
 from ptxgen.runtime.artifacts import build, check_tree, generate
 from ptxgen.runtime.sass import check_sass, parse_instructions

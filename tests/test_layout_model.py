@@ -17,7 +17,8 @@ from ptxgen.isa.descriptors import SmemDescriptor
 from ptxgen.derive.layout import derive
 from strategies import legal_specs
 
-from ptxgen.derive.spec import legal_bm, legal_bn, legal_swizzles, make_spec
+from ptxgen.derive.spec import make_spec
+from ptxgen.isa.shapes import legal_bm, legal_bn, legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 from ptxgen.model.verify import check_tile, random_tile, write_stage
 

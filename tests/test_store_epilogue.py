@@ -16,7 +16,8 @@ from ptxgen.derive.epilogue import SLAB_ROWS, StorePlan, plan_store
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.smem import SMEM_LIMIT_BYTES
 from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.emit.render import render_kernel, store_view
+from ptxgen.emit.epilogue_view import store_view
+from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import Epilogue, SpecError, Swizzle
 from ptxgen.model.check_store import check_store_plan
 from ptxgen.runtime.launch import Problem, gemm_args

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from ptxgen.derive.layout import derive
 from strategies import legal_specs
 
-from ptxgen.derive.spec import legal_bm, legal_bn, legal_swizzles, make_spec
+from ptxgen.derive.spec import make_spec
+from ptxgen.isa.shapes import legal_bm, legal_bn, legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 from ptxgen.model import tmamodel
 from ptxgen.model.verify import check_operand_tma, check_tile

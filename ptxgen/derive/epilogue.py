@@ -10,7 +10,7 @@ it to a TMA bulk tensor store. The next chunk goes to the other buffer; a buffer
 the store that read it has finished reading (``cp.async.bulk.wait_group.read 1``), so the stores overlap
 the next chunk and, after the last chunk, the next tile's main loop.
 
-The staging layout is a :class:`~ptxgen.derive.layout.SmemLayout` (rows = tile rows, cells of 16 B);
+The staging layout is a :class:`~ptxgen.derive.smem_layout.SmemLayout` (rows = tile rows, cells of 16 B);
 D's tensor map is derived from that same value, as the operands' maps are from theirs.
 
 >>> from ptxgen.derive.spec import make_spec
@@ -36,9 +36,10 @@ from ..isa.tensormap import (
 from ..isa.shapes import WGMMA_D_ROWS
 from ..isa.types import Arch, Epilogue, Swizzle
 from .derived import Derived
-from .layout import AddressTerm, SmemLayout
-from .spec import STORE_BUFFERS as BUFFERS
-from .spec import STORE_CHUNK_COLS, TileSpec
+from .smem_layout import AddressTerm, SmemLayout
+from .rules import STORE_BUFFERS as BUFFERS
+from .rules import STORE_CHUNK_COLS
+from .spec import TileSpec
 from .tma import TmaPlan, copies_of, tile_map
 
 SLAB_ROWS = WGMMA_D_ROWS  # rows a consumer warpgroup stores per slab

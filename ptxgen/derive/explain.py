@@ -7,7 +7,8 @@ import textwrap
 
 from .derived import Derived
 from .kernel import plan_kernel
-from .layout import OperandLayout, TileLayout
+from .layout import TileLayout
+from .operand import OperandLayout
 from ..isa.types import Arch, Major
 
 

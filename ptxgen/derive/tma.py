@@ -4,7 +4,7 @@ A TMA box is written densely: box row ``o`` (along the outer dimension) lands ``
 copy's destination, then the swizzle permutes the 16-byte chunks of every 128-byte line. So a box whose
 inner extent is one atom row (the swizzle span; 16 B for ``none``) and whose outer extent covers atoms that
 sit next to each other in the stage writes exactly those atoms. The copies of a stage are the runs of
-adjacent atoms of the operand's :class:`~ptxgen.derive.layout.SmemLayout`: one copy per column of atoms
+adjacent atoms of the operand's :class:`~ptxgen.derive.smem_layout.SmemLayout`: one copy per column of atoms
 when atoms are adjacent along the outer dimension, one per atom otherwise.
 
 Global side (one 2D map per operand; the kernel's global layouts follow the operand's majorness):
@@ -51,7 +51,8 @@ from ..isa.types import Major
 from .derived import Derived
 
 if TYPE_CHECKING:
-    from .layout import OperandLayout, SmemLayout
+    from .operand import OperandLayout
+    from .smem_layout import SmemLayout
     from .spec import TileSpec
 
 

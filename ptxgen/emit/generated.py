@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from ..derive.layout import TileLayout
-from .render import generated_line
+from .env import generated_line
 
 KERNEL_FILES = ("kernel.cu", "kernel.ptx", "layout.json", "layout.svg")
 

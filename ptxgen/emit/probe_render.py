@@ -1,4 +1,6 @@
-"""Render the TMA probe kernel (templates/tma_probe.cu.j2).
+"""Render the probe kernels: the TMA probe (templates/tma_probe.cu.j2) and the wgmma layout probe (wgmma_probe.cu.j2).
+
+The TMA probe:
 
 One kernel per box size in bytes (the mbarrier's transaction count is a compile-time constant); the
 tensor map, the box coordinates and the shared-memory destination offset are run-time parameters:
@@ -7,9 +9,12 @@ tensor map, the box coordinates and the shared-memory destination offset are run
 
 from __future__ import annotations
 
-from .. import __version__
+from ..isa.descriptors import SmemDescriptor, WgmmaInstr
 from ..isa.tensormap import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
-from .render import GENERATED_MARK, environment
+from ..isa.types import Arch, DType, Major
+from ..version import __version__
+from .cexpr import wgmma_fragment_col, wgmma_fragment_row, wgmma_operand_lists
+from .env import GENERATED_MARK, environment
 
 TMA_PROBE_THREADS = 128
 TMA_PROBE_BASE_ALIGN = 1024  # the image starts on a 1024-byte boundary: every swizzle address bit is the host's
@@ -47,3 +52,30 @@ def render_tma_probe(box_bytes: int) -> tuple[str, str]:
     """(kernel name, CUDA source) of the TMA probe for boxes of ``box_bytes`` bytes."""
     k = tma_probe_context(box_bytes)
     return k["kernel_name"], environment().get_template("tma_probe.cu.j2").render(k=k)
+
+
+def probe_context(dtype: DType, n: int, a_major: Major, b_major: Major) -> dict:
+    """The layout-probe kernel: one m64nNk wgmma, f32 accumulator, descriptors given at run time."""
+    w = WgmmaInstr(n, dtype, DType.F32, a_major, b_major)
+    d_list, outputs = wgmma_operand_lists(n // 2, "+f")
+    imm = ", 1, 1" + (f", {w.imm_trans_a}, {w.imm_trans_b}" if w.has_transpose else "")
+    return {
+        "generated_line": f"{GENERATED_MARK} {__version__} (layout probe); do not edit",
+        "kernel_name": f"ptxgen_probe_{dtype.value}_n{n}_a{a_major.value}_b{b_major.value}",
+        "n": n,
+        "acc_regs": n // 2,
+        "op_a_desc": n // 2,
+        "op_b_desc": n // 2 + 1,
+        "wgmma_opcode": w.opcode,
+        "wgmma_d_list": d_list,
+        "wgmma_outputs": outputs,
+        "wgmma_immediates": imm,
+        "start_field_expr": SmemDescriptor.start_field_c_expr(Arch.SM90A, "base"),
+        "frag_row_expr": wgmma_fragment_row("i", "t", "lane"),
+        "frag_col_expr": wgmma_fragment_col("i", "lane"),
+    }
+
+
+def render_probe(dtype: DType, n: int, a_major: Major, b_major: Major) -> tuple[str, str]:
+    k = probe_context(dtype, n, a_major, b_major)
+    return k["kernel_name"], environment().get_template("wgmma_probe.cu.j2").render(k=k)

@@ -25,9 +25,10 @@ import numpy as np
 from ..model import readmodel
 from ..derive.explain import cell_label
 from ..derive.kernel import plan_kernel
-from ..derive.layout import OperandLayout, TileLayout
+from ..derive.layout import TileLayout
+from ..derive.operand import OperandLayout
 from ..isa.types import Major
-from .render import generated_line
+from .env import generated_line
 
 CELL_W, CELL_H = 92, 22
 LEFT, TOP_PAD = 190, 8

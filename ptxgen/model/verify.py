@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import readmodel, tmamodel
-from ..derive.layout import OperandLayout, TileLayout
+from ..derive.layout import TileLayout
+from ..derive.operand import OperandLayout
 from ..isa.numerics import CODE_DTYPE, unpack_e2m1
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import DType, Loader, Major

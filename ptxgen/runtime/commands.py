@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import sys
 
+from ..cliargs import UsageError, add_spec_flags, spec_from_args
 from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
 
 
 def _spec_for_gpu(args):
     """The spec for the GPU present: --arch defaults to the device's (sm_90a on 9.0, sm_100a on 10.x)."""
-    from ..cli import spec_from_args
     from .gpu import require_gpu
 
     dev = require_gpu()
@@ -84,7 +84,6 @@ def _print_tma_summary(report: dict) -> bool:
 
 def _check_out(path: str | None) -> None:
     """An output file that cannot be written is a usage error, found before any GPU work."""
-    from ..cli import UsageError
     from ..outputs import check_output_path
 
     if path:
@@ -139,7 +138,6 @@ TILE_FLAGS = ("bm", "bn", "bk", "a")
 
 
 def _shapes(args) -> list[tuple[int, int, int]]:
-    from ..cli import UsageError
 
     if not args.shapes:
         return [(args.m, args.n, args.k)]
@@ -155,7 +153,6 @@ def _shapes(args) -> list[tuple[int, int, int]]:
 
 def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
-    from ..cli import UsageError, spec_from_args
     from .gpu import require_gpu
     from .choose import choose
     from .tune import table_entries
@@ -178,7 +175,6 @@ def _bench_specs(args, shapes):
 
 
 def cmd_bench(args) -> int:
-    from ..cli import UsageError
     from ..isa.types import SpecError
     from .bench import bench_spec, geomean
     from .gpu import NoGPU
@@ -243,7 +239,7 @@ def cmd_tune(args) -> int:
     return EXIT_OK
 
 
-def add(sub, add_spec_flags) -> None:
+def add(sub) -> None:
     v = sub.add_parser("validate", help="run the kernel on the GPU present and compare with numpy (float64)")
     add_spec_flags(v, arch_default=None)
     v.add_argument("--m", type=int, help="problem M (default 3 x BM)")

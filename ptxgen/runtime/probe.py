@@ -25,7 +25,7 @@ import numpy as np
 
 from ..model import readmodel
 from ..isa.descriptors import SmemDescriptor
-from ..emit.render import render_probe
+from ..emit.probe_render import render_probe
 from ..derive.layout import derive
 from ..isa.numerics import CODE_DTYPE, E4M3, E5M2
 from ..derive.spec import make_spec

@@ -1,0 +1,190 @@
+"""The spec's field table: every tile-spec field declared once.
+
+Each :class:`SpecField` carries its CLI flag, JSON key, default, parser, help text and whether the CLI and
+``to_json`` leave it out at its default. The CLI's flags, ``make_spec``, ``TileSpec.to_json``/``from_json``,
+``cli_args``, the kernel name and the sweep grids' fields are all built from :data:`FIELDS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..isa.types import Arch, Cluster, Consumers, DType, Epilogue, Loader, Scale, Schedule, SpecError, parse_enum
+
+
+def _int(flag: str) -> Callable[[Any], int]:
+    def parse(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise SpecError(flag, v, "must be an integer", "an integer")
+        try:
+            return int(v)
+        except ValueError:
+            raise SpecError(flag, v, "must be an integer", "an integer") from None
+
+    return parse
+
+
+@dataclass(frozen=True)
+class SpecField:
+    """One field of a tile spec: everything every layer needs to know about it, in one place."""
+
+    name: str  # TileSpec attribute, make_spec keyword, layout.json / grid key
+    flag: str  # CLI flag
+    help: str
+    default: Any = None  # the CLI/make_spec default as the user writes it; None with required=True
+    required: bool = False
+    is_int: bool = False
+    enum: type | None = None  # parsed with parse_enum into this Enum
+    choices: tuple[str, ...] | None = None  # CLI choices (shown in --help)
+    omit_when_default: bool = False  # cli_args leaves the flag out when the value is the default
+    json_omit_when_default: bool = False  # to_json leaves the key out too (specs and layout.json from before the field)
+
+    def dump(self, spec: "TileSpec") -> Any:
+        """The JSON / CLI form of the value."""
+        if self.name in ("a", "b"):
+            return spec.operand(self.name).token
+        if self.name in ("a_order", "b_order"):
+            return spec.operand(self.name[0]).order.value
+        v = getattr(spec, self.name)
+        return v.value if hasattr(v, "value") else v
+
+    def parse(self, raw: Any) -> Any:
+        """The user's value (a CLI string, a JSON value or a Python int) as this field's type; None stays None."""
+        if raw is None:
+            return None
+        if self.is_int:
+            return _int(self.flag)(raw)
+        if self.enum is not None:
+            return parse_enum(self.enum, _text(self.flag, raw), self.flag)
+        return _text(self.flag, raw)
+
+    def default_value(self, spec: "TileSpec") -> Any:
+        if self.name == "out_dtype":
+            return spec.acc.value
+        if self.name == "b_dtype":
+            return spec.dtype.value
+        return self.default
+
+
+FIELDS: tuple[SpecField, ...] = (
+    SpecField("bm", "--bm", "tile M (rows of A and D)", required=True, is_int=True),
+    SpecField("bn", "--bn", "tile N (rows of B, columns of D)", required=True, is_int=True),
+    SpecField("bk", "--bk", "tile K per pipeline stage", required=True, is_int=True),
+    SpecField("a", "--a", "A operand: <kmajor|mnmajor>-<none|sw32|sw64|sw128|sw128b32>", required=True),
+    SpecField("b", "--b", "B operand token (default mnmajor-sw128)", default="mnmajor-sw128"),
+    SpecField("a_order", "--a-order", "A atom order (default: A's major dimension)", choices=("mn", "k")),
+    SpecField("b_order", "--b-order", "B atom order (default: B's major dimension)", choices=("mn", "k")),
+    SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8, or e2m1 with --scale (default f16)", default="f16", enum=DType),
+    SpecField(
+        "b_dtype",
+        "--b-dtype",
+        "B's input type (default: --dtype); may differ only within e4m3/e5m2 or within s8/u8",
+        enum=DType,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "scale",
+        "--scale",
+        "block scaling (tcgen05 only): ue8m0 (MX: one power-of-two scale per 32 elements; --dtype e4m3/e5m2 -> "
+        "kind::mxf8f6f4, e2m1 -> kind::mxf4) or ue4m3 (NVFP4: one per 16; --dtype e2m1 -> kind::mxf4nvf4) (default none)",
+        default="none",
+        enum=Scale,
+        choices=("none", "ue8m0", "ue4m3"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField("acc", "--acc", "accumulator: f32 f16 s32 (default f32)", default="f32", enum=DType),
+    SpecField("arch", "--arch", "sm_100a (tcgen05) or sm_90a (wgmma)", default="sm_100a", enum=Arch),
+    SpecField("stages", "--stages", "shared-memory pipeline stages (default 2)", default=2, is_int=True),
+    SpecField("out_dtype", "--out-dtype", "output type (default: the accumulator's)", enum=DType, omit_when_default=True),
+    SpecField(
+        "smem_offset",
+        "--smem-offset",
+        "start the operand rings BYTES (a multiple of 128) past the aligned base: swizzle patterns off their boundary",
+        default=0,
+        is_int=True,
+        omit_when_default=True,
+    ),
+    SpecField(
+        "loader",
+        "--loader",
+        "how K-tiles reach shared memory: tma (one elected thread, cp.async.bulk.tensor) or cp.async (a producer "
+        "warpgroup, 16 B a thread) (default tma)",
+        default="tma",
+        enum=Loader,
+        choices=("tma", "cp.async"),
+        omit_when_default=True,
+    ),
+    SpecField(
+        "schedule",
+        "--schedule",
+        "tile: one CTA per output tile; persistent: one CTA per SM looping over tiles, loads of the next tile "
+        "overlapping the epilogue (default tile)",
+        default="tile",
+        enum=Schedule,
+        choices=("tile", "persistent"),
+        omit_when_default=True,
+    ),
+    SpecField(
+        "consumers",
+        "--consumers",
+        "wgmma: cooperative (the consumer warpgroups split each tile's rows) or pingpong (two consumer warpgroups "
+        "take alternate tiles, so one's epilogue overlaps the other's MMAs; needs --schedule persistent) (default cooperative)",
+        default="cooperative",
+        enum=Consumers,
+        choices=("cooperative", "pingpong"),
+        omit_when_default=True,
+    ),
+    SpecField(
+        "cta_group",
+        "--cta-group",
+        "tcgen05 (sm_100a): 1, one CTA per MMA; 2, a CTA pair (cluster of 2) issues tcgen05.mma.cta_group::2 with "
+        "M = BM = 128 or 256 over the pair, each CTA holding BM/2 rows of A and BN/2 rows of B (default 1)",
+        default=1,
+        is_int=True,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "raster_group",
+        "--raster-group",
+        "visit output tiles in groups of this many tile rows, column by column inside a group, so that the A and B "
+        "tiles in flight stay in L2 (default 8)",
+        default=8,
+        is_int=True,
+        omit_when_default=True,
+    ),
+    SpecField(
+        "epilogue",
+        "--epilogue",
+        "direct: each thread stores its accumulator fragment to global memory; tma (sm_90a, 16-bit output): "
+        "registers -> swizzled shared memory (stmatrix) -> TMA bulk tensor store, overlapped with the next tile "
+        "(default direct)",
+        default="direct",
+        enum=Epilogue,
+        choices=("direct", "tma"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "cluster",
+        "--cluster",
+        "thread-block cluster (CTAs along M x along N): 1x1 none; 2x1 two CTAs on neighbouring tile rows share B, "
+        "each loads half of B's stage and multicasts it to both; 1x2 likewise share A (sm_90a, TMA) (default 1x1)",
+        default="1x1",
+        enum=Cluster,
+        choices=("1x1", "2x1", "1x2"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+)
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+
+
+def _text(flag: str, raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise SpecError(flag, raw, "must be a string", "see --help")
+    return raw
+

@@ -1,0 +1,349 @@
+"""The legality rules of a tile spec: every PTX rule (and every limit of what ptxgen generates) a TileSpec must meet.
+
+:func:`validate` raises :class:`~ptxgen.isa.types.SpecError` naming the field, the value, the rule, the legal
+values and the PTX ISA section for the first rule a spec breaks. ``TileSpec.__post_init__`` calls it, so this
+module takes the spec as an argument and does not import :mod:`ptxgen.derive.spec`.
+"""
+
+from __future__ import annotations
+
+from ..isa.ptxref import cite
+from ..isa.shapes import consumer_register_budget, legal_bm, legal_bn, legal_swizzles, wgmma_accumulator_registers
+from ..isa.types import ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Cluster, Consumers, DType, Epilogue, Loader, Major, Schedule, SpecError, Swizzle
+from .smem import SMEM_LIMIT_BYTES
+
+
+def _fmt(values) -> str:
+    v = list(values)
+    if len(v) > 8:
+        return ", ".join(map(str, v[:3])) + ", ..., " + ", ".join(map(str, v[-2:]))
+    return ", ".join(map(str, v))
+
+
+# Registers a wgmma consumer needs beside its accumulator. Measured with NVRTC 13.5 on the warp-specialized
+# kernels (SASS check, no local memory): at 640 threads (96 registers) BN=128 (64 accumulator registers)
+# compiles and BN=160 (80) does not; at 512 threads (128) BN=192 (96) compiles and BN=224 (112) does not.
+REGISTER_RESERVE = 32
+# Columns of one TMA-store epilogue chunk: a 128-byte swizzle row of 16-bit outputs (derive.epilogue).
+STORE_CHUNK_COLS = 64
+STORE_BUFFERS = 2  # staging buffers per storer: one is written while the TMA store of the other reads it
+
+
+def validate(t: "TileSpec") -> None:
+    """Raise SpecError for the first rule ``t`` breaks."""
+    shapes = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
+    if t.block_scaled:
+        _validate_block_scaled(t)
+    elif t.dtype not in INPUT_DTYPES:
+        extra = " (e2m1 is a block-scaled type: add --scale ue8m0 or --scale ue4m3)" if t.dtype is DType.E2M1 else ""
+        raise SpecError("--dtype", t.dtype.value, "not an MMA input type" + extra, _fmt(d.value for d in INPUT_DTYPES))
+    if not t.block_scaled and (t.acc not in ACC_DTYPES or t.acc not in LEGAL_ACC[t.dtype]):
+        raise SpecError(
+            "--acc",
+            t.acc.value,
+            f"{t.dtype.value} inputs accumulate only in {'/'.join(d.value for d in LEGAL_ACC[t.dtype])}",
+            _fmt(d.value for d in LEGAL_ACC[t.dtype]),
+            shapes,
+        )
+    if not t.block_scaled:
+        _validate_b_dtype(t)
+    outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
+    if t.out_dtype not in outs:
+        raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to", _fmt(d.value for d in outs))
+
+    _validate_cta_group(t)
+    bms = legal_bm(t.arch, t.cta_group)
+    if t.bm not in bms:
+        rule = (
+            f"tcgen05.mma.cta_group::{t.cta_group} has M = {' or '.join(map(str, bms))}"
+            if t.arch is Arch.SM100A
+            else "wgmma has M = 64; ptxgen runs one warpgroup per 64 rows, at most four"
+        )
+        raise SpecError("--bm", t.bm, rule, _fmt(bms), shapes)
+    ns = legal_bn(t.arch, t.dtype, t.b.major, t.cta_group)
+    if t.bn not in ns:
+        family = f"tcgen05 kind::{t.dtype.kind}" if t.arch is Arch.SM100A else f"wgmma .{t.dtype.value}"
+        step = "8, 16, 24, 32, then steps of 16" if t.dtype.kind == "i8" else "8..256 in steps of 8"
+        if len(ns) and ns[0] == 16 and t.dtype.kind != "i8":
+            step = "16..256 in steps of 16 (8-bit N-major B)"
+        if t.pair:
+            family += ".cta_group::2"
+            step = f"{ns[0]}..256 in steps of {ns[1] - ns[0]}" + (" (8-bit N-major B)" if t.dtype.bits == 8 and t.b.major is Major.MN else "")
+        raise SpecError("--bn", t.bn, f"{family} N is {step}", _fmt(ns), shapes)
+
+    k = t.k_per_mma
+    if t.bk <= 0 or t.bk % k:
+        raise SpecError(
+            "--bk",
+            t.bk,
+            f"one {t.dtype.value} MMA consumes K={k} (256 bits of each row); BK must be a multiple",
+            f"{k}, {2 * k}, {3 * k}, ...",
+            shapes,
+        )
+    if t.smem_offset < 0 or t.smem_offset % 128 or t.smem_offset >= 1024:
+        raise SpecError(
+            "--smem-offset",
+            t.smem_offset,
+            "the descriptor's base offset counts whole 128-byte lines of the swizzle pattern (3 bits), so a "
+            "pattern can start only on a 128-byte line, and 1024 or more is the same phase as 0",
+            "0, 128, 256, ..., 896",
+            cite("base_offset"),
+        )
+    if not 1 <= t.raster_group <= 64:
+        raise SpecError("--raster-group", t.raster_group, "a raster group is 1 to 64 tile rows", "1..64")
+    if not 1 <= t.stages <= 16:
+        raise SpecError("--stages", t.stages, "the shared-memory ring holds 1 to 16 stages", "1..16")
+
+    for name in ("a", "b"):
+        _validate_operand(t, name)
+
+    if t.consumers is Consumers.PINGPONG and (t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.bm > 128):
+        raise SpecError(
+            "--consumers", "pingpong", "ping-pong consumers are wgmma warpgroups taking alternate tiles of a persistent "
+            "CTA, each multiplying the whole tile (BM 64 or 128)", "--arch sm_90a --schedule persistent --bm 64|128, or cooperative")
+    if t.arch is Arch.SM90A:
+        nc = t.consumer_warpgroups
+        budget = consumer_register_budget(nc)
+        if t.consumer_accumulator_registers + REGISTER_RESERVE > budget:
+            fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major)
+                   if t.slabs_per_consumer * wgmma_accumulator_registers(n, t.acc) + REGISTER_RESERVE <= budget]
+            raise SpecError(
+                "--bn",
+                t.bn,
+                f"with BM={t.bm} ({nc} consumer warpgroup(s) and a producer warpgroup, {128 * (nc + 1)} threads) a consumer "
+                f"thread has at most {budget} registers (65536 per SM); the m64n{t.bn} {t.acc.value} "
+                f"accumulator ({t.slabs_per_consumer} slab(s)) takes {t.consumer_accumulator_registers}, leaving less than the {REGISTER_RESERVE} that addressing "
+                "and the pipeline need (ptxas would spill)",
+                f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
+            )
+
+    _validate_epilogue(t)
+    _validate_cluster(t)
+    plan = t.smem_plan()
+    if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
+        per_stage = t.stage_bytes("a") + t.stage_bytes("b")
+        fit = max(0, (SMEM_LIMIT_BYTES - (plan.dynamic_bytes - t.stages * per_stage)) // per_stage)
+        raise SpecError(
+            "--stages",
+            t.stages,
+            f"{t.stages} stages x ({t.stage_bytes('a')} + {t.stage_bytes('b')}) B plus barriers and alignment slack "
+            f"need {plan.dynamic_bytes} B of shared memory per block, more than the {SMEM_LIMIT_BYTES} B limit",
+            f"at most {fit} stages for this tile" if fit else "a smaller BM/BN/BK",
+            cite("smem_limit"),
+        )
+    if t.block_scaled and t.tmem_columns + t.sf_tmem_columns > 512:
+        per = t.sf_tmem_columns // t.stages
+        fit = (512 - t.tmem_columns) // per
+        raise SpecError(
+            "--stages", t.stages,
+            f"the accumulator ({t.tmem_columns} TMEM columns) and {t.stages} stages x {per} scale-factor columns need more than "
+            "the 512 TMEM columns", f"at most {fit} stages for this tile" if fit else "a smaller BN or BK", cite("tmem_alloc"))
+    if t.arch is Arch.SM100A and t.tmem_columns > 512:
+        raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
+
+
+def _validate_cluster(t: "TileSpec") -> None:
+    if t.cluster is Cluster.C1X1:
+        return
+    c = t.cluster.value
+    if t.arch is not Arch.SM90A or t.loader is not Loader.TMA:
+        raise SpecError("--cluster", c, "clusters with TMA multicast are generated for wgmma kernels with the TMA loader only "
+                        "(the multicast is a cp.async.bulk.tensor form)", "--arch sm_90a --loader tma, or --cluster 1x1", cite("tma_multicast"))
+    # The shared operand's stage is split between the two CTAs: each loads an equal share of its TMA boxes.
+    shared = t.cluster.shared_operand
+    if _multicast_halves(t, shared) is None:
+        raise SpecError("--cluster", c, f"each CTA of the pair loads half of {shared.upper()}'s stage, so the stage must split into "
+                        "two equal runs of swizzle atoms", f"a {'BN' if shared == 'b' else 'BM'} or BK with an even number of atoms along "
+                        "one dimension, or --cluster 1x1", cite("tma_multicast"))
+
+
+def _multicast_halves(t: "TileSpec", name: str):
+    """The shared operand's copies split in two (see ptxgen.derive.tma.split_copies), or None when it does not split."""
+    from .operand import derive_operand  # operand imports spec: imported here
+    from .tma import split_copies
+
+    dt = t.operand_dtype(name)
+    return split_copies(derive_operand(t, name).store, dt.per_cell, dt.bytes, t.cluster.size)
+
+
+def _validate_epilogue(t: "TileSpec") -> None:
+    if t.epilogue is not Epilogue.TMA:
+        return
+    if t.arch is Arch.SM100A and t.bm != 128:
+        raise SpecError("--epilogue", "tma", "on tcgen05 the TMA-store epilogue stores the M=128 data path (epilogue warp w: TMEM "
+                        "lanes and rows 32w..32w+31); M=64 uses half the lanes", "--bm 128, or --epilogue direct", cite("tmem_layout"))
+    if t.acc is not DType.F32 or t.out_dtype not in (DType.F16, DType.BF16):
+        raise SpecError(
+            "--epilogue", "tma", "the TMA-store epilogue packs f32 accumulators into 16-bit outputs with stmatrix (8x8 matrices "
+            f"of b16), here {t.acc.value} -> {t.out_dtype.value}", "--acc f32 --out-dtype f16|bf16, or --epilogue direct")
+    if t.bn % STORE_CHUNK_COLS:
+        raise SpecError(
+            "--bn", t.bn, f"the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks (one 128-byte swizzle row of 16-bit "
+            "outputs), so BN must be a whole number of them", f"BN a multiple of {STORE_CHUNK_COLS}, or --epilogue direct")
+
+
+# CUTLASS's block-scaled collective takes CTA N of 64, 128, 192 or 256 (static_assert in
+# sm100_blockscaled_mma_warpspecialized.hpp); for N=64 it moves the SFB TMEM address by (tile_n % 2) * 2 columns,
+# as ptxgen does. ptxgen leaves out 192 (a tile spanning two atoms from mid-atom) and anything narrower than 64.
+BLOCK_SCALED_BN = (64, 128, 256)
+
+
+def _validate_block_scaled(t: "TileSpec") -> None:
+    """The block-scaled rules (PTX 'Block Scaling for tcgen05.mma' and shapes) and what ptxgen generates of them."""
+    from ..isa.blockscale import GENERATED, SCALED_ELEMENT_DTYPES, kind_of, legal_scales
+
+    scale = t.scale.dtype
+    if t.arch is not Arch.SM100A:
+        raise SpecError("--scale", t.scale.value, "block-scaled MMAs are tcgen05 kinds (mxf8f6f4, mxf4, mxf4nvf4): sm_100a only",
+                        "--arch sm_100a, or --scale none", cite("block_scaling"))
+    if (t.dtype, scale) not in GENERATED:
+        if t.dtype in (DType.E2M3, DType.E3M2):
+            rule = (f"{t.dtype.value} is legal for kind::mxf8f6f4 (ue8m0) but only padded to one byte in shared memory, in a "
+                    "container PTX gives as a picture; ptxgen does not generate the padded 6-bit formats")
+        elif t.dtype in SCALED_ELEMENT_DTYPES:
+            rule = f"{t.dtype.value} takes {'/'.join(d.value for d in legal_scales(t.dtype))} scale factors"
+        else:
+            rule = f"{t.dtype.value} is not a block-scaled element type"
+        legal = ", ".join(f"--dtype {d.value} --scale {s_.value} (kind::{k.kind})" for (d, s_), k in GENERATED.items())
+        raise SpecError("--dtype", t.dtype.value, rule, legal, cite("scale_vec"))
+    k = kind_of(t.dtype, scale)
+    legal_b = (t.dtype,) + tuple(d for d in (DType.E4M3, DType.E5M2) if d is not t.dtype) if k.kind == "mxf8f6f4" else (t.dtype,)
+    if t.b_dtype not in legal_b:
+        raise SpecError("--b-dtype", t.b_dtype.value, f"kind::{k.kind} with A {t.dtype.value}: B must be {' or '.join(d.value for d in legal_b)}",
+                        _fmt(d.value for d in legal_b), cite("scale_vec"))
+    if t.acc is not DType.F32:
+        raise SpecError("--acc", t.acc.value, f"kind::{k.kind} accumulates in f32 only", "f32", cite("shapes"))
+    if t.bm != 128:
+        raise SpecError("--bm", t.bm, f"tcgen05.mma.cta_group::1.kind::{k.kind} has M = 128", "128", cite("shapes"))
+    if t.bn not in BLOCK_SCALED_BN:
+        raise SpecError("--bn", t.bn,
+                        "a tile's N rows must fill whole halves or whole 128-row scale-factor atoms (each TMEM column of SFB "
+                        "holds 32 rows; a BN=64 tile starts 0 or 2 columns into its atom, as in CUTLASS's block-scaled collective)",
+                        _fmt(BLOCK_SCALED_BN), f"{cite('sfb_id')}; {cite('tcgen05_cp')}")
+    for name in ("a", "b"):
+        op = t.operand(name)
+        if op.major is not Major.K:
+            raise SpecError(f"--{name}", op.token,
+                            "ptxgen's block-scaled kernels take K-major A and B (kind::mxf4/mxf4nvf4 cannot transpose at all; the "
+                            "scale factors are K-major)", f"kmajor-{{none,sw32,sw64,sw128}}", cite("transpose"))
+    group = 4 * k.vec_elements
+    if t.bk <= 0 or t.bk % group:
+        raise SpecError("--bk", t.bk,
+                        f"a stage holds whole scale-factor atoms: 4 scale factors of {k.vec_elements} elements = {group} of K "
+                        "(one 32-bit TMEM word per row)", f"{group}, {2 * group}, {3 * group}, ...", CUTLASS_SF_REF)
+    if t.loader is not Loader.TMA:
+        raise SpecError("--loader", t.loader.value,
+                        "block-scaled kernels load the scale factors with cp.async.bulk on the TMA full barrier", "tma")
+
+
+CUTLASS_SF_REF = "CUTLASS Sm1xxBlockScaledConfig (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
+
+
+def _validate_cta_group(t: "TileSpec") -> None:
+    if t.cta_group not in (1, 2):
+        raise SpecError("--cta-group", t.cta_group, "tcgen05 .cta_group is ::1 or ::2", "1, 2", cite("cta_pair"))
+    if not t.pair:
+        return
+    if t.arch is not Arch.SM100A:
+        raise SpecError("--cta-group", 2, "a CTA pair issuing one MMA is tcgen05 (sm_100a); wgmma has no cta_group",
+                        "--cta-group 1 with --arch sm_90a, or --arch sm_100a",
+                        cite("cta_pair"))
+    if t.loader is not Loader.TMA:
+        raise SpecError(
+            "--cta-group", 2, "the pair's MMA waits on the leader CTA's full barrier, which the peer CTA's loads must complete "
+            "remotely; only TMA can (cp.async.bulk.tensor .cta_group::2 signals an mbarrier in the peer CTA); ptxgen's "
+            "cp.async producer has no such path", "--loader tma with --cta-group 2", cite("tma_cta_group"))
+    if t.block_scaled:
+        raise SpecError("--cta-group", 2, "ptxgen generates the block-scaled kinds for cta_group::1 only (the pair's scale "
+                        "factors, split across two CTAs' TMEM, are not derived)", "--cta-group 1 with --scale, or --scale none",
+                        cite("cta_pair"))
+    if t.epilogue is Epilogue.TMA:
+        raise SpecError("--cta-group", 2, "the TMA-store epilogue is derived for one CTA's M=128 data path; a pair's D layout "
+                        "in TMEM differs (Layout A/B), and its staging is not derived", "--epilogue direct with --cta-group 2",
+                        cite("cta_pair"))
+
+
+# Input types that may meet in one MMA when they differ: PTX lets A and B differ only inside these families.
+# tcgen05 (#tcgen05-kind-shapes, '.kind and shapes' table): kind::f8f6f4 takes any of its types for A and for B
+# (instruction descriptor a_format/b_format separately, #tcgen05-instuction-desc-kind-tf32-f16-f8f6f4),
+# kind::i8 takes .u8/.s8 for each. wgmma.mma_async (#asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async):
+# ".dtype.atype.btype" with .atype, .btype in {.e4m3, .e5m2} (dtype .f16/.f32) or in {.s8, .u8} (dtype .s32);
+# f16, bf16 and tf32 name one type for both (.f16.f16, .bf16.bf16, .tf32.tf32).
+MIXABLE = ((DType.E4M3, DType.E5M2), (DType.S8, DType.U8))
+
+
+def legal_b_dtypes(a: DType) -> tuple[DType, ...]:
+    """The B types that may go with an A of type ``a`` (``a`` itself first)."""
+    for family in MIXABLE:
+        if a in family:
+            return (a,) + tuple(d for d in family if d is not a)
+    return (a,)
+
+
+def _validate_b_dtype(t: "TileSpec") -> None:
+    legal = legal_b_dtypes(t.dtype)
+    if t.b_dtype in legal:
+        return
+    ref = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma")
+    raise SpecError(
+        "--b-dtype",
+        t.b_dtype.value,
+        f"A and B may differ only between the 8-bit floats (e4m3 x e5m2, either way: tcgen05 kind::f8f6f4, wgmma "
+        f".e4m3/.e5m2) or between the 8-bit integers (u8 x s8, either way: kind::i8, wgmma .u8/.s8); with A "
+        f"{t.dtype.value} (--dtype), B must be {' or '.join(d.value for d in legal)}",
+        _fmt(d.value for d in legal),
+        ref,
+    )
+
+
+def _esize_word(d: DType) -> str:
+    return f"{d.bytes} B" if d.container_bits % 8 == 0 else f"1/{8 // d.container_bits} B ({d.value}, packed)"
+
+
+def _validate_operand(t: "TileSpec", name: str) -> None:
+    op = t.operand(name)
+    flag = f"--{name}"
+    legal = legal_swizzles(t.arch, t.dtype, op.major)
+    if op.swizzle not in legal:
+        if not legal:
+            rule = f"wgmma transposes (MN-major operands) only .f16/.bf16, not .{t.dtype.value}"
+            ref = cite("wgmma")
+            legal_s = f"kmajor-{{none,sw32,sw64,sw128}} for {t.dtype.value}"
+        elif op.swizzle is Swizzle.SW128B32 and t.arch is Arch.SM90A:
+            rule, ref = "wgmma has no 128-byte swizzle with 32-byte atomicity", cite("wgmma_desc")
+            legal_s = _fmt(f"{op.major.token}-{s.value}" for s in legal)
+        elif op.swizzle is Swizzle.SW128B32:
+            rule = "128B_base32B is only for MN-major tf32 (K-major never; other types not transposed with it)"
+            ref, legal_s = cite("majorness"), _fmt(f"{op.major.token}-{s.value}" for s in legal)
+        else:
+            rule = "MN-major tf32 on tcgen05 needs the 128-byte swizzle with 32-byte atomicity"
+            ref, legal_s = cite("majorness"), _fmt(f"{op.major.token}-{s.value}" for s in legal)
+        raise SpecError(flag, op.token, rule, legal_s, ref)
+
+    swz = op.swizzle
+    if op.major is Major.K:
+        row_bytes = t.dtype.bytes_of(t.bk)
+        if row_bytes % swz.row_bytes:
+            fits = [s.value for s in legal if row_bytes % s.row_bytes == 0]
+            raise SpecError(
+                flag,
+                op.token,
+                f"a K-major {swz.value} atom row is {swz.row_bytes} B of K, but BK={t.bk} x {_esize_word(t.dtype)} = {row_bytes} B "
+                "does not fill whole atom rows",
+                f"kmajor-{{{','.join(fits)}}} at this BK, or BK a multiple of {swz.row_bytes * 8 // t.dtype.container_bits}",
+                cite("canonical"),
+            )
+        return
+    esize = t.dtype.bytes
+    for what, extent in (("tile", t.mn_extent(name)), ("one MMA's", t.mma_mn(name))):
+        if extent * esize % swz.row_bytes:
+            dim = "BM" if name == "a" else "BN"
+            fits = [s.value for s in legal if extent * esize % s.row_bytes == 0]
+            raise SpecError(
+                flag,
+                op.token,
+                f"an MN-major {swz.value} atom row is {swz.row_bytes} B of {dim[1]}, but {what} {dim[1]} extent "
+                f"{extent} x {esize} B = {extent * esize} B does not fill whole atom rows",
+                f"mnmajor-{{{','.join(fits)}}}" if fits else f"{dim} a multiple of {swz.row_bytes // esize}",
+                cite("canonical"),
+            )
