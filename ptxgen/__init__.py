@@ -10,6 +10,7 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   make_spec(...), gemm(a, b), NoGPU, ArgumentError, ProblemError
   register_torch_ops(): torch.ops.ptxgen.gemm for torch.compile (done by ``import ptxgen`` when torch is
   already imported, and by the first use of the API when torch is imported by then)
+  grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers)
 """
 
 import sys as _sys
@@ -17,7 +18,8 @@ import sys as _sys
 from .version import __version__
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
-__all__ = ["__version__", "register_torch_ops", *_API]
+_GROUPED = ("grouped_gemm", "compile_grouped")
+__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED]
 
 
 def register_torch_ops() -> bool:
@@ -41,11 +43,17 @@ def __getattr__(name: str):
         module = importlib.import_module(".api", __name__)
         _register_if_torch()
         return module
+    if name in _GROUPED:
+        from . import grouped
+
+        value = getattr(grouped, name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'ptxgen' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted({*globals(), *_API, "api"})
+    return sorted({*globals(), *_API, *_GROUPED, "api"})
 
 
 def _register_if_torch() -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.tensormap import TENSOR_MAP_BYTES
-from ..isa.types import Epilogue, Loader, Schedule
+from ..isa.types import Epilogue, Grouping, Loader, Schedule
+from .grouped import GroupedPlan
 from .spec import TileSpec
 
 
@@ -29,6 +30,7 @@ class Param:
             "tensormap": f"const __grid_constant__ TmaMap {self.name}",
             "ptr": f"unsigned char* __restrict__ {self.name}" if self.name == "D" else f"const unsigned char* __restrict__ {self.name}",
             "i32": f"int {self.name}",
+            "i32_ptr": f"const int* __restrict__ {self.name}",
         }[self.kind]
 
 
@@ -44,11 +46,16 @@ class KernelABI:
     persistent: bool
     ctas_per_tile: int = 1  # 2 for a CTA pair (cta_group::2): the cluster of 2 computes one tile
     cluster_tile: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N (the launch cluster is 1D: cluster)
-
+    grouped: bool = False  # a grouped GEMM: the grid comes from M, N and the group count (derive.grouped)
 
     def num_tiles(self, m: int, n: int) -> int:
         """BM x BN tiles of D, partial tiles included."""
         return -(-m // self.tile_m) * -(-n // self.tile_n)
+
+    def grouped_grid(self, m_total: int, n: int, groups: int, sm_count: int) -> tuple[int, int, int]:
+        """A grouped kernel's persistent grid: min(SMs, an upper bound of the work items), at least 1 CTA
+        (GroupedPlan.ctas; the host does not know the groups' sizes)."""
+        return (GroupedPlan(self.tile_m, self.tile_n, 1).ctas(m_total, groups, n, sm_count), 1, 1)
 
     def grid(self, m: int, n: int, sm_count: int) -> tuple[int, int, int]:
         """A 1D grid: one CTA (or CTA pair) per tile, or (persistent) one per SM and never more than the tiles. With a
@@ -93,15 +100,27 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                   f"K to a multiple of BK={spec.bk} (ceil(K / {spec.bk}) x {spec.bk // (4 * v)} atoms along K); 16-byte aligned"),
             Param("SFB", "ptr", "B's scale factors, the same layout with N rows"),
         )
-    tail = scales + (
-        Param("D", "ptr", "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")),
-        Param("M", "i32", "rows of A and D"),
-        Param("N", "i32", "rows of B, columns of D"),
-        Param("K", "i32", "the reduction extent"),
-    )
+    d = Param("D", "ptr", "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else ""))
+    grouped = spec.grouped is not Grouping.NONE
+    if grouped:
+        tail = (
+            d,
+            Param("offs", "i32_ptr", "G int32 cumulative row ends (group g owns rows offs[g-1]..offs[g]-1), read on the GPU only"),
+            Param("M", "i32", "rows of A and D, all groups"),
+            Param("N", "i32", "rows of each group's B, columns of D"),
+            Param("K", "i32", "the reduction extent"),
+            Param("G", "i32", "groups: B is G x N x K (one (G N) x K tensor map)"),
+        )
+    else:
+        tail = scales + (
+            d,
+            Param("M", "i32", "rows of A and D"),
+            Param("N", "i32", "rows of B, columns of D"),
+            Param("K", "i32", "the reduction extent"),
+        )
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
     persistent = spec.schedule is Schedule.PERSISTENT
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
-                     spec.cta_group, spec.cluster.dims)
+                     spec.cta_group, spec.cluster.dims, grouped)

@@ -106,6 +106,11 @@ def explain_text(t: TileLayout) -> str:
                     f"{s.cluster.shared_operand.upper()}; the multicast copies are under {s.cluster.shared_operand.upper()}'s tensor map):"]
         for d in plan.schedule.derivation()[2:]:
             out += _field_lines(d)
+    if plan.grouped is not None:
+        out += ["", "Grouped GEMM (torch._grouped_mm layout; docs/grouped.md): one persistent launch over every group's tiles:"]
+        for d in plan.grouped.derivation():
+            out += _field_lines(d)
+        out += plan.grouped.walk_picture()
     out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..isa.types import Arch, Cluster, Consumers, DType, Epilogue, Loader, Scale, Schedule, SpecError, parse_enum
+from ..isa.types import Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
 def _int(flag: str) -> Callable[[Any], int]:
@@ -176,6 +176,18 @@ FIELDS: tuple[SpecField, ...] = (
         default="1x1",
         enum=Cluster,
         choices=("1x1", "2x1", "1x2"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "grouped",
+        "--grouped",
+        "none: one GEMM; offs: a grouped GEMM in torch._grouped_mm's layout (A stacked along M, int32 cumulative row ends "
+        "read on the GPU, B of G x N x K), one persistent launch over every group's tiles (sm_90a, TMA, K-major A and B) "
+        "(default none)",
+        default="none",
+        enum=Grouping,
+        choices=("none", "offs"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

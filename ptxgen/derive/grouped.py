@@ -105,6 +105,28 @@ class GroupedPlan:
         """The persistent grid: one CTA per SM, never more than the bound on the work items (at least 1)."""
         return max(1, min(sm_count, self.max_work_items(m_total, groups, n)))
 
+    def walk_picture(self, offs: Sequence[int] | None = None, m_total: int | None = None, n: int | None = None,
+                     grid: int = 3) -> list[str]:
+        """The walk for an example (default: groups of 0, 1, BM + 1 and 0 rows, N = BN + 1) on a small grid: what each
+        CTA's items are, which rows of A and B they load and which rows of D they store."""
+        if offs is None:
+            offs = [0, 1, self.bm + 2, self.bm + 2]
+        m_total = m_total if m_total is not None else int(offs[-1])
+        n = n if n is not None else self.bn + 1
+        rows = self.group_rows(offs, m_total)
+        lines = [f"  example: offs = {list(map(int, offs))} (groups of {', '.join(str(e - s) for s, e in rows)} rows), "
+                 f"M = {m_total}, N = {n}, a grid of {grid} CTAs (CTA c takes items c, c + {grid}, ...):"]
+        for t in self.walk(offs, m_total, n):
+            stored_hi = min(t.a_row0 + self.bm, t.row_end) - 1
+            cols_hi = min(t.n0 + self.bn, n) - 1
+            lines.append(f"  item {t.item:<3} CTA {t.item % grid}: group {t.group} tile ({t.tile_m}, {t.tile_n}): loads A rows "
+                         f"{t.a_row0}..{t.a_row0 + self.bm - 1}, B rows {t.b_row0}..{t.b_row0 + self.bn - 1} of (G N) x K; "
+                         f"stores D rows {t.a_row0}..{stored_hi}, columns {t.n0}..{cols_hi}")
+        empty = [g for g, (s, e) in enumerate(rows) if e == s]
+        if empty:
+            lines.append(f"  groups {empty} are empty: no items (each costs the cursor one offs load)")
+        return lines
+
     def derivation(self) -> tuple[Derived, ...]:
         return (
             Derived("grouped_walk", "groups x tiles",
@@ -132,5 +154,6 @@ class GroupedPlan:
                     "the direct epilogue masks rows with the group's end instead of M; the TMA-store epilogue is used only for "
                     f"tiles whose {self.bm} rows all lie in the group (m0 + {self.bm} <= row_end(g)), because a TMA store "
                     "clips at M, not at the group's end",
-                    "the next group's rows of D belong to the next group's tiles"),
+                    "the next group's rows of D belong to the next group's tiles",
+                    "ptxgen.model.groupmodel (check_walk); PTX ISA 'cp.async.bulk.tensor' (a store clips at the tensor's bounds)"),
         )

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.types import Loader
+from ..isa.types import Grouping, Loader
 from .abi import KernelABI, kernel_abi
 from .epilogue import StorePlan, plan_store
+from .grouped import GroupedPlan
 from .layout import TileLayout, derive
 from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
@@ -24,6 +25,7 @@ class KernelPlan:
     schedule: SchedulePlan
     abi: KernelABI
     store: StorePlan | None = None  # the TMA-store epilogue (None: direct stores)
+    grouped: GroupedPlan | None = None  # a grouped GEMM's walk over (group, tile) pairs (None: one GEMM)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
@@ -40,4 +42,5 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
         expect = t.pair.expect_tx_bytes  # the leader's full barrier counts both CTAs' copies
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
-    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec))
+    grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group)
+    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped)

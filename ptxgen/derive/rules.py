@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..isa.ptxref import cite
 from ..isa.shapes import consumer_register_budget, legal_bm, legal_bn, legal_swizzles, wgmma_accumulator_registers
-from ..isa.types import ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Cluster, Consumers, DType, Epilogue, Loader, Major, Schedule, SpecError, Swizzle
+from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
+                         Schedule, SpecError, Swizzle)
 from .smem import SMEM_LIMIT_BYTES
 
 
@@ -119,6 +120,7 @@ def validate(t: "TileSpec") -> None:
 
     _validate_epilogue(t)
     _validate_cluster(t)
+    _validate_grouped(t)
     plan = t.smem_plan()
     if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
         per_stage = t.stage_bytes("a") + t.stage_bytes("b")
@@ -140,6 +142,22 @@ def validate(t: "TileSpec") -> None:
             "the 512 TMEM columns", f"at most {fit} stages for this tile" if fit else "a smaller BN or BK", cite("tmem_alloc"))
     if t.arch is Arch.SM100A and t.tmem_columns > 512:
         raise SpecError("--bn", t.bn, "the accumulator needs more than the 512 TMEM columns", "BN <= 512", cite("tmem_alloc"))
+
+
+def _validate_grouped(t: "TileSpec") -> None:
+    if t.grouped is Grouping.NONE:
+        return
+    g = t.grouped.value
+    if t.arch is not Arch.SM90A or t.loader is not Loader.TMA or t.schedule is not Schedule.PERSISTENT:
+        raise SpecError("--grouped", g, "grouped kernels are persistent wgmma kernels with the TMA loader: every CTA walks the "
+                        "groups' tiles from offs on the GPU (ptxgen.derive.grouped)", "--arch sm_90a --loader tma --schedule persistent")
+    if t.a.major is not Major.K or t.b.major is not Major.K:
+        raise SpecError("--grouped", g, "grouped kernels read A and B K-major: B's G x N x K weights are one (G N) x K tensor map, and "
+                        "an N-major B would pull the next group's K rows into a tile's K tail (docs/grouped.md)",
+                        "--a kmajor-... --b kmajor-...")
+    if t.cluster is not Cluster.C1X1 or t.block_scaled:
+        raise SpecError("--grouped", g, "grouped kernels take neither clusters nor block scaling (not derived)",
+                        "--cluster 1x1 without --scale")
 
 
 def _validate_cluster(t: "TileSpec") -> None:

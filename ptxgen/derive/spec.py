@@ -27,6 +27,7 @@ from ..isa.types import (
     Consumers,
     DType,
     Epilogue,
+    Grouping,
     Loader,
     Major,
     Scale,
@@ -115,6 +116,7 @@ class TileSpec:
     # BM/2 rows of A and BN/2 rows of B; ptxgen.derive.ctapair says who holds and signals what).
     cta_group: int = 1
     cluster: Cluster = Cluster.C1X1  # 2x1: two CTAs along M multicast B; 1x2: two CTAs along N multicast A
+    grouped: Grouping = Grouping.NONE  # offs: a grouped GEMM over G groups (ptxgen.derive.grouped)
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -329,6 +331,7 @@ class TileSpec:
         group += "_tmastore" if self.epilogue is Epilogue.TMA else ""
         group += "_cta2" if self.pair else ""
         group += "" if self.cluster is Cluster.C1X1 else f"_c{self.cluster.value}"
+        group += "" if self.grouped is Grouping.NONE else f"_grouped{self.grouped.value}"
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -374,5 +377,6 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         scale=v["scale"],
         cta_group=v["cta_group"],
         cluster=v["cluster"],
+        grouped=v["grouped"],
     )
 

@@ -76,10 +76,10 @@ def _global_layout(op: OperandLayout) -> str:
     return f"{X} is K x {MN}, {MN} contiguous (row-major K x {MN}), row stride {ld} >= {MN} elements"
 
 
-def _extents(op: OperandLayout, pair: bool = False) -> tuple[str, str, str, str]:
+def _extents(op: OperandLayout, pair: bool = False, b_row0: str = "n0") -> tuple[str, str, str, str]:
     """(inner origin, outer origin, inner extent, outer extent) of the operand's global tensor. A CTA of a pair
     loads its own share of the tile, from ``m_cta`` / ``n_cta`` (tile_coords_c)."""
-    mn0, MN = ("m0", "M") if op.name == "a" else ("n0", "N")
+    mn0, MN = ("m0", "M") if op.name == "a" else (b_row0, "N")  # b_row0: a grouped kernel's row in B's (G N) x K view
     if pair:
         mn0 = {"m0": "m_cta", "n0": "n_cta"}[mn0]
     # packed e2m1 (K-major only): the tensor map counts bytes along K, two elements each
@@ -87,7 +87,7 @@ def _extents(op: OperandLayout, pair: bool = False) -> tuple[str, str, str, str]
     return (k0, mn0, "K", MN) if op.major is Major.K else (mn0, k0, MN, "K")
 
 
-def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False) -> OperandView:
+def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b_row0: str = "n0") -> OperandView:
     word = "M" if op.name == "a" else "N"
     summary = (
         f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
@@ -95,7 +95,7 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False) -
         f"{op.layout_type}, base offset {op.base_offset}; one MMA reads {op.mma_mn} x K of {word}"
         + (" from each CTA of the pair" if pair else "")
     )
-    inner0, outer0, inner_ext, outer_ext = _extents(op, pair)
+    inner0, outer0, inner_ext, outer_ext = _extents(op, pair, b_row0)
     common = dict(name=op.name, NAME=op.name.upper(), global_layout=_global_layout(op), summary=summary)
     if op.tma is not None:
         if op.tma.layout is not op.store:

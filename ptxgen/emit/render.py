@@ -9,7 +9,7 @@ ptxgen.derive; ``kernel_view`` is the complete interface between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.layout import TileLayout
@@ -18,6 +18,7 @@ from ..derive.smem import MBARRIER_BYTES, SmemPlan
 from ..derive.spec import TileSpec
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, Loader
+from . import grouped_view as cgrouped
 from .env import environment, generated_line
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
@@ -71,6 +72,8 @@ class KernelView:
     mma_issuer: str = "lane == 0"
     cluster: "ClusterView | None" = None
     release_fn: str = "mbar_arrive"  # how a consumer releases a stage: its own CTA's empty barrier, or every CTA's
+    grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.grouped_view)
+    row_limit: str = "M"  # the epilogue stores rows below this: M, or a grouped tile's group end
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -91,6 +94,10 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         mma, epi = wgmma_mma_view(plan), wgmma_epilogue_view(plan)
         family, mma_warp = t.wgmma.opcode, -1
     extra = other_barrier_views(plan)
+    gv = None if plan.grouped is None else cgrouped.grouped_view(plan.grouped)
+    store = store_view(plan.store, epi.chunk)
+    if gv is not None and store is not None:
+        store = replace(store, use_tma_expr=f"({cgrouped.store_condition_c(plan.grouped)}) && ({store.use_tma_expr})")
     return KernelView(
         name=s.kernel_name,
         generated_line=generated_line(cli),
@@ -104,13 +111,15 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         tma=tma,
         signature=", ".join(p.c_decl for p in plan.abi.params),
         abi_doc=tuple(plan.abi.doc_lines()),
-        operands=(operand_view(t.a, producer.threads, pair is not None), operand_view(t.b, producer.threads, pair is not None)),
+        operands=(operand_view(t.a, producer.threads, pair is not None),
+                  operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None else gv.b_row0)),
         producer_threads=producer.threads,
         producer_parity=parity_c_expr(pipe.producer_parity, "it"),
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
-        tile_coords=(tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
+        tile_coords=(cgrouped.tile_coords_c(plan.grouped) if plan.grouped is not None
+                     else tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
                      else cluster_tile_coords_c(plan.schedule, s.bm, s.bn)),
         slabs=slab_views(plan),
         level_line=(
@@ -121,6 +130,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.pairmodel) and L2 only." if pair is not None else "")
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
+            + (" The grouped walk is checked at L1 (ptxgen.model.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
         ),
         grid_doc=grid_doc(plan),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
@@ -132,10 +142,12 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         b_start_expr=SmemDescriptor.start_field_c_expr(s.arch, "b_stage"),
         mma=mma,
         epi=epi,
-        store=store_view(plan.store, epi.chunk),
+        store=store,
         scales=scale_view(plan),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
+        grouped=gv,
+        row_limit="M" if gv is None else gv.row_limit,
         **({} if pair is None else dict(
             cta_group=2,
             pair=pv,

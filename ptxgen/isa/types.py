@@ -107,6 +107,13 @@ class Epilogue(Enum):
     TMA = "tma"  # registers -> shared memory (stmatrix, swizzled) -> global with a TMA bulk tensor store
 
 
+class Grouping(Enum):
+    """Whether a kernel computes one GEMM or a group of them (mixture-of-experts layers)."""
+
+    NONE = "none"  # one GEMM
+    OFFS = "offs"  # torch._grouped_mm: A stacked along M, int32 cumulative row ends on the GPU, B of G x N x K (derive.grouped)
+
+
 class Swizzle(Enum):
     """A shared-memory swizzle mode, independent of how an instruction family encodes it.
 

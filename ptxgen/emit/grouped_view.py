@@ -7,6 +7,8 @@ checks the walk they produce against the plan and against the independent model.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..derive.grouped import GroupedPlan
 
 CURSOR = "gc"
@@ -70,3 +72,34 @@ def tile_coords_c(plan: GroupedPlan, tile: str = "tile") -> tuple[str, ...]:
         "(void)row_end;",
         "(void)nb0;",
     )
+
+
+@dataclass(frozen=True)
+class GroupedView:
+    """What the templates receive for a grouped kernel: the cursor's C, the loop's condition, the walk's doc."""
+
+    helpers: str  # the GroupCursor struct and group_seek
+    init: str  # the cursor's declaration, before each role's tile loop
+    condition: str  # the tile loop's condition
+    row_limit: str  # rows of D at or past it are not stored (the group's end)
+    b_row0: str  # the first row of B's (G x N) x K view a tile loads
+    doc: str
+
+
+def grouped_view(plan: GroupedPlan) -> GroupedView:
+    return GroupedView(
+        helpers=cursor_struct_c() + "\n" + seek_fn_c(plan),
+        init=cursor_init_c(),
+        condition=loop_condition_c(),
+        row_limit="row_end",
+        b_row0="nb0",
+        doc=(f"grouped GEMM (torch._grouped_mm layout): work items group by group, ceil(rows_g / {plan.bm}) x ceil(N / {plan.bn}) "
+             f"each; a cursor per role reads offs[g] as it passes group g; A rows past the group's end and B rows past N are "
+             "loaded but never stored"),
+    )
+
+
+def store_condition_c(plan: GroupedPlan) -> str:
+    """The extra condition for a TMA store of D: a TMA store clips at M, not at the group's end, so only a tile
+    whose BM rows all lie in the group may take it (the others take the direct, masked stores)."""
+    return f"m0 + {plan.bm} <= row_end"

@@ -1,0 +1,275 @@
+"""Grouped GEMM for mixture-of-experts layers, in the ``torch._grouped_mm`` layout: one persistent launch.
+
+>>> out = ptxgen.grouped_gemm(a, b, offs)    # doctest: +SKIP
+
+- ``a``: M_total x K, K-major (row-major), the groups' rows stacked along M;
+- ``b``: G x N x K, K-major (each ``b[g]`` an N x K weight, as ``ptxgen.gemm`` and ``nn.functional.linear``
+  take it; ``torch._grouped_mm(a, b.transpose(-2, -1), offs=offs)`` is the same product);
+- ``offs``: int32, G values on the same GPU, the cumulative row ends: group g owns rows offs[g-1]..offs[g]-1;
+- ``out``: M_total x N row-major; rows of group g = ``a[rows of g] @ b[g].T``. Rows past offs[G-1] are not
+  written (an allocated ``out`` leaves them uninitialised, as torch does).
+
+Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph and replayed with other values
+in ``offs``. Offsets that decrease or pass M_total are clamped on the GPU (empty or shortened groups).
+ptxgen.derive.grouped derives the walk; docs/grouped.md explains the design and what has been measured.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from .api import streams
+from .api.binding import _allocate_out, _check_aligned, _check_devices, _dtype_words
+from .api.kernel import CompiledKernel, _record_torch_stream, compile
+from .api.streams import stream_handle
+from .derive.spec import TileSpec, make_spec
+from .isa.types import DType, Grouping, SpecError
+from .runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from .runtime.fastlaunch import RETRY_WITH_CONTEXT, error_name, launcher
+from .runtime.gpu import CudaError, NoGPU
+from .runtime.grouped import GroupedProblem, check_grouped_problem, grouped_args, grouped_geometry
+from .runtime.launch import ROW_ALIGN_BYTES, ProblemError
+
+__all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec"]
+
+# The default grouped kernels: the tuned dense 4096^3 tile (bf16) and 8192^3 tile (FP8) of tuning/h200.json,
+# made grouped. Output types: the input's for 16-bit inputs, bf16 for FP8.
+_TILES = {2: dict(bm=128, bn=256, bk=64, stages=4), 1: dict(bm=128, bn=256, bk=128, stages=4)}
+_GROUPED_DTYPES = ("f16", "bf16", "e4m3", "e5m2")
+_DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "e5m2": "bf16"}
+
+
+def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a") -> TileSpec:
+    """The spec :func:`grouped_gemm` uses for ``dtype`` inputs: a persistent 128 x 256 wgmma tile with the
+    TMA-store epilogue, A and B K-major with the 128-byte swizzle, grouped over ``offs``."""
+    if dtype not in _GROUPED_DTYPES:
+        raise DTypeError(f"grouped_gemm takes {', '.join(_dtype_words(d) for d in _GROUPED_DTYPES)} inputs, not {_dtype_words(dtype)}")
+    out = out_dtype or _DEFAULT_OUT[dtype]
+    if out not in ("f32", "f16", "bf16"):
+        raise DTypeError(f"{dtype} inputs give f32, f16 or bf16 outputs, not {out}")
+    tile = _TILES[DType(dtype).bytes]
+    return make_spec(**tile, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
+                     schedule="persistent", epilogue="tma" if out != "f32" else "direct", grouped="offs")
+
+
+@dataclass(frozen=True)
+class GroupedBinding:
+    problem: GroupedProblem
+    a: ArrayInfo
+    b: ArrayInfo
+    offs: ArrayInfo
+    out: ArrayInfo | None
+
+
+def _k_major_rows(info: ArrayInfo, rows: int, cols: int, what: str) -> int:
+    """The row stride (elements) of a K-major rows x cols view, checked."""
+    s0, s1 = info.strides[-2], info.strides[-1]
+    if cols > 1 and s1 != 1:
+        raise ArgumentError(f"{info.name} must be K-major ({what}, stride 1 along K); it has strides {info.strides}: pass "
+                            f"{info.name}.contiguous()")
+    ld = s0 if rows > 1 else -(-cols // (ROW_ALIGN_BYTES // info.itemsize)) * (ROW_ALIGN_BYTES // info.itemsize)
+    if rows > 1 and ld < cols:
+        raise ArgumentError(f"{info.name}: rows {ld} elements apart overlap its {cols} columns (strides {info.strides})")
+    if ld * info.itemsize % ROW_ALIGN_BYTES:
+        q = ROW_ALIGN_BYTES // info.itemsize
+        raise ArgumentError(f"{info.name}: its rows start {ld} elements ({ld * info.itemsize} B) apart, but every row must start "
+                            f"16-byte aligned (TMA): K padded to a multiple of {q} elements (allocate it padded and pass a slice)")
+    return ld
+
+
+def bind_grouped(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, offs: ArrayInfo, out: ArrayInfo | None) -> GroupedBinding:
+    """Check the arrays against a grouped ``spec`` and infer M_total, N, K, G and the strides (no GPU needed)."""
+    name = spec.kernel_name
+    if a.ndim != 2:
+        raise ArgumentError(f"a must be 2-D (M_total x K, the groups' rows stacked); got shape {a.shape}")
+    if b.ndim != 3:
+        raise ArgumentError(f"b must be 3-D (G x N x K: one N x K weight per group); got shape {b.shape}")
+    if offs.ndim != 1:
+        raise ArgumentError(f"offs must be 1-D (G cumulative row ends); got shape {offs.shape}")
+    want = spec.dtype.value
+    for info in (a, b):
+        if info.dtype != want:
+            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}, but {name} takes {_dtype_words(want)} inputs")
+    if offs.dtype != "s32":
+        raise DTypeError(f"offs has dtype {_dtype_words(offs.dtype)}; it must be {_dtype_words('s32')} (cumulative row ends)")
+    (m, k), (g, n, kb) = a.shape, b.shape
+    if k != kb:
+        raise ArgumentError(f"a is {m} x {k} and b is {g} x {n} x {kb}: both must have K columns (b[g] is an N x K weight; "
+                            "for torch._grouped_mm's G x K x N pass b.transpose(-2, -1))")
+    if offs.shape[0] != g:
+        raise ArgumentError(f"offs has {offs.shape[0]} values but b has {g} groups: one cumulative row end per group")
+    if g and offs.shape[0] > 1 and offs.strides[0] != 1:
+        raise ArgumentError(f"offs must be contiguous (stride 1); it has stride {offs.strides[0]}")
+    if k == 0:
+        raise ProblemError(f"{name} cannot run K=0 (an empty reduction)")
+    for info in (a, b):
+        if any(s <= 0 for s, size in zip(info.strides, info.shape) if size > 1):
+            raise ArgumentError(f"{info.name} has strides {info.strides}: a broadcast or reversed view cannot be read by TMA; "
+                                f"pass {info.name}.contiguous()")
+    lda = _k_major_rows(a, m, k, "M_total x K")
+    ldb = _k_major_rows(b, n, k, "each b[g] N x K")
+    if g > 1 and b.strides[0] != n * ldb:
+        raise ArgumentError(f"b's groups must follow each other with no gap (stride {n} x {ldb} = {n * ldb} elements between "
+                            f"b[g] and b[g + 1], one (G N) x K matrix); it has strides {b.strides}: pass b.contiguous()")
+    if n == 1 and g > 1:
+        ldb = b.strides[0]
+        if ldb * b.itemsize % ROW_ALIGN_BYTES:
+            raise ArgumentError(f"b: its groups start {ldb} elements apart; with N = 1 they are the rows of B's view and must "
+                                "start 16-byte aligned")
+    _check_aligned(a)
+    _check_aligned(b)
+    if offs.ptr % 4:
+        raise ArgumentError(f"offs: its data at {offs.ptr:#x} is not 4-byte aligned")
+    out_want, osize = spec.out_dtype.value, spec.out_dtype.bytes
+    q = ROW_ALIGN_BYTES // osize
+    if out is None:
+        if a.library not in ("torch", "cupy"):
+            raise ArgumentError(f"pass out= (an M_total x N = {m} x {n} {out_want} device array): ptxgen allocates outputs only "
+                                f"for torch tensors and CuPy arrays, and a is a {a.library} array")
+        ldd = max(q, -(-n // q) * q)
+    else:
+        if out.ndim != 2 or out.shape != (m, n):
+            raise ArgumentError(f"out has shape {out.shape}, but the grouped product of a ({m} x {k}) and b ({g} x {n} x {k}) is {(m, n)}")
+        if out.dtype != out_want:
+            raise DTypeError(f"out has dtype {_dtype_words(out.dtype)}, but {name} writes {_dtype_words(out_want)}")
+        if n > 1 and out.strides[1] != 1:
+            raise ArgumentError(f"out must be row-major (stride 1 along N: strides (ldd, 1)); it has strides {out.strides}")
+        ldd = out.strides[0] if m > 1 else max(q, -(-n // q) * q)
+        if m > 1 and ldd < n:
+            raise ArgumentError(f"out: rows {ldd} elements apart overlap its {n} columns")
+        if ldd * osize % ROW_ALIGN_BYTES:
+            raise ArgumentError(f"out: its rows start {ldd} elements ({ldd * osize} B) apart; the epilogue stores 16-byte vectors, "
+                                f"so the row stride must be a multiple of {q} elements (allocate M x N' with N' a multiple of {q} "
+                                "and pass out[:, :N])")
+        _check_aligned(out)
+    _check_devices([i for i in (a, b, offs, out) if i is not None])
+    return GroupedBinding(GroupedProblem(m, n, k, g, lda, ldb, ldd), a, b, offs, out)
+
+
+class GroupedKernel:
+    """A compiled grouped kernel (``spec.grouped`` is ``offs``): ``kernel(a, b, offs, out=None, *, stream=None)``.
+
+    Attributes as :class:`ptxgen.CompiledKernel`: ``spec``, ``plan``, ``source``, ``ptx``, ``cubin``, ``name``."""
+
+    _ARGS_CACHE = 32
+
+    def __init__(self, compiled: CompiledKernel):
+        if compiled.spec.grouped is Grouping.NONE:
+            raise ArgumentError(f"{compiled.name} is not a grouped kernel: compile a spec with grouped='offs'")
+        self.compiled = compiled
+        self.spec, self.plan, self.name = compiled.spec, compiled.plan, compiled.name
+        self.source, self.ptx, self.cubin = compiled.source, compiled.ptx, compiled.cubin
+        self._lock = threading.Lock()
+        self._args: OrderedDict = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"<GroupedKernel {self.name}>"
+
+    def check(self, a, b, offs, out=None) -> GroupedProblem:
+        """The problem the arrays make (no GPU needed; ArgumentError, DTypeError or ProblemError)."""
+        bd = bind_grouped(self.spec, read_array(a, "a"), read_array(b, "b"), read_array(offs, "offs"),
+                          None if out is None else read_array(out, "out"))
+        if bd.problem.m and bd.problem.n and bd.problem.groups:
+            check_grouped_problem(self.plan, bd.problem)
+        return bd.problem
+
+    def __call__(self, a, b, offs, out=None, *, stream=None):
+        handle = stream_handle(stream, a)
+        infos = (read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle),
+                 None if out is None else read_array(out, "out", handle))
+        return self._launch(a, out, infos, handle, stream)
+
+    def _launch(self, a, out, infos, handle: int, stream):
+        ai, bi, fi, oi = infos
+        bd = bind_grouped(self.spec, ai, bi, fi, oi)
+        p = bd.problem
+        dev = streams.require_gpu()
+        self.compiled._require_arch(dev)
+        for info in infos:
+            if info is None:
+                continue
+            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
+            if ordinal != dev.index:
+                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index}")
+        allocated = out is None
+        if allocated:
+            out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, self.spec.out_dtype.value, dev.index)
+            oi = read_array(out, "out", handle)
+        if p.m == 0 or p.n == 0 or p.groups == 0:
+            return out
+        check_grouped_problem(self.plan, p)
+        kernel = self.compiled.load()
+        streams.ensure_current(dev)
+        for info in (ai, bi, fi, oi):
+            if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
+                streams.wait_for_producer(info.producer_stream, handle)
+        key = (ai.ptr, bi.ptr, fi.ptr, oi.ptr, p)
+        drv = launcher()
+        with self._lock:  # the parameter block stays alive (in the cache) while the launch reads it
+            entry = self._args.get(key)
+            if entry is None:
+                args = grouped_args(self.plan, ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, encode=drv.encode)
+                grid, block, smem = grouped_geometry(self.plan, p, dev.sm_count)
+                entry = self._args[key] = (args, (int(kernel.func), *grid, *block, smem))
+                while len(self._args) > self._ARGS_CACHE:
+                    self._args.popitem(last=False)
+            else:
+                self._args.move_to_end(key)
+            args, shape = entry
+            rc = drv.launch(*shape, handle, args.address, None)
+            if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
+                streams.ensure_current(dev)
+                rc = drv.launch(*shape, handle, args.address, None)
+            if rc:
+                raise CudaError(f"cuLaunchKernel({self.name}) failed: {error_name(rc)} ({rc})")
+        if allocated and ai.library == "torch":
+            _record_torch_stream(out, stream, handle)
+        return out
+
+
+def compile_grouped(spec: TileSpec | dict | None = None, /, **fields) -> GroupedKernel:
+    """Compile a grouped spec (``grouped='offs'``; NVRTC, no GPU needed) into a :class:`GroupedKernel`."""
+    if spec is None:
+        fields.setdefault("grouped", "offs")
+    return GroupedKernel(compile(spec, **fields))
+
+
+_KERNELS: dict[TileSpec, GroupedKernel] = {}
+_KERNELS_LOCK = threading.Lock()
+
+
+def _kernel_for(spec: TileSpec) -> GroupedKernel:
+    kernel = _KERNELS.get(spec)
+    if kernel is None:
+        with _KERNELS_LOCK:
+            kernel = _KERNELS.get(spec)
+            if kernel is None:
+                kernel = _KERNELS[spec] = compile_grouped(spec)
+    return kernel
+
+
+_SPECS: dict[tuple, TileSpec] = {}
+
+
+def grouped_gemm(a, b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+    """The grouped product in ``torch._grouped_mm``'s layout (see the module): rows of group g of ``out`` are
+    ``a[offs[g-1]:offs[g]] @ b[g].T``. f16/bf16 (and unscaled e4m3/e5m2) inputs, K-major; ``out_dtype`` defaults
+    to ``out``'s, else the input type (bf16 for FP8). One persistent launch on ``stream`` (None: the inputs'
+    library's current stream); returns ``out`` without synchronizing. Raises NoGPU without a usable GPU."""
+    handle = stream_handle(stream, a)
+    ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
+    oi = None if out is None else read_array(out, "out", handle)
+    if ai.dtype != bi.dtype:
+        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
+    if out_dtype is None and oi is not None:
+        out_dtype = oi.dtype
+    key = (ai.dtype, out_dtype)
+    spec = _SPECS.get(key)
+    if spec is None:
+        try:
+            spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value)
+        except SpecError as e:
+            raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
+    return _kernel_for(spec)._launch(a, out, (ai, bi, fi, oi), handle, stream)

@@ -1,0 +1,108 @@
+"""Launching a grouped GEMM (ptxgen.derive.grouped): problem checks, arguments in ABI order, the grid.
+
+Nothing here reads ``offs``: the host knows M_total (A's rows), N, K and G (B's groups), and the kernel finds
+each group's rows on the GPU. The tensor maps: A over M_total x K, B over its (G x N) x K rows (one matrix),
+D over M_total x N for the TMA-store epilogue. Everything but ``encode`` runs on a CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..derive.kernel import KernelPlan
+from ..isa.types import Grouping, Major
+from .gpu import KernelArgs
+from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
+
+
+GRID_HEADROOM = 1 << 16  # more than any persistent grid (one CTA per SM)
+
+
+@dataclass(frozen=True)
+class GroupedProblem:
+    m: int  # M_total: rows of A and D, all groups
+    n: int
+    k: int
+    groups: int
+    lda: int
+    ldb: int  # B's row stride (elements); group g's rows start g x N x ldb elements in
+    ldd: int
+
+    def map_value(self, name: str) -> int:
+        """A tensor map's extent or stride by its plan name: B's map is over G x N rows."""
+        return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd}[name]
+
+
+def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
+    """Why the grouped kernel cannot run ``p`` (empty if it can), each naming its rule."""
+    spec = plan.spec
+    errs = []
+    if spec.grouped is Grouping.NONE or plan.grouped is None:
+        return [f"{spec.kernel_name} is not a grouped kernel (compile a spec with grouped='offs')"]
+    for dim, size in (("M", p.m), ("N", p.n), ("K", p.k), ("G", p.groups)):
+        if not 1 <= size <= MAX_DIM:
+            errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
+    if p.groups * p.n > MAX_DIM:
+        errs.append(f"G x N = {p.groups} x {p.n} rows of B's (G N) x K view must fit in an int ({MAX_DIM})")
+    items = plan.grouped.max_work_items(p.m, p.groups, p.n)
+    if items > MAX_DIM - GRID_HEADROOM:  # a CTA's item index steps past the last item by up to the grid size
+        errs.append(f"up to {items} work items (ceil(M / {spec.bm}) + G - 1) x ceil(N / {spec.bn}) must fit in an int")
+    esize, osize = spec.dtype.bytes, spec.out_dtype.bytes
+    for name, ld in (("a", p.lda), ("b", p.ldb)):
+        if spec.operand(name).major is not Major.K:
+            errs.append(f"{name} must be K-major for a grouped kernel")
+        if ld < p.k:
+            errs.append(f"ld{name}={ld} is smaller than K={p.k}")
+        if ld * esize % ROW_ALIGN_BYTES:
+            errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: every row must start 16-byte aligned (TMA)")
+    if p.ldd < p.n:
+        errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
+    if p.ldd * osize % ROW_ALIGN_BYTES:
+        errs.append(f"ldd={p.ldd} x {osize} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
+    return errs
+
+
+def check_grouped_problem(plan: KernelPlan, p: GroupedProblem) -> None:
+    errs = grouped_problem_errors(plan, p)
+    if errs:
+        raise ProblemError(f"{plan.spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k} G={p.groups}: " + "; ".join(errs))
+
+
+def grouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes): a persistent grid of min(SMs, an upper bound of the items)."""
+    abi = plan.abi
+    return abi.grouped_grid(p.m, p.n, p.groups, sm_count), abi.block, abi.dynamic_smem_bytes
+
+
+def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[int, int], int]:
+    tma = plan.tma_plan(operand)
+    dims = [p.map_value(d) for d in tma.global_dims]
+    if operand == "b":  # the G weights as one (G x N) x K matrix: dimension 1 (rows) is G x N
+        assert tma.global_dims == ("K", "N"), tma.global_dims
+        dims[1] = p.groups * p.n
+    return tuple(dims), p.map_value(tma.ld_name)
+
+
+def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr: int, p: GroupedProblem,
+                 encode=None) -> KernelArgs:
+    """The grouped kernel's arguments in ABI order (``encode``: default the driver's tensor-map encoder)."""
+    from .tensormap import encode as driver_encode
+    from .tensormap import tensormap_args
+
+    for name, ptr, align in (("A", a_ptr, 16), ("B", b_ptr, 16), ("D", d_ptr, 16), ("offs", offs_ptr, 4)):
+        if ptr % align:
+            raise ProblemError(f"{name} at {ptr:#x} is not {align}-byte aligned")
+    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr}
+    values = []
+    for param in plan.abi.params:
+        if param.kind == "tensormap":
+            op = param.name[-1]
+            dims, ld = _map_dims(plan, op, p)
+            values.append(("tensormap", (encode or driver_encode)(tensormap_args(plan.tma_plan(op), pointers[op], dims, ld))))
+        elif param.kind == "ptr":
+            values.append(("ptr", pointers[param.name.lower()]))
+        elif param.kind == "i32_ptr":
+            values.append(("ptr", offs_ptr))
+        else:
+            values.append(("i32", {"M": p.m, "N": p.n, "K": p.k, "G": p.groups, "ldd": p.ldd}[param.name]))
+    return KernelArgs(values)

@@ -1,0 +1,147 @@
+"""Grouped GEMM (issue 18) against torch._grouped_mm on the same inputs, in one process, alternating rounds.
+
+Cases (bf16 in, f32 accumulate, bf16 out; N = 4096, K = 7168; b is G x N x K contiguous, torch gets the
+same memory as b.transpose(-2, -1)):
+  8x2048    8 groups of 2048 rows
+  64x0-512  64 groups of 0..512 rows, seeded (numpy default_rng(seed).integers(0, 513, 64))
+  8x1-256   8 groups of 1..256 rows, seeded (the weight-bandwidth-bound regime)
+
+Per case and kernel: medians of alternating rounds (ptxgen.runtime.bench.alternate: ours, torch, torch, ours, ...),
+each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
+useful work (2 x rows x N x K), weight bandwidth (G x N x K x 2 bytes / time) and host time per call (the Python
+call without synchronizing, averaged over many calls, the GPU kept busy by them). The geometric mean of the
+ratios (torch time / ours) of the default kernel is printed last.
+Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+
+import ptxgen
+from ptxgen.derive.spec import make_spec
+from ptxgen.grouped import compile_grouped, grouped_spec
+from ptxgen.runtime.bench import alternate
+
+N, K = 4096, 7168
+# other grouped tiles measured with --candidates (the default is grouped_spec("bf16"): 128 x 256 x 64, TMA store)
+CANDIDATES = [
+    dict(bm=128, bn=192, bk=64, stages=4, raster_group=16, epilogue="tma"),
+    dict(bm=64, bn=256, bk=64, stages=4, consumers="pingpong", raster_group=16, epilogue="tma"),
+    dict(bm=128, bn=128, bk=64, stages=5, consumers="pingpong", raster_group=16, epilogue="tma"),
+]
+
+
+def sizes_of(case: str, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    if case == "8x2048":
+        return [2048] * 8
+    if case == "64x0-512":
+        return [int(x) for x in rng.integers(0, 513, 64)]
+    if case == "8x1-256":
+        return [int(x) for x in rng.integers(1, 257, 8)]
+    raise SystemExit(f"unknown case {case!r}")
+
+
+def host_us(fn, calls: int = 200) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log) -> list[dict]:
+    sizes = sizes_of(case, seed)
+    g, m = len(sizes), sum(sizes)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, K, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(g, N, K, device="cuda", dtype=torch.bfloat16, generator=gen)
+    offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
+    bt = b.transpose(-2, -1)
+    out = torch.empty(m, N, device="cuda", dtype=torch.bfloat16)
+
+    def base():
+        return torch._grouped_mm(a, bt, offs=offs)
+
+    ref = base().float()
+    torch.cuda.synchronize()
+    ref_norm = float(torch.linalg.norm(ref))
+    flops = 2.0 * m * N * K
+    weight_bytes = 2.0 * g * N * K
+    results = []
+    for label, kern in kernels:
+        def ours(kern=kern):
+            return kern(a, b, offs, out)
+
+        def check():
+            return float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)
+
+        try:
+            ours()
+            torch.cuda.synchronize()
+            ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
+            ours_host, base_host = host_us(ours), host_us(base)
+        except Exception as e:  # noqa: BLE001 - report and go on with the next kernel
+            print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
+            results.append({"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"})
+            continue
+        r = {
+            "case": case, "kernel": label, "groups": g, "rows": m, "n": N, "k": K, "seed": seed,
+            "ours_ms": ours_ms, "torch_ms": base_ms, "ratio": base_ms / ours_ms,
+            "ours_tflops": flops / ours_ms / 1e9, "torch_tflops": flops / base_ms / 1e9,
+            "ours_weight_tbs": weight_bytes / ours_ms / 1e9, "torch_weight_tbs": weight_bytes / base_ms / 1e9,
+            "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err, "ok": err < 1e-2, "rounds": rounds,
+        }
+        results.append(r)
+        print(f"{case} ({g} groups, {m} rows) {label}: ptxgen {r['ours_ms']:.3f} ms {r['ours_tflops']:.1f} TFLOP/s "
+              f"{r['ours_weight_tbs']:.2f} TB/s weights, host {ours_host:.1f} us | torch._grouped_mm {base_ms:.3f} ms "
+              f"{r['torch_tflops']:.1f} TFLOP/s {r['torch_weight_tbs']:.2f} TB/s, host {base_host:.1f} us | ratio {r['ratio']:.3f} "
+              f"rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    del a, b, bt, out, ref
+    torch.cuda.empty_cache()
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", help="append one JSON line per case and kernel")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", default="8x2048,64x0-512,8x1-256")
+    ap.add_argument("--candidates", action="store_true", help="also measure the CANDIDATES tiles")
+    args = ap.parse_args()
+    dev = torch.cuda.get_device_name()
+    print(f"device {dev}, torch {torch.__version__}, ptxgen {ptxgen.__version__}", flush=True)
+    default = grouped_spec("bf16")
+    kernels = [(f"default {default.kernel_name}", lambda a, b, offs, out: ptxgen.grouped_gemm(a, b, offs, out))]
+    if args.candidates:
+        for c in CANDIDATES:
+            spec = make_spec(**{**default.to_json(), **c})
+            kernels.append((spec.kernel_name, compile_grouped(spec)))
+    all_results = []
+    for case in args.cases.split(","):
+        all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout)
+    if args.json:
+        with open(args.json, "a") as f:
+            for r in all_results:
+                f.write(json.dumps(r) + "\n")
+    ratios = [r["ratio"] for r in all_results if r.get("kernel", "").startswith("default") and "ratio" in r]
+    if ratios:
+        print(f"default kernel: geometric mean ratio (torch time / ptxgen time) {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} "
+              f"over {len(ratios)} case(s)", flush=True)
+    bad = [r for r in all_results if not r.get("ok")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
