@@ -151,17 +151,18 @@ def _sweep_merge(args) -> int:
         report, problems = merge_reports(args.merge)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.json:
+        write_json(report, args.json)
     print(summary_table(report))
     for p in problems:
         print(f"ptxgen sweep --merge: {p}", file=sys.stderr)
-    if args.json:
-        write_json(report, args.json)
     ok = not problems and report["summary"]["failed"] == 0
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
 def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
-    from .sweep import read_report
+    """The trusted entries of a partial report (a damaged or edited entry is named and run again)."""
+    from .sweep import read_report, trusted_entries
 
     if not path:
         return []
@@ -171,7 +172,10 @@ def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
         raise UsageError(f"--resume {e}") from None
     if r.get("grid") not in (None, grid_name):
         raise UsageError(f"--resume {path}: a report of grid {r.get('grid')}, not {grid_name}")
-    return r["configs"]
+    good, bad = trusted_entries(path, r["configs"])
+    for line in bad:
+        print(f"ptxgen sweep --resume: {line} (run again)", file=sys.stderr)
+    return good
 
 
 def _sweep_prepare(args):
@@ -198,7 +202,7 @@ def _list_dropped(grid) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .sweep import default_jobs, run_sweep, summary_table, write_json
+    from .sweep import run_sweep, summary_table, worker_count, write_json
 
     if args.merge:
         return _sweep_merge(args)
@@ -227,12 +231,15 @@ def cmd_sweep(args) -> int:
         + f", {grid.dropped} illegal combinations dropped",
         file=sys.stderr,
     )
-    report = run_sweep(specs, args.jobs or default_jobs(), compile=not args.no_compile, run=args.run, done=done)
+    jobs, clamped = worker_count(args.jobs, len(specs) - len(done))
+    if clamped:
+        print(f"ptxgen sweep: {clamped}", file=sys.stderr)
+    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done)
     report.update(grid=grid.name, grid_size=len(grid.specs), shard=args.shard or "1/1",
                   kernel_names=sorted(names))
-    print(summary_table(report))
-    if args.json:
+    if args.json:  # first: the report is never lost to a problem in printing it
         write_json(report, args.json)
+    print(summary_table(report))
     if report["partial"]:
         print(f"ptxgen sweep: interrupted after {len(report['configs'])} of {len(specs)} configurations"
               + (f"; partial report in {args.json} (continue with --resume {args.json})" if args.json else ""),
@@ -284,6 +291,19 @@ def cmd_show(args) -> int:
     else:
         sys.stdout.write(svg)
     return EXIT_OK if valid else EXIT_CHECK_FAILED
+
+
+def cmd_cache(args) -> int:
+    from .runtime import cache
+
+    limit = cache.max_bytes()  # a bad $PTXGEN_CACHE_MAX_BYTES: exit 2
+    if args.action == "clear":
+        print(f"removed {cache.clear()} kernels from {cache.cache_dir()}")
+        return EXIT_OK
+    u = cache.usage()
+    state = "on" if cache.enabled() else "off (PTXGEN_NO_CACHE)"
+    print(f"{u.folder}: {u.entries} entries, {u.bytes} bytes (cap {limit} bytes, PTXGEN_CACHE_MAX_BYTES); cache {state}")
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------------
@@ -342,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--decode", metavar="HEX", help="highlight what this raw descriptor reads instead of the derived ones")
     sh.set_defaults(func=cmd_show)
 
+    ca = sub.add_parser("cache", help="the compiled-kernel cache: where it is and its size (info), or empty it (clear)")
+    ca.add_argument("action", choices=("info", "clear"), help="info: folder, entries, bytes; clear: remove every kernel")
+    ca.set_defaults(func=cmd_cache)
+
     _add_gpu_commands(sub)
     return p
 
@@ -374,22 +398,54 @@ def _cmd_bench(args) -> int:
     return run(shapes, args.iters, args.json)
 
 
+class _ClosedStdout(OSError):
+    pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .runtime.cache import SettingError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
-    except (SpecError, UsageError) as e:
+        if sys.stdout is None:  # started with stdout closed (`ptxgen ... >&-`)
+            raise _ClosedStdout()
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk shows here, not in a message at interpreter exit
+        return code
+    except (SpecError, UsageError, SettingError) as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. `ptxgen explain ... | head`
+        _silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
         print("ptxgen: interrupted", file=sys.stderr)
         return 130
-    except OSError as e:  # an output path that cannot be written, an input that cannot be read
-        print(f"ptxgen: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+    except _ClosedStdout:
+        print("ptxgen: error: standard output is closed: nothing can be printed (redirect it, e.g. >/dev/null)",
+              file=sys.stderr)
         return EXIT_USAGE
+    except OSError as e:  # an output path that cannot be written, an input that cannot be read
+        if e.filename is None:  # stdout itself (e.g. /dev/full)
+            _silence_stdout()
+            print(f"ptxgen: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        else:
+            print(f"ptxgen: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Drop what stdout still buffers: the interpreter's flush at exit would fail again, with a traceback-like message."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

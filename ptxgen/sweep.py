@@ -8,6 +8,7 @@ domain in :data:`FULL_DOMAIN`.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -21,9 +22,9 @@ from importlib import resources
 from pathlib import Path
 
 from .outputs import check_output_path, write_text_atomic  # noqa: F401 (re-exported for the CLI)
-from .derive.fields import FIELDS as SPEC_FIELDS
-from .derive.spec import TileSpec, make_spec
-from .isa.types import SpecError
+from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
+from .derive.spec import OperandSpec, TileSpec, make_spec
+from .isa.types import SpecError, parse_enum
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
 TOKENS = tuple(
@@ -61,11 +62,21 @@ INT_FIELDS = frozenset(f.name for f in SPEC_FIELDS if f.is_int)
 
 
 def _check_value(key: str, v) -> None:
-    """A grid value has the field's type: an integer (not a bool or float) or a string."""
+    """A grid value has the field's type (an integer, not a bool or float; or a string) and, for a field of named
+    values, is one of them: a typo is an error naming it, not a combination dropped as illegal."""
     ok = v == "default" or ((type(v) is int) if key in INT_FIELDS else isinstance(v, str))
     if not ok:
         want = "an integer" if key in INT_FIELDS else "a string"
         raise ValueError(f"grid field {key} = {v!r}: must be {want} or a list of them")
+    f = SPEC_FIELDS_BY_NAME[key]
+    if v == "default" or f.is_int:
+        return
+    if key in ("a", "b"):
+        OperandSpec.parse(v, None, f.flag)
+    elif f.enum is not None:
+        parse_enum(f.enum, v, f.flag)
+    elif f.choices and v not in f.choices:
+        raise SpecError(f.flag, v, "not one of its values", ", ".join(f.choices))
 
 
 def _product(table: dict) -> list[dict]:
@@ -80,7 +91,10 @@ def _product(table: dict) -> list[dict]:
         if not vs:
             raise ValueError(f"grid field {k} is an empty list")
         for v in vs:
-            _check_value(k, v)
+            try:
+                _check_value(k, v)
+            except SpecError as e:
+                raise ValueError(f"grid field {k}: {e}") from None
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
@@ -199,13 +213,67 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
         errors.append(f"{type(e).__name__}: {e}")
         if checks["model"] == "skipped":  # the derivation itself raised
             checks["model"] = "fail"
-    return {
+    return seal({
         "kernel_name": spec.kernel_name,
         "spec": {**spec.to_json(), "loader": spec.loader.value},  # the loader always recorded
         "checks": checks,
         "seconds": round(time.perf_counter() - t0, 3),
         "error": "; ".join(errors) if errors else None,
-    }
+    })
+
+
+CHECKS = ("model", "compile", "sass", "run")
+VERDICTS = ("pass", "fail", "skipped")
+
+
+def _digest(entry: dict) -> str:
+    body = {k: v for k, v in entry.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def seal(entry: dict) -> dict:
+    """A report entry with the sha256 of its content: an entry changed after the sweep wrote it is not trusted."""
+    return {**entry, "sha256": _digest(entry)}
+
+
+def entry_problem(c) -> str | None:
+    """Why a report entry cannot be trusted (None: it can): the schema, the spec it names, its checksum."""
+    if not isinstance(c, dict):
+        return f"not an object but {type(c).__name__}"
+    name, checks = c.get("kernel_name"), c.get("checks")
+    if not isinstance(name, str):
+        return "no kernel_name"
+    if not isinstance(checks, dict) or set(checks) != set(CHECKS) or not all(v in VERDICTS for v in checks.values()):
+        return f"'checks' must give each of {', '.join(CHECKS)} one of {'/'.join(VERDICTS)}"
+    if not (c.get("error") is None or isinstance(c.get("error"), str)):
+        return "'error' must be text or null"
+    if not isinstance(c.get("spec"), dict):
+        return "no 'spec' object"
+    try:
+        spec = TileSpec.from_json(c["spec"])
+    except (SpecError, ValueError, TypeError, KeyError) as e:
+        return f"its spec cannot be rebuilt: {e}"
+    if spec.kernel_name != name or c["spec"].get("loader") != spec.loader.value:
+        return f"its spec is kernel {spec.kernel_name}, not {name}"
+    if c.get("sha256") != _digest(c):
+        return "its content does not match its sha256 (edited or damaged after the sweep wrote it)"
+    return None
+
+
+def trusted_entries(path: str, configs: list) -> tuple[list[dict], list[str]]:
+    """The entries that pass :func:`entry_problem` (the first of each kernel name), and one line per other entry."""
+    good, bad, seen = [], [], set()
+    for i, c in enumerate(configs):
+        why = entry_problem(c)
+        name = c.get("kernel_name") if isinstance(c, dict) and isinstance(c.get("kernel_name"), str) else "?"
+        if why is None and name in seen:
+            why = "a second entry for this kernel"
+        if why is None:
+            seen.add(name)
+            good.append(c)
+        else:
+            bad.append(f"{path}: configs[{i}] ({name[:80]}): {why}; skipped")
+    return good, bad
 
 
 def _status(r: dict) -> str:
@@ -249,9 +317,47 @@ class Progress:
             self.stream.write("\n")
 
 
-def _ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C goes to the parent, which stops the workers itself."""
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel sends this worker SIGKILL when its parent dies, however it dies (the OOM killer's SIGKILL
+    runs no handler in the parent). The parent may have died before the request: then exit now."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_init(parent: int) -> None:
+    """Worker initializer: Ctrl-C goes to the parent, which stops the workers itself; the worker dies with the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """The sweep's worker processes (forked from this process: the death signal is tied to it)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
+
+
+def worker_count(jobs: int | None, configs: int) -> tuple[int, str | None]:
+    """Workers for ``configs`` configurations: ``jobs`` (default all CPUs), never more than the CPUs or the
+    configurations; the second item says why a larger ``--jobs`` was clamped."""
+    cpus = default_jobs()
+    n = max(1, min(jobs or cpus, cpus, configs))
+    if jobs is not None and jobs > n:
+        why = "CPUs" if cpus <= configs else "configurations"
+        return n, f"--jobs {jobs}: more than the {min(cpus, configs)} {why}; using {n} worker(s)"
+    return n, None
 
 
 def _run_serial(specs, compile: bool, run: bool, on_result) -> None:
@@ -271,7 +377,7 @@ def _stop_pool(ex: ProcessPoolExecutor) -> None:
 
 
 def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None:
-    ex = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    ex = worker_pool(jobs)
     try:
         futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
         for f in as_completed(futs):
@@ -299,6 +405,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
     results = list(done or [])
     skip = {r["kernel_name"] for r in results}
     todo = [s for s in specs if s.kernel_name not in skip]
+    jobs = max(1, min(jobs, len(todo), default_jobs()))
     bar = Progress(len(todo)) if progress else None
 
     def on_result(r: dict) -> None:
@@ -358,10 +465,7 @@ def read_report(path: str) -> dict:
         r = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: cannot read a sweep report: {e}") from None
-    if not isinstance(r, dict) or not isinstance(r.get("configs"), list) or not all(
-        isinstance(c, dict) and isinstance(c.get("kernel_name"), str) and isinstance(c.get("checks"), dict)
-        and isinstance(c.get("spec"), dict) for c in r["configs"]
-    ):
+    if not isinstance(r, dict) or not isinstance(r.get("configs"), list):
         raise ValueError(f"{path}: not a ptxgen sweep report (no list of configs)")
     return r
 
@@ -390,7 +494,7 @@ def _check_report(path: str, r: dict) -> list[str]:
     if r.get("partial"):
         probs.append(f"{path}: a partial report (the sweep was interrupted)")
     names = r.get("kernel_names")
-    if not isinstance(names, list):
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return probs + [f"{path}: no 'kernel_names' list"]
     got = {c["kernel_name"] for c in r["configs"]}
     if set(names) != got:
@@ -403,6 +507,9 @@ def merge_reports(paths: list[str]) -> tuple[dict, list[str]]:
     not the whole grid, several grids."""
     reports = [(p, read_report(p)) for p in paths]
     probs: list[str] = []
+    for p, r in reports:  # an entry that cannot be trusted is named and left out (and the merge fails)
+        r["configs"], bad = trusted_entries(p, r["configs"])
+        probs += bad
     by_grid: dict[str, dict] = {}
     for p, r in reports:
         i, n = _shard_of(p, r)

@@ -232,6 +232,8 @@ def compile(spec: TileSpec | dict | None = None, /, *, options: tuple[str, ...] 
     from ..emit.render import render_kernel
     from ..runtime.cache import compile_cached
 
+    if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+        raise TypeError(f"options is a tuple of NVRTC option strings, e.g. ('-lineinfo',), not {options!r}")
     if spec is None:
         spec = make_spec(**fields)
     elif fields:

@@ -47,6 +47,17 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
                         f"{errors[-1] if errors else 'no legal tile'}{hint}")
 
 
+def _check_out_dtype(dtype: str, out_dtype: str | None) -> str:
+    """The output type for ``dtype`` inputs (``out_dtype`` or the default), or DTypeError."""
+    if dtype not in _DEFAULT_OUT:
+        raise DTypeError(f"no ptxgen kernel takes {dtype} inputs: one of {', '.join(_DEFAULT_OUT)}")
+    out = out_dtype or _DEFAULT_OUT[dtype]
+    legal = ("s32",) if DType(dtype).is_integer else ("f32", "f16", "bf16")
+    if out not in legal:
+        raise DTypeError(f"{dtype} inputs give {'/'.join(legal)} outputs, not {out}")
+    return out
+
+
 def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
                 out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None) -> tuple[TileSpec, str]:
     """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.choose``) for K-major
@@ -54,18 +65,16 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
     type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
     s32 for integers). ``lda``/``ldb``: the K-major operands' row pitch in elements (None: tight rows); the
     choice depends on whether rows start on a 32-byte sector (``ptxgen.runtime.choose``)."""
-    if dtype not in _DEFAULT_OUT:
-        raise DTypeError(f"no ptxgen kernel takes {dtype} inputs: one of {', '.join(_DEFAULT_OUT)}")
-    out = out_dtype or _DEFAULT_OUT[dtype]
-    legal = ("s32",) if DType(dtype).is_integer else ("f32", "f16", "bf16")
-    if out not in legal:
-        raise DTypeError(f"{dtype} inputs give {'/'.join(legal)} outputs, not {out}")
+    out = _check_out_dtype(dtype, out_dtype)
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
         from ..runtime.choose import choose
+        from ..runtime.tune import TuningTableError
 
         try:
             c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb)
             return _with_out_dtype(c.spec, out), c.why
+        except TuningTableError:  # a table named in $PTXGEN_TUNING that cannot be used: as `ptxgen bench` says
+            raise
         except (SpecError, IndexError, ValueError):
             pass
     mn = [f"{x} is {'M' if x == 'A' else 'N'}-major" for x, mj in (("A", a_major), ("B", b_major)) if mj is Major.MN]
@@ -98,6 +107,7 @@ def _gemm_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: st
     for info in (ai, bi):
         _check_strides(info)
     a_major, b_major = operand_major(ai), operand_major(bi)
+    _check_out_dtype(_INPUT_ARRAY_DTYPES[ai.dtype], out_dtype)  # before looking for a GPU
     if arch is None:
         arch = streams.require_gpu().arch.value
     (m, k), n = ai.shape, bi.shape[0]

@@ -62,6 +62,8 @@ class KernelABI:
         cluster of 2 (``cluster`` = (2, 1, 1), compiled into the kernel as ``__cluster_dims__``): two CTAs per cluster tile
         (a wgmma cluster: a pair of neighbouring tiles; a tcgen05 CTA pair: one tile), a multiple of 2, and (persistent) at
         most SMs / 2 clusters."""
+        if m < 1 or n < 1 or sm_count < 1:
+            raise ValueError(f"grid for M={m}, N={n} on {sm_count} SMs: M, N and the SM count must be at least 1")
         size = self.cluster[0] * self.cluster[1] * self.cluster[2]
         if size == 1:
             tiles = self.num_tiles(m, n)

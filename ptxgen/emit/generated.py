@@ -7,9 +7,12 @@ timestamps, no absolute paths).
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 from ..derive.layout import TileLayout
@@ -30,27 +33,36 @@ def ptx_text(t: TileLayout, ptx: str, nvrtc_version: str) -> str:
 
 
 def write_kernel_dir(out_root: Path, name: str, files: dict[str, str]) -> Path:
-    """Write ``files`` into out_root/name all at once: a failure leaves the old folder (or none)."""
+    """Write ``files`` into out_root/name all at once: a failure leaves the old folder (or none).
+
+    Safe against other processes writing the same folder at once (parallel builds into one ``--out``): each
+    writes a private folder, then swaps it in; an old folder it moved aside is its own to remove. When another
+    process's folder lands between our move and our rename, we move that one aside and try again."""
     out_root.mkdir(parents=True, exist_ok=True)
     dest = out_root / name
-    tmp = out_root / f".{name}.tmp-{os.getpid()}"
-    old = out_root / f".{name}.old-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = out_root / f".{name}.tmp-{token}"
     try:
         tmp.mkdir()
         for fname, text in files.items():
             with open(tmp / fname, "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
-        if dest.exists():
-            dest.rename(old)
-        tmp.rename(dest)
-    except BaseException:
+        for attempt in itertools.count():
+            try:
+                tmp.rename(dest)  # atomic; fails if dest is a non-empty folder
+                return dest
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or attempt >= 1000:
+                    raise
+            old = out_root / f".{name}.old-{token}-{attempt}"
+            try:
+                dest.rename(old)  # ours now; another process may have moved dest first
+            except FileNotFoundError:
+                continue
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if old.exists() and not dest.exists():
-            old.rename(dest)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-    return dest
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def kernel_dirs(root: Path) -> list[Path]:

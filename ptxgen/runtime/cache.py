@@ -3,7 +3,9 @@
 * Key: sha256 of the rendered source, the NVRTC version (and its wheel's version), the cuda-bindings
   version, the arch, the extra NVRTC options and this file's format number.
 * Folder: ``$PTXGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxgen``, else ``~/.cache/ptxgen``.
-  ``PTXGEN_NO_CACHE=1`` turns the cache off (every compile goes to NVRTC).
+  ``PTXGEN_NO_CACHE=1`` (or true/yes/on) turns the cache off (every compile goes to NVRTC).
+* Size: at most ``$PTXGEN_CACHE_MAX_BYTES`` (default 4 GiB); past it the least recently used kernels are
+  removed (a hit marks its entry used). ``ptxgen cache info`` / ``ptxgen cache clear``.
 * Entry ``<key>.cubin``: a magic line, a one-line JSON header (the key, sizes, the payload's sha256,
   NVRTC's log), then the PTX and the cubin. An entry whose magic, key, sizes or hash do not check out
   is never used: the kernel is recompiled and the entry rewritten.
@@ -11,6 +13,8 @@
   (atomic on POSIX and Windows): a reader sees a whole old entry, a whole new one, or none. Processes
   that compile the same kernel at once each write a whole entry; the last rename wins and all are equal.
   The cache is best effort: a folder that cannot be written only costs the compile.
+* ``<key>.sass.json`` beside an entry: cuobjdump's SASS and resource texts of its cubin, with the key, the cubin's
+  sha256 and the texts' sha256; used only when all three check out, else recomputed.
 """
 
 from __future__ import annotations
@@ -39,8 +43,31 @@ def cache_dir() -> Path:
     return base / "ptxgen"
 
 
+class SettingError(ValueError):
+    """An environment variable ptxgen reads holds a value it cannot use (exit 2, before any work)."""
+
+
 def enabled() -> bool:
-    return os.environ.get("PTXGEN_NO_CACHE", "") in ("", "0")
+    """False when ``PTXGEN_NO_CACHE`` says yes (1, true, yes, on); empty, 0, false, no or off keep the cache."""
+    return os.environ.get("PTXGEN_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
+
+
+DEFAULT_MAX_BYTES = 4 << 30  # 4 GiB: about ten thousand kernels (a ~72 KB cubin and a ~335 KB SASS text each)
+
+
+def max_bytes() -> int:
+    """The cache's size cap, ``$PTXGEN_CACHE_MAX_BYTES`` (bytes; K, M, G suffixes of 1024) or 4 GiB."""
+    raw = os.environ.get("PTXGEN_CACHE_MAX_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(raw[-1].lower(), 1)
+    try:
+        value = int(raw[:-1] if scale > 1 else raw) * scale
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SettingError(f"PTXGEN_CACHE_MAX_BYTES={raw}: not a number of bytes (e.g. 4000000000 or 4G)")
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -100,11 +127,83 @@ def decode_entry(data: bytes, key: str) -> Compiled | None:
 
 
 def load(key: str, folder: Path | None = None) -> Compiled | None:
+    path = entry_path(key, folder)
     try:
-        data = entry_path(key, folder).read_bytes()
+        data = path.read_bytes()
     except OSError:
         return None
-    return decode_entry(data, key)
+    hit = decode_entry(data, key)
+    if hit is not None:
+        _touch(path)  # used now: the last to be evicted
+    return hit
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class Usage:
+    folder: Path
+    entries: int  # kernels (``.cubin`` entries)
+    bytes: int  # every file of the cache: entries, SASS side files, temporary files
+
+
+def _groups(folder: Path) -> dict[str, list[Path]]:
+    """The cache's files by key: ``<key>.cubin``, ``<key>.sass.json`` (and stray temporary files by their name)."""
+    groups: dict[str, list[Path]] = {}
+    try:
+        names = list(folder.iterdir())
+    except OSError:
+        return groups
+    for p in names:
+        key = p.name.split(".")[0]
+        if p.is_file() and ((len(key) == 64 and p.name.endswith((SUFFIX, SASS_SUFFIX))) or p.name.endswith(".tmp")):
+            groups.setdefault(key or p.name, []).append(p)
+    return groups
+
+
+def usage(folder: Path | None = None) -> Usage:
+    folder = folder or cache_dir()
+    groups = _groups(folder)
+    size = 0
+    for files in groups.values():
+        for p in files:
+            try:
+                size += p.stat().st_size
+            except OSError:
+                pass
+    return Usage(folder, sum(any(p.name.endswith(SUFFIX) for p in g) for g in groups.values()), size)
+
+
+def evict(folder: Path | None = None, limit: int | None = None) -> int:
+    """Remove the least recently used kernels (an entry and its SASS side file together) until the cache holds at
+    most ``limit`` bytes (default :func:`max_bytes`); the number of kernels removed."""
+    folder = folder or cache_dir()
+    limit = max_bytes() if limit is None else limit
+    sized = []
+    for files in _groups(folder).values():
+        try:
+            stats = [p.stat() for p in files]
+        except OSError:
+            continue
+        sized.append((max(st.st_mtime for st in stats), sum(st.st_size for st in stats), files))
+    total = sum(size for _, size, _ in sized)
+    removed = 0
+    for _, size, files in sorted(sized, key=lambda x: x[0]):
+        if total <= limit:
+            break
+        for p in files:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        total -= size
+        removed += 1
+    return removed
 
 
 def store(key: str, compiled: Compiled, folder: Path | None = None) -> Path | None:
@@ -120,6 +219,7 @@ def store(key: str, compiled: Compiled, folder: Path | None = None) -> Path | No
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        evict(folder)
         return path
     except OSError:
         if tmp is not None:
@@ -144,6 +244,7 @@ def compile_cached(source: str, name: str, arch: str, options: tuple[str, ...] =
     key = cache_key(source, arch, options)
     if not enabled():
         return CacheResult(compile_cuda(source, name, arch, options), key, False, None)
+    max_bytes()  # a bad $PTXGEN_CACHE_MAX_BYTES is an error before the compile, not after it
     folder = folder or cache_dir()
     hit = load(key, folder)
     if hit is not None:
@@ -155,16 +256,40 @@ def compile_cached(source: str, name: str, arch: str, options: tuple[str, ...] =
 
 
 def clear(folder: Path | None = None) -> int:
-    """Remove every entry (and stray temporary file); the number of files removed."""
+    """Remove every kernel (entries, SASS side files, stray temporary files); the number of kernels removed. Other
+    files in the folder are left alone."""
     folder = folder or cache_dir()
     n = 0
-    for p in list(folder.glob(f"*{SUFFIX}")) + list(folder.glob(".*.tmp")):
-        try:
-            p.unlink()
-            n += 1
-        except OSError:
-            pass
+    for files in _groups(folder).values():
+        n += any(p.name.endswith(SUFFIX) for p in files)
+        for p in files:
+            try:
+                p.unlink()
+            except OSError:
+                pass
     return n
+
+
+SASS_SUFFIX = ".sass.json"
+
+
+def _sass_side(res: CacheResult) -> tuple[str, str] | None:
+    """The SASS texts kept beside the entry, if they are of this entry's cubin and whole: the file names the key and
+    the cubin's sha256 and carries the sha256 of the two texts."""
+    try:
+        d = json.loads(res.path.with_suffix(SASS_SUFFIX).read_text(encoding="utf-8"))
+        dump, resources = d["sass"], d["resources"]
+        if (isinstance(dump, str) and isinstance(resources, str) and d["key"] == res.key
+                and d["cubin_sha256"] == hashlib.sha256(res.compiled.cubin).hexdigest()
+                and d["sha256"] == _texts_sha256(dump, resources)):
+            return dump, resources
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _texts_sha256(dump: str, resources: str) -> str:
+    return hashlib.sha256(json.dumps([dump, resources]).encode()).hexdigest()
 
 
 def sass_dumps(res: CacheResult) -> tuple[str, str]:
@@ -172,21 +297,21 @@ def sass_dumps(res: CacheResult) -> tuple[str, str]:
     disassembler is the slowest step of a warm `ptxgen build`. The texts are a pure function of the cubin."""
     from .toolchain import run_tool
 
-    side = res.path.with_suffix(".sass.json") if res.path is not None else None
+    side = res.path.with_suffix(SASS_SUFFIX) if res.path is not None else None
     if side is not None and res.hit:
-        try:
-            d = json.loads(side.read_text(encoding="utf-8"))
-            if d.get("key") == res.key:
-                return d["sass"], d["resources"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        kept = _sass_side(res)
+        if kept is not None:
+            return kept
     dump = run_tool("cuobjdump", ["--dump-sass"], res.compiled.cubin)
     resources = run_tool("cuobjdump", ["--dump-resource-usage"], res.compiled.cubin)
     if side is not None:
+        tmp = side.with_name(f".{side.name}.{os.getpid()}.tmp")
         try:
-            tmp = side.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"key": res.key, "sass": dump, "resources": resources}), encoding="utf-8")
+            tmp.write_text(json.dumps({"key": res.key, "cubin_sha256": hashlib.sha256(res.compiled.cubin).hexdigest(),
+                                       "sha256": _texts_sha256(dump, resources), "sass": dump, "resources": resources}),
+                           encoding="utf-8")
             os.replace(tmp, side)
+            evict(side.parent)
         except OSError:
-            pass
+            tmp.unlink(missing_ok=True)
     return dump, resources

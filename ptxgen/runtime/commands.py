@@ -24,6 +24,47 @@ def _spec_for_gpu(args):
     return spec_from_args(args, arch=dev.arch.value), dev
 
 
+def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None]]) -> None:
+    """Every spec and problem check that needs no GPU, before looking for one (the same exit 2 with or without a GPU):
+    the spec on --arch, or (no --arch) on some arch; each problem shape against that spec. SpecError, ProblemError."""
+    from ..cli import spec_from_args
+    from ..isa.types import Arch, SpecError
+    from .launch import Problem, check_problem
+    from .validate import default_problem
+
+    archs = [args.arch] if args.arch else [a.value for a in Arch]
+    specs, errors = [], []
+    for arch in archs:
+        try:
+            specs.append(spec_from_args(args, arch=arch))
+        except SpecError as e:
+            errors.append(e)
+    if not specs:
+        raise errors[0]
+    spec = specs[0]
+    for m, n, k in shapes:
+        dm, dn, dk = default_problem(spec)
+        check_problem(spec, Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k))
+
+
+def check_dims(shapes: list[tuple[int, int, int]]) -> None:
+    """Problem sizes every kernel needs (M, N, K in 1..2^31-1), before a spec is chosen for them."""
+    from ..cli import UsageError
+    from .launch import MAX_DIM
+
+    for shape in shapes:
+        for dim, size in zip("MNK", shape):
+            if not 1 <= size <= MAX_DIM:
+                raise UsageError(f"{dim}={size} must be in 1..{MAX_DIM} (shape {'x'.join(map(str, shape))})")
+
+
+def check_arch(arch: str | None) -> None:
+    from ..isa.types import Arch, parse_enum
+
+    if arch is not None:
+        parse_enum(Arch, arch, "--arch")
+
+
 def refuse_block_scaled(args, command: str) -> bool:
     """Block-scaled specs never reach the GPU path: exit 2 before looking for a GPU (the same answer with or without one)."""
     from .launch import BLOCK_SCALED_REFUSAL
@@ -42,6 +83,7 @@ def cmd_validate(args) -> int:
     if refuse_block_scaled(args, "validate"):
         return EXIT_USAGE
     try:
+        check_before_gpu(args, [(args.m, args.n, args.k)])
         spec, _ = _spec_for_gpu(args)
         res = validate_spec(spec, args.m, args.n, args.k, args.seed)
     except NoGPU as e:
@@ -160,7 +202,11 @@ def _bench_specs(args, shapes):
     given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
     if given and len(given) < len(TILE_FLAGS):
         raise UsageError("give all of --bm --bn --bk --a to bench one spec, or none of them to use the tuned kernels")
-    if not given:
+    check_dims(shapes)
+    check_arch(args.arch)
+    if given:
+        check_before_gpu(args, shapes)
+    else:
         table_entries()  # a tuning table named in $PTXGEN_TUNING that cannot be read is bad usage, before any GPU work
     dev = require_gpu()
     arch = args.arch or dev.arch.value
@@ -215,6 +261,8 @@ def cmd_tune(args) -> int:
     from .tune import tune_shape
 
     shapes = _shapes(args)  # usage errors before any GPU work
+    check_dims(shapes)
+    check_arch(args.arch)
     _check_out(args.json)
     try:
         dev = require_gpu()

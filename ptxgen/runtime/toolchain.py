@@ -143,11 +143,27 @@ def link_ptx(ptx: str, arch: str) -> bytes:
 
 
 def run_tool(name: str, args: list[str], data: bytes, suffix: str = ".cubin") -> str:
-    """Run cuobjdump/nvdisasm on ``data`` written to a temporary file."""
+    """Run cuobjdump/nvdisasm on ``data``. On Linux the input is an anonymous in-memory file (memfd) the tool opens
+    as /proc/self/fd/N: a process killed meanwhile (a sweep worker, Ctrl-C) leaves no file behind. Elsewhere, a
+    temporary file."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create(f"ptxgen-input{suffix}")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.lseek(fd, 0, os.SEEK_SET)
+            return _tool_output(name, args, [str(tool(name)), *args, f"/proc/self/fd/{fd}"], pass_fds=(fd,))
+        finally:
+            os.close(fd)
     with tempfile.TemporaryDirectory(prefix="ptxgen-") as d:
         path = Path(d) / f"input{suffix}"
         path.write_bytes(data)
-        proc = subprocess.run([str(tool(name)), *args, str(path)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ToolchainError(f"{name} {' '.join(args)} failed: {proc.stderr.strip()}")
-        return proc.stdout
+        return _tool_output(name, args, [str(tool(name)), *args, str(path)])
+
+
+def _tool_output(name: str, args: list[str], argv: list[str], **kw) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{name} {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout

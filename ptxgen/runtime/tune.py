@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import Epilogue, SpecError
+from .cache import SettingError
 
 TABLE = "h200.json"
 
@@ -72,21 +73,41 @@ def load_table(path: str | None = None) -> list[dict]:
     return json.loads(text)["entries"]
 
 
+class TuningTableError(SettingError):
+    """The tuning table named in $PTXGEN_TUNING cannot be used (the same error in ``ptxgen bench`` and ``ptxgen.gemm``)."""
+
+
+def _entry_problem(e) -> str | None:
+    if not isinstance(e, dict):
+        return f"an entry is a {type(e).__name__}, not an object"
+    if not (isinstance(e.get("dtype"), str) and isinstance(e.get("arch"), str) and isinstance(e.get("spec"), dict)):
+        return "every entry needs dtype, arch (text) and spec (an object)"
+    if not all(type(e.get(d)) is int and e[d] >= 1 for d in "mnk"):
+        return "every entry needs m, n, k (positive integers): the shape it was tuned for"
+    return None
+
+
 def table_entries(table: list[dict] | None = None) -> list[dict]:
-    """``table``, else the tuning table's entries: [] when the shipped table cannot be read, ValueError when the table
-    the user named in $PTXGEN_TUNING cannot (a named table must be there: a silent default benchmarks the wrong kernel)."""
+    """``table``, else the tuning table's entries: [] when the shipped table cannot be read, TuningTableError when the
+    table the user named in $PTXGEN_TUNING cannot (a named table must be there: a silent default benchmarks the wrong
+    kernel)."""
     import os
 
     if table is not None:
         return table
     try:
         entries = load_table()
-        if not all(isinstance(e, dict) and {"dtype", "arch", "spec"} <= e.keys() for e in entries):
-            raise KeyError("every entry needs dtype, arch and spec")
+        if not isinstance(entries, list):
+            raise TypeError("'entries' must be a list")
+        for e in entries:
+            why = _entry_problem(e)
+            if why:
+                raise KeyError(why)
         return entries
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         if os.environ.get("PTXGEN_TUNING"):
-            raise ValueError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table ({type(e).__name__}: {e})") from None
+            raise TuningTableError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table "
+                                   f"({type(e).__name__}: {e})") from None
         return []
 
 
