@@ -274,6 +274,9 @@ def cmd_show(args) -> int:
     from .derive.layout import derive
 
     t = derive(spec_from_args(args))
+    if args.operand == "d" and t.spec.epilogue.value != "tma":
+        raise UsageError("--operand d draws the TMA-store epilogue's staging buffer, and this spec stores directly "
+                         "(--epilogue direct): add --epilogue tma, or draw --operand a or b")
     decode = _parse_hex(args.decode, 64, "descriptor") if args.decode else None
     target = args.html or args.svg
     if target:

@@ -7,18 +7,24 @@ Each :class:`SpecField` carries its CLI flag, JSON key, default, parser, help te
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..isa.types import Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
+# What an unknown value's message lists as legal where the enum holds more than the field takes.
+_INPUTS = "f16, bf16, tf32, e4m3, e5m2, s8, u8, e2m1 (with --scale)"
+LEGAL_WORDS = {"dtype": _INPUTS, "b_dtype": _INPUTS, "acc": "f32, f16, s32", "out_dtype": "f32, f16, bf16, s32"}
+
+
 def _int(flag: str) -> Callable[[Any], int]:
     def parse(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, str)):
+        if isinstance(v, bool) or not isinstance(v, (int, str)) and not hasattr(v, "__index__"):
             raise SpecError(flag, v, "must be an integer", "an integer")
         try:
-            return int(v)
+            return int(v) if isinstance(v, str) else operator.index(v)  # numpy integers too
         except ValueError:
             raise SpecError(flag, v, "must be an integer", "an integer") from None
 
@@ -56,7 +62,7 @@ class SpecField:
         if self.is_int:
             return _int(self.flag)(raw)
         if self.enum is not None:
-            return parse_enum(self.enum, _text(self.flag, raw), self.flag)
+            return parse_enum(self.enum, _text(self.flag, raw), self.flag, LEGAL_WORDS.get(self.name))
         return _text(self.flag, raw)
 
     def default_value(self, spec: "TileSpec") -> Any:
@@ -159,7 +165,8 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField(
         "epilogue",
         "--epilogue",
-        "direct: each thread stores its accumulator fragment to global memory; tma (sm_90a, 16-bit output): "
+        "direct: each thread stores its accumulator fragment to global memory; tma (16-bit output; sm_90a, or sm_100a "
+        "with BM 128): "
         "registers -> swizzled shared memory (stmatrix) -> TMA bulk tensor store, overlapped with the next tile "
         "(default direct)",
         default="direct",

@@ -50,7 +50,9 @@ def validate(t: "TileSpec") -> None:
         _validate_b_dtype(t)
     outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
     if t.out_dtype not in outs:
-        raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to", _fmt(d.value for d in outs))
+        words = [d.value for d in outs]
+        to = words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
+        raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to {to}", _fmt(words))
 
     _validate_cta_group(t)
     bms = legal_bm(t.arch, t.cta_group)
@@ -126,8 +128,8 @@ def validate(t: "TileSpec") -> None:
         per_stage = t.stage_bytes("a") + t.stage_bytes("b")
         fit = max(0, (SMEM_LIMIT_BYTES - (plan.dynamic_bytes - t.stages * per_stage)) // per_stage)
         raise SpecError(
-            "--stages",
-            t.stages,
+            "--stages" if fit else "--bm/--bn/--bk",
+            t.stages if fit else f"{t.bm}x{t.bn}x{t.bk}",
             f"{t.stages} stages x ({t.stage_bytes('a')} + {t.stage_bytes('b')}) B plus barriers and alignment slack "
             f"need {plan.dynamic_bytes} B of shared memory per block, more than the {SMEM_LIMIT_BYTES} B limit",
             f"at most {fit} stages for this tile" if fit else "a smaller BM/BN/BK",

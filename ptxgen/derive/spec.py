@@ -69,7 +69,10 @@ class OperandSpec:
         parts = token.split("-")
         if len(parts) != 2 or parts[0] not in majors:
             raise SpecError(field, token, "an operand token is <major>-<swizzle>", legal)
-        swz = parse_enum(Swizzle, parts[1], field)
+        try:
+            swz = parse_enum(Swizzle, parts[1], field)
+        except SpecError:
+            raise SpecError(field, token, f"unknown swizzle {parts[1]!r}", legal) from None
         ordr = parse_enum(AtomOrder, order, field + "-order") if order is not None else None
         return cls(majors[parts[0]], swz, ordr)
 

@@ -284,10 +284,11 @@ class Scale(Enum):
         return None if self is Scale.NONE else DType(self.value)
 
 
-def parse_enum(enum_cls, value: str, field: str):
-    """``enum_cls(value)`` with a SpecError naming the field and the legal values."""
+def parse_enum(enum_cls, value: str, field: str, legal: str | None = None):
+    """``enum_cls(value)`` with a SpecError naming the field and the legal values (``legal``: the field's, where it
+    takes fewer than the enum holds)."""
     try:
         return enum_cls(value)
     except ValueError:
-        legal = ", ".join(e.value for e in enum_cls)
+        legal = legal or ", ".join(e.value for e in enum_cls)
         raise SpecError(field, value, f"unknown {enum_cls.__name__}", legal) from None
