@@ -3,10 +3,18 @@ exit 2 (usage) or 1 (a failed check), never a traceback, never exit 0 on failure
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import math
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import time
 import tomllib
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -190,9 +198,10 @@ def _flags() -> dict[str, list[str]]:
 
 
 FLAGS = _flags()
-FUZZED = ("explain", "decode", "show", "validate", "bench", "tune", "probe", "sweep")
+FUZZED = ("explain", "decode", "show", "validate", "bench", "tune", "probe", "sweep", "cache", "check")
 JUNK = st.sampled_from(["128", "64", "32", "0", "-1", "1.5", "x", "", "kmajor-sw64", "mnmajor-sw128", "sm_90a", "f16",
-                        "0x8000402000010002", "zz", "1/2", "9/2", "nan", "1e9", "ci", "T/nope/x", "T"])
+                        "0x8000402000010002", "zz", "1/2", "9/2", "nan", "1e9", "ci", "T/nope/x", "T", "info", "clear",
+                        "sm_80", "kmajr-sw64", "-5", "2147483648", "e2m1", "ue8m0", "tma", "pingpong", "2x1"])
 
 
 @st.composite
@@ -200,21 +209,42 @@ def argvs(draw):
     cmd = draw(st.sampled_from(FUZZED))
     argv = [cmd]
     for _ in range(draw(st.integers(0, 8))):
-        argv.append(draw(st.one_of(st.sampled_from(FLAGS[cmd]), JUNK)))
+        argv.append(draw(st.one_of(st.sampled_from(FLAGS[cmd]), JUNK) if FLAGS[cmd] else JUNK))
     if cmd == "sweep":
         argv.append("--list")  # the grid is read and checked; nothing runs
     if cmd == "show" and "--svg" not in argv and "--html" not in argv:
         argv += ["--svg", "T/out.svg"]
+    if cmd == "check":
+        argv.append("T")  # never the checked-in generated/ (a regeneration of every kernel)
     return argv
+
+
+def _fuzz_cli(tmp_path, argv):
+    argv = [str(tmp_path) + a[1:] if a.startswith("T") else a for a in argv]
+    old = os.environ.get("PTXGEN_CACHE_DIR")
+    os.environ["PTXGEN_CACHE_DIR"] = str(tmp_path / "cache")  # `cache clear` empties a private cache
+    try:
+        code, _, err = run(argv)
+    finally:
+        if old is None:
+            os.environ.pop("PTXGEN_CACHE_DIR")
+        else:
+            os.environ["PTXGEN_CACHE_DIR"] = old
+    assert code in (0, 1, 2, 3), (argv, code)
+    assert "Traceback" not in err
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=argvs())
 def test_fuzz_cli(tmp_path, argv):
-    argv = [str(tmp_path) + a[1:] if a.startswith("T") else a for a in argv]
-    code, _, err = run(argv)
-    assert code in (0, 1, 2, 3), (argv, code)
-    assert "Traceback" not in err
+    _fuzz_cli(tmp_path, argv)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=argvs())
+def test_fuzz_cli_long(tmp_path, argv):
+    _fuzz_cli(tmp_path, argv)
 
 
 JSON = st.recursive(
@@ -270,15 +300,6 @@ def test_fuzz_load_grid(tmp_path, body):
 
 # ================================================================================================
 # Faults: nothing lost, nothing trusted that can lie, no runaway processes (issue 21)
-import hashlib  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 TINY = '[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = 128\nbn = 128\nbk = 32\na = "kmajor-sw64"\nb = "kmajor-sw32"\n'
 
@@ -520,7 +541,7 @@ def test_a_damaged_sass_side_file_is_recomputed(built, damage):
     _regenerate(built, ".sass.json", SASS_DAMAGE[damage])
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.floats(0, 1, exclude_max=True), byte=st.integers(0, 255), cut=st.booleans())
 def test_fuzz_sass_side_file_damage(built, where, byte, cut):
     def damage(b: bytes) -> bytes:
