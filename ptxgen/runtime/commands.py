@@ -27,7 +27,6 @@ def _spec_for_gpu(args):
 def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None]]) -> None:
     """Every spec and problem check that needs no GPU, before looking for one (the same exit 2 with or without a GPU):
     the spec on --arch, or (no --arch) on some arch; each problem shape against that spec. SpecError, ProblemError."""
-    from ..cli import spec_from_args
     from ..isa.types import Arch, SpecError
     from .launch import Problem, check_problem
     from .validate import default_problem
@@ -49,7 +48,6 @@ def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None
 
 def check_dims(shapes: list[tuple[int, int, int]]) -> None:
     """Problem sizes every kernel needs (M, N, K in 1..2^31-1), before a spec is chosen for them."""
-    from ..cli import UsageError
     from .launch import MAX_DIM
 
     for shape in shapes:
