@@ -23,12 +23,13 @@ import sys
 import time
 
 import numpy as np
-import torch
 
 import ptxgen
 from ptxgen.derive.spec import make_spec
 from ptxgen.grouped import compile_grouped, grouped_spec
 from ptxgen.runtime.bench import alternate
+
+torch = None  # imported by main (tools/grouped_warm.py reads CANDIDATES without torch)
 
 N, K = 4096, 7168
 # other grouped tiles measured with --candidates (the default is grouped_spec("bf16"): 128 x 256 x 64, TMA store)
@@ -113,6 +114,9 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
 
 
 def main() -> int:
+    global torch
+    import torch
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="append one JSON line per case and kernel")
     ap.add_argument("--rounds", type=int, default=20)
