@@ -59,6 +59,19 @@ def test_cli_refuses_an_illegal_grouped_spec_with_exit_2():
     assert "grouped_walk" in ok.stdout and "grouped_b_map" in ok.stdout
 
 
+def test_show_draws_the_walk():
+    from ptxgen.derive.grouped import GroupedPlan
+    from ptxgen.derive.layout import derive
+    from ptxgen.emit.svg import layout_svg
+
+    spec = make_spec(**BASE)
+    svg = layout_svg(derive(spec))
+    walk = GroupedPlan(128, 256, 8).walk([0, 1, 130, 130], 130, 257)
+    assert 'id="grouped-walk"' in svg and svg.count('class="item"') == len(walk) == 6
+    assert "group 0: empty" in svg and "group 2: rows 1..129" in svg
+    assert 'id="grouped-walk"' not in layout_svg(derive(make_spec(**{**BASE, "grouped": "none"})))
+
+
 # ---- the ABI and the launch arguments (CPU) -------------------------------------------------------------------------
 def test_abi_has_offs_and_g_and_no_problem_on_the_host():
     plan = plan_kernel(make_spec(**BASE, epilogue="tma"))

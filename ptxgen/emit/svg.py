@@ -369,6 +369,47 @@ def scale_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
     return el, y
 
 
+GROUP_COLOURS = ("#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fdd0a2", "#c7e9c0")
+
+
+def grouped_panel(spec, y0: float) -> tuple[list[str], float]:
+    """A grouped kernel's walk on the example of GroupedPlan.walk_picture: D's rows (down) and columns (across),
+    each work item's loaded tile dashed and its stored part filled in its group's colour and labelled with the item
+    and the CTA of a 3-CTA grid; the groups' first rows marked."""
+    from ..derive.grouped import GroupedPlan
+
+    plan = GroupedPlan(spec.bm, spec.bn, spec.raster_group)
+    offs, grid = [0, 1, spec.bm + 2, spec.bm + 2], 3
+    m_total, n = offs[-1], spec.bn + 1
+    walk = plan.walk(offs, m_total, n)
+    rows = plan.group_rows(offs, m_total)
+    extent_rows = max([m_total] + [t.a_row0 + spec.bm for t in walk])
+    extent_cols = max([n] + [t.n0 + spec.bn for t in walk])
+    width = CELL_W * LINE_BYTES // 16
+    sx, sy = width / extent_cols, min(3.0, 420 / extent_rows)
+    el = ['<g class="grouped" id="grouped-walk">',
+          _text(10, y0 + 16, f"grouped walk (docs/grouped.md): offs = {offs} (groups of {', '.join(str(e - b) for b, e in rows)} rows), "
+                f"M = {m_total}, N = {n}, {grid} CTAs", "title"),
+          _text(10, y0 + 32, "filled: rows and columns a work item stores; dashed: the tile it loads (rows past its group, "
+                "columns past N: multiplied, not stored); empty groups have no items", "legend")]
+    top = y0 + 44
+    el.append(f'<rect x="{LEFT}" y="{top}" width="{n * sx:.1f}" height="{m_total * sy:.1f}" fill="none" stroke="#000" stroke-width="1.5"/>')
+    for t in walk:
+        colour = GROUP_COLOURS[t.group % len(GROUP_COLOURS)]
+        x, y = LEFT + t.n0 * sx, top + t.a_row0 * sy
+        rh, cw = min(t.a_row0 + spec.bm, t.row_end) - t.a_row0, min(t.n0 + spec.bn, n) - t.n0
+        el.append(f'<g class="item" data-item="{t.item}" data-group="{t.group}" data-cta="{t.item % grid}">')
+        el.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{spec.bn * sx:.1f}" height="{spec.bm * sy:.1f}" fill="none" '
+                  f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="4,3"/>')
+        el.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{cw * sx:.1f}" height="{rh * sy:.1f}" fill="{colour}" stroke="#333" stroke-width="0.5"/>')
+        el.append(_text(x + 3, y + 12, f"item {t.item} CTA {t.item % grid}: group {t.group} tile ({t.tile_m}, {t.tile_n})", "lbl"))
+        el.append("</g>")
+    for g, (b, e) in enumerate(rows):
+        el.append(_text(LEFT - 8, top + b * sy + 10, f"group {g}: rows {b}..{e - 1}" if e > b else f"group {g}: empty", "off", "end"))
+    el.append("</g>")
+    return el, top + extent_rows * sy + 10
+
+
 def svg_generated_line(spec) -> str:
     pairs = " ".join(f"{k}={v}" for k, v in spec.to_json().items())
     return generated_line(pairs).replace("`ptxgen build ", "spec `")
@@ -402,6 +443,9 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
         parts += el
     if t.scales is not None:
         el, y = scale_panel(t, y + 10)
+        parts += el
+    if s.grouped.value != "none":
+        el, y = grouped_panel(s, y + 10)
         parts += el
     width = LEFT + CELL_W * LINE_BYTES // 16 + 20
     height = int(y + 10)
