@@ -54,6 +54,18 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
                      schedule="persistent", epilogue="tma" if out != "f32" else "direct", grouped="offs")
 
 
+class _KernelName:
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: TileSpec):
+        self.spec = spec
+
+    def __format__(self, fmt: str) -> str:
+        return format(self.spec.kernel_name, fmt)
+
+    __str__ = __repr__ = lambda self: self.spec.kernel_name
+
+
 @dataclass(frozen=True)
 class GroupedBinding:
     problem: GroupedProblem
@@ -81,7 +93,7 @@ def _k_major_rows(info: ArrayInfo, rows: int, cols: int, what: str) -> int:
 
 def bind_grouped(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, offs: ArrayInfo, out: ArrayInfo | None) -> GroupedBinding:
     """Check the arrays against a grouped ``spec`` and infer M_total, N, K, G and the strides (no GPU needed)."""
-    name = spec.kernel_name
+    name = _KernelName(spec)  # formatted only in a message: kernel_name is slow to build
     if a.ndim != 2:
         raise ArgumentError(f"a must be 2-D (M_total x K, the groups' rows stacked); got shape {a.shape}")
     if b.ndim != 3:
@@ -182,26 +194,18 @@ class GroupedKernel:
         return self._launch(a, out, infos, handle, stream)
 
     def _launch(self, a, out, infos, handle: int, stream):
+        """Bind (every check on the arrays), then the launch prepared for these pointers and this problem: the
+        first call for them also checks the device and the problem, loads the kernel and encodes the maps."""
         ai, bi, fi, oi = infos
-        bd = bind_grouped(self.spec, ai, bi, fi, oi)
-        p = bd.problem
+        p = bind_grouped(self.spec, ai, bi, fi, oi).problem
         dev = streams.require_gpu()
-        self.compiled._require_arch(dev)
-        for info in infos:
-            if info is None:
-                continue
-            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
-            if ordinal != dev.index:
-                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index}")
         allocated = out is None
         if allocated:
+            self.compiled._require_arch(dev)
             out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, self.spec.out_dtype.value, dev.index)
             oi = read_array(out, "out", handle)
         if p.m == 0 or p.n == 0 or p.groups == 0:
             return out
-        check_grouped_problem(self.plan, p)
-        kernel = self.compiled.load()
-        streams.ensure_current(dev)
         for info in (ai, bi, fi, oi):
             if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
                 streams.wait_for_producer(info.producer_stream, handle)
@@ -210,9 +214,7 @@ class GroupedKernel:
         with self._lock:  # the parameter block stays alive (in the cache) while the launch reads it
             entry = self._args.get(key)
             if entry is None:
-                args = grouped_args(self.plan, ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, encode=drv.encode)
-                grid, block, smem = grouped_geometry(self.plan, p, dev.sm_count)
-                entry = self._args[key] = (args, (int(kernel.func), *grid, *block, smem))
+                entry = self._args[key] = self._prepare(dev, (ai, bi, fi, oi), p, drv)
                 while len(self._args) > self._ARGS_CACHE:
                     self._args.popitem(last=False)
             else:
@@ -227,6 +229,23 @@ class GroupedKernel:
         if allocated and ai.library == "torch":
             _record_torch_stream(out, stream, handle)
         return out
+
+    def _prepare(self, dev, infos, p: GroupedProblem, drv):
+        """The launch for one set of pointers and one problem: (parameter block, cuLaunchKernel's leading arguments)."""
+        self.compiled._require_arch(dev)
+        for info in infos:
+            if info is None:
+                continue
+            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
+            if ordinal != dev.index:
+                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index}")
+        check_grouped_problem(self.plan, p)
+        kernel = self.compiled.load()
+        streams.ensure_current(dev)
+        ai, bi, fi, oi = infos
+        args = grouped_args(self.plan, ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, encode=drv.encode)
+        grid, block, smem = grouped_geometry(self.plan, p, dev.sm_count)
+        return args, (int(kernel.func), *grid, *block, smem)
 
 
 def compile_grouped(spec: TileSpec | dict | None = None, /, **fields) -> GroupedKernel:
@@ -251,6 +270,7 @@ def _kernel_for(spec: TileSpec) -> GroupedKernel:
 
 
 _SPECS: dict[tuple, TileSpec] = {}
+_BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype) -> the kernel grouped_gemm uses
 
 
 def grouped_gemm(a, b, offs, out=None, *, out_dtype: str | None = None, stream=None):
@@ -266,10 +286,13 @@ def grouped_gemm(a, b, offs, out=None, *, out_dtype: str | None = None, stream=N
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     key = (ai.dtype, out_dtype)
-    spec = _SPECS.get(key)
-    if spec is None:
-        try:
-            spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value)
-        except SpecError as e:
-            raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
-    return _kernel_for(spec)._launch(a, out, (ai, bi, fi, oi), handle, stream)
+    kernel = _BY_TYPES.get(key)
+    if kernel is None:
+        spec = _SPECS.get(key)
+        if spec is None:
+            try:
+                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value)
+            except SpecError as e:
+                raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
+        kernel = _BY_TYPES[key] = _kernel_for(spec)
+    return kernel._launch(a, out, (ai, bi, fi, oi), handle, stream)
