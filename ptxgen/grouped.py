@@ -273,11 +273,17 @@ _SPECS: dict[tuple, TileSpec] = {}
 _BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype) -> the kernel grouped_gemm uses
 
 
-def grouped_gemm(a, b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, stream=None):
     """The grouped product in ``torch._grouped_mm``'s layout (see the module): rows of group g of ``out`` are
     ``a[offs[g-1]:offs[g]] @ b[g].T``. f16/bf16 (and unscaled e4m3/e5m2) inputs, K-major; ``out_dtype`` defaults
     to ``out``'s, else the input type (bf16 for FP8). One persistent launch on ``stream`` (None: the inputs'
-    library's current stream); returns ``out`` without synchronizing. Raises NoGPU without a usable GPU."""
+    library's current stream); returns ``out`` without synchronizing. Raises NoGPU without a usable GPU.
+
+    ``offs=None`` with a 3-D ``a`` (torch tensors): the batched form, ``out[g] = a[g] @ b[g].T`` for a of G x M x K,
+    b of G x N x K and out of G x M x N, as the same kernel over the G x M rows of ``a`` with offs = M, 2M, ..., GM
+    (made on the device once per G, M and device, never read on the host)."""
+    if offs is None:
+        return _batched(a, b, out, out_dtype, stream)
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
@@ -296,3 +302,46 @@ def grouped_gemm(a, b, offs, out=None, *, out_dtype: str | None = None, stream=N
                 raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
     return kernel._launch(a, out, (ai, bi, fi, oi), handle, stream)
+
+
+_BATCH_OFFS: dict[tuple, object] = {}
+
+
+def _batched(a, b, out, out_dtype, stream):
+    """The 3-D x 3-D form through the grouped kernel: a (G, M, K) -> (G M, K) rows, offs = M, 2M, ..., G M."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(a, torch.Tensor):
+        raise ArgumentError("offs=None (the batched form, a of G x M x K) takes torch tensors; for other arrays pass a as "
+                            "(G M) x K rows and offs = M, 2M, ..., G M (int32 on the device)")
+    if a.dim() != 3 or b.dim() != 3:
+        raise ArgumentError(f"offs=None is the batched form: a must be G x M x K and b G x N x K; got {tuple(a.shape)} and "
+                            f"{tuple(b.shape)} (pass offs for a 2-D a)")
+    g, m, k = a.shape
+    if b.shape[0] != g:
+        raise ArgumentError(f"a has {g} batches but b has {b.shape[0]}")
+    if k > 1 and a.stride(2) != 1:
+        raise ArgumentError(f"a must be K-major (stride 1 along K); it has strides {tuple(a.stride())}: pass a.contiguous()")
+    if g > 1 and m > 1 and a.stride(0) != m * a.stride(1):
+        raise ArgumentError(f"a's batches must follow each other with no gap (stride {m} x {a.stride(1)} between a[g] and "
+                            f"a[g + 1]); it has strides {tuple(a.stride())}: pass a.contiguous()")
+    a2 = a.reshape(g * m, k)
+    key = (g, m, a.device)
+    offs = _BATCH_OFFS.get(key)
+    if offs is None:
+        offs = torch.arange(m, g * m + 1, m, dtype=torch.int32, device=a.device) if m else \
+            torch.zeros(g, dtype=torch.int32, device=a.device)
+        torch.cuda.current_stream(a.device).synchronize()  # once: the kernel may run on another stream
+        _BATCH_OFFS[key] = offs
+    n = b.shape[1]
+    if out is None:
+        flat = grouped_gemm(a2, b, offs, None, out_dtype=out_dtype, stream=stream)
+        return flat.view(g, m, n) if g * m else flat.reshape(g, m, n)
+    if tuple(out.shape) != (g, m, n):
+        raise ArgumentError(f"out has shape {tuple(out.shape)}, but the batched product is {(g, m, n)}")
+    if g > 1 and m > 1 and out.stride(0) != m * out.stride(1):
+        raise ArgumentError(f"out's batches must follow each other with no gap; it has strides {tuple(out.stride())}")
+    flat = out.as_strided((g * m, n), (out.stride(1), out.stride(2)))  # the batches' rows, one after another
+    grouped_gemm(a2, b, offs, flat, out_dtype=out_dtype, stream=stream)
+    return out

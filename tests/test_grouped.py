@@ -413,6 +413,32 @@ def test_cuda_graph_replay_with_offs_changed_between_replays(gpu):
         _check(torch, out, ref, last, 9.0, torch.bfloat16)
 
 
+def test_batched_form_needs_torch_tensors():
+    import ptxgen
+
+    with pytest.raises(ArgumentError, match="batched form"):
+        ptxgen.grouped_gemm(CaiArray((2, 3, 8), "<f2", 2, 0x1000, dtype="bfloat16"), CaiArray((2, 4, 8), "<f2", 2, 0x2000, dtype="bfloat16"))
+
+
+@pytest.mark.gpu
+def test_batched_3d_form_against_bmm(gpu):
+    import ptxgen
+
+    torch = _torch()
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    g, m, n, k = 5, 100, 200, 136
+    a = torch.randn(g, m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    ref = torch.bmm(a.float(), b.float().transpose(1, 2))
+    out = ptxgen.grouped_gemm(a, b)
+    out2 = torch.full((g, m, n), 3.0, device="cuda", dtype=torch.bfloat16)
+    assert ptxgen.grouped_gemm(a, b, out=out2) is out2
+    torch.cuda.synchronize()
+    assert out.shape == (g, m, n)
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(out2.float(), ref, rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.gpu
 def test_fp8_unscaled_grouped(gpu):
     """e4m3 inputs without scales (FP8 with per-row scales, as torch._scaled_grouped_mm takes them, is not built)."""
