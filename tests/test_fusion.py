@@ -65,9 +65,10 @@ def test_token_round_trips_over_the_space(ch):
     (dict(out=DType.E4M3, chain="scale=tensor", epilogue=Epilogue.TMA), "--fuse"),
     (dict(pair=True), "--fuse"),
     (dict(block_scaled=True), "--fuse"),
+    (dict(arch=Arch.SM100A, out=DType.E4M3, chain="scale=row", bn=40), "--bn"),
 ])
 def test_rules(kw, field):
-    args = dict(chain="bias=col", arch=Arch.SM90A, acc=DType.F32, out=DType.BF16, epilogue=Epilogue.DIRECT, bm=128,
+    args = dict(chain="bias=col", arch=Arch.SM90A, acc=DType.F32, out=DType.BF16, epilogue=Epilogue.DIRECT, bm=128, bn=128,
                 pair=False, block_scaled=False)
     args.update(kw)
     args["chain"] = parse_chain(args["chain"])
@@ -77,8 +78,8 @@ def test_rules(kw, field):
 
 
 def test_legal_chain_passes_the_rules():
-    check_chain(parse_chain("c,bias=col,gelu,residual"), Arch.SM90A, DType.F32, DType.BF16, Epilogue.TMA, 128, False, False)
-    check_chain(parse_chain("scale=row"), Arch.SM100A, DType.F32, DType.E4M3, Epilogue.DIRECT, 64, False, False)
+    check_chain(parse_chain("c,bias=col,gelu,residual"), Arch.SM90A, DType.F32, DType.BF16, Epilogue.TMA, 128, 8, False, False)
+    check_chain(parse_chain("scale=row"), Arch.SM100A, DType.F32, DType.E4M3, Epilogue.DIRECT, 64, 48, False, False)
 
 
 # ---- L1: the loads against the independent model ------------------------------------------------

@@ -22,6 +22,7 @@ from ..derive.spec import TileSpec
 from ..isa.types import Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
+from . import fused
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .launchplan import info_key, tensor_type, torch_key
@@ -46,7 +47,8 @@ def kernel_for(spec: TileSpec) -> CompiledKernel:
         return kernel
 
 
-def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None):
+def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None, activation=None, c=None, alpha: float = 1.0,
+         beta: float = 0.0, residual=None):
     """``out = a @ b.T`` with a spec chosen for the arrays' type, shape and majorness on this GPU.
 
     a is M x K and b is N x K (torch tensors, CuPy arrays, anything with DLPack or __cuda_array_interface__).
@@ -57,7 +59,13 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None):
     integers) defaults to ``out``'s dtype, else the input type (f32 for float32 inputs, bf16 for FP8).
     ``a`` may be B x M x K with ``b`` shared (N x K): one launch over B * M rows when ``a`` is a view of
     rows. Returns without synchronizing; the first call with new shapes compiles and prepares.
+    ``bias`` (N, f32/bf16/f16), ``activation`` (relu, gelu_tanh, gelu_erf, silu), ``c`` with ``alpha``/``beta`` and
+    ``residual`` (M x N) fuse ``alpha acc + beta c + bias``, the activation and ``+ residual`` into the epilogue
+    (``ptxgen.api.fused``; docs/epilogue-chain.md).
     """
+    if bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0:
+        return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
+                          out_dtype=out_dtype, stream=stream)
     T = tensor_type()
     if T is not None and isinstance(a, T) and isinstance(b, T) and (stream is None or out is not None):
         if out is None or isinstance(out, T):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..isa.tensormap import TENSOR_MAP_BYTES
 from ..isa.types import Epilogue, Grouping, Loader, Schedule
+from .fusion import chain_params
 from .grouped import GroupedPlan
 from .spec import TileSpec
 
@@ -21,7 +22,7 @@ from .spec import TileSpec
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str  # "tensormap", "ptr", "i32"
+    kind: str  # "tensormap", "ptr", "wptr" (written), "i32", "f32"
     doc: str
 
     @property
@@ -29,8 +30,10 @@ class Param:
         return {
             "tensormap": f"const __grid_constant__ TmaMap {self.name}",
             "ptr": f"unsigned char* __restrict__ {self.name}" if self.name == "D" else f"const unsigned char* __restrict__ {self.name}",
+            "wptr": f"unsigned char* __restrict__ {self.name}",
             "i32": f"int {self.name}",
             "i32_ptr": f"const int* __restrict__ {self.name}",
+            "f32": f"float {self.name}",
         }[self.kind]
 
 
@@ -122,6 +125,13 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         )
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
+    if spec.fp8_blocks.value != "none":  # block-scaled FP8 (ptxgen.derive.blockfp8): the layouts torch._scaled_mm takes
+        params += (Param("SFA", "ptr", "A's scales, f32, M x ceil(K/128), outer-dim-major: (m, kb) at kb x lds_a + m"),
+                   Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
+                   Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
+                   Param("lds_b", "i32", "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
+    if spec.fuse is not None:  # the fused epilogue chain's arguments (ptxgen.derive.fusion)
+        params += tuple(Param(*p) for p in chain_params(spec.fuse))
     persistent = spec.schedule is Schedule.PERSISTENT
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,

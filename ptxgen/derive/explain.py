@@ -101,6 +101,15 @@ def explain_text(t: TileLayout) -> str:
         out += ["", "Epilogue: registers -> stmatrix -> swizzled staging -> TMA store (D's tensor map from the staging layout):"]
         for d in plan.store.derivation:
             out += _field_lines(d)
+    if plan.block_fp8 is not None:
+        out += ["", "Block-scaled FP8 (the DeepSeek recipe; ptxgen.derive.blockfp8; checked at L1 by ptxgen.model.bfp8model):"]
+        for d in plan.block_fp8.derivation:
+            out += _field_lines(d)
+    if plan.chain is not None:
+        out += ["", "Fused epilogue chain (ptxgen.derive.fusion; checked at L1 by ptxgen.model.epimodel):"]
+        out += plan.chain.explain_lines()
+        for d in plan.chain.derivation:
+            out += _field_lines(d)
     if s.cluster.size > 1:
         out += ["", f"Cluster {s.cluster.value} (__cluster_dims__({plan.abi.cluster[0]}, 1, 1), TMA multicast of "
                     f"{s.cluster.shared_operand.upper()}; the multicast copies are under {s.cluster.shared_operand.upper()}'s tensor map):"]

@@ -11,6 +11,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..isa.epiops import Fp8Blocks
 from ..isa.types import Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
@@ -52,6 +53,8 @@ class SpecField:
             return spec.operand(self.name).token
         if self.name in ("a_order", "b_order"):
             return spec.operand(self.name[0]).order.value
+        if self.name == "fuse":
+            return None if spec.fuse is None else spec.fuse.token
         v = getattr(spec, self.name)
         return v.value if hasattr(v, "value") else v
 
@@ -195,6 +198,25 @@ FIELDS: tuple[SpecField, ...] = (
         default="none",
         enum=Grouping,
         choices=("none", "offs"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "fp8_blocks",
+        "--fp8-blocks",
+        "block-scaled FP8 on wgmma: none, or 1x128x128 (DeepSeek: an f32 scale per row per 128 of K for A, per 128 x 128 "
+        "block for B, partial sums promoted to f32 every 128 of K) (default none)",
+        default="none",
+        enum=Fp8Blocks,
+        choices=("none", "1x128x128"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "fuse",
+        "--fuse",
+        "fused epilogue steps, comma-separated, run in this order: alpha, c (+ beta x C), bias=col|row[:f32|bf16|f16], "
+        "act=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row (FP8 e4m3 output, writes amax) (default none)",
         omit_when_default=True,
         json_omit_when_default=True,
     ),

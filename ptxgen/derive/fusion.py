@@ -37,6 +37,7 @@ OPERANDS = ("c", "bias", "residual", "scale")
 WGMMA_WARP_ROWS = 16  # warp w of a warpgroup holds rows 16w..16w+15 of the m64nN D fragment
 WGMMA_GROUP_COLS = 8  # 4 registers of a thread cover 8 columns: 2 adjacent columns in 2 rows 8 apart
 WGMMA_ROW_HALF = 8
+WGMMA_GROUP_REGS = 4  # registers 4g, 4g+1 (row r) and 4g+2, 4g+3 (row r + 8) of group g
 LANES_PER_ROW = 4  # wgmma: lanes 4r..4r+3 of a warp hold row r (and r + 8)
 WARP_LANES = 32
 
@@ -156,7 +157,7 @@ _LEGAL = ("alpha, c, bias=col|row[:f32|bf16|f16], act=relu|gelu_tanh|gelu_erf|si
           "(comma-separated, each at most once; they run in that order)")
 
 
-def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: Epilogue, bm: int, pair: bool,
+def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: Epilogue, bm: int, bn: int, pair: bool,
                 block_scaled: bool) -> None:
     """The chain's legality rules (raise SpecError naming the flag, the rule and the way out)."""
     if acc is not DType.F32:
@@ -174,6 +175,9 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
         raise SpecError(FLAG, chain.token, "the CTA pair (--cta-group 2) has no fused epilogue yet", "--cta-group 1")
     if block_scaled:
         raise SpecError(FLAG, chain.token, "block-scaled kinds (--scale) have no fused epilogue yet", "leave out --scale")
+    if arch is Arch.SM100A and out is DType.E4M3 and bn % 16:
+        raise SpecError("--bn", bn, "tcgen05 FP8 output stores whole 16-byte vectors of a row: 16 columns at a time",
+                        "a multiple of 16")
     if arch is Arch.SM100A and bm == 64 and epilogue is Epilogue.TMA:
         raise SpecError(FLAG, chain.token, "tcgen05 M=64 has no TMA-store epilogue", "--epilogue direct")
 
@@ -249,17 +253,32 @@ def tmem_row(bm: int, warp: int, lane: int) -> int | None:
 
 def tmem_loads(chain: ChainSpec, operand: str, bm: int, warp: int, lane: int, col0: int, chunk: int) -> tuple[Load, ...]:
     """The loads of ``operand`` for one ``tcgen05.ld 32x32b.x<chunk>`` at column ``col0``: register j is column col0 + j
-    of the thread's row, so a column vector or a matrix row is ``chunk`` consecutive elements (16-byte vectors)."""
+    of the thread's row. A column vector or a matrix row is read a column pair at a time (registers 2p, 2p + 1);
+    a row vector or a per-tensor scalar is read once per tile and feeds every register."""
     axis = _axis(chain, operand)
     row = tmem_row(bm, warp, lane)
-    regs = tuple((j,) for j in range(chunk))
     if row is None:
         return ()
-    if axis == "":
-        return (Load(operand, None, None, (tuple(range(chunk)),)),)
-    if axis == "r":
-        return (Load(operand, row, None, (tuple(range(chunk)),)),)
-    return (Load(operand, None if axis == "c" else row, col0, regs),)
+    if axis in ("", "r"):
+        return (Load(operand, row if axis else None, None, (tuple(range(chunk)),)),)
+    return tuple(Load(operand, None if axis == "c" else row, col0 + j, ((j,), (j + 1,))) for j in range(0, chunk, 2))
+
+
+def chain_params(chain: ChainSpec) -> tuple[tuple[str, str, str], ...]:
+    """The kernel parameters the chain adds after ``ldd``: (name, kind, doc), kind as in derive.abi.Param."""
+    p = [("alpha", "f32", "y = alpha x acc")]
+    if chain.c:
+        p += [("beta", "f32", "y += beta x C"), ("C", "ptr", "C, M x N row-major, 4-byte aligned rows"),
+              ("ldc", "i32", "C's row stride in elements")]
+    if chain.bias is not None:
+        p.append(("BIAS", "ptr", f"bias, {chain.bias_dtype.value}, one per {'column (N)' if chain.bias is BiasAxis.COL else 'row (M)'}"))
+    if chain.residual:
+        p += [("RES", "ptr", "the residual, M x N row-major, 4-byte aligned rows"), ("ldr", "i32", "the residual's row stride in elements")]
+    if chain.fp8_scale is not None:
+        n = "1" if chain.fp8_scale is ScaleMode.TENSOR else "M"
+        p += [("SCALE", "ptr", f"f32 output scale, {n} entries: D = e4m3(y x scale)"),
+              ("AMAX", "wptr", f"f32 amax, {n} entries, raised to max |y| (atomicMax; zero it before the call)")]
+    return tuple(p)
 
 
 @dataclass(frozen=True)
@@ -357,14 +376,14 @@ def plan_chain(chain: ChainSpec, arch: Arch, bm: int, bn: int, out: DType, epilo
     src = cite("wgmma") if wg else cite("tmem_layout")
     if chain.bias is BiasAxis.COL:
         vec = (f"{2 * chain.bias_dtype.bytes} B (2 columns) per 8 columns, feeding both rows" if wg
-               else f"{16 // chain.bias_dtype.bytes}-element 16-byte vectors along the row")
+               else f"{2 * chain.bias_dtype.bytes} B (2 columns) per register pair")
         D.append(Derived("bias_loads", vec, f"bias[n0 + col]; {where}", "one load per column pair a thread holds", src))
     elif chain.bias is BiasAxis.ROW:
-        D.append(Derived("bias_loads", "2 per slab" if wg else "1 per row", f"bias[m0 + row]; {where}",
+        D.append(Derived("bias_loads", "2 per slab" if wg else "1 per tile", f"bias[m0 + row]; {where}",
                          "the thread's rows: lane/4 and lane/4 + 8 of its warp's 16" if wg else "the thread's row", src))
     for name, on in (("c_loads", chain.c), ("residual_loads", chain.residual)):
         if on:
-            D.append(Derived(name, f"{2 * aux.bytes} B per element pair" if wg else "16-byte vectors along the row",
+            D.append(Derived(name, f"{2 * aux.bytes} B per element pair",
                              f"({aux.value}) at the output element's own (row, column); {where}",
                              "the same coordinates as D, so the same fragment map", src))
     if amax is not None:

@@ -11,6 +11,8 @@ from ..isa.types import Grouping, Loader
 from .abi import KernelABI, kernel_abi
 from .epilogue import StorePlan, plan_store
 from .grouped import GroupedPlan
+from .blockfp8 import BlockFp8Plan, plan_block_fp8
+from .fusion import ChainPlan, plan_chain
 from .layout import TileLayout, derive
 from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
@@ -26,6 +28,8 @@ class KernelPlan:
     abi: KernelABI
     store: StorePlan | None = None  # the TMA-store epilogue (None: direct stores)
     grouped: GroupedPlan | None = None  # a grouped GEMM's walk over (group, tile) pairs (None: one GEMM)
+    chain: ChainPlan | None = None  # the fused epilogue chain (None: D = acc converted)
+    block_fp8: BlockFp8Plan | None = None  # block-scaled FP8 on wgmma (None: one accumulator, no promotion)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
@@ -43,4 +47,6 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
     grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group)
-    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped)
+    chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
+    bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk)
+    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped, chain, bfp8)

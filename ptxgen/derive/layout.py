@@ -158,6 +158,11 @@ class TileLayout:
             out["epilogue"] = store.to_json()
         if self.pair is not None:
             out["cta_pair"] = self.pair.to_json()
+        if self.spec.fuse is not None:
+            from .fusion import plan_chain  # fusion.py is a leaf beside this module
+
+            s = self.spec
+            out["fuse"] = plan_chain(s.fuse, s.arch, s.bm, s.bn, s.out_dtype, s.epilogue).to_json()
         out |= self._cluster_json()
         return out
 

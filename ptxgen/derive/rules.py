@@ -11,6 +11,9 @@ from ..isa.ptxref import cite
 from ..isa.shapes import consumer_register_budget, legal_bm, legal_bn, legal_swizzles, wgmma_accumulator_registers
 from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, Swizzle)
+from ..isa.epiops import Fp8Blocks
+from .blockfp8 import plan_block_fp8
+from .fusion import check_chain
 from .smem import SMEM_LIMIT_BYTES
 
 
@@ -49,6 +52,14 @@ def validate(t: "TileSpec") -> None:
     if not t.block_scaled:
         _validate_b_dtype(t)
     outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
+    if t.grouped is not Grouping.NONE and (t.fuse is not None or t.fp8_blocks is not Fp8Blocks.NONE):
+        raise SpecError("--grouped", t.grouped.value, "grouped kernels have no fused epilogue or block-scaled FP8 yet",
+                        "leave out --fuse and --fp8-blocks")
+    if t.fp8_blocks is Fp8Blocks.DEEPSEEK:
+        check_block_fp8_spec(t)
+    if t.fuse is not None:
+        check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
+        outs += (DType.E4M3,)
     if t.out_dtype not in outs:
         words = [d.value for d in outs]
         to = words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
@@ -160,6 +171,22 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.cluster is not Cluster.C1X1 or t.block_scaled:
         raise SpecError("--grouped", g, "grouped kernels take neither clusters nor block scaling (not derived)",
                         "--cluster 1x1 without --scale")
+
+
+def check_block_fp8_spec(t: "TileSpec") -> None:
+    """--fp8-blocks 1x128x128: the recipe's rules (derive.blockfp8) and what the kernel needs around them."""
+    plan_block_fp8(t.bm, t.bn, t.bk, t.dtype.value if t.b_dtype is t.dtype else "mixed", t.a.major.value, t.b.major.value,
+                   t.arch.value)
+    if t.acc is not DType.F32:
+        raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
+    if t.loader is not Loader.TMA or t.cluster is not Cluster.C1X1:
+        raise SpecError("--fp8-blocks", t.fp8_blocks.value, "block-scaled FP8 runs with TMA loads and no cluster",
+                        "--loader tma --cluster 1x1")
+    budget = consumer_register_budget(t.consumer_warpgroups)
+    if 2 * t.consumer_accumulator_registers + REGISTER_RESERVE > budget:
+        raise SpecError("--bn", t.bn, f"the accumulator and a K block's partial sum ({2 * t.consumer_accumulator_registers} "
+                        f"registers) leave less than {REGISTER_RESERVE} of the {budget} a consumer thread has",
+                        "a smaller BN or fewer slabs per consumer")
 
 
 def _validate_cluster(t: "TileSpec") -> None:

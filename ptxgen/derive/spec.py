@@ -36,7 +36,9 @@ from ..isa.types import (
     Swizzle,
     parse_enum,
 )
+from ..isa.epiops import Fp8Blocks
 from .fields import FIELD_BY_NAME, FIELDS
+from .fusion import ChainSpec, parse_chain
 from .rules import STORE_BUFFERS, validate
 from .smem import SmemPlan, plan_smem
 
@@ -120,6 +122,8 @@ class TileSpec:
     cta_group: int = 1
     cluster: Cluster = Cluster.C1X1  # 2x1: two CTAs along M multicast B; 1x2: two CTAs along N multicast A
     grouped: Grouping = Grouping.NONE  # offs: a grouped GEMM over G groups (ptxgen.derive.grouped)
+    fuse: ChainSpec | None = None  # the fused epilogue chain (ptxgen.derive.fusion); None: D = acc, converted
+    fp8_blocks: Fp8Blocks = Fp8Blocks.NONE  # wgmma block-scaled FP8 (ptxgen.derive.blockfp8)
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -134,6 +138,7 @@ class TileSpec:
             object.__setattr__(self, "out_dtype", self.acc)
         if self.b_dtype is None:
             object.__setattr__(self, "b_dtype", self.dtype)
+        object.__setattr__(self, "fuse", parse_chain(self.fuse))
         validate(self)
 
     # -- facts every layer asks for ------------------------------------------------------------
@@ -335,6 +340,8 @@ class TileSpec:
         group += "_cta2" if self.pair else ""
         group += "" if self.cluster is Cluster.C1X1 else f"_c{self.cluster.value}"
         group += "" if self.grouped is Grouping.NONE else f"_grouped{self.grouped.value}"
+        group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
+        group += "" if self.fuse is None else self.fuse.name_suffix
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -381,5 +388,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         cta_group=v["cta_group"],
         cluster=v["cluster"],
         grouped=v["grouped"],
+        fuse=parse_chain(v["fuse"]),
+        fp8_blocks=v["fp8_blocks"],
     )
 

@@ -30,7 +30,8 @@ def swizzle_c_expr(store: SmemLayout, linear: str = "linear") -> str:
     return f"({linear} ^ (({linear} & {mask:#x}u) >> {s}))"
 
 
-OUT_CTYPE = {DType.F32: "unsigned", DType.S32: "unsigned", DType.F16: "unsigned short", DType.BF16: "unsigned short"}
+OUT_CTYPE = {DType.F32: "unsigned", DType.S32: "unsigned", DType.F16: "unsigned short", DType.BF16: "unsigned short",
+             DType.E4M3: "unsigned char"}
 
 
 def convert_c_expr(acc: DType, out: DType) -> str:
@@ -48,6 +49,7 @@ def convert_c_expr(acc: DType, out: DType) -> str:
         DType.F32: "acc_word",
         DType.F16: "f32_to_f16_bits(__uint_as_float(acc_word))",
         DType.BF16: "f32_to_bf16_bits(__uint_as_float(acc_word))",
+        DType.E4M3: "f32_to_e4m3_bits(__uint_as_float(acc_word))",  # the fused chain's FP8 output (already scaled)
     }[out]
 
 

@@ -132,6 +132,9 @@ def wgmma_epilogue_view(plan: KernelPlan) -> EpilogueView:
         word = ("static_cast<unsigned>(acc[i])", "static_cast<unsigned>(acc[i + 1])")
     if s.out_dtype.bytes == 4:
         pair_ctype, stmt = "uint2", f"pair = make_uint2(acc_to_out({word[0]}), acc_to_out({word[1]}));"
+    elif s.out_dtype.bytes == 1:
+        pair_ctype = "unsigned short"
+        stmt = f"pair = static_cast<unsigned short>(acc_to_out({word[0]}) | (static_cast<unsigned>(acc_to_out({word[1]})) << 8));"
     else:
         pair_ctype = "unsigned"
         stmt = f"pair = static_cast<unsigned>(acc_to_out({word[0]})) | (static_cast<unsigned>(acc_to_out({word[1]})) << 16);"

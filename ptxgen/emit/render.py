@@ -19,6 +19,8 @@ from ..derive.spec import TileSpec
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, Loader
 from . import grouped_view as cgrouped
+from .blockfp8 import BlockFp8View, block_fp8_view
+from .chain import ChainView, chain_view
 from .env import environment, generated_line
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
@@ -64,6 +66,8 @@ class KernelView:
     epi: EpilogueView
     store: StoreView | None
     scales: ScaleView | None = None
+    chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.chain)
+    bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.blockfp8)
     cta_group: int = 1
     pair: "PairView | None" = None
     tile_first: str = "static_cast<int>(blockIdx.x)"  # the first work item of this CTA (pair)
@@ -144,6 +148,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         epi=epi,
         store=store,
         scales=scale_view(plan),
+        chain=chain_view(plan.chain),
+        bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,

@@ -264,6 +264,30 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
 STORE_LINES = 16  # the staging picture: the first two 8-row swizzle atoms of a buffer
 
 
+def chain_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
+    """The fused epilogue chain (derive.fusion): its steps, and which operand elements lanes 0..7 of warp 0 load for
+    the first 16 columns of their rows (the register map the L1 model checks)."""
+    from ..derive.fusion import plan_chain, steps_text
+
+    s = t.spec
+    plan = plan_chain(s.fuse, s.arch, s.bm, s.bn, s.out_dtype, s.epilogue)
+    el = ['<g class="operand" id="fuse">', _text(10, y0 + 16, f"fused epilogue chain ({s.fuse.token}), per output element:", "title")]
+    y = y0 + 26
+    for i, line in enumerate(steps_text(s.fuse, plan.out, plan.aux), 1):
+        el.append(_text(20, y + 12, f"{i}. {line}", "legend"))
+        y += 16
+    for op in s.fuse.operands():
+        for lane in range(8):
+            loads = [ld for ld in plan.loads(op, 0, lane, 0, 16) if ld.col is None or ld.col < 16]
+            what = "; ".join(f"{op}[{'' if ld.row is None else f'row {ld.row}'}{', ' if ld.row is not None and ld.col is not None else ''}"
+                             f"{'' if ld.col is None else f'col {ld.col}' + (f'..{ld.col + ld.count - 1}' if ld.count > 1 else '')}]"
+                             f" -> registers {', '.join(map(str, (r for t_ in ld.targets for r in t_)))}" for ld in loads[:3])
+            el.append(_text(20, y + 12, f"warp 0 lane {lane}: {what or 'nothing (no row)'}", "legend"))
+            y += 14
+    el.append("</g>")
+    return el, y + 6
+
+
 def store_panel(plan, y0: float) -> tuple[list[str], float]:
     """The TMA-store epilogue's staging buffer (derive.epilogue.StorePlan): 128-byte rows in physical order,
     each cell labelled with the tile row and columns it holds, and the cells that one warp-wide shared store
@@ -446,6 +470,9 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
         parts += el
     if s.grouped.value != "none":
         el, y = grouped_panel(s, y + 10)
+        parts += el
+    if s.fuse is not None:
+        el, y = chain_panel(t, y + 10)
         parts += el
     width = LEFT + CELL_W * LINE_BYTES // 16 + 20
     height = int(y + 10)

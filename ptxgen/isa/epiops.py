@@ -67,6 +67,14 @@ class ScaleMode(Enum):
         return cls({"per_tensor": "tensor", "per_row": "row"}.get(t, t))
 
 
+class Fp8Blocks(Enum):
+    """Block-scaled FP8 on wgmma: none, or DeepSeek's recipe (A: one f32 scale per row per 128 of K; B: one per
+    128 x 128 block; the partial sums promoted to f32 every 128 of K)."""
+
+    NONE = "none"
+    DEEPSEEK = "1x128x128"
+
+
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.
 E4M3_MAX = 448.0
 BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)

@@ -117,9 +117,17 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
     return abi.grid(p.m, p.n, sm_count), abi.block, abi.dynamic_smem_bytes
 
 
-def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None) -> KernelArgs:
+def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None, extra: dict | None = None) -> KernelArgs:
     """The kernel's arguments in ABI order. ``encode`` turns tensor-map arguments into the 128-byte map
-    (default: the driver's encoder, ptxgen.runtime.tensormap.encode)."""
+    (default: the driver's encoder, ptxgen.runtime.tensormap.encode). ``extra``: the fused epilogue's arguments
+    by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.fusion.chain_params) and block-scaled
+    FP8's (SFA, SFB, lds_a, lds_b)."""
+    extra = extra or {}
+    own = {"A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd"}
+    missing = [q.name for q in plan.abi.params if q.kind != "tensormap" and q.name not in own and q.name not in extra]
+    if missing:
+        raise ProblemError(f"{plan.spec.kernel_name} needs the arguments {', '.join(missing)} (gemm_args(..., extra=): the fused "
+                           "epilogue's or the block scales'; ptxgen.api.fused, ptxgen.api.fp8blocks)")
     for name, ptr in (("A", a_ptr), ("B", b_ptr), ("D", d_ptr)):
         if ptr % 16:
             raise ProblemError(f"{name} at {ptr:#x} is not 16-byte aligned")
@@ -128,6 +136,8 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     for param in plan.abi.params:
         if param.kind == "tensormap":
             values.append(("tensormap", _tensor_map(plan, param.name[-1], pointers[param.name[-1].upper()], p, encode)))
+        elif param.name in extra:
+            values.append(("ptr" if param.kind == "wptr" else param.kind, extra[param.name]))
         elif param.kind == "ptr":
             values.append(("ptr", pointers[param.name]))
         else:

@@ -1,0 +1,69 @@
+"""``ptxgen.api.fp8blocks.gemm``: FP8 GEMM with DeepSeek-style block scales on Hopper (ptxgen.derive.blockfp8).
+
+>>> import ptxgen.api.fp8blocks                                                                   # doctest: +SKIP
+>>> out = ptxgen.api.fp8blocks.gemm(a, b, scale_a, scale_b)     # the same tensors torch._scaled_mm takes for the recipe
+
+``a``: M x K e4m3, ``b``: N x K e4m3 (both K-major, as ``torch._scaled_mm(a, b.t(), ...)`` takes them);
+``scale_a``: f32 M x ceil(K/128), outer-dim-major (``s.t().contiguous().t()``: strides (1, lds_a));
+``scale_b``: f32 ceil(K/128) x ceil(N/128), the transpose of a row-major array (``s.t()``: strides (1, lds_b)).
+D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A B^T over the block), in bf16.
+"""
+
+from __future__ import annotations
+
+from ..derive.spec import TileSpec, make_spec
+from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch import gemm_args, launch_geometry
+from . import streams
+from .binding import _allocate_out, bind
+from .fused import kernel_for
+
+__all__ = ["gemm", "default_spec"]
+BLOCK = 128
+
+
+def default_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
+    """128 x 128 tiles, one 128-block of K per stage, 5 stages, persistent, two consumer warpgroups."""
+    fields = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype=out_dtype,
+                  arch="sm_90a", stages=5, schedule="persistent", fp8_blocks="1x128x128")
+    return make_spec(**{**fields, **kw})
+
+
+def _scales(info: ArrayInfo, what: str, rows: int, cols: int) -> int:
+    """Check a column-major (strides (1, ld)) f32 rows x cols array; returns ld."""
+    if info.dtype != "f32":
+        raise DTypeError(f"{what} has dtype {info.dtype}; block scales are float32")
+    if info.shape != (rows, cols):
+        raise ArgumentError(f"{what} has shape {info.shape}; it must be {(rows, cols)}")
+    ld = info.strides[1] if cols > 1 else rows
+    if rows > 1 and info.strides[0] != 1 or ld < rows:
+        raise ArgumentError(f"{what} must be outer-dim-major (strides (1, ld) with ld >= {rows}), as torch._scaled_mm takes "
+                            f"it; it has strides {info.strides}")
+    if info.ptr % 4:
+        raise ArgumentError(f"{what} must be 4-byte aligned")
+    return ld
+
+
+def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: TileSpec | None = None, stream=None):
+    handle = streams.stream_handle(stream, a)
+    ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
+    oi = None if out is None else read_array(out, "out", handle)
+    sa, sb = read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle)
+    spec = spec or default_spec(out_dtype)
+    if spec.fp8_blocks.value == "none":
+        raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128)")
+    kernel = kernel_for(spec)
+    dev = streams.require_gpu()
+    p = bind(spec, ai, bi, oi).problem
+    kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
+    extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": _scales(sb, "scale_b", kb, nb)}
+    if oi is None:
+        out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
+        oi = read_array(out, "out", handle)
+    if p.m and p.n:
+        k = kernel.load()
+        streams.ensure_current(dev)
+        args = gemm_args(kernel.plan, ai.ptr, bi.ptr, oi.ptr, p, extra=extra)
+        grid, block, _ = launch_geometry(kernel.plan, p, dev.sm_count, k)
+        k.launch(grid, block, args, handle)
+    return out

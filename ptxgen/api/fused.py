@@ -1,0 +1,172 @@
+"""The GEMM with a fused epilogue chain (ptxgen.derive.fusion): ``ptxgen.gemm(..., bias=, activation=, c=, alpha=,
+beta=, residual=)`` comes here, and ``ptxgen.api.fused.gemm`` takes the rest (row bias, FP8 output, a given spec).
+
+>>> import ptxgen                                                                            # doctest: +SKIP
+>>> y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh")                 # gelu(x @ w.T + b), one kernel
+>>> y = ptxgen.gemm(x, w, c=y0, alpha=0.5, beta=1.0, residual=r)          # 0.5 x @ w.T + y0 + r
+>>> q, amax = ptxgen.api.fused.gemm(x, w, scale=s, out_dtype="e4m3")      # FP8 out: q = e4m3(y x s), amax of |y|
+
+The chain runs in a fixed order: alpha x acc, + beta x C, + bias, activation, + residual, output (docs/epilogue-chain.md).
+``a`` is M x K, ``b`` N x K (as :func:`ptxgen.gemm`); ``c`` and ``residual`` are M x N row-major in the output's
+type (bf16 with FP8 output), rows 8-byte aligned; ``bias`` is a contiguous vector of f32, bf16 or f16, N long
+(``bias_axis="col"``, like nn.Linear's bias) or M long (``"row"``). FP8 output (``out_dtype="e4m3"``) needs
+``scale`` (f32, 1 element: per tensor, or M: per row); ``amax`` (f32, same length) is raised with atomicMax and
+must hold zeros (or a running max) before the call; without it one is allocated. Then the call returns
+``(out, amax)``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..derive.fusion import ChainSpec
+from ..derive.spec import TileSpec, make_spec
+from ..isa.epiops import Activation, BiasAxis, ScaleMode
+from ..isa.types import DType, Epilogue, SpecError
+from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch import gemm_args, launch_geometry
+from . import streams
+from .binding import _allocate_out, bind
+from .kernel import CompiledKernel, compile
+from .select import _gemm_spec
+
+_KERNELS: dict[TileSpec, CompiledKernel] = {}
+_LOCK = threading.Lock()
+
+
+def kernel_for(spec: TileSpec) -> CompiledKernel:
+    """The compiled fused kernel for ``spec``, once per process (and cached on disk)."""
+    with _LOCK:
+        k = _KERNELS.get(spec)
+        if k is None:
+            k = _KERNELS[spec] = compile(spec)
+        return k
+
+
+__all__ = ["gemm", "fused_spec"]
+
+
+def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual: bool, scale: ArrayInfo | None,
+           scale_mode: str | None, m: int, alpha: float) -> ChainSpec | None:
+    if bias is not None and bias.dtype not in ("f32", "bf16", "f16"):
+        raise DTypeError(f"bias has dtype {bias.dtype}; a fused bias is f32, bf16 or f16")
+    mode = None
+    if scale is not None:
+        mode = ScaleMode.parse(scale_mode) if scale_mode else (ScaleMode.TENSOR if scale.shape in ((1,), ()) else ScaleMode.ROW)
+    try:
+        act = Activation.parse(activation or "none")
+        axis = BiasAxis.parse(bias_axis)
+    except ValueError as e:
+        raise ArgumentError(f"activation one of {', '.join(a.value for a in Activation)}; bias_axis col or row ({e})") from None
+    ch = ChainSpec(alpha=True, c=c, bias=None if bias is None else axis,
+                   bias_dtype=DType(bias.dtype) if bias is not None else DType.BF16, activation=act, residual=residual,
+                   fp8_scale=mode)
+    if ch.token == "alpha" and alpha == 1.0:
+        return None
+    return ch
+
+
+def fused_spec(spec, chain: ChainSpec, out_dtype: str):
+    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain; FP8 output takes the direct epilogue."""
+    fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype}
+    try:
+        return make_spec(**fields)
+    except SpecError:
+        if fields.get("epilogue") != Epilogue.TMA.value:
+            raise
+        return make_spec(**{**fields, "epilogue": Epilogue.DIRECT.value})
+
+
+def _matrix(info: ArrayInfo, what: str, m: int, n: int, dtype: DType) -> int:
+    if info.shape != (m, n):
+        raise ArgumentError(f"{what} has shape {info.shape}, the output is {(m, n)}")
+    if info.dtype != dtype.value:
+        raise DTypeError(f"{what} has dtype {info.dtype}; with this output it must be {dtype.value}")
+    if n > 1 and info.strides[1] != 1:
+        raise ArgumentError(f"{what} must be row-major (stride 1 along N); it has strides {info.strides}")
+    ld = info.strides[0] if m > 1 else n + n % 2
+    if ld % 2 or info.ptr % (2 * dtype.bytes):
+        raise ArgumentError(f"{what}: the epilogue reads column pairs, so its row stride ({ld}) must be even and its base "
+                            f"{2 * dtype.bytes}-byte aligned")
+    return ld
+
+
+def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[str, ...]) -> None:
+    size = 1
+    for d in info.shape:
+        size *= d
+    if info.ndim > 1 and size != max(info.shape) or size not in lengths:
+        raise ArgumentError(f"{what} has shape {info.shape}; it must be a vector of {' or '.join(map(str, lengths))} elements")
+    if info.dtype not in dtypes:
+        raise DTypeError(f"{what} has dtype {info.dtype}; it must be {' or '.join(dtypes)}")
+    if size > 1 and info.strides[-1] != 1 and info.ndim == 1:
+        raise ArgumentError(f"{what} must be contiguous")
+    if info.ptr % 8:
+        raise ArgumentError(f"{what} must start 8-byte aligned")
+
+
+def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
+         bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
+         stream=None, spec=None):
+    """``out = epilogue(a @ b.T)``; see the module docstring. Without any fused step the plain kernel runs.
+    ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks."""
+    handle = streams.stream_handle(stream, a)
+    ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
+    oi = None if out is None else read_array(out, "out", handle)
+    infos = {n: None if x is None else read_array(x, n, handle) for n, x in
+             (("bias", bias), ("c", c), ("residual", residual), ("scale", scale), ("amax", amax))}
+    fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or scale is not None
+    if fp8 and scale is None:
+        raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
+    m, n = ai.shape[0], bi.shape[0]
+    chain = _chain(infos["bias"], bias_axis, activation, c is not None, residual is not None, infos["scale"], scale_mode, m, alpha)
+    if chain is None:  # nothing to fuse: the plain kernel (ptxgen.gemm's choice, without its dispatch cache)
+        if spec is None:
+            spec, _ = _gemm_spec(ai, bi, oi, out_dtype, None)
+        return kernel_for(spec)._launch(a, b, out, ai, bi, oi, handle, stream)
+    if spec is None:
+        spec, _ = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, None)
+    spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value))
+    kernel = kernel_for(spec)
+    dev = streams.require_gpu()
+    allocated = out is None
+    if allocated and fp8:
+        if ai.library != "torch":
+            raise ArgumentError("pass out= (an M x N e4m3 array): ptxgen allocates FP8 outputs only for torch tensors")
+        torch = sys.modules["torch"]
+        ldd = -(-n // 16) * 16
+        full = torch.empty((m, ldd), dtype=torch.float8_e4m3fn, device=a.device)
+        out = full if ldd == n else full[:, :n]
+        oi = read_array(out, "out", handle)
+    binding = bind(spec, ai, bi, oi)
+    p = binding.problem
+    if oi is None:
+        out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
+        oi = read_array(out, "out", handle)
+    aux = chain.aux_dtype(spec.out_dtype)
+    extra = {"alpha": float(alpha)}
+    if chain.c:
+        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux))
+    if chain.bias is not None:
+        _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
+        extra["BIAS"] = infos["bias"].ptr
+    if chain.residual:
+        extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux))
+    if chain.fp8_scale is not None:
+        length = 1 if chain.fp8_scale is ScaleMode.TENSOR else m
+        _vector(infos["scale"], "scale", (length,), ("f32",))
+        if amax is None:
+            if ai.library != "torch":
+                raise ArgumentError(f"pass amax= (f32, {length} zeros)")
+            amax = sys.modules["torch"].zeros(length, dtype=sys.modules["torch"].float32, device=a.device)
+            infos["amax"] = read_array(amax, "amax", handle)
+        _vector(infos["amax"], "amax", (length,), ("f32",))
+        extra.update(SCALE=infos["scale"].ptr, AMAX=infos["amax"].ptr)
+    if p.m and p.n:
+        k = kernel.load()
+        streams.ensure_current(dev)
+        args = gemm_args(kernel.plan, ai.ptr, bi.ptr, oi.ptr, p, extra=extra)
+        grid, block, _ = launch_geometry(kernel.plan, p, dev.sm_count, k)
+        k.launch(grid, block, args, handle)
+    return (out, amax) if chain.fp8_scale is not None else out

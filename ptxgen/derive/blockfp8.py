@@ -1,0 +1,116 @@
+"""FP8 with DeepSeek-style block scales on Hopper (wgmma): the plan of scales and promotions (L1 only so far).
+
+The recipe (DeepSeek-V3; torch ``_scaled_mm`` with ``ScalingType.BlockWise1x128`` for A and ``BlockWise128x128``
+for B): A (M x K, e4m3) has one f32 scale per row per 128 of K, B (N x K, e4m3) one per 128 x 128 block, and
+
+    D[m, n] = sum over K blocks kb of  sfa[m, kb] x sfb[kb, n / 128] x (sum over k in block kb of A[m, k] B[n, k])
+
+Hopper's wgmma accumulates FP8 products with limited precision, so each K block's partial sum is computed by the
+tensor core into a fresh register fragment (``scale-d = 0`` at the block's first MMA) and promoted into the f32
+accumulator in registers with its two scales: ``acc += partial x sfa x sfb`` (the promotion point). With BK = 128
+every pipeline stage is one K block, and the promotion follows the stage's ``wgmma.wait_group``.
+
+Global layouts, as ``torch._scaled_mm`` takes them for this recipe (and cuBLASLt's VEC128/BLK128x128 scale modes):
+
+* ``scale_a``: f32, logical M x ceil(K/128), *outer-dim-major* (``s.t().contiguous().t()``: strides (1, lds_a),
+  lds_a >= M): element (m, kb) at ``kb x lds_a + m``;
+* ``scale_b``: f32, logical ceil(K/128) x ceil(N/128), the transpose of a row-major ceil(N/128) x Kb' array
+  (``s.t()``, Kb' >= ceil(K/128), cuBLAS wants Kb' a multiple of 4): element (kb, nb) at ``nb x lds_b + kb``.
+
+A thread of the wgmma fragment holds rows ``16w + lane/4`` and 8 rows further of its slab, so per K block it loads two
+A scales and (with BN dividing 128, so that a tile's columns share one 128-column block) one B scale.
+
+>>> p = plan_block_fp8(bm=128, bn=128, bk=128)
+>>> [(l.operand, l.index, len(l.targets)) for l in p.promotion_loads(warp=1, lane=5, kb=3, m0=256, n0=384)]
+[('sfa', (273, 3), 32), ('sfa', (281, 3), 32), ('sfb', (3, 3), 64)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..isa.types import SpecError
+from .derived import Derived
+
+BLOCK_K = 128  # K per scale of A and of B (the promotion interval)
+BLOCK_N = 128  # rows of B per scale
+K_PER_WGMMA_E4M3 = 32  # wgmma .e4m3 K per instruction
+FLAG = "--fp8-blocks"
+
+
+@dataclass(frozen=True)
+class ScaleLoad:
+    operand: str  # "sfa" (index (m, kb)) or "sfb" (index (kb, nb))
+    index: tuple[int, int]
+    targets: tuple[int, ...]  # the fragment registers whose partial sums this scale multiplies
+
+    def offset(self, lds: int) -> int:
+        """Element offset in the global scale array: sfa (m, kb) at kb x lds_a + m, sfb (kb, nb) at nb x lds_b + kb."""
+        first, second = self.index
+        return second * lds + first
+
+    def to_json(self) -> list:
+        return [self.operand, list(self.index), list(self.targets)]
+
+
+@dataclass(frozen=True)
+class BlockFp8Plan:
+    bm: int
+    bn: int
+    bk: int
+    derivation: tuple[Derived, ...]
+
+    @property
+    def partial_registers(self) -> int:
+        """f32 registers of one K block's partial sum per thread (the m64nBN fragment), beside the accumulator."""
+        return self.bn // 2
+
+    @property
+    def mmas_per_block(self) -> int:
+        return BLOCK_K // K_PER_WGMMA_E4M3
+
+    def promotion_points(self, k: int) -> tuple[int, ...]:
+        """K offsets after which the partial sum is promoted into the accumulator: the end of every 128-block."""
+        return tuple(min(k, kb + BLOCK_K) for kb in range(0, k, BLOCK_K))
+
+    def promotion_loads(self, warp: int, lane: int, kb: int, m0: int = 0, n0: int = 0, slab: int = 0) -> tuple[ScaleLoad, ...]:
+        """The scales a thread loads at K block ``kb`` for slab ``slab`` of the tile at (m0, n0). Registers 4g, 4g+1
+        are row 16w + lane/4, registers 4g+2, 4g+3 eight rows further (the m64nN D fragment)."""
+        row = m0 + 64 * slab + 16 * warp + lane // 4
+        regs = range(self.bn // 2)
+        upper = tuple(i for i in regs if i % 4 < 2)
+        lower = tuple(i for i in regs if i % 4 >= 2)
+        return (ScaleLoad("sfa", (row, kb), upper), ScaleLoad("sfa", (row + 8, kb), lower),
+                ScaleLoad("sfb", (kb, n0 // BLOCK_N), tuple(regs)))
+
+
+
+def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
+                   arch: str = "sm_90a") -> BlockFp8Plan:
+    """The plan, or SpecError naming the rule it breaks."""
+    if arch != "sm_90a":
+        raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
+                        "--arch sm_90a")
+    if dtype != "e4m3":
+        raise SpecError(FLAG, dtype, "block-scaled FP8 takes e4m3 A and B", "--dtype e4m3")
+    if a_major != "k" or b_major != "k":
+        raise SpecError(FLAG, f"{a_major}/{b_major}", "wgmma reads 8-bit operands K-major only", "kmajor A and B")
+    if bk != BLOCK_K:
+        raise SpecError("--bk", bk, f"one pipeline stage is one scale block: BK = {BLOCK_K}", str(BLOCK_K))
+    if BLOCK_N % bn:
+        raise SpecError("--bn", bn, f"a tile's columns must share one B scale: BN divides {BLOCK_N}", "8, 16, 32, 64, 128")
+    if bm % 64:
+        raise SpecError("--bm", bm, "one consumer warpgroup per 64 rows", "64, 128, 192, 256")
+    D = (
+        Derived("promotion", f"every {BLOCK_K} of K", f"BK = {BLOCK_K}: one stage = one scale block; "
+                f"{BLOCK_K // K_PER_WGMMA_E4M3} wgmma (K={K_PER_WGMMA_E4M3}) into a fresh partial, then acc += partial x sfa x sfb",
+                "wgmma accumulates FP8 products with limited precision (DeepSeek-V3 sec. 3.3.2: about 14 bits); f32 "
+                "promotion every 128 bounds the error", "DeepSeek-V3 technical report; DeepGEMM"),
+        Derived("partial_registers", bn // 2, f"BN / 2 = {bn} / 2 f32 per thread beside the accumulator's {bn // 2}",
+                "the block's partial sum lives in its own fragment until it is promoted", "PTX ISA 'wgmma .m64nNk32 D fragments'"),
+        Derived("sfa_loads", "2 per thread per K block", "rows 16w + lane/4 and + 8 of the slab: sfa[kb x lds_a + m]",
+                "the thread's two rows", "torch._scaled_mm BlockWise1x128 (outer-dim-major)"),
+        Derived("sfb_loads", "1 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb]; BN | {BLOCK_N}",
+                "every column of the tile is in one 128-row block of B", "torch._scaled_mm BlockWise128x128 (s.t())"),
+    )
+    return BlockFp8Plan(bm, bn, bk, D)

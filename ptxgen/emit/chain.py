@@ -1,0 +1,93 @@
+"""The fused epilogue chain, rendered: what templates/epilogue_chain.cuh.j2 receives (numbers and C expressions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
+from ..isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
+from ..isa.types import DType
+
+FULL_WARP_MASK = "0xffffffffu"
+
+
+def activation_c_expr(act: Activation, y: str = "y") -> str:
+    return {
+        Activation.NONE: y,
+        Activation.RELU: f"fmaxf({y}, 0.f)",
+        # tanh.approx.f32 (one MUFU op, |error| ~ 2^-11): well inside a 16-bit output's rounding
+        Activation.GELU_TANH: f"0.5f * {y} * (1.f + tanh_approx({GELU_TANH_K0!r}f * {y} * (1.f + {GELU_TANH_K1!r}f * {y} * {y})))",
+        Activation.GELU_ERF: f"0.5f * {y} * (1.f + erff({y} * {INV_SQRT2!r}f))",
+        Activation.SILU: f"__fdividef({y}, 1.f + __expf(-{y}))",
+    }[act]
+
+
+@dataclass(frozen=True)
+class ChainView:
+    token: str
+    steps_doc: str
+    act_expr: str
+    act: bool
+    c: bool
+    bias_col: bool
+    bias_row: bool
+    residual: bool
+    fp8: bool
+    scale_row: bool
+    scale_tensor: bool
+    aux_bytes: int
+    aux_bf16: str  # "true" / "false"
+    bias_bytes: int
+    bias_bf16: str
+    args_init: str  # C: the ChainArgs initializer from the kernel's parameters
+    full_mask: str
+    xor_masks: tuple[int, ...]
+    writer_cond: str  # C: this lane raises amax
+    row_half: int
+    wgmma_row_expr: str  # C: the thread's first row in the slab
+    group_elems: int  # wgmma: registers per 8 columns of a thread (two rows x two columns)
+    hi_pair: int  # wgmma: the first register of the group's second row
+
+
+def chain_view(plan: ChainPlan | None) -> ChainView | None:
+    if plan is None:
+        return None
+    ch = plan.chain
+    names = {n for n, _, _ in chain_params(ch)}
+    init = ", ".join(n if n in names else d for n, d in (("alpha", "1.f"), ("beta", "0.f"), ("C", "nullptr"), ("ldc", "0"),
+                                                           ("BIAS", "nullptr"), ("RES", "nullptr"), ("ldr", "0"),
+                                                           ("SCALE", "nullptr"), ("AMAX", "nullptr")))
+    a = plan.amax
+    if a is None:
+        writer = "false"
+    elif not a.per_row:
+        writer = f"lane == {a.writer_lanes[0]}"
+    elif plan.family == "wgmma":
+        writer = f"lane % {LANES_PER_ROW} == 0"
+    else:
+        writer = "chain_active"
+    return ChainView(
+        token=ch.token,
+        steps_doc="; ".join(steps_text(ch, plan.out, plan.aux)),
+        act_expr=activation_c_expr(ch.activation),
+        act=ch.activation is not Activation.NONE,
+        c=ch.c,
+        bias_col=ch.bias is BiasAxis.COL,
+        bias_row=ch.bias is BiasAxis.ROW,
+        residual=ch.residual,
+        fp8=ch.fp8_scale is not None,
+        scale_row=ch.fp8_scale is ScaleMode.ROW,
+        scale_tensor=ch.fp8_scale is ScaleMode.TENSOR,
+        aux_bytes=plan.aux.bytes,
+        aux_bf16="true" if plan.aux is DType.BF16 else "false",
+        bias_bytes=ch.bias_dtype.bytes,
+        bias_bf16="true" if ch.bias_dtype is DType.BF16 else "false",
+        args_init="{" + init + "}",
+        full_mask=FULL_WARP_MASK,
+        xor_masks=() if a is None else a.xor_masks,
+        writer_cond=writer,
+        row_half=WGMMA_ROW_HALF,
+        wgmma_row_expr=f"(wg_tid / 32) * {WGMMA_WARP_ROWS} + lane / {LANES_PER_ROW}",
+        group_elems=WGMMA_GROUP_REGS,
+        hi_pair=WGMMA_GROUP_REGS // 2,
+    )

@@ -1,0 +1,104 @@
+"""Benchmark (issue 17, item 2): block-scaled FP8 (DeepSeek recipe) on the H200 against torch._scaled_mm's blockwise
+recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one process, alternating rounds, medians.
+
+    python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import ptxgen.api.fp8blocks
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.emit.render import render_kernel
+from ptxgen.runtime.gpu import Kernel, require_gpu
+from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
+from ptxgen.runtime.toolchain import compile_cuda
+
+BATCH_MS = 25.0
+
+
+def _batch(torch, fn, reps):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / reps
+
+
+def flops_tf(m, n, k, ms):
+    return 2.0 * m * n * k / ms / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--stages", type=int, default=5)
+    ap.add_argument("--epilogue", default="direct")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    import torch
+
+    dev = require_gpu()
+    ok = True
+    for shape in args.shapes:
+        m, n, k = map(int, shape.split("x"))
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+        b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+        kb, nb = -(-k // 128), -(-n // 128)
+        sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
+        kb4 = -(-kb // 4) * 4  # cuBLAS wants the weight's K blocks padded to a multiple of 4
+        sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
+        spec = ptxgen.api.fp8blocks.default_spec(stages=args.stages, epilogue=args.epilogue)
+        plan = plan_kernel(spec)
+        kern = Kernel(compile_cuda(render_kernel(plan), spec.kernel_name, "sm_90a").cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
+        p = Problem(m, n, k, k, k, n)
+        check_problem(spec, p)
+        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p,
+                         extra={"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4})
+        grid, block, _ = launch_geometry(plan, p, dev.sm_count, kern)
+        fns = {"ours": lambda: kern.launch(grid, block, argv),
+               "torch": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)}
+        try:
+            fns["torch"]()
+        except Exception as e:  # noqa: BLE001 - report: no baseline for this torch build
+            print(f"{shape}: torch._scaled_mm blockwise failed: {type(e).__name__}: {e}", flush=True)
+            del fns["torch"]
+        fns["ours"]()
+        torch.cuda.synchronize()
+        reps = {nm: max(1, int(BATCH_MS / max(1e-3, _batch(torch, f, 3)))) for nm, f in fns.items()}
+        times = {nm: [] for nm in fns}
+        for r in range(args.rounds):
+            for nm in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+                times[nm].append(_batch(torch, fns[nm], reps[nm]))
+        ms = {nm: statistics.median(t) for nm, t in times.items()}
+        if "torch" not in fns:
+            print(f"{shape}: ours {flops_tf(m, n, k, ms['ours']):.0f} TFLOP/s (no torch baseline)", flush=True)
+            ok = False
+            continue
+        ref = fns["torch"]().float()
+        err = float(torch.linalg.norm(d.float() - ref) / torch.linalg.norm(ref))
+        flops = 2.0 * m * n * k
+        row = {"shape": shape, "device": dev.name, "kernel": spec.kernel_name, "ms": ms,
+               "tflops": {nm: flops / t / 1e9 for nm, t in ms.items()}, "ratio": ms["torch"] / ms["ours"],
+               "rel_error_vs_torch": err, "checked_ok": err < 1e-2, "rounds": args.rounds}
+        ok &= row["checked_ok"]
+        print(f"{shape}: ours {row['tflops']['ours']:.0f} TFLOP/s, torch blockwise _scaled_mm {row['tflops']['torch']:.0f}, "
+              f"ratio {row['ratio']:.3f}, rel error vs torch {err:.1e} [{spec.kernel_name}]", flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        kern.unload()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

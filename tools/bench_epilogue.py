@@ -1,0 +1,162 @@
+"""Benchmark (issue 17): the fused epilogue chain on the H200, in one process, alternating rounds, medians.
+
+Per shape (bf16 in, f32 accumulate, the tuned kernel of ``ptxgen.runtime.choose.choose_spec`` for that shape):
+
+* ``plain``:       the tuned kernel, D = bf16(A B^T)
+* ``fused``:       the same kernel with --fuse bias=col:bf16,act=gelu_tanh: D = bf16(gelu(A B^T + bias))
+* ``torch_eager``: torch.nn.functional.gelu(torch.matmul(A, B.t()) + bias, approximate="tanh")  (three kernels)
+* ``torch_linear``: gelu(F.linear(A, B, bias)), the bias in cuBLAS's epilogue, the gelu a second kernel
+* ``cublas``:      torch.matmul(A, B.t()) alone
+
+and, with --fp8, the FP8-output chain with per-row scales (--fuse scale=row --out-dtype e4m3, writing amax)
+against torch eager doing the same: y = A B^T (bf16), amax = |y|.amax(1), q = (y x scale[:, None]).to(e4m3).
+
+Every variant runs once per round, the order rotating each round; the fused outputs are checked against torch's.
+Writes one JSON line per shape to --json (and prints a table).
+
+    python tools/bench_epilogue.py 8192x8192x8192 4096x4096x4096 --fp8 --json $OUT/bench_epilogue.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+from ptxgen.derive.fusion import parse_chain
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.emit.render import render_kernel
+from ptxgen.api.fused import fused_spec
+from ptxgen.runtime.gpu import Kernel, require_gpu
+from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
+from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.choose import choose_spec
+
+BATCH_MS = 25.0
+
+
+def _launcher(torch, spec, p, dev, a, b, d, extra=None):
+    plan = plan_kernel(spec)
+    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    k = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
+    grid, block, _ = launch_geometry(plan, p, dev.sm_count, k)
+    args = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra)
+    return lambda: k.launch(grid, block, args)
+
+
+def _batch(torch, fn, reps: int) -> float:
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / reps
+
+
+def rotate(torch, fns: dict, rounds: int, warmup: int = 5) -> dict:
+    """Median ms per variant over ``rounds`` rounds; each round runs every variant once (a batch of launches), the
+    order rotated by one each round so that drift hits all of them alike."""
+    for _ in range(warmup):
+        for f in fns.values():
+            f()
+    torch.cuda.synchronize()
+    reps = {n: max(1, int(BATCH_MS / max(1e-3, _batch(torch, f, 3)))) for n, f in fns.items()}
+    names = list(fns)
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            times[n].append(_batch(torch, fns[n], reps[n]))
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
+def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool) -> dict:
+    import torch.nn.functional as F
+
+    dev = require_gpu()
+    spec, why = choose_spec("bf16", "sm_90a", m, n, k)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=gen)
+    p = Problem(m, n, k, k, k, n)
+    check_problem(spec, p)
+    d_plain = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    d_fused = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    fspec = fused_spec(spec, parse_chain("bias=col:bf16,act=gelu_tanh"), "bf16")
+    fns = {
+        "plain": _launcher(torch, spec, p, dev, a, b, d_plain),
+        "fused": _launcher(torch, fspec, p, dev, a, b, d_fused, extra={"alpha": 1.0, "BIAS": bias.data_ptr()}),
+        "torch_eager": lambda: F.gelu(torch.matmul(a, b.t()) + bias, approximate="tanh"),
+        "torch_linear": lambda: F.gelu(F.linear(a, b, bias), approximate="tanh"),
+        "cublas": lambda: torch.matmul(a, b.t()),
+    }
+    q8 = None
+    if fp8:
+        scale = (torch.rand(m, device="cuda", generator=gen) * 0.05 + 0.01).float()
+        q8 = torch.empty(m, n, device="cuda", dtype=torch.float8_e4m3fn)
+        amax = torch.zeros(m, device="cuda", dtype=torch.float32)
+        pspec = fused_spec(spec, parse_chain("scale=row"), "e4m3")
+        fns["fp8_fused"] = _launcher(torch, pspec, Problem(m, n, k, k, k, n), dev, a, b, q8,
+                                     extra={"alpha": 1.0, "SCALE": scale.data_ptr(), "AMAX": amax.data_ptr()})
+
+        def fp8_torch():
+            y = torch.matmul(a, b.t())
+            am = y.abs().amax(dim=1)
+            return (y.float() * scale[:, None]).to(torch.float8_e4m3fn), am
+
+        fns["fp8_torch"] = fp8_torch
+    ms = rotate(torch, fns, rounds)
+    ref = F.gelu(torch.matmul(a.float(), b.float().t()) + bias.float(), approximate="tanh")
+    err = float(torch.linalg.norm(d_fused.float() - ref) / torch.linalg.norm(ref))
+    err_plain = float(torch.linalg.norm(d_plain.float() - a.float() @ b.float().t()) / torch.linalg.norm(a.float() @ b.float().t()))
+    flops = 2.0 * m * n * k
+    row = {"shape": f"{m}x{n}x{k}", "device": dev.name, "kernel": spec.kernel_name, "fused_kernel": fspec.kernel_name, "why": why,
+           "ms": ms, "tflops": {v: flops / t / 1e9 for v, t in ms.items()}, "rounds": rounds,
+           "fused_over_plain": ms["plain"] / ms["fused"], "fused_over_torch_eager": ms["torch_eager"] / ms["fused"],
+           "fused_over_torch_linear": ms["torch_linear"] / ms["fused"], "plain_over_cublas": ms["cublas"] / ms["plain"],
+           "rel_error_fused": err, "rel_error_plain": err_plain, "checked_ok": err < 1e-2 and err_plain < 1e-2}
+    if fp8:
+        q_t, am_t = fns["fp8_torch"]()
+        y = a.float() @ b.float().t()
+        deq = q8.float() / scale[:, None]
+        row["fp8_over_torch"] = ms["fp8_torch"] / ms["fp8_fused"]
+        row["fp8_rel_error"] = float(torch.linalg.norm(deq - y) / torch.linalg.norm(y))
+        row["fp8_amax_rel_error"] = float(((amax - y.abs().amax(dim=1)).abs() / y.abs().amax(dim=1)).max())  # amax: every round raised it
+        row["fp8_same_code_as_torch"] = float((q8.view(torch.uint8) == q_t.view(torch.uint8)).float().mean())
+        row["checked_ok"] = row["checked_ok"] and row["fp8_rel_error"] < 5e-2 and row["fp8_amax_rel_error"] < 1e-2
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shapes", nargs="*", default=["8192x8192x8192", "4096x4096x4096"])
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--fp8", action="store_true", help="also the FP8-output chain with per-row scales against torch eager")
+    ap.add_argument("--json", help="append one JSON line per shape here")
+    args = ap.parse_args()
+    import torch
+
+    ok = True
+    for shape in args.shapes:
+        m, n, k = map(int, shape.split("x"))
+        row = bench_shape(torch, m, n, k, args.rounds, args.fp8)
+        ok &= row["checked_ok"]
+        t = row["tflops"]
+        print(f"{row['shape']}: " + ", ".join(f"{v} {t[v]:.0f} TFLOP/s ({row['ms'][v]:.3f} ms)" for v in t), flush=True)
+        print(f"  fused/plain {row['fused_over_plain']:.3f} (time ratio, 1 = free), fused vs torch eager "
+              f"{row['fused_over_torch_eager']:.2f}x, vs torch linear+gelu {row['fused_over_torch_linear']:.2f}x, plain/cuBLAS "
+              f"{row['plain_over_cublas']:.3f}; rel error {row['rel_error_fused']:.1e}"
+              + (f"; FP8 out: {row['fp8_over_torch']:.2f}x torch eager, rel error {row['fp8_rel_error']:.1e}, amax "
+                 f"{row['fp8_amax_rel_error']:.1e}, same code as torch {row['fp8_same_code_as_torch']:.3f}" if args.fp8 else "")
+              + f"; ok {row['checked_ok']}", flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
