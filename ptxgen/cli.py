@@ -202,7 +202,9 @@ def _list_dropped(grid) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .sweep import run_sweep, summary_table, worker_count, write_json
+    from pathlib import Path
+
+    from .sweep import JOURNAL_SUFFIX, run_sweep, summary_table, worker_count, write_json
 
     if args.merge:
         return _sweep_merge(args)
@@ -234,11 +236,13 @@ def cmd_sweep(args) -> int:
     jobs, clamped = worker_count(args.jobs, len(specs) - len(done))
     if clamped:
         print(f"ptxgen sweep: {clamped}", file=sys.stderr)
-    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done)
+    journal = args.json + JOURNAL_SUFFIX if args.json else None  # a sweep killed outright: --resume OUT.journal
+    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done, journal=journal)
     report.update(grid=grid.name, grid_size=len(grid.specs), shard=args.shard or "1/1",
                   kernel_names=sorted(names))
     if args.json:  # first: the report is never lost to a problem in printing it
         write_json(report, args.json)
+        Path(journal).unlink(missing_ok=True)
     print(summary_table(report))
     if report["partial"]:
         print(f"ptxgen sweep: interrupted after {len(report['configs'])} of {len(specs)} configurations"

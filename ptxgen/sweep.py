@@ -240,6 +240,8 @@ def entry_problem(c) -> str | None:
     """Why a report entry cannot be trusted (None: it can): the schema, the spec it names, its checksum."""
     if not isinstance(c, dict):
         return f"not an object but {type(c).__name__}"
+    if UNREADABLE in c:
+        return str(c[UNREADABLE])
     name, checks = c.get("kernel_name"), c.get("checks")
     if not isinstance(name, str):
         return "no kernel_name"
@@ -398,18 +400,30 @@ def summarize(results: list[dict]) -> dict:
     }
 
 
+JOURNAL_SUFFIX = ".journal"
+
+
 def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
-              done: list[dict] | None = None) -> dict:
+              done: list[dict] | None = None, journal: str | None = None) -> dict:
     """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
-    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``."""
+    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``.
+    ``journal``: a file each result is appended to (a JSON line) as it arrives, so that a sweep killed outright
+    (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it."""
     results = list(done or [])
     skip = {r["kernel_name"] for r in results}
     todo = [s for s in specs if s.kernel_name not in skip]
     jobs = max(1, min(jobs, len(todo), default_jobs()))
     bar = Progress(len(todo)) if progress else None
+    log = open(journal, "w", encoding="utf-8") if journal else None  # noqa: SIM115 - closed below
+    if log:  # the results kept from an earlier run first: the journal alone holds everything done
+        log.writelines(json.dumps(r) + "\n" for r in results)
+        log.flush()
 
     def on_result(r: dict) -> None:
         results.append(r)
+        if log:
+            log.write(json.dumps(r) + "\n")
+            log.flush()
         if bar:
             bar.update(r)
 
@@ -421,6 +435,9 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
             _run_parallel(todo, jobs, compile, run, on_result)
     except KeyboardInterrupt:
         partial = True
+    finally:
+        if log:
+            log.close()
     if bar:
         bar.close()
     results.sort(key=lambda r: r["kernel_name"])
@@ -460,14 +477,29 @@ def write_json(report: dict, path: str) -> None:
 
 # ------------------------------------------------------------------------------------------------
 def read_report(path: str) -> dict:
-    """A sweep report, or ValueError naming the file and what is wrong with it."""
+    """A sweep report, or ValueError naming the file and what is wrong with it. A ``.journal`` file (the results of
+    a sweep that was killed, a JSON line each) reads as a partial report; a line that is not JSON (the one being
+    written when it died) becomes an entry that :func:`trusted_entries` refuses."""
     try:
-        r = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        if path.endswith(JOURNAL_SUFFIX):
+            return {"configs": [_json_line(line) for line in text.splitlines() if line.strip()], "partial": True}
+        r = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: cannot read a sweep report: {e}") from None
     if not isinstance(r, dict) or not isinstance(r.get("configs"), list):
         raise ValueError(f"{path}: not a ptxgen sweep report (no list of configs)")
     return r
+
+
+def _json_line(line: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return {UNREADABLE: "a torn line, not JSON (the one being written when the sweep died?)"}
+
+
+UNREADABLE = "_unreadable"
 
 
 def _shard_of(path: str, r: dict) -> tuple[int, int]:

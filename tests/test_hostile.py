@@ -760,3 +760,54 @@ def test_grid_of_an_empty_or_negative_problem_is_refused(m, n):
     abi = plan_kernel(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")).abi
     with pytest.raises(ValueError, match="at least 1"):
         abi.grid(m, n, 132)
+
+
+# -- a sweep killed outright loses only the configurations in flight -------------------------------
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
+def test_a_killed_sweep_resumes_from_its_journal(tmp_path):
+    import signal
+
+    out = tmp_path / "r.json"
+    journal = tmp_path / "r.json.journal"
+    argv = [sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--shard", "1/40", "--no-compile", "--jobs", "1"]
+    proc = subprocess.Popen([*argv, "--json", str(out)], env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if journal.exists() and journal.read_text().count("\n") >= 3:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "the sweep finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not out.exists()
+    lines = journal.read_text().splitlines()
+    with journal.open("a") as f:
+        f.write('{"kernel_name": "torn')  # the line being written when it died
+    r = subprocess.run([*argv, "--resume", str(journal), "--json", str(tmp_path / "done.json")], env=_env(), cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    kept = sum(1 for line in lines if line.endswith("}"))
+    assert f"{kept} already in" in r.stderr and "a torn line" in r.stderr, r.stderr[-2000:]
+    report = json.loads((tmp_path / "done.json").read_text())
+    assert not report["partial"] and sorted(report["kernel_names"]) == sorted(c["kernel_name"] for c in report["configs"])
+    assert not (tmp_path / "done.json.journal").exists()  # the finished report replaces its own journal
+
+
+@settings(max_examples=200, deadline=None)
+@given(where=st.floats(0, 1, exclude_max=True), byte=st.integers(1, 255), cut=st.booleans())
+def test_fuzz_cache_entry_decoder(where, byte, cut):
+    """Random damage to a cubin cache entry: the decoder gives the kernel exactly, or nothing (then it is recompiled)."""
+    from ptxgen.runtime import cache
+    from ptxgen.runtime.toolchain import Compiled
+
+    key = "ab" * 32
+    good = Compiled("k", "sm_90a", ".version 9.0\n" * 20, bytes(range(256)) * 4, "log")
+    data = cache.encode_entry(key, good)
+    i = int(where * len(data))
+    bad = data[:i] if cut else data[:i] + bytes([data[i] ^ byte]) + data[i + 1:]
+    got = cache.decode_entry(bad, key)
+    assert got is None or got == good
