@@ -2,7 +2,7 @@
 (direct and TMA store) and the ping-pong kernel, at shapes off every tile multiple, against the float64 reference
 (ptxgen.model.chainref) of the same inputs. One file, so that it can be run on its own:
 
-    python -m pytest -q -m gpu tests/test_epilogue_ops.py -n 4
+    python -m pytest -q -m gpu tests/test_epilogue_ops.py        (tools/gpu_issue17.sh runs it, the sanitizer and the benches)
 
 Skips cleanly without a GPU (or without torch).
 """

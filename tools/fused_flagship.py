@@ -24,7 +24,7 @@ def f64(t):
 
 def main() -> int:
     torch.manual_seed(3)
-    m, n, k = 333, 520, 200
+    m, n, k = 333, 520, 208  # K x 2 B a multiple of 16 (TMA rows)
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, k, device="cuda").to(torch.bfloat16)
     c = torch.randn(m, n, device="cuda").to(torch.bfloat16)

@@ -12,7 +12,8 @@ STEPS=${*:-tests sanitizer bench}
 for step in $STEPS; do
   case $step in
     tests)
-      timeout 300 python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider -n 4 > "$OUT/epilogue_ops_pytest.log" 2>&1
+      XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4")
+      timeout 420 python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider $XDIST > "$OUT/epilogue_ops_pytest.log" 2>&1
       tail -15 "$OUT/epilogue_ops_pytest.log" ;;
     sanitizer)
       SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
