@@ -39,15 +39,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--stages", type=int, default=5)
-    ap.add_argument("--epilogue", default="direct")
+    ap.add_argument("--variants", default="s5-direct,s4-tma,s6-direct",
+                    help="comma-separated kernel variants sN-direct|sN-tma (N: pipeline stages), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
 
     dev = require_gpu()
     ok = True
-    for shape in args.shapes:
+    variants = []
+    for v in args.variants.split(","):
+        st, ep = v.split("-")
+        variants.append((v, int(st[1:]), ep))
+    for shape, (vname, stages, epilogue) in ((s, v) for s in args.shapes for v in variants):
         m, n, k = map(int, shape.split("x"))
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
@@ -56,7 +60,7 @@ def main() -> int:
         sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
         kb4 = -(-kb // 4) * 4  # cuBLAS wants the weight's K blocks padded to a multiple of 4
         sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
-        spec = ptxgen.api.fp8blocks.default_spec(stages=args.stages, epilogue=args.epilogue)
+        spec = ptxgen.api.fp8blocks.default_spec(stages=stages, epilogue=epilogue)
         plan = plan_kernel(spec)
         kern = Kernel(compile_cuda(render_kernel(plan), spec.kernel_name, "sm_90a").cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
         p = Problem(m, n, k, k, k, n)
@@ -87,11 +91,11 @@ def main() -> int:
         ref = fns["torch"]().float()
         err = float(torch.linalg.norm(d.float() - ref) / torch.linalg.norm(ref))
         flops = 2.0 * m * n * k
-        row = {"shape": shape, "device": dev.name, "kernel": spec.kernel_name, "ms": ms,
+        row = {"shape": shape, "variant": vname, "device": dev.name, "kernel": spec.kernel_name, "ms": ms,
                "tflops": {nm: flops / t / 1e9 for nm, t in ms.items()}, "ratio": ms["torch"] / ms["ours"],
                "rel_error_vs_torch": err, "checked_ok": err < 1e-2, "rounds": args.rounds}
         ok &= row["checked_ok"]
-        print(f"{shape}: ours {row['tflops']['ours']:.0f} TFLOP/s, torch blockwise _scaled_mm {row['tflops']['torch']:.0f}, "
+        print(f"{shape} {vname}: ours {row['tflops']['ours']:.0f} TFLOP/s, torch blockwise _scaled_mm {row['tflops']['torch']:.0f}, "
               f"ratio {row['ratio']:.3f}, rel error vs torch {err:.1e} [{spec.kernel_name}]", flush=True)
         if args.json:
             with open(args.json, "a") as f:
