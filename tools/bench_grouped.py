@@ -9,7 +9,8 @@ same memory as b.transpose(-2, -1)):
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.bench.alternate: ours, torch, torch, ours, ...),
 each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
 useful work (2 x rows x N x K), weight bandwidth (G x N x K x 2 bytes / time) and host time per call (the Python
-call without synchronizing, averaged over many calls, the GPU kept busy by them). The geometric mean of the
+call without synchronizing, averaged over many calls, the GPU kept busy by them). ptxgen writes into one
+preallocated out; torch._grouped_mm allocates its output each call (from its caching allocator). The geometric mean of the
 ratios (torch time / ours) of the default kernel is printed last.
 Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512]
 """
@@ -115,8 +116,6 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
 
 def main() -> int:
     global torch
-    import torch
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="append one JSON line per case and kernel")
     ap.add_argument("--rounds", type=int, default=20)
@@ -124,6 +123,8 @@ def main() -> int:
     ap.add_argument("--cases", default="8x2048,64x0-512,8x1-256")
     ap.add_argument("--candidates", action="store_true", help="also measure the CANDIDATES tiles")
     args = ap.parse_args()
+    import torch
+
     dev = torch.cuda.get_device_name()
     print(f"device {dev}, torch {torch.__version__}, ptxgen {ptxgen.__version__}", flush=True)
     default = grouped_spec("bf16")
