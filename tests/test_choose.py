@@ -62,7 +62,7 @@ def test_small_m_tile_fills_one_wave():
 def test_choose_rules_and_their_names():
     c = choose("bf16", "sm_90a", 8192, 8192, 1024, TABLE)
     assert c.chosen_by == "tuned" and c.spec.to_json() == TABLE[1]["spec"]
-    c = choose("bf16", "sm_90a", 16, 4096, 4096, TABLE)
+    c = choose("bf16", "sm_90a", 16, 4096, 512, TABLE)  # 8 K-tiles: too few to split (split-k: tests/test_splitk.py)
     assert c.chosen_by == "small-m" and (c.spec.bm, c.spec.bn, c.spec.stages) == (64, 64, 8)
     assert c.spec.schedule is Schedule.TILE and c.spec.a == c.spec.b and c.spec.dtype.value == "bf16"
     assert c.spec.out_dtype.value == "bf16"
@@ -115,10 +115,11 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
         return bench.BenchResult("fake", spec.kernel_name, m, n, k, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, iters, "none")
 
     monkeypatch.setattr(bench, "bench_spec", fake_bench)
-    assert main(["bench", "--dtype", "bf16", "--json", "--shapes", "16x4096x4096,4096x4096x4096,5000x5000x5000"]) == 0
+    assert main(["bench", "--dtype", "bf16", "--json", "--shapes", "16x4096x512,4096x4096x4096,5000x5000x5000,16x7168x16384"]) == 0
     out = json.loads(capsys.readouterr().out)
     rules = [s["chosen_by"] for s in out["shapes"]]
-    assert rules == ["small-m", "tuned", "nearest-fit+off-sector"]
+    assert rules == ["small-m", "tuned", "nearest-fit+off-sector", "split-k"]
+    assert out["shapes"][3]["kernel"].endswith("_sk2")
     assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
 
 

@@ -12,10 +12,10 @@ from ..derive.spec import TileSpec, make_spec
 from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
 from ..runtime.fastlaunch import launcher
 from ..runtime.gpu import Device, NoGPU
-from ..runtime.launch import Problem, launch_geometry
+from ..runtime.launch import Problem, launch_geometry, split_problem
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
-from .launchplan import Launch, info_key, tensor_type, torch_key
+from .launchplan import Launch, info_key, tensor_type, torch_key, workspace
 from .streams import stream_handle
 
 
@@ -51,6 +51,7 @@ class CompiledKernel:
         self.cache_hit = cache_hit
         self.cache_path = cache_path
         self._kernel = None
+        self._reduce = None  # split-K: the reduction kernel of the same cubin
         self._lock = threading.Lock()
         self._torch_entries: dict = {}  # torch_key -> Launch: the hot path
         self._entries: dict = {}  # info_key -> Launch: arrays of any library
@@ -111,6 +112,8 @@ class CompiledKernel:
                     dev = streams.require_gpu()
                     self._require_arch(dev)
                     streams.ensure_current(dev)
+                    if self.plan.reduce_abi is not None:
+                        self._reduce = gpu.Kernel(self.cubin, self.plan.reduce_abi.name, 0)
                     self._kernel = gpu.Kernel(self.cubin, self.name, self.shared_bytes)
         return self._kernel
 
@@ -162,6 +165,8 @@ class CompiledKernel:
         for info in (ai, bi, oi):
             if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
                 streams.wait_for_producer(info.producer_stream, handle)
+        if entry.split and ai.library == "torch":
+            workspace(entry.device_index, handle, entry.workspace_bytes, a)  # split-K: torch memory for this stream
         entry.run(ai.ptr, bi.ptr, oi.ptr, handle)
         if allocated and ai.library == "torch":
             _record_torch_stream(out, stream, handle)
@@ -194,10 +199,10 @@ class CompiledKernel:
                           zero_fill=p.k == 0 and p.m > 0 and p.n > 0)
         kernel = self.load()
         streams.ensure_current(dev)
-        grid, block, smem = launch_geometry(self.plan, p, dev.sm_count, kernel)
+        grid, block, smem = launch_geometry(self.plan, split_problem(self.plan, p), dev.sm_count, kernel)
         driver = launcher()
         return Launch(**common, func=int(kernel.func), grid=grid, block_dim=block, smem=smem, driver=driver,
-                      encode=driver.encode)
+                      encode=driver.encode, reduce_func=int(self._reduce.func) if self._reduce is not None else 0)
 
 
 def _zero(out, library: str) -> None:

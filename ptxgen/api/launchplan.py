@@ -15,7 +15,7 @@ import threading
 from ..derive.kernel import KernelPlan
 from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, error_name
 from ..runtime.gpu import CudaError
-from ..runtime.launch import Problem, map_args
+from ..runtime.launch import Problem, map_args, reduce_geometry, split_problem, workspace_bytes
 from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 from .binding import overlaps
 
@@ -44,12 +44,55 @@ def build_params(plan: KernelPlan, p: Problem, encode) -> tuple[ParamBlock, dict
     return block, {name: group[0] if len(group) == 1 else SlotGroup(group) for name, group in slots.items()}
 
 
+def build_reduce_params(plan: KernelPlan, p: Problem) -> tuple[ParamBlock, PtrSlot, PtrSlot]:
+    """Split-K: the reduction kernel's parameter block for problem ``p``, and its workspace and D pointer slots."""
+    params = plan.reduce_abi.params
+    block = ParamBlock([q.kind for q in params])
+    values = {"M": p.m, "N": p.n, "ldw": plan.split.workspace_ld(p.n), "ldd": p.ldd}
+    slots = {}
+    for i, q in enumerate(params):
+        if q.kind == "ptr":
+            slots[q.name] = PtrSlot(block, i)
+        else:
+            block.set(i, values[q.name])
+    return block, slots["W"], slots["D"]
+
+
+# Split-K workspaces, one per (device, stream, bytes), kept for the process: a launch on a stream uses that stream's
+# workspace, so calls on two streams never share one, and a CUDA graph that captured a launch replays it over memory
+# that stays allocated. Torch callers get torch memory (inside a graph capture: the graph's pool); others cuMemAlloc.
+_WORKSPACES: dict = {}
+_WORKSPACE_LOCK = threading.Lock()
+
+
+def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> int:
+    """The address of the split-K workspace of ``nbytes`` for (device, stream), allocated on first use."""
+    key = (device_index, stream, nbytes)
+    w = _WORKSPACES.get(key)
+    if w is None:
+        with _WORKSPACE_LOCK:
+            w = _WORKSPACES.get(key)
+            if w is None:
+                if torch_like is not None:
+                    t = torch_like.new_empty((nbytes,), dtype=sys.modules["torch"].uint8)
+                    w = (t.data_ptr(), t)
+                else:
+                    from ..runtime.gpu import Buffer
+
+                    b = Buffer(nbytes)
+                    w = (b.address, b)
+                _WORKSPACES[key] = w
+    return w[0]
+
+
 class Launch:
     """One prepared launch (see the module's docstring). ``run`` is the hot path; ``call_torch`` reads torch
-    tensors directly (``data_ptr()``: no DLPack, no interface dicts)."""
+    tensors directly (``data_ptr()``: no DLPack, no interface dicts). Split-K: two launches, the MMA kernel into the
+    calling stream's workspace, then the reduction kernel (``reduce_func``) into D."""
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, func: int, grid, block_dim, smem: int, driver, encode,
-                 ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False):
+                 ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False,
+                 reduce_func: int = 0):
         self.problem = problem
         self.m, self.n, self.k = problem.m, problem.n, problem.k
         self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0
@@ -66,16 +109,25 @@ class Launch:
         self._lock = threading.Lock()
         self._torch_dtype = None
         self._stream = None
+        self.split = plan.split is not None
         if self.empty:
             self.params, self.slots = None, ()
             return
-        self.block, slots = build_params(plan, problem, encode)
+        self.block, slots = build_params(plan, split_problem(plan, problem), encode)
         self.slots = (slots["A"], slots["B"], slots["D"])
         self.params = self.block.address
+        if self.split:  # the MMA kernel's D slot takes the workspace; the reduction's slots the workspace and D
+            self.reduce_func = reduce_func
+            self.workspace_bytes = workspace_bytes(plan, problem)
+            (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), _ = reduce_geometry(plan, problem)
+            self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
+            self.rparams = self.rblock.address
 
     # -- the hot path ------------------------------------------------------------------------------------
     def run(self, pa: int, pb: int, pd: int, stream: int) -> None:
         """Point the block at these arrays and launch on ``stream``."""
+        if self.split:
+            return self._run_split(pa, pb, pd, stream)
         sa, sb, sd = self.slots
         with self._lock:
             if sa.ptr != pa:
@@ -90,6 +142,23 @@ class Launch:
                     self._ensure_context()
                     rc = self._launch(self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream,
                                       self.params, None)
+                if rc:
+                    raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+
+    def _run_split(self, pa: int, pb: int, pd: int, stream: int) -> None:
+        sa, sb, sd = self.slots
+        with self._lock:
+            w = _WORKSPACES.get((self.device_index, stream, self.workspace_bytes))
+            w = w[0] if w is not None else workspace(self.device_index, stream, self.workspace_bytes)
+            for slot, ptr in ((sa, pa), (sb, pb), (sd, w), (self.rw, w), (self.rd, pd)):
+                if slot.ptr != ptr:
+                    slot.point(ptr)
+            for args in ((self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None),
+                         (self.reduce_func, self.rgx, self.rgy, self.rgz, self.rbx, self.rby, self.rbz, 0, stream, self.rparams, None)):
+                rc = self._launch(*args)
+                if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
+                    self._ensure_context()
+                    rc = self._launch(*args)
                 if rc:
                     raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
 
@@ -114,6 +183,8 @@ class Launch:
             return out
         if stream is None:
             stream = self._torch_stream(self.device_index)
+        if self.split and (self.device_index, stream, self.workspace_bytes) not in _WORKSPACES:
+            workspace(self.device_index, stream, self.workspace_bytes, a)  # torch memory (a graph's pool when capturing)
         self.run(pa, pb, po, stream)
         return out
 

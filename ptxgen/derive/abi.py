@@ -50,6 +50,7 @@ class KernelABI:
     ctas_per_tile: int = 1  # 2 for a CTA pair (cta_group::2): the cluster of 2 computes one tile
     cluster_tile: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N (the launch cluster is 1D: cluster)
     grouped: bool = False  # a grouped GEMM: the grid comes from M, N and the group count (derive.grouped)
+    splits: int = 1  # split-K: grid z, one CTA per (tile, split)
 
     def num_tiles(self, m: int, n: int) -> int:
         """BM x BN tiles of D, partial tiles included."""
@@ -70,7 +71,7 @@ class KernelABI:
         size = self.cluster[0] * self.cluster[1] * self.cluster[2]
         if size == 1:
             tiles = self.num_tiles(m, n)
-            return (min(tiles, sm_count) if self.persistent else tiles, 1, 1)
+            return (min(tiles, sm_count) if self.persistent else tiles, 1, self.splits)
         cm, cn = self.cluster_tile
         tiles_m, tiles_n = -(-m // self.tile_m), -(-n // self.tile_n)
         items = -(-tiles_m // cm) * -(-tiles_n // cn)  # cluster tiles (pair tiles), partial ones included
@@ -105,7 +106,11 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                   f"K to a multiple of BK={spec.bk} (ceil(K / {spec.bk}) x {spec.bk // (4 * v)} atoms along K); 16-byte aligned"),
             Param("SFB", "ptr", "B's scale factors, the same layout with N rows"),
         )
-    d = Param("D", "ptr", "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else ""))
+    d_doc = "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")
+    if spec.split:
+        d_doc = (f"the f32 split-K workspace: {spec.split_k} slices of M x ldd, split z (blockIdx.z) stores its partial tile into "
+                 "slice z; the reduction kernel writes D")
+    d = Param("D", "ptr", d_doc)
     grouped = spec.grouped is not Grouping.NONE
     if grouped:
         tail = (
@@ -124,7 +129,8 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
             Param("K", "i32", "the reduction extent"),
         )
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
-    params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
+    ldd_doc = "the workspace's row stride in floats (N rounded up to 4)" if spec.split else "D's row stride in elements"
+    params = loads + tail + lds + (Param("ldd", "i32", ldd_doc),)
     if spec.fp8_blocks.value != "none":  # block-scaled FP8 (ptxgen.derive.blockfp8): the layouts torch._scaled_mm takes
         params += (Param("SFA", "ptr", "A's scales, f32, M x ceil(K/128), outer-dim-major: (m, kb) at kb x lds_a + m"),
                    Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
@@ -135,4 +141,28 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     persistent = spec.schedule is Schedule.PERSISTENT
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
-                     spec.cta_group, spec.cluster.dims, grouped)
+                     spec.cta_group, spec.cluster.dims, grouped, spec.split_k)
+
+
+@dataclass(frozen=True)
+class ReduceABI:
+    """The split-K reduction kernel's parameters (same module as the MMA kernel; grid and block from the SplitPlan)."""
+
+    name: str
+    params: tuple[Param, ...]
+
+    def doc_lines(self) -> list[str]:
+        return [f"{p.c_decl}: {p.doc}" for p in self.params]
+
+
+def reduce_abi(spec: TileSpec) -> ReduceABI | None:
+    if not spec.split:
+        return None
+    return ReduceABI(spec.kernel_name + "_reduce", (
+        Param("W", "ptr", f"the f32 workspace the MMA kernel wrote: {spec.split_k} slices of M x ldw"),
+        Param("D", "ptr", f"D, M x N row-major {spec.out_dtype.value}, 16-byte aligned rows"),
+        Param("M", "i32", "rows of D"),
+        Param("N", "i32", "columns of D"),
+        Param("ldw", "i32", "the workspace's row stride in floats"),
+        Param("ldd", "i32", "D's row stride in elements"),
+    ))

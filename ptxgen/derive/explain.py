@@ -120,6 +120,11 @@ def explain_text(t: TileLayout) -> str:
         for d in plan.grouped.derivation():
             out += _field_lines(d)
         out += plan.grouped.walk_picture()
+    if plan.split is not None:
+        out += ["", f"Split-K ({s.split_k} splits; grid z; a second kernel {plan.reduce_abi.name} sums the partials in a fixed order):"]
+        for d in plan.split.derivation():
+            out += _field_lines(d)
+        out += ["  Reduction kernel ABI: " + ", ".join(p.c_decl for p in plan.reduce_abi.params)]
     out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")

@@ -220,6 +220,17 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
         json_omit_when_default=True,
     ),
+    SpecField(
+        "split_k",
+        "--split-k",
+        "split-K (sm_90a, --schedule tile): S CTAs per output tile, each multiplying its own run of whole K-tiles "
+        "into an f32 partial tile of a workspace; a second generated kernel sums the S partials in a fixed order "
+        "(deterministic) and writes D (default 1: no split)",
+        default=1,
+        is_int=True,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.types import Grouping, Loader
-from .abi import KernelABI, kernel_abi
+from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .grouped import GroupedPlan
 from .blockfp8 import BlockFp8Plan, plan_block_fp8
@@ -17,6 +17,7 @@ from .layout import TileLayout, derive
 from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
 from .spec import TileSpec
+from .splitk import SplitPlan, plan_split
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class KernelPlan:
     grouped: GroupedPlan | None = None  # a grouped GEMM's walk over (group, tile) pairs (None: one GEMM)
     chain: ChainPlan | None = None  # the fused epilogue chain (None: D = acc converted)
     block_fp8: BlockFp8Plan | None = None  # block-scaled FP8 on wgmma (None: one accumulator, no promotion)
+    split: SplitPlan | None = None  # split-K: K-ranges, workspace, reduction (None: no split)
+    reduce_abi: ReduceABI | None = None  # split-K: the reduction kernel's parameters
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
@@ -49,4 +52,5 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk)
-    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped, chain, bfp8)
+    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped, chain, bfp8,
+                      plan_split(spec.split_k, spec.bk), reduce_abi(spec))

@@ -66,6 +66,7 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to {to}", _fmt(words))
 
     _validate_cta_group(t)
+    _validate_split_k(t)
     bms = legal_bm(t.arch, t.cta_group)
     if t.bm not in bms:
         rule = (
@@ -187,6 +188,33 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
         raise SpecError("--bn", t.bn, f"the accumulator and a K block's partial sum ({2 * t.consumer_accumulator_registers} "
                         f"registers) leave less than {REGISTER_RESERVE} of the {budget} a consumer thread has",
                         "a smaller BN or fewer slabs per consumer")
+
+
+MAX_SPLIT_K = 32  # splits of one tile: past this the workspace traffic (S f32 partial tiles) outgrows any K saved
+
+
+def _validate_split_k(t: "TileSpec") -> None:
+    s = t.split_k
+    if not 1 <= s <= MAX_SPLIT_K:
+        raise SpecError("--split-k", s, f"split-K takes 1 (no split) to {MAX_SPLIT_K} splits of K per output tile",
+                        f"1..{MAX_SPLIT_K}")
+    if s == 1:
+        return
+    if t.arch is not Arch.SM90A:
+        raise SpecError("--split-k", s, "split-K is generated for the wgmma kernels (sm_90a) only; tcgen05 is not derived",
+                        "--arch sm_90a, or --split-k 1")
+    if t.schedule is not Schedule.TILE or t.cluster is not Cluster.C1X1:
+        raise SpecError("--split-k", s, "a split-K kernel runs one CTA per (output tile, split): grid z is the split, "
+                        "so it takes the tile schedule without a cluster", "--schedule tile --cluster 1x1, or --split-k 1")
+    if t.epilogue is not Epilogue.DIRECT:
+        raise SpecError("--split-k", s, "the partial tiles are f32 stores into the workspace (direct epilogue); the "
+                        "reduction kernel writes D", "--epilogue direct, or --split-k 1")
+    if t.acc is not DType.F32:
+        raise SpecError("--split-k", s, f"the workspace holds f32 partial sums; a {t.acc.value} accumulator is not split",
+                        "--acc f32, or --split-k 1")
+    if t.fuse is not None or t.fp8_blocks.value != "none":
+        raise SpecError("--split-k", s, "a fused epilogue chain or block-scaled FP8 would act on each split's partial sums; "
+                        "the reduction kernel does not run them (not derived)", "--split-k 1 with --fuse / --fp8-blocks")
 
 
 def _validate_cluster(t: "TileSpec") -> None:

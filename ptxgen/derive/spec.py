@@ -39,7 +39,7 @@ from ..isa.types import (
 from ..isa.epiops import Fp8Blocks
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
-from .rules import STORE_BUFFERS, validate
+from .rules import MAX_SPLIT_K, STORE_BUFFERS, validate
 from .smem import SmemPlan, plan_smem
 
 
@@ -124,6 +124,9 @@ class TileSpec:
     grouped: Grouping = Grouping.NONE  # offs: a grouped GEMM over G groups (ptxgen.derive.grouped)
     fuse: ChainSpec | None = None  # the fused epilogue chain (ptxgen.derive.fusion); None: D = acc, converted
     fp8_blocks: Fp8Blocks = Fp8Blocks.NONE  # wgmma block-scaled FP8 (ptxgen.derive.blockfp8)
+    # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
+    # of a workspace; a second generated kernel sums the S partials in the fixed order 0..S-1 (ptxgen.derive.splitk).
+    split_k: int = 1
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -182,6 +185,16 @@ class TileSpec:
         '2x2'): each CTA's 64 rows sit in lanes 0-63 (columns 0..BN/2-1) and 64-127 (columns BN/2..BN-1),
         so BN/2 columns (CUTLASS tmem_frg<.., 2> M_MMA=64 atom (64,(N/2,2)):(1,(128,64)))."""
         return self.bn // 2 if self.pair and self.bm == 128 else self.bn
+
+    @property
+    def split(self) -> bool:
+        """Split-K: the MMA kernel stores f32 partial tiles and a reduction kernel writes D."""
+        return self.split_k > 1
+
+    @property
+    def stored_dtype(self) -> DType:
+        """What the MMA kernel's epilogue stores: D's type, or (split-K) the accumulator's, into the workspace."""
+        return self.acc if self.split else self.out_dtype
 
     @property
     def block_scaled(self) -> bool:
@@ -342,6 +355,7 @@ class TileSpec:
         group += "" if self.grouped is Grouping.NONE else f"_grouped{self.grouped.value}"
         group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
         group += "" if self.fuse is None else self.fuse.name_suffix
+        group += f"_sk{self.split_k}" if self.split else ""
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -390,5 +404,6 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         grouped=v["grouped"],
         fuse=parse_chain(v["fuse"]),
         fp8_blocks=v["fp8_blocks"],
+        split_k=v["split_k"],
     )
 

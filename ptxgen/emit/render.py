@@ -27,6 +27,7 @@ from .loader_view import OperandView, operand_view
 from .mma_view import KStepView, MmaView, ScaleView, SlabView, k_step_views, scale_view, slab_views, tcgen05_mma_view, wgmma_mma_view
 from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
 from .schedule_view import ClusterView, PairView, cluster_tile_coords_c, cluster_view, grid_doc, tile_coords_c
+from .splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,9 @@ class KernelView:
     release_fn: str = "mbar_arrive"  # how a consumer releases a stage: its own CTA's empty barrier, or every CTA's
     grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.grouped_view)
     row_limit: str = "M"  # the epilogue stores rows below this: M, or a grouped tile's group end
+    k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
+    k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
+    split: SplitView | None = None  # split-K: the reduction kernel
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -154,6 +158,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,
         row_limit="M" if gv is None else gv.row_limit,
+        k_range=k_range_prologue_c(plan.split, s.bk),
+        k0_expr=k0_c(plan.split, s.bk),
+        split=split_view(plan),
         **({} if pair is None else dict(
             cta_group=2,
             pair=pv,

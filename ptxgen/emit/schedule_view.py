@@ -70,6 +70,11 @@ class ClusterView:
 
 
 def grid_doc(plan: KernelPlan) -> str:
+    """The launch grid in words: x, then y and z (z: the splits of a split-K kernel)."""
+    return _grid_x_doc(plan) + (f", 1, {plan.spec.split_k}" if plan.split is not None else ", 1, 1")
+
+
+def _grid_x_doc(plan: KernelPlan) -> str:
     s, sch = plan.spec, plan.schedule
     if plan.grouped is not None:
         return f"min(SMs, (ceil(M / {s.bm}) + G - 1) x ceil(N / {s.bn})), an upper bound of the groups' tiles"

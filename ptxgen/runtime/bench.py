@@ -17,7 +17,7 @@ from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
 from ..isa.types import DType, Major
 from .gpu import Kernel, require_gpu
-from .launch import Problem, check_problem, gemm_args, launch_geometry
+from .launch import Problem, check_problem, gemm_launches, workspace_bytes
 from .toolchain import compile_cuda
 
 BATCH_MS = 2.0  # each timed sample launches a kernel often enough to take about this long
@@ -107,9 +107,17 @@ class _Case:
         odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
         self.d_full = torch.full((m, self.p.ldd), float("nan"), device="cuda", dtype=odt)
         self.d = self.d_full[:, :n]
-        grid, block, _ = launch_geometry(plan, self.p, sm_count, self.kernel)
-        args = gemm_args(plan, ga.data_ptr(), gb.data_ptr(), self.d.data_ptr(), self.p)
-        self.ours = lambda: self.kernel.launch(grid, block, args)
+        # split-K: the reduction kernel of the same module, and its f32 workspace (allocated once, outside the timing)
+        self.reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None
+        self.workspace = torch.empty(max(16, workspace_bytes(plan, self.p)), device="cuda", dtype=torch.uint8)
+        launches = gemm_launches(plan, self.kernel, self.reduce, ga.data_ptr(), gb.data_ptr(), self.d.data_ptr(),
+                                 self.workspace.data_ptr(), self.p, sm_count)
+
+        def ours():
+            for kern, grid, block, args in launches:
+                kern.launch(grid, block, args)
+
+        self.ours = ours
         self.ref = a.float() @ b.float().t()
         self.ref_norm = torch.linalg.norm(self.ref)
         self.tol = 2e-2 if spec.dtype is DType.E4M3 else 1e-2
@@ -153,6 +161,8 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     torch.cuda.synchronize()
     ours_ms, base_ms, worst = alternate(torch, case.ours, case.baseline, lambda: case.error(torch), iters, warmup)
     case.kernel.unload()
+    if case.reduce is not None:
+        case.reduce.unload()
     flops = 2.0 * m * n * k
     ours_tf, base_tf = flops / ours_ms / 1e9, flops / base_ms / 1e9
     nbytes = (m * k * spec.dtype.bytes + n * k * spec.operand_dtype("b").bytes + m * n * spec.out_dtype.bytes)

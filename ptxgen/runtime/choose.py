@@ -11,6 +11,13 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
 ``small-n``      N <= 128 (and M > 128): the mirror image, BN = 64 and BM of 128 or 64 by the same rule. Added after
                  run 25 had measured the held-out set with the older rules (10711 x 12 x 7832 ran at 0.625 there),
                  by symmetry with ``small-m``, not fitted to any shape.
+``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``SPLIT_MIN_WEIGHT``: the same tile
+                 with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.splitk``),
+                 S the largest that keeps the CTAs in one wave with at least ``SPLIT_MIN_K_TILES`` K-tiles a split.
+                 Measured on the H200 (docs/performance.md, run 27): 0.74-0.99 -> 0.98-1.43 on the decode shapes
+                 it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
+                 333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
+                 ``SPLIT_K_RULE`` turns it off.
 ``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
@@ -41,13 +48,17 @@ SMALL_M_BM = 64
 SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest first: run 25's best two
 MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m3 keeps the table's kernels
 SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
+SPLIT_K_RULE = True  # the split-k rule is on
+SPLIT_MAX = 8  # at most this many splits of K per tile
+SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
+SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
 
 
 @dataclass(frozen=True)
 class Choice:
     spec: TileSpec
     why: str
-    chosen_by: str  # the rule: tuned | small-m | small-n | nearest-fit | default (+off-sector)
+    chosen_by: str  # the rule: tuned | small-m | small-n | split-k | nearest-fit | default (+off-sector)
 
 
 def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
@@ -71,6 +82,23 @@ def small_m_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, in
         return None
     filled = [o for o in one_wave if o[2] >= SMALL_M_MIN_FILL * sm_count]
     return filled[0] if filled else max(one_wave, key=lambda o: (o[2], -o[0]))  # the most CTAs; ties: the narrower
+
+
+def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
+    """Splits of K for a ``small-m`` tile launching ``ctas`` CTAs: the most that keep every CTA in one wave and every
+    split at least SPLIT_MIN_K_TILES K-tiles (1: no split)."""
+    k_tiles = -(-k // bk)
+    s = 1
+    while s < SPLIT_MAX and ctas * (s + 1) <= sm_count and k_tiles // (s + 1) >= SPLIT_MIN_K_TILES:
+        s += 1
+    return s
+
+
+def split_spec(like: TileSpec, splits: int) -> TileSpec:
+    """The kernel family of ``like`` with K split ``splits`` ways: one CTA per (tile, split), direct f32 stores into the
+    workspace, no cluster."""
+    return dataclasses.replace(like, schedule=Schedule.TILE, consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT,
+                               cluster=Cluster.C1X1, split_k=splits)
 
 
 def small_n_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
@@ -145,7 +173,12 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
             spec = _narrow_spec(first, bm, bn, stages)
         except SpecError:
             continue
-        return Choice(spec, f"{what}: {bm} x {bn} tiles, {ctas} CTA{'s' if ctas > 1 else ''} for {sm_count} SMs in one wave" + note, rule)
+        why = f"{what}: {bm} x {bn} tiles, {ctas} CTA{'s' if ctas > 1 else ''} for {sm_count} SMs in one wave"
+        split_ok = SPLIT_K_RULE and rule == "small-m" and n * k >= SPLIT_MIN_WEIGHT
+        splits = small_m_splits(ctas, k, spec.bk, sm_count) if split_ok else 1
+        if splits > 1:
+            return Choice(split_spec(spec, splits), why + f", K split {splits} ways: {ctas * splits} CTAs" + note, "split-k")
+        return Choice(spec, why + note, rule)
     near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
     fits = [round(tile_fit(spec, m, n, sm_count), 2) for _, spec in near]
     i = fits.index(max(fits))  # the first (nearest) of the best fits

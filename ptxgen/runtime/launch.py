@@ -162,3 +162,46 @@ def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) ->
     from .tensormap import encode as driver_encode
 
     return (encode or driver_encode)(map_args(plan, operand, ptr, p))
+
+
+# ----------------------------------------------------------------------------------------------
+# Split-K: the MMA kernel writes f32 partial tiles into a workspace, the reduction kernel writes D
+# ----------------------------------------------------------------------------------------------
+def split_problem(plan: KernelPlan, p: Problem) -> Problem:
+    """The MMA kernel's problem under split-K: its D is the workspace, ``ldd`` the workspace's row stride (floats)."""
+    return replace(p, ldd=plan.split.workspace_ld(p.n)) if plan.split is not None else p
+
+
+def workspace_bytes(plan: KernelPlan, p: Problem) -> int:
+    """Bytes of f32 workspace the launch needs (0 without split-K)."""
+    return plan.split.workspace_bytes(p.m, p.n) if plan.split is not None else 0
+
+
+def reduce_geometry(plan: KernelPlan, p: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes) of the split-K reduction kernel."""
+    return plan.split.reduce_grid(p.m, p.n), plan.split.reduce_block, 0
+
+
+def reduce_args(plan: KernelPlan, w_ptr: int, d_ptr: int, p: Problem) -> KernelArgs:
+    """The reduction kernel's arguments in its ABI's order."""
+    for name, ptr in (("workspace", w_ptr), ("D", d_ptr)):
+        if ptr % 16:
+            raise ProblemError(f"{name} at {ptr:#x} is not 16-byte aligned")
+    values = {"W": ("ptr", w_ptr), "D": ("ptr", d_ptr), "M": ("i32", p.m), "N": ("i32", p.n),
+              "ldw": ("i32", plan.split.workspace_ld(p.n)), "ldd": ("i32", p.ldd)}
+    return KernelArgs([values[q.name] for q in plan.reduce_abi.params])
+
+
+def gemm_launches(plan: KernelPlan, kernel, reduce_kernel, a_ptr: int, b_ptr: int, d_ptr: int, w_ptr: int, p: Problem,
+                  sm_count: int = 132, encode=None) -> list:
+    """Every launch one GEMM takes, in order, as (loaded kernel, grid, block, KernelArgs): the MMA kernel alone, or
+    (split-K) the MMA kernel into the workspace at ``w_ptr`` then the reduction into D. Launched on one stream in this
+    order, the reduction reads the partials only after the MMA kernel wrote them."""
+    if plan.split is None:
+        grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
+        return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, d_ptr, p, encode))]
+    q = split_problem(plan, p)
+    grid, block, _ = launch_geometry(plan, q, sm_count, kernel)
+    rgrid, rblock, _ = reduce_geometry(plan, p)
+    return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, w_ptr, q, encode)),
+            (reduce_kernel, rgrid, rblock, reduce_args(plan, w_ptr, d_ptr, p))]

@@ -73,6 +73,23 @@ class SassReport:
         return s + f", {self.registers} registers, local {self.local_bytes} B"
 
 
+def function_resources(resources: str) -> dict[str, dict[str, int]]:
+    """cuobjdump --dump-resource-usage, per function: {name: {"REG": .., "STACK": .., "LOCAL": ..}}."""
+    out: dict[str, dict[str, int]] = {}
+    name = None
+    for line in resources.splitlines():
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            name = m.group(1)
+            continue
+        if name is not None:
+            vals = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|LOCAL):(\d+)", line)}
+            if vals:
+                out[name] = vals
+                name = None
+    return out
+
+
 def parse_instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(m.group(1), 16), m.group(2).strip()) for m in _LINE_RE.finditer(sass)]
 
@@ -127,7 +144,12 @@ def check_sass(
     local = sum(1 for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?(LDL|STL)\b", text))
     if local:
         problems.append(f"{local} local-memory instruction(s) (LDL/STL): registers spilled")
-    res = {k: int(v) for k, v in re.findall(r"\b(REG|STACK|LOCAL):(\d+)", resources)}
+    funcs = function_resources(resources)
+    # the MMA kernel's own line (a split-K module also holds its reduction kernel); local memory in any function counts
+    res = dict(funcs.get(spec.kernel_name) or {k: int(v) for k, v in re.findall(r"\b(REG|STACK|LOCAL):(\d+)", resources)})
+    for name, other in funcs.items():
+        if name != spec.kernel_name and (other.get("LOCAL", 0) or other.get("STACK", 0)):
+            problems.append(f"local memory in {name}: LOCAL {other.get('LOCAL', 0)} B, STACK {other.get('STACK', 0)} B")
     entry = plan_kernel(spec).pipeline.entry_registers
     if entry and not relocatable and res.get("REG", 0) != entry:
         problems.append(f"{res.get('REG', 0)} registers at launch, but the setmaxnreg budgets assume {entry}")

@@ -18,7 +18,7 @@ from ..emit.render import render_kernel
 from ..isa.numerics import CODE_DTYPE, decode, input_poison_code, poison_code, random_codes, tolerance
 from ..isa.types import Major
 from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
-from .launch import Problem, check_problem, gemm_args, global_shape, launch_geometry
+from .launch import Problem, check_problem, gemm_launches, global_shape, workspace_bytes
 from .toolchain import compile_cuda
 
 
@@ -90,15 +90,21 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     poison = poison_code(spec.out_dtype.value)
     d_rows = p.m + spec.bm
     kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
-    with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd:
+    reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None  # split-K's second kernel
+    with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd, \
+            Buffer(max(16, workspace_bytes(plan, p))) as dw:
         da.upload(ga)
         db.upload(gb)
         (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
-        grid, block, _ = launch_geometry(plan, p, dev.sm_count, kernel)
-        kernel.launch(grid, block, gemm_args(plan, da.address, db.address, dd.address, p))
+        dw.fill_u32(0x7FC00000)  # NaN: a workspace element the MMA kernel left unwritten would poison D
+        for kern, grid, block, args in gemm_launches(plan, kernel, reduce, da.address, db.address, dd.address, dw.address, p,
+                                                     dev.sm_count):
+            kern.launch(grid, block, args)
         synchronize(spec.kernel_name)
         whole = dd.download(code, d_rows * p.ldd).reshape(d_rows, p.ldd)
     kernel.unload()
+    if reduce is not None:
+        reduce.unload()
     out = whole[: p.m, : p.n]
     outside = np.ones(whole.shape, dtype=bool)
     outside[: p.m, : p.n] = False
