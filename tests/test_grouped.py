@@ -265,6 +265,9 @@ def test_grouped_kernels_compile_with_the_intended_sass(fields):
     spec = make_spec(**fields)
     src = render_kernel(plan_kernel(spec))
     assert "group_seek(gc, tile, offs, G, M, tiles_n)" in src and "nb0 + 0" in src and "row < row_end" in src
+    assert "row < M)" not in src  # no store is masked by M alone
+    if fields.get("epilogue") == "tma":
+        assert f"if ((m0 + {spec.bm} <= row_end) && (" in src  # a TMA store only for a tile inside its group
     compiled = compile_cuda(src, spec.kernel_name, "sm_90a")
     report = check_sass(spec, compiled.cubin)
     assert report.ok, report.summary() + "; " + "; ".join(report.problems)
