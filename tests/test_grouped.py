@@ -216,6 +216,8 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
     monkeypatch.setattr(grouped, "grouped_args", remember)
+    for table in ("_KERNELS", "_SPECS", "_BY_TYPES"):  # kernels loaded on the fake device must not outlive the test
+        monkeypatch.setattr(grouped, table, {})
     kern = grouped.compile_grouped(make_spec(**BASE, epilogue="tma"))
     m, n, k, g = 700, 300, 136, 5
     a = CaiArray((m, k), "<f2", 2, 0x100000, dtype="bfloat16")
@@ -236,8 +238,6 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     assert (word(d_map, 0), word(d_map, 1), word(d_map, 2), word(d_map, 3)) == (0x400000, n, m, 304 * 2)
     assert call["args"][3:] == [0x400000, 0x300000, m, n, k, g, 304]
     # the default chooser takes the same kernel for bf16
-    grouped._KERNELS.clear()
-    grouped._SPECS.clear()
     assert grouped.grouped_gemm(a, b, offs, out, stream=5) is out
     assert launched[-1]["name"] == grouped_spec("bf16").kernel_name and launched[-1]["stream"] == 5
     with pytest.raises(DTypeError, match="int32"):
