@@ -29,8 +29,8 @@ from pathlib import Path
 
 from .toolchain import Compiled, compile_cuda, nvrtc_version
 
-FORMAT = 1
-MAGIC = b"PTXGEN-KERNEL-CACHE 1\n"
+FORMAT = 2  # 2: the sha256 covers the header too
+MAGIC = b"PTXGEN-KERNEL-CACHE 2\n"
 SUFFIX = ".cubin"
 
 
@@ -101,8 +101,15 @@ def encode_entry(key: str, compiled: Compiled) -> bytes:
     ptx = compiled.ptx.encode()
     payload = ptx + compiled.cubin
     header = {"key": key, "name": compiled.name, "arch": compiled.arch, "ptx_bytes": len(ptx), "cubin_bytes": len(compiled.cubin),
-              "sha256": hashlib.sha256(payload).hexdigest(), "log": compiled.log, "toolchain": toolchain_id()}
+              "log": compiled.log, "toolchain": toolchain_id()}
+    header["sha256"] = _entry_sha256(header, payload)
     return MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def _entry_sha256(header: dict, payload: bytes) -> str:
+    """The sha256 of everything the entry says: its header (less this field) and its payload."""
+    fields = json.dumps({k: v for k, v in header.items() if k != "sha256"}, sort_keys=True).encode()
+    return hashlib.sha256(fields + b"\n" + payload).hexdigest()
 
 
 def decode_entry(data: bytes, key: str) -> Compiled | None:
@@ -118,7 +125,7 @@ def decode_entry(data: bytes, key: str) -> Compiled | None:
             return None
         payload = data[line_end + 1:]
         n_ptx, n_cubin = int(header["ptx_bytes"]), int(header["cubin_bytes"])
-        if len(payload) != n_ptx + n_cubin or hashlib.sha256(payload).hexdigest() != header["sha256"]:
+        if len(payload) != n_ptx + n_cubin or _entry_sha256(header, payload) != header["sha256"]:
             return None
         return Compiled(str(header["name"]), str(header["arch"]), payload[:n_ptx].decode(), bytes(payload[n_ptx:]),
                         str(header.get("log", "")))
