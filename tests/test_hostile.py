@@ -48,6 +48,7 @@ def _grid(tmp, body, name="g.toml"):
 def _setup(tmp):
     """Paths the table refers to: a file, a folder, a kernel folder without layout.json, a corrupt layout.json."""
     (tmp / "afile").write_text("x")
+    (tmp / "badtable.json").write_text('{"entries": [{"dtype": "bf16", "arch": "sm_90a", "spec": {}}]}')
     (tmp / "orphan" / "k1").mkdir(parents=True)
     (tmp / "orphan" / "k1" / "kernel.cu").write_text("// hand written\n")
     (tmp / "corrupt" / "k1").mkdir(parents=True)
@@ -126,6 +127,8 @@ CASES = [
     (["bench", "--arch", "sm_80"], 2, "--arch=sm_80 is illegal"),
     (["tune", "--arch", "foo"], 2, "--arch=foo is illegal"),
     (["tune", "--m", "0"], 2, "M=0 must be in 1.."),
+    (["tune", "--json", "T/badtable.json", "--merge"], 2, "not a tuning table ptxgen can add to"),
+    (["tune", "--json", "T/afile", "--merge"], 2, "not a tuning table ptxgen can add to"),
     # item 9: a typo in a grid is refused, naming the value, not dropped as an illegal combination
     (["sweep", "--grid", "T/typo_dtype.toml", "--list"], 2, "--dtype=fp16"),
     (["sweep", "--grid", "T/typo_a.toml", "--list"], 2, "kmajr-sw64"),

@@ -254,6 +254,26 @@ def cmd_bench(args) -> int:
     return EXIT_CHECK_FAILED if bad else EXIT_OK
 
 
+def _tuning_to_merge(path: str | None) -> list[dict]:
+    """The entries of the table ``tune --merge`` adds to (none if it does not exist yet), each checked as
+    ``ptxgen bench`` checks a table; UsageError naming the file and the problem otherwise."""
+    from pathlib import Path
+
+    from .tune import entry_problem, load_table
+
+    if not path or not Path(path).exists():
+        return []
+    try:
+        entries = load_table(path)
+        why = "'entries' is not a list" if not isinstance(entries, list) else next(
+            (p for p in map(entry_problem, entries) if p), None)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        why = f"{type(e).__name__}: {e}"
+    if why:
+        raise UsageError(f"--merge {path}: not a tuning table ptxgen can add to ({why})")
+    return entries
+
+
 def cmd_tune(args) -> int:
     from .gpu import NoGPU, require_gpu
     from .tune import tune_shape
@@ -262,6 +282,7 @@ def cmd_tune(args) -> int:
     check_dims(shapes)
     check_arch(args.arch)
     _check_out(args.json)
+    old = _tuning_to_merge(args.json) if args.merge else []  # a table that cannot be merged: exit 2 before the work
     try:
         dev = require_gpu()
         arch = args.arch or dev.arch.value
@@ -275,12 +296,11 @@ def cmd_tune(args) -> int:
         print(f"ptxgen tune: {e}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
-        from pathlib import Path
+        from ..outputs import write_text_atomic
 
-        old = json.loads(Path(args.json).read_text())["entries"] if args.merge and Path(args.json).exists() else []
         keep = [e for e in old if (e["dtype"], e["arch"], e["m"], e["n"], e["k"]) not in
                 {(x["dtype"], x["arch"], x["m"], x["n"], x["k"]) for x in entries}]
-        Path(args.json).write_text(json.dumps({"device": dev.name, "entries": keep + entries}, indent=1) + "\n")
+        write_text_atomic(args.json, json.dumps({"device": dev.name, "entries": keep + entries}, indent=1) + "\n")
         print(f"wrote {args.json}")
     return EXIT_OK
 

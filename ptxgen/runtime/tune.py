@@ -77,7 +77,7 @@ class TuningTableError(SettingError):
     """The tuning table named in $PTXGEN_TUNING cannot be used (the same error in ``ptxgen bench`` and ``ptxgen.gemm``)."""
 
 
-def _entry_problem(e) -> str | None:
+def entry_problem(e) -> str | None:
     if not isinstance(e, dict):
         return f"an entry is a {type(e).__name__}, not an object"
     if not (isinstance(e.get("dtype"), str) and isinstance(e.get("arch"), str) and isinstance(e.get("spec"), dict)):
@@ -100,7 +100,7 @@ def table_entries(table: list[dict] | None = None) -> list[dict]:
         if not isinstance(entries, list):
             raise TypeError("'entries' must be a list")
         for e in entries:
-            why = _entry_problem(e)
+            why = entry_problem(e)
             if why:
                 raise KeyError(why)
         return entries
