@@ -242,3 +242,15 @@ def test_ptxgen_gemm_takes_the_chain_keywords(simulated):
     assert ptxgen.gemm(a, b, out, bias=bias, activation="relu") is out
     ((name, grid, block, args, stream),) = simulated
     assert name.endswith("_fbcf32relu") and args[-2:] == [1.0, bias.ptr]
+
+
+def test_beta_zero_ignores_c(simulated):
+    """As torch.addmm: with beta = 0 the kernel does not read C at all."""
+    import ptxgen
+
+    m, n, k = 100, 72, 64
+    a, b = _Arr((m, k), strides=(k, 1)), _Arr((n, k), strides=(k, 1))
+    out, c = _Arr((m, n), strides=(n, 1)), _Arr((m, n), strides=(n, 1))
+    ptxgen.gemm(a, b, out, c=c, activation="silu")
+    ((name, grid, block, args, stream),) = simulated
+    assert name.endswith("_fsilu") and c.ptr not in args

@@ -120,7 +120,9 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     if fp8 and scale is None:
         raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
     m, n = ai.shape[0], bi.shape[0]
-    chain = _chain(infos["bias"], bias_axis, activation, c is not None, residual is not None, infos["scale"], scale_mode, m, alpha)
+    # beta = 0 ignores C, as torch.addmm does (C is not read, so NaNs in it do not propagate)
+    chain = _chain(infos["bias"], bias_axis, activation, c is not None and beta != 0, residual is not None, infos["scale"],
+                   scale_mode, m, alpha)
     if chain is None:  # nothing to fuse: the plain kernel (ptxgen.gemm's choice, without its dispatch cache)
         if spec is None:
             spec, _ = _gemm_spec(ai, bi, oi, out_dtype, None)
