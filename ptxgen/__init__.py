@@ -18,7 +18,7 @@ import sys as _sys
 from .version import __version__
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
-_GROUPED = ("grouped_gemm", "compile_grouped")
+_GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm")
 __all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED]
 
 

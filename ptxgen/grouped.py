@@ -32,7 +32,7 @@ from .runtime.gpu import CudaError, NoGPU
 from .runtime.grouped import GroupedProblem, check_grouped_problem, grouped_args, grouped_geometry
 from .runtime.launch import ROW_ALIGN_BYTES, ProblemError
 
-__all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec"]
+__all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec", "scaled_grouped_gemm"]
 
 # The default grouped kernels: the tuned dense 4096^3 tile (bf16) and 8192^3 tile (FP8) of tuning/h200.json,
 # made grouped. Output types: the input's for 16-bit inputs, bf16 for FP8.
@@ -41,9 +41,10 @@ _GROUPED_DTYPES = ("f16", "bf16", "e4m3", "e5m2")
 _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "e5m2": "bf16"}
 
 
-def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a") -> TileSpec:
+def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", rowwise: bool = False) -> TileSpec:
     """The spec :func:`grouped_gemm` uses for ``dtype`` inputs: a persistent 128 x 256 wgmma tile with the
-    TMA-store epilogue, A and B K-major with the 128-byte swizzle, grouped over ``offs``."""
+    TMA-store epilogue, A and B K-major with the 128-byte swizzle, grouped over ``offs``; ``rowwise``: with
+    torch._scaled_grouped_mm's row-wise scales (FP8 inputs; :func:`scaled_grouped_gemm`)."""
     if dtype not in _GROUPED_DTYPES:
         raise DTypeError(f"grouped_gemm takes {', '.join(_dtype_words(d) for d in _GROUPED_DTYPES)} inputs, not {_dtype_words(dtype)}")
     out = out_dtype or _DEFAULT_OUT[dtype]
@@ -51,7 +52,8 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
         raise DTypeError(f"{dtype} inputs give f32, f16 or bf16 outputs, not {out}")
     tile = _TILES[DType(dtype).bytes]
     return make_spec(**tile, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
-                     schedule="persistent", epilogue="tma" if out != "f32" else "direct", grouped="offs")
+                     schedule="persistent", epilogue="tma" if out != "f32" else "direct",
+                     grouped="offs_rowwise" if rowwise else "offs")
 
 
 class _KernelName:
@@ -160,6 +162,42 @@ def bind_grouped(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, offs: ArrayInfo, ou
     return GroupedBinding(GroupedProblem(m, n, k, g, lda, ldb, ldd), a, b, offs, out)
 
 
+def _bind_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[int, int]:
+    """(scale_a, scale_b) pointers, checked: M f32 values, G x N f32 values, contiguous; (0, 0) without scales."""
+    rowwise = spec.grouped is Grouping.OFFS_ROWWISE
+    if not rowwise:
+        if scales is not None:
+            raise ArgumentError(f"{_KernelName(spec)} takes no scales (compile grouped='offs_rowwise' for FP8 row-wise scales)")
+        return 0, 0
+    if scales is None or scales[0] is None or scales[1] is None:
+        raise ArgumentError(f"{_KernelName(spec)} multiplies by row-wise scales: pass scale_a (M f32) and scale_b (G x N f32)")
+    sa, sb = scales
+    for info, want in ((sa, (p.m,)), (sb, (p.groups, p.n))):
+        if info.dtype != "f32":
+            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}; it must be {_dtype_words('f32')}")
+        flat = 1
+        for x in info.shape:
+            flat *= x
+        if tuple(info.shape) not in (want, (flat,)) or flat != (want[0] if len(want) == 1 else want[0] * want[1]):
+            raise ArgumentError(f"{info.name} has shape {info.shape}; it must hold {' x '.join(map(str, want))} values")
+        dense = all(st == exp for st, exp, size in zip(reversed(info.strides), _dense_strides(info.shape), reversed(info.shape)) if size > 1)
+        if not dense:
+            raise ArgumentError(f"{info.name} must be contiguous (strides {info.strides}): pass {info.name}.contiguous()")
+        if info.ptr % 4:
+            raise ArgumentError(f"{info.name}: its data at {info.ptr:#x} is not 4-byte aligned")
+    _check_devices([sa, sb])
+    return sa.ptr, sb.ptr
+
+
+def _dense_strides(shape) -> list[int]:
+    """Row-major strides, innermost first."""
+    out, acc = [], 1
+    for size in reversed(shape):
+        out.append(acc)
+        acc *= size
+    return out
+
+
 class GroupedKernel:
     """A compiled grouped kernel (``spec.grouped`` is ``offs``): ``kernel(a, b, offs, out=None, *, stream=None)``.
 
@@ -187,17 +225,24 @@ class GroupedKernel:
             check_grouped_problem(self.plan, bd.problem)
         return bd.problem
 
-    def __call__(self, a, b, offs, out=None, *, stream=None):
+    def __call__(self, a, b, offs, out=None, *, scale_a=None, scale_b=None, stream=None):
+        """``scale_a`` (M f32) and ``scale_b`` (G x N f32): for a kernel with row-wise scales (grouped='offs_rowwise'),
+        as torch._scaled_grouped_mm takes them; the others take none."""
         handle = stream_handle(stream, a)
         infos = (read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle),
                  None if out is None else read_array(out, "out", handle))
-        return self._launch(a, out, infos, handle, stream)
+        scales = None
+        if scale_a is not None or scale_b is not None:
+            scales = (read_array(scale_a, "scale_a", handle) if scale_a is not None else None,
+                      read_array(scale_b, "scale_b", handle) if scale_b is not None else None)
+        return self._launch(a, out, infos, handle, stream, scales)
 
-    def _launch(self, a, out, infos, handle: int, stream):
+    def _launch(self, a, out, infos, handle: int, stream, scales=None):
         """Bind (every check on the arrays), then the launch prepared for these pointers and this problem: the
         first call for them also checks the device and the problem, loads the kernel and encodes the maps."""
         ai, bi, fi, oi = infos
         p = bind_grouped(self.spec, ai, bi, fi, oi).problem
+        scale_ptrs = _bind_scales(self.spec, scales, p)
         dev = streams.require_gpu()
         allocated = out is None
         if allocated:
@@ -209,12 +254,12 @@ class GroupedKernel:
         for info in (ai, bi, fi, oi):
             if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
                 streams.wait_for_producer(info.producer_stream, handle)
-        key = (ai.ptr, bi.ptr, fi.ptr, oi.ptr, p)
+        key = (ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, scale_ptrs)
         drv = launcher()
         with self._lock:  # the parameter block stays alive (in the cache) while the launch reads it
             entry = self._args.get(key)
             if entry is None:
-                entry = self._args[key] = self._prepare(dev, (ai, bi, fi, oi), p, drv)
+                entry = self._args[key] = self._prepare(dev, (ai, bi, fi, oi), p, drv, scale_ptrs)
                 while len(self._args) > self._ARGS_CACHE:
                     self._args.popitem(last=False)
             else:
@@ -230,7 +275,7 @@ class GroupedKernel:
             _record_torch_stream(out, stream, handle)
         return out
 
-    def _prepare(self, dev, infos, p: GroupedProblem, drv):
+    def _prepare(self, dev, infos, p: GroupedProblem, drv, scale_ptrs=(0, 0)):
         """The launch for one set of pointers and one problem: (parameter block, cuLaunchKernel's leading arguments)."""
         self.compiled._require_arch(dev)
         for info in infos:
@@ -243,7 +288,7 @@ class GroupedKernel:
         kernel = self.compiled.load()
         streams.ensure_current(dev)
         ai, bi, fi, oi = infos
-        args = grouped_args(self.plan, ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, encode=drv.encode)
+        args = grouped_args(self.plan, ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, encode=drv.encode, scale_ptrs=scale_ptrs)
         grid, block, smem = grouped_geometry(self.plan, p, dev.sm_count)
         return args, (int(kernel.func), *grid, *block, smem)
 
@@ -345,3 +390,30 @@ def _batched(a, b, out, out_dtype, stream):
     flat = out.as_strided((g * m, n), (out.stride(1), out.stride(2)))  # the batches' rows, one after another
     grouped_gemm(a2, b, offs, flat, out_dtype=out_dtype, stream=stream)
     return out
+
+
+def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+    """FP8 (e4m3/e5m2) grouped product with row-wise scales, as ``torch._scaled_grouped_mm(a, b.transpose(-2, -1),
+    scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``: rows of group g of ``out`` are
+    ``(a[rows] @ b[g].T) * scale_a[rows, None] * scale_b[g]``; scale_a holds M_total f32 values, scale_b G x N.
+    ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`."""
+    handle = stream_handle(stream, a)
+    ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
+    oi = None if out is None else read_array(out, "out", handle)
+    scales = (read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle))
+    if ai.dtype != bi.dtype:
+        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
+    if ai.dtype not in ("e4m3", "e5m2"):
+        raise DTypeError(f"scaled_grouped_gemm takes FP8 inputs ({_dtype_words('e4m3')} or {_dtype_words('e5m2')}), not "
+                         f"{_dtype_words(ai.dtype)}; use grouped_gemm")
+    if out_dtype is None and oi is not None:
+        out_dtype = oi.dtype
+    key = (ai.dtype, out_dtype, "rowwise")
+    kernel = _BY_TYPES.get(key)
+    if kernel is None:
+        try:
+            spec = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, rowwise=True)
+        except SpecError as e:
+            raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
+        kernel = _BY_TYPES[key] = _kernel_for(spec)
+    return kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales)

@@ -5,6 +5,7 @@ same memory as b.transpose(-2, -1)):
   8x2048    8 groups of 2048 rows
   64x0-512  64 groups of 0..512 rows, seeded (numpy default_rng(seed).integers(0, 513, 64))
   8x1-256   8 groups of 1..256 rows, seeded (the weight-bandwidth-bound regime)
+  fp8-8x2048  e4m3 with row-wise scales: ptxgen.scaled_grouped_gemm against torch._scaled_grouped_mm (bf16 out)
 
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.bench.alternate: ours, torch, torch, ours, ...),
 each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
@@ -60,6 +61,49 @@ def host_us(fn, calls: int = 200) -> float:
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     return (t1 - t0) / calls * 1e6
+
+
+def run_fp8_case(case: str, rounds: int, seed: int, log) -> list[dict]:
+    """e4m3 inputs, f32 row-wise scales (scale_a per row, scale_b per group and column), bf16 out."""
+    sizes = sizes_of(case.removeprefix("fp8-"), seed)
+    g, m = len(sizes), sum(sizes)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = (torch.randn(m, K, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    b = (torch.randn(g, N, K, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    sa = torch.rand(m, device="cuda", generator=gen) + 0.5
+    sb = torch.rand(g, N, device="cuda", generator=gen) + 0.5
+    offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
+    bt = b.transpose(-2, -1)
+    out = torch.empty(m, N, device="cuda", dtype=torch.bfloat16)
+    label = f"scaled {grouped_spec('e4m3', rowwise=True).kernel_name}"
+
+    def base():
+        return torch._scaled_grouped_mm(a, bt, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+
+    def ours():
+        return ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out)
+
+    try:
+        ref = base().float()
+        ref_norm = float(torch.linalg.norm(ref))
+        ours()
+        torch.cuda.synchronize()
+        check = lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)  # noqa: E731
+        ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
+        ours_host, base_host = host_us(ours), host_us(base)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
+        return [{"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"}]
+    flops, weight_bytes = 2.0 * m * N * K, 1.0 * g * N * K
+    r = {"case": case, "kernel": label, "groups": g, "rows": m, "n": N, "k": K, "seed": seed, "ours_ms": ours_ms,
+         "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9, "torch_tflops": flops / base_ms / 1e9,
+         "ours_weight_tbs": weight_bytes / ours_ms / 1e9, "torch_weight_tbs": weight_bytes / base_ms / 1e9,
+         "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err, "ok": err < 1e-2, "rounds": rounds}
+    print(f"{case} ({g} groups, {m} rows) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s "
+          f"{r['ours_weight_tbs']:.2f} TB/s weights, host {ours_host:.1f} us | torch._scaled_grouped_mm {base_ms:.3f} ms "
+          f"{r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us | ratio {r['ratio']:.3f} rel err {err:.1e} "
+          f"{'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    return [r]
 
 
 def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log) -> list[dict]:
@@ -120,7 +164,7 @@ def main() -> int:
     ap.add_argument("--json", help="append one JSON line per case and kernel")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cases", default="8x2048,64x0-512,8x1-256")
+    ap.add_argument("--cases", default="8x2048,64x0-512,8x1-256,fp8-8x2048")
     ap.add_argument("--candidates", action="store_true", help="also measure the CANDIDATES tiles")
     args = ap.parse_args()
     import torch
@@ -135,14 +179,17 @@ def main() -> int:
             kernels.append((spec.kernel_name, compile_grouped(spec)))
     all_results = []
     for case in args.cases.split(","):
-        all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout)
+        if case.startswith("fp8-"):
+            all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
+        else:
+            all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout)
     if args.json:
         with open(args.json, "a") as f:
             for r in all_results:
                 f.write(json.dumps(r) + "\n")
     ratios = [r["ratio"] for r in all_results if r.get("kernel", "").startswith("default") and "ratio" in r]
     if ratios:
-        print(f"default kernel: geometric mean ratio (torch time / ptxgen time) {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} "
+        print(f"default bf16 kernel: geometric mean ratio (torch time / ptxgen time) {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} "
               f"over {len(ratios)} case(s)", flush=True)
     bad = [r for r in all_results if not r.get("ok")]
     return 1 if bad else 0

@@ -17,6 +17,7 @@ def specs() -> list[dict]:
     base = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
                 stages=4, schedule="persistent", grouped="offs")
     out = [grouped_spec(d).to_json() for d in ("bf16", "f16", "e4m3")]
+    out += [grouped_spec("e4m3", rowwise=True).to_json()]
     out += [dict(base), dict(base, bn=128, consumers="pingpong", epilogue="tma"), dict(base, bm=64, consumers="pingpong")]
     out += [{**grouped_spec("bf16").to_json(), **c} for c in CANDIDATES]
     return out

@@ -33,6 +33,7 @@ class Param:
             "wptr": f"unsigned char* __restrict__ {self.name}",
             "i32": f"int {self.name}",
             "i32_ptr": f"const int* __restrict__ {self.name}",
+            "f32_ptr": f"const float* __restrict__ {self.name}",
             "f32": f"float {self.name}",
         }[self.kind]
 
@@ -116,6 +117,10 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         tail = (
             d,
             Param("offs", "i32_ptr", "G int32 cumulative row ends (group g owns rows offs[g-1]..offs[g]-1), read on the GPU only"),
+        ) + ((
+            Param("scale_a", "f32_ptr", "M f32 scales, one per row of A (torch._scaled_grouped_mm's scale_a)"),
+            Param("scale_b", "f32_ptr", "G x N f32 scales, one per group and column of D (scale_b)"),
+        ) if spec.grouped is Grouping.OFFS_ROWWISE else ()) + (
             Param("M", "i32", "rows of A and D, all groups"),
             Param("N", "i32", "rows of each group's B, columns of D"),
             Param("K", "i32", "the reduction extent"),

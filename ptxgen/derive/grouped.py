@@ -64,6 +64,7 @@ class GroupedPlan:
     bm: int
     bn: int
     raster_group: int
+    rowwise: bool = False  # torch._scaled_grouped_mm's scales: acc x scale_a[row] x scale_b[group, column]
 
     @staticmethod
     def group_rows(offs: Sequence[int], m_total: int) -> tuple[tuple[int, int], ...]:
@@ -128,6 +129,14 @@ class GroupedPlan:
         return lines
 
     def derivation(self) -> tuple[Derived, ...]:
+        return self._walk_derivation() + ((
+            Derived("grouped_scales", "acc x scale_a[row] x scale_b[g N + column]",
+                    "after the main loop, before the epilogue, each accumulator element of a stored row and column is "
+                    "multiplied by its row's scale of A and its group's column scale of B (f32); others by 0",
+                    "torch._scaled_grouped_mm's row-wise FP8 scales: scale_a of M values, scale_b of G x N",
+                    "torch._scaled_grouped_mm (2-D a, 3-D b, offs; scale_a (M,), scale_b (G, N))"),) if self.rowwise else ())
+
+    def _walk_derivation(self) -> tuple[Derived, ...]:
         return (
             Derived("grouped_walk", "groups x tiles",
                     f"work items numbered group by group; group g has ceil(rows_g / {self.bm}) x ceil(N / {self.bn}) items, "

@@ -49,7 +49,8 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
         expect = t.pair.expect_tx_bytes  # the leader's full barrier counts both CTAs' copies
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
-    grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group)
+    grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
+                                                                        spec.grouped is Grouping.OFFS_ROWWISE)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped, chain, bfp8,

@@ -172,6 +172,9 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.cluster is not Cluster.C1X1 or t.block_scaled:
         raise SpecError("--grouped", g, "grouped kernels take neither clusters nor block scaling (not derived)",
                         "--cluster 1x1 without --scale")
+    if t.grouped is Grouping.OFFS_ROWWISE and (t.dtype not in (DType.E4M3, DType.E5M2) or t.acc is not DType.F32):
+        raise SpecError("--grouped", g, "row-wise scales (torch._scaled_grouped_mm) multiply an FP8 product's f32 accumulator",
+                        "--dtype e4m3|e5m2 --acc f32, or --grouped offs")
 
 
 def check_block_fp8_spec(t: "TileSpec") -> None:

@@ -84,6 +84,7 @@ class GroupedView:
     row_limit: str  # rows of D at or past it are not stored (the group's end)
     b_row0: str  # the first row of B's (G x N) x K view a tile loads
     doc: str
+    scale_b_index: str = ""  # row-wise scales: scale_b's element for column `col` of this tile's group ("" without)
 
 
 def grouped_view(plan: GroupedPlan) -> GroupedView:
@@ -96,6 +97,7 @@ def grouped_view(plan: GroupedPlan) -> GroupedView:
         doc=(f"grouped GEMM (torch._grouped_mm layout): work items group by group, ceil(rows_g / {plan.bm}) x ceil(N / {plan.bn}) "
              f"each; a cursor per role reads offs[g] as it passes group g; A rows past the group's end and B rows past N are "
              "loaded but never stored"),
+        scale_b_index=f"static_cast<size_t>({CURSOR}.group) * N + col" if plan.rowwise else "",
     )
 
 

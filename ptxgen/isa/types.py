@@ -112,6 +112,7 @@ class Grouping(Enum):
 
     NONE = "none"  # one GEMM
     OFFS = "offs"  # torch._grouped_mm: A stacked along M, int32 cumulative row ends on the GPU, B of G x N x K (derive.grouped)
+    OFFS_ROWWISE = "offs_rowwise"  # the same with torch._scaled_grouped_mm's f32 scales: per row of A, per (group, column)
 
 
 class Swizzle(Enum):

@@ -84,8 +84,9 @@ def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[
 
 
 def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr: int, p: GroupedProblem,
-                 encode=None) -> KernelArgs:
-    """The grouped kernel's arguments in ABI order (``encode``: default the driver's tensor-map encoder)."""
+                 encode=None, scale_ptrs: tuple[int, int] = (0, 0)) -> KernelArgs:
+    """The grouped kernel's arguments in ABI order (``encode``: default the driver's tensor-map encoder;
+    ``scale_ptrs``: scale_a and scale_b of a row-wise scaled kernel)."""
     from .tensormap import encode as driver_encode
     from .tensormap import tensormap_args
 
@@ -103,6 +104,11 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
             values.append(("ptr", pointers[param.name.lower()]))
         elif param.kind == "i32_ptr":
             values.append(("ptr", offs_ptr))
+        elif param.kind == "f32_ptr":
+            ptr = scale_ptrs[0] if param.name == "scale_a" else scale_ptrs[1]
+            if not ptr or ptr % 4:
+                raise ProblemError(f"{param.name} at {ptr:#x}: {plan.spec.kernel_name} needs a 4-byte aligned f32 array")
+            values.append(("ptr", ptr))
         else:
             values.append(("i32", {"M": p.m, "N": p.n, "K": p.k, "G": p.groups, "ldd": p.ldd}[param.name]))
     return KernelArgs(values)
