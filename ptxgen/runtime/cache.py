@@ -5,8 +5,9 @@
 * Folder: ``$PTXGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxgen``, else ``~/.cache/ptxgen``.
   ``PTXGEN_NO_CACHE=1`` (or true/yes/on) turns the cache off (every compile goes to NVRTC).
 * Size: at most ``$PTXGEN_CACHE_MAX_BYTES`` (default 4 GiB); past it the least recently used kernels are
-  removed (a hit marks its entry used). ``ptxgen cache info`` / ``ptxgen cache clear``.
-* Entry ``<key>.cubin``: a magic line, a one-line JSON header (the key, sizes, the payload's sha256,
+  removed (a hit marks its entry used), checked on a process's first write and after each 1/64 of the cap it writes.
+  ``ptxgen cache info`` / ``ptxgen cache clear``.
+* Entry ``<key>.cubin``: a magic line, a one-line JSON header (the key, sizes, the sha256 of the rest of the header and the payload,
   NVRTC's log), then the PTX and the cubin. An entry whose magic, key, sizes or hash do not check out
   is never used: the kernel is recompiled and the entry rewritten.
 * Writes go to a temporary file in the same folder and are renamed over the entry with ``os.replace``
@@ -186,6 +187,22 @@ def usage(folder: Path | None = None) -> Usage:
     return Usage(folder, sum(any(p.name.endswith(SUFFIX) for p in g) for g in groups.values()), size)
 
 
+_unchecked_bytes: dict[Path, int] = {}  # per folder: bytes this process wrote since it last enforced the cap
+
+
+def _after_write(folder: Path, size: int) -> None:
+    """Enforce the cap after a write: on this process's first write to the folder, then whenever it has written
+    another 1/64 of the cap (a full scan of the folder per kernel would cost more than the kernel on big sweeps; the
+    cap may be passed by that much per writing process meanwhile)."""
+    limit = max_bytes()
+    pending = _unchecked_bytes.get(folder)
+    if pending is None or pending + size > limit // 64:
+        _unchecked_bytes[folder] = 0
+        evict(folder, limit)
+    else:
+        _unchecked_bytes[folder] = pending + size
+
+
 def evict(folder: Path | None = None, limit: int | None = None) -> int:
     """Remove the least recently used kernels (an entry and its SASS side file together) until the cache holds at
     most ``limit`` bytes (default :func:`max_bytes`); the number of kernels removed."""
@@ -226,7 +243,7 @@ def store(key: str, compiled: Compiled, folder: Path | None = None) -> Path | No
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        evict(folder)
+        _after_write(folder, path.stat().st_size)
         return path
     except OSError:
         if tmp is not None:
@@ -318,7 +335,7 @@ def sass_dumps(res: CacheResult) -> tuple[str, str]:
                                        "sha256": _texts_sha256(dump, resources), "sass": dump, "resources": resources}),
                            encoding="utf-8")
             os.replace(tmp, side)
-            evict(side.parent)
+            _after_write(side.parent, side.stat().st_size)
         except OSError:
             tmp.unlink(missing_ok=True)
     return dump, resources
