@@ -1,4 +1,4 @@
-"""Compile every grouped kernel that tests/test_grouped.py and tools/bench_grouped.py use, in parallel processes,
+"""Compile every grouped kernel that tests/test_grouped.py (gpu and codegen tests) and tools/bench_grouped.py use, in parallel processes,
 into the on-disk cache ($PTXGEN_CACHE_DIR), so that the GPU steps that follow only load cubins (NVRTC, no GPU).
 Usage: python tools/grouped_warm.py [processes]"""
 
@@ -19,6 +19,7 @@ def specs() -> list[dict]:
     out = [grouped_spec(d).to_json() for d in ("bf16", "f16", "e4m3")]
     out += [grouped_spec("e4m3", rowwise=True).to_json()]
     out += [dict(base), dict(base, bn=128, consumers="pingpong", epilogue="tma"), dict(base, bm=64, consumers="pingpong")]
+    out += [dict(base, dtype="e4m3", bk=128, bn=128, consumers="pingpong", grouped="offs_rowwise")]  # test_grouped's codegen
     out += [{**grouped_spec("bf16").to_json(), **c} for c in CANDIDATES]
     return out
 
