@@ -68,6 +68,39 @@ def test_ctypes_encoder_equals_the_bindings(torch, gpu):
     assert launcher().encode(args) == encode(args)
 
 
+def test_compiled_launcher_on_the_gpu_matches_the_ctypes_path(torch, gpu, monkeypatch):
+    """Where the compiled launcher was built, torch calls go through it (its launch count moves with the calls,
+    across new pointers) and give bit-identical results to the same kernel launched through ctypes."""
+    from ptxgen.runtime import fastlaunch
+
+    mod = fastlaunch.compiled_module()
+    if mod is None:
+        pytest.skip("the compiled launcher was not built (ptxgen launches through ctypes here)")
+    m, n, kk = 1000, 768, 512
+    b = torch.randn(n, kk, device="cuda", dtype=torch.bfloat16)
+    ins = [torch.randn(m, kk, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    k = ptxgen.compile(**BF16, arch=gpu.arch.value)
+    outs_c = [torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for _ in ins]
+    k(ins[0], b, outs_c[0])
+    (entry,) = k._torch_entries.values()
+    assert isinstance(entry._c, mod.Launcher)
+    before = entry._c.launches
+    for a, o in zip(ins, outs_c):
+        assert k(a, b, o) is o
+    fresh = k(ins[1], b)  # out allocated in the C hot call's callback
+    assert entry._c.launches == before + len(ins)
+    monkeypatch.setattr(fastlaunch, "_MODULE", [None])  # the ctypes path, a fresh kernel object
+    k2 = ptxgen.compile(**BF16, arch=gpu.arch.value)
+    outs_py = [k2(a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)) for a in ins]
+    (entry2,) = k2._torch_entries.values()
+    assert entry2._c is None
+    torch.cuda.synchronize()
+    for oc, op in zip(outs_c, outs_py):
+        assert torch.equal(oc, op)
+    assert torch.equal(fresh, outs_py[1])
+    assert rel(torch, outs_c[2], ins[2].double() @ b.double().t()) < 1e-2
+
+
 def test_cuda_graph_of_several_gemms_replays_with_refilled_inputs(torch, gpu):
     k = ptxgen.compile(**BF16, arch=gpu.arch.value)
     shapes = [(256, 512, 128), (1000, 704, 512), (2048, 1024, 1024)]

@@ -131,6 +131,12 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
         dev = require_gpu()
         if not torch.cuda.is_available():
             raise NoGPU("torch sees no CUDA device")
+        from ..runtime.fastlaunch import compiled_module
+
+        mod = compiled_module()
+        launcher = "compiled" if mod is not None else "ctypes"
+        print(f"launch path: {'the compiled launcher ' + mod.__file__ if mod is not None else 'ctypes (no compiled launcher)'}",
+              file=sys.stderr if as_json else sys.stdout, flush=True)
         rows = []
         for m, n, k in shapes:
             row = bench_api_shape(torch, m, n, k, rounds=iters)
@@ -140,7 +146,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
         print(f"ptxgen bench --api: {e}", file=sys.stderr)
         return EXIT_NO_GPU
     if as_json:
-        print(json.dumps({"device": dev.name, "shapes": [public(r) for r in rows]}))
+        print(json.dumps({"device": dev.name, "launcher": launcher, "shapes": [public(r) for r in rows]}))
     failed = [r for r in rows if not r["_rel_error"] <= 1e-2]
     for r in failed:
         print(f"ptxgen bench --api: {r['m']}x{r['n']}x{r['k']} output check FAILED (rel error {r['_rel_error']:.2e})",

@@ -5,6 +5,10 @@ The dispatch key is what decides the kernel and its launch: each array's shape, 
 them per call (16-byte aligned, ``out`` not overlapping an input), writes them into its pre-packed
 parameter block (re-encoding a tensor map only when its pointer changed, see ``runtime.params``) and calls
 ``cuLaunchKernel`` once. No spec, no derivation, no JSON, no hashing, no synchronisation on that path.
+
+Where the compiled launcher was built (``runtime.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
+and every launch goes through it; for torch tensors the whole hot call (dispatch key, lookup, pointers,
+checks, launch) is one C call (:func:`hot_kernel`, :func:`hot_gemm`). Otherwise the Python path below runs.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import sys
 import threading
 
 from ..derive.kernel import KernelPlan
-from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, error_name
+from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
 from ..runtime.gpu import CudaError
 from ..runtime.launch import Problem, map_args, reduce_geometry, split_problem, workspace_bytes
 from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
@@ -110,6 +114,7 @@ class Launch:
         self._torch_dtype = None
         self._stream = None
         self.split = plan.split is not None
+        self._c = None  # the compiled launcher, where built
         if self.empty:
             self.params, self.slots = None, ()
             return
@@ -122,12 +127,25 @@ class Launch:
             (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), _ = reduce_geometry(plan, problem)
             self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
             self.rparams = self.rblock.address
+        else:
+            self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
+                                        operands=self.slots, ensure_context=ensure_context, device_index=device_index,
+                                        spans=spans)
+            if self._c is not None:
+                torch = sys.modules.get("torch")
+                if torch is not None:
+                    from .streams import torch_stream_reader
+
+                    self._c.stream_reader = torch_stream_reader(torch)
 
     # -- the hot path ------------------------------------------------------------------------------------
     def run(self, pa: int, pb: int, pd: int, stream: int) -> None:
         """Point the block at these arrays and launch on ``stream``."""
         if self.split:
             return self._run_split(pa, pb, pd, stream)
+        if self._c is not None:
+            self._c.run(pa, pb, pd, stream)
+            return
         sa, sb, sd = self.slots
         with self._lock:
             if sa.ptr != pa:
@@ -241,4 +259,20 @@ def tensor_type():
         torch = sys.modules.get("torch")
         if torch is not None:
             t = _TENSOR[0] = torch.Tensor
+            mod = compiled_module()
+            if mod is not None:
+                mod.set_tensor_type(t)
     return t
+
+
+def _hot_functions():
+    mod = compiled_module()
+    if mod is None:
+        return None, None
+    return mod.hot_kernel, mod.hot_gemm
+
+
+# The compiled hot calls (None without the compiled launcher): ``hot_kernel(table, a, b, out)`` and
+# ``hot_gemm(table, out_dtype, a, b, out)`` return ``out`` when they launched, None when the Python path
+# must run (not torch tensors, a key not in ``table``, a pointer rule, no compiled Launch for the entry).
+hot_kernel, hot_gemm = _hot_functions()

@@ -5,13 +5,21 @@ cuda-python's bindings convert and wrap every argument (lists of ``cuuint64_t``,
 cost several µs a call; a ctypes call with fixed argument types costs about one. Both go to the same driver
 and context (``libcuda.so.1`` is loaded once per process). Where ctypes cannot load the driver the bindings
 are used instead (:func:`launcher`).
+
+Faster still, where it was built (``pip install .`` compiles it; optional): the C extension
+``ptxgen.runtime._launcher`` (``_launcher.c``) does a prepared launch's whole hot path in one call, reading
+the tensors' pointers, patching them into the block and calling ``cuLaunchKernel`` from C
+(:func:`compiled_launcher`). Without it (no C compiler at install time, ``PTXGEN_LAUNCHER=ctypes``, or a
+driver that is not libcuda's) the ctypes path above runs, writing the same bytes.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 
 from .gpu import CudaError, _driver
+from .params import ParamBlock, slot_layout
 from .tensormap import TensorMapArgs
 
 TENSOR_MAP_BYTES = 128
@@ -21,6 +29,9 @@ RETRY_WITH_CONTEXT = frozenset({201, 400, 709})  # INVALID_CONTEXT, INVALID_HAND
 
 
 class _CtypesDriver:
+    # the compiled launcher may call libcuda's cuLaunchKernel itself (0: it dlopens libcuda.so.1 as we did)
+    c_launch = 0
+
     def __init__(self, lib: ctypes.CDLL):
         u32, vp = ctypes.c_uint32, ctypes.c_void_p
         self.launch = lib.cuLaunchKernel
@@ -79,3 +90,43 @@ def error_name(rc: int) -> str:
         return name.decode() if isinstance(name, bytes) else str(name)
     except Exception:  # noqa: BLE001 - an unknown code still gets reported by number
         return "CUDA error"
+
+
+_MODULE: list = []
+
+
+def compiled_module():
+    """The compiled launcher module (``ptxgen.runtime._launcher``), or None where it was not built or
+    ``PTXGEN_LAUNCHER=ctypes`` asks for the ctypes path."""
+    if not _MODULE:
+        mod = None
+        if os.environ.get("PTXGEN_LAUNCHER", "").lower() != "ctypes":
+            try:
+                from . import _launcher as mod
+            except ImportError:
+                mod = None
+        _MODULE.append(mod)
+    return _MODULE[0]
+
+
+def _launch_failed(rc: int) -> None:
+    raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+
+
+def compiled_launcher(driver, *, func: int, grid, block, smem: int, params: ParamBlock, operands, ensure_context,
+                      device_index: int, spans: tuple[int, int, int]):
+    """A ``_launcher.Launcher`` for a prepared launch, or None (no compiled module, or a driver whose launch
+    the C code cannot call: a fake one in tests without ``c_launch``, the cuda-python fallback).
+
+    ``operands``: the slots (``runtime.params`` MapSlot, PtrSlot or SlotGroup) of A, B and D in ``params``.
+    ``driver.c_launch``: 0 for libcuda's cuLaunchKernel, else the address of a function with its signature."""
+    mod = compiled_module()
+    address = getattr(driver, "c_launch", None)
+    if mod is None or address is None:
+        return None
+    layout = [slot_layout(g) for g in operands]
+    try:
+        return mod.Launcher(int(func), tuple(grid), tuple(block), int(smem), params.address, params, layout, int(address),
+                            ensure_context, _launch_failed, int(device_index), tuple(spans))
+    except OSError:  # libcuda not loadable from C: the ctypes path
+        return None

@@ -70,15 +70,24 @@ class MapSlot:
         self.ptr = None
         self._maps: OrderedDict = OrderedDict()
 
-    def point(self, ptr: int) -> None:
-        """Make the block's map address ``ptr`` (called only when the pointer changed)."""
+    @property
+    def address(self) -> int:
+        """Where this parameter's bytes lie in the block."""
+        return self.block.addresses[self.index]
+
+    def bytes_for(self, ptr: int) -> bytes:
+        """The map for ``ptr``: from the cache, else encoded (and remembered)."""
         data = self._maps.get(ptr)
         if data is None:
             data = self.encode(replace(self.template, global_address=ptr))
             self._maps[ptr] = data
             if len(self._maps) > self.CACHE:
                 self._maps.popitem(last=False)
-        self.block.set_map(self.index, data)
+        return data
+
+    def point(self, ptr: int) -> None:
+        """Make the block's map address ``ptr`` (called only when the pointer changed)."""
+        self.block.set_map(self.index, self.bytes_for(ptr))
         self.ptr = ptr
 
 
@@ -87,6 +96,10 @@ class PtrSlot:
 
     def __init__(self, block: ParamBlock, index: int):
         self.block, self.index, self.ptr = block, index, None
+
+    @property
+    def address(self) -> int:
+        return self.block.addresses[self.index]
 
     def point(self, ptr: int) -> None:
         self.block.set_ptr(self.index, ptr)
@@ -103,3 +116,10 @@ class SlotGroup:
         for s in self.slots:
             s.point(ptr)
         self.ptr = ptr
+
+
+def slot_layout(group) -> tuple:
+    """The (address, map source or None) pairs of one operand's slot (or group), as the compiled launcher
+    takes them: a raw pointer is written at its address, a map's bytes come from ``MapSlot.bytes_for``."""
+    slots = group.slots if isinstance(group, SlotGroup) else (group,)
+    return tuple((s.address, s.bytes_for if isinstance(s, MapSlot) else None) for s in slots)
