@@ -211,6 +211,37 @@ def test_unaligned_rows_warn_once_and_compute(torch, gpu, monkeypatch):
     assert rel(torch, out, at.t().double() @ b.double().t()) < 1e-2
 
 
+def test_rows_aligned_to_8_or_4_bytes_take_a_cp_async_kernel_without_a_copy(torch, gpu, monkeypatch):
+    """Operand rows (or data) 8- or 4-byte aligned: a cp.async kernel with copies that narrow reads them in place
+    (no packed copy, no warning); only 2-byte alignment is packed."""
+    from ptxgen.api import dispatch
+
+    monkeypatch.setattr(dispatch, "_WARNED", set())
+    gen = torch.Generator(device="cuda").manual_seed(3)
+
+    def rnd(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, device="cuda", generator=gen).to(dtype)
+
+    cases = [
+        ("bf16 rows 520 B apart", rnd(300, 260)[:, :250], rnd(200, 264)[:, :250], 8),
+        ("bf16 rows 516 B apart", rnd(300, 258)[:, :250], rnd(200, 264)[:, :250], 4),
+        ("bf16 data 8 B into its buffer", rnd(300, 264)[:, 4:], rnd(200, 264)[:, 4:], 8),
+        ("f32 rows 1028 B apart (tf32)", rnd(300, 257, dtype=torch.float32)[:, :250], rnd(200, 256, dtype=torch.float32)[:, :250], 4),
+        ("bf16 M-major, columns 520 B apart", rnd(250, 260)[:, :300].t(), rnd(200, 256)[:, :250], 8),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a packed copy would warn
+        for what, a, b, w in cases:
+            got = ptxgen.gemm(a, b)
+            again = ptxgen.gemm(a, b)
+            torch.cuda.synchronize()
+            ref = a.double() @ b.double().t()
+            tol = 5e-3 if a.dtype == torch.float32 else 1e-2
+            assert rel(torch, got, ref) < tol and torch.equal(got, again), what
+            kernels = [kern for key, kern in dispatch._BY_KEY.items() if len(key) == 3 and key[2] == w]
+            assert any(kern.spec.copy_bytes == w for kern in kernels), what
+
+
 def test_zero_size_dimensions(torch, gpu):
     a = torch.randn(0, 64, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(32, 64, device="cuda", dtype=torch.bfloat16)

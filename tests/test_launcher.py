@@ -119,7 +119,7 @@ def test_control_a_wrong_map_source_shows_up(sim, monkeypatch):
               ((entry.slots[2].address, None),)]
     driver = fastlaunch._DRIVER
     wrong = _launcher.Launcher(0xF00D, (6, 1, 1), k.block, k.shared_bytes, entry.block.address, entry.block, layout,
-                               driver.c_launch, lambda: None, fastlaunch._launch_failed, 0, (0, 0, 0))
+                               driver.c_launch, lambda: None, fastlaunch._launch_failed, 0, (0, 0, 0), (15, 15))
     p = [read_array(v, n).ptr for v, n in ((x, "a"), (y, "b"), (o, "out"))]
     wrong.patch(*p)
     got = read_params(entry.block.address, k.params)
@@ -226,9 +226,9 @@ def test_c_launch_errors(sim, monkeypatch):
 
 def test_launcher_refuses_a_bad_layout():
     with pytest.raises(ValueError, match="three sequences"):
-        _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [(), ()], 1, None, None, 0, (0, 0, 0))
+        _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [(), ()], 1, None, None, 0, (0, 0, 0), (15, 15))
     with pytest.raises(ValueError, match="1 to 4 slots"):
-        _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [(), (), ()], 1, None, None, 0, (0, 0, 0))
+        _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [(), (), ()], 1, None, None, 0, (0, 0, 0), (15, 15))
 
 
 def test_ctypes_path_when_asked(monkeypatch):

@@ -36,17 +36,17 @@ for step in $STEPS; do
       } > "$OUT/build.log" 2>&1
       cat "$OUT/build.log" ;;
     bench)
-      timeout 120 python3 -m ptxgen bench --api --shapes ${SHAPES:-4096x4096x4096,2048x2048x8192,1024x8192x8192,8192x8192x8192} --json \
+      timeout 100 python3 -m ptxgen bench --api --shapes ${SHAPES:-4096x4096x4096,2048x2048x8192,1024x8192x8192,8192x8192x8192} --json \
         > "$OUT/bench_api.json" 2> "$OUT/bench_api.log"; echo "bench --api exit $?" >> "$OUT/bench_api.log"
       cat "$OUT/bench_api.log" "$OUT/bench_api.json" ;;
     profile)
       timeout 40 python3 tools/api_hostprofile.py > "$OUT/hostprofile.log" 2>&1; echo "profile exit $?" >> "$OUT/hostprofile.log"
       cat "$OUT/hostprofile.log" ;;
     tests)
-      timeout 130 python3 -m pytest tests/test_api_torch.py tests/test_hotpath.py tests/test_launcher.py -q -rs -p no:cacheprovider > "$OUT/pytest_torch.log" 2>&1
+      timeout 110 python3 -m pytest tests/test_api_torch.py tests/test_hotpath.py tests/test_launcher.py tests/test_narrow_copies.py -q -rs -p no:cacheprovider > "$OUT/pytest_torch.log" 2>&1
       echo "pytest exit $?" >> "$OUT/pytest_torch.log"; tail -30 "$OUT/pytest_torch.log" ;;
     api_tests)
-      timeout 80 python3 -m pytest tests/test_api.py -m gpu -q -rs -p no:cacheprovider > "$OUT/pytest_api.log" 2>&1
+      timeout 60 python3 -m pytest tests/test_api.py -m gpu -q -rs -p no:cacheprovider > "$OUT/pytest_api.log" 2>&1
       echo "pytest exit $?" >> "$OUT/pytest_api.log"; tail -15 "$OUT/pytest_api.log" ;;
   esac
 done

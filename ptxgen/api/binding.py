@@ -59,7 +59,7 @@ def operand_major(info: ArrayInfo) -> Major:
     )
 
 
-def _leading_dim(info: ArrayInfo, major: Major, mn: str, spec_name: str) -> int:
+def _leading_dim(info: ArrayInfo, major: Major, mn: str, spec_name: str, align: int = ROW_ALIGN_BYTES) -> int:
     """The operand's leading dimension (elements between rows of its global layout) for the spec's majorness."""
     rows, cols = info.shape  # MN x K
     s0, s1 = info.strides
@@ -88,20 +88,21 @@ def _leading_dim(info: ArrayInfo, major: Major, mn: str, spec_name: str) -> int:
         ld = s1 if cols > 1 else _pad(rows, info.itemsize)
         if cols > 1 and ld < rows:
             raise ArgumentError(f"{name}: columns {ld} elements apart overlap its {rows} rows (strides {info.strides})")
-    if ld * info.itemsize % ROW_ALIGN_BYTES:
+    if ld * info.itemsize % align:
         inner = "K" if major is Major.K else mn
-        q = ROW_ALIGN_BYTES // info.itemsize
+        q = max(1, align // info.itemsize)
+        why = "(TMA)" if align == ROW_ALIGN_BYTES else f"({spec_name} copies {align} bytes at a time)"
         raise ArgumentError(
-            f"{name}: its rows start {ld} elements ({ld * info.itemsize} B) apart, but every row must start 16-byte aligned "
-            f"(TMA): the leading dimension must be a multiple of {q} elements; allocate {inner} padded to a multiple of {q} "
+            f"{name}: its rows start {ld} elements ({ld * info.itemsize} B) apart, but every row must start {align}-byte aligned "
+            f"{why}: the leading dimension must be a multiple of {q} elements; allocate {inner} padded to a multiple of {q} "
             f"and pass a slice"
         )
     return ld
 
 
-def _check_aligned(info: ArrayInfo) -> None:
-    if info.ptr % ROW_ALIGN_BYTES:
-        raise ArgumentError(f"{info.name}: its data at {info.ptr:#x} is not 16-byte aligned (a view that starts mid-row?); "
+def _check_aligned(info: ArrayInfo, align: int = ROW_ALIGN_BYTES) -> None:
+    if info.ptr % align:
+        raise ArgumentError(f"{info.name}: its data at {info.ptr:#x} is not {align}-byte aligned (a view that starts mid-row?); "
                             "pass an aligned array or a copy")
 
 
@@ -168,10 +169,11 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
     else:
         for info in (a, b):
             _check_strides(info)
-        lda = _leading_dim(a, spec.a.major, "M", name)
-        ldb = _leading_dim(b, spec.b.major, "N", name)
-        _check_aligned(a)
-        _check_aligned(b)
+        align = spec.operand_row_align_bytes
+        lda = _leading_dim(a, spec.a.major, "M", name, align)
+        ldb = _leading_dim(b, spec.b.major, "N", name, align)
+        _check_aligned(a, align)
+        _check_aligned(b, align)
     out_want = spec.out_dtype.value
     osize = spec.out_dtype.bytes
     if out is None:

@@ -26,7 +26,7 @@ from . import fused, launchplan
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .launchplan import info_key, tensor_type, torch_key
-from .select import _INPUT_ARRAY_DTYPES, choose_for_arrays
+from .select import _INPUT_ARRAY_DTYPES, choose_for_arrays, narrow_spec_for_arrays
 from .streams import stream_handle
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
@@ -88,6 +88,12 @@ def _gemm_slow(a, b, out, out_dtype, stream):
     if ai.ndim == 3 or bi.ndim == 3:
         return _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream)
     packed = _pack_plan(ai, bi, oi)
+    if packed and "out" not in packed:
+        narrow = _narrow_copy_bytes(ai, bi, packed)
+        if narrow is not None:
+            result = _gemm_narrow(a, b, out, ai, bi, oi, narrow, out_dtype, handle, stream)
+            if result is not None:
+                return result
     if packed:
         _precheck(ai, bi, oi, out_dtype)  # what is wrong anyway is said before any copy is launched
         return _gemm_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
@@ -162,6 +168,57 @@ def _out_problem(oi: ArrayInfo, m: int, n: int) -> str | None:
     if oi.ptr % ROW_ALIGN_BYTES:
         return "its data does not start 16-byte aligned"
     return None
+
+
+def _row_align(info: ArrayInfo, with_pointer: bool = True) -> int:
+    """The largest of 16, 8, 4, 2, 1 bytes that the operand's rows (and its data pointer) start on."""
+    rows, cols = info.shape
+    major = _major(info)
+    ld = (info.strides[0] if rows > 1 else 0) if major is Major.K else (info.strides[1] if cols > 1 else 0)
+    x = (ld * info.itemsize) | (info.ptr if with_pointer else 0) | ROW_ALIGN_BYTES
+    return x & -x
+
+
+def _narrow_copy_bytes(ai: ArrayInfo, bi: ArrayInfo, packed: dict) -> tuple[int, bool] | None:
+    """(copy bytes, whether a data pointer lowered them) when every operand gemm would pack is refused only for
+    the alignment of its rows or data, and both are at least 4-byte aligned: a cp.async kernel with copies that
+    narrow reads them as they are. None otherwise."""
+    for info in (ai, bi):
+        why = packed.get(info.name)
+        if why is not None and not why.startswith(("its rows start", "its data does not start")):
+            return None
+    w = min(_row_align(ai), _row_align(bi))
+    by_pointer = w < min(_row_align(ai, False), _row_align(bi, False))
+    return (w, by_pointer) if w in (4, 8) else None
+
+
+def _gemm_narrow(a, b, out, ai, bi, oi, narrow: tuple[int, bool], out_dtype, handle, stream):
+    """Rows (or data) aligned to 4 or 8 bytes only: a cp.async kernel copying that many bytes at a time, no packed
+    copy. None where no such kernel fits (the caller packs)."""
+    copy_bytes, by_pointer = narrow
+    key = (out_dtype, info_key(ai, bi, oi), copy_bytes)
+    kernel = _BY_KEY.get(key)
+    if kernel is None:
+        _precheck(ai, bi, oi, out_dtype)
+        try:
+            spec, _ = narrow_spec_for_arrays(ai, bi, oi, out_dtype, copy_bytes)
+        except (ArgumentError, DTypeError):
+            return None
+        kernel = kernel_for(spec)
+        if len(_BY_KEY) >= _TABLE_LIMIT:
+            _BY_KEY.clear()
+        _BY_KEY[key] = kernel
+    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
+    if not by_pointer and ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
+        # the rows' pitch (in the key) decided the kernel: later calls take the hot path. Where only a pointer did,
+        # the key is that of aligned calls, which keep the TMA kernel's entry.
+        tkey = torch_key(a, b, out)
+        entry = kernel._torch_entries.get(tkey)
+        if entry is not None:
+            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
+                _TORCH_ENTRIES.clear()
+            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
+    return result
 
 
 def _pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:

@@ -103,6 +103,9 @@ class Launch:
         self.zero_fill = zero_fill  # K = 0: out is zeros, as torch.matmul gives
         self.device_index = device_index
         self.span_a, self.span_b, self.span_o = spans
+        # pointer alignment the kernel needs: A and B (TMA 16 B, or the cp.async copy size), D 16 B
+        self.in_mask = plan.spec.operand_row_align_bytes - 1
+        self.out_mask = 15
         self.out_alloc = out_alloc  # (torch dtype name, ldd) for an output allocated per call
         self._ensure_context = ensure_context
         self._launch = driver.launch if driver is not None else None
@@ -130,7 +133,7 @@ class Launch:
         else:
             self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
                                         operands=self.slots, ensure_context=ensure_context, device_index=device_index,
-                                        spans=spans)
+                                        spans=spans, masks=(self.in_mask, self.out_mask))
             if self._c is not None:
                 torch = sys.modules.get("torch")
                 if torch is not None:
@@ -193,7 +196,7 @@ class Launch:
             if (so and ((self.span_a and po < pa + self.span_a and pa < po + so)
                         or (self.span_b and po < pb + self.span_b and pb < po + so))):
                 return None
-        if (pa | pb | po) & 15:
+        if ((pa | pb) & self.in_mask) or (po & self.out_mask):
             return None
         if self.empty:
             if self.zero_fill:
@@ -228,7 +231,7 @@ class Launch:
 
     def pointers_ok(self, pa: int, pb: int, po: int) -> bool:
         """The per-call pointer rules of the hot path (aligned, out apart from the inputs)."""
-        if (pa | pb | po) & 15:
+        if ((pa | pb) & self.in_mask) or (po & self.out_mask):
             return False
         return not (overlaps(po, self.span_o, pa, self.span_a) or overlaps(po, self.span_o, pb, self.span_b))
 

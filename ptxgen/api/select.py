@@ -22,9 +22,11 @@ def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
     return make_spec(**{**spec.to_json(), "out_dtype": out_dtype})
 
 
-def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtype: str) -> TileSpec:
+def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtype: str, copy_bytes: int = 16) -> TileSpec:
     """A general-purpose spec with the given majorness: 128 B of K per stage with the 128-byte swizzle,
-    a persistent schedule, the largest of a few tiles that is legal."""
+    a persistent schedule, the largest of a few tiles that is legal. ``copy_bytes`` 8 or 4: the cp.async loader
+    with copies that narrow (operand rows aligned only to that many bytes)."""
+    loader = {} if copy_bytes == 16 else {"loader": "cp.async", "copy_bytes": copy_bytes}
     d = DType(dtype)
     acc = "s32" if d.is_integer else "f32"
     bk = 128 // d.bytes
@@ -38,7 +40,7 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
             for tb in tokens(b_major):
                 try:
                     return make_spec(bm=bm, bn=bn, bk=bk, a=ta, b=tb, dtype=dtype, acc=acc, out_dtype=out_dtype, arch=arch,
-                                     stages=stages, schedule="persistent")
+                                     stages=stages, schedule="persistent", **loader)
                 except SpecError as e:
                     errors.append(str(e))
     mn = [n for n, mj in (("a", a_major), ("b", b_major)) if mj is Major.MN]
@@ -124,6 +126,22 @@ def _row_pitch(info: ArrayInfo) -> int | None:
     if rows <= 1 or s1 != 1 or s0 < cols or (s0 * info.itemsize) % 16:
         return None
     return s0
+
+
+def narrow_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None,
+                           copy_bytes: int) -> tuple[TileSpec, str]:
+    """(spec, why) for operands whose rows (or data) start only ``copy_bytes`` (8 or 4) aligned: the default tile
+    with the cp.async loader copying that many bytes at a time (the tuned table's kernels load with TMA, which
+    needs 16). Raises ArgumentError or DTypeError where no such kernel exists (the caller packs instead)."""
+    _check_2d(ai, "A: M x K")
+    _check_2d(bi, "B: N x K; out = a @ b.T")
+    dtype = _INPUT_ARRAY_DTYPES.get(ai.dtype)
+    if dtype is None or ai.dtype != bi.dtype:
+        raise DTypeError(f"no ptxgen kernel takes {ai.dtype} x {bi.dtype} inputs")
+    out = out_dtype or (oi.dtype if oi is not None else None) or _DEFAULT_OUT[dtype]
+    arch = streams.require_gpu().arch.value
+    spec = default_spec(dtype, arch, operand_major(ai), operand_major(bi), out, copy_bytes)
+    return spec, f"default with the cp.async loader, {copy_bytes}-byte copies: operand rows start only {copy_bytes}-byte aligned"
 
 
 def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str]:

@@ -127,6 +127,16 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
     ),
     SpecField(
+        "copy_bytes",
+        "--copy-bytes",
+        "cp.async loader: bytes per copy, 16 (cp.async.cg), 8 or 4 (cp.async.ca, each 16-byte cell in pieces): the "
+        "operands' global rows need only start that many bytes aligned (default 16)",
+        default=16,
+        is_int=True,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
         "schedule",
         "--schedule",
         "tile: one CTA per output tile; persistent: one CTA per SM looping over tiles, loads of the next tile "

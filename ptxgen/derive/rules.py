@@ -35,6 +35,11 @@ STORE_BUFFERS = 2  # staging buffers per storer: one is written while the TMA st
 
 def validate(t: "TileSpec") -> None:
     """Raise SpecError for the first rule ``t`` breaks."""
+    if t.copy_bytes not in (16, 8, 4):
+        raise SpecError("--copy-bytes", t.copy_bytes, "cp.async copies 4, 8 or 16 bytes", "16, 8, 4", cite("cp_async"))
+    if t.copy_bytes != 16 and t.loader is not Loader.CP_ASYNC:
+        raise SpecError("--copy-bytes", t.copy_bytes, "copies narrower than 16 B are the cp.async loader's (TMA moves whole "
+                        "boxes from 16-byte aligned rows)", "--loader cp.async, or --copy-bytes 16", cite("cp_async"))
     shapes = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
     if t.block_scaled:
         _validate_block_scaled(t)

@@ -127,6 +127,9 @@ class TileSpec:
     # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
     # of a workspace; a second generated kernel sums the S partials in the fixed order 0..S-1 (ptxgen.derive.splitk).
     split_k: int = 1
+    # cp.async loader: bytes per copy instruction (16: cp.async.cg; 8 or 4: cp.async.ca, each 16-byte cell in 16 /
+    # copy_bytes pieces). The operands' global rows need only start copy_bytes-aligned (TMA needs 16).
+    copy_bytes: int = 16
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -145,6 +148,11 @@ class TileSpec:
         validate(self)
 
     # -- facts every layer asks for ------------------------------------------------------------
+    @property
+    def operand_row_align_bytes(self) -> int:
+        """How aligned A's and B's global rows (and base pointers) must be: TMA's 16 B, or the cp.async copy size."""
+        return 16 if self.loader is Loader.TMA else self.copy_bytes
+
     def operand(self, name: str) -> OperandSpec:
         return {"a": self.a, "b": self.b}[name]
 
@@ -345,7 +353,7 @@ class TileSpec:
         out = "" if self.out_dtype is self.acc else f"_o{self.out_dtype.value}"
         btype = f"_b{self.b_dtype.value}" if self.mixed else ""
         shift = f"_off{self.smem_offset}" if self.smem_offset else ""
-        loader = "" if self.loader is Loader.TMA else "_cpasync"
+        loader = "" if self.loader is Loader.TMA else "_cpasync" + ("" if self.copy_bytes == 16 else str(self.copy_bytes))
         sched = "_persistent" if self.schedule is Schedule.PERSISTENT else ""
         group = "" if self.raster_group == FIELD_BY_NAME["raster_group"].default else f"_g{self.raster_group}"
         group += "_pingpong" if self.consumers is Consumers.PINGPONG else ""
@@ -393,6 +401,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         out_dtype=v["out_dtype"],
         smem_offset=v["smem_offset"],
         loader=v["loader"],
+        copy_bytes=v["copy_bytes"],
         schedule=v["schedule"],
         raster_group=v["raster_group"],
         consumers=v["consumers"],

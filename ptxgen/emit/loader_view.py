@@ -66,6 +66,9 @@ class OperandView:
     esize: int = 0
     ld: str = ""
     unroll: int = 1
+    # cp.async narrower than 16 B (spec.copy_bytes 8 or 4): each cell's pieces, byte offsets within the cell
+    copy_bytes: int = 16
+    pieces: tuple[int, ...] = ()
 
 
 def _global_layout(op: OperandLayout) -> str:
@@ -87,7 +90,8 @@ def _extents(op: OperandLayout, pair: bool = False, b_row0: str = "n0") -> tuple
     return (k0, mn0, "K", MN) if op.major is Major.K else (mn0, k0, MN, "K")
 
 
-def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b_row0: str = "n0") -> OperandView:
+def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b_row0: str = "n0",
+                 copy_bytes: int = 16) -> OperandView:
     word = "M" if op.name == "a" else "N"
     summary = (
         f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
@@ -130,8 +134,16 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b
         return OperandView(**common, tma_doc=doc, copies=copies)
     store = op.store
     cells = store.rows * store.cols
+    pieces = ()
+    if copy_bytes != 16:
+        # a cell's pieces stay contiguous at the cell's swizzled offset: the swizzle moves 16-byte units only
+        if store.swizzle.bms[0] and store.swizzle.bms[1] < 4:
+            raise AssertionError(f"{op.name}: a swizzle below 16-byte units would split a cell's {copy_bytes}-byte pieces")
+        pieces = tuple(range(0, 16, copy_bytes))
     return OperandView(
         **common,
+        copy_bytes=copy_bytes,
+        pieces=pieces,
         rows=store.rows,
         cols=store.cols,
         row_word=f"{word} row" if op.major is Major.K else "K row",

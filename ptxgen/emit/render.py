@@ -82,6 +82,7 @@ class KernelView:
     k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
     split: SplitView | None = None  # split-K: the reduction kernel
+    narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -119,8 +120,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         tma=tma,
         signature=", ".join(p.c_decl for p in plan.abi.params),
         abi_doc=tuple(plan.abi.doc_lines()),
-        operands=(operand_view(t.a, producer.threads, pair is not None),
-                  operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None else gv.b_row0)),
+        operands=(operand_view(t.a, producer.threads, pair is not None, copy_bytes=s.copy_bytes),
+                  operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None else gv.b_row0, s.copy_bytes)),
+        narrow_copy=0 if s.copy_bytes == 16 else s.copy_bytes,
         producer_threads=producer.threads,
         producer_parity=parity_c_expr(pipe.producer_parity, "it"),
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),

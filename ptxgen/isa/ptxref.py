@@ -44,6 +44,8 @@ REFS: dict[str, tuple[str, str, str]] = {
     "tcgen05_mma": ("9.7.16.10.9.1", "tcgen05.mma", "tcgen05-mma-instructions-mma"),
     "tcgen05_commit": ("9.7.16.12.1", "tcgen05.commit", "tcgen05-instructions-tcgen05-commit"),
     "tma_cta_group": ("9.7.9.27.1.2", "cp.async.bulk.tensor (.cta_group)", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),
+    "cp_async": ("cp.async", "cp-size is 4, 8 or 16 bytes (.cg: 16 only); both addresses aligned to cp-size; src-size < cp-size "
+                 "zero-fills the rest", "data-movement-and-conversion-instructions-cp-async"),
     "mapa": ("9.7.9.23", "mapa", "data-movement-and-conversion-instructions-mapa"),
     "barrier_cluster": ("9.7.13.3", "barrier.cluster", "parallel-synchronization-and-communication-instructions-barrier-cluster"),
     "tma_multicast": ("cp.async.bulk.tensor", ".multicast::cluster: the box lands at the same CTA-relative offset in every CTA of ctaMask, "

@@ -5,7 +5,7 @@
  * cuLaunchKernel reads, owned by a runtime.params.ParamBlock this object keeps alive), plus, for each of the
  * three operands A, B, D, where its pointer goes in that block: a raw 8-byte pointer parameter, or a 128-byte
  * tensor map whose bytes a Python callable gives for a pointer (runtime.params.MapSlot.bytes_for: its small
- * cache or the encoder). A call reads the operands' data pointers, checks them (16-byte aligned; an out
+ * cache or the encoder). A call reads the operands' data pointers, checks them (aligned as the kernel needs; an out
  * given by the caller must not overlap an input), writes the pointers that changed into the block and calls
  * cuLaunchKernel once. The driver is dlopen'ed ("libcuda.so.1") at first use; no CUDA header is needed: the
  * one prototype is declared below. Plain CPython stable ABI (3.11), so one build serves later Pythons.
@@ -29,7 +29,6 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
 
 #define MAP_BYTES 128
 #define MAX_SLOTS 4
-#define ROW_ALIGN 15u
 
 static launch_fn driver_launch = NULL; /* cuLaunchKernel from libcuda.so.1, found at first use */
 static PyObject *tensor_type = NULL;   /* torch.Tensor once the Python side has seen torch */
@@ -52,6 +51,7 @@ typedef struct {
     PyObject *device_index;
     launch_fn launch;
     uint64_t span[3];        /* bytes each operand spans (0: unknown) */
+    uint64_t mask_in, mask_out; /* pointer alignment: A and B (TMA 16 B or the cp.async copy size), D */
     int nslots[3];
     Slot slots[3][MAX_SLOTS];
     uint64_t cur[3];
@@ -106,20 +106,22 @@ static int read_u64(PyObject *o, uint64_t *out) {
 }
 
 /* Launcher(func, grid, block, smem, params_address, owner, operands, launch_address, ensure_context, fail,
- *          device_index, spans)
+ *          device_index, spans, masks)
  * operands: three sequences (A, B, D) of (address, source-or-None); launch_address: 0 for libcuda's
- * cuLaunchKernel, else the address of a function with its signature (tests). */
+ * cuLaunchKernel, else the address of a function with its signature (tests); masks: (A and B, D) alignment
+ * masks of the pointers (a pointer with one of those bits set is declined). */
 static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long func, params, launch_address;
     unsigned gx, gy, gz, bx, by, bz, smem;
-    unsigned long long sa, sb, so;
+    unsigned long long sa, sb, so, mask_in, mask_out;
     PyObject *owner, *operands, *ensure_context, *fail, *device_index;
     if (kwds && PyDict_Size(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params, &owner,
-                          &operands, &launch_address, &ensure_context, &fail, &device_index, &sa, &sb, &so))
+    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)(KK)", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params, &owner,
+                          &operands, &launch_address, &ensure_context, &fail, &device_index, &sa, &sb, &so, &mask_in,
+                          &mask_out))
         return NULL;
     launch_fn fn;
     if (launch_address) {
@@ -152,6 +154,7 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->params = (void **)(uintptr_t)params;
     self->launch = fn;
     self->span[0] = sa, self->span[1] = sb, self->span[2] = so;
+    self->mask_in = mask_in, self->mask_out = mask_out;
     Py_INCREF(owner), self->owner = owner;
     Py_INCREF(ensure_context), self->ensure_context = ensure_context;
     Py_INCREF(fail), self->fail = fail;
@@ -335,7 +338,7 @@ static PyObject *call_tensors(Launcher *self, PyObject *a, PyObject *b, PyObject
     uint64_t p[3];
     if (data_ptr(a, &p[0]) < 0 || data_ptr(b, &p[1]) < 0 || data_ptr(out, &p[2]) < 0)
         return NULL;
-    if ((p[0] | p[1] | p[2]) & ROW_ALIGN)
+    if (((p[0] | p[1]) & self->mask_in) || (p[2] & self->mask_out))
         Py_RETURN_NONE;
     if (out_given && (overlaps(p[2], self->span[2], p[0], self->span[0]) || overlaps(p[2], self->span[2], p[1], self->span[1])))
         Py_RETURN_NONE;

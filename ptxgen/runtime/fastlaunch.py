@@ -114,12 +114,13 @@ def _launch_failed(rc: int) -> None:
 
 
 def compiled_launcher(driver, *, func: int, grid, block, smem: int, params: ParamBlock, operands, ensure_context,
-                      device_index: int, spans: tuple[int, int, int]):
+                      device_index: int, spans: tuple[int, int, int], masks: tuple[int, int] = (15, 15)):
     """A ``_launcher.Launcher`` for a prepared launch, or None (no compiled module, or a driver whose launch
     the C code cannot call: a fake one in tests without ``c_launch``, the cuda-python fallback).
 
     ``operands``: the slots (``runtime.params`` MapSlot, PtrSlot or SlotGroup) of A, B and D in ``params``.
-    ``driver.c_launch``: 0 for libcuda's cuLaunchKernel, else the address of a function with its signature."""
+    ``driver.c_launch``: 0 for libcuda's cuLaunchKernel, else the address of a function with its signature.
+    ``masks``: (A and B, D) pointer alignment masks (a pointer with any of those bits set is declined)."""
     mod = compiled_module()
     address = getattr(driver, "c_launch", None)
     if mod is None or address is None:
@@ -127,6 +128,6 @@ def compiled_launcher(driver, *, func: int, grid, block, smem: int, params: Para
     layout = [slot_layout(g) for g in operands]
     try:
         return mod.Launcher(int(func), tuple(grid), tuple(block), int(smem), params.address, params, layout, int(address),
-                            ensure_context, _launch_failed, int(device_index), tuple(spans))
+                            ensure_context, _launch_failed, int(device_index), tuple(spans), tuple(masks))
     except OSError:  # libcuda not loadable from C: the ctypes path
         return None

@@ -80,15 +80,16 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         if not 1 <= size <= MAX_DIM:
             errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
     esize = spec.dtype.bytes
-    rule = "TMA's rule for global rows" if spec.loader is Loader.TMA else "the 16-byte cp.async copies"
+    align = spec.operand_row_align_bytes
+    rule = "TMA's rule for global rows" if spec.loader is Loader.TMA else f"the {align}-byte cp.async copies"
     for name, ld in (("a", p.lda), ("b", p.ldb)):
         op = spec.operand(name)
         inner = p.k if op.major is Major.K else (p.m if name == "a" else p.n)
         inner_name = "K" if op.major is Major.K else ("M" if name == "a" else "N")
         if ld < inner:
             errs.append(f"ld{name}={ld} is smaller than its contiguous extent {inner_name}={inner}")
-        if ld * esize % ROW_ALIGN_BYTES:
-            errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: every row must start 16-byte aligned ({rule})")
+        if ld * esize % align:
+            errs.append(f"ld{name}={ld} x {esize} B is not a multiple of {align} B: every row must start {align}-byte aligned ({rule})")
     if p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     if p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
