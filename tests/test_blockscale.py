@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive import scales as scales_mod
+from ptxgen.derive import sf_atoms
 from ptxgen.derive.layout import derive
 from ptxgen.derive.rules import BLOCK_SCALED_BN
 from ptxgen.derive.spec import make_spec
@@ -218,12 +218,12 @@ def test_global_layout_two_transcriptions_agree_and_match_cute_values():
     # Hand-evaluated CuTe SfKMajorAtom ((32,4),(32,4)):((16,4),(0,1)) tiled K first (V=32, K=256: 2 atoms along K)
     cases = {(1, 0): 16, (32, 0): 4, (0, 1): 1, (0, 4): 512, (128, 0): 1024, (33, 3): 16 + 4 + 3, (127, 7): 16 * 31 + 12 + 512 + 3}
     for (row, chunk), want in cases.items():
-        assert scales_mod.sf_global_offset(row, chunk, scales_mod.sf_k_atoms(256, 32)) == want
+        assert sf_atoms.sf_global_offset(row, chunk, sf_atoms.sf_k_atoms(256, 32)) == want
         assert sfmodel.global_offset(row, chunk * 32, 32, 256) == want
     for vec in (16, 32):
         for row in range(0, 300, 7):
             for chunk in range(0, 24):
-                assert scales_mod.sf_global_offset(row, chunk, scales_mod.sf_k_atoms(24 * vec, vec)) == \
+                assert sf_atoms.sf_global_offset(row, chunk, sf_atoms.sf_k_atoms(24 * vec, vec)) == \
                     sfmodel.global_offset(row, chunk * vec, vec, 24 * vec)
 
 

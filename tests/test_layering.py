@@ -1,10 +1,13 @@
-"""Layers point down only: isa -> derive -> (model checks) -> emit -> runtime.
+"""Layers point down only: isa -> derive -> (model checks) -> emit -> runtime -> api / cli, and no module
+imports itself back through others (no import cycle, not even through an import inside a function).
 
 * ``ptxgen.isa``: hardware facts and encodings; imports nothing else of ptxgen.
 * ``ptxgen.derive``: pure-Python plans from a spec; imports only ``isa``.
 * ``ptxgen.model``: the independent readers (read model, TMA write model, pipeline simulation) import
   nothing from ptxgen at all; ``model.verify`` is the bridge that feeds them the derived plans.
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
+* ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
+* ``ptxgen.version``, ``.status``, ``.outputs``: leaf modules any layer may import.
 """
 
 import ast
@@ -83,3 +86,124 @@ def test_descriptor_bits_live_in_one_place():
             continue
         text = path.read_text()
         assert not re.search(r"<<\s*(46|49|52|61|62)\b", text), path
+
+
+# ---- the whole import graph: layer order and cycles ----------------------------------------------
+# Every import statement counts: top-level, inside a function (lazy), under ``if TYPE_CHECKING:``.
+LAYERS = {  # first component under ptxgen -> rank; a module may import only modules of equal or lower rank
+    "version": 0, "status": 0, "outputs": 0,
+    "isa": 1,
+    "derive": 2, "cliargs": 2,
+    "model": 3,
+    "emit": 4,
+    "runtime": 5, "grids": 5, "tuning": 5,
+    "api": 6, "sweep": 6, "torch_ops": 6,
+    "cli": 7,
+    "__main__": 8,
+    "": 9,  # ptxgen/__init__.py (loads the API on first use)
+}
+
+
+def module_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module name -> the package's modules it imports, from every import statement in its file."""
+    files = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        files[".".join((package, *parts))] = path
+    graph = {}
+    for name, path in files.items():
+        pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    up = pkg[: len(pkg) - (node.level - 1)]
+                    mod = ".".join((*up, *([mod] if mod else [])))
+                for a in node.names:  # `from pkg import module` names a module; `from module import name` the module
+                    target = f"{mod}.{a.name}" if f"{mod}.{a.name}" in files else mod
+                    if target in files:
+                        out.add(target)
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name in files}
+        out.discard(name)
+        graph[name] = out
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                found.append(sorted(scc))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    graph = module_graph(PKG, "ptxgen")
+    assert sum(map(len, graph.values())) > 200  # the graph was read (a broken resolver would find no edges)
+    assert "ptxgen.derive.spec" in graph["ptxgen.derive.layout"]
+    assert "ptxgen.runtime.gpu" in graph["ptxgen.runtime.commands"]  # imported inside functions only
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_planted_cycle(tmp_path):
+    """Control: two modules that import each other, one of them only inside a function, are a cycle; a third
+    that both import is not part of it."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "leaf.py").write_text("X = 1\n")
+    (pkg / "sub" / "a.py").write_text("from ..leaf import X\n\ndef f():\n    from . import b\n    return b\n")
+    (pkg / "sub" / "b.py").write_text("from pkg.leaf import X\nfrom .a import f\n")
+    graph = module_graph(pkg, "pkg")
+    assert graph["pkg.sub.a"] == {"pkg.leaf", "pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.leaf", "pkg.sub.a"}
+    assert cycles(graph) == [["pkg.sub.a", "pkg.sub.b"]]
+    (pkg / "sub" / "a.py").write_text("from ..leaf import X\n")
+    assert cycles(module_graph(pkg, "pkg")) == []
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    key = parts[1] if len(parts) > 1 else ""
+    assert key in LAYERS, f"{module}: new top-level module or package; give it a rank in LAYERS"
+    return LAYERS[key]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return [(m, t) for m, targets in sorted(graph.items()) for t in sorted(targets) if _layer(t) > _layer(m)]
+
+
+def test_imports_point_down_the_layers():
+    assert upward_imports(module_graph(PKG, "ptxgen")) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    """Control: an import from a lower layer to a higher one is reported, a downward one is not."""
+    graph = {"ptxgen.derive.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch": {"ptxgen.cli"}}
+    assert upward_imports(graph) == [("ptxgen.derive.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch", "ptxgen.cli")]

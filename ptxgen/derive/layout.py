@@ -7,20 +7,21 @@ descriptor, the scale-factor chain (scales) and the CTA pair (ctapair) into one 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from ..version import __version__
 from ..isa.descriptors import BlockScaledInstrDescriptor, InstrDescriptor, WgmmaInstr
 from ..isa.ptxref import cite
 from ..isa.types import Arch, Loader
+from .ctapair import CtaPairPlan, plan_cta_pair
 from .derived import Derived
+from .epilogue import plan_store
 from .operand import OperandLayout, derive_operand
+from .operand_tma import derive_tma
+from .pipeline import plan_pipeline
+from .scales import ScalePlan, base_idesc, derive_scales
+from .schedule import plan_schedule
 from .smem import SmemPlan
 from .spec import TileSpec
-
-if TYPE_CHECKING:
-    from .ctapair import CtaPairPlan
-    from .scales import ScalePlan
 
 
 def instr_descriptor(spec: TileSpec) -> InstrDescriptor:
@@ -50,8 +51,8 @@ class TileLayout:
     smem: SmemPlan
     idesc: "InstrDescriptor | BlockScaledInstrDescriptor | None"  # tcgen05 (block-scaled: SF IDs 0; see scales)
     wgmma: WgmmaInstr | None  # wgmma
-    scales: "ScalePlan | None" = None  # block-scaled kinds: the scale-factor chain, global -> smem -> TMEM -> MMA
-    pair: "CtaPairPlan | None" = None  # tcgen05 cta_group::2: who holds, loads and signals what
+    scales: ScalePlan | None = None  # block-scaled kinds: the scale-factor chain, global -> smem -> TMEM -> MMA
+    pair: CtaPairPlan | None = None  # tcgen05 cta_group::2: who holds, loads and signals what
 
     def operand(self, name: str) -> OperandLayout:
         return {"a": self.a, "b": self.b}[name]
@@ -141,8 +142,6 @@ class TileLayout:
             idesc = {"hex": f"{raw:#010x}", "fields": fields}
         else:
             idesc = self.wgmma.to_json()
-        from .epilogue import plan_store  # epilogue.py builds on this module
-
         store = plan_store(self.spec)
         out = {
             "ptxgen_version": __version__,
@@ -171,9 +170,6 @@ class TileLayout:
         c = self.spec.cluster
         if c.size == 1:
             return {}
-        from .pipeline import plan_pipeline  # pipeline.py builds on spec only; imported here like epilogue
-        from .schedule import plan_schedule
-
         op = self.operand(c.shared_operand)
         mc = op.tma.multicast
         pipe = plan_pipeline(self.spec, self.a.tma.expect_tx_bytes + self.b.tma.expect_tx_bytes)
@@ -194,11 +190,6 @@ class TileLayout:
 
 def derive(spec: TileSpec) -> TileLayout:
     """Derive every descriptor field, store offset and instruction descriptor of ``spec``."""
-    from .ctapair import plan_cta_pair
-    from .tma import derive_tma  # tma.py reads OperandLayout; imported here to keep the modules acyclic
-
-    from .scales import base_idesc, derive_scales
-
     a, b = derive_operand(spec, "a"), derive_operand(spec, "b")
     if spec.loader is Loader.TMA:
         a, b = replace(a, tma=derive_tma(spec, a)), replace(b, tma=derive_tma(spec, b))

@@ -25,18 +25,15 @@ Worked example, the seed post's A (BM=128, BK=32, f16, K-major SW64):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..isa.descriptors import SmemDescriptor, layout_type
 from ..isa.ptxref import cite
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import Arch, AtomOrder, DType, Loader, Major, Swizzle
 from .derived import Derived
-from .smem_layout import AddressTerm, SmemLayout
+from .smem_layout import SmemLayout, operand_stage
 from .spec import TileSpec
-
-if TYPE_CHECKING:
-    from .tma import TmaPlan
+from .tma import TmaPlan
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class OperandLayout:
     k_steps: tuple[KStep, ...]
     slab_offsets_bytes: tuple[int, ...]  # start of each MMA's MN slab (several only for wgmma's A)
     derivation: tuple[Derived, ...]
-    tma: "TmaPlan | None" = None  # the tensor map and copies (TMA loader), derived from ``store``
+    tma: TmaPlan | None = None  # the tensor map and copies (TMA loader), derived from ``store``
 
     @property
     def atom_rows(self) -> int:
@@ -124,11 +121,6 @@ class OperandLayout:
         return d
 
 
-def _log2(x: int) -> int:
-    assert x > 0 and x & (x - 1) == 0, x
-    return x.bit_length() - 1
-
-
 def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str, str]:
     """(base offset, formula, reason): where the MMA must think the swizzle pattern starts, given where
     the loader anchored it. cp.async stores swizzle the offset within the stage (pattern anchored at the
@@ -170,24 +162,12 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     MN = "M" if name == "a" else "N"
     k_major = op.major is Major.K
 
-    rows, cols = (mn, bk // T) if k_major else (bk, mn // T)
-    R, W = swz.atom_rows, swz.row_bytes // 16
+    store = operand_stage(op.major, swz, op.order, mn, bk, T)
+    rows, cols, R, W = store.rows, store.cols, store.atom_rows, store.atom_cols
     atom = swz.atom_bytes
     n_row_atoms, n_col_atoms = rows // R, cols // W
-    # Which atom dimension is MN: rows for K-major, columns for MN-major.
-    rows_are_mn = k_major
-    along_rows = (op.order is AtomOrder.MN) == rows_are_mn  # atoms adjacent along the row dimension?
-    if along_rows:
-        row_atom_stride, col_atom_stride = atom, n_row_atoms * atom
-    else:
-        col_atom_stride, row_atom_stride = atom, n_col_atoms * atom
-
-    terms = [AddressTerm("row", _log2(R), None, row_atom_stride), AddressTerm("row", 0, _log2(R), swz.row_bytes)]
-    if W > 1:
-        terms += [AddressTerm("col", _log2(W), None, col_atom_stride), AddressTerm("col", 0, _log2(W), 16)]
-    else:
-        terms += [AddressTerm("col", 0, None, col_atom_stride)]
-    store = SmemLayout(rows, cols, "mn" if k_major else "k", tuple(terms), swz, R, W, row_atom_stride, col_atom_stride)
+    along_rows = (op.order is AtomOrder.MN) == k_major  # atoms adjacent along the row dimension?
+    row_atom_stride, col_atom_stride = store.row_atom_stride_bytes, store.col_atom_stride_bytes
 
     row_word = f"{MN} row" if k_major else "K row"
     col_word = "16-B cell of K" if k_major else f"16-B cell of {MN}"

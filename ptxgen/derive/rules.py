@@ -15,6 +15,8 @@ from ..isa.epiops import Fp8Blocks
 from .blockfp8 import plan_block_fp8
 from .fusion import check_chain
 from .smem import SMEM_LIMIT_BYTES
+from .smem_layout import operand_stage
+from .tma import split_copies
 
 
 def _fmt(values) -> str:
@@ -242,11 +244,9 @@ def _validate_cluster(t: "TileSpec") -> None:
 
 def _multicast_halves(t: "TileSpec", name: str):
     """The shared operand's copies split in two (see ptxgen.derive.tma.split_copies), or None when it does not split."""
-    from .operand import derive_operand  # operand imports spec: imported here
-    from .tma import split_copies
-
-    dt = t.operand_dtype(name)
-    return split_copies(derive_operand(t, name).store, dt.per_cell, dt.bytes, t.cluster.size)
+    dt, op = t.operand_dtype(name), t.operand(name)
+    store = operand_stage(op.major, op.swizzle, op.order, t.mn_extent(name), t.bk, dt.per_cell)
+    return split_copies(store, dt.per_cell, dt.bytes, t.cluster.size)
 
 
 def _validate_epilogue(t: "TileSpec") -> None:

@@ -34,45 +34,19 @@ from ..isa.descriptors import BlockScaledInstrDescriptor, SmemDescriptor
 from ..isa.ptxref import cite
 from ..isa.types import Arch, Swizzle
 from .derived import Derived
+from .sf_atoms import (
+    SF_ATOM_BYTES,
+    SF_ATOM_CHUNKS,
+    SF_ATOM_ROWS,
+    SF_CP_ROW_BYTES,
+    ceil_div,
+    sf_tmem_columns_per_stage,
+)
 
 if TYPE_CHECKING:
     from .spec import TileSpec
 
-SF_ATOM_ROWS = 128  # rows of A (or B) in one scale-factor atom
-SF_ATOM_CHUNKS = 4  # K chunks (scale factors per row) in one atom: 4 bytes = one 32-bit TMEM word
-SF_ATOM_BYTES = SF_ATOM_ROWS * SF_ATOM_CHUNKS
-SF_CP_ROW_BYTES = 16  # one 128-bit row of tcgen05.cp.32x128b
 CUTLASS_REF = "CUTLASS Sm1xxBlockScaledConfig / SfKMajorAtom (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def sf_k_atoms(k: int, vec: int) -> int:
-    """Atoms along K in the global layout: ceil(K / (4 V))."""
-    return ceil_div(k, SF_ATOM_CHUNKS * vec)
-
-
-def sf_global_offset(row: int, chunk: int, k_atoms: int) -> int:
-    """Byte of scale factor (row, chunk) in CUTLASS's global layout (see the module docstring)."""
-    atom = (row // SF_ATOM_ROWS) * k_atoms + chunk // SF_ATOM_CHUNKS
-    return SF_ATOM_BYTES * atom + 16 * (row % 32) + 4 * ((row // 32) % 4) + chunk % SF_ATOM_CHUNKS
-
-
-def sf_global_bytes(rows: int, k: int, vec: int) -> int:
-    """Bytes of a rows x ceil(K / V) scale-factor matrix in CUTLASS's layout (rows and chunks padded to atoms)."""
-    return ceil_div(rows, SF_ATOM_ROWS) * sf_k_atoms(k, vec) * SF_ATOM_BYTES
-
-
-def sf_stage_bytes(rows: int, bk: int, vec: int) -> int:
-    return ceil_div(rows, SF_ATOM_ROWS) * (bk // (SF_ATOM_CHUNKS * vec)) * SF_ATOM_BYTES
-
-
-def sf_tmem_columns_per_stage(bm: int, bn: int, bk: int, vec: int) -> int:
-    groups = bk // (SF_ATOM_CHUNKS * vec)
-    return CP_32X128B_WARPX4.columns * groups * (ceil_div(bm, SF_ATOM_ROWS) + ceil_div(bn, SF_ATOM_ROWS))
-
 
 @dataclass(frozen=True)
 class SfCopy:

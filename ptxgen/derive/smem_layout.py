@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.types import Swizzle
+from ..isa.types import AtomOrder, Major, Swizzle
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,35 @@ class SmemLayout:
                 e = f"({e} & {(1 << t.bits) - 1})" if t.shift else f"({c} & {(1 << t.bits) - 1})"
             parts.append(f"{e} x {t.stride_bytes}")
         return " + ".join(parts) + f" = {self.linear(row, col)}"
+
+
+def _log2(x: int) -> int:
+    assert x > 0 and x & (x - 1) == 0, x
+    return x.bit_length() - 1
+
+
+def operand_stage(major: Major, swz: Swizzle, order: AtomOrder, mn: int, bk: int, per_cell: int) -> SmemLayout:
+    """The layout of one operand stage (MN x K elements, ``per_cell`` to a 16-byte cell): rows are MN indices
+    (K-major) or K indices (MN-major), tiled by ``swz``'s atoms, which lie adjacent along ``order``.
+
+    ptxgen.derive.operand derives the descriptors from it; the spec's cluster rule (ptxgen.derive.rules) splits
+    its TMA copies; both build it here."""
+    k_major = major is Major.K
+    rows, cols = (mn, bk // per_cell) if k_major else (bk, mn // per_cell)
+    R, W = swz.atom_rows, swz.row_bytes // 16
+    atom = swz.atom_bytes
+    n_row_atoms, n_col_atoms = rows // R, cols // W
+    # Which atom dimension is MN: rows for K-major, columns for MN-major.
+    rows_are_mn = k_major
+    along_rows = (order is AtomOrder.MN) == rows_are_mn  # atoms adjacent along the row dimension?
+    if along_rows:
+        row_atom_stride, col_atom_stride = atom, n_row_atoms * atom
+    else:
+        col_atom_stride, row_atom_stride = atom, n_col_atoms * atom
+
+    terms = [AddressTerm("row", _log2(R), None, row_atom_stride), AddressTerm("row", 0, _log2(R), swz.row_bytes)]
+    if W > 1:
+        terms += [AddressTerm("col", _log2(W), None, col_atom_stride), AddressTerm("col", 0, _log2(W), 16)]
+    else:
+        terms += [AddressTerm("col", 0, None, col_atom_stride)]
+    return SmemLayout(rows, cols, "mn" if k_major else "k", tuple(terms), swz, R, W, row_atom_stride, col_atom_stride)

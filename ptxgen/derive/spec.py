@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..isa.blockscale import kind_of
 from ..isa.shapes import TCGEN05_EPILOGUE_WARPS, TMEM_WARP_LANES, WGMMA_D_ROWS, wgmma_accumulator_registers
 from ..isa.types import (
     Arch,
@@ -40,6 +41,7 @@ from ..isa.epiops import Fp8Blocks
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
 from .rules import MAX_SPLIT_K, STORE_BUFFERS, validate
+from .sf_atoms import sf_stage_bytes, sf_tmem_columns_per_stage
 from .smem import SmemPlan, plan_smem
 
 
@@ -212,8 +214,6 @@ class TileSpec:
     def mma_kind(self) -> str:
         """The tcgen05 .kind: the dense one of the input type, or the block-scaled one picked with --scale."""
         if self.block_scaled:
-            from ..isa.blockscale import kind_of
-
             return kind_of(self.dtype, self.scale.dtype).kind
         return self.dtype.kind
 
@@ -226,17 +226,11 @@ class TileSpec:
         """TMEM columns of the scale factors of every stage (0 for dense kinds)."""
         if not self.block_scaled:
             return 0
-        from ..isa.blockscale import kind_of
-        from .scales import sf_tmem_columns_per_stage
-
         return self.stages * sf_tmem_columns_per_stage(self.bm, self.bn, self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
 
     def sf_stage_bytes(self, name: str) -> int:
         if not self.block_scaled:
             return 0
-        from ..isa.blockscale import kind_of
-        from .scales import sf_stage_bytes
-
         return sf_stage_bytes(self.mn_extent(name), self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
 
     @property

@@ -27,33 +27,20 @@ tiles and the K tail work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ..isa.ptxref import cite
 from ..isa.tensormap import (
-    DRIVER_REF,
     INTERLEAVE_NONE,
     L2_PROMOTION_128B,
     L2_PROMOTION_256B,
     L2_SECTOR_BYTES,
     MAX_BOX_ELEMENTS,
     OOB_FILL_ZERO,
-    PTX_TENSOR_REF,
-    PTX_TMA_REF,
-    SMEM_DST_ALIGN,
-    TMA_DATA_TYPE_OF,
-    TMA_SWIZZLE_KEY,
-    TMA_SWIZZLE_OF,
     TmaDataType,
     TmaSwizzle,
 )
-from ..isa.types import Major
 from .derived import Derived
 
-if TYPE_CHECKING:
-    from .operand import OperandLayout
-    from .smem_layout import SmemLayout
-    from .spec import TileSpec
+from .smem_layout import SmemLayout
 
 
 @dataclass(frozen=True)
@@ -95,7 +82,7 @@ class TmaPlan:
     """Everything ``cuTensorMapEncodeTiled`` needs but the pointer and the problem size, plus the copies."""
 
     operand: str
-    layout: "SmemLayout"  # the same object the MMA descriptors were derived from (checked at render time)
+    layout: SmemLayout  # the same object the MMA descriptors were derived from (checked at render time)
     data_type: TmaDataType
     element_bytes: int
     rank: int
@@ -146,7 +133,7 @@ def l2_promotion_for_rows(row_bytes: int) -> int:
     return L2_PROMOTION_256B if row_bytes % L2_SECTOR_BYTES == 0 else L2_PROMOTION_128B
 
 
-def copies_of(layout: "SmemLayout", elems_per_cell: int, split: int = 1) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
+def copies_of(layout: SmemLayout, elems_per_cell: int, split: int = 1) -> tuple[tuple[int, int], tuple[TmaCopy, ...], CopyGrid]:
     """(box, copies, grid) that write ``layout`` densely: runs of atoms adjacent along the outer dimension.
 
     ``split`` > 1 (a multicast operand): the number of copies must be a multiple of ``split``, so runs are
@@ -187,7 +174,7 @@ class MulticastPlan:
     bytes_per_cta: int  # what one CTA's copies move (it receives ctas x this)
 
 
-def split_copies(layout: "SmemLayout", elems_per_cell: int, element_bytes: int, ctas: int = 2) -> MulticastPlan | None:
+def split_copies(layout: SmemLayout, elems_per_cell: int, element_bytes: int, ctas: int = 2) -> MulticastPlan | None:
     """Split the stage's copies into ``ctas`` equal shares that differ by one constant shift (smem offset,
     box origin), or None when the stage has no such split."""
     box, copies, _ = copies_of(layout, elems_per_cell, ctas)
@@ -202,92 +189,3 @@ def split_copies(layout: "SmemLayout", elems_per_cell: int, element_bytes: int, 
             if (c.smem_offset_bytes - c0.smem_offset_bytes, c.inner - c0.inner, c.outer - c0.outer) != (r * d[0], r * d[1], r * d[2]):
                 return None
     return MulticastPlan(ctas, (1 << ctas) - 1, first, d[0], d[1], d[2], h * box[0] * box[1] * element_bytes)
-
-
-def derive_tma(spec: "TileSpec", op: "OperandLayout") -> TmaPlan:
-    layout = op.store
-    dt = spec.dtype
-    # Packed e2m1 (two a byte) travels as bytes: the map's elements, box and K coordinates count bytes (K / 2).
-    packed = dt.container_bits < 8
-    ebytes = 1 if packed else dt.bytes
-    T = 16 // ebytes
-    split = spec.cluster.size if spec.cluster.shared_operand == op.name else 1
-    box, copies, grid = copies_of(layout, T, split)
-    assert grid.expand() == copies
-    swz = TMA_SWIZZLE_OF[op.swizzle]
-    k_major = op.major is Major.K
-    MN = "M" if op.name == "a" else "N"
-    dims = ("K", MN) if k_major else (MN, "K")
-    ld = f"ld{op.name}"
-    expect = len(copies) * box[0] * box[1] * ebytes
-    assert expect == op.stage_bytes, (expect, op.stage_bytes)
-    assert all(c.smem_offset_bytes % SMEM_DST_ALIGN == 0 for c in copies)
-    inner_word = "K" if k_major else MN
-    outer_word = MN if k_major else "K"
-    adjacent = layout.row_atom_stride_bytes == layout.atom_bytes
-    atoms = "core matrices" if not op.swizzle.is_swizzled else f"{op.swizzle.value} atoms"
-    D = (
-        Derived("data_type", TMA_DATA_TYPE_OF[dt].name, f"{dt.value} -> CU_TENSOR_MAP_DATA_TYPE_{TMA_DATA_TYPE_OF[dt].name}",
-                "element size for the copy engine" + ("; raw 32-bit words (the inputs are tf32-exact)" if dt.bits == 32 else "")
-                + ("; 8-bit codes travel as bytes" if dt.bits == 8 else "")
-                + ("; packed e2m1 pairs travel as bytes: K counts bytes (K / 2) in the map" if packed else ""), DRIVER_REF),
-        Derived("rank", 2, f"dims ({dims[0]}, {dims[1]})", f"{op.name.upper()} is {dims[1]} rows of {dims[0]} contiguous elements ({op.major.value}-major)", DRIVER_REF),
-        Derived("global_dims", f"[{dims[0]}, {dims[1]}]", "the problem's extents at launch, inner first",
-                "the bounds TMA checks: elements past them read as zero (partial tiles, the K tail)", PTX_TENSOR_REF),
-        Derived("global_strides", f"[{ld} x {ebytes} B]" if not packed else f"[{ld} / 2 B]", f"row stride of {dims[1]} rows; must be a multiple of 16 B",
-                "the copy engine addresses rows in 16-byte units", DRIVER_REF),
-        Derived("box", f"[{box[0]}, {box[1]}]",
-                f"inner: one atom row = {layout.atom_cols} x 16 B = {box[0]} elements of {inner_word}; outer: "
-                + (f"{box[1]} {outer_word} rows = {box[1] // layout.atom_rows} {atoms} adjacent in the stage" if adjacent and box[1] > layout.atom_rows
-                   else f"{box[1]} {outer_word} rows = one atom (atoms are adjacent along {inner_word}, not {outer_word})"),
-                "a box is written densely, row after row; its inner extent may not exceed the swizzle span, and its "
-                "rows must land on consecutive atom rows of the stage", PTX_TMA_REF),
-        Derived("element_strides", "[1, 1]", "every element", "dense tile", DRIVER_REF),
-        Derived("interleave", "NONE", "INTERLEAVE_NONE", "row-major global tensors", DRIVER_REF),
-        Derived("swizzle", swz.json_name, f"{op.swizzle.value} -> CU_TENSOR_MAP_SWIZZLE_{swz.name.lstrip('B') if swz.name != 'NONE' else 'NONE'}",
-                "the same swizzle as the MMA descriptors' layout type: TMA writes the pattern the tensor core reads", cite("swizzling")),
-        Derived("swizzle_key", TMA_SWIZZLE_KEY, "XOR of address bits [7, 10) into [4, 7) of the address written",
-                "where TMA anchors the pattern decides the descriptors' base offset (docs/hardware-layout.md, 'TMA')", cite("base_offset")),
-        Derived("l2_promotion", "L2_256B (rows on a 32-B sector), else L2_128B",
-                f"at launch, from the row stride {ld} x {ebytes} B: L2_PROMOTION_L2_256B when it is a multiple of "
-                f"{L2_SECTOR_BYTES} B, else L2_PROMOTION_L2_128B",
-                "fetch whole L2 lines: every tile row is read in full; rows that start mid-sector fetch 128-byte lines "
-                "(measured on the H200: 0.64 -> 0.75-0.78 of cuBLAS at the 16-B phase; docs/performance.md, run 25)", DRIVER_REF),
-        Derived("oob_fill", "NONE (zeros)", "FLOAT_OOB_FILL_NONE", "out-of-bounds elements are zero, so the K tail adds nothing", DRIVER_REF),
-        Derived("copies", len(copies),
-                f"{layout.cols // layout.atom_cols} atom column(s) x {layout.rows // box[1]} box(es) of {box[1]} rows: "
-                + ", ".join(f"+{c.smem_offset_bytes} B <- ({c.inner}, {c.outer})" for c in copies[:6]) + (" ..." if len(copies) > 6 else ""),
-                "each copy writes one run of adjacent atoms; its smem offset is that run's offset in the stage layout, its "
-                "box origin the run's first element relative to the tile origin (inner, outer)", PTX_TMA_REF),
-        Derived("expect_tx_bytes", expect, f"{len(copies)} x {box[0]} x {box[1]} x {ebytes} B = {expect}",
-                "the full-barrier transaction count per stage for this operand: TMA counts whole boxes, zero-filled parts too", PTX_TMA_REF),
-    )
-    mc = None
-    if split > 1:
-        mc = split_copies(layout, T, dt.bytes, split)
-        assert mc is not None and mc.bytes_per_cta * split == expect, "validate() admits only splittable stages"
-        D += (
-            Derived("multicast", f"{len(mc.copies)} of {len(copies)} copies per CTA, ctaMask 0b{mc.cta_mask:b}",
-                    f"CTA rank r of the {split}-CTA cluster issues copies r x {len(mc.copies)} .. (r + 1) x {len(mc.copies)} - 1: copy i "
-                    f"shifted by r x (+{mc.smem_delta_bytes} B, inner +{mc.inner_delta}, outer +{mc.outer_delta}), "
-                    f"{mc.bytes_per_cta} B each, with .multicast::cluster",
-                    f"both CTAs multiply the same {op.name.upper()} tile: each fetches half of it from L2 once and the copy engine writes "
-                    "it at the same shared-memory offset in both CTAs and completes the transaction bytes on the full barrier at the "
-                    f"same offset in each, so each CTA's full barrier still expects the whole {expect} B of {op.name.upper()}",
-                    cite("tma_multicast") + "; CUTLASS SM90_TMA_LOAD_MULTICAST (include/cute/arch/copy_sm90_tma.hpp)"),
-        )
-    return tile_map(
-        operand=op.name,
-        layout=layout,
-        data_type=TMA_DATA_TYPE_OF[dt],
-        element_bytes=ebytes,
-        global_dims=dims,
-        ld_name=ld,
-        box=box,
-        swizzle=swz,
-        copies=copies,
-        grid=grid,
-        expect_tx_bytes=expect,
-        derivation=D,
-        multicast=mc,
-    )

@@ -43,6 +43,16 @@ _FIELDS = {
     "sm_100a": {"start": (0, 14), "lbo": (16, 14), "sbo": (32, 14), "base_offset": (49, 3), "mode": (61, 3)},
     "sm_90a": {"start": (0, 14), "lbo": (16, 14), "sbo": (32, 14), "base_offset": (49, 3), "mode": (62, 2)},
 }
+START_FIELD_LIMIT = 1 << _FIELDS["sm_100a"]["start"][1]  # the start field holds address >> 4 in 14 bits (both families)
+
+
+def moved(desc: int, offset: int) -> int:
+    """``desc`` with ``offset`` bytes added to its start address (the start field must not overflow)."""
+    start = (desc & (START_FIELD_LIMIT - 1)) + (offset >> 4)
+    assert offset % 16 == 0 and start < START_FIELD_LIMIT, (hex(desc), offset)
+    return desc + (offset >> 4)
+
+
 _MODES = {
     "sm_100a": {0: "none", 1: "128B_base32B", 2: "128B", 4: "64B", 6: "32B"},
     "sm_90a": {0: "none", 1: "128B", 2: "64B", 3: "32B"},

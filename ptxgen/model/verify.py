@@ -13,14 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import readmodel, tmamodel
+from .verify_pair import check_pair
 from ..derive.layout import TileLayout
 from ..derive.operand import OperandLayout
 from ..isa.numerics import CODE_DTYPE, unpack_e2m1
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import DType, Loader, Major
-
-START_FIELD_LIMIT = 1 << 14  # the descriptor's start field holds address >> 4 in 14 bits
-
 
 def random_tile(op: OperandLayout, rng: np.random.Generator) -> np.ndarray:
     """A random logical MN x K tile of raw element codes."""
@@ -68,8 +66,6 @@ def check_operand(t: TileLayout, op: OperandLayout, rng: np.random.Generator) ->
 def check_tile(t: TileLayout, seed: int = 0) -> list[str]:
     """Every operand, every K-step, every slab: [] when the writer and the reader agree."""
     if t.pair is not None:  # cta_group::2: both CTAs' images through the pair model (verify_pair)
-        from .verify_pair import check_pair
-
         return check_pair(t.to_json(), seed)
     rng = np.random.default_rng(seed)
     if t.spec.loader is Loader.TMA:
@@ -146,7 +142,7 @@ def read_back(tj: dict, name: str, address: int, img: np.ndarray, tile: np.ndarr
     problems = []
     for si, step in enumerate(opj["k_steps"]):
         for slab, slab_off in enumerate(opj.get("slab_offsets_bytes", [0])):
-            desc = _moved(int(step["desc_hex"], 16), address + slab_off)
+            desc = readmodel.moved(int(step["desc_hex"], 16), address + slab_off)
             want = tile[slab * mma_mn : (slab + 1) * mma_mn, step["k"] : step["k"] + kmma]
             try:
                 got = readmodel.read(spec["arch"], desc, opj["major"], mma_mn, spec["dtype"], img)
@@ -157,10 +153,3 @@ def read_back(tj: dict, name: str, address: int, img: np.ndarray, tile: np.ndarr
                 bad = int(np.count_nonzero(got != want))
                 problems.append(f"{label}: K-step {si} slab {slab} (desc {desc:#018x}): {bad} of {want.size} elements differ")
     return problems
-
-
-def _moved(desc: int, offset: int) -> int:
-    """``desc`` with ``offset`` bytes added to its start address (the start field must not overflow)."""
-    start = (desc & (START_FIELD_LIMIT - 1)) + (offset >> 4)
-    assert offset % 16 == 0 and start < START_FIELD_LIMIT, (hex(desc), offset)
-    return desc + (offset >> 4)

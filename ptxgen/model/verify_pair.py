@@ -19,8 +19,7 @@ import copy
 
 import numpy as np
 
-from . import pairmodel, tmamodel
-from .verify import _moved
+from . import pairmodel, readmodel, tmamodel
 from ..isa.numerics import CODE_DTYPE
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import DType
@@ -88,7 +87,7 @@ def check_pair_stage(tj: dict, stage: int, partial: bool, rng, cta_group: int | 
     kmma = dts["a"].k_per_mma
     problems = []
     for si, (sa, sb) in enumerate(zip(tj["a"]["k_steps"], tj["b"]["k_steps"])):
-        da, db = _moved(int(sa["desc_hex"], 16), addr["a"]), _moved(int(sb["desc_hex"], 16), addr["b"])
+        da, db = readmodel.moved(int(sa["desc_hex"], 16), addr["a"]), readmodel.moved(int(sb["desc_hex"], 16), addr["b"])
         try:
             got_a, got_b = pairmodel.pair_operands(
                 spec["arch"], da, db, idesc, tj["a"]["major"], tj["b"]["major"], dts["a"].value, dts["b"].value,

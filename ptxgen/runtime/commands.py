@@ -75,7 +75,7 @@ def refuse_block_scaled(args, command: str) -> bool:
 
 def cmd_validate(args) -> int:
     from .gpu import CudaError, NoGPU
-    from .launch import ProblemError
+    from .errors import ProblemError
     from .validate import validate_spec
 
     if refuse_block_scaled(args, "validate"):
@@ -222,7 +222,7 @@ def cmd_bench(args) -> int:
     from ..isa.types import SpecError
     from .bench import bench_spec, geomean
     from .gpu import NoGPU
-    from .launch import ProblemError
+    from .errors import ProblemError
 
     if refuse_block_scaled(args, "bench"):
         return EXIT_USAGE

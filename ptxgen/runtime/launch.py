@@ -13,11 +13,8 @@ from ..derive.kernel import KernelPlan
 from ..derive.spec import TileSpec
 from ..derive.tma import l2_promotion_for_rows
 from ..isa.types import Loader, Major
+from .errors import ProblemError
 from .gpu import KernelArgs
-
-
-class ProblemError(ValueError):
-    """A problem size or layout the kernel cannot handle (refused before any launch: exit 2)."""
 
 
 ROW_ALIGN_BYTES = 16  # TMA's rule for global rows, and cp.async's 16-byte copies; D's vector stores too

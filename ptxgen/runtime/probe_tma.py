@@ -301,7 +301,7 @@ class TmaProber:
 
     def run(self, case: TmaCase, index: int) -> TmaCase:
         from .gpu import CudaError
-        from .launch import ProblemError
+        from .errors import ProblemError
 
         case.seed = self.seed * 1_000_003 + index
         if self.broken:

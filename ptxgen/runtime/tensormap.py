@@ -2,7 +2,7 @@
 
 :func:`tensormap_args` is pure Python: it fills in the pointer, the problem extents and the row
 stride, and checks every rule of ``cuTensorMapEncodeTiled`` that can be checked without a driver,
-raising :class:`~ptxgen.runtime.launch.ProblemError` that names the rule. :func:`encode` then asks the
+raising :class:`~ptxgen.runtime.errors.ProblemError` that names the rule. :func:`encode` then asks the
 driver for the 128 opaque bytes (it needs ``libcuda``; the bytes are passed to a kernel as a
 ``__grid_constant__`` parameter through :class:`~ptxgen.runtime.gpu.KernelArgs` kind ``"tensormap"``).
 
@@ -34,7 +34,7 @@ from ..isa.tensormap import (
     TENSOR_MAP_BYTES,
     TmaSwizzle,
 )
-from .launch import ProblemError
+from .errors import ProblemError
 
 MAX_ELEMENT_STRIDE = 8  # elementStrides[i] is 1..8
 
