@@ -41,13 +41,8 @@ def cmd_explain(args) -> int:
 
 def cmd_decode(args) -> int:
     from .isa.blockscale import IDESC_BS_TABLES
-    from .isa.descriptors import (
-        InstrDescriptor,
-        SmemDescriptor,
-        lint_block_scaled_idesc,
-        lint_instr_descriptor,
-        lint_smem_descriptor,
-    )
+    from .isa.descriptors import SmemDescriptor, lint_smem_descriptor
+    from .isa.idesc import InstrDescriptor, lint_block_scaled_idesc, lint_instr_descriptor
 
     if (args.hex is None) == (args.idesc is None):
         raise UsageError("give either a shared-memory descriptor HEX or --idesc HEX")

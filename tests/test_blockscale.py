@@ -20,7 +20,7 @@ from ptxgen.derive.rules import BLOCK_SCALED_BN
 from ptxgen.derive.spec import make_spec
 from ptxgen.isa import numerics
 from ptxgen.isa.blockscale import GENERATED, IDESC_BS_TABLES, kind_of
-from ptxgen.isa.descriptors import BlockScaledInstrDescriptor, lint_block_scaled_idesc
+from ptxgen.isa.idesc import BlockScaledInstrDescriptor, lint_block_scaled_idesc
 from ptxgen.isa.types import DType, SpecError
 from ptxgen.model import sfmodel
 from ptxgen.model import verify_scales

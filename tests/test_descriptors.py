@@ -8,12 +8,8 @@ shared/reference/descriptors.md ("CuTe host run"), and the seed post's numbers.
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ptxgen.isa.descriptors import (
-    InstrDescriptor,
-    SmemDescriptor,
-    lint_instr_descriptor,
-    lint_smem_descriptor,
-)
+from ptxgen.isa.descriptors import SmemDescriptor, lint_smem_descriptor
+from ptxgen.isa.idesc import InstrDescriptor, lint_instr_descriptor
 from ptxgen.derive.layout import derive
 from ptxgen.derive.spec import make_spec
 from ptxgen.isa.types import Arch, Major, Swizzle

@@ -18,7 +18,7 @@ from ptxgen.derive.explain import explain_text
 from ptxgen.derive.layout import derive
 from ptxgen.derive.rules import legal_b_dtypes
 from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.isa.descriptors import WgmmaInstr, lint_instr_descriptor
+from ptxgen.isa.idesc import WgmmaInstr, lint_instr_descriptor
 from ptxgen.isa.numerics import decode, random_codes, tolerance
 from ptxgen.isa.types import Arch, DType, Major, SpecError
 from ptxgen.model.verify import check_tile

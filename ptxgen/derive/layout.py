@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..version import __version__
-from ..isa.descriptors import BlockScaledInstrDescriptor, InstrDescriptor, WgmmaInstr
+from ..isa.idesc import BlockScaledInstrDescriptor, InstrDescriptor, WgmmaInstr
 from ..isa.ptxref import cite
 from ..isa.types import Arch, Loader
 from .ctapair import CtaPairPlan, plan_cta_pair

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..isa.blockscale import CP_32X128B_WARPX4, ScaledKind, TmemCopyShape, idesc_ref, kind_of
-from ..isa.descriptors import BlockScaledInstrDescriptor, SmemDescriptor
+from ..isa.descriptors import SmemDescriptor
+from ..isa.idesc import BlockScaledInstrDescriptor
 from ..isa.ptxref import cite
 from ..isa.types import Arch, Swizzle
 from .derived import Derived

@@ -9,7 +9,8 @@ tensor map, the box coordinates and the shared-memory destination offset are run
 
 from __future__ import annotations
 
-from ..isa.descriptors import SmemDescriptor, WgmmaInstr
+from ..isa.descriptors import SmemDescriptor
+from ..isa.idesc import WgmmaInstr
 from ..isa.tensormap import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
 from ..isa.types import Arch, DType, Major
 from ..version import __version__
