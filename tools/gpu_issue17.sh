@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 17 on the H200, one lease: the fused epilogue ops against float64 (tests/test_epilogue_ops.py), the
 # compute-sanitizer flagship, and the bench (fused bias+gelu vs plain vs torch eager; FP8 per-row output).
-# Logs go to $OUT. Usage: tools/gpu_issue17.sh [tests] [sanitizer] [bench]   (default: all three)
+# Logs go to $OUT (at most 7 files: env17.txt, epilogue_ops_pytest.log, sanitizer17.log, bench17.log, two .jsonl,
+# block_fp8_promotion.json). Usage: tools/gpu_issue17.sh [tests] [sanitizer] [bench]   (default: all three)
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -18,13 +19,14 @@ for step in $STEPS; do
     sanitizer)
       SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
       for tool in memcheck racecheck synccheck; do
-        timeout 240 "$SAN" --tool $tool --error-exitcode 99 python3 tools/fused_flagship.py > "$OUT/sanitizer17_$tool.log" 2>&1
-        echo "$tool rc=$?"; tail -3 "$OUT/sanitizer17_$tool.log"
-      done ;;
+        echo "=== $tool" >> "$OUT/sanitizer17.log"
+        timeout 240 "$SAN" --tool $tool --error-exitcode 99 python3 tools/fused_flagship.py >> "$OUT/sanitizer17.log" 2>&1
+        rc=$?; echo "=== $tool rc=$rc" >> "$OUT/sanitizer17.log"; echo "$tool rc=$rc"
+      done
+      grep -a "SUMMARY\|max error" "$OUT/sanitizer17.log" ;;
     bench)
-      timeout 300 python3 tools/bench_epilogue.py 8192x8192x8192 4096x4096x4096 --fp8 --rounds 30 --json "$OUT/bench_epilogue.jsonl" > "$OUT/bench_epilogue.log" 2>&1
-      cat "$OUT/bench_epilogue.log"
-      timeout 240 python3 tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds 20 --json "$OUT/bench_blockfp8.jsonl" > "$OUT/bench_blockfp8.log" 2>&1
-      cat "$OUT/bench_blockfp8.log" ;;
+      timeout 300 python3 tools/bench_epilogue.py 8192x8192x8192 4096x4096x4096 --fp8 --rounds 30 --json "$OUT/bench_epilogue.jsonl" >> "$OUT/bench17.log" 2>&1
+      timeout 240 python3 tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds 20 --json "$OUT/bench_blockfp8.jsonl" >> "$OUT/bench17.log" 2>&1
+      cat "$OUT/bench17.log" ;;
   esac
 done
