@@ -213,7 +213,7 @@ def test_fused_gemm_marshals_the_chain_arguments(simulated):
     with pytest.raises(ptxgen.api.fused.DTypeError, match="residual"):
         ptxgen.api.fused.gemm(a, b, out, residual=_Arr((m, n), "float16", strides=(n, 1)), spec=plain)
     with pytest.raises(ptxgen.api.fused.ArgumentError, match="even"):
-        ptxgen.api.fused.gemm(a, b, out, c=_Arr((m, n), strides=(73, 1)), spec=plain)
+        ptxgen.api.fused.gemm(a, b, out, c=_Arr((m, n), strides=(73, 1)), beta=1.0, spec=plain)
 
 
 def test_fused_gemm_fp8_output_takes_scale_and_amax(simulated):
