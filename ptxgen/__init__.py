@@ -1,9 +1,14 @@
 """ptxgen: derive, explain, emit and check tensor-core GEMM tiles (tcgen05 on sm_100a, wgmma on sm_90a).
 
-Layers, each importing only those before it:
-  core     ptxgen.types, .spec, .smem, .bits, .descriptors, .layout, .readmodel, .numerics, .explain
-  emit     ptxgen.emit (jinja2 templates, naming, generated/, SVG pictures)
-  runtime  ptxgen.runtime (NVRTC, SASS checks, launching on a GPU)
+Layers, each importing only those before it (tests/test_layering.py; docs/design.md draws them):
+  isa      ptxgen.isa: hardware facts and encodings (types, shapes, descriptor bit tables, tensor maps)
+  derive   ptxgen.derive: pure-Python plans from a spec (fields, spec, rules, operand layouts, TMA,
+           pipeline, schedule, epilogue; layout composes them, kernel is the whole frozen plan, explain)
+  model    ptxgen.model: independent checks (read model, TMA model, pipeline simulation) and their bridges
+  emit     ptxgen.emit: jinja2 rendering (a context per template piece), generated/, SVG pictures
+  runtime  ptxgen.runtime: NVRTC and the kernel cache, SASS checks, the driver, launching, bench, tune
+  top      ptxgen.api, .grouped, .torch_ops, .sweep, .cli
+Leaf modules any layer may import: ptxgen.version, .status, .cachedir, .outputs.
 
 The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` stays fast):
   compile(spec) -> CompiledKernel, callable on device arrays: out = a @ b.T

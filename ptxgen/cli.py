@@ -11,7 +11,7 @@ import json
 import sys
 
 from .version import __version__
-from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
+from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
 
@@ -309,66 +309,80 @@ def cmd_cache(args) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, just that subcommand's parser under the top level (what ``main``
+    needs to parse ``ptxgen ONLY ...``: the same flags, help and errors, without building the other subcommands)."""
+
+    def want(name: str) -> bool:
+        return only is None or only == name
+
     p = argparse.ArgumentParser(prog="ptxgen", description="tensor-core GEMM tiles: derive, explain, emit, check")
     p.add_argument("--version", action="version", version=f"ptxgen {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    e = sub.add_parser("explain", help="derive every descriptor field of a tile and say why")
-    add_spec_flags(e)
-    e.add_argument("--json", action="store_true", help="print the layout JSON and nothing else")
-    e.set_defaults(func=cmd_explain)
+    if want("explain"):
+        e = sub.add_parser("explain", help="derive every descriptor field of a tile and say why")
+        add_spec_flags(e)
+        e.add_argument("--json", action="store_true", help="print the layout JSON and nothing else")
+        e.set_defaults(func=cmd_explain)
 
-    d = sub.add_parser("decode", help="decode and lint a shared-memory or instruction descriptor")
-    d.add_argument("hex", nargs="?", help="64-bit shared-memory descriptor, hexadecimal")
-    d.add_argument("--idesc", metavar="HEX", help="decode a 32-bit tcgen05 instruction descriptor instead")
-    d.add_argument("--kind", default="f16", choices=("f16", "tf32", "f8f6f4", "i8", "mxf8f6f4", "mxf4", "mxf4nvf4"),
-                   help="tcgen05 .kind of --idesc (mxf8f6f4, mxf4, mxf4nvf4: the block-scaled layouts, PTX Tables 43-44)")
-    d.add_argument("--arch", default="sm_100a", choices=[a.value for a in Arch],
-                   help="the descriptor format of this arch (default sm_100a)")
-    d.add_argument("--json", action="store_true", help="print the decoded fields, problems and notes as JSON")
-    d.set_defaults(func=cmd_decode)
+    if want("decode"):
+        d = sub.add_parser("decode", help="decode and lint a shared-memory or instruction descriptor")
+        d.add_argument("hex", nargs="?", help="64-bit shared-memory descriptor, hexadecimal")
+        d.add_argument("--idesc", metavar="HEX", help="decode a 32-bit tcgen05 instruction descriptor instead")
+        d.add_argument("--kind", default="f16", choices=("f16", "tf32", "f8f6f4", "i8", "mxf8f6f4", "mxf4", "mxf4nvf4"),
+                       help="tcgen05 .kind of --idesc (mxf8f6f4, mxf4, mxf4nvf4: the block-scaled layouts, PTX Tables 43-44)")
+        d.add_argument("--arch", default="sm_100a", choices=[a.value for a in Arch],
+                       help="the descriptor format of this arch (default sm_100a)")
+        d.add_argument("--json", action="store_true", help="print the decoded fields, problems and notes as JSON")
+        d.set_defaults(func=cmd_decode)
 
-    b = sub.add_parser("build", help="write generated/<kernel>/{kernel.cu,kernel.ptx,layout.json,layout.svg}")
-    add_spec_flags(b)
-    b.add_argument("--out", default="generated", help="output folder (default generated)")
-    b.add_argument("--json", action="store_true", help="print a JSON build report")
-    b.set_defaults(func=cmd_build)
+    if want("build"):
+        b = sub.add_parser("build", help="write generated/<kernel>/{kernel.cu,kernel.ptx,layout.json,layout.svg}")
+        add_spec_flags(b)
+        b.add_argument("--out", default="generated", help="output folder (default generated)")
+        b.add_argument("--json", action="store_true", help="print a JSON build report")
+        b.set_defaults(func=cmd_build)
 
-    c = sub.add_parser("check", help="regenerate every kernel under DIR and fail on any difference")
-    c.add_argument("dir", nargs="?", default="generated", help="the folder of kernel folders (default generated)")
-    c.set_defaults(func=cmd_check)
+    if want("check"):
+        c = sub.add_parser("check", help="regenerate every kernel under DIR and fail on any difference")
+        c.add_argument("dir", nargs="?", default="generated", help="the folder of kernel folders (default generated)")
+        c.set_defaults(func=cmd_check)
 
-    w = sub.add_parser("sweep", help="read-model, compile and SASS checks over a grid of configurations")
-    w.add_argument("--grid", default="ci", help="ci, full, or a TOML grid file (default ci)")
-    w.add_argument("--jobs", type=int, default=None, help="worker processes (default: all CPUs)")
-    w.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based, deterministic)")
-    w.add_argument("--json", default=None, metavar="OUT", help="write the JSON report to OUT")
-    w.add_argument("--no-compile", action="store_true", help="only the read-model check")
-    w.add_argument("--run", action="store_true", help="also run each kernel on the GPU (needs one)")
-    w.add_argument("--list", action="store_true", help="list the configurations and exit")
-    w.add_argument("--list-dropped", action="store_true",
-                   help="list each illegal combination of the grid with the reason it was dropped, and exit")
-    w.add_argument("--resume", metavar="PARTIAL", help="skip the configurations already in this (partial) report")
-    w.add_argument("--merge", nargs="+", metavar="REPORT",
-                   help="merge shard reports into one summary (exit 1 if a check failed or a shard is missing or duplicated)")
-    w.set_defaults(func=cmd_sweep)
+    if want("sweep"):
+        w = sub.add_parser("sweep", help="read-model, compile and SASS checks over a grid of configurations")
+        w.add_argument("--grid", default="ci", help="ci, full, or a TOML grid file (default ci)")
+        w.add_argument("--jobs", type=int, default=None, help="worker processes (default: all CPUs)")
+        w.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based, deterministic)")
+        w.add_argument("--json", default=None, metavar="OUT", help="write the JSON report to OUT")
+        w.add_argument("--no-compile", action="store_true", help="only the read-model check")
+        w.add_argument("--run", action="store_true", help="also run each kernel on the GPU (needs one)")
+        w.add_argument("--list", action="store_true", help="list the configurations and exit")
+        w.add_argument("--list-dropped", action="store_true",
+                       help="list each illegal combination of the grid with the reason it was dropped, and exit")
+        w.add_argument("--resume", metavar="PARTIAL", help="skip the configurations already in this (partial) report")
+        w.add_argument("--merge", nargs="+", metavar="REPORT",
+                       help="merge shard reports into one summary (exit 1 if a check failed or a shard is missing or duplicated)")
+        w.set_defaults(func=cmd_sweep)
 
-    sh = sub.add_parser("show", help="draw a stage's layout, its swizzle and what each MMA reads (SVG)")
-    add_spec_flags(sh)
-    sh.add_argument("--operand", choices=("a", "b", "d"),
-                    help="draw one operand; d: the TMA-store epilogue's staging buffer (default: all there are)")
-    out = sh.add_mutually_exclusive_group()
-    out.add_argument("--svg", metavar="FILE", help="write the SVG to FILE (default: stdout)")
-    out.add_argument("--html", metavar="FILE", help="write a self-contained HTML page to FILE")
-    sh.add_argument("--decode", metavar="HEX", help="highlight what this raw descriptor reads instead of the derived ones")
-    sh.set_defaults(func=cmd_show)
+    if want("show"):
+        sh = sub.add_parser("show", help="draw a stage's layout, its swizzle and what each MMA reads (SVG)")
+        add_spec_flags(sh)
+        sh.add_argument("--operand", choices=("a", "b", "d"),
+                        help="draw one operand; d: the TMA-store epilogue's staging buffer (default: all there are)")
+        out = sh.add_mutually_exclusive_group()
+        out.add_argument("--svg", metavar="FILE", help="write the SVG to FILE (default: stdout)")
+        out.add_argument("--html", metavar="FILE", help="write a self-contained HTML page to FILE")
+        sh.add_argument("--decode", metavar="HEX", help="highlight what this raw descriptor reads instead of the derived ones")
+        sh.set_defaults(func=cmd_show)
 
-    ca = sub.add_parser("cache", help="the compiled-kernel cache: where it is and its size (info), or empty it (clear)")
-    ca.add_argument("action", choices=("info", "clear"), help="info: folder, entries, bytes; clear: remove every kernel")
-    ca.set_defaults(func=cmd_cache)
+    if want("cache"):
+        ca = sub.add_parser("cache", help="the compiled-kernel cache: where it is and its size (info), or empty it (clear)")
+        ca.add_argument("action", choices=("info", "clear"), help="info: folder, entries, bytes; clear: remove every kernel")
+        ca.set_defaults(func=cmd_cache)
 
-    _add_gpu_commands(sub)
+    if only is None or only in GPU_COMMANDS:
+        _add_gpu_commands(sub)
     return p
 
 
@@ -404,10 +418,13 @@ class _ClosedStdout(OSError):
     pass
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .runtime.cache import SettingError
+LOCAL_COMMANDS = ("explain", "decode", "build", "check", "sweep", "show", "cache")
+GPU_COMMANDS = ("validate", "probe", "bench", "tune")
 
-    parser = build_parser()
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in LOCAL_COMMANDS + GPU_COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         if sys.stdout is None:  # started with stdout closed (`ptxgen ... >&-`)

@@ -1,6 +1,11 @@
-"""Exit statuses of the ptxgen command (also the contract with scripts that call it)."""
+"""Exit statuses of the ptxgen command (also the contract with scripts that call it), and the error a bad setting
+raises: a leaf module, so the command can catch it without loading the runtime."""
 
 EXIT_OK = 0  # success
 EXIT_CHECK_FAILED = 1  # a check failed: validation, lint, stale generated/, SASS
 EXIT_USAGE = 2  # bad usage or an illegal spec
 EXIT_NO_GPU = 3  # no usable GPU
+
+
+class SettingError(ValueError):
+    """An environment variable ptxgen reads holds a value it cannot use (exit 2, before any work)."""

@@ -104,3 +104,20 @@ def test_show_writes_svg_and_html(tmp_path, capsys):
     assert (tmp_path / "a.svg").read_text().count('class="cell"') == 512
     assert run(capsys, "show", *SEED, "--html", str(tmp_path / "p.html"))[0] == 0
     assert "<svg" in (tmp_path / "p.html").read_text()
+
+
+def test_the_parser_of_one_subcommand_is_the_whole_parsers():
+    """main builds only the subcommand it runs (start-up time); each such parser must be the whole parser's, and the
+    two lists main picks from must name every subcommand (a new one left out would lose its fast path only, but
+    one named there and built nowhere would fail)."""
+    from ptxgen.cli import GPU_COMMANDS, LOCAL_COMMANDS, build_parser
+
+    def subparsers(p):
+        (action,) = [a for a in p._actions if a.dest == "command"]
+        return action.choices
+
+    whole = subparsers(build_parser())
+    assert sorted(whole) == sorted(LOCAL_COMMANDS + GPU_COMMANDS)
+    for name in whole:
+        assert sorted(subparsers(build_parser(name))) == ([name] if name in LOCAL_COMMANDS else sorted(GPU_COMMANDS))
+        assert subparsers(build_parser(name))[name].format_help() == whole[name].format_help(), name

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from xml.sax.saxutils import escape
+import html
 
 LINE = re.compile(
     r"M=(\d+) N=(\d+) K=(\d+): ptxgen ([\d.]+) TFLOP/s .*?cuBLAS ([\d.]+) TFLOP/s .*?ratio ([\d.]+)"
@@ -25,6 +25,12 @@ class Bar:
     base: float
     ratio: float
 
+
+
+def _escape(text: str) -> str:
+    """XML character data: &, < and > escaped (what xml.sax.saxutils.escape does, without importing it: it loads
+    urllib and email)."""
+    return html.escape(text, quote=False)
 
 def parse(text: str) -> list[Bar]:
     bars = []
@@ -41,7 +47,7 @@ def chart_svg(bars: list[Bar], title: str, peak: float | None = None) -> str:
     y = lambda v: top + plot_h * (1 - v / vmax)  # noqa: E731
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
-        f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="15">{escape(title)}</text>',
+        f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="15">{_escape(title)}</text>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#333"/>',
         f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 20}" y2="{top + plot_h}" stroke="#333"/>',
     ]

@@ -1,12 +1,20 @@
-"""The jinja2 environment of every template, and the "generated, do not edit" line each generated file starts with."""
+"""The jinja2 environment of every template, and the "generated, do not edit" line each generated file starts with.
+
+Compiling the templates to Python costs more than rendering them (about a third of a warm ``ptxgen build``), so
+the environment keeps their compiled bytecode in the ptxgen cache folder (``jinja2/``, see ptxgen.cachedir).
+jinja2 checks each template's source checksum and its own and Python's versions before it uses an entry; the
+file names also carry a hash of the environment's options, which the bytecode depends on as well.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
 
+from ..cachedir import cache_dir, enabled
 from ..version import __version__
 
 
@@ -22,16 +30,35 @@ def template_dir() -> Path:
     raise FileNotFoundError("ptxgen templates not found (looked in ptxgen/templates and ../templates)")
 
 
+OPTIONS = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+               autoescape=False)
+
+
+class _BytecodeCache(jinja2.FileSystemBytecodeCache):
+    """jinja2's file cache, best effort: an entry that cannot be written costs only the next compile."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    if not enabled():
+        return None
+    folder = cache_dir() / "jinja2"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    tag = hashlib.sha256(repr(sorted((k, getattr(v, "__name__", v)) for k, v in OPTIONS.items())).encode()).hexdigest()[:12]
+    return _BytecodeCache(str(folder), pattern=f"{tag}-%s.cache")
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir())),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir())), bytecode_cache=_bytecode_cache(), **OPTIONS)
 
 
 def generated_line(spec_cli: str) -> str:

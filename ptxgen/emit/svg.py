@@ -18,7 +18,7 @@ something other than the logical data it holds is marked red.
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
+import html
 
 import numpy as np
 
@@ -36,6 +36,12 @@ LINE_BYTES = 128  # one pass over the 32 four-byte banks
 MAX_LINES = 64  # larger stages: first lines in full, the rest summarised
 STEP_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
+
+
+def _escape(text: str) -> str:
+    """XML character data: &, < and > escaped (what xml.sax.saxutils.escape does, without importing it: it loads
+    urllib and email)."""
+    return html.escape(text, quote=False)
 
 def _copy_of_offset(op: OperandLayout):
     """TMA: offset within the stage -> index of the copy whose box covers it (None for cp.async)."""
@@ -59,7 +65,7 @@ def row_colour(logical_row: int, atom_rows: int) -> str:
 def _text(x: float, y: float, s: str, cls: str = "", anchor: str = "start") -> str:
     c = f' class="{cls}"' if cls else ""
     a = f' text-anchor="{anchor}"' if anchor != "start" else ""
-    return f'<text x="{x:g}" y="{y:g}"{c}{a}>{escape(s)}</text>'
+    return f'<text x="{x:g}" y="{y:g}"{c}{a}>{_escape(s)}</text>'
 
 
 def _reads(t: TileLayout, op: OperandLayout, descs: list[int]) -> list[np.ndarray]:
@@ -478,10 +484,10 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
     height = int(y + 10)
     return (
         # XML comments cannot hold "--", so the header spells the spec as key=value pairs; <desc> has the flags.
-        f"<!-- {escape(svg_generated_line(s))} -->\n"
+        f"<!-- {_escape(svg_generated_line(s))} -->\n"
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">\n'
-        f"<title>{escape(s.kernel_name)} shared-memory layout</title>\n"
-        f"<desc>{escape(generated_line(s.cli_args()))}</desc>\n"
+        f"<title>{_escape(s.kernel_name)} shared-memory layout</title>\n"
+        f"<desc>{_escape(generated_line(s.cli_args()))}</desc>\n"
         f"<style>{_STYLE}</style>\n"
         '<defs><marker id="arrowhead" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto">'
         '<path d="M0,0 L8,4 L0,8 z" fill="#333"/></marker></defs>\n'

@@ -19,7 +19,8 @@ from ..emit.svg import layout_svg
 from ..derive.layout import TileLayout, derive
 from ..derive.spec import TileSpec
 from .sass import SassReport, check_sass
-from .toolchain import Compiled, compile_cuda, nvrtc_version
+from .cache import toolchain_id
+from .toolchain import Compiled
 
 
 @dataclass
@@ -41,7 +42,7 @@ def generate(spec: TileSpec, compile: bool = True, sass: bool = True) -> Artifac
 
         res = compile_cached(cu, spec.kernel_name, spec.arch.value)  # the on-disk cubin cache, as ptxgen.compile
         art.compiled = res.compiled
-        files["kernel.ptx"] = ptx_text(t, art.compiled.ptx, nvrtc_version())
+        files["kernel.ptx"] = ptx_text(t, art.compiled.ptx, toolchain_id()["nvrtc"])
         if sass:
             dump, resources = sass_dumps(res)
             art.sass = check_sass(spec, art.compiled.cubin, dump, resources)
@@ -109,8 +110,8 @@ def _check_dir(d: Path, res: CheckResult) -> None:
         if not path.exists() or path.read_text(encoding="utf-8") != art.files[name]:
             res.differing.append(path)
             recorded = ptx_nvrtc_version(path.read_text(encoding="utf-8")) if path.exists() and name == "kernel.ptx" else None
-            if recorded not in (None, nvrtc_version()):
-                res.notes.append(f"{path}: its header says NVRTC {recorded}, this machine has {nvrtc_version()} (pip install "
+            if recorded not in (None, toolchain_id()["nvrtc"]):
+                res.notes.append(f"{path}: its header says NVRTC {recorded}, this machine has {toolchain_id()['nvrtc']} (pip install "
                                  "the pinned nvidia-cuda-nvrtc to regenerate it)")
     for extra in sorted(set(p.name for p in d.iterdir()) - set(KERNEL_FILES)):
         res.errors.append(f"{d / extra}: not a file ptxgen generates")

@@ -2,8 +2,9 @@
 
 * Key: sha256 of the rendered source, the NVRTC version (and its wheel's version), the cuda-bindings
   version, the arch, the extra NVRTC options and this file's format number.
-* Folder: ``$PTXGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxgen``, else ``~/.cache/ptxgen``.
-  ``PTXGEN_NO_CACHE=1`` (or true/yes/on) turns the cache off (every compile goes to NVRTC).
+* Folder (ptxgen.cachedir): ``$PTXGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxgen``, else ``~/.cache/ptxgen``.
+  ``PTXGEN_NO_CACHE=1`` (or true/yes/on) turns the cache off (every compile goes to NVRTC). The same folder
+  holds ``toolchain.json`` (see :func:`toolchain_id`) and ``jinja2/``, the templates' bytecode (ptxgen.emit.env).
 * Size: at most ``$PTXGEN_CACHE_MAX_BYTES`` (default 4 GiB); past it the least recently used kernels are
   removed (a hit marks its entry used), checked on a process's first write and after each 1/64 of the cap it writes.
   ``ptxgen cache info`` / ``ptxgen cache clear``.
@@ -23,34 +24,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..cachedir import cache_dir, enabled
+from ..status import SettingError
 from .toolchain import Compiled, compile_cuda, nvrtc_version
 
 FORMAT = 2  # 2: the sha256 covers the header too
 MAGIC = b"PTXGEN-KERNEL-CACHE 2\n"
 SUFFIX = ".cubin"
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("PTXGEN_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "ptxgen"
-
-
-class SettingError(ValueError):
-    """An environment variable ptxgen reads holds a value it cannot use (exit 2, before any work)."""
-
-
-def enabled() -> bool:
-    """False when ``PTXGEN_NO_CACHE`` says yes (1, true, yes, on); empty, 0, false, no or off keep the cache."""
-    return os.environ.get("PTXGEN_NO_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
 
 
 DEFAULT_MAX_BYTES = 4 << 30  # 4 GiB: about ten thousand kernels (a ~72 KB cubin and a ~335 KB SASS text each)
@@ -71,9 +57,35 @@ def max_bytes() -> int:
     return value
 
 
+TOOLCHAIN_MEMO = "toolchain.json"
+# Environment variables that can change which NVRTC library cuda-bindings loads.
+TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "PATH")
+
+
 @lru_cache(maxsize=1)
 def toolchain_id() -> dict:
-    """What besides the source decides the compiler's output."""
+    """What besides the source decides the compiler's output: NVRTC's version, its wheel's and cuda-bindings'.
+
+    Asking costs about half a second (importing cuda.bindings, reading the installed packages' metadata), more
+    than the rest of a warm ``ptxgen build``, so the answer is kept in the cache folder (``toolchain.json``) under
+    a fingerprint of where those packages are installed (:func:`_toolchain_fingerprint`); any change of it asks
+    again."""
+    fingerprint = _toolchain_fingerprint()
+    memo = cache_dir() / TOOLCHAIN_MEMO if enabled() else None
+    if memo is not None:
+        try:
+            d = json.loads(memo.read_text(encoding="utf-8"))
+            if d.get("fingerprint") == fingerprint and isinstance(d.get("ids"), dict):
+                return d["ids"]
+        except (OSError, ValueError):
+            pass
+    ids = _ask_toolchain()
+    if memo is not None:
+        _write_atomic(memo, json.dumps({"fingerprint": fingerprint, "ids": ids}, sort_keys=True))
+    return ids
+
+
+def _ask_toolchain() -> dict:
     from importlib import metadata
 
     ids = {"nvrtc": nvrtc_version()}
@@ -83,6 +95,47 @@ def toolchain_id() -> dict:
         except metadata.PackageNotFoundError:
             pass
     return ids
+
+
+def _toolchain_fingerprint() -> list:
+    """Where the ``cuda`` (cuda-bindings) and ``nvidia`` (the NVRTC wheel) packages are found, with the modification
+    times of those folders and of the folders holding them (site-packages: a package installed, upgraded or removed
+    adds or removes its dist-info folder there), the interpreter and ``TOOLCHAIN_ENV``. Finding a namespace package
+    imports nothing."""
+    import importlib.util
+
+    def mtime(path: str):
+        try:
+            return os.stat(path).st_mtime_ns
+        except OSError:
+            return None
+
+    places = []
+    for name in ("cuda", "nvidia"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for loc in sorted(spec.submodule_search_locations or []) if spec is not None else []:
+            places.append([name, loc, mtime(loc), mtime(os.path.dirname(loc))])
+    return [FORMAT, sys.executable, places, {k: os.environ.get(k) for k in TOOLCHAIN_ENV}]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Best effort: a folder that cannot be written only costs asking again next time."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def cache_key(source: str, arch: str, options: tuple[str, ...] = ()) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import Epilogue, SpecError
-from .cache import SettingError
+from ..status import SettingError
 
 TABLE = "h200.json"
 

@@ -1,0 +1,53 @@
+"""Whole-process times of the everyday commands, warm: median of N runs of `ptxgen build` and `ptxgen explain` of
+the seed tile (wall seconds, and CPU seconds: user + sys of the child). Run from a checkout's root:
+
+    PYTHONPATH=$PWD python tools/startup_times.py [--runs 5] [--out /tmp/ptxgen-times]
+
+One untimed build first fills the caches (the kernel, its SASS, the toolchain's versions, the templates' bytecode).
+Python writes .pyc files as usual (PYTHONDONTWRITEBYTECODE is removed for the children). On a machine shared
+with other jobs the numbers move: give the load average with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+SEED = ["--bm", "128", "--bn", "128", "--bk", "32", "--a", "kmajor-sw64"]
+
+
+def timed(argv: list[str], env: dict) -> tuple[float, float]:
+    before = os.times()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ptxgen", *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", default="/tmp/ptxgen-times", help="build output folder (default /tmp/ptxgen-times)")
+    args = ap.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    commands = {"build": ["build", *SEED, "--out", args.out], "explain": ["explain", *SEED]}
+    timed(commands["build"], env)
+    samples = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, argv in commands.items():
+            samples[name].append(timed(argv, env))
+    for name, s in samples.items():
+        walls, cpus = [w for w, _ in s], [c for _, c in s]
+        print(f"{name}: median wall {statistics.median(walls):.2f} s, CPU {statistics.median(cpus):.2f} s "
+              f"(walls {' '.join(f'{w:.2f}' for w in walls)})")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
