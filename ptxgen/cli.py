@@ -138,7 +138,7 @@ def cmd_check(args) -> int:
 
 
 def _sweep_merge(args) -> int:
-    from .sweep import merge_reports, summary_table, write_json
+    from .sweep_report import merge_reports, summary_table, write_json
 
     if args.json:
         _check_output(args.json)
@@ -157,7 +157,7 @@ def _sweep_merge(args) -> int:
 
 def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
     """The trusted entries of a partial report (a damaged or edited entry is named and run again)."""
-    from .sweep import read_report, trusted_entries
+    from .sweep_report import read_report, trusted_entries
 
     if not path:
         return []
@@ -199,7 +199,8 @@ def _list_dropped(grid) -> int:
 def cmd_sweep(args) -> int:
     from pathlib import Path
 
-    from .sweep import JOURNAL_SUFFIX, run_sweep, summary_table, worker_count, write_json
+    from .sweep import run_sweep, worker_count
+    from .sweep_report import JOURNAL_SUFFIX, summary_table, write_json
 
     if args.merge:
         return _sweep_merge(args)

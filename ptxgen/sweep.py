@@ -3,12 +3,12 @@
 Grids are TOML files: each ``[[product]]`` table lists values per spec field and stands for their
 cartesian product; combinations the validator refuses are dropped (and counted). ``ci`` and the
 other named grids ship in ptxgen/grids/; ``full`` is generated: every legal configuration of the
-domain in :data:`FULL_DOMAIN`.
+domain in :data:`FULL_DOMAIN`. The reports the sweep writes and reads (entries, trust, merging) are
+ptxgen.sweep_report's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .outputs import check_output_path, write_text_atomic  # noqa: F401 (re-exported for the CLI)
+from .outputs import check_output_path  # noqa: F401 (re-exported for the CLI)
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
 from .isa.types import SpecError, parse_enum
+from .sweep_report import seal, status_of, summarize
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
 TOKENS = tuple(
@@ -222,67 +223,6 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     })
 
 
-CHECKS = ("model", "compile", "sass", "run")
-VERDICTS = ("pass", "fail", "skipped")
-
-
-def _digest(entry: dict) -> str:
-    body = {k: v for k, v in entry.items() if k != "sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def seal(entry: dict) -> dict:
-    """A report entry with the sha256 of its content: an entry changed after the sweep wrote it is not trusted."""
-    return {**entry, "sha256": _digest(entry)}
-
-
-def entry_problem(c) -> str | None:
-    """Why a report entry cannot be trusted (None: it can): the schema, the spec it names, its checksum."""
-    if not isinstance(c, dict):
-        return f"not an object but {type(c).__name__}"
-    if UNREADABLE in c:
-        return str(c[UNREADABLE])
-    name, checks = c.get("kernel_name"), c.get("checks")
-    if not isinstance(name, str):
-        return "no kernel_name"
-    if not isinstance(checks, dict) or set(checks) != set(CHECKS) or not all(v in VERDICTS for v in checks.values()):
-        return f"'checks' must give each of {', '.join(CHECKS)} one of {'/'.join(VERDICTS)}"
-    if not (c.get("error") is None or isinstance(c.get("error"), str)):
-        return "'error' must be text or null"
-    if not isinstance(c.get("spec"), dict):
-        return "no 'spec' object"
-    try:
-        spec = TileSpec.from_json(c["spec"])
-    except (SpecError, ValueError, TypeError, KeyError) as e:
-        return f"its spec cannot be rebuilt: {e}"
-    if spec.kernel_name != name or c["spec"].get("loader") != spec.loader.value:
-        return f"its spec is kernel {spec.kernel_name}, not {name}"
-    if c.get("sha256") != _digest(c):
-        return "its content does not match its sha256 (edited or damaged after the sweep wrote it)"
-    return None
-
-
-def trusted_entries(path: str, configs: list) -> tuple[list[dict], list[str]]:
-    """The entries that pass :func:`entry_problem` (the first of each kernel name), and one line per other entry."""
-    good, bad, seen = [], [], set()
-    for i, c in enumerate(configs):
-        why = entry_problem(c)
-        name = c.get("kernel_name") if isinstance(c, dict) and isinstance(c.get("kernel_name"), str) else "?"
-        if why is None and name in seen:
-            why = "a second entry for this kernel"
-        if why is None:
-            seen.add(name)
-            good.append(c)
-        else:
-            bad.append(f"{path}: configs[{i}] ({name[:80]}): {why}; skipped")
-    return good, bad
-
-
-def _status(r: dict) -> str:
-    vals = r["checks"].values()
-    return "fail" if "fail" in vals else "pass" if "pass" in vals else "skipped"
-
-
 class Progress:
     def __init__(self, total: int, stream=sys.stderr):
         self.total, self.done, self.failed = total, 0, 0
@@ -300,7 +240,7 @@ class Progress:
 
     def update(self, r: dict) -> None:
         self.done += 1
-        self.failed += _status(r) == "fail"
+        self.failed += status_of(r) == "fail"
         now = time.monotonic()
         if self.tty:
             width = 30
@@ -390,19 +330,6 @@ def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None
     ex.shutdown(wait=True)
 
 
-def summarize(results: list[dict]) -> dict:
-    statuses = [_status(r) for r in results]
-    return {
-        "total": len(results),
-        "passed": statuses.count("pass"),
-        "failed": statuses.count("fail"),
-        "skipped": statuses.count("skipped"),
-    }
-
-
-JOURNAL_SUFFIX = ".journal"
-
-
 def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
               done: list[dict] | None = None, journal: str | None = None) -> dict:
     """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
@@ -444,123 +371,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
     return {"configs": results, "summary": summarize(results), "partial": partial}
 
 
-def summary_table(report: dict) -> str:
-    rows = {}
-    for r in report["configs"]:
-        key = (r["spec"]["arch"], r["spec"]["dtype"], r["spec"]["loader"])
-        row = rows.setdefault(key, {"n": 0, **{c: [0, 0, 0] for c in ("model", "compile", "sass", "run")}})
-        row["n"] += 1
-        for c, v in r["checks"].items():
-            row[c][("pass", "fail", "skipped").index(v)] += 1
-    lines = [f"{'arch':<8} {'dtype':<6} {'loader':<8} {'configs':>7}   {'model':>12} {'compile':>12} {'sass':>12} {'run':>12}"]
-    fmt = lambda p, f, s: f"{p}/{f}/{s}"  # noqa: E731
-    for (arch, dtype, loader), row in sorted(rows.items()):
-        lines.append(
-            f"{arch:<8} {dtype:<6} {loader:<8} {row['n']:>7}   "
-            + " ".join(f"{fmt(*row[c]):>12}" for c in ("model", "compile", "sass", "run"))
-        )
-    s = report["summary"]
-    lines.append(f"(pass/fail/skipped)  total {s['total']}: {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped")
-    for r in report["configs"]:
-        if _status(r) == "fail":
-            lines.append(f"FAIL {r['kernel_name']}: {r['error']}")
-    return "\n".join(lines)
-
-
 def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def write_json(report: dict, path: str) -> None:
-    write_text_atomic(path, json.dumps(report, indent=1) + "\n")
-
-
-# ------------------------------------------------------------------------------------------------
-def read_report(path: str) -> dict:
-    """A sweep report, or ValueError naming the file and what is wrong with it. A ``.journal`` file (the results of
-    a sweep that was killed, a JSON line each) reads as a partial report; a line that is not JSON (the one being
-    written when it died) becomes an entry that :func:`trusted_entries` refuses."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        if path.endswith(JOURNAL_SUFFIX):
-            return {"configs": [_json_line(line) for line in text.splitlines() if line.strip()], "partial": True}
-        r = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read a sweep report: {e}") from None
-    if not isinstance(r, dict) or not isinstance(r.get("configs"), list):
-        raise ValueError(f"{path}: not a ptxgen sweep report (no list of configs)")
-    return r
-
-
-def _json_line(line: str):
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return {UNREADABLE: "a torn line, not JSON (the one being written when the sweep died?)"}
-
-
-UNREADABLE = "_unreadable"
-
-
-def _shard_of(path: str, r: dict) -> tuple[int, int]:
-    try:
-        i, n = (int(x) for x in str(r.get("shard", "")).split("/"))
-        assert 1 <= i <= n
-    except (ValueError, AssertionError):
-        raise ValueError(f"{path}: no valid 'shard' I/N in the report (written by an older ptxgen?)") from None
-    return i, n
-
-
-def _check_shards(grid: str, shards: dict[int, list], n: int) -> list[str]:
-    probs = []
-    for i in range(1, n + 1):
-        if i not in shards:
-            probs.append(f"grid {grid}: shard {i}/{n} is missing")
-        elif len(shards[i]) > 1:
-            probs.append(f"grid {grid}: shard {i}/{n} appears {len(shards[i])} times ({', '.join(shards[i])})")
-    return probs
-
-
-def _check_report(path: str, r: dict) -> list[str]:
-    probs = []
-    if r.get("partial"):
-        probs.append(f"{path}: a partial report (the sweep was interrupted)")
-    names = r.get("kernel_names")
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        return probs + [f"{path}: no 'kernel_names' list"]
-    got = {c["kernel_name"] for c in r["configs"]}
-    if set(names) != got:
-        probs.append(f"{path}: {len(set(names) - got)} of its configurations have no result")
-    return probs
-
-
-def merge_reports(paths: list[str]) -> tuple[dict, list[str]]:
-    """Shard reports into one report, and the problems: missing, duplicated or partial shards, a union that is
-    not the whole grid, several grids."""
-    reports = [(p, read_report(p)) for p in paths]
-    probs: list[str] = []
-    for p, r in reports:  # an entry that cannot be trusted is named and left out (and the merge fails)
-        r["configs"], bad = trusted_entries(p, r["configs"])
-        probs += bad
-    by_grid: dict[str, dict] = {}
-    for p, r in reports:
-        i, n = _shard_of(p, r)
-        g = by_grid.setdefault(str(r.get("grid")), {"n": n, "size": r.get("grid_size"), "shards": {}})
-        if n != g["n"]:
-            probs.append(f"{p}: shard {i}/{n}, but other reports of grid {r.get('grid')} have N={g['n']}")
-        g["shards"].setdefault(i, []).append(p)
-        probs += _check_report(p, r)
-    if len(by_grid) > 1:
-        probs.append(f"reports of several grids: {', '.join(sorted(by_grid))}")
-    configs: dict[str, dict] = {}
-    for p, r in reports:
-        dups = sum(c["kernel_name"] in configs for c in r["configs"])
-        if dups:
-            probs.append(f"{p}: {dups} configurations are also in another report")
-        configs.update((c["kernel_name"], c) for c in r["configs"])
-    for name, g in by_grid.items():
-        probs += _check_shards(name, g["shards"], g["n"])
-        if isinstance(g["size"], int) and g["size"] != len(configs) and len(by_grid) == 1:
-            probs.append(f"grid {name}: the reports hold {len(configs)} configurations, the grid has {g['size']}")
-    results = sorted(configs.values(), key=lambda c: c["kernel_name"])
-    return {"grid": ",".join(sorted(by_grid)), "configs": results, "summary": summarize(results)}, probs
