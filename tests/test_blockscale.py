@@ -160,7 +160,7 @@ def test_scale_picks_the_kind_and_names():
     # dense specs are untouched: no scale key, no name token
     dense = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
     assert "scale" not in dense.to_json() and "_sf" not in dense.kernel_name and "--scale" not in dense.cli_args()
-    assert dense.tmem_alloc_columns == 256  # two 128-column accumulators, as before
+    assert dense.tmem_alloc_columns == 128  # one 128-column accumulator: one tile per CTA (issue 19, fix 4)
 
 
 @pytest.mark.parametrize(

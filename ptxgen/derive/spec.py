@@ -282,8 +282,12 @@ class TileSpec:
 
     @property
     def accumulator_stages(self) -> int:
-        """tcgen05: accumulators kept in TMEM at once, 2 when they fit in the 512 columns (the epilogue reads
-        one tile out while the MMAs of the next accumulate into the other), else 1."""
+        """tcgen05: accumulators kept in TMEM at once. A persistent CTA keeps 2 when they fit in the 512 columns (the
+        epilogue reads one tile out while the MMAs of the next accumulate into the other), else 1. With one tile per
+        CTA (schedule 'tile') the second would never be used and would only halve the CTAs whose TMEM fits on an SM
+        (the rest spin in tcgen05.alloc; issue 19, fix 4)."""
+        if self.schedule is not Schedule.PERSISTENT:
+            return 1
         return 2 if 2 * self.tmem_columns + self.sf_tmem_columns <= 512 else 1
 
     @property

@@ -38,6 +38,10 @@ class EpilogueView:
     vectors: int = 0
     tmem_ld_regs: str = ""
     tmem_ld_outputs: str = ""
+    group: int = 0  # tcgen05.ld per tcgen05.wait::ld (direct epilogue): group x chunk columns a wait
+    store_group: int = 0  # the same, per TMA-store chunk
+    wait_operands: str = ""  # C: "+r" of every register of a direct-epilogue group, tied to its wait
+    store_wait_operands: str = ""
     tmem_warp_offset_expr: str = ""
     row_expr: str = ""
     row_active: str = ""
@@ -79,6 +83,14 @@ class StoreView:
 
 # Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers follow.
 STORE_FIRST_BARRIER_ID = 3
+# Columns (32-bit registers a thread) of TMEM loads issued before one tcgen05.wait::ld in the epilogues.
+TMEM_WAIT_GROUP_COLS = 64
+
+
+def _tied(loads: int, chunk: int) -> str:
+    """Inline-asm operands that name every register of ``loads`` tcgen05.ld of ``chunk`` columns (r[g][i]) as read
+    and written: the wait they are attached to then orders every use of them after it."""
+    return ", ".join(f'"+r"(r[{g}][{i}])' for g in range(loads) for i in range(chunk))
 
 
 def stmatrix_row_cell_c(call: int, warp: str = "(wg_tid / 32)", lane: str = "lane") -> tuple[str, str]:
@@ -156,6 +168,10 @@ def tcgen05_epilogue_view(plan: KernelPlan) -> EpilogueView:
     s, t = plan.spec, plan.layout
     cols = t.pair.epilogue_col_split if t.pair is not None else s.bn
     chunk = 32 if cols % 32 == 0 else 16 if cols % 16 == 0 else 8
+    # Loads are issued a group at a time and waited for once (tcgen05.wait::ld waits for all of a thread's prior
+    # tcgen05.ld), as CUTLASS's epilogue does per subtile: up to TMEM_WAIT_GROUP_COLS columns (registers) a wait.
+    group = max(g for g in range(1, TMEM_WAIT_GROUP_COLS // chunk + 1) if cols % (g * chunk) == 0)
+    store_group = plan.store.chunk_cols // chunk if plan.store is not None else 0
     common = dict(
         out_ctype=OUT_CTYPE[s.out_dtype],
         convert_expr=convert_c_expr(s.acc, s.out_dtype),
@@ -164,6 +180,10 @@ def tcgen05_epilogue_view(plan: KernelPlan) -> EpilogueView:
         vectors=chunk * s.out_dtype.bytes // 16,
         tmem_ld_regs=reg_list(chunk),
         tmem_ld_outputs=", ".join(f'"=r"(r[{i}])' for i in range(chunk)),
+        group=group,
+        store_group=store_group,
+        wait_operands=_tied(group, chunk),
+        store_wait_operands=_tied(store_group, chunk),
         tmem_warp_offset_expr=tmem_lane_c_expr("warp * 32"),
         cols=cols,
     )
