@@ -156,8 +156,12 @@ __device__ __forceinline__ void tmem_ld_chunk(unsigned taddr, unsigned (&r)[32])
   asm volatile("tcgen05.ld.sync.aligned.32x32b.x32.b32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, [%32];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7]), "=r"(r[8]), "=r"(r[9]), "=r"(r[10]), "=r"(r[11]), "=r"(r[12]), "=r"(r[13]), "=r"(r[14]), "=r"(r[15]), "=r"(r[16]), "=r"(r[17]), "=r"(r[18]), "=r"(r[19]), "=r"(r[20]), "=r"(r[21]), "=r"(r[22]), "=r"(r[23]), "=r"(r[24]), "=r"(r[25]), "=r"(r[26]), "=r"(r[27]), "=r"(r[28]), "=r"(r[29]), "=r"(r[30]), "=r"(r[31])
                : "r"(taddr));
-  asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
 }
+// Waits for every tcgen05.ld this thread issued; the group's registers are operands, so no use of them moves above.
+__device__ __forceinline__ void tmem_ld_wait(unsigned (&r)[2][32]) {
+  asm volatile("tcgen05.wait::ld.sync.aligned;" : "+r"(r[0][0]), "+r"(r[0][1]), "+r"(r[0][2]), "+r"(r[0][3]), "+r"(r[0][4]), "+r"(r[0][5]), "+r"(r[0][6]), "+r"(r[0][7]), "+r"(r[0][8]), "+r"(r[0][9]), "+r"(r[0][10]), "+r"(r[0][11]), "+r"(r[0][12]), "+r"(r[0][13]), "+r"(r[0][14]), "+r"(r[0][15]), "+r"(r[0][16]), "+r"(r[0][17]), "+r"(r[0][18]), "+r"(r[0][19]), "+r"(r[0][20]), "+r"(r[0][21]), "+r"(r[0][22]), "+r"(r[0][23]), "+r"(r[0][24]), "+r"(r[0][25]), "+r"(r[0][26]), "+r"(r[0][27]), "+r"(r[0][28]), "+r"(r[0][29]), "+r"(r[0][30]), "+r"(r[0][31]), "+r"(r[1][0]), "+r"(r[1][1]), "+r"(r[1][2]), "+r"(r[1][3]), "+r"(r[1][4]), "+r"(r[1][5]), "+r"(r[1][6]), "+r"(r[1][7]), "+r"(r[1][8]), "+r"(r[1][9]), "+r"(r[1][10]), "+r"(r[1][11]), "+r"(r[1][12]), "+r"(r[1][13]), "+r"(r[1][14]), "+r"(r[1][15]), "+r"(r[1][16]), "+r"(r[1][17]), "+r"(r[1][18]), "+r"(r[1][19]), "+r"(r[1][20]), "+r"(r[1][21]), "+r"(r[1][22]), "+r"(r[1][23]), "+r"(r[1][24]), "+r"(r[1][25]), "+r"(r[1][26]), "+r"(r[1][27]), "+r"(r[1][28]), "+r"(r[1][29]), "+r"(r[1][30]), "+r"(r[1][31]) :: "memory");
+}
+
 
 extern "C" __global__ void __launch_bounds__(192, 1)
 ptxgen_sm100a_bf16_f32_obf16_128x256x64_s3_a_k_sw128_ok_b_k_sw128_ok_persistent_g16_tmastore(const __grid_constant__ TmaMap tmap_a, const __grid_constant__ TmaMap tmap_b, const __grid_constant__ TmaMap tmap_d, unsigned char* __restrict__ D, int M, int N, int K, int ldd) {
@@ -237,6 +241,13 @@ ptxgen_sm100a_bf16_f32_obf16_128x256x64_s3_a_k_sw128_ok_b_k_sw128_ok_persistent_
       tma_load_2d(b_stage + 0u, &tmap_b, k0 + 0, n0 + 0, full);
     }
       }
+      // The tail (CUTLASS load_tail): acquire 3 more ring slots without filling them, i.e. wait until
+      // the MMAs' commits have released every stage: no tcgen05.commit arrival may still be in flight to this CTA's
+      // barriers when it exits.
+      for (int j = 0; j < 3; ++j, ++it) {
+        const int s = it % 3;
+        mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((it / 3) & 1) ^ 1u));
+      }
     }
     __syncwarp();
   } else if (warp == 4) {
@@ -296,15 +307,18 @@ ptxgen_sm100a_bf16_f32_obf16_128x256x64_s3_a_k_sw128_ok_b_k_sw128_ok_persistent_
         const unsigned buf = warp_staging + static_cast<unsigned>(store_chunk % 2) * 4096u;
         if (lane == 0) bulk_wait_read<1>();
         __syncwarp();  // ... and every lane of the warp knows it
+        unsigned r[2][32];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          tmem_ld_chunk(taddr + static_cast<unsigned>(c * 64 + h * 32), r[h]);  // row = lane
+        tmem_ld_wait(r);  // once for the chunk's loads
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          unsigned r[32];
-          tmem_ld_chunk(taddr + static_cast<unsigned>(c * 64 + h * 32), r);  // row = lane
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             const int cell = h * 4 + q;  // 8 columns = one 16-byte cell
-            st_shared_v4(buf + ((static_cast<unsigned>(lane) * 128u + static_cast<unsigned>(cell) * 16u) ^ (((static_cast<unsigned>(lane) * 128u + static_cast<unsigned>(cell) * 16u) & 0x380u) >> 3)), pack_pair(r[8 * q], r[8 * q + 1]), pack_pair(r[8 * q + 2], r[8 * q + 3]),
-                         pack_pair(r[8 * q + 4], r[8 * q + 5]), pack_pair(r[8 * q + 6], r[8 * q + 7]));
+            st_shared_v4(buf + ((static_cast<unsigned>(lane) * 128u + static_cast<unsigned>(cell) * 16u) ^ (((static_cast<unsigned>(lane) * 128u + static_cast<unsigned>(cell) * 16u) & 0x380u) >> 3)), pack_pair(r[h][8 * q], r[h][8 * q + 1]), pack_pair(r[h][8 * q + 2], r[h][8 * q + 3]),
+                         pack_pair(r[h][8 * q + 4], r[h][8 * q + 5]), pack_pair(r[h][8 * q + 6], r[h][8 * q + 7]));
           }
         }
         fence_proxy_async();  // the generic-proxy writes become visible to the TMA engine (async proxy)
@@ -321,19 +335,27 @@ ptxgen_sm100a_bf16_f32_obf16_128x256x64_s3_a_k_sw128_ok_b_k_sw128_ok_persistent_
       const bool row_active = (true) && row < M;
       unsigned short* const d_row = reinterpret_cast<unsigned short*>(D) + static_cast<size_t>(row_active ? row : 0) * ldd;
 #pragma unroll
-      for (int c0 = 0; c0 < 256; c0 += 32) {
-        unsigned r[32];
-        tmem_ld_chunk(taddr + static_cast<unsigned>(c0), r);  // every lane takes part (.sync.aligned)
-        const int col = n0 + c0;
-        if (row_active && col < N) {
-          __align__(16) unsigned short v[32];
+      for (int cg = 0; cg < 256; cg += 2 * 32) {
+        unsigned r[2][32];
 #pragma unroll
-          for (int i = 0; i < 32; ++i) v[i] = acc_to_out(r[i]);
-          if (col + 32 <= N) {
+        for (int g = 0; g < 2; ++g)
+          tmem_ld_chunk(taddr + static_cast<unsigned>(cg + g * 32), r[g]);  // every lane takes part (.sync.aligned)
+        tmem_ld_wait(r);  // once for the group's loads
 #pragma unroll
-            for (int i = 0; i < 4; ++i) reinterpret_cast<uint4*>(d_row + col)[i] = reinterpret_cast<const uint4*>(v)[i];
-          } else {
-            for (int i = 0; i < 32 && col + i < N; ++i) d_row[col + i] = v[i];
+        for (int g = 0; g < 2; ++g) {
+          const int c0 = cg + g * 32;
+          const int col = n0 + c0;
+          if (row_active && col < N) {
+            __align__(16) unsigned short v[32];
+#pragma unroll
+            for (int i = 0; i < 32; ++i) v[i] = acc_to_out(r[g][i]);
+            if (col + 32 <= N) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) reinterpret_cast<uint4*>(d_row + col)[i] = reinterpret_cast<const uint4*>(v)[i];
+            } else {  // the tail: compile-time indices keep v in registers (a runtime trip count put it on the stack)
+#pragma unroll
+              for (int i = 0; i < 32; ++i) if (col + i < N) d_row[col + i] = v[i];
+            }
           }
         }
       }

@@ -8,7 +8,7 @@
 // Truth ladder: L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available).
 //
 // Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (192, 1, 1),
-// 33844 B of dynamic shared memory):
+// 33828 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map
 //   unsigned char* __restrict__ D: D, M x N row-major, 16-byte aligned
@@ -127,8 +127,12 @@ __device__ __forceinline__ void tmem_ld_chunk(unsigned taddr, unsigned (&r)[32])
   asm volatile("tcgen05.ld.sync.aligned.32x32b.x32.b32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, [%32];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7]), "=r"(r[8]), "=r"(r[9]), "=r"(r[10]), "=r"(r[11]), "=r"(r[12]), "=r"(r[13]), "=r"(r[14]), "=r"(r[15]), "=r"(r[16]), "=r"(r[17]), "=r"(r[18]), "=r"(r[19]), "=r"(r[20]), "=r"(r[21]), "=r"(r[22]), "=r"(r[23]), "=r"(r[24]), "=r"(r[25]), "=r"(r[26]), "=r"(r[27]), "=r"(r[28]), "=r"(r[29]), "=r"(r[30]), "=r"(r[31])
                : "r"(taddr));
-  asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
 }
+// Waits for every tcgen05.ld this thread issued; the group's registers are operands, so no use of them moves above.
+__device__ __forceinline__ void tmem_ld_wait(unsigned (&r)[2][32]) {
+  asm volatile("tcgen05.wait::ld.sync.aligned;" : "+r"(r[0][0]), "+r"(r[0][1]), "+r"(r[0][2]), "+r"(r[0][3]), "+r"(r[0][4]), "+r"(r[0][5]), "+r"(r[0][6]), "+r"(r[0][7]), "+r"(r[0][8]), "+r"(r[0][9]), "+r"(r[0][10]), "+r"(r[0][11]), "+r"(r[0][12]), "+r"(r[0][13]), "+r"(r[0][14]), "+r"(r[0][15]), "+r"(r[0][16]), "+r"(r[0][17]), "+r"(r[0][18]), "+r"(r[0][19]), "+r"(r[0][20]), "+r"(r[0][21]), "+r"(r[0][22]), "+r"(r[0][23]), "+r"(r[0][24]), "+r"(r[0][25]), "+r"(r[0][26]), "+r"(r[0][27]), "+r"(r[0][28]), "+r"(r[0][29]), "+r"(r[0][30]), "+r"(r[0][31]), "+r"(r[1][0]), "+r"(r[1][1]), "+r"(r[1][2]), "+r"(r[1][3]), "+r"(r[1][4]), "+r"(r[1][5]), "+r"(r[1][6]), "+r"(r[1][7]), "+r"(r[1][8]), "+r"(r[1][9]), "+r"(r[1][10]), "+r"(r[1][11]), "+r"(r[1][12]), "+r"(r[1][13]), "+r"(r[1][14]), "+r"(r[1][15]), "+r"(r[1][16]), "+r"(r[1][17]), "+r"(r[1][18]), "+r"(r[1][19]), "+r"(r[1][20]), "+r"(r[1][21]), "+r"(r[1][22]), "+r"(r[1][23]), "+r"(r[1][24]), "+r"(r[1][25]), "+r"(r[1][26]), "+r"(r[1][27]), "+r"(r[1][28]), "+r"(r[1][29]), "+r"(r[1][30]), "+r"(r[1][31]) :: "memory");
+}
+
 
 extern "C" __global__ void __launch_bounds__(192, 1)
 ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_constant__ TmaMap tmap_a, const __grid_constant__ TmaMap tmap_b, unsigned char* __restrict__ D, int M, int N, int K, int ldd) {
@@ -159,16 +163,14 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
       mbar_init(empty_bar + s * 8u, 1);
     }
     mbar_init(base + 32800u, 1);  // acc_full: committed after a tile's last MMAs [0]
-    mbar_init(base + 32808u, 1);  // acc_full: committed after a tile's last MMAs [1]
-    mbar_init(base + 32816u, 4);  // acc_empty: every epilogue warp has read the tile out [0]
-    mbar_init(base + 32824u, 4);  // acc_empty: every epilogue warp has read the tile out [1]
+    mbar_init(base + 32808u, 4);  // acc_empty: every epilogue warp has read the tile out [0]
     fence_mbarrier_init();
   }
   const unsigned acc_full_bar = base + 32800u;  // acc_full[as]: accumulator stage as is final
-  const unsigned acc_empty_bar = base + 32816u;  // acc_empty[as]: the epilogue has read it out
-  const unsigned tmem_slot = base + 32832u;
-  if (warp == 0) {  // one warp allocates 2 accumulator(s) of 128 TMEM columns
-    tmem_alloc(tmem_slot, 256);
+  const unsigned acc_empty_bar = base + 32808u;  // acc_empty[as]: the epilogue has read it out
+  const unsigned tmem_slot = base + 32816u;
+  if (warp == 0) {  // one warp allocates 1 accumulator(s) of 128 TMEM columns
+    tmem_alloc(tmem_slot, 128);
     tmem_relinquish();
   }
   if (tid == 160) {
@@ -178,7 +180,7 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
   tcgen05_fence_before();
   __syncthreads();
   tcgen05_fence_after();
-  const unsigned tmem_d = *reinterpret_cast<volatile unsigned*>(smem + 32832);
+  const unsigned tmem_d = *reinterpret_cast<volatile unsigned*>(smem + 32816);
 
   if (warp >= 5) {
     // ---- producer ----
@@ -214,6 +216,13 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
       tma_load_2d(b_stage + 7168u, &tmap_b, n0 + 64, k0 + 24, full);
     }
       }
+      // The tail (CUTLASS load_tail): acquire 2 more ring slots without filling them, i.e. wait until
+      // the MMAs' commits have released every stage: no tcgen05.commit arrival may still be in flight to this CTA's
+      // barriers when it exits.
+      for (int j = 0; j < 2; ++j, ++it) {
+        const int s = it % 2;
+        mbar_wait(empty_bar + static_cast<unsigned>(s) * 8u, (static_cast<unsigned>((it / 2) & 1) ^ 1u));
+      }
     }
     __syncwarp();
   } else if (warp == 4) {
@@ -221,8 +230,8 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
     if (lane == 0) {
       int it = 0, lt = 0;  // K-tiles consumed; tiles accumulated (CTA-local)
       for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += static_cast<int>(gridDim.x)) {
-        const unsigned as = static_cast<unsigned>(lt % 2);  // this tile's accumulator stage
-        mbar_wait(acc_empty_bar + as * 8u, (static_cast<unsigned>((lt / 2) & 1) ^ 1u));  // the epilogue has read that stage out
+        const unsigned as = static_cast<unsigned>(lt % 1);  // this tile's accumulator stage
+        mbar_wait(acc_empty_bar + as * 8u, (static_cast<unsigned>((lt / 1) & 1) ^ 1u));  // the epilogue has read that stage out
         tcgen05_fence_after();
         const unsigned tmem_acc = tmem_d + as * 128u;
 #pragma unroll 1
@@ -255,8 +264,8 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
       const int m0 = (first_m + within % group_rows) * 128;
       const int n0 = within / group_rows * 128;
 
-      const unsigned as = static_cast<unsigned>(lt % 2);
-      mbar_wait(acc_full_bar + as * 8u, static_cast<unsigned>((lt / 2) & 1));
+      const unsigned as = static_cast<unsigned>(lt % 1);
+      mbar_wait(acc_full_bar + as * 8u, static_cast<unsigned>((lt / 1) & 1));
       tcgen05_fence_after();
       {
         const unsigned tmem_acc = tmem_d + as * 128u;
@@ -266,19 +275,27 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
       const bool row_active = (true) && row < M;
       unsigned* const d_row = reinterpret_cast<unsigned*>(D) + static_cast<size_t>(row_active ? row : 0) * ldd;
 #pragma unroll
-      for (int c0 = 0; c0 < 128; c0 += 32) {
-        unsigned r[32];
-        tmem_ld_chunk(taddr + static_cast<unsigned>(c0), r);  // every lane takes part (.sync.aligned)
-        const int col = n0 + c0;
-        if (row_active && col < N) {
-          __align__(16) unsigned v[32];
+      for (int cg = 0; cg < 128; cg += 2 * 32) {
+        unsigned r[2][32];
 #pragma unroll
-          for (int i = 0; i < 32; ++i) v[i] = acc_to_out(r[i]);
-          if (col + 32 <= N) {
+        for (int g = 0; g < 2; ++g)
+          tmem_ld_chunk(taddr + static_cast<unsigned>(cg + g * 32), r[g]);  // every lane takes part (.sync.aligned)
+        tmem_ld_wait(r);  // once for the group's loads
 #pragma unroll
-            for (int i = 0; i < 8; ++i) reinterpret_cast<uint4*>(d_row + col)[i] = reinterpret_cast<const uint4*>(v)[i];
-          } else {
-            for (int i = 0; i < 32 && col + i < N; ++i) d_row[col + i] = v[i];
+        for (int g = 0; g < 2; ++g) {
+          const int c0 = cg + g * 32;
+          const int col = n0 + c0;
+          if (row_active && col < N) {
+            __align__(16) unsigned v[32];
+#pragma unroll
+            for (int i = 0; i < 32; ++i) v[i] = acc_to_out(r[g][i]);
+            if (col + 32 <= N) {
+#pragma unroll
+              for (int i = 0; i < 8; ++i) reinterpret_cast<uint4*>(d_row + col)[i] = reinterpret_cast<const uint4*>(v)[i];
+            } else {  // the tail: compile-time indices keep v in registers (a runtime trip count put it on the stack)
+#pragma unroll
+              for (int i = 0; i < 32; ++i) if (col + i < N) d_row[col + i] = v[i];
+            }
           }
         }
       }
@@ -294,6 +311,6 @@ ptxgen_sm100a_f16_f32_128x128x32_s2_a_k_sw64_ok_b_mn_sw128_omn(const __grid_cons
   __syncthreads();
   if (warp == 0) {
     tcgen05_fence_after();
-    tmem_dealloc(tmem_d, 256);
+    tmem_dealloc(tmem_d, 128);
   }
 }

@@ -84,6 +84,9 @@ class PipelinePlan:
     pingpong: bool  # wgmma: consumer warpgroups take alternate tiles; their mainloops alternate through order[wg]
     derivation: tuple[Derived, ...]
     ctas: int = 1  # tcgen05: 2 for a CTA pair (ptxgen.derive.ctapair): the leader arms and waits, both CTAs load
+    # tcgen05: after its last K-tile the producer waits empty[s] of S more ring slots (CUTLASS load_tail), so no
+    # tcgen05.commit arrival (multicast into the peer for a pair) is still in flight when the CTA exits
+    producer_tail: bool = False
 
     @property
     def threads(self) -> int:
@@ -187,6 +190,12 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     if tma:
         D.append(Derived("expect_tx_bytes", expect_tx_bytes, "A + B bytes of one stage" + (" + SFA + SFB bytes" if spec.block_scaled else "")
                          + (", both CTAs of the pair" if spec.pair else ""), "what full[s] waits for beyond its one arrival", PIPELINE_REF))
+    if spec.arch is Arch.SM100A:
+        D.append(Derived("producer_tail", f"{S} empty waits after the last K-tile",
+                         f"ring slots it .. it + {S - 1} past the last one loaded: one wait on each stage's empty barrier",
+                         "tcgen05.commit arrives on empty[s] asynchronously once the MMAs completed; the epilogue's acc_full "
+                         "does not order those arrivals, so a CTA could exit (and a pair's peer too) with one still in flight. "
+                         "CUTLASS drains them the same way (load_tail: 'avoid early exit of ctas in Cluster')", PIPELINE_REF))
     if entry:
         D.append(Derived("setmaxnreg", f"producer {roles[1].registers}, consumers {roles[0].registers}",
                          f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; the producer gives back "
@@ -213,4 +222,5 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         pingpong=pingpong,
         derivation=tuple(D),
         ctas=spec.cta_group,
+        producer_tail=spec.arch is Arch.SM100A,
     )

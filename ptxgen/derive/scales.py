@@ -41,6 +41,11 @@ from .sf_atoms import (
     SF_ATOM_ROWS,
     SF_CP_ROW_BYTES,
     ceil_div,
+    sf_global_bytes,
+    sf_k_atoms,
+    sf_k_atoms_c_expr,
+    sf_k_chunks,
+    sf_k_chunks_c_expr,
     sf_tmem_columns_per_stage,
 )
 
@@ -256,14 +261,48 @@ def sfb_row_column(n0: int, bn: int) -> int:
     return (n0 % SF_ATOM_ROWS) // 32 if bn < SF_ATOM_ROWS else 0
 
 
+def stage_atoms(groups: int, kt: int, k_atoms: int) -> int:
+    """Atoms along K that K-tile ``kt`` copies per 128-row block: BK / 4V, fewer in the last K-tile when K is not a
+    multiple of BK (the global buffer ends after ``k_atoms``: copying the full stage would read the next block's
+    atoms, or past the buffer)."""
+    return max(0, min(groups, k_atoms - kt * groups))
+
+
 def stage_copy_sources(plan: ScalePlan, name: str, row0: int, kt: int, k_atoms: int) -> tuple[tuple[int, int, int], ...]:
     """(smem offset in the stage, global byte offset, bytes) of operand ``name``'s cp.async.bulk copies for the
-    tile whose rows start at ``row0`` and its K-tile ``kt``; ``k_atoms`` atoms along K in global memory."""
+    tile whose rows start at ``row0`` and its K-tile ``kt``; ``k_atoms`` atoms along K in global memory
+    (:func:`sf_k_atoms`); the last K-tile copies only the atoms that exist (:func:`stage_atoms`)."""
     op = plan.operand(name)
+    n = stage_atoms(op.groups, kt, k_atoms) * SF_ATOM_BYTES
     return tuple(
-        (c.smem_offset_bytes, SF_ATOM_BYTES * ((row0 // SF_ATOM_ROWS + c.block) * k_atoms + kt * op.groups), c.nbytes)
+        (c.smem_offset_bytes, SF_ATOM_BYTES * ((row0 // SF_ATOM_ROWS + c.block) * k_atoms + kt * op.groups), n)
         for c in op.copies
+        if n
     )
+
+
+def keep_chunks(first_chunk: int, k_chunks: int) -> int:
+    """Of an atom whose first K chunk is ``first_chunk``, how many chunks (bytes 0.. of each 32-bit word) hold
+    scale factors inside K; the rest are set to 0 in shared memory before tcgen05.cp."""
+    return max(0, min(SF_ATOM_CHUNKS, k_chunks - first_chunk))
+
+
+def keep_mask_c_expr(keep: str) -> str:
+    """C: the 32-bit mask that keeps bytes 0..keep-1 of a scale-factor word (chunk j is byte j) and clears the
+    others, for 0 <= keep < 4."""
+    return f"((1u << (8 * ({keep}))) - 1u)"
+
+
+def stage_zero_fill(plan: ScalePlan, name: str, kt: int, k_chunks: int) -> tuple[tuple[int, int], ...]:
+    """(smem offset of the atom in the stage, chunks kept) of every atom of operand ``name`` in K-tile ``kt``'s
+    stage that holds chunks past K (``k_chunks`` = ceil(K / V)): the kernel zeroes their bytes past ``kept``."""
+    op = plan.operand(name)
+    out = []
+    for g in range(op.groups):
+        keep = keep_chunks((kt * op.groups + g) * SF_ATOM_CHUNKS, k_chunks)
+        if keep < SF_ATOM_CHUNKS:
+            out += [(op.smem_atom_offset(b, g), keep) for b in range(op.blocks)]
+    return tuple(out)
 
 
 def stage_tmem_copies(plan: ScalePlan) -> tuple[tuple[str, int, int], ...]:

@@ -23,6 +23,21 @@ def sf_k_atoms(k: int, vec: int) -> int:
     return ceil_div(k, SF_ATOM_CHUNKS * vec)
 
 
+def sf_k_atoms_c_expr(vec: int, k: str = "K") -> str:
+    """C: :func:`sf_k_atoms` of the kernel's runtime K (CUTLASS pads K to 4V, not to BK)."""
+    return f"(static_cast<size_t>({k}) + {SF_ATOM_CHUNKS * vec - 1}) / {SF_ATOM_CHUNKS * vec}"
+
+
+def sf_k_chunks(k: int, vec: int) -> int:
+    """Scale factors a row has along K: ceil(K / V). Chunks from here on (the padding of the last atom, and whole
+    atoms a stage holds past the last one) multiply only zero-filled operand elements."""
+    return ceil_div(k, vec)
+
+
+def sf_k_chunks_c_expr(vec: int, k: str = "K") -> str:
+    return f"({k} + {vec - 1}) / {vec}"
+
+
 def sf_global_offset(row: int, chunk: int, k_atoms: int) -> int:
     """Byte of scale factor (row, chunk) in CUTLASS's global layout (see ptxgen.derive.scales' docstring)."""
     atom = (row // SF_ATOM_ROWS) * k_atoms + chunk // SF_ATOM_CHUNKS

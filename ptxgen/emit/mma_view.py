@@ -7,6 +7,14 @@ from dataclasses import dataclass
 
 from ..derive.kernel import KernelPlan
 from ..derive.layout import TileLayout
+from ..derive.scales import (
+    SF_ATOM_BYTES,
+    SF_ATOM_CHUNKS,
+    SF_ATOM_ROWS,
+    keep_mask_c_expr,
+    sf_k_atoms_c_expr,
+    sf_k_chunks_c_expr,
+)
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, DType
 from .cexpr import wgmma_operand_lists
@@ -30,8 +38,15 @@ class KStepView:
 class SfCopyView:
     operand: str  # "sfa" / "sfb"
     smem_offset_bytes: int
-    nbytes: int
+    nbytes_expr: str  # C: bytes of this K-tile's copy (sf_atoms atoms: fewer in a last partial K-tile)
     src_offset_expr: str  # C expression: byte offset in SFA/SFB
+
+
+@dataclass(frozen=True)
+class SfZeroView:
+    stage: str  # "sfa_stage" / "sfb_stage"
+    offset: int  # the atom's offset in the stage
+    first_chunk_expr: str  # C: the atom's first K chunk (global)
 
 
 @dataclass(frozen=True)
@@ -54,13 +69,21 @@ class ScaleView:
     sfb_offset: int
     sfa_stage_bytes: int
     sfb_stage_bytes: int
-    k_atoms_expr: str  # atoms along K of SFA/SFB in global memory, from num_k_tiles
+    k_atoms_expr: str  # atoms along K of SFA/SFB in global memory: ceil(K / 4V), CUTLASS's padding
+    k_chunks_expr: str  # scale factors along K: ceil(K / V)
+    stage_atoms_expr: str  # atoms along K this K-tile copies per 128-row block
+    expect_tx_expr: str  # C: A + B + this K-tile's SF bytes of the stage
+    chunks_per_stage: int
+    chunks_per_atom: int
+    atom_cells: int  # 16-byte cells in one 512-byte atom
+    keep_mask_expr: str  # C: the word mask keeping chunks 0..keep-1
+    zero_fills: tuple[SfZeroView, ...]
     copies: tuple[SfCopyView, ...]
     tmem_copies: tuple[SfTmemCopyView, ...]
     tmem_col0: int  # first TMEM column of the scale factors (after the accumulators)
     stage_cols: int
     cp_desc: str
-    sfb_row_col_expr: str  # extra SFB column of a tile starting inside a 128-row atom (BN < 128)
+    sfb_row_col_expr: str  # extra SFB column of a tile starting inside a 128-row atom (BN = 64, 192)
     needs_tile_origin: bool
 
 
@@ -118,11 +141,16 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
     p = t.scales
     if p is None:
         return None
-    copies = []
+    copies, zeros = [], []
     for name, op, row0 in (("sfa", p.a, "m0"), ("sfb", p.b, "n0")):
         for c in op.copies:
-            atom = f"((static_cast<size_t>({row0} / 128) + {c.block}) * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
-            copies.append(SfCopyView(name, c.smem_offset_bytes, c.nbytes, f"{atom} * 512"))
+            atom = f"((static_cast<size_t>({row0} / {SF_ATOM_ROWS}) + {c.block}) * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
+            copies.append(SfCopyView(name, c.smem_offset_bytes, f"static_cast<unsigned>(sf_atoms) * {SF_ATOM_BYTES}u",
+                                     f"{atom} * {SF_ATOM_BYTES}"))
+        for g in range(op.groups):
+            for b in range(op.blocks):
+                zeros.append(SfZeroView(f"{name}_stage", op.smem_atom_offset(b, g),
+                                        f"(kt * {op.groups} + {g}) * {SF_ATOM_CHUNKS}"))
     tcps = []
     for name, op, col0 in (("sfa", p.a, 0), ("sfb", p.b, p.a.tmem_columns)):
         for c in op.tmem_copies:
@@ -130,7 +158,7 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
             tcps.append(SfTmemCopyView(name, c.smem_offset_bytes, col0 + c.column,
                                        f"{name.upper()} rows {128 * c.block}..{128 * c.block + 127}, K chunks {4 * c.group}..{4 * c.group + 3}",
                                        f"{p.cp_descriptor.hex}ull + {start}"))
-    offset_in_atom = s.bn < 128
+    offset_in_atom = s.bn % SF_ATOM_ROWS != 0
     return ScaleView(
         mma_opcode=p.kind.opcode,
         cp_opcode=p.cp.opcode,
@@ -140,7 +168,16 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
         sfb_offset=t.smem.sfb_offset,
         sfa_stage_bytes=t.smem.sfa_stage_bytes,
         sfb_stage_bytes=t.smem.sfb_stage_bytes,
-        k_atoms_expr=f"static_cast<size_t>(num_k_tiles) * {p.a.groups}",
+        k_atoms_expr=sf_k_atoms_c_expr(p.vec),
+        k_chunks_expr=sf_k_chunks_c_expr(p.vec),
+        stage_atoms_expr=f"min({p.a.groups}, static_cast<int>(sf_k_atoms) - kt * {p.a.groups})",
+        expect_tx_expr=(f"{plan.pipeline.expect_tx_bytes - p.expect_tx_bytes}u + static_cast<unsigned>(sf_atoms) * "
+                        f"{(p.a.blocks + p.b.blocks) * SF_ATOM_BYTES}u"),
+        chunks_per_stage=p.a.groups * SF_ATOM_CHUNKS,
+        chunks_per_atom=SF_ATOM_CHUNKS,
+        atom_cells=SF_ATOM_BYTES // 16,
+        keep_mask_expr=keep_mask_c_expr("keep"),
+        zero_fills=tuple(zeros),
         copies=tuple(copies),
         tmem_copies=tuple(tcps),
         tmem_col0=s.accumulator_stages * s.tmem_columns,

@@ -59,6 +59,7 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         ctas=plan.ctas,
         cluster_ctas=cluster_ctas,
         mc_copy_bytes=tuple(mc_copy_bytes),
+        producer_tail=plan.producer_tail,
     )
 
 

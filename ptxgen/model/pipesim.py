@@ -72,6 +72,12 @@ each piece holds) and MMA completion per K-tile, which gives the checks:
 * the epilogue reads the accumulator before all MMAs of that tile completed (or the MMAs of the next tile
   start before the epilogue read it);
 * warnings: a barrier ends mid-phase (arrivals pending or tx-count != 0) that nothing will consume.
+* exit: a ``tcgen05.commit`` arrival lands on a barrier after its CTA exited (every non-unit agent of the CTA, of
+  both for a pair, has finished). Commit arrivals travel on their own (PTX: the commit makes the mbarrier track
+  the completion of prior tcgen05 operations; nothing orders the arrive-on of two commits, or of one multicast
+  commit in two CTAs): each lands in any order after its MMAs completed. With ``producer_tail`` the producer
+  waits, after its last K-tile, on ``empty[s]`` of S more ring slots (CUTLASS ``load_tail``), so every
+  commit to an empty barrier has landed before it finishes.
 
 API: ``simulate(cfg, seed) -> Result`` (``cfg``: a :class:`Config` or a dict of its fields);
 ``explore(cfg, seeds) -> Result`` merges many seeds, without repeating a problem. ``Result``: ``ok``,
@@ -107,6 +113,11 @@ def step(sim: Sim, i: int) -> None:
     if agent.finished or parked is not None:
         sim.ready[i] = sim.ready[-1]
         sim.ready.pop()
+    if agent.finished and not agent.unit:
+        sim.live -= 1
+        if sim.live == 0:  # __syncthreads (and, for a pair, the cluster barrier) passed: the CTA(s) exit
+            for x in sim.group:
+                x.exited = True
     if parked is not None:
         obj, agent.blocked_on = parked
         obj.waiters.append(agent)
@@ -123,6 +134,8 @@ def simulate(cfg: Config | dict, seed: int = 0, max_steps: int = 10_000_000) -> 
             c.cluster, c.rng, c.problems, c.counts = sims, sim.rng, sim.problems, sim.counts
         agents = [a for c in sims for a in make_agents(c)]
     sim.ready = list(agents)
+    sim.live = sum(not a.unit for a in agents)
+    sim.group = sims
     for other in sims[1:]:
         other.ready = sim.ready  # one scheduler: a barrier of any CTA wakes its waiters into the same list
     while sim.ready and sim.counts["steps"] < max_steps:

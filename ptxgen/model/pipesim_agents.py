@@ -51,6 +51,19 @@ def tma_producer(sim: Sim):
                 for p in mc:
                     dst.push(dst.tma_q, (s, it, p))
         yield
+    yield from producer_tail(sim, "TMA producer")
+
+
+def producer_tail(sim: Sim, who: str):
+    """CUTLASS load_tail: acquire S more ring slots without filling them, i.e. wait until the MMAs' commits have
+    released every stage."""
+    cfg = sim.cfg
+    if not cfg.producer_tail:
+        return
+    total = cfg.k_tiles * cfg.tiles_per_cta
+    for it in range(total, total + cfg.stages):
+        s = it % cfg.stages
+        yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"{who} tail (ring slot {it})")
 
 
 def split(rng: random.Random, nbytes: int) -> list[int]:
@@ -85,6 +98,7 @@ def cp_producer(sim: Sim, t: int):
             sim.push(sim.cp_q, t)
         sim.cp_thread[t] += [("copy", s, it)] * n + [("arrive", s, it)]
         yield
+    yield from producer_tail(sim, f"cp.async producer thread {t}")
 
 
 def cp_unit(sim: Sim):
@@ -116,9 +130,24 @@ def mma_unit(sim: Sim, reader: int):
         kind, s, it = pipe.items.pop(0)
         if kind == "mma":
             mma_complete(sim, reader, s, it)
-        else:
-            sim.arrive(s)  # a tcgen05.commit: s is the barrier
+        else:  # a tcgen05.commit (s is the barrier): its arrival is on its way, with those of the commits right after
+            sim.push(sim.arrivals, (sim, s))  # it, which track the same completed MMAs
+            while pipe.items and pipe.items[0][0] == "commit":
+                sim.push(sim.arrivals, (sim, pipe.items.pop(0)[1]))
         sim.wake(pipe)
+        yield
+
+
+def arrival_unit(sim: Sim):
+    """Delivers tcgen05.commit arrivals, in any order."""
+    q = sim.arrivals
+    while True:
+        while not q.items:
+            yield q, None
+        i = sim.rng.randrange(len(q.items))
+        q.items[i], q.items[-1] = q.items[-1], q.items[i]
+        owner, bar = q.items.pop()
+        owner.arrive(bar)
         yield
 
 
@@ -201,9 +230,8 @@ def tcgen05_issuer(sim: Sim):
             check_read(sim, 0, s, it)
             sim.push(pipe, ("mma", s, it))
             sim.push(pipe, ("commit", sim.empty[s], it))
-            yield
-        if cfg.acc_barrier:
-            sim.push(pipe, ("commit", sim.acc_full[a], None))
+            if kt == K - 1 and cfg.acc_barrier:  # issued right after the last K-tile's commit, nothing in between
+                sim.push(pipe, ("commit", sim.acc_full[a], None))
             yield
 
 
@@ -241,6 +269,7 @@ def pair_producer(sims: list, c: int, q: WaitList):
         for p in pieces:
             sim.push(q, (sim, s, it, p, target.full[s]))
         yield
+    yield from producer_tail(sim, f"CTA {c} TMA producer")
 
 
 def pair_tma_unit(sim: Sim, q: WaitList):
@@ -283,9 +312,9 @@ def pair_issuer(sims: list, pipe: WaitList):
                     sim.problems[-1] = f"CTA {c}: " + sim.problems[-1]
             lead.push(pipe, ("mma", s, it))
             lead.push(pipe, ("commit", _multicast(sims, cfg.commit_mask, lambda x: x.empty[s]), it))
+            if kt == K - 1:  # issued right after the last K-tile's commit, nothing in between
+                lead.push(pipe, ("commit", _multicast(sims, cfg.commit_mask, lambda x: x.acc_full[a]), None))
             yield
-        lead.push(pipe, ("commit", _multicast(sims, cfg.commit_mask, lambda x: x.acc_full[a]), None))
-        yield
 
 
 def pair_mma_unit(sims: list, pipe: WaitList):
@@ -298,9 +327,12 @@ def pair_mma_unit(sims: list, pipe: WaitList):
         if kind == "mma":
             for sim in sims:
                 mma_complete(sim, 0, what, it)
-        else:
+        else:  # each CTA's arrival travels on its own, as do those of the commits right after it (same MMAs)
             for bar in what:
-                lead.arrive(bar)
+                lead.push(lead.arrivals, (lead, bar))
+            while pipe.items and pipe.items[0][0] == "commit":
+                for bar in pipe.items.pop(0)[1]:
+                    lead.push(lead.arrivals, (lead, bar))
         lead.wake(pipe)
         yield
 
@@ -328,7 +360,7 @@ def make_pair(cfg: Config, seed: int) -> tuple[Sim, list, list]:
     rng, q, pipe = sims[0].rng, WaitList(), WaitList()
     spec = [(f"CTA {c} TMA producer", pair_producer(sims, c, q), False) for c in range(cfg.ctas)]
     spec += [("TMA unit", pair_tma_unit(sims[0], q), True), ("MMA thread", pair_issuer(sims, pipe), False),
-             ("MMA unit", pair_mma_unit(sims, pipe), True)]
+             ("MMA unit", pair_mma_unit(sims, pipe), True), ("commit arrivals", arrival_unit(sims[0]), True)]
     spec += [(f"CTA {c} epilogue warp {w}", pair_epilogue_warp(sims, c, w), False)
              for c in range(cfg.ctas) for w in range(cfg.epilogue_warps)]
     return sims[0], sims, [Agent(name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
@@ -349,5 +381,6 @@ def make_agents(sim: Sim) -> list[Agent]:
     else:
         spec.append(("MMA thread", tcgen05_issuer(sim), False))
         spec += [(f"epilogue warp {w}", epilogue_warp(sim, w), False) for w in range(cfg.epilogue_warps)]
+        spec.append(("commit arrivals", arrival_unit(sim), True))
     spec += [(f"MMA unit {r}", mma_unit(sim, r), True) for r in range(cfg.readers)]
     return [Agent(at + name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]

@@ -45,6 +45,7 @@ class Config:
     cluster_ctas: int = 1  # CTAs of a cluster, each with its own ring; > 1: TMA multicast of mc_copy_bytes
     mc_copy_bytes: tuple[int, ...] = ()  # bytes of each multicast copy a CTA issues per stage (lands in every CTA)
     release_peers: bool = True  # cluster: consumers arrive on the empty barrier of every CTA (False: own only)
+    producer_tail: bool = False  # sm_100a: after its last K-tile the producer waits empty[s] of S more ring slots
 
     @property
     def tma(self) -> bool:
@@ -130,6 +131,10 @@ class Sim:
         self.cp_q = WaitList()  # items: producer thread ids with work queued
         self.cp_thread = [[] for _ in range(cfg.producer_threads)]
         self.pipes = [WaitList() for _ in range(cfg.readers)]  # MMA completions, in order
+        self.arrivals = WaitList()  # tcgen05.commit arrivals in flight, any order
+        self.exited = False  # every non-unit agent of the CTA (of the pair) has finished
+        self.live = 0  # non-unit agents still running (set on the scheduling Sim)
+        self.group: list["Sim"] = [self]  # the CTAs that exit together
         self.problems: list[str] = []
         self.ready: list = []
         self.counts = {"steps": 0, "pieces": 0, "mmas": 0, "arrivals": 0}
@@ -154,6 +159,8 @@ class Sim:
             yield bar, f"{who} waits {bar.name} parity {parity}"
 
     def arrive(self, bar: MBarrier, tx: int | None = None) -> None:
+        if self.exited:
+            self.problem(f"an arrival lands on {bar.name} after the CTA exited (a tcgen05.commit still in flight at exit)")
         self.counts["arrivals"] += 1
         done = bar.arrive() if tx is None else bar.arrive_expect_tx(tx)
         if done:

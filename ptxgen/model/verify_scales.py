@@ -5,13 +5,29 @@ land in) the bridge feeds the writer's cp.async.bulk copies, tcgen05.cp placemen
 instruction descriptors (SF IDs) to the model, and asks which global scale factor each element (m, k) of A and
 (n, k) of B is multiplied by. Block scaling says: chunk (k0 + k) // V of row m0 + m (n0 + n). Any difference,
 a TMEM column outside the scale-factor region, or a lane partition without its copy is a problem.
+
+With K not a multiple of BK (``k_elements``) the last K-tile's stage holds chunks past ceil(K / V): the padding of
+CUTLASS's last atom (user bytes, marked here as such) and atoms the kernel does not copy (stale bytes of an
+earlier K-tile). Each must reach the MMA as 0 (0 x NaN = NaN even where the operands are zero-filled), and no copy
+may read outside the CUTLASS-sized buffer.
 """
 
 from __future__ import annotations
 
 from . import sfmodel
 from ..derive.layout import TileLayout
-from ..derive.scales import sfb_row_column, stage_copy_sources, stage_tmem_copies
+from ..derive.scales import (
+    sf_global_bytes,
+    sf_k_atoms,
+    sf_k_chunks,
+    sfb_row_column,
+    stage_copy_sources,
+    stage_tmem_copies,
+    stage_zero_fill,
+)
+
+PADDING = "padding"  # a byte of the global buffer that holds no scale factor (the user's: could be NaN)
+STALE = "stale"  # a shared-memory byte no copy of this K-tile wrote
 
 
 def tile_cases(bm: int, bn: int, stages: int) -> list[tuple[int, int, int]]:
@@ -21,20 +37,26 @@ def tile_cases(bm: int, bn: int, stages: int) -> list[tuple[int, int, int]]:
     return [(m0, n0, kt) for m0 in (0, bm) for n0 in n0s for kt in range(min(3, max(2, stages)))]
 
 
-def check_scales(t: TileLayout, plan=None) -> list[str]:
-    """[] when every element of every MMA is scaled by its own scale factor. ``plan`` replaces t.scales (controls)."""
+def check_scales(t: TileLayout, plan=None, k_elements: int | None = None) -> list[str]:
+    """[] when every element of every MMA is scaled by its own scale factor. ``plan`` replaces t.scales (controls).
+    ``k_elements``: the problem's K (default: the K-tiles visited x BK); the last K-tile visited is partial when
+    it is not a multiple of BK."""
     s = t.spec
     p = plan or t.scales
     V, kmma, nsf = p.vec, p.kind.k_per_mma, p.kind.sfs_per_mma
     cases = tile_cases(s.bm, s.bn, s.stages)
     k_tiles = max(kt for _, _, kt in cases) + 1
-    K = k_tiles * s.bk
+    K = k_tiles * s.bk if k_elements is None else k_elements
+    k_tiles = -(-K // s.bk)
+    kts = sorted({kt for _, _, kt in cases if kt < k_tiles} | {k_tiles - 1})  # the last K-tile, partial or not
+    cases = sorted({(m0, n0, kt) for m0, n0, _ in cases for kt in kts})
     rows_a = max(m0 for m0, _, _ in cases) + s.bm
     rows_b = -(-(max(n0 for _, n0, _ in cases) + s.bn) // 128) * 128
     gmem = {}
     for name, rows in (("a", rows_a), ("b", rows_b)):
-        gmem[name] = {b: (name, r, c) for b, (r, c) in sfmodel.global_sources(rows, K, V).items()}
-    k_atoms = -(-K // (4 * V))
+        sources = sfmodel.global_sources(rows, K, V)
+        gmem[name] = {b: (name, *sources[b]) if b in sources else PADDING for b in range(sf_global_bytes(rows, K, V))}
+    k_atoms, k_chunks = sf_k_atoms(K, V), sf_k_chunks(K, V)
     acc_cols = s.accumulator_stages * s.tmem_columns
     problems: list[str] = []
     for m0, n0, kt in cases:
@@ -42,8 +64,20 @@ def check_scales(t: TileLayout, plan=None) -> list[str]:
         base = {"a": t.smem.sfa_offset + stage * t.smem.sfa_stage_bytes, "b": t.smem.sfb_offset + stage * t.smem.sfb_stage_bytes}
         smem: dict = {}
         for name, row0 in (("a", m0), ("b", n0)):
+            op = p.operand(name)
+            for i in range(op.stage_bytes):
+                smem[base[name] + i] = STALE
             copies = [(base[name] + so, go, n) for so, go, n in stage_copy_sources(p, name, row0, kt, k_atoms)]
+            outside = [(go, n) for _, go, n in copies if go < 0 or go + n > len(gmem[name])]
+            if outside:
+                problems.append(f"tile (m0 {m0}, n0 {n0}) K-tile {kt}: SF{name.upper()} copy of bytes {outside[0][0]}.."
+                                f"{sum(outside[0]) - 1} reads past the {len(gmem[name])}-byte buffer")
             sfmodel.bulk_copies(copies, smem, gmem[name])
+            for offset, keep in stage_zero_fill(p, name, kt, k_chunks):
+                for row in range(32):
+                    for w in range(4):
+                        for j in range(keep, 4):
+                            smem[base[name] + offset + 16 * row + 4 * w + j] = 0
         tmem = sfmodel.Tmem({})
         col0 = acc_cols + stage * p.tmem_columns_per_stage
         for name, so, col in stage_tmem_copies(p):
@@ -62,11 +96,12 @@ def check_scales(t: TileLayout, plan=None) -> list[str]:
                 got, more = sfmodel.mma_reads(tmem, column, sf_id, nsf, rows)
                 problems += [f"{label} MMA {i} {name.upper()}: {m}" for m in more[:2]]
                 bad = [(r, kk) for r in range(rows) for kk in range(kmma)
-                       if got.get((r, kk // V)) != (name, row0 + r, (k0 + kk) // V)]
+                       if got.get((r, kk // V)) != ((name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else 0)]
                 if bad:
                     r, kk = bad[0]
                     problems.append(
                         f"{label} MMA {i} {name.upper()}: {len(bad)} of {rows * kmma} elements scaled by the wrong factor, "
-                        f"e.g. ({r}, {kk}) gets {got.get((r, kk // V))}, wants {(name, row0 + r, (k0 + kk) // V)}"
+                        f"e.g. ({r}, {kk}) gets {got.get((r, kk // V))}, wants "
+                        f"{(name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else '0 (a chunk past K)'}"
                     )
     return problems
