@@ -190,3 +190,29 @@ def test_control_without_the_zero_fill_padding_reaches_the_mma(monkeypatch):
     for K, what in ((300, "padding"), (384, "stale")):
         problems = verify_scales.check_scales(derive(make_spec(**MXFP8)), k_elements=K)
         assert any("a chunk past K" in p and what in p for p in problems), problems
+
+
+# ---- coverage: block-scaled N = 192 (CUTLASS: SFB as if N were 256) --------------------------------------------
+@pytest.mark.parametrize("K", [None, 300])
+def test_block_scaled_n192_scale_model(K):
+    from ptxgen.derive.layout import derive
+    from ptxgen.model.verify_scales import check_scales
+
+    spec = make_spec(**dict(MXFP8, bn=192))
+    assert check_scales(derive(spec), k_elements=K) == []
+
+
+def test_control_n192_without_the_column_offset_misreads(monkeypatch):
+    from ptxgen.derive.layout import derive
+    from ptxgen.model import verify_scales
+
+    monkeypatch.setattr(verify_scales, "sfb_row_column", lambda n0, bn: 0)
+    assert any("B:" in p for p in verify_scales.check_scales(derive(make_spec(**dict(MXFP8, bn=192)))))
+
+
+def test_block_scaled_n192_compiles_with_the_intended_sass():
+    from ptxgen.runtime.artifacts import generate
+
+    art = generate(make_spec(**dict(MXFP8, bn=192, bk=128)))
+    assert art.sass.ok, art.sass.problems
+    assert "(n0 % 128) / 32" in art.files["kernel.cu"]

@@ -44,6 +44,7 @@ def test_the_sample_is_checked_in():
     assert set(SAMPLE) <= names
 
 
+@pytest.mark.slow
 def test_oldest_toolchain_passes_the_sass_gate(tmp_path):
     tc = _oldest()
     specs = [TileSpec.from_json(read_layout_json(ROOT / "generated" / n)["spec"]) for n in SAMPLE]
@@ -54,6 +55,7 @@ def test_oldest_toolchain_passes_the_sass_gate(tmp_path):
     assert all(r.local_instructions == 0 and r.stack_bytes == 0 for r in results)
 
 
+@pytest.mark.slow
 def test_the_gate_sees_local_memory_from_a_runtime_indexed_array(tmp_path):
     """Control: the pre-fix tail loop (a runtime trip count indexing the converted chunk) under the oldest NVRTC puts
     the chunk on the stack, and the gate says so."""

@@ -268,7 +268,7 @@ def _validate_epilogue(t: "TileSpec") -> None:
 # CUTLASS's block-scaled collective takes CTA N of 64, 128, 192 or 256 (static_assert in
 # sm100_blockscaled_mma_warpspecialized.hpp); for N=64 it moves the SFB TMEM address by (tile_n % 2) * 2 columns,
 # as ptxgen does. ptxgen leaves out 192 (a tile spanning two atoms from mid-atom) and anything narrower than 64.
-BLOCK_SCALED_BN = (64, 128, 256)
+BLOCK_SCALED_BN = (64, 128, 192, 256)
 
 
 def _validate_block_scaled(t: "TileSpec") -> None:
@@ -300,15 +300,23 @@ def _validate_block_scaled(t: "TileSpec") -> None:
         raise SpecError("--bm", t.bm, f"tcgen05.mma.cta_group::1.kind::{k.kind} has M = 128", "128", cite("shapes"))
     if t.bn not in BLOCK_SCALED_BN:
         raise SpecError("--bn", t.bn,
-                        "a tile's N rows must fill whole halves or whole 128-row scale-factor atoms (each TMEM column of SFB "
-                        "holds 32 rows; a BN=64 tile starts 0 or 2 columns into its atom, as in CUTLASS's block-scaled collective)",
+                        "a tile's N rows must start on a half of a 128-row scale-factor atom (each TMEM column of SFB "
+                        "holds 32 rows; a BN=64 or 192 tile starts 0 or 2 columns into its atom, as in CUTLASS's block-scaled "
+                        "collective, which handles N = 192 as 256 for SFB)",
                         _fmt(BLOCK_SCALED_BN), f"{cite('sfb_id')}; {cite('tcgen05_cp')}")
     for name in ("a", "b"):
         op = t.operand(name)
         if op.major is not Major.K:
+            if k.kind in ("mxf4", "mxf4nvf4"):  # a PTX rule
+                raise SpecError(f"--{name}", op.token,
+                                f"kind::{k.kind} reads A and B K-major only: the transpose bits must be 0 for the packed 4-bit "
+                                "kinds", "kmajor-{none,sw32,sw64,sw128}", cite("transpose"))
+            # kind::mxf8f6f4 may transpose (PTX; CUTLASS's sm100 block-scaled collective builds MN-major A/B): not generated
             raise SpecError(f"--{name}", op.token,
-                            "ptxgen's block-scaled kernels take K-major A and B (kind::mxf4/mxf4nvf4 cannot transpose at all; the "
-                            "scale factors are K-major)", f"kmajor-{{none,sw32,sw64,sw128}}", cite("transpose"))
+                            "kind::mxf8f6f4 allows MN-major operands (PTX transpose bits; CUTLASS builds them), but ptxgen "
+                            "generates block-scaled kernels with K-major A and B only: the MN-major operand layouts with "
+                            "block scaling are not derived or modelled yet", "kmajor-{none,sw32,sw64,sw128}",
+                            f"{cite('transpose')}; {CUTLASS_SF_REF}")
     group = 4 * k.vec_elements
     if t.bk <= 0 or t.bk % group:
         raise SpecError("--bk", t.bk,

@@ -256,9 +256,11 @@ def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, st
 
 # ---- the concrete copies and addresses of one tile, for the L1 bridge (ptxgen.model.verify_scales) -------------
 def sfb_row_column(n0: int, bn: int) -> int:
-    """Extra SFB column of a tile whose N origin is inside a 128-row atom (BN < 128): rows n0 % 128.. of the atom
-    sit in columns (n0 % 128) // 32 onward. The kernel renders the same as ``(n0 % 128) / 32``."""
-    return (n0 % SF_ATOM_ROWS) // 32 if bn < SF_ATOM_ROWS else 0
+    """Extra SFB column of a tile whose N origin can be inside a 128-row atom (BN = 64 or 192): rows n0 % 128.. of the
+    atom sit in columns (n0 % 128) // 32 onward, and the next block's rows 4 columns after the block's first (a BN =
+    192 tile at n0 = 192 reads columns 2..7 of blocks 1 and 2, as CUTLASS's 'MMA_N_SFB' rounds 192 up to 256). The
+    kernel renders the same as ``(n0 % 128) / 32``."""
+    return (n0 % SF_ATOM_ROWS) // 32 if bn % SF_ATOM_ROWS else 0
 
 
 def stage_atoms(groups: int, kt: int, k_atoms: int) -> int:

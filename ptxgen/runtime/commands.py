@@ -97,6 +97,22 @@ def cmd_validate(args) -> int:
     return EXIT_OK if res.passed else EXIT_CHECK_FAILED
 
 
+def cmd_selftest(args) -> int:
+    from .gpu import NoGPU
+    from .selftest import run_selftest, write_json
+
+    _check_out(args.json)
+    try:
+        rep = run_selftest()
+    except NoGPU as e:
+        print(f"ptxgen selftest: {e}", file=sys.stderr)
+        return EXIT_NO_GPU
+    print(rep.text())
+    if args.json:
+        write_json(rep, args.json)
+    return EXIT_CHECK_FAILED if rep.failed else EXIT_OK
+
+
 WGMMA_PROBE_CATEGORIES = ("derived", "strides", "base_offset")
 PROBE_CATEGORIES = (*WGMMA_PROBE_CATEGORIES, "tma")
 
@@ -320,6 +336,11 @@ def add(sub) -> None:
     p.add_argument("--category", action="append", choices=PROBE_CATEGORIES,
                    help="which cases (repeatable; default all): wgmma reads (derived, strides, base_offset) or TMA writes (tma)")
     p.set_defaults(func=cmd_probe)
+
+    st = sub.add_parser("selftest", help="climb the truth ladder on the GPU present (probes, then GEMMs from simple to "
+                        "cluster / CTA pair) and print a report to paste into an issue; exit 1 on any disagreement")
+    st.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    st.set_defaults(func=cmd_selftest)
 
     b = sub.add_parser("bench", help="time kernels against cuBLAS (torch) in the same process, alternating rounds")
     add_spec_flags(b, arch_default=None, required=False)

@@ -403,11 +403,12 @@ def summarize(cases: list[TmaCase], align: list[TmaCase]) -> dict:
     }
 
 
-def run_tma_probe(seed: int = 0, isolated_alignment: bool = True) -> dict:
-    """Every in-process case, then the alignment cases (each in its own process unless told otherwise)."""
+def run_tma_probe(seed: int = 0, isolated_alignment: bool = True, alignment: bool = True) -> dict:
+    """Every in-process case, then the alignment cases (each in its own process unless told otherwise; none
+    without ``alignment``)."""
     prober = TmaProber(seed)
     cases = tma_cases()
-    align = alignment_cases()
+    align = alignment_cases() if alignment else []
     base = len(cases)
     try:
         for i, c in enumerate(cases):
