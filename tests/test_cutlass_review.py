@@ -79,6 +79,15 @@ def test_the_producer_tail_waits_for_every_arrival(ctas, k_tiles):
     assert res.problems == []
 
 
+def test_control_cp_async_producers_need_the_tail_too():
+    """The cp.async producer warpgroup: every thread waits the empty barriers (found by the derived-plan check)."""
+    from ptxgen.model import pipesim
+
+    base = dict(loader="cp.async", producer_threads=4, full_arrivals=4, expect_tx_bytes=0, stages=1, k_tiles=2, tiles_per_cta=3)
+    assert any("after the CTA exited" in p for p in pipesim.explore(_sm100_cfg(producer_tail=False, **base), seeds=range(40)).problems)
+    assert pipesim.explore(_sm100_cfg(producer_tail=True, **base), seeds=range(40)).problems == []
+
+
 def test_sm100_kernels_have_the_producer_tail():
     from ptxgen.derive.layout import derive
     from ptxgen.emit.render import render_kernel
