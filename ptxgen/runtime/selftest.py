@@ -170,7 +170,7 @@ def steps() -> list[Step]:
 
 def run_selftest(only: Callable[[Step], bool] | None = None) -> Report:
     """Runs the steps for the GPU present (raises NoGPU without one)."""
-    from .. import __version__
+    from ..version import __version__
     from .gpu import CudaError, require_gpu
     from .toolchain import nvrtc_version
 
