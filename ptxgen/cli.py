@@ -420,7 +420,7 @@ class _ClosedStdout(OSError):
 
 
 LOCAL_COMMANDS = ("explain", "decode", "build", "check", "sweep", "show", "cache")
-GPU_COMMANDS = ("validate", "probe", "bench", "tune")
+GPU_COMMANDS = ("validate", "probe", "selftest", "bench", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
