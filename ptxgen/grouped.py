@@ -22,14 +22,15 @@ from dataclasses import dataclass
 
 from .api import streams
 from .api.binding import _allocate_out, _check_aligned, _check_devices, _dtype_words
+from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
 from .derive.spec import TileSpec, make_spec
 from .isa.types import DType, Grouping, SpecError
 from .runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from .runtime.fastlaunch import RETRY_WITH_CONTEXT, error_name, launcher
-from .runtime.gpu import CudaError, NoGPU
-from .runtime.grouped import GroupedProblem, check_grouped_problem, grouped_args, grouped_geometry
+from .runtime.fastlaunch import launcher
+from .runtime.gpu import NoGPU
+from .runtime.grouped import GroupedProblem, build_grouped_params, check_grouped_problem, grouped_geometry
 from .runtime.launch import ROW_ALIGN_BYTES, ProblemError
 
 __all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec", "scaled_grouped_gemm"]
@@ -201,9 +202,13 @@ def _dense_strides(shape) -> list[int]:
 class GroupedKernel:
     """A compiled grouped kernel (``spec.grouped`` is ``offs``): ``kernel(a, b, offs, out=None, *, stream=None)``.
 
-    Attributes as :class:`ptxgen.CompiledKernel`: ``spec``, ``plan``, ``source``, ``ptx``, ``cubin``, ``name``."""
+    Attributes as :class:`ptxgen.CompiledKernel`: ``spec``, ``plan``, ``source``, ``ptx``, ``cubin``, ``name``.
 
-    _ARGS_CACHE = 32
+    A call's launch is prepared once per dispatch key (shapes, strides, dtypes, devices; never the pointers):
+    ``_launches`` keyed by the arrays' ArrayInfo, ``_torch_launches`` by torch tensors' attributes, so a repeat
+    call with torch tensors reads no DLPack, binds nothing and only writes pointers and launches."""
+
+    _CACHE = 64
 
     def __init__(self, compiled: CompiledKernel):
         if compiled.spec.grouped is Grouping.NONE:
@@ -212,7 +217,8 @@ class GroupedKernel:
         self.spec, self.plan, self.name = compiled.spec, compiled.plan, compiled.name
         self.source, self.ptx, self.cubin = compiled.source, compiled.ptx, compiled.cubin
         self._lock = threading.Lock()
-        self._args: OrderedDict = OrderedDict()
+        self._launches: OrderedDict = OrderedDict()
+        self._torch_launches: dict = {}
 
     def __repr__(self) -> str:
         return f"<GroupedKernel {self.name}>"
@@ -228,6 +234,10 @@ class GroupedKernel:
     def __call__(self, a, b, offs, out=None, *, scale_a=None, scale_b=None, stream=None):
         """``scale_a`` (M f32) and ``scale_b`` (G x N f32): for a kernel with row-wise scales (grouped='offs_rowwise'),
         as torch._scaled_grouped_mm takes them; the others take none."""
+        if self._torch_launches and type(a) is torch_tensor_type():
+            r = self._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
+            if r is not None:
+                return r
         handle = stream_handle(stream, a)
         infos = (read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle),
                  None if out is None else read_array(out, "out", handle))
@@ -235,11 +245,25 @@ class GroupedKernel:
         if scale_a is not None or scale_b is not None:
             scales = (read_array(scale_a, "scale_a", handle) if scale_a is not None else None,
                       read_array(scale_b, "scale_b", handle) if scale_b is not None else None)
-        return self._launch(a, out, infos, handle, stream, scales)
+        return self._launch(a, out, infos, handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
 
-    def _launch(self, a, out, infos, handle: int, stream, scales=None):
-        """Bind (every check on the arrays), then the launch prepared for these pointers and this problem: the
-        first call for them also checks the device and the problem, loads the kernel and encodes the maps."""
+    def _hot_torch(self, a, b, offs, out, scale_a, scale_b, stream):
+        """The call through a launch prepared for these torch tensors' key; None where there is none (or a pointer
+        rule fails): the caller takes the slow path."""
+        try:
+            hot = self._torch_launches.get(self.dispatch_key(a, b, offs, out, scale_a, scale_b))
+        except (AttributeError, TypeError):  # not torch tensors after all
+            return None
+        return None if hot is None else hot.call_torch(a, b, offs, out, scale_a, scale_b, stream)
+
+    @staticmethod
+    def dispatch_key(a, b, offs, out, scale_a=None, scale_b=None) -> tuple:
+        """The dispatch key of torch tensors (out and the scales may be None)."""
+        return (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), torch_key(scale_a), torch_key(scale_b))
+
+    def _launch(self, a, out, infos, handle: int, stream, scales=None, torch_args=None):
+        """Bind (every check on the arrays), then the launch prepared for this dispatch key: the first call for it
+        also checks the device and the problem, loads the kernel and builds the parameter block."""
         ai, bi, fi, oi = infos
         p = bind_grouped(self.spec, ai, bi, fi, oi).problem
         scale_ptrs = _bind_scales(self.spec, scales, p)
@@ -254,29 +278,32 @@ class GroupedKernel:
         for info in (ai, bi, fi, oi):
             if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
                 streams.wait_for_producer(info.producer_stream, handle)
-        key = (ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, scale_ptrs)
-        drv = launcher()
-        with self._lock:  # the parameter block stays alive (in the cache) while the launch reads it
-            entry = self._args.get(key)
-            if entry is None:
-                entry = self._args[key] = self._prepare(dev, (ai, bi, fi, oi), p, drv, scale_ptrs)
-                while len(self._args) > self._ARGS_CACHE:
-                    self._args.popitem(last=False)
+        known = all(i.device is not None for i in (ai, bi, fi, oi))  # else each pointer's device is asked per call
+        key = (_info_key(ai), _info_key(bi), _info_key(fi), None if allocated else _info_key(oi), p,
+               tuple(_info_key(s) for s in scales) if scales else None)
+        with self._lock:
+            launch = self._launches.get(key) if known else None
+            if launch is None:
+                launch = self._prepare(dev, (ai, bi, fi, oi), p, launcher())
+                if known:
+                    self._launches[key] = launch
+                    while len(self._launches) > self._CACHE:
+                        self._launches.popitem(last=False)
             else:
-                self._args.move_to_end(key)
-            args, shape = entry
-            rc = drv.launch(*shape, handle, args.address, None)
-            if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
-                streams.ensure_current(dev)
-                rc = drv.launch(*shape, handle, args.address, None)
-            if rc:
-                raise CudaError(f"cuLaunchKernel({self.name}) failed: {error_name(rc)} ({rc})")
+                self._launches.move_to_end(key)
+        ptrs = (ai.ptr, bi.ptr, fi.ptr, oi.ptr, *scale_ptrs) if launch.scaled else (ai.ptr, bi.ptr, fi.ptr, oi.ptr)
+        launch.run(ptrs, handle)
+        if (torch_args is not None and known and len(self._torch_launches) < self._CACHE
+                and all(i.library == "torch" for i in (ai, bi, fi, *(scales or ())))
+                and (allocated or oi.library == "torch")):
+            launch.enable_torch()
+            self._torch_launches[self.dispatch_key(*torch_args)] = launch
         if allocated and ai.library == "torch":
             _record_torch_stream(out, stream, handle)
         return out
 
-    def _prepare(self, dev, infos, p: GroupedProblem, drv, scale_ptrs=(0, 0)):
-        """The launch for one set of pointers and one problem: (parameter block, cuLaunchKernel's leading arguments)."""
+    def _prepare(self, dev, infos, p: GroupedProblem, drv) -> GroupedLaunch:
+        """The launch for one problem on ``dev`` (the pointers are written per call)."""
         self.compiled._require_arch(dev)
         for info in infos:
             if info is None:
@@ -287,10 +314,14 @@ class GroupedKernel:
         check_grouped_problem(self.plan, p)
         kernel = self.compiled.load()
         streams.ensure_current(dev)
-        ai, bi, fi, oi = infos
-        args = grouped_args(self.plan, ai.ptr, bi.ptr, fi.ptr, oi.ptr, p, encode=drv.encode, scale_ptrs=scale_ptrs)
-        grid, block, smem = grouped_geometry(self.plan, p, dev.sm_count)
-        return args, (int(kernel.func), *grid, *block, smem)
+        block, slots = build_grouped_params(self.plan, p, drv.encode)
+        grid, blk, smem = grouped_geometry(self.plan, p, dev.sm_count)
+        return GroupedLaunch(block, slots, (int(kernel.func), *grid, *blk, smem), drv, dev, p, self.spec.out_dtype.value,
+                             self.name)
+
+
+def _info_key(i: ArrayInfo) -> tuple:
+    return (i.library, i.shape, i.strides, i.dtype, i.device)
 
 
 def compile_grouped(spec: TileSpec | dict | None = None, /, **fields) -> GroupedKernel:
@@ -316,6 +347,7 @@ def _kernel_for(spec: TileSpec) -> GroupedKernel:
 
 _SPECS: dict[tuple, TileSpec] = {}
 _BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype) -> the kernel grouped_gemm uses
+_TORCH_KERNELS: dict[tuple, GroupedKernel] = {}  # (a's torch dtype, out_dtype, out's torch dtype) -> the same, hot
 
 
 def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, stream=None):
@@ -329,6 +361,14 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     (made on the device once per G, M and device, never read on the host)."""
     if offs is None:
         return _batched(a, b, out, out_dtype, stream)
+    tkey = None
+    if type(a) is torch_tensor_type():  # a repeat call with torch tensors: the launch prepared for their key
+        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None))
+        kernel = _TORCH_KERNELS.get(tkey)
+        if kernel is not None:
+            r = kernel._hot_torch(a, b, offs, out, None, None, stream)
+            if r is not None:
+                return r
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
@@ -346,7 +386,10 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
             except SpecError as e:
                 raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
-    return kernel._launch(a, out, (ai, bi, fi, oi), handle, stream)
+    r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, torch_args=(a, b, offs, out, None, None))
+    if tkey is not None and kernel._torch_launches:
+        _TORCH_KERNELS[tkey] = kernel
+    return r
 
 
 _BATCH_OFFS: dict[tuple, object] = {}
@@ -397,6 +440,14 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: st
     scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``: rows of group g of ``out`` are
     ``(a[rows] @ b[g].T) * scale_a[rows, None] * scale_b[g]``; scale_a holds M_total f32 values, scale_b G x N.
     ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`."""
+    tkey = None
+    if type(a) is torch_tensor_type():
+        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), "rowwise")
+        kernel = _TORCH_KERNELS.get(tkey)
+        if kernel is not None:
+            r = kernel._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
+            if r is not None:
+                return r
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
@@ -416,4 +467,7 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: st
         except SpecError as e:
             raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
-    return kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales)
+    r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
+    if tkey is not None and kernel._torch_launches:
+        _TORCH_KERNELS[tkey] = kernel
+    return r

@@ -176,6 +176,23 @@ class CaiArray:
         return (2, 0)
 
 
+def read_block(address: int, kinds) -> list:
+    """The kernel parameters as cuLaunchKernel reads them through the void** array at ``address`` (maps as bytes,
+    pointers and integers as ints), decoded as ``KernelArgs.read_back`` gives them."""
+    import ctypes
+
+    arr = (ctypes.c_void_p * len(kinds)).from_address(address)
+    out = []
+    for i, kind in enumerate(kinds):
+        if kind == "tensormap":
+            out.append(ctypes.string_at(arr[i], 128))
+        elif kind in ("ptr", "i32_ptr", "f32_ptr"):
+            out.append(ctypes.c_uint64.from_address(arr[i]).value)
+        else:
+            out.append(ctypes.c_int32.from_address(arr[i]).value)
+    return out
+
+
 def _fake_encode(args):
     words = [args.global_address, *args.global_dims, args.global_strides[0], *args.box, args.swizzle]
     return b"".join(int(w).to_bytes(8, "little") for w in words).ljust(128, b"\0")
@@ -196,30 +213,25 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
             self.func = id(self)
             funcs[self.func] = (name, smem)
 
-    funcs, blocks = {}, {}
+    funcs, kinds = {}, []
 
     class FakeDriver:
         encode = staticmethod(_fake_encode)
 
         def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
             name, want_smem = funcs[func]
-            launched.append(dict(grid=(gx, gy, gz), block=(bx, by, bz), args=blocks[params].read_back(), stream=stream,
-                                 name=name, smem=smem, kernel_smem=want_smem))
+            launched.append(dict(grid=(gx, gy, gz), block=(bx, by, bz), args=read_block(params, kinds[0]), stream=stream,
+                                 name=name, smem=smem, kernel_smem=want_smem, params=params))
             return 0
-
-    def remember(plan, *args, **kw):
-        a = grouped_args(plan, *args, **kw)
-        blocks[a.address] = a
-        return a
 
     monkeypatch.setattr(streams, "require_gpu", lambda: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
-    monkeypatch.setattr(grouped, "grouped_args", remember)
-    for table in ("_KERNELS", "_SPECS", "_BY_TYPES"):  # kernels loaded on the fake device must not outlive the test
+    for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):  # kernels loaded on the fake device must not outlive the test
         monkeypatch.setattr(grouped, table, {})
     kern = grouped.compile_grouped(make_spec(**BASE, epilogue="tma"))
+    kinds.append([q.kind for q in kern.plan.abi.params])
     m, n, k, g = 700, 300, 136, 5
     a = CaiArray((m, k), "<f2", 2, 0x100000, dtype="bfloat16")
     b = CaiArray((g, n, k), "<f2", 2, 0x200000, dtype="bfloat16")
@@ -227,7 +239,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     out = CaiArray((m, n), "<f2", 2, 0x400000, strides=(304, 1), dtype="bfloat16")
     assert kern(a, b, offs, out, stream=0x99) is out
     assert kern(a, b, offs, out, stream=0x99) is out
-    assert len(kern._args) == 1 and len(launched) == 2
+    assert len(kern._launches) == 1 and len(launched) == 2 and launched[0]["params"] == launched[1]["params"]
     call = launched[0]
     assert call["name"] == kern.name and call["smem"] == call["kernel_smem"] == kern.plan.abi.dynamic_smem_bytes
     assert call["stream"] == 0x99
@@ -430,7 +442,8 @@ def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
     from ptxgen.runtime.gpu import Device
 
     fake = Device(0, "simulated H200", (9, 0), None, None, 132)
-    launched, blocks = [], {}
+    launched = []
+    kinds = [q.kind for q in plan_kernel(grouped_spec("e4m3", rowwise=True)).abi.params]
 
     class FakeKernel:
         def __init__(self, cubin, name, smem):
@@ -440,20 +453,14 @@ def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
         encode = staticmethod(_fake_encode)
 
         def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-            launched.append(blocks[params].read_back())
+            launched.append(read_block(params, kinds))
             return 0
-
-    def remember(plan, *args, **kw):
-        a = grouped_args(plan, *args, **kw)
-        blocks[a.address] = a
-        return a
 
     monkeypatch.setattr(streams, "require_gpu", lambda: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
-    monkeypatch.setattr(grouped, "grouped_args", remember)
-    for table in ("_KERNELS", "_SPECS", "_BY_TYPES"):
+    for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})
     m, n, k, g = 300, 256, 128, 3
     a = CaiArray((m, k), "|u1", 1, 0x100000, dtype="float8_e4m3fn")

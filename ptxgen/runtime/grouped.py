@@ -13,6 +13,7 @@ from ..derive.kernel import KernelPlan
 from ..isa.types import Grouping, Major
 from .gpu import KernelArgs
 from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
+from .params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 
 
 GRID_HEADROOM = 1 << 16  # more than any persistent grid (one CTA per SM)
@@ -112,3 +113,32 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
         else:
             values.append(("i32", {"M": p.m, "N": p.n, "K": p.k, "G": p.groups, "ldd": p.ldd}[param.name]))
     return KernelArgs(values)
+
+
+def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[ParamBlock, dict]:
+    """The pre-packed parameter block for problem ``p`` (every integer written, no pointer yet) and the slot that
+    carries each pointer: ``a``, ``b``, ``d`` (a tensor map, a raw pointer or a group of both), ``offs``, and
+    ``scale_a``/``scale_b`` for a row-wise scaled kernel. A map is encoded by ``encode`` when its pointer is set
+    (``runtime.params.MapSlot``: cached per pointer). The bytes equal :func:`grouped_args`' for the same pointers."""
+    from .tensormap import tensormap_args
+
+    params = plan.abi.params
+    block = ParamBlock([q.kind if q.kind not in ("i32_ptr", "f32_ptr") else "ptr" for q in params])
+    slots: dict = {}
+    for i, q in enumerate(params):
+        if q.kind == "tensormap":
+            op = q.name[-1]
+            dims, ld = _map_dims(plan, op, p)
+            slots.setdefault(op, []).append(MapSlot(block, i, tensormap_args(plan.tma_plan(op), 0, dims, ld), encode))
+        elif q.kind == "ptr":
+            slots.setdefault(q.name.lower(), []).append(PtrSlot(block, i))
+        elif q.kind == "i32_ptr":
+            slots.setdefault("offs", []).append(PtrSlot(block, i))
+        elif q.kind == "f32_ptr":
+            slots.setdefault(q.name, []).append(PtrSlot(block, i))
+        else:
+            block.set(i, {"M": p.m, "N": p.n, "K": p.k, "G": p.groups, "ldd": p.ldd}[q.name])
+    missing = {"a", "b", "d", "offs"} - set(slots)
+    if missing:
+        raise ValueError(f"{plan.abi.name}: no parameter carries {', '.join(sorted(missing))}")
+    return block, {name: group[0] if len(group) == 1 else SlotGroup(group) for name, group in slots.items()}
