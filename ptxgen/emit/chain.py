@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
+from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
 from ..isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
 from ..isa.types import DType
 
@@ -47,6 +47,8 @@ class ChainView:
     wgmma_row_expr: str  # C: the thread's first row in the slab
     group_elems: int  # wgmma: registers per 8 columns of a thread (two rows x two columns)
     hi_pair: int  # wgmma: the first register of the group's second row
+    tile_cols: int  # wgmma: columns of a slab (the tile's BN): a thread's columns lie in n0 .. n0 + tile_cols - 1
+    col_groups: int  # wgmma: 8-column groups of a slab (a thread's column-bias pairs)
 
 
 def chain_view(plan: ChainPlan | None) -> ChainView | None:
@@ -90,4 +92,6 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         wgmma_row_expr=f"(wg_tid / 32) * {WGMMA_WARP_ROWS} + lane / {LANES_PER_ROW}",
         group_elems=WGMMA_GROUP_REGS,
         hi_pair=WGMMA_GROUP_REGS // 2,
+        tile_cols=plan.bn,
+        col_groups=plan.bn // WGMMA_GROUP_COLS,
     )
