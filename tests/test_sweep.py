@@ -30,12 +30,31 @@ def test_ci_grid_coverage():
     assert any(s.smem_offset for s in CI)
 
 
+def one_loader_only(s) -> bool:
+    """Features that exist with one loader, by the spec's rules: block scaling, CTA pairs, grouped GEMM, fused
+    epilogue chains, block FP8 and split-K load with TMA; 8-/4-byte copies are cp.async's."""
+    return (s.block_scaled or s.cta_group == 2 or s.grouped.value != "none" or s.fuse is not None
+            or s.fp8_blocks.value != "none" or s.split_k > 1 or s.copy_bytes != 16)
+
+
+def test_ci_grid_covers_the_newer_features():
+    """Split-K, grouped GEMM (plain and FP8 row-wise), fused chains (FP8 output too), block FP8 and 8-/4-byte copies."""
+    assert {s.split_k for s in CI} >= {1, 2, 4}
+    assert {s.grouped.value for s in CI} == {"none", "offs", "offs_rowwise"}
+    assert {s.fp8_blocks.value for s in CI} == {"none", "1x128x128"}
+    assert {s.copy_bytes for s in CI} == {16, 8, 4}
+    fused = [s for s in CI if s.fuse is not None]
+    assert {s.arch.value for s in fused} == {"sm_90a", "sm_100a"} and {s.epilogue.value for s in fused} == {"direct", "tma"}
+    assert any(s.out_dtype.value == "e4m3" for s in fused)
+    assert {s.loader.value for s in CI if s.copy_bytes != 16} == {"cp.async"}
+
+
 def test_ci_grid_covers_both_loaders():
     """Every product runs with TMA and with cp.async: the same tiles, each loader with every swizzle and major
-    on both archs, and off-boundary rings (where the two loaders' base-offset rules differ). The CTA pairs
-    (--cta-group 2) are TMA only, by the spec's rule, and are counted apart."""
+    on both archs, and off-boundary rings (where the two loaders' base-offset rules differ). What exists with one
+    loader only (CTA pairs, block scaling, the newer features: ``one_loader_only``) is counted apart."""
     by_loader = {}
-    dense = [s for s in CI if not s.block_scaled and s.cta_group == 1]  # block-scaled kernels and CTA pairs load with TMA only
+    dense = [s for s in CI if not one_loader_only(s)]
     assert {s.loader.value for s in CI if s.block_scaled} == {"tma"}
     assert {s.mma_kind for s in CI if s.block_scaled} == {"mxf8f6f4", "mxf4", "mxf4nvf4"}
     pairs = [s for s in CI if s.cta_group == 2]
@@ -89,8 +108,10 @@ def test_sweep_list_and_no_compile_cli(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--list"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    n_tma_only = sum(s.block_scaled or s.cta_group == 2 for s in CI)
-    assert len(lines) == len(CI) and sum("--loader cp.async" in line for line in lines) * 2 == len(CI) - n_tma_only
+    n_cpasync_apart = sum(one_loader_only(s) and s.loader.value == "cp.async" for s in CI)
+    n_apart = sum(one_loader_only(s) for s in CI)
+    assert len(lines) == len(CI)
+    assert (sum("--loader cp.async" in line for line in lines) - n_cpasync_apart) * 2 == len(CI) - n_apart
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--no-compile", "--shard", "1/41",
                            "--jobs", "1", "--json", str(out)], capture_output=True, text=True)
