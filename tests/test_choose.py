@@ -142,3 +142,30 @@ def test_fp8_keeps_the_table_rules_the_narrow_tiles_were_measured_on_bf16_only()
               "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
     assert choose("e4m3", "sm_90a", 16, 4096, 4096, table).chosen_by == "nearest-fit"
     assert choose("e4m3", "sm_90a", 5000, 5000, 5008, table).spec.cluster.value == "1x1"  # 5008 B: 16 past a sector
+
+
+def test_bench_reports_a_shape_the_baseline_refuses_and_goes_on(monkeypatch, capsys):
+    """torch._scaled_mm refuses dimensions that are not multiples of 16 (seen on the H200: 3000x7000x5008 in FP8 ended
+    the whole bench with a traceback). Now that shape is named and skipped, the others are measured, and the exit
+    status says not everything was compared (1); a run where nothing could be compared is 1 too."""
+    import json
+    from types import SimpleNamespace
+
+    from ptxgen.cli import main
+    from ptxgen.runtime import bench, gpu
+
+    monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="fake", sm_count=132))
+
+    def fake_bench(spec, m, n, k, warmup, iters):
+        if m % 16:
+            raise bench.BaselineError(f"{m}x{n}x{k}: the baseline cannot run this shape (mat2 shape must be divisible by 16)")
+        return bench.BenchResult("fake", spec.kernel_name, m, n, k, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, iters, "none")
+
+    monkeypatch.setattr(bench, "bench_spec", fake_bench)
+    assert main(["bench", "--dtype", "e4m3", "--json", "--shapes", "4096x4096x4096,3000x7000x5008"]) == 1
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["m"] == 4096 and "3000x7000x5008" in cap.err and "skipped" in cap.err
+    assert main(["bench", "--dtype", "e4m3", "--shapes", "3001x7000x5008"]) == 1
+    assert "no shape could be compared" in capsys.readouterr().err
+    # control: every shape comparable is exit 0
+    assert main(["bench", "--dtype", "e4m3", "--shapes", "4096x4096x4096"]) == 0

@@ -56,6 +56,11 @@ class BenchResult:
         return asdict(self)
 
 
+class BaselineError(RuntimeError):
+    """The baseline library refused the shape (e.g. torch._scaled_mm wants every dimension a multiple of 16): there is
+    nothing to compare with, which is not a failure of the kernel."""
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -158,6 +163,10 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     dev = require_gpu()
     case = _Case(torch, spec, m, n, k, seed, dev.sm_count)
     case.ours()
+    try:
+        case.baseline()
+    except RuntimeError as e:
+        raise BaselineError(f"{m}x{n}x{k}: the baseline cannot run this shape ({str(e).splitlines()[0]})") from None
     torch.cuda.synchronize()
     ours_ms, base_ms, worst = alternate(torch, case.ours, case.baseline, lambda: case.error(torch), iters, warmup)
     case.kernel.unload()
