@@ -33,25 +33,39 @@ from .runtime.gpu import NoGPU
 from .runtime.grouped import GroupedProblem, build_grouped_params, check_grouped_problem, grouped_geometry
 from .runtime.launch import ROW_ALIGN_BYTES, ProblemError
 
-__all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec", "scaled_grouped_gemm"]
+__all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec", "scaled_grouped_gemm", "small_groups"]
 
 # The default grouped kernels: the tuned dense 4096^3 tile (bf16) and 8192^3 tile (FP8) of tuning/h200.json,
 # made grouped. Output types: the input's for 16-bit inputs, bf16 for FP8.
 _TILES = {2: dict(bm=128, bn=256, bk=64, stages=4), 1: dict(bm=128, bn=256, bk=128, stages=4)}
+# 16-bit inputs whose groups are small on average (M_total < SMALL_GROUP_ROWS x G, known on the host without reading
+# offs): a 64 x 256 ping-pong tile, which wastes half as many rows per group tail and keeps two tiles in flight per CTA.
+# The threshold is measured (docs/grouped.md, "Tile by mean rows per group"); FP8 keeps its one tile (not measured).
+SMALL_GROUP_ROWS = 768
+_SMALL_TILE = dict(bm=64, bn=256, bk=64, stages=4, consumers="pingpong", raster_group=16)
+
+
+def small_groups(m_total: int, groups: int) -> bool:
+    """Whether ``groups`` groups over ``m_total`` rows are small on average (mean rows per group < SMALL_GROUP_ROWS):
+    what grouped_gemm decides the 16-bit tile by. Host-side sizes only; ``offs`` is never read."""
+    return groups > 0 and m_total < SMALL_GROUP_ROWS * groups
 _GROUPED_DTYPES = ("f16", "bf16", "e4m3", "e5m2")
 _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "e5m2": "bf16"}
 
 
-def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", rowwise: bool = False) -> TileSpec:
+def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", rowwise: bool = False,
+                 small: bool = False) -> TileSpec:
     """The spec :func:`grouped_gemm` uses for ``dtype`` inputs: a persistent 128 x 256 wgmma tile with the
     TMA-store epilogue, A and B K-major with the 128-byte swizzle, grouped over ``offs``; ``rowwise``: with
-    torch._scaled_grouped_mm's row-wise scales (FP8 inputs; :func:`scaled_grouped_gemm`)."""
+    torch._scaled_grouped_mm's row-wise scales (FP8 inputs; :func:`scaled_grouped_gemm`); ``small``: groups small on
+    average (:func:`small_groups`), 16-bit inputs take the 64 x 256 ping-pong tile (FP8 ignores it)."""
     if dtype not in _GROUPED_DTYPES:
         raise DTypeError(f"grouped_gemm takes {', '.join(_dtype_words(d) for d in _GROUPED_DTYPES)} inputs, not {_dtype_words(dtype)}")
     out = out_dtype or _DEFAULT_OUT[dtype]
     if out not in ("f32", "f16", "bf16"):
         raise DTypeError(f"{dtype} inputs give f32, f16 or bf16 outputs, not {out}")
-    tile = _TILES[DType(dtype).bytes]
+    nbytes = DType(dtype).bytes
+    tile = _SMALL_TILE if small and nbytes == 2 else _TILES[nbytes]
     return make_spec(**tile, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
                      schedule="persistent", epilogue="tma" if out != "f32" else "direct",
                      grouped="offs_rowwise" if rowwise else "offs")
@@ -363,7 +377,9 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         return _batched(a, b, out, out_dtype, stream)
     tkey = None
     if type(a) is torch_tensor_type():  # a repeat call with torch tensors: the launch prepared for their key
-        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None))
+        bshape = getattr(b, "shape", ())
+        small = small_groups(a.shape[0], bshape[0]) if len(a.shape) == 2 and len(bshape) == 3 else False
+        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), small)
         kernel = _TORCH_KERNELS.get(tkey)
         if kernel is not None:
             r = kernel._hot_torch(a, b, offs, out, None, None, stream)
@@ -376,13 +392,14 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
-    key = (ai.dtype, out_dtype)
+    small = small_groups(ai.shape[0], bi.shape[0]) if ai.ndim == 2 and bi.ndim == 3 else False
+    key = (ai.dtype, out_dtype, small)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
         spec = _SPECS.get(key)
         if spec is None:
             try:
-                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value)
+                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, small=small)
             except SpecError as e:
                 raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)

@@ -250,9 +250,9 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     assert (word(b_map, 0), word(b_map, 1), word(b_map, 2), word(b_map, 3)) == (0x200000, k, g * n, k * 2)
     assert (word(d_map, 0), word(d_map, 1), word(d_map, 2), word(d_map, 3)) == (0x400000, n, m, 304 * 2)
     assert call["args"][3:] == [0x400000, 0x300000, m, n, k, g, 304]
-    # the default chooser takes the same kernel for bf16
+    # the default chooser takes its small-group tile for bf16 (700 rows over 5 groups: 140 a group)
     assert grouped.grouped_gemm(a, b, offs, out, stream=5) is out
-    assert launched[-1]["name"] == grouped_spec("bf16").kernel_name and launched[-1]["stream"] == 5
+    assert launched[-1]["name"] == grouped_spec("bf16", small=True).kernel_name and launched[-1]["stream"] == 5
     with pytest.raises(DTypeError, match="int32"):
         grouped.grouped_gemm(a, b, CaiArray((g,), "<f4", 4, 0x300000), out)
     with pytest.raises(ArgumentError, match="one cumulative row end per group"):

@@ -24,6 +24,13 @@ from test_grouped import CaiArray, _fake_encode, read_block
 STREAM = 0x77
 
 
+def SMALL_BF16():
+    """grouped_gemm's bf16 kernel for groups of under 768 rows on average: 64 x 256, ping-pong consumers."""
+    spec = grouped.grouped_spec("bf16", small=True)
+    assert (spec.bm, spec.bn, spec.consumers.value) == (64, 256, "pingpong")
+    return spec
+
+
 class FakeDtype:
     def __init__(self, name):
         self.name = name
@@ -138,7 +145,7 @@ def _problem(torch, m=700, n=256, k=136, g=5):
 
 def test_repeat_calls_write_the_uncached_bytes(sim):
     torch = sys.modules["torch"]
-    kern = grouped._kernel_for(grouped.grouped_spec("bf16"))
+    kern = grouped._kernel_for(SMALL_BF16())  # _problem: 700 rows over 5 groups, 140 a group: the small-group tile
     sim.kinds["k"] = [q.kind for q in kern.plan.abi.params]
     a1, a2, b, o1, o2, d1, d2 = _problem(torch)
     calls = [(a1, b, o1, d1), (a2, b, o1, d1), (a2, b, o2, d2), (a1, b, o1, d2), (a1, b, o1, d1), (a2, b, o2, d1)]
@@ -160,7 +167,7 @@ def test_control_a_slot_left_on_the_old_pointer_is_seen(sim):
     """The comparison above can fail: a hot path that forgot to patch A (its slot claims the new pointer but the
     block still holds the old map) gives bytes that differ from the uncached ones."""
     torch = sys.modules["torch"]
-    kern = grouped._kernel_for(grouped.grouped_spec("bf16"))
+    kern = grouped._kernel_for(SMALL_BF16())  # _problem: 700 rows over 5 groups, 140 a group: the small-group tile
     sim.kinds["k"] = [q.kind for q in kern.plan.abi.params]
     a1, a2, b, o1, _, d1, _ = _problem(torch)
     grouped.grouped_gemm(a1, b, o1, d1)
@@ -173,7 +180,7 @@ def test_control_a_slot_left_on_the_old_pointer_is_seen(sim):
 
 def test_new_shapes_prepare_a_new_launch_and_allocated_outputs(sim):
     torch = sys.modules["torch"]
-    kern = grouped._kernel_for(grouped.grouped_spec("bf16"))
+    kern = grouped._kernel_for(SMALL_BF16())  # _problem: 700 rows over 5 groups, 140 a group: the small-group tile
     sim.kinds["k"] = [q.kind for q in kern.plan.abi.params]
     a1, _, b, o1, _, d1, _ = _problem(torch)
     grouped.grouped_gemm(a1, b, o1, d1)
@@ -189,7 +196,7 @@ def test_new_shapes_prepare_a_new_launch_and_allocated_outputs(sim):
 
 def test_a_pointer_the_hot_path_cannot_take_goes_to_the_checks(sim):
     torch = sys.modules["torch"]
-    kern = grouped._kernel_for(grouped.grouped_spec("bf16"))
+    kern = grouped._kernel_for(SMALL_BF16())  # _problem: 700 rows over 5 groups, 140 a group: the small-group tile
     sim.kinds["k"] = [q.kind for q in kern.plan.abi.params]
     a1, _, b, o1, _, d1, _ = _problem(torch)
     grouped.grouped_gemm(a1, b, o1, d1)

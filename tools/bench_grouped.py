@@ -5,6 +5,7 @@ same memory as b.transpose(-2, -1)):
   8x2048    8 groups of 2048 rows
   64x0-512  64 groups of 0..512 rows, seeded (numpy default_rng(seed).integers(0, 513, 64))
   8x1-256   8 groups of 1..256 rows, seeded (the weight-bandwidth-bound regime)
+  GxR       G groups of R rows; GxLO-HI: G groups of LO..HI rows, seeded (numpy default_rng(seed).integers(LO, HI + 1, G))
   fp8-8x2048  e4m3 with row-wise scales: ptxgen.scaled_grouped_gemm against torch._scaled_grouped_mm (bf16 out)
 
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.bench.alternate: ours, torch, torch, ours, ...),
@@ -28,14 +29,16 @@ import numpy as np
 
 import ptxgen
 from ptxgen.derive.spec import make_spec
-from ptxgen.grouped import compile_grouped, grouped_spec
+from ptxgen.grouped import compile_grouped, grouped_spec, small_groups
 from ptxgen.runtime.bench import alternate
 
 torch = None  # imported by main (tools/grouped_warm.py reads CANDIDATES without torch)
 
 N, K = 4096, 7168
-# other grouped tiles measured with --candidates (the default is grouped_spec("bf16"): 128 x 256 x 64, TMA store)
+# other grouped tiles measured with --candidates (the default is what ptxgen.grouped_gemm picks: 128 x 256 x 64, or the
+# 64 x 256 ping-pong tile below when the mean rows per group is under ptxgen.grouped.SMALL_GROUP_ROWS)
 CANDIDATES = [
+    dict(bm=128, bn=256, bk=64, stages=4, epilogue="tma"),
     dict(bm=128, bn=192, bk=64, stages=4, raster_group=16, epilogue="tma"),
     dict(bm=64, bn=256, bk=64, stages=4, consumers="pingpong", raster_group=16, epilogue="tma"),
     dict(bm=128, bn=128, bk=64, stages=5, consumers="pingpong", raster_group=16, epilogue="tma"),
@@ -44,13 +47,15 @@ CANDIDATES = [
 
 def sizes_of(case: str, seed: int) -> list[int]:
     rng = np.random.default_rng(seed)
-    if case == "8x2048":
-        return [2048] * 8
-    if case == "64x0-512":
-        return [int(x) for x in rng.integers(0, 513, 64)]
-    if case == "8x1-256":
-        return [int(x) for x in rng.integers(1, 257, 8)]
-    raise SystemExit(f"unknown case {case!r}")
+    try:
+        g, rows = case.split("x")
+        g = int(g)
+        if "-" in rows:
+            lo, hi = map(int, rows.split("-"))
+            return [int(x) for x in rng.integers(lo, hi + 1, g)]
+        return [int(rows)] * g
+    except ValueError:
+        raise SystemExit(f"unknown case {case!r} (GxR or GxLO-HI)") from None
 
 
 def host_us(fn, calls: int = 200) -> float:
@@ -125,7 +130,10 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
     flops = 2.0 * m * N * K
     weight_bytes = 2.0 * g * N * K
     results = []
+    picked = grouped_spec("bf16", small=small_groups(m, g)).kernel_name
     for label, kern in kernels:
+        label = f"default {picked}" if label.startswith("default") else label
+
         def ours(kern=kern):
             return kern(a, b, offs, out)
 
@@ -172,7 +180,7 @@ def main() -> int:
     dev = torch.cuda.get_device_name()
     print(f"device {dev}, torch {torch.__version__}, ptxgen {ptxgen.__version__}", flush=True)
     default = grouped_spec("bf16")
-    kernels = [(f"default {default.kernel_name}", lambda a, b, offs, out: ptxgen.grouped_gemm(a, b, offs, out))]
+    kernels = [("default (grouped_gemm's pick)", lambda a, b, offs, out: ptxgen.grouped_gemm(a, b, offs, out))]
     if args.candidates:
         for c in CANDIDATES:
             spec = make_spec(**{**default.to_json(), **c})

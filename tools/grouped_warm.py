@@ -18,6 +18,7 @@ def specs() -> list[dict]:
                 stages=4, schedule="persistent", grouped="offs")
     out = [grouped_spec(d).to_json() for d in ("bf16", "f16", "e4m3")]
     out += [grouped_spec("e4m3", rowwise=True).to_json()]
+    out += [grouped_spec(d, small=True).to_json() for d in ("bf16", "f16")]  # grouped_gemm's tile for small groups
     out += [dict(base), dict(base, bn=128, consumers="pingpong", epilogue="tma"), dict(base, bm=64, consumers="pingpong")]
     out += [dict(base, dtype="e4m3", bk=128, bn=128, consumers="pingpong", grouped="offs_rowwise")]  # test_grouped's codegen
     out += [{**grouped_spec("bf16").to_json(), **c} for c in CANDIDATES]
