@@ -241,3 +241,42 @@ def test_other_arrays_reuse_the_launch_by_their_array_info(sim):
         ptrs = (a.__cuda_array_interface__["data"][0], 0x2000000, 0x3000000, out.__cuda_array_interface__["data"][0])
         want = [v if isinstance(v, bytes) else int(v) for v in grouped_args(kern.plan, *ptrs, p, encode=_fake_encode).read_back()]
         assert launch["args"] == want
+
+
+
+@pytest.mark.parametrize("m, g, small", [(698, 8, True), (16707, 64, True), (767 * 16, 16, True), (768 * 16 - 1, 16, True),
+                                          (768 * 16, 16, False), (16384, 8, False), (0, 4, True), (5, 0, False)])
+def test_the_tile_follows_the_mean_rows_per_group(m, g, small):
+    """16-bit inputs: the 64 x 256 ping-pong tile when M_total < 768 G (mean rows per group under 768), else 128 x 256;
+    FP8 keeps 128 x 256 either way. Decided from the host's sizes, never from offs."""
+    assert grouped.SMALL_GROUP_ROWS == 768
+    assert grouped.small_groups(m, g) is small
+    spec = grouped.grouped_spec("bf16", small=grouped.small_groups(m, g))
+    assert (spec.bm, spec.bn, spec.consumers.value) == ((64, 256, "pingpong") if small else (128, 256, "cooperative"))
+    assert grouped.grouped_spec("e4m3", small=True) == grouped.grouped_spec("e4m3")
+
+
+def test_each_tile_class_gets_its_kernel_and_the_cached_call_the_same_bytes(sim):
+    """grouped_gemm picks the kernel by M_total / G; a repeat call (the hot path, keyed on the tile class too) hands the
+    driver the bytes the uncached path builds for the kernel the rule names, and the grid of that kernel's BM; moving
+    between classes never reuses the other class's launch. offs is never read (the simulated device has no memory)."""
+    torch = sys.modules["torch"]
+    T = torch.Tensor
+    n, k, g = 256, 136, 4
+    big, small = grouped._kernel_for(grouped.grouped_spec("bf16")), grouped._kernel_for(SMALL_BF16())
+    sim.kinds["k"] = [q.kind for q in big.plan.abi.params]
+    assert sim.kinds["k"] == [q.kind for q in small.plan.abi.params]
+    b, offs = T((g, n, k), torch.bfloat16), T((g,), torch.int32)
+    # (rows, the kernel the rule must pick, its grid: (ceil(M / BM) + G - 1) tile rows x 1 column tile, under 132 SMs)
+    cases = [(768 * g, big, 24 + 3), (768 * g - 1, small, 48 + 3), (200, small, 4 + 3), (5000, big, 40 + 3)]
+    arrays = [(T((m, k), torch.bfloat16), T((m, n), torch.bfloat16)) for m, _, _ in cases]
+    for _ in range(2):
+        for (a, d), (m, kern, grid) in zip(arrays, cases):
+            assert grouped.grouped_gemm(a, b, offs, d) is d
+            assert sim.launches[-1]["args"] == uncached(kern, a, b, offs, d)
+            assert sim.launches[-1]["grid"] == (grid, 1, 1)
+    assert len(sim.binds) == len(cases)  # the second round took the hot path for every class
+    assert len(big._launches) == 2 and len(small._launches) == 2
+    # control: the other class's kernel builds other bytes (A's tensor map box is BM rows), so the check above can fail
+    (a, d), (_, kern, _) = arrays[1], cases[1]
+    assert uncached(big, a, b, offs, d) != uncached(small, a, b, offs, d)
