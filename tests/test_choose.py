@@ -142,6 +142,22 @@ def test_fp8_keeps_the_table_rules_the_narrow_tiles_were_measured_on_bf16_only()
               "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
     assert choose("e4m3", "sm_90a", 16, 4096, 4096, table).chosen_by == "nearest-fit"
     assert choose("e4m3", "sm_90a", 5000, 5000, 5008, table).spec.cluster.value == "1x1"  # 5008 B: 16 past a sector
+    assert choose("e4m3", "sm_90a", 128, 16384, 4096, table).chosen_by == "nearest-fit"
+    assert choose("e4m3", "sm_90a", 10711, 12, 7832 * 16, table).chosen_by == "nearest-fit"  # no small-n for e4m3
+
+
+def test_fp8_small_m_and_split_k_on_a_heavy_weight():
+    """e4m3 at small M against N x K >= FP8_SMALL_M_MIN_WEIGHT (7168 x 16384): the BM = 64 tiles with the table's BK
+    (128) and, where CTAs leave SMs idle, K split; lighter weights keep the table's tile."""
+    table = [{"dtype": "e4m3", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 8192,
+              "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
+    c = choose("e4m3", "sm_90a", 16, 7168, 16384, table)
+    assert c.chosen_by == "split-k" and (c.spec.bm, c.spec.bn, c.spec.bk, c.spec.split_k) == (64, 128, 128, 2)
+    assert c.spec.dtype.value == "e4m3" and c.spec.schedule is Schedule.TILE
+    c = choose("e4m3", "sm_90a", 128, 7168, 16384, table)
+    assert c.chosen_by == "small-m" and (c.spec.bm, c.spec.bn, c.spec.split_k) == (64, 128, 1)  # 112 CTAs: no split
+    assert choose("e4m3", "sm_90a", 16, 4096, 4096, table).chosen_by == "nearest-fit"
+    assert choose("e4m3", "sm_90a", 4096, 4096, 4096, table).chosen_by == "nearest-fit"
 
 
 def test_bench_reports_a_shape_the_baseline_refuses_and_goes_on(monkeypatch, capsys):

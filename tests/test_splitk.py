@@ -192,11 +192,11 @@ def test_split_k_rule_off_keeps_the_earlier_rules(monkeypatch):
     assert c.chosen_by == "small-m" and c.spec.split_k == 1
 
 
-def test_split_k_never_touches_the_tuned_six_few_waves_or_fp8():
+def test_split_k_never_touches_the_tuned_six_or_few_waves():
     for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096), (2048, 2048, 8192), (8192, 8192, 1024),
                     (4096, 4096, 16384), (333, 8192, 8192), (12000, 1000, 6000), (2500, 10000, 4000), (128, 16384, 4096)):
         assert choose("bf16", "sm_90a", m, n, k).spec.split_k == 1
-    assert choose("e4m3", "sm_90a", 16, 7168, 16384).spec.split_k == 1
+    assert choose("e4m3", "sm_90a", 16, 4096, 4096).spec.split_k == 1  # e4m3 below FP8_SMALL_M_MIN_WEIGHT: the table's
 
 
 # -- on the H200 (gpu tier) -------------------------------------------------------------------------------------------
@@ -206,4 +206,14 @@ def test_split_kernels_match_float64(gpu, s, m, n, k):
     from ptxgen.runtime.validate import validate_spec
 
     r = validate_spec(split_spec(s=s), m, n, k, seed=3)
+    assert r.passed, r.verdict
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("s,bn,m,n,k", [(2, 128, 16, 7168, 16384), (3, 64, 37, 1008, 4224)])
+def test_fp8_split_kernels_match_float64(gpu, s, bn, m, n, k):
+    """The e4m3 split kernels the choice rule may pick (BK = 128, 64-row tiles), against float64."""
+    from ptxgen.runtime.validate import validate_spec
+
+    r = validate_spec(split_spec(bn=bn, s=s, dtype="e4m3", bk=128), m, n, k, seed=5)
     assert r.passed, r.verdict

@@ -22,8 +22,11 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
 
-``small-m``, ``small-n`` and ``+off-sector`` apply to 16-bit inputs (measured on bf16); e4m3 keeps the table's
-kernels and the nearest-fit rule.
+``small-m``, ``small-n`` and ``+off-sector`` apply to 16-bit inputs (measured on bf16). e4m3 takes ``small-m``
+(BM = 64, the table's BK = 128) and ``split-k`` only against N x K >= ``FP8_SMALL_M_MIN_WEIGHT`` (7168 x 16384, where
+the table's 128 x 256 tile ran 0.48-0.55 of torch._scaled_mm: runs/2026-12-01-final/extra2); otherwise the table's
+kernels and the nearest-fit rule (1.26-1.42 at small M on 4096 x 4096 and 16384 x 4096). NOT YET MEASURED: see
+tools/gpu_fp8rules.sh.
 
 Operand rows that do not start on a 32-byte L2 sector (K x element bytes not a multiple of 32 with tight rows):
 their tensor maps take 128-byte L2 promotion at launch (``derive.tma.l2_promotion_for_rows``), and a persistent
@@ -52,6 +55,7 @@ SPLIT_K_RULE = True  # the split-k rule is on
 SPLIT_MAX = 8  # at most this many splits of K per tile
 SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
+FP8_SMALL_M_MIN_WEIGHT = 7168 * 16384  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (fp8rules run)
 
 
 @dataclass(frozen=True)
@@ -159,12 +163,13 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     if distance(ranked[0]) == 0:
         return _with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector)
     narrow = []
-    if arch == "sm_90a" and measured:
+    fp8_small_m = dtype == "e4m3" and n * k >= FP8_SMALL_M_MIN_WEIGHT  # measured on e4m3 at that weight only
+    if arch == "sm_90a" and (measured or fp8_small_m):
         small = small_m_tile(m, n, sm_count)
         if small is not None:
             bn, stages, ctas = small
             narrow.append((SMALL_M_BM, bn, stages, f"M = {m} <= {SMALL_M_MAX}", ctas, "small-m"))
-        small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX else None
+        small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX and measured else None
         if small is not None:
             bm, stages, ctas = small
             narrow.append((bm, SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
