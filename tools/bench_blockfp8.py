@@ -17,18 +17,10 @@ from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
 from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
 
 BATCH_MS = 25.0
 
-
-def _batch(torch, fn, reps):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / reps
 
 
 def flops_tf(m, n, k, ms):

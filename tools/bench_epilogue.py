@@ -31,6 +31,7 @@ from ptxgen.api.fused import fused_spec
 from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
 from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
 from ptxgen.runtime.choose import choose_spec
 
 BATCH_MS = 25.0
@@ -44,15 +45,6 @@ def _launcher(torch, spec, p, dev, a, b, d, extra=None):
     args = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra)
     return lambda: k.launch(grid, block, args)
 
-
-def _batch(torch, fn, reps: int) -> float:
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / reps
 
 
 def rotate(torch, fns: dict, rounds: int, warmup: int = 5) -> dict:
