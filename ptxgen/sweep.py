@@ -24,7 +24,7 @@ from pathlib import Path
 from .outputs import check_output_path  # noqa: F401 (re-exported for the CLI)
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
-from .isa.types import SpecError, parse_enum
+from .isa.types import Epilogue, SpecError, parse_enum
 from .sweep_report import seal, status_of, summarize
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
@@ -177,6 +177,16 @@ def shard(specs: list, shard_spec: str | None) -> list:
 
 
 # ------------------------------------------------------------------------------------------------
+def _pair_store_problems(spec: TileSpec) -> list[str]:
+    """A CTA pair's TMA-store epilogue through the pair model's TMEM placement and the TMA model (L1)."""
+    if not spec.pair or spec.epilogue is not Epilogue.TMA:
+        return []
+    from .derive.epilogue import plan_store
+    from .model.check_store import check_pair_store_plan
+
+    return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
+
+
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
     from .derive.layout import derive
@@ -189,7 +199,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     errors = []
     try:
         t = derive(spec)
-        problems = check_tile(t) + (check_scales(t) if t.scales is not None else [])
+        problems = check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:

@@ -69,6 +69,14 @@ class StorePlan:
     chunks_per_slab: int  # chunks per storer per tile (per 64-row slab on wgmma)
     stmatrix_per_chunk: int  # wgmma: stmatrix.x4 per warp per chunk; tcgen05: 0
     derivation: tuple[Derived, ...]
+    tile_cols: int = 0  # columns of the tile (BN): the per-tile TMA-or-direct choice looks at n0 + tile_cols
+    # tcgen05: the first row (within this CTA's rows of D) and column (within the tile) that epilogue warp ``warp``
+    # stores, as C/Python integer expressions in ``warp`` (``/`` is integer division; the L1 check evaluates them).
+    # One CTA at M=128 and a pair at M=256 (Layout A): warp w stores rows 32w.., every column; a pair at M=128
+    # (Layout B): rows 32(w % 2).., columns (w / 2) x BN/2 ..
+    warp_row0_expr: str = ""
+    warp_col0_expr: str = "0"
+    pair_layout: str = ""  # --cta-group 2: the data-path layout of D in each CTA's TMEM ("A": M=256, "B": M=128)
 
     @property
     def rows(self) -> int:
@@ -105,7 +113,8 @@ class StorePlan:
             "chunk": [self.staging.rows, self.chunk_cols],
             "chunks_per_slab": self.chunks_per_slab,
             "tma": {"swizzle": self.tma.swizzle.json_name, "box": list(self.tma.box)},
-        }
+        } | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
+                       "cols_per_warp": self.chunk_cols * self.chunks_per_slab}} if self.pair_layout else {})
 
     @property
     def edge_elements(self) -> int:
@@ -167,10 +176,13 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     buf = layout.stage_bytes
     smem = spec.smem_plan()
     assert smem.store_bytes == BUFFERS * buf * storers, (smem.store_bytes, buf, storers)
-    chunks = spec.bn // STORE_CHUNK_COLS
+    warp_cols, row0, col0 = _warp_share(spec, rows)
+    chunks = warp_cols // STORE_CHUNK_COLS
     calls = STORE_CHUNK_COLS // (STMATRIX_MATRICES // 2 * 8) if wgmma else 0
     writer = "stmatrix" if wgmma else "st.shared.v4"
     D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer)
+    if spec.pair:
+        D += (_pair_derivation(spec, rows, warp_cols, row0, col0),)
     tma = tile_map(
         operand="d",
         layout=layout,
@@ -185,7 +197,30 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
         expect_tx_bytes=0,  # a store completes a bulk group, not a barrier transaction
         derivation=D,
     )
-    return StorePlan(layout, tma, smem.store_offset, buf, BUFFERS, storers, writer, STORE_CHUNK_COLS, chunks, calls, D)
+    return StorePlan(layout, tma, smem.store_offset, buf, BUFFERS, storers, writer, STORE_CHUNK_COLS, chunks, calls, D,
+                     tile_cols=spec.bn, warp_row0_expr=row0, warp_col0_expr=col0,
+                     pair_layout=("B" if spec.bm == 128 else "A") if spec.pair else "")
+
+
+def _warp_share(spec: TileSpec, rows: int) -> tuple[int, str, str]:
+    """(columns each storer stores, its first row, its first column) on tcgen05; wgmma: (BN, "", "0")."""
+    if spec.arch is Arch.SM90A:
+        return spec.bn, "", "0"
+    if spec.pair and spec.bm == 128:  # Layout B ('2x2'): warps 0, 1 hold columns [0, BN/2), warps 2, 3 [BN/2, BN)
+        half = spec.bn // 2
+        return half, f"(warp % 2) * {rows}", f"(warp / 2) * {half}"
+    return spec.bn, f"warp * {rows}", "0"
+
+
+def _pair_derivation(spec: TileSpec, rows: int, warp_cols: int, row0: str, col0: str) -> Derived:
+    layout = "B" if spec.bm == 128 else "A"
+    what = (f"CTA r's warp w stages rows m0 + r x {spec.bm // 2} + {row0} and columns n0 + {col0} .. +{warp_cols - 1}"
+            .replace("warp", "w"))
+    return Derived(
+        "pair_store", f"Layout {layout}: {warp_cols} columns per warp, its own CTA's rows", what,
+        "each CTA's epilogue warps store the D rows in that CTA's Tensor Memory (CTA r holds rows r x BM/2 ..) through the "
+        "same tensor map, with no exchange between the CTAs; at M=128 (Layout B) lanes 64-127 hold the right half of the "
+        "columns of the same 64 rows, so warps 2, 3 store the right half (CUTLASS tmem_frg_2sm)", cite("tmem_layout"))
 
 
 def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls: int, offset: int, rows: int,
@@ -219,6 +254,8 @@ def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls
                 f"a tile is stored through TMA if n0 + {spec.bn} <= N or N x {out.bytes} B is a multiple of {TMA_STORE_EDGE_BYTES} B; "
                 "other tiles take the direct stores",
                 "measured on an H200: a TMA store crossing column N wrote on to the next 16-byte boundary", "docs/hardware-layout.md"),
-        Derived("chunks_per_tile", chunks, f"BN / {STORE_CHUNK_COLS} = {spec.bn} / {STORE_CHUNK_COLS}" + (" per 64-row slab" if writer == "stmatrix" else ""),
+        Derived("chunks_per_tile", chunks, (f"BN / {STORE_CHUNK_COLS} = {spec.bn} / {STORE_CHUNK_COLS}" if chunks * STORE_CHUNK_COLS == spec.bn else
+                 f"BN / 2 / {STORE_CHUNK_COLS} = {spec.bn // 2} / {STORE_CHUNK_COLS} per warp (Layout B)")
+                + (" per 64-row slab" if writer == "stmatrix" else ""),
                 "chunks alternate between the two buffers; a buffer is reused after cp.async.bulk.wait_group.read 1", PTX_TMA_REF),
     )

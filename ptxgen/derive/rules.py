@@ -252,7 +252,7 @@ def _multicast_halves(t: "TileSpec", name: str):
 def _validate_epilogue(t: "TileSpec") -> None:
     if t.epilogue is not Epilogue.TMA:
         return
-    if t.arch is Arch.SM100A and t.bm != 128:
+    if t.arch is Arch.SM100A and not t.pair and t.bm != 128:
         raise SpecError("--epilogue", "tma", "on tcgen05 the TMA-store epilogue stores the M=128 data path (epilogue warp w: TMEM "
                         "lanes and rows 32w..32w+31); M=64 uses half the lanes", "--bm 128, or --epilogue direct", cite("tmem_layout"))
     if t.acc is not DType.F32 or t.out_dtype not in (DType.F16, DType.BF16):
@@ -263,6 +263,12 @@ def _validate_epilogue(t: "TileSpec") -> None:
         raise SpecError(
             "--bn", t.bn, f"the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks (one 128-byte swizzle row of 16-bit "
             "outputs), so BN must be a whole number of them", f"BN a multiple of {STORE_CHUNK_COLS}, or --epilogue direct")
+    if t.pair and t.bm == 128 and (t.bn // 2) % STORE_CHUNK_COLS:
+        # cta_group::2 M=128 is data-path Layout B: an epilogue warp holds BN/2 columns of its 32 rows (ctapair.py).
+        raise SpecError(
+            "--bn", t.bn, f"with --cta-group 2 --bm 128 (data-path Layout B) each epilogue warp holds BN/2 = {t.bn // 2} columns "
+            f"of its rows, and the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks of them",
+            f"BN a multiple of {2 * STORE_CHUNK_COLS} (128, 256), --bm 256, or --epilogue direct", cite("tmem_layout"))
 
 
 # CUTLASS's block-scaled collective takes CTA N of 64, 128, 192 or 256 (static_assert in
@@ -347,10 +353,6 @@ def _validate_cta_group(t: "TileSpec") -> None:
     if t.block_scaled:
         raise SpecError("--cta-group", 2, "ptxgen generates the block-scaled kinds for cta_group::1 only (the pair's scale "
                         "factors, split across two CTAs' TMEM, are not derived)", "--cta-group 1 with --scale, or --scale none",
-                        cite("cta_pair"))
-    if t.epilogue is Epilogue.TMA:
-        raise SpecError("--cta-group", 2, "the TMA-store epilogue is derived for one CTA's M=128 data path; a pair's D layout "
-                        "in TMEM differs (Layout A/B), and its staging is not derived", "--epilogue direct with --cta-group 2",
                         cite("cta_pair"))
 
 

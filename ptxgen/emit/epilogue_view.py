@@ -45,7 +45,8 @@ class EpilogueView:
     tmem_warp_offset_expr: str = ""
     row_expr: str = ""
     row_active: str = ""
-    store_row0_expr: str = ""  # TMA-store epilogue: this warp's first row in the tile
+    store_row0_expr: str = ""  # TMA-store epilogue: this warp's first row (from row_base)
+    store_col_base: str = "n0"  # TMA-store epilogue: this warp's first column of D
     row_base: str = "m0"
     cols: int = 0  # columns of D each epilogue warp reads
     col_expr: str = "n0 + c0"
@@ -116,7 +117,7 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
         chunk_cols=p.chunk_cols,
         rows=p.rows,
         first_barrier_id=STORE_FIRST_BARRIER_ID,
-        use_tma_expr=f"n0 + {p.chunk_cols * p.chunks_per_slab} <= N || N % {p.edge_elements} == 0",
+        use_tma_expr=f"n0 + {p.tile_cols or p.chunk_cols * p.chunks_per_slab} <= N || N % {p.edge_elements} == 0",
         buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_storer}) * {p.buffer_bytes}u",
         pack_expr="static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << 16)",
         doc=f"{p.rows} x {p.chunk_cols} chunks, {p.staging.swizzle.value} staging, {p.buffers_per_storer} buffers per "
@@ -187,6 +188,10 @@ def tcgen05_epilogue_view(plan: KernelPlan) -> EpilogueView:
         tmem_warp_offset_expr=tmem_lane_c_expr("warp * 32"),
         cols=cols,
     )
+    if plan.store is not None and plan.store.writer != "stmatrix":
+        st = plan.store
+        common["store_row0_expr"] = st.warp_row0_expr
+        common["store_col_base"] = "n0" if st.warp_col0_expr == "0" else f"n0 + {st.warp_col0_expr}"
     if t.pair is not None and t.pair.tmem_layout == "A":
         # M=256 over the pair (data-path Layout A): each CTA's D row m (of its 128) is TMEM lane m.
         epi = EpilogueView(**common, layout_doc="cta_group::2, M=256 (Layout A): this CTA's D row m is TMEM lane m.",
@@ -202,8 +207,7 @@ def tcgen05_epilogue_view(plan: KernelPlan) -> EpilogueView:
             row_expr=t.pair.epi_row_expr, row_active="true", row_base="m_cta", col_expr=f"n0 + {t.pair.epi_col_expr}")
     elif s.bm == 128:
         # M=128, cta_group::1: row m of D is TMEM lane m (PTX data-path Layout D; CUTLASS tmem_frg).
-        epi = EpilogueView(**common, layout_doc="M=128: D row m is TMEM lane m.", row_expr="warp * 32 + lane", row_active="true",
-                           store_row0_expr="warp * 32")
+        epi = EpilogueView(**common, layout_doc="M=128: D row m is TMEM lane m.", row_expr="warp * 32 + lane", row_active="true")
     else:
         # M=64: rows 16q..16q+15 sit in lanes 32q..32q+15 (CUTLASS tmem_frg atom ((16,4),N):((1,32),128)).
         epi = EpilogueView(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fragmodel, tmamodel
+from . import fragmodel, pairmodel, tmamodel
 from ..derive.epilogue import SLAB_ROWS, StorePlan
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 
@@ -77,6 +77,51 @@ def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tme
             r0 = s * plan.rows
             want = tile[r0:r0 + plan.rows, chunk * plan.chunk_cols:(chunk + 1) * plan.chunk_cols]
             problems += _compare(got, want, f"chunk {chunk}" + (f", warp {s}" if tmem else ""))
+    return problems
+
+
+def _warp_origin(expr: str, warp: int) -> int:
+    """Evaluate one of the plan's C/Python integer expressions in ``warp`` (``/`` is C's integer division)."""
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, {"warp": warp}))
+
+
+def check_pair_store_plan(plan: StorePlan, bm: int, bn: int, seed: int = 0, base: int = 0, tmem_chunk: int = 32) -> list[str]:
+    """The TMA-store epilogue of a CTA pair (``--cta-group 2``): problems, empty when the two CTAs' stores together
+    write every element of a random ``bm`` x ``bn`` tile exactly once, with its value.
+
+    Independent of the plan: where the pair MMA leaves each element of D (``pairmodel.d_home``: CTA, TMEM lane,
+    column; Layouts A and B) and what a ``tcgen05.ld 32x32b`` of warp w reads (lanes 32w..32w+31,
+    ``fragmodel``). From the plan: the staging writes, the tensor map, and where each warp's box goes (its first row
+    within its CTA's rows, its first column)."""
+    rng = np.random.default_rng(seed)
+    tile = rng.integers(1, 1 << 16, size=(bm, bn), dtype=np.uint32)
+    ctas = 2
+    tmem = np.zeros((ctas, 128, bn), dtype=np.uint32)  # 0: a TMEM cell the MMA did not write
+    for row in range(bm):
+        for col in range(bn):
+            cta, lane, c = pairmodel.d_home(2, row, col, bm, bn)
+            tmem[cta, lane, c] = tile[row, col]
+    tma = {"swizzle": plan.tma.swizzle.json_name, "box": list(plan.tma.box), "copies": [c.to_json() for c in plan.tma.copies]}
+    seen = np.zeros((bm, bn), dtype=np.int64)
+    problems = []
+    for cta in range(ctas):
+        for chunk in range(plan.chunks_per_slab):
+            image = np.zeros(base + plan.storer_bytes * plan.storers, dtype=np.uint8)
+            stage_chunk_tmem(plan, tmem[cta], chunk, image, base, tmem_chunk)
+            for w in range(plan.storers):
+                got = tmamodel.read(tma, plan.tma.element_bytes, base + w * plan.storer_bytes, image, anchor=TMA_SWIZZLE_KEY)[0]
+                r0 = cta * (bm // ctas) + _warp_origin(plan.warp_row0_expr, w)
+                c0 = _warp_origin(plan.warp_col0_expr, w) + chunk * plan.chunk_cols
+                where = f"CTA {cta}, warp {w}, chunk {chunk} (D rows {r0}.., columns {c0}..)"
+                if r0 < 0 or c0 < 0 or r0 + got.shape[0] > bm or c0 + got.shape[1] > bn:
+                    problems.append(f"{where}: the box lies outside the {bm} x {bn} tile")
+                    continue
+                problems += _compare(got, tile[r0:r0 + got.shape[0], c0:c0 + got.shape[1]], where)
+                seen[r0:r0 + got.shape[0], c0:c0 + got.shape[1]] += 1
+            if len(problems) > 8:
+                return problems
+    if not problems and not np.all(seen == 1):
+        problems.append(f"{int(np.count_nonzero(seen == 0))} elements of D never stored, {int(np.count_nonzero(seen > 1))} stored twice")
     return problems
 
 
