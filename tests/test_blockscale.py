@@ -176,7 +176,7 @@ def test_scale_picks_the_kind_and_names():
         (dict(bn=32), "--bn"),
         (dict(bn=160), "--bn"),  # 192 is legal since issue 19 (CUTLASS handles it as 256 for SFB)
         (dict(bk=64), "--bk"),
-        (dict(a="mnmajor-sw128"), "--a"),
+        (dict(dtype="e2m1", a="mnmajor-sw128"), "--a"),  # mxf4 cannot transpose; mxf8f6f4 8-bit MN-major is legal
         (dict(acc="f16"), "--acc"),
         (dict(loader="cp.async"), "--loader"),
         (dict(dtype="e2m1", b_dtype="e4m3", a="kmajor-sw64", b="kmajor-sw64"), "--b-dtype"),

@@ -166,9 +166,15 @@ def covering_sample(specs) -> list:
     need, chosen = set().union(*feats), []
     while need:
         i = max(range(len(specs)), key=lambda j: (len(feats[j] & need), -j))
-        chosen.append(specs[i])
+        chosen.append(i)
         need -= feats[i]
-    return chosen
+    # greedy can leave a passenger (a pick whose features later picks cover): drop them, latest first
+    whole = set().union(*feats)
+    for i in reversed(list(chosen)):
+        rest = [j for j in chosen if j != i]
+        if rest and set().union(*(feats[j] for j in rest)) == whole:
+            chosen = rest
+    return [specs[i] for i in chosen]
 
 
 SAMPLE = covering_sample(CI)

@@ -312,17 +312,15 @@ def _validate_block_scaled(t: "TileSpec") -> None:
                         _fmt(BLOCK_SCALED_BN), f"{cite('sfb_id')}; {cite('tcgen05_cp')}")
     for name in ("a", "b"):
         op = t.operand(name)
-        if op.major is not Major.K:
-            if k.kind in ("mxf4", "mxf4nvf4"):  # a PTX rule
-                raise SpecError(f"--{name}", op.token,
-                                f"kind::{k.kind} reads A and B K-major only: the transpose bits must be 0 for the packed 4-bit "
-                                "kinds", "kmajor-{none,sw32,sw64,sw128}", cite("transpose"))
-            # kind::mxf8f6f4 may transpose (PTX; CUTLASS's sm100 block-scaled collective builds MN-major A/B): not generated
+        if op.major is not Major.K and k.kind in ("mxf4", "mxf4nvf4"):  # a PTX rule
             raise SpecError(f"--{name}", op.token,
-                            "kind::mxf8f6f4 allows MN-major operands (PTX transpose bits; CUTLASS builds them), but ptxgen "
-                            "generates block-scaled kernels with K-major A and B only: the MN-major operand layouts with "
-                            "block scaling are not derived or modelled yet", "kmajor-{none,sw32,sw64,sw128}",
-                            f"{cite('transpose')}; {CUTLASS_SF_REF}")
+                            f"kind::{k.kind} cannot transpose A or B (PTX's table of transpose and negate support per "
+                            "MMA-Kind: 'Is Transpose A/B supported' is No for .kind::mxf4 and .kind::mxf4nvf4), so its "
+                            "packed e2m1 operands are K-major", "kmajor-{none,sw32,sw64,sw128}", cite("transpose"))
+        # kind::mxf8f6f4 transposes 8-bit operands (PTX 'Transpose and Negate operations': Yes; 'Valid combinations of
+        # type-size, major-ness and swizzling': 8-bit MN-major with every swizzle but 128B with 32-B atomicity, checked
+        # by _validate_operand); CUTLASS's sm100 block-scaled collective builds
+        # MN-major A/B with K-major scale factors, as ptxgen does.
     group = 4 * k.vec_elements
     if t.bk <= 0 or t.bk % group:
         raise SpecError("--bk", t.bk,
