@@ -85,7 +85,7 @@ def table_name(arch: Arch) -> str:
 def cmd_build(args) -> int:
     from pathlib import Path
 
-    from .runtime.artifacts import build
+    from .runtime.buildmemo import build
     from .runtime.toolchain import CompileError
 
     spec = spec_from_args(args)
@@ -93,30 +93,19 @@ def cmd_build(args) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     try:
-        path, art = build(spec, out)
+        res = build(spec, out)  # reuses a kernel folder that is already what the build would write
     except CompileError as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_CHECK_FAILED
-    rep = art.sass
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "kernel_name": spec.kernel_name,
-                    "dir": str(path),
-                    "files": sorted(art.files),
-                    "sass": {"ok": rep.ok, "opcode": rep.opcode, "mma_per_iteration": rep.mma_in_loop,
-                             "registers": rep.registers, "local_bytes": rep.local_bytes, "problems": rep.problems},
-                    "layout": art.layout.to_json(),
-                }
-            )
-        )
+        print(json.dumps({"kernel_name": res.kernel_name, "dir": str(res.dir), "files": list(res.files), "sass": res.sass,
+                          "layout": res.layout}))
     else:
-        print(f"wrote {path}/ ({', '.join(sorted(art.files))})")
-        print(f"SASS: {rep.summary()}")
-        for p in rep.problems:
+        print(f"wrote {res.dir}/ ({', '.join(res.files)})")
+        print(f"SASS: {res.sass_summary}")
+        for p in res.sass["problems"]:
             print(f"SASS PROBLEM: {p}", file=sys.stderr)
-    return EXIT_OK if rep.ok else EXIT_CHECK_FAILED
+    return EXIT_OK if res.ok else EXIT_CHECK_FAILED
 
 
 def cmd_check(args) -> int:

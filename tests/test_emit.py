@@ -11,7 +11,8 @@ import pytest
 
 from ptxgen.emit.generated import KERNEL_FILES, write_kernel_dir
 from ptxgen.emit.cexpr import linear_offset_c_expr, swizzle_c_expr
-from ptxgen.emit.env import environment, template_dir
+from ptxgen.emit.env import environment
+from ptxgen.emit.sources import template_dir
 from ptxgen.emit.render import render_kernel
 from ptxgen.derive.layout import derive
 from ptxgen.runtime.artifacts import build, check_tree, generate

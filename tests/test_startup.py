@@ -30,13 +30,13 @@ def test_toolchain_versions_are_asked_once_then_read_from_the_cache_folder(folde
     assert cache.toolchain_id.__wrapped__() == first and asked == [1]  # the memo answered
 
 
-def test_a_changed_toolchain_fingerprint_asks_again(folder, monkeypatch):
+def test_a_changedtoolchain_fingerprint_asks_again(folder, monkeypatch):
     """Control: a memo written under another fingerprint (another interpreter, a package installed) is not used."""
     answers = iter([{"nvrtc": "13.5"}, {"nvrtc": "13.6"}])
     monkeypatch.setattr(cache, "_ask_toolchain", lambda: next(answers))
     assert cache.toolchain_id.__wrapped__() == {"nvrtc": "13.5"}
-    real = cache._toolchain_fingerprint()
-    monkeypatch.setattr(cache, "_toolchain_fingerprint", lambda: real + ["another site-packages"])
+    real = cache.toolchain_fingerprint()
+    monkeypatch.setattr(cache, "toolchain_fingerprint", lambda: real + ["another site-packages"])
     assert cache.toolchain_id.__wrapped__() == {"nvrtc": "13.6"}
 
 

@@ -7,21 +7,25 @@ descriptor, the scale-factor chain (scales) and the CTA pair (ctapair) into one 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..version import __version__
-from ..isa.idesc import BlockScaledInstrDescriptor, InstrDescriptor, WgmmaInstr
+from ..isa.idesc import InstrDescriptor, WgmmaInstr
 from ..isa.ptxref import cite
 from ..isa.types import Arch, Loader
-from .ctapair import CtaPairPlan, plan_cta_pair
 from .derived import Derived
 from .epilogue import plan_store
 from .operand import OperandLayout, derive_operand
 from .operand_tma import derive_tma
 from .pipeline import plan_pipeline
-from .scales import ScalePlan, base_idesc, derive_scales
 from .schedule import plan_schedule
 from .smem import SmemPlan
 from .spec import TileSpec
+
+if TYPE_CHECKING:  # the block-scaled and CTA-pair plans are imported when a spec has them (start-up time)
+    from ..isa.idesc import BlockScaledInstrDescriptor
+    from .ctapair import CtaPairPlan
+    from .scales import ScalePlan
 
 
 def instr_descriptor(spec: TileSpec) -> InstrDescriptor:
@@ -194,9 +198,16 @@ def derive(spec: TileSpec) -> TileLayout:
     if spec.loader is Loader.TMA:
         a, b = replace(a, tma=derive_tma(spec, a)), replace(b, tma=derive_tma(spec, b))
     if spec.block_scaled:
+        from .scales import base_idesc, derive_scales
+
         idesc, scales = base_idesc(spec), derive_scales(spec)
     else:
         idesc, scales = (instr_descriptor(spec) if spec.arch is Arch.SM100A else None), None
+    pair = None
+    if spec.pair:
+        from .ctapair import plan_cta_pair
+
+        pair = plan_cta_pair(spec)
     return TileLayout(
         spec=spec,
         a=a,
@@ -205,5 +216,5 @@ def derive(spec: TileSpec) -> TileLayout:
         idesc=idesc,
         wgmma=wgmma_instr(spec) if spec.arch is Arch.SM90A else None,
         scales=scales,
-        pair=plan_cta_pair(spec),
+        pair=pair,
     )

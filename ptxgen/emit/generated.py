@@ -14,9 +14,12 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..derive.layout import TileLayout
-from .env import generated_line
+from .sources import generated_line
+
+if TYPE_CHECKING:  # for the annotations only: importing the plans costs the build memo's fast path
+    from ..derive.layout import TileLayout
 
 KERNEL_FILES = ("kernel.cu", "kernel.ptx", "layout.json", "layout.svg")
 

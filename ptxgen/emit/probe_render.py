@@ -15,7 +15,8 @@ from ..isa.tensormap import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
 from ..isa.types import Arch, DType, Major
 from ..version import __version__
 from .cexpr import wgmma_fragment_col, wgmma_fragment_row, wgmma_operand_lists
-from .env import GENERATED_MARK, environment
+from .env import environment
+from .sources import GENERATED_MARK
 
 TMA_PROBE_THREADS = 128
 TMA_PROBE_BASE_ALIGN = 1024  # the image starts on a 1024-byte boundary: every swizzle address bit is the host's

@@ -21,12 +21,13 @@ from ..isa.types import Arch, Loader
 from . import grouped_view as cgrouped
 from .blockfp8 import BlockFp8View, block_fp8_view
 from .chain import ChainView, chain_view
-from .env import environment, generated_line
+from .env import environment
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
 from .mma_view import KStepView, MmaView, ScaleView, SlabView, k_step_views, scale_view, slab_views, tcgen05_mma_view, wgmma_mma_view
 from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
 from .schedule_view import ClusterView, PairView, cluster_tile_coords_c, cluster_view, grid_doc, tile_coords_c
+from .sources import generated_line
 from .splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
 
 

@@ -28,7 +28,7 @@ from ..derive.kernel import plan_kernel
 from ..derive.layout import TileLayout
 from ..derive.operand import OperandLayout
 from ..isa.types import Major
-from .env import generated_line
+from .sources import generated_line
 
 CELL_W, CELL_H = 92, 22
 LEFT, TOP_PAD = 190, 8

@@ -15,6 +15,8 @@
   (atomic on POSIX and Windows): a reader sees a whole old entry, a whole new one, or none. Processes
   that compile the same kernel at once each write a whole entry; the last rename wins and all are equal.
   The cache is best effort: a folder that cannot be written only costs the compile.
+* ``builds/``: ``ptxgen build``'s memos of the kernel folders it wrote (ptxgen.runtime.buildmemo); ``clear``
+  removes them with the kernels.
 * ``<key>.sass.json`` beside an entry: cuobjdump's SASS and resource texts of its cubin, with the key, the cubin's
   sha256 and the texts' sha256; used only when all three check out, else recomputed.
 """
@@ -68,9 +70,9 @@ def toolchain_id() -> dict:
 
     Asking costs about half a second (importing cuda.bindings, reading the installed packages' metadata), more
     than the rest of a warm ``ptxgen build``, so the answer is kept in the cache folder (``toolchain.json``) under
-    a fingerprint of where those packages are installed (:func:`_toolchain_fingerprint`); any change of it asks
+    a fingerprint of where those packages are installed (:func:`toolchain_fingerprint`); any change of it asks
     again."""
-    fingerprint = _toolchain_fingerprint()
+    fingerprint = toolchain_fingerprint()
     memo = cache_dir() / TOOLCHAIN_MEMO if enabled() else None
     if memo is not None:
         try:
@@ -81,7 +83,7 @@ def toolchain_id() -> dict:
             pass
     ids = _ask_toolchain()
     if memo is not None:
-        _write_atomic(memo, json.dumps({"fingerprint": fingerprint, "ids": ids}, sort_keys=True))
+        write_atomic(memo, json.dumps({"fingerprint": fingerprint, "ids": ids}, sort_keys=True))
     return ids
 
 
@@ -97,7 +99,7 @@ def _ask_toolchain() -> dict:
     return ids
 
 
-def _toolchain_fingerprint() -> list:
+def toolchain_fingerprint() -> list:
     """Where the ``cuda`` (cuda-bindings) and ``nvidia`` (the NVRTC wheel) packages are found, with the modification
     times of those folders and of the folders holding them (site-packages: a package installed, upgraded or removed
     adds or removes its dist-info folder there), the interpreter and ``TOOLCHAIN_ENV``. Finding a namespace package
@@ -121,7 +123,7 @@ def _toolchain_fingerprint() -> list:
     return [FORMAT, sys.executable, places, {k: os.environ.get(k) for k in TOOLCHAIN_ENV}]
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Best effort: a folder that cannot be written only costs asking again next time."""
     tmp = None
     try:
@@ -332,10 +334,23 @@ def compile_cached(source: str, name: str, arch: str, options: tuple[str, ...] =
     return CacheResult(compiled, key, False, store(key, compiled, folder))
 
 
+BUILDS_FOLDER = "builds"  # ptxgen build's memos (ptxgen.runtime.buildmemo): <sha256 of the spec>.json, about 1 KB each
+
+
 def clear(folder: Path | None = None) -> int:
-    """Remove every kernel (entries, SASS side files, stray temporary files); the number of kernels removed. Other
-    files in the folder are left alone."""
+    """Remove every kernel (entries, SASS side files, stray temporary files) and the build memos; the number of
+    kernels removed. Other files in the folder are left alone."""
     folder = folder or cache_dir()
+    try:
+        memos = list((folder / BUILDS_FOLDER).iterdir())
+    except OSError:
+        memos = []
+    for p in memos:
+        if p.name.endswith((".json", ".tmp")) and p.is_file():
+            try:
+                p.unlink()
+            except OSError:
+                pass
     n = 0
     for files in _groups(folder).values():
         n += any(p.name.endswith(SUFFIX) for p in files)
