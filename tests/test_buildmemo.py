@@ -196,3 +196,21 @@ def test_the_command_prints_the_same_when_it_reuses_the_folder(tmp_path, extra):
     (kernel / "layout.svg").write_text("hand edit\n")  # control: a changed folder is built again
     assert _cli(tmp_path / "out", *extra) == first
     assert kernel.stat().st_ino != inode and _files(kernel) == files
+
+
+def test_the_modes_are_those_of_a_fresh_write_under_the_umask(tmp_path, full_builds):
+    """A folder written under umask 027 is reused under 027; under 022 a fresh write would give other modes, so the
+    build runs again (and the folder gets them)."""
+    old = os.umask(0o027)
+    try:
+        assert buildmemo._umask() == 0o027
+        spec, first, files = _built(tmp_path, full_builds)
+        assert (first.dir / "kernel.cu").stat().st_mode & 0o777 == 0o640
+        buildmemo.build(spec, tmp_path / "out")
+        assert len(full_builds) == 1
+        os.umask(0o022)
+        buildmemo.build(spec, tmp_path / "out")
+        assert len(full_builds) == 2 and (first.dir / "kernel.cu").stat().st_mode & 0o777 == 0o644
+        assert _files(first.dir) == files
+    finally:
+        os.umask(old)

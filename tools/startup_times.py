@@ -5,7 +5,8 @@ the seed tile (wall seconds, and CPU seconds: user + sys of the child). Run from
 
 One untimed build first fills the caches (the kernel, its SASS, the toolchain's versions, the templates' bytecode,
 the build memo). ``--full`` removes the build memo (ptxgen.runtime.buildmemo) before each timed build, so each
-renders, draws and checks the kernel again, as the first build after an edit of ptxgen does.
+renders, draws and checks the kernel again, as the first build after an edit of ptxgen does. ``--floor`` adds what
+the interpreter alone costs here, with the standard modules the commands import, and with jinja2 and numpy.
 Python writes .pyc files as usual (PYTHONDONTWRITEBYTECODE is removed for the children). On a machine shared
 with other jobs the numbers move: give the load average with them.
 """
@@ -20,6 +21,9 @@ import sys
 import time
 
 SEED = ["--bm", "128", "--bn", "128", "--bk", "32", "--a", "kmajor-sw64"]
+STDLIB = "import argparse, dataclasses, enum, re, json, typing, textwrap"  # what `ptxgen explain` loads of the standard library
+FLOOR = {"python -c pass": "pass", "python + the stdlib modules": STDLIB, "python + import jinja2": "import jinja2",
+         "python + import numpy": "import numpy"}
 
 
 def children_cpu() -> float:
@@ -37,7 +41,8 @@ def children_cpu() -> float:
 def timed(argv: list[str], env: dict) -> tuple[float, float]:
     before = children_cpu()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ptxgen", *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+    cmd = [sys.executable, *argv] if argv[0] == "-c" else [sys.executable, "-m", "ptxgen", *argv]
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     return wall, children_cpu() - before
 
@@ -55,9 +60,13 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default="/tmp/ptxgen-times", help="build output folder (default /tmp/ptxgen-times)")
     ap.add_argument("--full", action="store_true", help="remove the build memo before each build (no reuse)")
+    ap.add_argument("--floor", action="store_true", help="also time bare interpreters: nothing, the standard modules "
+                    "the commands import, jinja2, numpy")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     commands = {"build": ["build", *SEED, "--out", args.out], "explain": ["explain", *SEED]}
+    if args.floor:
+        commands |= {name: ["-c", code] for name, code in FLOOR.items()}
     timed(commands["build"], env)
     samples = {name: [] for name in commands}
     for _ in range(args.runs):

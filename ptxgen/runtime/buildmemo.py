@@ -143,6 +143,15 @@ def _libraries() -> list:
 
 
 def _umask() -> int:
+    """The process's umask: read from /proc on Linux (setting it, the only portable way to read it, would change it
+    for a moment under other threads that create files), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
