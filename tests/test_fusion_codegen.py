@@ -254,3 +254,68 @@ def test_beta_zero_ignores_c(simulated):
     ptxgen.gemm(a, b, out, c=c, activation="silu")
     ((name, grid, block, args, stream),) = simulated
     assert name.endswith("_fsilu") and c.ptr not in args
+
+
+def _eval_act(expr: str, y):
+    """The rendered activation (C) evaluated in float64 numpy: fmaf, tanh_approx, ex2_approx, rcp_approx exact."""
+    import numpy as np
+
+    py = re.sub(r"(\d\.?)f\b", r"\1", expr)
+    env = {"fmaf": lambda a, b, c: a * b + c, "tanh_approx": np.tanh, "ex2_approx": np.exp2, "rcp_approx": lambda x: 1.0 / x,
+           "fmaxf": np.maximum, "y": y}
+    with np.errstate(over="ignore"):
+        return eval(py, {"__builtins__": {}}, env)
+
+
+@pytest.mark.parametrize("form", ["shipped", "sigmoid"])
+def test_rendered_gelu_tanh_is_torchs_formula(form):
+    """The cheaper forms of gelu_tanh (h + h tanh(y (k0 + k0 k1 y^2)), and y sigmoid(2u) that tools/exp_fused.py
+    measures) are the reference's 0.5 y (1 + tanh(k0 (y + k1 y^3))) (ptxgen/model/chainref.py), rewritten; a constant
+    off by 1% must fail."""
+    import numpy as np
+
+    from ptxgen.emit.chain import activation_c_expr, gelu_tanh_sigmoid_c_expr
+    from ptxgen.isa.epiops import Activation
+    from ptxgen.model import chainref
+
+    y = np.linspace(-30.0, 30.0, 200001)
+    expr = activation_c_expr(Activation.GELU_TANH) if form == "shipped" else gelu_tanh_sigmoid_c_expr()
+    ref = chainref.activation(y, "gelu_tanh")
+    assert np.abs(_eval_act(expr, y) - ref).max() < 1e-12
+    for c in set(re.findall(r"\d+\.\d{6,}", expr)):  # control: each derived constant matters
+        bad = expr.replace(c, repr(float(c) * 1.01))
+        assert np.abs(_eval_act(bad, y) - ref).max() > 1e-4, c
+
+
+BIAS_LOAD_ORDER = {"start": r"L{32}H+W+", "late": r"H+WL{32}W", "after": r"H+WWL{32}"}
+
+
+def _mma_wait_load_sequence(s: TileSpec, mode: str) -> str:
+    """The kernel's SASS as one letter per HGMMA (H), WARPGROUP.DEPBAR (W) and global load (L), in order."""
+    from dataclasses import replace as dreplace
+
+    import ptxgen.emit.render as render_mod
+    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+
+    orig = render_mod.chain_view
+    try:
+        render_mod.chain_view = lambda plan: None if plan is None else dreplace(orig(plan), bias_prefetch=mode)
+        src = render_mod.render_kernel(plan_kernel(s))
+    finally:
+        render_mod.chain_view = orig
+    sass = run_tool("cuobjdump", ["--dump-sass"], compile_cuda(src, s.kernel_name, s.arch.value).cubin)
+    ops = [w for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)
+           for w in [ln.split()[1] if not ln.split()[1].startswith("@") else ln.split()[2]]]
+    return "".join("H" if o.startswith("HGMMA") else "W" if o.startswith("WARPGROUP.DEPBAR") else "L" if o.startswith("LDG") else ""
+                   for o in ops)
+
+
+@pytest.mark.parametrize("mode", sorted(BIAS_LOAD_ORDER))
+def test_column_bias_loads_sit_where_the_mode_says(mode):
+    """A 128x256 kernel with bias + gelu (32 column-bias pairs a thread): "start" issues the loads before the tile's
+    MMAs, "late" after its last MMA is issued and before the final wait, "after" after that wait. Each mode's order
+    is checked against the other two (the controls)."""
+    s = make_spec(**{**BASE, "bn": 256, "fuse": "bias=col:bf16,act=gelu_tanh"})
+    seq = _mma_wait_load_sequence(s, mode)
+    for m, pattern in BIAS_LOAD_ORDER.items():
+        assert bool(re.match(pattern, seq)) == (m == mode), (m, seq[:60])

@@ -3,6 +3,7 @@
 Per shape (bf16 in, f32 accumulate, the tuned kernel of ``ptxgen.runtime.choose.choose_spec`` for that shape):
 
 * ``plain``:       the tuned kernel, D = bf16(A B^T)
+* ``plain_twin``:  the same kernel loaded a second time: a control, its ratio to ``plain`` is the method's noise
 * ``fused``:       the same kernel with --fuse bias=col:bf16,act=gelu_tanh: D = bf16(gelu(A B^T + bias))
 * ``torch_eager``: torch.nn.functional.gelu(torch.matmul(A, B.t()) + bias, approximate="tanh")  (three kernels)
 * ``torch_linear``: gelu(F.linear(A, B, bias)), the bias in cuBLAS's epilogue, the gelu a second kernel
@@ -11,7 +12,8 @@ Per shape (bf16 in, f32 accumulate, the tuned kernel of ``ptxgen.runtime.choose.
 and, with --fp8, the FP8-output chain with per-row scales (--fuse scale=row --out-dtype e4m3, writing amax)
 against torch eager doing the same: y = A B^T (bf16), amax = |y|.amax(1), q = (y x scale[:, None]).to(e4m3).
 
-Every variant runs once per round, the order rotating each round; the fused outputs are checked against torch's.
+Every variant runs once per round, in a random order each round (seeded); ratios are reported two ways: ratio of the
+medians, and the median of the per-round ratios (paired). The fused outputs are checked against torch's.
 Writes one JSON line per shape to --json (and prints a table).
 
     python tools/bench_epilogue.py 8192x8192x8192 4096x4096x4096 --fp8 --json $OUT/bench_epilogue.jsonl
@@ -47,9 +49,13 @@ def _launcher(torch, spec, p, dev, a, b, d, extra=None):
 
 
 
-def rotate(torch, fns: dict, rounds: int, warmup: int = 5) -> dict:
-    """Median ms per variant over ``rounds`` rounds; each round runs every variant once (a batch of launches), the
-    order rotated by one each round so that drift hits all of them alike."""
+def rotate(torch, fns: dict, rounds: int, warmup: int = 5, seed: int = 0) -> tuple[dict, dict]:
+    """Median ms per variant over ``rounds`` rounds, and the per-round times; each round runs every variant once (a
+    batch of launches) in a fresh random order (seeded). A fixed cyclic rotation kept every variant behind the same
+    predecessor, and that alone moved a kernel by 1.6-3.6% against a second copy of itself
+    (runs/2026-12-01-s3-fused/run3: ``plain_twin``); in a random order each variant follows each of the others."""
+    import random
+
     for _ in range(warmup):
         for f in fns.values():
             f()
@@ -57,11 +63,18 @@ def rotate(torch, fns: dict, rounds: int, warmup: int = 5) -> dict:
     reps = {n: max(1, int(BATCH_MS / max(1e-3, _batch(torch, f, 3)))) for n, f in fns.items()}
     names = list(fns)
     times = {n: [] for n in names}
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        order = names[:]
+        rng.shuffle(order)
         for n in order:
             times[n].append(_batch(torch, fns[n], reps[n]))
-    return {n: statistics.median(t) for n, t in times.items()}
+    return {n: statistics.median(t) for n, t in times.items()}, times
+
+
+def paired(times: dict, num: str, den: str) -> float:
+    """The median over rounds of (num's ms / den's ms) in the same round."""
+    return statistics.median(a / b for a, b in zip(times[num], times[den]))
 
 
 def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool) -> dict:
@@ -77,9 +90,11 @@ def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool) -> dict:
     check_problem(spec, p)
     d_plain = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     d_fused = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    d_twin = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)  # kept alive: the launcher holds only its address
     fspec = fused_spec(spec, parse_chain("bias=col:bf16,act=gelu_tanh"), "bf16")
     fns = {
         "plain": _launcher(torch, spec, p, dev, a, b, d_plain),
+        "plain_twin": _launcher(torch, spec, p, dev, a, b, d_twin),
         "fused": _launcher(torch, fspec, p, dev, a, b, d_fused, extra={"alpha": 1.0, "BIAS": bias.data_ptr()}),
         "torch_eager": lambda: F.gelu(torch.matmul(a, b.t()) + bias, approximate="tanh"),
         "torch_linear": lambda: F.gelu(F.linear(a, b, bias), approximate="tanh"),
@@ -100,16 +115,18 @@ def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool) -> dict:
             return (y.float() * scale[:, None]).to(torch.float8_e4m3fn), am
 
         fns["fp8_torch"] = fp8_torch
-    ms = rotate(torch, fns, rounds)
+    ms, times = rotate(torch, fns, rounds)
     ref = F.gelu(torch.matmul(a.float(), b.float().t()) + bias.float(), approximate="tanh")
     err = float(torch.linalg.norm(d_fused.float() - ref) / torch.linalg.norm(ref))
     err_plain = float(torch.linalg.norm(d_plain.float() - a.float() @ b.float().t()) / torch.linalg.norm(a.float() @ b.float().t()))
+    err_twin = float(torch.linalg.norm(d_twin.float() - d_plain.float()))
     flops = 2.0 * m * n * k
     row = {"shape": f"{m}x{n}x{k}", "device": dev.name, "kernel": spec.kernel_name, "fused_kernel": fspec.kernel_name, "why": why,
            "ms": ms, "tflops": {v: flops / t / 1e9 for v, t in ms.items()}, "rounds": rounds,
-           "fused_over_plain": ms["plain"] / ms["fused"], "fused_over_torch_eager": ms["torch_eager"] / ms["fused"],
+           "fused_over_plain": ms["plain"] / ms["fused"], "fused_over_plain_paired": 1.0 / paired(times, "fused", "plain"),
+           "twin_over_plain": ms["plain"] / ms["plain_twin"], "twin_over_plain_paired": 1.0 / paired(times, "plain_twin", "plain"), "fused_over_torch_eager": ms["torch_eager"] / ms["fused"],
            "fused_over_torch_linear": ms["torch_linear"] / ms["fused"], "plain_over_cublas": ms["cublas"] / ms["plain"],
-           "rel_error_fused": err, "rel_error_plain": err_plain, "checked_ok": err < 1e-2 and err_plain < 1e-2}
+           "rel_error_fused": err, "rel_error_plain": err_plain, "checked_ok": err < 1e-2 and err_plain < 1e-2 and err_twin == 0.0}
     if fp8:
         q_t, am_t = fns["fp8_torch"]()
         y = a.float() @ b.float().t()
@@ -138,7 +155,8 @@ def main() -> int:
         ok &= row["checked_ok"]
         t = row["tflops"]
         print(f"{row['shape']}: " + ", ".join(f"{v} {t[v]:.0f} TFLOP/s ({row['ms'][v]:.3f} ms)" for v in t), flush=True)
-        print(f"  fused/plain {row['fused_over_plain']:.3f} (time ratio, 1 = free), fused vs torch eager "
+        print(f"  fused/plain {row['fused_over_plain']:.3f} (time ratio, 1 = free; paired {row['fused_over_plain_paired']:.3f}), "
+              f"control plain_twin/plain {row['twin_over_plain']:.3f} (paired {row['twin_over_plain_paired']:.3f}), fused vs torch eager "
               f"{row['fused_over_torch_eager']:.2f}x, vs torch linear+gelu {row['fused_over_torch_linear']:.2f}x, plain/cuBLAS "
               f"{row['plain_over_cublas']:.3f}; rel error {row['rel_error_fused']:.1e}"
               + (f"; FP8 out: {row['fp8_over_torch']:.2f}x torch eager, rel error {row['fp8_rel_error']:.1e}, amax "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
@@ -11,12 +12,22 @@ from ..isa.types import DType
 FULL_WARP_MASK = "0xffffffffu"
 
 
+def gelu_tanh_sigmoid_c_expr(y: str = "y") -> str:
+    """gelu_tanh as y sigmoid(2u) = y / (1 + 2^(-2 u log2 e)), u = k0 (y + k1 y^3): two MUFU ops (EX2, RCP) instead of
+    TANH, each with |relative error| ~ 2^-22 instead of tanh.approx's ~ 2^-11. Not the shipped form: tools/exp_fused.py
+    measures it against the TANH form (``fused_sigmoid``)."""
+    c0 = -2.0 * math.log2(math.e) * GELU_TANH_K0
+    return f"{y} * rcp_approx(1.f + ex2_approx({y} * fmaf({c0 * GELU_TANH_K1!r}f, {y} * {y}, {c0!r}f)))"
+
+
 def activation_c_expr(act: Activation, y: str = "y") -> str:
     return {
         Activation.NONE: y,
         Activation.RELU: f"fmaxf({y}, 0.f)",
-        # tanh.approx.f32 (one MUFU op, |error| ~ 2^-11): well inside a 16-bit output's rounding
-        Activation.GELU_TANH: f"0.5f * {y} * (1.f + tanh_approx({GELU_TANH_K0!r}f * {y} * (1.f + {GELU_TANH_K1!r}f * {y} * {y})))",
+        # tanh.approx.f32 (one MUFU op, |error| ~ 2^-11): well inside a 16-bit output's rounding. Written as
+        # h + h t with h = y / 2 and t = tanh(y (k0 + k0 k1 y^2)): FMUL, FFMA, FMUL, MUFU, FMUL, FFMA per element
+        # (the textbook form 0.5 y (1 + tanh(k0 (y + k1 y^3))) compiled to 8 FP32 ops and the MUFU).
+        Activation.GELU_TANH: f"fmaf(0.5f * {y}, tanh_approx({y} * fmaf({GELU_TANH_K0 * GELU_TANH_K1!r}f, {y} * {y}, {GELU_TANH_K0!r}f)), 0.5f * {y})",
         Activation.GELU_ERF: f"0.5f * {y} * (1.f + erff({y} * {INV_SQRT2!r}f))",
         Activation.SILU: f"__fdividef({y}, 1.f + __expf(-{y}))",
     }[act]
@@ -49,6 +60,10 @@ class ChainView:
     hi_pair: int  # wgmma: the first register of the group's second row
     tile_cols: int  # wgmma: columns of a slab (the tile's BN): a thread's columns lie in n0 .. n0 + tile_cols - 1
     col_groups: int  # wgmma: 8-column groups of a slab (a thread's column-bias pairs)
+    bias_prefetch: str  # wgmma: when the column-bias pairs are loaded: "start" (before the tile's main loop), "late"
+    # (after its last MMAs are issued, before the wait), "after" (after the main loop, the batched loads of
+    # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three
+    bias_pair_ctype: str  # C type of one raw column-bias pair as loaded: a 4-byte word of two 16-bit values, or float2
 
 
 def chain_view(plan: ChainPlan | None) -> ChainView | None:
@@ -94,4 +109,6 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         hi_pair=WGMMA_GROUP_REGS // 2,
         tile_cols=plan.bn,
         col_groups=plan.bn // WGMMA_GROUP_COLS,
+        bias_prefetch="late",
+        bias_pair_ctype="float2" if ch.bias_dtype.bytes == 4 else "unsigned",
     )
