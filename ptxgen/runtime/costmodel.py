@@ -1,0 +1,156 @@
+"""A cost model of the shipped kernel families: predicted time of a shape from each kernel's measured constants.
+
+For a kernel with a BM x BN x BK tile on ``sm_count`` SMs (issue 16 item 4):
+
+    tiles   = ceil(M / BM) x ceil(N / BN)          (a 2x1 cluster pairs tiles along M: ceil(M / 2BM) x 2 rows of them)
+    rounds  = ceil(tiles / (sm_count x slots))     (slots: CTAs resident per SM; 1 for every kernel here)
+    k_tiles = ceil(K / BK)                         (the K tail costs a whole K-tile)
+    compute = launch + rounds x (per_tile + k_tiles x per_k_tile x (off_sector if rows are off a 32-byte sector))
+    floor   = launch + (A + B + D bytes) / bandwidth
+    time    = max(compute, floor)
+
+The last partial wave counts whole (``rounds``), tile padding counts as work (the tile computes its padded rows),
+the row-pitch phase scales the K loop (rows off a sector cost extra L2 work: docs/performance.md, run 25), and the
+bandwidth floor bounds thin shapes. The constants (launch, per_tile, per_k_tile, off_sector, bandwidth) are fitted
+per kernel from one device sweep over calibration shapes that are neither issue 16's named shapes nor the held-out
+set (tools/exp_cost.py calibrate, tools/fit_cost.py); they ship as data, ``ptxgen/tuning/h200_cost.json``.
+
+Pure arithmetic: no GPU, no compiler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ..derive.spec import TileSpec, make_spec
+from ..isa.types import Epilogue, SpecError
+
+COST_TABLE = "h200_cost.json"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A kernel family the cost model chooses from (K-major A and B, 128-byte swizzle, BK = 64 for 16-bit inputs)."""
+
+    name: str
+    bm: int
+    bn: int
+    stages: int
+    schedule: str = "persistent"  # persistent | tile
+    consumers: str = "cooperative"  # cooperative | pingpong
+    raster_group: int = 8
+    epilogue: str = "tma"  # tma | direct
+    cluster: str = "1x1"  # 1x1 | 2x1 (multicasts B to the two CTAs of a pair along M)
+    narrow: bool = False  # a BM or BN = 64 tile, one CTA per tile, direct stores (the small-m / small-n kernels)
+
+    def spec(self, dtype: str = "bf16", arch: str = "sm_90a") -> TileSpec:
+        out = "bf16" if dtype == "bf16" else "f16"
+        s = make_spec(bm=self.bm, bn=self.bn, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
+                      out_dtype=out, arch=arch, stages=self.stages, schedule=self.schedule, raster_group=self.raster_group,
+                      consumers=self.consumers, cluster=self.cluster)
+        if self.epilogue == "tma":
+            for stages in range(self.stages, 1, -1):  # the TMA-store staging takes room: one stage fewer if needed
+                try:
+                    return dataclasses.replace(s, epilogue=Epilogue.TMA, stages=stages)
+                except SpecError:
+                    continue
+            raise SpecError("--epilogue", "tma", f"{self.name}: no stage count leaves room for the store staging", "direct")
+        return s
+
+    @property
+    def cluster_m(self) -> int:
+        return 2 if self.cluster == "2x1" else 1
+
+
+# The shipped families: the tuning table's winners (tools/../ptxgen/tuning/h200.json), their 2x1 multicast variants,
+# and the narrow tiles of the small-m / small-n rules.
+CANDIDATES = (
+    Candidate("p128x256", 128, 256, 4),
+    Candidate("p128x192", 128, 192, 4, raster_group=16),
+    Candidate("p256x128", 256, 128, 4),
+    Candidate("pp128x128", 128, 128, 5, consumers="pingpong", raster_group=16),
+    Candidate("pp64x256", 64, 256, 4, consumers="pingpong", raster_group=16),
+    Candidate("t128x256", 128, 256, 4, schedule="tile"),
+    Candidate("t128x192", 128, 192, 4, schedule="tile"),
+    Candidate("p128x256c2", 128, 256, 4, cluster="2x1"),
+    Candidate("p128x192c2", 128, 192, 4, raster_group=16, cluster="2x1"),
+    Candidate("p256x128c2", 256, 128, 4, cluster="2x1"),
+    Candidate("n64x128", 64, 128, 8, schedule="tile", epilogue="direct", narrow=True),
+    Candidate("n128x64", 128, 64, 8, schedule="tile", epilogue="direct", narrow=True),
+    Candidate("n64x64", 64, 64, 8, schedule="tile", epilogue="direct", narrow=True),
+)
+BY_NAME = {c.name: c for c in CANDIDATES}
+
+
+@dataclass(frozen=True)
+class Costs:
+    """One kernel's measured constants (microseconds; bandwidth in TB/s = bytes per microsecond / 1e6)."""
+
+    launch_us: float
+    tile_us: float  # per tile and round: the pipeline's fill, the epilogue not hidden behind the next tile
+    ktile_us: float  # per K-tile of one tile, steady state, rows on a 32-byte sector
+    off_sector: float = 1.0  # factor on ktile_us when A's or B's rows start off a 32-byte sector
+    bandwidth_tbps: float = 3.5
+    slots_per_sm: int = 1
+
+
+def tile_grid(m: int, n: int, bm: int, bn: int, cluster_m: int = 1) -> int:
+    """Tiles launched: ceil(M / BM) x ceil(N / BN), the row count rounded up to whole clusters along M."""
+    tm = -(-m // bm)
+    tm = -(-tm // cluster_m) * cluster_m
+    return tm * -(-n // bn)
+
+
+def rounds(tiles: int, slots: int) -> int:
+    """Rounds of ``slots`` concurrent tiles that ``tiles`` take: the last partial round counts whole."""
+    return -(-tiles // slots) if tiles > 0 else 0
+
+
+def predict_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+               element_bytes: int = 2) -> float:
+    """Predicted time of ``c`` on an M x N x K problem (see the module's docstring)."""
+    r = rounds(tile_grid(m, n, c.bm, c.bn, c.cluster_m), sm_count * costs.slots_per_sm)
+    k_tiles = -(-k // 64)
+    per_k = costs.ktile_us * (costs.off_sector if off_sector else 1.0)
+    compute = costs.launch_us + r * (costs.tile_us + k_tiles * per_k)
+    nbytes = element_bytes * (m * k + n * k + m * n)
+    floor = costs.launch_us + nbytes / (costs.bandwidth_tbps * 1e6)
+    return max(compute, floor)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    candidate: Candidate
+    predicted_us: float
+
+
+def rank(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+         narrow: bool = True) -> list[Ranked]:
+    """Every candidate with constants in ``costs``, fastest predicted first (ties: the order of CANDIDATES)."""
+    out = [Ranked(c, predict_us(c, costs[c.name], m, n, k, off_sector=off_sector, sm_count=sm_count))
+           for c in CANDIDATES if c.name in costs and (narrow or not c.narrow)]
+    return sorted(out, key=lambda r: r.predicted_us)  # stable: CANDIDATES order on ties
+
+
+def parse_costs(doc: dict) -> dict[str, Costs]:
+    """The ``kernels`` object of a cost table: name -> Costs (names not in CANDIDATES are left out)."""
+    out = {}
+    for name, d in doc.get("kernels", {}).items():
+        if name in BY_NAME:
+            out[name] = Costs(float(d["launch_us"]), float(d["tile_us"]), float(d["ktile_us"]), float(d.get("off_sector", 1.0)),
+                              float(d.get("bandwidth_tbps", 3.5)), int(d.get("slots_per_sm", 1)))
+    return out
+
+
+@lru_cache(maxsize=1)
+def shipped_costs() -> tuple[tuple[str, str], dict[str, Costs]] | None:
+    """((dtype family, arch), costs) of the shipped cost table, or None when it is missing or unreadable."""
+    try:
+        doc = json.loads(resources.files("ptxgen.tuning").joinpath(COST_TABLE).read_text())
+        return (doc["dtype"], doc["arch"]), parse_costs(doc)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,169 @@
+"""The cost model's device runs (issue 16 item 4; tools/gpu_cost.sh runs the modes with timeouts).
+
+calibrate: every candidate kernel of the cost model (ptxgen.runtime.costmodel.CANDIDATES) on a calibration set of shapes
+           that are neither issue 16's named shapes nor the held-out 20 (checked here), against cuBLAS in the same
+           process (alternating rounds, outputs checked). Prints one JSON object per (candidate, shape):
+           tools/fit_cost.py turns them into ptxgen/tuning/h200_cost.json.
+smallm:    variants of the BM = 64 tile at M = 1 against N = 16384 weights (not the named 1 x 16384 x 4096), to see
+           whether a tile other than the small-m rule's 64 x 128 x 8-stage one streams the weights faster.
+compare:   for each shape given (MxNxK,...), the kernel the chooser picks now and the one it picked before the cost
+           model (``COST_MODEL = False``), where they differ, both against cuBLAS in the same process.
+precompile SPECS.json: compile the specs in a file (a JSON list of spec objects) on every core, so that the timed
+           process finds them in the cache.
+
+Hypotheses written before the run (bf16, H200):
+ H1 within a kernel, time = rounds x (per-tile cost + K-tiles x per-K-tile cost) fits the calibration points within 5%,
+    rounds = ceil(tiles / 132) (a persistent CTA per SM, or one tile-schedule CTA per SM where shared memory allows one).
+ H2 the off-sector factor (rows not on a 32-byte sector, 128-byte promotion) is >= 1.15 for 1x1 kernels and lower
+    with the 2x1 multicast cluster.
+ H3 2500 x 10000 x 4000 (9 rounds of 128 x 192 for 8.03 rounds of work) gains >= 8% from a tile with fewer wasted
+    rounds (256 x 128 or 128 x 128 ping-pong: 6 / 12 full rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+# (M, N, K): rows on a line (K a multiple of 64) unless the comment says otherwise
+CAL_ALIGNED = [(3072, 6144, 2048), (6144, 4096, 6144), (1536, 10240, 4096), (7168, 3584, 1024), (2304, 7168, 3072),
+               (1024, 8192, 8192)]
+CAL_OFF = [(3584, 6144, 3000), (6144, 2560, 4500)]  # rows 6000 B (16 past a sector), 9000 B (8 past one)
+CAL_SMALL = [(16384, 192, 4096), (256, 12288, 2048), (512, 8192, 3072)]  # the narrow tiles' own ground
+SMALLM = [(1, 16384, 6144), (1, 12288, 4096), (16, 16384, 3072)]
+
+
+def _named() -> set:
+    sys.path.insert(0, "tools")
+    from heldout_shapes import heldout_shapes
+
+    named = {(5000, 5000, 5000), (3000, 7000, 5000), (1500, 9000, 3000), (4096, 4096, 5000), (333, 8192, 8192),
+             (12000, 1000, 6000), (2500, 10000, 4000), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096),
+             (2048, 2048, 8192), (8192, 8192, 1024), (4096, 4096, 16384)}
+    named |= {(m, n, k) for m in (1, 16, 64, 128) for n, k in ((4096, 4096), (7168, 16384), (16384, 4096))}
+    return named | set(heldout_shapes())
+
+
+def _emit(d: dict) -> None:
+    print(json.dumps(d), flush=True)
+
+
+def _bench(spec, m, n, k, iters, **extra):
+    from ptxgen.runtime.bench import bench_spec
+
+    try:
+        r = bench_spec(spec, m, n, k, warmup=3, iters=iters)
+    except Exception as e:  # noqa: BLE001 - a candidate that cannot run is reported, not fatal
+        _emit({**extra, "m": m, "n": n, "k": k, "kernel": spec.kernel_name, "error": f"{type(e).__name__}: {e}"[:300]})
+        return None
+    _emit({**extra, "m": m, "n": n, "k": k, "kernel": spec.kernel_name, "ours_us": round(r.ours_ms * 1e3, 2),
+           "cublas_us": round(r.cublas_ms * 1e3, 2), "ratio": round(r.ratio, 4), "ok": r.checked_ok,
+           "ours_tbps": round(r.ours_tbps, 3)})
+    return r
+
+
+def calibrate() -> int:
+    from ptxgen.runtime.costmodel import CANDIDATES
+
+    shapes = CAL_ALIGNED + CAL_OFF + CAL_SMALL
+    assert not set(shapes) & _named(), "a calibration shape is a named or held-out one"
+    for c in CANDIDATES:
+        spec = c.spec()
+        own = CAL_ALIGNED[::5] + CAL_OFF + CAL_SMALL if c.narrow else shapes
+        for m, n, k in own:
+            _bench(spec, m, n, k, 10, cand=c.name)
+    return 0
+
+
+def smallm_variants():
+    from ptxgen.derive.spec import make_spec
+
+    base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16", bk=64,
+                schedule="tile")
+    out = []
+    for bm, bn, stages, s in ((64, 128, 8, 1), (64, 128, 4, 1), (64, 128, 6, 1), (64, 64, 8, 1), (64, 64, 4, 1),
+                              (64, 256, 4, 2), (64, 256, 5, 2), (64, 128, 4, 2)):
+        out.append(make_spec(bm=bm, bn=bn, stages=stages, split_k=s, **base))
+    return out
+
+
+def smallm() -> int:
+    assert not set(SMALLM) & _named()
+    for m, n, k in SMALLM:
+        for spec in smallm_variants():
+            _bench(spec, m, n, k, 15, cand="smallm")
+    return 0
+
+
+def compare(shapes_arg: str) -> int:
+    from ptxgen.runtime import choose as ch
+
+    for item in shapes_arg.split(","):
+        m, n, k = (int(x) for x in item.split("x"))
+        new = ch.choose("bf16", "sm_90a", m, n, k)
+        ch.COST_MODEL = False
+        try:
+            old = ch.choose("bf16", "sm_90a", m, n, k)
+        finally:
+            ch.COST_MODEL = True
+        if old.spec == new.spec:
+            continue
+        for tag, c in (("new", new), ("old", old), ("new", new), ("old", old)):
+            _bench(c.spec, m, n, k, 15, side=tag, chosen_by=c.chosen_by)
+    return 0
+
+
+def all_specs() -> list:
+    from ptxgen.runtime.costmodel import CANDIDATES
+
+    return [c.spec() for c in CANDIDATES] + smallm_variants()
+
+
+def _compile(d: dict) -> str:
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.spec import TileSpec
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    spec = TileSpec.from_json(d)
+    try:
+        compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, spec.arch.value)
+        return "ok " + spec.kernel_name
+    except Exception as e:  # noqa: BLE001
+        return f"FAIL {spec.kernel_name}: {type(e).__name__}: {str(e)[:200]}"
+
+
+def precompile(specs: list[dict]) -> int:
+    from multiprocessing import Pool
+
+    uniq = list({json.dumps(s, sort_keys=True): s for s in specs}.values())
+    with Pool(min(14, max(1, len(uniq)))) as pool:
+        for line in pool.imap_unordered(_compile, uniq):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "calibrate":
+        sys.exit(calibrate())
+    if mode == "smallm":
+        sys.exit(smallm())
+    if mode == "compare":
+        sys.exit(compare(sys.argv[2]))
+    if mode == "precompile":
+        if len(sys.argv) > 2:
+            from ptxgen.runtime.choose import choose
+
+            shapes = [tuple(int(x) for x in s.split("x")) for s in sys.argv[2].split(",")]
+            specs = []
+            from ptxgen.runtime import choose as ch
+            for m, n, k in shapes:
+                specs.append(choose("bf16", "sm_90a", m, n, k).spec.to_json())
+                ch.COST_MODEL = False
+                specs.append(choose("bf16", "sm_90a", m, n, k).spec.to_json())
+                ch.COST_MODEL = True
+        else:
+            specs = [s.to_json() for s in all_specs()]
+        sys.exit(precompile(specs))
+    sys.exit(2)

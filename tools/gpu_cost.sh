@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The cost model on the H200 (issue 16 item 4): one fat command per device call, logs under $OUT.
+# Usage: tools/gpu_cost.sh calibrate | validate
+#   calibrate: every cost-model candidate on the calibration shapes (tools/exp_cost.py calibrate) + small-M variants
+#   validate:  ptxgen bench --json with no tile flags on issue 16's classes, the held-out 20 and the tuned six; then the
+#              chooser's pick against its pick before the cost model, where they differ (tools/exp_cost.py compare)
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PTXGEN_CACHE_DIR=/tmp/ptxgen-cache-cost PYTHONUNBUFFERED=1
+PY=python3
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; $PY -c "import torch; print(torch.__version__)"; cat .commit 2>/dev/null; } > "$OUT/env.log" 2>&1
+SMALL=""
+for m in 1 16 64 128; do for nk in 4096x4096 7168x16384 16384x4096; do SMALL="$SMALL${SMALL:+,}${m}x$nk"; done; done
+UNAL=5000x5000x5000,3000x7000x5000,1500x9000x3000,4096x4096x5000
+FEW=333x8192x8192,12000x1000x6000,2500x10000x4000
+TUNED=4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384
+HELD=$($PY tools/heldout_shapes.py)
+case "${1:-calibrate}" in
+calibrate)
+  timeout 60 $PY tools/exp_cost.py precompile > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
+  timeout 200 $PY tools/exp_cost.py calibrate > "$OUT/cal.jsonl" 2> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
+  timeout 60 $PY tools/exp_cost.py smallm > "$OUT/smallm.jsonl" 2>> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
+  wc -l "$OUT"/*.jsonl; tail -n 3 "$OUT"/cal.err "$OUT"/precompile.log
+  ;;
+validate)
+  timeout 60 $PY tools/exp_cost.py precompile "$UNAL,$FEW,$SMALL,$TUNED,$HELD" > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
+  bench() {  # class shapes rounds
+    echo "== $1: ptxgen bench --dtype bf16 --iters $3 --json --shapes $2" >> "$OUT/bench.log"
+    printf '{"class": "%s", "result": ' "$1" >> "$OUT/bench.jsonl"
+    timeout 75 $PY -m ptxgen bench --dtype bf16 --iters "$3" --json --shapes "$2" > /tmp/b.json 2>> "$OUT/bench.log"
+    echo "exit $?" >> "$OUT/bench.log"
+    if [ -s /tmp/b.json ]; then tr -d '\n' < /tmp/b.json >> "$OUT/bench.jsonl"; else printf 'null' >> "$OUT/bench.jsonl"; fi
+    echo '}' >> "$OUT/bench.jsonl"
+  }
+  bench unaligned "$UNAL" 30
+  bench few_waves "$FEW" 30
+  bench small_m "$SMALL" 30
+  bench heldout "$HELD" 30
+  bench tuned6 "$TUNED" 30
+  timeout 90 $PY tools/exp_cost.py compare "$UNAL,$FEW,$SMALL,$HELD" > "$OUT/compare.jsonl" 2> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
+  $PY tools/fit_cost.py summary "$OUT/bench.jsonl" "$OUT/compare.jsonl" > "$OUT/summary.log" 2>&1
+  tail -n 40 "$OUT"/summary.log; tail -n 3 "$OUT"/compare.err "$OUT"/precompile.log
+  ;;
+esac
