@@ -18,8 +18,8 @@ HELD=$($PY tools/heldout_shapes.py)
 case "${1:-calibrate}" in
 calibrate)
   timeout 60 $PY tools/exp_cost.py precompile > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
-  timeout 200 $PY tools/exp_cost.py calibrate > "$OUT/cal.jsonl" 2> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
-  timeout 60 $PY tools/exp_cost.py smallm > "$OUT/smallm.jsonl" 2>> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
+  timeout 150 $PY tools/exp_cost.py calibrate > "$OUT/cal.jsonl" 2> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
+  timeout 40 $PY tools/exp_cost.py smallm > "$OUT/smallm.jsonl" 2>> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
   wc -l "$OUT"/*.jsonl; tail -n 3 "$OUT"/cal.err "$OUT"/precompile.log
   ;;
 validate)
