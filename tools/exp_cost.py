@@ -113,6 +113,42 @@ def compare(shapes_arg: str) -> int:
     return 0
 
 
+def band(shapes_arg: str) -> int:
+    """A timing experiment, not a shipped kernel: the rows of M past the last whole 128-row tile band, M1 = M - M % 128,
+    run as a small-M problem (the chooser's kernel for (M - M1) x N x K, split-K where its rule says) after the chooser's
+    kernel for M1 x N x K, the two launched back to back, against cuBLAS on the whole M x N x K. Each part's output is
+    checked against its own reference; the two parts use separate inputs (only the time is compared)."""
+    import torch
+
+    from ptxgen.runtime.bench import _Case, alternate
+    from ptxgen.runtime.choose import choose
+    from ptxgen.runtime.gpu import require_gpu
+
+    dev = require_gpu()
+    for item in shapes_arg.split(","):
+        m, n, k = (int(x) for x in item.split("x"))
+        m1 = m - m % 128
+        if m1 in (0, m) or m - m1 > 128:
+            continue
+        c1, c2, cw = choose("bf16", "sm_90a", m1, n, k), choose("bf16", "sm_90a", m - m1, n, k), choose("bf16", "sm_90a", m, n, k)
+        p1 = _Case(torch, c1.spec, m1, n, k, 0, dev.sm_count)
+        p2 = _Case(torch, c2.spec, m - m1, n, k, 1, dev.sm_count)
+        whole = _Case(torch, cw.spec, m, n, k, 2, dev.sm_count)
+
+        def both():
+            p1.ours()
+            p2.ours()
+
+        ours, base, worst = alternate(torch, both, whole.baseline, lambda: max(p1.error(torch), p2.error(torch)), 15, 3)
+        alone, base2, _ = alternate(torch, whole.ours, whole.baseline, lambda: whole.error(torch), 15, 3)
+        _emit({"m": m, "n": n, "k": k, "m1": m1, "band_us": round(ours * 1e3, 2), "cublas_us": round(base * 1e3, 2),
+               "band_ratio": round(base / ours, 4), "whole_us": round(alone * 1e3, 2), "whole_ratio": round(base2 / alone, 4),
+               "worst_err": worst, "parts": [c1.spec.kernel_name, c2.spec.kernel_name], "whole": cw.spec.kernel_name})
+        for c in (p1, p2, whole):
+            c.kernel.unload()
+    return 0
+
+
 def all_specs() -> list:
     from ptxgen.runtime.costmodel import CANDIDATES
 
@@ -149,20 +185,23 @@ if __name__ == "__main__":
         sys.exit(calibrate())
     if mode == "smallm":
         sys.exit(smallm())
+    if mode == "band":
+        sys.exit(band(sys.argv[2]))
     if mode == "compare":
         sys.exit(compare(sys.argv[2]))
     if mode == "precompile":
         if len(sys.argv) > 2:
-            from ptxgen.runtime.choose import choose
-
-            shapes = [tuple(int(x) for x in s.split("x")) for s in sys.argv[2].split(",")]
-            specs = []
             from ptxgen.runtime import choose as ch
-            for m, n, k in shapes:
-                specs.append(choose("bf16", "sm_90a", m, n, k).spec.to_json())
-                ch.COST_MODEL = False
-                specs.append(choose("bf16", "sm_90a", m, n, k).spec.to_json())
-                ch.COST_MODEL = True
+
+            specs = []
+            for item in sys.argv[2].split(","):
+                m, n, k = (int(x) for x in item.split("x"))
+                parts = [(m, n, k)] + ([(m - m % 128, n, k), (m % 128, n, k)] if m > 128 and m % 128 else [])
+                for mm, nn, kk in parts:
+                    specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
+                    ch.COST_MODEL = False
+                    specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
+                    ch.COST_MODEL = True
         else:
             specs = [s.to_json() for s in all_specs()]
         sys.exit(precompile(specs))

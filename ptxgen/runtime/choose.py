@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, Epilogue, Schedule, SpecError
+from .costmodel import predict_us, rank, rounds, shipped_costs, tile_grid
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -56,6 +57,7 @@ SPLIT_K_RULE = True  # the split-k rule is on
 SPLIT_MAX = 8  # at most this many splits of K per tile
 SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
+COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
 FP8_SMALL_M_MIN_WEIGHT = 7168 * 16384  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (fp8rules run)
 
 
@@ -63,7 +65,7 @@ FP8_SMALL_M_MIN_WEIGHT = 7168 * 16384  # e4m3: N x K from which small-m (+ split
 class Choice:
     spec: TileSpec
     why: str
-    chosen_by: str  # the rule: tuned | small-m | small-n | split-k | nearest-fit | default (+off-sector)
+    chosen_by: str  # the rule: tuned | small-m | small-n | split-k | cost-model | nearest-fit | default (+off-sector)
 
 
 def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
@@ -185,12 +187,42 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
         if splits > 1:
             return Choice(split_spec(spec, splits), why + f", K split {splits} ways: {ctas * splits} CTAs" + note, "split-k")
         return Choice(spec, why + note, rule)
+    picked = _cost_model(first, dtype, arch, m, n, k, off_sector, sm_count, note) if COST_MODEL and measured else None
+    if picked is not None:
+        return picked
     near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
     fits = [round(tile_fit(spec, m, n, sm_count), 2) for _, spec in near]
     i = fits.index(max(fits))  # the first (nearest) of the best fits
     e, spec = near[i]
     why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
     return _with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
+
+
+def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int,
+                note: str) -> Choice | None:
+    """The candidate of ``runtime.costmodel`` with the least predicted time, or None where no cost table applies (no
+    table, another arch, or a spec the table's kernel family cannot take)."""
+    shipped = shipped_costs()
+    if shipped is None or shipped[0] != ("16bit", arch) or dtype not in MEASURED_DTYPES:
+        return None
+    (_, costs) = shipped
+    # the narrow tiles stay with the small-m / small-n rules: the formula fits them worst (up to 40% off on their own
+    # calibration shapes, runs/2026-12-01-s3-cost/run1_fit.log), so they are not ranked here
+    for r in rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=False):
+        try:
+            spec = r.candidate.spec(dtype, arch)
+        except SpecError:
+            continue
+        if spec.out_dtype is not like.out_dtype:
+            spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
+        c = r.candidate
+        tiles = tile_grid(m, n, c.bm, c.bn, c.cluster_m)
+        why = (f"cost model: {c.name} ({c.bm} x {c.bn}, {c.schedule}{', ' + c.consumers if c.consumers != 'cooperative' else ''}"
+               f"{', cluster ' + c.cluster if c.cluster != '1x1' else ''}) predicted {r.predicted_us:.1f} us: {tiles} tiles in "
+               f"{rounds(tiles, sm_count)} rounds of {sm_count}, {-(-k // 64)} K-tiles"
+               + (", rows off a 32-byte sector" if off_sector else ""))
+        return Choice(spec, why + note, "cost-model" + ("+off-sector" if off_sector else ""))
+    return None
 
 
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:

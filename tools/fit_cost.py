@@ -1,0 +1,113 @@
+"""Fit the cost model's constants from a calibration run, and summarize a validation run (issue 16 item 4).
+
+  python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl > ptxgen/tuning/h200_cost.json
+  python tools/fit_cost.py residuals runs/2026-12-01-s3-cost/run1_cal.jsonl   # measured vs predicted per point
+  python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
+
+Per kernel, over its calibration points with rows on a 32-byte sector, least squares of
+    t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
+then the off-sector factor = the median over its off-sector points of (t - launch - rounds x tile) / (rounds x k_tiles
+x ktile). The bandwidth floor is the highest A + B + D rate any kernel reached in the run (TB/s).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+
+import numpy as np
+
+from ptxgen.runtime.costmodel import BY_NAME, Costs, predict_us, rounds, tile_grid
+
+SECTOR_BYTES = 32
+
+
+def _points(path: str) -> list[dict]:
+    out = []
+    for line in open(path):
+        d = json.loads(line)
+        if "ours_us" in d and d.get("ok") and d.get("cand") in BY_NAME:
+            out.append(d)
+    return out
+
+
+def _off(k: int) -> bool:
+    return (k * 2) % SECTOR_BYTES != 0
+
+
+def fit(path: str) -> dict:
+    pts = _points(path)
+    bw = max(p["ours_tbps"] for p in pts)
+    kernels = {}
+    for name, c in BY_NAME.items():
+        mine = [p for p in pts if p["cand"] == name]
+        on = [p for p in mine if not _off(p["k"])]
+        if len(on) < 3:
+            continue
+        rows = []
+        for p in on:
+            r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
+            rows.append((1.0, r, r * -(-p["k"] // 64)))
+        x, *_ = np.linalg.lstsq(np.array(rows), np.array([p["ours_us"] for p in on]), rcond=None)
+        launch, tile, ktile = (max(0.0, float(v)) for v in x)
+        offs = []
+        for p in mine:
+            if _off(p["k"]):
+                r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
+                offs.append((p["ours_us"] - launch - r * tile) / (r * -(-p["k"] // 64) * ktile))
+        kernels[name] = {"launch_us": round(launch, 2), "tile_us": round(tile, 3), "ktile_us": round(ktile, 4),
+                         "off_sector": round(statistics.median(offs), 3) if offs else 1.0,
+                         "bandwidth_tbps": round(bw, 2), "slots_per_sm": 1, "points": len(mine)}
+    return {"device": "NVIDIA H200", "dtype": "16bit", "arch": "sm_90a", "sm_count": 132,
+            "source": "tools/fit_cost.py fit " + path, "kernels": kernels}
+
+
+def residuals(path: str) -> None:
+    from ptxgen.runtime.costmodel import parse_costs
+
+    costs = parse_costs(fit(path))
+    errs = []
+    for p in _points(path):
+        if p["cand"] not in costs:
+            continue
+        t = predict_us(BY_NAME[p["cand"]], costs[p["cand"]], p["m"], p["n"], p["k"], off_sector=_off(p["k"]))
+        e = t / p["ours_us"] - 1
+        errs.append(abs(e))
+        print(f'{p["cand"]:11} {p["m"]}x{p["n"]}x{p["k"]:<6} measured {p["ours_us"]:8.1f} predicted {t:8.1f} us ({e:+.1%})')
+    print(f"{len(errs)} points: median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}")
+
+
+def summary(bench_path: str, compare_path: str | None) -> None:
+    for line in open(bench_path):
+        d = json.loads(line)
+        rs = (d["result"] or {}).get("shapes", [])
+        for r in rs:
+            print(f'{d["class"]:10} {r["m"]}x{r["n"]}x{r["k"]:<6} {r["ratio"]:.3f} ours {r["ours_ms"] * 1e3:8.1f} us cuBLAS '
+                  f'{r["cublas_ms"] * 1e3:8.1f} us {r["ours_tbps"]:.2f}/{r["cublas_tbps"]:.2f} TB/s {r["chosen_by"]:24} '
+                  f'ok={r["checked_ok"]} {r["kernel"][22:]}')
+        if rs:
+            g = math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs))
+            print(f'{d["class"]}: geomean {g:.3f}, min {min(r["ratio"] for r in rs):.3f} over {len(rs)} shapes')
+    if compare_path:
+        by = {}
+        for line in open(compare_path):
+            d = json.loads(line)
+            if "ratio" in d:
+                by.setdefault((d["m"], d["n"], d["k"]), {}).setdefault(d["side"], []).append((d["ratio"], d["chosen_by"], d["kernel"][22:]))
+        print("cost model's pick (new) against the pick before it (old), where they differ; ratio to cuBLAS, two rounds each:")
+        for (m, n, k), sides in by.items():
+            new, old = sides.get("new", []), sides.get("old", [])
+            fmt = lambda v: "/".join(f"{x[0]:.3f}" for x in v) + (f" {v[0][1]} {v[0][2]}" if v else "")  # noqa: E731
+            print(f"  {m}x{n}x{k}: new {fmt(new)} | old {fmt(old)}")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "fit":
+        print(json.dumps(fit(sys.argv[2]), indent=1))
+    elif mode == "residuals":
+        residuals(sys.argv[2])
+    elif mode == "summary":
+        summary(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
