@@ -1,10 +1,11 @@
 """Fit the cost model's constants from a calibration run, and summarize a validation run (issue 16 item 4).
 
-  python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl > ptxgen/tuning/h200_cost.json
-  python tools/fit_cost.py residuals runs/2026-12-01-s3-cost/run1_cal.jsonl   # measured vs predicted per point
+  python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl,runs/2026-12-01-s3-cost/run3_cal2.jsonl \
+      > ptxgen/tuning/h200_cost.json
+  python tools/fit_cost.py residuals CAL.jsonl[,CAL2.jsonl]                  # measured vs predicted per point
   python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
 
-Per kernel, over its calibration points with rows on a 32-byte sector, least squares of
+Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
     t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
 then the off-sector factor = the median over its off-sector points of (t - launch - rounds x tile) / (rounds x k_tiles
 x ktile). The bandwidth floor is the highest A + B + D rate any kernel reached in the run (TB/s).
@@ -24,9 +25,10 @@ from ptxgen.runtime.costmodel import BY_NAME, Costs, predict_us, rounds, tile_gr
 SECTOR_BYTES = 32
 
 
-def _points(path: str) -> list[dict]:
+def _points(paths: str) -> list[dict]:
+    """The measured points of one or more calibration logs (comma-separated paths)."""
     out = []
-    for line in open(path):
+    for line in (ln for path in paths.split(",") for ln in open(path)):
         d = json.loads(line)
         if "ours_us" in d and d.get("ok") and d.get("cand") in BY_NAME:
             out.append(d)
@@ -50,7 +52,8 @@ def fit(path: str) -> dict:
         for p in on:
             r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
             rows.append((1.0, r, r * -(-p["k"] // 64)))
-        x, *_ = np.linalg.lstsq(np.array(rows), np.array([p["ours_us"] for p in on]), rcond=None)
+        t = np.array([p["ours_us"] for p in on])
+        x, *_ = np.linalg.lstsq(np.array(rows) / t[:, None], np.ones_like(t), rcond=None)  # relative errors weigh alike
         launch, tile, ktile = (max(0.0, float(v)) for v in x)
         offs = []
         for p in mine:

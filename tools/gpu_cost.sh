@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cost model on the H200 (issue 16 item 4): one fat command per device call, logs under $OUT.
-# Usage: tools/gpu_cost.sh calibrate | validate
+# Usage: tools/gpu_cost.sh calibrate | calibrate2 | validate
 #   calibrate: every cost-model candidate on the calibration shapes (tools/exp_cost.py calibrate) + small-M variants
+#   calibrate2: the candidates added after run 1 (tools/exp_cost.py calibrate2)
 #   validate:  ptxgen bench --json with no tile flags on issue 16's classes, the held-out 20 and the tuned six; then the
 #              chooser's pick against its pick before the cost model, where they differ (tools/exp_cost.py compare)
 set -u
@@ -21,6 +22,11 @@ calibrate)
   timeout 150 $PY tools/exp_cost.py calibrate > "$OUT/cal.jsonl" 2> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
   timeout 40 $PY tools/exp_cost.py smallm > "$OUT/smallm.jsonl" 2>> "$OUT/cal.err"; echo "exit $?" >> "$OUT/cal.err"
   wc -l "$OUT"/*.jsonl; tail -n 3 "$OUT"/cal.err "$OUT"/precompile.log
+  ;;
+calibrate2)
+  timeout 60 $PY tools/exp_cost.py precompile > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
+  timeout 150 $PY tools/exp_cost.py calibrate2 > "$OUT/cal2.jsonl" 2> "$OUT/cal2.err"; echo "exit $?" >> "$OUT/cal2.err"
+  wc -l "$OUT"/*.jsonl; tail -n 3 "$OUT"/cal2.err "$OUT"/precompile.log
   ;;
 validate)
   timeout 60 $PY tools/exp_cost.py precompile "$UNAL,$FEW,$SMALL,$TUNED,$HELD" > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"

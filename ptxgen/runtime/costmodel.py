@@ -66,8 +66,8 @@ class Candidate:
         return 2 if self.cluster == "2x1" else 1
 
 
-# The shipped families: the tuning table's winners (tools/../ptxgen/tuning/h200.json), their 2x1 multicast variants,
-# and the narrow tiles of the small-m / small-n rules.
+# The shipped families: the tuning table's winners (ptxgen/tuning/h200.json), their 2x1 multicast variants, tiles
+# whose BN is not a multiple of 64, and the narrow tiles of the small-m / small-n rules.
 CANDIDATES = (
     Candidate("p128x256", 128, 256, 4),
     Candidate("p128x192", 128, 192, 4, raster_group=16),
@@ -79,6 +79,13 @@ CANDIDATES = (
     Candidate("p128x256c2", 128, 256, 4, cluster="2x1"),
     Candidate("p128x192c2", 128, 192, 4, raster_group=16, cluster="2x1"),
     Candidate("p256x128c2", 256, 128, 4, cluster="2x1"),
+    # BN not a multiple of 64 (direct stores: the TMA-store epilogue stages 64-column chunks), for wave counts the
+    # 64-multiples miss: e.g. 2500 x 10000 takes 9 rounds of 128 x 192 tiles for 8.03 rounds of work, 7 of 128 x 224
+    Candidate("p128x224", 128, 224, 4, raster_group=16, epilogue="direct"),
+    Candidate("p128x160", 128, 160, 5, raster_group=16, epilogue="direct"),
+    Candidate("pp64x224", 64, 224, 5, consumers="pingpong", raster_group=16, epilogue="direct"),
+    Candidate("p128x224c2", 128, 224, 4, raster_group=16, epilogue="direct", cluster="2x1"),
+    Candidate("p128x160c2", 128, 160, 5, raster_group=16, epilogue="direct", cluster="2x1"),
     Candidate("n64x128", 64, 128, 8, schedule="tile", epilogue="direct", narrow=True),
     Candidate("n128x64", 128, 64, 8, schedule="tile", epilogue="direct", narrow=True),
     Candidate("n64x64", 64, 64, 8, schedule="tile", epilogue="direct", narrow=True),
