@@ -241,6 +241,7 @@ if __name__ == "__main__":
                     ch.COST_MODEL = False
                     specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
                     ch.COST_MODEL = True
+                    specs.append(_first_candidates_choice(ch, mm, nn, kk).spec.to_json())
         else:
             specs = [s.to_json() for s in all_specs()]
         sys.exit(precompile(specs))

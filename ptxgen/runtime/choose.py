@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, Epilogue, Schedule, SpecError
-from .costmodel import predict_us, rank, rounds, shipped_costs, tile_grid
+from .costmodel import BY_NAME, pick, rounds, shipped_costs, tile_grid
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -207,22 +207,29 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
         return None
     (_, costs) = shipped
     # the narrow tiles stay with the small-m / small-n rules: the formula fits them worst (up to 40% off on their own
-    # calibration shapes, runs/2026-12-01-s3-cost/run1_fit.log), so they are not ranked here
-    for r in rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=False):
+    # calibration shapes, runs/2026-12-01-s3-cost/run3_fit.log), so they are not ranked here
+    usable = {}
+    for name, cost in costs.items():
         try:
-            spec = r.candidate.spec(dtype, arch)
+            usable[name] = (cost, BY_NAME[name].spec(dtype, arch))
         except SpecError:
             continue
-        if spec.out_dtype is not like.out_dtype:
-            spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
-        c = r.candidate
-        tiles = tile_grid(m, n, c.bm, c.bn, c.cluster_m)
-        why = (f"cost model: {c.name} ({c.bm} x {c.bn}, {c.schedule}{', ' + c.consumers if c.consumers != 'cooperative' else ''}"
-               f"{', cluster ' + c.cluster if c.cluster != '1x1' else ''}) predicted {r.predicted_us:.1f} us: {tiles} tiles in "
-               f"{rounds(tiles, sm_count)} rounds of {sm_count}, {-(-k // 64)} K-tiles"
-               + (", rows off a 32-byte sector" if off_sector else ""))
-        return Choice(spec, why + note, "cost-model" + ("+off-sector" if off_sector else ""))
-    return None
+    if not usable:
+        return None
+    r, ranked = pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector, sm_count=sm_count,
+                     narrow=False)
+    c, spec = r.candidate, usable[r.candidate.name][1]
+    if spec.out_dtype is not like.out_dtype:
+        spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
+    tiles = tile_grid(m, n, c.bm, c.bn, c.cluster_m)
+    best = ranked[0]
+    why = (f"cost model: {c.name} ({c.bm} x {c.bn}, {c.schedule}{', ' + c.consumers if c.consumers != 'cooperative' else ''}"
+           f"{', cluster ' + c.cluster if c.cluster != '1x1' else ''}, {c.epilogue} stores) predicted {r.predicted_us:.1f} us: "
+           f"{tiles} tiles in {rounds(tiles, sm_count)} rounds of {sm_count}, {-(-k // 64)} K-tiles"
+           + (", rows off a 32-byte sector" if off_sector else "")
+           + (f"; {best.candidate.name} predicted {best.predicted_us:.1f} us, within the model's tolerance"
+              if best.candidate is not c else ""))
+    return Choice(spec, why + note, "cost-model" + ("+off-sector" if off_sector else ""))
 
 
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:

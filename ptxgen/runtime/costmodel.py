@@ -143,6 +143,22 @@ def rank(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = 
     return sorted(out, key=lambda r: r.predicted_us)  # stable: CANDIDATES order on ties
 
 
+TIE_TOLERANCE = 0.02  # predictions closer than this are ties: the fit's median error is 2.2% (runs/2026-12-01-s3-cost)
+
+
+def pick(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+         narrow: bool = True, tolerance: float = TIE_TOLERANCE) -> tuple[Ranked, list[Ranked]]:
+    """(the pick, the ranking): of the candidates predicted within ``tolerance`` of the fastest, the first in
+    CANDIDATES order (the tuning table's winners first, then their cluster variants, then the BN = 160 / 224 tiles): a
+    difference the model cannot resolve is no reason to leave the kernels measured most."""
+    ranked = rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=narrow)
+    if not ranked:
+        raise ValueError("no candidate has costs")
+    close = {r.candidate.name for r in ranked if r.predicted_us <= ranked[0].predicted_us * (1 + tolerance)}
+    first = next(r for r in sorted(ranked, key=lambda r: CANDIDATES.index(r.candidate)) if r.candidate.name in close)
+    return first, ranked
+
+
 def parse_costs(doc: dict) -> dict[str, Costs]:
     """The ``kernels`` object of a cost table: name -> Costs (names not in CANDIDATES are left out)."""
     out = {}
