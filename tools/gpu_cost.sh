@@ -44,8 +44,8 @@ validate)
   bench heldout "$HELD" 30
   bench tuned6 "$TUNED" 30
   timeout 90 $PY tools/exp_cost.py compare "$UNAL,$FEW,$SMALL,$HELD" > "$OUT/compare.jsonl" 2> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
-  timeout 40 $PY tools/exp_cost.py band "$UNAL,$FEW" > "$OUT/band.jsonl" 2>> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
+  [ "${BAND:-0}" = 1 ] && timeout 40 $PY tools/exp_cost.py band "$UNAL,$FEW" > "$OUT/band.jsonl" 2>> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
   $PY tools/fit_cost.py summary "$OUT/bench.jsonl" "$OUT/compare.jsonl" > "$OUT/summary.log" 2>&1
-  tail -n 40 "$OUT"/summary.log; cat "$OUT"/band.jsonl; tail -n 3 "$OUT"/compare.err "$OUT"/precompile.log
+  tail -n 40 "$OUT"/summary.log; tail -n 3 "$OUT"/compare.err "$OUT"/precompile.log
   ;;
 esac
