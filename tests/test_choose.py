@@ -10,6 +10,7 @@ from ptxgen.derive.spec import make_spec
 from ptxgen.derive.tma import l2_promotion_for_rows
 from ptxgen.isa.tensormap import L2_PROMOTION_128B, L2_PROMOTION_256B
 from ptxgen.isa.types import Schedule
+from ptxgen.runtime import choose as choose_mod
 from ptxgen.runtime.choose import choose, small_m_tile
 from ptxgen.runtime.launch import Problem, gemm_args
 from ptxgen.runtime.tune import candidates, default_spec
@@ -66,10 +67,10 @@ def test_choose_rules_and_their_names():
     assert c.chosen_by == "small-m" and (c.spec.bm, c.spec.bn, c.spec.stages) == (64, 64, 8)
     assert c.spec.schedule is Schedule.TILE and c.spec.a == c.spec.b and c.spec.dtype.value == "bf16"
     assert c.spec.out_dtype.value == "bf16"
-    c = choose("bf16", "sm_90a", 128, 16384, 4096, TABLE)
+    c = choose("bf16", "sm_90a", 128, 16384, 4096, TABLE)  # bandwidth-bound: outside the cost model's calibrated range
     assert c.chosen_by == "nearest-fit"
     c = choose("bf16", "sm_90a", 7000, 9000, 1152, TABLE)
-    assert c.chosen_by == "nearest-fit" and "128-byte L2" not in c.why
+    assert c.chosen_by == "cost-model" and "128-byte L2" not in c.why and c.why.startswith("cost model: ")
     assert choose("f16", "sm_90a", 100, 100, 100, TABLE).chosen_by == "default"
 
 
@@ -81,7 +82,10 @@ def test_choose_says_when_rows_are_off_a_sector():
     assert "L2" not in choose("bf16", "sm_90a", 5000, 5000, 5008, TABLE).why  # 10016 B: 32 past, on a sector
 
 
-def test_rows_off_a_sector_take_the_multicast_variant_of_a_persistent_kernel():
+def test_rows_off_a_sector_take_the_multicast_variant_of_a_persistent_kernel(monkeypatch):
+    """The nearest-fit rule's pitch variant (the cost model off; it ranks the cluster variants itself:
+    tests/test_costmodel.py)."""
+    monkeypatch.setattr(choose_mod, "COST_MODEL", False)
     table = [dict(TABLE[0], m=5120, n=5120, k=5120)]  # 128 x 256 persistent cooperative
     c = choose("bf16", "sm_90a", 5000, 5000, 5000, table)
     assert c.chosen_by == "nearest-fit+off-sector" and c.spec.cluster.value == "2x1"
@@ -118,7 +122,7 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
     assert main(["bench", "--dtype", "bf16", "--json", "--shapes", "16x4096x512,4096x4096x4096,5000x5000x5000,16x7168x16384"]) == 0
     out = json.loads(capsys.readouterr().out)
     rules = [s["chosen_by"] for s in out["shapes"]]
-    assert rules == ["small-m", "tuned", "nearest-fit+off-sector", "split-k"]
+    assert rules == ["small-m", "tuned", "cost-model+off-sector", "split-k"]
     assert out["shapes"][3]["kernel"].endswith("_sk2")
     assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
 

@@ -98,13 +98,25 @@ def summary(bench_path: str, compare_path: str | None) -> None:
         for line in open(compare_path):
             d = json.loads(line)
             if "ratio" in d:
-                by.setdefault((d["m"], d["n"], d["k"]), {}).setdefault(d["side"], []).append((d["ratio"], d["chosen_by"], d["kernel"][22:]))
-        print("cost model's pick (new) against the pick before it (old), where they differ; ratio to cuBLAS, two rounds each:")
-        for (m, n, k), sides in by.items():
-            new, old = sides.get("new", []), sides.get("old", [])
-            fmt = lambda v: "/".join(f"{x[0]:.3f}" for x in v) + (f" {v[0][1]} {v[0][2]}" if v else "")  # noqa: E731
-            print(f"  {m}x{n}x{k}: new {fmt(new)} | old {fmt(old)}")
-
+                key = (d.get("set", "issue16"), d["m"], d["n"], d["k"])
+                by.setdefault(key, {}).setdefault(d["side"], []).append((d["ratio"], d["chosen_by"], d["kernel"][22:]))
+        print("the chooser's pick (new) against its pick before the cost model (old) and the cost model's pick among run 1's "
+              "candidates (first), where they differ; ratio to cuBLAS in the same process, two rounds each:")
+        gains = {}
+        for (tag, m, n, k), sides in by.items():
+            parts = []
+            for side in ("new", "old", "first"):
+                v = sides.get(side)
+                if v:
+                    parts.append(f"{side} " + "/".join(f"{x[0]:.3f}" for x in v) + f" {v[0][1]} {v[0][2]}")
+            print(f"  [{tag}] {m}x{n}x{k}: " + " | ".join(parts))
+            if sides.get("new") and sides.get("old"):
+                mean = lambda v: statistics.mean(x[0] for x in v)  # noqa: E731
+                gains.setdefault(tag, []).append(mean(sides["new"]) / mean(sides["old"]))
+        for tag, g in gains.items():
+            gm = math.exp(sum(math.log(x) for x in g) / len(g))
+            print(f"[{tag}] new / old over {len(g)} shapes: geomean {gm:.3f}, min {min(g):.3f}, max {max(g):.3f}, "
+                  f"new better on {sum(x > 1 for x in g)}")
 
 if __name__ == "__main__":
     mode = sys.argv[1]

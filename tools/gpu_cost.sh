@@ -44,8 +44,16 @@ validate)
   bench heldout "$HELD" 30
   bench tuned6 "$TUNED" 30
   timeout 90 $PY tools/exp_cost.py compare "$UNAL,$FEW,$SMALL,$HELD" > "$OUT/compare.jsonl" 2> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
+  timeout 90 $PY tools/exp_cost.py compare generalization >> "$OUT/compare.jsonl" 2>> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
+  timeout 90 $PY -c "
+import sys; sys.path[:0] = ['.', 'tests']
+from pathlib import Path
+from ptxgen.runtime.batch import run_batch
+from test_gpu import chosen_jobs
+rs = run_batch(chosen_jobs('sm_90a'), Path('/tmp/validate.jsonl'), 60)
+[print(r['verdict']) for r in rs]; print(sum(r['passed'] for r in rs), 'of', len(rs), 'passed')" > "$OUT/validate.log" 2>&1; echo "exit $?" >> "$OUT/validate.log"
   [ "${BAND:-0}" = 1 ] && timeout 40 $PY tools/exp_cost.py band "$UNAL,$FEW" > "$OUT/band.jsonl" 2>> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
   $PY tools/fit_cost.py summary "$OUT/bench.jsonl" "$OUT/compare.jsonl" > "$OUT/summary.log" 2>&1
-  tail -n 40 "$OUT"/summary.log; tail -n 3 "$OUT"/compare.err "$OUT"/precompile.log
+  tail -n 40 "$OUT"/summary.log; tail -n 3 "$OUT"/compare.err "$OUT"/precompile.log "$OUT"/validate.log
   ;;
 esac

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, Epilogue, Schedule, SpecError
-from .costmodel import BY_NAME, pick, rounds, shipped_costs, tile_grid
+from .costmodel import BY_NAME, calibrated, pick, rounds, shipped_costs, tile_grid
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -200,8 +200,9 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
 
 def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int,
                 note: str) -> Choice | None:
-    """The candidate of ``runtime.costmodel`` with the least predicted time, or None where no cost table applies (no
-    table, another arch, or a spec the table's kernel family cannot take)."""
+    """The candidate of ``runtime.costmodel`` with the least predicted time (ties within ``TIE_TOLERANCE``: the first in
+    ``CANDIDATES``), or None where no cost table applies (no table, another arch or type) or the shape is outside the
+    range the constants were fitted on (``costmodel.calibrated``)."""
     shipped = shipped_costs()
     if shipped is None or shipped[0] != ("16bit", arch) or dtype not in MEASURED_DTYPES:
         return None
@@ -219,6 +220,8 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     r, ranked = pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector, sm_count=sm_count,
                      narrow=False)
     c, spec = r.candidate, usable[r.candidate.name][1]
+    if not calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count):
+        return None  # launch- or bandwidth-bound: the nearest-fit rule (measured better there, run 4)
     if spec.out_dtype is not like.out_dtype:
         spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
     tiles = tile_grid(m, n, c.bm, c.bn, c.cluster_m)

@@ -117,16 +117,35 @@ def rounds(tiles: int, slots: int) -> int:
     return -(-tiles // slots) if tiles > 0 else 0
 
 
-def predict_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
-               element_bytes: int = 2) -> float:
-    """Predicted time of ``c`` on an M x N x K problem (see the module's docstring)."""
+def time_terms_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+                  element_bytes: int = 2) -> tuple[float, float]:
+    """(compute, floor): the two terms of the prediction (see the module's docstring), microseconds."""
     r = rounds(tile_grid(m, n, c.bm, c.bn, c.cluster_m), sm_count * costs.slots_per_sm)
     k_tiles = -(-k // 64)
     per_k = costs.ktile_us * (costs.off_sector if off_sector else 1.0)
     compute = costs.launch_us + r * (costs.tile_us + k_tiles * per_k)
     nbytes = element_bytes * (m * k + n * k + m * n)
     floor = costs.launch_us + nbytes / (costs.bandwidth_tbps * 1e6)
-    return max(compute, floor)
+    return compute, floor
+
+
+def predict_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+               element_bytes: int = 2) -> float:
+    """Predicted time of ``c`` on an M x N x K problem: the larger of the compute and the bandwidth terms."""
+    return max(time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes))
+
+
+MIN_K_TILES = 16  # the calibration's shortest K: 1024, 16 K-tiles of 64
+COMPUTE_MARGIN = 1.25  # the compute term must exceed the bandwidth floor by this much
+
+
+def calibrated(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132) -> bool:
+    """Whether the shape is where the constants were fitted: K of at least MIN_K_TILES K-tiles, and compute-bound (the
+    compute term at least COMPUTE_MARGIN x the floor). Outside it (launch- or bandwidth-bound shapes) the model ranks
+    by constants it never saw matter: on the H200 (run 4) its picks there lost 12-13% (128 x 16384 x 4096 and
+    513 x 9929 x 64) against the nearest-fit rule's."""
+    compute, floor = time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count)
+    return -(-k // 64) >= MIN_K_TILES and compute >= COMPUTE_MARGIN * floor
 
 
 @dataclass(frozen=True)
