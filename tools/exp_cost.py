@@ -173,7 +173,7 @@ def compare(shapes_arg: str) -> int:
         if len({c.spec for _, c in sides}) == 1:
             continue
         for side, c in sides + sides:
-            _bench(c.spec, m, n, k, 15, side=side, chosen_by=c.chosen_by, set=tag)
+            _bench(c.spec, m, n, k, 10 if tag == "generalization" else 15, side=side, chosen_by=c.chosen_by, set=tag)
     return 0
 
 

@@ -3,7 +3,7 @@
 # Usage: tools/gpu_cost.sh calibrate | calibrate2 | validate
 #   calibrate: every cost-model candidate on the calibration shapes (tools/exp_cost.py calibrate) + small-M variants
 #   calibrate2: the candidates added after run 1 (tools/exp_cost.py calibrate2)
-#   validate:  ptxgen bench --json with no tile flags on issue 16's classes, the held-out 20 and the tuned six; then the
+#   validate (ISSUE_COMPARE=0: without the pick-against-pick comparison on the issue's shapes; run 4 has it):  ptxgen bench --json with no tile flags on issue 16's classes, the held-out 20 and the tuned six; then the
 #              chooser's pick against its pick before the cost model, where they differ (tools/exp_cost.py compare)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -43,7 +43,7 @@ validate)
   bench small_m "$SMALL" 30
   bench heldout "$HELD" 30
   bench tuned6 "$TUNED" 30
-  timeout 90 $PY tools/exp_cost.py compare "$UNAL,$FEW,$SMALL,$HELD" > "$OUT/compare.jsonl" 2> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
+  [ "${ISSUE_COMPARE:-1}" = 1 ] && timeout 90 $PY tools/exp_cost.py compare "$UNAL,$FEW,$SMALL,$HELD" > "$OUT/compare.jsonl" 2> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
   timeout 90 $PY tools/exp_cost.py compare generalization >> "$OUT/compare.jsonl" 2>> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
   timeout 90 $PY -c "
 import sys; sys.path[:0] = ['.', 'tests']
