@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cost model on the H200 (issue 16 item 4): one fat command per device call, logs under $OUT.
-# Usage: tools/gpu_cost.sh calibrate | calibrate2 | validate
+# Usage: tools/gpu_cost.sh calibrate | calibrate2 | validate | generalize
 #   calibrate: every cost-model candidate on the calibration shapes (tools/exp_cost.py calibrate) + small-M variants
 #   calibrate2: the candidates added after run 1 (tools/exp_cost.py calibrate2)
+#   generalize: the chooser's pick against its pick before the cost model on the seeded generalization set only
 #   validate (ISSUE_COMPARE=0: without the pick-against-pick comparison on the issue's shapes; run 4 has it):  ptxgen bench --json with no tile flags on issue 16's classes, the held-out 20 and the tuned six; then the
 #              chooser's pick against its pick before the cost model, where they differ (tools/exp_cost.py compare)
 set -u
@@ -27,6 +28,14 @@ calibrate2)
   timeout 60 $PY tools/exp_cost.py precompile > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
   timeout 150 $PY tools/exp_cost.py calibrate2 > "$OUT/cal2.jsonl" 2> "$OUT/cal2.err"; echo "exit $?" >> "$OUT/cal2.err"
   wc -l "$OUT"/*.jsonl; tail -n 3 "$OUT"/cal2.err "$OUT"/precompile.log
+  ;;
+generalize)
+  GEN=$($PY -c "import sys; sys.path.insert(0, 'tools'); from exp_cost import generalization_shapes as g; print(','.join('%dx%dx%d' % s for s in g()))")
+  timeout 60 $PY tools/exp_cost.py precompile "$GEN" > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
+  timeout 120 $PY tools/exp_cost.py compare generalization > "$OUT/compare.jsonl" 2> "$OUT/compare.err"; echo "exit $?" >> "$OUT/compare.err"
+  echo '{"class": "none", "result": null}' > /tmp/none.jsonl
+  $PY tools/fit_cost.py summary /tmp/none.jsonl "$OUT/compare.jsonl" > "$OUT/summary.log" 2>&1
+  tail -n 30 "$OUT"/summary.log; tail -n 3 "$OUT"/compare.err "$OUT"/precompile.log
   ;;
 validate)
   timeout 60 $PY tools/exp_cost.py precompile "$UNAL,$FEW,$SMALL,$TUNED,$HELD" > "$OUT/precompile.log" 2>&1; echo "exit $?" >> "$OUT/precompile.log"
