@@ -4,6 +4,7 @@
       > ptxgen/tuning/h200_cost.json
   python tools/fit_cost.py residuals CAL.jsonl[,CAL2.jsonl]                  # measured vs predicted per point
   python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
+  python tools/fit_cost.py picks BENCH.jsonl COMPARE.jsonl                   # this checkout's picks, measured there
 
 Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
     t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
@@ -118,11 +119,43 @@ def summary(bench_path: str, compare_path: str | None) -> None:
             print(f"[{tag}] new / old over {len(g)} shapes: geomean {gm:.3f}, min {min(g):.3f}, max {max(g):.3f}, "
                   f"new better on {sum(x > 1 for x in g)}")
 
+def picks(bench_path: str, compare_path: str) -> None:
+    """For each shape of a validation run: the kernel this checkout's chooser picks, and that kernel's ratios to cuBLAS
+    in the run (the bench's, else the comparison's two rounds), per class with the geometric mean."""
+    from ptxgen.runtime.choose import choose
+
+    seen = {}
+    for line in open(compare_path):
+        d = json.loads(line)
+        if "ratio" in d:
+            seen.setdefault((d["m"], d["n"], d["k"], d["kernel"]), []).append(d["ratio"])
+    for line in open(bench_path):
+        d = json.loads(line)
+        rs = (d["result"] or {}).get("shapes", [])
+        got = []
+        for r in rs:
+            c = choose("bf16", "sm_90a", r["m"], r["n"], r["k"])
+            if c.spec.kernel_name == r["kernel"]:
+                ratio, src = r["ratio"], "bench"
+            elif (r["m"], r["n"], r["k"], c.spec.kernel_name) in seen:
+                v = seen[(r["m"], r["n"], r["k"], c.spec.kernel_name)]
+                ratio, src = statistics.mean(v), "compare " + "/".join(f"{x:.3f}" for x in v)
+            else:
+                print(f'{d["class"]:10} {r["m"]}x{r["n"]}x{r["k"]}: {c.chosen_by} {c.spec.kernel_name[22:]} not measured in this run')
+                continue
+            got.append(ratio)
+            print(f'{d["class"]:10} {r["m"]}x{r["n"]}x{r["k"]:<6} {ratio:.3f} ({src}) {c.chosen_by:22} {c.spec.kernel_name[22:]}')
+        if got:
+            print(f'{d["class"]}: geomean {math.exp(sum(map(math.log, got)) / len(got)):.3f}, min {min(got):.3f}, {len(got)} of {len(rs)} shapes')
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "fit":
         print(json.dumps(fit(sys.argv[2]), indent=1))
     elif mode == "residuals":
         residuals(sys.argv[2])
+    elif mode == "picks":
+        picks(sys.argv[2], sys.argv[3])
     elif mode == "summary":
         summary(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
