@@ -41,7 +41,7 @@ class BenchResult:
     checked_ok: bool = True
     ours_tbps: float = 0.0  # A + B + D bytes (each read or written once) per second, TB/s: the bandwidth view
     cublas_tbps: float = 0.0
-    chosen_by: str = ""  # which rule picked the kernel (ptxgen.runtime.choose: tuned, small-m, nearest-fit, default; flags)
+    chosen_by: str = ""  # which rule picked the kernel (ptxgen.runtime.choose: tuned, small-m, small-n, split-k, cost-model, nearest-fit, default; flags)
     why: str = ""
 
     def line(self) -> str:

@@ -18,6 +18,12 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
                  333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
                  ``SPLIT_K_RULE`` turns it off.
+``cost-model``   the least predicted time of ``runtime.costmodel``'s kernel families, from constants measured on the
+                 H200 (ptxgen/tuning/h200_cost.json; ties within 2% to the table's kernels), for 16-bit inputs on
+                 sm_90a, where the shape is compute-bound with >= 16 K-tiles (the range the constants were fitted on).
+                 Measured in the same process against the rule before it (runs/2026-12-01-s3-cost, run 4): 5000^3
+                 0.93 against 0.90, 3000 x 7000 x 5000, 1500 x 9000 x 3000, 2500 x 10000 x 4000 +1-3%.
+                 ``COST_MODEL`` turns it off.
 ``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
