@@ -85,6 +85,14 @@ class CtaPairPlan:
     epi_row_expr: str
     epi_col_expr: str
     derivation: tuple[Derived, ...]
+    # Block-scaled pairs: each CTA's scale factors arrive by cp.async.bulk, which (unlike cp.async.bulk.tensor
+    # .cta_group::2) signals only an mbarrier of the CTA it writes to. The leader's copies complete the leader's
+    # full[s] (inside expect_tx_bytes); the peer's complete the PEER's full[s] (peer_expect_tx_bytes a stage), and
+    # the peer's otherwise idle MMA thread waits that barrier and relays it with one remote arrive on the leader's
+    # full[s], whose count is then 2 (full_arrivals_leader).
+    sf_relay: bool = False
+    peer_expect_tx_bytes: int = 0
+    full_arrivals_leader: int = 1
 
     def to_json(self) -> dict:
         """The ``cta_pair`` object of ``explain --json``."""
@@ -102,10 +110,43 @@ class CtaPairPlan:
             "commit_mask": self.commit_mask,
             "expect_tx_bytes": self.expect_tx_bytes,
             "acc_empty_arrivals": self.acc_empty_arrivals,
+            **({"sf_relay": {"peer_expect_tx_bytes": self.peer_expect_tx_bytes, "leader_full_arrivals": self.full_arrivals_leader}}
+               if self.sf_relay else {}),
             "tmem_layout": self.tmem_layout,
             "tmem_columns_per_cta": self.tmem_columns,
             "epilogue": {"row": self.epi_row_expr, "col": self.epi_col_expr, "cols_per_warp": self.epilogue_col_split},
         }
+
+
+SF_PAIR_REF = ("CUTLASS include/cutlass/gemm/collective/sm100_blockscaled_mma_warpspecialized.hpp (TileShape_SF, "
+               "SM100_UTCCP_4x32dp128bit_2cta, SFTransactionBytes) and include/cute/atom/mma_traits_sm100.hpp "
+               "(SM100_MMA_*_2x1SM_SS: ScaleFactorDuplicated4by1 at M = 256)")
+
+
+def _sf_relay_derivation(spec: TileSpec, cta_bytes: int, sf_bytes: int) -> tuple[Derived, ...]:
+    a, b = spec.sf_stage_bytes("a"), spec.sf_stage_bytes("b")
+    return (
+        Derived("sf_split", f"SFA rows r x {spec.cta_rows}.. in CTA r; all {spec.bn} SFB rows in both",
+                f"CTA r loads SFA of its own {spec.cta_rows} rows of A ({a} B a stage) and SFB of the whole tile ({b} B a "
+                "stage), at the same shared-memory offsets in both CTAs",
+                "with M = 256 each CTA computes its 128 rows of D against all BN columns, so its Tensor Memory needs its "
+                "rows' SFA and every SFB row (the 4x1 data path: the single-CTA M = 128 placement in each CTA); CUTLASS "
+                "partitions SFA like A and loads the whole SFB tile into both CTAs (there as two multicast halves)",
+                SF_PAIR_REF),
+        Derived("sf_tcgen05_cp", "tcgen05.cp.cta_group::2 by the leader's MMA thread",
+                "one copy per atom, at the same shared-memory and TMEM addresses as one CTA's",
+                "with .cta_group::2 the copy reads the shared memory of each CTA of the pair and writes that CTA's Tensor "
+                "Memory, so one issue fills both CTAs' scale-factor columns (each with its own SFA); the MMA's scale "
+                "addresses are the same in both CTAs", f"{cite('tcgen05_cp')}; {SF_PAIR_REF}"),
+        Derived("sf_relay", f"leader full[s]: 2 arrivals, expect_tx {CTAS * cta_bytes + sf_bytes} B; peer full[s]: 1, {sf_bytes} B",
+                f"leader: 2 x (A + B) = {CTAS * cta_bytes} + its own SF {sf_bytes}; the peer's producer arms the PEER's full[s] "
+                f"with its SF bytes, its MMA thread waits that barrier and arrives on mapa(full[s], 0)",
+                "cp.async.bulk (the scale factors' copy) signals an mbarrier in the CTA it writes to only; only "
+                "cp.async.bulk.tensor has .cta_group::2 to reach the peer's barrier (CUTLASS loads SF with 2-SM TMA instead). "
+                "The relay orders the peer's SF bytes (and its zeroing of chunks past K, fence.proxy.async) before the "
+                "leader's tcgen05.cp: complete_tx -> wait (acquire) -> arrive.release.cluster -> the leader's "
+                "acquire.cluster wait", f"{cite('bulk_copy')}; {cite('tma_cta_group')}"),
+    )
 
 
 def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
@@ -116,6 +157,7 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
     a_rows, b_rows = spec.mn_extent("a"), spec.mn_extent("b")
     shares = tuple(CtaShare(r, r * a_rows, r * b_rows) for r in range(CTAS))
     cta_bytes = spec.stage_bytes("a") + spec.stage_bytes("b")
+    sf_bytes = spec.sf_stage_bytes("a") + spec.sf_stage_bytes("b")  # one CTA's scale factors a stage (0: dense)
     layout = "A" if bm == 256 else "B"
     cols_per_warp = bn if layout == "A" else bn // 2
     a_maj = "M-major" if spec.a.major is Major.MN else "K-major"
@@ -150,11 +192,13 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
                 f"{spec.acc_columns} used columns); tcgen05.alloc.cta_group::2 by warp 0 of each CTA",
                 "with cta_group::2 one warp of each CTA of the pair performs the allocation together; every tcgen05 "
                 "instruction of the kernel uses the same .cta_group", cite("tmem_alloc")),
-        Derived("full_barrier", f"the leader's full[s], expect_tx {2 * cta_bytes} B",
-                f"2 CTAs x ({spec.stage_bytes('a')} + {spec.stage_bytes('b')}) B = {2 * cta_bytes}; the peer's copies name "
-                "mapa(full[s], 0)",
+        Derived("full_barrier", f"the leader's full[s], expect_tx {2 * cta_bytes + sf_bytes} B",
+                f"2 CTAs x ({spec.stage_bytes('a')} + {spec.stage_bytes('b')}) B = {2 * cta_bytes}"
+                + (f" + the leader's own scale factors {sf_bytes} B (sf_relay)" if sf_bytes else "")
+                + "; the peer's A and B copies name mapa(full[s], 0)",
                 "only the leader's MMA thread waits for a stage, so both CTAs' copies must complete its barrier: "
                 "cp.async.bulk.tensor .cta_group::2 may signal an mbarrier in the peer CTA", cite("tma_cta_group")),
+    ) + (_sf_relay_derivation(spec, cta_bytes, sf_bytes) if sf_bytes else ()) + (
         Derived("commit_mask", f"{COMMIT_MASK:#04b}",
                 "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster [empty[s]], 0b11",
                 "one commit arrives on the barrier at the same offset in every CTA of the mask: both producers learn the "
@@ -173,8 +217,9 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
     )
     return CtaPairPlan(
         bm=bm, bn=bn, a_rows=a_rows, b_rows=b_rows, d_rows=bm // 2, shares=shares, cluster=(CTAS, 1, 1),
-        leader_rank=LEADER_RANK, commit_mask=COMMIT_MASK, expect_tx_bytes=CTAS * cta_bytes, cta_stage_bytes=cta_bytes,
+        leader_rank=LEADER_RANK, commit_mask=COMMIT_MASK, expect_tx_bytes=CTAS * cta_bytes + sf_bytes, cta_stage_bytes=cta_bytes,
         acc_empty_arrivals=EPILOGUE_WARPS * CTAS, tmem_layout=layout, tmem_columns=spec.tmem_alloc_columns,
+        sf_relay=sf_bytes > 0, peer_expect_tx_bytes=sf_bytes, full_arrivals_leader=2 if sf_bytes else 1,
         epilogue_col_split=cols_per_warp,
         epi_row_expr="warp * 32 + lane" if layout == "A" else "(warp % 2) * 32 + lane",
         epi_col_expr="c0" if layout == "A" else f"(warp / 2) * {bn // 2} + c0",

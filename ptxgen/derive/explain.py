@@ -72,7 +72,7 @@ def explain_text(t: TileLayout) -> str:
     plan = plan_kernel(s, t)
     out = [
         f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {_types(s)} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
-        f"({(t.scales.kind.opcode if t.scales is not None else f'tcgen05.mma.cta_group::{s.cta_group}.kind::' + s.dtype.kind) if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
+        f"({(t.scales.mma_opcode if t.scales is not None else f'tcgen05.mma.cta_group::{s.cta_group}.kind::' + s.dtype.kind) if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
         f"{s.stages} stages, loader {s.loader.value}",
         f"kernel: {s.kernel_name}",
         f"spec:   {s.cli_args()}",
@@ -161,7 +161,7 @@ def sf_atom_picture(vec: int) -> list[str]:
 
 def scale_lines(t: TileLayout) -> list[str]:
     p = t.scales
-    out = ["", f"Block scaling ({p.kind.opcode}; {p.kind.scale.value}, one scale factor per {p.vec} elements of K):"]
+    out = ["", f"Block scaling ({p.mma_opcode}; {p.kind.scale.value}, one scale factor per {p.vec} elements of K):"]
     for d in p.derivation:
         out += _field_lines(d)
     out += sf_atom_picture(p.vec)

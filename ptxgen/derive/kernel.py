@@ -42,11 +42,13 @@ class KernelPlan:
 def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     t = layout or derive(spec)
     expect = t.a.tma.expect_tx_bytes + t.b.tma.expect_tx_bytes if spec.loader is Loader.TMA else 0
-    if t.scales is not None:
-        expect += t.scales.expect_tx_bytes  # the scale factors' cp.async.bulk copies complete on the same full barrier
     if t.pair is not None:
         assert t.pair.cta_stage_bytes == expect, (t.pair.cta_stage_bytes, expect)
-        expect = t.pair.expect_tx_bytes  # the leader's full barrier counts both CTAs' copies
+        # the leader's full barrier counts both CTAs' A and B copies, and (block-scaled) the leader's own SF copies
+        expect = t.pair.expect_tx_bytes
+        assert t.scales is None or expect == 2 * t.pair.cta_stage_bytes + t.scales.expect_tx_bytes
+    elif t.scales is not None:
+        expect += t.scales.expect_tx_bytes  # the scale factors' cp.async.bulk copies complete on the same full barrier
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
     grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group,

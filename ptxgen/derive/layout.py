@@ -120,7 +120,7 @@ class TileLayout:
         f = d.fields()
         ref = idesc_ref(d.kind)
         return (
-            Derived("kind", d.kind, f"{k.opcode}", "the block-scaled kind and scale vector (D is f32: no D-format field)", cite("scale_vec")),
+            Derived("kind", d.kind, f"{self.scales.mma_opcode}", "the block-scaled kind and scale vector (D is f32: no D-format field)", cite("scale_vec")),
             Derived("a_format", f["a_format"], f"A {s.dtype.value} under kind::{d.kind} -> {f['a_format']}",
                     "mxf8f6f4: E4M3 0, E5M2 1, E2M3 3, E3M2 4, E2M1 5; mxf4/mxf4nvf4: E2M1 1", ref),
             Derived("b_format", f["b_format"], f"B {s.b_dtype.value} under kind::{d.kind} -> {f['b_format']}",

@@ -87,6 +87,10 @@ class PipelinePlan:
     # tcgen05: after its last K-tile the producer waits empty[s] of S more ring slots (CUTLASS load_tail), so no
     # tcgen05.commit arrival (multicast into the peer for a pair) is still in flight when the CTA exits
     producer_tail: bool = False
+    # block-scaled CTA pair: full_arrivals is the leader's (2: its producer, the peer's relay); the peer's full[s]
+    # counts peer_full_arrivals (its producer's arrive.expect_tx of its own scale-factor bytes)
+    sf_relay: bool = False
+    peer_full_arrivals: int = 1
 
     @property
     def threads(self) -> int:
@@ -134,6 +138,9 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     S = spec.stages
     producer = next(r for r in roles if r.name == "producer")
     full_arrivals = 1 if tma else producer.threads
+    sf_relay = spec.pair and spec.block_scaled  # the leader's full[s] also waits the peer's relay (derive.ctapair)
+    if sf_relay:
+        full_arrivals = 2
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
@@ -150,6 +157,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 f"{sum(r.threads for r in roles)} threads",
                 "warp specialization: loading and MMA issue overlap; each role is one branch of the kernel", PIPELINE_REF),
         Derived("full_arrivals", full_arrivals,
+                ("the leader's: 2 (its producer's mbarrier.arrive.expect_tx, the peer's relay of its scale factors); the "
+                 "peer's: 1 (its producer's arrive.expect_tx of its SF bytes)") if sf_relay else
                 "1 (the elected thread's mbarrier.arrive.expect_tx)" if tma else f"{producer.threads} (one cp.async.mbarrier.arrive.noinc per producer thread)",
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),
@@ -223,4 +232,6 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         derivation=tuple(D),
         ctas=spec.cta_group,
         producer_tail=spec.arch is Arch.SM100A,
+        sf_relay=sf_relay,
+        peer_full_arrivals=1,
     )

@@ -302,7 +302,16 @@ def _validate_block_scaled(t: "TileSpec") -> None:
                         _fmt(d.value for d in legal_b), cite("scale_vec"))
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, f"kind::{k.kind} accumulates in f32 only", "f32", cite("shapes"))
-    if t.bm != 128:
+    if t.pair and t.bm != 256:
+        # PTX allows cta_group::2 M = 128 with block scaling, but its scale factors then take the 2x2 data path: SFB is
+        # duplicated over lane halves (CUTLASS SM100_MMA_*_2x1SM_SS: TmemAlloc = ScaleFactorDuplicated2by2 for M = 128,
+        # tmem_sf_frg's '2x2 Datapath' atom); ptxgen derives the 4x1 path of M = 256 only.
+        raise SpecError("--bm", t.bm,
+                        f"tcgen05.mma.cta_group::2.kind::{k.kind} at M = 128 reads its scale factors through the 2x2 data path "
+                        "(scale factors of B duplicated over the two 64-lane halves), which ptxgen does not derive; M = 256 "
+                        "uses the 4x1 path (each CTA: its 128 rows of SFA and all BN rows of SFB, as one CTA at M = 128)",
+                        "256 with --cta-group 2", CUTLASS_SF_PAIR_REF)
+    if not t.pair and t.bm != 128:
         raise SpecError("--bm", t.bm, f"tcgen05.mma.cta_group::1.kind::{k.kind} has M = 128", "128", cite("shapes"))
     if t.bn not in BLOCK_SCALED_BN:
         raise SpecError("--bn", t.bn,
@@ -332,6 +341,8 @@ def _validate_block_scaled(t: "TileSpec") -> None:
 
 
 CUTLASS_SF_REF = "CUTLASS Sm1xxBlockScaledConfig (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
+CUTLASS_SF_PAIR_REF = ("CUTLASS include/cute/atom/mma_traits_sm100.hpp (SM100_MMA_MXF8F6F4_2x1SM_SS / MXF4 / MXF4NVF4: "
+                       "TmemAllocMode::ScaleFactorDuplicated2by2 at M = 128) and mma_traits_sm100_frag.hpp (tmem_sf_frg)")
 
 
 def _validate_cta_group(t: "TileSpec") -> None:
@@ -348,10 +359,6 @@ def _validate_cta_group(t: "TileSpec") -> None:
             "--cta-group", 2, "the pair's MMA waits on the leader CTA's full barrier, which the peer CTA's loads must complete "
             "remotely; only TMA can (cp.async.bulk.tensor .cta_group::2 signals an mbarrier in the peer CTA); ptxgen's "
             "cp.async producer has no such path", "--loader tma with --cta-group 2", cite("tma_cta_group"))
-    if t.block_scaled:
-        raise SpecError("--cta-group", 2, "ptxgen generates the block-scaled kinds for cta_group::1 only (the pair's scale "
-                        "factors, split across two CTAs' TMEM, are not derived)", "--cta-group 1 with --scale, or --scale none",
-                        cite("cta_pair"))
 
 
 # Input types that may meet in one MMA when they differ: PTX lets A and B differ only inside these families.

@@ -131,6 +131,22 @@ class ScalePlan:
     tmem_columns_per_stage: int
     steps: tuple[SfStep, ...]
     derivation: tuple[Derived, ...]
+    # A CTA pair (cta_group 2): CTA r's copies start at tile row a_cta_row0[r] of SFA and b_cta_row0[r] of SFB
+    cta_group: int = 1
+    a_cta_row0: tuple[int, ...] = (0,)
+    b_cta_row0: tuple[int, ...] = (0,)
+
+    @property
+    def mma_opcode(self) -> str:
+        return self.kind.opcode_for(self.cta_group)
+
+    @property
+    def cp_opcode(self) -> str:
+        return self.cp.opcode_for(self.cta_group)
+
+    def cta_row0(self, name: str, rank: int) -> int:
+        """First tile row of operand ``name``'s scale factors that CTA ``rank`` of a pair copies (0 for one CTA)."""
+        return (self.a_cta_row0 if name == "a" else self.b_cta_row0)[rank]
 
     @property
     def vec(self) -> int:
@@ -150,7 +166,7 @@ class ScalePlan:
     def to_json(self) -> dict:
         return {
             "kind": self.kind.kind,
-            "opcode": self.kind.opcode,
+            "opcode": self.mma_opcode,
             "scale_dtype": self.kind.scale.value,
             "vec_elements": self.vec,
             "k_per_mma": self.kind.k_per_mma,
@@ -159,7 +175,7 @@ class ScalePlan:
                             "cute_layout": f"((32,4),({self.vec},4)):((16,4),(0,1))"},
             "sfa": self.a.to_json(),
             "sfb": self.b.to_json(),
-            "tcgen05_cp": self.cp.opcode,
+            "tcgen05_cp": self.cp_opcode,
             "cp_desc_hex": self.cp_descriptor.hex,
             "tmem_columns_per_stage": self.tmem_columns_per_stage,
             "steps": [
@@ -167,7 +183,7 @@ class ScalePlan:
                  "b_column": s.b_column, "idesc_hex": s.idesc.hex}
                 for s in self.steps
             ],
-        }
+        } | ({"cta_row0": {"sfa": list(self.a_cta_row0), "sfb": list(self.b_cta_row0)}} if self.cta_group > 1 else {})
 
 
 def _operand(name: str, rows: int, groups: int) -> SfOperand:
@@ -192,7 +208,7 @@ def derive_scales(spec: "TileSpec") -> ScalePlan:
     k = kind_of(spec.dtype, spec.scale.dtype)
     V, kmma = k.vec_elements, k.k_per_mma
     groups = spec.bk // (SF_ATOM_CHUNKS * V)
-    a, b = _operand("a", spec.bm, groups), _operand("b", spec.bn, groups)
+    a, b = _operand("a", spec.sf_rows("a"), groups), _operand("b", spec.sf_rows("b"), groups)
     per_stage = a.tmem_columns + b.tmem_columns
     idesc0 = base_idesc(spec)
     steps = []
@@ -204,7 +220,9 @@ def derive_scales(spec: "TileSpec") -> ScalePlan:
                             idesc0.with_sf_ids(sf_id, sf_id)))
     cp_desc = SmemDescriptor(Arch.SM100A, 0, 0, 8 * SF_CP_ROW_BYTES, Swizzle.NONE)
     D = _explain(spec, k, a, b, per_stage, steps, cp_desc)
-    return ScalePlan(k, spec.stages, a, b, CP_32X128B_WARPX4, cp_desc, per_stage, tuple(steps), tuple(D))
+    g = spec.cta_group
+    return ScalePlan(k, spec.stages, a, b, CP_32X128B_WARPX4, cp_desc, per_stage, tuple(steps), tuple(D), cta_group=g,
+                     a_cta_row0=tuple(r * spec.cta_rows for r in range(g)), b_cta_row0=(0,) * g)
 
 
 def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, steps, cp_desc) -> list[Derived]:
@@ -238,7 +256,7 @@ def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, st
         D.append(Derived(f"sf{op.name}_tmem", f"{op.tmem_columns} columns",
                          "; ".join(f"atom (block {c.block}, group {c.group}) +{c.smem_offset_bytes} B -> column +{c.column}" for c in op.tmem_copies[:6])
                          + (" ..." if len(op.tmem_copies) > 6 else ""),
-                         f"{CP_32X128B_WARPX4.opcode}: 32 rows x 16 B -> lanes 0-31 x 4 columns, duplicated to all four lane "
+                         f"{CP_32X128B_WARPX4.opcode_for(spec.cta_group)}: 32 rows x 16 B -> lanes 0-31 x 4 columns, duplicated to all four lane "
                          f"partitions; row r sits in lane r % 32, column r // 32 (block b of {X} 4 columns after block b-1)", cite("tcgen05_cp")))
     D.append(Derived("sf_cp_descriptor", cp_desc.hex, "no swizzle, SBO = 8 rows x 16 B = 128 B, LBO unused (one 16-B column)",
                      "tcgen05.cp reads the atom as an unswizzled K-major matrix of 8-row core matrices", cite("smem_desc")))

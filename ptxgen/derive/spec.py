@@ -226,12 +226,19 @@ class TileSpec:
         """TMEM columns of the scale factors of every stage (0 for dense kinds)."""
         if not self.block_scaled:
             return 0
-        return self.stages * sf_tmem_columns_per_stage(self.bm, self.bn, self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
+        return self.stages * sf_tmem_columns_per_stage(self.sf_rows("a"), self.sf_rows("b"), self.bk,
+                                                       kind_of(self.dtype, self.scale.dtype).vec_elements)
+
+    def sf_rows(self, name: str) -> int:
+        """Rows of operand ``name``'s scale factors each CTA holds: A's are the CTA's rows of A (BM, or BM/2 of a
+        pair), B's the whole tile's BN in every CTA (a pair's CTAs each compute all BN columns of their rows; CUTLASS
+        loads the full SFB tile into both, sm100_blockscaled_mma_warpspecialized.hpp TileShape_SF)."""
+        return self.cta_rows if name == "a" else self.bn
 
     def sf_stage_bytes(self, name: str) -> int:
         if not self.block_scaled:
             return 0
-        return sf_stage_bytes(self.mn_extent(name), self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
+        return sf_stage_bytes(self.sf_rows(name), self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
 
     @property
     def mmas_per_k_tile(self) -> int:

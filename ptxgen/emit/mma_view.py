@@ -72,7 +72,8 @@ class ScaleView:
     k_atoms_expr: str  # atoms along K of SFA/SFB in global memory: ceil(K / 4V), CUTLASS's padding
     k_chunks_expr: str  # scale factors along K: ceil(K / V)
     stage_atoms_expr: str  # atoms along K this K-tile copies per 128-row block
-    expect_tx_expr: str  # C: A + B + this K-tile's SF bytes of the stage
+    expect_tx_expr: str  # C: A + B (a pair's leader: both CTAs' A + B) + this K-tile's SF bytes of the stage
+    peer_expect_tx_expr: str  # C: a pair's peer: this K-tile's SF bytes of its own stage (its own full[s])
     chunks_per_stage: int
     chunks_per_atom: int
     atom_cells: int  # 16-byte cells in one 512-byte atom
@@ -142,7 +143,10 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
     if p is None:
         return None
     copies, zeros = [], []
-    for name, op, row0 in (("sfa", p.a, "m0"), ("sfb", p.b, "n0")):
+    # a pair: CTA r copies SFA of its own rows (m_cta = m0 + r x BM/2, derive.scales a_cta_row0) and all of SFB's
+    a_row0 = "m_cta" if p.cta_group > 1 else "m0"
+    assert p.cta_group == 1 or (p.a_cta_row0[1] == t.pair.a_rows and not any(p.b_cta_row0))
+    for name, op, row0 in (("sfa", p.a, a_row0), ("sfb", p.b, "n0")):
         for c in op.copies:
             atom = f"((static_cast<size_t>({row0} / {SF_ATOM_ROWS}) + {c.block}) * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
             copies.append(SfCopyView(name, c.smem_offset_bytes, f"static_cast<unsigned>(sf_atoms) * {SF_ATOM_BYTES}u",
@@ -160,8 +164,8 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
                                        f"{p.cp_descriptor.hex}ull + {start}"))
     offset_in_atom = s.bn % SF_ATOM_ROWS != 0
     return ScaleView(
-        mma_opcode=p.kind.opcode,
-        cp_opcode=p.cp.opcode,
+        mma_opcode=p.mma_opcode,
+        cp_opcode=p.cp_opcode,
         doc=(f"{p.kind.scale.value} scale factors, one per {p.vec} elements of K; {p.kind.sfs_per_mma} per row per MMA "
              f"(K={p.kind.k_per_mma}); {p.tmem_columns_per_stage} TMEM columns a stage"),
         sfa_offset=t.smem.sfa_offset,
@@ -173,6 +177,7 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
         stage_atoms_expr=f"min({p.a.groups}, static_cast<int>(sf_k_atoms) - kt * {p.a.groups})",
         expect_tx_expr=(f"{plan.pipeline.expect_tx_bytes - p.expect_tx_bytes}u + static_cast<unsigned>(sf_atoms) * "
                         f"{(p.a.blocks + p.b.blocks) * SF_ATOM_BYTES}u"),
+        peer_expect_tx_expr=f"static_cast<unsigned>(sf_atoms) * {(p.a.blocks + p.b.blocks) * SF_ATOM_BYTES}u",
         chunks_per_stage=p.a.groups * SF_ATOM_CHUNKS,
         chunks_per_atom=SF_ATOM_CHUNKS,
         atom_cells=SF_ATOM_BYTES // 16,

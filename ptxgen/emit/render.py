@@ -76,6 +76,8 @@ class KernelView:
     tile_step: str = "static_cast<int>(gridDim.x)"
     tma_bar: str = "full"  # the barrier the TMA copies complete
     mma_issuer: str = "lane == 0"
+    full_init_count: str = ""  # C: the count full[s] is initialised with (a block-scaled pair: the leader's differs)
+    sf_relay: bool = False  # a block-scaled pair: the peer's MMA thread relays its SF barrier to the leader's full[s]
     cluster: "ClusterView | None" = None
     release_fn: str = "mbar_arrive"  # how a consumer releases a stage: its own CTA's empty barrier, or every CTA's
     grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.grouped_view)
@@ -98,7 +100,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
                       "bit r = cluster rank r: both CTAs of the pair", pair.a_rows, pair.b_rows)
     if s.arch is Arch.SM100A:
         mma, epi = tcgen05_mma_view(plan), tcgen05_epilogue_view(plan)
-        family = t.scales.kind.opcode if t.scales is not None else f"tcgen05.mma.cta_group::{s.cta_group}.kind::{s.dtype.kind}"
+        family = t.scales.mma_opcode if t.scales is not None else f"tcgen05.mma.cta_group::{s.cta_group}.kind::{s.dtype.kind}"
         mma_warp = pipe.role("mma").first_warp
     else:
         mma, epi = wgmma_mma_view(plan), wgmma_epilogue_view(plan)
@@ -124,6 +126,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         operands=(operand_view(t.a, producer.threads, pair is not None, copy_bytes=s.copy_bytes),
                   operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None else gv.b_row0, s.copy_bytes)),
         narrow_copy=0 if s.copy_bytes == 16 else s.copy_bytes,
+        full_init_count=(f"(cluster_ctarank() == {pair.leader_rank}u ? {pair.full_arrivals_leader}u : {pipe.peer_full_arrivals}u)"
+                         if pair is not None and pair.sf_relay else f"{pipe.full_arrivals}"),
         producer_threads=producer.threads,
         producer_parity=parity_c_expr(pipe.producer_parity, "it"),
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
@@ -171,6 +175,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             tile_step="static_cast<int>(gridDim.x) / 2",
             tma_bar="full_signal",
             mma_issuer="lane == 0 && leader",
+            sf_relay=pair.sf_relay,
         )),
     )
 

@@ -365,7 +365,7 @@ def scale_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
     (32-bit words) x 4 bytes. Each byte is labelled with the row of A (or B) and the K chunk it scales, filled by
     chunk, and outlined in the colour of the MMA step whose SF ID selects it (first atom group of a stage)."""
     p = t.scales
-    el = [_text(10, y0 + 14, f"Scale factors: {p.kind.opcode}, {p.kind.scale.value} per {p.vec} elements; one 512-B atom "
+    el = [_text(10, y0 + 14, f"Scale factors: {p.mma_opcode}, {p.kind.scale.value} per {p.vec} elements; one 512-B atom "
                 f"(128 rows x 4 chunks) = smem rows 0..31 of 16 B -> TMEM lanes 0..31 (x4 partitions), columns +0..+3", "title")]
     y = y0 + 24
     el.append(_text(10, y + 10, "global / smem byte 16 r0 + 4 r1 + j holds row r0 + 32 r1, chunk j (CUTLASS SfKMajorAtom "

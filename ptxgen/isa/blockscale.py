@@ -47,7 +47,11 @@ class ScaledKind:
 
     @property
     def opcode(self) -> str:
-        return f"tcgen05.mma.cta_group::1.kind::{self.kind}.block_scale.{self.scale_vec}"
+        return self.opcode_for(1)
+
+    def opcode_for(self, cta_group: int) -> str:
+        """The MMA of one CTA (1) or of a CTA pair (2: tcgen05.mma.cta_group::2, issued by one thread of the pair)."""
+        return f"tcgen05.mma.cta_group::{cta_group}.kind::{self.kind}.block_scale.{self.scale_vec}"
 
     @property
     def sf_id_step(self) -> int:
@@ -163,7 +167,12 @@ class TmemCopyShape:
 
     @property
     def opcode(self) -> str:
-        return f"tcgen05.cp.cta_group::1.{self.qualifier}"
+        return self.opcode_for(1)
+
+    def opcode_for(self, cta_group: int) -> str:
+        """cta_group::2 (CUTLASS SM100_UTCCP_4x32dp128bit_2cta): one thread of the pair copies, in EACH CTA, the
+        shared-memory bytes at the address to that CTA's Tensor Memory at the TMEM address."""
+        return f"tcgen05.cp.cta_group::{cta_group}.{self.qualifier}"
 
 
 CP_32X128B_WARPX4 = TmemCopyShape("32x128b.warpx4", 32, 128, 4)

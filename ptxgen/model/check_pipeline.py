@@ -32,7 +32,7 @@ def default_tiles(plan: PipelinePlan) -> tuple[int, ...]:
 
 
 def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), tiles_per_cta: int = 1,
-              cluster_ctas: int = 1, mc_copy_bytes: Sequence[int] = ()) -> pipesim.Config:
+              cluster_ctas: int = 1, mc_copy_bytes: Sequence[int] = (), sf_copy_bytes: Sequence[int] = ()) -> pipesim.Config:
     """The plan's numbers, as the simulator's plain config."""
     wgmma = plan.arch is Arch.SM90A
     tma = plan.loader is Loader.TMA
@@ -60,6 +60,8 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         cluster_ctas=cluster_ctas,
         mc_copy_bytes=tuple(mc_copy_bytes),
         producer_tail=plan.producer_tail,
+        sf_copy_bytes=tuple(sf_copy_bytes),
+        peer_full_arrivals=plan.peer_full_arrivals,
     )
 
 
@@ -70,7 +72,7 @@ def _explore(cfg: pipesim.Config, seeds: tuple[int, ...]) -> pipesim.Result:
 
 def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, seeds: Iterable[int] = DEFAULT_SEEDS,
                copy_bytes: Sequence[int] = (), tiles_per_cta: Iterable[int] | None = None, cluster_ctas: int = 1,
-               mc_copy_bytes: Sequence[int] = ()) -> list[str]:
+               mc_copy_bytes: Sequence[int] = (), sf_copy_bytes: Sequence[int] = ()) -> list[str]:
     """Problems (and ``warning:`` lines) the simulator finds, each prefixed with its K-tile count; [] is clean.
 
     ``copy_bytes``: the bytes each TMA copy of one stage delivers (default: one copy of expect_tx_bytes).
@@ -82,7 +84,7 @@ def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, se
     out = []
     for tiles in default_tiles(plan) if tiles_per_cta is None else tiles_per_cta:  # every kernel loops over tiles (persistent CTAs take several)
         for k in ks:
-            r = _explore(config_of(plan, k, copy_bytes, tiles, cluster_ctas, mc_copy_bytes), tuple(seeds))
+            r = _explore(config_of(plan, k, copy_bytes, tiles, cluster_ctas, mc_copy_bytes, sf_copy_bytes), tuple(seeds))
             where = f"k_tiles={k}" + (f", tiles={tiles}" if tiles > 1 else "")
             out += [f"{where}: {p}" for p in r.problems]
             out += [f"{where}: warning: {w}" for w in r.warnings]
@@ -102,11 +104,20 @@ def multicast_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
     return tuple(op.tma.box_bytes for op in (t.a, t.b) if op.tma.multicast is not None for _ in op.tma.multicast.copies)
 
 
+def sf_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
+    """Block scaling: what each scale-factor cp.async.bulk of one stage delivers into a CTA's own stage (whole stages;
+    a pair: one CTA's copies, the same in both)."""
+    sc = plan_kernel(spec).layout.scales
+    return () if sc is None else tuple(c.nbytes for op in (sc.a, sc.b) for c in op.copies)
+
+
 def check_spec(spec: TileSpec, **kw) -> list[str]:
     """check_plan on the kernel's plan, with the bytes its TMA copies really deliver (and, with a cluster,
-    every CTA of the cluster and the multicast copies)."""
+    every CTA of the cluster and the multicast copies; with block scaling, the scale-factor copies)."""
     plan = plan_kernel(spec).pipeline
     copies = tma_copy_bytes(spec) if spec.loader is Loader.TMA else ()
+    if spec.block_scaled:
+        kw = dict(kw, sf_copy_bytes=sf_copy_bytes(spec))
     if spec.cluster.size > 1:
         kw = dict(kw, cluster_ctas=spec.cluster.size, mc_copy_bytes=multicast_copy_bytes(spec))
     return check_plan(plan, copy_bytes=copies, **kw)

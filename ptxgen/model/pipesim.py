@@ -53,6 +53,14 @@ parks on the barrier (or queue) it waits for until that object changes:
   CTA's ``epilogue_warps`` warps wait their own ``acc_full[a]`` and arrive on the LEADER's ``acc_empty[a]``
   (count ``acc_empty_arrivals``), or on their own when ``epilogue_to_leader`` is false.
 
+* block scaling (``sf_copy_bytes``): each CTA also issues scale-factor copies (cp.async.bulk) into its own stage,
+  completing its OWN ``full[s]`` (cp.async.bulk has no .cta_group). One CTA: they are part of ``expect_tx_bytes``.
+  A pair: the leader's are part of the leader's ``expect_tx_bytes``; the peer's producer arms the peer's ``full[s]``
+  (count ``peer_full_arrivals``) with ``arrive.expect_tx`` of its SF bytes, and a relay agent (the peer's MMA thread)
+  waits the peer's ``full[s]`` with the consumer parity and then arrives on the leader's ``full[s]`` (count
+  ``full_arrivals`` = 2: the leader's producer and the relay). The leader's MMAs read both CTAs' stages, so a relay
+  that does not wait (``relay_waits`` false) gives a torn read in the peer, and no relay (``sf_relay`` false) a deadlock.
+
 * a cluster (``cluster_ctas`` = 2, sm_90a TMA): every CTA has its own ring, agents and units, all run by one
   scheduler. Each CTA's producer issues its own copies (``copy_bytes``) and its share of the shared operand
   (``mc_copy_bytes``), the latter multicast: every piece lands in the stage of the same index in every CTA

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from .mbarrier import MBarrier
 from .pipesim_state import (
     Agent,
     Config,
@@ -38,7 +39,7 @@ def tma_producer(sim: Sim):
         yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"TMA producer ({sim.tile(it)})")
         sim.arrive(sim.full[s], tx=cfg.expect_tx_bytes)
         yield
-        pieces = [p for b in cfg.delivered() for p in split(sim.rng, b)]
+        pieces = [p for b in cfg.delivered() + cfg.sf_copy_bytes for p in split(sim.rng, b)]
         if pieces:
             begin_fill(sim, s, it, len(pieces))
         for p in pieces:
@@ -264,12 +265,29 @@ def pair_producer(sims: list, c: int, q: WaitList):
         if c == 0:
             sim.arrive(sim.full[s], tx=cfg.expect_tx_bytes)
             yield
-        pieces = [p for b in cfg.delivered() for p in split(sim.rng, b)]
+        elif cfg.sf_copy_bytes:  # the peer arms its own full[s] for its scale factors (the relay forwards it)
+            sim.arrive(sim.full[s], tx=sum(cfg.sf_copy_bytes))
+            yield
+        pieces = [(p, target.full[s]) for b in cfg.delivered() for p in split(sim.rng, b)]
+        pieces += [(p, sim.full[s]) for b in cfg.sf_copy_bytes for p in split(sim.rng, b)]  # complete this CTA's own full[s]
         begin_fill(sim, s, it, len(pieces))
-        for p in pieces:
-            sim.push(q, (sim, s, it, p, target.full[s]))
+        for p, bar in pieces:
+            sim.push(q, (sim, s, it, p, bar))
         yield
     yield from producer_tail(sim, f"CTA {c} TMA producer")
+
+
+def pair_sf_relay(sims: list):
+    """The peer's MMA thread of a block-scaled pair: waits its own full[s] (its scale factors have landed), then
+    arrives on the leader's full[s] (mbarrier.arrive.release.cluster on mapa(full[s], 0))."""
+    lead, peer = sims[0], sims[1]
+    cfg = peer.cfg
+    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+        s = it % cfg.stages
+        if cfg.relay_waits:
+            yield from peer.wait(peer.full[s], consumer_parity(cfg, it), f"CTA 1 SF relay ({peer.tile(it)})")
+        peer.arrive(lead.full[s])
+        yield
 
 
 def pair_tma_unit(sim: Sim, q: WaitList):
@@ -357,12 +375,16 @@ def make_pair(cfg: Config, seed: int) -> tuple[Sim, list, list]:
     sims = [Sim(cfg, seed, prefix=f"CTA{c} ") for c in range(cfg.ctas)]
     for other in sims[1:]:
         other.rng, other.problems, other.counts = sims[0].rng, sims[0].problems, sims[0].counts
+        if cfg.sf_copy_bytes:  # the peer's full[s] counts its own producer's arrive.expect_tx only
+            other.full = [MBarrier(f"CTA1 full[{s}]", cfg.peer_full_arrivals) for s in range(cfg.stages)]
     rng, q, pipe = sims[0].rng, WaitList(), WaitList()
     spec = [(f"CTA {c} TMA producer", pair_producer(sims, c, q), False) for c in range(cfg.ctas)]
     spec += [("TMA unit", pair_tma_unit(sims[0], q), True), ("MMA thread", pair_issuer(sims, pipe), False),
              ("MMA unit", pair_mma_unit(sims, pipe), True), ("commit arrivals", arrival_unit(sims[0]), True)]
     spec += [(f"CTA {c} epilogue warp {w}", pair_epilogue_warp(sims, c, w), False)
              for c in range(cfg.ctas) for w in range(cfg.epilogue_warps)]
+    if cfg.sf_copy_bytes and cfg.sf_relay:
+        spec.append(("CTA 1 SF relay", pair_sf_relay(sims), False))
     return sims[0], sims, [Agent(name, gen, rng.choice((0.05, 0.2, 0.5, 1.0)), unit) for name, gen, unit in spec]
 
 

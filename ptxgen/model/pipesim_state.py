@@ -46,6 +46,14 @@ class Config:
     mc_copy_bytes: tuple[int, ...] = ()  # bytes of each multicast copy a CTA issues per stage (lands in every CTA)
     release_peers: bool = True  # cluster: consumers arrive on the empty barrier of every CTA (False: own only)
     producer_tail: bool = False  # sm_100a: after its last K-tile the producer waits empty[s] of S more ring slots
+    # sm_100a block scaling: bytes of each scale-factor cp.async.bulk a CTA issues per stage into its own stage; they
+    # complete that CTA's OWN full[s] (cp.async.bulk has no .cta_group). In a pair the leader's expect_tx_bytes
+    # includes the leader's; the peer arms its own full[s] (count peer_full_arrivals) with its own, and its relay
+    # thread waits that barrier and arrives on the leader's full[s] (whose count full_arrivals is then 2).
+    sf_copy_bytes: tuple[int, ...] = ()
+    peer_full_arrivals: int = 1
+    sf_relay: bool = True  # pair with sf_copy_bytes: the peer's relay runs (False: a control, no relay)
+    relay_waits: bool = True  # the relay waits the peer's full[s] before arriving (False: a control)
 
     @property
     def tma(self) -> bool:

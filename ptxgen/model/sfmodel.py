@@ -115,3 +115,39 @@ def mma_reads(tmem: Tmem, column: int, sf_id: int, sfs: int, rows: int) -> tuple
                 problems.append(f"row {m}: the lane partitions hold different scale factors")
             out[(m, t)] = tmem.word_byte(m % 32, column + m // 32, byte)
     return out, problems
+
+
+# ---- the CTA pair (tcgen05.mma.cta_group::2, M = 256) ---------------------------------------------------------
+# Transcribed from CUTLASS: SM100_UTCCP_4x32dp128bit_2cta is ``tcgen05.cp.cta_group::2.32x128b.warpx4``, issued by
+# one thread of the pair, and the block-scaled collective keeps each CTA's own SFA rows and the whole SFB tile at the
+# same shared-memory offsets in both CTAs before that one copy (sm100_blockscaled_mma_warpspecialized.hpp: SFA
+# partitioned like A by the 2-SM MMA, SFB by a 1-SM 'MMA_ScaleFactor' over the full N): so the copy takes, in each
+# CTA, that CTA's shared memory to that CTA's Tensor Memory. The 2-SM atom at M = 256 uses the 4x1 data path
+# (mma_traits_sm100.hpp: TmemAllocMode::ScaleFactorDuplicated4by1; mma_traits_sm100_frag.hpp tmem_sf_frg: the
+# single-CTA atom for SFA over the CTA's M/2 rows and for SFB over all N): CTA c computes D rows c x M/2 .. with
+# every column, taking the scale factors of its A rows and of every B row from its own Tensor Memory.
+
+
+def tcgen05_cp_pair(tmems: list, column: int, smem_address: int, smems: list) -> None:
+    """tcgen05.cp.cta_group::2.32x128b.warpx4: in each CTA of the pair, its own shared memory to its own TMEM."""
+    for tmem, smem in zip(tmems, smems):
+        tcgen05_cp_32x128b_warpx4(tmem, column, smem_address, smem)
+
+
+def pair_mma_reads(tmems: list, a_column: int, b_column: int, a_id: int, b_id: int, sfs: int, m: int, n: int):
+    """The scale factors one pair MMA (M = ``m`` over the pair, N = ``n``) multiplies D[row, col] by: (A's, B's,
+    problems). A's[(row, slot)] for row 0..m-1 comes from the TMEM of CTA row // (m / 2) (the CTA holding that D row),
+    its row row % (m / 2); B's[c][(col, slot)] is what CTA c reads for column col, used by every D row CTA c holds."""
+    half = m // len(tmems)
+    a_out, problems = {}, []
+    per_cta = [mma_reads(t, a_column, a_id, sfs, half) for t in tmems]
+    for c, (reads, more) in enumerate(per_cta):
+        problems += [f"CTA {c} SFA: {p}" for p in more]
+        for (r, slot), v in reads.items():
+            a_out[(c * half + r, slot)] = v
+    b_out = []
+    for c, t in enumerate(tmems):
+        reads, more = mma_reads(t, b_column, b_id, sfs, n)
+        problems += [f"CTA {c} SFB: {p}" for p in more]
+        b_out.append(reads)
+    return a_out, b_out, problems

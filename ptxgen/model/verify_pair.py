@@ -20,7 +20,7 @@ import copy
 import numpy as np
 
 from . import pairmodel, readmodel, tmamodel
-from ..isa.numerics import CODE_DTYPE
+from ..isa.numerics import CODE_DTYPE, unpack_e2m1
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import DType
 
@@ -47,12 +47,16 @@ def _operand_setup(tj: dict, name: str, partial: bool, rng):
     bk = spec["bk"]
     dt = DType(spec["b_dtype"] if name == "b" and "b_dtype" in spec else spec["dtype"])
     k_major = opj["major"] == "k"
+    packed = dt.container_bits < 8  # e2m1 two a byte (K-major only): the global tensor and the map count bytes along K
+    kb = dt.bytes_of(bk) if packed else bk
     mn0, k0 = (int(x) for x in rng.integers(0, 40, size=2))
     mn_ext = mn0 + (int(rng.integers(1, mn)) if partial else mn + int(rng.integers(0, 9)))
-    k_ext = k0 + (int(rng.integers(1, bk)) if partial else bk + int(rng.integers(0, 9)))
+    k_ext = k0 + (int(rng.integers(1, kb)) if partial else kb + int(rng.integers(0, 9)))
     if k_major:
-        g = _global(rng, mn_ext, k_ext, dt.bytes)
-        tile = _window(g, mn0, k0, mn, bk)
+        g = _global(rng, mn_ext, k_ext, 1 if packed else dt.bytes)
+        tile = _window(g, mn0, k0, mn, kb)
+        if packed:
+            tile = unpack_e2m1(tile)
     else:
         g = _global(rng, k_ext, mn_ext, dt.bytes)
         tile = _window(g, k0, mn0, bk, mn).T
@@ -66,7 +70,7 @@ def _fill(tj: dict, name: str, g: np.ndarray, mn0: int, k0: int, address: int, i
     for r, img in enumerate(images):
         mn_origin = mn0 + int(row0[r])
         origin = (k0, mn_origin) if opj["major"] == "k" else (mn_origin, k0)  # (inner0, outer0)
-        tmamodel.write(opj["tma"], dt.bytes, address, origin, g, img, anchor=TMA_SWIZZLE_KEY)
+        tmamodel.write(opj["tma"], g.itemsize, address, origin, g, img, anchor=TMA_SWIZZLE_KEY)
 
 
 def check_pair_stage(tj: dict, stage: int, partial: bool, rng, cta_group: int | None = None) -> list[str]:

@@ -37,10 +37,16 @@ def tile_cases(bm: int, bn: int, stages: int) -> list[tuple[int, int, int]]:
     return [(m0, n0, kt) for m0 in (0, bm) for n0 in n0s for kt in range(min(3, max(2, stages)))]
 
 
-def check_scales(t: TileLayout, plan=None, k_elements: int | None = None) -> list[str]:
+def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroing_ctas: tuple[int, ...] | None = None) -> list[str]:
     """[] when every element of every MMA is scaled by its own scale factor. ``plan`` replaces t.scales (controls).
     ``k_elements``: the problem's K (default: the K-tiles visited x BK); the last K-tile visited is partial when
-    it is not a multiple of BK."""
+    it is not a multiple of BK.
+
+    A CTA pair (``--cta-group 2``): each CTA's shared memory is filled by its own copies (from the plan's per-CTA
+    row origins), the plan's tcgen05.cp form decides which Tensor Memory it fills (cta_group::2: every CTA's from its
+    own shared memory; cta_group::1 issued by the leader: the leader's only), and the pair model says which CTA's
+    TMEM scales each element of D. ``zeroing_ctas``: the CTAs that zero their chunks past K (default: all, as the
+    kernel does: the leader's MMA thread and the peer's relay; controls)."""
     s = t.spec
     p = plan or t.scales
     V, kmma, nsf = p.vec, p.kind.k_per_mma, p.kind.sfs_per_mma
@@ -58,49 +64,59 @@ def check_scales(t: TileLayout, plan=None, k_elements: int | None = None) -> lis
         gmem[name] = {b: (name, *sources[b]) if b in sources else PADDING for b in range(sf_global_bytes(rows, K, V))}
     k_atoms, k_chunks = sf_k_atoms(K, V), sf_k_chunks(K, V)
     acc_cols = s.accumulator_stages * s.tmem_columns
+    ctas = s.cta_group
     problems: list[str] = []
     for m0, n0, kt in cases:
         stage = kt % s.stages
         base = {"a": t.smem.sfa_offset + stage * t.smem.sfa_stage_bytes, "b": t.smem.sfb_offset + stage * t.smem.sfb_stage_bytes}
-        smem: dict = {}
-        for name, row0 in (("a", m0), ("b", n0)):
-            op = p.operand(name)
-            for i in range(op.stage_bytes):
-                smem[base[name] + i] = STALE
-            copies = [(base[name] + so, go, n) for so, go, n in stage_copy_sources(p, name, row0, kt, k_atoms)]
-            outside = [(go, n) for _, go, n in copies if go < 0 or go + n > len(gmem[name])]
-            if outside:
-                problems.append(f"tile (m0 {m0}, n0 {n0}) K-tile {kt}: SF{name.upper()} copy of bytes {outside[0][0]}.."
-                                f"{sum(outside[0]) - 1} reads past the {len(gmem[name])}-byte buffer")
-            sfmodel.bulk_copies(copies, smem, gmem[name])
-            for offset, keep in stage_zero_fill(p, name, kt, k_chunks):
-                for row in range(32):
-                    for w in range(4):
-                        for j in range(keep, 4):
-                            smem[base[name] + offset + 16 * row + 4 * w + j] = 0
-        tmem = sfmodel.Tmem({})
+        smems: list = [{} for _ in range(ctas)]  # each CTA's shared memory (a pair: the same offsets in both)
+        for c, smem in enumerate(smems):
+            for name, row0 in (("a", m0 + p.cta_row0("a", c)), ("b", n0 + p.cta_row0("b", c))):
+                op = p.operand(name)
+                for i in range(op.stage_bytes):
+                    smem[base[name] + i] = STALE
+                copies = [(base[name] + so, go, n) for so, go, n in stage_copy_sources(p, name, row0, kt, k_atoms)]
+                outside = [(go, n) for _, go, n in copies if go < 0 or go + n > len(gmem[name])]
+                if outside:
+                    problems.append(f"tile (m0 {m0}, n0 {n0}) K-tile {kt}: SF{name.upper()} copy of bytes {outside[0][0]}.."
+                                    f"{sum(outside[0]) - 1} reads past the {len(gmem[name])}-byte buffer")
+                sfmodel.bulk_copies(copies, smem, gmem[name])
+                for offset, keep in stage_zero_fill(p, name, kt, k_chunks) if zeroing_ctas is None or c in zeroing_ctas else ():
+                    for row in range(32):
+                        for w in range(4):
+                            for j in range(keep, 4):
+                                smem[base[name] + offset + 16 * row + 4 * w + j] = 0
+        tmems = [sfmodel.Tmem({}) for _ in range(ctas)]
         col0 = acc_cols + stage * p.tmem_columns_per_stage
         for name, so, col in stage_tmem_copies(p):
             if not acc_cols <= col0 + col and col0 + col + 4 <= s.tmem_alloc_columns:
                 problems.append(f"tcgen05.cp to columns {col0 + col}..{col0 + col + 3}: outside the scale-factor region "
                                 f"[{acc_cols}, {s.tmem_alloc_columns})")
-            sfmodel.tcgen05_cp_32x128b_warpx4(tmem, col0 + col, base[name] + so, smem)
+            if p.cta_group == 1:  # one CTA, or (a control) a cta_group::1 copy issued by the pair's leader
+                sfmodel.tcgen05_cp_32x128b_warpx4(tmems[0], col0 + col, base[name] + so, smems[0])
+            else:
+                sfmodel.tcgen05_cp_pair(tmems, col0 + col, base[name] + so, smems)
         label = f"tile (m0 {m0}, n0 {n0}) K-tile {kt} stage {stage}"
         for i, st in enumerate(p.steps):
             a_id, b_id = sfmodel.sf_ids(int(st.idesc.hex, 16))
             k0 = kt * s.bk + st.k
-            for name, column, sf_id, rows, row0 in (
-                ("a", col0 + st.a_column, a_id, s.bm, m0),
-                ("b", col0 + st.b_column + sfb_row_column(n0, s.bn), b_id, s.bn, n0),
-            ):
-                got, more = sfmodel.mma_reads(tmem, column, sf_id, nsf, rows)
-                problems += [f"{label} MMA {i} {name.upper()}: {m}" for m in more[:2]]
+            a_col, b_col = col0 + st.a_column, col0 + st.b_column + sfb_row_column(n0, s.bn)
+            if ctas == 1:
+                got_a, more = sfmodel.mma_reads(tmems[0], a_col, a_id, nsf, s.bm)
+                got_b, more_b = sfmodel.mma_reads(tmems[0], b_col, b_id, nsf, s.bn)
+                reads = [("A", "a", got_a, s.bm, m0), ("B", "b", got_b, s.bn, n0)]
+                more += more_b
+            else:
+                got_a, got_bs, more = sfmodel.pair_mma_reads(tmems, a_col, b_col, a_id, b_id, nsf, s.bm, s.bn)
+                reads = [("A", "a", got_a, s.bm, m0)] + [(f"B (CTA {c}'s rows of D)", "b", g, s.bn, n0) for c, g in enumerate(got_bs)]
+            problems += [f"{label} MMA {i}: {m}" for m in more[:2]]
+            for what, name, got, rows, row0 in reads:
                 bad = [(r, kk) for r in range(rows) for kk in range(kmma)
                        if got.get((r, kk // V)) != ((name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else 0)]
                 if bad:
                     r, kk = bad[0]
                     problems.append(
-                        f"{label} MMA {i} {name.upper()}: {len(bad)} of {rows * kmma} elements scaled by the wrong factor, "
+                        f"{label} MMA {i} {what}: {len(bad)} of {rows * kmma} elements scaled by the wrong factor, "
                         f"e.g. ({r}, {kk}) gets {got.get((r, kk // V))}, wants "
                         f"{(name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else '0 (a chunk past K)'}"
                     )

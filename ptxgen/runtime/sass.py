@@ -213,6 +213,14 @@ def _cta_group_problems(spec: TileSpec, instrs: list[tuple[int, str]]) -> list[s
         for name, pattern in _PAIR_FORMS:
             if _count(instrs, pattern) == 0:
                 problems.append(f"no {name} ({pattern.replace(chr(92), '')}) in the SASS of a CTA-pair kernel")
+    # tcgen05.cp (UTCCP) of the scale factors: UTCCP.T.S.2CTA.4x32dp128bit (tcgen05.cp.cta_group::2) iff a pair, like
+    # the MMAs.
+    cps = [text for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?UTCCP\b", text)]
+    pair_cps = sum(1 for t in cps if ".2CTA" in t)
+    if spec.pair and pair_cps != len(cps):
+        problems.append(f"{len(cps) - pair_cps} tcgen05.cp (UTCCP) without .2CTA: a pair copies its scale factors with cta_group::2")
+    if not spec.pair and pair_cps:
+        problems.append(f"{pair_cps} tcgen05.cp (UTCCP) with .2CTA in a cta_group::1 kernel")
     return problems
 
 
