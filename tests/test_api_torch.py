@@ -3,7 +3,7 @@
 The hot path across changing pointers, the ctypes tensor-map encoder against cuda-python's, CUDA-graph
 capture and replay with refilled buffers, ``torch.ops.ptxgen.gemm`` under ``torch.compile(fullgraph=True)``,
 any 2-D tensor ``torch.matmul`` takes (hypothesis over shapes, strides and offsets), zero-size dimensions,
-errors raised before any launch with ``out`` untouched, batched ``a`` with a shared ``b``, and the JSON of
+errors raised before any launch with ``out`` untouched, batched ``a`` with a shared or batched ``b``, and the JSON of
 ``ptxgen bench --api``.
 """
 
@@ -293,8 +293,12 @@ def test_batched_a_with_a_shared_b_is_one_launch(torch, gpu):
     torch.cuda.synchronize()
     ref = a.double() @ b.double().t()
     assert got.shape == (4, 100, 72) and rel(torch, got, ref) < 1e-2 and rel(torch, out, ref) < 1e-2
-    with pytest.raises(ArgumentError, match="not supported yet"):
-        ptxgen.gemm(a, torch.randn(4, 72, 128, device="cuda", dtype=torch.bfloat16))
+    b3 = torch.randn(4, 72, 128, device="cuda", dtype=torch.bfloat16)  # a batch of b: one batched launch too
+    got3 = ptxgen.gemm(a, b3)
+    torch.cuda.synchronize()
+    assert rel(torch, got3, torch.bmm(a.double(), b3.double().transpose(1, 2))) < 1e-2
+    with pytest.raises(ArgumentError, match="4 batches but b has 3"):
+        ptxgen.gemm(a, torch.randn(3, 72, 128, device="cuda", dtype=torch.bfloat16))
 
 
 def test_bench_api_json(torch, gpu):

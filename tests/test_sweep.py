@@ -32,9 +32,9 @@ def test_ci_grid_coverage():
 
 def one_loader_only(s) -> bool:
     """Features that exist with one loader, by the spec's rules: block scaling, CTA pairs, grouped GEMM, fused
-    epilogue chains, block FP8 and split-K load with TMA; 8-/4-byte copies are cp.async's."""
+    epilogue chains, block FP8, split-K and batched GEMM (3-D maps) load with TMA; 8-/4-byte copies are cp.async's."""
     return (s.block_scaled or s.cta_group == 2 or s.grouped.value != "none" or s.fuse is not None
-            or s.fp8_blocks.value != "none" or s.split_k > 1 or s.copy_bytes != 16)
+            or s.fp8_blocks.value != "none" or s.split_k > 1 or s.copy_bytes != 16 or s.batch.value != "none")
 
 
 def test_ci_grid_covers_the_newer_features():
@@ -43,6 +43,8 @@ def test_ci_grid_covers_the_newer_features():
     assert {s.grouped.value for s in CI} == {"none", "offs", "offs_rowwise"}
     assert {s.fp8_blocks.value for s in CI} == {"none", "1x128x128"}
     assert {s.copy_bytes for s in CI} == {16, 8, 4}
+    assert {(s.arch.value, s.batch.value) for s in CI if s.batch.value != "none"} == {
+        (arch, b) for arch in ("sm_90a", "sm_100a") for b in ("a", "ab")}
     fused = [s for s in CI if s.fuse is not None]
     assert {s.arch.value for s in fused} == {"sm_90a", "sm_100a"} and {s.epilogue.value for s in fused} == {"direct", "tma"}
     assert any(s.out_dtype.value == "e4m3" for s in fused)

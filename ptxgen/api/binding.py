@@ -211,12 +211,14 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
 # ----------------------------------------------------------------------------------------------
 # allocation
 # ----------------------------------------------------------------------------------------------
-def _allocate_out(like, library: str, m: int, n: int, ldd: int, dtype: str, device_index: int):
-    """An M x N array with rows ``ldd`` elements apart, from the inputs' library (a view when ldd > N)."""
+def _allocate_out(like, library: str, m: int, n: int, ldd: int, dtype: str, device_index: int, batch: int | None = None):
+    """An M x N array with rows ``ldd`` elements apart, from the inputs' library (a view when ldd > N); ``batch``:
+    B x M x N, the batches M x ldd elements apart."""
+    lead = () if batch is None else (batch,)
     if library == "torch":
         torch = sys.modules["torch"]
         tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "s32": torch.int32}[dtype]
-        full = torch.empty((m, ldd), dtype=tdt, device=like.device)
+        full = torch.empty(lead + (m, ldd), dtype=tdt, device=like.device)
     else:
         cupy = sys.modules["cupy"]
         cdt = {"f32": cupy.float32, "f16": cupy.float16, "s32": cupy.int32}.get(dtype)
@@ -228,6 +230,6 @@ def _allocate_out(like, library: str, m: int, n: int, ldd: int, dtype: str, devi
             except ImportError:
                 raise ArgumentError(f"pass out= : CuPy has no {dtype} dtype here (install ml_dtypes) to allocate the output") from None
         with cupy.cuda.Device(device_index):
-            full = cupy.empty((m, ldd), dtype=cdt)
-    return full if ldd == n else full[:, :n]
+            full = cupy.empty(lead + (m, ldd), dtype=cdt)
+    return full if ldd == n else full[..., :n]
 

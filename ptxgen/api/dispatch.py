@@ -19,14 +19,16 @@ import threading
 import warnings
 
 from ..derive.spec import TileSpec
-from ..isa.types import Major
+from ..isa.types import Batch, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
 from . import fused, launchplan
+from .batched import batch_kind, plane
+from .batched import operand_problem as batched_operand_problem
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .launchplan import info_key, tensor_type, torch_key
-from .select import _INPUT_ARRAY_DTYPES, choose_for_arrays, narrow_spec_for_arrays
+from .select import _INPUT_ARRAY_DTYPES, batched_spec_for_arrays, choose_for_arrays, narrow_spec_for_arrays
 from .streams import stream_handle
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
@@ -57,8 +59,8 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     (or smaller) persistent tile with the operands' majorness. On Hopper only f16/bf16 can be MN-major; other
     torch/CuPy layouts are packed (see the module's docstring). ``out_dtype`` (f32, f16, bf16; s32 for
     integers) defaults to ``out``'s dtype, else the input type (f32 for float32 inputs, bf16 for FP8).
-    ``a`` may be B x M x K with ``b`` shared (N x K): one launch over B * M rows when ``a`` is a view of
-    rows. Returns without synchronizing; the first call with new shapes compiles and prepares.
+    ``a`` may be B x M x K with ``b`` B x N x K or shared (N x K), ``out`` B x M x N: one launch of a batched kernel
+    (3-D tensor maps, the batch the outer dimension; api.batched, docs/batched.md). Returns without synchronizing; the first call with new shapes compiles and prepares.
     ``bias`` (N, f32/bf16/f16), ``activation`` (relu, gelu_tanh, gelu_erf, silu), ``c`` with ``alpha``/``beta`` and
     ``residual`` (M x N) fuse ``alpha acc + beta c + bias``, the activation and ``+ residual`` into the epilogue
     (``ptxgen.api.fused``; docs/epilogue-chain.md).
@@ -86,7 +88,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     if ai.ndim == 3 or bi.ndim == 3:
-        return _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream)
+        return _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle)
     packed = _pack_plan(ai, bi, oi)
     if packed and "out" not in packed:
         narrow = _narrow_copy_bytes(ai, bi, packed)
@@ -314,27 +316,75 @@ def _gemm_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
     return out
 
 
-def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream):
-    """B x M x K times a shared N x K: one launch over the B * M rows of a view (torch/CuPy)."""
-    if bi.ndim != 2 or ai.ndim != 3:
-        raise ArgumentError(f"batched ptxgen.gemm takes a B x M x K and a shared N x K b; got a {ai.shape} and b {bi.shape} "
-                            "(a batch of b matrices is not supported yet: loop over the batch)")
-    if ai.library not in _PACKABLE:
-        raise ArgumentError(f"a is 3-D ({ai.shape}); ptxgen flattens batches only for torch tensors and CuPy arrays: "
-                            "pass a.reshape(-1, K) (B * M x K)")
-    batch, m, k = ai.shape
-    a2 = a.reshape(batch * m, k)
-    if out is None:
-        return gemm(a2, b, None, out_dtype=out_dtype, stream=stream).reshape(batch, m, bi.shape[0])
-    if oi.ndim != 3 or oi.shape != (batch, m, bi.shape[0]):
-        raise ArgumentError(f"out has shape {oi.shape}, but a {ai.shape} @ b.T ({bi.shape[1]} x {bi.shape[0]}) is "
-                            f"{(batch, m, bi.shape[0])}")
-    try:
-        o2 = out.view(batch * m, bi.shape[0]) if oi.library == "torch" else out.reshape(batch * m, bi.shape[0])
-    except RuntimeError:
-        raise ArgumentError("out: its batch and row dimensions cannot be flattened into one without a copy; pass a "
-                            "contiguous out") from None
-    if oi.library != "torch" and o2.data.ptr != out.data.ptr:  # CuPy reshape copied
-        raise ArgumentError("out: its batch and row dimensions cannot be flattened without a copy; pass a contiguous out")
-    gemm(a2, b, o2, out_dtype=out_dtype, stream=stream)
+def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
+    """a B x M x K with b B x N x K or a shared N x K: one launch of a batched kernel (3-D tensor maps, the batch the
+    outer index of the tile walk; api.batched). Operands it cannot read as they are (a plane the 2-D path would pack,
+    or batches that overlap or interleave with the rows) are packed into contiguous copies first (torch/CuPy)."""
+    kind = batch_kind(ai, bi)
+    if kind is Batch.NONE:  # a 2-D a with a 3-D b
+        raise ArgumentError(f"a is {ai.shape} and b is {bi.shape}: batched ptxgen.gemm takes a B x M x K a with a B x N x K "
+                            "(or a shared N x K) b")
+    batch = ai.shape[0]
+    if oi is not None and (oi.ndim != 3 or oi.shape[0] != batch):
+        raise ArgumentError(f"out has shape {oi.shape}, but a {ai.shape} @ b.T is B x M x N = "
+                            f"{(batch, ai.shape[1], bi.shape[-2])}")
+    packed = _batched_pack_plan(ai, bi, oi, kind)
+    if packed:
+        return _gemm_batched_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
+    key = (out_dtype, info_key(ai, bi, oi))
+    kernel = _BY_KEY.get(key)
+    if kernel is None:
+        spec, _ = batched_spec_for_arrays(ai, bi, oi, out_dtype)
+        kernel = kernel_for(spec)
+        if len(_BY_KEY) >= _TABLE_LIMIT:
+            _BY_KEY.clear()
+        _BY_KEY[key] = kernel
+    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
+    if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
+        tkey = torch_key(a, b, out)
+        entry = kernel._torch_entries.get(tkey)
+        if entry is not None:
+            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
+                _TORCH_ENTRIES.clear()
+            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
+    return result
+
+
+def _batched_pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: Batch) -> dict:
+    """{argument name: why} for the torch/CuPy operands of a batched call that need a contiguous copy."""
+    plan = {}
+    if ai.dtype != bi.dtype or ai.ndim != 3 or ai.shape[-1] != bi.shape[-1]:
+        return plan  # the checks that follow say what is wrong
+    for info, batched in ((ai, True), (bi, kind is Batch.AB)):
+        if info.library not in _PACKABLE:
+            continue
+        why = _operand_problem(plane(info) if info.ndim == 3 else info) or batched_operand_problem(info, batched)
+        if why:
+            plan[info.name] = why
+    if oi is not None and oi.library in _PACKABLE and oi.ndim == 3:
+        why = _out_problem(plane(oi), ai.shape[1], bi.shape[-2])
+        if why is None and oi.shape[0] > 1 and 0 not in oi.shape:
+            s0 = oi.strides[0]
+            if s0 < (oi.shape[1] - 1) * oi.strides[1] + oi.shape[2] or s0 * oi.itemsize % ROW_ALIGN_BYTES:
+                why = f"its batches start {s0 * oi.itemsize} B apart (overlapping, or not a multiple of 16 B)"
+        if why:
+            plan["out"] = why
+    return plan
+
+
+def _gemm_batched_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
+    if "a" in plan:
+        _warn_once("a", plan["a"], "computing with a contiguous copy")
+        a = a.contiguous() if ai.library == "torch" else sys.modules["cupy"].ascontiguousarray(a)
+    if "b" in plan:
+        _warn_once("b", plan["b"], "computing with a contiguous copy")
+        b = b.contiguous() if bi.library == "torch" else sys.modules["cupy"].ascontiguousarray(b)
+    if "out" not in plan:
+        return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
+    _warn_once("out", plan["out"], "computing into a contiguous output and copying it into out")
+    result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream)
+    if oi.library == "torch":
+        out.copy_(result)
+    else:
+        out[...] = result
     return out

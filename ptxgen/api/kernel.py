@@ -14,7 +14,8 @@ from ..runtime.fastlaunch import launcher
 from ..runtime.gpu import Device, NoGPU
 from ..runtime.launch import Problem, launch_geometry, split_problem
 from . import launchplan, streams
-from .binding import _allocate_out, bind, span_bytes
+from .batched import bind_any
+from .binding import _allocate_out, span_bytes
 from .launchplan import Launch, info_key, tensor_type, torch_key, workspace
 from .streams import stream_handle
 
@@ -83,13 +84,13 @@ class CompiledKernel:
     def arch(self) -> str:
         return self.spec.arch.value
 
-    def grid(self, m: int, n: int, sm_count: int | None = None) -> tuple[int, int, int]:
-        """The grid for an M x N output. ``sm_count``: the device's multiprocessors (persistent kernels launch
-        one CTA per SM); None asks the GPU (NoGPU without one)."""
-        return self.plan.abi.grid(m, n, sm_count if sm_count is not None else streams.require_gpu().sm_count)
+    def grid(self, m: int, n: int, sm_count: int | None = None, batch: int = 1) -> tuple[int, int, int]:
+        """The grid for an M x N output (``batch`` of them for a batched kernel). ``sm_count``: the device's
+        multiprocessors (persistent kernels launch one CTA per SM); None asks the GPU (NoGPU without one)."""
+        return self.plan.abi.grid(m, n, sm_count if sm_count is not None else streams.require_gpu().sm_count, batch)
 
-    def launch_config(self, m: int, n: int, sm_count: int | None = None) -> LaunchConfig:
-        return LaunchConfig(self.grid(m, n, sm_count), self.block, self.cluster, self.shared_bytes)
+    def launch_config(self, m: int, n: int, sm_count: int | None = None, batch: int = 1) -> LaunchConfig:
+        return LaunchConfig(self.grid(m, n, sm_count, batch), self.block, self.cluster, self.shared_bytes)
 
     def __repr__(self) -> str:
         return (f"<CompiledKernel {self.name}: {self.spec.arch.value}, {self.plan.abi.threads} threads, "
@@ -99,7 +100,7 @@ class CompiledKernel:
     def check(self, a, b, out=None) -> Problem:
         """The problem the arrays make, checked against the spec (no GPU needed; raises ArgumentError,
         DTypeError or ProblemError)."""
-        return bind(self.spec, read_array(a, "a"), read_array(b, "b"), None if out is None else read_array(out, "out")).problem
+        return bind_any(self.spec, read_array(a, "a"), read_array(b, "b"), None if out is None else read_array(out, "out")).problem
 
     # -- launching -------------------------------------------------------------------------------
     def load(self):
@@ -157,11 +158,12 @@ class CompiledKernel:
             if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
                 self._remember(self._torch_entries, torch_key(a, b, out), entry)
         if not entry.pointers_ok(ai.ptr, bi.ptr, oi.ptr if oi is not None else 0):
-            bind(self.spec, ai, bi, oi, empty_k_ok=entry.zero_fill)  # raises: says which pointer and why
+            bind_any(self.spec, ai, bi, oi, empty_k_ok=entry.zero_fill)  # raises: says which pointer and why
         allocated = out is None
         if allocated:
             p = entry.problem
-            out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, self.spec.out_dtype.value, entry.device_index)
+            out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, self.spec.out_dtype.value, entry.device_index,
+                                p.batch if entry.batched else None)
             oi = read_array(out, "out", handle)
         if entry.empty:
             if entry.zero_fill:
@@ -185,7 +187,7 @@ class CompiledKernel:
     def _prepare(self, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> Launch:
         """Bind the arrays (every check), then the launch for their key: kernel loaded, grid, parameter block."""
         zero_ok = (oi.library if oi is not None else ai.library) in ("torch", "cupy")
-        p = bind(self.spec, ai, bi, oi, empty_k_ok=zero_ok).problem
+        p = bind_any(self.spec, ai, bi, oi, empty_k_ok=zero_ok).problem
         dev = streams.require_gpu()
         self._require_arch(dev)
         for info in (ai, bi, oi):
@@ -199,9 +201,9 @@ class CompiledKernel:
         out_alloc = (self.spec.out_dtype.value, p.ldd)
         common = dict(plan=self.plan, problem=p, device_index=dev.index, spans=spans, out_alloc=out_alloc,
                       ensure_context=lambda: streams.ensure_current(dev))
-        if p.m == 0 or p.n == 0 or p.k == 0:
+        if p.m == 0 or p.n == 0 or p.k == 0 or p.batch == 0:
             return Launch(**common, func=0, grid=(0, 0, 0), block_dim=(0, 0, 0), smem=0, driver=None, encode=None,
-                          zero_fill=p.k == 0 and p.m > 0 and p.n > 0)
+                          zero_fill=p.k == 0 and p.m > 0 and p.n > 0 and p.batch > 0)
         kernel = self.load()
         streams.ensure_current(dev)
         grid, block, smem = launch_geometry(self.plan, split_problem(self.plan, p), dev.sm_count, kernel)

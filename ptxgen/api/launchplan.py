@@ -99,7 +99,9 @@ class Launch:
                  reduce_func: int = 0):
         self.problem = problem
         self.m, self.n, self.k = problem.m, problem.n, problem.k
-        self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0
+        self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0
+        self.batched = plan.spec.batch.value != "none"
+        self.batch = problem.batch
         self.zero_fill = zero_fill  # K = 0: out is zeros, as torch.matmul gives
         self.device_index = device_index
         self.span_a, self.span_b, self.span_o = spans
@@ -218,6 +220,9 @@ class Launch:
 
             self._stream = torch_stream_reader(torch)
         ldd = self.out_alloc[1]
+        if self.batched:
+            full = a.new_empty((self.batch, self.m, ldd), dtype=dt)
+            return full if ldd == self.n else full[:, :, : self.n]
         full = a.new_empty((self.m, ldd), dtype=dt)
         return full if ldd == self.n else full[:, : self.n]
 

@@ -144,6 +144,26 @@ def narrow_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, o
     return spec, f"default with the cp.async loader, {copy_bytes}-byte copies: operand rows start only {copy_bytes}-byte aligned"
 
 
+def batched_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None,
+                            arch: str | None = None) -> tuple[TileSpec, str]:
+    """(spec, why) for batched arrays (``a`` B x M x K, ``b`` B x N x K or shared): the kernel a 2-D call with one
+    batch's planes would get, made batched (``batch`` a or ab; the direct epilogue, no cluster, split-K or fused chain,
+    as derived for batched kernels), else the default tile with the planes' majorness, batched."""
+    from .batched import batch_kind, plane, shared_b
+
+    kind = batch_kind(ai, bi)
+    a2, b2 = plane(ai), (shared_b(bi) if kind.value == "a" else plane(bi))
+    o2 = plane(oi) if oi is not None and oi.ndim == 3 else oi
+    spec, why = _gemm_spec(a2, b2, o2, out_dtype, arch)
+    fields = {**spec.to_json(), "batch": kind.value, "epilogue": "direct", "cluster": "1x1", "split_k": 1, "cta_group": 1}
+    try:
+        return make_spec(**fields), f"{why}; batched over {ai.shape[0]} batches (3-D tensor maps, one launch)"
+    except SpecError:
+        d = default_spec(spec.dtype.value, spec.arch.value, spec.a.major, spec.b.major, spec.out_dtype.value)
+        return (make_spec(**{**d.to_json(), "batch": kind.value}),
+                f"default tile batched over {ai.shape[0]} batches ({spec.kernel_name} has no batched form)")
+
+
 def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str]:
     """The one selection entry point of the dispatch cache: (spec, why) for these arrays on this GPU."""
     return _gemm_spec(ai, bi, oi, out_dtype, None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.tensormap import TENSOR_MAP_BYTES
-from ..isa.types import Epilogue, Grouping, Loader, Schedule
+from ..isa.types import Batch, Epilogue, Grouping, Loader, Schedule
 from .fusion import chain_params
 from .grouped import GroupedPlan
 from .spec import TileSpec
@@ -32,6 +32,7 @@ class Param:
             "ptr": f"unsigned char* __restrict__ {self.name}" if self.name == "D" else f"const unsigned char* __restrict__ {self.name}",
             "wptr": f"unsigned char* __restrict__ {self.name}",
             "i32": f"int {self.name}",
+            "u64": f"unsigned long long {self.name}",
             "i32_ptr": f"const int* __restrict__ {self.name}",
             "f32_ptr": f"const float* __restrict__ {self.name}",
             "f32": f"float {self.name}",
@@ -52,6 +53,7 @@ class KernelABI:
     cluster_tile: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N (the launch cluster is 1D: cluster)
     grouped: bool = False  # a grouped GEMM: the grid comes from M, N and the group count (derive.grouped)
     splits: int = 1  # split-K: grid z, one CTA per (tile, split)
+    batched: bool = False  # a batched GEMM: the work items are batch x tiles (the tile walk's outer index is the batch)
 
     def num_tiles(self, m: int, n: int) -> int:
         """BM x BN tiles of D, partial tiles included."""
@@ -62,7 +64,7 @@ class KernelABI:
         (GroupedPlan.ctas; the host does not know the groups' sizes)."""
         return (GroupedPlan(self.tile_m, self.tile_n, 1).ctas(m_total, groups, n, sm_count), 1, 1)
 
-    def grid(self, m: int, n: int, sm_count: int) -> tuple[int, int, int]:
+    def grid(self, m: int, n: int, sm_count: int, batch: int = 1) -> tuple[int, int, int]:
         """A 1D grid: one CTA (or CTA pair) per tile, or (persistent) one per SM and never more than the tiles. With a
         cluster of 2 (``cluster`` = (2, 1, 1), compiled into the kernel as ``__cluster_dims__``): two CTAs per cluster tile
         (a wgmma cluster: a pair of neighbouring tiles; a tcgen05 CTA pair: one tile), a multiple of 2, and (persistent) at
@@ -71,7 +73,7 @@ class KernelABI:
             raise ValueError(f"grid for M={m}, N={n} on {sm_count} SMs: M, N and the SM count must be at least 1")
         size = self.cluster[0] * self.cluster[1] * self.cluster[2]
         if size == 1:
-            tiles = self.num_tiles(m, n)
+            tiles = self.num_tiles(m, n) * (batch if self.batched else 1)
             return (min(tiles, sm_count) if self.persistent else tiles, 1, self.splits)
         cm, cn = self.cluster_tile
         tiles_m, tiles_n = -(-m // self.tile_m), -(-n // self.tile_n)
@@ -136,6 +138,9 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
     ldd_doc = "the workspace's row stride in floats (N rounded up to 4)" if spec.split else "D's row stride in elements"
     params = loads + tail + lds + (Param("ldd", "i32", ldd_doc),)
+    if spec.batch is not Batch.NONE:  # a batched GEMM (derive.tma: A's, and B's unless shared, maps are 3-D)
+        params += (Param("batch", "i32", "the batch count: work items are batch x tiles, batch z's D at D + z x ldd_batch"),
+                   Param("ldd_batch", "u64", "elements between batches of D (>= M x ldd)"))
     if spec.fp8_blocks.value != "none":  # block-scaled FP8 (ptxgen.derive.blockfp8): the layouts torch._scaled_mm takes
         params += (Param("SFA", "ptr", "A's scales, f32, M x ceil(K/128), outer-dim-major: (m, kb) at kb x lds_a + m"),
                    Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
@@ -146,7 +151,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     persistent = spec.schedule is Schedule.PERSISTENT
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
-                     spec.cta_group, spec.cluster.dims, grouped, spec.split_k)
+                     spec.cta_group, spec.cluster.dims, grouped, spec.split_k, spec.batch is not Batch.NONE)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..isa.epiops import Fp8Blocks
-from ..isa.types import Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
+from ..isa.types import Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
 # What an unknown value's message lists as legal where the enum holds more than the field takes.
@@ -209,6 +209,18 @@ FIELDS: tuple[SpecField, ...] = (
         default="none",
         enum=Grouping,
         choices=("none", "offs", "offs_rowwise"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "batch",
+        "--batch",
+        "none: one GEMM; a: A is B x M x K (a 3-D tensor map over K, M, batch) and B one N x K matrix shared by every "
+        "batch; ab: B is B x N x K too. One launch walks every batch's tiles; D is B x M x N (TMA loader, direct "
+        "epilogue, no cluster, CTA pair, split-K, grouping or fused chain) (default none)",
+        default="none",
+        enum=Batch,
+        choices=("none", "a", "ab"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

@@ -16,11 +16,22 @@ from ..isa.tensormap import (
     TMA_SWIZZLE_KEY,
     TMA_SWIZZLE_OF,
 )
-from ..isa.types import Major
+from ..isa.types import Grouping, Major
 from .derived import Derived
 from .operand import OperandLayout
 from .spec import TileSpec
 from .tma import L2_SECTOR_BYTES, TmaPlan, copies_of, split_copies, tile_map
+
+
+def batch_dim_of(spec: TileSpec, name: str) -> tuple[str, str]:
+    """(batch dimension, its stride's problem value) of operand ``name``'s map: ("batch", "lda_batch") for a batched
+    operand (``--batch``), ("G", "ldb_group") for a grouped kernel's N-major B (one 3-D map over N, K, G: a K tail
+    reads zeros, not the next group's K rows), ("", "") for a 2-D map."""
+    if spec.batch.batched(name):
+        return "batch", f"ld{name}_batch"
+    if name == "b" and spec.grouped is not Grouping.NONE and spec.b.major is Major.MN:
+        return "G", "ldb_group"
+    return "", ""
 
 
 def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
@@ -45,15 +56,26 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
     outer_word = MN if k_major else "K"
     adjacent = layout.row_atom_stride_bytes == layout.atom_bytes
     atoms = "core matrices" if not op.swizzle.is_swizzled else f"{op.swizzle.value} atoms"
+    batch_dim, batch_ld = batch_dim_of(spec, op.name)
+    rank = 3 if batch_dim else 2
+    all_dims = dims + ((batch_dim,) if batch_dim else ())
+    bword = "group" if batch_dim == "G" else "batch"
     D = (
         Derived("data_type", TMA_DATA_TYPE_OF[dt].name, f"{dt.value} -> CU_TENSOR_MAP_DATA_TYPE_{TMA_DATA_TYPE_OF[dt].name}",
                 "element size for the copy engine" + ("; raw 32-bit words (the inputs are tf32-exact)" if dt.bits == 32 else "")
                 + ("; 8-bit codes travel as bytes" if dt.bits == 8 else "")
                 + ("; packed e2m1 pairs travel as bytes: K counts bytes (K / 2) in the map" if packed else ""), DRIVER_REF),
-        Derived("rank", 2, f"dims ({dims[0]}, {dims[1]})", f"{op.name.upper()} is {dims[1]} rows of {dims[0]} contiguous elements ({op.major.value}-major)", DRIVER_REF),
-        Derived("global_dims", f"[{dims[0]}, {dims[1]}]", "the problem's extents at launch, inner first",
-                "the bounds TMA checks: elements past them read as zero (partial tiles, the K tail)", PTX_TENSOR_REF),
-        Derived("global_strides", f"[{ld} x {ebytes} B]" if not packed else f"[{ld} / 2 B]", f"row stride of {dims[1]} rows; must be a multiple of 16 B",
+        Derived("rank", rank, f"dims ({', '.join(all_dims)})",
+                f"{op.name.upper()} is {dims[1]} rows of {dims[0]} contiguous elements ({op.major.value}-major)"
+                + (f", {batch_dim} times: the {bword} is the outermost dimension, so one map covers every {bword} "
+                   f"(no per-{bword} map on the host or the device)" if batch_dim else ""), DRIVER_REF),
+        Derived("global_dims", "[" + ", ".join(all_dims) + "]", "the problem's extents at launch, inner first",
+                "the bounds TMA checks: elements past them read as zero (partial tiles, the K tail)"
+                + (f"; each coordinate is checked against its own dimension, so a {bword}'s K tail and row tail read "
+                   f"zeros, never the next {bword}'s elements" if batch_dim else ""), PTX_TENSOR_REF),
+        Derived("global_strides", (f"[{ld} x {ebytes} B]" if not packed else f"[{ld} / 2 B]")[:-1]
+                + (f", {batch_ld} x {ebytes} B]" if batch_dim else "]"),
+                f"row stride of {dims[1]} rows" + (f", then the {bword} stride; each a multiple of 16 B" if batch_dim else "; must be a multiple of 16 B"),
                 "the copy engine addresses rows in 16-byte units", DRIVER_REF),
         Derived("box", f"[{box[0]}, {box[1]}]",
                 f"inner: one atom row = {layout.atom_cols} x 16 B = {box[0]} elements of {inner_word}; outer: "
@@ -61,7 +83,7 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
                    else f"{box[1]} {outer_word} rows = one atom (atoms are adjacent along {inner_word}, not {outer_word})"),
                 "a box is written densely, row after row; its inner extent may not exceed the swizzle span, and its "
                 "rows must land on consecutive atom rows of the stage", PTX_TMA_REF),
-        Derived("element_strides", "[1, 1]", "every element", "dense tile", DRIVER_REF),
+        Derived("element_strides", "[" + ", ".join("1" * rank) + "]", "every element", "dense tile", DRIVER_REF),
         Derived("interleave", "NONE", "INTERLEAVE_NONE", "row-major global tensors", DRIVER_REF),
         Derived("swizzle", swz.json_name, f"{op.swizzle.value} -> CU_TENSOR_MAP_SWIZZLE_{swz.name.lstrip('B') if swz.name != 'NONE' else 'NONE'}",
                 "the same swizzle as the MMA descriptors' layout type: TMA writes the pattern the tensor core reads", cite("swizzling")),
@@ -95,7 +117,13 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
                     f"same offset in each, so each CTA's full barrier still expects the whole {expect} B of {op.name.upper()}",
                     cite("tma_multicast") + "; CUTLASS SM90_TMA_LOAD_MULTICAST (include/cute/arch/copy_sm90_tma.hpp)"),
         )
+    if batch_dim:
+        D += (Derived("batch_coordinate", "the tile's " + bword, f"every copy's third coordinate: box [{box[0]}, {box[1]}, 1]",
+                      f"the box is one {bword} deep, so it lands densely exactly as the 2-D box does: same copies, offsets "
+                      "and descriptors", PTX_TMA_REF),)
     return tile_map(
+        batch_dim=batch_dim,
+        batch_ld_name=batch_ld,
         operand=op.name,
         layout=layout,
         data_type=TMA_DATA_TYPE_OF[dt],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..isa.ptxref import cite
 from ..isa.shapes import consumer_register_budget, legal_bm, legal_bn, legal_swizzles, wgmma_accumulator_registers
-from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
+from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, Swizzle)
 from ..isa.epiops import Fp8Blocks
 from .blockfp8 import plan_block_fp8
@@ -142,6 +142,7 @@ def validate(t: "TileSpec") -> None:
     _validate_epilogue(t)
     _validate_cluster(t)
     _validate_grouped(t)
+    _validate_batch(t)
     plan = t.smem_plan()
     if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
         per_stage = t.stage_bytes("a") + t.stage_bytes("b")
@@ -182,6 +183,20 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.grouped is Grouping.OFFS_ROWWISE and (t.dtype not in (DType.E4M3, DType.E5M2) or t.acc is not DType.F32):
         raise SpecError("--grouped", g, "row-wise scales (torch._scaled_grouped_mm) multiply an FP8 product's f32 accumulator",
                         "--dtype e4m3|e5m2 --acc f32, or --grouped offs")
+
+
+def _validate_batch(t: "TileSpec") -> None:
+    if t.batch is Batch.NONE:
+        return
+    b = t.batch.value
+    if t.loader is not Loader.TMA:
+        raise SpecError("--batch", b, "a batched kernel reads its operands through 3-D tensor maps (the batch the outer "
+                        "dimension; out-of-bounds rows and K read zeros, not the next batch)", "--loader tma")
+    if (t.epilogue is not Epilogue.DIRECT or t.cluster is not Cluster.C1X1 or t.pair or t.split or t.grouped is not Grouping.NONE
+            or t.block_scaled or t.fuse is not None or t.fp8_blocks is not Fp8Blocks.NONE):
+        raise SpecError("--batch", b, "batched kernels are derived with the direct epilogue and without a cluster, CTA pair, "
+                        "split-K, grouping, block scaling or fused chain",
+                        "--epilogue direct --cluster 1x1 --cta-group 1 --split-k 1 --grouped none, no --scale/--fuse/--fp8-blocks")
 
 
 def check_block_fp8_spec(t: "TileSpec") -> None:

@@ -24,6 +24,7 @@ from ..isa.shapes import TCGEN05_EPILOGUE_WARPS, TMEM_WARP_LANES, WGMMA_D_ROWS, 
 from ..isa.types import (
     Arch,
     AtomOrder,
+    Batch,
     Cluster,
     Consumers,
     DType,
@@ -124,6 +125,7 @@ class TileSpec:
     cta_group: int = 1
     cluster: Cluster = Cluster.C1X1  # 2x1: two CTAs along M multicast B; 1x2: two CTAs along N multicast A
     grouped: Grouping = Grouping.NONE  # offs: a grouped GEMM over G groups (ptxgen.derive.grouped)
+    batch: Batch = Batch.NONE  # a, ab: a batched GEMM, the batch the outer dimension of 3-D tensor maps
     fuse: ChainSpec | None = None  # the fused epilogue chain (ptxgen.derive.fusion); None: D = acc, converted
     fp8_blocks: Fp8Blocks = Fp8Blocks.NONE  # wgmma block-scaled FP8 (ptxgen.derive.blockfp8)
     # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
@@ -366,6 +368,7 @@ class TileSpec:
         group += "_cta2" if self.pair else ""
         group += "" if self.cluster is Cluster.C1X1 else f"_c{self.cluster.value}"
         group += "" if self.grouped is Grouping.NONE else f"_grouped{self.grouped.value}"
+        group += "" if self.batch is Batch.NONE else f"_batch{self.batch.value}"
         group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
         group += "" if self.fuse is None else self.fuse.name_suffix
         group += f"_sk{self.split_k}" if self.split else ""
@@ -416,6 +419,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         cta_group=v["cta_group"],
         cluster=v["cluster"],
         grouped=v["grouped"],
+        batch=v["batch"],
         fuse=parse_chain(v["fuse"]),
         fp8_blocks=v["fp8_blocks"],
         split_k=v["split_k"],

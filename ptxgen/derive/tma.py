@@ -7,10 +7,15 @@ sit next to each other in the stage writes exactly those atoms. The copies of a 
 adjacent atoms of the operand's :class:`~ptxgen.derive.smem_layout.SmemLayout`: one copy per column of atoms
 when atoms are adjacent along the outer dimension, one per atom otherwise.
 
-Global side (one 2D map per operand; the kernel's global layouts follow the operand's majorness):
+Global side (one map per operand; the kernel's global layouts follow the operand's majorness):
 dimension 0 (inner) is the contiguous one (K for K-major, M or N for MN-major), dimension 1 the other;
 the row stride is ``ld x element bytes``. Out-of-bounds elements are read as zeros, which is how partial
-tiles and the K tail work.
+tiles and the K tail work. A batched operand (``--batch``, or a grouped kernel's N-major B) has a third,
+outermost dimension, the batch (or group), with its own stride ``ld_batch x element bytes``: the box is
+(inner, outer, 1), a copy's third coordinate is the tile's batch, and since TMA checks each coordinate
+against its own dimension, rows past M (N) and K past K read zeros instead of the next batch's elements.
+The box still lands densely (its one batch plane is the whole box), so the copies, the smem offsets and the
+descriptors are those of the 2-D map.
 
 >>> from ptxgen.derive.spec import make_spec
 >>> from ptxgen.derive.layout import derive
@@ -86,10 +91,10 @@ class TmaPlan:
     data_type: TmaDataType
     element_bytes: int
     rank: int
-    global_dims: tuple[str, str]  # names of the problem extents, inner first ("K", "M"), ...
+    global_dims: tuple[str, ...]  # names of the problem extents, inner first ("K", "M"), ("K", "M", "batch"), ...
     ld_name: str  # the leading-dimension parameter: row stride = ld x element_bytes
-    box: tuple[int, int]  # (inner elements, outer elements)
-    element_strides: tuple[int, int]
+    box: tuple[int, ...]  # (inner elements, outer elements), and 1 along the batch for a rank-3 map
+    element_strides: tuple[int, ...]
     interleave: int
     swizzle: TmaSwizzle
     l2_promotion: int
@@ -99,6 +104,17 @@ class TmaPlan:
     expect_tx_bytes: int  # bytes this operand's copies deliver per stage (full boxes, zero-fill included)
     derivation: tuple[Derived, ...]
     multicast: "MulticastPlan | None" = None  # the operand a 2-CTA cluster shares: each CTA loads one share
+    batch_ld_name: str = ""  # rank 3: the batch stride's problem value (elements between batches), e.g. "lda_batch"
+
+    @property
+    def batched(self) -> bool:
+        """A rank-3 map: the third coordinate of every copy is the tile's batch (or group)."""
+        return self.rank == 3
+
+    @property
+    def stride_names(self) -> tuple[str, ...]:
+        """The problem values of the strides of dimensions 1.. (elements): (ld,) or (ld, ld_batch)."""
+        return (self.ld_name, self.batch_ld_name) if self.batched else (self.ld_name,)
 
     @property
     def box_bytes(self) -> int:
@@ -106,16 +122,28 @@ class TmaPlan:
 
     def to_json(self) -> dict:
         """The ``"tma"`` object of ``explain --json`` (exactly these keys; tools read them)."""
-        return {
+        d = {
             "swizzle": self.swizzle.json_name,
             "box": list(self.box),
             "copies": [c.to_json() for c in self.copies],
         }
+        if self.batched:  # rank 3 only: the batch dimension's name and stride (2-D maps keep exactly the keys above)
+            d["rank"] = 3
+            d["global_dims"] = list(self.global_dims)
+            d["strides"] = list(self.stride_names)
+        return d
 
 
-def tile_map(**fields) -> TmaPlan:
+def tile_map(batch_dim: str = "", batch_ld_name: str = "", **fields) -> TmaPlan:
     """A TmaPlan with what every ptxgen tensor map shares: rank 2, every element (strides 1), no interleave,
-    whole 256-byte L2 lines, out-of-bounds elements zero. The operands' maps and D's (derive.epilogue) come from here."""
+    whole 256-byte L2 lines, out-of-bounds elements zero. The operands' maps and D's (derive.epilogue) come from here.
+
+    ``batch_dim`` (a problem extent's name, e.g. "batch" or "G") makes it rank 3: that extent is the outermost
+    dimension, ``batch_ld_name`` its stride, and the box is one batch deep."""
+    if batch_dim:
+        fields = dict(fields, global_dims=tuple(fields["global_dims"]) + (batch_dim,), box=tuple(fields["box"]) + (1,))
+        return TmaPlan(rank=3, element_strides=(1, 1, 1), interleave=INTERLEAVE_NONE, l2_promotion=L2_PROMOTION_256B,
+                       oob_fill=OOB_FILL_ZERO, batch_ld_name=batch_ld_name, **fields)
     return TmaPlan(rank=2, element_strides=(1, 1), interleave=INTERLEAVE_NONE, l2_promotion=L2_PROMOTION_256B,
                    oob_fill=OOB_FILL_ZERO, **fields)
 

@@ -82,8 +82,9 @@ class GroupedView:
     init: str  # the cursor's declaration, before each role's tile loop
     condition: str  # the tile loop's condition
     row_limit: str  # rows of D at or past it are not stored (the group's end)
-    b_row0: str  # the first row of B's (G x N) x K view a tile loads
+    b_row0: str  # the first row of B's (G x N) x K view a tile loads (a K-major B's 2-D map)
     doc: str
+    group: str = f"{CURSOR}.group"  # the tile's group: an N-major B's 3-D map's third coordinate
     scale_b_index: str = ""  # row-wise scales: scale_b's element for column `col` of this tile's group ("" without)
 
 

@@ -14,6 +14,7 @@ class CopyView:
     smem_offset_bytes: int
     x: str  # coordinate along the map's dimension 0 (contiguous)
     y: str  # along dimension 1
+    z: str = ""  # along dimension 2 (a 3-D map: the batch or group); "" for a 2-D map
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class CopyLoopView:
     smem_offset: str  # C expression in cj (column) and ci (run)
     x: str
     y: str
+    z: str = ""  # a 3-D map's batch (or group) coordinate
 
 
 UNROLL_COPIES = 16
@@ -91,7 +93,9 @@ def _extents(op: OperandLayout, pair: bool = False, b_row0: str = "n0") -> tuple
 
 
 def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b_row0: str = "n0",
-                 copy_bytes: int = 16) -> OperandView:
+                 copy_bytes: int = 16, batch_coord: str = "") -> OperandView:
+    """``batch_coord``: the C expression of a 3-D map's third coordinate (the tile's batch or group); required exactly
+    when the operand's map is rank 3."""
     word = "M" if op.name == "a" else "N"
     summary = (
         f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
@@ -105,6 +109,9 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b
         if op.tma.layout is not op.store:
             raise AssertionError(f"{op.name}: the TMA plan was not derived from the layout the MMA descriptors read")
         tma = op.tma
+        if tma.batched != bool(batch_coord):
+            raise AssertionError(f"{op.name}: a rank-{tma.rank} map with batch coordinate {batch_coord!r}")
+        z = batch_coord
         doc = (f"{len(tma.copies)} box(es) of {tma.box[0]} x {tma.box[1]} elements, swizzle {tma.swizzle.json_name}; "
                f"{tma.expect_tx_bytes} B a stage")
         if tma.multicast is not None:
@@ -115,6 +122,8 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b
                                   f"{outer0} + {c.outer} + {r} * {mc.outer_delta}")
                 for c in mc.copies
             )
+            if z:
+                raise AssertionError(f"{op.name}: a multicast copy of a 3-D map is not derived")
             doc += (f"; shared by the cluster: this CTA loads {len(mc.copies)} of them ({mc.bytes_per_cta} B) and multicasts them "
                     f"to the {mc.ctas} CTAs of ctaMask {mc.cta_mask}, which receive the rest from the peer")
             return OperandView(**common, tma_doc=doc, mc_copies=views, mc_mask=mc.cta_mask)
@@ -128,9 +137,10 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b
                 f"static_cast<unsigned>(cj) * {g.column_stride_bytes}u + static_cast<unsigned>(ci) * {g.run_stride_bytes}u",
                 f"{inner0} + cj * {g.inner_step}",
                 f"{outer0} + ci * {g.outer_step}",
+                z,
             )
             return OperandView(**common, tma_doc=doc + ", in a loop nest", copy_loop=loop)
-        copies = tuple(CopyView(c.smem_offset_bytes, f"{inner0} + {c.inner}", f"{outer0} + {c.outer}") for c in tma.copies)
+        copies = tuple(CopyView(c.smem_offset_bytes, f"{inner0} + {c.inner}", f"{outer0} + {c.outer}", z) for c in tma.copies)
         return OperandView(**common, tma_doc=doc, copies=copies)
     store = op.store
     cells = store.rows * store.cols

@@ -26,7 +26,8 @@ from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue
 from .loader_view import OperandView, operand_view
 from .mma_view import KStepView, MmaView, ScaleView, SlabView, k_step_views, scale_view, slab_views, tcgen05_mma_view, wgmma_mma_view
 from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
-from .schedule_view import ClusterView, PairView, cluster_tile_coords_c, cluster_view, grid_doc, tile_coords_c
+from .schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batched_tile_coords_c, cluster_tile_coords_c, cluster_view,
+                            grid_doc, tile_coords_c)
 from .sources import generated_line
 from .splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
 
@@ -86,6 +87,9 @@ class KernelView:
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
     split: SplitView | None = None  # split-K: the reduction kernel
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
+    num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
+    d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)
+    tma3d: bool = False  # some operand has a 3-D tensor map (tma_load_3d)
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -108,6 +112,13 @@ def kernel_view(plan: KernelPlan) -> KernelView:
     extra = other_barrier_views(plan)
     gv = None if plan.grouped is None else cgrouped.grouped_view(plan.grouped)
     store = store_view(plan.store, epi.chunk)
+    batched = s.batch.value != "none"
+
+    def batch_coord(op) -> str:
+        if op.tma is None or not op.tma.batched:
+            return ""
+        return BATCH if batched else gv.group
+
     if gv is not None and store is not None:
         store = replace(store, use_tma_expr=f"({cgrouped.store_condition_c(plan.grouped)}) && ({store.use_tma_expr})")
     return KernelView(
@@ -123,8 +134,12 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         tma=tma,
         signature=", ".join(p.c_decl for p in plan.abi.params),
         abi_doc=tuple(plan.abi.doc_lines()),
-        operands=(operand_view(t.a, producer.threads, pair is not None, copy_bytes=s.copy_bytes),
-                  operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None else gv.b_row0, s.copy_bytes)),
+        operands=(operand_view(t.a, producer.threads, pair is not None, copy_bytes=s.copy_bytes, batch_coord=batch_coord(t.a)),
+                  operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None or batch_coord(t.b) else gv.b_row0,
+                               s.copy_bytes, batch_coord(t.b))),
+        tma3d=bool(batch_coord(t.a) or batch_coord(t.b)),
+        num_tiles_expr="tiles_m * tiles_n * batch" if batched else "tiles_m * tiles_n",
+        d_base=batched_d_base_c(s.out_dtype.bytes) if batched else "D",
         narrow_copy=0 if s.copy_bytes == 16 else s.copy_bytes,
         full_init_count=(f"(cluster_ctarank() == {pair.leader_rank}u ? {pair.full_arrivals_leader}u : {pipe.peer_full_arrivals}u)"
                          if pair is not None and pair.sf_relay else f"{pipe.full_arrivals}"),
@@ -134,6 +149,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
         tile_coords=(cgrouped.tile_coords_c(plan.grouped) if plan.grouped is not None
+                     else batched_tile_coords_c(plan.schedule, s.bm, s.bn) if batched
                      else tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
                      else cluster_tile_coords_c(plan.schedule, s.bm, s.bn)),
         slabs=slab_views(plan),

@@ -30,6 +30,25 @@ def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile", 
     ) + extra
 
 
+BATCH = "bz"  # the C name of a batched tile's batch index
+
+
+def batched_tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") -> tuple[str, ...]:
+    """A batched kernel's work item ``tile``: its batch ``bz`` (the outer index: batch z's tiles are items
+    z x tiles .. (z + 1) x tiles - 1), then m0, n0 of the item inside the batch as :func:`tile_coords_c` walks them
+    (SchedulePlan.tile_of on each batch's tiles_m x tiles_n grid)."""
+    return (
+        f"const int {BATCH} = {tile} / (tiles_m * tiles_n);  // the batch: every tile of batch z before those of z + 1",
+        f"const int tile_in_batch = {tile} % (tiles_m * tiles_n);",
+        f"(void){BATCH};",
+    ) + tile_coords_c(schedule, bm, bn, "tile_in_batch")
+
+
+def batched_d_base_c(out_bytes: int) -> str:
+    """The C address of batch ``bz``'s D (a byte pointer): ldd_batch elements of ``out_bytes`` per batch."""
+    return f"(D + static_cast<size_t>({BATCH}) * ldd_batch * {out_bytes}u)"
+
+
 def cluster_tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") -> tuple[str, ...]:
     """C statements defining m0, n0 and tile_active for this CTA of a 2-CTA cluster at work item ``tile``:
     SchedulePlan.cta_tile (the grouped order on the grid of cluster tiles, then the CTA's rank inside it)."""
@@ -78,7 +97,7 @@ def _grid_x_doc(plan: KernelPlan) -> str:
     s, sch = plan.spec, plan.schedule
     if plan.grouped is not None:
         return f"min(SMs, (ceil(M / {s.bm}) + G - 1) x ceil(N / {s.bn})), an upper bound of the groups' tiles"
-    tiles = f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})"
+    tiles = f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})" + (" x batch" if s.batch.value != "none" else "")
     if s.pair:
         return ("2 x min(tiles, SMs / 2)" if sch.persistent else "2 x tiles") + tiles + "; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile"
     if sch.cluster_size == 1:

@@ -115,6 +115,19 @@ class Grouping(Enum):
     OFFS_ROWWISE = "offs_rowwise"  # the same with torch._scaled_grouped_mm's f32 scales: per row of A, per (group, column)
 
 
+class Batch(Enum):
+    """Whether a kernel multiplies one pair of matrices or a batch of them, with the batch as the tensor maps'
+    outer (third) dimension (ptxgen.derive.tma; docs/batched.md)."""
+
+    NONE = "none"  # one GEMM
+    A = "a"  # A is B x M x K (3-D map), B is one N x K matrix shared by every batch (2-D map)
+    AB = "ab"  # A is B x M x K and B is B x N x K: both 3-D maps
+
+    def batched(self, operand: str) -> bool:
+        """Whether operand ``operand`` ("a", "b", "d") has the batch dimension."""
+        return self is not Batch.NONE and (operand != "b" or self is Batch.AB)
+
+
 class Swizzle(Enum):
     """A shared-memory swizzle mode, independent of how an instruction family encodes it.
 

@@ -1,4 +1,5 @@
-"""An independent model of what a 2D TMA copy (``cp.async.bulk.tensor.2d``, tile mode) writes to shared memory.
+"""An independent model of what a 2D TMA copy (``cp.async.bulk.tensor.2d``, tile mode) writes to shared memory,
+and a 3D one whose outermost dimension is a batch (:func:`write_3d`, over flat memory with explicit strides).
 
 This module is a check on the derivation, so it imports nothing from ptxgen and keeps its own
 transcription of the swizzle (it does not reuse the read model's code either). It works from the
@@ -151,3 +152,59 @@ def read(
         raise IndexError(f"the copies read bytes {where.min()}..{where.max()}, outside a {image.size} B image")
     raw = np.ascontiguousarray(image[where.ravel()]).view(np.dtype(_CODE[element_bytes]).newbyteorder("<"))
     return raw.reshape(len(dst), outer, inner)
+
+
+# ------------------------------------------------------------------------------------------------
+# 3-D maps: the batch (or group) as the outermost dimension
+# ------------------------------------------------------------------------------------------------
+def gather_3d(memory: np.ndarray, dims: tuple[int, int, int], strides: tuple[int, int], z: int,
+              rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Elements of a rank-3 map over flat ``memory`` (one element per entry) at coordinates (cols, rows, z):
+    ``dims`` = (inner, outer, batch) extents, ``strides`` = (row stride, batch stride) in elements (dimension 0
+    is contiguous). Each coordinate is checked against its own extent: outside any of them the element reads as
+    zero, whatever lies in memory there (the next batch's rows, the next row's K)."""
+    n_in, n_out, n_b = (int(d) for d in dims)
+    ld, ld_batch = (int(s) for s in strides)
+    rows, cols = np.broadcast_arrays(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
+    inside = (rows >= 0) & (rows < n_out) & (cols >= 0) & (cols < n_in) & (0 <= z < n_b)
+    flat = np.asarray(memory).reshape(-1)
+    vals = np.zeros(rows.shape, dtype=flat.dtype)
+    where = z * ld_batch + rows * ld + cols
+    vals[inside] = flat[where[inside]]
+    return vals
+
+
+def write_3d(
+    tma: dict,
+    element_bytes: int,
+    stage_address: int,
+    tile_origin: tuple[int, int, int],
+    memory: np.ndarray,
+    dims: tuple[int, int, int],
+    strides: tuple[int, int],
+    image: np.ndarray,
+    anchor: str = "address",
+) -> None:
+    """Every copy of a rank-3 ``tma`` (box [inner, outer, 1]) for one stage: which global element of flat ``memory``
+    lands at each shared-memory byte of ``image`` when the tile's origin is (inner0, outer0, z).
+
+    A box one batch deep is written densely exactly as a 2-D box (the batch plane is the whole box): element
+    (o, i) of a copy with origin (inner, outer) is global element (inner0 + inner + i, outer0 + outer + o, z), then
+    the swizzle permutes it as for 2-D copies."""
+    box = list(tma["box"])
+    if len(box) != 3 or int(box[2]) != 1:
+        raise ValueError(f"a rank-3 map here has a box one batch deep, [inner, outer, 1]; got {box}")
+    inner0, outer0, z = (int(v) for v in tile_origin)
+    mode = tma["swizzle"]
+    inner, outer = _check_box(mode, box[:2], element_bytes)
+    code = _CODE[element_bytes]
+    # the plane of batch z as the 2-D write sees it: exactly the box's reach, OOB rows and columns zero
+    lo_r = min(outer0 + int(c["outer"]) for c in tma["copies"])
+    hi_r = max(outer0 + int(c["outer"]) for c in tma["copies"]) + outer
+    lo_c = min(inner0 + int(c["inner"]) for c in tma["copies"])
+    hi_c = max(inner0 + int(c["inner"]) for c in tma["copies"]) + inner
+    rr = np.arange(lo_r, hi_r, dtype=np.int64)[:, None]
+    cc = np.arange(lo_c, hi_c, dtype=np.int64)[None, :]
+    window = gather_3d(memory, dims, strides, z, rr, cc).astype(code)
+    # shift the window into a zero-padded 2-D tensor indexed [row - lo_r, col - lo_c] (coordinates already clipped)
+    write({**tma, "box": box[:2]}, element_bytes, stage_address, (inner0 - lo_c, outer0 - lo_r), window, image, anchor)

@@ -153,3 +153,57 @@ def read_back(tj: dict, name: str, address: int, img: np.ndarray, tile: np.ndarr
                 bad = int(np.count_nonzero(got != want))
                 problems.append(f"{label}: K-step {si} slab {slab} (desc {desc:#018x}): {bad} of {want.size} elements differ")
     return problems
+
+
+# ---- TMA, rank 3: a batched operand (the batch the map's outermost dimension) --------------------
+
+
+def batched_memory(tj: dict, name: str, batches: int, rng: np.random.Generator, pad_rows: int = 3):
+    """(flat memory, dims (inner, outer, batches), strides (ld, ld_batch), the logical tensor [batch, outer, inner]) for
+    operand ``name``: ``batches`` batches whose row and K extents end inside a tile (so the tile's last rows and its K
+    tail would reach into the next batch or row if TMA did not check each coordinate), rows padded past the inner
+    extent and batches ``pad_rows`` rows apart more than they need, the padding full of random codes."""
+    mn, bk, _ = _extents(tj, name)
+    dt = DType(tj["spec"]["dtype"])
+    k_major = tj[name]["major"] == "k"
+    inner_tile, outer_tile = (bk, mn) if k_major else (mn, bk)
+    inner = inner_tile + int(rng.integers(1, inner_tile))  # a tail in the second tile along each dimension
+    outer = outer_tile + int(rng.integers(1, outer_tile))
+    q = 16 // dt.bytes
+    ld = -(-inner // q) * q + q  # 16-byte aligned rows, with padding
+    ld_batch = (outer + pad_rows) * ld
+    code = CODE_DTYPE[dt.bytes]
+    flat = rng.integers(0, np.iinfo(code).max, size=batches * ld_batch, dtype=np.uint64, endpoint=True).astype(code)
+    logical = np.stack([flat[z * ld_batch: z * ld_batch + outer * ld].reshape(outer, ld)[:, :inner] for z in range(batches)])
+    return flat, (inner, outer, batches), (ld, ld_batch), logical
+
+
+def check_operand_tma_3d(tj: dict, name: str, batches: int, rng: np.random.Generator, strides=None,
+                         anchor: str = TMA_SWIZZLE_KEY) -> list[str]:
+    """A rank-3 map of operand ``name`` (the explain JSON's "tma" object with rank 3): for every batch z and the tile
+    at the batch's far corner (its last rows and K tail), the stage the 3-D copies write (tmamodel.write_3d over flat
+    memory) must read back through every descriptor as batch z's own elements, zeros past its rows and K. ``strides``
+    (a control) overrides the (ld, ld_batch) the map is given; the logical tensor keeps the true ones."""
+    opj = tj[name]
+    tma = opj["tma"]
+    if tma.get("rank") != 3:
+        return [f"{name.upper()}: the map is rank {tma.get('rank', 2)}, not 3"]
+    flat, dims, true_strides, logical = batched_memory(tj, name, batches, rng)
+    mn, bk, _ = _extents(tj, name)
+    k_major = opj["major"] == "k"
+    inner_tile, outer_tile = (bk, mn) if k_major else (mn, bk)
+    i0, o0 = inner_tile, outer_tile  # the second tile along both dimensions: both tails
+    address = opj["ring_offset_bytes"]
+    problems = []
+    for z in range(batches):
+        img = rng.integers(0, 256, size=address + 2 * opj["stage_bytes"] + 1024, dtype=np.uint8)
+        try:
+            tmamodel.write_3d(tma, flat.itemsize, address, (i0, o0, z), flat, dims, strides or true_strides, img, anchor)
+        except (ValueError, IndexError) as e:
+            return [f"{name.upper()} batch {z}: TMA model refuses the copies: {e}"]
+        window = np.zeros((outer_tile, inner_tile), dtype=flat.dtype)
+        part = logical[z, o0: o0 + outer_tile, i0: i0 + inner_tile]
+        window[: part.shape[0], : part.shape[1]] = part
+        tile = window if k_major else window.T
+        problems += read_back(tj, name, address, img, tile, f"{name.upper()} batch {z} of {batches}, tile at ({i0}, {o0})")
+    return problems

@@ -29,6 +29,12 @@ class Problem:
     lda: int
     ldb: int
     ldd: int
+    # a batched GEMM (spec.batch): batch count and the elements between batches of A, B (0: shared) and D;
+    # a grouped kernel's N-major B: batch = G and ldb_batch its group stride (the map's third dimension)
+    batch: int = 1
+    lda_batch: int = 0
+    ldb_batch: int = 0
+    ldd_batch: int = 0
 
     @classmethod
     def tight(cls, spec: TileSpec, m: int, n: int, k: int) -> "Problem":
@@ -50,7 +56,9 @@ class Problem:
         return cls(m, n, k, up(t.lda, e), up(t.ldb, e), up(t.ldd, o))
 
     def value(self, name: str) -> int:
-        return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd}[name]
+        return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd, "batch": self.batch,
+                "G": self.batch, "lda_batch": self.lda_batch, "ldb_batch": self.ldb_batch, "ldb_group": self.ldb_batch,
+                "ldd_batch": self.ldd_batch}[name]
 
 
 def global_shape(spec: TileSpec, name: str, p: Problem) -> tuple[int, int]:
@@ -91,9 +99,32 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     if p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
         errs.append(f"ldd={p.ldd} x {spec.out_dtype.bytes} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
-    tiles = -(-p.m // spec.bm) * -(-p.n // spec.bn)
+    if spec.batch.value != "none":
+        errs += _batch_errors(spec, p)
+    tiles = -(-p.m // spec.bm) * -(-p.n // spec.bn) * (p.batch if spec.batch.value != "none" else 1)
     if tiles * spec.cta_group > MAX_DIM:
         errs.append(f"{tiles} output tiles of {spec.bm} x {spec.bn} ({spec.cta_group} CTA(s) each) are more than a 1D grid holds ({MAX_DIM})")
+    return errs
+
+
+def _batch_errors(spec: TileSpec, p: Problem) -> list[str]:
+    """A batched problem's own rules: the batch count, and batch strides that keep the batches apart and 16-byte aligned
+    (the 3-D maps' globalStrides[1]; D's batches are addressed by the kernel)."""
+    errs = []
+    if not 1 <= p.batch <= MAX_DIM:
+        errs.append(f"batch={p.batch} must be in 1..{MAX_DIM}")
+    esize = spec.dtype.bytes
+    for name in ("a", "b", "d"):
+        if not spec.batch.batched(name):
+            continue
+        ld, stride = p.value(f"ld{name}"), p.value(f"ld{name}_batch")
+        rows = p.m if name == "d" else global_shape(spec, name, p)[0]
+        size = spec.out_dtype.bytes if name == "d" else esize
+        if p.batch > 1 and stride < rows * ld:
+            errs.append(f"ld{name}_batch={stride} is smaller than {rows} rows x ld{name}={ld}: the batches overlap")
+        if stride * size % ROW_ALIGN_BYTES:
+            why = "every batch of D must start 16-byte aligned" if name == "d" else "the 3-D tensor map's batch stride"
+            errs.append(f"ld{name}_batch={stride} x {size} B is not a multiple of 16 B ({why})")
     return errs
 
 
@@ -112,7 +143,7 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
     size = abi.cluster[0] * abi.cluster[1] * abi.cluster[2]
     if size > 1 and abi.persistent and kernel is not None:
         sm_count = min(sm_count, size * kernel.max_active_clusters(size, abi.block))
-    return abi.grid(p.m, p.n, sm_count), abi.block, abi.dynamic_smem_bytes
+    return abi.grid(p.m, p.n, sm_count, p.batch), abi.block, abi.dynamic_smem_bytes
 
 
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None, extra: dict | None = None) -> KernelArgs:
@@ -121,7 +152,7 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.fusion.chain_params) and block-scaled
     FP8's (SFA, SFB, lds_a, lds_b)."""
     extra = extra or {}
-    own = {"A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd"}
+    own = {"A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd", "batch", "ldd_batch"}
     missing = [q.name for q in plan.abi.params if q.kind != "tensormap" and q.name not in own and q.name not in extra]
     if missing:
         raise ProblemError(f"{plan.spec.kernel_name} needs the arguments {', '.join(missing)} (gemm_args(..., extra=): the fused "
@@ -139,7 +170,7 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
         elif param.kind == "ptr":
             values.append(("ptr", pointers[param.name]))
         else:
-            values.append(("i32", p.value(param.name)))
+            values.append((param.kind if param.kind == "u64" else "i32", p.value(param.name)))
     return KernelArgs(values)
 
 
@@ -150,7 +181,8 @@ def map_args(plan: KernelPlan, operand: str, ptr: int, p: Problem):
     from .tensormap import tensormap_args
 
     tma = plan.tma_plan(operand)
-    args = tensormap_args(tma, ptr, tuple(p.value(d) for d in tma.global_dims), p.value(tma.ld_name))
+    lds = tuple(p.value(x) for x in tma.stride_names)
+    args = tensormap_args(tma, ptr, tuple(p.value(d) for d in tma.global_dims), lds if tma.batched else lds[0])
     if operand in ("a", "b"):
         args = replace(args, l2_promotion=l2_promotion_for_rows(args.global_strides[0]))
     return args

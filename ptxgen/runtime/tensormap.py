@@ -41,16 +41,16 @@ MAX_ELEMENT_STRIDE = 8  # elementStrides[i] is 1..8
 
 @dataclass(frozen=True)
 class TensorMapArgs:
-    """The arguments of ``cuTensorMapEncodeTiled`` (rank 2, dimension 0 contiguous), as plain integers."""
+    """The arguments of ``cuTensorMapEncodeTiled`` (rank 2 or 3, dimension 0 contiguous), as plain integers."""
 
     data_type: int  # CUtensorMapDataType value
     element_bytes: int
     rank: int
     global_address: int
-    global_dims: tuple[int, int]  # elements, inner (contiguous) first
-    global_strides: tuple[int]  # bytes, of dimensions 1.. (rank - 1 values)
-    box: tuple[int, int]  # elements, inner first
-    element_strides: tuple[int, int]
+    global_dims: tuple[int, ...]  # elements, inner (contiguous) first
+    global_strides: tuple[int, ...]  # bytes, of dimensions 1.. (rank - 1 values)
+    box: tuple[int, ...]  # elements, inner first
+    element_strides: tuple[int, ...]
     interleave: int
     swizzle: int  # CUtensorMapSwizzle value
     l2_promotion: int
@@ -80,9 +80,10 @@ def _value(x) -> int:
     return int(x.value) if hasattr(x, "value") else int(x)
 
 
-def tensormap_args(plan, global_address: int, dims: tuple[int, int], ld_elements: int) -> TensorMapArgs:
+def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements) -> TensorMapArgs:
     """The encode arguments for ``plan`` (a TmaPlan, or anything with its fields) over a global tensor at
-    ``global_address`` of ``dims = (inner, outer)`` elements whose rows are ``ld_elements`` apart.
+    ``global_address`` of ``dims = (inner, outer)`` elements whose rows are ``ld_elements`` apart; rank 3:
+    ``dims = (inner, outer, batch)`` and ``ld_elements = (row stride, batch stride)`` in elements.
 
     Raises ProblemError naming every cuTensorMapEncodeTiled rule the arguments break."""
     esize = int(plan.element_bytes)
@@ -92,18 +93,22 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, int], ld_elements
     dims = tuple(int(d) for d in dims)
     rank = int(plan.rank)
     interleave = _value(plan.interleave)
-    stride = int(ld_elements) * esize
+    lds = tuple(int(x) for x in ld_elements) if isinstance(ld_elements, (tuple, list)) else (int(ld_elements),)
+    ld_elements = lds[0]
+    stride = ld_elements * esize
     errs = []
-    if rank != 2:
-        errs.append(f"rank {rank}: ptxgen builds rank-2 maps only")
+    if rank not in (2, 3):
+        errs.append(f"rank {rank}: ptxgen builds rank-2 and rank-3 maps only")
+    if len(lds) != rank - 1:
+        errs.append(f"{len(lds)} stride(s) given for a rank-{rank} map (it takes {rank - 1})")
     if esize not in (1, 2, 4, 8):
         errs.append(f"element size {esize} B is not 1, 2, 4 or 8")
     if interleave != INTERLEAVE_NONE:
         errs.append(f"interleave {interleave}: only INTERLEAVE_NONE (0) is supported here")
     if global_address % GLOBAL_ADDRESS_ALIGN:
         errs.append(f"globalAddress {global_address:#x} must be {GLOBAL_ADDRESS_ALIGN}-byte aligned")
-    if len(dims) != 2:
-        errs.append(f"globalDim has {len(dims)} values, not 2")
+    if len(dims) != rank:
+        errs.append(f"globalDim has {len(dims)} values, not {rank}")
     for i, d in enumerate(dims):
         if not 1 <= d <= GLOBAL_DIM_LIMIT:
             errs.append(f"globalDim[{i}] = {d} must be in 1..2^32")
@@ -113,8 +118,19 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, int], ld_elements
         errs.append(f"globalStrides[0] = ld {ld_elements} x {esize} B = {stride} B must be a multiple of {GLOBAL_STRIDE_ALIGN} B")
     if not 0 < stride < GLOBAL_STRIDE_LIMIT:
         errs.append(f"globalStrides[0] = {stride} B must be positive and below 2^40")
-    if len(box) != 2:
-        errs.append(f"boxDim has {len(box)} values, not 2")
+    strides = (stride,)
+    if rank == 3 and len(lds) == 2 and len(dims) == 3:
+        bstride = lds[1] * esize
+        strides = (stride, bstride)
+        if bstride % GLOBAL_STRIDE_ALIGN:
+            errs.append(f"globalStrides[1] = ld_batch {lds[1]} x {esize} B = {bstride} B must be a multiple of {GLOBAL_STRIDE_ALIGN} B")
+        if not 0 < bstride < GLOBAL_STRIDE_LIMIT:
+            errs.append(f"globalStrides[1] = {bstride} B must be positive and below 2^40")
+        if dims[2] > 1 and bstride < stride * dims[1]:
+            errs.append(f"globalStrides[1] = {bstride} B is smaller than globalDim[1] x globalStrides[0] = {dims[1]} x {stride} B: "
+                        "the batches would overlap (ptxgen keeps the dimensions ordered by stride)")
+    if len(box) != rank:
+        errs.append(f"boxDim has {len(box)} values, not {rank}")
     for i, b in enumerate(box):
         if not 1 <= b <= MAX_BOX_ELEMENTS:
             errs.append(f"boxDim[{i}] = {b} must be in 1..{MAX_BOX_ELEMENTS}")
@@ -134,7 +150,7 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, int], ld_elements
         rank=rank,
         global_address=int(global_address),
         global_dims=dims,
-        global_strides=(stride,),
+        global_strides=strides,
         box=box,
         element_strides=estr,
         interleave=interleave,
