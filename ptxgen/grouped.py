@@ -26,7 +26,7 @@ from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
 from .derive.spec import TileSpec, make_spec
-from .isa.types import DType, Grouping, SpecError
+from .isa.types import DType, Grouping, Major, SpecError
 from .runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .runtime.fastlaunch import launcher
 from .runtime.gpu import NoGPU
@@ -54,11 +54,12 @@ _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "e5m2": "bf16"}
 
 
 def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", rowwise: bool = False,
-                 small: bool = False) -> TileSpec:
+                 small: bool = False, b_major: str = "k") -> TileSpec:
     """The spec :func:`grouped_gemm` uses for ``dtype`` inputs: a persistent 128 x 256 wgmma tile with the
     TMA-store epilogue, A and B K-major with the 128-byte swizzle, grouped over ``offs``; ``rowwise``: with
     torch._scaled_grouped_mm's row-wise scales (FP8 inputs; :func:`scaled_grouped_gemm`); ``small``: groups small on
-    average (:func:`small_groups`), 16-bit inputs take the 64 x 256 ping-pong tile (FP8 ignores it)."""
+    average (:func:`small_groups`), 16-bit inputs take the 64 x 256 ping-pong tile (FP8 ignores it); ``b_major`` "mn":
+    B N-major (stored G x K x N), one 3-D tensor map over (N, K, G) (16-bit inputs; wgmma reads FP8 K-major only)."""
     if dtype not in _GROUPED_DTYPES:
         raise DTypeError(f"grouped_gemm takes {', '.join(_dtype_words(d) for d in _GROUPED_DTYPES)} inputs, not {_dtype_words(dtype)}")
     out = out_dtype or _DEFAULT_OUT[dtype]
@@ -66,7 +67,7 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
         raise DTypeError(f"{dtype} inputs give f32, f16 or bf16 outputs, not {out}")
     nbytes = DType(dtype).bytes
     tile = _SMALL_TILE if small and nbytes == 2 else _TILES[nbytes]
-    return make_spec(**tile, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
+    return make_spec(**tile, a="kmajor-sw128", b="kmajor-sw128" if b_major == "k" else "mnmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
                      schedule="persistent", epilogue="tma" if out != "f32" else "direct",
                      grouped="offs_rowwise" if rowwise else "offs")
 
@@ -138,15 +139,10 @@ def bind_grouped(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, offs: ArrayInfo, ou
             raise ArgumentError(f"{info.name} has strides {info.strides}: a broadcast or reversed view cannot be read by TMA; "
                                 f"pass {info.name}.contiguous()")
     lda = _k_major_rows(a, m, k, "M_total x K")
-    ldb = _k_major_rows(b, n, k, "each b[g] N x K")
-    if g > 1 and b.strides[0] != n * ldb:
-        raise ArgumentError(f"b's groups must follow each other with no gap (stride {n} x {ldb} = {n * ldb} elements between "
-                            f"b[g] and b[g + 1], one (G N) x K matrix); it has strides {b.strides}: pass b.contiguous()")
-    if n == 1 and g > 1:
-        ldb = b.strides[0]
-        if ldb * b.itemsize % ROW_ALIGN_BYTES:
-            raise ArgumentError(f"b: its groups start {ldb} elements apart; with N = 1 they are the rows of B's view and must "
-                                "start 16-byte aligned")
+    if spec.b.major is Major.MN:
+        ldb, ldb_group = _n_major_b(b, g, n, k)
+    else:
+        ldb, ldb_group = _k_major_b(b, g, n, k)
     _check_aligned(a)
     _check_aligned(b)
     if offs.ptr % 4:
@@ -174,7 +170,54 @@ def bind_grouped(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, offs: ArrayInfo, ou
                                 "and pass out[:, :N])")
         _check_aligned(out)
     _check_devices([i for i in (a, b, offs, out) if i is not None])
-    return GroupedBinding(GroupedProblem(m, n, k, g, lda, ldb, ldd), a, b, offs, out)
+    return GroupedBinding(GroupedProblem(m, n, k, g, lda, ldb, ldd, ldb_group), a, b, offs, out)
+
+
+def _k_major_b(b: ArrayInfo, g: int, n: int, k: int) -> tuple[int, int]:
+    """(ldb, 0) of a K-major G x N x K ``b``: its groups are one (G N) x K matrix, so they follow each other with no gap."""
+    ldb = _k_major_rows(b, n, k, "each b[g] N x K")
+    if g > 1 and b.strides[0] != n * ldb:
+        raise ArgumentError(f"b's groups must follow each other with no gap (stride {n} x {ldb} = {n * ldb} elements between "
+                            f"b[g] and b[g + 1], one (G N) x K matrix); it has strides {b.strides}: pass b.contiguous()")
+    if n == 1 and g > 1:
+        ldb = b.strides[0]
+        if ldb * b.itemsize % ROW_ALIGN_BYTES:
+            raise ArgumentError(f"b: its groups start {ldb} elements apart; with N = 1 they are the rows of B's view and must "
+                                "start 16-byte aligned")
+    return ldb, 0
+
+
+def b_is_n_major(b: ArrayInfo) -> bool:
+    """A G x N x K ``b`` whose stride along N is 1 and along K is not (stored G x K x N, as torch._grouped_mm's own
+    G x K x N weights transposed): read N-major through one 3-D map over (N, K, G)."""
+    if b.ndim != 3:
+        return False
+    _, n, k = b.shape
+    return n > 1 and b.strides[1] == 1 and (k <= 1 or b.strides[2] != 1)
+
+
+def _n_major_b(b: ArrayInfo, g: int, n: int, k: int) -> tuple[int, int]:
+    """(ldb, ldb_group) of an N-major G x N x K ``b`` (stride 1 along N): ldb elements between its K rows of N, and any
+    group stride that keeps the groups apart (the 3-D map's third dimension; no (G N) x K view is needed)."""
+    s_g, s_n, s_k = b.strides
+    if n > 1 and s_n != 1:
+        raise ArgumentError(f"b must be N-major for this kernel (stride 1 along N: stored G x K x N); it has strides "
+                            f"{b.strides}: pass b.transpose(-2, -1).contiguous().transpose(-2, -1), or use a K-major kernel")
+    q = ROW_ALIGN_BYTES // b.itemsize
+    ldb = s_k if k > 1 else max(q, -(-n // q) * q)
+    if k > 1 and ldb < n:
+        raise ArgumentError(f"b: its K rows are {ldb} elements apart, which overlaps its {n} columns (strides {b.strides})")
+    if ldb * b.itemsize % ROW_ALIGN_BYTES:
+        raise ArgumentError(f"b: its K rows start {ldb} elements ({ldb * b.itemsize} B) apart, but every row must start 16-byte "
+                            f"aligned (TMA): N padded to a multiple of {q} elements (allocate it padded and pass a slice)")
+    ldb_group = s_g if g > 1 else k * ldb
+    if g > 1 and ldb_group < k * ldb:
+        raise ArgumentError(f"b's groups are {ldb_group} elements apart, inside one group's K x ldb = {k} x {ldb}: "
+                            "pass b.transpose(-2, -1).contiguous().transpose(-2, -1)")
+    if ldb_group * b.itemsize % ROW_ALIGN_BYTES:
+        raise ArgumentError(f"b's groups start {ldb_group * b.itemsize} B apart, not a multiple of 16 B (the 3-D tensor "
+                            "map's group stride)")
+    return ldb, ldb_group
 
 
 def _bind_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[int, int]:
@@ -379,7 +422,9 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     if type(a) is torch_tensor_type():  # a repeat call with torch tensors: the launch prepared for their key
         bshape = getattr(b, "shape", ())
         small = small_groups(a.shape[0], bshape[0]) if len(a.shape) == 2 and len(bshape) == 3 else False
-        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), small)
+        bstride = b.stride() if len(bshape) == 3 else ()
+        n_major = len(bshape) == 3 and bshape[1] > 1 and bstride[1] == 1 and (bshape[2] <= 1 or bstride[2] != 1)
+        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), small, n_major)
         kernel = _TORCH_KERNELS.get(tkey)
         if kernel is not None:
             r = kernel._hot_torch(a, b, offs, out, None, None, stream)
@@ -393,14 +438,19 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     small = small_groups(ai.shape[0], bi.shape[0]) if ai.ndim == 2 and bi.ndim == 3 else False
-    key = (ai.dtype, out_dtype, small)
+    b_major = "mn" if b_is_n_major(bi) else "k"
+    key = (ai.dtype, out_dtype, small, b_major)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
         spec = _SPECS.get(key)
         if spec is None:
             try:
-                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, small=small)
+                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, small=small,
+                                                  b_major=b_major)
             except SpecError as e:
+                if b_major == "mn":
+                    raise ArgumentError(f"b is N-major (strides {bi.strides}), which no grouped {ai.dtype} kernel reads ({e}): "
+                                        "pass b.contiguous() (K-major)") from None
                 raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, torch_args=(a, b, offs, out, None, None))

@@ -387,7 +387,8 @@ def test_gpu_batched_gemm_matches_torch(B, shape, shared):
     want = _ref(torch, a, b if not shared else b.expand(B, n, k))
     torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2 * k ** 0.5)
     # the kernel that ran is the batched one (one launch), not a flattened 2-D call
-    (entry,) = [e for key, e in api.dispatch._TORCH_ENTRIES.items() if key[1][0] == a.shape]
+    (entry,) = {id(e): e for key, e in api.dispatch._TORCH_ENTRIES.items()
+                if key[1][0] == a.shape and key[1][1] == a.stride() and key[1][4] == b.shape}.values()
     assert entry.batched and entry.batch == B
 
 
@@ -413,7 +414,8 @@ def test_gpu_batched_strided_views_and_out():
     r2 = ptxgen.gemm(at, bt)
     torch.cuda.synchronize()
     torch.testing.assert_close(r2.double(), _ref(torch, at, bt), rtol=2e-2, atol=2e-2 * k ** 0.5)
-    (entry,) = [e for key, e in api.dispatch._TORCH_ENTRIES.items() if key[1][0] == at.shape and key[1][1] == at.stride()]
+    (entry,) = {id(e): e for key, e in api.dispatch._TORCH_ENTRIES.items()
+                if key[1][0] == at.shape and key[1][1] == at.stride()}.values()
     assert entry.batched and entry.problem.lda_batch == k * 264
 
 

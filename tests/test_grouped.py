@@ -38,7 +38,6 @@ def test_default_is_not_grouped_and_names_stay():
     (dict(arch="sm_100a"), "persistent wgmma"),
     (dict(schedule="tile"), "persistent wgmma"),
     (dict(loader="cp.async"), "persistent wgmma"),
-    (dict(b="mnmajor-sw128"), "K-major"),
     (dict(a="mnmajor-sw128"), "K-major"),
     (dict(cluster="2x1"), "clusters"),
     (dict(grouped="offs_rowwise"), "FP8"),

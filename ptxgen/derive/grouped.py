@@ -65,6 +65,7 @@ class GroupedPlan:
     bn: int
     raster_group: int
     rowwise: bool = False  # torch._scaled_grouped_mm's scales: acc x scale_a[row] x scale_b[group, column]
+    b_n_major: bool = False  # B N-major (stored G x K x N): one 3-D map over (N, K, G) instead of the (G N) x K view
 
     @staticmethod
     def group_rows(offs: Sequence[int], m_total: int) -> tuple[tuple[int, int], ...]:
@@ -136,6 +137,25 @@ class GroupedPlan:
                     "torch._scaled_grouped_mm's row-wise FP8 scales: scale_a of M values, scale_b of G x N",
                     "torch._scaled_grouped_mm (2-D a, 3-D b, offs; scale_a (M,), scale_b (G, N))"),) if self.rowwise else ())
 
+    def _b_map_derivation(self) -> tuple[Derived, ...]:
+        if self.b_n_major:
+            return (Derived(
+                "grouped_b_map", "one 3-D map over (N, K, G)",
+                "tile (g, tile_m, tile_n) loads B at coordinates (tile_n BN + [0, BN), k0 + [0, BK), g): N contiguous, then K "
+                "(row stride ldb), then the group (stride ldb_group, any gap)",
+                "every group's weight has the same N x K, so the group is just the map's outermost dimension: TMA checks each "
+                "coordinate against its own extent, so a K tail reads zeros, not the next group's first K rows (which a "
+                "(G K) x N 2-D view would put there). No per-group map exists, so none is written on the device "
+                "(tensormap.replace, with its fences) or by the host",
+                "PTX ISA 'Tensor' (each coordinate bounds-checked, out-of-bounds elements zero-filled); ptxgen.derive.tma; "
+                "ptxgen.model.tmamodel.write_3d"),)
+        return (Derived("grouped_b_map", "one 2-D map over (G x N) x K",
+                    "tile (g, tile_m, tile_n) loads A rows row_start(g) + tile_m BM + [0, BM) and B rows g N + tile_n BN + [0, BN)",
+                    "rows past the group's end (A) or past N (B) belong to the next group and feed only accumulator rows or "
+                    "columns the epilogue does not store (row >= row_end(g), column >= N); past the tensors TMA reads zeros. "
+                    "No per-group tensor map, so none is written on the device (tensormap.replace) or by the host",
+                    "PTX ISA 'Tensor' (out-of-bounds elements are zero-filled); ptxgen.model.groupmodel"),)
+
     def _walk_derivation(self) -> tuple[Derived, ...]:
         return (
             Derived("grouped_walk", "groups x tiles",
@@ -153,12 +173,7 @@ class GroupedPlan:
                     f"sum_g ceil(rows_g / {self.bm}) < M / {self.bm} + G, so at most ceil(M / {self.bm}) + G - 1 tile rows",
                     "the host sizes the persistent grid from M, N and G alone; CTAs past the last item leave at once",
                     "ptxgen.derive.grouped.GroupedPlan.max_work_items"),
-            Derived("grouped_b_map", "one 2-D map over (G x N) x K",
-                    "tile (g, tile_m, tile_n) loads A rows row_start(g) + tile_m BM + [0, BM) and B rows g N + tile_n BN + [0, BN)",
-                    "rows past the group's end (A) or past N (B) belong to the next group and feed only accumulator rows or "
-                    "columns the epilogue does not store (row >= row_end(g), column >= N); past the tensors TMA reads zeros. "
-                    "No per-group tensor map, so none is written on the device (tensormap.replace) or by the host",
-                    "PTX ISA 'Tensor' (out-of-bounds elements are zero-filled); ptxgen.model.groupmodel"),
+*self._b_map_derivation(),
             Derived("grouped_store", "row < row_end(g) and column < N",
                     "the direct epilogue masks rows with the group's end instead of M; the TMA-store epilogue is used only for "
                     f"tiles whose {self.bm} rows all lie in the group (m0 + {self.bm} <= row_end(g)), because a TMA store "

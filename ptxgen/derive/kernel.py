@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.types import Grouping, Loader
+from ..isa.types import Grouping, Major, Loader
 from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .grouped import GroupedPlan
@@ -52,7 +52,8 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
     grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
-                                                                        spec.grouped is Grouping.OFFS_ROWWISE)
+                                                                        spec.grouped is Grouping.OFFS_ROWWISE,
+                                                                        spec.b.major is Major.MN)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped, chain, bfp8,

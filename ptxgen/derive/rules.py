@@ -173,10 +173,9 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.arch is not Arch.SM90A or t.loader is not Loader.TMA or t.schedule is not Schedule.PERSISTENT:
         raise SpecError("--grouped", g, "grouped kernels are persistent wgmma kernels with the TMA loader: every CTA walks the "
                         "groups' tiles from offs on the GPU (ptxgen.derive.grouped)", "--arch sm_90a --loader tma --schedule persistent")
-    if t.a.major is not Major.K or t.b.major is not Major.K:
-        raise SpecError("--grouped", g, "grouped kernels read A and B K-major: B's G x N x K weights are one (G N) x K tensor map, and "
-                        "an N-major B would pull the next group's K rows into a tile's K tail (docs/grouped.md)",
-                        "--a kmajor-... --b kmajor-...")
+    if t.a.major is not Major.K:
+        raise SpecError("--grouped", g, "grouped kernels read A K-major: the groups' rows are stacked along M, one M_total x K "
+                        "tensor map (docs/grouped.md)", "--a kmajor-...")
     if t.cluster is not Cluster.C1X1 or t.block_scaled:
         raise SpecError("--grouped", g, "grouped kernels take neither clusters nor block scaling (not derived)",
                         "--cluster 1x1 without --scale")

@@ -1,8 +1,9 @@
 """Launching a grouped GEMM (ptxgen.derive.grouped): problem checks, arguments in ABI order, the grid.
 
 Nothing here reads ``offs``: the host knows M_total (A's rows), N, K and G (B's groups), and the kernel finds
-each group's rows on the GPU. The tensor maps: A over M_total x K, B over its (G x N) x K rows (one matrix),
-D over M_total x N for the TMA-store epilogue. Everything but ``encode`` runs on a CPU.
+each group's rows on the GPU. The tensor maps: A over M_total x K, a K-major B over its (G x N) x K rows (one
+matrix), an N-major B (stored G x K x N) as one 3-D map over (N, K, G) with the group as the outer dimension, D over
+M_total x N for the TMA-store epilogue. Everything but ``encode`` runs on a CPU.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ class GroupedProblem:
     k: int
     groups: int
     lda: int
-    ldb: int  # B's row stride (elements); group g's rows start g x N x ldb elements in
+    ldb: int  # B's row stride (elements); K-major: group g's rows start g x N x ldb elements in
     ldd: int
+    ldb_group: int = 0  # N-major B: elements between groups (the 3-D map's group stride, >= K x ldb; any gap allowed)
 
     def map_value(self, name: str) -> int:
-        """A tensor map's extent or stride by its plan name: B's map is over G x N rows."""
-        return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd}[name]
+        """A tensor map's extent or stride by its plan name (a K-major B's map is over G x N rows)."""
+        return {"M": self.m, "N": self.n, "K": self.k, "G": self.groups, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd,
+                "ldb_group": self.ldb_group}[name]
 
 
 def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
@@ -43,19 +46,26 @@ def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
     for dim, size in (("M", p.m), ("N", p.n), ("K", p.k), ("G", p.groups)):
         if not 1 <= size <= MAX_DIM:
             errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
-    if p.groups * p.n > MAX_DIM:
+    n_major = spec.b.major is Major.MN
+    if p.groups * p.n > MAX_DIM and not n_major:
         errs.append(f"G x N = {p.groups} x {p.n} rows of B's (G N) x K view must fit in an int ({MAX_DIM})")
     items = plan.grouped.max_work_items(p.m, p.groups, p.n)
     if items > MAX_DIM - GRID_HEADROOM:  # a CTA's item index steps past the last item by up to the grid size
         errs.append(f"up to {items} work items (ceil(M / {spec.bm}) + G - 1) x ceil(N / {spec.bn}) must fit in an int")
     esize, osize = spec.dtype.bytes, spec.out_dtype.bytes
     for name, ld in (("a", p.lda), ("b", p.ldb)):
-        if spec.operand(name).major is not Major.K:
-            errs.append(f"{name} must be K-major for a grouped kernel")
-        if ld < p.k:
-            errs.append(f"ld{name}={ld} is smaller than K={p.k}")
+        if name == "a" and spec.a.major is not Major.K:
+            errs.append("a must be K-major for a grouped kernel")
+        inner, word = (p.n, "N") if name == "b" and n_major else (p.k, "K")
+        if ld < inner:
+            errs.append(f"ld{name}={ld} is smaller than {word}={inner}")
         if ld * esize % ROW_ALIGN_BYTES:
             errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: every row must start 16-byte aligned (TMA)")
+    if n_major:  # the 3-D map's group stride: the groups apart (any gap) and 16-byte aligned
+        if p.groups > 1 and p.ldb_group < p.k * p.ldb:
+            errs.append(f"ldb_group={p.ldb_group} is smaller than K x ldb = {p.k} x {p.ldb}: the groups' weights overlap")
+        if p.ldb_group * esize % ROW_ALIGN_BYTES:
+            errs.append(f"ldb_group={p.ldb_group} x {esize} B is not a multiple of 16 B (the 3-D map's group stride)")
     if p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     if p.ldd * osize % ROW_ALIGN_BYTES:
@@ -75,9 +85,11 @@ def grouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int) -> tupl
     return abi.grouped_grid(p.m, p.n, p.groups, sm_count), abi.block, abi.dynamic_smem_bytes
 
 
-def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[int, int], int]:
+def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[int, ...], int | tuple[int, int]]:
     tma = plan.tma_plan(operand)
     dims = [p.map_value(d) for d in tma.global_dims]
+    if tma.batched:  # an N-major B: one 3-D map over (N, K, G), the group stride its third dimension's
+        return tuple(dims), tuple(p.map_value(x) for x in tma.stride_names)
     if operand == "b":  # the G weights as one (G x N) x K matrix: dimension 1 (rows) is G x N
         assert tma.global_dims == ("K", "N"), tma.global_dims
         dims[1] = p.groups * p.n
