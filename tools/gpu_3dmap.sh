@@ -14,8 +14,8 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/
   cat .commit 2>/dev/null || git log -1 --format='commit %H' 2>/dev/null || true
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-python3 setup.py -q build_ext --inplace > "$OUT/build_ext.log" 2>&1 || echo "compiled launcher not built" >> "$OUT/build_ext.log"
-timeout 60 python3 tools/batched_warm.py 12 > "$OUT/warm.log" 2>&1
+timeout 20 python3 setup.py -q build_ext --inplace > "$OUT/build_ext.log" 2>&1 || echo "compiled launcher not built" >> "$OUT/build_ext.log"
+timeout 40 python3 tools/batched_warm.py 12 > "$OUT/warm.log" 2>&1
 echo "warm exit $?" >> "$OUT/warm.log"
 tail -3 "$OUT/warm.log"
 timeout 60 python3 -m pytest tests/test_batched.py tests/test_grouped_nmajor.py "tests/test_api_torch.py::test_batched_a_with_a_shared_b_is_one_launch" \
