@@ -65,7 +65,8 @@ def test_tensormap_args_from_a_derived_plan():
         (_plan(box=(64, 8), swizzle=TmaSwizzle.B64, esize=4), ADDR, (64, 64), 64, "256 B exceeds the 64B swizzle span"),
         (_plan(box=(256, 8), esize=1), ADDR, (256, 64), 256, "256 B exceeds the 128B swizzle span of 128 B"),
         (_plan(element_strides=(1, 9)), ADDR, (64, 64), 64, r"elementStrides\[1\] = 9 must be in 1..8"),
-        (_plan(rank=3), ADDR, (64, 64), 64, "rank 3"),
+        (_plan(rank=4), ADDR, (64, 64), 64, "rank 4: ptxgen builds rank-2 and rank-3 maps only"),
+        (_plan(rank=3), ADDR, (64, 64), 64, r"1 stride\(s\) given for a rank-3 map.*globalDim has 2 values, not 3"),
         (_plan(interleave=1), ADDR, (64, 64), 64, "INTERLEAVE_NONE"),
     ],
 )
