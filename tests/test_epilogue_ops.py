@@ -24,6 +24,7 @@ SPECS = {
     "direct": BASE,
     "tma": {**BASE, "epilogue": "tma"},
     "pingpong": {**BASE, "consumers": "pingpong", "stages": 5},
+    "pingpong-tma": {**BASE, "consumers": "pingpong", "stages": 5, "epilogue": "tma"},
 }
 SHAPES = [(197, 250, 136), (61, 333, 72)]
 TDT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
@@ -140,6 +141,52 @@ def test_control_a_wrong_bias_fails_the_check(gpu):
     _, wrong, _ = chainref.chain(_f64(a) @ _f64(b).T, bias=bias, bias_axis="row", out="bf16")
     with pytest.raises(AssertionError):
         _check_out(got, wrong, y, "bf16")
+
+
+# ---- C through TMA (--fuse c=tma; ptxgen.derive.cload) ----------------------------------------------------------------
+CTMA = [  # (id, spec, out dtype, keyword arguments as OPS)
+    ("ctma-all", "tma", "bf16", dict(alpha=0.5, beta=2.0, bias="bf16", activation="gelu_tanh", residual="aux")),
+    ("ctma-pingpong-f16", "pingpong-tma", "f16", dict(alpha=1.0, beta=-0.75)),
+]
+# N = 250: the last column tile takes the direct stores (global C loads), the others TMA; N = 344 (a multiple of 8): every
+# tile goes through TMA, the last one's box past N and (M = 61) past M, where the C load fills zeros.
+CTMA_SHAPES = [(197, 250, 136), (61, 344, 72)]
+
+
+@pytest.mark.parametrize("shape", CTMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("op, spec_name, out, kw", CTMA, ids=[o[0] for o in CTMA])
+def test_c_through_tma_matches_float64(gpu, op, spec_name, out, kw, shape):
+    """C read through TMA, with a row pitch different from D's (and 16-byte aligned, as TMA needs), against float64; the
+    same output checked against C read at D's pitch must fail (control)."""
+    import ptxgen.api.fused
+
+    m, n, k = shape
+    gen = torch.Generator().manual_seed(3)
+    a, b = _rand((m, k), "bf16", gen), _rand((n, k), "bf16", gen)
+    ldd = -(-n // 8) * 8
+    c_full = _rand((m, ldd + 24), out, gen)  # ldc = ldd + 24 elements: 16-byte aligned rows, not D's pitch
+    c = c_full[:, :n]
+    call = {name: kw[name] for name in ("alpha", "beta", "activation") if name in kw}
+    if "bias" in kw:
+        call["bias"] = _rand((n,), kw["bias"], gen)
+    if "residual" in kw:
+        call["residual"] = _rand((m, n), out, gen, pad_cols=True)
+    spec = make_spec(**{**SPECS[spec_name], "out_dtype": out})
+    got = ptxgen.api.fused.gemm(a, b, spec=spec, c=c, c_tma=True, out_dtype=out, **call)
+    torch.cuda.synchronize()
+    assert got.stride(0) != c.stride(0), (got.stride(0), c.stride(0))
+
+    def ref(c64):
+        return chainref.chain(_f64(a) @ _f64(b).T, alpha=call.get("alpha", 1.0), beta=call["beta"], c=c64,
+                              bias=_f64(call["bias"]) if "bias" in call else None, act=call.get("activation") or "none",
+                              residual=_f64(call["residual"]) if "residual" in call else None, out=out)
+
+    y, d, _ = ref(_f64(c))
+    _check_out(got, d, y, out)
+    at_d_pitch = c_full.flatten()[: m * got.stride(0)].view(m, got.stride(0))[:, :n]  # C's elements at D's row pitch
+    _, wrong, _ = ref(_f64(at_d_pitch))
+    with pytest.raises(AssertionError):
+        _check_out(got, wrong, y, out)
 
 
 # ---- block-scaled FP8 (DeepSeek recipe; ptxgen.api.fp8blocks) ----------------------------------------------------------

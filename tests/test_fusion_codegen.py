@@ -319,3 +319,24 @@ def test_column_bias_loads_sit_where_the_mode_says(mode):
     seq = _mma_wait_load_sequence(s, mode)
     for m, pattern in BIAS_LOAD_ORDER.items():
         assert bool(re.match(pattern, seq)) == (m == mode), (m, seq[:60])
+
+
+def test_fused_gemm_c_through_tma_marshals_cs_map(simulated, monkeypatch):
+    """--fuse c=tma: the launch carries C's pointer and ldc (the direct-store tiles) and C's tensor map, encoded from the
+    same C and ldc; a C whose base or row pitch is not 16-byte aligned is refused."""
+    import ptxgen.api.fused
+
+    encoded = []
+    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
+    m, n, k = 100, 72, 64
+    a, b = _Arr((m, k), strides=(k, 1)), _Arr((n, k), strides=(k, 1))
+    out, c = _Arr((m, n), strides=(n, 1)), _Arr((m, n), strides=(96, 1))
+    tma = spec(bn=64, stages=3, schedule="tile", epilogue="tma")
+    ptxgen.api.fused.gemm(a, b, out, c=c, beta=1.5, c_tma=True, spec=tma)
+    ((name, grid, block, args, stream),) = simulated
+    assert name.endswith("_tmastore_fct")
+    assert args[-5:-1] == [1.0, 1.5, c.ptr, 96] and len(args[-1]) == 128
+    (cmap,) = [e for e in encoded if e.global_address == c.ptr]
+    assert cmap.global_dims == (n, m) and cmap.global_strides == (96 * 2,) and cmap.box == (64, 64)
+    with pytest.raises(ptxgen.api.fused.ArgumentError, match="16-byte"):
+        ptxgen.api.fused.gemm(a, b, out, c=_Arr((m, n), strides=(76, 1)), beta=1.0, c_tma=True, spec=tma)

@@ -48,7 +48,7 @@ __all__ = ["gemm", "fused_spec"]
 
 
 def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual: bool, scale: ArrayInfo | None,
-           scale_mode: str | None, m: int, alpha: float) -> ChainSpec | None:
+           scale_mode: str | None, m: int, alpha: float, c_tma: bool = False) -> ChainSpec | None:
     if bias is not None and bias.dtype not in ("f32", "bf16", "f16"):
         raise DTypeError(f"bias has dtype {bias.dtype}; a fused bias is f32, bf16 or f16")
     mode = None
@@ -61,7 +61,7 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
         raise ArgumentError(f"activation one of {', '.join(a.value for a in Activation)}; bias_axis col or row ({e})") from None
     ch = ChainSpec(alpha=True, c=c, bias=None if bias is None else axis,
                    bias_dtype=DType(bias.dtype) if bias is not None else DType.BF16, activation=act, residual=residual,
-                   fp8_scale=mode)
+                   fp8_scale=mode, c_tma=c_tma)
     if ch.token == "alpha" and alpha == 1.0:
         return None
     return ch
@@ -108,9 +108,11 @@ def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[
 
 def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
          bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
-         stream=None, spec=None):
+         stream=None, spec=None, c_tma: bool = False):
     """``out = epilogue(a @ b.T)``; see the module docstring. Without any fused step the plain kernel runs.
-    ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks."""
+    ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks.
+    ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
+    pitch 16-byte aligned)."""
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
@@ -122,7 +124,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     m, n = ai.shape[0], bi.shape[0]
     # beta = 0 ignores C, as torch.addmm does (C is not read, so NaNs in it do not propagate)
     chain = _chain(infos["bias"], bias_axis, activation, c is not None and beta != 0, residual is not None, infos["scale"],
-                   scale_mode, m, alpha)
+                   scale_mode, m, alpha, c_tma)
     if chain is None:  # nothing to fuse: the plain kernel (ptxgen.gemm's choice, without its dispatch cache)
         if spec is None:
             spec, _ = _gemm_spec(ai, bi, oi, out_dtype, None)
@@ -150,6 +152,9 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     extra = {"alpha": float(alpha)}
     if chain.c:
         extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux))
+        if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux.bytes % 16):
+            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux.bytes} B) "
+                                "must be 16-byte aligned")
     if chain.bias is not None:
         _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
         extra["BIAS"] = infos["bias"].ptr

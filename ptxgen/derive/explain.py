@@ -110,6 +110,11 @@ def explain_text(t: TileLayout) -> str:
         out += plan.chain.explain_lines()
         for d in plan.chain.derivation:
             out += _field_lines(d)
+    if plan.c_load is not None:
+        out += ["", "C through TMA (ptxgen.derive.cload; checked at L1 by ptxgen.model.check_cload): C's chunk in the store's "
+                    "staging buffer, read back in the fragment layout:"]
+        for d in plan.c_load.derivation:
+            out += _field_lines(d)
     if s.cluster.size > 1:
         out += ["", f"Cluster {s.cluster.value} (__cluster_dims__({plan.abi.cluster[0]}, 1, 1), TMA multicast of "
                     f"{s.cluster.shared_operand.upper()}; the multicast copies are under {s.cluster.shared_operand.upper()}'s tensor map):"]

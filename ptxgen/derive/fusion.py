@@ -53,10 +53,13 @@ class ChainSpec:
     activation: Activation = Activation.NONE
     residual: bool = False
     fp8_scale: ScaleMode | None = None
+    c_tma: bool = False  # C read through TMA into the store staging buffers (ptxgen.derive.cload); else global loads
 
     def __post_init__(self):
         if self.bias is None:
             object.__setattr__(self, "bias_dtype", DType.BF16)  # no bias: its type means nothing
+        if not self.c:
+            object.__setattr__(self, "c_tma", False)  # no C: how it would be read means nothing
 
     @property
     def token(self) -> str:
@@ -65,7 +68,7 @@ class ChainSpec:
         if self.alpha and not (self.c or self.bias or self.activation is not Activation.NONE or self.residual or self.fp8_scale):
             parts.append("alpha")
         if self.c:
-            parts.append("c")
+            parts.append("c=tma" if self.c_tma else "c")
         if self.bias is not None:
             parts.append(f"bias={self.bias.value}:{self.bias_dtype.value}")
         if self.activation is not Activation.NONE:
@@ -80,7 +83,7 @@ class ChainSpec:
     def name_suffix(self) -> str:
         s = "_f"
         if self.c:
-            s += "c"
+            s += "ct" if self.c_tma else "c"
         if self.bias is not None:
             s += f"b{self.bias.value[0]}{self.bias_dtype.value}"
         s += self.activation.short
@@ -107,7 +110,7 @@ class ChainSpec:
             "activation": self.activation.value,
             "residual": self.residual,
             "fp8_scale": None if self.fp8_scale is None else self.fp8_scale.value,
-        }
+        } | ({"c_tma": True} if self.c_tma else {})
 
 
 def parse_chain(raw) -> ChainSpec | None:
@@ -143,6 +146,10 @@ def parse_chain(raw) -> ChainSpec | None:
                 v[name] = Activation.parse(arg)
             elif name == "fp8_scale":
                 v[name] = ScaleMode.parse(arg or "tensor")
+            elif name == "c" and arg:
+                if arg != "tma":
+                    raise ValueError(arg)
+                v["c"] = v["c_tma"] = True
             elif arg:
                 raise ValueError(arg)
             else:
@@ -153,7 +160,7 @@ def parse_chain(raw) -> ChainSpec | None:
     return ChainSpec(**v)
 
 
-_LEGAL = ("alpha, c, bias=col|row[:f32|bf16|f16], act=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row "
+_LEGAL = ("alpha, c[=tma], bias=col|row[:f32|bf16|f16], act=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row "
           "(comma-separated, each at most once; they run in that order)")
 
 
@@ -180,6 +187,16 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
                         "a multiple of 16")
     if arch is Arch.SM100A and bm == 64 and epilogue is Epilogue.TMA:
         raise SpecError(FLAG, chain.token, "tcgen05 M=64 has no TMA-store epilogue", "--epilogue direct")
+    if chain.c_tma:
+        if arch is not Arch.SM90A:
+            raise SpecError(FLAG, chain.token, "C through TMA is derived for the wgmma TMA-store epilogue only (sm_90a)",
+                            "--fuse c (global loads)")
+        if epilogue is not Epilogue.TMA:
+            raise SpecError(FLAG, chain.token, "C through TMA lands in the TMA-store epilogue's staging buffers",
+                            "--epilogue tma, or --fuse c")
+        if out not in (DType.F16, DType.BF16):
+            raise SpecError(FLAG, chain.token, f"C through TMA is staged as 16-bit elements, here {out.value}",
+                            "--out-dtype bf16|f16, or --fuse c")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -270,6 +287,9 @@ def chain_params(chain: ChainSpec) -> tuple[tuple[str, str, str], ...]:
     if chain.c:
         p += [("beta", "f32", "y += beta x C"), ("C", "ptr", "C, M x N row-major, 4-byte aligned rows"),
               ("ldc", "i32", "C's row stride in elements")]
+        if chain.c_tma:
+            p.append(("tmap_c", "tensormap", "C's tensor map (16-byte aligned base and rows; the tiles that take the "
+                      "direct stores read C through C and ldc)"))
     if chain.bias is not None:
         p.append(("BIAS", "ptr", f"bias, {chain.bias_dtype.value}, one per {'column (N)' if chain.bias is BiasAxis.COL else 'row (M)'}"))
     if chain.residual:
@@ -348,7 +368,8 @@ class ChainPlan:
 def steps_text(chain: ChainSpec, out: DType, aux: DType) -> list[str]:
     s = ["y = alpha x acc  (alpha: f32 argument)"]
     if chain.c:
-        s.append(f"y += beta x C[r, n]  (beta: f32 argument; C: {aux.value}, M x N, row stride ldc)")
+        s.append(f"y += beta x C[r, n]  (beta: f32 argument; C: {aux.value}, M x N, row stride ldc"
+                 + (", read through TMA into the store staging)" if chain.c_tma else ")"))
     if chain.bias is not None:
         idx = "n" if chain.bias is BiasAxis.COL else "r"
         s.append(f"y += bias[{idx}]  ({chain.bias_dtype.value}, one per {'column' if idx == 'n' else 'row'})")

@@ -12,6 +12,7 @@ from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .grouped import GroupedPlan
 from .blockfp8 import BlockFp8Plan, plan_block_fp8
+from .cload import CLoadPlan, plan_c_load
 from .fusion import ChainPlan, plan_chain
 from .layout import TileLayout, derive
 from .pipeline import PipelinePlan, plan_pipeline
@@ -33,9 +34,12 @@ class KernelPlan:
     block_fp8: BlockFp8Plan | None = None  # block-scaled FP8 on wgmma (None: one accumulator, no promotion)
     split: SplitPlan | None = None  # split-K: K-ranges, workspace, reduction (None: no split)
     reduce_abi: ReduceABI | None = None  # split-K: the reduction kernel's parameters
+    c_load: CLoadPlan | None = None  # --fuse c=tma: C through TMA into the store staging (None: C by global loads)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
+        if name == "c":
+            return self.c_load.tma
         return self.store.tma if name == "d" else self.layout.operand(name).tma
 
 
@@ -56,5 +60,6 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
                                                                         spec.b.major is Major.MN)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk)
-    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, plan_store(spec), grouped, chain, bfp8,
-                      plan_split(spec.split_k, spec.bk), reduce_abi(spec))
+    store = plan_store(spec)
+    return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
+                      plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store))

@@ -166,6 +166,10 @@ class TileLayout:
 
             s = self.spec
             out["fuse"] = plan_chain(s.fuse, s.arch, s.bm, s.bn, s.out_dtype, s.epilogue).to_json()
+            if s.fuse.c_tma and store is not None:
+                from .cload import plan_c_load  # cload.py builds on epilogue.py, beside this module
+
+                out["epilogue"]["c_load"] = plan_c_load(s, store).to_json()
         out |= self._cluster_json()
         return out
 

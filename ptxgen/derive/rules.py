@@ -66,6 +66,10 @@ def validate(t: "TileSpec") -> None:
         check_block_fp8_spec(t)
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
+        if t.fuse.c_tma and t.loader is not Loader.TMA:
+            raise SpecError("--fuse", t.fuse.token, "C through TMA is issued with the TMA loader's copy helpers", "--loader tma")
+        if t.fuse.c_tma and t.fp8_blocks is not Fp8Blocks.NONE:
+            raise SpecError("--fuse", t.fuse.token, "C through TMA is not derived for block-scaled FP8 kernels", "--fuse c")
         outs += (DType.E4M3,)
     if t.out_dtype not in outs:
         words = [d.value for d in outs]

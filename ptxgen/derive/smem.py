@@ -81,6 +81,7 @@ def plan_smem(
     acc_stages: int = 1,
     store_bytes: int = 0,
     sf_stage_bytes: tuple[int, int] = (0, 0),
+    c_barriers: int = 0,
 ) -> SmemPlan:
     """``ring_offset`` shifts both operand rings off the aligned base (their swizzle patterns then start
     ``ring_offset`` bytes past a repeat boundary; the descriptors' base offset follows the loader's rule)."""
@@ -103,6 +104,7 @@ def plan_smem(
     arrays = []
     extra = (("acc_full", acc_stages), ("acc_empty", acc_stages)) if tmem else ()
     extra += (("order", order_barriers),) if order_barriers else ()
+    extra += (("c_full", c_barriers),) if c_barriers else ()  # C through TMA: one per storer (derive.cload)
     for name, count in (("full", stages), ("empty", stages)) + extra:
         arrays.append((name, at, count))
         at += count * MBARRIER_BYTES

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..derive.cload import PHASES, CLoadPlan
+from ..derive.epilogue import StorePlan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
 from ..isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
 from ..isa.types import DType
@@ -64,6 +66,7 @@ class ChainView:
     # (after its last MMAs are issued, before the wait), "after" (after the main loop, the batched loads of
     # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three
     bias_pair_ctype: str  # C type of one raw column-bias pair as loaded: a 4-byte word of two 16-bit values, or float2
+    c_tma: bool = False  # C through TMA (ptxgen.derive.cload): chain_pair takes C's pair as an argument
 
 
 def chain_view(plan: ChainPlan | None) -> ChainView | None:
@@ -111,4 +114,43 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         col_groups=plan.bn // WGMMA_GROUP_COLS,
         bias_prefetch="late",
         bias_pair_ctype="float2" if ch.bias_dtype.bytes == 4 else "unsigned",
+        c_tma=ch.c_tma,
     )
+
+
+@dataclass(frozen=True)
+class CPairView:
+    """One C pair an ldmatrix register holds: register ``reg`` of the call, fragment elements ``first``, ``first`` + 1
+    (chunk-relative), in the thread's row ``row`` (``row_lo`` or ``row_lo + 8``) whose row bias is ``row_bias``."""
+
+    reg: int
+    first: int
+    row: str
+    row_bias: str
+
+
+@dataclass(frozen=True)
+class CLoadView:
+    """C through TMA (ptxgen.derive.cload), rendered: per chunk, one TMA load into the store's buffer, then per stmatrix
+    call one ldmatrix at the same address whose registers hold the C pairs of ``calls[j]``."""
+
+    barrier_offset: int  # the first c_full mbarrier (one per consumer warpgroup, 8 B apart)
+    expect_bytes: int
+    col_expr: str  # C: the box's column offset from n0 for chunk c
+    parity_expr: str  # C: the phase this warpgroup waits for (its TMA-path chunks so far, mod 2)
+    calls: tuple[tuple[CPairView, ...], ...]
+
+
+def c_load_view(plan: CLoadPlan | None, store: StorePlan | None, barrier_offset: int) -> CLoadView | None:
+    if plan is None:
+        return None
+    calls = []
+    for j in range(store.stmatrix_per_chunk):
+        pairs = []
+        for q in range(4):
+            i0, _ = store.fragment_elements(j, q)
+            lower = (i0 % WGMMA_GROUP_REGS) >= WGMMA_GROUP_REGS // 2  # elements 2, 3 of a group: 8 rows down
+            pairs.append(CPairView(q, i0, f"row_lo + {WGMMA_ROW_HALF}" if lower else "row_lo", "rb_hi" if lower else "rb_lo"))
+        calls.append(tuple(pairs))
+    return CLoadView(barrier_offset, plan.expect_tx_bytes, plan.col_c_expr("c"),
+                     f"static_cast<unsigned>(store_chunk) % {PHASES}u", tuple(calls))

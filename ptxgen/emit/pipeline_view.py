@@ -32,6 +32,7 @@ def other_barrier_views(plan: KernelPlan) -> tuple[BarrierView, ...]:
         "acc_full": (1, "acc_full: committed after a tile's last MMAs"),
         "acc_empty": (pipe.acc_empty_arrivals, "acc_empty: every epilogue warp has read the tile out"),
         "order": (1, "order[wg]: the other consumer warpgroup has issued its mainloop"),
+        "c_full": (1, "c_full[wg]: C's chunk landed in warpgroup wg's staging buffer (derive.cload)"),
     }
     views = []
     for name, offset, n in plan.layout.smem.barrier_arrays:

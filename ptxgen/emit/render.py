@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..derive.cload import BARRIER as C_BARRIER
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.layout import TileLayout
 from ..derive.pipeline import Parity, PipelinePlan, WarpRole
@@ -20,7 +21,7 @@ from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, Loader
 from . import grouped_view as cgrouped
 from .blockfp8 import BlockFp8View, block_fp8_view
-from .chain import ChainView, chain_view
+from .chain import ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
@@ -86,6 +87,7 @@ class KernelView:
     k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
     split: SplitView | None = None  # split-K: the reduction kernel
+    c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.chain)
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
     d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)
@@ -176,6 +178,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         store=store,
         scales=scale_view(plan),
         chain=chain_view(plan.chain),
+        c_load=c_load_view(plan.c_load, plan.store, t.smem.barrier_offset(C_BARRIER) if plan.c_load else 0),
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",

@@ -282,6 +282,11 @@ def chain_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
     for i, line in enumerate(steps_text(s.fuse, plan.out, plan.aux), 1):
         el.append(_text(20, y + 12, f"{i}. {line}", "legend"))
         y += 16
+    if s.fuse.c_tma:
+        el.append(_text(20, y + 12, "C through TMA (derive.cload): on the TMA-store tiles each 64-column chunk of C is loaded into the "
+                        "D staging buffer below (C's map = D's box and swizzle) and read back with ldmatrix at the stmatrix "
+                        "addresses (the outlined cells); the direct-store tiles use the loads listed here", "legend"))
+        y += 16
     for op in s.fuse.operands():
         for lane in range(8):
             loads = [ld for ld in plan.loads(op, 0, lane, 0, 16) if ld.col is None or ld.col < 16]

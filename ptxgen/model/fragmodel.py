@@ -7,6 +7,7 @@ It imports nothing from ptxgen. Transcribed from the PTX ISA:
   * stmatrix.sync.aligned.m8n8.x4.shared.b16 ('stmatrix'): four 8x8 matrices of 16-bit elements; thread t
     of the warp supplies the shared address of row t%8 of matrix t/8; its source register q holds the two
     elements of matrix q at row t/4, columns 2(t%4) and 2(t%4)+1 (the lower half is the first column);
+  * ldmatrix.sync.aligned.m8n8.x4.shared.b16 ('ldmatrix'): the same matrices, addresses and register map, loading;
   * tcgen05.ld.sync.aligned.32x32b.xN ('tcgen05 Matrix fragments', shape 32x32b): warp w of the warpgroup
     accesses TMEM lanes 32w..32w+31; thread t reads lane 32w + t, register j holding column base + j; with
     an M=128 cta_group::1 accumulator, TMEM lane m holds row m of D ('Data path layout', layout D).
@@ -52,6 +53,20 @@ def stmatrix_x4(image: np.ndarray, addresses: list[int], registers: list[tuple[i
             word = registers[lane][q] & 0xFFFFFFFF
             base = rows[(q, r)] + 2 * c
             image[base:base + 4] = np.frombuffer(word.to_bytes(4, "little"), dtype=np.uint8)
+
+
+def ldmatrix_x4(image: np.ndarray, addresses: list[int]) -> list[tuple[int, int, int, int]]:
+    """Perform one warp's ``ldmatrix .x4`` (PTX 'ldmatrix': the same matrices and lane roles as stmatrix, the other
+    direction): lane t supplies the address of row t%8 of matrix t/8; its destination register q receives the two
+    elements of matrix q at row t/4, columns 2(t%4) and 2(t%4)+1 (the first column in the lower half)."""
+    rows = {}
+    for lane in range(32):
+        rows[stmatrix_row_of_address(lane)] = addresses[lane]
+    out = []
+    for lane in range(32):
+        r, c = stmatrix_register_cells(lane)
+        out.append(tuple(int.from_bytes(image[rows[(q, r)] + 2 * c:rows[(q, r)] + 2 * c + 4].tobytes(), "little") for q in range(4)))
+    return out
 
 
 def tmem_32x32b_coords(warp: int, lane: int, reg: int, column0: int) -> tuple[int, int]:

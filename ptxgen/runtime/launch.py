@@ -163,7 +163,9 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     pointers = {"A": a_ptr, "B": b_ptr, "D": d_ptr}
     values = []
     for param in plan.abi.params:
-        if param.kind == "tensormap":
+        if param.kind == "tensormap" and param.name == "tmap_c":  # --fuse c=tma: C's map, from extra's C and ldc
+            values.append(("tensormap", _c_tensor_map(plan, extra["C"], extra["ldc"], p, encode)))
+        elif param.kind == "tensormap":
             values.append(("tensormap", _tensor_map(plan, param.name[-1], pointers[param.name[-1].upper()], p, encode)))
         elif param.name in extra:
             values.append(("ptr" if param.kind == "wptr" else param.kind, extra[param.name]))
@@ -192,6 +194,15 @@ def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) ->
     from .tensormap import encode as driver_encode
 
     return (encode or driver_encode)(map_args(plan, operand, ptr, p))
+
+
+def _c_tensor_map(plan: KernelPlan, ptr: int, ldc: int, p: Problem, encode) -> bytes:
+    """C's tensor map (--fuse c=tma, derive.cload): M x N, rows ``ldc`` elements apart, at ``ptr``."""
+    from .tensormap import encode as driver_encode
+    from .tensormap import tensormap_args
+
+    tma = plan.tma_plan("c")
+    return (encode or driver_encode)(tensormap_args(tma, ptr, (p.n, p.m), ldc))
 
 
 # ----------------------------------------------------------------------------------------------
