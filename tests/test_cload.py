@@ -15,7 +15,7 @@ from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.tensormap import TmaSwizzle
 from ptxgen.isa.types import SpecError
-from ptxgen.model.check_cload import check_c_order, check_c_reads
+from ptxgen.model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
 from ptxgen.runtime.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
@@ -39,7 +39,7 @@ def test_token_name_and_round_trip():
 
 @pytest.mark.parametrize("kw, rule", [
     (dict(epilogue="direct"), "staging"),
-    (dict(arch="sm_100a"), "sm_90a"),
+    (dict(arch="sm_100a", bm=64), "M=64"),
     (dict(out_dtype="f32"), "16-bit"),
     (dict(loader="cp.async"), "TMA loader"),
 ])
@@ -123,6 +123,30 @@ def test_controls_fail(control):
     assert problems
 
 
+TMEM_CASES = [  # tcgen05 (L1/L2 only): (spec kw, M, N, m0, n0)
+    (dict(bn=256, stages=3), 197, 300, 128, 256),
+    (dict(bn=128), 300, 344, 256, 128),
+    (dict(bn=64, stages=5), 130, 70, 128, 64),
+]
+
+
+@pytest.mark.parametrize("kw, m, n, m0, n0", TMEM_CASES)
+def test_tcgen05_every_register_gets_its_c(kw, m, n, m0, n0):
+    s = spec(arch="sm_100a", fuse="c=tma", **kw)
+    p = plan_kernel(s)
+    assert p.c_load.reader == "ld.shared.v4" and p.c_load.barriers == 4
+    assert check_c_reads_tmem(p.c_load, p.store, s.bn, m, n, m0, n0, kernel_view(p).epi.chunk) == []
+
+
+@pytest.mark.parametrize("control", ["chunk offset", "warp row", "swizzle none"])
+def test_tcgen05_controls_fail(control):
+    s = spec(arch="sm_100a", fuse="c=tma")
+    p = plan_kernel(s)
+    c = {"chunk offset": lambda: _as(_ShiftedChunks, p.c_load), "warp row": lambda: _as(_ForgotSlab, p.c_load),
+         "swizzle none": lambda: replace(p.c_load, tma=replace(p.c_load.tma, swizzle=TmaSwizzle.NONE))}[control]()
+    assert check_c_reads_tmem(c, p.store, s.bn, 300, 300, 128, 128)
+
+
 # ---- L1: order of the C loads, the waits and the stores (the new c_full barrier) ---------------------------------------
 def test_order_of_loads_waits_and_stores():
     p = plan_kernel(spec(fuse="c=tma"))
@@ -168,6 +192,20 @@ def test_rendered_kernel_uses_the_plan():
     assert re.search(r"chain_pair\(acc0\[i\], acc0\[i \+ 1\], row_lo, col, M, N, cb, rb_lo, sc_lo, am_lo, ca\);", src)
 
 
+def test_rendered_tcgen05_kernel_uses_the_plan():
+    plan = plan_kernel(spec(arch="sm_100a", fuse="c=tma,bias=col"))
+    v = kernel_view(plan)
+    src = render_kernel(plan)
+    assert f"ld_shared_v4(buf + {v.store.row_cell_expr}, cw + 4 * cell);" in src and "ldmatrix" not in src
+    for h in range(plan.store.chunk_cols // v.epi.chunk):
+        for i in range(0, v.epi.chunk, 2):
+            word = v.c_load.word_expr.replace("cw[", "").rstrip("]")
+            assert _c_eval(word, h=h, i=i) == plan.c_load.row_word(h * v.epi.chunk + i)
+    assert "tma_load_2d(buf, &tmap_c, n0 + c * 64, m0 + warp * 32, c_bar);" in src and "&cv);" in src
+    off = plan.layout.smem.barrier_offset("c_full")
+    assert all(f"mbar_init(base + {off + 8 * w}u, 1);" in src for w in range(4))
+
+
 def test_kernels_without_it_are_untouched():
     for kw in (dict(fuse="c"), dict(fuse="c,bias=col,gelu", consumers="pingpong", stages=5), dict()):
         src = render_kernel(plan_kernel(spec(**kw)))
@@ -193,7 +231,8 @@ def test_launcher_encodes_cs_map_from_c_and_ldc():
 @pytest.mark.parametrize("kw", [
     dict(fuse="c=tma,bias=col:bf16,gelu,residual"),
     dict(fuse="c=tma", consumers="pingpong", stages=5, out_dtype="f16"),
-], ids=["cooperative-all", "pingpong-f16"])
+    dict(arch="sm_100a", fuse="c=tma,bias=col:f32,gelu,residual", bn=256, stages=3),
+], ids=["cooperative-all", "pingpong-f16", "tcgen05-all"])
 def test_compiles_without_local_memory(kw):
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda, run_tool
@@ -203,4 +242,6 @@ def test_compiles_without_local_memory(kw):
     sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
     rep = check_sass(s, c.cubin, sass=sass)
     assert rep.ok and rep.local_bytes == 0, rep.problems
-    assert "LDSM.16.M88.4" in sass and "UTMALDG.2D" in sass and "UTMASTG.2D" in sass
+    assert "UTMALDG.2D" in sass and "UTMASTG.2D" in sass
+    assert ("LDSM.16.M88.4" in sass) == (s.arch.value == "sm_90a")
+    assert s.arch.value == "sm_90a" or "LDS.128" in sass  # tcgen05 reads its row's cells back with 16-byte loads

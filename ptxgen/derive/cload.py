@@ -16,6 +16,11 @@ Per chunk of a consumer warpgroup (buffer b = store_chunk % 2, the same as the D
 5. the chain on the chunk's elements (C from those registers), ``__syncwarp``, then stmatrix of D over the same
    buffer (each warp reads and writes only its own 16 rows), ``fence.proxy.async``, named barrier, TMA store.
 
+tcgen05 (L2 only: never run): the same derivation serves an epilogue warp (32 TMEM lanes = 32 rows of D): lane 0
+arms the warp's c_full and loads C's 64 x 32 box at the warp's first row and column; each thread reads its own row's
+cells back with ``ld.shared.v4`` at the addresses its ``st.shared.v4`` of D uses (register i of TMEM load h is chunk
+column h x 32 + i), runs the chain on each TMEM chunk with that C, ``__syncwarp``, and stores D over the buffer.
+
 No new buffer: C uses the two staging buffers (and their reuse rule). The C load's latency is not hidden (each chunk
 waits for its own load). Tiles that take the direct stores (the edge rule of derive.epilogue) read C with the global
 loads of ``--fuse c``. Outside M x N the load fills zeros; those elements of D are clipped by the store.
@@ -32,8 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..isa.ptxref import cite
 from ..isa.tensormap import DRIVER_REF, PTX_TMA_REF, TMA_DATA_TYPE_OF
-from ..isa.types import Arch
 from .derived import Derived
 from .epilogue import StorePlan
 from .spec import TileSpec
@@ -49,17 +54,29 @@ class CLoadPlan:
     barriers: int  # one c_full mbarrier per storer (consumer warpgroup)
     expect_tx_bytes: int  # one staging buffer: what one load delivers
     chunk_cols: int
-    reader: str  # "ldmatrix": the inverse of the store's stmatrix, at the same addresses
+    reader: str  # "ldmatrix" (wgmma: the inverse of the store's stmatrix) or "ld.shared.v4" (tcgen05: of its st.shared.v4)
     derivation: tuple[Derived, ...]
 
     def box_origin(self, chunk: int, slab_row0: int) -> tuple[int, int]:
-        """(column, row) of chunk ``chunk``'s C box relative to the tile origin (n0, m0), for the slab whose first tile
-        row is ``slab_row0``: the D store's box of the same chunk."""
+        """(column, row) of chunk ``chunk``'s C box relative to the storer's origin (wgmma: (n0, m0); tcgen05: the epilogue
+        warp's first column), for the storer whose first tile row is ``slab_row0`` (a wgmma slab's, or 32 x warp): the D
+        store's box of the same chunk."""
         return chunk * self.chunk_cols, slab_row0
 
     def col_c_expr(self, chunk: str) -> str:
         """C: the box's column offset from n0 for chunk index ``chunk`` (box_origin's first coordinate)."""
         return f"{chunk} * {self.chunk_cols}"
+
+    @staticmethod
+    def row_word(col: int) -> int:
+        """tcgen05: the 32-bit word of the thread's read-back row (cell q in words 4q..4q+3) that holds column ``col`` of
+        the chunk (two 16-bit elements a word, the lower column in the low half)."""
+        return col // 2
+
+    @staticmethod
+    def row_word_c_expr(col: str) -> str:
+        """C: row_word of chunk column ``col`` as an index into the thread's words ``cw``."""
+        return f"cw[({col}) / 2]"
 
     @staticmethod
     def wait_parity(load_index: int) -> int:
@@ -75,9 +92,13 @@ def plan_c_load(spec: TileSpec, store: StorePlan | None) -> CLoadPlan | None:
     ch = spec.fuse
     if ch is None or not ch.c_tma:
         return None
-    assert spec.arch is Arch.SM90A and store is not None and store.writer == "stmatrix", "rules.check_chain"
+    assert store is not None and not spec.pair, "rules.check_chain"
+    wgmma = store.writer == "stmatrix"
     aux = ch.aux_dtype(spec.out_dtype)
     assert aux.bytes == store.tma.element_bytes, (aux, store.tma.element_bytes)
+    who = "consumer warpgroup" if wgmma else "epilogue warp"
+    first = "thread 0" if wgmma else "lane 0"
+    sync, read, write = ("bar", "ldmatrix", "stmatrix") if wgmma else ("syncwarp", "ld.shared.v4", "st.shared.v4")
     D = (
         Derived("tma_c_map", f"box {list(store.tma.box)}, {store.tma.swizzle.json_name}, rows ldc apart",
                 "derived from the store's staging layout value (the D map's), with C's pointer and row stride",
@@ -86,17 +107,20 @@ def plan_c_load(spec: TileSpec, store: StorePlan | None) -> CLoadPlan | None:
                 "C's chunk lands in the staging buffer D's chunk then overwrites",
                 "no extra shared memory; reused after cp.async.bulk.wait_group.read 1, as without C", PTX_TMA_REF),
         Derived("c_barrier", f"{store.storers} x c_full, 1 arrival + {store.buffer_bytes} B",
-                "one mbarrier per consumer warpgroup; thread 0 arms it (expect_tx) and issues the load; phase = the "
-                "warpgroup's TMA-path chunks so far mod 2", "one load per chunk, each waited for before the next is issued",
+                f"one mbarrier per {who}; {first} arms it (expect_tx) and issues the load; phase = the "
+                f"{who}'s TMA-path chunks so far mod {PHASES}", "one load per chunk, each waited for before the next is issued",
                 "PTX ISA 'mbarrier', 'cp.async.bulk.tensor'"),
-        Derived("c_read", f"{store.stmatrix_per_chunk} x ldmatrix.x4 per chunk",
-                "at the stmatrix addresses; register q of lane t = matrix q's row t/4, columns 2(t%4), +1",
-                "ldmatrix is the inverse of stmatrix: each register holds C at its two accumulator elements",
-                "PTX ISA 'ldmatrix'"),
-        Derived("c_order", "wait_read 1 -> bar -> TMA load C -> mbar wait -> ldmatrix -> chain -> syncwarp -> stmatrix "
-                "-> fence.proxy.async -> bar -> TMA store",
+        Derived("c_read", f"{store.stmatrix_per_chunk} x ldmatrix.x4 per chunk" if wgmma else
+                f"{store.chunk_cols // 8} x ld.shared.v4 per thread per chunk",
+                "at the stmatrix addresses; register q of lane t = matrix q's row t/4, columns 2(t%4), +1" if wgmma else
+                "at the st.shared.v4 addresses of the thread's row (lane = TMEM lane = row): cell q = columns 8q..8q+7",
+                "ldmatrix is the inverse of stmatrix: each register holds C at its two accumulator elements" if wgmma else
+                "the thread reads back the cells its own stores would write: C at its row's columns, in TMEM register order",
+                "PTX ISA 'ldmatrix'" if wgmma else cite("tmem_layout")),
+        Derived("c_order", f"wait_read 1 -> {sync} -> TMA load C -> mbar wait -> {read} -> chain -> syncwarp -> {write} "
+                f"-> fence.proxy.async -> {sync} -> TMA store",
                 "the generic-proxy reads of C follow the load's completion on the mbarrier; D's writes follow the reads "
-                "in each warp (a warp reads and writes only its own 16 rows)",
+                + ("in each warp (a warp reads and writes only its own 16 rows)" if wgmma else "(a thread reads and writes only its own row)"),
                 "the load (async proxy) overwrites the buffer only after the store that read it finished reading",
                 "PTX ISA 'Memory consistency model: proxies'"),
         Derived("c_edge", "direct-store tiles: global loads",
@@ -105,4 +129,4 @@ def plan_c_load(spec: TileSpec, store: StorePlan | None) -> CLoadPlan | None:
     )
     tma = replace(store.tma, operand="c", data_type=TMA_DATA_TYPE_OF[aux], element_bytes=aux.bytes, ld_name="ldc",
                   expect_tx_bytes=store.buffer_bytes, derivation=D)
-    return CLoadPlan(tma, store.storers, store.buffer_bytes, store.chunk_cols, "ldmatrix", D)
+    return CLoadPlan(tma, store.storers, store.buffer_bytes, store.chunk_cols, "ldmatrix" if wgmma else "ld.shared.v4", D)

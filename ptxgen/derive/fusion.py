@@ -188,9 +188,6 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
     if arch is Arch.SM100A and bm == 64 and epilogue is Epilogue.TMA:
         raise SpecError(FLAG, chain.token, "tcgen05 M=64 has no TMA-store epilogue", "--epilogue direct")
     if chain.c_tma:
-        if arch is not Arch.SM90A:
-            raise SpecError(FLAG, chain.token, "C through TMA is derived for the wgmma TMA-store epilogue only (sm_90a)",
-                            "--fuse c (global loads)")
         if epilogue is not Epilogue.TMA:
             raise SpecError(FLAG, chain.token, "C through TMA lands in the TMA-store epilogue's staging buffers",
                             "--epilogue tma, or --fuse c")

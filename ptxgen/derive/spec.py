@@ -262,7 +262,7 @@ class TileSpec:
             acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
             store_bytes=self.store_staging_bytes,
             sf_stage_bytes=(self.sf_stage_bytes("a"), self.sf_stage_bytes("b")),
-            c_barriers=self.consumer_warpgroups if self.fuse is not None and self.fuse.c_tma else 0,
+            c_barriers=self.store_staging_rows_and_storers[1] if self.fuse is not None and self.fuse.c_tma else 0,
         )
 
     @property

@@ -138,12 +138,20 @@ class CLoadView:
     expect_bytes: int
     col_expr: str  # C: the box's column offset from n0 for chunk c
     parity_expr: str  # C: the phase this warpgroup waits for (its TMA-path chunks so far, mod 2)
-    calls: tuple[tuple[CPairView, ...], ...]
+    calls: tuple[tuple[CPairView, ...], ...]  # wgmma
+    reader: str = "ldmatrix"  # derive.cload.CLoadPlan.reader: ldmatrix (wgmma) or ld.shared.v4 (tcgen05)
+    cells: int = 0  # tcgen05: 16-byte cells of the thread's row per chunk (ld.shared.v4 at the store's row_cell_expr)
+    words: int = 0  # tcgen05: 32-bit words of C per thread per chunk (two 16-bit elements each)
+    word_expr: str = ""  # tcgen05: C: the word holding C at register i of TMEM load h of the chunk (i even)
 
 
-def c_load_view(plan: CLoadPlan | None, store: StorePlan | None, barrier_offset: int) -> CLoadView | None:
+def c_load_view(plan: CLoadPlan | None, store: StorePlan | None, barrier_offset: int, tmem_chunk: int = 0) -> CLoadView | None:
     if plan is None:
         return None
+    parity = f"static_cast<unsigned>(store_chunk) % {PHASES}u"
+    if store.writer != "stmatrix":  # tcgen05: register i of load h is column h x chunk + i of the chunk, 2 per word
+        return CLoadView(barrier_offset, plan.expect_tx_bytes, plan.col_c_expr("c"), parity, (), plan.reader,
+                         store.staging.cols, store.chunk_cols // 2, plan.row_word_c_expr(f"h * {tmem_chunk} + i"))
     calls = []
     for j in range(store.stmatrix_per_chunk):
         pairs = []
@@ -152,5 +160,4 @@ def c_load_view(plan: CLoadPlan | None, store: StorePlan | None, barrier_offset:
             lower = (i0 % WGMMA_GROUP_REGS) >= WGMMA_GROUP_REGS // 2  # elements 2, 3 of a group: 8 rows down
             pairs.append(CPairView(q, i0, f"row_lo + {WGMMA_ROW_HALF}" if lower else "row_lo", "rb_hi" if lower else "rb_lo"))
         calls.append(tuple(pairs))
-    return CLoadView(barrier_offset, plan.expect_tx_bytes, plan.col_c_expr("c"),
-                     f"static_cast<unsigned>(store_chunk) % {PHASES}u", tuple(calls))
+    return CLoadView(barrier_offset, plan.expect_tx_bytes, plan.col_c_expr("c"), parity, tuple(calls), plan.reader)

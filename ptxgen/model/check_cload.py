@@ -6,8 +6,9 @@ addresses (the store's stmatrix addresses) and which accumulator elements each r
 TMA load writes (model.tmamodel.write), what ldmatrix reads and the wgmma D fragment (model.fragmodel), the
 mbarrier (model.mbarrier). Two checks:
 
-* ``check_c_reads``: every accumulator element of every thread receives C at its own output element (global row,
-  column), zero outside M x N, for every chunk of a tile at an arbitrary origin of an M x N problem;
+* ``check_c_reads`` (wgmma) and ``check_c_reads_tmem`` (tcgen05): every accumulator element of every thread receives C
+  at its own output element (global row, column), zero outside M x N, for every chunk of a tile at an arbitrary origin
+  of an M x N problem;
 * ``check_c_order``: one warpgroup's chunks in program order with the loads and stores in flight: no C load overwrites
   a buffer a TMA store still reads, no thread reads C before its load completed, no thread waits forever.
 """
@@ -54,6 +55,46 @@ def check_c_reads(cplan: CLoadPlan, store: StorePlan, bn: int, m: int, n: int, m
                                                 f"(output ({gr}, {gc})): C register holds {got:#06x}, C there is {want:#06x}")
                                 if len(problems) > 8:
                                     return problems
+    return problems
+
+
+def _warp_origin(expr: str, warp: int) -> int:
+    """Evaluate one of the store plan's C/Python integer expressions in ``warp`` (``/`` is C's integer division)."""
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, {"warp": warp}))
+
+
+def check_c_reads_tmem(cplan: CLoadPlan, store: StorePlan, bn: int, m: int, n: int, m0: int, n0: int, tmem_chunk: int = 32,
+                       seed: int = 0) -> list[str]:
+    """tcgen05 (epilogue warps, ``tcgen05.ld 32x32b``): problems (empty when right). Per chunk and warp: the C box at the
+    plan's origin for the warp's first row (the store plan's ``warp_row0_expr``), written by the TMA model; each thread
+    reads its row's cells at the store plan's addresses into words (cell q = words 4q..4q+3); register i of TMEM load h
+    takes the word ``row_word(h x tmem_chunk + i)``; the model's 32x32b map says which element of D that register is."""
+    rng = np.random.default_rng(seed)
+    c = rng.permutation(np.arange(1, m * n + 1) % 65521 + 1).reshape(m, n).astype(np.uint16)
+    tma = {"swizzle": cplan.tma.swizzle.json_name, "box": list(cplan.tma.box), "copies": [x.to_json() for x in cplan.tma.copies]}
+    problems = []
+    for chunk in range(bn // store.chunk_cols):
+        for warp in range(store.storers):
+            row0 = _warp_origin(store.warp_row0_expr, warp)
+            image = np.zeros(BASE + store.buffer_bytes, dtype=np.uint8)
+            dx, dy = cplan.box_origin(chunk, row0)
+            tmamodel.write(tma, cplan.tma.element_bytes, BASE, (n0 + dx, m0 + dy), c, image, anchor=TMA_SWIZZLE_KEY)
+            for lane in range(32):
+                words = []
+                for cell in range(store.staging.cols):
+                    at = BASE + store.row_cell_offset(lane, cell)
+                    words += [int.from_bytes(image[at + 4 * w:at + 4 * w + 4].tobytes(), "little") for w in range(4)]
+                for h in range(store.chunk_cols // tmem_chunk):
+                    for i in range(tmem_chunk):
+                        got = (words[cplan.row_word(h * tmem_chunk + i)] >> (16 * (i % 2))) & 0xFFFF
+                        r, col = fragmodel.tmem_32x32b_coords(warp, lane, i, chunk * store.chunk_cols + h * tmem_chunk)
+                        gr, gc = m0 + r, n0 + col
+                        want = int(c[gr, gc]) if gr < m and gc < n else 0
+                        if got != want:
+                            problems.append(f"chunk {chunk}, warp {warp}, lane {lane}, load {h} register {i} (output ({gr}, {gc})): "
+                                            f"C holds {got:#06x}, C there is {want:#06x}")
+                            if len(problems) > 8:
+                                return problems
     return problems
 
 
