@@ -50,7 +50,7 @@ def test_derive_imports_only_isa_and_derive():
 
 
 INDEPENDENT_MODELS = ("readmodel", "tmamodel", "pipesim", "pipesim_state", "pipesim_agents", "mbarrier", "fragmodel",
-                      "sfmodel", "groupmodel", "chainref")
+                      "sfmodel", "groupmodel", "chainref", "mxref")
 
 
 def test_independent_models_import_nothing_from_ptxgen():

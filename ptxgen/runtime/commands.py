@@ -64,11 +64,11 @@ def check_arch(arch: str | None) -> None:
 
 
 def refuse_block_scaled(args, command: str) -> bool:
-    """Block-scaled specs never reach the GPU path: exit 2 before looking for a GPU (the same answer with or without one)."""
-    from .launch import BLOCK_SCALED_REFUSAL
+    """Block-scaled specs are not benchmarked: exit 2 before looking for a GPU (the same answer with or without one)."""
+    from .launch import BLOCK_SCALED_BENCH_REFUSAL
 
     if getattr(args, "scale", None) not in (None, "none"):
-        print(f"ptxgen {command}: {BLOCK_SCALED_REFUSAL}", file=sys.stderr)
+        print(f"ptxgen {command}: {BLOCK_SCALED_BENCH_REFUSAL}", file=sys.stderr)
         return True
     return False
 
@@ -78,8 +78,6 @@ def cmd_validate(args) -> int:
     from .errors import ProblemError
     from .validate import validate_spec
 
-    if refuse_block_scaled(args, "validate"):
-        return EXIT_USAGE
     try:
         check_before_gpu(args, [(args.m, args.n, args.k)])
         spec, _ = _spec_for_gpu(args)

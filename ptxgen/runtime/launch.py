@@ -48,12 +48,12 @@ class Problem:
         """Leading dimensions rounded up so that every row starts 16-byte aligned: any M, N, K >= 1."""
         t = cls.tight(spec, m, n, k)
 
-        def up(ld: int, esize: int) -> int:
-            q = ROW_ALIGN_BYTES // esize
+        def up(ld: int, bits: int) -> int:
+            q = ROW_ALIGN_BYTES * 8 // bits  # elements per 16 bytes (32 for packed e2m1)
             return -(-ld // q) * q
 
-        e, o = spec.dtype.bytes, spec.out_dtype.bytes
-        return cls(m, n, k, up(t.lda, e), up(t.ldb, e), up(t.ldd, o))
+        a, b = (spec.operand_dtype(x).container_bits for x in ("a", "b"))
+        return cls(m, n, k, up(t.lda, a), up(t.ldb, b), up(t.ldd, 8 * spec.out_dtype.bytes))
 
     def value(self, name: str) -> int:
         return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd, "batch": self.batch,
@@ -70,21 +70,25 @@ def global_shape(spec: TileSpec, name: str, p: Problem) -> tuple[int, int]:
     return (mn, ld) if op.major is Major.K else (p.k, ld)
 
 
-BLOCK_SCALED_REFUSAL = (
-    "block-scaled kernels (--scale) are L1/L2 only: ptxgen derives, explains, compiles and SASS-checks them, but "
-    "does not launch them (no scale-factor arrays in the launcher, and no Blackwell GPU to run them on)"
+BLOCK_SCALED_BENCH_REFUSAL = (
+    "block-scaled kernels (--scale) are not timed: ptxgen bench has no scale-factor arrays and no baseline for them "
+    "(ptxgen validate runs them, with scale factors in CUTLASS's layout, on compute capability 10.x)"
 )
+
+
+def packed_per_byte(spec: TileSpec, name: str) -> int:
+    """Elements of operand ``name`` per byte in global memory: 2 for packed e2m1 (kind::mxf4/mxf4nvf4: its tensor map
+    counts bytes, K / 2), else 1."""
+    bits = spec.operand_dtype(name).container_bits
+    return 8 // bits if bits < 8 else 1
 
 
 def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
     """Why the kernel cannot run problem ``p`` (empty if it can), each naming its rule."""
-    if spec.block_scaled:
-        return [BLOCK_SCALED_REFUSAL]
     errs = []
     for dim, size in (("M", p.m), ("N", p.n), ("K", p.k)):
         if not 1 <= size <= MAX_DIM:
             errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
-    esize = spec.dtype.bytes
     align = spec.operand_row_align_bytes
     rule = "TMA's rule for global rows" if spec.loader is Loader.TMA else f"the {align}-byte cp.async copies"
     for name, ld in (("a", p.lda), ("b", p.ldb)):
@@ -93,7 +97,16 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         inner_name = "K" if op.major is Major.K else ("M" if name == "a" else "N")
         if ld < inner:
             errs.append(f"ld{name}={ld} is smaller than its contiguous extent {inner_name}={inner}")
-        if ld * esize % align:
+        per_byte = packed_per_byte(spec, name)
+        if per_byte > 1:
+            if p.k % per_byte:
+                errs.append(f"K={p.k} is odd: packed {spec.operand_dtype(name).value} travels as bytes of {per_byte} elements "
+                            "(the tensor map's K is K / 2 bytes), so K must be even")
+            if ld % (per_byte * align):
+                errs.append(f"ld{name}={ld} packed {spec.operand_dtype(name).value} elements = {ld / per_byte:g} B is not a "
+                            f"multiple of {align} B: every row must start {align}-byte aligned ({rule})")
+        elif ld * spec.operand_dtype(name).bytes % align:
+            esize = spec.operand_dtype(name).bytes
             errs.append(f"ld{name}={ld} x {esize} B is not a multiple of {align} B: every row must start {align}-byte aligned ({rule})")
     if p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
@@ -149,8 +162,8 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None, extra: dict | None = None) -> KernelArgs:
     """The kernel's arguments in ABI order. ``encode`` turns tensor-map arguments into the 128-byte map
     (default: the driver's encoder, ptxgen.runtime.tensormap.encode). ``extra``: the fused epilogue's arguments
-    by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.fusion.chain_params) and block-scaled
-    FP8's (SFA, SFB, lds_a, lds_b)."""
+    by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.fusion.chain_params), block-scaled
+    FP8's (SFA, SFB, lds_a, lds_b) and the block-scaled kinds' (SFA, SFB: ptxgen.runtime.bsvalidate)."""
     extra = extra or {}
     own = {"A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd", "batch", "ldd_batch"}
     missing = [q.name for q in plan.abi.params if q.kind != "tensormap" and q.name not in own and q.name not in extra]
@@ -183,8 +196,12 @@ def map_args(plan: KernelPlan, operand: str, ptr: int, p: Problem):
     from .tensormap import tensormap_args
 
     tma = plan.tma_plan(operand)
-    lds = tuple(p.value(x) for x in tma.stride_names)
-    args = tensormap_args(tma, ptr, tuple(p.value(d) for d in tma.global_dims), lds if tma.batched else lds[0])
+    dims, lds = tuple(p.value(d) for d in tma.global_dims), tuple(p.value(x) for x in tma.stride_names)
+    per_byte = packed_per_byte(plan.spec, operand) if operand in ("a", "b") and tma.data_type.name == "UINT8" else 1
+    if per_byte > 1:  # packed e2m1: the map's elements are bytes (K / 2 of them a row; problem_errors: K even)
+        dims = tuple(v // per_byte if d == "K" else v for d, v in zip(tma.global_dims, dims))
+        lds = tuple(x // per_byte for x in lds)
+    args = tensormap_args(tma, ptr, dims, lds if tma.batched else lds[0])
     if operand in ("a", "b"):
         args = replace(args, l2_promotion=l2_promotion_for_rows(args.global_strides[0]))
     return args
@@ -234,15 +251,16 @@ def reduce_args(plan: KernelPlan, w_ptr: int, d_ptr: int, p: Problem) -> KernelA
 
 
 def gemm_launches(plan: KernelPlan, kernel, reduce_kernel, a_ptr: int, b_ptr: int, d_ptr: int, w_ptr: int, p: Problem,
-                  sm_count: int = 132, encode=None) -> list:
+                  sm_count: int = 132, encode=None, extra: dict | None = None) -> list:
     """Every launch one GEMM takes, in order, as (loaded kernel, grid, block, KernelArgs): the MMA kernel alone, or
     (split-K) the MMA kernel into the workspace at ``w_ptr`` then the reduction into D. Launched on one stream in this
-    order, the reduction reads the partials only after the MMA kernel wrote them."""
+    order, the reduction reads the partials only after the MMA kernel wrote them. ``extra``: the MMA kernel's other
+    arguments by ABI name (gemm_args; a block-scaled kernel's SFA and SFB)."""
     if plan.split is None:
         grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
-        return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, d_ptr, p, encode))]
+        return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, d_ptr, p, encode, extra))]
     q = split_problem(plan, p)
     grid, block, _ = launch_geometry(plan, q, sm_count, kernel)
     rgrid, rblock, _ = reduce_geometry(plan, p)
-    return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, w_ptr, q, encode)),
+    return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, w_ptr, q, encode, extra)),
             (reduce_kernel, rgrid, rblock, reduce_args(plan, w_ptr, d_ptr, p))]

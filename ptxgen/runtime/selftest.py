@@ -9,7 +9,9 @@ The ladder, in order (a later rung means little if an earlier one disagrees):
    loader, 8-bit inputs, persistent with the TMA-store epilogue, ping-pong, clusters / CTA pairs, odd shapes;
 3. Blackwell only, the questions only hardware settles: commit arrivals at CTA exit (compute-sanitizer over a
    one-K-tile pair kernel with many CTAs), two pair clusters sharing an SM's tensor memory (a grid of many
-   clusters), and NaN in the scale-factor padding (block-scaled kernels have no runner yet: reported NOT RUN).
+   clusters), and NaN in the scale-factor padding (a block-scaled GEMM whose K is a multiple of neither BK nor the
+   scale-factor atom's 4V, every padding byte of the SF buffers a NaN code: outputs finite and equal to the
+   float64 reference; ptxgen.runtime.bsvalidate).
 
 Each step is PASS, FAIL (a disagreement: exit 1), SKIP (needs another GPU, named) or NOT RUN (no runner, named).
 Without a usable GPU the command exits 3 before any step.
@@ -135,10 +137,35 @@ def _sanitized_exit(kw: dict, m: int, n: int, k: int) -> Callable[[], tuple[str,
     return run
 
 
+def _nan_padding(cases: tuple[tuple[dict, int, int, int], ...]) -> Callable[[], tuple[str, str]]:
+    """Block-scaled GEMMs with K % BK != 0 and K % 4V != 0: the last atom of every row holds chunks past K, and the
+    buffers' padding (and a tail past them) is NaN (UE8M0 0xFF, UE4M3 0x7F); the kernel must zero those chunks
+    before the MMA (an e2m1/e4m3 zero times a NaN scale is NaN)."""
+    def run() -> tuple[str, str]:
+        from ..derive.sf_atoms import sf_k_atoms, sf_k_chunks
+        from .bsvalidate import vec_of
+        from .validate import validate_spec
+
+        notes, ok = [], True
+        for kw, m, n, k in cases:
+            spec = make_spec(**kw)
+            vec = vec_of(spec)
+            assert k % spec.bk and k % (4 * vec), (k, spec.bk, vec)
+            r = validate_spec(spec, m, n, k, seed=0)
+            in_rows = (m + n) * (4 * sf_k_atoms(k, vec) - sf_k_chunks(k, vec))
+            ok &= r.passed and r.nonfinite == 0
+            notes.append(f"{spec.scale.value} M={m} N={n} K={k}: {in_rows} NaN bytes inside rows past K, non-finite "
+                         f"{r.nonfinite}, rel error {r.rel_error:.1e} (tolerance {r.tolerance:.0e}), unwritten {r.unwritten}")
+        return (PASS if ok else FAIL), "; ".join(notes)
+    return run
+
+
 F16 = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch="sm_90a")
 BF16_TMA = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", stages=3,
                 schedule="persistent", epilogue="tma", arch="sm_90a")
 PAIR = dict(bm=256, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", cta_group=2, stages=3)
+MXF8 = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", scale="ue8m0", stages=3)
+NVFP4 = dict(bm=128, bn=256, bk=256, a="kmajor-sw128", b="kmajor-sw128", dtype="e2m1", scale="ue4m3", stages=3)
 
 
 def steps() -> list[Step]:
@@ -160,11 +187,13 @@ def steps() -> list[Step]:
         Step(b, "L4", "GEMM e4m3 (kind::f8f6f4)", _gemm(dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="mnmajor-sw64", dtype="e4m3"))),
         Step(b, "L4", "GEMM bf16 persistent, two TMEM accumulators, TMA-store epilogue", _gemm(dict(BF16_TMA, arch="sm_100a"))),
         Step(b, "L4", "GEMM bf16 CTA pair (cta_group::2, M=256)", _gemm(PAIR)),
+        Step(b, "L4", "GEMM e4m3 block-scaled (kind::mxf8f6f4, UE8M0 per 32), one CTA, SF in CUTLASS's layout", _gemm(MXF8)),
+        Step(b, "L4", "GEMM e2m1 NVFP4 (kind::mxf4nvf4, UE4M3 per 16), one CTA, SF in CUTLASS's layout", _gemm(NVFP4)),
         Step(b, "L4", "commit arrivals at CTA exit: one K-tile, 1024 pair CTAs, compute-sanitizer synccheck + memcheck",
              _sanitized_exit(PAIR, 4096, 4096, 64)),
         Step(b, "L4", "two pair clusters sharing an SM's TMEM: 16 x 32 clusters of a tile-per-CTA pair kernel", _gemm(PAIR, 4096, 4096, 512)),
-        Step(b, "L4", "NaN in the scale-factor padding (block-scaled, K % BK != 0)", None,
-             "block-scaled kernels have no GPU runner yet (ptxgen validate refuses --scale)"),
+        Step(b, "L4", "NaN in the scale-factor padding (block-scaled, K % BK != 0 and K % 4V != 0): outputs finite, equal to float64",
+             _nan_padding(((MXF8, 200, 136, 424), (NVFP4, 130, 264, 200)))),
     ]
 
 

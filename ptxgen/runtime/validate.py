@@ -8,60 +8,17 @@ stay so; every element of D inside M x N must be written.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
-from ..isa.numerics import CODE_DTYPE, decode, input_poison_code, poison_code, random_codes, tolerance
-from ..isa.types import Major
+from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
 from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
-from .launch import Problem, check_problem, gemm_launches, global_shape, workspace_bytes
+from .launch import Problem, check_problem, gemm_launches, workspace_bytes
 from .toolchain import compile_cuda
-
-
-def default_problem(spec: TileSpec) -> tuple[int, int, int]:
-    """Several tiles in every direction, M != N != K, and enough K-tiles to wrap the stage ring twice."""
-    return 3 * spec.bm, 2 * spec.bn, (2 * spec.stages + 1) * spec.bk
-
-
-@dataclass
-class ValidationResult:
-    spec: TileSpec
-    problem: Problem
-    rel_error: float
-    max_abs_error: float
-    tolerance: float
-    unwritten: int
-    nonfinite: int
-    stray_writes: int  # elements outside M x N that changed
-    passed: bool
-    seconds: float
-    device: str
-
-    @property
-    def verdict(self) -> str:
-        p = self.problem
-        word = "PASS" if self.passed else "FAIL"
-        return (
-            f"{word} {self.spec.kernel_name} on {self.device}: M={p.m} N={p.n} K={p.k}, "
-            f"rel error {self.rel_error:.3e} (tolerance {self.tolerance:.1e}), max abs error {self.max_abs_error:.3e}, "
-            f"unwritten {self.unwritten}, non-finite {self.nonfinite}, writes outside M x N {self.stray_writes}"
-        )
-
-
-def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem, extra_rows: int = 0) -> np.ndarray:
-    """The global-memory array of operand ``name`` (logical MN x K codes) in the spec's layout, with
-    ``extra_rows`` rows past the end; padding and extra rows hold the input poison."""
-    rows, ld = global_shape(spec, name, p)
-    g = np.full((rows + extra_rows, ld), input_poison_code(spec.operand_dtype(name).value), dtype=logical.dtype)
-    if spec.operand(name).major is Major.K:
-        g[:rows, : logical.shape[1]] = logical
-    else:
-        g[:rows, : logical.shape[0]] = logical.T
-    return g
+from .vresult import ValidationResult, default_problem, host_operand  # noqa: F401 -- shared with bsvalidate, re-exported
 
 
 def reference(a_codes: np.ndarray, a_type: str, b_codes: np.ndarray, b_type: str) -> np.ndarray:
@@ -70,6 +27,10 @@ def reference(a_codes: np.ndarray, a_type: str, b_codes: np.ndarray, b_type: str
 
 
 def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k: int | None = None, seed: int | None = None) -> ValidationResult:
+    if spec.block_scaled:  # kinds mxf8f6f4 / mxf4 / mxf4nvf4: scale-factor arrays, their own inputs and reference
+        from .bsvalidate import validate_block_scaled
+
+        return validate_block_scaled(spec, m, n, k, seed)
     dev = require_gpu()
     if dev.arch is not spec.arch:
         raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")

@@ -1,0 +1,152 @@
+"""``ptxgen validate`` for block-scaled kernels (tcgen05 kinds mxf8f6f4, mxf4, mxf4nvf4; sm_100a).
+
+What the runner does, beyond the dense one (ptxgen.runtime.validate):
+
+* **Inputs** as the kernel's tensor maps expect them: 8-bit codes (e4m3, e5m2) one a byte in the operand's major;
+  e2m1 packed two a byte along K (element 2i in bits 0-3; the map counts bytes, K / 2 a row). Row padding holds
+  the input poison (e4m3/e5m2 NaN; e2m1 has no NaN: 0x77, two 6.0s, its largest magnitude).
+* **Scale factors**: random UE8M0 (2^-4..2^4) or UE4M3 (0.25..4) codes, one per V elements of a row along K, put
+  into a buffer in CUTLASS's ``Sm1xxBlockScaledConfig`` layout by ptxgen's own layout function
+  (ptxgen.derive.sf_atoms.sf_global_offset: 512-byte atoms of 128 rows x 4 chunks, K first, K padded to 4V); every
+  byte that is not a scale factor (rows past M or N, chunks past ceil(K / V), and a tail past the buffer) holds a
+  NaN code (UE8M0 0xFF, UE4M3 0x7F): the kernel must never let one reach a product (CUTLASS gets zeros there
+  from TMA's out-of-bounds fill; ptxgen's kernel zeroes the chunks past K in shared memory, issue 19 fix 6).
+* **The launch**: the ABI's SFA and SFB pointers through gemm_launches(extra=...).
+* **The reference**: ptxgen.model.mxref, float64 with its own decode tables (OCP MX v1.0, PTX ISA).
+
+Tolerance: every product A x SFA x B x SFB is exact in f32 (at most 4 significant bits per factor: e4m3 4,
+e5m2 3, e2m1 2, UE8M0 1, UE4M3 4; exponents inside f32's range for the scales drawn here), so the error is the
+f32 accumulation over K terms and the output rounding: the tolerance of the dense FP8 kinds (1e-3 relative, in the
+Frobenius norm; numerics.tolerance), plus 2^-8 for bf16 or 2^-11 for f16 outputs. A scale factor read from the
+wrong place is off by up to 2^8 (UE8M0) or 16 (UE4M3) for its chunk of V terms: errors of order 1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..derive.kernel import plan_kernel
+from ..derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
+from ..derive.spec import TileSpec
+from ..emit.render import render_kernel
+from ..isa.blockscale import kind_of
+from ..isa.numerics import CODE_DTYPE, decode, pack_e2m1, poison_code, random_codes, tolerance
+from ..isa.types import Major
+from ..model.mxref import block_scaled_gemm
+from .errors import ProblemError
+from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
+from .launch import Problem, check_problem, gemm_launches, global_shape, packed_per_byte
+from .toolchain import compile_cuda
+from .vresult import ValidationResult, default_problem, host_operand
+
+SF_NAN_CODE = {"ue8m0": 0xFF, "ue4m3": 0x7F}  # OCP MX E8M0 NaN; e4m3's S.1111.111 without the sign
+E2M1_ROW_POISON = 0x77  # two e2m1 6.0s: e2m1 has no NaN, so padding a kernel must not read holds its largest value
+SF_TAIL_BYTES = 4 * SF_ATOM_BYTES  # NaN bytes after the scale-factor buffer: a copy that read past its end shows
+
+
+def vec_of(spec: TileSpec) -> int:
+    """V: elements of a row along K per scale factor (32 for UE8M0, 16 for UE4M3)."""
+    return kind_of(spec.dtype, spec.scale.dtype).vec_elements
+
+
+def pack_sf(codes: np.ndarray, k: int, vec: int, pad: int) -> np.ndarray:
+    """Scale-factor codes of a rows x ceil(K / V) matrix -> the bytes of CUTLASS's Sm1xxBlockScaledConfig buffer
+    (sf_global_bytes long; rows padded to 128, K to 4V); bytes that hold no scale factor are ``pad``."""
+    rows, chunks = codes.shape
+    if chunks != sf_k_chunks(k, vec):
+        raise ValueError(f"{chunks} scale factors a row; K={k} with V={vec} has {sf_k_chunks(k, vec)}")
+    out = np.full(sf_global_bytes(rows, k, vec), pad, dtype=np.uint8)
+    r, c = np.meshgrid(np.arange(rows), np.arange(chunks), indexing="ij")
+    out[sf_global_offset(r, c, sf_k_atoms(k, vec))] = codes
+    return out
+
+
+def sf_padding_bytes(rows: int, k: int, vec: int) -> int:
+    """Bytes of the buffer that hold no scale factor (rows past the matrix, chunks past ceil(K / V))."""
+    return sf_global_bytes(rows, k, vec) - rows * sf_k_chunks(k, vec)
+
+
+def host_block_operand(spec: TileSpec, name: str, codes: np.ndarray, p: Problem, extra_rows: int) -> np.ndarray:
+    """Operand ``name``'s global array (logical MN x K codes): 8-bit codes as the dense runner lays them out, packed
+    e2m1 (K-major only: kind::mxf4/mxf4nvf4 have no transpose) as bytes, two elements a byte."""
+    per_byte = packed_per_byte(spec, name)
+    if per_byte == 1:
+        return host_operand(spec, name, codes, p, extra_rows)
+    if spec.operand(name).major is not Major.K:
+        raise ProblemError(f"packed {spec.operand_dtype(name).value} operand {name.upper()} must be K-major")
+    rows, ld = global_shape(spec, name, p)
+    g = np.full((rows + extra_rows, ld // per_byte), E2M1_ROW_POISON, dtype=np.uint8)
+    g[:rows, : codes.shape[1] // per_byte] = pack_e2m1(codes)
+    return g
+
+
+def bs_tolerance(spec: TileSpec) -> float:
+    """The dense FP8 kinds' tolerance with the spec's accumulator and output (see the module docstring)."""
+    return tolerance("e4m3", spec.acc.value, spec.out_dtype.value)
+
+
+def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = None, k: int | None = None,
+                          seed: int | None = None) -> ValidationResult:
+    if not spec.block_scaled:
+        raise ValueError(f"{spec.kernel_name} is not block-scaled")
+    dev = require_gpu()
+    if dev.arch is not spec.arch:
+        raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
+    dm, dn, dk = default_problem(spec)
+    p = Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k)
+    check_problem(spec, p)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    plan = plan_kernel(spec)
+    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    a_type, b_type, sf_type = spec.dtype.value, spec.b_dtype.value, spec.scale.dtype.value
+    vec = vec_of(spec)
+    a_codes = random_codes(a_type, (p.m, p.k), rng)
+    b_codes = random_codes(b_type, (p.n, p.k), rng)
+    sfa_codes = random_codes(sf_type, (p.m, sf_k_chunks(p.k, vec)), rng)
+    sfb_codes = random_codes(sf_type, (p.n, sf_k_chunks(p.k, vec)), rng)
+    nan = SF_NAN_CODE[sf_type]
+    sfa = pack_sf(sfa_codes, p.k, vec, nan)
+    sfb = pack_sf(sfb_codes, p.k, vec, nan)
+    extra = max(spec.bm, spec.bn, spec.bk)
+    ga, gb = host_block_operand(spec, "a", a_codes, p, extra), host_block_operand(spec, "b", b_codes, p, extra)
+    out_bytes = spec.out_dtype.bytes
+    code = CODE_DTYPE[out_bytes]
+    poison = poison_code(spec.out_dtype.value)
+    d_rows = p.m + spec.bm
+    kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
+    with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd, \
+            Buffer(sfa.nbytes + SF_TAIL_BYTES) as dsa, Buffer(sfb.nbytes + SF_TAIL_BYTES) as dsb:
+        da.upload(ga)
+        db.upload(gb)
+        for buf, host in ((dsa, sfa), (dsb, sfb)):
+            buf.fill_u8(nan)
+            buf.upload(host)
+        (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
+        for kern, grid, block, args in gemm_launches(plan, kernel, None, da.address, db.address, dd.address, 0, p,
+                                                     dev.sm_count, extra={"SFA": dsa.address, "SFB": dsb.address}):
+            kern.launch(grid, block, args)
+        synchronize(spec.kernel_name)
+        whole = dd.download(code, d_rows * p.ldd).reshape(d_rows, p.ldd)
+    kernel.unload()
+    out = whole[: p.m, : p.n]
+    outside = np.ones(whole.shape, dtype=bool)
+    outside[: p.m, : p.n] = False
+    stray = int(np.count_nonzero(whole[outside] != poison))
+    ref = block_scaled_gemm(a_codes, a_type, sfa_codes, b_codes, b_type, sfb_codes, sf_type, vec)
+    got = decode(out, spec.out_dtype.value)
+    unwritten = int(np.count_nonzero(out == poison))
+    nonfinite = int(np.count_nonzero(~np.isfinite(got)))
+    diff = np.where(np.isfinite(got), got - ref, np.inf)
+    norm = float(np.linalg.norm(ref)) or 1.0
+    rel = float(np.linalg.norm(diff) / norm) if nonfinite == 0 else float("inf")
+    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
+    tol = bs_tolerance(spec)
+    passed = unwritten == 0 and nonfinite == 0 and stray == 0 and rel <= tol
+    pad = sf_padding_bytes(p.m, p.k, vec) + sf_padding_bytes(p.n, p.k, vec)
+    notes = (f"scale factors {sf_type} V={vec} in CUTLASS's layout, {pad} padding bytes + {2 * SF_TAIL_BYTES} tail bytes "
+             f"NaN (0x{nan:02X})")
+    return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, stray, passed, time.perf_counter() - t0,
+                            dev.name, notes)

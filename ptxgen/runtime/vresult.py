@@ -1,0 +1,61 @@
+"""What ``ptxgen validate`` returns, its default problem and the operands' global arrays: shared by the dense runner
+(ptxgen.runtime.validate) and the block-scaled one (ptxgen.runtime.bsvalidate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..derive.spec import TileSpec
+from ..isa.numerics import input_poison_code
+from ..isa.types import Major
+from .launch import Problem, global_shape
+
+
+def default_problem(spec: TileSpec) -> tuple[int, int, int]:
+    """Several tiles in every direction, M != N != K, and enough K-tiles to wrap the stage ring twice. Block-scaled:
+    ragged in every direction (M, N not multiples of the 128-row scale-factor atom, K not a multiple of BK, of the
+    atom's 4V elements nor of V, and even for packed e2m1), so that the scale factors' padding is in play."""
+    if spec.block_scaled:
+        return 3 * spec.bm - 56, 2 * spec.bn - 24, (2 * spec.stages + 1) * spec.bk - 40
+    return 3 * spec.bm, 2 * spec.bn, (2 * spec.stages + 1) * spec.bk
+
+
+@dataclass
+class ValidationResult:
+    spec: TileSpec
+    problem: Problem
+    rel_error: float
+    max_abs_error: float
+    tolerance: float
+    unwritten: int
+    nonfinite: int
+    stray_writes: int  # elements outside M x N that changed
+    passed: bool
+    seconds: float
+    device: str
+    notes: str = ""  # what else the run checked (block-scaled: the scale factors' NaN padding)
+
+    @property
+    def verdict(self) -> str:
+        p = self.problem
+        word = "PASS" if self.passed else "FAIL"
+        return (
+            f"{word} {self.spec.kernel_name} on {self.device}: M={p.m} N={p.n} K={p.k}, "
+            f"rel error {self.rel_error:.3e} (tolerance {self.tolerance:.1e}), max abs error {self.max_abs_error:.3e}, "
+            f"unwritten {self.unwritten}, non-finite {self.nonfinite}, writes outside M x N {self.stray_writes}"
+            + (f"; {self.notes}" if self.notes else "")
+        )
+
+
+def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem, extra_rows: int = 0) -> np.ndarray:
+    """The global-memory array of operand ``name`` (logical MN x K codes) in the spec's layout, with
+    ``extra_rows`` rows past the end; padding and extra rows hold the input poison."""
+    rows, ld = global_shape(spec, name, p)
+    g = np.full((rows + extra_rows, ld), input_poison_code(spec.operand_dtype(name).value), dtype=logical.dtype)
+    if spec.operand(name).major is Major.K:
+        g[:rows, : logical.shape[1]] = logical
+    else:
+        g[:rows, : logical.shape[0]] = logical.T
+    return g

@@ -1,0 +1,402 @@
+"""The block-scaled runner (issue 19 item 4): ``ptxgen validate`` for kinds mxf8f6f4 / mxf4 / mxf4nvf4.
+
+Tiers: the reference's decoders against values written out from the OCP MX spec and the PTX ISA; the host-side
+scale-factor packer against CUTLASS's layout function typed from its source (tests/test_cutlass_review.py), with a
+control that permutes the layout; the launch parameters' bytes; the whole runner on a simulated 10.0 device whose
+"kernel" is a CPU emulation of what the generated kernel does with the buffers (NVRTC compiles the real kernel on
+the way; nothing runs on a GPU), with controls (a permuted scale-factor layout, NaN padding that is not zeroed)
+that must FAIL; and a ``gpu`` test that needs compute capability 10.x.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.sf_atoms import sf_global_bytes, sf_k_chunks
+from ptxgen.derive.spec import make_spec
+from ptxgen.model import mxref
+from ptxgen.runtime import bsvalidate
+from ptxgen.runtime.launch import Problem, gemm_args, problem_errors
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_cutlass_review import cutlass_sf_offset  # noqa: E402 -- CUTLASS's Sm1xxBlockScaledConfig, typed from source
+
+ROOT = Path(__file__).resolve().parents[1]
+MX8 = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", scale="ue8m0", stages=2)
+NVFP4 = dict(bm=128, bn=256, bk=256, a="kmajor-sw128", b="kmajor-sw128", dtype="e2m1", scale="ue4m3", stages=2)
+MXFP4 = dict(NVFP4, scale="ue8m0")
+
+
+# ---- the reference's decoders against known values --------------------------------------------------------
+def test_every_e2m1_code():
+    """OCP MX v1.0 Table 5, FP4 E2M1: S EE M, bias 1."""
+    want = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    got = mxref.decode_mx(np.arange(16), "e2m1")
+    assert got[:8].tolist() == want and got[8:].tolist() == [-v for v in want]
+    assert math.copysign(1.0, got[8]) == -1.0  # 0b1000 is -0
+
+
+@pytest.mark.parametrize("code,value", [
+    (0x00, 0.0), (0x01, 2.0 ** -9), (0x07, 7 * 2.0 ** -9), (0x08, 2.0 ** -6), (0x38, 1.0), (0x39, 1.125),
+    (0x3F, 1.875), (0x40, 2.0), (0x7E, 448.0), (0xFE, -448.0), (0xB8, -1.0), (0x7F, None), (0xFF, None)])
+def test_e4m3_edge_codes(code, value):
+    """OCP MX 5.3.3: E4M3 bias 7, subnormals 2^-6 x 0.m, max 448, S.1111.111 NaN, no infinity."""
+    got = mxref.decode_mx([code], "e4m3")[0]
+    assert (math.isnan(got) if value is None else got == value)
+
+
+@pytest.mark.parametrize("code,value", [(0x01, 2.0 ** -16), (0x3C, 1.0), (0x7B, 57344.0), (0x7C, math.inf), (0xFC, -math.inf),
+                                        (0x7D, None), (0x04, 2.0 ** -14)])
+def test_e5m2_edge_codes(code, value):
+    got = mxref.decode_mx([code], "e5m2")[0]
+    assert (math.isnan(got) if value is None else got == value)
+
+
+def test_ue8m0_is_a_power_of_two_and_0xff_is_nan():
+    got = mxref.decode_mx(np.arange(255), "ue8m0")
+    assert all(got[c] == math.ldexp(1.0, c - 127) for c in range(255))
+    assert got[127] == 1.0 and got[0] == 2.0 ** -127 and got[254] == 2.0 ** 127
+    assert math.isnan(mxref.decode_mx([0xFF], "ue8m0")[0])
+
+
+@pytest.mark.parametrize("code,value", [(0x38, 1.0), (0x30, 0.5), (0x40, 2.0), (0x48, 4.0), (0x7E, 448.0), (0x01, 2.0 ** -9),
+                                        (0x08, 2.0 ** -6), (0x00, 0.0), (0x7F, None), (0x80, None), (0xB8, None)])
+def test_ue4m3(code, value):
+    """PTX: ue4m3, e4m3 without the sign bit (bias 7); 0x7F is NaN, and a code with bit 7 set is no ue4m3 value."""
+    got = mxref.decode_mx([code], "ue4m3")[0]
+    assert (math.isnan(got) if value is None else got == value)
+
+
+def test_the_two_sides_decode_alike():
+    """ptxgen.isa.numerics (the writer side) and the reference's own tables agree on every finite code."""
+    from ptxgen.isa import numerics
+
+    for fmt, table in (("e4m3", numerics.E4M3), ("e5m2", numerics.E5M2), ("e2m1", numerics.E2M1), ("ue8m0", numerics.UE8M0),
+                       ("ue4m3", numerics.UE4M3)):
+        ours = mxref.TABLES[fmt]
+        ok = np.isfinite(ours)
+        assert np.array_equal(ours[ok], table[ok]), fmt
+        assert np.array_equal(np.isnan(ours), np.isnan(table)), fmt
+
+
+def test_reference_scales_each_chunk():
+    """K = 5 with V = 2: chunks {0,1}, {2,3}, {4}; one row each, known numbers."""
+    a = np.array([[2, 2, 2, 2, 2]])  # e2m1 code 2 = 1.0
+    b = np.array([[4, 4, 4, 4, 4]])  # 2.0
+    sfa = np.array([[127, 128, 126]])  # 1, 2, 0.5
+    sfb = np.array([[127, 127, 129]])  # 1, 1, 4
+    d = mxref.block_scaled_gemm(a, "e2m1", sfa, b, "e2m1", sfb, "ue8m0", 2)
+    assert d.tolist() == [[2 * (1 * 1 * 2) + 2 * (2 * 1 * 2) + 1 * (0.5 * 4 * 2)]]
+
+
+def test_unpack_nibbles_low_first():
+    assert mxref.unpack_nibbles(np.array([[0x21, 0x7F]], np.uint8), 3).tolist() == [[1, 2, 0xF]]
+
+
+# ---- the host-side packer against CUTLASS's layout function ------------------------------------------------
+@pytest.mark.parametrize("rows,K,vec", [(128, 256, 32), (200, 424, 32), (300, 200, 16), (64, 40, 16), (384, 1000, 16)])
+def test_sf_packer_matches_cutlass(rows, K, vec):
+    rng = np.random.default_rng(rows + K)
+    codes = rng.integers(1, 255, (rows, sf_k_chunks(K, vec))).astype(np.uint8)
+    buf = bsvalidate.pack_sf(codes, K, vec, 0xFF)
+    atoms_k = -(-K // (4 * vec))
+    assert buf.size == cutlass_sf_offset(-(-rows // 128) * 128 - 1, atoms_k * 4 * vec - 1, rows, K, vec) + 1
+    seen = np.zeros(buf.size, bool)
+    for r in range(rows):
+        for c in range(codes.shape[1]):
+            off = cutlass_sf_offset(r, c * vec, rows, K, vec)
+            assert buf[off] == codes[r, c], (r, c)
+            seen[off] = True
+    assert (buf[~seen] == 0xFF).all() and (~seen).sum() == bsvalidate.sf_padding_bytes(rows, K, vec)
+
+
+def _permuted_offset(row, chunk, k_atoms):
+    """A plausible wrong layout: rows r0 + 32 r1 at 16 r1 + 4 r0 (the two row modes swapped) -- still a bijection."""
+    from ptxgen.derive import sf_atoms
+
+    r = row % 128
+    swapped = (r // 32) + 4 * (r % 32)
+    return sf_atoms.sf_global_offset(row - r + swapped, chunk, k_atoms)
+
+
+def test_control_a_permuted_packer_is_caught(monkeypatch):
+    monkeypatch.setattr(bsvalidate, "sf_global_offset", _permuted_offset)
+    rows, K, vec = 128, 256, 32
+    codes = np.random.default_rng(1).integers(1, 255, (rows, sf_k_chunks(K, vec))).astype(np.uint8)
+    buf = bsvalidate.pack_sf(codes, K, vec, 0xFF)
+    wrong = sum(buf[cutlass_sf_offset(r, c * vec, rows, K, vec)] != codes[r, c] for r in range(rows) for c in range(codes.shape[1]))
+    assert wrong > rows  # most rows' scale factors land elsewhere
+
+
+# ---- the launch parameters of a block-scaled kernel, byte by byte -----------------------------------------
+def _fake_encode(args):
+    words = [args.global_address, *args.global_dims, args.global_strides[0], *args.box, args.swizzle, args.data_type]
+    return b"".join(int(w).to_bytes(8, "little") for w in words).ljust(128, b"\0")
+
+
+def _map_words(raw: bytes) -> list[int]:
+    return [int.from_bytes(raw[8 * i: 8 * i + 8], "little") for i in range(8)]
+
+
+@pytest.mark.parametrize("kw", [MX8, NVFP4])
+def test_launch_parameters_of_a_block_scaled_kernel(kw):
+    spec = make_spec(**kw)
+    plan = plan_kernel(spec)
+    assert [q.name for q in plan.abi.params] == ["tmap_a", "tmap_b", "SFA", "SFB", "D", "M", "N", "K", "ldd"]
+    p = Problem.padded(spec, 200, 136, 424)
+    assert problem_errors(spec, p) == []
+    args = gemm_args(plan, 0x10000, 0x20000, 0x30000, p, encode=_fake_encode, extra={"SFA": 0x7F0000041000, "SFB": 0x7F0000052000})
+    ptrs = ctypes.cast(args.address, ctypes.POINTER(ctypes.c_void_p))
+    assert all(ptrs[i] % 64 == 0 for i in (0, 1))
+    raw = [ctypes.string_at(ptrs[i], n) for i, n in enumerate((128, 128, 8, 8, 8, 4, 4, 4, 4))]
+    assert raw[2] == (0x7F0000041000).to_bytes(8, "little") and raw[3] == (0x7F0000052000).to_bytes(8, "little")
+    assert raw[4] == (0x30000).to_bytes(8, "little")
+    assert [int.from_bytes(r, "little", signed=True) for r in raw[5:]] == [200, 136, 424, p.ldd]
+    a, b = _map_words(raw[0]), _map_words(raw[1])
+    per_byte = 2 if kw["dtype"] == "e2m1" else 1  # packed e2m1: the map counts bytes
+    assert a[:4] == [0x10000, 424 // per_byte, 200, p.lda // per_byte] and b[:4] == [0x20000, 424 // per_byte, 136, p.ldb // per_byte]
+    assert a[7] == 0  # CU_TENSOR_MAP_DATA_TYPE_UINT8: codes (and e2m1 pairs) travel as bytes
+
+
+def test_missing_scale_factor_arguments_are_refused():
+    from ptxgen.runtime.errors import ProblemError
+
+    spec = make_spec(**MX8)
+    with pytest.raises(ProblemError, match="SFA, SFB"):
+        gemm_args(plan_kernel(spec), 0x10000, 0x20000, 0x30000, Problem.padded(spec, 128, 128, 128), encode=_fake_encode)
+
+
+def test_packed_e2m1_problem_rules():
+    spec = make_spec(**NVFP4)
+    assert Problem.padded(spec, 100, 100, 40).lda == 64  # 16-byte rows: 32 packed elements
+    errs = problem_errors(spec, Problem.padded(spec, 100, 100, 41))
+    assert any("K=41 is odd" in e for e in errs)
+    errs = problem_errors(spec, Problem(100, 100, 40, 48, 64, 100))
+    assert any("lda=48" in e and "24 B" in e for e in errs)
+
+
+# ---- the whole runner on a simulated 10.0 device --------------------------------------------------------
+class _Memory:
+    """The simulated device's global memory: allocations by address."""
+
+    def __init__(self):
+        self.buffers, self.next = {}, 0x100000
+
+    def find(self, addr: int):
+        for base, buf in self.buffers.items():
+            if base <= addr < base + buf.nbytes:
+                return buf, addr - base
+        raise AssertionError(f"address {addr:#x} is not allocated")
+
+
+def _simulated(monkeypatch, specs, zero_fill=True):
+    """A CC 10.0 device whose kernel does, on the CPU, what the generated block-scaled kernel does with its buffers:
+    TMA loads of A and B through the maps (zeros past the map's dims), scale factors read from SFA/SFB at CUTLASS's
+    offsets (ptxgen.model.sfmodel's own evaluation of the CuTe layout, K padded to 4V), chunks past ceil(K / V) zeroed
+    in shared memory before the MMA (issue 19 fix 6; ``zero_fill=False`` leaves the buffer's bytes there), f32 out."""
+    from ptxgen.isa import numerics
+    from ptxgen.model import sfmodel
+    from ptxgen.runtime.gpu import Device
+
+    mem = _Memory()
+    fake = Device(0, "simulated CC 10.0", (10, 0), None, None, 148)
+    monkeypatch.setattr(bsvalidate, "require_gpu", lambda: fake)
+    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)
+    monkeypatch.setattr(bsvalidate, "synchronize", lambda what="": None)
+
+    class FakeBuffer:
+        def __init__(self, nbytes):
+            self.nbytes, self.address = nbytes, mem.next
+            mem.next += (nbytes + 255) // 256 * 256
+            self.data = np.zeros(nbytes, np.uint8)
+            mem.buffers[self.address] = self
+
+        def upload(self, host):
+            self.data[: host.nbytes] = np.ascontiguousarray(host).view(np.uint8).ravel()
+
+        def fill_u8(self, v):
+            self.data[:] = v
+
+        def fill_u32(self, v):
+            self.data.view(np.uint32)[:] = v
+
+        def fill_u16(self, v):
+            self.data.view(np.uint16)[:] = v
+
+        def download(self, dtype, count):
+            return self.data.view(dtype)[:count].copy()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            del mem.buffers[self.address]
+
+    class FakeKernel:
+        def __init__(self, cubin, name, smem):
+            assert cubin[:4] == b"\x7fELF"  # NVRTC compiled the real kernel for sm_100a
+            self.spec = {sp.kernel_name: sp for sp in specs}[name]
+
+        def unload(self):
+            pass
+
+        def launch(self, grid, block, args):
+            spec = self.spec
+            vals = dict(zip([q.name for q in plan_kernel(spec).abi.params], args.read_back()))
+            M, N, K, ldd = vals["M"], vals["N"], vals["K"], vals["ldd"]
+            vec = bsvalidate.vec_of(spec)
+
+            def operand(name, rows):
+                addr, inner, outer, stride = _map_words(vals[f"tmap_{name}"])[:4]
+                buf, off = mem.find(addr)
+                g = np.stack([buf.data[off + r * stride: off + r * stride + inner] for r in range(outer)])
+                dt = spec.operand_dtype(name).value
+                if dt == "e2m1":
+                    g = numerics.unpack_e2m1(g)
+                vals_ = numerics.decode(g, dt)
+                return vals_ if spec.operand(name).major.value == "k" else vals_.T
+
+            def scales(ptr, rows):
+                buf, off = mem.find(ptr)
+                table = numerics.UE8M0 if spec.scale.dtype.value == "ue8m0" else numerics.UE4M3
+                chunks = -(-K // (4 * vec)) * 4  # every chunk of the last atom: the kernel copies whole atoms
+                s = np.empty((rows, chunks))
+                for r in range(rows):
+                    for c in range(chunks):
+                        s[r, c] = table[buf.data[off + sfmodel.global_offset(r, c * vec, vec, K)]]
+                if zero_fill:
+                    s[:, sf_k_chunks(K, vec):] = 0.0
+                return s
+
+            a, b = operand("a", M), operand("b", N)
+            kp = -(-K // (4 * vec)) * 4 * vec
+            a = np.pad(a, ((0, 0), (0, kp - K)))  # TMA's zeros past K
+            b = np.pad(b, ((0, 0), (0, kp - K)))
+            sa = np.repeat(scales(vals["SFA"], M), vec, axis=1)
+            sb = np.repeat(scales(vals["SFB"], N), vec, axis=1)
+            with np.errstate(invalid="ignore"):
+                d = ((a * sa) @ (b * sb).T).astype(np.float32)
+            buf, off = mem.find(vals["D"])
+            view = buf.data[off:].view(np.float32)
+            for m in range(M):
+                view[m * ldd: m * ldd + N] = d[m]
+
+    monkeypatch.setattr(bsvalidate, "Buffer", FakeBuffer)
+    monkeypatch.setattr(bsvalidate, "Kernel", FakeKernel)
+
+
+def _run_simulated(monkeypatch, kw, m=None, n=None, k=None, **sim):
+    spec = make_spec(**kw)
+    _simulated(monkeypatch, [spec], **sim)
+    return bsvalidate.validate_block_scaled(spec, m, n, k, seed=0)
+
+
+@pytest.mark.parametrize("kw,mnk", [(MX8, (200, 136, 424)), (NVFP4, (None, None, None)), (MXFP4, (130, 264, 200)),
+                                    (dict(MX8, a="mnmajor-sw128", b="mnmajor-sw128", dtype="e5m2"), (136, 128, 296))],
+                         ids=["mxf8f6f4-e4m3", "mxf4nvf4-default", "mxf4", "mxf8f6f4-e5m2-mn"])
+def test_runner_passes_a_kernel_that_does_what_the_layout_says(monkeypatch, kw, mnk):
+    res = _run_simulated(monkeypatch, kw, *mnk)
+    assert res.passed, res.verdict
+    assert res.rel_error < 1e-6 and "NaN" in res.notes  # f32 accumulation of exact products
+
+
+def test_control_runner_fails_a_permuted_scale_factor_layout(monkeypatch):
+    """Whole 128-row blocks and whole atoms along K (no padding), so the permuted bytes are all scale factors: finite
+    but wrong."""
+    monkeypatch.setattr(bsvalidate, "sf_global_offset", _permuted_offset)
+    res = _run_simulated(monkeypatch, MX8, 256, 128, 512)
+    assert not res.passed and res.nonfinite == 0 and res.rel_error > 0.1, res.verdict
+
+
+def test_control_runner_fails_when_nan_padding_reaches_the_mma(monkeypatch):
+    """The NaN-padding question's failure mode: a kernel that does not zero the chunks past K takes the buffer's NaN."""
+    res = _run_simulated(monkeypatch, MX8, 200, 136, 424, zero_fill=False)
+    assert not res.passed and res.nonfinite > 0, res.verdict
+
+
+def test_the_default_problem_has_scale_factor_padding():
+    from ptxgen.runtime.vresult import default_problem
+
+    for kw in (MX8, NVFP4):
+        spec = make_spec(**kw)
+        m, n, k = default_problem(spec)
+        vec = bsvalidate.vec_of(spec)
+        assert m % 128 and n % 128 and k % spec.bk and k % (4 * vec) and k % vec and k % 2 == 0
+        assert bsvalidate.sf_padding_bytes(m, k, vec) > (128 - m % 128) * (-(-k // (4 * vec)) * 4)
+
+
+# ---- the CLI ----------------------------------------------------------------------------------------------
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "ptxgen", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+FLAGS = ("--bm", "128", "--bn", "128", "--bk", "128", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "e4m3", "--scale", "ue8m0")
+
+
+def test_validate_takes_block_scaled_specs():
+    """No longer refused: without a 10.x GPU it is exit 3 (no usable GPU), not exit 2; an odd K for e2m1 is exit 2."""
+    pytest.importorskip("cuda.bindings")
+    from ptxgen.runtime.gpu import NoGPU, require_gpu
+
+    try:
+        dev = require_gpu()
+        if dev.cc[0] == 10:
+            pytest.skip("a 10.x GPU is present: test_block_scaled_on_blackwell runs it")
+    except NoGPU:
+        pass
+    r = _cli("validate", *FLAGS)
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    r = _cli("validate", "--bm", "128", "--bn", "256", "--bk", "256", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "e2m1",
+             "--scale", "ue4m3", "--k", "41")
+    assert r.returncode == 2 and "K=41 is odd" in r.stderr, r.stderr
+
+
+def test_bench_still_refuses_block_scaled_specs():
+    r = _cli("bench", *FLAGS)
+    assert r.returncode == 2 and "not timed" in r.stderr
+
+
+# ---- on a Blackwell GPU ------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [MX8, NVFP4, MXFP4], ids=["mxf8f6f4", "mxf4nvf4", "mxf4"])
+def test_block_scaled_on_blackwell(gpu, kw):
+    if gpu.cc[0] != 10:
+        pytest.skip("needs compute capability 10.x")
+    res = bsvalidate.validate_block_scaled(make_spec(**kw), seed=0)
+    assert res.passed, res.verdict
+
+
+# ---- selftest's block-scaled steps, on the simulated device ---------------------------------------------
+def _selftest_step(name_part):
+    from ptxgen.runtime import selftest
+
+    (st,) = [s for s in selftest.steps() if name_part in s.name]
+    assert st.half == "blackwell" and st.run is not None
+    return st
+
+
+@pytest.mark.parametrize("zero_fill", [True, False], ids=["kernel-zeroes-padding", "control-nan-reaches-mma"])
+def test_selftest_nan_padding_step(monkeypatch, zero_fill):
+    from ptxgen.runtime import selftest
+
+    _simulated(monkeypatch, [make_spec(**selftest.MXF8), make_spec(**selftest.NVFP4)], zero_fill=zero_fill)
+    status, detail = _selftest_step("NaN in the scale-factor padding").run()
+    assert status == (selftest.PASS if zero_fill else selftest.FAIL), detail
+    assert "NaN bytes inside rows past K" in detail and ("non-finite 0" in detail) == zero_fill
+
+
+@pytest.mark.parametrize("what", ["kind::mxf8f6f4", "kind::mxf4nvf4"])
+def test_selftest_block_scaled_gemm_steps(monkeypatch, what):
+    from ptxgen.runtime import selftest
+
+    _simulated(monkeypatch, [make_spec(**selftest.MXF8), make_spec(**selftest.NVFP4)])
+    status, detail = _selftest_step(what).run()
+    assert status == selftest.PASS, detail
