@@ -300,8 +300,9 @@ def _run_simulated(monkeypatch, kw, m=None, n=None, k=None, **sim):
 
 
 @pytest.mark.parametrize("kw,mnk", [(MX8, (200, 136, 424)), (NVFP4, (None, None, None)), (MXFP4, (130, 264, 200)),
-                                    (dict(MX8, a="mnmajor-sw128", b="mnmajor-sw128", dtype="e5m2"), (136, 128, 296))],
-                         ids=["mxf8f6f4-e4m3", "mxf4nvf4-default", "mxf4", "mxf8f6f4-e5m2-mn"])
+                                    (dict(MX8, a="mnmajor-sw128", b="mnmajor-sw128", dtype="e5m2"), (136, 128, 296)),
+                                    (dict(NVFP4, bm=256, cta_group=2, stages=3), (300, 264, 200))],
+                         ids=["mxf8f6f4-e4m3", "mxf4nvf4-default", "mxf4", "mxf8f6f4-e5m2-mn", "mxf4nvf4-cta-pair"])
 def test_runner_passes_a_kernel_that_does_what_the_layout_says(monkeypatch, kw, mnk):
     res = _run_simulated(monkeypatch, kw, *mnk)
     assert res.passed, res.verdict
@@ -366,7 +367,8 @@ def test_bench_still_refuses_block_scaled_specs():
 
 # ---- on a Blackwell GPU ------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("kw", [MX8, NVFP4, MXFP4], ids=["mxf8f6f4", "mxf4nvf4", "mxf4"])
+@pytest.mark.parametrize("kw", [MX8, NVFP4, MXFP4, dict(NVFP4, bm=256, cta_group=2, stages=3)],
+                         ids=["mxf8f6f4", "mxf4nvf4", "mxf4", "mxf4nvf4-cta-pair"])
 def test_block_scaled_on_blackwell(gpu, kw):
     if gpu.cc[0] != 10:
         pytest.skip("needs compute capability 10.x")
@@ -387,16 +389,16 @@ def _selftest_step(name_part):
 def test_selftest_nan_padding_step(monkeypatch, zero_fill):
     from ptxgen.runtime import selftest
 
-    _simulated(monkeypatch, [make_spec(**selftest.MXF8), make_spec(**selftest.NVFP4)], zero_fill=zero_fill)
+    _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.NVFP4, selftest.NVFP4_PAIR)], zero_fill=zero_fill)
     status, detail = _selftest_step("NaN in the scale-factor padding").run()
     assert status == (selftest.PASS if zero_fill else selftest.FAIL), detail
     assert "NaN bytes inside rows past K" in detail and ("non-finite 0" in detail) == zero_fill
 
 
-@pytest.mark.parametrize("what", ["kind::mxf8f6f4", "kind::mxf4nvf4"])
+@pytest.mark.parametrize("what", ["kind::mxf8f6f4", "kind::mxf4nvf4", "NVFP4 CTA pair"])
 def test_selftest_block_scaled_gemm_steps(monkeypatch, what):
     from ptxgen.runtime import selftest
 
-    _simulated(monkeypatch, [make_spec(**selftest.MXF8), make_spec(**selftest.NVFP4)])
+    _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.NVFP4, selftest.NVFP4_PAIR)])
     status, detail = _selftest_step(what).run()
     assert status == selftest.PASS, detail

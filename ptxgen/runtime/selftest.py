@@ -166,6 +166,7 @@ BF16_TMA = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype
 PAIR = dict(bm=256, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", cta_group=2, stages=3)
 MXF8 = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", scale="ue8m0", stages=3)
 NVFP4 = dict(bm=128, bn=256, bk=256, a="kmajor-sw128", b="kmajor-sw128", dtype="e2m1", scale="ue4m3", stages=3)
+NVFP4_PAIR = dict(NVFP4, bm=256, cta_group=2)  # the NVFP4 production configuration (docs/block-scaled.md, CTA pairs)
 
 
 def steps() -> list[Step]:
@@ -189,11 +190,12 @@ def steps() -> list[Step]:
         Step(b, "L4", "GEMM bf16 CTA pair (cta_group::2, M=256)", _gemm(PAIR)),
         Step(b, "L4", "GEMM e4m3 block-scaled (kind::mxf8f6f4, UE8M0 per 32), one CTA, SF in CUTLASS's layout", _gemm(MXF8)),
         Step(b, "L4", "GEMM e2m1 NVFP4 (kind::mxf4nvf4, UE4M3 per 16), one CTA, SF in CUTLASS's layout", _gemm(NVFP4)),
+        Step(b, "L4", "GEMM e2m1 NVFP4 CTA pair (cta_group::2, M=256, the peer's scale factors relayed)", _gemm(NVFP4_PAIR)),
         Step(b, "L4", "commit arrivals at CTA exit: one K-tile, 1024 pair CTAs, compute-sanitizer synccheck + memcheck",
              _sanitized_exit(PAIR, 4096, 4096, 64)),
         Step(b, "L4", "two pair clusters sharing an SM's TMEM: 16 x 32 clusters of a tile-per-CTA pair kernel", _gemm(PAIR, 4096, 4096, 512)),
         Step(b, "L4", "NaN in the scale-factor padding (block-scaled, K % BK != 0 and K % 4V != 0): outputs finite, equal to float64",
-             _nan_padding(((MXF8, 200, 136, 424), (NVFP4, 130, 264, 200)))),
+             _nan_padding(((MXF8, 200, 136, 424), (NVFP4, 130, 264, 200), (NVFP4_PAIR, 300, 264, 200)))),
     ]
 
 
