@@ -75,7 +75,7 @@ def _run(spec_name, out, kw, shape, seed=0):
     b = _rand((n, k), "bf16", gen)
     aux = "bf16" if out == "e4m3" else out
     call, ref = {}, {}
-    for name in ("alpha", "beta", "activation", "bias_axis"):
+    for name in ("alpha", "beta", "activation", "bias_axis", "fp8_tma_store"):
         if name in kw:
             call[name] = kw[name]
     if "c" in kw:
@@ -187,6 +187,28 @@ def test_c_through_tma_matches_float64(gpu, op, spec_name, out, kw, shape):
     _, wrong, _ = ref(_f64(at_d_pitch))
     with pytest.raises(AssertionError):
         _check_out(got, wrong, y, out)
+
+
+# ---- FP8 output through the TMA-store epilogue (st.shared.b16 pairs; ptxgen.derive.epilogue) ---------------------------
+FP8_TMA = [
+    ("fp8-row-tma", dict(scale="row", bias="bf16", activation="gelu_tanh")),
+    ("fp8-tensor-tma", dict(scale="tensor", c="aux", beta=1.0, residual="aux")),
+]
+# N = 250: the last column tile takes the direct stores (250 % 16 != 0); N = 352 (a multiple of 16): every tile through
+# TMA, the last one clipped at column N and (M = 61) at row M.
+FP8_TMA_SHAPES = [(197, 250, 136), (61, 352, 72)]
+
+
+@pytest.mark.parametrize("shape", FP8_TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("op, kw", FP8_TMA, ids=[o[0] for o in FP8_TMA])
+def test_fp8_through_the_tma_store(gpu, op, kw, shape):
+    import ptxgen.api.fused
+
+    got, y, d, amax = _run("tma", "e4m3", {**kw, "fp8_tma_store": True}, shape)
+    assert any(s.out_dtype.value == "e4m3" and s.epilogue.value == "tma" for s in ptxgen.api.fused._KERNELS)
+    q, am = got
+    _check_out(q, d, y, "e4m3")
+    np.testing.assert_allclose(_f64(am), amax, rtol=1e-5, atol=1e-6)
 
 
 # ---- block-scaled FP8 (DeepSeek recipe; ptxgen.api.fp8blocks) ----------------------------------------------------------

@@ -62,7 +62,7 @@ def test_token_round_trips_over_the_space(ch):
     (dict(acc=DType.S32), "--fuse"),
     (dict(out=DType.BF16, chain="scale=row"), "--fuse"),
     (dict(out=DType.E4M3, chain="bias=col"), "--out-dtype"),
-    (dict(out=DType.E4M3, chain="scale=tensor", epilogue=Epilogue.TMA), "--fuse"),
+    (dict(arch=Arch.SM100A, out=DType.E4M3, chain="scale=tensor", epilogue=Epilogue.TMA), "--fuse"),
     (dict(pair=True), "--fuse"),
     (dict(block_scaled=True), "--fuse"),
     (dict(arch=Arch.SM100A, out=DType.E4M3, chain="scale=row", bn=40), "--bn"),

@@ -41,7 +41,8 @@ def test_fuse_field_round_trips_and_names_the_kernel():
     (dict(fuse="scale=row"), "--fuse"),  # FP8 scaling with a bf16 output
     (dict(out_dtype="e4m3"), "--out-dtype"),  # FP8 output without a chain
     (dict(out_dtype="e4m3", fuse="bias=col"), "--out-dtype"),  # ... or without its scale
-    (dict(out_dtype="e4m3", fuse="scale=row", epilogue="tma"), "--fuse"),
+    (dict(out_dtype="e4m3", fuse="scale=row", epilogue="tma", bn=64), "--bn"),  # FP8 TMA store: 128-column chunks
+    (dict(out_dtype="e4m3", fuse="scale=row", epilogue="tma", arch="sm_100a"), "--fuse"),
     (dict(dtype="s8", acc="s32", out_dtype="s32", fuse="bias=col"), "--fuse"),
 ])
 def test_illegal_chains_are_refused_naming_the_flag(kw, field):
@@ -340,3 +341,21 @@ def test_fused_gemm_c_through_tma_marshals_cs_map(simulated, monkeypatch):
     assert cmap.global_dims == (n, m) and cmap.global_strides == (96 * 2,) and cmap.box == (64, 64)
     with pytest.raises(ptxgen.api.fused.ArgumentError, match="16-byte"):
         ptxgen.api.fused.gemm(a, b, out, c=_Arr((m, n), strides=(76, 1)), beta=1.0, c_tma=True, spec=tma)
+
+
+def test_fused_gemm_fp8_through_the_tma_store_when_asked(simulated, monkeypatch):
+    """fp8_tma_store=True keeps a TMA-store spec's epilogue for FP8 output (derive.epilogue st.shared.b16); D's map is
+    e4m3 (1-byte elements) with a 128-column box."""
+    import ptxgen.api.fused
+
+    encoded = []
+    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
+    m, n, k = 100, 128, 64
+    a, b = _Arr((m, k), strides=(k, 1)), _Arr((n, k), strides=(k, 1))
+    q, scale, amax = _Arr((m, n), "float8_e4m3fn", strides=(n, 1)), _Arr((m,), "float32"), _Arr((m,), "float32")
+    tma = spec(schedule="tile", epilogue="tma")
+    ptxgen.api.fused.gemm(a, b, q, scale=scale, amax=amax, out_dtype="e4m3", spec=tma, fp8_tma_store=True)
+    ((name, grid, block, args, stream),) = simulated
+    assert "_oe4m3_" in name and "_tmastore" in name and name.endswith("_fsr")
+    (dmap,) = [e for e in encoded if e.global_address == q.ptr]
+    assert dmap.box == (128, 64) and dmap.global_strides == (n,)

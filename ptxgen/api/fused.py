@@ -67,9 +67,14 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
     return ch
 
 
-def fused_spec(spec, chain: ChainSpec, out_dtype: str):
-    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain; FP8 output takes the direct epilogue."""
+def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = False):
+    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain; FP8 output takes the direct epilogue unless
+    ``fp8_tma_store`` (then a TMA-store ``spec`` keeps its epilogue, or the SpecError says why it cannot)."""
     fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype}
+    if out_dtype == DType.E4M3.value and fields.get("epilogue") == Epilogue.TMA.value:
+        if fp8_tma_store:
+            return make_spec(**fields)
+        fields["epilogue"] = Epilogue.DIRECT.value
     try:
         return make_spec(**fields)
     except SpecError:
@@ -108,11 +113,12 @@ def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[
 
 def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
          bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
-         stream=None, spec=None, c_tma: bool = False):
+         stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False):
     """``out = epilogue(a @ b.T)``; see the module docstring. Without any fused step the plain kernel runs.
     ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks.
     ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
-    pitch 16-byte aligned)."""
+    pitch 16-byte aligned). ``fp8_tma_store``: FP8 output through a TMA-store ``spec`` (sm_90a, BN a multiple of 128)
+    instead of the direct stores."""
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
@@ -131,7 +137,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
         return kernel_for(spec)._launch(a, b, out, ai, bi, oi, handle, stream)
     if spec is None:
         spec, _ = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, None)
-    spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value))
+    spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value), fp8_tma_store)
     kernel = kernel_for(spec)
     dev = streams.require_gpu()
     allocated = out is None

@@ -38,7 +38,7 @@ from ..isa.types import Arch, Epilogue, Swizzle
 from .derived import Derived
 from .smem_layout import AddressTerm, SmemLayout
 from .rules import STORE_BUFFERS as BUFFERS
-from .rules import STORE_CHUNK_COLS
+from .rules import FP8_STORE_CHUNK_COLS, STORE_CHUNK_COLS
 from .spec import TileSpec
 from .tma import TmaPlan, copies_of, tile_map
 
@@ -64,7 +64,8 @@ class StorePlan:
     buffer_bytes: int
     buffers_per_storer: int
     storers: int  # consumer warpgroups (wgmma) or epilogue warps (tcgen05)
-    writer: str  # "stmatrix" (wgmma fragments) or "st.shared.v4" (one TMEM row per thread)
+    writer: str  # "stmatrix" (wgmma, 16-bit), "st.shared.b16" (wgmma, e4m3: a row's two adjacent outputs) or
+    # "st.shared.v4" (tcgen05: one TMEM row per thread)
     chunk_cols: int
     chunks_per_slab: int  # chunks per storer per tile (per 64-row slab on wgmma)
     stmatrix_per_chunk: int  # wgmma: stmatrix.x4 per warp per chunk; tcgen05: 0
@@ -82,6 +83,11 @@ class StorePlan:
     def rows(self) -> int:
         """Tile rows one storer stores per chunk (the box's outer extent)."""
         return self.staging.rows
+
+    @property
+    def wgmma(self) -> bool:
+        """A consumer warpgroup stores (the wgmma D fragment), not a tcgen05 epilogue warp."""
+        return self.writer != "st.shared.v4"
 
     @property
     def storer_bytes(self) -> int:
@@ -137,6 +143,17 @@ class StorePlan:
         """Byte offset in the buffer of that row's 16-byte cell (swizzled)."""
         return self.staging.physical(*self.stmatrix_row_cell(warp, lane, call))
 
+    def pair_row_col(self, warp: int, lane: int, group: int, half: int) -> tuple[int, int]:
+        """st.shared.b16 (e4m3): (slab row, chunk column) of the pair of fragment elements (4 group + 2 half, + 1) of
+        ``lane`` of ``warp``: row 16w + lane/4 (+8 for half 1), columns 8 group + 2(lane % 4), + 1."""
+        return WARP_ROWS * warp + STMATRIX_ROWS * half + lane // 4, 8 * group + 2 * (lane % 4)
+
+    def pair_offset(self, warp: int, lane: int, group: int, half: int) -> int:
+        """Byte offset in the buffer of that pair's first element: its 16-byte cell, swizzled, then its byte in the cell."""
+        row, col = self.pair_row_col(warp, lane, group, half)
+        cell, k = divmod(col, self.elements_per_cell)
+        return self.staging.physical(row, cell) + k * self.tma.element_bytes
+
     @staticmethod
     def fragment_elements(call: int, matrix: int) -> tuple[int, int]:
         """The wgmma D fragment elements (i, i + 1) that a thread's stmatrix register ``matrix`` packs, for
@@ -171,16 +188,18 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     rows, storers = spec.store_staging_rows_and_storers
     layout = staging_layout(rows)
     box, copies, grid = copies_of(layout, out.per_cell)
-    assert box == (STORE_CHUNK_COLS, rows) and len(copies) == 1, (box, copies)
+    chunk = layout.cols * out.per_cell  # one 128-byte row: 64 16-bit outputs, 128 e4m3
+    assert box == (chunk, rows) and len(copies) == 1 and chunk in (STORE_CHUNK_COLS, FP8_STORE_CHUNK_COLS), (box, copies)
     swz = TMA_SWIZZLE_OF[layout.swizzle]
     buf = layout.stage_bytes
     smem = spec.smem_plan()
     assert smem.store_bytes == BUFFERS * buf * storers, (smem.store_bytes, buf, storers)
     warp_cols, row0, col0 = _warp_share(spec, rows)
-    chunks = warp_cols // STORE_CHUNK_COLS
-    calls = STORE_CHUNK_COLS // (STMATRIX_MATRICES // 2 * 8) if wgmma else 0
-    writer = "stmatrix" if wgmma else "st.shared.v4"
-    D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer)
+    chunks = warp_cols // chunk
+    byte_pairs = wgmma and out.bytes == 1  # no 8-bit stmatrix on sm_90a: each thread stores its 2-byte pairs
+    calls = chunk // (STMATRIX_MATRICES // 2 * 8) if wgmma and not byte_pairs else 0
+    writer = "st.shared.b16" if byte_pairs else "stmatrix" if wgmma else "st.shared.v4"
+    D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer, chunk)
     if spec.pair:
         D += (_pair_derivation(spec, rows, warp_cols, row0, col0),)
     tma = tile_map(
@@ -197,7 +216,7 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
         expect_tx_bytes=0,  # a store completes a bulk group, not a barrier transaction
         derivation=D,
     )
-    return StorePlan(layout, tma, smem.store_offset, buf, BUFFERS, storers, writer, STORE_CHUNK_COLS, chunks, calls, D,
+    return StorePlan(layout, tma, smem.store_offset, buf, BUFFERS, storers, writer, chunk, chunks, calls, D,
                      tile_cols=spec.bn, warp_row0_expr=row0, warp_col0_expr=col0,
                      pair_layout=("B" if spec.bm == 128 else "A") if spec.pair else "")
 
@@ -224,21 +243,28 @@ def _pair_derivation(spec: TileSpec, rows: int, warp_cols: int, row0: str, col0:
 
 
 def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls: int, offset: int, rows: int,
-                storers: int, writer: str) -> tuple[Derived, ...]:
+                storers: int, writer: str, chunk_cols: int) -> tuple[Derived, ...]:
     out = spec.out_dtype
-    who = "consumer warpgroup" if writer == "stmatrix" else "epilogue warp"
-    if writer == "stmatrix":
+    who = "epilogue warp" if writer == "st.shared.v4" else "consumer warpgroup"
+    if writer == "st.shared.b16":
+        write = Derived("st.shared.b16", f"{2 * chunk_cols // 8} per thread per chunk",
+                        f"per 8 columns a thread holds 2 adjacent outputs in each of 2 rows: one 2-byte word each, at the "
+                        f"swizzled byte of (row, column); {chunk_cols} / 8 x 2",
+                        "sm_90a has no 8-bit stmatrix (NVRTC 13.5.37: 'stmatrix.b8' not supported on sm_90a), and a b16 "
+                        "stmatrix register would need 4 consecutive e4m3 columns where the fragment gives a thread 2",
+                        "PTX ISA 'st', 'stmatrix'")
+    elif writer == "stmatrix":
         write = Derived("stmatrix", f"{calls} x stmatrix.x4 per chunk",
-                        f"each covers 16 rows x 16 columns per warp; {STORE_CHUNK_COLS} / 16 = {calls}",
+                        f"each covers 16 rows x 16 columns per warp; {chunk_cols} / 16 = {calls}",
                         "lanes 8q..8q+7 address the rows of matrix q; register q packs two converted accumulator elements",
                         cite("stmatrix"))
     else:
-        write = Derived("st.shared.v4", f"{STORE_CHUNK_COLS // 8} per thread per chunk",
-                        f"thread = TMEM lane = row; {STORE_CHUNK_COLS} columns / 8 per 16-byte cell",
+        write = Derived("st.shared.v4", f"{chunk_cols // 8} per thread per chunk",
+                        f"thread = TMEM lane = row; {chunk_cols} columns / 8 per 16-byte cell",
                         "tcgen05.ld 32x32b gives each thread one row's consecutive columns; each 16-byte cell goes to its "
                         "swizzled place (32 rows x 16 B per instruction: 4 wavefronts, the minimum for 512 B)", cite("tmem_layout"))
     return (
-        Derived("chunk", f"{rows} x {STORE_CHUNK_COLS}", f"{rows} rows per {who}; {STORE_CHUNK_COLS} x {out.bytes} B = 128 B per row: one 128-byte swizzle row",
+        Derived("chunk", f"{rows} x {chunk_cols}", f"{rows} rows per {who}; {chunk_cols} x {out.bytes} B = 128 B per row: one 128-byte swizzle row",
                 "the widest row the 128-byte swizzle spans; a whole row per tile row", cite("swizzling")),
         Derived("staging_swizzle", "sw128", "cell c of row r at r x 128 + (c ^ (r % 8)) x 16",
                 "8 consecutive rows put the same cell in 8 different 16-byte bank groups: no bank conflicts", cite("swizzling")),
@@ -254,8 +280,8 @@ def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls
                 f"a tile is stored through TMA if n0 + {spec.bn} <= N or N x {out.bytes} B is a multiple of {TMA_STORE_EDGE_BYTES} B; "
                 "other tiles take the direct stores",
                 "measured on an H200: a TMA store crossing column N wrote on to the next 16-byte boundary", "docs/hardware-layout.md"),
-        Derived("chunks_per_tile", chunks, (f"BN / {STORE_CHUNK_COLS} = {spec.bn} / {STORE_CHUNK_COLS}" if chunks * STORE_CHUNK_COLS == spec.bn else
-                 f"BN / 2 / {STORE_CHUNK_COLS} = {spec.bn // 2} / {STORE_CHUNK_COLS} per warp (Layout B)")
-                + (" per 64-row slab" if writer == "stmatrix" else ""),
+        Derived("chunks_per_tile", chunks, (f"BN / {chunk_cols} = {spec.bn} / {chunk_cols}" if chunks * chunk_cols == spec.bn else
+                 f"BN / 2 / {chunk_cols} = {spec.bn // 2} / {chunk_cols} per warp (Layout B)")
+                + (" per 64-row slab" if writer != "st.shared.v4" else ""),
                 "chunks alternate between the two buffers; a buffer is reused after cp.async.bulk.wait_group.read 1", PTX_TMA_REF),
     )

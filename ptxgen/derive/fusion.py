@@ -175,9 +175,9 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
         raise SpecError("--out-dtype", out.value, "FP8 output needs its scale (and writes amax)", "--fuse ...,scale=tensor|row")
     if out not in (DType.F32, DType.F16, DType.BF16, DType.E4M3):
         raise SpecError("--out-dtype", out.value, "a fused epilogue writes f32, f16, bf16 or e4m3", "f32 f16 bf16 e4m3")
-    if out is DType.E4M3 and epilogue is Epilogue.TMA:
-        raise SpecError(FLAG, chain.token, "FP8 output goes through the direct epilogue (the TMA-store staging holds 16-bit "
-                        "elements)", "--epilogue direct")
+    if out is DType.E4M3 and epilogue is Epilogue.TMA and arch is not Arch.SM90A:
+        raise SpecError(FLAG, chain.token, "tcgen05 FP8 output goes through the direct epilogue (the TMA-store staging of "
+                        "tcgen05 holds 16-bit elements)", "--epilogue direct")
     if pair:
         raise SpecError(FLAG, chain.token, "the CTA pair (--cta-group 2) has no fused epilogue yet", "--cta-group 1")
     if block_scaled:

@@ -32,6 +32,7 @@ def _fmt(values) -> str:
 REGISTER_RESERVE = 32
 # Columns of one TMA-store epilogue chunk: a 128-byte swizzle row of 16-bit outputs (derive.epilogue).
 STORE_CHUNK_COLS = 64
+FP8_STORE_CHUNK_COLS = 128  # e4m3 outputs: one 128-byte staging row holds 128 of them (wgmma only; derive.epilogue)
 STORE_BUFFERS = 2  # staging buffers per storer: one is written while the TMA store of the other reads it
 
 
@@ -273,10 +274,15 @@ def _validate_epilogue(t: "TileSpec") -> None:
     if t.arch is Arch.SM100A and not t.pair and t.bm != 128:
         raise SpecError("--epilogue", "tma", "on tcgen05 the TMA-store epilogue stores the M=128 data path (epilogue warp w: TMEM "
                         "lanes and rows 32w..32w+31); M=64 uses half the lanes", "--bm 128, or --epilogue direct", cite("tmem_layout"))
-    if t.acc is not DType.F32 or t.out_dtype not in (DType.F16, DType.BF16):
+    fp8 = t.out_dtype is DType.E4M3 and t.fuse is not None and t.arch is Arch.SM90A  # derive.epilogue st.shared.b16
+    if t.acc is not DType.F32 or (t.out_dtype not in (DType.F16, DType.BF16) and not fp8):
         raise SpecError(
             "--epilogue", "tma", "the TMA-store epilogue packs f32 accumulators into 16-bit outputs with stmatrix (8x8 matrices "
             f"of b16), here {t.acc.value} -> {t.out_dtype.value}", "--acc f32 --out-dtype f16|bf16, or --epilogue direct")
+    if fp8 and t.bn % FP8_STORE_CHUNK_COLS:
+        raise SpecError(
+            "--bn", t.bn, f"the TMA-store epilogue stages one 128-byte swizzle row per tile row: {FP8_STORE_CHUNK_COLS} e4m3 "
+            "columns a chunk, so BN must be a whole number of them", f"BN a multiple of {FP8_STORE_CHUNK_COLS}, or --epilogue direct")
     if t.bn % STORE_CHUNK_COLS:
         raise SpecError(
             "--bn", t.bn, f"the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks (one 128-byte swizzle row of 16-bit "

@@ -59,6 +59,13 @@ class StmatrixCall:
 
 
 @dataclass(frozen=True)
+class PairStore:
+    offset_expr: str  # C: this lane's byte in the staging buffer of its pair's first element (swizzled)
+    first: int  # the fragment elements (first, first + 1) of the pair, chunk-relative
+    second: int
+
+
+@dataclass(frozen=True)
 class StoreView:
     """The TMA-store epilogue (derive.epilogue.StorePlan), rendered."""
 
@@ -76,6 +83,7 @@ class StoreView:
     # wgmma (stmatrix)
     elems_per_chunk: int = 0
     calls: tuple[StmatrixCall, ...] = ()
+    pair_stores: tuple[PairStore, ...] = ()  # wgmma e4m3: st.shared.b16 of each 2-byte pair a thread holds
     # tcgen05 (st.shared.v4 of TMEM rows)
     tmem_loads: int = 0  # tcgen05.ld of EpilogueView.chunk columns per store chunk
     cells_per_load: int = 0
@@ -101,6 +109,12 @@ def stmatrix_row_cell_c(call: int, warp: str = "(wg_tid / 32)", lane: str = "lan
     return row, cell
 
 
+def pair_row_col_c(group: int, half: int, warp: str = "(wg_tid / 32)", lane: str = "lane") -> tuple[str, str]:
+    """C expressions of StorePlan.pair_row_col: row 16w + lane/4 (+8 for half 1), column 8 group + 2(lane % 4)."""
+    row = f"{WARP_ROWS} * {warp} + {STMATRIX_ROWS * half} + {lane} / 4"
+    return row, f"{8 * group} + 2 * ({lane} % 4)"
+
+
 def _row_cell_c(p: StorePlan, row: str, cell: str) -> str:
     linear = linear_offset_c_expr(p.staging, f"static_cast<unsigned>({row})", f"static_cast<unsigned>({cell})")
     return swizzle_c_expr(p.staging, f"({linear})")
@@ -119,10 +133,19 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
         first_barrier_id=STORE_FIRST_BARRIER_ID,
         use_tma_expr=f"n0 + {p.tile_cols or p.chunk_cols * p.chunks_per_slab} <= N || N % {p.edge_elements} == 0",
         buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_storer}) * {p.buffer_bytes}u",
-        pack_expr="static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << 16)",
+        pack_expr=f"static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << {8 * p.tma.element_bytes})",
         doc=f"{p.rows} x {p.chunk_cols} chunks, {p.staging.swizzle.value} staging, {p.buffers_per_storer} buffers per "
-        + ("warpgroup" if p.writer == "stmatrix" else "warp"),
+        + ("warpgroup" if p.wgmma else "warp"),
     )
+    if p.writer == "st.shared.b16":
+        pairs = []
+        for g in range(p.chunk_cols // 8):
+            for h in range(2):
+                row, col = pair_row_col_c(g, h)
+                cell = f"({col}) / {p.elements_per_cell}"
+                byte = f"(({col}) % {p.elements_per_cell}) * {p.tma.element_bytes}u"
+                pairs.append(PairStore(f"{_row_cell_c(p, row, cell)} + {byte}", 4 * g + 2 * h, 4 * g + 2 * h + 1))
+        return StoreView(**common, elems_per_chunk=p.fragment_elements_per_chunk, pair_stores=tuple(pairs))
     if p.writer == "stmatrix":
         calls = []
         for j in range(p.stmatrix_per_chunk):

@@ -308,7 +308,7 @@ def store_panel(plan, y0: float) -> tuple[list[str], float]:
     y = y0
     per_cell = plan.chunk_cols // plan.staging.cols
     el.append(_text(10, y + 16, f"D staging buffer ({plan.rows} rows x {plan.chunk_cols} columns, {plan.staging.swizzle.value}): "
-                    f"{plan.buffers_per_storer} per {'consumer warpgroup' if plan.writer == 'stmatrix' else 'epilogue warp'}, "
+                    f"{plan.buffers_per_storer} per {'consumer warpgroup' if plan.wgmma else 'epilogue warp'}, "
                     f"written with {plan.writer}, read by a TMA store (box {plan.tma.box[0]} x {plan.tma.box[1]})", "title"))
     y += 26
     for c in range(LINE_BYTES // 16):
@@ -318,6 +318,9 @@ def store_panel(plan, y0: float) -> tuple[list[str], float]:
     if plan.writer == "stmatrix":  # matrix 0 of the first stmatrix of warp 0: lanes 0..7 address rows 0..7, cell 0
         wave = {plan.stmatrix_offset(0, lane, 0) for lane in range(8)}
         wave_doc = "outlined: the 8 rows of one 8x8 matrix of one stmatrix (lanes 0..7)"
+    elif plan.writer == "st.shared.b16":  # e4m3: one warp-wide 2-byte store, group 0 of rows 0..7
+        wave = {plan.pair_offset(0, lane, 0, 0) // 16 * 16 for lane in range(32)}
+        wave_doc = "outlined: the cells one warp-wide st.shared.b16 writes (columns 0..7 of rows 0..7, 2 bytes a lane)"
     else:
         wave = {plan.row_cell_offset(r, 0) for r in range(8)}
         wave_doc = "outlined: cell 0 of rows 0..7, stored by lanes 0..7 in one st.shared.v4"

@@ -42,6 +42,21 @@ def stage_chunk(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray
             fragmodel.stmatrix_x4(image, addresses, regs)
 
 
+def stage_chunk_pairs(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray, base: int) -> None:
+    """e4m3 (wgmma, ``st.shared.b16``): each thread stores each pair of its fragment elements (8-bit codes, the first in
+    the low byte) at the plan's byte address; the model's fragment map says which elements a thread holds."""
+    per_chunk = plan.chunk_cols // 2
+    for warp in range(WARPS):
+        for lane in range(32):
+            frag = fragment_values(tile, warp, lane)
+            for g in range(plan.chunk_cols // 8):
+                for h in range(2):
+                    i0 = chunk * per_chunk + 4 * g + 2 * h
+                    addr = base + plan.pair_offset(warp, lane, g, h)
+                    image[addr] = frag[i0] & 0xFF
+                    image[addr + 1] = frag[i0 + 1] & 0xFF
+
+
 def stage_chunk_tmem(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray, base: int, tmem_chunk: int) -> None:
     """The tcgen05 epilogue warps' writes for one chunk: each warp loads its rows out of TMEM ``tmem_chunk`` columns at a
     time (the model's 32x32b map) and stores each 16-byte cell of a row where the plan puts it."""
@@ -61,15 +76,17 @@ def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tme
     """Problems (empty when the TMA store of every chunk reads back that chunk of a random tile: 64 x ``bn`` per
     wgmma warpgroup slab, or 128 x ``bn`` over the four tcgen05 epilogue warps)."""
     rng = np.random.default_rng(seed)
-    tmem = plan.writer != "stmatrix"
+    tmem = not plan.wgmma
     rows = plan.rows * plan.storers if tmem else SLAB_ROWS
-    tile = rng.integers(1, 1 << 16, size=(rows, bn), dtype=np.uint32)
+    tile = rng.integers(1, 1 << (8 * plan.tma.element_bytes), size=(rows, bn), dtype=np.uint32)
     tma = {"swizzle": plan.tma.swizzle.json_name, "box": list(plan.tma.box), "copies": [c.to_json() for c in plan.tma.copies]}
     problems = []
     for chunk in range(bn // plan.chunk_cols):
         image = np.zeros(base + plan.storer_bytes * (plan.storers if tmem else 1), dtype=np.uint8)
         if tmem:
             stage_chunk_tmem(plan, tile, chunk, image, base, tmem_chunk)
+        elif plan.writer == "st.shared.b16":
+            stage_chunk_pairs(plan, tile, chunk, image, base)
         else:
             stage_chunk(plan, tile, chunk, image, base)
         for s in range(plan.storers if tmem else 1):

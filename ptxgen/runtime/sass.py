@@ -240,7 +240,9 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
         ("cp.async mbarrier arrivals", r"ARRIVES\.LDGSTSBAR", not tma),
         ("setmaxnreg", r"USETMAXREG", any(r.registers for r in pipe.roles) and not relocatable),
         ("tcgen05.commit", r"UTCBAR", spec.arch is Arch.SM100A),
-        ("stmatrix", r"STSM", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A),
+        ("stmatrix", r"STSM", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A and spec.out_dtype.bytes == 2),
+        ("2-byte shared stores (e4m3 pairs)", r"STS\.U16", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A
+         and spec.out_dtype.bytes == 1),
         ("16-byte shared stores", r"STS\.128", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM100A),
         ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
         ("tcgen05.cp", r"UTCCP", spec.block_scaled),
