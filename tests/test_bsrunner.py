@@ -402,3 +402,12 @@ def test_selftest_block_scaled_gemm_steps(monkeypatch, what):
     _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.NVFP4, selftest.NVFP4_PAIR)])
     status, detail = _selftest_step(what).run()
     assert status == selftest.PASS, detail
+
+
+@pytest.mark.parametrize("kw", [MX8, NVFP4])
+def test_abi_doc_states_the_buffer_the_kernel_reads(kw):
+    """The kernel header's SFA line gives CUTLASS's padding (K to 4V, as sf_k_atoms), not K to BK (issue 19 fix 2)."""
+    spec = make_spec(**kw)
+    vec = bsvalidate.vec_of(spec)
+    (sfa,) = [q for q in plan_kernel(spec).abi.params if q.name == "SFA"]
+    assert f"K to a multiple of 4V={4 * vec} (ceil(K / {4 * vec}) atoms along K" in sfa.doc and "BK" not in sfa.doc

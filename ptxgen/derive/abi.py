@@ -106,7 +106,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         scales = (
             Param("SFA", "ptr", f"A's {spec.scale.value} scale factors, one per {v} elements of K, in CUTLASS's "
                   "Sm1xxBlockScaledConfig layout: 512-byte atoms of 128 rows x 4 chunks, K first; rows padded to 128 and "
-                  f"K to a multiple of BK={spec.bk} (ceil(K / {spec.bk}) x {spec.bk // (4 * v)} atoms along K); 16-byte aligned"),
+                  f"K to a multiple of 4V={4 * v} (ceil(K / {4 * v}) atoms along K; the kernel zeroes the chunks past K before the MMA); 16-byte aligned"),
             Param("SFB", "ptr", "B's scale factors, the same layout with N rows"),
         )
     d_doc = "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")
