@@ -360,6 +360,21 @@ def test_validate_takes_block_scaled_specs():
     assert r.returncode == 2 and "K=41 is odd" in r.stderr, r.stderr
 
 
+def test_validate_on_a_hopper_gpu_says_it_needs_10x(monkeypatch, capsys):
+    """A block-scaled spec without --arch on a 9.0 GPU: exit 3 (this GPU cannot run it), not a usage error."""
+    from ptxgen import cli
+    from ptxgen.runtime import gpu
+
+    monkeypatch.setattr(gpu, "require_gpu", lambda index=0: gpu.Device(0, "Fake H200", (9, 0), None, None, 132))
+    monkeypatch.setattr(sys, "argv", ["ptxgen", "validate", *FLAGS])
+    try:
+        rc = cli.main()
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 3 and "needs compute capability 10.x" in err and "sm_100a only" in err, err
+
+
 def test_bench_still_refuses_block_scaled_specs():
     r = _cli("bench", *FLAGS)
     assert r.returncode == 2 and "not timed" in r.stderr

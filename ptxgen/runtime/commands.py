@@ -21,7 +21,29 @@ def _spec_for_gpu(args):
             f"--arch {args.arch} cannot run on {dev.name} (compute capability {dev.cc[0]}.{dev.cc[1]}), which runs "
             f"{dev.arch.value} kernels"
         )
-    return spec_from_args(args, arch=dev.arch.value), dev
+    from ..isa.types import Arch, SpecError
+
+    try:
+        return spec_from_args(args, arch=dev.arch.value), dev
+    except SpecError as e:  # legal on the other arch (check_before_gpu passed): this GPU cannot run it -> exit 3
+        others = [a.value for a in Arch if a is not dev.arch and _legal_on(args, a.value)]
+        if args.arch or not others:
+            raise
+        from .gpu import NoGPU
+
+        need = "compute capability 10.x" if others[0] == "sm_100a" else "compute capability 9.0"
+        raise NoGPU(f"the spec is {others[0]} only ({e}); {dev.name} (compute capability {dev.cc[0]}.{dev.cc[1]}) runs "
+                    f"{dev.arch.value} kernels: needs {need}") from None
+
+
+def _legal_on(args, arch: str) -> bool:
+    from ..isa.types import SpecError
+
+    try:
+        spec_from_args(args, arch=arch)
+        return True
+    except SpecError:
+        return False
 
 
 def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None]]) -> None:
