@@ -162,7 +162,8 @@ def test_control_a_wrong_relay_fails_the_simulator(wrong, expect):
 
 
 # ---- L2: NVRTC, SASS ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", [NVF4, MX8, dict(MXF4, schedule="persistent")], ids=["mxf4nvf4", "mxf8f6f4", "mxf4-persistent"])
+@pytest.mark.parametrize("kw", [NVF4, MX8, dict(MXF4, schedule="persistent"), dict(NVF4, out_dtype="bf16", epilogue="tma")],
+                         ids=["mxf4nvf4", "mxf8f6f4", "mxf4-persistent", "mxf4nvf4-tma-store"])
 def test_block_scaled_pair_kernels_compile_with_the_pair_forms(kw):
     from ptxgen.runtime.artifacts import generate
 
