@@ -301,8 +301,10 @@ def _run_simulated(monkeypatch, kw, m=None, n=None, k=None, **sim):
 
 @pytest.mark.parametrize("kw,mnk", [(MX8, (200, 136, 424)), (NVFP4, (None, None, None)), (MXFP4, (130, 264, 200)),
                                     (dict(MX8, a="mnmajor-sw128", b="mnmajor-sw128", dtype="e5m2"), (136, 128, 296)),
-                                    (dict(NVFP4, bm=256, cta_group=2, stages=3), (300, 264, 200))],
-                         ids=["mxf8f6f4-e4m3", "mxf4nvf4-default", "mxf4", "mxf8f6f4-e5m2-mn", "mxf4nvf4-cta-pair"])
+                                    (dict(NVFP4, bm=256, cta_group=2, stages=3), (300, 264, 200)),
+                                    (dict(MX8, b_dtype="e5m2", bn=64, b="mnmajor-sw64"), (129, 72, 136))],
+                         ids=["mxf8f6f4-e4m3", "mxf4nvf4-default", "mxf4", "mxf8f6f4-e5m2-mn", "mxf4nvf4-cta-pair",
+                              "mxf8f6f4-e4m3xe5m2-bn64"])
 def test_runner_passes_a_kernel_that_does_what_the_layout_says(monkeypatch, kw, mnk):
     res = _run_simulated(monkeypatch, kw, *mnk)
     assert res.passed, res.verdict
