@@ -167,7 +167,7 @@ def test_scale_picks_the_kind_and_names():
     "change,flag",
     [
         (dict(dtype="e2m1", scale="none"), "--dtype"),
-        (dict(dtype="e2m3"), "--dtype"),
+        (dict(dtype="e2m3", scale="ue4m3"), "--dtype"),  # e2m3 takes ue8m0 (kind::mxf8f6f4) only
         (dict(dtype="e4m3", scale="ue4m3"), "--dtype"),
         (dict(dtype="f16"), "--dtype"),
         (dict(arch="sm_90a"), "--scale"),
@@ -179,7 +179,7 @@ def test_scale_picks_the_kind_and_names():
         (dict(dtype="e2m1", a="mnmajor-sw128"), "--a"),  # mxf4 cannot transpose; mxf8f6f4 8-bit MN-major is legal
         (dict(acc="f16"), "--acc"),
         (dict(loader="cp.async"), "--loader"),
-        (dict(dtype="e2m1", b_dtype="e4m3", a="kmajor-sw64", b="kmajor-sw64"), "--b-dtype"),
+        (dict(dtype="e2m1", b_dtype="e4m3", scale="ue4m3", a="kmajor-sw64", b="kmajor-sw64"), "--b-dtype"),  # ue8m0: mxf8f6f4
         (dict(stages=16), "--stages"),
     ],
 )

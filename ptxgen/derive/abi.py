@@ -100,9 +100,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         loads += (Param("tmap_d", "tensormap", "D's tensor map (the TMA-store epilogue writes D's tiles through it)"),)
     scales = ()
     if spec.block_scaled:
-        from ..isa.blockscale import kind_of
-
-        v = kind_of(spec.dtype, spec.scale.dtype).vec_elements
+        v = spec.scaled_kind.vec_elements
         scales = (
             Param("SFA", "ptr", f"A's {spec.scale.value} scale factors, one per {v} elements of K, in CUTLASS's "
                   "Sm1xxBlockScaledConfig layout: 512-byte atoms of 128 rows x 4 chunks, K first; rows padded to 128 and "

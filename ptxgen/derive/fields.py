@@ -16,7 +16,7 @@ from ..isa.types import Arch, Batch, Cluster, Consumers, DType, Epilogue, Groupi
 
 
 # What an unknown value's message lists as legal where the enum holds more than the field takes.
-_INPUTS = "f16, bf16, tf32, e4m3, e5m2, s8, u8, e2m1 (with --scale)"
+_INPUTS = "f16, bf16, tf32, e4m3, e5m2, s8, u8, e2m3, e3m2, e2m1 (the last three with --scale)"
 LEGAL_WORDS = {"dtype": _INPUTS, "b_dtype": _INPUTS, "acc": "f32, f16, s32", "out_dtype": "f32, f16, bf16, s32"}
 
 
@@ -84,11 +84,12 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField("b", "--b", "B operand token (default mnmajor-sw128)", default="mnmajor-sw128"),
     SpecField("a_order", "--a-order", "A atom order (default: A's major dimension)", choices=("mn", "k")),
     SpecField("b_order", "--b-order", "B atom order (default: B's major dimension)", choices=("mn", "k")),
-    SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8, or e2m1 with --scale (default f16)", default="f16", enum=DType),
+    SpecField("dtype", "--dtype", "input type: f16 bf16 tf32 e4m3 e5m2 s8 u8, or e2m3 e3m2 e2m1 with --scale (default f16)", default="f16", enum=DType),
     SpecField(
         "b_dtype",
         "--b-dtype",
-        "B's input type (default: --dtype); may differ only within e4m3/e5m2 or within s8/u8",
+        "B's input type (default: --dtype); may differ only within e4m3/e5m2 or within s8/u8, or with --scale ue8m0 "
+        "among e4m3 e5m2 e2m3 e3m2 e2m1 (kind::mxf8f6f4)",
         enum=DType,
         omit_when_default=True,
         json_omit_when_default=True,
@@ -96,8 +97,9 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField(
         "scale",
         "--scale",
-        "block scaling (tcgen05 only): ue8m0 (MX: one power-of-two scale per 32 elements; --dtype e4m3/e5m2 -> "
-        "kind::mxf8f6f4, e2m1 -> kind::mxf4) or ue4m3 (NVFP4: one per 16; --dtype e2m1 -> kind::mxf4nvf4) (default none)",
+        "block scaling (tcgen05 only): ue8m0 (MX: one power-of-two scale per 32 elements; --dtype e4m3/e5m2/e2m3/e3m2, "
+        "or mixed A/B types -> kind::mxf8f6f4, e2m1 -> kind::mxf4) or ue4m3 (NVFP4: one per 16; --dtype e2m1 -> "
+        "kind::mxf4nvf4) (default none)",
         default="none",
         enum=Scale,
         choices=("none", "ue8m0", "ue4m3"),

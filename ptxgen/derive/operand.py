@@ -69,6 +69,24 @@ class OperandLayout:
     slab_offsets_bytes: tuple[int, ...]  # start of each MMA's MN slab (several only for wgmma's A)
     derivation: tuple[Derived, ...]
     tma: TmaPlan | None = None  # the tensor map and copies (TMA loader), derived from ``store``
+    # Bits of shared memory per element: dtype's container, or 8 for kind::mxf8f6f4's padded 6-/4-bit types
+    container_bits: int = 0
+    unpacked: bool = False  # a kind::mxf8f6f4 6-/4-bit type: 16 elements packed + padding per 16-byte cell
+
+    def __post_init__(self):
+        if not self.container_bits:
+            object.__setattr__(self, "container_bits", self.dtype.container_bits)
+
+    @property
+    def per_cell(self) -> int:
+        """Elements in one 16-byte cell of the stage (T of PTX's canonical layouts)."""
+        return 128 // self.container_bits
+
+    @property
+    def smem_element(self) -> str:
+        """What the read model calls one element in shared memory: the type, or '<type>_unpacksmem' for the padded
+        form (CUTLASS's float_e2m1/e2m3/e3m2_unpacksmem_t)."""
+        return f"{self.dtype.value}_unpacksmem" if self.unpacked else self.dtype.value
 
     @property
     def atom_rows(self) -> int:
@@ -110,6 +128,7 @@ class OperandLayout:
             ],
             "cell_offsets": self.store.table(),
             "loader": self.loader.value,
+            **({"smem_element": self.smem_element} if self.unpacked else {}),
             "ring_offset_bytes": self.ring_offset_bytes,
         }
         if self.tma is not None:
@@ -154,10 +173,13 @@ def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str,
 
 def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     op = spec.operand(name)
-    dt, swz, arch = spec.operand_dtype(name), op.swizzle, spec.arch  # B's own type when A and B differ (same size)
-    T = dt.per_cell
+    dt, swz, arch = spec.operand_dtype(name), op.swizzle, spec.arch  # B's own type when A and B differ
+    # Bits one element takes in a stage: its type's container, except kind::mxf8f6f4's 6-/4-bit types, padded 16 to a
+    # 16-byte cell (one byte an element: the 8-bit geometry; ptxgen.isa.blockscale).
+    cbits = spec.container_bits(name)
+    T = 128 // cbits
     # Bytes of one element, as text for the explanations; packed e2m1 (K-major only) has half a byte.
-    esize = dt.bytes if dt.container_bits % 8 == 0 else f"1/{8 // dt.container_bits}"
+    esize = cbits // 8 if cbits % 8 == 0 else f"1/{8 // cbits}"
     mn, bk, mma_mn, kmma = spec.mn_extent(name), spec.bk, spec.mma_mn(name), spec.k_per_mma
     MN = "M" if name == "a" else "N"
     k_major = op.major is Major.K
@@ -188,7 +210,7 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
             desc_ref,
         )
     )
-    stage_bytes = mn * dt.bytes_of(bk)
+    stage_bytes = mn * bk * cbits // 8
     D.append(
         Derived("stage_bytes", stage_bytes, f"{mn} x {bk} x {esize} B = {stage_bytes}", f"one stage holds the {MN} x K = {mn} x {bk} tile", cite("canonical"))
     )
@@ -316,6 +338,8 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         order=op.order,
         arch=arch,
         dtype=dt,
+        container_bits=cbits,
+        unpacked=spec.unpacked(name),
         mn=mn,
         bk=bk,
         mma_mn=mma_mn,

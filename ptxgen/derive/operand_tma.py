@@ -15,6 +15,12 @@ from ..isa.tensormap import (
     TMA_DATA_TYPE_OF,
     TMA_SWIZZLE_KEY,
     TMA_SWIZZLE_OF,
+    TMA_UNPACKED_DATA_TYPE_OF,
+    UNPACKED_BOX_INNER_ELEMENTS,
+    UNPACKED_GLOBAL_ADDRESS_ALIGN,
+    UNPACKED_GLOBAL_DIM0_MULTIPLE,
+    UNPACKED_GLOBAL_STRIDE_ALIGN,
+    UNPACKED_LOAD_SWIZZLES,
 )
 from ..isa.types import Grouping, Major
 from .derived import Derived
@@ -36,10 +42,13 @@ def batch_dim_of(spec: TileSpec, name: str) -> tuple[str, str]:
 
 def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
     layout = op.store
-    dt = spec.dtype
+    dt = op.dtype
     # Packed e2m1 (two a byte) travels as bytes: the map's elements, box and K coordinates count bytes (K / 2).
-    packed = dt.container_bits < 8
-    ebytes = 1 if packed else dt.bytes
+    packed = op.container_bits < 8
+    # kind::mxf8f6f4's 6-/4-bit types: the map counts elements, reads them packed from global memory and writes each
+    # 16 of them into a padded 16-byte cell (16U4_ALIGN16B / 16U6_ALIGN16B): one byte of shared memory an element.
+    unpacked = op.unpacked
+    ebytes = 1 if packed or unpacked else dt.bytes
     T = 16 // ebytes
     split = spec.cluster.size if spec.cluster.shared_operand == op.name else 1
     box, copies, grid = copies_of(layout, T, split)
@@ -49,8 +58,15 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
     MN = "M" if op.name == "a" else "N"
     dims = ("K", MN) if k_major else (MN, "K")
     ld = f"ld{op.name}"
-    expect = len(copies) * box[0] * box[1] * ebytes
-    assert expect == op.stage_bytes, (expect, op.stage_bytes)
+    smem_bytes = len(copies) * box[0] * box[1] * ebytes
+    assert smem_bytes == op.stage_bytes, (smem_bytes, op.stage_bytes)
+    # complete_tx counts the bytes a copy moves from global memory: for the unpacking types the packed bytes
+    # (CUTLASS's ABTmaTransactionBytes = cosize(SmemLayoutA) x sizeof_bits<ElementA> / 8 with the 4-/6-bit ElementA,
+    # sm100_blockscaled_mma_warpspecialized.hpp), not the padded cells they fill.
+    expect = len(copies) * box[0] * box[1] * dt.bits // 8 if unpacked else smem_bytes
+    data_type = TMA_UNPACKED_DATA_TYPE_OF[dt] if unpacked else TMA_DATA_TYPE_OF[dt]
+    if unpacked:
+        assert box[0] == UNPACKED_BOX_INNER_ELEMENTS and swz in UNPACKED_LOAD_SWIZZLES, (box, swz)
     assert all(c.smem_offset_bytes % SMEM_DST_ALIGN == 0 for c in copies)
     inner_word = "K" if k_major else MN
     outer_word = MN if k_major else "K"
@@ -60,11 +76,17 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
     rank = 3 if batch_dim else 2
     all_dims = dims + ((batch_dim,) if batch_dim else ())
     bword = "group" if batch_dim == "G" else "batch"
+    unpack_why = (f"; {dt.value} is packed in global memory (16 elements in {2 * dt.bits} B) and unpacked into the "
+                  f"16-byte cells kind::mxf8f6f4 reads (16 elements + {16 - 2 * dt.bits} B of gap); the map counts elements; "
+                  f"CUTLASS picks the same type for float_{dt.value}_unpacksmem_t (include/cute/arch/copy_sm90_desc.hpp). "
+                  f"Needs at launch: A/B base {UNPACKED_GLOBAL_ADDRESS_ALIGN}-byte aligned, K a multiple of "
+                  f"{UNPACKED_GLOBAL_DIM0_MULTIPLE}, row stride a multiple of {UNPACKED_GLOBAL_STRIDE_ALIGN} B") if unpacked else ""
     D = (
-        Derived("data_type", TMA_DATA_TYPE_OF[dt].name, f"{dt.value} -> CU_TENSOR_MAP_DATA_TYPE_{TMA_DATA_TYPE_OF[dt].name}",
+        Derived("data_type", data_type.cuda_name, f"{dt.value} -> CU_TENSOR_MAP_DATA_TYPE_{data_type.cuda_name}",
                 "element size for the copy engine" + ("; raw 32-bit words (the inputs are tf32-exact)" if dt.bits == 32 else "")
                 + ("; 8-bit codes travel as bytes" if dt.bits == 8 else "")
-                + ("; packed e2m1 pairs travel as bytes: K counts bytes (K / 2) in the map" if packed else ""), DRIVER_REF),
+                + ("; packed e2m1 pairs travel as bytes: K counts bytes (K / 2) in the map" if packed else "") + unpack_why,
+                DRIVER_REF),
         Derived("rank", rank, f"dims ({', '.join(all_dims)})",
                 f"{op.name.upper()} is {dims[1]} rows of {dims[0]} contiguous elements ({op.major.value}-major)"
                 + (f", {batch_dim} times: the {bword} is the outermost dimension, so one map covers every {bword} "
@@ -73,10 +95,12 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
                 "the bounds TMA checks: elements past them read as zero (partial tiles, the K tail)"
                 + (f"; each coordinate is checked against its own dimension, so a {bword}'s K tail and row tail read "
                    f"zeros, never the next {bword}'s elements" if batch_dim else ""), PTX_TENSOR_REF),
-        Derived("global_strides", (f"[{ld} x {ebytes} B]" if not packed else f"[{ld} / 2 B]")[:-1]
-                + (f", {batch_ld} x {ebytes} B]" if batch_dim else "]"),
-                f"row stride of {dims[1]} rows" + (f", then the {bword} stride; each a multiple of 16 B" if batch_dim else "; must be a multiple of 16 B"),
-                "the copy engine addresses rows in 16-byte units", DRIVER_REF),
+        Derived("global_strides", (f"[{ld} x {dt.bits} / 8 B]" if unpacked else f"[{ld} x {ebytes} B]" if not packed
+                                   else f"[{ld} / 2 B]")[:-1] + (f", {batch_ld} x {ebytes} B]" if batch_dim else "]"),
+                f"row stride of {dims[1]} rows" + (f", then the {bword} stride; each a multiple of 16 B" if batch_dim
+                                                   else f"; must be a multiple of {UNPACKED_GLOBAL_STRIDE_ALIGN if unpacked else 16} B"),
+                "the copy engine addresses rows in 16-byte units" + ("; the unpacking types in 32-byte units" if unpacked else ""),
+                DRIVER_REF),
         Derived("box", f"[{box[0]}, {box[1]}]",
                 f"inner: one atom row = {layout.atom_cols} x 16 B = {box[0]} elements of {inner_word}; outer: "
                 + (f"{box[1]} {outer_word} rows = {box[1] // layout.atom_rows} {atoms} adjacent in the stage" if adjacent and box[1] > layout.atom_rows
@@ -100,8 +124,13 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
                 + ", ".join(f"+{c.smem_offset_bytes} B <- ({c.inner}, {c.outer})" for c in copies[:6]) + (" ..." if len(copies) > 6 else ""),
                 "each copy writes one run of adjacent atoms; its smem offset is that run's offset in the stage layout, its "
                 "box origin the run's first element relative to the tile origin (inner, outer)", PTX_TMA_REF),
-        Derived("expect_tx_bytes", expect, f"{len(copies)} x {box[0]} x {box[1]} x {ebytes} B = {expect}",
-                "the full-barrier transaction count per stage for this operand: TMA counts whole boxes, zero-filled parts too", PTX_TMA_REF),
+        Derived("expect_tx_bytes", expect,
+                f"{len(copies)} x {box[0]} x {box[1]} x {dt.bits} bits / 8 = {expect} (the stage holds {smem_bytes} B)" if unpacked
+                else f"{len(copies)} x {box[0]} x {box[1]} x {ebytes} B = {expect}",
+                "the full-barrier transaction count per stage for this operand: TMA counts whole boxes, zero-filled parts too"
+                + ("; for the unpacking types the packed bytes read, as CUTLASS counts them (sm100_blockscaled_mma_warpspecialized."
+                   "hpp: cosize(SmemLayoutA) x sizeof_bits<ElementA> / 8, ElementA the 4-/6-bit type); not measured on hardware"
+                   if unpacked else ""), PTX_TMA_REF),
     )
     mc = None
     if split > 1:
@@ -126,7 +155,7 @@ def derive_tma(spec: TileSpec, op: OperandLayout) -> TmaPlan:
         batch_ld_name=batch_ld,
         operand=op.name,
         layout=layout,
-        data_type=TMA_DATA_TYPE_OF[dt],
+        data_type=data_type,
         element_bytes=ebytes,
         global_dims=dims,
         ld_name=ld,

@@ -303,27 +303,29 @@ BLOCK_SCALED_BN = (64, 128, 192, 256)
 
 def _validate_block_scaled(t: "TileSpec") -> None:
     """The block-scaled rules (PTX 'Block Scaling for tcgen05.mma' and shapes) and what ptxgen generates of them."""
-    from ..isa.blockscale import GENERATED, SCALED_ELEMENT_DTYPES, kind_of, legal_scales
+    from ..isa.blockscale import GENERATED, MXF8F6F4_ELEMENTS, SCALED_ELEMENT_DTYPES, kind_for, legal_scales
 
     scale = t.scale.dtype
     if t.arch is not Arch.SM100A:
         raise SpecError("--scale", t.scale.value, "block-scaled MMAs are tcgen05 kinds (mxf8f6f4, mxf4, mxf4nvf4): sm_100a only",
                         "--arch sm_100a, or --scale none", cite("block_scaling"))
     if (t.dtype, scale) not in GENERATED:
-        if t.dtype in (DType.E2M3, DType.E3M2):
-            rule = (f"{t.dtype.value} is legal for kind::mxf8f6f4 (ue8m0) but only padded to one byte in shared memory, in a "
-                    "container PTX gives as a picture; ptxgen does not generate the padded 6-bit formats")
-        elif t.dtype in SCALED_ELEMENT_DTYPES:
+        if t.dtype in SCALED_ELEMENT_DTYPES:
             rule = f"{t.dtype.value} takes {'/'.join(d.value for d in legal_scales(t.dtype))} scale factors"
         else:
             rule = f"{t.dtype.value} is not a block-scaled element type"
         legal = ", ".join(f"--dtype {d.value} --scale {s_.value} (kind::{k.kind})" for (d, s_), k in GENERATED.items())
         raise SpecError("--dtype", t.dtype.value, rule, legal, cite("scale_vec"))
-    k = kind_of(t.dtype, scale)
-    legal_b = (t.dtype,) + tuple(d for d in (DType.E4M3, DType.E5M2) if d is not t.dtype) if k.kind == "mxf8f6f4" else (t.dtype,)
-    if t.b_dtype not in legal_b:
-        raise SpecError("--b-dtype", t.b_dtype.value, f"kind::{k.kind} with A {t.dtype.value}: B must be {' or '.join(d.value for d in legal_b)}",
-                        _fmt(d.value for d in legal_b), cite("scale_vec"))
+    try:
+        k = kind_for(t.dtype, t.b_dtype, scale)
+    except KeyError:
+        # A and B may differ only under kind::mxf8f6f4 (ue8m0), whose a_format/b_format are independent
+        legal_b = (t.dtype,) + (tuple(d for d in MXF8F6F4_ELEMENTS if d is not t.dtype) if scale is DType.UE8M0 else ())
+        raise SpecError("--b-dtype", t.b_dtype.value,
+                        f"with A {t.dtype.value} and {scale.value} scales, B must be {' or '.join(d.value for d in legal_b)}: "
+                        "types may differ only in kind::mxf8f6f4 (ue8m0 scales; e4m3, e5m2, e2m3, e3m2, e2m1 for A and B "
+                        "independently), and kind::mxf4nvf4 with ue4m3 takes e2m1 only",
+                        _fmt(d.value for d in legal_b), cite("scale_vec")) from None
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, f"kind::{k.kind} accumulates in f32 only", "f32", cite("shapes"))
     if t.pair and t.bm != 256:
@@ -354,6 +356,8 @@ def _validate_block_scaled(t: "TileSpec") -> None:
         # type-size, major-ness and swizzling': 8-bit MN-major with every swizzle but 128B with 32-B atomicity, checked
         # by _validate_operand); CUTLASS's sm100 block-scaled collective builds
         # MN-major A/B with K-major scale factors, as ptxgen does.
+        if t.unpacked(name):
+            _validate_unpacked(t, name)
     group = 4 * k.vec_elements
     if t.bk <= 0 or t.bk % group:
         raise SpecError("--bk", t.bk,
@@ -367,6 +371,33 @@ def _validate_block_scaled(t: "TileSpec") -> None:
 CUTLASS_SF_REF = "CUTLASS Sm1xxBlockScaledConfig (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
 CUTLASS_SF_PAIR_REF = ("CUTLASS include/cute/atom/mma_traits_sm100.hpp (SM100_MMA_MXF8F6F4_2x1SM_SS / MXF4 / MXF4NVF4: "
                        "TmemAllocMode::ScaleFactorDuplicated2by2 at M = 128) and mma_traits_sm100_frag.hpp (tmem_sf_frg)")
+UNPACKED_TMA_REF = ("CUDA Driver API cuTensorMapEncodeTiled (16U4_ALIGN16B/16U6_ALIGN16B: boxDim[0] must be 128; "
+                    "swizzle NONE, 128B or 128B_ATOM_32B); CUTLASS include/cute/arch/copy_sm90_desc.hpp "
+                    "to_CUtensorMapDataType<float_e2m1/e2m3/e3m2_unpacksmem_t>")
+
+
+def _validate_unpacked(t: "TileSpec", name: str) -> None:
+    """A 6- or 4-bit kind::mxf8f6f4 operand, padded 16 elements to a 16-byte cell (ptxgen.isa.blockscale)."""
+    op, dt, flag = t.operand(name), t.operand_dtype(name), f"--{name}"
+    if op.major is not Major.K:
+        raise SpecError(flag, op.token,
+                        f"{dt.value} ({dt.bits}-bit) operands cannot be transposed: PTX lists transposed (MN-major) "
+                        "layouts for 8-, 16- and 32-bit types only, 4- and 6-bit ones K-major only; CuTe's "
+                        "InstrDescriptorBlockScaled: 'Major value of 1 is only valid for E4M3, E5M2, INT8 (signed and "
+                        "unsigned), F16, BF16 and TF32 source formats' (include/cute/arch/mma_sm100_desc.hpp)",
+                        "kmajor-sw128", cite("majorness"))
+    if op.swizzle is not Swizzle.SW128:
+        raise SpecError(flag, op.token,
+                        f"{dt.value} reaches shared memory through TMA's unpacking type (CU_TENSOR_MAP_DATA_TYPE_"
+                        f"{'16U4' if dt.bits == 4 else '16U6'}_ALIGN16B), whose box is exactly 128 elements (128 B of a "
+                        "K-major row) wide and which loads with no swizzle or a 128-byte one: a 128-byte K-major row is "
+                        "the 128B atom's; the 32B/64B atoms and the unswizzled core matrices need 32-, 64- or 16-byte boxes",
+                        "kmajor-sw128", UNPACKED_TMA_REF)
+    if t.pair:
+        raise SpecError("--cta-group", t.cta_group,
+                        f"ptxgen derives the padded {dt.value} operands for cta_group::1 only (CUTLASS's 2SM rules for them, "
+                        "e.g. N-major B tile N % 256, are in sm1xx_gemm_check_for_f8f6f4_mix8bit_requirement; not derived "
+                        "here)", "1", "CUTLASS include/cutlass/gemm/collective/builders/sm1xx_common.inl")
 
 
 def _validate_cta_group(t: "TileSpec") -> None:
@@ -418,19 +449,20 @@ def _validate_b_dtype(t: "TileSpec") -> None:
     )
 
 
-def _esize_word(d: DType) -> str:
-    return f"{d.bytes} B" if d.container_bits % 8 == 0 else f"1/{8 // d.container_bits} B ({d.value}, packed)"
+def _esize_word(d: DType, bits: int) -> str:
+    return f"{bits // 8} B" if bits % 8 == 0 else f"1/{8 // bits} B ({d.value}, packed)"
 
 
 def _validate_operand(t: "TileSpec", name: str) -> None:
     op = t.operand(name)
     flag = f"--{name}"
-    legal = legal_swizzles(t.arch, t.dtype, op.major)
+    dt, cbits = t.operand_dtype(name), t.container_bits(name)  # B's own type; kind::mxf8f6f4's padded 6/4-bit: 8 bits
+    legal = legal_swizzles(t.arch, dt, op.major)
     if op.swizzle not in legal:
         if not legal:
-            rule = f"wgmma transposes (MN-major operands) only .f16/.bf16, not .{t.dtype.value}"
+            rule = f"wgmma transposes (MN-major operands) only .f16/.bf16, not .{dt.value}"
             ref = cite("wgmma")
-            legal_s = f"kmajor-{{none,sw32,sw64,sw128}} for {t.dtype.value}"
+            legal_s = f"kmajor-{{none,sw32,sw64,sw128}} for {dt.value}"
         elif op.swizzle is Swizzle.SW128B32 and t.arch is Arch.SM90A:
             rule, ref = "wgmma has no 128-byte swizzle with 32-byte atomicity", cite("wgmma_desc")
             legal_s = _fmt(f"{op.major.token}-{s.value}" for s in legal)
@@ -444,19 +476,19 @@ def _validate_operand(t: "TileSpec", name: str) -> None:
 
     swz = op.swizzle
     if op.major is Major.K:
-        row_bytes = t.dtype.bytes_of(t.bk)
+        row_bytes = t.bk * cbits // 8
         if row_bytes % swz.row_bytes:
             fits = [s.value for s in legal if row_bytes % s.row_bytes == 0]
             raise SpecError(
                 flag,
                 op.token,
-                f"a K-major {swz.value} atom row is {swz.row_bytes} B of K, but BK={t.bk} x {_esize_word(t.dtype)} = {row_bytes} B "
+                f"a K-major {swz.value} atom row is {swz.row_bytes} B of K, but BK={t.bk} x {_esize_word(dt, cbits)} = {row_bytes} B "
                 "does not fill whole atom rows",
-                f"kmajor-{{{','.join(fits)}}} at this BK, or BK a multiple of {swz.row_bytes * 8 // t.dtype.container_bits}",
+                f"kmajor-{{{','.join(fits)}}} at this BK, or BK a multiple of {swz.row_bytes * 8 // cbits}",
                 cite("canonical"),
             )
         return
-    esize = t.dtype.bytes
+    esize = cbits // 8
     for what, extent in (("tile", t.mn_extent(name)), ("one MMA's", t.mma_mn(name))):
         if extent * esize % swz.row_bytes:
             dim = "BM" if name == "a" else "BN"

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..isa.blockscale import CP_32X128B_WARPX4, ScaledKind, TmemCopyShape, idesc_ref, kind_of
+from ..isa.blockscale import CP_32X128B_WARPX4, UNPACKED_GROUP, ScaledKind, TmemCopyShape, idesc_ref
 from ..isa.descriptors import SmemDescriptor
 from ..isa.idesc import BlockScaledInstrDescriptor
 from ..isa.ptxref import cite
@@ -198,14 +198,14 @@ def _operand(name: str, rows: int, groups: int) -> SfOperand:
 
 
 def base_idesc(spec: "TileSpec") -> BlockScaledInstrDescriptor:
-    k = kind_of(spec.dtype, spec.scale.dtype)
+    k = spec.scaled_kind
     return BlockScaledInstrDescriptor(
         k.kind, spec.bm, spec.bn, spec.dtype.value, spec.b_dtype.value, k.scale.value, spec.a.major, spec.b.major
     )
 
 
 def derive_scales(spec: "TileSpec") -> ScalePlan:
-    k = kind_of(spec.dtype, spec.scale.dtype)
+    k = spec.scaled_kind
     V, kmma = k.vec_elements, k.k_per_mma
     groups = spec.bk // (SF_ATOM_CHUNKS * V)
     a, b = _operand("a", spec.sf_rows("a"), groups), _operand("b", spec.sf_rows("b"), groups)
@@ -229,17 +229,36 @@ def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, st
     V = k.vec_elements
     bs = cite("block_scaling")
     D = [
-        Derived("kind", k.kind, f"--dtype {spec.dtype.value} --scale {k.scale.value} -> kind::{k.kind}, {k.scale_vec}",
-                f"{k.scale.value} scale factors, one per {V} elements of a row along K; packed e2m1 goes to kind::mxf4/"
-                "mxf4nvf4 (two a byte), 8-bit types to kind::mxf8f6f4", cite("scale_vec")),
-        Derived("k_per_mma", k.k_per_mma, f"256 bits of a row / {spec.dtype.container_bits} bits = {k.k_per_mma}",
+        Derived("kind", k.kind,
+                f"--dtype {spec.dtype.value}" + (f" --b-dtype {spec.b_dtype.value}" if spec.mixed else "")
+                + f" --scale {k.scale.value} -> kind::{k.kind}, {k.scale_vec}",
+                f"{k.scale.value} scale factors, one per {V} elements of a row along K; e2m1 x e2m1 goes to kind::mxf4/"
+                "mxf4nvf4 (packed, two a byte); e4m3, e5m2, e2m3, e3m2 and e2m1 mixed with another type go to "
+                "kind::mxf8f6f4, whose A and B types are independent", cite("scale_vec")),
+        Derived("k_per_mma", k.k_per_mma, f"256 bits of a row / {spec.container_bits('a')} bits = {k.k_per_mma}",
                 f"one MMA reads {k.k_per_mma} / {V} = {k.sfs_per_mma} scale factor(s) per row ({k.scale_vec})", cite("shapes")),
-        Derived("element_packing",
-                "two e2m1 a byte, element 2i in bits 0-3" if spec.dtype.container_bits == 4 else "one byte an element",
-                (f"BK={spec.bk} e2m1 = {spec.dtype.bytes_of(spec.bk)} B of a K-major row; one MMA's K=64 is 32 B, like 8-bit K=32"
-                 if spec.dtype.container_bits == 4 else f"{spec.dtype.value}: 8-bit codes, the dense f8f6f4 layout"),
-                "kind::mxf4/mxf4nvf4 read e2m1 packed without padding; mxf8f6f4 reads 8-bit containers",
-                cite("mxf4_smem") if spec.dtype.container_bits == 4 else cite("mxf8f6f4_smem")),
+    ]
+    for name in ("a", "b"):
+        dt = spec.operand_dtype(name)
+        X = name.upper()
+        if spec.container_bits(name) == 4:
+            D.append(Derived(f"{name}_element_packing", "two e2m1 a byte, element 2i in bits 0-3",
+                             f"BK={spec.bk} e2m1 = {dt.bytes_of(spec.bk)} B of a K-major row; one MMA's K=64 is 32 B, like 8-bit K=32",
+                             f"{X}: kind::mxf4/mxf4nvf4 read e2m1 packed without padding", cite("mxf4_smem")))
+        elif spec.unpacked(name):
+            packed = UNPACKED_GROUP * dt.bits // 8
+            D.append(Derived(f"{name}_element_packing",
+                             f"{UNPACKED_GROUP} {dt.value} packed in {packed} B + {16 - packed} B of padding per 16-B cell",
+                             f"element k of a K-major row: cell k // {UNPACKED_GROUP}, bits {dt.bits} x (k % {UNPACKED_GROUP}) .. of "
+                             f"its first {packed} B; BK={spec.bk} = {spec.bk} B of a row (one byte an element), one MMA's K=32 = 32 B",
+                             f"{X}: kind::mxf8f6f4 reads 4- and 6-bit elements 'contiguously packed along with padding' in 16-B "
+                             "cells, so the stage has the 8-bit geometry (CUTLASS allocates it as uint8_t); TMA unpacks the "
+                             "packed global rows into it", cite("mxf8f6f4_smem")))
+        else:
+            D.append(Derived(f"{name}_element_packing", "one byte an element",
+                             f"{dt.value}: 8-bit codes, the dense f8f6f4 layout", f"{X}: kind::mxf8f6f4 reads 8-bit elements",
+                             cite("mxf8f6f4_smem")))
+    D += [
         Derived("sf_global_layout", f"((32,4),({V},4)):((16,4),(0,1)) atoms of 512 B, K first",
                 "scale (row, chunk) at 512 x ((row // 128) x ceil(K / %d) + chunk // 4) + 16 x (row %% 32) + 4 x ((row // 32) %% 4) + chunk %% 4" % (4 * V),
                 "128 rows x 4 chunks per atom so that 4 consecutive bytes (one TMEM word) hold one row's chunks", CUTLASS_REF),

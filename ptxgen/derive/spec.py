@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..isa.blockscale import kind_of
+from ..isa.blockscale import ScaledKind, kind_for, smem_container_bits, unpacked_in_smem
 from ..isa.shapes import TCGEN05_EPILOGUE_WARPS, TMEM_WARP_LANES, WGMMA_D_ROWS, wgmma_accumulator_registers
 from ..isa.types import (
     Arch,
@@ -213,15 +213,31 @@ class TileSpec:
         return self.scale is not Scale.NONE
 
     @property
+    def scaled_kind(self) -> ScaledKind | None:
+        """The block-scaled kind that A's and B's types and the scale type pick (ptxgen.isa.blockscale.kind_for);
+        None for dense kinds."""
+        return kind_for(self.dtype, self.b_dtype, self.scale.dtype) if self.block_scaled else None
+
+    @property
     def mma_kind(self) -> str:
         """The tcgen05 .kind: the dense one of the input type, or the block-scaled one picked with --scale."""
         if self.block_scaled:
-            return kind_of(self.dtype, self.scale.dtype).kind
+            return self.scaled_kind.kind
         return self.dtype.kind
 
     @property
     def k_per_mma(self) -> int:
-        return self.dtype.k_per_mma
+        return self.scaled_kind.k_per_mma if self.block_scaled else self.dtype.k_per_mma
+
+    def container_bits(self, name: str) -> int:
+        """Bits of shared memory one element of operand ``name`` takes: its type's container, except kind::mxf8f6f4's
+        6- and 4-bit types, padded 16 to a 16-byte cell (one byte an element; ptxgen.isa.blockscale)."""
+        dt = self.operand_dtype(name)
+        return smem_container_bits(self.mma_kind, dt) if self.block_scaled else dt.container_bits
+
+    def unpacked(self, name: str) -> bool:
+        """Operand ``name`` is a 6-/4-bit kind::mxf8f6f4 type in its padded shared-memory form (16 a 16-byte cell)."""
+        return self.block_scaled and unpacked_in_smem(self.mma_kind, self.operand_dtype(name))
 
     @property
     def sf_tmem_columns(self) -> int:
@@ -229,7 +245,7 @@ class TileSpec:
         if not self.block_scaled:
             return 0
         return self.stages * sf_tmem_columns_per_stage(self.sf_rows("a"), self.sf_rows("b"), self.bk,
-                                                       kind_of(self.dtype, self.scale.dtype).vec_elements)
+                                                       self.scaled_kind.vec_elements)
 
     def sf_rows(self, name: str) -> int:
         """Rows of operand ``name``'s scale factors each CTA holds: A's are the CTA's rows of A (BM, or BM/2 of a
@@ -240,14 +256,14 @@ class TileSpec:
     def sf_stage_bytes(self, name: str) -> int:
         if not self.block_scaled:
             return 0
-        return sf_stage_bytes(self.sf_rows(name), self.bk, kind_of(self.dtype, self.scale.dtype).vec_elements)
+        return sf_stage_bytes(self.sf_rows(name), self.bk, self.scaled_kind.vec_elements)
 
     @property
     def mmas_per_k_tile(self) -> int:
         return self.bk // self.k_per_mma
 
     def stage_bytes(self, name: str) -> int:
-        return self.mn_extent(name) * self.dtype.bytes_of(self.bk)
+        return self.mn_extent(name) * self.bk * self.container_bits(name) // 8
 
     def smem_plan(self) -> SmemPlan:
         return plan_smem(

@@ -87,8 +87,9 @@ def _extents(op: OperandLayout, pair: bool = False, b_row0: str = "n0") -> tuple
     mn0, MN = ("m0", "M") if op.name == "a" else (b_row0, "N")  # b_row0: a grouped kernel's row in B's (G N) x K view
     if pair:
         mn0 = {"m0": "m_cta", "n0": "n_cta"}[mn0]
-    # packed e2m1 (K-major only): the tensor map counts bytes along K, two elements each
-    k0 = "k0" if op.dtype.container_bits >= 8 else f"(k0 / {8 // op.dtype.container_bits})"
+    # packed e2m1 (K-major only): the tensor map counts bytes along K, two elements each; the unpacking maps of
+    # kind::mxf8f6f4's 6-/4-bit types count elements (container_bits 8)
+    k0 = "k0" if op.container_bits >= 8 else f"(k0 / {8 // op.container_bits})"
     return (k0, mn0, "K", MN) if op.major is Major.K else (mn0, k0, MN, "K")
 
 
@@ -168,7 +169,7 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b
         inner_origin=inner0,
         outer_extent=outer_ext,
         inner_extent=inner_ext,
-        per_cell=op.dtype.per_cell,
-        esize=op.dtype.bytes,
+        per_cell=op.per_cell,
+        esize=op.container_bits // 8,
         ld=f"ld{op.name}",
     )

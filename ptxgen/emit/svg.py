@@ -73,7 +73,7 @@ def _reads(t: TileLayout, op: OperandLayout, descs: list[int]) -> list[np.ndarra
     out = []
     for d in descs:
         out.append(
-            readmodel.element_addresses(t.spec.arch.value, d, op.major.value, op.mma_mn, op.dtype.value)
+            readmodel.element_addresses(t.spec.arch.value, d, op.major.value, op.mma_mn, op.smem_element)
         )
     return out
 
@@ -89,7 +89,7 @@ def _decode_legend(arch: str, desc: int) -> str:
 def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | None = None) -> tuple[list[str], float]:
     s = t.spec
     arch = s.arch.value
-    T = op.dtype.per_cell
+    T = op.per_cell
     el: list[str] = []
     y = y0
     MN = "M" if op.name == "a" else "N"
@@ -98,7 +98,10 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
         _text(
             10,
             y + 16,
-            f"{op.name.upper()} stage ({MN} x K = {op.mn} x {op.bk}, {op.dtype.value}): {op.major.value}-major "
+            f"{op.name.upper()} stage ({MN} x K = {op.mn} x {op.bk}, {op.dtype.value}"
+            + (f", unpacked: 16 packed in {2 * op.dtype.bits} B + {16 - 2 * op.dtype.bits} B padding per 16-B cell"
+               if op.unpacked else "")
+            + f"): {op.major.value}-major "
             f"{op.swizzle.value}, atom order {op.order.value}; {op.stage_bytes} B aligned to {op.alignment_bytes} B",
             "title",
         )

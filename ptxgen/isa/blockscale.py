@@ -67,22 +67,63 @@ SCALED_KINDS = (
 )
 SCALED_KIND_NAMES = ("mxf8f6f4", "mxf4", "mxf4nvf4")
 
-# What ptxgen builds: e2m1 is packed two a byte, so it goes to kind::mxf4 (ue8m0) or kind::mxf4nvf4 (ue4m3), the
-# kinds that read packed e2m1. kind::mxf8f6f4 would read e2m1 (and e2m3/e3m2) padded to one byte each, in a
-# container whose bit positions PTX gives only as pictures (#tcgen05-packing-formats-mxf8f6f4-smem): ptxgen does
-# not generate the padded 6-/4-bit formats.
+# What ptxgen builds, keyed by (A's type, scale type). e2m1 x e2m1 is packed two a byte and goes to kind::mxf4
+# (ue8m0) or kind::mxf4nvf4 (ue4m3), the kinds that read packed e2m1 (half the shared memory of mxf8f6f4's form).
+# kind::mxf8f6f4 takes e4m3, e5m2, e2m3, e3m2 and e2m1 for A and for B independently (PTX 'Block Scaling' Tables
+# 54-55; a_format/b_format are separate idesc fields): e2m1 reaches it only mixed with another type (kind_for).
 GENERATED = {
     (DType.E4M3, DType.UE8M0): SCALED_KINDS[0],
     (DType.E5M2, DType.UE8M0): SCALED_KINDS[0],
+    (DType.E2M3, DType.UE8M0): SCALED_KINDS[0],
+    (DType.E3M2, DType.UE8M0): SCALED_KINDS[0],
     (DType.E2M1, DType.UE8M0): SCALED_KINDS[1],
     (DType.E2M1, DType.UE4M3): SCALED_KINDS[3],
 }
-SCALED_ELEMENT_DTYPES = (DType.E4M3, DType.E5M2, DType.E2M1)
+SCALED_ELEMENT_DTYPES = (DType.E4M3, DType.E5M2, DType.E2M3, DType.E3M2, DType.E2M1)
+MXF8F6F4_ELEMENTS = SCALED_KINDS[0].elements
 
 
 def kind_of(dtype: DType, scale: DType) -> ScaledKind:
-    """The block-scaled kind ptxgen uses for ``dtype`` elements with ``scale`` factors (KeyError if none)."""
+    """The block-scaled kind ptxgen uses when A and B are both ``dtype`` elements with ``scale`` factors (KeyError
+    if none)."""
     return GENERATED[(dtype, scale)]
+
+
+def kind_for(a: DType, b: DType, scale: DType) -> ScaledKind:
+    """The kind for A of type ``a`` and B of type ``b``: kind_of(a) when they match; a mixed pair needs
+    kind::mxf8f6f4 (ue8m0), the one kind whose A and B types are independent (KeyError if none)."""
+    if a is b:
+        return kind_of(a, scale)
+    if scale is DType.UE8M0 and a in MXF8F6F4_ELEMENTS and b in MXF8F6F4_ELEMENTS:
+        return SCALED_KINDS[0]
+    raise KeyError((a, b, scale))
+
+
+# ---------------------------------------------------------------------------------------------
+# The 6- and 4-bit types inside kind::mxf8f6f4 are "unpacked" in shared memory: PTX 'Packing format used for matrix
+# A and B by .kind::mxf8f6f4 in Shared Memory' (#tcgen05-packing-formats-mxf8f6f4-smem): "The 4-bit and 6-bit
+# floating point elements in shared memory must be contiguously packed along with padding": each 16 consecutive
+# elements along K are packed into the first 8 B (4-bit) or 12 B (6-bit) of a 16-byte cell, and the rest of the
+# cell is padding. So a stage takes one byte per element, like 8-bit, and the MMA's K = 32 is 32 B of a row. TMA
+# makes the form from packed global memory (CUDA Driver API cuTensorMapEncodeTiled): CU_TENSOR_MAP_DATA_TYPE_
+# 16U4_ALIGN16B "copies '16 x U4' packed values to memory aligned as 16 bytes. There are 8 byte gaps between every 8
+# byte chunk"; 16U6_ALIGN16B: "4 byte gaps between every 12 byte chunk". CUTLASS maps float_e2m1/e2m3/e3m2 to
+# *_unpacksmem_t for f8f6f4 kinds (sm1xx_common.inl sm1xx_kernel_input_element_to_mma_input_element), allocates
+# their stages as uint8_t, and picks those tensor-map types (include/cute/arch/copy_sm90_desc.hpp).
+# ---------------------------------------------------------------------------------------------
+UNPACKED_GROUP = 16  # elements of one 16-byte cell
+UNPACKED_TYPES = (DType.E2M3, DType.E3M2, DType.E2M1)
+
+
+def unpacked_in_smem(kind: str, dtype: DType) -> bool:
+    """A 6- or 4-bit ``dtype`` under ``kind`` sits in shared memory 16 elements to a padded 16-byte cell."""
+    return kind == "mxf8f6f4" and dtype in UNPACKED_TYPES
+
+
+def smem_container_bits(kind: str, dtype: DType) -> int:
+    """Bits of shared memory one element takes: 8 for every kind::mxf8f6f4 type (the padded cells hold 16 elements in
+    16 B), else the type's own container (4 for mxf4/mxf4nvf4's packed e2m1)."""
+    return 8 if kind == "mxf8f6f4" else dtype.container_bits
 
 
 def legal_scales(dtype: DType) -> tuple[DType, ...]:

@@ -34,6 +34,13 @@ class TmaDataType(Enum):
     FLOAT16 = 6
     FLOAT32 = 7
     BFLOAT16 = 9
+    U4X16_ALIGN16B = 14  # CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B: 16 packed 4-bit values (8 B) + an 8-byte gap in smem
+    U6X16_ALIGN16B = 15  # CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B: 16 packed 6-bit values (12 B) + a 4-byte gap in smem
+
+    @property
+    def cuda_name(self) -> str:
+        """The cuda.h enumerator's suffix (CU_TENSOR_MAP_DATA_TYPE_<this>)."""
+        return {14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"}.get(self.value, self.name)
 
 
 class TmaSwizzle(Enum):
@@ -73,6 +80,23 @@ TMA_DATA_TYPE_OF = {
     DType.U8: TmaDataType.UINT8,
     DType.E2M1: TmaDataType.UINT8,  # packed two a byte: the map counts bytes
 }
+
+# The unpacking types (kind::mxf8f6f4's 6- and 4-bit operands; ptxgen.isa.blockscale). cuTensorMapEncodeTiled: "When
+# tensorDataType is CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B or CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B": globalAddress
+# 32-byte aligned, globalDim[0] a multiple of 128, globalStrides multiples of 32, boxDim[0] must be 128; swizzle NONE,
+# 128B or 128B_ATOM_32B only (loads); dimensions count elements ("Dimension for the packed data types must reflect
+# the number of individual U# values"). The global tensor is packed: 16 elements in 8 or 12 bytes.
+TMA_UNPACKED_DATA_TYPE_OF = {
+    DType.E2M1: TmaDataType.U4X16_ALIGN16B,
+    DType.E2M3: TmaDataType.U6X16_ALIGN16B,
+    DType.E3M2: TmaDataType.U6X16_ALIGN16B,
+}
+UNPACKING_DATA_TYPES = (TmaDataType.U4X16_ALIGN16B.value, TmaDataType.U6X16_ALIGN16B.value)
+UNPACKED_BOX_INNER_ELEMENTS = 128
+UNPACKED_GLOBAL_ADDRESS_ALIGN = 32
+UNPACKED_GLOBAL_STRIDE_ALIGN = 32
+UNPACKED_GLOBAL_DIM0_MULTIPLE = 128
+UNPACKED_LOAD_SWIZZLES = (TmaSwizzle.NONE, TmaSwizzle.B128, TmaSwizzle.B128_ATOM_32B)
 
 INTERLEAVE_NONE = 0  # CU_TENSOR_MAP_INTERLEAVE_NONE
 L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B

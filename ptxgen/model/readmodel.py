@@ -35,8 +35,16 @@ import numpy as np
 ELEMENT_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8,
                 # kind::mxf4/mxf4nvf4: two e2m1 a byte, no padding (PTX 'Packing format used for matrix A and B by
                 # .kind::mxf4 and .kind::mxf4nvf4 in Shared Memory'); element k of a row in bits 4*(k % 2) of byte k // 2
-                "e2m1": 4}
+                "e2m1": 4,
+                # kind::mxf8f6f4's 6- and 4-bit types take one byte of shared memory each, in their own form (below)
+                "e2m1_unpacksmem": 8, "e2m3_unpacksmem": 8, "e3m2_unpacksmem": 8}
 MMA_K_BITS = 256  # one dense MMA consumes 256 bits of every A/B row
+# PTX 'Packing format used for matrix A and B by .kind::mxf8f6f4 in Shared Memory': "The 4-bit and 6-bit floating
+# point elements in shared memory must be contiguously packed along with padding": along K, every 16 consecutive
+# elements fill one 16-byte cell, packed from its first byte (element j of the cell at bits w*j .. w*j + w - 1,
+# little-endian; the rest of the cell is padding). Value bits per element:
+UNPACKED_VALUE_BITS = {"e2m1_unpacksmem": 4, "e2m3_unpacksmem": 6, "e3m2_unpacksmem": 6}
+UNPACKED_CELL_ELEMENTS = 16
 
 # (lo, width) of each field; address fields hold bytes >> 4.
 _FIELDS = {
@@ -151,6 +159,8 @@ def canonical_addresses(arch: str, desc: int, major: str, mn: int, dtype: str) -
     elif major == "mn":
         if bits < 8:
             raise Unmodelled(f"{dtype} is read K-major only (kind::mxf4/mxf4nvf4 cannot transpose)")
+        if dtype in UNPACKED_VALUE_BITS:
+            raise Unmodelled(f"{dtype}: PTX lists 4- and 6-bit types K-major only (no transposed layout)")
         rb = r * esize  # byte along MN
         if d.mode == "none":
             addr = d.start + (rb // 16) * d.sbo + rb % 16 + (kk // 8) * d.lbo + (kk % 8) * 16
@@ -180,6 +190,15 @@ def read(arch: str, desc: int, major: str, mn: int, dtype: str, smem: np.ndarray
     size = np.asarray(smem).size
     if addr.min() < 0 or addr.max() + esize > size:
         raise IndexError(f"the descriptor reads bytes {addr.min()}..{addr.max() + esize - 1}, outside a {size} B image")
+    if dtype in UNPACKED_VALUE_BITS:  # a padded 16-byte cell per 16 elements along K
+        w = UNPACKED_VALUE_BITS[dtype]
+        k = np.arange(addr.shape[1], dtype=np.int64)
+        j = k % UNPACKED_CELL_ELEMENTS
+        cell = addr[:, k - j]  # where the cell's first element (its first byte) is: the swizzle moves 16-B cells whole
+        byte, shift = cell + (w * j) // 8, (w * j) % 8
+        img = np.asarray(smem, dtype=np.uint8)
+        pair = img[byte].astype(np.uint16) | (img[np.minimum(byte + 1, size - 1)].astype(np.uint16) << 8)
+        return ((pair >> shift) & ((1 << w) - 1)).astype(np.uint8)
     if bits < 8:  # sub-byte: element k of a row sits at bit (k * bits) % 8 of its byte
         shift = (np.arange(addr.shape[1], dtype=np.int64)[None, :] * bits) % 8
         return ((np.asarray(smem, dtype=np.uint8)[addr] >> shift) & ((1 << bits) - 1)).astype(np.uint8)

@@ -18,6 +18,13 @@ cuTensorMapEncodeTiled):
   * Box limits: each dimension 1..256 elements, inner extent a multiple of 16 bytes and, when
     swizzled, at most the swizzle span (32, 64, 128, 128 bytes).
 
+  * The unpacking data types (``"data_type"`` in the object; CUDA Driver API cuTensorMapEncodeTiled):
+    CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B "copies '16 x U4' packed values to memory aligned as 16 bytes. There are 8
+    byte gaps between every 8 byte chunk of packed values"; 16U6_ALIGN16B likewise 12-byte chunks with 4-byte gaps;
+    "Dimension for the packed data types must reflect the number of individual U# values"; boxDim[0] must be 128.
+    Global memory holds the values packed little-endian (value j of a group of 16 at bits w*j ..); each group of
+    16 values along the inner dimension lands in its own 16-byte cell, and the gap bytes are not written.
+
 >>> import numpy as np
 >>> img = np.zeros(256, dtype=np.uint8)
 >>> g = np.arange(1, 9, dtype=np.uint8).reshape(1, 8)   # one row of 8 elements; a 16-wide box reads 8 zeros past it
@@ -39,6 +46,10 @@ _ANCHORS = ("address", "destination")
 _CODE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 DST_ALIGN = 128
 MAX_BOX = 256
+# unpacking type -> (bits per value, packed bytes per 16 values); a box row is exactly 128 values
+_UNPACKING = {"16U4_ALIGN16B": (4, 8), "16U6_ALIGN16B": (6, 12)}
+_UNPACKING_BOX_INNER = 128
+_GROUP = 16
 
 
 def _permute(mode: str, rel: np.ndarray) -> np.ndarray:
@@ -110,6 +121,8 @@ def write(
     """
     if anchor not in _ANCHORS:
         raise ValueError(f"anchor must be one of {_ANCHORS}, not {anchor!r}")
+    if "data_type" in tma:
+        return _write_unpacking(tma, stage_address, tile_origin, global_tensor, image, anchor)
     mode = tma["swizzle"]
     inner, outer = _check_box(mode, tma["box"], element_bytes)
     copies = tma["copies"]
@@ -154,6 +167,7 @@ def read(
     return raw.reshape(len(dst), outer, inner)
 
 
+<<<<<<< HEAD
 # ------------------------------------------------------------------------------------------------
 # 3-D maps: the batch (or group) as the outermost dimension
 # ------------------------------------------------------------------------------------------------
@@ -208,3 +222,52 @@ def write_3d(
     window = gather_3d(memory, dims, strides, z, rr, cc).astype(code)
     # shift the window into a zero-padded 2-D tensor indexed [row - lo_r, col - lo_c] (coordinates already clipped)
     write({**tma, "box": box[:2]}, element_bytes, stage_address, (inner0 - lo_c, outer0 - lo_r), window, image, anchor)
+=======
+def _write_unpacking(tma: dict, stage_address: int, tile_origin: tuple[int, int], global_tensor: np.ndarray,
+                     image: np.ndarray, anchor: str) -> None:
+    """``write`` for the 16U4_ALIGN16B / 16U6_ALIGN16B types. ``global_tensor`` holds one value code per element
+    ([outer, inner], codes below 2^bits); the copy engine reads them packed and writes each 16 of a box row into a
+    16-byte cell: the packed bytes first, the gap left as it was."""
+    kind = tma["data_type"]
+    if kind not in _UNPACKING:
+        raise ValueError(f"unknown unpacking type {kind!r}; one of {sorted(_UNPACKING)}")
+    bits, packed = _UNPACKING[kind]
+    mode = tma["swizzle"]
+    if mode not in ("none", "128B", "128B_ATOM_32B"):
+        raise ValueError(f"{kind} loads with swizzle none, 128B or 128B_ATOM_32B only, not {mode}")
+    inner, outer = int(tma["box"][0]), int(tma["box"][1])
+    if inner != _UNPACKING_BOX_INNER or not 1 <= outer <= MAX_BOX:
+        raise ValueError(f"{kind}: box {tma['box']}: the inner dimension must be {_UNPACKING_BOX_INNER} values")
+    g = np.asarray(global_tensor)
+    if g.ndim != 2 or (g.size and int(g.max()) >> bits):
+        raise ValueError(f"{kind}: the global tensor must be 2D value codes below 2^{bits}")
+    copies = tma["copies"]
+    if not copies:
+        return
+    dst = np.array([stage_address + int(c["smem_offset_bytes"]) for c in copies], dtype=np.int64)
+    if np.any(dst % DST_ALIGN):
+        raise ValueError(f"copy destinations {dst[dst % DST_ALIGN != 0].tolist()} are not {DST_ALIGN}-byte aligned")
+    n_out, n_in = g.shape
+    for ci, c in enumerate(copies):
+        rows = tile_origin[1] + int(c["outer"]) + np.arange(outer)[:, None]
+        cols = tile_origin[0] + int(c["inner"]) + np.arange(inner)[None, :]
+        rows, cols = np.broadcast_arrays(rows, cols)
+        inside = (rows >= 0) & (rows < n_out) & (cols >= 0) & (cols < n_in)
+        vals = np.zeros(rows.shape, dtype=np.uint64)
+        vals[inside] = g[rows[inside], cols[inside]].astype(np.uint64)
+        # pack each group of 16 values little-endian into `packed` bytes
+        groups = vals.reshape(outer, inner // _GROUP, _GROUP)
+        word = np.zeros(groups.shape[:2], dtype=object)
+        for j in range(_GROUP):
+            word = word + (groups[:, :, j].astype(object) << (bits * j))
+        cell_bytes = np.array([[[(int(w) >> (8 * b)) & 0xFF for b in range(packed)] for w in row] for row in word],
+                              dtype=np.uint8)  # (outer, cells, packed)
+        o = np.arange(outer)[:, None, None]
+        cell = np.arange(inner // _GROUP)[None, :, None]
+        b = np.arange(packed)[None, None, :]
+        dense = dst[ci] + o * (inner * 1) + cell * 16 + b  # one byte of shared memory per value: a row is 128 B
+        where = swizzle_address(mode, dense, dst[ci], anchor)
+        if where.min() < 0 or where.max() >= image.size:
+            raise IndexError(f"the copies write bytes {where.min()}..{where.max()}, outside a {image.size} B image")
+        image[where.ravel()] = cell_bytes.ravel()
+>>>>>>> 4a4423a (Block-scaled kind::mxf8f6f4 with fp6 (e2m3, e3m2) and fp4 (e2m1) operands and mixed A/B types (issue 19 item 3): 6-/4-bit operands in PTX's padded 16-byte cells (16 packed + gap; one byte of smem an element), loaded by TMA's 16U4_ALIGN16B/16U6_ALIGN16B maps (box 128, K counted in elements, expect_tx the packed bytes as CUTLASS counts them); K-major sw128 only, refusals cite PTX/CuTe/driver; TMA unpacking and read models (no shared code) with controls; descriptors, idesc formats, tensor-map types and tx bytes vs CuTe/CUTLASS typed from source; L2 NVRTC 13.5 + 12.8 SASS gate; 16 ci configs; explain/show describe the form)

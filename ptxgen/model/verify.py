@@ -22,13 +22,13 @@ from ..isa.types import DType, Loader, Major
 
 def random_tile(op: OperandLayout, rng: np.random.Generator) -> np.ndarray:
     """A random logical MN x K tile of raw element codes."""
-    code = CODE_DTYPE[op.dtype.bytes]
+    code = CODE_DTYPE[op.container_bits // 8]
     return rng.integers(0, np.iinfo(code).max, size=(op.mn, op.bk), dtype=np.uint64, endpoint=True).astype(code)
 
 
 def write_stage(op: OperandLayout, tile: np.ndarray, base: int = 0, image_bytes: int | None = None) -> np.ndarray:
     """The shared-memory image the loader produces for ``tile`` (stage at byte ``base``)."""
-    T = op.dtype.per_cell
+    T = op.per_cell
     img = np.zeros(image_bytes or base + op.stage_bytes, dtype=np.uint8)
     cells = np.asarray(op.store.table(), dtype=np.int64) + base
     rows, cols = cells.shape
@@ -53,7 +53,7 @@ def check_operand(t: TileLayout, op: OperandLayout, rng: np.random.Generator) ->
         for slab in range(len(op.slab_offsets_bytes)):
             d = op.descriptor(si, slab)
             desc = d.with_start(d.start_address_bytes + base).encode()
-            got = readmodel.read(t.spec.arch.value, desc, op.major.value, op.mma_mn, op.dtype.value, img)
+            got = readmodel.read(t.spec.arch.value, desc, op.major.value, op.mma_mn, op.smem_element, img)
             want = tile[slab * op.mma_mn : (slab + 1) * op.mma_mn, step.k : step.k + kmma]
             if not np.array_equal(got, want):
                 bad = int(np.count_nonzero(got != want))
@@ -103,8 +103,10 @@ def tma_global_and_tile(tj: dict, name: str, partial: bool, rng: np.random.Gener
 
     A partial tile's global tensor ends inside the tile in both dimensions; the tile holds zeros there."""
     mn, bk, _ = _extents(tj, name)
-    dt = DType(tj["spec"]["dtype"])
+    dt = DType(tj["spec"]["dtype"] if name == "a" else tj["spec"].get("b_dtype", tj["spec"]["dtype"]))
     k_major = tj[name]["major"] == "k"
+    if "smem_element" in tj[name]:  # kind::mxf8f6f4's 6-/4-bit types: value codes per element, packed by the map
+        return _unpacked_global_and_tile(dt, mn, bk, k_major, partial, rng)
     packed = dt.container_bits < 8  # e2m1 two a byte (K-major only): the global tensor and the map count bytes
     inner, outer = (dt.bytes_of(bk) if packed else bk, mn) if k_major else (mn, bk)
     i0, o0 = (int(x) for x in rng.integers(0, 40, size=2))
@@ -119,6 +121,21 @@ def tma_global_and_tile(tj: dict, name: str, partial: bool, rng: np.random.Gener
     window[: part.shape[0], : part.shape[1]] = part
     if packed:
         window = unpack_e2m1(window)
+    return g, (i0, o0), (window if k_major else window.T)
+
+
+def _unpacked_global_and_tile(dt: DType, mn: int, bk: int, k_major: bool, partial: bool, rng: np.random.Generator):
+    """tma_global_and_tile for an unpacking map: one value code (below 2^bits) per element, K counted in elements."""
+    inner, outer = (bk, mn) if k_major else (mn, bk)
+    i0, o0 = (int(x) for x in rng.integers(0, 40, size=2))
+    if partial:
+        ext = (o0 + int(rng.integers(1, outer)), i0 + int(rng.integers(1, inner)))
+    else:
+        ext = (o0 + outer + int(rng.integers(0, 9)), i0 + inner + int(rng.integers(0, 9)))
+    g = rng.integers(0, 1 << dt.bits, size=ext, dtype=np.uint8)
+    window = np.zeros((outer, inner), dtype=np.uint8)
+    part = g[o0 : o0 + outer, i0 : i0 + inner]
+    window[: part.shape[0], : part.shape[1]] = part
     return g, (i0, o0), (window if k_major else window.T)
 
 
@@ -138,17 +155,18 @@ def read_back(tj: dict, name: str, address: int, img: np.ndarray, tile: np.ndarr
     """Every K-step x slab descriptor of the JSON, moved to the stage at ``address``, against ``tile``."""
     spec, opj = tj["spec"], tj[name]
     _, _, mma_mn = _extents(tj, name)
-    kmma = DType(spec["dtype"]).k_per_mma
+    dtype = opj.get("smem_element") or (spec["dtype"] if name == "a" else spec.get("b_dtype", spec["dtype"]))
     problems = []
     for si, step in enumerate(opj["k_steps"]):
         for slab, slab_off in enumerate(opj.get("slab_offsets_bytes", [0])):
             desc = readmodel.moved(int(step["desc_hex"], 16), address + slab_off)
-            want = tile[slab * mma_mn : (slab + 1) * mma_mn, step["k"] : step["k"] + kmma]
             try:
-                got = readmodel.read(spec["arch"], desc, opj["major"], mma_mn, spec["dtype"], img)
+                got = readmodel.read(spec["arch"], desc, opj["major"], mma_mn, dtype, img)
             except (ValueError, IndexError) as e:
                 problems.append(f"{label}: K-step {si} slab {slab} (desc {desc:#018x}): {e}")
                 continue
+            # K of one MMA is the read model's (256 bits of a row in shared memory), not the writer's
+            want = tile[slab * mma_mn : (slab + 1) * mma_mn, step["k"] : step["k"] + got.shape[1]]
             if not np.array_equal(got, want):
                 bad = int(np.count_nonzero(got != want))
                 problems.append(f"{label}: K-step {si} slab {slab} (desc {desc:#018x}): {bad} of {want.size} elements differ")
