@@ -357,3 +357,12 @@ def test_subbyte_kernels_pass_the_sass_gate_under_the_oldest_nvrtc(tmp_path):
     results = toolchains.compile_and_check(tc, specs, tmp_path)
     assert {r.kernel: r.problems for r in results if r.problems} == {}
     assert all(r.local_instructions == 0 and r.stack_bytes == 0 for r in results)
+
+
+def test_validate_refuses_subbyte_operands_before_the_gpu():
+    """The GPU runner builds byte-element maps only: a 6-/4-bit spec is refused (exit 2 in the CLI), with no GPU."""
+    from ptxgen.runtime.bsvalidate import validate_block_scaled
+    from ptxgen.runtime.errors import ProblemError
+
+    with pytest.raises(ProblemError, match="unpacking"):
+        validate_block_scaled(_types_spec(L2_TYPES[2]))

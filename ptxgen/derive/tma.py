@@ -122,26 +122,19 @@ class TmaPlan:
         return self.box[0] * self.box[1] * self.element_bytes
 
     def to_json(self) -> dict:
-<<<<<<< HEAD
-        """The ``"tma"`` object of ``explain --json`` (exactly these keys; tools read them)."""
-=======
         """The ``"tma"`` object of ``explain --json`` (exactly these keys; tools read them). The unpacking types
         (kind::mxf8f6f4's 6-/4-bit operands) add ``"data_type"``: their copies write padded 16-byte cells."""
->>>>>>> 4a4423a (Block-scaled kind::mxf8f6f4 with fp6 (e2m3, e3m2) and fp4 (e2m1) operands and mixed A/B types (issue 19 item 3): 6-/4-bit operands in PTX's padded 16-byte cells (16 packed + gap; one byte of smem an element), loaded by TMA's 16U4_ALIGN16B/16U6_ALIGN16B maps (box 128, K counted in elements, expect_tx the packed bytes as CUTLASS counts them); K-major sw128 only, refusals cite PTX/CuTe/driver; TMA unpacking and read models (no shared code) with controls; descriptors, idesc formats, tensor-map types and tx bytes vs CuTe/CUTLASS typed from source; L2 NVRTC 13.5 + 12.8 SASS gate; 16 ci configs; explain/show describe the form)
         d = {
             "swizzle": self.swizzle.json_name,
             "box": list(self.box),
             "copies": [c.to_json() for c in self.copies],
         }
-<<<<<<< HEAD
         if self.batched:  # rank 3 only: the batch dimension's name and stride (2-D maps keep exactly the keys above)
             d["rank"] = 3
             d["global_dims"] = list(self.global_dims)
             d["strides"] = list(self.stride_names)
-=======
         if self.data_type.value in UNPACKING_DATA_TYPES:
             d["data_type"] = self.data_type.cuda_name
->>>>>>> 4a4423a (Block-scaled kind::mxf8f6f4 with fp6 (e2m3, e3m2) and fp4 (e2m1) operands and mixed A/B types (issue 19 item 3): 6-/4-bit operands in PTX's padded 16-byte cells (16 packed + gap; one byte of smem an element), loaded by TMA's 16U4_ALIGN16B/16U6_ALIGN16B maps (box 128, K counted in elements, expect_tx the packed bytes as CUTLASS counts them); K-major sw128 only, refusals cite PTX/CuTe/driver; TMA unpacking and read models (no shared code) with controls; descriptors, idesc formats, tensor-map types and tx bytes vs CuTe/CUTLASS typed from source; L2 NVRTC 13.5 + 12.8 SASS gate; 16 ci configs; explain/show describe the form)
         return d
 
 

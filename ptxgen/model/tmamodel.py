@@ -167,7 +167,6 @@ def read(
     return raw.reshape(len(dst), outer, inner)
 
 
-<<<<<<< HEAD
 # ------------------------------------------------------------------------------------------------
 # 3-D maps: the batch (or group) as the outermost dimension
 # ------------------------------------------------------------------------------------------------
@@ -222,7 +221,8 @@ def write_3d(
     window = gather_3d(memory, dims, strides, z, rr, cc).astype(code)
     # shift the window into a zero-padded 2-D tensor indexed [row - lo_r, col - lo_c] (coordinates already clipped)
     write({**tma, "box": box[:2]}, element_bytes, stage_address, (inner0 - lo_c, outer0 - lo_r), window, image, anchor)
-=======
+
+
 def _write_unpacking(tma: dict, stage_address: int, tile_origin: tuple[int, int], global_tensor: np.ndarray,
                      image: np.ndarray, anchor: str) -> None:
     """``write`` for the 16U4_ALIGN16B / 16U6_ALIGN16B types. ``global_tensor`` holds one value code per element
@@ -270,4 +270,3 @@ def _write_unpacking(tma: dict, stage_address: int, tile_origin: tuple[int, int]
         if where.min() < 0 or where.max() >= image.size:
             raise IndexError(f"the copies write bytes {where.min()}..{where.max()}, outside a {image.size} B image")
         image[where.ravel()] = cell_bytes.ravel()
->>>>>>> 4a4423a (Block-scaled kind::mxf8f6f4 with fp6 (e2m3, e3m2) and fp4 (e2m1) operands and mixed A/B types (issue 19 item 3): 6-/4-bit operands in PTX's padded 16-byte cells (16 packed + gap; one byte of smem an element), loaded by TMA's 16U4_ALIGN16B/16U6_ALIGN16B maps (box 128, K counted in elements, expect_tx the packed bytes as CUTLASS counts them); K-major sw128 only, refusals cite PTX/CuTe/driver; TMA unpacking and read models (no shared code) with controls; descriptors, idesc formats, tensor-map types and tx bytes vs CuTe/CUTLASS typed from source; L2 NVRTC 13.5 + 12.8 SASS gate; 16 ci configs; explain/show describe the form)

@@ -31,7 +31,6 @@ from ..derive.kernel import plan_kernel
 from ..derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
-from ..isa.blockscale import kind_of
 from ..isa.numerics import CODE_DTYPE, decode, pack_e2m1, poison_code, random_codes, tolerance
 from ..isa.types import Major
 from ..model.mxref import block_scaled_gemm
@@ -48,7 +47,7 @@ SF_TAIL_BYTES = 4 * SF_ATOM_BYTES  # NaN bytes after the scale-factor buffer: a 
 
 def vec_of(spec: TileSpec) -> int:
     """V: elements of a row along K per scale factor (32 for UE8M0, 16 for UE4M3)."""
-    return kind_of(spec.dtype, spec.scale.dtype).vec_elements
+    return spec.scaled_kind.vec_elements
 
 
 def pack_sf(codes: np.ndarray, k: int, vec: int, pad: int) -> np.ndarray:
@@ -91,6 +90,10 @@ def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = 
                           seed: int | None = None) -> ValidationResult:
     if not spec.block_scaled:
         raise ValueError(f"{spec.kernel_name} is not block-scaled")
+    unpacked = [n.upper() for n in ("a", "b") if spec.unpacked(n)]
+    if unpacked:  # before any GPU work
+        raise ProblemError(f"{' and '.join(unpacked)}: kind::mxf8f6f4's 6-/4-bit operands load through the unpacking tensor "
+                           "maps (16U4_ALIGN16B / 16U6_ALIGN16B), which this runner does not build yet; they are at L1/L2")
     dev = require_gpu()
     if dev.arch is not spec.arch:
         raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")

@@ -98,18 +98,13 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements
     ld_elements = lds[0]
     stride = ld_elements * esize
     errs = []
-<<<<<<< HEAD
+    if _value(plan.data_type) in UNPACKING_DATA_TYPES:
+        errs.append("the unpacking types (16U4_ALIGN16B, 16U6_ALIGN16B: block-scaled 6-/4-bit operands) count elements "
+                    "of packed rows; this launcher builds byte-element maps only (6-/4-bit operands are at L1/L2)")
     if rank not in (2, 3):
         errs.append(f"rank {rank}: ptxgen builds rank-2 and rank-3 maps only")
     if len(lds) != rank - 1:
         errs.append(f"{len(lds)} stride(s) given for a rank-{rank} map (it takes {rank - 1})")
-=======
-    if _value(plan.data_type) in UNPACKING_DATA_TYPES:
-        errs.append("the unpacking types (16U4_ALIGN16B, 16U6_ALIGN16B: block-scaled 6-/4-bit operands) count elements "
-                    "of packed rows; this launcher builds byte-element maps only (block-scaled kernels do not launch yet)")
-    if rank != 2:
-        errs.append(f"rank {rank}: ptxgen builds rank-2 maps only")
->>>>>>> 4a4423a (Block-scaled kind::mxf8f6f4 with fp6 (e2m3, e3m2) and fp4 (e2m1) operands and mixed A/B types (issue 19 item 3): 6-/4-bit operands in PTX's padded 16-byte cells (16 packed + gap; one byte of smem an element), loaded by TMA's 16U4_ALIGN16B/16U6_ALIGN16B maps (box 128, K counted in elements, expect_tx the packed bytes as CUTLASS counts them); K-major sw128 only, refusals cite PTX/CuTe/driver; TMA unpacking and read models (no shared code) with controls; descriptors, idesc formats, tensor-map types and tx bytes vs CuTe/CUTLASS typed from source; L2 NVRTC 13.5 + 12.8 SASS gate; 16 ci configs; explain/show describe the form)
     if esize not in (1, 2, 4, 8):
         errs.append(f"element size {esize} B is not 1, 2, 4 or 8")
     if interleave != INTERLEAVE_NONE:
