@@ -187,6 +187,31 @@ def _pair_store_problems(spec: TileSpec) -> list[str]:
     return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
 
 
+def _store_epilogue_problems(spec: TileSpec) -> list[str]:
+    """C through TMA (--fuse c=tma: which C element each accumulator element receives, the c_full order) and e4m3 through
+    the wgmma TMA store (the pair stores against the TMA read model), at L1."""
+    if spec.epilogue is not Epilogue.TMA or spec.fuse is None:
+        return []
+    from .derive.kernel import plan_kernel
+
+    plan = plan_kernel(spec)
+    problems = []
+    if plan.c_load is not None:
+        from .model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
+
+        m, n = spec.bm * 2 + 5, spec.bn * 2 + 8  # the last tile past M and N
+        if plan.store.wgmma:
+            problems += check_c_reads(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn, spec.bm - 64)
+        else:
+            problems += check_c_reads_tmem(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn)
+        problems += check_c_order(plan.c_load, plan.store, chunks=2 * plan.store.chunks_per_slab + 1)
+    if plan.store.writer == "st.shared.b16":
+        from .model.check_store import check_store_plan
+
+        problems += check_store_plan(plan.store, spec.bn)
+    return problems
+
+
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
     from .derive.layout import derive
@@ -199,7 +224,8 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     errors = []
     try:
         t = derive(spec)
-        problems = check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
+        problems = (check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
+                    + _store_epilogue_problems(spec))
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:
