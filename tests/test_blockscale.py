@@ -265,7 +265,7 @@ def test_control_m_first_global_tiling_fails(monkeypatch):
     """A writer that tiles the global atoms M first (not CUTLASS's K first) is caught."""
     lay = derive(make_spec(**MX8))
 
-    def m_first(plan, name, row0, kt, k_atoms):
+    def m_first(plan, name, row0, kt, k_atoms, rows=None):
         op = plan.operand(name)
         rows_atoms = 4
         return tuple((c.smem_offset_bytes, 512 * ((kt * op.groups) * rows_atoms + row0 // 128 + c.block), c.nbytes) for c in op.copies)

@@ -216,3 +216,82 @@ def test_independent_nvcc_compiles_a_block_scaled_pair_kernel(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rep = check_sass(spec, cubin.read_bytes())
     assert rep.ok and rep.local_bytes == 0, rep.problems
+
+
+# ---- the buffers' row padding: a tile block past the last 128 rows (BN = 256 at the N edge, a pair's CTA 1) ------
+@pytest.mark.parametrize("kw", [MX8, dict(MX8, bn=256), dict(MX8, bm=128, bn=256, cta_group=1), dict(NVF4, stages=2)],
+                         ids=["pair-bn128", "pair-bn256", "one-cta-bn256", "pair-nvf4"])
+def test_edge_tiles_copy_inside_cutlass_buffers(kw):
+    """CUTLASS pads SFA/SFB rows to 128, not to the tile: with M = N = 300 the pair's CTA 1 at m0 = 256 (rows 384..)
+    and a BN = 256 tile at n0 = 256 (rows 384..) have no atoms; their copies take the last block, in bounds, and
+    every row inside the matrix still gets its own scale factors."""
+    lay = derive(make_spec(**kw))
+    assert check_scales(lay, m_rows=300, n_rows=300) == []
+    assert check_scales(lay, m_rows=300, n_rows=300, k_elements=2 * lay.spec.bk - 40) == []
+
+
+def test_control_without_the_last_block_rule_a_copy_reads_past_the_buffer():
+    lay = derive(make_spec(**dict(MX8, bn=256)))
+    problems = check_scales(lay, m_rows=300, n_rows=300, clamp=False)
+    assert any("SFA copy" in p and "reads past" in p for p in problems), problems[:3]  # the pair's CTA 1 at m0 = 256
+    assert any("SFB copy" in p and "reads past" in p for p in problems), problems[:3]  # BN = 256 at n0 = 256
+
+
+def test_rendered_copy_sources_stay_inside_the_buffers_at_the_edges():
+    """The kernel's rendered bulk-copy sources, evaluated in Python for M = N = 300: inside CUTLASS's buffers."""
+    import re
+
+    from ptxgen.derive.sf_atoms import sf_global_bytes, sf_k_atoms
+    from ptxgen.emit.render import render_kernel
+
+    spec = make_spec(**dict(MX8, bn=256))
+    cu = render_kernel(derive(spec))
+    M = N = 300
+    K = 4 * spec.bk
+    env = {"M": M, "N": N, "K": K}
+    for name in ("sf_k_atoms", "sfa_last_block", "sfb_last_block"):
+        expr = re.search(rf"const size_t {name} = (.*?);", cu).group(1)
+        env[name] = _c_eval(expr, **env)
+    assert env["sf_k_atoms"] == sf_k_atoms(K, 32) and env["sfa_last_block"] == env["sfb_last_block"] == 2
+    copies = _bulk_loads(cu)
+    assert len(copies) == 3  # SFA one block, SFB two
+    for m0, n0 in ((0, 0), (256, 256)):
+        for rank in (0, 1):
+            for kt in range(4):
+                for op, _, _, src, nbytes in copies:
+                    e = dict(env, kt=kt, m0=m0, n0=n0, m_cta=m0 + 128 * rank, sf_atoms=spec.bk // 128)
+                    first, n = _c_eval(src, **e), _c_eval(nbytes, **e)
+                    assert first + n <= sf_global_bytes(M if op == "sfa" else N, K, 32), (op, m0, n0, rank, kt)
+
+
+def _c_eval(expr: str, **env) -> int:
+    """A rendered C integer expression, in Python (casts dropped, u suffixes dropped, / is integer division)."""
+    import re
+
+    py = re.sub(r"(\d+)u\b", r"\1", re.sub(r"static_cast<\w+>", "", expr)).replace("/", "//")
+    return eval(py, {"min": min, "max": max}, env)  # noqa: S307 -- our own rendered expression
+
+
+def _bulk_loads(cu: str) -> list[tuple[str, str, str, str, str]]:
+    """(stage, smem offset, SFA/SFB, source offset, bytes) of every bulk_load call of a rendered kernel; the
+    arguments split at top-level commas (the source offset holds a min(a, b))."""
+    out = []
+    for line in cu.splitlines():
+        line = line.strip()
+        if not line.startswith("bulk_load("):
+            continue
+        args, depth, cur = [], 0, ""
+        for ch in line[len("bulk_load("):line.rindex(");")]:
+            if ch == "," and depth == 0:
+                args.append(cur.strip())
+                cur = ""
+                continue
+            depth += ch == "("
+            depth -= ch == ")"
+            cur += ch
+        args.append(cur.strip())
+        dst, src, nbytes, _bar = args
+        stage, offset = (x.strip() for x in dst.split("+"))
+        op, source = (x.strip() for x in src.split("+", 1))
+        out.append((stage.replace("_stage", ""), offset.rstrip("u"), op, source, nbytes))
+    return out

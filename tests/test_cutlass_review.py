@@ -154,14 +154,15 @@ def test_kernel_sf_strides_match_cutlass(kw, K):
     # CUTLASS: the first byte of row block 1 (rows 128..) is 512 x ceil(K / 4V)
     assert 512 * k_atoms == cutlass_sf_offset(128, 0, rows, K, vec)
     buffer_bytes = cutlass_sf_offset(rows - 1, -(-K // (4 * vec)) * 4 * vec - 1, rows, K, vec) + 1
-    copies = re.findall(r"bulk_load\((sf[ab])_stage \+ (\d+)u, (SF[AB]) \+ (.*?), (.*?), full\);", cu)
+    copies = _bulk_loads(cu)
     assert copies
     for kt in range(num_k_tiles):
         for row0 in (0, 128):
             for _, smem_offset, _, src, nbytes in copies:
                 groups = spec.bk // (4 * vec)
                 block = int(smem_offset) // (512 * groups)  # the stage holds each 128-row block's atoms in turn
-                env = dict(K=K, kt=kt, num_k_tiles=num_k_tiles, sf_k_atoms=k_atoms, m0=row0, n0=row0)
+                env = dict(K=K, kt=kt, num_k_tiles=num_k_tiles, sf_k_atoms=k_atoms, m0=row0, n0=row0,
+                           sfa_last_block=rows // 128 - 1, sfb_last_block=rows // 128 - 1)
                 first = _c_eval(src, **env)
                 n = _c_eval(nbytes, sf_atoms=max(0, min(groups, k_atoms - kt * groups)), **env)
                 assert first == cutlass_sf_offset(row0 + 128 * block, kt * spec.bk, rows, K, vec)
@@ -225,3 +226,28 @@ def test_block_scaled_n192_compiles_with_the_intended_sass():
     art = generate(make_spec(**dict(MXFP8, bn=192, bk=128)))
     assert art.sass.ok, art.sass.problems
     assert "(n0 % 128) / 32" in art.files["kernel.cu"]
+
+
+def _bulk_loads(cu: str) -> list[tuple[str, str, str, str, str]]:
+    """(stage, smem offset, SFA/SFB, source offset, bytes) of every bulk_load call of a rendered kernel; the
+    arguments split at top-level commas (the source offset holds a min(a, b))."""
+    out = []
+    for line in cu.splitlines():
+        line = line.strip()
+        if not line.startswith("bulk_load("):
+            continue
+        args, depth, cur = [], 0, ""
+        for ch in line[len("bulk_load("):line.rindex(");")]:
+            if ch == "," and depth == 0:
+                args.append(cur.strip())
+                cur = ""
+                continue
+            depth += ch == "("
+            depth -= ch == ")"
+            cur += ch
+        args.append(cur.strip())
+        dst, src, nbytes, _bar = args
+        stage, offset = (x.strip() for x in dst.split("+"))
+        op, source = (x.strip() for x in src.split("+", 1))
+        out.append((stage.replace("_stage", ""), offset.rstrip("u"), op, source, nbytes))
+    return out

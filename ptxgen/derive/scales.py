@@ -46,6 +46,7 @@ from .sf_atoms import (
     sf_k_atoms_c_expr,
     sf_k_chunks,
     sf_k_chunks_c_expr,
+    sf_last_block_c_expr,
     sf_tmem_columns_per_stage,
 )
 
@@ -307,17 +308,28 @@ def stage_atoms(groups: int, kt: int, k_atoms: int) -> int:
     return max(0, min(groups, k_atoms - kt * groups))
 
 
-def stage_copy_sources(plan: ScalePlan, name: str, row0: int, kt: int, k_atoms: int) -> tuple[tuple[int, int, int], ...]:
+def stage_copy_sources(plan: ScalePlan, name: str, row0: int, kt: int, k_atoms: int,
+                       rows: int | None = None) -> tuple[tuple[int, int, int], ...]:
     """(smem offset in the stage, global byte offset, bytes) of operand ``name``'s cp.async.bulk copies for the
     tile whose rows start at ``row0`` and its K-tile ``kt``; ``k_atoms`` atoms along K in global memory
-    (:func:`sf_k_atoms`); the last K-tile copies only the atoms that exist (:func:`stage_atoms`)."""
+    (:func:`sf_k_atoms`); the last K-tile copies only the atoms that exist (:func:`stage_atoms`).
+
+    ``rows``: the matrix's rows (M or N). CUTLASS pads the buffer's rows to 128, not to the tile, so a tile block
+    that lies wholly past the last row (BN = 256 at the N edge; a pair's second CTA at the M edge) has no atoms: its
+    copy takes the last block instead (:func:`last_block`), in bounds. Those scale factors multiply only rows past
+    the matrix, whose outputs are never stored."""
     op = plan.operand(name)
     n = stage_atoms(op.groups, kt, k_atoms) * SF_ATOM_BYTES
     return tuple(
-        (c.smem_offset_bytes, SF_ATOM_BYTES * ((row0 // SF_ATOM_ROWS + c.block) * k_atoms + kt * op.groups), n)
+        (c.smem_offset_bytes, SF_ATOM_BYTES * (last_block(row0 // SF_ATOM_ROWS + c.block, rows) * k_atoms + kt * op.groups), n)
         for c in op.copies
         if n
     )
+
+
+def last_block(block: int, rows: int | None) -> int:
+    """``block``, or the buffer's last 128-row block when ``block`` lies past ``rows`` rows (None: no limit)."""
+    return block if rows is None else min(block, ceil_div(rows, SF_ATOM_ROWS) - 1)
 
 
 def keep_chunks(first_chunk: int, k_chunks: int) -> int:

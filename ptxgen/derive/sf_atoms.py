@@ -23,6 +23,11 @@ def sf_k_atoms(k: int, vec: int) -> int:
     return ceil_div(k, SF_ATOM_CHUNKS * vec)
 
 
+def sf_last_block_c_expr(rows: str) -> str:
+    """C: the last 128-row block of a scale-factor buffer of ``rows`` rows (CUTLASS pads rows to 128, not to the tile)."""
+    return f"(static_cast<size_t>({rows}) + {SF_ATOM_ROWS - 1}) / {SF_ATOM_ROWS} - 1"
+
+
 def sf_k_atoms_c_expr(vec: int, k: str = "K") -> str:
     """C: :func:`sf_k_atoms` of the kernel's runtime K (CUTLASS pads K to 4V, not to BK)."""
     return f"(static_cast<size_t>({k}) + {SF_ATOM_CHUNKS * vec - 1}) / {SF_ATOM_CHUNKS * vec}"

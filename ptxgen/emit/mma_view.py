@@ -13,6 +13,7 @@ from ..derive.scales import (
     SF_ATOM_ROWS,
     keep_mask_c_expr,
     sf_k_atoms_c_expr,
+    sf_last_block_c_expr,
     sf_k_chunks_c_expr,
 )
 from ..isa.descriptors import SmemDescriptor
@@ -70,6 +71,8 @@ class ScaleView:
     sfa_stage_bytes: int
     sfb_stage_bytes: int
     k_atoms_expr: str  # atoms along K of SFA/SFB in global memory: ceil(K / 4V), CUTLASS's padding
+    sfa_last_block_expr: str  # the last 128-row block of SFA (rows padded to 128, CUTLASS) / of SFB
+    sfb_last_block_expr: str
     k_chunks_expr: str  # scale factors along K: ceil(K / V)
     stage_atoms_expr: str  # atoms along K this K-tile copies per 128-row block
     expect_tx_expr: str  # C: A + B (a pair's leader: both CTAs' A + B) + this K-tile's SF bytes of the stage
@@ -148,7 +151,9 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
     assert p.cta_group == 1 or (p.a_cta_row0[1] == t.pair.a_rows and not any(p.b_cta_row0))
     for name, op, row0 in (("sfa", p.a, a_row0), ("sfb", p.b, "n0")):
         for c in op.copies:
-            atom = f"((static_cast<size_t>({row0} / {SF_ATOM_ROWS}) + {c.block}) * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
+            # a block past the buffer's last (rows padded to 128 only) copies the last one (derive.scales.last_block)
+            block = f"min(static_cast<size_t>({row0} / {SF_ATOM_ROWS}) + {c.block}, {name}_last_block)"
+            atom = f"({block} * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
             copies.append(SfCopyView(name, c.smem_offset_bytes, f"static_cast<unsigned>(sf_atoms) * {SF_ATOM_BYTES}u",
                                      f"{atom} * {SF_ATOM_BYTES}"))
         for g in range(op.groups):
@@ -173,6 +178,8 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
         sfa_stage_bytes=t.smem.sfa_stage_bytes,
         sfb_stage_bytes=t.smem.sfb_stage_bytes,
         k_atoms_expr=sf_k_atoms_c_expr(p.vec),
+        sfa_last_block_expr=sf_last_block_c_expr("M"),
+        sfb_last_block_expr=sf_last_block_c_expr("N"),
         k_chunks_expr=sf_k_chunks_c_expr(p.vec),
         stage_atoms_expr=f"min({p.a.groups}, static_cast<int>(sf_k_atoms) - kt * {p.a.groups})",
         expect_tx_expr=(f"{plan.pipeline.expect_tx_bytes - p.expect_tx_bytes}u + static_cast<unsigned>(sf_atoms) * "

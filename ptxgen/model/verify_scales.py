@@ -37,7 +37,8 @@ def tile_cases(bm: int, bn: int, stages: int) -> list[tuple[int, int, int]]:
     return [(m0, n0, kt) for m0 in (0, bm) for n0 in n0s for kt in range(min(3, max(2, stages)))]
 
 
-def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroing_ctas: tuple[int, ...] | None = None) -> list[str]:
+def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroing_ctas: tuple[int, ...] | None = None,
+                 m_rows: int | None = None, n_rows: int | None = None, clamp: bool = True) -> list[str]:
     """[] when every element of every MMA is scaled by its own scale factor. ``plan`` replaces t.scales (controls).
     ``k_elements``: the problem's K (default: the K-tiles visited x BK); the last K-tile visited is partial when
     it is not a multiple of BK.
@@ -46,7 +47,11 @@ def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroin
     row origins), the plan's tcgen05.cp form decides which Tensor Memory it fills (cta_group::2: every CTA's from its
     own shared memory; cta_group::1 issued by the leader: the leader's only), and the pair model says which CTA's
     TMEM scales each element of D. ``zeroing_ctas``: the CTAs that zero their chunks past K (default: all, as the
-    kernel does: the leader's MMA thread and the peer's relay; controls)."""
+    kernel does: the leader's MMA thread and the peer's relay; controls).
+
+    ``m_rows`` / ``n_rows``: the problem's M and N (default: every tile whole). The buffers then hold CUTLASS's
+    rows (padded to 128, not to the tile), only rows inside the matrix are checked, and no copy may read past a
+    buffer (``clamp`` false: the writer's copies without its last-block rule, a control)."""
     s = t.spec
     p = plan or t.scales
     V, kmma, nsf = p.vec, p.kind.k_per_mma, p.kind.sfs_per_mma
@@ -56,8 +61,10 @@ def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroin
     k_tiles = -(-K // s.bk)
     kts = sorted({kt for _, _, kt in cases if kt < k_tiles} | {k_tiles - 1})  # the last K-tile, partial or not
     cases = sorted({(m0, n0, kt) for m0, n0, _ in cases for kt in kts})
-    rows_a = max(m0 for m0, _, _ in cases) + s.bm
-    rows_b = -(-(max(n0 for _, n0, _ in cases) + s.bn) // 128) * 128
+    rows_a = m_rows or max(m0 for m0, _, _ in cases) + s.bm
+    rows_b = n_rows or -(-(max(n0 for _, n0, _ in cases) + s.bn) // 128) * 128
+    cases = [(m0, n0, kt) for m0, n0, kt in cases if m0 < rows_a and n0 < rows_b]
+    rows_of = {"a": rows_a, "b": rows_b}
     gmem = {}
     for name, rows in (("a", rows_a), ("b", rows_b)):
         sources = sfmodel.global_sources(rows, K, V)
@@ -75,7 +82,8 @@ def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroin
                 op = p.operand(name)
                 for i in range(op.stage_bytes):
                     smem[base[name] + i] = STALE
-                copies = [(base[name] + so, go, n) for so, go, n in stage_copy_sources(p, name, row0, kt, k_atoms)]
+                copies = [(base[name] + so, go, n)
+                          for so, go, n in stage_copy_sources(p, name, row0, kt, k_atoms, rows_of[name] if clamp else None)]
                 outside = [(go, n) for _, go, n in copies if go < 0 or go + n > len(gmem[name])]
                 if outside:
                     problems.append(f"tile (m0 {m0}, n0 {n0}) K-tile {kt}: SF{name.upper()} copy of bytes {outside[0][0]}.."
@@ -111,7 +119,7 @@ def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroin
                 reads = [("A", "a", got_a, s.bm, m0)] + [(f"B (CTA {c}'s rows of D)", "b", g, s.bn, n0) for c, g in enumerate(got_bs)]
             problems += [f"{label} MMA {i}: {m}" for m in more[:2]]
             for what, name, got, rows, row0 in reads:
-                bad = [(r, kk) for r in range(rows) for kk in range(kmma)
+                bad = [(r, kk) for r in range(min(rows, rows_of[name] - row0)) for kk in range(kmma)
                        if got.get((r, kk // V)) != ((name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else 0)]
                 if bad:
                     r, kk = bad[0]
