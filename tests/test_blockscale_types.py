@@ -359,10 +359,12 @@ def test_subbyte_kernels_pass_the_sass_gate_under_the_oldest_nvrtc(tmp_path):
     assert all(r.local_instructions == 0 and r.stack_bytes == 0 for r in results)
 
 
-def test_validate_refuses_subbyte_operands_before_the_gpu():
-    """The GPU runner builds byte-element maps only: a 6-/4-bit spec is refused (exit 2 in the CLI), with no GPU."""
-    from ptxgen.runtime.bsvalidate import validate_block_scaled
-    from ptxgen.runtime.errors import ProblemError
+def test_validate_states_the_unpacking_maps_rules_before_the_gpu():
+    """The runner takes 6-/4-bit mxf8f6f4 operands (tests/test_bsrunner.py); the unpacking maps' rules (K and the row
+    stride multiples of 128 elements) are problem errors, named before any GPU work (exit 2 in the CLI)."""
+    from ptxgen.runtime.launch import Problem, problem_errors
 
-    with pytest.raises(ProblemError, match="unpacking"):
-        validate_block_scaled(_types_spec(L2_TYPES[2]))
+    spec = _types_spec(L2_TYPES[2])
+    assert problem_errors(spec, Problem.padded(spec, 200, 136, 384)) == []
+    errs = problem_errors(spec, Problem.padded(spec, 200, 136, 424))
+    assert len(errs) == 2 and all("unpacking tensor map" in e and "multiple of 128" in e for e in errs)

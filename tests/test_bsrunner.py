@@ -79,8 +79,8 @@ def test_the_two_sides_decode_alike():
     """ptxgen.isa.numerics (the writer side) and the reference's own tables agree on every finite code."""
     from ptxgen.isa import numerics
 
-    for fmt, table in (("e4m3", numerics.E4M3), ("e5m2", numerics.E5M2), ("e2m1", numerics.E2M1), ("ue8m0", numerics.UE8M0),
-                       ("ue4m3", numerics.UE4M3)):
+    for fmt, table in (("e4m3", numerics.E4M3), ("e5m2", numerics.E5M2), ("e2m1", numerics.E2M1), ("e2m3", numerics.E2M3),
+                       ("e3m2", numerics.E3M2), ("ue8m0", numerics.UE8M0), ("ue4m3", numerics.UE4M3)):
         ours = mxref.TABLES[fmt]
         ok = np.isfinite(ours)
         assert np.array_equal(ours[ok], table[ok]), fmt
@@ -95,6 +95,37 @@ def test_reference_scales_each_chunk():
     sfb = np.array([[127, 127, 129]])  # 1, 1, 4
     d = mxref.block_scaled_gemm(a, "e2m1", sfa, b, "e2m1", sfb, "ue8m0", 2)
     assert d.tolist() == [[2 * (1 * 1 * 2) + 2 * (2 * 1 * 2) + 1 * (0.5 * 4 * 2)]]
+
+
+@pytest.mark.parametrize("fmt,codes,values", [
+    ("e2m3", [0x00, 0x01, 0x07, 0x08, 0x0F, 0x1F, 0x3F, 0x20], [0.0, 0.125, 0.875, 1.0, 1.875, 7.5, -7.5, -0.0]),
+    ("e3m2", [0x00, 0x01, 0x03, 0x04, 0x0C, 0x1F, 0x3F, 0x21], [0.0, 0.0625, 0.1875, 0.25, 1.0, 28.0, -28.0, -0.0625])])
+def test_fp6_codes(fmt, codes, values):
+    """OCP MX v1.0 5.3.2: E2M3 bias 1 (subnormals 0.m x 2^0 in eighths, max 7.5), E3M2 bias 3 (subnormals 0.m x 2^-2 in
+    quarters, max 28); no infinity, no NaN."""
+    assert mxref.decode_mx(codes, fmt).tolist() == values
+
+
+def test_subbyte_packer_bit_order():
+    """Element i at bits [6i, 6i + 6) of the row as a little-endian bit string; 4-bit: element 2i in the low nibble."""
+    six = bsvalidate.pack_subbyte(np.array([[0x01, 0x02, 0x03, 0x3F]]), 6)
+    word = 0x01 | (0x02 << 6) | (0x03 << 12) | (0x3F << 18)
+    assert six.tolist() == [[word & 0xFF, (word >> 8) & 0xFF, word >> 16]]
+    assert bsvalidate.pack_subbyte(np.array([[1, 2, 0xF, 0]]), 4).tolist() == [[0x21, 0x0F]]
+    with pytest.raises(ValueError):
+        bsvalidate.pack_subbyte(np.array([[0x40, 0, 0, 0]]), 6)
+
+
+def test_unpacking_map_arguments():
+    """16U6_ALIGN16B / 16U4_ALIGN16B maps: dims in elements, the row stride the packed bytes (ld x 6 or 4 bits)."""
+    spec = make_spec(**dict(MX8, dtype="e2m3", b_dtype="e2m1"))
+    p = Problem.padded(spec, 200, 136, 384)
+    args = gemm_args(plan_kernel(spec), 0x10000, 0x20000, 0x30000, p, encode=_fake_encode,
+                     extra={"SFA": 0x40000, "SFB": 0x50000})
+    ptrs = ctypes.cast(args.address, ctypes.POINTER(ctypes.c_void_p))
+    a, b = (_map_words(ctypes.string_at(ptrs[i], 128)) for i in (0, 1))
+    assert a[:6] == [0x10000, 384, 200, 384 * 6 // 8, 128, a[5]] and a[7] == 15  # 16U6_ALIGN16B
+    assert b[:5] == [0x20000, 384, 136, 384 * 4 // 8, 128] and b[7] == 14  # 16U4_ALIGN16B
 
 
 def test_unpack_nibbles_low_first():
@@ -255,11 +286,18 @@ def _simulated(monkeypatch, specs, zero_fill=True):
             vec = bsvalidate.vec_of(spec)
 
             def operand(name, rows):
-                addr, inner, outer, stride = _map_words(vals[f"tmap_{name}"])[:4]
+                words = _map_words(vals[f"tmap_{name}"])
+                addr, inner, outer, stride, data_type = *words[:4], words[7]
                 buf, off = mem.find(addr)
-                g = np.stack([buf.data[off + r * stride: off + r * stride + inner] for r in range(outer)])
+                bits = {14: 4, 15: 6}.get(data_type, 8)  # the unpacking maps count 4-/6-bit elements of packed rows
+                nbytes = inner * bits // 8
+                g = np.stack([buf.data[off + r * stride: off + r * stride + nbytes] for r in range(outer)])
                 dt = spec.operand_dtype(name).value
-                if dt == "e2m1":
+                if bits == 6:
+                    w = g.reshape(outer, -1, 3).astype(np.uint32)
+                    w = w[..., 0] | (w[..., 1] << 8) | (w[..., 2] << 16)
+                    g = np.stack([(w >> (6 * i)) & 0x3F for i in range(4)], axis=-1).reshape(outer, -1)
+                elif dt == "e2m1":
                     g = numerics.unpack_e2m1(g)
                 vals_ = numerics.decode(g, dt)
                 return vals_ if spec.operand(name).major.value == "k" else vals_.T
@@ -311,9 +349,13 @@ def _run_simulated(monkeypatch, kw, m=None, n=None, k=None, **sim):
                                     (dict(NVFP4, bm=256, cta_group=2, stages=3), (300, 264, 200)),
                                     (dict(MX8, b_dtype="e5m2", bn=64, b="mnmajor-sw64"), (129, 72, 136)),
                                     (dict(NVFP4, bm=256, cta_group=2, stages=3, out_dtype="bf16", epilogue="tma"), (300, 264, 200)),
-                                    (dict(MX8, schedule="persistent", out_dtype="f16"), (None, None, None))],
+                                    (dict(MX8, schedule="persistent", out_dtype="f16"), (None, None, None)),
+                                    (dict(MX8, dtype="e2m3"), (200, 136, 384)),
+                                    (dict(MX8, dtype="e4m3", b_dtype="e2m1", bn=256, bk=256), (None, None, None)),
+                                    (dict(MX8, dtype="e2m1", b_dtype="e3m2", bn=64), (130, 72, 256))],
                          ids=["mxf8f6f4-e4m3", "mxf4nvf4-default", "mxf4", "mxf8f6f4-e5m2-mn", "mxf4nvf4-cta-pair",
-                              "mxf8f6f4-e4m3xe5m2-bn64", "mxf4nvf4-pair-tmastore-bf16", "mxf8f6f4-persistent-f16"])
+                              "mxf8f6f4-e4m3xe5m2-bn64", "mxf4nvf4-pair-tmastore-bf16", "mxf8f6f4-persistent-f16",
+                              "mxf8f6f4-e2m3", "mxf8f6f4-e4m3xe2m1", "mxf8f6f4-e2m1xe3m2"])
 def test_runner_passes_a_kernel_that_does_what_the_layout_says(monkeypatch, kw, mnk):
     res = _run_simulated(monkeypatch, kw, *mnk)
     assert res.passed, res.verdict

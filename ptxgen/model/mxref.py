@@ -1,6 +1,6 @@
 """An independent float64 reference for block-scaled GEMMs: its own decoders of the element and scale formats,
-written from the OCP Microscaling Formats (MX) Specification v1.0 (section 5: FP8 E4M3/E5M2, FP4 E2M1, the E8M0
-scale) and the PTX ISA (#tcgen05-block-scaling: ue4m3, NVFP4's scale, is e4m3 without the sign bit), and the
+written from the OCP Microscaling Formats (MX) Specification v1.0 (section 5: FP8 E4M3/E5M2, FP6 E2M3/E3M2, FP4
+E2M1, the E8M0 scale) and the PTX ISA (#tcgen05-block-scaling: ue4m3, NVFP4's scale, is e4m3 without the sign bit), and the
 product PTX defines: D = (A * scale_A) * (B * scale_B), every chunk of V consecutive elements of a row along K
 multiplied by that row's scale factor for the chunk.
 
@@ -51,6 +51,16 @@ def _e2m1(code: int) -> float:
     return -mag if code & 0x8 else mag
 
 
+def _e2m3(code: int) -> float:
+    # OCP MX 5.3.2 (FP6 E2M3): S EE MMM, bias 1, subnormals at exponent 0, no infinity or NaN; max 7.5.
+    return _minifloat(code, 2, 3, 1, True)
+
+
+def _e3m2(code: int) -> float:
+    # OCP MX 5.3.2 (FP6 E3M2): S EEE MM, bias 3, subnormals at exponent 0, no infinity or NaN; max 28.
+    return _minifloat(code, 3, 2, 3, True)
+
+
 def _ue8m0(code: int) -> float:
     # OCP MX 5.4 (E8M0 scale): 2^(code - 127), no sign, no zero, 0xFF is NaN.
     return math.nan if code == 0xFF else math.ldexp(1.0, code - 127)
@@ -64,7 +74,8 @@ def _ue4m3(code: int) -> float:
     return _minifloat(code, 4, 3, 7, False)
 
 
-_DECODERS = {"e4m3": (_e4m3, 256), "e5m2": (_e5m2, 256), "e2m1": (_e2m1, 16), "ue8m0": (_ue8m0, 256), "ue4m3": (_ue4m3, 256)}
+_DECODERS = {"e4m3": (_e4m3, 256), "e5m2": (_e5m2, 256), "e2m1": (_e2m1, 16), "e2m3": (_e2m3, 64), "e3m2": (_e3m2, 64),
+             "ue8m0": (_ue8m0, 256), "ue4m3": (_ue4m3, 256)}
 TABLES = {name: np.array([f(c) for c in range(n)], dtype=np.float64) for name, (f, n) in _DECODERS.items()}
 
 
@@ -91,8 +102,8 @@ def block_scaled_gemm(a: np.ndarray, a_fmt: str, sfa: np.ndarray, b: np.ndarray,
     """D = sum_k (A[m, k] x SFA[m, k // vec]) (B[n, k] x SFB[n, k // vec]) in float64, from codes: ``a`` M x K and
     ``b`` N x K element codes (unpacked), ``sfa`` M x ceil(K / vec), ``sfb`` N x ceil(K / vec) scale codes.
 
-    Every product of two decoded elements and two scales is exact in float64 (at most 4 + 4 + 4 + 4 significant bits,
-    exponents within +-300), so the only rounding is the sum's, far below any tolerance the runner uses."""
+    Every product of two decoded elements and two scales is exact in float64 (at most 4 significant bits each: e4m3 and
+    e2m3 4, e5m2 and e3m2 3, e2m1 2, UE8M0 1, UE4M3 4; exponents within +-300), so the only rounding is the sum's, far below any tolerance the runner uses."""
     k = a.shape[1]
     if b.shape[1] != k or sfa.shape[1] * vec < k or sfb.shape[1] * vec < k:
         raise ValueError("A and B need the same K and ceil(K / vec) scale factors per row")

@@ -3,8 +3,10 @@
 What the runner does, beyond the dense one (ptxgen.runtime.validate):
 
 * **Inputs** as the kernel's tensor maps expect them: 8-bit codes (e4m3, e5m2) one a byte in the operand's major;
-  e2m1 packed two a byte along K (element 2i in bits 0-3; the map counts bytes, K / 2 a row). Row padding holds
-  the input poison (e4m3/e5m2 NaN; e2m1 has no NaN: 0x77, two 6.0s, its largest magnitude).
+  e2m1 packed two a byte along K (element 2i in bits 0-3; under kind::mxf4/mxf4nvf4 the map counts bytes, K / 2 a
+  row); under kind::mxf8f6f4 e2m1, e2m3 and e3m2 packed without gaps along K (four fp6 in three bytes), loaded by the
+  unpacking maps (16U4_ALIGN16B / 16U6_ALIGN16B count elements; K and the row stride multiples of 128 elements).
+  Row padding holds the input poison (e4m3/e5m2 NaN; the 6-/4-bit types have no NaN: their largest code).
 * **Scale factors**: random UE8M0 (2^-4..2^4) or UE4M3 (0.25..4) codes, one per V elements of a row along K, put
   into a buffer in CUTLASS's ``Sm1xxBlockScaledConfig`` layout by ptxgen's own layout function
   (ptxgen.derive.sf_atoms.sf_global_offset: 512-byte atoms of 128 rows x 4 chunks, K first, K padded to 4V); every
@@ -14,8 +16,8 @@ What the runner does, beyond the dense one (ptxgen.runtime.validate):
 * **The launch**: the ABI's SFA and SFB pointers through gemm_launches(extra=...).
 * **The reference**: ptxgen.model.mxref, float64 with its own decode tables (OCP MX v1.0, PTX ISA).
 
-Tolerance: every product A x SFA x B x SFB is exact in f32 (at most 4 significant bits per factor: e4m3 4,
-e5m2 3, e2m1 2, UE8M0 1, UE4M3 4; exponents inside f32's range for the scales drawn here), so the error is the
+Tolerance: every product A x SFA x B x SFB is exact in f32 (at most 4 significant bits per factor: e4m3 and e2m3 4,
+e5m2 and e3m2 3, e2m1 2, UE8M0 1, UE4M3 4; exponents inside f32's range for the scales drawn here), so the error is the
 f32 accumulation over K terms and the output rounding: the tolerance of the dense FP8 kinds (1e-3 relative, in the
 Frobenius norm; numerics.tolerance), plus 2^-8 for bf16 or 2^-11 for f16 outputs. A scale factor read from the
 wrong place is off by up to 2^8 (UE8M0) or 16 (UE4M3) for its chunk of V terms: errors of order 1.
@@ -31,7 +33,7 @@ from ..derive.kernel import plan_kernel
 from ..derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
-from ..isa.numerics import CODE_DTYPE, decode, pack_e2m1, poison_code, random_codes, tolerance
+from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
 from ..isa.types import Major
 from ..model.mxref import block_scaled_gemm
 from .errors import ProblemError
@@ -41,7 +43,6 @@ from .toolchain import compile_cuda
 from .vresult import ValidationResult, default_problem, host_operand
 
 SF_NAN_CODE = {"ue8m0": 0xFF, "ue4m3": 0x7F}  # OCP MX E8M0 NaN; e4m3's S.1111.111 without the sign
-E2M1_ROW_POISON = 0x77  # two e2m1 6.0s: e2m1 has no NaN, so padding a kernel must not read holds its largest value
 SF_TAIL_BYTES = 4 * SF_ATOM_BYTES  # NaN bytes after the scale-factor buffer: a copy that read past its end shows
 
 
@@ -67,18 +68,43 @@ def sf_padding_bytes(rows: int, k: int, vec: int) -> int:
     return sf_global_bytes(rows, k, vec) - rows * sf_k_chunks(k, vec)
 
 
+def pack_subbyte(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Rows of 4- or 6-bit codes -> rows of bytes, packed without gaps, element i at bits [i x bits, (i + 1) x bits) of
+    the row read as a little-endian bit string (CUTLASS's sub-byte arrays; for 4 bits: element 2i in the low nibble).
+    The row length times ``bits`` must be a multiple of 8 (of 24 for 6 bits: four elements in three bytes)."""
+    c = np.asarray(codes).astype(np.uint32)
+    if (c >> bits).any():
+        raise ValueError(f"codes wider than {bits} bits")
+    per = 8 // np.gcd(8, bits)  # elements per whole group of bytes: 2 for 4 bits, 4 for 6 bits
+    if c.shape[-1] % per:
+        raise ValueError(f"a row of {c.shape[-1]} {bits}-bit codes is not a whole number of {per}-element groups")
+    g = c.reshape(*c.shape[:-1], -1, per)
+    word = np.zeros(g.shape[:-1], dtype=np.uint32)
+    for i in range(per):
+        word |= g[..., i] << np.uint32(bits * i)
+    nbytes = per * bits // 8
+    out = np.stack([(word >> np.uint32(8 * j)) & 0xFF for j in range(nbytes)], axis=-1).astype(np.uint8)
+    return out.reshape(*c.shape[:-1], -1)
+
+
+def row_poison_code(dtype: str) -> int:
+    """The largest positive code of a 6-/4-bit type (no NaN exists): what padding a kernel must not read holds."""
+    return {"e2m1": 0x7, "e2m3": 0x1F, "e3m2": 0x1F}[dtype]
+
+
 def host_block_operand(spec: TileSpec, name: str, codes: np.ndarray, p: Problem, extra_rows: int) -> np.ndarray:
-    """Operand ``name``'s global array (logical MN x K codes): 8-bit codes as the dense runner lays them out, packed
-    e2m1 (K-major only: kind::mxf4/mxf4nvf4 have no transpose) as bytes, two elements a byte."""
-    per_byte = packed_per_byte(spec, name)
-    if per_byte == 1:
+    """Operand ``name``'s global array (logical MN x K codes): 8-bit codes as the dense runner lays them out; e2m1, e2m3
+    and e3m2 (K-major only) packed along K without gaps (two e2m1 a byte; four fp6 in three bytes), whole rows of ``ld``
+    elements, the padding and the extra rows holding the type's largest code."""
+    dt = spec.operand_dtype(name)
+    if not spec.unpacked(name) and packed_per_byte(spec, name) == 1:
         return host_operand(spec, name, codes, p, extra_rows)
     if spec.operand(name).major is not Major.K:
-        raise ProblemError(f"packed {spec.operand_dtype(name).value} operand {name.upper()} must be K-major")
+        raise ProblemError(f"packed {dt.value} operand {name.upper()} must be K-major")
     rows, ld = global_shape(spec, name, p)
-    g = np.full((rows + extra_rows, ld // per_byte), E2M1_ROW_POISON, dtype=np.uint8)
-    g[:rows, : codes.shape[1] // per_byte] = pack_e2m1(codes)
-    return g
+    full = np.full((rows + extra_rows, ld), row_poison_code(dt.value), dtype=np.uint8)
+    full[:rows, : codes.shape[1]] = codes
+    return pack_subbyte(full, dt.bits)
 
 
 def bs_tolerance(spec: TileSpec) -> float:
@@ -90,10 +116,6 @@ def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = 
                           seed: int | None = None) -> ValidationResult:
     if not spec.block_scaled:
         raise ValueError(f"{spec.kernel_name} is not block-scaled")
-    unpacked = [n.upper() for n in ("a", "b") if spec.unpacked(n)]
-    if unpacked:  # before any GPU work
-        raise ProblemError(f"{' and '.join(unpacked)}: kind::mxf8f6f4's 6-/4-bit operands load through the unpacking tensor "
-                           "maps (16U4_ALIGN16B / 16U6_ALIGN16B), which this runner does not build yet; they are at L1/L2")
     dev = require_gpu()
     if dev.arch is not spec.arch:
         raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")

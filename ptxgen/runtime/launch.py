@@ -52,8 +52,12 @@ class Problem:
             q = ROW_ALIGN_BYTES * 8 // bits  # elements per 16 bytes (32 for packed e2m1)
             return -(-ld // q) * q
 
-        a, b = (spec.operand_dtype(x).container_bits for x in ("a", "b"))
-        return cls(m, n, k, up(t.lda, a), up(t.ldb, b), up(t.ldd, 8 * spec.out_dtype.bytes))
+        def up_operand(name: str, ld: int) -> int:
+            if spec.unpacked(name):  # 6-/4-bit mxf8f6f4 operands: rows a multiple of 32 B and of 128 elements
+                return -(-ld // UNPACKED_LD_MULTIPLE) * UNPACKED_LD_MULTIPLE
+            return up(ld, spec.operand_dtype(name).container_bits)
+
+        return cls(m, n, k, up_operand("a", t.lda), up_operand("b", t.ldb), up(t.ldd, 8 * spec.out_dtype.bytes))
 
     def value(self, name: str) -> int:
         return {"M": self.m, "N": self.n, "K": self.k, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd, "batch": self.batch,
@@ -76,9 +80,17 @@ BLOCK_SCALED_BENCH_REFUSAL = (
 )
 
 
+# kind::mxf8f6f4's 6-/4-bit operands load through the unpacking tensor maps (16U6_ALIGN16B / 16U4_ALIGN16B), which count
+# elements of a packed global tensor: globalDim[0] (K) a multiple of 128 and row strides multiples of 32 B
+# (cuTensorMapEncodeTiled; ptxgen.isa.tensormap). A row stride of 128 elements (96 B of fp6, 64 B of fp4) meets both.
+UNPACKED_LD_MULTIPLE = 128
+
+
 def packed_per_byte(spec: TileSpec, name: str) -> int:
-    """Elements of operand ``name`` per byte in global memory: 2 for packed e2m1 (kind::mxf4/mxf4nvf4: its tensor map
-    counts bytes, K / 2), else 1."""
+    """Elements of operand ``name`` per byte of its tensor map's elements: 2 for packed e2m1 under kind::mxf4/mxf4nvf4 (its
+    map counts bytes, K / 2), else 1 (the unpacking maps of kind::mxf8f6f4's 6-/4-bit operands count elements)."""
+    if spec.unpacked(name):
+        return 1
     bits = spec.operand_dtype(name).container_bits
     return 8 // bits if bits < 8 else 1
 
@@ -98,7 +110,16 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         if ld < inner:
             errs.append(f"ld{name}={ld} is smaller than its contiguous extent {inner_name}={inner}")
         per_byte = packed_per_byte(spec, name)
-        if per_byte > 1:
+        if spec.unpacked(name):
+            dt = spec.operand_dtype(name)
+            if p.k % UNPACKED_LD_MULTIPLE:
+                errs.append(f"K={p.k} is not a multiple of {UNPACKED_LD_MULTIPLE}: {dt.value} operand {name.upper()} loads through "
+                            f"an unpacking tensor map (16U{dt.bits}_ALIGN16B), whose globalDim[0] must be a multiple of 128 "
+                            "(cuTensorMapEncodeTiled)")
+            if ld % UNPACKED_LD_MULTIPLE:
+                errs.append(f"ld{name}={ld} is not a multiple of {UNPACKED_LD_MULTIPLE} {dt.value} elements: the unpacking "
+                            "tensor map's row stride must be a multiple of 32 B (cuTensorMapEncodeTiled)")
+        elif per_byte > 1:
             if p.k % per_byte:
                 errs.append(f"K={p.k} is odd: packed {spec.operand_dtype(name).value} travels as bytes of {per_byte} elements "
                             "(the tensor map's K is K / 2 bytes), so K must be even")

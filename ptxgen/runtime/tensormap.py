@@ -24,7 +24,12 @@ import ctypes
 from dataclasses import dataclass
 
 from ..isa.tensormap import (
+    UNPACKED_BOX_INNER_ELEMENTS,
+    UNPACKED_GLOBAL_ADDRESS_ALIGN,
+    UNPACKED_GLOBAL_DIM0_MULTIPLE,
+    UNPACKED_GLOBAL_STRIDE_ALIGN,
     UNPACKING_DATA_TYPES,
+    TmaDataType,
     BOX_INNER_BYTES_ALIGN,
     GLOBAL_ADDRESS_ALIGN,
     GLOBAL_DIM_LIMIT,
@@ -98,9 +103,26 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements
     ld_elements = lds[0]
     stride = ld_elements * esize
     errs = []
-    if _value(plan.data_type) in UNPACKING_DATA_TYPES:
-        errs.append("the unpacking types (16U4_ALIGN16B, 16U6_ALIGN16B: block-scaled 6-/4-bit operands) count elements "
-                    "of packed rows; this launcher builds byte-element maps only (6-/4-bit operands are at L1/L2)")
+    unpacking = _value(plan.data_type) in UNPACKING_DATA_TYPES
+    if unpacking:
+        # 16U4_ALIGN16B / 16U6_ALIGN16B (cuTensorMapEncodeTiled): dimensions count 4-/6-bit elements of a packed global
+        # tensor; globalAddress 32-byte aligned, globalDim[0] a multiple of 128, globalStrides multiples of 32 B, boxDim[0]
+        # 128. The strides are the packed bytes: ld elements x 4 or 6 bits.
+        bits = 4 if _value(plan.data_type) == TmaDataType.U4X16_ALIGN16B.value else 6
+        if ld_elements * bits % 8:
+            errs.append(f"ld {ld_elements} x {bits} bits is not a whole number of bytes")
+        stride = ld_elements * bits // 8
+        if global_address % UNPACKED_GLOBAL_ADDRESS_ALIGN:
+            errs.append(f"globalAddress {global_address:#x} must be {UNPACKED_GLOBAL_ADDRESS_ALIGN}-byte aligned (unpacking types)")
+        if dims and dims[0] % UNPACKED_GLOBAL_DIM0_MULTIPLE:
+            errs.append(f"globalDim[0] = {dims[0]} must be a multiple of {UNPACKED_GLOBAL_DIM0_MULTIPLE} (unpacking types)")
+        if stride % UNPACKED_GLOBAL_STRIDE_ALIGN:
+            errs.append(f"globalStrides[0] = ld {ld_elements} x {bits} bits = {stride} B must be a multiple of "
+                        f"{UNPACKED_GLOBAL_STRIDE_ALIGN} B (unpacking types)")
+        if box and box[0] != UNPACKED_BOX_INNER_ELEMENTS:
+            errs.append(f"boxDim[0] = {box[0]} must be {UNPACKED_BOX_INNER_ELEMENTS} (unpacking types)")
+        if rank != 2:
+            errs.append("the unpacking types are built as rank-2 maps only here")
     if rank not in (2, 3):
         errs.append(f"rank {rank}: ptxgen builds rank-2 and rank-3 maps only")
     if len(lds) != rank - 1:
@@ -118,7 +140,7 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements
             errs.append(f"globalDim[{i}] = {d} must be in 1..2^32")
     if ld_elements < (dims[0] if dims else 0):
         errs.append(f"ld {ld_elements} is smaller than the contiguous extent globalDim[0] = {dims[0]}")
-    if stride % GLOBAL_STRIDE_ALIGN:
+    if stride % GLOBAL_STRIDE_ALIGN and not unpacking:
         errs.append(f"globalStrides[0] = ld {ld_elements} x {esize} B = {stride} B must be a multiple of {GLOBAL_STRIDE_ALIGN} B")
     if not 0 < stride < GLOBAL_STRIDE_LIMIT:
         errs.append(f"globalStrides[0] = {stride} B must be positive and below 2^40")

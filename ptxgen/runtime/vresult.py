@@ -18,7 +18,9 @@ def default_problem(spec: TileSpec) -> tuple[int, int, int]:
     ragged in every direction (M, N not multiples of the 128-row scale-factor atom, K not a multiple of BK, of the
     atom's 4V elements nor of V, and even for packed e2m1), so that the scale factors' padding is in play."""
     if spec.block_scaled:
-        return 3 * spec.bm - 56, 2 * spec.bn - 24, (2 * spec.stages + 1) * spec.bk - 40
+        k = (2 * spec.stages + 1) * spec.bk
+        unpacked = spec.unpacked("a") or spec.unpacked("b")  # the unpacking tensor maps take K in multiples of 128 only
+        return 3 * spec.bm - 56, 2 * spec.bn - 24, k if unpacked else k - 40
     return 3 * spec.bm, 2 * spec.bn, (2 * spec.stages + 1) * spec.bk
 
 
