@@ -436,8 +436,8 @@ def test_bench_still_refuses_block_scaled_specs():
 
 # ---- on a Blackwell GPU ------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("kw", [MX8, NVFP4, MXFP4, dict(NVFP4, bm=256, cta_group=2, stages=3)],
-                         ids=["mxf8f6f4", "mxf4nvf4", "mxf4", "mxf4nvf4-cta-pair"])
+@pytest.mark.parametrize("kw", [MX8, NVFP4, MXFP4, dict(NVFP4, bm=256, cta_group=2, stages=3), dict(MX8, dtype="e2m3", b_dtype="e2m1")],
+                         ids=["mxf8f6f4", "mxf4nvf4", "mxf4", "mxf4nvf4-cta-pair", "mxf8f6f4-e2m3xe2m1"])
 def test_block_scaled_on_blackwell(gpu, kw):
     if gpu.cc[0] != 10:
         pytest.skip("needs compute capability 10.x")
@@ -464,11 +464,11 @@ def test_selftest_nan_padding_step(monkeypatch, zero_fill):
     assert "NaN bytes inside rows past K" in detail and ("non-finite 0" in detail) == zero_fill
 
 
-@pytest.mark.parametrize("what", ["kind::mxf8f6f4", "kind::mxf4nvf4", "NVFP4 CTA pair"])
+@pytest.mark.parametrize("what", ["GEMM e4m3 block-scaled", "unpacking loads", "kind::mxf4nvf4", "NVFP4 CTA pair"])
 def test_selftest_block_scaled_gemm_steps(monkeypatch, what):
     from ptxgen.runtime import selftest
 
-    _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.NVFP4, selftest.NVFP4_PAIR)])
+    _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.MXF6F4, selftest.NVFP4, selftest.NVFP4_PAIR)])
     status, detail = _selftest_step(what).run()
     assert status == selftest.PASS, detail
 

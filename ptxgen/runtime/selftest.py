@@ -166,6 +166,7 @@ BF16_TMA = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype
 PAIR = dict(bm=256, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", cta_group=2, stages=3)
 MXF8 = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", scale="ue8m0", stages=3)
 NVFP4 = dict(bm=128, bn=256, bk=256, a="kmajor-sw128", b="kmajor-sw128", dtype="e2m1", scale="ue4m3", stages=3)
+MXF6F4 = dict(MXF8, dtype="e2m3", b_dtype="e2m1")  # kind::mxf8f6f4's unpacking maps (16U6/16U4_ALIGN16B)
 NVFP4_PAIR = dict(NVFP4, bm=256, cta_group=2)  # the NVFP4 production configuration (docs/block-scaled.md, CTA pairs)
 
 
@@ -189,6 +190,7 @@ def steps() -> list[Step]:
         Step(b, "L4", "GEMM bf16 persistent, two TMEM accumulators, TMA-store epilogue", _gemm(dict(BF16_TMA, arch="sm_100a"))),
         Step(b, "L4", "GEMM bf16 CTA pair (cta_group::2, M=256)", _gemm(PAIR)),
         Step(b, "L4", "GEMM e4m3 block-scaled (kind::mxf8f6f4, UE8M0 per 32), one CTA, SF in CUTLASS's layout", _gemm(MXF8)),
+        Step(b, "L4", "GEMM e2m3 x e2m1 block-scaled (kind::mxf8f6f4, 16U6/16U4_ALIGN16B unpacking loads), one CTA", _gemm(MXF6F4)),
         Step(b, "L4", "GEMM e2m1 NVFP4 (kind::mxf4nvf4, UE4M3 per 16), one CTA, SF in CUTLASS's layout", _gemm(NVFP4)),
         Step(b, "L4", "GEMM e2m1 NVFP4 CTA pair (cta_group::2, M=256, the peer's scale factors relayed)", _gemm(NVFP4_PAIR)),
         Step(b, "L4", "commit arrivals at CTA exit: one K-tile, 1024 pair CTAs, compute-sanitizer synccheck + memcheck",
