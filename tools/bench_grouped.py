@@ -6,6 +6,7 @@ same memory as b.transpose(-2, -1)):
   64x0-512  64 groups of 0..512 rows, seeded (numpy default_rng(seed).integers(0, 513, 64))
   8x1-256   8 groups of 1..256 rows, seeded (the weight-bandwidth-bound regime)
   GxR       G groups of R rows; GxLO-HI: G groups of LO..HI rows, seeded (numpy default_rng(seed).integers(LO, HI + 1, G))
+  --b-major mn: b is an N-major view instead (G x K x N memory seen as G x N x K; torch gets the memory as G x K x N)
   fp8-8x2048  e4m3 with row-wise scales: ptxgen.scaled_grouped_gemm against torch._scaled_grouped_mm (bf16 out)
 
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.bench.alternate: ours, torch, torch, ours, ...),
@@ -111,12 +112,15 @@ def run_fp8_case(case: str, rounds: int, seed: int, log) -> list[dict]:
     return [r]
 
 
-def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log) -> list[dict]:
+def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log, b_major: str = "k") -> list[dict]:
     sizes = sizes_of(case, seed)
     g, m = len(sizes), sum(sizes)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     a = torch.randn(m, K, device="cuda", dtype=torch.bfloat16, generator=gen)
-    b = torch.randn(g, N, K, device="cuda", dtype=torch.bfloat16, generator=gen)
+    if b_major == "mn":  # b an N-major view (G x N x K, stride 1 along N) of G x K x N memory; torch gets that memory as is
+        b = torch.randn(g, K, N, device="cuda", dtype=torch.bfloat16, generator=gen).transpose(-2, -1)
+    else:
+        b = torch.randn(g, N, K, device="cuda", dtype=torch.bfloat16, generator=gen)
     offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
     bt = b.transpose(-2, -1)
     out = torch.empty(m, N, device="cuda", dtype=torch.bfloat16)
@@ -130,7 +134,7 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
     flops = 2.0 * m * N * K
     weight_bytes = 2.0 * g * N * K
     results = []
-    picked = grouped_spec("bf16", small=small_groups(m, g)).kernel_name
+    picked = grouped_spec("bf16", small=small_groups(m, g), **({"b_major": "mn"} if b_major == "mn" else {})).kernel_name
     for label, kern in kernels:
         label = f"default {picked}" if label.startswith("default") else label
 
@@ -150,7 +154,7 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
             results.append({"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"})
             continue
         r = {
-            "case": case, "kernel": label, "groups": g, "rows": m, "n": N, "k": K, "seed": seed,
+            "case": case, "kernel": label, "b_major": b_major, "groups": g, "rows": m, "n": N, "k": K, "seed": seed,
             "ours_ms": ours_ms, "torch_ms": base_ms, "ratio": base_ms / ours_ms,
             "ours_tflops": flops / ours_ms / 1e9, "torch_tflops": flops / base_ms / 1e9,
             "ours_weight_tbs": weight_bytes / ours_ms / 1e9, "torch_weight_tbs": weight_bytes / base_ms / 1e9,
@@ -174,6 +178,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", default="8x2048,64x0-512,8x1-256,fp8-8x2048")
     ap.add_argument("--candidates", action="store_true", help="also measure the CANDIDATES tiles")
+    ap.add_argument("--b-major", choices=("k", "mn"), default="k",
+                    help="mn: b is an N-major view (G x K x N memory); bf16 cases only")
     args = ap.parse_args()
     import torch
 
@@ -190,7 +196,7 @@ def main() -> int:
         if case.startswith("fp8-"):
             all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
         else:
-            all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout)
+            all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout, args.b_major)
     if args.json:
         with open(args.json, "a") as f:
             for r in all_results:
