@@ -139,7 +139,7 @@ CASES = [
     (["explain", *SEED, "--out-dtype", "s32"], 2, "a f32 accumulator converts to f32, f16 or bf16"),
     (["explain", "--bm", "128", "--bn", "128", "--bk", "32", "--a", "kmajor-sw256"], 2, "--a=kmajor-sw256 is illegal"),
     (["explain", *SEED[:4], "--bk", "1048576", "--a", "kmajor-sw64"], 2, "--bm/--bn/--bk=128x128x1048576 is illegal"),
-    (["explain", *SEED, "--dtype", "foo"], 2, "Legal: f16, bf16, tf32, e4m3, e5m2, s8, u8, e2m1 (with --scale)"),
+    (["explain", *SEED, "--dtype", "foo"], 2, "Legal: f16, bf16, tf32, e4m3, e5m2, s8, u8, e2m3, e3m2, e2m1 (the last three with --scale)"),
     (["show", *SEED, "--operand", "d", "--svg", "T/d.svg"], 2, "--operand d"),
 ]
 
