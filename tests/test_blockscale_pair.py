@@ -95,8 +95,10 @@ def test_pair_space_is_not_empty():
     assert {t.mma_kind for t in PAIRS} == {"mxf8f6f4", "mxf4", "mxf4nvf4"} and len(PAIRS) >= 20
 
 
-# The whole space takes minutes on 2 cores (slow tier); every default run checks one spec of each kind and N.
-SAMPLE = [next(t for t in PAIRS if (t.mma_kind, t.bn) == key) for key in sorted({(t.mma_kind, t.bn) for t in PAIRS})]
+# The whole space takes minutes on 2 cores (slow tier); every default run checks one spec of each kind, and the NVFP4
+# production tile's N = 256.
+SAMPLE = [next(t for t in PAIRS if t.mma_kind == kind) for kind in sorted({t.mma_kind for t in PAIRS})] + \
+    [next(t for t in PAIRS if (t.mma_kind, t.bn) == ("mxf4nvf4", 256))]
 
 
 @pytest.mark.parametrize("t", [pytest.param(t, marks=() if t in SAMPLE else pytest.mark.slow) for t in PAIRS],
@@ -121,7 +123,17 @@ def test_pair_operands_read_back_through_the_pair_model(t):
     ],
     ids=["sfa-not-split", "sfb-split-like-b", "cp-cta-group-1"],
 )
-def test_control_a_wrong_pair_scale_plan_fails(wrong):
+@pytest.mark.slow
+def test_control_a_wrong_pair_scale_plan_fails_slow_tier(wrong):
+    _wrong_plan_fails(wrong)
+
+
+def test_control_a_wrong_pair_scale_plan_fails():
+    """One control in every default run (the SFA of both CTAs from the first 128 rows); all three in the slow tier."""
+    _wrong_plan_fails(dict(a_cta_row0=(0, 0)))
+
+
+def _wrong_plan_fails(wrong):
     lay = derive(make_spec(**NVF4))
     assert check_scales(lay) == []
     assert check_scales(lay, plan=dataclasses.replace(lay.scales, **wrong)), f"the model passed {wrong}"
@@ -219,7 +231,8 @@ def test_independent_nvcc_compiles_a_block_scaled_pair_kernel(tmp_path):
 
 
 # ---- the buffers' row padding: a tile block past the last 128 rows (BN = 256 at the N edge, a pair's CTA 1) ------
-@pytest.mark.parametrize("kw", [MX8, dict(MX8, bn=256), dict(MX8, bm=128, bn=256, cta_group=1), dict(NVF4, stages=2)],
+@pytest.mark.parametrize("kw", [pytest.param(MX8, marks=pytest.mark.slow), dict(MX8, bn=256), dict(MX8, bm=128, bn=256, cta_group=1),
+                                pytest.param(dict(NVF4, stages=2), marks=pytest.mark.slow)],
                          ids=["pair-bn128", "pair-bn256", "one-cta-bn256", "pair-nvf4"])
 def test_edge_tiles_copy_inside_cutlass_buffers(kw):
     """CUTLASS pads SFA/SFB rows to 128, not to the tile: with M = N = 300 the pair's CTA 1 at m0 = 256 (rows 384..)

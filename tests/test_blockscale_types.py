@@ -62,7 +62,9 @@ def test_mn_major_descriptors_are_cutes(t):
         assert got == [ref.umma_desc(s.k, 32) for s in getattr(lay, name).k_steps], name
 
 
-@pytest.mark.parametrize("t", MN_SPACE[::7], ids=lambda t: t.kernel_name)
+# every 7th spec of the space; a third of them in every default run, the rest in the slow tier
+@pytest.mark.parametrize("t", [pytest.param(t, marks=() if i % 3 == 0 else pytest.mark.slow) for i, t in enumerate(MN_SPACE[::7])],
+                         ids=lambda t: t.kernel_name)
 def test_mn_major_operands_and_scales_read_back(t):
     lay = derive(t)
     assert check_tile(lay) == []  # read model vs the store table, and the TMA write model
@@ -194,7 +196,9 @@ def test_subbyte_descriptors_tensor_maps_and_tx_are_cutlasss(t):
             assert op.tma.box[0] == 128 and op.tma.swizzle.json_name == "128B"  # cuTensorMapEncodeTiled: boxDim[0] 128
 
 
-@pytest.mark.parametrize("t", TYPES_SPACE[::3], ids=lambda t: t.kernel_name)
+# every 3rd spec of the space; a third of them in every default run, the rest in the slow tier
+@pytest.mark.parametrize("t", [pytest.param(t, marks=() if i % 3 == 0 else pytest.mark.slow) for i, t in enumerate(TYPES_SPACE[::3])],
+                         ids=lambda t: t.kernel_name)
 def test_subbyte_operands_and_scales_read_back(t):
     lay = derive(t)
     assert check_tile(lay) == []  # TMA unpacking model -> read model, whole and partial tiles, first and last stage
