@@ -126,7 +126,8 @@ L2_MN = [
 ]
 
 
-@pytest.mark.parametrize("kw", L2_MN, ids=["mn-mn", "k-mn-mixed-persistent", "n192-none-korder"])
+@pytest.mark.parametrize("kw", [L2_MN[0]] + [pytest.param(k, marks=pytest.mark.slow) for k in L2_MN[1:]],
+                         ids=["mn-mn", "k-mn-mixed-persistent", "n192-none-korder"])
 def test_mn_major_kernels_compile_with_the_intended_sass(kw):
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.sass import check_sass
@@ -330,7 +331,8 @@ def _types_spec(kw):
     return make_spec(**{**dict(bm=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", scale="ue8m0"), **kw})
 
 
-@pytest.mark.parametrize("kw", L2_TYPES, ids=["fp6", "fp8xfp4-persistent", "fp4xfp6-n64"])
+@pytest.mark.parametrize("kw", [L2_TYPES[0]] + [pytest.param(k, marks=pytest.mark.slow) for k in L2_TYPES[1:]],
+                         ids=["fp6", "fp8xfp4-persistent", "fp4xfp6-n64"])
 def test_subbyte_kernels_compile_with_the_intended_sass(kw):
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.sass import check_sass

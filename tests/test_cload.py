@@ -230,8 +230,8 @@ def test_launcher_encodes_cs_map_from_c_and_ldc():
 # ---- L2: NVRTC + SASS ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [
     dict(fuse="c=tma,bias=col:bf16,gelu,residual"),
-    dict(fuse="c=tma", consumers="pingpong", stages=5, out_dtype="f16"),
-    dict(arch="sm_100a", fuse="c=tma,bias=col:f32,gelu,residual", bn=256, stages=3),
+    pytest.param(dict(fuse="c=tma", consumers="pingpong", stages=5, out_dtype="f16"), marks=pytest.mark.slow),
+    pytest.param(dict(arch="sm_100a", fuse="c=tma,bias=col:f32,gelu,residual", bn=256, stages=3), marks=pytest.mark.slow),
 ], ids=["cooperative-all", "pingpong-f16", "tcgen05-all"])
 def test_compiles_without_local_memory(kw):
     from ptxgen.runtime.sass import check_sass

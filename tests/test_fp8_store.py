@@ -93,7 +93,8 @@ def test_api_keeps_the_direct_epilogue_unless_asked():
                    fp8_tma_store=True)
 
 
-@pytest.mark.parametrize("kw", [dict(fuse="bias=col:bf16,gelu,scale=row"), dict(fuse="c,residual,scale=tensor", bn=256, stages=3)],
+@pytest.mark.parametrize("kw", [dict(fuse="bias=col:bf16,gelu,scale=row"),
+                                pytest.param(dict(fuse="c,residual,scale=tensor", bn=256, stages=3), marks=pytest.mark.slow)],
                          ids=["row-bias-gelu", "tensor-c-residual-bn256"])
 def test_compiles_without_local_memory(kw):
     from ptxgen.runtime.sass import check_sass
