@@ -116,15 +116,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
         if len(_BY_KEY) >= _TABLE_LIMIT:
             _BY_KEY.clear()
         _BY_KEY[key] = kernel
-    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
-    if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
-        tkey = torch_key(a, b, out)
-        entry = kernel._torch_entries.get(tkey)
-        if entry is not None:
-            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
-                _TORCH_ENTRIES.clear()
-            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
-    return result
+    return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -339,15 +331,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
         if len(_BY_KEY) >= _TABLE_LIMIT:
             _BY_KEY.clear()
         _BY_KEY[key] = kernel
-    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
-    if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
-        tkey = torch_key(a, b, out)
-        entry = kernel._torch_entries.get(tkey)
-        if entry is not None:
-            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
-                _TORCH_ENTRIES.clear()
-            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
-    return result
+    return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 
 def _batched_pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: Batch) -> dict:
@@ -388,3 +372,17 @@ def _gemm_batched_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
     else:
         out[...] = result
     return out
+
+
+def _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype):
+    """Launch through ``kernel``'s slow path; for torch tensors, remember its prepared launch in the hot table
+    (``hot_gemm``'s), keyed by the output type and the tensors' dispatch key."""
+    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
+    if ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
+        tkey = torch_key(a, b, out)
+        entry = kernel._torch_entries.get(tkey)
+        if entry is not None:
+            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
+                _TORCH_ENTRIES.clear()
+            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
+    return result
