@@ -24,9 +24,9 @@ import torch
 import ptxgen
 from ptxgen import make_spec
 
-SHAPES = [(1, 4096, 4096), (1, 7168, 16384), (1, 16384, 4096), (16, 4096, 4096), (16, 7168, 16384), (16, 16384, 4096)]
+SHAPES = [(m, n, k) for m in (1, 16, 64) for n, k in ((4096, 4096), (7168, 16384), (16384, 4096))]
 VARIANTS = [(128, 8, 12, 1), (64, 8, 16, 1), (128, 8, 12, 2), (64, 8, 16, 2), (64, 8, 16, 4), (128, 16, 10, 1),
-            (64, 16, 12, 2), (128, 16, 10, 2)]
+            (64, 16, 12, 2), (128, 16, 10, 2), (64, 16, 12, 1), (128, 32, 8, 1), (128, 64, 6, 1)]
 
 
 def spec(bm, bn, stages, s):
@@ -67,7 +67,7 @@ def main() -> int:
         for v, kern in kernels.items():
             if v[1] < m:
                 continue
-            fns[f"swap {v[0]}x{v[1]} s{v[2]} S{v[3]}"] = (lambda kern=kern: kern(b, a, scratch[:, :width]))
+            fns[f"swap {v[0]}x{v[1]} s{v[2]} S{v[3]}"] = (lambda kern=kern: kern(b, a, scratch[:, :m]))
         errs = {}
         for name, fn in fns.items():
             try:
