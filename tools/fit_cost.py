@@ -2,12 +2,15 @@
 
   python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl,runs/2026-12-01-s3-cost/run3_cal2.jsonl \
       > ptxgen/tuning/h200_cost.json
+  python tools/fit_cost.py fit runs/2026-12-01-s4-fp8shapes/cal_e4m3.jsonl > ptxgen/tuning/h200_cost_e4m3.json
   python tools/fit_cost.py residuals CAL.jsonl[,CAL2.jsonl]                  # measured vs predicted per point
   python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
   python tools/fit_cost.py picks BENCH.jsonl COMPARE.jsonl                   # this checkout's picks, measured there
 
 Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
     t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
+(k_tiles = ceil(K / BK), BK = 128 bytes of K; a log's points carry their input type, ``dtype``, bf16 when absent: one
+log fits one type's table)
 then the off-sector factor = the median over its off-sector points of (t - launch - rounds x tile) / (rounds x k_tiles
 x ktile). The bandwidth floor is the highest A + B + D rate any kernel reached in the run (TB/s).
 """
@@ -21,9 +24,10 @@ import sys
 
 import numpy as np
 
-from ptxgen.runtime.costmodel import BY_NAME, Costs, predict_us, rounds, tile_grid
+from ptxgen.runtime.costmodel import BY_NAME, COST_FAMILY, Costs, k_tiles, predict_us, rounds, tile_grid
 
 SECTOR_BYTES = 32
+ELEMENT_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}
 
 
 def _points(paths: str) -> list[dict]:
@@ -36,35 +40,43 @@ def _points(paths: str) -> list[dict]:
     return out
 
 
-def _off(k: int) -> bool:
-    return (k * 2) % SECTOR_BYTES != 0
+def _dtype(p: dict) -> str:
+    return p.get("dtype", "bf16")
+
+
+def _off(k: int, element_bytes: int = 2) -> bool:
+    return (k * element_bytes) % SECTOR_BYTES != 0
 
 
 def fit(path: str) -> dict:
     pts = _points(path)
+    types = {_dtype(p) for p in pts}
+    if len({COST_FAMILY[t] for t in types}) != 1:
+        raise SystemExit(f"{path}: points of {sorted(types)}: one input family per fit")
+    eb = ELEMENT_BYTES[next(iter(types))]
     bw = max(p["ours_tbps"] for p in pts)
     kernels = {}
     for name, c in BY_NAME.items():
         mine = [p for p in pts if p["cand"] == name]
-        on = [p for p in mine if not _off(p["k"])]
+        on = [p for p in mine if not _off(p["k"], eb)]
         if len(on) < 3:
             continue
         rows = []
         for p in on:
             r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
-            rows.append((1.0, r, r * -(-p["k"] // 64)))
+            rows.append((1.0, r, r * k_tiles(p["k"], eb)))
         t = np.array([p["ours_us"] for p in on])
         x, *_ = np.linalg.lstsq(np.array(rows) / t[:, None], np.ones_like(t), rcond=None)  # relative errors weigh alike
         launch, tile, ktile = (max(0.0, float(v)) for v in x)
         offs = []
         for p in mine:
-            if _off(p["k"]):
+            if _off(p["k"], eb):
                 r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
-                offs.append((p["ours_us"] - launch - r * tile) / (r * -(-p["k"] // 64) * ktile))
+                offs.append((p["ours_us"] - launch - r * tile) / (r * k_tiles(p["k"], eb) * ktile))
         kernels[name] = {"launch_us": round(launch, 2), "tile_us": round(tile, 3), "ktile_us": round(ktile, 4),
                          "off_sector": round(statistics.median(offs), 3) if offs else 1.0,
                          "bandwidth_tbps": round(bw, 2), "slots_per_sm": 1, "points": len(mine)}
-    return {"device": "NVIDIA H200", "dtype": "16bit", "arch": "sm_90a", "sm_count": 132,
+    return {"device": "NVIDIA H200", "dtype": COST_FAMILY[next(iter(types))], "arch": "sm_90a", "sm_count": 132,
             "source": "tools/fit_cost.py fit " + path, "kernels": kernels}
 
 
@@ -76,7 +88,9 @@ def residuals(path: str) -> None:
     for p in _points(path):
         if p["cand"] not in costs:
             continue
-        t = predict_us(BY_NAME[p["cand"]], costs[p["cand"]], p["m"], p["n"], p["k"], off_sector=_off(p["k"]))
+        eb = ELEMENT_BYTES[_dtype(p)]
+        t = predict_us(BY_NAME[p["cand"]], costs[p["cand"]], p["m"], p["n"], p["k"], off_sector=_off(p["k"], eb),
+                       element_bytes=eb)
         e = t / p["ours_us"] - 1
         errs.append(abs(e))
         print(f'{p["cand"]:11} {p["m"]}x{p["n"]}x{p["k"]:<6} measured {p["ours_us"]:8.1f} predicted {t:8.1f} us ({e:+.1%})')

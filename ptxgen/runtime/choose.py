@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, Epilogue, Schedule, SpecError
-from .costmodel import BY_NAME, calibrated, pick, rounds, shipped_costs, tile_grid
+from .costmodel import BY_NAME, COST_FAMILY, calibrated, k_tiles, pick, rounds, shipped_costs, tile_grid
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -193,7 +193,10 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
         if splits > 1:
             return Choice(split_spec(spec, splits), why + f", K split {splits} ways: {ctas * splits} CTAs" + note, "split-k")
         return Choice(spec, why + note, rule)
-    picked = _cost_model(first, dtype, arch, m, n, k, off_sector, sm_count, note) if COST_MODEL and measured else None
+    # the cost model ranks with each kernel's own measured off-sector factor, so it takes the rows' phase for e4m3 too;
+    # e4m3 has no small-n rule and its small-m rule covers the heaviest weights only: M or N <= 128 stays with nearest-fit
+    thin = not measured and min(m, n) <= SMALL_M_MAX
+    picked = _cost_model(first, dtype, arch, m, n, k, bool(note), sm_count, note) if COST_MODEL and not thin else None
     if picked is not None:
         return picked
     near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
@@ -209,10 +212,12 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     """The candidate of ``runtime.costmodel`` with the least predicted time (ties within ``TIE_TOLERANCE``: the first in
     ``CANDIDATES``), or None where no cost table applies (no table, another arch or type) or the shape is outside the
     range the constants were fitted on (``costmodel.calibrated``)."""
-    shipped = shipped_costs()
-    if shipped is None or shipped[0] != ("16bit", arch) or dtype not in MEASURED_DTYPES:
+    family = COST_FAMILY.get(dtype)
+    shipped = shipped_costs(family) if family else None
+    if shipped is None or shipped[0] != (family, arch):
         return None
     (_, costs) = shipped
+    eb = like.dtype.bytes
     # the narrow tiles stay with the small-m / small-n rules: the formula fits them worst (up to 40% off on their own
     # calibration shapes, runs/2026-12-01-s3-cost/run3_fit.log), so they are not ranked here
     usable = {}
@@ -224,9 +229,9 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     if not usable:
         return None
     r, ranked = pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector, sm_count=sm_count,
-                     narrow=False)
+                     narrow=False, element_bytes=eb)
     c, spec = r.candidate, usable[r.candidate.name][1]
-    if not calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count):
+    if not calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb):
         return None  # launch- or bandwidth-bound: the nearest-fit rule (measured better there, run 4)
     if spec.out_dtype is not like.out_dtype:
         spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
@@ -234,7 +239,7 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     best = ranked[0]
     why = (f"cost model: {c.name} ({c.bm} x {c.bn}, {c.schedule}{', ' + c.consumers if c.consumers != 'cooperative' else ''}"
            f"{', cluster ' + c.cluster if c.cluster != '1x1' else ''}, {c.epilogue} stores) predicted {r.predicted_us:.1f} us: "
-           f"{tiles} tiles in {rounds(tiles, sm_count)} rounds of {sm_count}, {-(-k // 64)} K-tiles"
+           f"{tiles} tiles in {rounds(tiles, sm_count)} rounds of {sm_count}, {k_tiles(k, eb)} K-tiles of {spec.bk}"
            + (", rows off a 32-byte sector" if off_sector else "")
            + (f"; {best.candidate.name} predicted {best.predicted_us:.1f} us, within the model's tolerance"
               if best.candidate is not c else ""))

@@ -4,7 +4,8 @@ For a kernel with a BM x BN x BK tile on ``sm_count`` SMs (issue 16 item 4):
 
     tiles   = ceil(M / BM) x ceil(N / BN)          (a 2x1 cluster pairs tiles along M: ceil(M / 2BM) x 2 rows of them)
     rounds  = ceil(tiles / (sm_count x slots))     (slots: CTAs resident per SM; 1 for every kernel here)
-    k_tiles = ceil(K / BK)                         (the K tail costs a whole K-tile)
+    k_tiles = ceil(K / BK)                         (BK = 128 bytes of K: 64 for 16-bit inputs, 128 for e4m3;
+                                                    the K tail costs a whole K-tile)
     compute = launch + rounds x (per_tile + k_tiles x per_k_tile x (off_sector if rows are off a 32-byte sector))
     floor   = launch + (A + B + D bytes) / bandwidth
     time    = max(compute, floor)
@@ -13,7 +14,9 @@ The last partial wave counts whole (``rounds``), tile padding counts as work (th
 the row-pitch phase scales the K loop (rows off a sector cost extra L2 work: docs/performance.md, run 25), and the
 bandwidth floor bounds thin shapes. The constants (launch, per_tile, per_k_tile, off_sector, bandwidth) are fitted
 per kernel from one device sweep over calibration shapes that are neither issue 16's named shapes nor the held-out
-set (tools/exp_cost.py calibrate, tools/fit_cost.py); they ship as data, ``ptxgen/tuning/h200_cost.json``.
+set (tools/exp_cost.py calibrate, tools/fit_cost.py); they ship as data, one table per input family:
+``ptxgen/tuning/h200_cost.json`` (16-bit inputs) and ``ptxgen/tuning/h200_cost_e4m3.json`` (e4m3, its own device sweep:
+tools/exp_cost.py calibrate-e4m3; FP8 does twice the MMA work per byte of K, so no constant carries over).
 
 Pure arithmetic: no GPU, no compiler.
 """
@@ -27,14 +30,28 @@ from functools import lru_cache
 from importlib import resources
 
 from ..derive.spec import TileSpec, make_spec
-from ..isa.types import Epilogue, SpecError
+from ..isa.types import DType, Epilogue, SpecError
 
-COST_TABLE = "h200_cost.json"
+COST_TABLE = "h200_cost.json"  # the 16-bit inputs' table
+COST_TABLES = {"16bit": COST_TABLE, "e4m3": "h200_cost_e4m3.json"}  # input family -> its cost table
+COST_FAMILY = {"bf16": "16bit", "f16": "16bit", "e4m3": "e4m3"}  # input type -> the family whose constants it uses
+STAGE_K_BYTES = 128  # bytes of K per pipeline stage (one 128-byte swizzle row): BK = STAGE_K_BYTES / element bytes
+
+
+def stage_k(element_bytes: int) -> int:
+    """BK in elements for inputs of ``element_bytes`` bytes: 64 for 16-bit inputs, 128 for 8-bit ones."""
+    return STAGE_K_BYTES // element_bytes
+
+
+def k_tiles(k: int, element_bytes: int = 2) -> int:
+    """K-tiles of a K loop: ceil(K / BK); the tail costs a whole K-tile."""
+    return -(-k // stage_k(element_bytes))
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A kernel family the cost model chooses from (K-major A and B, 128-byte swizzle, BK = 64 for 16-bit inputs)."""
+    """A kernel family the cost model chooses from (K-major A and B, 128-byte swizzle, 128 bytes of K per stage: BK = 64
+    for 16-bit inputs, 128 for e4m3)."""
 
     name: str
     bm: int
@@ -48,8 +65,8 @@ class Candidate:
     narrow: bool = False  # a BM or BN = 64 tile, one CTA per tile, direct stores (the small-m / small-n kernels)
 
     def spec(self, dtype: str = "bf16", arch: str = "sm_90a") -> TileSpec:
-        out = "bf16" if dtype == "bf16" else "f16"
-        s = make_spec(bm=self.bm, bn=self.bn, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
+        out = "f16" if dtype == "f16" else "bf16"  # e4m3: bf16 out, as the tuning table's FP8 kernels
+        s = make_spec(bm=self.bm, bn=self.bn, bk=stage_k(DType(dtype).bytes), a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
                       out_dtype=out, arch=arch, stages=self.stages, schedule=self.schedule, raster_group=self.raster_group,
                       consumers=self.consumers, cluster=self.cluster)
         if self.epilogue == "tma":
@@ -121,9 +138,8 @@ def time_terms_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sec
                   element_bytes: int = 2) -> tuple[float, float]:
     """(compute, floor): the two terms of the prediction (see the module's docstring), microseconds."""
     r = rounds(tile_grid(m, n, c.bm, c.bn, c.cluster_m), sm_count * costs.slots_per_sm)
-    k_tiles = -(-k // 64)
     per_k = costs.ktile_us * (costs.off_sector if off_sector else 1.0)
-    compute = costs.launch_us + r * (costs.tile_us + k_tiles * per_k)
+    compute = costs.launch_us + r * (costs.tile_us + k_tiles(k, element_bytes) * per_k)
     nbytes = element_bytes * (m * k + n * k + m * n)
     floor = costs.launch_us + nbytes / (costs.bandwidth_tbps * 1e6)
     return compute, floor
@@ -135,17 +151,19 @@ def predict_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector
     return max(time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes))
 
 
-MIN_K_TILES = 16  # the calibration's shortest K: 1024, 16 K-tiles of 64
+MIN_K_TILES = 16  # the calibration's shortest K: 1024, 16 K-tiles of 64 (16-bit inputs; 8 K-tiles of 128 for e4m3)
 COMPUTE_MARGIN = 1.25  # the compute term must exceed the bandwidth floor by this much
 
 
-def calibrated(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132) -> bool:
+def calibrated(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+               element_bytes: int = 2) -> bool:
     """Whether the shape is where the constants were fitted: K of at least MIN_K_TILES K-tiles, and compute-bound (the
     compute term at least COMPUTE_MARGIN x the floor). Outside it (launch- or bandwidth-bound shapes) the model ranks
     by constants it never saw matter: on the H200 (run 4) its picks there lost 12-13% (128 x 16384 x 4096 and
     513 x 9929 x 64) against the nearest-fit rule's."""
-    compute, floor = time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count)
-    return -(-k // 64) >= MIN_K_TILES and compute >= COMPUTE_MARGIN * floor
+    compute, floor = time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes)
+    min_k_tiles = MIN_K_TILES * element_bytes // 2  # the same shortest K (1024) in this type's K-tiles
+    return k_tiles(k, element_bytes) >= min_k_tiles and compute >= COMPUTE_MARGIN * floor
 
 
 @dataclass(frozen=True)
@@ -155,9 +173,9 @@ class Ranked:
 
 
 def rank(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
-         narrow: bool = True) -> list[Ranked]:
+         narrow: bool = True, element_bytes: int = 2) -> list[Ranked]:
     """Every candidate with constants in ``costs``, fastest predicted first (ties: the order of CANDIDATES)."""
-    out = [Ranked(c, predict_us(c, costs[c.name], m, n, k, off_sector=off_sector, sm_count=sm_count))
+    out = [Ranked(c, predict_us(c, costs[c.name], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes))
            for c in CANDIDATES if c.name in costs and (narrow or not c.narrow)]
     return sorted(out, key=lambda r: r.predicted_us)  # stable: CANDIDATES order on ties
 
@@ -166,11 +184,11 @@ TIE_TOLERANCE = 0.02  # predictions closer than this are ties: the fit's median 
 
 
 def pick(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
-         narrow: bool = True, tolerance: float = TIE_TOLERANCE) -> tuple[Ranked, list[Ranked]]:
+         narrow: bool = True, tolerance: float = TIE_TOLERANCE, element_bytes: int = 2) -> tuple[Ranked, list[Ranked]]:
     """(the pick, the ranking): of the candidates predicted within ``tolerance`` of the fastest, the first in
     CANDIDATES order (the tuning table's winners first, then their cluster variants, then the BN = 160 / 224 tiles): a
     difference the model cannot resolve is no reason to leave the kernels measured most."""
-    ranked = rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=narrow)
+    ranked = rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=narrow, element_bytes=element_bytes)
     if not ranked:
         raise ValueError("no candidate has costs")
     close = {r.candidate.name for r in ranked if r.predicted_us <= ranked[0].predicted_us * (1 + tolerance)}
@@ -188,11 +206,14 @@ def parse_costs(doc: dict) -> dict[str, Costs]:
     return out
 
 
-@lru_cache(maxsize=1)
-def shipped_costs() -> tuple[tuple[str, str], dict[str, Costs]] | None:
-    """((dtype family, arch), costs) of the shipped cost table, or None when it is missing or unreadable."""
+@lru_cache(maxsize=4)
+def shipped_costs(family: str = "16bit") -> tuple[tuple[str, str], dict[str, Costs]] | None:
+    """((dtype family, arch), costs) of the shipped cost table of an input family (``COST_TABLES``), or None when it is
+    missing or unreadable."""
+    if family not in COST_TABLES:
+        return None
     try:
-        doc = json.loads(resources.files("ptxgen.tuning").joinpath(COST_TABLE).read_text())
+        doc = json.loads(resources.files("ptxgen.tuning").joinpath(COST_TABLES[family]).read_text())
         return (doc["dtype"], doc["arch"]), parse_costs(doc)
     except (OSError, ValueError, KeyError, TypeError):
         return None

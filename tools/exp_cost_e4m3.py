@@ -1,0 +1,135 @@
+"""The e4m3 cost model's device run (issue 16 item 5; tools/gpu_s4fp8.sh runs the modes with timeouts).
+
+precompile: the e4m3 specs the run needs (every big candidate of ptxgen.runtime.costmodel, and the chooser's picks for
+            the bench shapes with the cost model off), into $PTXGEN_CACHE_DIR, on every core.
+calibrate:  every big candidate (not the narrow small-M tiles: the small-m / split-k rules keep those) on calibration
+            shapes that are none of issue 16's named shapes (bf16 or their e4m3 versions), the held-out 20 or the tuned
+            shapes (checked here), against torch._scaled_mm in the same process (alternating rounds, outputs checked).
+            One JSON object per (candidate, shape), with ``"dtype": "e4m3"``: tools/fit_cost.py fit turns them into
+            ptxgen/tuning/h200_cost_e4m3.json.
+compare:    for each shape given (MxNxK,...), the chooser's e4m3 pick (cost model on) against its pick with the cost
+            model off (the rule before it: nearest-fit), where they differ, in one process, two rounds each.
+
+Rows off a 32-byte sector for e4m3 are K = 16 (mod 32): K x 1 byte. TMA needs 16-byte rows and torch._scaled_mm
+dimensions that are multiples of 16, so every calibration K is a multiple of 16.
+
+Hypotheses written before the run (e4m3, H200):
+ E1 the bf16 formula fits e4m3 too: within 5% on the rows-on-a-sector points of the cooperative persistent kernels,
+    with a per-K-tile cost (128 bytes of K: twice the MMA work of a bf16 K-tile at twice the MMA rate) of 1.0-1.25 x the
+    bf16 kernel's (FP8 8192^3 runs at 1.75 x bf16's TFLOP/s, not 2 x).
+ E2 rows off a sector cost the 1x1 kernels less than for bf16 (final/extra2: 0.85-0.87 of _scaled_mm with 128-byte
+    promotion against bf16's 0.70-0.78), and the 2x1 multicast cluster lowers the factor further (as for bf16), so the
+    model picks 2x1 kernels on the issue's off-sector shapes.
+ E3 2512 x 10000 x 4000 (7 rounds of 128 x 256 tiles for 6.06 rounds of work) gains from 256 x 128 (790 tiles: 6 rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exp_cost import CAL_ALIGNED, _bench, _emit, _named  # noqa: E402
+
+DTYPE = "e4m3"
+ARCH = "sm_90a"
+# rows 3088 B (phase 16 past a 128-byte line), 4496 B (phase 16), 3056 B (phase 112): 16 B past a 32-byte sector
+CAL_OFF_E4M3 = [(3584, 6144, 3088), (6144, 2560, 4496), (2304, 7168, 3056)]
+# issue 16's classes as the e4m3 bench runs them (dimensions multiples of 16, runs/2026-12-01-final/extra2) and the
+# FP8 shapes measured before (docs/performance.md): none of them is a calibration shape
+FP8_NAMED = {(5120, 5120, 5120), (4096, 4096, 5008), (5120, 5120, 5008), (3008, 7008, 5008), (1504, 9008, 3024),
+             (336, 8192, 8192), (12000, 1008, 6000), (2512, 10000, 4000), (8192, 8192, 8192), (4096, 4096, 4096),
+             (6144, 6144, 6144), (16384, 16384, 4096), (8192, 8192, 1024)}
+FP8_NAMED |= {(m, n, k) for m in (16, 64, 128) for n, k in ((4096, 4096), (7168, 16384), (16384, 4096))}
+
+
+def calibration_shapes() -> list[tuple[int, int, int]]:
+    shapes = CAL_ALIGNED + CAL_OFF_E4M3
+    assert all(x % 16 == 0 for s in shapes for x in s), "torch._scaled_mm needs multiples of 16"
+    assert not set(shapes) & (_named() | FP8_NAMED), "a calibration shape is a named, held-out or tuned one"
+    return shapes
+
+
+def big_candidates():
+    from ptxgen.runtime.costmodel import CANDIDATES
+
+    return [c for c in CANDIDATES if not c.narrow]
+
+
+def calibrate(iters: int = 10) -> int:
+    shapes = calibration_shapes()
+    for c in big_candidates():
+        spec = c.spec(DTYPE, ARCH)
+        for m, n, k in shapes:
+            _bench(spec, m, n, k, iters, cand=c.name, dtype=DTYPE)
+    return 0
+
+
+def _picks(m: int, n: int, k: int):
+    """(new, old): the chooser's pick with the cost model on and off."""
+    from ptxgen.runtime import choose as ch
+
+    new = ch.choose(DTYPE, ARCH, m, n, k)
+    ch.COST_MODEL = False
+    try:
+        old = ch.choose(DTYPE, ARCH, m, n, k)
+    finally:
+        ch.COST_MODEL = True
+    return new, old
+
+
+def _shapes(arg: str) -> list[tuple[int, int, int]]:
+    return [tuple(int(x) for x in item.split("x")) for item in arg.split(",") if item]
+
+
+def compare(shapes_arg: str, iters: int = 15) -> int:
+    for m, n, k in _shapes(shapes_arg):
+        new, old = _picks(m, n, k)
+        if new.spec == old.spec:
+            _emit({"m": m, "n": n, "k": k, "same": new.spec.kernel_name, "chosen_by": new.chosen_by})
+            continue
+        for side, c in (("new", new), ("old", old), ("new", new), ("old", old)):
+            _bench(c.spec, m, n, k, iters, side=side, chosen_by=c.chosen_by, set="e4m3")
+    return 0
+
+
+def _compile(d: dict) -> str:
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.spec import TileSpec
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.cache import compile_cached
+
+    spec = TileSpec.from_json(d)
+    try:
+        compile_cached(render_kernel(plan_kernel(spec)), spec.kernel_name, spec.arch.value)
+        return "ok " + spec.kernel_name
+    except Exception as e:  # noqa: BLE001 - reported; the timed run then compiles (or fails) itself
+        return f"FAIL {spec.kernel_name}: {type(e).__name__}: {str(e)[:200]}"
+
+
+def precompile(shapes_arg: str) -> int:
+    from multiprocessing import Pool
+
+    specs = [c.spec(DTYPE, ARCH).to_json() for c in big_candidates()]
+    for m, n, k in _shapes(shapes_arg):
+        specs += [c.spec.to_json() for c in _picks(m, n, k)]
+    uniq = list({json.dumps(s, sort_keys=True): s for s in specs}.values())
+    with Pool(min(14, max(1, len(uniq)))) as pool:
+        for line in pool.imap_unordered(_compile, uniq):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "calibrate":
+        sys.exit(calibrate())
+    if mode == "compare":
+        sys.exit(compare(sys.argv[2]))
+    if mode == "precompile":
+        sys.exit(precompile(sys.argv[2] if len(sys.argv) > 2 else ""))
+    if mode == "shapes":
+        print(",".join("%dx%dx%d" % s for s in calibration_shapes()))
+        sys.exit(0)
+    sys.exit(2)
