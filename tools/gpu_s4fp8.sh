@@ -21,9 +21,9 @@ SHAPES="$SHAPES,336x8192x8192,12000x1008x6000,2512x10000x4000"
 TUNED=8192x8192x8192,4096x4096x4096,6144x6144x6144,16384x16384x4096,8192x8192x1024
 step() { echo "== $(date -u +%T) $*" >> "$LOG"; }
 step precompile
-timeout 45 $PY tools/exp_cost_e4m3.py precompile "$SHAPES,$TUNED" >> "$LOG" 2>&1; echo "exit $?" >> "$LOG"
+timeout 25 $PY tools/exp_cost_e4m3.py precompile "$SHAPES,$TUNED" >> "$LOG" 2>&1; echo "exit $?" >> "$LOG"
 step calibrate
-timeout 75 $PY tools/exp_cost_e4m3.py calibrate > "$OUT/cal_e4m3.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
+timeout 55 $PY tools/exp_cost_e4m3.py calibrate > "$OUT/cal_e4m3.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
 step fit
 if $PY tools/fit_cost.py fit "$OUT/cal_e4m3.jsonl" > /tmp/h200_cost_e4m3.json 2>> "$LOG"; then
   sed -i "s#\"source\": \"tools/fit_cost.py fit [^\"]*\"#\"source\": \"tools/fit_cost.py fit runs/2026-12-01-s4-fp8shapes/cal_e4m3.jsonl\"#" /tmp/h200_cost_e4m3.json
@@ -34,9 +34,9 @@ else
 fi
 step bench
 echo "ptxgen bench --dtype e4m3 --iters 20 --json --shapes $SHAPES,$TUNED" >> "$LOG"
-timeout 70 $PY -m ptxgen bench --dtype e4m3 --iters 20 --json --shapes "$SHAPES,$TUNED" > "$OUT/bench_e4m3.json" 2>> "$LOG"
+timeout 45 $PY -m ptxgen bench --dtype e4m3 --iters 20 --json --shapes "$SHAPES,$TUNED" > "$OUT/bench_e4m3.json" 2>> "$LOG"
 echo "exit $?" >> "$LOG"
 step compare
-timeout 50 $PY tools/exp_cost_e4m3.py compare "$SHAPES,$TUNED" > "$OUT/compare_e4m3.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
+timeout 30 $PY tools/exp_cost_e4m3.py compare "$SHAPES,$TUNED" > "$OUT/compare_e4m3.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
 step done
 tail -n 5 "$OUT/fit.log" 2>/dev/null; grep -c ours_us "$OUT/cal_e4m3.jsonl"; grep -E "exit|==|FAIL" "$LOG" | tail -20
