@@ -9,6 +9,8 @@ calibrate:  every big candidate (not the narrow small-M tiles: the small-m / spl
             ptxgen/tuning/h200_cost_e4m3.json.
 compare:    for each shape given (MxNxK,...), the chooser's e4m3 pick (cost model on) against its pick with the cost
             model off (the rule before it: nearest-fit), where they differ, in one process, two rounds each.
+compare-smallm: the same for the small-m / split-k rule's e4m3 weight threshold: this checkout's
+            FP8_SMALL_M_MIN_WEIGHT (4096 x 4096, the 16-bit rule's) against the fp8rules run's (7168 x 16384).
 
 Rows off a 32-byte sector for e4m3 are K = 16 (mod 32): K x 1 byte. TMA needs 16-byte rows and torch._scaled_mm
 dimensions that are multiples of 16, so every calibration K is a multiple of 16.
@@ -21,6 +23,11 @@ Hypotheses written before the run (e4m3, H200):
     promotion against bf16's 0.70-0.78), and the 2x1 multicast cluster lowers the factor further (as for bf16), so the
     model picks 2x1 kernels on the issue's off-sector shapes.
  E3 2512 x 10000 x 4000 (7 rounds of 128 x 256 tiles for 6.06 rounds of work) gains from 256 x 128 (790 tiles: 6 rounds).
+Written after run 1, before run 2:
+ E4 at small M against 4096 x 4096 and 16384 x 4096 weights the BM = 64 tiles (split-K where CTAs leave SMs idle) beat
+    the table's 128 x 256 tile in e4m3 as they do in bf16: run 1 measured the 128 x 256 tile there at 22.6-28.6 us
+    (0.72-2.68 TB/s, 0.76-0.88 of torch._scaled_mm), the fp8rules run 64 x 64 split 2 at 16 x 4096 x 4096 in 16.8 us
+    and 64 x 128 at 64 x 16384 x 4096 in 22.3 us.
 """
 
 from __future__ import annotations
@@ -94,6 +101,35 @@ def compare(shapes_arg: str, iters: int = 15) -> int:
     return 0
 
 
+OLD_FP8_SMALL_M_MIN_WEIGHT = 7168 * 16384  # the fp8rules run's threshold, before run 2
+
+
+def _smallm_picks(m: int, n: int, k: int):
+    """(new, old): the chooser's pick with this checkout's FP8_SMALL_M_MIN_WEIGHT and with the fp8rules run's."""
+    from ptxgen.runtime import choose as ch
+
+    new = ch.choose(DTYPE, ARCH, m, n, k)
+    saved, ch.FP8_SMALL_M_MIN_WEIGHT = ch.FP8_SMALL_M_MIN_WEIGHT, OLD_FP8_SMALL_M_MIN_WEIGHT
+    try:
+        old = ch.choose(DTYPE, ARCH, m, n, k)
+    finally:
+        ch.FP8_SMALL_M_MIN_WEIGHT = saved
+    return new, old
+
+
+def compare_smallm(shapes_arg: str, iters: int = 20) -> int:
+    """Small M in e4m3: the small-m / split-k rule at this checkout's weight threshold against the threshold before
+    (where the picks differ), in one process, two rounds each."""
+    for m, n, k in _shapes(shapes_arg):
+        new, old = _smallm_picks(m, n, k)
+        if new.spec == old.spec:
+            _emit({"m": m, "n": n, "k": k, "same": new.spec.kernel_name, "chosen_by": new.chosen_by})
+            continue
+        for side, c in (("new", new), ("old", old), ("new", new), ("old", old)):
+            _bench(c.spec, m, n, k, iters, side=side, chosen_by=c.chosen_by, set="e4m3-smallm")
+    return 0
+
+
 def _compile(d: dict) -> str:
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import TileSpec
@@ -113,7 +149,7 @@ def precompile(shapes_arg: str) -> int:
 
     specs = [c.spec(DTYPE, ARCH).to_json() for c in big_candidates()]
     for m, n, k in _shapes(shapes_arg):
-        specs += [c.spec.to_json() for c in _picks(m, n, k)]
+        specs += [c.spec.to_json() for c in _picks(m, n, k) + _smallm_picks(m, n, k)]
     uniq = list({json.dumps(s, sort_keys=True): s for s in specs}.values())
     with Pool(min(14, max(1, len(uniq)))) as pool:
         for line in pool.imap_unordered(_compile, uniq):
@@ -127,6 +163,8 @@ if __name__ == "__main__":
         sys.exit(calibrate())
     if mode == "compare":
         sys.exit(compare(sys.argv[2]))
+    if mode == "compare-smallm":
+        sys.exit(compare_smallm(sys.argv[2]))
     if mode == "precompile":
         sys.exit(precompile(sys.argv[2] if len(sys.argv) > 2 else ""))
     if mode == "shapes":

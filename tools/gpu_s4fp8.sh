@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# The e4m3 cost model on the H200 (issue 16 item 5), one device call, logs under $OUT (6 files):
+# The e4m3 cost model on the H200 (issue 16 item 5), logs under $OUT (at most 6 files).
+# Usage: tools/gpu_s4fp8.sh [calibrate | confirm]
+# confirm (run 2; the shipped ptxgen/tuning/h200_cost_e4m3.json): precompile; the small-m rule's e4m3 weight threshold
+#   against the one before it on small-M shapes (tools/exp_cost_e4m3.py compare-smallm); ptxgen bench as in 4. below on
+#   the same shapes and three more small-M ones; the cost model's picks against nearest-fit's again (5. below)
+# calibrate (run 1), one device call:
 #   1. precompile the e4m3 candidates and the old rule's picks (tools/exp_cost_e4m3.py precompile)
 #   2. calibrate: every big cost-model candidate in e4m3 on 9 calibration shapes, against torch._scaled_mm
 #   3. fit the e4m3 constants on the device (tools/fit_cost.py fit) and install them in this copy's
@@ -20,6 +25,22 @@ for m in 16 64 128; do for nk in 4096x4096 7168x16384 16384x4096; do SHAPES="$SH
 SHAPES="$SHAPES,336x8192x8192,12000x1008x6000,2512x10000x4000"
 TUNED=8192x8192x8192,4096x4096x4096,6144x6144x6144,16384x16384x4096,8192x8192x1024
 step() { echo "== $(date -u +%T) $*" >> "$LOG"; }
+if [ "${1:-calibrate}" = confirm ]; then
+  SMALL=$(echo "$SHAPES" | tr , '\n' | grep -E '^(16|64|128)x' | tr '\n' , )32x12288x4096,128x2048x8192,48x8192x8192
+  step precompile
+  timeout 25 $PY tools/exp_cost_e4m3.py precompile "$SHAPES,$TUNED,$SMALL" >> "$LOG" 2>&1; echo "exit $?" >> "$LOG"
+  step compare-smallm
+  timeout 40 $PY tools/exp_cost_e4m3.py compare-smallm "$SMALL" > "$OUT/compare_smallm.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
+  step bench
+  echo "ptxgen bench --dtype e4m3 --iters 20 --json --shapes $SHAPES,$TUNED,32x12288x4096,128x2048x8192,48x8192x8192" >> "$LOG"
+  timeout 50 $PY -m ptxgen bench --dtype e4m3 --iters 20 --json --shapes "$SHAPES,$TUNED,32x12288x4096,128x2048x8192,48x8192x8192" \
+    > "$OUT/bench_e4m3.json" 2>> "$LOG"; echo "exit $?" >> "$LOG"
+  step compare
+  timeout 30 $PY tools/exp_cost_e4m3.py compare "$SHAPES,$TUNED" > "$OUT/compare_e4m3.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
+  step done
+  grep -E "exit|==|FAIL" "$LOG" | tail -20
+  exit 0
+fi
 step precompile
 timeout 25 $PY tools/exp_cost_e4m3.py precompile "$SHAPES,$TUNED" >> "$LOG" 2>&1; echo "exit $?" >> "$LOG"
 step calibrate

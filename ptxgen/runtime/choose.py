@@ -64,7 +64,7 @@ SPLIT_MAX = 8  # at most this many splits of K per tile
 SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
 COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
-FP8_SMALL_M_MIN_WEIGHT = 7168 * 16384  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (fp8rules run)
+FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
 
 
 @dataclass(frozen=True)
