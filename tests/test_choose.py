@@ -141,17 +141,19 @@ def test_the_api_passes_the_operands_row_pitch_to_the_choice():
     assert tight.cluster.value == "2x1" and padded.cluster.value == "1x1" and "L2" not in why
 
 
-def test_fp8_keeps_the_table_rules_the_narrow_tiles_were_measured_on_bf16_only():
+def test_fp8_keeps_the_table_rules_where_nothing_e4m3_was_measured():
     table = [{"dtype": "e4m3", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 8192,
               "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
-    assert choose("e4m3", "sm_90a", 16, 4096, 4096, table).chosen_by == "nearest-fit"
-    assert choose("e4m3", "sm_90a", 5000, 5000, 5008, table).spec.cluster.value == "1x1"  # 5008 B: 16 past a sector
-    assert choose("e4m3", "sm_90a", 128, 16384, 4096, table).chosen_by == "nearest-fit"
+    assert choose("e4m3", "sm_90a", 16, 4096, 2048, table).chosen_by == "nearest-fit"  # below FP8_SMALL_M_MIN_WEIGHT
+    assert choose("e4m3", "sm_90a", 128, 16384, 4096, table).chosen_by == "nearest-fit"  # two waves of BM = 64 tiles
     assert choose("e4m3", "sm_90a", 10711, 12, 7832 * 16, table).chosen_by == "nearest-fit"  # no small-n for e4m3
+    assert choose("e4m3", "sm_90a", 2512, 10000, 4000, table).chosen_by == "nearest-fit"  # rows 32 B past a line
+    c = choose("e4m3", "sm_90a", 5000, 5000, 5008, table)  # 5008 B: 16 past a sector; the e4m3 cost table decides
+    assert c.chosen_by == "cost-model+off-sector" and c.spec.cluster.value == "2x1" and c.spec.bk == 128
 
 
 def test_fp8_small_m_and_split_k_on_a_heavy_weight():
-    """e4m3 at small M against N x K >= FP8_SMALL_M_MIN_WEIGHT (7168 x 16384): the BM = 64 tiles with the table's BK
+    """e4m3 at small M against N x K >= FP8_SMALL_M_MIN_WEIGHT (4096 x 4096): the BM = 64 tiles with the table's BK
     (128) and, where CTAs leave SMs idle, K split; lighter weights keep the table's tile."""
     table = [{"dtype": "e4m3", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 8192,
               "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
@@ -160,8 +162,10 @@ def test_fp8_small_m_and_split_k_on_a_heavy_weight():
     assert c.spec.dtype.value == "e4m3" and c.spec.schedule is Schedule.TILE
     c = choose("e4m3", "sm_90a", 128, 7168, 16384, table)
     assert c.chosen_by == "small-m" and (c.spec.bm, c.spec.bn, c.spec.split_k) == (64, 128, 1)  # 112 CTAs: no split
-    assert choose("e4m3", "sm_90a", 16, 4096, 4096, table).chosen_by == "nearest-fit"
-    assert choose("e4m3", "sm_90a", 4096, 4096, 4096, table).chosen_by == "nearest-fit"
+    c = choose("e4m3", "sm_90a", 16, 4096, 4096, table)  # 64 CTAs of 64 x 64, 32 K-tiles of 128: split 2 ways
+    assert c.chosen_by == "split-k" and (c.spec.bm, c.spec.bn, c.spec.bk, c.spec.split_k) == (64, 64, 128, 2)
+    assert choose("e4m3", "sm_90a", 16, 4096, 2048, table).chosen_by == "nearest-fit"  # N x K below the threshold
+    assert choose("e4m3", "sm_90a", 4096, 4096, 4096, table).chosen_by == "cost-model"
 
 
 def test_bench_reports_a_shape_the_baseline_refuses_and_goes_on(monkeypatch, capsys):

@@ -7,6 +7,7 @@ check the arithmetic (wave counting, padding, monotonicity, the tie rule) and wh
 import itertools
 import json
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -113,7 +114,7 @@ def test_chosen_by_names_the_cost_model_where_it_decides():
     assert choose("bf16", "sm_90a", 16, 4096, 4096).chosen_by == "split-k"  # and the small-M rules
     assert choose("bf16", "sm_90a", 128, 16384, 4096).chosen_by == "nearest-fit"  # bandwidth-bound: outside its range
     assert choose("bf16", "sm_90a", 513, 9929, 64).chosen_by == "nearest-fit"  # one K-tile: outside its range
-    assert choose("e4m3", "sm_90a", 2500, 10000, 4096).chosen_by == "nearest-fit"  # calibrated on 16-bit inputs only
+    assert choose("e4m3", "sm_90a", 2500, 10000, 4096).chosen_by == "cost-model"  # e4m3: its own table (rows on a line)
 
 
 def test_the_cost_model_switch_is_a_control(monkeypatch):
@@ -131,3 +132,105 @@ def test_the_pick_is_the_ranked_argmin_up_to_the_tolerance():
         assert r.predicted_us <= ranked[0].predicted_us * (1 + cm.TIE_TOLERANCE)
         spec = choose("bf16", "sm_90a", m, n, k).spec
         assert (spec.bm, spec.bn, spec.cluster.value) == (r.candidate.bm, r.candidate.bn, r.candidate.cluster)
+
+
+# -- e4m3: its own cost table (runs/2026-12-01-s4-fp8shapes), BK = 128 -------------------------------------------------
+def test_a_k_tile_is_128_bytes_of_k_for_either_input_size():
+    assert (cm.stage_k(2), cm.stage_k(1)) == (64, 128)
+    for k in range(1, 1200):
+        assert cm.k_tiles(k, 2) == -(-2 * k // 128) and cm.k_tiles(k, 1) == -(-k // 128)
+    c = cm.BY_NAME["p128x256"]  # the same constants: e4m3 at K = 128 j predicts as 16-bit inputs at K = 64 j
+    for j in (1, 7, 40):
+        assert cm.time_terms_us(c, NO_FLOOR, 4096, 4096, 128 * j, element_bytes=1)[0] == cm.time_terms_us(
+            c, NO_FLOOR, 4096, 4096, 64 * j)[0]
+    assert cm.predict_us(c, NO_FLOOR, 4096, 4096, 4097, element_bytes=1) > cm.predict_us(c, NO_FLOOR, 4096, 4096, 4096,
+                                                                                            element_bytes=1)
+
+
+def test_the_e4m3_candidates_are_legal_specs_with_bk_128():
+    for c in cm.CANDIDATES:
+        s = c.spec("e4m3")
+        assert (s.bm, s.bn, s.bk, s.dtype.value, s.out_dtype.value, s.cluster.value) == (c.bm, c.bn, 128, "e4m3", "bf16",
+                                                                                          c.cluster)
+        assert c.spec("bf16").bk == 64 and c.spec("f16").out_dtype.value == "f16"
+
+
+def test_the_shipped_e4m3_cost_table_covers_the_big_candidates():
+    doc = json.loads(resources.files("ptxgen.tuning").joinpath(cm.COST_TABLES["e4m3"]).read_text())
+    costs = cm.parse_costs(doc)
+    assert (doc["dtype"], doc["arch"]) == ("e4m3", "sm_90a") and cm.shipped_costs("e4m3")[0] == ("e4m3", "sm_90a")
+    assert set(costs) == {c.name for c in cm.CANDIDATES if not c.narrow}  # the narrow tiles stay with small-m / split-k
+    for c in costs.values():
+        assert c.ktile_us > 0 and c.launch_us >= 0 and c.tile_us >= 0 and c.off_sector >= 1.0 and c.bandwidth_tbps > 1
+    assert cm.shipped_costs("s8") is None  # no table: no cost-model rule
+
+
+def _synthetic_points(truth: dict, element_bytes: int) -> list[dict]:
+    """Calibration points made from chosen constants with the formula (rows on a sector; off-sector ones scaled)."""
+    dtype = {1: "e4m3", 2: "bf16"}[element_bytes]
+    pts = []
+    for name, (launch, tile, ktile, off) in truth.items():
+        c = cm.BY_NAME[name]
+        for m, n, k in [(3072, 6144, 2048), (6144, 4096, 6144), (1536, 10240, 4096), (7168, 3584, 1024),
+                        (2304, 7168, 3072), (1024, 8192, 8192), (3584, 6144, 3088), (6144, 2560, 4496)]:
+            r = cm.rounds(cm.tile_grid(m, n, c.bm, c.bn, c.cluster_m), 132)
+            kt = -(-k * element_bytes // 128)
+            factor = off if (k * element_bytes) % 32 else 1.0
+            pts.append({"cand": name, "dtype": dtype, "m": m, "n": n, "k": k, "ok": True, "ours_tbps": 1.0,
+                        "ours_us": launch + r * tile + r * kt * ktile * factor})
+    return pts
+
+
+def test_the_fit_recovers_e4m3_constants_and_counts_its_k_tiles_in_128(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
+    import fit_cost
+
+    truth = {"p128x256": (4.0, 1.5, 0.68, 1.27), "p128x192c2": (4.5, 1.1, 0.51, 1.08)}
+    path = tmp_path / "cal.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in _synthetic_points(truth, 1)))
+    doc = fit_cost.fit(str(path))
+    assert doc["dtype"] == "e4m3"
+    for name, (launch, tile, ktile, off) in truth.items():
+        got = doc["kernels"][name]
+        assert got["launch_us"] == pytest.approx(launch, abs=0.02) and got["tile_us"] == pytest.approx(tile, abs=0.002)
+        assert got["ktile_us"] == pytest.approx(ktile, abs=2e-4) and got["off_sector"] == pytest.approx(off, abs=2e-3)
+    # control: the same times read as 16-bit points (K-tiles of 64, other rows off a sector) give other constants
+    bf16 = [dict(p, dtype="bf16") for p in _synthetic_points(truth, 1)]
+    path.write_text("".join(json.dumps(p) + "\n" for p in bf16))
+    wrong = fit_cost.fit(str(path))["kernels"]["p128x256"]
+    assert wrong["ktile_us"] != pytest.approx(truth["p128x256"][2], abs=2e-4)
+    mixed = _synthetic_points(truth, 1)[:3] + _synthetic_points(truth, 2)[:3]
+    path.write_text("".join(json.dumps(p) + "\n" for p in mixed))
+    with pytest.raises(SystemExit):  # one input family per fit
+        fit_cost.fit(str(path))
+
+
+def test_e4m3_chosen_by_names_the_cost_model_where_it_decides(monkeypatch):
+    c = choose("e4m3", "sm_90a", 3008, 7008, 5008)  # rows 5008 B: 16 past a sector
+    assert c.chosen_by == "cost-model+off-sector" and c.spec.cluster.value == "2x1" and c.spec.bk == 128
+    assert "K-tiles of 128" in c.why and "128-byte L2 promotion" in c.why
+    c = choose("e4m3", "sm_90a", 4096, 4096, 4096)
+    assert c.chosen_by == "cost-model" and c.spec.dtype.value == "e4m3" and c.spec.out_dtype.value == "bf16"
+    assert choose("e4m3", "sm_90a", 8192, 8192, 8192).chosen_by == "tuned"
+    assert choose("e4m3", "sm_90a", 2512, 10000, 4000).chosen_by == "nearest-fit"  # rows 32 B past a line: not calibrated
+    assert choose("e4m3", "sm_90a", 336, 8192, 8192).chosen_by == "nearest-fit"  # compute under 1.25 x the floor
+    assert choose("e4m3", "sm_90a", 16, 4096, 4096).chosen_by == "split-k"
+    assert choose("e4m3", "sm_90a", 128, 16384, 4096).chosen_by == "nearest-fit"  # M <= 128: never the cost model
+    # the same rows through views with 128-byte-aligned pitches: no off-sector factor, no mid-line hand-back
+    assert choose("e4m3", "sm_90a", 3008, 7008, 5008, lda=5120, ldb=5120).chosen_by == "cost-model"
+    assert choose("e4m3", "sm_90a", 2512, 10000, 4000, lda=4096, ldb=4096).chosen_by == "cost-model"
+    monkeypatch.setattr(choose_mod, "COST_MODEL", False)  # control: the switch turns the rule off for e4m3 too
+    assert choose("e4m3", "sm_90a", 3008, 7008, 5008).chosen_by == "nearest-fit"
+    assert choose("e4m3", "sm_90a", 4096, 4096, 4096).chosen_by == "nearest-fit"
+
+
+def test_the_e4m3_pick_is_the_ranked_argmin_up_to_the_tolerance():
+    _, costs = cm.shipped_costs("e4m3")
+    for m, n, k in [(5120, 5120, 5008), (3008, 7008, 5008), (1504, 9008, 3024), (12000, 1008, 6000), (8192, 8192, 1024),
+                    (4096, 4096, 5008), (6144, 6144, 6144)]:
+        off = k % 32 != 0
+        r, ranked = cm.pick(costs, m, n, k, off_sector=off, element_bytes=1)
+        assert r.predicted_us <= ranked[0].predicted_us * (1 + cm.TIE_TOLERANCE)
+        spec = choose("e4m3", "sm_90a", m, n, k).spec
+        assert (spec.bm, spec.bn, spec.cluster.value, spec.consumers.value) == (
+            r.candidate.bm, r.candidate.bn, r.candidate.cluster, r.candidate.consumers)

@@ -9,6 +9,7 @@ calibrate:  every big candidate (not the narrow small-M tiles: the small-m / spl
             ptxgen/tuning/h200_cost_e4m3.json.
 compare:    for each shape given (MxNxK,...), the chooser's e4m3 pick (cost model on) against its pick with the cost
             model off (the rule before it: nearest-fit), where they differ, in one process, two rounds each.
+summary BENCH.json [COMPARE.jsonl ...]: the tables docs/performance.md quotes (CPU only).
 compare-smallm: the same for the small-m / split-k rule's e4m3 weight threshold: this checkout's
             FP8_SMALL_M_MIN_WEIGHT (4096 x 4096, the 16-bit rule's) against the fp8rules run's (7168 x 16384).
 
@@ -49,6 +50,9 @@ FP8_NAMED = {(5120, 5120, 5120), (4096, 4096, 5008), (5120, 5120, 5008), (3008, 
              (336, 8192, 8192), (12000, 1008, 6000), (2512, 10000, 4000), (8192, 8192, 8192), (4096, 4096, 4096),
              (6144, 6144, 6144), (16384, 16384, 4096), (8192, 8192, 1024)}
 FP8_NAMED |= {(m, n, k) for m in (16, 64, 128) for n, k in ((4096, 4096), (7168, 16384), (16384, 4096))}
+ISSUE16_E4M3 = {(5120, 5120, 5120), (4096, 4096, 5008), (5120, 5120, 5008), (3008, 7008, 5008), (1504, 9008, 3024),
+                (336, 8192, 8192), (12000, 1008, 6000), (2512, 10000, 4000)}  # the 17 of extra2 with the 9 small-M ones
+ISSUE16_E4M3 |= {(m, n, k) for m in (16, 64, 128) for n, k in ((4096, 4096), (7168, 16384), (16384, 4096))}
 
 
 def calibration_shapes() -> list[tuple[int, int, int]]:
@@ -157,6 +161,38 @@ def precompile(shapes_arg: str) -> int:
     return 0
 
 
+def summary(bench_path: str, *compare_paths: str) -> int:
+    """Per shape of a bench JSON: ratio, times, TB/s, rule, kernel; per compared shape the rounds of each side and the
+    mean new / old; geometric means of issue 16's 17 e4m3 shapes and of the rest."""
+    import math
+    import statistics
+
+    rs = json.load(open(bench_path))["shapes"]
+    for r in rs:
+        print(f'{r["m"]}x{r["n"]}x{r["k"]:<6} {r["ratio"]:.3f} ours {r["ours_ms"] * 1e3:7.1f} us _scaled_mm '
+              f'{r["cublas_ms"] * 1e3:7.1f} us {r["ours_tbps"]:.2f}/{r["cublas_tbps"]:.2f} TB/s {r["chosen_by"]:22} '
+              f'ok={r["checked_ok"]} {r["kernel"][22:]}')
+    gm = lambda v: math.exp(sum(math.log(x) for x in v) / len(v))  # noqa: E731
+    issue = [r["ratio"] for r in rs if (r["m"], r["n"], r["k"]) in ISSUE16_E4M3]
+    print(f"issue 16's e4m3 classes: {len(issue)} shapes, geomean {gm(issue):.3f}, min {min(issue):.3f}")
+    for path in compare_paths:
+        by = {}
+        for line in open(path):
+            d = json.loads(line)
+            if "ratio" in d:
+                by.setdefault((d["m"], d["n"], d["k"]), {}).setdefault(d["side"], []).append(d)
+        print(f"== {path}: new / old in one process (ratio to torch._scaled_mm per round; us)")
+        for (m, n, k), sides in by.items():
+            new, old = sides.get("new", []), sides.get("old", [])
+            if not new or not old:
+                continue
+            f = lambda v: "/".join(f'{d["ratio"]:.3f} ({d["ours_us"]:.1f})' for d in v)  # noqa: E731
+            gain = statistics.mean(d["ours_us"] for d in old) / statistics.mean(d["ours_us"] for d in new)
+            print(f'  {m}x{n}x{k}: new {f(new)} {new[0]["chosen_by"]} {new[0]["kernel"][28:]} | old {f(old)} '
+                  f'{old[0]["chosen_by"]} {old[0]["kernel"][28:]} | old us / new us {gain:.3f}')
+    return 0
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "calibrate":
@@ -167,6 +203,8 @@ if __name__ == "__main__":
         sys.exit(compare_smallm(sys.argv[2]))
     if mode == "precompile":
         sys.exit(precompile(sys.argv[2] if len(sys.argv) > 2 else ""))
+    if mode == "summary":
+        sys.exit(summary(*sys.argv[2:]))
     if mode == "shapes":
         print(",".join("%dx%dx%d" % s for s in calibration_shapes()))
         sys.exit(0)

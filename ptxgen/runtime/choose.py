@@ -19,21 +19,25 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
                  ``SPLIT_K_RULE`` turns it off.
 ``cost-model``   the least predicted time of ``runtime.costmodel``'s kernel families, from constants measured on the
-                 H200 (ptxgen/tuning/h200_cost.json; ties within 2% to the table's kernels), for 16-bit inputs on
-                 sm_90a, where the shape is compute-bound with >= 16 K-tiles (the range the constants were fitted on).
-                 Measured in the same process against the rule before it (runs/2026-12-01-s3-cost, run 4): 5000^3
-                 0.93 against 0.90, 3000 x 7000 x 5000, 1500 x 9000 x 3000, 2500 x 10000 x 4000 +1-3%.
-                 ``COST_MODEL`` turns it off.
+                 H200 (ties within 2% to the table's kernels) on sm_90a, where the shape is compute-bound with K of at
+                 least 1024 (the range the constants were fitted on). 16-bit inputs: ptxgen/tuning/h200_cost.json,
+                 measured in the same process against the rule before it (runs/2026-12-01-s3-cost, run 4): 5000^3
+                 0.93 against 0.90, 3000 x 7000 x 5000, 1500 x 9000 x 3000, 2500 x 10000 x 4000 +1-3%. e4m3:
+                 ptxgen/tuning/h200_cost_e4m3.json (its own sweep, runs/2026-12-01-s4-fp8shapes run 1), not at M or
+                 N <= 128 and not for rows 32/64/96 B past a 128-byte line (phases its calibration did not see); same
+                 process against nearest-fit (runs 1 and 2): rows off a sector 0.82-0.99 -> 0.96-1.19 (the 2x1
+                 kernels), 8192 x 8192 x 1024 1.11-1.12 -> 1.17-1.22. ``COST_MODEL`` turns it off.
 ``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
 
-``small-m``, ``small-n`` and ``+off-sector`` apply to 16-bit inputs (measured on bf16). e4m3 takes ``small-m``
-(BM = 64, the table's BK = 128) and ``split-k`` only against N x K >= ``FP8_SMALL_M_MIN_WEIGHT`` (7168 x 16384, where
-the table's 128 x 256 tile ran 0.48-0.55 of torch._scaled_mm: runs/2026-12-01-final/extra2); otherwise the table's
-kernels and the nearest-fit rule (1.26-1.42 at small M on 4096 x 4096 and 16384 x 4096). Measured with the rule
-(runs/2026-12-01-fp8rules, tools/gpu_fp8rules.sh): M = 16, 64, 128 at 7168 x 16384 went to 0.946, 0.920, 1.028; the
-FP8 split kernels match float64 there.
+``small-m``, ``small-n`` and ``+off-sector`` on nearest-fit picks apply to 16-bit inputs (measured on bf16). e4m3
+takes ``small-m`` (BM = 64, the table's BK = 128) and ``split-k`` against N x K >= ``FP8_SMALL_M_MIN_WEIGHT``
+(4096 x 4096, the 16-bit rule's ``SPLIT_MIN_WEIGHT``): at 7168 x 16384 the table's 128 x 256 tile ran 0.48-0.55 of
+torch._scaled_mm (runs/2026-12-01-final/extra2) and the rule 0.92-1.03 (runs/2026-12-01-fp8rules); at 4096 x 4096,
+16384 x 4096 and three more small-M shapes the rule's kernels took 17-27 us where the 128 x 256 tile took 22-43 us, in
+the same process (runs/2026-12-01-s4-fp8shapes run 2). No small-n rule for e4m3. Rows off a sector in e4m3 get the 2x1
+cluster through the e4m3 cost table's measured off-sector factors (the cost-model rule), not through nearest-fit.
 
 Operand rows that do not start on a 32-byte L2 sector (K x element bytes not a multiple of 32 with tight rows):
 their tensor maps take 128-byte L2 promotion at launch (``derive.tma.l2_promotion_for_rows``), and a persistent
@@ -132,6 +136,14 @@ def _pitch_note(k: int, element_bytes: int, lda: int | None, ldb: int | None) ->
     return f"; {', '.join(off)}: 128-byte L2 promotion" if off else ""
 
 
+def _mid_line(k: int, element_bytes: int, lda: int | None, ldb: int | None) -> bool:
+    """Whether A's or B's rows start on a 32-byte sector but not on a 128-byte line (32, 64 or 96 B past one). The e4m3
+    cost table was calibrated at phases 0, 16 and 112 only; at 2512 x 10000 x 4000 (4000-byte rows: 32 B past a line) its
+    ping-pong pick ran 17-21% over the prediction and took 3% longer than nearest-fit's tile in the same process, in both
+    (runs/2026-12-01-s4-fp8shapes, runs 1 and 2)."""
+    return any(b % 128 and not b % L2_SECTOR_BYTES for b in ((lda or k) * element_bytes, (ldb or k) * element_bytes))
+
+
 def off_sector_variant(spec: TileSpec) -> TileSpec | None:
     """For operand rows off a 32-byte sector: the same persistent cooperative kernel in a 2-CTA cluster along M that
     multicasts B, halving B's L2 reads (ncu, run 25: at the 16-byte phase the kernel is L2-bound, 75% of the L2's
@@ -193,10 +205,11 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
         if splits > 1:
             return Choice(split_spec(spec, splits), why + f", K split {splits} ways: {ctas * splits} CTAs" + note, "split-k")
         return Choice(spec, why + note, rule)
-    # the cost model ranks with each kernel's own measured off-sector factor, so it takes the rows' phase for e4m3 too;
-    # e4m3 has no small-n rule and its small-m rule covers the heaviest weights only: M or N <= 128 stays with nearest-fit
-    thin = not measured and min(m, n) <= SMALL_M_MAX
-    picked = _cost_model(first, dtype, arch, m, n, k, bool(note), sm_count, note) if COST_MODEL and not thin else None
+    # the cost model ranks with each kernel's own measured off-sector factor, so it takes the rows' phase for e4m3 too.
+    # e4m3 has no small-n rule and no cost-model calibration at M or N <= 128 (nearest-fit there), and its calibration
+    # saw rows on a 128-byte line and rows off a sector only: rows 32/64/96 B past a line stay with nearest-fit
+    unmeasured = not measured and (min(m, n) <= SMALL_M_MAX or _mid_line(k, first.dtype.bytes, lda, ldb))
+    picked = _cost_model(first, dtype, arch, m, n, k, bool(note), sm_count, note) if COST_MODEL and not unmeasured else None
     if picked is not None:
         return picked
     near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
