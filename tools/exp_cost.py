@@ -144,7 +144,7 @@ def _first_candidates_choice(ch, m, n, k):
     """The cost model's pick among run 1's candidates only (the model that run 2 validated)."""
     saved = ch.shipped_costs
     key, costs = saved()
-    ch.shipped_costs = lambda: (key, {name: c for name, c in costs.items() if name in FIRST})
+    ch.shipped_costs = lambda family="16bit": (key, {name: c for name, c in costs.items() if name in FIRST})
     try:
         return ch.choose("bf16", "sm_90a", m, n, k)
     finally:

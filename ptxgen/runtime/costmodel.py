@@ -16,7 +16,7 @@ bandwidth floor bounds thin shapes. The constants (launch, per_tile, per_k_tile,
 per kernel from one device sweep over calibration shapes that are neither issue 16's named shapes nor the held-out
 set (tools/exp_cost.py calibrate, tools/fit_cost.py); they ship as data, one table per input family:
 ``ptxgen/tuning/h200_cost.json`` (16-bit inputs) and ``ptxgen/tuning/h200_cost_e4m3.json`` (e4m3, its own device sweep:
-tools/exp_cost.py calibrate-e4m3; FP8 does twice the MMA work per byte of K, so no constant carries over).
+tools/exp_cost_e4m3.py calibrate; FP8 does twice the MMA work per byte of K, so no constant carries over).
 
 Pure arithmetic: no GPU, no compiler.
 """
