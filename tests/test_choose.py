@@ -115,15 +115,17 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
 
     monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="fake", sm_count=132))
 
-    def fake_bench(spec, m, n, k, warmup, iters):
+    def fake_bench(spec, m, n, k, warmup, iters, swap_ab=False):
+        assert swap_ab == (spec.d_major.value == "m")  # the swap-ab rule's kernel runs swapped
         return bench.BenchResult("fake", spec.kernel_name, m, n, k, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, iters, "none")
 
     monkeypatch.setattr(bench, "bench_spec", fake_bench)
-    assert main(["bench", "--dtype", "bf16", "--json", "--shapes", "16x4096x512,4096x4096x4096,5000x5000x5000,16x7168x16384"]) == 0
+    assert main(["bench", "--dtype", "bf16", "--json", "--shapes",
+                 "16x4096x512,4096x4096x4096,5000x5000x5000,64x7168x16384,16x7168x16384"]) == 0
     out = json.loads(capsys.readouterr().out)
     rules = [s["chosen_by"] for s in out["shapes"]]
-    assert rules == ["small-m", "tuned", "cost-model+off-sector", "split-k"]
-    assert out["shapes"][3]["kernel"].endswith("_sk2")
+    assert rules == ["small-m", "tuned", "cost-model+off-sector", "split-k", "swap-ab"]
+    assert out["shapes"][3]["kernel"].endswith("_sk2") and out["shapes"][4]["kernel"].endswith("_128x16x64_s10_a_k_sw128_ok_b_k_sw128_ok_dm")
     assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
 
 

@@ -73,7 +73,8 @@ def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 
     bt = b.t()
     calls = {
         "gemm": lambda: gemm(a, b, out),
-        "kernel": lambda: kern(a, b, out_k),
+        # an M-major D is the swap-ab rule's kernel: D^T = B A^T into out_k's memory
+        "kernel": (lambda: kern(b, a, out_k.t())) if spec.d_major.value == "m" else (lambda: kern(a, b, out_k)),
         "torch": lambda: torch.mm(a, bt, out=out_t),
     }
     for fn in calls.values():

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from ..derive.spec import TileSpec
-from ..isa.types import DType, Major
+from ..isa.types import DMajor, DType, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.launch import MAX_DIM, ROW_ALIGN_BYTES, Problem, ProblemError, check_problem
 
@@ -116,6 +116,20 @@ def _check_devices(infos: list[ArrayInfo]) -> None:
         raise ArgumentError("the arrays are on different devices: " + ", ".join(f"{i.name} on {i.device_str}" for i in infos))
 
 
+def _m_major_ld(out: ArrayInfo, m: int, n: int, spec_name: str) -> int:
+    """ldd of an M-major (column-major) ``out`` (spec --d-major m: element (i, j) at j x ldd + i, one store per element,
+    so only the element's alignment is needed)."""
+    s0, s1 = out.strides
+    if m > 1 and s0 != 1:
+        raise ArgumentError(f"out must be M-major for {spec_name} (--d-major m: stride 1 along M, strides (1, ldd)); it has "
+                            f"strides {out.strides}: pass the transposed view of a row-major N x M array (out = d.t())")
+    ldd = s1 if n > 1 else max(m, 1)
+    if n > 1 and ldd < m:
+        raise ArgumentError(f"out: columns {ldd} elements apart overlap its {m} rows (strides {out.strides})")
+    _check_aligned(out, out.itemsize)
+    return ldd
+
+
 @dataclass(frozen=True)
 class Binding:
     """The problem that a call's arrays make, checked against a spec."""
@@ -180,7 +194,7 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
         if a.library not in ("torch", "cupy"):
             raise ArgumentError(f"pass out= (an M x N = {m} x {n} {out_want} device array): ptxgen allocates outputs only for "
                                 f"torch tensors and CuPy arrays, and a is a {a.library} array")
-        ldd = _pad(n, osize)
+        ldd = _pad(n, osize) if spec.d_major is DMajor.N else max(m, 1)
     else:
         _check_2d(out, "out: M x N, row-major")
         if out.shape != (m, n):
@@ -188,6 +202,9 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
         if out.dtype != out_want:
             raise DTypeError(f"out has dtype {_dtype_words(out.dtype)}, but {name} writes {_dtype_words(out_want)}")
         _check_strides(out)
+    if out is not None and spec.d_major is DMajor.M:
+        ldd = _m_major_ld(out, m, n, name)
+    elif out is not None:
         if n > 1 and out.strides[1] != 1:
             raise ArgumentError(f"out must be row-major (stride 1 along N: strides (ldd, 1)); it has strides {out.strides}")
         ldd = out.strides[0] if m > 1 else _pad(n, osize)
@@ -211,9 +228,13 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
 # ----------------------------------------------------------------------------------------------
 # allocation
 # ----------------------------------------------------------------------------------------------
-def _allocate_out(like, library: str, m: int, n: int, ldd: int, dtype: str, device_index: int, batch: int | None = None):
+def _allocate_out(like, library: str, m: int, n: int, ldd: int, dtype: str, device_index: int, batch: int | None = None,
+                  m_major: bool = False):
     """An M x N array with rows ``ldd`` elements apart, from the inputs' library (a view when ldd > N); ``batch``:
-    B x M x N, the batches M x ldd elements apart."""
+    B x M x N, the batches M x ldd elements apart. ``m_major``: the transposed view of an N x ldd array (columns ``ldd``
+    apart; --d-major m)."""
+    if m_major:
+        return _allocate_out(like, library, n, m, ldd, dtype, device_index).T
     lead = () if batch is None else (batch,)
     if library == "torch":
         torch = sys.modules["torch"]

@@ -9,6 +9,10 @@ Arrays the kernels cannot read as they are (rows not 16-byte aligned, neither di
 broadcast views, a transposed view of a type the tensor cores read only K-major, an ``out`` that is not
 row-major with aligned rows) are copied once into a packed K-major buffer (torch and CuPy; said once per
 reason with ``warnings.warn``). Zero-size dimensions give an empty result without a launch, K = 0 zeros.
+
+A kernel chosen by the swap-ab rule (an M-major D, ``api.swapab``) is launched as ``kernel(b, a, out.T)``; its prepared
+launch sits in a second hot table, ``_SWAPPED``, under the key of ``(b, a, out)``, and the hot path probes it with the
+operands swapped.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import threading
 import warnings
 
 from ..derive.spec import TileSpec
-from ..isa.types import Batch, Major
+from ..isa.types import Batch, DMajor, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
 from . import fused, launchplan
@@ -30,11 +34,13 @@ from .kernel import CompiledKernel, compile
 from .launchplan import info_key, tensor_type, torch_key
 from .select import _INPUT_ARRAY_DTYPES, batched_spec_for_arrays, choose_for_arrays, narrow_spec_for_arrays
 from .streams import stream_handle
+from .swapab import launch_swapped
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _KERNELS_LOCK = threading.Lock()
 _TORCH_ENTRIES: dict = {}  # (out_dtype, torch_key) -> Launch: the hot path
 _BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done once per key
+_SWAPPED: dict = {}  # (out_dtype, torch_key(b, a, out)) -> swapab.SwappedLaunch: the swap-ab hot path
 _TABLE_LIMIT = 4096
 _WARNED: set = set()
 _PACKABLE = ("torch", "cupy")
@@ -72,12 +78,21 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
         r = launchplan.hot_gemm(_TORCH_ENTRIES, out_dtype, a, b, out)
         if r is not None:
             return r
+        if _SWAPPED:
+            r = launchplan.hot_gemm(_SWAPPED, out_dtype, b, a, out)
+            if r is not None:
+                return r
     T = tensor_type()
     if T is not None and isinstance(a, T) and isinstance(b, T) and (stream is None or out is not None):
         if out is None or isinstance(out, T):
             e = _TORCH_ENTRIES.get((out_dtype, torch_key(a, b, out)))
             if e is not None:
                 r = e.call_torch(a, b, out, None if stream is None else stream_handle(stream))
+                if r is not None:
+                    return r
+            e = _SWAPPED.get((out_dtype, torch_key(b, a, out))) if _SWAPPED else None
+            if e is not None:
+                r = e.call_torch(b, a, out, None if stream is None else stream_handle(stream))
                 if r is not None:
                     return r
     return _gemm_slow(a, b, out, out_dtype, stream)
@@ -103,7 +118,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
     kernel = _BY_KEY.get(key)
     if kernel is None:
         try:
-            spec, _ = choose_for_arrays(ai, bi, oi, out_dtype)
+            spec, _, _ = choose_for_arrays(ai, bi, oi, out_dtype)
         except ArgumentError:
             mn = [i for i in (ai, bi) if i.library in _PACKABLE and i.ndim == 2 and _major(i) is Major.MN]
             if not mn:
@@ -116,6 +131,14 @@ def _gemm_slow(a, b, out, out_dtype, stream):
         if len(_BY_KEY) >= _TABLE_LIMIT:
             _BY_KEY.clear()
         _BY_KEY[key] = kernel
+    if kernel.spec.d_major is DMajor.M:  # only the swap-ab rule picks an M-major D: kernel(b, a, out.T)
+        _precheck(ai, bi, oi, out_dtype)  # out's shape and type said in the caller's terms, not the swapped kernel's
+        result, entry = launch_swapped(kernel, a, b, out, ai, bi, oi, handle, stream)
+        if entry is not None:
+            if len(_SWAPPED) >= _TABLE_LIMIT:
+                _SWAPPED.clear()
+            _SWAPPED[(out_dtype, torch_key(b, a, out))] = entry
+        return result
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.spec import TileSpec, make_spec
+from ..isa.types import DMajor
 from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
 from ..runtime.fastlaunch import launcher
 from ..runtime.gpu import Device, NoGPU
@@ -163,7 +164,7 @@ class CompiledKernel:
         if allocated:
             p = entry.problem
             out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, self.spec.out_dtype.value, entry.device_index,
-                                p.batch if entry.batched else None)
+                                p.batch if entry.batched else None, m_major=self.spec.d_major is DMajor.M)
             oi = read_array(out, "out", handle)
         if entry.empty:
             if entry.zero_fill:
@@ -198,7 +199,7 @@ class CompiledKernel:
                 raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index} (the device "
                                     f"whose primary context it uses; choose it with CUDA_VISIBLE_DEVICES)")
         spans = (span_bytes(ai), span_bytes(bi), span_bytes(oi) if oi is not None else 0)
-        out_alloc = (self.spec.out_dtype.value, p.ldd)
+        out_alloc = (self.spec.out_dtype.value, p.ldd, self.spec.d_major is DMajor.M)
         common = dict(plan=self.plan, problem=p, device_index=dev.index, spans=spans, out_alloc=out_alloc,
                       ensure_context=lambda: streams.ensure_current(dev))
         if p.m == 0 or p.n == 0 or p.k == 0 or p.batch == 0:

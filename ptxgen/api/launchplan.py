@@ -107,8 +107,9 @@ class Launch:
         self.span_a, self.span_b, self.span_o = spans
         # pointer alignment the kernel needs: A and B (TMA 16 B, or the cp.async copy size), D 16 B
         self.in_mask = plan.spec.operand_row_align_bytes - 1
-        self.out_mask = 15
-        self.out_alloc = out_alloc  # (torch dtype name, ldd) for an output allocated per call
+        # D: 16 B for the row-major epilogue's vector stores; M-major D (derive.output) stores single elements
+        self.out_mask = 15 if plan.direct is None or plan.direct.vector_pair else plan.spec.out_dtype.bytes - 1
+        self.out_alloc = out_alloc  # (torch dtype name, ldd, M-major) for an output allocated per call
         self._ensure_context = ensure_context
         self._launch = driver.launch if driver is not None else None
         self.func = func
@@ -220,6 +221,9 @@ class Launch:
 
             self._stream = torch_stream_reader(torch)
         ldd = self.out_alloc[1]
+        if len(self.out_alloc) > 2 and self.out_alloc[2]:  # M-major D: the transposed view of N x ldd
+            full = a.new_empty((self.n, ldd), dtype=dt)
+            return (full if ldd == self.m else full[:, : self.m]).t()
         if self.batched:
             full = a.new_empty((self.batch, self.m, ldd), dtype=dt)
             return full if ldd == self.n else full[:, :, : self.n]

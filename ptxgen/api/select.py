@@ -66,19 +66,28 @@ def _check_out_dtype(dtype: str, out_dtype: str | None) -> str:
 
 def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
                 out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None) -> tuple[TileSpec, str]:
+    """(spec, why) of :func:`select_choice` without the swap-ab rule: a spec that is called as ``kernel(a, b, out)``."""
+    spec, why, _ = select_choice(dtype, arch, m, n, k, a_major, b_major, out_dtype, lda=lda, ldb=ldb, allow_swap=False)
+    return spec, why
+
+
+def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
+                  out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None,
+                  allow_swap: bool = True) -> tuple[TileSpec, str, bool]:
     """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.choose``) for K-major
     f16/bf16/e4m3, else :func:`default_spec` with the operands' majorness. ``dtype`` is the spec's input
     type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
     s32 for integers). ``lda``/``ldb``: the K-major operands' row pitch in elements (None: tight rows); the
-    choice depends on whether rows start on a 32-byte sector (``ptxgen.runtime.choose``)."""
+    choice depends on whether rows start on a 32-byte sector (``ptxgen.runtime.choose``). The third value: the spec
+    is swap-AB's (``allow_swap``; chosen_by swap-ab): called as ``kernel(b, a, out.T)``, its D M-major."""
     out = _check_out_dtype(dtype, out_dtype)
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
         from ..runtime.choose import choose
         from ..runtime.tune import TuningTableError
 
         try:
-            c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb)
-            return _with_out_dtype(c.spec, out), c.why
+            c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb, allow_swap=allow_swap)
+            return _with_out_dtype(c.spec, out), c.why, c.swap_ab
         except TuningTableError:  # a table named in $PTXGEN_TUNING that cannot be used: as `ptxgen bench` says
             raise
         except (SpecError, IndexError, ValueError):
@@ -86,17 +95,26 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
     mn = [f"{x} is {'M' if x == 'A' else 'N'}-major" for x, mj in (("A", a_major), ("B", b_major)) if mj is Major.MN]
     why = (f"default: {' and '.join(mn)} (the tuned table covers K-major A and B)" if mn
            else f"default: no tuned {dtype} kernels")
-    return default_spec(dtype, arch, a_major, b_major, out), why
+    return default_spec(dtype, arch, a_major, b_major, out), why, False
 
 
 def gemm_spec(a, b, out=None, *, out_dtype: str | None = None, arch: str | None = None) -> tuple[TileSpec, str]:
-    """(spec, why) that :func:`gemm` would use for these arrays (``arch`` None: the GPU's)."""
+    """(spec, why) that :func:`gemm` would use for these arrays (``arch`` None: the GPU's). A spec with an M-major D
+    (``spec.d_major``, the swap-ab rule) is called with the operands swapped: ``kernel(b, a, out.T)``."""
     ai, bi = read_array(a, "a"), read_array(b, "b")
     oi = None if out is None else read_array(out, "out")
-    return _gemm_spec(ai, bi, oi, out_dtype, arch)
+    spec, why, _ = _gemm_choice(ai, bi, oi, out_dtype, arch, allow_swap=True)
+    return spec, why
 
 
 def _gemm_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str | None) -> tuple[TileSpec, str]:
+    """(spec, why) called as ``kernel(a, b, out)`` (no swap-ab): the fused, batched and grouped paths."""
+    spec, why, _ = _gemm_choice(ai, bi, oi, out_dtype, arch, allow_swap=False)
+    return spec, why
+
+
+def _gemm_choice(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str | None,
+                 allow_swap: bool) -> tuple[TileSpec, str, bool]:
     _check_2d(ai, "A: M x K")
     _check_2d(bi, "B: N x K; out = a @ b.T")
     for info in (ai, bi):
@@ -118,8 +136,8 @@ def _gemm_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: st
         arch = streams.require_gpu().arch.value
     (m, k), n = ai.shape, bi.shape[0]
     lda, ldb = (_row_pitch(x) for x in (ai, bi))
-    return select_spec(_INPUT_ARRAY_DTYPES[ai.dtype], arch, max(m, 1), max(n, 1), max(k, 1), a_major, b_major, out_dtype,
-                       lda=lda, ldb=ldb)
+    return select_choice(_INPUT_ARRAY_DTYPES[ai.dtype], arch, max(m, 1), max(n, 1), max(k, 1), a_major, b_major, out_dtype,
+                         lda=lda, ldb=ldb, allow_swap=allow_swap)
 
 
 def _row_pitch(info: ArrayInfo) -> int | None:
@@ -168,6 +186,7 @@ def batched_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, 
                 f"default tile batched over {ai.shape[0]} batches ({spec.kernel_name} has no batched form)")
 
 
-def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str]:
-    """The one selection entry point of the dispatch cache: (spec, why) for these arrays on this GPU."""
-    return _gemm_spec(ai, bi, oi, out_dtype, None)
+def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str, bool]:
+    """The one selection entry point of the dispatch cache: (spec, why, swap_ab) for these arrays on this GPU; swap_ab:
+    launch the spec (an M-major D) as ``kernel(b, a, out.T)`` (runtime.choose's swap-ab rule)."""
+    return _gemm_choice(ai, bi, oi, out_dtype, None, allow_swap=True)

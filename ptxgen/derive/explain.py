@@ -101,6 +101,10 @@ def explain_text(t: TileLayout) -> str:
         out += ["", "Epilogue: registers -> stmatrix -> swizzled staging -> TMA store (D's tensor map from the staging layout):"]
         for d in plan.store.derivation:
             out += _field_lines(d)
+    if plan.direct is not None and plan.direct.d_major.value == "m":
+        out += ["", "Epilogue: direct stores into M-major D (ptxgen.derive.output; checked at L1 by ptxgen.model.outmodel):"]
+        for d in plan.direct.derivation:
+            out += _field_lines(d)
     if plan.block_fp8 is not None:
         out += ["", "Block-scaled FP8 (the DeepSeek recipe; ptxgen.derive.blockfp8; checked at L1 by ptxgen.model.bfp8model):"]
         for d in plan.block_fp8.derivation:

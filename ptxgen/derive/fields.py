@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..isa.epiops import Fp8Blocks
-from ..isa.types import Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
+from ..isa.types import Arch, Batch, Cluster, Consumers, DMajor, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
 # What an unknown value's message lists as legal where the enum holds more than the field takes.
@@ -242,6 +242,19 @@ FIELDS: tuple[SpecField, ...] = (
         "--fuse",
         "fused epilogue steps, comma-separated, run in this order: alpha, c (+ beta x C), bias=col|row[:f32|bf16|f16], "
         "act=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row (FP8 e4m3 output, writes amax) (default none)",
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "d_major",
+        "--d-major",
+        "where D's elements go: n, row-major (element (i, j) of the kernel's M x N result at i x ldd + j); m, "
+        "M-major/column-major (at j x ldd + i, each element its own store), so that a kernel computing D^T = B A^T "
+        "(swap-AB) writes a row-major D. m: sm_90a, direct epilogue, plain output (no --fuse, split-K, batch, "
+        "grouping or block FP8) (default n)",
+        default="n",
+        enum=DMajor,
+        choices=("n", "m"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

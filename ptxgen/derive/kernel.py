@@ -15,6 +15,7 @@ from .blockfp8 import BlockFp8Plan, plan_block_fp8
 from .cload import CLoadPlan, plan_c_load
 from .fusion import ChainPlan, plan_chain
 from .layout import TileLayout, derive
+from .output import DirectStore, plan_direct_store
 from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
 from .spec import TileSpec
@@ -35,6 +36,7 @@ class KernelPlan:
     split: SplitPlan | None = None  # split-K: K-ranges, workspace, reduction (None: no split)
     reduce_abi: ReduceABI | None = None  # split-K: the reduction kernel's parameters
     c_load: CLoadPlan | None = None  # --fuse c=tma: C through TMA into the store staging (None: C by global loads)
+    direct: DirectStore | None = None  # the direct epilogue's address rule for D (row-major or M-major)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
@@ -62,4 +64,5 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk)
     store = plan_store(spec)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
-                      plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store))
+                      plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
+                      plan_direct_store(spec.d_major))

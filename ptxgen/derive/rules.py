@@ -14,6 +14,7 @@ from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Clust
 from ..isa.epiops import Fp8Blocks
 from .blockfp8 import plan_block_fp8
 from .fusion import check_chain
+from .output import check_d_major
 from .smem import SMEM_LIMIT_BYTES
 from .smem_layout import operand_stage
 from .tma import split_copies
@@ -79,6 +80,7 @@ def validate(t: "TileSpec") -> None:
 
     _validate_cta_group(t)
     _validate_split_k(t)
+    check_d_major(t)
     bms = legal_bm(t.arch, t.cta_group)
     if t.bm not in bms:
         rule = (

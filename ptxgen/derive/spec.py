@@ -27,6 +27,7 @@ from ..isa.types import (
     Batch,
     Cluster,
     Consumers,
+    DMajor,
     DType,
     Epilogue,
     Grouping,
@@ -131,6 +132,7 @@ class TileSpec:
     # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
     # of a workspace; a second generated kernel sums the S partials in the fixed order 0..S-1 (ptxgen.derive.splitk).
     split_k: int = 1
+    d_major: DMajor = DMajor.N  # D row-major (n) or M-major (m: column-major, swap-AB's D^T; ptxgen.derive.output)
     # cp.async loader: bytes per copy instruction (16: cp.async.cg; 8 or 4: cp.async.ca, each 16-byte cell in 16 /
     # copy_bytes pieces). The operands' global rows need only start copy_bytes-aligned (TMA needs 16).
     copy_bytes: int = 16
@@ -389,6 +391,7 @@ class TileSpec:
         group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
         group += "" if self.fuse is None else self.fuse.name_suffix
         group += f"_sk{self.split_k}" if self.split else ""
+        group += "_dm" if self.d_major is DMajor.M else ""
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -440,5 +443,6 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         fuse=parse_chain(v["fuse"]),
         fp8_blocks=v["fp8_blocks"],
         split_k=v["split_k"],
+        d_major=v["d_major"],
     )
 

@@ -33,6 +33,12 @@ class EpilogueView:
     pair_ctype: str = ""
     store_pair_stmt: str = ""
     first_word: str = ""
+    second_word: str = ""
+    # where (row, col) of D goes (derive.output.DirectStore): an element offset from D, the step to (row, col + 1), and
+    # whether the pair (col, col + 1) is one vector store (row-major D) or two scalar stores (M-major D)
+    d_offset_expr: str = "static_cast<size_t>(row) * ldd + col"
+    next_col_expr: str = "1"
+    vector_pair: bool = True
     # tcgen05
     chunk: int = 0
     vectors: int = 0
@@ -185,6 +191,10 @@ def wgmma_epilogue_view(plan: KernelPlan) -> EpilogueView:
         pair_ctype=pair_ctype,
         store_pair_stmt=stmt,
         first_word=word[0],
+        second_word=word[1],
+        d_offset_expr=plan.direct.offset_expr,
+        next_col_expr=plan.direct.next_col_expr,
+        vector_pair=plan.direct.vector_pair,
     )
 
 

@@ -107,6 +107,13 @@ class Epilogue(Enum):
     TMA = "tma"  # registers -> shared memory (stmatrix, swizzled) -> global with a TMA bulk tensor store
 
 
+class DMajor(Enum):
+    """How the kernel's M x N result D lies in global memory (ptxgen.derive.output)."""
+
+    N = "n"  # row-major: element (i, j) at i x ldd + j (the rows of D are the kernel's M)
+    M = "m"  # column-major: element (i, j) at j x ldd + i; swap-AB's D^T written into a row-major user D
+
+
 class Grouping(Enum):
     """Whether a kernel computes one GEMM or a group of them (mixture-of-experts layers)."""
 

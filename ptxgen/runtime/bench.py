@@ -76,7 +76,7 @@ def _torch():
 class _Case:
     """Inputs, our launch and the baseline for one spec and shape, ready to time."""
 
-    def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int, sm_count: int):
+    def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int, sm_count: int, swap_ab: bool = False):
         if spec.operand_dtype("b") is not spec.dtype:
             raise ValueError("bench has no cuBLAS baseline for mixed input types (--b-dtype); use ptxgen validate")
         if spec.dtype not in (DType.F16, DType.BF16, DType.E4M3):
@@ -85,7 +85,15 @@ class _Case:
             raise ValueError("the e4m3 baseline (torch._scaled_mm) needs K-major A and B")
         tight = Problem.tight(spec, m, n, k)  # A and B are dense torch tensors; D's rows are padded to 16 B
         self.p = Problem(m, n, k, tight.lda, tight.ldb, Problem.padded(spec, m, n, k).ldd)
-        check_problem(spec, self.p)
+        # swap-AB (runtime.choose): the kernel computes D^T = B A^T, problem N x M x K, and stores it M-major into the same
+        # row-major D (its ldd: D's row pitch)
+        if swap_ab:  # D stays M x N row-major with its rows padded to 16 B
+            q = 16 // spec.out_dtype.bytes
+            self.p = Problem(m, n, k, tight.lda, tight.ldb, -(-n // q) * q)
+        run_p = Problem(n, m, k, tight.ldb, tight.lda, self.p.ldd) if swap_ab else self.p
+        if swap_ab and (spec.a.major is not Major.K or spec.b.major is not Major.K or spec.d_major.value != "m"):
+            raise ValueError("swap-AB runs an M-major-D spec (--d-major m) with K-major A and B")
+        check_problem(spec, run_p)
         plan = plan_kernel(spec)
         compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
         self.kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
@@ -115,8 +123,9 @@ class _Case:
         # split-K: the reduction kernel of the same module, and its f32 workspace (allocated once, outside the timing)
         self.reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None
         self.workspace = torch.empty(max(16, workspace_bytes(plan, self.p)), device="cuda", dtype=torch.uint8)
-        launches = gemm_launches(plan, self.kernel, self.reduce, ga.data_ptr(), gb.data_ptr(), self.d.data_ptr(),
-                                 self.workspace.data_ptr(), self.p, sm_count)
+        pa, pb = (gb.data_ptr(), ga.data_ptr()) if swap_ab else (ga.data_ptr(), gb.data_ptr())
+        launches = gemm_launches(plan, self.kernel, self.reduce, pa, pb, self.d.data_ptr(), self.workspace.data_ptr(), run_p,
+                                 sm_count)
 
         def ours():
             for kern, grid, block, args in launches:
@@ -158,10 +167,12 @@ def alternate(torch, ours, base, check, rounds: int, warmup: int) -> tuple[float
     return statistics.median(times[0]), statistics.median(times[1]), worst
 
 
-def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: int = 50, seed: int = 0) -> BenchResult:
+def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: int = 50, seed: int = 0,
+               swap_ab: bool = False) -> BenchResult:
+    """``swap_ab``: run ``spec`` (an M-major-D kernel) on the swapped problem, as ``runtime.choose``'s swap-ab rule does."""
     torch = _torch()
     dev = require_gpu()
-    case = _Case(torch, spec, m, n, k, seed, dev.sm_count)
+    case = _Case(torch, spec, m, n, k, seed, dev.sm_count, swap_ab)
     case.ours()
     try:
         case.baseline()

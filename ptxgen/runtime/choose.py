@@ -3,6 +3,15 @@
 Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` reports it):
 
 ``tuned``        the shape is in the tuning table: its measured winner.
+``swap-ab``      M <= ``SWAP_AB_MAX_M`` (16) against weights N x K >= ``SWAP_AB_MIN_WEIGHT`` (16384 x 4096), 16-bit inputs on
+                 sm_90a: the kernel computes D^T = B A^T (the weights' N rows take the MMA's M, the few rows of A a
+                 BN = 16 tile) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major D; the caller
+                 swaps the operands (``Choice.swap_ab``). A 128 x 16 tile, BK 64, 10 stages, one CTA per tile, no split.
+                 Measured on the H200 (runs/2026-12-01-s4-swapab, ``tools/exp_swapab.py``, kernel time against
+                 cuBLAS in one process): 1 x 7168 x 16384 1.154 (3.80 TB/s), 1 x 16384 x 4096 1.075, 16 x 7168 x 16384
+                 1.096, 16 x 16384 x 4096 1.041, where the rules below ran 0.98-1.03; split-K on top of it lost
+                 everywhere; at M = 64 it ran 0.95-1.01 (no rule). At 4096 x 4096 (10-30 us, launch-bound) that run
+                 could not decide: the rules below keep it.
 ``small-m``      M <= 128 against a wide N: a BM = 64 tile whose CTAs fill between 40% and 100% of the SMs in one
                  wave (the widest such BN of 128, 64; the most CTAs when none reaches 40%). Measured on the H200
                  (docs/performance.md, run 25: 12 decode shapes, 8 tiles each): the tuned 128 x 192 / 128 x 256 tiles
@@ -52,7 +61,7 @@ from dataclasses import dataclass
 
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
-from ..isa.types import Cluster, Consumers, Epilogue, Schedule, SpecError
+from ..isa.types import Cluster, Consumers, DMajor, Epilogue, Schedule, SpecError
 from .costmodel import BY_NAME, COST_FAMILY, calibrated, k_tiles, pick, rounds, shipped_costs, tile_grid
 from .tune import default_spec, table_entries
 
@@ -68,6 +77,10 @@ SPLIT_MAX = 8  # at most this many splits of K per tile
 SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
 COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
+SWAP_AB_RULE = True  # the swap-ab rule is on
+SWAP_AB_MAX_M = 16  # M = 1 and 16 measured a win, M = 64 mixed (runs/2026-12-01-s4-swapab)
+SWAP_AB_MIN_WEIGHT = 16384 * 4096  # N x K: the smallest weights measured bandwidth-bound (> 35 us) and won
+SWAP_AB_TILE = (128, 16, 10)  # (BM over N, BN over M, stages): the best or within 1% of it on all four winning shapes
 FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
 
 
@@ -75,7 +88,10 @@ FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-
 class Choice:
     spec: TileSpec
     why: str
-    chosen_by: str  # the rule: tuned | small-m | small-n | split-k | cost-model | nearest-fit | default (+off-sector)
+    chosen_by: str  # the rule: tuned | swap-ab | small-m | small-n | split-k | cost-model | nearest-fit | default (+off-sector)
+    # swap-ab: run the spec (D M-major) on the swapped problem: its A is the caller's b (N x K), its B the caller's a
+    # (M x K), its M x N result the caller's D transposed (problem N x M x K, ldd = D's row pitch)
+    swap_ab: bool = False
 
 
 def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
@@ -167,8 +183,9 @@ def _with_pitch(c: Choice, off_sector: bool) -> Choice:
 
 
 def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None, *, lda: int | None = None,
-           ldb: int | None = None, sm_count: int = SM_COUNT) -> Choice:
-    """The kernel for a shape (K-major A and B; ``lda``/``ldb`` in elements, None: tight rows)."""
+           ldb: int | None = None, sm_count: int = SM_COUNT, allow_swap: bool = True) -> Choice:
+    """The kernel for a shape (K-major A and B; ``lda``/``ldb`` in elements, None: tight rows). ``allow_swap`` False: no
+    swap-ab rule (callers that launch the spec as ``kernel(a, b, out)``: fused chains, batched kernels)."""
     entries = [e for e in table_entries(table) if e["dtype"] == dtype and e["arch"] == arch]
     if not entries:
         return Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
@@ -183,6 +200,9 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     off_sector = bool(note) and measured
     if distance(ranked[0]) == 0:
         return _with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector)
+    swapped = _swap_ab(first, dtype, arch, m, n, k, note) if SWAP_AB_RULE and allow_swap and measured else None
+    if swapped is not None:
+        return swapped
     narrow = []
     fp8_small_m = dtype == "e4m3" and n * k >= FP8_SMALL_M_MIN_WEIGHT  # measured on e4m3 at that weight only
     if arch == "sm_90a" and (measured or fp8_small_m):
@@ -218,6 +238,22 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     e, spec = near[i]
     why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
     return _with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
+
+
+def _swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note: str) -> Choice | None:
+    """The ``swap-ab`` rule: D^T = B A^T with an M-major D for M <= SWAP_AB_MAX_M against weights of at least
+    SWAP_AB_MIN_WEIGHT elements (16-bit inputs, sm_90a); None where it does not apply."""
+    if arch != "sm_90a" or m > SWAP_AB_MAX_M or n * k < SWAP_AB_MIN_WEIGHT:
+        return None
+    bm, bn, stages = SWAP_AB_TILE
+    try:
+        spec = dataclasses.replace(_narrow_spec(like, bm, bn, stages), d_major=DMajor.M, split_k=1)
+    except SpecError:
+        return None
+    ctas = -(-n // bm) * -(-m // bn)
+    why = (f"M = {m} <= {SWAP_AB_MAX_M} against N x K = {n} x {k}: swap-AB, D^T = B A^T with {bm} x {bn} tiles over N x M "
+           f"({ctas} CTAs), D^T stored M-major into the row-major D")
+    return Choice(spec, why + note, "swap-ab", swap_ab=True)
 
 
 def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int,

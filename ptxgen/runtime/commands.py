@@ -250,8 +250,10 @@ def _bench_specs(args, shapes):
         raise NoGPU(f"--arch {arch} cannot run on {dev.name}, which runs {dev.arch.value} kernels")
     if given:
         spec = spec_from_args(args, arch=arch)
-        return [(spec, "the spec given", "flags") for _ in shapes]
-    return [(c.spec, c.why, c.chosen_by) for c in (choose(args.dtype, arch, m, n, k) for m, n, k in shapes)]
+        if spec.d_major.value == "m":  # an M-major D is swap-AB's: run D^T = B A^T into the row-major D
+            return [(spec, "the spec given, swapped (M-major D: D^T = B A^T)", "flags+swap-ab", True) for _ in shapes]
+        return [(spec, "the spec given", "flags", False) for _ in shapes]
+    return [(c.spec, c.why, c.chosen_by, c.swap_ab) for c in (choose(args.dtype, arch, m, n, k) for m, n, k in shapes)]
 
 
 def cmd_bench(args) -> int:
@@ -266,9 +268,9 @@ def cmd_bench(args) -> int:
         shapes = _shapes(args)
         chosen = _bench_specs(args, shapes)
         results, uncompared = [], []
-        for (m, n, k), (spec, why, chosen_by) in zip(shapes, chosen):
+        for (m, n, k), (spec, why, chosen_by, swap_ab) in zip(shapes, chosen):
             try:
-                r = bench_spec(spec, m, n, k, args.warmup, args.iters)
+                r = bench_spec(spec, m, n, k, args.warmup, args.iters, **({"swap_ab": True} if swap_ab else {}))
             except BaselineError as e:
                 print(f"ptxgen bench: {e}; shape skipped", file=sys.stderr)
                 uncompared.append(str(e))

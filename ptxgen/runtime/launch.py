@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from ..derive.kernel import KernelPlan
 from ..derive.spec import TileSpec
 from ..derive.tma import l2_promotion_for_rows
-from ..isa.types import Loader, Major
+from ..isa.types import DMajor, Loader, Major
 from .errors import ProblemError
 from .gpu import KernelArgs
 
@@ -41,7 +41,7 @@ class Problem:
         """Leading dimensions equal to the contiguous extents (rows 16-byte aligned only if those are)."""
         lda = k if spec.a.major is Major.K else m
         ldb = k if spec.b.major is Major.K else n
-        return cls(m, n, k, lda, ldb, n)
+        return cls(m, n, k, lda, ldb, n if spec.d_major is DMajor.N else m)
 
     @classmethod
     def padded(cls, spec: TileSpec, m: int, n: int, k: int) -> "Problem":
@@ -129,9 +129,12 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         elif ld * spec.operand_dtype(name).bytes % align:
             esize = spec.operand_dtype(name).bytes
             errs.append(f"ld{name}={ld} x {esize} B is not a multiple of {align} B: every row must start {align}-byte aligned ({rule})")
-    if p.ldd < p.n:
+    if spec.d_major is DMajor.M:  # M-major D (derive.output): columns ldd elements apart, one store per element
+        if p.ldd < p.m:
+            errs.append(f"ldd={p.ldd} is smaller than M={p.m} (D is M-major: element (i, j) at j x ldd + i)")
+    elif p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
-    if p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
+    elif p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
         errs.append(f"ldd={p.ldd} x {spec.out_dtype.bytes} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
     if spec.batch.value != "none":
         errs += _batch_errors(spec, p)

@@ -49,7 +49,8 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     out_bytes = spec.out_dtype.bytes
     code = CODE_DTYPE[out_bytes]
     poison = poison_code(spec.out_dtype.value)
-    d_rows = p.m + spec.bm
+    m_major = spec.d_major.value == "m"  # D's memory: rows of ldd elements, one per column of D (derive.output)
+    d_rows = p.n + spec.bn if m_major else p.m + spec.bm
     kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
     reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None  # split-K's second kernel
     with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd, \
@@ -63,6 +64,8 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
             kern.launch(grid, block, args)
         synchronize(spec.kernel_name)
         whole = dd.download(code, d_rows * p.ldd).reshape(d_rows, p.ldd)
+    if m_major:
+        whole = whole.T  # element (i, j) at j x ldd + i
     kernel.unload()
     if reduce is not None:
         reduce.unload()
