@@ -210,7 +210,7 @@ def _rel(torch, got, a, b):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(1, 1001, 1000), (3, 4097, 200), (16, 999, 4100)])
+@pytest.mark.parametrize("m,n,k", [(1, 1001, 1000), (3, 4097, 200), (16, 999, 4104)])  # K-major rows 16-byte aligned (no packing here)
 def test_compiled_kernel_called_swapped_writes_a_row_major_d(gpu, m, n, k):
     import ptxgen
 
