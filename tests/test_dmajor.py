@@ -152,6 +152,12 @@ def test_swap_ab_takes_small_m_against_large_weights(m, n, k):
     assert (c.spec.bm, c.spec.bn, c.spec.stages, c.spec.split_k) == (*choose_mod.SWAP_AB_TILE, 1)
 
 
+def test_swap_ab_covers_f16_which_has_no_tuned_entries():
+    c = choose("f16", "sm_90a", 3, 16384, 4096)
+    assert c.chosen_by == "swap-ab" and c.spec.dtype.value == "f16" and c.spec.d_major is DMajor.M
+    assert choose("f16", "sm_90a", 3, 4096, 4096).chosen_by == "default"
+
+
 def test_swap_ab_keeps_away_from_what_was_not_measured_a_win():
     assert choose("bf16", "sm_90a", 16, 4096, 4096).chosen_by != "swap-ab"  # launch-bound: undecided
     assert choose("bf16", "sm_90a", 17, 7168, 16384).chosen_by != "swap-ab"

@@ -188,7 +188,11 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     swap-ab rule (callers that launch the spec as ``kernel(a, b, out)``: fused chains, batched kernels)."""
     entries = [e for e in table_entries(table) if e["dtype"] == dtype and e["arch"] == arch]
     if not entries:
-        return Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
+        # f16 has no tuned entries: the swap-ab kernel (bandwidth-bound, the input type's width is what matters) still
+        # applies, from the default kernel's family
+        swapped = (_swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb))
+                   if SWAP_AB_RULE and allow_swap and dtype in MEASURED_DTYPES else None)
+        return swapped or Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
 
     def distance(e: dict) -> float:
         return sum(abs(math.log(x) - math.log(e[d])) for x, d in ((m, "m"), (n, "n"), (k, "k")))
