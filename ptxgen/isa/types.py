@@ -27,6 +27,14 @@ class SpecError(ValueError):
         super().__init__(f"{field}={value} is illegal: {rule}{where}. Legal: {legal}")
 
 
+def legal_values(values) -> str:
+    """A SpecError's list of legal values: all of them up to 8, else the first three and the last two around '...'."""
+    v = list(values)
+    if len(v) > 8:
+        return ", ".join(map(str, v[:3])) + ", ..., " + ", ".join(map(str, v[-2:]))
+    return ", ".join(map(str, v))
+
+
 class Arch(Enum):
     """Target architecture, which also picks the MMA instruction family."""
 

@@ -33,14 +33,14 @@ from ..derive.kernel import plan_kernel
 from ..derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
-from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
+from ..isa.numerics import CODE_DTYPE, poison_code, random_codes, tolerance
 from ..isa.types import Major
 from ..model.mxref import block_scaled_gemm
 from .errors import ProblemError
-from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
-from .launch import Problem, check_problem, gemm_launches, global_shape, packed_per_byte
+from .gpu import Buffer, Kernel, require_gpu, synchronize
+from .launch import Problem, gemm_launches, global_shape, packed_per_byte
 from .toolchain import compile_cuda
-from .vresult import ValidationResult, default_problem, host_operand
+from .vresult import ValidationResult, device_problem, host_operand, judge
 
 SF_NAN_CODE = {"ue8m0": 0xFF, "ue4m3": 0x7F}  # OCP MX E8M0 NaN; e4m3's S.1111.111 without the sign
 SF_TAIL_BYTES = 4 * SF_ATOM_BYTES  # NaN bytes after the scale-factor buffer: a copy that read past its end shows
@@ -117,11 +117,7 @@ def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = 
     if not spec.block_scaled:
         raise ValueError(f"{spec.kernel_name} is not block-scaled")
     dev = require_gpu()
-    if dev.arch is not spec.arch:
-        raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
-    dm, dn, dk = default_problem(spec)
-    p = Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k)
-    check_problem(spec, p)
+    p = device_problem(spec, dev, m, n, k)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     plan = plan_kernel(spec)
@@ -156,22 +152,8 @@ def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = 
         synchronize(spec.kernel_name)
         whole = dd.download(code, d_rows * p.ldd).reshape(d_rows, p.ldd)
     kernel.unload()
-    out = whole[: p.m, : p.n]
-    outside = np.ones(whole.shape, dtype=bool)
-    outside[: p.m, : p.n] = False
-    stray = int(np.count_nonzero(whole[outside] != poison))
     ref = block_scaled_gemm(a_codes, a_type, sfa_codes, b_codes, b_type, sfb_codes, sf_type, vec)
-    got = decode(out, spec.out_dtype.value)
-    unwritten = int(np.count_nonzero(out == poison))
-    nonfinite = int(np.count_nonzero(~np.isfinite(got)))
-    diff = np.where(np.isfinite(got), got - ref, np.inf)
-    norm = float(np.linalg.norm(ref)) or 1.0
-    rel = float(np.linalg.norm(diff) / norm) if nonfinite == 0 else float("inf")
-    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
-    tol = bs_tolerance(spec)
-    passed = unwritten == 0 and nonfinite == 0 and stray == 0 and rel <= tol
     pad = sf_padding_bytes(p.m, p.k, vec) + sf_padding_bytes(p.n, p.k, vec)
     notes = (f"scale factors {sf_type} V={vec} in CUTLASS's layout, {pad} padding bytes + {2 * SF_TAIL_BYTES} tail bytes "
              f"NaN (0x{nan:02X})")
-    return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, stray, passed, time.perf_counter() - t0,
-                            dev.name, notes)
+    return judge(spec, p, whole, poison, ref, bs_tolerance(spec), t0, dev.name, notes)

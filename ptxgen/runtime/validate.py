@@ -15,10 +15,10 @@ from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
 from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
-from .gpu import Buffer, Kernel, NoGPU, require_gpu, synchronize
-from .launch import Problem, check_problem, gemm_launches, workspace_bytes
+from .gpu import Buffer, Kernel, require_gpu, synchronize
+from .launch import gemm_launches, workspace_bytes
 from .toolchain import compile_cuda
-from .vresult import ValidationResult, default_problem, host_operand  # noqa: F401 -- shared with bsvalidate, re-exported
+from .vresult import ValidationResult, default_problem, device_problem, host_operand, judge  # noqa: F401 -- re-exported
 
 
 def reference(a_codes: np.ndarray, a_type: str, b_codes: np.ndarray, b_type: str) -> np.ndarray:
@@ -32,11 +32,7 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
 
         return validate_block_scaled(spec, m, n, k, seed)
     dev = require_gpu()
-    if dev.arch is not spec.arch:
-        raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
-    dm, dn, dk = default_problem(spec)
-    p = Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k)
-    check_problem(spec, p)
+    p = device_problem(spec, dev, m, n, k)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     plan = plan_kernel(spec)
@@ -69,18 +65,5 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     kernel.unload()
     if reduce is not None:
         reduce.unload()
-    out = whole[: p.m, : p.n]
-    outside = np.ones(whole.shape, dtype=bool)
-    outside[: p.m, : p.n] = False
-    stray = int(np.count_nonzero(whole[outside] != poison))
     ref = reference(a_codes, a_type, b_codes, b_type)
-    got = decode(out, spec.out_dtype.value)
-    unwritten = int(np.count_nonzero(out == poison))
-    nonfinite = int(np.count_nonzero(~np.isfinite(got)))
-    diff = np.where(np.isfinite(got), got - ref, np.inf)
-    norm = float(np.linalg.norm(ref)) or 1.0
-    rel = float(np.linalg.norm(diff) / norm) if nonfinite == 0 else float("inf")
-    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
-    tol = tolerance(a_type, spec.acc.value, spec.out_dtype.value, b_type)
-    passed = unwritten == 0 and nonfinite == 0 and stray == 0 and rel <= tol
-    return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, stray, passed, time.perf_counter() - t0, dev.name)
+    return judge(spec, p, whole, poison, ref, tolerance(a_type, spec.acc.value, spec.out_dtype.value, b_type), t0, dev.name)

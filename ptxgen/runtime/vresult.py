@@ -1,16 +1,18 @@
-"""What ``ptxgen validate`` returns, its default problem and the operands' global arrays: shared by the dense runner
-(ptxgen.runtime.validate) and the block-scaled one (ptxgen.runtime.bsvalidate)."""
+"""What ``ptxgen validate`` returns, its default problem, the operands' global arrays and the verdict on a downloaded D:
+shared by the dense runner (ptxgen.runtime.validate) and the block-scaled one (ptxgen.runtime.bsvalidate)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..derive.spec import TileSpec
-from ..isa.numerics import input_poison_code
+from ..isa.numerics import decode, input_poison_code
 from ..isa.types import Major
-from .launch import Problem, global_shape
+from .gpu import Device, NoGPU
+from .launch import Problem, check_problem, global_shape
 
 
 def default_problem(spec: TileSpec) -> tuple[int, int, int]:
@@ -61,3 +63,35 @@ def host_operand(spec: TileSpec, name: str, logical: np.ndarray, p: Problem, ext
     else:
         g[:rows, : logical.shape[0]] = logical.T
     return g
+
+
+def device_problem(spec: TileSpec, dev: Device, m: int | None, n: int | None, k: int | None) -> Problem:
+    """The problem a run validates on ``dev``: the spec's arch must be the GPU's; M, N, K default to default_problem's,
+    rows padded as the spec's layout needs; an illegal problem raises before anything is compiled or allocated."""
+    if dev.arch is not spec.arch:
+        raise NoGPU(f"the spec targets {spec.arch.value} but the GPU ({dev.name}, {dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value}")
+    dm, dn, dk = default_problem(spec)
+    p = Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k)
+    check_problem(spec, p)
+    return p
+
+
+def judge(spec: TileSpec, p: Problem, whole: np.ndarray, poison: int, ref: np.ndarray, tol: float, t0: float,
+          device: str, notes: str = "") -> ValidationResult:
+    """The verdict on D as downloaded (``whole``: every row the kernel could write, ``p.ldd`` codes each): every element
+    inside M x N written (no ``poison`` code left) and finite, none outside changed, and the relative Frobenius error
+    against the float64 ``ref`` within ``tol``. ``t0``: when the run started (perf_counter)."""
+    out = whole[: p.m, : p.n]
+    outside = np.ones(whole.shape, dtype=bool)
+    outside[: p.m, : p.n] = False
+    stray = int(np.count_nonzero(whole[outside] != poison))
+    got = decode(out, spec.out_dtype.value)
+    unwritten = int(np.count_nonzero(out == poison))
+    nonfinite = int(np.count_nonzero(~np.isfinite(got)))
+    diff = np.where(np.isfinite(got), got - ref, np.inf)
+    norm = float(np.linalg.norm(ref)) or 1.0
+    rel = float(np.linalg.norm(diff) / norm) if nonfinite == 0 else float("inf")
+    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
+    passed = unwritten == 0 and nonfinite == 0 and stray == 0 and rel <= tol
+    return ValidationResult(spec, p, rel, max_abs, tol, unwritten, nonfinite, stray, passed, time.perf_counter() - t0,
+                            device, notes)
