@@ -284,6 +284,56 @@ def test_errors_before_any_launch_out_untouched(torch, gpu, case):
     assert torch.equal(out, before)
 
 
+@pytest.mark.parametrize("call", ["kernel", "gemm"])
+def test_tensors_changed_in_place_miss_the_remembered_hit(torch, gpu, call):
+    """resize_, as_strided_ and ``.data =`` keep a tensor's identity and change its shape, strides or dtype: the
+    compiled call (which remembers its last hit) must see it: the slow path's error with out untouched, or the right
+    result for the new key, never the old key's launch."""
+    k = ptxgen.compile(**BF16, arch=gpu.arch.value)
+    run = k if call == "kernel" else ptxgen.gemm
+    m, n, kk = 512, 384, 256
+    a = torch.randn(m, kk, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, kk, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        assert run(a, b, out) is out
+    counts = getattr(k, "_hot_counts", None)
+    if call == "kernel" and counts is not None:
+        assert counts[0] >= 1  # the remembered hit served the repeats
+    torch.cuda.synchronize()
+    assert rel(torch, out, a.double() @ b.double().t()) < 1e-2
+
+    def refused(exc, *args):
+        o = args[2]
+        before = o.clone()
+        with pytest.raises(exc):
+            run(*args)
+        torch.cuda.synchronize()
+        assert torch.equal(o, before)
+
+    out.resize_(m, n - 128)  # out shrunk in place: a wrong shape now
+    out.fill_(3.0)
+    refused(ArgumentError, a, b, out)
+    out.resize_(m, n)
+    a.as_strided_((m, kk // 2), (kk, 1))  # a re-strided in place: K no longer b's
+    refused(ArgumentError, a, b, out)
+    b.as_strided_((n, kk // 2), (kk, 1))  # b too: a new, valid key (K = 128, rows 256 elements apart)
+    assert run(a, b, out) is out and run(a, b, out) is out
+    torch.cuda.synchronize()
+    assert rel(torch, out, a.double() @ b.double().t()) < 1e-2
+    a.resize_(m // 2, kk)  # a resized in place to fewer rows (its storage is larger): out must follow
+    a.as_strided_((m // 2, kk // 2), (kk, 1))
+    refused(ArgumentError, a, b, out)
+    half = torch.empty(m // 2, n, device="cuda", dtype=torch.bfloat16)
+    assert run(a, b, half) is half
+    torch.cuda.synchronize()
+    assert rel(torch, half, a.double() @ b.double().t()) < 1e-2
+    a.data = a.data.to(torch.float16)  # another dtype, the same Python object
+    assert a.dtype == torch.float16
+    half.fill_(3.0)
+    refused(DTypeError, a, b, half)
+
+
 def test_batched_a_with_a_shared_b_is_one_launch(torch, gpu):
     a = torch.randn(4, 100, 128, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(72, 128, device="cuda", dtype=torch.bfloat16)

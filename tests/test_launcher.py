@@ -238,3 +238,125 @@ def test_ctypes_path_when_asked(monkeypatch):
     monkeypatch.delenv("PTXGEN_LAUNCHER")
     monkeypatch.setattr(fastlaunch, "_MODULE", [])
     assert fastlaunch.compiled_module() is _launcher
+
+
+# ---- the remembered last hit (HotState: Hot.call, and CompiledKernel's call through KernelBase) ----------------------
+def _two_entries(sim, monkeypatch):
+    """A kernel with two prepared launches (M = 300 and M = 304), both in its hot table under FakeTorch keys."""
+    k = ptxgen.compile(**BF16, arch="sm_90a")
+    _fresh(k)
+    _use_c(monkeypatch, sim, k)
+    k(kmajor(300, 264), kmajor(200, 264), FakeArray((300, 200), strides=(208, 1)))
+    k(kmajor(304, 264), kmajor(200, 264), FakeArray((304, 200), strides=(208, 1)))
+    e300, e304 = k._entries.values()
+    for e in (e300, e304):
+        e._c.stream_reader = lambda index: 0x55
+    ta, tb, to = (FakeTorch((300, 264), (264, 1), 0x1000000), FakeTorch((200, 264), (264, 1), 0x2000000),
+                  FakeTorch((300, 200), (208, 1), 0x3000000))
+    ta4, to4 = FakeTorch((304, 264), (264, 1), 0x4000000), FakeTorch((304, 200), (208, 1), 0x5000000)
+    k._torch_entries[launchplan.torch_key(ta, tb, to)] = e300
+    k._torch_entries[launchplan.torch_key(ta4, tb, to4)] = e304
+    return k, (ta, tb, to), (ta4, to4), (e300, e304)
+
+
+def _want(x, y, o):
+    return slow_bytes(_want.k, kmajor(x.shape[0], x.shape[1], ptr=x.ptr), kmajor(y.shape[0], y.shape[1], ptr=y.ptr),
+                      FakeArray(o.shape, strides=o._stride, ptr=o.ptr))
+
+
+def test_kernel_call_runs_in_c_and_remembers_the_last_hit(sim, monkeypatch, fake_tensor_type):
+    """k(a, b, out) goes straight into C (KernelBase): the first call with a key looks it up, the next ones with the
+    same metadata are served by the remembered hit; each launch packs the slow path's bytes for its own key."""
+    k, (ta, tb, to), (ta4, to4), (e300, e304) = _two_entries(sim, monkeypatch)
+    _want.k = k
+    assert type(k).__call__ is launchplan.KernelBase.__call__  # no Python frame between the user and C
+    assert k._hot_counts == (0, 0)
+    n, before = len(sim.launches), e300._c.launches + e304._c.launches
+    assert k(ta, tb, to) is to and k._hot_counts == (0, 1)
+    assert k(ta, tb, to) is to and k(ta, tb, out=to) is to and k(ta, tb, to, stream=None) is to
+    assert k._hot_counts == (3, 1)
+    assert sim.launches[-1]["bytes"] == _want(ta, tb, to) and sim.launches[-1]["stream"] == 0x55
+    # another key in the table: looked up (not served by the last hit), and its own launch
+    assert k(ta4, tb, to4) is to4 and k._hot_counts == (3, 2)
+    assert sim.launches[-1]["bytes"] == _want(ta4, tb, to4) != sim.launches[-2]["bytes"]
+    assert k(ta, tb, to) is to and k._hot_counts == (3, 3) and sim.launches[-1]["bytes"] == _want(ta, tb, to)
+    assert len(sim.launches) == n + 6 and e300._c.launches + e304._c.launches == before + 6
+
+
+@pytest.mark.parametrize("change", ["resize", "restride", "dtype", "device", "b_resize", "out_restride", "no_out"])
+def test_control_changed_metadata_misses_the_last_hit(sim, monkeypatch, fake_tensor_type, change):
+    """The same objects changed in place (as resize_, as_strided_, set_ do to a torch tensor) must not be served by
+    the remembered hit: the key is looked up again, and a key the table does not hold launches nothing (the call
+    goes on to the Python path, which says what is wrong)."""
+    k, (ta, tb, to), _, _ = _two_entries(sim, monkeypatch)
+    slow = []
+    k._call_py = lambda *args, **kw: slow.append(args) or "slow path"
+    assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_counts == (1, 1)
+    n = len(sim.launches)
+    out = to
+    if change == "resize":
+        ta.shape = (301, 264)
+    elif change == "restride":
+        ta._stride = (272, 1)
+    elif change == "dtype":
+        ta.dtype = "f16"
+    elif change == "device":
+        ta._device = 1
+    elif change == "b_resize":
+        tb.shape = (200, 272)
+    elif change == "out_restride":
+        to._stride = (200, 1)
+    else:
+        out = None
+        monkeypatch.setattr(k._torch_entries[launchplan.torch_key(ta, tb, to)], "_allocate_torch", lambda a: 1 / 0,
+                            raising=False)
+    assert k(ta, tb, out) == "slow path"
+    assert k._hot_counts == (1, 1) and len(sim.launches) == n and len(slow) == 1
+
+
+def test_control_a_cleared_table_drops_the_last_hit(sim, monkeypatch, fake_tensor_type):
+    """LaunchTable.clear (as _remember does when full) and del: the remembered hit goes with the entry."""
+    k, (ta, tb, to), (ta4, to4), _ = _two_entries(sim, monkeypatch)
+    k._call_py = lambda *args, **kw: "slow path"
+    assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_counts == (1, 1)
+    del k._torch_entries[launchplan.torch_key(ta, tb, to)]
+    n = len(sim.launches)
+    assert k(ta, tb, to) == "slow path" and len(sim.launches) == n
+    assert k(ta4, tb, to4) is to4 and k(ta4, tb, to4) is to4 and k._hot_counts == (2, 2)
+    k._torch_entries.clear()
+    assert k(ta4, tb, to4) == "slow path" and len(sim.launches) == n + 2
+
+
+def test_kernel_call_hands_other_calls_to_the_python_path(sim, monkeypatch, fake_tensor_type):
+    """A stream, an unknown keyword, a wrong argument count, non-tensors, a pointer rule: the Python path gets the
+    call with its arguments as given (and raises what it raises)."""
+    k, (ta, tb, to), _, _ = _two_entries(sim, monkeypatch)
+    seen = []
+    k._call_py = lambda *args, **kw: seen.append((args, kw)) or "slow path"
+    n = len(sim.launches)
+    assert k(ta, tb, to, stream=7) == "slow path" and seen[-1] == ((ta, tb, to), {"stream": 7})
+    assert k(ta, tb, to, foo=1) == "slow path" and seen[-1] == ((ta, tb, to), {"foo": 1})
+    assert k(ta) == "slow path" and k(ta, tb, to, to) == "slow path"
+    assert k(ta, tb, to, out=to) == "slow path"  # out twice: Python raises the TypeError
+    assert k(ta, kmajor(200, 264), to) == "slow path"
+    assert k(ta, tb, FakeTorch((300, 200), (208, 1), 0x1000000 + 512)) == "slow path"  # out inside a
+    assert len(sim.launches) == n and len(seen) == 7
+    del k._call_py
+    with pytest.raises(TypeError):
+        k(ta, tb, to, out=to)
+
+
+def test_gemm_hot_table_compares_the_out_dtype(sim, monkeypatch, fake_tensor_type):
+    k, (ta, tb, to), _, (e300, _) = _two_entries(sim, monkeypatch)
+    table = launchplan.LaunchTable({("bf16", launchplan.torch_key(ta, tb, to)): e300})
+    hot = launchplan.hot_table(table, gemm=True)
+    n = len(sim.launches)
+    assert hot.call("bf16", ta, tb, to) is to and hot.call("bf16", ta, tb, to) is to and hot.counts == (1, 1)
+    assert hot.call("f32", ta, tb, to) is None and hot.call(None, ta, tb, to) is None
+    assert hot.counts == (1, 1) and len(sim.launches) == n + 2
+    hot.forget()
+    assert hot.call("bf16", ta, tb, to) is to and hot.counts == (1, 2)
+    with pytest.raises(TypeError):
+        hot.call(ta, tb, to)
+    with pytest.raises(TypeError):
+        launchplan.hot_table({}, gemm=False).call("bf16", ta, tb, to)

@@ -1,7 +1,8 @@
 """Where the host time of a hot ptxgen call goes (issue 15 item 2), on a GPU, against torch.mm in the same process.
 
 Per piece: microseconds per call, CALLS calls in a loop without synchronisation (fewer than the launch queue holds),
-the median of ROUNDS loops, the pieces interleaved round by round so that clock drift hits all of them.
+the median of ROUNDS loops, the pieces interleaved round by round so that clock drift hits all of them. Besides the
+calls and the compiled launcher's entry points, each torch getter the dispatch key is read from (three tensors each).
 
     python tools/host_breakdown.py [MxNxK]
 """
@@ -40,6 +41,17 @@ def main() -> int:
         "torch.cuda.current_stream().cuda_stream": lambda: torch.cuda.current_stream().cuda_stream,
         "empty lambda": lambda: None,
     }
+    ts = (a, b, out)
+    pieces.update({  # what the dispatch key is read from (the compiled hot call makes these 12 calls)
+        "3 x t.shape": lambda: [t.shape for t in ts],
+        "3 x t.stride()": lambda: [t.stride() for t in ts],
+        "3 x t.dtype": lambda: [t.dtype for t in ts],
+        "3 x t.get_device()": lambda: [t.get_device() for t in ts],
+        "3 x t.size()": lambda: [t.size() for t in ts],
+        "3 x t.device": lambda: [t.device for t in ts],
+        "3 x t.is_contiguous()": lambda: [t.is_contiguous() for t in ts],
+        "list comprehension over 3 (the lines above carry it)": lambda: [t for t in ts],
+    })
     kern(a, b, out)
     launch = next(iter(entries.values()), None)
     c = getattr(launch, "_c", None)
@@ -60,6 +72,8 @@ def main() -> int:
             samples[name].append((time.perf_counter() - t0) / CALLS * 1e6)
     torch.cuda.synchronize()
     print(f"{m}x{n}x{k} {spec.kernel_name}, compiled launcher: {launchplan.hot_kernel is not None}")
+    if getattr(type(kern), "_hot_counts", None) is not None:
+        print(f"  kernel hot counts after timing (remembered hit, table lookups): {kern._hot_counts}")
     base = statistics.median(samples["torch.mm(a, b.t(), out=)"])
     for name, s in samples.items():
         med = statistics.median(s)

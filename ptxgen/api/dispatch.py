@@ -38,7 +38,8 @@ from .swapab import launch_swapped
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _KERNELS_LOCK = threading.Lock()
-_TORCH_ENTRIES: dict = {}  # (out_dtype, torch_key) -> Launch: the hot path
+_TORCH_ENTRIES = launchplan.LaunchTable()  # (out_dtype, torch_key) -> Launch: the hot path
+_HOT = launchplan.hot_table(_TORCH_ENTRIES, gemm=True)  # its compiled hot call (None without the compiled launcher)
 _BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done once per key
 _SWAPPED: dict = {}  # (out_dtype, torch_key(b, a, out)) -> swapab.SwappedLaunch: the swap-ab hot path
 _TABLE_LIMIT = 4096
@@ -74,8 +75,8 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     if bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0:
         return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
                           out_dtype=out_dtype, stream=stream)
-    if stream is None and launchplan.hot_gemm is not None:
-        r = launchplan.hot_gemm(_TORCH_ENTRIES, out_dtype, a, b, out)
+    if stream is None and _HOT is not None:
+        r = _HOT.call(out_dtype, a, b, out)
         if r is not None:
             return r
         if _SWAPPED:

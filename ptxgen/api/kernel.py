@@ -11,7 +11,7 @@ from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DMajor
 from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
-from ..runtime.fastlaunch import launcher
+from ..runtime.fastlaunch import compiled_module, launcher
 from ..runtime.gpu import Device, NoGPU
 from ..runtime.launch import Problem, launch_geometry, split_problem
 from . import launchplan, streams
@@ -32,11 +32,15 @@ class LaunchConfig:
     shared_bytes: int  # dynamic shared memory per block
 
 
-class CompiledKernel:
+class CompiledKernel(launchplan.KernelBase):
     """A generated GEMM kernel, compiled (PTX and cubin) and ready to launch on device arrays.
 
     Attributes: ``spec``, ``plan``, ``name``, ``source`` (CUDA C++), ``ptx``, ``cubin``, ``log`` (NVRTC),
     ``abi`` (parameters in order, block, cluster, shared bytes), ``cache_hit`` / ``cache_path``.
+
+    Calling it (``k(a, b, out)``, see :meth:`_call_py`): where the compiled launcher was built, the call goes
+    straight into C (``_launcher.KernelBase``), which serves torch tensors of a key seen before and hands
+    anything else to :meth:`_call_py`; without it, ``__call__`` is :meth:`_call_py`.
     """
 
     _ENTRIES = 512  # prepared launches kept per kernel (one per dispatch key); the table is emptied when full
@@ -55,8 +59,10 @@ class CompiledKernel:
         self._kernel = None
         self._reduce = None  # split-K: the reduction kernel of the same cubin
         self._lock = threading.Lock()
-        self._torch_entries: dict = {}  # torch_key -> Launch: the hot path
+        self._torch_entries = launchplan.LaunchTable()  # torch_key -> Launch: the hot path
         self._entries: dict = {}  # info_key -> Launch: arrays of any library
+        if launchplan.KernelBase is not object and compiled_module() is not None:
+            self._set_hot_table(self._torch_entries)  # the compiled call serves this table
 
     # -- the ABI ---------------------------------------------------------------------------------
     @property
@@ -124,18 +130,15 @@ class CompiledKernel:
             raise NoGPU(f"{self.name} is built for {self.spec.arch.value}, but the GPU ({dev.name}, compute capability "
                         f"{dev.cc[0]}.{dev.cc[1]}) runs {dev.arch.value} kernels: compile the spec with arch='{dev.arch.value}'")
 
-    def __call__(self, a, b, out=None, *, stream=None):
-        """``out = a @ b.T``: a is M x K, b is N x K, out is M x N row-major (allocated, with the inputs'
-        library, when not given; its rows are then padded to 16 bytes, so it can be a view). Launches on
+    def _call_py(self, a, b, out=None, *, stream=None):
+        """``k(a, b, out)``: ``out = a @ b.T``: a is M x K, b is N x K, out is M x N row-major (allocated, with the
+        inputs' library, when not given; its rows are then padded to 16 bytes, so it can be a view). Launches on
         ``stream`` (None: the inputs' library's current stream) and returns ``out`` without synchronizing.
 
         Torch tensors seen before with the same shapes, strides, dtypes and devices take the hot path: their
-        pointers go into the launch prepared by the first call, and cuLaunchKernel is called once (in one C call
-        where the compiled launcher was built)."""
-        if stream is None and launchplan.hot_kernel is not None:
-            r = launchplan.hot_kernel(self._torch_entries, a, b, out)
-            if r is not None:
-                return r
+        pointers go into the launch prepared by the first call, and cuLaunchKernel is called once (where the
+        compiled launcher was built, the whole call runs in C before this method: ``_launcher.KernelBase``,
+        which checks the tensors' metadata against the last hit field by field, else looks the key up)."""
         T = tensor_type()
         if T is not None and isinstance(a, T) and isinstance(b, T) and (stream is None or out is not None):
             if out is None or isinstance(out, T):
@@ -148,6 +151,9 @@ class CompiledKernel:
         ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
         oi = None if out is None else read_array(out, "out", handle)
         return self._launch(a, b, out, ai, bi, oi, handle, stream)
+
+    if launchplan.KernelBase is object:  # no compiled launcher: calling the kernel is the Python method
+        __call__ = _call_py
 
     def _launch(self, a, b, out, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, handle: int, stream):
         """The slow path: check everything, prepare (or find) the launch for these arrays' key, run it."""

@@ -8,7 +8,9 @@ parameter block (re-encoding a tensor map only when its pointer changed, see ``r
 
 Where the compiled launcher was built (``runtime.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
 and every launch goes through it; for torch tensors the whole hot call (dispatch key, lookup, pointers,
-checks, launch) is one C call (:func:`hot_kernel`, :func:`hot_gemm`). Otherwise the Python path below runs.
+checks, launch) is one C call: ``CompiledKernel``'s call itself (:data:`KernelBase`) and ``ptxgen.gemm``'s
+:func:`hot_table`, each remembering its table's last hit and comparing a call's metadata with it field by field
+before any key is built (:class:`LaunchTable`). Otherwise the Python path below runs.
 """
 
 from __future__ import annotations
@@ -287,4 +289,57 @@ def _hot_functions():
 # The compiled hot calls (None without the compiled launcher): ``hot_kernel(table, a, b, out)`` and
 # ``hot_gemm(table, out_dtype, a, b, out)`` return ``out`` when they launched, None when the Python path
 # must run (not torch tensors, a key not in ``table``, a pointer rule, no compiled Launch for the entry).
+# They build the key and look it up on every call; the hot path proper is :func:`hot_table` (``Hot.call``) and
+# :data:`KernelBase` (``CompiledKernel.__call__``), which remember the last hit.
 hot_kernel, hot_gemm = _hot_functions()
+
+
+class LaunchTable(dict):
+    """A hot table (dispatch key -> :class:`Launch`). The compiled hot calls remember their last hit and check a
+    call's metadata against it field by field (``_launcher.c``: HotState); a table that loses entries (clear, pop,
+    popitem, del) tells them (``forget_tables``), so no call reaches a Launch its table let go."""
+
+    __slots__ = ()
+
+    def clear(self) -> None:
+        super().clear()
+        _forget()
+
+    def pop(self, *args):
+        try:
+            return super().pop(*args)
+        finally:
+            _forget()
+
+    def popitem(self):
+        try:
+            return super().popitem()
+        finally:
+            _forget()
+
+    def __delitem__(self, key) -> None:
+        super().__delitem__(key)
+        _forget()
+
+
+def _forget() -> None:
+    mod = compiled_module()
+    if mod is not None:
+        mod.forget_tables()
+
+
+def hot_table(table: LaunchTable, gemm: bool = False):
+    """The compiled hot call of ``table`` (``.call(a, b, out)``, or ``.call(out_dtype, a, b, out)`` for
+    ptxgen.gemm's table with ``gemm=True``), or None without the compiled launcher."""
+    mod = compiled_module()
+    return None if mod is None else mod.Hot(table, gemm)
+
+
+def _kernel_base():
+    mod = compiled_module()
+    return object if mod is None else mod.KernelBase
+
+
+# CompiledKernel's base class: the compiled KernelBase (``k(a, b, out)`` runs its hot call in C, no Python frame;
+# a declined call goes on to ``CompiledKernel._call_py``), or ``object`` without the compiled launcher.
+KernelBase = _kernel_base()

@@ -533,6 +533,327 @@ static PyObject *hot_gemm(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
     return r;
 }
 
+/* ---- the remembered last hit: a hot call without building, hashing or looking up the key --------------------
+ *
+ * A HotState serves one table (torch_key -> Launch, or (out_dtype, torch_key) -> Launch for ptxgen.gemm) and
+ * remembers the last key it found there with its Launch and Launcher. A call reads the same values the key is made
+ * of (x.shape, x.stride(), x.dtype, x.get_device() of a, b and out) and compares each with the remembered key's
+ * (PyObject_RichCompareBool: identity, else ==, as the table's own lookup compares keys). All equal: the remembered
+ * Launch is the one the table holds for this key, and no tuple is built, hashed or looked up. Any difference (another
+ * shape, a tensor resized or re-strided in place, another dtype or device, out given or not): the key is built and
+ * looked up as before, and a hit there becomes the remembered one. The tensors' metadata is read on every call: an
+ * object's identity says nothing about its shape (resize_, as_strided_, set_ keep it).
+ *
+ * A table that loses entries (LaunchTable.clear/pop/del: ptxgen.api.launchplan) calls forget_tables(): every
+ * remembered hit made before it is dropped (a global generation count), so no call reaches a Launch its table let go. */
+static unsigned long long table_generation = 1;
+
+typedef struct {
+    PyObject *table;   /* the dict (NULL: no table yet: every call declines) */
+    PyObject *last;    /* NULL or (out_dtype, key, entry, launcher) */
+    unsigned long long generation;
+    unsigned long long fast, looked_up; /* calls served by the remembered hit, by the table lookup */
+} HotState;
+
+static void hot_clear(HotState *h) {
+    Py_CLEAR(h->table);
+    Py_CLEAR(h->last);
+}
+
+/* x.shape, x.stride(), x.dtype, x.get_device() into v[0..4) (new references) */
+static int read_part(PyObject *x, PyObject **v) {
+    v[0] = PyObject_GetAttr(x, s_shape);
+    v[1] = v[0] ? PyObject_CallMethodObjArgs(x, s_stride, NULL) : NULL;
+    v[2] = v[1] ? PyObject_GetAttr(x, s_dtype) : NULL;
+    v[3] = v[2] ? PyObject_CallMethodObjArgs(x, s_get_device, NULL) : NULL;
+    if (!v[3]) {
+        for (int i = 0; i < 3; i++)
+            Py_CLEAR(v[i]);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1: the remembered key is (out_dtype, v[0..n)); 0: not; -1: an error */
+static int same_as_last(PyObject *last, PyObject *out_dtype, PyObject *const *v, Py_ssize_t n) {
+    PyObject *key = PyTuple_GetItem(last, 1);
+    if (!key || PyTuple_Size(key) != n)
+        return key ? 0 : -1;
+    int r = PyObject_RichCompareBool(out_dtype, PyTuple_GetItem(last, 0), Py_EQ);
+    for (Py_ssize_t i = 0; r == 1 && i < n; i++)
+        r = PyObject_RichCompareBool(v[i], PyTuple_GetItem(key, i), Py_EQ);
+    return r;
+}
+
+/* Launch through entry's Launcher c: out given (checked for overlap), or allocated by entry._allocate_torch(a). */
+static PyObject *launch_entry(PyObject *entry, Launcher *c, PyObject *a, PyObject *b, PyObject *out) {
+    if (out != Py_None)
+        return call_tensors(c, a, b, out, 1);
+    PyObject *fresh = PyObject_CallMethodObjArgs(entry, s_allocate, a, NULL);
+    PyObject *r = fresh ? call_tensors(c, a, b, fresh, 0) : NULL;
+    Py_XDECREF(fresh);
+    return r;
+}
+
+/* The hot call of table h for torch tensors a, b (out: a tensor or None); out_dtype: None for a kernel's table
+ * (key: torch_key), ptxgen.gemm's requested output type for its table (key: (out_dtype, torch_key)).
+ * Returns out (launched), None (declined: the Python path follows and says why), or NULL (an error). */
+static PyObject *hot_call(HotState *h, int gemm, PyObject *out_dtype, PyObject *a, PyObject *b, PyObject *out) {
+    if (!h->table || !tensor_type || !is_tensor(a) || !is_tensor(b) || (out != Py_None && !is_tensor(out)))
+        Py_RETURN_NONE;
+    Py_ssize_t n = out != Py_None ? 12 : 8;
+    PyObject *v[12];
+    if (read_part(a, v) < 0)
+        return NULL;
+    if (read_part(b, v + 4) < 0) {
+        for (int i = 0; i < 4; i++)
+            Py_DECREF(v[i]);
+        return NULL;
+    }
+    if (n == 12 && read_part(out, v + 8) < 0) {
+        for (int i = 0; i < 8; i++)
+            Py_DECREF(v[i]);
+        return NULL;
+    }
+    PyObject *entry = NULL, *c = NULL, *r = NULL, *key = NULL, *lookup = NULL;
+    PyObject *last = h->last;
+    if (last && h->generation == table_generation) {
+        Py_INCREF(last); /* the comparisons may run Python code (a subclass's ==): keep the record alive */
+        int same = same_as_last(last, out_dtype, v, n);
+        if (same == 1) {
+            entry = PyTuple_GetItem(last, 2), c = PyTuple_GetItem(last, 3);
+            Py_INCREF(entry), Py_INCREF(c);
+        }
+        Py_DECREF(last);
+        if (same < 0)
+            goto done;
+    }
+    if (c) {
+        h->fast++;
+    } else {
+        key = PyTuple_New(n);
+        if (!key)
+            goto done;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_INCREF(v[i]);
+            PyTuple_SetItem(key, i, v[i]); /* steals the new reference */
+        }
+        lookup = gemm ? PyTuple_Pack(2, out_dtype, key) : (Py_INCREF(key), key);
+        if (!lookup)
+            goto done;
+        PyObject *table = h->table;
+        Py_INCREF(table);
+        entry = PyDict_GetItemWithError(table, lookup); /* borrowed */
+        Py_XINCREF(entry);
+        Py_DECREF(table);
+        if (!entry) {
+            if (!PyErr_Occurred())
+                r = (Py_INCREF(Py_None), Py_None);
+            goto done;
+        }
+        c = PyObject_GetAttr(entry, s_c);
+        if (!c)
+            goto done;
+        if (!PyObject_TypeCheck(c, (PyTypeObject *)Launcher_type)) { /* no compiled Launcher: the Python path */
+            r = (Py_INCREF(Py_None), Py_None);
+            goto done;
+        }
+        PyObject *record = PyTuple_Pack(4, out_dtype, key, entry, c);
+        if (!record)
+            goto done;
+        PyObject *old = h->last;
+        h->last = record;
+        Py_XDECREF(old);
+        h->generation = table_generation;
+        h->looked_up++;
+    }
+    r = launch_entry(entry, (Launcher *)c, a, b, out);
+done:
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(v[i]);
+    Py_XDECREF(key);
+    Py_XDECREF(lookup);
+    Py_XDECREF(entry);
+    Py_XDECREF(c);
+    return r;
+}
+
+static int hot_set_table(HotState *h, PyObject *table) {
+    if (table != Py_None && !PyDict_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "the hot table is a dict (or None: no table)");
+        return -1;
+    }
+    PyObject *old = h->table;
+    h->table = table == Py_None ? NULL : (Py_INCREF(table), table);
+    Py_XDECREF(old);
+    Py_CLEAR(h->last);
+    return 0;
+}
+
+static PyObject *hot_counts(HotState *h) {
+    return Py_BuildValue("(KK)", h->fast, h->looked_up);
+}
+
+/* Hot(table, gemm): a table's hot call as an object (ptxgen.gemm's: gemm=True, keys (out_dtype, torch_key)). */
+typedef struct {
+    PyObject_HEAD
+    HotState hs;
+    int gemm;
+} Hot;
+
+static PyObject *Hot_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *table;
+    int gemm;
+    if ((kwds && PyDict_Size(kwds)) || !PyArg_ParseTuple(args, "Op", &table, &gemm)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Hot(table, gemm)");
+        return NULL;
+    }
+    allocfunc tp_alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    Hot *self = (Hot *)tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->gemm = gemm;
+    if (hot_set_table(&self->hs, table) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void Hot_dealloc(Hot *self) {
+    hot_clear(&self->hs);
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    freefunc free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free(self);
+    Py_DECREF(tp);
+}
+
+/* Hot.call(a, b, out) (a kernel's table) or Hot.call(out_dtype, a, b, out) (gemm=True) -> out or None */
+static PyObject *Hot_call(Hot *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != (self->gemm ? 4 : 3)) {
+        PyErr_SetString(PyExc_TypeError, self->gemm ? "call(out_dtype, a, b, out)" : "call(a, b, out)");
+        return NULL;
+    }
+    if (self->gemm)
+        return hot_call(&self->hs, 1, args[0], args[1], args[2], args[3]);
+    return hot_call(&self->hs, 0, Py_None, args[0], args[1], args[2]);
+}
+
+static PyObject *Hot_forget(Hot *self, PyObject *unused) {
+    Py_CLEAR(self->hs.last);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Hot_get_counts(Hot *self, void *closure) {
+    return hot_counts(&self->hs);
+}
+
+static PyMethodDef Hot_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))Hot_call, METH_FASTCALL,
+     "call(a, b, out) or, for ptxgen.gemm's table, call(out_dtype, a, b, out): out (launched) or None (declined)"},
+    {"forget", (PyCFunction)Hot_forget, METH_NOARGS, "drop the remembered last hit"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Hot_getset[] = {
+    {"counts", (getter)Hot_get_counts, NULL, "(calls served by the remembered hit, calls that looked the key up)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot Hot_slots[] = {
+    {Py_tp_new, Hot_new},
+    {Py_tp_dealloc, Hot_dealloc},
+    {Py_tp_methods, Hot_methods},
+    {Py_tp_getset, Hot_getset},
+    {Py_tp_doc, "A table's hot call: the last hit remembered and checked field by field, else the table's lookup."},
+    {0, NULL}};
+
+static PyType_Spec Hot_spec = {"ptxgen.runtime._launcher.Hot", sizeof(Hot), 0, Py_TPFLAGS_DEFAULT, Hot_slots};
+
+/* KernelBase: the base class of ptxgen.api.kernel.CompiledKernel where the launcher was built. Calling the
+ * instance, k(a, b[, out]) (out also as a keyword; stream=None allowed), runs the hot call of its table (set by
+ * _set_hot_table) here, with no Python frame; anything else, or a declined call, goes to k._call_py(...) with the
+ * same arguments. */
+typedef struct {
+    PyObject_HEAD
+    HotState hs;
+} KernelBase;
+
+static PyObject *s_call_py, *s_out, *s_stream;
+
+static void KernelBase_dealloc(KernelBase *self) {
+    hot_clear(&self->hs);
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    freefunc free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *KernelBase_call(KernelBase *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_Size(args);
+    PyObject *out = n == 3 ? PyTuple_GetItem(args, 2) : Py_None;
+    int fast = n == 2 || n == 3;
+    if (fast && kwargs) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (fast && PyDict_Next(kwargs, &pos, &k, &v)) {
+            int is_out = PyUnicode_Check(k) && PyUnicode_Compare(k, s_out) == 0;
+            int is_stream = PyUnicode_Check(k) && PyUnicode_Compare(k, s_stream) == 0;
+            if (is_out && n == 2)
+                out = v;
+            else if (!(is_stream && v == Py_None))
+                fast = 0;
+        }
+    }
+    if (fast) {
+        PyObject *r = hot_call(&self->hs, 0, Py_None, PyTuple_GetItem(args, 0), PyTuple_GetItem(args, 1), out);
+        if (!r || r != Py_None)
+            return r;
+        Py_DECREF(r);
+    }
+    PyObject *slow = PyObject_GetAttr((PyObject *)self, s_call_py);
+    if (!slow)
+        return NULL;
+    PyObject *r = PyObject_Call(slow, args, kwargs);
+    Py_DECREF(slow);
+    return r;
+}
+
+static PyObject *KernelBase_set_hot_table(KernelBase *self, PyObject *table) {
+    if (hot_set_table(&self->hs, table) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *KernelBase_get_counts(KernelBase *self, void *closure) {
+    return hot_counts(&self->hs);
+}
+
+static PyMethodDef KernelBase_methods[] = {
+    {"_set_hot_table", (PyCFunction)KernelBase_set_hot_table, METH_O,
+     "_set_hot_table(dict or None): the table (torch_key -> Launch) the instance's hot call serves"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef KernelBase_getset[] = {
+    {"_hot_counts", (getter)KernelBase_get_counts, NULL,
+     "(calls served by the remembered hit, calls that looked the key up in the table)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot KernelBase_slots[] = {
+    {Py_tp_call, KernelBase_call},
+    {Py_tp_dealloc, KernelBase_dealloc},
+    {Py_tp_methods, KernelBase_methods},
+    {Py_tp_getset, KernelBase_getset},
+    {Py_tp_doc, "The compiled hot call of a CompiledKernel (k(a, b, out) without a Python frame)."},
+    {0, NULL}};
+
+static PyType_Spec KernelBase_spec = {"ptxgen.runtime._launcher.KernelBase", sizeof(KernelBase), 0,
+                                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, KernelBase_slots};
+
+static PyObject *forget_tables(PyObject *mod, PyObject *unused) {
+    table_generation++;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_torch_key(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "torch_key(a, b, out)");
@@ -568,6 +889,7 @@ static PyMethodDef module_methods[] = {
     {"torch_key", (PyCFunction)(void (*)(void))py_torch_key, METH_FASTCALL, "the dispatch key of torch tensors (as launchplan.torch_key)"},
     {"set_tensor_type", set_tensor_type, METH_O, "set_tensor_type(torch.Tensor): the hot calls accept its instances"},
     {"driver_loaded", driver_loaded, METH_NOARGS, "whether libcuda's cuLaunchKernel has been loaded"},
+    {"forget_tables", forget_tables, METH_NOARGS, "a table lost entries: drop every remembered hit made before now"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "ptxgen.runtime._launcher",
@@ -585,12 +907,27 @@ PyMODINIT_FUNC PyInit__launcher(void) {
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_c = PyUnicode_InternFromString("_c");
     s_allocate = PyUnicode_InternFromString("_allocate_torch");
+    s_call_py = PyUnicode_InternFromString("_call_py");
+    s_out = PyUnicode_InternFromString("out");
+    s_stream = PyUnicode_InternFromString("stream");
     Launcher_type = PyType_FromSpec(&Launcher_spec);
-    if (!s_shape || !s_stride || !s_dtype || !s_get_device || !s_data_ptr || !s_c || !s_allocate || !Launcher_type ||
-        PyModule_AddObject(m, "Launcher", Launcher_type) < 0) {
+    if (!s_shape || !s_stride || !s_dtype || !s_get_device || !s_data_ptr || !s_c || !s_allocate || !s_call_py || !s_out ||
+        !s_stream || !Launcher_type || PyModule_AddObject(m, "Launcher", Launcher_type) < 0) {
         Py_DECREF(m);
         return NULL;
     }
     Py_INCREF(Launcher_type);
+    PyObject *hot_type = PyType_FromSpec(&Hot_spec);
+    if (!hot_type || PyModule_AddObject(m, "Hot", hot_type) < 0) {
+        Py_XDECREF(hot_type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *base_type = PyType_FromSpec(&KernelBase_spec);
+    if (!base_type || PyModule_AddObject(m, "KernelBase", base_type) < 0) {
+        Py_XDECREF(base_type);
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }
