@@ -360,3 +360,19 @@ def test_gemm_hot_table_compares_the_out_dtype(sim, monkeypatch, fake_tensor_typ
         hot.call(ta, tb, to)
     with pytest.raises(TypeError):
         launchplan.hot_table({}, gemm=False).call("bf16", ta, tb, to)
+
+
+def test_a_table_dropped_while_the_key_is_read_declines(sim, monkeypatch, fake_tensor_type):
+    """The getters may run Python code (a tensor subclass): one that takes the table away mid-call leaves a declined
+    call (the Python path), not a launch or a crash."""
+    k, (ta, tb, to), _, _ = _two_entries(sim, monkeypatch)
+    k._call_py = lambda *args, **kw: "slow path"
+
+    class Dropping(FakeTorch):
+        def stride(self):
+            k._set_hot_table(None)
+            return self._stride
+
+    n = len(sim.launches)
+    assert k(Dropping(ta.shape, ta._stride, ta.ptr), tb, to) == "slow path" and len(sim.launches) == n
+    assert k(ta, tb, to) == "slow path" and len(sim.launches) == n  # no table: every call declines

@@ -641,7 +641,11 @@ static PyObject *hot_call(HotState *h, int gemm, PyObject *out_dtype, PyObject *
         lookup = gemm ? PyTuple_Pack(2, out_dtype, key) : (Py_INCREF(key), key);
         if (!lookup)
             goto done;
-        PyObject *table = h->table;
+        PyObject *table = h->table; /* read again: the getters above may have run Python code */
+        if (!table) {
+            r = (Py_INCREF(Py_None), Py_None);
+            goto done;
+        }
         Py_INCREF(table);
         entry = PyDict_GetItemWithError(table, lookup); /* borrowed */
         Py_XINCREF(entry);
