@@ -36,7 +36,7 @@ cat "$OUT/env.txt"
 ( cd "$ROOT" && t 40 python3 setup.py -q build_ext --inplace > "$OUT/build_main.log" 2>&1; echo "main build_ext exit $?" >> "$OUT/build_main.log" ) &
 ( cd "$NEW" && t 40 python3 setup.py -q build_ext --inplace > "$OUT/build_new.log" 2>&1; echo "new build_ext exit $?" >> "$OUT/build_new.log" ) &
 wait
-tail -1 "$OUT/build_main.log" "$OUT/build_new.log"
+tail -n 1 "$OUT/build_main.log" "$OUT/build_new.log"
 echo "== built: $SECONDS s"
 
 # ---- 1. tests of $NEW on the GPU, the bench's kernels compiling beside them ---------------------------------------
