@@ -3,6 +3,7 @@ independent recipe model (ptxgen.model.bfp8model) with controls, the global scal
 and the promotion every 128 of K against a model of limited-precision accumulation (a test that fails without it)."""
 
 from dataclasses import replace
+from math import gcd
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from ptxgen.model import bfp8model
 
 @pytest.mark.parametrize("kw, field", [
     (dict(arch="sm_100a"), "--fp8-blocks"), (dict(dtype="bf16"), "--fp8-blocks"), (dict(b_major="mn"), "--fp8-blocks"),
-    (dict(bk=64), "--bk"), (dict(bn=96), "--bn"), (dict(bm=96), "--bm"),
+    (dict(bk=64), "--bk"), (dict(bn=176), "--bn"), (dict(bn=200), "--bn"), (dict(bn=100), "--bn"), (dict(bm=96), "--bm"),
 ])
 def test_rules(kw, field):
     with pytest.raises(SpecError) as e:
@@ -29,14 +30,64 @@ def _loads(plan, kb, m0, n0):
     return lambda warp, lane: [(l.operand, l.index, l.targets) for l in plan.promotion_loads(warp % 4, lane, kb, m0, n0, warp // 4)]
 
 
+BNS = [8, 16, 32, 64, 96, 128, 136, 144, 160, 192, 256]  # BN | 128, and tiles spanning two 128-column blocks of B
+
+
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from([64, 128, 192, 256]), st.sampled_from([8, 16, 32, 64, 128]), st.integers(0, 5), st.integers(0, 3),
-       st.integers(0, 7), st.integers(0, 99))
+@given(st.sampled_from([64, 128, 192, 256]), st.sampled_from(BNS), st.integers(0, 5), st.integers(0, 3),
+       st.integers(0, 17), st.integers(0, 99))
 def test_every_register_is_scaled_by_its_rows_and_blocks_scales(bm, bn, kb, tm, tn, seed):
     plan = plan_block_fp8(bm, bn, 128)
     m0, n0 = tm * bm, tn * bn
     rng = np.random.default_rng(seed)
     assert bfp8model.check_loads(_loads(plan, kb, m0, n0), bn, kb, m0, n0, bm, kb + 1, rng) == []
+
+
+@pytest.mark.parametrize("bn", BNS)
+def test_every_phase_of_every_bn_against_the_model(bn):
+    """Every residue n0 % 128 a tile of BN columns can start at (one tile per residue), one 64-row slab."""
+    plan = plan_block_fp8(64, bn, 128)
+    rng = np.random.default_rng(bn)
+    for t in range(128 // gcd(bn, 128)):
+        n0 = t * bn
+        assert bfp8model.check_loads(_loads(plan, 2, 64, n0), bn, 2, 64, n0, 64, 3, rng) == [], (bn, n0)
+
+
+def test_phases_are_the_tile_splits():
+    """BN = 192 starts at n0 % 128 = 0 (128 + 64 columns) or 64 (64 + 128); BN = 160 at 0, 32, 64, 96; BN | 128 never splits."""
+    assert [(p.residue, p.first_groups) for p in plan_block_fp8(128, 192, 128).phases] == [(0, 16), (64, 8)]
+    assert [(p.residue, p.first_groups) for p in plan_block_fp8(128, 160, 128).phases] == [(0, 16), (32, 12), (64, 8), (96, 4)]
+    for bn in (8, 64, 128):
+        plan = plan_block_fp8(128, bn, 128)
+        assert not plan.spans_two_blocks and len(plan.phases) == 1
+    assert plan_block_fp8(128, 192, 128).spans_two_blocks
+
+
+TWO_BLOCK_CONTROLS = {
+    "the whole tile with block n0 / 128's scale": lambda loads: [
+        (o, i, t + sum((tt for oo, ii, tt in loads if oo == "sfb" and ii[1] != i[1]), ())) if o == "sfb" else (o, i, t)
+        for o, i, t in loads if not (o == "sfb" and i[1] != loads[2][1][1])],
+    "the split one group late": lambda loads: [
+        (o, i, tuple(r for r in t if r != max(t)) if o == "sfb" and j == 3 else
+         t + (max(loads[3][2][:4]), ) if o == "sfb" and j == 2 else t) for j, (o, i, t) in enumerate(loads)]
+    if len(loads) > 3 else loads,
+    "the second block from the next tile column": lambda loads: [
+        (o, (i[0], i[1] + 1), t) if o == "sfb" and j == 3 else (o, i, t) for j, (o, i, t) in enumerate(loads)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TWO_BLOCK_CONTROLS))
+@pytest.mark.parametrize("bn, tile", [(192, 1), (160, 3), (144, 5)])
+def test_two_block_controls_fail(name, bn, tile):
+    plan = plan_block_fp8(128, bn, 128)
+    n0 = tile * bn
+    assert plan.phase_of(n0).first_groups < plan.groups  # this tile spans two blocks
+    wrong = TWO_BLOCK_CONTROLS[name]
+
+    def loads(warp, lane):
+        return wrong([(l.operand, l.index, l.targets) for l in plan.promotion_loads(warp % 4, lane, 1, 0, n0, warp // 4)])
+
+    assert bfp8model.check_loads(loads, bn, 1, 0, n0, 128, 3, np.random.default_rng(0))
 
 
 CONTROLS = {
@@ -129,6 +180,23 @@ def test_spec_field_abi_and_pipeline():
     assert e.value.field == "--bn"
     with pytest.raises(SpecError):
         _spec(bk=64)
+
+
+def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory():
+    """BN = 192 (two 128-column blocks of B per tile): accumulator + partial = 192 registers in the consumer branch
+    after setmaxnreg.inc 232; a promotion branch per split; no local memory."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    s = _spec(bn=192, stages=4, epilogue="tma")
+    src = render_kernel(plan_kernel(s))
+    assert "bfp8_first == 16" in src and "bfp8_sfb[static_cast<size_t>(lds_b) + kt]" in src
+    c = compile_cuda(src, s.kernel_name, "sm_90a")
+    rep = check_sass(s, c.cubin)
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    assert "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3" in c.ptx and "C7514" not in c.log
 
 
 def test_kernel_compiles_with_promotion_and_no_local_memory():

@@ -220,8 +220,10 @@ def _fp8_inputs(m, n, k, gen, positive=False):
     return a.to(torch.float8_e4m3fn).cuda(), b.to(torch.float8_e4m3fn).cuda()
 
 
-@pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", [{}, {"epilogue": "tma"}], ids=["direct", "tma"])
+@pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", [{}, {"epilogue": "tma"}, {"bn": 192, "stages": 4, "epilogue": "tma"}, {"bn": 192, "stages": 5},
+                                     {"bn": 160, "stages": 4}, {"bn": 144, "stages": 5}],
+                         ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model

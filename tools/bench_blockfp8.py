@@ -2,6 +2,10 @@
 recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one process, alternating rounds, medians.
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
+
+Variants: ``[nBN-]sS-direct|tma`` (block-scaled, BM = 128, BN default 128, S stages), and ``plain-nBN-sS-direct|tma``: the
+per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
+reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 
 import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
@@ -31,8 +36,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--variants", default="s5-direct,s4-tma,s6-direct",
-                    help="comma-separated kernel variants sN-direct|sN-tma (N: pipeline stages), each timed against torch")
+    ap.add_argument("--variants", default="s5-direct,s4-tma,n192-s4-tma,n192-s5-direct",
+                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma (S: pipeline stages), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
@@ -41,9 +46,12 @@ def main() -> int:
     ok = True
     variants = []
     for v in args.variants.split(","):
-        st, ep = v.split("-")
-        variants.append((v, int(st[1:]), ep))
-    for shape, (vname, stages, epilogue) in ((s, v) for s in args.shapes for v in variants):
+        parts = v.split("-")
+        plain = parts[0] == "plain"
+        parts = parts[1:] if plain else parts
+        bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
+        variants.append((v, plain, bn, int(parts[0][1:]), parts[1]))
+    for shape, (vname, plain, bn, stages, epilogue) in ((s, v) for s in args.shapes for v in variants):
         m, n, k = map(int, shape.split("x"))
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
@@ -52,14 +60,16 @@ def main() -> int:
         sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
         kb4 = -(-kb // 4) * 4  # cuBLAS wants the weight's K blocks padded to a multiple of 4
         sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
-        spec = ptxgen.api.fp8blocks.default_spec(stages=stages, epilogue=epilogue)
+        spec = ptxgen.api.fp8blocks.default_spec(stages=stages, epilogue=epilogue, bn=bn)
+        if plain:
+            spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none"})
         plan = plan_kernel(spec)
         kern = Kernel(compile_cuda(render_kernel(plan), spec.kernel_name, "sm_90a").cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
         p = Problem(m, n, k, k, k, n)
         check_problem(spec, p)
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p,
-                         extra={"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4})
+        extra = None if plain else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
+        argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra)
         grid, block, _ = launch_geometry(plan, p, dev.sm_count, kern)
         fns = {"ours": lambda: kern.launch(grid, block, argv),
                "torch": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)}
@@ -80,10 +90,11 @@ def main() -> int:
             print(f"{shape}: ours {flops_tf(m, n, k, ms['ours']):.0f} TFLOP/s (no torch baseline)", flush=True)
             ok = False
             continue
-        ref = fns["torch"]().float()
+        one = torch.ones((), device="cuda")
+        ref = (torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16) if plain else fns["torch"]()).float()
         err = float(torch.linalg.norm(d.float() - ref) / torch.linalg.norm(ref))
         flops = 2.0 * m * n * k
-        row = {"shape": shape, "variant": vname, "device": dev.name, "kernel": spec.kernel_name, "ms": ms,
+        row = {"shape": shape, "variant": vname, "plain_reference": plain, "device": dev.name, "kernel": spec.kernel_name, "ms": ms,
                "tflops": {nm: flops / t / 1e9 for nm, t in ms.items()}, "ratio": ms["torch"] / ms["ours"],
                "rel_error_vs_torch": err, "checked_ok": err < 1e-2, "rounds": args.rounds}
         ok &= row["checked_ok"]

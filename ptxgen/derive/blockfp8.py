@@ -18,16 +18,32 @@ Global layouts, as ``torch._scaled_mm`` takes them for this recipe (and cuBLASLt
   (``s.t()``, Kb' >= ceil(K/128), cuBLAS wants Kb' a multiple of 4): element (kb, nb) at ``nb x lds_b + kb``.
 
 A thread of the wgmma fragment holds rows ``16w + lane/4`` and 8 rows further of its slab, so per K block it loads two
-A scales and (with BN dividing 128, so that a tile's columns share one 128-column block) one B scale.
+A scales. Its register group g (registers 4g..4g+3) holds columns 8g..8g+7 of the tile, which lie in one 128-column
+block of B. With BN dividing 128 the whole tile lies in one block (one B scale); otherwise (BN = 136..192, as DeepGEMM's
+1D2D kernel takes) a tile starting at column n0 spans two blocks: the first ``min(BN, 128 - n0 % 128) / 8`` groups take
+block ``n0 / 128``'s scale, the rest block ``n0 / 128 + 1``'s. ``n0 % 128`` is a multiple of gcd(BN, 128), so a tile
+spans at most two blocks exactly when BN <= 128 + gcd(BN, 128); the kernel has one promotion branch per reachable
+split (``phases``), chosen once per tile.
+
+Why not two partial fragments (issue block kt+1, ``wgmma.wait_group 1``, promote block kt while it runs)? Tried with
+NVRTC 13.5: ptxas flags the promotion's reads of one fragment while the other's wgmma group is in flight (C7514) and
+serializes every wgmma of the kernel; CUTLASS's and DeepGEMM's blockwise mainloops also drain (wait_group 0) before
+each promotion. The overlap comes from the two consumer warpgroups instead: one promotes while the other's MMAs run.
 
 >>> p = plan_block_fp8(bm=128, bn=128, bk=128)
 >>> [(l.operand, l.index, len(l.targets)) for l in p.promotion_loads(warp=1, lane=5, kb=3, m0=256, n0=384)]
 [('sfa', (273, 3), 32), ('sfa', (281, 3), 32), ('sfb', (3, 3), 64)]
+>>> p = plan_block_fp8(bm=128, bn=192, bk=128)
+>>> [(ph.residue, ph.first_groups) for ph in p.phases]
+[(0, 16), (64, 8)]
+>>> [(l.operand, l.index, len(l.targets)) for l in p.promotion_loads(warp=0, lane=0, kb=1, m0=0, n0=192)]
+[('sfa', (0, 1), 48), ('sfa', (8, 1), 48), ('sfb', (1, 1), 32), ('sfb', (1, 2), 64)]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 
 from ..isa.types import SpecError
 from .derived import Derived
@@ -35,6 +51,8 @@ from .derived import Derived
 BLOCK_K = 128  # K per scale of A and of B (the promotion interval)
 BLOCK_N = 128  # rows of B per scale
 K_PER_WGMMA_E4M3 = 32  # wgmma .e4m3 K per instruction
+GROUP_COLS = 8  # columns of one register group (registers 4g..4g+3) of the wgmma D fragment
+GROUP_REGS = 4
 FLAG = "--fp8-blocks"
 
 
@@ -54,11 +72,42 @@ class ScaleLoad:
 
 
 @dataclass(frozen=True)
+class ScalePhase:
+    """Tiles whose first column n0 has ``n0 % 128 == residue``: their first ``first_groups`` register groups lie in
+    128-column block n0 / 128, the other groups in the next block."""
+
+    residue: int
+    first_groups: int
+
+
+def scale_phases(bn: int) -> tuple[ScalePhase, ...]:
+    """One phase per reachable ``n0 % 128`` that splits the tile differently (n0 a multiple of BN)."""
+    out = {}
+    for r in sorted({t * bn % BLOCK_N for t in range(BLOCK_N)}):
+        out.setdefault(min(bn, BLOCK_N - r) // GROUP_COLS, r)
+    return tuple(ScalePhase(r, f) for f, r in sorted(out.items(), key=lambda x: x[1]))
+
+
+@dataclass(frozen=True)
 class BlockFp8Plan:
     bm: int
     bn: int
     bk: int
     derivation: tuple[Derived, ...]
+    phases: tuple[ScalePhase, ...]
+
+    @property
+    def groups(self) -> int:
+        return self.bn // GROUP_COLS
+
+    @property
+    def spans_two_blocks(self) -> bool:
+        """Some tile's columns lie in two 128-column blocks of B (two B scales per K block)."""
+        return any(ph.first_groups < self.groups for ph in self.phases)
+
+    def phase_of(self, n0: int) -> ScalePhase:
+        r = n0 % BLOCK_N
+        return next(ph for ph in self.phases if ph.first_groups == min(self.bn, BLOCK_N - r) // GROUP_COLS)
 
     @property
     def partial_registers(self) -> int:
@@ -78,10 +127,14 @@ class BlockFp8Plan:
         are row 16w + lane/4, registers 4g+2, 4g+3 eight rows further (the m64nN D fragment)."""
         row = m0 + 64 * slab + 16 * warp + lane // 4
         regs = range(self.bn // 2)
-        upper = tuple(i for i in regs if i % 4 < 2)
-        lower = tuple(i for i in regs if i % 4 >= 2)
-        return (ScaleLoad("sfa", (row, kb), upper), ScaleLoad("sfa", (row + 8, kb), lower),
-                ScaleLoad("sfb", (kb, n0 // BLOCK_N), tuple(regs)))
+        upper = tuple(i for i in regs if i % GROUP_REGS < 2)
+        lower = tuple(i for i in regs if i % GROUP_REGS >= 2)
+        first = self.phase_of(n0).first_groups
+        loads = [ScaleLoad("sfa", (row, kb), upper), ScaleLoad("sfa", (row + 8, kb), lower),
+                 ScaleLoad("sfb", (kb, n0 // BLOCK_N), tuple(i for i in regs if i // GROUP_REGS < first))]
+        if first < self.groups:
+            loads.append(ScaleLoad("sfb", (kb, n0 // BLOCK_N + 1), tuple(i for i in regs if i // GROUP_REGS >= first)))
+        return tuple(loads)
 
 
 
@@ -97,8 +150,9 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         raise SpecError(FLAG, f"{a_major}/{b_major}", "wgmma reads 8-bit operands K-major only", "kmajor A and B")
     if bk != BLOCK_K:
         raise SpecError("--bk", bk, f"one pipeline stage is one scale block: BK = {BLOCK_K}", str(BLOCK_K))
-    if BLOCK_N % bn:
-        raise SpecError("--bn", bn, f"a tile's columns must share one B scale: BN divides {BLOCK_N}", "8, 16, 32, 64, 128")
+    if bn % GROUP_COLS or bn > BLOCK_N + gcd(bn, BLOCK_N):
+        raise SpecError("--bn", bn, f"a tile's columns may span at most two {BLOCK_N}-column scale blocks of B: BN a multiple "
+                        f"of {GROUP_COLS} with BN <= {BLOCK_N} + gcd(BN, {BLOCK_N})", "8..128 in steps of 8, 136, 144, 160, 192, 256")
     if bm % 64:
         raise SpecError("--bm", bm, "one consumer warpgroup per 64 rows", "64, 128, 192, 256")
     D = (
@@ -107,10 +161,22 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                 "wgmma accumulates FP8 products with limited precision (DeepSeek-V3 sec. 3.3.2: about 14 bits); f32 "
                 "promotion every 128 bounds the error", "DeepSeek-V3 technical report; DeepGEMM"),
         Derived("partial_registers", bn // 2, f"BN / 2 = {bn} / 2 f32 per thread beside the accumulator's {bn // 2}",
-                "the block's partial sum lives in its own fragment until it is promoted", "PTX ISA 'wgmma .m64nNk32 D fragments'"),
+                "the block's partial sum lives in its own fragment until it is promoted (wait_group 0 first: a second "
+                "fragment in flight during the promotion makes ptxas serialize every wgmma, C7514)",
+                "PTX ISA 'wgmma .m64nNk32 D fragments'"),
         Derived("sfa_loads", "2 per thread per K block", "rows 16w + lane/4 and + 8 of the slab: sfa[kb x lds_a + m]",
                 "the thread's two rows", "torch._scaled_mm BlockWise1x128 (outer-dim-major)"),
-        Derived("sfb_loads", "1 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb]; BN | {BLOCK_N}",
-                "every column of the tile is in one 128-row block of B", "torch._scaled_mm BlockWise128x128 (s.t())"),
     )
-    return BlockFp8Plan(bm, bn, bk, D)
+    phases = scale_phases(bn)
+    plan = BlockFp8Plan(bm, bn, bk, D, phases)
+    split = ", ".join(f"n0 % {BLOCK_N} = {ph.residue}: groups 0..{ph.first_groups - 1} in block n0 / {BLOCK_N}"
+                      + (f", {ph.first_groups}..{plan.groups - 1} in the next" if ph.first_groups < plan.groups else "")
+                      for ph in phases)
+    sfb = (Derived("sfb_loads", "2 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb] and sfb[(n0 / {BLOCK_N} + 1) x "
+                   f"lds_b + kb]; {split}", f"register group g holds columns 8g..8g+7; a tile of {bn} columns spans two "
+                   f"{BLOCK_N}-row blocks of B; one promotion branch per split, chosen once per tile",
+                   "torch._scaled_mm BlockWise128x128 (s.t()); DeepGEMM sm90 1D2D (BLOCK_N up to 192)")
+           if plan.spans_two_blocks else
+           Derived("sfb_loads", "1 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb]; BN | {BLOCK_N}",
+                   "every column of the tile is in one 128-row block of B", "torch._scaled_mm BlockWise128x128 (s.t())"))
+    return BlockFp8Plan(bm, bn, bk, D + (sfb,), phases)

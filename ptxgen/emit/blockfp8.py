@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.blockfp8 import BLOCK_N, BlockFp8Plan
+from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, BlockFp8Plan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    first_groups: int  # register groups of the tile in block n0 / 128 (the branch's key)
+    first_regs: int  # fragment registers 0..first_regs-1 take the first block's B scale, the rest the next block's
+    doc: str
 
 
 @dataclass(frozen=True)
@@ -18,11 +25,20 @@ class BlockFp8View:
     fresh: tuple[str, ...]  # per MMA of a K-tile: its scale-d (the first overwrites the partial)
     sfa_doc: str
     sfb_doc: str
+    two_blocks: bool  # some tile spans two 128-column blocks of B: a second B scale and one promotion branch per phase
+    first_expr: str  # C: the tile's register groups in block n0 / 128
+    second_block_expr: str  # C: block n0 / 128 + 1 holds columns of B (else its scale is not loaded)
+    phases: tuple[PhaseView, ...]
 
 
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int) -> BlockFp8View | None:
     if plan is None:
         return None
+    regs = plan.bn // 2
+    phases = tuple(PhaseView(ph.first_groups, ph.first_groups * WGMMA_GROUP_REGS,
+                             f"n0 % {BLOCK_N} = {ph.residue}: columns 0..{ph.first_groups * GROUP_COLS - 1} in block n0 / {BLOCK_N}"
+                             + (f", {ph.first_groups * GROUP_COLS}..{plan.bn - 1} in the next" if ph.first_groups < plan.groups else ""))
+                   for ph in plan.phases)
     return BlockFp8View(
         block_n=BLOCK_N,
         row_expr=f"(wg_tid / 32) * {WGMMA_WARP_ROWS} + lane / {LANES_PER_ROW}",
@@ -32,4 +48,8 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int) -> BlockFp8V
         fresh=tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile)),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
         sfb_doc=f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb",
+        two_blocks=plan.spans_two_blocks,
+        first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
+        second_block_expr=f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N",
+        phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128"),),
     )
