@@ -17,10 +17,10 @@ export PTXGEN_ARTIFACTS="$OUT"
   cat .commit 2>/dev/null || git log -1 --format='commit %H' 2>/dev/null || true
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-timeout 110 python3 -m pytest tests/test_epilogue_ops.py -k block_fp8 -m gpu -q -rs -p no:cacheprovider > "$OUT/pytest_blockfp8_gpu.log" 2>&1
+timeout 95 python3 -m pytest tests/test_epilogue_ops.py -k block_fp8 -m gpu -q -rs -p no:cacheprovider > "$OUT/pytest_blockfp8_gpu.log" 2>&1
 echo "pytest exit $?" >> "$OUT/pytest_blockfp8_gpu.log"
 tail -8 "$OUT/pytest_blockfp8_gpu.log"
-timeout 200 python3 tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds "$ROUNDS" \
+timeout 170 python3 tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds "$ROUNDS" \
   --variants "$VARIANTS" --json "$OUT/bench_blockfp8.jsonl" > "$OUT/bench_blockfp8.log" 2>&1
 echo "bench exit $?" >> "$OUT/bench_blockfp8.log"
 cat "$OUT/bench_blockfp8.log"
