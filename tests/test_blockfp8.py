@@ -199,6 +199,34 @@ def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory():
     assert "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3" in c.ptx and "C7514" not in c.log
 
 
+@pytest.mark.parametrize("stagger", ["issue", "complete"])
+def test_staggered_warpgroups_compile_with_their_barriers(stagger):
+    """--fp8-stagger: warpgroup 1 syncs on warpgroup 0's named barrier before each K block, warpgroup 0 (after the first)
+    on warpgroup 1's; warpgroup 0 takes warpgroup 1's last arrival after its tiles. Still no local memory, no C7514."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    s = _spec(bn=192, stages=4, epilogue="tma", fp8_stagger=stagger)
+    assert s.kernel_name.endswith("_st" + stagger) and f"--fp8-stagger {stagger}" in s.cli_args()
+    src = render_kernel(plan_kernel(s))
+    assert src.count("named_barrier_sync(5, 256)") == 1 and src.count("named_barrier_sync(6, 256)") == 2
+    assert src.count("named_barrier_arrive(") == (1 if stagger == "issue" else 2) + 1  # the calls and the wrapper
+    c = compile_cuda(src, s.kernel_name, "sm_90a")
+    rep = check_sass(s, c.cubin)
+    assert rep.ok and rep.local_bytes == 0 and "C7514" not in c.log, rep.problems
+    sass_bars = c.ptx.count("bar.arrive")
+    assert sass_bars >= 1
+    with pytest.raises(SpecError) as e:
+        _spec(bm=64, fp8_stagger=stagger)  # one consumer warpgroup: nothing to order
+    assert e.value.field == "--fp8-stagger"
+    with pytest.raises(SpecError):
+        from ptxgen.derive.spec import make_spec
+        make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
+                  fp8_stagger=stagger)  # not block-scaled
+
+
 def test_kernel_compiles_with_promotion_and_no_local_memory():
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel

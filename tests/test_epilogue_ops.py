@@ -222,8 +222,12 @@ def _fp8_inputs(m, n, k, gen, positive=False):
 
 @pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("variant", [{}, {"epilogue": "tma"}, {"bn": 192, "stages": 4, "epilogue": "tma"}, {"bn": 192, "stages": 5},
-                                     {"bn": 160, "stages": 4}, {"bn": 144, "stages": 5}],
-                         ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144"])
+                                     {"bn": 160, "stages": 4}, {"bn": 144, "stages": 5},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_stagger": "complete"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_stagger": "issue"},
+                                     {"stages": 4, "epilogue": "tma", "fp8_stagger": "complete"}],
+                         ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
+                              "n128-complete"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model

@@ -11,7 +11,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..isa.epiops import Fp8Blocks
+from ..isa.epiops import Fp8Blocks, Fp8Stagger
 from ..isa.types import Arch, Batch, Cluster, Consumers, DMajor, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
@@ -234,6 +234,19 @@ FIELDS: tuple[SpecField, ...] = (
         default="none",
         enum=Fp8Blocks,
         choices=("none", "1x128x128"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "fp8_stagger",
+        "--fp8-stagger",
+        "block-scaled FP8 with two consumer warpgroups: none (each issues a K block's MMAs as soon as it lands), issue "
+        "(warpgroup 1 issues block kt after warpgroup 0 has, warpgroup 0 issues kt + 1 after warpgroup 1 has issued kt) "
+        "or complete (warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are complete), so that one warpgroup "
+        "promotes while the other's MMAs run (default none)",
+        default="none",
+        enum=Fp8Stagger,
+        choices=("none", "issue", "complete"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

@@ -12,7 +12,7 @@ from ..isa.ptxref import cite
 from ..isa.shapes import consumer_register_budget, legal_bm, setmaxnreg_consumer_registers, legal_bn, legal_swizzles, wgmma_accumulator_registers
 from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, Swizzle, legal_values)
-from ..isa.epiops import Fp8Blocks
+from ..isa.epiops import Fp8Blocks, Fp8Stagger
 from .blockfp8 import plan_block_fp8
 from .fusion import check_chain
 from .output import check_d_major
@@ -61,6 +61,10 @@ def validate(t: "TileSpec") -> None:
                         "leave out --fuse and --fp8-blocks")
     if t.fp8_blocks is Fp8Blocks.DEEPSEEK:
         check_block_fp8_spec(t)
+    if t.fp8_stagger is not Fp8Stagger.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.consumers is not Consumers.COOPERATIVE
+                                                 or t.consumer_warpgroups != 2):
+        raise SpecError("--fp8-stagger", t.fp8_stagger.value, "orders the two cooperative consumer warpgroups of a "
+                        "block-scaled FP8 kernel", "--fp8-blocks 1x128x128 --bm 128 --consumers cooperative, or none")
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
         if t.fuse.c_tma and t.loader is not Loader.TMA:

@@ -39,7 +39,7 @@ from ..isa.types import (
     Swizzle,
     parse_enum,
 )
-from ..isa.epiops import Fp8Blocks
+from ..isa.epiops import Fp8Blocks, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
 from .rules import MAX_SPLIT_K, STORE_BUFFERS, validate
@@ -129,6 +129,7 @@ class TileSpec:
     batch: Batch = Batch.NONE  # a, ab: a batched GEMM, the batch the outer dimension of 3-D tensor maps
     fuse: ChainSpec | None = None  # the fused epilogue chain (ptxgen.derive.fusion); None: D = acc, converted
     fp8_blocks: Fp8Blocks = Fp8Blocks.NONE  # wgmma block-scaled FP8 (ptxgen.derive.blockfp8)
+    fp8_stagger: Fp8Stagger = Fp8Stagger.NONE  # block-scaled FP8: the order of the two consumer warpgroups' K blocks
     # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
     # of a workspace; a second generated kernel sums the S partials in the fixed order 0..S-1 (ptxgen.derive.splitk).
     split_k: int = 1
@@ -389,6 +390,7 @@ class TileSpec:
         group += "" if self.grouped is Grouping.NONE else f"_grouped{self.grouped.value}"
         group += "" if self.batch is Batch.NONE else f"_batch{self.batch.value}"
         group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
+        group += "" if self.fp8_stagger is Fp8Stagger.NONE else f"_st{self.fp8_stagger.value}"
         group += "" if self.fuse is None else self.fuse.name_suffix
         group += f"_sk{self.split_k}" if self.split else ""
         group += "_dm" if self.d_major is DMajor.M else ""
@@ -442,6 +444,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         batch=v["batch"],
         fuse=parse_chain(v["fuse"]),
         fp8_blocks=v["fp8_blocks"],
+        fp8_stagger=v["fp8_stagger"],
         split_k=v["split_k"],
         d_major=v["d_major"],
     )

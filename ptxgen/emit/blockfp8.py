@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, BlockFp8Plan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
+from .epilogue_view import STORE_FIRST_BARRIER_ID
+
+WARPGROUP_THREADS = 128
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,14 @@ class BlockFp8View:
     first_expr: str  # C: the tile's register groups in block n0 / 128
     second_block_expr: str  # C: block n0 / 128 + 1 holds columns of B (else its scale is not loaded)
     phases: tuple[PhaseView, ...]
+    stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
+    wg0_barrier: int = 0  # named barrier: warpgroup 0 has issued (issue) / completed (complete) the K block
+    wg1_barrier: int = 0  # named barrier: warpgroup 1 has issued the K block
+    stagger_threads: int = 0  # both warpgroups: 128 arrive, 128 sync
 
 
-def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int) -> BlockFp8View | None:
+def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
+                   consumer_warpgroups: int = 2) -> BlockFp8View | None:
     if plan is None:
         return None
     regs = plan.bn // 2
@@ -52,4 +60,9 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int) -> BlockFp8V
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
         second_block_expr=f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N",
         phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128"),),
+        stagger=stagger,
+        # after the store epilogue's per-warpgroup barriers (ptxgen.emit.epilogue_view)
+        wg0_barrier=STORE_FIRST_BARRIER_ID + consumer_warpgroups,
+        wg1_barrier=STORE_FIRST_BARRIER_ID + consumer_warpgroups + 1,
+        stagger_threads=2 * WARPGROUP_THREADS,
     )

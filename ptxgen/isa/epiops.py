@@ -75,6 +75,17 @@ class Fp8Blocks(Enum):
     DEEPSEEK = "1x128x128"
 
 
+class Fp8Stagger(Enum):
+    """Block-scaled FP8 with two consumer warpgroups: how their K blocks' wgmma groups are ordered. none: each issues a K
+    block as soon as it lands; issue: warpgroup 1 issues block kt after warpgroup 0 has issued it, and warpgroup 0 issues
+    kt + 1 after warpgroup 1 has issued kt; complete: warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are
+    complete (so one warpgroup promotes while the other's MMAs run)."""
+
+    NONE = "none"
+    ISSUE = "issue"
+    COMPLETE = "complete"
+
+
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.
 E4M3_MAX = 448.0
 BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)
