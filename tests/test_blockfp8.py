@@ -233,9 +233,9 @@ def test_kernel_compiles_with_promotion_and_no_local_memory():
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda
 
-    s = _spec()
+    s = _spec(bn=128, stages=5, epilogue="direct")  # the 128 x 128 tiles (one B scale per K block)
     src = render_kernel(plan_kernel(s))
-    assert "part0" in src and "bfp8_sfb[kt]" in src and "wgmma_wait<0>();  // the partial sums" in src
+    assert "part0" in src and "bfp8_sfb[kt]" in src and "bfp8_first" not in src and "wgmma_wait<0>();  // the partial sums" in src
     c = compile_cuda(src, s.kernel_name, "sm_90a")
     rep = check_sass(s, c.cubin)
     assert rep.ok and rep.local_bytes == 0, rep.problems
