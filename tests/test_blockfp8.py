@@ -212,7 +212,7 @@ def test_staggered_warpgroups_compile_with_their_barriers(stagger):
     assert s.kernel_name.endswith("_st" + stagger) and f"--fp8-stagger {stagger}" in s.cli_args()
     src = render_kernel(plan_kernel(s))
     assert src.count("named_barrier_sync(5, 256)") == 1 and src.count("named_barrier_sync(6, 256)") == 2
-    assert src.count("named_barrier_arrive(") == (1 if stagger == "issue" else 2) + 1  # the calls and the wrapper
+    assert src.count("named_barrier_arrive(") == 2 + 1  # one arrival per warpgroup and K-tile, and the wrapper
     c = compile_cuda(src, s.kernel_name, "sm_90a")
     rep = check_sass(s, c.cubin)
     assert rep.ok and rep.local_bytes == 0 and "C7514" not in c.log, rep.problems
@@ -225,6 +225,35 @@ def test_staggered_warpgroups_compile_with_their_barriers(stagger):
         from ptxgen.derive.spec import make_spec
         make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
                   fp8_stagger=stagger)  # not block-scaled
+
+
+def _steps(stagger):
+    from ptxgen.derive.blockfp8 import stagger_steps
+
+    return [(x.wg, x.where, x.op, x.barrier, x.not_first) for x in stagger_steps(stagger)]
+
+
+@pytest.mark.parametrize("stagger", ["issue", "complete"])
+@pytest.mark.parametrize("k_tiles", [0, 1, 2, 7])
+def test_stagger_protocol_against_the_model(stagger, k_tiles):
+    """The plan's named-barrier steps under random interleavings of the two warpgroups (bfp8model.check_stagger): no
+    deadlock, no warpgroup counted twice in a generation, none left over, and the order the option promises."""
+    assert bfp8model.check_stagger(_steps(stagger), k_tiles, mode=stagger) == []
+
+
+STAGGER_CONTROLS = {
+    "no tail sync": lambda st: [x for x in st if x[1] != "tail"],
+    "warpgroup 0 does not wait": lambda st: [x for x in st if not (x[0] == 0 and x[1] == "before_issue")],
+    "warpgroup 1 does not wait": lambda st: [x for x in st if not (x[0] == 1 and x[1] == "before_issue")],
+    "warpgroup 1 signals on warpgroup 0's barrier": lambda st: [(g, w, op, 0 if (g, op) == (1, "arrive") else b, nf)
+                                                               for g, w, op, b, nf in st],
+}
+
+
+@pytest.mark.parametrize("name", sorted(STAGGER_CONTROLS))
+def test_stagger_controls_fail(name):
+    assert bfp8model.check_stagger(STAGGER_CONTROLS[name](_steps("complete")), 5, mode="complete")
+    assert bfp8model.check_stagger(_steps("issue"), 5, mode="complete")  # issue order does not give the complete order
 
 
 def test_kernel_compiles_with_promotion_and_no_local_memory():

@@ -72,6 +72,31 @@ class ScaleLoad:
 
 
 @dataclass(frozen=True)
+class BarrierStep:
+    """One named-barrier operation of the --fp8-stagger protocol (two barriers: 0 "warpgroup 0 has issued/completed K-tile
+    it", 1 "warpgroup 1 has issued K-tile it"; each generation takes 128 threads of each warpgroup)."""
+
+    wg: int  # the consumer warpgroup that executes it
+    where: str  # before_issue | after_issue | after_wait (of every K-tile) | tail (once, after the CTA's tiles)
+    op: str  # sync (wait for the generation) | arrive (count in, do not wait)
+    barrier: int  # 0 or 1
+    not_first: bool = False  # skipped at the CTA's first K-tile (before_issue) / when the CTA had none (tail)
+
+
+STAGGER_WHERE = ("before_issue", "after_issue", "after_wait", "tail")
+
+
+def stagger_steps(stagger: str) -> tuple[BarrierStep, ...]:
+    """The protocol: warpgroup 1 issues K-tile it after warpgroup 0 has issued (issue) or completed (complete) it;
+    warpgroup 0 issues it + 1 after warpgroup 1 has issued it; warpgroup 0 takes warpgroup 1's last arrival at the end."""
+    if stagger == "none":
+        return ()
+    return (BarrierStep(0, "before_issue", "sync", 1, not_first=True), BarrierStep(1, "before_issue", "sync", 0),
+            BarrierStep(0, "after_issue" if stagger == "issue" else "after_wait", "arrive", 0),
+            BarrierStep(1, "after_issue", "arrive", 1), BarrierStep(0, "tail", "sync", 1, not_first=True))
+
+
+@dataclass(frozen=True)
 class ScalePhase:
     """Tiles whose first column n0 has ``n0 % 128 == residue``: their first ``first_groups`` register groups lie in
     128-column block n0 / 128, the other groups in the next block."""
@@ -95,6 +120,7 @@ class BlockFp8Plan:
     bk: int
     derivation: tuple[Derived, ...]
     phases: tuple[ScalePhase, ...]
+    stagger: tuple[BarrierStep, ...] = ()
 
     @property
     def groups(self) -> int:
@@ -139,7 +165,7 @@ class BlockFp8Plan:
 
 
 def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
-                   arch: str = "sm_90a") -> BlockFp8Plan:
+                   arch: str = "sm_90a", stagger: str = "none") -> BlockFp8Plan:
     """The plan, or SpecError naming the rule it breaks."""
     if arch != "sm_90a":
         raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
@@ -179,4 +205,13 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
            if plan.spans_two_blocks else
            Derived("sfb_loads", "1 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb]; BN | {BLOCK_N}",
                    "every column of the tile is in one 128-row block of B", "torch._scaled_mm BlockWise128x128 (s.t())"))
-    return BlockFp8Plan(bm, bn, bk, D + (sfb,), phases)
+    order = Derived("warpgroup_order", stagger, {
+        "none": "each consumer warpgroup issues a K block's MMAs as soon as the stage lands",
+        "issue": "warpgroup 1 issues block kt after warpgroup 0 has issued it; warpgroup 0 issues kt + 1 after warpgroup 1 "
+                 "has issued kt (two named barriers, bar.arrive / bar.sync of 256 threads)",
+        "complete": "warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are complete; warpgroup 0 issues kt + 1 after "
+                    "warpgroup 1 has issued kt (two named barriers)"}.get(stagger, stagger),
+        "meant to let one warpgroup promote while the other's MMAs run; measured on the H200 (docs/block-fp8.md): both "
+        "orders are slower than none (issue 0.71-0.80, complete 0.54-0.67 of torch's blockwise call against 0.78-0.91)",
+        "CUTLASS OrderedSequenceBarrier (ping-pong); DeepGEMM overlaps by FFMA interleaving instead")
+    return BlockFp8Plan(bm, bn, bk, D + (sfb, order), phases, stagger_steps(stagger))

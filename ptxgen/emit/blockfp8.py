@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, BlockFp8Plan
+from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, STAGGER_WHERE, BarrierStep, BlockFp8Plan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from .epilogue_view import STORE_FIRST_BARRIER_ID
 
@@ -33,9 +33,20 @@ class BlockFp8View:
     second_block_expr: str  # C: block n0 / 128 + 1 holds columns of B (else its scale is not loaded)
     phases: tuple[PhaseView, ...]
     stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
-    wg0_barrier: int = 0  # named barrier: warpgroup 0 has issued (issue) / completed (complete) the K block
-    wg1_barrier: int = 0  # named barrier: warpgroup 1 has issued the K block
-    stagger_threads: int = 0  # both warpgroups: 128 arrive, 128 sync
+    # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
+    before_issue: tuple[str, ...] = ()
+    after_issue: tuple[str, ...] = ()
+    after_wait: tuple[str, ...] = ()
+    tail: tuple[str, ...] = ()
+
+
+def _barrier_c(step: BarrierStep, first_id: int, stagger: str) -> str:
+    """One step as C: the named barrier first_id + step.barrier, 128 threads of each warpgroup."""
+    cond = f"wg == {step.wg}" + (" && it > 0" if step.not_first else "")
+    what = (f"warpgroup 0 has {'issued' if stagger == 'issue' else 'completed'} K-tile it" if step.barrier == 0 else
+            "warpgroup 1 has issued K-tile it" + (" - 1" if step.op == "sync" else ""))
+    call = f"named_barrier_{step.op}({first_id + step.barrier}, {2 * WARPGROUP_THREADS})"
+    return f"if ({cond}) {call};  // {'wait until ' if step.op == 'sync' else 'signal: '}{what}"
 
 
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
@@ -61,8 +72,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         second_block_expr=f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N",
         phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128"),),
         stagger=stagger,
-        # after the store epilogue's per-warpgroup barriers (ptxgen.emit.epilogue_view)
-        wg0_barrier=STORE_FIRST_BARRIER_ID + consumer_warpgroups,
-        wg1_barrier=STORE_FIRST_BARRIER_ID + consumer_warpgroups + 1,
-        stagger_threads=2 * WARPGROUP_THREADS,
+        # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
+        **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
+           for w in STAGGER_WHERE},
     )

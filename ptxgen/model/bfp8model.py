@@ -83,3 +83,76 @@ def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, 
                     if len(problems) > 10:
                         return problems
     return problems
+
+
+# ---- the --fp8-stagger protocol: two consumer warpgroups ordered through two named barriers ----------------------------
+def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue") -> list[str]:
+    """``steps``: (wg, where, op, barrier, not_first) tuples, where in before_issue / after_issue / after_wait / tail, op in
+    sync / arrive. Runs both warpgroups over ``k_tiles`` K-tiles under random interleavings, with bar.sync / bar.arrive
+    semantics (a generation of a barrier completes once 128 threads of each warpgroup are in; a sync waits for it; one
+    warpgroup counted twice in a generation completes it wrongly). Checks: no deadlock, no double count, no arrival left
+    at the end, and the order: warpgroup 1 issues K-tile i after warpgroup 0 issued (mode issue) or completed (mode
+    complete) it, warpgroup 0 issues i + 1 after warpgroup 1 issued i."""
+    import random
+
+    problems: list[str] = []
+    where_order = ("before_issue", "issue", "after_issue", "wait", "after_wait")
+    for seed in seeds:
+        rng = random.Random(seed)
+        progs = []
+        for wg in (0, 1):
+            prog = []
+            for i in range(k_tiles):
+                for w in where_order:
+                    if w in ("issue", "wait"):
+                        prog.append((w, i))
+                    else:
+                        prog += [(op, b, i) for (g, ww, op, b, nf) in steps if g == wg and ww == w and not (nf and i == 0)]
+            prog += [(op, b, k_tiles) for (g, ww, op, b, nf) in steps if g == wg and ww == "tail" and not (nf and k_tiles == 0)]
+            progs.append(prog)
+        pc = [0, 0]
+        gen_members = {0: set(), 1: set()}  # warpgroups counted in the open generation of each barrier
+        completed = {0: 0, 1: 0}  # generations completed
+        waiting = {}  # wg -> (barrier, generation it waits for)
+        issued, done = {}, {}  # (wg, i) -> event time
+        t = 0
+        while pc[0] < len(progs[0]) or pc[1] < len(progs[1]):
+            runnable = [g for g in (0, 1) if pc[g] < len(progs[g]) and (g not in waiting or completed[waiting[g][0]] > waiting[g][1])]
+            if not runnable:
+                problems.append(f"seed {seed}: deadlock at {[progs[g][pc[g]] if pc[g] < len(progs[g]) else 'end' for g in (0, 1)]}")
+                break
+            g = rng.choice(runnable)
+            waiting.pop(g, None)
+            ev = progs[g][pc[g]]
+            t += 1
+            if ev[0] in ("sync", "arrive"):
+                b = ev[1]
+                if g in gen_members[b]:
+                    problems.append(f"seed {seed}: warpgroup {g} counted twice in generation {completed[b]} of barrier {b} "
+                                    f"(K-tile {ev[2]})")
+                    break
+                gen_members[b].add(g)
+                gen = completed[b]
+                if len(gen_members[b]) == 2:
+                    completed[b] += 1
+                    gen_members[b] = set()
+                if ev[0] == "sync" and completed[b] <= gen:
+                    waiting[g] = (b, gen)
+            elif ev[0] == "issue":
+                issued[(g, ev[1])] = t
+            else:
+                done[(g, ev[1])] = t
+            pc[g] += 1
+        else:
+            for b in (0, 1):
+                if gen_members[b]:
+                    problems.append(f"seed {seed}: barrier {b} left with an arrival of warpgroup(s) {sorted(gen_members[b])}")
+            for i in range(k_tiles):
+                first = issued[(0, i)] if mode == "issue" else done[(0, i)]
+                if issued[(1, i)] < first:
+                    problems.append(f"seed {seed}: warpgroup 1 issued K-tile {i} before warpgroup 0 {mode}d it")
+                if i + 1 < k_tiles and issued[(0, i + 1)] < issued[(1, i)]:
+                    problems.append(f"seed {seed}: warpgroup 0 issued K-tile {i + 1} before warpgroup 1 issued {i}")
+        if len(problems) > 5:
+            break
+    return problems
