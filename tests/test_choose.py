@@ -124,7 +124,8 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
                  "16x4096x512,4096x4096x4096,5000x5000x5000,64x7168x16384,16x7168x16384"]) == 0
     out = json.loads(capsys.readouterr().out)
     rules = [s["chosen_by"] for s in out["shapes"]]
-    assert rules == ["small-m", "tuned", "cost-model+off-sector", "split-k", "swap-ab"]
+    assert rules == ["small-m", "tuned", "cost-model+off-sector+stream-k", "split-k", "swap-ab"]
+    assert out["shapes"][2]["kernel"].endswith("_streamk8")
     assert out["shapes"][3]["kernel"].endswith("_sk2") and out["shapes"][4]["kernel"].endswith("_128x16x64_s10_a_k_sw128_ok_b_k_sw128_ok_dm")
     assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
 

@@ -106,10 +106,12 @@ def test_the_shipped_cost_table_covers_the_candidates_with_legal_specs():
 
 
 def test_chosen_by_names_the_cost_model_where_it_decides():
-    c = choose("bf16", "sm_90a", 2500, 10000, 4000)
+    c = choose("bf16", "sm_90a", 2500, 10000, 4000)  # 8 rounds + 4 tiles: the cost model's pick, its last round split
+    assert c.chosen_by == "cost-model+stream-k" and c.why.startswith("cost model: ") and "rounds of 132" in c.why
+    c = choose("bf16", "sm_90a", 12000, 1000, 6000)
     assert c.chosen_by == "cost-model" and c.why.startswith("cost model: ") and "rounds of 132" in c.why
     c = choose("bf16", "sm_90a", 5000, 5000, 5000)  # rows 16 B past a sector: the ranking takes the off-sector factors
-    assert c.chosen_by == "cost-model+off-sector" and c.spec.cluster.value == "2x1" and "128-byte L2 promotion" in c.why
+    assert c.chosen_by.startswith("cost-model+off-sector") and c.spec.cluster.value == "2x1" and "128-byte L2 promotion" in c.why
     assert choose("bf16", "sm_90a", 4096, 4096, 4096).chosen_by == "tuned"  # the table's winners stay
     assert choose("bf16", "sm_90a", 16, 4096, 4096).chosen_by == "split-k"  # and the small-M rules
     assert choose("bf16", "sm_90a", 128, 16384, 4096).chosen_by == "nearest-fit"  # bandwidth-bound: outside its range
@@ -128,10 +130,11 @@ def test_the_pick_is_the_ranked_argmin_up_to_the_tolerance():
     big = {k: v for k, v in costs.items() if not cm.BY_NAME[k].narrow}
     for m, n, k in [(2500, 10000, 4000), (5000, 5000, 5000), (3000, 7000, 5000), (12000, 1000, 6000), (7000, 9000, 1152)]:
         off = (2 * k) % 32 != 0
-        r, ranked = cm.pick(big, m, n, k, off_sector=off)
+        r, ranked = cm.pick(big, m, n, k, off_sector=off, stream_k=True)  # as the chooser ranks (STREAM_K_RULE on)
         assert r.predicted_us <= ranked[0].predicted_us * (1 + cm.TIE_TOLERANCE)
         spec = choose("bf16", "sm_90a", m, n, k).spec
         assert (spec.bm, spec.bn, spec.cluster.value) == (r.candidate.bm, r.candidate.bn, r.candidate.cluster)
+        assert spec.stream_k == (r.streamk.splits if r.streamk else 1)
 
 
 # -- e4m3: its own cost table (runs/2026-12-01-s4-fp8shapes), BK = 128 -------------------------------------------------

@@ -5,6 +5,8 @@ f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch c
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DType, Major, SpecError
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -87,6 +89,9 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
 
         try:
             c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb, allow_swap=allow_swap)
+            if c.spec.stream_k > 1:  # not in the gemm() launch path yet (no stream-K workspace there): the same kernel whole
+                return (_with_out_dtype(dataclasses.replace(c.spec, stream_k=1), out),
+                        c.why + "; gemm() runs it without stream-K (its launch path has no stream-K workspace yet)", c.swap_ab)
             return _with_out_dtype(c.spec, out), c.why, c.swap_ab
         except TuningTableError:  # a table named in $PTXGEN_TUNING that cannot be used: as `ptxgen bench` says
             raise

@@ -134,6 +134,10 @@ def explain_text(t: TileLayout) -> str:
         for d in plan.split.derivation():
             out += _field_lines(d)
         out += ["  Reduction kernel ABI: " + ", ".join(p.c_decl for p in plan.reduce_abi.params)]
+    if plan.stream_k is not None:
+        out += ["", f"Stream-K (at most {s.stream_k} splits of each last-round tile; the split, per shape, at launch):"]
+        for d in plan.stream_k.derivation():
+            out += _field_lines(d)
     out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")

@@ -282,6 +282,17 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
         json_omit_when_default=True,
     ),
+    SpecField(
+        "stream_k",
+        "--stream-k",
+        "stream-K for the last wave (sm_90a, --schedule persistent, cooperative): the tiles of the last, partial round "
+        "are split along K into at most S parts on the otherwise idle CTAs; split 0 sums the f32 partials of the others "
+        "from a workspace in a fixed order (deterministic) and stores D (default 1: no split)",
+        default=1,
+        is_int=True,
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 

@@ -20,6 +20,7 @@ from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
 from .spec import TileSpec
 from .splitk import SplitPlan, plan_split
+from .streamk import StreamKPlan, plan_stream_k
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class KernelPlan:
     reduce_abi: ReduceABI | None = None  # split-K: the reduction kernel's parameters
     c_load: CLoadPlan | None = None  # --fuse c=tma: C through TMA into the store staging (None: C by global loads)
     direct: DirectStore | None = None  # the direct epilogue's address rule for D (row-major or M-major)
+    stream_k: StreamKPlan | None = None  # stream-K for the last wave (None: every tile whole)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
@@ -65,4 +67,5 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     store = plan_store(spec)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
-                      plan_direct_store(spec.d_major))
+                      plan_direct_store(spec.d_major),
+                      plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn))

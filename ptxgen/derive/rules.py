@@ -80,6 +80,7 @@ def validate(t: "TileSpec") -> None:
     _validate_cta_group(t)
     _validate_split_k(t)
     check_d_major(t)
+    _validate_stream_k(t)
     bms = legal_bm(t.arch, t.cta_group)
     if t.bm not in bms:
         rule = (
@@ -248,6 +249,31 @@ def _validate_split_k(t: "TileSpec") -> None:
     if t.fuse is not None or t.fp8_blocks.value != "none":
         raise SpecError("--split-k", s, "a fused epilogue chain or block-scaled FP8 would act on each split's partial sums; "
                         "the reduction kernel does not run them (not derived)", "--split-k 1 with --fuse / --fp8-blocks")
+
+
+MAX_STREAM_K = 16  # splits of one last-round tile: each owner adds S - 1 partial tiles of BM x BN floats
+
+
+def _validate_stream_k(t: "TileSpec") -> None:
+    s = t.stream_k
+    if not 1 <= s <= MAX_STREAM_K:
+        raise SpecError("--stream-k", s, f"stream-K takes 1 (no split) to {MAX_STREAM_K} splits of a last-round tile",
+                        f"1..{MAX_STREAM_K}")
+    if s == 1:
+        return
+    if t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.consumers is not Consumers.COOPERATIVE:
+        raise SpecError("--stream-k", s, "stream-K splits the last round of the persistent cooperative wgmma kernel (sm_90a)",
+                        "--arch sm_90a --schedule persistent --consumers cooperative, or --stream-k 1")
+    if t.bm > 128:
+        raise SpecError("--stream-k", s, "the owner's sum of the partials spills registers with four consumer warpgroups "
+                        "(256-row tiles: ptxas, 24 B of stack)", "--bm 64 or 128, or --stream-k 1")
+    if t.acc is not DType.F32 or t.split or t.pair or t.loader is not Loader.TMA or t.d_major.value != "n":
+        raise SpecError("--stream-k", s, "the partial tiles are f32 accumulators of a TMA-loaded kernel without split-K "
+                        "that stores D row-major (the M-major D of swap-AB is not measured with it)",
+                        "--acc f32 --loader tma --split-k 1 --d-major n, or --stream-k 1")
+    if t.fuse is not None or t.fp8_blocks is not Fp8Blocks.NONE or t.grouped is not Grouping.NONE or t.batch is not Batch.NONE:
+        raise SpecError("--stream-k", s, "not derived with a fused chain, block-scaled FP8, grouping or a batch (the owner "
+                        "would have to sum before each of them)", "--stream-k 1")
 
 
 def _validate_cluster(t: "TileSpec") -> None:

@@ -31,6 +31,8 @@ from .schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batc
                             grid_doc, tile_coords_c)
 from .sources import generated_line
 from .splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
+from .streamk_view import LOOP as STREAMK_LOOP
+from .streamk_view import StreamKView, streamk_view, unit_c
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class KernelView:
     k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
     split: SplitView | None = None  # split-K: the reduction kernel
+    streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.streamk_view)
+    loop_var: str = "tile"  # the persistent loop's variable: the tile, or (stream-K) the work entry
     c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.chain)
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
@@ -150,7 +154,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
-        tile_coords=(cgrouped.tile_coords_c(plan.grouped) if plan.grouped is not None
+        tile_coords=(unit_c() if plan.stream_k else ()) + (
+                     cgrouped.tile_coords_c(plan.grouped) if plan.grouped is not None
                      else batched_tile_coords_c(plan.schedule, s.bm, s.bn) if batched
                      else tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
                      else cluster_tile_coords_c(plan.schedule, s.bm, s.bn)),
@@ -184,9 +189,11 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,
         row_limit="M" if gv is None else gv.row_limit,
-        k_range=k_range_prologue_c(plan.split, s.bk),
-        k0_expr=k0_c(plan.split, s.bk),
+        k_range=(f"const int k_tiles_total = (K + {s.bk - 1}) / {s.bk};",) if plan.stream_k else k_range_prologue_c(plan.split, s.bk),
+        k0_expr=f"(kt_first + kt) * {s.bk}" if plan.stream_k else k0_c(plan.split, s.bk),
         split=split_view(plan),
+        streamk=streamk_view(plan, "num_tiles" if plan.schedule.cluster_size == 1 else "num_cluster_tiles"),
+        loop_var=STREAMK_LOOP if plan.stream_k else "tile",
         **({} if pair is None else dict(
             cta_group=2,
             pair=pv,

@@ -122,7 +122,9 @@ class _Case:
         self.d = self.d_full[:, :n]
         # split-K: the reduction kernel of the same module, and its f32 workspace (allocated once, outside the timing)
         self.reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None
-        self.workspace = torch.empty(max(16, workspace_bytes(plan, self.p)), device="cuda", dtype=torch.uint8)
+        # (zeros: stream-K's flags start at zero and every owner resets its own; its size follows the launched problem)
+        ws = workspace_bytes(plan, run_p if plan.stream_k is not None else self.p, sm_count)
+        self.workspace = torch.zeros(max(16, ws), device="cuda", dtype=torch.uint8)
         pa, pb = (gb.data_ptr(), ga.data_ptr()) if swap_ab else (ga.data_ptr(), gb.data_ptr())
         launches = gemm_launches(plan, self.kernel, self.reduce, pa, pb, self.d.data_ptr(), self.workspace.data_ptr(), run_p,
                                  sm_count)

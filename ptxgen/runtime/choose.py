@@ -36,6 +36,12 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  N <= 128 and not for rows 32/64/96 B past a 128-byte line (phases its calibration did not see); same
                  process against nearest-fit (runs 1 and 2): rows off a sector 0.82-0.99 -> 0.96-1.19 (the 2x1
                  kernels), 8192 x 8192 x 1024 1.11-1.12 -> 1.17-1.22. ``COST_MODEL`` turns it off.
+``+stream-k``    (after ``cost-model``, 16-bit inputs) the cost model ranked each persistent cooperative kernel also
+                 with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
+                 ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
+                 the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
+                 1-2 of 2026-12-01-s4-streamk). ``STREAM_K_RULE`` turns it off. ``ptxgen.gemm`` runs the pick without
+                 the split (its launch path has no stream-K workspace yet); ``ptxgen bench`` runs it.
 ``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
@@ -62,7 +68,7 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, DMajor, Epilogue, Schedule, SpecError
-from .costmodel import BY_NAME, COST_FAMILY, calibrated, k_tiles, pick, rounds, shipped_costs, tile_grid
+from .costmodel import BY_NAME, COST_FAMILY, calibrated, k_tiles, pick, predict_us, rounds, shipped_costs, tile_grid
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -81,6 +87,7 @@ SWAP_AB_RULE = True  # the swap-ab rule is on
 SWAP_AB_MAX_M = 16  # M = 1 and 16 measured a win, M = 64 mixed (runs/2026-12-01-s4-swapab)
 SWAP_AB_MIN_WEIGHT = 16384 * 4096  # N x K: the smallest weights measured bandwidth-bound (> 35 us) and won
 SWAP_AB_TILE = (128, 16, 10)  # (BM over N, BN over M, stages): the best or within 1% of it on all four winning shapes
+STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True)); 16-bit inputs
 FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
 
 
@@ -88,7 +95,7 @@ FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-
 class Choice:
     spec: TileSpec
     why: str
-    chosen_by: str  # the rule: tuned | swap-ab | small-m | small-n | split-k | cost-model | nearest-fit | default (+off-sector)
+    chosen_by: str  # the rule: tuned | swap-ab | small-m | small-n | split-k | cost-model | nearest-fit | default (+off-sector, +stream-k)
     # swap-ab: run the spec (D M-major) on the swapped problem: its A is the caller's b (N x K), its B the caller's a
     # (M x K), its M x N result the caller's D transposed (problem N x M x K, ldd = D's row pitch)
     swap_ab: bool = False
@@ -282,7 +289,7 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     if not usable:
         return None
     r, ranked = pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector, sm_count=sm_count,
-                     narrow=False, element_bytes=eb)
+                     narrow=False, element_bytes=eb, stream_k=STREAM_K_RULE and family == "16bit")
     c, spec = r.candidate, usable[r.candidate.name][1]
     if not calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb):
         return None  # launch- or bandwidth-bound: the nearest-fit rule (measured better there, run 4)
@@ -290,13 +297,22 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
         spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
     tiles = tile_grid(m, n, c.bm, c.bn, c.cluster_m)
     best = ranked[0]
+    sk_why, rule = "", "cost-model" + ("+off-sector" if off_sector else "")
+    sk = r.streamk
+    if sk is not None:  # the pick's stream-K form: ranked by it (costmodel.rank), so it won by STREAMK_MIN_GAIN
+        spec = dataclasses.replace(spec, stream_k=sk.splits)
+        rule += "+stream-k"
+        plain = predict_us(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb)
+        sk_why = (f"; stream-K: the last round's {sk.last_items} {'cluster ' if c.cluster_m > 1 else ''}tiles split "
+                  f"{sk.splits} ways along K, last round {sk.plain_last_us:.1f} -> {sk.split_last_us:.1f} us predicted "
+                  f"({plain:.1f} us without)")
     why = (f"cost model: {c.name} ({c.bm} x {c.bn}, {c.schedule}{', ' + c.consumers if c.consumers != 'cooperative' else ''}"
            f"{', cluster ' + c.cluster if c.cluster != '1x1' else ''}, {c.epilogue} stores) predicted {r.predicted_us:.1f} us: "
            f"{tiles} tiles in {rounds(tiles, sm_count)} rounds of {sm_count}, {k_tiles(k, eb)} K-tiles of {spec.bk}"
            + (", rows off a 32-byte sector" if off_sector else "")
            + (f"; {best.candidate.name} predicted {best.predicted_us:.1f} us, within the model's tolerance"
-              if best.candidate is not c else ""))
-    return Choice(spec, why + note, "cost-model" + ("+off-sector" if off_sector else ""))
+              if best.candidate is not c else "") + sk_why)
+    return Choice(spec, why + note, rule)
 
 
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:

@@ -18,6 +18,11 @@ set (tools/exp_cost.py calibrate, tools/fit_cost.py); they ship as data, one tab
 ``ptxgen/tuning/h200_cost.json`` (16-bit inputs) and ``ptxgen/tuning/h200_cost_e4m3.json`` (e4m3, its own device sweep:
 tools/exp_cost_e4m3.py calibrate; FP8 does twice the MMA work per byte of K, so no constant carries over).
 
+Stream-K (``best_streamk``): a persistent cooperative kernel with BM <= 128 may split its last, partial round along K
+(ptxgen.derive.streamk); its time is the full rounds as above plus one round of per_tile + ceil(T / S) K-tiles + S
+partial tiles of f32 through one SM (STREAMK_SM_BYTES_PER_US). ``rank(..., stream_k=True)`` ranks such a kernel by
+that time where it is STREAMK_MIN_GAIN faster than the kernel whole.
+
 Pure arithmetic: no GPU, no compiler.
 """
 
@@ -151,6 +156,63 @@ def predict_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector
     return max(time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes))
 
 
+# -- stream-K for the last wave (ptxgen.derive.streamk) -----------------------------------------------------------------
+STREAMK_MAX_SPLITS = 16  # the most splits the model considers (derive.rules.MAX_STREAM_K)
+STREAMK_MIN_K_TILES = 4  # derive.streamk.MIN_K_TILES_PER_SPLIT
+# One SM's f32 partial-tile traffic to and from L2, bytes per microsecond. ASSUMED, not fitted (no stream-K kernel had
+# run when it was written): about 100 GB/s per SM, the order of 64 B a clock per SM at 1.7 GHz. Run 1 of
+# 2026-12-01-s4-streamk measured the split round within 2x of it (docs/performance.md, "Stream-K for the last wave").
+STREAMK_SM_BYTES_PER_US = 100e3
+
+
+@dataclass(frozen=True)
+class StreamKPrediction:
+    splits: int  # S (1: no split)
+    last_items: int  # L: the last round's items (tiles, or cluster tiles)
+    plain_last_us: float  # the last round as a whole round
+    split_last_us: float  # the last round split S ways, the owners' sum included
+    predicted_us: float  # the whole kernel with the split last round
+
+
+def streamk_cap(items: int, clusters: int, k_tile_count: int, max_splits: int) -> tuple[int, int]:
+    """(S, L) as the kernel computes them (derive.streamk.StreamKPlan.layout) for at most ``max_splits`` splits."""
+    last = items % clusters
+    s = min(max_splits, clusters // last, k_tile_count // STREAMK_MIN_K_TILES) if last else 1
+    return (s, last) if s >= 2 else (1, last)
+
+
+def predict_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, max_splits: int, *, off_sector: bool = False,
+                    sm_count: int = 132, element_bytes: int = 2) -> StreamKPrediction:
+    """The compute term with the last round split along K (``max_splits`` at most): full rounds as in
+    :func:`time_terms_us`, then one round of per_tile + ceil(T / S) K-tiles + the fixup: each split z > 0 stores a
+    BM x BN f32 tile, its owner reads S - 1 of them (at STREAMK_SM_BYTES_PER_US per SM)."""
+    items = tile_grid(m, n, c.bm, c.bn, c.cluster_m) // c.cluster_m
+    # the persistent grid never exceeds the items (derive.abi.KernelABI.grid): with fewer items than clusters there is no
+    # last partial round to split (run 2 timed 838 x 1309 x 8000's 42 tiles split "3 ways" by an earlier model: 1.9x slower)
+    clusters = min(items, sm_count * costs.slots_per_sm // c.cluster_m)
+    t = k_tiles(k, element_bytes)
+    per_k = costs.ktile_us * (costs.off_sector if off_sector else 1.0)
+    whole = costs.tile_us + t * per_k
+    s, last = streamk_cap(items, clusters, t, max_splits)
+    full = items // clusters
+    plain_last = whole if last else 0.0
+    tile_bytes = c.bm * c.bn * 4
+    split_last = (costs.tile_us + -(-t // s) * per_k + tile_bytes * s / STREAMK_SM_BYTES_PER_US) if s > 1 else plain_last
+    return StreamKPrediction(s, last, plain_last, split_last, costs.launch_us + full * whole + split_last)
+
+
+def best_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector: bool = False,
+                 sm_count: int = 132, element_bytes: int = 2) -> StreamKPrediction | None:
+    """The split count (2..STREAMK_MAX_SPLITS) with the least predicted time, or None where the kernel has no stream-K
+    form (not persistent cooperative with BM <= 128, or a narrow tile) or no split is possible."""
+    if c.schedule != "persistent" or c.consumers != "cooperative" or c.bm > 128 or c.narrow:
+        return None
+    preds = [predict_streamk(c, costs, m, n, k, s, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes)
+             for s in range(2, STREAMK_MAX_SPLITS + 1)]
+    preds = [p for p in preds if p.splits > 1]
+    return min(preds, key=lambda p: (p.predicted_us, p.splits)) if preds else None
+
+
 MIN_K_TILES = 16  # the calibration's shortest K: 1024, 16 K-tiles of 64 (16-bit inputs; 8 K-tiles of 128 for e4m3)
 COMPUTE_MARGIN = 1.25  # the compute term must exceed the bandwidth floor by this much
 
@@ -170,12 +232,30 @@ def calibrated(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector
 class Ranked:
     candidate: Candidate
     predicted_us: float
+    streamk: StreamKPrediction | None = None  # the candidate's stream-K form, where predicted_us is that form's time
+
+
+STREAMK_MIN_GAIN = 0.02  # a stream-K form counts only where it is predicted this much faster than the kernel whole
+
+
+def _ranked(c: Candidate, costs: Costs, m: int, n: int, k: int, off_sector: bool, sm_count: int, stream_k: bool,
+            element_bytes: int) -> Ranked:
+    plain = predict_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes)
+    sk = (best_streamk(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes)
+          if stream_k else None)
+    if sk is not None:
+        floor = time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes)[1]
+        sk_us = max(sk.predicted_us, floor)
+        if sk_us < plain * (1 - STREAMK_MIN_GAIN):
+            return Ranked(c, sk_us, sk)
+    return Ranked(c, plain)
 
 
 def rank(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
-         narrow: bool = True, element_bytes: int = 2) -> list[Ranked]:
-    """Every candidate with constants in ``costs``, fastest predicted first (ties: the order of CANDIDATES)."""
-    out = [Ranked(c, predict_us(c, costs[c.name], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes))
+         narrow: bool = True, element_bytes: int = 2, stream_k: bool = False) -> list[Ranked]:
+    """Every candidate with constants in ``costs``, fastest predicted first (ties: the order of CANDIDATES). With
+    ``stream_k``, a candidate whose stream-K form is predicted STREAMK_MIN_GAIN faster is ranked by that form."""
+    out = [_ranked(c, costs[c.name], m, n, k, off_sector, sm_count, stream_k, element_bytes)
            for c in CANDIDATES if c.name in costs and (narrow or not c.narrow)]
     return sorted(out, key=lambda r: r.predicted_us)  # stable: CANDIDATES order on ties
 
@@ -184,11 +264,13 @@ TIE_TOLERANCE = 0.02  # predictions closer than this are ties: the fit's median 
 
 
 def pick(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
-         narrow: bool = True, tolerance: float = TIE_TOLERANCE, element_bytes: int = 2) -> tuple[Ranked, list[Ranked]]:
+         narrow: bool = True, tolerance: float = TIE_TOLERANCE, element_bytes: int = 2,
+         stream_k: bool = False) -> tuple[Ranked, list[Ranked]]:
     """(the pick, the ranking): of the candidates predicted within ``tolerance`` of the fastest, the first in
     CANDIDATES order (the tuning table's winners first, then their cluster variants, then the BN = 160 / 224 tiles): a
     difference the model cannot resolve is no reason to leave the kernels measured most."""
-    ranked = rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=narrow, element_bytes=element_bytes)
+    ranked = rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=narrow, element_bytes=element_bytes,
+                  stream_k=stream_k)
     if not ranked:
         raise ValueError("no candidate has costs")
     close = {r.candidate.name for r in ranked if r.predicted_us <= ranked[0].predicted_us * (1 + tolerance)}

@@ -254,9 +254,29 @@ def split_problem(plan: KernelPlan, p: Problem) -> Problem:
     return replace(p, ldd=plan.split.workspace_ld(p.n)) if plan.split is not None else p
 
 
-def workspace_bytes(plan: KernelPlan, p: Problem) -> int:
-    """Bytes of f32 workspace the launch needs (0 without split-K)."""
-    return plan.split.workspace_bytes(p.m, p.n) if plan.split is not None else 0
+def workspace_bytes(plan: KernelPlan, p: Problem, sm_count: int = 132) -> int:
+    """Bytes of workspace the launch needs: split-K's f32 slices, or stream-K's flags and partial tiles for any grid the
+    launch may take on ``sm_count`` SMs (0 for neither)."""
+    if plan.split is not None:
+        return plan.split.workspace_bytes(p.m, p.n)
+    if plan.stream_k is not None:
+        size = plan.stream_k.cluster_size
+        clusters = plan.abi.grid(p.m, p.n, sm_count)[0] // size
+        return plan.stream_k.workspace_bound(streamk_items(plan, p), clusters, p.k)
+    return 0
+
+
+def streamk_items(plan: KernelPlan, p: Problem) -> int:
+    """The work items a stream-K kernel's persistent loop walks: tiles, or 2-CTA cluster tiles."""
+    cm, cn = plan.schedule.cluster
+    return -(-(-(-p.m // plan.spec.bm)) // cm) * -(-(-(-p.n // plan.spec.bn)) // cn)
+
+
+def streamk_zero_bytes(plan: KernelPlan) -> int:
+    """Bytes at the start of a stream-K workspace that must be zero before the first launch (the flags)."""
+    from ..derive.streamk import FLAG_REGION_BYTES
+
+    return FLAG_REGION_BYTES if plan.stream_k is not None else 0
 
 
 def reduce_geometry(plan: KernelPlan, p: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
@@ -282,6 +302,15 @@ def gemm_launches(plan: KernelPlan, kernel, reduce_kernel, a_ptr: int, b_ptr: in
     arguments by ABI name (gemm_args; a block-scaled kernel's SFA and SFB)."""
     if plan.split is None:
         grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
+        if plan.stream_k is not None:  # the owners wait for other CTAs: every CTA of the grid must be resident at once
+            from ..derive.streamk import MAX_GRID_CTAS
+
+            if not plan.abi.persistent or grid[0] > min(sm_count, MAX_GRID_CTAS):
+                raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {grid[0]} CTAs on {sm_count} SMs could "
+                                   "wait on CTAs that are not resident")
+            if w_ptr % 128:
+                raise ProblemError(f"the stream-K workspace at {w_ptr:#x} is not 128-byte aligned")
+            extra = {**(extra or {}), "W": w_ptr}
         return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, d_ptr, p, encode, extra))]
     q = split_problem(plan, p)
     grid, block, _ = launch_geometry(plan, q, sm_count, kernel)

@@ -16,7 +16,7 @@ from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
 from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
 from .gpu import Buffer, Kernel, require_gpu, synchronize
-from .launch import gemm_launches, workspace_bytes
+from .launch import gemm_launches, streamk_zero_bytes, workspace_bytes
 from .toolchain import compile_cuda
 from .vresult import ValidationResult, default_problem, device_problem, host_operand, judge  # noqa: F401 -- re-exported
 
@@ -50,11 +50,13 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
     reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None  # split-K's second kernel
     with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd, \
-            Buffer(max(16, workspace_bytes(plan, p))) as dw:
+            Buffer(max(16, workspace_bytes(plan, p, dev.sm_count))) as dw:
         da.upload(ga)
         db.upload(gb)
         (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
         dw.fill_u32(0x7FC00000)  # NaN: a workspace element the MMA kernel left unwritten would poison D
+        if streamk_zero_bytes(plan):  # stream-K's flags start at zero (its partial slots stay NaN-poisoned)
+            dw.upload(np.zeros(streamk_zero_bytes(plan), dtype=np.uint8))
         for kern, grid, block, args in gemm_launches(plan, kernel, reduce, da.address, db.address, dd.address, dw.address, p,
                                                      dev.sm_count):
             kern.launch(grid, block, args)

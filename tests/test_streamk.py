@@ -1,0 +1,323 @@
+"""Stream-K for the last wave (ptxgen.derive.streamk): the work of every launch is a bijection of (item, K-tile) onto
+the CTAs, the waits cannot form a cycle, the workspace slots and flags are a bijection (L1, hypothesis, with controls
+that must fail); the rendered C against the plan; the spec rules; the launches (no GPU); NVRTC + SASS (L2); the
+cost model's stream-K term and the chooser's +stream-k; (gpu tier) the kernels against float64, bit for bit twice."""
+
+import dataclasses
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.spec import make_spec
+from ptxgen.derive.streamk import FLAG_REGION_BYTES, MIN_K_TILES_PER_SPLIT, StreamKLayout, StreamKPlan
+from ptxgen.emit.render import render_kernel
+from ptxgen.emit.streamk_view import layout_c, unit_c
+from ptxgen.isa.types import SpecError
+from ptxgen.runtime import choose as choose_mod
+from ptxgen.runtime.choose import choose
+from ptxgen.runtime.costmodel import BY_NAME, best_streamk, predict_streamk, predict_us, shipped_costs
+from ptxgen.runtime.launch import Problem, gemm_launches, workspace_bytes
+
+BASE = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16", bk=64,
+            schedule="persistent")
+
+
+def sk_spec(bm=128, bn=192, stages=4, s=8, **kw):
+    return make_spec(bm=bm, bn=bn, stages=stages, stream_k=s, **{**BASE, **kw})
+
+
+# -- L1: the work and the waits ---------------------------------------------------------------------------------------
+def check_assignment(assign, items: int, k_tiles: int) -> list[str]:
+    """Independent checks of a per-cluster work list [(item, split, first K-tile, K-tiles), ...]: every (item, K-tile)
+    exactly once; an item split in parts runs its parts on distinct clusters, each part the last entry of its cluster,
+    and no cluster runs two parts (so the owner's wait is on clusters that never wait: no cycle)."""
+    problems = []
+    seen = {}
+    parts = {}
+    for c, entries in enumerate(assign):
+        split_entries = [e for e in entries if e[3] != k_tiles or e[1] != 0]
+        for item, z, first, count in entries:
+            if not 0 <= item < items:
+                problems.append(f"item {item} out of range")
+            for t in range(first, first + count):
+                if not 0 <= t < k_tiles:
+                    problems.append(f"K-tile {t} of item {item} out of range")
+                seen[(item, t)] = seen.get((item, t), 0) + 1
+        for e in entries:
+            if e[1] != 0 or e[3] != k_tiles:
+                parts.setdefault(e[0], []).append((c, e))
+        if len(split_entries) > 1 or (split_entries and entries[-1] != split_entries[0]):
+            problems.append(f"cluster {c} runs a part that is not its one last entry")
+    missing = [(i, t) for i in range(items) for t in range(k_tiles) if seen.get((i, t), 0) != 1]
+    if missing:
+        problems.append(f"{len(missing)} (item, K-tile) pairs not covered exactly once, e.g. {missing[0]}")
+    for item, ps in parts.items():
+        clusters = [c for c, _ in ps]
+        if len(set(clusters)) != len(clusters):
+            problems.append(f"item {item}: two parts on one cluster")
+        if sorted(e[1] for _, e in ps) != list(range(len(ps))):
+            problems.append(f"item {item}: splits {sorted(e[1] for _, e in ps)}")
+    return problems
+
+
+layouts = st.tuples(st.integers(1, 3000), st.integers(1, 132), st.integers(1, 20_000), st.integers(2, 16),
+                    st.sampled_from([1, 2]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(layouts)
+def test_every_item_and_k_tile_runs_exactly_once_and_waits_cannot_cycle(args):
+    items, clusters, k, smax, cs = args
+    p = StreamKPlan(smax, 64, cs, 2, 128 * 192)
+    lay = p.layout(items, clusters, k)
+    assert check_assignment(p.assignment(lay), items, lay.k_tiles) == []
+    assert lay.last_items * lay.splits <= clusters
+    if lay.splits > 1:
+        assert lay.last_items == items % clusters and lay.splits <= smax
+        assert lay.k_tiles // lay.splits >= MIN_K_TILES_PER_SPLIT - 1  # each part keeps >= MIN K-tiles (rounded down)
+    else:
+        assert lay.work_entries == items
+
+
+@settings(max_examples=200, deadline=None)
+@given(layouts)
+def test_workspace_slots_and_flags_are_a_bijection(args):
+    items, clusters, k, smax, cs = args
+    p = StreamKPlan(smax, 64, cs, 2, 128 * 192)
+    lay = p.layout(items, clusters, k)
+    slots, flags = [], []
+    for item in range(lay.dp_items, items):
+        for r in range(cs):
+            flags += [p.flag_index(item, r, g, lay) for g in range(p.groups)]
+            slots += [p.slot_index(item, z, r, lay) for z in range(1, lay.splits)]
+    assert sorted(slots) == list(range(lay.data_slots * cs))
+    assert sorted(flags) == list(range(len(flags))) and 4 * len(flags) <= FLAG_REGION_BYTES
+    assert p.workspace_bytes(lay) == FLAG_REGION_BYTES + len(slots) * p.slot_bytes
+    assert p.workspace_bound(items, clusters, k) >= p.workspace_bytes(lay)
+
+
+def test_control_a_layout_that_splits_beyond_the_idle_clusters_is_caught():
+    p = StreamKPlan(8, 64, 1, 2, 1)
+    good = p.layout(1060, 132, 4000)
+    bad = StreamKLayout(1060, 132, good.k_tiles, 40, good.dp_items, good.last_items)  # 4 x 40 > 132 units in one round
+    assert check_assignment(p.assignment(bad), 1060, good.k_tiles) != []
+    assert check_assignment(p.assignment(good), 1060, good.k_tiles) == []
+
+
+def test_control_a_split_that_drops_the_remainder_is_caught():
+    p = StreamKPlan(8, 64, 1, 2, 1)
+    lay = p.layout(1060, 132, 4000)
+
+    class Dropping(StreamKPlan):
+        @staticmethod
+        def k_range(split, parts, k_tiles):
+            return split * (k_tiles // parts), k_tiles // parts
+
+    d = Dropping(8, 64, 1, 2, 1)
+    assert check_assignment(d.assignment(lay), 1060, lay.k_tiles) != []
+
+
+def test_control_whole_last_round_with_split_entries_elsewhere_is_caught():
+    # the split units listed first (not the last round): a cluster runs a part, then more work (its owner could wait
+    # on a cluster that is still busy with whole tiles; the checker says so)
+    p = StreamKPlan(8, 64, 1, 2, 1)
+    lay = p.layout(1060, 132, 4000)
+    n = lay.last_items * lay.splits
+    order = list(range(lay.dp_items, lay.work_entries)) + list(range(lay.dp_items))
+    assign = [[p.unit(order[w], lay) for w in range(c, lay.work_entries, 132)] for c in range(132)]
+    assert n and check_assignment(assign, 1060, lay.k_tiles) != []
+
+
+# -- the rendered C against the plan -----------------------------------------------------------------------------------
+def run_c(lines, env):
+    """Run rendered ``const int x = expr;`` statements (C integer division on non-negative ints) as Python."""
+    env = dict(env, min=min, max=max)
+    for line in lines:
+        stmt = line.split("//")[0].strip().rstrip(";")
+        m = re.match(r"const int (\w+) = (.*)", stmt)
+        assert m, line
+        name, expr = m.groups()
+        expr = expr.replace("static_cast<int>(gridDim.x)", "gridDim_x")
+        env[name] = int(eval(re.sub(r"(?<![/])/(?![/])", "//", expr), {}, env))
+    return env
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts)
+def test_rendered_c_matches_the_plan(args):
+    items, clusters, k, smax, cs = args
+    p = StreamKPlan(smax, 64, cs, 2, 1)
+    lay = p.layout(items, clusters, k)
+    env = run_c(layout_c(p, "num_items"), {"num_items": items, "gridDim_x": clusters * cs, "k_tiles_total": lay.k_tiles})
+    assert (env["sk_splits"], env["sk_dp"], env["sk_work"]) == (lay.splits, lay.dp_items, lay.work_entries)
+    for w in sorted({0, lay.dp_items - 1, lay.dp_items, lay.work_entries - 1} - {-1}):
+        u = run_c(unit_c(), {**env, "work": w})
+        item, z, first, count = p.unit(w, lay)
+        assert (u["tile"], u["sk_split"], u["kt_first"], u["num_k_tiles"]) == (item, z, first, count)
+        assert u["sk_parts"] == (1 if w < lay.dp_items else lay.splits)
+
+
+def test_control_a_wrong_c_statement_is_caught():
+    p = StreamKPlan(8, 64, 1, 2, 1)
+    lay = p.layout(1060, 132, 4000)
+    env = run_c(layout_c(p, "n"), {"n": 1060, "gridDim_x": 132, "k_tiles_total": lay.k_tiles})
+    wrong = tuple(line.replace("sk_unit % sk_parts", "sk_unit / sk_parts") for line in unit_c())
+    w = lay.dp_items + 10  # unit 10 of S = 8: split 2 (10 / 8 = 1 would be the wrong one)
+    u = run_c(wrong, {**env, "work": w})
+    assert (u["tile"], u["sk_split"]) != p.unit(w, lay)[:2]
+
+
+# -- the spec and the launch --------------------------------------------------------------------------------------------
+def test_stream_k_field_round_trips_and_names_the_kernel():
+    s = sk_spec(s=8)
+    assert s.kernel_name.endswith("_streamk8") and "--stream-k 8" in s.cli_args()
+    assert make_spec(**s.to_json()) == s and "stream_k" not in sk_spec(s=1).to_json()
+    assert plan_kernel(s).stream_k.groups == 2 and plan_kernel(sk_spec(s=1)).stream_k is None
+    assert [q.name for q in plan_kernel(s).abi.params][-1] == "W"
+
+
+@pytest.mark.parametrize("kw,flag", [
+    (dict(s=17), "--stream-k"), (dict(schedule="tile"), "--stream-k"), (dict(consumers="pingpong"), "--stream-k"),
+    (dict(bm=256, bn=128), "--stream-k"), (dict(split_k=2), None), (dict(arch="sm_100a"), None),
+])
+def test_illegal_stream_k_specs_name_the_field(kw, flag):
+    with pytest.raises(SpecError) as e:
+        sk_spec(**kw)
+    if flag:
+        assert e.value.field == flag
+
+
+def test_launch_passes_the_workspace_and_keeps_the_grid_resident():
+    plan = plan_kernel(sk_spec(s=8, epilogue="direct"))
+    p = Problem(2500, 10000, 4000, 4000, 4000, 10000)
+    wb = workspace_bytes(plan, p, 132)
+    exact = FLAG_REGION_BYTES + 4 * 7 * 128 * 192 * 4  # 132 CTAs: 4 last-round tiles x 7 partials of 128 x 192 floats
+    assert exact <= wb <= FLAG_REGION_BYTES + 132 * 128 * 192 * 4  # any grid: at most one partial per CTA
+    (kern, grid, block, args), = gemm_launches(plan, "mma", None, 0x10000, 0x20000, 0x30000, 0x40000, p, 132,
+                                               encode=lambda a: bytes(128))
+    assert grid == (132, 1, 1)
+    assert args.values[-1].value == 0x40000
+    with pytest.raises(Exception):  # a workspace that is not 128-byte aligned
+        gemm_launches(plan, "mma", None, 0x10000, 0x20000, 0x30000, 0x40010, p, 132, encode=lambda a: bytes(128))
+
+
+def test_explain_prints_the_stream_k_plan():
+    from ptxgen.derive.explain import explain_text
+    from ptxgen.derive.layout import derive
+
+    text = explain_text(derive(sk_spec(s=8)))
+    assert "Stream-K" in text and "stream_k_reduction" in text
+
+
+# -- NVRTC + SASS (L2) -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["p128x192", "p128x192c2", "p128x224c2"])
+def test_stream_k_kernels_compile_without_local_memory_and_use_release_acquire(name):
+    from ptxgen.runtime.sass import check_sass, run_tool
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    spec = dataclasses.replace(BY_NAME[name].spec(), stream_k=8)
+    c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
+    rep = check_sass(spec, c.cubin)
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+    assert "REDG.E.ADD.S32.STRONG.GPU" in sass  # the flag's release add (one per partial, counts only)
+    assert "LDG.E.STRONG.GPU" in sass and "MEMBAR.ALL.GPU" in sass  # the owner's acquire load; the release fence
+    assert sass.count("ATOM") == 0  # no atomics on data
+
+
+# -- the cost model and the choice -------------------------------------------------------------------------------------
+COSTS = shipped_costs()[1]
+
+
+def test_the_model_splits_only_a_partial_last_round():
+    c = BY_NAME["p128x192"]
+    full = predict_streamk(c, COSTS[c.name], 128 * 132, 192 * 8, 4000, 8)  # 8 full rounds, no last round
+    assert full.splits == 1 and full.predicted_us == pytest.approx(predict_us(c, COSTS[c.name], 128 * 132, 192 * 8, 4000))
+    b = best_streamk(c, COSTS[c.name], 2500, 10000, 4000)
+    assert b.splits > 1 and b.last_items == 4 and b.split_last_us < b.plain_last_us
+    assert best_streamk(BY_NAME["pp128x128"], COSTS["pp128x128"], 2500, 10000, 4000) is None  # no stream-K form
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 20_000), st.integers(1, 20_000), st.integers(16, 20_000), st.sampled_from(
+    ["p128x192", "p128x256", "p128x224", "p128x192c2", "p128x256c2", "p128x160c2"]), st.integers(2, 16))
+def test_the_model_splits_as_the_kernel_will(m, n, k, name, smax):
+    """The cost model's S and L are the kernel's: StreamKPlan.layout on the grid the ABI launches (persistent: at most
+    one CTA per SM and never more than the work items), not a grid of every SM."""
+    c = BY_NAME[name]
+    plan = plan_kernel(dataclasses.replace(c.spec(), stream_k=smax))
+    from ptxgen.runtime.launch import streamk_items
+
+    items = streamk_items(plan, Problem(m, n, k, k, k, n))
+    lay = plan.stream_k.layout(items, plan.abi.grid(m, n, 132)[0] // plan.stream_k.cluster_size, k)
+    pred = predict_streamk(c, COSTS[name], m, n, k, smax)
+    assert (pred.splits, pred.last_items if pred.splits > 1 else 0) == (lay.splits, lay.last_items)
+
+
+def test_control_a_model_on_every_sm_splits_a_single_partial_wave():
+    # 838 x 1309 x 8000 with 128 x 256 tiles: 42 tiles, a grid of 42 CTAs, nothing to split; a model that assumed a grid
+    # of 132 CTAs predicted 3 splits (and the chooser took a kernel 1.9x slower in run 2)
+    plan = plan_kernel(sk_spec(bn=256, s=16))
+    lay = plan.stream_k.layout(42, 132, 8000)
+    assert lay.splits == 3  # the wrong grid
+    assert plan.stream_k.layout(42, plan.abi.grid(838, 1309, 132)[0], 8000).splits == 1
+    assert predict_streamk(BY_NAME["p128x256"], COSTS["p128x256"], 838, 1309, 8000, 16).splits == 1
+
+
+def test_chooser_takes_stream_k_where_the_last_round_is_nearly_empty():
+    c = choose("bf16", "sm_90a", 2500, 10000, 4000)
+    assert c.chosen_by == "cost-model+stream-k" and c.spec.stream_k > 1 and "stream-K" in c.why
+    c = choose("bf16", "sm_90a", 1500, 9000, 3000)
+    assert c.chosen_by == "cost-model+off-sector+stream-k" and c.spec.cluster.value == "2x1"
+
+
+def test_control_stream_k_rule_off_keeps_the_pick(monkeypatch):
+    before = choose("bf16", "sm_90a", 2500, 10000, 4000)
+    monkeypatch.setattr(choose_mod, "STREAM_K_RULE", False)
+    c = choose("bf16", "sm_90a", 2500, 10000, 4000)
+    assert c.chosen_by == "cost-model" and c.spec.stream_k == 1
+    assert dataclasses.replace(before.spec, stream_k=1) == c.spec  # the same base kernel
+
+
+def test_stream_k_never_touches_the_tuned_six_or_full_last_rounds():
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 4096), (2048, 2048, 8192), (8192, 8192, 1024),
+                    (4096, 4096, 16384), (12000, 1000, 6000), (4096, 4096, 5000)):
+        assert choose("bf16", "sm_90a", m, n, k).spec.stream_k == 1
+
+
+def test_the_ranking_takes_a_kernel_by_its_stream_k_form():
+    # 5000^3: 128 x 256 in 2x1 clusters is 400 cluster tiles on 66 clusters (6 rounds + 4): ranked by its stream-K form it
+    # beats the 128 x 224 kernel the model picked without stream-K (run 1: 1.000 / 1.014 against 0.961)
+    c = choose("bf16", "sm_90a", 5000, 5000, 5000)
+    assert c.chosen_by == "cost-model+off-sector+stream-k" and (c.spec.bm, c.spec.bn, c.spec.stream_k) == (128, 256, 8)
+    from ptxgen.runtime.costmodel import rank
+
+    plain = rank(COSTS, 5000, 5000, 5000, off_sector=True)
+    assert plain[0].candidate.name == "p128x224c2" and all(r.streamk is None for r in plain)
+
+
+def test_gemm_selection_runs_the_pick_without_stream_k():
+    from ptxgen.api.select import select_spec
+
+    spec, why = select_spec("bf16", "sm_90a", 2500, 10000, 4000)
+    assert spec.stream_k == 1 and "without stream-K" in why
+
+
+# -- on the H200 (gpu tier) -------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,s,m,n,k", [
+    ("p128x192", 8, 2500, 10000, 4000),    # 1060 tiles: 4 in the last round, split 8 ways
+    ("p128x192", 3, 1000, 7000, 1000),     # 8 x 37 = 296 tiles: 32 in the last round, 3 ways, K = 16 K-tiles
+    ("p128x192c2", 3, 1500, 9000, 3000),   # 2x1 clusters, rows 112 B past a line
+    ("p128x224", 5, 2777, 3333, 1111),     # odd everything: partial tiles along M and N, a K tail; 330 tiles: 66 split 2
+    ("p128x224c2", 4, 1379, 5003, 2049),   # a cluster with an inactive CTA in the last row, a K tail
+])
+def test_stream_k_kernels_match_float64_twice(gpu, name, s, m, n, k):
+    from ptxgen.runtime.validate import validate_spec
+
+    spec = dataclasses.replace(BY_NAME[name].spec(), stream_k=s)
+    r = validate_spec(spec, m, n, k, seed=11)
+    assert r.passed, r.verdict
