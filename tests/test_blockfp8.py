@@ -320,3 +320,28 @@ def test_api_marshals_the_scales(monkeypatch):
         ptxgen.api.fp8blocks.gemm(a, b, Arr((m, 4), "float32", (4, 1), 0x40000000), sb, out)
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="shape"):
         ptxgen.api.fp8blocks.gemm(a, b, sa, Arr((4, 2), "float32", (1, 8), 0x50000000), out)
+
+
+def test_show_draws_each_phase_of_the_b_scales():
+    """layout.svg's block-FP8 panel: one row per split n0 % 128, each 8-column group coloured by its B block."""
+    import re
+
+    from ptxgen.derive.layout import derive
+    from ptxgen.emit.svg import layout_svg
+
+    def phases(spec):
+        by_phase = {}
+        for ph, g, b in re.findall(r'data-phase="(\d+)" data-group="(\d+)" data-block="(\d)"', layout_svg(derive(spec))):
+            by_phase.setdefault(int(ph), []).append(int(b))
+        return by_phase
+
+    assert phases(_spec(bn=192, stages=4, epilogue="tma")) == {0: [0] * 16 + [1] * 8, 64: [0] * 8 + [1] * 16}
+    assert phases(_spec(bn=128, stages=5, epilogue="direct")) == {0: [0] * 16}
+    assert phases(make_plain()) == {}
+
+
+def make_plain():
+    from ptxgen.derive.spec import make_spec
+
+    return make_spec(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", arch="sm_90a", stages=4)
+

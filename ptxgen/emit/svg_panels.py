@@ -1,6 +1,6 @@
 """The panels of ``layout.svg`` beside the operand stages: the TMA-store epilogue's staging buffer, the fused epilogue
-chain's register map, a block-scaled kernel's scale-factor atom in Tensor Memory and a grouped kernel's walk
-(ptxgen.emit.svg assembles them)."""
+chain's register map, a block-scaled kernel's scale-factor atom in Tensor Memory, a grouped kernel's walk and a
+block-FP8 kernel's B-scale blocks per column group (ptxgen.emit.svg assembles them)."""
 
 from __future__ import annotations
 
@@ -172,3 +172,30 @@ def grouped_panel(spec, y0: float) -> tuple[list[str], float]:
         el.append(svg_text(LEFT - 8, top + b * sy + 10, f"group {g}: rows {b}..{e - 1}" if e > b else f"group {g}: empty", "off", "end"))
     el.append("</g>")
     return el, top + extent_rows * sy + 10
+
+
+BFP8_COLOURS = ("#9ecae1", "#fdae6b")  # block n0 / 128, the next block
+
+
+def bfp8_panel(spec, y0: float) -> tuple[list[str], float]:
+    """Block FP8 (derive.blockfp8): for each split n0 % 128 a tile can start at, the tile's 8-column register groups
+    coloured by the 128-column block of B whose scale multiplies them (the promotion branch of that phase)."""
+    from ..derive.blockfp8 import BLOCK_K, GROUP_COLS, plan_block_fp8
+
+    plan = plan_block_fp8(spec.bm, spec.bn, spec.bk)
+    width = CELL_W * LINE_BYTES // 16
+    cw = min(CELL_W, width / plan.groups)
+    el = ['<g class="bfp8" id="bfp8-scales">',
+          svg_text(10, y0 + 16, f"block FP8 (docs/block-fp8.md): per {BLOCK_K} of K, acc += partial x sfa[row, kb] x sfb[kb, block]; "
+                   f"register group g = columns {GROUP_COLS}g..{GROUP_COLS}g+{GROUP_COLS - 1} of the {spec.bn}-column tile", "title"),
+          svg_text(10, y0 + 32, "blue: the scale of block n0 / 128; orange: of block n0 / 128 + 1 (one promotion branch per row)", "legend")]
+    y = y0 + 44
+    for ph in plan.phases:
+        el.append(svg_text(LEFT - 8, y + CELL_H - 4, f"n0 % 128 = {ph.residue}", "off", "end"))
+        for g in range(plan.groups):
+            block = 0 if g < ph.first_groups else 1
+            el.append(f'<rect x="{LEFT + g * cw:.1f}" y="{y:.1f}" width="{cw:.1f}" height="{CELL_H}" fill="{BFP8_COLOURS[block]}" '
+                      f'stroke="#333" stroke-width="0.5" data-phase="{ph.residue}" data-group="{g}" data-block="{block}"/>')
+        y += CELL_H + 4
+    el.append("</g>")
+    return el, y + 6
