@@ -299,11 +299,12 @@ def test_the_ranking_takes_a_kernel_by_its_stream_k_form():
     assert plain[0].candidate.name == "p128x224c2" and all(r.streamk is None for r in plain)
 
 
-def test_gemm_selection_runs_the_pick_without_stream_k():
+def test_gemm_selection_runs_the_stream_k_pick():
     from ptxgen.api.select import select_spec
 
     spec, why = select_spec("bf16", "sm_90a", 2500, 10000, 4000)
-    assert spec.stream_k == 1 and "without stream-K" in why
+    c = choose("bf16", "sm_90a", 2500, 10000, 4000)
+    assert spec == c.spec and spec.stream_k > 1 and why == c.why  # ptxgen.gemm runs what ptxgen bench chose
 
 
 # -- on the H200 (gpu tier) -------------------------------------------------------------------------------------------

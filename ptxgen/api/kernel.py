@@ -181,7 +181,7 @@ class CompiledKernel(launchplan.KernelBase):
                 streams.wait_for_producer(info.producer_stream, handle)
         if entry.split and ai.library == "torch":
             workspace(entry.device_index, handle, entry.workspace_bytes, a)  # split-K: torch memory for this stream
-        entry.run(ai.ptr, bi.ptr, oi.ptr, handle)
+        entry.run(ai.ptr, bi.ptr, oi.ptr, handle, a if ai.library == "torch" else None)  # stream-K: torch workspace
         if allocated and ai.library == "torch":
             _record_torch_stream(out, stream, handle)
         return out
@@ -216,7 +216,8 @@ class CompiledKernel(launchplan.KernelBase):
         grid, block, smem = launch_geometry(self.plan, split_problem(self.plan, p), dev.sm_count, kernel)
         driver = launcher()
         return Launch(**common, func=int(kernel.func), grid=grid, block_dim=block, smem=smem, driver=driver,
-                      encode=driver.encode, reduce_func=int(self._reduce.func) if self._reduce is not None else 0)
+                      encode=driver.encode, reduce_func=int(self._reduce.func) if self._reduce is not None else 0,
+                      sm_count=dev.sm_count)
 
 
 def _zero(out, library: str) -> None:

@@ -21,6 +21,7 @@ import threading
 from ..derive.kernel import KernelPlan
 from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
 from ..runtime.gpu import CudaError
+from ..runtime.errors import ProblemError
 from ..runtime.launch import Problem, map_args, reduce_geometry, split_problem, workspace_bytes
 from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 from .binding import overlaps
@@ -33,17 +34,14 @@ def build_params(plan: KernelPlan, p: Problem, encode) -> tuple[ParamBlock, dict
     (tensor-map or raw-pointer parameters, or a group of both; a map is encoded by ``encode`` when its
     pointer is first set)."""
     params = plan.abi.params
-    if plan.stream_k is not None:
-        raise ValueError(f"{plan.abi.name}: stream-K kernels are not in the gemm() launch path yet (its workspace and "
-                         "flags are allocated by ptxgen bench and validate only)")
-    block = ParamBlock([q.kind for q in params])
+    block = ParamBlock(["ptr" if q.kind == "wptr" and q.name == "W" else q.kind for q in params])
     slots = {}
     for i, q in enumerate(params):
         if q.kind == "tensormap":
             operand = q.name[-1]  # tmap_a, tmap_b, tmap_d
             template = map_args(plan, operand, 0, p)
             slots.setdefault(operand.upper(), []).append(MapSlot(block, i, template, encode))
-        elif q.kind == "ptr":
+        elif q.kind == "ptr" or (q.kind == "wptr" and q.name == "W"):  # W: stream-K's workspace, patched per stream
             slots.setdefault(q.name, []).append(PtrSlot(block, i))
         else:
             block.set(i, p.value(q.name))
@@ -94,6 +92,96 @@ def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> i
     return w[0]
 
 
+# Stream-K workspaces (ptxgen.derive.streamk: int32 flags, then the f32 partial tiles of the last round's splits).
+# The kernel needs the flags zero when it starts and leaves them zero when it ends: each flag belongs to one owner (a
+# last-round tile, CTA rank, consumer warpgroup), which waits until it reads S - 1 (every split z > 0 has stored its
+# slot and counted), then stores 0; nothing adds to it after that in the launch (templates/mma_wgmma.cuh.j2
+# streamk_open; tests/test_streamk_api.py replays the flag protocol against the plan). So the flags are zeroed once,
+# when a workspace is allocated (cuMemsetD32Async on the launch's stream, ahead of the kernel in stream order), and
+# the partial slots need no initialization (every slot an owner reads was written in the same launch).
+#
+# One workspace per (device, stream), grown (never shrunk) to the largest launch seen; an outgrown one is kept for the
+# process (a launch queued on it, or a CUDA graph that captured it, may still use it). Two launches on one stream are
+# serialized by the stream, so they share it safely; calls on two streams never share one. Inside a CUDA graph capture
+# every launch gets a fresh workspace from the graph's memory pool (torch tensors only) with the flag memset captured
+# ahead of the kernel: graphs never share a workspace with eager calls or with one another, and each replay starts
+# from zero flags whatever the previous replay did.
+#
+# A launch that starts but does not finish leaves flags non-zero. On CUDA that happens only with a sticky error (an
+# illegal address, a trap, a device reset): the context is unusable after it, and so is every workspace in it. A
+# launch the driver refuses (cuLaunchKernel returns an error) never ran and left the flags as they were: zero.
+STREAMK_MIN_WORKSPACE_BYTES = 1 << 20
+_STREAMK_WORKSPACES: dict = {}  # (device, stream) -> (address, bytes, owner)
+_STREAMK_OUTGROWN: list = []
+_STREAMK_CAPTURED: list = []  # capture workspaces on a stream other than torch's current one (kept: see streamk_workspace)
+
+
+def allocate_device_bytes(nbytes: int, torch_like=None) -> tuple[int, object]:
+    """(address, owner) of ``nbytes`` of device memory: torch memory where ``torch_like`` is a tensor (inside a graph
+    capture: the graph's pool), else cuMemAlloc."""
+    if torch_like is not None:
+        t = torch_like.new_empty((nbytes,), dtype=sys.modules["torch"].uint8)
+        return t.data_ptr(), t
+    from ..runtime.gpu import Buffer
+
+    b = Buffer(nbytes)
+    return b.address, b
+
+
+def _zero_flags(driver, address: int, stream: int) -> None:
+    from ..derive.streamk import FLAG_REGION_BYTES
+
+    rc = driver.memset_d32_async(address, 0, FLAG_REGION_BYTES // 4, stream)
+    if rc:
+        raise CudaError(f"cuMemsetD32Async (stream-K flags) failed: {error_name(rc)} ({rc})")
+
+
+def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch_like=None,
+                      ensure_context=None) -> tuple[int, object]:
+    """(address, keep) of a stream-K workspace of at least ``nbytes`` for a launch on ``stream`` with its flags zero in
+    the stream's order (see the comment above); ``keep``: an owner the caller holds until the launch is queued (a
+    capture's workspace), else None."""
+    rc, status = driver.capture_status(stream)
+    if rc in RETRY_WITH_CONTEXT and ensure_context is not None:
+        ensure_context()
+        rc, status = driver.capture_status(stream)
+    if rc:
+        raise CudaError(f"cuStreamIsCapturing failed: {error_name(rc)} ({rc})")
+    if status:  # capturing (or a capture invalidated: the launch that follows fails as the driver says)
+        if torch_like is None:
+            from ..runtime.arrays import ArgumentError
+
+            raise ArgumentError("a stream-K kernel inside a CUDA graph capture takes torch tensors (its workspace comes from "
+                                "the graph's memory pool); pass torch tensors, or capture a kernel compiled with stream_k=1")
+        address, owner = allocate_device_bytes(nbytes, torch_like)
+        _zero_flags(driver, address, stream)
+        if _torch_current_stream(device_index) != stream:  # torch frees a block in its allocation stream's order: keep it where that is not ours
+            _STREAMK_CAPTURED.append(owner)
+            return address, None
+        return address, owner
+    key = (device_index, stream)
+    w = _STREAMK_WORKSPACES.get(key)
+    if w is None or w[1] < nbytes:
+        with _WORKSPACE_LOCK:
+            w = _STREAMK_WORKSPACES.get(key)
+            if w is None or w[1] < nbytes:
+                size = max(STREAMK_MIN_WORKSPACE_BYTES, 1 << (nbytes - 1).bit_length())
+                address, owner = allocate_device_bytes(size, torch_like)
+                if address % 128:
+                    raise CudaError(f"the stream-K workspace at {address:#x} is not 128-byte aligned")
+                _zero_flags(driver, address, stream)
+                if w is not None:
+                    _STREAMK_OUTGROWN.append(w)
+                w = _STREAMK_WORKSPACES[key] = (address, size, owner)
+    return w[0], None
+
+
+def _torch_current_stream(device_index: int) -> int:
+    from .streams import torch_stream_reader
+
+    return int(torch_stream_reader(sys.modules["torch"])(device_index))
+
+
 class Launch:
     """One prepared launch (see the module's docstring). ``run`` is the hot path; ``call_torch`` reads torch
     tensors directly (``data_ptr()``: no DLPack, no interface dicts). Split-K: two launches, the MMA kernel into the
@@ -101,7 +189,7 @@ class Launch:
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, func: int, grid, block_dim, smem: int, driver, encode,
                  ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False,
-                 reduce_func: int = 0):
+                 reduce_func: int = 0, sm_count: int = 132):
         self.problem = problem
         self.m, self.n, self.k = problem.m, problem.n, problem.k
         self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0
@@ -117,6 +205,7 @@ class Launch:
         self.out_alloc = out_alloc  # (torch dtype name, ldd, M-major) for an output allocated per call
         self._ensure_context = ensure_context
         self._launch = driver.launch if driver is not None else None
+        self._driver = driver
         self.func = func
         self.gx, self.gy, self.gz = grid
         self.bx, self.by, self.bz = block_dim
@@ -125,6 +214,7 @@ class Launch:
         self._torch_dtype = None
         self._stream = None
         self.split = plan.split is not None
+        self.streamk = plan.stream_k is not None
         self._c = None  # the compiled launcher, where built
         if self.empty:
             self.params, self.slots = None, ()
@@ -138,6 +228,14 @@ class Launch:
             (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), _ = reduce_geometry(plan, problem)
             self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
             self.rparams = self.rblock.address
+        elif self.streamk:  # the W slot takes the calling stream's workspace (streamk_workspace), patched per call
+            from ..derive.streamk import MAX_GRID_CTAS
+
+            if not plan.abi.persistent or self.gx > min(sm_count, MAX_GRID_CTAS):  # owners wait on other CTAs of the grid
+                raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {self.gx} CTAs on {sm_count} SMs could "
+                                   "wait on CTAs that are not resident")
+            self.sw = slots["W"]
+            self.workspace_bytes = workspace_bytes(plan, problem, sm_count)
         else:
             self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
                                         operands=self.slots, ensure_context=ensure_context, device_index=device_index,
@@ -150,10 +248,13 @@ class Launch:
                     self._c.stream_reader = torch_stream_reader(torch)
 
     # -- the hot path ------------------------------------------------------------------------------------
-    def run(self, pa: int, pb: int, pd: int, stream: int) -> None:
-        """Point the block at these arrays and launch on ``stream``."""
+    def run(self, pa: int, pb: int, pd: int, stream: int, like=None) -> None:
+        """Point the block at these arrays and launch on ``stream``. ``like``: a torch tensor of the call (stream-K's
+        workspace is then torch memory; None: cuMemAlloc)."""
         if self.split:
             return self._run_split(pa, pb, pd, stream)
+        if self.streamk:
+            return self._run_streamk(pa, pb, pd, stream, like)
         if self._c is not None:
             self._c.run(pa, pb, pd, stream)
             return
@@ -191,6 +292,23 @@ class Launch:
                 if rc:
                     raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
 
+    def _run_streamk(self, pa: int, pb: int, pd: int, stream: int, like) -> None:
+        sa, sb, sd = self.slots
+        with self._lock:
+            w, keep = streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
+                                        self._ensure_context)
+            for slot, ptr in ((sa, pa), (sb, pb), (sd, pd), (self.sw, w)):
+                if slot.ptr != ptr:
+                    slot.point(ptr)
+            args = (self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None)
+            rc = self._launch(*args)
+            if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
+                self._ensure_context()
+                rc = self._launch(*args)
+            if rc:
+                raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+        del keep  # a capture's workspace: released once the launch is queued (torch frees it in stream order)
+
     def call_torch(self, a, b, out, stream):
         """``out = a @ b.T`` for torch tensors of this entry's key; None when a pointer rules the hot path out
         (unaligned, or ``out`` overlapping an input): the caller then takes the slow path, which says why."""
@@ -214,7 +332,7 @@ class Launch:
             stream = self._torch_stream(self.device_index)
         if self.split and (self.device_index, stream, self.workspace_bytes) not in _WORKSPACES:
             workspace(self.device_index, stream, self.workspace_bytes, a)  # torch memory (a graph's pool when capturing)
-        self.run(pa, pb, po, stream)
+        self.run(pa, pb, po, stream, a)
         return out
 
     def _allocate_torch(self, a):

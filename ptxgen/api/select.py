@@ -5,8 +5,6 @@ f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch c
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DType, Major, SpecError
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -89,9 +87,6 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
 
         try:
             c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb, allow_swap=allow_swap)
-            if c.spec.stream_k > 1:  # not in the gemm() launch path yet (no stream-K workspace there): the same kernel whole
-                return (_with_out_dtype(dataclasses.replace(c.spec, stream_k=1), out),
-                        c.why + "; gemm() runs it without stream-K (its launch path has no stream-K workspace yet)", c.swap_ab)
             return _with_out_dtype(c.spec, out), c.why, c.swap_ab
         except TuningTableError:  # a table named in $PTXGEN_TUNING that cannot be used: as `ptxgen bench` says
             raise
@@ -182,7 +177,8 @@ def batched_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, 
     a2, b2 = plane(ai), (shared_b(bi) if kind.value == "a" else plane(bi))
     o2 = plane(oi) if oi is not None and oi.ndim == 3 else oi
     spec, why = _gemm_spec(a2, b2, o2, out_dtype, arch)
-    fields = {**spec.to_json(), "batch": kind.value, "epilogue": "direct", "cluster": "1x1", "split_k": 1, "cta_group": 1}
+    fields = {**spec.to_json(), "batch": kind.value, "epilogue": "direct", "cluster": "1x1", "split_k": 1, "cta_group": 1,
+              "stream_k": 1}  # stream-K is not derived for batched kernels
     try:
         return make_spec(**fields), f"{why}; batched over {ai.shape[0]} batches (3-D tensor maps, one launch)"
     except SpecError:

@@ -40,8 +40,8 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
                  the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
-                 1-2 of 2026-12-01-s4-streamk). ``STREAM_K_RULE`` turns it off. ``ptxgen.gemm`` runs the pick without
-                 the split (its launch path has no stream-K workspace yet); ``ptxgen bench`` runs it.
+                 1-2 of 2026-12-01-s4-streamk). ``STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
+                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``).
 ``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.

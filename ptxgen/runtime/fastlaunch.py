@@ -42,6 +42,23 @@ class _CtypesDriver:
         self._encode.argtypes = [vp, ctypes.c_int, u32, vp, vp, vp, vp, vp, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         self._out = (ctypes.c_ubyte * (TENSOR_MAP_BYTES + 64))()
         self._out_addr = ctypes.addressof(self._out) + (-ctypes.addressof(self._out) % 64)
+        # stream-K's workspace (api.launchplan.streamk_workspace): is a stream capturing, and its flags zeroed in stream order
+        self._is_capturing = lib.cuStreamIsCapturing
+        self._is_capturing.restype = ctypes.c_int
+        self._is_capturing.argtypes = [vp, ctypes.POINTER(ctypes.c_int)]
+        self._memset = lib.cuMemsetD32Async
+        self._memset.restype = ctypes.c_int
+        self._memset.argtypes = [ctypes.c_uint64, u32, ctypes.c_size_t, vp]
+
+    def capture_status(self, stream: int) -> tuple[int, int]:
+        """(CUresult, CUstreamCaptureStatus) of ``stream``: status 0 none, 1 active, 2 invalidated."""
+        status = ctypes.c_int(0)  # one per call: launches on other threads ask at the same time
+        rc = self._is_capturing(stream, ctypes.byref(status))
+        return rc, status.value
+
+    def memset_d32_async(self, ptr: int, value: int, count: int, stream: int) -> int:
+        """cuMemsetD32Async: ``count`` 32-bit words at ``ptr`` set to ``value`` in ``stream``'s order (the CUresult)."""
+        return self._memset(ptr, value, count, stream)
 
     def encode(self, a: TensorMapArgs) -> bytes:
         dims = (ctypes.c_uint64 * a.rank)(*a.global_dims)
@@ -66,6 +83,15 @@ class _BindingsDriver:
         from .tensormap import encode
 
         return encode(a)
+
+    def capture_status(self, stream: int) -> tuple[int, int]:
+        cu = _driver()
+        err, status = cu.cuStreamIsCapturing(cu.CUstream(stream))
+        return int(err), int(status)
+
+    def memset_d32_async(self, ptr: int, value: int, count: int, stream: int) -> int:
+        cu = _driver()
+        return int(cu.cuMemsetD32Async(cu.CUdeviceptr(ptr), value, count, cu.CUstream(stream))[0])
 
 
 _DRIVER = None
