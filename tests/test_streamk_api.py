@@ -189,6 +189,16 @@ def test_control_with_the_stream_k_rule_off_gemm_runs_the_kernel_whole(monkeypat
     assert spec.stream_k == 1 and "stream-K" not in why
 
 
+def test_control_with_gemm_stream_k_off_gemm_runs_the_pick_whole(monkeypatch):
+    from ptxgen.api import select
+
+    monkeypatch.setattr(select, "GEMM_STREAM_K", False)
+    c = sk_pick()
+    spec, why = select.select_spec("bf16", "sm_90a", 2500, 10000, 4000)
+    assert spec.stream_k == 1 and spec.kernel_name == c.spec.kernel_name.replace(f"_streamk{c.spec.stream_k}", "")
+    assert why.startswith(c.why) and "GEMM_STREAM_K is off" in why
+
+
 def test_fused_and_batched_forms_of_a_stream_k_pick_leave_it_out():
     from ptxgen.api.fused import fused_spec
     from ptxgen.derive.fusion import ChainSpec

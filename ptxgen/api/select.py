@@ -14,6 +14,8 @@ from .binding import _check_2d, _check_strides, _dtype_words, operand_major
 _INPUT_ARRAY_DTYPES = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
 _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5m2": "bf16", "s8": "s32", "u8": "s32"}
 _TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.tune searches (A and B K-major)
+# gemm() runs the chooser's stream-K kernels as chosen (api.launchplan.streamk_workspace); False: the same kernel whole
+GEMM_STREAM_K = True
 
 
 def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
@@ -87,6 +89,9 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
 
         try:
             c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb, allow_swap=allow_swap)
+            if c.spec.stream_k > 1 and not GEMM_STREAM_K:
+                return (_with_out_dtype(make_spec(**{**c.spec.to_json(), "stream_k": 1}), out),
+                        c.why + "; run without stream-K (ptxgen.api.select.GEMM_STREAM_K is off)", c.swap_ab)
             return _with_out_dtype(c.spec, out), c.why, c.swap_ab
         except TuningTableError:  # a table named in $PTXGEN_TUNING that cannot be used: as `ptxgen bench` says
             raise
