@@ -436,3 +436,52 @@ def test_gemm_runs_stream_k_deterministically_on_streams_and_in_graphs(gpu, arti
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["passed"] and report["stream_k"] > 1, report
+
+
+def test_the_ctypes_driver_asks_the_capture_status_and_zeroes_in_stream_order():
+    """fastlaunch._CtypesDriver's two stream-K calls, against a stand-in libcuda (ctypes callbacks with the driver's
+    signatures): the status comes back through the pointer, the memset gets pointer, value, count and stream."""
+    vp, u32 = ctypes.c_void_p, ctypes.c_uint32
+    calls = []
+
+    def is_capturing(stream, status):
+        status[0] = 1 if stream == 0x99 else 0
+        calls.append(("capturing", stream))
+        return 0
+
+    def memset(ptr, value, count, stream):
+        calls.append(("memset", ptr, value, count, stream))
+        return 700 if stream == 0xBAD else 0
+
+    cbs = dict(
+        cuLaunchKernel=ctypes.CFUNCTYPE(ctypes.c_int, vp, *[u32] * 7, vp, vp, vp)(lambda *a: 0),
+        cuTensorMapEncodeTiled=ctypes.CFUNCTYPE(ctypes.c_int, vp, ctypes.c_int, u32, vp, vp, vp, vp, vp, ctypes.c_int,
+                                                ctypes.c_int, ctypes.c_int, ctypes.c_int)(lambda *a: 0),
+        cuStreamIsCapturing=ctypes.CFUNCTYPE(ctypes.c_int, vp, ctypes.POINTER(ctypes.c_int))(is_capturing),
+        cuMemsetD32Async=ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, u32, ctypes.c_size_t, vp)(memset),
+    )
+    lib = type("FakeLibcuda", (), cbs)()
+    drv = fastlaunch._CtypesDriver(lib)
+    assert drv.capture_status(0x99) == (0, 1) and drv.capture_status(0x98) == (0, 0)
+    assert drv.memset_d32_async(0x7000_0000, 0, FLAG_REGION_BYTES // 4, 0x98) == 0
+    assert drv.memset_d32_async(0x7000_0000, 0, 1, 0xBAD) == 700  # the CUresult comes back as it is
+    assert calls == [("capturing", 0x99), ("capturing", 0x98), ("memset", 0x7000_0000, 0, 4096, 0x98),
+                     ("memset", 0x7000_0000, 0, 1, 0xBAD)]
+
+
+def test_a_failed_flag_memset_or_capture_query_raises_before_any_launch(sim, sk_kernel):
+    from ptxgen.runtime.gpu import CudaError
+
+    k = sk_kernel
+    _fresh(k)
+    drv = fastlaunch._DRIVER
+    a, b, out = arrays()
+    drv.memset_d32_async = lambda ptr, value, count, stream: 1  # CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(CudaError, match="cuMemsetD32Async"):
+        k(a, b, out, stream=Stream(0x91))
+    assert sim.rec.of("launch") == [] and (0, 0x91) not in launchplan._STREAMK_WORKSPACES  # not kept: zeroed never
+    drv.capture_status = lambda stream: (901, 0)  # CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+    with pytest.raises(CudaError, match="cuStreamIsCapturing"):
+        k(a, b, out, stream=Stream(0x92))
+    assert sim.rec.of("launch") == []
+    _fresh(k)
