@@ -8,7 +8,10 @@ wait that never ends fails the test instead of hanging the run): ``python tests/
    stream with its own workspace, every flag zero afterwards;
 4. a CUDA graph captured once and replayed twice, inputs refilled between the replays: each replay bit-identical to
    eager calls on the same inputs (and the two replays' results different, so the replay recomputed);
-5. the flags of every eager workspace zero at the end (the kernel left them as it found them).
+5. the flags of every eager workspace zero at the end (the kernel left them as it found them);
+6. ``__cuda_array_interface__`` arrays (not torch's) on a fresh stream: a cuMemAlloc workspace, bit-identical, its flags
+   zero after.
+CompiledKernel's own call is checked with step 2.
 Prints one JSON line per step and a last one with ``passed``; exit 1 on the first failed check.
 """
 
@@ -19,6 +22,7 @@ import sys
 
 
 def main(m: int, n: int, k: int) -> int:
+    import numpy as np
     import torch
 
     import ptxgen
@@ -74,6 +78,15 @@ def main(m: int, n: int, k: int) -> int:
     if not all(same) or bool(torch.isnan(outs[0]).any()):
         return fail("three calls are not bit-identical (or left NaN)")
     want = bits(outs[0])
+    # the kernel object itself (CompiledKernel's call: the same prepared launch)
+    kern = ptxgen.api.kernel_for(spec)
+    ok = nan_out()
+    kern(a, b, ok)
+    torch.cuda.synchronize()
+    same = bool(torch.equal(want, bits(ok)))
+    say("kernel", bit_identical=same)
+    if not same:
+        return fail("CompiledKernel's call differs from gemm's")
 
     # 3. two streams at once
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
@@ -141,6 +154,26 @@ def main(m: int, n: int, k: int) -> int:
     say("flags", nonzero_per_stream=nonzero)
     if any(nonzero.values()) or not nonzero:
         return fail(f"stream-K flags not zero after the launches: {nonzero}")
+
+    # 6. arrays that are not torch's (__cuda_array_interface__ only): a cuMemAlloc workspace
+    class Interface:  # built by hand: torch's own interface has no typestr for bfloat16 (ptxgen reads .dtype)
+        def __init__(self, t):
+            self.dtype = "bfloat16"
+            self.__cuda_array_interface__ = {"shape": tuple(t.shape), "typestr": "<f2", "data": (t.data_ptr(), False),
+                                             "version": 3, "stream": None, "strides": tuple(2 * x for x in t.stride())}
+
+    oi = nan_out()
+    s3 = torch.cuda.Stream()  # a stream no torch call used: its workspace is allocated for these arrays (cuMemAlloc)
+    torch.cuda.synchronize()
+    ptxgen.gemm(Interface(a), Interface(b), Interface(oi), stream=s3.cuda_stream)
+    torch.cuda.synchronize()
+    same = bool(torch.equal(want, bits(oi)))
+    buffers = [(hex(st), w[2]) for (d, st), w in ws.items() if not hasattr(w[2], "view")]
+    flags_left = {h: int((buf.download(np.int32, FLAG_REGION_BYTES // 4) != 0).sum()) for h, buf in buffers}
+    say("interface", bit_identical=same, cuMemAlloc_workspaces=flags_left)
+    if not same or not buffers or any(flags_left.values()):
+        return fail(f"__cuda_array_interface__ arrays: bit-identical {same}, cuMemAlloc workspaces' non-zero flags "
+                    f"{flags_left}")
     report["passed"] = True
     print(json.dumps(report), flush=True)
     return 0
