@@ -15,7 +15,8 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   make_spec(...), gemm(a, b), NoGPU, ArgumentError, ProblemError
   register_torch_ops(): torch.ops.ptxgen.gemm for torch.compile (done by ``import ptxgen`` when torch is
   already imported, and by the first use of the API when torch is imported by then)
-  grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers)
+  grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers; FP8:
+  scaled_grouped_gemm (row-wise scales), blockscaled_grouped_gemm (DeepSeek block scales))
 """
 
 import sys as _sys
@@ -23,7 +24,7 @@ import sys as _sys
 from .version import __version__
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
-_GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm")
+_GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")
 __all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED]
 
 

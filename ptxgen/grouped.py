@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 from .api import streams
 from .api.binding import _allocate_out, _dtype_words
-from .api.groupedbind import _KernelName, b_is_n_major, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
+from .api.groupedbind import _KernelName, b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
 from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
@@ -32,7 +32,8 @@ from .runtime.fastlaunch import launcher
 from .runtime.gpu import NoGPU
 from .runtime.grouped import GroupedProblem, build_grouped_params, check_grouped_problem, grouped_geometry
 
-__all__ = ["GroupedKernel", "compile_grouped", "grouped_gemm", "grouped_spec", "scaled_grouped_gemm", "small_groups"]
+__all__ = ["GroupedKernel", "blockscaled_grouped_gemm", "blockscaled_grouped_spec", "compile_grouped", "grouped_gemm",
+           "grouped_spec", "scaled_grouped_gemm", "small_groups"]
 
 # The default grouped kernels: the tuned dense 4096^3 tile (bf16) and 8192^3 tile (FP8) of tuning/h200.json,
 # made grouped. Output types: the input's for 16-bit inputs, bf16 for FP8.
@@ -108,7 +109,8 @@ class GroupedKernel:
 
     def __call__(self, a, b, offs, out=None, *, scale_a=None, scale_b=None, stream=None):
         """``scale_a`` (M f32) and ``scale_b`` (G x N f32): for a kernel with row-wise scales (grouped='offs_rowwise'),
-        as torch._scaled_grouped_mm takes them; the others take none."""
+        as torch._scaled_grouped_mm takes them; a block-scaled kernel (fp8_blocks='1x128x128') takes the DeepSeek block
+        scales (:func:`blockscaled_grouped_gemm`); the others take none."""
         if self._torch_launches and type(a) is torch_tensor_type():
             r = self._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
             if r is not None:
@@ -141,7 +143,10 @@ class GroupedKernel:
         also checks the device and the problem, loads the kernel and builds the parameter block."""
         ai, bi, fi, oi = infos
         p = bind_grouped(self.spec, ai, bi, fi, oi).problem
-        scale_ptrs = _bind_scales(self.spec, scales, p)
+        if self.spec.fp8_blocks.value != "none":
+            p, scale_ptrs = bind_block_scales(self.spec, scales, p)
+        else:
+            scale_ptrs = _bind_scales(self.spec, scales, p)
         dev = streams.require_gpu()
         allocated = out is None
         if allocated:
@@ -351,6 +356,55 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: st
             spec = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, rowwise=True)
         except SpecError as e:
             raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
+        kernel = _BY_TYPES[key] = _kernel_for(spec)
+    r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
+    if tkey is not None and kernel._torch_launches:
+        _TORCH_KERNELS[tkey] = kernel
+    return r
+
+
+def blockscaled_grouped_spec(out_dtype: str = "bf16", arch: str = "sm_90a") -> TileSpec:
+    """The spec :func:`blockscaled_grouped_gemm` uses: the dense block-FP8 kernel's tile (``ptxgen.api.fp8blocks.
+    default_spec``: 128 x 192 x 128, 4 stages, TMA-store epilogue for 16-bit outputs) made grouped over ``offs``."""
+    from .api.fp8blocks import default_spec
+
+    return default_spec(out_dtype, arch=arch, grouped="offs")
+
+
+def blockscaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+    """FP8 (e4m3) grouped product with DeepSeek block scales (the MoE recipe; docs/grouped.md "Block-scaled FP8"):
+    ``a`` M_total x K with the groups' rows stacked (``offs`` as in :func:`grouped_gemm`), ``b`` G x N x K, K-major;
+    ``scale_a`` f32 M_total x ceil(K/128), outer-dim-major (strides (1, lds_a)), one scale per row per 128 of K over the
+    stacked rows; ``scale_b`` f32 G x ceil(K/128) x ceil(N/128) with strides (lds_b_group, 1, lds_b): ``scale_b[g]`` is
+    the array ``ptxgen.api.fp8blocks.gemm`` and ``torch._scaled_mm`` (BlockWise128x128) take for ``b[g]``. Rows of group g
+    of ``out`` are ``fp8blocks.gemm(a[rows], b[g], scale_a[rows], scale_b[g])``: partial sums promoted to f32 every 128
+    of K. ``out_dtype`` defaults to ``out``'s, else bf16. One persistent launch; nothing on the host reads ``offs``."""
+    tkey = None
+    if type(a) is torch_tensor_type():
+        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), "blocks")
+        kernel = _TORCH_KERNELS.get(tkey)
+        if kernel is not None:
+            r = kernel._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
+            if r is not None:
+                return r
+    handle = stream_handle(stream, a)
+    ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
+    oi = None if out is None else read_array(out, "out", handle)
+    scales = (read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle))
+    for info in (ai, bi):
+        if info.dtype != "e4m3":
+            raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe), not "
+                             f"{_dtype_words(info.dtype)} {info.name}")
+    if out_dtype is None and oi is not None:
+        out_dtype = oi.dtype
+    out_dtype = out_dtype or "bf16"
+    key = ("e4m3", out_dtype, "blocks")
+    kernel = _BY_TYPES.get(key)
+    if kernel is None:
+        try:
+            spec = blockscaled_grouped_spec(out_dtype, streams.require_gpu().arch.value)
+        except SpecError as e:
+            raise NoGPU(f"no block-scaled grouped kernel for this GPU: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
     if tkey is not None and kernel._torch_launches:

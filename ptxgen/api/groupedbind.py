@@ -4,7 +4,7 @@ Split out of ``ptxgen.grouped``, which composes it with the compiled kernel and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..derive.spec import TileSpec
 from ..isa.types import Grouping, Major
@@ -162,12 +162,50 @@ def _n_major_b(b: ArrayInfo, g: int, n: int, k: int) -> tuple[int, int]:
     return ldb, ldb_group
 
 
+SCALE_BLOCK = 128  # K (and N for B) per block scale (ptxgen.derive.blockfp8)
+
+
+def bind_block_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[GroupedProblem, tuple[int, int]]:
+    """A block-scaled grouped kernel's scales (--fp8-blocks 1x128x128 with --grouped offs), checked; the problem with
+    their strides. ``scale_a``: f32 M_total x ceil(K/128), outer-dim-major (strides (1, lds_a), lds_a >= M_total: the
+    dense kernel's layout over the stacked rows); ``scale_b``: f32 G x ceil(K/128) x ceil(N/128) with strides
+    (lds_b_group, 1, lds_b): each ``scale_b[g]`` is the dense kernel's (and torch._scaled_mm's) BlockWise128x128 array
+    for ``b[g]``; ``s.transpose(1, 2)`` of a row-major G x ceil(N/128) x ceil(K/128) array (DeepGEMM's per-group sfb)."""
+    if scales is None or scales[0] is None or scales[1] is None:
+        raise ArgumentError(f"{_KernelName(spec)} multiplies by DeepSeek block scales: pass scale_a (M x ceil(K/128) f32) "
+                            "and scale_b (G x ceil(K/128) x ceil(N/128) f32)")
+    sa, sb = scales
+    kb, nb = -(-p.k // SCALE_BLOCK), -(-p.n // SCALE_BLOCK)
+    for info, want in ((sa, (p.m, kb)), (sb, (p.groups, kb, nb))):
+        if info.dtype != "f32":
+            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}; block scales are {_dtype_words('f32')}")
+        if tuple(info.shape) != want:
+            raise ArgumentError(f"{info.name} has shape {info.shape}; it must be {want}")
+        if info.ptr % 4:
+            raise ArgumentError(f"{info.name}: its data at {info.ptr:#x} is not 4-byte aligned")
+    lds_a = sa.strides[1] if kb > 1 else max(p.m, 1)
+    if (p.m > 1 and sa.strides[0] != 1) or lds_a < p.m:
+        raise ArgumentError(f"scale_a must be outer-dim-major (strides (1, ld) with ld >= {p.m}), as torch._scaled_mm takes "
+                            f"it (s.t().contiguous().t()); it has strides {sa.strides}")
+    lds_b = sb.strides[2] if nb > 1 else kb
+    lds_b_group = sb.strides[0] if p.groups > 1 else nb * lds_b
+    if (kb > 1 and sb.strides[1] != 1) or lds_b < kb or lds_b_group < nb * lds_b:
+        raise ArgumentError(f"scale_b must have strides (lds_b_group, 1, lds_b) with lds_b >= {kb} and lds_b_group >= "
+                            f"{nb} x lds_b (each scale_b[g] as the dense kernel takes it: s.transpose(1, 2) of a row-major "
+                            f"G x {nb} x {kb} array); it has strides {sb.strides}")
+    if max(lds_a * kb, lds_b_group * p.groups) >= 1 << 31:
+        raise ArgumentError("the scale arrays' element offsets must fit in an int")
+    _check_devices([sa, sb])
+    return replace(p, lds_a=lds_a, lds_b=lds_b, lds_b_group=lds_b_group), (sa.ptr, sb.ptr)
+
+
 def _bind_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[int, int]:
     """(scale_a, scale_b) pointers, checked: M f32 values, G x N f32 values, contiguous; (0, 0) without scales."""
     rowwise = spec.grouped is Grouping.OFFS_ROWWISE
     if not rowwise:
         if scales is not None:
-            raise ArgumentError(f"{_KernelName(spec)} takes no scales (compile grouped='offs_rowwise' for FP8 row-wise scales)")
+            raise ArgumentError(f"{_KernelName(spec)} takes no scales (compile grouped='offs_rowwise' for FP8 row-wise scales, "
+                                "or grouped='offs' with fp8_blocks='1x128x128' for block scales)")
         return 0, 0
     if scales is None or scales[0] is None or scales[1] is None:
         raise ArgumentError(f"{_KernelName(spec)} multiplies by row-wise scales: pass scale_a (M f32) and scale_b (G x N f32)")

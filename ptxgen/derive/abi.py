@@ -144,6 +144,9 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                    Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
                    Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
                    Param("lds_b", "i32", "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
+        if grouped:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
+            params += (Param("lds_b_group", "i32", "SFB's stride between groups (>= ceil(N/128) x lds_b): group g's "
+                             "(kb, nb) at g x lds_b_group + nb x lds_b + kb"),)
     if spec.stream_k > 1:  # stream-K's workspace (ptxgen.derive.streamk)
         params += (Param("W", "wptr", "the stream-K workspace: int32 flags (zero before the first launch; each owner resets "
                          "its own), then the f32 partial tiles of the last round's splits; 128-byte aligned"),)

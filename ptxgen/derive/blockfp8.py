@@ -114,6 +114,20 @@ def scale_phases(bn: int) -> tuple[ScalePhase, ...]:
 
 
 @dataclass(frozen=True)
+class OffsetTerm:
+    """One term of a tile's scale-array base offset in elements: ``(var / divisor) x stride``, where ``var`` is a value
+    of the tile (``n0``: its first column; ``group``: its group, grouped kernels) and ``stride`` a kernel parameter. The
+    kernel adds the terms to the scale pointer once per tile (ptxgen.emit.blockfp8 renders them as C)."""
+
+    var: str
+    divisor: int
+    stride: str
+
+    def value(self, env: dict) -> int:
+        return env[self.var] // self.divisor * env[self.stride]
+
+
+@dataclass(frozen=True)
 class BlockFp8Plan:
     bm: int
     bn: int
@@ -121,6 +135,29 @@ class BlockFp8Plan:
     derivation: tuple[Derived, ...]
     phases: tuple[ScalePhase, ...]
     stagger: tuple[BarrierStep, ...] = ()
+    grouped: bool = False  # a grouped GEMM (--grouped offs): B's scales are G per-group arrays, lds_b_group apart
+
+    @property
+    def sfa_tile_terms(self) -> tuple[OffsetTerm, ...]:
+        """A's scale pointer needs no per-tile base: its rows are A's rows (stacked along M for a grouped GEMM, so a
+        tile's row index m0 + .. is already the row of scale_a), element (m, kb) at kb x lds_a + m."""
+        return ()
+
+    @property
+    def sfb_tile_terms(self) -> tuple[OffsetTerm, ...]:
+        """B's scale pointer for a tile: its 128-row block of B (n0 / 128) x lds_b, and for a grouped GEMM its group's
+        array, group x lds_b_group (every group's scale_b is the dense kernel's ceil(K/128) x ceil(N/128) array)."""
+        own = (OffsetTerm("n0", BLOCK_N, "lds_b"),)
+        return ((OffsetTerm("group", 1, "lds_b_group"),) if self.grouped else ()) + own
+
+    def scale_address(self, load: ScaleLoad, env: dict) -> int:
+        """The element of the flat scale array a load reads, as the kernel forms it: the tile's base (the terms above,
+        ``env`` holding n0, group and the strides) plus the in-tile index: sfa[kb x lds_a + row]; sfb[kb] for block
+        n0 / 128 and sfb[lds_b + kb] for the next."""
+        first, second = load.index
+        if load.operand == "sfa":
+            return sum(t.value(env) for t in self.sfa_tile_terms) + second * env["lds_a"] + first
+        return sum(t.value(env) for t in self.sfb_tile_terms) + (second - env["n0"] // BLOCK_N) * env["lds_b"] + first
 
     @property
     def groups(self) -> int:
@@ -165,7 +202,7 @@ class BlockFp8Plan:
 
 
 def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
-                   arch: str = "sm_90a", stagger: str = "none") -> BlockFp8Plan:
+                   arch: str = "sm_90a", stagger: str = "none", grouped: bool = False) -> BlockFp8Plan:
     """The plan, or SpecError naming the rule it breaks."""
     if arch != "sm_90a":
         raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
@@ -214,4 +251,12 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "meant to let one warpgroup promote while the other's MMAs run; measured on the H200 (docs/block-fp8.md): both "
         "orders are slower than none (issue 0.71-0.80, complete 0.54-0.67 of torch's blockwise call against 0.78-0.91)",
         "CUTLASS OrderedSequenceBarrier (ping-pong); DeepGEMM overlaps by FFMA interleaving instead")
-    return BlockFp8Plan(bm, bn, bk, D + (sfb, order), phases, stagger_steps(stagger))
+    grouping = (Derived("grouped_block_scales", "sfb + group x lds_b_group; sfa by the stacked row",
+                        "a grouped tile (--grouped offs) takes B's scales from its group's array: the tile's scale_b base is "
+                        "group x lds_b_group + (n0 / 128) x lds_b, chosen once per tile from the walk's cursor; A's scales "
+                        "are indexed by the tile's rows of the stacked A (m0 = the group's first row + tile row x BM), so "
+                        "they need no group offset; rows past the group's end read the next group's scales and are not stored",
+                        "the MoE recipe (DeepSeek-V3; DeepGEMM's m-grouped contiguous layout): one scale_a over the stacked "
+                        "tokens, one block-scale array per expert weight; the promotion loop is the dense one",
+                        "DeepGEMM m_grouped_fp8_gemm_nt_contiguous; torch._scaled_mm BlockWise128x128 per group"),) if grouped else ()
+    return BlockFp8Plan(bm, bn, bk, D + (sfb, order) + grouping, phases, stagger_steps(stagger), grouped)

@@ -129,6 +129,8 @@ def explain_text(t: TileLayout) -> str:
         for d in plan.grouped.derivation():
             out += _field_lines(d)
         out += plan.grouped.walk_picture()
+        if plan.block_fp8 is not None:
+            out += _grouped_scale_lines(plan)
     if plan.split is not None:
         out += ["", f"Split-K ({s.split_k} splits; grid z; a second kernel {plan.reduce_abi.name} sums the partials in a fixed order):"]
         for d in plan.split.derivation():
@@ -178,4 +180,25 @@ def scale_lines(t: TileLayout) -> list[str]:
     for d in p.derivation:
         out += _field_lines(d)
     out += sf_atom_picture(p.vec)
+    return out
+
+
+def _grouped_scale_lines(plan) -> list[str]:
+    """A block-scaled grouped kernel (ptxgen.blockscaled_grouped_gemm): the scale arrays each item of the example walk
+    reads (derive.blockfp8 sfb_tile_terms / scale_address), with example strides of a contiguous allocation."""
+    bf, s = plan.block_fp8, plan.spec
+    offs = [0, 1, s.bm + 2, s.bm + 2]
+    m_total, n, k = offs[-1], s.bn + 1, 2 * bf.bk
+    kb, nb = -(-k // bf.bk), -(-n // 128)
+    env0 = {"lds_a": m_total, "lds_b": kb, "lds_b_group": nb * kb}
+    terms = " + ".join(f"({t.var} / {t.divisor}) x {t.stride}" if t.divisor > 1 else f"{t.var} x {t.stride}"
+                       for t in bf.sfb_tile_terms)
+    out = [f"  block scales of the example (ptxgen.blockscaled_grouped_gemm; K = {k}, contiguous scales: lds_a = M = "
+           f"{m_total}, lds_b = ceil(K/128) = {kb}, lds_b_group = ceil(N/128) x lds_b = {nb * kb}): an item's scale_b base "
+           f"is {terms}; its A scales are rows a_row0.. of scale_a (the stacked rows, no group offset)"]
+    for t in plan.grouped.walk(offs, m_total, n):
+        env = dict(env0, n0=t.n0, group=t.group)
+        base = sum(x.value(env) for x in bf.sfb_tile_terms)
+        out.append(f"  item {t.item}: group {t.group}, n0 = {t.n0}: scale_b elements from {base} (scale_b[{t.group}] block "
+                   f"{t.n0 // 128}), scale_a rows {t.a_row0}..{t.a_row0 + s.bm - 1} (element kb x {m_total} + row)")
     return out

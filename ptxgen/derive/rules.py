@@ -56,9 +56,11 @@ def validate(t: "TileSpec") -> None:
     if not t.block_scaled:
         _validate_b_dtype(t)
     outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
-    if t.grouped is not Grouping.NONE and (t.fuse is not None or t.fp8_blocks is not Fp8Blocks.NONE):
-        raise SpecError("--grouped", t.grouped.value, "grouped kernels have no fused epilogue or block-scaled FP8 yet",
-                        "leave out --fuse and --fp8-blocks")
+    if t.grouped is not Grouping.NONE and t.fuse is not None:
+        raise SpecError("--grouped", t.grouped.value, "grouped kernels have no fused epilogue yet", "leave out --fuse")
+    if t.grouped is Grouping.OFFS_ROWWISE and t.fp8_blocks is not Fp8Blocks.NONE:
+        raise SpecError("--grouped", t.grouped.value, "one scale recipe per kernel: row-wise scales (offs_rowwise) or "
+                        "DeepSeek block scales (--fp8-blocks 1x128x128 with --grouped offs)", "--grouped offs")
     if t.fp8_blocks is Fp8Blocks.DEEPSEEK:
         check_block_fp8_spec(t)
     if t.fp8_stagger is not Fp8Stagger.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.consumers is not Consumers.COOPERATIVE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, STAGGER_WHERE, BarrierStep, BlockFp8Plan
+from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, STAGGER_WHERE, BarrierStep, BlockFp8Plan, OffsetTerm
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from .epilogue_view import STORE_FIRST_BARRIER_ID
 
@@ -32,6 +32,7 @@ class BlockFp8View:
     first_expr: str  # C: the tile's register groups in block n0 / 128
     second_block_expr: str  # C: block n0 / 128 + 1 holds columns of B (else its scale is not loaded)
     phases: tuple[PhaseView, ...]
+    sfb_base: str  # C: the tile's element offset into SFB (derive.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
     stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
     # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
@@ -49,8 +50,17 @@ def _barrier_c(step: BarrierStep, first_id: int, stagger: str) -> str:
     return f"if ({cond}) {call};  // {'wait until ' if step.op == 'sync' else 'signal: '}{what}"
 
 
+def offset_c(terms: tuple[OffsetTerm, ...], env: dict[str, str]) -> str:
+    """The C of a tile's base offset: each term ``static_cast<size_t>(var / divisor) * stride``, ``env`` naming the C of
+    each tile value (n0, group)."""
+    def index(t: OffsetTerm) -> str:
+        return env[t.var] if t.divisor == 1 else f"{env[t.var]} / {t.divisor}"
+    return " + ".join(f"static_cast<size_t>({index(t)}) * {t.stride}" for t in terms) or "0"
+
+
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
-                   consumer_warpgroups: int = 2) -> BlockFp8View | None:
+                   consumer_warpgroups: int = 2, group_expr: str = "") -> BlockFp8View | None:
+    """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view)."""
     if plan is None:
         return None
     regs = plan.bn // 2
@@ -71,6 +81,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
         second_block_expr=f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N",
         phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128"),),
+        sfb_base=offset_c(plan.sfb_tile_terms, {"n0": "n0", "group": group_expr}),
         stagger=stagger,
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)

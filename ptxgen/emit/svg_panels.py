@@ -166,7 +166,8 @@ def grouped_panel(spec, y0: float) -> tuple[list[str], float]:
         el.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{spec.bn * sx:.1f}" height="{spec.bm * sy:.1f}" fill="none" '
                   f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="4,3"/>')
         el.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{cw * sx:.1f}" height="{rh * sy:.1f}" fill="{colour}" stroke="#333" stroke-width="0.5"/>')
-        el.append(svg_text(x + 3, y + 12, f"item {t.item} CTA {t.item % grid}: group {t.group} tile ({t.tile_m}, {t.tile_n})", "lbl"))
+        scales = f"; scale_b[{t.group}], scale_a rows {t.a_row0}.." if spec.fp8_blocks.value != "none" else ""
+        el.append(svg_text(x + 3, y + 12, f"item {t.item} CTA {t.item % grid}: group {t.group} tile ({t.tile_m}, {t.tile_n}){scales}", "lbl"))
         el.append("</g>")
     for g, (b, e) in enumerate(rows):
         el.append(svg_text(LEFT - 8, top + b * sy + 10, f"group {g}: rows {b}..{e - 1}" if e > b else f"group {g}: empty", "off", "end"))

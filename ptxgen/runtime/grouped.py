@@ -30,6 +30,16 @@ class GroupedProblem:
     ldb: int  # B's row stride (elements); K-major: group g's rows start g x N x ldb elements in
     ldd: int
     ldb_group: int = 0  # N-major B: elements between groups (the 3-D map's group stride, >= K x ldb; any gap allowed)
+    # block-scaled FP8 (--fp8-blocks with --grouped offs): scale_a's stride between K blocks (>= M), scale_b's between
+    # 128-row blocks of B (>= ceil(K/128)) and between groups (>= ceil(N/128) x lds_b); 0 without block scales
+    lds_a: int = 0
+    lds_b: int = 0
+    lds_b_group: int = 0
+
+    def int_value(self, name: str) -> int:
+        """An integer kernel parameter by its ABI name."""
+        return {"M": self.m, "N": self.n, "K": self.k, "G": self.groups, "ldd": self.ldd, "lds_a": self.lds_a,
+                "lds_b": self.lds_b, "lds_b_group": self.lds_b_group}[name]
 
     def map_value(self, name: str) -> int:
         """A tensor map's extent or stride by its plan name (a K-major B's map is over G x N rows)."""
@@ -66,6 +76,11 @@ def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
             errs.append(f"ldb_group={p.ldb_group} is smaller than K x ldb = {p.k} x {p.ldb}: the groups' weights overlap")
         if p.ldb_group * esize % ROW_ALIGN_BYTES:
             errs.append(f"ldb_group={p.ldb_group} x {esize} B is not a multiple of 16 B (the 3-D map's group stride)")
+    if spec.fp8_blocks.value != "none":  # the block scales' strides (ptxgen.api.groupedbind.bind_block_scales)
+        kb, nb = -(-p.k // 128), -(-p.n // 128)
+        if p.lds_a < p.m or p.lds_b < kb or p.lds_b_group < nb * p.lds_b:
+            errs.append(f"block scales need lds_a >= M ({p.lds_a} < {p.m}?), lds_b >= ceil(K/128) ({p.lds_b} < {kb}?) and "
+                        f"lds_b_group >= ceil(N/128) x lds_b ({p.lds_b_group} < {nb * p.lds_b}?)")
     if p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     if p.ldd * osize % ROW_ALIGN_BYTES:
@@ -99,14 +114,14 @@ def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[
 def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr: int, p: GroupedProblem,
                  encode=None, scale_ptrs: tuple[int, int] = (0, 0)) -> KernelArgs:
     """The grouped kernel's arguments in ABI order (``encode``: default the driver's tensor-map encoder;
-    ``scale_ptrs``: scale_a and scale_b of a row-wise scaled kernel)."""
+    ``scale_ptrs``: scale_a and scale_b of a row-wise or block-scaled (SFA, SFB) kernel)."""
     from .tensormap import encode as driver_encode
     from .tensormap import tensormap_args
 
     for name, ptr, align in (("A", a_ptr, 16), ("B", b_ptr, 16), ("D", d_ptr, 16), ("offs", offs_ptr, 4)):
         if ptr % align:
             raise ProblemError(f"{name} at {ptr:#x} is not {align}-byte aligned")
-    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr}
+    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr, "sfa": scale_ptrs[0], "sfb": scale_ptrs[1]}
     values = []
     for param in plan.abi.params:
         if param.kind == "tensormap":
@@ -114,7 +129,10 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
             dims, ld = _map_dims(plan, op, p)
             values.append(("tensormap", (encode or driver_encode)(tensormap_args(plan.tma_plan(op), pointers[op], dims, ld))))
         elif param.kind == "ptr":
-            values.append(("ptr", pointers[param.name.lower()]))
+            ptr = pointers[param.name.lower()]
+            if param.name in ("SFA", "SFB") and (not ptr or ptr % 4):
+                raise ProblemError(f"{param.name} at {ptr:#x}: {plan.spec.kernel_name} needs 4-byte aligned f32 block scales")
+            values.append(("ptr", ptr))
         elif param.kind == "i32_ptr":
             values.append(("ptr", offs_ptr))
         elif param.kind == "f32_ptr":
@@ -123,8 +141,11 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
                 raise ProblemError(f"{param.name} at {ptr:#x}: {plan.spec.kernel_name} needs a 4-byte aligned f32 array")
             values.append(("ptr", ptr))
         else:
-            values.append(("i32", {"M": p.m, "N": p.n, "K": p.k, "G": p.groups, "ldd": p.ldd}[param.name]))
+            values.append(("i32", p.int_value(param.name)))
     return KernelArgs(values)
+
+
+_SCALE_SLOTS = {"SFA": "scale_a", "SFB": "scale_b"}
 
 
 def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[ParamBlock, dict]:
@@ -142,14 +163,14 @@ def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[P
             op = q.name[-1]
             dims, ld = _map_dims(plan, op, p)
             slots.setdefault(op, []).append(MapSlot(block, i, tensormap_args(plan.tma_plan(op), 0, dims, ld), encode))
-        elif q.kind == "ptr":
-            slots.setdefault(q.name.lower(), []).append(PtrSlot(block, i))
+        elif q.kind == "ptr":  # D, or a block-scaled kernel's SFA / SFB (carried as scale_a / scale_b)
+            slots.setdefault(_SCALE_SLOTS.get(q.name, q.name.lower()), []).append(PtrSlot(block, i))
         elif q.kind == "i32_ptr":
             slots.setdefault("offs", []).append(PtrSlot(block, i))
         elif q.kind == "f32_ptr":
             slots.setdefault(q.name, []).append(PtrSlot(block, i))
         else:
-            block.set(i, {"M": p.m, "N": p.n, "K": p.k, "G": p.groups, "ldd": p.ldd}[q.name])
+            block.set(i, p.int_value(q.name))
     missing = {"a", "b", "d", "offs"} - set(slots)
     if missing:
         raise ValueError(f"{plan.abi.name}: no parameter carries {', '.join(sorted(missing))}")
