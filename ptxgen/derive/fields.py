@@ -207,7 +207,8 @@ FIELDS: tuple[SpecField, ...] = (
         "none: one GEMM; offs: a grouped GEMM in torch._grouped_mm's layout (A stacked along M, int32 cumulative row ends "
         "read on the GPU, B of G x N x K), one persistent launch over every group's tiles (sm_90a, TMA, K-major A and B); "
         "offs_rowwise: the same for FP8 with torch._scaled_grouped_mm's f32 scales, one per row of A and one per group "
-        "and column of D (default none)",
+        "and column of D; offs with --fp8-blocks 1x128x128: DeepSeek block scales, scale_b one block array per group "
+        "(default none)",
         default="none",
         enum=Grouping,
         choices=("none", "offs", "offs_rowwise"),
