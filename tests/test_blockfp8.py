@@ -345,3 +345,118 @@ def make_plain():
 
     return make_spec(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", arch="sm_90a", stages=4)
 
+
+
+# ---- --fp8-overlap halves: two column halves, each promoted while the other's wgmma group runs ----------------------
+def _overlap(k_blocks, halves=2):
+    return [(x.op, x.kb, x.half, x.n) for x in plan_block_fp8(128, 192, 128, overlap="halves" if halves == 2 else "none")
+            .overlap_steps(k_blocks)]
+
+
+@pytest.mark.parametrize("k_blocks", [0, 1, 2, 3, 7])
+def test_overlap_steps_against_the_model(k_blocks):
+    """The plan's order (the kernel's) in the model of one warpgroup's wgmma groups (bfp8model.check_overlap): fragments
+    overwritten only after promotion, promotions of complete fragments once per K block and half, stages released in
+    order after their MMAs, nothing in flight at a K block's start (the C7514 rule) and a group in flight during every
+    promotion but the last. The one-fragment order passes the same checks except the last, which it cannot meet."""
+    assert bfp8model.check_overlap(_overlap(k_blocks), k_blocks, 2) == []
+    assert bfp8model.check_overlap(_overlap(k_blocks, 1), k_blocks, 1, require_overlap=False) == []
+    if k_blocks >= 2:
+        assert bfp8model.check_overlap(_overlap(k_blocks, 1), k_blocks, 1)  # no overlap without halves
+
+
+def _rotated(k_blocks):
+    """The first order tried: both halves issued before the loop, half 0 of kb + 1 issued before half 1 of kb is
+    promoted, so two groups cross each K block boundary (ptxas: C7514)."""
+    out = [("issue", 0, 0, 0), ("issue", 0, 1, 0)]
+    for kb in range(k_blocks):
+        out += [("wait", 0, 0, 1), ("promote", kb, 0, 0)]
+        out += [("wait", 0, 0, 0)] if kb + 1 == k_blocks else [("issue", kb + 1, 0, 0), ("wait", 0, 0, 1)]
+        out += [("release", kb, 0, 0), ("promote", kb, 1, 0)] + ([] if kb + 1 == k_blocks else [("issue", kb + 1, 1, 0)])
+    return out
+
+
+OVERLAP_CONTROLS = {
+    "no wait before half 0's promotion": lambda st: [x for x in st if x != ("wait", 0, 0, 1)],
+    "wait 1 instead of wait 0": lambda st: [("wait", 0, 0, 1) if x == ("wait", 0, 0, 0) else x for x in st],
+    "release before the last wait": lambda st: [y for i, x in enumerate(st) for y in
+                                                ([("release", st[i + 2][1], 0, 0), x] if x == ("wait", 0, 0, 1) else
+                                                 [] if x[0] == "release" else [x])],
+    "last half 1 not promoted": lambda st: st[:-1],
+    "half 1 promoted with the current block": lambda st: [("promote", x[1] + 1, 1, 0) if x[0] == "promote" and x[2] == 1
+                                                          and x is not st[-1] else x for x in st],
+    "both halves across the K block boundary": lambda st: _rotated(4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAP_CONTROLS))
+def test_overlap_controls_fail(name):
+    assert bfp8model.check_overlap(OVERLAP_CONTROLS[name](_overlap(4)), 4, 2)
+
+
+def test_rotated_order_is_correct_but_crosses_the_back_edge():
+    """The control above fails only for the back-edge rule: its data flow is right (it is what ptxas refused)."""
+    assert bfp8model.check_overlap(_rotated(4), 4, 2, back_edge_empty=False) == []
+    assert bfp8model.check_overlap(_rotated(4), 4, 2) != []
+
+
+@pytest.mark.parametrize("bn", [b for b in BNS if b % 16 == 0])
+def test_half_fragments_take_their_columns_b_scales(bn):
+    """Register i of column half h (an m64n(BN/2) fragment, fragmodel) holds the column of accumulator register
+    acc_offsets[h] + i (the m64nBN fragment) and takes block n0 / 128's B scale exactly when that column lies in it,
+    for every split n0 % 128 of the tile."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.mma_view import half_mma_view
+    from ptxgen.model import fragmodel
+
+    plan = plan_block_fp8(128, bn, 128, overlap="halves")
+    view = half_mma_view(plan_kernel(_spec(bn=bn, stages=3, epilogue="direct", fp8_overlap="halves"))) if bn <= 192 else None
+    regs = bn // 4
+    for residue in sorted({t * bn % 128 for t in range(128)}):
+        n0 = 1024 + residue
+        ph = plan.phase_of(n0)
+        for h in range(2):
+            first = plan.half_first_regs(ph, h)
+            for warp in range(4):
+                for lane in range(32):
+                    for i in range(regs):
+                        r, c = fragmodel.wgmma_d_coords(warp, lane, i)
+                        c += h * bn // 2
+                        if view is not None:
+                            assert fragmodel.wgmma_d_coords(warp, lane, view.acc_offsets[h] + i) == (r, c)
+                        want = (n0 + c) // 128 - n0 // 128
+                        assert (0 if i < first else 1) == want, (bn, residue, h, warp, lane, i)
+
+
+def test_half_split_control_fails():
+    """Control: the whole tile's split (first_groups x 4 registers) applied to half 1's fragment is wrong at BN 192."""
+    plan = plan_block_fp8(128, 192, 128, overlap="halves")
+    ph = plan.phase_of(0)  # columns 0..127 in block 0: half 1 (96..191) has groups 0..3 in block 0
+    assert plan.half_first_regs(ph, 1) == 16 and min(48, ph.first_groups * 4) != 16
+
+
+def test_overlap_halves_compiles_without_serialized_wgmma():
+    """NVRTC sm_90a: 8 QGMMA.64x96x32 per K block in the loop (two halves) and K block 0's 8 before it, two
+    WARPGROUP.DEPBAR in the loop, no local memory, and neither C7514 (serialized wgmma) nor C7517 (an injected wait)."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    s = _spec(bn=192, stages=4, epilogue="tma", fp8_overlap="halves")
+    assert s.kernel_name.endswith("_ovhalves") and "--fp8-overlap halves" in s.cli_args()
+    src = render_kernel(plan_kernel(s))
+    assert "mma_half(part0_1" in src and "wgmma_wait<1>();" in src
+    c = compile_cuda(src, s.kernel_name, "sm_90a")
+    rep = check_sass(s, c.cubin)
+    assert rep.ok and rep.local_bytes == 0 and rep.mma_in_loop == 8 and rep.mma_total == 16, rep.problems
+    assert "m64n96k32.f32.e4m3.e4m3" in c.ptx and "C7514" not in c.log and "C7517" not in c.log, c.log
+
+
+@pytest.mark.parametrize("kw", [dict(fp8_stagger="issue"), dict(bn=136), dict(fp8_blocks="none")])
+def test_overlap_rules(kw):
+    from ptxgen.derive.spec import make_spec
+
+    with pytest.raises(SpecError) as e:
+        make_spec(**{**_spec(bn=192, stages=4, epilogue="tma").to_json(), "fp8_overlap": "halves", **kw})
+    assert e.value.field == "--fp8-overlap"

@@ -225,9 +225,12 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                                      {"bn": 160, "stages": 4}, {"bn": 144, "stages": 5},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_stagger": "complete"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_stagger": "issue"},
-                                     {"stages": 4, "epilogue": "tma", "fp8_stagger": "complete"}],
+                                     {"stages": 4, "epilogue": "tma", "fp8_stagger": "complete"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "halves"},
+                                     {"bn": 160, "stages": 4, "fp8_overlap": "halves"},
+                                     {"bn": 128, "stages": 4, "epilogue": "tma", "fp8_overlap": "halves"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
-                              "n128-complete"])
+                              "n128-complete", "n192-halves", "n160-halves", "n128-halves"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
@@ -239,6 +242,28 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()  # M x Kb, outer-dim-major (torch._scaled_mm's layout)
     sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()  # Kb x Nb = s.t()
     out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(**variant))
+    torch.cuda.synchronize()
+    ref = bfp8model.reference(_f64(a), _f64(sa), _f64(b), _f64(sb))
+    bad = np.abs(_f64(out) - ref) > 2.0 ** -7 * np.abs(ref) + 1e-3 * np.abs(ref).mean()
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+
+
+@pytest.mark.parametrize("k", [96, 128, 256], ids=lambda k: f"k{k}")
+@pytest.mark.parametrize("out_dtype, variant", [("bf16", {}), ("bf16", {"fp8_overlap": "halves"}), ("f32", {"fp8_overlap": "halves"})],
+                         ids=["default", "halves", "halves-f32-direct"])
+def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
+    """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
+    iteration; the default spec the same (whatever it is)."""
+    import ptxgen.api.fp8blocks
+    from ptxgen.model import bfp8model
+
+    m, n = 200, 450
+    gen = torch.Generator().manual_seed(2)
+    a, b = _fp8_inputs(m, n, k, gen)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
+    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
+    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out_dtype=out_dtype, spec=ptxgen.api.fp8blocks.default_spec(out_dtype, **variant))
     torch.cuda.synchronize()
     ref = bfp8model.reference(_f64(a), _f64(sa), _f64(b), _f64(sb))
     bad = np.abs(_f64(out) - ref) > 2.0 ** -7 * np.abs(ref) + 1e-3 * np.abs(ref).mean()

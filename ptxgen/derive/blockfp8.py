@@ -83,6 +83,36 @@ class BarrierStep:
     not_first: bool = False  # skipped at the CTA's first K-tile (before_issue) / when the CTA had none (tail)
 
 
+@dataclass(frozen=True)
+class OverlapStep:
+    """issue (K block kb's MMAs of column half h into fragment h, then commit: one wgmma group), wait (wait_group n:
+    at most n of this warpgroup's groups still in flight), promote (acc += fragment h x scales of K block kb), release
+    (the stage of K block kb goes back to the producer)."""
+
+    op: str
+    kb: int = 0
+    half: int = 0
+    n: int = 0
+
+
+def overlap_steps(k_blocks: int, halves: int) -> tuple[OverlapStep, ...]:
+    """halves = 1: per K block issue, wait 0, release, promote. halves = 2, per K block kb: issue half 0, promote half 1
+    of kb - 1 (complete since the last wait 0) while half 0 runs, issue half 1, wait 1 (half 0 complete), promote half
+    0 while half 1 runs, wait 0, release kb; after the last block, promote its half 1. No wgmma group is in flight
+    between K blocks (the loop's back edge): ptxas serializes every wgmma when a group is retired in a later loop
+    iteration than it was issued in (C7514, NVRTC 13.5; tried with both halves and with one in flight there)."""
+    S = OverlapStep
+    if halves == 1:
+        return tuple(x for kb in range(k_blocks) for x in (S("issue", kb), S("wait", n=0), S("release", kb), S("promote", kb)))
+    out: list[OverlapStep] = []
+    for kb in range(k_blocks):
+        out.append(S("issue", kb, 0))
+        out += [S("promote", kb - 1, 1)] if kb else []
+        out += [S("issue", kb, 1), S("wait", n=1), S("promote", kb, 0), S("wait", n=0), S("release", kb)]
+    out += [S("promote", k_blocks - 1, 1)] if k_blocks else []
+    return tuple(out)
+
+
 STAGGER_WHERE = ("before_issue", "after_issue", "after_wait", "tail")
 
 
@@ -136,6 +166,7 @@ class BlockFp8Plan:
     phases: tuple[ScalePhase, ...]
     stagger: tuple[BarrierStep, ...] = ()
     grouped: bool = False  # a grouped GEMM (--grouped offs): B's scales are G per-group arrays, lds_b_group apart
+    overlap: str = "none"  # none | halves (OverlapStep sequence: overlap_steps)
 
     @property
     def sfa_tile_terms(self) -> tuple[OffsetTerm, ...]:
@@ -160,6 +191,18 @@ class BlockFp8Plan:
         return sum(t.value(env) for t in self.sfb_tile_terms) + (second - env["n0"] // BLOCK_N) * env["lds_b"] + first
 
     @property
+    def halves(self) -> int:
+        """Partial fragments (and commit groups) per K block: 2 with --fp8-overlap halves (columns 0..BN/2-1 and
+        BN/2..BN-1, one m64n(BN/2) wgmma per K step each), else 1."""
+        return 2 if self.overlap == "halves" else 1
+
+    def half_first_regs(self, phase: ScalePhase, half: int) -> int:
+        """Registers of half ``half``'s fragment (BN/4 per thread) that take block n0 / 128's B scale: the first
+        ``first_groups`` register groups of the whole tile, counted from the half's first group."""
+        regs = self.bn // 2 // self.halves
+        return max(0, min(regs, phase.first_groups * GROUP_REGS - half * regs))
+
+    @property
     def groups(self) -> int:
         return self.bn // GROUP_COLS
 
@@ -171,6 +214,11 @@ class BlockFp8Plan:
     def phase_of(self, n0: int) -> ScalePhase:
         r = n0 % BLOCK_N
         return next(ph for ph in self.phases if ph.first_groups == min(self.bn, BLOCK_N - r) // GROUP_COLS)
+
+    def overlap_steps(self, k_blocks: int) -> tuple[OverlapStep, ...]:
+        """One consumer warpgroup's operations for a tile of ``k_blocks`` K blocks, in program order (what
+        templates/mma_blockfp8.cuh.j2 does; ptxgen.model.bfp8model.check_overlap simulates it)."""
+        return overlap_steps(k_blocks, self.halves)
 
     @property
     def partial_registers(self) -> int:
@@ -202,7 +250,8 @@ class BlockFp8Plan:
 
 
 def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
-                   arch: str = "sm_90a", stagger: str = "none", grouped: bool = False) -> BlockFp8Plan:
+                   arch: str = "sm_90a", stagger: str = "none", grouped: bool = False,
+                   overlap: str = "none") -> BlockFp8Plan:
     """The plan, or SpecError naming the rule it breaks."""
     if arch != "sm_90a":
         raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
@@ -259,4 +308,16 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                         "the MoE recipe (DeepSeek-V3; DeepGEMM's m-grouped contiguous layout): one scale_a over the stacked "
                         "tokens, one block-scale array per expert weight; the promotion loop is the dense one",
                         "DeepGEMM m_grouped_fp8_gemm_nt_contiguous; torch._scaled_mm BlockWise128x128 per group"),) if grouped else ()
-    return BlockFp8Plan(bm, bn, bk, D + (sfb, order) + grouping, phases, stagger_steps(stagger), grouped)
+    if overlap == "halves" and (bn % (2 * GROUP_COLS) or stagger != "none"):
+        raise SpecError("--fp8-overlap", overlap, f"two column halves of a multiple of {GROUP_COLS} columns, without --fp8-stagger",
+                        "BN a multiple of 16, --fp8-stagger none")
+    ov = Derived("promotion_overlap", overlap, {
+        "none": "per K block: 4 wgmma into the partial, wait_group 0, release the stage, promote",
+        "halves": f"columns 0..{bn // 2 - 1} and {bn // 2}..{bn - 1} as two m64n{bn // 2}k32 wgmma groups into two partials "
+                  f"of {bn // 4} registers; per K block kb: issue half 0, promote half 1 of kb - 1 while it runs, issue half 1, "
+                  "wait_group 1, promote half 0 while half 1 runs, wait_group 0, release kb"}.get(overlap, overlap),
+        "wait_group 0 leaves the tensor core without this warpgroup's work while it promotes; with two half fragments "
+        "one group is in flight during each promotion (the registers stay acc + BN/2)",
+        "FlashAttention-3's intra-warpgroup overlap (wait_group 1); PTX ISA wgmma.wait_group")
+    return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov) + grouping, phases, stagger_steps(stagger), grouped=grouped,
+                        overlap=overlap)

@@ -11,7 +11,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..isa.epiops import Fp8Blocks, Fp8Stagger
+from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8Stagger
 from ..isa.types import Arch, Batch, Cluster, Consumers, DMajor, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
@@ -248,6 +248,18 @@ FIELDS: tuple[SpecField, ...] = (
         default="none",
         enum=Fp8Stagger,
         choices=("none", "issue", "complete"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "fp8_overlap",
+        "--fp8-overlap",
+        "block-scaled FP8: none (a K block's MMAs into one partial, wait_group 0, promote) or halves (each column half "
+        "of the tile into its own partial and commit group; one half is promoted while the other's MMAs run, wait_group "
+        "1) (default none)",
+        default="none",
+        enum=Fp8Overlap,
+        choices=("none", "halves"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

@@ -16,6 +16,22 @@ class PhaseView:
     first_groups: int  # register groups of the tile in block n0 / 128 (the branch's key)
     first_regs: int  # fragment registers 0..first_regs-1 take the first block's B scale, the rest the next block's
     doc: str
+    half_first_regs: tuple[int, ...] = ()  # --fp8-overlap halves: the same split counted in each half's fragment
+
+
+@dataclass(frozen=True)
+class HalfMmaView:
+    """--fp8-overlap halves: the m64n(BN/2) wgmma of one column half and its fragment (derive.blockfp8)."""
+
+    regs: int  # f32 registers of one half's fragment per thread (BN / 4)
+    acc_offsets: tuple[int, ...]  # half h's register i is accumulator register acc_offsets[h] + i
+    opcode: str
+    d_list: str
+    outputs: str
+    op_a_desc: int
+    op_b_desc: int
+    op_scale_d: int
+    b_offsets_bytes: tuple[int, ...]  # each column half's first row of B from the stage base (the stage layout at row 0, BN / 2)
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,7 @@ class BlockFp8View:
     phases: tuple[PhaseView, ...]
     sfb_base: str  # C: the tile's element offset into SFB (derive.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
     stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
+    half: HalfMmaView | None  # --fp8-overlap halves
     # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
@@ -59,14 +76,15 @@ def offset_c(terms: tuple[OffsetTerm, ...], env: dict[str, str]) -> str:
 
 
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
-                   consumer_warpgroups: int = 2, group_expr: str = "") -> BlockFp8View | None:
+                   consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None) -> BlockFp8View | None:
     """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view)."""
     if plan is None:
         return None
     regs = plan.bn // 2
     phases = tuple(PhaseView(ph.first_groups, ph.first_groups * WGMMA_GROUP_REGS,
                              f"n0 % {BLOCK_N} = {ph.residue}: columns 0..{ph.first_groups * GROUP_COLS - 1} in block n0 / {BLOCK_N}"
-                             + (f", {ph.first_groups * GROUP_COLS}..{plan.bn - 1} in the next" if ph.first_groups < plan.groups else ""))
+                             + (f", {ph.first_groups * GROUP_COLS}..{plan.bn - 1} in the next" if ph.first_groups < plan.groups else ""),
+                             tuple(plan.half_first_regs(ph, h) for h in range(plan.halves)))
                    for ph in plan.phases)
     return BlockFp8View(
         block_n=BLOCK_N,
@@ -80,9 +98,11 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         two_blocks=plan.spans_two_blocks,
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
         second_block_expr=f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N",
-        phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128"),),
+        phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128",
+                                                               (regs // plan.halves,) * plan.halves),),
         sfb_base=offset_c(plan.sfb_tile_terms, {"n0": "n0", "group": group_expr}),
         stagger=stagger,
+        half=half,
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},

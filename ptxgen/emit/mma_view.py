@@ -3,7 +3,7 @@ descriptors per K step, the consumer's slabs and (block-scaled) the scale factor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..derive.kernel import KernelPlan
 from ..derive.layout import TileLayout
@@ -18,6 +18,7 @@ from ..derive.scales import (
 )
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, DType
+from .blockfp8 import HalfMmaView
 from .cexpr import wgmma_operand_lists
 
 
@@ -226,6 +227,23 @@ def wgmma_mma_view(plan: KernelPlan) -> MmaView:
         producer_registers=producer.registers,
         consumer_registers=consumer.registers,
     )
+
+
+def half_mma_view(plan: KernelPlan) -> HalfMmaView | None:
+    """Block-scaled FP8 with --fp8-overlap halves: the m64n(BN/2) instruction of one column half, its fragment, and
+    where half 1's rows of B start in a stage (the stage layout's offset of row BN / 2, an atom boundary)."""
+    bp = plan.block_fp8
+    if bp is None or bp.halves == 1:
+        return None
+    s, t = plan.spec, plan.layout
+    n = s.bn // bp.halves
+    regs = s.accumulator_registers // bp.halves
+    store = t.b.store
+    assert store.row_dim == "mn" and n % store.atom_rows == 0, (store.row_dim, n)
+    d_list, outputs = wgmma_operand_lists(regs, "+f")
+    return HalfMmaView(regs=regs, acc_offsets=tuple(h * regs for h in range(bp.halves)), opcode=replace(t.wgmma, n=n).opcode,
+                       d_list=d_list, outputs=outputs, op_a_desc=regs, op_b_desc=regs + 1, op_scale_d=regs + 2,
+                       b_offsets_bytes=tuple(store.linear(h * n, 0) for h in range(bp.halves)))
 
 
 def tcgen05_mma_view(plan: KernelPlan) -> MmaView:

@@ -25,7 +25,8 @@ from .chain import ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
-from .mma_view import KStepView, MmaView, ScaleView, SlabView, k_step_views, scale_view, slab_views, tcgen05_mma_view, wgmma_mma_view
+from .mma_view import (KStepView, MmaView, ScaleView, SlabView, half_mma_view, k_step_views, scale_view, slab_views, tcgen05_mma_view,
+                       wgmma_mma_view)
 from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
 from .schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batched_tile_coords_c, cluster_tile_coords_c, cluster_view,
                             grid_doc, tile_coords_c)
@@ -185,7 +186,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         chain=chain_view(plan.chain),
         c_load=c_load_view(plan.c_load, plan.store, t.smem.barrier_offset(C_BARRIER) if plan.c_load else 0, epi.chunk),
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile, s.fp8_stagger.value, s.consumer_warpgroups,
-                            "" if gv is None else gv.group),
+                            "" if gv is None else gv.group, half_mma_view(plan)),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,

@@ -86,6 +86,15 @@ class Fp8Stagger(Enum):
     COMPLETE = "complete"
 
 
+class Fp8Overlap(Enum):
+    """Block-scaled FP8: how a consumer warpgroup overlaps its promotion with MMAs. none: a K block's MMAs into one
+    partial fragment, wait_group 0, promote; halves: the MMAs of each column half (m64n(BN/2)) into their own fragment
+    and commit group, each half promoted while the other half's group is in flight (wait_group 1), across K blocks."""
+
+    NONE = "none"
+    HALVES = "halves"
+
+
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.
 E4M3_MAX = 448.0
 BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)

@@ -156,3 +156,63 @@ def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue") -> 
         if len(problems) > 5:
             break
     return problems
+
+
+# ---- --fp8-overlap halves: one warpgroup's wgmma groups, fragments and stage releases -----------------------------------
+def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = True, require_overlap: bool = True) -> list[str]:
+    """``steps``: (op, kb, half, n) in program order, op in issue / wait / promote / release. Simulates the warpgroup's
+    wgmma groups (commit order; ``wait n`` completes the oldest until at most n are in flight) and its ``halves``
+    fragments. Checks: a fragment is overwritten only after its partial was promoted; a promotion reads a complete
+    fragment holding that K block's half; a stage is released once, in order, after every group reading it completed;
+    every (K block, half) is promoted exactly once, in K order per half; nothing is in flight at the end. With
+    ``back_edge_empty``, nothing is in flight where a K block's first MMAs are issued (the loop's back edge); with
+    ``require_overlap``, a group is in flight during every promotion but the last (the point of the halves)."""
+    problems: list[str] = []
+    inflight: list[tuple[int, int]] = []  # (kb, half), oldest first
+    frag: dict[int, tuple[int, str]] = {}  # half -> (kb, "pending" | "complete" | "promoted")
+    released: list[int] = []
+    promoted: dict[int, list[int]] = {h: [] for h in range(halves)}
+    lonely = 0
+    for i, (op, kb, half, n) in enumerate(steps):
+        where = f"step {i} ({op} {kb}/{half})"
+        if op == "issue":
+            if half == 0 and back_edge_empty and inflight:
+                problems.append(f"{where}: K block {kb} starts with groups {inflight} in flight")
+            state = frag.get(half)
+            if state is not None and state[1] != "promoted":
+                problems.append(f"{where}: fragment {half} overwritten while it holds K block {state[0]} ({state[1]})")
+            if kb in released:
+                problems.append(f"{where}: MMAs read stage of K block {kb} after it was released")
+            frag[half] = (kb, "pending")
+            inflight.append((kb, half))
+        elif op == "wait":
+            while len(inflight) > n:
+                done_kb, done_h = inflight.pop(0)
+                if frag.get(done_h) == (done_kb, "pending"):
+                    frag[done_h] = (done_kb, "complete")
+        elif op == "promote":
+            if frag.get(half) != (kb, "complete"):
+                problems.append(f"{where}: fragment {half} is {frag.get(half)}, not K block {kb} complete")
+            else:
+                frag[half] = (kb, "promoted")
+            promoted[half].append(kb)
+            if not inflight:
+                lonely += 1
+        elif op == "release":
+            if any(g[0] == kb for g in inflight):
+                problems.append(f"{where}: stage of K block {kb} released with its MMAs {[g for g in inflight if g[0] == kb]} in flight")
+            if released and released[-1] != kb - 1 or not released and kb != 0:
+                problems.append(f"{where}: release of K block {kb} after {released[-1:]}")
+            released.append(kb)
+        else:
+            problems.append(f"{where}: unknown operation")
+    if inflight:
+        problems.append(f"groups {inflight} still in flight at the end")
+    if released != list(range(k_blocks)):
+        problems.append(f"stages released {released}, expected 0..{k_blocks - 1} once each")
+    for h in range(halves):
+        if promoted[h] != list(range(k_blocks)):
+            problems.append(f"half {h} promoted for K blocks {promoted[h]}, expected 0..{k_blocks - 1} once each in order")
+    if require_overlap and k_blocks and lonely > 1:
+        problems.append(f"{lonely} promotions with no wgmma group in flight (only the last may have none)")
+    return problems

@@ -104,6 +104,11 @@ def check_sass(
     instrs = parse_instructions(sass)
     want = expected_mma_opcode(spec)
     expected = spec.mmas_per_k_tile * (spec.slabs_per_consumer if spec.arch is Arch.SM90A else 1)
+    bfp8 = plan_kernel(spec).block_fp8
+    halves = 1 if bfp8 is None else bfp8.halves
+    # --fp8-overlap halves: two column halves' MMAs per K block, K block 0's issued before the loop (derive.blockfp8)
+    expected *= halves
+    outside = expected if halves > 1 else 0
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})
@@ -124,7 +129,8 @@ def check_sass(
             b = _BRA_RE.search(text)
             if b:
                 target = int(b.group(1), 16)
-                if target <= first and addr >= last:
+                # the smallest loop around every MMA; with peeled column halves the smallest around any (the K loop)
+                if (target <= first and addr >= last) if not outside else any(target <= a <= addr for a, _ in mmas):
                     loops.append((addr - target, target, addr))
         if loops:
             _, lo, hi = min(loops)
@@ -132,10 +138,11 @@ def check_sass(
         else:
             problems.append("no loop encloses the MMAs: the main loop was not found")
     if in_loop != expected:
-        slabs = f" x {spec.slabs_per_consumer} slabs" if expected != spec.mmas_per_k_tile else ""
+        slabs = f" x {spec.slabs_per_consumer} slabs" if spec.slabs_per_consumer > 1 and spec.arch is Arch.SM90A else ""
+        slabs += " x 2 column halves" if halves > 1 else ""
         problems.append(f"{in_loop} {want} in the main loop, expected BK / K{slabs} = {spec.bk} / {spec.k_per_mma}{slabs} = {expected}")
-    if len(mmas) != in_loop:
-        problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop")
+    if len(mmas) - in_loop != outside:
+        problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop" + (f", expected {outside} (K block 0, peeled)" if outside else ""))
     ldtm = _count(instrs, r"LDTM\b")
     if spec.arch is Arch.SM100A and ldtm == 0:
         problems.append("no LDTM (tcgen05.ld) in the epilogue")
