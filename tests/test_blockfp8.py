@@ -460,3 +460,28 @@ def test_overlap_rules(kw):
     with pytest.raises(SpecError) as e:
         make_spec(**{**_spec(bn=192, stages=4, epilogue="tma").to_json(), "fp8_overlap": "halves", **kw})
     assert e.value.field == "--fp8-overlap"
+
+
+def test_ffma_yield_patch_changes_only_the_flags_it_names():
+    """ptxgen.runtime.ffma_yield on the default kernel: some promotion FFMA are selected, the patched cubin disassembles
+    to the same instructions at the same addresses, and only the selected FFMA differ, by the reuse and yield flags of
+    their high word. Control: flipping one more bit of one FFMA is reported."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime import ffma_yield
+    from ptxgen.runtime.cache import compile_cached
+    from ptxgen.runtime.toolchain import run_tool
+
+    s = _spec()
+    cubin = compile_cached(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a").compiled.cubin
+    before = run_tool("cuobjdump", ["--dump-sass"], cubin)
+    new, patch = ffma_yield.interleave_ffma(cubin, before)
+    assert patch.runs >= 1 and patch.changed and new != cubin
+    after = run_tool("cuobjdump", ["--dump-sass"], new)
+    assert ffma_yield.check_patch(before, after, patch) == []
+    assert sum(x != y for x, y in zip(cubin, new)) <= 2 * len(patch.changed)
+    bad = bytearray(new)
+    ins = {i.addr: i for i in ffma_yield.instructions(before)}
+    base = cubin.find(b"".join(i.encoded() for i in list(ins.values())[:8]))
+    bad[base + patch.changed[0] + 8] ^= 0x01  # one more bit of the first patched FFMA's high word
+    assert ffma_yield.check_patch(before, run_tool("cuobjdump", ["--dump-sass"], bytes(bad)), patch)
