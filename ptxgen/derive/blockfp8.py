@@ -317,7 +317,9 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                   f"of {bn // 4} registers; per K block kb: issue half 0, promote half 1 of kb - 1 while it runs, issue half 1, "
                   "wait_group 1, promote half 0 while half 1 runs, wait_group 0, release kb"}.get(overlap, overlap),
         "wait_group 0 leaves the tensor core without this warpgroup's work while it promotes; with two half fragments "
-        "one group is in flight during each promotion (the registers stay acc + BN/2)",
+        "one group is in flight during each promotion but the tile's last (the registers stay acc + BN/2). Measured on "
+        "the H200 (runs/2026-12-01-s4-bfp8b/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "
+        "against 0.80-0.91), far slower at 128 x 128 (m64n64 halves: 0.62-0.73)",
         "FlashAttention-3's intra-warpgroup overlap (wait_group 1); PTX ISA wgmma.wait_group")
     return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov) + grouping, phases, stagger_steps(stagger), grouped=grouped,
                         overlap=overlap)
