@@ -453,7 +453,7 @@ def test_overlap_halves_compiles_without_serialized_wgmma():
     assert "m64n96k32.f32.e4m3.e4m3" in c.ptx and "C7514" not in c.log and "C7517" not in c.log, c.log
 
 
-@pytest.mark.parametrize("kw", [dict(fp8_stagger="issue"), dict(bn=136), dict(fp8_blocks="none")])
+@pytest.mark.parametrize("kw", [dict(fp8_stagger="issue"), dict(bn=136), dict(fp8_blocks="none"), dict(grouped="offs")])
 def test_overlap_rules(kw):
     from ptxgen.derive.spec import make_spec
 

@@ -68,10 +68,10 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--fp8-stagger", t.fp8_stagger.value, "orders the two cooperative consumer warpgroups of a "
                         "block-scaled FP8 kernel", "--fp8-blocks 1x128x128 --bm 128 --consumers cooperative, or none")
     if t.fp8_overlap is not Fp8Overlap.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.fp8_stagger is not Fp8Stagger.NONE
-                                                 or t.bn % 16):
-        raise SpecError("--fp8-overlap", t.fp8_overlap.value, "splits a block-scaled FP8 tile into two column halves of "
-                        "a multiple of 8 columns (wgmma N), without --fp8-stagger", "--fp8-blocks 1x128x128, BN a "
-                        "multiple of 16, --fp8-stagger none; or none")
+                                                 or t.bn % 16 or t.grouped is not Grouping.NONE):
+        raise SpecError("--fp8-overlap", t.fp8_overlap.value, "splits a dense block-scaled FP8 tile into two column halves "
+                        "of a multiple of 8 columns (wgmma N), without --fp8-stagger (not built for grouped kernels)",
+                        "--fp8-blocks 1x128x128, BN a multiple of 16, --fp8-stagger none, no --grouped; or none")
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
         if t.fuse.c_tma and t.loader is not Loader.TMA:
