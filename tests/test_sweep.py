@@ -321,8 +321,11 @@ def test_ctrl_c_stops_a_parallel_sweep_and_writes_a_partial_report(tmp_path):
                  'a = "kmajor-sw64"\nb = "kmajor-sw128"\nloader = ["tma", "cp.async"]\n')
     out = tmp_path / "partial.json"
     env = dict(os.environ, PTXGEN_NO_CACHE="1")  # every config compiles: a warm cubin cache would finish before Ctrl-C
+    # SIGINT at its default in the child: a pytest started in the background by a non-interactive shell inherits it
+    # ignored, and Python then installs no KeyboardInterrupt handler (the sweep would run to the end and exit 0)
     proc = subprocess.Popen([sys.executable, "-m", "ptxgen", "sweep", "--grid", str(g), "--jobs", "2", "--json", str(out)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)
     assert proc.poll() is None, "the sweep finished before Ctrl-C"
     proc.send_signal(signal.SIGINT)

@@ -8,6 +8,7 @@ store epilogue (epilogue) all build on it, so it imports nothing of ptxgen.deriv
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..isa.types import AtomOrder, Major, Swizzle
 
@@ -63,7 +64,8 @@ class SmemLayout:
         return self.swizzle.apply(self.linear(row, col))
 
     def table(self) -> list[list[int]]:
-        return [[self.physical(r, c) for c in range(self.cols)] for r in range(self.rows)]
+        """physical() of every cell, row by row (a fresh list; computed once per layout)."""
+        return [list(row) for row in _table(self)]
 
     def formula(self, row: int, col: int) -> str:
         """The linear offset with the numbers put in, e.g. ``(2 >> 2) x 512 + (2 & 3) x 16 = 32``."""
@@ -75,6 +77,11 @@ class SmemLayout:
                 e = f"({e} & {(1 << t.bits) - 1})" if t.shift else f"({c} & {(1 << t.bits) - 1})"
             parts.append(f"{e} x {t.stride_bytes}")
         return " + ".join(parts) + f" = {self.linear(row, col)}"
+
+
+@lru_cache(maxsize=256)
+def _table(layout: SmemLayout) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(layout.physical(r, c) for c in range(layout.cols)) for r in range(layout.rows))
 
 
 def _log2(x: int) -> int:

@@ -105,9 +105,10 @@ __all__ = ["Config", "MBarrier", "Result", "simulate", "explore"]
 def pick(sim: Sim) -> int:
     """A random ready agent, biased by its speed (rejection sampling)."""
     ready, rng = sim.ready, sim.rng
+    below, uniform, n = getattr(rng, "_randbelow", rng.randrange), rng.random, len(ready)  # randrange(n)'s own draw
     while True:
-        i = rng.randrange(len(ready))
-        if rng.random() < ready[i].speed:
+        i = below(n)
+        if uniform() < ready[i].speed:
             return i
 
 

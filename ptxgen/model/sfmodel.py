@@ -21,7 +21,10 @@ means: element (m, k) of the tile is scaled by chunk (k0 + k) // V of row m0 + m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 
 ATOM_SHAPE_STRIDE = (((32, 4), (16, 4)), (("V", 4), (0, 1)))  # ((row modes), (K modes)) as (shape, stride)
 ATOM_BYTES = 512
@@ -44,26 +47,39 @@ def atom_offset(row: int, k: int, vec: int) -> int:
     return _colex(rs, rd, row) + _colex(ks, kd, k)
 
 
+@lru_cache(maxsize=None)
+def _atom_table(vec: int) -> tuple[tuple[int, ...], ...]:
+    """atom_offset at every (row, K element) of one atom, evaluated element by element once per V; checks that the
+    V elements of each chunk share one byte (the K mode's stride 0 over V), which global_sources relies on."""
+    table = tuple(tuple(atom_offset(r, k, vec) for k in range(4 * vec)) for r in range(128))
+    for r, row in enumerate(table):
+        for k, b in enumerate(row):
+            if b != row[k - k % vec]:
+                raise ValueError(f"V={vec}: elements {k - k % vec} and {k} of row {r}'s chunk sit at different bytes")
+    return table
+
+
 def global_offset(row: int, k: int, vec: int, k_elements: int) -> int:
     """Byte offset of the scale factor of element (row, k) in the tiled global layout (K atoms first)."""
     atom_rows, atom_k = 128, 4 * vec
     atoms_k = -(-k_elements // atom_k)
     atom = (row // atom_rows) * atoms_k + k // atom_k  # Step<_2,_1,_3>: the K mode is tiled first
-    return ATOM_BYTES * atom + atom_offset(row % atom_rows, k % atom_k, vec)
+    return ATOM_BYTES * atom + _atom_table(vec)[row % atom_rows][k % atom_k]
 
 
-def global_sources(rows: int, k_elements: int, vec: int) -> dict[int, tuple[int, int]]:
-    """Global byte -> (row, chunk) of the scale factor stored there (every element of a chunk maps to one byte)."""
+@lru_cache(maxsize=64)
+def global_sources(rows: int, k_elements: int, vec: int) -> Mapping[int, tuple[int, int]]:
+    """Global byte -> (row, chunk) of the scale factor stored there. Every element of a chunk maps to one byte: its V
+    elements lie in one atom (chunks start at multiples of V, atoms at multiples of 4V), where _atom_table checks it.
+    Read-only (one evaluation per argument triple, shared by its callers)."""
     src: dict[int, tuple[int, int]] = {}
     for r in range(rows):
         for k in range(0, k_elements, vec):
             b = global_offset(r, k, vec, k_elements)
-            for kk in range(k, min(k + vec, k_elements)):
-                assert global_offset(r, kk, vec, k_elements) == b
             if b in src and src[b] != (r, k // vec):
                 raise ValueError(f"two scale factors at global byte {b}")
             src[b] = (r, k // vec)
-    return src
+    return MappingProxyType(src)
 
 
 def sf_ids(idesc: int) -> tuple[int, int]:
@@ -90,12 +106,14 @@ def bulk_copies(copies, smem: dict, gmem: dict) -> None:
 
 
 def tcgen05_cp_32x128b_warpx4(tmem: Tmem, column: int, smem_address: int, smem: dict) -> None:
+    cells = tmem.cells
     for r in range(CP_ROWS):
+        lanes = [32 * q + r for q in range(PARTITIONS)]
         for w in range(CP_ROW_BYTES // 4):
             for b in range(4):
                 value = smem.get(smem_address + CP_ROW_BYTES * r + 4 * w + b)
-                for q in range(PARTITIONS):
-                    tmem.cells[(32 * q + r, column + w, b)] = value
+                for lane in lanes:
+                    cells[(lane, column + w, b)] = value
 
 
 def mma_reads(tmem: Tmem, column: int, sf_id: int, sfs: int, rows: int) -> tuple[dict, list[str]]:
@@ -104,16 +122,20 @@ def mma_reads(tmem: Tmem, column: int, sf_id: int, sfs: int, rows: int) -> tuple
     out, problems = {}, []
     if sf_id % sfs:
         problems.append(f"SF ID {sf_id} is not aligned to the {sfs}-byte scale vector")
+    cells = tmem.cells  # Tmem.word_byte, inlined: this loop runs for every row of every MMA the checks model
     for m in range(rows):
+        lane, col = m % 32, column + m // 32
         for t in range(sfs):
             byte = sf_id + t
             if byte > 3:
                 problems.append(f"row {m}: scale factor {t} would be byte {byte} of a 32-bit word")
                 continue
-            copies = {tmem.word_byte(32 * q + m % 32, column + m // 32, byte) for q in range(PARTITIONS)}
-            if len(copies) != 1:
-                problems.append(f"row {m}: the lane partitions hold different scale factors")
-            out[(m, t)] = tmem.word_byte(m % 32, column + m // 32, byte)
+            value = cells.get((lane, col, byte))
+            for q in range(1, PARTITIONS):
+                if cells.get((32 * q + lane, col, byte)) != value:
+                    problems.append(f"row {m}: the lane partitions hold different scale factors")
+                    break
+            out[(m, t)] = value
     return out, problems
 
 

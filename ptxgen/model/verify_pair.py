@@ -115,12 +115,13 @@ def check_epilogue(tj: dict) -> list[str]:
     rows, e = pair["d_rows_per_cta"], pair["epilogue"]
     seen = np.zeros((m, n), dtype=np.int64)
     problems = []
+    row_expr, col_expr = (compile(x.replace("/", "//"), "<epilogue>", "eval") for x in (e["row"], e["col"]))  # parsed once
     for cta in range(pair["ctas"]):
         for warp in range(EPILOGUE_WARPS):
             for lane in range(32):
                 for c0 in range(e["cols_per_warp"]):
                     env = {"warp": warp, "lane": lane, "c0": c0}
-                    r, c = (int(eval(x.replace("/", "//"), {"__builtins__": {}}, env)) for x in (e["row"], e["col"]))
+                    r, c = (int(eval(x, {"__builtins__": {}}, env)) for x in (row_expr, col_expr))
                     row = cta * rows + r
                     if not (0 <= row < m and 0 <= c < n):
                         problems.append(f"CTA {cta} warp {warp} lane {lane} column {c0}: D[{row}, {c}] is outside the tile")

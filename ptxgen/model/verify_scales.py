@@ -118,13 +118,18 @@ def check_scales(t: TileLayout, plan=None, k_elements: int | None = None, zeroin
                 got_a, got_bs, more = sfmodel.pair_mma_reads(tmems, a_col, b_col, a_id, b_id, nsf, s.bm, s.bn)
                 reads = [("A", "a", got_a, s.bm, m0)] + [(f"B (CTA {c}'s rows of D)", "b", g, s.bn, n0) for c, g in enumerate(got_bs)]
             problems += [f"{label} MMA {i}: {m}" for m in more[:2]]
+            # element (r, kk) takes slot kk // V of row r and wants chunk (k0 + kk) // V: the elements of one (slot, chunk)
+            # pair (a run of kk) are checked together, the count and the first bad element as element by element
+            runs: dict[tuple[int, int], list[int]] = {}
+            for kk in range(kmma):
+                runs.setdefault((kk // V, (k0 + kk) // V), []).append(kk)
             for what, name, got, rows, row0 in reads:
-                bad = [(r, kk) for r in range(min(rows, rows_of[name] - row0)) for kk in range(kmma)
-                       if got.get((r, kk // V)) != ((name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else 0)]
+                bad = [(r, kks) for r in range(min(rows, rows_of[name] - row0)) for (slot, chunk), kks in runs.items()
+                       if got.get((r, slot)) != ((name, row0 + r, chunk) if chunk < k_chunks else 0)]
                 if bad:
-                    r, kk = bad[0]
+                    r, kk = bad[0][0], bad[0][1][0]
                     problems.append(
-                        f"{label} MMA {i} {what}: {len(bad)} of {rows * kmma} elements scaled by the wrong factor, "
+                        f"{label} MMA {i} {what}: {sum(len(kks) for _, kks in bad)} of {rows * kmma} elements scaled by the wrong factor, "
                         f"e.g. ({r}, {kk}) gets {got.get((r, kk // V))}, wants "
                         f"{(name, row0 + r, (k0 + kk) // V) if (k0 + kk) // V < k_chunks else '0 (a chunk past K)'}"
                     )

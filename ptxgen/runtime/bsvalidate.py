@@ -37,9 +37,9 @@ from ..isa.numerics import CODE_DTYPE, poison_code, random_codes, tolerance
 from ..isa.types import Major
 from ..model.mxref import block_scaled_gemm
 from .errors import ProblemError
+from .cache import compile_cached
 from .gpu import Buffer, Kernel, require_gpu, synchronize
 from .launch import Problem, gemm_launches, global_shape, packed_per_byte
-from .toolchain import compile_cuda
 from .vresult import ValidationResult, device_problem, host_operand, judge
 
 SF_NAN_CODE = {"ue8m0": 0xFF, "ue4m3": 0x7F}  # OCP MX E8M0 NaN; e4m3's S.1111.111 without the sign
@@ -121,7 +121,7 @@ def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = 
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     plan = plan_kernel(spec)
-    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    compiled = compile_cached(render_kernel(plan), spec.kernel_name, spec.arch.value).compiled  # the on-disk cubin cache
     a_type, b_type, sf_type = spec.dtype.value, spec.b_dtype.value, spec.scale.dtype.value
     vec = vec_of(spec)
     a_codes = random_codes(a_type, (p.m, p.k), rng)

@@ -15,9 +15,9 @@ from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
 from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
+from .cache import compile_cached
 from .gpu import Buffer, Kernel, require_gpu, synchronize
 from .launch import gemm_launches, streamk_zero_bytes, workspace_bytes
-from .toolchain import compile_cuda
 from .vresult import ValidationResult, default_problem, device_problem, host_operand, judge  # noqa: F401 -- re-exported
 
 
@@ -36,7 +36,7 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     plan = plan_kernel(spec)
-    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    compiled = compile_cached(render_kernel(plan), spec.kernel_name, spec.arch.value).compiled  # the on-disk cubin cache
     a_type, b_type = spec.dtype.value, spec.b_dtype.value  # differ for mixed inputs: e4m3 x e5m2, u8 x s8
     a_codes = random_codes(a_type, (p.m, p.k), rng)
     b_codes = random_codes(b_type, (p.n, p.k), rng)
