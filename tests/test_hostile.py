@@ -260,13 +260,24 @@ SPECLIKE = st.dictionaries(st.sampled_from(FIELD_NAMES), JSON | st.sampled_from(
                            max_size=6)
 
 
-@settings(max_examples=300, deadline=None)
-@given(d=st.one_of(JSON, SPECLIKE))
-def test_fuzz_spec_from_json(d):
+def _spec_from_json(d):
     try:
         TileSpec.from_json(d)
     except (SpecError, ValueError):
         pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(d=st.one_of(JSON, SPECLIKE))
+def test_fuzz_spec_from_json(d):
+    _spec_from_json(d)
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None)
+@given(d=st.one_of(JSON, SPECLIKE))
+def test_fuzz_spec_from_json_long(d):
+    _spec_from_json(d)
 
 
 @settings(max_examples=100, deadline=None)

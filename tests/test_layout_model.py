@@ -107,9 +107,17 @@ def test_writer_and_reader_agree_exhaustively_on_a_small_grid(shard):
     assert not failures, failures[:5]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+# 100 random legal specs in every run (the grid above is exhaustive on its part of the space), 600 in the slow tier
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(spec=legal_specs(), seed=st.integers(0, 2**32 - 1))
 def test_writer_and_reader_agree_on_any_legal_spec(spec, seed):
+    assert check_tile(derive(spec), seed=seed) == []
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(spec=legal_specs(), seed=st.integers(0, 2**32 - 1))
+def test_writer_and_reader_agree_on_any_legal_spec_long(spec, seed):
     assert check_tile(derive(spec), seed=seed) == []
 
 
