@@ -376,3 +376,29 @@ def test_a_table_dropped_while_the_key_is_read_declines(sim, monkeypatch, fake_t
     n = len(sim.launches)
     assert k(Dropping(ta.shape, ta._stride, ta.ptr), tb, to) == "slow path" and len(sim.launches) == n
     assert k(ta, tb, to) == "slow path" and len(sim.launches) == n  # no table: every call declines
+
+
+def test_a_stale_in_place_build_of_the_launcher_is_not_used(monkeypatch):
+    """A _launcher built from an older _launcher.c (setup.py build_ext --inplace, then a pull) lacks names the Python
+    side calls: compiled_module() must fall back to the ctypes path instead of failing at import (control: the same
+    module with every name present is used)."""
+    import sys
+    import types
+
+    import ptxgen.runtime
+    from ptxgen.runtime import fastlaunch
+
+    stale = types.ModuleType("ptxgen.runtime._launcher")
+    stale.Launcher = object  # an older build: no Hot, KernelBase, ...
+    monkeypatch.setitem(sys.modules, "ptxgen.runtime._launcher", stale)
+    monkeypatch.setattr(ptxgen.runtime, "_launcher", stale, raising=False)
+    monkeypatch.delenv("PTXGEN_LAUNCHER", raising=False)
+    monkeypatch.setattr(fastlaunch, "_MODULE", [])
+    assert fastlaunch.compiled_module() is None
+    whole = types.ModuleType("ptxgen.runtime._launcher")
+    for name in fastlaunch._MODULE_NAMES:
+        setattr(whole, name, object)
+    monkeypatch.setitem(sys.modules, "ptxgen.runtime._launcher", whole)
+    monkeypatch.setattr(ptxgen.runtime, "_launcher", whole, raising=False)
+    monkeypatch.setattr(fastlaunch, "_MODULE", [])
+    assert fastlaunch.compiled_module() is whole

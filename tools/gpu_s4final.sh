@@ -104,5 +104,5 @@ for name in ("bench_tuned.json", "bench_issue16.json", "bench_smallm.json", "ben
 PY
 tail -20 "$LOGS/generalize_summary.log"
 tail -c 1200 "$LOGS/bench_api.json"
-tail -8 "$LOGS/bench_blockfp8.log" "$LOGS/bench_grouped.log" "$LOGS/host_breakdown.log"
+tail -n 8 "$LOGS/bench_blockfp8.log" "$LOGS/bench_grouped.log" "$LOGS/host_breakdown.log"
 echo "== done: $SECONDS s (GEN=$GEN)"

@@ -119,6 +119,8 @@ def error_name(rc: int) -> str:
 
 
 _MODULE: list = []
+# what the Python side calls on the compiled module; a module missing one is a stale in-place build, not used
+_MODULE_NAMES = ("Launcher", "Hot", "KernelBase", "forget_tables", "hot_gemm", "hot_kernel", "set_tensor_type")
 
 
 def compiled_module():
@@ -131,6 +133,8 @@ def compiled_module():
                 from . import _launcher as mod
             except ImportError:
                 mod = None
+            if mod is not None and not all(hasattr(mod, name) for name in _MODULE_NAMES):
+                mod = None  # a build of an older _launcher.c left in place (setup.py build_ext --inplace): the ctypes path
         _MODULE.append(mod)
     return _MODULE[0]
 
