@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -56,10 +57,26 @@ def cuda_include_dir() -> Path:
 def tool(name: str) -> Path:
     p = _find([f"cu13/bin/{name}", f"cuda_cuobjdump/bin/{name}", f"cuda_nvdisasm/bin/{name}", f"cu12/bin/{name}", f"cuda_nvcc/bin/{name}"])
     if p is None:
-        raise ToolchainError(f"{name} not found: pip install nvidia-cuda-{name.lower()}")
+        p = _system_tool(name)
+    if p is None:
+        raise ToolchainError(f"{name} not found: pip install nvidia-cuda-{name.lower()} (or put a CUDA toolkit's bin on PATH)")
     if not os.access(p, os.X_OK):
         p.chmod(p.stat().st_mode | 0o111)
     return p
+
+
+def _system_tool(name: str) -> Path | None:
+    """A CUDA toolkit's ``name`` where no PyPI wheel has one: on ``PATH``, else under ``$CUDA_HOME``/``$CUDA_PATH``
+    or /usr/local/cuda (the H200 image has nvcc 13.0's tools there and no wheel)."""
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for root in filter(None, roots):
+        p = Path(root) / "bin" / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    return None
 
 
 def _check(result, what: str):
