@@ -330,9 +330,25 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: st
     scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``: rows of group g of ``out`` are
     ``(a[rows] @ b[g].T) * scale_a[rows, None] * scale_b[g]``; scale_a holds M_total f32 values, scale_b G x N.
     ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`."""
+    def check(ai, bi):
+        if ai.dtype != bi.dtype:
+            raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
+        if ai.dtype not in ("e4m3", "e5m2"):
+            raise DTypeError(f"scaled_grouped_gemm takes FP8 inputs ({_dtype_words('e4m3')} or {_dtype_words('e5m2')}), "
+                             f"not {_dtype_words(ai.dtype)}; use grouped_gemm")
+
+    return _scaled_grouped("rowwise", check, lambda dtype, out_dt, arch: grouped_spec(dtype, out_dt, arch, rowwise=True),
+                           "no grouped kernel for this GPU", a, b, scale_a, scale_b, offs, out, out_dtype, stream)
+
+
+def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a, scale_b, offs, out, out_dtype, stream,
+                    default_out: str | None = None):
+    """The call path the scaled grouped products share: the torch hot path, reading the arguments, ``check(ai, bi)``
+    (the recipe's input types), and one kernel per (input dtype, out dtype, ``recipe``) from ``spec_for(dtype,
+    out_dtype, arch)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``."""
     tkey = None
     if type(a) is torch_tensor_type():
-        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), "rowwise")
+        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), recipe)
         kernel = _TORCH_KERNELS.get(tkey)
         if kernel is not None:
             r = kernel._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
@@ -342,20 +358,17 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: st
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
     scales = (read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle))
-    if ai.dtype != bi.dtype:
-        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
-    if ai.dtype not in ("e4m3", "e5m2"):
-        raise DTypeError(f"scaled_grouped_gemm takes FP8 inputs ({_dtype_words('e4m3')} or {_dtype_words('e5m2')}), not "
-                         f"{_dtype_words(ai.dtype)}; use grouped_gemm")
+    check(ai, bi)
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
-    key = (ai.dtype, out_dtype, "rowwise")
+    out_dtype = out_dtype or default_out
+    key = (ai.dtype, out_dtype, recipe)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
         try:
-            spec = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, rowwise=True)
+            spec = spec_for(ai.dtype, out_dtype, streams.require_gpu().arch.value)
         except SpecError as e:
-            raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
+            raise NoGPU(f"{no_kernel}: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
     if tkey is not None and kernel._torch_launches:
@@ -379,14 +392,15 @@ def blockscaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtyp
     the array ``ptxgen.api.fp8blocks.gemm`` and ``torch._scaled_mm`` (BlockWise128x128) take for ``b[g]``. Rows of group g
     of ``out`` are ``fp8blocks.gemm(a[rows], b[g], scale_a[rows], scale_b[g])``: partial sums promoted to f32 every 128
     of K. ``out_dtype`` defaults to ``out``'s, else bf16. One persistent launch; nothing on the host reads ``offs``."""
-    tkey = None
-    if type(a) is torch_tensor_type():
-        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), "blocks")
-        kernel = _TORCH_KERNELS.get(tkey)
-        if kernel is not None:
-            r = kernel._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
-            if r is not None:
-                return r
+    def check(ai, bi):
+        for info in (ai, bi):
+            if info.dtype != "e4m3":
+                raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe), "
+                                 f"not {_dtype_words(info.dtype)} {info.name}")
+
+    return _scaled_grouped("blocks", check, lambda dtype, out_dt, arch: blockscaled_grouped_spec(out_dt, arch),
+                           "no block-scaled grouped kernel for this GPU", a, b, scale_a, scale_b, offs, out, out_dtype,
+                           stream, default_out="bf16")
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
