@@ -285,12 +285,16 @@ class Launch:
                     slot.point(ptr)
             for args in ((self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None),
                          (self.reduce_func, self.rgx, self.rgy, self.rgz, self.rbx, self.rby, self.rbz, 0, stream, self.rparams, None)):
-                rc = self._launch(*args)
-                if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
-                    self._ensure_context()
-                    rc = self._launch(*args)
-                if rc:
-                    raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+                self._launch_checked(args)
+
+    def _launch_checked(self, args) -> None:
+        """cuLaunchKernel(*args); a thread without the primary context current sets it and tries once more."""
+        rc = self._launch(*args)
+        if rc in RETRY_WITH_CONTEXT:
+            self._ensure_context()
+            rc = self._launch(*args)
+        if rc:
+            raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
 
     def _run_streamk(self, pa: int, pb: int, pd: int, stream: int, like) -> None:
         sa, sb, sd = self.slots
@@ -300,13 +304,8 @@ class Launch:
             for slot, ptr in ((sa, pa), (sb, pb), (sd, pd), (self.sw, w)):
                 if slot.ptr != ptr:
                     slot.point(ptr)
-            args = (self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None)
-            rc = self._launch(*args)
-            if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
-                self._ensure_context()
-                rc = self._launch(*args)
-            if rc:
-                raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+            self._launch_checked((self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream,
+                                  self.params, None))
         del keep  # a capture's workspace: released once the launch is queued (torch frees it in stream order)
 
     def call_torch(self, a, b, out, stream):
