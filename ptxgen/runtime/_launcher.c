@@ -431,18 +431,13 @@ static int is_tensor(PyObject *x) {
     return Py_TYPE(x) == (PyTypeObject *)tensor_type || PyObject_IsInstance(x, tensor_type) == 1;
 }
 
+static int read_part(PyObject *x, PyObject **v);
+
 /* (x.shape, x.stride(), x.dtype, x.get_device()) into t[at:at+4] */
 static int key_part(PyObject *t, Py_ssize_t at, PyObject *x) {
     PyObject *v[4];
-    v[0] = PyObject_GetAttr(x, s_shape);
-    v[1] = v[0] ? PyObject_CallMethodObjArgs(x, s_stride, NULL) : NULL;
-    v[2] = v[1] ? PyObject_GetAttr(x, s_dtype) : NULL;
-    v[3] = v[2] ? PyObject_CallMethodObjArgs(x, s_get_device, NULL) : NULL;
-    if (!v[3]) {
-        for (int i = 0; i < 3; i++)
-            Py_XDECREF(v[i]);
+    if (read_part(x, v) < 0)
         return -1;
-    }
     for (int i = 0; i < 4; i++)
         PyTuple_SetItem(t, at + i, v[i]); /* steals */
     return 0;
