@@ -47,6 +47,13 @@ _WARNED: set = set()
 _PACKABLE = ("torch", "cupy")
 
 
+def _put(table: dict, key, value) -> None:
+    """table[key] = value, the table emptied first once it holds _TABLE_LIMIT entries (a bound, not an LRU)."""
+    if len(table) >= _TABLE_LIMIT:
+        table.clear()
+    table[key] = value
+
+
 def kernel_for(spec: TileSpec) -> CompiledKernel:
     """The compiled kernel for ``spec``, compiled once per process (and cached on disk)."""
     with _KERNELS_LOCK:
@@ -129,16 +136,12 @@ def _gemm_slow(a, b, out, out_dtype, stream):
             why = "the tensor cores read this type only K-major"
             return _gemm_packed(a, b, out, ai, bi, oi, {i.name: why for i in mn}, out_dtype, stream)
         kernel = kernel_for(spec)
-        if len(_BY_KEY) >= _TABLE_LIMIT:
-            _BY_KEY.clear()
-        _BY_KEY[key] = kernel
+        _put(_BY_KEY, key, kernel)
     if kernel.spec.d_major is DMajor.M:  # only the swap-ab rule picks an M-major D: kernel(b, a, out.T)
         _precheck(ai, bi, oi, out_dtype)  # out's shape and type said in the caller's terms, not the swapped kernel's
         result, entry = launch_swapped(kernel, a, b, out, ai, bi, oi, handle, stream)
         if entry is not None:
-            if len(_SWAPPED) >= _TABLE_LIMIT:
-                _SWAPPED.clear()
-            _SWAPPED[(out_dtype, torch_key(b, a, out))] = entry
+            _put(_SWAPPED, (out_dtype, torch_key(b, a, out)), entry)
         return result
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
@@ -223,20 +226,11 @@ def _gemm_narrow(a, b, out, ai, bi, oi, narrow: tuple[int, bool], out_dtype, han
         except (ArgumentError, DTypeError):
             return None
         kernel = kernel_for(spec)
-        if len(_BY_KEY) >= _TABLE_LIMIT:
-            _BY_KEY.clear()
-        _BY_KEY[key] = kernel
-    result = kernel._launch(a, b, out, ai, bi, oi, handle, stream)
-    if not by_pointer and ai.via == "torch" and bi.via == "torch" and (oi is None or oi.via == "torch"):
-        # the rows' pitch (in the key) decided the kernel: later calls take the hot path. Where only a pointer did,
-        # the key is that of aligned calls, which keep the TMA kernel's entry.
-        tkey = torch_key(a, b, out)
-        entry = kernel._torch_entries.get(tkey)
-        if entry is not None:
-            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
-                _TORCH_ENTRIES.clear()
-            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
-    return result
+        _put(_BY_KEY, key, kernel)
+    if by_pointer:  # only a pointer decided the kernel: the key is that of aligned calls, which keep the TMA kernel's entry
+        return kernel._launch(a, b, out, ai, bi, oi, handle, stream)
+    # the rows' pitch (in the key) decided the kernel: later calls take the hot path
+    return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 
 def _pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:
@@ -352,9 +346,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     if kernel is None:
         spec, _ = batched_spec_for_arrays(ai, bi, oi, out_dtype)
         kernel = kernel_for(spec)
-        if len(_BY_KEY) >= _TABLE_LIMIT:
-            _BY_KEY.clear()
-        _BY_KEY[key] = kernel
+        _put(_BY_KEY, key, kernel)
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 
@@ -406,7 +398,5 @@ def _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtyp
         tkey = torch_key(a, b, out)
         entry = kernel._torch_entries.get(tkey)
         if entry is not None:
-            if len(_TORCH_ENTRIES) >= _TABLE_LIMIT:
-                _TORCH_ENTRIES.clear()
-            _TORCH_ENTRIES[(out_dtype, tkey)] = entry
+            _put(_TORCH_ENTRIES, (out_dtype, tkey), entry)
     return result
