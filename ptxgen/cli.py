@@ -404,6 +404,9 @@ def _cmd_bench(args) -> int:
     return run(shapes, args.iters, args.json)
 
 
+_DEPENDENCIES = {"cuda": "cuda-python", "jinja2": "jinja2", "numpy": "numpy"}  # top-level module: pyproject's package
+
+
 class _ClosedStdout(OSError):
     pass
 
@@ -431,6 +434,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ptxgen: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as e:  # a broken install: the compiler (cuda-python's NVRTC) or a renderer is missing
+        if (e.name or "").split(".")[0] not in _DEPENDENCIES:
+            raise
+        package = _DEPENDENCIES[e.name.split(".")[0]]
+        print(f"ptxgen: error: {package} is not installed (no module {e.name}), so this command cannot run here; "
+              f"install ptxgen with its dependencies (pip install -e .)", file=sys.stderr)
+        return EXIT_NO_GPU
     except _ClosedStdout:
         print("ptxgen: error: standard output is closed: nothing can be printed (redirect it, e.g. >/dev/null)",
               file=sys.stderr)

@@ -121,3 +121,28 @@ def test_the_parser_of_one_subcommand_is_the_whole_parsers():
     for name in whole:
         assert sorted(subparsers(build_parser(name))) == ([name] if name in LOCAL_COMMANDS else sorted(GPU_COMMANDS))
         assert subparsers(build_parser(name))[name].format_help() == whole[name].format_help(), name
+
+
+@pytest.mark.parametrize("dtype", ["int4", "tf32"])
+def test_bench_untunable_dtype_is_usage_before_any_gpu(capsys, dtype):
+    # with no tile flags the chooser picks among f16/bf16/e4m3 tiles: another type is exit 2 on any machine, said
+    # before the GPU is looked for (a GPU machine used to reach an IndexError, this one exit 3)
+    code, _, err = run(capsys, "bench", "--dtype", dtype, "--shapes", "128x128x128")
+    assert code == 2 and f"--dtype={dtype} is illegal" in err and "f16, bf16, e4m3" in err
+
+
+def test_missing_dependency_exit_3_no_traceback(tmp_path):
+    # a python with no cuda-python (a broken install): build needs NVRTC; one line naming the package, exit 3
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import sys\nclass _Block:\n    def find_spec(self, name, path=None, target=None):\n"
+                       "        if name == 'cuda' or name.startswith('cuda.'):\n"
+                       "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+                       "sys.meta_path.insert(0, _Block())\n")
+    import os
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+               PTXGEN_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-m", "ptxgen", "build", *SEED, "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "cuda-python is not installed" in proc.stderr and "Traceback" not in proc.stderr

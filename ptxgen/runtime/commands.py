@@ -231,7 +231,7 @@ def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
     from .gpu import require_gpu
     from .choose import choose
-    from .tune import table_entries
+    from .tune import check_tunable, table_entries
 
     given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
     if given and len(given) < len(TILE_FLAGS):
@@ -241,6 +241,7 @@ def _bench_specs(args, shapes):
     if given:
         check_before_gpu(args, shapes)
     else:
+        check_tunable(args.dtype)
         table_entries()  # a tuning table named in $PTXGEN_TUNING that cannot be read is bad usage, before any GPU work
     dev = require_gpu()
     arch = args.arch or dev.arch.value

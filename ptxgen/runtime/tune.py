@@ -60,7 +60,18 @@ def store_variant(spec: TileSpec) -> TileSpec | None:
     return None
 
 
+TUNABLE_DTYPES = ("f16", "bf16", "e4m3")  # the input types candidates() has tiles for
+
+
+def check_tunable(dtype: str) -> None:
+    """The chooser and the tuner pick among candidates() tiles: another input type needs the tile flags (exit 2)."""
+    if dtype not in TUNABLE_DTYPES:
+        raise SpecError("--dtype", dtype, "the chooser has kernels for these input types only; give --bm --bn --bk --a "
+                        "(and --dtype) to run one spec of another type", ", ".join(TUNABLE_DTYPES))
+
+
 def default_spec(dtype: str, arch: str) -> TileSpec:
+    check_tunable(dtype)
     return candidates(dtype, arch)[1]  # 128 x 256 (128 for e4m3: 128 x 256 x 128), persistent, group 8
 
 
