@@ -237,3 +237,69 @@ def test_the_e4m3_pick_is_the_ranked_argmin_up_to_the_tolerance():
         spec = choose("e4m3", "sm_90a", m, n, k).spec
         assert (spec.bm, spec.bn, spec.cluster.value, spec.consumers.value) == (
             r.candidate.bm, r.candidate.bn, r.candidate.cluster, r.candidate.consumers)
+
+
+# -- swap-AB with a tile that fits M (costmodel.swap_tiles / best_swap; choose's cost-model+swap-ab) ------------------
+def _swap_tile_violations(fn, ms=range(129, 700)):
+    """Where ``fn(m)`` is not, for every tile count t, the least multiple of 8 BN' with t x BN' >= M, where that BN' lies
+    within SWAP_MIN_BN..SWAP_MAX_BN, fewest tiles first: brute force over t and every multiple of 8."""
+    bad = []
+    for m in ms:
+        want = []
+        for t in range(1, m + 1):
+            bn = next(b for b in range(8, 8 * m + 8, 8) if t * b >= m)
+            if cm.SWAP_MIN_BN <= bn <= cm.SWAP_MAX_BN and bn not in [b for b, _ in want]:
+                want.append((bn, -(-m // bn)))
+        if fn(m) != want:
+            bad.append((m, fn(m), want))
+    return bad
+
+
+def test_swap_tiles_are_the_least_multiples_of_8_that_cover_m():
+    assert _swap_tile_violations(cm.swap_tiles) == []
+    assert cm.swap_tiles(333) == [(168, 2)]  # 1 tile would be 336 wide; 3 tiles of 112 are under SWAP_MIN_BN
+    assert cm.swap_tiles(700) == [(240, 3), (176, 4), (144, 5)]  # 6 tiles of 120: under SWAP_MIN_BN
+
+
+def test_control_a_wrong_tile_rule_is_caught():
+    wrong_round = lambda m: [(bn, t) for bn, t in cm.swap_tiles(m) if bn != 168] + ([(176, 2)] if m == 333 else [])  # noqa: E731
+    assert _swap_tile_violations(wrong_round, ms=[333])
+    assert _swap_tile_violations(lambda m: cm.swap_tiles(m)[1:], ms=[333, 700])  # a tile count dropped
+
+
+def test_swap_prediction_counts_ctas_and_rounds_and_scales_the_k_loop_by_bn():
+    p = cm.predict_swap(NO_FLOOR, 192, 333, 8192, 8192, 168)
+    assert (p.m_tiles, p.ctas, p.rounds) == (2, 128, 1)
+    assert p.predicted_us == pytest.approx(5.0 + 1.0 + 128 * 0.5 * 168 / 192)
+    assert cm.predict_swap(NO_FLOOR, 192, 333, 8448, 8192, 168).rounds == 1  # 66 x 2 = 132 CTAs: still one round
+    assert cm.predict_swap(NO_FLOOR, 192, 333, 8449, 8192, 168).rounds == 2  # 67 x 2 = 134 CTAs
+    assert cm.predict_swap(NO_FLOOR, 192, 333, 8448, 8192, 168).ctas == 132
+    off = cm.predict_swap(NO_FLOOR, 192, 333, 8192, 8192, 168, off_sector=True)
+    assert off.predicted_us > p.predicted_us
+    b = cm.best_swap(NO_FLOOR, 192, 333, 8192, 8192)
+    assert (b.bn, b.m_tiles) == (168, 2)  # 333 > 256: no one-tile form
+    assert cm.best_swap(NO_FLOOR, 192, 100, 8192, 8192) is None  # M < SWAP_MIN_BN: no swapped tile here
+
+
+@pytest.mark.parametrize("m,n,k,bn", [(333, 8192, 8192, 168), (300, 8192, 8192, 152), (400, 8192, 6144, 200)])
+def test_the_swap_rule_takes_a_tile_that_fits_m_where_128_row_tiles_pad_it(m, n, k, bn):
+    c = choose("bf16", "sm_90a", m, n, k)
+    assert c.chosen_by == "cost-model+swap-ab" and c.swap_ab
+    assert (c.spec.bm, c.spec.bn, c.spec.d_major.value, c.spec.schedule.value, c.spec.epilogue.value) == (128, bn, "m", "tile", "direct")
+    assert "swap-AB" in c.why and f"{-(-m // bn)} tiles of {bn}" in c.why
+
+
+@pytest.mark.parametrize("m,n,k", [(450, 6144, 8192), (250, 10240, 8192), (350, 16384, 4096), (200, 8192, 8192),
+                                   (333, 8192, 1024), (5000, 5000, 5000), (4096, 4096, 4096), (128, 8192, 8192)])
+def test_the_swap_rule_declines_where_the_tile_arithmetic_says_no(m, n, k):
+    """Fewer CTAs for a wider tile (450 x 6144, 250 x 10240), two rounds either way (350 x 16384), a tile narrower than
+    SWAP_MIN_BN (200 rows: 2 x 104), K outside the calibration (1024 at 8192 wide: launch-bound), large M, M <= 128."""
+    assert "swap" not in choose("bf16", "sm_90a", m, n, k).chosen_by
+
+
+def test_control_the_swap_rule_switch_and_the_callers_that_cannot_swap(monkeypatch):
+    assert choose("bf16", "sm_90a", 333, 8192, 8192, allow_swap=False).chosen_by == "tuned"
+    assert choose("e4m3", "sm_90a", 336, 8192, 8192).chosen_by != "cost-model+swap-ab"  # measured on bf16 only
+    monkeypatch.setattr(choose_mod, "SWAP_FIT_RULE", False)
+    assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"
+    assert choose("bf16", "sm_90a", 300, 8192, 8192).chosen_by == "cost-model"

@@ -183,7 +183,9 @@ def test_gemm_spec_reports_the_swap_and_the_fused_path_never_gets_it():
 # -- L2: NVRTC and the SASS check ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec", [mspec(), mspec(bm=64, bn=16, stages=12, dtype="f16", out_dtype="f16"),
                                   mspec(out_dtype="f32"), mspec(bm=128, bn=8, stages=12, acc="f16", dtype="f16", out_dtype="f16"),
-                                  mspec(bm=128, bn=16, stages=4, schedule="persistent")], ids=lambda s: s.kernel_name)
+                                  mspec(bm=128, bn=16, stages=4, schedule="persistent"),
+                                  mspec(bn=168, stages=6, schedule="tile"), mspec(bn=152, stages=6, schedule="tile")],
+                         ids=lambda s: s.kernel_name)
 def test_m_major_kernels_compile_with_the_mmas_and_no_local_memory(spec):
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda
@@ -266,3 +268,23 @@ def test_gemm_takes_the_swap_through_the_dispatch_cache(gpu, monkeypatch, m, n, 
     assert len(dispatch._SWAPPED) > before  # (an out whose rows are not 16-byte aligned is packed first: api.dispatch)
     assert r is out and fresh.shape == (m, n) and fresh.stride(1) == 1
     assert _rel(torch, out, a2, b) < 1e-2 and _rel(torch, fresh, a2, b) < 1e-2 and _rel(torch, fresh2, a, b) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(301, 8200, 1032), (333, 8192, 2048)])
+def test_gemm_takes_the_swap_for_m_over_128_where_a_tile_fits_m(gpu, m, n, k):
+    """The swap rule for M > 128 (choose's cost-model+swap-ab: 2 x 152 / 2 x 168 rows over M, N' tiles with a partial last
+    one at 8200) through ptxgen.gemm, slow path then hot path, against float64."""
+    import ptxgen
+
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(m)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    spec, why = ptxgen.api.gemm_spec(a, b)
+    assert spec.d_major is DMajor.M and spec.bn in (152, 168) and "swap-AB" in why
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    assert ptxgen.gemm(a, b, out) is out
+    fresh = ptxgen.gemm(a, b)  # allocated, then the hot path
+    torch.cuda.synchronize()
+    assert _rel(torch, out, a, b) < 1e-2 and _rel(torch, fresh, a, b) < 1e-2

@@ -68,7 +68,8 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, DMajor, Epilogue, Schedule, SpecError
-from .costmodel import BY_NAME, COST_FAMILY, calibrated, k_tiles, pick, predict_us, rounds, shipped_costs, tile_grid
+from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY, best_swap, calibrated, k_tiles, pick, predict_us, rank,
+                        rounds, shipped_costs, tile_grid)
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -88,6 +89,9 @@ SWAP_AB_MAX_M = 16  # M = 1 and 16 measured a win, M = 64 mixed (runs/2026-12-01
 SWAP_AB_MIN_WEIGHT = 16384 * 4096  # N x K: the smallest weights measured bandwidth-bound (> 35 us) and won
 SWAP_AB_TILE = (128, 16, 10)  # (BM over N, BN over M, stages): the best or within 1% of it on all four winning shapes
 STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True)); 16-bit inputs
+SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
+SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
+SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
 
 
@@ -95,7 +99,7 @@ FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-
 class Choice:
     spec: TileSpec
     why: str
-    chosen_by: str  # the rule: tuned | swap-ab | small-m | small-n | split-k | cost-model | nearest-fit | default (+off-sector, +stream-k)
+    chosen_by: str  # the rule: tuned | swap-ab | small-m | small-n | split-k | cost-model | cost-model+swap-ab | nearest-fit | default (+off-sector, +stream-k)
     # swap-ab: run the spec (D M-major) on the swapped problem: its A is the caller's b (N x K), its B the caller's a
     # (M x K), its M x N result the caller's D transposed (problem N x M x K, ldd = D's row pitch)
     swap_ab: bool = False
@@ -209,8 +213,13 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     note = _pitch_note(k, first.dtype.bytes, lda, ldb)
     measured = dtype in MEASURED_DTYPES  # the narrow tiles and the cluster variant were measured on bf16 only
     off_sector = bool(note) and measured
+    def or_swap(c: Choice) -> Choice:  # the swap-ab rule for M > 128 (cost-model+swap-ab) may replace the pick
+        s = (_swap_fit(c, first, dtype, arch, m, n, k, off_sector, sm_count, note)
+             if SWAP_FIT_RULE and allow_swap and measured else None)
+        return s or c
+
     if distance(ranked[0]) == 0:
-        return _with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector)
+        return or_swap(_with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector))
     swapped = _swap_ab(first, dtype, arch, m, n, k, note) if SWAP_AB_RULE and allow_swap and measured else None
     if swapped is not None:
         return swapped
@@ -242,13 +251,14 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     unmeasured = not measured and (min(m, n) <= SMALL_M_MAX or _mid_line(k, first.dtype.bytes, lda, ldb))
     picked = _cost_model(first, dtype, arch, m, n, k, bool(note), sm_count, note) if COST_MODEL and not unmeasured else None
     if picked is not None:
-        return picked
+        return or_swap(picked)
     near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
     fits = [round(tile_fit(spec, m, n, sm_count), 2) for _, spec in near]
     i = fits.index(max(fits))  # the first (nearest) of the best fits
     e, spec = near[i]
     why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
-    return _with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
+    return or_swap(_with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"),
+                               off_sector))
 
 
 def _swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note: str) -> Choice | None:
@@ -265,6 +275,47 @@ def _swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note
     why = (f"M = {m} <= {SWAP_AB_MAX_M} against N x K = {n} x {k}: swap-AB, D^T = B A^T with {bm} x {bn} tiles over N x M "
            f"({ctas} CTAs), D^T stored M-major into the row-major D")
     return Choice(spec, why + note, "swap-ab", swap_ab=True)
+
+
+def _swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool,
+              sm_count: int, note: str) -> Choice | None:
+    """The swap-ab rule for M > SMALL_M_MAX (``cost-model+swap-ab``): D^T = B A^T with 128 x BN' tiles over N x M, BN' a
+    multiple of 8 that covers M in few tiles (``costmodel.best_swap``: 333 rows as 2 x 168 = 336 where 128-row tiles pad
+    them to 384), one CTA per tile, D stored M-major; taken where the cost model predicts it SWAP_FIT_MIN_GAIN faster than
+    every unswapped candidate (their stream-K forms included) on a compute-bound shape with K >= 1024 (the range the
+    constants were fitted on). None where it does not apply (16-bit inputs on sm_90a only)."""
+    if arch != "sm_90a" or m <= SMALL_M_MAX:
+        return None
+    family = COST_FAMILY.get(dtype)
+    shipped = shipped_costs(family) if family else None
+    if shipped is None or shipped[0] != (family, arch) or SWAP_FAMILY not in shipped[1]:
+        return None
+    costs = shipped[1]
+    fam, fam_costs, eb = BY_NAME[SWAP_FAMILY], shipped[1][SWAP_FAMILY], like.dtype.bytes
+    sw = best_swap(fam_costs, fam.bn, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb)
+    # the swapped problem (N x M x K) must be compute-bound with K >= 1024, as the constants' calibration shapes were
+    if sw is None or not calibrated(fam, fam_costs, n, m, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb):
+        return None
+    plain = rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, off_sector=off_sector,
+                 sm_count=sm_count, element_bytes=eb, stream_k=STREAM_K_RULE)
+    if not plain or sw.predicted_us > plain[0].predicted_us * (1 - SWAP_FIT_MIN_GAIN):
+        return None
+    spec = None
+    for stages in SWAP_FIT_STAGES:
+        try:
+            spec = dataclasses.replace(_narrow_spec(like, SWAP_BM, sw.bn, stages), d_major=DMajor.M, split_k=1, stream_k=1)
+            break
+        except SpecError:
+            continue
+    if spec is None:
+        return None
+    best = plain[0]
+    why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {sw.bn} tiles over N x M ({sw.m_tiles} tile{'s' if sw.m_tiles > 1 else ''} "
+           f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in {sw.rounds} round{'s' if sw.rounds > 1 else ''} "
+           f"of {sm_count}), D^T stored M-major into the row-major D; cost model: {sw.predicted_us:.1f} us predicted against "
+           f"{best.predicted_us:.1f} us for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best "
+           f"unswapped kernel (the other rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
+    return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
 
 
 def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int,

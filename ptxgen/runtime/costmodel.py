@@ -213,6 +213,57 @@ def best_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sect
     return min(preds, key=lambda p: (p.predicted_us, p.splits)) if preds else None
 
 
+# -- swap-AB with a tile that fits M (runtime.choose's swap-ab rule for M > 128) ------------------------------------------
+# D^T = B A^T: the kernel's M is the caller's N (128-row tiles), its N the caller's M, covered by t tiles of BN' = M / t
+# rounded up to a multiple of 8 (a wgmma N). 333 rows: 2 tiles of 168 (336 rows) where a 128-row tile pads them to 384.
+# One CTA per tile (the tile schedule, direct M-major stores). Its constants are SWAP_FAMILY's (the same 128-row tile,
+# tile schedule) with the K-tile cost scaled by BN' / that family's BN: a wgmma's issue time and a stage's B bytes grow
+# with N (t128x256 and t128x192 cost the same per column, 2.68e-3 us per K-tile: ptxgen/tuning/h200_cost.json).
+SWAP_FAMILY = "t128x192"
+SWAP_BM = 128
+SWAP_MIN_BN = 128  # narrower: wgmma reads its A tile from shared memory for fewer columns (not measured here)
+SWAP_MAX_BN = 256  # the widest wgmma N
+
+
+@dataclass(frozen=True)
+class SwapPrediction:
+    bn: int  # BN' (over the caller's M)
+    m_tiles: int  # tiles over the caller's M
+    ctas: int  # ceil(N / SWAP_BM) x m_tiles
+    rounds: int
+    predicted_us: float
+
+
+def swap_tiles(m: int) -> list[tuple[int, int]]:
+    """(BN', tiles over M) for every tile count t whose BN' = ceil(M / t) rounded up to a multiple of 8 lies in
+    SWAP_MIN_BN..SWAP_MAX_BN, fewest tiles first (each BN' once)."""
+    out: list[tuple[int, int]] = []
+    for t in range(1, m // SWAP_MIN_BN + 2):
+        bn = -(-(-(-m // t)) // 8) * 8
+        if SWAP_MIN_BN <= bn <= SWAP_MAX_BN and all(bn != b for b, _ in out):
+            out.append((bn, -(-m // bn)))
+    return out
+
+
+def predict_swap(costs: Costs, family_bn: int, m: int, n: int, k: int, bn: int, *, off_sector: bool = False,
+                 sm_count: int = 132, element_bytes: int = 2) -> SwapPrediction:
+    """The swapped kernel's compute term on the caller's M x N x K: ceil(N / 128) x ceil(M / BN') CTAs in rounds of
+    ``sm_count``, each per_tile + K-tiles x per_k_tile x BN' / ``family_bn``."""
+    m_tiles = -(-m // bn)
+    ctas = -(-n // SWAP_BM) * m_tiles
+    r = rounds(ctas, sm_count * costs.slots_per_sm)
+    per_k = costs.ktile_us * bn / family_bn * (costs.off_sector if off_sector else 1.0)
+    return SwapPrediction(bn, m_tiles, ctas, r, costs.launch_us + r * (costs.tile_us + k_tiles(k, element_bytes) * per_k))
+
+
+def best_swap(costs: Costs, family_bn: int, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
+              element_bytes: int = 2) -> SwapPrediction | None:
+    """The swapped tile with the least predicted time (ties: the fewer tiles over M), or None where M has none."""
+    preds = [predict_swap(costs, family_bn, m, n, k, bn, off_sector=off_sector, sm_count=sm_count,
+                          element_bytes=element_bytes) for bn, _ in swap_tiles(m)]
+    return min(preds, key=lambda p: (p.predicted_us, p.m_tiles)) if preds else None
+
+
 MIN_K_TILES = 16  # the calibration's shortest K: 1024, 16 K-tiles of 64 (16-bit inputs; 8 K-tiles of 128 for e4m3)
 COMPUTE_MARGIN = 1.25  # the compute term must exceed the bandwidth floor by this much
 
