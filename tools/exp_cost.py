@@ -75,11 +75,11 @@ def _emit(d: dict) -> None:
     print(json.dumps(d), flush=True)
 
 
-def _bench(spec, m, n, k, iters, **extra):
+def _bench(spec, m, n, k, iters, swap_ab=False, **extra):
     from ptxgen.runtime.bench import bench_spec
 
     try:
-        r = bench_spec(spec, m, n, k, warmup=3, iters=iters)
+        r = bench_spec(spec, m, n, k, warmup=3, iters=iters, swap_ab=swap_ab)
     except Exception as e:  # noqa: BLE001 - a candidate that cannot run is reported, not fatal
         _emit({**extra, "m": m, "n": n, "k": k, "kernel": spec.kernel_name, "error": f"{type(e).__name__}: {e}"[:300]})
         return None
@@ -163,17 +163,25 @@ def compare(shapes_arg: str) -> int:
         tag = "issue16"
     for m, n, k in shapes:
         new = ch.choose("bf16", "sm_90a", m, n, k)
-        ch.COST_MODEL = False
+        ch.COST_MODEL, ch.SWAP_FIT_RULE = False, False  # old: the rules before the cost model (and its swap-ab for M > 128)
         try:
             old = ch.choose("bf16", "sm_90a", m, n, k)
         finally:
-            ch.COST_MODEL = True
-        first = _first_candidates_choice(ch, m, n, k)
+            ch.COST_MODEL, ch.SWAP_FIT_RULE = True, True
+        ch.SWAP_FIT_RULE = False
+        try:
+            noswap = ch.choose("bf16", "sm_90a", m, n, k)  # the fourth session's chooser
+            first = _first_candidates_choice(ch, m, n, k)
+        finally:
+            ch.SWAP_FIT_RULE = True
         sides = [("new", new), ("old", old)] + ([("first", first)] if first.spec not in (new.spec, old.spec) else [])
+        if noswap.spec not in [c.spec for _, c in sides]:
+            sides.append(("noswap", noswap))
         if len({c.spec for _, c in sides}) == 1:
             continue
         for side, c in sides + sides:
-            _bench(c.spec, m, n, k, 10 if tag == "generalization" else 15, side=side, chosen_by=c.chosen_by, set=tag)
+            _bench(c.spec, m, n, k, 10 if tag == "generalization" else 15, swap_ab=c.swap_ab, side=side, chosen_by=c.chosen_by,
+                   set=tag)
     return 0
 
 
@@ -266,10 +274,13 @@ if __name__ == "__main__":
                 parts = [(m, n, k)] + ([(m - m % 128, n, k), (m % 128, n, k)] if m > 128 and m % 128 else [])
                 for mm, nn, kk in parts:
                     specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
+                    ch.SWAP_FIT_RULE = False
+                    specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
                     ch.COST_MODEL = False
                     specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
                     ch.COST_MODEL = True
                     specs.append(_first_candidates_choice(ch, mm, nn, kk).spec.to_json())
+                    ch.SWAP_FIT_RULE = True
         else:
             specs = [s.to_json() for s in all_specs()]
         sys.exit(precompile(specs))
