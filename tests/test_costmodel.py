@@ -257,12 +257,13 @@ def _swap_tile_violations(fn, ms=range(129, 700)):
 
 def test_swap_tiles_are_the_least_multiples_of_8_that_cover_m():
     assert _swap_tile_violations(cm.swap_tiles) == []
-    assert cm.swap_tiles(333) == [(168, 2)]  # 1 tile would be 336 wide; 3 tiles of 112 are under SWAP_MIN_BN
-    assert cm.swap_tiles(700) == [(240, 3), (176, 4), (144, 5)]  # 6 tiles of 120: under SWAP_MIN_BN
+    assert cm.swap_tiles(333) == [(168, 2), (112, 3)]  # one tile would be 336 wide; 4 tiles of 88: under SWAP_MIN_BN
+    assert cm.swap_tiles(200) == [(200, 1), (104, 2)]
+    assert cm.swap_tiles(700) == [(240, 3), (176, 4), (144, 5), (120, 6), (104, 7)]
 
 
 def test_control_a_wrong_tile_rule_is_caught():
-    wrong_round = lambda m: [(bn, t) for bn, t in cm.swap_tiles(m) if bn != 168] + ([(176, 2)] if m == 333 else [])  # noqa: E731
+    wrong_round = lambda m: [(176 if bn == 168 else bn, t) for bn, t in cm.swap_tiles(m)]  # noqa: E731 - 2 x 176, not the least
     assert _swap_tile_violations(wrong_round, ms=[333])
     assert _swap_tile_violations(lambda m: cm.swap_tiles(m)[1:], ms=[333, 700])  # a tile count dropped
 
@@ -278,22 +279,31 @@ def test_swap_prediction_counts_ctas_and_rounds_and_scales_the_k_loop_by_bn():
     assert off.predicted_us > p.predicted_us
     b = cm.best_swap(NO_FLOOR, 192, 333, 8192, 8192)
     assert (b.bn, b.m_tiles) == (168, 2)  # 333 > 256: no one-tile form
-    assert cm.best_swap(NO_FLOOR, 192, 100, 8192, 8192) is None  # M < SWAP_MIN_BN: no swapped tile here
+    assert cm.best_swap(NO_FLOOR, 192, 96, 8192, 8192) is None  # M < SWAP_MIN_BN: no swapped tile here
 
 
-@pytest.mark.parametrize("m,n,k,bn", [(333, 8192, 8192, 168), (300, 8192, 8192, 152), (400, 8192, 6144, 200)])
+def test_the_shipped_table_has_the_swapped_familys_constants():
+    c = cm.shipped_swap_costs("16bit")
+    assert c is not None and c.launch_us > 0 and c.ktile_us > 0
+    assert cm.shipped_swap_costs("e4m3") is None  # not measured in e4m3: the rule does not apply there
+
+
+@pytest.mark.parametrize("m,n,k,bn", [(333, 8192, 8192, 168), (300, 8192, 8192, 152), (400, 8192, 6144, 200),
+                                      (200, 8192, 8192, 104), (331, 8200, 8192, 168)])
 def test_the_swap_rule_takes_a_tile_that_fits_m_where_128_row_tiles_pad_it(m, n, k, bn):
     c = choose("bf16", "sm_90a", m, n, k)
     assert c.chosen_by == "cost-model+swap-ab" and c.swap_ab
     assert (c.spec.bm, c.spec.bn, c.spec.d_major.value, c.spec.schedule.value, c.spec.epilogue.value) == (128, bn, "m", "tile", "direct")
-    assert "swap-AB" in c.why and f"{-(-m // bn)} tiles of {bn}" in c.why
+    assert "swap-AB" in c.why and f"of {bn} cover M = {m}" in c.why
 
 
-@pytest.mark.parametrize("m,n,k", [(450, 6144, 8192), (250, 10240, 8192), (350, 16384, 4096), (200, 8192, 8192),
-                                   (333, 8192, 1024), (5000, 5000, 5000), (4096, 4096, 4096), (128, 8192, 8192)])
+@pytest.mark.parametrize("m,n,k", [(450, 6144, 8192), (250, 10240, 8192), (350, 16384, 4096), (333, 8192, 4096),
+                                   (333, 8192, 1024), (205, 8192, 8200), (1209, 2048, 8192), (5000, 5000, 5000),
+                                   (4096, 4096, 4096), (128, 8192, 8192)])
 def test_the_swap_rule_declines_where_the_tile_arithmetic_says_no(m, n, k):
-    """Fewer CTAs for a wider tile (450 x 6144, 250 x 10240), two rounds either way (350 x 16384), a tile narrower than
-    SWAP_MIN_BN (200 rows: 2 x 104), K outside the calibration (1024 at 8192 wide: launch-bound), large M, M <= 128."""
+    """Fewer CTAs for a wider tile (450 x 6144, 250 x 10240: measured slower, run 1), two rounds (350 x 16384: measured
+    slower), the swapped family's larger fixed cost at a shorter K (4096, 1024), rows off a sector (K = 8200: not
+    measured swapped), more than two tiles over M (1209 rows: not measured), large M, M <= 128."""
     assert "swap" not in choose("bf16", "sm_90a", m, n, k).chosen_by
 
 
@@ -303,3 +313,6 @@ def test_control_the_swap_rule_switch_and_the_callers_that_cannot_swap(monkeypat
     monkeypatch.setattr(choose_mod, "SWAP_FIT_RULE", False)
     assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"
     assert choose("bf16", "sm_90a", 300, 8192, 8192).chosen_by == "cost-model"
+    monkeypatch.undo()
+    monkeypatch.setattr(choose_mod, "shipped_swap_costs", lambda family="16bit": None)  # no swap entry in the table: no rule
+    assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"

@@ -184,7 +184,7 @@ def test_gemm_spec_reports_the_swap_and_the_fused_path_never_gets_it():
 @pytest.mark.parametrize("spec", [mspec(), mspec(bm=64, bn=16, stages=12, dtype="f16", out_dtype="f16"),
                                   mspec(out_dtype="f32"), mspec(bm=128, bn=8, stages=12, acc="f16", dtype="f16", out_dtype="f16"),
                                   mspec(bm=128, bn=16, stages=4, schedule="persistent"),
-                                  mspec(bn=168, stages=6, schedule="tile"), mspec(bn=152, stages=6, schedule="tile")],
+                                  mspec(bn=168, stages=6, schedule="tile"), mspec(bn=104, stages=6, schedule="tile")],
                          ids=lambda s: s.kernel_name)
 def test_m_major_kernels_compile_with_the_mmas_and_no_local_memory(spec):
     from ptxgen.runtime.sass import check_sass
@@ -271,10 +271,10 @@ def test_gemm_takes_the_swap_through_the_dispatch_cache(gpu, monkeypatch, m, n, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(301, 8200, 1032), (333, 8192, 2048)])
+@pytest.mark.parametrize("m,n,k", [(331, 8200, 8192), (201, 8208, 8192)])
 def test_gemm_takes_the_swap_for_m_over_128_where_a_tile_fits_m(gpu, m, n, k):
-    """The swap rule for M > 128 (choose's cost-model+swap-ab: 2 x 152 / 2 x 168 rows over M, N' tiles with a partial last
-    one at 8200) through ptxgen.gemm, slow path then hot path, against float64."""
+    """The swap rule for M > 128 (choose's cost-model+swap-ab: 2 x 168 / 2 x 104 rows over M, a partial last N' tile of
+    8 / 16 rows) through ptxgen.gemm, slow path then hot path, against float64."""
     import ptxgen
 
     torch = _torch()
@@ -282,7 +282,7 @@ def test_gemm_takes_the_swap_for_m_over_128_where_a_tile_fits_m(gpu, m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
     spec, why = ptxgen.api.gemm_spec(a, b)
-    assert spec.d_major is DMajor.M and spec.bn in (152, 168) and "swap-AB" in why
+    assert spec.d_major is DMajor.M and spec.bn in (104, 168) and "swap-AB" in why
     out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     assert ptxgen.gemm(a, b, out) is out
     fresh = ptxgen.gemm(a, b)  # allocated, then the hot path

@@ -6,6 +6,8 @@
   python tools/fit_cost.py residuals CAL.jsonl[,CAL2.jsonl]                  # measured vs predicted per point
   python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
   python tools/fit_cost.py picks BENCH.jsonl COMPARE.jsonl                   # this checkout's picks, measured there
+  python tools/fit_cost.py fitswap runs/2026-12-01-s5-waves/run1/swap.jsonl   # the swapped family (choose's swap rule
+                                                                             # for M > 128): its "swap" entry, residuals
 
 Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
     t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
@@ -163,8 +165,46 @@ def picks(bench_path: str, compare_path: str) -> None:
             print(f'{d["class"]}: geomean {math.exp(sum(map(math.log, got)) / len(got)):.3f}, min {min(got):.3f}, {len(got)} of {len(rs)} shapes')
 
 
+def fitswap(path: str) -> dict:
+    """The swapped 128 x BN' family (costmodel.predict_swap) from tools/exp_waves.py swap: every swapped point whose shape
+    is none of issue 16's named or held-out shapes, least squares of the relative error of
+        t = launch + rounds x tile + rounds x k_tiles x ktile x BN' / 192
+    (rows on a sector only; the off-sector factor is not measured for this family: t128x192's is kept). Prints the
+    residuals of every swapped point, the named ones included (not fitted), to stderr."""
+    from ptxgen.runtime.costmodel import SWAP_BM, SWAP_FAMILY_BN
+
+    sys.path.insert(0, "tools")
+    from exp_cost import _named
+
+    named = _named()
+    pts = [json.loads(ln) for ln in open(path)]
+    pts = [d for d in pts if d.get("swap_ab") and d.get("ok") and "ours_us" in d and not _off(d["k"])]
+
+    def row(d):
+        bn = int(d["kernel"].split("_obf16_")[1].split("x")[1])
+        r = rounds(-(-d["n"] // SWAP_BM) * -(-d["m"] // bn), 132)
+        return [1.0, r, r * k_tiles(d["k"]) * bn / SWAP_FAMILY_BN]
+
+    fit_pts = [d for d in pts if (d["m"], d["n"], d["k"]) not in named]
+    a = np.array([row(d) for d in fit_pts])
+    y = np.array([d["ours_us"] for d in fit_pts])
+    x, *_ = np.linalg.lstsq(a / y[:, None], np.ones_like(y), rcond=None)
+    x = np.maximum(x, 0.0)
+    for d in pts:
+        pred = float(np.dot(row(d), x))
+        tag = "named, not fitted" if (d["m"], d["n"], d["k"]) in named else "fitted"
+        print(f"{d['m']}x{d['n']}x{d['k']} {d['kernel'][28:40]} measured {d['ours_us']:.1f} predicted {pred:.1f} "
+              f"({(pred - d['ours_us']) / d['ours_us'] * 100:+.1f}%) {tag}", file=sys.stderr)
+    return {"family": f"s{SWAP_BM}xN (swap-AB, tile schedule, direct M-major stores)", "per_bn": SWAP_FAMILY_BN,
+            "launch_us": round(float(x[0]), 2), "tile_us": round(float(x[1]), 3), "ktile_us": round(float(x[2]), 4),
+            "points": len(fit_pts), "source": f"tools/fit_cost.py fitswap {path}"}
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
+    if mode == "fitswap":
+        print(json.dumps(fitswap(sys.argv[2]), indent=1))
+        sys.exit(0)
     if mode == "fit":
         print(json.dumps(fit(sys.argv[2]), indent=1))
     elif mode == "residuals":

@@ -68,8 +68,8 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, DMajor, Epilogue, Schedule, SpecError
-from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY, best_swap, calibrated, k_tiles, pick, predict_us, rank,
-                        rounds, shipped_costs, tile_grid)
+from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY_BN, best_swap, calibrated, k_tiles, pick, predict_us,
+                        rank, rounds, shipped_costs, shipped_swap_costs, tile_grid)
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -92,6 +92,7 @@ STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmo
 SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
 SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
+SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
 FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
 
 
@@ -281,23 +282,26 @@ def _swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: 
               sm_count: int, note: str) -> Choice | None:
     """The swap-ab rule for M > SMALL_M_MAX (``cost-model+swap-ab``): D^T = B A^T with 128 x BN' tiles over N x M, BN' a
     multiple of 8 that covers M in few tiles (``costmodel.best_swap``: 333 rows as 2 x 168 = 336 where 128-row tiles pad
-    them to 384), one CTA per tile, D stored M-major; taken where the cost model predicts it SWAP_FIT_MIN_GAIN faster than
-    every unswapped candidate (their stream-K forms included) on a compute-bound shape with K >= 1024 (the range the
-    constants were fitted on). None where it does not apply (16-bit inputs on sm_90a only)."""
-    if arch != "sm_90a" or m <= SMALL_M_MAX:
+    them to 384), one CTA per tile, D stored M-major; taken where the cost model (the swapped family's own fitted
+    constants, ``shipped_swap_costs``) predicts it SWAP_FIT_MIN_GAIN faster than every unswapped candidate (their stream-K
+    forms included), in one round of CTAs, rows on a 32-byte sector, on a compute-bound shape with K >= 1024 (what the
+    swapped family was measured on: runs/2026-12-01-s5-waves run 1). None where it does not apply (16-bit inputs, sm_90a)."""
+    if arch != "sm_90a" or m <= SMALL_M_MAX or off_sector:
         return None
     family = COST_FAMILY.get(dtype)
     shipped = shipped_costs(family) if family else None
-    if shipped is None or shipped[0] != (family, arch) or SWAP_FAMILY not in shipped[1]:
+    swap_costs = shipped_swap_costs(family) if family else None
+    if shipped is None or shipped[0] != (family, arch) or swap_costs is None:
         return None
-    costs = shipped[1]
-    fam, fam_costs, eb = BY_NAME[SWAP_FAMILY], shipped[1][SWAP_FAMILY], like.dtype.bytes
-    sw = best_swap(fam_costs, fam.bn, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb)
-    # the swapped problem (N x M x K) must be compute-bound with K >= 1024, as the constants' calibration shapes were
-    if sw is None or not calibrated(fam, fam_costs, n, m, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb):
+    costs, eb = shipped[1], like.dtype.bytes
+    sw = best_swap(swap_costs, SWAP_FAMILY_BN, m, n, k, sm_count=sm_count, element_bytes=eb)
+    # one round (two rounds of swapped tiles lost at 350 x 16384 x 4096) of one or two tiles over M, K >= 1024 and
+    # compute-bound: the swapped problem (N x M x K) in the range the constants were fitted on
+    like_family = BY_NAME["t128x192"]
+    if (sw is None or sw.rounds > 1 or sw.m_tiles > SWAP_FIT_MAX_M_TILES or not calibrated(like_family, swap_costs, n, m, k, sm_count=sm_count, element_bytes=eb)):
         return None
-    plain = rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, off_sector=off_sector,
-                 sm_count=sm_count, element_bytes=eb, stream_k=STREAM_K_RULE)
+    plain = rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, sm_count=sm_count,
+                 element_bytes=eb, stream_k=STREAM_K_RULE)
     if not plain or sw.predicted_us > plain[0].predicted_us * (1 - SWAP_FIT_MIN_GAIN):
         return None
     spec = None
@@ -311,10 +315,10 @@ def _swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: 
         return None
     best = plain[0]
     why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {sw.bn} tiles over N x M ({sw.m_tiles} tile{'s' if sw.m_tiles > 1 else ''} "
-           f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in {sw.rounds} round{'s' if sw.rounds > 1 else ''} "
-           f"of {sm_count}), D^T stored M-major into the row-major D; cost model: {sw.predicted_us:.1f} us predicted against "
-           f"{best.predicted_us:.1f} us for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best "
-           f"unswapped kernel (the other rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
+           f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in one round of {sm_count}), D^T stored "
+           f"M-major into the row-major D; cost model: {sw.predicted_us:.1f} us predicted against {best.predicted_us:.1f} us "
+           f"for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best unswapped kernel (the other "
+           f"rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
     return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
 
 

@@ -216,12 +216,12 @@ def best_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sect
 # -- swap-AB with a tile that fits M (runtime.choose's swap-ab rule for M > 128) ------------------------------------------
 # D^T = B A^T: the kernel's M is the caller's N (128-row tiles), its N the caller's M, covered by t tiles of BN' = M / t
 # rounded up to a multiple of 8 (a wgmma N). 333 rows: 2 tiles of 168 (336 rows) where a 128-row tile pads them to 384.
-# One CTA per tile (the tile schedule, direct M-major stores). Its constants are SWAP_FAMILY's (the same 128-row tile,
-# tile schedule) with the K-tile cost scaled by BN' / that family's BN: a wgmma's issue time and a stage's B bytes grow
-# with N (t128x256 and t128x192 cost the same per column, 2.68e-3 us per K-tile: ptxgen/tuning/h200_cost.json).
-SWAP_FAMILY = "t128x192"
+# One CTA per tile (the tile schedule, direct M-major stores). Its constants: the cost table's "swap" entry, fitted from
+# one device sweep of swapped tiles of several BN' (tools/exp_waves.py swap, tools/fit_cost.py fitswap): per K-tile
+# ktile_us x BN' / SWAP_FAMILY_BN (a wgmma's issue time and a stage's B bytes grow with N).
 SWAP_BM = 128
-SWAP_MIN_BN = 128  # narrower: wgmma reads its A tile from shared memory for fewer columns (not measured here)
+SWAP_FAMILY_BN = 192  # the swap entry's ktile_us is per K-tile of a 128 x 192 tile
+SWAP_MIN_BN = 104  # the narrowest swapped tile measured (runs/2026-12-01-s5-waves run 1)
 SWAP_MAX_BN = 256  # the widest wgmma N
 
 
@@ -337,6 +337,18 @@ def parse_costs(doc: dict) -> dict[str, Costs]:
             out[name] = Costs(float(d["launch_us"]), float(d["tile_us"]), float(d["ktile_us"]), float(d.get("off_sector", 1.0)),
                               float(d.get("bandwidth_tbps", 3.5)), int(d.get("slots_per_sm", 1)))
     return out
+
+
+@lru_cache(maxsize=4)
+def shipped_swap_costs(family: str = "16bit") -> Costs | None:
+    """The swapped family's constants (the cost table's ``swap`` entry), or None where the table has none."""
+    if family not in COST_TABLES:
+        return None
+    try:
+        d = json.loads(resources.files("ptxgen.tuning").joinpath(COST_TABLES[family]).read_text())["swap"]
+        return Costs(float(d["launch_us"]), float(d["tile_us"]), float(d["ktile_us"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @lru_cache(maxsize=4)
