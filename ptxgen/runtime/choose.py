@@ -36,6 +36,18 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  N <= 128 and not for rows 32/64/96 B past a 128-byte line (phases its calibration did not see); same
                  process against nearest-fit (runs 1 and 2): rows off a sector 0.82-0.99 -> 0.96-1.19 (the 2x1
                  kernels), 8192 x 8192 x 1024 1.11-1.12 -> 1.17-1.22. ``COST_MODEL`` turns it off.
+``cost-model+swap-ab``  (16-bit inputs, sm_90a, M > 128; after ``tuned``, ``cost-model`` and ``nearest-fit``, which it may
+                 replace) swap-AB with a tile that fits M: D^T = B A^T with 128 x BN' tiles over N x M, BN' the least multiple
+                 of 8 that covers M in one or two tiles (333 rows: 2 x 168 = 336, where 128-row tiles pad them to 384), one
+                 CTA per tile, D stored M-major; taken where the cost model, with the swapped family's own constants
+                 (``costmodel.shipped_swap_costs``, fitted from runs/2026-12-01-s5-waves run 1 by tools/fit_cost.py
+                 fitswap), predicts it ``SWAP_FIT_MIN_GAIN`` faster than every unswapped candidate, in one round, rows on a
+                 32-byte sector, K >= 1024 and compute-bound. Measured on the H200, same process, against the kernel the
+                 rules before it pick (runs 1-2): 333 x 8192 x 8192 -2.5% time (0.916/0.935 -> 0.935/0.951 of cuBLAS),
+                 300 x 8192 x 8192 -8%, 400 x 8192 x 6144 -16%, 200 x 8192 x 8192 -26%; on three shapes measured after the
+                 fit, 207 x 16384 x 8192 -8%, 331 x 8200 x 8192 -12% and -1% (two rounds), 455 x 8192 x 8192 +1.8% (a
+                 loss). ``SWAP_FIT_RULE``
+                 turns it off.
 ``+stream-k``    (after ``cost-model``, 16-bit inputs) the cost model ranked each persistent cooperative kernel also
                  with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
