@@ -289,6 +289,11 @@ def test_tensors_changed_in_place_miss_the_remembered_hit(torch, gpu, call):
     """resize_, as_strided_ and ``.data =`` keep a tensor's identity and change its shape, strides or dtype: the
     compiled call (which remembers its last hit) must see it: the slow path's error with out untouched, or the right
     result for the new key, never the old key's launch."""
+    from ptxgen.runtime import torchmeta
+    from ptxgen.runtime.fastlaunch import compiled_module
+
+    mod = compiled_module()
+    reader = torchmeta.start(torch, mod, wait=True) if mod is not None else "none"  # the metadata reader, where built
     k = ptxgen.compile(**BF16, arch=gpu.arch.value)
     run = k if call == "kernel" else ptxgen.gemm
     m, n, kk = 512, 384, 256
@@ -300,6 +305,8 @@ def test_tensors_changed_in_place_miss_the_remembered_hit(torch, gpu, call):
     counts = getattr(k, "_hot_counts", None)
     if call == "kernel" and counts is not None:
         assert counts[0] >= 1  # the remembered hit served the repeats
+        if reader.startswith("loaded"):
+            assert k._hot_meta_hits >= 1  # and the reader compared them: the checks below are its
     torch.cuda.synchronize()
     assert rel(torch, out, a.double() @ b.double().t()) < 1e-2
 

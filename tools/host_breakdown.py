@@ -2,11 +2,13 @@
 
 Per piece: microseconds per call, CALLS calls in a loop without synchronisation (fewer than the launch queue holds),
 the median of ROUNDS loops, the pieces interleaved round by round so that clock drift hits all of them. Besides the
-calls and the compiled launcher's entry points, each torch getter the dispatch key is read from (three tensors each).
+calls and the compiled launcher's entry points, each torch getter the dispatch key is read from (three tensors each),
+and, where the metadata reader (runtime/torchmeta.py) loaded, the hot calls with it and without it (the getters).
 
     python tools/host_breakdown.py [MxNxK]
 """
 
+import ctypes
 import statistics
 import sys
 import time
@@ -19,6 +21,14 @@ from ptxgen.api.dispatch import kernel_for
 from ptxgen.api.select import gemm_spec
 
 CALLS, ROUNDS = 200, 15
+
+
+def _on():
+    """The setup of a piece without one: the reader as loaded (setups toggle it for their own pieces)."""
+    _ON[0]()
+
+
+_ON = [lambda: None]
 
 
 def main() -> int:
@@ -53,27 +63,54 @@ def main() -> int:
         "list comprehension over 3 (the lines above carry it)": lambda: [t for t in ts],
     })
     kern(a, b, out)
+    from ptxgen.runtime import torchmeta
+    from ptxgen.runtime.fastlaunch import compiled_module
+
+    mod = compiled_module()
+    reader = torchmeta.start(torch, mod, wait=True) if mod is not None else "no compiled launcher"
+    setups = {}
+    if reader.startswith("loaded"):
+        fn = torchmeta._STATE["lib"].ptxgen_torch_meta
+        address = ctypes.cast(fn, ctypes.c_void_p).value
+
+        def reader_on():
+            mod.set_meta_reader(address, (torch.Tensor, torch.nn.Parameter))
+
+        def reader_off():
+            mod.set_meta_reader(0, ())
+
+        for label, setup in (("reader", reader_on), ("getters, reader off", reader_off)):
+            for name, fn in (("kernel(a, b, out)", lambda: kern(a, b, out)), ("ptxgen.gemm(a, b, out)", lambda: ptxgen.gemm(a, b, out))):
+                key = f"{name} [{label}]"
+                pieces[key], setups[key] = fn, setup
+        pieces["3 x _launcher.read_meta (a tuple each)"] = lambda: [mod.read_meta(t) for t in ts]
+        _ON[0] = reader_on
+        reader_on()
     launch = next(iter(entries.values()), None)
     c = getattr(launch, "_c", None)
     if c is not None:  # the compiled launcher's own entry points: the floor under the hot call
         pa, pb, pd, s = a.data_ptr(), b.data_ptr(), out.data_ptr(), torch._C._cuda_getCurrentRawStream(dev)
         pieces["launcher.call(a, b, out): data_ptr, checks, stream, launch"] = lambda: c.call(a, b, out)
         pieces["launcher.run(pa, pb, pd, stream): patch + cuLaunchKernel"] = lambda: c.run(pa, pb, pd, s)
-    for fn in pieces.values():
+    for name, fn in pieces.items():
+        setups.get(name, _on)()
         fn()
     torch.cuda.synchronize()
     samples = {name: [] for name in pieces}
     for _ in range(ROUNDS):
         for name, fn in pieces.items():
+            setups.get(name, _on)()
+            fn()  # after a setup: the remembered hit made again
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(CALLS):
                 fn()
             samples[name].append((time.perf_counter() - t0) / CALLS * 1e6)
     torch.cuda.synchronize()
-    print(f"{m}x{n}x{k} {spec.kernel_name}, compiled launcher: {launchplan.hot_kernel is not None}")
+    print(f"{m}x{n}x{k} {spec.kernel_name}, compiled launcher: {launchplan.hot_kernel is not None}; metadata reader: {reader}")
     if getattr(type(kern), "_hot_counts", None) is not None:
-        print(f"  kernel hot counts after timing (remembered hit, table lookups): {kern._hot_counts}")
+        print(f"  kernel hot counts after timing (remembered hit, table lookups): {kern._hot_counts}, "
+              f"served by the reader: {getattr(kern, '_hot_meta_hits', None)}")
     base = statistics.median(samples["torch.mm(a, b.t(), out=)"])
     for name, s in samples.items():
         med = statistics.median(s)

@@ -138,6 +138,14 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
         launcher = "compiled" if mod is not None else "ctypes"
         print(f"launch path: {'the compiled launcher ' + mod.__file__ if mod is not None else 'ctypes (no compiled launcher)'}",
               file=sys.stderr if as_json else sys.stdout, flush=True)
+        reader = "none"
+        if mod is not None:  # the steady state: the metadata reader loaded (or built, once) before anything is timed
+            from ..runtime import torchmeta
+
+            reader = torchmeta.start(torch, mod, wait=True)
+            built = torchmeta.build_seconds()
+            print(f"metadata reader: {reader}" + (f" (built in {built:.1f} s)" if built is not None else ""),
+                  file=sys.stderr if as_json else sys.stdout, flush=True)
         rows = []
         for m, n, k in shapes:
             row = bench_api_shape(torch, m, n, k, rounds=iters)
@@ -147,7 +155,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
         print(f"ptxgen bench --api: {e}", file=sys.stderr)
         return EXIT_NO_GPU
     if as_json:
-        print(json.dumps({"device": dev.name, "launcher": launcher, "shapes": [public(r) for r in rows]}))
+        print(json.dumps({"device": dev.name, "launcher": launcher, "meta_reader": reader.split(" ")[0].rstrip(":"), "shapes": [public(r) for r in rows]}))
     failed = [r for r in rows if not r["_rel_error"] <= 1e-2]
     for r in failed:
         print(f"ptxgen bench --api: {r['m']}x{r['n']}x{r['k']} output check FAILED (rel error {r['_rel_error']:.2e})",

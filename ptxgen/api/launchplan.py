@@ -396,6 +396,9 @@ def tensor_type():
             mod = compiled_module()
             if mod is not None:
                 mod.set_tensor_type(t)
+                from ..runtime import torchmeta
+
+                torchmeta.start(torch, mod)  # the metadata reader: loaded, or built in the background (optional)
     return t
 
 

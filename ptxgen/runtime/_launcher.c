@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 #ifndef _WIN32
 #include <dlfcn.h>
@@ -33,6 +34,46 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
 static launch_fn driver_launch = NULL; /* cuLaunchKernel from libcuda.so.1, found at first use */
 static PyObject *tensor_type = NULL;   /* torch.Tensor once the Python side has seen torch */
 static PyObject *s_shape, *s_stride, *s_dtype, *s_get_device, *s_data_ptr, *s_c, *s_allocate;
+
+/* The optional metadata reader (runtime/_torchmeta.cpp, built against the installed torch by runtime/torchmeta.py
+ * and handed over with set_meta_reader): a tensor's sizes, strides, scalar type, device and data pointer read from
+ * its at::Tensor in a few ns, where the Python getters (x.shape, x.stride(), ...) cost about 0.3 us each. It serves
+ * only objects whose type is exactly one of plain_types (torch.Tensor, torch.nn.Parameter); returns 0 with *m
+ * filled (unused dimensions zero), or nonzero: not a plain strided tensor it can describe (the getters then run).
+ * Keep TensorMeta as _torchmeta.cpp's PtxgenTensorMeta (META_ABI checks the size). */
+#define META_DIMS 3
+#define META_ABI ((int)sizeof(TensorMeta))
+typedef struct {
+    int64_t ndim;
+    int64_t sizes[META_DIMS];
+    int64_t strides[META_DIMS];
+    int32_t scalar_type, device_type, device_index, flags;
+    uint64_t data_ptr; /* last: the bytes before it are what a dispatch key is made of */
+} TensorMeta;
+#define META_KEY_BYTES offsetof(TensorMeta, data_ptr)
+typedef int (*meta_fn)(PyObject *, TensorMeta *);
+static meta_fn meta_reader = NULL;
+#define MAX_PLAIN 4
+static PyObject *plain_types[MAX_PLAIN];
+static int n_plain = 0;
+
+static int is_plain(PyObject *x) {
+    PyObject *t = (PyObject *)Py_TYPE(x);
+    for (int i = 0; i < n_plain; i++)
+        if (t == plain_types[i])
+            return 1;
+    return 0;
+}
+
+/* the metadata of a, b (and out when n == 3), or 0 when the reader cannot describe one of them */
+static int read_metas(PyObject *const *x, int n, TensorMeta *m) {
+    if (!meta_reader)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (!is_plain(x[i]) || meta_reader(x[i], &m[i]) != 0)
+            return 0;
+    return 1;
+}
 
 typedef struct {
     uint64_t address; /* where in the block: 8 bytes of pointer, or MAP_BYTES of tensor map */
@@ -332,12 +373,10 @@ static int overlaps(uint64_t x, uint64_t xspan, uint64_t y, uint64_t yspan) {
     return xspan && yspan && x < y + yspan && y < x + xspan;
 }
 
-/* The torch call: a, b, out (out given: checked for overlap) -> out, or None when a pointer rules this path
- * out (the caller's slow path says why). */
-static PyObject *call_tensors(Launcher *self, PyObject *a, PyObject *b, PyObject *out, int out_given) {
-    uint64_t p[3];
-    if (data_ptr(a, &p[0]) < 0 || data_ptr(b, &p[1]) < 0 || data_ptr(out, &p[2]) < 0)
-        return NULL;
+/* The launch for pointers p (A, B, D) of a torch call: checks (aligned; an out given by the caller apart from the
+ * inputs), the current stream, patch, launch -> out, or None when a pointer rules this path out (the caller's slow
+ * path says why). */
+static PyObject *call_pointers(Launcher *self, const uint64_t p[3], PyObject *out, int out_given) {
     if (((p[0] | p[1]) & self->mask_in) || (p[2] & self->mask_out))
         Py_RETURN_NONE;
     if (out_given && (overlaps(p[2], self->span[2], p[0], self->span[0]) || overlaps(p[2], self->span[2], p[1], self->span[1])))
@@ -354,6 +393,14 @@ static PyObject *call_tensors(Launcher *self, PyObject *a, PyObject *b, PyObject
         return NULL;
     Py_INCREF(out);
     return out;
+}
+
+/* The torch call: a, b, out (out given: checked for overlap), their pointers read with data_ptr(). */
+static PyObject *call_tensors(Launcher *self, PyObject *a, PyObject *b, PyObject *out, int out_given) {
+    uint64_t p[3];
+    if (data_ptr(a, &p[0]) < 0 || data_ptr(b, &p[1]) < 0 || data_ptr(out, &p[2]) < 0)
+        return NULL;
+    return call_pointers(self, p, out, out_given);
 }
 
 /* call(a, b, out): call_tensors for objects with data_ptr() (out given). */
@@ -548,11 +595,41 @@ typedef struct {
     PyObject *last;    /* NULL or (out_dtype, key, entry, launcher) */
     unsigned long long generation;
     unsigned long long fast, looked_up; /* calls served by the remembered hit, by the table lookup */
+    unsigned long long by_meta;          /* of the fast ones: those the metadata reader served */
+    int meta_n;                          /* 0: no metadata kept with last; else its 2 or 3 tensors' */
+    TensorMeta meta[3];                  /* last's tensors as the reader saw them, at the call that matched */
 } HotState;
+
+static void hot_forget(HotState *h) {
+    Py_CLEAR(h->last);
+    h->meta_n = 0;
+}
 
 static void hot_clear(HotState *h) {
     Py_CLEAR(h->table);
-    Py_CLEAR(h->last);
+    hot_forget(h);
+}
+
+/* 1: the metadata m of the call's n tensors is the remembered hit's (key bytes: all but the pointer), and the
+ * hit is for out_dtype (identity; anything else takes the comparing path) */
+static int same_meta(HotState *h, PyObject *out_dtype, const TensorMeta *m, int n) {
+    if (h->meta_n != n || !h->last || h->generation != table_generation || PyTuple_GetItem(h->last, 0) != out_dtype)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (memcmp(&m[i], &h->meta[i], META_KEY_BYTES) != 0)
+            return 0;
+    return 1;
+}
+
+/* keep the call's metadata with the remembered hit (or none, where the reader could not read it) */
+static void keep_meta(HotState *h, PyObject *const *x, int n) {
+    TensorMeta m[3];
+    if (read_metas(x, n, m)) {
+        memcpy(h->meta, m, sizeof(TensorMeta) * (size_t)n);
+        h->meta_n = n;
+    } else {
+        h->meta_n = 0;
+    }
 }
 
 /* x.shape, x.stride(), x.dtype, x.get_device() into v[0..4) (new references) */
@@ -596,6 +673,26 @@ static PyObject *launch_entry(PyObject *entry, Launcher *c, PyObject *a, PyObjec
 static PyObject *hot_call(HotState *h, int gemm, PyObject *out_dtype, PyObject *a, PyObject *b, PyObject *out) {
     if (!h->table || !tensor_type || !is_tensor(a) || !is_tensor(b) || (out != Py_None && !is_tensor(out)))
         Py_RETURN_NONE;
+    int nt = out != Py_None ? 3 : 2;
+    PyObject *xs[3] = {a, b, out};
+    if (meta_reader && h->meta_n == nt) { /* the metadata reader: the remembered hit's key compared as bytes */
+        TensorMeta m[3];
+        if (read_metas(xs, nt, m) && same_meta(h, out_dtype, m, nt)) {
+            PyObject *last = h->last; /* nothing above ran Python code: last is the record same_meta checked */
+            PyObject *entry = PyTuple_GetItem(last, 2), *c = PyTuple_GetItem(last, 3);
+            Py_INCREF(entry), Py_INCREF(c);
+            h->fast++, h->by_meta++;
+            PyObject *r;
+            if (nt == 3) {
+                uint64_t p[3] = {m[0].data_ptr, m[1].data_ptr, m[2].data_ptr};
+                r = call_pointers((Launcher *)c, p, out, 1);
+            } else {
+                r = launch_entry(entry, (Launcher *)c, a, b, out);
+            }
+            Py_DECREF(entry), Py_DECREF(c);
+            return r;
+        }
+    }
     Py_ssize_t n = out != Py_None ? 12 : 8;
     PyObject *v[12];
     if (read_part(a, v) < 0)
@@ -625,6 +722,8 @@ static PyObject *hot_call(HotState *h, int gemm, PyObject *out_dtype, PyObject *
     }
     if (c) {
         h->fast++;
+        if (meta_reader) /* the getters agreed with the remembered key: their metadata is the hit's from now on */
+            keep_meta(h, xs, nt);
     } else {
         key = PyTuple_New(n);
         if (!key)
@@ -665,6 +764,7 @@ static PyObject *hot_call(HotState *h, int gemm, PyObject *out_dtype, PyObject *
         Py_XDECREF(old);
         h->generation = table_generation;
         h->looked_up++;
+        keep_meta(h, xs, nt); /* read after the getters: what the key was made of */
     }
     r = launch_entry(entry, (Launcher *)c, a, b, out);
 done:
@@ -685,7 +785,7 @@ static int hot_set_table(HotState *h, PyObject *table) {
     PyObject *old = h->table;
     h->table = table == Py_None ? NULL : (Py_INCREF(table), table);
     Py_XDECREF(old);
-    Py_CLEAR(h->last);
+    hot_forget(h);
     return 0;
 }
 
@@ -740,12 +840,16 @@ static PyObject *Hot_call(Hot *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 static PyObject *Hot_forget(Hot *self, PyObject *unused) {
-    Py_CLEAR(self->hs.last);
+    hot_forget(&self->hs);
     Py_RETURN_NONE;
 }
 
 static PyObject *Hot_get_counts(Hot *self, void *closure) {
     return hot_counts(&self->hs);
+}
+
+static PyObject *Hot_get_meta_hits(Hot *self, void *closure) {
+    return PyLong_FromUnsignedLongLong(self->hs.by_meta);
 }
 
 static PyMethodDef Hot_methods[] = {
@@ -756,6 +860,7 @@ static PyMethodDef Hot_methods[] = {
 
 static PyGetSetDef Hot_getset[] = {
     {"counts", (getter)Hot_get_counts, NULL, "(calls served by the remembered hit, calls that looked the key up)", NULL},
+    {"meta_hits", (getter)Hot_get_meta_hits, NULL, "remembered-hit calls whose metadata the reader compared (set_meta_reader)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot Hot_slots[] = {
@@ -827,6 +932,10 @@ static PyObject *KernelBase_get_counts(KernelBase *self, void *closure) {
     return hot_counts(&self->hs);
 }
 
+static PyObject *KernelBase_get_meta_hits(KernelBase *self, void *closure) {
+    return PyLong_FromUnsignedLongLong(self->hs.by_meta);
+}
+
 static PyMethodDef KernelBase_methods[] = {
     {"_set_hot_table", (PyCFunction)KernelBase_set_hot_table, METH_O,
      "_set_hot_table(dict or None): the table (torch_key -> Launch) the instance's hot call serves"},
@@ -835,6 +944,8 @@ static PyMethodDef KernelBase_methods[] = {
 static PyGetSetDef KernelBase_getset[] = {
     {"_hot_counts", (getter)KernelBase_get_counts, NULL,
      "(calls served by the remembered hit, calls that looked the key up in the table)", NULL},
+    {"_hot_meta_hits", (getter)KernelBase_get_meta_hits, NULL,
+     "remembered-hit calls whose metadata the reader compared (set_meta_reader)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot KernelBase_slots[] = {
@@ -878,6 +989,62 @@ static PyObject *set_tensor_type(PyObject *mod, PyObject *t) {
     Py_RETURN_NONE;
 }
 
+/* set_meta_reader(address, types): the metadata reader (the address of _torchmeta.cpp's ptxgen_torch_meta; 0: none)
+ * and the exact types it serves (torch.Tensor, torch.nn.Parameter). Every remembered hit's metadata is dropped. */
+static PyObject *set_meta_reader(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t address;
+    if (nargs != 2 || read_u64(args[0], &address) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "set_meta_reader(address, types)");
+        return NULL;
+    }
+    PyObject *types = PySequence_Tuple(args[1]);
+    if (!types)
+        return NULL;
+    Py_ssize_t n = PyTuple_Size(types);
+    if (n > MAX_PLAIN || (address && n < 1)) {
+        Py_DECREF(types);
+        PyErr_Format(PyExc_ValueError, "set_meta_reader: 1 to %d types", MAX_PLAIN);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyType_Check(PyTuple_GetItem(types, i))) {
+            Py_DECREF(types);
+            PyErr_SetString(PyExc_TypeError, "set_meta_reader: types are types");
+            return NULL;
+        }
+    meta_reader = NULL;
+    for (int i = 0; i < n_plain; i++)
+        Py_CLEAR(plain_types[i]);
+    n_plain = 0;
+    table_generation++; /* no remembered hit keeps metadata read by another reader */
+    if (address) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            plain_types[i] = PyTuple_GetItem(types, i);
+            Py_INCREF(plain_types[i]);
+        }
+        n_plain = (int)n;
+        meta_reader = (meta_fn)(uintptr_t)address;
+    }
+    Py_DECREF(types);
+    Py_RETURN_NONE;
+}
+
+/* read_meta(x): what the reader sees of x, (ndim, sizes, strides, scalar_type, device_type, device_index, flags,
+ * data_ptr), or None (no reader, not a plain type, or the reader declined); tests compare it with the getters */
+static PyObject *py_read_meta(PyObject *mod, PyObject *x) {
+    TensorMeta m;
+    if (!read_metas(&x, 1, &m))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(L(LLL)(LLL)iiiiK)", (long long)m.ndim, (long long)m.sizes[0], (long long)m.sizes[1],
+                         (long long)m.sizes[2], (long long)m.strides[0], (long long)m.strides[1], (long long)m.strides[2],
+                         m.scalar_type, m.device_type, m.device_index, m.flags, (unsigned long long)m.data_ptr);
+}
+
+static PyObject *meta_abi(PyObject *mod, PyObject *unused) {
+    return PyLong_FromLong(META_ABI);
+}
+
 static PyObject *driver_loaded(PyObject *mod, PyObject *unused) {
     return PyBool_FromLong(driver_launch != NULL);
 }
@@ -887,6 +1054,10 @@ static PyMethodDef module_methods[] = {
     {"hot_gemm", (PyCFunction)(void (*)(void))hot_gemm, METH_FASTCALL, "hot_gemm(table, out_dtype, a, b, out) -> out or None"},
     {"torch_key", (PyCFunction)(void (*)(void))py_torch_key, METH_FASTCALL, "the dispatch key of torch tensors (as launchplan.torch_key)"},
     {"set_tensor_type", set_tensor_type, METH_O, "set_tensor_type(torch.Tensor): the hot calls accept its instances"},
+    {"set_meta_reader", (PyCFunction)(void (*)(void))set_meta_reader, METH_FASTCALL,
+     "set_meta_reader(address, types): the compiled metadata reader (runtime.torchmeta) and the exact types it serves"},
+    {"read_meta", py_read_meta, METH_O, "read_meta(x): the metadata reader's view of x, or None"},
+    {"meta_abi", meta_abi, METH_NOARGS, "the size of the metadata record the reader fills (its ABI check)"},
     {"driver_loaded", driver_loaded, METH_NOARGS, "whether libcuda's cuLaunchKernel has been loaded"},
     {"forget_tables", forget_tables, METH_NOARGS, "a table lost entries: drop every remembered hit made before now"},
     {NULL, NULL, 0, NULL}};
