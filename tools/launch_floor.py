@@ -67,8 +67,11 @@ def main() -> int:
     pblock = (ctypes.c_void_p * 6)(base, base + 128, base + 256, *[ctypes.addressof(ints) + 4 * i for i in range(3)])
     rows = {}
 
+    loaded = []
+
     def kernel(name, smem):
-        return int(Kernel(cubin, name, smem).func)
+        loaded.append(Kernel(cubin, name, smem))
+        return int(loaded[-1].func)
 
     e0, ep, ec = kernel("empty0", 0), kernel("empty_params", 0), kernel("empty_params", real_smem)
     ecl = kernel("empty_cluster", real_smem)
