@@ -283,3 +283,24 @@ def test_precheck_refuses_before_any_copy():
     for args, words in cases:
         with pytest.raises(ArgumentError, match=words):
             dispatch._precheck(*args)
+
+
+def test_bench_api_host_loops_are_interleaved_round_by_round():
+    """``ptxgen bench --api`` times the three sides' loops in turn within each round (gemm, kernel, torch, gemm, ...),
+    so that the host's drift over the seconds of a shape hits all of them; each loop's calls are its own side's."""
+    from ptxgen.api import bench_api
+
+    order = []
+
+    class Cuda:
+        @staticmethod
+        def synchronize():
+            order.append("sync")
+
+    fake_torch = type("FakeTorch", (), {"cuda": Cuda})
+    calls = {name: (lambda name=name: order.append(name)) for name in ("gemm", "kernel", "torch")}
+    host = bench_api._host_us(fake_torch, calls, n=2, rounds=3)
+    assert set(host) == {"gemm", "kernel", "torch"} and all(v >= 0 for v in host.values())
+    loops = [x for x in order if x != "sync"]
+    assert loops == ["gemm", "gemm", "kernel", "kernel", "torch", "torch"] * 3
+    assert order.count("sync") == 3 * 3 + 1  # before every loop (the GPU idle), and once after

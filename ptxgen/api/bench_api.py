@@ -4,7 +4,9 @@ Per shape (bf16, K-major A and B, ``out`` given to every side):
 
 * host µs per call of ``ptxgen.gemm(a, b, out)``, of the compiled kernel ``k(a, b, out)`` (the kernel gemm chose)
   and of ``torch.mm(a, b.t(), out=o)``: ``CALLS`` calls in a loop without synchronisation (fewer than the
-  launch queue holds, so the loop measures the host, not the GPU), the median of ``HOST_ROUNDS`` loops;
+  launch queue holds, so the loop measures the host, not the GPU), the median of ``HOST_ROUNDS`` loops, the three
+  sides' loops interleaved round by round (the host's speed drifts: torch.mm's host time moved between 11 and 22 µs
+  within one run, runs/2026-12-01-s5-host; loops of one side after the other's put that drift into the ratio);
 * ``single_call_ratio``: one call alone between two CUDA events, the GPU idle before it (synchronised), so the
   host's time to launch is in the measurement; medians over alternating rounds (ours, torch, torch, ours, ...);
   torch's time / ours (above 1: ptxgen is faster), against ``torch.matmul(a, b.t(), out=o)``;
@@ -19,21 +21,23 @@ import statistics
 import time
 
 CALLS = 100  # host-timed calls per loop
-HOST_ROUNDS = 7
+HOST_ROUNDS = 9
 SINGLE_ROUNDS = 30
 
 
-def _host_us(torch, fn, calls: int = CALLS, rounds: int = HOST_ROUNDS) -> float:
-    samples = []
+def _host_us(torch, calls: dict, n: int = CALLS, rounds: int = HOST_ROUNDS) -> dict:
+    """Median µs per call of each of ``calls`` (name -> fn): per round, a loop of ``n`` calls of each in turn."""
+    samples: dict = {name: [] for name in calls}
     for _ in range(rounds):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        samples.append((t1 - t0) / calls * 1e6)
+        for name, fn in calls.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            t1 = time.perf_counter()
+            samples[name].append((t1 - t0) / n * 1e6)
     torch.cuda.synchronize()
-    return statistics.median(samples)
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def _single_ms(torch, fn) -> float:
@@ -83,7 +87,7 @@ def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 
     norm = torch.linalg.norm(ref)
     torch.cuda.synchronize()
     errors = {name: float(torch.linalg.norm(x.float() - ref) / norm) for name, x in (("gemm", out), ("kernel", out_k), ("torch", out_t))}
-    host = {name: round(_host_us(torch, fn), 2) for name, fn in calls.items()}
+    host = {name: round(us, 2) for name, us in _host_us(torch, calls).items()}
     matmul = lambda: torch.matmul(a, bt, out=out_t)  # noqa: E731
     single = _single_ratio(torch, calls["gemm"], matmul)
     ours_ms, base_ms, worst = alternate(torch, calls["gemm"], matmul,
