@@ -367,3 +367,22 @@ def test_bench_api_json(torch, gpu):
     assert list(row) == ["m", "n", "k", "kernel", "host_us", "single_call_ratio", "back_to_back_ratio"]
     assert set(row["host_us"]) == {"gemm", "kernel", "torch"} and (row["m"], row["n"], row["k"]) == (512, 512, 512)
     assert all(v > 0 for v in row["host_us"].values()) and row["single_call_ratio"] > 0 and row["back_to_back_ratio"] > 0
+
+
+# f16 borrows bf16's tuning (choose.BORROWS_TABLE): one shape per rule the chooser reaches with it, through ptxgen.gemm
+F16_RULE_SHAPES = [(4096, 4096, 4096), (64, 4096, 4096), (1, 16384, 4096), (331, 8200, 8192), (2500, 10000, 4000),
+                   (128, 7168, 16384)]
+
+
+@pytest.mark.parametrize("m,n,k", F16_RULE_SHAPES)
+def test_f16_runs_the_borrowed_rules(torch, gpu, m, n, k):
+    from ptxgen.runtime.choose import choose
+
+    c = choose("f16", gpu.arch.value, m, n, k)
+    assert c.spec.dtype.value == "f16" and "bf16's tuning" in c.why
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16, generator=gen)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16, generator=gen)
+    out = ptxgen.gemm(a, b)
+    ref = a.double() @ b.double().t()
+    assert out.dtype == torch.float16 and rel(torch, out.double(), ref) < 2e-3, c.chosen_by

@@ -71,7 +71,9 @@ def test_choose_rules_and_their_names():
     assert c.chosen_by == "nearest-fit"
     c = choose("bf16", "sm_90a", 7000, 9000, 1152, TABLE)
     assert c.chosen_by == "cost-model" and "128-byte L2" not in c.why and c.why.startswith("cost model: ")
-    assert choose("f16", "sm_90a", 100, 100, 100, TABLE).chosen_by == "default"
+    assert choose("f16", "sm_90a", 100, 100, 100, TABLE).chosen_by == "small-m"  # bf16's tuning, lent to f16
+    no_lender = [e for e in TABLE if e["dtype"] != "bf16"]
+    assert choose("f16", "sm_90a", 100, 100, 100, no_lender).chosen_by == "default"
 
 
 def test_choose_says_when_rows_are_off_a_sector():
@@ -196,3 +198,23 @@ def test_bench_reports_a_shape_the_baseline_refuses_and_goes_on(monkeypatch, cap
     assert "no shape could be compared" in capsys.readouterr().err
     # control: every shape comparable is exit 0
     assert main(["bench", "--dtype", "e4m3", "--shapes", "4096x4096x4096"]) == 0
+
+
+def test_f16_borrows_bf16s_tuning_and_only_the_types_change():
+    # every rule bf16 reaches, f16 reaches with the same tile; e4m3 and tf32 borrow nothing
+    from ptxgen.runtime.choose import BORROWS_TABLE
+
+    assert BORROWS_TABLE == {"f16": "bf16"}
+    shapes = [(4096, 4096, 4096), (64, 4096, 4096), (1, 16384, 4096), (333, 8192, 8192), (5000, 5000, 5000),
+              (2500, 10000, 4000), (12000, 1000, 6000), (777, 1333, 2049)]
+    rules = set()
+    for m, n, k in shapes:
+        f, b = choose("f16", "sm_90a", m, n, k), choose("bf16", "sm_90a", m, n, k)
+        assert (f.chosen_by, f.swap_ab) == (b.chosen_by, b.swap_ab)
+        fj, bj = f.spec.to_json(), b.spec.to_json()
+        assert f.spec.dtype.value == f.spec.b_dtype.value == f.spec.out_dtype.value == "f16"
+        assert {k: v for k, v in fj.items() if "dtype" not in k} == {k: v for k, v in bj.items() if "dtype" not in k}
+        rules.add(f.chosen_by)
+    assert len(rules) >= 5
+    # control: a table without bf16 entries leaves f16 on the default kernel
+    assert choose("f16", "sm_90a", 4096, 4096, 4096, table=[]).chosen_by == "default"

@@ -155,7 +155,10 @@ def test_swap_ab_takes_small_m_against_large_weights(m, n, k):
 def test_swap_ab_covers_f16_which_has_no_tuned_entries():
     c = choose("f16", "sm_90a", 3, 16384, 4096)
     assert c.chosen_by == "swap-ab" and c.spec.dtype.value == "f16" and c.spec.d_major is DMajor.M
-    assert choose("f16", "sm_90a", 3, 4096, 4096).chosen_by == "default"
+    assert choose("f16", "sm_90a", 3, 4096, 4096).chosen_by == "split-k"  # bf16's rules, lent (BORROWS_TABLE)
+    c = choose("f16", "sm_90a", 3, 16384, 4096, table=[])  # no table to borrow: swap-ab still, else the default
+    assert c.chosen_by == "swap-ab" and c.spec.dtype.value == "f16"
+    assert choose("f16", "sm_90a", 3, 4096, 4096, table=[]).chosen_by == "default"
 
 
 def test_swap_ab_keeps_away_from_what_was_not_measured_a_win():

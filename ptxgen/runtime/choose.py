@@ -77,9 +77,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..derive.spec import TileSpec
+from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import L2_SECTOR_BYTES
-from ..isa.types import Cluster, Consumers, DMajor, Epilogue, Schedule, SpecError
+from ..isa.types import Cluster, Consumers, DMajor, DType, Epilogue, Schedule, SpecError
 from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY_BN, best_swap, calibrated, k_tiles, pick, predict_us,
                         rank, rounds, shipped_costs, shipped_swap_costs, tile_grid)
 from .tune import default_spec, table_entries
@@ -105,6 +105,7 @@ SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicte
 SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
+BORROWS_TABLE = {"f16": "bf16"}  # f16 inputs run bf16's tuning: the same element width and wgmma rate (runs/2026-12-01-s5-final)
 FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
 
 
@@ -210,10 +211,14 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
            ldb: int | None = None, sm_count: int = SM_COUNT, allow_swap: bool = True) -> Choice:
     """The kernel for a shape (K-major A and B; ``lda``/``ldb`` in elements, None: tight rows). ``allow_swap`` False: no
     swap-ab rule (callers that launch the spec as ``kernel(a, b, out)``: fused chains, batched kernels)."""
-    entries = [e for e in table_entries(table) if e["dtype"] == dtype and e["arch"] == arch]
+    entries, borrowed = _entries(dtype, arch, table)
+    if borrowed:
+        c = choose(borrowed, arch, m, n, k, entries, lda=lda, ldb=ldb, sm_count=sm_count, allow_swap=allow_swap)
+        return dataclasses.replace(c, spec=_retyped_spec(c.spec, dtype),
+                                   why=c.why + f" ({borrowed}'s tuning for {dtype} inputs: same width and MMA rate)")
     if not entries:
-        # f16 has no tuned entries: the swap-ab kernel (bandwidth-bound, the input type's width is what matters) still
-        # applies, from the default kernel's family
+        # a type with no tuned entries of its own nor borrowed: the swap-ab kernel (bandwidth-bound, the input type's
+        # width is what matters) still applies, from the default kernel's family
         swapped = (_swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb))
                    if SWAP_AB_RULE and allow_swap and dtype in MEASURED_DTYPES else None)
         return swapped or Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
@@ -380,6 +385,24 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
            + (f"; {best.candidate.name} predicted {best.predicted_us:.1f} us, within the model's tolerance"
               if best.candidate is not c else "") + sk_why)
     return Choice(spec, why + note, rule)
+
+
+def _entries(dtype: str, arch: str, table: list[dict] | None) -> tuple[list[dict], str | None]:
+    """The tuned entries for ``dtype`` on ``arch``, and None; or, for a type with none of its own that BORROWS_TABLE names,
+    the lender's entries and the lender's type (choose runs as the lender, then retypes the spec)."""
+    entries = table_entries(table)
+    own = [e for e in entries if e["dtype"] == dtype and e["arch"] == arch]
+    lender = BORROWS_TABLE.get(dtype)
+    if own or lender is None:
+        return own, None
+    lent = [e for e in entries if e["dtype"] == lender and e["arch"] == arch]
+    return (lent, lender) if lent else ([], None)
+
+
+def _retyped_spec(spec: TileSpec, dtype: str) -> TileSpec:
+    """``spec`` with ``dtype`` inputs; an output of the input type follows it (bf16 -> f16), a wider one stays."""
+    out = DType(dtype) if spec.out_dtype is spec.dtype else spec.out_dtype
+    return make_spec(**{**spec.to_json(), "dtype": dtype, "b_dtype": dtype, "out_dtype": out.value})
 
 
 def choose_spec(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None) -> tuple[TileSpec, str]:
