@@ -9,6 +9,8 @@ NVRTC + SASS (L2); and on the H200 (gpu) the kernels through ``ptxgen validate``
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.output import DMajor, plan_direct_store
@@ -144,29 +146,57 @@ def test_m_major_out_binds_with_any_column_pitch_and_row_major_is_refused():
 
 
 # -- the rule -----------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("m", [1, 3, 16])
-@pytest.mark.parametrize("n,k", [(7168, 16384), (16384, 4096)])
-def test_swap_ab_takes_small_m_against_large_weights(m, n, k):
-    c = choose("bf16", "sm_90a", m, n, k)
-    assert c.chosen_by == "swap-ab" and c.swap_ab and c.spec.d_major is DMajor.M
-    assert (c.spec.bm, c.spec.bn, c.spec.stages, c.spec.split_k) == (*choose_mod.SWAP_AB_TILE, 1)
+# (M, N, K) -> (BM, BN, stages) written out by hand: BN = M rounded up to 8; BM 64 where ceil(N / 64) CTAs fit the 132
+# SMs (4096: 64, 7168: 112), else 128 (16384: 128 CTAs); stages: 200 KB / ((BM + BN) x 128 B), at most 12 (BM 64) or 10
+@pytest.mark.parametrize("m,n,k,tile", [
+    (1, 7168, 16384, (64, 8, 12)), (3, 7168, 16384, (64, 8, 12)), (16, 7168, 16384, (64, 16, 12)),
+    (1, 16384, 4096, (128, 8, 10)), (16, 16384, 4096, (128, 16, 10)), (17, 16384, 4096, (128, 24, 10)),
+    (17, 4096, 4096, (64, 24, 12)), (32, 7168, 16384, (64, 32, 12)), (48, 16384, 4096, (128, 48, 9)),
+    (64, 7168, 16384, (64, 64, 12)), (64, 16384, 4096, (128, 64, 8)), (40, 32768, 4096, (128, 40, 9))])
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
+def test_swap_ab_takes_small_m_against_large_weights(m, n, k, tile, dtype):
+    c = choose(dtype, "sm_90a", m, n, k)
+    assert c.chosen_by == "swap-ab" and c.swap_ab and c.spec.d_major is DMajor.M and c.spec.dtype.value == dtype
+    assert (c.spec.bm, c.spec.bn, c.spec.stages, c.spec.split_k, c.spec.stream_k) == (*tile, 1, 1)
+    assert c.spec.bk * c.spec.dtype.bytes == 128  # the table's 128 bytes of K per stage
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 40000), st.integers(16, 20000), st.sampled_from(["bf16", "e4m3", "f16"]))
+def test_every_swap_ab_pick_is_a_legal_kernel_that_covers_m(m, n, k, dtype):
+    c = choose(dtype, "sm_90a", m, n, k)
+    if not c.swap_ab:
+        return
+    s = c.spec
+    assert s.bn >= m and s.bn - 8 < max(m, 8) and s.bn % 8 == 0  # the fewest wgmma columns that hold the M rows
+    ctas = -(-n // s.bm)
+    assert ctas >= choose_mod.SWAP_AB_MIN_FILL * 132 and (ctas <= 132 or s.bm == 128)  # fills the SMs, one wave where it can
+    assert n * k >= choose_mod.SWAP_AB_MIN_WEIGHT and s.d_major is DMajor.M
 
 
 def test_swap_ab_covers_f16_which_has_no_tuned_entries():
     c = choose("f16", "sm_90a", 3, 16384, 4096)
     assert c.chosen_by == "swap-ab" and c.spec.dtype.value == "f16" and c.spec.d_major is DMajor.M
-    assert choose("f16", "sm_90a", 3, 4096, 4096).chosen_by == "split-k"  # bf16's rules, lent (BORROWS_TABLE)
+    assert choose("f16", "sm_90a", 3, 4096, 4096).chosen_by == "swap-ab"  # bf16's rules, lent (BORROWS_TABLE)
     c = choose("f16", "sm_90a", 3, 16384, 4096, table=[])  # no table to borrow: swap-ab still, else the default
     assert c.chosen_by == "swap-ab" and c.spec.dtype.value == "f16"
-    assert choose("f16", "sm_90a", 3, 4096, 4096, table=[]).chosen_by == "default"
+    assert choose("f16", "sm_90a", 3, 2048, 4096, table=[]).chosen_by == "default"  # 32 CTAs of 64 rows: under the fill
 
 
 def test_swap_ab_keeps_away_from_what_was_not_measured_a_win():
-    assert choose("bf16", "sm_90a", 16, 4096, 4096).chosen_by != "swap-ab"  # launch-bound: undecided
-    assert choose("bf16", "sm_90a", 17, 7168, 16384).chosen_by != "swap-ab"
-    assert choose("bf16", "sm_90a", 64, 7168, 16384).chosen_by != "swap-ab"  # mixed at M = 64
-    assert choose("e4m3", "sm_90a", 1, 7168, 16384).chosen_by != "swap-ab"  # measured on bf16 only
+    assert choose("bf16", "sm_90a", 65, 7168, 16384).chosen_by != "swap-ab"  # M = 128 lost to small-m / split-k
+    assert choose("bf16", "sm_90a", 128, 4096, 4096).chosen_by != "swap-ab"
+    assert choose("bf16", "sm_90a", 16, 4096, 2048).chosen_by != "swap-ab"  # below the smallest weights measured
+    assert choose("bf16", "sm_90a", 16, 3072, 8192).chosen_by != "swap-ab"  # 48 CTAs of 64 rows: under 40% of the SMs
+    assert choose("e4m3", "sm_90a", 16, 3072, 8192).chosen_by != "swap-ab"
     assert choose("bf16", "sm_90a", 1, 7168, 16384, allow_swap=False).chosen_by == "split-k"
+
+
+def test_control_the_fill_bound_decides(monkeypatch):
+    monkeypatch.setattr(choose_mod, "SWAP_AB_MIN_FILL", 0.0)
+    assert choose("bf16", "sm_90a", 16, 3072, 8192).chosen_by == "swap-ab"
+    monkeypatch.setattr(choose_mod, "SWAP_AB_MAX_M", 16)
+    assert choose("bf16", "sm_90a", 17, 7168, 16384).chosen_by == "split-k"
 
 
 def test_control_the_rule_switch(monkeypatch):
@@ -187,8 +217,10 @@ def test_gemm_spec_reports_the_swap_and_the_fused_path_never_gets_it():
 @pytest.mark.parametrize("spec", [mspec(), mspec(bm=64, bn=16, stages=12, dtype="f16", out_dtype="f16"),
                                   mspec(out_dtype="f32"), mspec(bm=128, bn=8, stages=12, acc="f16", dtype="f16", out_dtype="f16"),
                                   mspec(bm=128, bn=16, stages=4, schedule="persistent"),
-                                  mspec(bn=168, stages=6, schedule="tile"), mspec(bn=104, stages=6, schedule="tile")],
-                         ids=lambda s: s.kernel_name)
+                                  mspec(bn=168, stages=6, schedule="tile"), mspec(bn=104, stages=6, schedule="tile"),
+                                  mspec(bm=64, bn=24, stages=12), mspec(bm=128, bn=40, stages=9),
+                                  mspec(bm=64, bn=64, bk=128, stages=12, dtype="e4m3"),
+                                  mspec(bm=128, bn=8, bk=128, stages=10, dtype="e4m3")], ids=lambda s: s.kernel_name)
 def test_m_major_kernels_compile_with_the_mmas_and_no_local_memory(spec):
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda
@@ -249,8 +281,9 @@ def test_gemm_takes_the_swap_through_the_dispatch_cache(gpu, monkeypatch, m, n, 
     from ptxgen.api import dispatch
 
     torch = _torch()
-    if n * k < choose_mod.SWAP_AB_MIN_WEIGHT:
+    if n * k < choose_mod.SWAP_AB_MIN_WEIGHT or n < 64 * 53:  # (and their few CTAs)
         monkeypatch.setattr(choose_mod, "SWAP_AB_MIN_WEIGHT", 0)
+        monkeypatch.setattr(choose_mod, "SWAP_AB_MIN_FILL", 0.0)
     tdt = getattr(torch, dtype)
     odt = {None: tdt, "f32": torch.float32}[out_dtype]
     g = torch.Generator(device="cuda").manual_seed(n)
@@ -291,3 +324,25 @@ def test_gemm_takes_the_swap_for_m_over_128_where_a_tile_fits_m(gpu, m, n, k):
     fresh = ptxgen.gemm(a, b)  # allocated, then the hot path
     torch.cuda.synchronize()
     assert _rel(torch, out, a, b) < 1e-2 and _rel(torch, fresh, a, b) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,dtype", [(17, 4096, 4096, "bfloat16"), (40, 7168, 4104, "bfloat16"), (64, 16384, 4096, "bfloat16"),
+                                         (16, 7168, 16384, "float8_e4m3fn"), (64, 7168, 4096, "float8_e4m3fn"),
+                                         (48, 16384, 2048, "float8_e4m3fn")])
+def test_gemm_swaps_up_to_m_64_in_bf16_and_e4m3(gpu, m, n, k, dtype):
+    """ptxgen.gemm as shipped (no rule lowered) on swap-ab shapes of M 17..64 and e4m3: the M-major D through the dispatch
+    cache, against float64 of the same (rounded) inputs."""
+    import ptxgen
+
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(m)
+    a = (torch.randn(m, k, device="cuda", generator=g) * 0.5).to(getattr(torch, dtype))
+    b = (torch.randn(n, k, device="cuda", generator=g) * 0.5).to(getattr(torch, dtype))
+    spec, why = ptxgen.api.gemm_spec(a, b)
+    assert spec.d_major is DMajor.M and "swap-AB" in why and spec.bn >= m
+    out = ptxgen.gemm(a, b)
+    again = ptxgen.gemm(a, b)  # the hot path
+    torch.cuda.synchronize()
+    assert out.shape == (m, n) and out.stride(1) == 1
+    assert _rel(torch, out.float(), a.float(), b.float()) < 1e-2 and torch.equal(out, again)

@@ -177,12 +177,12 @@ def test_control_the_local_memory_check_sees_the_reduction_kernel():
 def test_split_k_rule_fills_one_wave_at_small_m():
     c = choose("bf16", "sm_90a", 1, 7168, 16384, allow_swap=False)  # (the swap-ab rule takes this shape: tests/test_dmajor.py)
     assert c.chosen_by == "split-k" and c.spec.split_k == 2 and (c.spec.bm, c.spec.bn) == (64, 128)
-    c = choose("bf16", "sm_90a", 16, 4096, 4096)
+    c = choose("bf16", "sm_90a", 16, 4096, 4096, allow_swap=False)  # (swap-ab takes M <= 64 on these weights)
     assert c.chosen_by == "split-k" and c.spec.split_k * 64 <= 132
-    assert choose("bf16", "sm_90a", 64, 16384, 4096).chosen_by == "small-m"  # 128 CTAs: a split would need two waves
+    assert choose("bf16", "sm_90a", 64, 16384, 4096, allow_swap=False).chosen_by == "small-m"  # 128 CTAs: no split
     assert choose("bf16", "sm_90a", 1, 4096, 512).chosen_by == "small-m"  # 8 K-tiles: too few for two splits of 8
     assert choose("bf16", "sm_90a", 2, 885, 2432).chosen_by == "small-m"  # below the smallest B measured to gain
-    c = choose("bf16", "sm_90a", 1, 4096, 4096)
+    c = choose("bf16", "sm_90a", 1, 4096, 4096, allow_swap=False)
     assert c.spec.split_k == 2 and c.spec.split_k * -(-4096 // c.spec.bn) <= 132
 
 

@@ -213,12 +213,13 @@ def test_explain_prints_the_stream_k_plan():
 
 
 # -- NVRTC + SASS (L2) -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["p128x192", "p128x192c2", "p128x224c2"])
-def test_stream_k_kernels_compile_without_local_memory_and_use_release_acquire(name):
+@pytest.mark.parametrize("name,dtype", [("p128x192", "bf16"), ("p128x192c2", "bf16"), ("p128x224c2", "bf16"), ("p128x256", "e4m3"),
+                                        ("p128x256c2", "e4m3")])
+def test_stream_k_kernels_compile_without_local_memory_and_use_release_acquire(name, dtype):
     from ptxgen.runtime.sass import check_sass, run_tool
     from ptxgen.runtime.toolchain import compile_cuda
 
-    spec = dataclasses.replace(BY_NAME[name].spec(), stream_k=8)
+    spec = dataclasses.replace(BY_NAME[name].spec(dtype), stream_k=8)
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
     rep = check_sass(spec, c.cubin)
     assert rep.ok and rep.local_bytes == 0, rep.problems
@@ -299,6 +300,29 @@ def test_the_ranking_takes_a_kernel_by_its_stream_k_form():
     assert plain[0].candidate.name == "p128x224c2" and all(r.streamk is None for r in plain)
 
 
+def test_e4m3_takes_stream_k_from_its_own_cost_table():
+    # 5120^3: 800 tiles of 128 x 256 = 6 rounds + 8; run 1 of s5-fp8m: 224.0 us whole, 207.7 us in this form
+    c = choose("e4m3", "sm_90a", 5120, 5120, 5120)
+    assert c.chosen_by == "cost-model+stream-k" and (c.spec.bm, c.spec.bn, c.spec.bk) == (128, 256, 128) and c.spec.stream_k > 1
+    # rows 4000 B (32 past a line): the cost model does not rank them; nearest-fit's 128 x 256 kernel in its stream-K form
+    c = choose("e4m3", "sm_90a", 2512, 10000, 4000)
+    assert c.chosen_by == "nearest-fit+stream-k" and (c.spec.bm, c.spec.bn) == (128, 256) and "stream-K" in c.why
+    assert 2 <= c.spec.stream_k <= 8  # 8 last-round tiles on 132 CTAs, 32 K-tiles: at most 8 splits of 4 K-tiles
+    assert choose("e4m3", "sm_90a", 336, 8192, 8192).spec.stream_k == 1  # 96 tiles: one partial round, nothing idle to fill
+
+
+def test_control_e4m3_stream_k_off_keeps_the_whole_kernels(monkeypatch):
+    before = choose("e4m3", "sm_90a", 2512, 10000, 4000)
+    monkeypatch.setattr(choose_mod, "STREAM_K_FAMILIES", ("16bit",))
+    c = choose("e4m3", "sm_90a", 2512, 10000, 4000)
+    assert c.chosen_by == "nearest-fit" and c.spec == dataclasses.replace(before.spec, stream_k=1)
+    assert choose("e4m3", "sm_90a", 5120, 5120, 5120).chosen_by == "cost-model"
+    assert choose("bf16", "sm_90a", 2500, 10000, 4000).chosen_by == "cost-model+stream-k"  # 16-bit unchanged
+    monkeypatch.setattr(choose_mod, "STREAM_K_FAMILIES", ("16bit", "e4m3"))
+    monkeypatch.setattr(choose_mod, "COST_MODEL", False)  # the switch turns nearest-fit's stream-K form off too
+    assert choose("e4m3", "sm_90a", 2512, 10000, 4000).chosen_by == "nearest-fit"
+
+
 def test_gemm_selection_runs_the_stream_k_pick():
     from ptxgen.api.select import select_spec
 
@@ -315,10 +339,13 @@ def test_gemm_selection_runs_the_stream_k_pick():
     ("p128x192c2", 3, 1500, 9000, 3000),   # 2x1 clusters, rows 112 B past a line
     ("p128x224", 5, 2777, 3333, 1111),     # odd everything: partial tiles along M and N, a K tail; 330 tiles: 66 split 2
     ("p128x224c2", 4, 1379, 5003, 2049),   # a cluster with an inactive CTA in the last row, a K tail
+    ("p128x256:e4m3", 4, 1100, 4000, 2000),   # e4m3: 144 tiles, 12 in the last round split 4 ways, 16 K-tiles of 128
+    ("p128x256c2:e4m3", 3, 1000, 5008, 1488),  # e4m3 2x1 clusters: 80 cluster tiles, 14 split 3 ways; rows 16 B off a sector
 ])
 def test_stream_k_kernels_match_float64_twice(gpu, name, s, m, n, k):
     from ptxgen.runtime.validate import validate_spec
 
-    spec = dataclasses.replace(BY_NAME[name].spec(), stream_k=s)
+    name, _, dtype = name.partition(":")
+    spec = dataclasses.replace(BY_NAME[name].spec(dtype or "bf16"), stream_k=s)
     r = validate_spec(spec, m, n, k, seed=11)
     assert r.passed, r.verdict

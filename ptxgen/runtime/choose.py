@@ -3,20 +3,31 @@
 Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` reports it):
 
 ``tuned``        the shape is in the tuning table: its measured winner.
-``swap-ab``      M <= ``SWAP_AB_MAX_M`` (16) against weights N x K >= ``SWAP_AB_MIN_WEIGHT`` (16384 x 4096), 16-bit inputs on
-                 sm_90a: the kernel computes D^T = B A^T (the weights' N rows take the MMA's M, the few rows of A a
-                 BN = 16 tile) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major D; the caller
-                 swaps the operands (``Choice.swap_ab``). A 128 x 16 tile, BK 64, 10 stages, one CTA per tile, no split.
-                 Measured on the H200 (runs/2026-12-01-s4-swapab, ``tools/exp_swapab.py``, kernel time against
-                 cuBLAS in one process): 1 x 7168 x 16384 1.154 (3.80 TB/s), 1 x 16384 x 4096 1.075, 16 x 7168 x 16384
-                 1.096, 16 x 16384 x 4096 1.041, where the rules below ran 0.98-1.03; split-K on top of it lost
-                 everywhere; at M = 64 it ran 0.95-1.01 (no rule). At 4096 x 4096 (10-30 us, launch-bound) that run
-                 could not decide: the rules below keep it.
+``swap-ab``      M <= ``SWAP_AB_MAX_M`` (64) against weights N x K >= ``SWAP_AB_MIN_WEIGHT`` (4096 x 4096) on sm_90a, bf16/f16
+                 and e4m3: the kernel computes D^T = B A^T (the weights' N rows take the MMA's M, the few rows of A a
+                 BN of M rounded up to 8) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major
+                 D; the caller swaps the operands (``Choice.swap_ab``). One CTA per BM x BN tile, no split of K; BM 64
+                 or 128, whichever gives the most CTAs in one wave (``swap_ab_tile``), and only where they fill at least
+                 ``SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-s5-fp8m run 1,
+                 ``tools/exp_s5fp8m.py``: kernel time against cuBLAS / torch._scaled_mm and the rules below in one
+                 process): bf16 M in {1, 16, 17, 24, 32, 48, 64} x (N, K) in {(4096, 4096), (7168, 16384), (16384,
+                 4096)}: this rule's tile was the fastest candidate or within 1.5% of it on all 21 (59.7-63.9 us at
+                 7168 x 16384, 3.68-3.94 TB/s of weights; 11.6-14.2 us at 4096 x 4096 where split-K took 16.0-18.5);
+                 the earlier rules' picks took 1-59% longer on 19 of them (0.2% and 0.7% less at 16 and 1 x 16384 x
+                 4096). At M = 128 the swap tiles lost (15.2 / 24.6 against 14.3 us at 4096 x 4096). e4m3 at M = 16
+                 and 64: 1.007-3.2 x torch._scaled_mm's speed where the earlier rules ran 0.92-1.69 (64 x 7168 x
+                 16384: 35.5 against 39.0 us). Before (runs/2026-12-01-s4-swapab): M <= 16, N x K >= 16384 x 4096.
 ``small-m``      M <= 128 against a wide N: a BM = 64 tile whose CTAs fill between 40% and 100% of the SMs in one
                  wave (the widest such BN of 128, 64; the most CTAs when none reaches 40%). Measured on the H200
                  (docs/performance.md, run 25: 12 decode shapes, 8 tiles each): the tuned 128 x 192 / 128 x 256 tiles
                  run 0.48-0.96 of cuBLAS there, because N / 256 CTAs leave most SMs idle and a 128-row tile of
-                 which 1..127 rows are real streams twice the weights per useful row.
+                 which 1..127 rows are real streams twice the weights per useful row. Where every BM = 64 tile
+                 needs two waves (N > 8448 at M > 64), the cost table's 128 x 128 persistent ping-pong kernel
+                 (``SMALL_M_WIDE_KERNEL``) where its CTAs fill 40-100% of the SMs (``small_m_wide_ctas``): at 128 x
+                 16384 x 4096 the fastest of six (runs/2026-12-01-s5-fp8m run 3: bf16 40.2 us against nearest-fit's
+                 128 x 192 at 43.3; e4m3 23.2 against its 128 x 256 at 26.5 us, which ran 0.82-0.89 of
+                 torch._scaled_mm in three of four earlier runs); at 96 x 12288 x 4096 the 128 x 128 tile-scheduled
+                 kernel gained 8% (bf16) and 29% (e4m3) over nearest-fit (the ping-pong one was not run there).
 ``small-n``      N <= 128 (and M > 128): the mirror image, BN = 64 and BM of 128 or 64 by the same rule. Added after
                  run 25 had measured the held-out set with the older rules (10711 x 12 x 7832 ran at 0.625 there),
                  by symmetry with ``small-m``, not fitted to any shape.
@@ -48,12 +59,20 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  fit, 207 x 16384 x 8192 -8%, 331 x 8200 x 8192 -12% and -1% (two rounds), 455 x 8192 x 8192 +1.8% (a
                  loss). ``SWAP_FIT_RULE``
                  turns it off.
-``+stream-k``    (after ``cost-model``, 16-bit inputs) the cost model ranked each persistent cooperative kernel also
+``+stream-k``    (after ``cost-model``, 16-bit and e4m3 inputs) the cost model ranked each persistent cooperative kernel also
                  with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
                  the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
                  1-2 of 2026-12-01-s4-streamk). ``STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
-                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``).
+                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``). e4m3 (``STREAM_K_FAMILIES``)
+                 from runs/2026-12-01-s5-fp8m run 1: 5120^3 224.0 -> 207.7 us (0.94 -> 1.02 of torch._scaled_mm),
+                 5120 x 5120 x 5008 206.6 -> 198.2 us, 1504 x 9008 x 3024 77.9 -> 77.1 us. For e4m3 a stream-K form
+                 must beat the whole kernels beyond the tie tolerance (``STREAM_K_WHOLE_FIRST``): at 3008 x 7008 x 5008
+                 the 128 x 256 2x1 kernel's form, a tie with the whole 128 x 192 2x1 one by the table's order, ran
+                 174.1 / 166.2 against 166.7 / 163.4 us (runs 1 / 3). After ``nearest-fit`` too (``_nearest_stream_k``),
+                 where the cost table has nearest-fit's kernel and the shape is in its calibrated range: e4m3 rows
+                 32/64/96 B past a line
+                 (2512 x 10000 x 4000: 190.2 -> 178.0 us, 0.955 -> 1.020).
 ``nearest-fit``  of the winners of the three nearest tuned shapes (log distance), the one whose tiles waste the
                  least work (tile padding x the last wave's occupancy: ``tile_fit``); the nearest on ties.
 ``default``      no tuned entry for the type and arch.
@@ -80,8 +99,8 @@ from dataclasses import dataclass
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, DMajor, DType, Epilogue, Schedule, SpecError
-from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY_BN, best_swap, calibrated, k_tiles, pick, predict_us,
-                        rank, rounds, shipped_costs, shipped_swap_costs, tile_grid)
+from .costmodel import (BY_NAME, COST_FAMILY, STREAMK_MIN_GAIN, SWAP_BM, SWAP_FAMILY_BN, best_streamk, best_swap, calibrated,
+                        k_tiles, pick, predict_us, rank, rounds, shipped_costs, shipped_swap_costs, tile_grid)
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
@@ -91,16 +110,24 @@ SMALL_M_BM = 64
 SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest first: run 25's best two
 MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m3 keeps the table's kernels
 SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
+SMALL_M_WIDE = True  # small-m takes SMALL_M_WIDE_KERNEL where every BM = 64 tile needs two waves (small_m_wide_ctas)
+SMALL_M_WIDE_KERNEL = "pp128x128"  # 128 CTAs at N = 16384: the fastest of 6 there (runs/2026-12-01-s5-fp8m run 3)
 SPLIT_K_RULE = True  # the split-k rule is on
 SPLIT_MAX = 8  # at most this many splits of K per tile
 SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
 COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
 SWAP_AB_RULE = True  # the swap-ab rule is on
-SWAP_AB_MAX_M = 16  # M = 1 and 16 measured a win, M = 64 mixed (runs/2026-12-01-s4-swapab)
-SWAP_AB_MIN_WEIGHT = 16384 * 4096  # N x K: the smallest weights measured bandwidth-bound (> 35 us) and won
-SWAP_AB_TILE = (128, 16, 10)  # (BM over N, BN over M, stages): the best or within 1% of it on all four winning shapes
-STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True)); 16-bit inputs
+SWAP_AB_MAX_M = 64  # M = 1..64 won against every other pick, M = 128 did not (runs/2026-12-01-s5-fp8m run 1)
+SWAP_AB_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest weights measured (run 1 of s5-fp8m: won there too)
+SWAP_AB_MIN_FILL = SMALL_M_MIN_FILL  # the swap tiles' CTAs fill at least this fraction of the SMs in one wave
+SWAP_AB_BM = (64, 128)  # BM over N: the most CTAs that fit in one wave (64: 4096 / 7168 rows; 128: 16384)
+SWAP_AB_MAX_STAGES = {64: 12, 128: 10}  # stages of each BM (s4-swapab: 128 x 16 best with 10)
+SWAP_AB_STAGE_BYTES = 200 * 1024  # shared memory the stages of a swap tile take at most
+SWAP_AB_DTYPES = ("bf16", "f16", "e4m3")  # measured: bf16 (s4-swapab, s5-fp8m run 1), e4m3 (s5-fp8m run 1)
+STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True))
+STREAM_K_WHOLE_FIRST = ("e4m3",)  # ties (costmodel.pick) go to whole kernels before stream-K forms (s5-fp8m runs 1-2)
+STREAM_K_FAMILIES = ("16bit", "e4m3")  # the cost tables (costmodel.COST_FAMILY) whose kernels are ranked with their stream-K form
 SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
 SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
@@ -140,6 +167,16 @@ def small_m_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, in
         return None
     filled = [o for o in one_wave if o[2] >= SMALL_M_MIN_FILL * sm_count]
     return filled[0] if filled else max(one_wave, key=lambda o: (o[2], -o[0]))  # the most CTAs; ties: the narrower
+
+
+def small_m_wide_ctas(m: int, n: int, sm_count: int = SM_COUNT) -> int | None:
+    """CTAs of the 128 x 128 kernel ``SMALL_M_WIDE_KERNEL`` for an M <= 128 shape whose BM = 64 tiles all need more than
+    one wave (``small_m_tile`` None), where they fit one wave and fill at least SMALL_M_MIN_FILL of the SMs; else None."""
+    if not SMALL_M_WIDE or m > SMALL_M_MAX or small_m_tile(m, n, sm_count) is not None:
+        return None
+    c = BY_NAME[SMALL_M_WIDE_KERNEL]
+    ctas = -(-m // c.bm) * -(-n // c.bn)
+    return ctas if SMALL_M_MIN_FILL * sm_count <= ctas <= sm_count else None
 
 
 def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
@@ -219,8 +256,8 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     if not entries:
         # a type with no tuned entries of its own nor borrowed: the swap-ab kernel (bandwidth-bound, the input type's
         # width is what matters) still applies, from the default kernel's family
-        swapped = (_swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb))
-                   if SWAP_AB_RULE and allow_swap and dtype in MEASURED_DTYPES else None)
+        swapped = (_swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb), sm_count)
+                   if SWAP_AB_RULE and allow_swap else None)
         return swapped or Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
 
     def distance(e: dict) -> float:
@@ -238,7 +275,7 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
 
     if distance(ranked[0]) == 0:
         return or_swap(_with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector))
-    swapped = _swap_ab(first, dtype, arch, m, n, k, note) if SWAP_AB_RULE and allow_swap and measured else None
+    swapped = _swap_ab(first, dtype, arch, m, n, k, note, sm_count) if SWAP_AB_RULE and allow_swap else None
     if swapped is not None:
         return swapped
     narrow = []
@@ -248,6 +285,15 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
         if small is not None:
             bn, stages, ctas = small
             narrow.append((SMALL_M_BM, bn, stages, f"M = {m} <= {SMALL_M_MAX}", ctas, "small-m"))
+        wide = small_m_wide_ctas(m, n, sm_count)
+        if wide is not None:
+            try:
+                spec = dataclasses.replace(BY_NAME[SMALL_M_WIDE_KERNEL].spec(dtype, arch), out_dtype=first.out_dtype)
+                return Choice(spec, f"M = {m} <= {SMALL_M_MAX} and BM = 64 tiles would take two waves: the cost table's "
+                              f"{SMALL_M_WIDE_KERNEL} kernel (128 x 128, persistent ping-pong), {wide} CTAs for {sm_count} SMs"
+                              + note, "small-m")
+            except SpecError:
+                pass
         small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX and measured else None
         if small is not None:
             bm, stages, ctas = small
@@ -275,23 +321,79 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     i = fits.index(max(fits))  # the first (nearest) of the best fits
     e, spec = near[i]
     why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
-    return or_swap(_with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"),
-                               off_sector))
+    c = _with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
+    return or_swap(_nearest_stream_k(c, dtype, arch, m, n, k, bool(note), sm_count) if STREAM_K_RULE and COST_MODEL else c)
 
 
-def _swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note: str) -> Choice | None:
-    """The ``swap-ab`` rule: D^T = B A^T with an M-major D for M <= SWAP_AB_MAX_M against weights of at least
-    SWAP_AB_MIN_WEIGHT elements (16-bit inputs, sm_90a); None where it does not apply."""
-    if arch != "sm_90a" or m > SWAP_AB_MAX_M or n * k < SWAP_AB_MIN_WEIGHT:
+def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int) -> Choice:
+    """nearest-fit's pick in its stream-K form where the cost table has the same kernel, the shape is in the range its
+    constants were fitted on (``costmodel.calibrated``) and the form is predicted STREAMK_MIN_GAIN faster: e4m3 rows 32, 64
+    or 96 B past a line, which the cost model does not rank (2512 x 10000 x 4000: 128 x 256 tiles in 7 rounds for 6.06
+    rounds of work; its stream-K form ran 178.5 us against 190.2 whole, runs/2026-12-01-s5-fp8m run 1). ``c`` unchanged
+    otherwise."""
+    family = COST_FAMILY.get(dtype)
+    shipped = shipped_costs(family) if family in STREAM_K_FAMILIES else None
+    if shipped is None or shipped[0] != (family, arch) or c.spec.stream_k > 1:
+        return c
+    costs, eb = shipped[1], c.spec.dtype.bytes
+    for name, cost in costs.items():
+        try:
+            same = dataclasses.replace(BY_NAME[name].spec(dtype, arch), out_dtype=c.spec.out_dtype) == c.spec
+        except SpecError:
+            continue
+        if same:
+            cand = BY_NAME[name]
+            break
+    else:
+        return c
+    kw = dict(off_sector=off_sector, sm_count=sm_count, element_bytes=eb)
+    if not calibrated(cand, cost, m, n, k, **kw):
+        return c
+    plain = predict_us(cand, cost, m, n, k, **kw)
+    sk = best_streamk(cand, cost, m, n, k, **kw)
+    if sk is None or sk.predicted_us >= plain * (1 - STREAMK_MIN_GAIN):
+        return c
+    why = (f"; stream-K: the last round's {sk.last_items} {'cluster ' if cand.cluster_m > 1 else ''}tiles split {sk.splits} ways "
+           f"along K, {plain:.1f} -> {sk.predicted_us:.1f} us predicted ({name} of the cost table)")
+    return Choice(dataclasses.replace(c.spec, stream_k=sk.splits), c.why + why, c.chosen_by + "+stream-k", c.swap_ab)
+
+
+def swap_ab_tile(m: int, n: int, stage_row_bytes: int, sm_count: int = SM_COUNT) -> tuple[int, int, int, int] | None:
+    """(BM, BN, stages, CTAs) of the swap-AB kernel for M <= SWAP_AB_MAX_M, or None where its CTAs would fill less than
+    SWAP_AB_MIN_FILL of the SMs. BN: M rounded up to 8 (the wgmma N the few rows need); BM: of SWAP_AB_BM the one with
+    the most CTAs (ceil(N / BM)) in one wave (the 128-row tile where none fits one); stages: as many as
+    SWAP_AB_STAGE_BYTES holds (``stage_row_bytes``: bytes of one row of a stage, BK x the element size), at most
+    SWAP_AB_MAX_STAGES. The swapped kernel has no split of K: its CTAs each stream BM whole rows of the weights."""
+    if m > SWAP_AB_MAX_M:
         return None
-    bm, bn, stages = SWAP_AB_TILE
+    bn = max(8, -(-m // 8) * 8)
+    options = [(bm, -(-n // bm) * -(-m // bn)) for bm in SWAP_AB_BM]
+    one_wave = [o for o in options if o[1] <= sm_count]
+    if one_wave:
+        bm, ctas = max(one_wave, key=lambda o: (o[1], o[0]))
+        if ctas < SWAP_AB_MIN_FILL * sm_count:
+            return None
+    else:
+        bm, ctas = max(options, key=lambda o: o[0])
+    stages = min(SWAP_AB_MAX_STAGES[bm], SWAP_AB_STAGE_BYTES // ((bm + bn) * stage_row_bytes))
+    return bm, bn, stages, ctas
+
+
+def _swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note: str, sm_count: int = SM_COUNT) -> Choice | None:
+    """The ``swap-ab`` rule: D^T = B A^T with an M-major D for M <= SWAP_AB_MAX_M against weights of at least
+    SWAP_AB_MIN_WEIGHT elements whose swap tiles fill the SMs (``swap_ab_tile``; sm_90a); None where it does not apply."""
+    if arch != "sm_90a" or dtype not in SWAP_AB_DTYPES or n * k < SWAP_AB_MIN_WEIGHT:
+        return None
+    tile = swap_ab_tile(m, n, like.bk * like.dtype.bytes, sm_count)
+    if tile is None:
+        return None
+    bm, bn, stages, ctas = tile
     try:
-        spec = dataclasses.replace(_narrow_spec(like, bm, bn, stages), d_major=DMajor.M, split_k=1)
+        spec = dataclasses.replace(_narrow_spec(like, bm, bn, stages), d_major=DMajor.M, split_k=1, stream_k=1)
     except SpecError:
         return None
-    ctas = -(-n // bm) * -(-m // bn)
     why = (f"M = {m} <= {SWAP_AB_MAX_M} against N x K = {n} x {k}: swap-AB, D^T = B A^T with {bm} x {bn} tiles over N x M "
-           f"({ctas} CTAs), D^T stored M-major into the row-major D")
+           f"({ctas} CTAs for {sm_count} SMs), D^T stored M-major into the row-major D")
     return Choice(spec, why + note, "swap-ab", swap_ab=True)
 
 
@@ -361,7 +463,8 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     if not usable:
         return None
     r, ranked = pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector, sm_count=sm_count,
-                     narrow=False, element_bytes=eb, stream_k=STREAM_K_RULE and family == "16bit")
+                     narrow=False, element_bytes=eb, stream_k=STREAM_K_RULE and family in STREAM_K_FAMILIES,
+                     whole_first=family in STREAM_K_WHOLE_FIRST)
     c, spec = r.candidate, usable[r.candidate.name][1]
     if not calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb):
         return None  # launch- or bandwidth-bound: the nearest-fit rule (measured better there, run 4)

@@ -316,16 +316,18 @@ TIE_TOLERANCE = 0.02  # predictions closer than this are ties: the fit's median 
 
 def pick(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
          narrow: bool = True, tolerance: float = TIE_TOLERANCE, element_bytes: int = 2,
-         stream_k: bool = False) -> tuple[Ranked, list[Ranked]]:
+         stream_k: bool = False, whole_first: bool = False) -> tuple[Ranked, list[Ranked]]:
     """(the pick, the ranking): of the candidates predicted within ``tolerance`` of the fastest, the first in
     CANDIDATES order (the tuning table's winners first, then their cluster variants, then the BN = 160 / 224 tiles): a
-    difference the model cannot resolve is no reason to leave the kernels measured most."""
+    difference the model cannot resolve is no reason to leave the kernels measured most. ``whole_first``: of those, the
+    kernels ranked whole before the stream-K forms (the stream-K term was fitted on 16-bit runs)."""
     ranked = rank(costs, m, n, k, off_sector=off_sector, sm_count=sm_count, narrow=narrow, element_bytes=element_bytes,
                   stream_k=stream_k)
     if not ranked:
         raise ValueError("no candidate has costs")
     close = {r.candidate.name for r in ranked if r.predicted_us <= ranked[0].predicted_us * (1 + tolerance)}
-    first = next(r for r in sorted(ranked, key=lambda r: CANDIDATES.index(r.candidate)) if r.candidate.name in close)
+    order = (lambda r: (whole_first and r.streamk is not None, CANDIDATES.index(r.candidate)))
+    first = next(r for r in sorted(ranked, key=order) if r.candidate.name in close)
     return first, ranked
 
 
