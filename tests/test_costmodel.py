@@ -13,6 +13,7 @@ import pytest
 
 from ptxgen.runtime import choose as choose_mod
 from ptxgen.runtime import costmodel as cm
+from ptxgen.runtime import swaprules
 from ptxgen.runtime.choose import choose
 
 ONE = cm.Costs(launch_us=5.0, tile_us=1.0, ktile_us=0.5, off_sector=1.3, bandwidth_tbps=3.0)
@@ -317,7 +318,7 @@ def test_control_the_swap_rule_switch_and_the_callers_that_cannot_swap(monkeypat
     assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"
     assert choose("bf16", "sm_90a", 300, 8192, 8192).chosen_by == "cost-model"
     monkeypatch.undo()
-    monkeypatch.setattr(choose_mod, "shipped_swap_costs", lambda family="16bit": None)  # no swap entry in the table: no rule
+    monkeypatch.setattr(swaprules, "shipped_swap_costs", lambda family="16bit": None)  # no swap entry in the table: no rule
     assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"
 
 

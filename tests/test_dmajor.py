@@ -21,6 +21,7 @@ from ptxgen.isa.types import SpecError
 from ptxgen.model import outmodel
 from ptxgen.model.check_dstore import check_direct_store
 from ptxgen.runtime import choose as choose_mod
+from ptxgen.runtime import swaprules
 from ptxgen.runtime.choose import choose
 
 
@@ -170,8 +171,8 @@ def test_every_swap_ab_pick_is_a_legal_kernel_that_covers_m(m, n, k, dtype):
     s = c.spec
     assert s.bn >= m and s.bn - 8 < max(m, 8) and s.bn % 8 == 0  # the fewest wgmma columns that hold the M rows
     ctas = -(-n // s.bm)
-    assert ctas >= choose_mod.SWAP_AB_MIN_FILL * 132 and (ctas <= 132 or s.bm == 128)  # fills the SMs, one wave where it can
-    assert n * k >= choose_mod.SWAP_AB_MIN_WEIGHT and s.d_major is DMajor.M
+    assert ctas >= swaprules.SWAP_AB_MIN_FILL * 132 and (ctas <= 132 or s.bm == 128)  # fills the SMs, one wave where it can
+    assert n * k >= swaprules.SWAP_AB_MIN_WEIGHT and s.d_major is DMajor.M
 
 
 def test_swap_ab_covers_f16_which_has_no_tuned_entries():
@@ -193,9 +194,9 @@ def test_swap_ab_keeps_away_from_what_was_not_measured_a_win():
 
 
 def test_control_the_fill_bound_decides(monkeypatch):
-    monkeypatch.setattr(choose_mod, "SWAP_AB_MIN_FILL", 0.0)
+    monkeypatch.setattr(swaprules, "SWAP_AB_MIN_FILL", 0.0)
     assert choose("bf16", "sm_90a", 16, 3072, 8192).chosen_by == "swap-ab"
-    monkeypatch.setattr(choose_mod, "SWAP_AB_MAX_M", 16)
+    monkeypatch.setattr(swaprules, "SWAP_AB_MAX_M", 16)
     assert choose("bf16", "sm_90a", 17, 7168, 16384).chosen_by == "split-k"
 
 
@@ -281,9 +282,9 @@ def test_gemm_takes_the_swap_through_the_dispatch_cache(gpu, monkeypatch, m, n, 
     from ptxgen.api import dispatch
 
     torch = _torch()
-    if n * k < choose_mod.SWAP_AB_MIN_WEIGHT or n < 64 * 53:  # (and their few CTAs)
-        monkeypatch.setattr(choose_mod, "SWAP_AB_MIN_WEIGHT", 0)
-        monkeypatch.setattr(choose_mod, "SWAP_AB_MIN_FILL", 0.0)
+    if n * k < swaprules.SWAP_AB_MIN_WEIGHT or n < 64 * 53:  # (and their few CTAs)
+        monkeypatch.setattr(swaprules, "SWAP_AB_MIN_WEIGHT", 0)
+        monkeypatch.setattr(swaprules, "SWAP_AB_MIN_FILL", 0.0)
     tdt = getattr(torch, dtype)
     odt = {None: tdt, "f32": torch.float32}[out_dtype]
     g = torch.Generator(device="cuda").manual_seed(n)

@@ -59,17 +59,18 @@ def _stages(bm: int, bn: int, bk_bytes: int, cap: int) -> int:
 
 
 def swap_spec(like: TileSpec, bm: int, bn: int, stages: int | None = None) -> TileSpec:
-    """The swap-AB kernel family (runtime.choose._narrow_spec with an M-major D) with a bm x bn tile over N x M."""
-    from ptxgen.runtime.choose import _narrow_spec
+    """The swap-AB kernel family (runtime.choice.narrow_spec with an M-major D) with a bm x bn tile over N x M."""
+    from ptxgen.runtime.choice import narrow_spec
 
     st = stages or _stages(bm, bn, like.bk * like.dtype.bytes, 12 if bm == 64 else 10)
-    return dataclasses.replace(_narrow_spec(like, bm, bn, st), d_major=DMajor.M, split_k=1, stream_k=1)
+    return dataclasses.replace(narrow_spec(like, bm, bn, st), d_major=DMajor.M, split_k=1, stream_k=1)
 
 
 def narrow(like: TileSpec, bm: int, bn: int, stages: int, splits: int) -> TileSpec:
-    from ptxgen.runtime.choose import _narrow_spec, split_spec
+    from ptxgen.runtime.choice import narrow_spec
+    from ptxgen.runtime.choose import split_spec
 
-    s = _narrow_spec(like, bm, bn, stages)
+    s = narrow_spec(like, bm, bn, stages)
     return split_spec(s, splits) if splits > 1 else dataclasses.replace(s, split_k=1, d_major=DMajor.N)
 
 

@@ -3,11 +3,11 @@
 Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` reports it):
 
 ``tuned``        the shape is in the tuning table: its measured winner.
-``swap-ab``      M <= ``SWAP_AB_MAX_M`` (64) against weights N x K >= ``SWAP_AB_MIN_WEIGHT`` (4096 x 4096) on sm_90a, bf16/f16
+``swap-ab``      M <= ``swaprules.SWAP_AB_MAX_M`` (64) against weights N x K >= ``SWAP_AB_MIN_WEIGHT`` (4096 x 4096) on sm_90a, bf16/f16
                  and e4m3: the kernel computes D^T = B A^T (the weights' N rows take the MMA's M, the few rows of A a
                  BN of M rounded up to 8) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major
                  D; the caller swaps the operands (``Choice.swap_ab``). One CTA per BM x BN tile, no split of K; BM 64
-                 or 128, whichever gives the most CTAs in one wave (``swap_ab_tile``), and only where they fill at least
+                 or 128, whichever gives the most CTAs in one wave (``swaprules.swap_ab_tile``), and only where they fill at least
                  ``SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-s5-fp8m run 1,
                  ``tools/exp_s5fp8m.py``: kernel time against cuBLAS / torch._scaled_mm and the rules below in one
                  process): bf16 M in {1, 16, 17, 24, 32, 48, 64} x (N, K) in {(4096, 4096), (7168, 16384), (16384,
@@ -52,7 +52,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  of 8 that covers M in one or two tiles (333 rows: 2 x 168 = 336, where 128-row tiles pad them to 384), one
                  CTA per tile, D stored M-major; taken where the cost model, with the swapped family's own constants
                  (``costmodel.shipped_swap_costs``, fitted from runs/2026-12-01-s5-waves run 1 by tools/fit_cost.py
-                 fitswap), predicts it ``SWAP_FIT_MIN_GAIN`` faster than every unswapped candidate, in one round, rows on a
+                 fitswap), predicts it ``swaprules.SWAP_FIT_MIN_GAIN`` faster than every unswapped candidate, in one round, rows on a
                  32-byte sector, K >= 1024 and compute-bound. Measured on the H200, same process, against the kernel the
                  rules before it pick (runs 1-2): 333 x 8192 x 8192 -2.5% time (0.916/0.935 -> 0.935/0.951 of cuBLAS),
                  300 x 8192 x 8192 -8%, 400 x 8192 x 6144 -16%, 200 x 8192 x 8192 -26%; on three shapes measured after the
@@ -94,18 +94,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import L2_SECTOR_BYTES
-from ..isa.types import Cluster, Consumers, DMajor, DType, Epilogue, Schedule, SpecError
-from .costmodel import (BY_NAME, COST_FAMILY, STREAMK_MIN_GAIN, SWAP_BM, SWAP_FAMILY_BN, best_streamk, best_swap, calibrated,
-                        k_tiles, pick, predict_us, rank, rounds, shipped_costs, shipped_swap_costs, tile_grid)
+from ..isa.types import Cluster, Consumers, DType, Epilogue, Schedule, SpecError
+from .costmodel import (BY_NAME, COST_FAMILY, STREAMK_MIN_GAIN, best_streamk, calibrated, k_tiles, pick, predict_us, rank,
+                        rounds, shipped_costs, tile_grid)
+from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
+from .swaprules import swap_ab, swap_fit
 from .tune import default_spec, table_entries
 
 NEAREST_CANDIDATES = 3
-SM_COUNT = 132  # the H200's multiprocessors: the shipped table is the H200's
-SMALL_M_MAX = 128
 SMALL_M_BM = 64
 SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest first: run 25's best two
 MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m3 keeps the table's kernels
@@ -118,32 +117,12 @@ SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeli
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
 COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
 SWAP_AB_RULE = True  # the swap-ab rule is on
-SWAP_AB_MAX_M = 64  # M = 1..64 won against every other pick, M = 128 did not (runs/2026-12-01-s5-fp8m run 1)
-SWAP_AB_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest weights measured (run 1 of s5-fp8m: won there too)
-SWAP_AB_MIN_FILL = SMALL_M_MIN_FILL  # the swap tiles' CTAs fill at least this fraction of the SMs in one wave
-SWAP_AB_BM = (64, 128)  # BM over N: the most CTAs that fit in one wave (64: 4096 / 7168 rows; 128: 16384)
-SWAP_AB_MAX_STAGES = {64: 12, 128: 10}  # stages of each BM (s4-swapab: 128 x 16 best with 10)
-SWAP_AB_STAGE_BYTES = 200 * 1024  # shared memory the stages of a swap tile take at most
-SWAP_AB_DTYPES = ("bf16", "f16", "e4m3")  # measured: bf16 (s4-swapab, s5-fp8m run 1), e4m3 (s5-fp8m run 1)
 STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True))
 STREAM_K_WHOLE_FIRST = ("e4m3",)  # ties (costmodel.pick) go to whole kernels before stream-K forms (s5-fp8m runs 1-2)
 STREAM_K_FAMILIES = ("16bit", "e4m3")  # the cost tables (costmodel.COST_FAMILY) whose kernels are ranked with their stream-K form
 SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
-SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
-SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
-SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
 BORROWS_TABLE = {"f16": "bf16"}  # f16 inputs run bf16's tuning: the same element width and wgmma rate (runs/2026-12-01-s5-final)
 FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
-
-
-@dataclass(frozen=True)
-class Choice:
-    spec: TileSpec
-    why: str
-    chosen_by: str  # the rule: tuned | swap-ab | small-m | small-n | split-k | cost-model | cost-model+swap-ab | nearest-fit | default (+off-sector, +stream-k)
-    # swap-ab: run the spec (D M-major) on the swapped problem: its A is the caller's b (N x K), its B the caller's a
-    # (M x K), its M x N result the caller's D transposed (problem N x M x K, ldd = D's row pitch)
-    swap_ab: bool = False
 
 
 def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
@@ -201,13 +180,6 @@ def small_n_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, in
     return small_m_tile(n, m, sm_count)
 
 
-def _narrow_spec(like: TileSpec, bm: int, bn: int, stages: int) -> TileSpec:
-    """The table's kernel family (types, operand layouts, arch) with a ``bm`` x ``bn`` tile, one CTA per tile,
-    direct stores (run 25 measured these for small M; the TMA-store variant was no better)."""
-    return dataclasses.replace(like, bm=bm, bn=bn, stages=stages, schedule=Schedule.TILE, raster_group=8,
-                               consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT, cluster=Cluster.C1X1)
-
-
 def _pitch_note(k: int, element_bytes: int, lda: int | None, ldb: int | None) -> str:
     rows = [("A", (lda or k) * element_bytes), ("B", (ldb or k) * element_bytes)]
     off = [f"{name} rows {b % 128} B past a 128-byte line" for name, b in rows if b % L2_SECTOR_BYTES]
@@ -256,7 +228,7 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     if not entries:
         # a type with no tuned entries of its own nor borrowed: the swap-ab kernel (bandwidth-bound, the input type's
         # width is what matters) still applies, from the default kernel's family
-        swapped = (_swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb), sm_count)
+        swapped = (swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb), sm_count)
                    if SWAP_AB_RULE and allow_swap else None)
         return swapped or Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
 
@@ -269,13 +241,13 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
     measured = dtype in MEASURED_DTYPES  # the narrow tiles and the cluster variant were measured on bf16 only
     off_sector = bool(note) and measured
     def or_swap(c: Choice) -> Choice:  # the swap-ab rule for M > 128 (cost-model+swap-ab) may replace the pick
-        s = (_swap_fit(c, first, dtype, arch, m, n, k, off_sector, sm_count, note)
+        s = (swap_fit(c, first, dtype, arch, m, n, k, off_sector, sm_count, note, STREAM_K_RULE)
              if SWAP_FIT_RULE and allow_swap and measured else None)
         return s or c
 
     if distance(ranked[0]) == 0:
         return or_swap(_with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector))
-    swapped = _swap_ab(first, dtype, arch, m, n, k, note, sm_count) if SWAP_AB_RULE and allow_swap else None
+    swapped = swap_ab(first, dtype, arch, m, n, k, note, sm_count) if SWAP_AB_RULE and allow_swap else None
     if swapped is not None:
         return swapped
     narrow = []
@@ -300,7 +272,7 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
             narrow.append((bm, SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
     for bm, bn, stages, what, ctas, rule in narrow:
         try:
-            spec = _narrow_spec(first, bm, bn, stages)
+            spec = narrow_spec(first, bm, bn, stages)
         except SpecError:
             continue
         why = f"{what}: {bm} x {bn} tiles, {ctas} CTA{'s' if ctas > 1 else ''} for {sm_count} SMs in one wave"
@@ -356,89 +328,6 @@ def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, 
     why = (f"; stream-K: the last round's {sk.last_items} {'cluster ' if cand.cluster_m > 1 else ''}tiles split {sk.splits} ways "
            f"along K, {plain:.1f} -> {sk.predicted_us:.1f} us predicted ({name} of the cost table)")
     return Choice(dataclasses.replace(c.spec, stream_k=sk.splits), c.why + why, c.chosen_by + "+stream-k", c.swap_ab)
-
-
-def swap_ab_tile(m: int, n: int, stage_row_bytes: int, sm_count: int = SM_COUNT) -> tuple[int, int, int, int] | None:
-    """(BM, BN, stages, CTAs) of the swap-AB kernel for M <= SWAP_AB_MAX_M, or None where its CTAs would fill less than
-    SWAP_AB_MIN_FILL of the SMs. BN: M rounded up to 8 (the wgmma N the few rows need); BM: of SWAP_AB_BM the one with
-    the most CTAs (ceil(N / BM)) in one wave (the 128-row tile where none fits one); stages: as many as
-    SWAP_AB_STAGE_BYTES holds (``stage_row_bytes``: bytes of one row of a stage, BK x the element size), at most
-    SWAP_AB_MAX_STAGES. The swapped kernel has no split of K: its CTAs each stream BM whole rows of the weights."""
-    if m > SWAP_AB_MAX_M:
-        return None
-    bn = max(8, -(-m // 8) * 8)
-    options = [(bm, -(-n // bm) * -(-m // bn)) for bm in SWAP_AB_BM]
-    one_wave = [o for o in options if o[1] <= sm_count]
-    if one_wave:
-        bm, ctas = max(one_wave, key=lambda o: (o[1], o[0]))
-        if ctas < SWAP_AB_MIN_FILL * sm_count:
-            return None
-    else:
-        bm, ctas = max(options, key=lambda o: o[0])
-    stages = min(SWAP_AB_MAX_STAGES[bm], SWAP_AB_STAGE_BYTES // ((bm + bn) * stage_row_bytes))
-    return bm, bn, stages, ctas
-
-
-def _swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note: str, sm_count: int = SM_COUNT) -> Choice | None:
-    """The ``swap-ab`` rule: D^T = B A^T with an M-major D for M <= SWAP_AB_MAX_M against weights of at least
-    SWAP_AB_MIN_WEIGHT elements whose swap tiles fill the SMs (``swap_ab_tile``; sm_90a); None where it does not apply."""
-    if arch != "sm_90a" or dtype not in SWAP_AB_DTYPES or n * k < SWAP_AB_MIN_WEIGHT:
-        return None
-    tile = swap_ab_tile(m, n, like.bk * like.dtype.bytes, sm_count)
-    if tile is None:
-        return None
-    bm, bn, stages, ctas = tile
-    try:
-        spec = dataclasses.replace(_narrow_spec(like, bm, bn, stages), d_major=DMajor.M, split_k=1, stream_k=1)
-    except SpecError:
-        return None
-    why = (f"M = {m} <= {SWAP_AB_MAX_M} against N x K = {n} x {k}: swap-AB, D^T = B A^T with {bm} x {bn} tiles over N x M "
-           f"({ctas} CTAs for {sm_count} SMs), D^T stored M-major into the row-major D")
-    return Choice(spec, why + note, "swap-ab", swap_ab=True)
-
-
-def _swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool,
-              sm_count: int, note: str) -> Choice | None:
-    """The swap-ab rule for M > SMALL_M_MAX (``cost-model+swap-ab``): D^T = B A^T with 128 x BN' tiles over N x M, BN' a
-    multiple of 8 that covers M in few tiles (``costmodel.best_swap``: 333 rows as 2 x 168 = 336 where 128-row tiles pad
-    them to 384), one CTA per tile, D stored M-major; taken where the cost model (the swapped family's own fitted
-    constants, ``shipped_swap_costs``) predicts it SWAP_FIT_MIN_GAIN faster than every unswapped candidate (their stream-K
-    forms included), in one round of CTAs, rows on a 32-byte sector, on a compute-bound shape with K >= 1024 (what the
-    swapped family was measured on: runs/2026-12-01-s5-waves run 1). None where it does not apply (16-bit inputs, sm_90a)."""
-    if arch != "sm_90a" or m <= SMALL_M_MAX or off_sector:
-        return None
-    family = COST_FAMILY.get(dtype)
-    shipped = shipped_costs(family) if family else None
-    swap_costs = shipped_swap_costs(family) if family else None
-    if shipped is None or shipped[0] != (family, arch) or swap_costs is None:
-        return None
-    costs, eb = shipped[1], like.dtype.bytes
-    sw = best_swap(swap_costs, SWAP_FAMILY_BN, m, n, k, sm_count=sm_count, element_bytes=eb)
-    # one round (two rounds of swapped tiles lost at 350 x 16384 x 4096) of one or two tiles over M, K >= 1024 and
-    # compute-bound: the swapped problem (N x M x K) in the range the constants were fitted on
-    like_family = BY_NAME["t128x192"]
-    if (sw is None or sw.rounds > 1 or sw.m_tiles > SWAP_FIT_MAX_M_TILES or not calibrated(like_family, swap_costs, n, m, k, sm_count=sm_count, element_bytes=eb)):
-        return None
-    plain = rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, sm_count=sm_count,
-                 element_bytes=eb, stream_k=STREAM_K_RULE)
-    if not plain or sw.predicted_us > plain[0].predicted_us * (1 - SWAP_FIT_MIN_GAIN):
-        return None
-    spec = None
-    for stages in SWAP_FIT_STAGES:
-        try:
-            spec = dataclasses.replace(_narrow_spec(like, SWAP_BM, sw.bn, stages), d_major=DMajor.M, split_k=1, stream_k=1)
-            break
-        except SpecError:
-            continue
-    if spec is None:
-        return None
-    best = plain[0]
-    why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {sw.bn} tiles over N x M ({sw.m_tiles} tile{'s' if sw.m_tiles > 1 else ''} "
-           f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in one round of {sm_count}), D^T stored "
-           f"M-major into the row-major D; cost model: {sw.predicted_us:.1f} us predicted against {best.predicted_us:.1f} us "
-           f"for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best unswapped kernel (the other "
-           f"rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
-    return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
 
 
 def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int,
