@@ -11,12 +11,24 @@ import sys
 
 from setuptools import Extension, setup
 
+# The extension's C files, split by responsibility (_launcher.h says which does what); one module, one .so.
+LAUNCHER_SOURCES = [
+    "ptxgen/runtime/_launcher.c",
+    "ptxgen/runtime/_launcher_type.c",
+    "ptxgen/runtime/_launcher_patch.c",
+    "ptxgen/runtime/_launcher_driver.c",
+    "ptxgen/runtime/_launcher_hot.c",
+    "ptxgen/runtime/_launcher_hottypes.c",
+]
+LAUNCHER_HEADERS = ["ptxgen/runtime/_launcher.h"]
+
 ext_modules = []
 if not os.environ.get("PTXGEN_NO_EXTENSION"):
     ext_modules.append(
         Extension(
             "ptxgen.runtime._launcher",
-            ["ptxgen/runtime/_launcher.c"],
+            LAUNCHER_SOURCES,
+            depends=LAUNCHER_HEADERS,  # a changed header rebuilds every file; the sdist carries it
             optional=True,
             py_limited_api=True,
             define_macros=[("Py_LIMITED_API", "0x030B0000")],

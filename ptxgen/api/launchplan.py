@@ -419,7 +419,7 @@ hot_kernel, hot_gemm = _hot_functions()
 
 class LaunchTable(dict):
     """A hot table (dispatch key -> :class:`Launch`). The compiled hot calls remember their last hit and check a
-    call's metadata against it field by field (``_launcher.c``: HotState); a table that loses entries (clear, pop,
+    call's metadata against it field by field (``_launcher_hot.c``: HotState); a table that loses entries (clear, pop,
     popitem, del) tells them (``forget_tables``), so no call reaches a Launch its table let go."""
 
     __slots__ = ()

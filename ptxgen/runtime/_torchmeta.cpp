@@ -12,7 +12,7 @@
 // Nothing here calls Python, and no C++ exception leaves: anything unexpected declines (returns nonzero), and the
 // launcher reads the getters instead.
 //
-// do not change PtxgenTensorMeta without _launcher.c's TensorMeta (ptxgen_torch_meta_abi is checked at load).
+// do not change PtxgenTensorMeta without _launcher.h's TensorMeta (ptxgen_torch_meta_abi is checked at load).
 #include <Python.h>
 
 #include <torch/csrc/autograd/python_variable.h>

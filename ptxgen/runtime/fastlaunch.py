@@ -7,7 +7,7 @@ and context (``libcuda.so.1`` is loaded once per process). Where ctypes cannot l
 are used instead (:func:`launcher`).
 
 Faster still, where it was built (``pip install .`` compiles it; optional): the C extension
-``ptxgen.runtime._launcher`` (``_launcher.c``) does a prepared launch's whole hot path in one call, reading
+``ptxgen.runtime._launcher`` (``_launcher*.c``) does a prepared launch's whole hot path in one call, reading
 the tensors' pointers, patching them into the block and calling ``cuLaunchKernel`` from C
 (:func:`compiled_launcher`). Without it (no C compiler at install time, ``PTXGEN_LAUNCHER=ctypes``, or a
 driver that is not libcuda's) the ctypes path above runs, writing the same bytes.
@@ -134,7 +134,7 @@ def compiled_module():
             except ImportError:
                 mod = None
             if mod is not None and not all(hasattr(mod, name) for name in _MODULE_NAMES):
-                mod = None  # a build of an older _launcher.c left in place (setup.py build_ext --inplace): the ctypes path
+                mod = None  # a build of older _launcher*.c left in place (setup.py build_ext --inplace): the ctypes path
         _MODULE.append(mod)
     return _MODULE[0]
 

@@ -1,6 +1,6 @@
 """The compiled launcher's optional metadata reader: ``_torchmeta.cpp``, built against the torch in use.
 
-The compiled hot call (``_launcher.c``) compares a call's tensors with the last hit's: sizes, strides, dtype and
+The compiled hot call (``_launcher_hot.c``) compares a call's tensors with the last hit's: sizes, strides, dtype and
 device of ``a``, ``b`` and ``out``, then their data pointers. Through the Python getters (``x.shape``,
 ``x.stride()``, ``x.dtype``, ``x.get_device()``, ``x.data_ptr()``) that is 15 calls, about 4 us of a ~9 us call
 on the H200's host. The reader reads the same fields from the ``at::Tensor`` behind a ``torch.Tensor`` (or
@@ -39,7 +39,7 @@ STALE_LOCK_S = 600  # a build lock older than this is a build that died
 
 
 class MetaRecord(ctypes.Structure):
-    """_torchmeta.cpp's PtxgenTensorMeta (and _launcher.c's TensorMeta)."""
+    """_torchmeta.cpp's PtxgenTensorMeta (and _launcher.h's TensorMeta)."""
 
     _fields_ = [("ndim", ctypes.c_int64), ("sizes", ctypes.c_int64 * 3), ("strides", ctypes.c_int64 * 3),
                 ("scalar_type", ctypes.c_int32), ("device_type", ctypes.c_int32), ("device_index", ctypes.c_int32),

@@ -1,0 +1,205 @@
+/* ptxgen.runtime._launcher: the Launcher type. Its constructor reads what a prepared launch is (the function,
+ * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it); its methods are
+ * run/patch (pointers given) and call (tensors given), which go through _launcher_patch.c; its attributes are the
+ * stream reader, the launch count and the pointers the block holds. See _launcher.h for the files of the module. */
+#include "_launcher.h"
+
+PyObject *Launcher_type = NULL;
+
+static void Launcher_dealloc(Launcher *self) {
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < self->nslots[i]; j++)
+            Py_XDECREF(self->slots[i][j].source);
+    Py_XDECREF(self->owner);
+    Py_XDECREF(self->ensure_context);
+    Py_XDECREF(self->fail);
+    Py_XDECREF(self->stream_reader);
+    Py_XDECREF(self->device_index);
+    free_instance((PyObject *)self);
+}
+
+/* Launcher(func, grid, block, smem, params_address, owner, operands, launch_address, ensure_context, fail,
+ *          device_index, spans, masks)
+ * operands: three sequences (A, B, D) of (address, source-or-None); launch_address: 0 for libcuda's
+ * cuLaunchKernel, else the address of a function with its signature (tests); masks: (A and B, D) alignment
+ * masks of the pointers (a pointer with one of those bits set is declined). */
+static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    unsigned long long func, params, launch_address;
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    unsigned long long sa, sb, so, mask_in, mask_out;
+    PyObject *owner, *operands, *ensure_context, *fail, *device_index;
+    if (kwds && PyDict_Size(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)(KK)", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params, &owner,
+                          &operands, &launch_address, &ensure_context, &fail, &device_index, &sa, &sb, &so, &mask_in,
+                          &mask_out))
+        return NULL;
+    launch_fn fn;
+    if (launch_address) {
+        fn = (launch_fn)(uintptr_t)launch_address;
+    } else {
+        if (find_driver() < 0)
+            return NULL;
+        fn = driver_launch;
+    }
+    PyObject *ops = PySequence_Tuple(operands);
+    if (!ops)
+        return NULL;
+    if (PyTuple_Size(ops) != 3) {
+        Py_DECREF(ops);
+        PyErr_SetString(PyExc_ValueError, "operands: three sequences of slots (A, B, D)");
+        return NULL;
+    }
+    allocfunc tp_alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    Launcher *self = (Launcher *)tp_alloc(type, 0);
+    if (!self) {
+        Py_DECREF(ops);
+        return NULL;
+    }
+    self->func = (void *)(uintptr_t)func;
+    self->grid[0] = gx, self->grid[1] = gy, self->grid[2] = gz;
+    self->block[0] = bx, self->block[1] = by, self->block[2] = bz;
+    self->smem = smem;
+    self->params = (void **)(uintptr_t)params;
+    self->launch = fn;
+    self->span[0] = sa, self->span[1] = sb, self->span[2] = so;
+    self->mask_in = mask_in, self->mask_out = mask_out;
+    Py_INCREF(owner), self->owner = owner;
+    Py_INCREF(ensure_context), self->ensure_context = ensure_context;
+    Py_INCREF(fail), self->fail = fail;
+    Py_INCREF(device_index), self->device_index = device_index;
+    Py_INCREF(Py_None), self->stream_reader = Py_None;
+    for (int i = 0; i < 3; i++) {
+        PyObject *slots = PySequence_Tuple(PyTuple_GetItem(ops, i));
+        if (!slots)
+            goto fail;
+        Py_ssize_t n = PyTuple_Size(slots);
+        if (n < 1 || n > MAX_SLOTS) {
+            Py_DECREF(slots);
+            PyErr_Format(PyExc_ValueError, "operand %d: 1 to %d slots, not %zd", i, MAX_SLOTS, n);
+            goto fail;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *pair = PyTuple_GetItem(slots, j);
+            PyObject *addr = pair ? PySequence_GetItem(pair, 0) : NULL;
+            PyObject *src = addr ? PySequence_GetItem(pair, 1) : NULL;
+            int bad = !src || read_u64(addr, &self->slots[i][j].address) < 0;
+            Py_XDECREF(addr);
+            if (bad) {
+                Py_XDECREF(src);
+                Py_DECREF(slots);
+                goto fail;
+            }
+            if (src == Py_None) {
+                Py_DECREF(src);
+                src = NULL;
+            }
+            self->slots[i][j].source = src;
+            self->nslots[i] = (int)j + 1;
+        }
+        Py_DECREF(slots);
+    }
+    Py_DECREF(ops);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(ops);
+    Py_DECREF(self);
+    return NULL;
+}
+static int args_u64(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, uint64_t *v, const char *what) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, not %zd", what, want, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (read_u64(args[i], &v[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* run(pa, pb, pd, stream): write the pointers and launch (the caller checked them). */
+static PyObject *Launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t v[4];
+    if (args_u64(args, nargs, 4, v, "run") < 0 || patch(self, v) < 0 || do_launch(self, v[3]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* patch(pa, pb, pd): write the pointers without launching (tests compare the block's bytes). */
+static PyObject *Launcher_patch(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t v[3];
+    if (args_u64(args, nargs, 3, v, "patch") < 0 || patch(self, v) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* call(a, b, out): call_tensors for objects with data_ptr() (out given). */
+static PyObject *Launcher_call(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "call(a, b, out)");
+        return NULL;
+    }
+    return call_tensors(self, args[0], args[1], args[2], 1);
+}
+
+static PyObject *Launcher_get_stream_reader(Launcher *self, void *closure) {
+    Py_INCREF(self->stream_reader);
+    return self->stream_reader;
+}
+
+static int Launcher_set_stream_reader(Launcher *self, PyObject *value, void *closure) {
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "stream_reader cannot be deleted");
+        return -1;
+    }
+    PyObject *old = self->stream_reader;
+    Py_INCREF(value);
+    self->stream_reader = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+static PyObject *Launcher_get_launches(Launcher *self, void *closure) {
+    return PyLong_FromUnsignedLongLong(self->launches);
+}
+
+static PyObject *Launcher_get_pointers(Launcher *self, void *closure) {
+    PyObject *t = PyTuple_New(3);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = self->valid[i] ? PyLong_FromUnsignedLongLong(self->cur[i]) : (Py_INCREF(Py_None), Py_None);
+        if (!v || PyTuple_SetItem(t, i, v) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static PyMethodDef Launcher_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))Launcher_run, METH_FASTCALL, "run(pa, pb, pd, stream): write the pointers, launch"},
+    {"patch", (PyCFunction)(void (*)(void))Launcher_patch, METH_FASTCALL, "patch(pa, pb, pd): write the pointers only"},
+    {"call", (PyCFunction)(void (*)(void))Launcher_call, METH_FASTCALL,
+     "call(a, b, out): data_ptr() of each, checks, launch on the current stream; out, or None (not for this path)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Launcher_getset[] = {
+    {"stream_reader", (getter)Launcher_get_stream_reader, (setter)Launcher_set_stream_reader,
+     "callable(device_index) -> the current CUstream handle (None: call() declines)", NULL},
+    {"launches", (getter)Launcher_get_launches, NULL, "launches made", NULL},
+    {"pointers", (getter)Launcher_get_pointers, NULL, "the (A, B, D) pointers the block holds now", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot Launcher_slots[] = {
+    {Py_tp_new, Launcher_new},
+    {Py_tp_dealloc, Launcher_dealloc},
+    {Py_tp_methods, Launcher_methods},
+    {Py_tp_getset, Launcher_getset},
+    {Py_tp_doc, "A prepared launch: patch the operands' pointers into the parameter block, cuLaunchKernel once."},
+    {0, NULL}};
+
+PyType_Spec Launcher_spec = {"ptxgen.runtime._launcher.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT,
+                                    Launcher_slots};
