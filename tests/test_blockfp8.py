@@ -485,3 +485,67 @@ def test_ffma_yield_patch_changes_only_the_flags_it_names():
     base = cubin.find(b"".join(i.encoded() for i in list(ins.values())[:8]))
     bad[base + patch.changed[0] + 8] ^= 0x01  # one more bit of the first patched FFMA's high word
     assert ffma_yield.check_patch(before, run_tool("cuobjdump", ["--dump-sass"], bytes(bad)), patch)
+
+
+# ---- --fp8-scale-load ahead: K block kb + 1's scales loaded during kb ----------------------------------------------------
+def _scale_steps(k_blocks, scale_load):
+    return [(x.op, x.kb, x.regs, x.src) for x in plan_block_fp8(128, 192, 128, scale_load=scale_load).scale_steps(k_blocks)]
+
+
+@pytest.mark.parametrize("k_blocks", [0, 1, 2, 5])
+@pytest.mark.parametrize("scale_load", ["block", "ahead"])
+def test_scale_steps_against_the_model(k_blocks, scale_load):
+    """Every promotion reads its own K block's scales, and no load reads past the tile's last K block."""
+    assert bfp8model.check_scale_steps(_scale_steps(k_blocks, scale_load), k_blocks) == []
+
+
+SCALE_CONTROLS = {
+    "no clamp at the last block": lambda st: [("load", x[1] + 1, x[2], x[3]) if x[0] == "load" and x[2] == "next" and x is not st[0]
+                                              and x[1] == 3 else x for x in st],
+    "promotion reads the set loaded this block": lambda st: [("promote", x[1], "next", "") if x[0] == "promote" else x for x in st],
+    "move after the load": lambda st: [y for i, x in enumerate(st) for y in
+                                       ([] if x[0] == "move" else [x, st[i - 1]] if x[0] == "load" and i and st[i - 1][0] == "move" else [x])],
+    "no prologue load": lambda st: st[1:],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALE_CONTROLS))
+def test_scale_step_controls_fail(name):
+    st = _scale_steps(4, "ahead")
+    bad = SCALE_CONTROLS[name](st)
+    assert bad != st
+    assert bfp8model.check_scale_steps(bad, 4)
+
+
+def test_scale_load_rules_and_name():
+    from ptxgen.derive.spec import make_spec
+
+    base = {**dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16",
+                   arch="sm_90a", stages=4, epilogue="tma", schedule="persistent", fp8_blocks="1x128x128")}
+    s = make_spec(**base, fp8_scale_load="ahead")
+    assert s.kernel_name.endswith("_slahead") and "--fp8-scale-load ahead" in s.cli_args()
+    assert make_spec(**base).kernel_name.endswith("_bs128")
+    for kw in (dict(fp8_overlap="halves"), dict(fp8_blocks="none")):
+        with pytest.raises(SpecError) as e:
+            make_spec(**{**base, **kw}, fp8_scale_load="ahead")
+        assert e.value.field == "--fp8-scale-load"
+
+
+def test_scale_load_ahead_compiles_with_the_next_blocks_loads_and_no_local_memory():
+    """L2: the ahead kernel compiles, has no local memory, and each K block issues its scale loads (2 of A, 2 of B for a
+    128 x 192 tile) once in the loop and once before it; the SASS gate (ptxgen.runtime.sass) passes."""
+    import ptxgen.api.fp8blocks as fb
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+
+    spec = fb.default_spec(fp8_scale_load="ahead")
+    src = render_kernel(plan_kernel(spec))
+    assert "bfp8_kn = kt + 1 < num_k_tiles ? kt + 1 : kt" in src
+    from ptxgen.runtime.cache import compile_cached
+    from ptxgen.runtime.toolchain import run_tool
+
+    c = compile_cached(src, spec.kernel_name, "sm_90a").compiled
+    usage = run_tool("cuobjdump", ["--dump-resource-usage"], c.cubin)
+    assert "LOCAL:0" in usage and "STACK:0" in usage
+    sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+    assert sass.count("LDG.E") >= 8, sass.count("LDG.E")

@@ -113,6 +113,31 @@ def overlap_steps(k_blocks: int, halves: int) -> tuple[OverlapStep, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class ScaleStep:
+    """One step of a consumer thread's scale registers over a tile (--fp8-scale-load): load (K block kb's scales from
+    global memory into register set ``regs``), move (set ``regs`` := set ``src``), promote (K block kb's partial
+    times the scales in set ``regs``). Sets: "cur" (what the promotion reads), "next" (loaded one K block ahead)."""
+
+    op: str
+    kb: int = 0
+    regs: str = "cur"
+    src: str = ""
+
+
+def scale_steps(k_blocks: int, scale_load: str) -> tuple[ScaleStep, ...]:
+    """block: per K block kb, load kb into cur, (MMAs), promote kb. ahead: load block 0 into next before the loop (only
+    when the tile has a K block); per kb: cur := next, load block min(kb + 1, k_blocks - 1) into next (the last block
+    reloads itself rather than read past the scale arrays' K extent), (MMAs), promote kb with cur."""
+    S = ScaleStep
+    if scale_load == "block":
+        return tuple(x for kb in range(k_blocks) for x in (S("load", kb), S("promote", kb)))
+    out = [S("load", 0, "next")] if k_blocks else []
+    for kb in range(k_blocks):
+        out += [S("move", kb, "cur", "next"), S("load", min(kb + 1, k_blocks - 1), "next"), S("promote", kb)]
+    return tuple(out)
+
+
 STAGGER_WHERE = ("before_issue", "after_issue", "after_wait", "tail")
 
 
@@ -167,6 +192,12 @@ class BlockFp8Plan:
     stagger: tuple[BarrierStep, ...] = ()
     grouped: bool = False  # a grouped GEMM (--grouped offs): B's scales are G per-group arrays, lds_b_group apart
     overlap: str = "none"  # none | halves (OverlapStep sequence: overlap_steps)
+    scale_load: str = "block"  # block | ahead (ScaleStep sequence: scale_steps)
+
+    def scale_steps(self, k_blocks: int) -> tuple[ScaleStep, ...]:
+        """One consumer thread's scale loads and promotions for a tile of ``k_blocks`` K blocks, in program order
+        (templates/mma_blockfp8.cuh.j2; ptxgen.model.bfp8model.check_scale_steps simulates it)."""
+        return scale_steps(k_blocks, self.scale_load)
 
     @property
     def sfa_tile_terms(self) -> tuple[OffsetTerm, ...]:
@@ -251,7 +282,7 @@ class BlockFp8Plan:
 
 def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
                    arch: str = "sm_90a", stagger: str = "none", grouped: bool = False,
-                   overlap: str = "none") -> BlockFp8Plan:
+                   overlap: str = "none", scale_load: str = "block") -> BlockFp8Plan:
     """The plan, or SpecError naming the rule it breaks."""
     if arch != "sm_90a":
         raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
@@ -321,5 +352,17 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "the H200 (runs/2026-12-01-s4-bfp8b/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "
         "against 0.80-0.91), far slower at 128 x 128 (m64n64 halves: 0.62-0.73)",
         "FlashAttention-3's intra-warpgroup overlap (wait_group 1); PTX ISA wgmma.wait_group")
-    return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov) + grouping, phases, stagger_steps(stagger), grouped=grouped,
-                        overlap=overlap)
+    if scale_load != "block" and overlap != "none":
+        raise SpecError("--fp8-scale-load", scale_load, "the one-partial consumer loop (--fp8-overlap none)", "block")
+    sl = Derived("scale_load", scale_load, {
+        "block": "each K block's 2 A scales and 1-2 B scales are loaded from global memory at the top of that block's "
+                 "iteration and used by its promotion",
+        "ahead": "K block kb + 1's scales are loaded during K block kb into a second register set (kb + 1 clamped to the "
+                 "tile's last block, which reloads itself); the promotion of kb reads the set loaded one iteration before "
+                 f"(+{2 + (2 if plan.spans_two_blocks else 1)} f32 registers per thread)"}.get(scale_load, scale_load),
+        "a global load's latency (hundreds of cycles from L2) covered by a whole K block instead of the block's own MMAs; "
+        "in the block order ptxas places the B scale's move to a uniform register between the block's wgmma, so the "
+        "last wgmma of a block can wait on the load (SASS of the 128 x 192 default, NVRTC 13.5)",
+        "DeepGEMM sm90 1D2D loads the scales through shared memory (A's per stage by TMA, B's once per tile)")
+    return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov, sl) + grouping, phases, stagger_steps(stagger), grouped=grouped,
+                        overlap=overlap, scale_load=scale_load)

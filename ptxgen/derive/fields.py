@@ -11,7 +11,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8Stagger
+from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from ..isa.types import Arch, Batch, Cluster, Consumers, DMajor, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
@@ -260,6 +260,17 @@ FIELDS: tuple[SpecField, ...] = (
         default="none",
         enum=Fp8Overlap,
         choices=("none", "halves"),
+        omit_when_default=True,
+        json_omit_when_default=True,
+    ),
+    SpecField(
+        "fp8_scale_load",
+        "--fp8-scale-load",
+        "block-scaled FP8: when each consumer thread loads a K block's scales from global memory: block (in that K "
+        "block, before its MMAs) or ahead (one K block ahead, into registers carried across the loop) (default block)",
+        default="block",
+        enum=Fp8ScaleLoad,
+        choices=("block", "ahead"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

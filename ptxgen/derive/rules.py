@@ -12,7 +12,7 @@ from ..isa.ptxref import cite
 from ..isa.shapes import consumer_register_budget, legal_bm, setmaxnreg_consumer_registers, legal_bn, legal_swizzles, wgmma_accumulator_registers
 from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, Swizzle, legal_values)
-from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8Stagger
+from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .blockfp8 import plan_block_fp8
 from .fusion import check_chain
 from .output import check_d_major
@@ -72,6 +72,10 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--fp8-overlap", t.fp8_overlap.value, "splits a dense block-scaled FP8 tile into two column halves "
                         "of a multiple of 8 columns (wgmma N), without --fp8-stagger (not built for grouped kernels)",
                         "--fp8-blocks 1x128x128, BN a multiple of 16, --fp8-stagger none, no --grouped; or none")
+    if t.fp8_scale_load is not Fp8ScaleLoad.BLOCK and (t.fp8_blocks is Fp8Blocks.NONE or t.fp8_overlap is not Fp8Overlap.NONE):
+        raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads a block-scaled FP8 kernel's scales one K block "
+                        "ahead in the one-partial consumer loop (--fp8-overlap halves keeps its own order)",
+                        "--fp8-blocks 1x128x128 --fp8-overlap none; or block")
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
         if t.fuse.c_tma and t.loader is not Loader.TMA:

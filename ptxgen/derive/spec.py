@@ -39,7 +39,7 @@ from ..isa.types import (
     Swizzle,
     parse_enum,
 )
-from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8Stagger
+from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
 from .rules import MAX_SPLIT_K, STORE_BUFFERS, validate
@@ -131,6 +131,7 @@ class TileSpec:
     fp8_blocks: Fp8Blocks = Fp8Blocks.NONE  # wgmma block-scaled FP8 (ptxgen.derive.blockfp8)
     fp8_stagger: Fp8Stagger = Fp8Stagger.NONE  # block-scaled FP8: the order of the two consumer warpgroups' K blocks
     fp8_overlap: Fp8Overlap = Fp8Overlap.NONE  # block-scaled FP8: promotion overlapped with the other column half's MMAs
+    fp8_scale_load: Fp8ScaleLoad = Fp8ScaleLoad.BLOCK  # block-scaled FP8: scales loaded in their K block or one ahead
     # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
     # of a workspace; a second generated kernel sums the S partials in the fixed order 0..S-1 (ptxgen.derive.splitk).
     split_k: int = 1
@@ -395,6 +396,7 @@ class TileSpec:
         group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
         group += "" if self.fp8_stagger is Fp8Stagger.NONE else f"_st{self.fp8_stagger.value}"
         group += "" if self.fp8_overlap is Fp8Overlap.NONE else f"_ov{self.fp8_overlap.value}"
+        group += "" if self.fp8_scale_load is Fp8ScaleLoad.BLOCK else f"_sl{self.fp8_scale_load.value}"
         group += "" if self.fuse is None else self.fuse.name_suffix
         group += f"_sk{self.split_k}" if self.split else ""
         group += "_dm" if self.d_major is DMajor.M else ""
@@ -451,6 +453,7 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         fp8_blocks=v["fp8_blocks"],
         fp8_stagger=v["fp8_stagger"],
         fp8_overlap=v["fp8_overlap"],
+        fp8_scale_load=v["fp8_scale_load"],
         split_k=v["split_k"],
         d_major=v["d_major"],
         stream_k=v["stream_k"],

@@ -51,6 +51,7 @@ class BlockFp8View:
     sfb_base: str  # C: the tile's element offset into SFB (derive.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
     stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
     half: HalfMmaView | None  # --fp8-overlap halves
+    scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.blockfp8.scale_steps)
     # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
@@ -103,6 +104,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         sfb_base=offset_c(plan.sfb_tile_terms, {"n0": "n0", "group": group_expr}),
         stagger=stagger,
         half=half,
+        scale_ahead=plan.scale_load == "ahead",
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},

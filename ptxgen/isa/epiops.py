@@ -95,6 +95,15 @@ class Fp8Overlap(Enum):
     HALVES = "halves"
 
 
+class Fp8ScaleLoad(Enum):
+    """Block-scaled FP8: when a consumer thread loads a K block's scales (two of A, one or two of B) from global memory.
+    block: in the K block that uses them (their latency is covered only by the block's own MMAs, and the last MMA's
+    issue can wait on them); ahead: one K block ahead, into registers carried across the loop's back edge."""
+
+    BLOCK = "block"
+    AHEAD = "ahead"
+
+
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.
 E4M3_MAX = 448.0
 BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)

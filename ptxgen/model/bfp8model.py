@@ -216,3 +216,30 @@ def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = Tru
     if require_overlap and k_blocks and lonely > 1:
         problems.append(f"{lonely} promotions with no wgmma group in flight (only the last may have none)")
     return problems
+
+
+# ---- --fp8-scale-load: which K block's scales each promotion reads -----------------------------------------------------
+def check_scale_steps(steps, k_blocks: int) -> list[str]:
+    """``steps``: (op, kb, regs, src) tuples, op in load / move / promote (derive.blockfp8.ScaleStep). Simulates the
+    thread's register sets: a load puts K block kb's scales into set ``regs``, a move copies set ``src`` into ``regs``, a
+    promotion of kb reads set ``regs``. Checks: every K block 0..k_blocks-1 promoted exactly once, in order, each with
+    its own block's scales (never unset or stale ones); no load of a block outside 0..k_blocks-1 (the scale arrays end
+    there: a read past them can fault)."""
+    sets: dict[str, int | None] = {}
+    promoted, problems = [], []
+    for op, kb, regs, src in steps:
+        if op == "load":
+            if not 0 <= kb < k_blocks:
+                problems.append(f"load of K block {kb}: outside the tile's K blocks 0..{k_blocks - 1}")
+            sets[regs] = kb
+        elif op == "move":
+            sets[regs] = sets.get(src)
+        elif op == "promote":
+            if sets.get(regs) != kb:
+                problems.append(f"promotion of K block {kb} reads the scales of K block {sets.get(regs)} (set {regs})")
+            promoted.append(kb)
+        else:
+            problems.append(f"unknown step {op}")
+    if promoted != list(range(k_blocks)):
+        problems.append(f"K blocks promoted {promoted}, expected 0..{k_blocks - 1} once each in order")
+    return problems
