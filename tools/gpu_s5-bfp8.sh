@@ -6,7 +6,7 @@
 set -u
 OUT=${OUT:-out}
 ROUNDS=${ROUNDS:-10}
-VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-yield,n192-s4-tma-ahead,n192-s4-tma-ahead-yield,n160-s4-tma-ahead,s4-tma-ahead,plain-n192-s4-tma}
+VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-yield,n192-s4-tma-ahead,n192-s4-tma-ahead-yield,s4-tma-ahead,plain-n192-s4-tma}
 SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 NCU_VARIANTS=${NCU_VARIANTS:-n192-s4-tma n192-s4-tma-ahead}
 T_TEST=${T_TEST:-60}
