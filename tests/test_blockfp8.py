@@ -549,3 +549,69 @@ def test_scale_load_ahead_compiles_with_the_next_blocks_loads_and_no_local_memor
     assert "LOCAL:0" in usage and "STACK:0" in usage
     sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
     assert sass.count("LDG.E") >= 8, sass.count("LDG.E")
+
+
+# ---- --fp8-scale-load smem: the producer's scale warp stages each K block's scales beside the stage -------------------
+def _slot_args(plan):
+    writes = lambda lane: [(w.operand, w.index, w.offset_bytes) for w in plan.scale_warp_writes(lane)]
+    reads = lambda warp, lane, slab: [(r.operand, r.offset_bytes) for r in plan.consumer_reads(warp, lane, slab)]
+    return writes, reads, plan.bm, plan.sfb_slots, plan.sfa_stage_bytes, plan.sfb_stage_bytes
+
+
+@pytest.mark.parametrize("bm, bn", [(64, 128), (128, 128), (128, 192), (128, 160), (128, 144), (256, 96), (192, 64)])
+def test_scale_slots_against_the_model(bm, bn):
+    """Every tile row's A scale and each B block's scale stored once in the stage's slots; every consumer thread reads
+    its fragment rows' scales (fragment model) and the B blocks in order."""
+    plan = plan_block_fp8(bm, bn, 128, scale_load="smem")
+    assert bfp8model.check_scale_slots(*_slot_args(plan)) == []
+
+
+def _broken(plan, **kw):
+    writes, reads, bm, slots, a_bytes, b_bytes = _slot_args(plan)
+    return (kw.get("writes", writes), kw.get("reads", reads), bm, slots, a_bytes, b_bytes)
+
+
+SLOT_CONTROLS = {
+    "lane loads rows 4 lane + j but stores them at rows lane + 32 j": lambda p, w, r: _broken(p, writes=lambda lane: [
+        ("sfa", 4 * lane + j, x[2]) if x[0] == "sfa" else x for j, x in enumerate(w(lane))]),
+    "B scales read from the A slot": lambda p, w, r: _broken(p, reads=lambda warp, lane, slab: [
+        (o, off) if o == "sfa" else ("sfa", off) for o, off in r(warp, lane, slab)]),
+    "consumer reads row + 1": lambda p, w, r: _broken(p, reads=lambda warp, lane, slab: [(o, off + 4) if o == "sfa" else (o, off)
+                                                                                        for o, off in r(warp, lane, slab)]),
+    "slab ignored": lambda p, w, r: _broken(p, reads=lambda warp, lane, slab: r(warp, lane, 0)),
+    "last lane stores nothing": lambda p, w, r: _broken(p, writes=lambda lane: [] if lane == 31 else w(lane)),
+    "one B block only": lambda p, w, r: _broken(p, writes=lambda lane: [x for x in w(lane) if x[0] == "sfa" or x[1] == 0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SLOT_CONTROLS))
+def test_scale_slot_controls_fail(name):
+    plan = plan_block_fp8(128, 192, 128, scale_load="smem")
+    args = _slot_args(plan)
+    assert bfp8model.check_scale_slots(*SLOT_CONTROLS[name](plan, args[0], args[1]))
+
+
+def test_scale_smem_plan_rules_and_compile():
+    """The smem plan: the scale rings in shared memory, full[s] counts the scale warp's 32 lanes; not for grouped or
+    ping-pong kernels. L2: compiles with no local memory, the consumer loop reads the scales with LDS (no LDG), the
+    scale warp loads with LDG and stores with STS."""
+    import ptxgen.api.fp8blocks as fb
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.spec import make_spec
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.cache import compile_cached
+    from ptxgen.runtime.toolchain import run_tool
+
+    spec = fb.default_spec(fp8_scale_load="smem")
+    plan = plan_kernel(spec)
+    smem = plan.layout.smem if hasattr(plan, "layout") and hasattr(plan.layout, "smem") else spec.smem_plan()
+    assert smem.sfa_offset and smem.sfb_offset - smem.sfa_offset == 4 * 128 * spec.stages
+    assert "full_arrivals" in [d.name for d in plan.pipeline.derivation]
+    assert plan.pipeline.full_arrivals == 33
+    with pytest.raises(SpecError) as e:
+        make_spec(**{**spec.to_json(), "bn": 64, "consumers": "pingpong"})
+    assert e.value.field == "--fp8-scale-load"
+    c = compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled
+    assert "LOCAL:0" in run_tool("cuobjdump", ["--dump-resource-usage"], c.cubin)
+    sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+    assert "LDS " in sass and "STS " in sass

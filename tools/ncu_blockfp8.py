@@ -38,7 +38,7 @@ def launch(shape: str, variants: list[str]) -> int:
         parts = v.split("-")
         bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
         spec = fb.default_spec(stages=int(parts[0][1:]), epilogue=parts[1], bn=bn,
-                               fp8_scale_load="ahead" if "ahead" in parts[2:] else "block")
+                               fp8_scale_load="ahead" if "ahead" in parts[2:] else "smem" if "smem" in parts[2:] else "block")
         plan = plan_kernel(spec)
         kern = Kernel(compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin, spec.kernel_name,
                       plan.abi.dynamic_smem_bytes)

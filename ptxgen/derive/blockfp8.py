@@ -113,6 +113,22 @@ def overlap_steps(k_blocks: int, halves: int) -> tuple[OverlapStep, ...]:
     return tuple(out)
 
 
+SCALE_WARP = 1  # --fp8-scale-load smem: the producer warpgroup's warp that stages the scales (warp 0 issues the TMA)
+SCALE_WARP_LANES = 32
+SF_BYTES = 4  # f32 scales
+SFB_STAGE_BYTES = 16  # a stage's B scales: at most two (a tile spans at most two 128-column blocks), padded to 16 B
+
+
+@dataclass(frozen=True)
+class ScaleSlot:
+    """--fp8-scale-load smem: one f32 of a stage's scale area: A's scale of tile row ``index`` (operand sfa) or the B
+    scale of block n0 / 128 + ``index`` (sfb), at ``offset_bytes`` from the stage's sfa (or sfb) ring slot."""
+
+    operand: str
+    index: int
+    offset_bytes: int
+
+
 @dataclass(frozen=True)
 class ScaleStep:
     """One step of a consumer thread's scale registers over a tile (--fp8-scale-load): load (K block kb's scales from
@@ -126,11 +142,12 @@ class ScaleStep:
 
 
 def scale_steps(k_blocks: int, scale_load: str) -> tuple[ScaleStep, ...]:
-    """block: per K block kb, load kb into cur, (MMAs), promote kb. ahead: load block 0 into next before the loop (only
+    """block (and smem, where the load is an ld.shared of the landed stage): per K block kb, load kb into cur, (MMAs),
+    promote kb. ahead: load block 0 into next before the loop (only
     when the tile has a K block); per kb: cur := next, load block min(kb + 1, k_blocks - 1) into next (the last block
     reloads itself rather than read past the scale arrays' K extent), (MMAs), promote kb with cur."""
     S = ScaleStep
-    if scale_load == "block":
+    if scale_load in ("block", "smem"):
         return tuple(x for kb in range(k_blocks) for x in (S("load", kb), S("promote", kb)))
     out = [S("load", 0, "next")] if k_blocks else []
     for kb in range(k_blocks):
@@ -193,6 +210,45 @@ class BlockFp8Plan:
     grouped: bool = False  # a grouped GEMM (--grouped offs): B's scales are G per-group arrays, lds_b_group apart
     overlap: str = "none"  # none | halves (OverlapStep sequence: overlap_steps)
     scale_load: str = "block"  # block | ahead (ScaleStep sequence: scale_steps)
+
+    @property
+    def sfa_stage_bytes(self) -> int:
+        """--fp8-scale-load smem: a stage's A scales, one f32 per tile row (0 in the other modes)."""
+        return self.bm * SF_BYTES if self.scale_load == "smem" else 0
+
+    @property
+    def sfb_stage_bytes(self) -> int:
+        return SFB_STAGE_BYTES if self.scale_load == "smem" else 0
+
+    @property
+    def sfb_slots(self) -> int:
+        """B scales per stage: the tile's block n0 / 128 and, when some tile spans two, the next block's."""
+        return 2 if self.spans_two_blocks else 1
+
+    @staticmethod
+    def sfa_slot(row: int) -> ScaleSlot:
+        """Where tile row ``row``'s A scale lies in a stage's sfa slot (rows in order, one f32 each)."""
+        return ScaleSlot("sfa", row, row * SF_BYTES)
+
+    @staticmethod
+    def sfb_slot(block: int) -> ScaleSlot:
+        return ScaleSlot("sfb", block, block * SF_BYTES)
+
+    @property
+    def scale_rows_per_lane(self) -> int:
+        return self.bm // SCALE_WARP_LANES
+
+    def scale_warp_writes(self, lane: int) -> tuple[ScaleSlot, ...]:
+        """What lane ``lane`` of the scale warp writes into a stage: tile rows lane + 32 j (coalesced global reads of the
+        outer-dim-major scale_a: a K block's rows are contiguous), and lanes 0..sfb_slots-1 one B scale each."""
+        rows = tuple(self.sfa_slot(lane + SCALE_WARP_LANES * j) for j in range(self.scale_rows_per_lane))
+        return rows + ((self.sfb_slot(lane),) if lane < self.sfb_slots else ())
+
+    def consumer_reads(self, warp: int, lane: int, slab: int = 0) -> tuple[ScaleSlot, ...]:
+        """The slots a consumer thread reads per K block: its two rows' A scales (the rows of promotion_loads) and the
+        tile's B scales."""
+        row = 64 * slab + 16 * warp + lane // 4
+        return (self.sfa_slot(row), self.sfa_slot(row + 8)) + tuple(self.sfb_slot(j) for j in range(self.sfb_slots))
 
     def scale_steps(self, k_blocks: int) -> tuple[ScaleStep, ...]:
         """One consumer thread's scale loads and promotions for a tile of ``k_blocks`` K blocks, in program order
@@ -359,7 +415,13 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                  "iteration and used by its promotion",
         "ahead": "K block kb + 1's scales are loaded during K block kb into a second register set (kb + 1 clamped to the "
                  "tile's last block, which reloads itself); the promotion of kb reads the set loaded one iteration before "
-                 f"(+{2 + (2 if plan.spans_two_blocks else 1)} f32 registers per thread)"}.get(scale_load, scale_load),
+                 f"(+{2 + (2 if plan.spans_two_blocks else 1)} f32 registers per thread)",
+        "smem": f"warp {SCALE_WARP} of the producer warpgroup walks the producer's tiles and stages: per stage it waits "
+                f"empty[s], loads the K block's {bm} A scales (lane l: tile rows l + 32 j, zero past M) and "
+                f"{plan.sfb_slots} B scale(s) (lanes 0..{plan.sfb_slots - 1}, zero for a block past N) from global memory, "
+                f"stores them at sfa[s] + row x {SF_BYTES} and sfb[s] + j x {SF_BYTES}, and each lane arrives on full[s] "
+                f"(+{SCALE_WARP_LANES} arrivals); the consumers read them with ld.shared after full[s] and before releasing "
+                "the stage"}.get(scale_load, scale_load),
         "a global load's latency (hundreds of cycles from L2) covered by a whole K block instead of the block's own MMAs; "
         "in the block order ptxas places the B scale's move to a uniform register between the block's wgmma, so the "
         "last wgmma of a block can wait on the load (SASS of the 128 x 192 default, NVRTC 13.5)",

@@ -266,11 +266,12 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField(
         "fp8_scale_load",
         "--fp8-scale-load",
-        "block-scaled FP8: when each consumer thread loads a K block's scales from global memory: block (in that K "
-        "block, before its MMAs) or ahead (one K block ahead, into registers carried across the loop) (default block)",
+        "block-scaled FP8: how a K block's scales reach the consumers: block (each thread loads them from global memory "
+        "in that K block, before its MMAs), ahead (one K block ahead, into registers carried across the loop) or smem "
+        "(a producer warp stages them in shared memory with the K block's stage; ld.shared after it lands) (default block)",
         default="block",
         enum=Fp8ScaleLoad,
-        choices=("block", "ahead"),
+        choices=("block", "ahead", "smem"),
         omit_when_default=True,
         json_omit_when_default=True,
     ),

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .blockfp8 import SCALE_WARP_LANES
+
 from ..isa.shapes import (
     TCGEN05_EPILOGUE_WARPS,
     PRODUCER_REGISTERS,
@@ -141,6 +143,11 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     sf_relay = spec.pair and spec.block_scaled  # the leader's full[s] also waits the peer's relay (derive.ctapair)
     if sf_relay:
         full_arrivals = 2
+    # block-scaled FP8 with --fp8-scale-load smem: each lane of the producer's scale warp arrives once it has stored the
+    # stage's scales (derive.blockfp8: SCALE_WARP_LANES)
+    scale_warp = spec.fp8_scale_load.value == "smem"
+    if scale_warp:
+        full_arrivals += SCALE_WARP_LANES
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
@@ -159,6 +166,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         Derived("full_arrivals", full_arrivals,
                 ("the leader's: 2 (its producer's mbarrier.arrive.expect_tx, the peer's relay of its scale factors); the "
                  "peer's: 1 (its producer's arrive.expect_tx of its SF bytes)") if sf_relay else
+                f"1 (the elected thread's mbarrier.arrive.expect_tx) + {SCALE_WARP_LANES} (the scale warp's lanes, each after "
+                "storing its scales; --fp8-scale-load smem)" if scale_warp else
                 "1 (the elected thread's mbarrier.arrive.expect_tx)" if tma else f"{producer.threads} (one cp.async.mbarrier.arrive.noinc per producer thread)",
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),

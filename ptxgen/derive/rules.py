@@ -76,6 +76,9 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads a block-scaled FP8 kernel's scales one K block "
                         "ahead in the one-partial consumer loop (--fp8-overlap halves keeps its own order)",
                         "--fp8-blocks 1x128x128 --fp8-overlap none; or block")
+    if t.fp8_scale_load is Fp8ScaleLoad.SMEM and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
+        raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "the producer's scale warp walks the dense cooperative "
+                        "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
         if t.fuse.c_tma and t.loader is not Loader.TMA:

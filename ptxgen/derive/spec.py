@@ -43,6 +43,7 @@ from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
 from .rules import MAX_SPLIT_K, STORE_BUFFERS, validate
+from .blockfp8 import SF_BYTES, SFB_STAGE_BYTES
 from .sf_atoms import sf_stage_bytes, sf_tmem_columns_per_stage
 from .smem import SmemPlan, plan_smem
 
@@ -284,7 +285,8 @@ class TileSpec:
             order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
             acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
             store_bytes=self.store_staging_bytes,
-            sf_stage_bytes=(self.sf_stage_bytes("a"), self.sf_stage_bytes("b")),
+            sf_stage_bytes=((self.bm * SF_BYTES, SFB_STAGE_BYTES) if self.fp8_scale_load is Fp8ScaleLoad.SMEM else
+                            (self.sf_stage_bytes("a"), self.sf_stage_bytes("b"))),
             c_barriers=self.store_staging_rows_and_storers[1] if self.fuse is not None and self.fuse.c_tma else 0,
         )
 

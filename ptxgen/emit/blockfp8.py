@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.blockfp8 import BLOCK_N, GROUP_COLS, STAGGER_WHERE, BarrierStep, BlockFp8Plan, OffsetTerm
+from ..derive.blockfp8 import (BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
+                               BlockFp8Plan, OffsetTerm)
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from .epilogue_view import STORE_FIRST_BARRIER_ID
 
@@ -52,11 +53,38 @@ class BlockFp8View:
     stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
     half: HalfMmaView | None  # --fp8-overlap halves
     scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.blockfp8.scale_steps)
+    smem: "ScaleSmemView | None" = None  # --fp8-scale-load smem: the producer's scale warp and the stage's scale slots
     # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
     after_wait: tuple[str, ...] = ()
     tail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScaleSmemView:
+    """--fp8-scale-load smem (derive.blockfp8: scale_warp_writes, consumer_reads), rendered."""
+
+    warp: int  # the producer warpgroup's warp that stages the scales
+    rows_per_lane: int
+    row_expr: str  # C: tile row of the lane's j-th A scale
+    sfa_offset: int  # bytes from the aligned base: the ring of A-scale slots, sfa_stage_bytes each
+    sfa_stage_bytes: int
+    sfb_offset: int
+    sfb_stage_bytes: int
+    sfb_slots: int  # B scales a stage holds (lanes 0..sfb_slots-1 store one each)
+    sf_bytes: int  # one scale (f32): a row's (or block's) byte offset in its slot is index x sf_bytes
+
+
+def scale_smem_view(plan: BlockFp8Plan, smem) -> ScaleSmemView | None:
+    if plan.scale_load != "smem":
+        return None
+    # the derived lane -> rows map is rows lane + 32 j: check it is what the rendered expression computes
+    assert all(w.index == lane + SCALE_WARP_LANES * j for lane in range(SCALE_WARP_LANES)
+               for j, w in enumerate(plan.scale_warp_writes(lane)[:plan.scale_rows_per_lane]))
+    assert plan.sfa_slot(1).offset_bytes == SF_BYTES and plan.sfb_slot(1).offset_bytes == SF_BYTES
+    return ScaleSmemView(SCALE_WARP, plan.scale_rows_per_lane, f"lane + {SCALE_WARP_LANES} * j", smem.sfa_offset,
+                         plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
 
 
 def _barrier_c(step: BarrierStep, first_id: int, stagger: str) -> str:
@@ -77,7 +105,8 @@ def offset_c(terms: tuple[OffsetTerm, ...], env: dict[str, str]) -> str:
 
 
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
-                   consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None) -> BlockFp8View | None:
+                   consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None,
+                   smem=None) -> BlockFp8View | None:
     """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view)."""
     if plan is None:
         return None
@@ -105,6 +134,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         stagger=stagger,
         half=half,
         scale_ahead=plan.scale_load == "ahead",
+        smem=scale_smem_view(plan, smem),
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},

@@ -98,10 +98,13 @@ class Fp8Overlap(Enum):
 class Fp8ScaleLoad(Enum):
     """Block-scaled FP8: when a consumer thread loads a K block's scales (two of A, one or two of B) from global memory.
     block: in the K block that uses them (their latency is covered only by the block's own MMAs, and the last MMA's
-    issue can wait on them); ahead: one K block ahead, into registers carried across the loop's back edge."""
+    issue can wait on them); ahead: one K block ahead, into registers carried across the loop's back edge; smem: a
+    warp of the producer warpgroup loads each stage's scales into shared memory beside the stage (counted by its full
+    barrier), the consumers read them with ld.shared after the stage has landed."""
 
     BLOCK = "block"
     AHEAD = "ahead"
+    SMEM = "smem"
 
 
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.

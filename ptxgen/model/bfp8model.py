@@ -243,3 +243,39 @@ def check_scale_steps(steps, k_blocks: int) -> list[str]:
     if promoted != list(range(k_blocks)):
         problems.append(f"K blocks promoted {promoted}, expected 0..{k_blocks - 1} once each in order")
     return problems
+
+
+# ---- --fp8-scale-load smem: the scale warp's stores and the consumers' reads of a stage's scale slots --------------------
+def check_scale_slots(writes, reads, bm: int, sfb_slots: int, sfa_stage_bytes: int, sfb_stage_bytes: int,
+                      lanes: int = 32) -> list[str]:
+    """``writes(lane)``: (operand, what, byte offset) the scale warp's lane stores per stage (what: the tile row of an
+    sfa scale, the block n0 / 128 + j of an sfb scale). ``reads(warp, lane, slab)``: (operand, byte offset) a consumer
+    thread loads, in the order (its upper row's A scale, its lower row's, B block 0's[, B block 1's]). Checks: every tile
+    row and B block stored exactly once, 4-byte aligned inside its slot, no two values at one offset; each consumer
+    read finds what the promotion needs there: its fragment rows (from the wgmma D fragment model, not the plan) and
+    the B blocks in order."""
+    problems = []
+    held: dict[tuple[str, int], object] = {}
+    for lane in range(lanes):
+        for operand, what, off in writes(lane):
+            size = sfa_stage_bytes if operand == "sfa" else sfb_stage_bytes
+            if off % 4 or not 0 <= off <= size - 4:
+                problems.append(f"lane {lane} stores {operand} {what} at byte {off}: outside or misaligned in its {size}-byte slot")
+            if (operand, off) in held:
+                problems.append(f"lane {lane} stores {operand} {what} at byte {off}, which already holds {held[(operand, off)]}")
+            held[(operand, off)] = what
+    for operand, want in (("sfa", range(bm)), ("sfb", range(sfb_slots))):
+        got = sorted(w for (o, _), w in held.items() if o == operand)
+        if got != list(want):
+            problems.append(f"{operand}: stored {got[:8]}... ({len(got)}), expected each of 0..{len(want) - 1} once")
+    for warp in range(bm // 16):
+        slab, w = divmod(warp, 4)
+        for lane in range(32):
+            rows = [fragmodel.wgmma_d_coords(w, lane, reg)[0] + 64 * slab for reg in (0, 2)]
+            need = [("sfa", r) for r in rows] + [("sfb", j) for j in range(sfb_slots)]
+            got = [(operand, held.get((operand, off))) for operand, off in reads(w, lane, slab)]
+            if got != need:
+                problems.append(f"consumer warp {warp} lane {lane}: reads {got}, the promotion needs {need}")
+                if len(problems) > 10:
+                    return problems
+    return problems
