@@ -435,16 +435,18 @@ def test_half_split_control_fails():
     assert plan.half_first_regs(ph, 1) == 16 and min(48, ph.first_groups * 4) != 16
 
 
-def test_overlap_halves_compiles_without_serialized_wgmma():
+@pytest.mark.parametrize("scale_load", ["block", "smem"])
+def test_overlap_halves_compiles_without_serialized_wgmma(scale_load):
     """NVRTC sm_90a: 8 QGMMA.64x96x32 per K block in the loop (two halves) and K block 0's 8 before it, two
-    WARPGROUP.DEPBAR in the loop, no local memory, and neither C7514 (serialized wgmma) nor C7517 (an injected wait)."""
+    WARPGROUP.DEPBAR in the loop, no local memory, and neither C7514 (serialized wgmma) nor C7517 (an injected wait);
+    with the scales from global memory or staged in shared memory (--fp8-scale-load smem)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda
 
-    s = _spec(bn=192, stages=4, epilogue="tma", fp8_overlap="halves")
-    assert s.kernel_name.endswith("_ovhalves") and "--fp8-overlap halves" in s.cli_args()
+    s = _spec(bn=192, stages=4, epilogue="tma", fp8_overlap="halves", fp8_scale_load=scale_load)
+    assert "_ovhalves" in s.kernel_name and "--fp8-overlap halves" in s.cli_args()
     src = render_kernel(plan_kernel(s))
     assert "mma_half(part0_1" in src and "wgmma_wait<1>();" in src
     c = compile_cuda(src, s.kernel_name, "sm_90a")
@@ -525,10 +527,11 @@ def test_scale_load_rules_and_name():
     s = make_spec(**base, fp8_scale_load="ahead")
     assert s.kernel_name.endswith("_slahead") and "--fp8-scale-load ahead" in s.cli_args()
     assert make_spec(**base).kernel_name.endswith("_bs128")
-    for kw in (dict(fp8_overlap="halves"), dict(fp8_blocks="none")):
+    for kw, load in ((dict(fp8_overlap="halves"), "ahead"), (dict(fp8_blocks="none"), "ahead"), (dict(fp8_blocks="none"), "smem")):
         with pytest.raises(SpecError) as e:
-            make_spec(**{**base, **kw}, fp8_scale_load="ahead")
+            make_spec(**{**base, **kw}, fp8_scale_load=load)
         assert e.value.field == "--fp8-scale-load"
+    assert make_spec(**base, fp8_overlap="halves", fp8_scale_load="smem").kernel_name.endswith("_ovhalves_slsmem")
 
 
 def test_scale_load_ahead_compiles_with_the_next_blocks_loads_and_no_local_memory():
@@ -611,7 +614,36 @@ def test_scale_smem_plan_rules_and_compile():
     with pytest.raises(SpecError) as e:
         make_spec(**{**spec.to_json(), "bn": 64, "consumers": "pingpong"})
     assert e.value.field == "--fp8-scale-load"
-    c = compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled
-    assert "LOCAL:0" in run_tool("cuobjdump", ["--dump-resource-usage"], c.cubin)
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    c = compile_cuda(render_kernel(plan), spec.kernel_name, "sm_90a")
+    rep = check_sass(spec, c.cubin)
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    assert "C7514" not in c.log and "C7517" not in c.log, c.log
     sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
     assert "LDS " in sass and "STS " in sass
+
+
+@pytest.mark.parametrize("cluster", ["2x1", "1x2"])
+def test_smem_scales_in_a_cluster_compile_and_the_rule(cluster):
+    """A 2-CTA cluster (TMA multicast of B for 2x1, of A for 1x2) with the scales staged in shared memory: each CTA's
+    scale warp fills its own stages (full[s] stays local; empty[s] counts both CTAs' consumers, as for the TMA copies);
+    L2: compiles with a multicast copy, no local memory, no serialized wgmma. Without --fp8-scale-load smem a cluster
+    is refused (the per-thread global scale loads were not derived for it)."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.spec import make_spec
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+
+    s = _spec(fp8_scale_load="smem", cluster=cluster)
+    plan = plan_kernel(s)
+    assert plan.pipeline.empty_arrivals == 4 and plan.pipeline.full_arrivals == 33
+    c = compile_cuda(render_kernel(plan), s.kernel_name, "sm_90a")
+    rep = check_sass(s, c.cubin)
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    assert "C7514" not in c.log and "UTMALDG.2D.MULTICAST" in run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+    with pytest.raises(SpecError) as e:
+        make_spec(**{**s.to_json(), "fp8_scale_load": "block"})
+    assert e.value.field == "--fp8-blocks"

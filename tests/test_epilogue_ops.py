@@ -236,10 +236,16 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                                      {"bn": 128, "stages": 4, "epilogue": "tma", "fp8_scale_load": "ahead"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem"},
                                      {"bn": 160, "stages": 4, "epilogue": "direct", "fp8_scale_load": "smem"},
-                                     {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "smem"}],
+                                     {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "smem"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "fp8_overlap": "halves"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "fp8_stagger": "issue"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "cluster": "2x1"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "cluster": "1x2"},
+                                     {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "smem", "cluster": "2x1"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
                               "n128-complete", "n192-halves", "n160-halves", "n128-halves", "n192-ahead", "n160-ahead",
-                              "n128-ahead", "n192-smem", "n160-smem", "n128-smem"])
+                              "n128-ahead", "n192-smem", "n160-smem", "n128-smem",
+                              "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
@@ -260,8 +266,11 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
 @pytest.mark.parametrize("k", [96, 128, 256], ids=lambda k: f"k{k}")
 @pytest.mark.parametrize("out_dtype, variant", [("bf16", {}), ("bf16", {"fp8_overlap": "halves"}), ("f32", {"fp8_overlap": "halves"}),
                                                 ("bf16", {"fp8_scale_load": "ahead"}), ("f32", {"fp8_scale_load": "ahead"}),
-                                                ("bf16", {"fp8_scale_load": "smem"}), ("f32", {"fp8_scale_load": "smem"})],
-                         ids=["default", "halves", "halves-f32-direct", "ahead", "ahead-f32-direct", "smem", "smem-f32-direct"])
+                                                ("bf16", {"fp8_scale_load": "smem"}), ("f32", {"fp8_scale_load": "smem"}),
+                                                ("bf16", {"fp8_scale_load": "smem", "cluster": "2x1"}),
+                                                ("bf16", {"fp8_scale_load": "smem", "cluster": "1x2"})],
+                         ids=["default", "halves", "halves-f32-direct", "ahead", "ahead-f32-direct", "smem", "smem-f32-direct",
+                              "smem-c2x1", "smem-c1x2"])
 def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
     iteration; the default spec the same (whatever it is)."""

@@ -408,8 +408,8 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "the H200 (runs/2026-12-01-s4-bfp8b/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "
         "against 0.80-0.91), far slower at 128 x 128 (m64n64 halves: 0.62-0.73)",
         "FlashAttention-3's intra-warpgroup overlap (wait_group 1); PTX ISA wgmma.wait_group")
-    if scale_load != "block" and overlap != "none":
-        raise SpecError("--fp8-scale-load", scale_load, "the one-partial consumer loop (--fp8-overlap none)", "block")
+    if scale_load == "ahead" and overlap != "none":
+        raise SpecError("--fp8-scale-load", scale_load, "the one-partial consumer loop (--fp8-overlap none)", "block or smem")
     sl = Derived("scale_load", scale_load, {
         "block": "each K block's 2 A scales and 1-2 B scales are loaded from global memory at the top of that block's "
                  "iteration and used by its promotion",

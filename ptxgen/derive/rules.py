@@ -72,10 +72,12 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--fp8-overlap", t.fp8_overlap.value, "splits a dense block-scaled FP8 tile into two column halves "
                         "of a multiple of 8 columns (wgmma N), without --fp8-stagger (not built for grouped kernels)",
                         "--fp8-blocks 1x128x128, BN a multiple of 16, --fp8-stagger none, no --grouped; or none")
-    if t.fp8_scale_load is not Fp8ScaleLoad.BLOCK and (t.fp8_blocks is Fp8Blocks.NONE or t.fp8_overlap is not Fp8Overlap.NONE):
-        raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads a block-scaled FP8 kernel's scales one K block "
-                        "ahead in the one-partial consumer loop (--fp8-overlap halves keeps its own order)",
-                        "--fp8-blocks 1x128x128 --fp8-overlap none; or block")
+    if t.fp8_scale_load is not Fp8ScaleLoad.BLOCK and t.fp8_blocks is Fp8Blocks.NONE:
+        raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "is how a block-scaled FP8 kernel's scales reach its "
+                        "consumers", "--fp8-blocks 1x128x128, or leave it out")
+    if t.fp8_scale_load is Fp8ScaleLoad.AHEAD and t.fp8_overlap is not Fp8Overlap.NONE:
+        raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads the scales one K block ahead in the one-partial "
+                        "consumer loop (--fp8-overlap halves keeps its own order)", "block or smem, or --fp8-overlap none")
     if t.fp8_scale_load is Fp8ScaleLoad.SMEM and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "the producer's scale warp walks the dense cooperative "
                         "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")
@@ -225,9 +227,9 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
                           t.b.major.value, t.arch.value)
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
-    if t.loader is not Loader.TMA or t.cluster is not Cluster.C1X1:
-        raise SpecError("--fp8-blocks", t.fp8_blocks.value, "block-scaled FP8 runs with TMA loads and no cluster",
-                        "--loader tma --cluster 1x1")
+    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.fp8_scale_load is not Fp8ScaleLoad.SMEM):
+        raise SpecError("--fp8-blocks", t.fp8_blocks.value, "block-scaled FP8 runs with TMA loads, and in a cluster only with "
+                        "its scales staged in shared memory (--fp8-scale-load smem)", "--loader tma --cluster 1x1")
     # The consumer branch runs after setmaxnreg.inc: measured with NVRTC 13.5, ptxas allocates it up to that count here
     # (128 x 192 x 128, accumulator + partial = 192 registers: highest register R221, no local memory), not the launch
     # bound that isa.shapes.consumer_register_budget documents for the plain kernels' BM=256 case.
