@@ -37,8 +37,13 @@ def launch(shape: str, variants: list[str]) -> int:
     for v in variants:
         parts = v.split("-")
         bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
+        extra = {"cluster": x[1:] for x in parts[2:] if x[:1] == "c" and "x" in x}
+        extra.update({"raster_group": int(x[1:]) for x in parts[2:] if x[:1] == "g" and x[1:].isdigit()})
+        extra.update({"fp8_stagger": x for x in parts[2:] if x in ("issue", "complete")})
         spec = fb.default_spec(stages=int(parts[0][1:]), epilogue=parts[1], bn=bn,
-                               fp8_scale_load="ahead" if "ahead" in parts[2:] else "smem" if "smem" in parts[2:] else "block")
+                               fp8_overlap="halves" if "halves" in parts[2:] else "none",
+                               fp8_scale_load="ahead" if "ahead" in parts[2:] else "smem" if "smem" in parts[2:] else "block",
+                               **extra)
         plan = plan_kernel(spec)
         kern = Kernel(compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin, spec.kernel_name,
                       plan.abi.dynamic_smem_bytes)
