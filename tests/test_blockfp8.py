@@ -182,17 +182,22 @@ def test_spec_field_abi_and_pipeline():
         _spec(bk=64)
 
 
-def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory():
+@pytest.mark.parametrize("scale_load", ["block", "auto"])
+def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory(scale_load):
     """BN = 192 (two 128-column blocks of B per tile): accumulator + partial = 192 registers in the consumer branch
-    after setmaxnreg.inc 232; a promotion branch per split; no local memory."""
+    after setmaxnreg.inc 232; a promotion branch per split; no local memory. The second block's B scale: loaded by
+    each consumer thread (block), or by lane 1 of the scale warp and read from the stage (auto = smem)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda
 
-    s = _spec(bn=192, stages=4, epilogue="tma")
+    s = _spec(bn=192, stages=4, epilogue="tma", fp8_scale_load=scale_load)
     src = render_kernel(plan_kernel(s))
-    assert "bfp8_first == 16" in src and "bfp8_sfb[static_cast<size_t>(lds_b) + kt]" in src
+    second = ("bfp8_sfb[static_cast<size_t>(lds_b) + kt]" if scale_load == "block" else
+              "bfp8_sfb[static_cast<size_t>(lane) * lds_b + kt]")
+    assert "bfp8_first == 16" in src and second in src
+    assert ("bfp8_sb1 = ld_shared_f32(" in src) == (scale_load == "auto")
     c = compile_cuda(src, s.kernel_name, "sm_90a")
     rep = check_sass(s, c.cubin)
     assert rep.ok and rep.local_bytes == 0, rep.problems
@@ -262,7 +267,7 @@ def test_kernel_compiles_with_promotion_and_no_local_memory():
     from ptxgen.runtime.sass import check_sass
     from ptxgen.runtime.toolchain import compile_cuda
 
-    s = _spec(bn=128, stages=5, epilogue="direct")  # the 128 x 128 tiles (one B scale per K block)
+    s = _spec(bn=128, stages=5, epilogue="direct", fp8_scale_load="block")  # the 128 x 128 tiles (one B scale per K block)
     src = render_kernel(plan_kernel(s))
     assert "part0" in src and "bfp8_sfb[kt]" in src and "bfp8_first" not in src and "wgmma_wait<0>();  // the partial sums" in src
     c = compile_cuda(src, s.kernel_name, "sm_90a")

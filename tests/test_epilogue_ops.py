@@ -221,7 +221,8 @@ def _fp8_inputs(m, n, k, gen, positive=False):
 
 
 @pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640)], ids=lambda s: "x".join(map(str, s)))
-# (the ids name the tile; default_spec is 128 x 192 with the TMA store since 2026-12-01 s4, so each variant says its own)
+# (the ids name the tile; default_spec is 128 x 192 with the TMA store since 2026-12-01 s4, so each variant says its own;
+# without fp8_scale_load a variant takes the default, auto: scales staged in shared memory since s5)
 @pytest.mark.parametrize("variant", [{"bn": 128, "stages": 5, "epilogue": "direct"}, {"bn": 128, "stages": 4, "epilogue": "tma"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma"}, {"bn": 192, "stages": 5, "epilogue": "direct"},
                                      {"bn": 160, "stages": 4, "epilogue": "direct"}, {"bn": 144, "stages": 5, "epilogue": "direct"},
@@ -241,11 +242,15 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "fp8_stagger": "issue"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "cluster": "2x1"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "cluster": "1x2"},
-                                     {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "smem", "cluster": "2x1"}],
+                                     {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "smem", "cluster": "2x1"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "block"},
+                                     {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "block"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "fp8_stagger": "complete"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
                               "n128-complete", "n192-halves", "n160-halves", "n128-halves", "n192-ahead", "n160-ahead",
                               "n128-ahead", "n192-smem", "n160-smem", "n128-smem",
-                              "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1"])
+                              "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1",
+                              "n192-tma-block", "direct-block", "n192-smem-complete"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
@@ -268,9 +273,10 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
                                                 ("bf16", {"fp8_scale_load": "ahead"}), ("f32", {"fp8_scale_load": "ahead"}),
                                                 ("bf16", {"fp8_scale_load": "smem"}), ("f32", {"fp8_scale_load": "smem"}),
                                                 ("bf16", {"fp8_scale_load": "smem", "cluster": "2x1"}),
-                                                ("bf16", {"fp8_scale_load": "smem", "cluster": "1x2"})],
+                                                ("bf16", {"fp8_scale_load": "smem", "cluster": "1x2"}),
+                                                ("bf16", {"fp8_scale_load": "block"}), ("f32", {"fp8_scale_load": "block"})],
                          ids=["default", "halves", "halves-f32-direct", "ahead", "ahead-f32-direct", "smem", "smem-f32-direct",
-                              "smem-c2x1", "smem-c1x2"])
+                              "smem-c2x1", "smem-c1x2", "block", "block-f32-direct"])
 def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
     iteration; the default spec the same (whatever it is)."""

@@ -3,8 +3,8 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
-Variants: ``[nBN-]sS-direct|tma[-issue|complete][-halves][-ahead|smem][-cNxM][-gN][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
---fp8-stagger, --fp8-overlap halves, ahead/smem: --fp8-scale-load, cNxM: --cluster, gN: --raster-group, yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-nBN-sS-direct|tma``: the
+Variants: ``[nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
+--fp8-stagger, --fp8-overlap halves, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
 """
@@ -39,8 +39,8 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete][-halves][-ahead|smem][-cNxM][-gN][-yield] (S: "
-                         "pipeline stages; issue/complete: --fp8-stagger; halves: --fp8-overlap halves; ahead/smem: --fp8-scale-load; yield: FFMA flags patched), each timed against torch")
+                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-yield] (S: "
+                         "pipeline stages; issue/complete: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
@@ -61,7 +61,7 @@ def main() -> int:
             elif x[:1] == "g" and x[1:].isdigit():
                 extra["raster_group"] = int(x[1:])
         variants.append((v, plain, bn, int(parts[0][1:]), parts[1], stagger, "halves" if "halves" in parts[2:] else "none",
-                         "yield" in parts[2:], "ahead" if "ahead" in parts[2:] else "smem" if "smem" in parts[2:] else "block", extra))
+                         "yield" in parts[2:], next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"), extra))
     for shape, (vname, plain, bn, stages, epilogue, stagger, overlap, yld, sload, extra) in ((s, v) for s in args.shapes for v in variants):
         m, n, k = map(int, shape.split("x"))
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -75,7 +75,7 @@ def main() -> int:
                                                  fp8_overlap=overlap, fp8_scale_load=sload, **extra)  # BM = 128
         if plain:
             spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
-                                "fp8_scale_load": "block"})
+                                "fp8_scale_load": "auto"})
         plan = plan_kernel(spec)
         # the on-disk kernel cache ($PTXGEN_CACHE_DIR): one NVRTC compile per variant, not per shape
         cubin = compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin

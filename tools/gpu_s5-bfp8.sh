@@ -6,7 +6,7 @@
 set -u
 OUT=${OUT:-out}
 ROUNDS=${ROUNDS:-10}
-VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-smem,n192-s4-tma-smem-c2x1,n192-s4-tma-smem-c1x2,n192-s4-tma-issue-smem,n192-s4-tma-halves-smem,n192-s5-direct-smem,n192-s4-tma-smem-g16}
+VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-block,n192-s4-tma-complete,n192-s4-tma-complete-yield,plain-n192-s4-tma}
 SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 NCU_VARIANTS=${NCU_VARIANTS:-n192-s4-tma n192-s4-tma-smem}
 T_TEST=${T_TEST:-60}
@@ -25,7 +25,7 @@ export PTXGEN_ARTIFACTS="$OUT"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 if [ "$T_TEST" != 0 ]; then
-  timeout "$T_TEST" python3 -m pytest tests/test_epilogue_ops.py -k "block_fp8 and (smem or n192-tma or few_k)" -m gpu -q -rs \
+  timeout "$T_TEST" python3 -m pytest tests/test_epilogue_ops.py -k "block_fp8" -m gpu -q -rs \
     -p no:cacheprovider > "$OUT/pytest_blockfp8_gpu.log" 2>&1
   echo "pytest exit $?" >> "$OUT/pytest_blockfp8_gpu.log"
   tail -5 "$OUT/pytest_blockfp8_gpu.log"

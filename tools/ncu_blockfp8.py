@@ -42,7 +42,7 @@ def launch(shape: str, variants: list[str]) -> int:
         extra.update({"fp8_stagger": x for x in parts[2:] if x in ("issue", "complete")})
         spec = fb.default_spec(stages=int(parts[0][1:]), epilogue=parts[1], bn=bn,
                                fp8_overlap="halves" if "halves" in parts[2:] else "none",
-                               fp8_scale_load="ahead" if "ahead" in parts[2:] else "smem" if "smem" in parts[2:] else "block",
+                               fp8_scale_load=next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"),
                                **extra)
         plan = plan_kernel(spec)
         kern = Kernel(compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin, spec.kernel_name,

@@ -66,7 +66,7 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk, stagger=spec.fp8_stagger.value,
                                                                        grouped=spec.grouped is not Grouping.NONE,
                                                                        overlap=spec.fp8_overlap.value,
-                                                                       scale_load=spec.fp8_scale_load.value)
+                                                                       scale_load=spec.scale_load.value)
     store = plan_store(spec)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),

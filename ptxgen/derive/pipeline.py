@@ -145,7 +145,7 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         full_arrivals = 2
     # block-scaled FP8 with --fp8-scale-load smem: each lane of the producer's scale warp arrives once it has stored the
     # stage's scales (derive.blockfp8: SCALE_WARP_LANES)
-    scale_warp = spec.fp8_scale_load.value == "smem"
+    scale_warp = spec.scale_load.value == "smem"
     if scale_warp:
         full_arrivals += SCALE_WARP_LANES
     pingpong = spec.consumers is Consumers.PINGPONG

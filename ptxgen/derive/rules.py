@@ -72,7 +72,7 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--fp8-overlap", t.fp8_overlap.value, "splits a dense block-scaled FP8 tile into two column halves "
                         "of a multiple of 8 columns (wgmma N), without --fp8-stagger (not built for grouped kernels)",
                         "--fp8-blocks 1x128x128, BN a multiple of 16, --fp8-stagger none, no --grouped; or none")
-    if t.fp8_scale_load is not Fp8ScaleLoad.BLOCK and t.fp8_blocks is Fp8Blocks.NONE:
+    if t.fp8_scale_load is not Fp8ScaleLoad.AUTO and t.fp8_blocks is Fp8Blocks.NONE:
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "is how a block-scaled FP8 kernel's scales reach its "
                         "consumers", "--fp8-blocks 1x128x128, or leave it out")
     if t.fp8_scale_load is Fp8ScaleLoad.AHEAD and t.fp8_overlap is not Fp8Overlap.NONE:
@@ -227,7 +227,7 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
                           t.b.major.value, t.arch.value)
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
-    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.fp8_scale_load is not Fp8ScaleLoad.SMEM):
+    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.scale_load is not Fp8ScaleLoad.SMEM):
         raise SpecError("--fp8-blocks", t.fp8_blocks.value, "block-scaled FP8 runs with TMA loads, and in a cluster only with "
                         "its scales staged in shared memory (--fp8-scale-load smem)", "--loader tma --cluster 1x1")
     # The consumer branch runs after setmaxnreg.inc: measured with NVRTC 13.5, ptxas allocates it up to that count here

@@ -100,8 +100,10 @@ class Fp8ScaleLoad(Enum):
     block: in the K block that uses them (their latency is covered only by the block's own MMAs, and the last MMA's
     issue can wait on them); ahead: one K block ahead, into registers carried across the loop's back edge; smem: a
     warp of the producer warpgroup loads each stage's scales into shared memory beside the stage (counted by its full
-    barrier), the consumers read them with ld.shared after the stage has landed."""
+    barrier), the consumers read them with ld.shared after the stage has landed; auto (the default): smem where the
+    kernel has it (dense, cooperative consumers), else block (TileSpec.scale_load)."""
 
+    AUTO = "auto"
     BLOCK = "block"
     AHEAD = "ahead"
     SMEM = "smem"
