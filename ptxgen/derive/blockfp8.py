@@ -422,9 +422,10 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                 f"stores them at sfa[s] + row x {SF_BYTES} and sfb[s] + j x {SF_BYTES}, and each lane arrives on full[s] "
                 f"(+{SCALE_WARP_LANES} arrivals); the consumers read them with ld.shared after full[s] and before releasing "
                 "the stage"}.get(scale_load, scale_load),
-        "a global load's latency (hundreds of cycles from L2) covered by a whole K block instead of the block's own MMAs; "
-        "in the block order ptxas places the B scale's move to a uniform register between the block's wgmma, so the "
-        "last wgmma of a block can wait on the load (SASS of the 128 x 192 default, NVRTC 13.5)",
+        "with block, ncu puts 41% of the warp-stall samples on the first use of the loaded scales (their L2 latency, "
+        "not the MMAs, set the pace; ptxas also moves the B scale to a uniform register between the block's wgmma); "
+        "smem hides the loads behind the pipeline's stages and measured 4-9% faster than block on the H200, ahead "
+        "slower (runs/2026-12-01-s5-bfp8, docs/block-fp8.md)",
         "DeepGEMM sm90 1D2D loads the scales through shared memory (A's per stage by TMA, B's once per tile)")
     return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov, sl) + grouping, phases, stagger_steps(stagger), grouped=grouped,
                         overlap=overlap, scale_load=scale_load)
