@@ -187,6 +187,19 @@ def _pair_store_problems(spec: TileSpec) -> list[str]:
     return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
 
 
+def _m_major_store_problems(spec: TileSpec) -> list[str]:
+    """An M-major D through the TMA store (stmatrix.trans, D's map over the user's row-major D) at L1: every element once
+    at its address over a problem whose last tiles pass M (M % 8 != 0: those take the direct stores) and N."""
+    if spec.epilogue is not Epilogue.TMA or spec.d_major.value != "m":
+        return []
+    from .derive.kernel import plan_kernel
+    from .model.check_mstore import check_m_major_store
+
+    plan = plan_kernel(spec)
+    m, n = spec.bm + 5, spec.bn + 3
+    return check_m_major_store(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-m // 8) * 8)
+
+
 def _store_epilogue_problems(spec: TileSpec) -> list[str]:
     """C through TMA (--fuse c=tma: which C element each accumulator element receives, the c_full order) and e4m3 through
     the wgmma TMA store (the pair stores against the TMA read model), at L1."""
@@ -225,7 +238,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     try:
         t = derive(spec)
         problems = (check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
-                    + _store_epilogue_problems(spec))
+                    + _store_epilogue_problems(spec) + _m_major_store_problems(spec))
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from ..derive.spec import TileSpec
-from ..isa.types import DMajor, DType, Major
+from ..isa.types import DMajor, DType, Epilogue, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.launch import MAX_DIM, ROW_ALIGN_BYTES, Problem, ProblemError, check_problem
 
@@ -116,17 +116,27 @@ def _check_devices(infos: list[ArrayInfo]) -> None:
         raise ArgumentError("the arrays are on different devices: " + ", ".join(f"{i.name} on {i.device_str}" for i in infos))
 
 
-def _m_major_ld(out: ArrayInfo, m: int, n: int, spec_name: str) -> int:
+def _m_major_alloc_ld(spec: TileSpec, m: int) -> int:
+    """ldd of an M-major D that ptxgen allocates: M (element alignment; the direct stores), or M rounded up to 16 bytes
+    where the TMA store writes D through a tensor map (its row stride a multiple of 16 B)."""
+    return _pad(m, spec.out_dtype.bytes) if spec.epilogue is Epilogue.TMA else max(m, 1)
+
+
+def _m_major_ld(out: ArrayInfo, m: int, n: int, spec: TileSpec) -> int:
     """ldd of an M-major (column-major) ``out`` (spec --d-major m: element (i, j) at j x ldd + i, one store per element,
     so only the element's alignment is needed)."""
     s0, s1 = out.strides
+    spec_name = spec.kernel_name
     if m > 1 and s0 != 1:
         raise ArgumentError(f"out must be M-major for {spec_name} (--d-major m: stride 1 along M, strides (1, ldd)); it has "
                             f"strides {out.strides}: pass the transposed view of a row-major N x M array (out = d.t())")
-    ldd = s1 if n > 1 else max(m, 1)
+    ldd = s1 if n > 1 else _m_major_alloc_ld(spec, m)  # one column: its pitch is never used, any legal one serves
     if n > 1 and ldd < m:
         raise ArgumentError(f"out: columns {ldd} elements apart overlap its {m} rows (strides {out.strides})")
-    _check_aligned(out, out.itemsize)
+    if spec.epilogue is Epilogue.TMA:
+        _check_aligned(out)  # the TMA store's tensor map: D 16-byte aligned (its row stride: check_problem)
+    else:
+        _check_aligned(out, out.itemsize)
     return ldd
 
 
@@ -194,7 +204,8 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
         if a.library not in ("torch", "cupy"):
             raise ArgumentError(f"pass out= (an M x N = {m} x {n} {out_want} device array): ptxgen allocates outputs only for "
                                 f"torch tensors and CuPy arrays, and a is a {a.library} array")
-        ldd = _pad(n, osize) if spec.d_major is DMajor.N else max(m, 1)
+        # M-major D: columns M elements apart, or (the TMA store's tensor map) rows of the user's D 16-byte aligned
+        ldd = _pad(n, osize) if spec.d_major is DMajor.N else _m_major_alloc_ld(spec, m)
     else:
         _check_2d(out, "out: M x N, row-major")
         if out.shape != (m, n):
@@ -203,7 +214,7 @@ def bind(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, out: ArrayInfo | None, empt
             raise DTypeError(f"out has dtype {_dtype_words(out.dtype)}, but {name} writes {_dtype_words(out_want)}")
         _check_strides(out)
     if out is not None and spec.d_major is DMajor.M:
-        ldd = _m_major_ld(out, m, n, name)
+        ldd = _m_major_ld(out, m, n, spec)
     elif out is not None:
         if n > 1 and out.strides[1] != 1:
             raise ArgumentError(f"out must be row-major (stride 1 along N: strides (ldd, 1)); it has strides {out.strides}")

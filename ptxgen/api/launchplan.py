@@ -201,7 +201,8 @@ class Launch:
         # pointer alignment the kernel needs: A and B (TMA 16 B, or the cp.async copy size), D 16 B
         self.in_mask = plan.spec.operand_row_align_bytes - 1
         # D: 16 B for the row-major epilogue's vector stores; M-major D (derive.output) stores single elements
-        self.out_mask = 15 if plan.direct is None or plan.direct.vector_pair else plan.spec.out_dtype.bytes - 1
+        # (an M-major D through the TMA store: 16 B, the tensor map's global address)
+        self.out_mask = 15 if plan.direct is None or plan.direct.vector_pair or plan.store is not None else plan.spec.out_dtype.bytes - 1
         self.out_alloc = out_alloc  # (torch dtype name, ldd, M-major) for an output allocated per call
         self._ensure_context = ensure_context
         self._launch = driver.launch if driver is not None else None

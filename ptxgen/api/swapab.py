@@ -4,7 +4,9 @@ For ``out = a @ b.T`` with few rows of ``a`` against large weights ``b``, the ch
 ``D' = b @ a.T`` (its A is ``b``, its B is ``a``; the weights' N rows take the MMA's M) and stores D' M-major
 (``--d-major m``, ``derive.output``): D' is N x M with element (i, j) at ``j x ldd + i``, which is exactly the
 row-major M x N ``out`` with ``ldd`` its row pitch. So the kernel is called as ``kernel(b, a, out.T)``; ``out.T``
-has the same data pointer as ``out``.
+has the same data pointer as ``out``. With the TMA-store epilogue (``runtime.swaprules.SWAP_TMA_STORE``) D's tensor map is encoded
+over ``out`` itself: inner dimension the kernel's M (``out``'s N columns), rows ``ldd`` apart; an ``out`` ptxgen allocates
+then has rows padded to 16 bytes (a view of its first N columns).
 
 The hot path: :class:`SwappedLaunch` wraps the kernel's prepared launch for ``(b, a, out.T)`` and is entered in
 ptxgen.gemm's swapped table under the dispatch key of ``(b, a, out)``; ``hot_gemm(table, out_dtype, b, a, out)``
@@ -17,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..runtime.arrays import ArrayInfo
-from .binding import _allocate_out
+from .binding import _allocate_out, _m_major_alloc_ld
 from .kernel import CompiledKernel, _record_torch_stream
 from .launchplan import Launch, torch_key
 
@@ -53,7 +55,8 @@ def launch_swapped(kernel: CompiledKernel, a, b, out, ai: ArrayInfo, bi: ArrayIn
     allocated = out is None and ai.library in ("torch", "cupy")
     if allocated:
         dev = ai.device[1] if ai.device is not None else 0
-        out = _allocate_out(a, ai.library, m, n, n, kernel.spec.out_dtype.value, dev)
+        # rows n elements apart; 16-byte aligned rows where the TMA store writes D through a tensor map (a view of them)
+        out = _allocate_out(a, ai.library, m, n, _m_major_alloc_ld(kernel.spec, n), kernel.spec.out_dtype.value, dev)
         from ..runtime.arrays import read_array
 
         oi = read_array(out, "out", handle)

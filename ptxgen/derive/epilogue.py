@@ -34,11 +34,11 @@ from ..isa.tensormap import (
     TMA_SWIZZLE_OF,
 )
 from ..isa.shapes import WGMMA_D_ROWS
-from ..isa.types import Arch, Epilogue, Swizzle
+from ..isa.types import Arch, DMajor, Epilogue, Swizzle
 from .derived import Derived
 from .smem_layout import AddressTerm, SmemLayout
 from .rules import STORE_BUFFERS as BUFFERS
-from .rules import FP8_STORE_CHUNK_COLS, STORE_CHUNK_COLS
+from .rules import FP8_STORE_CHUNK_COLS, M_MAJOR_MAX_CHUNK_COLS, STORE_CHUNK_COLS
 from .spec import TileSpec
 from .tma import TmaPlan, copies_of, tile_map
 
@@ -54,6 +54,40 @@ STMATRIX_ROWS = 8
 # boundary (N = 45 f16: columns 45..47 of every row). A tile is stored through TMA only where that cannot
 # happen; the others take the direct stores, which stop at N exactly.
 TMA_STORE_EDGE_BYTES = 16
+
+
+@dataclass(frozen=True)
+class TransCall:
+    """One ``stmatrix.sync.aligned.m8n8.{x4,x2}.trans`` of a warp for an M-major D: ``matrices`` (4 or 2) 8x8 matrices of
+    the fragment, matrix q = column group ``first_group + q / 2`` (8 kernel columns), rows 8 (q % 2).. of the warp's 16.
+    ``.trans`` stores matrix column c as a 16-byte row: staging row (kernel column) 8 x group + c, cell (8 kernel rows)
+    2 x warp + q % 2. ``row_expr``/``cell_expr``: that row and cell for the address lane ``lane`` of warp ``warp`` gives
+    (lanes 8q..8q+7 address matrix q's columns), as C integer expressions (``/`` integer division)."""
+
+    first_group: int
+    matrices: int
+    row_expr: str
+    cell_expr: str
+
+    def elements(self, matrix: int) -> tuple[int, int]:
+        """The wgmma D fragment elements (i, i + 1), chunk-relative, that register ``matrix`` packs: group g's elements
+        4g + 2(q % 2), + 1 (the pair of a row; 8 rows down for odd q)."""
+        i = 4 * (self.first_group + matrix // 2) + 2 * (matrix % 2)
+        return i, i + 1
+
+
+def trans_calls(chunk_cols: int) -> tuple[TransCall, ...]:
+    """The stmatrix.trans calls that stage one chunk of ``chunk_cols`` kernel columns: an x4 per two 8-column groups,
+    an x2 for an odd last group (its lanes 16..31 give no address)."""
+    groups = chunk_cols // STMATRIX_ROWS
+    calls = []
+    for g0 in range(0, groups, 2):
+        x4 = g0 + 1 < groups
+        row = f"{STMATRIX_ROWS * g0} + {STMATRIX_ROWS} * (lane / {2 * STMATRIX_ROWS}) + lane % {STMATRIX_ROWS}" if x4 else \
+            f"{STMATRIX_ROWS * g0} + lane % {STMATRIX_ROWS}"
+        cell = f"2 * warp + (lane / {STMATRIX_ROWS}) % 2"
+        calls.append(TransCall(g0, STMATRIX_MATRICES if x4 else STMATRIX_MATRICES // 2, row, cell))
+    return tuple(calls)
 
 
 @dataclass(frozen=True)
@@ -78,6 +112,15 @@ class StorePlan:
     warp_row0_expr: str = ""
     warp_col0_expr: str = "0"
     pair_layout: str = ""  # --cta-group 2: the data-path layout of D in each CTA's TMEM ("A": M=256, "B": M=128)
+    # M-major D (--d-major m, writer "stmatrix.trans"): a staging row is one kernel column (a row of the user's D), its
+    # 8 cells the slab's 64 kernel rows; the stmatrix calls of one chunk, and the rule that sends a tile through TMA
+    trans_calls: tuple["TransCall", ...] = ()
+    use_tma_c_expr: str = ""  # C (and Python, `||` aside): whether the tile at (m0, n0) is stored through TMA
+
+    @property
+    def m_major(self) -> bool:
+        """D is M-major: the TMA box is (64 kernel rows, chunk_cols kernel columns) of the user's row-major D."""
+        return self.writer == "stmatrix.trans"
 
     @property
     def rows(self) -> int:
@@ -116,10 +159,10 @@ class StorePlan:
             "buffers_per_storer": self.buffers_per_storer,
             "storers": self.storers,
             "writer": self.writer,
-            "chunk": [self.staging.rows, self.chunk_cols],
+            "chunk": [SLAB_ROWS, self.chunk_cols] if self.m_major else [self.staging.rows, self.chunk_cols],
             "chunks_per_slab": self.chunks_per_slab,
             "tma": {"swizzle": self.tma.swizzle.json_name, "box": list(self.tma.box)},
-        } | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
+        } | ({"d_major": "m", "tma_global_dims": list(self.tma.global_dims)} if self.m_major else {}) | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
                        "cols_per_warp": self.chunk_cols * self.chunks_per_slab}} if self.pair_layout else {})
 
     @property
@@ -129,7 +172,8 @@ class StorePlan:
         return TMA_STORE_EDGE_BYTES // self.tma.element_bytes
 
     def uses_tma(self, n0: int, bn: int, n: int) -> bool:
-        """Whether the tile starting at column ``n0`` is stored through TMA for a problem of ``n`` columns."""
+        """Whether the tile starting at column ``n0`` is stored through TMA for a problem of ``n`` columns (M-major D:
+        pass the tile's first row, BM and M: the box's contiguous dimension is the kernel's M)."""
         return n0 + bn <= n or n % self.edge_elements == 0
 
     def stmatrix_row_cell(self, warp: int, lane: int, call: int) -> tuple[int, int]:
@@ -183,6 +227,8 @@ def staging_layout(rows: int) -> SmemLayout:
 def plan_store(spec: TileSpec) -> StorePlan | None:
     if spec.epilogue is not Epilogue.TMA:
         return None
+    if spec.d_major is DMajor.M:
+        return _plan_m_major(spec)
     out = spec.out_dtype
     wgmma = spec.arch is Arch.SM90A
     rows, storers = spec.store_staging_rows_and_storers
@@ -218,7 +264,67 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     )
     return StorePlan(layout, tma, smem.store_offset, buf, BUFFERS, storers, writer, chunk, chunks, calls, D,
                      tile_cols=spec.bn, warp_row0_expr=row0, warp_col0_expr=col0,
-                     pair_layout=("B" if spec.bm == 128 else "A") if spec.pair else "")
+                     pair_layout=("B" if spec.bm == 128 else "A") if spec.pair else "",
+                     use_tma_c_expr=f"n0 + {spec.bn} <= N || N % {TMA_STORE_EDGE_BYTES // out.bytes} == 0")
+
+
+def _plan_m_major(spec: TileSpec) -> StorePlan:
+    """The TMA store of an M-major D (wgmma, 16-bit outputs). The kernel's tile (BM rows over its M = the user's N, BN
+    columns over its N = the user's M) is, in the user's row-major D, BN rows of BM contiguous elements. A consumer
+    warpgroup's 64-row slab is 128 B of each such row: the staging buffer holds ``chunk_cols`` rows of it (one per kernel
+    column), 8 cells of 8 kernel rows each, 128-byte swizzled, and D's tensor map (inner dimension the kernel's M, rows
+    ``ldd`` apart) takes it as one box (64, chunk_cols) at (m0 + slab, n0 + chunk)."""
+    out = spec.out_dtype
+    chunk, storers = spec.store_staging_rows_and_storers  # rows of a buffer = kernel columns of a chunk
+    layout = staging_layout(chunk)
+    box, copies, grid = copies_of(layout, out.per_cell)
+    assert box == (SLAB_ROWS, chunk) and len(copies) == 1, (box, copies)
+    swz = TMA_SWIZZLE_OF[layout.swizzle]
+    buf, buffers = layout.stage_bytes, spec.store_buffers
+    smem = spec.smem_plan()
+    assert smem.store_bytes == buffers * buf * storers, (smem.store_bytes, buf, storers)
+    chunks = spec.bn // chunk
+    calls = trans_calls(chunk)
+    edge = TMA_STORE_EDGE_BYTES // out.bytes
+    D = (
+        Derived("chunk", f"{chunk} x {SLAB_ROWS}", f"{chunk} kernel columns (rows of the user's D) x the warpgroup's "
+                f"{SLAB_ROWS} rows ({SLAB_ROWS} x {out.bytes} B = 128 B, contiguous in D); {chunk} the largest multiple "
+                f"of 8 dividing BN = {spec.bn}, at most {M_MAJOR_MAX_CHUNK_COLS}",
+                "D is M-major: a kernel column is a row of the user's D, so a staging row is one column's 64 rows",
+                cite("swizzling")),
+        Derived("staging_swizzle", "sw128", "cell c of row r at r x 128 + (c ^ (r % 8)) x 16",
+                "stmatrix.trans writes 8 consecutive rows (columns of one 8x8 matrix) at the same cell: 8 different "
+                "16-byte bank groups", cite("swizzling")),
+        Derived("buffers", f"{buffers} x {storers} x {buf} B at +{smem.store_offset}",
+                f"{buffers} per consumer warpgroup ({storers}) of {chunk} x 128 B",
+                "one chunk per warpgroup and one tile per CTA: one buffer; else two, one written while the TMA store of "
+                "the other reads it", PTX_TMA_REF),
+        Derived("stmatrix.trans", f"{len(calls)} per warp per chunk ("
+                + ", ".join(f"x{c.matrices}" for c in calls) + ")",
+                f"{chunk} / 8 = {chunk // 8} 8-column groups x 2 matrices (rows 0-7, 8-15 of the warp's 16): four a call, "
+                "two for an odd last group",
+                ".trans stores each 8x8 matrix column-major: the 8 rows a thread group holds of one column become one "
+                "16-byte row of the staging buffer, i.e. 8 consecutive elements of a row of the user's D", cite("stmatrix")),
+        Derived("tma_d_box", f"[{box[0]}, {box[1]}]", f"{box[0]} kernel rows (the user's N, contiguous) x {box[1]} kernel "
+                "columns (the user's M, rows ldd apart)", "one chunk per store at (m0 + slab, n0 + chunk); the copy "
+                "engine drops rows of D past the kernel's N", PTX_TMA_REF),
+        Derived("tma_d_swizzle", swz.json_name, "the staging layout's swizzle", "TMA reads the pattern stmatrix wrote",
+                DRIVER_REF),
+        Derived("edge_rule", f"M % {edge} == 0 or the tile inside M",
+                f"a tile is stored through TMA if m0 + {spec.bm} <= M or M x {out.bytes} B is a multiple of "
+                f"{TMA_STORE_EDGE_BYTES} B; other tiles take the direct M-major stores",
+                "measured on an H200 (row-major D): a TMA store crossing the inner dimension's end wrote on to the next "
+                "16-byte boundary; here the inner dimension is the kernel's M", "docs/hardware-layout.md"),
+        Derived("chunks_per_tile", chunks, f"BN / {chunk} = {spec.bn} / {chunk} per 64-row slab",
+                "chunks alternate between the buffers; a buffer is reused after cp.async.bulk.wait_group.read "
+                f"{buffers - 1}", PTX_TMA_REF),
+    )
+    tma = tile_map(operand="d", layout=layout, data_type=TMA_DATA_TYPE_OF[out], element_bytes=out.bytes,
+                   global_dims=("M", "N"), ld_name="ldd", box=box, swizzle=swz, copies=copies, grid=grid,
+                   expect_tx_bytes=0, derivation=D)
+    return StorePlan(layout, tma, smem.store_offset, buf, buffers, storers, "stmatrix.trans", chunk, chunks, len(calls), D,
+                     tile_cols=spec.bn, trans_calls=calls,
+                     use_tma_c_expr=f"m0 + {spec.bm} <= M || M % {edge} == 0")
 
 
 def _warp_share(spec: TileSpec, rows: int) -> tuple[int, str, str]:

@@ -289,8 +289,8 @@ FIELDS: tuple[SpecField, ...] = (
         "--d-major",
         "where D's elements go: n, row-major (element (i, j) of the kernel's M x N result at i x ldd + j); m, "
         "M-major/column-major (at j x ldd + i, each element its own store), so that a kernel computing D^T = B A^T "
-        "(swap-AB) writes a row-major D. m: sm_90a, direct epilogue, plain output (no --fuse, split-K, batch, "
-        "grouping or block FP8) (default n)",
+        "(swap-AB) writes a row-major D. m: sm_90a, the direct epilogue or (16-bit outputs) the TMA store through "
+        "stmatrix.trans, plain output (no --fuse, split-K, batch, grouping or block FP8) (default n)",
         default="n",
         enum=DMajor,
         choices=("n", "m"),

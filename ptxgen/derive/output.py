@@ -10,7 +10,10 @@ D is the kernel's M x N result (rows: the MMA's M, the rows of A; columns: the r
 
 M-major D is what swap-AB needs: for ``out = a @ b.T`` with few rows of ``a`` (decode), the kernel computes
 ``D' = b @ a.T`` (the weights' N rows take the MMA's M) and D' (N x M) written M-major at ``ldd = out``'s row pitch
-is exactly the row-major ``out``. Refused for what would store D another way: the TMA-store epilogue, a fused chain,
+is exactly the row-major ``out``. With ``--epilogue tma`` (16-bit outputs) the tile goes through shared memory instead:
+``stmatrix .trans`` turns the fragment's columns into rows of the user's D and a TMA store writes them
+(``derive.epilogue``, :func:`~ptxgen.derive.epilogue.plan_store`); tiles it cannot clip exactly take these stores.
+Refused for what would store D another way: a TMA store of 32-bit or 8-bit outputs, a fused chain,
 split-K (the reduction kernel writes D), batched and grouped kernels, block FP8, and tcgen05 (its epilogue warps store
 TMEM rows as 16-byte vectors; not derived there).
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.ptxref import cite
-from ..isa.types import Arch, Batch, DMajor, Epilogue, Grouping, SpecError
+from ..isa.types import Arch, Batch, DMajor, DType, Epilogue, Grouping, SpecError
 from ..isa.epiops import Fp8Blocks
 from .derived import Derived
 
@@ -81,8 +84,9 @@ def check_d_major(t) -> None:
     refuse = [
         (t.arch is not Arch.SM90A, "--arch", t.arch.value, "tcgen05 epilogue warps store TMEM rows as 16-byte vectors of a "
          "row-major D; the M-major stores are derived for the wgmma fragment only", "--arch sm_90a"),
-        (t.epilogue is not Epilogue.DIRECT, "--epilogue", t.epilogue.value, "the TMA store writes D's rows through a "
-         "row-major tensor map; M-major D is stored by the direct epilogue", "--epilogue direct"),
+        (t.epilogue is Epilogue.TMA and t.out_dtype not in (DType.BF16, DType.F16), "--epilogue", t.epilogue.value,
+         f"the TMA store of an M-major D transposes 16-bit outputs with stmatrix.trans (8x8 matrices of b16), here "
+         f"{t.out_dtype.value}", "--out-dtype bf16|f16, or --epilogue direct"),
         (t.fuse is not None, "--fuse", t.fuse.token if t.fuse is not None else "", "the fused chain's C, residual, bias and "
          "scale reads are derived for row-major D", "leave out --fuse"),
         (t.split_k > 1, "--split-k", t.split_k, "the reduction kernel writes D row-major from the workspace", "--split-k 1"),

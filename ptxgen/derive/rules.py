@@ -30,6 +30,20 @@ REGISTER_RESERVE = 32
 STORE_CHUNK_COLS = 64
 FP8_STORE_CHUNK_COLS = 128  # e4m3 outputs: one 128-byte staging row holds 128 of them (wgmma only; derive.epilogue)
 STORE_BUFFERS = 2  # staging buffers per storer: one is written while the TMA store of the other reads it
+# M-major D (--d-major m) through the TMA store: a chunk is C kernel columns (rows of the user's D) x the slab's 64 kernel
+# rows (one 128-byte swizzle row of 16-bit outputs per column); C the largest multiple of 8 (one stmatrix matrix) that
+# divides BN and is at most this (a 16 KB buffer). derive.epilogue.
+M_MAJOR_MAX_CHUNK_COLS = 128
+M_MAJOR_CHUNK_STEP = 8  # columns of one 8x8 stmatrix matrix
+
+
+def m_major_chunk_cols(bn: int) -> int:
+    """Kernel columns per staging chunk of an M-major D: the largest multiple of 8 dividing ``bn``, at most 128.
+
+    >>> [m_major_chunk_cols(bn) for bn in (16, 104, 168, 192, 256)]
+    [16, 104, 56, 96, 128]
+    """
+    return max(c for c in range(M_MAJOR_CHUNK_STEP, min(bn, M_MAJOR_MAX_CHUNK_COLS) + 1, M_MAJOR_CHUNK_STEP) if bn % c == 0)
 
 
 def validate(t: "TileSpec") -> None:
@@ -325,6 +339,8 @@ def _validate_epilogue(t: "TileSpec") -> None:
         raise SpecError(
             "--epilogue", "tma", "the TMA-store epilogue packs f32 accumulators into 16-bit outputs with stmatrix (8x8 matrices "
             f"of b16), here {t.acc.value} -> {t.out_dtype.value}", "--acc f32 --out-dtype f16|bf16, or --epilogue direct")
+    if t.d_major.value == "m":  # M-major D: chunks of whole 8-column stmatrix matrices (wgmma's N is a multiple of 8;
+        return                  # check_d_major has the rest)
     if fp8 and t.bn % FP8_STORE_CHUNK_COLS:
         raise SpecError(
             "--bn", t.bn, f"the TMA-store epilogue stages one 128-byte swizzle row per tile row: {FP8_STORE_CHUNK_COLS} e4m3 "

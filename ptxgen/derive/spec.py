@@ -42,7 +42,7 @@ from ..isa.types import (
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
-from .rules import MAX_SPLIT_K, STORE_BUFFERS, validate
+from .rules import MAX_SPLIT_K, STORE_BUFFERS, m_major_chunk_cols, validate
 from .blockfp8 import SF_BYTES, SFB_STAGE_BYTES
 from .sf_atoms import sf_stage_bytes, sf_tmem_columns_per_stage
 from .smem import SmemPlan, plan_smem
@@ -306,17 +306,28 @@ class TileSpec:
     def store_staging_rows_and_storers(self) -> tuple[int, int]:
         """TMA-store epilogue: (rows each storer stages, storers): a consumer warpgroup's 64-row slab on wgmma, an
         epilogue warp's 32 TMEM lanes on tcgen05 (derive.epilogue)."""
+        if self.arch is Arch.SM90A and self.d_major is DMajor.M:  # a row per kernel column of the chunk (a row of D)
+            return m_major_chunk_cols(self.bn), self.consumer_warpgroups
         if self.arch is Arch.SM90A:
             return WGMMA_D_ROWS, self.consumer_warpgroups
         return TMEM_WARP_LANES, TCGEN05_EPILOGUE_WARPS
 
     @property
+    def store_buffers(self) -> int:
+        """TMA-store epilogue: staging buffers per storer. STORE_BUFFERS (one is written while the store of the other
+        reads it), except for an M-major D whose tile is one chunk per warpgroup with one tile per CTA: nothing follows
+        that chunk's store to overlap with, so one buffer (half the shared memory) serves."""
+        one_chunk = (self.d_major is DMajor.M and m_major_chunk_cols(self.bn) == self.bn
+                     and self.bm == WGMMA_D_ROWS * self.consumer_warpgroups and self.schedule is Schedule.TILE)
+        return 1 if one_chunk else STORE_BUFFERS
+
+    @property
     def store_staging_bytes(self) -> int:
-        """TMA-store epilogue: STORE_BUFFERS staging buffers of 128-byte rows per storer (0 without it)."""
+        """TMA-store epilogue: ``store_buffers`` staging buffers of 128-byte rows per storer (0 without it)."""
         if self.epilogue is not Epilogue.TMA:
             return 0
         rows, storers = self.store_staging_rows_and_storers
-        return STORE_BUFFERS * rows * Swizzle.SW128.row_bytes * storers
+        return self.store_buffers * rows * Swizzle.SW128.row_bytes * storers
 
     @property
     def tmem_columns(self) -> int:

@@ -62,6 +62,7 @@ class EpilogueView:
 class StmatrixCall:
     offset_expr: str  # C: this lane's row address in the staging buffer (swizzled), bytes
     elems: tuple[tuple[int, int], ...]  # per matrix: the fragment elements (i, i + 1) its register packs, chunk-relative
+    fn: str = "stmatrix_x4"  # the wrapper: stmatrix_x4, or (M-major D) stmatrix_x4_trans / stmatrix_x2_trans
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class StoreView:
     chunk_cols: int
     rows: int
     first_barrier_id: int
-    use_tma_expr: str  # C: whether this tile goes through TMA (StorePlan.uses_tma)
+    use_tma_expr: str  # C: whether this tile goes through TMA (StorePlan.use_tma_c_expr)
+    pending_reads: int  # cp.async.bulk.wait_group.read N before a buffer is rewritten: buffers - 1
     buffer_offset_expr: str  # C: bytes from the storer's first buffer to this chunk's
     pack_expr: str  # C: two accumulator words lo, hi -> one register of two 16-bit outputs, lo in the low half
     doc: str
@@ -90,6 +92,8 @@ class StoreView:
     elems_per_chunk: int = 0
     calls: tuple[StmatrixCall, ...] = ()
     pair_stores: tuple[PairStore, ...] = ()  # wgmma e4m3: st.shared.b16 of each 2-byte pair a thread holds
+    m_major: bool = False  # M-major D: the box's coordinates are (m0 + slab, n0 + chunk); stmatrix .trans
+    edge_doc: str = "column N"  # where a box would cross the end of D's contiguous dimension (M-major D: row M)
     # tcgen05 (st.shared.v4 of TMEM rows)
     tmem_loads: int = 0  # tcgen05.ld of EpilogueView.chunk columns per store chunk
     cells_per_load: int = 0
@@ -137,10 +141,12 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
         chunk_cols=p.chunk_cols,
         rows=p.rows,
         first_barrier_id=STORE_FIRST_BARRIER_ID,
-        use_tma_expr=f"n0 + {p.tile_cols or p.chunk_cols * p.chunks_per_slab} <= N || N % {p.edge_elements} == 0",
+        use_tma_expr=p.use_tma_c_expr,
+        pending_reads=p.buffers_per_storer - 1,
         buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_storer}) * {p.buffer_bytes}u",
         pack_expr=f"static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << {8 * p.tma.element_bytes})",
-        doc=f"{p.rows} x {p.chunk_cols} chunks, {p.staging.swizzle.value} staging, {p.buffers_per_storer} buffers per "
+        doc=(f"M-major D, {p.rows} rows of the user's D x {p.tma.box[0]} elements" if p.m_major else f"{p.rows} x {p.chunk_cols}")
+        + f" chunks, {p.staging.swizzle.value} staging, {p.buffers_per_storer} buffer{'s' if p.buffers_per_storer > 1 else ''} per "
         + ("warpgroup" if p.wgmma else "warp"),
     )
     if p.writer == "st.shared.b16":
@@ -152,6 +158,11 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
                 byte = f"(({col}) % {p.elements_per_cell}) * {p.tma.element_bytes}u"
                 pairs.append(PairStore(f"{_row_cell_c(p, row, cell)} + {byte}", 4 * g + 2 * h, 4 * g + 2 * h + 1))
         return StoreView(**common, elems_per_chunk=p.fragment_elements_per_chunk, pair_stores=tuple(pairs))
+    if p.writer == "stmatrix.trans":
+        calls = tuple(StmatrixCall(_row_cell_c(p, c.row_expr.replace("warp", "(wg_tid / 32)"), c.cell_expr.replace("warp", "(wg_tid / 32)")),
+                                   tuple(c.elements(q) for q in range(c.matrices)), f"stmatrix_x{c.matrices}_trans")
+                      for c in p.trans_calls)
+        return StoreView(**common, elems_per_chunk=p.fragment_elements_per_chunk, calls=calls, m_major=True, edge_doc="row M")
     if p.writer == "stmatrix":
         calls = []
         for j in range(p.stmatrix_per_chunk):

@@ -7,6 +7,9 @@ It imports nothing from ptxgen. Transcribed from the PTX ISA:
   * stmatrix.sync.aligned.m8n8.x4.shared.b16 ('stmatrix'): four 8x8 matrices of 16-bit elements; thread t
     of the warp supplies the shared address of row t%8 of matrix t/8; its source register q holds the two
     elements of matrix q at row t/4, columns 2(t%4) and 2(t%4)+1 (the lower half is the first column);
+  * stmatrix ... .trans ('stmatrix': "the matrix is stored in column-major format"): the same register map (register q of
+    thread t: row t/4, columns 2(t%4), 2(t%4)+1 of matrix q), but lane 8q + c gives the address of *column* c of matrix q,
+    and that column's 8 elements (rows 0..7) lie there 2 bytes apart; .x2 takes addresses from lanes 0..15, .x1 0..7;
   * ldmatrix.sync.aligned.m8n8.x4.shared.b16 ('ldmatrix'): the same matrices, addresses and register map, loading;
   * tcgen05.ld.sync.aligned.32x32b.xN ('tcgen05 Matrix fragments', shape 32x32b): warp w of the warpgroup
     accesses TMEM lanes 32w..32w+31; thread t reads lane 32w + t, register j holding column base + j; with
@@ -53,6 +56,22 @@ def stmatrix_x4(image: np.ndarray, addresses: list[int], registers: list[tuple[i
             word = registers[lane][q] & 0xFFFFFFFF
             base = rows[(q, r)] + 2 * c
             image[base:base + 4] = np.frombuffer(word.to_bytes(4, "little"), dtype=np.uint8)
+
+
+def stmatrix(image: np.ndarray, addresses: list[int], registers: list[tuple[int, ...]], matrices: int = 4,
+             trans: bool = False) -> None:
+    """One warp's ``stmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16``: lanes 0 .. 8 x matrices - 1 give the
+    addresses (of rows, or with ``trans`` of columns); ``registers[t]`` holds lane t's ``matrices`` 32-bit sources."""
+    if matrices not in (1, 2, 4):
+        raise ValueError(f"stmatrix stores 1, 2 or 4 matrices, not {matrices}")
+    where = {stmatrix_row_of_address(lane): addresses[lane] for lane in range(8 * matrices)}
+    for lane in range(32):
+        r, c = stmatrix_register_cells(lane)
+        for q in range(matrices):
+            word = registers[lane][q] & 0xFFFFFFFF
+            for k, half in enumerate((word & 0xFFFF, word >> 16)):
+                base = where[(q, c + k)] + 2 * r if trans else where[(q, r)] + 2 * (c + k)
+                image[base:base + 2] = np.frombuffer(half.to_bytes(2, "little"), dtype=np.uint8)
 
 
 def ldmatrix_x4(image: np.ndarray, addresses: list[int]) -> list[tuple[int, int, int, int]]:

@@ -167,6 +167,41 @@ def read(
     return raw.reshape(len(dst), outer, inner)
 
 
+# Measured on an H200 (runs/2026-11-30-run12, docs/hardware-layout.md): a TMA store whose box crosses the end of the
+# inner dimension, where that dimension's bytes are not a multiple of 16, also wrote the elements up to the next 16-byte
+# boundary. The store model writes what the hardware was seen to write, so a plan that lets a box cross such an end fails.
+STORE_OVERRUN_BYTES = 16
+
+
+def store(tma: dict, element_bytes: int, stage_address: int, image: np.ndarray, box_origin: tuple[int, int],
+          dims: tuple[int, int], ld: int, anchor: str = "address", overrun_bytes: int = STORE_OVERRUN_BYTES) -> list:
+    """What a TMA store (``cp.async.bulk.tensor.2d.global.shared::cta``) of every copy of ``tma`` at ``box_origin``
+    (inner0, outer0) writes into a 2-D global tensor of ``dims`` (inner, outer) elements whose rows are ``ld`` elements
+    apart: a list of (element offset from the tensor's start, element code). It reads the box as :func:`read` does;
+    element (o, i) of a copy goes to [outer0 + outer + o, inner0 + inner + i]; rows past the outer extent are dropped,
+    and columns from the inner extent on, except (``overrun_bytes``) those up to the next multiple of that many bytes."""
+    n_in, n_out = (int(d) for d in dims)
+    if ld * element_bytes % 16:
+        raise ValueError(f"a tensor map's row stride must be a multiple of 16 B, not {ld} x {element_bytes} B")
+    if ld < n_in:
+        raise ValueError(f"rows {ld} elements apart overlap the inner extent {n_in}")
+    boxes = read(tma, element_bytes, stage_address, image, anchor)
+    step = max(1, overrun_bytes // element_bytes) if overrun_bytes else 1
+    limit = -(-n_in // step) * step if overrun_bytes else n_in
+    out = []
+    for c, box in zip(tma["copies"], boxes):
+        r0, i0 = box_origin[1] + int(c["outer"]), box_origin[0] + int(c["inner"])
+        for o in range(box.shape[0]):
+            row = r0 + o
+            if not 0 <= row < n_out:
+                continue
+            for i in range(box.shape[1]):
+                col = i0 + i
+                if 0 <= col < limit:
+                    out.append((row * ld + col, int(box[o, i])))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # 3-D maps: the batch (or group) as the outermost dimension
 # ------------------------------------------------------------------------------------------------

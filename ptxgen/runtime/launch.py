@@ -132,6 +132,9 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
     if spec.d_major is DMajor.M:  # M-major D (derive.output): columns ldd elements apart, one store per element
         if p.ldd < p.m:
             errs.append(f"ldd={p.ldd} is smaller than M={p.m} (D is M-major: element (i, j) at j x ldd + i)")
+        elif spec.epilogue.value == "tma" and p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
+            errs.append(f"ldd={p.ldd} x {spec.out_dtype.bytes} B is not a multiple of 16 B (the TMA store's tensor map over "
+                        "D: its rows, the kernel's columns, must start 16-byte aligned)")
     elif p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     elif p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:

@@ -252,6 +252,8 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
          and spec.out_dtype.bytes == 1),
         ("16-byte shared stores", r"STS\.128", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM100A),
         ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
+        # an M-major D through the TMA store: stmatrix .trans (cuobjdump 13: STSM.16.MT88.4 / .2; the plain form is M88)
+        ("stmatrix .trans", r"STSM\.16\.MT88", spec.epilogue is Epilogue.TMA and spec.d_major.value == "m"),
         ("tcgen05.cp", r"UTCCP", spec.block_scaled),
         ("bulk copies", r"UBLKCP", spec.block_scaled),
         # a 2-CTA cluster: the shared operand's share goes out as a multicast (cuobjdump 13: UTMALDG.2D.MULTICAST),

@@ -2,7 +2,8 @@
 
 ``swap_ab`` (chosen_by ``swap-ab``): M <= SWAP_AB_MAX_M against large weights, the tile from ``swap_ab_tile``;
 ``swap_fit`` (``cost-model+swap-ab``): M > SMALL_M_MAX where a swapped tile that fits M is predicted faster than every
-unswapped kernel. ``runtime.choose`` decides when each is asked (its ``SWAP_AB_RULE`` and ``SWAP_FIT_RULE`` switches).
+unswapped kernel. ``runtime.choose`` decides when each is asked (its ``SWAP_AB_RULE`` and ``SWAP_FIT_RULE`` switches);
+``SWAP_TMA_STORE`` here picks how both store D^T (direct one-element stores, or the TMA store of an M-major D).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..derive.spec import TileSpec
-from ..isa.types import DMajor, SpecError
+from ..isa.types import DMajor, Epilogue, SpecError
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY_BN, best_swap, calibrated, rank, shipped_costs,
                         shipped_swap_costs)
@@ -25,6 +26,26 @@ SWAP_AB_DTYPES = ("bf16", "f16", "e4m3")  # measured: bf16 (s4-swapab, s5-fp8m r
 SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
+# Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
+# chunk: derive.epilogue) instead of one 2-byte store per element. Off until a device run measures it faster
+# (tools/bench_mstore.py); L1/L2 only when this was written. The staging buffers may cost a stage (128 x 168: 6 -> 5).
+SWAP_TMA_STORE = False
+
+
+def _swapped(like: TileSpec, bm: int, bn: int, stages) -> TileSpec | None:
+    """The swapped kernel: ``narrow_spec`` with an M-major D (and, with SWAP_TMA_STORE, the TMA store), at the first of
+    ``stages`` that fits shared memory; None where none does."""
+    for s in stages:
+        try:
+            spec = dataclasses.replace(narrow_spec(like, bm, bn, s), d_major=DMajor.M, split_k=1, stream_k=1)
+            return dataclasses.replace(spec, epilogue=Epilogue.TMA) if SWAP_TMA_STORE else spec
+        except SpecError:
+            continue
+    return None
+
+
+def _store_note() -> str:
+    return " through the TMA store (stmatrix.trans)" if SWAP_TMA_STORE else ""
 
 
 def swap_ab_tile(m: int, n: int, stage_row_bytes: int, sm_count: int = SM_COUNT) -> tuple[int, int, int, int] | None:
@@ -57,12 +78,12 @@ def swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note:
     if tile is None:
         return None
     bm, bn, stages, ctas = tile
-    try:
-        spec = dataclasses.replace(narrow_spec(like, bm, bn, stages), d_major=DMajor.M, split_k=1, stream_k=1)
-    except SpecError:
+    # the stages of swap_ab_tile, or (the TMA store's staging buffers) one or two fewer where those do not fit
+    spec = _swapped(like, bm, bn, (stages, stages - 1, stages - 2) if SWAP_TMA_STORE else (stages,))
+    if spec is None:
         return None
     why = (f"M = {m} <= {SWAP_AB_MAX_M} against N x K = {n} x {k}: swap-AB, D^T = B A^T with {bm} x {bn} tiles over N x M "
-           f"({ctas} CTAs for {sm_count} SMs), D^T stored M-major into the row-major D")
+           f"({ctas} CTAs for {sm_count} SMs), D^T stored M-major into the row-major D{_store_note()}")
     return Choice(spec, why + note, "swap-ab", swap_ab=True)
 
 
@@ -92,19 +113,13 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
                  element_bytes=eb, stream_k=stream_k)
     if not plain or sw.predicted_us > plain[0].predicted_us * (1 - SWAP_FIT_MIN_GAIN):
         return None
-    spec = None
-    for stages in SWAP_FIT_STAGES:
-        try:
-            spec = dataclasses.replace(narrow_spec(like, SWAP_BM, sw.bn, stages), d_major=DMajor.M, split_k=1, stream_k=1)
-            break
-        except SpecError:
-            continue
+    spec = _swapped(like, SWAP_BM, sw.bn, SWAP_FIT_STAGES)
     if spec is None:
         return None
     best = plain[0]
     why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {sw.bn} tiles over N x M ({sw.m_tiles} tile{'s' if sw.m_tiles > 1 else ''} "
            f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in one round of {sm_count}), D^T stored "
-           f"M-major into the row-major D; cost model: {sw.predicted_us:.1f} us predicted against {best.predicted_us:.1f} us "
+           f"M-major into the row-major D{_store_note()}; cost model: {sw.predicted_us:.1f} us predicted against {best.predicted_us:.1f} us "
            f"for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best unswapped kernel (the other "
            f"rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
     return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
