@@ -130,7 +130,7 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
     rules = [s["chosen_by"] for s in out["shapes"]]
     assert rules == ["small-m", "tuned", "cost-model+off-sector+stream-k", "split-k", "swap-ab"]
     assert out["shapes"][2]["kernel"].endswith("_streamk8")
-    assert out["shapes"][3]["kernel"].endswith("_sk4") and out["shapes"][4]["kernel"].endswith("_64x16x64_s12_a_k_sw128_ok_b_k_sw128_ok_dm")
+    assert out["shapes"][3]["kernel"].endswith("_sk4") and out["shapes"][4]["kernel"].endswith("_64x16x64_s12_a_k_sw128_ok_b_k_sw128_ok_tmastore_dm")
     assert "64 x 64 tiles" in out["shapes"][0]["why"] and "ours_tbps" in out["shapes"][0]
 
 

@@ -297,7 +297,7 @@ def test_the_shipped_table_has_the_swapped_familys_constants():
 def test_the_swap_rule_takes_a_tile_that_fits_m_where_128_row_tiles_pad_it(m, n, k, bn):
     c = choose("bf16", "sm_90a", m, n, k)
     assert c.chosen_by == "cost-model+swap-ab" and c.swap_ab
-    assert (c.spec.bm, c.spec.bn, c.spec.d_major.value, c.spec.schedule.value, c.spec.epilogue.value) == (128, bn, "m", "tile", "direct")
+    assert (c.spec.bm, c.spec.bn, c.spec.d_major.value, c.spec.schedule.value, c.spec.epilogue.value) == (128, bn, "m", "tile", "tma")  # swaprules.SWAP_TMA_STORE
     assert "swap-AB" in c.why and f"of {bn} cover M = {m}" in c.why
 
 

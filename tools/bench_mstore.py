@@ -36,13 +36,13 @@ def specs_for(m: int, n: int, k: int) -> tuple[object, object, str]:
     from ptxgen.runtime import swaprules
     from ptxgen.runtime.choose import choose
 
-    picks = []
+    picks, shipped = [], swaprules.SWAP_TMA_STORE
     for on in (False, True):
         swaprules.SWAP_TMA_STORE = on
         try:
             c = choose("bf16", "sm_90a", m, n, k)
         finally:
-            swaprules.SWAP_TMA_STORE = False
+            swaprules.SWAP_TMA_STORE = shipped
         picks.append(c)
     if all(c.swap_ab for c in picks):
         return picks[0].spec, picks[1].spec, picks[0].chosen_by
