@@ -296,3 +296,18 @@ def test_the_benchmark_times_the_swapped_kernels_both_ways():
         ctl = mod.control_for(d, t)
         assert ctl is None or (ctl.stages == t.stages and ctl.epilogue is Epilogue.DIRECT)
     assert swaprules.SWAP_TMA_STORE is True  # the shipped switch, restored after the tool's picks
+
+
+def test_an_f32_output_keeps_the_swap_with_the_direct_stores(monkeypatch):
+    # the M-major TMA store is derived for 16-bit outputs; ptxgen.gemm with out_dtype f32 on a swapped shape used to
+    # lose the swap (the retyped spec was illegal, select fell to the default kernel): the closing run's gpu test caught it
+    from ptxgen.api.select import select_choice
+
+    monkeypatch.setattr(swaprules, "SWAP_AB_MIN_WEIGHT", 0)
+    monkeypatch.setattr(swaprules, "SWAP_AB_MIN_FILL", 0.0)
+    spec, why, swapped = select_choice("bf16", "sm_90a", 16, 999, 4100, out_dtype="f32")
+    assert swapped and spec.d_major is DMajor.M and spec.out_dtype.value == "f32" and spec.epilogue is Epilogue.DIRECT
+    spec, _, swapped = select_choice("bf16", "sm_90a", 16, 999, 4100)  # control: a bf16 output keeps the TMA store
+    assert swapped and spec.epilogue is Epilogue.TMA
+    spec, _, swapped = select_choice("bf16", "sm_90a", 333, 8192, 8192, out_dtype="f32")
+    assert swapped and spec.epilogue is Epilogue.DIRECT and (spec.bm, spec.bn) == (128, 168)

@@ -6,7 +6,7 @@ f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch c
 from __future__ import annotations
 
 from ..derive.spec import TileSpec, make_spec
-from ..isa.types import DType, Major, SpecError
+from ..isa.types import DMajor, DType, Epilogue, Major, SpecError
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from . import streams
 from .binding import _check_2d, _check_strides, _dtype_words, operand_major
@@ -21,7 +21,15 @@ GEMM_STREAM_K = True
 def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
     if spec.out_dtype.value == out_dtype:
         return spec
-    return make_spec(**{**spec.to_json(), "out_dtype": out_dtype})
+    fields = {**spec.to_json(), "out_dtype": out_dtype}
+    try:
+        return make_spec(**fields)
+    except SpecError:
+        if spec.d_major is not DMajor.M or spec.epilogue is not Epilogue.TMA:
+            raise
+        # the M-major TMA store (swap-AB's, runtime.swaprules.SWAP_TMA_STORE) is derived for 16-bit outputs: another
+        # output type (f32) keeps the swap with the direct stores
+        return make_spec(**{**fields, "epilogue": "direct"})
 
 
 def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtype: str, copy_bytes: int = 16) -> TileSpec:
