@@ -283,17 +283,9 @@ def test_kernel_call_runs_in_c_and_remembers_the_last_hit(sim, monkeypatch, fake
     assert len(sim.launches) == n + 6 and e300._c.launches + e304._c.launches == before + 6
 
 
-@pytest.mark.parametrize("change", ["resize", "restride", "dtype", "device", "b_resize", "out_restride", "no_out"])
-def test_control_changed_metadata_misses_the_last_hit(sim, monkeypatch, fake_tensor_type, change):
-    """The same objects changed in place (as resize_, as_strided_, set_ do to a torch tensor) must not be served by
-    the remembered hit: the key is looked up again, and a key the table does not hold launches nothing (the call
-    goes on to the Python path, which says what is wrong)."""
-    k, (ta, tb, to), _, _ = _two_entries(sim, monkeypatch)
-    slow = []
-    k._call_py = lambda *args, **kw: slow.append(args) or "slow path"
-    assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_counts == (1, 1)
-    n = len(sim.launches)
-    out = to
+def change_in_place(change: str, k, ta, tb, to, monkeypatch):
+    """Change one of the remembered hit's tensors in place (``change``: resize, restride, dtype, device, b_resize,
+    out_restride; anything else: no out, with an allocation that must not run); the ``out`` to call with."""
     if change == "resize":
         ta.shape = (301, 264)
     elif change == "restride":
@@ -307,10 +299,22 @@ def test_control_changed_metadata_misses_the_last_hit(sim, monkeypatch, fake_ten
     elif change == "out_restride":
         to._stride = (200, 1)
     else:
-        out = None
         monkeypatch.setattr(k._torch_entries[launchplan.torch_key(ta, tb, to)], "_allocate_torch", lambda a: 1 / 0,
                             raising=False)
-    assert k(ta, tb, out) == "slow path"
+        return None
+    return to
+
+@pytest.mark.parametrize("change", ["resize", "restride", "dtype", "device", "b_resize", "out_restride", "no_out"])
+def test_control_changed_metadata_misses_the_last_hit(sim, monkeypatch, fake_tensor_type, change):
+    """The same objects changed in place (as resize_, as_strided_, set_ do to a torch tensor) must not be served by
+    the remembered hit: the key is looked up again, and a key the table does not hold launches nothing (the call
+    goes on to the Python path, which says what is wrong)."""
+    k, (ta, tb, to), _, _ = _two_entries(sim, monkeypatch)
+    slow = []
+    k._call_py = lambda *args, **kw: slow.append(args) or "slow path"
+    assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_counts == (1, 1)
+    n = len(sim.launches)
+    assert k(ta, tb, change_in_place(change, k, ta, tb, to, monkeypatch)) == "slow path"
     assert k._hot_counts == (1, 1) and len(sim.launches) == n and len(slow) == 1
 
 

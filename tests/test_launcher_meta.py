@@ -17,7 +17,7 @@ import pytest
 
 from ptxgen.api import launchplan
 from test_api import SimulatedGPU
-from test_launcher import FakeTorch, _two_entries, _want
+from test_launcher import FakeTorch, _two_entries, _want, change_in_place
 
 _launcher = pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
 
@@ -93,24 +93,7 @@ def test_control_changed_metadata_misses_with_the_reader(sim, monkeypatch, reade
     k._call_py = lambda *args, **kw: slow.append(args) or "slow path"
     assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_meta_hits == 1
     n = len(sim.launches)
-    out = to
-    if change == "resize":
-        ta.shape = (301, 264)
-    elif change == "restride":
-        ta._stride = (272, 1)
-    elif change == "dtype":
-        ta.dtype = "f16"
-    elif change == "device":
-        ta._device = 1
-    elif change == "b_resize":
-        tb.shape = (200, 272)
-    elif change == "out_restride":
-        to._stride = (200, 1)
-    else:
-        out = None
-        monkeypatch.setattr(k._torch_entries[launchplan.torch_key(ta, tb, to)], "_allocate_torch", lambda a: 1 / 0,
-                            raising=False)
-    assert k(ta, tb, out) == "slow path"
+    assert k(ta, tb, change_in_place(change, k, ta, tb, to, monkeypatch)) == "slow path"
     assert k._hot_meta_hits == 1 and len(sim.launches) == n and len(slow) == 1
 
 

@@ -23,6 +23,7 @@ from ptxgen.model.check_mstore import check_m_major_store
 from ptxgen.runtime import swaprules
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.launch import Problem, problem_errors
+from test_dmajor import _rel, _torch
 
 
 def tspec(bm=128, bn=16, stages=10, **kw):
@@ -229,15 +230,6 @@ def test_kernels_match_float64_and_write_nothing_else(gpu, name, m, n, k):
 
     r = validate_spec(SPECS[name], m, n, k, seed=11)
     assert r.passed, r.verdict
-
-
-def _torch():
-    return pytest.importorskip("torch")
-
-
-def _rel(torch, got, a, b):
-    ref = a.double() @ b.double().t()
-    return float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref))
 
 
 @pytest.mark.gpu

@@ -7,8 +7,8 @@ set -u
 OUT=${OUT:-out}; LOGS=$OUT/confirm; BUDGET=${BUDGET:-200}
 mkdir -p "$LOGS"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/tmp/ptxgen-s5confirm-cache}
-t() { local want=$1; shift; local have=$(( BUDGET - SECONDS - 5 )); [ "$have" -lt 10 ] && { echo "SKIPPED (budget): $*"; return 124; }; [ "$want" -gt "$have" ] && want=$have; timeout "$want" "$@"; }
-echo "commit $(cat .commit 2>/dev/null)" > "$LOGS/env.txt"; nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader >> "$LOGS/env.txt"
+. tools/gpu_common.sh
+env_header "$LOGS/env.txt"
 ISSUE16=5000x5000x5000,3000x7000x5000,1500x9000x3000,4096x4096x5000,333x8192x8192,12000x1000x6000,2500x10000x4000
 SMALLM=$(for m in 1 16 64 128; do for nk in 4096x4096 7168x16384 16384x4096; do printf '%sx%s,' $m $nk; done; done | sed 's/,$//')
 ( t 80 python3 tools/exp_cost.py precompile "$ISSUE16,$SMALLM" > "$LOGS/precompile.log" 2>&1; echo "exit $?" >> "$LOGS/precompile.log" ) &
@@ -17,16 +17,6 @@ wait; tail -3 "$LOGS/pytest_gpu.log"
 for spec in "issue16 bf16 $ISSUE16" "smallm bf16 $SMALLM" "swapf16 f16 333x8192x8192,200x8192x8192,16x16384x4096,64x4096x4096" "swape4m3 e4m3 16x4096x4096,64x7168x16384,16x7168x16384"; do
   set -- $spec
   t 70 python3 -m ptxgen bench --dtype $2 --iters 20 --json --shapes $3 > "$LOGS/bench_$1.json" 2> "$LOGS/bench_$1.err"; echo "exit $?" >> "$LOGS/bench_$1.err"
-  python3 - "$LOGS/bench_$1.json" $1 <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    sys.exit(f"{sys.argv[2]}: no json: {e}")
-rows = d["shapes"] if "shapes" in d else [d]
-for r in rows:
-    print(sys.argv[2], f"{r['m']}x{r['n']}x{r['k']} {r['ratio']:.3f} {r['ours_ms']*1e3:.1f}us cublas {r['cublas_ms']*1e3:.1f}us {r.get('chosen_by')} {r['kernel'][14:]}")
-print(sys.argv[2], "geomean", round(d.get("geomean_ratio", rows[0]["ratio"]), 4), "min", round(min(r["ratio"] for r in rows), 4))
-PY
+  bench_summary "$LOGS/bench_$1.json" $1
 done
 echo "== done: $SECONDS s"

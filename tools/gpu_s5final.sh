@@ -17,23 +17,8 @@ mkdir -p "$OUT" "$LOGS"
 export LOGS PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_ARTIFACTS=$LOGS PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/tmp/ptxgen-s5final-cache}
 pack() { tar czf "$OUT/s5final.tgz" -C "$LOGS" . ; }
 trap pack EXIT
-left() { echo $(( BUDGET - SECONDS )); }
-# t SECONDS CMD...: run CMD with the smaller of SECONDS and what is left of the budget (less 12 s for packing)
-t() {
-  local want=$1; shift
-  local have=$(( $(left) - 12 ))
-  if [ "$have" -lt 10 ]; then echo "SKIPPED (budget): $*"; return 124; fi
-  [ "$want" -gt "$have" ] && want=$have
-  timeout "$want" "$@"
-}
-{
-  date -u +"%Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
-  python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)"
-  python3 -c "from ptxgen.runtime.toolchain import nvrtc_version; print('nvrtc', nvrtc_version())"
-  echo "commit $(cat .commit 2>/dev/null || git log -1 --format=%H)"
-} > "$LOGS/env.txt" 2>&1
-cat "$LOGS/env.txt"
+. tools/gpu_common.sh
+env_header "$LOGS/env.txt"
 t 60 python3 setup.py -q build_ext --inplace > "$LOGS/build.log" 2>&1; echo "build_ext exit $?" | tee -a "$LOGS/build.log"
 
 TUNED=4096x4096x4096,8192x8192x8192,16384x16384x4096,2048x2048x8192,8192x8192x1024,4096x4096x16384
@@ -79,19 +64,7 @@ bench() {  # name dtype shapes [tile flags...]
   echo "== ptxgen bench --dtype $dtype --iters 20 --json --shapes $shapes $*" > "$LOGS/bench_$name.err"
   t 100 python3 -m ptxgen bench --dtype "$dtype" --iters 20 --json --shapes "$shapes" "$@" > "$LOGS/bench_$name.json" 2>> "$LOGS/bench_$name.err"
   echo "exit $?" >> "$LOGS/bench_$name.err"
-  python3 - "$LOGS/bench_$name.json" "$name" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    sys.exit(f"{sys.argv[2]}: no json: {e}")
-rows = d["shapes"] if "shapes" in d else [d]
-for r in rows:
-    tb = r.get("ours_tbps")
-    print(f"{sys.argv[2]} {r['m']}x{r['n']}x{r['k']} {r['ratio']:.3f} {r['ours_ms']*1e3:.1f}us cublas {r['cublas_ms']*1e3:.1f}us"
-          f"{'' if tb is None else f' {tb:.2f}TB/s'} {r.get('chosen_by')} {r['kernel'][14:]}")
-print(sys.argv[2], "geomean", round(d.get("geomean_ratio", rows[0]["ratio"]), 4), "min", round(min(r["ratio"] for r in rows), 4))
-PY
+  bench_summary "$LOGS/bench_$name.json" "$name"
 }
 bench issue16 bf16 "$ISSUE16"
 bench tuned bf16 "$TUNED"
