@@ -299,6 +299,16 @@ def cmd_cache(args) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+class _ExactParser(argparse.ArgumentParser):
+    """Flags are matched whole, never by a prefix: with prefixes ``ptxgen show ... --out FILE`` read FILE as
+    ``--out-dtype`` (show has ``--svg``/``--html``), and a new flag would silently change what an old prefix means.
+    The subcommands' parsers are of this class too (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``only``, just that subcommand's parser under the top level (what ``main``
     needs to parse ``ptxgen ONLY ...``: the same flags, help and errors, without building the other subcommands)."""
@@ -306,7 +316,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     def want(name: str) -> bool:
         return only is None or only == name
 
-    p = argparse.ArgumentParser(prog="ptxgen", description="tensor-core GEMM tiles: derive, explain, emit, check")
+    p = _ExactParser(prog="ptxgen", description="tensor-core GEMM tiles: derive, explain, emit, check")
     p.add_argument("--version", action="version", version=f"ptxgen {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 

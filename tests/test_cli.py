@@ -146,3 +146,15 @@ def test_missing_dependency_exit_3_no_traceback(tmp_path):
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 3, proc.stderr
     assert "cuda-python is not installed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_flags_are_matched_whole_not_by_prefix(capsys):
+    # `show` has --svg/--html; --out used to be taken as a prefix of --out-dtype (then an illegal type, or a silent one)
+    with pytest.raises(SystemExit) as e:
+        main(["show", *SEED, "--out", "x.svg"])
+    assert e.value.code == 2 and "unrecognized arguments: --out" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["explain", *SEED, "--stage", "2"])  # a prefix of --stages
+    assert e.value.code == 2
+    code, out, _ = run(capsys, "explain", *SEED, "--stages", "2", "--json")  # control: the whole flag works
+    assert code == 0 and json.loads(out)
