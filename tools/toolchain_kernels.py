@@ -1,0 +1,86 @@
+"""The oldest supported NVRTC (12.8, a PyPI wheel) over the kernel kinds a session added: the SASS gate, no local memory.
+
+Sets: ``s4`` (stream-K, M-major D / swap-AB, the e4m3 cost model's picks, block FP8 wide tiles and halves, grouped block
+FP8; runs/2026-12-01-s4-toolchains), ``s5`` (the M-major TMA store of the swapped kernels, swap-AB up to M = 64 in
+bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 128 small-M pick, block FP8 with its
+scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains).
+
+Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|all]
+"""
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from ptxgen import make_spec
+from ptxgen.runtime import toolchains
+
+
+def s4_specs() -> dict:
+    from ptxgen.api.fp8blocks import default_spec as bfp8_default
+    from ptxgen.grouped import blockscaled_grouped_spec
+    from ptxgen.runtime.choose import choose_spec
+
+    base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16")
+    specs = {f"chosen {s}": choose_spec("bf16", "sm_90a", *s)[0]
+             for s in [(5000, 5000, 5000), (2500, 10000, 4000), (1500, 9000, 3000), (1, 16384, 4096), (16, 7168, 16384)]}
+    specs.update({f"chosen e4m3 {s}": choose_spec("e4m3", "sm_90a", *s)[0]
+                  for s in [(4096, 4096, 5008), (5120, 5120, 5008), (64, 7168, 16384)]})
+    specs["swap d_major m 128x16"] = make_spec(bm=128, bn=16, bk=64, stages=10, d_major="m", **base)
+    specs["block fp8 default"] = bfp8_default(fp8_scale_load="block")  # the fourth session's default
+    specs["block fp8 halves"] = bfp8_default(fp8_overlap="halves", fp8_scale_load="block")
+    specs["block fp8 direct f32"] = bfp8_default("f32", fp8_scale_load="block")
+    specs["grouped block fp8"] = blockscaled_grouped_spec()
+    return specs
+
+
+def s5_specs() -> dict:
+    from ptxgen.api.fp8blocks import default_spec as bfp8_default
+    from ptxgen.api.select import select_choice
+    from ptxgen.runtime.choose import choose
+
+    specs = {}
+    for dtype, shape in [("bf16", (333, 8192, 8192)), ("bf16", (200, 8192, 8192)), ("bf16", (16, 16384, 4096)),
+                         ("bf16", (1, 7168, 16384)), ("bf16", (64, 16384, 4096)), ("f16", (64, 4096, 4096)),
+                         ("e4m3", (16, 7168, 16384)), ("e4m3", (2512, 10000, 4000)), ("e4m3", (5120, 5120, 5120)),
+                         ("bf16", (128, 16384, 4096))]:
+        c = choose(dtype, "sm_90a", *shape)
+        specs[f"chosen {dtype} {shape} ({c.chosen_by})"] = c.spec
+    spec, _, _ = select_choice("bf16", "sm_90a", 64, 16384, 4096, out_dtype="f32")
+    specs["swapped, f32 output (direct stores)"] = spec
+    specs["block fp8 default (smem scales)"] = bfp8_default()
+    specs["block fp8 smem scales, halves"] = bfp8_default(fp8_overlap="halves")
+    specs["block fp8 smem scales, 2x1 cluster"] = bfp8_default(cluster="2x1")
+    return specs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", choices=("s4", "s5", "all"), default="all")
+    args = ap.parse_args()
+    specs = {}
+    if args.set in ("s4", "all"):
+        specs.update(s4_specs())
+    if args.set in ("s5", "all"):
+        specs.update(s5_specs())
+    for name, s in specs.items():
+        print(name, s.kernel_name)
+    found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
+    if not found:
+        print(f"no NVRTC {toolchains.OLDEST} under $PTXGEN_TOOLCHAINS: run tools/toolchain_matrix.py --install DIR --only "
+              f"{toolchains.OLDEST}", file=sys.stderr)
+        return 2
+    res = toolchains.compile_and_check(found[0], list(specs.values()), Path(tempfile.mkdtemp()))
+    bad = 0
+    for r in res:
+        ok = not r.problems and r.local_instructions == 0 and r.stack_bytes == 0
+        bad += not ok
+        print(f"{'PASS' if ok else 'FAIL'} {r.version} {r.kernel} problems={r.problems} local={r.local_instructions} "
+              f"stack={r.stack_bytes}")
+    print(f"{len(res) - bad} of {len(res)} pass under NVRTC {toolchains.OLDEST}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
