@@ -99,6 +99,36 @@ def test_workspace_slots_and_flags_are_a_bijection(args):
     assert p.workspace_bound(items, clusters, k) >= p.workspace_bytes(lay)
 
 
+BLOCK_FP8_PLANS = None
+
+
+def block_fp8_stream_k_plans():
+    """The StreamKPlans of block-scaled FP8 kernels (BK = 128, 128 x 192 slots; 1x1 and 2x1 clusters), as plan_kernel
+    derives them from the specs."""
+    global BLOCK_FP8_PLANS
+    if BLOCK_FP8_PLANS is None:
+        import ptxgen.api.fp8blocks
+
+        BLOCK_FP8_PLANS = [plan_kernel(ptxgen.api.fp8blocks.default_spec(stream_k=s, **kw)).stream_k
+                           for s, kw in ((8, {}), (16, {"fp8_scale_load": "block"}), (4, {"cluster": "2x1"}))]
+    return BLOCK_FP8_PLANS
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 132), st.integers(1, 20_000), st.integers(0, 2))
+def test_block_fp8_plans_split_as_a_bijection_with_a_bijective_workspace(items, clusters, k, which):
+    p = block_fp8_stream_k_plans()[which]
+    assert (p.bk, p.groups, p.tile_floats) == (128, 2, 128 * 192)
+    lay = p.layout(items, max(1, clusters // p.cluster_size), k)
+    assert check_assignment(p.assignment(lay), items, lay.k_tiles) == []
+    slots = [p.slot_index(i, z, r, lay) for i in range(lay.dp_items, items) for r in range(p.cluster_size)
+             for z in range(1, lay.splits)]
+    flags = [p.flag_index(i, r, g, lay) for i in range(lay.dp_items, items) for r in range(p.cluster_size)
+             for g in range(p.groups)]
+    assert sorted(slots) == list(range(lay.data_slots * p.cluster_size)) and sorted(flags) == list(range(len(flags)))
+    assert 4 * len(flags) <= FLAG_REGION_BYTES
+
+
 def test_control_a_layout_that_splits_beyond_the_idle_clusters_is_caught():
     p = StreamKPlan(8, 64, 1, 2, 1)
     good = p.layout(1060, 132, 4000)

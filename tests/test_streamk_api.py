@@ -117,14 +117,19 @@ def run_launch(flags: dict, proto: dict, sk: StreamKPlan, lay, rng: random.Rando
 
 
 def pick_plans():
-    return [plan_kernel(sk_pick(*s).spec) for s in ((2500, 10000, 4000), (5000, 5000, 5000))]
+    import ptxgen.api.fp8blocks
+
+    # the chooser's bf16 picks (1x1 and 2x1 clusters), then block-scaled FP8 (128 x 192 x 128: its own BK and slot size)
+    return ([plan_kernel(sk_pick(*s).spec) for s in ((2500, 10000, 4000), (5000, 5000, 5000))]
+            + [plan_kernel(ptxgen.api.fp8blocks.default_spec(stream_k=8)),
+               plan_kernel(ptxgen.api.fp8blocks.default_spec(stream_k=4, cluster="2x1"))])
 
 
 PLANS = pick_plans()
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3000), st.integers(1, 132), st.integers(1, 20_000), st.sampled_from([0, 1]), st.integers(0, 2**31))
+@given(st.integers(1, 3000), st.integers(1, 132), st.integers(1, 20_000), st.sampled_from(range(len(PLANS))), st.integers(0, 2**31))
 def test_the_rendered_flag_protocol_leaves_every_flag_zero(items, clusters, k, which, seed):
     plan = PLANS[which]
     sk = plan.stream_k
@@ -136,12 +141,14 @@ def test_the_rendered_flag_protocol_leaves_every_flag_zero(items, clusters, k, w
         assert run_launch(flags, proto, sk, lay, rng) == []
 
 
-def test_the_rendered_protocol_is_the_kernels():
-    """The strings the model reads are in the kernel's source, inside the owner's and the splits' branches."""
+@pytest.mark.parametrize("which", [1, 2, 3])
+def test_the_rendered_protocol_is_the_kernels(which):
+    """The strings the model reads are in the kernel's source, inside the owner's and the splits' branches (the dense
+    kernel and block-scaled FP8's, whose consumer loop is templates/mma_blockfp8.cuh.j2)."""
     from ptxgen.emit.render import render_kernel
 
-    plan = PLANS[1]
-    view = streamk_view(plan, "num_cluster_tiles")
+    plan = PLANS[which]
+    view = streamk_view(plan, "num_cluster_tiles" if plan.stream_k.cluster_size > 1 else "num_tiles")
     src = render_kernel(plan)
     assert view.wait_owner in src and view.signal in src
     assert src.index("if (sk_split > 0)") < src.index(view.signal) < src.index(view.wait_owner)

@@ -3,8 +3,9 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
-Variants: ``[nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
---fp8-stagger, --fp8-overlap halves, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-nBN-sS-direct|tma``: the
+Variants: ``[nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
+--fp8-stagger, --fp8-overlap halves, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
+--stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
 """
@@ -21,7 +22,7 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.gpu import Kernel, require_gpu
-from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
+from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry, streamk_items, workspace_bytes
 from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.ffma_yield import interleave_ffma
 from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
@@ -39,8 +40,9 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-yield] (S: "
-                         "pipeline stages; issue/complete: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); yield: FFMA flags patched), each timed against torch")
+                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
+                         "pipeline stages; issue/complete: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); "
+                         "skS: --stream-k S; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
@@ -54,12 +56,14 @@ def main() -> int:
         parts = parts[1:] if plain else parts
         bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
         stagger = next((x for x in parts[2:] if x in ("issue", "complete")), "none")
-        extra = {}  # cNxM: --cluster; gN: --raster-group
+        extra = {}  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
         for x in parts[2:]:
             if x[:1] == "c" and "x" in x:
                 extra["cluster"] = x[1:]
             elif x[:1] == "g" and x[1:].isdigit():
                 extra["raster_group"] = int(x[1:])
+            elif x[:2] == "sk" and x[2:].isdigit():
+                extra["stream_k"] = int(x[2:])
         variants.append((v, plain, bn, int(parts[0][1:]), parts[1], stagger, "halves" if "halves" in parts[2:] else "none",
                          "yield" in parts[2:], next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"), extra))
     for shape, (vname, plain, bn, stages, epilogue, stagger, overlap, yld, sload, extra) in ((s, v) for s in args.shapes for v in variants):
@@ -90,9 +94,16 @@ def main() -> int:
         p = Problem(m, n, k, k, k, n)
         check_problem(spec, p)
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        extra = None if plain else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
-        argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra)
+        extra = {} if plain else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
         grid, block, _ = launch_geometry(plan, p, dev.sm_count, kern)
+        split = None
+        if plan.stream_k is not None:  # the flags start at zero (each owner resets its own, so once is enough)
+            ws = torch.zeros(workspace_bytes(plan, p, dev.sm_count), dtype=torch.uint8, device="cuda")
+            extra["W"] = ws.data_ptr()
+            lay = plan.stream_k.layout(streamk_items(plan, p), grid[0] // plan.stream_k.cluster_size, k)
+            split = {"splits": lay.splits, "last_items": lay.last_items, "items": lay.items, "clusters": lay.clusters}
+            print(f"{shape} {vname}: stream-K {split}", flush=True)
+        argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra or None)
         fns = {"ours": lambda: kern.launch(grid, block, argv),
                "torch": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)}
         try:
@@ -118,7 +129,7 @@ def main() -> int:
         flops = 2.0 * m * n * k
         row = {"shape": shape, "variant": vname, "plain_reference": plain, "device": dev.name, "kernel": spec.kernel_name, "ms": ms,
                "tflops": {nm: flops / t / 1e9 for nm, t in ms.items()}, "ratio": ms["torch"] / ms["ours"],
-               "rel_error_vs_torch": err, "checked_ok": err < 1e-2, "rounds": args.rounds}
+               "rel_error_vs_torch": err, "checked_ok": err < 1e-2, "rounds": args.rounds, "stream_k": split}
         ok &= row["checked_ok"]
         print(f"{shape} {vname}: ours {row['tflops']['ours']:.0f} TFLOP/s, torch blockwise _scaled_mm {row['tflops']['torch']:.0f}, "
               f"ratio {row['ratio']:.3f}, rel error vs torch {err:.1e} [{spec.kernel_name}]", flush=True)

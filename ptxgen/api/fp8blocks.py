@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from ..derive.spec import TileSpec, make_spec
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.launch import gemm_args, launch_geometry
+from ..runtime.fastlaunch import launcher
+from ..runtime.launch import gemm_launches, workspace_bytes
 from . import streams
 from .binding import _allocate_out, bind
 from .fused import kernel_for
+from .launchplan import streamk_workspace
 
 __all__ = ["gemm", "default_spec"]
 BLOCK = 128
@@ -70,7 +72,12 @@ def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: Til
     if p.m and p.n:
         k = kernel.load()
         streams.ensure_current(dev)
-        args = gemm_args(kernel.plan, ai.ptr, bi.ptr, oi.ptr, p, extra=extra)
-        grid, block, _ = launch_geometry(kernel.plan, p, dev.sm_count, k)
-        k.launch(grid, block, args, handle)
+        w, keep = 0, None
+        if kernel.plan.stream_k is not None:  # the calling stream's workspace, flags zero in its order (as ptxgen.gemm's)
+            w, keep = streamk_workspace(launcher(), dev.index, handle, workspace_bytes(kernel.plan, p, dev.sm_count),
+                                        a if ai.library == "torch" else None, lambda: streams.ensure_current(dev))
+        for kern, grid, block, args in gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count,
+                                                     extra=extra):
+            kern.launch(grid, block, args, handle)
+        del keep  # a graph capture's workspace: released once the launch is queued
     return out

@@ -316,6 +316,31 @@ class BlockFp8Plan:
     def mmas_per_block(self) -> int:
         return BLOCK_K // K_PER_WGMMA_E4M3
 
+    def k_block(self, k_tile: int) -> int:
+        """The scale K block that K-tile ``k_tile`` (of the whole K loop, counted from K = 0) promotes with: the tile's K
+        elements are k_tile x BK .. k_tile x BK + BK - 1, and with BK = BLOCK_K (the plan's rule) they all lie in 128-block
+        k_tile x BK / BLOCK_K."""
+        first, last = k_tile * self.bk // BLOCK_K, (k_tile * self.bk + self.bk - 1) // BLOCK_K
+        assert first == last, (self.bk, k_tile)  # a K-tile never straddles two scale blocks
+        return first
+
+    def unit_k_blocks(self, first_k_tile: int, k_tiles: int) -> tuple[int, ...]:
+        """The scale K block of each K-tile kt = 0 .. k_tiles - 1 of a work unit whose K range starts at K-tile
+        ``first_k_tile`` (a stream-K split: derive.streamk.StreamKPlan.unit; a whole tile: 0). The kernel's K-tile kt
+        loads K elements from (first_k_tile + kt) x BK on (the loader's k0), so it must promote with block
+        k_block(first_k_tile + kt), not k_block(kt): the scale index follows the split's K range, not its loop counter."""
+        return tuple(self.k_block(first_k_tile + kt) for kt in range(k_tiles))
+
+    def stream_k_derivation(self) -> Derived:
+        """With --stream-k: which scale blocks a split promotes with, and what the owner sums."""
+        return Derived("stream_k_scales", "K-tile kt of a unit promotes with scale block kt_first + kt",
+                       f"k_block(kt_first + kt) = (kt_first + kt) x {self.bk} / {BLOCK_K} (BK = {BLOCK_K}): the K elements the "
+                       "loader brings in at K-tile kt of a split starting at K-tile kt_first; the scale warp's stores and the "
+                       "consumers' loads index scale_a's column and scale_b's row with it",
+                       "each split promotes its own K blocks into its own f32 accumulator; the owner adds the splits' promoted "
+                       "accumulators (the recipe is a sum over K blocks, so the split sums are the recipe's)",
+                       "ptxgen.derive.blockfp8.BlockFp8Plan.unit_k_blocks; checked by model.bfp8model.check_unit_scale_blocks")
+
     def promotion_points(self, k: int) -> tuple[int, ...]:
         """K offsets after which the partial sum is promoted into the accumulator: the end of every 128-block."""
         return tuple(min(k, kb + BLOCK_K) for kb in range(0, k, BLOCK_K))

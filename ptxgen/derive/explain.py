@@ -140,6 +140,8 @@ def explain_text(t: TileLayout) -> str:
         out += ["", f"Stream-K (at most {s.stream_k} splits of each last-round tile; the split, per shape, at launch):"]
         for d in plan.stream_k.derivation():
             out += _field_lines(d)
+        if plan.block_fp8 is not None:
+            out += _field_lines(plan.block_fp8.stream_k_derivation())
     out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
     for op in (t.a, t.b):
         out.append("")

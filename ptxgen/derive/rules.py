@@ -301,9 +301,15 @@ def _validate_stream_k(t: "TileSpec") -> None:
         raise SpecError("--stream-k", s, "the partial tiles are f32 accumulators of a TMA-loaded kernel without split-K "
                         "that stores D row-major (the M-major D of swap-AB is not measured with it)",
                         "--acc f32 --loader tma --split-k 1 --d-major n, or --stream-k 1")
-    if t.fuse is not None or t.fp8_blocks is not Fp8Blocks.NONE or t.grouped is not Grouping.NONE or t.batch is not Batch.NONE:
-        raise SpecError("--stream-k", s, "not derived with a fused chain, block-scaled FP8, grouping or a batch (the owner "
-                        "would have to sum before each of them)", "--stream-k 1")
+    if t.fuse is not None or t.grouped is not Grouping.NONE or t.batch is not Batch.NONE:
+        raise SpecError("--stream-k", s, "not derived with a fused chain, grouping or a batch (the owner would have to sum "
+                        "before each of them)", "--stream-k 1")
+    # Block-scaled FP8: the splits sum the promoted f32 accumulators (the same fix-up as the dense kernel's); each split
+    # promotes with the scales of its own K blocks (derive.blockfp8.BlockFp8Plan.k_block, checked by
+    # model.bfp8model.check_unit_scale_blocks). The --fp8-stagger protocol is not derived with it.
+    if t.fp8_blocks is not Fp8Blocks.NONE and t.fp8_stagger.value != "none":
+        raise SpecError("--stream-k", s, "block-scaled FP8 with stream-K is derived for unordered consumer warpgroups only "
+                        "(the --fp8-stagger barriers are not checked with split units)", "--fp8-stagger none, or --stream-k 1")
 
 
 def _validate_cluster(t: "TileSpec") -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.blockfp8 import (BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
+from ..derive.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
                                BlockFp8Plan, OffsetTerm)
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from .epilogue_view import STORE_FIRST_BARRIER_ID
@@ -54,6 +54,11 @@ class BlockFp8View:
     half: HalfMmaView | None  # --fp8-overlap halves
     scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.blockfp8.scale_steps)
     smem: "ScaleSmemView | None" = None  # --fp8-scale-load smem: the producer's scale warp and the stage's scale slots
+    # C of the scale K block (the column of scale_a, the row of scale_b) of the unit's K-tile kt, of the ahead load's
+    # K-tile bfp8_kn, and of its first K-tile (k_block_c: with stream-K the unit starts at K-tile kt_first)
+    kb_cur: str = "kt"
+    kb_next: str = "bfp8_kn"
+    kb_zero: str = "0"
     # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
@@ -104,10 +109,20 @@ def offset_c(terms: tuple[OffsetTerm, ...], env: dict[str, str]) -> str:
     return " + ".join(f"static_cast<size_t>({index(t)}) * {t.stride}" for t in terms) or "0"
 
 
+def k_block_c(plan: BlockFp8Plan, local: str, k_first: str = "") -> str:
+    """C of the scale K block of a unit's K-tile ``local`` (its loop counter): BlockFp8Plan.k_block of the K-tile
+    k_first + local of the whole K loop (``k_first``: the C of the unit's first K-tile, stream-K's kt_first; "" for a
+    kernel whose units all start at K = 0). The plan's k_block is the K-tile index itself (BK = BLOCK_K), checked here;
+    tests/test_blockfp8_streamk.py runs the result against the plan's unit_k_blocks and model.bfp8model."""
+    assert plan.bk == BLOCK_K and all(plan.k_block(t) == t for t in range(8)), plan.bk
+    return f"{k_first} + {local}" if k_first else local
+
+
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
                    consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None,
-                   smem=None) -> BlockFp8View | None:
-    """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view)."""
+                   smem=None, k_first: str = "") -> BlockFp8View | None:
+    """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view); ``k_first``: the
+    C of the unit's first K-tile (stream-K: kt_first; "": K-tile 0)."""
     if plan is None:
         return None
     regs = plan.bn // 2
@@ -135,6 +150,9 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         half=half,
         scale_ahead=plan.scale_load == "ahead",
         smem=scale_smem_view(plan, smem),
+        kb_cur=k_block_c(plan, "kt", k_first),
+        kb_next=k_block_c(plan, "bfp8_kn", k_first),
+        kb_zero=k_block_c(plan, "0", k_first) if not k_first else k_first,
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},

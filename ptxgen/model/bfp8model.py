@@ -279,3 +279,55 @@ def check_scale_slots(writes, reads, bm: int, sfb_slots: int, sfa_stage_bytes: i
                 if len(problems) > 10:
                     return problems
     return problems
+
+
+# ---- stream-K: the scale blocks each split of a tile's K loop promotes with --------------------------------------------
+def check_unit_scale_blocks(units, k: int, bk: int, blocks_read) -> list[str]:
+    """``units``: the (split, first K-tile, K-tiles) of each work unit of one output tile (a whole tile: one unit
+    (0, 0, ceil(K / bk))); ``blocks_read(first, count)``: the scale K block each of the unit's K-tiles kt = 0..count-1
+    promotes with, in loop order (what the kernel computes). The K elements a unit's K-tile kt multiplies are the ones
+    its loader reads: (first + kt) x bk .. + bk - 1, clipped to K. Checks: every K element a K-tile multiplies lies in
+    the 128-block whose scales it is promoted with (so a split reads the scale blocks of exactly its K range); no block
+    outside 0..ceil(K / 128) - 1 is read; over the tile's units every K element is multiplied once and every K block's
+    K elements are all promoted with that block."""
+    problems = []
+    k_blocks = -(-k // BLOCK)
+    covered: dict[int, int] = {}
+    for split, first, count in units:
+        got = list(blocks_read(first, count))
+        if len(got) != count:
+            problems.append(f"split {split}: {len(got)} scale blocks for {count} K-tiles")
+            continue
+        for kt, kb in enumerate(got):
+            lo, hi = (first + kt) * bk, min(k, (first + kt + 1) * bk)
+            if not 0 <= kb < k_blocks:
+                problems.append(f"split {split} K-tile {kt} (K {lo}..{hi - 1}): scale block {kb} outside 0..{k_blocks - 1}")
+            wrong = sorted({e // BLOCK for e in range(lo, hi)} - {kb})
+            if wrong:
+                problems.append(f"split {split} K-tile {kt} multiplies K {lo}..{hi - 1} (blocks {wrong}) but promotes with "
+                                f"block {kb}'s scales")
+            for e in range(lo, hi):
+                covered[e] = covered.get(e, 0) + 1
+        if len(problems) > 10:
+            return problems
+    missing = [e for e in range(k) if covered.get(e, 0) != 1]
+    if missing:
+        problems.append(f"{len(missing)} K elements not multiplied exactly once over the splits, e.g. K = {missing[0]}")
+    return problems
+
+
+def split_recipe(a, sfa, b, sfb, units, bk: int, blocks_read) -> np.ndarray:
+    """The recipe as stream-K computes it: each unit (split, first K-tile, K-tiles) promotes the partial sum of each of
+    its K-tiles (the loader's K range, clipped to K) with the scales of the block ``blocks_read`` gives it, into its own
+    accumulator; the owner adds the other splits' accumulators in split order. float64 (the order of additions differs
+    from ``reference`` only by rounding)."""
+    n, k = b.shape[0], a.shape[1]
+    accs = {}
+    for split, first, count in units:
+        acc = np.zeros((a.shape[0], n))
+        for kt, kb in enumerate(blocks_read(first, count)):
+            lo, hi = (first + kt) * bk, min(k, (first + kt + 1) * bk)
+            part = a[:, lo:hi].astype(np.float64) @ b[:, lo:hi].astype(np.float64).T
+            acc += part * sfa[:, kb][:, None] * np.repeat(sfb[kb], BLOCK)[None, :n]
+        accs[split] = acc
+    return sum(accs[z] for z in sorted(accs))
