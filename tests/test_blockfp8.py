@@ -26,6 +26,20 @@ def test_rules(kw, field):
     assert e.value.field == field
 
 
+class CaiArray:
+    """__cuda_array_interface__ v3 with a dtype name (how the reader tells float8 and bfloat16 from u8 and f2): a device
+    array at a made-up address, for the simulated launches."""
+
+    def __init__(self, shape, dtype, strides_elems, ptr):
+        size = {"float8_e4m3fn": 1, "bfloat16": 2, "float32": 4}[dtype]
+        self.dtype = dtype
+        self.__cuda_array_interface__ = {
+            "shape": shape, "typestr": {1: "|u1", 2: "<f2", 4: "<f4"}[size], "data": (ptr, False), "version": 3,
+            "stream": None, "strides": tuple(x * size for x in strides_elems)}
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
 def _loads(plan, kb, m0, n0):
     return lambda warp, lane: [(l.operand, l.index, l.targets) for l in plan.promotion_loads(warp % 4, lane, kb, m0, n0, warp // 4)]
 
@@ -299,32 +313,19 @@ def test_api_marshals_the_scales(monkeypatch):
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
 
-    class Arr:
-        """__cuda_array_interface__ v3 with a dtype name (how the reader tells float8 and bfloat16 from u8 and f2)."""
-
-        def __init__(self, shape, dtype, strides_elems, ptr):
-            size = {"float8_e4m3fn": 1, "bfloat16": 2, "float32": 4}[dtype]
-            self.dtype = dtype
-            self.__cuda_array_interface__ = {
-                "shape": shape, "typestr": {1: "|u1", 2: "<f2", 4: "<f4"}[size], "data": (ptr, False), "version": 3,
-                "stream": None, "strides": tuple(x * size for x in strides_elems)}
-
-        def __dlpack_device__(self):
-            return (2, 0)
-
     m, n, k = 200, 300, 400  # K blocks 4, N blocks 3
-    a = Arr((m, k), "float8_e4m3fn", (k, 1), 0x10000000)
-    b = Arr((n, k), "float8_e4m3fn", (k, 1), 0x20000000)
-    out = Arr((m, n), "bfloat16", (304, 1), 0x30000000)
-    sa = Arr((m, 4), "float32", (1, 208), 0x40000000)  # outer-dim-major, lds_a 208
-    sb = Arr((4, 3), "float32", (1, 8), 0x50000000)  # s.t() of a 3 x 8 array
+    a = CaiArray((m, k), "float8_e4m3fn", (k, 1), 0x10000000)
+    b = CaiArray((n, k), "float8_e4m3fn", (k, 1), 0x20000000)
+    out = CaiArray((m, n), "bfloat16", (304, 1), 0x30000000)
+    sa = CaiArray((m, 4), "float32", (1, 208), 0x40000000)  # outer-dim-major, lds_a 208
+    sb = CaiArray((4, 3), "float32", (1, 8), 0x50000000)  # s.t() of a 3 x 8 array
     ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out)
     (args,) = launches
     assert args[-4:] == [0x40000000, 0x50000000, 208, 8]
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="outer-dim-major"):
-        ptxgen.api.fp8blocks.gemm(a, b, Arr((m, 4), "float32", (4, 1), 0x40000000), sb, out)
+        ptxgen.api.fp8blocks.gemm(a, b, CaiArray((m, 4), "float32", (4, 1), 0x40000000), sb, out)
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="shape"):
-        ptxgen.api.fp8blocks.gemm(a, b, sa, Arr((4, 2), "float32", (1, 8), 0x50000000), out)
+        ptxgen.api.fp8blocks.gemm(a, b, sa, CaiArray((4, 2), "float32", (1, 8), 0x50000000), out)
 
 
 def test_show_draws_each_phase_of_the_b_scales():

@@ -29,6 +29,7 @@ from ptxgen.emit.render import render_kernel
 from ptxgen.emit.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
 from ptxgen.model import bfp8model
+from test_blockfp8 import CaiArray
 from test_streamk import run_c
 
 
@@ -177,23 +178,12 @@ def test_api_passes_the_streams_workspace(monkeypatch):
     monkeypatch.setattr(fb, "launcher", lambda: "driver")
     monkeypatch.setattr(fb, "streamk_workspace", lambda drv, di, stream, nbytes, like, ens: asked.append(nbytes) or (0x7000000, None))
 
-    class Arr:
-        def __init__(self, shape, dtype, strides_elems, ptr):
-            size = {"float8_e4m3fn": 1, "bfloat16": 2, "float32": 4}[dtype]
-            self.dtype = dtype
-            self.__cuda_array_interface__ = {
-                "shape": shape, "typestr": {1: "|u1", 2: "<f2", 4: "<f4"}[size], "data": (ptr, False), "version": 3,
-                "stream": None, "strides": tuple(x * size for x in strides_elems)}
-
-        def __dlpack_device__(self):
-            return (2, 0)
-
     m, n, k = 300, 8584, 4000  # 135 tiles: 3 split 8 ways on 132 SMs
-    a = Arr((m, k), "float8_e4m3fn", (k, 1), 0x10000000)
-    b = Arr((n, k), "float8_e4m3fn", (k, 1), 0x20000000)
-    out = Arr((m, n), "bfloat16", (n, 1), 0x30000000)
-    sa = Arr((m, 32), "float32", (1, 304), 0x40000000)
-    sb = Arr((32, 68), "float32", (1, 32), 0x50000000)  # ceil(8584 / 128) = 68 blocks of B
+    a = CaiArray((m, k), "float8_e4m3fn", (k, 1), 0x10000000)
+    b = CaiArray((n, k), "float8_e4m3fn", (k, 1), 0x20000000)
+    out = CaiArray((m, n), "bfloat16", (n, 1), 0x30000000)
+    sa = CaiArray((m, 32), "float32", (1, 304), 0x40000000)
+    sb = CaiArray((32, 68), "float32", (1, 32), 0x50000000)  # ceil(8584 / 128) = 68 blocks of B
     fb.gemm(a, b, sa, sb, out, spec=bfsk_spec(8))
     (grid, args), = launches
     assert grid == (132, 1, 1) and args[-1] == 0x7000000 and args[-5:-1] == [0x40000000, 0x50000000, 304, 32]
