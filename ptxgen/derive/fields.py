@@ -76,6 +76,20 @@ class SpecField:
         return self.default
 
 
+def _choice(name: str, flag: str, help: str, enum: type, *, default: str, json_omit: bool = True) -> SpecField:
+    """A field added after the first specs whose value is one of ``enum``'s (its CLI choices, in the enum's order): left
+    out of cli_args at its default, and out of to_json too unless ``json_omit`` is False."""
+    return SpecField(name, flag, help, default=default, enum=enum, choices=tuple(e.value for e in enum),
+                     omit_when_default=True, json_omit_when_default=json_omit)
+
+
+def _count(name: str, flag: str, help: str, *, default: int, json_omit: bool = True) -> SpecField:
+    """An integer field added after the first specs, left out of cli_args at its default (and of to_json, unless
+    ``json_omit`` is False)."""
+    return SpecField(name, flag, help, default=default, is_int=True, omit_when_default=True,
+                     json_omit_when_default=json_omit)
+
+
 FIELDS: tuple[SpecField, ...] = (
     SpecField("bm", "--bm", "tile M (rows of A and D)", required=True, is_int=True),
     SpecField("bn", "--bn", "tile N (rows of B, columns of D)", required=True, is_int=True),
@@ -94,114 +108,89 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
         json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "scale",
         "--scale",
         "block scaling (tcgen05 only): ue8m0 (MX: one power-of-two scale per 32 elements; --dtype e4m3/e5m2/e2m3/e3m2, "
         "or mixed A/B types -> kind::mxf8f6f4, e2m1 -> kind::mxf4) or ue4m3 (NVFP4: one per 16; --dtype e2m1 -> "
         "kind::mxf4nvf4) (default none)",
+        Scale,
         default="none",
-        enum=Scale,
-        choices=("none", "ue8m0", "ue4m3"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
     SpecField("acc", "--acc", "accumulator: f32 f16 s32 (default f32)", default="f32", enum=DType),
     SpecField("arch", "--arch", "sm_100a (tcgen05) or sm_90a (wgmma)", default="sm_100a", enum=Arch),
     SpecField("stages", "--stages", "shared-memory pipeline stages (default 2)", default=2, is_int=True),
     SpecField("out_dtype", "--out-dtype", "output type (default: the accumulator's)", enum=DType, omit_when_default=True),
-    SpecField(
+    _count(
         "smem_offset",
         "--smem-offset",
         "start the operand rings BYTES (a multiple of 128) past the aligned base: swizzle patterns off their boundary",
-        default=0,
-        is_int=True,
-        omit_when_default=True,
+        default=0, json_omit=False,
     ),
-    SpecField(
+    _choice(
         "loader",
         "--loader",
         "how K-tiles reach shared memory: tma (one elected thread, cp.async.bulk.tensor) or cp.async (a producer "
         "warpgroup, 16 B a thread) (default tma)",
-        default="tma",
-        enum=Loader,
-        choices=("tma", "cp.async"),
-        omit_when_default=True,
+        Loader,
+        default="tma", json_omit=False,
     ),
-    SpecField(
+    _count(
         "copy_bytes",
         "--copy-bytes",
         "cp.async loader: bytes per copy, 16 (cp.async.cg), 8 or 4 (cp.async.ca, each 16-byte cell in pieces): the "
         "operands' global rows need only start that many bytes aligned (default 16)",
         default=16,
-        is_int=True,
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "schedule",
         "--schedule",
         "tile: one CTA per output tile; persistent: one CTA per SM looping over tiles, loads of the next tile "
         "overlapping the epilogue (default tile)",
-        default="tile",
-        enum=Schedule,
-        choices=("tile", "persistent"),
-        omit_when_default=True,
+        Schedule,
+        default="tile", json_omit=False,
     ),
-    SpecField(
+    _choice(
         "consumers",
         "--consumers",
         "wgmma: cooperative (the consumer warpgroups split each tile's rows) or pingpong (two consumer warpgroups "
         "take alternate tiles, so one's epilogue overlaps the other's MMAs; needs --schedule persistent) (default cooperative)",
-        default="cooperative",
-        enum=Consumers,
-        choices=("cooperative", "pingpong"),
-        omit_when_default=True,
+        Consumers,
+        default="cooperative", json_omit=False,
     ),
-    SpecField(
+    _count(
         "cta_group",
         "--cta-group",
         "tcgen05 (sm_100a): 1, one CTA per MMA; 2, a CTA pair (cluster of 2) issues tcgen05.mma.cta_group::2 with "
         "M = BM = 128 or 256 over the pair, each CTA holding BM/2 rows of A and BN/2 rows of B (default 1)",
         default=1,
-        is_int=True,
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _count(
         "raster_group",
         "--raster-group",
         "visit output tiles in groups of this many tile rows, column by column inside a group, so that the A and B "
         "tiles in flight stay in L2 (default 8)",
-        default=8,
-        is_int=True,
-        omit_when_default=True,
+        default=8, json_omit=False,
     ),
-    SpecField(
+    _choice(
         "epilogue",
         "--epilogue",
         "direct: each thread stores its accumulator fragment to global memory; tma (16-bit output; sm_90a, or sm_100a "
         "with BM 128): "
         "registers -> swizzled shared memory (stmatrix) -> TMA bulk tensor store, overlapped with the next tile "
         "(default direct)",
+        Epilogue,
         default="direct",
-        enum=Epilogue,
-        choices=("direct", "tma"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "cluster",
         "--cluster",
         "thread-block cluster (CTAs along M x along N): 1x1 none; 2x1 two CTAs on neighbouring tile rows share B, "
         "each loads half of B's stage and multicasts it to both; 1x2 likewise share A (sm_90a, TMA) (default 1x1)",
+        Cluster,
         default="1x1",
-        enum=Cluster,
-        choices=("1x1", "2x1", "1x2"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "grouped",
         "--grouped",
         "none: one GEMM; offs: a grouped GEMM in torch._grouped_mm's layout (A stacked along M, int32 cumulative row ends "
@@ -209,72 +198,54 @@ FIELDS: tuple[SpecField, ...] = (
         "offs_rowwise: the same for FP8 with torch._scaled_grouped_mm's f32 scales, one per row of A and one per group "
         "and column of D; offs with --fp8-blocks 1x128x128: DeepSeek block scales, scale_b one block array per group "
         "(default none)",
+        Grouping,
         default="none",
-        enum=Grouping,
-        choices=("none", "offs", "offs_rowwise"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "batch",
         "--batch",
         "none: one GEMM; a: A is B x M x K (a 3-D tensor map over K, M, batch) and B one N x K matrix shared by every "
         "batch; ab: B is B x N x K too. One launch walks every batch's tiles; D is B x M x N (TMA loader, direct "
         "epilogue, no cluster, CTA pair, split-K, grouping or fused chain) (default none)",
+        Batch,
         default="none",
-        enum=Batch,
-        choices=("none", "a", "ab"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "fp8_blocks",
         "--fp8-blocks",
         "block-scaled FP8 on wgmma: none, or 1x128x128 (DeepSeek: an f32 scale per row per 128 of K for A, per 128 x 128 "
         "block for B, partial sums promoted to f32 every 128 of K) (default none)",
+        Fp8Blocks,
         default="none",
-        enum=Fp8Blocks,
-        choices=("none", "1x128x128"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "fp8_stagger",
         "--fp8-stagger",
         "block-scaled FP8 with two consumer warpgroups: none (each issues a K block's MMAs as soon as it lands), issue "
         "(warpgroup 1 issues block kt after warpgroup 0 has, warpgroup 0 issues kt + 1 after warpgroup 1 has issued kt) "
         "or complete (warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are complete), so that one warpgroup "
         "promotes while the other's MMAs run (default none)",
+        Fp8Stagger,
         default="none",
-        enum=Fp8Stagger,
-        choices=("none", "issue", "complete"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "fp8_overlap",
         "--fp8-overlap",
         "block-scaled FP8: none (a K block's MMAs into one partial, wait_group 0, promote) or halves (each column half "
         "of the tile into its own partial and commit group; one half is promoted while the other's MMAs run, wait_group "
         "1) (default none)",
+        Fp8Overlap,
         default="none",
-        enum=Fp8Overlap,
-        choices=("none", "halves"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "fp8_scale_load",
         "--fp8-scale-load",
         "block-scaled FP8: how a K block's scales reach the consumers: block (each thread loads them from global memory "
         "in that K block, before its MMAs), ahead (one K block ahead, into registers carried across the loop) or smem "
         "(a producer warp stages them in shared memory with the K block's stage; ld.shared after it lands) or auto (smem "
         "for dense cooperative kernels, else block; measured fastest, docs/block-fp8.md) (default auto)",
+        Fp8ScaleLoad,
         default="auto",
-        enum=Fp8ScaleLoad,
-        choices=("auto", "block", "ahead", "smem"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
     SpecField(
         "fuse",
@@ -284,40 +255,31 @@ FIELDS: tuple[SpecField, ...] = (
         omit_when_default=True,
         json_omit_when_default=True,
     ),
-    SpecField(
+    _choice(
         "d_major",
         "--d-major",
         "where D's elements go: n, row-major (element (i, j) of the kernel's M x N result at i x ldd + j); m, "
         "M-major/column-major (at j x ldd + i, each element its own store), so that a kernel computing D^T = B A^T "
         "(swap-AB) writes a row-major D. m: sm_90a, the direct epilogue or (16-bit outputs) the TMA store through "
         "stmatrix.trans, plain output (no --fuse, split-K, batch, grouping or block FP8) (default n)",
+        DMajor,
         default="n",
-        enum=DMajor,
-        choices=("n", "m"),
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _count(
         "split_k",
         "--split-k",
         "split-K (sm_90a, --schedule tile): S CTAs per output tile, each multiplying its own run of whole K-tiles "
         "into an f32 partial tile of a workspace; a second generated kernel sums the S partials in a fixed order "
         "(deterministic) and writes D (default 1: no split)",
         default=1,
-        is_int=True,
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
-    SpecField(
+    _count(
         "stream_k",
         "--stream-k",
         "stream-K for the last wave (sm_90a, --schedule persistent, cooperative): the tiles of the last, partial round "
         "are split along K into at most S parts on the otherwise idle CTAs; split 0 sums the f32 partials of the others "
         "from a workspace in a fixed order (deterministic) and stores D (default 1: no split)",
         default=1,
-        is_int=True,
-        omit_when_default=True,
-        json_omit_when_default=True,
     ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
