@@ -56,6 +56,12 @@ def limited_accumulate(a, sfa, b, sfb, promote_every: int | None, acc_bits: int 
     return acc.astype(np.float64)
 
 
+def applied_scales(vals: list) -> tuple[list[str], float | None]:
+    """What one accumulator register was scaled by: the operands' names, sorted, and the product of their values (None
+    when no scale reached it), from its (operand, value) loads."""
+    return sorted(o for o, _ in vals), (float(np.prod([v for _, v in vals])) if vals else None)
+
+
 def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, rng) -> list[str]:
     """``loads(warp, lane)``: the plan's scale loads (operand, (i, j), registers) of one thread for K block ``kb``.
     Performs them on random distinct scale arrays and compares each register's product with the recipe's."""
@@ -74,9 +80,7 @@ def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, 
                 r, c = fragmodel.wgmma_d_coords(warp % 4, lane, reg)
                 r += 64 * (warp // 4)
                 want = sfa[m0 + r, kb] * sfb[kb, (n0 + c) // BLOCK]
-                vals = got.get(reg, [])
-                ops = sorted(o for o, _ in vals)
-                prod = float(np.prod([v for _, v in vals])) if vals else None
+                ops, prod = applied_scales(got.get(reg, []))
                 if ops != ["sfa", "sfb"] or prod != want:
                     problems.append(f"warp {warp} lane {lane} register {reg} (row {m0 + r}, column {n0 + c}, K block {kb}): "
                                     f"scaled by {ops} = {prod}, the recipe says {want}")

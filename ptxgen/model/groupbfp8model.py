@@ -21,6 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import fragmodel
+from .bfp8model import applied_scales
 from .groupmodel import groups_of_rows
 
 BLOCK = 128
@@ -77,9 +78,7 @@ def check_grouped_scales(items: Iterable[Mapping[str, int]], reads: Callable, of
                         key = (r, c, kb)
                         seen[key] = seen.get(key, 0) + 1
                         want = sa[r, kb] * sb[g, kb, c // BLOCK]
-                        vals = got.get(reg, [])
-                        ops = sorted(o for o, _ in vals)
-                        prod = float(np.prod([v for _, v in vals])) if vals else None
+                        ops, prod = applied_scales(got.get(reg, []))
                         if ops != ["sfa", "sfb"] or prod != want:
                             problems.append(f"item {t['item']} (group {g}) row {r} column {c} K block {kb}: scaled by {ops} = "
                                             f"{prod}, the recipe says scale_a[{r}, {kb}] x scale_b[{g}][{kb}, {c // BLOCK}] = {want}")
