@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 from .api import streams
 from .api.binding import _allocate_out, _dtype_words
-from .api.groupedbind import _KernelName, b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
+from .api.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
 from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
@@ -401,26 +401,3 @@ def blockscaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtyp
     return _scaled_grouped("blocks", check, lambda dtype, out_dt, arch: blockscaled_grouped_spec(out_dt, arch),
                            "no block-scaled grouped kernel for this GPU", a, b, scale_a, scale_b, offs, out, out_dtype,
                            stream, default_out="bf16")
-    handle = stream_handle(stream, a)
-    ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
-    oi = None if out is None else read_array(out, "out", handle)
-    scales = (read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle))
-    for info in (ai, bi):
-        if info.dtype != "e4m3":
-            raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe), not "
-                             f"{_dtype_words(info.dtype)} {info.name}")
-    if out_dtype is None and oi is not None:
-        out_dtype = oi.dtype
-    out_dtype = out_dtype or "bf16"
-    key = ("e4m3", out_dtype, "blocks")
-    kernel = _BY_TYPES.get(key)
-    if kernel is None:
-        try:
-            spec = blockscaled_grouped_spec(out_dtype, streams.require_gpu().arch.value)
-        except SpecError as e:
-            raise NoGPU(f"no block-scaled grouped kernel for this GPU: {e}") from None
-        kernel = _BY_TYPES[key] = _kernel_for(spec)
-    r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
-    if tkey is not None and kernel._torch_launches:
-        _TORCH_KERNELS[tkey] = kernel
-    return r

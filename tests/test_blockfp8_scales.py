@@ -128,7 +128,6 @@ def test_scale_smem_plan_rules_and_compile():
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import make_spec
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.cache import compile_cached
     from ptxgen.runtime.toolchain import run_tool
 
     spec = fb.default_spec(fp8_scale_load="smem")

@@ -11,7 +11,6 @@ L2: NVRTC sm_90a, SASS gate, no local memory, the flag's release add. GPU tier: 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess

@@ -29,7 +29,7 @@ import statistics
 import sys
 
 from ptxgen.derive.spec import TileSpec
-from ptxgen.isa.types import DMajor, SpecError
+from ptxgen.isa.types import DMajor
 
 ARCH = "sm_90a"
 SMEM_STAGE_BUDGET = 200 * 1024  # bytes of stages the swap tiles take (the 16-row kernel: 10 x 18 KB)

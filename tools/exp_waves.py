@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 
 SWAP_SHAPES = [(333, 8192, 8192), (300, 8192, 8192), (400, 8192, 6144), (350, 16384, 4096), (250, 10240, 8192),

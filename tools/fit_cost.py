@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from ptxgen.runtime.costmodel import BY_NAME, COST_FAMILY, Costs, k_tiles, predict_us, rounds, tile_grid
+from ptxgen.runtime.costmodel import BY_NAME, COST_FAMILY, k_tiles, predict_us, rounds, tile_grid
 
 SECTOR_BYTES = 32
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}

@@ -98,8 +98,8 @@ import math
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import L2_SECTOR_BYTES
 from ..isa.types import Cluster, Consumers, DType, Epilogue, Schedule, SpecError
-from .costmodel import (BY_NAME, COST_FAMILY, STREAMK_MIN_GAIN, best_streamk, calibrated, k_tiles, pick, predict_us, rank,
-                        rounds, shipped_costs, tile_grid)
+from .costmodel import (BY_NAME, COST_FAMILY, STREAMK_MIN_GAIN, best_streamk, calibrated, k_tiles, pick, predict_us, rounds,
+                        shipped_costs, tile_grid)
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from .swaprules import swap_ab, swap_fit
 from .tune import default_spec, table_entries
