@@ -434,15 +434,16 @@ def test_cuda_graph_replay_with_offs_changed_between_replays(gpu):
         _check(torch, out, ref, last, 9.0, torch.bfloat16)
 
 
-def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
-    """scaled_grouped_gemm: the scale pointers go after offs in ABI order; wrong scales are refused by name."""
+def simulated_grouped_launches(monkeypatch, spec) -> list:
+    """A simulated H200 for ``ptxgen.grouped``'s launch path (its kernel tables emptied): the list each launch appends
+    its parameter block to, read back by ``spec``'s ABI kinds."""
     import ptxgen.api.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.gpu import Device
 
     fake = Device(0, "simulated H200", (9, 0), None, None, 132)
     launched = []
-    kinds = [q.kind for q in plan_kernel(grouped_spec("e4m3", rowwise=True)).abi.params]
+    kinds = [q.kind for q in plan_kernel(spec).abi.params]
 
     class FakeKernel:
         def __init__(self, cubin, name, smem):
@@ -461,6 +462,14 @@ def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})
+    return launched
+
+
+def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
+    """scaled_grouped_gemm: the scale pointers go after offs in ABI order; wrong scales are refused by name."""
+    import ptxgen.grouped as grouped
+
+    launched = simulated_grouped_launches(monkeypatch, grouped_spec("e4m3", rowwise=True))
     m, n, k, g = 300, 256, 128, 3
     a = CaiArray((m, k), "|u1", 1, 0x100000, dtype="float8_e4m3fn")
     b = CaiArray((g, n, k), "|u1", 1, 0x200000, dtype="float8_e4m3fn")

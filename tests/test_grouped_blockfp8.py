@@ -199,32 +199,10 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     """blockscaled_grouped_gemm: SFA, SFB, lds_a, lds_b, lds_b_group after ldd in ABI order, from the scale tensors'
     strides; wrong layouts refused by name."""
     import ptxgen
-    import ptxgen.api.streams as streams
     import ptxgen.grouped as grouped
-    from ptxgen.runtime.gpu import Device
-    from tests.test_grouped import CaiArray, _fake_encode, read_block
+    from tests.test_grouped import CaiArray, simulated_grouped_launches
 
-    fake = Device(0, "simulated H200", (9, 0), None, None, 132)
-    launched = []
-    kinds = [q.kind for q in plan_kernel(grouped.blockscaled_grouped_spec()).abi.params]
-
-    class FakeKernel:
-        def __init__(self, cubin, name, smem):
-            self.func = 7
-
-    class FakeDriver:
-        encode = staticmethod(_fake_encode)
-
-        def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-            launched.append(read_block(params, kinds))
-            return 0
-
-    monkeypatch.setattr(streams, "require_gpu", lambda: fake)
-    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
-    for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
-        monkeypatch.setattr(grouped, table, {})
+    launched = simulated_grouped_launches(monkeypatch, grouped.blockscaled_grouped_spec())
     m, n, k, g = 300, 330, 400, 3  # K blocks 4, N blocks 3
     a = CaiArray((m, k), "|u1", 1, 0x100000, dtype="float8_e4m3fn")
     b = CaiArray((g, n, k), "|u1", 1, 0x200000, dtype="float8_e4m3fn")
