@@ -20,7 +20,7 @@ OUT=$OUT ROUNDS=${ROUNDS:-6} T_TEST=${T_TEST:-120} T_BENCH=${T_BENCH:-140} \
 kill $SMI 2>/dev/null
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 t 40 "$NCU" --query-metrics --chip gh100 > "$OUT/ncu_query.txt" 2>&1
-want="sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed sm__cycles_elapsed.avg.per_second gpu__time_duration.sum sm__throughput.avg.pct_of_peak_sustained_elapsed l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed smsp__inst_executed_pipe_fma.sum smsp__issue_active.avg.pct_of_peak_sustained_active"
+want="sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed sm__inst_executed_pipe_tensor_op_gmma.sum sm__cycles_elapsed.avg.per_second gpu__time_duration.sum sm__throughput.avg.pct_of_peak_sustained_elapsed l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed smsp__inst_executed_pipe_fma.sum smsp__issue_active.avg.pct_of_peak_sustained_active"
 metrics=""
 for m in $want; do
   grep -qw "${m%%.*}" "$OUT/ncu_query.txt" && metrics="$metrics${metrics:+,}$m"
