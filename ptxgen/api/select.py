@@ -6,7 +6,7 @@ f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch c
 from __future__ import annotations
 
 from ..derive.spec import TileSpec, make_spec
-from ..isa.types import DMajor, DType, Epilogue, Major, SpecError
+from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from . import streams
 from .binding import _check_2d, _check_strides, _dtype_words, operand_major
@@ -19,17 +19,18 @@ GEMM_STREAM_K = True
 
 
 def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
+    """``spec`` retyped to write ``out_dtype``. A pick with the TMA-store epilogue that the spec's rules refuse for that
+    output (derive.rules/derive.output: the TMA store packs 16-bit outputs with stmatrix, so not f32) keeps its tile,
+    stages and schedule with the direct stores, which need no staging buffers; SpecError where that is refused too."""
     if spec.out_dtype.value == out_dtype:
         return spec
     fields = {**spec.to_json(), "out_dtype": out_dtype}
     try:
         return make_spec(**fields)
     except SpecError:
-        if spec.d_major is not DMajor.M or spec.epilogue is not Epilogue.TMA:
+        if spec.epilogue is not Epilogue.TMA:
             raise
-        # the M-major TMA store (swap-AB's, runtime.swaprules.SWAP_TMA_STORE) is derived for 16-bit outputs: another
-        # output type (f32) keeps the swap with the direct stores
-        return make_spec(**{**fields, "epilogue": "direct"})
+    return make_spec(**{**fields, "epilogue": Epilogue.DIRECT.value})
 
 
 def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtype: str, copy_bytes: int = 16) -> TileSpec:
