@@ -53,7 +53,8 @@ def test_stream_k_is_legal_for_block_fp8_and_names_the_kernel():
     assert ptxgen.api.fp8blocks.default_spec().stream_k == 1  # the default does not change until measured
 
 
-@pytest.mark.parametrize("kw", [dict(fp8_stagger="issue"), dict(fp8_stagger="complete"), dict(schedule="tile"),
+@pytest.mark.parametrize("kw", [dict(fp8_stagger="issue"), dict(fp8_stagger="complete"), dict(fp8_stagger="half"),
+                                dict(schedule="tile"),
                                 dict(consumers="pingpong", bm=64), dict(s=17)])
 def test_illegal_block_fp8_stream_k_specs_name_the_field(kw):
     with pytest.raises(SpecError) as e:

@@ -245,12 +245,17 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                                      {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "smem", "cluster": "2x1"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "block"},
                                      {"bn": 128, "stages": 5, "epilogue": "direct", "fp8_scale_load": "block"},
-                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "fp8_stagger": "complete"}],
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "smem", "fp8_stagger": "complete"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_stagger": "half"},
+                                     {"bn": 128, "stages": 4, "epilogue": "tma", "fp8_stagger": "half"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "block", "fp8_stagger": "half"},
+                                     {"bn": 160, "stages": 5, "epilogue": "direct", "fp8_stagger": "half"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
                               "n128-complete", "n192-halves", "n160-halves", "n128-halves", "n192-ahead", "n160-ahead",
                               "n128-ahead", "n192-smem", "n160-smem", "n128-smem",
                               "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1",
-                              "n192-tma-block", "direct-block", "n192-smem-complete"])
+                              "n192-tma-block", "direct-block", "n192-smem-complete", "n192-half", "n128-half",
+                              "n192-block-half", "n160-direct-half"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
@@ -274,9 +279,11 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
                                                 ("bf16", {"fp8_scale_load": "smem"}), ("f32", {"fp8_scale_load": "smem"}),
                                                 ("bf16", {"fp8_scale_load": "smem", "cluster": "2x1"}),
                                                 ("bf16", {"fp8_scale_load": "smem", "cluster": "1x2"}),
-                                                ("bf16", {"fp8_scale_load": "block"}), ("f32", {"fp8_scale_load": "block"})],
+                                                ("bf16", {"fp8_scale_load": "block"}), ("f32", {"fp8_scale_load": "block"}),
+                                                ("bf16", {"fp8_stagger": "half"}), ("f32", {"fp8_stagger": "half"}),
+                                                ("bf16", {"fp8_stagger": "half", "bn": 128})],
                          ids=["default", "halves", "halves-f32-direct", "ahead", "ahead-f32-direct", "smem", "smem-f32-direct",
-                              "smem-c2x1", "smem-c1x2", "block", "block-f32-direct"])
+                              "smem-c2x1", "smem-c1x2", "block", "block-f32-direct", "half", "half-f32-direct", "half-n128"])
 def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
     iteration; the default spec the same (whatever it is)."""
@@ -290,6 +297,27 @@ def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
     sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
     out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out_dtype=out_dtype, spec=ptxgen.api.fp8blocks.default_spec(out_dtype, **variant))
+    torch.cuda.synchronize()
+    ref = bfp8model.reference(_f64(a), _f64(sa), _f64(b), _f64(sb))
+    bad = np.abs(_f64(out) - ref) > 2.0 ** -7 * np.abs(ref) + 1e-3 * np.abs(ref).mean()
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+
+
+@pytest.mark.parametrize("stagger", ["issue", "complete", "half"])
+def test_block_fp8_staggered_over_several_tiles_per_cta(gpu, stagger):
+    """The --fp8-stagger barriers span a CTA's tiles (the persistent loop; warpgroup 0 takes warpgroup 1's last arrival
+    after them): 12 x 16 = 192 tiles of 128 x 192 on at most 132 CTAs, so some CTAs run two; M, N off the tile, and a
+    partial last K block (K = 400: 4 blocks)."""
+    import ptxgen.api.fp8blocks
+    from ptxgen.model import bfp8model
+
+    m, n, k = 1500, 3000, 400
+    gen = torch.Generator().manual_seed(3)
+    a, b = _fp8_inputs(m, n, k, gen)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
+    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
+    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(fp8_stagger=stagger))
     torch.cuda.synchronize()
     ref = bfp8model.reference(_f64(a), _f64(sa), _f64(b), _f64(sb))
     bad = np.abs(_f64(out) - ref) > 2.0 ** -7 * np.abs(ref) + 1e-3 * np.abs(ref).mean()

@@ -3,7 +3,7 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
-Variants: ``[nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
+Variants: ``[nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
 --fp8-stagger, --fp8-overlap halves, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
 --stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
@@ -40,8 +40,8 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
-                         "pipeline stages; issue/complete: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); "
+                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
+                         "pipeline stages; issue/complete/half: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); "
                          "skS: --stream-k S; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -55,7 +55,7 @@ def main() -> int:
         plain = parts[0] == "plain"
         parts = parts[1:] if plain else parts
         bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
-        stagger = next((x for x in parts[2:] if x in ("issue", "complete")), "none")
+        stagger = next((x for x in parts[2:] if x in ("issue", "complete", "half")), "none")
         extra = {}  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
         for x in parts[2:]:
             if x[:1] == "c" and "x" in x:

@@ -39,7 +39,7 @@ def launch(shape: str, variants: list[str]) -> int:
         bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
         extra = {"cluster": x[1:] for x in parts[2:] if x[:1] == "c" and "x" in x}
         extra.update({"raster_group": int(x[1:]) for x in parts[2:] if x[:1] == "g" and x[1:].isdigit()})
-        extra.update({"fp8_stagger": x for x in parts[2:] if x in ("issue", "complete")})
+        extra.update({"fp8_stagger": x for x in parts[2:] if x in ("issue", "complete", "half")})
         spec = fb.default_spec(stages=int(parts[0][1:]), epilogue=parts[1], bn=bn,
                                fp8_overlap="halves" if "halves" in parts[2:] else "none",
                                fp8_scale_load=next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"),

@@ -155,17 +155,33 @@ def scale_steps(k_blocks: int, scale_load: str) -> tuple[ScaleStep, ...]:
     return tuple(out)
 
 
-STAGGER_WHERE = ("before_issue", "after_issue", "after_wait", "tail")
+STAGGER_WHERE = ("before_issue", "after_issue", "after_half", "after_wait", "tail")  # after_half: after wait_group 1 (half)
 
 
 def stagger_steps(stagger: str) -> tuple[BarrierStep, ...]:
-    """The protocol: warpgroup 1 issues K-tile it after warpgroup 0 has issued (issue) or completed (complete) it;
-    warpgroup 0 issues it + 1 after warpgroup 1 has issued it; warpgroup 0 takes warpgroup 1's last arrival at the end."""
+    """The protocol: warpgroup 1 issues K-tile it after warpgroup 0 has issued (issue), completed (complete) or completed
+    the first half of (half) it; warpgroup 0 issues it + 1 after warpgroup 1 has issued (issue, complete) or completed
+    the first half of (half) it; warpgroup 0 takes warpgroup 1's last arrival at the end. With half both warpgroups
+    arrive after their wait_group 1 (stagger_commit_groups: the first of a K block's two commit groups is complete), so
+    the two run about half a K block apart and neither waits for the other's promotion."""
     if stagger == "none":
         return ()
+    signal0 = {"issue": "after_issue", "complete": "after_wait", "half": "after_half"}[stagger]
     return (BarrierStep(0, "before_issue", "sync", 1, not_first=True), BarrierStep(1, "before_issue", "sync", 0),
-            BarrierStep(0, "after_issue" if stagger == "issue" else "after_wait", "arrive", 0),
-            BarrierStep(1, "after_issue", "arrive", 1), BarrierStep(0, "tail", "sync", 1, not_first=True))
+            BarrierStep(0, signal0, "arrive", 0),
+            BarrierStep(1, "after_half" if stagger == "half" else "after_issue", "arrive", 1),
+            BarrierStep(0, "tail", "sync", 1, not_first=True))
+
+
+def stagger_commit_groups(stagger: str, mmas_per_k_tile: int) -> tuple[tuple[int, ...], ...]:
+    """The K-steps of a K block in each of its wgmma commit groups: one group (wait_group 0 completes it), or with half
+    the first and the second half of the K-steps (wait_group 1 then completes the first: the half signal)."""
+    steps = tuple(range(mmas_per_k_tile))
+    if stagger != "half":
+        return (steps,)
+    if mmas_per_k_tile % 2:
+        raise SpecError("--fp8-stagger", stagger, "two commit groups of equal K-steps per K block", "an even BK / K")
+    return steps[:mmas_per_k_tile // 2], steps[mmas_per_k_tile // 2:]
 
 
 @dataclass(frozen=True)
@@ -210,6 +226,8 @@ class BlockFp8Plan:
     grouped: bool = False  # a grouped GEMM (--grouped offs): B's scales are G per-group arrays, lds_b_group apart
     overlap: str = "none"  # none | halves (OverlapStep sequence: overlap_steps)
     scale_load: str = "block"  # block | ahead (ScaleStep sequence: scale_steps)
+    # the K-steps of each wgmma commit group of a K block (stagger_commit_groups; two with --fp8-stagger half)
+    commit_groups: tuple[tuple[int, ...], ...] = stagger_commit_groups("none", BLOCK_K // K_PER_WGMMA_E4M3)
 
     @property
     def sfa_stage_bytes(self) -> int:
@@ -408,9 +426,14 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "issue": "warpgroup 1 issues block kt after warpgroup 0 has issued it; warpgroup 0 issues kt + 1 after warpgroup 1 "
                  "has issued kt (two named barriers, bar.arrive / bar.sync of 256 threads)",
         "complete": "warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are complete; warpgroup 0 issues kt + 1 after "
-                    "warpgroup 1 has issued kt (two named barriers)"}.get(stagger, stagger),
+                    "warpgroup 1 has issued kt (two named barriers)",
+        "half": f"each warpgroup commits a K block's {bk // K_PER_WGMMA_E4M3} wgmma as two groups (K-steps of the block's "
+                "first and second half) and arrives on its named barrier after wait_group 1 (the first group complete; no "
+                "partial register is read before wait_group 0); warpgroup 1 issues block kt once warpgroup 0's first half "
+                "of kt is complete, warpgroup 0 issues kt + 1 once warpgroup 1's first half of kt is"}.get(stagger, stagger),
         "meant to let one warpgroup promote while the other's MMAs run; measured on the H200 (docs/block-fp8.md): both "
-        "orders are slower than none (issue 0.71-0.80, complete 0.54-0.67 of torch's blockwise call against 0.78-0.91)",
+        "orders are slower than none (issue 0.71-0.80, complete 0.54-0.67 of torch's blockwise call against 0.78-0.91); "
+        "half (an offset of about one promotion between the two) is not measured yet",
         "CUTLASS OrderedSequenceBarrier (ping-pong); DeepGEMM overlaps by FFMA interleaving instead")
     grouping = (Derived("grouped_block_scales", "sfb + group x lds_b_group; sfa by the stacked row",
                         "a grouped tile (--grouped offs) takes B's scales from its group's array: the tile's scale_b base is "
@@ -453,4 +476,5 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "slower (runs/2026-12-01-s5-bfp8, docs/block-fp8.md)",
         "DeepGEMM sm90 1D2D loads the scales through shared memory (A's per stage by TMA, B's once per tile)")
     return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov, sl) + grouping, phases, stagger_steps(stagger), grouped=grouped,
-                        overlap=overlap, scale_load=scale_load)
+                        overlap=overlap, scale_load=scale_load,
+                        commit_groups=stagger_commit_groups(stagger, BLOCK_K // K_PER_WGMMA_E4M3))

@@ -222,9 +222,11 @@ FIELDS: tuple[SpecField, ...] = (
         "fp8_stagger",
         "--fp8-stagger",
         "block-scaled FP8 with two consumer warpgroups: none (each issues a K block's MMAs as soon as it lands), issue "
-        "(warpgroup 1 issues block kt after warpgroup 0 has, warpgroup 0 issues kt + 1 after warpgroup 1 has issued kt) "
-        "or complete (warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are complete), so that one warpgroup "
-        "promotes while the other's MMAs run (default none)",
+        "(warpgroup 1 issues block kt after warpgroup 0 has, warpgroup 0 issues kt + 1 after warpgroup 1 has issued kt), "
+        "complete (warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are complete) or half (each warpgroup commits "
+        "a block's MMAs as two halves; warpgroup 1 issues kt once warpgroup 0's first half of kt is complete, warpgroup 0 "
+        "issues kt + 1 once warpgroup 1's first half of kt is), so that one warpgroup promotes while the other's MMAs run "
+        "(default none)",
         Fp8Stagger,
         default="none",
     ),

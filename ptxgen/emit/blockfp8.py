@@ -50,7 +50,7 @@ class BlockFp8View:
     second_block_expr: str  # C: block n0 / 128 + 1 holds columns of B (else its scale is not loaded)
     phases: tuple[PhaseView, ...]
     sfb_base: str  # C: the tile's element offset into SFB (derive.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
-    stagger: str  # none | issue | complete (the two consumer warpgroups' order; spec --fp8-stagger)
+    stagger: str  # none | issue | complete | half (the two consumer warpgroups' order; spec --fp8-stagger)
     half: HalfMmaView | None  # --fp8-overlap halves
     scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.blockfp8.scale_steps)
     smem: "ScaleSmemView | None" = None  # --fp8-scale-load smem: the producer's scale warp and the stage's scale slots
@@ -62,8 +62,13 @@ class BlockFp8View:
     # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
+    after_half: tuple[str, ...] = ()  # after wait_group 1 (--fp8-stagger half: the K block's first commit group complete)
     after_wait: tuple[str, ...] = ()
     tail: tuple[str, ...] = ()
+    # the K-steps of each wgmma commit group of a K block (derive.blockfp8.stagger_commit_groups); with two, the loop
+    # waits for the first (wait_group 1, half_wait) before wait_group 0
+    commit_groups: tuple[tuple[int, ...], ...] = ()
+    half_wait: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,11 +97,17 @@ def scale_smem_view(plan: BlockFp8Plan, smem) -> ScaleSmemView | None:
                          plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
 
 
+_SIGNALS = {  # what each barrier's generation says, per mode (derive.blockfp8.stagger_steps)
+    "issue": ("warpgroup 0 has issued K-tile it", "warpgroup 1 has issued K-tile it"),
+    "complete": ("warpgroup 0 has completed K-tile it", "warpgroup 1 has issued K-tile it"),
+    "half": ("warpgroup 0 has completed the first half of K-tile it", "warpgroup 1 has completed the first half of K-tile it"),
+}
+
+
 def _barrier_c(step: BarrierStep, first_id: int, stagger: str) -> str:
     """One step as C: the named barrier first_id + step.barrier, 128 threads of each warpgroup."""
     cond = f"wg == {step.wg}" + (" && it > 0" if step.not_first else "")
-    what = (f"warpgroup 0 has {'issued' if stagger == 'issue' else 'completed'} K-tile it" if step.barrier == 0 else
-            "warpgroup 1 has issued K-tile it" + (" - 1" if step.op == "sync" else ""))
+    what = _SIGNALS[stagger][step.barrier] + (" - 1" if step.barrier == 1 and step.op == "sync" else "")
     call = f"named_barrier_{step.op}({first_id + step.barrier}, {2 * WARPGROUP_THREADS})"
     return f"if ({cond}) {call};  // {'wait until ' if step.op == 'sync' else 'signal: '}{what}"
 
@@ -125,6 +136,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
     C of the unit's first K-tile (stream-K: kt_first; "": K-tile 0)."""
     if plan is None:
         return None
+    assert sorted(i for g in plan.commit_groups for i in g) == list(range(mmas_per_k_tile)) and len(plan.commit_groups) <= 2
     regs = plan.bn // 2
     phases = tuple(PhaseView(ph.first_groups, ph.first_groups * WGMMA_GROUP_REGS,
                              f"n0 % {BLOCK_N} = {ph.residue}: columns 0..{ph.first_groups * GROUP_COLS - 1} in block n0 / {BLOCK_N}"
@@ -156,4 +168,6 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},
+        commit_groups=plan.commit_groups,
+        half_wait=len(plan.commit_groups) == 2,
     )

@@ -79,11 +79,15 @@ class Fp8Stagger(Enum):
     """Block-scaled FP8 with two consumer warpgroups: how their K blocks' wgmma groups are ordered. none: each issues a K
     block as soon as it lands; issue: warpgroup 1 issues block kt after warpgroup 0 has issued it, and warpgroup 0 issues
     kt + 1 after warpgroup 1 has issued kt; complete: warpgroup 1 issues block kt once warpgroup 0's MMAs of kt are
-    complete (so one warpgroup promotes while the other's MMAs run)."""
+    complete (so one warpgroup promotes while the other's MMAs run); half: each warpgroup commits a K block's MMAs as two
+    groups (K-steps of the first and of the second half of the block) and signals after wait_group 1; warpgroup 1 issues
+    kt once warpgroup 0's first half of kt is complete, warpgroup 0 issues kt + 1 once warpgroup 1's first half of kt is
+    (the two held about half a K block apart)."""
 
     NONE = "none"
     ISSUE = "issue"
     COMPLETE = "complete"
+    HALF = "half"
 
 
 class Fp8Overlap(Enum):

@@ -90,17 +90,23 @@ def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, 
 
 
 # ---- the --fp8-stagger protocol: two consumer warpgroups ordered through two named barriers ----------------------------
-def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue") -> list[str]:
-    """``steps``: (wg, where, op, barrier, not_first) tuples, where in before_issue / after_issue / after_wait / tail, op in
-    sync / arrive. Runs both warpgroups over ``k_tiles`` K-tiles under random interleavings, with bar.sync / bar.arrive
-    semantics (a generation of a barrier completes once 128 threads of each warpgroup are in; a sync waits for it; one
-    warpgroup counted twice in a generation completes it wrongly). Checks: no deadlock, no double count, no arrival left
-    at the end, and the order: warpgroup 1 issues K-tile i after warpgroup 0 issued (mode issue) or completed (mode
-    complete) it, warpgroup 0 issues i + 1 after warpgroup 1 issued i."""
+def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue", stages: int | None = None) -> list[str]:
+    """``steps``: (wg, where, op, barrier, not_first) tuples, where in before_issue / after_issue / after_half / after_wait
+    / tail, op in sync / arrive. Runs both warpgroups over ``k_tiles`` K-tiles under random interleavings, with bar.sync /
+    bar.arrive semantics (a generation of a barrier completes once 128 threads of each warpgroup are in; a sync waits for
+    it; one warpgroup counted twice in a generation completes it wrongly). A K-tile's program: issue (its MMAs, as two
+    commit groups), the first group complete (wait_group 1; after_half follows it), all complete (wait_group 0). Checks:
+    no deadlock, no double count, no arrival left at the end, and the order: warpgroup 1 issues K-tile i after warpgroup
+    0 issued (mode issue), completed (mode complete) or completed the first half of (mode half) it; warpgroup 0 issues
+    i + 1 after warpgroup 1 issued i (half: completed the first half of i). With ``stages``, the producer's ring too: a
+    K-tile can be issued only once both warpgroups released (after its wait_group 0) the K-tile ``stages`` before it."""
     import random
 
     problems: list[str] = []
-    where_order = ("before_issue", "issue", "after_issue", "wait", "after_wait")
+    where_order = ("before_issue", "issue", "after_issue", "half", "after_half", "wait", "after_wait", "release")
+    events = {"issue": "issued", "half": "half", "wait": "done", "release": "released"}
+    first_of = {"issue": "issued", "complete": "done", "half": "half"}[mode]  # warpgroup 0's event that lets 1 issue i
+    second_of = "half" if mode == "half" else "issued"  # warpgroup 1's event that lets 0 issue i + 1
     for seed in seeds:
         rng = random.Random(seed)
         progs = []
@@ -108,7 +114,7 @@ def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue") -> 
             prog = []
             for i in range(k_tiles):
                 for w in where_order:
-                    if w in ("issue", "wait"):
+                    if w in events:
                         prog.append((w, i))
                     else:
                         prog += [(op, b, i) for (g, ww, op, b, nf) in steps if g == wg and ww == w and not (nf and i == 0)]
@@ -118,10 +124,16 @@ def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue") -> 
         gen_members = {0: set(), 1: set()}  # warpgroups counted in the open generation of each barrier
         completed = {0: 0, 1: 0}  # generations completed
         waiting = {}  # wg -> (barrier, generation it waits for)
-        issued, done = {}, {}  # (wg, i) -> event time
+        times = {e: {} for e in events.values()}  # event -> (wg, i) -> time
+
+        def landed(g):  # the next step is not the issue of a K-tile whose stage the producer cannot have filled yet
+            op, i = progs[g][pc[g]][0], progs[g][pc[g]][-1]
+            return op != "issue" or stages is None or i < stages or all((w, i - stages) in times["released"] for w in (0, 1))
+
         t = 0
         while pc[0] < len(progs[0]) or pc[1] < len(progs[1]):
-            runnable = [g for g in (0, 1) if pc[g] < len(progs[g]) and (g not in waiting or completed[waiting[g][0]] > waiting[g][1])]
+            runnable = [g for g in (0, 1) if pc[g] < len(progs[g]) and landed(g)
+                        and (g not in waiting or completed[waiting[g][0]] > waiting[g][1])]
             if not runnable:
                 problems.append(f"seed {seed}: deadlock at {[progs[g][pc[g]] if pc[g] < len(progs[g]) else 'end' for g in (0, 1)]}")
                 break
@@ -142,21 +154,19 @@ def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue") -> 
                     gen_members[b] = set()
                 if ev[0] == "sync" and completed[b] <= gen:
                     waiting[g] = (b, gen)
-            elif ev[0] == "issue":
-                issued[(g, ev[1])] = t
             else:
-                done[(g, ev[1])] = t
+                times[events[ev[0]]][(g, ev[1])] = t
             pc[g] += 1
         else:
             for b in (0, 1):
                 if gen_members[b]:
                     problems.append(f"seed {seed}: barrier {b} left with an arrival of warpgroup(s) {sorted(gen_members[b])}")
+            issued = times["issued"]
             for i in range(k_tiles):
-                first = issued[(0, i)] if mode == "issue" else done[(0, i)]
-                if issued[(1, i)] < first:
-                    problems.append(f"seed {seed}: warpgroup 1 issued K-tile {i} before warpgroup 0 {mode}d it")
-                if i + 1 < k_tiles and issued[(0, i + 1)] < issued[(1, i)]:
-                    problems.append(f"seed {seed}: warpgroup 0 issued K-tile {i + 1} before warpgroup 1 issued {i}")
+                if issued[(1, i)] < times[first_of][(0, i)]:
+                    problems.append(f"seed {seed}: warpgroup 1 issued K-tile {i} before warpgroup 0's event {first_of} of it")
+                if i + 1 < k_tiles and issued[(0, i + 1)] < times[second_of][(1, i)]:
+                    problems.append(f"seed {seed}: warpgroup 0 issued K-tile {i + 1} before warpgroup 1's event {second_of} of {i}")
         if len(problems) > 5:
             break
     return problems
