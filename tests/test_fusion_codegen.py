@@ -245,6 +245,48 @@ def test_ptxgen_gemm_takes_the_chain_keywords(simulated):
     assert name.endswith("_fbcf32relu") and args[-2:] == [1.0, bias.ptr]
 
 
+def test_ptxgen_gemm_with_a_chain_runs_a_split_k_pick_whole(simulated, monkeypatch):
+    """A decode shape whose pick splits K (runtime.choose's split-k rule: 16 x 4096 x 4096): the chain cannot act on
+    partial sums (derive.rules refuses --split-k with --fuse), so the fused kernel is the pick's tile with K whole. It
+    used to raise that SpecError out of ptxgen.gemm."""
+    import ptxgen
+    from ptxgen.api import fused
+    from ptxgen.api.select import select_choice
+
+    monkeypatch.setattr(fused, "_KERNELS", {})  # loaded afresh on the simulated device (the kernel may be another test's)
+    m, n, k = 16, 4096, 4096
+    pick, _, _ = select_choice("bf16", "sm_90a", m, n, k, allow_swap=False)
+    assert pick.split_k > 1  # the premise (control: the spec gemm picks without a chain splits K)
+    a, out, bias = _Arr((m, k), strides=(k, 1)), _Arr((m, n), strides=(n, 1)), _Arr((n,), "float32")
+    b = _Arr((n, k), strides=(k, 1))  # last: 32 MB, more than the fake arrays' 16 MB spacing
+    assert ptxgen.gemm(a, b, out, bias=bias, activation="relu") is out
+    ((name, grid, block, args, stream),) = simulated
+    whole = make_spec(**{**pick.to_json(), "split_k": 1, "fuse": "bias=col:f32,relu"})
+    assert name == whole.kernel_name and name.endswith("_fbcf32relu") and grid[2] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [16, 5])
+def test_fused_split_pick_gemm_matches_float64(gpu, m):
+    """On the H200: ptxgen.gemm with a bias and relu on decode shapes whose plain pick splits K (16 and 5 x 4096 x 4096):
+    the fused kernel runs the pick's tile with K whole, within 1e-2 of float64 (bf16 output)."""
+    import ptxgen
+    from ptxgen.api.select import select_choice
+
+    torch = pytest.importorskip("torch")
+    n, k = 4096, 4096
+    assert select_choice("bf16", gpu.arch.value, m, n, k, allow_swap=False)[0].split_k > 1  # the premise
+    g = torch.Generator(device="cuda").manual_seed(m)
+    a = (torch.randn(m, k, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
+    b = (torch.randn(n, k, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
+    bias = torch.randn(n, device="cuda", generator=g)
+    out = ptxgen.gemm(a, b, bias=bias, activation="relu")
+    torch.cuda.synchronize()
+    ref = torch.relu(a.double() @ b.double().t() + bias.double())
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-2
+
+
 def test_beta_zero_ignores_c(simulated):
     """As torch.addmm: with beta = 0 the kernel does not read C at all."""
     import ptxgen

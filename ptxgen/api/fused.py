@@ -68,9 +68,10 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
 
 
 def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = False):
-    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain; FP8 output takes the direct epilogue unless
+    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain and K whole (a split-k or stream-K pick keeps
+    its tile unsplit: the chain acts on the whole sum, derive.rules); FP8 output takes the direct epilogue unless
     ``fp8_tma_store`` (then a TMA-store ``spec`` keeps its epilogue, or the SpecError says why it cannot)."""
-    fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype, "stream_k": 1}  # stream-K: not with a chain
+    fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype, "stream_k": 1, "split_k": 1}
     if out_dtype == DType.E4M3.value and fields.get("epilogue") == Epilogue.TMA.value:
         if fp8_tma_store:
             return make_spec(**fields)
