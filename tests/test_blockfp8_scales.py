@@ -87,7 +87,7 @@ def _slot_args(plan):
     return writes, reads, plan.bm, plan.sfb_slots, plan.sfa_stage_bytes, plan.sfb_stage_bytes
 
 
-@pytest.mark.parametrize("bm, bn", [(64, 128), (128, 128), (128, 192), (128, 160), (128, 144), (256, 96), (192, 64)])
+@pytest.mark.parametrize("bm, bn", [(64, 128), (128, 128), (128, 192), (128, 160), (128, 144), (256, 96), (192, 64), (192, 128)])
 def test_scale_slots_against_the_model(bm, bn):
     """Every tile row's A scale and each B block's scale stored once in the stage's slots; every consumer thread reads
     its fragment rows' scales (fragment model) and the B blocks in order."""

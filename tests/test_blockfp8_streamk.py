@@ -146,7 +146,9 @@ def test_every_scale_index_of_the_kernel_follows_the_split(kw):
     for bare in ("static_cast<size_t>(kt) * lds_a", "bfp8_sfb[kt]", "lds_b) + kt]", "lds_b + kt]",
                  "static_cast<size_t>(bfp8_kn) * lds_a", "static_cast<size_t>(0) * lds_a"):
         assert bare not in src, bare
-    assert "static_cast<size_t>(kt_first + " in src and "if (sk_split > 0)" in src
+    # the consumers index K block kt_first + kt; the smem scale warp's A pointer starts at K block kt_first and steps
+    assert "static_cast<size_t>(kt_first + " in src or "static_cast<size_t>(kt_first) * lds_a" in src
+    assert "if (sk_split > 0)" in src
     whole = render_kernel(plan_kernel(ptxgen.api.fp8blocks.default_spec(**kw)))
     assert "kt_first" not in whole  # the whole-tile kernel is unchanged (generated/ too: ptxgen check)
 

@@ -26,6 +26,8 @@ from .blockfp8 import SCALE_WARP_LANES
 from ..isa.shapes import (
     TCGEN05_EPILOGUE_WARPS,
     PRODUCER_REGISTERS,
+    producer_registers,
+    register_pool_balance,
     WARPGROUP_THREADS,
     setmaxnreg_consumer_registers,
     entry_registers,
@@ -116,7 +118,7 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
         # setmaxnreg moves registers from the TMA producer to the consumers at run time (the cp.async producer
         # needs its registers for addressing: at 40 it spills, measured with NVRTC 13.5).
         use = tma and nc >= 2
-        regs = (PRODUCER_REGISTERS, setmaxnreg_consumer_registers(nc)) if use else (None, None)
+        regs = (producer_registers(nc), setmaxnreg_consumer_registers(nc)) if use else (None, None)
         roles = (
             WarpRole("consumer", 0, 4 * nc, regs[1],
                      "2 consumer warpgroups taking alternate tiles (ping-pong): wgmma on the whole tile, then its epilogue"
@@ -215,11 +217,16 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                          "does not order those arrivals, so a CTA could exit (and a pair's peer too) with one still in flight. "
                          "CUTLASS drains them the same way (load_tail: 'avoid early exit of ctas in Cluster')", PIPELINE_REF))
     if entry:
-        D.append(Derived("setmaxnreg", f"producer {roles[1].registers}, consumers {roles[0].registers}",
+        p, nc = roles[1].registers, roles[0].warps // 4
+        D.append(Derived("setmaxnreg", f"producer {p}, consumers {roles[0].registers}",
                          f"launch {entry} a thread at {sum(r.threads for r in roles)} threads; the producer gives back "
-                         f"({entry} - {PRODUCER_REGISTERS}) x 128; consumers take {entry} + ({entry} - {PRODUCER_REGISTERS}) / "
-                         f"{roles[0].warps // 4}, rounded down to 8 = {roles[0].registers}",
-                         "the producer needs few registers; the consumers hold the accumulators", "PTX ISA 'setmaxnreg' (#miscellaneous-instructions-setmaxnreg)"))
+                         f"({entry} - {p}) x 128; consumers take {entry} + ({entry} - {p}) / "
+                         f"{nc}, rounded down to 8 = {roles[0].registers}; pool left {register_pool_balance(nc)} (>= 0)",
+                         "the producer needs few registers; the consumers hold the accumulators"
+                         + (f". Producer {p}, not {PRODUCER_REGISTERS}, at {nc} consumer warpgroups: so that the consumers get "
+                            f"{roles[0].registers} (block FP8 at BM = 192 spills at 152; NVRTC 13.5, isa.shapes."
+                            "PRODUCER_REGISTERS_BY_CONSUMERS)" if p != PRODUCER_REGISTERS else ""),
+                         "PTX ISA 'setmaxnreg' (#miscellaneous-instructions-setmaxnreg)"))
     return PipelinePlan(
         arch=spec.arch,
         loader=spec.loader,

@@ -77,7 +77,9 @@ class ScaleSmemView:
 
     warp: int  # the producer warpgroup's warp that stages the scales
     rows_per_lane: int
-    row_expr: str  # C: tile row of the lane's j-th A scale
+    row_expr: str  # C: tile row of the lane's j-th A scale: row_lane_expr + row_step x j
+    row_lane_expr: str  # C: the lane's first tile row
+    row_step: int  # rows between a lane's consecutive A scales
     sfa_offset: int  # bytes from the aligned base: the ring of A-scale slots, sfa_stage_bytes each
     sfa_stage_bytes: int
     sfb_offset: int
@@ -93,7 +95,7 @@ def scale_smem_view(plan: BlockFp8Plan, smem) -> ScaleSmemView | None:
     assert all(w.index == lane + SCALE_WARP_LANES * j for lane in range(SCALE_WARP_LANES)
                for j, w in enumerate(plan.scale_warp_writes(lane)[:plan.scale_rows_per_lane]))
     assert plan.sfa_slot(1).offset_bytes == SF_BYTES and plan.sfb_slot(1).offset_bytes == SF_BYTES
-    return ScaleSmemView(SCALE_WARP, plan.scale_rows_per_lane, f"lane + {SCALE_WARP_LANES} * j", smem.sfa_offset,
+    return ScaleSmemView(SCALE_WARP, plan.scale_rows_per_lane, f"lane + {SCALE_WARP_LANES} * j", "lane", SCALE_WARP_LANES, smem.sfa_offset,
                          plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
 
 
@@ -143,6 +145,10 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
                              + (f", {ph.first_groups * GROUP_COLS}..{plan.bn - 1} in the next" if ph.first_groups < plan.groups else ""),
                              tuple(plan.half_first_regs(ph, h) for h in range(plan.halves)))
                    for ph in plan.phases)
+    kb_zero = k_block_c(plan, "0", k_first) if not k_first else k_first
+    # the smem scale warp starts its A pointer at K block kb_zero and steps it by one block per K-tile: kb_cur must be
+    # kb_zero + kt (k_block_c: the K block is the unit's first K-tile plus the loop counter)
+    assert k_block_c(plan, "kt", k_first) in ("kt", f"{kb_zero} + kt") and (k_first or kb_zero == "0")
     return BlockFp8View(
         block_n=BLOCK_N,
         row_expr=f"(wg_tid / 32) * {WGMMA_WARP_ROWS} + lane / {LANES_PER_ROW}",
@@ -164,7 +170,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         smem=scale_smem_view(plan, smem),
         kb_cur=k_block_c(plan, "kt", k_first),
         kb_next=k_block_c(plan, "bfp8_kn", k_first),
-        kb_zero=k_block_c(plan, "0", k_first) if not k_first else k_first,
+        kb_zero=kb_zero,
         # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
         **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},

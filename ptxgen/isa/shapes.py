@@ -67,6 +67,12 @@ def wgmma_accumulator_registers(bn: int, acc: DType) -> int:
 # Warp specialization on Hopper: the producer warpgroup gives registers back with setmaxnreg.dec and the
 # consumer warpgroups take them with setmaxnreg.inc (CUTLASS and DeepGEMM use 40 and 232 at 384 threads).
 PRODUCER_REGISTERS = 40
+# The producer's count where 40 is not the one: at three consumer warpgroups (512 threads, launched at 128) 40 leaves
+# the consumers 128 + 88 / 3 -> 152, and block-scaled FP8 at BM = 192 (accumulator + partial = 128 registers) needs
+# 160 there. Measured with NVRTC 13.5 (192 x 128 x 128, scales in shared memory, 2026-12-02 s6-3wg): at 152 ptxas
+# spills two tile counters of the consumer branch (11 LDL/STL), at 160 none (highest register R154); the producer's TMA
+# thread and scale warp compile at 32 without local memory. 32 gives the consumers exactly 160 (pool balance 0).
+PRODUCER_REGISTERS_BY_CONSUMERS = {3: 32}
 WARPGROUP_THREADS = 128
 
 
@@ -82,20 +88,26 @@ def consumer_register_budget(consumer_warpgroups: int) -> int:
     return entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
 
 
+def producer_registers(consumer_warpgroups: int) -> int:
+    """setmaxnreg.dec target of the producer warpgroup: PRODUCER_REGISTERS, or the measured count for this many
+    consumer warpgroups (PRODUCER_REGISTERS_BY_CONSUMERS)."""
+    return PRODUCER_REGISTERS_BY_CONSUMERS.get(consumer_warpgroups, PRODUCER_REGISTERS)
+
+
 def setmaxnreg_consumer_registers(consumer_warpgroups: int) -> int:
     """setmaxnreg.inc target of the consumers. The CTA keeps the registers it was launched with (the entry
-    count E for every thread); what the producer gives back, (E - 40) x 128, is all the consumers can take:
-    E + (E - 40) / C, in steps of 8 (CUTLASS: 232 at C = 2). Asking for more blocks setmaxnreg.inc forever
-    (seen on an H200: BM=256 with C = 4 hung at 112)."""
+    count E for every thread); what the producer gives back, (E - P) x 128 with P = producer_registers, is all the
+    consumers can take: E + (E - P) / C, in steps of 8 (CUTLASS: 232 at C = 2, P = 40). Asking for more blocks
+    setmaxnreg.inc forever (seen on an H200: BM=256 with C = 4 hung at 112)."""
     entry = entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
-    extra = (entry - PRODUCER_REGISTERS) // consumer_warpgroups
+    extra = (entry - producer_registers(consumer_warpgroups)) // consumer_warpgroups
     return min(SETMAXNREG_MAX, (entry + extra) // SETMAXNREG_STEP * SETMAXNREG_STEP)
 
 
 def register_pool_balance(consumer_warpgroups: int) -> int:
     """Registers left in the CTA's pool after the producer's dec and every consumer's inc (must be >= 0)."""
     entry = entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
-    freed = (entry - PRODUCER_REGISTERS) * WARPGROUP_THREADS
+    freed = (entry - producer_registers(consumer_warpgroups)) * WARPGROUP_THREADS
     taken = (setmaxnreg_consumer_registers(consumer_warpgroups) - entry) * WARPGROUP_THREADS * consumer_warpgroups
     return freed - taken
 

@@ -1,0 +1,129 @@
+"""Block-scaled FP8 with three consumer warpgroups (BM = 192, BN = 128: one m64n128 chain per 64-row slab).
+
+The registers: 512 threads launch at 128 a thread; with the producer at 40 the consumers get 152, where ptxas spills
+(accumulator + partial = 128); isa.shapes gives the producer 32 at three consumers, so the consumers get 160 with the pool
+exactly spent. L1: the rule, the pipeline counts, the scale warp's slots (the model, BM = 192). L2: NVRTC sm_90a, the
+SASS of the kernel, and the control that 152 spills."""
+
+import re
+
+import pytest
+
+from ptxgen.derive.blockfp8 import plan_block_fp8
+from ptxgen.isa.types import SpecError
+from ptxgen.model import bfp8model
+
+
+def _spec(**kw):
+    from ptxgen.api.fp8blocks import default_spec
+
+    return default_spec(**{**dict(bm=192, bn=128), **kw})
+
+
+def test_rule_pipeline_and_counts():
+    from ptxgen.derive.kernel import plan_kernel
+
+    s = _spec()
+    plan = plan_kernel(s)
+    assert s.consumer_warpgroups == 3 and s.stages == 4
+    roles = {r.name: r.registers for r in plan.pipeline.roles}
+    assert roles == {"consumer": 160, "producer": 32}
+    assert plan.pipeline.entry_registers == 128 and plan.pipeline.threads == 512
+    assert plan.pipeline.empty_arrivals == 3 and plan.pipeline.full_arrivals == 33  # 3 consumers; TMA + 32 scale lanes
+    assert s.stage_bytes("a") == 192 * 128 and s.stage_bytes("b") == 128 * 128
+    # what does not fit is still refused: accumulator + partial + the 32 reserve > 160
+    for bn in (136, 192):
+        with pytest.raises(SpecError) as e:
+            _spec(bn=bn)
+        assert e.value.field == "--bn" and "of the 160" in str(e.value)
+    with pytest.raises(SpecError) as e:
+        _spec(stages=5)  # 5 x 40 KB + the TMA-store staging: past 227 KB
+    assert e.value.field == "--stages"
+    assert _spec(stages=3).stages == 3 and _spec(out_dtype="f32").stages == 5  # direct f32 keeps 5 stages
+
+
+def test_rule_refuses_it_with_the_producer_at_forty(monkeypatch):
+    """Control: with the old producer count (40) the consumers get 152 and the rule refuses 192 x 128."""
+    import ptxgen.isa.shapes as shapes
+
+    monkeypatch.setattr(shapes, "PRODUCER_REGISTERS_BY_CONSUMERS", {})
+    with pytest.raises(SpecError) as e:
+        _spec()
+    assert e.value.field == "--bn" and "of the 152" in str(e.value)
+
+
+def test_scale_slots_of_192_rows_against_the_model():
+    """The scale warp's A slot holds BM = 192 rows (6 a lane: rows l + 32 j); every consumer thread of the three slabs
+    reads its fragment rows' scales (bfp8model, independent)."""
+    plan = plan_block_fp8(192, 128, 128, scale_load="smem")
+    assert plan.scale_rows_per_lane == 6 and plan.sfa_stage_bytes == 192 * 4
+    writes = lambda lane: [(w.operand, w.index, w.offset_bytes) for w in plan.scale_warp_writes(lane)]
+    reads = lambda warp, lane, slab: [(r.operand, r.offset_bytes) for r in plan.consumer_reads(warp, lane, slab)]
+    assert bfp8model.check_scale_slots(writes, reads, 192, plan.sfb_slots, plan.sfa_stage_bytes, plan.sfb_stage_bytes) == []
+    # control: the third slab's rows read as the second's
+    bad = lambda warp, lane, slab: reads(warp, lane, min(slab, 1))
+    assert bfp8model.check_scale_slots(writes, bad, 192, plan.sfb_slots, plan.sfa_stage_bytes, plan.sfb_stage_bytes)
+
+
+def test_rendered_scale_warp_rows_and_tile_count():
+    """The scale warp's rendered loads: one pointer per lane (advanced by lds_a per K block) and the rows l + 32 j at
+    constant offsets, bounded by M - m0 - lane; tiles of 192 rows with M rounded up."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+
+    src = render_kernel(plan_kernel(_spec()))
+    assert "const int tiles_m = (M + 191) / 192;" in src
+    assert "v[j] = 32 * j < bfp8_rows ? bfp8_sfa_row[32 * j] : 0.f;" in src and "bfp8_sfa_row += lds_a" in src
+    assert "const int bfp8_rows = M - m0 - lane;" in src and "float v[6];" in src
+    assert "mbar_init(empty_bar + s * 8u, 3);" in src and "mbar_init(full_bar + s * 8u, 33);" in src
+    # the rows the rendered bound admits are exactly the tile rows inside M, for every lane and a partial tile
+    for m, m0 in ((1000, 960), (192, 0), (50, 0)):
+        for lane in range(32):
+            got = [lane + 32 * j for j in range(6) if 32 * j < m - m0 - lane]
+            assert got == [r for r in range(lane, 192, 32) if m0 + r < m]
+
+
+def _compile(s):
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+
+    c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
+    return c, check_sass(s, c.cubin), run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+
+
+@pytest.mark.parametrize("kw", [{}, {"out_dtype": "f32"}, {"fp8_scale_load": "block"}], ids=["tma-bf16", "direct-f32", "block"])
+def test_three_consumer_kernel_compiles_without_local_memory(kw):
+    """L2: 4 QGMMA.64x128x32 (one K block of one slab) in the loop, no local memory, no C7514; setmaxnreg 32 / 160."""
+    c, rep, sass = _compile(_spec(**kw))
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    assert "C7514" not in c.log and "C7517" not in c.log, c.log
+    assert re.findall(r"QGMMA\.\S+", sass) == ["QGMMA.64x128x32.F32.E4M3.E4M3"] * 4
+    assert "USETMAXREG.DEALLOC.CTAPOOL 0x20" in sass and "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xa0" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+
+
+def test_152_consumer_registers_spill(monkeypatch):
+    """Control (the measurement behind PRODUCER_REGISTERS_BY_CONSUMERS): producer 40, consumers 152, the rule's reserve
+    lowered to let the spec through: ptxas spills (the SASS check fails)."""
+    import ptxgen.derive.rules as rules
+    import ptxgen.isa.shapes as shapes
+
+    monkeypatch.setattr(shapes, "PRODUCER_REGISTERS_BY_CONSUMERS", {})
+    monkeypatch.setattr(rules, "REGISTER_RESERVE", 24)
+    c, rep, sass = _compile(_spec())
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0x98" in sass
+    assert not rep.ok and re.search(r"\b(LDL|STL)\b", sass)
+
+
+def test_plain_192_row_kernels_at_the_new_counts():
+    """The plain (per-tensor) e4m3 and bf16 kernels at BM = 192 take the same 32 / 160 and still compile clean."""
+    from ptxgen.derive.spec import make_spec
+
+    for dt, bk in (("e4m3", 128), ("bf16", 64)):
+        s = make_spec(arch="sm_90a", bm=192, bn=128, bk=bk, dtype=dt, out_dtype="bf16", a="kmajor-sw128", b="kmajor-sw128",
+                      stages=4, schedule="persistent", epilogue="tma")
+        c, rep, sass = _compile(s)
+        assert rep.ok and rep.local_bytes == 0, rep.problems
+        assert "USETMAXREG.DEALLOC.CTAPOOL 0x20" in sass
