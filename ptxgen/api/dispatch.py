@@ -32,7 +32,8 @@ from .batched import operand_problem as batched_operand_problem
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .launchplan import info_key, tensor_type, torch_key
-from .select import _INPUT_ARRAY_DTYPES, batched_spec_for_arrays, choose_for_arrays, narrow_spec_for_arrays
+from .select import (_INPUT_ARRAY_DTYPES, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
+                     narrow_spec_for_arrays)
 from .streams import stream_handle
 from .swapab import launch_swapped
 
@@ -252,17 +253,8 @@ def _pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:
 def _precheck(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> None:
     """The checks that do not depend on layout (shapes, dtypes, out's shape and dtype, devices, aliasing),
     before a packed copy is launched: an argument that is wrong anyway is refused with nothing launched."""
-    _check_2d(ai, "A: M x K")
-    _check_2d(bi, "B: N x K; out = a @ b.T")
-    for info in (ai, bi):
-        if info.dtype not in _INPUT_ARRAY_DTYPES:
-            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}; ptxgen kernels take "
-                             + ", ".join(_dtype_words(t) for t in _INPUT_ARRAY_DTYPES))
-    if ai.dtype != bi.dtype:
-        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
-    (m, k), (n, kb) = ai.shape, bi.shape
-    if k != kb:
-        raise ArgumentError(f"a is {m} x {k} and b is {n} x {kb}: both must have K columns (out = a @ b.T)")
+    check_operand_pair(ai, bi)
+    (m, k), n = ai.shape, bi.shape[0]
     want = out_dtype or (oi.dtype if oi is not None else None)
     if want is not None:
         _check_out_dtype(ai.dtype, want)

@@ -127,8 +127,9 @@ def _gemm_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: st
     return spec, why
 
 
-def _gemm_choice(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str | None,
-                 allow_swap: bool) -> tuple[TileSpec, str, bool]:
+def check_operand_pair(ai: ArrayInfo, bi: ArrayInfo) -> None:
+    """A (M x K) and B (N x K) of ``out = a @ b.T``: 2-D, one input type that a kernel takes, one K; else ArgumentError
+    or DTypeError (what is wrong whatever the layout)."""
     _check_2d(ai, "A: M x K")
     _check_2d(bi, "B: N x K; out = a @ b.T")
     for info in (ai, bi):
@@ -140,6 +141,11 @@ def _gemm_choice(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: 
     if ai.shape[1] != bi.shape[1]:
         raise ArgumentError(f"a is {ai.shape[0]} x {ai.shape[1]} and b is {bi.shape[0]} x {bi.shape[1]}: both must have K "
                             "columns (out = a @ b.T)")
+
+
+def _gemm_choice(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str | None,
+                 allow_swap: bool) -> tuple[TileSpec, str, bool]:
+    check_operand_pair(ai, bi)
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     for info in (ai, bi):
