@@ -17,6 +17,7 @@ from ptxgen.model import pipesim
 from ptxgen.model.check_pipeline import check_spec, config_of, sf_copy_bytes, tma_copy_bytes
 from ptxgen.model.verify import check_tile
 from ptxgen.model.verify_scales import check_scales
+from test_cutlass_review import _bulk_loads, _c_eval  # rendered bulk copies and C expressions, read in Python
 
 K = dict(a="kmajor-sw128", b="kmajor-sw128", cta_group=2, bm=256)
 NVF4 = dict(K, bn=256, bk=256, dtype="e2m1", scale="ue4m3", stages=3)  # the NVFP4 production shape
@@ -275,36 +276,3 @@ def test_rendered_copy_sources_stay_inside_the_buffers_at_the_edges():
                     e = dict(env, kt=kt, m0=m0, n0=n0, m_cta=m0 + 128 * rank, sf_atoms=spec.bk // 128)
                     first, n = _c_eval(src, **e), _c_eval(nbytes, **e)
                     assert first + n <= sf_global_bytes(M if op == "sfa" else N, K, 32), (op, m0, n0, rank, kt)
-
-
-def _c_eval(expr: str, **env) -> int:
-    """A rendered C integer expression, in Python (casts dropped, u suffixes dropped, / is integer division)."""
-    import re
-
-    py = re.sub(r"(\d+)u\b", r"\1", re.sub(r"static_cast<\w+>", "", expr)).replace("/", "//")
-    return eval(py, {"min": min, "max": max}, env)  # noqa: S307 -- our own rendered expression
-
-
-def _bulk_loads(cu: str) -> list[tuple[str, str, str, str, str]]:
-    """(stage, smem offset, SFA/SFB, source offset, bytes) of every bulk_load call of a rendered kernel; the
-    arguments split at top-level commas (the source offset holds a min(a, b))."""
-    out = []
-    for line in cu.splitlines():
-        line = line.strip()
-        if not line.startswith("bulk_load("):
-            continue
-        args, depth, cur = [], 0, ""
-        for ch in line[len("bulk_load("):line.rindex(");")]:
-            if ch == "," and depth == 0:
-                args.append(cur.strip())
-                cur = ""
-                continue
-            depth += ch == "("
-            depth -= ch == ")"
-            cur += ch
-        args.append(cur.strip())
-        dst, src, nbytes, _bar = args
-        stage, offset = (x.strip() for x in dst.split("+"))
-        op, source = (x.strip() for x in src.split("+", 1))
-        out.append((stage.replace("_stage", ""), offset.rstrip("u"), op, source, nbytes))
-    return out
