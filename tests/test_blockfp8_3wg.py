@@ -127,3 +127,25 @@ def test_plain_192_row_kernels_at_the_new_counts():
         c, rep, sass = _compile(s)
         assert rep.ok and rep.local_bytes == 0, rep.problems
         assert "USETMAXREG.DEALLOC.CTAPOOL 0x20" in sass
+
+
+def test_bench_variant_names_take_a_bm_token():
+    """tools/bench_blockfp8.py (and ncu_blockfp8.py through it): ``mBM-`` before ``nBN-``; the older names keep their
+    specs (BM 128)."""
+    import importlib.util
+    from pathlib import Path
+
+    from ptxgen.api.fp8blocks import default_spec
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "bench_blockfp8.py"
+    mod_spec = importlib.util.spec_from_file_location("bench_blockfp8", path)
+    bench = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(bench)
+    spec = lambda v: default_spec(**bench.parse_variant(v)[3])  # noqa: E731
+    assert spec("m192-n128-s4-tma") == default_spec(bm=192, bn=128, stages=4, epilogue="tma")
+    assert bench.parse_variant("plain-m192-n128-s4-tma")[1] and spec("plain-m192-n128-s4-tma").bm == 192
+    assert spec("n192-s4-tma") == default_spec(bm=128, bn=192, stages=4, epilogue="tma")
+    assert spec("s5-direct-smem-c2x1-g16") == default_spec(bn=128, stages=5, epilogue="direct", fp8_scale_load="smem",
+                                                            cluster="2x1", raster_group=16)
+    v = bench.parse_variant("n192-s4-tma-half-sk4-yield")
+    assert v[2] and v[3]["fp8_stagger"] == "half" and v[3]["stream_k"] == 4 and v[3]["bm"] == 128

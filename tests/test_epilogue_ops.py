@@ -249,13 +249,20 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_stagger": "half"},
                                      {"bn": 128, "stages": 4, "epilogue": "tma", "fp8_stagger": "half"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_scale_load": "block", "fp8_stagger": "half"},
-                                     {"bn": 160, "stages": 5, "epilogue": "direct", "fp8_stagger": "half"}],
+                                     {"bn": 160, "stages": 5, "epilogue": "direct", "fp8_stagger": "half"},
+                                     # three consumer warpgroups (BM = 192: 64-row slabs 0..2, one m64n128 chain each)
+                                     {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma"},
+                                     {"bm": 192, "bn": 128, "stages": 5, "epilogue": "direct"},
+                                     {"bm": 192, "bn": 128, "stages": 3, "epilogue": "tma"},
+                                     {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma", "fp8_scale_load": "block"},
+                                     {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma", "fp8_overlap": "halves"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
                               "n128-complete", "n192-halves", "n160-halves", "n128-halves", "n192-ahead", "n160-ahead",
                               "n128-ahead", "n192-smem", "n160-smem", "n128-smem",
                               "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1",
                               "n192-tma-block", "direct-block", "n192-smem-complete", "n192-half", "n128-half",
-                              "n192-block-half", "n160-direct-half"])
+                              "n192-block-half", "n160-direct-half", "m192-tma", "m192-direct", "m192-s3-tma", "m192-tma-block",
+                              "m192-halves"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
@@ -281,9 +288,11 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
                                                 ("bf16", {"fp8_scale_load": "smem", "cluster": "1x2"}),
                                                 ("bf16", {"fp8_scale_load": "block"}), ("f32", {"fp8_scale_load": "block"}),
                                                 ("bf16", {"fp8_stagger": "half"}), ("f32", {"fp8_stagger": "half"}),
-                                                ("bf16", {"fp8_stagger": "half", "bn": 128})],
+                                                ("bf16", {"fp8_stagger": "half", "bn": 128}),
+                                                ("bf16", {"bm": 192, "bn": 128}), ("f32", {"bm": 192, "bn": 128})],
                          ids=["default", "halves", "halves-f32-direct", "ahead", "ahead-f32-direct", "smem", "smem-f32-direct",
-                              "smem-c2x1", "smem-c1x2", "block", "block-f32-direct", "half", "half-f32-direct", "half-n128"])
+                              "smem-c2x1", "smem-c1x2", "block", "block-f32-direct", "half", "half-f32-direct", "half-n128",
+                              "m192", "m192-f32-direct"])
 def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
     iteration; the default spec the same (whatever it is)."""

@@ -3,9 +3,9 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
-Variants: ``[nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM = 128, BN default 128, S stages,
+Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
 --fp8-stagger, --fp8-overlap halves, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
---stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-nBN-sS-direct|tma``: the
+--stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
 """
@@ -35,12 +35,33 @@ def flops_tf(m, n, k, ms):
     return 2.0 * m * n * k / ms / 1e9
 
 
+def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
+    """A variant name -> (name, plain, yield, default_spec fields): ``[plain-][mBM-][nBN-]sS-direct|tma[-...]``."""
+    parts = v.split("-")
+    plain = parts[0] == "plain"
+    parts = parts[1:] if plain else parts
+    fields = {"bm": int(parts.pop(0)[1:]) if parts[0].startswith("m") else 128}
+    fields["bn"] = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
+    fields.update(stages=int(parts[0][1:]), epilogue=parts[1],
+                  fp8_stagger=next((x for x in parts[2:] if x in ("issue", "complete", "half")), "none"),
+                  fp8_overlap="halves" if "halves" in parts[2:] else "none",
+                  fp8_scale_load=next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"))
+    for x in parts[2:]:  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
+        if x[:1] == "c" and "x" in x:
+            fields["cluster"] = x[1:]
+        elif x[:1] == "g" and x[1:].isdigit():
+            fields["raster_group"] = int(x[1:])
+        elif x[:2] == "sk" and x[2:].isdigit():
+            fields["stream_k"] = int(x[2:])
+    return v, plain, "yield" in parts[2:], fields
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
+                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
                          "pipeline stages; issue/complete/half: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); "
                          "skS: --stream-k S; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
@@ -49,24 +70,8 @@ def main() -> int:
 
     dev = require_gpu()
     ok = True
-    variants = []
-    for v in args.variants.split(","):
-        parts = v.split("-")
-        plain = parts[0] == "plain"
-        parts = parts[1:] if plain else parts
-        bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
-        stagger = next((x for x in parts[2:] if x in ("issue", "complete", "half")), "none")
-        extra = {}  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
-        for x in parts[2:]:
-            if x[:1] == "c" and "x" in x:
-                extra["cluster"] = x[1:]
-            elif x[:1] == "g" and x[1:].isdigit():
-                extra["raster_group"] = int(x[1:])
-            elif x[:2] == "sk" and x[2:].isdigit():
-                extra["stream_k"] = int(x[2:])
-        variants.append((v, plain, bn, int(parts[0][1:]), parts[1], stagger, "halves" if "halves" in parts[2:] else "none",
-                         "yield" in parts[2:], next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"), extra))
-    for shape, (vname, plain, bn, stages, epilogue, stagger, overlap, yld, sload, extra) in ((s, v) for s in args.shapes for v in variants):
+    variants = [parse_variant(v) for v in args.variants.split(",")]
+    for shape, (vname, plain, yld, fields) in ((s, v) for s in args.shapes for v in variants):
         m, n, k = map(int, shape.split("x"))
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
@@ -75,8 +80,7 @@ def main() -> int:
         sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
         kb4 = -(-kb // 4) * 4  # cuBLAS wants the weight's K blocks padded to a multiple of 4
         sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
-        spec = ptxgen.api.fp8blocks.default_spec(stages=stages, epilogue=epilogue, bn=bn, fp8_stagger=stagger,
-                                                 fp8_overlap=overlap, fp8_scale_load=sload, **extra)  # BM = 128
+        spec = ptxgen.api.fp8blocks.default_spec(**fields)  # BM = 128 unless the variant says mBM
         if plain:
             spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
                                 "fp8_scale_load": "auto"})

@@ -18,6 +18,7 @@ def launch(shape: str, variants: list[str]) -> int:
     import torch
 
     import ptxgen.api.fp8blocks as fb
+    from bench_blockfp8 import parse_variant  # this script's folder (tools/) is on sys.path
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.cache import compile_cached
@@ -35,15 +36,9 @@ def launch(shape: str, variants: list[str]) -> int:
     sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     for v in variants:
-        parts = v.split("-")
-        bn = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
-        extra = {"cluster": x[1:] for x in parts[2:] if x[:1] == "c" and "x" in x}
-        extra.update({"raster_group": int(x[1:]) for x in parts[2:] if x[:1] == "g" and x[1:].isdigit()})
-        extra.update({"fp8_stagger": x for x in parts[2:] if x in ("issue", "complete", "half")})
-        spec = fb.default_spec(stages=int(parts[0][1:]), epilogue=parts[1], bn=bn,
-                               fp8_overlap="halves" if "halves" in parts[2:] else "none",
-                               fp8_scale_load=next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"),
-                               **extra)
+        fields = parse_variant(v)[3]  # tools/bench_blockfp8.py's names, [mBM-] included
+        fields.pop("stream_k", None)  # launched without a workspace: the whole-tile kernel
+        spec = fb.default_spec(**fields)
         plan = plan_kernel(spec)
         kern = Kernel(compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin, spec.kernel_name,
                       plan.abi.dynamic_smem_bytes)
