@@ -493,3 +493,26 @@ def test_ffma_yield_patch_changes_only_the_flags_it_names():
     base = cubin.find(b"".join(i.encoded() for i in list(ins.values())[:8]))
     bad[base + patch.changed[0] + 8] ^= 0x01  # one more bit of the first patched FFMA's high word
     assert ffma_yield.check_patch(before, run_tool("cuobjdump", ["--dump-sass"], bytes(bad)), patch)
+
+
+def test_outside_bound_passes_accumulation_error_and_catches_a_dropped_or_misscaled_block():
+    """bfp8model.outside_bound: an output off by a tensor-core-sized accumulation error (1e-4 of each element's term
+    magnitude, below the 6.2e-4 measured on the H200) passes everywhere, including near-cancelling sums, where a bound
+    in the mean |D| fails; controls: one K block dropped, or one row's A scale of one block doubled, fail."""
+    rng = np.random.default_rng(7)
+    m, n, k = 64, 160, 512
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+    sfa, sfb = rng.uniform(0.5, 1.5, (m, k // 128)), rng.uniform(0.5, 1.5, (k // 128, 2))
+    ref = bfp8model.reference(a, sfa, b, sfb)
+    mag = bfp8model.reference(np.abs(a), sfa, np.abs(b), sfb)
+    noisy = ref + 1e-4 * mag * rng.choice([-1.0, 1.0], ref.shape)
+    assert not bfp8model.outside_bound(noisy, a, sfa, b, sfb, 2.0 ** -7).any()
+    near_zero = np.abs(ref) < 1e-3 * np.abs(ref).mean() + 1e-4 * mag  # where the old bound fails this noise
+    old_bad = np.abs(noisy - ref) > 2.0 ** -7 * np.abs(ref) + 1e-3 * np.abs(ref).mean()
+    assert old_bad.any() and near_zero.any()
+    dropped = ref - bfp8model.reference(a[:, :128], sfa[:, :1], b[:, :128], sfb[:1])
+    assert bfp8model.outside_bound(dropped, a, sfa, b, sfb, 2.0 ** -7).mean() > 0.5
+    sfa2 = sfa.copy()
+    sfa2[5, 2] *= 2
+    wrong_scale = bfp8model.reference(a, sfa2, b, sfb)
+    assert bfp8model.outside_bound(wrong_scale, a, sfa, b, sfb, 2.0 ** -7)[5].mean() > 0.5

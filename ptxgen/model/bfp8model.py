@@ -29,6 +29,23 @@ def reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray) ->
     return d
 
 
+# How far a kernel's output may lie from `reference`, per element, in the size of the element's own terms: the
+# output's rounding (``out_rtol`` of |D|) plus the FP8 tensor core's accumulation inside each 128-K block, a fraction
+# ``acc_rtol`` of the sum of the terms' magnitudes (measured on the H200: 6.2e-4 of it with positive inputs at K = 16384,
+# block_fp8_promotion.json). A bound in the mean |D| instead fails near-cancelling sums: one element of 7e6 at
+# 1000x7000x2000 and two of 4.5e6 at 1500x3000x400, alike in every kernel variant (runs/2026-12-02-s6-probe, -s6-half).
+# A dropped or misscaled K block moves a typical element by ~1/sqrt(128) of that block's magnitude, far above 2^-9 of
+# the total for K up to thousands.
+ACC_RTOL = 2.0 ** -9
+
+
+def outside_bound(got: np.ndarray, a, sfa, b, sfb, out_rtol: float, acc_rtol: float = ACC_RTOL) -> np.ndarray:
+    """Mask of the outputs farther from the float64 recipe than ``out_rtol`` |D| + ``acc_rtol`` x (the recipe on |a|, |b|)."""
+    ref = reference(a, sfa, b, sfb)
+    magnitude = reference(np.abs(a), np.abs(sfa), np.abs(b), np.abs(sfb))
+    return ~(np.abs(got - ref) <= out_rtol * np.abs(ref) + acc_rtol * magnitude)
+
+
 def round_bits(x: np.ndarray, bits: int) -> np.ndarray:
     """Round to ``bits`` significant bits (nearest)."""
     m, e = np.frexp(x)
