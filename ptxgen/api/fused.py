@@ -23,13 +23,13 @@ import threading
 from ..derive.fusion import ChainSpec
 from ..derive.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
-from ..isa.types import DType, Epilogue, SpecError
+from ..isa.types import DType, Epilogue
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import gemm_args, launch_geometry
 from . import streams
 from .binding import _allocate_out, bind
 from .kernel import CompiledKernel, compile
-from .select import _gemm_spec
+from .select import _gemm_spec, spec_or_direct_store
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _LOCK = threading.Lock()
@@ -76,12 +76,7 @@ def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = Fal
         if fp8_tma_store:
             return make_spec(**fields)
         fields["epilogue"] = Epilogue.DIRECT.value
-    try:
-        return make_spec(**fields)
-    except SpecError:
-        if fields.get("epilogue") != Epilogue.TMA.value:
-            raise
-        return make_spec(**{**fields, "epilogue": Epilogue.DIRECT.value})
+    return spec_or_direct_store(fields)
 
 
 def _matrix(info: ArrayInfo, what: str, m: int, n: int, dtype: DType) -> int:

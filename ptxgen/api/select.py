@@ -18,19 +18,24 @@ _TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.tune searche
 GEMM_STREAM_K = True
 
 
-def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
-    """``spec`` retyped to write ``out_dtype``. A pick with the TMA-store epilogue that the spec's rules refuse for that
-    output (derive.rules/derive.output: the TMA store packs 16-bit outputs with stmatrix, so not f32) keeps its tile,
-    stages and schedule with the direct stores, which need no staging buffers; SpecError where that is refused too."""
-    if spec.out_dtype.value == out_dtype:
-        return spec
-    fields = {**spec.to_json(), "out_dtype": out_dtype}
+def spec_or_direct_store(fields: dict) -> TileSpec:
+    """``make_spec(**fields)``; where the rules refuse it and it has the TMA-store epilogue (which packs 16-bit outputs
+    with stmatrix: not f32, derive.rules/derive.output), the same kernel with the direct stores, which need no staging
+    buffers (tile, stages, schedule kept); SpecError where that is refused too."""
     try:
         return make_spec(**fields)
     except SpecError:
-        if spec.epilogue is not Epilogue.TMA:
+        if fields.get("epilogue") != Epilogue.TMA.value:
             raise
     return make_spec(**{**fields, "epilogue": Epilogue.DIRECT.value})
+
+
+def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
+    """``spec`` retyped to write ``out_dtype`` (:func:`spec_or_direct_store`: a TMA-store pick asked for f32 keeps its
+    kernel with the direct stores)."""
+    if spec.out_dtype.value == out_dtype:
+        return spec
+    return spec_or_direct_store({**spec.to_json(), "out_dtype": out_dtype})
 
 
 def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtype: str, copy_bytes: int = 16) -> TileSpec:
