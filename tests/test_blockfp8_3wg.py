@@ -149,3 +149,39 @@ def test_bench_variant_names_take_a_bm_token():
                                                             cluster="2x1", raster_group=16)
     v = bench.parse_variant("n192-s4-tma-half-sk4-yield")
     assert v[2] and v[3]["fp8_stagger"] == "half" and v[3]["stream_k"] == 4 and v[3]["bm"] == 128
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stages=3), dict(fp8_scale_load="block"), dict(bm=128, bn=192)],
+                         ids=["m192", "m192-s3", "m192-block", "default"])
+def test_pipeline_with_the_scale_warp_against_the_simulator(kw):
+    """L1 (ptxgen.model.pipesim, independent): the ring with three consumer warpgroups and the scale warp's 32 lanes
+    (each waits empty[s], stores its slot, arrives on full[s]): no deadlock, no stale or torn read of a stage or of a
+    scale slot, no slot overwritten before every consumer read it; 1..2S+1 K-tiles, 1 and 3 tiles a CTA."""
+    from ptxgen.model.check_pipeline import check_spec
+
+    assert check_spec(_spec(**kw)) == []
+
+
+SCALE_WARP_CONTROLS = {
+    "the lanes do not wait empty[s]": (dict(scale_lane_waits=False), "overwrites stage"),
+    "full[s] counts the TMA thread only": (dict(full_arrivals=1), "stale"),
+    "full[s] counts half the lanes": (dict(full_arrivals=17), "stale scales"),
+    "empty[s] counts two of the three consumers": (dict(empty_arrivals=2), "before every consumer read it"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALE_WARP_CONTROLS))
+def test_scale_warp_pipeline_controls_fail(name):
+    from dataclasses import replace
+
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.model import pipesim
+    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+
+    s = _spec()
+    cfg = config_of(plan_kernel(s).pipeline, 6, tma_copy_bytes(s), 2)
+    assert (cfg.scale_lanes, cfg.full_arrivals, cfg.consumer_groups, cfg.empty_arrivals) == (32, 33, 3, 3)
+    assert pipesim.explore(cfg, range(8)).problems == []
+    change, expect = SCALE_WARP_CONTROLS[name]
+    problems = pipesim.explore(replace(cfg, **change), range(8)).problems
+    assert any(expect in p for p in problems), problems[:3]

@@ -95,6 +95,8 @@ class PipelinePlan:
     # counts peer_full_arrivals (its producer's arrive.expect_tx of its own scale-factor bytes)
     sf_relay: bool = False
     peer_full_arrivals: int = 1
+    # block-FP8 --fp8-scale-load smem: the producer's scale warp's lanes, each arriving on full[s] (in full_arrivals)
+    scale_warp_lanes: int = 0
 
     @property
     def threads(self) -> int:
@@ -250,4 +252,5 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         producer_tail=spec.arch is Arch.SM100A,
         sf_relay=sf_relay,
         peer_full_arrivals=1,
+        scale_warp_lanes=SCALE_WARP_LANES if scale_warp else 0,
     )

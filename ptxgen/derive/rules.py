@@ -296,7 +296,7 @@ def _validate_stream_k(t: "TileSpec") -> None:
                         "--arch sm_90a --schedule persistent --consumers cooperative, or --stream-k 1")
     if t.bm > 128:
         raise SpecError("--stream-k", s, "the owner's sum of the partials spills registers with four consumer warpgroups "
-                        "(256-row tiles: ptxas, 24 B of stack)", "--bm 64 or 128, or --stream-k 1")
+                        "(256-row tiles: ptxas, 24 B of stack); 192-row tiles are not measured with it", "--bm 64 or 128, or --stream-k 1")
     if t.acc is not DType.F32 or t.split or t.pair or t.loader is not Loader.TMA or t.d_major.value != "n":
         raise SpecError("--stream-k", s, "the partial tiles are f32 accumulators of a TMA-loaded kernel without split-K "
                         "that stores D row-major (the M-major D of swap-AB is not measured with it)",

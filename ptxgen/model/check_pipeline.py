@@ -62,6 +62,7 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         producer_tail=plan.producer_tail,
         sf_copy_bytes=tuple(sf_copy_bytes),
         peer_full_arrivals=plan.peer_full_arrivals,
+        scale_lanes=plan.scale_warp_lanes,
     )
 
 

@@ -61,6 +61,12 @@ parks on the barrier (or queue) it waits for until that object changes:
   ``full_arrivals`` = 2: the leader's producer and the relay). The leader's MMAs read both CTAs' stages, so a relay
   that does not wait (``relay_waits`` false) gives a torn read in the peer, and no relay (``sf_relay`` false) a deadlock.
 
+* block-FP8 scales in shared memory (``scale_lanes``, sm_90a): that many lanes of a scale warp, each per K-tile
+  waiting ``empty[s]`` with the producer's parity, storing its scales into stage s's slot and arriving on ``full[s]``
+  (``full_arrivals`` counts them). Each consumer warpgroup reads every lane's slot after issuing a K-tile's MMAs and
+  before releasing it: a slot holding another K-tile is a stale read; a lane storing over a K-tile that some consumer
+  has not read yet is an early overwrite (``scale_lane_waits`` false, a control: the lanes do not wait empty[s]).
+
 * a cluster (``cluster_ctas`` = 2, sm_90a TMA): every CTA has its own ring, agents and units, all run by one
   scheduler. Each CTA's producer issues its own copies (``copy_bytes``) and its share of the shared operand
   (``mc_copy_bytes``), the latter multicast: every piece lands in the stage of the same index in every CTA

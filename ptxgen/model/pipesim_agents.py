@@ -16,8 +16,10 @@ from .pipesim_state import (
     begin_fill,
     check_acc_read,
     check_read,
+    check_scale_read,
     land,
     mma_complete,
+    store_scales,
 )
 
 
@@ -53,6 +55,19 @@ def tma_producer(sim: Sim):
                     dst.push(dst.tma_q, (s, it, p))
         yield
     yield from producer_tail(sim, "TMA producer")
+
+
+def scale_lane(sim: Sim, lane: int):
+    """A lane of the block-FP8 scale warp (scale_lanes): per K-tile, wait empty[s], store, arrive on full[s]."""
+    cfg = sim.cfg
+    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+        s = it % cfg.stages
+        if cfg.scale_lane_waits:
+            yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"scale lane {lane} ({sim.tile(it)})")
+        store_scales(sim, lane, s, it)
+        yield
+        sim.arrive(sim.full[s])  # release: its stores are visible to full[s]'s waiters
+        yield
 
 
 def producer_tail(sim: Sim, who: str):
@@ -164,6 +179,9 @@ def wgmma_mainloop(sim: Sim, g: int, lt: int, who: str):
         check_read(sim, g, s, it)
         sim.push(pipe, ("mma", s, it))
         yield
+        if cfg.scale_lanes:  # ld.shared of the K-tile's scales after issuing its MMAs, before the release
+            check_scale_read(sim, g, s, it)
+            yield
         yield from wait_group(pipe, cfg.wait_depth, f"{who} ({sim.tile(it)})")
         if kt >= lag:
             release(sim, (it - lag) % S)
@@ -394,6 +412,7 @@ def make_agents(sim: Sim) -> list[Agent]:
     spec = []
     if cfg.tma:
         spec += [("TMA producer", tma_producer(sim), False), ("TMA unit", tma_unit(sim), True)]
+        spec += [(f"scale lane {lane}", scale_lane(sim, lane), False) for lane in range(cfg.scale_lanes)]
     else:
         spec += [(f"cp.async thread {t}", cp_producer(sim, t), False) for t in range(cfg.producer_threads)]
         spec.append(("cp.async unit", cp_unit(sim), True))

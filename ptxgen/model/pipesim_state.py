@@ -54,6 +54,10 @@ class Config:
     peer_full_arrivals: int = 1
     sf_relay: bool = True  # pair with sf_copy_bytes: the peer's relay runs (False: a control, no relay)
     relay_waits: bool = True  # the relay waits the peer's full[s] before arriving (False: a control)
+    # sm_90a block-FP8 scales in shared memory: lanes of the producer's scale warp; each, per K-tile, waits empty[s]
+    # (producer parity), stores its scales into stage s's slot and arrives on full[s] (counted in full_arrivals)
+    scale_lanes: int = 0
+    scale_lane_waits: bool = True  # False only in control tests: a lane stores without waiting empty[s]
 
     @property
     def tma(self) -> bool:
@@ -146,6 +150,9 @@ class Sim:
         self.problems: list[str] = []
         self.ready: list = []
         self.counts = {"steps": 0, "pieces": 0, "mmas": 0, "arrivals": 0}
+        # scale slots (scale_lanes): per stage and lane the K-tile stored there and the consumers that read it since
+        self.sf_slot = [[None] * cfg.scale_lanes for _ in range(S)]
+        self.sf_read = [[set() for _ in range(cfg.scale_lanes)] for _ in range(S)]
 
     # -- naming
     def tile(self, it: int) -> str:
@@ -227,6 +234,26 @@ def check_read(sim: Sim, reader: int, s: int, it: int) -> None:
     elif others:
         sim.problem(f"torn read: reader {reader} issues MMAs on {sim.tile(it)} in stage {s} while bytes of "
                     f"{sim.tile(others[0])} are still landing there")
+
+
+def check_scale_read(sim: Sim, reader: int, s: int, it: int) -> None:
+    """Consumer ``reader`` reads stage s's scale slot for K-tile it (after its full[s] wait, before its release)."""
+    for lane in range(sim.cfg.scale_lanes):
+        if sim.sf_slot[s][lane] != it:
+            held = "nothing" if sim.sf_slot[s][lane] is None else sim.tile(sim.sf_slot[s][lane])
+            sim.problem(f"stale scales: reader {reader} reads lane {lane}'s slot of stage {s} for {sim.tile(it)} but it "
+                        f"holds {held}")
+            return
+        sim.sf_read[s][lane].add(reader)
+
+
+def store_scales(sim: Sim, lane: int, s: int, it: int) -> None:
+    """Scale lane ``lane`` stores K-tile it's scales into stage s's slot; the K-tile there must have been read by every
+    consumer warpgroup that reads it."""
+    old = sim.sf_slot[s][lane]
+    if old is not None and not sim.cfg.reader_of(old) <= sim.sf_read[s][lane]:
+        sim.problem(f"scale lane {lane} overwrites stage {s}'s slot ({sim.tile(old)}) before every consumer read it")
+    sim.sf_slot[s][lane], sim.sf_read[s][lane] = it, set()
 
 
 def describe_stage(sim: Sim, s: int) -> str:
