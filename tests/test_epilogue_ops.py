@@ -330,6 +330,27 @@ def test_block_fp8_staggered_over_several_tiles_per_cta(gpu, stagger):
     assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
 
 
+@pytest.mark.parametrize("out_dtype", ["bf16", "f32"])
+def test_block_fp8_m192_over_several_tiles_per_cta(gpu, out_dtype):
+    """Three consumer warpgroups (192 x 128 tiles) in the persistent loop: 8 x 24 = 192 tiles on at most 132 CTAs, so
+    some CTAs run two (the scale warp and the TMA thread walk them with the consumers); M = 1500 = 7 x 192 + 156, N off
+    the tile, a partial last K block (K = 400); bf16 through the TMA store, f32 direct."""
+    import ptxgen.api.fp8blocks
+    from ptxgen.model import bfp8model
+
+    m, n, k = 1500, 3000, 400
+    gen = torch.Generator().manual_seed(4)
+    a, b = _fp8_inputs(m, n, k, gen)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
+    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
+    spec = ptxgen.api.fp8blocks.default_spec(out_dtype, bm=192, bn=128)
+    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out_dtype=out_dtype, spec=spec)
+    torch.cuda.synchronize()
+    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+
+
 def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     """The promotion every 128 of K, measured: positive inputs, K = 16384, f32 output, unit scales; the block-scaled
     kernel against the plain e4m3 kernel (the tensor core accumulates all of K) and float64. The claim checked: promotion

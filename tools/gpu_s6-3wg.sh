@@ -2,7 +2,7 @@
 # Block FP8 with three consumer warpgroups (issue 17; 2026-12-02 s6-3wg: BM = 192, BN = 128, one m64n128 chain per slab;
 # producer 32 / consumers 160 registers; built at L1/L2, never run) on the GPU in one command:
 # 1. every block-FP8 gpu test of tests/test_epilogue_ops.py against the float64 recipe (the new m192 variants at 4 odd
-#    shapes and 1-2 K blocks, and all the others: the scale warp's loads changed for every smem kernel in s6-3wg), and the
+#    shapes, 1-2 K blocks and 192 tiles on 132 CTAs, and all the others: the scale warp's loads changed for every smem kernel in s6-3wg), and the
 #    stream-K smem case (sk4; its scale warp starts at K block kt_first and steps);
 # 2. tools/bench_blockfp8.py: the default (n192-s4-tma) against m192-n128-s4-tma (and its 3-stage form: 5 stages do not
 #    fit shared memory with the TMA-store staging) and the per-tensor kernels of both tiles, alternating rounds with
