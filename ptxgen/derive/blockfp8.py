@@ -116,10 +116,6 @@ def overlap_steps(k_blocks: int, halves: int) -> tuple[OverlapStep, ...]:
 SCALE_WARP = 1  # --fp8-scale-load smem: the producer warpgroup's warp that stages the scales (warp 0 issues the TMA)
 SCALE_WARP_LANES = 32
 SF_BYTES = 4  # f32 scales
-# The scale warp loads the next K block's scales into a second register set while it waits for a stage's slot, when
-# both sets fit the producer's registers: measured with NVRTC 13.5 (ptxgen's SASS gate), 4 rows a lane (BM = 128,
-# producer at 40 registers) compile with no local memory; 6 (BM = 192, producer at 32) spill 24 bytes of stack.
-SCALE_WARP_AHEAD_MAX_ROWS = 4
 SFB_STAGE_BYTES = 16  # a stage's B scales: at most two (a tile spans at most two 128-column blocks), padded to 16 B
 
 
@@ -259,12 +255,6 @@ class BlockFp8Plan:
     @property
     def scale_rows_per_lane(self) -> int:
         return self.bm // SCALE_WARP_LANES
-
-    @property
-    def scale_warp_ahead(self) -> bool:
-        """--fp8-scale-load smem: the scale warp holds K block kb + 1's scales in registers while it waits for kb's slot
-        (SCALE_WARP_AHEAD_MAX_ROWS): their global-memory latency overlaps a whole K block instead of delaying full[s]."""
-        return self.scale_rows_per_lane <= SCALE_WARP_AHEAD_MAX_ROWS
 
     def scale_warp_writes(self, lane: int) -> tuple[ScaleSlot, ...]:
         """What lane ``lane`` of the scale warp writes into a stage: tile rows lane + 32 j (coalesced global reads of the

@@ -86,7 +86,6 @@ class ScaleSmemView:
     sfb_stage_bytes: int
     sfb_slots: int  # B scales a stage holds (lanes 0..sfb_slots-1 store one each)
     sf_bytes: int  # one scale (f32): a row's (or block's) byte offset in its slot is index x sf_bytes
-    ahead: bool  # the next K block's scales are loaded into a second register set a K-tile early (scale_warp_ahead)
 
 
 def scale_smem_view(plan: BlockFp8Plan, smem) -> ScaleSmemView | None:
@@ -97,8 +96,7 @@ def scale_smem_view(plan: BlockFp8Plan, smem) -> ScaleSmemView | None:
                for j, w in enumerate(plan.scale_warp_writes(lane)[:plan.scale_rows_per_lane]))
     assert plan.sfa_slot(1).offset_bytes == SF_BYTES and plan.sfb_slot(1).offset_bytes == SF_BYTES
     return ScaleSmemView(SCALE_WARP, plan.scale_rows_per_lane, f"lane + {SCALE_WARP_LANES} * j", "lane", SCALE_WARP_LANES, smem.sfa_offset,
-                         plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES,
-                         plan.scale_warp_ahead)
+                         plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
 
 
 _SIGNALS = {  # what each barrier's generation says, per mode (derive.blockfp8.stagger_steps)
