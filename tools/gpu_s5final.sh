@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The closing device run of the 2026-12-01 fifth session, in ONE call:
-#   OUT=dir BUDGET=seconds bash tools/gpu_s5final.sh
+#   OUT=dir BUDGET=seconds [NAME=s6final] [T_GPU=300] bash tools/gpu_s5final.sh
+# (also the sixth session's: NAME names the log folder and the archive, $OUT/$NAME.tgz; block FP8 runs first of the benchmarks)
 # 1. correctness, sharing the GPU: the whole gpu test tier (tests/, -m gpu), `ptxgen selftest`, and the float64 check
 #    of the kernels the chooser picks (tests/test_gpu.py chosen_jobs); the benchmarks' kernels compile beside them;
 # 2. benchmarks, alone on the GPU, `ptxgen bench` with no tile flags: the tuned six, issue 16's unaligned/few-wave
@@ -8,14 +9,15 @@
 #    f16's old default kernel (tile flags); `ptxgen bench --api`; tools/host_breakdown.py; block FP8
 #    (tools/bench_blockfp8.py); the M-major TMA-store epilogue against the direct one (tools/bench_mstore.py, if there).
 # Every step has a timeout and the whole script keeps to $BUDGET seconds (steps that would not fit are skipped and say
-# so); logs come back as one archive, $OUT/s5final.tgz.
+# so); logs come back as one archive, $OUT/$NAME.tgz (s5final.tgz by default).
 set -u
 OUT=${OUT:-out}
-LOGS=${LOGS:-/tmp/s5final}
+NAME=${NAME:-s5final}
+LOGS=${LOGS:-/tmp/$NAME}
 BUDGET=${BUDGET:-480}
 mkdir -p "$OUT" "$LOGS"
 export LOGS PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_ARTIFACTS=$LOGS PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/tmp/ptxgen-s5final-cache}
-pack() { tar czf "$OUT/s5final.tgz" -C "$LOGS" . ; }
+pack() { tar czf "$OUT/$NAME.tgz" -C "$LOGS" . ; }
 trap pack EXIT
 . tools/gpu_common.sh
 env_header "$LOGS/env.txt"
@@ -51,7 +53,7 @@ sys.exit(1 if bad else 0)
 PY
   echo "chosen exit $?" >> "$LOGS/chosen.log" ) &
 chosen=$!
-t 300 python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider tests/ > "$LOGS/pytest_gpu.log" 2>&1
+t ${T_GPU:-300} python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider tests/ > "$LOGS/pytest_gpu.log" 2>&1
 echo "pytest exit $?" >> "$LOGS/pytest_gpu.log"
 tail -15 "$LOGS/pytest_gpu.log"
 wait $self $chosen $pre
@@ -66,6 +68,10 @@ bench() {  # name dtype shapes [tile flags...]
   echo "exit $?" >> "$LOGS/bench_$name.err"
   bench_summary "$LOGS/bench_$name.json" "$name"
 }
+BFP8_VARIANTS=${BFP8_VARIANTS:-}
+t 120 python3 tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds 8 ${BFP8_VARIANTS:+--variants $BFP8_VARIANTS} \
+    --json "$LOGS/bench_blockfp8.jsonl" > "$LOGS/bench_blockfp8.log" 2>&1; echo "exit $?" >> "$LOGS/bench_blockfp8.log"
+tail -n 20 "$LOGS/bench_blockfp8.log"
 bench issue16 bf16 "$ISSUE16"
 bench tuned bf16 "$TUNED"
 bench smallm bf16 "$SMALLM"
@@ -75,10 +81,6 @@ t 60 python3 -m ptxgen bench --api --shapes 4096x4096x4096,2048x2048x8192,1024x8
 tail -c 1500 "$LOGS/bench_api.json"; echo
 t 40 python3 tools/host_breakdown.py 1024x8192x8192 > "$LOGS/host_breakdown.log" 2>&1; echo "exit $?" >> "$LOGS/host_breakdown.log"
 tail -n 12 "$LOGS/host_breakdown.log"
-BFP8_VARIANTS=${BFP8_VARIANTS:-}
-t 120 python3 tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds 8 ${BFP8_VARIANTS:+--variants $BFP8_VARIANTS} \
-    --json "$LOGS/bench_blockfp8.jsonl" > "$LOGS/bench_blockfp8.log" 2>&1; echo "exit $?" >> "$LOGS/bench_blockfp8.log"
-tail -n 12 "$LOGS/bench_blockfp8.log"
 if [ -f tools/bench_mstore.py ]; then
   t 70 python3 tools/bench_mstore.py run > "$LOGS/bench_mstore.log" 2>&1; echo "exit $?" >> "$LOGS/bench_mstore.log"
   tail -n 15 "$LOGS/bench_mstore.log"
