@@ -17,13 +17,8 @@ T_BENCH=${T_BENCH:-90}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6-half}
 export PTXGEN_ARTIFACTS="$OUT"
-{
-  date -u +"%Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm --format=csv,noheader
-  python3 -c "import torch; print('torch', torch.__version__)"
-  cat .commit 2>/dev/null || git log -1 --format=%H
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+. tools/gpu_common.sh
+env_header "$OUT/env.txt"
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
 if [ "$T_TEST" != 0 ]; then
   timeout "$T_TEST" python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider $XDIST \
