@@ -406,17 +406,19 @@ def test_rotated_order_is_correct_but_crosses_the_back_edge():
     assert bfp8model.check_overlap(_rotated(4), 4, 2) != []
 
 
+@pytest.mark.parametrize("overlap", ["halves", "interleave"])
 @pytest.mark.parametrize("bn", [b for b in BNS if b % 16 == 0])
-def test_half_fragments_take_their_columns_b_scales(bn):
+def test_half_fragments_take_their_columns_b_scales(bn, overlap):
     """Register i of column half h (an m64n(BN/2) fragment, fragmodel) holds the column of accumulator register
     acc_offsets[h] + i (the m64nBN fragment) and takes block n0 / 128's B scale exactly when that column lies in it,
-    for every split n0 % 128 of the tile."""
+    for every split n0 % 128 of the tile (--fp8-overlap halves and interleave share the fragments and the split)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.mma_view import half_mma_view
     from ptxgen.model import fragmodel
 
-    plan = plan_block_fp8(128, bn, 128, overlap="halves")
-    view = half_mma_view(plan_kernel(_spec(bn=bn, stages=3, epilogue="direct", fp8_overlap="halves"))) if bn <= 192 else None
+    plan = plan_block_fp8(128, bn, 128, overlap=overlap)
+    view = half_mma_view(plan_kernel(_spec(bn=bn, stages=3, epilogue="direct", fp8_overlap=overlap))) if bn <= 192 else None
+    assert plan.halves == 2 and view is not None or bn > 192
     regs = bn // 4
     for residue in sorted({t * bn % 128 for t in range(128)}):
         n0 = 1024 + residue

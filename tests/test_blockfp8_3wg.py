@@ -149,6 +149,10 @@ def test_bench_variant_names_take_a_bm_token():
                                                             cluster="2x1", raster_group=16)
     v = bench.parse_variant("n192-s4-tma-half-sk4-yield")
     assert v[2] and v[3]["fp8_stagger"] == "half" and v[3]["stream_k"] == 4 and v[3]["bm"] == 128
+    assert spec("n192-s4-tma-halves") == default_spec(bn=192, stages=4, epilogue="tma", fp8_overlap="halves")
+    assert spec("n192-s4-tma-interleave") == default_spec(bn=192, stages=4, epilogue="tma", fp8_overlap="interleave")
+    assert spec("n192-s4-tma-complete-interleave") == default_spec(bn=192, stages=4, epilogue="tma", fp8_stagger="complete",
+                                                                   fp8_overlap="interleave")
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(stages=3), dict(fp8_scale_load="block"), dict(bm=128, bn=192)],

@@ -255,14 +255,18 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                                      {"bm": 192, "bn": 128, "stages": 5, "epilogue": "direct"},
                                      {"bm": 192, "bn": 128, "stages": 3, "epilogue": "tma"},
                                      {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma", "fp8_scale_load": "block"},
-                                     {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma", "fp8_overlap": "halves"}],
+                                     {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma", "fp8_overlap": "halves"},
+                                     # --fp8-overlap interleave: two m64n(BN/2) chains alternated per K-step, one commit group
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave", "fp8_stagger": "complete"},
+                                     {"bn": 160, "stages": 4, "epilogue": "direct", "fp8_overlap": "interleave"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
                               "n128-complete", "n192-halves", "n160-halves", "n128-halves", "n192-ahead", "n160-ahead",
                               "n128-ahead", "n192-smem", "n160-smem", "n128-smem",
                               "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1",
                               "n192-tma-block", "direct-block", "n192-smem-complete", "n192-half", "n128-half",
                               "n192-block-half", "n160-direct-half", "m192-tma", "m192-direct", "m192-s3-tma", "m192-tma-block",
-                              "m192-halves"])
+                              "m192-halves", "n192-interleave", "n192-complete-interleave", "n160-direct-interleave"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
@@ -288,10 +292,13 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
                                                 ("bf16", {"fp8_scale_load": "block"}), ("f32", {"fp8_scale_load": "block"}),
                                                 ("bf16", {"fp8_stagger": "half"}), ("f32", {"fp8_stagger": "half"}),
                                                 ("bf16", {"fp8_stagger": "half", "bn": 128}),
-                                                ("bf16", {"bm": 192, "bn": 128}), ("f32", {"bm": 192, "bn": 128})],
+                                                ("bf16", {"bm": 192, "bn": 128}), ("f32", {"bm": 192, "bn": 128}),
+                                                ("bf16", {"fp8_overlap": "interleave"}),
+                                                ("bf16", {"fp8_overlap": "interleave", "fp8_stagger": "complete"}),
+                                                ("f32", {"fp8_overlap": "interleave"})],
                          ids=["default", "halves", "halves-f32-direct", "ahead", "ahead-f32-direct", "smem", "smem-f32-direct",
                               "smem-c2x1", "smem-c1x2", "block", "block-f32-direct", "half", "half-f32-direct", "half-n128",
-                              "m192", "m192-f32-direct"])
+                              "m192", "m192-f32-direct", "interleave", "complete-interleave", "interleave-f32-direct"])
 def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
     iteration; the default spec the same (whatever it is)."""
@@ -310,11 +317,13 @@ def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
 
 
-@pytest.mark.parametrize("stagger", ["issue", "complete", "half"])
-def test_block_fp8_staggered_over_several_tiles_per_cta(gpu, stagger):
+@pytest.mark.parametrize("stagger, overlap", [("issue", "none"), ("complete", "none"), ("half", "none"),
+                                             ("none", "interleave"), ("complete", "interleave")],
+                         ids=["issue", "complete", "half", "interleave", "complete-interleave"])
+def test_block_fp8_staggered_over_several_tiles_per_cta(gpu, stagger, overlap):
     """The --fp8-stagger barriers span a CTA's tiles (the persistent loop; warpgroup 0 takes warpgroup 1's last arrival
     after them): 12 x 16 = 192 tiles of 128 x 192 on at most 132 CTAs, so some CTAs run two; M, N off the tile, and a
-    partial last K block (K = 400: 4 blocks)."""
+    partial last K block (K = 400: 4 blocks); also with --fp8-overlap interleave (the two column-half fragments)."""
     import ptxgen.api.fp8blocks
     from ptxgen.model import bfp8model
 
@@ -324,7 +333,8 @@ def test_block_fp8_staggered_over_several_tiles_per_cta(gpu, stagger):
     kb, nb = -(-k // 128), -(-n // 128)
     sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
     sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
-    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(fp8_stagger=stagger))
+    spec = ptxgen.api.fp8blocks.default_spec(fp8_stagger=stagger, fp8_overlap=overlap)
+    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=spec)
     torch.cuda.synchronize()
     bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
     assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"

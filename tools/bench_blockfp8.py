@@ -3,8 +3,8 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
-Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
---fp8-stagger, --fp8-overlap halves, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
+Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
+--fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
 --stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
@@ -44,7 +44,7 @@ def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
     fields["bn"] = int(parts.pop(0)[1:]) if parts[0].startswith("n") else 128
     fields.update(stages=int(parts[0][1:]), epilogue=parts[1],
                   fp8_stagger=next((x for x in parts[2:] if x in ("issue", "complete", "half")), "none"),
-                  fp8_overlap="halves" if "halves" in parts[2:] else "none",
+                  fp8_overlap=next((x for x in parts[2:] if x in ("halves", "interleave")), "none"),
                   fp8_scale_load=next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"))
     for x in parts[2:]:  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
         if x[:1] == "c" and "x" in x:
@@ -61,8 +61,8 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
-                         "pipeline stages; issue/complete/half: --fp8-stagger; halves: --fp8-overlap halves; block/ahead/smem: --fp8-scale-load (default auto); "
+                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
+                         "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem: --fp8-scale-load (default auto); "
                          "skS: --stream-k S; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()

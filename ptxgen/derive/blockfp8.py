@@ -85,7 +85,8 @@ class BarrierStep:
 
 @dataclass(frozen=True)
 class OverlapStep:
-    """issue (K block kb's MMAs of column half h into fragment h, then commit: one wgmma group), wait (wait_group n:
+    """issue (K block kb's MMAs of column half h into fragment h, then commit: one wgmma group; with n = 1 no commit
+    before it: its MMAs join the previous issue's group, interleaved with them per K-step), wait (wait_group n:
     at most n of this warpgroup's groups still in flight), promote (acc += fragment h x scales of K block kb), release
     (the stage of K block kb goes back to the producer)."""
 
@@ -95,8 +96,9 @@ class OverlapStep:
     n: int = 0
 
 
-def overlap_steps(k_blocks: int, halves: int) -> tuple[OverlapStep, ...]:
-    """halves = 1: per K block issue, wait 0, release, promote. halves = 2, per K block kb: issue half 0, promote half 1
+def overlap_steps(k_blocks: int, halves: int, interleave: bool = False) -> tuple[OverlapStep, ...]:
+    """halves = 1: per K block issue, wait 0, release, promote. interleave (halves = 2): per K block both halves' MMAs
+    in one group (half 1's K-steps alternated with half 0's), wait 0, release, promote half 0 and half 1. halves = 2, per K block kb: issue half 0, promote half 1
     of kb - 1 (complete since the last wait 0) while half 0 runs, issue half 1, wait 1 (half 0 complete), promote half
     0 while half 1 runs, wait 0, release kb; after the last block, promote its half 1. No wgmma group is in flight
     between K blocks (the loop's back edge): ptxas serializes every wgmma when a group is retired in a later loop
@@ -104,6 +106,9 @@ def overlap_steps(k_blocks: int, halves: int) -> tuple[OverlapStep, ...]:
     S = OverlapStep
     if halves == 1:
         return tuple(x for kb in range(k_blocks) for x in (S("issue", kb), S("wait", n=0), S("release", kb), S("promote", kb)))
+    if interleave:
+        return tuple(x for kb in range(k_blocks) for x in (S("issue", kb, 0), S("issue", kb, 1, n=1), S("wait", n=0),
+                                                          S("release", kb), S("promote", kb, 0), S("promote", kb, 1)))
     out: list[OverlapStep] = []
     for kb in range(k_blocks):
         out.append(S("issue", kb, 0))
@@ -224,7 +229,7 @@ class BlockFp8Plan:
     phases: tuple[ScalePhase, ...]
     stagger: tuple[BarrierStep, ...] = ()
     grouped: bool = False  # a grouped GEMM (--grouped offs): B's scales are G per-group arrays, lds_b_group apart
-    overlap: str = "none"  # none | halves (OverlapStep sequence: overlap_steps)
+    overlap: str = "none"  # none | halves | interleave (OverlapStep sequence: overlap_steps)
     scale_load: str = "block"  # block | ahead (ScaleStep sequence: scale_steps)
     # the K-steps of each wgmma commit group of a K block (stagger_commit_groups; two with --fp8-stagger half)
     commit_groups: tuple[tuple[int, ...], ...] = stagger_commit_groups("none", BLOCK_K // K_PER_WGMMA_E4M3)
@@ -298,8 +303,13 @@ class BlockFp8Plan:
     @property
     def halves(self) -> int:
         """Partial fragments (and commit groups) per K block: 2 with --fp8-overlap halves (columns 0..BN/2-1 and
-        BN/2..BN-1, one m64n(BN/2) wgmma per K step each), else 1."""
-        return 2 if self.overlap == "halves" else 1
+        BN/2..BN-1, one m64n(BN/2) wgmma per K step each) or interleave (the same two, in one commit group), else 1."""
+        return 2 if self.overlap in ("halves", "interleave") else 1
+
+    @property
+    def peeled(self) -> bool:
+        """K block 0's MMAs are issued before the K loop (--fp8-overlap halves only: overlap_steps)."""
+        return self.overlap == "halves"
 
     def half_first_regs(self, phase: ScalePhase, half: int) -> int:
         """Registers of half ``half``'s fragment (BN/4 per thread) that take block n0 / 128's B scale: the first
@@ -323,7 +333,7 @@ class BlockFp8Plan:
     def overlap_steps(self, k_blocks: int) -> tuple[OverlapStep, ...]:
         """One consumer warpgroup's operations for a tile of ``k_blocks`` K blocks, in program order (what
         templates/mma_blockfp8.cuh.j2 does; ptxgen.model.bfp8model.check_overlap simulates it)."""
-        return overlap_steps(k_blocks, self.halves)
+        return overlap_steps(k_blocks, self.halves, self.overlap == "interleave")
 
     @property
     def partial_registers(self) -> int:
@@ -443,14 +453,18 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                         "the MoE recipe (DeepSeek-V3; DeepGEMM's m-grouped contiguous layout): one scale_a over the stacked "
                         "tokens, one block-scale array per expert weight; the promotion loop is the dense one",
                         "DeepGEMM m_grouped_fp8_gemm_nt_contiguous; torch._scaled_mm BlockWise128x128 per group"),) if grouped else ()
-    if overlap == "halves" and (bn % (2 * GROUP_COLS) or stagger != "none"):
-        raise SpecError("--fp8-overlap", overlap, f"two column halves of a multiple of {GROUP_COLS} columns, without --fp8-stagger",
-                        "BN a multiple of 16, --fp8-stagger none")
+    if overlap in ("halves", "interleave") and (bn % (2 * GROUP_COLS) or overlap == "halves" and stagger != "none"):
+        raise SpecError("--fp8-overlap", overlap, f"two column halves of a multiple of {GROUP_COLS} columns (halves: without "
+                        "--fp8-stagger)", "BN a multiple of 16, halves with --fp8-stagger none")
     ov = Derived("promotion_overlap", overlap, {
         "none": "per K block: 4 wgmma into the partial, wait_group 0, release the stage, promote",
         "halves": f"columns 0..{bn // 2 - 1} and {bn // 2}..{bn - 1} as two m64n{bn // 2}k32 wgmma groups into two partials "
                   f"of {bn // 4} registers; per K block kb: issue half 0, promote half 1 of kb - 1 while it runs, issue half 1, "
-                  "wait_group 1, promote half 0 while half 1 runs, wait_group 0, release kb"}.get(overlap, overlap),
+                  "wait_group 1, promote half 0 while half 1 runs, wait_group 0, release kb",
+        "interleave": f"columns 0..{bn // 2 - 1} and {bn // 2}..{bn - 1} as two m64n{bn // 2}k32 chains into two partials of "
+                      f"{bn // 4} registers, issued alternately per K-step (h0 k0, h1 k0, h0 k1, ...) in the K block's commit "
+                      "group(s); then wait_group 0, release, promote both (the default loop's order, two independent "
+                      "dependency chains instead of one)"}.get(overlap, overlap),
         "wait_group 0 leaves the tensor core without this warpgroup's work while it promotes; with two half fragments "
         "one group is in flight during each promotion but the tile's last (the registers stay acc + BN/2). Measured on "
         "the H200 (runs/2026-12-01-s4-bfp8b/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "

@@ -235,7 +235,8 @@ FIELDS: tuple[SpecField, ...] = (
         "--fp8-overlap",
         "block-scaled FP8: none (a K block's MMAs into one partial, wait_group 0, promote) or halves (each column half "
         "of the tile into its own partial and commit group; one half is promoted while the other's MMAs run, wait_group "
-        "1) (default none)",
+        "1) or interleave (the two column halves' MMAs alternated per K-step into two partials, one commit group, wait_group "
+        "0, promote both; combines with --fp8-stagger) (default none)",
         Fp8Overlap,
         default="none",
     ),

@@ -81,17 +81,18 @@ def validate(t: "TileSpec") -> None:
                                                  or t.consumer_warpgroups != 2):
         raise SpecError("--fp8-stagger", t.fp8_stagger.value, "orders the two cooperative consumer warpgroups of a "
                         "block-scaled FP8 kernel", "--fp8-blocks 1x128x128 --bm 128 --consumers cooperative, or none")
-    if t.fp8_overlap is not Fp8Overlap.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.fp8_stagger is not Fp8Stagger.NONE
-                                                 or t.bn % 16 or t.grouped is not Grouping.NONE):
+    staggered = t.fp8_stagger is not Fp8Stagger.NONE and t.fp8_overlap is Fp8Overlap.HALVES
+    if t.fp8_overlap is not Fp8Overlap.NONE and (t.fp8_blocks is Fp8Blocks.NONE or staggered or t.bn % 16
+                                                 or t.grouped is not Grouping.NONE):
         raise SpecError("--fp8-overlap", t.fp8_overlap.value, "splits a dense block-scaled FP8 tile into two column halves "
-                        "of a multiple of 8 columns (wgmma N), without --fp8-stagger (not built for grouped kernels)",
-                        "--fp8-blocks 1x128x128, BN a multiple of 16, --fp8-stagger none, no --grouped; or none")
+                        "of a multiple of 8 columns (wgmma N); halves without --fp8-stagger (not built for grouped kernels)",
+                        "--fp8-blocks 1x128x128, BN a multiple of 16, no --grouped, halves with --fp8-stagger none; or none")
     if t.fp8_scale_load is not Fp8ScaleLoad.AUTO and t.fp8_blocks is Fp8Blocks.NONE:
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "is how a block-scaled FP8 kernel's scales reach its "
                         "consumers", "--fp8-blocks 1x128x128, or leave it out")
     if t.fp8_scale_load is Fp8ScaleLoad.AHEAD and t.fp8_overlap is not Fp8Overlap.NONE:
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads the scales one K block ahead in the one-partial "
-                        "consumer loop (--fp8-overlap halves keeps its own order)", "block or smem, or --fp8-overlap none")
+                        "consumer loop (not built with --fp8-overlap halves or interleave)", "block or smem, or --fp8-overlap none")
     if t.fp8_scale_load is Fp8ScaleLoad.SMEM and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "the producer's scale warp walks the dense cooperative "
                         "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")

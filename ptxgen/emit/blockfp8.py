@@ -51,7 +51,7 @@ class BlockFp8View:
     phases: tuple[PhaseView, ...]
     sfb_base: str  # C: the tile's element offset into SFB (derive.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
     stagger: str  # none | issue | complete | half (the two consumer warpgroups' order; spec --fp8-stagger)
-    half: HalfMmaView | None  # --fp8-overlap halves
+    half: HalfMmaView | None  # --fp8-overlap halves or interleave (the two column halves' instruction and fragments)
     scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.blockfp8.scale_steps)
     smem: "ScaleSmemView | None" = None  # --fp8-scale-load smem: the producer's scale warp and the stage's scale slots
     # C of the scale K block (the column of scale_a, the row of scale_b) of the unit's K-tile kt, of the ahead load's
@@ -69,6 +69,8 @@ class BlockFp8View:
     # waits for the first (wait_group 1, half_wait) before wait_group 0
     commit_groups: tuple[tuple[int, ...], ...] = ()
     half_wait: bool = False
+    # --fp8-overlap interleave: the default loop with the K block's MMAs as two column halves, alternated per K-step
+    interleave: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,4 +178,5 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
            for w in STAGGER_WHERE},
         commit_groups=plan.commit_groups,
         half_wait=len(plan.commit_groups) == 2,
+        interleave=plan.overlap == "interleave",
     )

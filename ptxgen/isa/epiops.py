@@ -93,10 +93,13 @@ class Fp8Stagger(Enum):
 class Fp8Overlap(Enum):
     """Block-scaled FP8: how a consumer warpgroup overlaps its promotion with MMAs. none: a K block's MMAs into one
     partial fragment, wait_group 0, promote; halves: the MMAs of each column half (m64n(BN/2)) into their own fragment
-    and commit group, each half promoted while the other half's group is in flight (wait_group 1), across K blocks."""
+    and commit group, each half promoted while the other half's group is in flight (wait_group 1), across K blocks;
+    interleave: the same two m64n(BN/2) fragments, their MMAs issued alternately per K-step (two independent dependency
+    chains) in the K block's one commit group, then wait_group 0 and both promoted (the default loop's order)."""
 
     NONE = "none"
     HALVES = "halves"
+    INTERLEAVE = "interleave"
 
 
 class Fp8ScaleLoad(Enum):

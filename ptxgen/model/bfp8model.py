@@ -192,14 +192,15 @@ def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue", sta
 # ---- --fp8-overlap halves: one warpgroup's wgmma groups, fragments and stage releases -----------------------------------
 def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = True, require_overlap: bool = True) -> list[str]:
     """``steps``: (op, kb, half, n) in program order, op in issue / wait / promote / release. Simulates the warpgroup's
-    wgmma groups (commit order; ``wait n`` completes the oldest until at most n are in flight) and its ``halves``
-    fragments. Checks: a fragment is overwritten only after its partial was promoted; a promotion reads a complete
+    wgmma groups (commit order; ``wait n`` completes the oldest until at most n are in flight; an issue with n = 1
+    joins the previous issue's group, no commit between them: --fp8-overlap interleave) and its ``halves`` fragments.
+    Checks: a fragment is overwritten only after its partial was promoted; a promotion reads a complete
     fragment holding that K block's half; a stage is released once, in order, after every group reading it completed;
     every (K block, half) is promoted exactly once, in K order per half; nothing is in flight at the end. With
     ``back_edge_empty``, nothing is in flight where a K block's first MMAs are issued (the loop's back edge); with
     ``require_overlap``, a group is in flight during every promotion but the last (the point of the halves)."""
     problems: list[str] = []
-    inflight: list[tuple[int, int]] = []  # (kb, half), oldest first
+    inflight: list[list[tuple[int, int]]] = []  # groups of (kb, half), oldest first
     frag: dict[int, tuple[int, str]] = {}  # half -> (kb, "pending" | "complete" | "promoted")
     released: list[int] = []
     promoted: dict[int, list[int]] = {h: [] for h in range(halves)}
@@ -207,6 +208,8 @@ def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = Tru
     for i, (op, kb, half, n) in enumerate(steps):
         where = f"step {i} ({op} {kb}/{half})"
         if op == "issue":
+            if n and not inflight:
+                problems.append(f"{where}: joins a group, but none is open")
             if half == 0 and back_edge_empty and inflight:
                 problems.append(f"{where}: K block {kb} starts with groups {inflight} in flight")
             state = frag.get(half)
@@ -215,12 +218,15 @@ def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = Tru
             if kb in released:
                 problems.append(f"{where}: MMAs read stage of K block {kb} after it was released")
             frag[half] = (kb, "pending")
-            inflight.append((kb, half))
+            if n and inflight:
+                inflight[-1].append((kb, half))
+            else:
+                inflight.append([(kb, half)])
         elif op == "wait":
             while len(inflight) > n:
-                done_kb, done_h = inflight.pop(0)
-                if frag.get(done_h) == (done_kb, "pending"):
-                    frag[done_h] = (done_kb, "complete")
+                for done_kb, done_h in inflight.pop(0):
+                    if frag.get(done_h) == (done_kb, "pending"):
+                        frag[done_h] = (done_kb, "complete")
         elif op == "promote":
             if frag.get(half) != (kb, "complete"):
                 problems.append(f"{where}: fragment {half} is {frag.get(half)}, not K block {kb} complete")
@@ -230,8 +236,9 @@ def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = Tru
             if not inflight:
                 lonely += 1
         elif op == "release":
-            if any(g[0] == kb for g in inflight):
-                problems.append(f"{where}: stage of K block {kb} released with its MMAs {[g for g in inflight if g[0] == kb]} in flight")
+            mine = [x for g in inflight for x in g if x[0] == kb]
+            if mine:
+                problems.append(f"{where}: stage of K block {kb} released with its MMAs {mine} in flight")
             if released and released[-1] != kb - 1 or not released and kb != 0:
                 problems.append(f"{where}: release of K block {kb} after {released[-1:]}")
             released.append(kb)

@@ -106,9 +106,10 @@ def check_sass(
     expected = spec.mmas_per_k_tile * (spec.slabs_per_consumer if spec.arch is Arch.SM90A else 1)
     bfp8 = plan_kernel(spec).block_fp8
     halves = 1 if bfp8 is None else bfp8.halves
-    # --fp8-overlap halves: two column halves' MMAs per K block, K block 0's issued before the loop (derive.blockfp8)
+    # --fp8-overlap halves / interleave: two column halves' MMAs per K block; with halves K block 0's issued before
+    # the loop (derive.blockfp8 BlockFp8Plan.peeled)
     expected *= halves
-    outside = expected if halves > 1 else 0
+    outside = expected if bfp8 is not None and bfp8.peeled else 0
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Block-FP8 --fp8-overlap interleave (issue 17; 2026-12-02 s6-ilv, built at L1/L2, never run) on the GPU in one command:
+# 1. the interleave variants of tests/test_epilogue_ops.py's block-FP8 gpu tests against the float64 recipe (4 odd
+#    shapes x 3 variants, 1-2 K blocks x 3 variants, several tiles per CTA x 2): ``-k interleave``;
+# 2. tools/bench_blockfp8.py: the default (n192-s4-tma) and -complete against -interleave and -complete-interleave,
+#    alternating rounds with torch's blockwise _scaled_mm.
+# Logs go to $OUT; each step is bounded by a timeout (about 200 s in all). Usage (device machine, repository root):
+#   OUT=$OUT bash tools/gpu_s6-ilv.sh
+set -u
+OUT=${OUT:-out}
+ROUNDS=${ROUNDS:-8}
+VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-interleave,n192-s4-tma-complete,n192-s4-tma-complete-interleave}
+SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
+T_TEST=${T_TEST:-110}
+T_BENCH=${T_BENCH:-90}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6-ilv}
+export PTXGEN_ARTIFACTS="$OUT"
+. tools/gpu_common.sh
+env_header "$OUT/env.txt"
+XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
+if [ "$T_TEST" != 0 ]; then
+  timeout "$T_TEST" python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider $XDIST \
+    -k interleave > "$OUT/pytest_interleave_gpu.log" 2>&1
+  echo "pytest exit $?" >> "$OUT/pytest_interleave_gpu.log"
+  tail -5 "$OUT/pytest_interleave_gpu.log"
+fi
+timeout "$T_BENCH" python3 tools/bench_blockfp8.py $SHAPES --rounds "$ROUNDS" \
+  --variants "$VARIANTS" --json "$OUT/bench_blockfp8_interleave.jsonl" > "$OUT/bench_blockfp8_interleave.log" 2>&1
+echo "bench exit $?" >> "$OUT/bench_blockfp8_interleave.log"
+cat "$OUT/bench_blockfp8_interleave.log"
