@@ -220,6 +220,23 @@ def _fp8_inputs(m, n, k, gen, positive=False):
     return a.to(torch.float8_e4m3fn).cuda(), b.to(torch.float8_e4m3fn).cuda()
 
 
+def _block_fp8_against_recipe(m, n, k, seed, spec, out_dtype="bf16"):
+    """Run ptxgen.api.fp8blocks.gemm with SPEC on seeded inputs and torch-layout scales (scale_a M x Kb outer-dim-major,
+    scale_b Kb x Nb = s.t(), in [0.5, 1.5)); assert every output is within bfp8model.outside_bound of the float64 recipe."""
+    import ptxgen.api.fp8blocks
+    from ptxgen.model import bfp8model
+
+    gen = torch.Generator().manual_seed(seed)
+    a, b = _fp8_inputs(m, n, k, gen)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()  # M x Kb, outer-dim-major (torch._scaled_mm's layout)
+    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()  # Kb x Nb = s.t()
+    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out_dtype=out_dtype, spec=spec)
+    torch.cuda.synchronize()
+    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+
+
 @pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640)], ids=lambda s: "x".join(map(str, s)))
 # (the ids name the tile; default_spec is 128 x 192 with the TMA store since 2026-12-01 s4, so each variant says its own;
 # without fp8_scale_load a variant takes the default, auto: scales staged in shared memory since s5)
@@ -269,18 +286,8 @@ def _fp8_inputs(m, n, k, gen, positive=False):
                               "m192-halves", "n192-interleave", "n192-complete-interleave", "n160-direct-interleave"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
 
-    m, n, k = shape
-    gen = torch.Generator().manual_seed(1)
-    a, b = _fp8_inputs(m, n, k, gen)
-    kb, nb = -(-k // 128), -(-n // 128)
-    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()  # M x Kb, outer-dim-major (torch._scaled_mm's layout)
-    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()  # Kb x Nb = s.t()
-    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(**variant))
-    torch.cuda.synchronize()
-    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
-    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+    _block_fp8_against_recipe(*shape, 1, ptxgen.api.fp8blocks.default_spec(**variant))
 
 
 @pytest.mark.parametrize("k", [96, 128, 256], ids=lambda k: f"k{k}")
@@ -303,18 +310,8 @@ def test_block_fp8_few_k_blocks(gpu, k, out_dtype, variant):
     """One or two K blocks (a partial one at K = 96): --fp8-overlap halves runs only its peeled first block, or one loop
     iteration; the default spec the same (whatever it is)."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
 
-    m, n = 200, 450
-    gen = torch.Generator().manual_seed(2)
-    a, b = _fp8_inputs(m, n, k, gen)
-    kb, nb = -(-k // 128), -(-n // 128)
-    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
-    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
-    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out_dtype=out_dtype, spec=ptxgen.api.fp8blocks.default_spec(out_dtype, **variant))
-    torch.cuda.synchronize()
-    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
-    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+    _block_fp8_against_recipe(200, 450, k, 2, ptxgen.api.fp8blocks.default_spec(out_dtype, **variant), out_dtype)
 
 
 @pytest.mark.parametrize("stagger, overlap", [("issue", "none"), ("complete", "none"), ("half", "none"),
@@ -325,19 +322,8 @@ def test_block_fp8_staggered_over_several_tiles_per_cta(gpu, stagger, overlap):
     after them): 12 x 16 = 192 tiles of 128 x 192 on at most 132 CTAs, so some CTAs run two; M, N off the tile, and a
     partial last K block (K = 400: 4 blocks); also with --fp8-overlap interleave (the two column-half fragments)."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
 
-    m, n, k = 1500, 3000, 400
-    gen = torch.Generator().manual_seed(3)
-    a, b = _fp8_inputs(m, n, k, gen)
-    kb, nb = -(-k // 128), -(-n // 128)
-    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
-    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
-    spec = ptxgen.api.fp8blocks.default_spec(fp8_stagger=stagger, fp8_overlap=overlap)
-    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=spec)
-    torch.cuda.synchronize()
-    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
-    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+    _block_fp8_against_recipe(1500, 3000, 400, 3, ptxgen.api.fp8blocks.default_spec(fp8_stagger=stagger, fp8_overlap=overlap))
 
 
 @pytest.mark.parametrize("out_dtype", ["bf16", "f32"])
@@ -346,19 +332,8 @@ def test_block_fp8_m192_over_several_tiles_per_cta(gpu, out_dtype):
     some CTAs run two (the scale warp and the TMA thread walk them with the consumers); M = 1500 = 7 x 192 + 156, N off
     the tile, a partial last K block (K = 400); bf16 through the TMA store, f32 direct."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
 
-    m, n, k = 1500, 3000, 400
-    gen = torch.Generator().manual_seed(4)
-    a, b = _fp8_inputs(m, n, k, gen)
-    kb, nb = -(-k // 128), -(-n // 128)
-    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
-    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
-    spec = ptxgen.api.fp8blocks.default_spec(out_dtype, bm=192, bn=128)
-    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out_dtype=out_dtype, spec=spec)
-    torch.cuda.synchronize()
-    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
-    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+    _block_fp8_against_recipe(1500, 3000, 400, 4, ptxgen.api.fp8blocks.default_spec(out_dtype, bm=192, bn=128), out_dtype)
 
 
 def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
