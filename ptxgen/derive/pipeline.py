@@ -29,6 +29,7 @@ from ..isa.shapes import (
     producer_registers,
     register_pool_balance,
     WARPGROUP_THREADS,
+    WARPS_PER_WARPGROUP,
     setmaxnreg_consumer_registers,
     entry_registers,
 )
@@ -97,6 +98,9 @@ class PipelinePlan:
     peer_full_arrivals: int = 1
     # block-FP8 --fp8-scale-load smem: the producer's scale warp's lanes, each arriving on full[s] (in full_arrivals)
     scale_warp_lanes: int = 0
+    # wgmma consumers release a stage per warp (lane 0, after __syncwarp) instead of per warpgroup: they read it with
+    # plain loads too (the block-FP8 scale slots); empty_arrivals counts the warps
+    release_per_warp: bool = False
 
     @property
     def threads(self) -> int:
@@ -155,6 +159,10 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
+        # --fp8-scale-load smem: each consumer warp also reads the stage's scale slots with ld.shared, and a warpgroup's
+        # wgmma completion orders none of its other warps' plain loads: each warp releases, lane 0 after a __syncwarp
+        # (compute-sanitizer racecheck found the one-arrive-per-warpgroup release racing the scale warp's stores, s6)
+        empty_arrivals *= WARPS_PER_WARPGROUP if scale_warp else 1
         # A cluster: every consumer warpgroup of the cluster that reads a stage multicast into it releases it in
         # each CTA: (cluster M + cluster N - 1) x the warpgroups (CUTLASS PipelineTmaAsync multicast_consumer_arrival_count).
         cm, cn = spec.cluster.dims
@@ -176,7 +184,11 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),
         Derived("empty_arrivals", empty_arrivals,
-                (f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.cluster.size == 1 else
+                (f"{empty_arrivals // WARPS_PER_WARPGROUP} consumer warpgroup(s) x {WARPS_PER_WARPGROUP} warps: each consumer warp's "
+                 "lane 0 arrives after a __syncwarp (the warp's ld.shared of the stage's scales are done; --fp8-scale-load smem)"
+                 + ("" if spec.cluster.size == 1 else f", in each of the {spec.cluster.size} CTAs of the cluster")
+                 if scale_warp and spec.arch is Arch.SM90A else
+                 f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.cluster.size == 1 else
                  f"{empty_arrivals // spec.cluster.size} consumer warpgroup(s) x {spec.cluster.size} CTAs: each warpgroup arrives on the empty "
                  "barrier at this offset in both CTAs of the cluster (mapa + mbarrier.arrive.shared::cluster)")
                 if spec.arch is Arch.SM90A else "1 (tcgen05.commit from the MMA thread)",
@@ -253,4 +265,5 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         sf_relay=sf_relay,
         peer_full_arrivals=1,
         scale_warp_lanes=SCALE_WARP_LANES if scale_warp else 0,
+        release_per_warp=scale_warp and spec.arch is Arch.SM90A,
     )

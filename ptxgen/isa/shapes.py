@@ -74,6 +74,7 @@ PRODUCER_REGISTERS = 40
 # thread and scale warp compile at 32 without local memory. 32 gives the consumers exactly 160 (pool balance 0).
 PRODUCER_REGISTERS_BY_CONSUMERS = {3: 32}
 WARPGROUP_THREADS = 128
+WARPS_PER_WARPGROUP = WARPGROUP_THREADS // 32  # a warpgroup is four consecutive warps (PTX 'warpgroup')
 
 
 def entry_registers(threads: int) -> int:

@@ -63,6 +63,9 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         sf_copy_bytes=tuple(sf_copy_bytes),
         peer_full_arrivals=plan.peer_full_arrivals,
         scale_lanes=plan.scale_warp_lanes,
+        # the scale slots are read by each consumer warp: model the warps one by one (WARPS a warpgroup)
+        consumer_warps=4 if plan.scale_warp_lanes and wgmma and not plan.pingpong else 1,
+        release_per_warp=plan.release_per_warp,
     )
 
 

@@ -205,6 +205,33 @@ def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
     yield
 
 
+def wgmma_warp(sim: Sim, g: int, w: int):
+    """Warp w of consumer warpgroup g (consumer_warps > 1; block-FP8 scale slots, no release lag): per K-tile, wait
+    full[s], issue its part of the MMAs (the MMA starts when the warpgroup's last warp has issued), read the scale
+    slots, wait for the MMAs, release (every warp with release_per_warp, else warp 0 only)."""
+    cfg = sim.cfg
+    who = f"consumer warpgroup {g} warp {w}"
+    pipe = sim.pipes[g]
+    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+        s = it % cfg.stages
+        yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"{who} ({sim.tile(it)})")
+        issued = sim.issued.setdefault((g, it), set())
+        issued.add(w)
+        if len(issued) == cfg.consumer_warps:
+            check_read(sim, g, s, it)
+            sim.push(pipe, ("mma", s, it))
+        yield
+        check_scale_read(sim, (g, w), s, it)
+        yield
+        while len(sim.issued[(g, it)]) < cfg.consumer_warps or any(i[2] <= it for i in pipe.items if i[0] == "mma"):
+            yield pipe, f"{who} in wgmma.wait_group(0) ({sim.tile(it)})"
+        if cfg.release_per_warp or w == 0:
+            release(sim, s)
+        yield
+        if (it + 1) % cfg.k_tiles == 0 and w == 0:
+            check_acc_read(sim, g, it // cfg.k_tiles, f"{who}'s epilogue")
+
+
 def wgmma_consumer(sim: Sim, g: int):
     who = f"consumer warpgroup {g}"
     for tc in range(sim.cfg.tiles_per_cta):
@@ -418,7 +445,11 @@ def make_agents(sim: Sim) -> list[Agent]:
         spec.append(("cp.async unit", cp_unit(sim), True))
     if cfg.wgmma:
         consumer = pingpong_consumer if cfg.pingpong else wgmma_consumer
-        spec += [(f"consumer warpgroup {g}", consumer(sim, g), False) for g in range(cfg.consumer_groups)]
+        if cfg.consumer_warps > 1 and not cfg.pingpong:
+            spec += [(f"consumer warpgroup {g} warp {w}", wgmma_warp(sim, g, w), False)
+                     for g in range(cfg.consumer_groups) for w in range(cfg.consumer_warps)]
+        else:
+            spec += [(f"consumer warpgroup {g}", consumer(sim, g), False) for g in range(cfg.consumer_groups)]
     else:
         spec.append(("MMA thread", tcgen05_issuer(sim), False))
         spec += [(f"epilogue warp {w}", epilogue_warp(sim, w), False) for w in range(cfg.epilogue_warps)]

@@ -58,6 +58,11 @@ class Config:
     # (producer parity), stores its scales into stage s's slot and arrives on full[s] (counted in full_arrivals)
     scale_lanes: int = 0
     scale_lane_waits: bool = True  # False only in control tests: a lane stores without waiting empty[s]
+    # sm_90a, cooperative: model each consumer warpgroup as this many warps. Each warp waits full[s], issues its part
+    # of the warpgroup's MMAs (they start once every warp has issued), reads the stage's scale slots on its own, waits
+    # for the MMAs, and releases the stage if release_per_warp (else only warp 0 of the warpgroup releases)
+    consumer_warps: int = 1
+    release_per_warp: bool = False
 
     @property
     def tma(self) -> bool:
@@ -91,10 +96,18 @@ class Config:
             raise ValueError(f"bad pipeline config {self} (a CTA pair is sm_100a with TMA)")
         if self.cluster_ctas > 1 and (not self.wgmma or not self.tma or not self.mc_copy_bytes):
             raise ValueError(f"bad pipeline config {self} (a cluster: sm_90a, TMA, multicast copies)")
+        if self.consumer_warps > 1 and (not self.wgmma or self.pingpong or self.release_lag or self.mma_wait_depth):
+            raise ValueError(f"bad pipeline config {self} (warps one by one: sm_90a cooperative, released after wait_group 0)")
 
     def reader_of(self, it: int) -> set[int]:
         """The readers whose MMAs read K-tile it (pingpong: the warpgroup of its CTA tile)."""
         return {(it // self.k_tiles) % 2} if self.pingpong else set(range(self.readers))
+
+    def scale_readers_of(self, it: int) -> set:
+        """Who reads K-tile it's scale slots: its MMAs' readers, or with consumer_warps > 1 each of their warps."""
+        if self.consumer_warps > 1:
+            return {(g, w) for g in self.reader_of(it) for w in range(self.consumer_warps)}
+        return self.reader_of(it)
 
 
 @dataclass
@@ -143,6 +156,7 @@ class Sim:
         self.cp_q = WaitList()  # items: producer thread ids with work queued
         self.cp_thread = [[] for _ in range(cfg.producer_threads)]
         self.pipes = [WaitList() for _ in range(cfg.readers)]  # MMA completions, in order
+        self.issued = {}  # consumer_warps > 1: (warpgroup, K-tile) -> warps that issued their part of its MMAs
         self.arrivals = WaitList()  # tcgen05.commit arrivals in flight, any order
         self.exited = False  # every non-unit agent of the CTA (of the pair) has finished
         self.live = 0  # non-unit agents still running (set on the scheduling Sim)
@@ -251,7 +265,7 @@ def store_scales(sim: Sim, lane: int, s: int, it: int) -> None:
     """Scale lane ``lane`` stores K-tile it's scales into stage s's slot; the K-tile there must have been read by every
     consumer warpgroup that reads it."""
     old = sim.sf_slot[s][lane]
-    if old is not None and not sim.cfg.reader_of(old) <= sim.sf_read[s][lane]:
+    if old is not None and not sim.cfg.scale_readers_of(old) <= sim.sf_read[s][lane]:
         sim.problem(f"scale lane {lane} overwrites stage {s}'s slot ({sim.tile(old)}) before every consumer read it")
     sim.sf_slot[s][lane], sim.sf_read[s][lane] = it, set()
 
