@@ -99,16 +99,9 @@ def test_half_rules(kw):
 
 
 def _loop_sass(sass: str) -> list[str]:
-    """The instructions of the smallest loop around every MMA (the consumer's K loop)."""
-    from ptxgen.runtime.sass import parse_instructions
+    from ptxgen.runtime.sass import main_loop_instructions
 
-    ins = parse_instructions(sass)
-    mmas = [a for a, t in ins if "GMMA" in t]
-    loops = [(a - int(m.group(1), 16), int(m.group(1), 16), a) for a, t in ins
-             for m in [re.search(r"\bBRA\s+(?:!?U?P\w+,\s*)?0x([0-9a-f]+)", t)] if m
-             and int(m.group(1), 16) <= mmas[0] and a >= mmas[-1]]
-    _, lo, hi = min(loops)
-    return [t for a, t in ins if lo <= a <= hi]
+    return main_loop_instructions(sass)
 
 
 @pytest.mark.parametrize("bn, scale_load", [(192, "auto"), (128, "auto"), (192, "block")])

@@ -94,6 +94,29 @@ def parse_instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(m.group(1), 16), m.group(2).strip()) for m in _LINE_RE.finditer(sass)]
 
 
+def main_loop(instrs: list[tuple[int, str]], mma_addrs: list[int], any_mma: bool = False) -> tuple[int, int] | None:
+    """(first, last) address of the main loop: the smallest backward branch's range that encloses every MMA (with
+    ``any_mma``, e.g. peeled column halves: the smallest that encloses any), or None."""
+    first, last = min(mma_addrs), max(mma_addrs)
+    loops = []
+    for addr, text in instrs:
+        b = _BRA_RE.search(text)
+        if b:
+            target = int(b.group(1), 16)
+            if (any(target <= a <= addr for a in mma_addrs) if any_mma else target <= first and addr >= last):
+                loops.append((addr - target, target, addr))
+    return min(loops)[1:] if loops else None
+
+
+def main_loop_instructions(sass: str) -> list[str]:
+    """The instructions of the main loop (the smallest loop around every MMA) of ``cuobjdump --dump-sass`` text."""
+    instrs = parse_instructions(sass)
+    loop = main_loop(instrs, [a for a, t in instrs if _MMA_RE.search(t)])
+    if loop is None:
+        raise ValueError("no loop encloses the MMAs")
+    return [t for a, t in instrs if loop[0] <= a <= loop[1]]
+
+
 def check_sass(
     spec: TileSpec, cubin: bytes, sass: str | None = None, resources: str | None = None, relocatable: bool = False
 ) -> SassReport:
@@ -124,17 +147,9 @@ def check_sass(
     problems += _block_scale_problems(spec, instrs)
     in_loop = 0
     if mmas:
-        first, last = mmas[0][0], mmas[-1][0]
-        loops = []
-        for addr, text in instrs:
-            b = _BRA_RE.search(text)
-            if b:
-                target = int(b.group(1), 16)
-                # the smallest loop around every MMA; with peeled column halves the smallest around any (the K loop)
-                if (target <= first and addr >= last) if not outside else any(target <= a <= addr for a, _ in mmas):
-                    loops.append((addr - target, target, addr))
-        if loops:
-            _, lo, hi = min(loops)
+        loop = main_loop(instrs, [a for a, _ in mmas], any_mma=bool(outside))
+        if loop:
+            lo, hi = loop
             in_loop = sum(1 for a, op in mmas if lo <= a <= hi and op == want)
         else:
             problems.append("no loop encloses the MMAs: the main loop was not found")
