@@ -34,3 +34,19 @@ for r in rows:
 print(sys.argv[2], "geomean", round(d.get("geomean_ratio", rows[0]["ratio"]), 4), "min", round(min(r["ratio"] for r in rows), 4))
 PY
 }
+# gpu_pytest LOG SECONDS ARGS...: `pytest -m gpu ARGS` into $OUT/LOG within SECONDS (0: skipped), its exit code appended
+gpu_pytest() {
+  local log=$1 secs=$2; shift 2
+  [ "$secs" = 0 ] && return 0
+  timeout "$secs" python3 -m pytest -m gpu -q -rs -p no:cacheprovider "$@" > "$OUT/$log" 2>&1
+  echo "pytest exit $?" >> "$OUT/$log"
+  tail -5 "$OUT/$log"
+}
+# bfp8_bench NAME: tools/bench_blockfp8.py over $SHAPES with $VARIANTS and $ROUNDS rounds within $T_BENCH seconds, into
+# $OUT/bench_blockfp8_NAME.log and .jsonl
+bfp8_bench() {
+  timeout "$T_BENCH" python3 tools/bench_blockfp8.py $SHAPES --rounds "$ROUNDS" --variants "$VARIANTS" \
+    --json "$OUT/bench_blockfp8_$1.jsonl" > "$OUT/bench_blockfp8_$1.log" 2>&1
+  echo "bench exit $?" >> "$OUT/bench_blockfp8_$1.log"
+  cat "$OUT/bench_blockfp8_$1.log"
+}

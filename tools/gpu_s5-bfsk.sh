@@ -17,20 +17,7 @@ T_BENCH=${T_BENCH:-150}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s5-bfsk}
 export PTXGEN_ARTIFACTS="$OUT"
-{
-  date -u +"%Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm --format=csv,noheader
-  python3 -c "import torch; print('torch', torch.__version__)"
-  cat .commit 2>/dev/null || git log -1 --format=%H
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
-if [ "$T_TEST" != 0 ]; then
-  timeout "$T_TEST" python3 -m pytest tests/test_blockfp8_streamk.py -m gpu -q -rs -p no:cacheprovider \
-    > "$OUT/pytest_blockfp8_streamk_gpu.log" 2>&1
-  echo "pytest exit $?" >> "$OUT/pytest_blockfp8_streamk_gpu.log"
-  tail -5 "$OUT/pytest_blockfp8_streamk_gpu.log"
-fi
-timeout "$T_BENCH" python3 tools/bench_blockfp8.py $SHAPES --rounds "$ROUNDS" \
-  --variants "$VARIANTS" --json "$OUT/bench_blockfp8_streamk.jsonl" > "$OUT/bench_blockfp8_streamk.log" 2>&1
-echo "bench exit $?" >> "$OUT/bench_blockfp8_streamk.log"
-cat "$OUT/bench_blockfp8_streamk.log"
+. tools/gpu_common.sh
+env_header "$OUT/env.txt"
+gpu_pytest pytest_blockfp8_streamk_gpu.log "$T_TEST" tests/test_blockfp8_streamk.py
+bfp8_bench streamk

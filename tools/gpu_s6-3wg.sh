@@ -24,24 +24,9 @@ export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
 env_header "$OUT/env.txt"
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
-if [ "$T_TEST" != 0 ]; then  # the new m192 variants first, then every other block-FP8 gpu test
-  timeout "$T_NEW" python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider $XDIST \
-    -k "block_fp8 and m192" > "$OUT/pytest_3wg_gpu.log" 2>&1
-  echo "pytest exit $?" >> "$OUT/pytest_3wg_gpu.log"
-  tail -5 "$OUT/pytest_3wg_gpu.log"
-  timeout "$T_TEST" python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider $XDIST \
-    -k "block_fp8 and not m192" > "$OUT/pytest_blockfp8_others_gpu.log" 2>&1
-  echo "pytest exit $?" >> "$OUT/pytest_blockfp8_others_gpu.log"
-  tail -5 "$OUT/pytest_blockfp8_others_gpu.log"
-fi
-if [ "$T_SK" != 0 ]; then
-  timeout "$T_SK" python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
-    "tests/test_blockfp8_streamk.py::test_block_fp8_stream_k_matches_the_recipe_bit_for_bit_thrice[sk4]" \
-    > "$OUT/pytest_3wg_streamk_gpu.log" 2>&1
-  echo "pytest exit $?" >> "$OUT/pytest_3wg_streamk_gpu.log"
-  tail -3 "$OUT/pytest_3wg_streamk_gpu.log"
-fi
-timeout "$T_BENCH" python3 tools/bench_blockfp8.py $SHAPES --rounds "$ROUNDS" \
-  --variants "$VARIANTS" --json "$OUT/bench_blockfp8_3wg.jsonl" > "$OUT/bench_blockfp8_3wg.log" 2>&1
-echo "bench exit $?" >> "$OUT/bench_blockfp8_3wg.log"
-cat "$OUT/bench_blockfp8_3wg.log"
+# the new m192 variants first, then every other block-FP8 gpu test, then stream-K's sk4 case
+[ "$T_TEST" != 0 ] && gpu_pytest pytest_3wg_gpu.log "$T_NEW" tests/test_epilogue_ops.py $XDIST -k "block_fp8 and m192"
+gpu_pytest pytest_blockfp8_others_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k "block_fp8 and not m192"
+gpu_pytest pytest_3wg_streamk_gpu.log "$T_SK" \
+  "tests/test_blockfp8_streamk.py::test_block_fp8_stream_k_matches_the_recipe_bit_for_bit_thrice[sk4]"
+bfp8_bench 3wg

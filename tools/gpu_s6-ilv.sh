@@ -19,13 +19,5 @@ export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
 env_header "$OUT/env.txt"
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
-if [ "$T_TEST" != 0 ]; then
-  timeout "$T_TEST" python3 -m pytest tests/test_epilogue_ops.py -m gpu -q -rs -p no:cacheprovider $XDIST \
-    -k interleave > "$OUT/pytest_interleave_gpu.log" 2>&1
-  echo "pytest exit $?" >> "$OUT/pytest_interleave_gpu.log"
-  tail -5 "$OUT/pytest_interleave_gpu.log"
-fi
-timeout "$T_BENCH" python3 tools/bench_blockfp8.py $SHAPES --rounds "$ROUNDS" \
-  --variants "$VARIANTS" --json "$OUT/bench_blockfp8_interleave.jsonl" > "$OUT/bench_blockfp8_interleave.log" 2>&1
-echo "bench exit $?" >> "$OUT/bench_blockfp8_interleave.log"
-cat "$OUT/bench_blockfp8_interleave.log"
+gpu_pytest pytest_interleave_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k interleave
+bfp8_bench interleave
