@@ -290,6 +290,50 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     _block_fp8_against_recipe(*shape, 1, ptxgen.api.fp8blocks.default_spec(**variant))
 
 
+# --fp8-scale-load tma (derive.sfa_tma): TMA needs scale_a's K-block stride a multiple of 4 floats (M % 4 == 0 in torch's
+# layout), so the odd shapes here keep M % 4 == 0 (N, K odd); 1500 x 3000 runs several tiles a CTA
+@pytest.mark.parametrize("shape", [(196, 250, 400), (60, 333, 272), (256, 256, 512), (132, 1000, 640), (200, 450, 96),
+                                   (1500, 3000, 400)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", [{"bn": 192, "stages": 4, "epilogue": "tma"}, {"bn": 128, "stages": 5, "epilogue": "direct"},
+                                     {"bn": 160, "stages": 4, "epilogue": "direct"},
+                                     {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma"},
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"}],
+                         ids=["n192-tma", "n128-direct", "n160-direct", "m192-tma", "n192-interleave"])
+def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
+    import ptxgen.api.fp8blocks
+
+    _block_fp8_against_recipe(*shape, 4, ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma", **variant))
+
+
+def test_block_fp8_tma_scales_with_a_padded_stride_and_the_misaligned_refusal(gpu):
+    """scale_a with lds_a = M + 4 > M (the padding holds large values the kernel must not read: TMA's dimension 0 is M,
+    rows past it land as zeros); and M % 4 != 0 (torch's lds_a = M: rows 4 x M bytes apart, not a multiple of 16 B) is
+    refused with a ValueError before any launch, while smem runs it."""
+    import ptxgen.api.fp8blocks
+    from ptxgen.model import bfp8model
+
+    spec = ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma")
+    m, n, k = 196, 250, 400
+    gen = torch.Generator().manual_seed(5)
+    a, b = _fp8_inputs(m, n, k, gen)
+    kb, nb = -(-k // 128), -(-n // 128)
+    full = torch.full((kb, m + 4), 1e6)
+    full[:, :m] = torch.rand(kb, m, generator=gen) + 0.5
+    sa = full.cuda()[:, :m].t()
+    assert sa.stride() == (1, m + 4)
+    sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
+    out = ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=spec)
+    torch.cuda.synchronize()
+    bad = bfp8model.outside_bound(_f64(out), _f64(a), _f64(sa), _f64(b), _f64(sb), 2.0 ** -7)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong"
+    m = 197
+    a, b = _fp8_inputs(m, n, k, gen)
+    sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
+    with pytest.raises(ValueError, match="M % 4 == 0"):
+        ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=spec)
+    ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(fp8_scale_load="smem"))  # control: runs
+
+
 @pytest.mark.parametrize("k", [96, 128, 256], ids=lambda k: f"k{k}")
 @pytest.mark.parametrize("out_dtype, variant", [("bf16", {}), ("bf16", {"fp8_overlap": "halves"}), ("f32", {"fp8_overlap": "halves"}),
                                                 ("bf16", {"fp8_scale_load": "ahead"}), ("f32", {"fp8_scale_load": "ahead"}),

@@ -11,7 +11,9 @@ D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A 
 
 from __future__ import annotations
 
+from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
 from ..derive.spec import TileSpec, make_spec
+from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.fastlaunch import launcher
 from ..runtime.launch import gemm_launches, workspace_bytes
@@ -53,6 +55,17 @@ def _scales(info: ArrayInfo, what: str, rows: int, cols: int) -> int:
     return ld
 
 
+def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
+    """--fp8-scale-load tma (derive.sfa_tma): TMA reads scale_a only from a 16-byte aligned address with rows lds_a x 4 B
+    a multiple of 16 B (M % 4 == 0 in torch's layout, lds_a = M); anything else is refused, never loaded wrong. With a
+    single K block torch's ld is M too (any row stride reads the same one row)."""
+    if info.ptr % SFA_TMA_ALIGN_BYTES or lds_a % SFA_LD_ALIGN_ELEMENTS:
+        raise ArgumentError(f"{name} loads scale_a by TMA (--fp8-scale-load tma): scale_a must be {SFA_TMA_ALIGN_BYTES}-byte "
+                            f"aligned with its K-block stride a multiple of {SFA_LD_ALIGN_ELEMENTS} floats (M % 4 == 0 in "
+                            f"torch's layout); it is at {info.ptr:#x} with stride {lds_a}. Use fp8_scale_load='smem' (any M)")
+    return lds_a
+
+
 def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: TileSpec | None = None, stream=None):
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
@@ -66,6 +79,8 @@ def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: Til
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
     extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": _scales(sb, "scale_b", kb, nb)}
+    if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)
+        extra["lds_a"] = tma_lds_a(sa, extra["lds_a"], spec.kernel_name)
     if oi is None:
         out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
         oi = read_array(out, "out", handle)

@@ -144,6 +144,9 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                    Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
                    Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
                    Param("lds_b", "i32", "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
+        if spec.scale_load.value == "tma":  # derive.sfa_tma: the TMA thread copies each stage's A scales through it
+            params += (Param("tmap_sfa", "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
+                             "stride lds_a x 4 B (a multiple of 16 B: lds_a % 4 == 0), box (BM, 1) f32, no swizzle"),)
         if grouped:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
             params += (Param("lds_b_group", "i32", "SFB's stride between groups (>= ceil(N/128) x lds_b): group g's "
                              "(kb, nb) at g x lds_b_group + nb x lds_b + kb"),)

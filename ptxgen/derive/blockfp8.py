@@ -152,7 +152,7 @@ def scale_steps(k_blocks: int, scale_load: str) -> tuple[ScaleStep, ...]:
     when the tile has a K block); per kb: cur := next, load block min(kb + 1, k_blocks - 1) into next (the last block
     reloads itself rather than read past the scale arrays' K extent), (MMAs), promote kb with cur."""
     S = ScaleStep
-    if scale_load in ("block", "smem"):
+    if scale_load in ("block", "smem", "tma"):
         return tuple(x for kb in range(k_blocks) for x in (S("load", kb), S("promote", kb)))
     out = [S("load", 0, "next")] if k_blocks else []
     for kb in range(k_blocks):
@@ -237,11 +237,11 @@ class BlockFp8Plan:
     @property
     def sfa_stage_bytes(self) -> int:
         """--fp8-scale-load smem: a stage's A scales, one f32 per tile row (0 in the other modes)."""
-        return self.bm * SF_BYTES if self.scale_load == "smem" else 0
+        return self.bm * SF_BYTES if self.scale_load in ("smem", "tma") else 0
 
     @property
     def sfb_stage_bytes(self) -> int:
-        return SFB_STAGE_BYTES if self.scale_load == "smem" else 0
+        return SFB_STAGE_BYTES if self.scale_load in ("smem", "tma") else 0
 
     @property
     def sfb_slots(self) -> int:
@@ -483,7 +483,9 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                 f"{plan.sfb_slots} B scale(s) (lanes 0..{plan.sfb_slots - 1}, zero for a block past N) from global memory, "
                 f"stores them at sfa[s] + row x {SF_BYTES} and sfb[s] + j x {SF_BYTES}, and each lane arrives on full[s] "
                 f"(+{SCALE_WARP_LANES} arrivals); the consumers read them with ld.shared after full[s] and before releasing "
-                "the stage"}.get(scale_load, scale_load),
+                "the stage",
+        "tma": f"as smem, but the TMA thread copies the {bm} A scales as one box of scale_a's tensor map into sfa[s] (inside "
+               "its expect_tx; derive.sfa_tma) and only the scale warp's lane 0 loads, stores and arrives (+1 arrival)"}.get(scale_load, scale_load),
         "with block, ncu puts 41% of the warp-stall samples on the first use of the loaded scales (their L2 latency, "
         "not the MMAs, set the pace; ptxas also moves the B scale to a uniform register between the block's wgmma); "
         "smem hides the loads behind the pipeline's stages and measured 4-9% faster than block on the H200, ahead "

@@ -18,8 +18,10 @@ from .layout import TileLayout, derive
 from .output import DirectStore, plan_direct_store
 from .pipeline import PipelinePlan, plan_pipeline
 from .schedule import SchedulePlan, plan_schedule
+from .sfa_tma import plan_sfa_tma
 from .spec import TileSpec
 from .splitk import SplitPlan, plan_split
+from .tma import TmaPlan
 from .streamk import StreamKPlan, plan_stream_k
 
 
@@ -39,9 +41,13 @@ class KernelPlan:
     c_load: CLoadPlan | None = None  # --fuse c=tma: C through TMA into the store staging (None: C by global loads)
     direct: DirectStore | None = None  # the direct epilogue's address rule for D (row-major or M-major)
     stream_k: StreamKPlan | None = None  # stream-K for the last wave (None: every tile whole)
+    sfa_tma: TmaPlan | None = None  # --fp8-scale-load tma: scale_a's tensor map, one BM x 1 box a stage (derive.sfa_tma)
 
     def tma_plan(self, name: str):
-        """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, or D's (TMA-store epilogue)."""
+        """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, D's (TMA-store epilogue), C's, or
+        scale_a's (sfa: --fp8-scale-load tma)."""
+        if name == "sfa":
+            return self.sfa_tma
         if name == "c":
             return self.c_load.tma
         return self.store.tma if name == "d" else self.layout.operand(name).tma
@@ -57,6 +63,9 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
         assert t.scales is None or expect == 2 * t.pair.cta_stage_bytes + t.scales.expect_tx_bytes
     elif t.scales is not None:
         expect += t.scales.expect_tx_bytes  # the scale factors' cp.async.bulk copies complete on the same full barrier
+    sfa_tma = plan_sfa_tma(spec.bm) if spec.scale_load.value == "tma" else None
+    if sfa_tma is not None:  # the A scales' box completes on the same full barrier
+        expect += sfa_tma.expect_tx_bytes
     pipe = plan_pipeline(spec, expect)
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
     grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
@@ -71,4 +80,4 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
                       plan_direct_store(spec.d_major),
-                      plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn))
+                      plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma)

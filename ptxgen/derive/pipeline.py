@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .blockfp8 import SCALE_WARP_LANES
+from .sfa_tma import SCALE_LANES as SFA_TMA_SCALE_LANES
 
 from ..isa.shapes import (
     TCGEN05_EPILOGUE_WARPS,
@@ -153,9 +154,10 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         full_arrivals = 2
     # block-scaled FP8 with --fp8-scale-load smem: each lane of the producer's scale warp arrives once it has stored the
     # stage's scales (derive.blockfp8: SCALE_WARP_LANES)
-    scale_warp = spec.scale_load.value == "smem"
-    if scale_warp:
-        full_arrivals += SCALE_WARP_LANES
+    # (--fp8-scale-load tma: the TMA thread copies the A scales inside its expect_tx; only lane 0 stages the B scales)
+    scale_warp = spec.scale_load.value in ("smem", "tma")
+    scale_lanes = {"smem": SCALE_WARP_LANES, "tma": SFA_TMA_SCALE_LANES}.get(spec.scale_load.value, 0)
+    full_arrivals += scale_lanes
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
@@ -178,14 +180,15 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         Derived("full_arrivals", full_arrivals,
                 ("the leader's: 2 (its producer's mbarrier.arrive.expect_tx, the peer's relay of its scale factors); the "
                  "peer's: 1 (its producer's arrive.expect_tx of its SF bytes)") if sf_relay else
-                f"1 (the elected thread's mbarrier.arrive.expect_tx) + {SCALE_WARP_LANES} (the scale warp's lanes, each after "
-                "storing its scales; --fp8-scale-load smem)" if scale_warp else
+                f"1 (the elected thread's mbarrier.arrive.expect_tx) + {scale_lanes} (the scale warp's lanes, each after "
+                "storing its scales; --fp8-scale-load " + spec.scale_load.value + ("" if scale_lanes == SCALE_WARP_LANES else
+                ": the A scales are a TMA copy inside the expect_tx bytes, lane 0 stores the B scales") + ")" if scale_warp else
                 "1 (the elected thread's mbarrier.arrive.expect_tx)" if tma else f"{producer.threads} (one cp.async.mbarrier.arrive.noinc per producer thread)",
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),
         Derived("empty_arrivals", empty_arrivals,
                 (f"{empty_arrivals // WARPS_PER_WARPGROUP} consumer warpgroup(s) x {WARPS_PER_WARPGROUP} warps: each consumer warp's "
-                 "lane 0 arrives after a __syncwarp (the warp's ld.shared of the stage's scales are done; --fp8-scale-load smem)"
+                 "lane 0 arrives after a __syncwarp (the warp's ld.shared of the stage's scales are done; --fp8-scale-load smem, tma)"
                  + ("" if spec.cluster.size == 1 else f", in each of the {spec.cluster.size} CTAs of the cluster")
                  if scale_warp and spec.arch is Arch.SM90A else
                  f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.cluster.size == 1 else
@@ -264,6 +267,6 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         producer_tail=spec.arch is Arch.SM100A,
         sf_relay=sf_relay,
         peer_full_arrivals=1,
-        scale_warp_lanes=SCALE_WARP_LANES if scale_warp else 0,
+        scale_warp_lanes=scale_lanes,
         release_per_warp=scale_warp and spec.arch is Arch.SM90A,
     )

@@ -15,6 +15,7 @@ from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Clust
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .blockfp8 import plan_block_fp8
 from .fusion import check_chain
+from .sfa_tma import check_sfa_tma
 from .output import check_d_major
 from .rules_scaled import BLOCK_SCALED_BN, validate_block_scaled  # noqa: F401 -- BLOCK_SCALED_BN re-exported
 from .smem import SMEM_LIMIT_BYTES
@@ -96,6 +97,8 @@ def validate(t: "TileSpec") -> None:
     if t.fp8_scale_load is Fp8ScaleLoad.SMEM and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "the producer's scale warp walks the dense cooperative "
                         "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")
+    if t.fp8_scale_load is Fp8ScaleLoad.TMA:
+        check_sfa_tma(t)
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
         if t.fuse.c_tma and t.loader is not Loader.TMA:
@@ -242,7 +245,8 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
                           t.b.major.value, t.arch.value)
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
-    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.scale_load is not Fp8ScaleLoad.SMEM):
+    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.scale_load is not Fp8ScaleLoad.SMEM
+                                                                   and t.scale_load is not Fp8ScaleLoad.TMA):
         raise SpecError("--fp8-blocks", t.fp8_blocks.value, "block-scaled FP8 runs with TMA loads, and in a cluster only with "
                         "its scales staged in shared memory (--fp8-scale-load smem)", "--loader tma --cluster 1x1")
     # The consumer branch runs after setmaxnreg.inc: measured with NVRTC 13.5, ptxas allocates it up to that count here

@@ -297,7 +297,7 @@ class TileSpec:
             order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
             acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
             store_bytes=self.store_staging_bytes,
-            sf_stage_bytes=((self.bm * SF_BYTES, SFB_STAGE_BYTES) if self.scale_load is Fp8ScaleLoad.SMEM else
+            sf_stage_bytes=((self.bm * SF_BYTES, SFB_STAGE_BYTES) if self.scale_load.staged else
                             (self.sf_stage_bytes("a"), self.sf_stage_bytes("b"))),
             c_barriers=self.store_staging_rows_and_storers[1] if self.fuse is not None and self.fuse.c_tma else 0,
         )

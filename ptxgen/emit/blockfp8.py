@@ -6,10 +6,13 @@ from dataclasses import dataclass
 
 from ..derive.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
                                BlockFp8Plan, OffsetTerm)
+from ..derive.sfa_tma import sfa_copy_origin
+from ..derive.tma import TmaPlan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from .epilogue_view import STORE_FIRST_BARRIER_ID
 
 WARPGROUP_THREADS = 128
+SECOND_BLOCK_C = f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N"  # block n0 / 128 + 1 of B holds columns (else its scale is 0)
 
 
 @dataclass(frozen=True)
@@ -86,13 +89,49 @@ class ScaleSmemView:
     sfa_stage_bytes: int
     sfb_offset: int
     sfb_stage_bytes: int
-    sfb_slots: int  # B scales a stage holds (lanes 0..sfb_slots-1 store one each)
+    sfb_slots: int  # B scales a stage holds (lanes 0..sfb_slots-1 store one each; with a_tma lane 0 stores all)
     sf_bytes: int  # one scale (f32): a row's (or block's) byte offset in its slot is index x sf_bytes
+    a_tma: "SfaTmaView | None" = None  # --fp8-scale-load tma: the TMA thread copies the A scales; lane 0 the B scales
 
 
-def scale_smem_view(plan: BlockFp8Plan, smem) -> ScaleSmemView | None:
-    if plan.scale_load != "smem":
+@dataclass(frozen=True)
+class SfaTmaView:
+    """--fp8-scale-load tma (derive.sfa_tma): the TMA thread's copy of a stage's A scales into its sfa slot."""
+
+    x: str  # C: the box's coordinate along M (the tile's first row)
+    y: str  # C: along the K blocks (the K-tile's scale block)
+    doc: str
+    b_loads: tuple["SfbLoadView", ...] = ()  # the scale warp's lane 0: each B scale of the stage, in slot order
+
+
+@dataclass(frozen=True)
+class SfbLoadView:
+    value: str  # C: the B scale (zero for a block past N)
+    offset_bytes: int  # its place in the stage's sfb slot (BlockFp8Plan.sfb_slot)
+
+
+def sfa_tma_view(sfa_tma: TmaPlan | None, plan: BlockFp8Plan) -> SfaTmaView | None:
+    """The copy's coordinates: (m0, K block of K-tile kt) by derive.sfa_tma.sfa_copy_origin; its one copy lands at the
+    slot's start, rows in order (the sfa_slot layout the consumers read)."""
+    if sfa_tma is None:
         return None
+    (copy,) = sfa_tma.copies
+    assert (copy.smem_offset_bytes, copy.inner, copy.outer) == (0, 0, 0) and sfa_tma.box == (plan.bm, 1)
+    assert sfa_copy_origin(7, 3) == (7, 3) and plan.sfa_slot(1).offset_bytes == sfa_tma.element_bytes
+    kb = k_block_c(plan, "kt")
+    blocks = (f"bfp8_sfb[{kb}]", f"({SECOND_BLOCK_C}) ? bfp8_sfb[static_cast<size_t>(lds_b) + {kb}] : 0.f")[:plan.sfb_slots]
+    b_loads = tuple(SfbLoadView(v, plan.sfb_slot(j).offset_bytes) for j, v in enumerate(blocks))
+    return SfaTmaView("m0", kb, b_loads=b_loads, doc=f"box {sfa_tma.box[0]} x {sfa_tma.box[1]} f32 at (m0, K block) of scale_a "
+                      f"(dims {', '.join(sfa_tma.global_dims)}, stride {sfa_tma.ld_name} x {sfa_tma.element_bytes} B), "
+                      f"{sfa_tma.expect_tx_bytes} B a stage, rows past M zero")
+
+
+def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None) -> ScaleSmemView | None:
+    if plan.scale_load not in ("smem", "tma"):
+        return None
+    if plan.scale_load == "tma":
+        return ScaleSmemView(SCALE_WARP, 0, "", "", SCALE_WARP_LANES, smem.sfa_offset, plan.sfa_stage_bytes, smem.sfb_offset,
+                             plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES, sfa_tma_view(sfa_tma, plan))
     # the derived lane -> rows map is rows lane + 32 j: check it is what the rendered expression computes
     assert all(w.index == lane + SCALE_WARP_LANES * j for lane in range(SCALE_WARP_LANES)
                for j, w in enumerate(plan.scale_warp_writes(lane)[:plan.scale_rows_per_lane]))
@@ -135,7 +174,7 @@ def k_block_c(plan: BlockFp8Plan, local: str, k_first: str = "") -> str:
 
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
                    consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None,
-                   smem=None, k_first: str = "") -> BlockFp8View | None:
+                   smem=None, k_first: str = "", sfa_tma: TmaPlan | None = None) -> BlockFp8View | None:
     """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view); ``k_first``: the
     C of the unit's first K-tile (stream-K: kt_first; "": K-tile 0)."""
     if plan is None:
@@ -162,14 +201,14 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         sfb_doc=f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb",
         two_blocks=plan.spans_two_blocks,
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
-        second_block_expr=f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N",
+        second_block_expr=SECOND_BLOCK_C,
         phases=phases if plan.spans_two_blocks else (PhaseView(plan.groups, regs, "the whole tile in block n0 / 128",
                                                                (regs // plan.halves,) * plan.halves),),
         sfb_base=offset_c(plan.sfb_tile_terms, {"n0": "n0", "group": group_expr}),
         stagger=stagger,
         half=half,
         scale_ahead=plan.scale_load == "ahead",
-        smem=scale_smem_view(plan, smem),
+        smem=scale_smem_view(plan, smem, sfa_tma),
         kb_cur=k_block_c(plan, "kt", k_first),
         kb_next=k_block_c(plan, "bfp8_kn", k_first),
         kb_zero=kb_zero,

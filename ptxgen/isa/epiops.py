@@ -108,12 +108,20 @@ class Fp8ScaleLoad(Enum):
     issue can wait on them); ahead: one K block ahead, into registers carried across the loop's back edge; smem: a
     warp of the producer warpgroup loads each stage's scales into shared memory beside the stage (counted by its full
     barrier), the consumers read them with ld.shared after the stage has landed; auto (the default): smem where the
-    kernel has it (dense, cooperative consumers), else block (TileSpec.scale_load)."""
+    kernel has it (dense, cooperative consumers), else block (TileSpec.scale_load). tma: as smem, but the TMA thread
+    copies each stage's A scales with one 2-D box of a tensor map over scale_a (derive.sfa_tma); the scale warp keeps
+    only the B scales."""
 
     AUTO = "auto"
     BLOCK = "block"
     AHEAD = "ahead"
     SMEM = "smem"
+    TMA = "tma"
+
+    @property
+    def staged(self) -> bool:
+        """The scales reach the consumers through per-stage shared-memory slots (smem, tma)."""
+        return self in (Fp8ScaleLoad.SMEM, Fp8ScaleLoad.TMA)
 
 
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.

@@ -98,8 +98,10 @@ def check_plan(plan: PipelinePlan, k_tiles_list: Iterable[int] | None = None, se
 def tma_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
     """What the TMA copies of one stage deliver, copy by copy (A's boxes, then B's); for a CTA pair, one CTA's;
     with a wgmma cluster, only the copies a CTA issues to itself (the operand it does not share)."""
-    t = plan_kernel(spec).layout
-    return tuple(op.tma.box_bytes for op in (t.a, t.b) if op.tma.multicast is None for _ in op.tma.copies)
+    kp = plan_kernel(spec)
+    t = kp.layout
+    sfa = (kp.sfa_tma.box_bytes,) if kp.sfa_tma is not None else ()  # --fp8-scale-load tma: scale_a's box, on full[s] too
+    return tuple(op.tma.box_bytes for op in (t.a, t.b) if op.tma.multicast is None for _ in op.tma.copies) + sfa
 
 
 def multicast_copy_bytes(spec: TileSpec) -> tuple[int, ...]:

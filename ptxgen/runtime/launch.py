@@ -205,6 +205,8 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     for param in plan.abi.params:
         if param.kind == "tensormap" and param.name == "tmap_c":  # --fuse c=tma: C's map, from extra's C and ldc
             values.append(("tensormap", _c_tensor_map(plan, extra["C"], extra["ldc"], p, encode)))
+        elif param.kind == "tensormap" and param.name == "tmap_sfa":  # --fp8-scale-load tma: scale_a's, from SFA and lds_a
+            values.append(("tensormap", (encode or _driver_encode())(sfa_map_args(plan, extra["SFA"], extra["lds_a"], p))))
         elif param.kind == "tensormap":
             values.append(("tensormap", _tensor_map(plan, param.name[-1], pointers[param.name[-1].upper()], p, encode)))
         elif param.name in extra:
@@ -238,6 +240,28 @@ def _tensor_map(plan: KernelPlan, operand: str, ptr: int, p: Problem, encode) ->
     from .tensormap import encode as driver_encode
 
     return (encode or driver_encode)(map_args(plan, operand, ptr, p))
+
+
+def _driver_encode():
+    from .tensormap import encode
+
+    return encode
+
+
+def sfa_map_args(plan: KernelPlan, ptr: int, lds_a: int, p: Problem):
+    """--fp8-scale-load tma: the encode arguments of scale_a's map (derive.sfa_tma): dims (M, ceil(K / 128)), rows
+    ``lds_a`` floats apart. Raises ProblemError when TMA cannot take it (scale_a not 16-byte aligned, lds_a x 4 B not a
+    multiple of 16 B: M % 4 != 0 in torch's layout), before any launch."""
+    from ..derive.blockfp8 import BLOCK_K
+    from .tensormap import tensormap_args
+
+    tma = plan.tma_plan("sfa")
+    try:
+        return tensormap_args(tma, ptr, (p.m, -(-p.k // BLOCK_K)), lds_a)
+    except ProblemError as e:
+        raise ProblemError(f"{plan.spec.kernel_name} (--fp8-scale-load tma) loads scale_a by TMA: it must be 16-byte aligned "
+                           f"with lds_a (= {lds_a}) a multiple of 4, i.e. M % 4 == 0 in torch's layout; use "
+                           f"--fp8-scale-load smem (any M). {e}") from None
 
 
 def _c_tensor_map(plan: KernelPlan, ptr: int, ldc: int, p: Problem, encode) -> bytes:
