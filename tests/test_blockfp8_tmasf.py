@@ -243,3 +243,18 @@ def test_compiles_with_the_extra_tma_copy(kw):
     assert sass.count("UTMALDG") == smem_sass.count("UTMALDG") + 1
     assert sass.count("LDG.E") < smem_sass.count("LDG.E")  # the scale warp's A-scale loads are gone
     assert re.search(r"\bSTS[ .]", sass) and re.search(r"\bLDS[ .]", sass)  # lane 0's B scales; the consumers' reads
+
+
+def test_bench_token():
+    """tools/bench_blockfp8.py: tmasf selects --fp8-scale-load tma (tma alone is still the epilogue)."""
+    import importlib.util
+    from pathlib import Path
+
+    from ptxgen.api.fp8blocks import default_spec
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "bench_blockfp8.py"
+    mod_spec = importlib.util.spec_from_file_location("bench_blockfp8", path)
+    bench = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(bench)
+    assert default_spec(**bench.parse_variant("n192-s4-tma-tmasf")[3]) == _spec(bn=192, stages=4, epilogue="tma")
+    assert bench.parse_variant("n192-s4-tma")[3]["fp8_scale_load"] == "auto"

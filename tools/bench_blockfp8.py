@@ -4,7 +4,7 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
 Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
---fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem: --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
+--fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
 --stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
@@ -31,6 +31,10 @@ BATCH_MS = 25.0
 
 
 
+# variant tokens of --fp8-scale-load (tmasf: the A scales by TMA; "tma" is the epilogue's token)
+SCALE_LOADS = {"block": "block", "ahead": "ahead", "smem": "smem", "tmasf": "tma"}
+
+
 def flops_tf(m, n, k, ms):
     return 2.0 * m * n * k / ms / 1e9
 
@@ -45,7 +49,7 @@ def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
     fields.update(stages=int(parts[0][1:]), epilogue=parts[1],
                   fp8_stagger=next((x for x in parts[2:] if x in ("issue", "complete", "half")), "none"),
                   fp8_overlap=next((x for x in parts[2:] if x in ("halves", "interleave")), "none"),
-                  fp8_scale_load=next((x for x in parts[2:] if x in ("block", "ahead", "smem")), "auto"))
+                  fp8_scale_load=next((SCALE_LOADS[x] for x in parts[2:] if x in SCALE_LOADS), "auto"))
     for x in parts[2:]:  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
         if x[:1] == "c" and "x" in x:
             fields["cluster"] = x[1:]
@@ -62,7 +66,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
                     help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
-                         "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem: --fp8-scale-load (default auto); "
+                         "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto); "
                          "skS: --stream-k S; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
