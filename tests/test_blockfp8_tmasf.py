@@ -149,7 +149,8 @@ def test_pipeline_against_the_simulator(kw):
 PIPE_CONTROLS = {
     "full[s] still counts 33 arrivals": (dict(full_arrivals=33), "deadlock"),
     "full[s] counts the TMA thread only": (dict(full_arrivals=1), "stale"),
-    "expect_tx without the A scales' box": (dict(expect_tx_bytes=-512), ""),
+    "expect_tx without the A scales' box": (dict(expect_tx_bytes=-512), "tx-count -512"),
+    "the TMA thread issues no scale_a box": (dict(copy_bytes="drop"), "tx-count 512"),
     "the lane does not wait empty[s]": (dict(scale_lane_waits=False), "overwrites stage"),
 }
 
@@ -168,6 +169,8 @@ def test_pipeline_controls_fail(name):
     change, expect = PIPE_CONTROLS[name]
     if "expect_tx_bytes" in change:
         change = dict(expect_tx_bytes=cfg.expect_tx_bytes + change["expect_tx_bytes"])
+    if change.get("copy_bytes") == "drop":
+        change = dict(copy_bytes=tuple(b for b in cfg.copy_bytes if b != 512))
     problems = pipesim.explore(replace(cfg, **change), range(8)).problems
     assert problems and any(expect in p for p in problems), problems[:3]
 

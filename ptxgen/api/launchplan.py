@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from ..derive.abi import SFA_MAP
 from ..derive.kernel import KernelPlan
 from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
 from ..runtime.gpu import CudaError
@@ -37,7 +38,7 @@ def build_params(plan: KernelPlan, p: Problem, encode) -> tuple[ParamBlock, dict
     block = ParamBlock(["ptr" if q.kind == "wptr" and q.name == "W" else q.kind for q in params])
     slots = {}
     for i, q in enumerate(params):
-        if q.kind == "tensormap" and q.name == "tmap_sfa":  # block FP8 launches through ptxgen.api.fp8blocks only
+        if q.kind == "tensormap" and q.name == SFA_MAP:  # block FP8 launches through ptxgen.api.fp8blocks only
             raise ValueError(f"{plan.abi.name}: scale_a's tensor map is built by ptxgen.api.fp8blocks.gemm, not this launch path")
         if q.kind == "tensormap":
             operand = q.name[-1]  # tmap_a, tmap_b, tmap_d

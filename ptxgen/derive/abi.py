@@ -19,6 +19,9 @@ from .grouped import GroupedPlan
 from .spec import TileSpec
 
 
+SFA_MAP = "tmap_sfa"  # --fp8-scale-load tma: scale_a's tensor map (derive.sfa_tma); template, launcher and docs use this name
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -145,7 +148,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                    Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
                    Param("lds_b", "i32", "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
         if spec.scale_load.value == "tma":  # derive.sfa_tma: the TMA thread copies each stage's A scales through it
-            params += (Param("tmap_sfa", "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
+            params += (Param(SFA_MAP, "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
                              "stride lds_a x 4 B (a multiple of 16 B: lds_a % 4 == 0), box (BM, 1) f32, no swizzle"),)
         if grouped:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
             params += (Param("lds_b_group", "i32", "SFB's stride between groups (>= ceil(N/128) x lds_b): group g's "

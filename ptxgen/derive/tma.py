@@ -88,7 +88,8 @@ class TmaPlan:
     """Everything ``cuTensorMapEncodeTiled`` needs but the pointer and the problem size, plus the copies."""
 
     operand: str
-    layout: SmemLayout  # the same object the MMA descriptors were derived from (checked at render time)
+    layout: SmemLayout | None  # the same object the MMA descriptors were derived from (checked at render time); None
+    # for a map that feeds no MMA descriptor (scale_a's, derive.sfa_tma: one f32 row a box into a plain slot)
     data_type: TmaDataType
     element_bytes: int
     rank: int

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..derive.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
                                BlockFp8Plan, OffsetTerm)
+from ..derive.abi import SFA_MAP
 from ..derive.sfa_tma import sfa_copy_origin
 from ..derive.tma import TmaPlan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
@@ -102,6 +103,7 @@ class SfaTmaView:
     y: str  # C: along the K blocks (the K-tile's scale block)
     doc: str
     b_loads: tuple["SfbLoadView", ...] = ()  # the scale warp's lane 0: each B scale of the stage, in slot order
+    map_name: str = SFA_MAP  # the kernel parameter (derive.abi)
 
 
 @dataclass(frozen=True)

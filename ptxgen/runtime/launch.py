@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..derive.abi import SFA_MAP
 from ..derive.kernel import KernelPlan
 from ..derive.spec import TileSpec
 from ..derive.tma import l2_promotion_for_rows
@@ -205,7 +206,7 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     for param in plan.abi.params:
         if param.kind == "tensormap" and param.name == "tmap_c":  # --fuse c=tma: C's map, from extra's C and ldc
             values.append(("tensormap", _c_tensor_map(plan, extra["C"], extra["ldc"], p, encode)))
-        elif param.kind == "tensormap" and param.name == "tmap_sfa":  # --fp8-scale-load tma: scale_a's, from SFA and lds_a
+        elif param.kind == "tensormap" and param.name == SFA_MAP:  # --fp8-scale-load tma: scale_a's, from SFA and lds_a
             values.append(("tensormap", (encode or _driver_encode())(sfa_map_args(plan, extra["SFA"], extra["lds_a"], p))))
         elif param.kind == "tensormap":
             values.append(("tensormap", _tensor_map(plan, param.name[-1], pointers[param.name[-1].upper()], p, encode)))
