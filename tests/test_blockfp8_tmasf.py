@@ -222,7 +222,8 @@ def test_sfa_map_args_and_refusal():
 
 
 # ---- L2: NVRTC ------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", [dict(), dict(bn=128, stages=5, epilogue="direct")], ids=["n192-tma", "n128-direct"])
+@pytest.mark.parametrize("kw", [dict(), dict(bn=128, stages=5, epilogue="direct"), dict(bm=192, bn=128),
+                                dict(fp8_overlap="interleave")], ids=["n192-tma", "n128-direct", "m192", "interleave"])
 def test_compiles_with_the_extra_tma_copy(kw):
     """The producer issues one more UTMALDG a stage (A, B, scale_a) than the smem kernel, the scale warp loads only B's
     scales (fewer LDG), no local memory, no serialized wgmma; the SASS gate passes."""
@@ -261,3 +262,19 @@ def test_bench_token():
     mod_spec.loader.exec_module(bench)
     assert default_spec(**bench.parse_variant("n192-s4-tma-tmasf")[3]) == _spec(bn=192, stages=4, epilogue="tma")
     assert bench.parse_variant("n192-s4-tma")[3]["fp8_scale_load"] == "auto"
+
+
+def test_cli_explain_and_the_refusal(capsys):
+    """ptxgen explain lists the map's derivation (exit 0); --fp8-scale-load tma with --cluster is refused (exit 2, a
+    message, no traceback)."""
+    from ptxgen.cli import main
+
+    args = ["explain", "--bm", "128", "--bn", "192", "--bk", "128", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype",
+            "e4m3", "--out-dtype", "bf16", "--arch", "sm_90a", "--stages", "4", "--epilogue", "tma", "--schedule",
+            "persistent", "--fp8-blocks", "1x128x128", "--fp8-scale-load", "tma"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "sfa_box            128 x 1" in out and "tmap_sfa" in out and "full_arrivals      2" in out
+    assert main(args + ["--cluster", "2x1"]) == 2
+    err = capsys.readouterr().err
+    assert "--fp8-scale-load=tma is illegal" in err and "Traceback" not in err
