@@ -3,10 +3,12 @@
 Sets: ``s4`` (stream-K, M-major D / swap-AB, the e4m3 cost model's picks, block FP8 wide tiles and halves, grouped block
 FP8; runs/2026-12-01-s4-toolchains), ``s5`` (the M-major TMA store of the swapped kernels, swap-AB up to M = 64 in
 bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 128 small-M pick, block FP8 with its
-scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains).
+scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains), ``s6`` (the
+block-FP8 kernels the sixth session changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
+runs/2026-12-02-s6-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|all]
 """
 import argparse
 import sys
@@ -55,15 +57,31 @@ def s5_specs() -> dict:
     return specs
 
 
+def s6_specs() -> dict:
+    """The block-FP8 kernels the sixth session changed or added (the leaner scale warp and the per-warp release in
+    every smem-scale kernel; half, interleave, three consumer warpgroups, TMA-loaded A scales)."""
+    from ptxgen.api.fp8blocks import default_spec as bfp8_default
+
+    return {"block fp8 default (per-warp release)": bfp8_default(),
+            "block fp8 --fp8-stagger half": bfp8_default(fp8_stagger="half"),
+            "block fp8 --fp8-overlap interleave": bfp8_default(fp8_overlap="interleave"),
+            "block fp8 BM = 192 (three consumer warpgroups)": bfp8_default(bm=192, bn=128),
+            "block fp8 --fp8-scale-load tma": bfp8_default(fp8_scale_load="tma"),
+            "block fp8 stream-K 4": bfp8_default(stream_k=4),
+            "block fp8 2x1 cluster": bfp8_default(cluster="2x1")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("s4", "s5", "all"), default="all")
+    ap.add_argument("--set", choices=("s4", "s5", "s6", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("s4", "all"):
         specs.update(s4_specs())
     if args.set in ("s5", "all"):
         specs.update(s5_specs())
+    if args.set in ("s6", "all"):
+        specs.update(s6_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
