@@ -290,8 +290,9 @@ def test_kernel_compiles_with_promotion_and_no_local_memory():
     assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in c.ptx
 
 
-def test_api_marshals_the_scales(monkeypatch):
-    import ptxgen.api.fp8blocks
+def simulated_bfp8_launches(monkeypatch) -> list:
+    """A simulated H200 (132 SMs, 66 active 2-CTA clusters) for ptxgen.api.fp8blocks.gemm: the list each launch appends
+    (grid, its arguments read back) to; tensor maps encoded as zero bytes."""
     from ptxgen.api import streams
     from ptxgen.runtime.gpu import Device
 
@@ -305,13 +306,20 @@ def test_api_marshals_the_scales(monkeypatch):
             return 66
 
         def launch(self, grid, block, args, stream=0):
-            launches.append(args.read_back())
+            launches.append((grid, args.read_back()))
 
     dev = Device(0, "simulated H200", (9, 0), None, None, 132)
     monkeypatch.setattr(streams, "require_gpu", lambda: dev)
     monkeypatch.setattr(streams, "ensure_current", lambda d: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
+    return launches
+
+
+def test_api_marshals_the_scales(monkeypatch):
+    import ptxgen.api.fp8blocks
+
+    launches = simulated_bfp8_launches(monkeypatch)
 
     m, n, k = 200, 300, 400  # K blocks 4, N blocks 3
     a = CaiArray((m, k), "float8_e4m3fn", (k, 1), 0x10000000)
@@ -320,7 +328,7 @@ def test_api_marshals_the_scales(monkeypatch):
     sa = CaiArray((m, 4), "float32", (1, 208), 0x40000000)  # outer-dim-major, lds_a 208
     sb = CaiArray((4, 3), "float32", (1, 8), 0x50000000)  # s.t() of a 3 x 8 array
     ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out)
-    (args,) = launches
+    ((_, args),) = launches
     assert args[-4:] == [0x40000000, 0x50000000, 208, 8]
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="outer-dim-major"):
         ptxgen.api.fp8blocks.gemm(a, b, CaiArray((m, 4), "float32", (4, 1), 0x40000000), sb, out)

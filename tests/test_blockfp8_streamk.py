@@ -157,26 +157,9 @@ def test_api_passes_the_streams_workspace(monkeypatch):
     """ptxgen.api.fp8blocks.gemm with a stream-K spec: the calling stream's workspace (launchplan.streamk_workspace, the
     one ptxgen.gemm uses) as the kernel's last argument, W."""
     import ptxgen.api.fp8blocks as fb
-    from ptxgen.api import streams
-    from ptxgen.runtime.gpu import Device
+    from test_blockfp8 import simulated_bfp8_launches
 
-    launches, asked = [], []
-
-    class FakeKernel:
-        def __init__(self, cubin, name, smem):
-            pass
-
-        def max_active_clusters(self, size, block):
-            return 66
-
-        def launch(self, grid, block, args, stream=0):
-            launches.append((grid, args.read_back()))
-
-    dev = Device(0, "simulated H200", (9, 0), None, None, 132)
-    monkeypatch.setattr(streams, "require_gpu", lambda: dev)
-    monkeypatch.setattr(streams, "ensure_current", lambda d: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
+    launches, asked = simulated_bfp8_launches(monkeypatch), []
     monkeypatch.setattr(fb, "launcher", lambda: "driver")
     monkeypatch.setattr(fb, "streamk_workspace", lambda drv, di, stream, nbytes, like, ens: asked.append(nbytes) or (0x7000000, None))
 
