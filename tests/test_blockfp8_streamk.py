@@ -28,7 +28,7 @@ from ptxgen.emit.render import render_kernel
 from ptxgen.emit.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
 from ptxgen.model import bfp8model
-from test_blockfp8 import CaiArray
+from test_blockfp8 import CaiArray, simulated_bfp8_launches
 from test_streamk import run_c
 
 
@@ -157,7 +157,6 @@ def test_api_passes_the_streams_workspace(monkeypatch):
     """ptxgen.api.fp8blocks.gemm with a stream-K spec: the calling stream's workspace (launchplan.streamk_workspace, the
     one ptxgen.gemm uses) as the kernel's last argument, W."""
     import ptxgen.api.fp8blocks as fb
-    from test_blockfp8 import simulated_bfp8_launches
 
     launches, asked = simulated_bfp8_launches(monkeypatch), []
     monkeypatch.setattr(fb, "launcher", lambda: "driver")
