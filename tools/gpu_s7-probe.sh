@@ -7,7 +7,7 @@
 # 3. ncu (no clock control): WarpStateStats and a few counters for the default (TMA store) and the direct-epilogue form
 #    at 2048x7168x4096 (the direct one measured 0.63-0.73 of torch against 0.99), and the tensor pipe of BM = 192 with
 #    TMA-loaded scales at 4096x7168x16384.
-# Usage (device machine, repository root): OUT=$OUT BUDGET=330 bash tools/gpu_s7-probe.sh
+# Usage (device machine, repository root): OUT=$OUT BUDGET=330 bash tools/gpu_s7-probe.sh  (NO_BENCH=1, NO_NCU=1: skip 2, 3)
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-330}
@@ -28,8 +28,9 @@ for v in "warp" "thread" "thread tmasf" "warp tmasf"; do
 done
 wait
 for f in "$OUT"/racecheck_*.log; do echo "== $f"; grep -E "SUMMARY|passed|exit|Error" "$f" | head -8; done
-t 90 python3 tools/probe_release.py bench 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds 8 > "$OUT/release_bench.log" 2>&1
+[ "${NO_BENCH:-0}" = 1 ] || t 90 python3 tools/probe_release.py bench 4096x7168x16384 8192x8192x8192 2048x7168x4096 --rounds 8 > "$OUT/release_bench.log" 2>&1
 echo "bench exit $?" >> "$OUT/release_bench.log"; cat "$OUT/release_bench.log"
+[ "${NO_NCU:-0}" = 1 ] && exit 0
 for v in n192-s4-tma n192-s5-direct; do
   echo "=== $v 2048x7168x4096" >> "$OUT/ncu_direct.log"
   t 70 "$NCU" --clock-control none --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis \

@@ -7,7 +7,7 @@ as they were (runs/2026-12-02-s7-first). A per-thread release (every consumer th
 is the form a tool that tracks each thread's arrive can check without crediting __syncwarp. This probe makes that form
 by rewriting the rendered default kernel's source (two lines, asserted) - a diagnostic, not a code path of ptxgen:
 
-    python tools/probe_release.py case warp|thread [tmasf] M N K    # one launch, output vs torch's blockwise _scaled_mm
+    python tools/probe_release.py case warp|thread [tmasf] M N K    # one launch, output vs the float64 recipe
     compute-sanitizer --tool racecheck python tools/probe_release.py case thread 1500 3000 400
     python tools/probe_release.py bench 4096x7168x16384 ... [--rounds 8]   # warp vs thread vs torch, alternating rounds
 """
@@ -19,9 +19,12 @@ import re
 import statistics
 import sys
 
+import numpy as np
+
 import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
+from ptxgen.model import bfp8model
 from ptxgen.runtime.bench import _batch
 from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.gpu import Kernel, require_gpu
@@ -82,11 +85,12 @@ def case(mode: str, tmasf: bool, m: int, n: int, k: int) -> int:
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     built = kernel(mode, tmasf)
     launcher(torch, dev, built, a, b, sa, sb, kb4, d)()
-    ref = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     torch.cuda.synchronize()
-    same = bool(torch.equal(d, ref))
-    print(json.dumps({"kernel": built[3], "release": mode, "tmasf": tmasf,
-                      "shape": [m, n, k], "bit_identical_to_torch": same, "passed": same}), flush=True)
+    f64 = lambda t: t.float().cpu().numpy().astype(np.float64)  # noqa: E731
+    bad = bfp8model.outside_bound(f64(d), f64(a), f64(sa), f64(b), f64(sb), 2.0 ** -7)  # the gpu tests' check
+    same = not bad.any()
+    print(json.dumps({"kernel": built[3], "release": mode, "tmasf": tmasf, "shape": [m, n, k],
+                      "outside_recipe_bound": int(bad.sum()), "passed": same}), flush=True)
     return 0 if same else 1
 
 
