@@ -29,7 +29,7 @@ def test_rule_pipeline_and_counts():
     roles = {r.name: r.registers for r in plan.pipeline.roles}
     assert roles == {"consumer": 160, "producer": 32}
     assert plan.pipeline.entry_registers == 128 and plan.pipeline.threads == 512
-    assert plan.pipeline.empty_arrivals == 12 and plan.pipeline.full_arrivals == 33  # 3 consumers x 4 warps; TMA + 32 scale lanes
+    assert plan.pipeline.empty_arrivals == 384 and plan.pipeline.full_arrivals == 33  # 3 consumers x 128 threads; TMA + 32 scale lanes
     assert s.stage_bytes("a") == 192 * 128 and s.stage_bytes("b") == 128 * 128
     # what does not fit is still refused: accumulator + partial + the 32 reserve > 160
     for bn in (136, 192):
@@ -75,7 +75,7 @@ def test_rendered_scale_warp_rows_and_tile_count():
     assert "const int tiles_m = (M + 191) / 192;" in src
     assert "v[j] = 32 * j < bfp8_rows ? bfp8_sfa_row[32 * j] : 0.f;" in src and "bfp8_sfa_row += lds_a" in src
     assert "const int bfp8_rows = M - m0 - lane;" in src and "float v[6];" in src
-    assert "mbar_init(empty_bar + s * 8u, 12);" in src and "mbar_init(full_bar + s * 8u, 33);" in src  # 3 warpgroups x 4 warps
+    assert "mbar_init(empty_bar + s * 8u, 384);" in src and "mbar_init(full_bar + s * 8u, 33);" in src  # 3 warpgroups x 128 threads
     # the rows the rendered bound admits are exactly the tile rows inside M, for every lane and a partial tile
     for m, m0 in ((1000, 960), (192, 0), (50, 0)):
         for lane in range(32):

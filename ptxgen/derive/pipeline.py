@@ -30,7 +30,6 @@ from ..isa.shapes import (
     producer_registers,
     register_pool_balance,
     WARPGROUP_THREADS,
-    WARPS_PER_WARPGROUP,
     setmaxnreg_consumer_registers,
     entry_registers,
 )
@@ -99,9 +98,10 @@ class PipelinePlan:
     peer_full_arrivals: int = 1
     # block-FP8 --fp8-scale-load smem: the producer's scale warp's lanes, each arriving on full[s] (in full_arrivals)
     scale_warp_lanes: int = 0
-    # wgmma consumers release a stage per warp (lane 0, after __syncwarp) instead of per warpgroup: they read it with
-    # plain loads too (the block-FP8 scale slots); empty_arrivals counts the warps
-    release_per_warp: bool = False
+    # wgmma consumers release a stage per thread (every consumer thread arrives after its own reads) instead of one
+    # elected thread per warpgroup: they read it with plain loads too (the block-FP8 scale slots); empty_arrivals
+    # counts the threads
+    release_per_thread: bool = False
 
     @property
     def threads(self) -> int:
@@ -161,10 +161,11 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
-        # --fp8-scale-load smem: each consumer warp also reads the stage's scale slots with ld.shared, and a warpgroup's
-        # wgmma completion orders none of its other warps' plain loads: each warp releases, lane 0 after a __syncwarp
-        # (compute-sanitizer racecheck found the one-arrive-per-warpgroup release racing the scale warp's stores, s6)
-        empty_arrivals *= WARPS_PER_WARPGROUP if scale_warp else 1
+        # --fp8-scale-load smem/tma: each consumer thread also reads the stage's scale slots with ld.shared, and a
+        # warpgroup's wgmma completion orders none of its threads' plain loads: every consumer thread arrives after its
+        # own reads. compute-sanitizer racecheck flagged one arrive per warpgroup (s6) and one per warp after a
+        # __syncwarp (s7: 3 hazards) and passes this form (0; runs/2026-12-02-s7-probe), at the same speed (+-1%).
+        empty_arrivals *= WARPGROUP_THREADS if scale_warp else 1
         # A cluster: every consumer warpgroup of the cluster that reads a stage multicast into it releases it in
         # each CTA: (cluster M + cluster N - 1) x the warpgroups (CUTLASS PipelineTmaAsync multicast_consumer_arrival_count).
         cm, cn = spec.cluster.dims
@@ -187,9 +188,10 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),
         Derived("empty_arrivals", empty_arrivals,
-                (f"{empty_arrivals // WARPS_PER_WARPGROUP} consumer warpgroup(s) x {WARPS_PER_WARPGROUP} warps: each consumer warp's "
-                 "lane 0 arrives after a __syncwarp (the warp's ld.shared of the stage's scales are done; --fp8-scale-load smem, tma)"
-                 + ("" if spec.cluster.size == 1 else f", in each of the {spec.cluster.size} CTAs of the cluster")
+                (f"{spec.consumer_warpgroups} consumer warpgroup(s) x {WARPGROUP_THREADS} threads: every consumer thread "
+                 "arrives after its own ld.shared of the stage's scales (--fp8-scale-load smem, tma; a warpgroup's wgmma "
+                 "wait orders none of its threads' plain loads)"
+                 + ("" if spec.cluster.size == 1 else f", on the empty barriers of both CTAs of the cluster ({cm + cn - 1} x)")
                  if scale_warp and spec.arch is Arch.SM90A else
                  f"{empty_arrivals} consumer warpgroup(s), one elected arrive each" if spec.cluster.size == 1 else
                  f"{empty_arrivals // spec.cluster.size} consumer warpgroup(s) x {spec.cluster.size} CTAs: each warpgroup arrives on the empty "
@@ -268,5 +270,5 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         sf_relay=sf_relay,
         peer_full_arrivals=1,
         scale_warp_lanes=scale_lanes,
-        release_per_warp=scale_warp and spec.arch is Arch.SM90A,
+        release_per_thread=scale_warp and spec.arch is Arch.SM90A,
     )

@@ -73,8 +73,9 @@ PRODUCER_REGISTERS = 40
 # spills two tile counters of the consumer branch (11 LDL/STL), at 160 none (highest register R154); the producer's TMA
 # thread and scale warp compile at 32 without local memory. 32 gives the consumers exactly 160 (pool balance 0).
 PRODUCER_REGISTERS_BY_CONSUMERS = {3: 32}
+WARP_THREADS = 32
 WARPGROUP_THREADS = 128
-WARPS_PER_WARPGROUP = WARPGROUP_THREADS // 32  # a warpgroup is four consecutive warps (PTX 'warpgroup')
+WARPS_PER_WARPGROUP = WARPGROUP_THREADS // WARP_THREADS  # a warpgroup is four consecutive warps (PTX 'warpgroup')
 
 
 def entry_registers(threads: int) -> int:

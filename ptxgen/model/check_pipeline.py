@@ -15,6 +15,7 @@ from . import pipesim
 from ..derive.kernel import plan_kernel
 from ..derive.pipeline import PipelinePlan
 from ..derive.spec import TileSpec
+from ..isa.shapes import WARP_THREADS
 from ..isa.types import Arch, Loader
 
 DEFAULT_SEEDS = range(6)
@@ -42,7 +43,8 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         stages=plan.stages,
         k_tiles=k_tiles,
         full_arrivals=plan.full_arrivals,
-        empty_arrivals=plan.empty_arrivals,
+        # a per-thread release runs as the model's per-warp one: each modelled warp's arrive stands for its 32 threads'
+        empty_arrivals=plan.empty_arrivals // (WARP_THREADS if plan.release_per_thread else 1),
         producer_threads=1 if tma else plan.role("producer").threads,
         consumer_groups=plan.role("consumer").warps // 4 if wgmma else 1,
         producer_parity_flip=plan.producer_parity.flip,
@@ -65,7 +67,7 @@ def config_of(plan: PipelinePlan, k_tiles: int, copy_bytes: Sequence[int] = (), 
         scale_lanes=plan.scale_warp_lanes,
         # the scale slots are read by each consumer warp: model the warps one by one (WARPS a warpgroup)
         consumer_warps=4 if plan.scale_warp_lanes and wgmma and not plan.pingpong else 1,
-        release_per_warp=plan.release_per_warp,
+        release_per_warp=plan.release_per_thread,
     )
 
 
