@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .outputs import check_output_path  # noqa: F401 (re-exported for the CLI)
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
 from .isa.types import Epilogue, SpecError, parse_enum

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 import ptxgen
-from ptxgen import api
 from ptxgen.runtime.arrays import ArgumentError, DTypeError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ptxgen.derive import sf_atoms
 from ptxgen.derive.layout import derive
-from ptxgen.derive.rules import BLOCK_SCALED_BN
+from ptxgen.derive.rules_scaled import BLOCK_SCALED_BN
 from ptxgen.derive.spec import make_spec
 from ptxgen.isa import numerics
 from ptxgen.isa.blockscale import GENERATED, IDESC_BS_TABLES, kind_of

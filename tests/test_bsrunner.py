@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.sf_atoms import sf_global_bytes, sf_k_chunks
+from ptxgen.derive.sf_atoms import sf_k_chunks
 from ptxgen.derive.spec import make_spec
 from ptxgen.model import mxref
 from ptxgen.runtime import bsvalidate

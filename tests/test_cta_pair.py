@@ -173,7 +173,7 @@ def test_pair_model_agrees_with_the_writer_over_the_legal_space():
 def test_a_wrong_cta_split_fails_the_check(kw, wrong):
     """Controls: the same check must fail when the pair is split wrongly."""
     tj = derive(make_spec(**kw)).to_json()
-    p, bm, bn = tj["cta_pair"], kw["bm"], kw["bn"]
+    p, bm = tj["cta_pair"], kw["bm"]
     e = p["epilogue"]
     bad = {
         "swapped_a": dict(a_row0=p["a_row0"][::-1]),

@@ -74,7 +74,7 @@ def _run(spec_name, out, kw, shape, seed=0):
     a = _rand((m, k), "bf16", gen)
     b = _rand((n, k), "bf16", gen)
     aux = "bf16" if out == "e4m3" else out
-    call, ref = {}, {}
+    call = {}
     for name in ("alpha", "beta", "activation", "bias_axis", "fp8_tma_store"):
         if name in kw:
             call[name] = kw[name]

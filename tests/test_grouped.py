@@ -18,7 +18,6 @@ from ptxgen.grouped import bind_grouped, grouped_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.arrays import ArgumentError, ArrayInfo, DTypeError
 from ptxgen.runtime.grouped import GroupedProblem, grouped_args, grouped_problem_errors
-from ptxgen.runtime.launch import ProblemError
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",

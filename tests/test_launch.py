@@ -7,7 +7,8 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.layout import derive
 from ptxgen.runtime.gpu import NoGPU, arch_for_compute_capability
 from ptxgen.runtime.launch import Problem, ProblemError, check_problem, gemm_args, launch_geometry, problem_errors
-from ptxgen.runtime.validate import default_problem, host_operand
+from ptxgen.runtime.validate import host_operand
+from ptxgen.runtime.vresult import default_problem
 from ptxgen.derive.spec import make_spec
 from ptxgen.isa.types import Arch
 

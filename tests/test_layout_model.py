@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ptxgen.model import readmodel
@@ -18,7 +18,7 @@ from ptxgen.derive.layout import derive
 from strategies import legal_specs
 
 from ptxgen.derive.spec import make_spec
-from ptxgen.isa.shapes import legal_bm, legal_bn, legal_swizzles
+from ptxgen.isa.shapes import legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 from ptxgen.model.verify import check_tile, random_tile, write_stage
 

@@ -20,7 +20,7 @@ from ptxgen.derive.rules import legal_b_dtypes
 from ptxgen.derive.spec import TileSpec, make_spec
 from ptxgen.isa.idesc import WgmmaInstr, lint_instr_descriptor
 from ptxgen.isa.numerics import decode, random_codes, tolerance
-from ptxgen.isa.types import Arch, DType, Major, SpecError
+from ptxgen.isa.types import DType, Major, SpecError
 from ptxgen.model.verify import check_tile
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import MAX_SPLIT_K, make_spec
+from ptxgen.derive.rules import MAX_SPLIT_K
+from ptxgen.derive.spec import make_spec
 from ptxgen.derive.splitk import REDUCE_THREADS, WORKSPACE_VECTOR, SplitPlan, plan_split
 from ptxgen.emit.render import render_kernel
 from ptxgen.emit.splitk_view import k_range_c

@@ -165,9 +165,7 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
               f"{r['ours_weight_tbs']:.2f} TB/s weights, host {ours_host:.1f} us | torch._grouped_mm {base_ms:.3f} ms "
               f"{r['torch_tflops']:.1f} TFLOP/s {r['torch_weight_tbs']:.2f} TB/s, host {base_host:.1f} us | ratio {r['ratio']:.3f} "
               f"rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
-    del a, b, bt, out, ref
-    torch.cuda.empty_cache()
-    return results
+    return results  # its tensors die with this frame (the closures above hold them); main empties the cache
 
 
 def main() -> int:
@@ -197,6 +195,7 @@ def main() -> int:
             all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
         else:
             all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout, args.b_major)
+            torch.cuda.empty_cache()  # the case's inputs and outputs, freed when run_case returned
     if args.json:
         with open(args.json, "a") as f:
             for r in all_results:

@@ -80,6 +80,8 @@ def _round_up(x: int, q: int) -> int:
 
 def groups(part: str):
     """[(dtype, m, n, k, [(label, spec, swap)])]"""
+    from ptxgen.runtime.costmodel import BY_NAME
+
     out = []
     if part in ("swap", "all"):
         like = _choose("bf16", 16, 16384, 4096).spec  # the swap-ab rule's 128 x 16 kernel
@@ -105,8 +107,6 @@ def groups(part: str):
                           ("n64x256s5sk4", narrow(like, 64, 256, 5, 4), False)]
             out.append(("e4m3", m, n, k, cands))
     if part in ("fp8big", "all"):
-        from ptxgen.runtime.costmodel import BY_NAME
-
         def cm(name, sk=1):
             return dataclasses.replace(BY_NAME[name].spec("e4m3", ARCH), stream_k=sk)
 
@@ -125,8 +125,6 @@ def groups(part: str):
             cands += [(lab, s, False) for lab, s in more if s not in [c[1] for c in cands]]
             out.append(("e4m3", m, n, k, cands))
     if part in ("wide", "all"):  # run 3: what run 2 left (M = 128 against 16384 rows; e4m3 ties; a held-out swap)
-        from ptxgen.runtime.costmodel import BY_NAME
-
         def cm(dtype, name, sk=1):
             return dataclasses.replace(BY_NAME[name].spec(dtype, ARCH), stream_k=sk)
 

@@ -122,7 +122,7 @@ def api():
 
 
 def sweep():
-    from ptxgen.runtime.bench import bench_spec, geomean
+    from ptxgen.runtime.bench import bench_spec
 
     small = [(m, n, k) for m in (1, 16, 64, 128) for n, k in ((4096, 4096), (7168, 16384), (16384, 4096))]
     variants = {}

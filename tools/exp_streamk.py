@@ -106,8 +106,6 @@ def check() -> int:
         vs_plain = float(torch.linalg.norm(d - plain.double()) / torch.linalg.norm(ref))
         ok = rel <= 1e-2 and same
         bad += not ok
-        from ptxgen.runtime.launch import streamk_items
-
         _emit({"kernel": spec.kernel_name, "m": m, "n": n, "k": k, "rel_err_f64": rel, "bit_identical_x3": same,
                "rel_diff_vs_no_streamk": vs_plain, "nonfinite": int((~torch.isfinite(d)).sum()), "ok": ok})
     return 1 if bad else 0

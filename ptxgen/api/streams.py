@@ -6,7 +6,13 @@ from __future__ import annotations
 import sys
 
 from ..runtime.arrays import ArgumentError
-from ..runtime.gpu import Device, require_gpu  # noqa: F401 - the API's one way to the device (tests simulate it here)
+from ..runtime.gpu import Device, require_gpu
+
+# require_gpu is re-exported: the API modules call ``streams.require_gpu()``, the one way to the device, so that
+# tests can simulate one by monkeypatching it here.
+__all__ = ["Device", "ensure_current", "pointer_device", "require_gpu", "same_stream", "stream_handle", "torch_stream_reader",
+           "wait_for_producer"]
+
 
 def stream_handle(stream=None, like=None) -> int:
     """A CUstream handle (int) from ``stream``: None (the array library's current stream for ``like``:

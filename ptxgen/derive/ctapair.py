@@ -183,7 +183,7 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
                 "shared memory, so the peer must keep its stages at exactly the leader's offsets (same kernel, same plan)",
                 cite("tcgen05_mma")),
         Derived("d_share", f"{bm // 2} rows per CTA, data-path Layout {layout}",
-                (f"M=256: CTA r's TMEM lane m holds D row r x 128 + m, column n in TMEM column n" if layout == "A" else
+                ("M=256: CTA r's TMEM lane m holds D row r x 128 + m, column n in TMEM column n" if layout == "A" else
                  f"M=128 ('2x2'): CTA r's D rows r x 64 + m sit in lane m (columns 0..{bn // 2 - 1}) and lane 64 + m "
                  f"(columns {bn // 2}..{bn - 1}, at TMEM column n - {bn // 2})"),
                 "the accumulator rows live where the A rows that produce them were", cite("tmem_layout")),

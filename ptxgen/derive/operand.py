@@ -192,7 +192,6 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     row_atom_stride, col_atom_stride = store.row_atom_stride_bytes, store.col_atom_stride_bytes
 
     row_word = f"{MN} row" if k_major else "K row"
-    col_word = "16-B cell of K" if k_major else f"16-B cell of {MN}"
     order_word = f"adjacent along {'MN' if op.order is AtomOrder.MN else 'K'}"
     atom_word = "core matrix" if not swz.is_swizzled else f"{swz.value} atom"
     atoms_word = "core matrices" if not swz.is_swizzled else f"{swz.value} atoms"

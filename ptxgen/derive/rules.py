@@ -17,7 +17,7 @@ from .blockfp8 import plan_block_fp8
 from .fusion import check_chain
 from .sfa_tma import check_sfa_tma
 from .output import check_d_major
-from .rules_scaled import BLOCK_SCALED_BN, validate_block_scaled  # noqa: F401 -- BLOCK_SCALED_BN re-exported
+from .rules_scaled import validate_block_scaled
 from .smem import SMEM_LIMIT_BYTES
 from .smem_layout import operand_stage
 from .tma import split_copies

@@ -41,13 +41,6 @@ from .sf_atoms import (
     SF_ATOM_ROWS,
     SF_CP_ROW_BYTES,
     ceil_div,
-    sf_global_bytes,
-    sf_k_atoms,
-    sf_k_atoms_c_expr,
-    sf_k_chunks,
-    sf_k_chunks_c_expr,
-    sf_last_block_c_expr,
-    sf_tmem_columns_per_stage,
 )
 
 if TYPE_CHECKING:
@@ -228,7 +221,6 @@ def derive_scales(spec: "TileSpec") -> ScalePlan:
 
 def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, steps, cp_desc) -> list[Derived]:
     V = k.vec_elements
-    bs = cite("block_scaling")
     D = [
         Derived("kind", k.kind,
                 f"--dtype {spec.dtype.value}" + (f" --b-dtype {spec.b_dtype.value}" if spec.mixed else "")

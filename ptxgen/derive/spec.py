@@ -42,7 +42,7 @@ from ..isa.types import (
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
-from .rules import MAX_SPLIT_K, STORE_BUFFERS, m_major_chunk_cols, validate
+from .rules import STORE_BUFFERS, m_major_chunk_cols, validate
 from .blockfp8 import SF_BYTES, SFB_STAGE_BYTES
 from .sf_atoms import sf_stage_bytes, sf_tmem_columns_per_stage
 from .smem import SmemPlan, plan_smem

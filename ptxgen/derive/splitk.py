@@ -82,8 +82,8 @@ class SplitPlan:
                     "whole K-tiles, balanced to within one: every K-tile in exactly one split (the loads past K read zeros as "
                     "without a split)", "tests/test_splitk.py (hypothesis, any K, BK, S)"),
             Derived("workspace", f"{s} slices x M x ld f32, ld = ceil(N / {WORKSPACE_VECTOR}) x {WORKSPACE_VECTOR}",
-                    f"split z's partial tile goes to floats [z M ld, (z + 1) M ld): the MMA kernel's D is the workspace, "
-                    f"its ldd is ld",
+                    "split z's partial tile goes to floats [z M ld, (z + 1) M ld): the MMA kernel's D is the workspace, "
+                    "its ldd is ld",
                     "rows start 16-byte aligned for the reduction's vector loads; f32 so the split adds no rounding before the sum",
                     "ptxgen.derive.splitk"),
             Derived("reduction", f"{REDUCE_THREADS} threads a block, one {WORKSPACE_VECTOR}-column vector of one row each; "

@@ -14,7 +14,7 @@ from functools import lru_cache
 import jinja2
 
 from ..cachedir import cache_dir, enabled
-from .sources import GENERATED_MARK, generated_line, template_dir  # noqa: F401 - the first two also importable from here
+from .sources import template_dir
 
 
 OPTIONS = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,

@@ -12,10 +12,8 @@ from ..derive.scales import (
     SF_ATOM_CHUNKS,
     SF_ATOM_ROWS,
     keep_mask_c_expr,
-    sf_k_atoms_c_expr,
-    sf_last_block_c_expr,
-    sf_k_chunks_c_expr,
 )
+from ..derive.sf_atoms import sf_k_atoms_c_expr, sf_k_chunks_c_expr, sf_last_block_c_expr
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, DType
 from .blockfp8 import HalfMmaView

@@ -101,7 +101,7 @@ def _grid_x_doc(plan: KernelPlan) -> str:
     if s.pair:
         return ("2 x min(tiles, SMs / 2)" if sch.persistent else "2 x tiles") + tiles + "; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile"
     if sch.cluster_size == 1:
-        return (f"min(tiles, SMs)" if sch.persistent else "tiles") + tiles
+        return ("min(tiles, SMs)" if sch.persistent else "tiles") + tiles
     cm, cn = sch.cluster
     items = f"ceil(ceil(M / {s.bm}) / {cm}) x ceil(ceil(N / {s.bn}) / {cn}) cluster tiles"
     return f"{sch.cluster_size} x " + (f"min(cluster tiles, SMs / {sch.cluster_size})" if sch.persistent else "cluster tiles") + f" with {items}"

@@ -110,7 +110,7 @@ def check_pair_stage(tj: dict, stage: int, partial: bool, rng, cta_group: int | 
 def check_epilogue(tj: dict) -> list[str]:
     """Every (CTA, warp, lane, column) the epilogues read holds the D element they store it as, and together they
     store each element of the BM x BN tile exactly once."""
-    spec, pair = tj["spec"], tj["cta_pair"]
+    pair = tj["cta_pair"]
     m, n = pairmodel.decode_mn(int(tj["idesc"]["hex"], 16))
     rows, e = pair["d_rows_per_cta"], pair["epilogue"]
     seen = np.zeros((m, n), dtype=np.int64)

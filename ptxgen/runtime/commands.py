@@ -51,7 +51,7 @@ def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None
     the spec on --arch, or (no --arch) on some arch; each problem shape against that spec. SpecError, ProblemError."""
     from ..isa.types import Arch, SpecError
     from .launch import Problem, check_problem
-    from .validate import default_problem
+    from .vresult import default_problem
 
     archs = [args.arch] if args.arch else [a.value for a in Arch]
     specs, errors = [], []

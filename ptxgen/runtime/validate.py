@@ -18,7 +18,7 @@ from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolera
 from .cache import compile_cached
 from .gpu import Buffer, Kernel, require_gpu, synchronize
 from .launch import gemm_launches, streamk_zero_bytes, workspace_bytes
-from .vresult import ValidationResult, default_problem, device_problem, host_operand, judge  # noqa: F401 -- re-exported
+from .vresult import ValidationResult, device_problem, host_operand, judge
 
 
 def reference(a_codes: np.ndarray, a_type: str, b_codes: np.ndarray, b_type: str) -> np.ndarray:
