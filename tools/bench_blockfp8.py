@@ -35,6 +35,20 @@ BATCH_MS = 25.0
 SCALE_LOADS = {"block": "block", "ahead": "ahead", "smem": "smem", "tmasf": "tma"}
 
 
+def inputs(torch, m, n, k):
+    """Seeded e4m3 A (M x K), B (N x K) and torch's blockwise scales: scale_a M x Kb outer-dim-major, scale_b Kb x Nb
+    as ``s.t()`` of a row-major Nb x Kb4 array (Kb4: the K blocks padded to a multiple of 4, as cuBLAS wants); -> (a, b,
+    scale_a, scale_b, Kb4 = lds_b)."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
+    kb4 = -(-kb // 4) * 4
+    sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
+    return a, b, sa, sb, kb4
+
+
 def flops_tf(m, n, k, ms):
     return 2.0 * m * n * k / ms / 1e9
 
@@ -77,13 +91,7 @@ def main() -> int:
     variants = [parse_variant(v) for v in args.variants.split(",")]
     for shape, (vname, plain, yld, fields) in ((s, v) for s in args.shapes for v in variants):
         m, n, k = map(int, shape.split("x"))
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-        b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-        kb, nb = -(-k // 128), -(-n // 128)
-        sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
-        kb4 = -(-kb // 4) * 4  # cuBLAS wants the weight's K blocks padded to a multiple of 4
-        sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
+        a, b, sa, sb, kb4 = inputs(torch, m, n, k)
         spec = ptxgen.api.fp8blocks.default_spec(**fields)  # BM = 128 unless the variant says mBM
         if plain:
             spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",

@@ -30,6 +30,8 @@ from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
 
+from bench_blockfp8 import inputs  # tools/ (the script's folder) is on sys.path
+
 SYNCWARP = re.compile(r"^\s*__syncwarp\(\);  // this warp's lanes have read the stage's scales.*\n", re.M)
 LANE0 = re.compile(r"if \(lane == 0\) (mbar_arrive\(empty_bar)")
 INIT = re.compile(r"mbar_init\(empty_bar \+ s \* 8u, (\d+)\);")
@@ -52,17 +54,6 @@ def kernel(mode: str, tmasf: bool):
         src, name = per_thread(src, 128 * spec.consumer_warpgroups), name.replace("_bs128", "_bs128_relthread")
     cubin = compile_cached(src, name, "sm_90a").compiled.cubin
     return spec, plan, Kernel(cubin, name, plan.abi.dynamic_smem_bytes), name
-
-
-def inputs(torch, m, n, k):
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-    b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-    kb, nb = -(-k // 128), -(-n // 128)
-    sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
-    kb4 = -(-kb // 4) * 4  # cuBLAS wants the weight's K blocks padded to a multiple of 4
-    sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
-    return a, b, sa, sb, kb4
 
 
 def launcher(torch, dev, built, a, b, sa, sb, kb4, d):
