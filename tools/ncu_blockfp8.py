@@ -18,7 +18,7 @@ def launch(shape: str, variants: list[str]) -> int:
     import torch
 
     import ptxgen.api.fp8blocks as fb
-    from bench_blockfp8 import parse_variant  # this script's folder (tools/) is on sys.path
+    from bench_blockfp8 import inputs, parse_variant  # this script's folder (tools/) is on sys.path
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.cache import compile_cached
@@ -27,13 +27,7 @@ def launch(shape: str, variants: list[str]) -> int:
 
     dev = require_gpu()
     m, n, k = map(int, shape.split("x"))
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-    b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-    kb, nb = -(-k // 128), -(-n // 128)
-    sa = (torch.rand(kb, m, device="cuda", generator=gen) + 0.5).t()
-    kb4 = -(-kb // 4) * 4
-    sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
+    a, b, sa, sb, kb4 = inputs(torch, m, n, k)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     for v in variants:
         fields = parse_variant(v)[3]  # tools/bench_blockfp8.py's names, [mBM-] included
