@@ -217,7 +217,7 @@ def _store_epilogue_problems(spec: TileSpec) -> list[str]:
         else:
             problems += check_c_reads_tmem(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn)
         problems += check_c_order(plan.c_load, plan.store, chunks=2 * plan.store.chunks_per_slab + 1)
-    if plan.store.writer == "st.shared.b16":
+    if plan.store.pair_writer:  # e4m3 (st.shared.b16) or f32 (st.shared.v2.f32)
         from .model.check_store import check_store_plan
 
         problems += check_store_plan(plan.store, spec.bn)

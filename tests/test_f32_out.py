@@ -1,7 +1,9 @@
 """An f32 output asked of a chooser pick with the TMA-store epilogue (``ptxgen.gemm(a, b, out)`` with a float32 ``out``,
 or ``out_dtype="f32"``): ``api.select._with_out_dtype`` keeps the pick's kernel (tile, stages, schedule, cluster, stream-K,
-swap) with the direct stores, where the spec's rules refuse the TMA store for that output (it packs 16-bit outputs with
-stmatrix). Before, only swap-AB's M-major TMA-store picks kept their tile; a row-major tuned pick fell to the default kernel.
+swap) with the direct stores: where the spec's rules refuse the TMA store for that output (an M-major D: stmatrix.trans
+packs 16-bit outputs) and, by the API's policy (``api.select.F32_PICKS_KEEP_DIRECT``), where they accept it (the wgmma f32
+TMA store, st.shared.v2.f32, not yet measured against the direct stores). Before, only swap-AB's M-major TMA-store picks kept
+their tile; a row-major tuned pick fell to the default kernel.
 
 Tiers: selection (pure Python, the shipped tables) with controls; the launch path up to the driver on a simulated device
 (NVRTC compiles the kernel); and on the H200 (gpu, ``-k out_dtype_fallback``) ``ptxgen.gemm`` against float64 with the
@@ -37,10 +39,14 @@ F32 = DType.F32
 
 def _pick(dtype, m, n, k, rule, tile):
     c = choose(dtype, "sm_90a", m, n, k)
-    # the premise: the chooser's kernel here stores through TMA, and its rules refuse that store for an f32 output
+    # the premise: the chooser's kernel here stores through TMA; for an f32 output the rules refuse that store (M-major D)
+    # or accept it (row-major D, wgmma: the f32 TMA store) and the API's policy keeps the direct stores
     assert (c.chosen_by, (c.spec.bm, c.spec.bn), c.spec.epilogue) == (rule, tile, Epilogue.TMA)
-    with pytest.raises(SpecError, match="--epilogue"):
-        dataclasses.replace(c.spec, out_dtype=F32)
+    if c.spec.d_major is DMajor.M:
+        with pytest.raises(SpecError, match="--epilogue"):
+            dataclasses.replace(c.spec, out_dtype=F32)
+    else:
+        assert dataclasses.replace(c.spec, out_dtype=F32).epilogue is Epilogue.TMA
     return c
 
 
@@ -62,6 +68,16 @@ def test_an_output_the_tma_store_takes_keeps_it():
     c = choose("bf16", "sm_90a", 8192, 8192, 1024)
     spec, _, _ = select_choice("bf16", "sm_90a", 8192, 8192, 1024, out_dtype="f16")
     assert spec == dataclasses.replace(c.spec, out_dtype=DType.F16) and spec.epilogue is Epilogue.TMA
+
+
+def test_control_without_the_policy_an_f32_pick_keeps_the_tma_store(monkeypatch):
+    """The direct stores of a row-major pick come from the policy, not from a refusal: with it off the f32 TMA store stays."""
+    from ptxgen.api import select
+
+    c = choose("bf16", "sm_90a", 8192, 8192, 1024)
+    monkeypatch.setattr(select, "F32_PICKS_KEEP_DIRECT", False)
+    spec, _, _ = select_choice("bf16", "sm_90a", 8192, 8192, 1024, out_dtype="f32")
+    assert spec == dataclasses.replace(c.spec, out_dtype=F32) and spec.epilogue is Epilogue.TMA
 
 
 def test_what_the_direct_stores_refuse_too_is_still_refused():

@@ -52,12 +52,12 @@ def test_default_is_direct_and_old_names_and_json_are_unchanged():
     "kw, field, words",
     [
         (dict(arch="sm_100a", bm=64), "--epilogue", "M=128 data path"),
-        (dict(out_dtype="f32"), "--epilogue", "16-bit outputs"),
+        (dict(arch="sm_100a", out_dtype="f32", stages=3), "--epilogue", "16-bit outputs"),  # wgmma f32: test_f32_store.py
         (dict(dtype="f16", acc="f16", out_dtype="f16"), "--epilogue", "f32 accumulators"),
         (dict(bn=200), "--bn", "multiple of 64"),
         (dict(bm=256, bn=128, stages=4), "--stages", "more than the 232448 B limit"),
     ],
-    ids=["blackwell-m64", "f32-out", "f16-acc", "bn-200", "smem"],
+    ids=["blackwell-m64", "tcgen05-f32-out", "f16-acc", "bn-200", "smem"],
 )
 def test_illegal_store_epilogues_are_refused_with_the_rule(kw, field, words):
     with pytest.raises(SpecError) as e:

@@ -38,7 +38,7 @@ from ..isa.types import Arch, DMajor, Epilogue, Swizzle
 from .derived import Derived
 from .smem_layout import AddressTerm, SmemLayout
 from .rules import STORE_BUFFERS as BUFFERS
-from .rules import FP8_STORE_CHUNK_COLS, M_MAJOR_MAX_CHUNK_COLS, STORE_CHUNK_COLS
+from .rules import F32_STORE_CHUNK_COLS, FP8_STORE_CHUNK_COLS, M_MAJOR_MAX_CHUNK_COLS, STORE_CHUNK_COLS
 from .spec import TileSpec
 from .tma import TmaPlan, copies_of, tile_map
 
@@ -54,6 +54,10 @@ STMATRIX_ROWS = 8
 # boundary (N = 45 f16: columns 45..47 of every row). A tile is stored through TMA only where that cannot
 # happen; the others take the direct stores, which stop at N exactly.
 TMA_STORE_EDGE_BYTES = 16
+# The pair writers (StorePlan.pair_writer) by output element bytes: no stmatrix for e4m3 (no 8-bit form on sm_90a) or f32
+# (stmatrix moves b16 only); each thread stores a row's two adjacent outputs at their swizzled byte address.
+PAIR_WRITER_OF_BYTES = {1: "st.shared.b16", 4: "st.shared.v2.f32"}
+PAIR_WRITERS = tuple(PAIR_WRITER_OF_BYTES.values())
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,8 @@ class StorePlan:
     buffer_bytes: int
     buffers_per_storer: int
     storers: int  # consumer warpgroups (wgmma) or epilogue warps (tcgen05)
-    writer: str  # "stmatrix" (wgmma, 16-bit), "st.shared.b16" (wgmma, e4m3: a row's two adjacent outputs) or
-    # "st.shared.v4" (tcgen05: one TMEM row per thread)
+    writer: str  # "stmatrix" (wgmma, 16-bit), "st.shared.b16" (wgmma, e4m3: a row's two adjacent outputs),
+    # "st.shared.v2.f32" (wgmma, f32: the same pairs, 8 bytes each) or "st.shared.v4" (tcgen05: one TMEM row per thread)
     chunk_cols: int
     chunks_per_slab: int  # chunks per storer per tile (per 64-row slab on wgmma)
     stmatrix_per_chunk: int  # wgmma: stmatrix.x4 per warp per chunk; tcgen05: 0
@@ -133,12 +137,18 @@ class StorePlan:
         return self.writer != "st.shared.v4"
 
     @property
+    def pair_writer(self) -> bool:
+        """wgmma, row-major D, no stmatrix: each thread stores its fragment's pairs (row r, columns 2(lane % 4), +1 of each
+        8-column group) one shared store each (e4m3: 2 bytes, f32: 8 bytes)."""
+        return self.writer in PAIR_WRITERS
+
+    @property
     def storer_bytes(self) -> int:
         return self.buffers_per_storer * self.buffer_bytes
 
     @property
     def elements_per_cell(self) -> int:
-        """16-bit outputs in one 16-byte cell of a staging row."""
+        """Outputs in one 16-byte cell of a staging row (8 16-bit, 16 e4m3, 4 f32)."""
         return self.chunk_cols // self.staging.cols
 
     @property
@@ -167,7 +177,7 @@ class StorePlan:
 
     @property
     def edge_elements(self) -> int:
-        """Columns per 16-byte granule of D: a tile whose columns pass N goes through TMA only if N is a
+        """Columns per 16-byte granule of D (8 of 16-bit outputs, 16 e4m3, 4 f32): a tile whose columns pass N goes through TMA only if N is a
         multiple of this (else the direct stores take it)."""
         return TMA_STORE_EDGE_BYTES // self.tma.element_bytes
 
@@ -188,7 +198,7 @@ class StorePlan:
         return self.staging.physical(*self.stmatrix_row_cell(warp, lane, call))
 
     def pair_row_col(self, warp: int, lane: int, group: int, half: int) -> tuple[int, int]:
-        """st.shared.b16 (e4m3): (slab row, chunk column) of the pair of fragment elements (4 group + 2 half, + 1) of
+        """st.shared.b16 (e4m3) / st.shared.v2.f32 (f32): (slab row, chunk column) of the pair of fragment elements (4 group + 2 half, + 1) of
         ``lane`` of ``warp``: row 16w + lane/4 (+8 for half 1), columns 8 group + 2(lane % 4), + 1."""
         return WARP_ROWS * warp + STMATRIX_ROWS * half + lane // 4, 8 * group + 2 * (lane % 4)
 
@@ -234,17 +244,18 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     rows, storers = spec.store_staging_rows_and_storers
     layout = staging_layout(rows)
     box, copies, grid = copies_of(layout, out.per_cell)
-    chunk = layout.cols * out.per_cell  # one 128-byte row: 64 16-bit outputs, 128 e4m3
-    assert box == (chunk, rows) and len(copies) == 1 and chunk in (STORE_CHUNK_COLS, FP8_STORE_CHUNK_COLS), (box, copies)
+    chunk = layout.cols * out.per_cell  # one 128-byte row: 64 16-bit outputs, 128 e4m3, 32 f32
+    assert box == (chunk, rows) and len(copies) == 1 and chunk in (STORE_CHUNK_COLS, FP8_STORE_CHUNK_COLS,
+                                                                   F32_STORE_CHUNK_COLS), (box, copies)
     swz = TMA_SWIZZLE_OF[layout.swizzle]
     buf = layout.stage_bytes
     smem = spec.smem_plan()
     assert smem.store_bytes == BUFFERS * buf * storers, (smem.store_bytes, buf, storers)
     warp_cols, row0, col0 = _warp_share(spec, rows)
     chunks = warp_cols // chunk
-    byte_pairs = wgmma and out.bytes == 1  # no 8-bit stmatrix on sm_90a: each thread stores its 2-byte pairs
-    calls = chunk // (STMATRIX_MATRICES // 2 * 8) if wgmma and not byte_pairs else 0
-    writer = "st.shared.b16" if byte_pairs else "stmatrix" if wgmma else "st.shared.v4"
+    pairs = wgmma and out.bytes in PAIR_WRITER_OF_BYTES  # e4m3, f32: each thread stores its fragment's pairs
+    calls = chunk // (STMATRIX_MATRICES // 2 * 8) if wgmma and not pairs else 0
+    writer = PAIR_WRITER_OF_BYTES[out.bytes] if pairs else "stmatrix" if wgmma else "st.shared.v4"
     D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer, chunk)
     if spec.pair:
         D += (_pair_derivation(spec, rows, warp_cols, row0, col0),)
@@ -359,6 +370,12 @@ def _derivation(spec: TileSpec, box, swz_name: str, buf: int, chunks: int, calls
                         "sm_90a has no 8-bit stmatrix (NVRTC 13.5.37: 'stmatrix.b8' not supported on sm_90a), and a b16 "
                         "stmatrix register would need 4 consecutive e4m3 columns where the fragment gives a thread 2",
                         "PTX ISA 'st', 'stmatrix'")
+    elif writer == "st.shared.v2.f32":
+        write = Derived("st.shared.v2.f32", f"{2 * chunk_cols // 8} per thread per chunk",
+                        f"per 8 columns a thread holds 2 adjacent outputs in each of 2 rows: one 8-byte store each, at the "
+                        f"swizzled byte of (row, column) (columns 2(lane % 4), +1: 8-byte aligned); {chunk_cols} / 8 x 2",
+                        "stmatrix moves b16 elements only; a warp's store covers 8 rows x 2 cells = 256 B, 2 wavefronts "
+                        "(the minimum) under the 128-byte swizzle", "PTX ISA 'st', 'stmatrix'")
     elif writer == "stmatrix":
         write = Derived("stmatrix", f"{calls} x stmatrix.x4 per chunk",
                         f"each covers 16 rows x 16 columns per warp; {chunk_cols} / 16 = {calls}",

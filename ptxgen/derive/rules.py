@@ -30,6 +30,7 @@ REGISTER_RESERVE = 32
 # Columns of one TMA-store epilogue chunk: a 128-byte swizzle row of 16-bit outputs (derive.epilogue).
 STORE_CHUNK_COLS = 64
 FP8_STORE_CHUNK_COLS = 128  # e4m3 outputs: one 128-byte staging row holds 128 of them (wgmma only; derive.epilogue)
+F32_STORE_CHUNK_COLS = 32  # f32 outputs: one 128-byte staging row holds 32 of them (wgmma only; derive.epilogue)
 STORE_BUFFERS = 2  # staging buffers per storer: one is written while the TMA store of the other reads it
 # M-major D (--d-major m) through the TMA store: a chunk is C kernel columns (rows of the user's D) x the slab's 64 kernel
 # rows (one 128-byte swizzle row of 16-bit outputs per column); C the largest multiple of 8 (one stmatrix matrix) that
@@ -346,16 +347,29 @@ def _validate_epilogue(t: "TileSpec") -> None:
         raise SpecError("--epilogue", "tma", "on tcgen05 the TMA-store epilogue stores the M=128 data path (epilogue warp w: TMEM "
                         "lanes and rows 32w..32w+31); M=64 uses half the lanes", "--bm 128, or --epilogue direct", cite("tmem_layout"))
     fp8 = t.out_dtype is DType.E4M3 and t.fuse is not None and t.arch is Arch.SM90A  # derive.epilogue st.shared.b16
-    if t.acc is not DType.F32 or (t.out_dtype not in (DType.F16, DType.BF16) and not fp8):
+    f32 = t.out_dtype is DType.F32 and t.acc is DType.F32  # derive.epilogue st.shared.v2.f32 (wgmma, row-major D)
+    if f32 and t.arch is not Arch.SM90A:
+        raise SpecError(
+            "--epilogue", "tma", "the tcgen05 TMA-store epilogue packs f32 accumulators into 16-bit outputs (st.shared.v4 of "
+            "b16 pairs); f32 outputs through the TMA store are derived for wgmma (sm_90a) only", "--out-dtype f16|bf16, or "
+            "--epilogue direct", cite("tmem_layout"))
+    if t.acc is not DType.F32 or (t.out_dtype not in (DType.F16, DType.BF16) and not fp8 and not f32):
         raise SpecError(
             "--epilogue", "tma", "the TMA-store epilogue packs f32 accumulators into 16-bit outputs with stmatrix (8x8 matrices "
-            f"of b16), here {t.acc.value} -> {t.out_dtype.value}", "--acc f32 --out-dtype f16|bf16, or --epilogue direct")
+            f"of b16), f32 outputs (wgmma) with st.shared.v2.f32, e4m3 outputs of a fused chain with st.shared.b16; here "
+            f"{t.acc.value} -> {t.out_dtype.value}", "--acc f32 --out-dtype f16|bf16|f32, or --epilogue direct")
     if t.d_major.value == "m":  # M-major D: chunks of whole 8-column stmatrix matrices (wgmma's N is a multiple of 8;
-        return                  # check_d_major has the rest)
+        return                  # check_d_major has the rest, f32 included: refused there)
     if fp8 and t.bn % FP8_STORE_CHUNK_COLS:
         raise SpecError(
             "--bn", t.bn, f"the TMA-store epilogue stages one 128-byte swizzle row per tile row: {FP8_STORE_CHUNK_COLS} e4m3 "
             "columns a chunk, so BN must be a whole number of them", f"BN a multiple of {FP8_STORE_CHUNK_COLS}, or --epilogue direct")
+    if f32:
+        if t.bn % F32_STORE_CHUNK_COLS:
+            raise SpecError(
+                "--bn", t.bn, f"the TMA-store epilogue stages one 128-byte swizzle row per tile row: {F32_STORE_CHUNK_COLS} f32 "
+                "columns a chunk, so BN must be a whole number of them", f"BN a multiple of {F32_STORE_CHUNK_COLS}, or --epilogue direct")
+        return
     if t.bn % STORE_CHUNK_COLS:
         raise SpecError(
             "--bn", t.bn, f"the TMA-store epilogue stages {STORE_CHUNK_COLS}-column chunks (one 128-byte swizzle row of 16-bit "

@@ -86,12 +86,14 @@ class StoreView:
     use_tma_expr: str  # C: whether this tile goes through TMA (StorePlan.use_tma_c_expr)
     pending_reads: int  # cp.async.bulk.wait_group.read N before a buffer is rewritten: buffers - 1
     buffer_offset_expr: str  # C: bytes from the storer's first buffer to this chunk's
-    pack_expr: str  # C: two accumulator words lo, hi -> one register of two 16-bit outputs, lo in the low half
+    pack_expr: str  # C: two accumulator words lo, hi -> one register of two 16-bit (8-bit) outputs, lo in the low half;
+    # "" for f32 outputs (stored as two words, no packing)
     doc: str
     # wgmma (stmatrix)
     elems_per_chunk: int = 0
     calls: tuple[StmatrixCall, ...] = ()
-    pair_stores: tuple[PairStore, ...] = ()  # wgmma e4m3: st.shared.b16 of each 2-byte pair a thread holds
+    pair_stores: tuple[PairStore, ...] = ()  # wgmma e4m3 / f32: one shared store of each pair a thread holds
+    pair_words: bool = False  # the pairs are f32 words (st.shared.v2.f32), not e4m3 bytes packed by pack_pair (st.shared.b16)
     m_major: bool = False  # M-major D: the box's coordinates are (m0 + slab, n0 + chunk); stmatrix .trans
     edge_doc: str = "column N"  # where a box would cross the end of D's contiguous dimension (M-major D: row M)
     # tcgen05 (st.shared.v4 of TMEM rows)
@@ -144,12 +146,13 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
         use_tma_expr=p.use_tma_c_expr,
         pending_reads=p.buffers_per_storer - 1,
         buffer_offset_expr=f"static_cast<unsigned>(store_chunk % {p.buffers_per_storer}) * {p.buffer_bytes}u",
-        pack_expr=f"static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << {8 * p.tma.element_bytes})",
+        pack_expr="" if p.tma.element_bytes == 4 else
+        f"static_cast<unsigned>(acc_to_out(lo)) | (static_cast<unsigned>(acc_to_out(hi)) << {8 * p.tma.element_bytes})",
         doc=(f"M-major D, {p.rows} rows of the user's D x {p.tma.box[0]} elements" if p.m_major else f"{p.rows} x {p.chunk_cols}")
         + f" chunks, {p.staging.swizzle.value} staging, {p.buffers_per_storer} buffer{'s' if p.buffers_per_storer > 1 else ''} per "
         + ("warpgroup" if p.wgmma else "warp"),
     )
-    if p.writer == "st.shared.b16":
+    if p.pair_writer:
         pairs = []
         for g in range(p.chunk_cols // 8):
             for h in range(2):
@@ -157,7 +160,8 @@ def store_view(p: StorePlan | None, tmem_chunk: int = 0) -> StoreView | None:
                 cell = f"({col}) / {p.elements_per_cell}"
                 byte = f"(({col}) % {p.elements_per_cell}) * {p.tma.element_bytes}u"
                 pairs.append(PairStore(f"{_row_cell_c(p, row, cell)} + {byte}", 4 * g + 2 * h, 4 * g + 2 * h + 1))
-        return StoreView(**common, elems_per_chunk=p.fragment_elements_per_chunk, pair_stores=tuple(pairs))
+        return StoreView(**common, elems_per_chunk=p.fragment_elements_per_chunk, pair_stores=tuple(pairs),
+                         pair_words=p.tma.element_bytes == 4)
     if p.writer == "stmatrix.trans":
         calls = tuple(StmatrixCall(_row_cell_c(p, c.row_expr.replace("warp", "(wg_tid / 32)"), c.cell_expr.replace("warp", "(wg_tid / 32)")),
                                    tuple(c.elements(q) for q in range(c.matrices)), f"stmatrix_x{c.matrices}_trans")

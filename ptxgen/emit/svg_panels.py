@@ -58,9 +58,10 @@ def store_panel(plan, y0: float) -> tuple[list[str], float]:
     if plan.writer == "stmatrix":  # matrix 0 of the first stmatrix of warp 0: lanes 0..7 address rows 0..7, cell 0
         wave = {plan.stmatrix_offset(0, lane, 0) for lane in range(8)}
         wave_doc = "outlined: the 8 rows of one 8x8 matrix of one stmatrix (lanes 0..7)"
-    elif plan.writer == "st.shared.b16":  # e4m3: one warp-wide 2-byte store, group 0 of rows 0..7
+    elif plan.pair_writer:  # e4m3 / f32: one warp-wide store of a pair a lane, group 0 of rows 0..7
         wave = {plan.pair_offset(0, lane, 0, 0) // 16 * 16 for lane in range(32)}
-        wave_doc = "outlined: the cells one warp-wide st.shared.b16 writes (columns 0..7 of rows 0..7, 2 bytes a lane)"
+        wave_doc = (f"outlined: the cells one warp-wide {plan.writer} writes (columns 0..7 of rows 0..7, "
+                    f"{2 * plan.tma.element_bytes} bytes a lane)")
     else:
         wave = {plan.row_cell_offset(r, 0) for r in range(8)}
         wave_doc = "outlined: cell 0 of rows 0..7, stored by lanes 0..7 in one st.shared.v4"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fragmodel, pairmodel, tmamodel
+from . import fragmodel, outmodel, pairmodel, tmamodel
 from ..derive.epilogue import SLAB_ROWS, StorePlan
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 
@@ -42,10 +42,19 @@ def stage_chunk(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray
             fragmodel.stmatrix_x4(image, addresses, regs)
 
 
-def stage_chunk_pairs(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray, base: int) -> None:
-    """e4m3 (wgmma, ``st.shared.b16``): each thread stores each pair of its fragment elements (8-bit codes, the first in
-    the low byte) at the plan's byte address; the model's fragment map says which elements a thread holds."""
+# The pair writers' instructions (PTX ISA 'st'): bytes of each of the two elements one store writes, lowest address first
+# (st.shared.b16: two e4m3 bytes, the first in the low byte, little-endian; st.shared.v2.f32: two 4-byte words). A vector
+# or b16 access must be aligned to its whole size (PTX ISA 'Vectors': "aligned to a multiple of the access size").
+PAIR_STORE_ELEMENT_BYTES = {"st.shared.b16": 1, "st.shared.v2.f32": 4}
+
+
+def stage_chunk_pairs(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray, base: int) -> list[str]:
+    """e4m3 (``st.shared.b16``) and f32 (``st.shared.v2.f32``) on wgmma: each thread stores each pair of its fragment
+    elements (the first at the lower address) at the plan's byte address; the model's fragment map says which elements a
+    thread holds, the instruction's semantics how many bytes land where. Problems: a misaligned store."""
+    eb = PAIR_STORE_ELEMENT_BYTES[plan.writer]
     per_chunk = plan.chunk_cols // 2
+    problems = []
     for warp in range(WARPS):
         for lane in range(32):
             frag = fragment_values(tile, warp, lane)
@@ -53,8 +62,13 @@ def stage_chunk_pairs(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.n
                 for h in range(2):
                     i0 = chunk * per_chunk + 4 * g + 2 * h
                     addr = base + plan.pair_offset(warp, lane, g, h)
-                    image[addr] = frag[i0] & 0xFF
-                    image[addr + 1] = frag[i0 + 1] & 0xFF
+                    if addr % (2 * eb) and len(problems) < 4:
+                        problems.append(f"{plan.writer} of warp {warp} lane {lane} (group {g}, half {h}) at byte {addr}: "
+                                        f"not {2 * eb}-byte aligned")
+                    for j in range(2):
+                        word = int(frag[i0 + j])
+                        image[addr + j * eb:addr + (j + 1) * eb] = [(word >> (8 * b)) & 0xFF for b in range(eb)]
+    return problems
 
 
 def stage_chunk_tmem(plan: StorePlan, tile: np.ndarray, chunk: int, image: np.ndarray, base: int, tmem_chunk: int) -> None:
@@ -85,8 +99,8 @@ def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tme
         image = np.zeros(base + plan.storer_bytes * (plan.storers if tmem else 1), dtype=np.uint8)
         if tmem:
             stage_chunk_tmem(plan, tile, chunk, image, base, tmem_chunk)
-        elif plan.writer == "st.shared.b16":
-            stage_chunk_pairs(plan, tile, chunk, image, base)
+        elif plan.writer in PAIR_STORE_ELEMENT_BYTES:
+            problems += stage_chunk_pairs(plan, tile, chunk, image, base)
         else:
             stage_chunk(plan, tile, chunk, image, base)
         for s in range(plan.storers if tmem else 1):
@@ -95,6 +109,66 @@ def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tme
             want = tile[r0:r0 + plan.rows, chunk * plan.chunk_cols:(chunk + 1) * plan.chunk_cols]
             problems += _compare(got, want, f"chunk {chunk}" + (f", warp {s}" if tmem else ""))
     return problems
+
+
+# Measured on the H200 (docs/hardware-layout.md, runs/2026-11-30-run12/validate_store.jsonl): a TMA store whose box crosses
+# column N of a row-major D drops the columns past N only from the next 16-byte boundary of the row on; the ones before it
+# are written (N = 45 f16: columns 45..47). Rows past M are dropped.
+TMA_STORE_WRITE_GRANULE_BYTES = 16
+
+
+def tma_store_lands(row: int, col: int, m: int, n: int, element_bytes: int) -> bool:
+    """Whether a TMA store of a box writes D[row, col] (row-major D, M x N), by the measured behaviour above."""
+    g = TMA_STORE_WRITE_GRANULE_BYTES // element_bytes
+    return row < m and col < -(-n // g) * g
+
+
+def check_tma_store_problem(plan: StorePlan, bm: int, bn: int, m: int, n: int, ldd: int, base: int = 0) -> list[str]:
+    """wgmma, row-major D: problems, empty when every element of an ``m`` x ``n`` D (rows ``ldd`` elements apart) is stored
+    exactly once, at its address, and nothing outside D is written, over every ``bm`` x ``bn`` tile.
+
+    Each tile's registers hold a unique code per element (its row and column in D, + 1). A tile the plan stores through
+    TMA (``plan.uses_tma``): each 64-row slab's chunks are staged by the plan's writer (stmatrix or the pair stores) and
+    read back by the TMA model (``tmamodel.read``); the box of chunk c of slab s lands at (m0 + 64 s, n0 + c x chunk
+    columns), as the kernel issues it, and writes what ``tma_store_lands`` says. A tile the plan sends to the direct stores
+    contributes its elements as the direct epilogue must store them (``outmodel``; model.check_dstore checks that plan).
+    The accounting is outmodel.check_stores (independent of the plan)."""
+    eb = plan.tma.element_bytes
+    cols = -(-n // bn) * bn
+    if (-(-m // bm) * bm) * cols + 1 >= 1 << (8 * eb):
+        raise ValueError(f"{m} x {n} in {bm} x {bn} tiles: the element codes do not fit {eb}-byte outputs")
+    tma = {"swizzle": plan.tma.swizzle.json_name, "box": list(plan.tma.box), "copies": [c.to_json() for c in plan.tma.copies]}
+    stores, problems = [], []
+    for m0 in range(0, m, bm):
+        for n0 in range(0, n, bn):
+            if not plan.uses_tma(n0, bn, n):
+                stores += [(outmodel.address("n", r, c, ldd), (r, c)) for *_, (r, c) in outmodel.fragment_elements(bm, bn, m0, n0)
+                           if r < m and c < n]
+                continue
+            rows = np.arange(m0, m0 + bm, dtype=np.int64)[:, None]
+            codes = (rows * cols + np.arange(n0, n0 + bn, dtype=np.int64)[None, :] + 1).astype(np.uint32)
+            for slab in range(bm // SLAB_ROWS):
+                tile = codes[SLAB_ROWS * slab:SLAB_ROWS * (slab + 1)]
+                for chunk in range(bn // plan.chunk_cols):
+                    image = np.zeros(base + plan.storer_bytes, dtype=np.uint8)
+                    if plan.writer in PAIR_STORE_ELEMENT_BYTES:
+                        problems += stage_chunk_pairs(plan, tile, chunk, image, base)
+                    else:
+                        stage_chunk(plan, tile, chunk, image, base)
+                    got = tmamodel.read(tma, eb, base, image, anchor=TMA_SWIZZLE_KEY)[0]
+                    y0, x0 = m0 + SLAB_ROWS * slab, n0 + chunk * plan.chunk_cols
+                    for o, i in np.ndindex(*got.shape):
+                        row, col = y0 + o, x0 + i
+                        if not tma_store_lands(row, col, m, n, eb):
+                            continue
+                        code = int(got[o, i])
+                        if code == 0:
+                            problems.append(f"D[{row}, {col}]: the TMA store wrote a staging element nothing staged")
+                            continue
+                        stores.append((outmodel.address("n", row, col, ldd), divmod(code - 1, cols)))
+            if len(problems) > 8:
+                return problems
+    return problems + outmodel.check_stores("n", m, n, ldd, stores)[:8]
 
 
 def _warp_origin(expr: str, warp: int) -> int:

@@ -266,6 +266,8 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
         ("stmatrix", r"STSM", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A and spec.out_dtype.bytes == 2),
         ("2-byte shared stores (e4m3 pairs)", r"STS\.U16", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A
          and spec.out_dtype.bytes == 1),
+        ("8-byte shared stores (f32 pairs)", r"STS\.64", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM90A
+         and spec.out_dtype.bytes == 4),
         ("16-byte shared stores", r"STS\.128", spec.epilogue is Epilogue.TMA and spec.arch is Arch.SM100A),
         ("TMA stores", r"UTMASTG", spec.epilogue is Epilogue.TMA),
         # an M-major D through the TMA store: stmatrix .trans (cuobjdump 13: STSM.16.MT88.4 / .2; the plain form is M88)

@@ -1,0 +1,212 @@
+"""f32 output through the wgmma TMA-store epilogue (``--epilogue tma --out-dtype f32``, sm_90a; ptxgen.derive.epilogue,
+writer ``st.shared.v2.f32``): the rules, the plan against the independent models (the fragment map, the TMA store's read of
+the 128-byte-swizzled staging, where each box lands in D at the problem's edges), controls that must fail, the rendered
+expressions against the plan, NVRTC + SASS (L2). The GPU tests are tests/test_epilogue_ops.py::test_f32_through_the_tma_store
+and ::test_block_fp8_matches_the_recipe[...-f32-tma] (``-k f32_tma``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ptxgen.derive.epilogue import StorePlan
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.rules import F32_STORE_CHUNK_COLS
+from ptxgen.derive.spec import make_spec
+from ptxgen.emit.render import kernel_view, render_kernel
+from ptxgen.isa.types import DType, Epilogue, SpecError, Swizzle
+from ptxgen.model.check_store import check_store_plan, check_tma_store_problem
+
+BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
+            schedule="persistent", epilogue="tma", out_dtype="f32")
+
+
+def spec(**kw):
+    return make_spec(**{**BASE, **kw})
+
+
+def bfp8_spec(**kw):
+    from ptxgen.api.fp8blocks import default_spec
+
+    return default_spec(out_dtype="f32", epilogue="tma", stages=4, **kw)
+
+
+def _copy(p: StorePlan, cls):
+    return cls(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p)})
+
+
+# -- rules and plan --------------------------------------------------------------------------------
+def test_plan():
+    p = plan_kernel(spec()).store
+    assert (p.writer, p.chunk_cols, p.chunks_per_slab, p.tma.box, p.tma.element_bytes) == ("st.shared.v2.f32", 32, 8, (32, 64), 4)
+    assert p.chunk_cols == F32_STORE_CHUNK_COLS and p.tma.data_type.name == "FLOAT32" and p.tma.swizzle.json_name == "128B"
+    assert p.buffer_bytes == 8192 and p.buffers_per_storer == 2 and p.edge_elements == 4 and p.stmatrix_per_chunk == 0
+    assert p.use_tma_c_expr == "n0 + 256 <= N || N % 4 == 0"
+    # the staging is the 16-bit store's (same bytes, same shared-memory plan): only the writer and the chunk differ
+    bf16 = spec(out_dtype="bf16")
+    assert spec().smem_plan() == bf16.smem_plan() and plan_kernel(bf16).store.writer == "stmatrix"
+    assert [d.name for d in p.derivation if d.name == "st.shared.v2.f32"]
+
+
+@pytest.mark.parametrize("kw, field, words", [
+    (dict(bn=200), "--bn", "32 f32 columns"),
+    (dict(arch="sm_100a", stages=3), "--epilogue", "wgmma (sm_90a) only"),
+    (dict(d_major="m", schedule="tile", bn=64), "--d-major", "stmatrix.trans"),
+    (dict(fuse="c=tma,bias=col"), "--fuse", "16-bit elements"),
+], ids=["bn-200", "tcgen05", "m-major", "c-through-tma"])
+def test_refusals(kw, field, words):
+    with pytest.raises(SpecError) as e:
+        spec(**kw)
+    assert e.value.field == field and words in str(e.value), str(e.value)
+
+
+def test_legal_forms():
+    assert spec(bn=160, stages=4).store_staging_bytes == 2 * 2 * 8192  # BN a multiple of 32, not of 64
+    assert spec(bn=128, consumers="pingpong", stages=5).epilogue is Epilogue.TMA
+    assert spec(fuse="bias=col,gelu_tanh").fuse is not None  # a chain runs on the registers before the store
+    assert bfp8_spec().epilogue is Epilogue.TMA and bfp8_spec().out_dtype is DType.F32
+
+
+def test_defaults_are_unchanged():
+    """The block-FP8 default for f32 stays direct with 5 stages; the API keeps an f32 pick's direct stores (select.py)."""
+    from ptxgen.api.fp8blocks import default_spec
+    from ptxgen.api.select import spec_or_direct_store
+
+    d = default_spec(out_dtype="f32")
+    assert d.epilogue is Epilogue.DIRECT and d.stages == 5
+    assert spec_or_direct_store(spec().to_json()).epilogue is Epilogue.DIRECT
+    assert spec_or_direct_store(spec(out_dtype="bf16").to_json()).epilogue is Epilogue.TMA  # control
+
+
+# -- L1: staged by the plan, read by the TMA model, landed in D ------------------------------------
+@pytest.mark.parametrize("kw", [dict(), dict(bn=128, consumers="pingpong", stages=5), dict(bm=64, bn=96, stages=4),
+                                dict(bm=192, bn=160, stages=3)])
+def test_the_tma_store_reads_back_every_chunk(kw):
+    s = spec(**kw)
+    p = plan_kernel(s).store
+    for base in (0, 1024, 196608):
+        assert check_store_plan(p, s.bn, seed=s.bn, base=base) == []
+
+
+def test_block_fp8_plan_reads_back_every_chunk():
+    s = bfp8_spec()
+    p = plan_kernel(s).store
+    assert (p.writer, s.bn, p.chunks_per_slab) == ("st.shared.v2.f32", 192, 6)
+    assert check_store_plan(p, s.bn) == []
+
+
+# (M, N, ldd): edges in M and N; N x 4 B a multiple of 16 (the crossing tile through TMA) and not (it takes the direct
+# stores); several tiles a row and a column
+PROBLEMS = [(200, 300, 300), (200, 301, 304), (64, 130, 132), (129, 256, 260)]
+
+
+@pytest.mark.parametrize("m,n,ldd", PROBLEMS)
+def test_every_element_of_d_lands_once_at_its_place(m, n, ldd):
+    p = plan_kernel(spec(bn=128)).store
+    assert check_tma_store_problem(p, 128, 128, m, n, ldd) == []
+
+
+class _NoSwizzle(StorePlan):
+    def pair_offset(self, warp, lane, group, half):
+        row, col = self.pair_row_col(warp, lane, group, half)
+        return row * 128 + col * 4
+
+
+class _OddPairWrongCell(StorePlan):
+    def pair_row_col(self, warp, lane, group, half):
+        row, col = super().pair_row_col(warp, lane, group, half)
+        return row, col + 4 if lane % 2 else col  # the second pair of a 4-column half-group one cell over
+
+
+class _HalfWordOff(StorePlan):
+    def pair_row_col(self, warp, lane, group, half):
+        row, col = super().pair_row_col(warp, lane, group, half)
+        return row, col + 1  # one f32 over: the 8-byte store misaligned
+
+
+class _RowsSwapped(StorePlan):
+    def pair_row_col(self, warp, lane, group, half):
+        return super().pair_row_col(warp, lane, group, 1 - half)
+
+
+class _AlwaysTma(StorePlan):
+    def uses_tma(self, n0, bn, n):
+        return True
+
+
+class _SixteenBitEdge(StorePlan):
+    @property
+    def edge_elements(self):
+        return 16 // 2  # the rule with 2-byte elements: N % 8; here stricter, so it must still pass (not a control)
+
+
+@pytest.mark.parametrize("cls", [_NoSwizzle, _OddPairWrongCell, _HalfWordOff, _RowsSwapped])
+def test_controls_fail_the_chunk_check(cls):
+    p = plan_kernel(spec(bn=128)).store
+    assert check_store_plan(_copy(p, cls), 128)
+
+
+@pytest.mark.parametrize("cls", [_NoSwizzle, _OddPairWrongCell, _AlwaysTma])
+def test_controls_fail_the_problem_check(cls):
+    p = plan_kernel(spec(bn=128)).store
+    assert check_tma_store_problem(_copy(p, cls), 128, 128, 200, 301, 304)
+
+
+def test_control_a_wrong_tma_map_fails():
+    p = plan_kernel(spec(bn=128)).store
+    bad = dataclasses.replace(p, staging=dataclasses.replace(p.staging, swizzle=Swizzle.SW64))
+    assert check_store_plan(bad, 128)
+    bad = dataclasses.replace(p, tma=dataclasses.replace(p.tma, swizzle=type(p.tma.swizzle).B64, box=(16, 64)))
+    assert check_store_plan(bad, 128)
+
+
+def test_a_stricter_edge_rule_still_passes():
+    p = plan_kernel(spec(bn=128)).store
+    assert check_tma_store_problem(_copy(p, _SixteenBitEdge), 128, 128, 200, 301, 304) == []
+
+
+# -- the rendered stores are the plan's ------------------------------------------------------------
+def test_rendered_stores_are_the_plans():
+    plan = plan_kernel(spec())
+    v = kernel_view(plan)
+    src = render_kernel(plan)
+    assert v.store.pair_words and len(v.store.pair_stores) == 2 * plan.store.chunk_cols // 8
+    for lane in (0, 5, 13, 31):
+        for warp in (0, 3):
+            for k, st in enumerate(v.store.pair_stores):
+                g, h = divmod(k, 2)
+                expr = st.offset_expr.replace("static_cast<unsigned>", "").replace("u", "").replace("/", "//")
+                assert eval(expr, {}, {"wg_tid": 32 * warp + lane, "lane": lane}) == plan.store.pair_offset(warp, lane, g, h)
+                assert (st.first, st.second) == (4 * g + 2 * h, 4 * g + 2 * h + 1)
+    assert "st.shared.v2.f32" in src and "stmatrix_x4(buf" not in src and "pack_pair(" not in src
+    assert "tma_store_2d(&tmap_d, buf, n0 + c * 32, m0 + wg * 64)" in src  # chunk c: columns 32c.., the slab's rows
+
+
+def test_explain_json_names_the_writer():
+    j = {"epilogue": plan_kernel(spec()).store.to_json()}
+    assert j["epilogue"]["writer"] == "st.shared.v2.f32" and j["epilogue"]["chunk"] == [64, 32]
+    assert j["epilogue"]["tma"] == {"swizzle": "128B", "box": [32, 64]}
+
+
+# -- L2: NVRTC (sm_90a) + the SASS gate ------------------------------------------------------------
+L2 = [
+    pytest.param(lambda: spec(), id="bf16-128x256-persistent"),
+    pytest.param(lambda: spec(bn=128, consumers="pingpong", stages=5), id="bf16-128x128-pingpong"),
+    pytest.param(lambda: spec(fuse="bias=col,gelu_tanh", bn=128), id="fused-bias-gelu"),
+    pytest.param(lambda: bfp8_spec(), id="blockfp8-128x192"),
+]
+
+
+@pytest.mark.parametrize("make", L2)
+def test_compiles_without_local_memory(make):
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+
+    s = make()
+    assert s.out_dtype is DType.F32 and s.epilogue is Epilogue.TMA
+    c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, s.arch.value)
+    sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+    rep = check_sass(s, c.cubin, sass=sass)
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    assert "STS.64" in sass and "UTMASTG.2D" in sass and "STSM" not in sass
