@@ -211,6 +211,79 @@ def test_fp8_through_the_tma_store(gpu, op, kw, shape):
     np.testing.assert_allclose(_f64(am), amax, rtol=1e-5, atol=1e-6)
 
 
+# ---- f32 output through the TMA-store epilogue (st.shared.v2.f32 pairs, 32-column chunks; ptxgen.derive.epilogue) -------
+# Select them all with -k f32_tma_store. Plain kernels: ptxgen.api.dispatch.kernel_for(spec)(a, b, out) on a D whose rows are
+# padded past N with a sentinel (a store past column N shows); every element of D within the f32 accumulation bound of
+# float64. N % 4 != 0 (250, 2999): the tile crossing N takes the direct stores; N % 4 == 0 (352, 3000): every tile through
+# TMA, the last clipped at N; 1500 x 3000 runs several tiles on some CTAs (persistent, 132 SMs).
+_F32 = dict(BASE, out_dtype="f32", epilogue="tma")
+F32_TMA_SPECS = {
+    "128x256": dict(_F32, bn=256),
+    "128x128-pingpong": dict(_F32, consumers="pingpong", stages=5),
+    "64x96-tile": dict(_F32, bm=64, bn=96, schedule="tile"),
+    "192x160": dict(_F32, bm=192, bn=160, stages=3),
+    "256x128": dict(_F32, bm=256, bn=128, stages=3),
+}
+F32_TMA_SHAPES = [(197, 250, 136), (61, 352, 72), (1500, 3000, 200), (1501, 2999, 264)]
+_SENTINEL = -7777.0
+
+
+def _f32_tma_plain(spec, m, n, k, seed):
+    from ptxgen.api.dispatch import kernel_for
+
+    gen = torch.Generator().manual_seed(seed)
+    a, b = _rand((m, k), "bf16", gen), _rand((n, k), "bf16", gen)
+    ldd = -(-(n + 3) // 4) * 4  # 16-byte rows, at least 3 columns of padding
+    full = torch.full((m, ldd), _SENTINEL, dtype=torch.float32, device="cuda")
+    out = full[:, :n]
+    kernel_for(spec)(a, b, out)
+    torch.cuda.synchronize()
+    ref = _f64(a) @ _f64(b).T
+    # f32 accumulation of exact bf16 products: at most about K x 2^-24 of the sum of |products| (twice that here); a
+    # misplaced or missing element is off by the order of the sum itself
+    bound = k * 2.0 ** -23 * (np.abs(_f64(a)) @ np.abs(_f64(b)).T) + 1e-30
+    return _f64(out), ref, bound, _f64(full[:, n:])
+
+
+@pytest.mark.parametrize("shape", F32_TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", list(F32_TMA_SPECS))
+def test_f32_tma_store_plain_matches_float64(gpu, name, shape):
+    spec = make_spec(**F32_TMA_SPECS[name])
+    assert spec.epilogue.value == "tma" and spec.out_dtype.value == "f32"
+    got, ref, bound, pad = _f32_tma_plain(spec, *shape, seed=5)
+    bad = ~(np.abs(got - ref) <= bound)  # NaN (never stored) counts as wrong
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs wrong; first {np.argwhere(bad)[:3].tolist()}"
+    assert (pad == _SENTINEL).all(), f"{(pad != _SENTINEL).sum()} padding elements past column N written"
+
+
+def test_f32_tma_store_control_a_shifted_reference_fails(gpu):
+    """The comparison can fail: the same output against the reference one column over."""
+    got, ref, bound, _ = _f32_tma_plain(make_spec(**F32_TMA_SPECS["128x256"]), 197, 250, 136, seed=5)
+    assert (np.abs(got - ref) <= bound).all()
+    assert not (np.abs(got[:, 1:] - ref[:, :-1]) <= bound[:, 1:]).all()
+
+
+F32_TMA_FUSED = [
+    ("tma-bias-gelu", "tma", dict(bias="bf16", activation="gelu_tanh")),
+    ("tma-all", "tma", dict(c="aux", alpha=0.5, beta=2.0, bias="f32", bias_axis="row", activation="silu", residual="aux")),
+    ("pingpong-tma-all", "pingpong-tma", dict(c="aux", beta=1.0, bias="bf16", activation="relu", residual="aux")),
+]
+
+
+@pytest.mark.parametrize("shape", FP8_TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("op, spec_name, kw", F32_TMA_FUSED, ids=[o[0] for o in F32_TMA_FUSED])
+def test_f32_tma_store_fused_chain(gpu, monkeypatch, op, spec_name, kw, shape):
+    """The chain runs on the registers before the store (as for 16-bit outputs); the API keeps f32 on the direct stores
+    (select.F32_PICKS_KEEP_DIRECT), so the policy is turned off here to launch the f32 TMA-store kernel."""
+    import ptxgen.api.fused
+    from ptxgen.api import select
+
+    monkeypatch.setattr(select, "F32_PICKS_KEEP_DIRECT", False)
+    got, y, d, _ = _run(spec_name, "f32", kw, shape)
+    assert any(s.out_dtype.value == "f32" and s.epilogue.value == "tma" and s.fuse is not None for s in ptxgen.api.fused._KERNELS)
+    _check_out(got, d, y, "f32")
+
+
 # ---- block-scaled FP8 (DeepSeek recipe; ptxgen.api.fp8blocks) ----------------------------------------------------------
 def _fp8_inputs(m, n, k, gen, positive=False):
     a = torch.randn(m, k, generator=gen) * 0.5
@@ -438,3 +511,19 @@ def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     assert '"passed": true' in proc.stdout
     clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
     assert clean in text, text[-3000:]
+
+
+# f32 output through the TMA store (st.shared.v2.f32; -k f32_tma_store): the default tile and others, M and N off the tile,
+# partial K blocks, 1500 x 3000 with several tiles on some CTAs (N = 3000: the last tile through TMA, clipped; N = 333, 250:
+# the crossing tile direct)
+@pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640), (1500, 3000, 400)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", [{}, {"bn": 128}, {"bm": 192, "bn": 128}, {"fp8_overlap": "interleave"},
+                                     {"fp8_stagger": "half"}, {"fp8_scale_load": "block"}],
+                         ids=["n192", "n128", "m192", "interleave", "half", "block"])
+def test_f32_tma_store_block_fp8_matches_the_recipe(gpu, shape, variant):
+    import ptxgen.api.fp8blocks
+
+    spec = ptxgen.api.fp8blocks.default_spec("f32", epilogue="tma", stages=4, **variant)
+    assert spec.epilogue.value == "tma" and spec.out_dtype.value == "f32"
+    _block_fp8_against_recipe(*shape, 6, spec, "f32")

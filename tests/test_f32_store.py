@@ -194,7 +194,13 @@ L2 = [
     pytest.param(lambda: spec(), id="bf16-128x256-persistent"),
     pytest.param(lambda: spec(bn=128, consumers="pingpong", stages=5), id="bf16-128x128-pingpong"),
     pytest.param(lambda: spec(fuse="bias=col,gelu_tanh", bn=128), id="fused-bias-gelu"),
+    pytest.param(lambda: spec(fuse="c,bias=row:f32,silu,residual", bn=128), id="fused-all"),
+    pytest.param(lambda: spec(bm=64, bn=96, schedule="tile"), id="bf16-64x96-tile"),
+    pytest.param(lambda: spec(bm=256, bn=128, stages=3), id="bf16-256x128"),
     pytest.param(lambda: bfp8_spec(), id="blockfp8-128x192"),
+    pytest.param(lambda: bfp8_spec(bm=192, bn=128), id="blockfp8-192x128"),
+    pytest.param(lambda: bfp8_spec(fp8_overlap="interleave"), id="blockfp8-interleave"),
+    pytest.param(lambda: bfp8_spec(fp8_stagger="half"), id="blockfp8-half"),
 ]
 
 
