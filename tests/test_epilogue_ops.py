@@ -516,7 +516,7 @@ def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
 # f32 output through the TMA store (st.shared.v2.f32; -k f32_tma_store): the default tile and others, M and N off the tile,
 # partial K blocks, 1500 x 3000 with several tiles on some CTAs (N = 3000: the last tile through TMA, clipped; N = 333, 250:
 # the crossing tile direct)
-@pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640), (1500, 3000, 400)],
+@pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (1500, 3000, 400)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("variant", [{}, {"bn": 128}, {"bm": 192, "bn": 128}, {"fp8_overlap": "interleave"},
                                      {"fp8_stagger": "half"}, {"fp8_scale_load": "block"}],

@@ -101,10 +101,14 @@ def test_block_fp8_plan_reads_back_every_chunk():
 PROBLEMS = [(200, 300, 300), (200, 301, 304), (64, 130, 132), (129, 256, 260)]
 
 
+def _problem(store: StorePlan, m=200, n=301, ldd=304) -> list[str]:
+    kp = plan_kernel(spec(bn=128))
+    return check_tma_store_problem(store, kp.direct, 128, 128, m, n, ldd)
+
+
 @pytest.mark.parametrize("m,n,ldd", PROBLEMS)
 def test_every_element_of_d_lands_once_at_its_place(m, n, ldd):
-    p = plan_kernel(spec(bn=128)).store
-    assert check_tma_store_problem(p, 128, 128, m, n, ldd) == []
+    assert _problem(plan_kernel(spec(bn=128)).store, m, n, ldd) == []
 
 
 class _NoSwizzle(StorePlan):
@@ -130,27 +134,27 @@ class _RowsSwapped(StorePlan):
         return super().pair_row_col(warp, lane, group, 1 - half)
 
 
-class _AlwaysTma(StorePlan):
-    def uses_tma(self, n0, bn, n):
-        return True
-
-
-class _SixteenBitEdge(StorePlan):
-    @property
-    def edge_elements(self):
-        return 16 // 2  # the rule with 2-byte elements: N % 8; here stricter, so it must still pass (not a control)
-
-
 @pytest.mark.parametrize("cls", [_NoSwizzle, _OddPairWrongCell, _HalfWordOff, _RowsSwapped])
 def test_controls_fail_the_chunk_check(cls):
     p = plan_kernel(spec(bn=128)).store
     assert check_store_plan(_copy(p, cls), 128)
 
 
-@pytest.mark.parametrize("cls", [_NoSwizzle, _OddPairWrongCell, _AlwaysTma])
+@pytest.mark.parametrize("cls", [_NoSwizzle, _OddPairWrongCell])
 def test_controls_fail_the_problem_check(cls):
+    assert _problem(_copy(plan_kernel(spec(bn=128)).store, cls))
+
+
+@pytest.mark.parametrize("rule, n, fails", [
+    ("n0 + 128 <= N || N % 4 == 0", 301, False),  # the plan's rule (control of the controls)
+    ("1", 301, True),  # every tile through TMA: the crossing tile writes columns 301..303
+    ("n0 + 128 <= N || N % 2 == 0", 302, True),  # an 8-byte granule: N = 302 (1208 B rows) writes columns 302, 303
+    ("n0 + 128 <= N || N % 8 == 0", 300, False),  # the 16-bit rule: stricter for f32, so the crossing tile goes direct
+])
+def test_the_edge_rule_against_the_measured_overrun(rule, n, fails):
     p = plan_kernel(spec(bn=128)).store
-    assert check_tma_store_problem(_copy(p, cls), 128, 128, 200, 301, 304)
+    assert p.use_tma_c_expr == "n0 + 128 <= N || N % 4 == 0"
+    assert bool(_problem(dataclasses.replace(p, use_tma_c_expr=rule), n=n, ldd=-(-(n + 1) // 4) * 4)) == fails
 
 
 def test_control_a_wrong_tma_map_fails():
@@ -159,11 +163,6 @@ def test_control_a_wrong_tma_map_fails():
     assert check_store_plan(bad, 128)
     bad = dataclasses.replace(p, tma=dataclasses.replace(p.tma, swizzle=type(p.tma.swizzle).B64, box=(16, 64)))
     assert check_store_plan(bad, 128)
-
-
-def test_a_stricter_edge_rule_still_passes():
-    p = plan_kernel(spec(bn=128)).store
-    assert check_tma_store_problem(_copy(p, _SixteenBitEdge), 128, 128, 200, 301, 304) == []
 
 
 # -- the rendered stores are the plan's ------------------------------------------------------------
@@ -216,3 +215,23 @@ def test_compiles_without_local_memory(make):
     rep = check_sass(s, c.cubin, sass=sass)
     assert rep.ok and rep.local_bytes == 0, rep.problems
     assert "STS.64" in sass and "UTMASTG.2D" in sass and "STSM" not in sass
+
+
+# -- the bench's pairs (tools/bench_f32store.py): the same kernel but for the epilogue -----------------------------------
+def test_bench_pairs_differ_only_in_the_epilogue(monkeypatch):
+    import pathlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+    sys.modules.pop("bench_f32store", None)
+    import bench_f32store as bench
+
+    pairs = bench.blockfp8_pairs() + [p for sh in bench.BF16_SHAPES for p in bench.bf16_pairs(*map(int, sh.split("x")))]
+    assert len(pairs) >= 4
+    for name, direct, tma in pairs:
+        assert (direct.epilogue, tma.epilogue, direct.out_dtype, tma.out_dtype) == (
+            Epilogue.DIRECT, Epilogue.TMA, DType.F32, DType.F32), name
+        assert dataclasses.replace(tma, epilogue=Epilogue.DIRECT, stages=direct.stages) == direct, name
+        assert plan_kernel(tma).store.writer == "st.shared.v2.f32"
+    d, t = bench.blockfp8_pairs()[0][1:]
+    assert (d.bm, d.bn, d.stages, t.stages) == (128, 192, 5, 4)  # today's default (direct, 5) against the TMA store (4)

@@ -2,8 +2,9 @@
 
 Each *storer* owns two staging buffers: a consumer warpgroup on wgmma (its 64-row slab), an epilogue
 warp on tcgen05 (its 32 TMEM lanes = 32 rows of D at M=128). A buffer holds one chunk of the storer's
-rows: 64 columns of 16-bit outputs, one 128-byte row per tile row, 128-byte swizzled. A wgmma
-warpgroup writes a chunk with ``stmatrix`` (8x8 matrices of b16, one 16-byte cell per matrix row); a
+rows: 64 columns of 16-bit outputs (128 e4m3, 32 f32 on wgmma), one 128-byte row per tile row, 128-byte swizzled. A
+wgmma warpgroup writes a chunk with ``stmatrix`` (8x8 matrices of b16, one 16-byte cell per matrix row), or, e4m3 and f32,
+each fragment pair with one ``st.shared.b16`` / ``st.shared.v2.f32`` at its swizzled byte; a
 tcgen05 epilogue warp reads its rows out of TMEM (``tcgen05.ld 32x32b``: lane = row) and writes each
 row's cells with ``st.shared.v4``. The storer fences the chunk into the async proxy and one thread hands
 it to a TMA bulk tensor store. The next chunk goes to the other buffer; a buffer is rewritten only after

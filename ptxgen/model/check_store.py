@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import fragmodel, outmodel, pairmodel, tmamodel
+from .check_dstore import c_eval, simulate as simulate_direct
 from ..derive.epilogue import SLAB_ROWS, StorePlan
+from ..derive.output import DirectStore
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 
 WARPS = SLAB_ROWS // 16
@@ -111,39 +113,30 @@ def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tme
     return problems
 
 
-# Measured on the H200 (docs/hardware-layout.md, runs/2026-11-30-run12/validate_store.jsonl): a TMA store whose box crosses
-# column N of a row-major D drops the columns past N only from the next 16-byte boundary of the row on; the ones before it
-# are written (N = 45 f16: columns 45..47). Rows past M are dropped.
-TMA_STORE_WRITE_GRANULE_BYTES = 16
+def check_tma_store_problem(plan: StorePlan, direct: DirectStore, bm: int, bn: int, m: int, n: int, ldd: int,
+                            base: int = 0) -> list[str]:
+    """wgmma, row-major D (the row-major twin of model.check_mstore): problems, empty when every element of an ``m`` x
+    ``n`` D (rows ``ldd`` elements apart) is stored exactly once, at its address, and nothing outside D is written.
 
-
-def tma_store_lands(row: int, col: int, m: int, n: int, element_bytes: int) -> bool:
-    """Whether a TMA store of a box writes D[row, col] (row-major D, M x N), by the measured behaviour above."""
-    g = TMA_STORE_WRITE_GRANULE_BYTES // element_bytes
-    return row < m and col < -(-n // g) * g
-
-
-def check_tma_store_problem(plan: StorePlan, bm: int, bn: int, m: int, n: int, ldd: int, base: int = 0) -> list[str]:
-    """wgmma, row-major D: problems, empty when every element of an ``m`` x ``n`` D (rows ``ldd`` elements apart) is stored
-    exactly once, at its address, and nothing outside D is written, over every ``bm`` x ``bn`` tile.
-
-    Each tile's registers hold a unique code per element (its row and column in D, + 1). A tile the plan stores through
-    TMA (``plan.uses_tma``): each 64-row slab's chunks are staged by the plan's writer (stmatrix or the pair stores) and
-    read back by the TMA model (``tmamodel.read``); the box of chunk c of slab s lands at (m0 + 64 s, n0 + c x chunk
-    columns), as the kernel issues it, and writes what ``tma_store_lands`` says. A tile the plan sends to the direct stores
-    contributes its elements as the direct epilogue must store them (``outmodel``; model.check_dstore checks that plan).
-    The accounting is outmodel.check_stores (independent of the plan)."""
+    From the plan: the rule that sends a tile through TMA (``use_tma_c_expr``, the kernel's C condition), each chunk's
+    staging writes (stmatrix or the pair stores), the tensor map, where each chunk's box goes ((n0 + chunk x C, m0 + 64 x
+    slab), as the kernel issues it) and, for the other tiles, the direct stores (model.check_dstore.simulate). Independent:
+    which element each register holds (each staged element carries a code naming its row and column in D), what a TMA
+    store reads and writes, clipped at D's extents as the H200 was measured to clip (``tmamodel.store``: a box crossing
+    column N also writes up to the next 16-byte boundary), and where each element belongs (``outmodel``)."""
     eb = plan.tma.element_bytes
     cols = -(-n // bn) * bn
     if (-(-m // bm) * bm) * cols + 1 >= 1 << (8 * eb):
         raise ValueError(f"{m} x {n} in {bm} x {bn} tiles: the element codes do not fit {eb}-byte outputs")
     tma = {"swizzle": plan.tma.swizzle.json_name, "box": list(plan.tma.box), "copies": [c.to_json() for c in plan.tma.copies]}
-    stores, problems = [], []
+    cond = plan.use_tma_c_expr.replace("||", " or ")
+    stores, problems, direct_stores = [], [], None
     for m0 in range(0, m, bm):
         for n0 in range(0, n, bn):
-            if not plan.uses_tma(n0, bn, n):
-                stores += [(outmodel.address("n", r, c, ldd), (r, c)) for *_, (r, c) in outmodel.fragment_elements(bm, bn, m0, n0)
-                           if r < m and c < n]
+            if not c_eval(cond, m0=m0, n0=n0, M=m, N=n):
+                if direct_stores is None:
+                    direct_stores = simulate_direct(direct, bm, bn, m, n, ldd)
+                stores += [s for s in direct_stores if m0 <= s[1][0] < m0 + bm and n0 <= s[1][1] < n0 + bn]
                 continue
             rows = np.arange(m0, m0 + bm, dtype=np.int64)[:, None]
             codes = (rows * cols + np.arange(n0, n0 + bn, dtype=np.int64)[None, :] + 1).astype(np.uint32)
@@ -155,17 +148,9 @@ def check_tma_store_problem(plan: StorePlan, bm: int, bn: int, m: int, n: int, l
                         problems += stage_chunk_pairs(plan, tile, chunk, image, base)
                     else:
                         stage_chunk(plan, tile, chunk, image, base)
-                    got = tmamodel.read(tma, eb, base, image, anchor=TMA_SWIZZLE_KEY)[0]
-                    y0, x0 = m0 + SLAB_ROWS * slab, n0 + chunk * plan.chunk_cols
-                    for o, i in np.ndindex(*got.shape):
-                        row, col = y0 + o, x0 + i
-                        if not tma_store_lands(row, col, m, n, eb):
-                            continue
-                        code = int(got[o, i])
-                        if code == 0:
-                            problems.append(f"D[{row}, {col}]: the TMA store wrote a staging element nothing staged")
-                            continue
-                        stores.append((outmodel.address("n", row, col, ldd), divmod(code - 1, cols)))
+                    origin = (n0 + chunk * plan.chunk_cols, m0 + SLAB_ROWS * slab)  # the box's (inner, outer) coordinates
+                    for off, code in tmamodel.store(tma, eb, base, image, origin, (n, m), ldd, anchor=TMA_SWIZZLE_KEY):
+                        stores.append((off, divmod(code - 1, cols) if code else (-1, -1)))  # -1: staging nothing wrote
             if len(problems) > 8:
                 return problems
     return problems + outmodel.check_stores("n", m, n, ldd, stores)[:8]
