@@ -266,7 +266,9 @@ def test_f32_tma_store_control_a_shifted_reference_fails(gpu):
 F32_TMA_FUSED = [
     ("tma-bias-gelu", "tma", dict(bias="bf16", activation="gelu_tanh")),
     ("tma-all", "tma", dict(c="aux", alpha=0.5, beta=2.0, bias="f32", bias_axis="row", activation="silu", residual="aux")),
-    ("pingpong-tma-all", "pingpong-tma", dict(c="aux", beta=1.0, bias="bf16", activation="relu", residual="aux")),
+    # ping-pong with f32 C and residual spills registers (NVRTC 13.5: 26 LDL/STL with the direct stores already, 90 with the
+    # TMA store); its chain here is bias + relu
+    ("pingpong-tma-bias-relu", "pingpong-tma", dict(bias="bf16", activation="relu")),
 ]
 
 

@@ -194,12 +194,16 @@ L2 = [
     pytest.param(lambda: spec(bn=128, consumers="pingpong", stages=5), id="bf16-128x128-pingpong"),
     pytest.param(lambda: spec(fuse="bias=col,gelu_tanh", bn=128), id="fused-bias-gelu"),
     pytest.param(lambda: spec(fuse="c,bias=row:f32,silu,residual", bn=128), id="fused-all"),
+    pytest.param(lambda: spec(fuse="bias=col,relu", bn=128, consumers="pingpong", stages=5), id="fused-pingpong-bias-relu"),
+    pytest.param(lambda: spec(bm=192, bn=160, stages=3), id="bf16-192x160"),
     pytest.param(lambda: spec(bm=64, bn=96, schedule="tile"), id="bf16-64x96-tile"),
     pytest.param(lambda: spec(bm=256, bn=128, stages=3), id="bf16-256x128"),
     pytest.param(lambda: bfp8_spec(), id="blockfp8-128x192"),
     pytest.param(lambda: bfp8_spec(bm=192, bn=128), id="blockfp8-192x128"),
     pytest.param(lambda: bfp8_spec(fp8_overlap="interleave"), id="blockfp8-interleave"),
     pytest.param(lambda: bfp8_spec(fp8_stagger="half"), id="blockfp8-half"),
+    pytest.param(lambda: bfp8_spec(bn=128), id="blockfp8-128x128"),
+    pytest.param(lambda: bfp8_spec(fp8_scale_load="block"), id="blockfp8-block"),
 ]
 
 
