@@ -199,6 +199,20 @@ def _m_major_store_problems(spec: TileSpec) -> list[str]:
     return check_m_major_store(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-m // 8) * 8)
 
 
+def _f32_store_problems(spec: TileSpec) -> list[str]:
+    """f32 through the wgmma TMA store (st.shared.v2.f32) at L1: every element of D once at its address over two problems
+    whose last tiles pass M and N (N % 4 != 0: the crossing tile takes the direct stores; N % 4 == 0: through TMA, clipped)."""
+    if spec.epilogue is not Epilogue.TMA or spec.out_dtype.value != "f32" or spec.arch.value != "sm_90a":
+        return []
+    from .derive.kernel import plan_kernel
+    from .model.check_store import check_tma_store_problem
+
+    plan = plan_kernel(spec)
+    m = spec.bm + 5
+    return [p for n in (spec.bn + 3, spec.bn + 4)
+            for p in check_tma_store_problem(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-n // 4) * 4 + 4)]
+
+
 def _store_epilogue_problems(spec: TileSpec) -> list[str]:
     """C through TMA (--fuse c=tma: which C element each accumulator element receives, the c_full order) and e4m3 through
     the wgmma TMA store (the pair stores against the TMA read model), at L1."""
@@ -237,7 +251,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     try:
         t = derive(spec)
         problems = (check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
-                    + _store_epilogue_problems(spec) + _m_major_store_problems(spec))
+                    + _store_epilogue_problems(spec) + _m_major_store_problems(spec) + _f32_store_problems(spec))
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:
