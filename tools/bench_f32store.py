@@ -6,7 +6,7 @@ reversed every other round), medians; method and helpers of tools/bench_blockfp8
 
 Kinds (--kinds):
   blockfp8  block-scaled FP8 (DeepSeek recipe) 128 x 192: ``default_spec("f32")`` (direct, 5 stages, today's default)
-            against ``default_spec("f32", epilogue="tma", stages=4)``; baseline torch._scaled_mm blockwise with
+            against ``default_spec("f32", epilogue="tma", stages=4)`` (--blockfp8-bn 192,160 adds 128 x 160 both ways); baseline torch._scaled_mm blockwise with
             out_dtype=torch.float32 where this torch takes it, else bf16 (the row says which: ``baseline_out``).
   bf16      bf16 inputs, f32 output: the chooser's kernel for the shape retyped to f32 (ptxgen.api.select.select_spec, which
             keeps the direct stores; stream-K off) against the same kernel with the TMA store (runtime.tune.store_variant:
@@ -62,9 +62,11 @@ def bf16_pairs(m: int, n: int, k: int) -> list[tuple[str, TileSpec, TileSpec]]:
     return pairs
 
 
-def blockfp8_pairs() -> list[tuple[str, TileSpec, TileSpec]]:
-    d = ptxgen.api.fp8blocks.default_spec(out_dtype="f32")
-    return [("128x192", d, ptxgen.api.fp8blocks.default_spec(out_dtype="f32", epilogue="tma", stages=4))]
+def blockfp8_pairs(bns: tuple[int, ...] = (192,)) -> list[tuple[str, TileSpec, TileSpec]]:
+    """(name, direct, TMA store) per BN: 192 is today's default (direct with 5 stages) against the TMA store with 4; another
+    BN (e.g. 160: a multiple of 32, not of 64, so only f32 stages it) the same way."""
+    fp8 = ptxgen.api.fp8blocks.default_spec
+    return [(f"128x{bn}", fp8(out_dtype="f32", bn=bn), fp8(out_dtype="f32", bn=bn, epilogue="tma", stages=4)) for bn in bns]
 
 
 class Launch:
@@ -106,12 +108,13 @@ def _baseline(torch, kind, a, b, sa, sb):
         return None, f"torch.mm(..., out_dtype=torch.float32): {type(e).__name__}: {e}"
 
 
-def bench_shape(torch, dev, kind: str, shape: str, rounds: int, json_path: str | None) -> tuple[bool, list[dict]]:
+def bench_shape(torch, dev, kind: str, shape: str, rounds: int, json_path: str | None,
+                bns: tuple[int, ...] = (192,)) -> tuple[bool, list[dict]]:
     m, n, k = map(int, shape.split("x"))
     if kind == "blockfp8":
         a, b, sa, sb, kb4 = inputs(torch, m, n, k)
         extra = {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
-        pairs = blockfp8_pairs()
+        pairs = blockfp8_pairs(bns)
     else:
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.bfloat16)
@@ -174,6 +177,7 @@ def main() -> int:
     ap.add_argument("--kinds", default="blockfp8,bf16", help="comma-separated: blockfp8, bf16")
     ap.add_argument("--blockfp8-shapes", default=",".join(BLOCKFP8_SHAPES))
     ap.add_argument("--bf16-shapes", default=",".join(BF16_SHAPES))
+    ap.add_argument("--blockfp8-bn", default="192", help="comma-separated BN of the block-FP8 pairs (e.g. 192,160)")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -184,7 +188,8 @@ def main() -> int:
     for kind in args.kinds.split(","):
         shapes = (args.blockfp8_shapes if kind == "blockfp8" else args.bf16_shapes).split(",")
         for shape in shapes:
-            good, r = bench_shape(torch, dev, kind, shape, args.rounds, args.json)
+            good, r = bench_shape(torch, dev, kind, shape, args.rounds, args.json,
+                                  tuple(int(x) for x in args.blockfp8_bn.split(",")))
             ok &= good
             rows += r
     for kind in args.kinds.split(","):
