@@ -1,9 +1,9 @@
 """An f32 output asked of a chooser pick with the TMA-store epilogue (``ptxgen.gemm(a, b, out)`` with a float32 ``out``,
 or ``out_dtype="f32"``): ``api.select._with_out_dtype`` keeps the pick's kernel (tile, stages, schedule, cluster, stream-K,
-swap) with the direct stores: where the spec's rules refuse the TMA store for that output (an M-major D: stmatrix.trans
-packs 16-bit outputs) and, by the API's policy (``api.select.F32_PICKS_KEEP_DIRECT``), where they accept it (the wgmma f32
-TMA store, st.shared.v2.f32, not yet measured against the direct stores). Before, only swap-AB's M-major TMA-store picks kept
-their tile; a row-major tuned pick fell to the default kernel.
+swap): with the f32 TMA store where the rules accept it (a row-major D on wgmma: st.shared.v2.f32 staging, s7; measured
+1.0-4.4% faster than the direct stores, runs/2026-12-02-s7-probe/call5), with the direct stores where they refuse it (an
+M-major D: stmatrix.trans packs 16-bit outputs). Before s6, only swap-AB's M-major TMA-store picks kept their tile; a
+row-major tuned pick fell to the default kernel.
 
 Tiers: selection (pure Python, the shipped tables) with controls; the launch path up to the driver on a simulated device
 (NVRTC compiles the kernel); and on the H200 (gpu, ``-k out_dtype_fallback``) ``ptxgen.gemm`` against float64 with the
@@ -38,24 +38,27 @@ F32 = DType.F32
 
 
 def _pick(dtype, m, n, k, rule, tile):
+    """(the chooser's choice, the spec an f32 output must get): the pick stores through TMA; for an f32 output the rules
+    refuse that store for an M-major D (then the direct stores) and accept it for a row-major one (wgmma: the f32 TMA
+    store), which the API keeps."""
     c = choose(dtype, "sm_90a", m, n, k)
-    # the premise: the chooser's kernel here stores through TMA; for an f32 output the rules refuse that store (M-major D)
-    # or accept it (row-major D, wgmma: the f32 TMA store) and the API's policy keeps the direct stores
     assert (c.chosen_by, (c.spec.bm, c.spec.bn), c.spec.epilogue) == (rule, tile, Epilogue.TMA)
     if c.spec.d_major is DMajor.M:
         with pytest.raises(SpecError, match="--epilogue"):
             dataclasses.replace(c.spec, out_dtype=F32)
-    else:
-        assert dataclasses.replace(c.spec, out_dtype=F32).epilogue is Epilogue.TMA
-    return c
+        return c, dataclasses.replace(c.spec, out_dtype=F32, epilogue=Epilogue.DIRECT)
+    want = dataclasses.replace(c.spec, out_dtype=F32)
+    assert want.epilogue is Epilogue.TMA
+    return c, want
 
 
 @pytest.mark.parametrize("dtype,m,n,k,rule,tile", PICKS, ids=[f"{p[0]}-{p[1]}x{p[2]}x{p[3]}" for p in PICKS])
-def test_an_f32_output_keeps_the_picks_kernel_with_direct_stores(dtype, m, n, k, rule, tile):
-    c = _pick(dtype, m, n, k, rule, tile)
+def test_an_f32_output_keeps_the_picks_kernel(dtype, m, n, k, rule, tile):
+    c, want = _pick(dtype, m, n, k, rule, tile)
     spec, why, swapped = select_choice(dtype, "sm_90a", m, n, k, out_dtype="f32")
-    # every field as picked (tile, stages, schedule, consumers, raster, cluster, stream-K, D's majorness) but the two
-    assert spec == dataclasses.replace(c.spec, out_dtype=F32, epilogue=Epilogue.DIRECT)
+    # every field as picked (tile, stages, schedule, consumers, raster, cluster, stream-K, D's majorness) but the output
+    # type and, for an M-major D, the epilogue
+    assert spec == want
     assert spec.stages == c.spec.stages and why == c.why and swapped == c.swap_ab == (spec.d_major is DMajor.M)
     assert spec.kernel_name != default_spec(dtype, "sm_90a", Major.K, Major.K, "f32").kernel_name
     # control: the pick's own output type keeps the TMA store, the whole spec as chosen
@@ -70,14 +73,16 @@ def test_an_output_the_tma_store_takes_keeps_it():
     assert spec == dataclasses.replace(c.spec, out_dtype=DType.F16) and spec.epilogue is Epilogue.TMA
 
 
-def test_control_without_the_policy_an_f32_pick_keeps_the_tma_store(monkeypatch):
-    """The direct stores of a row-major pick come from the policy, not from a refusal: with it off the f32 TMA store stays."""
-    from ptxgen.api import select
-
-    c = choose("bf16", "sm_90a", 8192, 8192, 1024)
-    monkeypatch.setattr(select, "F32_PICKS_KEEP_DIRECT", False)
+def test_a_row_major_f32_pick_keeps_the_tma_store_an_m_major_one_takes_the_direct_stores():
+    """Both sides of the fallback in one place: the ping-pong bf16 pick (row-major D) keeps its TMA store for f32, the
+    swap-AB pick (M-major D, refused) gets the direct stores."""
+    row = choose("bf16", "sm_90a", 8192, 8192, 1024)
     spec, _, _ = select_choice("bf16", "sm_90a", 8192, 8192, 1024, out_dtype="f32")
-    assert spec == dataclasses.replace(c.spec, out_dtype=F32) and spec.epilogue is Epilogue.TMA
+    assert spec == dataclasses.replace(row.spec, out_dtype=F32) and spec.epilogue is Epilogue.TMA
+    col = choose("bf16", "sm_90a", 16, 4096, 4096)
+    assert col.spec.d_major is DMajor.M and col.spec.epilogue is Epilogue.TMA
+    spec, _, _ = select_choice("bf16", "sm_90a", 16, 4096, 4096, out_dtype="f32")
+    assert spec.epilogue is Epilogue.DIRECT and (spec.bm, spec.bn, spec.stages) == (col.spec.bm, col.spec.bn, col.spec.stages)
 
 
 def test_what_the_direct_stores_refuse_too_is_still_refused():
@@ -93,7 +98,7 @@ def test_what_the_direct_stores_refuse_too_is_still_refused():
 
 # -- L2: the kernels an f32 output gets compile (NVRTC, sm_90a) and pass the SASS check ---------------------------------
 @pytest.mark.parametrize("dtype,m,n,k,rule,tile", PICKS, ids=[f"{p[0]}-{p[1]}x{p[2]}x{p[3]}" for p in PICKS])
-def test_the_f32_kernels_compile_with_direct_stores_and_no_local_memory(dtype, m, n, k, rule, tile):
+def test_the_f32_kernels_compile_with_no_local_memory(dtype, m, n, k, rule, tile):
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.sass import check_sass
@@ -104,7 +109,11 @@ def test_the_f32_kernels_compile_with_direct_stores_and_no_local_memory(dtype, m
     sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
     rep = check_sass(spec, c.cubin, sass=sass)
     assert rep.ok and rep.local_bytes == 0, rep.problems
-    assert "UTMASTG" not in sass and "STSM" not in sass and "STG.E" in sass  # D leaves through global stores only
+    assert "STSM" not in sass  # no stmatrix: it packs 16-bit outputs
+    if spec.epilogue is Epilogue.TMA:  # the f32 staging: st.shared.v2.f32 pairs, then the TMA store
+        assert "STS.64" in sass and "UTMASTG" in sass
+    else:  # D leaves through global stores only
+        assert "UTMASTG" not in sass and "STG.E" in sass
 
 
 # -- through ptxgen.gemm on a simulated device (NVRTC compiles the kernel; no GPU) ---------------------------------------
@@ -119,6 +128,8 @@ def test_gemm_with_an_f32_out_launches_the_picks_tile(monkeypatch, m, n, k):
     monkeypatch.setattr(dispatch, "_SWAPPED", {})
     c = choose("bf16", "sm_90a", m, n, k)
     assert c.spec.epilogue is Epilogue.TMA
+    # row-major D (cost-model): the f32 TMA store; M-major D (swap-ab): refused, the direct stores
+    want = dataclasses.replace(c.spec, out_dtype=F32, **({"epilogue": Epilogue.DIRECT} if c.spec.d_major is DMajor.M else {}))
 
     class Out(FakeArray):
         @property
@@ -128,7 +139,6 @@ def test_gemm_with_an_f32_out_launches_the_picks_tile(monkeypatch, m, n, k):
     ptr = 0x7A0000000000
     out = Out((m, n), "float32", strides=(n, 1), ptr=ptr)
     assert ptxgen.gemm(kmajor(m, k), kmajor(n, k), out) is out  # out's dtype is the output type
-    want = dataclasses.replace(c.spec, out_dtype=F32, epilogue=Epilogue.DIRECT)
     assert sim.loaded["name"] == want.kernel_name and len(sim.launches) == 1
 
 
@@ -140,7 +150,7 @@ GPU_PICKS = [p for p in PICKS if p[1] * p[2] <= 3000 * 7000]  # the reference is
 @pytest.mark.parametrize("dtype,m,n,k,rule,tile", GPU_PICKS, ids=[f"{p[0]}-{p[1]}x{p[2]}x{p[3]}" for p in GPU_PICKS])
 def test_gemm_out_dtype_fallback_f32_matches_float64_with_the_picks_tile(gpu, monkeypatch, dtype, m, n, k, rule, tile):
     """ptxgen.gemm(a, b, out) with a float32 out (NaN-filled) on shapes whose pick stores through TMA: the kernel launched
-    is the pick's tile with direct f32 stores (its name), not the default kernel; out within 1e-3 of float64 (1e-2 for
+    is the pick's tile (its name) with the f32 TMA store (row-major D) or the direct stores (M-major D), not the default; out within 1e-3 of float64 (1e-2 for
     e4m3 inputs)."""
     import ptxgen
     from ptxgen.api import dispatch
@@ -149,8 +159,7 @@ def test_gemm_out_dtype_fallback_f32_matches_float64_with_the_picks_tile(gpu, mo
     torch = pytest.importorskip("torch")
     if gpu.arch.value != "sm_90a":
         pytest.skip("the shipped tables are the H200's (sm_90a)")
-    c = _pick(dtype, m, n, k, rule, tile)
-    want = dataclasses.replace(c.spec, out_dtype=F32, epilogue=Epilogue.DIRECT)
+    c, want = _pick(dtype, m, n, k, rule, tile)
     launched = []
     real = CompiledKernel._launch
 

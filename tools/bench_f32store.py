@@ -50,23 +50,25 @@ FIXED_BF16 = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dty
 
 def bf16_pairs(m: int, n: int, k: int) -> list[tuple[str, TileSpec, TileSpec]]:
     """(name, direct spec, TMA-store spec) for bf16 inputs -> f32."""
-    pick, _ = select_spec("bf16", "sm_90a", m, n, k, out_dtype="f32")
-    pick = make_spec(**{**pick.to_json(), "stream_k": 1})
+    pick, _ = select_spec("bf16", "sm_90a", m, n, k, out_dtype="f32")  # the TMA store since s7 where the rules take it
+    direct = make_spec(**{**pick.to_json(), "stream_k": 1, "epilogue": "direct"})
     pairs = []
-    tma = store_variant(pick)
+    tma = store_variant(direct)
     if tma is not None:
-        pairs.append(("pick", pick, tma))
+        pairs.append(("pick", direct, tma))
     fixed = make_spec(**FIXED_BF16)
-    if fixed != pick:  # else the pick's pair already times it
+    if fixed != direct:  # else the pick's pair already times it
         pairs.append(("128x256-s4", fixed, dataclasses.replace(fixed, epilogue=Epilogue.TMA)))
     return pairs
 
 
 def blockfp8_pairs(bns: tuple[int, ...] = (192,)) -> list[tuple[str, TileSpec, TileSpec]]:
-    """(name, direct, TMA store) per BN: 192 is today's default (direct with 5 stages) against the TMA store with 4; another
-    BN (e.g. 160: a multiple of 32, not of 64, so only f32 stages it) the same way."""
+    """(name, direct, TMA store) per BN: 192 is the f32 default's tile, the direct stores with 5 stages (the default before
+    s7) against the TMA store with 4 (the default since); another BN (e.g. 160: a multiple of 32, not of 64, so only f32
+    stages it) the same way."""
     fp8 = ptxgen.api.fp8blocks.default_spec
-    return [(f"128x{bn}", fp8(out_dtype="f32", bn=bn), fp8(out_dtype="f32", bn=bn, epilogue="tma", stages=4)) for bn in bns]
+    return [(f"128x{bn}", fp8(out_dtype="f32", bn=bn, epilogue="direct", stages=5),
+             fp8(out_dtype="f32", bn=bn, epilogue="tma", stages=4)) for bn in bns]
 
 
 class Launch:

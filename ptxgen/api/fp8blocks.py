@@ -28,12 +28,13 @@ BLOCK = 128
 
 def default_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """128 x 192 tiles (a tile's columns span two 128-column scale blocks of B), one 128-block of K per stage,
-    persistent, two consumer warpgroups; 16-bit outputs through the TMA-store epilogue with 4 stages, others direct
-    with 5; the scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem). Measured on the H200
+    persistent, two consumer warpgroups; 16-bit and f32 outputs through the TMA-store epilogue with 4 stages (f32 since
+    s7: 1.0-3.4% faster than the direct stores with 5 stages, runs/2026-12-02-s7-probe/call5), others direct with 5; the
+    scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem). Measured on the H200
     (docs/block-fp8.md, runs/2026-12-01-s5-bfp8/run2): 990-1090 TFLOP/s, 0.89-0.99 of torch's blockwise _scaled_mm at
     4096x7168x16384, 8192^3 and 2048x7168x4096, against 947-1025 (0.80-0.90) with each consumer thread loading its
     scales from global memory (runs/2026-12-01-s4-blockfp8/ before)."""
-    tma = out_dtype in ("bf16", "f16")
+    tma = out_dtype in ("bf16", "f16", "f32")
     fields = dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype=out_dtype,
                   arch="sm_90a", stages=4 if tma else 5, epilogue="tma" if tma else "direct", schedule="persistent",
                   fp8_blocks="1x128x128")

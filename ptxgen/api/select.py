@@ -18,21 +18,14 @@ _TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.tune searche
 GEMM_STREAM_K = True
 
 
-# An f32 output asked of a TMA-store pick (a chooser pick, a fused chain's spec) keeps the direct stores: the rules
-# accept the wgmma f32 TMA store (derive.epilogue, st.shared.v2.f32) since s7, but it is not measured against the direct
-# stores yet (tools/bench_f32store.py); ask for it with an explicit spec (--epilogue tma --out-dtype f32).
-F32_PICKS_KEEP_DIRECT = True
-
-
 def spec_or_direct_store(fields: dict) -> TileSpec:
     """``make_spec(**fields)``; where the rules refuse it and it has the TMA-store epilogue (not derived for every output:
-    derive.rules/derive.output), or it asks for an f32 output through the TMA store (F32_PICKS_KEEP_DIRECT), the same
-    kernel with the direct stores, which need no staging buffers (tile, stages, schedule kept); SpecError where that is
-    refused too."""
+    derive.rules/derive.output), the same kernel with the direct stores, which need no staging buffers (tile, stages,
+    schedule kept); SpecError where that is refused too. An f32 output keeps the TMA store where the rules accept it (the
+    wgmma st.shared.v2.f32 staging, s7): measured 1.0-4.4% faster than the direct stores of the same kernel on the H200
+    (runs/2026-12-02-s7-probe/call5, tools/bench_f32store.py)."""
     try:
-        spec = make_spec(**fields)
-        if not (F32_PICKS_KEEP_DIRECT and spec.epilogue is Epilogue.TMA and spec.out_dtype is DType.F32):
-            return spec
+        return make_spec(**fields)
     except SpecError:
         if fields.get("epilogue") != Epilogue.TMA.value:
             raise
@@ -40,8 +33,8 @@ def spec_or_direct_store(fields: dict) -> TileSpec:
 
 
 def _with_out_dtype(spec: TileSpec, out_dtype: str) -> TileSpec:
-    """``spec`` retyped to write ``out_dtype`` (:func:`spec_or_direct_store`: a TMA-store pick asked for f32 keeps its
-    kernel with the direct stores)."""
+    """``spec`` retyped to write ``out_dtype`` (:func:`spec_or_direct_store`: a TMA-store pick asked for an output its
+    TMA store cannot stage keeps its kernel with the direct stores)."""
     if spec.out_dtype.value == out_dtype:
         return spec
     return spec_or_direct_store({**spec.to_json(), "out_dtype": out_dtype})
