@@ -61,11 +61,22 @@ def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None
         except SpecError as e:
             errors.append(e)
     if not specs:
-        raise errors[0]
+        raise errors[0] if len(errors) == 1 else _on_no_arch(dict(zip(archs, errors)))
     spec = specs[0]
     for m, n, k in shapes:
         dm, dn, dk = default_problem(spec)
         check_problem(spec, Problem.padded(spec, dm if m is None else m, dn if n is None else n, dk if k is None else k))
+
+
+def _on_no_arch(errors: dict):
+    """One SpecError for a spec no arch takes (no --arch given): the first arch's field and value, a message naming each
+    arch's own refusal (on an H200 the sm_90a one is the one that matters, and it may be another field's)."""
+    from ..isa.types import SpecError
+
+    first = next(iter(errors.values()))
+    e = SpecError(first.field, first.value, first.rule, first.legal, first.ref)
+    e.args = ("no --arch takes this spec: " + "; ".join(f"on {arch}, {err}" for arch, err in errors.items()),)
+    return e
 
 
 def check_dims(shapes: list[tuple[int, int, int]]) -> None:
