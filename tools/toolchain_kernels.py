@@ -5,10 +5,11 @@ FP8; runs/2026-12-01-s4-toolchains), ``s5`` (the M-major TMA store of the swappe
 bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 128 small-M pick, block FP8 with its
 scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains), ``s6`` (the
 block-FP8 kernels the sixth session changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
-runs/2026-12-02-s6-toolchains).
+runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
+TMA store: the block-FP8 f32 default, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|all]
 """
 import argparse
 import sys
@@ -71,9 +72,29 @@ def s6_specs() -> dict:
             "block fp8 2x1 cluster": bfp8_default(cluster="2x1")}
 
 
+def s7_specs() -> dict:
+    """The seventh session's kernels: every consumer thread releases a stage it read scales from; f32 through the TMA store."""
+    from ptxgen.api.fp8blocks import default_spec as bfp8_default
+    from ptxgen.api.fused import fused_spec
+    from ptxgen.api.select import select_choice
+    from ptxgen.derive.fusion import parse_chain
+
+    base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="f32", epilogue="tma")
+    pick, _, _ = select_choice("bf16", "sm_90a", 4096, 4096, 4096, out_dtype="f32")
+    return {"block fp8 default (per-thread release)": bfp8_default(),
+            "block fp8 --fp8-scale-load tma (per-thread release)": bfp8_default(fp8_scale_load="tma"),
+            "block fp8 BM = 192 (per-thread release)": bfp8_default(bm=192, bn=128),
+            "block fp8 f32 default (TMA store)": bfp8_default("f32"),
+            "bf16 -> f32 pick 4096^3 (TMA store)": pick,
+            "f32 TMA store ping-pong 128x128": make_spec(bm=128, bn=128, bk=64, stages=5, schedule="persistent",
+                                                         consumers="pingpong", **base),
+            "f32 TMA store bias+gelu": fused_spec(make_spec(bm=128, bn=256, bk=64, stages=4, schedule="persistent", **base),
+                                                  parse_chain("bias=col:bf16,act=gelu_tanh"), "f32")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("s4", "s5", "s6", "all"), default="all")
+    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("s4", "all"):
@@ -82,6 +103,8 @@ def main() -> int:
         specs.update(s5_specs())
     if args.set in ("s6", "all"):
         specs.update(s6_specs())
+    if args.set in ("s7", "all"):
+        specs.update(s7_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
