@@ -58,11 +58,12 @@ def test_controls_fail(cls):
     assert check_store_plan(bad, 128)
 
 
-def test_rendered_stores_are_the_plans():
-    plan = plan_kernel(spec())
+def pair_stores_are_the_plans(plan) -> str:
+    """Assert the rendered pair stores' offset expressions (evaluated for sample lanes and warps) are the plan's
+    pair_offset, pair k = (group k // 2, half k % 2) storing elements 4g + 2h, +1; return the rendered source.
+    Shared with tests/test_f32_store.py (the f32 writer has the same pair structure)."""
     v = kernel_view(plan)
-    src = render_kernel(plan)
-    assert len(v.store.pair_stores) == 2 * plan.store.chunk_cols // 8 and "stmatrix_x4(" not in src.split("acc_to_out")[-1]
+    assert len(v.store.pair_stores) == 2 * plan.store.chunk_cols // 8
     for lane in (0, 5, 13, 31):
         for warp in (0, 3):
             for k, st in enumerate(v.store.pair_stores):
@@ -70,6 +71,12 @@ def test_rendered_stores_are_the_plans():
                 expr = st.offset_expr.replace("static_cast<unsigned>", "").replace("u", "").replace("/", "//")
                 assert eval(expr, {}, {"wg_tid": 32 * warp + lane, "lane": lane}) == plan.store.pair_offset(warp, lane, g, h)
                 assert (st.first, st.second) == (4 * g + 2 * h, 4 * g + 2 * h + 1)
+    return render_kernel(plan)
+
+
+def test_rendered_stores_are_the_plans():
+    src = pair_stores_are_the_plans(plan_kernel(spec()))
+    assert "stmatrix_x4(" not in src.split("acc_to_out")[-1]
     assert "pack_pair(" in src and "<< 8" in src
 
 
