@@ -5,7 +5,8 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
 Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
 --fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
---stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
+--stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), pp: --consumers
+pingpong (each consumer warpgroup a whole BM x BN tile; BM = 64 for block FP8), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
 """
@@ -64,8 +65,10 @@ def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
                   fp8_stagger=next((x for x in parts[2:] if x in ("issue", "complete", "half")), "none"),
                   fp8_overlap=next((x for x in parts[2:] if x in ("halves", "interleave")), "none"),
                   fp8_scale_load=next((SCALE_LOADS[x] for x in parts[2:] if x in SCALE_LOADS), "auto"))
-    for x in parts[2:]:  # cNxM: --cluster; gN: --raster-group; skS: --stream-k
-        if x[:1] == "c" and "x" in x:
+    for x in parts[2:]:  # cNxM: --cluster; gN: --raster-group; skS: --stream-k; pp: --consumers pingpong
+        if x == "pp":
+            fields["consumers"] = "pingpong"
+        elif x[:1] == "c" and "x" in x:
             fields["cluster"] = x[1:]
         elif x[:1] == "g" and x[1:].isdigit():
             fields["raster_group"] = int(x[1:])
