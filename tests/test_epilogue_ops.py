@@ -349,14 +349,19 @@ def _block_fp8_against_recipe(m, n, k, seed, spec, out_dtype="bf16"):
                                      # --fp8-overlap interleave: two m64n(BN/2) chains alternated per K-step, one commit group
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave", "fp8_stagger": "complete"},
-                                     {"bn": 160, "stages": 4, "epilogue": "direct", "fp8_overlap": "interleave"}],
+                                     {"bn": 160, "stages": 4, "epilogue": "direct", "fp8_overlap": "interleave"},
+                                     # ping-pong: each consumer warpgroup a whole 64 x 192 tile, scales from global (block);
+                                     # added in s7 (L2 only then: not run on a GPU yet)
+                                     {"bm": 64, "bn": 192, "stages": 6, "epilogue": "tma", "consumers": "pingpong"},
+                                     {"bm": 64, "bn": 192, "stages": 7, "epilogue": "direct", "consumers": "pingpong"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
                               "n128-complete", "n192-halves", "n160-halves", "n128-halves", "n192-ahead", "n160-ahead",
                               "n128-ahead", "n192-smem", "n160-smem", "n128-smem",
                               "n192-smem-halves", "n192-smem-issue", "n192-smem-c2x1", "n192-smem-c1x2", "n128-smem-c2x1",
                               "n192-tma-block", "direct-block", "n192-smem-complete", "n192-half", "n128-half",
                               "n192-block-half", "n160-direct-half", "m192-tma", "m192-direct", "m192-s3-tma", "m192-tma-block",
-                              "m192-halves", "n192-interleave", "n192-complete-interleave", "n160-direct-interleave"])
+                              "m192-halves", "n192-interleave", "n192-complete-interleave", "n160-direct-interleave",
+                              "m64-n192-pp-tma", "m64-n192-pp-direct"])
 def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
 
