@@ -193,3 +193,29 @@ def test_smem_scale_kernels_release_each_stage_per_thread():
     block = render_kernel(plan_kernel(_spec(fp8_scale_load="block")))
     assert "if (wg_tid == 0) mbar_arrive(empty_bar" in block
     assert "mbar_init(empty_bar + s * 8u, 2);" in block
+
+
+def test_the_release_probe_makes_s6s_per_warp_form(monkeypatch):
+    """tools/probe_release.py rewrites the rendered per-thread release into s6's per-warp one (the racecheck control:
+    3 hazards on the H200, runs/2026-12-02-s7-probe/call3): every release becomes __syncwarp + lane 0's arrive and
+    empty[s] counts the 8 consumer warps; the kernel is otherwise the rendered one, line for line."""
+    import pathlib
+    import sys
+
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+    sys.modules.pop("probe_release", None)
+    import probe_release
+
+    for load in ("smem", "tma"):
+        src = render_kernel(plan_kernel(_spec(fp8_scale_load=load)))
+        warp = probe_release.per_warp(src)
+        releases = [ln.strip() for ln in warp.splitlines() if "mbar_arrive(empty_bar" in ln]
+        assert releases and all(ln.startswith("if (lane == 0) mbar_arrive(empty_bar") for ln in releases), releases
+        assert warp.count("__syncwarp();") == len(releases)
+        assert "mbar_init(empty_bar + s * 8u, 8);" in warp and "mbar_init(empty_bar + s * 8u, 256);" in src
+        kept = [ln for ln in src.splitlines() if "mbar_arrive(empty_bar" not in ln and "mbar_init(empty_bar" not in ln]
+        assert [ln for ln in warp.replace("_bs128_relwarp", "_bs128").splitlines() if "mbar_arrive(empty_bar" not in ln
+                and "mbar_init(empty_bar" not in ln and "__syncwarp();  // this warp's" not in ln] == kept

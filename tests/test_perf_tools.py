@@ -77,6 +77,21 @@ def test_alternating_rounds_with_a_fake_clock(monkeypatch):
     assert "".join(order[1:]) == "obboobbo" and len(checks) == 5  # after the 1 calibration launch
 
 
+@pytest.mark.parametrize("rotate, want", [(False, "xyzzyxxyzzyx"), (True, "xyzyzxzxyxyz")])
+def test_alternate_medians_times_every_entry_every_round_in_turning_order(monkeypatch, rotate, want):
+    """Each named entry once a round, the order reversed every other round (or rotated by one); medians per entry."""
+    order = []
+    monkeypatch.setattr(bench, "_batch", lambda torch, fn, reps: fn())
+
+    def entry(name, ms):
+        return lambda: order.append(name) or ms
+
+    got = bench.alternate_medians(None, {"x": entry("x", 1.0), "y": entry("y", 2.0), "z": entry("z", 3.0)}, rounds=4,
+                                  rotate=rotate)
+    assert got == {"x": 1.0, "y": 2.0, "z": 3.0}
+    assert "".join(order[3:]) == want  # after one calibration batch each
+
+
 def test_chart_parses_bench_lines_and_is_valid_svg():
     log = ("k1 M=4096 N=4096 K=4096: ptxgen 622.3 TFLOP/s (0.221 ms), cuBLAS 689.1 TFLOP/s (0.199 ms), ratio 0.903; x\n"
            "k2 M=8192 N=8192 K=1024: ptxgen 547.4 TFLOP/s (0.251 ms), cuBLAS 608.7 TFLOP/s (0.226 ms), ratio 0.899; x\n")

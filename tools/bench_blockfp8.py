@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 import ptxgen.api.fp8blocks
@@ -26,7 +25,7 @@ from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry, streamk_items, workspace_bytes
 from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.ffma_yield import interleave_ffma
-from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
+from ptxgen.runtime.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
 
 BATCH_MS = 25.0
 
@@ -48,6 +47,30 @@ def inputs(torch, m, n, k):
     kb4 = -(-kb // 4) * 4
     sb = (torch.rand(nb, kb4, device="cuda", generator=gen) + 0.5).t()[:kb]
     return a, b, sa, sb, kb4
+
+
+class Launch:
+    """One spec compiled (the on-disk cache; or ``cubin`` as given, e.g. patched) and loaded, its arguments bound to
+    (a, b, d) over the tight problem (lda = ldb = K, ldd = N): ``run()`` launches once. A stream-K kernel gets a zeroed
+    workspace (its flags start at zero and each owner resets its own, so once is enough)."""
+
+    def __init__(self, spec, m, n, k, a, b, d, extra, dev, torch, cubin: bytes | None = None, name: str | None = None):
+        self.spec, self.plan = spec, plan_kernel(spec)
+        name = name or spec.kernel_name
+        if cubin is None:
+            cubin = compile_cached(render_kernel(self.plan), name, "sm_90a").compiled.cubin
+        self.kern = Kernel(cubin, name, self.plan.abi.dynamic_smem_bytes)
+        self.p = Problem(m, n, k, k, k, n)
+        check_problem(spec, self.p)
+        extra = dict(extra)
+        if self.plan.stream_k is not None:
+            self.ws = torch.zeros(workspace_bytes(self.plan, self.p, dev.sm_count), dtype=torch.uint8, device="cuda")
+            extra["W"] = self.ws.data_ptr()
+        self.grid, self.block, _ = launch_geometry(self.plan, self.p, dev.sm_count, self.kern)
+        self.argv = gemm_args(self.plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), self.p, extra=extra or None)
+
+    def run(self):
+        self.kern.launch(self.grid, self.block, self.argv)
 
 
 def flops_tf(m, n, k, ms):
@@ -82,9 +105,9 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield] (S: "
+                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-pp][-yield] (S: "
                          "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto); "
-                         "skS: --stream-k S; yield: FFMA flags patched), each timed against torch")
+                         "skS: --stream-k S; pp: --consumers pingpong; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
@@ -109,21 +132,15 @@ def main() -> int:
                 print(f"{shape} {vname}: SKIPPED, the FFMA patch failed: {type(e).__name__}: {e}", flush=True)
                 continue
             print(f"{vname}: {len(patch.changed)} FFMA patched in {patch.runs} runs", flush=True)
-        kern = Kernel(cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
-        p = Problem(m, n, k, k, k, n)
-        check_problem(spec, p)
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         extra = {} if plain else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
-        grid, block, _ = launch_geometry(plan, p, dev.sm_count, kern)
+        ours = Launch(spec, m, n, k, a, b, d, extra, dev, torch, cubin=cubin)
         split = None
-        if plan.stream_k is not None:  # the flags start at zero (each owner resets its own, so once is enough)
-            ws = torch.zeros(workspace_bytes(plan, p, dev.sm_count), dtype=torch.uint8, device="cuda")
-            extra["W"] = ws.data_ptr()
-            lay = plan.stream_k.layout(streamk_items(plan, p), grid[0] // plan.stream_k.cluster_size, k)
+        if plan.stream_k is not None:
+            lay = plan.stream_k.layout(streamk_items(plan, ours.p), ours.grid[0] // plan.stream_k.cluster_size, k)
             split = {"splits": lay.splits, "last_items": lay.last_items, "items": lay.items, "clusters": lay.clusters}
             print(f"{shape} {vname}: stream-K {split}", flush=True)
-        argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra or None)
-        fns = {"ours": lambda: kern.launch(grid, block, argv),
+        fns = {"ours": ours.run,
                "torch": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)}
         try:
             fns["torch"]()
@@ -132,12 +149,7 @@ def main() -> int:
             del fns["torch"]
         fns["ours"]()
         torch.cuda.synchronize()
-        reps = {nm: max(1, int(BATCH_MS / max(1e-3, _batch(torch, f, 3)))) for nm, f in fns.items()}
-        times = {nm: [] for nm in fns}
-        for r in range(args.rounds):
-            for nm in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                times[nm].append(_batch(torch, fns[nm], reps[nm]))
-        ms = {nm: statistics.median(t) for nm, t in times.items()}
+        ms = alternate_medians(torch, fns, args.rounds, BATCH_MS)
         if "torch" not in fns:
             print(f"{shape}: ours {flops_tf(m, n, k, ms['ours']):.0f} TFLOP/s (no torch baseline)", flush=True)
             ok = False
@@ -155,7 +167,7 @@ def main() -> int:
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
-        kern.unload()
+        ours.kern.unload()
     return 0 if ok else 1
 
 

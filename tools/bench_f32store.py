@@ -1,6 +1,6 @@
 """Benchmark (s7): f32 outputs through the direct epilogue against the wgmma TMA-store epilogue (st.shared.v2.f32, 32-column
 chunks; ptxgen.derive.epilogue), the same kernel otherwise, on the H200. One process, alternating rounds (the order
-reversed every other round), medians; method and helpers of tools/bench_blockfp8.py (its inputs, its event-timed batch).
+reversed every other round), medians; method and helpers of tools/bench_blockfp8.py (its inputs, its Launch) and ptxgen.runtime.bench.alternate_medians.
 
     python tools/bench_f32store.py --json $OUT/bench_f32store.jsonl
 
@@ -28,18 +28,14 @@ import math
 import statistics
 import sys
 
-from bench_blockfp8 import BATCH_MS, inputs  # tools/ (the script's folder) is on sys.path
+from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's folder) is on sys.path
 
 import ptxgen.api.fp8blocks
 from ptxgen.api.select import select_spec
-from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import Epilogue
-from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
-from ptxgen.runtime.cache import compile_cached
-from ptxgen.runtime.gpu import Kernel, require_gpu
-from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry, workspace_bytes
+from ptxgen.runtime.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
+from ptxgen.runtime.gpu import require_gpu
 from ptxgen.runtime.tune import store_variant
 
 BLOCKFP8_SHAPES = ["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"]
@@ -69,26 +65,6 @@ def blockfp8_pairs(bns: tuple[int, ...] = (192,)) -> list[tuple[str, TileSpec, T
     fp8 = ptxgen.api.fp8blocks.default_spec
     return [(f"128x{bn}", fp8(out_dtype="f32", bn=bn, epilogue="direct", stages=5),
              fp8(out_dtype="f32", bn=bn, epilogue="tma", stages=4)) for bn in bns]
-
-
-class Launch:
-    """One spec compiled (the on-disk cache) and loaded, its arguments bound to (a, b, d): ``run()`` launches once."""
-
-    def __init__(self, spec: TileSpec, m, n, k, a, b, d, extra, dev, torch):
-        self.spec, self.plan = spec, plan_kernel(spec)
-        cubin = compile_cached(render_kernel(self.plan), spec.kernel_name, "sm_90a").compiled.cubin
-        self.kern = Kernel(cubin, spec.kernel_name, self.plan.abi.dynamic_smem_bytes)
-        p = Problem(m, n, k, k, k, n)
-        check_problem(spec, p)
-        extra = dict(extra)
-        if self.plan.stream_k is not None:  # not used here (stream-K off), kept correct: a zeroed workspace
-            self.ws = torch.zeros(workspace_bytes(self.plan, p, dev.sm_count), dtype=torch.uint8, device="cuda")
-            extra["W"] = self.ws.data_ptr()
-        self.grid, self.block, _ = launch_geometry(self.plan, p, dev.sm_count, self.kern)
-        self.argv = gemm_args(self.plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra or None)
-
-    def run(self):
-        self.kern.launch(self.grid, self.block, self.argv)
 
 
 def _baseline(torch, kind, a, b, sa, sb):
@@ -142,12 +118,7 @@ def bench_shape(torch, dev, kind: str, shape: str, rounds: int, json_path: str |
         for f in fns.values():
             f()
         torch.cuda.synchronize()
-        reps = {nm: max(1, int(BATCH_MS / max(1e-3, _batch(torch, f, 3)))) for nm, f in fns.items()}
-        times = {nm: [] for nm in fns}
-        for r in range(rounds):
-            for nm in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                times[nm].append(_batch(torch, fns[nm], reps[nm]))
-        ms = {nm: statistics.median(t) for nm, t in times.items()}
+        ms = alternate_medians(torch, fns, rounds, BATCH_MS)
         identical = bool(torch.equal(ds["direct"], ds["tma"]))
         for v in ("direct", "tma"):
             err = float(torch.linalg.norm(ds[v] - ref) / torch.linalg.norm(ref))

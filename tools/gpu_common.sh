@@ -1,5 +1,5 @@
 # Shared by the device scripts (source it after setting OUT, LOGS and BUDGET): the budget-bounded runner `t`, the
-# environment header `env_header FILE`, and `bench_summary FILE NAME` (one line per shape of a `ptxgen bench --json`).
+# environment header `env_header FILE`, the common start `gpu_begin NAME`, and `bench_summary FILE NAME` (one line per shape of a `ptxgen bench --json`).
 # t SECONDS CMD...: run CMD with the smaller of SECONDS and what is left of $BUDGET (less 12 s for packing the logs)
 left() { echo $(( BUDGET - SECONDS )); }
 t() {
@@ -8,6 +8,15 @@ t() {
   if [ "$have" -lt 10 ]; then echo "SKIPPED (budget): $*"; return 124; fi
   [ "$want" -gt "$have" ] && want=$have
   timeout "$want" "$@"
+}
+# gpu_begin NAME: $OUT made; the environment every device script runs in (PYTHONPATH the checkout, unbuffered output, the
+# kernel cache in $KCACHE or /tmp/ptxgen-cache-NAME); the environment header in $OUT/env.txt; XDIST: "-n 4" where
+# pytest-xdist is installed
+gpu_begin() {
+  mkdir -p "$OUT"
+  export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-$1}
+  env_header "$OUT/env.txt"
+  XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
 }
 env_header() {
   {

@@ -14,10 +14,8 @@ VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-sk4,n192-s4-tma-sk8}
 SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 T_TEST=${T_TEST:-240}
 T_BENCH=${T_BENCH:-150}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s5-bfsk}
-export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
+gpu_begin s5-bfsk
+export PTXGEN_ARTIFACTS="$OUT"
 gpu_pytest pytest_blockfp8_streamk_gpu.log "$T_TEST" tests/test_blockfp8_streamk.py
 bfp8_bench streamk

@@ -18,12 +18,9 @@ T_NEW=${T_NEW:-40}
 T_TEST=${T_TEST:-60}
 T_SK=${T_SK:-35}
 T_BENCH=${T_BENCH:-70}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6-3wg}
-export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
-XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
+gpu_begin s6-3wg
+export PTXGEN_ARTIFACTS="$OUT"
 # the new m192 variants first, then every other block-FP8 gpu test, then stream-K's sk4 case
 [ "$T_TEST" != 0 ] && gpu_pytest pytest_3wg_gpu.log "$T_NEW" tests/test_epilogue_ops.py $XDIST -k "block_fp8 and m192"
 gpu_pytest pytest_blockfp8_others_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k "block_fp8 and not m192"

@@ -14,11 +14,8 @@ VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-half,n192-s4-tma-issue,plain-n192-s
 SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 T_TEST=${T_TEST:-110}
 T_BENCH=${T_BENCH:-90}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6-half}
-export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
-XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
+gpu_begin s6-half
+export PTXGEN_ARTIFACTS="$OUT"
 gpu_pytest pytest_half_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k "(half and not halves) or several_tiles"
 bfp8_bench half

@@ -13,11 +13,8 @@ VARIANTS=${VARIANTS:-n192-s4-tma,n192-s4-tma-interleave,n192-s4-tma-complete,n19
 SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 T_TEST=${T_TEST:-110}
 T_BENCH=${T_BENCH:-90}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6-ilv}
-export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
-XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
+gpu_begin s6-ilv
+export PTXGEN_ARTIFACTS="$OUT"
 gpu_pytest pytest_interleave_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k interleave
 bfp8_bench interleave

@@ -8,10 +8,8 @@
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-420}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6}
-source tools/gpu_common.sh
-env_header "$OUT/env.txt"
+. tools/gpu_common.sh
+gpu_begin s6
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
   --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
 SMI=$!

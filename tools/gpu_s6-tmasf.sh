@@ -16,12 +16,9 @@ SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 T_TEST=${T_TEST:-90}
 T_SAN=${T_SAN:-200}
 T_BENCH=${T_BENCH:-90}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s6-tmasf}
-export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
-XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
+gpu_begin s6-tmasf
+export PTXGEN_ARTIFACTS="$OUT"
 gpu_pytest pytest_tmasf_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k "block_fp8_tma_scales"
 gpu_pytest pytest_tmasf_sanitizer.log "$T_SAN" tests/test_epilogue_ops.py $XDIST -k "block_fp8_compute_sanitizer_clean"
 bfp8_bench tmasf

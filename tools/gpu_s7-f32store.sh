@@ -6,10 +6,8 @@
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-300}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s7-f32store}
-source tools/gpu_common.sh
-env_header "$OUT/env.txt"
+. tools/gpu_common.sh
+gpu_begin s7-f32store
 t 170 python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider tests/test_epilogue_ops.py -k f32_tma_store \
   > "$OUT/pytest_f32store.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_f32store.log"; tail -15 "$OUT/pytest_f32store.log"
 t 110 python3 tools/bench_f32store.py --json "$OUT/bench_f32store.jsonl" > "$OUT/bench_f32store.log" 2>&1

@@ -15,12 +15,9 @@ SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 T_TEST=${T_TEST:-240}
 T_SK=${T_SK:-40}
 T_BENCH=${T_BENCH:-220}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s7}
-export PTXGEN_ARTIFACTS="$OUT"
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
-XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4" || echo "")
+gpu_begin s7
+export PTXGEN_ARTIFACTS="$OUT"
 gpu_pytest pytest_blockfp8_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k "block_fp8" --durations 15
 gpu_pytest pytest_streamk_gpu.log "$T_SK" \
   "tests/test_blockfp8_streamk.py::test_block_fp8_stream_k_matches_the_recipe_bit_for_bit_thrice[sk4]"

@@ -11,10 +11,8 @@
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-330}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s7}
-source tools/gpu_common.sh
-env_header "$OUT/env.txt"
+. tools/gpu_common.sh
+gpu_begin s7
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 # warm the kernel cache first (the racecheck runs compile nothing then)

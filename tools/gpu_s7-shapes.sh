@@ -4,10 +4,8 @@
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-250}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s7}
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
+gpu_begin s7
 LLM=2048x7168x4096,4096x7168x16384,1024x4096x4096,4096x14336x4096,8192x28672x4096,4096x4096x14336,2048x2048x2048,3072x3072x3072,6144x6144x6144,768x3072x768,8192x1024x8192,4000x4000x4000
 for dt in bf16 e4m3; do
   t 110 python3 -m ptxgen bench --dtype $dt --iters 20 --json --shapes "$LLM" > "$OUT/bench_shapes_$dt.json" 2> "$OUT/bench_shapes_$dt.err"

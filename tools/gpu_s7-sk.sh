@@ -8,10 +8,8 @@
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-240}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s7}
-source tools/gpu_common.sh
-env_header "$OUT/env.txt"
+. tools/gpu_common.sh
+gpu_begin s7
 t 110 python3 tools/bench_blockfp8.py 8192x8192x8192 2048x7168x4096 --rounds 8 --variants n192-s4-tma,n192-s4-tma-sk4 \
   --json "$OUT/bench_sk.jsonl" > "$OUT/bench_sk.log" 2>&1; echo "bench exit $?" >> "$OUT/bench_sk.log"; cat "$OUT/bench_sk.log"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

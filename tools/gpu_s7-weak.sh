@@ -5,10 +5,8 @@
 set -u
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-200}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s7}
 . tools/gpu_common.sh
-env_header "$OUT/env.txt"
+gpu_begin s7
 COMMON="--dtype bf16 --a kmajor-sw128 --b kmajor-sw128 --bk 64 --out-dtype bf16 --iters 20 --json"
 i=0
 while read -r name flags; do

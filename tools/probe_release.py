@@ -1,22 +1,21 @@
-"""Probe (issue 17, s7): does compute-sanitizer racecheck accept the block-FP8 consumers' per-warp stage release, and
-what does a per-thread release cost?
+"""Probe (issue 17, s7): the block-FP8 consumers' stage release under compute-sanitizer racecheck, and what it costs.
 
 s6 found racecheck hazards between the consumers' ld.shared of a stage's scale slots and the scale warp's st.shared
-(runs/2026-12-02-s6-final); the per-warp release (93334b3: __syncwarp, then lane 0 arrives on empty[s]) left them
-as they were (runs/2026-12-02-s7-first). A per-thread release (every consumer thread arrives, empty[s] counts them)
-is the form a tool that tracks each thread's arrive can check without crediting __syncwarp. This probe makes that form
-by rewriting the rendered default kernel's source (two lines, asserted) - a diagnostic, not a code path of ptxgen:
+(runs/2026-12-02-s6-final); the per-warp release (93334b3: __syncwarp, then lane 0 arrives on empty[s]) left them as
+they were (runs/2026-12-02-s7-probe/call1, call3); the per-thread release (every consumer thread arrives, empty[s]
+counts them) was clean at the same speed, and is the template's since 7977181. At that time this probe made the
+per-thread form from the rendered source; now it makes the per-warp form (two lines rewritten, asserted), the control
+that shows racecheck can fail on this kernel - a diagnostic, not a code path of ptxgen:
 
     python tools/probe_release.py case warp|thread [tmasf] M N K    # one launch, output vs the float64 recipe
-    compute-sanitizer --tool racecheck python tools/probe_release.py case thread 1500 3000 400
-    python tools/probe_release.py bench 4096x7168x16384 ... [--rounds 8]   # warp vs thread vs torch, alternating rounds
+    compute-sanitizer --tool racecheck python tools/probe_release.py case warp 1500 3000 400   # s7: 3 hazards
+    python tools/probe_release.py bench 4096x7168x16384 ... [--rounds 8]   # warp vs thread vs torch, rotating rounds
 """
 
 from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 
 import numpy as np
@@ -24,48 +23,42 @@ import numpy as np
 import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
+from ptxgen.isa.shapes import WARP_THREADS
 from ptxgen.model import bfp8model
-from ptxgen.runtime.bench import _batch
+from ptxgen.runtime.bench import alternate_medians
 from ptxgen.runtime.cache import compile_cached
-from ptxgen.runtime.gpu import Kernel, require_gpu
-from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
+from ptxgen.runtime.gpu import require_gpu
 
-from bench_blockfp8 import inputs  # tools/ (the script's folder) is on sys.path
+from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's folder) is on sys.path
 
-SYNCWARP = re.compile(r"^\s*__syncwarp\(\);  // this warp's lanes have read the stage's scales.*\n", re.M)
-LANE0 = re.compile(r"if \(lane == 0\) (mbar_arrive\(empty_bar)")
+RELEASE = re.compile(r"^(\s*)(mbar_arrive\(empty_bar[^;]*;)  // every thread, after its ld.shared of the stage's scales.*$", re.M)
 INIT = re.compile(r"mbar_init\(empty_bar \+ s \* 8u, (\d+)\);")
 
 
-def per_thread(source: str, consumer_threads: int) -> str:
-    """The per-warp release rewritten per thread: no __syncwarp, every consumer thread arrives, empty[s] counts them."""
-    out, n_sync = SYNCWARP.subn("", source)
-    out, n_arrive = LANE0.subn(r"\1", out)
-    out, n_init = INIT.subn(f"mbar_init(empty_bar + s * 8u, {consumer_threads});", out)
-    assert n_sync == n_arrive >= 1 and n_init == 1, (n_sync, n_arrive, n_init)
-    return out.replace("_bs128", "_bs128_relthread")  # a kernel name of its own (the cache keys on the source anyway)
+def per_warp(source: str) -> str:
+    """The per-thread release rewritten per warp (s6's form): __syncwarp, then lane 0 arrives; empty[s] counts the warps."""
+    out, n_release = RELEASE.subn(r"\1__syncwarp();  // this warp's lanes have read the stage's scales (ld.shared above)\n\1if (lane == 0) \2",
+                                  source)
+    out, n_init = INIT.subn(lambda m: f"mbar_init(empty_bar + s * 8u, {int(m.group(1)) // WARP_THREADS});", out)
+    assert n_release >= 1 and n_init == 1, (n_release, n_init)
+    return out.replace("_bs128", "_bs128_relwarp")  # a kernel name of its own (the cache keys on the source anyway)
 
 
-def kernel(mode: str, tmasf: bool):
+def kernel(mode: str, tmasf: bool) -> tuple:
+    """(spec, cubin, kernel name) of the default block-FP8 kernel (TMA-loaded A scales with ``tmasf``), its release as
+    rendered (``thread``) or rewritten per warp (``warp``)."""
     spec = ptxgen.api.fp8blocks.default_spec(**({"fp8_scale_load": "tma"} if tmasf else {}))
-    plan = plan_kernel(spec)
-    src, name = render_kernel(plan), spec.kernel_name
-    if mode == "thread":
-        src, name = per_thread(src, 128 * spec.consumer_warpgroups), name.replace("_bs128", "_bs128_relthread")
-    cubin = compile_cached(src, name, "sm_90a").compiled.cubin
-    return spec, plan, Kernel(cubin, name, plan.abi.dynamic_smem_bytes), name
+    src, name = render_kernel(plan_kernel(spec)), spec.kernel_name
+    if mode == "warp":
+        src, name = per_warp(src), name.replace("_bs128", "_bs128_relwarp")
+    return spec, compile_cached(src, name, "sm_90a").compiled.cubin, name
 
 
-def launcher(torch, dev, built, a, b, sa, sb, kb4, d):
-    spec, plan, kern, _ = built
+def launch(torch, dev, built, a, b, sa, sb, kb4, d) -> Launch:
+    spec, cubin, name = built
     m, k = a.shape
-    n = b.shape[0]
-    p = Problem(m, n, k, k, k, n)
-    check_problem(spec, p)
-    grid, block, _ = launch_geometry(plan, p, dev.sm_count, kern)
-    argv = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p,
-                     extra={"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4})
-    return lambda: kern.launch(grid, block, argv)
+    return Launch(spec, m, b.shape[0], k, a, b, d, {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4},
+                  dev, torch, cubin=cubin, name=name)
 
 
 def case(mode: str, tmasf: bool, m: int, n: int, k: int) -> int:
@@ -75,12 +68,12 @@ def case(mode: str, tmasf: bool, m: int, n: int, k: int) -> int:
     a, b, sa, sb, kb4 = inputs(torch, m, n, k)
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     built = kernel(mode, tmasf)
-    launcher(torch, dev, built, a, b, sa, sb, kb4, d)()
+    launch(torch, dev, built, a, b, sa, sb, kb4, d).run()
     torch.cuda.synchronize()
     f64 = lambda t: t.float().cpu().numpy().astype(np.float64)  # noqa: E731
     bad = bfp8model.outside_bound(f64(d), f64(a), f64(sa), f64(b), f64(sb), 2.0 ** -7)  # the gpu tests' check
     same = not bad.any()
-    print(json.dumps({"kernel": built[3], "release": mode, "tmasf": tmasf, "shape": [m, n, k],
+    print(json.dumps({"kernel": built[2], "release": mode, "tmasf": tmasf, "shape": [m, n, k],
                       "outside_recipe_bound": int(bad.sum()), "passed": same}), flush=True)
     return 0 if same else 1
 
@@ -95,18 +88,12 @@ def bench(shapes: list[str], rounds: int) -> int:
         m, n, k = map(int, shape.split("x"))
         a, b, sa, sb, kb4 = inputs(torch, m, n, k)
         outs = {mode: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for mode in built}
-        fns = {mode: launcher(torch, dev, built[mode], a, b, sa, sb, kb4, outs[mode]) for mode in built}
+        fns = {mode: launch(torch, dev, built[mode], a, b, sa, sb, kb4, outs[mode]).run for mode in built}
         fns["torch"] = lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
         for f in fns.values():
             f()
         torch.cuda.synchronize()
-        reps = {nm: max(1, int(25.0 / max(1e-3, _batch(torch, f, 3)))) for nm, f in fns.items()}
-        times = {nm: [] for nm in fns}
-        order = list(fns)
-        for r in range(rounds):
-            for nm in order[r % len(order):] + order[:r % len(order)]:  # rotate the order each round
-                times[nm].append(_batch(torch, fns[nm], reps[nm]))
-        ms = {nm: statistics.median(t) for nm, t in times.items()}
+        ms = alternate_medians(torch, fns, rounds, BATCH_MS, rotate=True)
         ref = fns["torch"]()
         same = {mode: bool(torch.equal(outs[mode], ref)) for mode in built}
         ok &= all(same.values())

@@ -153,6 +153,20 @@ def _batch(torch, fn, reps: int) -> float:
     return start.elapsed_time(stop) / reps
 
 
+def alternate_medians(torch, fns: dict, rounds: int, batch_ms: float = BATCH_MS, rotate: bool = False) -> dict:
+    """Median ms per call of each named ``fns`` entry over ``rounds`` rounds: each entry is timed once a round, in a batch
+    of about ``batch_ms`` (its repeat count set once from a 3-call batch), the order reversed every other round
+    (``rotate``: rotated by one each round) so that clock and power drift hit every entry alike."""
+    reps = {nm: max(1, int(batch_ms / max(1e-3, _batch(torch, f, 3)))) for nm, f in fns.items()}
+    times: dict = {nm: [] for nm in fns}
+    order = list(fns)
+    for r in range(rounds):
+        turn = order[r % len(order):] + order[:r % len(order)] if rotate else order if r % 2 == 0 else order[::-1]
+        for nm in turn:
+            times[nm].append(_batch(torch, fns[nm], reps[nm]))
+    return {nm: statistics.median(t) for nm, t in times.items()}
+
+
 def alternate(torch, ours, base, check, rounds: int, warmup: int) -> tuple[float, float, float]:
     """(ours ms, baseline ms, worst check value): medians over ``rounds`` alternating rounds."""
     for _ in range(warmup):
