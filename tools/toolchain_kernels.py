@@ -6,7 +6,7 @@ bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 1
 scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains), ``s6`` (the
 block-FP8 kernels the sixth session changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
 runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
-TMA store: the block-FP8 f32 default, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains).
+TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
        PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|all]
@@ -85,6 +85,8 @@ def s7_specs() -> dict:
             "block fp8 --fp8-scale-load tma (per-thread release)": bfp8_default(fp8_scale_load="tma"),
             "block fp8 BM = 192 (per-thread release)": bfp8_default(bm=192, bn=128),
             "block fp8 f32 default (TMA store)": bfp8_default("f32"),
+            "block fp8 ping-pong 64x192 (TMA store)": bfp8_default(bm=64, bn=192, consumers="pingpong", stages=6),
+            "block fp8 ping-pong 64x192 (direct)": bfp8_default(bm=64, bn=192, consumers="pingpong", stages=7, epilogue="direct"),
             "bf16 -> f32 pick 4096^3 (TMA store)": pick,
             "f32 TMA store ping-pong 128x128": make_spec(bm=128, bn=128, bk=64, stages=5, schedule="persistent",
                                                          consumers="pingpong", **base),
