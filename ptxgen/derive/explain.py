@@ -101,6 +101,11 @@ def explain_text(t: TileLayout) -> str:
         out += ["", "Epilogue: registers -> stmatrix -> swizzled staging -> TMA store (D's tensor map from the staging layout):"]
         for d in plan.store.derivation:
             out += _field_lines(d)
+    if plan.epi_order is not None:
+        out += ["", f"Epilogue order (the {plan.epi_order.consumers} consumer warpgroups take turns; ptxgen.derive.epiorder, "
+                    "checked at L1 by ptxgen.model.ordermodel):"]
+        for d in plan.epi_order.derivation:
+            out += _field_lines(d)
     if plan.direct is not None and plan.direct.d_major.value == "m":
         out += ["", "Epilogue: direct stores into M-major D (ptxgen.derive.output; checked at L1 by ptxgen.model.outmodel):"]
         for d in plan.direct.derivation:

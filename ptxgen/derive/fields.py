@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
-from ..isa.types import Arch, Batch, Cluster, Consumers, DMajor, DType, Epilogue, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
+from ..isa.types import Arch, Batch, Cluster, Consumers, DMajor, DType, Epilogue, EpilogueOrder, Grouping, Loader, Scale, Schedule, SpecError, parse_enum
 
 
 # What an unknown value's message lists as legal where the enum holds more than the field takes.
@@ -276,6 +276,17 @@ FIELDS: tuple[SpecField, ...] = (
         "into an f32 partial tile of a workspace; a second generated kernel sums the S partials in a fixed order "
         "(deterministic) and writes D (default 1: no split)",
         default=1,
+    ),
+    _choice(
+        "epilogue_order",
+        "--epilogue-order",
+        "none: each consumer warpgroup runs its epilogue as soon as its MMAs of a tile are complete; alternate: round-robin "
+        "(warpgroup w starts its epilogue of a tile after warpgroup w - 1 finished its own, warpgroup 0 its next one after "
+        "the last warpgroup finished this one), so one warpgroup's epilogue runs while another's MMAs keep the tensor cores "
+        "busy (sm_90a persistent cooperative kernels of 2 to 4 consumer warpgroups; not with --cluster, --stream-k, "
+        "--grouped, --batch or --fp8-blocks; ptxgen.derive.epiorder) (default none)",
+        EpilogueOrder,
+        default="none",
     ),
     _count(
         "stream_k",

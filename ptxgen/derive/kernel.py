@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..isa.types import Grouping, Major, Loader
 from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
+from .epiorder import EpilogueOrderPlan, plan_epilogue_order
 from .grouped import GroupedPlan
 from .blockfp8 import BlockFp8Plan, plan_block_fp8
 from .cload import CLoadPlan, plan_c_load
@@ -42,6 +43,7 @@ class KernelPlan:
     direct: DirectStore | None = None  # the direct epilogue's address rule for D (row-major or M-major)
     stream_k: StreamKPlan | None = None  # stream-K for the last wave (None: every tile whole)
     sfa_tma: TmaPlan | None = None  # --fp8-scale-load tma: scale_a's tensor map, one BM x 1 box a stage (derive.sfa_tma)
+    epi_order: EpilogueOrderPlan | None = None  # --epilogue-order alternate: the warpgroups' epilogues in turn (derive.epiorder)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, D's (TMA-store epilogue), C's, or
@@ -80,4 +82,5 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
                       plan_direct_store(spec.d_major),
-                      plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma)
+                      plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma,
+                      plan_epilogue_order(spec))

@@ -14,6 +14,7 @@ from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Clust
                          Schedule, SpecError, Swizzle, legal_values)
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .blockfp8 import plan_block_fp8
+from .epiorder import check_epilogue_order
 from .fusion import check_chain
 from .sfa_tma import check_sfa_tma
 from .output import check_d_major
@@ -116,6 +117,7 @@ def validate(t: "TileSpec") -> None:
     _validate_split_k(t)
     check_d_major(t)
     _validate_stream_k(t)
+    check_epilogue_order(t)
     bms = legal_bm(t.arch, t.cta_group)
     if t.bm not in bms:
         rule = (

@@ -30,6 +30,7 @@ from ..isa.types import (
     DMajor,
     DType,
     Epilogue,
+    EpilogueOrder,
     Grouping,
     Loader,
     Major,
@@ -139,6 +140,8 @@ class TileSpec:
     d_major: DMajor = DMajor.N  # D row-major (n) or M-major (m: column-major, swap-AB's D^T; ptxgen.derive.output)
     # Stream-K for the last wave of a persistent kernel: at most S splits of each last-round tile (ptxgen.derive.streamk).
     stream_k: int = 1
+    # The order of the consumer warpgroups' epilogues (ptxgen.derive.epiorder): none, or alternate (round-robin).
+    epilogue_order: EpilogueOrder = EpilogueOrder.NONE
     # cp.async loader: bytes per copy instruction (16: cp.async.cg; 8 or 4: cp.async.ca, each 16-byte cell in 16 /
     # copy_bytes pieces). The operands' global rows need only start copy_bytes-aligned (TMA needs 16).
     copy_bytes: int = 16
@@ -426,6 +429,7 @@ class TileSpec:
         group += f"_sk{self.split_k}" if self.split else ""
         group += "_dm" if self.d_major is DMajor.M else ""
         group += f"_streamk{self.stream_k}" if self.stream_k > 1 else ""
+        group += "" if self.epilogue_order is EpilogueOrder.NONE else f"_eo{self.epilogue_order.value}"
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -482,5 +486,6 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         split_k=v["split_k"],
         d_major=v["d_major"],
         stream_k=v["stream_k"],
+        epilogue_order=v["epilogue_order"],
     )
 

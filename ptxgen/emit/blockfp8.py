@@ -10,7 +10,7 @@ from ..derive.abi import SFA_MAP
 from ..derive.sfa_tma import sfa_copy_origin
 from ..derive.tma import TmaPlan
 from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
-from .epilogue_view import STORE_FIRST_BARRIER_ID
+from ..derive.barriers import stagger_first_barrier_id
 
 WARPGROUP_THREADS = 128
 SECOND_BLOCK_C = f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N"  # block n0 / 128 + 1 of B holds columns (else its scale is 0)
@@ -214,8 +214,8 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         kb_cur=k_block_c(plan, "kt", k_first),
         kb_next=k_block_c(plan, "bfp8_kn", k_first),
         kb_zero=kb_zero,
-        # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.emit.epilogue_view)
-        **{w: tuple(_barrier_c(st, STORE_FIRST_BARRIER_ID + consumer_warpgroups, stagger) for st in plan.stagger if st.where == w)
+        # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.derive.barriers)
+        **{w: tuple(_barrier_c(st, stagger_first_barrier_id(consumer_warpgroups), stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},
         commit_groups=plan.commit_groups,
         half_wait=len(plan.commit_groups) == 2,

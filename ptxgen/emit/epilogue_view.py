@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers (3 + wg) follow:
+# every id is allocated in ptxgen.derive.barriers.
+from ..derive.barriers import STORE_FIRST_BARRIER_ID
 from ..derive.epilogue import STMATRIX_MATRICES, STMATRIX_ROWS, WARP_ROWS, StorePlan
 from ..derive.kernel import KernelPlan
 from ..isa.descriptors import tmem_lane_c_expr
@@ -102,8 +105,6 @@ class StoreView:
     row_cell_expr: str = ""  # C: offset of cell `cell` of this thread's row `lane`, swizzled
 
 
-# Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers follow.
-STORE_FIRST_BARRIER_ID = 3
 # Columns (32-bit registers a thread) of TMEM loads issued before one tcgen05.wait::ld in the epilogues.
 TMEM_WAIT_GROUP_COLS = 64
 

@@ -25,6 +25,7 @@ from .chain import ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
+from .order_view import OrderView, order_view
 from .mma_view import (KStepView, MmaView, ScaleView, SlabView, half_mma_view, k_step_views, scale_view, slab_views, tcgen05_mma_view,
                        wgmma_mma_view)
 from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
@@ -92,6 +93,7 @@ class KernelView:
     split: SplitView | None = None  # split-K: the reduction kernel
     streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.streamk_view)
     loop_var: str = "tile"  # the persistent loop's variable: the tile, or (stream-K) the work entry
+    order: OrderView | None = None  # --epilogue-order alternate (ptxgen.emit.order_view)
     c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.chain)
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
@@ -197,6 +199,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         split=split_view(plan),
         streamk=streamk_view(plan, "num_tiles" if plan.schedule.cluster_size == 1 else "num_cluster_tiles"),
         loop_var=STREAMK_LOOP if plan.stream_k else "tile",
+        order=order_view(plan.epi_order),
         **({} if pair is None else dict(
             cta_group=2,
             pair=pv,

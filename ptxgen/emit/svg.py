@@ -27,7 +27,7 @@ from ..derive.layout import TileLayout
 from ..derive.operand import OperandLayout
 from ..isa.types import Major
 from .sources import generated_line
-from .svg_panels import bfp8_panel, chain_panel, grouped_panel, scale_panel, store_panel
+from .svg_panels import bfp8_panel, chain_panel, grouped_panel, order_panel, scale_panel, store_panel
 from .svgkit import CELL_H, CELL_W, LEFT, LINE_BYTES, STEP_COLOURS, STYLE, row_colour, svg_text, xml_escape
 
 TOP_PAD = 8
@@ -291,6 +291,9 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
         parts += el
     if s.fp8_blocks.value != "none":
         el, y = bfp8_panel(s, y + 10)
+        parts += el
+    if s.epilogue_order.value != "none":
+        el, y = order_panel(s, y + 10)
         parts += el
     width = LEFT + CELL_W * LINE_BYTES // 16 + 20
     height = int(y + 10)

@@ -201,3 +201,45 @@ def bfp8_panel(spec, y0: float) -> tuple[list[str], float]:
         y += CELL_H + 4
     el.append("</g>")
     return el, y + 6
+
+
+ORDER_COLOURS = ("#d9d9d9", "#fdae6b")  # main loop, epilogue
+ORDER_TILES = 3  # tiles drawn
+ORDER_MAINLOOP_UNITS, ORDER_EPILOGUE_UNITS = 6, 2  # an illustration: a main loop three epilogues long
+
+
+def order_panel(spec, y0: float) -> tuple[list[str], float]:
+    """--epilogue-order alternate (derive.epiorder): a timeline of ORDER_TILES tiles, one row per consumer warpgroup,
+    each epilogue starting after the previous warpgroup's (round-robin) and the warpgroup's own main loop. The lengths
+    are an illustration, not a measurement; the order is the derived one."""
+    from ..derive.kernel import plan_kernel
+
+    plan = plan_kernel(spec).epi_order
+    c = plan.consumers
+    el = ['<g class="epilogue-order" id="epilogue-order">',
+          svg_text(10, y0 + 16, f"epilogue order alternate: warpgroup w's epilogue of tile t after w - 1's, warpgroup 0's "
+                   f"of t + 1 after warpgroup {c - 1}'s of t (named barriers {plan.first_barrier_id}.."
+                   f"{plan.first_barrier_id + c - 1})", "title"),
+          svg_text(10, y0 + 32, "grey: main loop (MMAs); orange: epilogue; lengths illustrative", "legend")]
+    unit = CELL_W * LINE_BYTES // 16 / (ORDER_TILES * (ORDER_MAINLOOP_UNITS + ORDER_EPILOGUE_UNITS) + c * ORDER_EPILOGUE_UNITS)
+    free = [0] * c  # when each warpgroup's main loop of the next tile can start
+    last_end = 0  # when the previous epilogue in the order ended
+    y = y0 + 44
+    rows = {w: [] for w in range(c)}
+    for t in range(ORDER_TILES):
+        for w in range(c):
+            ml_end = free[w] + ORDER_MAINLOOP_UNITS
+            rows[w].append(("eo-ml", free[w], ml_end, t))
+            start = max(ml_end, last_end)
+            last_end = start + ORDER_EPILOGUE_UNITS
+            rows[w].append(("eo-epi", start, last_end, t))
+            free[w] = last_end
+    for w in range(c):
+        el.append(svg_text(LEFT - 8, y + CELL_H - 4, f"warpgroup {w}", "off", "end"))
+        for cls, a, b, t in rows[w]:
+            colour = ORDER_COLOURS[cls == "eo-epi"]
+            el.append(f'<rect class="{cls}" x="{LEFT + a * unit:.1f}" y="{y:.1f}" width="{(b - a) * unit:.1f}" height="{CELL_H}" '
+                      f'fill="{colour}" stroke="#333" stroke-width="0.5" data-wg="{w}" data-tile="{t}"/>')
+        y += CELL_H + 4
+    el.append("</g>")
+    return el, y + 6

@@ -47,6 +47,8 @@ REFS: dict[str, tuple[str, str, str]] = {
     "cp_async": ("cp.async", "cp-size is 4, 8 or 16 bytes (.cg: 16 only); both addresses aligned to cp-size; src-size < cp-size "
                  "zero-fills the rest", "data-movement-and-conversion-instructions-cp-async"),
     "mapa": ("9.7.9.23", "mapa", "data-movement-and-conversion-instructions-mapa"),
+    "bar_sync": ("9.7.13.1", "bar, barrier: bar.sync waits for, bar.arrive counts toward, a generation of b threads of a named "
+                 "barrier (0..15)", "parallel-synchronization-and-communication-instructions-bar"),
     "barrier_cluster": ("9.7.13.3", "barrier.cluster", "parallel-synchronization-and-communication-instructions-barrier-cluster"),
     "tma_multicast": ("cp.async.bulk.tensor", ".multicast::cluster: the box lands at the same CTA-relative offset in every CTA of ctaMask, "
                       "and complete_tx signals the mbarrier at the same offset in each", "data-movement-and-conversion-instructions-cp-async-bulk-tensor"),

@@ -85,6 +85,13 @@ class Consumers(Enum):
     PINGPONG = "pingpong"  # two consumer warpgroups take alternate tiles: one's epilogue overlaps the other's MMAs
 
 
+class EpilogueOrder(Enum):
+    """The order of a persistent cooperative wgmma CTA's consumer warpgroups' epilogues (ptxgen.derive.epiorder)."""
+
+    NONE = "none"  # each warpgroup runs its epilogue as soon as its MMAs of the tile are complete
+    ALTERNATE = "alternate"  # round-robin: warpgroup w after w - 1 of the same tile, warpgroup 0 after the last of the previous
+
+
 class Cluster(Enum):
     """Thread-block cluster shape (CTAs along M x CTAs along N); a 2-CTA cluster multicasts the operand it shares."""
 
