@@ -234,3 +234,28 @@ def test_unordered_twin_has_no_order_barriers():
     s = make_spec(128, 256, 64, "kmajor-sw128", "kmajor-sw128", **BASE)
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
     assert _bar_ops(run_tool("cuobjdump", ["--dump-sass"], c.cubin)) == []
+
+
+# ---- the bench tool's kernels (tools/bench_epilogue.py --epilogue-order, --plain-only; no GPU) ----------------------
+def _bench_tool():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "bench_epilogue.py"
+    spec = importlib.util.spec_from_file_location("bench_epilogue", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_variants():
+    tool = _bench_tool()
+    specs, _ = tool.shape_specs(4096, 4096, 4096, "alternate", False, False)
+    assert sorted(specs) == ["fused", "fused_ordered", "plain", "plain_ordered", "plain_twin"]
+    assert specs["plain_ordered"] == tool.ordered(specs["plain"], "alternate") != specs["plain"]
+    assert specs["fused_ordered"].fuse == specs["fused"].fuse and specs["fused_ordered"].epilogue_order.value == "alternate"
+    assert sorted(tool.shape_specs(4096, 4096, 4096, "none", False, False)[0]) == ["fused", "plain", "plain_twin"]
+    # a ping-pong pick takes no order: --plain-only compares on the cooperative kernel
+    specs, why = tool.shape_specs(8192, 8192, 1024, "alternate", False, True)
+    assert sorted(specs) == ["plain", "plain_ordered", "plain_twin"] and "cooperative" in why
+    assert specs["plain"].consumers.value == "cooperative" and specs["plain_ordered"].epilogue_order.value == "alternate"

@@ -9,6 +9,16 @@ Per shape (bf16 in, f32 accumulate, the tuned kernel of ``ptxgen.runtime.choose.
 * ``torch_linear``: gelu(F.linear(A, B, bias)), the bias in cuBLAS's epilogue, the gelu a second kernel
 * ``cublas``:      torch.matmul(A, B.t()) alone
 
+with --epilogue-order alternate also (ptxgen.derive.epiorder: the consumer warpgroups' epilogues in turn)
+
+* ``plain_ordered``: the tuned kernel with --epilogue-order alternate
+* ``fused_ordered``: the fused kernel with --epilogue-order alternate
+
+(fused/plain stays against today's unordered plain kernel; a pick the order does not apply to is refused, exit 2), and,
+with --plain-only, only plain, plain_twin, plain_ordered and cublas (a chooser pick the order does not apply to, ping-pong
+or one tile per CTA, is replaced by the persistent cooperative 128 x 256 TMA-store kernel, for both plain variants).
+--compile-only compiles every kernel the run would launch (in parallel, no GPU needed) and exits.
+
 and, with --fp8, the FP8-output chain with per-row scales (--fuse scale=row --out-dtype e4m3, writing amax)
 against torch eager doing the same: y = A B^T (bf16), amax = |y|.amax(1), q = (y x scale[:, None]).to(e4m3).
 
@@ -17,6 +27,8 @@ medians, and the median of the per-round ratios (paired). The fused outputs are 
 Writes one JSON line per shape to --json (and prints a table).
 
     python tools/bench_epilogue.py 8192x8192x8192 4096x4096x4096 --fp8 --json $OUT/bench_epilogue.jsonl
+    python tools/bench_epilogue.py 8192x8192x8192 4096x4096x4096 --epilogue-order alternate --rounds 20
+    python tools/bench_epilogue.py 8192x8192x1024 2048x2048x8192 --plain-only --epilogue-order alternate
 """
 
 from __future__ import annotations
@@ -37,6 +49,54 @@ from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench us
 from ptxgen.runtime.choose import choose_spec
 
 BATCH_MS = 25.0
+FUSE = "bias=col:bf16,act=gelu_tanh"
+# --plain-only: the kernel compared with and without the order where the chooser's pick cannot take it
+COOPERATIVE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", stages=4,
+                   out_dtype="bf16", schedule="persistent", epilogue="tma")
+
+
+def ordered(spec, order: str):
+    """``spec`` with --epilogue-order ``order`` (a SpecError, exit 2, where the order does not apply)."""
+    from ptxgen.derive.spec import make_spec
+
+    return make_spec(**{**spec.to_json(), "epilogue_order": order})
+
+
+def shape_specs(m: int, n: int, k: int, order: str, fp8: bool, plain_only: bool) -> tuple[dict, str]:
+    """The kernels of one shape's run: name -> spec (launcher variants only), and why the base kernel was picked."""
+    from ptxgen.derive.spec import make_spec
+
+    spec, why = choose_spec("bf16", "sm_90a", m, n, k)
+    if plain_only:
+        try:
+            ordered(spec, order)
+        except Exception as e:  # the order does not apply to this pick: compare on the cooperative kernel
+            spec, why = make_spec(**COOPERATIVE), f"cooperative 128x256 (the pick {spec.kernel_name} takes no order: {e})"
+        return {"plain": spec, "plain_twin": spec, "plain_ordered": ordered(spec, order)}, why
+    fspec = fused_spec(spec, parse_chain(FUSE), "bf16")
+    out = {"plain": spec, "plain_twin": spec, "fused": fspec}
+    if order != "none":
+        out["plain_ordered"] = ordered(spec, order)
+        out["fused_ordered"] = ordered(fspec, order)
+    if fp8:
+        out["fp8_fused"] = fused_spec(spec, parse_chain("scale=row"), "e4m3")
+    return out, why
+
+
+def _compile_one(spec) -> str:
+    plan = plan_kernel(spec)
+    compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    return spec.kernel_name
+
+
+def compile_all(specs, jobs: int) -> None:
+    """Compile ``specs`` into the kernel cache, ``jobs`` processes at a time (NVRTC only, no GPU)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    unique = list({s.kernel_name: s for s in specs}.values())
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for name in pool.map(_compile_one, unique):
+            print(f"compiled {name}", flush=True)
 
 
 def _launcher(torch, spec, p, dev, a, b, d, extra=None):
@@ -77,36 +137,32 @@ def paired(times: dict, num: str, den: str) -> float:
     return statistics.median(a / b for a, b in zip(times[num], times[den]))
 
 
-def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool) -> dict:
+def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool, order: str = "none", plain_only: bool = False) -> dict:
     import torch.nn.functional as F
 
     dev = require_gpu()
-    spec, why = choose_spec("bf16", "sm_90a", m, n, k)
+    specs, why = shape_specs(m, n, k, order, fp8, plain_only)
+    spec = specs["plain"]
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen)
     bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=gen)
     p = Problem(m, n, k, k, k, n)
     check_problem(spec, p)
-    d_plain = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    d_fused = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    d_twin = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)  # kept alive: the launcher holds only its address
-    fspec = fused_spec(spec, parse_chain("bias=col:bf16,act=gelu_tanh"), "bf16")
-    fns = {
-        "plain": _launcher(torch, spec, p, dev, a, b, d_plain),
-        "plain_twin": _launcher(torch, spec, p, dev, a, b, d_twin),
-        "fused": _launcher(torch, fspec, p, dev, a, b, d_fused, extra={"alpha": 1.0, "BIAS": bias.data_ptr()}),
-        "torch_eager": lambda: F.gelu(torch.matmul(a, b.t()) + bias, approximate="tanh"),
-        "torch_linear": lambda: F.gelu(F.linear(a, b, bias), approximate="tanh"),
-        "cublas": lambda: torch.matmul(a, b.t()),
-    }
+    outs = {v: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for v in specs if v != "fp8_fused"}  # kept alive
+    fused_extra = {"alpha": 1.0, "BIAS": bias.data_ptr()}
+    fns = {v: _launcher(torch, specs[v], p, dev, a, b, outs[v], extra=fused_extra if v.startswith("fused") else None)
+           for v in specs if v != "fp8_fused"}
+    if not plain_only:
+        fns["torch_eager"] = lambda: F.gelu(torch.matmul(a, b.t()) + bias, approximate="tanh")
+        fns["torch_linear"] = lambda: F.gelu(F.linear(a, b, bias), approximate="tanh")
+    fns["cublas"] = lambda: torch.matmul(a, b.t())
     q8 = None
     if fp8:
         scale = (torch.rand(m, device="cuda", generator=gen) * 0.05 + 0.01).float()
         q8 = torch.empty(m, n, device="cuda", dtype=torch.float8_e4m3fn)
         amax = torch.zeros(m, device="cuda", dtype=torch.float32)
-        pspec = fused_spec(spec, parse_chain("scale=row"), "e4m3")
-        fns["fp8_fused"] = _launcher(torch, pspec, Problem(m, n, k, k, k, n), dev, a, b, q8,
+        fns["fp8_fused"] = _launcher(torch, specs["fp8_fused"], Problem(m, n, k, k, k, n), dev, a, b, q8,
                                      extra={"alpha": 1.0, "SCALE": scale.data_ptr(), "AMAX": amax.data_ptr()})
 
         def fp8_torch():
@@ -116,20 +172,38 @@ def bench_shape(torch, m: int, n: int, k: int, rounds: int, fp8: bool) -> dict:
 
         fns["fp8_torch"] = fp8_torch
     ms, times = rotate(torch, fns, rounds)
-    ref = F.gelu(torch.matmul(a.float(), b.float().t()) + bias.float(), approximate="tanh")
-    err = float(torch.linalg.norm(d_fused.float() - ref) / torch.linalg.norm(ref))
-    err_plain = float(torch.linalg.norm(d_plain.float() - a.float() @ b.float().t()) / torch.linalg.norm(a.float() @ b.float().t()))
-    err_twin = float(torch.linalg.norm(d_twin.float() - d_plain.float()))
+    exact = a.float() @ b.float().t()
+    d_plain = outs["plain"]
+    err_plain = float(torch.linalg.norm(d_plain.float() - exact) / torch.linalg.norm(exact))
+    same = {v: bool(torch.equal(outs[v], d_plain)) for v in outs if v.startswith("plain_")}  # bitwise: twin, ordered
     flops = 2.0 * m * n * k
-    row = {"shape": f"{m}x{n}x{k}", "device": dev.name, "kernel": spec.kernel_name, "fused_kernel": fspec.kernel_name, "why": why,
+    row = {"shape": f"{m}x{n}x{k}", "device": dev.name, "kernel": spec.kernel_name, "why": why, "order": order,
            "ms": ms, "tflops": {v: flops / t / 1e9 for v, t in ms.items()}, "rounds": rounds,
-           "fused_over_plain": ms["plain"] / ms["fused"], "fused_over_plain_paired": 1.0 / paired(times, "fused", "plain"),
-           "twin_over_plain": ms["plain"] / ms["plain_twin"], "twin_over_plain_paired": 1.0 / paired(times, "plain_twin", "plain"), "fused_over_torch_eager": ms["torch_eager"] / ms["fused"],
-           "fused_over_torch_linear": ms["torch_linear"] / ms["fused"], "plain_over_cublas": ms["cublas"] / ms["plain"],
-           "rel_error_fused": err, "rel_error_plain": err_plain, "checked_ok": err < 1e-2 and err_plain < 1e-2 and err_twin == 0.0}
+           "twin_over_plain": ms["plain"] / ms["plain_twin"], "twin_over_plain_paired": 1.0 / paired(times, "plain_twin", "plain"),
+           "plain_over_cublas": ms["cublas"] / ms["plain"], "rel_error_plain": err_plain, "bitwise_equal_to_plain": same,
+           "checked_ok": err_plain < 1e-2 and all(same.values())}
+    if "plain_ordered" in ms:  # time ratios: > 1 means the ordered kernel is faster
+        row["ordered_over_plain"] = ms["plain"] / ms["plain_ordered"]
+        row["ordered_over_plain_paired"] = 1.0 / paired(times, "plain_ordered", "plain")
+    if not plain_only:
+        ref = F.gelu(exact + bias.float(), approximate="tanh")
+        err = float(torch.linalg.norm(outs["fused"].float() - ref) / torch.linalg.norm(ref))
+        row.update({"fused_kernel": specs["fused"].kernel_name,
+                    "fused_over_plain": ms["plain"] / ms["fused"], "fused_over_plain_paired": 1.0 / paired(times, "fused", "plain"),
+                    "fused_over_torch_eager": ms["torch_eager"] / ms["fused"],
+                    "fused_over_torch_linear": ms["torch_linear"] / ms["fused"], "rel_error_fused": err})
+        row["checked_ok"] = row["checked_ok"] and err < 1e-2
+        if "fused_ordered" in ms:  # against today's unordered plain kernel, and against the unordered fused one
+            row["fused_ordered_over_plain"] = ms["plain"] / ms["fused_ordered"]
+            row["fused_ordered_over_plain_paired"] = 1.0 / paired(times, "fused_ordered", "plain")
+            row["fused_ordered_over_fused"] = ms["fused"] / ms["fused_ordered"]
+            row["fused_ordered_over_fused_paired"] = 1.0 / paired(times, "fused_ordered", "fused")
+            row["fused_ordered_over_plain_ordered"] = ms["plain_ordered"] / ms["fused_ordered"]
+            row["fused_ordered_bitwise_equal_to_fused"] = bool(torch.equal(outs["fused_ordered"], outs["fused"]))
+            row["checked_ok"] = row["checked_ok"] and row["fused_ordered_bitwise_equal_to_fused"]
     if fp8:
         q_t, am_t = fns["fp8_torch"]()
-        y = a.float() @ b.float().t()
+        y = exact
         deq = q8.float() / scale[:, None]
         row["fp8_over_torch"] = ms["fp8_torch"] / ms["fp8_fused"]
         row["fp8_rel_error"] = float(torch.linalg.norm(deq - y) / torch.linalg.norm(y))
@@ -144,24 +218,41 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["8192x8192x8192", "4096x4096x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--fp8", action="store_true", help="also the FP8-output chain with per-row scales against torch eager")
+    ap.add_argument("--epilogue-order", default="none", choices=("none", "alternate"),
+                    help="alternate: also plain_ordered and fused_ordered (the consumer warpgroups' epilogues in turn)")
+    ap.add_argument("--plain-only", action="store_true", help="only plain, plain_twin, plain_ordered and cublas")
+    ap.add_argument("--compile-only", action="store_true", help="compile every kernel of the run into the cache and exit")
+    ap.add_argument("--jobs", type=int, default=4, help="--compile-only: compiler processes")
     ap.add_argument("--json", help="append one JSON line per shape here")
     args = ap.parse_args()
+    if args.plain_only and args.epilogue_order == "none":
+        ap.error("--plain-only compares plain with plain_ordered: add --epilogue-order alternate")
+    shapes = [tuple(map(int, shape.split("x"))) for shape in args.shapes]
+    if args.compile_only:
+        compile_all([s for m, n, k in shapes for s in shape_specs(m, n, k, args.epilogue_order, args.fp8, args.plain_only)[0].values()],
+                    args.jobs)
+        return 0
     import torch
 
     ok = True
-    for shape in args.shapes:
-        m, n, k = map(int, shape.split("x"))
-        row = bench_shape(torch, m, n, k, args.rounds, args.fp8)
+    for m, n, k in shapes:
+        row = bench_shape(torch, m, n, k, args.rounds, args.fp8, args.epilogue_order, args.plain_only)
         ok &= row["checked_ok"]
         t = row["tflops"]
         print(f"{row['shape']}: " + ", ".join(f"{v} {t[v]:.0f} TFLOP/s ({row['ms'][v]:.3f} ms)" for v in t), flush=True)
-        print(f"  fused/plain {row['fused_over_plain']:.3f} (time ratio, 1 = free; paired {row['fused_over_plain_paired']:.3f}), "
-              f"control plain_twin/plain {row['twin_over_plain']:.3f} (paired {row['twin_over_plain_paired']:.3f}), fused vs torch eager "
-              f"{row['fused_over_torch_eager']:.2f}x, vs torch linear+gelu {row['fused_over_torch_linear']:.2f}x, plain/cuBLAS "
-              f"{row['plain_over_cublas']:.3f}; rel error {row['rel_error_fused']:.1e}"
+        print(f"  control plain_twin/plain {row['twin_over_plain']:.3f} (paired {row['twin_over_plain_paired']:.3f}), plain/cuBLAS "
+              f"{row['plain_over_cublas']:.3f}"
+              + (f", ordered/plain {row['ordered_over_plain']:.3f} (paired {row['ordered_over_plain_paired']:.3f})"
+                 if "ordered_over_plain" in row else "")
+              + (f"; fused/plain {row['fused_over_plain']:.3f} (time ratio, 1 = free; paired {row['fused_over_plain_paired']:.3f}), "
+                 f"fused vs torch eager {row['fused_over_torch_eager']:.2f}x, vs torch linear+gelu "
+                 f"{row['fused_over_torch_linear']:.2f}x; rel error {row['rel_error_fused']:.1e}" if "fused_over_plain" in row else "")
+              + (f"; fused_ordered/plain {row['fused_ordered_over_plain']:.3f} (paired {row['fused_ordered_over_plain_paired']:.3f}), "
+                 f"fused_ordered/fused {row['fused_ordered_over_fused']:.3f} (paired {row['fused_ordered_over_fused_paired']:.3f}), "
+                 f"fused_ordered/plain_ordered {row['fused_ordered_over_plain_ordered']:.3f}" if "fused_ordered_over_plain" in row else "")
               + (f"; FP8 out: {row['fp8_over_torch']:.2f}x torch eager, rel error {row['fp8_rel_error']:.1e}, amax "
                  f"{row['fp8_amax_rel_error']:.1e}, same code as torch {row['fp8_same_code_as_torch']:.3f}" if args.fp8 else "")
-              + f"; ok {row['checked_ok']}", flush=True)
+              + f"; kernel {row['kernel']} ({row['why']}); ok {row['checked_ok']}", flush=True)
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
