@@ -27,6 +27,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -141,13 +142,14 @@ class Smi:
         self.path, self.proc = path, None
         if path and shutil.which("nvidia-smi"):
             self.fh = open(path, "w")
-            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
+            line_buf = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []  # lines reach the file as sampled
+            self.proc = subprocess.Popen([*line_buf, "nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
                                           "--format=csv,noheader,nounits", "-lms", "200"], stdout=self.fh,
                                          stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
+            self.proc.send_signal(signal.SIGINT)
             self.proc.wait(timeout=10)
             self.fh.close()
 
@@ -230,6 +232,7 @@ def main() -> int:
     ok = True
     ratios: dict = {}   # kernel label -> [ratio per shape] (per pass)
     libs: dict = {}
+    windows: list = []  # (shape, pass, t0, t1) of each timing, matched with nvidia-smi's samples at the end
     try:
         for pas in range(args.passes):
             for (m, n, k) in shapes:
@@ -247,11 +250,12 @@ def main() -> int:
                 if not args.no_ours:
                     vname, _plain, _yld, fields = bb.parse_variant(OURS_VARIANT)
                     spec = ptxgen.api.fp8blocks.default_spec(**fields)
-                    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                     extra = {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
                     ours = bb.Launch(spec, m, n, k, a, b, d, extra, dev, torch)
+                    ours.run()  # once before the check (d starts as NaN)
                     fns["ours"], outs["ours"] = ours.run, d
-                    meta["ours"] = {"kernel": spec.kernel_name, "variant": vname}
+                    meta["ours"] = {"ptxgen_kernel": spec.kernel_name, "variant": vname}
                 for cfg, heur in plan[(m, n, k)]:
                     label = cfg.name
                     info = {"config": dataclasses.asdict(cfg), "heuristic_pick": heur, "lib": cfg.lib}
@@ -287,7 +291,7 @@ def main() -> int:
                 t0 = datetime.datetime.now()
                 ms = alternate_medians(torch, fns, args.rounds)
                 t1 = datetime.datetime.now()
-                power = smi.window(t0, t1)
+                windows.append((shape, pas, t0, t1))
                 # after timing: the outputs again (a kernel that raced would differ now)
                 for label in outs:
                     if label in fns:
@@ -298,8 +302,8 @@ def main() -> int:
                             ok = False
                 flops = 2.0 * m * n * k
                 tt = flops / ms["torch"] / 1e9
-                print(f"{shape} pass {pas}: torch blockwise _scaled_mm {tt:.0f} TFLOP/s ({ms['torch'] * 1e3:.1f} us); "
-                      f"smi {power}", flush=True)
+                print(f"{shape} pass {pas}: torch blockwise _scaled_mm {tt:.0f} TFLOP/s ({ms['torch'] * 1e3:.1f} us)",
+                      flush=True)
                 for label, t in sorted(ms.items(), key=lambda x: x[1]):
                     if label == "torch":
                         continue
@@ -316,13 +320,17 @@ def main() -> int:
                         ratios.setdefault((pas, key), {})[shape] = r
                     emit({"shape": shape, "pass": pas, "kernel": label, "status": "timed", "ms": t, "torch_ms": ms["torch"],
                           "tflops": flops / t / 1e9, "torch_tflops": tt, "ratio": r, "rounds": args.rounds,
-                          "device": dev.name, "smi": power, **mt})
+                          "device": dev.name, "window": [t0.isoformat(), t1.isoformat()], **mt})
                 if "ours" in meta:
                     ours.kern.unload()
                 outs.clear()
                 torch.cuda.empty_cache()
     finally:
         smi.stop()
+    for shape, pas, t0, t1 in windows:
+        w = smi.window(t0, t1)
+        print(f"smi {shape} pass {pas}: {w}")
+        emit({"smi_window": True, "shape": shape, "pass": pas, "start": t0.isoformat(), "end": t1.isoformat(), "smi": w})
     nshapes = len(shapes)
     for (pas, key), per in sorted(ratios.items()):
         if len(per) == nshapes:
