@@ -56,6 +56,25 @@ def parse_shape(s: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+def parse_extra(x: str) -> tuple[int, int, int, int]:
+    tile, clu = x.lower().split("-c")
+    bm, bn = (int(v) for v in tile.split("x"))
+    cm, cn = (int(v) for v in clu.split("x"))
+    if cm * cn > 2 or bm % 64 or bn % 16 or not 16 <= bn <= 256:
+        raise ValueError(x)
+    return bm, bn, cm, cn
+
+
+def plan_for(shape, num_sms: int, extra) -> list:
+    """DeepGEMM's pick and tiles (deepgemm_configs.configs_for) plus the --extra ones not already there."""
+    out = dgc.configs_for(*shape, num_sms)
+    for bm, bn, cm, cn in extra:
+        c = dgc.make_config(*shape, num_sms, bm, bn, cm, cn)
+        if c.stages >= 1 and all(c != o for o, _ in out):
+            out.append((c, False))
+    return out
+
+
 def stamp(cfg: dgc.DgConfig, includes: list[str]) -> str:
     h = hashlib.sha256(HARNESS.read_bytes())
     h.update(" ".join(NVCC_FLAGS + cfg.defines()).encode())
@@ -190,6 +209,12 @@ def main() -> int:
     ap.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--num-sms", type=int, default=132, help="--build-only: the SM count to compile for (H200: 132)")
+    ap.add_argument("--batch-ms", type=float, default=25.0,
+                    help="each timed sample launches a kernel for about this long (tools/bench_blockfp8.py: 25; "
+                         "s8-dgref's two device calls ran before this option, at runtime.bench's 2 ms default)")
+    ap.add_argument("--extra", default="",
+                    help="more configurations, comma-separated BMxBN-cCMxCN (e.g. 128x192-c1x1: the tile without "
+                         "multicast), stages as DeepGEMM's rule gives them")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--no-ours", action="store_true", help="leave out our n192-s4-tma kernel")
     ap.add_argument("--json", help="append one JSON line per (shape, kernel) and one summary line")
@@ -200,12 +225,17 @@ def main() -> int:
     except ValueError:
         print(f"bench_deepgemm: shapes are MxNxK, got {args.shapes}", file=sys.stderr)
         return 2
-    if args.rounds < 1 or args.passes < 1:
-        print("bench_deepgemm: --rounds and --passes must be >= 1", file=sys.stderr)
+    if args.rounds < 1 or args.passes < 1 or not args.batch_ms > 0:
+        print("bench_deepgemm: --rounds and --passes must be >= 1, --batch-ms > 0", file=sys.stderr)
+        return 2
+    try:
+        extra = [parse_extra(x) for x in args.extra.split(",") if x]
+    except ValueError:
+        print(f"bench_deepgemm: --extra takes BMxBN-cCMxCN items, got {args.extra!r}", file=sys.stderr)
         return 2
 
     if args.build_only:
-        cfgs = [c for s in shapes for c, _ in dgc.configs_for(*s, args.num_sms)]
+        cfgs = [c for s in shapes for c, _ in plan_for(s, args.num_sms, extra)]
         errors = build_all(args, cfgs)
         return 1 if any(errors.values()) else 0
 
@@ -217,7 +247,7 @@ def main() -> int:
     except NoGPU as e:
         print(f"bench_deepgemm: {e}", file=sys.stderr)
         return 3
-    plan = {s: dgc.configs_for(*s, dev.sm_count) for s in shapes}
+    plan = {s: plan_for(s, dev.sm_count, extra) for s in shapes}
     errors = build_all(args, [c for cs in plan.values() for c, _ in cs])
 
     import bench_blockfp8 as bb
@@ -289,7 +319,7 @@ def main() -> int:
                         ok = False
                 torch.cuda.synchronize()
                 t0 = datetime.datetime.now()
-                ms = alternate_medians(torch, fns, args.rounds)
+                ms = alternate_medians(torch, fns, args.rounds, args.batch_ms)
                 t1 = datetime.datetime.now()
                 windows.append((shape, pas, t0, t1))
                 # after timing: the outputs again (a kernel that raced would differ now)

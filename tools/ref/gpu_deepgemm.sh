@@ -13,13 +13,14 @@ PASSES=${PASSES:-2}
 SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 BUDGET=${BUDGET:-330}
 T_BENCH=${T_BENCH:-280}
+BATCH_MS=${BATCH_MS:-25}
 . tools/gpu_common.sh
 gpu_begin s8-dgref
 { command -v nvcc; nvcc --version | tail -2; cat VERSIONS 2>/dev/null; } >> "$OUT/env.txt" 2>&1
 DG=/tmp/dgref
 mkdir -p "$DG" && tar xzf dg-headers.tar.gz -C "$DG" && cat "$DG/VERSIONS" | tee -a "$OUT/env.txt"
 mkdir -p prebuilt
-t "$T_BENCH" python3 tools/ref/bench_deepgemm.py $SHAPES --rounds "$ROUNDS" --passes "$PASSES" \
+t "$T_BENCH" python3 tools/ref/bench_deepgemm.py $SHAPES --rounds "$ROUNDS" --passes "$PASSES" --batch-ms "$BATCH_MS" ${EXTRA:+--extra "$EXTRA"} \
   --dg-include "$DG/deepgemm/include" --cutlass-include "$DG/cutlass/include" --build-dir prebuilt --jobs 16 \
   --json "$OUT/bench_deepgemm.jsonl" --smi "$OUT/smi.csv" > "$OUT/bench_deepgemm.log" 2>&1
 echo "bench exit $?" >> "$OUT/bench_deepgemm.log"
