@@ -216,7 +216,12 @@ def main() -> int:
                     help="more configurations, comma-separated BMxBN-cCMxCN (e.g. 128x192-c1x1: the tile without "
                          "multicast), stages as DeepGEMM's rule gives them")
     ap.add_argument("--build-only", action="store_true")
-    ap.add_argument("--no-ours", action="store_true", help="leave out our n192-s4-tma kernel")
+    ap.add_argument("--no-ours", action="store_true", help="leave out our kernels")
+    ap.add_argument("--ours", default=OURS_VARIANT,
+                    help="comma-separated variants of ours (tools/bench_blockfp8.py's names); the default one is labelled "
+                         "'ours', the others 'ours-<variant>'")
+    ap.add_argument("--only", default="", help="comma-separated DeepGEMM configuration names (e.g. dg-128x192-c1x1-s4): "
+                                                "time only these")
     ap.add_argument("--json", help="append one JSON line per (shape, kernel) and one summary line")
     ap.add_argument("--smi", help="sample nvidia-smi clocks.sm and power.draw into this CSV beside the timing")
     args = ap.parse_args()
@@ -247,7 +252,8 @@ def main() -> int:
     except NoGPU as e:
         print(f"bench_deepgemm: {e}", file=sys.stderr)
         return 3
-    plan = {s: plan_for(s, dev.sm_count, extra) for s in shapes}
+    only = {x for x in args.only.split(",") if x}
+    plan = {s: [(c, h) for c, h in plan_for(s, dev.sm_count, extra) if not only or c.name in only] for s in shapes}
     errors = build_all(args, [c for cs in plan.values() for c, _ in cs])
 
     import bench_blockfp8 as bb
@@ -277,15 +283,18 @@ def main() -> int:
                 ref = fns["torch"]().float()
                 ref_norm = torch.linalg.norm(ref)
                 outs, meta = {}, {}
-                if not args.no_ours:
-                    vname, _plain, _yld, fields = bb.parse_variant(OURS_VARIANT)
+                launches = []
+                for variant in ([] if args.no_ours else [v for v in args.ours.split(",") if v]):
+                    vname, _plain, _yld, fields = bb.parse_variant(variant)
+                    label = "ours" if vname == OURS_VARIANT else f"ours-{vname}"
                     spec = ptxgen.api.fp8blocks.default_spec(**fields)
                     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                    extra = {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
-                    ours = bb.Launch(spec, m, n, k, a, b, d, extra, dev, torch)
+                    xargs = {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
+                    ours = bb.Launch(spec, m, n, k, a, b, d, xargs, dev, torch)
                     ours.run()  # once before the check (d starts as NaN)
-                    fns["ours"], outs["ours"] = ours.run, d
-                    meta["ours"] = {"ptxgen_kernel": spec.kernel_name, "variant": vname}
+                    launches.append(ours)
+                    fns[label], outs[label] = ours.run, d
+                    meta[label] = {"ptxgen_kernel": spec.kernel_name, "variant": vname}
                 for cfg, heur in plan[(m, n, k)]:
                     label = cfg.name
                     info = {"config": dataclasses.asdict(cfg), "heuristic_pick": heur, "lib": cfg.lib}
@@ -344,15 +353,15 @@ def main() -> int:
                     print(f"  {label:24s} {flops / t / 1e9:7.0f} TFLOP/s  ratio to torch {r:.3f}  rel err "
                           f"{mt['rel_error_vs_torch']:.1e}{'' if regs is None else f'  regs(launch) {regs}'}{heur}",
                           flush=True)
-                    keys = ["ours"] if label == "ours" else [f"dg-{mt['config']['bm']}x{mt['config']['bn']}"]
+                    keys = [label] if label.startswith("ours") else [f"dg-{mt['config']['bm']}x{mt['config']['bn']}-c{mt['config']['cluster_m']}x{mt['config']['cluster_n']}"]
                     keys += ["dg-pick"] if mt.get("heuristic_pick") else []
                     for key in keys:
                         ratios.setdefault((pas, key), {})[shape] = r
                     emit({"shape": shape, "pass": pas, "kernel": label, "status": "timed", "ms": t, "torch_ms": ms["torch"],
                           "tflops": flops / t / 1e9, "torch_tflops": tt, "ratio": r, "rounds": args.rounds,
                           "device": dev.name, "window": [t0.isoformat(), t1.isoformat()], **mt})
-                if "ours" in meta:
-                    ours.kern.unload()
+                for launch in launches:
+                    launch.kern.unload()
                 outs.clear()
                 torch.cuda.empty_cache()
     finally:
