@@ -1,0 +1,139 @@
+"""Probe (issue 17, s8): what the consumer's K loop costs around the MMAs. DeepGEMM's SM90 1D2D kernel, the same
+128 x 192 tile without a cluster, keeps the tensor pipe 96% busy where ours is at 86% (ncu, runs/2026-12-02-s8-probe/
+call2). Its loop issues each K block's four QGMMA from uniform registers, ours moved every descriptor start through
+R2UR (the consumer warpgroup index ``tid / 128`` is not warp-uniform to ptxas); its loop is unrolled, so the next
+stage's barrier check sits among the promotion's FFMA. This probe times forms of the rendered default kernel, each
+made from the source by a rewrite that is asserted to apply (a diagnostic, not a code path of ptxgen):
+
+  nonuni   the warpgroup index as plain ``tid / 128`` (the template before s8)
+  uni      as rendered: ``__shfl_sync`` makes it warp-uniform
+  uniu     uni, and the stage and phase from an unsigned K-tile counter (no signed-division fix-ups)
+  uniu2    uniu, and the consumer's K loop unrolled by 2 (``#pragma unroll 2``); uniu4 by 4
+  plain-*  the per-tensor twin of the same tile in the nonuni / uni form
+
+    python tools/probe_loop.py bench 4096x7168x16384 8192x8192x8192 2048x7168x4096 [--rounds 8] [--forms uni,uniu2]
+    python tools/probe_loop.py once 4096x7168x16384 FORM   # one launch per call after 3 warm-up (for ncu --launch-skip 3)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import ptxgen.api.fp8blocks
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.spec import make_spec
+from ptxgen.emit.render import render_kernel
+from ptxgen.runtime.bench import alternate_medians
+from ptxgen.runtime.cache import compile_cached
+from ptxgen.runtime.gpu import require_gpu
+
+from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's folder) is on sys.path
+
+UNIFORM = "const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;"
+NONUNIFORM = "const int wg = tid / 128, wg_tid = tid % 128;"
+LOOP = "#pragma unroll 1\n    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {"
+FORMS = ("nonuni", "uni", "uniu", "uniu2", "uniu4", "plain-nonuni", "plain-uni")
+
+
+def _sub(src: str, old: str, new: str, count: int | None = None) -> str:
+    n = src.count(old)
+    assert n >= 1 and (count is None or n == count), (old, n)
+    return src.replace(old, new)
+
+
+def rewrite(src: str, form: str) -> str:
+    """The rendered source (uniform warpgroup index) in FORM."""
+    base = form.removeprefix("plain-")
+    if base == "nonuni":
+        return _sub(src, UNIFORM, NONUNIFORM, 1)
+    out = src
+    if base in ("uniu", "uniu2", "uniu4"):
+        # the consumers' and the scale slots' stage/phase from the K-tile counter, unsigned
+        out, n = re.subn(r"\bit % (\d+)\b", r"static_cast<int>(static_cast<unsigned>(it) % \1u)", out)
+        out, n2 = re.subn(r"\(it / (\d+)\)", r"(static_cast<unsigned>(it) / \1u)", out)
+        assert n >= 2 and n2 >= 1, (n, n2)
+    if base in ("uniu2", "uniu4"):
+        out = _sub(out, LOOP, LOOP.replace("unroll 1", f"unroll {base[-1]}"), 1)
+    return out
+
+
+def kernel(form: str) -> tuple:
+    """(spec, cubin, name) of the default block-FP8 kernel (or its per-tensor twin, ``plain-*``) in FORM."""
+    spec = ptxgen.api.fp8blocks.default_spec()
+    if form.startswith("plain-"):
+        spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
+                            "fp8_scale_load": "auto"})
+    src = rewrite(render_kernel(plan_kernel(spec)), form)
+    name = spec.kernel_name
+    return spec, compile_cached(src, name, "sm_90a").compiled.cubin, name
+
+
+def launch(torch, dev, built, a, b, sa, sb, kb4, d) -> Launch:
+    spec, cubin, name = built
+    m, k = a.shape
+    extra = {} if spec.fp8_blocks.value == "none" else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m,
+                                                        "lds_b": kb4}
+    return Launch(spec, m, b.shape[0], k, a, b, d, extra, dev, torch, cubin=cubin, name=name)
+
+
+def bench(shapes: list[str], rounds: int, forms: list[str]) -> int:
+    import torch
+
+    dev = require_gpu()
+    ok = True
+    built = {f: kernel(f) for f in forms}
+    for shape in shapes:
+        m, n, k = map(int, shape.split("x"))
+        a, b, sa, sb, kb4 = inputs(torch, m, n, k)
+        outs = {f: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for f in built}
+        fns = {f: launch(torch, dev, built[f], a, b, sa, sb, kb4, outs[f]).run for f in built}
+        fns["torch"] = lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        for f in fns.values():
+            f()
+        torch.cuda.synchronize()
+        ms = alternate_medians(torch, fns, rounds, BATCH_MS, rotate=True)
+        ref = fns["torch"]()
+        # block forms: bit for bit torch's output (as the default kernel is); plain forms: each other
+        same = {f: bool(torch.equal(outs[f], ref)) for f in built if not f.startswith("plain-")}
+        plain = [f for f in built if f.startswith("plain-")]
+        same.update({f: bool(torch.equal(outs[f], outs[plain[0]])) for f in plain})
+        ok &= all(same.values())
+        tf = {nm: 2.0 * m * n * k / t / 1e9 for nm, t in ms.items()}
+        print(json.dumps({"shape": shape, "tflops": {nm: round(v, 1) for nm, v in tf.items()},
+                          "ratio_vs_torch": {f: round(ms["torch"] / ms[f], 4) for f in built},
+                          "outputs_as_expected": same, "rounds": rounds}), flush=True)
+    return 0 if ok else 1
+
+
+def once(shape: str, form: str) -> int:
+    import torch
+
+    dev = require_gpu()
+    m, n, k = map(int, shape.split("x"))
+    a, b, sa, sb, kb4 = inputs(torch, m, n, k)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    run = launch(torch, dev, kernel(form), a, b, sa, sb, kb4, d).run
+    for _ in range(4):
+        run()
+    torch.cuda.synchronize()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["bench"]:
+        rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 8
+        forms = argv[argv.index("--forms") + 1].split(",") if "--forms" in argv else list(FORMS)
+        if not set(forms) <= set(FORMS):
+            print(f"probe_loop: forms are {', '.join(FORMS)}", file=sys.stderr)
+            return 2
+        return bench([s for s in argv[1:] if "x" in s and not s.startswith("-")], rounds, forms)
+    if argv[:1] == ["once"] and len(argv) == 3 and argv[2] in FORMS:
+        return once(argv[1], argv[2])
+    print(__doc__.strip().splitlines()[-2:], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
