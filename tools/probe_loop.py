@@ -8,8 +8,9 @@ made from the source by a rewrite that is asserted to apply (a diagnostic, not a
   nonuni   the warpgroup index as plain ``tid / 128`` (the template before s8)
   uni      as rendered: ``__shfl_sync`` makes it warp-uniform
   uniu     uni, and the stage and phase from an unsigned K-tile counter (no signed-division fix-ups)
-  uniu2    uniu, and the consumer's K loop unrolled by 2 (``#pragma unroll 2``); uniu4 by 4
-  plain-*  the per-tensor twin of the same tile in the nonuni / uni form
+  uniN     uni, the consumer's K loop unrolled N times (``#pragma unroll N``); uniuN both
+  *-tmasf  the A scales by TMA (--fp8-scale-load tma) instead of the scale warp
+  plain-*  the per-tensor twin of the same tile
 
     python tools/probe_loop.py bench 4096x7168x16384 8192x8192x8192 2048x7168x4096 [--rounds 8] [--forms uni,uniu2]
     python tools/probe_loop.py once 4096x7168x16384 FORM   # one launch per call after 3 warm-up (for ncu --launch-skip 3)
@@ -34,7 +35,8 @@ from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's fold
 UNIFORM = "const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;"
 NONUNIFORM = "const int wg = tid / 128, wg_tid = tid % 128;"
 LOOP = "#pragma unroll 1\n    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {"
-FORMS = ("nonuni", "uni", "uniu", "uniu2", "uniu4", "plain-nonuni", "plain-uni")
+FORMS = ("nonuni", "uni", "uniu", "uni2", "uni4", "uni8", "uniu2", "uniu4", "uni2-tmasf", "uniu2-tmasf", "plain-nonuni",
+         "plain-uni", "plain-uni2")
 
 
 def _sub(src: str, old: str, new: str, count: int | None = None) -> str:
@@ -44,24 +46,26 @@ def _sub(src: str, old: str, new: str, count: int | None = None) -> str:
 
 
 def rewrite(src: str, form: str) -> str:
-    """The rendered source (uniform warpgroup index) in FORM."""
-    base = form.removeprefix("plain-")
-    if base == "nonuni":
+    """The rendered source (uniform warpgroup index) in FORM: nonuni | uni[u][N] (u: unsigned counter, N: unroll)."""
+    core = form.removeprefix("plain-").removesuffix("-tmasf")
+    if core == "nonuni":
         return _sub(src, UNIFORM, NONUNIFORM, 1)
+    m = re.fullmatch(r"uni(u?)(\d*)", core)
+    assert m, form
     out = src
-    if base in ("uniu", "uniu2", "uniu4"):
+    if m.group(1):
         # the consumers' and the scale slots' stage/phase from the K-tile counter, unsigned
         out, n = re.subn(r"\bit % (\d+)\b", r"static_cast<int>(static_cast<unsigned>(it) % \1u)", out)
         out, n2 = re.subn(r"\(it / (\d+)\)", r"(static_cast<unsigned>(it) / \1u)", out)
         assert n >= 2 and n2 >= 1, (n, n2)
-    if base in ("uniu2", "uniu4"):
-        out = _sub(out, LOOP, LOOP.replace("unroll 1", f"unroll {base[-1]}"), 1)
+    if m.group(2):
+        out = _sub(out, LOOP, LOOP.replace("unroll 1", f"unroll {m.group(2)}"), 1)
     return out
 
 
 def kernel(form: str) -> tuple:
     """(spec, cubin, name) of the default block-FP8 kernel (or its per-tensor twin, ``plain-*``) in FORM."""
-    spec = ptxgen.api.fp8blocks.default_spec()
+    spec = ptxgen.api.fp8blocks.default_spec(**({"fp8_scale_load": "tma"} if form.endswith("-tmasf") else {}))
     if form.startswith("plain-"):
         spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
                             "fp8_scale_load": "auto"})
