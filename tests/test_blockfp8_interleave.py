@@ -134,7 +134,8 @@ def test_interleave_compiles_with_alternating_chains(bn, stagger, epilogue):
     """NVRTC sm_90a, persistent, smem scales: the loop holds 8 QGMMA.64x(BN/2)x32 and no other MMA (none outside it),
     consecutive ones write the two fragments alternately (two destination registers, never the same twice in a row),
     the loop's wgmma waits are WARPGROUP.DEPBAR.LE gsb0 0x0 (with stagger half 0x1 first), no local memory, no C7514
-    (serialized wgmma) or C7517. Control: the default kernel's loop is one chain (4 QGMMA.64xBNx32, one destination)."""
+    (serialized wgmma) or C7517. Control: the default kernel's loop is one chain (4 QGMMA.64xBNx32 a K-tile, unrolled
+    k_loop_unroll times, one destination)."""
     from ptxgen.runtime.sass import check_sass
 
     s, src, c, loop = _build(bn=bn, epilogue=epilogue, fp8_overlap="interleave", fp8_stagger=stagger)
@@ -149,9 +150,15 @@ def test_interleave_compiles_with_alternating_chains(bn, stagger, epilogue):
     waits = [re.sub(r"^@!?U?P\w+\s+", "", t) for t in loop if t.startswith("WARPGROUP.DEPBAR")]
     assert waits == (["WARPGROUP.DEPBAR.LE gsb0, 0x1"] if stagger == "half" else []) + ["WARPGROUP.DEPBAR.LE gsb0, 0x0"], waits
     if (bn, stagger) == (192, "none"):
-        *_, control = _build(bn=bn, epilogue=epilogue)
-        ctl = [m.groups() for t in control for m in [_QGMMA.search(t)] if m]
-        assert [x for x, _ in ctl] == ["64x192x32"] * 4 and len({d for _, d in ctl}) == 1, ctl
+        from ptxgen.derive.kernel import plan_kernel
+        from ptxgen.runtime.toolchain import run_tool
+
+        cs, _, cc, _ = _build(bn=bn, epilogue=epilogue)
+        u = plan_kernel(cs).block_fp8.k_loop_unroll
+        crep = check_sass(cs, cc.cubin)  # u K-tiles in the loop, u - 1 in its remainder
+        ctl = [m.groups() for t in run_tool("cuobjdump", ["--dump-sass"], cc.cubin).splitlines() for m in [_QGMMA.search(t)] if m]
+        assert crep.ok and crep.mma_in_loop == 4 * u, crep.problems
+        assert [x for x, _ in ctl] == ["64x192x32"] * 4 * (2 * u - 1) and len({d for _, d in ctl}) == 1, ctl
 
 
 @pytest.mark.parametrize("kw", [dict(stream_k=4), dict(bm=192, bn=128, epilogue="tma"), dict(fp8_scale_load="block"),

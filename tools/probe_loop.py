@@ -5,10 +5,11 @@ R2UR (the consumer warpgroup index ``tid / 128`` is not warp-uniform to ptxas); 
 stage's barrier check sits among the promotion's FFMA. This probe times forms of the rendered default kernel, each
 made from the source by a rewrite that is asserted to apply (a diagnostic, not a code path of ptxgen):
 
-  nonuni   the warpgroup index as plain ``tid / 128`` (the template before s8)
-  uni      as rendered: ``__shfl_sync`` makes it warp-uniform
+  nonuni   the warpgroup index as plain ``tid / 128``, the K loop not unrolled (the templates before s8)
+  uni      ``__shfl_sync`` makes the index warp-uniform (the templates since s8), the K loop not unrolled
   uniu     uni, and the stage and phase from an unsigned K-tile counter (no signed-division fix-ups)
-  uniN     uni, the consumer's K loop unrolled N times (``#pragma unroll N``); uniuN both
+  uniN     uni, the consumer's K loop unrolled N times (``#pragma unroll N``; uni2 is the block-FP8 kernel since s8);
+           uniuN both
   *-tmasf  the A scales by TMA (--fp8-scale-load tma) instead of the scale warp
   plain-*  the per-tensor twin of the same tile
 
@@ -32,7 +33,7 @@ from ptxgen.runtime.gpu import require_gpu
 
 from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's folder) is on sys.path
 
-UNIFORM = "const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;"
+UNIFORM = "const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;"  # as rendered (KernelView.wg_expr)
 NONUNIFORM = "const int wg = tid / 128, wg_tid = tid % 128;"
 LOOP = "#pragma unroll 1\n    for (int kt = 0; kt < num_k_tiles; ++kt, ++it) {"
 FORMS = ("nonuni", "uni", "uniu", "uni2", "uni4", "uni8", "uniu2", "uniu4", "uni2-tmasf", "uniu2-tmasf", "plain-nonuni",
@@ -48,11 +49,13 @@ def _sub(src: str, old: str, new: str, count: int | None = None) -> str:
 def rewrite(src: str, form: str) -> str:
     """The rendered source (uniform warpgroup index) in FORM: nonuni | uni[u][N] (u: unsigned counter, N: unroll)."""
     core = form.removeprefix("plain-").removesuffix("-tmasf")
+    # the consumer's K loop as the template had it before s8 (unroll 1); the block-FP8 loop renders unroll 2 since
+    out, n = re.subn(r"#pragma unroll \d+\n(    for \(int kt = 0; kt < num_k_tiles; \+\+kt, \+\+it\) \{)", r"#pragma unroll 1\n\1", src)
+    assert n == 1, n
     if core == "nonuni":
-        return _sub(src, UNIFORM, NONUNIFORM, 1)
+        return _sub(out, UNIFORM, NONUNIFORM, 1)
     m = re.fullmatch(r"uni(u?)(\d*)", core)
     assert m, form
-    out = src
     if m.group(1):
         # the consumers' and the scale slots' stage/phase from the K-tile counter, unsigned
         out, n = re.subn(r"\bit % (\d+)\b", r"static_cast<int>(static_cast<unsigned>(it) % \1u)", out)

@@ -196,7 +196,7 @@ ptxgen_sm90a_bf16_f32_obf16_128x128x64_s5_a_k_sw128_ok_b_k_sw128_ok_persistent_g
   if (tid == 0) tma_prefetch(&tmap_d);
   __syncthreads();
 
-  const int wg = tid / 128, wg_tid = tid % 128;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;  // wg warp-uniform: what derives from it stays in uniform registers
   if (wg == 2) {
     // ---- producer warpgroup ----
     setmaxnreg_producer();

@@ -160,7 +160,7 @@ ptxgen_sm90a_bf16_f32_obf16_128x256x64_s4_a_k_sw128_ok_b_k_sw128_ok(const __grid
   }
   __syncthreads();
 
-  const int wg = tid / 128, wg_tid = tid % 128;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;  // wg warp-uniform: what derives from it stays in uniform registers
   if (wg == 2) {
     // ---- producer warpgroup ----
     setmaxnreg_producer();

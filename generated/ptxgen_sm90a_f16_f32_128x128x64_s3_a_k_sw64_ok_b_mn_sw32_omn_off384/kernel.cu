@@ -160,7 +160,7 @@ ptxgen_sm90a_f16_f32_128x128x64_s3_a_k_sw64_ok_b_mn_sw32_omn_off384(const __grid
   }
   __syncthreads();
 
-  const int wg = tid / 128, wg_tid = tid % 128;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;  // wg warp-uniform: what derives from it stays in uniform registers
   if (wg == 2) {
     // ---- producer warpgroup ----
     setmaxnreg_producer();

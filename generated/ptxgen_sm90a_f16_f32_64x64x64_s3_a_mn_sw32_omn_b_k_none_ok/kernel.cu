@@ -158,7 +158,7 @@ ptxgen_sm90a_f16_f32_64x64x64_s3_a_mn_sw32_omn_b_k_none_ok(const __grid_constant
   }
   __syncthreads();
 
-  const int wg = tid / 128, wg_tid = tid % 128;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;  // wg warp-uniform: what derives from it stays in uniform registers
   if (wg == 1) {
     // ---- producer warpgroup ----
     if (wg_tid == 0) {

@@ -75,6 +75,7 @@ class BlockFp8View:
     half_wait: bool = False
     # --fp8-overlap interleave: the default loop with the K block's MMAs as two column halves, alternated per K-step
     interleave: bool = False
+    k_loop_unroll: int = 1  # #pragma unroll of the consumer's K loop (derive.blockfp8.BlockFp8Plan.k_loop_unroll)
 
 
 @dataclass(frozen=True)
@@ -220,4 +221,5 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         commit_groups=plan.commit_groups,
         half_wait=len(plan.commit_groups) == 2,
         interleave=plan.overlap == "interleave",
+        k_loop_unroll=plan.k_loop_unroll,
     )

@@ -18,10 +18,11 @@ from ..derive.pipeline import Parity, PipelinePlan, WarpRole
 from ..derive.smem import MBARRIER_BYTES, SmemPlan
 from ..derive.spec import TileSpec
 from ..isa.descriptors import SmemDescriptor
+from ..isa.shapes import WARPGROUP_THREADS
 from ..isa.types import Arch, Loader
 from . import grouped_view as cgrouped
 from .blockfp8 import BlockFp8View, block_fp8_view
-from .chain import ChainView, CLoadView, c_load_view, chain_view
+from .chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
 from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
 from .loader_view import OperandView, operand_view
@@ -98,6 +99,9 @@ class KernelView:
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
     d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)
+    # wgmma: the thread's warpgroup, warp-uniform to ptxas (__shfl_sync): what derives from it (the A descriptor's start)
+    # stays in uniform registers, with no R2UR before each wgmma (s8, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
+    wg_expr: str = f"__shfl_sync({FULL_WARP_MASK}, tid / {WARPGROUP_THREADS}, 0)"
     tma3d: bool = False  # some operand has a 3-D tensor map (tma_load_3d)
 
 

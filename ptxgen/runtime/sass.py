@@ -133,6 +133,10 @@ def check_sass(
     # the loop (derive.blockfp8 BlockFp8Plan.peeled)
     expected *= halves
     outside = expected if bfp8 is not None and bfp8.peeled else 0
+    # a K loop unrolled u times (derive.blockfp8 k_loop_unroll): u K-tiles' MMAs in the loop, u - 1 in the remainder
+    unroll = 1 if bfp8 is None else bfp8.k_loop_unroll
+    outside += expected * (unroll - 1)
+    expected *= unroll
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})
@@ -156,9 +160,11 @@ def check_sass(
     if in_loop != expected:
         slabs = f" x {spec.slabs_per_consumer} slabs" if spec.slabs_per_consumer > 1 and spec.arch is Arch.SM90A else ""
         slabs += " x 2 column halves" if halves > 1 else ""
+        slabs += f" x {unroll} (unrolled)" if unroll > 1 else ""
         problems.append(f"{in_loop} {want} in the main loop, expected BK / K{slabs} = {spec.bk} / {spec.k_per_mma}{slabs} = {expected}")
     if len(mmas) - in_loop != outside:
-        problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop" + (f", expected {outside} (K block 0, peeled)" if outside else ""))
+        problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop"
+                        + (f", expected {outside} (K block 0 peeled, or the unrolled loop's remainder)" if outside else ""))
     ldtm = _count(instrs, r"LDTM\b")
     if spec.arch is Arch.SM100A and ldtm == 0:
         problems.append("no LDTM (tcgen05.ld) in the epilogue")
