@@ -24,8 +24,8 @@ from ptxgen.model.ordermodel import check_order
 BASE = dict(dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16", schedule="persistent", epilogue="tma")
 
 
-def _steps(c):
-    return [s.as_tuple() for s in order_steps(c)]
+def _steps(c, uniform=False):
+    return [s.as_tuple() for s in order_steps(c, uniform)]
 
 
 def _spec(bm=128, bn=256, bk=64, **kw):
@@ -42,6 +42,35 @@ def test_protocol_passes_the_model(consumers, stages):
             for lag in (0, 1):
                 p = check_order(_steps(consumers), consumers, tiles, k, stages, lag=lag, seeds=range(4))
                 assert p == [], (tiles, k, lag, p)
+
+
+@pytest.mark.parametrize("consumers", [2, 3, 4])
+def test_uniform_form_passes_the_model(consumers):
+    """alternate-uniform: the last warpgroup's prologue arrival, every step unconditional."""
+    steps = _steps(consumers, uniform=True)
+    assert all(when is False for *_, when in steps) and sum(s[1] == "prologue" for s in steps) == 1
+    for tiles in (0, 1, 2, 6):
+        for k in (1, 2, 5):
+            assert check_order(steps, consumers, tiles, k, 2, seeds=range(4)) == [], (tiles, k)
+
+
+UNIFORM_CONTROLS = {
+    # no prologue arrival: warpgroup 0's first sync waits for nobody
+    "no prologue": ([s for s in _steps(2, True) if s[1] != "prologue"], "deadlock", 3),
+    # the prologue arrival from warpgroup 0 itself: its own sync meets its arrival (counted twice)
+    "prologue by warpgroup 0": ([(0, "prologue", "arrive", 0, False) if s[1] == "prologue" else s for s in _steps(2, True)],
+                                "counted twice", 3),
+    # the tail skipped when the CTA has no tile: the prologue arrival stays open
+    "tail only after a tile": ([(0, "tail", "sync", 0, "not_first") if s[1] == "tail" else s for s in _steps(2, True)],
+                               "left with", 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNIFORM_CONTROLS))
+def test_uniform_controls_fail(name):
+    steps, what, tiles = UNIFORM_CONTROLS[name]
+    problems = check_order(steps, 2, tiles, 3, 2, seeds=range(6))
+    assert problems and any(what in p for p in problems), problems
 
 
 def test_four_warpgroups_and_many_seeds():
@@ -177,6 +206,10 @@ def test_rendered_steps():
     assert arrives == [("0", "7"), ("1", "8"), ("2", "6")]
     plain = render_kernel(plan_kernel(make_spec(192, 128, 64, "kmajor-sw128", "kmajor-sw128", **BASE)))
     assert "named_barrier_arrive" not in plain and "order_tiles" not in plain
+    uni = render_kernel(plan_kernel(_spec(bm=192, bn=128, epilogue_order="alternate-uniform")))
+    assert "order_tiles" not in uni and "if (wg == 2) named_barrier_arrive(6, 256);" in uni
+    assert uni.count("named_barrier_sync(6 + wg, 256);") == 1 and uni.count("named_barrier_arrive(6 + (wg + 1) % 3, 256);") == 1
+    assert uni.count("if (wg == 0) named_barrier_sync(6, 256);") == 1
 
 
 # ---- L2: NVRTC sm_90a, SASS ----------------------------------------------------------------------------------------
@@ -192,12 +225,14 @@ L2 = {
 
 
 def _bar_ops(sass: str) -> list[str]:
-    """The 256-thread named-barrier operations of the SASS: BAR.SYNC / BAR.ARV with an immediate id and 0x100."""
+    """The 256-thread named-barrier operations of the SASS: BAR.SYNC / BAR.ARV with 0x100 threads, the id an immediate
+    (an int) or a register ("R")."""
     out = []
     for line in sass.splitlines():
-        m = re.search(r"BAR\.(SYNC(?:\.DEFER_BLOCKING)?|ARV) (0x[0-9a-f]+), 0x100", line)
+        m = re.search(r"BAR\.(SYNC(?:\.DEFER_BLOCKING)?|ARV) (0x[0-9a-f]+|R\d+), 0x100", line)
         if m:
-            out.append(("SYNC" if m.group(1).startswith("SYNC") else "ARV", int(m.group(2), 16)))
+            bar = m.group(2)
+            out.append(("SYNC" if m.group(1).startswith("SYNC") else "ARV", int(bar, 16) if bar.startswith("0x") else "R"))
     return out
 
 
@@ -223,6 +258,30 @@ def test_ordered_kernels_compile(name):
     assert {b for op, b in ops if op == "SYNC"} == want_sync and {b for op, b in ops if op == "ARV"} == want_arv, ops
     assert want_sync == want_arv == set(range(o.first_barrier_id, o.first_barrier_id + o.consumers))
     assert sum(op == "ARV" for op, _ in ops) >= o.consumers and sum(op == "SYNC" for op, _ in ops) >= o.consumers + 1
+
+
+UNIFORM_L2 = {"bf16-128x256-tma": dict(), "bf16-192x128-3wg-tma": dict(bm=192, bn=128),
+              "fused-128x192-direct": dict(bn=192, epilogue="direct", fuse="bias=col:bf16,act=gelu_tanh")}
+
+
+@pytest.mark.parametrize("name", sorted(UNIFORM_L2))
+def test_uniform_kernels_compile(name):
+    """alternate-uniform: the prologue arrival and the tail sync with immediate ids, the loop's sync and arrive with the
+    id in a register (computed from wg: no branch), no local memory."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+
+    kw = dict(UNIFORM_L2[name])
+    s = _spec(epilogue_order="alternate-uniform", fuse=kw.pop("fuse", None), **kw)
+    assert s.kernel_name.endswith("_eoalternateuniform")
+    o = plan_kernel(s).epi_order
+    c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
+    rep = check_sass(s, c.cubin)
+    assert rep.ok and rep.local_bytes == 0 and "C7514" not in c.log, rep.problems
+    ops = set(_bar_ops(run_tool("cuobjdump", ["--dump-sass"], c.cubin)))
+    assert ops == {("ARV", o.first_barrier_id), ("SYNC", o.first_barrier_id), ("SYNC", "R"), ("ARV", "R")}, ops
 
 
 def test_unordered_twin_has_no_order_barriers():

@@ -1,5 +1,6 @@
 """--epilogue-order alternate on the GPU (``gpu`` tier, L3 on an H200): ordered persistent cooperative kernels (2 and 3
-consumer warpgroups, the TMA store and the direct stores, TMA and cp.async loads, a fused bias + gelu chain) against a
+consumer warpgroups, the TMA store and the direct stores, TMA and cp.async loads, a fused bias + gelu chain; both forms
+of the order, alternate and alternate-uniform) against a
 float64 reference at shapes off every tile multiple, from CTAs with no tile to many tiles per CTA with one or two
 K-tiles; each output must also equal, bit for bit, the unordered kernel's (the order moves no arithmetic).
 
@@ -61,13 +62,17 @@ def _check(got, ref, k, fused=False):
     assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} outputs wrong; first {bad.nonzero()[:3].tolist()}"
 
 
+ORDERS = ["alternate", "alternate-uniform"]
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", list(SPECS))
-def test_ordered_kernel_matches_float64_and_the_unordered_twin(gpu, name, shape):
+@pytest.mark.parametrize("order", ORDERS)
+def test_ordered_kernel_matches_float64_and_the_unordered_twin(gpu, order, name, shape):
     m, n, k = shape
-    ordered = make_spec(**SPECS[name], epilogue_order="alternate")
+    ordered = make_spec(**SPECS[name], epilogue_order=order)
     plain = make_spec(**SPECS[name])
-    assert ordered.epilogue_order.value == "alternate" and plain.epilogue_order.value == "none"
+    assert ordered.epilogue_order.value == order and plain.epilogue_order.value == "none"
     a, b = _inputs(m, n, k, seed=m + n + k)
     full, got = _run_plain(ordered, a, b, m, n)
     _check(got, a.double() @ b.double().T, k)
@@ -91,7 +96,8 @@ FUSED = {"128x256-tma": SPECS["128x256-tma"], "128x256-direct": SPECS["128x256-d
 
 @pytest.mark.parametrize("shape", [(1999, 3001, 72), (3001, 4001, 64)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", list(FUSED))
-def test_ordered_fused_bias_gelu(gpu, name, shape):
+@pytest.mark.parametrize("order", ORDERS)
+def test_ordered_fused_bias_gelu(gpu, order, name, shape):
     """The issue's chain (bias per column, gelu tanh, bf16 out) with the order: against float64 and bit for bit against
     the unordered fused kernel."""
     import ptxgen.api.fused
@@ -100,8 +106,8 @@ def test_ordered_fused_bias_gelu(gpu, name, shape):
     a, b = _inputs(m, n, k, seed=7)
     bias = torch.randn(n, device="cuda").to(torch.bfloat16)
     outs = []
-    for order in ("alternate", "none"):
-        spec = make_spec(**FUSED[name], epilogue_order=order)
+    for o in (order, "none"):
+        spec = make_spec(**FUSED[name], epilogue_order=o)
         outs.append(ptxgen.api.fused.gemm(a, b, spec=spec, bias=bias, activation="gelu_tanh", out_dtype="bf16"))
     torch.cuda.synchronize()
     ref = torch.nn.functional.gelu(a.double() @ b.double().T + bias.double(), approximate="tanh")

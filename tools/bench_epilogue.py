@@ -9,10 +9,11 @@ Per shape (bf16 in, f32 accumulate, the tuned kernel of ``ptxgen.runtime.choose.
 * ``torch_linear``: gelu(F.linear(A, B, bias)), the bias in cuBLAS's epilogue, the gelu a second kernel
 * ``cublas``:      torch.matmul(A, B.t()) alone
 
-with --epilogue-order alternate also (ptxgen.derive.epiorder: the consumer warpgroups' epilogues in turn)
+with --epilogue-order alternate (or alternate-uniform) also (ptxgen.derive.epiorder: the consumer warpgroups'
+epilogues in turn)
 
-* ``plain_ordered``: the tuned kernel with --epilogue-order alternate
-* ``fused_ordered``: the fused kernel with --epilogue-order alternate
+* ``plain_ordered``: the tuned kernel with that --epilogue-order
+* ``fused_ordered``: the fused kernel with that --epilogue-order
 
 (fused/plain stays against today's unordered plain kernel; a pick the order does not apply to is refused, exit 2), and,
 with --plain-only, only plain, plain_twin, plain_ordered and cublas (a chooser pick the order does not apply to, ping-pong
@@ -218,8 +219,9 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["8192x8192x8192", "4096x4096x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--fp8", action="store_true", help="also the FP8-output chain with per-row scales against torch eager")
-    ap.add_argument("--epilogue-order", default="none", choices=("none", "alternate"),
-                    help="alternate: also plain_ordered and fused_ordered (the consumer warpgroups' epilogues in turn)")
+    ap.add_argument("--epilogue-order", default="none", choices=("none", "alternate", "alternate-uniform"),
+                    help="alternate or alternate-uniform: also plain_ordered and fused_ordered with that order (the consumer "
+                    "warpgroups' epilogues in turn)")
     ap.add_argument("--plain-only", action="store_true", help="only plain, plain_twin, plain_ordered and cublas")
     ap.add_argument("--compile-only", action="store_true", help="compile every kernel of the run into the cache and exit")
     ap.add_argument("--jobs", type=int, default=4, help="--compile-only: compiler processes")

@@ -16,6 +16,12 @@ of the warpgroup that arrives and the 128 of the one that waits.
   arrival, so no generation is open when the CTA exits. (The other form, the last warpgroup arriving only when its CTA
   has a next tile, needs the tile walk's next tile in the template; the tail needs nothing of the walk.)
 
+``alternate-uniform`` is the same order with no branch on the warpgroup inside the tile loop: the last warpgroup arrives
+on E_0 once before its first tile (the prologue), so warpgroup 0 waits E_0 before every epilogue, its first included;
+every warpgroup w then waits E_w before and arrives on E_{(w + 1) mod C} after each epilogue (one statement each, the id
+computed from wg), and warpgroup 0's tail sync is unconditional (with no tile it takes the prologue's arrival). ptxas
+keeps the main loop's address arithmetic on the uniform datapath then (tools/sass_epiorder.py).
+
 Generations: a warp's second arrival on E_w (w >= 1) follows its epilogue of t + 1, which follows E_0's generation
 of t (or, for w - 1 >= 1, E_{w-1}'s of t + 1), whose completion needs every warp of the last warpgroup past its
 epilogue of t, hence every E_v generation of t complete (v >= 1): by induction around the ring, no warp arrives on a
@@ -36,7 +42,8 @@ from .barriers import MAX_CONSUMER_WARPGROUPS, order_first_barrier_id
 from .derived import Derived
 
 WARPGROUP_THREADS = 128
-WHERE = ("before", "after", "tail")  # before / after a warpgroup's epilogue of a tile; tail: once after its tiles
+WHERE = ("prologue", "before", "after", "tail")  # prologue: once before the tiles; before / after a warpgroup's
+# epilogue of a tile; tail: once after its tiles
 
 
 @dataclass(frozen=True)
@@ -55,9 +62,14 @@ class OrderStep:
         return (self.wg, self.where, self.op, self.barrier, self.not_first)
 
 
-def order_steps(consumers: int) -> tuple[OrderStep, ...]:
-    """The round-robin order of ``consumers`` warpgroups (module docstring)."""
+def order_steps(consumers: int, uniform: bool = False) -> tuple[OrderStep, ...]:
+    """The round-robin order of ``consumers`` warpgroups (module docstring); ``uniform``: the alternate-uniform form."""
     S = OrderStep
+    if uniform:
+        return ((S(consumers - 1, "prologue", "arrive", 0),)
+                + tuple(S(w, "before", "sync", w) for w in range(consumers))
+                + tuple(S(w, "after", "arrive", (w + 1) % consumers) for w in range(consumers))
+                + (S(0, "tail", "sync", 0),))
     return ((S(0, "before", "sync", 0, not_first=True),)
             + tuple(S(w, "before", "sync", w) for w in range(1, consumers))
             + tuple(S(w, "after", "arrive", (w + 1) % consumers) for w in range(consumers))
@@ -70,6 +82,7 @@ class EpilogueOrderPlan:
     first_barrier_id: int
     steps: tuple[OrderStep, ...]
     threads_per_generation: int  # bar.sync / bar.arrive thread count: two warpgroups
+    uniform: bool = False  # alternate-uniform: the prologue arrival, no step skipped (no branch on wg in the tile loop)
 
     def barrier_id(self, barrier: int) -> int:
         return self.first_barrier_id + barrier
@@ -81,7 +94,7 @@ class EpilogueOrderPlan:
         wait = "; ".join(f"wg {s.wg} {s.op} E_{s.barrier} {s.where}" + (" (not the first)" if s.not_first else "")
                          for s in self.steps)
         return (
-            Derived("epilogue_order", "alternate",
+            Derived("epilogue_order", "alternate-uniform" if self.uniform else "alternate",
                     f"warpgroup w >= 1 starts its epilogue of tile t after w - 1 finished its own; warpgroup 0 starts t + 1 "
                     f"after warpgroup {c - 1} finished t",
                     "the cooperative warpgroups finish a tile's main loop together; taking turns keeps one warpgroup's "
@@ -94,7 +107,10 @@ class EpilogueOrderPlan:
                     cite("bar_sync")),
             Derived("order_steps", f"{len(self.steps)} steps", wait,
                     "bar.arrive after an epilogue, bar.sync before the next warpgroup's; warpgroup 0's tail sync takes the "
-                    "last warpgroup's final arrival, so no generation is open at exit",
+                    "last warpgroup's final arrival, so no generation is open at exit"
+                    + ("; the last warpgroup's prologue arrival lets warpgroup 0 wait before every epilogue, so no step "
+                       "depends on the tile or (rendered with the id computed from wg) branches on the warpgroup"
+                       if self.uniform else ""),
                     cite("bar_sync")),
         )
 
@@ -130,5 +146,6 @@ def plan_epilogue_order(t) -> EpilogueOrderPlan | None:
     if t.epilogue_order is EpilogueOrder.NONE:
         return None
     c = t.consumer_warpgroups
-    return EpilogueOrderPlan(c, order_first_barrier_id(c, t.fp8_stagger.value != "none"), order_steps(c),
-                             2 * WARPGROUP_THREADS)
+    uniform = t.epilogue_order is EpilogueOrder.ALTERNATE_UNIFORM
+    return EpilogueOrderPlan(c, order_first_barrier_id(c, t.fp8_stagger.value != "none"), order_steps(c, uniform),
+                             2 * WARPGROUP_THREADS, uniform)

@@ -283,7 +283,8 @@ FIELDS: tuple[SpecField, ...] = (
         "none: each consumer warpgroup runs its epilogue as soon as its MMAs of a tile are complete; alternate: round-robin "
         "(warpgroup w starts its epilogue of a tile after warpgroup w - 1 finished its own, warpgroup 0 its next one after "
         "the last warpgroup finished this one), so one warpgroup's epilogue runs while another's MMAs keep the tensor cores "
-        "busy (sm_90a persistent cooperative kernels of 2 to 4 consumer warpgroups; not with --cluster, --stream-k, "
+        "busy; alternate-uniform: the same order with no branch on the warpgroup in the tile loop (the last warpgroup "
+        "arrives once before its first tile, every warpgroup then waits on its own barrier before each epilogue) (sm_90a persistent cooperative kernels of 2 to 4 consumer warpgroups; not with --cluster, --stream-k, "
         "--grouped, --batch or --fp8-blocks; ptxgen.derive.epiorder) (default none)",
         EpilogueOrder,
         default="none",

@@ -429,7 +429,7 @@ class TileSpec:
         group += f"_sk{self.split_k}" if self.split else ""
         group += "_dm" if self.d_major is DMajor.M else ""
         group += f"_streamk{self.stream_k}" if self.stream_k > 1 else ""
-        group += "" if self.epilogue_order is EpilogueOrder.NONE else f"_eo{self.epilogue_order.value}"
+        group += "" if self.epilogue_order is EpilogueOrder.NONE else f"_eo{self.epilogue_order.value.replace('-', '')}"
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.epiorder import EpilogueOrderPlan, OrderStep
+from ..derive.epiorder import EpilogueOrderPlan, OrderStep, order_steps
 
 COUNTER = "order_tiles"  # C: epilogues this warpgroup has run (the template declares and counts it)
 
@@ -14,8 +14,9 @@ class OrderView:
     before: tuple[str, ...]  # C statements before a warpgroup's epilogue of a tile
     after: tuple[str, ...]  # ... after it (then ++counter)
     tail: tuple[str, ...]  # once, after the CTA's tiles
-    counter: str
+    counter: str  # "": no step depends on the tile (alternate-uniform)
     doc: str
+    prologue: tuple[str, ...] = ()  # once, before the CTA's tiles
 
 
 def _step_c(plan: EpilogueOrderPlan, st: OrderStep) -> str:
@@ -28,14 +29,33 @@ def _step_c(plan: EpilogueOrderPlan, st: OrderStep) -> str:
                 if st.where == "before" else f"warpgroup {prev}'s final arrival (no generation open at exit)")
         return f"if ({cond}) named_barrier_sync({bar}, {plan.threads_per_generation});  // E_{st.barrier}: wait until {what}"
     nxt = st.barrier
+    if st.where == "prologue":
+        return (f"if ({cond}) named_barrier_arrive({bar}, {plan.threads_per_generation});  // E_{st.barrier}: warpgroup 0 "
+                "may start its first epilogue (its sync before every epilogue takes this arrival first)")
     return (f"if ({cond}) named_barrier_arrive({bar}, {plan.threads_per_generation});  // E_{st.barrier}: warpgroup {st.wg}'s "
             f"epilogue is done, warpgroup {nxt} may start " + ("its own" if nxt else "its next"))
+
+
+def _uniform_c(plan: EpilogueOrderPlan) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """alternate-uniform: every warpgroup's before step is a sync on E_wg and its after step an arrive on
+    E_{(wg + 1) mod C} (checked against the plan), so each is one statement with the id computed from wg: no branch."""
+    c, first, n = plan.consumers, plan.first_barrier_id, plan.threads_per_generation
+    assert plan.steps == order_steps(c, uniform=True), plan.steps
+    before = (f"named_barrier_sync({first} + wg, {n});  // E_wg: wait until warpgroup wg - 1 finished its epilogue of this "
+              f"tile (warpgroup 0: warpgroup {c - 1}, of the previous tile, or its prologue arrival)",)
+    after = (f"named_barrier_arrive({first} + (wg + 1) % {c}, {n});  // E_(wg + 1) mod {c}: this warpgroup's epilogue is "
+             "done, the next may start",)
+    return before, after
 
 
 def order_view(plan: EpilogueOrderPlan | None) -> OrderView | None:
     if plan is None:
         return None
-    by = {w: tuple(_step_c(plan, s) for s in plan.steps if s.where == w) for w in ("before", "after", "tail")}
-    return OrderView(by["before"], by["after"], by["tail"], COUNTER,
-                     f"--epilogue-order alternate: the {plan.consumers} consumer warpgroups' epilogues in turn (named barriers "
-                     f"{plan.first_barrier_id}..{plan.first_barrier_id + plan.consumers - 1}; ptxgen.derive.epiorder)")
+    by = {w: tuple(_step_c(plan, s) for s in plan.steps if s.where == w) for w in ("prologue", "before", "after", "tail")}
+    if plan.uniform:
+        by["before"], by["after"] = _uniform_c(plan)
+    value = "alternate-uniform" if plan.uniform else "alternate"
+    return OrderView(by["before"], by["after"], by["tail"], "" if plan.uniform else COUNTER,
+                     f"--epilogue-order {value}: the {plan.consumers} consumer warpgroups' epilogues in turn (named barriers "
+                     f"{plan.first_barrier_id}..{plan.first_barrier_id + plan.consumers - 1}; ptxgen.derive.epiorder)",
+                     by["prologue"])

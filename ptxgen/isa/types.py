@@ -90,6 +90,9 @@ class EpilogueOrder(Enum):
 
     NONE = "none"  # each warpgroup runs its epilogue as soon as its MMAs of the tile are complete
     ALTERNATE = "alternate"  # round-robin: warpgroup w after w - 1 of the same tile, warpgroup 0 after the last of the previous
+    # the same order with no branch on the warpgroup in the tile loop: the last warpgroup arrives on warpgroup 0's barrier
+    # once before its first tile, and every warpgroup syncs on its own barrier before each epilogue
+    ALTERNATE_UNIFORM = "alternate-uniform"
 
 
 class Cluster(Enum):

@@ -20,7 +20,8 @@ after the CTA's tiles, the ``tail`` steps. ``before_mainloop`` steps (controls o
 
 **The producer** fills K-tile ``it`` into stage ``it % S`` once every consumer warpgroup released K-tile ``it - S``.
 
-A step is ``(wg, where, op, barrier, when)``: warpgroup wg at ``where`` (before_mainloop, before, after, tail) does op
+A step is ``(wg, where, op, barrier, when)``: warpgroup wg at ``where`` (prologue: once before the tiles;
+before_mainloop, before, after, tail) does op
 (sync, arrive) on barrier E_barrier; ``when``: "always"; "not_first" (before: not at the CTA's first tile; tail: only if
 the CTA had a tile); "has_next" (only if the CTA has a tile after this one).
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import random
 
-WHERE = ("before_mainloop", "before", "after", "tail")
+WHERE = ("prologue", "before_mainloop", "before", "after", "tail")
 
 
 def _runs(when, t: int, tiles: int) -> bool:
@@ -51,7 +52,7 @@ def _program(steps, wg: int, warp: int, tiles: int, k_tiles: int, lag: int) -> l
     def mine(where, t):
         return [(op, b) for (g, w, op, b, when) in steps if g == wg and w == where and _runs(when, t, tiles)]
 
-    prog: list[tuple] = []
+    prog: list[tuple] = mine("prologue", 0)
     it = 0
     for t in range(tiles):
         prog += mine("before_mainloop", t)
