@@ -221,6 +221,22 @@ def test_sfa_map_args_and_refusal():
     assert tma_lds_a(info(0x10000), 1004, "k") == 1004
 
 
+def test_gemm_without_a_spec_takes_tma_scales_where_tma_reads_scale_a():
+    """ptxgen.api.fp8blocks.gemm without a spec (chosen_spec): 192 x 128 with scale_a by TMA where TMA can read scale_a
+    (16-byte aligned, K-block stride a multiple of 4 floats) and the output goes through the TMA store (bf16, f16, f32);
+    the scale warp's 128 x 192 (any M) otherwise: M % 4 != 0, a misaligned scale_a."""
+    from ptxgen.api.fp8blocks import chosen_spec, default_spec, tma_scales_spec
+    from ptxgen.runtime.arrays import ArrayInfo
+
+    info = lambda ptr, lds: ArrayInfo("scale_a", ptr, (lds, 4), (1, lds), "f32", 4, None, "torch", "torch")  # noqa: E731
+    for out in ("bf16", "f16", "f32"):
+        s = chosen_spec(out, info(0x10000, 1004), 1004)
+        assert s == tma_scales_spec(out) and (s.bm, s.bn, s.fp8_scale_load.value, s.consumer_warpgroups) == (192, 128, "tma", 3)
+        for ptr, lds in ((0x10000, 1001), (0x10008, 1004)):
+            assert chosen_spec(out, info(ptr, lds), lds) == default_spec(out)
+    assert default_spec().fp8_scale_load.value == "auto" and (default_spec().bm, default_spec().bn) == (128, 192)
+
+
 # ---- L2: NVRTC ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [dict(), dict(bn=128, stages=5, epilogue="direct"), dict(bm=192, bn=128),
                                 dict(fp8_overlap="interleave")], ids=["n192-tma", "n128-direct", "m192", "interleave"])

@@ -383,6 +383,15 @@ def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
     _block_fp8_against_recipe(*shape, 4, ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma", **variant))
 
 
+# s8: gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
+# scale_a (M % 4 == 0 here: 196, 1500, 60), else default_spec (M = 197, 61); bf16 and f32 through the TMA store
+@pytest.mark.parametrize("shape", [(196, 250, 400), (197, 250, 400), (1500, 3000, 400), (60, 333, 128), (61, 333, 96)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("out_dtype", ["bf16", "f32"])
+def test_block_fp8_gemm_without_a_spec(gpu, shape, out_dtype):
+    _block_fp8_against_recipe(*shape, 7, None, out_dtype)
+
+
 def test_block_fp8_tma_scales_with_a_padded_stride_and_the_misaligned_refusal(gpu):
     """scale_a with lds_a = M + 4 > M (the padding holds large values the kernel must not read: TMA's dimension 0 is M,
     rows past it land as zeros); and M % 4 != 0 (torch's lds_a = M: rows 4 x M bytes apart, not a multiple of 16 B) is
@@ -487,10 +496,12 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     assert err["plain"] > 100 * err["blocked"], err
 
 
-@pytest.mark.parametrize("variant", ["{}", '{"fp8_scale_load": "tma"}'], ids=["default", "tmasf"])
+@pytest.mark.parametrize("variant", ["{}", '{"fp8_scale_load": "tma"}', '{"bm": 192, "bn": 128, "fp8_scale_load": "tma"}'],
+                         ids=["default", "tmasf", "m192-tmasf"])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
-    """The default block-FP8 kernel (128 x 192, scales staged by the scale warp, TMA store) under compute-sanitizer:
+    """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:
+    192 x 128, scale_a by TMA), TMA store, under compute-sanitizer:
     1500 x 3000 x 400 puts 192 tiles on at most 132 CTAs (the scale warp, the TMA thread and the consumers walk several),
     M and N off the tile and a partial last K block; the case also checks the output against the recipe. Also with the
     A scales by TMA (--fp8-scale-load tma: the box overwrites a slot the consumers read with ld.shared; M % 4 == 0)."""

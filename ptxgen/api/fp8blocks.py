@@ -7,6 +7,9 @@
 ``scale_a``: f32 M x ceil(K/128), outer-dim-major (``s.t().contiguous().t()``: strides (1, lds_a));
 ``scale_b``: f32 ceil(K/128) x ceil(N/128), the transpose of a row-major array (``s.t()``: strides (1, lds_b)).
 D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A B^T over the block), in bf16.
+
+Without ``spec``: :func:`tma_scales_spec` where TMA can read scale_a (16-byte aligned, K-block stride a multiple of 4
+floats: M % 4 == 0 in torch's layout) and the output is bf16, f16 or f32; else :func:`default_spec` (any M).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from .binding import _allocate_out, bind
 from .fused import kernel_for
 from .launchplan import streamk_workspace
 
-__all__ = ["gemm", "default_spec"]
+__all__ = ["gemm", "default_spec", "tma_scales_spec"]
 BLOCK = 128
 
 
@@ -30,15 +33,32 @@ def default_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """128 x 192 tiles (a tile's columns span two 128-column scale blocks of B), one 128-block of K per stage,
     persistent, two consumer warpgroups; 16-bit and f32 outputs through the TMA-store epilogue with 4 stages (f32 since
     s7: 1.0-3.4% faster than the direct stores with 5 stages, runs/2026-12-02-s7-probe/call5), others direct with 5; the
-    scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem). Measured on the H200
-    (docs/block-fp8.md, runs/2026-12-01-s5-bfp8/run2): 990-1090 TFLOP/s, 0.89-0.99 of torch's blockwise _scaled_mm at
-    4096x7168x16384, 8192^3 and 2048x7168x4096, against 947-1025 (0.80-0.90) with each consumer thread loading its
-    scales from global memory (runs/2026-12-01-s4-blockfp8/ before)."""
+    scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem), so any M. On the H200 (s8,
+    runs/2026-12-02-s8-probe/call5): 1118 / 1197 / 1052 TFLOP/s at 4096x7168x16384, 8192^3 and 2048x7168x4096 (docs/block-fp8.md)."""
     tma = out_dtype in ("bf16", "f16", "f32")
     fields = dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype=out_dtype,
                   arch="sm_90a", stages=4 if tma else 5, epilogue="tma" if tma else "direct", schedule="persistent",
                   fp8_blocks="1x128x128")
     return make_spec(**{**fields, **kw})
+
+
+def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
+    """192 x 128 tiles, three consumer warpgroups, scale_a by TMA with A (--fp8-scale-load tma; the scale warp keeps
+    the B scales): what :func:`gemm` runs when TMA can read scale_a. On the H200 (s8, runs/2026-12-02-s8-probe/call5):
+    1169 / 1242 / 1107 TFLOP/s at 4096x7168x16384, 8192^3 and 2048x7168x4096, 3.8-5.2% over :func:`default_spec` in the same
+    run (whose scale warp loads the 192 rows' A scales too slowly at this tile: 842 / 903 / 943)."""
+    return default_spec(out_dtype, **{**dict(bm=192, bn=128, fp8_scale_load="tma"), **kw})
+
+
+TMA_SCALE_OUTPUTS = ("bf16", "f16", "f32")  # the TMA-store epilogue's outputs (tma_scales_spec's kernels)
+
+
+def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int) -> TileSpec:
+    """The kernel :func:`gemm` runs without a spec: :func:`tma_scales_spec` where TMA can read scale_a and the output is
+    bf16, f16 or f32, else :func:`default_spec`."""
+    if out_dtype in TMA_SCALE_OUTPUTS and sfa_tma_readable(scale_a, lds_a):
+        return tma_scales_spec(out_dtype)
+    return default_spec(out_dtype)
 
 
 def _scales(info: ArrayInfo, what: str, rows: int, cols: int) -> int:
@@ -56,11 +76,15 @@ def _scales(info: ArrayInfo, what: str, rows: int, cols: int) -> int:
     return ld
 
 
+def sfa_tma_readable(info: ArrayInfo, lds_a: int) -> bool:
+    return info.ptr % SFA_TMA_ALIGN_BYTES == 0 and lds_a % SFA_LD_ALIGN_ELEMENTS == 0
+
+
 def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
     """--fp8-scale-load tma (derive.sfa_tma): TMA reads scale_a only from a 16-byte aligned address with rows lds_a x 4 B
     a multiple of 16 B (M % 4 == 0 in torch's layout, lds_a = M); anything else is refused, never loaded wrong. With a
     single K block torch's ld is M too (any row stride reads the same one row)."""
-    if info.ptr % SFA_TMA_ALIGN_BYTES or lds_a % SFA_LD_ALIGN_ELEMENTS:
+    if not sfa_tma_readable(info, lds_a):
         raise ArgumentError(f"{name} loads scale_a by TMA (--fp8-scale-load tma): scale_a must be {SFA_TMA_ALIGN_BYTES}-byte "
                             f"aligned with its K-block stride a multiple of {SFA_LD_ALIGN_ELEMENTS} floats (M % 4 == 0 in "
                             f"torch's layout); it is at {info.ptr:#x} with stride {lds_a}. Use fp8_scale_load='smem' (any M)")
@@ -72,14 +96,18 @@ def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: Til
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     sa, sb = read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle)
+    chosen = spec is None
     spec = spec or default_spec(out_dtype)
     if spec.fp8_blocks.value == "none":
         raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128)")
-    kernel = kernel_for(spec)
-    dev = streams.require_gpu()
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
     extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": _scales(sb, "scale_b", kb, nb)}
+    if chosen:
+        spec = chosen_spec(out_dtype, sa, extra["lds_a"])
+        p = bind(spec, ai, bi, oi).problem
+    kernel = kernel_for(spec)
+    dev = streams.require_gpu()
     if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)
         extra["lds_a"] = tma_lds_a(sa, extra["lds_a"], spec.kernel_name)
     if oi is None:
