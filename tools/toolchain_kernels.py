@@ -6,10 +6,13 @@ bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 1
 scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains), ``s6`` (the
 block-FP8 kernels the sixth session changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
 runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
-TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains).
+TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains),
+``s8`` (the warp-uniform warpgroup index in every wgmma kernel and the block-FP8 K loop unrolled twice: both block-FP8
+picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
+order; runs/2026-12-02-s8-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|all]
 """
 import argparse
 import sys
@@ -94,9 +97,29 @@ def s7_specs() -> dict:
                                                   parse_chain("bias=col:bf16,act=gelu_tanh"), "f32")}
 
 
+def s8_specs() -> dict:
+    """The eighth session's kernels: every wgmma kernel's warpgroup index through __shfl_sync; block FP8's unrolled loop."""
+    from ptxgen.api.fp8blocks import default_spec as bfp8_default, tma_scales_spec
+    from ptxgen.api.select import select_choice
+
+    base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16")
+    picks = {f"bf16 pick {m}^3": select_choice("bf16", "sm_90a", m, m, m)[0] for m in (4096, 8192)}
+    return {"block fp8 tma_scales_spec bf16 (192 x 128)": tma_scales_spec(),
+            "block fp8 tma_scales_spec f32": tma_scales_spec("f32"),
+            "block fp8 default bf16 (128 x 192, unrolled)": bfp8_default(),
+            "block fp8 default f32": bfp8_default("f32"),
+            **picks,
+            "bf16 ping-pong 128x128": make_spec(bm=128, bn=128, bk=64, stages=5, schedule="persistent", consumers="pingpong",
+                                                epilogue="tma", **base),
+            "bf16 BM = 192 (three consumer warpgroups)": make_spec(bm=192, bn=128, bk=64, stages=4, schedule="persistent",
+                                                                   epilogue="tma", **base),
+            "bf16 epilogue order alternate-uniform": make_spec(bm=128, bn=256, bk=64, stages=4, schedule="persistent",
+                                                               epilogue="tma", epilogue_order="alternate-uniform", **base)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "all"), default="all")
+    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "s8", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("s4", "all"):
@@ -107,6 +130,8 @@ def main() -> int:
         specs.update(s6_specs())
     if args.set in ("s7", "all"):
         specs.update(s7_specs())
+    if args.set in ("s8", "all"):
+        specs.update(s8_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
