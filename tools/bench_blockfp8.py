@@ -73,6 +73,23 @@ class Launch:
         self.kern.launch(self.grid, self.block, self.argv)
 
 
+def race(torch, dev, built: dict, launch, shape: str, rounds: int) -> tuple[dict, dict, object]:
+    """Every kernel of ``built`` (name -> what ``launch(torch, dev, built[name], a, b, sa, sb, kb4, d)`` takes) and torch's
+    blockwise call on one shape's ``inputs``: a warm-up launch each, then rotating alternate rounds of 25 ms batches ->
+    (median ms per name and "torch", each kernel's output, torch's output). The probes' common loop (probe_release,
+    probe_loop)."""
+    m, n, k = map(int, shape.split("x"))
+    a, b, sa, sb, kb4 = inputs(torch, m, n, k)
+    outs = {nm: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for nm in built}
+    fns = {nm: launch(torch, dev, built[nm], a, b, sa, sb, kb4, outs[nm]).run for nm in built}
+    fns["torch"] = lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    ms = alternate_medians(torch, fns, rounds, BATCH_MS, rotate=True)
+    return ms, outs, fns["torch"]()
+
+
 def flops_tf(m, n, k, ms):
     return 2.0 * m * n * k / ms / 1e9
 

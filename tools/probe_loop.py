@@ -27,11 +27,10 @@ import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.bench import alternate_medians
 from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.gpu import require_gpu
 
-from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's folder) is on sys.path
+from bench_blockfp8 import Launch, inputs, race  # tools/ (the script's folder) is on sys.path
 
 UNIFORM = "const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;"  # as rendered (KernelView.wg_expr)
 NONUNIFORM = "const int wg = tid / 128, wg_tid = tid % 128;"
@@ -93,15 +92,7 @@ def bench(shapes: list[str], rounds: int, forms: list[str]) -> int:
     built = {f: kernel(f) for f in forms}
     for shape in shapes:
         m, n, k = map(int, shape.split("x"))
-        a, b, sa, sb, kb4 = inputs(torch, m, n, k)
-        outs = {f: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for f in built}
-        fns = {f: launch(torch, dev, built[f], a, b, sa, sb, kb4, outs[f]).run for f in built}
-        fns["torch"] = lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-        for f in fns.values():
-            f()
-        torch.cuda.synchronize()
-        ms = alternate_medians(torch, fns, rounds, BATCH_MS, rotate=True)
-        ref = fns["torch"]()
+        ms, outs, ref = race(torch, dev, built, launch, shape, rounds)
         # block forms: bit for bit torch's output (as the default kernel is); plain forms: each other
         same = {f: bool(torch.equal(outs[f], ref)) for f in built if not f.startswith("plain-")}
         plain = [f for f in built if f.startswith("plain-")]

@@ -25,11 +25,10 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.shapes import WARP_THREADS
 from ptxgen.model import bfp8model
-from ptxgen.runtime.bench import alternate_medians
 from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.gpu import require_gpu
 
-from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's folder) is on sys.path
+from bench_blockfp8 import Launch, inputs, race  # tools/ (the script's folder) is on sys.path
 
 RELEASE = re.compile(r"^(\s*)(mbar_arrive\(empty_bar[^;]*;)  // every thread, after its ld.shared of the stage's scales.*$", re.M)
 INIT = re.compile(r"mbar_init\(empty_bar \+ s \* 8u, (\d+)\);")
@@ -86,15 +85,7 @@ def bench(shapes: list[str], rounds: int) -> int:
     built = {mode: kernel(mode, False) for mode in ("warp", "thread")}
     for shape in shapes:
         m, n, k = map(int, shape.split("x"))
-        a, b, sa, sb, kb4 = inputs(torch, m, n, k)
-        outs = {mode: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for mode in built}
-        fns = {mode: launch(torch, dev, built[mode], a, b, sa, sb, kb4, outs[mode]).run for mode in built}
-        fns["torch"] = lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-        for f in fns.values():
-            f()
-        torch.cuda.synchronize()
-        ms = alternate_medians(torch, fns, rounds, BATCH_MS, rotate=True)
-        ref = fns["torch"]()
+        ms, outs, ref = race(torch, dev, built, launch, shape, rounds)
         same = {mode: bool(torch.equal(outs[mode], ref)) for mode in built}
         ok &= all(same.values())
         tf = {nm: 2.0 * m * n * k / t / 1e9 for nm, t in ms.items()}
