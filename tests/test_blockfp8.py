@@ -327,9 +327,11 @@ def test_api_marshals_the_scales(monkeypatch):
     out = CaiArray((m, n), "bfloat16", (304, 1), 0x30000000)
     sa = CaiArray((m, 4), "float32", (1, 208), 0x40000000)  # outer-dim-major, lds_a 208
     sb = CaiArray((4, 3), "float32", (1, 8), 0x50000000)  # s.t() of a 3 x 8 array
-    ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out)
+    ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out, spec=ptxgen.api.fp8blocks.default_spec())  # scales by the scale warp
     ((_, args),) = launches
     assert args[-4:] == [0x40000000, 0x50000000, 208, 8]
+    ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out)  # no spec, lds_a % 4 == 0: tma_scales_spec, scale_a's tensor map last
+    assert launches[1][1][-5:-1] == [0x40000000, 0x50000000, 208, 8] and launches[1][1][-1] == bytes(128)
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="outer-dim-major"):
         ptxgen.api.fp8blocks.gemm(a, b, CaiArray((m, 4), "float32", (4, 1), 0x40000000), sb, out)
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="shape"):
