@@ -421,6 +421,34 @@ def test_block_fp8_tma_scales_with_a_padded_stride_and_the_misaligned_refusal(gp
     ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(fp8_scale_load="smem"))  # control: runs
 
 
+# --consumer-slabs 2 (derive.bfp8slabs; L1/L2 in tests/test_blockfp8_slabs.py): 256 x 128 tiles, two consumer warpgroups of
+# two 64-row slabs sharing one partial, DeepGEMM's configuration; scale_a by TMA, so M % 4 == 0 (smem takes any M: 197);
+# M = 60 leaves warpgroup 1 and slab 1 of warpgroup 0 past M; N = 333 and 250 send the last tile column to the direct
+# stores; 1500 x 3000 puts 6 x 24 = 144 tiles on at most 132 CTAs (some run two)
+@pytest.mark.parametrize("shape", [(196, 250, 400), (60, 333, 272), (256, 256, 512), (132, 1000, 640), (200, 450, 96),
+                                   (1500, 3000, 400)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("out_dtype, variant", [("bf16", {}), ("f32", {}), ("bf16", {"fp8_scale_load": "smem"}),
+                                                ("bf16", {"epilogue": "direct", "stages": 4})],
+                         ids=["cs2-tma", "cs2-tma-f32", "cs2-smem", "cs2-direct"])
+def test_block_fp8_consumer_slabs_match_the_recipe(gpu, shape, out_dtype, variant):
+    import ptxgen.api.fp8blocks
+
+    _block_fp8_against_recipe(*shape, 8, ptxgen.api.fp8blocks.slabs_spec(out_dtype, **variant), out_dtype)
+
+
+@pytest.mark.parametrize("k", [96, 128, 256, 384], ids=lambda k: f"k{k}")
+@pytest.mark.parametrize("out_dtype, variant", [("bf16", {}), ("f32", {}), ("bf16", {"fp8_scale_load": "smem"})],
+                         ids=["cs2-tma", "cs2-tma-f32", "cs2-smem"])
+def test_block_fp8_consumer_slabs_few_k_blocks(gpu, k, out_dtype, variant):
+    """1 to 3 K blocks (a partial one at K = 96): the unrolled loop's remainder alone, one and one-and-a-remainder
+    iterations; also an M with a smem-scale variant off the TMA rule (197)."""
+    import ptxgen.api.fp8blocks
+
+    _block_fp8_against_recipe(200, 450, k, 9, ptxgen.api.fp8blocks.slabs_spec(out_dtype, **variant), out_dtype)
+    if variant:
+        _block_fp8_against_recipe(197, 450, k, 9, ptxgen.api.fp8blocks.slabs_spec(out_dtype, **variant), out_dtype)
+
+
 @pytest.mark.parametrize("k", [96, 128, 256], ids=lambda k: f"k{k}")
 @pytest.mark.parametrize("out_dtype, variant", [("bf16", {}), ("bf16", {"fp8_overlap": "halves"}), ("f32", {"fp8_overlap": "halves"}),
                                                 ("bf16", {"fp8_scale_load": "ahead"}), ("f32", {"fp8_scale_load": "ahead"}),
@@ -496,8 +524,9 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     assert err["plain"] > 100 * err["blocked"], err
 
 
-@pytest.mark.parametrize("variant", ["{}", '{"fp8_scale_load": "tma"}', '{"bm": 192, "bn": 128, "fp8_scale_load": "tma"}'],
-                         ids=["default", "tmasf", "m192-tmasf"])
+@pytest.mark.parametrize("variant", ["{}", '{"fp8_scale_load": "tma"}', '{"bm": 192, "bn": 128, "fp8_scale_load": "tma"}',
+                                     '{"bm": 256, "bn": 128, "stages": 3, "fp8_scale_load": "tma", "consumer_slabs": 2}'],
+                         ids=["default", "tmasf", "m192-tmasf", "m256-cs2"])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:

@@ -114,6 +114,8 @@ def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
             fields["raster_group"] = int(x[1:])
         elif x[:2] == "sk" and x[2:].isdigit():
             fields["stream_k"] = int(x[2:])
+        elif x[:2] == "cs" and x[2:].isdigit():  # csN: --consumer-slabs N (e.g. m256-n128-s3-tma-tmasf-cs2)
+            fields["consumer_slabs"] = int(x[2:])
     return v, plain, "yield" in parts[2:], fields
 
 
@@ -122,9 +124,9 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-pp][-yield] (S: "
+                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-csN][-pp][-yield] (S: "
                          "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto); "
-                         "skS: --stream-k S; pp: --consumers pingpong; yield: FFMA flags patched), each timed against torch")
+                         "skS: --stream-k S; csN: --consumer-slabs N; pp: --consumers pingpong; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch

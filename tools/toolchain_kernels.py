@@ -9,7 +9,7 @@ runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem
 TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains),
 ``s8`` (the warp-uniform warpgroup index in every wgmma kernel and the block-FP8 K loop unrolled twice: both block-FP8
 picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
-order; runs/2026-12-02-s8-toolchains).
+order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-s8-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
        PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|all]
@@ -99,7 +99,7 @@ def s7_specs() -> dict:
 
 def s8_specs() -> dict:
     """The eighth session's kernels: every wgmma kernel's warpgroup index through __shfl_sync; block FP8's unrolled loop."""
-    from ptxgen.api.fp8blocks import default_spec as bfp8_default, tma_scales_spec
+    from ptxgen.api.fp8blocks import default_spec as bfp8_default, slabs_spec, tma_scales_spec
     from ptxgen.api.select import select_choice
 
     base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16")
@@ -108,6 +108,9 @@ def s8_specs() -> dict:
             "block fp8 tma_scales_spec f32": tma_scales_spec("f32"),
             "block fp8 default bf16 (128 x 192, unrolled)": bfp8_default(),
             "block fp8 default f32": bfp8_default("f32"),
+            "block fp8 consumer slabs bf16 (256 x 128, two slabs a warpgroup, one partial)": slabs_spec(),
+            "block fp8 consumer slabs f32": slabs_spec("f32"),
+            "block fp8 consumer slabs, scale warp (smem)": slabs_spec(fp8_scale_load="smem"),
             **picks,
             "bf16 ping-pong 128x128": make_spec(bm=128, bn=128, bk=64, stages=5, schedule="persistent", consumers="pingpong",
                                                 epilogue="tma", **base),

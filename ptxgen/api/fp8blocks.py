@@ -50,6 +50,13 @@ def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     return default_spec(out_dtype, **{**dict(bm=192, bn=128, fp8_scale_load="tma"), **kw})
 
 
+def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
+    """256 x 128 tiles, two consumer warpgroups of two 64-row slabs each sharing one partial (--consumer-slabs 2,
+    derive.bfp8slabs), 3 stages, scale_a by TMA: DeepGEMM's fastest configuration at 4096x7168x16384 on the H200
+    (runs/2026-12-02-s8-dgref). L1/L2 only (not run on a GPU yet), so no default picks it."""
+    return default_spec(out_dtype, **{**dict(bm=256, bn=128, stages=3, fp8_scale_load="tma", consumer_slabs=2), **kw})
+
+
 TMA_SCALE_OUTPUTS = ("bf16", "f16", "f32")  # the TMA-store epilogue's outputs (tma_scales_spec's kernels)
 
 

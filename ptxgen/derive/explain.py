@@ -116,6 +116,8 @@ def explain_text(t: TileLayout) -> str:
             out += _field_lines(d)
         for d in plan.sfa_tma.derivation if plan.sfa_tma is not None else ():  # --fp8-scale-load tma (derive.sfa_tma)
             out += _field_lines(d)
+        for d in plan.slabs.derivation if plan.slabs is not None else ():  # --consumer-slabs (derive.bfp8slabs)
+            out += _field_lines(d)
     if plan.chain is not None:
         out += ["", "Fused epilogue chain (ptxgen.derive.fusion; checked at L1 by ptxgen.model.epimodel):"]
         out += plan.chain.explain_lines()

@@ -297,6 +297,14 @@ FIELDS: tuple[SpecField, ...] = (
         "from a workspace in a fixed order (deterministic) and stores D (default 1: no split)",
         default=1,
     ),
+    _count(
+        "consumer_slabs",
+        "--consumer-slabs",
+        "64-row slabs per cooperative wgmma consumer warpgroup (BM = 64 x warpgroups x N): N > 1 gives each warpgroup "
+        "N accumulators and one partial fragment its slabs share (block-scaled FP8 with --fp8-scale-load smem or tma, "
+        "at least two consumer warpgroups: --bm 256 --consumer-slabs 2; ptxgen.derive.bfp8slabs) (default 1)",
+        default=1,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 

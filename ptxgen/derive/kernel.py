@@ -13,6 +13,7 @@ from .epilogue import StorePlan, plan_store
 from .epiorder import EpilogueOrderPlan, plan_epilogue_order
 from .grouped import GroupedPlan
 from .blockfp8 import BlockFp8Plan, plan_block_fp8
+from .bfp8slabs import SlabPlan, plan_consumer_slabs
 from .cload import CLoadPlan, plan_c_load
 from .fusion import ChainPlan, plan_chain
 from .layout import TileLayout, derive
@@ -44,6 +45,7 @@ class KernelPlan:
     stream_k: StreamKPlan | None = None  # stream-K for the last wave (None: every tile whole)
     sfa_tma: TmaPlan | None = None  # --fp8-scale-load tma: scale_a's tensor map, one BM x 1 box a stage (derive.sfa_tma)
     epi_order: EpilogueOrderPlan | None = None  # --epilogue-order alternate: the warpgroups' epilogues in turn (derive.epiorder)
+    slabs: SlabPlan | None = None  # --consumer-slabs N > 1: N slabs a warpgroup sharing one partial (derive.bfp8slabs)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, D's (TMA-store epilogue), C's, or
@@ -83,4 +85,4 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
                       plan_direct_store(spec.d_major),
                       plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma,
-                      plan_epilogue_order(spec))
+                      plan_epilogue_order(spec), plan_consumer_slabs(spec.bm, spec.consumer_slabs))

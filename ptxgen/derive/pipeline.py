@@ -129,7 +129,9 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
         roles = (
             WarpRole("consumer", 0, 4 * nc, regs[1],
                      "2 consumer warpgroups taking alternate tiles (ping-pong): wgmma on the whole tile, then its epilogue"
-                     if spec.consumers is Consumers.PINGPONG else f"{nc} consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue"),
+                     if spec.consumers is Consumers.PINGPONG else f"{nc} consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue" if spec.consumer_slabs == 1 else
+                     f"{nc} consumer warpgroups: wgmma on the {spec.consumer_slabs} 64-row slabs of rows "
+                     f"{64 * spec.consumer_slabs} wg.. (one shared partial), then the epilogue"),
             WarpRole("producer", 4 * nc, 4, regs[0],
                      "producer warpgroup: one elected thread issues the TMA copies" if tma else "producer warpgroup: cp.async, 16 B a thread"),
         )

@@ -14,6 +14,7 @@ from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Clust
                          Schedule, SpecError, Swizzle, legal_values)
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .blockfp8 import plan_block_fp8
+from .bfp8slabs import PARTIAL_FRAGMENTS, check_consumer_slabs
 from .epiorder import check_epilogue_order
 from .fusion import check_chain
 from .sfa_tma import check_sfa_tma
@@ -78,6 +79,7 @@ def validate(t: "TileSpec") -> None:
     if t.grouped is Grouping.OFFS_ROWWISE and t.fp8_blocks is not Fp8Blocks.NONE:
         raise SpecError("--grouped", t.grouped.value, "one scale recipe per kernel: row-wise scales (offs_rowwise) or "
                         "DeepSeek block scales (--fp8-blocks 1x128x128 with --grouped offs)", "--grouped offs")
+    check_consumer_slabs(t)
     if t.fp8_blocks is Fp8Blocks.DEEPSEEK:
         check_block_fp8_spec(t)
     if t.fp8_stagger is not Fp8Stagger.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.consumers is not Consumers.COOPERATIVE
@@ -255,11 +257,14 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
     # The consumer branch runs after setmaxnreg.inc: measured with NVRTC 13.5, ptxas allocates it up to that count here
     # (128 x 192 x 128, accumulator + partial = 192 registers: highest register R221, no local memory), not the launch
     # bound that isa.shapes.consumer_register_budget documents for the plain kernels' BM=256 case.
+    # --consumer-slabs N > 1: the warpgroup's N slabs share one partial (derive.bfp8slabs); ping-pong: one per slab.
     budget = setmaxnreg_consumer_registers(t.consumer_warpgroups)
-    need = t.consumer_accumulator_registers + t.slabs_per_consumer * plan.partial_registers
+    partials = PARTIAL_FRAGMENTS if t.consumer_slabs > 1 else t.slabs_per_consumer
+    need = t.consumer_accumulator_registers + partials * plan.partial_registers
     if need + REGISTER_RESERVE > budget:
-        raise SpecError("--bn", t.bn, f"the accumulator and a K block's partial sum ({need} registers) leave less than "
-                        f"{REGISTER_RESERVE} of the {budget} a consumer thread has", "a smaller BN or fewer slabs per consumer")
+        raise SpecError("--bn", t.bn, f"the accumulator(s) ({t.slabs_per_consumer} slab(s)) and {partials} K block partial "
+                        f"sum(s) ({need} registers) leave less than {REGISTER_RESERVE} of the {budget} a consumer thread has",
+                        "a smaller BN or fewer slabs per consumer")
 
 
 MAX_SPLIT_K = 32  # splits of one tile: past this the workspace traffic (S f32 partial tiles) outgrows any K saved

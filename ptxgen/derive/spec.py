@@ -142,6 +142,8 @@ class TileSpec:
     stream_k: int = 1
     # The order of the consumer warpgroups' epilogues (ptxgen.derive.epiorder): none, or alternate (round-robin).
     epilogue_order: EpilogueOrder = EpilogueOrder.NONE
+    # 64-row slabs per cooperative wgmma consumer warpgroup, sharing one partial (block FP8; ptxgen.derive.bfp8slabs)
+    consumer_slabs: int = 1
     # cp.async loader: bytes per copy instruction (16: cp.async.cg; 8 or 4: cp.async.ca, each 16-byte cell in 16 /
     # copy_bytes pieces). The operands' global rows need only start copy_bytes-aligned (TMA needs 16).
     copy_bytes: int = 16
@@ -367,13 +369,13 @@ class TileSpec:
 
     @property
     def consumer_warpgroups(self) -> int:
-        """wgmma: one consumer warpgroup per 64-row slab of the tile (cooperative), or two (pingpong)."""
-        return 2 if self.consumers is Consumers.PINGPONG else self.bm // 64
+        """wgmma: one consumer warpgroup per --consumer-slabs 64-row slabs of the tile (cooperative), or two (pingpong)."""
+        return 2 if self.consumers is Consumers.PINGPONG else self.bm // (64 * self.consumer_slabs)
 
     @property
     def slabs_per_consumer(self) -> int:
-        """64-row slabs of the tile each consumer warpgroup multiplies: 1 cooperative, BM / 64 pingpong."""
-        return self.bm // 64 if self.consumers is Consumers.PINGPONG else 1
+        """64-row slabs of the tile each consumer warpgroup multiplies: --consumer-slabs cooperative, BM / 64 pingpong."""
+        return self.bm // 64 if self.consumers is Consumers.PINGPONG else self.consumer_slabs
 
     @property
     def consumer_accumulator_registers(self) -> int:
@@ -430,6 +432,7 @@ class TileSpec:
         group += "_dm" if self.d_major is DMajor.M else ""
         group += f"_streamk{self.stream_k}" if self.stream_k > 1 else ""
         group += "" if self.epilogue_order is EpilogueOrder.NONE else f"_eo{self.epilogue_order.value.replace('-', '')}"
+        group += f"_cs{self.consumer_slabs}" if self.consumer_slabs > 1 else ""
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -487,5 +490,6 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         d_major=v["d_major"],
         stream_k=v["stream_k"],
         epilogue_order=v["epilogue_order"],
+        consumer_slabs=v["consumer_slabs"],
     )
 

@@ -76,6 +76,16 @@ class BlockFp8View:
     # --fp8-overlap interleave: the default loop with the K block's MMAs as two column halves, alternated per K-step
     interleave: bool = False
     k_loop_unroll: int = 1  # #pragma unroll of the consumer's K loop (derive.blockfp8.BlockFp8Plan.k_loop_unroll)
+    # --consumer-slabs N > 1 (derive.bfp8slabs.shared_partial_steps): one K block's operations in program order, each
+    # (op, slab index), the N slabs' MMAs passing through one shared partial; () for one partial per slab
+    shared_steps: tuple["SlabStepView", ...] = ()
+
+
+@dataclass(frozen=True)
+class SlabStepView:
+    op: str  # issue | scales | wait | release | promote
+    slab: int  # the warpgroup's slab (k.slabs[slab]) of an issue or promote; -1 otherwise
+    first: bool  # the K block's first issue: it waits for the stage (full[s])
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,7 @@ def k_block_c(plan: BlockFp8Plan, local: str, k_first: str = "") -> str:
 
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
                    consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None,
-                   smem=None, k_first: str = "", sfa_tma: TmaPlan | None = None) -> BlockFp8View | None:
+                   smem=None, k_first: str = "", sfa_tma: TmaPlan | None = None, slabs=None) -> BlockFp8View | None:
     """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view); ``k_first``: the
     C of the unit's first K-tile (stream-K: kt_first; "": K-tile 0)."""
     if plan is None:
@@ -222,4 +232,14 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         half_wait=len(plan.commit_groups) == 2,
         interleave=plan.overlap == "interleave",
         k_loop_unroll=plan.k_loop_unroll,
+        shared_steps=shared_step_views(slabs),
     )
+
+
+def shared_step_views(slabs) -> tuple[SlabStepView, ...]:
+    """``slabs``: the kernel's derive.bfp8slabs.SlabPlan (None: one partial per slab, no steps)."""
+    if slabs is None:
+        return ()
+    issues = [i for i, st in enumerate(slabs.steps) if st.op == "issue"]
+    assert [slabs.steps[i].slab for i in issues] == list(range(slabs.slabs)), slabs.steps
+    return tuple(SlabStepView(st.op, st.slab, i == issues[0]) for i, st in enumerate(slabs.steps))

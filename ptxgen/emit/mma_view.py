@@ -256,6 +256,13 @@ def slab_views(plan: KernelPlan) -> tuple[SlabView, ...]:
     if s.arch is not Arch.SM90A:
         return ()
     stride = t.a.slab_stride_bytes
+    if not plan.pipeline.pingpong and plan.slabs is not None:  # --consumer-slabs: warpgroup wg's slabs (derive.bfp8slabs)
+        out = []
+        for i in range(plan.slabs.slabs):
+            (wg_bytes, in_bytes), (wg_rows, in_rows) = plan.slabs.slab_stride_terms(i, stride), plan.slabs.row_offset_terms(i)
+            out.append(SlabView(i, f"static_cast<unsigned>(wg) * {wg_bytes}u + {in_bytes}u", f"wg * {wg_rows} + {in_rows}",
+                                f"this warpgroup's slab {i}: rows {wg_rows} wg + {in_rows}.. of the tile"))
+        return tuple(out)
     if not plan.pipeline.pingpong:
         return (SlabView(0, f"static_cast<unsigned>(wg) * {stride}u", "wg * 64", "this warpgroup's 64-row slab wg"),)
     return tuple(SlabView(i, f"{i * stride}u", f"{64 * i}", f"rows {64 * i}..{64 * i + 63} of the tile") for i in range(s.bm // 64))

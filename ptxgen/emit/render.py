@@ -193,7 +193,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         c_load=c_load_view(plan.c_load, plan.store, t.smem.barrier_offset(C_BARRIER) if plan.c_load else 0, epi.chunk),
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile, s.fp8_stagger.value, s.consumer_warpgroups,
                             "" if gv is None else gv.group, half_mma_view(plan), t.smem,
-                            k_first="kt_first" if plan.stream_k else "", sfa_tma=plan.sfa_tma),
+                            k_first="kt_first" if plan.stream_k else "", sfa_tma=plan.sfa_tma, slabs=plan.slabs),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,

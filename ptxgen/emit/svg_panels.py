@@ -199,8 +199,36 @@ def bfp8_panel(spec, y0: float) -> tuple[list[str], float]:
             el.append(f'<rect x="{LEFT + g * cw:.1f}" y="{y:.1f}" width="{cw:.1f}" height="{CELL_H}" fill="{BFP8_COLOURS[block]}" '
                       f'stroke="#333" stroke-width="0.5" data-phase="{ph.residue}" data-group="{g}" data-block="{block}"/>')
         y += CELL_H + 4
+    if spec.consumer_slabs > 1:
+        rows, y = slabs_rows(spec, y + 6)
+        el += rows
     el.append("</g>")
     return el, y + 6
+
+
+SLAB_COLOURS = ("#c7e9c0", "#dadaeb", "#fdd0a2", "#d9d9d9")  # consumer warpgroup 0, 1, 2, 3
+
+
+def slabs_rows(spec, y0: float) -> tuple[list[str], float]:
+    """--consumer-slabs N (derive.bfp8slabs): the tile's 64-row slabs coloured by the consumer warpgroup that owns them,
+    and the order of one K block through the warpgroup's shared partial."""
+    from ..derive.bfp8slabs import SLAB_ROWS, plan_consumer_slabs
+
+    plan = plan_consumer_slabs(spec.bm, spec.consumer_slabs)
+    order = ", ".join(st.op + ("" if st.slab < 0 else f" {st.slab}") for st in plan.steps)
+    el = [svg_text(10, y0 + 12, f"{plan.slabs} slabs per consumer warpgroup, one shared partial; per K block: {order}", "legend")]
+    y = y0 + 20
+    cw = CELL_W * LINE_BYTES // 16 / (spec.bm // SLAB_ROWS)
+    for wg in range(plan.consumer_warpgroups):
+        for i in range(plan.slabs):
+            t = plan.tile_slab(wg, i)
+            el.append(f'<rect x="{LEFT + t * cw:.1f}" y="{y:.1f}" width="{cw:.1f}" height="{CELL_H}" '
+                      f'fill="{SLAB_COLOURS[wg % len(SLAB_COLOURS)]}" stroke="#333" stroke-width="0.5" data-slab="{t}" '
+                      f'data-warpgroup="{wg}" data-own-slab="{i}"/>')
+            el.append(svg_text(LEFT + (t + 0.5) * cw, y + CELL_H - 4, f"rows {plan.first_row(wg, i)}..: wg {wg} slab {i}",
+                               "lbl", "middle"))
+    el.append(svg_text(LEFT - 8, y + CELL_H - 4, "tile rows", "off", "end"))
+    return el, y + CELL_H + 4
 
 
 ORDER_COLOURS = ("#d9d9d9", "#fdae6b")  # main loop, epilogue
