@@ -190,6 +190,24 @@ def check_stagger(steps, k_tiles: int, seeds=range(40), mode: str = "issue", sta
 
 
 # ---- --fp8-overlap halves: one warpgroup's wgmma groups, fragments and stage releases -----------------------------------
+def release_order_problems(kb: int, released: list[int], where: str) -> list[str]:
+    """A stage release of K block ``kb`` after ``released``: the stages go back in K order, once each."""
+    return [f"{where}: release of K block {kb} after {released[-1:]}"] if (released and released[-1] != kb - 1
+                                                                            or not released and kb != 0) else []
+
+
+def end_problems(inflight, released: list[int], promoted: dict, k_blocks: int, unit: str) -> list[str]:
+    """At the end of a warpgroup's K blocks: nothing in flight, every stage released once in order, and every fragment
+    (``unit`` names it: a column half, a slab) promoted for every K block once, in order."""
+    problems = [f"groups {inflight} still in flight at the end"] if inflight else []
+    if released != list(range(k_blocks)):
+        problems.append(f"stages released {released}, expected 0..{k_blocks - 1} once each")
+    for u, kbs in sorted(promoted.items()):
+        if kbs != list(range(k_blocks)):
+            problems.append(f"{unit} {u} promoted for K blocks {kbs}, expected 0..{k_blocks - 1} once each in order")
+    return problems
+
+
 def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = True, require_overlap: bool = True) -> list[str]:
     """``steps``: (op, kb, half, n) in program order, op in issue / wait / promote / release. Simulates the warpgroup's
     wgmma groups (commit order; ``wait n`` completes the oldest until at most n are in flight; an issue with n = 1
@@ -239,18 +257,11 @@ def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = Tru
             mine = [x for g in inflight for x in g if x[0] == kb]
             if mine:
                 problems.append(f"{where}: stage of K block {kb} released with its MMAs {mine} in flight")
-            if released and released[-1] != kb - 1 or not released and kb != 0:
-                problems.append(f"{where}: release of K block {kb} after {released[-1:]}")
+            problems += release_order_problems(kb, released, where)
             released.append(kb)
         else:
             problems.append(f"{where}: unknown operation")
-    if inflight:
-        problems.append(f"groups {inflight} still in flight at the end")
-    if released != list(range(k_blocks)):
-        problems.append(f"stages released {released}, expected 0..{k_blocks - 1} once each")
-    for h in range(halves):
-        if promoted[h] != list(range(k_blocks)):
-            problems.append(f"half {h} promoted for K blocks {promoted[h]}, expected 0..{k_blocks - 1} once each in order")
+    problems += end_problems(inflight, released, {h: promoted[h] for h in range(halves)}, k_blocks, "half")
     if require_overlap and k_blocks and lonely > 1:
         problems.append(f"{lonely} promotions with no wgmma group in flight (only the last may have none)")
     return problems

@@ -122,16 +122,8 @@ def check_shared_partial(steps, k_blocks: int, slabs: int) -> list[str]:
             issued = {s for (o, b, s) in steps[:i] if o == "issue" and b == kb}
             if issued != set(range(slabs)):
                 problems.append(f"{where}: K block {kb}'s stage released before every slab's MMAs were issued ({sorted(issued)})")
-            if released and released[-1] != kb - 1 or not released and kb != 0:
-                problems.append(f"{where}: release of K block {kb} after {released[-1:]}")
+            problems += bfp8model.release_order_problems(kb, released, where)
             released.append(kb)
         else:
             problems.append(f"{where}: unknown operation")
-    if inflight:
-        problems.append(f"groups {inflight} still in flight at the end")
-    if released != list(range(k_blocks)):
-        problems.append(f"stages released {released}, expected 0..{k_blocks - 1} once each")
-    for s in range(slabs):
-        if promoted.get(s) != list(range(k_blocks)):
-            problems.append(f"slab {s} promoted for K blocks {promoted.get(s)}, expected 0..{k_blocks - 1} once each in order")
-    return problems
+    return problems + bfp8model.end_problems(inflight, released, {s: promoted.get(s) for s in range(slabs)}, k_blocks, "slab")
