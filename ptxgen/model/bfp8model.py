@@ -79,30 +79,45 @@ def applied_scales(vals: list) -> tuple[list[str], float | None]:
     return sorted(o for o, _ in vals), (float(np.prod([v for _, v in vals])) if vals else None)
 
 
+def random_scales(rng, rows: int, k_blocks: int, n_blocks: int) -> tuple:
+    """Scale arrays (sfa rows x k_blocks, sfb k_blocks x n_blocks) of distinct values whose products stay distinct."""
+    sfa = rng.permutation(np.arange(1, rows * k_blocks + 1)).reshape(rows, k_blocks).astype(np.float64)
+    sfb = rng.permutation(np.arange(1, k_blocks * n_blocks + 1)).reshape(k_blocks, n_blocks).astype(np.float64) * 1e6
+    return sfa, sfb
+
+
+def thread_scale_problems(thread_loads, sfa, sfb, bn: int, kb: int, n0: int, warp: int, lane: int, row0: int,
+                          who: str) -> list[str]:
+    """One thread's scale loads (operand, (i, j), registers) performed on sfa / sfb, and each of its BN / 2 accumulator
+    registers' product compared with the recipe's scales of the register's (row, column): the fragment model's
+    coordinates for ``warp`` (in its warpgroup) and ``lane``, the rows from ``row0``."""
+    got: dict[int, list] = {}
+    for operand, (i, j), regs in thread_loads:
+        v = sfa[i, j] if operand == "sfa" else sfb[i, j]
+        for r in regs:
+            got.setdefault(r, []).append((operand, v))
+    problems = []
+    for reg in range(bn // 2):
+        r, c = fragmodel.wgmma_d_coords(warp, lane, reg)
+        want = sfa[row0 + r, kb] * sfb[kb, (n0 + c) // BLOCK]
+        ops, prod = applied_scales(got.get(reg, []))
+        if ops != ["sfa", "sfb"] or prod != want:
+            problems.append(f"{who} register {reg} (row {row0 + r}, column {n0 + c}, K block {kb}): scaled by {ops} = "
+                            f"{prod}, the recipe says {want}")
+    return problems
+
+
 def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, rng) -> list[str]:
     """``loads(warp, lane)``: the plan's scale loads (operand, (i, j), registers) of one thread for K block ``kb``.
     Performs them on random distinct scale arrays and compares each register's product with the recipe's."""
-    nb, ma, ka = n0 // BLOCK + 8, m0 + rows + 16, kbs + 2  # room for a wrong plan's indices
-    sfa = rng.permutation(np.arange(1, ma * ka + 1)).reshape(ma, ka).astype(np.float64)
-    sfb = rng.permutation(np.arange(1, ka * nb + 1)).reshape(ka, nb).astype(np.float64) * 1e6  # products stay distinct
+    sfa, sfb = random_scales(rng, m0 + rows + 16, kbs + 2, n0 // BLOCK + 8)  # room for a wrong plan's indices
     problems = []
     for warp in range(rows // 16):
         for lane in range(32):
-            got = {}
-            for operand, (i, j), regs in loads(warp, lane):
-                v = sfa[i, j] if operand == "sfa" else sfb[i, j]
-                for r in regs:
-                    got.setdefault(r, []).append((operand, v))
-            for reg in range(bn // 2):
-                r, c = fragmodel.wgmma_d_coords(warp % 4, lane, reg)
-                r += 64 * (warp // 4)
-                want = sfa[m0 + r, kb] * sfb[kb, (n0 + c) // BLOCK]
-                ops, prod = applied_scales(got.get(reg, []))
-                if ops != ["sfa", "sfb"] or prod != want:
-                    problems.append(f"warp {warp} lane {lane} register {reg} (row {m0 + r}, column {n0 + c}, K block {kb}): "
-                                    f"scaled by {ops} = {prod}, the recipe says {want}")
-                    if len(problems) > 10:
-                        return problems
+            problems += thread_scale_problems(loads(warp, lane), sfa, sfb, bn, kb, n0, warp % 4, lane,
+                                              m0 + 64 * (warp // 4), f"warp {warp} lane {lane}")
+            if len(problems) > 10:
+                return problems
     return problems
 
 

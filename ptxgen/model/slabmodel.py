@@ -16,9 +16,7 @@ What it says, from the PTX ISA and the recipe, not from the plan:
 
 from __future__ import annotations
 
-import numpy as np
-
-from . import bfp8model, fragmodel
+from . import bfp8model
 
 SLAB_ROWS = 64
 
@@ -35,29 +33,18 @@ def check_slab_registers(loads, warpgroups: int, slabs: int, bn: int, kb: int, m
     compares the product every register of every slab's accumulator is promoted with against the recipe's scales of
     the register's (row, column), the row from the ownership above and the fragment model."""
     rows = SLAB_ROWS * slabs * warpgroups
-    nb, ma, ka = n0 // bfp8model.BLOCK + 8, m0 + rows + 16, kb + 3
-    sfa = rng.permutation(np.arange(1, ma * ka + 1)).reshape(ma, ka).astype(np.float64)
-    sfb = rng.permutation(np.arange(1, ka * nb + 1)).reshape(ka, nb).astype(np.float64) * 1e6
+    sfa, sfb = bfp8model.random_scales(rng, m0 + rows + 16, kb + 3, n0 // bfp8model.BLOCK + 8)
     problems: list[str] = []
     for wg in range(warpgroups):
         for slab in range(slabs):
             first = tile_rows(wg, slab, slabs).start
             for warp in range(4):
                 for lane in range(32):
-                    got: dict[int, list] = {}
-                    for operand, (i, j), regs in loads(wg, slab, warp, lane):
-                        v = sfa[i, j] if operand == "sfa" else sfb[i, j]
-                        for r in regs:
-                            got.setdefault(r, []).append((operand, v))
-                    for reg in range(bn // 2):
-                        r, c = fragmodel.wgmma_d_coords(warp, lane, reg)
-                        want = sfa[m0 + first + r, kb] * sfb[kb, (n0 + c) // bfp8model.BLOCK]
-                        ops, prod = bfp8model.applied_scales(got.get(reg, []))
-                        if ops != ["sfa", "sfb"] or prod != want:
-                            problems.append(f"warpgroup {wg} slab {slab} warp {warp} lane {lane} register {reg} (row "
-                                            f"{m0 + first + r}, column {n0 + c}): scaled by {ops} = {prod}, the recipe says {want}")
-                            if len(problems) > 10:
-                                return problems
+                    problems += bfp8model.thread_scale_problems(loads(wg, slab, warp, lane), sfa, sfb, bn, kb, n0, warp,
+                                                                lane, m0 + first,
+                                                                f"warpgroup {wg} slab {slab} warp {warp} lane {lane}")
+                    if len(problems) > 10:
+                        return problems
     return problems
 
 
