@@ -32,6 +32,9 @@ from test_blockfp8 import CaiArray, simulated_bfp8_launches
 from test_streamk import run_c
 
 
+TMASF_192 = dict(bm=192, bn=128, fp8_scale_load="tma")  # ptxgen.api.fp8blocks.tma_scales_spec's tile: three consumer warpgroups
+
+
 def bfsk_spec(s=4, out_dtype="bf16", **kw):
     return ptxgen.api.fp8blocks.default_spec(out_dtype, stream_k=s, **kw)
 
@@ -71,15 +74,30 @@ def rendered_units(plan, items: int, clusters: int, k: int):
                                              "k_tiles_total": -(-k // plan.spec.bk)})
     units: dict[int, list] = {}
     expr = kb_c(plan)
+    copy = copy_kb_c(plan)
     for w in range(env["sk_work"]):
         u = run_c(unit_c(), {**env, "work": w})
         blocks = [int(eval(expr, {}, {**u, "kt": kt})) for kt in range(u["num_k_tiles"])]
+        # --fp8-scale-load tma: the TMA thread's copy of A's scales lands the block the consumers promote with
+        assert copy is None or [int(eval(copy, {}, {**u, "kt": kt})) for kt in range(u["num_k_tiles"])] == blocks
         units.setdefault(u["tile"], []).append((u["sk_split"], u["kt_first"], u["num_k_tiles"], blocks))
     return env, units
 
 
+def copy_kb_c(plan) -> str | None:
+    """--fp8-scale-load tma: the C of the K block the TMA thread copies A's scales from (its box's y) for K-tile kt,
+    after checking that the scale warp's lane 0 loads B's scales of that same block; None for the other modes."""
+    from ptxgen.emit.render import kernel_view
+
+    a_tma = kernel_view(plan).bfp8.smem.a_tma if plan.sfa_tma else None
+    if a_tma is None:
+        return None
+    assert a_tma.b_loads and all(f"{a_tma.y}]" in b.value for b in a_tma.b_loads), (a_tma.y, a_tma.b_loads)
+    return a_tma.y
+
+
 PLANS = {name: plan_kernel(spec) for name, spec in (("smem", bfsk_spec(8)), ("block", bfsk_spec(8, fp8_scale_load="block")),
-                                                   ("c2x1", bfsk_spec(4, cluster="2x1")))}
+                                                   ("c2x1", bfsk_spec(4, cluster="2x1")), ("m192-tmasf", bfsk_spec(3, **TMASF_192)))}
 
 
 @settings(max_examples=60, deadline=None)
@@ -138,7 +156,17 @@ def test_control_a_split_reading_the_next_splits_blocks_is_caught():
     assert any("exactly once" in p for p in bfp8model.check_unit_scale_blocks(dropped, 4000, 128, lambda f, c: list(range(f, f + c))))
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(fp8_scale_load="block"), dict(fp8_scale_load="ahead"), dict(fp8_overlap="halves")])
+def test_control_a_scale_copy_at_the_loop_counter_is_caught():
+    """The check above compares the TMA copy's K block with the consumers': the whole-K kernel's copy (y = kt, as
+    before stream-K) fails it on a unit that starts past K-tile 0."""
+    plan = PLANS["m192-tmasf"]
+    assert copy_kb_c(plan) == "kt_first + kt"
+    u = {"kt_first": 5, "kt": 2}
+    assert eval("kt", {}, u) != eval(kb_c(plan), {}, u)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(fp8_scale_load="block"), dict(fp8_scale_load="ahead"), dict(fp8_overlap="halves"),
+                                dict(fp8_scale_load="tma"), TMASF_192])
 def test_every_scale_index_of_the_kernel_follows_the_split(kw):
     """The rendered kernel indexes scale_a and scale_b only through the split's K block (kt_first + ...): no index by
     the bare loop counter is left (the whole-tile kernel's text) in any scale-load mode."""
@@ -146,8 +174,12 @@ def test_every_scale_index_of_the_kernel_follows_the_split(kw):
     for bare in ("static_cast<size_t>(kt) * lds_a", "bfp8_sfb[kt]", "lds_b) + kt]", "lds_b + kt]",
                  "static_cast<size_t>(bfp8_kn) * lds_a", "static_cast<size_t>(0) * lds_a"):
         assert bare not in src, bare
-    # the consumers index K block kt_first + kt; the smem scale warp's A pointer starts at K block kt_first and steps
-    assert "static_cast<size_t>(kt_first + " in src or "static_cast<size_t>(kt_first) * lds_a" in src
+    # the consumers index K block kt_first + kt; the smem scale warp's A pointer starts at K block kt_first and steps;
+    # with --fp8-scale-load tma the TMA thread's box of A's scales is at K block kt_first + kt
+    if kw.get("fp8_scale_load") == "tma":
+        assert "&tmap_sfa, m0, kt_first + kt," in src
+    else:
+        assert "static_cast<size_t>(kt_first + " in src or "static_cast<size_t>(kt_first) * lds_a" in src
     assert "if (sk_split > 0)" in src
     whole = render_kernel(plan_kernel(ptxgen.api.fp8blocks.default_spec(**kw)))
     assert "kt_first" not in whole  # the whole-tile kernel is unchanged (generated/ too: ptxgen check)
@@ -178,8 +210,10 @@ def test_api_passes_the_streams_workspace(monkeypatch):
 
 # -- L2: NVRTC + SASS ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [dict(s=4), dict(s=8), dict(s=8, fp8_scale_load="block"), dict(s=4, fp8_overlap="halves"),
-                                dict(s=4, out_dtype="f32"), dict(s=4, cluster="2x1")],
-                         ids=["default-sk4", "default-sk8", "block-sk8", "halves-sk4", "f32-direct-sk4", "c2x1-sk4"])
+                                dict(s=4, out_dtype="f32"), dict(s=4, cluster="2x1"), dict(s=3, **TMASF_192),
+                                dict(s=4, fp8_scale_load="tma"), dict(s=4, out_dtype="f32", **TMASF_192)],
+                         ids=["default-sk4", "default-sk8", "block-sk8", "halves-sk4", "f32-direct-sk4", "c2x1-sk4", "m192-tmasf-sk3",
+                              "tmasf-sk4", "m192-tmasf-f32-sk4"])
 def test_block_fp8_stream_k_kernels_compile_without_local_memory(kw):
     from ptxgen.runtime.sass import check_sass, run_tool
     from ptxgen.runtime.toolchain import compile_cuda
@@ -208,8 +242,11 @@ _TIMED_OUT: list = []
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", [dict(stream_k=4), dict(stream_k=8), dict(stream_k=8, fp8_scale_load="block"),
                                      dict(stream_k=4, fp8_scale_load="ahead"), dict(stream_k=4, fp8_overlap="halves"),
-                                     dict(stream_k=4, out_dtype="f32"), dict(stream_k=4, cluster="2x1")],
-                         ids=["sk4", "sk8", "block-sk8", "ahead-sk4", "halves-sk4", "f32-direct-sk4", "c2x1-sk4"])
+                                     dict(stream_k=4, out_dtype="f32"), dict(stream_k=4, cluster="2x1"),
+                                     dict(stream_k=4, **TMASF_192), dict(stream_k=8, fp8_scale_load="tma"),
+                                     dict(stream_k=4, out_dtype="f32", **TMASF_192)],
+                         ids=["sk4", "sk8", "block-sk8", "ahead-sk4", "halves-sk4", "f32-direct-sk4", "c2x1-sk4", "m192-tmasf-sk4",
+                              "tmasf-sk8", "m192-tmasf-f32-sk4"])
 def test_block_fp8_stream_k_matches_the_recipe_bit_for_bit_thrice(gpu, artifact_dir, variant):
     pytest.importorskip("torch")
     if _TIMED_OUT:

@@ -176,7 +176,7 @@ def test_pipeline_controls_fail(name):
 
 
 # ---- rules, ABI ----------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", [dict(cluster="2x1"), dict(stream_k=4), dict(bn=64, consumers="pingpong")])
+@pytest.mark.parametrize("kw", [dict(cluster="2x1"), dict(bn=64, consumers="pingpong")])
 def test_rules_refuse_what_is_not_built(kw):
     from ptxgen.derive.spec import make_spec
 

@@ -307,9 +307,10 @@ def _validate_stream_k(t: "TileSpec") -> None:
     if t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.consumers is not Consumers.COOPERATIVE:
         raise SpecError("--stream-k", s, "stream-K splits the last round of the persistent cooperative wgmma kernel (sm_90a)",
                         "--arch sm_90a --schedule persistent --consumers cooperative, or --stream-k 1")
-    if t.bm > 128:
+    if t.bm > 128 and not (t.bm == 192 and t.fp8_blocks is not Fp8Blocks.NONE):
         raise SpecError("--stream-k", s, "the owner's sum of the partials spills registers with four consumer warpgroups "
-                        "(256-row tiles: ptxas, 24 B of stack); 192-row tiles are not measured with it", "--bm 64 or 128, or --stream-k 1")
+                        "(256-row tiles: ptxas, 24 B of stack); 192-row tiles are built and run with block-scaled FP8 only",
+                        "--bm 64 or 128 (192 with --fp8-blocks), or --stream-k 1")
     if t.acc is not DType.F32 or t.split or t.pair or t.loader is not Loader.TMA or t.d_major.value != "n":
         raise SpecError("--stream-k", s, "the partial tiles are f32 accumulators of a TMA-loaded kernel without split-K "
                         "that stores D row-major (the M-major D of swap-AB is not measured with it)",

@@ -70,6 +70,6 @@ def check_sfa_tma(t) -> None:
     if t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE:
         raise SpecError(FLAG, "tma", "the scale warp and the TMA thread walk the dense cooperative kernel's tiles (not built "
                         "for grouped or ping-pong kernels)", "ahead or block")
-    if t.cluster is not Cluster.C1X1 or t.stream_k > 1 or t.split_k > 1:
-        raise SpecError(FLAG, "tma", "the A scales' TMA copy is built for one CTA a tile over the whole K (not with "
-                        "--cluster, --stream-k or --split-k yet)", "smem, or --cluster 1x1 --stream-k 1 --split-k 1")
+    if t.cluster is not Cluster.C1X1 or t.split_k > 1:
+        raise SpecError(FLAG, "tma", "the A scales' TMA copy is built for one CTA a tile (not with --cluster or "
+                        "--split-k yet)", "smem, or --cluster 1x1 --split-k 1")

@@ -123,15 +123,16 @@ class SfbLoadView:
     offset_bytes: int  # its place in the stage's sfb slot (BlockFp8Plan.sfb_slot)
 
 
-def sfa_tma_view(sfa_tma: TmaPlan | None, plan: BlockFp8Plan) -> SfaTmaView | None:
+def sfa_tma_view(sfa_tma: TmaPlan | None, plan: BlockFp8Plan, k_first: str = "") -> SfaTmaView | None:
     """The copy's coordinates: (m0, K block of K-tile kt) by derive.sfa_tma.sfa_copy_origin; its one copy lands at the
-    slot's start, rows in order (the sfa_slot layout the consumers read)."""
+    slot's start, rows in order (the sfa_slot layout the consumers read). ``k_first``: as for k_block_c (stream-K's
+    kt_first), the unit's first K-tile, for the copy's K block and the B scales'."""
     if sfa_tma is None:
         return None
     (copy,) = sfa_tma.copies
     assert (copy.smem_offset_bytes, copy.inner, copy.outer) == (0, 0, 0) and sfa_tma.box == (plan.bm, 1)
     assert sfa_copy_origin(7, 3) == (7, 3) and plan.sfa_slot(1).offset_bytes == sfa_tma.element_bytes
-    kb = k_block_c(plan, "kt")
+    kb = k_block_c(plan, "kt", k_first)
     blocks = (f"bfp8_sfb[{kb}]", f"({SECOND_BLOCK_C}) ? bfp8_sfb[static_cast<size_t>(lds_b) + {kb}] : 0.f")[:plan.sfb_slots]
     b_loads = tuple(SfbLoadView(v, plan.sfb_slot(j).offset_bytes) for j, v in enumerate(blocks))
     return SfaTmaView("m0", kb, b_loads=b_loads, doc=f"box {sfa_tma.box[0]} x {sfa_tma.box[1]} f32 at (m0, K block) of scale_a "
@@ -139,12 +140,12 @@ def sfa_tma_view(sfa_tma: TmaPlan | None, plan: BlockFp8Plan) -> SfaTmaView | No
                       f"{sfa_tma.expect_tx_bytes} B a stage, rows past M zero")
 
 
-def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None) -> ScaleSmemView | None:
+def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None, k_first: str = "") -> ScaleSmemView | None:
     if plan.scale_load not in ("smem", "tma"):
         return None
     if plan.scale_load == "tma":
         return ScaleSmemView(SCALE_WARP, 0, "", "", SCALE_WARP_LANES, smem.sfa_offset, plan.sfa_stage_bytes, smem.sfb_offset,
-                             plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES, sfa_tma_view(sfa_tma, plan))
+                             plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES, sfa_tma_view(sfa_tma, plan, k_first))
     # the derived lane -> rows map is rows lane + 32 j: check it is what the rendered expression computes
     assert all(w.index == lane + SCALE_WARP_LANES * j for lane in range(SCALE_WARP_LANES)
                for j, w in enumerate(plan.scale_warp_writes(lane)[:plan.scale_rows_per_lane]))
@@ -221,7 +222,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         stagger=stagger,
         half=half,
         scale_ahead=plan.scale_load == "ahead",
-        smem=scale_smem_view(plan, smem, sfa_tma),
+        smem=scale_smem_view(plan, smem, sfa_tma, k_first),
         kb_cur=k_block_c(plan, "kt", k_first),
         kb_next=k_block_c(plan, "bfp8_kn", k_first),
         kb_zero=kb_zero,
