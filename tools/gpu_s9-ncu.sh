@@ -29,4 +29,8 @@ done
 tar czf "$OUT/ncu_sass_csv.tgz" -C /tmp $(cd /tmp && ls s9_prof*.csv) 2>/dev/null
 grep -E "Duration|tensor_op|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|SM Frequency|===" "$OUT/ncu_details.log"
 head -c 4000 "$OUT/ncu_sass_summary.log"
+# then, where budget is left, the split last round again (call2's sk3 against whole tiles), more rounds at one shape
+if [ -n "${SK_VARIANTS:-}" ] && [ "$(left)" -gt 80 ]; then
+  SHAPES=$SHAPE VARIANTS=$SK_VARIANTS ROUNDS=${ROUNDS:-16} T_BENCH=$(( $(left) - 20 )) bfp8_bench s9sk2
+fi
 echo "== s9-ncu done: $SECONDS s"
