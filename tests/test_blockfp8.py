@@ -313,6 +313,13 @@ def simulated_bfp8_launches(monkeypatch) -> list:
     monkeypatch.setattr(streams, "ensure_current", lambda d: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
+    # nothing launches through another test's simulated kernels: loaded kernels and prepared launches start afresh
+    from ptxgen.api import fp8blocks, fused
+
+    for k in fused._KERNELS.values():
+        monkeypatch.setattr(k, "_kernel", None)
+    for table in (fp8blocks._BY_INFO, fp8blocks._BY_TORCH):
+        table.clear()
     return launches
 
 

@@ -14,6 +14,8 @@ floats: M % 4 == 0 in torch's layout) and the output is bf16, f16 or f32; else :
 
 from __future__ import annotations
 
+import sys
+
 from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
@@ -21,9 +23,10 @@ from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.fastlaunch import launcher
 from ..runtime.launch import gemm_launches, workspace_bytes
 from . import streams
-from .binding import _allocate_out, bind
+from .binding import _allocate_out, bind, span_bytes
+from .fp8launch import Fp8Launch, Fp8Table, info_key, torch_key
 from .fused import kernel_for
-from .launchplan import streamk_workspace
+from .launchplan import streamk_workspace, tensor_type
 
 __all__ = ["gemm", "default_spec", "tma_scales_spec"]
 BLOCK = 128
@@ -99,10 +102,58 @@ def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
 
 
 def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: TileSpec | None = None, stream=None):
+    """``out = D`` of the block-scaled recipe (module docstring); returns ``out`` (allocated when None) without
+    synchronizing. A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
+    launch (ptxgen.api.fp8launch); the first such call checks, compiles and prepares."""
+    if stream is None:
+        T = tensor_type()
+        if (T is not None and isinstance(a, T) and isinstance(b, T) and isinstance(scale_a, T) and isinstance(scale_b, T)
+                and (out is None or isinstance(out, T))):
+            r = _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec)
+            if r is not None:
+                return r
+    return _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream)
+
+
+_BY_TORCH = Fp8Table()  # (out_dtype, spec, scale_a TMA-aligned, torch_key) -> Fp8Launch
+_BY_INFO = Fp8Table()  # (out_dtype, spec, scale_a TMA-aligned, info_key) -> Fp8Launch
+_TORCH_STREAM = []  # torch's current-stream reader, once
+
+
+def _key(out_dtype: str, spec, sfa_ptr: int, arrays: tuple) -> tuple:
+    """Without a spec the pick depends on scale_a's alignment too (chosen_spec): that bit is in the key."""
+    return (out_dtype, spec, sfa_ptr % SFA_TMA_ALIGN_BYTES == 0 if spec is None else None, arrays)
+
+
+def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec):
+    psa = scale_a.data_ptr()
+    e = _BY_TORCH.get(_key(out_dtype, spec, psa, torch_key((a, b, scale_a, scale_b, out))))
+    if e is None:
+        return None
+    if out is None:
+        m, n, ldd, dt = e.out_alloc
+        out = _allocate_out(a, "torch", m, n, ldd, dt, e.device_index)
+    ptrs = {"A": a.data_ptr(), "B": b.data_ptr(), "D": out.data_ptr(), "SFA": psa, "SFB": scale_b.data_ptr()}
+    if not e.pointers_ok(ptrs["A"], ptrs["B"], ptrs["D"], psa, ptrs["SFB"]):
+        return None  # the slow path says what is wrong
+    if not _TORCH_STREAM:
+        _TORCH_STREAM.append(streams.torch_stream_reader(sys.modules["torch"]))
+    e.run(ptrs, _TORCH_STREAM[0](e.device_index))
+    return out
+
+
+def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     sa, sb = read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle)
+    key = _key(out_dtype, spec, sa.ptr, info_key((ai, bi, sa, sb, oi)))
+    e = _BY_INFO.get(key)
+    if e is not None:
+        r = _run_prepared(e, a, ai, bi, sa, sb, out, oi, handle)
+        if r is not None:
+            return r
+    asked = spec
     chosen = spec is None
     spec = spec or default_spec(out_dtype)
     if spec.fp8_blocks.value == "none":
@@ -127,8 +178,41 @@ def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: Til
         if kernel.plan.stream_k is not None:  # the calling stream's workspace, flags zero in its order (as ptxgen.gemm's)
             w, keep = streamk_workspace(launcher(), dev.index, handle, workspace_bytes(kernel.plan, p, dev.sm_count),
                                         a if ai.library == "torch" else None, lambda: streams.ensure_current(dev))
-        for kern, grid, block, args in gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count,
-                                                     extra=extra):
+        launches = gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count, extra=extra)
+        for kern, grid, block, args in launches:
             kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued
+        if kernel.plan.stream_k is None and p.k and len(launches) == 1:
+            e = _prepared(kernel.plan, p, launches[0], extra, dev, (ai, bi, oi, sa, sb))
+            _BY_INFO.remember(key, e)
+            T = tensor_type()
+            if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out)):
+                given = out if key[3][4] is not None else None  # the key of a call without out has no out
+                _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_key((a, b, scale_a, scale_b, given))), e)
+    return out
+
+
+def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
+    """The launch just made, kept for calls with the same key (ptxgen.api.fp8launch)."""
+    from ..runtime import tensormap
+
+    kern, grid, block, args = launch
+    ai, bi, oi, sa, sb = infos
+    return Fp8Launch(plan=plan, problem=p, kernel=kern, grid=grid, block=block, args=args, extra=extra,
+                     encode=tensormap.encode, driver=launcher() if hasattr(kern, "func") else None,
+                     ensure_context=lambda: streams.ensure_current(dev), device_index=dev.index,
+                     spans=(span_bytes(ai), span_bytes(bi), span_bytes(oi)),
+                     out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value),
+                     ptrs={"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr})
+
+
+def _run_prepared(e: Fp8Launch, a, ai, bi, sa, sb, out, oi, handle):
+    """A prepared launch for arrays already read (any library); None where a pointer rules it out."""
+    if oi is None:
+        m, n, ldd, dt = e.out_alloc
+        out = _allocate_out(a, ai.library, m, n, ldd, dt, e.device_index)
+        oi = read_array(out, "out", handle)
+    if not e.pointers_ok(ai.ptr, bi.ptr, oi.ptr, sa.ptr, sb.ptr):
+        return None
+    e.run({"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr}, handle)
     return out
