@@ -108,7 +108,7 @@ def test_a_new_shape_or_spec_is_a_new_key(launches):
 
 # -- on the H200 (gpu tier) -------------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,give_out", [(256, 384, 512, True), (200, 300, 400, False), (68, 1000, 1300, True)])
+@pytest.mark.parametrize("m,n,k,give_out", [(256, 384, 512, True), (200, 300, 400, False), (68, 1000, 1296, True)])
 def test_prepared_calls_match_the_slow_path_bit_for_bit(gpu, m, n, k, give_out):
     """Three input sets of one shape, each called twice through the prepared launch (torch tensors, ``out`` given or
     not), equal bit for bit to the slow path's output for the same inputs (the tables emptied), and the first within
