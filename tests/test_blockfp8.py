@@ -320,7 +320,13 @@ def simulated_bfp8_launches(monkeypatch) -> list:
         monkeypatch.setattr(k, "_kernel", None)
     for table in (fp8blocks._BY_INFO, fp8blocks._BY_TORCH):
         table.clear()
+    # stream-K kernels (gemm's pick where the tiles fill less than half the SMs) get a made-up workspace
+    monkeypatch.setattr(fp8blocks, "launcher", lambda: "driver")
+    monkeypatch.setattr(fp8blocks, "streamk_workspace", lambda drv, di, stream, nbytes, like, ens: (SIMULATED_WORKSPACE, None))
     return launches
+
+
+SIMULATED_WORKSPACE = 0x7000000
 
 
 def test_api_marshals_the_scales(monkeypatch):
@@ -337,8 +343,11 @@ def test_api_marshals_the_scales(monkeypatch):
     ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out, spec=ptxgen.api.fp8blocks.default_spec())  # scales by the scale warp
     ((_, args),) = launches
     assert args[-4:] == [0x40000000, 0x50000000, 208, 8]
-    ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out)  # no spec, lds_a % 4 == 0: tma_scales_spec, scale_a's tensor map last
-    assert launches[1][1][-5:-1] == [0x40000000, 0x50000000, 208, 8] and launches[1][1][-1] == bytes(128)
+    # no spec, lds_a % 4 == 0: tma_scales_spec, scale_a's tensor map after the scales; 2 x 3 tiles on 132 SMs: with
+    # stream-K (fp8blocks.chosen_spec), the workspace last
+    ptxgen.api.fp8blocks.gemm(a, b, sa, sb, out)
+    assert launches[1][1][-6:-2] == [0x40000000, 0x50000000, 208, 8] and launches[1][1][-2] == bytes(128)
+    assert launches[1][1][-1] == SIMULATED_WORKSPACE
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="outer-dim-major"):
         ptxgen.api.fp8blocks.gemm(a, b, CaiArray((m, 4), "float32", (4, 1), 0x40000000), sb, out)
     with pytest.raises(ptxgen.api.fp8blocks.ArgumentError, match="shape"):

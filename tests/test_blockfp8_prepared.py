@@ -10,15 +10,17 @@ import pytest
 import ptxgen.api.fp8blocks as fb
 from test_blockfp8 import CaiArray, simulated_bfp8_launches
 
-M, N, K = 200, 300, 400  # K blocks 4, N blocks 3
+# K blocks 4, N blocks 80: 2 x 80 tiles of 192 x 128 (2 x 54 of 128 x 192), more than half of 132 SMs: no stream-K
+M, N, K = 200, 10240, 400
 
 
-def arrays(base=0x10000000, sa_base=0x40000000, m=M):
-    return dict(a=CaiArray((m, K), "float8_e4m3fn", (K, 1), base),
-                b=CaiArray((N, K), "float8_e4m3fn", (K, 1), base + 0x1000000),
-                out=CaiArray((m, N), "bfloat16", (304, 1), base + 0x2000000),
-                sa=CaiArray((m, 4), "float32", (1, 208), sa_base),
-                sb=CaiArray((4, 3), "float32", (1, 8), base + 0x4000000))
+def arrays(base=0x10000000, sa_base=0x40000000, m=M, n=N, k=K):
+    nb, kb = -(-n // 128), -(-k // 128)
+    return dict(a=CaiArray((m, k), "float8_e4m3fn", (k, 1), base),
+                b=CaiArray((n, k), "float8_e4m3fn", (k, 1), base + 0x1000000),
+                out=CaiArray((m, n), "bfloat16", (-(-n // 8) * 8, 1), base + 0x2000000),
+                sa=CaiArray((m, kb), "float32", (1, 208), sa_base),
+                sb=CaiArray((kb, nb), "float32", (1, -(-kb // 4) * 4), base + 0x4000000))
 
 
 def call(x, **kw):
@@ -78,7 +80,7 @@ def test_a_misaligned_scale_a_takes_the_scale_warp_kernel_and_keeps_the_tma_one(
     tma = launches[-1]
     call(arrays(sa_base=0x40000004))  # 4-byte aligned only: chosen_spec's default_spec (scale warp, no scale_a map)
     smem = launches[-1]
-    assert smem[1][-1] == 8 and tma[1][-1][:8] == (0x40000000).to_bytes(8, "little")
+    assert smem[1][-1] == 4 and tma[1][-1][:8] == (0x40000000).to_bytes(8, "little")  # lds_b last; the map last
     assert len(fb._BY_INFO) == 2
     call(x)
     assert launches[-1] == tma
@@ -88,15 +90,47 @@ def test_rules_still_hold_on_a_prepared_key(launches):
     x = arrays()
     call(x)
     y = arrays()
-    y["out"] = CaiArray((M, N), "bfloat16", (304, 1), 0x10000000 + 64)  # out over A's bytes
+    y["out"] = CaiArray((M, N), "bfloat16", (N, 1), 0x10000000 + 64)  # out over A's bytes
     with pytest.raises(fb.ArgumentError, match="overlaps"):
         call(y)
     z = arrays()
-    z["out"] = CaiArray((M, N), "bfloat16", (304, 1), 0x12000008)  # 8-byte aligned: TMA cannot store there
+    z["out"] = CaiArray((M, N), "bfloat16", (N, 1), 0x12000008)  # 8-byte aligned: TMA cannot store there
     n = len(launches)
     with pytest.raises(Exception):
         call(z)
     assert len(launches) == n
+
+
+def test_few_tiles_take_stream_k_and_each_call_its_streams_workspace(launches, monkeypatch):
+    """2 x 3 tiles on 132 SMs: gemm picks the stream-K form (fp8blocks.chosen_spec); a prepared call asks for the
+    calling stream's workspace every time (launchplan.streamk_workspace: a graph capture's differs) and passes it."""
+    import ptxgen.api.fp8blocks as fb2
+
+    asked = []
+    monkeypatch.setattr(fb2, "streamk_workspace", lambda drv, di, stream, nbytes, like, ens: asked.append(nbytes) or (0x7100000 + 0x1000 * len(asked), None))
+    x = arrays(n=300, k=4096)  # 32 K blocks: each of the 6 tiles split 8 ways
+    call(x)
+    call(x)
+    call(x)
+    assert [l[1][-1] for l in launches] == [0x7101000, 0x7102000, 0x7103000] and len(set(asked)) == 1
+    assert len(fb2._BY_INFO) == 1 and launches[1][1][:-1] == launches[0][1][:-1]
+    from ptxgen.derive.streamk import FLAG_REGION_BYTES
+
+    assert asked[0] >= FLAG_REGION_BYTES + 6 * 7 * 192 * 128 * 4  # 6 tiles x 7 partials of 192 x 128 floats
+
+
+def test_the_pick_splits_only_few_tiles():
+    from ptxgen.runtime.arrays import ArrayInfo
+
+    sa = ArrayInfo("scale_a", 0x40000000, (200, 4), (1, 208), "f32", 4, None, "test", "test")
+    assert fb.chosen_spec("bf16", sa, 208, 200, 300).stream_k == fb.FEW_TILES_STREAM_K  # 2 x 3 tiles
+    assert fb.chosen_spec("bf16", sa, 208, 200, 33 * 128).stream_k == fb.FEW_TILES_STREAM_K  # 66 tiles: half of 132 SMs
+    assert fb.chosen_spec("bf16", sa, 208, 200, 34 * 128).stream_k == 1  # 68 tiles: more than half
+    assert fb.chosen_spec("bf16", sa, 208, 200, 300, sm_count=8).stream_k == 1  # 6 tiles on 8 SMs
+    assert fb.chosen_spec("bf16", sa, 208).stream_k == 1  # no problem given: the whole-tile kernel
+    odd = ArrayInfo("scale_a", 0x40000004, (200, 4), (1, 208), "f32", 4, None, "test", "test")
+    few = fb.chosen_spec("bf16", odd, 208, 200, 300)  # scale_a not 16-byte aligned: the scale warp's kernel, split too
+    assert few.stream_k == fb.FEW_TILES_STREAM_K and few.scale_load.value == "smem" and few.bm == 128
 
 
 def test_a_new_shape_or_spec_is_a_new_key(launches):

@@ -264,6 +264,41 @@ def test_block_fp8_stream_k_matches_the_recipe_bit_for_bit_thrice(gpu, artifact_
     assert json.loads(proc.stdout.strip().splitlines()[-1])["passed"]
 
 
+# s9: block-FP8 stream-K launches fill every SM (KernelABI.fills_sms), so a launch of one partial round splits too:
+# 32 x 4096 x 7168 (32 tiles of 192 x 128, 4 ways), 200 x 304 x 4096 (6 tiles, 8 ways), 128 x 7168 x 2048 (56, 2 ways)
+FEW_TILE_SHAPES = ["32", "4096", "7168", "200", "304", "4096", "128", "7168", "2048"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [dict(stream_k=8, **TMASF_192), dict(stream_k=8)], ids=["m192-tmasf-sk8", "sk8"])
+def test_block_fp8_stream_k_splits_a_single_round(gpu, artifact_dir, variant):
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CASE.parent.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(CASE), json.dumps(variant), *FEW_TILE_SHAPES], capture_output=True,
+                          text=True, timeout=CASE_TIMEOUT_S, env=env)
+    with open(artifact_dir / "blockfp8_streamk.jsonl", "a") as f:
+        f.write(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["passed"]
+
+
+def test_a_single_round_splits_over_every_sm():
+    """The launch geometry of a block-FP8 stream-K kernel with fewer tiles than SMs: a grid of every SM, whose layout
+    splits; the plain kernels' stream-K keeps one CTA per tile there (control)."""
+    from ptxgen.runtime.launch import Problem, launch_geometry, streamk_items, workspace_bytes
+
+    plan = plan_kernel(bfsk_spec(8, **TMASF_192))
+    p = Problem(32, 4096, 7168, 7168, 7168, 4096)
+    grid, _, _ = launch_geometry(plan, p, 132)
+    lay = plan.stream_k.layout(streamk_items(plan, p), grid[0], p.k)
+    assert grid == (132, 1, 1) and (lay.items, lay.splits, lay.dp_items) == (32, 4, 0)
+    assert workspace_bytes(plan, p, 132) >= 16384 + 32 * 3 * 192 * 128 * 4
+    from ptxgen.derive.spec import make_spec
+
+    plain = plan_kernel(make_spec(**{**bfsk_spec(8).to_json(), "fp8_blocks": "none", "fp8_scale_load": "auto"}))
+    assert launch_geometry(plain, p, 132)[0] == (-(-4096 // 192), 1, 1)
+
+
 def test_explain_says_which_scale_blocks_a_split_reads():
     from ptxgen.derive.explain import explain_text
     from ptxgen.derive.layout import derive

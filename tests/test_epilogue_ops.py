@@ -384,8 +384,11 @@ def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
 
 
 # s8: gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
-# scale_a (M % 4 == 0 here: 196, 1500, 60), else default_spec (M = 197, 61); bf16 and f32 through the TMA store
-@pytest.mark.parametrize("shape", [(196, 250, 400), (197, 250, 400), (1500, 3000, 400), (60, 333, 128), (61, 333, 96)],
+# scale_a (M % 4 == 0 here: 196, 1500, 60, 200, 68), else default_spec (M = 197, 61); bf16 and f32 through the TMA store.
+# s9: where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec): 200 x 304 x 4096 splits its 6
+# tiles 8 ways, 68 x 1000 x 2048 its 8 tiles 4 ways; the K = 400 / 128 / 96 shapes have too few K-tiles to split
+@pytest.mark.parametrize("shape", [(196, 250, 400), (197, 250, 400), (1500, 3000, 400), (60, 333, 128), (61, 333, 96),
+                                   (200, 304, 4096), (68, 1000, 2048)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("out_dtype", ["bf16", "f32"])
 def test_block_fp8_gemm_without_a_spec(gpu, shape, out_dtype):

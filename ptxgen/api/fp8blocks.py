@@ -63,12 +63,21 @@ def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
 TMA_SCALE_OUTPUTS = ("bf16", "f16", "f32")  # the TMA-store epilogue's outputs (tma_scales_spec's kernels)
 
 
-def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int) -> TileSpec:
+FEW_TILES_STREAM_K = 8  # most splits of a launch whose tiles fill less than half the SMs (derive.streamk caps S by C / L)
+
+
+def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int, m: int | None = None, n: int | None = None,
+                sm_count: int = 132) -> TileSpec:
     """The kernel :func:`gemm` runs without a spec: :func:`tma_scales_spec` where TMA can read scale_a and the output is
-    bf16, f16 or f32, else :func:`default_spec`."""
-    if out_dtype in TMA_SCALE_OUTPUTS and sfa_tma_readable(scale_a, lds_a):
-        return tma_scales_spec(out_dtype)
-    return default_spec(out_dtype)
+    bf16, f16 or f32, else :func:`default_spec`. Where the M x N tiles would fill less than half of ``sm_count`` SMs
+    (small M: one round, most SMs idle), the same kernel with stream-K (up to FEW_TILES_STREAM_K splits of each tile
+    along K over the idle SMs; derive.streamk): its one-round cost with whole tiles is the slower tile, not the
+    power cap of a full GPU (docs/block-fp8.md "Power-capped")."""
+    tma = out_dtype in TMA_SCALE_OUTPUTS and sfa_tma_readable(scale_a, lds_a)
+    spec = tma_scales_spec(out_dtype) if tma else default_spec(out_dtype)
+    if m is not None and n is not None and 2 * (-(-m // spec.bm)) * (-(-n // spec.bn)) <= sm_count:
+        return (tma_scales_spec if tma else default_spec)(out_dtype, stream_k=FEW_TILES_STREAM_K)
+    return spec
 
 
 def _scales(info: ArrayInfo, what: str, rows: int, cols: int) -> int:
@@ -138,7 +147,7 @@ def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec):
         return None  # the slow path says what is wrong
     if not _TORCH_STREAM:
         _TORCH_STREAM.append(streams.torch_stream_reader(sys.modules["torch"]))
-    e.run(ptrs, _TORCH_STREAM[0](e.device_index))
+    e.run(ptrs, _TORCH_STREAM[0](e.device_index), a)
     return out
 
 
@@ -161,11 +170,11 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
     extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": _scales(sb, "scale_b", kb, nb)}
+    dev = streams.require_gpu()
     if chosen:
-        spec = chosen_spec(out_dtype, sa, extra["lds_a"])
+        spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count)
         p = bind(spec, ai, bi, oi).problem
     kernel = kernel_for(spec)
-    dev = streams.require_gpu()
     if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)
         extra["lds_a"] = tma_lds_a(sa, extra["lds_a"], spec.kernel_name)
     if oi is None:
@@ -182,8 +191,8 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
         for kern, grid, block, args in launches:
             kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued
-        if kernel.plan.stream_k is None and p.k and len(launches) == 1:
-            e = _prepared(kernel.plan, p, launches[0], extra, dev, (ai, bi, oi, sa, sb))
+        if p.k and len(launches) == 1:
+            e = _prepared(kernel.plan, p, launches[0], extra, dev, (ai, bi, oi, sa, sb), w)
             _BY_INFO.remember(key, e)
             T = tensor_type()
             if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out)):
@@ -192,18 +201,24 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     return out
 
 
-def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
-    """The launch just made, kept for calls with the same key (ptxgen.api.fp8launch)."""
+def _prepared(plan, p, launch, extra, dev, infos, w: int) -> Fp8Launch:
+    """The launch just made, kept for calls with the same key (ptxgen.api.fp8launch); ``w``: its stream-K workspace."""
     from ..runtime import tensormap
 
     kern, grid, block, args = launch
     ai, bi, oi, sa, sb = infos
+    sk = None
+    if plan.stream_k is not None:  # each call takes its stream's workspace (launchplan.streamk_workspace)
+        nbytes = workspace_bytes(plan, p, dev.sm_count)
+        drv = launcher()
+        sk = lambda stream, like: streamk_workspace(drv, dev.index, stream, nbytes, like,  # noqa: E731
+                                                    lambda: streams.ensure_current(dev))
     return Fp8Launch(plan=plan, problem=p, kernel=kern, grid=grid, block=block, args=args, extra=extra,
                      encode=tensormap.encode, driver=launcher() if hasattr(kern, "func") else None,
                      ensure_context=lambda: streams.ensure_current(dev), device_index=dev.index,
                      spans=(span_bytes(ai), span_bytes(bi), span_bytes(oi)),
                      out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value),
-                     ptrs={"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr})
+                     ptrs={"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr, "W": w}, workspace=sk)
 
 
 def _run_prepared(e: Fp8Launch, a, ai, bi, sa, sb, out, oi, handle):
@@ -214,5 +229,5 @@ def _run_prepared(e: Fp8Launch, a, ai, bi, sa, sb, out, oi, handle):
         oi = read_array(out, "out", handle)
     if not e.pointers_ok(ai.ptr, bi.ptr, oi.ptr, sa.ptr, sb.ptr):
         return None
-    e.run({"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr}, handle)
+    e.run({"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr}, handle, a if ai.library == "torch" else None)
     return out

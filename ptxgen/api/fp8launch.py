@@ -7,8 +7,9 @@ its absence), the requested output type and the spec asked for (None: ``chosen_s
 key and scale_a's alignment, checked per call). Pointers are not in it: a :class:`Fp8Launch` checks them per call (A,
 B, D 16-byte aligned; scale_a 16 bytes with its tensor map, else 4; scale_b 4; ``out`` apart from A and B), points the
 argument block at them (a tensor map re-encoded only when its pointer changed, the last few kept) and launches once.
-A pointer that breaks a rule sends the call down the slow path, which says what is wrong. Stream-K kernels (a
-workspace per stream) and empty problems are not prepared.
+A pointer that breaks a rule sends the call down the slow path, which says what is wrong. A stream-K kernel's
+workspace is its stream's (launchplan.streamk_workspace, per call: a graph capture gets its own). Empty problems are
+not prepared.
 
 Two tables lead to the same launches: one keyed by torch tensors' own attributes (no array-interface reading: the
 hot path), one by :class:`ArrayInfo` (any array library; the arrays are still read per call).
@@ -68,7 +69,8 @@ class Fp8Launch:
     (``kernel.func``); None: ``kernel.launch`` (the simulated kernels of the CPU tests)."""
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, kernel, grid, block, args: KernelArgs, extra: dict, encode,
-                 driver, ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc, ptrs: dict):
+                 driver, ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc, ptrs: dict,
+                 workspace=None):
         self.kernel, self.grid, self.block, self.args = kernel, grid, block, args
         self.driver, self.ensure_context, self.device_index = driver, ensure_context, device_index
         self.span_a, self.span_b, self.span_o = spans
@@ -82,9 +84,11 @@ class Fp8Launch:
             elif q.kind == "tensormap":
                 operand = q.name[-1]
                 self.slots.append(_Slot(args, i, operand.upper(), map_args(plan, operand, 0, problem), encode))
-            elif q.kind == "ptr":
+            elif q.kind == "ptr" or (q.kind == "wptr" and q.name == "W"):
                 self.slots.append(_Slot(args, i, q.name))
-        assert {s.role for s in self.slots} == {"A", "B", "D", "SFA", "SFB"}, [s.role for s in self.slots]
+        roles = {s.role for s in self.slots}
+        assert roles == {"A", "B", "D", "SFA", "SFB"} | ({"W"} if plan.stream_k is not None else set()), roles
+        self.workspace = workspace  # stream-K: (stream, torch tensor or None) -> (address, keep) of the stream's workspace
         for s in self.slots:  # ``args`` holds the first call's arguments: its pointers' maps are already in place
             s.ptr = ptrs[s.role]
 
@@ -93,23 +97,31 @@ class Fp8Launch:
             return False
         return not (overlaps(po, self.span_o, pa, self.span_a) or overlaps(po, self.span_o, pb, self.span_b))
 
-    def run(self, ptrs: dict, stream: int) -> None:
-        """Point every slot at ``ptrs`` (role -> address; checked by the caller) and launch on ``stream``."""
+    def run(self, ptrs: dict, stream: int, like=None) -> None:
+        """Point every slot at ``ptrs`` (role -> address; checked by the caller) and launch on ``stream``; a stream-K
+        kernel's W at ``stream``'s workspace (torch memory where ``like`` is a torch tensor)."""
+        keep = None
         with self._lock:
+            if self.workspace is not None:
+                ptrs["W"], keep = self.workspace(stream, like)
             for s in self.slots:
                 p = ptrs[s.role]
                 if s.ptr != p:
                     s.point(p)
             if self.driver is None:
                 self.kernel.launch(self.grid, self.block, self.args, stream)
-                return
-            launch = (int(self.kernel.func), *self.grid, *self.block, self.kernel.dynamic_smem, stream, self.args.address, None)
+            else:
+                self._launch(stream)
+        del keep  # a graph capture's workspace: released once the launch is queued
+
+    def _launch(self, stream: int) -> None:
+        launch = (int(self.kernel.func), *self.grid, *self.block, self.kernel.dynamic_smem, stream, self.args.address, None)
+        rc = self.driver.launch(*launch)
+        if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
+            self.ensure_context()
             rc = self.driver.launch(*launch)
-            if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
-                self.ensure_context()
-                rc = self.driver.launch(*launch)
-            if rc:
-                raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+        if rc:
+            raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
 
 
 class Fp8Table(dict):

@@ -57,6 +57,9 @@ class KernelABI:
     grouped: bool = False  # a grouped GEMM: the grid comes from M, N and the group count (derive.grouped)
     splits: int = 1  # split-K: grid z, one CTA per (tile, split)
     batched: bool = False  # a batched GEMM: the work items are batch x tiles (the tile walk's outer index is the batch)
+    # block-FP8 stream-K (s9): a persistent grid of every SM even with fewer tiles, so that a launch of one partial round
+    # splits its tiles over the idle SMs (derive.streamk: S <= C / L); the plain kernels' stream-K keeps min(tiles, SMs)
+    fills_sms: bool = False
 
     def num_tiles(self, m: int, n: int) -> int:
         """BM x BN tiles of D, partial tiles included."""
@@ -77,7 +80,7 @@ class KernelABI:
         size = self.cluster[0] * self.cluster[1] * self.cluster[2]
         if size == 1:
             tiles = self.num_tiles(m, n) * (batch if self.batched else 1)
-            return (min(tiles, sm_count) if self.persistent else tiles, 1, self.splits)
+            return ((sm_count if self.fills_sms else min(tiles, sm_count)) if self.persistent else tiles, 1, self.splits)
         cm, cn = self.cluster_tile
         tiles_m, tiles_n = -(-m // self.tile_m), -(-n // self.tile_n)
         items = -(-tiles_m // cm) * -(-tiles_n // cn)  # cluster tiles (pair tiles), partial ones included
@@ -161,7 +164,8 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     persistent = spec.schedule is Schedule.PERSISTENT
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
-                     spec.cta_group, spec.cluster.dims, grouped, spec.split_k, spec.batch is not Batch.NONE)
+                     spec.cta_group, spec.cluster.dims, grouped, spec.split_k, spec.batch is not Batch.NONE,
+                     fills_sms=persistent and spec.stream_k > 1 and spec.fp8_blocks.value != "none")
 
 
 @dataclass(frozen=True)
