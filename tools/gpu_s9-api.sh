@@ -8,7 +8,7 @@ OUT=${OUT:-out}
 BUDGET=${BUDGET:-300}
 . tools/gpu_common.sh
 gpu_begin s9api
-PTXGEN_ARTIFACTS=$OUT gpu_pytest pytest_prepared_gpu.log 150 $XDIST tests/test_blockfp8_prepared.py tests/test_epilogue_ops.py -k "prepared or (block_fp8 and not sanitizer)"
+PTXGEN_ARTIFACTS=$OUT gpu_pytest pytest_prepared_gpu.log 150 $XDIST tests/test_blockfp8_prepared.py tests/test_epilogue_ops.py tests/test_blockfp8_streamk.py -k "${K_EXPR:-prepared or (block_fp8 and not sanitizer)}"
 t 120 python3 tools/bench_blockfp8_api.py ${SHAPES:-4096x7168x16384 2048x7168x4096 128x7168x2048 32x4096x7168} \
   --json "$OUT/bench_blockfp8_api.jsonl" > "$OUT/bench_blockfp8_api.log" 2>&1
 echo "exit $?" >> "$OUT/bench_blockfp8_api.log"; cat "$OUT/bench_blockfp8_api.log"
