@@ -9,10 +9,12 @@ runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem
 TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains),
 ``s8`` (the warp-uniform warpgroup index in every wgmma kernel and the block-FP8 K loop unrolled twice: both block-FP8
 picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
-order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-s8-toolchains).
+order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-s8-toolchains),
+``s9`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
+the 128 x 192 TMA-scale form; runs/2026-12-02-s9-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|s9|all]
 """
 import argparse
 import sys
@@ -120,9 +122,19 @@ def s8_specs() -> dict:
                                                                epilogue="tma", epilogue_order="alternate-uniform", **base)}
 
 
+def s9_specs() -> dict:
+    """The ninth session's kernels: stream-K with --fp8-scale-load tma, at BM = 192 (what fp8blocks.gemm picks for few tiles)."""
+    from ptxgen.api.fp8blocks import FEW_TILES_STREAM_K, default_spec as bfp8_default, tma_scales_spec
+
+    return {"block fp8 tma_scales_spec bf16 stream-K 8 (few tiles)": tma_scales_spec(stream_k=FEW_TILES_STREAM_K),
+            "block fp8 tma_scales_spec f32 stream-K 8": tma_scales_spec("f32", stream_k=FEW_TILES_STREAM_K),
+            "block fp8 default bf16 stream-K 8 (scale warp, few tiles)": bfp8_default(stream_k=FEW_TILES_STREAM_K),
+            "block fp8 128 x 192 TMA scales stream-K 4": bfp8_default(fp8_scale_load="tma", stream_k=4)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "s8", "all"), default="all")
+    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "s8", "s9", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("s4", "all"):
@@ -135,6 +147,8 @@ def main() -> int:
         specs.update(s7_specs())
     if args.set in ("s8", "all"):
         specs.update(s8_specs())
+    if args.set in ("s9", "all"):
+        specs.update(s9_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
