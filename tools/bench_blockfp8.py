@@ -94,6 +94,12 @@ def flops_tf(m, n, k, ms):
     return 2.0 * m * n * k / ms / 1e9
 
 
+def per_tensor_twin(spec):
+    """The per-tensor FP8 kernel of a block-FP8 spec's tile (the variants' ``plain-``): the block fields reset."""
+    return make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
+                        "fp8_scale_load": "auto"})
+
+
 def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
     """A variant name -> (name, plain, yield, default_spec fields): ``[plain-][mBM-][nBN-]sS-direct|tma[-...]``."""
     parts = v.split("-")
@@ -139,8 +145,7 @@ def main() -> int:
         a, b, sa, sb, kb4 = inputs(torch, m, n, k)
         spec = ptxgen.api.fp8blocks.default_spec(**fields)  # BM = 128 unless the variant says mBM
         if plain:
-            spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
-                                "fp8_scale_load": "auto"})
+            spec = per_tensor_twin(spec)
         plan = plan_kernel(spec)
         # the on-disk kernel cache ($PTXGEN_CACHE_DIR): one NVRTC compile per variant, not per shape
         cubin = compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin

@@ -59,3 +59,27 @@ bfp8_bench() {
   echo "bench exit $?" >> "$OUT/bench_blockfp8_$1.log"
   cat "$OUT/bench_blockfp8_$1.log"
 }
+# gate_then_bench LOG NAME: bfp8_bench NAME (within what is left of $BUDGET, at most $T_BENCH) only if the gpu tests in
+# $OUT/LOG passed: a kernel that fails the recipe is not benched
+gate_then_bench() {
+  if grep -q "pytest exit 0" "$OUT/$1"; then
+    T_BENCH=$(( $(left) - 20 < T_BENCH ? $(left) - 20 : T_BENCH ))
+    [ "$T_BENCH" -gt 30 ] && bfp8_bench "$2"
+  else
+    echo "gpu tests failed: no bench (see $OUT/$1)"
+  fi
+}
+# ncu_summaries PREFIX: each /tmp/PREFIX*.ncu-rep (ncu ... -o /tmp/PREFIX_x) into $OUT/ncu_details.log (details page) and
+# $OUT/ncu_sass_summary.log (tools/ncu_blockfp8.py --summarize of its per-instruction stall samples); the CSVs in
+# $OUT/ncu_sass_csv.tgz. NCU: the ncu binary.
+ncu_summaries() {
+  local r
+  for r in /tmp/"$1"*.ncu-rep; do
+    echo "=== $r" >> "$OUT/ncu_details.log"
+    timeout 60 "$NCU" --import "$r" --page details >> "$OUT/ncu_details.log" 2>&1
+    timeout 60 "$NCU" --import "$r" --page source --csv --print-source sass > "/tmp/$(basename "$r" .ncu-rep).csv" 2>&1
+    echo "=== $r" >> "$OUT/ncu_sass_summary.log"
+    python3 tools/ncu_blockfp8.py --summarize "/tmp/$(basename "$r" .ncu-rep).csv" >> "$OUT/ncu_sass_summary.log" 2>&1
+  done
+  tar czf "$OUT/ncu_sass_csv.tgz" -C /tmp $(cd /tmp && ls "$1"*.csv) 2>/dev/null
+}

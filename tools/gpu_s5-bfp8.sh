@@ -12,6 +12,7 @@ NCU_VARIANTS=${NCU_VARIANTS:-n192-s4-tma n192-s4-tma-smem}
 T_TEST=${T_TEST:-60}
 T_BENCH=${T_BENCH:-130}
 T_NCU=${T_NCU:-100}
+. tools/gpu_common.sh  # ncu_summaries
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_CACHE_DIR=${KCACHE:-/tmp/ptxgen-cache-s5-bfp8}
 export PTXGEN_ARTIFACTS="$OUT"
@@ -46,13 +47,6 @@ if [ "$T_NCU" != 0 ]; then
       python3 tools/ncu_blockfp8.py 4096x7168x16384 $v >> "$OUT/ncu.log" 2>&1
     echo "ncu exit $?" >> "$OUT/ncu.log"
   done
-  for r in /tmp/s5b_prof*.ncu-rep; do
-    echo "=== $r" >> "$OUT/ncu_details.log"
-    timeout 60 "$NCU" --import "$r" --page details >> "$OUT/ncu_details.log" 2>&1
-    timeout 60 "$NCU" --import "$r" --page source --csv --print-source sass > "/tmp/$(basename $r .ncu-rep).csv" 2>&1
-    echo "=== $r" >> "$OUT/ncu_sass_summary.log"
-    python3 tools/ncu_blockfp8.py --summarize "/tmp/$(basename $r .ncu-rep).csv" >> "$OUT/ncu_sass_summary.log" 2>&1
-  done
-  tar czf "$OUT/ncu_sass_csv.tgz" -C /tmp $(cd /tmp && ls s5b_prof*.csv) 2>/dev/null
+  ncu_summaries s5b_prof
   tail -c 6000 "$OUT/ncu_details.log"; head -c 5000 "$OUT/ncu_sass_summary.log"
 fi

@@ -16,10 +16,5 @@ gpu_begin s8slabs
 # correctness first: a kernel that fails the recipe is not benched
 PTXGEN_ARTIFACTS=$OUT gpu_pytest pytest_slabs_gpu.log $(( $(left) > 300 ? 200 : $(left) - 100 )) $XDIST \
   tests/test_epilogue_ops.py -k "consumer_slabs or (compute_sanitizer and m256-cs2)"
-if grep -q "pytest exit 0" "$OUT/pytest_slabs_gpu.log"; then
-  T_BENCH=$(( $(left) - 20 < T_BENCH ? $(left) - 20 : T_BENCH ))
-  [ "$T_BENCH" -gt 30 ] && bfp8_bench s8slabs
-else
-  echo "gpu tests failed: no bench (see $OUT/pytest_slabs_gpu.log)"
-fi
+gate_then_bench pytest_slabs_gpu.log s8slabs
 echo "== s8-slabs done: $SECONDS s"

@@ -19,14 +19,7 @@ for v in $NCU_VARIANTS; do
     python3 tools/ncu_blockfp8.py "$SHAPE" $v >> "$OUT/ncu.log" 2>&1
   echo "ncu $v exit $?" >> "$OUT/ncu.log"
 done
-for r in /tmp/s9_prof*.ncu-rep; do
-  echo "=== $r" >> "$OUT/ncu_details.log"
-  timeout 60 "$NCU" --import "$r" --page details >> "$OUT/ncu_details.log" 2>&1
-  timeout 60 "$NCU" --import "$r" --page source --csv --print-source sass > "/tmp/$(basename $r .ncu-rep).csv" 2>&1
-  echo "=== $r" >> "$OUT/ncu_sass_summary.log"
-  python3 tools/ncu_blockfp8.py --summarize "/tmp/$(basename $r .ncu-rep).csv" >> "$OUT/ncu_sass_summary.log" 2>&1
-done
-tar czf "$OUT/ncu_sass_csv.tgz" -C /tmp $(cd /tmp && ls s9_prof*.csv) 2>/dev/null
+ncu_summaries s9_prof
 grep -E "Duration|tensor_op|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|SM Frequency|===" "$OUT/ncu_details.log"
 head -c 4000 "$OUT/ncu_sass_summary.log"
 # then, where budget is left, the split last round again (call2's sk3 against whole tiles), more rounds at one shape

@@ -14,10 +14,5 @@ BUDGET=${BUDGET:-560}
 . tools/gpu_common.sh
 gpu_begin s9sk
 PTXGEN_ARTIFACTS=$OUT gpu_pytest pytest_sk_gpu.log 240 $XDIST tests/test_blockfp8_streamk.py -k "tmasf"
-if grep -q "pytest exit 0" "$OUT/pytest_sk_gpu.log"; then
-  T_BENCH=$(( $(left) - 20 < T_BENCH ? $(left) - 20 : T_BENCH ))
-  [ "$T_BENCH" -gt 30 ] && bfp8_bench s9sk
-else
-  echo "gpu tests failed: no bench (see $OUT/pytest_sk_gpu.log)"
-fi
+gate_then_bench pytest_sk_gpu.log s9sk
 echo "== s9-sk done: $SECONDS s"

@@ -22,8 +22,7 @@ import time
 from datetime import datetime
 
 import ptxgen.api.fp8blocks
-from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant  # this script's folder (tools/) is on sys.path
-from ptxgen.derive.spec import make_spec
+from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant, per_tensor_twin  # this script's folder (tools/) is on sys.path
 from ptxgen.runtime.bench import _batch
 from ptxgen.runtime.gpu import require_gpu
 
@@ -95,8 +94,7 @@ def main() -> int:
         _, plains[v], _, fields = parse_variant(v)
         spec = ptxgen.api.fp8blocks.default_spec(**fields)
         if plains[v]:  # the per-tensor twin of the same tile (tools/bench_blockfp8.py's plain-)
-            spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
-                                "fp8_scale_load": "auto"})
+            spec = per_tensor_twin(spec)
         outs[v] = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         extra = {} if plains[v] else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
         fns[v] = Launch(spec, m, n, k, a, b, outs[v], extra, dev, torch).run

@@ -25,12 +25,11 @@ import sys
 
 import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.cache import compile_cached
 from ptxgen.runtime.gpu import require_gpu
 
-from bench_blockfp8 import Launch, inputs, race  # tools/ (the script's folder) is on sys.path
+from bench_blockfp8 import Launch, inputs, per_tensor_twin, race  # tools/ (the script's folder) is on sys.path
 
 UNIFORM = "const int wg = __shfl_sync(0xffffffffu, tid / 128, 0), wg_tid = tid % 128;"  # as rendered (KernelView.wg_expr)
 NONUNIFORM = "const int wg = tid / 128, wg_tid = tid % 128;"
@@ -69,8 +68,7 @@ def kernel(form: str) -> tuple:
     """(spec, cubin, name) of the default block-FP8 kernel (or its per-tensor twin, ``plain-*``) in FORM."""
     spec = ptxgen.api.fp8blocks.default_spec(**({"fp8_scale_load": "tma"} if form.endswith("-tmasf") else {}))
     if form.startswith("plain-"):
-        spec = make_spec(**{**spec.to_json(), "fp8_blocks": "none", "fp8_stagger": "none", "fp8_overlap": "none",
-                            "fp8_scale_load": "auto"})
+        spec = per_tensor_twin(spec)
     src = rewrite(render_kernel(plan_kernel(spec)), form)
     name = spec.kernel_name
     return spec, compile_cached(src, name, "sm_90a").compiled.cubin, name

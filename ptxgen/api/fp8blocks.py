@@ -14,6 +14,7 @@ floats: M % 4 == 0 in torch's layout) and the output is bf16, f16 or f32; else :
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
@@ -76,7 +77,7 @@ def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int, m: int | None = 
     tma = out_dtype in TMA_SCALE_OUTPUTS and sfa_tma_readable(scale_a, lds_a)
     spec = tma_scales_spec(out_dtype) if tma else default_spec(out_dtype)
     if m is not None and n is not None and 2 * (-(-m // spec.bm)) * (-(-n // spec.bn)) <= sm_count:
-        return (tma_scales_spec if tma else default_spec)(out_dtype, stream_k=FEW_TILES_STREAM_K)
+        return dataclasses.replace(spec, stream_k=FEW_TILES_STREAM_K)  # validated again (TileSpec.__post_init__)
     return spec
 
 
@@ -192,7 +193,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
             kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued
         if p.k and len(launches) == 1:
-            e = _prepared(kernel.plan, p, launches[0], extra, dev, (ai, bi, oi, sa, sb), w)
+            e = _prepared(kernel.plan, p, launches[0][:3], extra, dev, (ai, bi, oi, sa, sb))
             _BY_INFO.remember(key, e)
             T = tensor_type()
             if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out)):
@@ -201,11 +202,11 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     return out
 
 
-def _prepared(plan, p, launch, extra, dev, infos, w: int) -> Fp8Launch:
-    """The launch just made, kept for calls with the same key (ptxgen.api.fp8launch); ``w``: its stream-K workspace."""
+def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
+    """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.fp8launch)."""
     from ..runtime import tensormap
 
-    kern, grid, block, args = launch
+    kern, grid, block = launch
     ai, bi, oi, sa, sb = infos
     sk = None
     if plan.stream_k is not None:  # each call takes its stream's workspace (launchplan.streamk_workspace)
@@ -213,12 +214,11 @@ def _prepared(plan, p, launch, extra, dev, infos, w: int) -> Fp8Launch:
         drv = launcher()
         sk = lambda stream, like: streamk_workspace(drv, dev.index, stream, nbytes, like,  # noqa: E731
                                                     lambda: streams.ensure_current(dev))
-    return Fp8Launch(plan=plan, problem=p, kernel=kern, grid=grid, block=block, args=args, extra=extra,
+    return Fp8Launch(plan=plan, problem=p, kernel=kern, grid=grid, block=block, extra=extra,
                      encode=tensormap.encode, driver=launcher() if hasattr(kern, "func") else None,
                      ensure_context=lambda: streams.ensure_current(dev), device_index=dev.index,
                      spans=(span_bytes(ai), span_bytes(bi), span_bytes(oi)),
-                     out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value),
-                     ptrs={"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr, "W": w}, workspace=sk)
+                     out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value), workspace=sk)
 
 
 def _run_prepared(e: Fp8Launch, a, ai, bi, sa, sb, out, oi, handle):

@@ -23,31 +23,35 @@ from ..derive.kernel import KernelPlan
 from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
 from ..runtime.gpu import CudaError
 from ..runtime.errors import ProblemError
-from ..runtime.launch import Problem, map_args, reduce_geometry, split_problem, workspace_bytes
+from ..runtime.launch import Problem, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
 from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 from .binding import overlaps
 
 TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
 
 
-def build_params(plan: KernelPlan, p: Problem, encode) -> tuple[ParamBlock, dict]:
+def build_params(plan: KernelPlan, p: Problem, encode, extra: dict | None = None) -> tuple[ParamBlock, dict]:
     """The parameter block for problem ``p`` with every integer written, and the pointer slot of A, B and D
     (tensor-map or raw-pointer parameters, or a group of both; a map is encoded by ``encode`` when its
-    pointer is first set)."""
+    pointer is first set). ``extra``: the integers the problem does not hold (block FP8's lds_a and lds_b, which
+    also shape scale_a's tensor map: its slot is ``SFA``, ptxgen.api.fp8launch); any other pointer parameter gets a
+    slot by its name (SFA, SFB, W)."""
     params = plan.abi.params
     block = ParamBlock(["ptr" if q.kind == "wptr" and q.name == "W" else q.kind for q in params])
     slots = {}
     for i, q in enumerate(params):
-        if q.kind == "tensormap" and q.name == SFA_MAP:  # block FP8 launches through ptxgen.api.fp8blocks only
-            raise ValueError(f"{plan.abi.name}: scale_a's tensor map is built by ptxgen.api.fp8blocks.gemm, not this launch path")
-        if q.kind == "tensormap":
+        if q.kind == "tensormap" and q.name == SFA_MAP:
+            if extra is None:  # block FP8 launches through ptxgen.api.fp8blocks only
+                raise ValueError(f"{plan.abi.name}: scale_a's tensor map is built by ptxgen.api.fp8blocks.gemm, not this launch path")
+            slots.setdefault("SFA", []).append(MapSlot(block, i, sfa_map_args(plan, 0, extra["lds_a"], p), encode))
+        elif q.kind == "tensormap":
             operand = q.name[-1]  # tmap_a, tmap_b, tmap_d
             template = map_args(plan, operand, 0, p)
             slots.setdefault(operand.upper(), []).append(MapSlot(block, i, template, encode))
         elif q.kind == "ptr" or (q.kind == "wptr" and q.name == "W"):  # W: stream-K's workspace, patched per stream
             slots.setdefault(q.name, []).append(PtrSlot(block, i))
         else:
-            block.set(i, p.value(q.name))
+            block.set(i, extra[q.name] if extra and q.name in extra else p.value(q.name))
     missing = {"A", "B", "D"} - set(slots)
     if missing:
         raise ValueError(f"{plan.abi.name}: no parameter carries {', '.join(sorted(missing))}")
@@ -185,6 +189,17 @@ def _torch_current_stream(device_index: int) -> int:
     return int(torch_stream_reader(sys.modules["torch"])(device_index))
 
 
+def launch_checked(launch, ensure_context, args) -> None:
+    """``launch(*args)`` (the driver's cuLaunchKernel); a thread without the primary context current sets it
+    (``ensure_context``) and tries once more."""
+    rc = launch(*args)
+    if rc in RETRY_WITH_CONTEXT:
+        ensure_context()
+        rc = launch(*args)
+    if rc:
+        raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+
+
 class Launch:
     """One prepared launch (see the module's docstring). ``run`` is the hot path; ``call_torch`` reads torch
     tensors directly (``data_ptr()``: no DLPack, no interface dicts). Split-K: two launches, the MMA kernel into the
@@ -270,14 +285,8 @@ class Launch:
                 sb.point(pb)
             if sd.ptr != pd:
                 sd.point(pd)
-            rc = self._launch(self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None)
-            if rc:
-                if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
-                    self._ensure_context()
-                    rc = self._launch(self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream,
-                                      self.params, None)
-                if rc:
-                    raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+            launch_checked(self._launch, self._ensure_context,
+                           (self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None))
 
     def _run_split(self, pa: int, pb: int, pd: int, stream: int) -> None:
         sa, sb, sd = self.slots
@@ -292,13 +301,7 @@ class Launch:
                 self._launch_checked(args)
 
     def _launch_checked(self, args) -> None:
-        """cuLaunchKernel(*args); a thread without the primary context current sets it and tries once more."""
-        rc = self._launch(*args)
-        if rc in RETRY_WITH_CONTEXT:
-            self._ensure_context()
-            rc = self._launch(*args)
-        if rc:
-            raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
+        launch_checked(self._launch, self._ensure_context, args)
 
     def _run_streamk(self, pa: int, pb: int, pd: int, stream: int, like) -> None:
         sa, sb, sd = self.slots

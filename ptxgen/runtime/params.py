@@ -53,6 +53,11 @@ class ParamBlock:
             raise ValueError(f"a tensormap argument is {TENSORMAP_BYTES} bytes, not {len(data)}")
         ctypes.memmove(self.addresses[index], data, TENSORMAP_BYTES)
 
+    def read_back(self) -> list:
+        """The values as the kernel will see them, in KernelArgs.read_back's form (a tensormap as its bytes)."""
+        return [ctypes.string_at(self.addresses[i], _SIZE[k]) if k == "tensormap" else _CTYPE[k].from_address(self.addresses[i]).value
+                for i, k in enumerate(self.kinds)]
+
     def param_bytes(self) -> list[bytes]:
         """Each parameter's bytes as cuLaunchKernel will copy them (read through the void** array)."""
         return [ctypes.string_at(self.array[i], _SIZE[k]) for i, k in enumerate(self.kinds)]
