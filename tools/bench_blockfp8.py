@@ -100,6 +100,13 @@ def per_tensor_twin(spec):
                         "fp8_scale_load": "auto"})
 
 
+def variant_spec(fields: dict, plain: bool):
+    """A parsed variant's kernel: default_spec with its fields (BM = 128 unless it says mBM), or that kernel's per-tensor
+    twin (``plain-``)."""
+    spec = ptxgen.api.fp8blocks.default_spec(**fields)
+    return per_tensor_twin(spec) if plain else spec
+
+
 def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
     """A variant name -> (name, plain, yield, default_spec fields): ``[plain-][mBM-][nBN-]sS-direct|tma[-...]``."""
     parts = v.split("-")
@@ -134,7 +141,14 @@ def main() -> int:
                          "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto); "
                          "skS: --stream-k S; csN: --consumer-slabs N; pp: --consumers pingpong; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
+    ap.add_argument("--compile-only", action="store_true", help="compile every variant's kernel into the cache (NVRTC, "
+                    "no GPU; --jobs processes at a time) and exit")
+    ap.add_argument("--jobs", type=int, default=4)
     args = ap.parse_args()
+    if args.compile_only:
+        from bench_epilogue import compile_all
+        compile_all([variant_spec(fields, plain) for _, plain, _, fields in map(parse_variant, args.variants.split(","))], args.jobs)
+        return 0
     import torch
 
     dev = require_gpu()
@@ -143,9 +157,7 @@ def main() -> int:
     for shape, (vname, plain, yld, fields) in ((s, v) for s in args.shapes for v in variants):
         m, n, k = map(int, shape.split("x"))
         a, b, sa, sb, kb4 = inputs(torch, m, n, k)
-        spec = ptxgen.api.fp8blocks.default_spec(**fields)  # BM = 128 unless the variant says mBM
-        if plain:
-            spec = per_tensor_twin(spec)
+        spec = variant_spec(fields, plain)
         plan = plan_kernel(spec)
         # the on-disk kernel cache ($PTXGEN_CACHE_DIR): one NVRTC compile per variant, not per shape
         cubin = compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin

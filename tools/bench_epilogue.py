@@ -45,7 +45,7 @@ from ptxgen.emit.render import render_kernel
 from ptxgen.api.fused import fused_spec
 from ptxgen.runtime.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
-from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.cache import compile_cached  # $PTXGEN_CACHE_DIR: --compile-only fills it for the run
 from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
 from ptxgen.runtime.choose import choose_spec
 
@@ -86,7 +86,7 @@ def shape_specs(m: int, n: int, k: int, order: str, fp8: bool, plain_only: bool)
 
 def _compile_one(spec) -> str:
     plan = plan_kernel(spec)
-    compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    compile_cached(render_kernel(plan), spec.kernel_name, spec.arch.value)
     return spec.kernel_name
 
 
@@ -102,7 +102,7 @@ def compile_all(specs, jobs: int) -> None:
 
 def _launcher(torch, spec, p, dev, a, b, d, extra=None):
     plan = plan_kernel(spec)
-    compiled = compile_cuda(render_kernel(plan), spec.kernel_name, spec.arch.value)
+    compiled = compile_cached(render_kernel(plan), spec.kernel_name, spec.arch.value).compiled
     k = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
     grid, block, _ = launch_geometry(plan, p, dev.sm_count, k)
     args = gemm_args(plan, a.data_ptr(), b.data_ptr(), d.data_ptr(), p, extra=extra)
