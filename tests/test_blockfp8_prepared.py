@@ -102,13 +102,13 @@ def test_rules_still_hold_on_a_prepared_key(launches):
 
 
 def test_few_tiles_take_stream_k_and_each_call_its_streams_workspace(launches, monkeypatch):
-    """2 x 3 tiles on 132 SMs: gemm picks the stream-K form (fp8blocks.chosen_spec); a prepared call asks for the
+    """200 x 300 x 4096: gemm picks 64 x 128 tiles (derive.bfp8tiles), 4 x 3 of them on 132 SMs, so the stream-K form (fp8blocks.chosen_spec); a prepared call asks for the
     calling stream's workspace every time (launchplan.streamk_workspace: a graph capture's differs) and passes it."""
     import ptxgen.api.fp8blocks as fb2
 
     asked = []
     monkeypatch.setattr(fb2, "streamk_workspace", lambda drv, di, stream, nbytes, like, ens: asked.append(nbytes) or (0x7100000 + 0x1000 * len(asked), None))
-    x = arrays(n=300, k=4096)  # 32 K blocks: each of the 6 tiles split 8 ways
+    x = arrays(n=300, k=4096)  # 32 K blocks: each of the 12 tiles split 8 ways
     call(x)
     call(x)
     call(x)
@@ -116,18 +116,23 @@ def test_few_tiles_take_stream_k_and_each_call_its_streams_workspace(launches, m
     assert len(fb2._BY_INFO) == 1 and launches[1][1][:-1] == launches[0][1][:-1]
     from ptxgen.derive.streamk import FLAG_REGION_BYTES
 
-    assert asked[0] >= FLAG_REGION_BYTES + 6 * 7 * 192 * 128 * 4  # 6 tiles x 7 partials of 192 x 128 floats
+    assert asked[0] >= FLAG_REGION_BYTES + 12 * 7 * 64 * 128 * 4  # 12 tiles x 7 partials of 64 x 128 floats
 
 
 def test_the_pick_splits_only_few_tiles():
+    """Stream-K where the chosen tile's M x N tiles fill at most half the SMs, whole tiles otherwise."""
     from ptxgen.runtime.arrays import ArrayInfo
 
     sa = ArrayInfo("scale_a", 0x40000000, (200, 4), (1, 208), "f32", 4, None, "test", "test")
-    assert fb.chosen_spec("bf16", sa, 208, 200, 300).stream_k == fb.FEW_TILES_STREAM_K  # 2 x 3 tiles
-    assert fb.chosen_spec("bf16", sa, 208, 200, 33 * 128).stream_k == fb.FEW_TILES_STREAM_K  # 66 tiles: half of 132 SMs
-    assert fb.chosen_spec("bf16", sa, 208, 200, 34 * 128).stream_k == 1  # 68 tiles: more than half
-    assert fb.chosen_spec("bf16", sa, 208, 200, 300, sm_count=8).stream_k == 1  # 6 tiles on 8 SMs
-    assert fb.chosen_spec("bf16", sa, 208).stream_k == 1  # no problem given: the whole-tile kernel
+    few = fb.chosen_spec("bf16", sa, 208, 200, 300, k=4096)
+    assert (few.bm, few.bn, few.stream_k) == (64, 128, fb.FEW_TILES_STREAM_K)  # 4 x 3 tiles
+    big = fb.chosen_spec("bf16", sa, 4096, 4096, 7168, k=16384)
+    assert (big.bm, big.bn, big.stream_k) == (192, 128, 1) and big == fb.tma_scales_spec("bf16")  # 22 x 56 tiles
+    mid = fb.chosen_spec("bf16", sa, 512, 512, 16 * 128, k=7168)  # 4 x 16 tiles of 128 x 128: half of 132 SMs
+    assert (mid.bm, mid.bn, mid.stream_k) == (128, 128, fb.FEW_TILES_STREAM_K)
+    assert fb.chosen_spec("bf16", sa, 512, 512, 4096, k=7168).stream_k == 1  # 4 x 32 tiles of 128 x 128
+    assert fb.chosen_spec("bf16", sa, 208, 200, 300, sm_count=8, k=4096).stream_k == 1  # 12 or 6 tiles on 8 SMs
+    assert fb.chosen_spec("bf16", sa, 208) == fb.tma_scales_spec("bf16")  # no problem given: the whole-tile kernel
     odd = ArrayInfo("scale_a", 0x40000004, (200, 4), (1, 208), "f32", 4, None, "test", "test")
     few = fb.chosen_spec("bf16", odd, 208, 200, 300)  # scale_a not 16-byte aligned: the scale warp's kernel, split too
     assert few.stream_k == fb.FEW_TILES_STREAM_K and few.scale_load.value == "smem" and few.bm == 128

@@ -385,10 +385,12 @@ def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
 
 # s8: gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
 # scale_a (M % 4 == 0 here: 196, 1500, 60, 200, 68), else default_spec (M = 197, 61); bf16 and f32 through the TMA store.
-# s9: where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec): 200 x 304 x 4096 splits its 6
-# tiles 8 ways, 68 x 1000 x 2048 its 8 tiles 4 ways; the K = 400 / 128 / 96 shapes have too few K-tiles to split
+# s9: where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec); the K = 400 / 128 / 96 shapes
+# have too few K-tiles to split far. s10: the tile by derive.bfp8tiles: 64 x 128 at 196 x 250, 60 x 333, 200 x 304 x 4096
+# (12 tiles split 8 ways) and 68 x 1000 x 2048 (16 tiles); 192 x 128 at 1500 x 3000; 128 x 128 at 500 x 4000 x 700
+# (128 tiles, whole) and 500 x 2000 x 2000 (64 tiles, split)
 @pytest.mark.parametrize("shape", [(196, 250, 400), (197, 250, 400), (1500, 3000, 400), (60, 333, 128), (61, 333, 96),
-                                   (200, 304, 4096), (68, 1000, 2048)],
+                                   (200, 304, 4096), (68, 1000, 2048), (500, 4000, 700), (500, 2000, 2000)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("out_dtype", ["bf16", "f32"])
 def test_block_fp8_gemm_without_a_spec(gpu, shape, out_dtype):
@@ -528,12 +530,15 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
 
 
 @pytest.mark.parametrize("variant", ["{}", '{"fp8_scale_load": "tma"}', '{"bm": 192, "bn": 128, "fp8_scale_load": "tma"}',
-                                     '{"bm": 256, "bn": 128, "stages": 3, "fp8_scale_load": "tma", "consumer_slabs": 2}'],
-                         ids=["default", "tmasf", "m192-tmasf", "m256-cs2"])
+                                     '{"bm": 256, "bn": 128, "stages": 3, "fp8_scale_load": "tma", "consumer_slabs": 2}',
+                                     '{"bm": 64, "bn": 128, "stages": 6, "fp8_scale_load": "tma"}',
+                                     '{"bm": 128, "bn": 128, "stages": 5, "fp8_scale_load": "tma", "stream_k": 8}'],
+                         ids=["default", "tmasf", "m192-tmasf", "m256-cs2", "m64-tmasf", "m128-tmasf-sk8"])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:
-    192 x 128, scale_a by TMA), TMA store, under compute-sanitizer:
+    192 x 128, scale_a by TMA; since s10 also 64 x 128 and 128 x 128 (derive.bfp8tiles), with stream-K where the tiles
+    are few), TMA store, under compute-sanitizer:
     1500 x 3000 x 400 puts 192 tiles on at most 132 CTAs (the scale warp, the TMA thread and the consumers walk several),
     M and N off the tile and a partial last K block; the case also checks the output against the recipe. Also with the
     A scales by TMA (--fp8-scale-load tma: the box overwrites a slot the consumers read with ld.shared; M % 4 == 0)."""

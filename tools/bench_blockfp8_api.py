@@ -41,7 +41,7 @@ def shape_row(torch, m: int, n: int, k: int, rounds: int) -> dict:
     host = {nm: round(us, 2) for nm, us in _host_us(torch, calls).items()}
     single = _single_ratio(torch, calls["gemm"], calls["torch"])
     ours_ms, base_ms, worst = alternate(torch, calls["gemm"], calls["torch"], check, rounds, 5)
-    spec = fp8blocks.chosen_spec("bf16", read_array(sa, "scale_a"), m, m, n)  # what gemm picked (lds_a = M here)
+    spec = fp8blocks.chosen_spec("bf16", read_array(sa, "scale_a"), m, m, n, k=k)  # what gemm picked (lds_a = M here)
     return {"m": m, "n": n, "k": k, "kernel": spec.kernel_name, "host_us": host, "single_call_ratio": round(single, 4),
             "back_to_back_ratio": round(base_ms / ours_ms, 4), "ms": [ours_ms, base_ms], "rel_error": max(err, worst)}
 

@@ -8,8 +8,10 @@
 ``scale_b``: f32 ceil(K/128) x ceil(N/128), the transpose of a row-major array (``s.t()``: strides (1, lds_b)).
 D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A B^T over the block), in bf16.
 
-Without ``spec``: :func:`tma_scales_spec` where TMA can read scale_a (16-byte aligned, K-block stride a multiple of 4
-floats: M % 4 == 0 in torch's layout) and the output is bf16, f16 or f32; else :func:`default_spec` (any M).
+Without ``spec``: scale_a by TMA where TMA can read it (16-byte aligned, K-block stride a multiple of 4 floats: M % 4 == 0
+in torch's layout) and the output is bf16, f16 or f32, in the tile derive.bfp8tiles models fastest for the problem
+(:func:`tma_scales_spec`'s 192 x 128 at large M); else :func:`default_spec` (any M). Few tiles: with stream-K
+(:func:`chosen_spec`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from ..derive.bfp8tiles import pick_tile
 from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
@@ -57,7 +60,8 @@ def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
 def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """256 x 128 tiles, two consumer warpgroups of two 64-row slabs each sharing one partial (--consumer-slabs 2,
     derive.bfp8slabs), 3 stages, scale_a by TMA: DeepGEMM's fastest configuration at 4096x7168x16384 on the H200
-    (runs/2026-12-02-s8-dgref). L1/L2 only (not run on a GPU yet), so no default picks it."""
+    (runs/2026-12-02-s8-dgref). L3 since s9 (39 gpu tests and the sanitizers, runs/2026-12-02-s9-probe/call1), but no faster
+than :func:`tma_scales_spec` there (1158 / 1139 / 958 against 1158 / 1217 / 1097 TFLOP/s), so no default picks it."""
     return default_spec(out_dtype, **{**dict(bm=256, bn=128, stages=3, fp8_scale_load="tma", consumer_slabs=2), **kw})
 
 
@@ -68,14 +72,21 @@ FEW_TILES_STREAM_K = 8  # most splits of a launch whose tiles fill less than hal
 
 
 def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int, m: int | None = None, n: int | None = None,
-                sm_count: int = 132) -> TileSpec:
-    """The kernel :func:`gemm` runs without a spec: :func:`tma_scales_spec` where TMA can read scale_a and the output is
-    bf16, f16 or f32, else :func:`default_spec`. Where the M x N tiles would fill less than half of ``sm_count`` SMs
-    (small M: one round, most SMs idle), the same kernel with stream-K (up to FEW_TILES_STREAM_K splits of each tile
-    along K over the idle SMs; derive.streamk): its one-round cost with whole tiles is the slower tile, not the
-    power cap of a full GPU (docs/block-fp8.md "Power-capped")."""
+                sm_count: int = 132, k: int | None = None) -> TileSpec:
+    """The kernel :func:`gemm` runs without a spec. Where TMA can read scale_a and the output is bf16, f16 or f32: scale_a
+    by TMA in the tile of least modelled time for M x N x K (derive.bfp8tiles: 192 x 128, 128 x 128 or 64 x 128;
+    without a problem :func:`tma_scales_spec`'s 192 x 128); else :func:`default_spec`. Where the M x N tiles fill at most
+    half of ``sm_count`` SMs (small M: one round, most SMs idle), the kernel with stream-K (up to FEW_TILES_STREAM_K
+    splits of each tile along K over the idle SMs; derive.streamk): its one-round cost with whole tiles is the slower
+    tile, not the power cap of a full GPU (docs/block-fp8.md "Power-capped")."""
     tma = out_dtype in TMA_SCALE_OUTPUTS and sfa_tma_readable(scale_a, lds_a)
-    spec = tma_scales_spec(out_dtype) if tma else default_spec(out_dtype)
+    if not tma:
+        spec = default_spec(out_dtype)
+    elif m is None or n is None:
+        spec = tma_scales_spec(out_dtype)
+    else:
+        t = pick_tile(m, n, BLOCK if k is None else k, sm_count, FEW_TILES_STREAM_K)
+        spec = default_spec(out_dtype, bm=t.bm, bn=t.bn, stages=t.stages, fp8_scale_load="tma")
     if m is not None and n is not None and 2 * (-(-m // spec.bm)) * (-(-n // spec.bn)) <= sm_count:
         return dataclasses.replace(spec, stream_k=FEW_TILES_STREAM_K)  # validated again (TileSpec.__post_init__)
     return spec
@@ -173,7 +184,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": _scales(sb, "scale_b", kb, nb)}
     dev = streams.require_gpu()
     if chosen:
-        spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count)
+        spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count, k=p.k)
         p = bind(spec, ai, bi, oi).problem
     kernel = kernel_for(spec)
     if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)

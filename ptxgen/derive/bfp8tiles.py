@@ -1,0 +1,50 @@
+"""Which block-FP8 tile a problem gets (``ptxgen.api.fp8blocks.chosen_spec``), pure arithmetic: rounds of tiles on the
+SMs (each tile split along K by stream-K where the tiles fill at most half the SMs) times a tile's work over its
+measured speed.
+
+The speeds are per unit of tile work (BM x BN x one 128-block of K) relative to the 192 x 128 tile, all with scale_a by
+TMA. They were fitted to s10's sweep on the H200 (runs/2026-12-02-s10-probe/call2, ``tools/gpu_s10-shapes.sh``: 24
+DeepSeek-V3 shapes, M = 64 / 128 / 512 / 4096, eight tile forms each against torch's blockwise ``_scaled_mm``): any
+128 x 128 speed in 0.85-0.92 with any 64 x 128 speed in 0.5-0.7 picks within 5% of the best measured form (geomean
+0.950 of the best; the 192 x 128 tile everywhere: 0.708, worst 0.39 at 64 x 4096 x 7168).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+K_BLOCK = 128  # the recipe's K block: one stage, one promotion
+
+
+@dataclass(frozen=True)
+class Bfp8Tile:
+    bm: int
+    bn: int
+    stages: int
+    speed: float  # tile work per unit time, relative to the 192 x 128 tile (module docstring)
+
+
+TMA_SCALE_TILES = (Bfp8Tile(192, 128, 4, 1.0), Bfp8Tile(128, 128, 5, 0.88), Bfp8Tile(64, 128, 6, 0.6))
+
+
+def few_tile_splits(tiles: int, k_blocks: int, sm_count: int, most: int) -> int:
+    """Stream-K's splits per tile where ``tiles`` fill at most half of ``sm_count`` SMs (up to ``most``, at most one
+    K block each, at most the SMs a tile has); 1 otherwise."""
+    if 2 * tiles > sm_count:
+        return 1
+    return max(1, min(most, sm_count // max(1, tiles), k_blocks))
+
+
+def tile_cost(m: int, n: int, k: int, tile: Bfp8Tile, sm_count: int, most_splits: int) -> float:
+    """Modelled time of M x N x K in ``tile``s, in units of one 192 x 128 tile's K block: rounds of (split) tiles x the
+    K blocks of a split x the tile's area over its speed."""
+    tiles = -(-m // tile.bm) * -(-n // tile.bn)
+    k_blocks = max(1, -(-k // K_BLOCK))
+    s = few_tile_splits(tiles, k_blocks, sm_count, most_splits)
+    rounds = -(-tiles * s // sm_count)
+    return rounds * -(-k_blocks // s) * (tile.bm * tile.bn) / (192 * 128) / tile.speed
+
+
+def pick_tile(m: int, n: int, k: int, sm_count: int, most_splits: int, tiles=TMA_SCALE_TILES) -> Bfp8Tile:
+    """The tile of least modelled time; on a tie the earlier (larger) one."""
+    return min(tiles, key=lambda t: tile_cost(m, n, k, t, sm_count, most_splits))

@@ -1,0 +1,62 @@
+"""derive.bfp8tiles: the block-FP8 tile fp8blocks.gemm picks without a spec (pure arithmetic)."""
+
+import itertools
+
+import pytest
+
+from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES, Bfp8Tile, few_tile_splits, pick_tile, tile_cost
+
+# The best measured tile form at shapes where one form led clearly (by 10% or more over the other tiles' best; s10's
+# sweep, runs/2026-12-02-s10-probe/call2/bench_blockfp8_shapes.jsonl, ratios to torch's blockwise _scaled_mm in
+# brackets): (M, N, K) -> (BM, BN)
+MEASURED_BEST = {
+    (64, 7168, 16384): (64, 128),  # 64 x 128 sk8 1.254, 128 x 128 sk8 0.903, 192 x 128 sk8 0.639
+    (64, 4096, 7168): (64, 128),  # 2.519 / 1.263 / 0.978
+    (64, 2112, 7168): (64, 128),  # 2.306 / 1.478 / 1.263
+    (128, 7168, 16384): (128, 128),  # 128 x 128 sk8 1.481, 64 x 128 sk8 1.264, 192 x 128 sk8 0.804
+    (512, 4096, 7168): (128, 128),  # 128 x 128 1.329, 192 x 128 1.110 / sk8 1.048, 64 x 128 0.970
+    (512, 7168, 2048): (128, 128),  # 2.085 / 1.746 / 1.586
+    (4096, 24576, 1536): (192, 128),  # 192 x 128 1.242, 128 x 128 1.054, 64 x 128 0.639
+    (4096, 32768, 512): (192, 128),  # 1.420 / 1.189 / 0.692
+    (4096, 2112, 7168): (192, 128),  # 1.326 / 0.994 / 0.727
+}
+
+
+@pytest.mark.parametrize("shape", sorted(MEASURED_BEST), ids=lambda s: "x".join(map(str, s)))
+def test_the_pick_is_the_measured_best(shape):
+    t = pick_tile(*shape, 132, 8)
+    assert (t.bm, t.bn) == MEASURED_BEST[shape]
+
+
+def test_one_tile_for_every_shape_would_miss_the_measured_best():
+    """Control: with the 192 x 128 tile alone (the pick before s10) the check above fails at small M."""
+    only = (TMA_SCALE_TILES[0],)
+    missed = [s for s, best in MEASURED_BEST.items() if (pick_tile(*s, 132, 8, only).bm, pick_tile(*s, 132, 8, only).bn) != best]
+    assert len(missed) == 6
+
+
+def test_splits_exhaustive_small():
+    for tiles, kb, sms, most in itertools.product(range(1, 40), range(1, 12), (8, 16, 33, 132), (1, 4, 8)):
+        s = few_tile_splits(tiles, kb, sms, most)
+        if 2 * tiles > sms:
+            assert s == 1
+        else:
+            assert 1 <= s <= min(most, kb) and tiles * s <= sms
+            assert s == min(most, kb) or tiles * (s + 1) > sms  # as many as the SMs and the K blocks allow
+
+
+def test_cost_counts_rounds_and_k_blocks():
+    t = Bfp8Tile(192, 128, 4, 1.0)
+    # 22 x 56 = 1232 tiles: 10 rounds on 132 SMs, 128 K blocks each
+    assert tile_cost(4096, 7168, 16384, t, 132, 8) == 10 * 128
+    # 1 x 56 tiles split 2 ways (112 of 132 SMs): one round of 64 K blocks
+    assert tile_cost(64, 7168, 16384, t, 132, 8) == 64
+    half = Bfp8Tile(96, 128, 4, 0.5)  # half the area at half the speed: the same time per tile
+    assert tile_cost(4096, 7168, 16384, half, 132, 8) == 19 * 128  # 43 x 56 = 2408 tiles: 19 rounds
+
+
+def test_ties_keep_the_larger_tile():
+    same = (Bfp8Tile(192, 128, 4, 1.0), Bfp8Tile(96, 128, 4, 0.5))
+    assert tile_cost(192, 128 * 66, 128, same[0], 132, 8) == tile_cost(192, 128 * 66, 128, same[1], 132, 8)
+    assert pick_tile(192, 128 * 66, 128, 132, 8, same) is same[0]  # 66 vs 132 tiles, one K block: one round each
+    assert pick_tile(192, 128 * 66, 128, 132, 8, same[::-1]) is same[1]
