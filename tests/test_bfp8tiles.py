@@ -60,3 +60,21 @@ def test_ties_keep_the_larger_tile():
     assert tile_cost(192, 128 * 66, 128, same[0], 132, 8) == tile_cost(192, 128 * 66, 128, same[1], 132, 8)
     assert pick_tile(192, 128 * 66, 128, 132, 8, same) is same[0]  # 66 vs 132 tiles, one K block: one round each
     assert pick_tile(192, 128 * 66, 128, 132, 8, same[::-1]) is same[1]
+
+
+@pytest.mark.parametrize("tile", TMA_SCALE_TILES[1:], ids=lambda t: f"{t.bm}x{t.bn}")
+@pytest.mark.parametrize("stream_k", [1, 8])
+def test_the_new_picks_compile_without_local_memory(tile, stream_k):
+    """Codegen tier: the tiles the model adds to 192 x 128 (scale_a by TMA; stream-K where the tiles are few) pass the
+    SASS gate with the pinned NVRTC, with no local memory."""
+    from ptxgen.api.fp8blocks import default_spec
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.toolchain import compile_cuda
+
+    spec = default_spec(bm=tile.bm, bn=tile.bn, stages=tile.stages, fp8_scale_load="tma", stream_k=stream_k)
+    c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
+    rep = check_sass(spec, c.cubin)
+    assert rep.ok and rep.local_bytes == 0, rep.problems
+    assert "C7514" not in c.log

@@ -11,10 +11,11 @@ TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f3
 picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
 order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-s8-toolchains),
 ``s9`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
-the 128 x 192 TMA-scale form; runs/2026-12-02-s9-toolchains).
+the 128 x 192 TMA-scale form; runs/2026-12-02-s9-toolchains), ``s10`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
+picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-s10-toolchains).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|s9|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|s9|s10|all]
 """
 import argparse
 import sys
@@ -132,9 +133,23 @@ def s9_specs() -> dict:
             "block fp8 128 x 192 TMA scales stream-K 4": bfp8_default(fp8_scale_load="tma", stream_k=4)}
 
 
+def s10_specs() -> dict:
+    """The tenth session's picks of fp8blocks.gemm (derive.bfp8tiles.TMA_SCALE_TILES past the 192 x 128 one)."""
+    from ptxgen.api.fp8blocks import FEW_TILES_STREAM_K, default_spec as bfp8_default
+    from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES
+
+    out = {}
+    for t in TMA_SCALE_TILES[1:]:
+        for dt in ("bf16", "f32"):
+            for sk in (1, FEW_TILES_STREAM_K):
+                out[f"block fp8 {t.bm} x {t.bn} TMA scales {dt} stream-K {sk}"] = bfp8_default(
+                    dt, bm=t.bm, bn=t.bn, stages=t.stages, fp8_scale_load="tma", stream_k=sk)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "s8", "s9", "all"), default="all")
+    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "s8", "s9", "s10", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("s4", "all"):
@@ -149,6 +164,8 @@ def main() -> int:
         specs.update(s8_specs())
     if args.set in ("s9", "all"):
         specs.update(s9_specs())
+    if args.set in ("s10", "all"):
+        specs.update(s10_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
