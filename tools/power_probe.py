@@ -9,12 +9,18 @@ the median SM clock and power of the samples inside that window, energy per call
 of five lone launches (ms). Outputs are checked against torch's blockwise call.
 
     python tools/power_probe.py 4096x7168x16384 --variants m192-n128-s4-tma-tmasf,m256-n128-s3-tma-tmasf-cs2 --json out.jsonl
+
+A variant ending in ``-nopromo`` (s10) is a diagnostic, not the recipe: the block kernel's rendered source without the
+promotion (the tensor core accumulates all of K, as the per-tensor kernel does; ptxas then drops the scale reads too;
+every per-K-block wait and release stays; the output, unscaled, is not checked), to tell the promotion arithmetic's energy from the rest of the
+block structure's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -25,9 +31,29 @@ import ptxgen.api.fp8blocks
 from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant, per_tensor_twin  # this script's folder (tools/) is on sys.path
 from ptxgen.runtime.bench import _batch
 from ptxgen.runtime.gpu import require_gpu
+from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.derive.kernel import plan_kernel
+from ptxgen.emit.render import render_kernel
 
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu"
 BATCH_MS = 25.0  # as tools/bench_blockfp8.py
+NOPROMO = "-nopromo"
+PROMOTION = re.compile(r"acc0\[i( \+ \d)?\] \+= part0\[i( \+ \d)?\] \* bfp8_s(lo|hi)0;")
+
+
+def nopromo_cubin(spec) -> bytes:
+    """The block kernel without its promotion (the diagnostic above): the partial accumulates over all of K in the
+    tensor core (scale_d 0 only at the tile's first K block, so no MMA is dead code) and becomes the output after the
+    loop; every wait and release stays (ptxas drops the scale reads nothing uses). Asserts each rewrite applies."""
+    src = render_kernel(plan_kernel(spec))
+    out, n = PROMOTION.subn("", src)
+    assert n == 4, n  # the four statements of the unrolled-by-4 promotion loop
+    out, n = re.subn(r", 0u\);  // K 0\.\.31", ", kt == 0 ? 0u : 1u);  // K 0..31", out)
+    assert n == 1, n
+    tail = "    if (n0 + " + str(spec.bn) + " <= N"
+    assert out.count(tail) == 1, tail
+    out = out.replace(tail, "#pragma unroll\n    for (int i = 0; i < 64; ++i) acc0[i] = part0[i];\n" + tail)
+    return compile_cuda(out, spec.kernel_name, "sm_90a").cubin
 
 
 def smi_samples(path: str) -> list[tuple[float, float, float]]:
@@ -91,13 +117,16 @@ def main() -> int:
     refs = {True: fns["torch_per_tensor"]().float(), False: ref}
     plains = {}
     for v in args.variants.split(","):
-        _, plains[v], _, fields = parse_variant(v)
+        _, plains[v], _, fields = parse_variant(v.removesuffix(NOPROMO))
         spec = ptxgen.api.fp8blocks.default_spec(**fields)
         if plains[v]:  # the per-tensor twin of the same tile (tools/bench_blockfp8.py's plain-)
             spec = per_tensor_twin(spec)
-        outs[v] = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        if not v.endswith(NOPROMO):
+            outs[v] = d
         extra = {} if plains[v] else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
-        fns[v] = Launch(spec, m, n, k, a, b, outs[v], extra, dev, torch).run
+        cubin = nopromo_cubin(spec) if v.endswith(NOPROMO) else None
+        fns[v] = Launch(spec, m, n, k, a, b, d, extra, dev, torch, cubin=cubin).run
         fns[v]()
     torch.cuda.synchronize()
     ok = True
