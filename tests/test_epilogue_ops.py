@@ -375,8 +375,10 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
 @pytest.mark.parametrize("variant", [{"bn": 192, "stages": 4, "epilogue": "tma"}, {"bn": 128, "stages": 5, "epilogue": "direct"},
                                      {"bn": 160, "stages": 4, "epilogue": "direct"},
                                      {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma"},
-                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"}],
-                         ids=["n192-tma", "n128-direct", "n160-direct", "m192-tma", "n192-interleave"])
+                                     {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"},
+                                     # s10: gemm's smaller picks (derive.bfp8tiles)
+                                     {"bn": 128, "stages": 5, "epilogue": "tma"}, {"bm": 64, "bn": 128, "stages": 6, "epilogue": "tma"}],
+                         ids=["n192-tma", "n128-direct", "n160-direct", "m192-tma", "n192-interleave", "n128-s5-tma", "m64-n128-tma"])
 def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
     import ptxgen.api.fp8blocks
 
