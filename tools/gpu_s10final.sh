@@ -7,13 +7,18 @@
 #    per-tensor twin); fp8blocks.gemm as a caller sees it, small M included (derive.bfp8tiles' picks); the tile forms at
 #    held-out shapes (M 32 / 256 / 1024 / 2048, Llama-70B-like N x K); the fused epilogue (tools/bench_epilogue.py);
 #    the block structure's energy without the promotion (tools/power_probe.py's -nopromo diagnostic).
-# Every step is bounded by what is left of $BUDGET; logs in $OUT.
+# Every step is bounded by what is left of $BUDGET. Logs: one archive, $OUT/s10final.tgz (the run tool returns a limited
+# number of files: s10's call lost the gpu tier's log to that limit).
 set -u
-OUT=${OUT:-out}
+FINAL_OUT=${OUT:-out}
+OUT=/tmp/s10final-logs
 BUDGET=${BUDGET:-570}
+mkdir -p "$FINAL_OUT" "$OUT"
+pack() { tar czf "$FINAL_OUT/s10final.tgz" -C "$OUT" . ; }
+trap pack EXIT
 . tools/gpu_common.sh
 gpu_begin s10final
-export PTXGEN_ARTIFACTS=$OUT
+export OUT PTXGEN_ARTIFACTS=$OUT
 t 60 python3 setup.py -q build_ext --inplace > "$OUT/build.log" 2>&1; echo "build_ext exit $?" | tee -a "$OUT/build.log"
 ( t 200 python3 -m ptxgen selftest > "$OUT/selftest.log" 2>&1; echo "selftest exit $?" >> "$OUT/selftest.log" ) &
 self=$!
