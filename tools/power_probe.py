@@ -12,8 +12,8 @@ of five lone launches (ms). Outputs are checked against torch's blockwise call.
 
 A variant ending in ``-nopromo`` (s10) is a diagnostic, not the recipe: the block kernel's rendered source without the
 promotion (the tensor core accumulates all of K, as the per-tensor kernel does; ptxas then drops the scale reads too;
-every per-K-block wait and release stays; the output, unscaled, is not checked), to tell the promotion arithmetic's energy from the rest of the
-block structure's.
+every per-K-block wait and release stays; the output, unscaled, is not checked), to tell the promotion arithmetic's
+energy from the rest of the block structure's.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import sys
 import time
 from datetime import datetime
 
-import ptxgen.api.fp8blocks
-from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant, per_tensor_twin  # this script's folder (tools/) is on sys.path
+from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant, variant_spec  # this script's folder (tools/) is on sys.path
 from ptxgen.runtime.bench import _batch
 from ptxgen.runtime.gpu import require_gpu
 from ptxgen.runtime.toolchain import compile_cuda
@@ -118,9 +117,7 @@ def main() -> int:
     plains = {}
     for v in args.variants.split(","):
         _, plains[v], _, fields = parse_variant(v.removesuffix(NOPROMO))
-        spec = ptxgen.api.fp8blocks.default_spec(**fields)
-        if plains[v]:  # the per-tensor twin of the same tile (tools/bench_blockfp8.py's plain-)
-            spec = per_tensor_twin(spec)
+        spec = variant_spec(fields, plains[v])  # plain-: the per-tensor twin of the same tile
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         if not v.endswith(NOPROMO):
             outs[v] = d

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..derive.bfp8tiles import pick_tile
+from ..derive.bfp8tiles import few_tiles, pick_tile, tile_count
 from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
@@ -87,7 +87,7 @@ def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int, m: int | None = 
     else:
         t = pick_tile(m, n, BLOCK if k is None else k, sm_count, FEW_TILES_STREAM_K)
         spec = default_spec(out_dtype, bm=t.bm, bn=t.bn, stages=t.stages, fp8_scale_load="tma")
-    if m is not None and n is not None and 2 * (-(-m // spec.bm)) * (-(-n // spec.bn)) <= sm_count:
+    if m is not None and n is not None and few_tiles(tile_count(m, n, spec.bm, spec.bn), sm_count):
         return dataclasses.replace(spec, stream_k=FEW_TILES_STREAM_K)  # validated again (TileSpec.__post_init__)
     return spec
 

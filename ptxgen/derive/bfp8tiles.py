@@ -29,10 +29,20 @@ class Bfp8Tile:
 TMA_SCALE_TILES = (Bfp8Tile(192, 128, 4, 1.0), Bfp8Tile(128, 128, 5, 0.88), Bfp8Tile(64, 128, 6, 0.6))
 
 
+def tile_count(m: int, n: int, bm: int, bn: int) -> int:
+    """BM x BN tiles of an M x N output."""
+    return -(-m // bm) * -(-n // bn)
+
+
+def few_tiles(tiles: int, sm_count: int) -> bool:
+    """The tiles fill at most half of ``sm_count`` SMs: one round, most SMs idle (gemm splits them with stream-K)."""
+    return 2 * tiles <= sm_count
+
+
 def few_tile_splits(tiles: int, k_blocks: int, sm_count: int, most: int) -> int:
-    """Stream-K's splits per tile where ``tiles`` fill at most half of ``sm_count`` SMs (up to ``most``, at most one
-    K block each, at most the SMs a tile has); 1 otherwise."""
-    if 2 * tiles > sm_count:
+    """Stream-K's splits per tile where the tiles are few (:func:`few_tiles`; up to ``most``, at most one K block each,
+    at most the SMs a tile has); 1 otherwise."""
+    if not few_tiles(tiles, sm_count):
         return 1
     return max(1, min(most, sm_count // max(1, tiles), k_blocks))
 
@@ -40,7 +50,7 @@ def few_tile_splits(tiles: int, k_blocks: int, sm_count: int, most: int) -> int:
 def tile_cost(m: int, n: int, k: int, tile: Bfp8Tile, sm_count: int, most_splits: int) -> float:
     """Modelled time of M x N x K in ``tile``s, in units of one 192 x 128 tile's K block: rounds of (split) tiles x the
     K blocks of a split x the tile's area over its speed."""
-    tiles = -(-m // tile.bm) * -(-n // tile.bn)
+    tiles = tile_count(m, n, tile.bm, tile.bn)
     k_blocks = max(1, -(-k // K_BLOCK))
     s = few_tile_splits(tiles, k_blocks, sm_count, most_splits)
     rounds = -(-tiles * s // sm_count)
