@@ -27,12 +27,15 @@ from ..isa.types import DType, Epilogue
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import gemm_args, launch_geometry
 from . import streams
-from .binding import _allocate_out, bind
+from .binding import _allocate_out, bind, span_bytes
+from .fusedlaunch import FusedLaunch, FusedTable, hot_key
 from .kernel import CompiledKernel, compile
+from .launchplan import tensor_type
 from .select import _gemm_spec, spec_or_direct_store
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _LOCK = threading.Lock()
+_HOT = FusedTable()  # hot_key -> FusedLaunch: the hot path of torch tensors
 
 
 def kernel_for(spec: TileSpec) -> CompiledKernel:
@@ -79,6 +82,18 @@ def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = Fal
     return spec_or_direct_store(fields)
 
 
+def _prepare(kernel: CompiledKernel, dev, p, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo, extra: dict, chain: ChainSpec,
+             alpha: float, beta: float) -> FusedLaunch:
+    """The prepared launch of a checked fused call (the slow path's problem ``p`` and the chain's ``extra`` scalars)."""
+    scalars = {name: value for name, value in extra.items() if name in ("alpha", "beta", "ldc", "ldr")}
+    spans = (span_bytes(ai), span_bytes(bi), span_bytes(oi))
+    launch = kernel.prepare_launch(p, dev, spans, scalars)
+    index = {q.name: i for i, q in enumerate(kernel.plan.abi.params)}
+    pair_mask = 2 * chain.aux_dtype(kernel.spec.out_dtype).bytes - 1
+    amax_len = None if chain.fp8_scale is None else (1 if chain.fp8_scale is ScaleMode.TENSOR else p.m)
+    return FusedLaunch(launch, index, pair_mask, chain.c_tma, float(alpha), float(beta), amax_len)
+
+
 def _matrix(info: ArrayInfo, what: str, m: int, n: int, dtype: DType) -> int:
     if info.shape != (m, n):
         raise ArgumentError(f"{what} has shape {info.shape}, the output is {(m, n)}")
@@ -115,6 +130,34 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
     pitch 16-byte aligned). ``fp8_tma_store``: FP8 output through a TMA-store ``spec`` (sm_90a, BN a multiple of 128)
     instead of the direct stores."""
+    options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec)
+    aux = (c, bias, residual, scale, amax)
+    if _HOT and (stream is None or out is not None):
+        T = tensor_type()
+        if T is not None and _all_torch(T, a, b, out, aux):
+            e = _HOT.get(hot_key(options, a, b, out, aux))
+            if e is not None:
+                r = e.call(a, b, out, aux, float(alpha), float(beta), None if stream is None else streams.stream_handle(stream))
+                if r is not None:
+                    return r
+    return _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_dtype, scale_mode, stream, spec,
+                      c_tma, fp8_tma_store)
+
+
+def _all_torch(T, a, b, out, aux) -> bool:
+    if not (isinstance(a, T) and isinstance(b, T)) or (out is not None and not isinstance(out, T)):
+        return False
+    for x in aux:
+        if x is not None and not isinstance(x, T):
+            return False
+    return True
+
+
+def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_dtype, scale_mode, stream, spec, c_tma,
+               fp8_tma_store):
+    """The first call of a dispatch key (or any call with arrays other than torch tensors): every check, the chooser,
+    the chain's spec, the compile; for torch tensors, the prepared launch the next calls take (fusedlaunch)."""
+    c, bias, residual, scale, amax = aux
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
@@ -172,6 +215,13 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
             infos["amax"] = read_array(amax, "amax", handle)
         _vector(infos["amax"], "amax", (length,), ("f32",))
         extra.update(SCALE=infos["scale"].ptr, AMAX=infos["amax"].ptr)
+    if p.m and p.n and ai.via == "torch" and all(i is None or i.via == "torch" for i in (oi, *infos.values())):
+        e = _prepare(kernel, dev, p, ai, bi, oi, extra, chain, alpha, beta)
+        _HOT.remember(hot_key(options, a, b, None if allocated else out, aux), e)
+        r = e.call(a, b, out, (c, bias, residual, scale, amax), float(alpha), float(beta),
+                   None if stream is None else handle)
+        if r is not None:
+            return r
     if p.m and p.n:
         k = kernel.load()
         streams.ensure_current(dev)

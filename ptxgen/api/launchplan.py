@@ -23,24 +23,27 @@ from ..derive.kernel import KernelPlan
 from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
 from ..runtime.gpu import CudaError
 from ..runtime.errors import ProblemError
-from ..runtime.launch import Problem, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
+from ..runtime.launch import C_MAP, Problem, c_map_args, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
 from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 from .binding import overlaps
 
-TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
+TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32", "e4m3": "float8_e4m3fn"}
 
 
 def build_params(plan: KernelPlan, p: Problem, encode, extra: dict | None = None) -> tuple[ParamBlock, dict]:
     """The parameter block for problem ``p`` with every integer written, and the pointer slot of A, B and D
     (tensor-map or raw-pointer parameters, or a group of both; a map is encoded by ``encode`` when its
     pointer is first set). ``extra``: the integers the problem does not hold (block FP8's lds_a and lds_b, which
-    also shape scale_a's tensor map: its slot is ``SFA``, ptxgen.api.fp8launch); any other pointer parameter gets a
-    slot by its name (SFA, SFB, W)."""
+    also shape scale_a's tensor map: its slot is ``SFA``, ptxgen.api.fp8launch; the fused epilogue's alpha, beta, ldc
+    and ldr, ptxgen.api.fusedlaunch); any other pointer parameter gets a slot by its name (SFA, SFB, W, and the fused
+    epilogue's C, BIAS, RES, SCALE, AMAX; C read through TMA: ``tmap_c`` joins C's slot)."""
     params = plan.abi.params
-    block = ParamBlock(["ptr" if q.kind == "wptr" and q.name == "W" else q.kind for q in params])
+    block = ParamBlock(["ptr" if q.kind == "wptr" else q.kind for q in params])
     slots = {}
     for i, q in enumerate(params):
-        if q.kind == "tensormap" and q.name == SFA_MAP:
+        if q.kind == "tensormap" and q.name == C_MAP:
+            slots.setdefault("C", []).append(MapSlot(block, i, c_map_args(plan, 0, extra["ldc"], p), encode))
+        elif q.kind == "tensormap" and q.name == SFA_MAP:
             if extra is None:  # block FP8 launches through ptxgen.api.fp8blocks only
                 raise ValueError(f"{plan.abi.name}: scale_a's tensor map is built by ptxgen.api.fp8blocks.gemm, not this launch path")
             slots.setdefault("SFA", []).append(MapSlot(block, i, sfa_map_args(plan, 0, extra["lds_a"], p), encode))
@@ -48,7 +51,7 @@ def build_params(plan: KernelPlan, p: Problem, encode, extra: dict | None = None
             operand = q.name[-1]  # tmap_a, tmap_b, tmap_d
             template = map_args(plan, operand, 0, p)
             slots.setdefault(operand.upper(), []).append(MapSlot(block, i, template, encode))
-        elif q.kind == "ptr" or (q.kind == "wptr" and q.name == "W"):  # W: stream-K's workspace, patched per stream
+        elif q.kind in ("ptr", "wptr"):  # W: stream-K's workspace, patched per stream; AMAX: the fused FP8 output's
             slots.setdefault(q.name, []).append(PtrSlot(block, i))
         else:
             block.set(i, extra[q.name] if extra and q.name in extra else p.value(q.name))
@@ -207,7 +210,7 @@ class Launch:
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, func: int, grid, block_dim, smem: int, driver, encode,
                  ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False,
-                 reduce_func: int = 0, sm_count: int = 132):
+                 reduce_func: int = 0, sm_count: int = 132, extra: dict | None = None):
         self.problem = problem
         self.m, self.n, self.k = problem.m, problem.n, problem.k
         self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0
@@ -236,10 +239,11 @@ class Launch:
         self.streamk = plan.stream_k is not None
         self._c = None  # the compiled launcher, where built
         if self.empty:
-            self.params, self.slots = None, ()
+            self.params, self.slots, self.extra_slots = None, (), {}
             return
-        self.block, slots = build_params(plan, split_problem(plan, problem), encode)
+        self.block, slots = build_params(plan, split_problem(plan, problem), encode, extra)
         self.slots = (slots["A"], slots["B"], slots["D"])
+        self.extra_slots = {name: slot for name, slot in slots.items() if name not in ("A", "B", "D", "W")}
         self.params = self.block.address
         if self.split:  # the MMA kernel's D slot takes the workspace; the reduction's slots the workspace and D
             self.reduce_func = reduce_func

@@ -204,7 +204,7 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
     pointers = {"A": a_ptr, "B": b_ptr, "D": d_ptr}
     values = []
     for param in plan.abi.params:
-        if param.kind == "tensormap" and param.name == "tmap_c":  # --fuse c=tma: C's map, from extra's C and ldc
+        if param.kind == "tensormap" and param.name == C_MAP:  # --fuse c=tma: C's map, from extra's C and ldc
             values.append(("tensormap", _c_tensor_map(plan, extra["C"], extra["ldc"], p, encode)))
         elif param.kind == "tensormap" and param.name == SFA_MAP:  # --fp8-scale-load tma: scale_a's, from SFA and lds_a
             values.append(("tensormap", (encode or _driver_encode())(sfa_map_args(plan, extra["SFA"], extra["lds_a"], p))))
@@ -265,13 +265,20 @@ def sfa_map_args(plan: KernelPlan, ptr: int, lds_a: int, p: Problem):
                            f"--fp8-scale-load smem (any M). {e}") from None
 
 
-def _c_tensor_map(plan: KernelPlan, ptr: int, ldc: int, p: Problem, encode) -> bytes:
-    """C's tensor map (--fuse c=tma, derive.cload): M x N, rows ``ldc`` elements apart, at ``ptr``."""
-    from .tensormap import encode as driver_encode
+C_MAP = "tmap_c"  # the fused epilogue's C read through TMA (derive.fusion.chain_params)
+
+
+def c_map_args(plan: KernelPlan, ptr: int, ldc: int, p: Problem):
+    """The encode arguments of C's tensor map (--fuse c=tma, derive.cload): M x N, rows ``ldc`` elements apart, at ``ptr``."""
     from .tensormap import tensormap_args
 
-    tma = plan.tma_plan("c")
-    return (encode or driver_encode)(tensormap_args(tma, ptr, (p.n, p.m), ldc))
+    return tensormap_args(plan.tma_plan("c"), ptr, (p.n, p.m), ldc)
+
+
+def _c_tensor_map(plan: KernelPlan, ptr: int, ldc: int, p: Problem, encode) -> bytes:
+    from .tensormap import encode as driver_encode
+
+    return (encode or driver_encode)(c_map_args(plan, ptr, ldc, p))
 
 
 # ----------------------------------------------------------------------------------------------

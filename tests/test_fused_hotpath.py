@@ -1,0 +1,142 @@
+"""The fused epilogue's prepared launch (CPU tier, simulated device and fake tensor-map encoder).
+
+A repeat fused call writes only pointers (and alpha/beta where they changed) into the launch the first call prepared.
+After every call, the bytes cuLaunchKernel reads (through the void** array) must equal what the slow path builds from
+scratch for the same pointers and scalars (``runtime.launch.gemm_args`` with the chain's ``extra``). Controls: an entry
+that leaves one chain pointer stale, or keeps an old alpha, gives different bytes; a misaligned chain pointer is
+declined (None: the slow path then says why).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+
+import pytest
+
+import ptxgen
+from ptxgen import api
+from ptxgen.api.fusedlaunch import AUX_ROLES, FusedLaunch, hot_key
+from ptxgen.runtime.arrays import read_array
+from ptxgen.runtime.launch import gemm_args
+from test_api import BF16, FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor
+
+M, N, K = 300, 200, 264
+_ptrs = itertools.count(0x7000_0000, 1 << 24)
+
+
+class Ptr:
+    """As much of a tensor as the hot call reads: its data pointer."""
+
+    def __init__(self, ptr: int | None = None):
+        self.ptr = next(_ptrs) if ptr is None else ptr
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def decode(address: int, params) -> list:
+    """The parameters as cuLaunchKernel reads them (f32 as floats, tensor maps as bytes)."""
+    arr = (ctypes.c_void_p * len(params)).from_address(address)
+    kinds = {"ptr": ctypes.c_uint64, "wptr": ctypes.c_uint64, "f32": ctypes.c_float, "u64": ctypes.c_uint64}
+    return [ctypes.string_at(arr[i], 128) if q.kind == "tensormap" else kinds.get(q.kind, ctypes.c_int32).from_address(arr[i]).value
+            for i, q in enumerate(params)]
+
+
+def expected(kernel, p, a, b, out, aux, scalars: dict) -> list:
+    """What the slow path builds from scratch: gemm_args with every chain argument by name."""
+    extra = dict(scalars)
+    for x, (_, role) in zip(aux, AUX_ROLES):
+        if x is not None:
+            extra[role] = x.data_ptr()
+    extra = {q.name: extra[q.name] for q in kernel.plan.abi.params if q.name in extra}
+    values = gemm_args(kernel.plan, a.data_ptr(), b.data_ptr(), out.data_ptr(), p, encode=_fake_encode, extra=extra).read_back()
+    return [v if isinstance(v, bytes) else v for v in values]
+
+
+def prepared(sim, fields: dict, alpha=0.5, beta=2.0):
+    k = ptxgen.compile(**fields, arch="sm_90a")
+    _fresh(k)
+    ai, bi = read_array(kmajor(M, K), "a"), read_array(kmajor(N, K), "b")
+    oi = read_array(FakeArray((M, N), "bfloat16", strides=(N + 8, 1)), "out")
+    p = api.bind(k.spec, ai, bi, oi).problem
+    names = {q.name for q in k.plan.abi.params}
+    scalars = {"alpha": alpha, "beta": beta, "ldc": N + 8, "ldr": N + 16}
+    scalars = {name: v for name, v in scalars.items() if name in names}
+    launch = k.prepare_launch(p, sim.device, (0, 0, 0), scalars)
+    index = {q.name: i for i, q in enumerate(k.plan.abi.params)}
+    return k, p, scalars, FusedLaunch(launch, index, 3, "c=tma" in fields["fuse"], alpha, beta, None)
+
+
+@pytest.fixture
+def sim(monkeypatch):
+    return SimulatedGPU(monkeypatch)
+
+
+CHAIN = dict(BF16, fuse="c,bias=col:bf16,act=gelu_tanh,residual")
+CHAIN_C_TMA = dict(BF16, epilogue="tma", fuse="c=tma,bias=col:f32,act=relu")
+
+
+@pytest.mark.parametrize("fields", [CHAIN, CHAIN_C_TMA], ids=["c-bias-gelu-residual", "c-tma-bias-relu"])
+def test_every_call_writes_the_slow_paths_bytes(sim, fields):
+    k, p, scalars, e = prepared(sim, fields)
+    a, b = Ptr(), Ptr()
+    outs, cs, biases, residuals = [Ptr() for _ in range(2)], [Ptr() for _ in range(2)], [Ptr() for _ in range(2)], [Ptr() for _ in range(2)]
+    calls = [(a, outs[0], cs[0], biases[0], residuals[0], 0.5, 2.0), (a, outs[1], cs[0], biases[1], residuals[0], 0.5, 2.0),
+             (Ptr(), outs[1], cs[1], biases[1], residuals[1], 1.25, 2.0), (a, outs[0], cs[0], biases[0], residuals[1], 1.25, -1.0),
+             (a, outs[0], cs[1], biases[0], residuals[0], 0.5, 2.0)]
+    has_res = "residual" in fields["fuse"]
+    for x, o, c, bias, res, alpha, beta in calls:
+        aux = (c, bias, res if has_res else None, None, None)
+        assert e.call(x, b, o, aux, alpha, beta, 0x55) is o
+        got = decode(sim.launches[-1]["params"], k.plan.abi.params)
+        assert got == expected(k, p, x, b, o, aux, dict(scalars, alpha=alpha, beta=beta))
+        assert sim.launches[-1]["stream"] == 0x55
+    assert len({launch["params"] for launch in sim.launches}) == 1  # one pre-packed block, patched in place
+
+
+def test_control_a_stale_chain_pointer_or_scalar_shows(sim):
+    k, p, scalars, e = prepared(sim, CHAIN)
+    a, b, o = Ptr(), Ptr(), Ptr()
+    aux1 = (Ptr(), Ptr(), Ptr(), None, None)
+    e.call(a, b, o, aux1, 0.5, 2.0, 0)
+    aux2 = (aux1[0], Ptr(), aux1[2], None, None)  # a new bias
+    stale = FusedLaunch.__new__(FusedLaunch)
+    stale.__dict__.update(e.__dict__)
+    stale.aux_slots = (e.aux_slots[0], None, e.aux_slots[2], None, None)  # forgets the bias slot
+    stale.call(a, b, o, aux2, 0.5, 2.0, 0)
+    bytes_now = decode(sim.launches[-1]["params"], k.plan.abi.params)
+    assert bytes_now != expected(k, p, a, b, o, aux2, dict(scalars, alpha=0.5, beta=2.0))
+    e.call(a, b, o, aux2, 0.5, 2.0, 0)  # the real entry mends it
+    assert decode(sim.launches[-1]["params"], k.plan.abi.params) == expected(k, p, a, b, o, aux2, dict(scalars, alpha=0.5, beta=2.0))
+    stale.alpha = 0.75  # claims the block holds 0.75 while it holds 0.5: a call with 0.75 writes nothing
+    stale.call(a, b, o, aux2, 0.75, 2.0, 0)
+    assert decode(sim.launches[-1]["params"], k.plan.abi.params) != expected(k, p, a, b, o, aux2, dict(scalars, alpha=0.75, beta=2.0))
+
+
+@pytest.mark.parametrize("role,offset", [(0, 2), (1, 4), (2, 2)], ids=["c-odd-pair", "bias-4B", "residual-odd-pair"])
+def test_a_misaligned_chain_pointer_is_declined(sim, role, offset):
+    k, p, scalars, e = prepared(sim, CHAIN)
+    aux = [Ptr(), Ptr(), Ptr(), None, None]
+    aux[role] = Ptr(next(_ptrs) + offset)
+    before = len(sim.launches)
+    assert e.call(Ptr(), Ptr(), Ptr(), tuple(aux), 0.5, 2.0, 0) is None
+    assert len(sim.launches) == before  # nothing launched
+
+
+def test_c_through_tma_needs_16_bytes(sim):
+    k, p, scalars, e = prepared(sim, CHAIN_C_TMA)
+    assert e.call(Ptr(), Ptr(), Ptr(), (Ptr(next(_ptrs) + 4), Ptr(), None, None, None), 0.5, 2.0, 0) is None
+    assert e.call(Ptr(), Ptr(), Ptr(), (Ptr(), Ptr(), None, None, None), 0.5, 2.0, 0) is not None
+
+
+def test_the_key_tells_options_and_layouts_apart():
+    torch = pytest.importorskip("torch")
+    a, b, bias = torch.zeros(4, 8), torch.zeros(6, 8), torch.zeros(6)
+    opts = ("gelu_tanh", "col", None, None, False, False, True, True, None)
+    k1 = hot_key(opts, a, b, None, (None, bias, None, None, None))
+    assert k1 == hot_key(opts, a.clone(), b.clone(), None, (None, bias.clone(), None, None, None))  # pointers are not in it
+    assert k1 != hot_key(("relu",) + opts[1:], a, b, None, (None, bias, None, None, None))
+    assert k1 != hot_key(opts, a, b, None, (None, bias.to(torch.bfloat16), None, None, None))
+    assert k1 != hot_key(opts, a, b, None, (None, torch.zeros(12)[::2], None, None, None))  # another stride
+    assert k1 != hot_key(opts, a, b, None, (bias, None, None, None, None))  # the same tensor in another role
