@@ -387,6 +387,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_gpu_commands(sub) -> None:
+    from .api.bench_ops import OPS
     from .runtime import commands
 
     commands.add(sub)
@@ -394,6 +395,10 @@ def _add_gpu_commands(sub) -> None:
     bench.add_argument("--api", action="store_true",
                        help="time what a torch user sees (bf16, K-major, out given): host us per call of ptxgen.gemm, of the "
                             "compiled kernel and of torch.mm; single-call and back-to-back ratios to torch.matmul")
+    bench.add_argument("--op", choices=OPS, default=None,
+                       help="with --api: which door to time against torch's equivalent (default gemm): fused (bias + "
+                            "gelu_tanh vs addmm + gelu), batched (vs bmm), grouped (vs _grouped_mm), scaled_grouped (vs "
+                            "_scaled_grouped_mm), bfp8 (vs blockwise _scaled_mm)")
     bench.set_defaults(func=_cmd_bench)
 
 
@@ -401,6 +406,8 @@ def _cmd_bench(args) -> int:
     from .runtime.commands import TILE_FLAGS, _shapes, cmd_bench
 
     if not args.api:
+        if args.op is not None:
+            raise UsageError("--op chooses the door that --api times: add --api")
         return cmd_bench(args)
     given = [f for f in TILE_FLAGS if getattr(args, f, None) is not None]
     if given:
@@ -411,7 +418,7 @@ def _cmd_bench(args) -> int:
         raise UsageError(f"--shapes: every M, N, K must be at least 1 (got {'x'.join(map(str, bad[0]))})")
     from .api.bench_api import run
 
-    return run(shapes, args.iters, args.json)
+    return run(shapes, args.iters, args.json, args.op or "gemm")
 
 
 _DEPENDENCIES = {"cuda": "cuda-python", "jinja2": "jinja2", "numpy": "numpy"}  # top-level module: pyproject's package

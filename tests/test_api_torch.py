@@ -363,7 +363,8 @@ def test_bench_api_json(torch, gpu):
     assert proc.returncode == 0, proc.stderr
     body = json.loads(proc.stdout)
     (row,) = body["shapes"]
-    assert list(row) == ["m", "n", "k", "kernel", "host_us", "single_call_ratio", "back_to_back_ratio"]
+    assert list(row) == ["op", "m", "n", "k", "kernel", "host_us", "single_call_ratio", "back_to_back_ratio"]
+    assert row["op"] == "gemm" and body["op"] == "gemm"
     assert set(row["host_us"]) == {"gemm", "kernel", "torch"} and (row["m"], row["n"], row["k"]) == (512, 512, 512)
     assert all(v > 0 for v in row["host_us"].values()) and row["single_call_ratio"] > 0 and row["back_to_back_ratio"] > 0
 

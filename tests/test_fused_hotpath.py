@@ -140,3 +140,63 @@ def test_the_key_tells_options_and_layouts_apart():
     assert k1 != hot_key(opts, a, b, None, (None, bias.to(torch.bfloat16), None, None, None))
     assert k1 != hot_key(opts, a, b, None, (None, torch.zeros(12)[::2], None, None, None))  # another stride
     assert k1 != hot_key(opts, a, b, None, (bias, None, None, None, None))  # the same tensor in another role
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# on the GPU: the hot path follows new pointers, alpha/beta and fresh outputs, and matches torch
+# ---------------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def torch_cuda(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+def _rel(torch, got, ref) -> float:
+    return float(torch.linalg.norm(got.double() - ref) / max(float(torch.linalg.norm(ref)), 1e-30))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(512, 384, 256), (300, 200, 264)])
+def test_gpu_fused_hot_path_follows_every_argument(torch_cuda, m, n, k):
+    from ptxgen.api import fused
+
+    torch = torch_cuda
+    F = torch.nn.functional
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5
+    results = []
+    for i in range(5):  # new a, bias, c, residual, out each call; alpha and beta change too
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        c = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        res = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        alpha, beta = 1.0 + 0.25 * i, 0.5 - 0.25 * i
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        y1 = ptxgen.gemm(a, w, out, bias=bias, activation="gelu_tanh")
+        y2 = ptxgen.gemm(a, w, c=c, alpha=alpha, beta=beta, bias=bias, activation="relu", residual=res)
+        results.append((a, bias, c, res, alpha, beta, y1, y2))
+        assert y1 is out
+    torch.cuda.synchronize()
+    for a, bias, c, res, alpha, beta, y1, y2 in results:
+        acc = a.double() @ w.double().t()
+        ref1 = F.gelu(acc + bias.double(), approximate="tanh")
+        ref2 = torch.relu(alpha * acc + beta * c.double() + bias.double()) + res.double()
+        assert _rel(torch, y1, ref1) < 1e-2 and _rel(torch, y2, ref2) < 1e-2
+    mine = [key for key in fused._HOT if key[1][0] == (m, k)]
+    assert len(mine) == 2  # one prepared launch per (options, layouts): every repeat took the hot path
+
+
+@pytest.mark.gpu
+def test_gpu_fused_fp8_output_hot_path(torch_cuda):
+    torch = torch_cuda
+    m, n, k = 256, 384, 512
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5
+    for _ in range(3):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        scale = torch.full((m,), 4.0, device="cuda")
+        q, amax = ptxgen.api.fused.gemm(a, w, scale=scale, out_dtype="e4m3")
+        torch.cuda.synchronize()
+        y = a.double() @ w.double().t()
+        assert torch.allclose(amax.double(), y.abs().amax(dim=1), rtol=2e-2, atol=1e-3)
+        assert _rel(torch, q.double() / 4.0, y) < 0.08  # e4m3's 3 mantissa bits

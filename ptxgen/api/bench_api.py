@@ -94,7 +94,7 @@ def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 
                                         lambda: float(torch.linalg.norm(out.float() - ref) / norm), rounds, 5)
     worst = max(worst, errors["gemm"], errors["kernel"])
     return {
-        "m": m, "n": n, "k": k, "kernel": spec.kernel_name,
+        "op": "gemm", "m": m, "n": n, "k": k, "kernel": spec.kernel_name,
         "host_us": host,
         "single_call_ratio": round(single, 4),
         "back_to_back_ratio": round(base_ms / ours_ms, 4),
@@ -102,7 +102,7 @@ def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 
     }
 
 
-PUBLIC_KEYS = ("m", "n", "k", "kernel", "host_us", "single_call_ratio", "back_to_back_ratio")
+PUBLIC_KEYS = ("op", "m", "n", "k", "kernel", "host_us", "single_call_ratio", "back_to_back_ratio")
 
 
 def public(row: dict) -> dict:
@@ -118,9 +118,9 @@ def line(row: dict) -> str:
             f"(torch.matmul time / ptxgen.gemm time; ms {row['_ms'][0]:.4f} vs {row['_ms'][1]:.4f}); rel error {row['_rel_error']:.1e}")
 
 
-def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
-    """``ptxgen bench --api`` after its usage checks (``cli``): exit 0, 1 when an output check failed, 3 without a
-    GPU or torch."""
+def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str = "gemm") -> int:
+    """``ptxgen bench --api [--op OP]`` after its usage checks (``cli``): exit 0, 1 when an output check failed, 3
+    without a GPU or torch. ``op``: which door (``bench_ops.OPS``; gemm: this module's row)."""
     import json
     import sys
 
@@ -151,15 +151,20 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
             print(f"metadata reader: {reader}" + (f" (built in {built:.1f} s)" if built is not None else ""),
                   file=sys.stderr if as_json else sys.stdout, flush=True)
         rows = []
+        from . import bench_ops
+
         for m, n, k in shapes:
-            row = bench_api_shape(torch, m, n, k, rounds=iters)
+            if op == "gemm":
+                row = bench_api_shape(torch, m, n, k, rounds=iters)
+            else:
+                row = bench_ops.bench_op_shape(torch, op, m, n, k, rounds=iters)
             rows.append(row)
-            print(line(row), file=sys.stderr if as_json else sys.stdout, flush=True)
+            print((line if op == "gemm" else bench_ops.line)(row), file=sys.stderr if as_json else sys.stdout, flush=True)
     except NoGPU as e:
         print(f"ptxgen bench --api: {e}", file=sys.stderr)
         return EXIT_NO_GPU
     if as_json:
-        print(json.dumps({"device": dev.name, "launcher": launcher, "meta_reader": reader.split(" ")[0].rstrip(":"), "shapes": [public(r) for r in rows]}))
+        print(json.dumps({"op": op, "device": dev.name, "launcher": launcher, "meta_reader": reader.split(" ")[0].rstrip(":"), "shapes": [public(r) for r in rows]}))
     failed = [r for r in rows if not r["_rel_error"] <= 1e-2]
     for r in failed:
         print(f"ptxgen bench --api: {r['m']}x{r['n']}x{r['k']} output check FAILED (rel error {r['_rel_error']:.2e})",
