@@ -193,18 +193,18 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
     if oi is None:
         out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
         oi = read_array(out, "out", handle)
-    aux = chain.aux_dtype(spec.out_dtype)
+    aux_dt = chain.aux_dtype(spec.out_dtype)
     extra = {"alpha": float(alpha)}
     if chain.c:
-        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux))
-        if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux.bytes % 16):
-            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux.bytes} B) "
+        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux_dt))
+        if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux_dt.bytes % 16):
+            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux_dt.bytes} B) "
                                 "must be 16-byte aligned")
     if chain.bias is not None:
         _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
         extra["BIAS"] = infos["bias"].ptr
     if chain.residual:
-        extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux))
+        extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux_dt))
     if chain.fp8_scale is not None:
         length = 1 if chain.fp8_scale is ScaleMode.TENSOR else m
         _vector(infos["scale"], "scale", (length,), ("f32",))
