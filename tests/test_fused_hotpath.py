@@ -171,7 +171,7 @@ def test_gpu_fused_hot_path_follows_every_argument(torch_cuda, m, n, k):
         bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
         c = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
         res = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-        alpha, beta = 1.0 + 0.25 * i, 0.5 - 0.25 * i
+        alpha, beta = 1.5 + 0.25 * i, 0.5 + 0.25 * i  # never 1 and 0: alpha = 1 / beta = 0 are other chains (keys)
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         y1 = ptxgen.gemm(a, w, out, bias=bias, activation="gelu_tanh")
         y2 = ptxgen.gemm(a, w, c=c, alpha=alpha, beta=beta, bias=bias, activation="relu", residual=res)
