@@ -16,7 +16,7 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.api import dispatch, launchplan
+from ptxgen.api import dispatch, launchplan, packing
 from ptxgen.runtime.arrays import ArgumentError, read_array
 from ptxgen.runtime.launch import Problem, gemm_args
 from ptxgen.runtime.params import MapSlot, ParamBlock
@@ -187,29 +187,29 @@ def test_pack_plan_names_what_needs_a_copy():
     def info(shape, strides, ptr=0x10000, dtype="bf16"):
         return api.binding.ArrayInfo("a", ptr, shape, strides, dtype, 2 if dtype == "bf16" else 4, (2, 0), "torch", "torch")
 
-    assert dispatch._operand_problem(info((300, 264), (264, 1))) is None
-    assert dispatch._operand_problem(info((257, 64), (1, 257))) == "its rows start 514 B apart, not a multiple of 16 B"
-    assert dispatch._operand_problem(info((300, 64), (128, 2))) == "neither dimension is contiguous"
-    assert dispatch._operand_problem(info((300, 64), (0, 1))) == "a broadcast view (stride 0)"
-    assert dispatch._operand_problem(info((300, 64), (64, 1), ptr=0x10002)) == "its data does not start 16-byte aligned"
-    assert dispatch._operand_problem(info((0, 64), (64, 1), ptr=0x10002)) is None  # empty: nothing is read
+    assert packing.operand_problem(info((300, 264), (264, 1))) is None
+    assert packing.operand_problem(info((257, 64), (1, 257))) == "its rows start 514 B apart, not a multiple of 16 B"
+    assert packing.operand_problem(info((300, 64), (128, 2))) == "neither dimension is contiguous"
+    assert packing.operand_problem(info((300, 64), (0, 1))) == "a broadcast view (stride 0)"
+    assert packing.operand_problem(info((300, 64), (64, 1), ptr=0x10002)) == "its data does not start 16-byte aligned"
+    assert packing.operand_problem(info((0, 64), (64, 1), ptr=0x10002)) is None  # empty: nothing is read
     out = info((300, 200), (1, 300))
-    assert dispatch._out_problem(out, 300, 200) == "it is not row-major"
-    assert dispatch._pack_plan(info((300, 264), (264, 1)), info((200, 264), (1, 264)), None) == {}
+    assert packing.out_problem(out, 300, 200) == "it is not row-major"
+    assert packing.pack_plan(info((300, 264), (264, 1)), info((200, 264), (1, 264)), None) == {}
     b = api.binding.ArrayInfo("b", 0x20000, (201, 264), (1, 201), "bf16", 2, (2, 0), "torch", "torch")
-    plan = dispatch._pack_plan(info((300, 264), (264, 1)), b, info((300, 201), (1, 300)))
+    plan = packing.pack_plan(info((300, 264), (264, 1)), b, info((300, 201), (1, 300)))
     assert plan == {"b": "its rows start 402 B apart, not a multiple of 16 B", "out": "it is not row-major"}
     cupy_like = api.binding.ArrayInfo("b", 0x20000, (201, 264), (1, 201), "bf16", 2, (2, 0), "jax", "dlpack")
-    assert dispatch._pack_plan(info((300, 264), (264, 1)), cupy_like, None) == {}  # only torch/CuPy arrays are copied
+    assert packing.pack_plan(info((300, 264), (264, 1)), cupy_like, None) == {}  # only torch/CuPy arrays are copied
 
 
 def test_warned_once(monkeypatch):
-    monkeypatch.setattr(dispatch, "_WARNED", set())
+    monkeypatch.setattr(packing, "_WARNED", set())
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        dispatch._warn_once("a", "its rows start 514 B apart", "copying")
-        dispatch._warn_once("a", "its rows start 130 B apart", "copying")
-        dispatch._warn_once("b", "its rows start 130 B apart", "copying")
+        packing.warn_once("a", "its rows start 514 B apart", "copying")
+        packing.warn_once("a", "its rows start 130 B apart", "copying")
+        packing.warn_once("b", "its rows start 130 B apart", "copying")
     assert [str(x.message).split(":")[1].strip() for x in w] == ["a", "b"]
 
 

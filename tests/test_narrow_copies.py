@@ -10,7 +10,7 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.api import dispatch
+from ptxgen.api import packing
 from ptxgen.api.binding import ArrayInfo
 from ptxgen.runtime.arrays import read_array
 from ptxgen.derive.spec import TileSpec
@@ -92,8 +92,8 @@ def _info(name, shape, strides, ptr=0x10000, dtype="bf16", itemsize=2):
 
 def test_gemm_routes_4_and_8_byte_rows_to_narrow_copies():
     def route(a, b):
-        packed = dispatch._pack_plan(a, b, None)
-        return dispatch._narrow_copy_bytes(a, b, packed) if packed else "aligned"
+        packed = packing.pack_plan(a, b, None)
+        return packing.narrow_copy_bytes(a, b, packed) if packed else "aligned"
 
     b = _info("b", (200, 250), (256, 1), 0x20000)
     assert route(_info("a", (300, 250), (260, 1)), b) == (8, False)  # 520 B rows

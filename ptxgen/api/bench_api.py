@@ -17,48 +17,8 @@ Every side's output is checked against ``torch.mm`` in float32 (relative error b
 
 from __future__ import annotations
 
-import statistics
-import time
-
-CALLS = 100  # host-timed calls per loop
-HOST_ROUNDS = 9
-SINGLE_ROUNDS = 30
-
-
-def _host_us(torch, calls: dict, n: int = CALLS, rounds: int = HOST_ROUNDS) -> dict:
-    """Median µs per call of each of ``calls`` (name -> fn): per round, a loop of ``n`` calls of each in turn."""
-    samples: dict = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            t1 = time.perf_counter()
-            samples[name].append((t1 - t0) / n * 1e6)
-    torch.cuda.synchronize()
-    return {name: statistics.median(s) for name, s in samples.items()}
-
-
-def _single_ms(torch, fn) -> float:
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()  # the GPU idle before the call
-    start.record()
-    fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop)
-
-
-def _single_ratio(torch, ours, base, rounds: int = SINGLE_ROUNDS) -> float:
-    times: tuple[list, list] = ([], [])
-    for _ in range(3):
-        _single_ms(torch, ours)
-        _single_ms(torch, base)
-    for r in range(rounds):
-        for side in ((0, 1) if r % 2 == 0 else (1, 0)):
-            times[side].append(_single_ms(torch, (ours, base)[side]))
-    return statistics.median(times[1]) / statistics.median(times[0])
+from .bench_ops import host_us as _host_us
+from .bench_ops import single_ratio as _single_ratio
 
 
 def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 30) -> dict:

@@ -17,10 +17,8 @@ operands swapped.
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
-import warnings
 
 from ..derive.spec import TileSpec
 from ..isa.types import Batch, DMajor, Major
@@ -28,9 +26,10 @@ from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
 from . import fused, launchplan
 from .batched import batch_kind, plane
-from .batched import operand_problem as batched_operand_problem
+from .batched import operand_problem as batchedoperand_problem
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
+from .packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
 from .launchplan import info_key, tensor_type, torch_key
 from .select import (_INPUT_ARRAY_DTYPES, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
                      narrow_spec_for_arrays)
@@ -44,8 +43,6 @@ _HOT = launchplan.hot_table(_TORCH_ENTRIES, gemm=True)  # its compiled hot call 
 _BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done once per key
 _SWAPPED: dict = {}  # (out_dtype, torch_key(b, a, out)) -> swapab.SwappedLaunch: the swap-ab hot path
 _TABLE_LIMIT = 4096
-_WARNED: set = set()
-_PACKABLE = ("torch", "cupy")
 
 
 def _put(table: dict, key, value) -> None:
@@ -113,9 +110,9 @@ def _gemm_slow(a, b, out, out_dtype, stream):
     oi = None if out is None else read_array(out, "out", handle)
     if ai.ndim == 3 or bi.ndim == 3:
         return _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle)
-    packed = _pack_plan(ai, bi, oi)
+    packed = pack_plan(ai, bi, oi)
     if packed and "out" not in packed:
-        narrow = _narrow_copy_bytes(ai, bi, packed)
+        narrow = narrow_copy_bytes(ai, bi, packed)
         if narrow is not None:
             result = _gemm_narrow(a, b, out, ai, bi, oi, narrow, out_dtype, handle, stream)
             if result is not None:
@@ -129,7 +126,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
         try:
             spec, _, _ = choose_for_arrays(ai, bi, oi, out_dtype)
         except ArgumentError:
-            mn = [i for i in (ai, bi) if i.library in _PACKABLE and i.ndim == 2 and _major(i) is Major.MN]
+            mn = [i for i in (ai, bi) if i.library in PACKABLE and i.ndim == 2 and major_of(i) is Major.MN]
             if not mn:
                 raise
             _precheck(ai, bi, oi, out_dtype)  # then the refusal was the majorness (default_spec)
@@ -150,70 +147,6 @@ def _gemm_slow(a, b, out, out_dtype, stream):
 # ------------------------------------------------------------------------------------------------
 # any tensor: packed copies of what the kernels cannot read as it is
 # ------------------------------------------------------------------------------------------------
-def _major(info: ArrayInfo) -> Major | None:
-    rows, cols = info.shape
-    s0, s1 = info.strides
-    if cols <= 1 or s1 == 1:
-        return Major.K
-    if rows <= 1 or s0 == 1:
-        return Major.MN
-    return None
-
-
-def _operand_problem(info: ArrayInfo) -> str | None:
-    """Why the kernels cannot read this operand as it is (None: they can, or it is not ours to judge)."""
-    if info.ndim != 2 or info.dtype not in _INPUT_ARRAY_DTYPES or 0 in info.shape:
-        return None
-    rows, cols = info.shape
-    if any(size > 1 and stride <= 0 for size, stride in zip(info.shape, info.strides)):
-        return "a broadcast view (stride 0)"
-    major = _major(info)
-    if major is None:
-        return "neither dimension is contiguous"
-    ld = (info.strides[0] if rows > 1 else cols) if major is Major.K else (info.strides[1] if cols > 1 else rows)
-    if rows > 1 if major is Major.K else cols > 1:
-        if ld * info.itemsize % ROW_ALIGN_BYTES:
-            return f"its rows start {ld * info.itemsize} B apart, not a multiple of 16 B"
-    if info.ptr % ROW_ALIGN_BYTES:
-        return "its data does not start 16-byte aligned"
-    return None
-
-
-def _out_problem(oi: ArrayInfo, m: int, n: int) -> str | None:
-    if oi.ndim != 2 or oi.shape != (m, n) or 0 in oi.shape:
-        return None
-    s0, s1 = oi.strides
-    if n > 1 and s1 != 1:
-        return "it is not row-major"
-    if m > 1 and (s0 < n or s0 * oi.itemsize % ROW_ALIGN_BYTES):
-        return f"its rows start {s0 * oi.itemsize} B apart, not a multiple of 16 B"
-    if oi.ptr % ROW_ALIGN_BYTES:
-        return "its data does not start 16-byte aligned"
-    return None
-
-
-def _row_align(info: ArrayInfo, with_pointer: bool = True) -> int:
-    """The largest of 16, 8, 4, 2, 1 bytes that the operand's rows (and its data pointer) start on."""
-    rows, cols = info.shape
-    major = _major(info)
-    ld = (info.strides[0] if rows > 1 else 0) if major is Major.K else (info.strides[1] if cols > 1 else 0)
-    x = (ld * info.itemsize) | (info.ptr if with_pointer else 0) | ROW_ALIGN_BYTES
-    return x & -x
-
-
-def _narrow_copy_bytes(ai: ArrayInfo, bi: ArrayInfo, packed: dict) -> tuple[int, bool] | None:
-    """(copy bytes, whether a data pointer lowered them) when every operand gemm would pack is refused only for
-    the alignment of its rows or data, and both are at least 4-byte aligned: a cp.async kernel with copies that
-    narrow reads them as they are. None otherwise."""
-    for info in (ai, bi):
-        why = packed.get(info.name)
-        if why is not None and not why.startswith(("its rows start", "its data does not start")):
-            return None
-    w = min(_row_align(ai), _row_align(bi))
-    by_pointer = w < min(_row_align(ai, False), _row_align(bi, False))
-    return (w, by_pointer) if w in (4, 8) else None
-
-
 def _gemm_narrow(a, b, out, ai, bi, oi, narrow: tuple[int, bool], out_dtype, handle, stream):
     """Rows (or data) aligned to 4 or 8 bytes only: a cp.async kernel copying that many bytes at a time, no packed
     copy. None where no such kernel fits (the caller packs)."""
@@ -232,22 +165,6 @@ def _gemm_narrow(a, b, out, ai, bi, oi, narrow: tuple[int, bool], out_dtype, han
         return kernel._launch(a, b, out, ai, bi, oi, handle, stream)
     # the rows' pitch (in the key) decided the kernel: later calls take the hot path
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
-
-
-def _pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:
-    """{argument name: why} for the torch/CuPy arrays that need a packed copy (inputs) or a staging output."""
-    plan = {}
-    if ai.ndim != 2 or bi.ndim != 2 or ai.shape[1] != bi.shape[1] or ai.dtype != bi.dtype:
-        return plan  # the checks that follow say what is wrong
-    for info in (ai, bi):
-        why = _operand_problem(info) if info.library in _PACKABLE else None
-        if why:
-            plan[info.name] = why
-    if oi is not None and oi.library in _PACKABLE:
-        why = _out_problem(oi, ai.shape[0], bi.shape[0])
-        if why:
-            plan["out"] = why
-    return plan
 
 
 def _precheck(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> None:
@@ -273,42 +190,16 @@ def _check_out_dtype(in_dtype: str, out: str) -> None:
         raise DTypeError(f"{spec_in} inputs give {'/'.join(legal)} outputs, not {_dtype_words(out)}")
 
 
-def _warn_once(name: str, why: str, what: str) -> None:
-    key = (name, re.sub(r"\d+", "#", why))
-    if key in _WARNED:
-        return
-    _WARNED.add(key)
-    warnings.warn(f"ptxgen.gemm: {name}: {why}; {what} (said once; pass an array with 16-byte aligned rows, one "
-                  "dimension contiguous, to avoid the copy)", stacklevel=4)
-
-
-def _packed_copy(x, info: ArrayInfo):
-    """A K-major copy of an MN x K operand whose rows start 16 bytes apart (a view of a padded buffer)."""
-    rows, cols = info.shape
-    q = ROW_ALIGN_BYTES // info.itemsize
-    ld = max(q, -(-cols // q) * q)
-    if info.library == "torch":
-        buf = x.new_empty((rows, ld))
-        view = buf[:, :cols]
-        view.copy_(x)
-        return view
-    cupy = sys.modules["cupy"]
-    buf = cupy.empty((rows, ld), dtype=x.dtype)
-    view = buf[:, :cols]
-    view[...] = x
-    return view
-
-
 def _gemm_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
     if "a" in plan:
-        _warn_once("a", plan["a"], "computing with a packed K-major copy")
-        a = _packed_copy(a, ai)
+        warn_once("a", plan["a"], "computing with a packed K-major copy")
+        a = packed_copy(a, ai)
     if "b" in plan:
-        _warn_once("b", plan["b"], "computing with a packed K-major copy")
-        b = _packed_copy(b, bi)
+        warn_once("b", plan["b"], "computing with a packed K-major copy")
+        b = packed_copy(b, bi)
     if "out" not in plan:
         return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
-    _warn_once("out", plan["out"], "computing into a packed output and copying it into out")
+    warn_once("out", plan["out"], "computing into a packed output and copying it into out")
     check_no_alias(ai, bi, oi)
     result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream)
     if oi.library == "torch":
@@ -330,7 +221,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     if oi is not None and (oi.ndim != 3 or oi.shape[0] != batch):
         raise ArgumentError(f"out has shape {oi.shape}, but a {ai.shape} @ b.T is B x M x N = "
                             f"{(batch, ai.shape[1], bi.shape[-2])}")
-    packed = _batched_pack_plan(ai, bi, oi, kind)
+    packed = _batchedpack_plan(ai, bi, oi, kind)
     if packed:
         return _gemm_batched_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
     key = (out_dtype, info_key(ai, bi, oi))
@@ -342,19 +233,19 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 
-def _batched_pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: Batch) -> dict:
+def _batchedpack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: Batch) -> dict:
     """{argument name: why} for the torch/CuPy operands of a batched call that need a contiguous copy."""
     plan = {}
     if ai.dtype != bi.dtype or ai.ndim != 3 or ai.shape[-1] != bi.shape[-1]:
         return plan  # the checks that follow say what is wrong
     for info, batched in ((ai, True), (bi, kind is Batch.AB)):
-        if info.library not in _PACKABLE:
+        if info.library not in PACKABLE:
             continue
-        why = _operand_problem(plane(info) if info.ndim == 3 else info) or batched_operand_problem(info, batched)
+        why = operand_problem(plane(info) if info.ndim == 3 else info) or batchedoperand_problem(info, batched)
         if why:
             plan[info.name] = why
-    if oi is not None and oi.library in _PACKABLE and oi.ndim == 3:
-        why = _out_problem(plane(oi), ai.shape[1], bi.shape[-2])
+    if oi is not None and oi.library in PACKABLE and oi.ndim == 3:
+        why = out_problem(plane(oi), ai.shape[1], bi.shape[-2])
         if why is None and oi.shape[0] > 1 and 0 not in oi.shape:
             s0 = oi.strides[0]
             if s0 < (oi.shape[1] - 1) * oi.strides[1] + oi.shape[2] or s0 * oi.itemsize % ROW_ALIGN_BYTES:
@@ -366,14 +257,14 @@ def _batched_pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind:
 
 def _gemm_batched_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
     if "a" in plan:
-        _warn_once("a", plan["a"], "computing with a contiguous copy")
+        warn_once("a", plan["a"], "computing with a contiguous copy")
         a = a.contiguous() if ai.library == "torch" else sys.modules["cupy"].ascontiguousarray(a)
     if "b" in plan:
-        _warn_once("b", plan["b"], "computing with a contiguous copy")
+        warn_once("b", plan["b"], "computing with a contiguous copy")
         b = b.contiguous() if bi.library == "torch" else sys.modules["cupy"].ascontiguousarray(b)
     if "out" not in plan:
         return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
-    _warn_once("out", plan["out"], "computing into a contiguous output and copying it into out")
+    warn_once("out", plan["out"], "computing into a contiguous output and copying it into out")
     result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream)
     if oi.library == "torch":
         out.copy_(result)
