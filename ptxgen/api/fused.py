@@ -23,12 +23,14 @@ import threading
 from ..derive.fusion import ChainSpec
 from ..derive.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
-from ..isa.types import DType, Epilogue
+from ..isa.types import DType, Epilogue, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import gemm_args, launch_geometry
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
+from .fusedany import narrow_spec, pack_operands, per_batch, readable_aux
 from .fusedlaunch import FusedLaunch, FusedTable, hot_key
+from .packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
 from .launchplan import tensor_type
 from .select import _gemm_spec, spec_or_direct_store
@@ -166,7 +168,26 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or scale is not None
     if fp8 and scale is None:
         raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
-    m, n = ai.shape[0], bi.shape[0]
+    again = dict(bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual, bias_axis=bias_axis,
+                 out_dtype=out_dtype, scale=scale, scale_mode=scale_mode, amax=amax, stream=stream, spec=spec, c_tma=c_tma,
+                 fp8_tma_store=fp8_tma_store)
+    if ai.ndim == 3:  # torch.baddbmm's form: one fused launch per batch (fusedany.per_batch)
+        if fp8:
+            raise ArgumentError("FP8 output (e4m3) with a B x M x K a: pass 2-D a (the per-row scale and amax are one batch's)")
+        return per_batch(lambda x, y, o, cc, rr: gemm(x, y, o, **{**again, "c": cc, "residual": rr}), a, b, out, ai, bi, c, residual)
+    m, n = ai.shape[0], bi.shape[0] if bi.ndim == 2 else -1
+    fixed = {name: readable_aux(name, x, infos[name], m, n) for name, x in (("c", c if beta != 0 else None),
+             ("residual", residual), ("bias", bias)) if x is not None}
+    if any(fixed[name] is not again[name] for name in fixed):  # a packed copy the epilogue can read (fusedany)
+        return gemm(a, b, out, **{**again, **fixed})
+    remember = True
+    if spec is None and ai.ndim == 2 and bi.ndim == 2:
+        plan = pack_plan(ai, bi, None if fp8 else oi)
+        narrow = narrow_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, plan) if plan else None
+        if plan and narrow is None:
+            return pack_operands(lambda x, y, o: gemm(x, y, o, **again), a, b, out, ai, bi, oi, plan)
+        if narrow is not None:  # a pointer alone lowered the alignment: aligned calls of this key keep their entry
+            spec, remember = narrow[0], not narrow[1]
     # beta = 0 ignores C, as torch.addmm does (C is not read, so NaNs in it do not propagate)
     chain = _chain(infos["bias"], bias_axis, activation, c is not None and beta != 0, residual is not None, infos["scale"],
                    scale_mode, m, alpha, c_tma)
@@ -175,7 +196,14 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             spec, _ = _gemm_spec(ai, bi, oi, out_dtype, None)
         return kernel_for(spec)._launch(a, b, out, ai, bi, oi, handle, stream)
     if spec is None:
-        spec, _ = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, None)
+        try:
+            spec, _ = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, None)
+        except ArgumentError:
+            mn = {i.name: "the tensor cores read this type only K-major" for i in (ai, bi)
+                  if i.library in PACKABLE and i.ndim == 2 and major_of(i) is Major.MN}
+            if not mn:
+                raise
+            return pack_operands(lambda x, y, o: gemm(x, y, o, **again), a, b, out, ai, bi, oi, mn)
     spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value), fp8_tma_store)
     kernel = kernel_for(spec)
     dev = streams.require_gpu()
@@ -217,7 +245,8 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
         extra.update(SCALE=infos["scale"].ptr, AMAX=infos["amax"].ptr)
     if p.m and p.n and ai.via == "torch" and all(i is None or i.via == "torch" for i in (oi, *infos.values())):
         e = _prepare(kernel, dev, p, ai, bi, oi, extra, chain, alpha, beta)
-        _HOT.remember(hot_key(options, a, b, None if allocated else out, aux), e)
+        if remember:
+            _HOT.remember(hot_key(options, a, b, None if allocated else out, aux), e)
         r = e.call(a, b, out, (c, bias, residual, scale, amax), float(alpha), float(beta),
                    None if stream is None else handle)
         if r is not None:
