@@ -26,7 +26,8 @@ Signalling (CUTLASS PipelineTmaUmmaAsync / umma_arrive_multicast_2x1SM; DeepGEMM
 * each CTA's epilogue reads its own TMEM rows and arrives on the LEADER's ``acc_empty`` (8 arrivals: 4 warps x 2
   CTAs, remote ones through ``mapa``), which the MMA thread waits before reusing the accumulator;
 * TMEM: warp 0 of EACH CTA runs ``tcgen05.alloc.cta_group::2`` (the pair allocates together, the same columns
-  in both) and, at the end, ``tcgen05.dealloc.cta_group::2``; a cluster barrier at the start (barriers
+  in both), after a relaxed cluster barrier (the peer must be running before a pair allocates), and, at the end,
+  ``tcgen05.dealloc.cta_group::2``; a cluster barrier after the allocation (barriers
   initialised, TMEM allocated in both CTAs before any remote signal) and at the end (no CTA leaves while its
   peer may still signal it).
 """
@@ -207,7 +208,13 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
                 f"{EPILOGUE_WARPS} epilogue warps x {CTAS} CTAs; the peer's arrive remotely (mbarrier.arrive.shared::cluster "
                 "on mapa(acc_empty, 0))",
                 "the MMA thread may overwrite an accumulator only after BOTH CTAs have read their rows out", PIPE_REF),
-        Derived("cluster_sync", "barrier.cluster.arrive + wait, at start and end",
+        Derived("alloc_sync", "barrier.cluster.arrive.relaxed + wait, before tcgen05.alloc.cta_group::2",
+                "every thread of both CTAs, before warp 0 allocates",
+                "the pair's allocation needs the peer CTA running: its issuing warp must make sure of it first (CUTLASS "
+                "sm100_gemm_tma_warpspecialized.hpp: pipeline_init_arrive_relaxed / pipeline_init_wait before "
+                "tmem_allocator.allocate; DeepGEMM sm100_bf16_gemm.cuh: cluster_sync_with_relaxed_arrive 'before 2-CTA "
+                "TMEM allocation'); relaxed: it orders no memory, the next barrier does", cite("tmem_alloc")),
+        Derived("cluster_sync", "barrier.cluster.arrive.release + wait.acquire, after the allocation and at the end",
                 "after the barriers are initialised and TMEM allocated; again before tcgen05.dealloc",
                 "no CTA may signal its peer's barriers before they exist, nor leave while its peer can still signal it",
                 cite("barrier_cluster")),
