@@ -150,6 +150,15 @@ def _sf_relay_derivation(spec: TileSpec, cta_bytes: int, sf_bytes: int) -> tuple
     )
 
 
+def _tx_bytes(spec: TileSpec, name: str) -> int:
+    """The bytes one CTA's copies of operand ``name`` deliver a stage: its stage, except for a 6-/4-bit kind::mxf8f6f4
+    operand, which TMA unpacks from packed global rows and counts packed (rows x BK x bits / 8; CUTLASS's
+    ABTmaTransactionBytes, as for one CTA in derive.operand_tma)."""
+    if spec.unpacked(name):
+        return spec.mn_extent(name) * spec.bk * spec.operand_dtype(name).bits // 8
+    return spec.stage_bytes(name)
+
+
 def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
     """The pair's plan, or None for cta_group 1."""
     if not spec.pair:
@@ -157,7 +166,8 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
     bm, bn = spec.bm, spec.bn
     a_rows, b_rows = spec.mn_extent("a"), spec.mn_extent("b")
     shares = tuple(CtaShare(r, r * a_rows, r * b_rows) for r in range(CTAS))
-    cta_bytes = spec.stage_bytes("a") + spec.stage_bytes("b")
+    tx_a, tx_b = _tx_bytes(spec, "a"), _tx_bytes(spec, "b")
+    cta_bytes = tx_a + tx_b  # what one CTA's A and B copies deliver a stage
     sf_bytes = spec.sf_stage_bytes("a") + spec.sf_stage_bytes("b")  # one CTA's scale factors a stage (0: dense)
     layout = "A" if bm == 256 else "B"
     cols_per_warp = bn if layout == "A" else bn // 2
@@ -194,7 +204,9 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
                 "with cta_group::2 one warp of each CTA of the pair performs the allocation together; every tcgen05 "
                 "instruction of the kernel uses the same .cta_group", cite("tmem_alloc")),
         Derived("full_barrier", f"the leader's full[s], expect_tx {2 * cta_bytes + sf_bytes} B",
-                f"2 CTAs x ({spec.stage_bytes('a')} + {spec.stage_bytes('b')}) B = {2 * cta_bytes}"
+                f"2 CTAs x ({tx_a} + {tx_b}) B = {2 * cta_bytes}"
+                + (" (6-/4-bit operands count their packed bytes, not the padded stage)" if cta_bytes != spec.stage_bytes("a")
+                   + spec.stage_bytes("b") else "")
                 + (f" + the leader's own scale factors {sf_bytes} B (sf_relay)" if sf_bytes else "")
                 + "; the peer's A and B copies name mapa(full[s], 0)",
                 "only the leader's MMA thread waits for a stage, so both CTAs' copies must complete its barrier: "
