@@ -52,6 +52,14 @@ def test_cutes_block_scaled_configurations_are_refused_at_most_2_percent():
     assert len(CONFIGS) == 304 and len(refused) <= 0.02 * len(CONFIGS), refused[:3]
 
 
+def test_the_2sm_m128_atoms_stay_refused_with_the_2x2_rule():
+    """Outside the bar, and said so in docs/block-scaled.md: CUTLASS's 2SM atoms also take M = 128, whose scale
+    factors take the 2x2 data path that ptxgen does not derive."""
+    m128 = [dict(kw, bm=128) for kw in CONFIGS if kw["cta_group"] == 2]
+    refused = _refused(m128)
+    assert len(m128) == len(refused) == 152 and all("2x2 data path" in why for _, why in refused)
+
+
 def test_control_the_old_pair_rule_fails_the_coverage_bar():
     refused = _refused(CONFIGS, _old_rule)
     assert len(refused) == 80 and len(refused) > 0.02 * len(CONFIGS)  # 20 type pairs x 4 N, 26 % of the space
