@@ -80,3 +80,45 @@ def instr_desc_block_scaled(kind: str, a: str, b: str, sf: str, m: int, n: int, 
     fmt = MXF8F6F4_FORMAT if kind == "mxf8f6f4" else MXF4_FORMAT
     return (fmt[a] << 7 | fmt[b] << 10 | int(a_mn) << 15 | int(b_mn) << 16 | (n >> 3) << 17 | SCALE_FORMAT[sf] << 23
             | (m >> 4) << 24)
+
+
+# ---- the block-scaled configurations CUTLASS's sm100 builder makes ------------------------------------------------
+# include/cutlass/gemm/collective/builders/sm100_blockscaled_umma_builder.inl with the sm100 block-scaled collective
+# (sm100_blockscaled_mma_warpspecialized.hpp): MMA tile N in {64, 128, 192, 256} (its static_assert); 1SM atoms with
+# M = 128 and 2SM atoms (SM100_MMA_*_2x1SM_SS, a CTA pair) with M = 256; kind::mxf8f6f4 takes e4m3, e5m2, e2m3, e3m2
+# and e2m1 for A and B independently with UE8M0 scales (sm1xx_kernel_input_element_to_mma_input_element), e2m1 x e2m1
+# also as mxf4 (UE8M0) and nvf4 (UE4M3, V = 16); "Only MMA.MXF8F6F4 supports non-K major inputs", and of those the
+# 8-bit types only (InstrDescriptorBlockScaled, mma_sm100_desc.hpp); the 4-/6-bit ones need TileShape_K % 128
+# (sm1xx_gemm_check_for_f8f6f4_mix8bit_requirement). The shared-memory atom is the builder's
+# sm100_smem_selector: the widest swizzle whose atom row divides the operand's contiguous extent in one CTA (BK bytes
+# for K-major, the CTA's M or N rows for MN-major). BK: 128 for mxf8f6f4, 256 for mxf4/nvf4 (4 scale factors a row).
+BS_TYPES = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
+
+
+def _smem_selector(extent_bytes: int, major: str) -> str:
+    for sw in (128, 64, 32):
+        if extent_bytes % sw == 0:
+            return f"{major}major-sw{sw}"
+    return f"{major}major-none"
+
+
+def blockscaled_configs() -> list[dict]:
+    """Every configuration of the space above, as make_spec keyword arguments (2 stages)."""
+    out = []
+    for two_sm in (False, True):
+        m = 256 if two_sm else 128
+        for a in BS_TYPES:
+            for b in BS_TYPES:
+                scales = ("ue8m0", "ue4m3") if a == b == "e2m1" else ("ue8m0",)
+                majors = [("k", "k")] + ([("mn", "k"), ("k", "mn"), ("mn", "mn")] if a in ("e4m3", "e5m2") and b in ("e4m3", "e5m2") else [])
+                for scale in scales:
+                    for am, bmj in majors:
+                        for n in (64, 128, 192, 256):
+                            bk = 256 if a == b == "e2m1" else 128
+                            rows = (m // 2, n // 2) if two_sm else (m, n)  # one CTA's rows (8-bit: bytes)
+                            k_row = 128  # bytes of a K-major row: BK = 128 one byte an element, or 256 e2m1 packed
+                            ta = _smem_selector(rows[0], "mn") if am == "mn" else _smem_selector(k_row, "k")
+                            tb = _smem_selector(rows[1], "mn") if bmj == "mn" else _smem_selector(k_row, "k")
+                            out.append(dict(bm=m, bn=n, bk=bk, a=ta, b=tb, dtype=a, b_dtype=b, scale=scale, stages=2,
+                                            cta_group=2 if two_sm else 1))
+    return out

@@ -86,3 +86,57 @@ def test_on_blackwell_the_hopper_half_is_skipped_and_missing_runners_are_named(m
     rep = json.loads(out_json.read_text())
     assert rep["failed"] == 0 and rep["compute_capability"] == "10.0"
     assert {s["status"] for s in rep["steps"] if s["half"] == "blackwell"} == {"PASS"}  # every step has a runner now
+
+
+# ---- TMEM contention (issue 37, F2): the arithmetic on the CPU, the hang as a finding -------------------------------
+SMEM_PER_SM, RESERVED_PER_BLOCK, THREADS_PER_SM, REGS_PER_SM = 233472, 1024, 2048, 65536  # CUDA guide, cc 10.0
+
+
+def _fit_by_hand(smem: int, threads: int, regs: int) -> int:
+    """CTAs per SM written out here, not through ptxgen.derive.tmemfit: shared memory in 128-byte granules plus the
+    1 KB a block reserves, threads, and registers given to warps in 256s."""
+    by_smem = SMEM_PER_SM // ((smem + 127) // 128 * 128 + RESERVED_PER_BLOCK)
+    warps = (threads + 31) // 32
+    by_regs = REGS_PER_SM // (warps * ((regs * 32 + 255) // 256 * 256))
+    return min(by_smem, THREADS_PER_SM // threads, by_regs)
+
+
+def test_the_contention_kernel_asks_for_more_tmem_than_an_sm_has():
+    """columns x CTAs per SM > 512 for the selftest's kernel: shared memory and threads from the derived plan, the
+    registers from the SASS NVRTC gives (compiled here, on the CPU)."""
+    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.spec import make_spec
+    from ptxgen.runtime.artifacts import generate
+
+    spec = make_spec(**selftest.CONTENTION)
+    plan = plan_kernel(spec)
+    regs = generate(spec).sass.registers
+    fit = _fit_by_hand(plan.abi.dynamic_smem_bytes, plan.pipeline.threads, regs)
+    cols = spec.tmem_alloc_columns
+    assert spec.pair and cols * fit > 512, (cols, fit, regs)
+    assert selftest.contention_fit(spec, regs) == (cols, fit)
+    # control: the kernel the step used before could not contend, whatever its registers (1 a thread: the most CTAs):
+    # 128 columns x 3 CTAs = 384
+    old = make_spec(**selftest.PAIR)
+    old_plan = plan_kernel(old)
+    assert old.tmem_alloc_columns * _fit_by_hand(old_plan.abi.dynamic_smem_bytes, old_plan.pipeline.threads, 1) == 384
+
+
+def test_the_contention_step_refuses_a_kernel_that_cannot_contend(monkeypatch):
+    from ptxgen.runtime import artifacts
+
+    class _Art:
+        class sass:  # noqa: N801 - a stand-in for the SASS report's register count
+            registers = 80
+
+    monkeypatch.setattr(artifacts, "generate", lambda spec: _Art)
+    status, detail = selftest._tmem_contention(selftest.PAIR, 4096, 4096, 512, 1)()
+    assert status == selftest.FAIL and "cannot contend" in detail and "384" in detail
+
+
+def test_a_hang_is_reported_as_a_finding():
+    status, detail = selftest.run_with_timeout([sys.executable, "-c", "import time; time.sleep(30)"], 1, "a sleeper")
+    assert status == selftest.FAIL and "HANG" in detail and "finding" in detail
+    assert selftest.run_with_timeout([sys.executable, "-c", "print('ok')"], 30, "x") == (selftest.PASS, "ok")
+    status, detail = selftest.run_with_timeout([sys.executable, "-c", "import sys; sys.exit(1)"], 30, "x")
+    assert status == selftest.FAIL and "exit 1" in detail

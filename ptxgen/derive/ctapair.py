@@ -26,7 +26,8 @@ Signalling (CUTLASS PipelineTmaUmmaAsync / umma_arrive_multicast_2x1SM; DeepGEMM
 * each CTA's epilogue reads its own TMEM rows and arrives on the LEADER's ``acc_empty`` (8 arrivals: 4 warps x 2
   CTAs, remote ones through ``mapa``), which the MMA thread waits before reusing the accumulator;
 * TMEM: warp 0 of EACH CTA runs ``tcgen05.alloc.cta_group::2`` (the pair allocates together, the same columns
-  in both) and, at the end, ``tcgen05.dealloc.cta_group::2``; a cluster barrier at the start (barriers
+  in both), after a relaxed cluster barrier (the peer must be running before a pair allocates), and, at the end,
+  ``tcgen05.dealloc.cta_group::2``; a cluster barrier after the allocation (barriers
   initialised, TMEM allocated in both CTAs before any remote signal) and at the end (no CTA leaves while its
   peer may still signal it).
 """
@@ -149,6 +150,15 @@ def _sf_relay_derivation(spec: TileSpec, cta_bytes: int, sf_bytes: int) -> tuple
     )
 
 
+def _tx_bytes(spec: TileSpec, name: str) -> int:
+    """The bytes one CTA's copies of operand ``name`` deliver a stage: its stage, except for a 6-/4-bit kind::mxf8f6f4
+    operand, which TMA unpacks from packed global rows and counts packed (rows x BK x bits / 8; CUTLASS's
+    ABTmaTransactionBytes, as for one CTA in derive.operand_tma)."""
+    if spec.unpacked(name):
+        return spec.mn_extent(name) * spec.bk * spec.operand_dtype(name).bits // 8
+    return spec.stage_bytes(name)
+
+
 def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
     """The pair's plan, or None for cta_group 1."""
     if not spec.pair:
@@ -156,7 +166,8 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
     bm, bn = spec.bm, spec.bn
     a_rows, b_rows = spec.mn_extent("a"), spec.mn_extent("b")
     shares = tuple(CtaShare(r, r * a_rows, r * b_rows) for r in range(CTAS))
-    cta_bytes = spec.stage_bytes("a") + spec.stage_bytes("b")
+    tx_a, tx_b = _tx_bytes(spec, "a"), _tx_bytes(spec, "b")
+    cta_bytes = tx_a + tx_b  # what one CTA's A and B copies deliver a stage
     sf_bytes = spec.sf_stage_bytes("a") + spec.sf_stage_bytes("b")  # one CTA's scale factors a stage (0: dense)
     layout = "A" if bm == 256 else "B"
     cols_per_warp = bn if layout == "A" else bn // 2
@@ -193,7 +204,9 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
                 "with cta_group::2 one warp of each CTA of the pair performs the allocation together; every tcgen05 "
                 "instruction of the kernel uses the same .cta_group", cite("tmem_alloc")),
         Derived("full_barrier", f"the leader's full[s], expect_tx {2 * cta_bytes + sf_bytes} B",
-                f"2 CTAs x ({spec.stage_bytes('a')} + {spec.stage_bytes('b')}) B = {2 * cta_bytes}"
+                f"2 CTAs x ({tx_a} + {tx_b}) B = {2 * cta_bytes}"
+                + (" (6-/4-bit operands count their packed bytes, not the padded stage)" if cta_bytes != spec.stage_bytes("a")
+                   + spec.stage_bytes("b") else "")
                 + (f" + the leader's own scale factors {sf_bytes} B (sf_relay)" if sf_bytes else "")
                 + "; the peer's A and B copies name mapa(full[s], 0)",
                 "only the leader's MMA thread waits for a stage, so both CTAs' copies must complete its barrier: "
@@ -207,7 +220,13 @@ def plan_cta_pair(spec: TileSpec) -> CtaPairPlan | None:
                 f"{EPILOGUE_WARPS} epilogue warps x {CTAS} CTAs; the peer's arrive remotely (mbarrier.arrive.shared::cluster "
                 "on mapa(acc_empty, 0))",
                 "the MMA thread may overwrite an accumulator only after BOTH CTAs have read their rows out", PIPE_REF),
-        Derived("cluster_sync", "barrier.cluster.arrive + wait, at start and end",
+        Derived("alloc_sync", "barrier.cluster.arrive.relaxed + wait, before tcgen05.alloc.cta_group::2",
+                "every thread of both CTAs, before warp 0 allocates",
+                "the pair's allocation needs the peer CTA running: its issuing warp must make sure of it first (CUTLASS "
+                "sm100_gemm_tma_warpspecialized.hpp: pipeline_init_arrive_relaxed / pipeline_init_wait before "
+                "tmem_allocator.allocate; DeepGEMM sm100_bf16_gemm.cuh: cluster_sync_with_relaxed_arrive 'before 2-CTA "
+                "TMEM allocation'); relaxed: it orders no memory, the next barrier does", cite("tmem_alloc")),
+        Derived("cluster_sync", "barrier.cluster.arrive.release + wait.acquire, after the allocation and at the end",
                 "after the barriers are initialised and TMEM allocated; again before tcgen05.dealloc",
                 "no CTA may signal its peer's barriers before they exist, nor leave while its peer can still signal it",
                 cite("barrier_cluster")),

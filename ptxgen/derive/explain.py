@@ -77,7 +77,7 @@ def explain_text(t: TileLayout) -> str:
         f"kernel: {s.kernel_name}",
         f"spec:   {s.cli_args()}",
         f"MMAs per K-tile: BK / K = {s.bk} / {s.k_per_mma} = {s.mmas_per_k_tile}; threads: {plan.pipeline.threads}; "
-        f"shared memory: {t.smem.dynamic_bytes} B"
+        f"shared memory: {plan.abi.dynamic_smem_bytes} B"
         + (f"; TMEM columns: {s.tmem_columns}" if s.arch is Arch.SM100A else "")
         + (f" per accumulator, {s.tmem_alloc_columns} allocated with {s.sf_tmem_columns} of scale factors" if s.block_scaled else ""),
         "",
@@ -93,6 +93,11 @@ def explain_text(t: TileLayout) -> str:
     if t.pair is not None:
         out += ["", "CTA pair (cta_group::2; L1/L2 only: never run on Blackwell hardware):"]
         for d in t.pair.derivation:
+            out += _field_lines(d)
+    if plan.tmem is not None:
+        out += ["", "Tensor Memory per SM (ptxgen.derive.tmemfit" + ("; one CTA per SM, by shared memory" if plan.tmem.one_cta_per_sm
+                                                                   else "") + "):"]
+        for d in plan.tmem.derivation:
             out += _field_lines(d)
     out += ["", "Pipeline (warp-specialized, an mbarrier ring):"]
     for d in plan.pipeline.derivation:

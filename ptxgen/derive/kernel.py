@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.types import Grouping, Major, Loader
+from ..isa.types import Arch, Grouping, Major, Loader
 from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .epiorder import EpilogueOrderPlan, plan_epilogue_order
@@ -25,6 +25,7 @@ from .spec import TileSpec
 from .splitk import SplitPlan, plan_split
 from .tma import TmaPlan
 from .streamk import StreamKPlan, plan_stream_k
+from .tmemfit import TmemFit, plan_tmem_fit
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class KernelPlan:
     sfa_tma: TmaPlan | None = None  # --fp8-scale-load tma: scale_a's tensor map, one BM x 1 box a stage (derive.sfa_tma)
     epi_order: EpilogueOrderPlan | None = None  # --epilogue-order alternate: the warpgroups' epilogues in turn (derive.epiorder)
     slabs: SlabPlan | None = None  # --consumer-slabs N > 1: N slabs a warpgroup sharing one partial (derive.bfp8slabs)
+    tmem: TmemFit | None = None  # tcgen05: CTAs per SM, their TMEM columns, the shared memory asked for (derive.tmemfit)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, D's (TMA-store epilogue), C's, or
@@ -71,7 +73,8 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     if sfa_tma is not None:  # the A scales' box completes on the same full barrier
         expect += sfa_tma.expect_tx_bytes
     pipe = plan_pipeline(spec, expect)
-    abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes)
+    tmem = plan_tmem_fit(spec, t.smem.dynamic_bytes, pipe.threads) if spec.arch is Arch.SM100A else None
+    abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes if tmem is None else tmem.smem_bytes)
     grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)
@@ -85,4 +88,4 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
                       plan_direct_store(spec.d_major),
                       plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma,
-                      plan_epilogue_order(spec), plan_consumer_slabs(spec.bm, spec.consumer_slabs))
+                      plan_epilogue_order(spec), plan_consumer_slabs(spec.bm, spec.consumer_slabs), tmem)

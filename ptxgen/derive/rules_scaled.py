@@ -107,8 +107,8 @@ def _validate_unpacked(t: "TileSpec", name: str) -> None:
                         "K-major row) wide and which loads with no swizzle or a 128-byte one: a 128-byte K-major row is "
                         "the 128B atom's; the 32B/64B atoms and the unswizzled core matrices need 32-, 64- or 16-byte boxes",
                         "kmajor-sw128", UNPACKED_TMA_REF)
-    if t.pair:
-        raise SpecError("--cta-group", t.cta_group,
-                        f"ptxgen derives the padded {dt.value} operands for cta_group::1 only (CUTLASS's 2SM rules for them, "
-                        "e.g. N-major B tile N % 256, are in sm1xx_gemm_check_for_f8f6f4_mix8bit_requirement; not derived "
-                        "here)", "1", "CUTLASS include/cutlass/gemm/collective/builders/sm1xx_common.inl")
+    # A CTA pair (M = 256) takes them too: each CTA loads its BM/2 rows of A and BN/2 rows of B through the same
+    # unpacking map (box 128 elements x its rows) and the same uint8 K-major SW128 layout as one CTA. CUTLASS's 2SM
+    # rules for K-major operands (sm1xx_gemm_check_for_f8f6f4_mix8bit_requirement, builders/sm1xx_common.inl:
+    # "A_K(t) : TileShape_K % 128 == 0", "B_K(n) : TileShape_K % 128 == 0") hold: BK is a multiple of 4V = 128 here.
+    # Its one 2SM rule that the 1SM case lacks, "B_N(t) : TileSize_N % 256 == 0", is for N-major B, refused above.

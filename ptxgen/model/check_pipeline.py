@@ -103,7 +103,19 @@ def tma_copy_bytes(spec: TileSpec) -> tuple[int, ...]:
     kp = plan_kernel(spec)
     t = kp.layout
     sfa = (kp.sfa_tma.box_bytes,) if kp.sfa_tma is not None else ()  # --fp8-scale-load tma: scale_a's box, on full[s] too
-    return tuple(op.tma.box_bytes for op in (t.a, t.b) if op.tma.multicast is None for _ in op.tma.copies) + sfa
+    return tuple(_delivered(op.tma) for op in (t.a, t.b) if op.tma.multicast is None for _ in op.tma.copies) + sfa
+
+
+UNPACKED_BITS = {"16U4_ALIGN16B": 4, "16U6_ALIGN16B": 6}
+
+
+def _delivered(tma) -> int:
+    """The transaction bytes one copy of the map completes: its box's bytes, except for TMA's unpacking types
+    (kind::mxf8f6f4's 6-/4-bit operands), whose copies count the packed global bytes (box elements x bits / 8;
+    CUTLASS ABTmaTransactionBytes, sm100_blockscaled_mma_warpspecialized.hpp), not the padded cells they write."""
+    dt = getattr(tma, "data_type", None)
+    bits = UNPACKED_BITS.get(dt.cuda_name) if dt is not None else None
+    return tma.box[0] * tma.box[1] * bits // 8 if bits else tma.box_bytes
 
 
 def multicast_copy_bytes(spec: TileSpec) -> tuple[int, ...]:

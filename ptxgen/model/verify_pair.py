@@ -47,12 +47,16 @@ def _operand_setup(tj: dict, name: str, partial: bool, rng):
     bk = spec["bk"]
     dt = DType(spec["b_dtype"] if name == "b" and "b_dtype" in spec else spec["dtype"])
     k_major = opj["major"] == "k"
-    packed = dt.container_bits < 8  # e2m1 two a byte (K-major only): the global tensor and the map count bytes along K
+    unpacked = "smem_element" in opj  # kind::mxf8f6f4's 6-/4-bit types: one value code an element, the map pads them
+    packed = dt.container_bits < 8 and not unpacked  # e2m1 two a byte (K-major only): global and map count bytes along K
     kb = dt.bytes_of(bk) if packed else bk
     mn0, k0 = (int(x) for x in rng.integers(0, 40, size=2))
     mn_ext = mn0 + (int(rng.integers(1, mn)) if partial else mn + int(rng.integers(0, 9)))
     k_ext = k0 + (int(rng.integers(1, kb)) if partial else kb + int(rng.integers(0, 9)))
-    if k_major:
+    if unpacked:  # K-major only (the rules refuse transposed 6-/4-bit operands); codes below 2^bits
+        g = rng.integers(0, 1 << dt.bits, size=(mn_ext, k_ext), dtype=np.uint8)
+        tile = _window(g, mn0, k0, mn, kb)
+    elif k_major:
         g = _global(rng, mn_ext, k_ext, 1 if packed else dt.bytes)
         tile = _window(g, mn0, k0, mn, kb)
         if packed:
@@ -88,19 +92,22 @@ def check_pair_stage(tj: dict, stage: int, partial: bool, rng, cta_group: int | 
     except (ValueError, IndexError) as e:
         return [f"{label}: the TMA model refuses the copies: {e}"]
     idesc = int(tj["idesc"]["hex"], 16)
-    kmma = dts["a"].k_per_mma
+    # what the read model takes each operand's shared-memory elements as: the padded form for 6-/4-bit mxf8f6f4 types
+    elems = {n: tj[n].get("smem_element") or dts[n].value for n in ("a", "b")}
+    kmma = dts["a"].k_per_mma if not any("smem_element" in tj[n] for n in ("a", "b")) else None
     problems = []
     for si, (sa, sb) in enumerate(zip(tj["a"]["k_steps"], tj["b"]["k_steps"])):
         da, db = readmodel.moved(int(sa["desc_hex"], 16), addr["a"]), readmodel.moved(int(sb["desc_hex"], 16), addr["b"])
         try:
             got_a, got_b = pairmodel.pair_operands(
-                spec["arch"], da, db, idesc, tj["a"]["major"], tj["b"]["major"], dts["a"].value, dts["b"].value,
+                spec["arch"], da, db, idesc, tj["a"]["major"], tj["b"]["major"], elems["a"], elems["b"],
                 tuple(images[:ctas]), cta_group=ctas)
         except (ValueError, IndexError) as e:
             problems.append(f"{label}: K-step {si}: {e}")
             continue
         for n, got in (("a", got_a), ("b", got_b)):
-            want = tiles[n][:, sa["k"] : sa["k"] + kmma]
+            # K of one MMA: 32 elements for every kind::mxf8f6f4 type, the read model's 256 bits of a padded row
+            want = tiles[n][:, sa["k"] : sa["k"] + (kmma or got.shape[1])]
             if got.shape != want.shape or not np.array_equal(got, want):
                 bad = want.size if got.shape != want.shape else int(np.count_nonzero(got != want))
                 problems.append(f"{label}: K-step {si}: the pair MMA reads {bad} of {want.size} elements of {n.upper()} wrong")

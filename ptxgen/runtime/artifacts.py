@@ -18,6 +18,7 @@ from ..emit.render import render_kernel
 from ..emit.svg import layout_svg
 from ..derive.layout import TileLayout, derive
 from ..derive.spec import TileSpec
+from .ptxorder import pair_alloc_order_problems
 from .sass import SassReport, check_sass
 from .cache import toolchain_id
 from .toolchain import Compiled
@@ -46,6 +47,8 @@ def generate(spec: TileSpec, compile: bool = True, sass: bool = True) -> Artifac
         if sass:
             dump, resources = sass_dumps(res)
             art.sass = check_sass(spec, art.compiled.cubin, dump, resources)
+            if spec.pair:  # the order SASS counts cannot show: a cluster barrier before the pair's TMEM allocation
+                art.sass.problems += pair_alloc_order_problems(files["kernel.ptx"])
     return art
 
 

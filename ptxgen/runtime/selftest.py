@@ -8,8 +8,9 @@ The ladder, in order (a later rung means little if an earlier one disagrees):
 2. GEMMs from simple to elaborate against float64 numpy (``ptxgen validate``): one tile per CTA, the cp.async
    loader, 8-bit inputs, persistent with the TMA-store epilogue, ping-pong, clusters / CTA pairs, odd shapes;
 3. Blackwell only, the questions only hardware settles: commit arrivals at CTA exit (compute-sanitizer over a
-   one-K-tile pair kernel with many CTAs), two pair clusters sharing an SM's tensor memory (a grid of many
-   clusters), and NaN in the scale-factor padding (a block-scaled GEMM whose K is a multiple of neither BK nor the
+   one-K-tile pair kernel with many CTAs), pair clusters contending for an SM's tensor memory (a grid of many
+   clusters of a kernel whose CTAs that fit on an SM ask for more than its 512 columns, under a timeout that reports a
+   hang), and NaN in the scale-factor padding (a block-scaled GEMM whose K is a multiple of neither BK nor the
    scale-factor atom's 4V, every padding byte of the SF buffers a NaN code: outputs finite and equal to the
    float64 reference; ptxgen.runtime.bsvalidate).
 
@@ -137,6 +138,46 @@ def _sanitized_exit(kw: dict, m: int, n: int, k: int) -> Callable[[], tuple[str,
     return run
 
 
+def contention_fit(spec, registers: int | None = None) -> tuple[int, int]:
+    """(TMEM columns a CTA allocates, CTAs that fit on one SM) from the derived plan (shared memory asked for,
+    threads; derive.tmemfit) and, when known, the register count of the compiled kernel."""
+    from ..derive.kernel import plan_kernel
+    from ..derive.tmemfit import ctas_per_sm
+
+    plan = plan_kernel(spec)
+    return plan.tmem.columns, ctas_per_sm(plan.abi.dynamic_smem_bytes, plan.pipeline.threads, registers)
+
+
+def run_with_timeout(cmd: list[str], timeout_s: float, what: str) -> tuple[str, str]:
+    """``cmd`` in a child process: PASS on exit 0, FAIL otherwise; no exit within ``timeout_s`` is a hang, and a hang is
+    a finding (FAIL), not a wait for ever."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return FAIL, f"HANG (a finding): {what} did not finish within {timeout_s:g} s; the child was killed"
+    if proc.returncode != 0:
+        return FAIL, f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-300:]}"
+    return PASS, (proc.stdout.strip().splitlines() or [""])[-1][-300:]
+
+
+def _tmem_contention(kw: dict, m: int, n: int, k: int, timeout_s: float) -> Callable[[], tuple[str, str]]:
+    """Many clusters of a pair kernel whose CTAs that fit on an SM ask for more than its 512 TMEM columns: some
+    tcgen05.alloc.cta_group::2 must wait for another pair's columns. The GEMM runs in a child process under a timeout."""
+    def run() -> tuple[str, str]:
+        from .artifacts import generate
+
+        spec = make_spec(**kw)
+        cols, fit = contention_fit(spec, generate(spec).sass.registers)
+        asked = f"{cols} columns x {fit} CTAs per SM = {cols * fit}"
+        if cols * fit <= 512:
+            return FAIL, f"the kernel cannot contend: {asked} <= 512"
+        cmd = [sys.executable, "-m", "ptxgen", "validate", *spec.cli_args().split(), "--m", str(m), "--n", str(n), "--k", str(k),
+               "--seed", "0"]
+        status, detail = run_with_timeout(cmd, timeout_s, f"the {m} x {n} x {k} pair GEMM ({asked} > 512)")
+        return status, f"{asked} > 512; {detail}"
+    return run
+
+
 def _nan_padding(cases: tuple[tuple[dict, int, int, int], ...]) -> Callable[[], tuple[str, str]]:
     """Block-scaled GEMMs with K % BK != 0 and K % 4V != 0: the last atom of every row holds chunks past K, and the
     buffers' padding (and a tail past them) is NaN (UE8M0 0xFF, UE4M3 0x7F); the kernel must zero those chunks
@@ -168,6 +209,11 @@ MXF8 = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e
 NVFP4 = dict(bm=128, bn=256, bk=256, a="kmajor-sw128", b="kmajor-sw128", dtype="e2m1", scale="ue4m3", stages=3)
 MXF6F4 = dict(MXF8, dtype="e2m3", b_dtype="e2m1")  # kind::mxf8f6f4's unpacking maps (16U6/16U4_ALIGN16B)
 NVFP4_PAIR = dict(NVFP4, bm=256, cta_group=2)  # the NVFP4 production configuration (docs/block-scaled.md, CTA pairs)
+# TMEM contention: 256 columns a CTA (one accumulator of BN = 256) and 2 stages, so three CTAs fit on an SM by shared
+# memory and registers (tests/test_selftest.py computes it): 768 of 512 columns asked for. PAIR's 128 columns x 3 CTAs
+# (384) could never contend.
+CONTENTION = dict(PAIR, bn=256, stages=2)
+CONTENTION_TIMEOUT_S = 300
 
 
 def steps() -> list[Step]:
@@ -195,7 +241,9 @@ def steps() -> list[Step]:
         Step(b, "L4", "GEMM e2m1 NVFP4 CTA pair (cta_group::2, M=256, the peer's scale factors relayed)", _gemm(NVFP4_PAIR)),
         Step(b, "L4", "commit arrivals at CTA exit: one K-tile, 1024 pair CTAs, compute-sanitizer synccheck + memcheck",
              _sanitized_exit(PAIR, 4096, 4096, 64)),
-        Step(b, "L4", "two pair clusters sharing an SM's TMEM: 16 x 32 clusters of a tile-per-CTA pair kernel", _gemm(PAIR, 4096, 4096, 512)),
+        Step(b, "L4", "pair clusters contending for an SM's TMEM: 256 clusters of a pair kernel whose CTAs per SM ask for "
+             f"more than 512 columns (a hang past {CONTENTION_TIMEOUT_S} s is a finding)",
+             _tmem_contention(CONTENTION, 4096, 4096, 512, CONTENTION_TIMEOUT_S)),
         Step(b, "L4", "NaN in the scale-factor padding (block-scaled, K % BK != 0 and K % 4V != 0): outputs finite, equal to float64",
              _nan_padding(((MXF8, 200, 136, 424), (NVFP4, 130, 264, 200), (NVFP4_PAIR, 300, 264, 200)))),
     ]
