@@ -93,7 +93,7 @@ def _prepare(kernel: CompiledKernel, dev, p, ai: ArrayInfo, bi: ArrayInfo, oi: A
     index = {q.name: i for i, q in enumerate(kernel.plan.abi.params)}
     pair_mask = 2 * chain.aux_dtype(kernel.spec.out_dtype).bytes - 1
     amax_len = None if chain.fp8_scale is None else (1 if chain.fp8_scale is ScaleMode.TENSOR else p.m)
-    return FusedLaunch(launch, index, pair_mask, chain.c_tma, float(alpha), float(beta), amax_len)
+    return FusedLaunch(launch, index, pair_mask, chain.c_tma, float(alpha), float(beta), amax_len, kernel.name)
 
 
 def _matrix(info: ArrayInfo, what: str, m: int, n: int, dtype: DType) -> int:

@@ -45,8 +45,8 @@ class FusedLaunch:
     None: a 16-bit or f32 output."""
 
     def __init__(self, launch: Launch, param_index: dict, pair_mask: int, c_tma: bool, alpha: float, beta: float,
-                 amax_len: int | None):
-        self.launch = launch
+                 amax_len: int | None, name: str = ""):
+        self.launch, self.name = launch, name  # name: the kernel's
         slots = launch.extra_slots
         self.aux_slots = tuple(slots.get(role) for _, role in AUX_ROLES)
         masks = {"C": TMA_ALIGN_MASK if c_tma else pair_mask, "RES": pair_mask}
