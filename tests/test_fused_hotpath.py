@@ -9,6 +9,7 @@ declined (None: the slow path then says why).
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import itertools
 
@@ -55,6 +56,7 @@ def expected(kernel, p, a, b, out, aux, scalars: dict) -> list:
 
 
 def prepared(sim, fields: dict, alpha=0.5, beta=2.0):
+    """A fused kernel's prepared launch for M x N x K on the simulated device (the driver it has: ctypes or C)."""
     k = ptxgen.compile(**fields, arch="sm_90a")
     _fresh(k)
     ai, bi = read_array(kmajor(M, K), "a"), read_array(kmajor(N, K), "b")
@@ -63,7 +65,7 @@ def prepared(sim, fields: dict, alpha=0.5, beta=2.0):
     names = {q.name for q in k.plan.abi.params}
     scalars = {"alpha": alpha, "beta": beta, "ldc": N + 8, "ldr": N + 16}
     scalars = {name: v for name, v in scalars.items() if name in names}
-    launch = k.prepare_launch(p, sim.device, (0, 0, 0), scalars)
+    launch = k.prepare_launch(p, sim.device, (0, 0, 0), scalars, extra_roles=tuple(role for _, role in AUX_ROLES))
     index = {q.name: i for i, q in enumerate(k.plan.abi.params)}
     return k, p, scalars, FusedLaunch(launch, index, 3, "c=tma" in fields["fuse"], alpha, beta, None)
 
@@ -101,9 +103,10 @@ def test_control_a_stale_chain_pointer_or_scalar_shows(sim):
     aux1 = (Ptr(), Ptr(), Ptr(), None, None)
     e.call(a, b, o, aux1, 0.5, 2.0, 0)
     aux2 = (aux1[0], Ptr(), aux1[2], None, None)  # a new bias
-    stale = FusedLaunch.__new__(FusedLaunch)
-    stale.__dict__.update(e.__dict__)
-    stale.aux_slots = (e.aux_slots[0], None, e.aux_slots[2], None, None)  # forgets the bias slot
+    stale = copy.copy(e)  # an entry that forgets to re-point the bias slot
+    stale._patched = tuple(i for i in e._patched if AUX_ROLES[i][1] != "BIAS")
+    stale.launch = copy.copy(e.launch)
+    stale.launch.extra_order = tuple(r for r in e.launch.extra_order if r != "BIAS")
     stale.call(a, b, o, aux2, 0.5, 2.0, 0)
     bytes_now = decode(sim.launches[-1]["params"], k.plan.abi.params)
     assert bytes_now != expected(k, p, a, b, o, aux2, dict(scalars, alpha=0.5, beta=2.0))
@@ -112,6 +115,31 @@ def test_control_a_stale_chain_pointer_or_scalar_shows(sim):
     stale.alpha = 0.75  # claims the block holds 0.75 while it holds 0.5: a call with 0.75 writes nothing
     stale.call(a, b, o, aux2, 0.75, 2.0, 0)
     assert decode(sim.launches[-1]["params"], k.plan.abi.params) != expected(k, p, a, b, o, aux2, dict(scalars, alpha=0.75, beta=2.0))
+
+
+@pytest.mark.parametrize("fields", [CHAIN, CHAIN_C_TMA], ids=["c-bias-gelu-residual", "c-tma-bias-relu"])
+def test_the_compiled_launcher_writes_the_same_bytes(sim, monkeypatch, fields):
+    """Where the compiled launcher was built, run_all patches every chain pointer from C (test_launcher's CDriver
+    records what cuLaunchKernel would be handed)."""
+    pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+    from test_launcher import _use_c
+
+    k = ptxgen.compile(**fields, arch="sm_90a")
+    driver = _use_c(monkeypatch, sim, k)
+    k, p, scalars, e = prepared(sim, fields)
+    assert e.launch._c is not None and e.launch.extra_order  # the C path, with the chain's pointers
+    a, b = Ptr(), Ptr()
+    has_res = "residual" in fields["fuse"]
+    for i in range(4):
+        o, aux = Ptr(), (Ptr(), Ptr(), Ptr() if has_res else None, None, None)
+        assert e.call(a if i % 2 else Ptr(), b, o, aux, 0.5 + i, 2.0, 0x77) is o
+        last = sim.launches[-1]
+        assert last["via"] == "c" and last["stream"] == 0x77
+        x = a if i % 2 else None
+        got = decode(last["params"], k.plan.abi.params)
+        if x is not None:
+            assert got == expected(k, p, x, b, o, aux, dict(scalars, alpha=0.5 + i, beta=2.0))
+    assert driver.codes == []
 
 
 @pytest.mark.parametrize("role,offset", [(0, 2), (1, 4), (2, 2)], ids=["c-odd-pair", "bias-4B", "residual-odd-pair"])

@@ -225,8 +225,10 @@ def test_c_launch_errors(sim, monkeypatch):
 
 
 def test_launcher_refuses_a_bad_layout():
-    with pytest.raises(ValueError, match="three sequences"):
+    with pytest.raises(ValueError, match="3 to 8 sequences of slots"):
         _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [(), ()], 1, None, None, 0, (0, 0, 0), (15, 15))
+    with pytest.raises(ValueError, match="3 to 8 sequences of slots .*, not 9"):
+        _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [()] * 9, 1, None, None, 0, (0, 0, 0), (15, 15))
     with pytest.raises(ValueError, match="1 to 4 slots"):
         _launcher.Launcher(1, (1, 1, 1), (1, 1, 1), 0, 0, None, [(), (), ()], 1, None, None, 0, (0, 0, 0), (15, 15))
 

@@ -29,7 +29,7 @@ from ..runtime.launch import gemm_args, launch_geometry
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
 from .fusedany import narrow_spec, pack_operands, per_batch, readable_aux
-from .fusedlaunch import FusedLaunch, FusedTable, hot_key
+from .fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
 from .packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
 from .launchplan import tensor_type
@@ -89,7 +89,7 @@ def _prepare(kernel: CompiledKernel, dev, p, ai: ArrayInfo, bi: ArrayInfo, oi: A
     """The prepared launch of a checked fused call (the slow path's problem ``p`` and the chain's ``extra`` scalars)."""
     scalars = {name: value for name, value in extra.items() if name in ("alpha", "beta", "ldc", "ldr")}
     spans = (span_bytes(ai), span_bytes(bi), span_bytes(oi))
-    launch = kernel.prepare_launch(p, dev, spans, scalars)
+    launch = kernel.prepare_launch(p, dev, spans, scalars, extra_roles=tuple(role for _, role in AUX_ROLES))
     index = {q.name: i for i, q in enumerate(kernel.plan.abi.params)}
     pair_mask = 2 * chain.aux_dtype(kernel.spec.out_dtype).bytes - 1
     amax_len = None if chain.fp8_scale is None else (1 if chain.fp8_scale is ScaleMode.TENSOR else p.m)

@@ -49,6 +49,7 @@ class FusedLaunch:
         self.launch, self.name = launch, name  # name: the kernel's
         slots = launch.extra_slots
         self.aux_slots = tuple(slots.get(role) for _, role in AUX_ROLES)
+        self._patched = tuple(i for i, (_, role) in enumerate(AUX_ROLES) if role in launch.extra_order)  # run_all's
         masks = {"C": TMA_ALIGN_MASK if c_tma else pair_mask, "RES": pair_mask}
         self.aux_masks = tuple(masks.get(role, VECTOR_ALIGN_MASK) for _, role in AUX_ROLES)
         self._alpha_at, self._beta_at = param_index.get("alpha"), param_index.get("beta")
@@ -74,27 +75,23 @@ class FusedLaunch:
             torch = sys.modules["torch"]
             amax = torch.zeros(self.amax_len, dtype=torch.float32, device=a.device)
             aux = aux[:4] + (amax,)
-        ptrs = []
-        for x, slot, mask in zip(aux, self.aux_slots, self.aux_masks):
-            if slot is None:
-                continue
-            p = x.data_ptr()
-            if p & mask:
+        ptrs = [pa, pb, po]
+        masks = self.aux_masks
+        for i in self._patched:
+            p = aux[i].data_ptr()
+            if p & masks[i]:
                 return None
-            ptrs.append((slot, p))
+            ptrs.append(p)
         if stream is None:
             stream = e._torch_stream(e.device_index)
-        with self._lock:  # the chain's slots and scalars, then the launch, under one lock
-            for slot, p in ptrs:
-                if slot.ptr != p:
-                    slot.point(p)
+        with self._lock:  # the scalars, then the pointers and the launch, under one lock
             if alpha != self.alpha:
                 e.block.set(self._alpha_at, alpha)
                 self.alpha = alpha
             if self._beta_at is not None and beta != self.beta:
                 e.block.set(self._beta_at, beta)
                 self.beta = beta
-            e.run(pa, pb, po, stream, a)
+            e.run_all(ptrs, stream, a)
         return (out, amax) if self.amax_len is not None else out
 
 

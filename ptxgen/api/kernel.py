@@ -208,11 +208,11 @@ class CompiledKernel(launchplan.KernelBase):
         return self.prepare_launch(p, dev, spans)
 
     def prepare_launch(self, p: Problem, dev: Device, spans: tuple[int, int, int], extra: dict | None = None,
-                       out_dtype: str | None = None) -> Launch:
+                       out_dtype: str | None = None, extra_roles: tuple = ()) -> Launch:
         """The prepared launch of problem ``p`` (bound and checked by the caller) on ``dev``: the kernel loaded, the
         grid, the parameter block with every integer written (``extra``: the fused epilogue's scalars) and a slot per
         pointer. ``spans``: the bytes A, B and D span (0: unknown); ``out_dtype``: the type of an output allocated per
-        call (default: the spec's)."""
+        call (default: the spec's); ``extra_roles``: the pointer slots ``Launch.run_all`` patches after A, B and D."""
         out_alloc = (out_dtype or self.spec.out_dtype.value, p.ldd, self.spec.d_major is DMajor.M)
         common = dict(plan=self.plan, problem=p, device_index=dev.index, spans=spans, out_alloc=out_alloc,
                       ensure_context=lambda: streams.ensure_current(dev))
@@ -225,7 +225,7 @@ class CompiledKernel(launchplan.KernelBase):
         driver = launcher()
         return Launch(**common, func=int(kernel.func), grid=grid, block_dim=block, smem=smem, driver=driver,
                       encode=driver.encode, reduce_func=int(self._reduce.func) if self._reduce is not None else 0,
-                      sm_count=dev.sm_count, extra=extra)
+                      sm_count=dev.sm_count, extra=extra, extra_roles=extra_roles)
 
 
 def _zero(out, library: str) -> None:

@@ -210,7 +210,7 @@ class Launch:
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, func: int, grid, block_dim, smem: int, driver, encode,
                  ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False,
-                 reduce_func: int = 0, sm_count: int = 132, extra: dict | None = None):
+                 reduce_func: int = 0, sm_count: int = 132, extra: dict | None = None, extra_roles: tuple = ()):
         self.problem = problem
         self.m, self.n, self.k = problem.m, problem.n, problem.k
         self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0
@@ -232,18 +232,20 @@ class Launch:
         self.gx, self.gy, self.gz = grid
         self.bx, self.by, self.bz = block_dim
         self.smem = smem
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # run_all points the chain slots, then calls run under it too
         self._torch_dtype = None
         self._stream = None
         self.split = plan.split is not None
         self.streamk = plan.stream_k is not None
         self._c = None  # the compiled launcher, where built
         if self.empty:
-            self.params, self.slots, self.extra_slots = None, (), {}
+            self.params, self.slots, self.extra_slots, self.extra_order = None, (), {}, ()
             return
         self.block, slots = build_params(plan, split_problem(plan, problem), encode, extra)
         self.slots = (slots["A"], slots["B"], slots["D"])
         self.extra_slots = {name: slot for name, slot in slots.items() if name not in ("A", "B", "D", "W")}
+        # the pointers run_all patches after A, B and D, in this order (a fused chain's: fusedlaunch.AUX_ROLES)
+        self.extra_order = tuple(role for role in extra_roles if role in self.extra_slots)
         self.params = self.block.address
         if self.split:  # the MMA kernel's D slot takes the workspace; the reduction's slots the workspace and D
             self.reduce_func = reduce_func
@@ -260,8 +262,9 @@ class Launch:
             self.sw = slots["W"]
             self.workspace_bytes = workspace_bytes(plan, problem, sm_count)
         else:
+            operands = self.slots + tuple(self.extra_slots[role] for role in self.extra_order)
             self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
-                                        operands=self.slots, ensure_context=ensure_context, device_index=device_index,
+                                        operands=operands, ensure_context=ensure_context, device_index=device_index,
                                         spans=spans, masks=(self.in_mask, self.out_mask))
             if self._c is not None:
                 torch = sys.modules.get("torch")
@@ -291,6 +294,18 @@ class Launch:
                 sd.point(pd)
             launch_checked(self._launch, self._ensure_context,
                            (self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None))
+
+    def run_all(self, pointers: tuple, stream: int, like=None) -> None:
+        """``run`` with the pointers of ``extra_order`` after A, B and D (``pointers``: all of them, in that order)."""
+        if self._c is not None:
+            self._c.run_all(*pointers, stream)
+            return
+        with self._lock:
+            for role, ptr in zip(self.extra_order, pointers[3:]):
+                slot = self.extra_slots[role]
+                if slot.ptr != ptr:
+                    slot.point(ptr)
+            self.run(*pointers[:3], stream, like)
 
     def _run_split(self, pa: int, pb: int, pd: int, stream: int) -> None:
         sa, sb, sd = self.slots

@@ -50,6 +50,7 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
 
 #define MAP_BYTES 128
 #define MAX_SLOTS 4
+#define MAX_OPERANDS 8 /* A, B, D, then the pointers a launch patches besides them (a fused chain's, offs, scales) */
 
 /* The optional metadata reader (runtime/_torchmeta.cpp, built against the installed torch by runtime/torchmeta.py
  * and handed over with set_meta_reader): a tensor's sizes, strides, scalar type, device and data pointer read from
@@ -88,10 +89,11 @@ typedef struct {
     launch_fn launch;
     uint64_t span[3];        /* bytes each operand spans (0: unknown) */
     uint64_t mask_in, mask_out; /* pointer alignment: A and B (TMA 16 B or the cp.async copy size), D */
-    int nslots[3];
-    Slot slots[3][MAX_SLOTS];
-    uint64_t cur[3];
-    int valid[3];
+    int nops;                /* operands: A, B, D and up to MAX_OPERANDS - 3 more (run_all) */
+    int nslots[MAX_OPERANDS];
+    Slot slots[MAX_OPERANDS][MAX_SLOTS];
+    uint64_t cur[MAX_OPERANDS];
+    int valid[MAX_OPERANDS];
     unsigned long long launches;
 } Launcher;
 
@@ -123,7 +125,7 @@ LAUNCHER_INTERNAL extern unsigned long long table_generation;
 LAUNCHER_INTERNAL int find_driver(void);
 LAUNCHER_INTERNAL int do_launch(Launcher *self, uint64_t stream);
 /* _launcher_patch.c */
-LAUNCHER_INTERNAL int patch(Launcher *self, const uint64_t want[3]);
+LAUNCHER_INTERNAL int patch(Launcher *self, const uint64_t *want, int n);
 LAUNCHER_INTERNAL PyObject *call_pointers(Launcher *self, const uint64_t p[3], PyObject *out, int out_given);
 LAUNCHER_INTERNAL PyObject *call_tensors(Launcher *self, PyObject *a, PyObject *b, PyObject *out, int out_given);
 /* _launcher_hot.c */

@@ -8,14 +8,14 @@
 
 /* Gather the maps of the operands whose pointer changed, then write: the writes run no Python code, and if
  * another thread moved a pointer while a map was being fetched, gather again. */
-int patch(Launcher *self, const uint64_t want[3]) {
-    PyObject *maps[3][MAX_SLOTS];
+int patch(Launcher *self, const uint64_t *want, int n) {
+    PyObject *maps[MAX_OPERANDS][MAX_SLOTS];
     memset(maps, 0, sizeof maps);
-    uint64_t gathered_for[3] = {0, 0, 0};
-    int gathered[3] = {0, 0, 0};
+    uint64_t gathered_for[MAX_OPERANDS] = {0};
+    int gathered[MAX_OPERANDS] = {0};
     for (int attempt = 0; attempt < 8; attempt++) {
         int again = 0;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < n; i++) {
             if ((self->valid[i] && self->cur[i] == want[i]) || (gathered[i] && gathered_for[i] == want[i]))
                 continue;
             for (int j = 0; j < self->nslots[i]; j++) {
@@ -41,7 +41,7 @@ int patch(Launcher *self, const uint64_t want[3]) {
             gathered[i] = 1, gathered_for[i] = want[i];
         }
         /* from here to the launch: no Python code */
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < n; i++) {
             if (self->valid[i] && self->cur[i] == want[i])
                 continue;
             if (!(gathered[i] && gathered_for[i] == want[i])) {
@@ -51,7 +51,7 @@ int patch(Launcher *self, const uint64_t want[3]) {
         }
         if (again)
             continue;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < n; i++) {
             if (self->valid[i] && self->cur[i] == want[i])
                 continue;
             for (int j = 0; j < self->nslots[i]; j++) {
@@ -63,14 +63,14 @@ int patch(Launcher *self, const uint64_t want[3]) {
             }
             self->cur[i] = want[i], self->valid[i] = 1;
         }
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < n; i++)
             for (int j = 0; j < MAX_SLOTS; j++)
                 Py_XDECREF(maps[i][j]);
         return 0;
     }
     PyErr_SetString(PyExc_RuntimeError, "ptxgen launcher: the pointers kept changing under another thread");
 error:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < MAX_SLOTS; j++)
             Py_XDECREF(maps[i][j]);
     return -1;
@@ -105,7 +105,7 @@ PyObject *call_pointers(Launcher *self, const uint64_t p[3], PyObject *out, int 
     uint64_t stream;
     int bad = read_u64(h, &stream) < 0;
     Py_DECREF(h);
-    if (bad || patch(self, p) < 0 || do_launch(self, stream) < 0)
+    if (bad || patch(self, p, 3) < 0 || do_launch(self, stream) < 0)
         return NULL;
     Py_INCREF(out);
     return out;

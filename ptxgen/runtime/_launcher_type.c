@@ -7,7 +7,7 @@
 PyObject *Launcher_type = NULL;
 
 static void Launcher_dealloc(Launcher *self) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < MAX_OPERANDS; i++)
         for (int j = 0; j < self->nslots[i]; j++)
             Py_XDECREF(self->slots[i][j].source);
     Py_XDECREF(self->owner);
@@ -20,7 +20,8 @@ static void Launcher_dealloc(Launcher *self) {
 
 /* Launcher(func, grid, block, smem, params_address, owner, operands, launch_address, ensure_context, fail,
  *          device_index, spans, masks)
- * operands: three sequences (A, B, D) of (address, source-or-None); launch_address: 0 for libcuda's
+ * operands: three to MAX_OPERANDS sequences (A, B, D, then the pointers run_all patches besides them) of
+ * (address, source-or-None); launch_address: 0 for libcuda's
  * cuLaunchKernel, else the address of a function with its signature (tests); masks: (A and B, D) alignment
  * masks of the pointers (a pointer with one of those bits set is declined). */
 static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -47,9 +48,10 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     PyObject *ops = PySequence_Tuple(operands);
     if (!ops)
         return NULL;
-    if (PyTuple_Size(ops) != 3) {
+    Py_ssize_t nops = PyTuple_Size(ops);
+    if (nops < 3 || nops > MAX_OPERANDS) {
         Py_DECREF(ops);
-        PyErr_SetString(PyExc_ValueError, "operands: three sequences of slots (A, B, D)");
+        PyErr_Format(PyExc_ValueError, "operands: 3 to %d sequences of slots (A, B, D, ...), not %zd", MAX_OPERANDS, nops);
         return NULL;
     }
     allocfunc tp_alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
@@ -71,7 +73,8 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     Py_INCREF(fail), self->fail = fail;
     Py_INCREF(device_index), self->device_index = device_index;
     Py_INCREF(Py_None), self->stream_reader = Py_None;
-    for (int i = 0; i < 3; i++) {
+    self->nops = (int)nops;
+    for (int i = 0; i < self->nops; i++) {
         PyObject *slots = PySequence_Tuple(PyTuple_GetItem(ops, i));
         if (!slots)
             goto fail;
@@ -122,7 +125,17 @@ static int args_u64(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, ui
 /* run(pa, pb, pd, stream): write the pointers and launch (the caller checked them). */
 static PyObject *Launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
     uint64_t v[4];
-    if (args_u64(args, nargs, 4, v, "run") < 0 || patch(self, v) < 0 || do_launch(self, v[3]) < 0)
+    if (args_u64(args, nargs, 4, v, "run") < 0 || patch(self, v, 3) < 0 || do_launch(self, v[3]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* run_all(p0, ..., p[nops - 1], stream): every operand's pointer (A, B, D and the rest, in the constructor's order),
+ * then the launch (the caller checked them). */
+static PyObject *Launcher_run_all(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t v[MAX_OPERANDS + 1];
+    if (args_u64(args, nargs, self->nops + 1, v, "run_all") < 0 || patch(self, v, self->nops) < 0 ||
+        do_launch(self, v[self->nops]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -130,7 +143,7 @@ static PyObject *Launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t 
 /* patch(pa, pb, pd): write the pointers without launching (tests compare the block's bytes). */
 static PyObject *Launcher_patch(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
     uint64_t v[3];
-    if (args_u64(args, nargs, 3, v, "patch") < 0 || patch(self, v) < 0)
+    if (args_u64(args, nargs, 3, v, "patch") < 0 || patch(self, v, 3) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -166,10 +179,10 @@ static PyObject *Launcher_get_launches(Launcher *self, void *closure) {
 }
 
 static PyObject *Launcher_get_pointers(Launcher *self, void *closure) {
-    PyObject *t = PyTuple_New(3);
+    PyObject *t = PyTuple_New(self->nops);
     if (!t)
         return NULL;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < self->nops; i++) {
         PyObject *v = self->valid[i] ? PyLong_FromUnsignedLongLong(self->cur[i]) : (Py_INCREF(Py_None), Py_None);
         if (!v || PyTuple_SetItem(t, i, v) < 0) {
             Py_DECREF(t);
@@ -181,6 +194,8 @@ static PyObject *Launcher_get_pointers(Launcher *self, void *closure) {
 
 static PyMethodDef Launcher_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Launcher_run, METH_FASTCALL, "run(pa, pb, pd, stream): write the pointers, launch"},
+    {"run_all", (PyCFunction)(void (*)(void))Launcher_run_all, METH_FASTCALL,
+     "run_all(p0, ..., p[nops - 1], stream): write every operand's pointer, launch"},
     {"patch", (PyCFunction)(void (*)(void))Launcher_patch, METH_FASTCALL, "patch(pa, pb, pd): write the pointers only"},
     {"call", (PyCFunction)(void (*)(void))Launcher_call, METH_FASTCALL,
      "call(a, b, out): data_ptr() of each, checks, launch on the current stream; out, or None (not for this path)"},
@@ -190,7 +205,7 @@ static PyGetSetDef Launcher_getset[] = {
     {"stream_reader", (getter)Launcher_get_stream_reader, (setter)Launcher_set_stream_reader,
      "callable(device_index) -> the current CUstream handle (None: call() declines)", NULL},
     {"launches", (getter)Launcher_get_launches, NULL, "launches made", NULL},
-    {"pointers", (getter)Launcher_get_pointers, NULL, "the (A, B, D) pointers the block holds now", NULL},
+    {"pointers", (getter)Launcher_get_pointers, NULL, "the pointers the block holds now (A, B, D, then any others), None where none was written", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot Launcher_slots[] = {
