@@ -10,7 +10,7 @@
                                                                              # for M > 128): its "swap" entry, residuals
 
 Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
-    t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
+    t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.choose.costmodel's formula)
 (k_tiles = ceil(K / BK), BK = 128 bytes of K; a log's points carry their input type, ``dtype``, bf16 when absent: one
 log fits one type's table)
 then the off-sector factor = the median over its off-sector points of (t - launch - rounds x tile) / (rounds x k_tiles
@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from ptxgen.runtime.costmodel import BY_NAME, COST_FAMILY, k_tiles, predict_us, rounds, tile_grid
+from ptxgen.runtime.choose.costmodel import BY_NAME, COST_FAMILY, k_tiles, predict_us, rounds, tile_grid
 
 SECTOR_BYTES = 32
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}
@@ -83,7 +83,7 @@ def fit(path: str) -> dict:
 
 
 def residuals(path: str) -> None:
-    from ptxgen.runtime.costmodel import parse_costs
+    from ptxgen.runtime.choose.costmodel import parse_costs
 
     costs = parse_costs(fit(path))
     errs = []
@@ -171,7 +171,7 @@ def fitswap(path: str) -> dict:
         t = launch + rounds x tile + rounds x k_tiles x ktile x BN' / 192
     (rows on a sector only; the off-sector factor is not measured for this family: t128x192's is kept). Prints the
     residuals of every swapped point, the named ones included (not fitted), to stderr."""
-    from ptxgen.runtime.costmodel import SWAP_BM, SWAP_FAMILY_BN
+    from ptxgen.runtime.choose.costmodel import SWAP_BM, SWAP_FAMILY_BN
 
     sys.path.insert(0, "tools")
     from exp_cost import _named

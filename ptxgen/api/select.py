@@ -13,7 +13,7 @@ from .binding import _check_2d, _check_strides, _dtype_words, operand_major
 
 _INPUT_ARRAY_DTYPES = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
 _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5m2": "bf16", "s8": "s32", "u8": "s32"}
-_TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.tune searches (A and B K-major)
+_TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.choose.tune searches (A and B K-major)
 # gemm() runs the chooser's stream-K kernels as chosen (api.launchplan.streamk_workspace); False: the same kernel whole
 GEMM_STREAM_K = True
 
@@ -101,7 +101,7 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
     out = _check_out_dtype(dtype, out_dtype)
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
         from ..runtime.choose import choose
-        from ..runtime.tune import TuningTableError
+        from ..runtime.choose.tune import TuningTableError
 
         try:
             c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb, allow_swap=allow_swap)

@@ -242,7 +242,7 @@ def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
     from .gpu import require_gpu
     from .choose import choose
-    from .tune import check_tunable, table_entries
+    from .choose.tune import check_tunable, table_entries
 
     given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
     if given and len(given) < len(TILE_FLAGS):
@@ -318,7 +318,7 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
     ``ptxgen bench`` checks a table; UsageError naming the file and the problem otherwise."""
     from pathlib import Path
 
-    from .tune import entry_problem, load_table
+    from .choose.tune import entry_problem, load_table
 
     if not path or not Path(path).exists():
         return []
@@ -335,7 +335,7 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
 
 def cmd_tune(args) -> int:
     from .gpu import NoGPU, require_gpu
-    from .tune import tune_shape
+    from .choose.tune import tune_shape
 
     shapes = _shapes(args)  # usage errors before any GPU work
     check_dims(shapes)
