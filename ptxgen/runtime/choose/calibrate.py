@@ -3,13 +3,13 @@
 What is measured (``plan``): every kernel family of ``candidates`` with constants in the reference calibration, in
 16-bit (bf16) and e4m3 inputs, on calibration shapes that are none of the named, held-out or test shapes (the same
 shapes the shipped H200 calibration was fitted on: rows on a 128-byte line, rows off a 32-byte sector, the narrow tiles'
-own shapes), and the swapped 128 x BN' family on three shapes of one round. ``fit`` turns the times into per-tile and
+own shapes), and the swapped 128 x BN' family on five shapes (one and two rounds). ``fit`` turns the times into per-tile and
 per-K-tile speeds, wave (launch) and tail (per tile and round) costs, the off-sector factors, the bandwidth floor and
 the swap terms on this device's SM count; the stream-K forms are predicted from the same constants. A time budget
 (``BUDGET_S``, 5 minutes) bounds the run: points left when it runs out are not measured, and a kernel with fewer than
 ``fit.MIN_POINTS`` on-sector points is left out of the calibration (the chooser does not rank it there).
 
-Timing sources: ``gpu_timer`` (the kernel against cuBLAS / torch._scaled_mm in one process, output checked:
+The kernels are compiled first, in parallel (``precompile``; the budget counts it). Timing sources: ``gpu_timer`` (the kernel against cuBLAS / torch._scaled_mm in one process, output checked:
 ``runtime.bench.bench_spec``), or any callable with its signature (tests: a simulated device of known speeds).
 """
 
@@ -23,7 +23,7 @@ from typing import Callable
 from .calibration import REFERENCE, cache_path, shipped, to_doc
 from .candidates import BY_NAME
 from .choice import Device
-from .fit import fit_family, fit_swap
+from .fit import MIN_POINTS, fit_family, fit_swap
 
 BUDGET_S = 300.0
 ARCH = "sm_90a"
@@ -33,7 +33,8 @@ ALIGNED = [(3072, 6144, 2048), (6144, 4096, 6144), (1536, 10240, 4096), (7168, 3
 OFF_SECTOR = {"16bit": [(3584, 6144, 3000), (6144, 2560, 4504)],  # 6000 / 9008-byte rows: 16 B past a sector
               "e4m3": [(3584, 6144, 3088), (6144, 2560, 4496)]}  # K = 16 (mod 32)
 NARROW_SHAPES = [(16384, 192, 4096), (256, 12288, 2048), (512, 8192, 3072)]  # the narrow tiles' own ground
-SWAP_POINTS = [(300, 8192, 8192, 152), (400, 8192, 6144, 200), (250, 10240, 8192, 256), (200, 8192, 8192, 104)]
+SWAP_POINTS = [(300, 8192, 8192, 152), (400, 8192, 6144, 200), (350, 16384, 4096, 176), (450, 6144, 8192, 232),
+               (200, 8192, 8192, 104)]  # (M, N, K, BN'): shapes the H200 swap family was fitted on
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ Timer = Callable[[Point], "tuple[float, float] | None"]  # a point -> (kernel ti
 
 
 def plan(families: tuple[str, ...] = ("16bit", "e4m3")) -> list[Point]:
-    """The points to measure, round-robin over the kernels so that a budget cut leaves every kernel some points."""
+    """The points to measure: first ``fit.MIN_POINTS`` of every kernel (enough to fit it), then the rest round-robin,
+    so that a budget cut leaves as many kernels fitted as it can."""
     ref = shipped()[REFERENCE]
     per_kernel: list[list[Point]] = []
     for fam in families:
@@ -60,8 +62,9 @@ def plan(families: tuple[str, ...] = ("16bit", "e4m3")) -> list[Point]:
             per_kernel.append([Point(fam, name, m, n, k) for m, n, k in shapes])
         if ref.families[fam].swap is not None:
             per_kernel.append([Point(fam, "swap", m, n, k, bn) for m, n, k, bn in SWAP_POINTS])
-    out = []
-    for i in range(max(map(len, per_kernel))):
+    first = [pts[:MIN_POINTS] for pts in per_kernel]  # enough for a fit, every kernel: rows on a line come first
+    out = [p for pts in first for p in pts]
+    for i in range(MIN_POINTS, max(map(len, per_kernel))):
         out += [pts[i] for pts in per_kernel if i < len(pts)]
     return out
 
@@ -99,25 +102,61 @@ def fit_calibration(device: Device, measured: list[dict], source: str) -> dict:
     return to_doc(device, families, source)
 
 
-def calibrate(device: Device, timer: Timer, budget_s: float = BUDGET_S, clock=time.monotonic, log=lambda s: None) -> dict:
-    """Measure ``plan()`` with ``timer`` within ``budget_s`` and fit: the calibration document of ``device``."""
-    measured, left = measure(plan(), timer, budget_s, clock, log)
+def calibrate(device: Device, timer: Timer, budget_s: float = BUDGET_S, clock=time.monotonic, log=lambda s: None,
+              prepare=None) -> dict:
+    """Measure ``plan()`` with ``timer`` and fit: the calibration document of ``device``. ``prepare(points)`` runs first
+    (the GPU's: ``precompile``); ``budget_s`` bounds both."""
+    points, start = plan(), clock()
+    if prepare is not None:
+        prepare(points)
+    measured, left = measure(points, timer, budget_s - (clock() - start), clock, log)
     src = (f"ptxgen tune --calibrate on {device.name}, {len(measured)} points" + (f", {left} left by the budget" if left else ""))
     return fit_calibration(device, measured, src)
 
 
-def gpu_timer(iters: int = 5) -> Timer:
-    """Times on the GPU present: ``runtime.bench.bench_spec`` (alternating with the baseline, output checked)."""
-    from ...derive.spec import TileSpec
-    from ..bench import bench_spec
+def point_spec(p: Point):
+    """The kernel a point times: the candidate's spec, or the swapped 128 x BN' kernel (None where it does not fit)."""
     from .rules import SWAP_FIT_STAGES
     from .swap import _swapped
     from .tune import default_spec
 
+    dtype = FAMILY_DTYPE[p.family]
+    return (_swapped(default_spec(dtype, ARCH), 128, p.swap_bn, SWAP_FIT_STAGES) if p.swap_bn
+            else BY_NAME[p.cand].spec(dtype, ARCH))
+
+
+def _compile_one(spec_json: dict) -> str:
+    from ...derive.kernel import plan_kernel
+    from ...derive.spec import TileSpec
+    from ...emit.render import render_kernel
+    from ..cache import compile_cached
+
+    spec = TileSpec.from_json(spec_json)
+    compile_cached(render_kernel(plan_kernel(spec)), spec.kernel_name, spec.arch.value)
+    return spec.kernel_name
+
+
+def precompile(points: list[Point], jobs: int | None = None, log=lambda s: None) -> None:
+    """Compile every kernel of ``points`` into the kernel cache, in parallel worker processes (NVRTC is single-threaded;
+    the timings then load the cached cubins)."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    specs = {s.kernel_name: s.to_json() for s in filter(None, map(point_spec, points))}
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(specs)))
+    ctx = multiprocessing.get_context("spawn")  # no CUDA context is inherited
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+        for name in ex.map(_compile_one, specs.values()):
+            log(f"  compiled {name}")
+
+
+def gpu_timer(iters: int = 5) -> Timer:
+    """Times on the GPU present: ``runtime.bench.bench_spec`` (alternating with the baseline, output checked)."""
+    from ..bench import bench_spec
+
     def timer(p: Point) -> tuple[float, float] | None:
-        dtype = FAMILY_DTYPE[p.family]
-        spec: TileSpec | None = (_swapped(default_spec(dtype, ARCH), 128, p.swap_bn, SWAP_FIT_STAGES) if p.swap_bn
-                                 else BY_NAME[p.cand].spec(dtype, ARCH))
+        spec = point_spec(p)
         if spec is None:
             return None
         try:
@@ -203,7 +242,8 @@ def run(args) -> int:
         return EXIT_NO_GPU
     print(f"calibrating {device.name} ({device.sm_count} SMs, {device.clock_mhz} MHz, {device.memory_gib} GiB): "
           f"at most {args.budget_s or BUDGET_S:.0f} s", flush=True)
-    doc = calibrate(device, gpu_timer(), args.budget_s or BUDGET_S, log=lambda s: print(s, flush=True))
+    say = lambda s: print(s, flush=True)  # noqa: E731
+    doc = calibrate(device, gpu_timer(), args.budget_s or BUDGET_S, log=say, prepare=lambda pts: precompile(pts, log=say))
     if not doc["families"]:
         print("ptxgen tune --calibrate: no kernel could be measured: nothing written", file=sys.stderr)
         return EXIT_CHECK_FAILED
