@@ -328,3 +328,19 @@ def test_the_call_check_finds_a_call_back_up(monkeypatch):
     monkeypatch.setattr(costmodel, "time_terms_us", ns["calls_back"])
     up, _ = _upward_calls(lambda: choose("bf16", "sm_90a", 2500, 10000, 4000))
     assert ("costmodel", "walk") in up
+
+
+def test_every_rule_the_chooser_names_is_in_its_order():
+    """``Choice.chosen_by`` is a rule of ``rules.ORDER``, with the suffixes +off-sector and +stream-k; control: a name
+    outside it fails the same check."""
+    from ptxgen.runtime.choose import choose, rules
+
+    def known(chosen_by: str) -> bool:
+        base = chosen_by.replace("+off-sector", "").replace("+stream-k", "")
+        return base in rules.ORDER
+
+    shapes = [(4096, 4096, 4096), (16, 4096, 4096), (100, 100, 100), (1359, 20, 3776), (16, 4096, 512 * 16),
+              (2500, 10000, 4000), (5000, 5000, 5000), (333, 8192, 8192), (128, 20000, 4096), (7000, 9000, 1100)]
+    names = {choose("bf16", "sm_90a", *s).chosen_by for s in shapes} | {choose("bf16", "sm_90a", 1000, 1000, 1000, []).chosen_by}  # no table: default
+    assert len(names) >= 8 and all(map(known, names)), names
+    assert not known("cost-model+tiny")
