@@ -317,3 +317,15 @@ def test_calibrate_on_the_gpu_present(gpu, tmp_path):
     assert cal.device.name == gpu.name and cal.device.sm_count == gpu.sm_count and set(cal.families) == {"16bit", "e4m3"}
     assert took < calibrate.BUDGET_S + 240  # the budget bounds the measuring; compiling the first kernels adds to it
     assert len(cal.families["16bit"].kernels) >= 10 and cal.families["16bit"].swap is not None
+
+
+def test_current_device_asks_nothing_before_the_gpu_is_used_and_once_after(monkeypatch):
+    from ptxgen.runtime import gpu
+
+    asked = []
+    monkeypatch.setattr(calibrate, "_CURRENT", [])
+    monkeypatch.setattr(calibrate, "device_key", lambda: asked.append(1) or Device("NVIDIA H200", 132))
+    monkeypatch.setattr(gpu, "_DEVICE", None)
+    assert calibrate.current_device() is None and asked == []  # ptxgen.gemm before any GPU work: the reference
+    monkeypatch.setattr(gpu, "_DEVICE", SimpleNamespace(name="NVIDIA H200", sm_count=132))
+    assert calibrate.current_device() == calibrate.current_device() == Device("NVIDIA H200", 132) and asked == [1]

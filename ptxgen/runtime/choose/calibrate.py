@@ -196,7 +196,7 @@ def current_device() -> Device | None:
     """The key of the GPU this process already uses (``gpu.require_gpu`` was called), else None; queried once."""
     from .. import gpu
 
-    if not _CURRENT and gpu._DEVICE is not None:
+    if not _CURRENT and gpu.current() is not None:
         _CURRENT.append(device_key())
     return _CURRENT[0] if _CURRENT else None
 
