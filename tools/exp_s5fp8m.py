@@ -68,7 +68,7 @@ def swap_spec(like: TileSpec, bm: int, bn: int, stages: int | None = None) -> Ti
 
 def narrow(like: TileSpec, bm: int, bn: int, stages: int, splits: int) -> TileSpec:
     from ptxgen.runtime.choose.choice import narrow_spec
-    from ptxgen.runtime.choose import split_spec
+    from ptxgen.runtime.choose.narrow import split_spec
 
     s = narrow_spec(like, bm, bn, stages)
     return split_spec(s, splits) if splits > 1 else dataclasses.replace(s, split_k=1, d_major=DMajor.N)
