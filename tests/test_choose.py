@@ -10,10 +10,10 @@ from ptxgen.derive.spec import make_spec
 from ptxgen.derive.tma import l2_promotion_for_rows
 from ptxgen.isa.tensormap import L2_PROMOTION_128B, L2_PROMOTION_256B
 from ptxgen.isa.types import Schedule
-from ptxgen.runtime import choose as choose_mod
+from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose, small_m_tile
 from ptxgen.runtime.launch import Problem, gemm_args
-from ptxgen.runtime.tune import candidates, default_spec
+from ptxgen.runtime.choose.tune import candidates, default_spec
 
 TABLE = [
     {"dtype": "bf16", "arch": "sm_90a", "m": 4096, "n": 4096, "k": 4096, "spec": default_spec("bf16", "sm_90a").to_json()},
@@ -224,7 +224,7 @@ def test_f16_borrows_bf16s_tuning_and_only_the_types_change():
 
 
 def test_small_m_takes_the_128_x_128_kernel_where_64_row_tiles_need_two_waves(monkeypatch):
-    from ptxgen.runtime import choose as choose_mod
+    from ptxgen.runtime.choose import rules as choose_mod
     from ptxgen.runtime.choose import small_m_wide_ctas
 
     assert small_m_wide_ctas(128, 16384) == 128 and small_m_wide_ctas(96, 12288) == 96

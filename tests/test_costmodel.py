@@ -1,4 +1,4 @@
-"""The cost model (ptxgen.runtime.costmodel) and the cost-model rule of ptxgen.runtime.choose, on a CPU: pure arithmetic.
+"""The cost model (ptxgen.runtime.choose.costmodel) and the cost-model rule of ptxgen.runtime.choose, on a CPU: pure arithmetic.
 
 What the model predicts was compared with the H200 in runs/2026-12-01-s3-cost (docs/performance.md); these tests
 check the arithmetic (wave counting, padding, monotonicity, the tie rule) and which rule names itself, never a time.
@@ -6,14 +6,13 @@ check the arithmetic (wave counting, padding, monotonicity, the tie rule) and wh
 
 import itertools
 import json
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from ptxgen.runtime import choose as choose_mod
-from ptxgen.runtime import costmodel as cm
-from ptxgen.runtime import swaprules
+from ptxgen.runtime.choose import rules as choose_mod
+from ptxgen.runtime.choose import costmodel as cm
+from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
 
 ONE = cm.Costs(launch_us=5.0, tile_us=1.0, ktile_us=0.5, off_sector=1.3, bandwidth_tbps=3.0)
@@ -97,7 +96,7 @@ def test_pick_takes_the_argmin_and_gives_ties_to_the_candidates_measured_most():
 
 
 def test_the_shipped_cost_table_covers_the_candidates_with_legal_specs():
-    doc = json.loads(resources.files("ptxgen.tuning").joinpath(cm.COST_TABLE).read_text())
+    doc = cm.family_doc("16bit")  # the reference (H200) calibration's 16-bit family
     costs = cm.parse_costs(doc)
     assert (doc["dtype"], doc["arch"]) == ("16bit", "sm_90a") and set(costs) == set(cm.BY_NAME)
     for name, c in costs.items():
@@ -161,7 +160,7 @@ def test_the_e4m3_candidates_are_legal_specs_with_bk_128():
 
 
 def test_the_shipped_e4m3_cost_table_covers_the_big_candidates():
-    doc = json.loads(resources.files("ptxgen.tuning").joinpath(cm.COST_TABLES["e4m3"]).read_text())
+    doc = cm.family_doc("e4m3")
     costs = cm.parse_costs(doc)
     assert (doc["dtype"], doc["arch"]) == ("e4m3", "sm_90a") and cm.shipped_costs("e4m3")[0] == ("e4m3", "sm_90a")
     assert set(costs) == {c.name for c in cm.CANDIDATES if not c.narrow}  # the narrow tiles stay with small-m / split-k
@@ -318,7 +317,7 @@ def test_control_the_swap_rule_switch_and_the_callers_that_cannot_swap(monkeypat
     assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"
     assert choose("bf16", "sm_90a", 300, 8192, 8192).chosen_by == "cost-model"
     monkeypatch.undo()
-    monkeypatch.setattr(swaprules, "shipped_swap_costs", lambda family="16bit": None)  # no swap entry in the table: no rule
+    monkeypatch.setattr(cm.CostModel, "swap_costs", lambda self, dtype, arch: None)  # no swap entry in the table: no rule
     assert choose("bf16", "sm_90a", 333, 8192, 8192).chosen_by == "tuned"
 
 

@@ -20,8 +20,8 @@ from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError
 from ptxgen.model import outmodel
 from ptxgen.model.check_dstore import check_direct_store
-from ptxgen.runtime import choose as choose_mod
-from ptxgen.runtime import swaprules
+from ptxgen.runtime.choose import rules as choose_mod
+from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
 
 

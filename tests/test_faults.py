@@ -334,7 +334,7 @@ def test_a_bad_tuning_table_is_the_same_clear_error_in_the_api_and_bench(tmp_pat
     import numpy as np
 
     from ptxgen import api
-    from ptxgen.runtime.tune import TuningTableError
+    from ptxgen.runtime.choose.tune import TuningTableError
 
     table = tmp_path / "t.json"
     if content is not None:

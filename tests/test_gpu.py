@@ -147,7 +147,7 @@ CLUSTER = [
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
     from ptxgen.derive.spec import TileSpec
-    from ptxgen.runtime.tune import load_table
+    from ptxgen.runtime.choose.tune import load_table
 
     jobs = []
     for e in load_table():

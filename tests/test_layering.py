@@ -213,3 +213,134 @@ def test_the_layer_check_finds_an_upward_import():
     """Control: an import from a lower layer to a higher one is reported, a downward one is not."""
     graph = {"ptxgen.derive.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch": {"ptxgen.cli"}}
     assert upward_imports(graph) == [("ptxgen.derive.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch", "ptxgen.cli")]
+
+
+# ---- the chooser package (ptxgen.runtime.choose): one entry, its modules in ranks, calls that go down -------------
+CHOOSE = "ptxgen.runtime.choose"
+CHOOSE_RANKS = {  # a module imports and calls only modules of lower rank in the package
+    "rules": 0, "choice": 0, "candidates": 0,
+    "calibration": 1,
+    "costmodel": 2, "tune": 2,
+    "fit": 3, "narrow": 3, "pitch": 3, "swap": 3,
+    "walk": 4,
+    "calibrate": 5,
+    "": 6,  # the package: choose, Choice, Problem, Device
+}
+CHOOSE_PUBLIC = {"", "tune", "calibrate", "calibration", "costmodel", "choice"}  # what the rest of ptxgen may import
+
+
+def _choose_rank(module: str) -> int:
+    name = module[len(CHOOSE) + 1:] if module != CHOOSE else ""
+    assert name in CHOOSE_RANKS, f"{module}: a new module of the chooser; give it a rank in CHOOSE_RANKS"
+    return CHOOSE_RANKS[name]
+
+
+def choose_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs where a chooser module imports one of its own rank or higher, or a module outside
+    the package imports one of its private modules."""
+    bad = []
+    for m, targets in sorted(graph.items()):
+        for t in sorted(x for x in targets if x == CHOOSE or x.startswith(CHOOSE + ".")):
+            if m == CHOOSE or m.startswith(CHOOSE + "."):
+                if m != CHOOSE and _choose_rank(t) >= _choose_rank(m):
+                    bad.append((m, t))
+            elif t[len(CHOOSE) + 1:] not in CHOOSE_PUBLIC:
+                bad.append((m, t))
+    return bad
+
+
+def test_the_chooser_package_imports_point_down():
+    graph = module_graph(PKG, "ptxgen")
+    mods = [m for m in graph if m.startswith(CHOOSE + ".")]
+    assert len(mods) == len(CHOOSE_RANKS) - 1, sorted(mods)  # every module of the package is ranked
+    assert choose_violations(graph) == []
+
+
+def test_the_chooser_check_finds_an_upward_import():
+    """Control: costmodel importing walk (up), swap importing narrow (same rank) and the API importing walk (private)."""
+    graph = {f"{CHOOSE}.costmodel": {f"{CHOOSE}.walk", f"{CHOOSE}.calibration"}, f"{CHOOSE}.swap": {f"{CHOOSE}.narrow"},
+             "ptxgen.api.select": {f"{CHOOSE}.walk", CHOOSE}}
+    assert choose_violations(graph) == [("ptxgen.api.select", f"{CHOOSE}.walk"), (f"{CHOOSE}.costmodel", f"{CHOOSE}.walk"),
+                                        (f"{CHOOSE}.swap", f"{CHOOSE}.narrow")]
+
+
+def test_the_chooser_package_is_a_size_one_can_hold():
+    files = list((PKG / "runtime" / "choose").glob("*.py"))
+    assert len(files) <= 15 and sum(len(f.read_text().splitlines()) for f in files) <= 3000
+
+
+def _upward_calls(fn) -> tuple[list[tuple[str, str]], int]:
+    """Calls from one chooser module into another of the same or a higher rank while ``fn`` runs, and how many calls
+    between chooser modules there were."""
+    import sys
+
+    prefix = str(PKG / "runtime" / "choose") + "/"
+    up, seen = [], [0]
+
+    def mod(frame):
+        f = frame.f_code.co_filename
+        if not f.startswith(prefix):
+            return None
+        name = f[len(prefix):-3]
+        return "" if name == "__init__" else name
+
+    def prof(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee, caller = mod(frame), mod(frame.f_back)
+        if callee is None or caller is None or callee == caller:
+            return
+        seen[0] += 1
+        if CHOOSE_RANKS[callee] >= CHOOSE_RANKS[caller]:
+            up.append((caller, callee))
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return up, seen[0]
+
+
+def test_a_first_choice_walks_down_the_package():
+    """A first call (nothing loaded yet: the calibration is read during it) that reaches the cost model, its stream-K
+    forms and the swap rule: every call between the package's modules goes to a lower rank."""
+    from ptxgen.runtime.choose import calibration, choose
+
+    calibration.shipped.cache_clear()
+    for shape in ((2500, 10000, 4000), (333, 8192, 8192), (16, 4096, 4096), (7000, 9000, 1152)):
+        up, calls = _upward_calls(lambda: choose("bf16", "sm_90a", *shape))
+        assert calls > 0 and up == [], (shape, up)
+
+
+def test_the_call_check_finds_a_call_back_up(monkeypatch):
+    """Control: a cost model that calls back into the rules (once) is reported. The callback is compiled as code of
+    costmodel.py (its frames carry that file name), as a real one would be."""
+    from ptxgen.runtime.choose import choose, costmodel, walk
+
+    src = ("def calls_back(*a, **k):\n"
+           "    if not once:\n"
+           "        once.append(1)\n"
+           "        walk._retyped_spec(walk.default_spec('bf16', 'sm_90a'), 'f16')\n"
+           "    return orig(*a, **k)\n")
+    ns = {"once": [], "walk": walk, "orig": costmodel.time_terms_us}
+    exec(compile(src, costmodel.__file__, "exec"), ns)
+    monkeypatch.setattr(costmodel, "time_terms_us", ns["calls_back"])
+    up, _ = _upward_calls(lambda: choose("bf16", "sm_90a", 2500, 10000, 4000))
+    assert ("costmodel", "walk") in up
+
+
+def test_every_rule_the_chooser_names_is_in_its_order():
+    """``Choice.chosen_by`` is a rule of ``rules.ORDER``, with the suffixes +off-sector and +stream-k; control: a name
+    outside it fails the same check."""
+    from ptxgen.runtime.choose import choose, rules
+
+    def known(chosen_by: str) -> bool:
+        base = chosen_by.replace("+off-sector", "").replace("+stream-k", "")
+        return base in rules.ORDER
+
+    shapes = [(4096, 4096, 4096), (16, 4096, 4096), (100, 100, 100), (1359, 20, 3776), (16, 4096, 512 * 16),
+              (2500, 10000, 4000), (5000, 5000, 5000), (333, 8192, 8192), (128, 20000, 4096), (7000, 9000, 1100)]
+    names = {choose("bf16", "sm_90a", *s).chosen_by for s in shapes} | {choose("bf16", "sm_90a", 1000, 1000, 1000, []).chosen_by}  # no table: default
+    assert len(names) >= 8 and all(map(known, names)), names
+    assert not known("cost-model+tiny")

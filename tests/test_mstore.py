@@ -4,7 +4,7 @@ over the user's row-major D; derive.epilogue ``_plan_m_major``) and the chooser'
 Tiers: the models' own statements (stmatrix .trans, the TMA store's clipping) against hand-written cases; L1 (the plan
 through model.check_mstore: every element of D once, at its address, partial tiles at both edges) with controls that
 must fail; the spec, the binding and the switch; L2 (NVRTC + SASS: STSM.16.MT88, UTMASTG, no local memory); and on the
-H200 (gpu) ``ptxgen validate``'s runner and ``ptxgen.gemm`` with the switch (``runtime.swaprules.SWAP_TMA_STORE``) on,
+H200 (gpu) ``ptxgen validate``'s runner and ``ptxgen.gemm`` with the switch (``runtime.choose.rules.SWAP_TMA_STORE``) on,
 against float64.
 """
 
@@ -20,7 +20,7 @@ from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import DMajor, Epilogue, SpecError
 from ptxgen.model import fragmodel, tmamodel
 from ptxgen.model.check_mstore import check_m_major_store
-from ptxgen.runtime import swaprules
+from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.launch import Problem, problem_errors
 from test_dmajor import _rel, _torch

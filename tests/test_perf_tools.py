@@ -10,7 +10,7 @@ from ptxgen.emit.chart import chart_svg, parse
 from ptxgen.runtime import bench
 from ptxgen.derive.spec import TileSpec, make_spec
 from ptxgen.runtime.choose import choose_spec, tile_fit
-from ptxgen.runtime.tune import candidates, default_spec, load_table
+from ptxgen.runtime.choose.tune import candidates, default_spec, load_table
 
 TABLE = [
     {"dtype": "bf16", "arch": "sm_90a", "m": 4096, "n": 4096, "k": 4096, "spec": default_spec("bf16", "sm_90a").to_json()},
@@ -20,7 +20,7 @@ TABLE = [
 
 
 def test_choose_spec_exact_nearest_and_default(monkeypatch):
-    from ptxgen.runtime import choose as choose_mod
+    from ptxgen.runtime.choose import rules as choose_mod
 
     monkeypatch.setattr(choose_mod, "COST_MODEL", False)  # the nearest-fit rule (the cost model: tests/test_costmodel.py)
     spec, why = choose_spec("bf16", "sm_90a", 8192, 8192, 1024, TABLE)
@@ -131,7 +131,7 @@ def test_untuned_shape_takes_the_best_fit_of_the_nearest_entries(monkeypatch):
     """12000x1000x6000 (measured on the H200, run 22): the single nearest entry's 128x192 tile pads N = 1000 to 1152
     and ran at 0.71 of cuBLAS; of the three nearest entries the rule takes a 256-wide tile (1.01). The nearest-fit
     rule with the cost model off (the cost model picks a 256-wide tile too: tests/test_costmodel.py)."""
-    from ptxgen.runtime import choose as choose_mod
+    from ptxgen.runtime.choose import rules as choose_mod
 
     monkeypatch.setattr(choose_mod, "COST_MODEL", False)
     spec, why = choose_spec("bf16", "sm_90a", 12000, 1000, 6000)

@@ -15,7 +15,7 @@ from ptxgen.derive.splitk import REDUCE_THREADS, WORKSPACE_VECTOR, SplitPlan, pl
 from ptxgen.emit.render import render_kernel
 from ptxgen.emit.splitk_view import k_range_c
 from ptxgen.isa.types import SpecError
-from ptxgen.runtime import choose as choose_mod
+from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.launch import Problem, gemm_launches, workspace_bytes
 

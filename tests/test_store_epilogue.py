@@ -191,7 +191,7 @@ def test_abi_carries_d_s_tensor_map_and_the_launcher_encodes_it():
 
 
 def test_tune_searches_store_epilogue_variants():
-    from ptxgen.runtime.tune import candidates
+    from ptxgen.runtime.choose.tune import candidates
 
     c = candidates("bf16", "sm_90a")
     store = [s for s in c if s.epilogue is Epilogue.TMA]

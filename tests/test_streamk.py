@@ -16,9 +16,9 @@ from ptxgen.derive.streamk import FLAG_REGION_BYTES, MIN_K_TILES_PER_SPLIT, Stre
 from ptxgen.emit.render import render_kernel
 from ptxgen.emit.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
-from ptxgen.runtime import choose as choose_mod
+from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose
-from ptxgen.runtime.costmodel import BY_NAME, best_streamk, predict_streamk, predict_us, shipped_costs
+from ptxgen.runtime.choose.costmodel import BY_NAME, best_streamk, predict_streamk, predict_us, shipped_costs
 from ptxgen.runtime.launch import Problem, gemm_launches, workspace_bytes
 
 BASE = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16", bk=64,
@@ -324,7 +324,7 @@ def test_the_ranking_takes_a_kernel_by_its_stream_k_form():
     # beats the 128 x 224 kernel the model picked without stream-K (run 1: 1.000 / 1.014 against 0.961)
     c = choose("bf16", "sm_90a", 5000, 5000, 5000)
     assert c.chosen_by == "cost-model+off-sector+stream-k" and (c.spec.bm, c.spec.bn, c.spec.stream_k) == (128, 256, 8)
-    from ptxgen.runtime.costmodel import rank
+    from ptxgen.runtime.choose.costmodel import rank
 
     plain = rank(COSTS, 5000, 5000, 5000, off_sector=True)
     assert plain[0].candidate.name == "p128x224c2" and all(r.streamk is None for r in plain)

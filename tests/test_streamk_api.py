@@ -34,7 +34,7 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.streamk import FLAG_REGION_BYTES, StreamKPlan
 from ptxgen.emit.streamk_view import streamk_view
 from ptxgen.isa.types import SpecError
-from ptxgen.runtime import choose as choose_mod
+from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime import fastlaunch
 from ptxgen.runtime.arrays import ArgumentError
 from ptxgen.runtime.choose import choose

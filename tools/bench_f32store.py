@@ -9,7 +9,7 @@ Kinds (--kinds):
             against ``default_spec("f32", epilogue="tma", stages=4)`` (--blockfp8-bn 192,160 adds 128 x 160 both ways); baseline torch._scaled_mm blockwise with
             out_dtype=torch.float32 where this torch takes it, else bf16 (the row says which: ``baseline_out``).
   bf16      bf16 inputs, f32 output: the chooser's kernel for the shape retyped to f32 (ptxgen.api.select.select_spec, which
-            keeps the direct stores; stream-K off) against the same kernel with the TMA store (runtime.tune.store_variant:
+            keeps the direct stores; stream-K off) against the same kernel with the TMA store (runtime.choose.tune.store_variant:
             a stage fewer only where the staging needs the room), and a fixed 128 x 256 x 64, 4-stage persistent cooperative
             kernel both ways where it is not the pick; baseline cuBLAS through ``torch.mm(a, b.t(), out_dtype=torch.float32)`` where this torch
             takes out_dtype, else none (the row says so).
@@ -36,7 +36,7 @@ from ptxgen.derive.spec import TileSpec, make_spec
 from ptxgen.isa.types import Epilogue
 from ptxgen.runtime.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
 from ptxgen.runtime.gpu import require_gpu
-from ptxgen.runtime.tune import store_variant
+from ptxgen.runtime.choose.tune import store_variant
 
 BLOCKFP8_SHAPES = ["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"]
 BF16_SHAPES = ["4096x4096x4096", "8192x8192x8192", "2048x7168x4096"]

@@ -4,7 +4,7 @@ one-element stores, and cuBLAS, in one process (issue 16). Device benchmark, ker
     python3 tools/bench_mstore.py precompile            # NVRTC every kernel into the ptxgen cache (no GPU needed)
     python3 tools/bench_mstore.py [run] [--iters 20] [--rounds 9] [--json out.jsonl]
 
-For each shape the swapped kernels are what ``runtime.choose`` picks with ``runtime.swaprules.SWAP_TMA_STORE`` off (direct)
+For each shape the swapped kernels are what ``runtime.choose`` picks with ``runtime.choose.rules.SWAP_TMA_STORE`` off (direct)
 and on (tma); a shape no swap rule takes would run the swapped 128-row tile that covers M, both ways. Each is called as a CompiledKernel
 ``k(b, a, out.T)`` (out M x N row-major, rows padded to 16 B); cuBLAS is ``torch.matmul(a, b.t(), out=c)``. Rounds
 alternate (cuBLAS, direct, tma, then the next round), CUDA events around ``--iters`` back-to-back calls, medians of the
@@ -33,7 +33,7 @@ def specs_for(m: int, n: int, k: int) -> tuple[object, object, str]:
     """(direct spec, TMA-store spec, how they were picked) of the swapped kernel for ``m x n x k`` (bf16)."""
     from ptxgen.derive.spec import make_spec
     from ptxgen.isa.types import SpecError
-    from ptxgen.runtime import swaprules
+    from ptxgen.runtime.choose import rules as swaprules
     from ptxgen.runtime.choose import choose
 
     picks, shipped = [], swaprules.SWAP_TMA_STORE

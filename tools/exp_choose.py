@@ -11,7 +11,7 @@ import sys
 from ptxgen.derive.spec import TileSpec
 from ptxgen.runtime import bench
 from ptxgen.runtime.choose import choose_spec
-from ptxgen.runtime.tune import load_table
+from ptxgen.runtime.choose.tune import load_table
 
 
 def nearest(m: int, n: int, k: int) -> TileSpec:

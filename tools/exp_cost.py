@@ -1,6 +1,6 @@
 """The cost model's device runs (issue 16 item 4; tools/gpu_cost.sh runs the modes with timeouts).
 
-calibrate: every candidate kernel of the cost model (ptxgen.runtime.costmodel.CANDIDATES) on a calibration set of shapes
+calibrate: every candidate kernel of the cost model (ptxgen.runtime.choose.costmodel.CANDIDATES) on a calibration set of shapes
            that are neither issue 16's named shapes nor the held-out 20 (checked here), against cuBLAS in the same
            process (alternating rounds, outputs checked). Prints one JSON object per (candidate, shape):
            tools/fit_cost.py turns them into ptxgen/tuning/h200_cost.json.
@@ -90,7 +90,7 @@ def _bench(spec, m, n, k, iters, swap_ab=False, **extra):
 
 
 def calibrate() -> int:
-    from ptxgen.runtime.costmodel import CANDIDATES
+    from ptxgen.runtime.choose.costmodel import CANDIDATES
 
     shapes = CAL_ALIGNED + CAL_OFF + CAL_SMALL
     assert not set(shapes) & _named(), "a calibration shape is a named or held-out one"
@@ -105,7 +105,7 @@ def calibrate() -> int:
 def calibrate2() -> int:
     """Run 3: the candidates added after run 1 on every calibration shape; run 1's big candidates on the second
     off-sector shape (run 1's was not 16-byte aligned)."""
-    from ptxgen.runtime.costmodel import CANDIDATES
+    from ptxgen.runtime.choose.costmodel import CANDIDATES
 
     shapes = CAL_ALIGNED + CAL_OFF + CAL_SMALL
     assert not set(shapes) & _named(), "a calibration shape is a named or held-out one"
@@ -142,13 +142,13 @@ def smallm() -> int:
 
 def _first_candidates_choice(ch, m, n, k):
     """The cost model's pick among run 1's candidates only (the model that run 2 validated)."""
-    saved = ch.shipped_costs
-    key, costs = saved()
-    ch.shipped_costs = lambda family="16bit": (key, {name: c for name, c in costs.items() if name in FIRST})
+    model = ch.costmodel.CostModel
+    saved = model.costs
+    model.costs = lambda self, dtype, arch: {name: c for name, c in saved(self, dtype, arch).items() if name in FIRST}
     try:
         return ch.choose("bf16", "sm_90a", m, n, k)
     finally:
-        ch.shipped_costs = saved
+        model.costs = saved
 
 
 def compare(shapes_arg: str) -> int:
@@ -163,17 +163,17 @@ def compare(shapes_arg: str) -> int:
         tag = "issue16"
     for m, n, k in shapes:
         new = ch.choose("bf16", "sm_90a", m, n, k)
-        ch.COST_MODEL, ch.SWAP_FIT_RULE = False, False  # old: the rules before the cost model (and its swap-ab for M > 128)
+        ch.rules.COST_MODEL, ch.rules.SWAP_FIT_RULE = False, False  # old: the rules before the cost model (and its swap-ab for M > 128)
         try:
             old = ch.choose("bf16", "sm_90a", m, n, k)
         finally:
-            ch.COST_MODEL, ch.SWAP_FIT_RULE = True, True
-        ch.SWAP_FIT_RULE = False
+            ch.rules.COST_MODEL, ch.rules.SWAP_FIT_RULE = True, True
+        ch.rules.SWAP_FIT_RULE = False
         try:
             noswap = ch.choose("bf16", "sm_90a", m, n, k)  # the fourth session's chooser
             first = _first_candidates_choice(ch, m, n, k)
         finally:
-            ch.SWAP_FIT_RULE = True
+            ch.rules.SWAP_FIT_RULE = True
         sides = [("new", new), ("old", old)] + ([("first", first)] if first.spec not in (new.spec, old.spec) else [])
         if noswap.spec not in [c.spec for _, c in sides]:
             sides.append(("noswap", noswap))
@@ -222,7 +222,7 @@ def band(shapes_arg: str) -> int:
 
 
 def all_specs() -> list:
-    from ptxgen.runtime.costmodel import CANDIDATES
+    from ptxgen.runtime.choose.costmodel import CANDIDATES
 
     return [c.spec() for c in CANDIDATES] + smallm_variants()
 
@@ -274,13 +274,13 @@ if __name__ == "__main__":
                 parts = [(m, n, k)] + ([(m - m % 128, n, k), (m % 128, n, k)] if m > 128 and m % 128 else [])
                 for mm, nn, kk in parts:
                     specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
-                    ch.SWAP_FIT_RULE = False
+                    ch.rules.SWAP_FIT_RULE = False
                     specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
-                    ch.COST_MODEL = False
+                    ch.rules.COST_MODEL = False
                     specs.append(ch.choose("bf16", "sm_90a", mm, nn, kk).spec.to_json())
-                    ch.COST_MODEL = True
+                    ch.rules.COST_MODEL = True
                     specs.append(_first_candidates_choice(ch, mm, nn, kk).spec.to_json())
-                    ch.SWAP_FIT_RULE = True
+                    ch.rules.SWAP_FIT_RULE = True
         else:
             specs = [s.to_json() for s in all_specs()]
         sys.exit(precompile(specs))

@@ -1,6 +1,6 @@
 """The e4m3 cost model's device run (issue 16 item 5; tools/gpu_s4fp8.sh runs the modes with timeouts).
 
-precompile: the e4m3 specs the run needs (every big candidate of ptxgen.runtime.costmodel, and the chooser's picks for
+precompile: the e4m3 specs the run needs (every big candidate of ptxgen.runtime.choose.costmodel, and the chooser's picks for
             the bench shapes with the cost model off), into $PTXGEN_CACHE_DIR, on every core.
 calibrate:  every big candidate (not the narrow small-M tiles: the small-m / split-k rules keep those) on calibration
             shapes that are none of issue 16's named shapes (bf16 or their e4m3 versions), the held-out 20 or the tuned
@@ -63,7 +63,7 @@ def calibration_shapes() -> list[tuple[int, int, int]]:
 
 
 def big_candidates():
-    from ptxgen.runtime.costmodel import CANDIDATES
+    from ptxgen.runtime.choose.costmodel import CANDIDATES
 
     return [c for c in CANDIDATES if not c.narrow]
 
@@ -82,11 +82,11 @@ def _picks(m: int, n: int, k: int):
     from ptxgen.runtime import choose as ch
 
     new = ch.choose(DTYPE, ARCH, m, n, k)
-    ch.COST_MODEL = False
+    ch.rules.COST_MODEL = False
     try:
         old = ch.choose(DTYPE, ARCH, m, n, k)
     finally:
-        ch.COST_MODEL = True
+        ch.rules.COST_MODEL = True
     return new, old
 
 
@@ -113,11 +113,11 @@ def _smallm_picks(m: int, n: int, k: int):
     from ptxgen.runtime import choose as ch
 
     new = ch.choose(DTYPE, ARCH, m, n, k)
-    saved, ch.FP8_SMALL_M_MIN_WEIGHT = ch.FP8_SMALL_M_MIN_WEIGHT, OLD_FP8_SMALL_M_MIN_WEIGHT
+    saved, ch.rules.FP8_SMALL_M_MIN_WEIGHT = ch.rules.FP8_SMALL_M_MIN_WEIGHT, OLD_FP8_SMALL_M_MIN_WEIGHT
     try:
         old = ch.choose(DTYPE, ARCH, m, n, k)
     finally:
-        ch.FP8_SMALL_M_MIN_WEIGHT = saved
+        ch.rules.FP8_SMALL_M_MIN_WEIGHT = saved
     return new, old
 
 

@@ -14,7 +14,7 @@ import argparse
 
 from ptxgen.runtime import bench
 from ptxgen.runtime.choose import choose_spec
-from ptxgen.runtime.tune import store_variant
+from ptxgen.runtime.choose.tune import store_variant
 
 _orig = bench.render_kernel
 

@@ -44,14 +44,14 @@ def _emit(d: dict) -> None:
 def _choose(dtype, m, n, k, **flags):
     from ptxgen.runtime import choose as ch
 
-    saved = {f: getattr(ch, f) for f in flags}
+    saved = {f: getattr(ch.rules, f) for f in flags}
     try:
         for f, v in flags.items():
-            setattr(ch, f, v)
+            setattr(ch.rules, f, v)
         return ch.choose(dtype, ARCH, m, n, k)
     finally:
         for f, v in saved.items():
-            setattr(ch, f, v)
+            setattr(ch.rules, f, v)
 
 
 def _stages(bm: int, bn: int, bk_bytes: int, cap: int) -> int:
@@ -59,16 +59,16 @@ def _stages(bm: int, bn: int, bk_bytes: int, cap: int) -> int:
 
 
 def swap_spec(like: TileSpec, bm: int, bn: int, stages: int | None = None) -> TileSpec:
-    """The swap-AB kernel family (runtime.choice.narrow_spec with an M-major D) with a bm x bn tile over N x M."""
-    from ptxgen.runtime.choice import narrow_spec
+    """The swap-AB kernel family (runtime.choose.choice.narrow_spec with an M-major D) with a bm x bn tile over N x M."""
+    from ptxgen.runtime.choose.choice import narrow_spec
 
     st = stages or _stages(bm, bn, like.bk * like.dtype.bytes, 12 if bm == 64 else 10)
     return dataclasses.replace(narrow_spec(like, bm, bn, st), d_major=DMajor.M, split_k=1, stream_k=1)
 
 
 def narrow(like: TileSpec, bm: int, bn: int, stages: int, splits: int) -> TileSpec:
-    from ptxgen.runtime.choice import narrow_spec
-    from ptxgen.runtime.choose import split_spec
+    from ptxgen.runtime.choose.choice import narrow_spec
+    from ptxgen.runtime.choose.narrow import split_spec
 
     s = narrow_spec(like, bm, bn, stages)
     return split_spec(s, splits) if splits > 1 else dataclasses.replace(s, split_k=1, d_major=DMajor.N)
@@ -80,7 +80,7 @@ def _round_up(x: int, q: int) -> int:
 
 def groups(part: str):
     """[(dtype, m, n, k, [(label, spec, swap)])]"""
-    from ptxgen.runtime.costmodel import BY_NAME
+    from ptxgen.runtime.choose.costmodel import BY_NAME
 
     out = []
     if part in ("swap", "all"):

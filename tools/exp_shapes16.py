@@ -200,7 +200,7 @@ def variants_mode():
     # small N (the mirror of small M), on shapes outside the held-out set: the older rule's kernel against the new one
     from ptxgen.derive.spec import TileSpec
     from ptxgen.runtime.choose import tile_fit
-    from ptxgen.runtime.tune import load_table
+    from ptxgen.runtime.choose.tune import load_table
 
     for m, n, k in ((8192, 16, 8192), (16384, 64, 4096), (4096, 100, 16384)):
         entries = [e for e in load_table() if e["dtype"] == "bf16"]

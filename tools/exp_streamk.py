@@ -40,7 +40,7 @@ def _emit(d: dict) -> None:
 
 
 def _spec(name: str, s: int):
-    from ptxgen.runtime.costmodel import BY_NAME
+    from ptxgen.runtime.choose.costmodel import BY_NAME
 
     return dataclasses.replace(BY_NAME[name].spec(), stream_k=s)
 
@@ -53,11 +53,11 @@ def _picks(m, n, k):
     from ptxgen.runtime import choose as ch
 
     new = ch.choose("bf16", "sm_90a", m, n, k)
-    ch.STREAM_K_RULE = False
+    ch.rules.STREAM_K_RULE = False
     try:
         old = ch.choose("bf16", "sm_90a", m, n, k)
     finally:
-        ch.STREAM_K_RULE = True
+        ch.rules.STREAM_K_RULE = True
     return new, old
 
 

@@ -63,7 +63,7 @@ def swap_spec(bn: int, stages: int):
 
 def _variant(name: str, s: int, extra: dict, m: int, n: int, k: int, off: bool):
     from ptxgen.isa.types import Cluster
-    from ptxgen.runtime.costmodel import BY_NAME, best_streamk, shipped_costs
+    from ptxgen.runtime.choose.costmodel import BY_NAME, best_streamk, shipped_costs
 
     spec = BY_NAME[name].spec()
     if "cluster" in extra:
@@ -86,21 +86,21 @@ def _sides(m, n, k):
 
     pick = ch.choose("bf16", "sm_90a", m, n, k)
     sides = [("pick " + pick.chosen_by, pick.spec, pick.swap_ab)]
-    ch.SWAP_FIT_RULE = False
+    ch.rules.SWAP_FIT_RULE = False
     try:
         before = ch.choose("bf16", "sm_90a", m, n, k)  # the fourth session's chooser
     finally:
-        ch.SWAP_FIT_RULE = True
+        ch.rules.SWAP_FIT_RULE = True
     if before.spec != pick.spec:
         sides.append(("before " + before.chosen_by, before.spec, before.swap_ab))
     if (m, n, k) in SWAP_SHAPES + SWAP_CHECK:
         sides += [(f"swap 128x{bn} s{st}", swap_spec(bn, st), True) for bn, st in SWAP_TILES.get((m, n, k), [])]
     else:
-        ch.STREAM_K_RULE = False
+        ch.rules.STREAM_K_RULE = False
         try:
             nosk = ch.choose("bf16", "sm_90a", m, n, k)
         finally:
-            ch.STREAM_K_RULE = True
+            ch.rules.STREAM_K_RULE = True
         if nosk.spec != pick.spec:  # (run 1 launched a swapped pick here unswapped: an illegal address, fixed)
             sides.append(("pick without stream-K " + nosk.chosen_by, nosk.spec, nosk.swap_ab))
         for name, s, extra in BIG_VARIANTS:

@@ -1,8 +1,9 @@
 """Fit the cost model's constants from a calibration run, and summarize a validation run (issue 16 item 4).
 
-  python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl,runs/2026-12-01-s3-cost/run3_cal2.jsonl \
-      > ptxgen/tuning/h200_cost.json
-  python tools/fit_cost.py fit runs/2026-12-01-s4-fp8shapes/cal_e4m3.jsonl > ptxgen/tuning/h200_cost_e4m3.json
+  python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl,runs/2026-12-01-s3-cost/run3_cal2.jsonl
+                     # the 16bit family of ptxgen/tuning/h200_calibration.json
+  python tools/fit_cost.py fit runs/2026-12-01-s4-fp8shapes/cal_e4m3.jsonl   # its e4m3 family
+(``ptxgen tune --calibrate`` measures and fits a whole calibration on the GPU present, with the same fit.)
   python tools/fit_cost.py residuals CAL.jsonl[,CAL2.jsonl]                  # measured vs predicted per point
   python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
   python tools/fit_cost.py picks BENCH.jsonl COMPARE.jsonl                   # this checkout's picks, measured there
@@ -10,7 +11,7 @@
                                                                              # for M > 128): its "swap" entry, residuals
 
 Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
-    t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.costmodel's formula)
+    t = launch + rounds x tile + rounds x k_tiles x ktile        (all >= 0; ptxgen.runtime.choose.costmodel's formula)
 (k_tiles = ceil(K / BK), BK = 128 bytes of K; a log's points carry their input type, ``dtype``, bf16 when absent: one
 log fits one type's table)
 then the off-sector factor = the median over its off-sector points of (t - launch - rounds x tile) / (rounds x k_tiles
@@ -26,7 +27,7 @@ import sys
 
 import numpy as np
 
-from ptxgen.runtime.costmodel import BY_NAME, COST_FAMILY, k_tiles, predict_us, rounds, tile_grid
+from ptxgen.runtime.choose.costmodel import BY_NAME, COST_FAMILY, k_tiles, predict_us, rounds, tile_grid
 
 SECTOR_BYTES = 32
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}
@@ -51,39 +52,19 @@ def _off(k: int, element_bytes: int = 2) -> bool:
 
 
 def fit(path: str) -> dict:
-    pts = _points(path)
-    types = {_dtype(p) for p in pts}
-    if len({COST_FAMILY[t] for t in types}) != 1:
-        raise SystemExit(f"{path}: points of {sorted(types)}: one input family per fit")
-    eb = ELEMENT_BYTES[next(iter(types))]
-    bw = max(p["ours_tbps"] for p in pts)
-    kernels = {}
-    for name, c in BY_NAME.items():
-        mine = [p for p in pts if p["cand"] == name]
-        on = [p for p in mine if not _off(p["k"], eb)]
-        if len(on) < 3:
-            continue
-        rows = []
-        for p in on:
-            r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
-            rows.append((1.0, r, r * k_tiles(p["k"], eb)))
-        t = np.array([p["ours_us"] for p in on])
-        x, *_ = np.linalg.lstsq(np.array(rows) / t[:, None], np.ones_like(t), rcond=None)  # relative errors weigh alike
-        launch, tile, ktile = (max(0.0, float(v)) for v in x)
-        offs = []
-        for p in mine:
-            if _off(p["k"], eb):
-                r = rounds(tile_grid(p["m"], p["n"], c.bm, c.bn, c.cluster_m), 132)
-                offs.append((p["ours_us"] - launch - r * tile) / (r * k_tiles(p["k"], eb) * ktile))
-        kernels[name] = {"launch_us": round(launch, 2), "tile_us": round(tile, 3), "ktile_us": round(ktile, 4),
-                         "off_sector": round(statistics.median(offs), 3) if offs else 1.0,
-                         "bandwidth_tbps": round(bw, 2), "slots_per_sm": 1, "points": len(mine)}
-    return {"device": "NVIDIA H200", "dtype": COST_FAMILY[next(iter(types))], "arch": "sm_90a", "sm_count": 132,
-            "source": "tools/fit_cost.py fit " + path, "kernels": kernels}
+    """The family object of a calibration (ptxgen.runtime.choose.fit.fit_family) from one or more logs, on the H200's
+    132 SMs (the logs this tool was written for); SystemExit for points of two input families."""
+    from ptxgen.runtime.choose.fit import fit_family
+
+    try:
+        doc = fit_family(_points(path), 132, source="tools/fit_cost.py fit " + path)
+    except ValueError as e:
+        raise SystemExit(f"{path}: {e}") from None
+    return {"device": "NVIDIA H200", **doc}
 
 
 def residuals(path: str) -> None:
-    from ptxgen.runtime.costmodel import parse_costs
+    from ptxgen.runtime.choose.costmodel import parse_costs
 
     costs = parse_costs(fit(path))
     errs = []
@@ -171,7 +152,7 @@ def fitswap(path: str) -> dict:
         t = launch + rounds x tile + rounds x k_tiles x ktile x BN' / 192
     (rows on a sector only; the off-sector factor is not measured for this family: t128x192's is kept). Prints the
     residuals of every swapped point, the named ones included (not fitted), to stderr."""
-    from ptxgen.runtime.costmodel import SWAP_BM, SWAP_FAMILY_BN
+    from ptxgen.runtime.choose.costmodel import SWAP_BM, SWAP_FAMILY_BN
 
     sys.path.insert(0, "tools")
     from exp_cost import _named
@@ -185,19 +166,20 @@ def fitswap(path: str) -> dict:
         r = rounds(-(-d["n"] // SWAP_BM) * -(-d["m"] // bn), 132)
         return [1.0, r, r * k_tiles(d["k"]) * bn / SWAP_FAMILY_BN]
 
+    from ptxgen.runtime.choose.fit import fit_swap
+
+    for d in pts:
+        d["swap_bn"] = int(d["kernel"].split("_obf16_")[1].split("x")[1])
     fit_pts = [d for d in pts if (d["m"], d["n"], d["k"]) not in named]
-    a = np.array([row(d) for d in fit_pts])
-    y = np.array([d["ours_us"] for d in fit_pts])
-    x, *_ = np.linalg.lstsq(a / y[:, None], np.ones_like(y), rcond=None)
-    x = np.maximum(x, 0.0)
+    doc = fit_swap(fit_pts, 132, f"tools/fit_cost.py fitswap {path}")
+    doc["family"] = f"s{SWAP_BM}xN (swap-AB, tile schedule, direct M-major stores)"
+    x = (doc["launch_us"], doc["tile_us"], doc["ktile_us"])
     for d in pts:
         pred = float(np.dot(row(d), x))
         tag = "named, not fitted" if (d["m"], d["n"], d["k"]) in named else "fitted"
         print(f"{d['m']}x{d['n']}x{d['k']} {d['kernel'][28:40]} measured {d['ours_us']:.1f} predicted {pred:.1f} "
               f"({(pred - d['ours_us']) / d['ours_us'] * 100:+.1f}%) {tag}", file=sys.stderr)
-    return {"family": f"s{SWAP_BM}xN (swap-AB, tile schedule, direct M-major stores)", "per_bn": SWAP_FAMILY_BN,
-            "launch_us": round(float(x[0]), 2), "tile_us": round(float(x[1]), 3), "ktile_us": round(float(x[2]), 4),
-            "points": len(fit_pts), "source": f"tools/fit_cost.py fitswap {path}"}
+    return doc
 
 
 if __name__ == "__main__":

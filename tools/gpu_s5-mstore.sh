@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The M-major TMA-store epilogue (swap-AB's D^T through stmatrix.trans + TMA store; runtime.swaprules.SWAP_TMA_STORE), in ONE
+# The M-major TMA-store epilogue (swap-AB's D^T through stmatrix.trans + TMA store; runtime.choose.rules.SWAP_TMA_STORE), in ONE
 # device call:   OUT=dir BUDGET=seconds bash tools/gpu_s5-mstore.sh
 # 1. NVRTC the benchmark's kernels (tools/bench_mstore.py precompile, all cores) while the gpu tests run
 #    (tests/test_mstore.py: the kernels against float64 through validate's runner, ptxgen.gemm with the switch on at odd

@@ -29,7 +29,7 @@ FP8=5120x5120x5120,4096x4096x5008,5120x5120x5008,3008x7008x5008,1504x9008x3024,1
 ISSUE16=5000x5000x5000,3000x7000x5000,1500x9000x3000,4096x4096x5000,333x8192x8192,12000x1000x6000,2500x10000x4000
 HELD=$(python3 tools/heldout_shapes.py)
 F16=4096x4096x4096,8192x8192x8192,2048x2048x8192,5000x5000x5000,333x8192x8192,2500x10000x4000,64x4096x4096,16x16384x4096,128x7168x16384,1x7168x16384
-F16_OLD=$(python3 -c "from ptxgen.runtime.tune import candidates; print(candidates('f16', 'sm_90a')[1].cli_args())")
+F16_OLD=$(python3 -c "from ptxgen.runtime.choose.tune import candidates; print(candidates('f16', 'sm_90a')[1].cli_args())")
 
 # ---- 1. correctness (sharing the GPU; the benchmarks' kernels compile beside them, NVRTC only) --------------------
 ( t 200 python3 tools/exp_cost.py precompile "$TUNED,$ISSUE16,$SMALLM,$HELD" > "$LOGS/precompile.log" 2>&1; echo "precompile exit $?" >> "$LOGS/precompile.log"

@@ -13,7 +13,7 @@ from .binding import _check_2d, _check_strides, _dtype_words, operand_major
 
 _INPUT_ARRAY_DTYPES = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
 _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5m2": "bf16", "s8": "s32", "u8": "s32"}
-_TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.tune searches (A and B K-major)
+_TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.choose.tune searches (A and B K-major)
 # gemm() runs the chooser's stream-K kernels as chosen (api.launchplan.streamk_workspace); False: the same kernel whole
 GEMM_STREAM_K = True
 
@@ -100,11 +100,12 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
     is swap-AB's (``allow_swap``; chosen_by swap-ab): called as ``kernel(b, a, out.T)``, its D M-major."""
     out = _check_out_dtype(dtype, out_dtype)
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
-        from ..runtime.choose import choose
-        from ..runtime.tune import TuningTableError
+        from ..runtime.choose import Problem, choose
+        from ..runtime.choose.calibrate import current_device
+        from ..runtime.choose.tune import TuningTableError
 
-        try:
-            c = choose(dtype, arch, m, n, k, lda=lda, ldb=ldb, allow_swap=allow_swap)
+        try:  # the GPU in use picks the calibration, tuning table and SM count (none yet: the reference ones)
+            c = choose(Problem(dtype, arch, m, n, k, lda, ldb, allow_swap), current_device())
             if c.spec.stream_k > 1 and not GEMM_STREAM_K:
                 return (_with_out_dtype(make_spec(**{**c.spec.to_json(), "stream_k": 1}), out),
                         c.why + "; run without stream-K (ptxgen.api.select.GEMM_STREAM_K is off)", c.swap_ab)

@@ -241,8 +241,9 @@ def _shapes(args) -> list[tuple[int, int, int]]:
 def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
     from .gpu import require_gpu
-    from .choose import choose
-    from .tune import check_tunable, table_entries
+    from .choose import Problem, choose
+    from .choose.calibrate import device_key
+    from .choose.tune import check_tunable, table_entries
 
     given = [f for f in TILE_FLAGS if getattr(args, f) is not None]
     if given and len(given) < len(TILE_FLAGS):
@@ -265,7 +266,9 @@ def _bench_specs(args, shapes):
         if spec.d_major.value == "m":  # an M-major D is swap-AB's: run D^T = B A^T into the row-major D
             return [(spec, "the spec given, swapped (M-major D: D^T = B A^T)", "flags+swap-ab", True) for _ in shapes]
         return [(spec, "the spec given", "flags", False) for _ in shapes]
-    return [(c.spec, c.why, c.chosen_by, c.swap_ab) for c in (choose(args.dtype, arch, m, n, k) for m, n, k in shapes)]
+    key = device_key()  # the chooser takes this GPU's calibration, tuning table and SM count
+    return [(c.spec, c.why, c.chosen_by, c.swap_ab) for c in (choose(Problem(args.dtype, arch, m, n, k), key)
+                                                              for m, n, k in shapes)]
 
 
 def cmd_bench(args) -> int:
@@ -318,7 +321,7 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
     ``ptxgen bench`` checks a table; UsageError naming the file and the problem otherwise."""
     from pathlib import Path
 
-    from .tune import entry_problem, load_table
+    from .choose.tune import entry_problem, load_table
 
     if not path or not Path(path).exists():
         return []
@@ -335,8 +338,14 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
 
 def cmd_tune(args) -> int:
     from .gpu import NoGPU, require_gpu
-    from .tune import tune_shape
+    from .choose.tune import tune_shape
 
+    from .choose import calibrate
+
+    calibrate.check_flags(args)
+    if args.calibrate:
+        _check_out(args.out)
+        return calibrate.run(args)
     shapes = _shapes(args)  # usage errors before any GPU work
     check_dims(shapes)
     check_arch(args.arch)
@@ -393,13 +402,19 @@ def add(sub) -> None:
     b.add_argument("--json", action="store_true", help="print JSON: one object per shape, or shapes + geomean_ratio")
     b.set_defaults(func=cmd_bench)
 
-    t = sub.add_parser("tune", help="search tiles, stages and schedules for each shape on the GPU; write the winners")
+    t = sub.add_parser("tune", help="search tiles, stages and schedules for each shape on the GPU; write the winners "
+                       "(--calibrate: measure the chooser's cost model on this GPU)")
     t.add_argument("--dtype", default="bf16", choices=("f16", "bf16", "e4m3"), help="input type (default bf16)")
     t.add_argument("--arch", default=None, help="default: the GPU's")
     _shape_flags(t)
     t.add_argument("--iters", type=int, default=20, help="timed rounds per side and candidate (default 20)")
     t.add_argument("--json", metavar="OUT", help="write the table of winners to OUT")
     t.add_argument("--merge", action="store_true", help="keep OUT's entries for other shapes")
+    t.add_argument("--calibrate", action="store_true", help="measure the cost model's constants on this GPU (at most 5 "
+                   "minutes) and write a calibration for it into the cache folder (and --out FILE)")
+    t.add_argument("--out", metavar="FILE", help="with --calibrate: also write the calibration to FILE")
+    t.add_argument("--budget-s", type=float, default=None, help="with --calibrate: seconds of measuring, at most 300 "
+                   "(default 300)")
     t.set_defaults(func=cmd_tune)
 
 

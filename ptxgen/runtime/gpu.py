@@ -73,6 +73,11 @@ class Device:
 _DEVICE: Device | None = None
 
 
+def current() -> Device | None:
+    """The device ``require_gpu`` made current in this process, or None where it was never called (no driver work)."""
+    return _DEVICE
+
+
 def require_gpu(index: int = 0) -> Device:
     """Initialise the driver and make the device's primary context current, or raise NoGPU."""
     global _DEVICE

@@ -2,7 +2,7 @@
 with the package (ptxgen/tuning/<device>.json), and ``ptxgen bench`` / ``ptxgen.gemm`` pick from it.
 
 The table maps (dtype, arch, M, N, K) to a spec; which kernel runs a shape that is not in it is decided in
-``ptxgen.runtime.choose``.
+``ptxgen.runtime.choose.walk``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..derive.spec import TileSpec, make_spec
-from ..isa.types import Epilogue, SpecError
-from ..status import SettingError
+from ...derive.spec import TileSpec, make_spec
+from ...isa.types import Epilogue, SpecError
+from ...status import SettingError
+from .calibration import table_name
+from .choice import Device
 
-TABLE = "h200.json"
+TABLE = "h200.json"  # the reference device's table (calibration.REFERENCE); each device's: calibration.table_name
 
 # The search space, per input type: tile, stages, schedule, raster group (A and B K-major, as torch lays them out).
 _TILES = {
@@ -75,12 +77,14 @@ def default_spec(dtype: str, arch: str) -> TileSpec:
     return candidates(dtype, arch)[1]  # 128 x 256 (128 for e4m3: 128 x 256 x 128), persistent, group 8
 
 
-def load_table(path: str | None = None) -> list[dict]:
-    """The shipped table, or the file named by ``path`` or $PTXGEN_TUNING."""
+def load_table(path: str | None = None, device: Device | None = None) -> list[dict]:
+    """The shipped table of ``device`` (ptxgen/tuning/<device>.json, else the reference device's), or the file named
+    by ``path`` or $PTXGEN_TUNING."""
     import os
 
     path = path or os.environ.get("PTXGEN_TUNING")
-    text = Path(path).read_text() if path else resources.files("ptxgen.tuning").joinpath(TABLE).read_text()
+    name = table_name(device) if device is not None else TABLE
+    text = Path(path).read_text() if path else resources.files("ptxgen.tuning").joinpath(name).read_text()
     return json.loads(text)["entries"]
 
 
@@ -98,7 +102,7 @@ def entry_problem(e) -> str | None:
     return None
 
 
-def table_entries(table: list[dict] | None = None) -> list[dict]:
+def table_entries(table: list[dict] | None = None, device: Device | None = None) -> list[dict]:
     """``table``, else the tuning table's entries: [] when the shipped table cannot be read, TuningTableError when the
     table the user named in $PTXGEN_TUNING cannot (a named table must be there: a silent default benchmarks the wrong
     kernel)."""
@@ -107,7 +111,7 @@ def table_entries(table: list[dict] | None = None) -> list[dict]:
     if table is not None:
         return table
     try:
-        entries = load_table()
+        entries = load_table(device=device)
         if not isinstance(entries, list):
             raise TypeError("'entries' must be a list")
         for e in entries:
@@ -124,8 +128,8 @@ def table_entries(table: list[dict] | None = None) -> list[dict]:
 
 def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:
     """Bench every candidate for one shape (same process, alternating with cuBLAS); the best by ratio."""
-    from .bench import bench_spec
-    from .gpu import CudaError
+    from ..bench import bench_spec
+    from ..gpu import CudaError
 
     results = []
     for spec in candidates(dtype, arch):

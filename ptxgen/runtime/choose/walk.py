@@ -3,12 +3,12 @@
 Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` reports it):
 
 ``tuned``        the shape is in the tuning table: its measured winner.
-``swap-ab``      M <= ``swaprules.SWAP_AB_MAX_M`` (64) against weights N x K >= ``SWAP_AB_MIN_WEIGHT`` (4096 x 4096) on sm_90a, bf16/f16
+``swap-ab``      M <= ``rules.SWAP_AB_MAX_M`` (64) against weights N x K >= ``rules.SWAP_AB_MIN_WEIGHT`` (4096 x 4096) on sm_90a, bf16/f16
                  and e4m3: the kernel computes D^T = B A^T (the weights' N rows take the MMA's M, the few rows of A a
                  BN of M rounded up to 8) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major
                  D; the caller swaps the operands (``Choice.swap_ab``). One CTA per BM x BN tile, no split of K; BM 64
-                 or 128, whichever gives the most CTAs in one wave (``swaprules.swap_ab_tile``), and only where they fill at least
-                 ``SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-s5-fp8m run 1,
+                 or 128, whichever gives the most CTAs in one wave (``swap.swap_ab_tile``), and only where they fill at least
+                 ``rules.SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-s5-fp8m run 1,
                  ``tools/exp_s5fp8m.py``: kernel time against cuBLAS / torch._scaled_mm and the rules below in one
                  process): bf16 M in {1, 16, 17, 24, 32, 48, 64} x (N, K) in {(4096, 4096), (7168, 16384), (16384,
                  4096)}: this rule's tile was the fastest candidate or within 1.5% of it on all 21 (59.7-63.9 us at
@@ -23,7 +23,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  run 0.48-0.96 of cuBLAS there, because N / 256 CTAs leave most SMs idle and a 128-row tile of
                  which 1..127 rows are real streams twice the weights per useful row. Where every BM = 64 tile
                  needs two waves (N > 8448 at M > 64), the cost table's 128 x 128 persistent ping-pong kernel
-                 (``SMALL_M_WIDE_KERNEL``) where its CTAs fill 40-100% of the SMs (``small_m_wide_ctas``): at 128 x
+                 (``rules.SMALL_M_WIDE_KERNEL``) where its CTAs fill 40-100% of the SMs (``small_m_wide_ctas``): at 128 x
                  16384 x 4096 the fastest of six (runs/2026-12-01-s5-fp8m run 3: bf16 40.2 us against nearest-fit's
                  128 x 192 at 43.3; e4m3 23.2 against its 128 x 256 at 26.5 us, which ran 0.82-0.89 of
                  torch._scaled_mm in three of four earlier runs); at 96 x 12288 x 4096 the 128 x 128 tile-scheduled
@@ -31,43 +31,43 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
 ``small-n``      N <= 128 (and M > 128): the mirror image, BN = 64 and BM of 128 or 64 by the same rule. Added after
                  run 25 had measured the held-out set with the older rules (10711 x 12 x 7832 ran at 0.625 there),
                  by symmetry with ``small-m``, not fitted to any shape.
-``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``SPLIT_MIN_WEIGHT``: the same tile
+``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``rules.SPLIT_MIN_WEIGHT``: the same tile
                  with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.splitk``),
-                 S the largest that keeps the CTAs in one wave with at least ``SPLIT_MIN_K_TILES`` K-tiles a split.
+                 S the largest that keeps the CTAs in one wave with at least ``rules.SPLIT_MIN_K_TILES`` K-tiles a split.
                  Measured on the H200 (docs/performance.md, run 27): 0.74-0.99 -> 0.98-1.43 on the decode shapes
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
                  333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
-                 ``SPLIT_K_RULE`` turns it off.
-``cost-model``   the least predicted time of ``runtime.costmodel``'s kernel families, from constants measured on the
+                 ``rules.SPLIT_K_RULE`` turns it off.
+``cost-model``   the least predicted time of ``costmodel``'s kernel families, from constants measured on the
                  H200 (ties within 2% to the table's kernels) on sm_90a, where the shape is compute-bound with K of at
-                 least 1024 (the range the constants were fitted on). 16-bit inputs: ptxgen/tuning/h200_cost.json,
+                 least 1024 (the range the constants were fitted on). 16-bit inputs: the calibration's ``16bit`` family (H200: ptxgen/tuning/h200_calibration.json),
                  measured in the same process against the rule before it (runs/2026-12-01-s3-cost, run 4): 5000^3
                  0.93 against 0.90, 3000 x 7000 x 5000, 1500 x 9000 x 3000, 2500 x 10000 x 4000 +1-3%. e4m3:
-                 ptxgen/tuning/h200_cost_e4m3.json (its own sweep, runs/2026-12-01-s4-fp8shapes run 1), not at M or
+                 its ``e4m3`` family (its own sweep, runs/2026-12-01-s4-fp8shapes run 1), not at M or
                  N <= 128 and not for rows 32/64/96 B past a 128-byte line (phases its calibration did not see); same
                  process against nearest-fit (runs 1 and 2): rows off a sector 0.82-0.99 -> 0.96-1.19 (the 2x1
-                 kernels), 8192 x 8192 x 1024 1.11-1.12 -> 1.17-1.22. ``COST_MODEL`` turns it off.
+                 kernels), 8192 x 8192 x 1024 1.11-1.12 -> 1.17-1.22. ``rules.COST_MODEL`` turns it off.
 ``cost-model+swap-ab``  (16-bit inputs, sm_90a, M > 128; after ``tuned``, ``cost-model`` and ``nearest-fit``, which it may
                  replace) swap-AB with a tile that fits M: D^T = B A^T with 128 x BN' tiles over N x M, BN' the least multiple
                  of 8 that covers M in one or two tiles (333 rows: 2 x 168 = 336, where 128-row tiles pad them to 384), one
                  CTA per tile, D stored M-major; taken where the cost model, with the swapped family's own constants
-                 (``costmodel.shipped_swap_costs``, fitted from runs/2026-12-01-s5-waves run 1 by tools/fit_cost.py
-                 fitswap), predicts it ``swaprules.SWAP_FIT_MIN_GAIN`` faster than every unswapped candidate, in one round, rows on a
+                 (``CostModel.swap_costs``, fitted from runs/2026-12-01-s5-waves run 1 by tools/fit_cost.py
+                 fitswap), predicts it ``rules.SWAP_FIT_MIN_GAIN`` faster than every unswapped candidate, in one round, rows on a
                  32-byte sector, K >= 1024 and compute-bound. Measured on the H200, same process, against the kernel the
                  rules before it pick (runs 1-2): 333 x 8192 x 8192 -2.5% time (0.916/0.935 -> 0.935/0.951 of cuBLAS),
                  300 x 8192 x 8192 -8%, 400 x 8192 x 6144 -16%, 200 x 8192 x 8192 -26%; on three shapes measured after the
                  fit, 207 x 16384 x 8192 -8%, 331 x 8200 x 8192 -12% and -1% (two rounds), 455 x 8192 x 8192 +1.8% (a
-                 loss). ``SWAP_FIT_RULE``
+                 loss). ``rules.SWAP_FIT_RULE``
                  turns it off.
 ``+stream-k``    (after ``cost-model``, 16-bit and e4m3 inputs) the cost model ranked each persistent cooperative kernel also
                  with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
                  the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
-                 1-2 of 2026-12-01-s4-streamk). ``STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
-                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``). e4m3 (``STREAM_K_FAMILIES``)
+                 1-2 of 2026-12-01-s4-streamk). ``rules.STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
+                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``). e4m3 (``rules.STREAM_K_FAMILIES``)
                  from runs/2026-12-01-s5-fp8m run 1: 5120^3 224.0 -> 207.7 us (0.94 -> 1.02 of torch._scaled_mm),
                  5120 x 5120 x 5008 206.6 -> 198.2 us, 1504 x 9008 x 3024 77.9 -> 77.1 us. For e4m3 a stream-K form
-                 must beat the whole kernels beyond the tie tolerance (``STREAM_K_WHOLE_FIRST``): at 3008 x 7008 x 5008
+                 must beat the whole kernels beyond the tie tolerance (``rules.STREAM_K_WHOLE_FIRST``): at 3008 x 7008 x 5008
                  the 128 x 256 2x1 kernel's form, a tie with the whole 128 x 192 2x1 one by the table's order, ran
                  174.1 / 166.2 against 166.7 / 163.4 us (runs 1 / 3). After ``nearest-fit`` too (``_nearest_stream_k``),
                  where the cost table has nearest-fit's kernel and the shape is in its calibrated range: e4m3 rows
@@ -79,7 +79,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
 
 ``small-m``, ``small-n`` and ``+off-sector`` on nearest-fit picks apply to 16-bit inputs (measured on bf16). e4m3
 takes ``small-m`` (BM = 64, the table's BK = 128) and ``split-k`` against N x K >= ``FP8_SMALL_M_MIN_WEIGHT``
-(4096 x 4096, the 16-bit rule's ``SPLIT_MIN_WEIGHT``): at 7168 x 16384 the table's 128 x 256 tile ran 0.48-0.55 of
+(4096 x 4096, the 16-bit rule's ``rules.SPLIT_MIN_WEIGHT``): at 7168 x 16384 the table's 128 x 256 tile ran 0.48-0.55 of
 torch._scaled_mm (runs/2026-12-01-final/extra2) and the rule 0.92-1.03 (runs/2026-12-01-fp8rules); at 4096 x 4096,
 16384 x 4096 and three more small-M shapes the rule's kernels took 17-27 us where the 128 x 256 tile took 22-43 us, in
 the same process (runs/2026-12-01-s4-fp8shapes run 2). No small-n rule for e4m3. Rows off a sector in e4m3 get the 2x1
@@ -90,146 +90,55 @@ their tensor maps take 128-byte L2 promotion at launch (``derive.tma.l2_promotio
 cooperative kernel runs in a 2x1 cluster that multicasts B (``+off-sector`` in ``chosen_by``).
 """
 
+
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from ..derive.spec import TileSpec, make_spec
-from ..isa.tensormap import L2_SECTOR_BYTES
-from ..isa.types import Cluster, Consumers, DType, Epilogue, Schedule, SpecError
-from .costmodel import (BY_NAME, COST_FAMILY, STREAMK_MIN_GAIN, best_streamk, calibrated, k_tiles, pick, predict_us, rounds,
-                        shipped_costs, tile_grid)
-from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
-from .swaprules import swap_ab, swap_fit
+from ...derive.spec import TileSpec, make_spec
+from ...isa.types import DType, SpecError
+from . import rules
+from .calibration import calibration_for
+from .candidates import BY_NAME, COST_FAMILY
+from .choice import SM_COUNT, SMALL_M_MAX, Choice, Device, Problem, narrow_spec
+from .costmodel import STREAMK_MIN_GAIN, CostModel, k_tiles, rounds, tile_grid
+from .narrow import small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile, split_spec, tile_fit
+from .pitch import mid_line, pitch_note, with_pitch
+from .swap import swap_ab, swap_fit
 from .tune import default_spec, table_entries
 
-NEAREST_CANDIDATES = 3
-SMALL_M_BM = 64
-SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest first: run 25's best two
-MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m3 keeps the table's kernels
-SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
-SMALL_M_WIDE = True  # small-m takes SMALL_M_WIDE_KERNEL where every BM = 64 tile needs two waves (small_m_wide_ctas)
-SMALL_M_WIDE_KERNEL = "pp128x128"  # 128 CTAs at N = 16384: the fastest of 6 there (runs/2026-12-01-s5-fp8m run 3)
-SPLIT_K_RULE = True  # the split-k rule is on
-SPLIT_MAX = 8  # at most this many splits of K per tile
-SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
-SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
-COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
-SWAP_AB_RULE = True  # the swap-ab rule is on
-STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True))
-STREAM_K_WHOLE_FIRST = ("e4m3",)  # ties (costmodel.pick) go to whole kernels before stream-K forms (s5-fp8m runs 1-2)
-STREAM_K_FAMILIES = ("16bit", "e4m3")  # the cost tables (costmodel.COST_FAMILY) whose kernels are ranked with their stream-K form
-SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
-BORROWS_TABLE = {"f16": "bf16"}  # f16 inputs run bf16's tuning: the same element width and wgmma rate (runs/2026-12-01-s5-final)
-FP8_SMALL_M_MIN_WEIGHT = 4096 * 4096  # e4m3: N x K from which small-m (+ split-k) replaces the table's tile (s4-fp8shapes run 2)
+
+def choose(problem: Problem | str, device: Device | str | None = None, m: int | None = None, n: int | None = None,
+           k: int | None = None, table: list[dict] | None = None, *, lda: int | None = None, ldb: int | None = None,
+           sm_count: int | None = None, allow_swap: bool = True) -> Choice:
+    """The kernel for a problem on a device: ``choose(Problem(...), device)``. The device (``choice.Device``) picks the
+    calibration (``calibration.calibration_for``), the tuning table (``calibration.table_name``) and the SM count; None:
+    the reference calibration and table on ``SM_COUNT`` SMs. Spelled out, ``choose(dtype, arch, m, n, k, table, lda=,
+    ldb=, sm_count=, allow_swap=)`` is the same problem with no device. ``table``: tuned entries instead of the device's
+    table; ``sm_count``: SMs instead of the device's."""
+    if isinstance(problem, Problem):
+        p, dev = problem, device if isinstance(device, Device) else None
+    else:
+        p, dev = Problem(problem, str(device), m, n, k, lda, ldb, allow_swap), None
+    sms = sm_count or (dev.sm_count if dev is not None else SM_COUNT)
+    return _walk(p, CostModel(calibration_for(dev), sms), table_entries(table, dev))
 
 
-def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
-    """The fraction of the launched MMA work that is useful: tile padding along M and N times the last wave's
-    occupancy (tiles spread over ``sm_count`` CTAs, one tile per CTA at a time)."""
-    tm, tn = -(-m // spec.bm), -(-n // spec.bn)
-    padding = (m * n) / (tm * spec.bm * tn * spec.bn)
-    tiles = tm * tn
-    waves = -(-tiles // sm_count)
-    return padding * tiles / (waves * sm_count)
-
-
-def small_m_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
-    """(BN, stages, CTAs) of the BM = 64 tile for an M <= 128 shape, or None when every such tile needs more than one
-    wave (then the large tiles of the table fit better: run 25, 128 x 16384 x 4096)."""
-    if m > SMALL_M_MAX:
-        return None
-    options = [(bn, stages, -(-m // SMALL_M_BM) * -(-n // bn)) for bn, stages in SMALL_M_TILES]
-    one_wave = [o for o in options if o[2] <= sm_count]
-    if not one_wave:
-        return None
-    filled = [o for o in one_wave if o[2] >= SMALL_M_MIN_FILL * sm_count]
-    return filled[0] if filled else max(one_wave, key=lambda o: (o[2], -o[0]))  # the most CTAs; ties: the narrower
-
-
-def small_m_wide_ctas(m: int, n: int, sm_count: int = SM_COUNT) -> int | None:
-    """CTAs of the 128 x 128 kernel ``SMALL_M_WIDE_KERNEL`` for an M <= 128 shape whose BM = 64 tiles all need more than
-    one wave (``small_m_tile`` None), where they fit one wave and fill at least SMALL_M_MIN_FILL of the SMs; else None."""
-    if not SMALL_M_WIDE or m > SMALL_M_MAX or small_m_tile(m, n, sm_count) is not None:
-        return None
-    c = BY_NAME[SMALL_M_WIDE_KERNEL]
-    ctas = -(-m // c.bm) * -(-n // c.bn)
-    return ctas if SMALL_M_MIN_FILL * sm_count <= ctas <= sm_count else None
-
-
-def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
-    """Splits of K for a ``small-m`` tile launching ``ctas`` CTAs: the most that keep every CTA in one wave and every
-    split at least SPLIT_MIN_K_TILES K-tiles (1: no split)."""
-    k_tiles = -(-k // bk)
-    s = 1
-    while s < SPLIT_MAX and ctas * (s + 1) <= sm_count and k_tiles // (s + 1) >= SPLIT_MIN_K_TILES:
-        s += 1
-    return s
-
-
-def split_spec(like: TileSpec, splits: int) -> TileSpec:
-    """The kernel family of ``like`` with K split ``splits`` ways: one CTA per (tile, split), direct f32 stores into the
-    workspace, no cluster."""
-    return dataclasses.replace(like, schedule=Schedule.TILE, consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT,
-                               cluster=Cluster.C1X1, split_k=splits)
-
-
-def small_n_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
-    """(BM, stages, CTAs) for an N <= 128 shape: the mirror of :func:`small_m_tile` (BN = 64, BM of 128 or 64)."""
-    return small_m_tile(n, m, sm_count)
-
-
-def _pitch_note(k: int, element_bytes: int, lda: int | None, ldb: int | None) -> str:
-    rows = [("A", (lda or k) * element_bytes), ("B", (ldb or k) * element_bytes)]
-    off = [f"{name} rows {b % 128} B past a 128-byte line" for name, b in rows if b % L2_SECTOR_BYTES]
-    return f"; {', '.join(off)}: 128-byte L2 promotion" if off else ""
-
-
-def _mid_line(k: int, element_bytes: int, lda: int | None, ldb: int | None) -> bool:
-    """Whether A's or B's rows start on a 32-byte sector but not on a 128-byte line (32, 64 or 96 B past one). The e4m3
-    cost table was calibrated at phases 0, 16 and 112 only; at 2512 x 10000 x 4000 (4000-byte rows: 32 B past a line) its
-    ping-pong pick ran 17-21% over the prediction and took 3% longer than nearest-fit's tile in the same process, in both
-    (runs/2026-12-01-s4-fp8shapes, runs 1 and 2)."""
-    return any(b % 128 and not b % L2_SECTOR_BYTES for b in ((lda or k) * element_bytes, (ldb or k) * element_bytes))
-
-
-def off_sector_variant(spec: TileSpec) -> TileSpec | None:
-    """For operand rows off a 32-byte sector: the same persistent cooperative kernel in a 2-CTA cluster along M that
-    multicasts B, halving B's L2 reads (ncu, run 25: at the 16-byte phase the kernel is L2-bound, 75% of the L2's
-    peak, with 2.4 x the L2 work of phase 0). None where the spec has no such variant."""
-    if spec.arch.value != "sm_90a" or spec.schedule is not Schedule.PERSISTENT or spec.consumers is not Consumers.COOPERATIVE:
-        return None
-    try:
-        return dataclasses.replace(spec, cluster=Cluster.C2X1)
-    except SpecError:
-        return None
-
-
-def _with_pitch(c: Choice, off_sector: bool) -> Choice:
-    if not off_sector:
-        return c
-    v = off_sector_variant(c.spec)
-    if v is None:
-        return c
-    return Choice(v, c.why + "; with a 2x1 cluster multicasting B (rows off a 32-byte sector make the kernel L2-bound)",
-                  c.chosen_by + "+off-sector")
-
-
-def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | None = None, *, lda: int | None = None,
-           ldb: int | None = None, sm_count: int = SM_COUNT, allow_swap: bool = True) -> Choice:
-    """The kernel for a shape (K-major A and B; ``lda``/``ldb`` in elements, None: tight rows). ``allow_swap`` False: no
-    swap-ab rule (callers that launch the spec as ``kernel(a, b, out)``: fused chains, batched kernels)."""
-    entries, borrowed = _entries(dtype, arch, table)
+def _walk(p: Problem, model: CostModel, entries: list[dict]) -> Choice:
+    """The rules in ``rules.ORDER``, each asking the cost model (``model``) and the tile arithmetic below it."""
+    dtype, arch, m, n, k, lda, ldb, allow_swap = p.dtype, p.arch, p.m, p.n, p.k, p.lda, p.ldb, p.allow_swap
+    sm_count = model.sm_count
+    entries, borrowed = _entries(dtype, arch, entries)
     if borrowed:
-        c = choose(borrowed, arch, m, n, k, entries, lda=lda, ldb=ldb, sm_count=sm_count, allow_swap=allow_swap)
+        c = _walk(dataclasses.replace(p, dtype=borrowed), model, entries)
         return dataclasses.replace(c, spec=_retyped_spec(c.spec, dtype),
                                    why=c.why + f" ({borrowed}'s tuning for {dtype} inputs: same width and MMA rate)")
     if not entries:
         # a type with no tuned entries of its own nor borrowed: the swap-ab kernel (bandwidth-bound, the input type's
         # width is what matters) still applies, from the default kernel's family
-        swapped = (swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, _pitch_note(k, 2, lda, ldb), sm_count)
-                   if SWAP_AB_RULE and allow_swap else None)
+        swapped = (swap_ab(default_spec(dtype, arch), dtype, arch, m, n, k, pitch_note(k, 2, lda, ldb), sm_count)
+                   if rules.SWAP_AB_RULE and allow_swap else None)
         return swapped or Choice(default_spec(dtype, arch), "default (no tuned entry for this type and arch)", "default")
 
     def distance(e: dict) -> float:
@@ -237,77 +146,87 @@ def choose(dtype: str, arch: str, m: int, n: int, k: int, table: list[dict] | No
 
     ranked = sorted(entries, key=distance)
     first = TileSpec.from_json(ranked[0]["spec"])
-    note = _pitch_note(k, first.dtype.bytes, lda, ldb)
-    measured = dtype in MEASURED_DTYPES  # the narrow tiles and the cluster variant were measured on bf16 only
+    note = pitch_note(k, first.dtype.bytes, lda, ldb)
+    measured = dtype in rules.MEASURED_DTYPES  # the narrow tiles and the cluster variant were measured on bf16 only
     off_sector = bool(note) and measured
+
     def or_swap(c: Choice) -> Choice:  # the swap-ab rule for M > 128 (cost-model+swap-ab) may replace the pick
-        s = (swap_fit(c, first, dtype, arch, m, n, k, off_sector, sm_count, note, STREAM_K_RULE)
-             if SWAP_FIT_RULE and allow_swap and measured else None)
+        s = (swap_fit(c, first, dtype, arch, m, n, k, off_sector, model, note, rules.STREAM_K_RULE)
+             if rules.SWAP_FIT_RULE and allow_swap and measured else None)
         return s or c
 
     if distance(ranked[0]) == 0:
-        return or_swap(_with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector))
-    swapped = swap_ab(first, dtype, arch, m, n, k, note, sm_count) if SWAP_AB_RULE and allow_swap else None
+        return or_swap(with_pitch(Choice(first, "tuned for this shape" + note, "tuned"), off_sector))
+    swapped = swap_ab(first, dtype, arch, m, n, k, note, sm_count) if rules.SWAP_AB_RULE and allow_swap else None
     if swapped is not None:
         return swapped
+    small = _narrow(first, dtype, arch, m, n, k, measured, sm_count, note)
+    if small is not None:
+        return small
+    # the cost model ranks with each kernel's own measured off-sector factor, so it takes the rows' phase for e4m3 too.
+    # e4m3 has no small-n rule and no cost-model calibration at M or N <= 128 (nearest-fit there), and its calibration
+    # saw rows on a 128-byte line and rows off a sector only: rows 32/64/96 B past a line stay with nearest-fit
+    unmeasured = not measured and (min(m, n) <= SMALL_M_MAX or mid_line(k, first.dtype.bytes, lda, ldb))
+    picked = _cost_model(first, dtype, arch, m, n, k, bool(note), model, note) if rules.COST_MODEL and not unmeasured else None
+    if picked is not None:
+        return or_swap(picked)
+    near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:rules.NEAREST_CANDIDATES]]
+    fits = [round(tile_fit(spec, m, n, sm_count), 2) for _, spec in near]
+    i = fits.index(max(fits))  # the first (nearest) of the best fits
+    e, spec = near[i]
+    why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
+    c = with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
+    return or_swap(_nearest_stream_k(c, dtype, arch, m, n, k, bool(note), model) if rules.STREAM_K_RULE and rules.COST_MODEL else c)
+
+
+def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, measured: bool, sm_count: int,
+            note: str) -> Choice | None:
+    """The small-m, small-n and split-k rules (``narrow``), or None where none applies."""
     narrow = []
-    fp8_small_m = dtype == "e4m3" and n * k >= FP8_SMALL_M_MIN_WEIGHT  # measured on e4m3 at that weight only
+    fp8_small_m = dtype == "e4m3" and n * k >= rules.FP8_SMALL_M_MIN_WEIGHT  # measured on e4m3 at that weight only
     if arch == "sm_90a" and (measured or fp8_small_m):
         small = small_m_tile(m, n, sm_count)
         if small is not None:
             bn, stages, ctas = small
-            narrow.append((SMALL_M_BM, bn, stages, f"M = {m} <= {SMALL_M_MAX}", ctas, "small-m"))
+            narrow.append((rules.SMALL_M_BM, bn, stages, f"M = {m} <= {SMALL_M_MAX}", ctas, "small-m"))
         wide = small_m_wide_ctas(m, n, sm_count)
         if wide is not None:
             try:
-                spec = dataclasses.replace(BY_NAME[SMALL_M_WIDE_KERNEL].spec(dtype, arch), out_dtype=first.out_dtype)
+                spec = dataclasses.replace(BY_NAME[rules.SMALL_M_WIDE_KERNEL].spec(dtype, arch), out_dtype=first.out_dtype)
                 return Choice(spec, f"M = {m} <= {SMALL_M_MAX} and BM = 64 tiles would take two waves: the cost table's "
-                              f"{SMALL_M_WIDE_KERNEL} kernel (128 x 128, persistent ping-pong), {wide} CTAs for {sm_count} SMs"
+                              f"{rules.SMALL_M_WIDE_KERNEL} kernel (128 x 128, persistent ping-pong), {wide} CTAs for {sm_count} SMs"
                               + note, "small-m")
             except SpecError:
                 pass
         small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX and measured else None
         if small is not None:
             bm, stages, ctas = small
-            narrow.append((bm, SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
+            narrow.append((bm, rules.SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
     for bm, bn, stages, what, ctas, rule in narrow:
         try:
             spec = narrow_spec(first, bm, bn, stages)
         except SpecError:
             continue
         why = f"{what}: {bm} x {bn} tiles, {ctas} CTA{'s' if ctas > 1 else ''} for {sm_count} SMs in one wave"
-        split_ok = SPLIT_K_RULE and rule == "small-m" and n * k >= SPLIT_MIN_WEIGHT
+        split_ok = rules.SPLIT_K_RULE and rule == "small-m" and n * k >= rules.SPLIT_MIN_WEIGHT
         splits = small_m_splits(ctas, k, spec.bk, sm_count) if split_ok else 1
         if splits > 1:
             return Choice(split_spec(spec, splits), why + f", K split {splits} ways: {ctas * splits} CTAs" + note, "split-k")
         return Choice(spec, why + note, rule)
-    # the cost model ranks with each kernel's own measured off-sector factor, so it takes the rows' phase for e4m3 too.
-    # e4m3 has no small-n rule and no cost-model calibration at M or N <= 128 (nearest-fit there), and its calibration
-    # saw rows on a 128-byte line and rows off a sector only: rows 32/64/96 B past a line stay with nearest-fit
-    unmeasured = not measured and (min(m, n) <= SMALL_M_MAX or _mid_line(k, first.dtype.bytes, lda, ldb))
-    picked = _cost_model(first, dtype, arch, m, n, k, bool(note), sm_count, note) if COST_MODEL and not unmeasured else None
-    if picked is not None:
-        return or_swap(picked)
-    near = [(e, TileSpec.from_json(e["spec"])) for e in ranked[:NEAREST_CANDIDATES]]
-    fits = [round(tile_fit(spec, m, n, sm_count), 2) for _, spec in near]
-    i = fits.index(max(fits))  # the first (nearest) of the best fits
-    e, spec = near[i]
-    why = f"tuned for {e['m']}x{e['n']}x{e['k']}, " + ("the nearest shape" if i == 0 else f"of the {len(near)} nearest shapes the best tile fit")
-    c = _with_pitch(Choice(spec, why + f" ({fits[i]:.2f} of the launched tiles' work is useful)" + note, "nearest-fit"), off_sector)
-    return or_swap(_nearest_stream_k(c, dtype, arch, m, n, k, bool(note), sm_count) if STREAM_K_RULE and COST_MODEL else c)
+    return None
 
 
-def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int) -> Choice:
+def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, model: CostModel) -> Choice:
     """nearest-fit's pick in its stream-K form where the cost table has the same kernel, the shape is in the range its
     constants were fitted on (``costmodel.calibrated``) and the form is predicted STREAMK_MIN_GAIN faster: e4m3 rows 32, 64
     or 96 B past a line, which the cost model does not rank (2512 x 10000 x 4000: 128 x 256 tiles in 7 rounds for 6.06
     rounds of work; its stream-K form ran 178.5 us against 190.2 whole, runs/2026-12-01-s5-fp8m run 1). ``c`` unchanged
     otherwise."""
     family = COST_FAMILY.get(dtype)
-    shipped = shipped_costs(family) if family in STREAM_K_FAMILIES else None
-    if shipped is None or shipped[0] != (family, arch) or c.spec.stream_k > 1:
+    costs = model.costs(dtype, arch) if family in rules.STREAM_K_FAMILIES else None
+    if costs is None or c.spec.stream_k > 1:
         return c
-    costs, eb = shipped[1], c.spec.dtype.bytes
+    eb = c.spec.dtype.bytes
     for name, cost in costs.items():
         try:
             same = dataclasses.replace(BY_NAME[name].spec(dtype, arch), out_dtype=c.spec.out_dtype) == c.spec
@@ -318,11 +237,11 @@ def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, 
             break
     else:
         return c
-    kw = dict(off_sector=off_sector, sm_count=sm_count, element_bytes=eb)
-    if not calibrated(cand, cost, m, n, k, **kw):
+    kw = dict(off_sector=off_sector, element_bytes=eb)
+    if not model.calibrated(cand, cost, m, n, k, **kw):
         return c
-    plain = predict_us(cand, cost, m, n, k, **kw)
-    sk = best_streamk(cand, cost, m, n, k, **kw)
+    plain = model.predict(cand, cost, m, n, k, **kw)
+    sk = model.streamk(cand, cost, m, n, k, **kw)
     if sk is None or sk.predicted_us >= plain * (1 - STREAMK_MIN_GAIN):
         return c
     why = (f"; stream-K: the last round's {sk.last_items} {'cluster ' if cand.cluster_m > 1 else ''}tiles split {sk.splits} ways "
@@ -330,17 +249,15 @@ def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, 
     return Choice(dataclasses.replace(c.spec, stream_k=sk.splits), c.why + why, c.chosen_by + "+stream-k", c.swap_ab)
 
 
-def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, sm_count: int,
+def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, model: CostModel,
                 note: str) -> Choice | None:
-    """The candidate of ``runtime.costmodel`` with the least predicted time (ties within ``TIE_TOLERANCE``: the first in
+    """The candidate of ``costmodel`` with the least predicted time (ties within ``TIE_TOLERANCE``: the first in
     ``CANDIDATES``), or None where no cost table applies (no table, another arch or type) or the shape is outside the
     range the constants were fitted on (``costmodel.calibrated``)."""
-    family = COST_FAMILY.get(dtype)
-    shipped = shipped_costs(family) if family else None
-    if shipped is None or shipped[0] != (family, arch):
+    family, costs = COST_FAMILY.get(dtype), model.costs(dtype, arch)
+    if costs is None:
         return None
-    (_, costs) = shipped
-    eb = like.dtype.bytes
+    eb, sm_count = like.dtype.bytes, model.sm_count
     # the narrow tiles stay with the small-m / small-n rules: the formula fits them worst (up to 40% off on their own
     # calibration shapes, runs/2026-12-01-s3-cost/run3_fit.log), so they are not ranked here
     usable = {}
@@ -351,11 +268,11 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
             continue
     if not usable:
         return None
-    r, ranked = pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector, sm_count=sm_count,
-                     narrow=False, element_bytes=eb, stream_k=STREAM_K_RULE and family in STREAM_K_FAMILIES,
-                     whole_first=family in STREAM_K_WHOLE_FIRST)
+    r, ranked = model.pick({name: v[0] for name, v in usable.items()}, m, n, k, off_sector=off_sector,
+                           narrow=False, element_bytes=eb, stream_k=rules.STREAM_K_RULE and family in rules.STREAM_K_FAMILIES,
+                     whole_first=family in rules.STREAM_K_WHOLE_FIRST)
     c, spec = r.candidate, usable[r.candidate.name][1]
-    if not calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb):
+    if not model.calibrated(c, usable[c.name][0], m, n, k, off_sector=off_sector, element_bytes=eb):
         return None  # launch- or bandwidth-bound: the nearest-fit rule (measured better there, run 4)
     if spec.out_dtype is not like.out_dtype:
         spec = dataclasses.replace(spec, out_dtype=like.out_dtype)
@@ -366,7 +283,7 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     if sk is not None:  # the pick's stream-K form: ranked by it (costmodel.rank), so it won by STREAMK_MIN_GAIN
         spec = dataclasses.replace(spec, stream_k=sk.splits)
         rule += "+stream-k"
-        plain = predict_us(c, usable[c.name][0], m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=eb)
+        plain = model.predict(c, usable[c.name][0], m, n, k, off_sector=off_sector, element_bytes=eb)
         sk_why = (f"; stream-K: the last round's {sk.last_items} {'cluster ' if c.cluster_m > 1 else ''}tiles split "
                   f"{sk.splits} ways along K, last round {sk.plain_last_us:.1f} -> {sk.split_last_us:.1f} us predicted "
                   f"({plain:.1f} us without)")
@@ -379,12 +296,11 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
     return Choice(spec, why + note, rule)
 
 
-def _entries(dtype: str, arch: str, table: list[dict] | None) -> tuple[list[dict], str | None]:
-    """The tuned entries for ``dtype`` on ``arch``, and None; or, for a type with none of its own that BORROWS_TABLE names,
+def _entries(dtype: str, arch: str, entries: list[dict]) -> tuple[list[dict], str | None]:
+    """The tuned entries for ``dtype`` on ``arch``, and None; or, for a type with none of its own that rules.BORROWS_TABLE names,
     the lender's entries and the lender's type (choose runs as the lender, then retypes the spec)."""
-    entries = table_entries(table)
     own = [e for e in entries if e["dtype"] == dtype and e["arch"] == arch]
-    lender = BORROWS_TABLE.get(dtype)
+    lender = rules.BORROWS_TABLE.get(dtype)
     if own or lender is None:
         return own, None
     lent = [e for e in entries if e["dtype"] == lender and e["arch"] == arch]

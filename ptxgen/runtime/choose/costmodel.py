@@ -15,7 +15,7 @@ the row-pitch phase scales the K loop (rows off a sector cost extra L2 work: doc
 bandwidth floor bounds thin shapes. The constants (launch, per_tile, per_k_tile, off_sector, bandwidth) are fitted
 per kernel from one device sweep over calibration shapes that are neither issue 16's named shapes nor the held-out
 set (tools/exp_cost.py calibrate, tools/fit_cost.py); they ship as data, one table per input family:
-``ptxgen/tuning/h200_cost.json`` (16-bit inputs) and ``ptxgen/tuning/h200_cost_e4m3.json`` (e4m3, its own device sweep:
+the ``16bit`` and ``e4m3`` families of a calibration (``calibration``; the H200's: ptxgen/tuning/h200_calibration.json; e4m3 has its own device sweep:
 tools/exp_cost_e4m3.py calibrate; FP8 does twice the MMA work per byte of K, so no constant carries over).
 
 Stream-K (``best_streamk``): a persistent cooperative kernel with BM <= 128 may split its last, partial round along K
@@ -26,106 +26,13 @@ that time where it is STREAMK_MIN_GAIN faster than the kernel whole.
 Pure arithmetic: no GPU, no compiler.
 """
 
+
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 
-from ..derive.spec import TileSpec, make_spec
-from ..isa.types import DType, Epilogue, SpecError
-
-COST_TABLE = "h200_cost.json"  # the 16-bit inputs' table
-COST_TABLES = {"16bit": COST_TABLE, "e4m3": "h200_cost_e4m3.json"}  # input family -> its cost table
-COST_FAMILY = {"bf16": "16bit", "f16": "16bit", "e4m3": "e4m3"}  # input type -> the family whose constants it uses
-STAGE_K_BYTES = 128  # bytes of K per pipeline stage (one 128-byte swizzle row): BK = STAGE_K_BYTES / element bytes
-
-
-def stage_k(element_bytes: int) -> int:
-    """BK in elements for inputs of ``element_bytes`` bytes: 64 for 16-bit inputs, 128 for 8-bit ones."""
-    return STAGE_K_BYTES // element_bytes
-
-
-def k_tiles(k: int, element_bytes: int = 2) -> int:
-    """K-tiles of a K loop: ceil(K / BK); the tail costs a whole K-tile."""
-    return -(-k // stage_k(element_bytes))
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A kernel family the cost model chooses from (K-major A and B, 128-byte swizzle, 128 bytes of K per stage: BK = 64
-    for 16-bit inputs, 128 for e4m3)."""
-
-    name: str
-    bm: int
-    bn: int
-    stages: int
-    schedule: str = "persistent"  # persistent | tile
-    consumers: str = "cooperative"  # cooperative | pingpong
-    raster_group: int = 8
-    epilogue: str = "tma"  # tma | direct
-    cluster: str = "1x1"  # 1x1 | 2x1 (multicasts B to the two CTAs of a pair along M)
-    narrow: bool = False  # a BM or BN = 64 tile, one CTA per tile, direct stores (the small-m / small-n kernels)
-
-    def spec(self, dtype: str = "bf16", arch: str = "sm_90a") -> TileSpec:
-        out = "f16" if dtype == "f16" else "bf16"  # e4m3: bf16 out, as the tuning table's FP8 kernels
-        s = make_spec(bm=self.bm, bn=self.bn, bk=stage_k(DType(dtype).bytes), a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32",
-                      out_dtype=out, arch=arch, stages=self.stages, schedule=self.schedule, raster_group=self.raster_group,
-                      consumers=self.consumers, cluster=self.cluster)
-        if self.epilogue == "tma":
-            for stages in range(self.stages, 1, -1):  # the TMA-store staging takes room: one stage fewer if needed
-                try:
-                    return dataclasses.replace(s, epilogue=Epilogue.TMA, stages=stages)
-                except SpecError:
-                    continue
-            raise SpecError("--epilogue", "tma", f"{self.name}: no stage count leaves room for the store staging", "direct")
-        return s
-
-    @property
-    def cluster_m(self) -> int:
-        return 2 if self.cluster == "2x1" else 1
-
-
-# The shipped families: the tuning table's winners (ptxgen/tuning/h200.json), their 2x1 multicast variants, tiles
-# whose BN is not a multiple of 64, and the narrow tiles of the small-m / small-n rules.
-CANDIDATES = (
-    Candidate("p128x256", 128, 256, 4),
-    Candidate("p128x192", 128, 192, 4, raster_group=16),
-    Candidate("p256x128", 256, 128, 4),
-    Candidate("pp128x128", 128, 128, 5, consumers="pingpong", raster_group=16),
-    Candidate("pp64x256", 64, 256, 4, consumers="pingpong", raster_group=16),
-    Candidate("t128x256", 128, 256, 4, schedule="tile"),
-    Candidate("t128x192", 128, 192, 4, schedule="tile"),
-    Candidate("p128x256c2", 128, 256, 4, cluster="2x1"),
-    Candidate("p128x192c2", 128, 192, 4, raster_group=16, cluster="2x1"),
-    Candidate("p256x128c2", 256, 128, 4, cluster="2x1"),
-    # BN not a multiple of 64 (direct stores: the TMA-store epilogue stages 64-column chunks), for wave counts the
-    # 64-multiples miss: e.g. 2500 x 10000 takes 9 rounds of 128 x 192 tiles for 8.03 rounds of work, 7 of 128 x 224
-    Candidate("p128x224", 128, 224, 4, raster_group=16, epilogue="direct"),
-    Candidate("p128x160", 128, 160, 5, raster_group=16, epilogue="direct"),
-    Candidate("pp64x224", 64, 224, 5, consumers="pingpong", raster_group=16, epilogue="direct"),
-    Candidate("p128x224c2", 128, 224, 4, raster_group=16, epilogue="direct", cluster="2x1"),
-    Candidate("p128x160c2", 128, 160, 5, raster_group=16, epilogue="direct", cluster="2x1"),
-    Candidate("n64x128", 64, 128, 8, schedule="tile", epilogue="direct", narrow=True),
-    Candidate("n128x64", 128, 64, 8, schedule="tile", epilogue="direct", narrow=True),
-    Candidate("n64x64", 64, 64, 8, schedule="tile", epilogue="direct", narrow=True),
-)
-BY_NAME = {c.name: c for c in CANDIDATES}
-
-
-@dataclass(frozen=True)
-class Costs:
-    """One kernel's measured constants (microseconds; bandwidth in TB/s = bytes per microsecond / 1e6)."""
-
-    launch_us: float
-    tile_us: float  # per tile and round: the pipeline's fill, the epilogue not hidden behind the next tile
-    ktile_us: float  # per K-tile of one tile, steady state, rows on a 32-byte sector
-    off_sector: float = 1.0  # factor on ktile_us when A's or B's rows start off a 32-byte sector
-    bandwidth_tbps: float = 3.5
-    slots_per_sm: int = 1
-
+from .calibration import Calibration, Costs, Family, calibration_for, parse_kernels
+from .candidates import BY_NAME, CANDIDATES, COST_FAMILY, STAGE_K_BYTES, Candidate, k_tiles, stage_k  # noqa: F401
 
 def tile_grid(m: int, n: int, bm: int, bn: int, cluster_m: int = 1) -> int:
     """Tiles launched: ceil(M / BM) x ceil(N / BN), the row count rounded up to whole clusters along M."""
@@ -332,35 +239,66 @@ def pick(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = 
 
 
 def parse_costs(doc: dict) -> dict[str, Costs]:
-    """The ``kernels`` object of a cost table: name -> Costs (names not in CANDIDATES are left out)."""
-    out = {}
-    for name, d in doc.get("kernels", {}).items():
-        if name in BY_NAME:
-            out[name] = Costs(float(d["launch_us"]), float(d["tile_us"]), float(d["ktile_us"]), float(d.get("off_sector", 1.0)),
-                              float(d.get("bandwidth_tbps", 3.5)), int(d.get("slots_per_sm", 1)))
-    return out
+    """The ``kernels`` object of a calibration's family: name -> Costs (names not in CANDIDATES are left out)."""
+    return parse_kernels(doc, BY_NAME)
 
 
-@lru_cache(maxsize=4)
-def shipped_swap_costs(family: str = "16bit") -> Costs | None:
-    """The swapped family's constants (the cost table's ``swap`` entry), or None where the table has none."""
-    if family not in COST_TABLES:
-        return None
-    try:
-        d = json.loads(resources.files("ptxgen.tuning").joinpath(COST_TABLES[family]).read_text())["swap"]
-        return Costs(float(d["launch_us"]), float(d["tile_us"]), float(d["ktile_us"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def family_doc(family: str = "16bit") -> dict | None:
+    """The reference calibration's JSON object of an input family (``calibration.REFERENCE``), or None."""
+    f = calibration_for(None).families.get(family)
+    return f.doc if f else None
 
 
-@lru_cache(maxsize=4)
 def shipped_costs(family: str = "16bit") -> tuple[tuple[str, str], dict[str, Costs]] | None:
-    """((dtype family, arch), costs) of the shipped cost table of an input family (``COST_TABLES``), or None when it is
-    missing or unreadable."""
-    if family not in COST_TABLES:
-        return None
-    try:
-        doc = json.loads(resources.files("ptxgen.tuning").joinpath(COST_TABLES[family]).read_text())
-        return (doc["dtype"], doc["arch"]), parse_costs(doc)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    """((dtype family, arch), costs) of an input family in the reference calibration, or None where it has none."""
+    return CostModel(calibration_for(None)).family_costs(family)
+
+
+def shipped_swap_costs(family: str = "16bit") -> Costs | None:
+    """The swapped family's constants in the reference calibration (its ``swap`` entry), or None where it has none."""
+    f = calibration_for(None).families.get(family)
+    return f.swap if f else None
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The one cost model of a chooser call: a device's calibration and SM count. The cost-model rule, the swap rule for
+    M > 128 and the stream-K forms all ask it; it asks nothing of the rules."""
+
+    calibration: Calibration
+    sm_count: int = 132
+
+    def family(self, dtype: str, arch: str) -> Family | None:
+        """The constants for ``dtype`` inputs on ``arch``, or None where the calibration has none."""
+        f = self.calibration.families.get(COST_FAMILY.get(dtype, ""))
+        return f if f is not None and f.arch == arch else None
+
+    def family_costs(self, family: str) -> tuple[tuple[str, str], dict[str, Costs]] | None:
+        f = self.calibration.families.get(family)
+        return ((family, f.arch), dict(f.kernels)) if f else None
+
+    def costs(self, dtype: str, arch: str) -> dict[str, Costs] | None:
+        f = self.family(dtype, arch)
+        return dict(f.kernels) if f else None
+
+    def swap_costs(self, dtype: str, arch: str) -> Costs | None:
+        f = self.family(dtype, arch)
+        return f.swap if f else None
+
+    def predict(self, c: Candidate, costs: Costs, m: int, n: int, k: int, **kw) -> float:
+        return predict_us(c, costs, m, n, k, sm_count=self.sm_count, **kw)
+
+    def calibrated(self, c: Candidate, costs: Costs, m: int, n: int, k: int, **kw) -> bool:
+        return calibrated(c, costs, m, n, k, sm_count=self.sm_count, **kw)
+
+    def streamk(self, c: Candidate, costs: Costs, m: int, n: int, k: int, **kw) -> StreamKPrediction | None:
+        return best_streamk(c, costs, m, n, k, sm_count=self.sm_count, **kw)
+
+    def swap(self, costs: Costs, m: int, n: int, k: int, **kw) -> SwapPrediction | None:
+        return best_swap(costs, SWAP_FAMILY_BN, m, n, k, sm_count=self.sm_count, **kw)
+
+    def rank(self, costs: dict[str, Costs], m: int, n: int, k: int, **kw) -> list[Ranked]:
+        return rank(costs, m, n, k, sm_count=self.sm_count, **kw)
+
+    def pick(self, costs: dict[str, Costs], m: int, n: int, k: int, **kw) -> tuple[Ranked, list[Ranked]]:
+        return pick(costs, m, n, k, sm_count=self.sm_count, **kw)

@@ -1,0 +1,67 @@
+"""The narrow-tile rules (small-m, small-n, split-k) and the tile-fit measure of nearest-fit: tile arithmetic for a
+device of ``sm_count`` SMs, no cost model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...derive.spec import TileSpec
+from ...isa.types import Cluster, Consumers, Epilogue, Schedule
+from . import rules
+from .candidates import BY_NAME
+from .choice import SM_COUNT, SMALL_M_MAX
+
+
+def tile_fit(spec: TileSpec, m: int, n: int, sm_count: int = SM_COUNT) -> float:
+    """The fraction of the launched MMA work that is useful: tile padding along M and N times the last wave's
+    occupancy (tiles spread over ``sm_count`` CTAs, one tile per CTA at a time)."""
+    tm, tn = -(-m // spec.bm), -(-n // spec.bn)
+    padding = (m * n) / (tm * spec.bm * tn * spec.bn)
+    tiles = tm * tn
+    waves = -(-tiles // sm_count)
+    return padding * tiles / (waves * sm_count)
+
+
+def small_m_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
+    """(BN, stages, CTAs) of the BM = 64 tile for an M <= 128 shape, or None when every such tile needs more than one
+    wave (then the large tiles of the table fit better: run 25, 128 x 16384 x 4096)."""
+    if m > SMALL_M_MAX:
+        return None
+    options = [(bn, stages, -(-m // rules.SMALL_M_BM) * -(-n // bn)) for bn, stages in rules.SMALL_M_TILES]
+    one_wave = [o for o in options if o[2] <= sm_count]
+    if not one_wave:
+        return None
+    filled = [o for o in one_wave if o[2] >= rules.SMALL_M_MIN_FILL * sm_count]
+    return filled[0] if filled else max(one_wave, key=lambda o: (o[2], -o[0]))  # the most CTAs; ties: the narrower
+
+
+def small_m_wide_ctas(m: int, n: int, sm_count: int = SM_COUNT) -> int | None:
+    """CTAs of the 128 x 128 kernel ``rules.SMALL_M_WIDE_KERNEL`` for an M <= 128 shape whose BM = 64 tiles all need more than
+    one wave (``small_m_tile`` None), where they fit one wave and fill at least rules.SMALL_M_MIN_FILL of the SMs; else None."""
+    if not rules.SMALL_M_WIDE or m > SMALL_M_MAX or small_m_tile(m, n, sm_count) is not None:
+        return None
+    c = BY_NAME[rules.SMALL_M_WIDE_KERNEL]
+    ctas = -(-m // c.bm) * -(-n // c.bn)
+    return ctas if rules.SMALL_M_MIN_FILL * sm_count <= ctas <= sm_count else None
+
+
+def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
+    """Splits of K for a ``small-m`` tile launching ``ctas`` CTAs: the most that keep every CTA in one wave and every
+    split at least rules.SPLIT_MIN_K_TILES K-tiles (1: no split)."""
+    k_tiles = -(-k // bk)
+    s = 1
+    while s < rules.SPLIT_MAX and ctas * (s + 1) <= sm_count and k_tiles // (s + 1) >= rules.SPLIT_MIN_K_TILES:
+        s += 1
+    return s
+
+
+def split_spec(like: TileSpec, splits: int) -> TileSpec:
+    """The kernel family of ``like`` with K split ``splits`` ways: one CTA per (tile, split), direct f32 stores into the
+    workspace, no cluster."""
+    return dataclasses.replace(like, schedule=Schedule.TILE, consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT,
+                               cluster=Cluster.C1X1, split_k=splits)
+
+
+def small_n_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:
+    """(BM, stages, CTAs) for an N <= 128 shape: the mirror of :func:`small_m_tile` (BN = 64, BM of 128 or 64)."""
+    return small_m_tile(n, m, sm_count)

@@ -1,0 +1,112 @@
+"""The swap-AB rules of the chooser (``runtime.choose``): D^T = B A^T with an M-major D, where few rows of A would waste the MMA's M.
+
+``swap_ab`` (chosen_by ``swap-ab``): M <= rules.SWAP_AB_MAX_M against large weights, the tile from ``swap_ab_tile``;
+``swap_fit`` (``cost-model+swap-ab``): M > SMALL_M_MAX where a swapped tile that fits M is predicted faster than every
+unswapped kernel. ``walk.choose`` decides when each is asked (``rules.SWAP_AB_RULE`` and ``rules.SWAP_FIT_RULE`` switches);
+``rules.SWAP_TMA_STORE`` picks how both store D^T (direct one-element stores, or the TMA store of an M-major D).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...derive.spec import TileSpec
+from ...isa.types import DMajor, Epilogue, SpecError
+from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
+from . import rules
+from .candidates import BY_NAME
+from .costmodel import SWAP_BM, CostModel
+
+
+
+def _swapped(like: TileSpec, bm: int, bn: int, stages) -> TileSpec | None:
+    """The swapped kernel: ``narrow_spec`` with an M-major D (and, with rules.SWAP_TMA_STORE, the TMA store), at the first of
+    ``stages`` that fits shared memory; None where none does."""
+    for s in stages:
+        try:
+            spec = dataclasses.replace(narrow_spec(like, bm, bn, s), d_major=DMajor.M, split_k=1, stream_k=1)
+            return dataclasses.replace(spec, epilogue=Epilogue.TMA) if rules.SWAP_TMA_STORE else spec
+        except SpecError:
+            continue
+    return None
+
+
+def _store_note() -> str:
+    return " through the TMA store (stmatrix.trans)" if rules.SWAP_TMA_STORE else ""
+
+
+def swap_ab_tile(m: int, n: int, stage_row_bytes: int, sm_count: int = SM_COUNT) -> tuple[int, int, int, int] | None:
+    """(BM, BN, stages, CTAs) of the swap-AB kernel for M <= rules.SWAP_AB_MAX_M, or None where its CTAs would fill less than
+    rules.SWAP_AB_MIN_FILL of the SMs. BN: M rounded up to 8 (the wgmma N the few rows need); BM: of rules.SWAP_AB_BM the one with
+    the most CTAs (ceil(N / BM)) in one wave (the 128-row tile where none fits one); stages: as many as
+    rules.SWAP_AB_STAGE_BYTES holds (``stage_row_bytes``: bytes of one row of a stage, BK x the element size), at most
+    rules.SWAP_AB_MAX_STAGES. The swapped kernel has no split of K: its CTAs each stream BM whole rows of the weights."""
+    if m > rules.SWAP_AB_MAX_M:
+        return None
+    bn = max(8, -(-m // 8) * 8)
+    options = [(bm, -(-n // bm) * -(-m // bn)) for bm in rules.SWAP_AB_BM]
+    one_wave = [o for o in options if o[1] <= sm_count]
+    if one_wave:
+        bm, ctas = max(one_wave, key=lambda o: (o[1], o[0]))
+        if ctas < rules.SWAP_AB_MIN_FILL * sm_count:
+            return None
+    else:
+        bm, ctas = max(options, key=lambda o: o[0])
+    stages = min(rules.SWAP_AB_MAX_STAGES[bm], rules.SWAP_AB_STAGE_BYTES // ((bm + bn) * stage_row_bytes))
+    return bm, bn, stages, ctas
+
+
+def swap_ab(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, note: str, sm_count: int = SM_COUNT) -> Choice | None:
+    """The ``swap-ab`` rule: D^T = B A^T with an M-major D for M <= rules.SWAP_AB_MAX_M against weights of at least
+    rules.SWAP_AB_MIN_WEIGHT elements whose swap tiles fill the SMs (``swap_ab_tile``; sm_90a); None where it does not apply."""
+    if arch != "sm_90a" or dtype not in rules.SWAP_AB_DTYPES or n * k < rules.SWAP_AB_MIN_WEIGHT:
+        return None
+    tile = swap_ab_tile(m, n, like.bk * like.dtype.bytes, sm_count)
+    if tile is None:
+        return None
+    bm, bn, stages, ctas = tile
+    # the stages of swap_ab_tile, or (the TMA store's staging buffers) one or two fewer where those do not fit
+    spec = _swapped(like, bm, bn, (stages, stages - 1, stages - 2) if rules.SWAP_TMA_STORE else (stages,))
+    if spec is None:
+        return None
+    why = (f"M = {m} <= {rules.SWAP_AB_MAX_M} against N x K = {n} x {k}: swap-AB, D^T = B A^T with {bm} x {bn} tiles over N x M "
+           f"({ctas} CTAs for {sm_count} SMs), D^T stored M-major into the row-major D{_store_note()}")
+    return Choice(spec, why + note, "swap-ab", swap_ab=True)
+
+
+def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool,
+             model: CostModel, note: str, stream_k: bool) -> Choice | None:
+    """The swap-ab rule for M > SMALL_M_MAX (``cost-model+swap-ab``): D^T = B A^T with 128 x BN' tiles over N x M, BN' a
+    multiple of 8 that covers M in few tiles (``CostModel.swap``: 333 rows as 2 x 168 = 336 where 128-row tiles pad
+    them to 384), one CTA per tile, D stored M-major; taken where the cost model (the swapped family's own fitted
+    constants, ``CostModel.swap_costs``) predicts it rules.SWAP_FIT_MIN_GAIN faster than every unswapped candidate (their
+    stream-K forms included when ``stream_k``), in one round of CTAs, rows on a 32-byte sector, on a compute-bound shape
+    with K >= 1024 (what the swapped family was measured on: runs/2026-12-01-s5-waves run 1). None where it does not
+    apply (16-bit inputs, sm_90a)."""
+    if arch != "sm_90a" or m <= SMALL_M_MAX or off_sector:
+        return None
+    costs, swap_costs = model.costs(dtype, arch), model.swap_costs(dtype, arch)
+    if costs is None or swap_costs is None:
+        return None
+    eb, sm_count = like.dtype.bytes, model.sm_count
+    sw = model.swap(swap_costs, m, n, k, element_bytes=eb)
+    # one round (two rounds of swapped tiles lost at 350 x 16384 x 4096) of one or two tiles over M, K >= 1024 and
+    # compute-bound: the swapped problem (N x M x K) in the range the constants were fitted on
+    like_family = BY_NAME["t128x192"]
+    if (sw is None or sw.rounds > 1 or sw.m_tiles > rules.SWAP_FIT_MAX_M_TILES
+            or not model.calibrated(like_family, swap_costs, n, m, k, element_bytes=eb)):
+        return None
+    plain = model.rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, element_bytes=eb,
+                       stream_k=stream_k)
+    if not plain or sw.predicted_us > plain[0].predicted_us * (1 - rules.SWAP_FIT_MIN_GAIN):
+        return None
+    spec = _swapped(like, SWAP_BM, sw.bn, rules.SWAP_FIT_STAGES)
+    if spec is None:
+        return None
+    best = plain[0]
+    why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {sw.bn} tiles over N x M ({sw.m_tiles} tile{'s' if sw.m_tiles > 1 else ''} "
+           f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in one round of {sm_count}), D^T stored "
+           f"M-major into the row-major D{_store_note()}; cost model: {sw.predicted_us:.1f} us predicted against {best.predicted_us:.1f} us "
+           f"for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best unswapped kernel (the other "
+           f"rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
+    return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
