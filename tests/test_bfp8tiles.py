@@ -7,7 +7,7 @@ import pytest
 from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES, Bfp8Tile, few_tile_splits, pick_tile, tile_cost
 
 # The best measured tile form at shapes where one form led clearly (by 10% or more over the other tiles' best; s10's
-# sweep, runs/2026-12-02-s10-probe/call2/bench_blockfp8_shapes.jsonl, ratios to torch's blockwise _scaled_mm in
+# sweep, runs/2026-12-02-blockfp8-tile-model/run2/bench_blockfp8_shapes.jsonl, ratios to torch's blockwise _scaled_mm in
 # brackets): (M, N, K) -> (BM, BN)
 MEASURED_BEST = {
     (64, 7168, 16384): (64, 128),  # 64 x 128 sk8 1.254, 128 x 128 sk8 0.903, 192 x 128 sk8 0.639

@@ -506,7 +506,7 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     """The promotion every 128 of K, measured: positive inputs, K = 16384, f32 output, unit scales; the block-scaled
     kernel against the plain e4m3 kernel (the tensor core accumulates all of K) and float64. The claim checked: promotion
     brings the result within 2e-3 of float64 and at least 100 times closer than whole-K accumulation. Measured on the
-    H200 (runs/2026-12-01-final/check/block_fp8_promotion.json): block 6.2e-4, plain 0.217, far more than the
+    H200 (runs/2026-12-01-gpu-tier/check/block_fp8_promotion.json): block 6.2e-4, plain 0.217, far more than the
     round-to-nearest 14-bit accumulator of model/bfp8model.py predicts (3e-6 and 3e-4): the hardware loses more per
     add than that model, which is why the earlier bound of 2e-5 (from the model) failed there."""
     import json

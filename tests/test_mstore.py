@@ -185,7 +185,7 @@ def test_binding_pads_an_allocated_d_and_refuses_an_unaligned_one():
                                                     ("bf16", 64, 16384, 4096, "swap-ab", (128, 64)),
                                                     ("e4m3", 16, 7168, 16384, "swap-ab", (64, 16))])
 def test_the_switch_puts_the_swapped_picks_on_the_tma_store(monkeypatch, dtype, m, n, k, rule, tile):
-    on = choose(dtype, "sm_90a", m, n, k)  # shipped: on (measured faster, runs/2026-12-01-s5-final)
+    on = choose(dtype, "sm_90a", m, n, k)  # shipped: on (measured faster, runs/2026-12-01-gpu-tier-swap-tmastore)
     monkeypatch.setattr(swaprules, "SWAP_TMA_STORE", False)  # control: the direct stores
     off = choose(dtype, "sm_90a", m, n, k)
     assert off.chosen_by == rule and off.spec.epilogue is Epilogue.DIRECT and (off.spec.bm, off.spec.bn) == tile

@@ -44,7 +44,7 @@ DTYPE = "e4m3"
 ARCH = "sm_90a"
 # rows 3088 B (phase 16 past a 128-byte line), 4496 B (phase 16), 3056 B (phase 112): 16 B past a 32-byte sector
 CAL_OFF_E4M3 = [(3584, 6144, 3088), (6144, 2560, 4496), (2304, 7168, 3056)]
-# issue 16's classes as the e4m3 bench runs them (dimensions multiples of 16, runs/2026-12-01-final/extra2) and the
+# issue 16's classes as the e4m3 bench runs them (dimensions multiples of 16, runs/2026-12-01-gpu-tier/extra2) and the
 # FP8 shapes measured before (docs/performance.md): none of them is a calibration shape
 FP8_NAMED = {(5120, 5120, 5120), (4096, 4096, 5008), (5120, 5120, 5008), (3008, 7008, 5008), (1504, 9008, 3024),
              (336, 8192, 8192), (12000, 1008, 6000), (2512, 10000, 4000), (8192, 8192, 8192), (4096, 4096, 4096),

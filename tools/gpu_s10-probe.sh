@@ -16,4 +16,4 @@ t 200 python3 tools/power_probe.py ${SHAPE:-4096x7168x16384} --variants "$VARIAN
   --smi-log "$OUT/smi.csv" > "$OUT/power_probe.log" 2>&1
 echo "exit $?" >> "$OUT/power_probe.log"
 cat "$OUT/power_probe.log"; gzip -f "$OUT/smi.csv"
-echo "== s10-probe done: $SECONDS s"
+echo "== 2026-12-02-blockfp8-tile-model done: $SECONDS s"

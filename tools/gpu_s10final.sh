@@ -7,14 +7,14 @@
 #    per-tensor twin); fp8blocks.gemm as a caller sees it, small M included (derive.bfp8tiles' picks); the tile forms at
 #    held-out shapes (M 32 / 256 / 1024 / 2048, Llama-70B-like N x K); the fused epilogue (tools/bench_epilogue.py);
 #    the block structure's energy without the promotion (tools/power_probe.py's -nopromo diagnostic).
-# Every step is bounded by what is left of $BUDGET. Logs: one archive, $OUT/s10final.tgz (the run tool returns a limited
+# Every step is bounded by what is left of $BUDGET. Logs: one archive, $OUT/gpu_tier.tgz (the run tool returns a limited
 # number of files: s10's call lost the gpu tier's log to that limit).
 set -u
 FINAL_OUT=${OUT:-out}
 OUT=/tmp/s10final-logs
 BUDGET=${BUDGET:-570}
 mkdir -p "$FINAL_OUT" "$OUT"
-pack() { tar czf "$FINAL_OUT/s10final.tgz" -C "$OUT" . ; }
+pack() { tar czf "$FINAL_OUT/gpu_tier.tgz" -C "$OUT" . ; }
 trap pack EXIT
 . tools/gpu_common.sh
 gpu_begin s10final

@@ -7,14 +7,14 @@
 # 2. benchmarks, alone on the GPU: the tuned six, issue 16's unaligned and few-wave shapes with no tile flags, the cost
 #    model's seeded generalization set (pick against the pick before it), and `ptxgen bench --api`.
 # Every step has a timeout and the whole script keeps to $BUDGET seconds (steps that would not fit are skipped and say
-# so); logs come back as one archive, $OUT/s3final.tgz.
+# so); logs come back as one archive, $OUT/gpu_tier.tgz.
 set -u
 OUT=${OUT:-out}
 LOGS=${LOGS:-/tmp/s3final}
 BUDGET=${BUDGET:-540}
 mkdir -p "$OUT" "$LOGS"
 export LOGS PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_ARTIFACTS=$LOGS PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/tmp/ptxgen-s3final-cache}
-pack() { tar czf "$OUT/s3final.tgz" -C "$LOGS" . ; }
+pack() { tar czf "$OUT/gpu_tier.tgz" -C "$LOGS" . ; }
 trap pack EXIT
 left() { echo $(( BUDGET - SECONDS )); }
 # t SECONDS CMD...: run CMD with the smaller of SECONDS and what is left of the budget (less 12 s for packing)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 part 1, why any fused chain costs ~5% (runs/2026-12-01-s3-fused/run2): ncu on the plain, alpha-only and
+# Issue 17 part 1, why any fused chain costs ~5% (runs/2026-12-01-fused-bias-gelu/run2): ncu on the plain, alpha-only and
 # bias+gelu kernels at 4096^3 (one launch each after warm-up; clocks not locked), then the stall table per SASS line.
 # Logs to $OUT: ncu_details.log, ncu_source.csv.gz, ncu_raw.log, exp_twin.log, exp_twin.jsonl
 set -u

@@ -8,14 +8,14 @@
 #    FP8 classes (e4m3) with no tile flags, `ptxgen bench --api`, tools/host_breakdown.py, block FP8 (with the FFMA
 #    yield patch as a variant), grouped GEMM, and the cost model's seeded generalization set.
 # Every step has a timeout and the whole script keeps to $BUDGET seconds (steps that would not fit are skipped and say
-# so); logs come back as one archive, $OUT/s4final.tgz.
+# so); logs come back as one archive, $OUT/gpu_tier.tgz.
 set -u
 OUT=${OUT:-out}
 LOGS=${LOGS:-/tmp/s4final}
 BUDGET=${BUDGET:-540}
 mkdir -p "$OUT" "$LOGS"
 export LOGS PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_ARTIFACTS=$LOGS PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/tmp/ptxgen-s4final-cache}
-pack() { tar czf "$OUT/s4final.tgz" -C "$LOGS" . ; }
+pack() { tar czf "$OUT/gpu_tier.tgz" -C "$LOGS" . ; }
 trap pack EXIT
 left() { echo $(( BUDGET - SECONDS )); }
 # t SECONDS CMD...: run CMD with the smaller of SECONDS and what is left of the budget (less 12 s for packing)

@@ -47,7 +47,7 @@ step calibrate
 timeout 55 $PY tools/exp_cost_e4m3.py calibrate > "$OUT/cal_e4m3.jsonl" 2>> "$LOG"; echo "exit $?" >> "$LOG"
 step fit
 if $PY tools/fit_cost.py fit "$OUT/cal_e4m3.jsonl" > /tmp/h200_cost_e4m3.json 2>> "$LOG"; then
-  sed -i "s#\"source\": \"tools/fit_cost.py fit [^\"]*\"#\"source\": \"tools/fit_cost.py fit runs/2026-12-01-s4-fp8shapes/cal_e4m3.jsonl\"#" /tmp/h200_cost_e4m3.json
+  sed -i "s#\"source\": \"tools/fit_cost.py fit [^\"]*\"#\"source\": \"tools/fit_cost.py fit runs/2026-12-01-fp8-shapes/cal_e4m3.jsonl\"#" /tmp/h200_cost_e4m3.json
   cp /tmp/h200_cost_e4m3.json "$OUT/h200_cost_e4m3.json" && cp /tmp/h200_cost_e4m3.json ptxgen/tuning/h200_cost_e4m3.json
   $PY tools/fit_cost.py residuals "$OUT/cal_e4m3.jsonl" > "$OUT/fit.log" 2>&1
 else

@@ -7,7 +7,7 @@
 # 2. alone on the GPU: `ptxgen bench --api` of $NEW, tools/host_breakdown.py of $NEW and of main (interleaved pieces,
 #    torch.mm in the same process), then `ptxgen bench --api` of main while the budget lasts.
 # Every step has a timeout and the whole script keeps to $BUDGET seconds; logs in $OUT.
-# As it ran (runs/2026-12-01-s4-host/, commit 3b8788c) $NEW's host_breakdown.py also tried cuLaunchKernel's `extra`
+# As it ran (runs/2026-12-01-host-path/, commit 3b8788c) $NEW's host_breakdown.py also tried cuLaunchKernel's `extra`
 # buffer mode first, which ended in an illegal instruction and stopped that breakdown; the mode is gone since.
 set -u
 OUT=${OUT:-out}

@@ -9,7 +9,7 @@
 #    f16's old default kernel (tile flags); `ptxgen bench --api`; tools/host_breakdown.py; block FP8
 #    (tools/bench_blockfp8.py); the M-major TMA-store epilogue against the direct one (tools/bench_mstore.py, if there).
 # Every step has a timeout and the whole script keeps to $BUDGET seconds (steps that would not fit are skipped and say
-# so); logs come back as one archive, $OUT/$NAME.tgz (s5final.tgz by default).
+# so); logs come back as one archive, $OUT/$NAME.tgz (gpu_tier.tgz by default).
 set -u
 OUT=${OUT:-out}
 NAME=${NAME:-s5final}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Block-FP8 --fp8-stagger half (issue 17; 2026-12-02 s6-half, built at L1/L2, never run) on the GPU in one command:
+# Block-FP8 --fp8-stagger half (issue 17; 2026-12-02 2026-12-02-blockfp8-half, built at L1/L2, never run) on the GPU in one command:
 # 1. the half variants of tests/test_epilogue_ops.py's block-FP8 gpu tests against the float64 recipe (4 odd shapes x
 #    4 variants, 1-2 K blocks x 3 variants) and the several-tiles-per-CTA test of all three staggers (issue, complete,
 #    half: 192 tiles on at most 132 CTAs, the barriers spanning a CTA's tiles);
@@ -15,7 +15,7 @@ SHAPES=${SHAPES:-4096x7168x16384 8192x8192x8192 2048x7168x4096}
 T_TEST=${T_TEST:-110}
 T_BENCH=${T_BENCH:-90}
 . tools/gpu_common.sh
-gpu_begin s6-half
+gpu_begin 2026-12-02-blockfp8-half
 export PTXGEN_ARTIFACTS="$OUT"
 gpu_pytest pytest_half_gpu.log "$T_TEST" tests/test_epilogue_ops.py $XDIST -k "(half and not halves) or several_tiles"
 bfp8_bench half

@@ -17,4 +17,4 @@ gpu_begin s8slabs
 PTXGEN_ARTIFACTS=$OUT gpu_pytest pytest_slabs_gpu.log $(( $(left) > 300 ? 200 : $(left) - 100 )) $XDIST \
   tests/test_epilogue_ops.py -k "consumer_slabs or (compute_sanitizer and m256-cs2)"
 gate_then_bench pytest_slabs_gpu.log s8slabs
-echo "== s8-slabs done: $SECONDS s"
+echo "== 2026-12-02-consumer-slabs done: $SECONDS s"

@@ -1,6 +1,6 @@
 """Probe (issue 17, s8): what the consumer's K loop costs around the MMAs. DeepGEMM's SM90 1D2D kernel, the same
-128 x 192 tile without a cluster, keeps the tensor pipe 96% busy where ours is at 86% (ncu, runs/2026-12-02-s8-probe/
-call2). Its loop issues each K block's four QGMMA from uniform registers, ours moved every descriptor start through
+128 x 192 tile without a cluster, keeps the tensor pipe 96% busy where ours is at 86% (ncu, runs/2026-12-02-blockfp8-pingpong-loop/
+run2). Its loop issues each K block's four QGMMA from uniform registers, ours moved every descriptor start through
 R2UR (the consumer warpgroup index ``tid / 128`` is not warp-uniform to ptxas); its loop is unrolled, so the next
 stage's barrier check sits among the promotion's FFMA. This probe times forms of the rendered default kernel, each
 made from the source by a rewrite that is asserted to apply (a diagnostic, not a code path of ptxgen):

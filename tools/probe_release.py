@@ -1,8 +1,8 @@
 """Probe (issue 17, s7): the block-FP8 consumers' stage release under compute-sanitizer racecheck, and what it costs.
 
 s6 found racecheck hazards between the consumers' ld.shared of a stage's scale slots and the scale warp's st.shared
-(runs/2026-12-02-s6-final); the per-warp release (93334b3: __syncwarp, then lane 0 arrives on empty[s]) left them as
-they were (runs/2026-12-02-s7-probe/call1, call3); the per-thread release (every consumer thread arrives, empty[s]
+(runs/2026-12-02-gpu-tier-scale-warp); the per-warp release (93334b3: __syncwarp, then lane 0 arrives on empty[s]) left them as
+they were (runs/2026-12-02-stage-release-f32-store/run1, run3); the per-thread release (every consumer thread arrives, empty[s]
 counts them) was clean at the same speed, and is the template's since 7977181. At that time this probe made the
 per-thread form from the rendered source; now it makes the per-warp form (two lines rewritten, asserted), the control
 that shows racecheck can fail on this kernel - a diagnostic, not a code path of ptxgen:

@@ -1,18 +1,18 @@
 """The oldest supported NVRTC (12.8, a PyPI wheel) over the kernel kinds a session added: the SASS gate, no local memory.
 
 Sets: ``s4`` (stream-K, M-major D / swap-AB, the e4m3 cost model's picks, block FP8 wide tiles and halves, grouped block
-FP8; runs/2026-12-01-s4-toolchains), ``s5`` (the M-major TMA store of the swapped kernels, swap-AB up to M = 64 in
+FP8; runs/2026-12-01-nvrtc128-streamk), ``s5`` (the M-major TMA store of the swapped kernels, swap-AB up to M = 64 in
 bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 128 small-M pick, block FP8 with its
-scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains), ``s6`` (the
+scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-nvrtc128-swap), ``s6`` (the
 block-FP8 kernels the sixth session changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
-runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
-TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains),
+runs/2026-12-02-nvrtc128-blockfp8), ``s7`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
+TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-nvrtc128-f32-store),
 ``s8`` (the warp-uniform warpgroup index in every wgmma kernel and the block-FP8 K loop unrolled twice: both block-FP8
 picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
-order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-s8-toolchains),
+order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-nvrtc128-slabs),
 ``s9`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
-the 128 x 192 TMA-scale form; runs/2026-12-02-s9-toolchains), ``s10`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
-picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-s10-toolchains).
+the 128 x 192 TMA-scale form; runs/2026-12-02-nvrtc128-prepared-launch), ``s10`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
+picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-nvrtc128-tile-model).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
        PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|s9|s10|all]

@@ -16,19 +16,19 @@ from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from .costmodel import (BY_NAME, COST_FAMILY, SWAP_BM, SWAP_FAMILY_BN, best_swap, calibrated, rank, shipped_costs,
                         shipped_swap_costs)
 
-SWAP_AB_MAX_M = 64  # M = 1..64 won against every other pick, M = 128 did not (runs/2026-12-01-s5-fp8m run 1)
-SWAP_AB_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest weights measured (run 1 of s5-fp8m: won there too)
+SWAP_AB_MAX_M = 64  # M = 1..64 won against every other pick, M = 128 did not (runs/2026-12-01-swapab-small-m run 1)
+SWAP_AB_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest weights measured (run 1 of 2026-12-01-swapab-small-m: won there too)
 SWAP_AB_MIN_FILL = 0.4  # choose.SMALL_M_MIN_FILL's value; the swap tiles' CTAs fill at least this fraction of the SMs in one wave
 SWAP_AB_BM = (64, 128)  # BM over N: the most CTAs that fit in one wave (64: 4096 / 7168 rows; 128: 16384)
-SWAP_AB_MAX_STAGES = {64: 12, 128: 10}  # stages of each BM (s4-swapab: 128 x 16 best with 10)
+SWAP_AB_MAX_STAGES = {64: 12, 128: 10}  # stages of each BM (2026-12-01-swapab: 128 x 16 best with 10)
 SWAP_AB_STAGE_BYTES = 200 * 1024  # shared memory the stages of a swap tile take at most
-SWAP_AB_DTYPES = ("bf16", "f16", "e4m3")  # measured: bf16 (s4-swapab, s5-fp8m run 1), e4m3 (s5-fp8m run 1)
+SWAP_AB_DTYPES = ("bf16", "f16", "e4m3")  # measured: bf16 (2026-12-01-swapab, 2026-12-01-swapab-small-m run 1), e4m3 (2026-12-01-swapab-small-m run 1)
 SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
 # Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
 # chunk: derive.epilogue) instead of one 2-byte store per element. On since the fifth session's closing run
-# (runs/2026-12-01-s5-final, tools/bench_mstore.py): faster on all five swapped shapes, TMA/direct time 0.951-0.998
+# (runs/2026-12-01-gpu-tier-swap-tmastore, tools/bench_mstore.py): faster on all five swapped shapes, TMA/direct time 0.951-0.998
 # (geomean 0.982; 333 x 8192 x 8192: 67.9 -> 64.5 us), outputs bitwise equal; the gpu tests passed with it on. The
 # staging buffers may cost a stage (128 x 168: 6 -> 5; measured with it). False: the direct stores.
 SWAP_TMA_STORE = True
@@ -96,7 +96,7 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
     them to 384), one CTA per tile, D stored M-major; taken where the cost model (the swapped family's own fitted
     constants, ``shipped_swap_costs``) predicts it SWAP_FIT_MIN_GAIN faster than every unswapped candidate (their stream-K
     forms included when ``stream_k``), in one round of CTAs, rows on a 32-byte sector, on a compute-bound shape with K >= 1024 (what the
-    swapped family was measured on: runs/2026-12-01-s5-waves run 1). None where it does not apply (16-bit inputs, sm_90a)."""
+    swapped family was measured on: runs/2026-12-01-swap-waves run 1). None where it does not apply (16-bit inputs, sm_90a)."""
     if arch != "sm_90a" or m <= SMALL_M_MAX or off_sector:
         return None
     family = COST_FAMILY.get(dtype)
