@@ -1,4 +1,4 @@
-"""The e4m3 cost model's device run (issue 16 item 5; tools/gpu_s4fp8.sh runs the modes with timeouts).
+"""The e4m3 cost model's device run (issue 16 item 5).
 
 precompile: the e4m3 specs the run needs (every big candidate of ptxgen.runtime.costmodel, and the chooser's picks for
             the bench shapes with the cost model off), into $PTXGEN_CACHE_DIR, on every core.
@@ -194,6 +194,8 @@ def summary(bench_path: str, *compare_paths: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     mode = sys.argv[1]
     if mode == "calibrate":
         sys.exit(calibrate())

@@ -201,6 +201,8 @@ def fitswap(path: str) -> dict:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     mode = sys.argv[1]
     if mode == "fitswap":
         print(json.dumps(fitswap(sys.argv[2]), indent=1))

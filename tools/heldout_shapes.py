@@ -36,4 +36,8 @@ def heldout_shapes(seed: int = SEED, count: int = COUNT) -> list[tuple[int, int,
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     print(",".join(f"{m}x{n}x{k}" for m, n, k in heldout_shapes()))

@@ -39,7 +39,7 @@ BLOCK = 128
 def default_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """128 x 192 tiles (a tile's columns span two 128-column scale blocks of B), one 128-block of K per stage,
     persistent, two consumer warpgroups; 16-bit and f32 outputs through the TMA-store epilogue with 4 stages (f32 since
-    s7: 1.0-3.4% faster than the direct stores with 5 stages, runs/2026-12-02-stage-release-f32-store/run5), others direct with 5; the
+    2026-12-02: 1.0-3.4% faster than the direct stores with 5 stages, runs/2026-12-02-stage-release-f32-store/run5), others direct with 5; the
     scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem), so any M. On the H200 (s8,
     runs/2026-12-02-blockfp8-pingpong-loop/run5): 1118 / 1197 / 1052 TFLOP/s at 4096x7168x16384, 8192^3 and 2048x7168x4096 (docs/block-fp8.md)."""
     tma = out_dtype in ("bf16", "f16", "f32")
@@ -60,7 +60,7 @@ def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
 def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """256 x 128 tiles, two consumer warpgroups of two 64-row slabs each sharing one partial (--consumer-slabs 2,
     derive.bfp8slabs), 3 stages, scale_a by TMA: DeepGEMM's fastest configuration at 4096x7168x16384 on the H200
-    (runs/2026-12-02-deepgemm-reference). L3 since s9 (39 gpu tests and the sanitizers, runs/2026-12-02-prepared-launch-energy/run1), but no faster
+    (runs/2026-12-02-deepgemm-reference). L3 since 2026-12-02 (39 gpu tests and the sanitizers, runs/2026-12-02-prepared-launch-energy/run1), but no faster
 than :func:`tma_scales_spec` there (1158 / 1139 / 958 against 1158 / 1217 / 1097 TFLOP/s), so no default picks it."""
     return default_spec(out_dtype, **{**dict(bm=256, bn=128, stages=3, fp8_scale_load="tma", consumer_slabs=2), **kw})
 

@@ -9,7 +9,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  D; the caller swaps the operands (``Choice.swap_ab``). One CTA per BM x BN tile, no split of K; BM 64
                  or 128, whichever gives the most CTAs in one wave (``swaprules.swap_ab_tile``), and only where they fill at least
                  ``SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-swapab-small-m run 1,
-                 ``tools/exp_s5fp8m.py``: kernel time against cuBLAS / torch._scaled_mm and the rules below in one
+                 a one-off experiment of 2026-12-01 (runs/2026-12-01-swapab-small-m): kernel time against cuBLAS / torch._scaled_mm and the rules below in one
                  process): bf16 M in {1, 16, 17, 24, 32, 48, 64} x (N, K) in {(4096, 4096), (7168, 16384), (16384,
                  4096)}: this rule's tile was the fastest candidate or within 1.5% of it on all 21 (59.7-63.9 us at
                  7168 x 16384, 3.68-3.94 TB/s of weights; 11.6-14.2 us at 4096 x 4096 where split-K took 16.0-18.5);
