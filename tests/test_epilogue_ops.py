@@ -385,7 +385,7 @@ def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
     _block_fp8_against_recipe(*shape, 4, ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma", **variant))
 
 
-# s8: gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
+# Since 2026-12-02 gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
 # scale_a (M % 4 == 0 here: 196, 1500, 60, 200, 68), else default_spec (M = 197, 61); bf16 and f32 through the TMA store.
 # where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec); the K = 400 / 128 / 96 shapes
 # have too few K-tiles to split far. The tile by derive.bfp8tiles: 64 x 128 at 196 x 250, 60 x 333, 200 x 304 x 4096
