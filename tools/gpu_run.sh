@@ -39,8 +39,12 @@ done
 OUT=${OUT:-out}
 BUDGET=${BUDGET:-570}
 DRY=${DRY_RUN:-}
-LOGS=${LOGS:-$(mktemp -d /tmp/gpu_run.XXXXXX)}
-mkdir -p "$OUT" "$LOGS"
+if [ -n "$DRY" ]; then
+  LOGS=${LOGS:-/tmp/gpu_run.logs}  # named in the printed commands only; nothing is written
+else
+  LOGS=${LOGS:-$(mktemp -d /tmp/gpu_run.XXXXXX)}
+  mkdir -p "$OUT" "$LOGS"
+fi
 . tools/gpu_common.sh
 export LOGS PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PTXGEN_ARTIFACTS=$LOGS PTXGEN_CACHE_DIR=${PTXGEN_CACHE_DIR:-/tmp/ptxgen-gpu-run-cache}
 FAILED=0
