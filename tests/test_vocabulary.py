@@ -36,6 +36,8 @@ PATTERNS = [
     ("label after a preposition", rf"\b(?:since|before|after|until|during|from|in|over|by) {LABEL_NOT8}\b(?![-\w'])",
      "L3 since s9 (39 gpu tests)", "n192-s4-tma in 4 stages; u8 in s8 out"),
     ("label in parentheses", rf"(?<![\w])\({LABEL_NOT8}[,;:)]", "staging, (s7, measured)", "sum_to_out(s3)"),
+    ("s8 as a label in parentheses", r"(?<![\w])\(s8,(?!\s*(?:u8|s8|s32|f16|bf16|tf32|e4m3|e5m2|f32)\b)",
+     "On the H200 (s8, runs/2026-12-02-x/run5)", "types (s8, u8)"),
     ("label as a comment tag", rf"#\s*{LABEL}:", "# s9: block-FP8 stream-K launches", "# s8 x u8: kind::i8"),
     ("label in a tool or run name", rf"\b(?:gpu|exp|toolchain)_{LABEL}|\d{{4}}-\d\d-\d\d-{LABEL}-|\b{LABEL}(?:final|extra|last|confirm)\b",
      "tools/gpu_s5-waves.sh and runs/2026-12-02-s9-probe/s9final.tgz", "ptxgen_sm90a_bf16_f32_128x256x64_s4_a_k_sw128"),

@@ -47,7 +47,7 @@ def _sub(src: str, old: str, new: str, count: int | None = None) -> str:
 def rewrite(src: str, form: str) -> str:
     """The rendered source (uniform warpgroup index) in FORM: nonuni | uni[u][N] (u: unsigned counter, N: unroll)."""
     core = form.removeprefix("plain-").removesuffix("-tmasf")
-    # the consumer's K loop as the template had it before s8 (unroll 1); the block-FP8 loop renders unroll 2 since
+    # the consumer's K loop as the template had it before 2026-12-02 (unroll 1); the block-FP8 loop renders unroll 2 since
     out, n = re.subn(r"#pragma unroll \d+\n(    for \(int kt = 0; kt < num_k_tiles; \+\+kt, \+\+it\) \{)", r"#pragma unroll 1\n\1", src)
     assert n == 1, n
     if core == "nonuni":
