@@ -68,7 +68,7 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
     nbytes = DType(dtype).bytes
     tile = _SMALL_TILE if small and nbytes == 2 else _TILES[nbytes]
     # an N-major B with its atoms adjacent along K: one 64 x 64 box per 64 columns of N (4 copies a stage at BN = 256)
-    # instead of 32 boxes of 64 x 8 with the default order (issue 18; measured: runs/2026-12-01-s3-final/order)
+    # instead of 32 boxes of 64 x 8 with the default order (issue 18; measured: runs/2026-12-01-gpu-tier-cost-model/order)
     order = {} if b_major == "k" else {"b_order": "k"}
     return make_spec(**tile, **order, a="kmajor-sw128", b="kmajor-sw128" if b_major == "k" else "mnmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
                      schedule="persistent", epilogue="tma" if out != "f32" else "direct",

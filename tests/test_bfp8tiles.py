@@ -6,8 +6,8 @@ import pytest
 
 from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES, Bfp8Tile, few_tile_splits, pick_tile, tile_cost
 
-# The best measured tile form at shapes where one form led clearly (by 10% or more over the other tiles' best; s10's
-# sweep, runs/2026-12-02-s10-probe/call2/bench_blockfp8_shapes.jsonl, ratios to torch's blockwise _scaled_mm in
+# The best measured tile form at shapes where one form led clearly (by 10% or more over the other tiles' best; the 2026-12-02 sweep's
+# sweep, runs/2026-12-02-blockfp8-tile-model/run2/bench_blockfp8_shapes.jsonl, ratios to torch's blockwise _scaled_mm in
 # brackets): (M, N, K) -> (BM, BN)
 MEASURED_BEST = {
     (64, 7168, 16384): (64, 128),  # 64 x 128 sk8 1.254, 128 x 128 sk8 0.903, 192 x 128 sk8 0.639
@@ -29,7 +29,7 @@ def test_the_pick_is_the_measured_best(shape):
 
 
 def test_one_tile_for_every_shape_would_miss_the_measured_best():
-    """Control: with the 192 x 128 tile alone (the pick before s10) the check above fails at small M."""
+    """Control: with the 192 x 128 tile alone (the pick before 2026-12-02's tile model) the check above fails at small M."""
     only = (TMA_SCALE_TILES[0],)
     missed = [s for s, best in MEASURED_BEST.items() if (pick_tile(*s, 132, 8, only).bm, pick_tile(*s, 132, 8, only).bn) != best]
     assert len(missed) == 6

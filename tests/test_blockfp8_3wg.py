@@ -39,7 +39,7 @@ def test_rule_pipeline_and_counts():
     with pytest.raises(SpecError) as e:
         _spec(stages=5)  # 5 x 40 KB + the TMA-store staging: past 227 KB
     assert e.value.field == "--stages"
-    assert _spec(stages=3).stages == 3 and _spec(out_dtype="f32").stages == 4  # f32 through the TMA store too (s7)
+    assert _spec(stages=3).stages == 3 and _spec(out_dtype="f32").stages == 4  # f32 through the TMA store too (2026-12-02)
 
 
 def test_rule_refuses_it_with_the_producer_at_forty(monkeypatch):
@@ -177,7 +177,7 @@ SCALE_WARP_CONTROLS = {
     "full[s] counts the TMA thread only": (dict(full_arrivals=1), "stale"),
     "full[s] counts half the lanes": (dict(full_arrivals=17), "stale scales"),
     "empty[s] counts two of the three consumers' warps": (dict(empty_arrivals=8), "before every consumer read it"),
-    # the s5/s6 protocol compute-sanitizer racecheck flagged: one arrive per warpgroup, after its own warp's wait
+    # the 2026-12-01 protocol compute-sanitizer racecheck flagged: one arrive per warpgroup, after its own warp's wait
     "one release per warpgroup": (dict(release_per_warp=False, empty_arrivals=3), "before every consumer read it"),
 }
 

@@ -137,7 +137,7 @@ def test_half_stagger_compiles_with_the_half_wait(bn, scale_load):
 
 @pytest.mark.parametrize("stagger", ["complete", "half"])
 def test_stagger_compiles_with_the_direct_epilogue(stagger):
-    """The named-barrier wrappers are there without the TMA store too (before s6 a staggered kernel with the direct
+    """The named-barrier wrappers are there without the TMA store too (before 2026-12-02 a staggered kernel with the direct
     epilogue did not compile: named_barrier_sync was emitted only for the store's and ping-pong's barriers)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel

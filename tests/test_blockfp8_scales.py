@@ -1,4 +1,4 @@
-"""Block-scaled FP8, how the scales reach the promotion (--fp8-scale-load, 2026-12-01 s5): the ahead order of the
+"""Block-scaled FP8, how the scales reach the promotion (--fp8-scale-load, 2026-12-01): the ahead order of the
 scale registers and the smem mode's scale slots against the independent model (ptxgen.model.bfp8model) with
 controls, the rules, and the kernels at L2 (NVRTC, SASS gate), clusters included."""
 
@@ -177,8 +177,8 @@ def test_smem_scales_in_a_cluster_compile_and_the_rule(cluster):
 def test_smem_scale_kernels_release_each_stage_per_thread():
     """With the scales in shared memory every consumer thread reads the stage's scale slots itself, so every consumer
     thread arrives on empty[s] after its own reads and empty[s] counts them. compute-sanitizer racecheck flagged one
-    elected arrive per warpgroup (s6: warp 0's wgmma_wait orders none of the other threads' ld.shared) and one arrive
-    per warp after a __syncwarp (s7: 3 hazards), and passes this form (runs/2026-12-02-s7-probe; the L1 race is
+    elected arrive per warpgroup (warp 0's wgmma_wait orders none of the other threads' ld.shared) and one arrive
+    per warp after a __syncwarp (2026-12-02: 3 hazards), and passes this form (runs/2026-12-02-stage-release-f32-store; the L1 race is
     tests/test_blockfp8_3wg.py's "one release per warpgroup" control). Control: scales from global memory (block)
     keep one elected arrive per warpgroup (only the wgmma read the stage)."""
     from ptxgen.derive.kernel import plan_kernel
@@ -196,8 +196,8 @@ def test_smem_scale_kernels_release_each_stage_per_thread():
 
 
 def test_the_release_probe_makes_s6s_per_warp_form(monkeypatch):
-    """tools/probe_release.py rewrites the rendered per-thread release into s6's per-warp one (the racecheck control:
-    3 hazards on the H200, runs/2026-12-02-s7-probe/call3): every release becomes __syncwarp + lane 0's arrive and
+    """tools/probe_release.py rewrites the rendered per-thread release into the earlier per-warp one (the racecheck control:
+    3 hazards on the H200, runs/2026-12-02-stage-release-f32-store/run3): every release becomes __syncwarp + lane 0's arrive and
     empty[s] counts the 8 consumer warps; the kernel is otherwise the rendered one, line for line."""
     import pathlib
     import sys

@@ -264,7 +264,7 @@ def test_block_fp8_stream_k_matches_the_recipe_bit_for_bit_thrice(gpu, artifact_
     assert json.loads(proc.stdout.strip().splitlines()[-1])["passed"]
 
 
-# s9: block-FP8 stream-K launches fill every SM (KernelABI.fills_sms), so a launch of one partial round splits too:
+# Since 2026-12-02: block-FP8 stream-K launches fill every SM (KernelABI.fills_sms), so a launch of one partial round splits too:
 # 32 x 4096 x 7168 (32 tiles of 192 x 128, 4 ways), 200 x 304 x 4096 (6 tiles, 8 ways), 128 x 7168 x 2048 (56, 2 ways)
 FEW_TILE_SHAPES = ["32", "4096", "7168", "200", "304", "4096", "128", "7168", "2048"]
 

@@ -1,4 +1,4 @@
-"""Block-scaled FP8 with --fp8-scale-load tma (derive.sfa_tma, 2026-12-02 s6): the A scales of each stage by one TMA box
+"""Block-scaled FP8 with --fp8-scale-load tma (derive.sfa_tma, 2026-12-02): the A scales of each stage by one TMA box
 of a tensor map over torch's scale_a, the scale warp reduced to the B scales (lane 0).
 
 L1: the independent TMA write model (ptxgen.model.tmamodel) lands the derived box's rows on the sfa slot's rows (the

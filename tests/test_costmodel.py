@@ -1,6 +1,6 @@
 """The cost model (ptxgen.runtime.choose.costmodel) and the cost-model rule of ptxgen.runtime.choose, on a CPU: pure arithmetic.
 
-What the model predicts was compared with the H200 in runs/2026-12-01-s3-cost (docs/performance.md); these tests
+What the model predicts was compared with the H200 in runs/2026-12-01-cost-model (docs/performance.md); these tests
 check the arithmetic (wave counting, padding, monotonicity, the tie rule) and which rule names itself, never a time.
 """
 
@@ -138,7 +138,7 @@ def test_the_pick_is_the_ranked_argmin_up_to_the_tolerance():
         assert spec.stream_k == (r.streamk.splits if r.streamk else 1)
 
 
-# -- e4m3: its own cost table (runs/2026-12-01-s4-fp8shapes), BK = 128 -------------------------------------------------
+# -- e4m3: its own cost table (runs/2026-12-01-fp8-shapes), BK = 128 -------------------------------------------------
 def test_a_k_tile_is_128_bytes_of_k_for_either_input_size():
     assert (cm.stage_k(2), cm.stage_k(1)) == (64, 128)
     for k in range(1, 1200):
@@ -323,7 +323,7 @@ def test_control_the_swap_rule_switch_and_the_callers_that_cannot_swap(monkeypat
 
 def test_e4m3_ties_go_to_whole_kernels_before_stream_k_forms(monkeypatch):
     """3008 x 7008 x 5008 e4m3: the 128 x 192 2x1 kernel whole and the 128 x 256 2x1 kernel's stream-K form are predicted
-    within the tolerance; run 1 and 3 of s5-fp8m measured the whole one faster (166.7 / 163.4 against 174.1 / 166.2 us)."""
+    within the tolerance; run 1 and 3 of 2026-12-01-swapab-small-m measured the whole one faster (166.7 / 163.4 against 174.1 / 166.2 us)."""
     _, costs = cm.shipped_costs("e4m3")
     r, ranked = cm.pick(costs, 3008, 7008, 5008, off_sector=True, element_bytes=1, stream_k=True)
     assert r.streamk is not None  # control: the table order alone takes the stream-K form

@@ -2,7 +2,7 @@
 (direct and TMA store) and the ping-pong kernel, at shapes off every tile multiple, against the float64 reference
 (ptxgen.model.chainref) of the same inputs. One file, so that it can be run on its own:
 
-    python -m pytest -q -m gpu tests/test_epilogue_ops.py        (tools/gpu_issue17.sh runs it, the sanitizer and the benches)
+    python -m pytest -q -m gpu tests/test_epilogue_ops.py        (tools/gpu_run.sh tests runs it; bench-fused the benches)
 
 Skips cleanly without a GPU (or without torch).
 """
@@ -311,8 +311,8 @@ def _block_fp8_against_recipe(m, n, k, seed, spec, out_dtype="bf16"):
 
 
 @pytest.mark.parametrize("shape", [(197, 250, 400), (61, 333, 272), (256, 256, 512), (130, 1000, 640)], ids=lambda s: "x".join(map(str, s)))
-# (the ids name the tile; default_spec is 128 x 192 with the TMA store since 2026-12-01 s4, so each variant says its own;
-# without fp8_scale_load a variant takes the default, auto: scales staged in shared memory since s5)
+# (the ids name the tile; default_spec is 128 x 192 with the TMA store since 2026-12-01, so each variant says its own;
+# without fp8_scale_load a variant takes the default, auto: scales staged in shared memory since 2026-12-01)
 @pytest.mark.parametrize("variant", [{"bn": 128, "stages": 5, "epilogue": "direct"}, {"bn": 128, "stages": 4, "epilogue": "tma"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma"}, {"bn": 192, "stages": 5, "epilogue": "direct"},
                                      {"bn": 160, "stages": 4, "epilogue": "direct"}, {"bn": 144, "stages": 5, "epilogue": "direct"},
@@ -351,7 +351,7 @@ def _block_fp8_against_recipe(m, n, k, seed, spec, out_dtype="bf16"):
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave", "fp8_stagger": "complete"},
                                      {"bn": 160, "stages": 4, "epilogue": "direct", "fp8_overlap": "interleave"},
                                      # ping-pong: each consumer warpgroup a whole 64 x 192 tile, scales from global (block);
-                                     # added in s7 (L2 only then: not run on a GPU yet)
+                                     # added 2026-12-02 (L2 only then: not run on a GPU yet)
                                      {"bm": 64, "bn": 192, "stages": 6, "epilogue": "tma", "consumers": "pingpong"},
                                      {"bm": 64, "bn": 192, "stages": 7, "epilogue": "direct", "consumers": "pingpong"}],
                          ids=["direct", "tma", "n192-tma", "n192-direct", "n160", "n144", "n192-complete", "n192-issue",
@@ -376,7 +376,7 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
                                      {"bn": 160, "stages": 4, "epilogue": "direct"},
                                      {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"},
-                                     # s10: gemm's smaller picks (derive.bfp8tiles)
+                                     # 2026-12-02: gemm's smaller picks (derive.bfp8tiles)
                                      {"bn": 128, "stages": 5, "epilogue": "tma"}, {"bm": 64, "bn": 128, "stages": 6, "epilogue": "tma"}],
                          ids=["n192-tma", "n128-direct", "n160-direct", "m192-tma", "n192-interleave", "n128-s5-tma", "m64-n128-tma"])
 def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
@@ -385,10 +385,10 @@ def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
     _block_fp8_against_recipe(*shape, 4, ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma", **variant))
 
 
-# s8: gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
+# Since 2026-12-02 gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
 # scale_a (M % 4 == 0 here: 196, 1500, 60, 200, 68), else default_spec (M = 197, 61); bf16 and f32 through the TMA store.
-# s9: where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec); the K = 400 / 128 / 96 shapes
-# have too few K-tiles to split far. s10: the tile by derive.bfp8tiles: 64 x 128 at 196 x 250, 60 x 333, 200 x 304 x 4096
+# where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec); the K = 400 / 128 / 96 shapes
+# have too few K-tiles to split far. The tile by derive.bfp8tiles: 64 x 128 at 196 x 250, 60 x 333, 200 x 304 x 4096
 # (12 tiles split 8 ways) and 68 x 1000 x 2048 (16 tiles); 192 x 128 at 1500 x 3000; 128 x 128 at 500 x 4000 x 704
 # (128 tiles, whole) and 500 x 2000 x 2000 (64 tiles, split)
 @pytest.mark.parametrize("shape", [(196, 250, 400), (197, 250, 400), (1500, 3000, 400), (60, 333, 128), (61, 333, 96),
@@ -506,7 +506,7 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     """The promotion every 128 of K, measured: positive inputs, K = 16384, f32 output, unit scales; the block-scaled
     kernel against the plain e4m3 kernel (the tensor core accumulates all of K) and float64. The claim checked: promotion
     brings the result within 2e-3 of float64 and at least 100 times closer than whole-K accumulation. Measured on the
-    H200 (runs/2026-12-01-final/check/block_fp8_promotion.json): block 6.2e-4, plain 0.217, far more than the
+    H200 (runs/2026-12-01-gpu-tier/check/block_fp8_promotion.json): block 6.2e-4, plain 0.217, far more than the
     round-to-nearest 14-bit accumulator of model/bfp8model.py predicts (3e-6 and 3e-4): the hardware loses more per
     add than that model, which is why the earlier bound of 2e-5 (from the model) failed there."""
     import json
@@ -539,7 +539,7 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:
-    192 x 128, scale_a by TMA; since s10 also 64 x 128 and 128 x 128 (derive.bfp8tiles), with stream-K where the tiles
+    192 x 128, scale_a by TMA; since 2026-12-02 also 64 x 128 and 128 x 128 (derive.bfp8tiles), with stream-K where the tiles
     are few), TMA store, under compute-sanitizer:
     1500 x 3000 x 400 puts 192 tiles on at most 132 CTAs (the scale warp, the TMA thread and the consumers walk several),
     M and N off the tile and a partial last K block; the case also checks the output against the recipe. Also with the

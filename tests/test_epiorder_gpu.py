@@ -4,7 +4,7 @@ of the order, alternate and alternate-uniform) against a
 float64 reference at shapes off every tile multiple, from CTAs with no tile to many tiles per CTA with one or two
 K-tiles; each output must also equal, bit for bit, the unordered kernel's (the order moves no arithmetic).
 
-    python -m pytest -q -m gpu tests/test_epiorder_gpu.py        (tools/gpu_s8-epiorder.sh)
+    python -m pytest -q -m gpu tests/test_epiorder_gpu.py        (tools/gpu_run.sh tests)
 """
 
 from __future__ import annotations

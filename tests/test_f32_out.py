@@ -1,8 +1,8 @@
 """An f32 output asked of a chooser pick with the TMA-store epilogue (``ptxgen.gemm(a, b, out)`` with a float32 ``out``,
 or ``out_dtype="f32"``): ``api.select._with_out_dtype`` keeps the pick's kernel (tile, stages, schedule, cluster, stream-K,
-swap): with the f32 TMA store where the rules accept it (a row-major D on wgmma: st.shared.v2.f32 staging, s7; measured
-1.0-4.6% faster than the direct stores, runs/2026-12-02-s7-probe/call5 and -s7-final), with the direct stores where they refuse it (an
-M-major D: stmatrix.trans packs 16-bit outputs). Before s6, only swap-AB's M-major TMA-store picks kept their tile; a
+swap): with the f32 TMA store where the rules accept it (a row-major D on wgmma: st.shared.v2.f32 staging, 2026-12-02; measured
+1.0-4.6% faster than the direct stores, runs/2026-12-02-stage-release-f32-store/run5 and runs/2026-12-02-gpu-tier-f32-store), with the direct stores where they refuse it (an
+M-major D: stmatrix.trans packs 16-bit outputs). Before 2026-12-02, only swap-AB's M-major TMA-store picks kept their tile; a
 row-major tuned pick fell to the default kernel.
 
 Tiers: selection (pure Python, the shipped tables) with controls; the launch path up to the driver on a simulated device

@@ -69,7 +69,7 @@ def test_legal_forms():
 
 
 def test_f32_defaults_take_the_tma_store():
-    """Since s7 (measured 1.0-4.6% faster, runs/2026-12-02-s7-probe/call5 and -s7-final) the block-FP8 default for f32 and an f32 pick
+    """Since 2026-12-02 (measured 1.0-4.6% faster, runs/2026-12-02-stage-release-f32-store/run5 and runs/2026-12-02-gpu-tier-f32-store) the block-FP8 default for f32 and an f32 pick
     keep the TMA store where the rules accept it; control: an M-major D (refused: stmatrix.trans) takes the direct stores."""
     from ptxgen.api.fp8blocks import default_spec
     from ptxgen.api.select import spec_or_direct_store

@@ -163,7 +163,7 @@ def tuned_jobs(arch: str) -> list[dict]:
 CHOSEN_SHAPES = [(1, 4100, 5000), (37, 1000, 1032), (100, 7000, 3000), (128, 4096, 520), (1000, 1528, 5000), (777, 1501, 3000),
                  (2500, 1000, 1032), (3001, 100, 5000), (1359, 20, 3776),
                  # the cost model's BN = 160 / 224 tiles (direct stores): 128 x 160 in a 2x1 cluster, 64 x 224 ping-pong,
-                 # 128 x 224 in a 2x1 cluster (issue 16 item 4, runs/2026-12-01-s3-cost)
+                 # 128 x 224 in a 2x1 cluster (issue 16 item 4, runs/2026-12-01-cost-model)
                  (700, 1000, 3000), (700, 1000, 4000), (700, 4500, 5000)]
 
 

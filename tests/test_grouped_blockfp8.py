@@ -264,7 +264,7 @@ def _reference(torch, a, b, sa, sb, offs_list):
 def _assert_recipe(torch, out, ref, last, sentinel):
     """Within bf16's rounding (2^-7 relative) plus 1% of the mean magnitude: the tensor core's FP8 sums inside a K block
     are not exact, so outputs near zero (cancellation) miss a purely relative bound (run 1,
-    runs/2026-12-01-s4-grbfp8/pytest_grouped_blockfp8_gpu.log: 2 of 345600 outside 2^-7 relative + 1e-3 of the mean,
+    runs/2026-12-01-grouped-blockfp8/pytest_grouped_blockfp8_gpu.log: 2 of 345600 outside 2^-7 relative + 1e-3 of the mean,
     while the same kernel equals the dense block kernel and torch's blockwise _scaled_mm bit for bit in the bench).
     A wrong scale (scales are 0.5..1.5, drawn per row, block and group) moves an output by a fraction of itself."""
     got = _f64(out)

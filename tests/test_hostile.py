@@ -98,7 +98,7 @@ CASES = [
     (["bench", "--m", "-5"], 2, "M=-5 must be in 1.."),
     (["bench", "--shapes", "0x10x10"], 2, "M=0 must be in 1.."),
     (["bench", "--arch", "sm_80"], 2, "--arch=sm_80 is illegal"),
-    # s7: a spec no arch takes (no --arch) names each arch's own refusal: on an H200 the sm_90a one (another field here)
+    # A spec no arch takes (no --arch) names each arch's own refusal: on an H200 the sm_90a one (another field here)
     (["bench", "--bm", "256", "--bn", "128", "--bk", "64", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "bf16",
       "--stages", "4", "--epilogue", "tma", "--shapes", "4000x4000x4000"], 2,
      "no --arch takes this spec: on sm_100a, --bm=256 is illegal"),

@@ -32,7 +32,7 @@ def tspec(bm=128, bn=16, stages=10, **kw):
     return make_spec(**{**fields, **kw})
 
 
-# the swapped tiles the chooser builds (swap-ab 128 x 16 s10; swap-fit 128 x 168 / 128 x 104, stages that fit) and others
+# the swapped tiles the chooser builds (swap-ab 128 x 16, 10 stages; swap-fit 128 x 168 / 128 x 104, stages that fit) and others
 SPECS = {
     "128x16": tspec(),
     "128x168": tspec(bn=168, stages=5),
@@ -185,7 +185,7 @@ def test_binding_pads_an_allocated_d_and_refuses_an_unaligned_one():
                                                     ("bf16", 64, 16384, 4096, "swap-ab", (128, 64)),
                                                     ("e4m3", 16, 7168, 16384, "swap-ab", (64, 16))])
 def test_the_switch_puts_the_swapped_picks_on_the_tma_store(monkeypatch, dtype, m, n, k, rule, tile):
-    on = choose(dtype, "sm_90a", m, n, k)  # shipped: on (measured faster, runs/2026-12-01-s5-final)
+    on = choose(dtype, "sm_90a", m, n, k)  # shipped: on (measured faster, runs/2026-12-01-gpu-tier-swap-tmastore)
     monkeypatch.setattr(swaprules, "SWAP_TMA_STORE", False)  # control: the direct stores
     off = choose(dtype, "sm_90a", m, n, k)
     assert off.chosen_by == rule and off.spec.epilogue is Epilogue.DIRECT and (off.spec.bm, off.spec.bn) == tile
@@ -292,7 +292,7 @@ def test_the_benchmark_times_the_swapped_kernels_both_ways():
 
 def test_an_f32_output_keeps_the_swap_with_the_direct_stores(monkeypatch):
     # the M-major TMA store is derived for 16-bit outputs; ptxgen.gemm with out_dtype f32 on a swapped shape used to
-    # lose the swap (the retyped spec was illegal, select fell to the default kernel): the closing run's gpu test caught it
+    # lose the swap (the retyped spec was illegal, select fell to the default kernel): the full GPU-tier run's gpu test caught it
     from ptxgen.api.select import select_choice
 
     monkeypatch.setattr(swaprules, "SWAP_AB_MIN_WEIGHT", 0)

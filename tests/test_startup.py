@@ -1,6 +1,6 @@
 """What keeps the everyday commands quick, and that it changes no output: the toolchain versions kept in the
 cache folder, jinja2's template bytecode there, and the command line building only the subcommand it runs.
-(No test here times anything: the README gives the measured numbers and the command that measured them.)"""
+(No test here times anything: docs/performance.md gives the measured numbers and the command that measured them.)"""
 
 import json
 

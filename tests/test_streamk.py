@@ -331,7 +331,7 @@ def test_the_ranking_takes_a_kernel_by_its_stream_k_form():
 
 
 def test_e4m3_takes_stream_k_from_its_own_cost_table():
-    # 5120^3: 800 tiles of 128 x 256 = 6 rounds + 8; run 1 of s5-fp8m: 224.0 us whole, 207.7 us in this form
+    # 5120^3: 800 tiles of 128 x 256 = 6 rounds + 8; run 1 of 2026-12-01-swapab-small-m: 224.0 us whole, 207.7 us in this form
     c = choose("e4m3", "sm_90a", 5120, 5120, 5120)
     assert c.chosen_by == "cost-model+stream-k" and (c.spec.bm, c.spec.bn, c.spec.bk) == (128, 256, 128) and c.spec.stream_k > 1
     # rows 4000 B (32 past a line): the cost model does not rank them; nearest-fit's 128 x 256 kernel in its stream-K form

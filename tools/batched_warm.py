@@ -49,6 +49,8 @@ def build(fields: dict) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     todo = specs()
     with ProcessPoolExecutor(int(sys.argv[1]) if len(sys.argv) > 1 else min(8, len(todo))) as pool:
         for line in pool.map(build, todo):

@@ -114,7 +114,7 @@ def rotate(torch, fns: dict, rounds: int, warmup: int = 5, seed: int = 0) -> tup
     """Median ms per variant over ``rounds`` rounds, and the per-round times; each round runs every variant once (a
     batch of launches) in a fresh random order (seeded). A fixed cyclic rotation kept every variant behind the same
     predecessor, and that alone moved a kernel by 1.6-3.6% against a second copy of itself
-    (runs/2026-12-01-s3-fused/run3: ``plain_twin``); in a random order each variant follows each of the others."""
+    (runs/2026-12-01-fused-bias-gelu/run3: ``plain_twin``); in a random order each variant follows each of the others."""
     import random
 
     for _ in range(warmup):

@@ -1,4 +1,4 @@
-"""Benchmark (s7): f32 outputs through the direct epilogue against the wgmma TMA-store epilogue (st.shared.v2.f32, 32-column
+"""Benchmark (2026-12-02): f32 outputs through the direct epilogue against the wgmma TMA-store epilogue (st.shared.v2.f32, 32-column
 chunks; ptxgen.derive.epilogue), the same kernel otherwise, on the H200. One process, alternating rounds (the order
 reversed every other round), medians; method and helpers of tools/bench_blockfp8.py (its inputs, its Launch) and ptxgen.runtime.bench.alternate_medians.
 
@@ -46,7 +46,7 @@ FIXED_BF16 = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dty
 
 def bf16_pairs(m: int, n: int, k: int) -> list[tuple[str, TileSpec, TileSpec]]:
     """(name, direct spec, TMA-store spec) for bf16 inputs -> f32."""
-    pick, _ = select_spec("bf16", "sm_90a", m, n, k, out_dtype="f32")  # the TMA store since s7 where the rules take it
+    pick, _ = select_spec("bf16", "sm_90a", m, n, k, out_dtype="f32")  # the TMA store since 2026-12-02 where the rules take it
     direct = make_spec(**{**pick.to_json(), "stream_k": 1, "epilogue": "direct"})
     pairs = []
     tma = store_variant(direct)
@@ -60,7 +60,7 @@ def bf16_pairs(m: int, n: int, k: int) -> list[tuple[str, TileSpec, TileSpec]]:
 
 def blockfp8_pairs(bns: tuple[int, ...] = (192,)) -> list[tuple[str, TileSpec, TileSpec]]:
     """(name, direct, TMA store) per BN: 192 is the f32 default's tile, the direct stores with 5 stages (the default before
-    s7) against the TMA store with 4 (the default since); another BN (e.g. 160: a multiple of 32, not of 64, so only f32
+    2026-12-02) against the TMA store with 4 (the default since); another BN (e.g. 160: a multiple of 32, not of 64, so only f32
     stages it) the same way."""
     fp8 = ptxgen.api.fp8blocks.default_spec
     return [(f"128x{bn}", fp8(out_dtype="f32", bn=bn, epilogue="direct", stages=5),

@@ -1,4 +1,4 @@
-"""The cost model's device runs (issue 16 item 4; tools/gpu_cost.sh runs the modes with timeouts).
+"""The cost model's device runs (issue 16 item 4).
 
 calibrate: every candidate kernel of the cost model (ptxgen.runtime.choose.costmodel.CANDIDATES) on a calibration set of shapes
            that are neither issue 16's named shapes nor the held-out 20 (checked here), against cuBLAS in the same
@@ -170,7 +170,7 @@ def compare(shapes_arg: str) -> int:
             ch.rules.COST_MODEL, ch.rules.SWAP_FIT_RULE = True, True
         ch.rules.SWAP_FIT_RULE = False
         try:
-            noswap = ch.choose("bf16", "sm_90a", m, n, k)  # the fourth session's chooser
+            noswap = ch.choose("bf16", "sm_90a", m, n, k)  # the chooser before the swap rule
             first = _first_candidates_choice(ch, m, n, k)
         finally:
             ch.rules.SWAP_FIT_RULE = True
@@ -252,6 +252,8 @@ def precompile(specs: list[dict]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     mode = sys.argv[1]
     if mode == "calibrate":
         sys.exit(calibrate())

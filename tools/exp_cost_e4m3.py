@@ -1,4 +1,4 @@
-"""The e4m3 cost model's device run (issue 16 item 5; tools/gpu_s4fp8.sh runs the modes with timeouts).
+"""The e4m3 cost model's device run (issue 16 item 5).
 
 precompile: the e4m3 specs the run needs (every big candidate of ptxgen.runtime.choose.costmodel, and the chooser's picks for
             the bench shapes with the cost model off), into $PTXGEN_CACHE_DIR, on every core.
@@ -44,7 +44,7 @@ DTYPE = "e4m3"
 ARCH = "sm_90a"
 # rows 3088 B (phase 16 past a 128-byte line), 4496 B (phase 16), 3056 B (phase 112): 16 B past a 32-byte sector
 CAL_OFF_E4M3 = [(3584, 6144, 3088), (6144, 2560, 4496), (2304, 7168, 3056)]
-# issue 16's classes as the e4m3 bench runs them (dimensions multiples of 16, runs/2026-12-01-final/extra2) and the
+# issue 16's classes as the e4m3 bench runs them (dimensions multiples of 16, runs/2026-12-01-gpu-tier/extra2) and the
 # FP8 shapes measured before (docs/performance.md): none of them is a calibration shape
 FP8_NAMED = {(5120, 5120, 5120), (4096, 4096, 5008), (5120, 5120, 5008), (3008, 7008, 5008), (1504, 9008, 3024),
              (336, 8192, 8192), (12000, 1008, 6000), (2512, 10000, 4000), (8192, 8192, 8192), (4096, 4096, 4096),
@@ -194,6 +194,8 @@ def summary(bench_path: str, *compare_paths: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     mode = sys.argv[1]
     if mode == "calibrate":
         sys.exit(calibrate())

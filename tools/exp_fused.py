@@ -1,6 +1,6 @@
 """Experiment (issue 17, part 1): what the fused bias + gelu epilogue costs over the plain GEMM, variant by variant,
 on the H200, in one process, alternating rounds, medians (the timing of tools/bench_epilogue.py: runs 1-3 of
-runs/2026-12-01-s3-fused rotated the order cyclically, later runs shuffle it each round).
+runs/2026-12-01-fused-bias-gelu rotated the order cyclically, later runs shuffle it each round).
 
 Per shape, the tuned plain kernel (``choose_spec``) and these variants of it, each checked against torch in float32:
 
@@ -40,7 +40,7 @@ VARIANT_CHAINS = {"fused": CHAIN, "fused_start": CHAIN, "fused_late": CHAIN, "fu
                   "pp128_fused": CHAIN, "pp64_fused": CHAIN}
 RESHAPE = {"pp128": {"bm": 128, "bn": 128, "stages": 6, "consumers": "pingpong", "raster_group": 8, "schedule": "persistent"},
            "pp64": {"bm": 64, "bn": 256, "stages": 4, "consumers": "pingpong", "raster_group": 16, "schedule": "persistent"}}
-# run 1 (runs/2026-12-01-s3-fused/exp_fused.log): every variant but fused_start, fused_late, alpha and bias_late
+# run 1 (runs/2026-12-01-fused-bias-gelu/run1/exp_fused.log): every variant but fused_start, fused_late, alpha and bias_late
 DEFAULT_VARIANTS = "plain,fused,fused_start,fused_late,fused_noprefetch,alpha,bias,bias_late,bias_relu,fused_main"
 
 

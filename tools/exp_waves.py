@@ -1,6 +1,6 @@
-"""Few waves and rows off a sector, fifth session (issue 16, bf16): which kernels beat the shipped picks, in one process.
+"""Few waves and rows off a sector (2026-12-01, issue 16, bf16): which kernels beat the shipped picks, in one process.
 
-tools/gpu_s5-waves.sh runs the modes with timeouts.
+Each mode is one device command; give it a timeout.
 
 precompile:  compile every spec the sweep runs (on every core; the timed process then finds them in the cache).
 swap:        swap-AB (D^T = B A^T, an M-major D: ``--d-major m``) for 128 < M <= 512 against wide N x K, where M padded
@@ -88,7 +88,7 @@ def _sides(m, n, k):
     sides = [("pick " + pick.chosen_by, pick.spec, pick.swap_ab)]
     ch.rules.SWAP_FIT_RULE = False
     try:
-        before = ch.choose("bf16", "sm_90a", m, n, k)  # the fourth session's chooser
+        before = ch.choose("bf16", "sm_90a", m, n, k)  # the chooser before the swap rule
     finally:
         ch.rules.SWAP_FIT_RULE = True
     if before.spec != pick.spec:
@@ -153,6 +153,8 @@ def sweep(shapes) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     mode = sys.argv[1]
     if mode == "precompile":
         sys.path.insert(0, "tools")

@@ -1,13 +1,13 @@
 """Fit the cost model's constants from a calibration run, and summarize a validation run (issue 16 item 4).
 
-  python tools/fit_cost.py fit runs/2026-12-01-s3-cost/run1_cal.jsonl,runs/2026-12-01-s3-cost/run3_cal2.jsonl
+  python tools/fit_cost.py fit runs/2026-12-01-cost-model/run1_cal.jsonl,runs/2026-12-01-cost-model/run3_cal2.jsonl
                      # the 16bit family of ptxgen/tuning/h200_calibration.json
-  python tools/fit_cost.py fit runs/2026-12-01-s4-fp8shapes/cal_e4m3.jsonl   # its e4m3 family
+  python tools/fit_cost.py fit runs/2026-12-01-fp8-shapes/run1/cal_e4m3.jsonl   # its e4m3 family
 (``ptxgen tune --calibrate`` measures and fits a whole calibration on the GPU present, with the same fit.)
   python tools/fit_cost.py residuals CAL.jsonl[,CAL2.jsonl]                  # measured vs predicted per point
   python tools/fit_cost.py summary BENCH.jsonl COMPARE.jsonl                 # per-class table of a validation run
   python tools/fit_cost.py picks BENCH.jsonl COMPARE.jsonl                   # this checkout's picks, measured there
-  python tools/fit_cost.py fitswap runs/2026-12-01-s5-waves/run1/swap.jsonl   # the swapped family (choose's swap rule
+  python tools/fit_cost.py fitswap runs/2026-12-01-swap-waves/run1/swap.jsonl   # the swapped family (choose's swap rule
                                                                              # for M > 128): its "swap" entry, residuals
 
 Per kernel, over its calibration points with rows on a 32-byte sector, least squares of the relative error of
@@ -183,6 +183,8 @@ def fitswap(path: str) -> dict:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     mode = sys.argv[1]
     if mode == "fitswap":
         print(json.dumps(fitswap(sys.argv[2]), indent=1))

@@ -34,6 +34,8 @@ def build(fields: dict) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     todo = specs()
     with ProcessPoolExecutor(int(sys.argv[1]) if len(sys.argv) > 1 else min(8, len(todo))) as pool:

@@ -91,6 +91,8 @@ def summarize(path: str, top: int = 30) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     if sys.argv[1] == "--summarize":
         sys.exit(summarize(sys.argv[2]))
     sys.exit(launch(sys.argv[1], sys.argv[2:]))

@@ -10,7 +10,7 @@ of five lone launches (ms). Outputs are checked against torch's blockwise call.
 
     python tools/power_probe.py 4096x7168x16384 --variants m192-n128-s4-tma-tmasf,m256-n128-s3-tma-tmasf-cs2 --json out.jsonl
 
-A variant ending in ``-nopromo`` (s10) is a diagnostic, not the recipe: the block kernel's rendered source without the
+A variant ending in ``-nopromo`` (2026-12-02) is a diagnostic, not the recipe: the block kernel's rendered source without the
 promotion (the tensor core accumulates all of K, as the per-tensor kernel does; ptxas then drops the scale reads too;
 every per-K-block wait and release stays; the output, unscaled, is not checked), to tell the promotion arithmetic's
 energy from the rest of the block structure's.

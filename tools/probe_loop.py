@@ -1,14 +1,14 @@
-"""Probe (issue 17, s8): what the consumer's K loop costs around the MMAs. DeepGEMM's SM90 1D2D kernel, the same
-128 x 192 tile without a cluster, keeps the tensor pipe 96% busy where ours is at 86% (ncu, runs/2026-12-02-s8-probe/
-call2). Its loop issues each K block's four QGMMA from uniform registers, ours moved every descriptor start through
+"""Probe (issue 17, 2026-12-02): what the consumer's K loop costs around the MMAs. DeepGEMM's SM90 1D2D kernel, the same
+128 x 192 tile without a cluster, keeps the tensor pipe 96% busy where ours is at 86% (ncu, runs/2026-12-02-blockfp8-pingpong-loop/
+run2). Its loop issues each K block's four QGMMA from uniform registers, ours moved every descriptor start through
 R2UR (the consumer warpgroup index ``tid / 128`` is not warp-uniform to ptxas); its loop is unrolled, so the next
 stage's barrier check sits among the promotion's FFMA. This probe times forms of the rendered default kernel, each
 made from the source by a rewrite that is asserted to apply (a diagnostic, not a code path of ptxgen):
 
-  nonuni   the warpgroup index as plain ``tid / 128``, the K loop not unrolled (the templates before s8)
-  uni      ``__shfl_sync`` makes the index warp-uniform (the templates since s8), the K loop not unrolled
+  nonuni   the warpgroup index as plain ``tid / 128``, the K loop not unrolled (the templates before 2026-12-02)
+  uni      ``__shfl_sync`` makes the index warp-uniform (the templates since 2026-12-02), the K loop not unrolled
   uniu     uni, and the stage and phase from an unsigned K-tile counter (no signed-division fix-ups)
-  uniN     uni, the consumer's K loop unrolled N times (``#pragma unroll N``; uni2 is the block-FP8 kernel since s8);
+  uniN     uni, the consumer's K loop unrolled N times (``#pragma unroll N``; uni2 is the block-FP8 kernel since 2026-12-02);
            uniuN both
   *-tmasf  the A scales by TMA (--fp8-scale-load tma) instead of the scale warp
   plain-*  the per-tensor twin of the same tile
@@ -47,7 +47,7 @@ def _sub(src: str, old: str, new: str, count: int | None = None) -> str:
 def rewrite(src: str, form: str) -> str:
     """The rendered source (uniform warpgroup index) in FORM: nonuni | uni[u][N] (u: unsigned counter, N: unroll)."""
     core = form.removeprefix("plain-").removesuffix("-tmasf")
-    # the consumer's K loop as the template had it before s8 (unroll 1); the block-FP8 loop renders unroll 2 since
+    # the consumer's K loop as the template had it before 2026-12-02 (unroll 1); the block-FP8 loop renders unroll 2 since
     out, n = re.subn(r"#pragma unroll \d+\n(    for \(int kt = 0; kt < num_k_tiles; \+\+kt, \+\+it\) \{)", r"#pragma unroll 1\n\1", src)
     assert n == 1, n
     if core == "nonuni":
@@ -132,4 +132,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     sys.exit(main(sys.argv[1:]))

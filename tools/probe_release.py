@@ -1,14 +1,14 @@
-"""Probe (issue 17, s7): the block-FP8 consumers' stage release under compute-sanitizer racecheck, and what it costs.
+"""Probe (issue 17, 2026-12-02): the block-FP8 consumers' stage release under compute-sanitizer racecheck, and what it costs.
 
-s6 found racecheck hazards between the consumers' ld.shared of a stage's scale slots and the scale warp's st.shared
-(runs/2026-12-02-s6-final); the per-warp release (93334b3: __syncwarp, then lane 0 arrives on empty[s]) left them as
-they were (runs/2026-12-02-s7-probe/call1, call3); the per-thread release (every consumer thread arrives, empty[s]
+Racecheck found hazards between the consumers' ld.shared of a stage's scale slots and the scale warp's st.shared
+(runs/2026-12-02-gpu-tier-scale-warp); the per-warp release (93334b3: __syncwarp, then lane 0 arrives on empty[s]) left them as
+they were (runs/2026-12-02-stage-release-f32-store/run1, run3); the per-thread release (every consumer thread arrives, empty[s]
 counts them) was clean at the same speed, and is the template's since 7977181. At that time this probe made the
 per-thread form from the rendered source; now it makes the per-warp form (two lines rewritten, asserted), the control
 that shows racecheck can fail on this kernel - a diagnostic, not a code path of ptxgen:
 
     python tools/probe_release.py case warp|thread [tmasf] M N K    # one launch, output vs the float64 recipe
-    compute-sanitizer --tool racecheck python tools/probe_release.py case warp 1500 3000 400   # s7: 3 hazards
+    compute-sanitizer --tool racecheck python tools/probe_release.py case warp 1500 3000 400   # 2026-12-02: 3 hazards
     python tools/probe_release.py bench 4096x7168x16384 ... [--rounds 8]   # warp vs thread vs torch, rotating rounds
 """
 
@@ -35,7 +35,7 @@ INIT = re.compile(r"mbar_init\(empty_bar \+ s \* 8u, (\d+)\);")
 
 
 def per_warp(source: str) -> str:
-    """The per-thread release rewritten per warp (s6's form): __syncwarp, then lane 0 arrives; empty[s] counts the warps."""
+    """The per-thread release rewritten per warp (the earlier form): __syncwarp, then lane 0 arrives; empty[s] counts the warps."""
     out, n_release = RELEASE.subn(r"\1__syncwarp();  // this warp's lanes have read the stage's scales (ld.shared above)\n\1if (lane == 0) \2",
                                   source)
     out, n_init = INIT.subn(lambda m: f"mbar_init(empty_bar + s * 8u, {int(m.group(1)) // WARP_THREADS});", out)
@@ -110,4 +110,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     sys.exit(main(sys.argv[1:]))

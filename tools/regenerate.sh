@@ -6,5 +6,5 @@ rm -rf generated
 mkdir -p generated
 grep -v '^#' tools/generated_specs.txt | while read -r flags; do
   [ -z "$flags" ] && continue
-  python3 -m ptxgen build $flags --out generated
+  python3 -m ptxgen build $flags --out generated >/dev/null
 done

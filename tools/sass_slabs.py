@@ -2,7 +2,7 @@
 QGMMA and WARPGROUP.DEPBAR counts, the highest register, setmaxnreg, local memory, ptxas's C7514/C7517 warnings; beside
 tma_scales_spec (192 x 128, the kernel fp8blocks.gemm runs) for comparison.
 
-Usage: PYTHONPATH=$PWD python tools/sass_slabs.py   (log: runs/2026-12-02-s8-slabs/sass_slabs.log)"""
+Usage: PYTHONPATH=$PWD python tools/sass_slabs.py   (log: runs/2026-12-02-consumer-slabs/sass_slabs.log)"""
 import re
 
 from ptxgen.api.fp8blocks import slabs_spec, tma_scales_spec
@@ -33,4 +33,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, without a GPU (tests/test_tools.py)
+        sys.exit(print(__doc__))
     raise SystemExit(main())

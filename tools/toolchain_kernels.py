@@ -1,21 +1,21 @@
-"""The oldest supported NVRTC (12.8, a PyPI wheel) over the kernel kinds a session added: the SASS gate, no local memory.
+"""The oldest supported NVRTC (12.8, a PyPI wheel) over the kernel kinds each day of work added (2026-12-01, 2026-12-02): the SASS gate, no local memory.
 
-Sets: ``s4`` (stream-K, M-major D / swap-AB, the e4m3 cost model's picks, block FP8 wide tiles and halves, grouped block
-FP8; runs/2026-12-01-s4-toolchains), ``s5`` (the M-major TMA store of the swapped kernels, swap-AB up to M = 64 in
+Sets: ``streamk`` (stream-K, M-major D / swap-AB, the e4m3 cost model's picks, block FP8 wide tiles and halves, grouped block
+FP8; runs/2026-12-01-nvrtc128-streamk), ``swap`` (the M-major TMA store of the swapped kernels, swap-AB up to M = 64 in
 bf16/f16/e4m3, an f32 output's swapped direct kernel, e4m3 stream-K, the 128 x 128 small-M pick, block FP8 with its
-scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-s5-toolchains), ``s6`` (the
-block-FP8 kernels the sixth session changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
-runs/2026-12-02-s6-toolchains), ``s7`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
-TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-s7-toolchains),
-``s8`` (the warp-uniform warpgroup index in every wgmma kernel and the block-FP8 K loop unrolled twice: both block-FP8
+scales staged in shared memory, alone, with halves and in a 2x1 cluster; runs/2026-12-01-nvrtc128-swap), ``scale-warp`` (the
+block-FP8 kernels the 2026-12-02 scale-warp work changed: the per-warp release, half, interleave, BM = 192, TMA-loaded A scales;
+runs/2026-12-02-nvrtc128-blockfp8), ``f32-store`` (the per-thread stage release in the smem- and TMA-scale block-FP8 kernels, the f32
+TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f32 pick, a ping-pong and a fused chain; runs/2026-12-02-nvrtc128-f32-store),
+``slabs`` (the warp-uniform warpgroup index in every wgmma kernel and the block-FP8 K loop unrolled twice: both block-FP8
 picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
-order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-s8-toolchains),
-``s9`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
-the 128 x 192 TMA-scale form; runs/2026-12-02-s9-toolchains), ``s10`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
-picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-s10-toolchains).
+order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-nvrtc128-slabs),
+``prepared-launch`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
+the 128 x 192 TMA-scale form; runs/2026-12-02-nvrtc128-prepared-launch), ``tile-model`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
+picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-nvrtc128-tile-model).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set s4|s5|s6|s7|s8|s9|s10|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|all]
 """
 import argparse
 import sys
@@ -26,7 +26,7 @@ from ptxgen import make_spec
 from ptxgen.runtime import toolchains
 
 
-def s4_specs() -> dict:
+def streamk_specs() -> dict:
     from ptxgen.api.fp8blocks import default_spec as bfp8_default
     from ptxgen.grouped import blockscaled_grouped_spec
     from ptxgen.runtime.choose import choose_spec
@@ -37,14 +37,14 @@ def s4_specs() -> dict:
     specs.update({f"chosen e4m3 {s}": choose_spec("e4m3", "sm_90a", *s)[0]
                   for s in [(4096, 4096, 5008), (5120, 5120, 5008), (64, 7168, 16384)]})
     specs["swap d_major m 128x16"] = make_spec(bm=128, bn=16, bk=64, stages=10, d_major="m", **base)
-    specs["block fp8 default"] = bfp8_default(fp8_scale_load="block")  # the fourth session's default
+    specs["block fp8 default"] = bfp8_default(fp8_scale_load="block")  # the default of 2026-12-01
     specs["block fp8 halves"] = bfp8_default(fp8_overlap="halves", fp8_scale_load="block")
     specs["block fp8 direct f32"] = bfp8_default("f32", fp8_scale_load="block")
     specs["grouped block fp8"] = blockscaled_grouped_spec()
     return specs
 
 
-def s5_specs() -> dict:
+def swap_specs() -> dict:
     from ptxgen.api.fp8blocks import default_spec as bfp8_default
     from ptxgen.api.select import select_choice
     from ptxgen.runtime.choose import choose
@@ -64,8 +64,8 @@ def s5_specs() -> dict:
     return specs
 
 
-def s6_specs() -> dict:
-    """The block-FP8 kernels the sixth session changed or added (the leaner scale warp and the per-warp release in
+def scale_warp_specs() -> dict:
+    """The block-FP8 kernels the 2026-12-02 scale-warp work changed or added (the leaner scale warp and the per-warp release in
     every smem-scale kernel; half, interleave, three consumer warpgroups, TMA-loaded A scales)."""
     from ptxgen.api.fp8blocks import default_spec as bfp8_default
 
@@ -78,8 +78,8 @@ def s6_specs() -> dict:
             "block fp8 2x1 cluster": bfp8_default(cluster="2x1")}
 
 
-def s7_specs() -> dict:
-    """The seventh session's kernels: every consumer thread releases a stage it read scales from; f32 through the TMA store."""
+def f32_store_specs() -> dict:
+    """The 2026-12-02 f32-store kernels: every consumer thread releases a stage it read scales from; f32 through the TMA store."""
     from ptxgen.api.fp8blocks import default_spec as bfp8_default
     from ptxgen.api.fused import fused_spec
     from ptxgen.api.select import select_choice
@@ -100,8 +100,8 @@ def s7_specs() -> dict:
                                                   parse_chain("bias=col:bf16,act=gelu_tanh"), "f32")}
 
 
-def s8_specs() -> dict:
-    """The eighth session's kernels: every wgmma kernel's warpgroup index through __shfl_sync; block FP8's unrolled loop."""
+def slabs_specs() -> dict:
+    """The 2026-12-02 slab kernels: every wgmma kernel's warpgroup index through __shfl_sync; block FP8's unrolled loop."""
     from ptxgen.api.fp8blocks import default_spec as bfp8_default, slabs_spec, tma_scales_spec
     from ptxgen.api.select import select_choice
 
@@ -123,8 +123,8 @@ def s8_specs() -> dict:
                                                                epilogue="tma", epilogue_order="alternate-uniform", **base)}
 
 
-def s9_specs() -> dict:
-    """The ninth session's kernels: stream-K with --fp8-scale-load tma, at BM = 192 (what fp8blocks.gemm picks for few tiles)."""
+def prepared_launch_specs() -> dict:
+    """The 2026-12-02 prepared-launch kernels: stream-K with --fp8-scale-load tma, at BM = 192 (what fp8blocks.gemm picks for few tiles)."""
     from ptxgen.api.fp8blocks import FEW_TILES_STREAM_K, default_spec as bfp8_default, tma_scales_spec
 
     return {"block fp8 tma_scales_spec bf16 stream-K 8 (few tiles)": tma_scales_spec(stream_k=FEW_TILES_STREAM_K),
@@ -133,8 +133,8 @@ def s9_specs() -> dict:
             "block fp8 128 x 192 TMA scales stream-K 4": bfp8_default(fp8_scale_load="tma", stream_k=4)}
 
 
-def s10_specs() -> dict:
-    """The tenth session's picks of fp8blocks.gemm (derive.bfp8tiles.TMA_SCALE_TILES past the 192 x 128 one)."""
+def tile_model_specs() -> dict:
+    """The 2026-12-02 tile-model picks of fp8blocks.gemm (derive.bfp8tiles.TMA_SCALE_TILES past the 192 x 128 one)."""
     from ptxgen.api.fp8blocks import FEW_TILES_STREAM_K, default_spec as bfp8_default
     from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES
 
@@ -149,23 +149,23 @@ def s10_specs() -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("s4", "s5", "s6", "s7", "s8", "s9", "s10", "all"), default="all")
+    ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model", "all"), default="all")
     args = ap.parse_args()
     specs = {}
-    if args.set in ("s4", "all"):
-        specs.update(s4_specs())
-    if args.set in ("s5", "all"):
-        specs.update(s5_specs())
-    if args.set in ("s6", "all"):
-        specs.update(s6_specs())
-    if args.set in ("s7", "all"):
-        specs.update(s7_specs())
-    if args.set in ("s8", "all"):
-        specs.update(s8_specs())
-    if args.set in ("s9", "all"):
-        specs.update(s9_specs())
-    if args.set in ("s10", "all"):
-        specs.update(s10_specs())
+    if args.set in ("streamk", "all"):
+        specs.update(streamk_specs())
+    if args.set in ("swap", "all"):
+        specs.update(swap_specs())
+    if args.set in ("scale-warp", "all"):
+        specs.update(scale_warp_specs())
+    if args.set in ("f32-store", "all"):
+        specs.update(f32_store_specs())
+    if args.set in ("slabs", "all"):
+        specs.update(slabs_specs())
+    if args.set in ("prepared-launch", "all"):
+        specs.update(prepared_launch_specs())
+    if args.set in ("tile-model", "all"):
+        specs.update(tile_model_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

@@ -6,7 +6,7 @@ Per shape (bf16, K-major A and B, ``out`` given to every side):
   and of ``torch.mm(a, b.t(), out=o)``: ``CALLS`` calls in a loop without synchronisation (fewer than the
   launch queue holds, so the loop measures the host, not the GPU), the median of ``HOST_ROUNDS`` loops, the three
   sides' loops interleaved round by round (the host's speed drifts: torch.mm's host time moved between 11 and 22 µs
-  within one run, runs/2026-12-01-s5-host; loops of one side after the other's put that drift into the ratio);
+  within one run, runs/2026-12-01-torch-metadata; loops of one side after the other's put that drift into the ratio);
 * ``single_call_ratio``: one call alone between two CUDA events, the GPU idle before it (synchronised), so the
   host's time to launch is in the measurement; medians over alternating rounds (ours, torch, torch, ours, ...);
   torch's time / ours (above 1: ptxgen is faster), against ``torch.matmul(a, b.t(), out=o)``;

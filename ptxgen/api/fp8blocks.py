@@ -39,9 +39,9 @@ BLOCK = 128
 def default_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """128 x 192 tiles (a tile's columns span two 128-column scale blocks of B), one 128-block of K per stage,
     persistent, two consumer warpgroups; 16-bit and f32 outputs through the TMA-store epilogue with 4 stages (f32 since
-    s7: 1.0-3.4% faster than the direct stores with 5 stages, runs/2026-12-02-s7-probe/call5), others direct with 5; the
-    scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem), so any M. On the H200 (s8,
-    runs/2026-12-02-s8-probe/call5): 1118 / 1197 / 1052 TFLOP/s at 4096x7168x16384, 8192^3 and 2048x7168x4096 (docs/block-fp8.md)."""
+    2026-12-02: 1.0-3.4% faster than the direct stores with 5 stages, runs/2026-12-02-stage-release-f32-store/run5), others direct with 5; the
+    scales staged in shared memory by a producer warp (--fp8-scale-load auto = smem), so any M. On the H200 (2026-12-02,
+    runs/2026-12-02-blockfp8-pingpong-loop/run5): 1118 / 1197 / 1052 TFLOP/s at 4096x7168x16384, 8192^3 and 2048x7168x4096 (docs/block-fp8.md)."""
     tma = out_dtype in ("bf16", "f16", "f32")
     fields = dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype=out_dtype,
                   arch="sm_90a", stages=4 if tma else 5, epilogue="tma" if tma else "direct", schedule="persistent",
@@ -51,7 +51,7 @@ def default_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
 
 def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """192 x 128 tiles, three consumer warpgroups, scale_a by TMA with A (--fp8-scale-load tma; the scale warp keeps
-    the B scales): what :func:`gemm` runs when TMA can read scale_a. On the H200 (s8, runs/2026-12-02-s8-probe/call5):
+    the B scales): what :func:`gemm` runs when TMA can read scale_a. On the H200 (2026-12-02, runs/2026-12-02-blockfp8-pingpong-loop/run5):
     1169 / 1242 / 1107 TFLOP/s at 4096x7168x16384, 8192^3 and 2048x7168x4096, 3.8-5.2% over :func:`default_spec` in the same
     run (whose scale warp loads the 192 rows' A scales too slowly at this tile: 842 / 903 / 943)."""
     return default_spec(out_dtype, **{**dict(bm=192, bn=128, fp8_scale_load="tma"), **kw})
@@ -60,7 +60,7 @@ def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
 def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """256 x 128 tiles, two consumer warpgroups of two 64-row slabs each sharing one partial (--consumer-slabs 2,
     derive.bfp8slabs), 3 stages, scale_a by TMA: DeepGEMM's fastest configuration at 4096x7168x16384 on the H200
-    (runs/2026-12-02-s8-dgref). L3 since s9 (39 gpu tests and the sanitizers, runs/2026-12-02-s9-probe/call1), but no faster
+    (runs/2026-12-02-deepgemm-reference). L3 since 2026-12-02 (39 gpu tests and the sanitizers, runs/2026-12-02-prepared-launch-energy/run1), but no faster
 than :func:`tma_scales_spec` there (1158 / 1139 / 958 against 1158 / 1217 / 1097 TFLOP/s), so no default picks it."""
     return default_spec(out_dtype, **{**dict(bm=256, bn=128, stages=3, fp8_scale_load="tma", consumer_slabs=2), **kw})
 

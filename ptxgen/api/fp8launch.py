@@ -1,6 +1,6 @@
 """``ptxgen.api.fp8blocks.gemm``'s prepared launches: what a block-FP8 call with one dispatch key needs, built once by
-the slow path (``fp8blocks._gemm_slow``) and reused (s9: the slow path took 680-1240 us of host time a call, torch's
-blockwise ``_scaled_mm`` 22-35; runs/2026-12-02-s9-probe/call5).
+the slow path (``fp8blocks._gemm_slow``) and reused (measured 2026-12-02: the slow path took 680-1240 us of host time a call, torch's
+blockwise ``_scaled_mm`` 22-35; runs/2026-12-02-prepared-launch-energy/run5).
 
 The dispatch key is every array's shape, strides, dtype and device (``a``, ``b``, ``scale_a``, ``scale_b``, ``out`` or
 its absence), the requested output type and the spec asked for (None: ``chosen_spec``'s pick, which depends only on the

@@ -22,8 +22,8 @@ def spec_or_direct_store(fields: dict) -> TileSpec:
     """``make_spec(**fields)``; where the rules refuse it and it has the TMA-store epilogue (not derived for every output:
     derive.rules/derive.output), the same kernel with the direct stores, which need no staging buffers (tile, stages,
     schedule kept); SpecError where that is refused too. An f32 output keeps the TMA store where the rules accept it (the
-    wgmma st.shared.v2.f32 staging, s7): measured 1.0-4.6% faster than the direct stores of the same kernel on the H200
-    (runs/2026-12-02-s7-probe/call5 and runs/2026-12-02-s7-final, tools/bench_f32store.py)."""
+    wgmma st.shared.v2.f32 staging, 2026-12-02): measured 1.0-4.6% faster than the direct stores of the same kernel on the H200
+    (runs/2026-12-02-stage-release-f32-store/run5 and runs/2026-12-02-gpu-tier-f32-store, tools/bench_f32store.py)."""
     try:
         return make_spec(**fields)
     except SpecError:
@@ -53,7 +53,7 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
         return ["kmajor-sw128"] if major is Major.K else ["mnmajor-sw128", "mnmajor-sw128b32"]
 
     # MN-major operands with their atoms adjacent along K: a stage loads in 64 x 64 boxes, not 64 x 8 ones (8x fewer
-    # TMA copies; measured: runs/2026-12-01-s3-final/order); the default order where that one is not legal
+    # TMA copies; measured: runs/2026-12-01-gpu-tier-cost-model/order); the default order where that one is not legal
     orders = [{f"{x}_order": "k" for x, mj in (("a", a_major), ("b", b_major)) if mj is Major.MN}, {}]
     errors = []
     for bm, bn, stages in ((128, 256, 4), (128, 128, 4), (128, 128, 2), (64, 128, 2)):

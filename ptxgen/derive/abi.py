@@ -57,7 +57,7 @@ class KernelABI:
     grouped: bool = False  # a grouped GEMM: the grid comes from M, N and the group count (derive.grouped)
     splits: int = 1  # split-K: grid z, one CTA per (tile, split)
     batched: bool = False  # a batched GEMM: the work items are batch x tiles (the tile walk's outer index is the batch)
-    # block-FP8 stream-K (s9): a persistent grid of every SM even with fewer tiles, so that a launch of one partial round
+    # block-FP8 stream-K (2026-12-02): a persistent grid of every SM even with fewer tiles, so that a launch of one partial round
     # splits its tiles over the idle SMs (derive.streamk: S <= C / L); the plain kernels' stream-K keeps min(tiles, SMs)
     fills_sms: bool = False
 

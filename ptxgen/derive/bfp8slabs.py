@@ -1,7 +1,7 @@
 """--consumer-slabs N: a cooperative wgmma block-FP8 consumer warpgroup that owns N 64-row slabs and one shared partial.
 
 Until this field every cooperative consumer warpgroup multiplied one 64-row slab of the tile (``consumer_warpgroups =
-BM / 64``). DeepGEMM's fastest kernel at 4096x7168x16384 on the H200 (runs/2026-12-02-s8-dgref) is 256 x 128 with two
+BM / 64``). DeepGEMM's fastest kernel at 4096x7168x16384 on the H200 (runs/2026-12-02-deepgemm-reference) is 256 x 128 with two
 consumer warpgroups, warpgroup w owning rows 128w..128w+127 as two slabs, and one partial fragment that both slabs'
 K blocks pass through: per K block the warpgroup issues slab 0's four m64nBNk32 wgmma into the partial, waits, promotes
 into slab 0's accumulator, issues slab 1's into the same partial, waits, releases the stage and promotes slab 1. The
@@ -106,7 +106,7 @@ def plan_consumer_slabs(bm: int, slabs: int) -> SlabPlan | None:
                  f"BM / (64 x {slabs}) = {wgs} consumer warpgroups; warpgroup wg owns tile rows {SLAB_ROWS * slabs} wg .. "
                  f"{SLAB_ROWS * slabs} wg + {SLAB_ROWS * slabs - 1} (slab i: rows {SLAB_ROWS * slabs} wg + 64 i ..)",
                  "fewer consumer warpgroups of more rows each: DeepGEMM's 256 x 128 kernel (two warpgroups of two slabs) "
-                 "was the fastest at 4096x7168x16384 on the H200 (runs/2026-12-02-s8-dgref)",
+                 "was the fastest at 4096x7168x16384 on the H200 (runs/2026-12-02-deepgemm-reference)",
                  "DeepGEMM sm90_fp8_gemm_1d2d (WGMMA::M x kNumWaves); PTX ISA wgmma .m64nNk32"),
          Derived("shared_partial", f"{PARTIAL_FRAGMENTS} partial fragment per warpgroup for its {slabs} slabs",
                  f"registers a thread: {slabs} accumulators + 1 partial = {slabs + 1} x BN / 2",

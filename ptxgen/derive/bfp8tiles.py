@@ -3,11 +3,11 @@ SMs (each tile split along K by stream-K where the tiles fill at most half the S
 measured speed.
 
 The speeds are per unit of tile work (BM x BN x one 128-block of K) relative to the 192 x 128 tile, all with scale_a by
-TMA. They were fitted to s10's sweep on the H200 (runs/2026-12-02-s10-probe/call2, ``tools/gpu_s10-shapes.sh``: 24
+TMA. They were fitted to a sweep on the H200 (2026-12-02, runs/2026-12-02-blockfp8-tile-model/run2: 24
 DeepSeek-V3 shapes, M = 64 / 128 / 512 / 4096, eight tile forms each against torch's blockwise ``_scaled_mm``): any
 128 x 128 speed in 0.85-0.92 with any 64 x 128 speed in 0.5-0.7 picks within 5% of the best measured form (geomean
 0.950 of the best; the 192 x 128 tile everywhere: 0.708, worst 0.39 at 64 x 4096 x 7168). On 20 held-out shapes
-(runs/2026-12-02-s10-final, M = 32 / 256 / 1024 / 2048) the picks are 0.970 of the best form measured, 1.143 of torch in
+(runs/2026-12-02-gpu-tier-blockfp8-tiles, M = 32 / 256 / 1024 / 2048) the picks are 0.970 of the best form measured, 1.143 of torch in
 the geomean (the 192 x 128 tile everywhere: 0.886).
 """
 

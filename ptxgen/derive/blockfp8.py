@@ -234,7 +234,7 @@ class BlockFp8Plan:
 
     @property
     def k_loop_unroll(self) -> int:
-        """2 without a stagger or overlap: the next K block's barrier check lands among the promotion's FFMA (s8,
+        """2 without a stagger or overlap: the next K block's barrier check lands among the promotion's FFMA (2026-12-02,
         tools/probe_loop.py: +4-5%, tensor pipe 87% -> 90%; 4 and 8 no better); the (slower) ordered loops stay at 1."""
         return 2 if not self.stagger and self.overlap == "none" else 1
 
@@ -471,7 +471,7 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                       "dependency chains instead of one)"}.get(overlap, overlap),
         "wait_group 0 leaves the tensor core without this warpgroup's work while it promotes; with two half fragments "
         "one group is in flight during each promotion but the tile's last (the registers stay acc + BN/2). Measured on "
-        "the H200 (runs/2026-12-01-s4-bfp8b/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "
+        "the H200 (runs/2026-12-01-blockfp8-overlap/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "
         "against 0.80-0.91), far slower at 128 x 128 (m64n64 halves: 0.62-0.73)",
         "FlashAttention-3's intra-warpgroup overlap (wait_group 1); PTX ISA wgmma.wait_group")
     if scale_load == "ahead" and overlap != "none":
@@ -493,7 +493,7 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "with block, ncu puts 41% of the warp-stall samples on the first use of the loaded scales (their L2 latency, "
         "not the MMAs, set the pace; ptxas also moves the B scale to a uniform register between the block's wgmma); "
         "smem hides the loads behind the pipeline's stages and measured 4-9% faster than block on the H200, ahead "
-        "slower (runs/2026-12-01-s5-bfp8, docs/block-fp8.md)",
+        "slower (runs/2026-12-01-blockfp8-smem-scales, docs/block-fp8.md)",
         "DeepGEMM sm90 1D2D loads the scales through shared memory (A's per stage by TMA, B's once per tile)")
     return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov, sl) + grouping, phases, stagger_steps(stagger), grouped=grouped,
                         overlap=overlap, scale_load=scale_load,

@@ -50,7 +50,7 @@ CELL_BYTES = 16
 # give the row addresses of matrix q, and thread t's register q holds row t / 4, columns 2(t % 4), +1 of it.
 STMATRIX_MATRICES = 4
 STMATRIX_ROWS = 8
-# Measured on an H200 (runs/2026-11-30-run12/validate_store.jsonl): where N x element bytes is not a
+# Measured on an H200 (runs/2026-11-30-12-tma-store/validate_store.jsonl): where N x element bytes is not a
 # multiple of 16, a TMA store whose box crosses column N also wrote the columns up to the next 16-byte
 # boundary (N = 45 f16: columns 45..47 of every row). A tile is stored through TMA only where that cannot
 # happen; the others take the direct stores, which stop at N exactly.

@@ -165,8 +165,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         empty_arrivals = 1 if pingpong else spec.consumer_warpgroups  # pingpong: one warpgroup reads each stage
         # --fp8-scale-load smem/tma: each consumer thread also reads the stage's scale slots with ld.shared, and a
         # warpgroup's wgmma completion orders none of its threads' plain loads: every consumer thread arrives after its
-        # own reads. compute-sanitizer racecheck flagged one arrive per warpgroup (s6) and one per warp after a
-        # __syncwarp (s7: 3 hazards) and passes this form (0; runs/2026-12-02-s7-probe), at the same speed (+-1%).
+        # own reads. compute-sanitizer racecheck flagged one arrive per warpgroup and one per warp after a
+        # __syncwarp (2026-12-02: 3 hazards) and passes this form (0; runs/2026-12-02-stage-release-f32-store), at the same speed (+-1%).
         empty_arrivals *= WARPGROUP_THREADS if scale_warp else 1
         # A cluster: every consumer warpgroup of the cluster that reads a stage multicast into it releases it in
         # each CTA: (cluster M + cluster N - 1) x the warpgroups (CUTLASS PipelineTmaAsync multicast_consumer_arrival_count).

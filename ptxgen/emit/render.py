@@ -100,7 +100,7 @@ class KernelView:
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
     d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)
     # wgmma: the thread's warpgroup, warp-uniform to ptxas (__shfl_sync): what derives from it (the A descriptor's start)
-    # stays in uniform registers, with no R2UR before each wgmma (s8, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
+    # stays in uniform registers, with no R2UR before each wgmma (2026-12-02, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
     wg_expr: str = f"__shfl_sync({FULL_WARP_MASK}, tid / {WARPGROUP_THREADS}, 0)"
     tma3d: bool = False  # some operand has a 3-D tensor map (tma_load_3d)
 

@@ -69,7 +69,7 @@ def wgmma_accumulator_registers(bn: int, acc: DType) -> int:
 PRODUCER_REGISTERS = 40
 # The producer's count where 40 is not the one: at three consumer warpgroups (512 threads, launched at 128) 40 leaves
 # the consumers 128 + 88 / 3 -> 152, and block-scaled FP8 at BM = 192 (accumulator + partial = 128 registers) needs
-# 160 there. Measured with NVRTC 13.5 (192 x 128 x 128, scales in shared memory, 2026-12-02 s6-3wg): at 152 ptxas
+# 160 there. Measured with NVRTC 13.5 (192 x 128 x 128, scales in shared memory, 2026-12-02): at 152 ptxas
 # spills two tile counters of the consumer branch (11 LDL/STL), at 160 none (highest register R154); the producer's TMA
 # thread and scale warp compile at 32 without local memory. 32 gives the consumers exactly 160 (pool balance 0).
 PRODUCER_REGISTERS_BY_CONSUMERS = {3: 32}

@@ -33,7 +33,7 @@ def reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray) ->
 # output's rounding (``out_rtol`` of |D|) plus the FP8 tensor core's accumulation inside each 128-K block, a fraction
 # ``acc_rtol`` of the sum of the terms' magnitudes (measured on the H200: 6.2e-4 of it with positive inputs at K = 16384,
 # block_fp8_promotion.json). A bound in the mean |D| instead fails near-cancelling sums: one element of 7e6 at
-# 1000x7000x2000 and two of 4.5e6 at 1500x3000x400, alike in every kernel variant (runs/2026-12-02-s6-probe, -s6-half).
+# 1000x7000x2000 and two of 4.5e6 at 1500x3000x400, alike in every kernel variant (runs/2026-12-02-blockfp8-streamk, runs/2026-12-02-blockfp8-half).
 # A dropped or misscaled K block moves a typical element by ~1/sqrt(128) of that block's magnitude, far above 2^-9 of
 # the total for K up to thousands.
 ACC_RTOL = 2.0 ** -9

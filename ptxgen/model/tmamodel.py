@@ -167,7 +167,7 @@ def read(
     return raw.reshape(len(dst), outer, inner)
 
 
-# Measured on an H200 (runs/2026-11-30-run12, docs/hardware-layout.md): a TMA store whose box crosses the end of the
+# Measured on an H200 (runs/2026-11-30-12-tma-store, docs/hardware-layout.md): a TMA store whose box crosses the end of the
 # inner dimension, where that dimension's bytes are not a multiple of 16, also wrote the elements up to the next 16-byte
 # boundary. The store model writes what the hardware was seen to write, so a plan that lets a box cross such an end fails.
 STORE_OVERRUN_BYTES = 16

@@ -211,7 +211,7 @@ def main() -> int:
     ap.add_argument("--num-sms", type=int, default=132, help="--build-only: the SM count to compile for (H200: 132)")
     ap.add_argument("--batch-ms", type=float, default=25.0,
                     help="each timed sample launches a kernel for about this long (tools/bench_blockfp8.py: 25; "
-                         "s8-dgref's two device calls ran before this option, at runtime.bench's 2 ms default)")
+                         "2026-12-02-deepgemm-reference's two device calls ran before this option, at runtime.bench's 2 ms default)")
     ap.add_argument("--extra", default="",
                     help="more configurations, comma-separated BMxBN-cCMxCN (e.g. 128x192-c1x1: the tile without "
                          "multicast), stages as DeepGEMM's rule gives them")

@@ -15,7 +15,7 @@ BUDGET=${BUDGET:-330}
 T_BENCH=${T_BENCH:-280}
 BATCH_MS=${BATCH_MS:-25}
 . tools/gpu_common.sh
-gpu_begin s8-dgref
+gpu_begin 2026-12-02-deepgemm-reference
 { command -v nvcc; nvcc --version | tail -2; cat VERSIONS 2>/dev/null; } >> "$OUT/env.txt" 2>&1
 DG=/tmp/dgref
 mkdir -p "$DG" && tar xzf dg-headers.tar.gz -C "$DG" && cat "$DG/VERSIONS" | tee -a "$OUT/env.txt"

@@ -68,7 +68,7 @@ STREAMK_MAX_SPLITS = 16  # the most splits the model considers (derive.rules.MAX
 STREAMK_MIN_K_TILES = 4  # derive.streamk.MIN_K_TILES_PER_SPLIT
 # One SM's f32 partial-tile traffic to and from L2, bytes per microsecond. ASSUMED, not fitted (no stream-K kernel had
 # run when it was written): about 100 GB/s per SM, the order of 64 B a clock per SM at 1.7 GHz. Run 1 of
-# 2026-12-01-s4-streamk measured the split round within 2x of it (docs/performance.md, "Stream-K for the last wave").
+# 2026-12-01-streamk measured the split round within 2x of it (docs/performance.md, "Stream-K for the last wave").
 STREAMK_SM_BYTES_PER_US = 100e3
 
 
@@ -128,7 +128,7 @@ def best_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sect
 # ktile_us x BN' / SWAP_FAMILY_BN (a wgmma's issue time and a stage's B bytes grow with N).
 SWAP_BM = 128
 SWAP_FAMILY_BN = 192  # the swap entry's ktile_us is per K-tile of a 128 x 192 tile
-SWAP_MIN_BN = 104  # the narrowest swapped tile measured (runs/2026-12-01-s5-waves run 1)
+SWAP_MIN_BN = 104  # the narrowest swapped tile measured (runs/2026-12-01-swap-waves run 1)
 SWAP_MAX_BN = 256  # the widest wgmma N
 
 
@@ -218,7 +218,7 @@ def rank(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = 
     return sorted(out, key=lambda r: r.predicted_us)  # stable: CANDIDATES order on ties
 
 
-TIE_TOLERANCE = 0.02  # predictions closer than this are ties: the fit's median error is 2.2% (runs/2026-12-01-s3-cost)
+TIE_TOLERANCE = 0.02  # predictions closer than this are ties: the fit's median error is 2.2% (runs/2026-12-01-cost-model)
 
 
 def pick(costs: dict[str, Costs], m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,

@@ -8,15 +8,15 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  BN of M rounded up to 8) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major
                  D; the caller swaps the operands (``Choice.swap_ab``). One CTA per BM x BN tile, no split of K; BM 64
                  or 128, whichever gives the most CTAs in one wave (``swap.swap_ab_tile``), and only where they fill at least
-                 ``rules.SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-s5-fp8m run 1,
-                 ``tools/exp_s5fp8m.py``: kernel time against cuBLAS / torch._scaled_mm and the rules below in one
+                 ``rules.SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-swapab-small-m run 1,
+                 a one-off experiment of 2026-12-01: kernel time against cuBLAS / torch._scaled_mm and the rules below in one
                  process): bf16 M in {1, 16, 17, 24, 32, 48, 64} x (N, K) in {(4096, 4096), (7168, 16384), (16384,
                  4096)}: this rule's tile was the fastest candidate or within 1.5% of it on all 21 (59.7-63.9 us at
                  7168 x 16384, 3.68-3.94 TB/s of weights; 11.6-14.2 us at 4096 x 4096 where split-K took 16.0-18.5);
                  the earlier rules' picks took 1-59% longer on 19 of them (0.2% and 0.7% less at 16 and 1 x 16384 x
                  4096). At M = 128 the swap tiles lost (15.2 / 24.6 against 14.3 us at 4096 x 4096). e4m3 at M = 16
                  and 64: 1.007-3.2 x torch._scaled_mm's speed where the earlier rules ran 0.92-1.69 (64 x 7168 x
-                 16384: 35.5 against 39.0 us). Before (runs/2026-12-01-s4-swapab): M <= 16, N x K >= 16384 x 4096.
+                 16384: 35.5 against 39.0 us). Before (runs/2026-12-01-swapab): M <= 16, N x K >= 16384 x 4096.
 ``small-m``      M <= 128 against a wide N: a BM = 64 tile whose CTAs fill between 40% and 100% of the SMs in one
                  wave (the widest such BN of 128, 64; the most CTAs when none reaches 40%). Measured on the H200
                  (docs/performance.md, run 25: 12 decode shapes, 8 tiles each): the tuned 128 x 192 / 128 x 256 tiles
@@ -24,7 +24,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  which 1..127 rows are real streams twice the weights per useful row. Where every BM = 64 tile
                  needs two waves (N > 8448 at M > 64), the cost table's 128 x 128 persistent ping-pong kernel
                  (``rules.SMALL_M_WIDE_KERNEL``) where its CTAs fill 40-100% of the SMs (``small_m_wide_ctas``): at 128 x
-                 16384 x 4096 the fastest of six (runs/2026-12-01-s5-fp8m run 3: bf16 40.2 us against nearest-fit's
+                 16384 x 4096 the fastest of six (runs/2026-12-01-swapab-small-m run 3: bf16 40.2 us against nearest-fit's
                  128 x 192 at 43.3; e4m3 23.2 against its 128 x 256 at 26.5 us, which ran 0.82-0.89 of
                  torch._scaled_mm in three of four earlier runs); at 96 x 12288 x 4096 the 128 x 128 tile-scheduled
                  kernel gained 8% (bf16) and 29% (e4m3) over nearest-fit (the ping-pong one was not run there).
@@ -41,9 +41,9 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
 ``cost-model``   the least predicted time of ``costmodel``'s kernel families, from constants measured on the
                  H200 (ties within 2% to the table's kernels) on sm_90a, where the shape is compute-bound with K of at
                  least 1024 (the range the constants were fitted on). 16-bit inputs: the calibration's ``16bit`` family (H200: ptxgen/tuning/h200_calibration.json),
-                 measured in the same process against the rule before it (runs/2026-12-01-s3-cost, run 4): 5000^3
+                 measured in the same process against the rule before it (runs/2026-12-01-cost-model, run 4): 5000^3
                  0.93 against 0.90, 3000 x 7000 x 5000, 1500 x 9000 x 3000, 2500 x 10000 x 4000 +1-3%. e4m3:
-                 its ``e4m3`` family (its own sweep, runs/2026-12-01-s4-fp8shapes run 1), not at M or
+                 its ``e4m3`` family (its own sweep, runs/2026-12-01-fp8-shapes run 1), not at M or
                  N <= 128 and not for rows 32/64/96 B past a 128-byte line (phases its calibration did not see); same
                  process against nearest-fit (runs 1 and 2): rows off a sector 0.82-0.99 -> 0.96-1.19 (the 2x1
                  kernels), 8192 x 8192 x 1024 1.11-1.12 -> 1.17-1.22. ``rules.COST_MODEL`` turns it off.
@@ -51,7 +51,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  replace) swap-AB with a tile that fits M: D^T = B A^T with 128 x BN' tiles over N x M, BN' the least multiple
                  of 8 that covers M in one or two tiles (333 rows: 2 x 168 = 336, where 128-row tiles pad them to 384), one
                  CTA per tile, D stored M-major; taken where the cost model, with the swapped family's own constants
-                 (``CostModel.swap_costs``, fitted from runs/2026-12-01-s5-waves run 1 by tools/fit_cost.py
+                 (``CostModel.swap_costs``, fitted from runs/2026-12-01-swap-waves run 1 by tools/fit_cost.py
                  fitswap), predicts it ``rules.SWAP_FIT_MIN_GAIN`` faster than every unswapped candidate, in one round, rows on a
                  32-byte sector, K >= 1024 and compute-bound. Measured on the H200, same process, against the kernel the
                  rules before it pick (runs 1-2): 333 x 8192 x 8192 -2.5% time (0.916/0.935 -> 0.935/0.951 of cuBLAS),
@@ -63,9 +63,9 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
                  the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
-                 1-2 of 2026-12-01-s4-streamk). ``rules.STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
+                 1-2 of 2026-12-01-streamk). ``rules.STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
                  it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``). e4m3 (``rules.STREAM_K_FAMILIES``)
-                 from runs/2026-12-01-s5-fp8m run 1: 5120^3 224.0 -> 207.7 us (0.94 -> 1.02 of torch._scaled_mm),
+                 from runs/2026-12-01-swapab-small-m run 1: 5120^3 224.0 -> 207.7 us (0.94 -> 1.02 of torch._scaled_mm),
                  5120 x 5120 x 5008 206.6 -> 198.2 us, 1504 x 9008 x 3024 77.9 -> 77.1 us. For e4m3 a stream-K form
                  must beat the whole kernels beyond the tie tolerance (``rules.STREAM_K_WHOLE_FIRST``): at 3008 x 7008 x 5008
                  the 128 x 256 2x1 kernel's form, a tie with the whole 128 x 192 2x1 one by the table's order, ran
@@ -80,9 +80,9 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
 ``small-m``, ``small-n`` and ``+off-sector`` on nearest-fit picks apply to 16-bit inputs (measured on bf16). e4m3
 takes ``small-m`` (BM = 64, the table's BK = 128) and ``split-k`` against N x K >= ``FP8_SMALL_M_MIN_WEIGHT``
 (4096 x 4096, the 16-bit rule's ``rules.SPLIT_MIN_WEIGHT``): at 7168 x 16384 the table's 128 x 256 tile ran 0.48-0.55 of
-torch._scaled_mm (runs/2026-12-01-final/extra2) and the rule 0.92-1.03 (runs/2026-12-01-fp8rules); at 4096 x 4096,
+torch._scaled_mm (runs/2026-12-01-gpu-tier/extra2) and the rule 0.92-1.03 (runs/2026-12-01-fp8rules); at 4096 x 4096,
 16384 x 4096 and three more small-M shapes the rule's kernels took 17-27 us where the 128 x 256 tile took 22-43 us, in
-the same process (runs/2026-12-01-s4-fp8shapes run 2). No small-n rule for e4m3. Rows off a sector in e4m3 get the 2x1
+the same process (runs/2026-12-01-fp8-shapes run 2). No small-n rule for e4m3. Rows off a sector in e4m3 get the 2x1
 cluster through the e4m3 cost table's measured off-sector factors (the cost-model rule), not through nearest-fit.
 
 Operand rows that do not start on a 32-byte L2 sector (K x element bytes not a multiple of 32 with tight rows):
@@ -220,7 +220,7 @@ def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, 
     """nearest-fit's pick in its stream-K form where the cost table has the same kernel, the shape is in the range its
     constants were fitted on (``costmodel.calibrated``) and the form is predicted STREAMK_MIN_GAIN faster: e4m3 rows 32, 64
     or 96 B past a line, which the cost model does not rank (2512 x 10000 x 4000: 128 x 256 tiles in 7 rounds for 6.06
-    rounds of work; its stream-K form ran 178.5 us against 190.2 whole, runs/2026-12-01-s5-fp8m run 1). ``c`` unchanged
+    rounds of work; its stream-K form ran 178.5 us against 190.2 whole, runs/2026-12-01-swapab-small-m run 1). ``c`` unchanged
     otherwise."""
     family = COST_FAMILY.get(dtype)
     costs = model.costs(dtype, arch) if family in rules.STREAM_K_FAMILIES else None
@@ -259,7 +259,7 @@ def _cost_model(like: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, o
         return None
     eb, sm_count = like.dtype.bytes, model.sm_count
     # the narrow tiles stay with the small-m / small-n rules: the formula fits them worst (up to 40% off on their own
-    # calibration shapes, runs/2026-12-01-s3-cost/run3_fit.log), so they are not ranked here
+    # calibration shapes, runs/2026-12-01-cost-model/run3_fit.log), so they are not ranked here
     usable = {}
     for name, cost in costs.items():
         try:
