@@ -110,11 +110,11 @@ def test_the_shipped_h200_calibration_is_the_fit_of_the_committed_h200_logs():
 
     h200 = calibration.shipped()["h200"]
     assert h200.device == Device("NVIDIA H200", 132)
-    fam16 = fit_family(points("runs/2026-12-01-s3-cost/run1_cal.jsonl", "runs/2026-12-01-s3-cost/run3_cal2.jsonl"), 132)
-    fam8 = fit_family(points("runs/2026-12-01-s4-fp8shapes/run1/cal_e4m3.jsonl"), 132)
+    fam16 = fit_family(points("runs/2026-12-01-cost-model/run1_cal.jsonl", "runs/2026-12-01-cost-model/run3_cal2.jsonl"), 132)
+    fam8 = fit_family(points("runs/2026-12-01-fp8-shapes/run1/cal_e4m3.jsonl"), 132)
     assert fam16["kernels"] == h200.families["16bit"].doc["kernels"]
     assert fam8["kernels"] == h200.families["e4m3"].doc["kernels"]
-    swap = [json.loads(x) for x in (ROOT / "runs/2026-12-01-s5-waves/run1/swap.jsonl").read_text().splitlines()]
+    swap = [json.loads(x) for x in (ROOT / "runs/2026-12-01-swap-waves/run1/swap.jsonl").read_text().splitlines()]
     named = {(333, 8192, 8192)}  # the named shape the swap fit left out (tools/exp_cost.py _named)
     swap = [dict(d, swap_bn=int(d["kernel"].split("_obf16_")[1].split("x")[1])) for d in swap
             if d.get("swap_ab") and "ours_us" in d and (d["m"], d["n"], d["k"]) not in named]

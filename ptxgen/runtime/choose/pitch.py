@@ -21,7 +21,7 @@ def mid_line(k: int, element_bytes: int, lda: int | None, ldb: int | None) -> bo
     """Whether A's or B's rows start on a 32-byte sector but not on a 128-byte line (32, 64 or 96 B past one). The e4m3
     cost table was calibrated at phases 0, 16 and 112 only; at 2512 x 10000 x 4000 (4000-byte rows: 32 B past a line) its
     ping-pong pick ran 17-21% over the prediction and took 3% longer than nearest-fit's tile in the same process, in both
-    (runs/2026-12-01-s4-fp8shapes, runs 1 and 2)."""
+    (runs/2026-12-01-fp8-shapes, runs 1 and 2)."""
     return any(b % 128 and not b % L2_SECTOR_BYTES for b in ((lda or k) * element_bytes, (ldb or k) * element_bytes))
 
 

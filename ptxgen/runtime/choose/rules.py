@@ -16,7 +16,7 @@ SMALL_M_TILES = ((128, 8), (64, 8))  # (BN, stages) of the BM = 64 tiles, widest
 MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m3 keeps the table's kernels
 SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
 SMALL_M_WIDE = True  # small-m takes SMALL_M_WIDE_KERNEL where every BM = 64 tile needs two waves (small_m_wide_ctas)
-SMALL_M_WIDE_KERNEL = "pp128x128"  # 128 CTAs at N = 16384: the fastest of 6 there (runs/2026-12-01-s5-fp8m run 3)
+SMALL_M_WIDE_KERNEL = "pp128x128"  # 128 CTAs at N = 16384: the fastest of 6 there (runs/2026-12-01-swapab-small-m run 3)
 SPLIT_K_RULE = True  # the split-k rule is on
 SPLIT_MAX = 8  # at most this many splits of K per tile
 SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeline fills and drains once per split)
@@ -27,10 +27,10 @@ STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmo
 STREAM_K_WHOLE_FIRST = ("e4m3",)  # ties (costmodel.pick) go to whole kernels before stream-K forms (s5-fp8m runs 1-2)
 STREAM_K_FAMILIES = ("16bit", "e4m3")  # the cost tables (costmodel.COST_FAMILY) whose kernels are ranked with their stream-K form
 SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
-BORROWS_TABLE = {"f16": "bf16"}  # f16 inputs run bf16's tuning: the same element width and wgmma rate (runs/2026-12-01-s5-final)
+BORROWS_TABLE = {"f16": "bf16"}  # f16 inputs run bf16's tuning: the same element width and wgmma rate (runs/2026-12-01-gpu-tier-swap-tmastore)
 
 # -- swap-AB (swap) ---------------------------------------------------------------------------------------------------
-SWAP_AB_MAX_M = 64  # M = 1..64 won against every other pick, M = 128 did not (runs/2026-12-01-s5-fp8m run 1)
+SWAP_AB_MAX_M = 64  # M = 1..64 won against every other pick, M = 128 did not (runs/2026-12-01-swapab-small-m run 1)
 SWAP_AB_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest weights measured (run 1 of s5-fp8m: won there too)
 SWAP_AB_MIN_FILL = 0.4  # choose.SMALL_M_MIN_FILL's value; the swap tiles' CTAs fill at least this fraction of the SMs in one wave
 SWAP_AB_BM = (64, 128)  # BM over N: the most CTAs that fit in one wave (64: 4096 / 7168 rows; 128: 16384)
@@ -42,7 +42,7 @@ SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
 # Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
 # chunk: derive.epilogue) instead of one 2-byte store per element. On since 2026-12-01
-# (runs/2026-12-01-s5-final, tools/bench_mstore.py): faster on all five swapped shapes, TMA/direct time 0.951-0.998
+# (runs/2026-12-01-gpu-tier-swap-tmastore, tools/bench_mstore.py): faster on all five swapped shapes, TMA/direct time 0.951-0.998
 # (geomean 0.982; 333 x 8192 x 8192: 67.9 -> 64.5 us), outputs bitwise equal; the gpu tests passed with it on. The
 # staging buffers may cost a stage (128 x 168: 6 -> 5; measured with it). False: the direct stores.
 SWAP_TMA_STORE = True

@@ -81,7 +81,7 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
     them to 384), one CTA per tile, D stored M-major; taken where the cost model (the swapped family's own fitted
     constants, ``CostModel.swap_costs``) predicts it rules.SWAP_FIT_MIN_GAIN faster than every unswapped candidate (their
     stream-K forms included when ``stream_k``), in one round of CTAs, rows on a 32-byte sector, on a compute-bound shape
-    with K >= 1024 (what the swapped family was measured on: runs/2026-12-01-s5-waves run 1). None where it does not
+    with K >= 1024 (what the swapped family was measured on: runs/2026-12-01-swap-waves run 1). None where it does not
     apply (16-bit inputs, sm_90a)."""
     if arch != "sm_90a" or m <= SMALL_M_MAX or off_sector:
         return None
