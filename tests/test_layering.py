@@ -8,6 +8,8 @@ imports itself back through others (no import cycle, not even through an import 
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
 * ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``: leaf modules any layer may import.
+* ``ptxgen.author``: the public authoring layer, beside the API: it may use isa, derive, emit, runtime and the API's
+  stream and launch helpers, never the CLI; nothing below it imports it.
 """
 
 import ast
@@ -103,7 +105,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "model": 3,
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
-    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6,
+    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6, "author": 6,
     "cli": 7,
     "__main__": 8,
     "": 9,  # ptxgen/__init__.py (loads the API on first use)
@@ -213,3 +215,18 @@ def test_the_layer_check_finds_an_upward_import():
     """Control: an import from a lower layer to a higher one is reported, a downward one is not."""
     graph = {"ptxgen.derive.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch": {"ptxgen.cli"}}
     assert upward_imports(graph) == [("ptxgen.derive.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch", "ptxgen.cli")]
+
+
+def test_author_sits_beside_the_api():
+    """The authoring layer uses the layers below it (and the API's stream and launch helpers), never the CLI or the
+    GEMM front ends; no module below rank 6 imports it."""
+    graph = module_graph(PKG, "ptxgen")
+    author = {m for m in graph if m.startswith("ptxgen.author")}
+    assert "ptxgen.author.kernel" in author and "ptxgen.derive.operand" in graph["ptxgen.author.operand"]
+    for m in author:
+        bad = {t for t in graph[m] if t.startswith(("ptxgen.cli", "ptxgen.sweep", "ptxgen.grouped", "ptxgen.torch_ops"))
+               or (t.startswith("ptxgen.api") and t not in ("ptxgen.api", "ptxgen.api.streams", "ptxgen.api.launchplan"))}
+        assert not bad, (m, bad)
+    for m, targets in graph.items():
+        if _layer(m) < 6:
+            assert not {t for t in targets if t.startswith("ptxgen.author")}, m

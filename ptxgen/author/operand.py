@@ -76,10 +76,19 @@ class Operand:
         try:
             spec = self.tile_spec()
         except SpecError as e:
-            raise SpecError(f"operand {self.name} ({self.token}): {e.field}", e.value, e.rule, e.legal, e.ref) from None
+            mine = "--bm" if self.mma_role == "a" else "--bn"
+            field = {mine: "mn", "--bk": "k", "--dtype": "dtype", "--" + self.mma_role: "layout"}.get(e.field, e.field)
+            raise SpecError(f"operand {self.name} ({self.token}): {field}", e.value, e.rule, e.legal, e.ref) from None
         layout = derive_operand(spec, self.mma_role)
         assert layout.base_offset == 0 and layout.ring_offset_bytes % layout.alignment_bytes == 0
         return OperandPlan(self, layout, derive_tma(spec, layout))
+
+
+_BASE_OFFSET = Derived(
+    "base_offset", 0, "every ring starts on its operand's swizzle repeat (ptxgen.author.RingPlan) -> 0",
+    "the kernel rounds its shared-memory base up to 1024 B and the ring plan puts each operand's stages at multiples of "
+    "their alignment, so each stage's swizzle pattern starts on its repeat boundary",
+    "PTX ISA 9.7.16.4.1, Table 41 'Starting address of repeating pattern' (#tcgen05-start-addr-swizzle-mode)")
 
 
 def _partner_swizzle(row_bytes: int) -> Swizzle:
@@ -191,7 +200,9 @@ class OperandPlan:
 
     @property
     def derivation(self) -> tuple[Derived, ...]:
-        return self.layout.derivation + self.tma.derivation
+        """Every derived value with its formula, reason and PTX reference (what ``ptxgen explain --operand`` prints)."""
+        own = tuple(_BASE_OFFSET if d.name == "base_offset" else d for d in self.layout.derivation)
+        return own + self.tma.derivation
 
     def with_name(self, name: str) -> "OperandPlan":
         return replace(self, operand=replace(self.operand, name=name))
