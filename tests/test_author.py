@@ -280,3 +280,46 @@ def test_example_runs_and_matches_numpy():
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert ": ok" in r.stdout
+
+
+# ---- ptxgen explain / show --operand -----------------------------------------------------------------------
+def cli(capsys, *argv):
+    from ptxgen.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_explain_operand(capsys, tmp_path):
+    code, out, _ = cli(capsys, "explain", "--operand", "V:mn-sw128:bf16:128x64")
+    assert code == 0 and "lbo_bytes          1024" in out and "sbo_bytes          2048" in out and "k_step[1]" in out
+    f = tmp_path / "ops.txt"
+    f.write_text("# attention's operands\nQ:k-sw128:bf16:64x128:a\nK:k-sw128:bf16:128x128  # keys\nV:mn-sw128:bf16:128x128\n")
+    code, out, _ = cli(capsys, "explain", "--operand", f"@{f}", "--json")
+    import json
+
+    j = json.loads(out)
+    assert code == 0 and sorted(j) == ["K", "Q", "V"] and j["V"]["major"] == "mn" and j["V"]["tma"]["expect_tx_bytes"] == 32768
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["explain", "--operand", "V:mn-sw128:bf16:100x64"], "mn=100"),
+    (["explain", "--operand", "V:mn-sw999:bf16:128x64"], "swizzle"),
+    (["explain", "--operand", "V:mn"], "<name>:<k|mn>"),
+    (["explain", "--operand", "V:mn-sw128:bf16:128x64", "--bm", "128"], "not both"),
+    (["explain"], "--bm"),
+    (["explain", "--operand", "@/nonexistent/ops.txt"], "cannot be read"),
+    (["show", "--operand", "q", "--bm", "128", "--bn", "128", "--bk", "32", "--a", "kmajor-sw64"], "NAME:LAYOUT"),
+    (["show", "--operand", "V:mn-sw128:bf16:128x6"], "V"),
+])
+def test_cli_bad_operand_exits_2(capsys, argv, words):
+    code, out, err = cli(capsys, *argv)
+    assert code == 2 and words in err and "Traceback" not in err
+
+
+def test_cli_show_operand(capsys, tmp_path):
+    target = tmp_path / "v.svg"
+    code, out, _ = cli(capsys, "show", "--operand", "V:mn-sw128:bf16:128x64", "--svg", str(target))
+    text = target.read_text()
+    assert code == 0 and text.rstrip().endswith("</svg>") and "ptxgen operand V:mn-sw128:bf16:128x64:b:sm_90a" in text
