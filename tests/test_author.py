@@ -36,7 +36,7 @@ TOKENS = [
 def c_eval(expr: str, **env) -> int:
     """Evaluate one of the layer's rendered C expressions (unsigned integer arithmetic) with ``env``'s values."""
     py = expr.replace("(unsigned long long)", "").replace("static_cast<unsigned>", "")
-    py = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)(?:ull|u)\b", r"\1", py)
+    py = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)(?:ull|u)\b", r"\1", py).replace("/", "//")  # integer division, as in C
     return int(eval(py, {"__builtins__": {}}, env)) & ((1 << 64) - 1)
 
 
@@ -323,3 +323,76 @@ def test_cli_show_operand(capsys, tmp_path):
     code, out, _ = cli(capsys, "show", "--operand", "V:mn-sw128:bf16:128x64", "--svg", str(target))
     text = target.read_text()
     assert code == 0 and text.rstrip().endswith("</svg>") and "ptxgen operand V:mn-sw128:bf16:128x64:b:sm_90a" in text
+
+
+# ---- the ring's barrier protocol, on the independent mbarrier model ---------------------------------------
+def simulate_ring(ring, k_tiles: int, seed: int, producer_parity=None, empty_arrivals=None) -> list[str]:
+    """Producer and consumer warpgroups run the pieces' protocol (producer_acquire, load_stage's copies, consumer_wait,
+    consumer_release) with the ring plan's rendered stage, parity and count expressions, interleaved at random on
+    ptxgen.model.mbarrier. Returns the problems: a consumer that reads a stage holding another K tile, a deadlock,
+    a barrier misused."""
+    from ptxgen.model.mbarrier import MBarrier
+
+    rng = np.random.default_rng(seed)
+    n = ring.stages
+    full = [MBarrier(f"full[{s}]", ring.full_arrivals) for s in range(n)]
+    empty = [MBarrier(f"empty[{s}]", empty_arrivals or ring.empty_arrivals) for s in range(n)]
+    held = [None] * n  # which K tile's bytes a stage holds
+    inflight: list = []  # (stage, kt): copies issued, bytes not yet landed
+    parity_expr = producer_parity or ring.producer_parity
+    problems: list[str] = []
+
+    def producer():
+        for kt in range(k_tiles):
+            s, ph = c_eval(ring.stage_of("kt"), kt=kt), c_eval(ring.phase_of("kt"), kt=kt)
+            while not empty[s].test_wait(c_eval(parity_expr("ph"), ph=ph)):
+                yield
+            full[s].arrive_expect_tx(ring.expect_tx_bytes)
+            inflight.append((s, kt))
+            yield
+
+    def consumer(c):
+        for kt in range(k_tiles):
+            s, ph = c_eval(ring.stage_of("kt"), kt=kt), c_eval(ring.phase_of("kt"), kt=kt)
+            while not full[s].test_wait(ph):
+                yield
+            yield  # the MMAs read the stage
+            if held[s] != kt:
+                problems.append(f"consumer {c} read K tile {kt} from stage {s}, which holds {held[s]}")
+            empty[s].arrive()
+            yield
+
+    agents = [producer()] + [consumer(c) for c in range(ring.consumer_warpgroups)]
+    alive, idle = list(agents), 0
+    while alive and idle < 10_000:
+        if inflight and rng.random() < 0.3:  # the copy engine lands one stage's bytes
+            s, kt = inflight.pop(int(rng.integers(len(inflight))))
+            held[s] = kt
+            full[s].complete_tx(ring.expect_tx_bytes)
+        a = alive[int(rng.integers(len(alive)))]
+        try:
+            next(a)
+            idle = idle + 1 if not inflight else 0
+        except StopIteration:
+            alive.remove(a)
+    if alive:
+        problems.append(f"deadlock: {len(alive)} agent(s) still waiting")
+    return problems + [m for b in full + empty for m in b.misuse]
+
+
+@pytest.mark.parametrize("stages, consumers", [(1, 1), (2, 2), (3, 1), (4, 2), (5, 3)])
+def test_ring_protocol_on_the_mbarrier_model(stages, consumers):
+    x = Operand("X", "k", "sw128", "bf16", 64 * consumers, 64, "a").plan()
+    ring = Ring(stages=stages, operands=(x,), consumer_warpgroups=consumers).plan()
+    for seed in range(20):
+        assert simulate_ring(ring, 11, seed) == []
+
+
+def test_ring_protocol_controls():
+    """Controls: a producer waiting for the empty barrier's current parity deadlocks on the first round; an empty
+    barrier that counts one arrival with two consumer warpgroups lets the producer overwrite a stage still being read."""
+    x = Operand("X", "k", "sw128", "bf16", 128, 64, "a").plan()
+    ring = Ring(stages=2, operands=(x,), consumer_warpgroups=2).plan()
+    assert any("deadlock" in p for p in simulate_ring(ring, 6, 0, producer_parity=lambda ph: ph))
+    assert any("holds" in p or "misuse" in p or "no arrival" in p
+               for seed in range(20) for p in simulate_ring(ring, 9, seed, empty_arrivals=1))

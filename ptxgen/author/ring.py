@@ -101,6 +101,20 @@ class RingPlan:
     def empty_bar(self, stage: str = "s") -> str:
         return self.empty.addr(stage)
 
+    def stage_of(self, it: str) -> str:
+        """C: the stage iteration ``it`` (0, 1, 2, ... over the K tiles) uses."""
+        return f"({it}) % {self.stages}"
+
+    def phase_of(self, it: str) -> str:
+        """C: the parity of iteration ``it``'s round of the ring (flips each time the ring wraps)."""
+        return f"static_cast<unsigned>(({it}) / {self.stages}) & 1u"
+
+    @staticmethod
+    def producer_parity(phase: str) -> str:
+        """C: the parity the producer waits for on an empty barrier in round ``phase`` (the other one: a fresh
+        barrier has completed no phase, and waiting for parity 1 of it returns at once)."""
+        return f"(({phase}) ^ 1u)"
+
     def to_json(self) -> dict:
         return {"stages": self.stages, "regions": {n: vars(r) for n, r in self.regions.items()},
                 "full": vars(self.full), "empty": vars(self.empty), "expect_tx_bytes": self.expect_tx_bytes,
