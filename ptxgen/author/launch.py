@@ -4,7 +4,7 @@ Per dispatch key (each array's shape, strides, dtype; the scalar values are writ
 holds the pre-packed parameter block (ptxgen.runtime.params.ParamBlock), one MapSlot per tensor map (re-encoded
 only when its pointer changes) and one PtrSlot per pointer; a call checks the arrays, points the slots and calls
 cuLaunchKernel once on the stream (``launch_checked``, as ptxgen's GEMM launches do). Nothing is allocated or
-synchronised on that path, so a launch can be captured into a CUDA graph on the caller's stream.
+synchronised on that path (what a CUDA-graph capture on the caller's stream needs; not yet tested under capture).
 """
 
 from __future__ import annotations
