@@ -396,3 +396,80 @@ def test_ring_protocol_controls():
     assert any("deadlock" in p for p in simulate_ring(ring, 6, 0, producer_parity=lambda ph: ph))
     assert any("holds" in p or "misuse" in p or "no arrival" in p
                for seed in range(20) for p in simulate_ring(ring, 9, seed, empty_arrivals=1))
+
+
+# ---- tcgen05 (sm_100a): L2 only (no Blackwell GPU here) ---------------------------------------------------
+SM100 = """{% import "author/pieces.cuh.j2" as p %}
+{{ p.mbarrier_ops() }}
+{{ p.tcgen05_ops(1) }}
+{{ p.tcgen05_mma_fn("mma_ss", 1, qk.kind) }}
+{{ p.tcgen05_ts_fn("mma_ts", pv) }}
+{{ p.tcgen05_commit_op() }}
+{{ p.tmem_ld_fn(ld) }}
+{{ p.tmem_ld_wait_fn(ld) }}
+extern "C" __global__ void __launch_bounds__(128, 1) {{ kernel.name }}({{ kernel.signature }}) {
+{{ p.smem_base() }}
+  __shared__ unsigned tmem_slot;
+  __shared__ alignas(8) unsigned long long bar;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if (warp == 0) {
+    tmem_alloc(smem_u32(&tmem_slot), {{ tm.alloc_columns }}u);
+    tmem_relinquish();
+  }
+  if (threadIdx.x == 0) {
+    mbar_init(smem_u32(&bar), 1u);
+    fence_mbarrier_init();
+  }
+  tcgen05_fence_before();
+  __syncthreads();
+  tcgen05_fence_after();
+  const unsigned tmem = tmem_slot;
+  if (threadIdx.x == 0) {
+    const unsigned sq = {{ ring.stage_addr("Q", "0") }}, sk = {{ ring.stage_addr("K", "0") }}, sv = {{ ring.stage_addr("V", "0") }};
+    {{ p.tcgen05_k_tile("mma_ss", qk, "tmem + " ~ tm.column("S") ~ "u", "sq", "sk", "0u") | indent(4) }}
+{% for st in pv.steps %}
+    mma_ts(tmem + {{ tm.column("O") }}u, tmem + {{ tm.column("P") + loop.index0 * 8 }}u, {{ st.b_desc("sv") }}, {{ pv.idesc_hex }}u, {{ "0u" if loop.first else "1u" }});
+{% endfor %}
+    mma_commit(smem_u32(&bar));
+  }
+  mbar_wait(smem_u32(&bar), 0u);
+  tcgen05_fence_after();
+  unsigned r[{{ ld.chunk }}];
+  tmem_ld_chunk({{ tm.address("tmem", "warp * 32", "seed[0]") }}, r);
+  tmem_ld_wait(r);
+  for (int i = 0; i < {{ ld.chunk }}; ++i) out[threadIdx.x * {{ ld.chunk }} + i] = r[i];
+  tcgen05_fence_before();
+  __syncthreads();
+  if (warp == 0) tmem_dealloc(tmem, {{ tm.alloc_columns }}u);
+}
+"""
+
+
+def test_tcgen05_pieces_compile_with_their_utchmmas():
+    """L2: S = Q.K^T (both in shared memory) and O = P.V (P in TMEM, V MN-major) on tcgen05, the TMEM allocator, a
+    commit, a 32x32b load: 4 + 8 UTCHMMA (K 64 and 128 in steps of 16), one LDTM, no local memory (NVRTC for sm_100a; never run: no Blackwell)."""
+    from ptxgen.author import TmemA, TmemLoad, tcgen05, tmem_plan
+
+    q = parse_operand("Q:k-sw128:bf16:128x64:a:sm_100a").plan()
+    k = parse_operand("K:k-sw128:bf16:128x64:b:sm_100a").plan()
+    v = parse_operand("V:mn-sw128:bf16:64x128:b:sm_100a").plan()
+    qk, pv = tcgen05(q, k), tcgen05(TmemA(v.operand.dtype), v)
+    assert qk.idesc_hex == "0x08200490" and dict(qk.idesc_fields)["b_major"] == 0 and dict(pv.idesc_fields)["b_major"] == 1
+    tm = tmem_plan(S=qk.acc_columns, P=64, O=pv.acc_columns)
+    ring = Ring(stages=1, operands=(q, k, v)).plan()
+    params = (Param("seed", "ptr", dtype="s32"), Param("out", "ptr", dtype="s32", const=False))
+    kernel = Kernel("author_tcgen05_probe", SM100, params, block=(128, 1, 1), shared_bytes=ring.dynamic_smem_bytes,
+                    expect_sass={"UTCHMMA": len(qk.steps) + len(pv.steps), "LDTM": 1}, arch="sm_100a",
+                    context=dict(qk=qk, pv=pv, tm=tm, ld=TmemLoad(32), ring=ring))
+    built = build(kernel)
+    assert built.sass.ok, built.sass.problems
+    assert (len(qk.steps), len(pv.steps), tm.alloc_columns) == (4, 8, 256) and "tcgen05.mma.cta_group::1.kind::f16" in built.ptx
+
+
+def test_tcgen05_refusals():
+    from ptxgen.author import tcgen05, tmem_plan
+
+    with pytest.raises(SpecError, match="sm_100a"):
+        tcgen05(parse_operand("Q:k-sw128:bf16:128x64:a").plan(), parse_operand("K:k-sw128:bf16:128x64").plan())
+    with pytest.raises(SpecError, match="512"):
+        tmem_plan(S=256, O=256, X=32)

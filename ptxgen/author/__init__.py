@@ -11,7 +11,8 @@ the rule; a SASS check that fails raises :class:`SassGateError`.
 
 from .device import DeviceArray
 from .kernel import AuthorError, BuiltKernel, Kernel, Param, SassGateError, build
-from .mma import RegisterA, WgmmaPlan, WgmmaStep, wgmma
+from .mma import (RegisterA, Tcgen05Plan, Tcgen05Step, TmemA, TmemLoad, TmemPlan, WgmmaPlan, WgmmaStep, tcgen05,
+                  tmem_plan, wgmma)
 from .operand import Operand, OperandPlan, parse_operand
 from .ring import Buffer, Region, Ring, RingPlan
 
@@ -29,9 +30,16 @@ __all__ = [
     "Ring",
     "RingPlan",
     "SassGateError",
+    "Tcgen05Plan",
+    "Tcgen05Step",
+    "TmemA",
+    "TmemLoad",
+    "TmemPlan",
     "WgmmaPlan",
     "WgmmaStep",
     "build",
     "parse_operand",
+    "tcgen05",
+    "tmem_plan",
     "wgmma",
 ]

@@ -139,3 +139,133 @@ def wgmma(a: OperandPlan | RegisterA, b: OperandPlan, acc: DType | str = DType.F
     return WgmmaPlan(instr, reg, {DType.F32: "float", DType.S32: "int", DType.F16: "unsigned"}[acc], acc_regs, constraint, a_regs,
                      d_list, outputs, reg_list(a_regs, acc_regs) if reg else "", acc_regs, op_b, op_b + 1, imm, steps,
                      1 if reg else len(a.slab_offsets_bytes))
+
+
+# ---- tcgen05 (sm_100a) ---------------------------------------------------------------------------------------
+TCGEN05_REF = "PTX ISA 9.7.16.10 'tcgen05.mma' (#tcgen05-mma-instructions-mma)"
+TMEM_REF = "PTX ISA 9.7.16.7 'Tensor Memory allocation' (#tcgen05-memory-alloc-manage-instructions)"
+TMEM_COLUMNS = 512
+_TCGEN05_SASS = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA"}
+
+
+@dataclass(frozen=True)
+class TmemA:
+    """tcgen05's A from tensor memory (P of a Blackwell attention): M x K of ``dtype``, K-major, at a TMEM address."""
+
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Tcgen05Step:
+    k: int
+    a: OperandPlan | None  # None: A in TMEM
+    b: OperandPlan
+
+    def a_desc(self, stage_addr: str) -> str:
+        return self.a.desc_expr(stage_addr, [s.k for s in self.a.k_steps].index(self.k))
+
+    def b_desc(self, stage_addr: str) -> str:
+        return self.b.desc_expr(stage_addr, [s.k for s in self.b.k_steps].index(self.k))
+
+
+@dataclass(frozen=True)
+class Tcgen05Plan:
+    """One tcgen05.mma.cta_group::1: its kind, the instruction descriptor (with its fields), the accumulator's TMEM
+    columns, the K steps' descriptors (A from shared memory) and the SASS opcode."""
+
+    kind: str
+    m: int
+    n: int
+    idesc_hex: str
+    idesc_fields: tuple[tuple[str, int], ...]
+    tmem_a: bool
+    acc_columns: int  # 32-bit TMEM columns of the M x N f32 accumulator (M = 128: one lane a row)
+    steps: tuple[Tcgen05Step, ...]
+    cta_group: int = 1
+
+    @property
+    def sass_opcode(self) -> str:
+        return _TCGEN05_SASS[self.kind]
+
+
+def tcgen05(a: OperandPlan | TmemA, b: OperandPlan, acc: DType | str = DType.F32) -> Tcgen05Plan:
+    from ..isa.idesc import InstrDescriptor
+
+    acc = DType(acc) if isinstance(acc, str) else acc
+    in_tmem = isinstance(a, TmemA)
+    ob = b.operand
+    if ob.arch is not Arch.SM100A or (not in_tmem and a.operand.arch is not Arch.SM100A):
+        raise SpecError(f"{ob.name}.arch", ob.arch.value, "tcgen05 is the sm_100a instruction (wgmma for sm_90a)", "sm_100a", TCGEN05_REF)
+    if ob.mma_role != "b":
+        raise SpecError(f"{ob.name}.mma_role", ob.mma_role, "tcgen05's second operand is B (the N side)", "b", TCGEN05_REF)
+    a_dtype = a.dtype if in_tmem else a.operand.dtype
+    if a_dtype is not ob.dtype:
+        raise SpecError(f"{ob.name}.dtype", ob.dtype.value, "this piece multiplies A and B of one type", a_dtype.value, TCGEN05_REF)
+    if in_tmem:
+        m = 128
+    else:
+        oa = a.operand
+        if oa.mma_role != "a" or oa.mn not in (64, 128):
+            raise SpecError(f"{oa.name}.mn", oa.mn, "tcgen05.mma.cta_group::1 M is 64 or 128 (mma_role 'a')", "64, 128", TCGEN05_REF)
+        if oa.k != ob.k:
+            raise SpecError(f"{oa.name}.k", oa.k, f"A and B share K per stage ({ob.name} has {ob.k})", str(ob.k), TCGEN05_REF)
+        m = oa.mn
+    d = InstrDescriptor(kind=a_dtype.kind, m=m, n=ob.mn, a_dtype=a_dtype.value, b_dtype=ob.dtype.value, d_dtype=acc.value,
+                        a_major=Major.K if in_tmem else a.operand.major, b_major=ob.major)
+    fields = tuple((k, v) for k, v in InstrDescriptor.TABLE.decode(d.encode()).items() if not k.startswith("reserved"))
+    steps = tuple(Tcgen05Step(s.k, None if in_tmem else a, b) for s in b.k_steps)
+    return Tcgen05Plan(a_dtype.kind, m, ob.mn, d.hex, fields, in_tmem, ob.mn * acc.bits // 32, steps)
+
+
+@dataclass(frozen=True)
+class TmemPlan:
+    """Columns a CTA allocates (tcgen05.alloc: a power of two, 32 to 512) for the regions it needs, each region's first
+    column (``columns``: name -> first column)."""
+
+    alloc_columns: int
+    columns: tuple[tuple[str, int], ...]
+
+    def column(self, name: str) -> int:
+        return dict(self.columns)[name]
+
+    @staticmethod
+    def address(tmem_base: str, lane: str, column: str) -> str:
+        """C: the TMEM address of (lane, column) from the allocation's base address (lane in bits 16 and up)."""
+        from ..isa.descriptors import tmem_lane_c_expr
+
+        return f"({tmem_base} + {tmem_lane_c_expr(lane)} + static_cast<unsigned>({column}))"
+
+
+def tmem_plan(**regions: int) -> TmemPlan:
+    """``tmem_plan(S=128, O=128)``: the regions laid out in order and the allocation that holds them."""
+    at, cols = 0, []
+    for name, n in regions.items():
+        cols.append((name, at))
+        at += n
+    alloc = 32
+    while alloc < at:
+        alloc *= 2
+    if alloc > TMEM_COLUMNS:
+        raise SpecError("tmem columns", at, f"tensor memory has {TMEM_COLUMNS} 32-bit columns per CTA", f"<= {TMEM_COLUMNS}", TMEM_REF)
+    return TmemPlan(alloc, tuple(cols))
+
+
+@dataclass(frozen=True)
+class TmemLoad:
+    """tcgen05.ld.32x32b.x``chunk``: each thread of a warp reads ``chunk`` consecutive columns of its lane (the fields the
+    tmem_ld_fn piece reads)."""
+
+    chunk: int
+
+    @property
+    def tmem_ld_regs(self) -> str:
+        return reg_list(self.chunk)
+
+    @property
+    def tmem_ld_outputs(self) -> str:
+        return ", ".join(f'"=r"(r[{i}])' for i in range(self.chunk))
+
+    @property
+    def tied(self) -> str:
+        """The wait's operand list: every loaded register, read and written, so none is used before the wait."""
+        return ", ".join(f'"+r"(r[{i}])' for i in range(self.chunk))
