@@ -178,11 +178,12 @@ SMALL = """{% import "author/pieces.cuh.j2" as p %}
 {{ p.wgmma_sync_ops() }}
 {{ p.fence_acc_fn(mma.acc_ctype, mma.acc_regs, mma.acc_constraint) }}
 {{ p.wgmma_rs_fn("mma_pv", mma) }}
+{{ p.pack_ops() }}
 extern "C" __global__ void __launch_bounds__({{ kernel.threads }}, 1) {{ kernel.name }}({{ kernel.signature }}) {
 {{ p.smem_base() }}
   {{ mma.acc_ctype }} acc[{{ mma.acc_regs }}];
   unsigned a[{{ mma.a_regs }}];
-  for (int i = 0; i < {{ mma.a_regs }}; ++i) a[i] = static_cast<unsigned>(seed[threadIdx.x * {{ mma.a_regs }} + i]);
+  for (int i = 0; i < {{ mma.a_regs }}; ++i) a[i] = pack_bf16x2(static_cast<float>(seed[2 * i]), static_cast<float>(seed[2 * i + 1]));
   for (int i = 0; i < {{ mma.acc_regs }}; ++i) acc[i] = 0.0f;
   fence_acc(acc);
   wgmma_fence();
@@ -473,3 +474,51 @@ def test_tcgen05_refusals():
         tcgen05(parse_operand("Q:k-sw128:bf16:128x64:a").plan(), parse_operand("K:k-sw128:bf16:128x64").plan())
     with pytest.raises(SpecError, match="512"):
         tmem_plan(S=256, O=256, X=32)
+
+
+def a_fragment_coords(warp: int, lane: int, half: int) -> tuple[int, int]:
+    """(row, column) of the 16-bit element ``half`` (0..7) of an m64 x k16 wgmma A register fragment, transcribed from
+    PTX 'Register fragment layout for matrix A (wgmma .m64nNk16)': a0, a1 at row groupID, columns 2 threadID_in_group
+    + 0, 1; a2, a3 at row groupID + 8; a4, a5 at row groupID, 8 columns on; a6, a7 at row groupID + 8, 8 columns on;
+    each warp owns 16 rows."""
+    group, tig = lane // 4, lane % 4
+    row = 16 * warp + group + (8 if half in (2, 3, 6, 7) else 0)
+    col = 2 * tig + (half % 2) + (8 if half >= 4 else 0)
+    return row, col
+
+
+def acc_pairs_problems(pairs_of) -> list[str]:
+    from ptxgen.model.fragmodel import wgmma_d_coords
+
+    out = []
+    for k_step in range(4):
+        for warp in range(4):
+            for lane in range(32):
+                for w, (lo, hi) in enumerate(pairs_of(k_step)):
+                    for half, d in ((2 * w, lo), (2 * w + 1, hi)):
+                        r, c = a_fragment_coords(warp, lane, half)
+                        if wgmma_d_coords(warp, lane, d) != (r, 16 * k_step + c):
+                            out.append(f"K step {k_step} warp {warp} lane {lane} word {w}: d[{d}] is not A's element {half}")
+    return out
+
+
+def test_register_a_from_the_accumulator():
+    """L1: the accumulator elements RegisterA.acc_pairs packs into A's words sit, in the D fragment (the independent
+    fragment model), exactly where the A fragment wants them. Control: the words in another order fail."""
+    ra = RegisterA(parse_operand("V:mn-sw128:bf16:128x64").dtype)
+    assert ra.acc_pairs(1) == ((8, 9), (10, 11), (12, 13), (14, 15))
+    assert acc_pairs_problems(ra.acc_pairs) == []
+    assert acc_pairs_problems(lambda k: tuple(reversed(ra.acc_pairs(k))))
+
+
+def test_two_rings_share_the_window_without_overlap():
+    """FA3 keeps K and V in rings of their own (each with its barriers): the second starts where the first ends."""
+    k = parse_operand("K:k-sw128:bf16:128x128").plan()
+    v = parse_operand("V:mn-sw128:bf16:128x128").plan()
+    rk = Ring(stages=2, operands=(k,), consumer_warpgroups=2).plan()
+    rv = Ring(stages=2, operands=(v,), consumer_warpgroups=2, start_bytes=rk.next_start_bytes).plan()
+    spans = sorted((r.offset_bytes, r.offset_bytes + r.nbytes) for p in (rk, rv) for r in (*p.regions.values(), p.full, p.empty))
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert rv.regions["V"].offset_bytes == 2 * 32768 + 1024 and rv.regions["V"].offset_bytes % 1024 == 0
+    with pytest.raises(SpecError, match="start_bytes"):
+        Ring(stages=2, operands=(v,), start_bytes=100).plan()

@@ -30,6 +30,17 @@ class RegisterA:
         """32-bit registers per thread of one m64 x k16 A fragment: 64 x 16 x 2 B / 128 threads / 4 B = 4."""
         return 64 * self.dtype.k_per_mma * self.dtype.bits // 8 // 128 // 4
 
+    def acc_pairs(self, k_step: int) -> tuple[tuple[int, int], ...]:
+        """A from an m64 f32 accumulator of the same warpgroup (P = softmax(S) of attention): for K step ``k_step``, the
+        accumulator elements (low half, high half) that make each 32-bit A word, in register order. The D fragment
+        puts element i at row lane/4 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 (lane % 4) + (i & 1) of the warp's 16
+        rows; the k16 A fragment puts its halves at the same rows and columns of its 16-column slice, so K step j's
+        words are D elements 8j .. 8j+7 two by two (FlashAttention-3's convert_layout_acc_Aregs for 16-bit types)."""
+        if self.dtype.bits != 16:
+            raise SpecError("RegisterA.dtype", self.dtype.value, "the accumulator-to-A reuse is written for 16-bit A", "f16, bf16")
+        per = 2 * self.regs
+        return tuple((per * k_step + 2 * w, per * k_step + 2 * w + 1) for w in range(self.regs))
+
 
 @dataclass(frozen=True)
 class WgmmaStep:

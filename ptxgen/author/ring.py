@@ -55,6 +55,9 @@ class Ring:
     buffers: tuple[Buffer, ...] = ()
     producer_registers: int | None = None  # None: the project's rule (ptxgen.isa.shapes)
     consumer_registers: int | None = None
+    # where this ring starts, from the aligned base: a second ring (FA3's separate K and V rings, each with its own
+    # barriers) starts at the first's RingPlan.used_bytes rounded up to BASE_ALIGN
+    start_bytes: int = 0
 
     def plan(self) -> "RingPlan":
         return plan_ring(self)
@@ -91,6 +94,11 @@ class RingPlan:
     used_bytes: int
     dynamic_smem_bytes: int  # used + BASE_ALIGN - 16 (the window is only 16-byte aligned)
     derivation: tuple[Derived, ...] = field(default=())
+
+    @property
+    def next_start_bytes(self) -> int:
+        """Where a further ring may start (Ring.start_bytes): past this one's barriers, on the swizzle repeat."""
+        return _up(self.used_bytes, BASE_ALIGN)
 
     def stage_addr(self, name: str, stage: str = "s") -> str:
         return self.regions[name].addr(stage)
@@ -160,7 +168,10 @@ def plan_ring(ring: Ring) -> RingPlan:
     names = [p.name for p in ring.operands] + [b.name for b in ring.buffers]
     if len(set(names)) != len(names) or {"full", "empty"} & set(names):
         raise SpecError("ring names", ", ".join(names), "operands and buffers need distinct names (not full/empty)", "distinct identifiers")
-    at, regions, D = 0, {}, []
+    if ring.start_bytes < 0 or ring.start_bytes % BASE_ALIGN:
+        raise SpecError("start_bytes", ring.start_bytes, f"a ring starts on the {BASE_ALIGN} B swizzle repeat (base offsets 0)",
+                        f"a multiple of {BASE_ALIGN}, e.g. the previous ring's used_bytes rounded up")
+    at, regions, D = ring.start_bytes, {}, []
     for p in ring.operands:
         at = _up(at, p.alignment_bytes)
         stride = _up(p.stage_bytes, p.alignment_bytes)
