@@ -245,6 +245,35 @@ def test_arguments_are_checked_before_any_gpu_work():
         binder.bind(([1, 2], [3]))
 
 
+class FakeDeviceArray:
+    """Only what the argument checks read (no memory behind it)."""
+
+    def __init__(self, shape, dtype, strides=None, ptr=1 << 20):
+        self.shape, self.dtype = shape, dtype
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<V2", "data": (ptr, False), "version": 3,
+                                         "strides": strides}
+
+
+def test_tensor_map_rules_are_checked_before_any_gpu_work():
+    """A row stride of 1001 bf16 = 2002 B is no multiple of 16 B: the map is refused naming cuTensorMapEncodeTiled's
+    rule, with no GPU (ProblemError: exit 2 territory). A tight 1024-element row is prepared."""
+    from ptxgen.author.launch import Binder
+    from ptxgen.runtime.arrays import ArgumentError
+    from ptxgen.runtime.errors import ProblemError
+
+    w = parse_operand("W:k-sw128:bf16:128x64").plan()
+    params = (Param("tmap_w", "tensormap", operand=w), Param("K", "i32"))
+    binder = Binder("k", params, w.operand.arch, b"", (128, 1, 1), 0)
+    with pytest.raises(ProblemError, match="multiple of 16"):
+        binder.prepare((FakeDeviceArray((300, 1001), "bfloat16"), 1001))
+    prep = binder.prepare((FakeDeviceArray((300, 1024), "bfloat16"), 1024))
+    assert prep.slots[0].template.global_dims == (1024, 300) and prep.slots[0].template.box == (64, 128)
+    with pytest.raises(ArgumentError, match="is bf16, the array is f16"):
+        binder.prepare((FakeDeviceArray((300, 1024), "float16"), 1024))
+    with pytest.raises(ArgumentError, match="not 16-byte aligned"):
+        binder.prepare((FakeDeviceArray((300, 1024), "bfloat16", ptr=(1 << 20) + 8), 1024))
+
+
 def test_public_names_match_the_docs():
     import ptxgen.author as author
 

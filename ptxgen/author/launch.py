@@ -85,6 +85,19 @@ class Binder:
                 infos.append(None)
         return infos
 
+    def prepare(self, args) -> "Prepared":
+        """The prepared launch of these arguments' key (built on first use: raises ArgumentError or ProblemError for
+        an array the kernel cannot take, with no GPU needed); its ``infos`` are this call's."""
+        from ..runtime.fastlaunch import launcher
+
+        infos = self.bind(args)
+        key = _key(self.params, infos, args)
+        prep = self._prepared.get(key)
+        if prep is None:
+            prep = self._prepared[key] = Prepared(self.params, infos, lambda a: launcher().encode(a))
+        prep.infos = infos
+        return prep
+
     def _load(self):
         if self._kernel is None:
             from ..api import streams
@@ -103,16 +116,13 @@ class Binder:
         from ..api.launchplan import launch_checked
         from ..runtime.fastlaunch import launcher
 
-        infos = self.bind(args)
+        prep = self.prepare(args)  # every argument and tensor-map rule, before any GPU work
         kernel, dev = self._load()
         first = next((a for p, a in zip(self.params, args) if p.kind in ("tensormap", "ptr")), None)
         handle = streams.stream_handle(stream, first)
         driver = launcher()
-        key = _key(self.params, infos, args)
+        infos = prep.infos
         with self._lock:
-            prep = self._prepared.get(key)
-            if prep is None:
-                prep = self._prepared[key] = Prepared(self.params, infos, driver.encode)
             for i, (p, info, a) in enumerate(zip(self.params, infos, args)):
                 slot = prep.slots[i]
                 if slot is not None:
