@@ -87,18 +87,24 @@ class Binder:
 
     def prepare(self, args) -> "Prepared":
         """The prepared launch of these arguments' key (built on first use: raises ArgumentError or ProblemError for
-        an array the kernel cannot take, with no GPU needed); its ``infos`` are this call's."""
+        an array the kernel cannot take, with no GPU needed)."""
+        return self._prepared_for(self.bind(args), args)
+
+    def _prepared_for(self, infos: list, args) -> "Prepared":
         from ..runtime.fastlaunch import launcher
 
-        infos = self.bind(args)
         key = _key(self.params, infos, args)
-        prep = self._prepared.get(key)
-        if prep is None:
-            prep = self._prepared[key] = Prepared(self.params, infos, lambda a: launcher().encode(a))
-        prep.infos = infos
+        with self._lock:
+            prep = self._prepared.get(key)
+            if prep is None:
+                prep = self._prepared[key] = Prepared(self.params, infos, lambda a: launcher().encode(a))
         return prep
 
     def _load(self):
+        with self._lock:
+            return self._kernel or self._load_locked()
+
+    def _load_locked(self):
         if self._kernel is None:
             from ..api import streams
             from ..runtime import gpu
@@ -116,12 +122,12 @@ class Binder:
         from ..api.launchplan import launch_checked
         from ..runtime.fastlaunch import launcher
 
-        prep = self.prepare(args)  # every argument and tensor-map rule, before any GPU work
+        infos = self.bind(args)
+        prep = self._prepared_for(infos, args)  # every argument and tensor-map rule, before any GPU work
         kernel, dev = self._load()
         first = next((a for p, a in zip(self.params, args) if p.kind in ("tensormap", "ptr")), None)
         handle = streams.stream_handle(stream, first)
         driver = launcher()
-        infos = prep.infos
         with self._lock:
             for i, (p, info, a) in enumerate(zip(self.params, infos, args)):
                 slot = prep.slots[i]
