@@ -551,3 +551,36 @@ def test_two_rings_share_the_window_without_overlap():
     assert rv.regions["V"].offset_bytes == 2 * 32768 + 1024 and rv.regions["V"].offset_bytes % 1024 == 0
     with pytest.raises(SpecError, match="start_bytes"):
         Ring(stages=2, operands=(v,), start_bytes=100).plan()
+
+
+@pytest.mark.gpu
+def test_example_on_torch_tensors_and_in_a_cuda_graph():
+    """L3 (H100/H200), torch with CUDA: the example's kernel on torch bf16 tensors, eagerly (against a float64
+    reference) and captured into a CUDA graph (the replay is bit-identical to the eager call)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("custom_kernel", ROOT / "examples" / "custom_kernel.py")
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    built = build(ex.make_kernel())
+    m, n, k = 517, 320, 264
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x, w1, w3 = (torch.randn(s, device="cuda", generator=g).to(torch.bfloat16) for s in ((m, k), (n, k), (n, k)))
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grid = (-(-n // ex.BN), -(-m // ex.BM), 1)
+    built(x, w1, w3, out, m, n, k, grid=grid)
+    torch.cuda.synchronize()
+    want = ex.reference(*(t.double().cpu().numpy() for t in (x, w1, w3)))
+    got = out.double().cpu().numpy()
+    assert np.isfinite(got).all() and np.allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+    eager = out.clone()
+    out.fill_(float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        built(x, w1, w3, out, m, n, k, grid=grid)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
