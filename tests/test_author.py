@@ -392,8 +392,8 @@ def simulate_ring(ring, k_tiles: int, seed: int, producer_parity=None, empty_arr
             empty[s].arrive()
             yield
 
-    agents = [producer()] + [consumer(c) for c in range(ring.consumer_warpgroups)]
-    alive, idle = list(agents), 0
+    warps = [producer()] + [consumer(c) for c in range(ring.consumer_warpgroups)]
+    alive, idle = list(warps), 0
     while alive and idle < 10_000:
         if inflight and rng.random() < 0.3:  # the copy engine lands one stage's bytes
             s, kt = inflight.pop(int(rng.integers(len(inflight))))
@@ -406,7 +406,7 @@ def simulate_ring(ring, k_tiles: int, seed: int, producer_parity=None, empty_arr
         except StopIteration:
             alive.remove(a)
     if alive:
-        problems.append(f"deadlock: {len(alive)} agent(s) still waiting")
+        problems.append(f"deadlock: {len(alive)} warp(s) still waiting")
     return problems + [m for b in full + empty for m in b.misuse]
 
 
@@ -419,7 +419,7 @@ def test_ring_protocol_on_the_mbarrier_model(stages, consumers):
 
 
 def test_ring_protocol_controls():
-    """Controls: a producer waiting for the empty barrier's current parity deadlocks on the first round; an empty
+    """Controls: a producer waiting for the empty barrier's current parity deadlocks on the first pass; an empty
     barrier that counts one arrival with two consumer warpgroups lets the producer overwrite a stage still being read."""
     x = Operand("X", "k", "sw128", "bf16", 128, 64, "a").plan()
     ring = Ring(stages=2, operands=(x,), consumer_warpgroups=2).plan()

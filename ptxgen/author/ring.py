@@ -11,7 +11,7 @@ Barrier roles (one pair per stage, CUTLASS's PipelineTmaAsync):
 * ``full[s]``: initialised with 1 arrival; the producer's one thread arrives with ``expect_tx`` = the stage's bytes,
   the TMA copies complete the transaction count. Consumers wait on parity ``(it / stages) & 1``.
 * ``empty[s]``: initialised with one arrival per consumer warpgroup (one elected thread each). The producer waits on
-  parity ``((it / stages) & 1) ^ 1``: a fresh barrier passes that wait, so the first round needs no release.
+  parity ``((it / stages) & 1) ^ 1``: a fresh barrier passes that wait, so the first pass over the ring needs no release.
 """
 
 from __future__ import annotations
@@ -114,12 +114,12 @@ class RingPlan:
         return f"({it}) % {self.stages}"
 
     def phase_of(self, it: str) -> str:
-        """C: the parity of iteration ``it``'s round of the ring (flips each time the ring wraps)."""
+        """C: the parity of iteration ``it``'s pass over the ring (flips each time the ring wraps)."""
         return f"static_cast<unsigned>(({it}) / {self.stages}) & 1u"
 
     @staticmethod
     def producer_parity(phase: str) -> str:
-        """C: the parity the producer waits for on an empty barrier in round ``phase`` (the other one: a fresh
+        """C: the parity the producer waits for on an empty barrier in pass ``phase`` (the other one: a fresh
         barrier has completed no phase, and waiting for parity 1 of it returns at once)."""
         return f"(({phase}) ^ 1u)"
 
