@@ -27,10 +27,35 @@ def _parse_hex(text: str, bits: int, what: str) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+TILE_REQUIRED = ("--bm", "--bn", "--bk", "--a")
+
+
+def _tile_or_operands(args) -> bool:
+    """True when the command works on user-kernel operands (``--operand TOKEN``, ptxgen.author), False for a tile
+    (whose required flags must then be given); both at once is a usage error."""
+    tokens = [t for t in (args.operand or []) if ":" in t or t.startswith("@")] if isinstance(args.operand, list) else (
+        [args.operand] if args.operand and (":" in args.operand or args.operand.startswith("@")) else [])
+    given = [f for f in ("bm", "bn", "bk", "a") if getattr(args, f) is not None]
+    if tokens:
+        if given:
+            raise UsageError("give a tile (--bm, --bn, --bk, --a, ...) or --operand NAME:LAYOUT:DTYPE:MNxK, not both")
+        return True
+    missing = [flag for flag, f in zip(TILE_REQUIRED, ("bm", "bn", "bk", "a")) if getattr(args, f) is None]
+    if missing:
+        raise UsageError("the following arguments are required: " + ", ".join(missing)
+                         + " (or --operand NAME:LAYOUT:DTYPE:MNxK for a kernel of your own)")
+    return False
+
+
 def cmd_explain(args) -> int:
     from .derive.explain import explain_text
     from .derive.layout import derive
 
+    if _tile_or_operands(args):
+        from .author.explain import explain_operands
+
+        sys.stdout.write(explain_operands(args.operand, args.json))
+        return EXIT_OK
     t = derive(spec_from_args(args))
     if args.json:
         print(json.dumps(t.to_json()))
@@ -262,6 +287,21 @@ def cmd_show(args) -> int:
     from .emit.svg import layout_svg
     from .derive.layout import derive
 
+    if _tile_or_operands(args):
+        from .author.explain import operand_tokens, show_operand_svg
+
+        tokens = operand_tokens([args.operand])
+        if len(tokens) != 1:
+            raise UsageError(f"show draws one operand; {args.operand} names {len(tokens)}")
+        decode = _parse_hex(args.decode, 64, "descriptor") if args.decode else None
+        if args.html or args.svg:
+            _check_output(args.html or args.svg)
+        layout, svg = show_operand_svg(tokens[0], decode)
+        valid = _lint_decode(layout, decode) if decode is not None else True
+        _write_svg(args, svg, tokens[0].split(":")[0])
+        return EXIT_OK if valid else EXIT_CHECK_FAILED
+    if args.operand not in (None, "a", "b", "d"):
+        raise UsageError(f"--operand {args.operand!r}: a, b, d (an operand of the tile) or NAME:LAYOUT:DTYPE:MNxK (your own)")
     t = derive(spec_from_args(args))
     if args.operand == "d" and t.spec.epilogue.value != "tma":
         raise UsageError("--operand d draws the TMA-store epilogue's staging buffer, and this spec stores directly "
@@ -271,9 +311,14 @@ def cmd_show(args) -> int:
     if target:
         _check_output(target)
     valid = _lint_decode(t, decode) if decode is not None else True
-    svg = layout_svg(t, (args.operand,) if args.operand else ("a", "b", "d"), decode)
+    _write_svg(args, layout_svg(t, (args.operand,) if args.operand else ("a", "b", "d"), decode), t.spec.kernel_name)
+    return EXIT_OK if valid else EXIT_CHECK_FAILED
+
+
+def _write_svg(args, svg: str, title: str) -> None:
+    target = args.html or args.svg
     if args.html:
-        svg = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + t.spec.kernel_name
+        svg = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + title
                + "</title></head><body>\n" + svg.split("\n", 1)[1] + "</body></html>\n")
     if target:
         from .outputs import write_text_atomic
@@ -282,7 +327,6 @@ def cmd_show(args) -> int:
         print(f"wrote {target}")
     else:
         sys.stdout.write(svg)
-    return EXIT_OK if valid else EXIT_CHECK_FAILED
 
 
 def cmd_cache(args) -> int:
@@ -321,8 +365,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     if want("explain"):
-        e = sub.add_parser("explain", help="derive every descriptor field of a tile and say why")
-        add_spec_flags(e)
+        e = sub.add_parser("explain", help="derive every descriptor field of a tile (or of your own kernel's operands) and say why")
+        add_spec_flags(e, required=False)
+        e.add_argument("--operand", action="append", metavar="TOKEN",
+                       help="an operand of a kernel of your own (ptxgen.author), NAME:<k|mn>-SWIZZLE:DTYPE:MNxK[:a|:b][:ARCH], "
+                            "e.g. V:mn-sw128:bf16:128x64; repeat it, or @FILE for a file of tokens (one a line); replaces the tile flags")
         e.add_argument("--json", action="store_true", help="print the layout JSON and nothing else")
         e.set_defaults(func=cmd_explain)
 
@@ -367,9 +414,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     if want("show"):
         sh = sub.add_parser("show", help="draw a stage's layout, its swizzle and what each MMA reads (SVG)")
-        add_spec_flags(sh)
-        sh.add_argument("--operand", choices=("a", "b", "d"),
-                        help="draw one operand; d: the TMA-store epilogue's staging buffer (default: all there are)")
+        add_spec_flags(sh, required=False)
+        sh.add_argument("--operand", metavar="a|b|d|TOKEN",
+                        help="draw one operand; d: the TMA-store epilogue's staging buffer (default: all there are); or an operand "
+                             "of a kernel of your own, NAME:<k|mn>-SWIZZLE:DTYPE:MNxK[:a|:b][:ARCH] (ptxgen.author), without tile flags")
         out = sh.add_mutually_exclusive_group()
         out.add_argument("--svg", metavar="FILE", help="write the SVG to FILE (default: stdout)")
         out.add_argument("--html", metavar="FILE", help="write a self-contained HTML page to FILE")

@@ -8,6 +8,8 @@ imports itself back through others (no import cycle, not even through an import 
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
 * ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``: leaf modules any layer may import.
+* ``ptxgen.author``: the public authoring layer, beside the API: it may use isa, derive, emit, runtime and the API's
+  stream and launch helpers, never the CLI; nothing below it imports it.
 """
 
 import ast
@@ -103,7 +105,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "model": 3,
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
-    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6,
+    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6, "author": 6,
     "cli": 7,
     "__main__": 8,
     "": 9,  # ptxgen/__init__.py (loads the API on first use)
@@ -344,3 +346,18 @@ def test_every_rule_the_chooser_names_is_in_its_order():
     names = {choose("bf16", "sm_90a", *s).chosen_by for s in shapes} | {choose("bf16", "sm_90a", 1000, 1000, 1000, []).chosen_by}  # no table: default
     assert len(names) >= 8 and all(map(known, names)), names
     assert not known("cost-model+tiny")
+
+
+def test_author_sits_beside_the_api():
+    """The authoring layer uses the layers below it (and the API's stream and launch helpers), never the CLI or the
+    GEMM front ends; no module below rank 6 imports it."""
+    graph = module_graph(PKG, "ptxgen")
+    author = {m for m in graph if m.startswith("ptxgen.author")}
+    assert "ptxgen.author.kernel" in author and "ptxgen.derive.operand" in graph["ptxgen.author.operand"]
+    for m in author:
+        bad = {t for t in graph[m] if t.startswith(("ptxgen.cli", "ptxgen.sweep", "ptxgen.grouped", "ptxgen.torch_ops"))
+               or (t.startswith("ptxgen.api") and t not in ("ptxgen.api", "ptxgen.api.streams", "ptxgen.api.launchplan"))}
+        assert not bad, (m, bad)
+    for m, targets in graph.items():
+        if _layer(m) < 6:
+            assert not {t for t in targets if t.startswith("ptxgen.author")}, m

@@ -295,3 +295,50 @@ def _structure(spec: TileSpec, instrs: list[tuple[int, str]], relocatable: bool)
             if n == 0:
                 problems.append(f"no {name} ({pattern.replace(chr(92), '')}) in the SASS")
     return found, problems
+
+
+@dataclass
+class CountReport:
+    """A user kernel's SASS against the instruction counts its author named (ptxgen.author): each opcode's count
+    in the whole kernel, the MMA opcodes present, registers and local memory."""
+
+    kernel: str
+    expected: dict
+    counts: dict
+    mma_opcodes: dict
+    registers: int
+    local_bytes: int
+    stack_bytes: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        got = ", ".join(f"{n} {op} (expected {self.expected[op]})" for op, n in self.counts.items())
+        return f"{self.kernel}: {got}; {self.registers} registers, local {self.local_bytes} B, stack {self.stack_bytes} B"
+
+
+def check_counts(kernel: str, expected: dict, sass: str, resources: str) -> CountReport:
+    """Count each opcode of ``expected`` (e.g. ``{"HGMMA": 8, "UTMALDG": 3}``; an opcode matches with any suffix,
+    ``HGMMA.64x128x16.F32.BF16``) in ``kernel``'s SASS; any MMA opcode not named, any local-memory access or
+    LOCAL/STACK bytes is a problem too."""
+    instrs = [t for _, t in parse_instructions(sass)]
+    counts = {op: sum(1 for t in instrs if re.search(rf"(^|\s){re.escape(op)}(\.|\s|$)", t)) for op in expected}
+    mmas: dict[str, int] = {}
+    for t in instrs:
+        m = _MMA_RE.search(t)
+        if m:
+            mmas[m.group(1)] = mmas.get(m.group(1), 0) + 1
+    problems = [f"{counts[op]} {op}, expected {n}" for op, n in expected.items() if counts[op] != n]
+    problems += [f"{n} {op}: an MMA opcode the kernel's author did not name" for op, n in mmas.items() if op not in expected]
+    local = sum(1 for t in instrs if re.match(r"(@!?U?P\w+\s+)?(LDL|STL)\b", t))
+    if local:
+        problems.append(f"{local} local-memory instruction(s) (LDL/STL): registers spilled")
+    res = function_resources(resources).get(kernel, {})
+    if not res:
+        problems.append(f"no resource line for {kernel} in the cubin")
+    if res.get("LOCAL", 0) or res.get("STACK", 0):
+        problems.append(f"local memory in use: LOCAL {res.get('LOCAL', 0)} B, STACK {res.get('STACK', 0)} B")
+    return CountReport(kernel, dict(expected), counts, mmas, res.get("REG", 0), res.get("LOCAL", 0), res.get("STACK", 0), problems)
