@@ -16,7 +16,7 @@ from .plan import AttentionPlan, plan_attention
 from .render import render
 from .spec import AttentionSpec
 
-_HGMMA_RE = re.compile(r"\bHGMMA\.64x(\d+)x16\.F32\.(BF16|F16)\b")
+_HGMMA_RE = re.compile(r"\bHGMMA\.64x(\d+)x16\.F32(?:\.BF16)?\b")  # f16 inputs print no type suffix
 
 
 @dataclass
