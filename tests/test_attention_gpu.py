@@ -11,6 +11,9 @@ if not torch.cuda.is_available():  # a CPU torch build: nothing to run these on
     pytest.skip("no CUDA torch", allow_module_level=True)
 
 import ptxgen  # noqa: E402
+from ptxgen.attention.launch import attention as attention_with  # noqa: E402
+
+SCHEDULES = ["serial", "overlap", "pingpong"]
 
 
 def reference(q, k, v, causal, scale):
@@ -30,16 +33,17 @@ CASES = [(b, h, hk, sq, sk, d) for (b, h, hk) in [(2, 8, 8), (1, 8, 2), (2, 8, 1
          for d in (64, 128)]
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("b,h,hk,sq,sk,d", CASES)
-def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal):
+def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal, schedule):
     torch.manual_seed(sq * 31 + sk + d + hk)
     dt = getattr(torch, dtype)
     q = torch.randn(b, h, sq, d, device="cuda", dtype=dt)
     k = torch.randn(b, hk, sk, d, device="cuda", dtype=dt)
     v = torch.randn(b, hk, sk, d, device="cuda", dtype=dt)
-    out, lse = ptxgen.attention(q, k, v, causal=causal, return_lse=True)
+    out, lse = attention_with(q, k, v, causal=causal, return_lse=True, schedule=schedule)
     ro, rl = reference(q, k, v, causal, 1 / math.sqrt(d))
     tol = 2e-2 if dtype == "bfloat16" else 4e-3
     assert torch.isfinite(out).all()
@@ -47,13 +51,15 @@ def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal):
     assert (lse.double() - rl).abs().max().item() < 1e-2
 
 
-def test_attention_bshd_view_without_copy():
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_attention_bshd_view_without_copy(schedule):
     """(B, S, H, D) storage transposed to (B, H, S, D): read in place through the tensor map's strides."""
     b, s, h, d = 2, 300, 8, 128
     base = torch.randn(3, b, s, h, d, device="cuda", dtype=torch.bfloat16)
     q, k, v = (base[i].transpose(1, 2) for i in range(3))
     assert not q.is_contiguous()
-    out = ptxgen.attention(q, k, v, causal=True)
+    out = attention_with(q, k, v, causal=True, schedule=schedule)
+    assert out.stride() == q.stride()  # the output keeps q's (B, S, H, D) storage
     ro, _ = reference(q, k, v, True, d ** -0.5)
     assert (out.double() - ro).abs().max().item() < 3e-2
 
@@ -67,10 +73,11 @@ def test_attention_out_and_scale():
     assert (out.double() - ro).abs().max().item() < 5e-3
 
 
-def test_attention_matches_sdpa():
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_attention_matches_sdpa(schedule):
     q, k, v = (torch.randn(2, 16, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     for causal in (False, True):
-        ours = ptxgen.attention(q, k, v, causal=causal)
+        ours = attention_with(q, k, v, causal=causal, schedule=schedule)
         theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         assert (ours.float() - theirs.float()).abs().max().item() < 2e-2
 

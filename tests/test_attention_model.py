@@ -84,24 +84,28 @@ def _model_run(q, k, v, scale, causal, bm, bn, **kw):
     return o, lse
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sq,sk", [(1, 1), (7, 7), (200, 200), (130, 300), (300, 130)])
-def test_online_softmax_matches_exact(causal, sq, sk):
+def test_online_softmax_matches_exact(causal, sq, sk, overlap):
     rng = np.random.default_rng(sq * 1000 + sk)
     d = 64
     q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for n in (sq, sk, sk))
     scale = d ** -0.5
-    o, lse = _model_run(q, k, v, scale, causal, 64, 64)
+    o, lse = _model_run(q, k, v, scale, causal, 64, 64, overlap=overlap)
     ro, rl = attnmodel.exact_attention(q, k, v, scale, causal)
     np.testing.assert_allclose(o, ro, atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(lse, rl, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("switch", ["rescale_first", "rescale_sum"])
-def test_online_softmax_control_wrong_order_fails(switch):
+def test_online_softmax_control_wrong_order_fails(switch, overlap):
+    """Serial: O rescaled after the block's own P·V; overlap: O rescaled before the previous block's P·V is added;
+    either: the running sum not rescaled. Each must miss the exact result."""
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((n, 64)).astype(np.float32) * 3 for n in (128, 256, 256))
-    o, _ = _model_run(q, k, v, 0.125, False, 64, 64, **{switch: False})
+    o, _ = _model_run(q, k, v, 0.125, False, 64, 64, overlap=overlap, **{switch: False})
     ro, _ = attnmodel.exact_attention(q, k, v, 0.125, False)
     assert not np.allclose(o, ro, atol=1e-3)
 

@@ -6,6 +6,7 @@ ROUNDS alternating rounds of CALLS back-to-back calls per contender (CUDA events
 FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts them.
 
     python tools/bench_attention.py [--seqlens 512,2048,8192,16384] [--head-dims 64,128] [--rounds 7] [--json out.json]
+        [--schedules serial,overlap,pingpong]
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import ptxgen  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
-def contenders():
-    out = {"ptxgen": lambda q, k, v, c: ptxgen.attention(q, k, v, causal=c)}
+def contenders(schedules):
+    from ptxgen.attention.launch import attention
+
+    out = {f"ptxgen-{s}": (lambda q, k, v, c, s=s: attention(q, k, v, causal=c, schedule=s)) for s in schedules}
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         def f(q, k, v, c, be=be):
             with sdpa_kernel([be]):
@@ -62,9 +65,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--schedules", default="serial,overlap,pingpong", help="ptxgen consumer schedules to time")
     a = ap.parse_args()
     rows = []
-    cs = contenders()
+    cs = contenders(a.schedules.split(","))
     print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
     for d in map(int, a.head_dims.split(",")):
         for s in map(int, a.seqlens.split(",")):

@@ -1,8 +1,10 @@
 """Compile the attention kernel with NVRTC (through the project's cubin cache) and gate its SASS.
 
-The gate, per kernel: exactly D/16 HGMMA.64xBNx16 (S = Q·Kᵀ) and BN/16 HGMMA.64xDx16 (O += P·V) instructions, the
-P·V ones reading A from registers (no ``gdesc`` for A); TMA loads (UTMALDG) present; setmaxnreg (USETMAXREG)
-present; no local memory (no LDL/STL, LOCAL and STACK 0).
+The gate, per kernel: the key-block loop (the smallest backward branch around an HGMMA) holds exactly D/16
+HGMMA.64xBNx16 (S = Q·Kᵀ) and BN/16 HGMMA.64xDx16 (O += P·V); in all, one copy of each (serial schedule) or two
+(overlap, pingpong: S of the first block before the loop, the last P·V after it); every P·V reads A from registers
+(no ``gdesc`` for A) and V transposed (``.tnspB``: MN-major); TMA loads (UTMALDG) and setmaxnreg (USETMAXREG) present;
+no local memory (no LDL/STL, LOCAL and STACK 0); no ptxas note that it serialized the wgmmas (C7514/C7515).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ _HGMMA_RE = re.compile(r"\bHGMMA\.64x(\d+)x16\.F32(?:\.BF16)?\b")  # f16 inputs 
 class AttentionSass:
     qk_mmas: int
     pv_mmas: int
+    in_loop: int
+    pv_transposed: int
     pv_from_registers: int
     expected_qk: int
     expected_pv: int
@@ -39,14 +43,36 @@ class AttentionSass:
 
     def summary(self) -> str:
         return (f"{self.qk_mmas} x HGMMA S=Q·Kᵀ (expected {self.expected_qk}), {self.pv_mmas} x HGMMA O+=P·V (expected "
-                f"{self.expected_pv}, {self.pv_from_registers} with A from registers), {self.tma_loads} TMA loads, "
+                f"{self.expected_pv}, {self.pv_from_registers} with A from registers, {self.pv_transposed} .tnspB), "
+                f"{self.in_loop} in the key-block loop, {self.tma_loads} TMA loads, "
                 f"{self.setmaxnreg} setmaxnreg, {self.registers} registers, local {self.local_bytes} B")
 
 
-def check_attention_sass(plan: AttentionPlan, sass: str, resources: str) -> AttentionSass:
+_BACK_RE = re.compile(r"^@!?U?P\w+\s+BRA(?:\.[A-Z.]+)?\s+0x([0-9a-f]+)")
+
+
+def key_block_loop(parsed: list[tuple[int, str]], mma_addrs: list[int]) -> tuple[int, int] | None:
+    """(first, last) address of the smallest *predicated* backward branch's range holding an HGMMA. ptxas moves the
+    mbarrier spin loops out of line and jumps back from them unconditionally; those jumps are not loops."""
+    loops = []
+    for addr, text in parsed:
+        m = _BACK_RE.search(text)
+        if m:
+            target = int(m.group(1), 16)
+            if target < addr and any(target <= a <= addr for a in mma_addrs):
+                loops.append((addr - target, target, addr))
+    return min(loops)[1:] if loops else None
+
+
+def check_attention_sass(plan: AttentionPlan, sass: str, resources: str, log: str = "") -> AttentionSass:
     s = plan.spec
-    instrs = [t for _, t in parse_instructions(sass)]
-    qk = pv = pv_regs = 0
+    parsed = parse_instructions(sass)
+    instrs = [t for _, t in parsed]
+    mma_addrs = [a for a, t in parsed if _HGMMA_RE.search(t)]
+    loop = key_block_loop(parsed, mma_addrs)
+    in_loop = sum(loop[0] <= a <= loop[1] for a in mma_addrs) if loop else 0
+    copies = 1 if s.schedule == "serial" else 2
+    qk = pv = pv_regs = pv_t = 0
     for t in instrs:
         m = _HGMMA_RE.search(t)
         if not m:
@@ -59,16 +85,29 @@ def check_attention_sass(plan: AttentionPlan, sass: str, resources: str) -> Atte
         elif n == s.head_dim:
             pv += 1
             pv_regs += from_regs
+            pv_t += ".tnspB" in t
     res = function_resources(resources).get(s.kernel_name, {})
     rep = AttentionSass(
-        qk_mmas=qk, pv_mmas=pv, pv_from_registers=pv_regs, expected_qk=s.head_dim // 16, expected_pv=s.bn // 16,
+        qk_mmas=qk, pv_mmas=pv, in_loop=in_loop, pv_transposed=pv_t, pv_from_registers=pv_regs,
+        expected_qk=copies * s.head_dim // 16, expected_pv=copies * s.bn // 16,
         tma_loads=sum("UTMALDG" in t for t in instrs), setmaxnreg=sum("USETMAXREG" in t for t in instrs),
         registers=res.get("REG", -1), local_bytes=res.get("LOCAL", -1), stack_bytes=res.get("STACK", -1),
     )
     if qk != rep.expected_qk:
-        rep.problems.append(f"{qk} HGMMA.64x{s.bn}x16 for S = Q·Kᵀ, expected {rep.expected_qk} (D/16)")
+        rep.problems.append(f"{qk} HGMMA.64x{s.bn}x16 for S = Q·Kᵀ, expected {rep.expected_qk} ({copies} x D/16)")
     if pv != rep.expected_pv:
-        rep.problems.append(f"{pv} HGMMA.64x{s.head_dim}x16 for O += P·V, expected {rep.expected_pv} (BN/16)")
+        rep.problems.append(f"{pv} HGMMA.64x{s.head_dim}x16 for O += P·V, expected {rep.expected_pv} ({copies} x BN/16)")
+    if in_loop != (s.head_dim + s.bn) // 16:
+        rep.problems.append(f"{in_loop} HGMMA in the key-block loop, expected D/16 + BN/16 = {(s.head_dim + s.bn) // 16}")
+    if pv_t != pv:
+        rep.problems.append(f"only {pv_t} of {pv} P·V HGMMAs read B transposed (.tnspB: V MN-major)")
+    if s.schedule != "serial" and not any(re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b", t) for t in instrs):
+        rep.problems.append("no wgmma.wait_group 1 (WARPGROUP.DEPBAR.LE gsb0, 0x1): S and P·V are not in flight together")
+    if s.schedule == "pingpong" and not (any(re.search(r"\bBAR\.SYNC\S*\s+\S+, 0x100\b", t) for t in instrs)
+                                         and any(re.search(r"\bBAR\.ARV\b", t) for t in instrs)):
+        rep.problems.append("no named-barrier turn taking (BAR.SYNC ..., 0x100 and BAR.ARV) between the consumer warpgroups")
+    if re.search(r"C751[45]|serializ", log, re.IGNORECASE):
+        rep.problems.append("ptxas serialized the wgmmas: " + log.strip()[:200])
     if pv_regs != pv:
         rep.problems.append(f"only {pv_regs} of {pv} P·V HGMMAs take A from registers")
     if rep.tma_loads == 0:
@@ -93,7 +132,7 @@ class BuiltAttention:
 
     def sass_report(self) -> AttentionSass:
         sass, resources = sass_dumps(self.cache_result)
-        return check_attention_sass(self.plan, sass, resources)
+        return check_attention_sass(self.plan, sass, resources, self.cache_result.compiled.log)
 
 
 _BUILT: dict = {}

@@ -19,9 +19,12 @@ _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
-def choose_spec(p: AttentionProblem, causal: bool) -> AttentionSpec:
+DEFAULT_SCHEDULE = "serial"
+
+
+def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None) -> AttentionSpec:
     """Two consumer warpgroups (BM 128) and 128-key blocks (FA3's hdim-128 causal tile, and a legal 64 one)."""
-    return AttentionSpec(p.head_dim, 128, 128, causal, p.dtype)
+    return AttentionSpec(p.head_dim, 128, 128, causal, p.dtype, schedule=schedule or DEFAULT_SCHEDULE)
 
 
 def tensor_map(t, rows_box: int, dtype) -> TensorMapArgs:
@@ -53,18 +56,20 @@ def _kernel(spec: AttentionSpec, device_index: int):
     return k
 
 
-def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False):
+def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
+              schedule: str | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
     transposed to (B, H, S, D) works without a copy). k and v may have fewer heads than q (GQA/MQA: H_kv divides H).
     Causal is top-left aligned, as scaled_dot_product_attention's is_causal. ``return_lse``: also the float32
-    log-sum-exp (natural log) of each row, shape (B, H, S_q)."""
+    log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES;
+    None: DEFAULT_SCHEDULE), for tests and benchmarks."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    spec = choose_spec(p, bool(causal))
+    spec = choose_spec(p, bool(causal), schedule)
     dev = q.device.index or 0
     built, kernel = _kernel(spec, dev)
     from ..runtime.fastlaunch import error_name, launcher

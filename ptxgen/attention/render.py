@@ -20,7 +20,7 @@ def _outputs(n: int) -> str:
 
 def cli_args(s) -> str:
     return (f"--kind attention --head-dim {s.head_dim} --bm {s.bm} --bn {s.bn}" + (" --causal" if s.causal else "")
-            + f" --dtype {s.dtype.value} --stages {s.stages} --arch {s.arch.value}")
+            + f" --dtype {s.dtype.value} --stages {s.stages} --schedule {s.schedule} --arch {s.arch.value}")
 
 
 def view(p: AttentionPlan) -> dict:
@@ -31,7 +31,7 @@ def view(p: AttentionPlan) -> dict:
         "dtype": s.dtype.value,
         "out_ctype": OUT_CTYPE[s.dtype.value],
         "head_dim": s.head_dim, "bm": s.bm, "bn": s.bn, "stages": s.stages, "causal": s.causal,
-        "consumers": s.consumers, "threads": s.threads,
+        "consumers": s.consumers, "threads": s.threads, "schedule": s.schedule, "pingpong": s.schedule == "pingpong",
         "producer_registers": p.producer_registers, "consumer_registers": p.consumer_registers,
         "qk_opcode": p.qk_instr.opcode, "pv_opcode": p.pv_instr.opcode, "pv_trans_b": p.pv_instr.imm_trans_b,
         "s_regs": p.s_regs, "o_regs": p.o_regs, "p_regs": s.bn // 4,

@@ -14,6 +14,13 @@ HEAD_DIMS = (64, 128)
 BLOCK_M = (64, 128)  # one consumer warpgroup (m64 wgmma) per 64 query rows
 BLOCK_N = (64, 128, 192)  # whole 128-byte swizzle atoms of P (the P·V A operand's K) and a legal wgmma N
 DTYPES = (DType.BF16, DType.F16)
+# How a consumer warpgroup orders its work per key block (docs/attention.md):
+#   serial:   S = Q·Kᵀ, wait, softmax, O += P·V, wait
+#   overlap:  FA3's intra-warpgroup overlap: S of block n and P·V of block n-1 issued together; the softmax of S
+#             runs while P·V is still in flight; O is rescaled after that P·V lands
+#   pingpong: overlap, and the two consumer warpgroups take turns issuing their MMAs (two named barriers), so one's
+#             softmax hides behind the other's MMAs
+SCHEDULES = ("serial", "overlap", "pingpong")
 WGMMA_REF = "PTX ISA 9.7.15 'wgmma.mma_async' (#asynchronous-warpgroup-level-matrix-instructions-wgmma-mma-async)"
 SMEM_LIMIT_BYTES = 227 * 1024  # H100/H200: the most dynamic shared memory one CTA may opt into
 REGISTER_FILE = 65536
@@ -31,6 +38,7 @@ class AttentionSpec:
     dtype: DType = DType.BF16
     arch: Arch = Arch.SM90A
     stages: int = 2  # K/V ring depth
+    schedule: str = "serial"
 
     def __post_init__(self):
         check(self)
@@ -46,11 +54,12 @@ class AttentionSpec:
     @property
     def kernel_name(self) -> str:
         c = "causal" if self.causal else "full"
-        return f"ptxgen_attn_{self.arch.value.replace('_', '')}_{self.dtype.value}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}_{c}"
+        return (f"ptxgen_attn_{self.arch.value.replace('_', '')}_{self.dtype.value}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}_"
+                f"{c}_{self.schedule}")
 
     def to_json(self) -> dict:
         return {"head_dim": self.head_dim, "bm": self.bm, "bn": self.bn, "causal": self.causal,
-                "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages}
+                "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages, "schedule": self.schedule}
 
 
 def consumer_registers(consumers: int) -> tuple[int, int]:
@@ -84,6 +93,11 @@ def check(s: AttentionSpec) -> None:
     if s.bn not in BLOCK_N:
         raise SpecError("--bn", s.bn, "BN is the N of S = Q·Kᵀ and the K of O += P·V: a multiple of 64 (whole 128-byte "
                         "atoms of K and V rows per stage) and at most 192", ", ".join(map(str, BLOCK_N)), WGMMA_REF)
+    if s.schedule not in SCHEDULES:
+        raise SpecError("--schedule", s.schedule, "a consumer schedule this template has", ", ".join(SCHEDULES))
+    if s.schedule == "pingpong" and s.consumers != 2:
+        raise SpecError("--schedule", s.schedule, f"ping-pong alternates two consumer warpgroups (--bm 128), not {s.consumers}",
+                        "serial, overlap")
     if not 2 <= s.stages <= 4:
         raise SpecError("--stages", s.stages, "the K/V ring needs 2 to 4 stages", "2, 3, 4")
     _, consumer = consumer_registers(s.consumers)

@@ -68,10 +68,14 @@ def exact_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, c
 
 
 def online_softmax(q, k, v, scale: float, causal: bool, bn: int, blocks, row0: int = 0, rescale_first: bool = True,
-                   rescale_sum: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                   rescale_sum: bool = True, overlap: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The tiled forward of one query tile (rows of q) over the key blocks ``blocks`` (in visiting order), as the
     kernel does it (the tile's first query index is ``row0``): f32, exp2, the scale folded into one FMA, running max and sum. The two switches exist for the
-    controls: O rescaled after the block's P·V instead of before, or the running sum left unrescaled."""
+    controls: O rescaled after the block's P·V instead of before, or the running sum left unrescaled.
+
+    ``overlap``: FA3's intra-warpgroup order. The P·V of block n-1 runs while block n's softmax does, so O holds
+    the blocks before n-1 at the old max when block n's factor is known: O = (O + P_{n-1}·V_{n-1}) · corr_n, and the
+    last P·V is added after the loop. (Here ``rescale_first=False`` is the control: O·corr_n + P_{n-1}·V_{n-1}.)"""
     f = np.float32
     log2e = f(1.4426950408889634)
     sl2 = f(scale) * log2e
@@ -79,6 +83,7 @@ def online_softmax(q, k, v, scale: float, causal: bool, bn: int, blocks, row0: i
     o = np.zeros((rows, v.shape[1]), f)
     mx = np.full(rows, -np.inf, f)
     sm = np.zeros(rows, f)
+    pending = None  # overlap: the previous block's (P, keys), its P·V not yet added
     for n in blocks:
         keys = np.arange(n * bn, min((n + 1) * bn, k.shape[0]))
         s = (q.astype(f) @ k[keys].astype(f).T).astype(f)
@@ -90,9 +95,16 @@ def online_softmax(q, k, v, scale: float, causal: bool, bn: int, blocks, row0: i
         p = np.exp2(s * sl2 - ms[:, None]).astype(f)
         mx = new
         sm = (sm * corr if rescale_sum else sm) + p.sum(axis=1)
-        if rescale_first:
+        if overlap:
+            if pending is not None:
+                pv = pending[0] @ v[pending[1]].astype(f)
+                o = (o + pv) * corr[:, None] if rescale_first else o * corr[:, None] + pv
+            pending = (p, keys)
+        elif rescale_first:
             o = o * corr[:, None] + p @ v[keys].astype(f)
         else:
             o = (o + p @ v[keys].astype(f)) * corr[:, None]
+    if pending is not None:
+        o = o + pending[0] @ v[pending[1]].astype(f)
     return o / sm[:, None], (mx * sl2 + np.log2(sm)) * f(np.log(2))
 
