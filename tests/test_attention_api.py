@@ -76,13 +76,19 @@ def test_cli_builds_attention(tmp_path):
 
 @pytest.mark.parametrize("args", [
     ("--head-dim", "80"), ("--head-dim", "64", "--bm", "256"), ("--head-dim", "128", "--bn", "192"),
-    ("--head-dim", "64", "--arch", "sm_100a"), ("--head-dim", "64", "--dtype", "e4m3"), ("--bm", "128"),
+    ("--head-dim", "64", "--arch", "sm_100a", "--bm", "64"), ("--head-dim", "64", "--dtype", "e4m3"), ("--bm", "128"),
     ("--head-dim", "64", "--bm", "64", "--schedule", "pingpong"),
 ])
 def test_cli_illegal_combinations_exit_2(args, tmp_path):
     r = _cli("--kind", "attention", *args, "--out", str(tmp_path))
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and "error" in r.stderr
+
+
+def test_cli_builds_the_tcgen05_form(tmp_path):
+    r = _cli("--kind", "attention", "--head-dim", "128", "--bn", "128", "--arch", "sm_100a", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "UTCHMMA" in r.stdout and "local 0 B" in r.stdout
 
 
 def test_cli_kind_gemm_keeps_the_gemm_flags():

@@ -81,10 +81,48 @@ def test_c_expressions_agree_with_the_plan(causal, bm, bn):
 @pytest.mark.parametrize("kw,flag", [
     (dict(head_dim=96), "--head-dim"), (dict(head_dim=64, bm=192), "--bm"), (dict(head_dim=64, bn=96), "--bn"),
     (dict(head_dim=128, bn=192), "--bn"), (dict(head_dim=64, dtype=DType.E4M3), "--dtype"),
-    (dict(head_dim=64, arch=Arch.SM100A), "--arch"), (dict(head_dim=64, bm=64, schedule="pingpong"), "--schedule"),
+    (dict(head_dim=64, bm=64, arch=Arch.SM100A), "--bm"), (dict(head_dim=64, arch=Arch.SM100A, schedule="overlap"), "--schedule"), (dict(head_dim=64, bm=64, schedule="pingpong"), "--schedule"),
     (dict(head_dim=64, schedule="fast"), "--schedule"), (dict(head_dim=128, stages=4), "--stages"),
 ])
 def test_illegal_specs_are_refused_naming_the_flag(kw, flag):
     with pytest.raises(SpecError) as e:
         AttentionSpec(**kw)
     assert str(e.value).startswith(flag + "=")
+
+
+SM100_SPECS = [AttentionSpec(64, 128, 128, False, arch=Arch.SM100A), AttentionSpec(128, 128, 128, True, arch=Arch.SM100A),
+               AttentionSpec(64, 128, 64, True, DType.F16, arch=Arch.SM100A)]
+
+
+@pytest.mark.parametrize("spec", SM100_SPECS, ids=lambda s: s.kernel_name)
+def test_tcgen05_form_compiles_and_passes_its_gate(spec):
+    """L2 only: NVRTC for sm_100a; D/16 UTCHMMA reading A through a descriptor and BN/16 reading A from TMEM, all in
+    the key-block loop; LDTM, STTM, three commits; no local memory."""
+    rep = build(spec).sass_report()
+    assert rep.ok, rep.problems
+    assert (rep.qk_mmas, rep.pv_mmas) == (spec.head_dim // 16, spec.bn // 16)
+
+
+def test_tcgen05_gate_control_fails():
+    from ptxgen.attention.build import check_attention_sass_sm100
+
+    b = build(SM100_SPECS[1])
+    sass, res = sass_dumps(b.cache_result)
+    first_ts = next(l for l in sass.splitlines() if re.search(r"UTCHMMA\s+tmem", l))
+    assert not check_attention_sass_sm100(b.plan, sass.replace(first_ts, "", 1), res).ok
+
+
+@pytest.mark.parametrize("bn,d", [(64, 64), (128, 64), (128, 128), (64, 128)])
+def test_tmem_column_plan(bn, d):
+    """S, O and P's columns are disjoint and inside the allocation (a power of two in 32..512); P·V's K-step j reads
+    P's columns p + 8j .. p + 8j + 7 (16 16-bit elements of each lane's row, two a column), which together are
+    exactly the BN/2 columns the softmax writes."""
+    from ptxgen.attention.plan_sm100 import plan_attention_sm100
+
+    t = plan_attention_sm100(AttentionSpec(d, 128, bn, arch=Arch.SM100A)).tmem
+    spans = [(t.s_col, t.s_col + bn), (t.o_col, t.o_col + d), (t.p_col, t.p_col + bn // 2)]
+    cols = [c for a, b in spans for c in range(a, b)]
+    assert len(cols) == len(set(cols)) and max(cols) < t.alloc
+    assert t.alloc in (32, 64, 128, 256, 512)
+    read = sorted(t.p_col + 8 * j + c for j in range(bn // 16) for c in range(8))
+    assert read == list(range(t.p_col, t.p_col + bn // 2))

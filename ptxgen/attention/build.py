@@ -36,12 +36,17 @@ class AttentionSass:
     local_bytes: int
     stack_bytes: int
     problems: list[str] = field(default_factory=list)
+    opcode: str = "HGMMA"
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def summary(self) -> str:
+        if self.opcode != "HGMMA":
+            return (f"{self.qk_mmas} x {self.opcode} S=Q·Kᵀ (expected {self.expected_qk}), {self.pv_mmas} x {self.opcode} "
+                    f"O+=P·V with A from TMEM (expected {self.expected_pv}), {self.in_loop} in the key-block loop, "
+                    f"{self.tma_loads} TMA loads, {self.registers} registers, local {self.local_bytes} B")
         return (f"{self.qk_mmas} x HGMMA S=Q·Kᵀ (expected {self.expected_qk}), {self.pv_mmas} x HGMMA O+=P·V (expected "
                 f"{self.expected_pv}, {self.pv_from_registers} with A from registers, {self.pv_transposed} .tnspB), "
                 f"{self.in_loop} in the key-block loop, {self.tma_loads} TMA loads, "
@@ -56,6 +61,8 @@ def key_block_loop(parsed: list[tuple[int, str]], mma_addrs: list[int]) -> tuple
     mbarrier spin loops out of line and jumps back from them unconditionally; those jumps are not loops."""
     loops = []
     for addr, text in parsed:
+        if "BRA.U.ANY" in text:  # ptxas's loop over the distinct values of an operand that must be uniform: not a loop of ours
+            continue
         m = _BACK_RE.search(text)
         if m:
             target = int(m.group(1), 16)
@@ -121,6 +128,45 @@ def check_attention_sass(plan: AttentionPlan, sass: str, resources: str, log: st
     return rep
 
 
+_UTCHMMA_RE = re.compile(r"\bUTCHMMA\s+(\S+),")
+
+
+def check_attention_sass_sm100(plan, sass: str, resources: str) -> AttentionSass:
+    """sm_100a: D/16 UTCHMMA with A from a descriptor (S = Q·Kᵀ) and BN/16 with A from TMEM (O += P·V), inside the
+    key-block loop; LDTM (S and O read) and STTM (P and the rescaled O written); three tcgen05.commits (UTCBAR: S
+    full, K/V stage empty, O ready); no local memory."""
+    s = plan.spec
+    parsed = parse_instructions(sass)
+    instrs = [t for _, t in parsed]
+    mmas = [(a, m.group(1)) for a, t in parsed for m in [_UTCHMMA_RE.search(t)] if m]
+    loop = key_block_loop(parsed, [a for a, _ in mmas])
+    qk = sum(a_op.startswith("gdesc") for _, a_op in mmas)
+    pv = sum(a_op.startswith("tmem") for _, a_op in mmas)
+    in_loop = sum(loop[0] <= a <= loop[1] for a, _ in mmas) if loop else 0
+    res = function_resources(resources).get(s.kernel_name, {})
+    rep = AttentionSass(
+        qk_mmas=qk, pv_mmas=pv, in_loop=in_loop, pv_transposed=pv, pv_from_registers=pv,
+        expected_qk=s.head_dim // 16, expected_pv=s.bn // 16, tma_loads=sum("UTMALDG" in t for t in instrs),
+        setmaxnreg=0, registers=res.get("REG", -1), local_bytes=res.get("LOCAL", -1), stack_bytes=res.get("STACK", -1),
+        opcode="UTCHMMA",
+    )
+    if qk != rep.expected_qk:
+        rep.problems.append(f"{qk} UTCHMMA with A from shared memory (S = Q·Kᵀ), expected D/16 = {rep.expected_qk}")
+    if pv != rep.expected_pv:
+        rep.problems.append(f"{pv} UTCHMMA with A from TMEM (O += P·V), expected BN/16 = {rep.expected_pv}")
+    if in_loop != qk + pv or not mmas:
+        rep.problems.append(f"{in_loop} of {qk + pv} UTCHMMA inside the key-block loop")
+    if not any("LDTM" in t for t in instrs) or not any("STTM" in t for t in instrs):
+        rep.problems.append("no LDTM (tcgen05.ld) or no STTM (tcgen05.st)")
+    if sum("UTCBAR" in t for t in instrs) != 3:
+        rep.problems.append(f"{sum('UTCBAR' in t for t in instrs)} UTCBAR (tcgen05.commit), expected 3")
+    if rep.tma_loads == 0:
+        rep.problems.append("no UTMALDG (TMA load)")
+    if any(re.search(r"\b(LDL|STL)\b", t) for t in instrs) or rep.local_bytes != 0 or rep.stack_bytes != 0:
+        rep.problems.append(f"local memory (LDL/STL, LOCAL {rep.local_bytes} B, STACK {rep.stack_bytes} B)")
+    return rep
+
+
 @dataclass(frozen=True)
 class BuiltAttention:
     plan: AttentionPlan
@@ -132,6 +178,8 @@ class BuiltAttention:
 
     def sass_report(self) -> AttentionSass:
         sass, resources = sass_dumps(self.cache_result)
+        if self.plan.spec.tcgen05:
+            return check_attention_sass_sm100(self.plan, sass, resources)
         return check_attention_sass(self.plan, sass, resources, self.cache_result.compiled.log)
 
 
@@ -142,8 +190,15 @@ def build(spec: AttentionSpec) -> BuiltAttention:
     """Plan, render and compile (memoized per spec in the process, cached on disk by source)."""
     b = _BUILT.get(spec)
     if b is None:
-        plan = plan_attention(spec)
-        source = render(plan)
+        if spec.tcgen05:
+            from .plan_sm100 import plan_attention_sm100
+            from .render import render_sm100
+
+            plan = plan_attention_sm100(spec)
+            source = render_sm100(plan)
+        else:
+            plan = plan_attention(spec)
+            source = render(plan)
         res = compile_cached(source, spec.kernel_name, spec.arch.value)
         b = BuiltAttention(plan, source, res.compiled.cubin, res.compiled.ptx, res.hit, res)
         _BUILT[spec] = b

@@ -49,6 +49,9 @@ def _kernel(spec: AttentionSpec, device_index: int):
                 from ..runtime import gpu
 
                 dev = gpu.require_gpu(device_index)
+                if dev.arch is not spec.arch:
+                    raise gpu.NoGPU(f"ptxgen.attention runs on Hopper (sm_90a) GPUs; this one ({dev.name}) runs "
+                                    f"{dev.arch.value} kernels (the tcgen05 form is compiled and SASS-checked only)")
                 ensure_current(dev)
                 built = build(spec)
                 k = (built, gpu.Kernel(built.cubin, spec.kernel_name, built.plan.smem_bytes))

@@ -55,3 +55,38 @@ def view(p: AttentionPlan) -> dict:
 
 def render(p: AttentionPlan) -> str:
     return environment().get_template(TEMPLATE).render(a=view(p))
+
+
+TEMPLATE_SM100 = "attention_sm100.cu.j2"
+
+
+def view_sm100(p) -> dict:
+    """The sm_100a template's values (ptxgen.attention.plan_sm100)."""
+    s = p.spec
+    t = p.tmem
+    return {
+        "generated_line": generated_line(cli_args(s)),
+        "kernel_name": s.kernel_name, "dtype": s.dtype.value, "out_ctype": OUT_CTYPE[s.dtype.value],
+        "head_dim": s.head_dim, "bm": s.bm, "bn": s.bn, "stages": s.stages, "causal": s.causal, "threads": s.threads,
+        "pingpong": False, "producer_registers": 24, "consumer_registers": 240,  # setmaxnreg wrappers stay unused here
+        "q": {"stage_bytes": p.q.stage_bytes, "copies": p.q.copies},
+        "k": {"stage_bytes": p.k.stage_bytes, "copies": p.k.copies},
+        "v": {"stage_bytes": p.v.stage_bytes, "copies": p.v.copies},
+        "q_k_steps": [{"q": f"{p.q.descriptors[i]:#018x}", "k": f"{p.k.descriptors[i]:#018x}"} for i in range(len(p.q.descriptors))],
+        "v_k_steps": [f"{d:#018x}" for d in p.v.descriptors],
+        "idesc_qk": f"{p.idesc_qk:#010x}", "idesc_pv": f"{p.idesc_pv:#010x}",
+        "tmem": {"s_col": t.s_col, "o_col": t.o_col, "p_col": t.p_col, "alloc": t.alloc},
+        "smem_q": p.smem_q, "smem_k": p.smem_k, "smem_v": p.smem_v, "smem_barriers": p.smem_barriers,
+        "k_stage_stride": p.smem_k[1] - p.smem_k[0] if s.stages > 1 else 0,
+        "v_stage_stride": p.smem_v[1] - p.smem_v[0] if s.stages > 1 else 0,
+        "ld32_regs": _regs(32), "ld32_outputs": ", ".join(f'"=r"(r[{i}])' for i in range(32)),
+        "st16_regs": _regs(16, 1), "st16_inputs": ", ".join(f'"r"(r[{i}])' for i in range(16)),
+        "st32_regs": _regs(32, 1), "st32_inputs": ", ".join(f'"r"(r[{i}])' for i in range(32)),
+        "m_block_expr": m_block_expr(s.causal),
+        "n_end_expr": n_block_end_expr(s.bm, s.bn, s.causal),
+        "needs_mask_expr": needs_mask_expr(s.bm, s.bn, s.causal),
+    }
+
+
+def render_sm100(p) -> str:
+    return environment().get_template(TEMPLATE_SM100).render(a=view_sm100(p))

@@ -45,11 +45,17 @@ class AttentionSpec:
 
     @property
     def consumers(self) -> int:
-        return self.bm // 64
+        return self.bm // 64 if self.arch is Arch.SM90A else 1
+
+    @property
+    def tcgen05(self) -> bool:
+        return self.arch is Arch.SM100A
 
     @property
     def threads(self) -> int:
-        return 128 * (1 + self.consumers)
+        # sm_90a: a producer warpgroup and a consumer warpgroup per 64 rows; sm_100a: the softmax warpgroup, a TMA warp
+        # and an MMA warp
+        return 128 * (1 + self.consumers) if self.arch is Arch.SM90A else 192
 
     @property
     def kernel_name(self) -> str:
@@ -78,9 +84,10 @@ def smem_bytes(s: "AttentionSpec") -> int:
 
 
 def check(s: AttentionSpec) -> None:
-    if s.arch is not Arch.SM90A:
-        raise SpecError("--arch", s.arch.value, "attention is built for Hopper wgmma only in this version (the tcgen05 form is not written yet)",
-                        Arch.SM90A.value)
+    if s.arch is Arch.SM100A and (s.bm != 128 or s.schedule != "serial"):
+        raise SpecError("--bm" if s.bm != 128 else "--schedule", s.bm if s.bm != 128 else s.schedule,
+                        "the tcgen05 form holds 128 query rows in the 128 TMEM lanes (M = 128, one softmax warpgroup) and has "
+                        "one schedule", "--bm 128 --schedule serial")
     if s.head_dim not in HEAD_DIMS:
         raise SpecError("--head-dim", s.head_dim, "the head dim must fill whole 128-byte swizzle atoms of Q, K and V and "
                         "keep the O accumulator in registers", ", ".join(map(str, HEAD_DIMS)))
@@ -102,6 +109,9 @@ def check(s: AttentionSpec) -> None:
         raise SpecError("--stages", s.stages, "the K/V ring needs 2 to 4 stages", "2, 3, 4")
     _, consumer = consumer_registers(s.consumers)
     need = s.bn // 2 + s.head_dim // 2 + s.bn // 4 + REGISTER_OVERHEAD
+    if s.arch is Arch.SM100A:
+        # a softmax thread holds one whole row of S (BN f32) and 32 more registers at a time (a chunk of O or of P)
+        consumer, need = 255, s.bn + 32 + REGISTER_OVERHEAD
     if need > consumer:
         raise SpecError("--bn", s.bn, f"a consumer thread needs about {need} registers (S {s.bn // 2} + O {s.head_dim // 2} + "
                         f"P {s.bn // 4} + {REGISTER_OVERHEAD}), more than its budget of {consumer} with {s.consumers} consumer "
