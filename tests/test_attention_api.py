@@ -94,3 +94,51 @@ def test_cli_builds_the_tcgen05_form(tmp_path):
 def test_cli_kind_gemm_keeps_the_gemm_flags():
     r = _cli("--kind", "gemm", "--bm", "128")  # gemm's required flags still required
     assert r.returncode == 2 and "--bn" in r.stderr
+
+
+class _FakeDriver:
+    def __init__(self):
+        self.encoded, self.launches = [], []
+
+    def encode(self, args):
+        self.encoded.append(args)
+        return bytes([len(self.encoded)]) * 128
+
+    def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.launches.append((func, (gx, gy, gz), (bx, by, bz), smem, stream))
+        return 0
+
+
+def test_prepared_launch_reencodes_only_changed_pointers():
+    """The hot path: the first call encodes three maps; the same pointers again encode none; a new q pointer
+    encodes one; O and LSE pointers and the integers land in the parameter block."""
+    from ptxgen.attention.args import AttentionProblem
+    from ptxgen.attention.launch import PreparedAttention
+    from ptxgen.attention.plan import plan_attention
+    from ptxgen.attention.spec import AttentionSpec
+    from ptxgen.isa.types import DType
+
+    b, s, h, hk, d = 2, 300, 8, 2, 64
+    base = t(b, s, h, d)
+    q = base.transpose(1, 2)  # (B, S, H, D) storage
+    k, v = t(b, hk, s, d), t(b, hk, s, d)
+    out, lse = torch.empty_like(q), torch.zeros(b, h, s, dtype=torch.float32)
+    spec = AttentionSpec(d, 128, 128, True)
+    drv = _FakeDriver()
+    prep = PreparedAttention(spec, plan_attention(spec), 7, AttentionProblem(b, h, hk, s, s, d, DType.BF16), q, k, v, out,
+                             0.125, drv)
+    assert prep.run(q, k, v, out, lse, 0) == 0 and len(drv.encoded) == 3
+    qa = drv.encoded[0]
+    assert qa.rank == 4 and qa.global_dims == (d, s, h, b) and qa.global_address == q.data_ptr()
+    assert qa.global_strides == (h * d * 2, d * 2, s * h * d * 2) and qa.box == (64, 128, 1, 1)
+    assert drv.encoded[1].global_dims == (d, s, hk, b)
+    prep.run(q, k, v, out, lse, 0)
+    assert len(drv.encoded) == 3
+    q2 = q.clone()
+    prep.run(q2, k, v, out, None, 5)
+    assert len(drv.encoded) == 4 and drv.encoded[3].global_address == q2.data_ptr()
+    vals = prep.block.read_back()
+    assert vals[3] == out.data_ptr() and vals[4] == 0 and vals[5:9] == [s, s, h, h // hk]
+    assert vals[9:12] == [out.stride(0), out.stride(1), out.stride(2)]
+    assert abs(vals[12] - 0.125 * 1.4426950408889634) < 1e-6
+    assert drv.launches[-1] == (7, (3, h, b), (384, 1, 1), prep.smem, 5)

@@ -1,5 +1,8 @@
 """``ptxgen.attention``: the runtime entry. Checks the arguments, picks the tile, builds (once per spec) and launches
-through the project's launcher (``runtime.fastlaunch.launcher``: one cuLaunchKernel over a pre-packed ParamBlock)."""
+through the project's launcher (``runtime.fastlaunch.launcher``: one cuLaunchKernel over a pre-packed ParamBlock).
+
+The slow path (first call with a dispatch key: shapes, strides, dtype, device, causal, scale, return_lse) builds a
+:class:`PreparedAttention`; later calls with that key check the arguments, write pointers and launch."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import sys
 import threading
 
 from ..isa.tensormap import L2_PROMOTION_128B, TMA_DATA_TYPE_OF, TmaSwizzle
-from ..runtime.params import ParamBlock
+from ..runtime.params import MapSlot, ParamBlock, PtrSlot
 from ..runtime.tensormap import TensorMapArgs
 from .args import AttentionProblem, check_arguments
 from .build import build
@@ -27,12 +30,13 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None) 
     return AttentionSpec(p.head_dim, 128, 128, causal, p.dtype, schedule=schedule or DEFAULT_SCHEDULE)
 
 
-def tensor_map(t, rows_box: int, dtype) -> TensorMapArgs:
+def tensor_map(t, rows_box: int, dtype, address: int | None = None) -> TensorMapArgs:
     """A rank-4 map over (head dim, seqlen, heads, batch) of a (B, H, S, D) view with any strides (D contiguous)."""
     b, h, s, d = t.shape
     es = t.element_size()
     return TensorMapArgs(
-        data_type=TMA_DATA_TYPE_OF[dtype].value, element_bytes=es, rank=4, global_address=t.data_ptr(),
+        data_type=TMA_DATA_TYPE_OF[dtype].value, element_bytes=es, rank=4,
+        global_address=t.data_ptr() if address is None else address,
         global_dims=(d, s, h, b), global_strides=(t.stride(2) * es, t.stride(1) * es, t.stride(0) * es),
         box=(64, rows_box, 1, 1), element_strides=(1, 1, 1, 1), interleave=0, swizzle=TmaSwizzle.B128.value,
         l2_promotion=L2_PROMOTION_128B, oob_fill=0)
@@ -59,6 +63,45 @@ def _kernel(spec: AttentionSpec, device_index: int):
     return k
 
 
+class PreparedAttention:
+    """Everything one dispatch key needs, built once: the kernel, the grid, a pre-packed parameter block whose three
+    tensor maps are re-encoded only when their pointer changes (``runtime.params.MapSlot``, which also remembers the
+    last few pointers' maps), and the pointer slots of O and LSE. A call writes pointers and launches."""
+
+    def __init__(self, spec: AttentionSpec, plan, func: int, p: AttentionProblem, q, k, v, out, scale: float, drv):
+        self.spec, self.func, self.drv, self.smem = spec, func, drv, plan.smem_bytes
+        self.grid = (-(-p.seqlen_q // spec.bm), p.heads, p.batch)
+        self.block = ParamBlock(PARAM_KINDS)
+        self.maps = [MapSlot(self.block, i, tensor_map(t, rows, p.dtype, address=0), drv.encode)
+                     for i, (t, rows) in enumerate(((q, plan.q.box[1]), (k, plan.k.box[1]), (v, plan.v.box[1])))]
+        self.o, self.lse = PtrSlot(self.block, 3), PtrSlot(self.block, 4)
+        for i, val in zip(range(5, 9), (p.seqlen_q, p.seqlen_k, p.heads, p.group)):
+            self.block.set(i, val)
+        for i, dim in zip(range(9, 12), (0, 1, 2)):
+            self.block.set(i, out.stride(dim))
+        self.block.set(12, scale * 1.4426950408889634)
+        self.lock = threading.Lock()
+
+    def run(self, q, k, v, out, lse, stream: int) -> int:
+        """Point the slots at this call's tensors and launch; the CUresult."""
+        with self.lock:  # one parameter block per key: two threads with one key take turns
+            for slot, t in zip(self.maps, (q, k, v)):
+                ptr = t.data_ptr()
+                if slot.ptr != ptr:
+                    slot.point(ptr)
+            self.o.point(out.data_ptr())
+            self.lse.point(0 if lse is None else lse.data_ptr())
+            return self.drv.launch(self.func, *self.grid, self.spec.threads, 1, 1, self.smem, stream, self.block.address, None)
+
+
+_PREPARED: dict = {}
+
+
+def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None) -> tuple:
+    return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), q.dtype, q.device,
+            causal, scale, return_lse, schedule)
+
+
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
               schedule: str | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
@@ -72,28 +115,19 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    spec = choose_spec(p, bool(causal), schedule)
-    dev = q.device.index or 0
-    built, kernel = _kernel(spec, dev)
     from ..runtime.fastlaunch import error_name, launcher
 
-    drv = launcher()
-    plan = built.plan
-    block = ParamBlock(PARAM_KINDS)
-    block.set_map(0, drv.encode(tensor_map(q, plan.q.box[1], p.dtype)))
-    block.set_map(1, drv.encode(tensor_map(k, plan.k.box[1], p.dtype)))
-    block.set_map(2, drv.encode(tensor_map(v, plan.v.box[1], p.dtype)))
-    block.set_ptr(3, out.data_ptr())
-    block.set_ptr(4, 0 if lse is None else lse.data_ptr())
-    for i, val in zip(range(5, 9), (p.seqlen_q, p.seqlen_k, p.heads, p.group)):
-        block.set(i, val)
-    for i, dim in zip(range(9, 12), (0, 1, 2)):
-        block.set(i, out.stride(dim))
-    block.set(12, scale * 1.4426950408889634)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    grid = (-(-p.seqlen_q // spec.bm), p.heads, p.batch)
-    rc = drv.launch(int(kernel.func), *grid, spec.threads, 1, 1,
-                    plan.smem_bytes, stream, block.address, None)
+    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule)
+    prep = _PREPARED.get(key)
+    if prep is None:
+        spec = choose_spec(p, bool(causal), schedule)
+        built, kernel = _kernel(spec, q.device.index or 0)
+        prep = PreparedAttention(spec, built.plan, int(kernel.func), p, q, k, v, out, scale, launcher())
+        if len(_PREPARED) > 256:  # a bound on distinct shapes kept
+            _PREPARED.clear()
+        _PREPARED[key] = prep
+    spec = prep.spec
+    rc = prep.run(q, k, v, out, lse, torch.cuda.current_stream(q.device).cuda_stream)
     if rc:
         from ..runtime.gpu import CudaError
 
