@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from ..emit.env import environment
+from ..isa.descriptors import SmemDescriptor, tmem_lane_c_expr
 from ..emit.sources import generated_line
 from .plan import AttentionPlan, m_block_expr, n_block_end_expr, needs_mask_expr
 
 TEMPLATE = "attention_sm90.cu.j2"
 OUT_CTYPE = {"bf16": "unsigned short", "f16": "unsigned short"}
+
+
+def _common(s) -> dict:
+    """Expressions both templates take: the descriptor start field of a run-time address (ptxgen.isa.descriptors), -inf,
+    the full-warp shuffle mask, the TMEM lane offset."""
+    return {"start_field": lambda expr: SmemDescriptor.start_field_c_expr(s.arch, expr), "neg_inf": "__int_as_float(0xff800000)",
+            "full_mask": "0xffffffffu", "tmem_lane": tmem_lane_c_expr}
 
 
 def _regs(n: int, first: int = 0) -> str:
@@ -26,6 +34,7 @@ def cli_args(s) -> str:
 def view(p: AttentionPlan) -> dict:
     s = p.spec
     return {
+        **_common(s),
         "generated_line": generated_line(cli_args(s)),
         "kernel_name": s.kernel_name,
         "dtype": s.dtype.value,
@@ -65,6 +74,7 @@ def view_sm100(p) -> dict:
     s = p.spec
     t = p.tmem
     return {
+        **_common(s),
         "generated_line": generated_line(cli_args(s)),
         "kernel_name": s.kernel_name, "dtype": s.dtype.value, "out_ctype": OUT_CTYPE[s.dtype.value],
         "head_dim": s.head_dim, "bm": s.bm, "bn": s.bn, "stages": s.stages, "causal": s.causal, "threads": s.threads,
