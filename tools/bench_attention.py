@@ -2,10 +2,11 @@
 
 Shapes: batch x seqlen = 16k, heads x head_dim = 2048, seqlen 512..16k, head dim 64 and 128, causal and not.
 Each point: outputs checked against a float64 reference on a slice of heads first (max abs error printed), then
-ROUNDS alternating rounds of CALLS back-to-back calls per contender (CUDA events), the median per call reported.
+REPEATS alternating passes, each timing CALLS back-to-back calls per contender in turn (CUDA events); the median
+pass per contender is reported.
 FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts them.
 
-    python tools/bench_attention.py [--seqlens 512,2048,8192,16384] [--head-dims 64,128] [--rounds 7] [--json out.json]
+    python tools/bench_attention.py [--seqlens 512,2048,8192,16384] [--head-dims 64,128] [--repeats 7] [--json out.json]
         [--schedules serial,overlap,pingpong]
 """
 
@@ -62,7 +63,7 @@ def main() -> int:
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--head-dims", default="64,128")
     ap.add_argument("--causal", default="0,1")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--json", default=None)
     ap.add_argument("--schedules", default="serial,overlap,pingpong", help="ptxgen consumer schedules to time")
@@ -85,7 +86,7 @@ def main() -> int:
                         live[n] = fn
                     except Exception as e:  # noqa: BLE001 - a backend torch lacks for this shape: reported, skipped
                         errs[n] = f"unavailable: {type(e).__name__}: {str(e)[:80]}"
-                for _ in range(a.rounds):
+                for _ in range(a.repeats):
                     for n, fn in live.items():
                         times[n].append(time_calls(fn, q, k, v, causal, a.calls))
                 row = {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal, "max_abs_err": errs,

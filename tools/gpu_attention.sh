@@ -25,7 +25,7 @@ PY
 echo "smoke rc=$?" >> "$OUT/smoke.log"; cat "$OUT/smoke.log"
 timeout ${TEST_S:-150} python3 -m pytest tests/test_attention_gpu.py -q -p no:cacheprovider -rs > "$OUT/gpu_tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/gpu_tests.log"; tail -25 "$OUT/gpu_tests.log"
-timeout ${BENCH_S:-100} python3 tools/bench_attention.py --seqlens ${SEQLENS:-512,2048,8192,16384} --rounds 5 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+timeout ${BENCH_S:-100} python3 tools/bench_attention.py --seqlens ${SEQLENS:-512,2048,8192,16384} --repeats 5 --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 echo "bench rc=$?" >> "$OUT/bench.log"; cat "$OUT/bench.log"
 if command -v compute-sanitizer >/dev/null 2>&1; then
   for s in serial pingpong; do
