@@ -49,6 +49,12 @@ def __getattr__(name: str):
         module = importlib.import_module(".api", __name__)
         _register_if_torch()
         return module
+    if name == "attention":  # the package is callable: ptxgen.attention(q, k, v, causal=..., ...)
+        import importlib
+
+        module = importlib.import_module(".attention", __name__)
+        _register_if_torch()
+        return module
     if name in _GROUPED:
         from . import grouped
 

@@ -386,6 +386,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     if want("build"):
         b = sub.add_parser("build", help="write generated/<kernel>/{kernel.cu,kernel.ptx,layout.json,layout.svg}")
+        b.add_argument("--kind", choices=("gemm", "attention"), default="gemm",
+                       help="gemm (default: the tile-spec flags below) or attention (--head-dim, --bm, --bn, --causal; "
+                            "ptxgen build --kind attention --help)")
         add_spec_flags(b)
         b.add_argument("--out", default="generated", help="output folder (default generated)")
         b.add_argument("--json", action="store_true", help="print a JSON build report")
@@ -480,8 +483,22 @@ LOCAL_COMMANDS = ("explain", "decode", "build", "check", "sweep", "show", "cache
 GPU_COMMANDS = ("validate", "probe", "selftest", "bench", "tune")
 
 
+def _kind(argv: list[str]) -> str | None:
+    """The value of build's --kind (``--kind X`` or ``--kind=X``), None when absent."""
+    for i, a in enumerate(argv):
+        if a == "--kind" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--kind="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "build" and _kind(argv[1:]) == "attention":  # its own flags: ptxgen.attention.cli
+        from .attention.cli import main as attention_build
+
+        return attention_build(argv[1:])
     parser = build_parser(argv[0] if argv and argv[0] in LOCAL_COMMANDS + GPU_COMMANDS else None)
     args = parser.parse_args(argv)
     try:

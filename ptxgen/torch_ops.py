@@ -17,6 +17,8 @@ import sys
 import threading
 
 SCHEMA = "gemm(Tensor a, Tensor b, str? out_dtype=None) -> Tensor"
+# ptxgen.attention as an operator (functional: a new output shaped and strided like q)
+ATTENTION_SCHEMA = "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor"
 _LOCK = threading.Lock()
 _STATE: dict = {}
 
@@ -58,6 +60,16 @@ def _fake(a, b, out_dtype=None):
     return a.new_empty_strided((a.shape[0], n), (ldd, 1), dtype=dt)
 
 
+def _attention_impl(q, k, v, causal=False, scale=None):
+    from .attention.launch import attention
+
+    return attention(q, k, v, causal=causal, scale=scale)
+
+
+def _attention_fake(q, k, v, causal=False, scale=None):
+    return sys.modules["torch"].empty_like(q)
+
+
 def register_torch_ops(only_if_imported: bool = False) -> bool:
     """Define ``torch.ops.ptxgen.gemm`` (once per process). ``only_if_imported``: do nothing unless torch is
     already imported. True when the operator is (now) registered."""
@@ -75,6 +87,9 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
         lib.define(SCHEMA)
         lib.impl("gemm", _impl, "CUDA")
         torch.library.register_fake("ptxgen::gemm", _fake, lib=lib)
+        lib.define(ATTENTION_SCHEMA)
+        lib.impl("attention", _attention_impl, "CUDA")
+        torch.library.register_fake("ptxgen::attention", _attention_fake, lib=lib)
         _STATE["lib"] = lib  # the registration lives as long as the Library object
         _STATE["done"] = True
     return True

@@ -52,7 +52,7 @@ def test_derive_imports_only_isa_and_derive():
 
 
 INDEPENDENT_MODELS = ("readmodel", "tmamodel", "pipesim", "pipesim_state", "pipesim_agents", "mbarrier", "fragmodel",
-                      "sfmodel", "groupmodel", "chainref", "mxref")
+                      "sfmodel", "groupmodel", "chainref", "mxref", "attnmodel")
 
 
 def test_independent_models_import_nothing_from_ptxgen():
@@ -105,7 +105,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "model": 3,
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
-    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6, "author": 6,
+    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6, "author": 6, "attention": 6,
     "cli": 7,
     "__main__": 8,
     "": 9,  # ptxgen/__init__.py (loads the API on first use)

@@ -1,0 +1,144 @@
+"""ptxgen.attention's argument checks (CPU tensors: every check before the device one), the torch operator's fake
+implementation, and ``ptxgen build --kind attention``'s exit statuses. No GPU needed."""
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ptxgen  # noqa: E402
+from ptxgen.runtime.arrays import ArgumentError, DTypeError  # noqa: E402
+
+
+def t(*shape, dtype=torch.bfloat16):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("args,err,words", [
+    ((t(1, 2, 8, 64, dtype=torch.float32), t(1, 2, 8, 64), t(1, 2, 8, 64)), DTypeError, "bfloat16 or float16"),
+    ((t(1, 2, 8, 64), t(1, 2, 8, 64, dtype=torch.float16), t(1, 2, 8, 64)), DTypeError, "share one dtype"),
+    ((t(2, 8, 64), t(1, 2, 8, 64), t(1, 2, 8, 64)), ArgumentError, "4 dimensions"),
+    ((t(1, 2, 8, 96), t(1, 2, 8, 96), t(1, 2, 8, 96)), ArgumentError, "head_dim 96"),
+    ((t(1, 6, 8, 64), t(1, 4, 8, 64), t(1, 4, 8, 64)), ArgumentError, "must divide"),
+    ((t(1, 2, 8, 64), t(2, 2, 8, 64), t(2, 2, 8, 64)), ArgumentError, "batch"),
+    ((t(1, 2, 8, 64), t(1, 2, 8, 64), t(1, 2, 9, 64)), ArgumentError, "same shape"),
+    ((t(1, 2, 0, 64), t(1, 2, 8, 64), t(1, 2, 8, 64)), ArgumentError, "at least 1"),
+    ((t(1, 2, 8, 128)[..., ::2], t(1, 2, 8, 64), t(1, 2, 8, 64)), ArgumentError, "contiguous"),
+    ((t(1, 2, 8, 64), t(1, 2, 8, 64), t(1, 2, 8, 64)), ArgumentError, "CUDA device"),
+])
+def test_argument_errors_name_the_rule(args, err, words):
+    with pytest.raises(err) as e:
+        ptxgen.attention(*args)
+    assert words in str(e.value)
+
+
+def test_out_and_scale_checks():
+    q = t(1, 2, 8, 64)
+    with pytest.raises(ArgumentError, match="shape"):
+        ptxgen.attention(q, q, q, out=t(1, 2, 8, 32))
+    with pytest.raises(DTypeError):
+        ptxgen.attention(q, q, q, out=t(1, 2, 8, 64, dtype=torch.float16))
+    with pytest.raises(ArgumentError, match="finite"):
+        ptxgen.attention(q, q, q, scale=float("nan"))
+
+
+def test_gqa_and_bshd_views_pass_the_checks_until_the_device():
+    """GQA (8 q heads over 2 kv heads) and (B, S, H, D) storage seen as (B, H, S, D) are legal: only the device check
+    stops them on a CPU tensor."""
+    base = t(3, 2, 100, 8, 64)
+    q = base[0].transpose(1, 2)
+    kv = t(2, 100, 2, 64).transpose(1, 2)
+    with pytest.raises(ArgumentError, match="CUDA device"):
+        ptxgen.attention(q, kv, kv, causal=True)
+
+
+def test_torch_op_fake_for_compile():
+    ptxgen.register_torch_ops()
+    q = torch.empty(2, 4, 100, 64, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(2, 1, 300, 64, dtype=torch.bfloat16, device="meta")
+    o = torch.ops.ptxgen.attention(q, k, k, True, 0.2)
+    assert o.shape == q.shape and o.dtype == q.dtype
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "ptxgen", "build", *args], capture_output=True, text=True)
+
+
+def test_cli_builds_attention(tmp_path):
+    r = _cli("--kind", "attention", "--head-dim", "64", "--bm", "128", "--bn", "128", "--causal", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "SASS:" in r.stdout and "local 0 B" in r.stdout
+    (d,) = tmp_path.iterdir()
+    assert {p.name for p in d.iterdir()} == {"kernel.cu", "kernel.ptx", "plan.json"}
+
+
+@pytest.mark.parametrize("args", [
+    ("--head-dim", "80"), ("--head-dim", "64", "--bm", "256"), ("--head-dim", "128", "--bn", "192"),
+    ("--head-dim", "64", "--arch", "sm_100a", "--bm", "64"), ("--head-dim", "64", "--dtype", "e4m3"), ("--bm", "128"),
+    ("--head-dim", "64", "--bm", "64", "--schedule", "pingpong"),
+])
+def test_cli_illegal_combinations_exit_2(args, tmp_path):
+    r = _cli("--kind", "attention", *args, "--out", str(tmp_path))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "error" in r.stderr
+
+
+def test_cli_builds_the_tcgen05_form(tmp_path):
+    r = _cli("--kind", "attention", "--head-dim", "128", "--bn", "128", "--arch", "sm_100a", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "UTCHMMA" in r.stdout and "local 0 B" in r.stdout
+
+
+def test_cli_kind_gemm_keeps_the_gemm_flags():
+    r = _cli("--kind", "gemm", "--bm", "128")  # gemm's required flags still required
+    assert r.returncode == 2 and "--bn" in r.stderr
+
+
+class _FakeDriver:
+    def __init__(self):
+        self.encoded, self.launches = [], []
+
+    def encode(self, args):
+        self.encoded.append(args)
+        return bytes([len(self.encoded)]) * 128
+
+    def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.launches.append((func, (gx, gy, gz), (bx, by, bz), smem, stream))
+        return 0
+
+
+def test_prepared_launch_reencodes_only_changed_pointers():
+    """The hot path: the first call encodes three maps; the same pointers again encode none; a new q pointer
+    encodes one; O and LSE pointers and the integers land in the parameter block."""
+    from ptxgen.attention.args import AttentionProblem
+    from ptxgen.attention.launch import PreparedAttention
+    from ptxgen.attention.plan import plan_attention
+    from ptxgen.attention.spec import AttentionSpec
+    from ptxgen.isa.types import DType
+
+    b, s, h, hk, d = 2, 300, 8, 2, 64
+    base = t(b, s, h, d)
+    q = base.transpose(1, 2)  # (B, S, H, D) storage
+    k, v = t(b, hk, s, d), t(b, hk, s, d)
+    out, lse = torch.empty_like(q), torch.zeros(b, h, s, dtype=torch.float32)
+    spec = AttentionSpec(d, 128, 128, True)
+    drv = _FakeDriver()
+    prep = PreparedAttention(spec, plan_attention(spec), 7, AttentionProblem(b, h, hk, s, s, d, DType.BF16), q, k, v, out,
+                             0.125, drv)
+    assert prep.run(q, k, v, out, lse, 0) == 0 and len(drv.encoded) == 3
+    qa = drv.encoded[0]
+    assert qa.rank == 4 and qa.global_dims == (d, s, h, b) and qa.global_address == q.data_ptr()
+    assert qa.global_strides == (h * d * 2, d * 2, s * h * d * 2) and qa.box == (64, 128, 1, 1)
+    assert drv.encoded[1].global_dims == (d, s, hk, b)
+    prep.run(q, k, v, out, lse, 0)
+    assert len(drv.encoded) == 3
+    q2 = q.clone()
+    prep.run(q2, k, v, out, None, 5)
+    assert len(drv.encoded) == 4 and drv.encoded[3].global_address == q2.data_ptr()
+    vals = prep.block.read_back()
+    assert vals[3] == out.data_ptr() and vals[4] == 0 and vals[5:9] == [s, s, h, h // hk]
+    assert vals[9:12] == [out.stride(0), out.stride(1), out.stride(2)]
+    assert abs(vals[12] - 0.125 * 1.4426950408889634) < 1e-6
+    assert drv.launches[-1] == (7, (3, h, b), (384, 1, 1), prep.smem, 5)

@@ -1,0 +1,128 @@
+"""L2: the attention kernel renders, compiles for sm_90a with NVRTC and passes its SASS gate (no GPU needed)."""
+
+import re
+
+import pytest
+
+from ptxgen.attention.build import build, check_attention_sass
+from ptxgen.attention.plan import m_block_expr, n_block_end, n_block_end_expr, needs_mask, needs_mask_expr, plan_attention
+from ptxgen.attention.render import render
+from ptxgen.attention.spec import AttentionSpec
+from ptxgen.isa.types import Arch, DType, SpecError
+from ptxgen.runtime.cache import sass_dumps
+
+SPECS = [
+    AttentionSpec(64, 128, 128, False, schedule="serial"),
+    AttentionSpec(128, 128, 128, True, schedule="serial"),
+    AttentionSpec(128, 64, 128, False, schedule="overlap"),
+    AttentionSpec(128, 128, 128, True, DType.F16, schedule="overlap"),
+    AttentionSpec(64, 128, 128, False, schedule="pingpong"),
+    AttentionSpec(64, 128, 128, True, DType.F16, schedule="pingpong"),
+    AttentionSpec(128, 128, 128, False, schedule="pingpong"),
+    AttentionSpec(128, 128, 128, True, schedule="pingpong"),
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.kernel_name)
+def test_compiles_and_passes_the_sass_gate(spec):
+    b = build(spec)
+    rep = b.sass_report()
+    assert rep.ok, rep.problems
+    assert rep.local_bytes == 0 and rep.stack_bytes == 0
+    assert rep.pv_from_registers == rep.pv_mmas == rep.pv_transposed > 0
+
+
+def test_sass_gate_control_fails():
+    """The gate on real SASS with one P·V HGMMA dropped, or one turned into a descriptor-A form, must refuse it."""
+    spec = AttentionSpec(128, 128, 128, False, schedule="overlap")
+    b = build(spec)
+    sass, res = sass_dumps(b.cache_result)
+    lines = sass.splitlines()
+    pv = [i for i, l in enumerate(lines) if re.search(r"HGMMA.*tnspB", l)]
+    dropped = "\n".join(l for i, l in enumerate(lines) if i != pv[3])
+    assert not check_attention_sass(b.plan, dropped, res).ok
+    swapped = "\n".join(re.sub(r"R\d+, gdesc\[(\w+)\]\.tnspB", r"gdesc[\1], gdesc[\1].tnspB", l) if i == pv[0] else l
+                        for i, l in enumerate(lines))
+    assert not check_attention_sass(b.plan, swapped, res).ok
+    local = sass.replace("BAR.SYNC.DEFER_BLOCKING 0x0", "STL [R1], R0", 1)
+    assert not check_attention_sass(b.plan, local, res).ok
+
+
+def test_kernel_takes_the_planned_descriptors():
+    """Every K-step descriptor of the plan appears in the source as the constant its wgmma adds the stage address to."""
+    plan = plan_attention(AttentionSpec(128, 128, 128, True, schedule="pingpong"))
+    src = render(plan)
+    for d in plan.v.descriptors + plan.k.descriptors:
+        assert f"{d:#018x}ull + " in src
+    assert ".m64n128k16.f32.bf16.bf16" in src and ", 1, 1, 1, 1;" in src  # P·V: imm-trans-b = 1 (V MN-major)
+
+
+def _c_eval(expr: str, **values) -> int:
+    """Evaluate one of the plan's C expressions with C's integer semantics for the non-negative values used here."""
+    py = expr.replace("||", " or ").replace("static_cast<int>", "int").replace("/", "//")
+    return eval(py, {"min": min, "int": int}, values)  # noqa: S307 - our own three expressions
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("bm,bn", [(64, 64), (128, 128), (128, 192)])
+def test_c_expressions_agree_with_the_plan(causal, bm, bn):
+    for sk in (1, 7, 128, 129, 1000):
+        nb = -(-sk // bn)
+        for m in range(0, 12):
+            assert _c_eval(n_block_end_expr(bm, bn, causal), n_blocks=nb, m_block=m) == n_block_end(m, bm, bn, sk, causal)
+            for n in range(nb):
+                assert bool(_c_eval(needs_mask_expr(bm, bn, causal), n_block=n, m_block=m, seqlen_k=sk)) == \
+                    needs_mask(m, n, bm, bn, sk, causal)
+    grid = 5
+    got = [_c_eval(m_block_expr(causal).replace("gridDim.x", "g").replace("blockIdx.x", "b"), g=grid, b=b) for b in range(grid)]
+    assert sorted(got) == list(range(grid))
+
+
+@pytest.mark.parametrize("kw,flag", [
+    (dict(head_dim=96), "--head-dim"), (dict(head_dim=64, bm=192), "--bm"), (dict(head_dim=64, bn=96), "--bn"),
+    (dict(head_dim=128, bn=192), "--bn"), (dict(head_dim=64, dtype=DType.E4M3), "--dtype"),
+    (dict(head_dim=64, bm=64, arch=Arch.SM100A), "--bm"), (dict(head_dim=64, arch=Arch.SM100A, schedule="overlap"), "--schedule"), (dict(head_dim=64, bm=64, schedule="pingpong"), "--schedule"),
+    (dict(head_dim=64, schedule="fast"), "--schedule"), (dict(head_dim=128, stages=4), "--stages"),
+])
+def test_illegal_specs_are_refused_naming_the_flag(kw, flag):
+    with pytest.raises(SpecError) as e:
+        AttentionSpec(**kw)
+    assert str(e.value).startswith(flag + "=")
+
+
+SM100_SPECS = [AttentionSpec(64, 128, 128, False, arch=Arch.SM100A), AttentionSpec(128, 128, 128, True, arch=Arch.SM100A),
+               AttentionSpec(64, 128, 64, True, DType.F16, arch=Arch.SM100A)]
+
+
+@pytest.mark.parametrize("spec", SM100_SPECS, ids=lambda s: s.kernel_name)
+def test_tcgen05_form_compiles_and_passes_its_gate(spec):
+    """L2 only: NVRTC for sm_100a; D/16 UTCHMMA reading A through a descriptor and BN/16 reading A from TMEM, all in
+    the key-block loop; LDTM, STTM, three commits; no local memory."""
+    rep = build(spec).sass_report()
+    assert rep.ok, rep.problems
+    assert (rep.qk_mmas, rep.pv_mmas) == (spec.head_dim // 16, spec.bn // 16)
+
+
+def test_tcgen05_gate_control_fails():
+    from ptxgen.attention.build import check_attention_sass_sm100
+
+    b = build(SM100_SPECS[1])
+    sass, res = sass_dumps(b.cache_result)
+    first_ts = next(l for l in sass.splitlines() if re.search(r"UTCHMMA\s+tmem", l))
+    assert not check_attention_sass_sm100(b.plan, sass.replace(first_ts, "", 1), res).ok
+
+
+@pytest.mark.parametrize("bn,d", [(64, 64), (128, 64), (128, 128), (64, 128)])
+def test_tmem_column_plan(bn, d):
+    """S, O and P's columns are disjoint and inside the allocation (a power of two in 32..512); P·V's K-step j reads
+    P's columns p + 8j .. p + 8j + 7 (16 16-bit elements of each lane's row, two a column), which together are
+    exactly the BN/2 columns the softmax writes."""
+    from ptxgen.attention.plan_sm100 import plan_attention_sm100
+
+    t = plan_attention_sm100(AttentionSpec(d, 128, bn, arch=Arch.SM100A)).tmem
+    spans = [(t.s_col, t.s_col + bn), (t.o_col, t.o_col + d), (t.p_col, t.p_col + bn // 2)]
+    cols = [c for a, b in spans for c in range(a, b)]
+    assert len(cols) == len(set(cols)) and max(cols) < t.alloc
+    assert t.alloc in (32, 64, 128, 256, 512)
+    read = sorted(t.p_col + 8 * j + c for j in range(bn // 16) for c in range(8))
+    assert read == list(range(t.p_col, t.p_col + bn // 2))

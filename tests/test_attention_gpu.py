@@ -1,0 +1,117 @@
+"""L3: ptxgen.attention on a Hopper GPU against a float64 reference (torch CUDA build needed; skips without a GPU)."""
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():  # a CPU torch build: nothing to run these on
+    pytest.skip("no CUDA torch", allow_module_level=True)
+
+import ptxgen  # noqa: E402
+from ptxgen.attention.launch import attention as attention_with  # noqa: E402
+
+SCHEDULES = ["serial", "overlap", "pingpong"]
+
+
+def reference(q, k, v, causal, scale):
+    """float64 on the GPU, GQA by repeating kv heads; causal top-left aligned (SDPA's is_causal)."""
+    g = q.shape[1] // k.shape[1]
+    qd, kd, vd = q.double(), k.double().repeat_interleave(g, 1), v.double().repeat_interleave(g, 1)
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        mask = torch.arange(sk, device=q.device)[None, :] <= torch.arange(sq, device=q.device)[:, None]
+        s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    return torch.softmax(s, -1) @ vd, lse
+
+
+CASES = [(b, h, hk, sq, sk, d) for (b, h, hk) in [(2, 8, 8), (1, 8, 2), (2, 8, 1)] for (sq, sk) in [(1, 1), (7, 7), (1000, 1000), (130, 517)]
+         for d in (64, 128)]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("b,h,hk,sq,sk,d", CASES)
+def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal, schedule):
+    torch.manual_seed(sq * 31 + sk + d + hk)
+    dt = getattr(torch, dtype)
+    q = torch.randn(b, h, sq, d, device="cuda", dtype=dt)
+    k = torch.randn(b, hk, sk, d, device="cuda", dtype=dt)
+    v = torch.randn(b, hk, sk, d, device="cuda", dtype=dt)
+    out, lse = attention_with(q, k, v, causal=causal, return_lse=True, schedule=schedule)
+    ro, rl = reference(q, k, v, causal, 1 / math.sqrt(d))
+    tol = 2e-2 if dtype == "bfloat16" else 4e-3
+    assert torch.isfinite(out).all()
+    assert (out.double() - ro).abs().max().item() < tol + tol * ro.abs().max().item()
+    assert (lse.double() - rl).abs().max().item() < 1e-2
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_attention_bshd_view_without_copy(schedule):
+    """(B, S, H, D) storage transposed to (B, H, S, D): read in place through the tensor map's strides."""
+    b, s, h, d = 2, 300, 8, 128
+    base = torch.randn(3, b, s, h, d, device="cuda", dtype=torch.bfloat16)
+    q, k, v = (base[i].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous()
+    out = attention_with(q, k, v, causal=True, schedule=schedule)
+    assert out.stride() == q.stride()  # the output keeps q's (B, S, H, D) storage
+    ro, _ = reference(q, k, v, True, d ** -0.5)
+    assert (out.double() - ro).abs().max().item() < 3e-2
+
+
+def test_attention_out_and_scale():
+    q, k, v = (torch.randn(1, 4, 200, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.empty_like(q)
+    r = ptxgen.attention(q, k, v, scale=0.3, out=out)
+    assert r is out
+    ro, _ = reference(q, k, v, False, 0.3)
+    assert (out.double() - ro).abs().max().item() < 5e-3
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_attention_matches_sdpa(schedule):
+    q, k, v = (torch.randn(2, 16, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for causal in (False, True):
+        ours = attention_with(q, k, v, causal=causal, schedule=schedule)
+        theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        assert (ours.float() - theirs.float()).abs().max().item() < 2e-2
+
+
+def test_torch_op_and_compile():
+    ptxgen.register_torch_ops()
+    q, k, v = (torch.randn(1, 4, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    a = torch.ops.ptxgen.attention(q, k, v, True, None)
+    f = torch.compile(lambda q, k, v: torch.ops.ptxgen.attention(q, k, v, True, None) * 2, fullgraph=True)
+    assert torch.equal(f(q, k, v), a * 2)
+
+
+def test_prepared_launch_follows_new_pointers():
+    """One dispatch key, three sets of tensors: each call's maps point at its own tensors (MapSlot re-encodes), and
+    calling back with the first set reuses its remembered maps."""
+    sets = [tuple(torch.randn(1, 4, 333, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3)) for _ in range(3)]
+    for q, k, v in sets + sets[:1]:
+        out = ptxgen.attention(q, k, v, causal=True)
+        ro, _ = reference(q, k, v, True, 64 ** -0.5)
+        assert (out.double() - ro).abs().max().item() < 2e-2
+
+
+def test_cuda_graph_capture_and_replay():
+    q, k, v = (torch.randn(2, 8, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    ptxgen.attention(q, k, v, out=out)  # build and prepare outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ptxgen.attention(q, k, v, out=out)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        out.zero_()
+        g.replay()
+        torch.cuda.synchronize()
+        ro, _ = reference(q, k, v, False, 128 ** -0.5)
+        assert (out.double() - ro).abs().max().item() < 2e-2
