@@ -15,6 +15,7 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   make_spec(...), gemm(a, b), NoGPU, ArgumentError, ProblemError
   register_torch_ops(): torch.ops.ptxgen.gemm for torch.compile (done by ``import ptxgen`` when torch is
   already imported, and by the first use of the API when torch is imported by then)
+  ptxgen.nn: Linear and GroupedLinear, torch modules with autograd (docs/training.md)
   grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers; FP8:
   scaled_grouped_gemm (row-wise scales), blockscaled_grouped_gemm (DeepSeek block scales))
 """
@@ -43,6 +44,10 @@ def __getattr__(name: str):
         value = getattr(api, name)
         globals()[name] = value
         return value
+    if name == "nn":  # ptxgen.nn.Linear after a plain `import ptxgen` (imports torch)
+        import importlib
+
+        return importlib.import_module(".nn", __name__)
     if name == "api":  # ptxgen.api.gemm_spec after a plain `import ptxgen`
         import importlib
 
@@ -59,7 +64,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted({*globals(), *_API, *_GROUPED, "api"})
+    return sorted({*globals(), *_API, *_GROUPED, "api", "nn"})
 
 
 def _register_if_torch() -> None:

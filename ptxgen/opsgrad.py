@@ -105,6 +105,16 @@ def grouped_setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(a, b, offs)
 
 
+def zero_tail(da, offs):
+    """``da`` with the rows past the last group (offs[-1] on, read on the device) set to 0: the grouped kernel does
+    not write them, and no output depends on those rows of the input."""
+    torch = _torch()
+    if not offs.shape[0]:
+        return torch.zeros_like(da)
+    rows = torch.arange(da.shape[0], device=da.device)
+    return torch.where((rows < offs[-1])[:, None], da, torch.zeros((), dtype=da.dtype, device=da.device))
+
+
 def grouped_backward(ctx, dy):
     torch = _torch()
     a, b, offs = ctx.saved_tensors
@@ -114,11 +124,7 @@ def grouped_backward(ctx, dy):
     da = db = None
     if need_a:
         da = torch.ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs)
-        if offs.shape[0]:  # rows past the last group: the kernel does not write them; their gradient is 0
-            rows = torch.arange(a.shape[0], device=a.device)
-            da = torch.where((rows < offs[-1])[:, None], da, torch.zeros((), dtype=da.dtype, device=da.device))
-        else:
-            da = torch.zeros_like(a)
+        da = zero_tail(da, offs)
     if need_b:
         db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), a.t(), offs).to(b.dtype)
     return (da, db, None, None)[:len(ctx.needs_input_grad)]
