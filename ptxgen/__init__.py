@@ -18,6 +18,8 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   ptxgen.nn: Linear and GroupedLinear, torch modules with autograd (docs/training.md)
   grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers; FP8:
   scaled_grouped_gemm (row-wise scales), blockscaled_grouped_gemm (DeepSeek block scales))
+  scaled_gemm(a, b, scale_a, scale_b, out_dtype=, bias=)  (``ptxgen.scaled``: dense FP8, torch._scaled_mm's row-wise
+  scales)
 """
 
 import sys as _sys
@@ -26,7 +28,8 @@ from .version import __version__
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 _GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")
-__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED]
+_SCALED = ("scaled_gemm",)
+__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED, *_SCALED]
 
 
 def register_torch_ops() -> bool:
@@ -42,6 +45,12 @@ def __getattr__(name: str):
 
         _register_if_torch()
         value = getattr(api, name)
+        globals()[name] = value
+        return value
+    if name in _SCALED:
+        from . import scaled
+
+        value = getattr(scaled, name)
         globals()[name] = value
         return value
     if name == "nn":  # ptxgen.nn.Linear after a plain `import ptxgen` (imports torch)
@@ -64,7 +73,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted({*globals(), *_API, *_GROUPED, "api", "nn"})
+    return sorted({*globals(), *_API, *_GROUPED, *_SCALED, "api", "nn"})
 
 
 def _register_if_torch() -> None:

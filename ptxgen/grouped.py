@@ -285,6 +285,22 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
 _BATCH_OFFS: dict[tuple, object] = {}
 
 
+def batch_offs(g: int, m: int, device):
+    """int32 offs = M, 2M, ..., G M on ``device`` (torch), made once per (G, M, device) and kept: the batched form's
+    groups, and with G = 1 a dense problem's one group (``ptxgen.scaled.scaled_gemm``)."""
+    import sys
+
+    key = (g, m, device)
+    offs = _BATCH_OFFS.get(key)
+    if offs is None:
+        torch = sys.modules["torch"]
+        offs = torch.arange(m, g * m + 1, m, dtype=torch.int32, device=device) if m else \
+            torch.zeros(g, dtype=torch.int32, device=device)
+        torch.cuda.current_stream(device).synchronize()  # once: the kernel may run on another stream
+        _BATCH_OFFS[key] = offs
+    return offs
+
+
 def _batched(a, b, out, out_dtype, stream):
     """The 3-D x 3-D form through the grouped kernel: a (G, M, K) -> (G M, K) rows, offs = M, 2M, ..., G M."""
     import sys
@@ -305,13 +321,7 @@ def _batched(a, b, out, out_dtype, stream):
         raise ArgumentError(f"a's batches must follow each other with no gap (stride {m} x {a.stride(1)} between a[g] and "
                             f"a[g + 1]); it has strides {tuple(a.stride())}: pass a.contiguous()")
     a2 = a.reshape(g * m, k)
-    key = (g, m, a.device)
-    offs = _BATCH_OFFS.get(key)
-    if offs is None:
-        offs = torch.arange(m, g * m + 1, m, dtype=torch.int32, device=a.device) if m else \
-            torch.zeros(g, dtype=torch.int32, device=a.device)
-        torch.cuda.current_stream(a.device).synchronize()  # once: the kernel may run on another stream
-        _BATCH_OFFS[key] = offs
+    offs = batch_offs(g, m, a.device)
     n = b.shape[1]
     if out is None:
         flat = grouped_gemm(a2, b, offs, None, out_dtype=out_dtype, stream=stream)
