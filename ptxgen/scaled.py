@@ -40,9 +40,6 @@ def _check(torch, a, b, scale_a, scale_b, bias) -> tuple[int, int]:
     """(M, N) after the checks torch._scaled_mm's row-wise recipe makes (shapes, dtypes)."""
     if not all(isinstance(t, torch.Tensor) for t in (a, b, scale_a, scale_b)):
         raise ArgumentError("scaled_gemm takes torch tensors (a, b, scale_a, scale_b)")
-    if any(t.device.type != "cuda" for t in (a, b, scale_a, scale_b)):
-        raise ArgumentError("scaled_gemm runs on CUDA tensors; got "
-                            f"{', '.join(str(t.device) for t in (a, b, scale_a, scale_b))}")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
         raise ArgumentError(f"a must be M x K and b N x K (a @ b.T); got {tuple(a.shape)} and {tuple(b.shape)}")
     m, n = a.shape[0], b.shape[0]
@@ -53,6 +50,9 @@ def _check(torch, a, b, scale_a, scale_b, bias) -> tuple[int, int]:
         raise DTypeError(f"scale_a and scale_b are float32; got {scale_a.dtype} and {scale_b.dtype}")
     if bias is not None and (not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (n,)):
         raise ArgumentError(f"bias holds N = {n} values; got {getattr(bias, 'shape', type(bias).__name__)}")
+    if any(t.device.type != "cuda" for t in (a, b, scale_a, scale_b)):
+        raise ArgumentError("scaled_gemm runs on CUDA tensors; got "
+                            f"{', '.join(str(t.device) for t in (a, b, scale_a, scale_b))}")
     return m, n
 
 

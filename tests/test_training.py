@@ -211,3 +211,20 @@ def test_reference_bounds_agree_with_the_kernels_clamping():
     """opsref.group_bounds (the reference's clamping) against this file's own transcription of the rule."""
     for offs in ([2, 2, 8], [5, 3, 9], [0, 20, 4], []):
         assert opsref.group_bounds(torch.tensor(offs, dtype=torch.int32), 9) == _bounds_ref(offs, 9)
+
+
+def test_scaled_gemm_checks_its_arguments_before_any_gpu_work():
+    from ptxgen.runtime.arrays import ArgumentError, DTypeError
+
+    a, b = torch.zeros(4, 32, dtype=torch.float8_e4m3fn), torch.zeros(8, 32, dtype=torch.float8_e4m3fn)
+    sa, sb = torch.ones(4, 1), torch.ones(1, 8)
+    with pytest.raises(ArgumentError, match="scale_a M x 1 = 4 x 1"):
+        ptxgen.scaled_gemm(a, b, torch.ones(4, 2), sb)
+    with pytest.raises(ArgumentError, match="a must be M x K and b N x K"):
+        ptxgen.scaled_gemm(a, b[:, :16], sa, sb)
+    with pytest.raises(DTypeError, match="float32"):
+        ptxgen.scaled_gemm(a, b, sa.double(), sb)
+    with pytest.raises(ArgumentError, match="bias holds N = 8"):
+        ptxgen.scaled_gemm(a, b, sa, sb, bias=torch.ones(4))
+    with pytest.raises(ArgumentError, match="CUDA tensors"):
+        ptxgen.scaled_gemm(a, b, sa, sb)
