@@ -3,8 +3,8 @@
 They exist so that the operators' autograd formulas (``ptxgen.opsgrad``) can be checked on a machine with no GPU:
 ``torch.autograd.gradcheck`` in float64 and ``torch.library.opcheck`` run the formulas through these, and a GPU run
 swaps in ptxgen's kernels under the same formulas. They are written from the operators' documented meaning with
-plain torch arithmetic (f32 accumulation for 16-bit inputs, f64 for f64), share no code with the kernels, and return
-the same shapes and strides as the operators' fake implementations (rows padded to 16 bytes, as the kernels write).
+plain torch arithmetic (f32 accumulation for 16-bit inputs, f64 for f64) and share no code with the kernels; the
+operators copy their values into the layout the fake implementations give (ptxgen.torch_ops).
 
 CPU only: the GPU never runs these (a CUDA tensor goes to ptxgen's kernels). f64 inputs are accepted here, where no
 kernel takes them, so that gradcheck can run in double precision.
@@ -14,20 +14,7 @@ from __future__ import annotations
 
 import sys
 
-_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
-
-
-def padded_ld(n: int, dtype_name: str) -> int:
-    """The row pitch (elements) of an output with ``n`` columns as ptxgen's kernels allocate it: rows start 16 bytes
-    apart at least, a multiple of 16 bytes."""
-    q = 16 // _ITEMSIZE[dtype_name]
-    return max(q, -(-n // q) * q)
-
-
-def new_rows(like, m: int, n: int, dtype):
-    """An empty M x N tensor of ``dtype`` on ``like``'s device with rows padded as :func:`padded_ld` says."""
-    ldd = padded_ld(n, str(dtype).removeprefix("torch."))
-    return like.new_empty_strided((m, n), (ldd, 1), dtype=dtype)
+from .isa.epiops import Activation
 
 
 def activation(z, name: str | None):
@@ -44,13 +31,17 @@ def activation(z, name: str | None):
         return F.gelu(z)
     if name == "silu":
         return F.silu(z)
-    raise ValueError(f"activation {name!r}: one of none, relu, gelu_tanh, gelu_erf, silu")
+    raise AssertionError(name)  # canonical_activation admits no other
 
 
 def canonical_activation(name: str | None) -> str:
-    """The canonical activation name (the aliases ptxgen.isa.epiops.Activation.parse takes)."""
-    t = (name or "none").lower()
-    return {"gelu": "gelu_tanh", "gelu_approx": "gelu_tanh", "gelu_exact": "gelu_erf", "swish": "silu", "": "none"}.get(t, t)
+    """The canonical activation name (ptxgen.isa.epiops.Activation.parse, its aliases included); ValueError naming the
+    legal ones for any other."""
+    try:
+        return Activation.parse(name or "none").value
+    except ValueError:
+        raise ValueError(f"activation {name!r}: one of {', '.join(a.value for a in Activation)} (or gelu, silu's alias "
+                         "swish)") from None
 
 
 def _acc_dtype(torch, dtype):
@@ -64,12 +55,7 @@ def gemm(a, b, out_dtype_name: str, bias=None, act: str | None = None):
     z = torch.matmul(a.to(acc), b.to(acc).transpose(-1, -2))
     if bias is not None:
         z = z + bias.to(acc)
-    y = activation(z, act).to(getattr(torch, out_dtype_name))
-    if a.dim() == 3:
-        return y.contiguous()
-    out = new_rows(a, y.shape[0], y.shape[1], y.dtype)
-    out.copy_(y)
-    return out
+    return activation(z, act).to(getattr(torch, out_dtype_name))
 
 
 def group_bounds(offs, m_total: int) -> list[tuple[int, int]]:
@@ -88,7 +74,7 @@ def grouped_gemm(a, b, offs, out_dtype_name: str):
     the kernels leave them unwritten (unspecified), and NaN makes a formula that reads them show it."""
     torch = sys.modules["torch"]
     acc = _acc_dtype(torch, a.dtype)
-    out = new_rows(a, a.shape[0], b.shape[1], getattr(torch, out_dtype_name))
+    out = a.new_empty((a.shape[0], b.shape[1]), dtype=getattr(torch, out_dtype_name))
     out.fill_(float("nan") if out.is_floating_point() else 0)
     for g, (s, e) in enumerate(group_bounds(offs, a.shape[0])):
         if e > s:

@@ -55,28 +55,50 @@ def _out_name(a, out_dtype) -> str:
     return out_dtype_name(str(a.dtype).removeprefix("torch."), out_dtype)
 
 
+def _padded_ld(n: int, name: str) -> int:
+    """The row pitch (elements) of an N-column output of dtype ``name``: 16-byte rows, at least 16 bytes."""
+    q = 16 // _ITEMSIZE[name]
+    return max(q, -(-n // q) * q)
+
+
 def _rows(a, m: int, n: int, name: str):
     """An empty M x N tensor with rows padded to 16 bytes, as the kernels allocate it."""
     torch = sys.modules["torch"]
-    q = 16 // _ITEMSIZE[name]
-    ldd = max(q, -(-n // q) * q)
-    return a.new_empty_strided((m, n), (ldd, 1), dtype=getattr(torch, name))
+    return a.new_empty_strided((m, n), (_padded_ld(n, name), 1), dtype=getattr(torch, name))
 
 
 # ---- gemm ------------------------------------------------------------------------------------------------------
+
+def _as_fake(out, fake):
+    """``out`` if it has the fake implementation's strides, else a copy that has them: torch.compile plans (and checks)
+    the layout the fake gives, and a few kernel paths allocate differently (the swap-AB kernels' rows are N apart)."""
+    if out.stride() == fake.stride() or out.numel() == 0:
+        return out
+    return fake.copy_(out)
+
 
 def _impl(a, b, out_dtype=None, bias=None, activation=None):
     from .api import gemm
 
     if bias is None and activation is None:
-        return gemm(a, b, out_dtype=out_dtype)
-    return gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation)
+        out = gemm(a, b, out_dtype=out_dtype)
+    else:
+        out = gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation)
+    return out if out.stride() == _fake_stride(a, b, out_dtype) else _as_fake(out, _fake(a, b, out_dtype))
 
 
 def _cpu(a, b, out_dtype=None, bias=None, activation=None):
     from . import opsref
 
-    return opsref.gemm(a, b, _out_name(a, out_dtype), bias, activation)
+    return _fake(a, b, out_dtype).copy_(opsref.gemm(a, b, _out_name(a, out_dtype), bias, activation))
+
+
+def _fake_stride(a, b, out_dtype) -> tuple:
+    """The strides :func:`_fake` gives, without allocating."""
+    n = b.shape[-2]
+    if a.dim() == 3:
+        return (a.shape[1] * n, n, 1)
+    return (_padded_ld(n, _out_name(a, out_dtype)), 1)
 
 
 def _fake(a, b, out_dtype=None, bias=None, activation=None):
@@ -92,13 +114,16 @@ def _fake(a, b, out_dtype=None, bias=None, activation=None):
 def _grouped_impl(a, b, offs, out_dtype=None):
     from .grouped import grouped_gemm
 
-    return grouped_gemm(a, b, offs, out_dtype=out_dtype)
+    out = grouped_gemm(a, b, offs, out_dtype=out_dtype)
+    if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
+        return out
+    return _as_fake(out, _grouped_fake(a, b, offs, out_dtype))
 
 
 def _grouped_cpu(a, b, offs, out_dtype=None):
     from . import opsref
 
-    return opsref.grouped_gemm(a, b, offs, _out_name(a, out_dtype))
+    return _grouped_fake(a, b, offs, out_dtype).copy_(opsref.grouped_gemm(a, b, offs, _out_name(a, out_dtype)))
 
 
 def _grouped_fake(a, b, offs, out_dtype=None):

@@ -228,3 +228,19 @@ def test_scaled_gemm_checks_its_arguments_before_any_gpu_work():
         ptxgen.scaled_gemm(a, b, sa, sb, bias=torch.ones(4))
     with pytest.raises(ArgumentError, match="CUDA tensors"):
         ptxgen.scaled_gemm(a, b, sa, sb)
+
+
+def test_kernel_outputs_take_the_fake_layout(monkeypatch):
+    """A kernel path that allocates its output with other strides (the swap-AB kernels' rows are N apart) is copied into
+    the layout the fake gives, which torch.compile plans with; an output already in it is returned as it is."""
+    import ptxgen.api
+    from ptxgen import torch_ops
+
+    a, b = torch.randn(5, 8).bfloat16(), torch.randn(3, 8).bfloat16()
+    tight = (a.float() @ b.float().T).bfloat16()  # strides (3, 1); the fake's rows are 8 apart
+    monkeypatch.setattr(ptxgen.api, "gemm", lambda *args, **kw: tight)
+    got = torch_ops._impl(a, b)
+    assert got.stride() == torch_ops._fake(a, b).stride() == (8, 1) and torch.equal(got, tight)
+    padded = torch_ops._fake(a, b).copy_(tight)
+    monkeypatch.setattr(ptxgen.api, "gemm", lambda *args, **kw: padded)
+    assert torch_ops._impl(a, b) is padded

@@ -32,8 +32,7 @@ class Linear(torch.nn.Linear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
                  device=None, dtype=None, save_preactivation: bool = True):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self.activation = canonical_activation(activation)
-        _torch_activation(torch.zeros(()), self.activation)  # an unknown name fails here, not at the first call
+        self.activation = canonical_activation(activation)  # an unknown name fails here, not at the first call
         self.save_preactivation = save_preactivation
 
     def extra_repr(self) -> str:
