@@ -131,10 +131,18 @@ def _grouped_fake(a, b, offs, out_dtype=None):
 
 
 def _grouped_k_impl(a, b, offs, out_dtype=None):
-    """torch's K-grouped kernel (2-D x 2-D, offsets along K) until ptxgen derives one."""
+    """torch's K-grouped kernel (2-D x 2-D, offsets along K) until ptxgen derives one. Its operands are passed with
+    ``a`` column-major and ``b.t()`` row-major (copies only where they are not): the one layout in which torch's kernel
+    takes empty groups and offsets that are not multiples of 16 bytes (aten/src/ATen/native/cuda/GroupMMCommon.cuh
+    asserts a group size > 0, or a 16-byte multiple, for the others)."""
     torch = sys.modules["torch"]
     dt = getattr(torch, _out_name(a, out_dtype))
-    return torch._grouped_mm(a, b.t(), offs=offs, out_dtype=dt).contiguous()
+    if a.shape[0] > 1 and a.stride(0) != 1:
+        a = a.t().contiguous().t()
+    bt = b.t()
+    if bt.shape[1] > 1 and bt.stride(1) != 1:
+        bt = bt.contiguous()
+    return torch._grouped_mm(a, bt, offs=offs, out_dtype=dt).contiguous()
 
 
 def _grouped_k_cpu(a, b, offs, out_dtype=None):
