@@ -52,6 +52,17 @@ def _needs(ctx, n: int) -> tuple:
     return (*ctx.needs_input_grad, *(False,) * (n - len(ctx.needs_input_grad)))
 
 
+def _aligned_rows(t):
+    """A 2-D ``t`` row-major with rows starting 16 bytes apart (a padded copy where they do not): what the grouped kernels
+    and torch's K-grouped kernel read without a copy of their own (ptxgen.gemm packs other layouts itself)."""
+    q = 16 // t.element_size()
+    rows_ok = t.shape[0] <= 1 or t.stride(0) % q == 0
+    if t.shape[-1] <= 1 or (t.stride(-1) == 1 and rows_ok and t.storage_offset() % q == 0):
+        return t
+    out = t.new_empty_strided(tuple(t.shape), (max(q, -(-t.shape[1] // q) * q), 1))
+    return out.copy_(t)
+
+
 # ---- gemm ------------------------------------------------------------------------------------------------------
 
 def gemm_setup_context(ctx, inputs, output) -> None:
@@ -120,11 +131,11 @@ def grouped_backward(ctx, dy):
     a, b, offs = ctx.saved_tensors
     _check_trainable(a, b)
     need_a, need_b = _needs(ctx, 4)[:2]
-    dy = _row_major(dy.to(a.dtype))
+    dy = _aligned_rows(dy.to(a.dtype))
     da = db = None
     if need_a:
         da = torch.ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs)
         da = zero_tail(da, offs)
     if need_b:
-        db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), a.t(), offs).to(b.dtype)
+        db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), _aligned_rows(a).t(), offs).to(b.dtype)
     return (da, db, None, None)[:len(ctx.needs_input_grad)]

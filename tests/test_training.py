@@ -264,3 +264,17 @@ def test_kernel_outputs_take_the_fake_layout(monkeypatch):
     padded = torch_ops._fake(a, b).copy_(tight)
     monkeypatch.setattr(ptxgen.api, "gemm", lambda *args, **kw: padded)
     assert torch_ops._impl(a, b) is padded
+
+
+def test_aligned_rows():
+    """Row-major tensors with rows a multiple of 16 bytes apart pass as they are; others get a padded copy."""
+    t = torch.randn(4, 8).bfloat16()
+    assert opsgrad._aligned_rows(t) is t
+    odd = torch.randn(4, 5).bfloat16()
+    got = opsgrad._aligned_rows(odd)
+    assert got.stride() == (8, 1) and torch.equal(got, odd)
+    got = opsgrad._aligned_rows(t.t())
+    assert got.stride() == (8, 1) and torch.equal(got, t.t())
+    view = t[1:]  # one row in: still 16-byte aligned rows
+    assert opsgrad._aligned_rows(view) is view
+    assert opsgrad._aligned_rows(t[:, 1:]).stride() == (8, 1)  # starts 2 bytes into a row: copied
