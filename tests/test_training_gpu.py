@@ -84,14 +84,15 @@ def _bounds(offs, m):
     return out
 
 
-@pytest.mark.parametrize("sizes,tail", [([0, 1, 300, 0, 129], 0), ([64, 0, 1], 5), ([200], 0), ([0, 0, 0], 3)])
-def test_grouped_autograd_against_float64(torch, sizes, tail):
+@pytest.mark.parametrize("sizes,tail,n", [([0, 1, 300, 0, 129], 0, 136), ([64, 0, 1], 5, 136), ([200], 0, 136),
+                                         ([0, 0, 0], 3, 136), ([3, 0, 70], 2, 5)])
+def test_grouped_autograd_against_float64(torch, sizes, tail, n):
     """dx through the N-major grouped kernel, dw through grouped_gemm_k (torch._grouped_mm), both against float64 per
     group: empty groups (their dw is zero), a group of one row, rows past offs[-1] (their dx is zero), K = 200 (not a
-    multiple of BK 64)."""
+    multiple of BK 64), N = 5 (dy's rows 10 bytes apart: the backward pads them)."""
     import ptxgen
 
-    k, n = 200, 136
+    k = 200
     offs_l = [sum(sizes[:i + 1]) for i in range(len(sizes))]
     m = offs_l[-1] + tail
     offs = torch.tensor(offs_l, device="cuda", dtype=torch.int32)
