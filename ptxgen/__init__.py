@@ -15,8 +15,11 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   make_spec(...), gemm(a, b), NoGPU, ArgumentError, ProblemError
   register_torch_ops(): torch.ops.ptxgen.gemm for torch.compile (done by ``import ptxgen`` when torch is
   already imported, and by the first use of the API when torch is imported by then)
+  ptxgen.nn: Linear and GroupedLinear, torch modules with autograd (docs/training.md)
   grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers; FP8:
   scaled_grouped_gemm (row-wise scales), blockscaled_grouped_gemm (DeepSeek block scales))
+  scaled_gemm(a, b, scale_a, scale_b, out_dtype=, bias=)  (``ptxgen.scaled``: dense FP8, torch._scaled_mm's row-wise
+  scales)
 """
 
 import sys as _sys
@@ -25,7 +28,8 @@ from .version import __version__
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 _GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")
-__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED]
+_SCALED = ("scaled_gemm",)
+__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED, *_SCALED]
 
 
 def register_torch_ops() -> bool:
@@ -43,6 +47,16 @@ def __getattr__(name: str):
         value = getattr(api, name)
         globals()[name] = value
         return value
+    if name in _SCALED:
+        from . import scaled
+
+        value = getattr(scaled, name)
+        globals()[name] = value
+        return value
+    if name == "nn":  # ptxgen.nn.Linear after a plain `import ptxgen` (imports torch)
+        import importlib
+
+        return importlib.import_module(".nn", __name__)
     if name == "api":  # ptxgen.api.gemm_spec after a plain `import ptxgen`
         import importlib
 
@@ -65,7 +79,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted({*globals(), *_API, *_GROUPED, "api"})
+    return sorted({*globals(), *_API, *_GROUPED, *_SCALED, "api", "nn"})
 
 
 def _register_if_torch() -> None:

@@ -236,11 +236,15 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     to ``out``'s, else the input type (bf16 for FP8). One persistent launch on ``stream`` (None: the inputs'
     library's current stream); returns ``out`` without synchronizing. Raises NoGPU without a usable GPU.
 
+    A 3-D ``a`` with a 2-D ``b`` and ``offs``: the N-grouped form (:func:`_n_grouped`).
+
     ``offs=None`` with a 3-D ``a`` (torch tensors): the batched form, ``out[g] = a[g] @ b[g].T`` for a of G x M x K,
     b of G x N x K and out of G x M x N, as the same kernel over the G x M rows of ``a`` with offs = M, 2M, ..., GM
     (made on the device once per G, M and device, never read on the host)."""
     if offs is None:
         return _batched(a, b, out, out_dtype, stream)
+    if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
+        return _n_grouped(a, b, offs, out, out_dtype, stream)
     tkey = None
     if type(a) is torch_tensor_type():  # a repeat call with torch tensors: the launch prepared for their key
         bshape = getattr(b, "shape", ())
@@ -282,7 +286,48 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     return r
 
 
+def _n_grouped(a, b, offs, out, out_dtype, stream):
+    """The N-grouped form (``torch._grouped_mm``'s 3-D ``a`` x 2-D ``b``): ``a`` G x M x K, ``b`` N_total x K with the
+    groups' weight rows stacked along N (``offs``: their cumulative ends), ``out`` M x N_total with the columns of group
+    g = ``a[g] @ b[cols of g].T`` (``torch._grouped_mm(a, b.t(), offs=offs)``). It is the M-grouped product with the
+    operands swapped, ``out.T = grouped_gemm(b, a, offs)``: one launch of the same kernel, ``offs`` never read on the
+    host. So ``out`` is M-major: the transposed view of an N_total x M row-major array (strides (1, ldd)), and an
+    ``out`` passed in must be one. Columns past offs[-1] are not written."""
+    (g, m, k), (n_total, kb) = a.shape, b.shape
+    if k != kb:
+        raise ArgumentError(f"a is {g} x {m} x {k} and b is {n_total} x {kb}: both must have K columns (the N-grouped form: "
+                            "a G x M x K, b N_total x K)")
+    if len(offs.shape) != 1 or offs.shape[0] != g:
+        raise ArgumentError(f"offs must hold G = {g} cumulative column ends (one per batch of a); got shape {tuple(offs.shape)}")
+    out_t = None
+    if out is not None:
+        oi = read_array(out, "out")  # element strides, whatever the library
+        if tuple(oi.shape) != (m, n_total):
+            raise ArgumentError(f"out has shape {tuple(oi.shape)}, but the N-grouped product is {m} x {n_total}")
+        if m > 1 and oi.strides[0] != 1:
+            raise ArgumentError(f"out must be M-major for the N-grouped form (strides (1, ldd): the transposed view of an "
+                                f"N_total x ldd row-major array); it has strides {oi.strides}")
+        out_t = out.T
+    return grouped_gemm(b, a, offs, out_t, out_dtype=out_dtype, stream=stream).T
+
+
 _BATCH_OFFS: dict[tuple, object] = {}
+
+
+def batch_offs(g: int, m: int, device):
+    """int32 offs = M, 2M, ..., G M on ``device`` (torch), made once per (G, M, device) and kept: the batched form's
+    groups, and with G = 1 a dense problem's one group (``ptxgen.scaled.scaled_gemm``)."""
+    import sys
+
+    key = (g, m, device)
+    offs = _BATCH_OFFS.get(key)
+    if offs is None:
+        torch = sys.modules["torch"]
+        offs = torch.arange(m, g * m + 1, m, dtype=torch.int32, device=device) if m else \
+            torch.zeros(g, dtype=torch.int32, device=device)
+        torch.cuda.current_stream(device).synchronize()  # once: the kernel may run on another stream
+        _BATCH_OFFS[key] = offs
+    return offs
 
 
 def _batched(a, b, out, out_dtype, stream):
@@ -305,13 +350,7 @@ def _batched(a, b, out, out_dtype, stream):
         raise ArgumentError(f"a's batches must follow each other with no gap (stride {m} x {a.stride(1)} between a[g] and "
                             f"a[g + 1]); it has strides {tuple(a.stride())}: pass a.contiguous()")
     a2 = a.reshape(g * m, k)
-    key = (g, m, a.device)
-    offs = _BATCH_OFFS.get(key)
-    if offs is None:
-        offs = torch.arange(m, g * m + 1, m, dtype=torch.int32, device=a.device) if m else \
-            torch.zeros(g, dtype=torch.int32, device=a.device)
-        torch.cuda.current_stream(a.device).synchronize()  # once: the kernel may run on another stream
-        _BATCH_OFFS[key] = offs
+    offs = batch_offs(g, m, a.device)
     n = b.shape[1]
     if out is None:
         flat = grouped_gemm(a2, b, offs, None, out_dtype=out_dtype, stream=stream)

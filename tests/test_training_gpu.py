@@ -1,0 +1,152 @@
+"""Training on the GPU (``gpu`` tier; skips without a GPU or a CUDA build of torch): the autograd formulas of
+torch.ops.ptxgen running on ptxgen's kernels, against float64 and against torch's own bf16 gradients, at odd shapes
+(M not a multiple of the tile, K not a multiple of BK, empty groups, groups of one row, rows past the last group);
+ptxgen.nn modules under torch.compile(fullgraph=True) with the default backend; ptxgen.scaled_gemm against float64
+and torch._scaled_mm. The CPU tier of the same formulas is tests/test_training.py."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ACTS = (None, "relu", "gelu", "gelu_erf", "silu")
+
+
+@pytest.fixture(scope="module")
+def torch(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    import ptxgen
+
+    ptxgen.register_torch_ops()
+    return torch
+
+
+def rel(torch, got, ref) -> float:
+    got, ref = got.double(), ref.double()
+    return float(torch.linalg.norm(got - ref) / max(float(torch.linalg.norm(ref)), 1e-30))
+
+
+def _act(torch, name):
+    F = torch.nn.functional
+    return {None: lambda z: z, "relu": F.relu, "gelu": lambda z: F.gelu(z, approximate="tanh"), "gelu_erf": F.gelu,
+            "silu": F.silu}[name]
+
+
+def _grads(torch, fn, inputs, dy):
+    inputs = [t.detach().clone().requires_grad_() for t in inputs]
+    y = fn(*inputs)
+    return (y, *torch.autograd.grad(y, inputs, dy))
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("m,n,k", [(333, 264, 200), (128, 256, 64), (1, 40, 72)])
+def test_gemm_autograd_against_float64_and_torch(torch, act, m, n, k):
+    """y = act(a @ w.T + bias) and its three gradients from ptxgen's kernels: within 2x torch's own bf16 error (each
+    against the float64 product of the same bf16 values), plus a bf16 rounding's worth."""
+    g = torch.Generator(device="cuda").manual_seed(m * 7 + n)
+    a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(n, k, device="cuda", generator=g) / k ** 0.5).bfloat16()
+    bias = torch.randn(n, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+    f = _act(torch, act)
+    ours = _grads(torch, lambda a, w, b: torch.ops.ptxgen.gemm(a, w, None, b, act), (a, w, bias), dy)
+    theirs = _grads(torch, lambda a, w, b: f(torch.nn.functional.linear(a, w, b)), (a, w, bias), dy)
+    exact = _grads(torch, lambda a, w, b: f(torch.nn.functional.linear(a, w, b)), (a.double(), w.double(), bias.double()),
+                   dy.double())
+    for name, o, t, e in zip(("y", "da", "dw", "dbias"), ours, theirs, exact):
+        assert o.dtype == t.dtype and o.shape == t.shape, name
+        assert rel(torch, o, e) <= 2 * rel(torch, t, e) + 4e-3, (name, rel(torch, o, e), rel(torch, t, e))
+
+
+def test_linear_module_3d_input(torch):
+    import ptxgen
+
+    lin = ptxgen.nn.Linear(200, 136, activation="gelu", device="cuda", dtype=torch.bfloat16)
+    ref = torch.nn.Linear(200, 136, device="cuda", dtype=torch.bfloat16)
+    ref.load_state_dict(lin.state_dict())
+    x = torch.randn(3, 37, 200, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    lin(x).float().square().sum().backward()
+    gx, x.grad = x.grad, None
+    torch.nn.functional.gelu(ref(x), approximate="tanh").float().square().sum().backward()
+    for got, want in ((gx, x.grad), (lin.weight.grad, ref.weight.grad), (lin.bias.grad, ref.bias.grad)):
+        assert rel(torch, got, want) < 2e-2
+
+
+def _bounds(offs, m):
+    out, s = [], 0
+    for e in offs:
+        e = min(max(e, s), m)
+        out.append((s, e))
+        s = e
+    return out
+
+
+@pytest.mark.parametrize("sizes,tail,n", [([0, 1, 300, 0, 129], 0, 136), ([64, 0, 1], 5, 136), ([200], 0, 136),
+                                         ([0, 0, 0], 3, 136), ([3, 0, 70], 2, 5)])
+def test_grouped_autograd_against_float64(torch, sizes, tail, n):
+    """dx through the N-major grouped kernel, dw through grouped_gemm_k (torch._grouped_mm), both against float64 per
+    group: empty groups (their dw is zero), a group of one row, rows past offs[-1] (their dx is zero), K = 200 (not a
+    multiple of BK 64), N = 5 (dy's rows 10 bytes apart: the backward pads them)."""
+    import ptxgen
+
+    k = 200
+    offs_l = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+    m = offs_l[-1] + tail
+    offs = torch.tensor(offs_l, device="cuda", dtype=torch.int32)
+    g = torch.Generator(device="cuda").manual_seed(len(sizes) + tail)
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16().requires_grad_()
+    bank = ptxgen.nn.GroupedLinear(len(sizes), k, n, device="cuda", dtype=torch.bfloat16)
+    y = bank(x, offs)
+    dy = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+    dx, dw = torch.autograd.grad(y, (x, bank.weight), dy)
+    x64, w64, dy64 = x.detach().double(), bank.weight.detach().double(), dy.double()
+    for gi, (s, e) in enumerate(_bounds(offs_l, m)):
+        if e > s:
+            assert rel(torch, y[s:e], x64[s:e] @ w64[gi].T) < 1e-2
+            assert rel(torch, dx[s:e], dy64[s:e] @ w64[gi]) < 1e-2
+            assert rel(torch, dw[gi], dy64[s:e].T @ x64[s:e]) < 1e-2
+        else:
+            assert not dw[gi].any(), f"group {gi} is empty: its weight gradient is 0"
+    assert not dx[offs_l[-1]:].any(), "rows past the last group get no gradient"
+
+
+def test_compile_fullgraph_training_step(torch):
+    """torch.compile(fullgraph=True), default backend: a Linear -> GroupedLinear step gives eager's gradients."""
+    import ptxgen
+
+    torch._dynamo.reset()
+    lin = ptxgen.nn.Linear(256, 512, activation="gelu", device="cuda", dtype=torch.bfloat16)
+    bank = ptxgen.nn.GroupedLinear(4, 512, 128, device="cuda", dtype=torch.bfloat16)
+    offs = torch.tensor([100, 100, 250, 320], device="cuda", dtype=torch.int32)
+
+    def step(x):
+        return bank(lin(x), offs).float().square().mean()
+
+    x = torch.randn(320, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    params = (x, lin.weight, lin.bias, bank.weight)
+    eager = torch.autograd.grad(step(x), params)
+    compiled = torch.autograd.grad(torch.compile(step, fullgraph=True)(x), params)
+    for e, c in zip(eager, compiled):
+        assert rel(torch, c, e) < 1e-2
+
+
+@pytest.mark.parametrize("m,n,k,with_bias", [(333, 200, 256, False), (2048, 7168 // 2, 512, True), (1, 64, 128, True)])
+def test_scaled_gemm_rowwise_against_float64_and_torch(torch, m, n, k, with_bias):
+    import ptxgen
+
+    g = torch.Generator(device="cuda").manual_seed(m + n)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    sa = torch.rand(m, 1, device="cuda", generator=g) + 0.5
+    sb = torch.rand(1, n, device="cuda", generator=g) + 0.5
+    bias = torch.randn(n, device="cuda", generator=g).bfloat16() if with_bias else None
+    got = ptxgen.scaled_gemm(a, b, sa, sb, out_dtype=torch.bfloat16, bias=bias)
+    exact = (a.double() @ b.double().T) * sa.double() * sb.double() + (bias.double() if with_bias else 0)
+    assert got.shape == (m, n) and got.dtype == torch.bfloat16
+    assert rel(torch, got, exact) < 1e-2
+    if m % 16 == 0 and n % 16 == 0:
+        ref = torch._scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16)
+        assert rel(torch, got, ref) < 1e-2
