@@ -9,3 +9,14 @@ EXIT_NO_GPU = 3  # no usable GPU
 
 class SettingError(ValueError):
     """An environment variable ptxgen reads holds a value it cannot use (exit 2, before any work)."""
+
+
+SHOWN_CHARS = 160  # the most characters of a value a message quotes
+
+
+def shown(value, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as a message quotes it (its str), cut to ``limit`` characters: an argument of 100 KB is named, not echoed."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 40]}...{text[-20:]} ({len(text)} characters)"

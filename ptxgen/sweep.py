@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import signal
 import sys
@@ -20,10 +21,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
 from .isa.types import Epilogue, SpecError, parse_enum
+from .status import shown as _shown
 from .sweep_report import seal, status_of, summarize
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
@@ -79,14 +82,33 @@ def _check_value(key: str, v) -> None:
         raise SpecError(f.flag, v, "not one of its values", ", ".join(f.choices))
 
 
-def _product(table: dict) -> list[dict]:
+MAX_GRID_COMBINATIONS = 2_000_000  # the most combinations a grid may stand for: 'full' is 403,200 (FULL_DOMAIN)
+
+
+def _fields(table) -> tuple[list[str], list[list]]:
+    """A [[product]] table's fields (in FIELDS order) and each field's list of values, checked for shape only."""
     if not isinstance(table, dict):
         raise ValueError(f"a grid [[product]] must be a table of fields, not {type(table).__name__}")
-    keys = [k for k in FIELDS if k in table]
     unknown = set(table) - set(FIELDS)
     if unknown:
-        raise ValueError(f"unknown grid field(s): {sorted(map(str, unknown))}; fields are {', '.join(FIELDS)}")
-    values = [table[k] if isinstance(table[k], list) else [table[k]] for k in keys]
+        raise ValueError(f"unknown grid field(s): {_shown(sorted(map(str, unknown)))}; fields are {', '.join(FIELDS)}")
+    keys = [k for k in FIELDS if k in table]
+    return keys, [table[k] if isinstance(table[k], list) else [table[k]] for k in keys]
+
+
+def grid_size(tables: list) -> int:
+    """The combinations the [[product]] tables stand for: the sum over the tables of the product of their lists' lengths
+    (computed, nothing built)."""
+    total = 0
+    for table in tables:
+        _, values = _fields(table)
+        total += math.prod(len(vs) for vs in values)
+    return total
+
+
+def _product(table: dict) -> Iterator[dict]:
+    """The table's combinations, one at a time (its values checked first)."""
+    keys, values = _fields(table)
     for k, vs in zip(keys, values):
         if not vs:
             raise ValueError(f"grid field {k} is an empty list")
@@ -95,7 +117,7 @@ def _product(table: dict) -> list[dict]:
                 _check_value(k, v)
             except SpecError as e:
                 raise ValueError(f"grid field {k}: {e}") from None
-    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    return (dict(zip(keys, combo)) for combo in itertools.product(*values))
 
 
 def _make(d: dict) -> TileSpec:
@@ -106,10 +128,15 @@ def _make(d: dict) -> TileSpec:
 def grid_from_tables(name: str, tables: list[dict], keep_dropped: bool = False) -> Grid:
     if not isinstance(tables, list):
         raise ValueError(f"grid {name}: 'product' must be a list of [[product]] tables")
+    size = grid_size(tables)
+    if size > MAX_GRID_COMBINATIONS:
+        raise ValueError(f"grid {name}: {size} combinations, more than the {MAX_GRID_COMBINATIONS} a sweep takes "
+                         f"(the product of each [[product]] table's list lengths, summed): split it into smaller grids")
+    tables = [_product(t) for t in tables]  # every table's values checked before any combination is built
     seen: dict[str, TileSpec] = {}
     dropped, reasons = 0, []
-    for table in tables:
-        for combo in _product(table):
+    for combos in tables:
+        for combo in combos:
             try:
                 spec = _make(combo)
             except SpecError as e:
