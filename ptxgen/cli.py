@@ -144,18 +144,18 @@ def _sweep_merge(args) -> int:
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
-def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
-    """The trusted entries of a partial report (a damaged or edited entry is named and run again)."""
-    from .sweep_report import read_report, trusted_entries
+def _sweep_resume(path: str | None, ident: dict) -> list[dict]:
+    """The trusted entries of a partial report of this grid, version and generator (a damaged or edited entry is
+    named and run again; a report of another grid or generator is refused)."""
+    from .sweep_report import check_identity, read_report, trusted_entries
 
     if not path:
         return []
     try:
         r = read_report(path)
+        check_identity(path, r, ident, f"grid {ident['grid']} by this ptxgen")
     except ValueError as e:
         raise UsageError(f"--resume {e}") from None
-    if r.get("grid") not in (None, grid_name):
-        raise UsageError(f"--resume {path}: a report of grid {r.get('grid')}, not {grid_name}")
     good, bad = trusted_entries(path, r["configs"])
     for line in bad:
         print(f"ptxgen sweep --resume: {line} (run again)", file=sys.stderr)
@@ -188,7 +188,7 @@ def _list_dropped(grid) -> int:
 def cmd_sweep(args) -> int:
     from pathlib import Path
 
-    from .sweep import run_sweep, worker_count
+    from .sweep import identity, run_sweep, worker_count
     from .sweep_report import JOURNAL_SUFFIX, summary_table, write_json
 
     if args.merge:
@@ -200,7 +200,8 @@ def cmd_sweep(args) -> int:
         for sp in specs:
             print(sp.cli_args())
         return EXIT_OK
-    done = _sweep_resume(args.resume, grid.name)
+    ident = identity(grid)
+    done = _sweep_resume(args.resume, ident)
     if args.run:
         from .runtime.gpu import NoGPU, require_gpu
 
@@ -222,8 +223,8 @@ def cmd_sweep(args) -> int:
     if clamped:
         print(f"ptxgen sweep: {clamped}", file=sys.stderr)
     journal = args.json + JOURNAL_SUFFIX if args.json else None  # a sweep killed outright: --resume OUT.journal
-    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done, journal=journal)
-    report.update(grid=grid.name, grid_size=len(grid.specs), shard=args.shard or "1/1",
+    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done, journal=journal, header=ident)
+    report.update(**ident, grid_size=len(grid.specs), shard=args.shard or "1/1",
                   kernel_names=sorted(names))
     if args.json:  # first: the report is never lost to a problem in printing it
         write_json(report, args.json)

@@ -9,6 +9,7 @@ ptxgen.sweep_report's.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -27,7 +28,7 @@ from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_
 from .derive.spec import OperandSpec, TileSpec, make_spec
 from .isa.types import Epilogue, SpecError, parse_enum
 from .status import shown as _shown
-from .sweep_report import seal, status_of, summarize
+from .sweep_report import JOURNAL_HEADER, seal, status_of, summarize
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
 TOKENS = tuple(
@@ -187,6 +188,23 @@ def load_grid(which: str, keep_dropped: bool = False) -> Grid:
     if not grid.specs:
         raise ValueError(f"grid {which}: no legal configuration ({grid.dropped} illegal combinations dropped)")
     return grid
+
+
+def grid_sha256(specs: list[TileSpec]) -> str:
+    """The grid's content: sha256 of its configurations' specs (the loader included), in kernel-name order."""
+    h = hashlib.sha256()
+    for spec in sorted(specs, key=lambda s: s.kernel_name):
+        h.update(json.dumps({**spec.to_json(), "loader": spec.loader.value}, sort_keys=True).encode() + b"\n")
+    return h.hexdigest()
+
+
+def identity(grid: Grid) -> dict:
+    """What the sweep's verdicts belong to (ptxgen.sweep_report.IDENTITY), with the grid's name."""
+    from .runtime.buildmemo import generator_roots, tree_sha256
+    from .version import __version__
+
+    return {"grid": grid.name, "grid_sha256": grid_sha256(grid.specs), "ptxgen_version": __version__,
+            "generator_sha256": tree_sha256(generator_roots())}
 
 
 def shard(specs: list, shard_spec: str | None) -> list:
@@ -420,11 +438,12 @@ def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None
 
 
 def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
-              done: list[dict] | None = None, journal: str | None = None) -> dict:
+              done: list[dict] | None = None, journal: str | None = None, header: dict | None = None) -> dict:
     """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
     (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``.
     ``journal``: a file each result is appended to (a JSON line) as it arrives, so that a sweep killed outright
-    (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it."""
+    (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it. Its first
+    line is ``{"sweep": header}``, the sweep's identity (ptxgen.sweep_report.IDENTITY)."""
     results = list(done or [])
     skip = {r["kernel_name"] for r in results}
     todo = [s for s in specs if s.kernel_name not in skip]
@@ -432,6 +451,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
     bar = Progress(len(todo)) if progress else None
     log = open(journal, "w", encoding="utf-8") if journal else None  # noqa: SIM115 - closed below
     if log:  # the results kept from an earlier run first: the journal alone holds everything done
+        log.write(json.dumps({JOURNAL_HEADER: header or {}}) + "\n")
         log.writelines(json.dumps(r) + "\n" for r in results)
         log.flush()
 

@@ -135,3 +135,77 @@ def test_every_file_ptxgen_writes_in_the_cache_is_its_own(tmp_path):
     os.close(fd)
     assert cache.is_ours(Path(tmp)) and not cache.is_ours(tmp_path / "x.tmp")
     assert not cache.is_ours(tmp_path / "builds" / "user.json") and not cache.is_ours(tmp_path / "toolchain.json.bak")
+
+
+# -- 4. reports carry the grid's content hash, the version and the generator's hash ---------------
+def _sweep(tmp_path, body, out, *extra, name="g.toml"):
+    folder = tmp_path / ("grid-of-" + out)
+    folder.mkdir(exist_ok=True)
+    code, _, err = run(["sweep", "--grid", grid_file(folder, body, name), "--no-compile", "--jobs", "1",
+                        "--json", tmp_path / out, *extra])
+    return code, err
+
+
+def test_reports_record_the_grid_the_version_and_the_generator(tmp_path):
+    from ptxgen import __version__
+    from ptxgen.runtime.buildmemo import generator_roots, tree_sha256
+
+    assert _sweep(tmp_path, TINY, "r.json")[0] == 0
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["ptxgen_version"] == __version__ and r["generator_sha256"] == tree_sha256(generator_roots())
+    assert len(r["grid_sha256"]) == 64
+    # the same configurations written otherwise are the same grid; another configuration is another grid
+    assert _sweep(tmp_path, TINY.replace('"sm_100a", "sm_90a"', '"sm_90a", "sm_100a"') + "\n# x\n", "s.json")[0] == 0
+    assert json.loads((tmp_path / "s.json").read_text())["grid_sha256"] == r["grid_sha256"]
+    assert _sweep(tmp_path, TINY.replace("bm = 128", "bm = 64"), "t.json")[0] == 0
+    assert json.loads((tmp_path / "t.json").read_text())["grid_sha256"] != r["grid_sha256"]
+
+
+def test_merge_refuses_shards_of_two_grids_with_one_name(tmp_path):
+    assert _sweep(tmp_path, TINY, "a.json", "--shard", "1/2")[0] == 0
+    assert _sweep(tmp_path, TINY.replace("bm = 128", "bm = 64"), "b.json", "--shard", "2/2")[0] == 0
+    assert json.loads((tmp_path / "a.json").read_text())["grid"] == json.loads((tmp_path / "b.json").read_text())["grid"]
+    code, out, err = run(["sweep", "--merge", tmp_path / "a.json", tmp_path / "b.json", "--json", tmp_path / "m.json"])
+    assert code == 2 and "grid_sha256" in err and "Traceback" not in err, (code, err)
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("key, value", [("generator_sha256", "0" * 64), ("ptxgen_version", "0.0.1"), ("grid_sha256", None)])
+def test_merge_and_resume_refuse_a_report_of_another_generator(tmp_path, key, value):
+    assert _sweep(tmp_path, TINY, "a.json", "--shard", "1/2")[0] == 0
+    assert _sweep(tmp_path, TINY, "b.json", "--shard", "2/2")[0] == 0
+    code, _, err = run(["sweep", "--merge", tmp_path / "a.json", tmp_path / "b.json"])
+    assert code == 0, err  # the control: the two shards of one grid by one generator merge
+    b = json.loads((tmp_path / "b.json").read_text())
+    if value is None:
+        del b[key]
+    else:
+        b[key] = value
+    (tmp_path / "b.json").write_text(json.dumps({**b, "partial": True}))
+    code, _, err = run(["sweep", "--merge", tmp_path / "a.json", tmp_path / "b.json"])
+    assert code == 2 and key in err and "Traceback" not in err, (code, err)
+    code, err = _sweep(tmp_path, TINY, "c.json", "--resume", tmp_path / "b.json")
+    assert code == 2 and key in err and not (tmp_path / "c.json").exists(), (code, err)
+
+
+def test_resume_refuses_a_report_of_another_grid_with_the_same_name(tmp_path):
+    assert _sweep(tmp_path, TINY.replace("bm = 128", "bm = 64"), "a.json")[0] == 0
+    code, err = _sweep(tmp_path, TINY, "b.json", "--resume", tmp_path / "a.json")
+    assert code == 2 and "grid_sha256" in err and not (tmp_path / "b.json").exists(), (code, err)
+
+
+def test_the_journal_carries_the_identity_too(tmp_path):
+    from ptxgen.sweep_report import read_report
+
+    assert _sweep(tmp_path, TINY, "a.json")[0] == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    journal = tmp_path / "j.json.journal"
+    header = {k: a[k] for k in ("grid", "grid_sha256", "ptxgen_version", "generator_sha256")}
+    journal.write_text(json.dumps({"sweep": header}) + "\n" + "".join(json.dumps(c) + "\n" for c in a["configs"][:1]))
+    r = read_report(str(journal))
+    assert r["grid_sha256"] == a["grid_sha256"] and len(r["configs"]) == 1
+    code, err = _sweep(tmp_path, TINY, "b.json", "--resume", journal)
+    assert code == 0 and "1 already in" in err, err
+    journal.write_text(json.dumps({"sweep": {**header, "grid_sha256": "1" * 64}}) + "\n")
+    code, err = _sweep(tmp_path, TINY, "c.json", "--resume", journal)
+    assert code == 2 and "grid_sha256" in err, err
