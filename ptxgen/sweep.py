@@ -27,6 +27,7 @@ from typing import Iterator
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
 from .isa.types import Epilogue, SpecError, parse_enum
+from .outputs import read_text
 from .status import shown as _shown
 from .sweep_report import JOURNAL_HEADER, seal, status_of, summarize
 
@@ -168,8 +169,8 @@ def load_grid(which: str, keep_dropped: bool = False) -> Grid:
     path = Path(which)
     if path.suffix == ".toml" and path.exists():
         try:
-            text, name = path.read_text(encoding="utf-8"), path.stem
-        except (OSError, UnicodeDecodeError) as e:
+            text, name = read_text(path), path.stem
+        except (OSError, ValueError) as e:
             raise ValueError(f"grid {which}: cannot read it: {e}") from None
     else:
         try:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from .derive.spec import TileSpec
 from .isa.types import SpecError
-from .outputs import write_text_atomic
+from .outputs import read_text, write_text_atomic
+
+MAX_REPORT_BYTES = 1 << 30  # a report of the whole 'full' grid is ~60 MB
 from .status import shown
 
 
@@ -150,12 +152,13 @@ def read_report(path: str) -> dict:
     a sweep that was killed, a JSON line each) reads as a partial report; a line that is not JSON (the one being
     written when it died) becomes an entry that :func:`trusted_entries` refuses."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, MAX_REPORT_BYTES)
         if path.endswith(JOURNAL_SUFFIX):
             return _journal(text)
         r = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read a sweep report: {e}") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read a sweep report: {e}" if str(e).startswith(path) else
+                         f"{path}: cannot read a sweep report: {e}") from None
     if not isinstance(r, dict) or not isinstance(r.get("configs"), list):
         raise ValueError(f"{path}: not a ptxgen sweep report (no list of configs)")
     return r

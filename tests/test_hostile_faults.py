@@ -209,3 +209,119 @@ def test_the_journal_carries_the_identity_too(tmp_path):
     journal.write_text(json.dumps({"sweep": {**header, "grid_sha256": "1" * 64}}) + "\n")
     code, err = _sweep(tmp_path, TINY, "c.json", "--resume", journal)
     assert code == 2 and "grid_sha256" in err, err
+
+
+# -- 5. check reads only regular files, under a size bound ----------------------------------------
+def _kernel_copy(tmp_path) -> Path:
+    """A copy of one checked-in kernel folder of generated/."""
+    import shutil
+
+    src = sorted((ROOT / "generated").glob("*/layout.json"))[0].parent
+    dest = tmp_path / "gen" / src.name
+    shutil.copytree(src, dest)
+    return dest
+
+
+@pytest.mark.parametrize("special", ["fifo", "link to /dev/zero", "sparse 8 GB", "folder", "link to a fifo"])
+@pytest.mark.parametrize("name", ["layout.json", "kernel.cu"])
+def test_check_refuses_special_files_quickly(tmp_path, special, name):
+    kdir = _kernel_copy(tmp_path)
+    target = kdir / name
+    target.unlink()
+    if special == "fifo":
+        os.mkfifo(target)
+    elif special == "link to /dev/zero":
+        target.symlink_to("/dev/zero")
+    elif special == "sparse 8 GB":
+        with open(target, "wb") as f:
+            f.truncate(8 << 30)
+    elif special == "folder":
+        target.mkdir()
+    else:
+        os.mkfifo(tmp_path / "pipe")
+        target.symlink_to(tmp_path / "pipe")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "ptxgen", "check", str(kdir.parent)], capture_output=True, text=True,
+                       env=_env(), cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert str(target) in r.stderr and ("not a regular file" in r.stderr or "more than" in r.stderr), r.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
+
+
+def test_read_regular_reads_a_regular_file_and_refuses_past_the_bound(tmp_path):
+    from ptxgen.outputs import read_regular
+
+    p = tmp_path / "f"
+    p.write_bytes(b"x" * 100)
+    assert read_regular(p, 100) == b"x" * 100  # the control: at the bound, read whole
+    with pytest.raises(ValueError, match="more than"):
+        read_regular(p, 99)
+    proc = Path("/proc/self/status")  # a regular file whose size says 0: the bound holds on what is read
+    if proc.exists():
+        with pytest.raises(ValueError, match="more than"):
+            read_regular(proc, 10)
+
+
+# -- 8. the tuning table is checked whole before any use ------------------------------------------
+def _shipped_entry() -> dict:
+    from ptxgen.runtime.tune import load_table
+
+    return json.loads(json.dumps(next(e for e in load_table() if e["dtype"] == "bf16" and e["arch"] == "sm_90a")))
+
+
+def _bad_tables():
+    good = _shipped_entry()
+    spec = good["spec"]
+    other = _shipped_entry()
+    yield "illegal spec", [{**good, "spec": {**spec, "bm": 7}}], "its spec is illegal: --bm=7"
+    yield "unknown entry key", [{**good, "ratoi": 1.0}], "unknown key(s) ['ratoi']"
+    yield "unknown spec key", [{**good, "spec": {**spec, "stagez": 3}}], "stagez"
+    yield "dtype not the spec's", [{**good, "dtype": "e4m3"}], "its spec is a bf16 kernel for sm_90a, but the entry says dtype e4m3"
+    yield "arch not the spec's", [{**good, "arch": "sm_100a"}], "but the entry says dtype bf16, arch sm_100a"
+    yield "kernel not the spec's", [{**good, "kernel": "ptxgen_other"}], "'kernel' ptxgen_other is not its spec's kernel"
+    yield "untunable dtype", [{**good, "dtype": "s8"}], "dtype s8: the chooser has kernels for"
+    yield "one shape twice", [good, other], "a second entry for bf16 sm_90a"
+    yield "ratio not a number", [{**good, "ratio": "fast"}], "ratio must be numbers"
+    yield "a bad entry after good ones", [good, {**other, "m": 1, "spec": {**spec, "acc": "f64"}}], "entries[1]: its spec is illegal"
+
+
+BAD_TABLES = list(_bad_tables())
+
+
+@pytest.mark.parametrize("entries, fragment", [t[1:] for t in BAD_TABLES], ids=[t[0] for t in BAD_TABLES])
+def test_a_bad_tuning_table_is_refused_whole_by_the_api_bench_and_tune(tmp_path, monkeypatch, entries, fragment):
+    import numpy as np
+
+    from ptxgen import api
+    from ptxgen.runtime.tune import TuningTableError
+
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"device": "NVIDIA H200", "entries": entries}))
+    monkeypatch.setenv("PTXGEN_TUNING", str(table))
+    a = np.zeros((4096, 4096), np.float16)
+    with pytest.raises(TuningTableError) as e:
+        api.gemm_spec(a, a, arch="sm_90a")  # f16 borrows bf16's tuning: every entry is checked, not only those used
+    assert fragment in str(e.value), str(e.value)
+    for argv in (["bench", "--dtype", "bf16"], ["bench", "--api", "--dtype", "bf16"], ["bench", "--dtype", "e4m3"]):
+        code, _, err = run(argv)
+        assert code == 2 and fragment in err and "no usable GPU" not in err and "Traceback" not in err, (argv, code, err)
+    code, _, err = run(["tune", "--json", table, "--merge"])
+    assert code == 2 and fragment in err, err
+
+
+def test_a_good_tuning_table_is_used(tmp_path, monkeypatch):
+    """The control: the shipped table passes whole, and a copy of it named in PTXGEN_TUNING picks its tuned kernel."""
+    import numpy as np
+
+    from ptxgen import api
+    from ptxgen.runtime.tune import TABLE, load_table, table_problem
+    from importlib import resources
+
+    assert table_problem(load_table()) is None
+    table = tmp_path / "t.json"
+    table.write_text(resources.files("ptxgen.tuning").joinpath(TABLE).read_text())
+    monkeypatch.setenv("PTXGEN_TUNING", str(table))
+    e = _shipped_entry()
+    a, b = np.zeros((e["m"], e["k"]), np.float16), np.zeros((e["n"], e["k"]), np.float16)
+    spec, why = api.gemm_spec(a, b, arch="sm_90a")
+    assert "tuned for this shape" in why, why

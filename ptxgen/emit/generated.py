@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..outputs import read_text
 from .sources import generated_line
 
 if TYPE_CHECKING:  # for the annotations only: importing the plans costs the build memo's fast path
@@ -73,7 +74,8 @@ def kernel_dirs(root: Path) -> list[Path]:
 
 
 def read_layout_json(kernel_dir: Path) -> dict:
-    return json.loads((kernel_dir / "layout.json").read_text(encoding="utf-8"))
+    """The kernel folder's layout.json (a regular file under the input bound, ptxgen.outputs.read_regular)."""
+    return json.loads(read_text(kernel_dir / "layout.json"))
 
 
 def ptx_nvrtc_version(text: str) -> str | None:

@@ -318,14 +318,13 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
     ``ptxgen bench`` checks a table; UsageError naming the file and the problem otherwise."""
     from pathlib import Path
 
-    from .tune import entry_problem, load_table
+    from .tune import load_table, table_problem
 
     if not path or not Path(path).exists():
         return []
     try:
         entries = load_table(path)
-        why = "'entries' is not a list" if not isinstance(entries, list) else next(
-            (p for p in map(entry_problem, entries) if p), None)
+        why = table_problem(entries)
     except (OSError, ValueError, KeyError, TypeError) as e:
         why = f"{type(e).__name__}: {e}"
     if why:
