@@ -228,8 +228,15 @@ def cmd_sweep(args) -> int:
                   kernel_names=sorted(names))
     if args.json:  # first: the report is never lost to a problem in printing it
         write_json(report, args.json)
-        Path(journal).unlink(missing_ok=True)
+        if not report.get("stopped"):
+            Path(journal).unlink(missing_ok=True)
     print(summary_table(report))
+    if report.get("stopped"):
+        where = (f"; the results so far are in the journal {journal} and the partial report {args.json} (continue with "
+                 f"--resume {journal})" if args.json else "; run with --json OUT to keep a journal of the results")
+        print(f"ptxgen sweep: {report['stopped']}, after {len(report['configs'])} of {len(specs)} configurations"
+              + where, file=sys.stderr)
+        return EXIT_CHECK_FAILED
     if report["partial"]:
         print(f"ptxgen sweep: interrupted after {len(report['configs'])} of {len(specs)} configurations"
               + (f"; partial report in {args.json} (continue with --resume {args.json})" if args.json else ""),

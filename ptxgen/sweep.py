@@ -19,6 +19,7 @@ import sys
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -441,7 +442,8 @@ def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None
 def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
               done: list[dict] | None = None, journal: str | None = None, header: dict | None = None) -> dict:
     """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
-    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``.
+    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``; so does a worker that dies
+    (its reason in ``stopped``).
     ``journal``: a file each result is appended to (a JSON line) as it arrives, so that a sweep killed outright
     (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it. Its first
     line is ``{"sweep": header}``, the sweep's identity (ptxgen.sweep_report.IDENTITY)."""
@@ -464,7 +466,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
         if bar:
             bar.update(r)
 
-    partial = False
+    partial, stopped = False, None
     try:
         if jobs <= 1 or run:  # GPU runs stay in this process (one context)
             _run_serial(todo, compile, run, on_result)
@@ -472,13 +474,20 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
             _run_parallel(todo, jobs, compile, run, on_result)
     except KeyboardInterrupt:
         partial = True
+    except BrokenProcessPool:  # a worker killed outright (the OOM killer, SIGKILL): the others are stopped too
+        partial, stopped = True, WORKER_DIED
     finally:
         if log:
             log.close()
     if bar:
         bar.close()
     results.sort(key=lambda r: r["kernel_name"])
-    return {"configs": results, "summary": summarize(results), "partial": partial}
+    return {"configs": results, "summary": summarize(results), "partial": partial,
+            **({"stopped": stopped} if stopped else {})}
+
+
+WORKER_DIED = ("a worker process died (killed by a signal: the out-of-memory killer, or SIGKILL), so the sweep stopped; "
+               "the configuration it was checking is not known")
 
 
 def default_jobs() -> int:

@@ -325,3 +325,66 @@ def test_a_good_tuning_table_is_used(tmp_path, monkeypatch):
     a, b = np.zeros((e["m"], e["k"]), np.float16), np.zeros((e["n"], e["k"]), np.float16)
     spec, why = api.gemm_spec(a, b, arch="sm_90a")
     assert "tuned for this shape" in why, why
+
+
+# -- 6. a dead worker ends the sweep with a partial report and a pointer to the journal ------------
+SIX = TINY.replace("bm = 128", "bm = [64, 128, 256]")
+
+
+def _dying(spec_json, compile, run):
+    """run_config in a worker that the OOM killer takes on one configuration."""
+    from ptxgen.sweep import _real_run_config
+
+    if spec_json["arch"] == "sm_90a" and spec_json["bm"] == 128:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real_run_config(spec_json, compile, run)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, SIGKILL")
+def test_a_dead_worker_ends_the_sweep_with_a_partial_report(tmp_path, monkeypatch):
+    import ptxgen.sweep as sweep
+
+    monkeypatch.setattr(sweep, "_real_run_config", sweep.run_config, raising=False)
+    monkeypatch.setattr(sweep, "run_config", _dying)
+    out = tmp_path / "r.json"
+    code, stdout, err = run(["sweep", "--grid", grid_file(tmp_path, SIX), "--no-compile", "--jobs", "2", "--json", out])
+    assert code == 1 and "Traceback" not in err and "BrokenProcessPool" not in err, (code, err)
+    journal = f"{out}.journal"
+    assert "a worker process died" in err and f"--resume {journal}" in err, err
+    r = json.loads(out.read_text())
+    assert r["partial"] is True and len(r["configs"]) < r["grid_size"] and "worker" in r["stopped"]
+    assert Path(journal).exists()
+    monkeypatch.undo()  # the configurations run in this process now
+    code, _, err = run(["sweep", "--grid", tmp_path / "g.toml", "--no-compile", "--jobs", "1", "--resume", journal,
+                        "--json", tmp_path / "done.json"])
+    assert code == 0 and json.loads((tmp_path / "done.json").read_text())["summary"]["total"] == r["grid_size"], err
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, SIGKILL")
+def test_a_worker_killed_from_outside_ends_the_sweep_cleanly(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ptxgen", "sweep", "--grid", "ci", "--no-compile", "--jobs", "2",
+                             "--json", str(out)], env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_children(proc.pid)) < 2:
+            time.sleep(0.05)
+        time.sleep(1)
+        kids = _children(proc.pid)
+        assert kids and proc.poll() is None, "no worker to kill"
+        os.kill(kids[-1], signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and "Traceback" not in err and "a worker process died" in err, err[-3000:]
+    assert json.loads(out.read_text())["partial"] is True and Path(f"{out}.journal").exists()
