@@ -85,6 +85,7 @@ def table_name(arch: Arch) -> str:
 def cmd_build(args) -> int:
     from pathlib import Path
 
+    from .emit.generated import ForeignFilesError
     from .runtime.buildmemo import build
     from .runtime.toolchain import CompileError
 
@@ -94,6 +95,8 @@ def cmd_build(args) -> int:
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     try:
         res = build(spec, out)  # reuses a kernel folder that is already what the build would write
+    except ForeignFilesError as e:
+        raise UsageError(str(e)) from None
     except CompileError as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_CHECK_FAILED

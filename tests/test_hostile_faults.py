@@ -388,3 +388,45 @@ def test_a_worker_killed_from_outside_ends_the_sweep_cleanly(tmp_path):
             proc.kill()
     assert proc.returncode == 1 and "Traceback" not in err and "a worker process died" in err, err[-3000:]
     assert json.loads(out.read_text())["partial"] is True and Path(f"{out}.journal").exists()
+
+
+# -- 7. build never deletes files it did not write -------------------------------------------------
+@pytest.mark.parametrize("what", ["notes.txt", "a folder", "kernel.cu as a folder", "the kernel folder is a file",
+                                  "the kernel folder is a link"])
+def test_build_refuses_a_kernel_folder_holding_files_it_did_not_write(tmp_path, monkeypatch, what):
+    import ptxgen.runtime.artifacts as artifacts
+    from ptxgen.derive.spec import make_spec
+
+    monkeypatch.setattr(artifacts, "generate", lambda *a, **k: pytest.fail("built before the folder was checked"))
+    monkeypatch.setenv("PTXGEN_NO_CACHE", "1")
+    name = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64").kernel_name
+    kdir = tmp_path / "out" / name
+    (tmp_path / "out").mkdir()
+    if what == "the kernel folder is a file":
+        kdir.write_text("mine")
+    elif what == "the kernel folder is a link":
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "mine.txt").write_text("mine")
+        kdir.symlink_to(tmp_path / "elsewhere")
+    else:
+        kdir.mkdir()
+        (kdir / "kernel.ptx").write_text("an old build")
+        user = {"notes.txt": kdir / "notes.txt", "a folder": kdir / "mine" / "x.txt",
+                "kernel.cu as a folder": kdir / "kernel.cu" / "x.txt"}[what]
+        user.parent.mkdir(exist_ok=True)
+        user.write_text("mine")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    code, out, err = run(["build", *SEED, "--out", tmp_path / "out"])
+    assert code == 2 and "did not write" in err and "Traceback" not in err, (code, err)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_build_rewrites_a_kernel_folder_of_its_own_files(tmp_path):
+    """The control: a folder holding only the files a build writes (one of them edited) is rebuilt."""
+    code, out, err = run(["build", *SEED, "--out", tmp_path])
+    assert code == 0, err
+    [kdir] = tmp_path.iterdir()
+    (kdir / "kernel.cu").write_text("edited")
+    (kdir / "layout.svg").unlink()
+    code, out, err = run(["build", *SEED, "--out", tmp_path])
+    assert code == 0 and (kdir / "kernel.cu").read_text().startswith("//") and (kdir / "layout.svg").exists(), err

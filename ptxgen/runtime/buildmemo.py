@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cachedir import cache_dir, enabled
-from ..emit.generated import KERNEL_FILES
+from ..emit.generated import KERNEL_FILES, check_kernel_dir
 from ..emit.sources import template_dir
 from . import cache
 
@@ -67,6 +67,7 @@ def build(spec, out_root: Path) -> BuildResult:
             return hit
     from .artifacts import build as full_build
 
+    check_kernel_dir(out_root / spec.kernel_name)  # files the user put there: refused before any work
     path, art = full_build(spec, out_root)
     rep = art.sass
     result = BuildResult(
