@@ -430,3 +430,35 @@ def test_build_rewrites_a_kernel_folder_of_its_own_files(tmp_path):
     (kdir / "layout.svg").unlink()
     code, out, err = run(["build", *SEED, "--out", tmp_path])
     assert code == 0 and (kdir / "kernel.cu").read_text().startswith("//") and (kdir / "layout.svg").exists(), err
+
+
+# -- 9. --iters and --warmup are bounded when the arguments are parsed ----------------------------
+@pytest.mark.parametrize("argv, fragment", [
+    (["bench", "--iters", "0"], "argument --iters: must be an integer of at least 1, not 0"),
+    (["bench", "--iters", "-3"], "argument --iters: must be an integer of at least 1"),
+    (["bench", "--warmup", "-1"], "argument --warmup: must be an integer of at least 0, not -1"),
+    (["bench", "--api", "--iters", "0"], "argument --iters"),
+    (["bench", "--iters", "x"], "argument --iters: must be an integer of at least 1, not x"),
+    (["tune", "--iters", "0"], "argument --iters: must be an integer of at least 1"),
+])
+def test_iters_and_warmup_are_bounded_at_parsing(argv, fragment):
+    code, _, err = run(argv)
+    assert code == 2 and fragment in err and "GPU" not in err, (code, err)
+
+
+def test_the_smallest_iters_and_warmup_are_accepted():
+    from ptxgen.cli import build_parser
+
+    a = build_parser("bench").parse_args(["bench", "--iters", "1", "--warmup", "0"])
+    assert (a.iters, a.warmup) == (1, 0)
+    assert build_parser("tune").parse_args(["tune", "--iters", "1"]).iters == 1
+
+
+@pytest.mark.parametrize("iters, warmup", [(0, 10), (-1, 10), (5, -1), (1.5, 0)])
+def test_bench_spec_refuses_no_rounds_before_any_gpu_work(monkeypatch, iters, warmup):
+    from ptxgen.derive.spec import make_spec
+    from ptxgen.runtime import bench
+
+    monkeypatch.setattr(bench, "require_gpu", lambda: pytest.fail("looked for a GPU"))
+    with pytest.raises(ValueError, match="iters must be an integer of at least 1"):
+        bench.bench_spec(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", arch="sm_90a"), 256, 256, 64, warmup, iters)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cliargs import UsageError, add_spec_flags, spec_from_args
+from ..cliargs import UsageError, add_spec_flags, int_at_least, spec_from_args
 from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
 
 
@@ -387,8 +387,8 @@ def add(sub) -> None:
     b = sub.add_parser("bench", help="time kernels against cuBLAS (torch) in the same process, alternating rounds")
     add_spec_flags(b, arch_default=None, required=False)
     _shape_flags(b)
-    b.add_argument("--warmup", type=int, default=10, help="untimed launches of each side first (default 10)")
-    b.add_argument("--iters", type=int, default=50, help="timed rounds per side; the median is reported (default 50)")
+    b.add_argument("--warmup", type=int_at_least(0), default=10, help="untimed launches of each side first (default 10)")
+    b.add_argument("--iters", type=int_at_least(1), default=50, help="timed rounds per side; the median is reported (default 50)")
     b.add_argument("--json", action="store_true", help="print JSON: one object per shape, or shapes + geomean_ratio")
     b.set_defaults(func=cmd_bench)
 
@@ -396,7 +396,7 @@ def add(sub) -> None:
     t.add_argument("--dtype", default="bf16", choices=("f16", "bf16", "e4m3"), help="input type (default bf16)")
     t.add_argument("--arch", default=None, help="default: the GPU's")
     _shape_flags(t)
-    t.add_argument("--iters", type=int, default=20, help="timed rounds per side and candidate (default 20)")
+    t.add_argument("--iters", type=int_at_least(1), default=20, help="timed rounds per side and candidate (default 20)")
     t.add_argument("--json", metavar="OUT", help="write the table of winners to OUT")
     t.add_argument("--merge", action="store_true", help="keep OUT's entries for other shapes")
     t.set_defaults(func=cmd_tune)
