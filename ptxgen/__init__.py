@@ -23,6 +23,24 @@ import sys as _sys
 
 from .version import __version__
 
+
+def _started_as_the_command() -> bool:
+    """``python -m ptxgen ...`` or the ``ptxgen`` script (the interpreter's own arguments say so; a program that imports
+    ptxgen is neither)."""
+    argv = getattr(_sys, "orig_argv", [])
+    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "ptxgen":
+        return True
+    return len(argv) > 1 and argv[1].replace("\\", "/").rsplit("/", 1)[-1] in ("ptxgen", "ptxgen.exe")
+
+
+if _started_as_the_command():  # Ctrl-C while the command loads: exit 130 at once, no traceback (ptxgen.cli.main)
+    import signal as _signal
+
+    from .status import exit_interrupted as _exit_interrupted
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _exit_interrupted)
+
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 _GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")
 __all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED]

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 
 from .version import __version__
-from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError
+from .status import (EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError,
+                     exit_interrupted)
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
 
@@ -440,13 +442,62 @@ GPU_COMMANDS = ("validate", "probe", "selftest", "bench", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command. Called as the program (``argv`` None: ``python -m ptxgen``, the ``ptxgen`` script), Ctrl-C exits
+    130 with no traceback whenever it comes (:func:`_sigint`); called with ``argv`` (tests), SIGINT is left alone."""
+    import signal
+
+    program = argv is None and threading.current_thread() is threading.main_thread() \
+        and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # started with SIGINT ignored: left so
     argv = sys.argv[1:] if argv is None else list(argv)
+    if not program:
+        return _main(argv)
+    signal.signal(signal.SIGINT, exit_interrupted)
+    try:
+        code = _main(argv)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first was being reported
+        code = EXIT_INTERRUPTED
+    _leave(code)
+    return code
+
+
+def _leave(code: int) -> None:
+    """The command is done: interrupted, exit 130 now (the interpreter's shutdown, which restores SIGINT's default
+    action, would let a further Ctrl-C kill it by the signal); else SIGINT is held off while the interpreter exits."""
+    import os
+    import signal
+
+    if code == EXIT_INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(EXIT_INTERRUPTED)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _run_command(args) -> int:
+    """The command, with Ctrl-C as KeyboardInterrupt while it runs (it cleans up, then exits 130) when called as the
+    program; SIGINT exits at once (status.exit_interrupted) before and after."""
+    import signal
+
+    ours = signal.getsignal(signal.SIGINT) is exit_interrupted
+    if ours:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return args.func(args)
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, exit_interrupted)
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(argv[0] if argv and argv[0] in LOCAL_COMMANDS + GPU_COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         if sys.stdout is None:  # started with stdout closed (`ptxgen ... >&-`)
             raise _ClosedStdout()
-        code = args.func(args)
+        code = _run_command(args)
         sys.stdout.flush()  # a full disk shows here, not in a message at interpreter exit
         return code
     except (SpecError, UsageError, SettingError) as e:
@@ -457,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("ptxgen: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except ModuleNotFoundError as e:  # a broken install: the compiler (cuda-python's NVRTC) or a renderer is missing
         if (e.name or "").split(".")[0] not in _DEPENDENCIES:
             raise

@@ -7,6 +7,21 @@ EXIT_USAGE = 2  # bad usage or an illegal spec
 EXIT_NO_GPU = 3  # no usable GPU
 
 
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+
+
+def exit_interrupted(signum=None, frame=None) -> None:
+    """A SIGINT handler for the moments around a command (loading it, exiting after it): say so and exit 130 at once,
+    with no traceback (a KeyboardInterrupt there would print one, or kill the interpreter while it shuts down)."""
+    import os
+
+    try:
+        os.write(2, b"ptxgen: interrupted\n")
+    except OSError:
+        pass
+    os._exit(EXIT_INTERRUPTED)
+
+
 class SettingError(ValueError):
     """An environment variable ptxgen reads holds a value it cannot use (exit 2, before any work)."""
 

@@ -10,12 +10,14 @@ ptxgen.sweep_report's.
 from __future__ import annotations
 
 import hashlib
+import contextlib
 import itertools
 import json
 import math
 import os
 import signal
 import sys
+import threading
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -427,13 +429,40 @@ def _stop_pool(ex: ProcessPoolExecutor) -> None:
         p.join(timeout=2)
 
 
+def _hold_sigint() -> None:
+    """After a Ctrl-C: further ones wait until the partial report is written (the command then exits 130)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """While the workers are forked: a Ctrl-C (sent to the whole process group) is noted, then raised here once they
+    are; a forked worker inherits the noting handler until its initializer ignores SIGINT, never a KeyboardInterrupt
+    (which would print a traceback from the worker's start)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    seen = []
+    old = signal.signal(signal.SIGINT, lambda *_: seen.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if seen:
+        raise KeyboardInterrupt
+
+
 def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None:
     ex = worker_pool(jobs)
     try:
-        futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
+        with _sigint_deferred():
+            futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
         for f in as_completed(futs):
             on_result(f.result())
-    except BaseException:
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            _hold_sigint()
         _stop_pool(ex)
         raise
     ex.shutdown(wait=True)
@@ -474,6 +503,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
             _run_parallel(todo, jobs, compile, run, on_result)
     except KeyboardInterrupt:
         partial = True
+        _hold_sigint()
     except BrokenProcessPool:  # a worker killed outright (the OOM killer, SIGKILL): the others are stopped too
         partial, stopped = True, WORKER_DIED
     finally:

@@ -462,3 +462,59 @@ def test_bench_spec_refuses_no_rounds_before_any_gpu_work(monkeypatch, iters, wa
     monkeypatch.setattr(bench, "require_gpu", lambda: pytest.fail("looked for a GPU"))
     with pytest.raises(ValueError, match="iters must be an integer of at least 1"):
         bench.bench_spec(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", arch="sm_90a"), 256, 256, 64, warmup, iters)
+
+
+# -- 10. Ctrl-C exits 130 with no traceback, whenever it comes -------------------------------------
+def _ctrl_c(tmp_path, argv, delay: float, times: int) -> tuple[int, str]:
+    """Run ``ptxgen argv`` in a process group of its own and send SIGINT to the group (as a terminal's Ctrl-C does:
+    workers and tools get it too) ``times`` times, 50 ms apart, ``delay`` seconds after the start; ``times`` None: every
+    5 ms until it exits (Ctrl-C held down)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ptxgen", *map(str, argv)], cwd=ROOT, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        time.sleep(delay)
+        deadline = time.monotonic() + 60
+        while (times is None or times > 0) and proc.poll() is None and time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                break
+            times = None if times is None else times - 1
+            time.sleep(0.05 if times is not None else 0.005)
+        _, err = proc.communicate(timeout=120)  # a guard against a hang, not a measurement
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
+
+
+def _assert_interrupted(tmp_path, code, err, out):
+    assert code == 130 and "Traceback" not in err and "Exception ignored" not in err, (code, err[-3000:])
+    assert "interrupted" in err, err[-3000:]
+    if out.exists():  # a report written after the Ctrl-C is whole, and nothing half-written is left
+        assert json.loads(out.read_text())["partial"] is True
+    assert not [p.name for p in out.parent.iterdir() if ".tmp" in p.name], list(out.parent.iterdir())
+
+
+SWEEP_ARGV = ["sweep", "--grid", "ci", "--no-compile", "--jobs", "2"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups")
+@pytest.mark.parametrize("delay, times", [(0.15, 1), (1.5, 3), (0.3, None), (1.5, None)])
+def test_ctrl_c_exits_130_without_a_traceback(tmp_path, delay, times):
+    out = tmp_path / "r.json"
+    code, err = _ctrl_c(tmp_path, [*SWEEP_ARGV, "--json", out], delay, times)
+    _assert_interrupted(tmp_path, code, err, out)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups")
+@pytest.mark.parametrize("delay", [0.1, 0.2, 0.3, 0.5, 0.8, 1.2, 2.0, 3.0, 4.0])
+@pytest.mark.parametrize("times", [1, 2, 5, None])
+@pytest.mark.parametrize("command", ["sweep", "check"])
+def test_ctrl_c_exits_130_without_a_traceback_every_time(tmp_path, delay, times, command):
+    out = tmp_path / "r.json"
+    argv = [*SWEEP_ARGV, "--json", out] if command == "sweep" else ["check", ROOT / "generated"]
+    code, err = _ctrl_c(tmp_path, argv, delay, times)
+    _assert_interrupted(tmp_path, code, err, out)
