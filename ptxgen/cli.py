@@ -13,7 +13,7 @@ import threading
 
 from .version import __version__
 from .status import (EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError,
-                     exit_interrupted)
+                     clipped, exit_interrupted)
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
 
@@ -100,7 +100,7 @@ def cmd_build(args) -> int:
     except ForeignFilesError as e:
         raise UsageError(str(e)) from None
     except CompileError as e:
-        print(f"ptxgen: error: {e}", file=sys.stderr)
+        print(f"ptxgen: error: {clipped(e)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     if args.json:
         print(json.dumps({"kernel_name": res.kernel_name, "dir": str(res.dir), "files": list(res.files), "sass": res.sass,
@@ -109,7 +109,7 @@ def cmd_build(args) -> int:
         print(f"wrote {res.dir}/ ({', '.join(res.files)})")
         print(f"SASS: {res.sass_summary}")
         for p in res.sass["problems"]:
-            print(f"SASS PROBLEM: {p}", file=sys.stderr)
+            print(f"SASS PROBLEM: {clipped(p)}", file=sys.stderr)
     return EXIT_OK if res.ok else EXIT_CHECK_FAILED
 
 
@@ -120,11 +120,11 @@ def cmd_check(args) -> int:
 
     res = check_tree(Path(args.dir))
     for n in res.notes:
-        print(f"note: {n}", file=sys.stderr)
+        print(f"note: {clipped(n)}", file=sys.stderr)
     for e in res.errors:
-        print(f"ptxgen check: {e}", file=sys.stderr)
+        print(f"ptxgen check: {clipped(e)}", file=sys.stderr)
     for p in res.differing:
-        print(f"ptxgen check: {p} differs from what ptxgen generates now (hand edit or stale generator)", file=sys.stderr)
+        print(f"ptxgen check: {clipped(p)} differs from what ptxgen generates now (hand edit or stale generator)", file=sys.stderr)
     if res.ok:
         print(f"ptxgen check: {len(res.checked)} files in {args.dir} match the generator")
         return EXIT_OK
@@ -144,7 +144,7 @@ def _sweep_merge(args) -> int:
         write_json(report, args.json)
     print(summary_table(report))
     for p in problems:
-        print(f"ptxgen sweep --merge: {p}", file=sys.stderr)
+        print(f"ptxgen sweep --merge: {clipped(p)}", file=sys.stderr)
     ok = not problems and report["summary"]["failed"] == 0
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
@@ -163,7 +163,7 @@ def _sweep_resume(path: str | None, ident: dict) -> list[dict]:
         raise UsageError(f"--resume {e}") from None
     good, bad = trusted_entries(path, r["configs"])
     for line in bad:
-        print(f"ptxgen sweep --resume: {line} (run again)", file=sys.stderr)
+        print(f"ptxgen sweep --resume: {clipped(line)} (run again)", file=sys.stderr)
     return good
 
 
@@ -213,7 +213,7 @@ def cmd_sweep(args) -> int:
         try:
             require_gpu()
         except NoGPU as e:
-            print(f"ptxgen: {e}", file=sys.stderr)
+            print(f"ptxgen: {clipped(e)}", file=sys.stderr)
             return EXIT_NO_GPU
     names = {s.kernel_name for s in specs}
     done = [r for r in done if r["kernel_name"] in names]
@@ -265,9 +265,9 @@ def _lint_decode(t, raw: int) -> bool:
 
     rep = lint_smem_descriptor(t.spec.arch, raw)
     for p in rep.problems:
-        print(f"PROBLEM: {p}", file=sys.stderr)
+        print(f"PROBLEM: {clipped(p)}", file=sys.stderr)
     for n in rep.notes:
-        print(f"note: {n}", file=sys.stderr)
+        print(f"note: {clipped(n)}", file=sys.stderr)
     return rep.valid
 
 
@@ -320,6 +320,10 @@ class _ExactParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        """argparse's usage error (exit 2), an echoed argument of 100 KB cut (status.clipped)."""
+        super().error(clipped(message))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -501,7 +505,7 @@ def _main(argv: list[str]) -> int:
         sys.stdout.flush()  # a full disk shows here, not in a message at interpreter exit
         return code
     except (SpecError, UsageError, SettingError) as e:
-        print(f"ptxgen: error: {e}", file=sys.stderr)
+        print(f"ptxgen: error: {clipped(e)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. `ptxgen explain ... | head`
         _silence_stdout()
@@ -523,9 +527,9 @@ def _main(argv: list[str]) -> int:
     except OSError as e:  # an output path that cannot be written, an input that cannot be read
         if e.filename is None:  # stdout itself (e.g. /dev/full)
             _silence_stdout()
-            print(f"ptxgen: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+            print(f"ptxgen: error: cannot write the output: {clipped(e.strerror or e)}", file=sys.stderr)
         else:
-            print(f"ptxgen: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+            print(f"ptxgen: error: {clipped(e.filename)}: {clipped(e.strerror or e)}", file=sys.stderr)
         return EXIT_USAGE
 
 

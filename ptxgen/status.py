@@ -1,6 +1,8 @@
 """Exit statuses of the ptxgen command (also the contract with scripts that call it), and the error a bad setting
 raises: a leaf module, so the command can catch it without loading the runtime."""
 
+import re
+
 EXIT_OK = 0  # success
 EXIT_CHECK_FAILED = 1  # a check failed: validation, lint, stale generated/, SASS
 EXIT_USAGE = 2  # bad usage or an illegal spec
@@ -35,3 +37,12 @@ def shown(value, limit: int = SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit - 40]}...{text[-20:]} ({len(text)} characters)"
+
+
+_LONG_WORD = re.compile(r"\S{%d,}" % (2 * SHOWN_CHARS + 1))
+
+
+def clipped(message) -> str:
+    """A message as printed: every word past 2 x SHOWN_CHARS characters (an echoed argument, a path of 100 KB) cut by
+    :func:`shown` (a compiler's long log keeps its lines)."""
+    return _LONG_WORD.sub(lambda m: shown(m.group(0)), str(message))

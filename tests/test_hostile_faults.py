@@ -518,3 +518,55 @@ def test_ctrl_c_exits_130_without_a_traceback_every_time(tmp_path, delay, times,
     argv = [*SWEEP_ARGV, "--json", out] if command == "sweep" else ["check", ROOT / "generated"]
     code, err = _ctrl_c(tmp_path, argv, delay, times)
     _assert_interrupted(tmp_path, code, err, out)
+
+
+# -- lows: a 100 KB argument is named, not echoed ---------------------------------------------------
+BIG = "x" * 100_000
+
+
+def _long_argvs(tmp):
+    yield ["explain", "--bm", BIG, "--bn", "128", "--bk", "32", "--a", "kmajor-sw64"]
+    yield ["explain", *SEED, "--a", BIG]
+    yield ["explain", *SEED, "--dtype", BIG]
+    yield ["explain", *SEED, BIG]
+    yield [BIG]
+    yield ["decode", BIG]
+    yield ["decode", "--idesc", BIG]
+    yield ["show", *SEED, "--decode", BIG]
+    yield ["show", *SEED, "--svg", f"{tmp}/{BIG}"]
+    yield ["build", *SEED, "--out", f"{tmp}/{BIG}"]
+    yield ["check", f"{tmp}/{BIG}"]
+    yield ["sweep", "--grid", BIG]
+    yield ["sweep", "--grid", f"{tmp}/{BIG[:200]}.toml"]
+    yield ["sweep", "--shard", BIG]
+    yield ["sweep", "--json", f"{tmp}/{BIG}"]
+    yield ["sweep", "--resume", f"{tmp}/{BIG}"]
+    yield ["sweep", "--merge", f"{tmp}/{BIG}"]
+    yield ["sweep", "--jobs", BIG]
+    yield ["bench", "--shapes", BIG]
+    yield ["bench", "--arch", BIG]
+    yield ["bench", "--iters", BIG]
+    yield ["validate", *SEED, "--arch", BIG]
+    yield ["tune", "--arch", BIG]
+    yield ["tune", "--json", f"{tmp}/{BIG}"]
+    yield ["cache", BIG]
+
+
+@pytest.mark.parametrize("i", range(25))
+def test_a_100kb_argument_is_not_echoed(tmp_path, monkeypatch, i):
+    argv = list(_long_argvs(tmp_path))[i]
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = run(argv)
+    assert code in (1, 2, 3) and "Traceback" not in err, (code, err[:300])
+    assert len(out) + len(err) < 4000, (argv[:3], len(err), err[:300], err[-300:])
+
+
+def test_a_100kb_grid_value_and_tuning_path_are_not_echoed(tmp_path, monkeypatch):
+    code, _, err = run(["sweep", "--grid", grid_file(tmp_path, f'[[product]]\nbm = 128\nbn = 128\nbk = 32\na = "{BIG}"\n'),
+                        "--list"])
+    assert code == 2 and len(err) < 4000, len(err)
+    code, _, err = run(["sweep", "--grid", grid_file(tmp_path, f'[[product]]\n{BIG[:5000]} = 1\n', "u.toml"), "--list"])
+    assert code == 2 and len(err) < 4000, len(err)
+    monkeypatch.setenv("PTXGEN_TUNING", str(tmp_path / BIG[:200]) * 100)
+    code, _, err = run(["bench", "--dtype", "bf16"])
+    assert code == 2 and len(err) < 4000, len(err)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from ..status import clipped
+
 CALLS = 100  # host-timed calls per loop
 HOST_ROUNDS = 9
 SINGLE_ROUNDS = 30
@@ -156,7 +158,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool) -> int:
             rows.append(row)
             print(line(row), file=sys.stderr if as_json else sys.stdout, flush=True)
     except NoGPU as e:
-        print(f"ptxgen bench --api: {e}", file=sys.stderr)
+        print(f"ptxgen bench --api: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if as_json:
         print(json.dumps({"device": dev.name, "launcher": launcher, "meta_reader": reader.split(" ")[0].rstrip(":"), "shapes": [public(r) for r in rows]}))

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..cliargs import UsageError, add_spec_flags, int_at_least, spec_from_args
-from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
+from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, clipped
 
 
 def _spec_for_gpu(args):
@@ -116,13 +116,13 @@ def cmd_validate(args) -> int:
         spec, _ = _spec_for_gpu(args)
         res = validate_spec(spec, args.m, args.n, args.k, args.seed)
     except NoGPU as e:
-        print(f"ptxgen validate: {e}", file=sys.stderr)
+        print(f"ptxgen validate: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     except ProblemError as e:
-        print(f"ptxgen validate: {e}", file=sys.stderr)
+        print(f"ptxgen validate: {clipped(e)}", file=sys.stderr)
         return EXIT_USAGE
     except CudaError as e:
-        print(f"ptxgen validate: FAIL: {e}", file=sys.stderr)
+        print(f"ptxgen validate: FAIL: {clipped(e)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     print(res.verdict)
     return EXIT_OK if res.passed else EXIT_CHECK_FAILED
@@ -136,7 +136,7 @@ def cmd_selftest(args) -> int:
     try:
         rep = run_selftest()
     except NoGPU as e:
-        print(f"ptxgen selftest: {e}", file=sys.stderr)
+        print(f"ptxgen selftest: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     print(rep.text())
     if args.json:
@@ -202,7 +202,7 @@ def cmd_probe(args) -> int:
             else:
                 report = tma_report
     except NoGPU as e:
-        print(f"ptxgen probe: {e}", file=sys.stderr)
+        print(f"ptxgen probe: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
         from .probe_tma import write_report  # the same JSON writer as probe.write_report
@@ -284,7 +284,7 @@ def cmd_bench(args) -> int:
             try:
                 r = bench_spec(spec, m, n, k, args.warmup, args.iters, **({"swap_ab": True} if swap_ab else {}))
             except BaselineError as e:
-                print(f"ptxgen bench: {e}; shape skipped", file=sys.stderr)
+                print(f"ptxgen bench: {clipped(e)}; shape skipped", file=sys.stderr)
                 uncompared.append(str(e))
                 continue
             r.chosen_by, r.why = chosen_by, why
@@ -292,10 +292,10 @@ def cmd_bench(args) -> int:
             if not args.json:
                 print(f"{r.line()}  [{chosen_by}: {why}]")
     except NoGPU as e:
-        print(f"ptxgen bench: {e}", file=sys.stderr)
+        print(f"ptxgen bench: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     except (ProblemError, ValueError, SpecError, UsageError) as e:
-        print(f"ptxgen bench: {e}", file=sys.stderr)
+        print(f"ptxgen bench: {clipped(e)}", file=sys.stderr)
         return EXIT_USAGE
     if not results:
         print("ptxgen bench: no shape could be compared with the baseline", file=sys.stderr)
@@ -351,7 +351,7 @@ def cmd_tune(args) -> int:
             print(f"  -> {e['kernel']}: ratio {e['ratio']}", flush=True)
             entries.append(e)
     except NoGPU as e:
-        print(f"ptxgen tune: {e}", file=sys.stderr)
+        print(f"ptxgen tune: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
         from ..outputs import write_text_atomic
