@@ -65,11 +65,18 @@ def check_output_path(path: str) -> None:
         raise ValueError(f"{path}: no permission to write it")
 
 
+def as_error_of(e: OSError, path) -> OSError:
+    """``e`` told of ``path`` (what the user named), not of a temporary file of ptxgen's behind it."""
+    return OSError(e.errno, e.strerror or str(e), str(path))
+
+
 def write_text_atomic(path: str, text: str) -> None:
-    """A temporary file beside ``path``, then a rename: never a half-written file."""
+    """A temporary file beside ``path``, then a rename: never a half-written file. An OSError names ``path``."""
     tmp = Path(f"{path}.tmp{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
+    except OSError as e:
+        raise as_error_of(e, path) from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -570,3 +570,26 @@ def test_a_100kb_grid_value_and_tuning_path_are_not_echoed(tmp_path, monkeypatch
     monkeypatch.setenv("PTXGEN_TUNING", str(tmp_path / BIG[:200]) * 100)
     code, _, err = run(["bench", "--dtype", "bf16"])
     assert code == 2 and len(err) < 4000, len(err)
+
+
+# -- lows: messages never name ptxgen's internal temporary files -----------------------------------
+def _small_files(limit: int):
+    def cap():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return cap
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="RLIMIT_FSIZE")
+def test_a_failed_write_names_the_output_not_a_temporary_file(tmp_path):
+    from ptxgen.derive.spec import make_spec
+    from ptxgen.runtime.buildmemo import build
+
+    build(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"), tmp_path / "warm")  # compiled into the cache before
+    for argv, named in ((["show", *SEED, "--svg", tmp_path / "d.svg"], tmp_path / "d.svg"),
+                        (["build", *SEED, "--out", tmp_path / "gen"], tmp_path / "gen")):
+        r = subprocess.run([sys.executable, "-m", "ptxgen", *map(str, argv)], capture_output=True, text=True, env=_env(),
+                           cwd=ROOT, preexec_fn=_small_files(20_000), timeout=300)
+        assert r.returncode == 2 and "File too large" in r.stderr, r.stderr[-2000:]
+        assert str(named) in r.stderr and ".tmp" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..outputs import read_text
+from ..outputs import as_error_of, read_text
 from .sources import generated_line
 
 if TYPE_CHECKING:  # for the annotations only: importing the plans costs the build memo's fast path
@@ -98,17 +98,20 @@ def write_kernel_dir(out_root: Path, name: str, files: dict[str, str]) -> Path:
     token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp = out_root / f".{name}.tmp-{token}"
     try:
-        tmp.mkdir()
-        for fname, text in files.items():
-            with open(tmp / fname, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+        try:
+            tmp.mkdir()
+            for fname, text in files.items():
+                with open(tmp / fname, "w", encoding="utf-8", newline="\n") as f:
+                    f.write(text)
+        except OSError as e:  # named as the folder the user asked for, not the private one behind it
+            raise as_error_of(e, dest) from None
         for attempt in itertools.count():
             try:
                 tmp.rename(dest)  # atomic; fails if dest is a non-empty folder
                 return dest
             except OSError as e:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or attempt >= 1000:
-                    raise
+                    raise as_error_of(e, dest) from None
             old = out_root / f".{name}.old-{token}-{attempt}"
             try:
                 dest.rename(old)  # ours now; another process may have moved dest first
