@@ -14,6 +14,7 @@ import threading
 from .version import __version__
 from .status import (EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError,
                      clipped, exit_interrupted)
+from .cachedir import enabled
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
 
@@ -302,12 +303,20 @@ def cmd_cache(args) -> int:
     from .runtime import cache
 
     limit = cache.max_bytes()  # a bad $PTXGEN_CACHE_MAX_BYTES: exit 2
+    folder, on = cache.cache_dir(), cache.enabled()
+    problem = cache.folder_problem(folder) if on or args.action == "clear" else None
+    if problem:
+        print(f"ptxgen cache: {clipped(problem)}: nothing is cached there (every kernel is compiled anew); set "
+              "PTXGEN_CACHE_DIR to a folder ptxgen can write", file=sys.stderr)
+        return EXIT_CHECK_FAILED
     if args.action == "clear":
-        print(f"removed {cache.clear()} kernels from {cache.cache_dir()}")
+        print(f"removed {cache.clear()} kernels from {folder}")
         return EXIT_OK
     u = cache.usage()
-    state = "on" if cache.enabled() else "off (PTXGEN_NO_CACHE)"
-    print(f"{u.folder}: {u.entries} entries, {u.bytes} bytes (cap {limit} bytes, PTXGEN_CACHE_MAX_BYTES); cache {state}")
+    state = "on" if on else "off (PTXGEN_NO_CACHE)"
+    made = "" if folder.is_dir() else " (not created yet: made on the first compile)"
+    print(f"{u.folder}{made}: {u.entries} entries, {u.bytes} bytes (cap {limit} bytes, PTXGEN_CACHE_MAX_BYTES); "
+          f"cache {state}")
     return EXIT_OK
 
 
@@ -501,6 +510,7 @@ def _main(argv: list[str]) -> int:
     try:
         if sys.stdout is None:  # started with stdout closed (`ptxgen ... >&-`)
             raise _ClosedStdout()
+        enabled()  # a PTXGEN_NO_CACHE ptxgen does not know: exit 2 before any work, whatever the command
         code = _run_command(args)
         sys.stdout.flush()  # a full disk shows here, not in a message at interpreter exit
         return code

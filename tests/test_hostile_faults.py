@@ -593,3 +593,55 @@ def test_a_failed_write_names_the_output_not_a_temporary_file(tmp_path):
         assert r.returncode == 2 and "File too large" in r.stderr, r.stderr[-2000:]
         assert str(named) in r.stderr and ".tmp" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
         assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
+
+
+# -- lows: cache info tells of a cache that cannot be used; PTXGEN_NO_CACHE takes known values only --
+def test_cache_info_says_when_the_folder_is_not_a_folder_or_cannot_be_written(tmp_path, monkeypatch):
+    (tmp_path / "afile").write_text("mine")
+    cases = [(tmp_path / "afile", "is not a folder"), (tmp_path / "afile" / "cache", "cannot be created")]
+    try:
+        import tempfile
+
+        fd, probe = tempfile.mkstemp(dir="/sys")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        cases.append((Path("/sys"), "cannot be written"))  # a folder even root cannot write in
+    for folder, fragment in cases:
+        monkeypatch.setenv("PTXGEN_CACHE_DIR", str(folder))
+        for action in ("info", "clear"):
+            code, out, err = run(["cache", action])
+            assert code == 1 and fragment in err and str(folder) in err, (folder, action, code, out, err)
+    assert (tmp_path / "afile").read_text() == "mine"
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "new" / "cache"))  # the controls: a folder to be made, one made
+    code, out, err = run(["cache", "info"])
+    assert code == 0 and "not created yet" in out and not (tmp_path / "new").exists(), (out, err)
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path))
+    code, out, err = run(["cache", "info"])
+    assert code == 0 and not err and "0 entries" in out, (out, err)
+    monkeypatch.setenv("PTXGEN_NO_CACHE", "1")  # off: where it would be does not matter
+    monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path / "afile"))
+    code, out, err = run(["cache", "info"])
+    assert code == 0 and "off" in out, (out, err)
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "ture", "nope", "-1"])
+def test_no_cache_refuses_a_value_it_does_not_know(monkeypatch, value):
+    from ptxgen.runtime import cache
+    from ptxgen.status import SettingError
+
+    monkeypatch.setenv("PTXGEN_NO_CACHE", value)
+    with pytest.raises(SettingError, match=f"PTXGEN_NO_CACHE={value}"):
+        cache.enabled()
+    for argv in (["cache", "info"], ["build", *SEED, "--out", "/nonexistent/x"], ["explain", *SEED]):
+        code, _, err = run(argv)
+        assert code == 2 and f"PTXGEN_NO_CACHE={value}" in err and "Traceback" not in err, (argv, code, err)
+
+
+@pytest.mark.parametrize("value, on", [(" ", True), ("OFF", True), ("False", True), ("TRUE", False), (" yes ", False),
+                                       ("On", False), ("0", True)])
+def test_no_cache_takes_its_known_values_in_any_case(monkeypatch, value, on):
+    from ptxgen.runtime import cache
+
+    monkeypatch.setenv("PTXGEN_NO_CACHE", value)
+    assert cache.enabled() is on

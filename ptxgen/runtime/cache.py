@@ -299,6 +299,25 @@ def _remove(path: Path) -> None:
             pass
 
 
+def folder_problem(folder: Path) -> str | None:
+    """Why the cache folder cannot be used (None: it can, or it does not exist yet and can be made): not a folder, or
+    a folder that cannot be created or written (a temporary file of ptxgen's name is written and removed to know)."""
+    probe = folder
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if probe != folder and not probe.is_dir():
+        return f"{folder}: cannot be created ({probe} is not a folder)"
+    if probe == folder and not folder.is_dir():
+        return f"{folder}: is not a folder"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=tmp_prefix("probe"), suffix=TMP_SUFFIX, dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        return f"{folder}: cannot be {'written' if probe == folder else 'created'} ({e.strerror or e})"
+    return None
+
+
 def evict(folder: Path | None = None, limit: int | None = None) -> int:
     """Remove the least recently used kernels (an entry and its SASS side file together) until the cache holds at
     most ``limit`` bytes (default :func:`max_bytes`); the number of kernels removed."""
