@@ -17,6 +17,9 @@
   The cache is best effort: a folder that cannot be written only costs the compile.
 * ``builds/``: ``ptxgen build``'s memos of the kernel folders it wrote (ptxgen.runtime.buildmemo); ``clear``
   removes them with the kernels.
+* ``clear`` and eviction delete only files with ptxgen's own names (:func:`is_ours`: ``<64 hex>.cubin``,
+  ``<64 hex>.sass.json``, ``builds/<64 hex>.json``, temporary files ``.ptxgen-tmp.*.tmp``), regular files, checked
+  before each removal: a folder shared with other files (``PTXGEN_CACHE_DIR=/tmp``) keeps them.
 * ``<key>.sass.json`` beside an entry: cuobjdump's SASS and resource texts of its cubin, with the key, the cubin's
   sha256 and the texts' sha256; used only when all three check out, else recomputed.
 """
