@@ -22,16 +22,7 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
 import sys as _sys
 
 from .version import __version__
-
-
-def _started_as_the_command() -> bool:
-    """``python -m ptxgen ...`` or the ``ptxgen`` script (the interpreter's own arguments say so; a program that imports
-    ptxgen is neither)."""
-    argv = getattr(_sys, "orig_argv", [])
-    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "ptxgen":
-        return True
-    return len(argv) > 1 and argv[1].replace("\\", "/").rsplit("/", 1)[-1] in ("ptxgen", "ptxgen.exe")
-
+from .status import started_as_the_command as _started_as_the_command
 
 if _started_as_the_command():  # Ctrl-C while the command loads: exit 130 at once, no traceback (ptxgen.cli.main)
     import signal as _signal

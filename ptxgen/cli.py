@@ -13,7 +13,7 @@ import threading
 
 from .version import __version__
 from .status import (EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError,
-                     clipped, exit_interrupted)
+                     clipped, exit_interrupted, started_as_the_command)
 from .cachedir import enabled
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
@@ -455,11 +455,12 @@ GPU_COMMANDS = ("validate", "probe", "selftest", "bench", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command. Called as the program (``argv`` None: ``python -m ptxgen``, the ``ptxgen`` script), Ctrl-C exits
-    130 with no traceback whenever it comes (:func:`_sigint`); called with ``argv`` (tests), SIGINT is left alone."""
+    """The command. Run as the program (``python -m ptxgen``, the ``ptxgen`` script: status.started_as_the_command),
+    Ctrl-C exits 130 with no traceback whenever it comes (:func:`_run_command`, :func:`_leave`); called from other code
+    (a test, a tool), SIGINT is left as that code has it."""
     import signal
 
-    program = argv is None and threading.current_thread() is threading.main_thread() \
+    program = argv is None and started_as_the_command() and threading.current_thread() is threading.main_thread() \
         and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # started with SIGINT ignored: left so
     argv = sys.argv[1:] if argv is None else list(argv)
     if not program:
@@ -486,7 +487,8 @@ def _leave(code: int) -> None:
             except (OSError, ValueError, AttributeError):
                 pass
         os._exit(EXIT_INTERRUPTED)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 def _run_command(args) -> int:

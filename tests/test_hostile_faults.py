@@ -645,3 +645,14 @@ def test_no_cache_takes_its_known_values_in_any_case(monkeypatch, value, on):
 
     monkeypatch.setenv("PTXGEN_NO_CACHE", value)
     assert cache.enabled() is on
+
+
+def test_main_called_from_other_code_leaves_sigint_alone(monkeypatch, capsys):
+    """Only ``python -m ptxgen`` and the ``ptxgen`` script take over SIGINT: a test or a tool calling ptxgen.cli.main
+    keeps its handler and its signal mask (an inherited blocked SIGINT would reach every later child process)."""
+    from ptxgen import cli
+
+    before = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    monkeypatch.setattr(sys, "argv", ["ptxgen", "explain", *SEED])
+    assert cli.main() == 0
+    assert (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, set())) == before
