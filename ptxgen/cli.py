@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 
 from .version import __version__
-from .status import (EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError,
-                     clipped, exit_interrupted, started_as_the_command)
+from .status import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError, clipped
+from .interrupt import interruptible, run_program, takes_over
 from .cachedir import enabled
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
@@ -455,55 +454,11 @@ GPU_COMMANDS = ("validate", "probe", "selftest", "bench", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command. Run as the program (``python -m ptxgen``, the ``ptxgen`` script: status.started_as_the_command),
-    Ctrl-C exits 130 with no traceback whenever it comes (:func:`_run_command`, :func:`_leave`); called from other code
-    (a test, a tool), SIGINT is left as that code has it."""
-    import signal
-
-    program = argv is None and started_as_the_command() and threading.current_thread() is threading.main_thread() \
-        and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # started with SIGINT ignored: left so
+    """The command. Run as the program (``python -m ptxgen``, the ``ptxgen`` script), Ctrl-C exits 130 with no
+    traceback whenever it comes (ptxgen.interrupt); called from other code (a test, a tool), SIGINT is left alone."""
+    program = takes_over(argv)
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not program:
-        return _main(argv)
-    signal.signal(signal.SIGINT, exit_interrupted)
-    try:
-        code = _main(argv)
-    except KeyboardInterrupt:  # a second Ctrl-C while the first was being reported
-        code = EXIT_INTERRUPTED
-    _leave(code)
-    return code
-
-
-def _leave(code: int) -> None:
-    """The command is done: interrupted, exit 130 now (the interpreter's shutdown, which restores SIGINT's default
-    action, would let a further Ctrl-C kill it by the signal); else SIGINT is held off while the interpreter exits."""
-    import os
-    import signal
-
-    if code == EXIT_INTERRUPTED:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
-        os._exit(EXIT_INTERRUPTED)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-def _run_command(args) -> int:
-    """The command, with Ctrl-C as KeyboardInterrupt while it runs (it cleans up, then exits 130) when called as the
-    program; SIGINT exits at once (status.exit_interrupted) before and after."""
-    import signal
-
-    ours = signal.getsignal(signal.SIGINT) is exit_interrupted
-    if ours:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return args.func(args)
-    finally:
-        if ours:
-            signal.signal(signal.SIGINT, exit_interrupted)
+    return run_program(lambda: _main(argv)) if program else _main(argv)
 
 
 def _main(argv: list[str]) -> int:
@@ -513,7 +468,8 @@ def _main(argv: list[str]) -> int:
         if sys.stdout is None:  # started with stdout closed (`ptxgen ... >&-`)
             raise _ClosedStdout()
         enabled()  # a PTXGEN_NO_CACHE ptxgen does not know: exit 2 before any work, whatever the command
-        code = _run_command(args)
+        with interruptible():
+            code = args.func(args)
         sys.stdout.flush()  # a full disk shows here, not in a message at interpreter exit
         return code
     except (SpecError, UsageError, SettingError) as e:

@@ -10,29 +10,6 @@ EXIT_NO_GPU = 3  # no usable GPU
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 
 
-def exit_interrupted(signum=None, frame=None) -> None:
-    """A SIGINT handler for the moments around a command (loading it, exiting after it): say so and exit 130 at once,
-    with no traceback (a KeyboardInterrupt there would print one, or kill the interpreter while it shuts down)."""
-    import os
-
-    try:
-        os.write(2, b"ptxgen: interrupted\n")
-    except OSError:
-        pass
-    os._exit(EXIT_INTERRUPTED)
-
-
-def started_as_the_command() -> bool:
-    """``python -m ptxgen ...`` or the ``ptxgen`` script: the interpreter's own arguments (``sys.orig_argv``, which
-    nobody rewrites) say so; a program or a test that imports ptxgen or calls ``ptxgen.cli.main`` is neither."""
-    import sys
-
-    argv = list(getattr(sys, "orig_argv", []))
-    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "ptxgen":
-        return True
-    return len(argv) > 1 and argv[1].replace("\\", "/").rsplit("/", 1)[-1] in ("ptxgen", "ptxgen.exe")
-
-
 class SettingError(ValueError):
     """An environment variable ptxgen reads holds a value it cannot use (exit 2, before any work)."""
 

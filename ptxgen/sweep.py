@@ -29,7 +29,7 @@ from typing import Iterator
 
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
-from .isa.types import Epilogue, SpecError, parse_enum
+from .isa.types import SpecError, parse_enum
 from .outputs import read_text
 from .status import shown as _shown
 from .sweep_report import JOURNAL_HEADER, seal, status_of, summarize
@@ -225,73 +225,12 @@ def shard(specs: list, shard_spec: str | None) -> list:
 
 
 # ------------------------------------------------------------------------------------------------
-def _pair_store_problems(spec: TileSpec) -> list[str]:
-    """A CTA pair's TMA-store epilogue through the pair model's TMEM placement and the TMA model (L1)."""
-    if not spec.pair or spec.epilogue is not Epilogue.TMA:
-        return []
-    from .derive.epilogue import plan_store
-    from .model.check_store import check_pair_store_plan
-
-    return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
-
-
-def _m_major_store_problems(spec: TileSpec) -> list[str]:
-    """An M-major D through the TMA store (stmatrix.trans, D's map over the user's row-major D) at L1: every element once
-    at its address over a problem whose last tiles pass M (M % 8 != 0: those take the direct stores) and N."""
-    if spec.epilogue is not Epilogue.TMA or spec.d_major.value != "m":
-        return []
-    from .derive.kernel import plan_kernel
-    from .model.check_mstore import check_m_major_store
-
-    plan = plan_kernel(spec)
-    m, n = spec.bm + 5, spec.bn + 3
-    return check_m_major_store(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-m // 8) * 8)
-
-
-def _f32_store_problems(spec: TileSpec) -> list[str]:
-    """f32 through the wgmma TMA store (st.shared.v2.f32) at L1: every element of D once at its address over two problems
-    whose last tiles pass M and N (N % 4 != 0: the crossing tile takes the direct stores; N % 4 == 0: through TMA, clipped)."""
-    if spec.epilogue is not Epilogue.TMA or spec.out_dtype.value != "f32" or spec.arch.value != "sm_90a":
-        return []
-    from .derive.kernel import plan_kernel
-    from .model.check_store import check_tma_store_problem
-
-    plan = plan_kernel(spec)
-    m = spec.bm + 5
-    return [p for n in (spec.bn + 3, spec.bn + 4)
-            for p in check_tma_store_problem(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-n // 4) * 4 + 4)]
-
-
-def _store_epilogue_problems(spec: TileSpec) -> list[str]:
-    """C through TMA (--fuse c=tma: which C element each accumulator element receives, the c_full order) and e4m3 through
-    the wgmma TMA store (the pair stores against the TMA read model), at L1."""
-    if spec.epilogue is not Epilogue.TMA or spec.fuse is None:
-        return []
-    from .derive.kernel import plan_kernel
-
-    plan = plan_kernel(spec)
-    problems = []
-    if plan.c_load is not None:
-        from .model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
-
-        m, n = spec.bm * 2 + 5, spec.bn * 2 + 8  # the last tile past M and N
-        if plan.store.wgmma:
-            problems += check_c_reads(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn, spec.bm - 64)
-        else:
-            problems += check_c_reads_tmem(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn)
-        problems += check_c_order(plan.c_load, plan.store, chunks=2 * plan.store.chunks_per_slab + 1)
-    if plan.store.pair_writer:  # e4m3 (st.shared.b16) or f32 (st.shared.v2.f32)
-        from .model.check_store import check_store_plan
-
-        problems += check_store_plan(plan.store, spec.bn)
-    return problems
-
-
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
     from .derive.layout import derive
     from .model.verify import check_tile
     from .model.verify_scales import check_scales
+    from .sweep_checks import store_problems
 
     t0 = time.perf_counter()
     spec = TileSpec.from_json(spec_json)
@@ -299,8 +238,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     errors = []
     try:
         t = derive(spec)
-        problems = (check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
-                    + _store_epilogue_problems(spec) + _m_major_store_problems(spec) + _f32_store_problems(spec))
+        problems = check_tile(t) + (check_scales(t) if t.scales is not None else []) + store_problems(spec)
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 from .derive.spec import TileSpec
 from .isa.types import SpecError

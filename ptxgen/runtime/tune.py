@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from importlib import resources
-from pathlib import Path
 
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import Epilogue, SpecError
