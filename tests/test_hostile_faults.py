@@ -656,3 +656,22 @@ def test_main_called_from_other_code_leaves_sigint_alone(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["ptxgen", "explain", *SEED])
     assert cli.main() == 0
     assert (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, set())) == before
+
+
+def test_the_generator_hash_is_of_sources_not_of_a_compiled_launcher(tmp_path):
+    """Shards swept on two machines merge: the launcher extension pip builds into the package (its bytes differ from
+    one build to the next) is not part of the generator's hash; its C sources are."""
+    import shutil
+
+    from ptxgen.runtime.buildmemo import tree_sha256
+
+    tree = tmp_path / "tree"
+    for name in ("ptxgen", "templates"):
+        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    roots = (tree / "ptxgen", tree / "templates")
+    base = tree_sha256(roots)
+    (tree / "ptxgen" / "runtime" / "_launcher.abi3.so").write_bytes(os.urandom(64))
+    assert tree_sha256(roots) == base
+    c = tree / "ptxgen" / "runtime" / "_launcher.c"
+    c.write_text(c.read_text() + "\n")  # the control: a source changed changes it
+    assert tree_sha256(roots) != base
