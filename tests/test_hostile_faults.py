@@ -24,10 +24,6 @@ def _env(**kw) -> dict:
 
 
 # -- 1. a grid's size is computed and bounded before anything is built ---------------------------
-HUGE = "[[product]]\n" + "".join(f"{f} = [{', '.join(map(str, range(64, 64 + 8 * 30, 8)))}]\n" for f in ("bm", "bn", "bk")) + \
-    'a = "kmajor-sw64"\nstages = [' + ", ".join(map(str, range(1, 41))) + "]\n"  # 30^3 x 40 = 1,080,000
-
-
 def test_a_grid_past_the_bound_is_refused_before_anything_is_built(tmp_path, monkeypatch):
     import ptxgen.sweep as sweep
 
