@@ -46,7 +46,8 @@ def takes_over(argv) -> bool:
 
 
 def run_program(body) -> int:
-    """``body()`` (the command, a function of no arguments) with SIGINT taken over; its exit status (130 after a Ctrl-C, exiting at once)."""
+    """``body()`` (the command, a function of no arguments) with SIGINT taken over; its exit status (after a Ctrl-C:
+    130, exiting at once)."""
     signal.signal(signal.SIGINT, exit_interrupted)
     try:
         code = body()

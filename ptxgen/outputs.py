@@ -21,8 +21,10 @@ def _kind(mode: int) -> str:
 def read_regular(path, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file ``path`` (a link to one is followed), at most ``limit`` of them. ValueError naming
     the path for anything else: a FIFO, a device, a folder, a file past the bound (checked on its size and on what is
-    read: nothing past ``limit`` is read). Opened without blocking (a FIFO with no writer); OSError as ``open`` raises it."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    read: nothing past ``limit`` is read). Opened without blocking (a FIFO with no writer); OSError as ``open`` raises
+    it."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -18,7 +18,8 @@ SHOWN_CHARS = 160  # the most characters of a value a message quotes
 
 
 def shown(value, limit: int = SHOWN_CHARS) -> str:
-    """``value`` as a message quotes it (its str), cut to ``limit`` characters: an argument of 100 KB is named, not echoed."""
+    """``value`` as a message quotes it (its str), cut to ``limit`` characters: an argument of 100 KB is named, not
+    echoed."""
     text = str(value)
     if len(text) <= limit:
         return text

@@ -409,8 +409,8 @@ def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None
 def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
               done: list[dict] | None = None, journal: str | None = None, header: dict | None = None) -> dict:
     """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
-    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``; so does a worker that dies
-    (its reason in ``stopped``).
+    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``; so does a worker
+    that dies (its reason in ``stopped``).
     ``journal``: a file each result is appended to (a JSON line) as it arrives, so that a sweep killed outright
     (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it. Its first
     line is ``{"sweep": header}``, the sweep's identity (ptxgen.sweep_report.IDENTITY)."""
