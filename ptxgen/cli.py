@@ -11,7 +11,9 @@ import json
 import sys
 
 from .version import __version__
-from .status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError
+from .status import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, SettingError, clipped
+from .interrupt import interruptible, run_program, takes_over
+from .cachedir import enabled
 from .cliargs import UsageError, add_spec_flags, spec_from_args
 from .isa.types import Arch, SpecError
 
@@ -110,6 +112,7 @@ def table_name(arch: Arch) -> str:
 def cmd_build(args) -> int:
     from pathlib import Path
 
+    from .emit.generated import ForeignFilesError
     from .runtime.buildmemo import build
     from .runtime.toolchain import CompileError
 
@@ -119,8 +122,10 @@ def cmd_build(args) -> int:
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     try:
         res = build(spec, out)  # reuses a kernel folder that is already what the build would write
+    except ForeignFilesError as e:
+        raise UsageError(str(e)) from None
     except CompileError as e:
-        print(f"ptxgen: error: {e}", file=sys.stderr)
+        print(f"ptxgen: error: {clipped(e)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     if args.json:
         print(json.dumps({"kernel_name": res.kernel_name, "dir": str(res.dir), "files": list(res.files), "sass": res.sass,
@@ -129,7 +134,7 @@ def cmd_build(args) -> int:
         print(f"wrote {res.dir}/ ({', '.join(res.files)})")
         print(f"SASS: {res.sass_summary}")
         for p in res.sass["problems"]:
-            print(f"SASS PROBLEM: {p}", file=sys.stderr)
+            print(f"SASS PROBLEM: {clipped(p)}", file=sys.stderr)
     return EXIT_OK if res.ok else EXIT_CHECK_FAILED
 
 
@@ -140,11 +145,11 @@ def cmd_check(args) -> int:
 
     res = check_tree(Path(args.dir))
     for n in res.notes:
-        print(f"note: {n}", file=sys.stderr)
+        print(f"note: {clipped(n)}", file=sys.stderr)
     for e in res.errors:
-        print(f"ptxgen check: {e}", file=sys.stderr)
+        print(f"ptxgen check: {clipped(e)}", file=sys.stderr)
     for p in res.differing:
-        print(f"ptxgen check: {p} differs from what ptxgen generates now (hand edit or stale generator)", file=sys.stderr)
+        print(f"ptxgen check: {clipped(p)} differs from what ptxgen generates now (hand edit or stale generator)", file=sys.stderr)
     if res.ok:
         print(f"ptxgen check: {len(res.checked)} files in {args.dir} match the generator")
         return EXIT_OK
@@ -164,26 +169,26 @@ def _sweep_merge(args) -> int:
         write_json(report, args.json)
     print(summary_table(report))
     for p in problems:
-        print(f"ptxgen sweep --merge: {p}", file=sys.stderr)
+        print(f"ptxgen sweep --merge: {clipped(p)}", file=sys.stderr)
     ok = not problems and report["summary"]["failed"] == 0
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
-def _sweep_resume(path: str | None, grid_name: str) -> list[dict]:
-    """The trusted entries of a partial report (a damaged or edited entry is named and run again)."""
-    from .sweep_report import read_report, trusted_entries
+def _sweep_resume(path: str | None, ident: dict) -> list[dict]:
+    """The trusted entries of a partial report of this grid, version and generator (a damaged or edited entry is
+    named and run again; a report of another grid or generator is refused)."""
+    from .sweep_report import check_identity, read_report, trusted_entries
 
     if not path:
         return []
     try:
         r = read_report(path)
+        check_identity(path, r, ident, f"grid {ident['grid']} by this ptxgen")
     except ValueError as e:
         raise UsageError(f"--resume {e}") from None
-    if r.get("grid") not in (None, grid_name):
-        raise UsageError(f"--resume {path}: a report of grid {r.get('grid')}, not {grid_name}")
     good, bad = trusted_entries(path, r["configs"])
     for line in bad:
-        print(f"ptxgen sweep --resume: {line} (run again)", file=sys.stderr)
+        print(f"ptxgen sweep --resume: {clipped(line)} (run again)", file=sys.stderr)
     return good
 
 
@@ -213,7 +218,7 @@ def _list_dropped(grid) -> int:
 def cmd_sweep(args) -> int:
     from pathlib import Path
 
-    from .sweep import run_sweep, worker_count
+    from .sweep import identity, run_sweep, worker_count
     from .sweep_report import JOURNAL_SUFFIX, summary_table, write_json
 
     if args.merge:
@@ -225,14 +230,15 @@ def cmd_sweep(args) -> int:
         for sp in specs:
             print(sp.cli_args())
         return EXIT_OK
-    done = _sweep_resume(args.resume, grid.name)
+    ident = identity(grid)
+    done = _sweep_resume(args.resume, ident)
     if args.run:
         from .runtime.gpu import NoGPU, require_gpu
 
         try:
             require_gpu()
         except NoGPU as e:
-            print(f"ptxgen: {e}", file=sys.stderr)
+            print(f"ptxgen: {clipped(e)}", file=sys.stderr)
             return EXIT_NO_GPU
     names = {s.kernel_name for s in specs}
     done = [r for r in done if r["kernel_name"] in names]
@@ -247,13 +253,20 @@ def cmd_sweep(args) -> int:
     if clamped:
         print(f"ptxgen sweep: {clamped}", file=sys.stderr)
     journal = args.json + JOURNAL_SUFFIX if args.json else None  # a sweep killed outright: --resume OUT.journal
-    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done, journal=journal)
-    report.update(grid=grid.name, grid_size=len(grid.specs), shard=args.shard or "1/1",
+    report = run_sweep(specs, jobs, compile=not args.no_compile, run=args.run, done=done, journal=journal, header=ident)
+    report.update(**ident, grid_size=len(grid.specs), shard=args.shard or "1/1",
                   kernel_names=sorted(names))
     if args.json:  # first: the report is never lost to a problem in printing it
         write_json(report, args.json)
-        Path(journal).unlink(missing_ok=True)
+        if not report.get("stopped"):
+            Path(journal).unlink(missing_ok=True)
     print(summary_table(report))
+    if report.get("stopped"):
+        where = (f"; the results so far are in the journal {journal} and the partial report {args.json} (continue with "
+                 f"--resume {journal})" if args.json else "; run with --json OUT to keep a journal of the results")
+        print(f"ptxgen sweep: {report['stopped']}, after {len(report['configs'])} of {len(specs)} configurations"
+              + where, file=sys.stderr)
+        return EXIT_CHECK_FAILED
     if report["partial"]:
         print(f"ptxgen sweep: interrupted after {len(report['configs'])} of {len(specs)} configurations"
               + (f"; partial report in {args.json} (continue with --resume {args.json})" if args.json else ""),
@@ -277,9 +290,9 @@ def _lint_decode(t, raw: int) -> bool:
 
     rep = lint_smem_descriptor(t.spec.arch, raw)
     for p in rep.problems:
-        print(f"PROBLEM: {p}", file=sys.stderr)
+        print(f"PROBLEM: {clipped(p)}", file=sys.stderr)
     for n in rep.notes:
-        print(f"note: {n}", file=sys.stderr)
+        print(f"note: {clipped(n)}", file=sys.stderr)
     return rep.valid
 
 
@@ -333,12 +346,20 @@ def cmd_cache(args) -> int:
     from .runtime import cache
 
     limit = cache.max_bytes()  # a bad $PTXGEN_CACHE_MAX_BYTES: exit 2
+    folder, on = cache.cache_dir(), cache.enabled()
+    problem = cache.folder_problem(folder) if on or args.action == "clear" else None
+    if problem:
+        print(f"ptxgen cache: {clipped(problem)}: nothing is cached there (every kernel is compiled anew); set "
+              "PTXGEN_CACHE_DIR to a folder ptxgen can write", file=sys.stderr)
+        return EXIT_CHECK_FAILED
     if args.action == "clear":
-        print(f"removed {cache.clear()} kernels from {cache.cache_dir()}")
+        print(f"removed {cache.clear()} kernels from {folder}")
         return EXIT_OK
     u = cache.usage()
-    state = "on" if cache.enabled() else "off (PTXGEN_NO_CACHE)"
-    print(f"{u.folder}: {u.entries} entries, {u.bytes} bytes (cap {limit} bytes, PTXGEN_CACHE_MAX_BYTES); cache {state}")
+    state = "on" if on else "off (PTXGEN_NO_CACHE)"
+    made = "" if folder.is_dir() else " (not created yet: made on the first compile)"
+    print(f"{u.folder}{made}: {u.entries} entries, {u.bytes} bytes (cap {limit} bytes, PTXGEN_CACHE_MAX_BYTES); "
+          f"cache {state}")
     return EXIT_OK
 
 
@@ -351,6 +372,10 @@ class _ExactParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        """argparse's usage error (exit 2), an echoed argument of 100 KB cut (status.clipped)."""
+        super().error(clipped(message))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -467,6 +492,9 @@ def _cmd_bench(args) -> int:
     bad = [s for s in shapes if min(s) < 1]
     if bad:
         raise UsageError(f"--shapes: every M, N, K must be at least 1 (got {'x'.join(map(str, bad[0]))})")
+    from .runtime.tune import table_entries
+
+    table_entries()  # a tuning table named in $PTXGEN_TUNING with a problem: exit 2 with it, before any GPU work
     from .api.bench_api import run
 
     return run(shapes, args.iters, args.json, args.op or "gemm")
@@ -494,7 +522,14 @@ def _kind(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command. Run as the program (``python -m ptxgen``, the ``ptxgen`` script), Ctrl-C exits 130 with no
+    traceback whenever it comes (ptxgen.interrupt); called from other code (a test, a tool), SIGINT is left alone."""
+    program = takes_over(argv)
     argv = sys.argv[1:] if argv is None else list(argv)
+    return run_program(lambda: _main(argv)) if program else _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "build" and _kind(argv[1:]) == "attention":  # its own flags: ptxgen.attention.cli
         from .attention.cli import main as attention_build
 
@@ -504,18 +539,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if sys.stdout is None:  # started with stdout closed (`ptxgen ... >&-`)
             raise _ClosedStdout()
-        code = args.func(args)
+        enabled()  # a PTXGEN_NO_CACHE ptxgen does not know: exit 2 before any work, whatever the command
+        with interruptible():
+            code = args.func(args)
         sys.stdout.flush()  # a full disk shows here, not in a message at interpreter exit
         return code
     except (SpecError, UsageError, SettingError) as e:
-        print(f"ptxgen: error: {e}", file=sys.stderr)
+        print(f"ptxgen: error: {clipped(e)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. `ptxgen explain ... | head`
         _silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
         print("ptxgen: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except ModuleNotFoundError as e:  # a broken install: the compiler (cuda-python's NVRTC) or a renderer is missing
         if (e.name or "").split(".")[0] not in _DEPENDENCIES:
             raise
@@ -530,9 +567,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # an output path that cannot be written, an input that cannot be read
         if e.filename is None:  # stdout itself (e.g. /dev/full)
             _silence_stdout()
-            print(f"ptxgen: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+            print(f"ptxgen: error: cannot write the output: {clipped(e.strerror or e)}", file=sys.stderr)
         else:
-            print(f"ptxgen: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+            print(f"ptxgen: error: {clipped(e.filename)}: {clipped(e.strerror or e)}", file=sys.stderr)
         return EXIT_USAGE
 
 

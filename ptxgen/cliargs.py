@@ -13,6 +13,24 @@ class UsageError(Exception):
     """Bad command-line usage that argparse cannot see (exit 2)."""
 
 
+def int_at_least(low: int):
+    """An argparse ``type``: an integer of at least ``low`` (else argparse's exit 2 naming the flag and the bound)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            from .status import shown
+
+            raise argparse.ArgumentTypeError(f"must be an integer of at least {low}, not {shown(text, 40)}")
+        return value
+
+    parse.__name__ = f"integer of at least {low}"
+    return parse
+
+
 def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_100a", required: bool = True) -> None:
     """One flag per spec field (ptxgen.derive.fields.FIELDS). ``required=False``: the tile flags may be left out."""
     from .derive.fields import FIELDS

@@ -9,22 +9,30 @@ ptxgen.sweep_report's.
 
 from __future__ import annotations
 
+import hashlib
+import contextlib
 import itertools
 import json
+import math
 import os
 import signal
 import sys
+import threading
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
 from .derive.spec import OperandSpec, TileSpec, make_spec
-from .isa.types import Epilogue, SpecError, parse_enum
-from .sweep_report import seal, status_of, summarize
+from .isa.types import SpecError, parse_enum
+from .outputs import read_text
+from .status import shown as _shown
+from .sweep_report import JOURNAL_HEADER, seal, status_of, summarize
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
 TOKENS = tuple(
@@ -79,14 +87,33 @@ def _check_value(key: str, v) -> None:
         raise SpecError(f.flag, v, "not one of its values", ", ".join(f.choices))
 
 
-def _product(table: dict) -> list[dict]:
+MAX_GRID_COMBINATIONS = 2_000_000  # the most combinations a grid may stand for: 'full' is 403,200 (FULL_DOMAIN)
+
+
+def _fields(table) -> tuple[list[str], list[list]]:
+    """A [[product]] table's fields (in FIELDS order) and each field's list of values, checked for shape only."""
     if not isinstance(table, dict):
         raise ValueError(f"a grid [[product]] must be a table of fields, not {type(table).__name__}")
-    keys = [k for k in FIELDS if k in table]
     unknown = set(table) - set(FIELDS)
     if unknown:
-        raise ValueError(f"unknown grid field(s): {sorted(map(str, unknown))}; fields are {', '.join(FIELDS)}")
-    values = [table[k] if isinstance(table[k], list) else [table[k]] for k in keys]
+        raise ValueError(f"unknown grid field(s): {_shown(sorted(map(str, unknown)))}; fields are {', '.join(FIELDS)}")
+    keys = [k for k in FIELDS if k in table]
+    return keys, [table[k] if isinstance(table[k], list) else [table[k]] for k in keys]
+
+
+def grid_size(tables: list) -> int:
+    """The combinations the [[product]] tables stand for: the sum over the tables of the product of their lists' lengths
+    (computed, nothing built)."""
+    total = 0
+    for table in tables:
+        _, values = _fields(table)
+        total += math.prod(len(vs) for vs in values)
+    return total
+
+
+def _product(table: dict) -> Iterator[dict]:
+    """The table's combinations, one at a time (its values checked first)."""
+    keys, values = _fields(table)
     for k, vs in zip(keys, values):
         if not vs:
             raise ValueError(f"grid field {k} is an empty list")
@@ -95,7 +122,7 @@ def _product(table: dict) -> list[dict]:
                 _check_value(k, v)
             except SpecError as e:
                 raise ValueError(f"grid field {k}: {e}") from None
-    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    return (dict(zip(keys, combo)) for combo in itertools.product(*values))
 
 
 def _make(d: dict) -> TileSpec:
@@ -106,10 +133,15 @@ def _make(d: dict) -> TileSpec:
 def grid_from_tables(name: str, tables: list[dict], keep_dropped: bool = False) -> Grid:
     if not isinstance(tables, list):
         raise ValueError(f"grid {name}: 'product' must be a list of [[product]] tables")
+    size = grid_size(tables)
+    if size > MAX_GRID_COMBINATIONS:
+        raise ValueError(f"grid {name}: {size} combinations, more than the {MAX_GRID_COMBINATIONS} a sweep takes "
+                         f"(the product of each [[product]] table's list lengths, summed): split it into smaller grids")
+    tables = [_product(t) for t in tables]  # every table's values checked before any combination is built
     seen: dict[str, TileSpec] = {}
     dropped, reasons = 0, []
-    for table in tables:
-        for combo in _product(table):
+    for combos in tables:
+        for combo in combos:
             try:
                 spec = _make(combo)
             except SpecError as e:
@@ -140,8 +172,8 @@ def load_grid(which: str, keep_dropped: bool = False) -> Grid:
     path = Path(which)
     if path.suffix == ".toml" and path.exists():
         try:
-            text, name = path.read_text(encoding="utf-8"), path.stem
-        except (OSError, UnicodeDecodeError) as e:
+            text, name = read_text(path), path.stem
+        except (OSError, ValueError) as e:
             raise ValueError(f"grid {which}: cannot read it: {e}") from None
     else:
         try:
@@ -162,6 +194,23 @@ def load_grid(which: str, keep_dropped: bool = False) -> Grid:
     return grid
 
 
+def grid_sha256(specs: list[TileSpec]) -> str:
+    """The grid's content: sha256 of its configurations' specs (the loader included), in kernel-name order."""
+    h = hashlib.sha256()
+    for spec in sorted(specs, key=lambda s: s.kernel_name):
+        h.update(json.dumps({**spec.to_json(), "loader": spec.loader.value}, sort_keys=True).encode() + b"\n")
+    return h.hexdigest()
+
+
+def identity(grid: Grid) -> dict:
+    """What the sweep's verdicts belong to (ptxgen.sweep_report.IDENTITY), with the grid's name."""
+    from .runtime.buildmemo import generator_roots, tree_sha256
+    from .version import __version__
+
+    return {"grid": grid.name, "grid_sha256": grid_sha256(grid.specs), "ptxgen_version": __version__,
+            "generator_sha256": tree_sha256(generator_roots())}
+
+
 def shard(specs: list, shard_spec: str | None) -> list:
     """``I/N`` (1-based): every N-th configuration starting at the I-th, in kernel-name order."""
     if not shard_spec:
@@ -176,73 +225,12 @@ def shard(specs: list, shard_spec: str | None) -> list:
 
 
 # ------------------------------------------------------------------------------------------------
-def _pair_store_problems(spec: TileSpec) -> list[str]:
-    """A CTA pair's TMA-store epilogue through the pair model's TMEM placement and the TMA model (L1)."""
-    if not spec.pair or spec.epilogue is not Epilogue.TMA:
-        return []
-    from .derive.epilogue import plan_store
-    from .model.check_store import check_pair_store_plan
-
-    return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
-
-
-def _m_major_store_problems(spec: TileSpec) -> list[str]:
-    """An M-major D through the TMA store (stmatrix.trans, D's map over the user's row-major D) at L1: every element once
-    at its address over a problem whose last tiles pass M (M % 8 != 0: those take the direct stores) and N."""
-    if spec.epilogue is not Epilogue.TMA or spec.d_major.value != "m":
-        return []
-    from .derive.kernel import plan_kernel
-    from .model.check_mstore import check_m_major_store
-
-    plan = plan_kernel(spec)
-    m, n = spec.bm + 5, spec.bn + 3
-    return check_m_major_store(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-m // 8) * 8)
-
-
-def _f32_store_problems(spec: TileSpec) -> list[str]:
-    """f32 through the wgmma TMA store (st.shared.v2.f32) at L1: every element of D once at its address over two problems
-    whose last tiles pass M and N (N % 4 != 0: the crossing tile takes the direct stores; N % 4 == 0: through TMA, clipped)."""
-    if spec.epilogue is not Epilogue.TMA or spec.out_dtype.value != "f32" or spec.arch.value != "sm_90a":
-        return []
-    from .derive.kernel import plan_kernel
-    from .model.check_store import check_tma_store_problem
-
-    plan = plan_kernel(spec)
-    m = spec.bm + 5
-    return [p for n in (spec.bn + 3, spec.bn + 4)
-            for p in check_tma_store_problem(plan.store, plan.direct, spec.bm, spec.bn, m, n, -(-n // 4) * 4 + 4)]
-
-
-def _store_epilogue_problems(spec: TileSpec) -> list[str]:
-    """C through TMA (--fuse c=tma: which C element each accumulator element receives, the c_full order) and e4m3 through
-    the wgmma TMA store (the pair stores against the TMA read model), at L1."""
-    if spec.epilogue is not Epilogue.TMA or spec.fuse is None:
-        return []
-    from .derive.kernel import plan_kernel
-
-    plan = plan_kernel(spec)
-    problems = []
-    if plan.c_load is not None:
-        from .model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
-
-        m, n = spec.bm * 2 + 5, spec.bn * 2 + 8  # the last tile past M and N
-        if plan.store.wgmma:
-            problems += check_c_reads(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn, spec.bm - 64)
-        else:
-            problems += check_c_reads_tmem(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn)
-        problems += check_c_order(plan.c_load, plan.store, chunks=2 * plan.store.chunks_per_slab + 1)
-    if plan.store.pair_writer:  # e4m3 (st.shared.b16) or f32 (st.shared.v2.f32)
-        from .model.check_store import check_store_plan
-
-        problems += check_store_plan(plan.store, spec.bn)
-    return problems
-
-
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
     from .derive.layout import derive
     from .model.verify import check_tile
     from .model.verify_scales import check_scales
+    from .sweep_checks import store_problems
 
     t0 = time.perf_counter()
     spec = TileSpec.from_json(spec_json)
@@ -250,8 +238,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     errors = []
     try:
         t = derive(spec)
-        problems = (check_tile(t) + (check_scales(t) if t.scales is not None else []) + _pair_store_problems(spec)
-                    + _store_epilogue_problems(spec) + _m_major_store_problems(spec) + _f32_store_problems(spec))
+        problems = check_tile(t) + (check_scales(t) if t.scales is not None else []) + store_problems(spec)
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:
@@ -380,24 +367,53 @@ def _stop_pool(ex: ProcessPoolExecutor) -> None:
         p.join(timeout=2)
 
 
+def _hold_sigint() -> None:
+    """After a Ctrl-C: further ones wait until the partial report is written (the command then exits 130)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """While the workers are forked: a Ctrl-C (sent to the whole process group) is noted, then raised here once they
+    are; a forked worker inherits the noting handler until its initializer ignores SIGINT, never a KeyboardInterrupt
+    (which would print a traceback from the worker's start)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    seen = []
+    old = signal.signal(signal.SIGINT, lambda *_: seen.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if seen:
+        raise KeyboardInterrupt
+
+
 def _run_parallel(specs, jobs: int, compile: bool, run: bool, on_result) -> None:
     ex = worker_pool(jobs)
     try:
-        futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
+        with _sigint_deferred():
+            futs = [ex.submit(run_config, s.to_json(), compile, run) for s in specs]
         for f in as_completed(futs):
             on_result(f.result())
-    except BaseException:
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            _hold_sigint()
         _stop_pool(ex)
         raise
     ex.shutdown(wait=True)
 
 
 def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progress: bool = True,
-              done: list[dict] | None = None, journal: str | None = None) -> dict:
+              done: list[dict] | None = None, journal: str | None = None, header: dict | None = None) -> dict:
     """Every spec through :func:`run_config`. ``done``: results of an earlier partial run, kept as they are
-    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``.
+    (their specs are skipped). Ctrl-C stops the sweep and returns what finished, marked ``partial``; so does a worker
+    that dies (its reason in ``stopped``).
     ``journal``: a file each result is appended to (a JSON line) as it arrives, so that a sweep killed outright
-    (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it."""
+    (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it. Its first
+    line is ``{"sweep": header}``, the sweep's identity (ptxgen.sweep_report.IDENTITY)."""
     results = list(done or [])
     skip = {r["kernel_name"] for r in results}
     todo = [s for s in specs if s.kernel_name not in skip]
@@ -405,6 +421,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
     bar = Progress(len(todo)) if progress else None
     log = open(journal, "w", encoding="utf-8") if journal else None  # noqa: SIM115 - closed below
     if log:  # the results kept from an earlier run first: the journal alone holds everything done
+        log.write(json.dumps({JOURNAL_HEADER: header or {}}) + "\n")
         log.writelines(json.dumps(r) + "\n" for r in results)
         log.flush()
 
@@ -416,7 +433,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
         if bar:
             bar.update(r)
 
-    partial = False
+    partial, stopped = False, None
     try:
         if jobs <= 1 or run:  # GPU runs stay in this process (one context)
             _run_serial(todo, compile, run, on_result)
@@ -424,13 +441,21 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
             _run_parallel(todo, jobs, compile, run, on_result)
     except KeyboardInterrupt:
         partial = True
+        _hold_sigint()
+    except BrokenProcessPool:  # a worker killed outright (the OOM killer, SIGKILL): the others are stopped too
+        partial, stopped = True, WORKER_DIED
     finally:
         if log:
             log.close()
     if bar:
         bar.close()
     results.sort(key=lambda r: r["kernel_name"])
-    return {"configs": results, "summary": summarize(results), "partial": partial}
+    return {"configs": results, "summary": summarize(results), "partial": partial,
+            **({"stopped": stopped} if stopped else {})}
+
+
+WORKER_DIED = ("a worker process died (killed by a signal: the out-of-memory killer, or SIGKILL), so the sweep stopped; "
+               "the configuration it was checking is not known")
 
 
 def default_jobs() -> int:

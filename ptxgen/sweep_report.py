@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 from .derive.spec import TileSpec
 from .isa.types import SpecError
-from .outputs import write_text_atomic
+from .outputs import read_text, write_text_atomic
+
+MAX_REPORT_BYTES = 1 << 30  # a report of the whole 'full' grid is ~60 MB
+from .status import shown
 
 
 CHECKS = ("model", "compile", "sass", "run")
@@ -89,6 +91,31 @@ def summarize(results: list[dict]) -> dict:
 
 
 JOURNAL_SUFFIX = ".journal"
+JOURNAL_HEADER = "sweep"  # a journal's first line: {"sweep": the sweep's identity}
+# What a report's verdicts belong to: the grid's configurations (sha256 of their specs, whatever the file's name or
+# layout), the ptxgen version and the generator's sources (the ptxgen package and its templates). --resume and --merge
+# refuse a report whose identity differs from the sweep's or the other reports'.
+IDENTITY = ("grid_sha256", "ptxgen_version", "generator_sha256")
+
+
+def identity_problems(r: dict, want: dict) -> list[str]:
+    """How report ``r``'s identity differs from ``want`` (empty: it is the same grid, version and generator)."""
+    probs = []
+    for key in IDENTITY:
+        got = r.get(key)
+        if not isinstance(got, str):
+            probs.append(f"it has no {key} (written by an older ptxgen, or edited)")
+        elif got != want.get(key):
+            probs.append(f"its {key} is {shown(got, 80)}, not {shown(want.get(key), 80)}")
+    return probs
+
+
+def check_identity(path: str, r: dict, want: dict, what: str) -> None:
+    """ValueError naming the file and every difference when ``r`` is not of ``want``'s grid, version and generator."""
+    probs = identity_problems(r, want)
+    if probs:
+        raise ValueError(f"{path}: not a report of {what} ({'; '.join(probs)}): its verdicts cannot be combined with "
+                         "this one's; run the sweep again without it")
 
 
 def summary_table(report: dict) -> str:
@@ -124,15 +151,24 @@ def read_report(path: str) -> dict:
     a sweep that was killed, a JSON line each) reads as a partial report; a line that is not JSON (the one being
     written when it died) becomes an entry that :func:`trusted_entries` refuses."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, MAX_REPORT_BYTES)
         if path.endswith(JOURNAL_SUFFIX):
-            return {"configs": [_json_line(line) for line in text.splitlines() if line.strip()], "partial": True}
+            return _journal(text)
         r = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read a sweep report: {e}") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read a sweep report: {e}" if str(e).startswith(path) else
+                         f"{path}: cannot read a sweep report: {e}") from None
     if not isinstance(r, dict) or not isinstance(r.get("configs"), list):
         raise ValueError(f"{path}: not a ptxgen sweep report (no list of configs)")
     return r
+
+
+def _journal(text: str) -> dict:
+    """A journal as a partial report: its header's identity (the first line), then its entries."""
+    lines = [_json_line(line) for line in text.splitlines() if line.strip()]
+    head = lines[0] if lines and isinstance(lines[0], dict) and set(lines[0]) == {JOURNAL_HEADER} else None
+    ident = head[JOURNAL_HEADER] if head is not None and isinstance(head[JOURNAL_HEADER], dict) else {}
+    return {**{k: ident.get(k) for k in ("grid", *IDENTITY)}, "configs": lines[1 if head else 0:], "partial": True}
 
 
 def _json_line(line: str):
@@ -178,9 +214,12 @@ def _check_report(path: str, r: dict) -> list[str]:
 
 
 def merge_reports(paths: list[str]) -> tuple[dict, list[str]]:
-    """Shard reports into one report, and the problems: missing, duplicated or partial shards, a union that is
-    not the whole grid, several grids."""
+    """Shard reports into one report, and the problems: missing, duplicated or partial shards, a union that is not
+    the whole grid. ValueError (nothing merged) for reports of several grids, ptxgen versions or generators."""
     reports = [(p, read_report(p)) for p in paths]
+    first = reports[0][1]
+    for p, r in reports:  # one grid, one version, one generator: else a ValueError (exit 2)
+        check_identity(p, r, first, f"the grid, ptxgen version and generator of {reports[0][0]}")
     probs: list[str] = []
     for p, r in reports:  # an entry that cannot be trusted is named and left out (and the merge fails)
         r["configs"], bad = trusted_entries(p, r["configs"])
@@ -188,7 +227,7 @@ def merge_reports(paths: list[str]) -> tuple[dict, list[str]]:
     by_grid: dict[str, dict] = {}
     for p, r in reports:
         i, n = _shard_of(p, r)
-        g = by_grid.setdefault(str(r.get("grid")), {"n": n, "size": r.get("grid_size"), "shards": {}})
+        g = by_grid.setdefault(str(first.get("grid")), {"n": n, "size": r.get("grid_size"), "shards": {}})
         if n != g["n"]:
             probs.append(f"{p}: shard {i}/{n}, but other reports of grid {r.get('grid')} have N={g['n']}")
         g["shards"].setdefault(i, []).append(p)
@@ -206,4 +245,5 @@ def merge_reports(paths: list[str]) -> tuple[dict, list[str]]:
         if isinstance(g["size"], int) and g["size"] != len(configs) and len(by_grid) == 1:
             probs.append(f"grid {name}: the reports hold {len(configs)} configurations, the grid has {g['size']}")
     results = sorted(configs.values(), key=lambda c: c["kernel_name"])
-    return {"grid": ",".join(sorted(by_grid)), "configs": results, "summary": summarize(results)}, probs
+    return ({"grid": ",".join(sorted(by_grid)), **{k: first[k] for k in IDENTITY}, "configs": results,
+             "summary": summarize(results)}, probs)

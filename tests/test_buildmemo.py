@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ptxgen.derive.spec import make_spec
-from ptxgen.emit.generated import KERNEL_FILES
+from ptxgen.emit.generated import KERNEL_FILES, ForeignFilesError
 from ptxgen.emit.sources import template_dir
 from ptxgen.runtime import artifacts, buildmemo, cache
 from ptxgen.status import SettingError
@@ -71,21 +71,23 @@ def test_a_changed_folder_or_memo_builds_again(tmp_path, full_builds, damage):
             f.write("// edited\n")
     elif damage == "remove":
         (d / "layout.svg").unlink()
-    elif damage == "extra":
-        (d / "notes.txt").write_text("mine\n")
-    elif damage == "link":  # same bytes, but a link where the build writes a file
-        (tmp_path / "copy.cu").write_bytes(files["kernel.cu"])
-        (d / "kernel.cu").unlink()
-        (d / "kernel.cu").symlink_to(tmp_path / "copy.cu")
+    elif damage in ("extra", "link", "folder-link"):  # files the build did not write: refused, never replaced
+        if damage == "extra":
+            (d / "notes.txt").write_text("mine\n")
+        elif damage == "link":  # same bytes, but a link where the build writes a file
+            (tmp_path / "copy.cu").write_bytes(files["kernel.cu"])
+            (d / "kernel.cu").unlink()
+            (d / "kernel.cu").symlink_to(tmp_path / "copy.cu")
+        else:
+            shutil.move(str(d), str(tmp_path / "moved"))
+            d.symlink_to(tmp_path / "moved", target_is_directory=True)
+        with pytest.raises(ForeignFilesError):
+            buildmemo.build(spec, tmp_path / "out")
+        assert full_builds == [spec.kernel_name], "refused before any work"
+        assert damage != "extra" or (d / "notes.txt").read_text() == "mine\n"
+        return
     elif damage == "chmod":
         (d / "kernel.ptx").chmod(0o444)
-    elif damage == "folder-link":  # the whole build refuses to replace a link (an error, as without the memo)
-        shutil.move(str(d), str(tmp_path / "moved"))
-        d.symlink_to(tmp_path / "moved", target_is_directory=True)
-        with pytest.raises(NotADirectoryError):
-            buildmemo.build(spec, tmp_path / "out")
-        assert full_builds == [spec.kernel_name] * 2
-        return
     elif damage == "memo":
         memo = buildmemo._memo_path(json.dumps(spec.to_json(), sort_keys=True))
         memo.write_text("{not json")

@@ -507,7 +507,8 @@ def test_a_killed_sweep_resumes_from_its_journal(tmp_path):
     r = subprocess.run([*argv, "--resume", str(journal), "--json", str(tmp_path / "done.json")], env=_env(), cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    kept = sum(1 for line in lines if line.endswith("}"))
+    assert set(json.loads(lines[0])) == {"sweep"}  # the header: the sweep's identity
+    kept = sum(1 for line in lines[1:] if line.endswith("}"))
     assert f"{kept} already in" in r.stderr and "a torn line" in r.stderr, r.stderr[-2000:]
     report = json.loads((tmp_path / "done.json").read_text())
     assert not report["partial"] and sorted(report["kernel_names"]) == sorted(c["kernel_name"] for c in report["configs"])

@@ -7,7 +7,7 @@ imports itself back through others (no import cycle, not even through an import 
   nothing from ptxgen at all; ``model.verify`` is the bridge that feeds them the derived plans.
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
-* ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``: leaf modules any layer may import.
+* ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``, ``.interrupt``: leaf modules any layer may import.
 * ``ptxgen.author``: the public authoring layer, beside the API: it may use isa, derive, emit, runtime and the API's
   stream and launch helpers, never the CLI; nothing below it imports it.
 """
@@ -99,13 +99,13 @@ def test_descriptor_bits_live_in_one_place():
 # ---- the whole import graph: layer order and cycles ----------------------------------------------
 # Every import statement counts: top-level, inside a function (lazy), under ``if TYPE_CHECKING:``.
 LAYERS = {  # first component under ptxgen -> rank; a module may import only modules of equal or lower rank
-    "version": 0, "status": 0, "outputs": 0, "cachedir": 0,
+    "version": 0, "status": 0, "outputs": 0, "cachedir": 0, "interrupt": 0,
     "isa": 1,
     "derive": 2, "cliargs": 2,
     "model": 3,
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
-    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6, "author": 6, "attention": 6, "opsref": 6, "opsgrad": 6, "scaled": 6,
+    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "sweep_checks": 6, "grouped": 6, "author": 6, "attention": 6, "opsref": 6, "opsgrad": 6, "scaled": 6,
     "nn": 7,
     "cli": 7,
     "__main__": 8,

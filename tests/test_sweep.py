@@ -252,8 +252,8 @@ def test_merge_fails_on_a_failed_config_and_refuses_junk(tmp_path, capsys):
     assert "cannot read a sweep report" in capsys.readouterr().err
     other = tmp_path / "other.json"
     assert main(["sweep", "--grid", str(_toml(tmp_path)), "--no-compile", "--jobs", "1", "--json", str(other)]) == 0
-    assert main(["sweep", "--merge", paths[0], str(other)]) == 1
-    assert "several grids" in capsys.readouterr().err
+    assert main(["sweep", "--merge", paths[0], str(other)]) == 2  # another grid: refused, nothing merged
+    assert "its grid_sha256 is" in capsys.readouterr().err
 
 
 def _toml(tmp_path, text=SMALL, name="small.toml"):

@@ -17,6 +17,7 @@ Every side's output is checked against ``torch.mm`` in float32 (relative error b
 
 from __future__ import annotations
 
+from ..status import clipped
 from .bench_ops import host_us as _host_us
 from .bench_ops import single_ratio as _single_ratio
 
@@ -121,7 +122,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
             rows.append(row)
             print((line if op == "gemm" else bench_ops.line)(row), file=sys.stderr if as_json else sys.stdout, flush=True)
     except NoGPU as e:
-        print(f"ptxgen bench --api: {e}", file=sys.stderr)
+        print(f"ptxgen bench --api: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if as_json:
         print(json.dumps({"op": op, "device": dev.name, "launcher": launcher, "meta_reader": reader.split(" ")[0].rstrip(":"), "shapes": [public(r) for r in rows]}))

@@ -12,10 +12,12 @@ import itertools
 import json
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..outputs import as_error_of, read_text
 from .sources import generated_line
 
 if TYPE_CHECKING:  # for the annotations only: importing the plans costs the build memo's fast path
@@ -35,34 +37,87 @@ def ptx_text(t: TileLayout, ptx: str, nvrtc_version: str) -> str:
     return header + ptx.rstrip("\n") + "\n"
 
 
+class ForeignFilesError(FileExistsError):
+    """A kernel folder holds files ptxgen did not write: a build refuses it rather than delete them (exit 2)."""
+
+
+def foreign_files(dest: Path) -> list[str]:
+    """What in the kernel folder ``dest`` a build did not write (a build replaces the folder whole): every entry that is
+    not one of KERNEL_FILES as a regular file; ``dest`` itself when it is not a real folder. Empty: nothing there or
+    only a build's files (edited or not: ``ptxgen check`` finds edits)."""
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISDIR(st.st_mode):
+        return [f"{dest} itself ({'a link' if stat.S_ISLNK(st.st_mode) else 'not a folder'})"]
+    try:
+        entries = sorted(os.scandir(dest), key=lambda e: e.name)
+    except FileNotFoundError:  # another build moved it aside just now
+        return []
+    foreign = []
+    for entry in entries:
+        if entry.name not in KERNEL_FILES or not entry.is_file(follow_symlinks=False):
+            foreign.append(entry.name + ("/" if entry.is_dir(follow_symlinks=False) else ""))
+    return foreign
+
+
+def check_kernel_dir(dest: Path) -> None:
+    """ForeignFilesError naming them when ``dest`` holds files a build did not write."""
+    foreign = foreign_files(dest)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ForeignFilesError(f"{dest} holds files ptxgen did not write ({shown}): a build replaces the kernel folder "
+                                "whole, so it stops here; move them elsewhere or build into another --out")
+
+
+def _remove_old(old: Path) -> None:
+    """Remove a kernel folder this process moved aside: its build files, then the folder (a file another process put
+    there in the meantime keeps the folder, and the file, where they are)."""
+    for fname in KERNEL_FILES:
+        try:
+            (old / fname).unlink()
+        except OSError:
+            pass
+    try:
+        old.rmdir()
+    except OSError:
+        pass
+
+
 def write_kernel_dir(out_root: Path, name: str, files: dict[str, str]) -> Path:
     """Write ``files`` into out_root/name all at once: a failure leaves the old folder (or none).
 
     Safe against other processes writing the same folder at once (parallel builds into one ``--out``): each
     writes a private folder, then swaps it in; an old folder it moved aside is its own to remove. When another
-    process's folder lands between our move and our rename, we move that one aside and try again."""
+    process's folder lands between our move and our rename, we move that one aside and try again. A folder holding
+    files ptxgen did not write is refused (ForeignFilesError), never replaced."""
     out_root.mkdir(parents=True, exist_ok=True)
     dest = out_root / name
+    check_kernel_dir(dest)
     token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp = out_root / f".{name}.tmp-{token}"
     try:
-        tmp.mkdir()
-        for fname, text in files.items():
-            with open(tmp / fname, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+        try:
+            tmp.mkdir()
+            for fname, text in files.items():
+                with open(tmp / fname, "w", encoding="utf-8", newline="\n") as f:
+                    f.write(text)
+        except OSError as e:  # named as the folder the user asked for, not the private one behind it
+            raise as_error_of(e, dest) from None
         for attempt in itertools.count():
             try:
                 tmp.rename(dest)  # atomic; fails if dest is a non-empty folder
                 return dest
             except OSError as e:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or attempt >= 1000:
-                    raise
+                    raise as_error_of(e, dest) from None
             old = out_root / f".{name}.old-{token}-{attempt}"
             try:
                 dest.rename(old)  # ours now; another process may have moved dest first
             except FileNotFoundError:
                 continue
-            shutil.rmtree(old, ignore_errors=True)
+            _remove_old(old)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -73,7 +128,8 @@ def kernel_dirs(root: Path) -> list[Path]:
 
 
 def read_layout_json(kernel_dir: Path) -> dict:
-    return json.loads((kernel_dir / "layout.json").read_text(encoding="utf-8"))
+    """The kernel folder's layout.json (a regular file under the input bound, ptxgen.outputs.read_regular)."""
+    return json.loads(read_text(kernel_dir / "layout.json"))
 
 
 def ptx_nvrtc_version(text: str) -> str | None:

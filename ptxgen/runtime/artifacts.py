@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,10 +13,10 @@ from ..emit.generated import (
     layout_json_text,
     ptx_nvrtc_version,
     ptx_text,
-    read_layout_json,
     write_kernel_dir,
 )
 from ..emit.render import render_kernel
+from ..outputs import read_text
 from ..emit.svg import layout_svg
 from ..derive.layout import TileLayout, derive
 from ..derive.spec import TileSpec
@@ -97,10 +99,27 @@ def _orphans(root: Path, dirs: list[Path]) -> list[str]:
     ]
 
 
+def _read_files(d: Path, res: CheckResult) -> dict[str, str | None] | None:
+    """The kernel folder's files as text (None: missing), each a regular file under the input bound; None (and the
+    errors noted) when one is not: a FIFO, a link to a device or a huge file is named, never read."""
+    texts, ok = {}, True
+    for name in KERNEL_FILES:
+        path = d / name
+        try:
+            texts[name] = read_text(path) if os.path.lexists(path) else None
+        except ValueError as e:
+            res.errors.append(str(e))
+            ok = False
+    return texts if ok else None
+
+
 def _check_dir(d: Path, res: CheckResult) -> None:
     """One kernel folder: its spec rebuilt from layout.json, every file regenerated and compared."""
+    texts = _read_files(d, res)
+    if texts is None:
+        return
     try:
-        spec = TileSpec.from_json(read_layout_json(d)["spec"])
+        spec = TileSpec.from_json(json.loads(texts["layout.json"])["spec"])
     except Exception as e:  # noqa: BLE001 - a hand-edited spec is a finding, not a crash
         res.errors.append(f"{d}/layout.json: cannot rebuild the spec: {e}")
         return
@@ -108,11 +127,11 @@ def _check_dir(d: Path, res: CheckResult) -> None:
         res.errors.append(f"{d}: folder name differs from the spec's kernel name {spec.kernel_name}")
     art = generate(spec, compile=True, sass=False)
     for name in KERNEL_FILES:  # every file, kernel.ptx too, whatever its header says (a header can be edited)
-        path = d / name
+        path, text = d / name, texts[name]
         res.checked.append(path)
-        if not path.exists() or path.read_text(encoding="utf-8") != art.files[name]:
+        if text != art.files[name]:
             res.differing.append(path)
-            recorded = ptx_nvrtc_version(path.read_text(encoding="utf-8")) if path.exists() and name == "kernel.ptx" else None
+            recorded = ptx_nvrtc_version(text) if text is not None and name == "kernel.ptx" else None
             if recorded not in (None, toolchain_id()["nvrtc"]):
                 res.notes.append(f"{path}: its header says NVRTC {recorded}, this machine has {toolchain_id()['nvrtc']} (pip install "
                                  "the pinned nvidia-cuda-nvrtc to regenerate it)")

@@ -16,6 +16,7 @@ from ..derive.kernel import plan_kernel
 from ..derive.spec import TileSpec
 from ..emit.render import render_kernel
 from ..isa.types import DType, Major
+from ..status import shown
 from .gpu import Kernel, require_gpu
 from .launch import Problem, check_problem, gemm_launches, workspace_bytes
 from .cache import compile_cached
@@ -185,7 +186,11 @@ def alternate(torch, ours, base, check, rounds: int, warmup: int) -> tuple[float
 
 def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: int = 50, seed: int = 0,
                swap_ab: bool = False) -> BenchResult:
-    """``swap_ab``: run ``spec`` (an M-major-D kernel) on the swapped problem, as ``runtime.choose``'s swap-ab rule does."""
+    """``swap_ab``: run ``spec`` (an M-major-D kernel) on the swapped problem, as ``runtime.choose``'s swap-ab rule does.
+    ``iters`` >= 1 timed rounds (a median of none is no time) and ``warmup`` >= 0, checked before any GPU work."""
+    if type(iters) is not int or iters < 1 or type(warmup) is not int or warmup < 0:
+        raise ValueError(f"iters={shown(iters, 40)}, warmup={shown(warmup, 40)}: iters must be an integer of at least 1, "
+                         "warmup of at least 0")
     torch = _torch()
     dev = require_gpu()
     case = _Case(torch, spec, m, n, k, seed, dev.sm_count, swap_ab)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cachedir import cache_dir, enabled
-from ..emit.generated import KERNEL_FILES
+from ..emit.generated import KERNEL_FILES, check_kernel_dir
 from ..emit.sources import template_dir
 from . import cache
 
@@ -67,6 +67,7 @@ def build(spec, out_root: Path) -> BuildResult:
             return hit
     from .artifacts import build as full_build
 
+    check_kernel_dir(out_root / spec.kernel_name)  # files the user put there: refused before any work
     path, art = full_build(spec, out_root)
     rep = art.sass
     result = BuildResult(
@@ -104,13 +105,18 @@ def _generator_sha256() -> str:
     return tree_sha256(generator_roots())
 
 
+COMPILED_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".o")  # built from the sources, not sources
+
+
 def tree_sha256(roots) -> str:
-    """sha256 over every file under ``roots`` (relative names and bytes, in sorted order; no __pycache__)."""
+    """sha256 over every source file under ``roots`` (relative names and bytes, in sorted order; no __pycache__, no
+    compiled file: the launcher extension ``pip install`` builds into the package differs from machine to machine, and
+    its C sources are hashed)."""
     h = hashlib.sha256()
     for root in roots:
         for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(names):
+            for name in sorted(n for n in names if not n.endswith(COMPILED_SUFFIXES)):
                 path = os.path.join(folder, name)
                 with open(path, "rb") as f:
                     data = f.read()

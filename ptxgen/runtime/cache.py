@@ -17,6 +17,9 @@
   The cache is best effort: a folder that cannot be written only costs the compile.
 * ``builds/``: ``ptxgen build``'s memos of the kernel folders it wrote (ptxgen.runtime.buildmemo); ``clear``
   removes them with the kernels.
+* ``clear`` and eviction delete only files with ptxgen's own names (:func:`is_ours`: ``<64 hex>.cubin``,
+  ``<64 hex>.sass.json``, ``builds/<64 hex>.json``, temporary files ``.ptxgen-tmp.*.tmp``), regular files, checked
+  before each removal: a folder shared with other files (``PTXGEN_CACHE_DIR=/tmp``) keeps them.
 * ``<key>.sass.json`` beside an entry: cuobjdump's SASS and resource texts of its cubin, with the key, the cubin's
   sha256 and the texts' sha256; used only when all three check out, else recomputed.
 """
@@ -26,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -128,7 +133,7 @@ def write_atomic(path: Path, text: str) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=tmp_prefix(path.name), suffix=TMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -212,20 +217,21 @@ def _touch(path: Path) -> None:
 class Usage:
     folder: Path
     entries: int  # kernels (``.cubin`` entries)
-    bytes: int  # every file of the cache: entries, SASS side files, temporary files
+    bytes: int  # every file of ptxgen's in the folder: entries, SASS side files, temporary files
 
 
 def _groups(folder: Path) -> dict[str, list[Path]]:
-    """The cache's files by key: ``<key>.cubin``, ``<key>.sass.json`` (and stray temporary files by their name)."""
+    """ptxgen's files at the top of the cache folder by key: ``<key>.cubin``, ``<key>.sass.json``; each temporary file
+    of ptxgen's (:func:`is_ours`) a group of its own. Other files (the user's, in a shared folder) are not listed."""
     groups: dict[str, list[Path]] = {}
     try:
         names = list(folder.iterdir())
     except OSError:
         return groups
     for p in names:
-        key = p.name.split(".")[0]
-        if p.is_file() and ((len(key) == 64 and p.name.endswith((SUFFIX, SASS_SUFFIX))) or p.name.endswith(".tmp")):
-            groups.setdefault(key or p.name, []).append(p)
+        if _regular(p) and _TOP.match(p.name):
+            key = p.name.split(".")[0] if p.name.endswith((SUFFIX, SASS_SUFFIX)) else p.name
+            groups.setdefault(key, []).append(p)
     return groups
 
 
@@ -258,6 +264,63 @@ def _after_write(folder: Path, size: int) -> None:
         _unchecked_bytes[folder] = pending + size
 
 
+TMP_SUFFIX = ".tmp"
+_HEX64 = "[0-9a-f]{64}"
+_TMP = r"\.ptxgen-tmp\.[\w.-]+\.tmp"  # tmp_prefix(...) + mkstemp's random part or a pid + TMP_SUFFIX
+# ptxgen's own names (the only files clear and evict remove): entries, SASS side files and temporary files at the top of
+# the folder; build memos and their temporary files in builds/. The last two of each: the temporary names of 0.1.0's
+# first releases (a 16-hex key and mkstemp's 8 characters; the SASS side file's name and a pid; toolchain.json's).
+_TOP = re.compile(rf"(?:{_HEX64}\.cubin|{_HEX64}\.sass\.json|{_TMP}|\.[0-9a-f]{{16}}\.\w{{8}}\.tmp"
+                  rf"|\.{_HEX64}\.sass\.json\.\d+\.tmp|\.toolchain\.json\.\w{{8}}\.tmp)\Z", re.ASCII)
+_MEMOS = re.compile(rf"(?:{_HEX64}\.json|{_TMP}|\.{_HEX64}\.json\.\w{{8}}\.tmp)\Z", re.ASCII)
+
+
+def tmp_prefix(name: str) -> str:
+    """The start of the name of every temporary file ptxgen writes in the cache folder (then a random part or a pid,
+    then TMP_SUFFIX): a name pattern of its own, so that ``clear`` and eviction never take a user's ``*.tmp``."""
+    return f".ptxgen-tmp.{name}."
+
+
+def is_ours(path: Path) -> bool:
+    """Whether ``path``'s name is one ptxgen gives the files it writes in the cache folder (``builds/``: the memos)."""
+    return bool((_MEMOS if path.parent.name == BUILDS_FOLDER else _TOP).match(path.name))
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _remove(path: Path) -> None:
+    """Delete ``path`` if it is a regular file (not a link) with one of ptxgen's names, checked now."""
+    if is_ours(path) and _regular(path):
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why the cache folder cannot be used (None: it can, or it does not exist yet and can be made): not a folder, or
+    a folder that cannot be created or written (a temporary file of ptxgen's name is written and removed to know)."""
+    probe = folder
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if probe != folder and not probe.is_dir():
+        return f"{folder}: cannot be created ({probe} is not a folder)"
+    if probe == folder and not folder.is_dir():
+        return f"{folder}: is not a folder"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=tmp_prefix("probe"), suffix=TMP_SUFFIX, dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        return f"{folder}: cannot be {'written' if probe == folder else 'created'} ({e.strerror or e})"
+    return None
+
+
 def evict(folder: Path | None = None, limit: int | None = None) -> int:
     """Remove the least recently used kernels (an entry and its SASS side file together) until the cache holds at
     most ``limit`` bytes (default :func:`max_bytes`); the number of kernels removed."""
@@ -276,10 +339,7 @@ def evict(folder: Path | None = None, limit: int | None = None) -> int:
         if total <= limit:
             break
         for p in files:
-            try:
-                p.unlink()
-            except OSError:
-                pass
+            _remove(p)
         total -= size
         removed += 1
     return removed
@@ -292,7 +352,7 @@ def store(key: str, compiled: Compiled, folder: Path | None = None) -> Path | No
     tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=tmp_prefix(key[:16]), suffix=TMP_SUFFIX, dir=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(encode_entry(key, compiled))
             f.flush()
@@ -338,27 +398,21 @@ BUILDS_FOLDER = "builds"  # ptxgen build's memos (ptxgen.runtime.buildmemo): <sh
 
 
 def clear(folder: Path | None = None) -> int:
-    """Remove every kernel (entries, SASS side files, stray temporary files) and the build memos; the number of
-    kernels removed. Other files in the folder are left alone."""
+    """Remove every kernel (entries, SASS side files, stray temporary files) and the build memos: the files with
+    ptxgen's own names (:func:`is_ours`), checked before each removal; the number of kernels removed. Other files in
+    the folder (a user's ``*.tmp`` or ``builds/*.json`` in a shared folder) are left alone."""
     folder = folder or cache_dir()
     try:
         memos = list((folder / BUILDS_FOLDER).iterdir())
     except OSError:
         memos = []
     for p in memos:
-        if p.name.endswith((".json", ".tmp")) and p.is_file():
-            try:
-                p.unlink()
-            except OSError:
-                pass
+        _remove(p)
     n = 0
     for files in _groups(folder).values():
         n += any(p.name.endswith(SUFFIX) for p in files)
         for p in files:
-            try:
-                p.unlink()
-            except OSError:
-                pass
+            _remove(p)
     return n
 
 
@@ -397,7 +451,7 @@ def sass_dumps(res: CacheResult) -> tuple[str, str]:
     dump = run_tool("cuobjdump", ["--dump-sass"], res.compiled.cubin)
     resources = run_tool("cuobjdump", ["--dump-resource-usage"], res.compiled.cubin)
     if side is not None:
-        tmp = side.with_name(f".{side.name}.{os.getpid()}.tmp")
+        tmp = side.with_name(f"{tmp_prefix(side.name)}{os.getpid()}{TMP_SUFFIX}")
         try:
             tmp.write_text(json.dumps({"key": res.key, "cubin_sha256": hashlib.sha256(res.compiled.cubin).hexdigest(),
                                        "sha256": _texts_sha256(dump, resources), "sass": dump, "resources": resources}),

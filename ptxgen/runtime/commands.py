@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cliargs import UsageError, add_spec_flags, spec_from_args
-from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE
+from ..cliargs import UsageError, add_spec_flags, int_at_least, spec_from_args
+from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, clipped
 
 
 def _spec_for_gpu(args):
@@ -116,13 +116,13 @@ def cmd_validate(args) -> int:
         spec, _ = _spec_for_gpu(args)
         res = validate_spec(spec, args.m, args.n, args.k, args.seed)
     except NoGPU as e:
-        print(f"ptxgen validate: {e}", file=sys.stderr)
+        print(f"ptxgen validate: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     except ProblemError as e:
-        print(f"ptxgen validate: {e}", file=sys.stderr)
+        print(f"ptxgen validate: {clipped(e)}", file=sys.stderr)
         return EXIT_USAGE
     except CudaError as e:
-        print(f"ptxgen validate: FAIL: {e}", file=sys.stderr)
+        print(f"ptxgen validate: FAIL: {clipped(e)}", file=sys.stderr)
         return EXIT_CHECK_FAILED
     print(res.verdict)
     return EXIT_OK if res.passed else EXIT_CHECK_FAILED
@@ -136,7 +136,7 @@ def cmd_selftest(args) -> int:
     try:
         rep = run_selftest()
     except NoGPU as e:
-        print(f"ptxgen selftest: {e}", file=sys.stderr)
+        print(f"ptxgen selftest: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     print(rep.text())
     if args.json:
@@ -202,7 +202,7 @@ def cmd_probe(args) -> int:
             else:
                 report = tma_report
     except NoGPU as e:
-        print(f"ptxgen probe: {e}", file=sys.stderr)
+        print(f"ptxgen probe: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
         from .probe_tma import write_report  # the same JSON writer as probe.write_report
@@ -287,7 +287,7 @@ def cmd_bench(args) -> int:
             try:
                 r = bench_spec(spec, m, n, k, args.warmup, args.iters, **({"swap_ab": True} if swap_ab else {}))
             except BaselineError as e:
-                print(f"ptxgen bench: {e}; shape skipped", file=sys.stderr)
+                print(f"ptxgen bench: {clipped(e)}; shape skipped", file=sys.stderr)
                 uncompared.append(str(e))
                 continue
             r.chosen_by, r.why = chosen_by, why
@@ -295,10 +295,10 @@ def cmd_bench(args) -> int:
             if not args.json:
                 print(f"{r.line()}  [{chosen_by}: {why}]")
     except NoGPU as e:
-        print(f"ptxgen bench: {e}", file=sys.stderr)
+        print(f"ptxgen bench: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     except (ProblemError, ValueError, SpecError, UsageError) as e:
-        print(f"ptxgen bench: {e}", file=sys.stderr)
+        print(f"ptxgen bench: {clipped(e)}", file=sys.stderr)
         return EXIT_USAGE
     if not results:
         print("ptxgen bench: no shape could be compared with the baseline", file=sys.stderr)
@@ -321,14 +321,13 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
     ``ptxgen bench`` checks a table; UsageError naming the file and the problem otherwise."""
     from pathlib import Path
 
-    from .choose.tune import entry_problem, load_table
+    from .choose.tune import load_table, table_problem
 
     if not path or not Path(path).exists():
         return []
     try:
         entries = load_table(path)
-        why = "'entries' is not a list" if not isinstance(entries, list) else next(
-            (p for p in map(entry_problem, entries) if p), None)
+        why = table_problem(entries)
     except (OSError, ValueError, KeyError, TypeError) as e:
         why = f"{type(e).__name__}: {e}"
     if why:
@@ -361,7 +360,7 @@ def cmd_tune(args) -> int:
             print(f"  -> {e['kernel']}: ratio {e['ratio']}", flush=True)
             entries.append(e)
     except NoGPU as e:
-        print(f"ptxgen tune: {e}", file=sys.stderr)
+        print(f"ptxgen tune: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
         from ..outputs import write_text_atomic
@@ -397,8 +396,8 @@ def add(sub) -> None:
     b = sub.add_parser("bench", help="time kernels against cuBLAS (torch) in the same process, alternating rounds")
     add_spec_flags(b, arch_default=None, required=False)
     _shape_flags(b)
-    b.add_argument("--warmup", type=int, default=10, help="untimed launches of each side first (default 10)")
-    b.add_argument("--iters", type=int, default=50, help="timed rounds per side; the median is reported (default 50)")
+    b.add_argument("--warmup", type=int_at_least(0), default=10, help="untimed launches of each side first (default 10)")
+    b.add_argument("--iters", type=int_at_least(1), default=50, help="timed rounds per side; the median is reported (default 50)")
     b.add_argument("--json", action="store_true", help="print JSON: one object per shape, or shapes + geomean_ratio")
     b.set_defaults(func=cmd_bench)
 
@@ -407,7 +406,7 @@ def add(sub) -> None:
     t.add_argument("--dtype", default="bf16", choices=("f16", "bf16", "e4m3"), help="input type (default bf16)")
     t.add_argument("--arch", default=None, help="default: the GPU's")
     _shape_flags(t)
-    t.add_argument("--iters", type=int, default=20, help="timed rounds per side and candidate (default 20)")
+    t.add_argument("--iters", type=int_at_least(1), default=20, help="timed rounds per side and candidate (default 20)")
     t.add_argument("--json", metavar="OUT", help="write the table of winners to OUT")
     t.add_argument("--merge", action="store_true", help="keep OUT's entries for other shapes")
     t.add_argument("--calibrate", action="store_true", help="measure the cost model's constants on this GPU (at most 5 "

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from importlib import resources
-from pathlib import Path
 
 from ...derive.spec import TileSpec, make_spec
 from ...isa.types import Epilogue, SpecError
-from ...status import SettingError
+from ...outputs import read_text
+from ...status import SettingError, shown
 from .calibration import table_name
 from .choice import Device
 
@@ -78,52 +78,112 @@ def default_spec(dtype: str, arch: str) -> TileSpec:
 
 
 def load_table(path: str | None = None, device: Device | None = None) -> list[dict]:
-    """The shipped table of ``device`` (ptxgen/tuning/<device>.json, else the reference device's), or the file named
-    by ``path`` or $PTXGEN_TUNING."""
+    """The entries of the shipped table of ``device`` (ptxgen/tuning/<device>.json, else the reference device's), or of
+    the file named by ``path`` or $PTXGEN_TUNING (read as they are: see :func:`table_problem` for the checks)."""
     import os
 
     path = path or os.environ.get("PTXGEN_TUNING")
     name = table_name(device) if device is not None else TABLE
-    text = Path(path).read_text() if path else resources.files("ptxgen.tuning").joinpath(name).read_text()
-    return json.loads(text)["entries"]
+    text = read_text(path) if path else resources.files("ptxgen.tuning").joinpath(name).read_text()
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise TypeError(f"a tuning table is a JSON object with 'entries', not a {type(doc).__name__}")
+    unknown = sorted(map(str, set(doc) - TABLE_KEYS))
+    if unknown:
+        raise KeyError(f"unknown key(s) {shown(unknown)}: a tuning table has {', '.join(sorted(TABLE_KEYS))}")
+    return doc["entries"]
 
 
 class TuningTableError(SettingError):
     """The tuning table named in $PTXGEN_TUNING cannot be used (the same error in ``ptxgen bench`` and ``ptxgen.gemm``)."""
 
 
+TABLE_KEYS = frozenset({"device", "entries"})
+ENTRY_KEYS = frozenset({"dtype", "arch", "m", "n", "k", "spec", "kernel", "ratio", "ours_tflops", "cublas_tflops"})
+_NUMBERS = ("ratio", "ours_tflops", "cublas_tflops")  # what tune measured: numbers where present
+
+
 def entry_problem(e) -> str | None:
+    """Why a tuning table entry cannot be used (None: it can): its keys, the shape, the spec (legal, of the entry's
+    input type and arch, of the kernel it names), the measured numbers."""
     if not isinstance(e, dict):
         return f"an entry is a {type(e).__name__}, not an object"
+    unknown = sorted(map(str, set(e) - ENTRY_KEYS))
+    if unknown:
+        return f"unknown key(s) {shown(unknown)}; an entry has {', '.join(sorted(ENTRY_KEYS))}"
     if not (isinstance(e.get("dtype"), str) and isinstance(e.get("arch"), str) and isinstance(e.get("spec"), dict)):
         return "every entry needs dtype, arch (text) and spec (an object)"
     if not all(type(e.get(d)) is int and e[d] >= 1 for d in "mnk"):
         return "every entry needs m, n, k (positive integers): the shape it was tuned for"
+    if e["dtype"] not in TUNABLE_DTYPES:
+        return f"dtype {shown(e['dtype'])}: the chooser has kernels for {', '.join(TUNABLE_DTYPES)} only"
+    try:
+        spec = TileSpec.from_json(e["spec"])
+    except (SpecError, ValueError, TypeError) as x:
+        return f"its spec is illegal: {shown(x, 400)}"
+    if (spec.dtype.value, spec.arch.value) != (e["dtype"], e["arch"]):
+        return (f"its spec is a {spec.dtype.value} kernel for {spec.arch.value}, but the entry says dtype "
+                f"{shown(e['dtype'])}, arch {shown(e['arch'])}")
+    if "kernel" in e and e["kernel"] != spec.kernel_name:
+        return f"'kernel' {shown(e['kernel'])} is not its spec's kernel {spec.kernel_name}"
+    bad = [x for x in _NUMBERS if x in e and (type(e[x]) not in (int, float) or e[x] != e[x])]
+    if bad:
+        return f"{', '.join(bad)} must be numbers"
     return None
 
 
+def table_problem(entries) -> str | None:
+    """Why a table's entries cannot be used (None: they can): every entry checked (:func:`entry_problem`), and no shape
+    twice for one input type and arch."""
+    if not isinstance(entries, list):
+        return "'entries' must be a list"
+    seen = set()
+    for i, e in enumerate(entries):
+        why = entry_problem(e)
+        if why:
+            return f"entries[{i}]: {why}"
+        key = (e["dtype"], e["arch"], e["m"], e["n"], e["k"])
+        if key in seen:
+            return f"entries[{i}]: a second entry for {e['dtype']} {e['arch']} {e['m']}x{e['n']}x{e['k']}"
+        seen.add(key)
+    return None
+
+
+_checked: dict = {}  # (path, size, mtime, inode) -> the entries of a table that passed table_problem
+
+
 def table_entries(table: list[dict] | None = None, device: Device | None = None) -> list[dict]:
-    """``table``, else the tuning table's entries: [] when the shipped table cannot be read, TuningTableError when the
-    table the user named in $PTXGEN_TUNING cannot (a named table must be there: a silent default benchmarks the wrong
-    kernel)."""
+    """``table`` (ValueError if :func:`table_problem` finds one), else the tuning table's entries (``device``'s shipped one, or $PTXGEN_TUNING's), checked whole before
+    any is used: TuningTableError when the table the user named in $PTXGEN_TUNING cannot be read or has a problem (a
+    named table must be there and right: a silent default benchmarks the wrong kernel); [] when the shipped table cannot
+    be read (tests/test_hostile_faults.py checks that it passes)."""
     import os
 
     if table is not None:
+        why = table_problem(table)
+        if why:
+            raise ValueError(f"tuning table: {why}")
         return table
+    named = os.environ.get("PTXGEN_TUNING")
     try:
+        st = os.stat(named) if named else None
+        key = (named, st.st_size, st.st_mtime_ns, st.st_ino) if st else ("shipped", table_name(device) if device else TABLE)
+        if key in _checked:
+            return _checked[key]
         entries = load_table(device=device)
-        if not isinstance(entries, list):
-            raise TypeError("'entries' must be a list")
-        for e in entries:
-            why = entry_problem(e)
-            if why:
-                raise KeyError(why)
-        return entries
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
-        if os.environ.get("PTXGEN_TUNING"):
-            raise TuningTableError(f"PTXGEN_TUNING={os.environ['PTXGEN_TUNING']}: not a readable tuning table "
-                                   f"({type(e).__name__}: {e})") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        if named:
+            why = e.args[0] if isinstance(e, KeyError) and e.args else e
+            raise TuningTableError(f"PTXGEN_TUNING={shown(named)}: not a readable tuning table ({type(e).__name__}: "
+                                   f"{shown(why, 600)})") from None
         return []
+    why = table_problem(entries)
+    if why:
+        if named:
+            raise TuningTableError(f"PTXGEN_TUNING={shown(named)}: not a usable tuning table: {shown(why, 600)}")
+        return []
+    _checked[key] = entries
+    return entries
 
 
 def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:
