@@ -492,7 +492,7 @@ def _cmd_bench(args) -> int:
     bad = [s for s in shapes if min(s) < 1]
     if bad:
         raise UsageError(f"--shapes: every M, N, K must be at least 1 (got {'x'.join(map(str, bad[0]))})")
-    from .runtime.tune import table_entries
+    from .runtime.choose.tune import table_entries
 
     table_entries()  # a tuning table named in $PTXGEN_TUNING with a problem: exit 2 with it, before any GPU work
     from .api.bench_api import run

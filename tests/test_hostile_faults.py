@@ -260,7 +260,7 @@ def test_read_regular_reads_a_regular_file_and_refuses_past_the_bound(tmp_path):
 
 # -- 8. the tuning table is checked whole before any use ------------------------------------------
 def _shipped_entry() -> dict:
-    from ptxgen.runtime.tune import load_table
+    from ptxgen.runtime.choose.tune import load_table
 
     return json.loads(json.dumps(next(e for e in load_table() if e["dtype"] == "bf16" and e["arch"] == "sm_90a")))
 
@@ -289,7 +289,7 @@ def test_a_bad_tuning_table_is_refused_whole_by_the_api_bench_and_tune(tmp_path,
     import numpy as np
 
     from ptxgen import api
-    from ptxgen.runtime.tune import TuningTableError
+    from ptxgen.runtime.choose.tune import TuningTableError
 
     table = tmp_path / "t.json"
     table.write_text(json.dumps({"device": "NVIDIA H200", "entries": entries}))
@@ -310,7 +310,7 @@ def test_a_good_tuning_table_is_used(tmp_path, monkeypatch):
     import numpy as np
 
     from ptxgen import api
-    from ptxgen.runtime.tune import TABLE, load_table, table_problem
+    from ptxgen.runtime.choose.tune import TABLE, load_table, table_problem
     from importlib import resources
 
     assert table_problem(load_table()) is None
