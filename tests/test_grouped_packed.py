@@ -27,7 +27,7 @@ def info(name, shape, strides=None, dtype="bf16", itemsize=2, ptr=0x10000, libra
 def test_what_a_kernel_reads_is_not_packed():
     a, b, o = info("a", (700, 256)), info("b", (5, 300, 256)), info("out", (700, 300), (304, 1))
     assert pack_plan(a, b, o, n_major_ok=True) == {}
-    nb = info("b", (5, 300, 256), (300 * 256, 1, 304))  # N-major, rows 304 apart: read through the 3-D map (16-bit)
+    nb = info("b", (5, 300, 256), (256 * 304, 1, 304))  # N-major, rows 304 apart: read through the 3-D map (16-bit)
     assert pack_plan(a, nb, o, n_major_ok=True) == {}
 
 
