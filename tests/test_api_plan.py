@@ -269,3 +269,18 @@ def test_fp8blocks_plan_agrees_with_the_door(doors, m, n, k, sa_ld):
     import ptxgen.api.fp8blocks as fb
 
     assert door_spec(fb.gemm, *args) == p.spec
+
+
+def test_meta_tensors_stand_for_cuda_tensors():
+    torch = pytest.importorskip("torch")
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    a, b, out = torch.empty(3000, 7000, **meta), torch.empty(5000, 7000, **meta), torch.empty(3000, 5000, **meta)
+    cai = plan("gemm", DevArray((3000, 7000)), DevArray((5000, 7000)), DevArray((3000, 5000)))
+    p = plan("gemm", a, b, out)
+    assert p.path is Path.HOT and p.spec == cai.spec
+    # a view one element into its storage: data 2-byte aligned only, rows 14000 B apart: a torch tensor is packed
+    q = plan("gemm", torch.empty(3000 * 7000 + 1, **meta)[1:].view(3000, 7000), b, out)
+    assert q.path is Path.PACKED and q.packed == (("a", "its data does not start 16-byte aligned"),)
+    # the control: a CPU tensor is refused (the doors read CUDA device memory)
+    r = plan("gemm", torch.empty(64, 64, dtype=torch.bfloat16), torch.empty(64, 64, dtype=torch.bfloat16))
+    assert r.path is Path.REFUSED and "cpu" in r.why

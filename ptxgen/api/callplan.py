@@ -10,7 +10,8 @@
 choosers, ``dispatch``'s packing rules, ``fused``'s chain checks, ``grouped.grouped_decision``, ``fp8blocks.chosen_spec``,
 and the bindings that check every argument), with the arch and SM count of ``device``. Arrays are read through
 ``runtime.arrays.read_array``, which reads only metadata (a torch tensor's attributes, ``__cuda_array_interface__``, the
-DLPack capsule's shape and strides): no data is touched, nothing is compiled or launched.
+DLPack capsule's shape and strides): no data is touched, nothing is compiled or launched. A torch tensor on the meta
+device stands for a CUDA tensor of the same shape, strides and storage offset (each in an allocation of its own).
 
 The result, a frozen :class:`CallPlan`: ``path`` is ``hot`` (a kernel reads the arrays as they are; repeat calls with
 tensors of the same kind take the prepared launch), ``narrow`` (rows aligned to 8 or 4 bytes only: the cp.async kernel
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from ..derive.spec import TileSpec
 from ..isa.types import Batch, DMajor, SpecError
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.gpu import NoGPU
 from ..runtime.launch import ProblemError
 
@@ -136,8 +137,23 @@ def _made(op: str, t: Target, path: Path, why: str, spec: TileSpec | None = None
                     arch=t.arch, sm_count=t.sm_count, **kw)
 
 
+_META_BASE = 1 << 40  # each meta tensor's stand-in allocation: slot 1 + _NAMES.index(argument) of 2^40 B
+
+
 def _read(args: dict, *names: str) -> list[ArrayInfo | None]:
-    return [None if args.get(n) is None else read_array(args[n], n) for n in names]
+    return [None if args.get(n) is None else _read_one(args[n], n) for n in names]
+
+
+def _read_one(x, name: str) -> ArrayInfo:
+    """read_array's metadata; a torch tensor on the meta device stands for a CUDA tensor of its shape, strides and
+    storage offset in an allocation of its own (its data_ptr is the storage offset in bytes)."""
+    info = read_array(x, name)
+    if info.via == "torch" and getattr(getattr(x, "device", None), "type", None) == "meta":
+        info = replace(info, device=(DL_CUDA, 0), ptr=info.ptr + (1 + _NAMES.index(name)) * _META_BASE)
+    return info
+
+
+_NAMES = ("a", "b", "out", "offs", "scale_a", "scale_b", "bias", "c", "residual", "scale", "amax")
 
 
 # ------------------------------------------------------------------------------------------------
