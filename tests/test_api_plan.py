@@ -284,3 +284,29 @@ def test_meta_tensors_stand_for_cuda_tensors():
     # the control: a CPU tensor is refused (the doors read CUDA device memory)
     r = plan("gemm", torch.empty(64, 64, dtype=torch.bfloat16), torch.empty(64, 64, dtype=torch.bfloat16))
     assert r.path is Path.REFUSED and "cpu" in r.why
+
+
+# ---- the command line: ptxgen plan ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, code, text", [
+    (["plan", "gemm", "3000x7000:bf16", "5000x7000:bf16", "--device", "h100"], 0, "hot"),
+    (["plan", "gemm", "64x10:bf16", "64x10:bf16", "out=64x64:bf16", "--device", "h100"], 0, "narrow"),
+    (["plan", "gemm", "64x128:f32:1,128", "96x128:f32", "--device", "h100"], 0, "packed a: the tensor cores read"),
+    (["plan", "gemm", "64x10:bf16", "64x10:bf16", "out=64x64:bf16", "--device", "h100", "--library", "other"], 1,
+     "refused (ArgumentError): a: its rows start 10 elements"),
+    (["plan", "bfp8", "384x1280:e4m3", "128x1280:e4m3", "384x10:f32:1,384", "12x1:f32:1,12", "--device", "h200", "--json"], 0,
+     '"op": "fp8blocks.gemm"'),
+    (["plan", "gemm", "3x3:bf16", "3x3:bf16", "bogus=1", "--device", "h100"], 2, "unexpected keyword argument 'bogus'"),
+    (["plan", "gemm", "3x3:bogus", "--device", "h100"], 2, "dtype 'bogus'"),
+    (["plan", "conv", "3x3:bf16", "--device", "h100"], 2, "op 'conv'"),
+    (["plan", "gemm", "3x3:bf16", "3x3:bf16"], 3, "device='h100' or 'h200'"),
+])
+def test_the_cli(monkeypatch, capsys, argv, code, text):
+    from ptxgen.cli import main
+
+    def no_gpu(index=0):
+        raise NoGPU("no usable NVIDIA GPU")
+
+    monkeypatch.setattr(streams, "require_gpu", no_gpu)
+    assert main(argv) == code
+    out = capsys.readouterr()
+    assert text in out.out + out.err

@@ -104,7 +104,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
     "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "grouped": 6,
-    "cli": 7,
+    "cli": 7, "plancli": 7,
     "__main__": 8,
     "": 9,  # ptxgen/__init__.py (loads the API on first use)
 }

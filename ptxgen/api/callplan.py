@@ -329,8 +329,7 @@ def _plan_grouped(args: dict, t: Target, op: str = "grouped_gemm") -> CallPlan:
     def spec_for(b_major):
         return grouped.grouped_spec(ai.dtype, out_dtype, t.arch, small=small, b_major=b_major, b_dtype=bi.dtype)
 
-    why = (f"grouped_spec: groups under {grouped.SMALL_GROUP_ROWS} rows on average (16-bit inputs: the 64 x 256 ping-pong "
-           "tile)" if small else "grouped_spec: the default grouped tile")
+    why = f"grouped_spec: groups under {grouped.SMALL_GROUP_ROWS} rows on average" if small else "grouped_spec"
     return _grouped_call(op, ai, bi, fi, oi, spec_for, None, t, why)
 
 
