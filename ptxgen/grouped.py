@@ -335,8 +335,9 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
 _BATCH_OFFS: dict[tuple, object] = {}
 
 
-def _batched(a, b, out, out_dtype, stream):
-    """The 3-D x 3-D form through the grouped kernel: a (G, M, K) -> (G M, K) rows, offs = M, 2M, ..., G M."""
+def _batched(a, b, out, out_dtype, stream, scales=None):
+    """The 3-D x 3-D form through the grouped kernel: a (G, M, K) -> (G M, K) rows, offs = M, 2M, ..., G M. ``scales``:
+    (scale_a of G x M, scale_b of G x N) for :func:`scaled_grouped_gemm` (scale_a read as G M values)."""
     import sys
 
     torch = sys.modules.get("torch")
@@ -362,26 +363,39 @@ def _batched(a, b, out, out_dtype, stream):
         torch.cuda.current_stream(a.device).synchronize()  # once: the kernel may run on another stream
         _BATCH_OFFS[key] = offs
     n = b.shape[1]
+    if scales is None:
+        def run(o):
+            return grouped_gemm(a2, b, offs, o, out_dtype=out_dtype, stream=stream)
+    else:
+        sa, sb = scales
+        if tuple(sa.shape) != (g, m):
+            raise ArgumentError(f"scale_a has shape {tuple(sa.shape)}; with a of {g} x {m} x {k} it must be {(g, m)}")
+        sa2 = sa.reshape(g * m)
+
+        def run(o):
+            return scaled_grouped_gemm(a2, b, sa2, sb, offs, o, out_dtype=out_dtype, stream=stream)
     if out is None:
-        flat = grouped_gemm(a2, b, offs, None, out_dtype=out_dtype, stream=stream)
+        flat = run(None)
         return flat.view(g, m, n) if g * m else flat.reshape(g, m, n)
     if tuple(out.shape) != (g, m, n):
         raise ArgumentError(f"out has shape {tuple(out.shape)}, but the batched product is {(g, m, n)}")
     if g > 1 and m > 1 and out.stride(0) != m * out.stride(1):
         warn_once("out", f"its batches do not follow each other with no gap (strides {tuple(out.stride())})",
                   "computing into a contiguous output and copying it into out")
-        out.copy_(_batched(a, b, None, out_dtype or read_array(out, "out").dtype, stream))
+        out.copy_(_batched(a, b, None, out_dtype or read_array(out, "out").dtype, stream, scales))
         return out
-    flat = out.as_strided((g * m, n), (out.stride(1), out.stride(2)))  # the batches' rows, one after another
-    grouped_gemm(a2, b, offs, flat, out_dtype=out_dtype, stream=stream)
+    run(out.as_strided((g * m, n), (out.stride(1), out.stride(2))))  # the batches' rows, one after another
     return out
 
 
-def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+def scaled_grouped_gemm(a, b, scale_a, scale_b, offs=None, out=None, *, out_dtype: str | None = None, stream=None):
     """FP8 (e4m3/e5m2) grouped product with row-wise scales, as ``torch._scaled_grouped_mm(a, b.transpose(-2, -1),
     scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``: rows of group g of ``out`` are
     ``(a[rows] @ b[g].T) * scale_a[rows, None] * scale_b[g]``; scale_a holds M_total f32 values, scale_b G x N.
-    ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`."""
+    ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`. ``offs=None`` with a 3-D ``a``
+    (torch tensors): the batched form, a of G x M x K with scale_a of G x M (as torch._scaled_grouped_mm's 3-D x 3-D)."""
+    if offs is None:
+        return _batched(a, b, out, out_dtype, stream, scales=(scale_a, scale_b))
     def check(ai, bi):
         for info in (ai, bi):
             if info.dtype not in _FP8:

@@ -310,3 +310,23 @@ def test_the_cli(monkeypatch, capsys, argv, code, text):
     assert main(argv) == code
     out = capsys.readouterr()
     assert text in out.out + out.err
+
+
+def test_the_3d_forms_with_meta_tensors():
+    """grouped_gemm(a, b) and scaled_grouped_gemm(a, b, scale_a, scale_b) with 3-D a (offs None): torch's 3-D x 3-D forms,
+    a strided a (every other batch) copied contiguous first."""
+    torch = pytest.importorskip("torch")
+    g, m, n, k = 4, 16, 32, 64
+    bf = dict(device="meta", dtype=torch.bfloat16)
+    p = plan("grouped", torch.empty(g, m, k, **bf), torch.empty(g, n, k, **bf))
+    assert p.path is Path.HOT and p.why.startswith("the batched form")
+    q = plan("grouped", torch.empty(2 * g, m, k, **bf)[::2], torch.empty(g, n, k, **bf))
+    assert q.path is Path.PACKED and q.packed[0][0] == "a" and q.spec == p.spec
+    f8 = dict(device="meta", dtype=torch.float8_e4m3fn)
+    f32 = dict(device="meta", dtype=torch.float32)
+    s = plan("scaled_grouped", torch.empty(g, m, k, **f8), torch.empty(g, n, k, **f8), torch.empty(g, m, **f32),
+             torch.empty(g, n, **f32))
+    assert s.path is Path.HOT and s.spec.grouped.value == "offs_rowwise"
+    bad = plan("scaled_grouped", torch.empty(g, m, k, **f8), torch.empty(g, n, k, **f8), torch.empty(g * m + 1, **f32),
+               torch.empty(g, n, **f32))
+    assert bad.path is Path.REFUSED and "scale_a has shape" in bad.why

@@ -300,6 +300,31 @@ def run_scaled_grouped_2d_3d(torch, case):
     return checks
 
 
+def run_scaled_grouped_3d_3d(torch, case):
+    """m, n, k, G = 16, 32, 64, 4, e4m3, a G x m x k and b G x n x k (strided: every other batch, the first k of 2k
+    columns), scale_a G x m, scale_b G x n; torch._scaled_grouped_mm without offs. Reference: torch._scaled_mm per batch."""
+    import ptxgen
+
+    f8, s = torch.float8_e4m3fn, int(case.p("strided"))
+    m, n, k, g = 16, 32, 64, 4
+    a = torch.randn(g * (1 + s), m, k * (1 + s), device="cuda").to(f8)[::(1 + s), :, :k]
+    b = torch.randn(g * (1 + s), n, k * (1 + s), device="cuda").to(f8)[::(1 + s), :, :k]
+    sa = torch.rand(g * m, device="cuda", dtype=torch.float32).view(g, m)
+    sb = torch.rand(g * n, device="cuda", dtype=torch.float32).view(g, n)
+    ours = ptxgen.scaled_grouped_gemm(a, b, sa, sb)
+    theirs = _try(lambda: torch._scaled_grouped_mm(a, b.transpose(-2, -1), sa, sb, out_dtype=torch.bfloat16,
+                                                   use_fast_accum=case.p("fast_accum")))
+    torch.cuda.synchronize()
+    checks = []
+    for i in range(g):
+        ref = torch._scaled_mm(a[i], b[i].t(), sa[i].view(-1, 1), sb[i].view(1, -1), out_dtype=torch.bfloat16,
+                               use_fast_accum=case.p("fast_accum"))
+        ref64 = (a[i].double() @ b[i].double().t()) * sa[i].double()[:, None] * sb[i].double()[None, :]
+        checks.append(close(torch, ours[i], ref, case.atol, case.rtol, ref64, None if theirs is None else theirs[i],
+                            f"batch {i}"))
+    return checks
+
+
 def _quantize_blocks(torch, x, rows_per_block: int):
     """x (R x K, K a multiple of 128) quantized to e4m3 per (rows_per_block x 128) block with scale = 448 / amax (0 for an
     all-zero block, whose elements are then 0, and stored as 1): (x_fp8, scale of R/rows_per_block x K/128)."""
@@ -399,4 +424,5 @@ def run_blockwise_runs(torch, case):
 
 RUNNERS = {"mm": run_mm, "addmm": run_addmm, "cublas_addmm": run_cublas_addmm, "linear_alignment": run_linear_alignment,
            "baddbmm_large": run_baddbmm_large, "grouped_2d_3d": run_grouped_2d_3d, "grouped_3d_3d": run_grouped_3d_3d,
-           "scaled_grouped_2d_3d": run_scaled_grouped_2d_3d, "blockwise": run_blockwise, "blockwise_runs": run_blockwise_runs}
+           "scaled_grouped_2d_3d": run_scaled_grouped_2d_3d, "scaled_grouped_3d_3d": run_scaled_grouped_3d_3d,
+           "blockwise": run_blockwise, "blockwise_runs": run_blockwise_runs}

@@ -93,8 +93,7 @@ def _cases_scaled() -> list[Case]:
                         *rowwise_tol))
     for fast, strided in product((False, True), (False, True)):
         params = (("fast_accum", fast), ("strided", strided))
-        out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_3d_3d", "scaled_grouped_3d_3d", params, expressible=False,
-                        why_not="scaled_grouped_gemm has no 3-D x 3-D form (offs is required)"))
+        out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_3d_3d", "scaled_grouped_3d_3d", params, *rowwise_tol))
         out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_3d_2d", "scaled_grouped_3d_2d", params, expressible=False,
                         why_not="groups along N: a training form ptxgen has no door for"))
         for wrap in (True, False):

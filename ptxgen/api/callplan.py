@@ -314,13 +314,18 @@ def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
 # ------------------------------------------------------------------------------------------------
 # grouped (ptxgen.grouped) and block FP8 (api.fp8blocks)
 # ------------------------------------------------------------------------------------------------
-def _plan_grouped(args: dict, t: Target, op: str = "grouped_gemm") -> CallPlan:
+def _plan_grouped(args: dict, t: Target) -> CallPlan:
+    ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
+    if fi is None:  # the batched form: a G x M x K, offs = M, 2M, ..., G M made on the device (torch tensors only)
+        return _grouped_batched(ai, bi, oi, args.get("out_dtype"), t,
+                                lambda a2, f2, o2, dt: _grouped_infos(a2, bi, f2, o2, dt, t, "the batched form; "))
+    return _grouped_infos(ai, bi, fi, oi, args.get("out_dtype"), t)
+
+
+def _grouped_infos(ai, bi, fi, oi, out_dtype, t: Target, note: str = "") -> CallPlan:
+    """grouped_gemm's slow path for arrays already read."""
     import ptxgen.grouped as grouped
 
-    ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
-    out_dtype = args.get("out_dtype")
-    if fi is None:  # the batched form: a G x M x K, offs = M, 2M, ..., G M made on the device (torch tensors only)
-        return _grouped_batched(ai, bi, oi, out_dtype, t)
     grouped.check_input_types(ai.dtype, bi.dtype)
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
@@ -330,7 +335,7 @@ def _plan_grouped(args: dict, t: Target, op: str = "grouped_gemm") -> CallPlan:
         return grouped.grouped_spec(ai.dtype, out_dtype, t.arch, small=small, b_major=b_major, b_dtype=bi.dtype)
 
     why = f"grouped_spec: groups under {grouped.SMALL_GROUP_ROWS} rows on average" if small else "grouped_spec"
-    return _grouped_call(op, ai, bi, fi, oi, spec_for, None, t, why)
+    return _grouped_call("grouped_gemm", ai, bi, fi, oi, spec_for, None, t, note + why)
 
 
 def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, packed: tuple = ()) -> CallPlan:
@@ -359,10 +364,9 @@ def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, pac
     return _made(op, t, Path.PACKED if packed else Path.HOT, why, spec, packed=packed)
 
 
-def _grouped_batched(ai, bi, oi, out_dtype, t: Target) -> CallPlan:
-    """grouped._batched: a (G, M, K) read as (G M) x K rows; a and out copied contiguous where their batches have gaps."""
-    import ptxgen.grouped as grouped
-
+def _grouped_batched(ai, bi, oi, out_dtype, t: Target, finish) -> CallPlan:
+    """grouped._batched: a (G, M, K) read as (G M) x K rows; a and out copied contiguous where their batches have gaps;
+    ``finish(a2, offs, out2, out_dtype)`` plans the 2-D call."""
     if ai.library != "torch":
         raise ArgumentError("offs=None (the batched form, a of G x M x K) takes torch tensors; for other arrays pass a as "
                             "(G M) x K rows and offs = M, 2M, ..., G M (int32 on the device)")
@@ -386,37 +390,41 @@ def _grouped_batched(ai, bi, oi, out_dtype, t: Target) -> CallPlan:
             out_dtype = out_dtype or oi.dtype
         else:
             o2 = replace(oi, shape=(g * m, oi.shape[2]), strides=oi.strides[1:])
-    grouped.check_input_types(a2.dtype, bi.dtype)
-    if out_dtype is None and o2 is not None:
-        out_dtype = o2.dtype
-    small = grouped.small_groups(a2.shape[0], g)
-
-    def spec_for(b_major):
-        return grouped.grouped_spec(a2.dtype, out_dtype, t.arch, small=small, b_major=b_major, b_dtype=bi.dtype)
-
-    r = _grouped_call("grouped_gemm", a2, bi, offs, o2, spec_for, None, t, f"the batched form: {g} groups of {m} rows")
+    r = finish(a2, offs, o2, out_dtype)
     if packed and r.path is not Path.REFUSED:
         r = replace(r, path=Path.PACKED, packed=tuple(packed) + r.packed)
     return r
 
 
 def _plan_scaled(args: dict, t: Target, op: str) -> CallPlan:
-    import ptxgen.grouped as grouped
-
     ai, bi, fi, oi, sa, sb = _read(args, "a", "b", "offs", "out", "scale_a", "scale_b")
     rowwise = op == "scaled_grouped_gemm"
     for info in (ai, bi):
         if (info.dtype not in ("e4m3", "e5m2")) if rowwise else info.dtype != "e4m3":
             what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.blockfp8: block-scaled FP8 takes e4m3 A and B)"
             raise DTypeError(f"{op} takes {what} inputs, not {info.dtype} {info.name}")
-    out_dtype = args.get("out_dtype") or (oi.dtype if oi is not None else None) or (None if rowwise else "bf16")
+    if fi is None and rowwise:  # the batched form: scale_a of G x M read as G M values (torch tensors)
+        g, m = ai.shape[0], ai.shape[1] if ai.ndim == 3 else 0
+        if sa.shape != (g, m):
+            raise ArgumentError(f"scale_a has shape {sa.shape}; with a of {ai.shape} it must be {(g, m)}")
+        sa2 = replace(sa, shape=(g * m,), strides=(1,))
+        return _grouped_batched(ai, bi, oi, args.get("out_dtype"), t,
+                                lambda a2, f2, o2, dt: _scaled_infos(op, a2, bi, f2, o2, sa2, sb, dt, t, "the batched form; "))
+    return _scaled_infos(op, ai, bi, fi, oi, sa, sb, args.get("out_dtype"), t)
+
+
+def _scaled_infos(op, ai, bi, fi, oi, sa, sb, out_dtype, t: Target, note: str = "") -> CallPlan:
+    import ptxgen.grouped as grouped
+
+    rowwise = op == "scaled_grouped_gemm"
+    out_dtype = out_dtype or (oi.dtype if oi is not None else None) or (None if rowwise else "bf16")
     make = grouped.scaled_spec_for if rowwise else grouped.blocks_spec_for
 
     def spec_for(b_major):
         return make(ai.dtype, bi.dtype, out_dtype, t.arch, b_major)
 
     return _grouped_call(op, ai, bi, fi, oi, spec_for, (sa, sb), t,
-                         "row-wise scales (torch._scaled_grouped_mm)" if rowwise else "DeepSeek block scales, grouped")
+                         note + ("row-wise scales (torch._scaled_grouped_mm)" if rowwise else "DeepSeek block scales, grouped"))
 
 
 def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
