@@ -457,6 +457,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ca.add_argument("action", choices=("info", "clear"), help="info: folder, entries, bytes; clear: remove every kernel")
         ca.set_defaults(func=cmd_cache)
 
+    if want("plan"):
+        from . import plancli
+
+        plancli.add(sub)
     if only is None or only in GPU_COMMANDS:
         _add_gpu_commands(sub)
     return p
@@ -507,7 +511,7 @@ class _ClosedStdout(OSError):
     pass
 
 
-LOCAL_COMMANDS = ("explain", "decode", "build", "check", "sweep", "show", "cache")
+LOCAL_COMMANDS = ("explain", "decode", "build", "check", "sweep", "show", "cache", "plan")
 GPU_COMMANDS = ("validate", "probe", "selftest", "bench", "tune")
 
 

@@ -23,6 +23,7 @@ from .api import streams
 from .api.binding import _allocate_out, _dtype_words
 from .api.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
 from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
+from .api.groupedpack import pack_plan, packed_call, warn_once
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
 from .derive.spec import TileSpec, make_spec
@@ -37,7 +38,10 @@ __all__ = ["GroupedKernel", "blockscaled_grouped_gemm", "blockscaled_grouped_spe
 
 # The default grouped kernels: the tuned dense 4096^3 tile (bf16) and 8192^3 tile (FP8) of tuning/h200.json,
 # made grouped. Output types: the input's for 16-bit inputs, bf16 for FP8.
-_TILES = {2: dict(bm=128, bn=256, bk=64, stages=4), 1: dict(bm=128, bn=256, bk=128, stages=4)}
+# float32 arrays (tf32 kernels; f32 output through the direct stores): the plain default tile (api.select.default_spec's
+# 128 x 256, 128 B of K per stage), not measured grouped.
+_TILES = {2: dict(bm=128, bn=256, bk=64, stages=4), 1: dict(bm=128, bn=256, bk=128, stages=4),
+          4: dict(bm=128, bn=256, bk=32, stages=4)}
 # 16-bit inputs whose groups are small on average (M_total < SMALL_GROUP_ROWS x G, known on the host without reading
 # offs): a 64 x 256 ping-pong tile, which wastes half as many rows per group tail and keeps two tiles in flight per CTA.
 # The threshold is measured (docs/grouped.md, "Tile by mean rows per group"); FP8 keeps its one tile (not measured).
@@ -49,19 +53,23 @@ def small_groups(m_total: int, groups: int) -> bool:
     """Whether ``groups`` groups over ``m_total`` rows are small on average (mean rows per group < SMALL_GROUP_ROWS):
     what grouped_gemm decides the 16-bit tile by. Host-side sizes only; ``offs`` is never read."""
     return groups > 0 and m_total < SMALL_GROUP_ROWS * groups
-_GROUPED_DTYPES = ("f16", "bf16", "e4m3", "e5m2")
-_DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "e5m2": "bf16"}
+_GROUPED_DTYPES = ("f16", "bf16", "f32", "e4m3", "e5m2")  # array types; float32 arrays are read by tf32 kernels
+_SPEC_DTYPE = {"f32": "tf32"}
+_DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "f32": "f32", "e4m3": "bf16", "e5m2": "bf16"}
+_FP8 = ("e4m3", "e5m2")
 
 
 def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", rowwise: bool = False,
-                 small: bool = False, b_major: str = "k") -> TileSpec:
+                 small: bool = False, b_major: str = "k", b_dtype: str | None = None) -> TileSpec:
     """The spec :func:`grouped_gemm` uses for ``dtype`` inputs: a persistent 128 x 256 wgmma tile with the
     TMA-store epilogue, A and B K-major with the 128-byte swizzle, grouped over ``offs``; ``rowwise``: with
     torch._scaled_grouped_mm's row-wise scales (FP8 inputs; :func:`scaled_grouped_gemm`); ``small``: groups small on
     average (:func:`small_groups`), 16-bit inputs take the 64 x 256 ping-pong tile (FP8 ignores it); ``b_major`` "mn":
-    B N-major (stored G x K x N), one 3-D tensor map over (N, K, G) (16-bit inputs; wgmma reads FP8 K-major only)."""
-    if dtype not in _GROUPED_DTYPES:
-        raise DTypeError(f"grouped_gemm takes {', '.join(_dtype_words(d) for d in _GROUPED_DTYPES)} inputs, not {_dtype_words(dtype)}")
+    B N-major (stored G x K x N), one 3-D tensor map over (N, K, G) (16-bit inputs; wgmma reads tf32 and FP8 K-major
+    only). ``dtype`` and ``b_dtype`` are the arrays' types (float32: a tf32 kernel); ``b_dtype`` differs only between
+    e4m3 and e5m2 (wgmma .e4m3/.e5m2 either way, derive.rules.MIXABLE)."""
+    check_input_types(dtype, b_dtype or dtype)
+    mixed = {} if b_dtype in (None, dtype) else {"b_dtype": b_dtype}
     out = out_dtype or _DEFAULT_OUT[dtype]
     if out not in ("f32", "f16", "bf16"):
         raise DTypeError(f"{dtype} inputs give f32, f16 or bf16 outputs, not {out}")
@@ -70,9 +78,56 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
     # an N-major B with its atoms adjacent along K: one 64 x 64 box per 64 columns of N (4 copies a stage at BN = 256)
     # instead of 32 boxes of 64 x 8 with the default order (issue 18; measured: runs/2026-12-01-gpu-tier-cost-model/order)
     order = {} if b_major == "k" else {"b_order": "k"}
-    return make_spec(**tile, **order, a="kmajor-sw128", b="kmajor-sw128" if b_major == "k" else "mnmajor-sw128", dtype=dtype, acc="f32", out_dtype=out, arch=arch,
+    return make_spec(**tile, **order, **mixed, a="kmajor-sw128", b="kmajor-sw128" if b_major == "k" else "mnmajor-sw128",
+                     dtype=_SPEC_DTYPE.get(dtype, dtype), acc="f32", out_dtype=out, arch=arch,
                      schedule="persistent", epilogue="tma" if out != "f32" else "direct",
                      grouped="offs_rowwise" if rowwise else "offs")
+
+
+def check_input_types(a_dtype: str, b_dtype: str) -> None:
+    """The grouped door's input types: one of _GROUPED_DTYPES for both, or e4m3 with e5m2 (either way); else DTypeError."""
+    for d in (a_dtype, b_dtype):
+        if d not in _GROUPED_DTYPES:
+            raise DTypeError(f"grouped_gemm takes {', '.join(_dtype_words(t) for t in _GROUPED_DTYPES)} inputs, not {_dtype_words(d)}")
+    if a_dtype != b_dtype and not (a_dtype in _FP8 and b_dtype in _FP8):
+        raise DTypeError(f"a is {_dtype_words(a_dtype)} but b is {_dtype_words(b_dtype)}: both inputs have one type (or e4m3 "
+                         "with e5m2, either way: wgmma .e4m3/.e5m2)")
+
+
+def grouped_decision(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, spec_for) -> tuple[TileSpec | None, dict]:
+    """What a grouped call does with arrays already read (no GPU): ``(spec, {})`` where a kernel reads them as they are, or
+    ``(None, {argument: why})`` for the torch/CuPy arrays to pack first (``api.groupedpack``; the packed call decides the
+    spec). ``spec_for(b_major)`` ("k" or "mn") gives the spec or raises SpecError (refused: ArgumentError for an N-major
+    ``b`` of a type no kernel reads N-major and that is not packable; the SpecError itself otherwise)."""
+    n_major = b_is_n_major(bi)
+    n_major_ok = False
+    if n_major:
+        try:
+            spec_for("mn")
+            n_major_ok = True
+        except SpecError:
+            pass
+    packs = pack_plan(ai, bi, oi, n_major_ok)
+    if packs:
+        return None, packs
+    try:
+        return spec_for("mn" if n_major else "k"), {}
+    except SpecError as e:
+        if n_major:
+            raise ArgumentError(f"b is N-major (strides {bi.strides}), which no grouped {ai.dtype} kernel reads ({e}): "
+                                "pass b.contiguous() (K-major)") from None
+        raise
+
+
+def _cached_spec(key: tuple, make) -> TileSpec:
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _SPECS[key] = make()
+    return spec
+
+
+def _gpu_arch() -> str:
+    return streams.require_gpu().arch.value
 
 
 class GroupedKernel:
@@ -251,7 +306,8 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         small = small_groups(a.shape[0], bshape[0]) if len(a.shape) == 2 and len(bshape) == 3 else False
         bstride = b.stride() if len(bshape) == 3 else ()
         n_major = len(bshape) == 3 and bshape[1] > 1 and bstride[1] == 1 and (bshape[2] <= 1 or bstride[2] != 1)
-        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), small, n_major)
+        tkey = (a.dtype, getattr(b, "dtype", None), out_dtype, None if out is None else getattr(out, "dtype", None), small,
+                n_major)
         kernel = _TORCH_KERNELS.get(tkey)
         if kernel is not None:
             r = kernel._hot_torch(a, b, offs, out, None, None, stream)
@@ -260,26 +316,20 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
-    if ai.dtype != bi.dtype:
-        raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
+    check_input_types(ai.dtype, bi.dtype)
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     small = small_groups(ai.shape[0], bi.shape[0]) if ai.ndim == 2 and bi.ndim == 3 else False
-    b_major = "mn" if b_is_n_major(bi) else "k"
-    key = (ai.dtype, out_dtype, small, b_major)
-    kernel = _BY_TYPES.get(key)
-    if kernel is None:
-        spec = _SPECS.get(key)
-        if spec is None:
-            try:
-                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, small=small,
-                                                  b_major=b_major)
-            except SpecError as e:
-                if b_major == "mn":
-                    raise ArgumentError(f"b is N-major (strides {bi.strides}), which no grouped {ai.dtype} kernel reads ({e}): "
-                                        "pass b.contiguous() (K-major)") from None
-                raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
-        kernel = _BY_TYPES[key] = _kernel_for(spec)
+    try:
+        spec, packs = grouped_decision(ai, bi, oi, lambda b_major: _cached_spec(
+            (ai.dtype, bi.dtype, out_dtype, small, b_major),
+            lambda: grouped_spec(ai.dtype, out_dtype, _gpu_arch(), small=small, b_major=b_major, b_dtype=bi.dtype)))
+    except SpecError as e:
+        raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
+    if packs:
+        return packed_call(grouped_gemm, dict(a=a, b=b, offs=offs, out=out), dict(a=ai, b=bi, out=oi), packs,
+                           dict(out_dtype=out_dtype, stream=stream), "grouped_gemm")
+    kernel = _kernel_for(spec)
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, torch_args=(a, b, offs, out, None, None))
     if tkey is not None and kernel._torch_launches:
         _TORCH_KERNELS[tkey] = kernel
@@ -330,8 +380,9 @@ def batch_offs(g: int, m: int, device):
     return offs
 
 
-def _batched(a, b, out, out_dtype, stream):
-    """The 3-D x 3-D form through the grouped kernel: a (G, M, K) -> (G M, K) rows, offs = M, 2M, ..., G M."""
+def _batched(a, b, out, out_dtype, stream, scales=None):
+    """The 3-D x 3-D form through the grouped kernel: a (G, M, K) -> (G M, K) rows, offs = M, 2M, ..., G M. ``scales``:
+    (scale_a of G x M, scale_b of G x N) for :func:`scaled_grouped_gemm` (scale_a read as G M values)."""
     import sys
 
     torch = sys.modules.get("torch")
@@ -344,50 +395,78 @@ def _batched(a, b, out, out_dtype, stream):
     g, m, k = a.shape
     if b.shape[0] != g:
         raise ArgumentError(f"a has {g} batches but b has {b.shape[0]}")
-    if k > 1 and a.stride(2) != 1:
-        raise ArgumentError(f"a must be K-major (stride 1 along K); it has strides {tuple(a.stride())}: pass a.contiguous()")
-    if g > 1 and m > 1 and a.stride(0) != m * a.stride(1):
-        raise ArgumentError(f"a's batches must follow each other with no gap (stride {m} x {a.stride(1)} between a[g] and "
-                            f"a[g + 1]); it has strides {tuple(a.stride())}: pass a.contiguous()")
+    if (k > 1 and a.stride(2) != 1) or (g > 1 and m > 1 and a.stride(0) != m * a.stride(1)):
+        warn_once("a", f"its batches are not one (G M) x K matrix of K-major rows (strides {tuple(a.stride())})",
+                  "computing with a contiguous copy")
+        a = a.contiguous()  # the rows of a[g] one after another: (G M) x K, read as the grouped kernel's a
     a2 = a.reshape(g * m, k)
     offs = batch_offs(g, m, a.device)
     n = b.shape[1]
+    if scales is None:
+        def run(o):
+            return grouped_gemm(a2, b, offs, o, out_dtype=out_dtype, stream=stream)
+    else:
+        sa, sb = scales
+        if tuple(sa.shape) != (g, m):
+            raise ArgumentError(f"scale_a has shape {tuple(sa.shape)}; with a of {g} x {m} x {k} it must be {(g, m)}")
+        sa2 = sa.reshape(g * m)
+
+        def run(o):
+            return scaled_grouped_gemm(a2, b, sa2, sb, offs, o, out_dtype=out_dtype, stream=stream)
     if out is None:
-        flat = grouped_gemm(a2, b, offs, None, out_dtype=out_dtype, stream=stream)
+        flat = run(None)
         return flat.view(g, m, n) if g * m else flat.reshape(g, m, n)
     if tuple(out.shape) != (g, m, n):
         raise ArgumentError(f"out has shape {tuple(out.shape)}, but the batched product is {(g, m, n)}")
     if g > 1 and m > 1 and out.stride(0) != m * out.stride(1):
-        raise ArgumentError(f"out's batches must follow each other with no gap; it has strides {tuple(out.stride())}")
-    flat = out.as_strided((g * m, n), (out.stride(1), out.stride(2)))  # the batches' rows, one after another
-    grouped_gemm(a2, b, offs, flat, out_dtype=out_dtype, stream=stream)
+        warn_once("out", f"its batches do not follow each other with no gap (strides {tuple(out.stride())})",
+                  "computing into a contiguous output and copying it into out")
+        out.copy_(_batched(a, b, None, out_dtype or read_array(out, "out").dtype, stream, scales))
+        return out
+    run(out.as_strided((g * m, n), (out.stride(1), out.stride(2))))  # the batches' rows, one after another
     return out
 
 
-def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+def scaled_grouped_gemm(a, b, scale_a, scale_b, offs=None, out=None, *, out_dtype: str | None = None, stream=None):
     """FP8 (e4m3/e5m2) grouped product with row-wise scales, as ``torch._scaled_grouped_mm(a, b.transpose(-2, -1),
     scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``: rows of group g of ``out`` are
     ``(a[rows] @ b[g].T) * scale_a[rows, None] * scale_b[g]``; scale_a holds M_total f32 values, scale_b G x N.
-    ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`."""
+    ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`. ``offs=None`` with a 3-D ``a``
+    (torch tensors): the batched form, a of G x M x K with scale_a of G x M (as torch._scaled_grouped_mm's 3-D x 3-D)."""
+    if offs is None:
+        return _batched(a, b, out, out_dtype, stream, scales=(scale_a, scale_b))
     def check(ai, bi):
-        if ai.dtype != bi.dtype:
-            raise DTypeError(f"a is {_dtype_words(ai.dtype)} but b is {_dtype_words(bi.dtype)}: both inputs have one type")
-        if ai.dtype not in ("e4m3", "e5m2"):
-            raise DTypeError(f"scaled_grouped_gemm takes FP8 inputs ({_dtype_words('e4m3')} or {_dtype_words('e5m2')}), "
-                             f"not {_dtype_words(ai.dtype)}; use grouped_gemm")
+        for info in (ai, bi):
+            if info.dtype not in _FP8:
+                raise DTypeError(f"scaled_grouped_gemm takes FP8 inputs ({_dtype_words('e4m3')} or {_dtype_words('e5m2')}, "
+                                 f"e4m3 with e5m2 either way), not {_dtype_words(info.dtype)} {info.name}; use grouped_gemm")
 
-    return _scaled_grouped("rowwise", check, lambda dtype, out_dt, arch: grouped_spec(dtype, out_dt, arch, rowwise=True),
-                           "no grouped kernel for this GPU", a, b, scale_a, scale_b, offs, out, out_dtype, stream)
+    return _scaled_grouped("rowwise", check, scaled_spec_for, "no grouped kernel for this GPU", a, b, scale_a, scale_b, offs,
+                           out, out_dtype, stream)
+
+
+def scaled_spec_for(dtype: str, b_dtype: str, out_dtype: str | None, arch: str, b_major: str) -> TileSpec:
+    """The spec :func:`scaled_grouped_gemm` uses (SpecError where none reads B ``b_major``)."""
+    return grouped_spec(dtype, out_dtype, arch, rowwise=True, b_major=b_major, b_dtype=b_dtype)
+
+
+def blocks_spec_for(dtype: str, b_dtype: str, out_dtype: str | None, arch: str, b_major: str) -> TileSpec:
+    """The spec :func:`blockscaled_grouped_gemm` uses (SpecError where none reads B ``b_major``)."""
+    spec = blockscaled_grouped_spec(out_dtype, arch)
+    if b_major != "k":
+        return make_spec(**{**spec.to_json(), "b": "mnmajor-sw128"})  # refused by derive.blockfp8: the rule's own words
+    return spec
 
 
 def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a, scale_b, offs, out, out_dtype, stream,
                     default_out: str | None = None):
     """The call path the scaled grouped products share: the torch hot path, reading the arguments, ``check(ai, bi)``
-    (the recipe's input types), and one kernel per (input dtype, out dtype, ``recipe``) from ``spec_for(dtype,
-    out_dtype, arch)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``."""
+    (the recipe's input types), and one kernel per (input dtypes, out dtype, ``recipe``) from ``spec_for(dtype, b_dtype,
+    out_dtype, arch, b_major)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``.
+    Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.groupedpack``)."""
     tkey = None
     if type(a) is torch_tensor_type():
-        tkey = (a.dtype, out_dtype, None if out is None else getattr(out, "dtype", None), recipe)
+        tkey = (a.dtype, getattr(b, "dtype", None), out_dtype, None if out is None else getattr(out, "dtype", None), recipe)
         kernel = _TORCH_KERNELS.get(tkey)
         if kernel is not None:
             r = kernel._hot_torch(a, b, offs, out, scale_a, scale_b, stream)
@@ -401,13 +480,19 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     out_dtype = out_dtype or default_out
-    key = (ai.dtype, out_dtype, recipe)
+    try:
+        spec, packs = grouped_decision(ai, bi, oi, lambda b_major: _cached_spec(
+            (ai.dtype, bi.dtype, out_dtype, recipe, b_major),
+            lambda: spec_for(ai.dtype, bi.dtype, out_dtype, _gpu_arch(), b_major)))
+    except SpecError as e:
+        raise NoGPU(f"{no_kernel}: {e}") from None
+    if packs:
+        fn = scaled_grouped_gemm if recipe == "rowwise" else blockscaled_grouped_gemm
+        return packed_call(fn, dict(a=a, b=b, scale_a=scale_a, scale_b=scale_b, offs=offs, out=out), dict(a=ai, b=bi, out=oi),
+                           packs, dict(out_dtype=out_dtype, stream=stream), fn.__name__)
+    key = (ai.dtype, out_dtype, recipe) if bi.dtype == ai.dtype else (ai.dtype, bi.dtype, out_dtype, recipe)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
-        try:
-            spec = spec_for(ai.dtype, out_dtype, streams.require_gpu().arch.value)
-        except SpecError as e:
-            raise NoGPU(f"{no_kernel}: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
     if tkey is not None and kernel._torch_launches:
@@ -434,9 +519,10 @@ def blockscaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtyp
     def check(ai, bi):
         for info in (ai, bi):
             if info.dtype != "e4m3":
-                raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe), "
+                raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe; "
+                                 "derive.blockfp8: block-scaled FP8 takes e4m3 A and B), "
                                  f"not {_dtype_words(info.dtype)} {info.name}")
 
-    return _scaled_grouped("blocks", check, lambda dtype, out_dt, arch: blockscaled_grouped_spec(out_dt, arch),
+    return _scaled_grouped("blocks", check, blocks_spec_for,
                            "no block-scaled grouped kernel for this GPU", a, b, scale_a, scale_b, offs, out, out_dtype,
                            stream, default_out="bf16")

@@ -16,6 +16,7 @@ import pytest
 
 import ptxgen.api.streams as streams
 import ptxgen.grouped as grouped
+from ptxgen.api import groupedpack
 from ptxgen.runtime.arrays import ArgumentError
 from ptxgen.runtime.gpu import Device
 from ptxgen.runtime.grouped import GroupedProblem, grouped_args
@@ -194,19 +195,23 @@ def test_new_shapes_prepare_a_new_launch_and_allocated_outputs(sim):
         assert o.shape == (64, 256) and launch["args"] == uncached(kern, a3, b, o1, o)
 
 
-def test_a_pointer_the_hot_path_cannot_take_goes_to_the_checks(sim):
+def test_a_pointer_the_hot_path_cannot_take_goes_to_the_checks(sim, monkeypatch):
     torch = sys.modules["torch"]
     kern = grouped._kernel_for(SMALL_BF16())  # _problem: 700 rows over 5 groups, 140 a group: the small-group tile
     sim.kinds["k"] = [q.kind for q in kern.plan.abi.params]
     a1, _, b, o1, _, d1, _ = _problem(torch)
     grouped.grouped_gemm(a1, b, o1, d1)
     bad = torch.Tensor(a1.shape, torch.bfloat16, ptr=a1.data_ptr() + 8)
-    with pytest.raises(ArgumentError, match="not 16-byte aligned"):
+    copies = []  # a torch a whose data is not 16-byte aligned: a packed copy (said once), never the prepared launch
+    monkeypatch.setattr(groupedpack, "packed_copy", lambda x, info: copies.append(info) or torch.Tensor(x.shape, x.dtype))
+    monkeypatch.setattr(groupedpack, "_WARNED", set())
+    with pytest.warns(UserWarning, match="a: its data does not start 16-byte aligned; computing with a packed K-major copy"):
         grouped.grouped_gemm(bad, b, o1, d1)
+    assert [c.ptr for c in copies] == [bad.data_ptr()] and len(sim.launches) == 2
     bad_offs = torch.Tensor((5,), torch.int32, ptr=o1.data_ptr() + 2)
     with pytest.raises(ArgumentError, match="4-byte aligned"):
         grouped.grouped_gemm(a1, b, bad_offs, d1)
-    assert len(sim.launches) == 1
+    assert len(sim.launches) == 2
 
 
 def test_scaled_repeat_calls_write_the_uncached_bytes(sim):

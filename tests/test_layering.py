@@ -107,7 +107,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "runtime": 5, "grids": 5, "tuning": 5,
     "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "sweep_checks": 6, "grouped": 6, "author": 6, "attention": 6, "opsref": 6, "opsgrad": 6, "scaled": 6,
     "nn": 7,
-    "cli": 7,
+    "cli": 7, "plancli": 7,
     "__main__": 8,
     "": 9,  # ptxgen/__init__.py (loads the API on first use)
 }

@@ -16,7 +16,8 @@ kernel (or :func:`gemm`) raises :class:`NoGPU` after the arguments have been che
 
 Modules: ``binding`` (checking arrays against a spec), ``streams`` (streams, contexts), ``launchplan`` (the
 prepared launch of one dispatch key: the hot path), ``kernel`` (CompiledKernel, compile), ``select`` (which
-spec gemm picks), ``dispatch`` (gemm and its dispatch cache), ``bench_api`` (``ptxgen bench --api``).
+spec gemm picks), ``dispatch`` (gemm and its dispatch cache), ``bench_api`` (``ptxgen bench --api``), ``callplan`` (what a
+call of any op will do, without a GPU: :func:`plan`).
 ``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.torch_ops`` (a layer above this package).
 """
 
@@ -29,9 +30,10 @@ from ..runtime.launch import ProblemError
 from .binding import Binding, bind, operand_major
 from .dispatch import gemm, kernel_for
 from .kernel import CompiledKernel, LaunchConfig, compile
+from .callplan import CallPlan, plan
 from .select import default_spec, gemm_spec, select_spec
 from .streams import stream_handle
 
-__all__ = ["ArgumentError", "Binding", "CompiledKernel", "DTypeError", "LaunchConfig", "NoGPU", "ProblemError", "bind",
-           "compile", "default_spec", "gemm", "gemm_spec", "kernel_for", "make_spec", "operand_major",
+__all__ = ["ArgumentError", "Binding", "CallPlan", "CompiledKernel", "DTypeError", "LaunchConfig", "NoGPU", "ProblemError", "bind",
+           "compile", "default_spec", "gemm", "gemm_spec", "kernel_for", "make_spec", "operand_major", "plan",
            "select_spec", "stream_handle"]

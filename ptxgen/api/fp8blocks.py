@@ -5,7 +5,9 @@
 
 ``a``: M x K e4m3, ``b``: N x K e4m3 (both K-major, as ``torch._scaled_mm(a, b.t(), ...)`` takes them);
 ``scale_a``: f32 M x ceil(K/128), outer-dim-major (``s.t().contiguous().t()``: strides (1, lds_a));
-``scale_b``: f32 ceil(K/128) x ceil(N/128), the transpose of a row-major array (``s.t()``: strides (1, lds_b)).
+``scale_b``: f32 ceil(K/128) x ceil(N/128), the transpose of a row-major array (``s.t()``: strides (1, lds_b)), or torch's
+own padded array of ceil(K/128) rounded up to a multiple of 4 rows (as torch and cuBLAS allocate it; the first
+ceil(K/128) rows are read, as torch reads them).
 D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A B^T over the block), in bf16.
 
 Without ``spec``: scale_a by TMA where TMA can read it (16-byte aligned, K-block stride a multiple of 4 floats: M % 4 == 0
@@ -92,12 +94,24 @@ def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int, m: int | None = 
     return spec
 
 
-def _scales(info: ArrayInfo, what: str, rows: int, cols: int) -> int:
-    """Check a column-major (strides (1, ld)) f32 rows x cols array; returns ld."""
+SCALE_B_ROW_PAD = 4  # torch/cuBLAS allocate a 128x128 block-scale array with ceil(K/128) rows padded to a multiple of 4
+
+
+def padded_scale_rows(kb: int) -> int:
+    """The rows torch and cuBLAS give a BlockWise128x128 scale array for ceil(K/128) = ``kb`` blocks: ``kb`` rounded up to
+    a multiple of 4 (torch's test_scaled_matmul_cuda.py, _pad_128x128_scales: "scale: [L4, ceil_div({M,N}, 128)] and
+    K/L/L4-major in memory")."""
+    return -(-kb // SCALE_B_ROW_PAD) * SCALE_B_ROW_PAD
+
+
+def _scales(info: ArrayInfo, what: str, rows: int, cols: int, padded_rows: int | None = None) -> int:
+    """Check a column-major (strides (1, ld)) f32 rows x cols array; returns ld. ``padded_rows``: the array may also have
+    that many rows (torch's padded 128x128 scales), of which the first ``rows`` are read."""
     if info.dtype != "f32":
         raise DTypeError(f"{what} has dtype {info.dtype}; block scales are float32")
-    if info.shape != (rows, cols):
-        raise ArgumentError(f"{what} has shape {info.shape}; it must be {(rows, cols)}")
+    if info.shape != (rows, cols) and (padded_rows is None or info.shape != (padded_rows, cols)):
+        also = f" or torch's padded {(padded_rows, cols)}" if padded_rows not in (None, rows) else ""
+        raise ArgumentError(f"{what} has shape {info.shape}; it must be {(rows, cols)}{also}")
     ld = info.strides[1] if cols > 1 else rows
     if rows > 1 and info.strides[0] != 1 or ld < rows:
         raise ArgumentError(f"{what} must be outer-dim-major (strides (1, ld) with ld >= {rows}), as torch._scaled_mm takes "
@@ -181,7 +195,8 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
         raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128)")
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
-    extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": _scales(sb, "scale_b", kb, nb)}
+    extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb),
+             "lds_b": _scales(sb, "scale_b", kb, nb, padded_scale_rows(kb))}
     dev = streams.require_gpu()
     if chosen:
         spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count, k=p.k)

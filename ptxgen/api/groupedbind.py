@@ -11,7 +11,7 @@ from ..isa.types import Grouping, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.grouped import GroupedProblem
 from ..runtime.launch import ROW_ALIGN_BYTES, ProblemError
-from .binding import _check_aligned, _check_devices, _dtype_words
+from .binding import _array_dtype, _check_aligned, _check_devices, _dtype_words
 
 
 class _KernelName:
@@ -60,10 +60,11 @@ def bind_grouped(spec: TileSpec, a: ArrayInfo, b: ArrayInfo, offs: ArrayInfo, ou
         raise ArgumentError(f"b must be 3-D (G x N x K: one N x K weight per group); got shape {b.shape}")
     if offs.ndim != 1:
         raise ArgumentError(f"offs must be 1-D (G cumulative row ends); got shape {offs.shape}")
-    want = spec.dtype.value
     for info in (a, b):
+        want = _array_dtype(spec.operand_dtype(info.name))  # tf32 kernels read float32 arrays; B's type may differ (mixed FP8)
         if info.dtype != want:
-            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}, but {name} takes {_dtype_words(want)} inputs")
+            raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}, but {name} takes {_dtype_words(want)} "
+                             f"{'A' if info.name == 'a' else 'B'}")
     if offs.dtype != "s32":
         raise DTypeError(f"offs has dtype {_dtype_words(offs.dtype)}; it must be {_dtype_words('s32')} (cumulative row ends)")
     (m, k), (g, n, kb) = a.shape, b.shape

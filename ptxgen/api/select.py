@@ -179,17 +179,19 @@ def _row_pitch(info: ArrayInfo) -> int | None:
 
 
 def narrow_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None,
-                           copy_bytes: int) -> tuple[TileSpec, str]:
+                           copy_bytes: int, arch: str | None = None) -> tuple[TileSpec, str]:
     """(spec, why) for operands whose rows (or data) start only ``copy_bytes`` (8 or 4) aligned: the default tile
     with the cp.async loader copying that many bytes at a time (the tuned table's kernels load with TMA, which
-    needs 16). Raises ArgumentError or DTypeError where no such kernel exists (the caller packs instead)."""
+    needs 16). Raises ArgumentError or DTypeError where no such kernel exists (the caller packs instead).
+    ``arch`` None: the GPU's (``ptxgen.api.plan`` passes the one it plans for)."""
     _check_2d(ai, "A: M x K")
     _check_2d(bi, "B: N x K; out = a @ b.T")
     dtype = _INPUT_ARRAY_DTYPES.get(ai.dtype)
     if dtype is None or ai.dtype != bi.dtype:
         raise DTypeError(f"no ptxgen kernel takes {ai.dtype} x {bi.dtype} inputs")
     out = out_dtype or (oi.dtype if oi is not None else None) or _DEFAULT_OUT[dtype]
-    arch = streams.require_gpu().arch.value
+    if arch is None:
+        arch = streams.require_gpu().arch.value
     spec = default_spec(dtype, arch, operand_major(ai), operand_major(bi), out, copy_bytes)
     return spec, f"default with the cp.async loader, {copy_bytes}-byte copies: operand rows start only {copy_bytes}-byte aligned"
 
@@ -215,7 +217,9 @@ def batched_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, 
                 f"default tile batched over {ai.shape[0]} batches ({spec.kernel_name} has no batched form)")
 
 
-def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None) -> tuple[TileSpec, str, bool]:
-    """The one selection entry point of the dispatch cache: (spec, why, swap_ab) for these arrays on this GPU; swap_ab:
-    launch the spec (an M-major D) as ``kernel(b, a, out.T)`` (runtime.choose's swap-ab rule)."""
-    return _gemm_choice(ai, bi, oi, out_dtype, None, allow_swap=True)
+def choose_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None,
+                      arch: str | None = None) -> tuple[TileSpec, str, bool]:
+    """The one selection entry point of the dispatch cache: (spec, why, swap_ab) for these arrays on this GPU (``arch``
+    None; ``ptxgen.api.plan`` passes the arch it plans for); swap_ab: launch the spec (an M-major D) as
+    ``kernel(b, a, out.T)`` (runtime.choose's swap-ab rule)."""
+    return _gemm_choice(ai, bi, oi, out_dtype, arch, allow_swap=True)
