@@ -397,7 +397,7 @@ def _batched(a, b, out, out_dtype, stream, scales=None):
         raise ArgumentError(f"a has {g} batches but b has {b.shape[0]}")
     if (k > 1 and a.stride(2) != 1) or (g > 1 and m > 1 and a.stride(0) != m * a.stride(1)):
         warn_once("a", f"its batches are not one (G M) x K matrix of K-major rows (strides {tuple(a.stride())})",
-                  "computing with a contiguous copy")
+                  "computing with a contiguous copy", "grouped_gemm")
         a = a.contiguous()  # the rows of a[g] one after another: (G M) x K, read as the grouped kernel's a
     a2 = a.reshape(g * m, k)
     offs = batch_offs(g, m, a.device)
@@ -420,7 +420,7 @@ def _batched(a, b, out, out_dtype, stream, scales=None):
         raise ArgumentError(f"out has shape {tuple(out.shape)}, but the batched product is {(g, m, n)}")
     if g > 1 and m > 1 and out.stride(0) != m * out.stride(1):
         warn_once("out", f"its batches do not follow each other with no gap (strides {tuple(out.stride())})",
-                  "computing into a contiguous output and copying it into out")
+                  "computing into a contiguous output and copying it into out", "grouped_gemm")
         out.copy_(_batched(a, b, None, out_dtype or read_array(out, "out").dtype, stream, scales))
         return out
     run(out.as_strided((g * m, n), (out.stride(1), out.stride(2))))  # the batches' rows, one after another

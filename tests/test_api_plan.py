@@ -163,7 +163,7 @@ def doors(monkeypatch):
     import ptxgen.api.fp8blocks as fb
     import ptxgen.api.fused as fused
     import ptxgen.grouped as grouped
-    from ptxgen.api import groupedpack
+    from ptxgen.api import fusedany, groupedpack, packing
 
     fake = Device(index=0, name="NVIDIA H100 80GB HBM3", cc=(9, 0), handle=None, context=None, sm_count=132)
     monkeypatch.setattr(streams, "require_gpu", lambda index=0: fake)
@@ -188,10 +188,10 @@ def doors(monkeypatch):
         p = packed_info(info)
         return CupyArray(p.shape, x.dtype, p.strides)
 
-    monkeypatch.setattr(dispatch, "_packed_copy", copy)
+    monkeypatch.setattr(dispatch, "packed_copy", copy)
+    monkeypatch.setattr(fusedany, "packed_copy", copy)
     monkeypatch.setattr(groupedpack, "packed_copy", copy)
-    monkeypatch.setattr(dispatch, "_WARNED", set())
-    monkeypatch.setattr(groupedpack, "_WARNED", set())
+    monkeypatch.setattr(packing, "_WARNED", set())
     return packed
 
 

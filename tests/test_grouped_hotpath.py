@@ -16,7 +16,7 @@ import pytest
 
 import ptxgen.api.streams as streams
 import ptxgen.grouped as grouped
-from ptxgen.api import groupedpack
+from ptxgen.api import groupedpack, packing
 from ptxgen.runtime.arrays import ArgumentError
 from ptxgen.runtime.gpu import Device
 from ptxgen.runtime.grouped import GroupedProblem, grouped_args
@@ -204,7 +204,7 @@ def test_a_pointer_the_hot_path_cannot_take_goes_to_the_checks(sim, monkeypatch)
     bad = torch.Tensor(a1.shape, torch.bfloat16, ptr=a1.data_ptr() + 8)
     copies = []  # a torch a whose data is not 16-byte aligned: a packed copy (said once), never the prepared launch
     monkeypatch.setattr(groupedpack, "packed_copy", lambda x, info: copies.append(info) or torch.Tensor(x.shape, x.dtype))
-    monkeypatch.setattr(groupedpack, "_WARNED", set())
+    monkeypatch.setattr(packing, "_WARNED", set())
     with pytest.warns(UserWarning, match="a: its data does not start 16-byte aligned; computing with a packed K-major copy"):
         grouped.grouped_gemm(bad, b, o1, d1)
     assert [c.ptr for c in copies] == [bad.data_ptr()] and len(sim.launches) == 2

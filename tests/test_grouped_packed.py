@@ -11,6 +11,7 @@ import warnings
 
 import pytest
 
+from ptxgen.api import packing
 from ptxgen.api.groupedpack import a_problem, b_problem, pack_plan
 from ptxgen.runtime.arrays import ArrayInfo
 
@@ -59,9 +60,8 @@ def _grouped_ref(torch, a, b, offs):
 
 
 def _once(torch, fn, match):
-    from ptxgen.api import groupedpack
 
-    groupedpack._WARNED.clear()
+    packing._WARNED.clear()
     with pytest.warns(UserWarning, match=match):
         r = fn()
     with warnings.catch_warnings():

@@ -170,16 +170,16 @@ def _plan_gemm(args: dict, t: Target) -> CallPlan:
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
                packed: tuple = ()) -> CallPlan:
     """ptxgen.gemm's slow path (api.dispatch._gemm_slow) for arrays already read, decided for ``t``."""
-    from . import dispatch
+    from . import dispatch, packing
     from .batched import bind_any
     from .select import choose_for_arrays, narrow_spec_for_arrays
     from .swapab import transposed
 
     if ai.ndim == 3 or bi.ndim == 3:
         return _batched(ai, bi, oi, out_dtype, t, packed)
-    packs = dispatch._pack_plan(ai, bi, oi)
+    packs = packing.pack_plan(ai, bi, oi)
     if packs and "out" not in packs:
-        narrow = dispatch._narrow_copy_bytes(ai, bi, packs)
+        narrow = packing.narrow_copy_bytes(ai, bi, packs)
         if narrow is not None:
             dispatch._precheck(ai, bi, oi, out_dtype)
             try:
@@ -197,8 +197,8 @@ def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: st
     try:
         spec, why, _ = choose_for_arrays(ai, bi, oi, out_dtype, arch=t.arch)
     except ArgumentError:
-        mn = [i for i in (ai, bi) if i.library in dispatch._PACKABLE and i.ndim == 2 and dispatch._major(i) is not None
-              and dispatch._major(i).value == "mn"]
+        mn = [i for i in (ai, bi) if i.library in packing.PACKABLE and i.ndim == 2 and packing.major_of(i) is not None
+              and packing.major_of(i).value == "mn"]
         if not mn:
             raise
         dispatch._precheck(ai, bi, oi, out_dtype)
@@ -268,29 +268,84 @@ def _dense(shape) -> tuple[int, ...]:
 # the fused epilogue (api.fused.gemm)
 # ------------------------------------------------------------------------------------------------
 def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
-    from . import fused
-    from .binding import bind
-    from .select import _gemm_spec
-
     ai, bi, oi = _read(args, "a", "b", "out")
     infos = dict(zip(("bias", "c", "residual", "scale", "amax"), _read(args, "bias", "c", "residual", "scale", "amax")))
     out_dtype = args.get("out_dtype")
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or infos["scale"] is not None
     if fp8 and infos["scale"] is None:
         raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
+    if ai.ndim == 3:  # torch.baddbmm's form: fused.gemm launches once per batch (fusedany.per_batch)
+        if fp8:
+            raise ArgumentError("FP8 output (e4m3) with a B x M x K a: pass 2-D a (the per-row scale and amax are one batch's)")
+        one = [_first_batch(x) for x in (ai, bi, oi, infos["c"], infos["residual"])]
+        inner = _fused_infos(one[0], one[1], one[2], {**infos, "c": one[3], "residual": one[4]}, args, t, op, False)
+        note = f"one fused launch per batch ({ai.shape[0]} launches: the batched kernels are derived without the chain); "
+        return replace(inner, why=note + inner.why)
+    return _fused_infos(ai, bi, oi, infos, args, t, op, fp8)
+
+
+def _first_batch(info: ArrayInfo | None) -> ArrayInfo | None:
+    """A 3-D array's first batch as fused.gemm's per-batch call reads it (2-D arrays are shared by every batch)."""
+    if info is None or info.ndim != 3:
+        return info
+    return replace(info, shape=info.shape[1:], strides=info.strides[1:])
+
+
+def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: bool) -> CallPlan:
+    """fused.gemm's slow path for arrays already read: the epilogue's packed copies of c / residual / bias, then the
+    operands' (narrow cp.async kernel, or packed copies), then the chain's spec and its checks."""
+    from . import fused, fusedany, packing
+    from .binding import bind
+    from .groupedpack import packed_info
+    from .select import _gemm_spec
+
     m, n = ai.shape[0], bi.shape[0]
+    out_dtype, spec = args.get("out_dtype"), args.get("spec")
     alpha, beta = args.get("alpha", 1.0), args.get("beta", 0.0)
+    packed = []
+    for name in ("c", "residual", "bias"):
+        info = infos[name]
+        if info is None or (name == "c" and beta == 0):
+            continue
+        why = fusedany.vector_problem(info) if name == "bias" else fusedany.matrix_problem(info, m, n)
+        if why:
+            packed.append((name, why))
+            ld = n + n % 2
+            infos[name] = replace(info, strides=(1,) if info.ndim == 1 else (ld, 1), ptr=(info.ptr | 0xFF) + 1)
+    path, why_path = Path.HOT, ""
+    if spec is None and ai.ndim == 2 and bi.ndim == 2:
+        packs = packing.pack_plan(ai, bi, None if fp8 else oi)
+        narrow = fusedany.narrow_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, packs, t.arch) if packs else None
+        if narrow is not None:
+            spec, path = narrow[0], Path.NARROW
+            why_path = "operand rows start only 4 or 8 bytes aligned: the cp.async kernel with narrower copies; "
+        elif packs:
+            packed += list(packs.items())
+            ai, bi = (packed_info(i) if i.name in packs else i for i in (ai, bi))
+            oi = None if "out" in packs else oi
     chain = fused._chain(infos["bias"], args.get("bias_axis", "col"), args.get("activation"),
                          infos["c"] is not None and beta != 0, infos["residual"] is not None, infos["scale"],
                          args.get("scale_mode"), m, alpha, args.get("c_tma", False))
-    spec = args.get("spec")
+    if packed and path is Path.HOT:
+        path = Path.PACKED
     if chain is None:
         spec = spec or _gemm_spec(ai, bi, oi, out_dtype, t.arch)[0]
         bind(spec, ai, bi, oi)
-        return _made(op, t, Path.HOT, "nothing to fuse: the plain kernel (ptxgen.api.fused without the dispatch cache)", spec)
-    why = "the spec as given"
+        return _made(op, t, path, why_path + "nothing to fuse: the plain kernel (ptxgen.api.fused without the dispatch cache)",
+                     spec, packed=tuple(packed))
+    why = why_path + ("the spec as given" if args.get("spec") is not None else "")
     if spec is None:
-        spec, why = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, t.arch)
+        try:
+            spec, why = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, t.arch)
+        except ArgumentError:
+            mn = [i for i in (ai, bi) if i.library in packing.PACKABLE and i.ndim == 2 and packing.major_of(i) is not None
+                  and packing.major_of(i).value == "mn"]
+            if not mn:
+                raise
+            packed += [(i.name, "the tensor cores read this type only K-major") for i in mn]
+            ai, bi = (packed_info(i) if i in mn else i for i in (ai, bi))
+            spec, why = _gemm_spec(ai, bi, None if fp8 else oi, "bf16" if fp8 else out_dtype, t.arch)
+            path = Path.PACKED
     spec = fused.fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value),
                             args.get("fp8_tma_store", False))
     bind(spec, ai, bi, None if fp8 and oi is None else oi)
@@ -308,7 +363,8 @@ def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
         fused._vector(infos["scale"], "scale", (length,), ("f32",))
         if infos["amax"] is not None:
             fused._vector(infos["amax"], "amax", (length,), ("f32",))
-    return _made(op, t, Path.HOT, f"{why}; epilogue chain {chain.token} fused (docs/epilogue-chain.md)", spec)
+    return _made(op, t, path, f"{why}; epilogue chain {chain.token} fused (docs/epilogue-chain.md)", spec,
+                 packed=tuple(packed))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
 from . import fused, launchplan
 from .batched import batch_kind, plane
-from .batched import operand_problem as batchedoperand_problem
+from .batched import operand_problem as batched_operand_problem
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
@@ -221,7 +221,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     if oi is not None and (oi.ndim != 3 or oi.shape[0] != batch):
         raise ArgumentError(f"out has shape {oi.shape}, but a {ai.shape} @ b.T is B x M x N = "
                             f"{(batch, ai.shape[1], bi.shape[-2])}")
-    packed = _batchedpack_plan(ai, bi, oi, kind)
+    packed = _batched_pack_plan(ai, bi, oi, kind)
     if packed:
         return _gemm_batched_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
     key = (out_dtype, info_key(ai, bi, oi))
@@ -233,7 +233,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
 
-def _batchedpack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: Batch) -> dict:
+def _batched_pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: Batch) -> dict:
     """{argument name: why} for the torch/CuPy operands of a batched call that need a contiguous copy."""
     plan = {}
     if ai.dtype != bi.dtype or ai.ndim != 3 or ai.shape[-1] != bi.shape[-1]:
@@ -241,7 +241,7 @@ def _batchedpack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind: 
     for info, batched in ((ai, True), (bi, kind is Batch.AB)):
         if info.library not in PACKABLE:
             continue
-        why = operand_problem(plane(info) if info.ndim == 3 else info) or batchedoperand_problem(info, batched)
+        why = operand_problem(plane(info) if info.ndim == 3 else info) or batched_operand_problem(info, batched)
         if why:
             plan[info.name] = why
     if oi is not None and oi.library in PACKABLE and oi.ndim == 3:

@@ -25,16 +25,17 @@ from .select import narrow_spec_for_arrays
 DOOR = "gemm (fused epilogue)"
 
 
-def narrow_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, plan: dict):
+def narrow_spec(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, plan: dict,
+                arch: str | None = None):
     """(plain spec, whether only a data pointer lowered the alignment) for operands a cp.async kernel with narrower
-    copies reads as they are, else None (the caller packs)."""
+    copies reads as they are, else None (the caller packs). ``arch``: the GPU's (None: the one present)."""
     if "out" in plan:
         return None
     narrow = narrow_copy_bytes(ai, bi, plan)
     if narrow is None:
         return None
     try:
-        spec, _ = narrow_spec_for_arrays(ai, bi, oi, out_dtype, narrow[0])
+        spec, _ = narrow_spec_for_arrays(ai, bi, oi, out_dtype, narrow[0], arch=arch)
     except (ArgumentError, DTypeError):
         return None
     return spec, narrow[1]

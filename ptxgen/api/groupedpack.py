@@ -15,18 +15,14 @@ ArrayInfo a packed copy will have; :func:`packed_copy` makes it.
 
 from __future__ import annotations
 
-import re
-import sys
-import warnings
-from dataclasses import replace
 from typing import Callable
 
 from ..runtime.arrays import ArgumentError, ArrayInfo
 from ..runtime.launch import ROW_ALIGN_BYTES
 from .groupedbind import _k_major_b, _k_major_rows, _n_major_b, b_is_n_major
+from .packing import PACKABLE, copy_into, out_problem, packed_copy, packed_info, warn_once  # noqa: F401 (re-exported)
 
-PACKABLE = ("torch", "cupy")
-_WARNED: set = set()
+GROUPED_ADVICE = "pass K-major arrays with 16-byte aligned rows, b's groups one after another, to avoid the copy"
 
 
 def _problem(check: Callable[[], object]) -> str | None:
@@ -71,18 +67,6 @@ def b_problem(bi: ArrayInfo, n_major_ok: bool) -> str | None:
     return _problem(lambda: _k_major_b(bi, g, n, k)) or _aligned(bi)
 
 
-def out_problem(oi: ArrayInfo, m: int, n: int) -> str | None:
-    """Why the epilogue cannot write this M_total x N ``out`` as it is (None: it can, or the binding says what is wrong)."""
-    if oi.ndim != 2 or oi.shape != (m, n) or 0 in oi.shape:
-        return None
-    s0, s1 = oi.strides
-    if n > 1 and s1 != 1:
-        return "it is not row-major"
-    if m > 1 and (s0 < n or s0 * oi.itemsize % ROW_ALIGN_BYTES):
-        return f"its rows start {s0 * oi.itemsize} B apart, not a multiple of 16 B"
-    return _aligned(oi)
-
-
 def pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, n_major_ok: bool) -> dict[str, str]:
     """{argument name: why} for the torch/CuPy arrays of a grouped call that need a packed copy (``a``, ``b``) or a fresh
     output copied back (``out``). Shapes and types that are wrong anyway are left to the binding's checks."""
@@ -101,63 +85,16 @@ def pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, n_major_ok: bo
     return plan
 
 
-def _padded_ld(info: ArrayInfo) -> int:
-    q = ROW_ALIGN_BYTES // info.itemsize
-    return max(q, -(-info.shape[-1] // q) * q)
-
-
-def packed_info(info: ArrayInfo) -> ArrayInfo:
-    """The ArrayInfo of :func:`packed_copy`'s result: K-major, rows padded to 16 bytes, batches one after another, the
-    data 16-byte aligned (its pointer stands for a buffer not yet allocated)."""
-    ld = _padded_ld(info)
-    strides = (ld, 1) if info.ndim == 2 else (info.shape[1] * ld, ld, 1)
-    return replace(info, strides=strides, ptr=(info.ptr | 0xFF) + 1)
-
-
-def packed_copy(x, info: ArrayInfo):
-    """A K-major copy of a 2-D or 3-D operand with rows padded to 16 bytes (a view of the padded buffer's first K)."""
-    ld = _padded_ld(info)
-    shape = (*info.shape[:-1], ld)
-    k = info.shape[-1]
-    if info.library == "torch":
-        buf = x.new_empty(shape)
-        view = buf[..., :k]
-        view.copy_(x)
-        return view
-    cupy = sys.modules["cupy"]
-    buf = cupy.empty(shape, dtype=x.dtype)
-    view = buf[..., :k]
-    view[...] = x
-    return view
-
-
-def copy_into(out, info: ArrayInfo, result) -> None:
-    """out[...] = result (torch or CuPy), queued on the current stream."""
-    if info.library == "torch":
-        out.copy_(result)
-    else:
-        out[...] = result
-
-
-def warn_once(name: str, why: str, what: str, op: str = "grouped_gemm") -> None:
-    key = (op, name, re.sub(r"\d+", "#", why))
-    if key in _WARNED:
-        return
-    _WARNED.add(key)
-    warnings.warn(f"ptxgen.{op}: {name}: {why}; {what} (said once; pass K-major arrays with 16-byte aligned rows, b's groups "
-                  "one after another, to avoid the copy)", stacklevel=4)
-
-
 def packed_call(fn, args: dict, infos: dict, packs: dict, kwargs: dict, op: str):
     """``fn(**args, **kwargs)`` with the operands named in ``packs`` replaced by packed copies, and an ``out`` named there
     computed fresh and copied into (each reason said once)."""
     for name in ("a", "b"):
         if name in packs:
-            warn_once(name, packs[name], "computing with a packed K-major copy", op)
+            warn_once(name, packs[name], "computing with a packed K-major copy", op, GROUPED_ADVICE)
             args[name] = packed_copy(args[name], infos[name])
     if "out" not in packs:
         return fn(**args, **kwargs)
-    warn_once("out", packs["out"], "computing into a fresh output and copying it into out", op)
+    warn_once("out", packs["out"], "computing into a fresh output and copying it into out", op, GROUPED_ADVICE)
     out, oi = args["out"], infos["out"]
     result = fn(**{**args, "out": None}, **{**kwargs, "out_dtype": kwargs.get("out_dtype") or oi.dtype})
     copy_into(out, oi, result)

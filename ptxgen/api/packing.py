@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sys
 import warnings
+from dataclasses import replace
 
 from ..isa.types import Major
 from ..runtime.arrays import ArrayInfo
@@ -101,27 +102,52 @@ def pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> dict:
     return plan
 
 
-def warn_once(name: str, why: str, what: str, door: str = "gemm") -> None:
+ADVICE = "pass an array with 16-byte aligned rows, one dimension contiguous, to avoid the copy"
+
+
+def warn_once(name: str, why: str, what: str, door: str = "gemm", advice: str = ADVICE) -> None:
+    """``warnings.warn`` once per (door, argument, reason with its numbers left out)."""
     key = (door, name, re.sub(r"\d+", "#", why))
     if key in _WARNED:
         return
     _WARNED.add(key)
-    warnings.warn(f"ptxgen.{door}: {name}: {why}; {what} (said once; pass an array with 16-byte aligned rows, one "
-                  "dimension contiguous, to avoid the copy)", stacklevel=4)
+    warnings.warn(f"ptxgen.{door}: {name}: {why}; {what} (said once; {advice})", stacklevel=4)
+
+
+def padded_ld(info: ArrayInfo) -> int:
+    """The row pitch (elements) of a packed copy: the rows padded to 16 bytes."""
+    q = ROW_ALIGN_BYTES // info.itemsize
+    return max(q, -(-info.shape[-1] // q) * q)
+
+
+def packed_info(info: ArrayInfo) -> ArrayInfo:
+    """The ArrayInfo of :func:`packed_copy`'s result: K-major, rows padded to 16 bytes, batches one after another, the
+    data 16-byte aligned (its pointer stands for a buffer not yet allocated)."""
+    ld = padded_ld(info)
+    strides = (ld, 1) if info.ndim == 2 else (info.shape[1] * ld, ld, 1)
+    return replace(info, strides=strides, ptr=(info.ptr | 0xFF) + 1)
 
 
 def packed_copy(x, info: ArrayInfo):
-    """A K-major copy of an MN x K operand whose rows start 16 bytes apart (a view of a padded buffer)."""
-    rows, cols = info.shape
-    q = ROW_ALIGN_BYTES // info.itemsize
-    ld = max(q, -(-cols // q) * q)
+    """A K-major copy of a 2-D or 3-D operand with rows padded to 16 bytes (a view of the padded buffer's first K)."""
+    ld = padded_ld(info)
+    shape = (*info.shape[:-1], ld)
+    k = info.shape[-1]
     if info.library == "torch":
-        buf = x.new_empty((rows, ld))
-        view = buf[:, :cols]
+        buf = x.new_empty(shape)
+        view = buf[..., :k]
         view.copy_(x)
         return view
     cupy = sys.modules["cupy"]
-    buf = cupy.empty((rows, ld), dtype=x.dtype)
-    view = buf[:, :cols]
+    buf = cupy.empty(shape, dtype=x.dtype)
+    view = buf[..., :k]
     view[...] = x
     return view
+
+
+def copy_into(out, info: ArrayInfo, result) -> None:
+    """out[...] = result (torch or CuPy), queued on the current stream."""
+    if info.library == "torch":
+        out.copy_(result)
+    else:
+        out[...] = result
