@@ -147,7 +147,7 @@ class GroupedKernel:
             p, scale_ptrs = bind_block_scales(self.spec, scales, p)
         else:
             scale_ptrs = _bind_scales(self.spec, scales, p)
-        dev = streams.require_gpu()
+        dev = streams.call_device((ai, bi, fi, oi, *(scales or ())))  # the arrays' device: its module, context, stream
         allocated = out is None
         if allocated:
             self.compiled._require_arch(dev)
@@ -155,9 +155,12 @@ class GroupedKernel:
             oi = read_array(out, "out", handle)
         if p.m == 0 or p.n == 0 or p.groups == 0:
             return out
-        for info in (ai, bi, fi, oi):
-            if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
-                streams.wait_for_producer(info.producer_stream, handle)
+        waits = [i.producer_stream for i in (ai, bi, fi, oi)
+                 if i.producer_stream is not None and not streams.same_stream(i.producer_stream, handle)]
+        if waits:
+            with streams.on_device(dev):  # the event lives in the streams' context
+                for producer in waits:
+                    streams.wait_for_producer(producer, handle)
         known = all(i.device is not None for i in (ai, bi, fi, oi))  # else each pointer's device is asked per call
         key = (_info_key(ai), _info_key(bi), _info_key(fi), None if allocated else _info_key(oi), p,
                tuple(_info_key(s) for s in scales) if scales else None)
@@ -183,17 +186,11 @@ class GroupedKernel:
         return out
 
     def _prepare(self, dev, infos, p: GroupedProblem, drv) -> GroupedLaunch:
-        """The launch for one problem on ``dev`` (the pointers are written per call)."""
+        """The launch for one problem on ``dev`` (the arrays' device, checked by the caller; the pointers are written
+        per call)."""
         self.compiled._require_arch(dev)
-        for info in infos:
-            if info is None:
-                continue
-            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
-            if ordinal != dev.index:
-                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index}")
         check_grouped_problem(self.plan, p)
-        kernel = self.compiled.load()
-        streams.ensure_current(dev)
+        kernel = self.compiled.load(dev)
         block, slots = build_grouped_params(self.plan, p, drv.encode)
         grid, blk, smem = grouped_geometry(self.plan, p, dev.sm_count)
         return GroupedLaunch(block, slots, (int(kernel.func), *grid, *blk, smem), drv, dev, p, self.spec.out_dtype.value,
@@ -262,14 +259,14 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         out_dtype = oi.dtype
     small = small_groups(ai.shape[0], bi.shape[0]) if ai.ndim == 2 and bi.ndim == 3 else False
     b_major = "mn" if b_is_n_major(bi) else "k"
-    key = (ai.dtype, out_dtype, small, b_major)
+    arch = streams.call_device((ai, bi, fi, oi)).arch.value  # the arrays' device: a machine may hold other GPUs
+    key = (ai.dtype, out_dtype, small, b_major, arch)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
         spec = _SPECS.get(key)
         if spec is None:
             try:
-                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, streams.require_gpu().arch.value, small=small,
-                                                  b_major=b_major)
+                spec = _SPECS[key] = grouped_spec(ai.dtype, out_dtype, arch, small=small, b_major=b_major)
             except SpecError as e:
                 if b_major == "mn":
                     raise ArgumentError(f"b is N-major (strides {bi.strides}), which no grouped {ai.dtype} kernel reads ({e}): "
@@ -362,11 +359,12 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     out_dtype = out_dtype or default_out
-    key = (ai.dtype, out_dtype, recipe)
+    arch = streams.call_device((ai, bi, fi, oi, *scales)).arch.value
+    key = (ai.dtype, out_dtype, recipe, arch)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
         try:
-            spec = spec_for(ai.dtype, out_dtype, streams.require_gpu().arch.value)
+            spec = spec_for(ai.dtype, out_dtype, arch)
         except SpecError as e:
             raise NoGPU(f"{no_kernel}: {e}") from None
         kernel = _BY_TYPES[key] = _kernel_for(spec)

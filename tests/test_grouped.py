@@ -222,7 +222,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
                                  name=name, smem=smem, kernel_smem=want_smem, params=params))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda: fake)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
@@ -455,7 +455,7 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
             launched.append(read_block(params, kinds))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda: fake)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
