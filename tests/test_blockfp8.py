@@ -317,7 +317,7 @@ def simulated_bfp8_launches(monkeypatch) -> list:
     from ptxgen.api import fp8blocks, fused
 
     for k in fused._KERNELS.values():
-        monkeypatch.setattr(k, "_kernel", None)
+        monkeypatch.setattr(k, "_modules", {})
     for table in (fp8blocks._BY_INFO, fp8blocks._BY_TORCH):
         table.clear()
     # stream-K kernels (gemm's pick where the tiles fill less than half the SMs) get a made-up workspace
