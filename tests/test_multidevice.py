@@ -465,3 +465,70 @@ def test_require_gpu_on_a_thread_without_a_context_makes_one_current(monkeypatch
     with streams.on_device(d):
         pass
     assert cu.current == 100 and streams.ensure_current(d) is None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# gpu tier: the real driver (one GPU: the current device's calls never switch; two or more: cuda:1 from cuda:0)
+# ---------------------------------------------------------------------------------------------------------------------
+def _count_switches(monkeypatch) -> list:
+    """Every context switch a launch asks for (streams.context_switch), recorded."""
+    real = streams.context_switch
+    seen = []
+
+    def counted(dev):
+        seen.append(dev.index)
+        return real(dev)
+
+    monkeypatch.setattr(streams, "context_switch", counted)
+    return seen
+
+
+@pytest.mark.gpu
+def test_gpu_calls_on_the_current_device_never_switch(gpu, monkeypatch):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    torch.cuda.set_device(0)
+    a = torch.randn(512, 256, device="cuda:0", dtype=torch.bfloat16)
+    b = torch.randn(384, 256, device="cuda:0", dtype=torch.bfloat16)
+    ptxgen.gemm(a, b)  # prepares
+    switches = _count_switches(monkeypatch)
+    for _ in range(20):
+        out = ptxgen.gemm(a, b)
+    torch.cuda.synchronize()
+    ref = (a.float() @ b.float().T)
+    assert float((out.float() - ref).abs().max()) <= 2e-2 * float(ref.abs().max())
+    assert switches == [] and torch.cuda.current_device() == 0
+
+
+@pytest.mark.gpu
+def test_gpu_gemm_on_cuda1_runs_on_cuda1(gpu, monkeypatch):
+    """With cuda:0 current, ptxgen.gemm on tensors of cuda:1: the result is right, the output and the module are cuda:1's,
+    cuda:0's memory is untouched by it and torch's current device is still cuda:0."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    torch.cuda.set_device(0)
+    a = torch.randn(1000, 512, device="cuda:1", dtype=torch.bfloat16)
+    b = torch.randn(768, 512, device="cuda:1", dtype=torch.bfloat16)
+    torch.cuda.synchronize(1)
+    before0, before1 = torch.cuda.memory_allocated(0), torch.cuda.memory_allocated(1)
+    switches = _count_switches(monkeypatch)
+    out = ptxgen.gemm(a, b)
+    out2 = ptxgen.gemm(a, b)  # the prepared launch
+    torch.cuda.synchronize(1)
+    assert out.device == torch.device("cuda:1") and out2.device == torch.device("cuda:1")
+    ref = a.float() @ b.float().T
+    for o in (out, out2):
+        assert float((o.float() - ref).abs().max()) <= 2e-2 * float(ref.abs().max())
+    assert torch.cuda.memory_allocated(0) == before0 and torch.cuda.memory_allocated(1) > before1
+    assert torch.cuda.current_device() == 0
+    kernels = [k for k in dispatch._KERNELS.values() if 1 in k._modules]
+    assert kernels, "no kernel loaded on cuda:1"
+    print(f"context switches asked by the launches on cuda:1 with cuda:0 current: {len(switches)}")
+    torch.cuda.set_device(1)  # cuda:1 current: its calls launch without a switch
+    del switches[:]
+    ptxgen.gemm(a, b)
+    torch.cuda.synchronize(1)
+    assert switches == []
+    torch.cuda.set_device(0)

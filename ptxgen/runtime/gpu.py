@@ -117,6 +117,13 @@ def require_gpu(index: int | None = None) -> Device:
     return dev
 
 
+def init_driver() -> None:
+    """cuInit and a device set up, once (NoGPU without a usable GPU): what the encoder and the module loader need, without
+    asking the driver per call which device is current (a hot-path map re-encode calls this)."""
+    if _DEVICE is None:
+        require_gpu()
+
+
 TENSORMAP_BYTES = 128  # sizeof(CUtensorMap)
 TENSORMAP_ALIGN = 64
 
@@ -229,7 +236,7 @@ class Kernel:
 
     def __init__(self, cubin: bytes, name: str, dynamic_smem: int):
         cu = _driver()
-        require_gpu()
+        init_driver()
         self.module = check(cu.cuModuleLoadData(cubin), "cuModuleLoadData")
         self.func = check(cu.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
         self.dynamic_smem = dynamic_smem
