@@ -223,7 +223,7 @@ def _kernel_for(spec: TileSpec) -> GroupedKernel:
 
 
 _SPECS: dict[tuple, TileSpec] = {}
-_BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype) -> the kernel grouped_gemm uses
+_BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype, ..., the device's arch) -> the kernel grouped_gemm uses
 _TORCH_KERNELS: dict[tuple, GroupedKernel] = {}  # (a's torch dtype, out_dtype, out's torch dtype) -> the same, hot
 
 
