@@ -126,10 +126,6 @@ def _cached_spec(key: tuple, make) -> TileSpec:
     return spec
 
 
-def _gpu_arch() -> str:
-    return streams.require_gpu().arch.value
-
-
 class GroupedKernel:
     """A compiled grouped kernel (``spec.grouped`` is ``offs``): ``kernel(a, b, offs, out=None, *, stream=None)``.
 
@@ -202,7 +198,7 @@ class GroupedKernel:
             p, scale_ptrs = bind_block_scales(self.spec, scales, p)
         else:
             scale_ptrs = _bind_scales(self.spec, scales, p)
-        dev = streams.require_gpu()
+        dev = streams.call_device((ai, bi, fi, oi, *(scales or ())))  # the arrays' device: its module, context, stream
         allocated = out is None
         if allocated:
             self.compiled._require_arch(dev)
@@ -210,9 +206,12 @@ class GroupedKernel:
             oi = read_array(out, "out", handle)
         if p.m == 0 or p.n == 0 or p.groups == 0:
             return out
-        for info in (ai, bi, fi, oi):
-            if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
-                streams.wait_for_producer(info.producer_stream, handle)
+        waits = [i.producer_stream for i in (ai, bi, fi, oi)
+                 if i.producer_stream is not None and not streams.same_stream(i.producer_stream, handle)]
+        if waits:
+            with streams.on_device(dev):  # the event lives in the streams' context
+                for producer in waits:
+                    streams.wait_for_producer(producer, handle)
         known = all(i.device is not None for i in (ai, bi, fi, oi))  # else each pointer's device is asked per call
         key = (_info_key(ai), _info_key(bi), _info_key(fi), None if allocated else _info_key(oi), p,
                tuple(_info_key(s) for s in scales) if scales else None)
@@ -238,17 +237,11 @@ class GroupedKernel:
         return out
 
     def _prepare(self, dev, infos, p: GroupedProblem, drv) -> GroupedLaunch:
-        """The launch for one problem on ``dev`` (the pointers are written per call)."""
+        """The launch for one problem on ``dev`` (the arrays' device, checked by the caller; the pointers are written
+        per call)."""
         self.compiled._require_arch(dev)
-        for info in infos:
-            if info is None:
-                continue
-            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
-            if ordinal != dev.index:
-                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index}")
         check_grouped_problem(self.plan, p)
-        kernel = self.compiled.load()
-        streams.ensure_current(dev)
+        kernel = self.compiled.load(dev)
         block, slots = build_grouped_params(self.plan, p, drv.encode)
         grid, blk, smem = grouped_geometry(self.plan, p, dev.sm_count)
         return GroupedLaunch(block, slots, (int(kernel.func), *grid, *blk, smem), drv, dev, p, self.spec.out_dtype.value,
@@ -281,7 +274,7 @@ def _kernel_for(spec: TileSpec) -> GroupedKernel:
 
 
 _SPECS: dict[tuple, TileSpec] = {}
-_BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype) -> the kernel grouped_gemm uses
+_BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype, ..., the device's arch) -> the kernel grouped_gemm uses
 _TORCH_KERNELS: dict[tuple, GroupedKernel] = {}  # (a's torch dtype, out_dtype, out's torch dtype) -> the same, hot
 
 
@@ -320,10 +313,11 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     small = small_groups(ai.shape[0], bi.shape[0]) if ai.ndim == 2 and bi.ndim == 3 else False
+    arch = streams.call_device((ai, bi, fi, oi)).arch.value  # the arrays' device: a machine may hold other GPUs
     try:
         spec, packs = grouped_decision(ai, bi, oi, lambda b_major: _cached_spec(
-            (ai.dtype, bi.dtype, out_dtype, small, b_major),
-            lambda: grouped_spec(ai.dtype, out_dtype, _gpu_arch(), small=small, b_major=b_major, b_dtype=bi.dtype)))
+            (ai.dtype, bi.dtype, out_dtype, small, b_major, arch),
+            lambda: grouped_spec(ai.dtype, out_dtype, arch, small=small, b_major=b_major, b_dtype=bi.dtype)))
     except SpecError as e:
         raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
     if packs:
@@ -480,17 +474,18 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     if out_dtype is None and oi is not None:
         out_dtype = oi.dtype
     out_dtype = out_dtype or default_out
+    arch = streams.call_device((ai, bi, fi, oi, *scales)).arch.value
     try:
         spec, packs = grouped_decision(ai, bi, oi, lambda b_major: _cached_spec(
-            (ai.dtype, bi.dtype, out_dtype, recipe, b_major),
-            lambda: spec_for(ai.dtype, bi.dtype, out_dtype, _gpu_arch(), b_major)))
+            (ai.dtype, bi.dtype, out_dtype, recipe, b_major, arch),
+            lambda: spec_for(ai.dtype, bi.dtype, out_dtype, arch, b_major)))
     except SpecError as e:
         raise NoGPU(f"{no_kernel}: {e}") from None
     if packs:
         fn = scaled_grouped_gemm if recipe == "rowwise" else blockscaled_grouped_gemm
         return packed_call(fn, dict(a=a, b=b, scale_a=scale_a, scale_b=scale_b, offs=offs, out=out), dict(a=ai, b=bi, out=oi),
                            packs, dict(out_dtype=out_dtype, stream=stream), fn.__name__)
-    key = (ai.dtype, out_dtype, recipe) if bi.dtype == ai.dtype else (ai.dtype, bi.dtype, out_dtype, recipe)
+    key = (ai.dtype, bi.dtype, out_dtype, recipe, arch)
     kernel = _BY_TYPES.get(key)
     if kernel is None:
         kernel = _BY_TYPES[key] = _kernel_for(spec)

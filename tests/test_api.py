@@ -476,7 +476,7 @@ class SimulatedGPU:
                 sim.encoded.append(args.global_address)
                 return _fake_encode(args)
 
-        monkeypatch.setattr(api.streams, "require_gpu", lambda: self.device)
+        monkeypatch.setattr(api.streams, "require_gpu", lambda index=None: self.device)
         monkeypatch.setattr(api.streams, "ensure_current", lambda dev: None)
         monkeypatch.setattr(api.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
         monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
@@ -484,7 +484,7 @@ class SimulatedGPU:
 
 
 def _fresh(kernel):
-    kernel._kernel = None
+    kernel._modules.clear()
     kernel._entries.clear()
     kernel._torch_entries.clear()
 

@@ -309,7 +309,7 @@ def simulated_bfp8_launches(monkeypatch) -> list:
             launches.append((grid, args.read_back()))
 
     dev = Device(0, "simulated H200", (9, 0), None, None, 132)
-    monkeypatch.setattr(streams, "require_gpu", lambda: dev)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: dev)
     monkeypatch.setattr(streams, "ensure_current", lambda d: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
@@ -317,7 +317,7 @@ def simulated_bfp8_launches(monkeypatch) -> list:
     from ptxgen.api import fp8blocks, fused
 
     for k in fused._KERNELS.values():
-        monkeypatch.setattr(k, "_kernel", None)
+        monkeypatch.setattr(k, "_modules", {})
     for table in (fp8blocks._BY_INFO, fp8blocks._BY_TORCH):
         table.clear()
     # stream-K kernels (gemm's pick where the tiles fill less than half the SMs) get a made-up workspace

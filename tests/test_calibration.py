@@ -323,9 +323,22 @@ def test_current_device_asks_nothing_before_the_gpu_is_used_and_once_after(monke
     from ptxgen.runtime import gpu
 
     asked = []
-    monkeypatch.setattr(calibrate, "_CURRENT", [])
-    monkeypatch.setattr(calibrate, "device_key", lambda: asked.append(1) or Device("NVIDIA H200", 132))
+    monkeypatch.setattr(calibrate, "_KEYS", {})
+    monkeypatch.setattr(calibrate, "device_key", lambda dev=None: asked.append(dev.index) or Device(dev.name, dev.sm_count))
     monkeypatch.setattr(gpu, "_DEVICE", None)
     assert calibrate.current_device() is None and asked == []  # ptxgen.gemm before any GPU work: the reference
-    monkeypatch.setattr(gpu, "_DEVICE", SimpleNamespace(name="NVIDIA H200", sm_count=132))
-    assert calibrate.current_device() == calibrate.current_device() == Device("NVIDIA H200", 132) and asked == [1]
+    h200 = SimpleNamespace(name="NVIDIA H200", sm_count=132, index=0)
+    monkeypatch.setattr(gpu, "_DEVICE", h200)
+    assert calibrate.current_device() == calibrate.current_device() == Device("NVIDIA H200", 132) and asked == [0]
+
+
+def test_each_device_of_a_call_gets_its_own_key(monkeypatch):
+    """A machine with two kinds of GPU: the call's device picks the calibration, each asked once."""
+    asked = []
+    monkeypatch.setattr(calibrate, "_KEYS", {})
+    monkeypatch.setattr(calibrate, "device_key", lambda dev=None: asked.append(dev.index) or Device(dev.name, dev.sm_count))
+    h200 = SimpleNamespace(name="NVIDIA H200", sm_count=132, index=0)
+    h100 = SimpleNamespace(name="NVIDIA H100 PCIe", sm_count=114, index=1)
+    assert calibrate.current_device(h100) == Device("NVIDIA H100 PCIe", 114)
+    assert calibrate.current_device(h200) == Device("NVIDIA H200", 132)
+    assert calibrate.current_device(h100) == Device("NVIDIA H100 PCIe", 114) and asked == [1, 0]

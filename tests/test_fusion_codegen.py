@@ -188,7 +188,7 @@ def simulated(monkeypatch):
             launches.append((self.name, grid, block, args.read_back(), stream))
 
     dev = Device(0, "simulated H200", (9, 0), None, None, 132)
-    monkeypatch.setattr(streams, "require_gpu", lambda: dev)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: dev)
     monkeypatch.setattr(streams, "ensure_current", lambda d: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))

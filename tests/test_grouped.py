@@ -222,7 +222,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
                                  name=name, smem=smem, kernel_smem=want_smem, params=params))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda: fake)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
@@ -455,7 +455,7 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
             launched.append(read_block(params, kinds))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda: fake)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
@@ -482,7 +482,7 @@ def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
     with pytest.raises(DTypeError, match="scale_a"):
         grouped.scaled_grouped_gemm(a, b, CaiArray((m,), "<f2", 2, 0x500000, dtype="bfloat16"), sb, offs, out)
     with pytest.raises(ArgumentError, match="pass scale_a"):  # the row-wise kernel without scales
-        grouped._BY_TYPES[("e4m3", "bf16", "rowwise")](a, b, offs, out)
+        grouped._BY_TYPES[("e4m3", "bf16", "rowwise", "sm_90a")](a, b, offs, out)
     with pytest.raises(DTypeError, match="FP8"):
         grouped.scaled_grouped_gemm(CaiArray((m, k), "<f2", 2, 0x100000, dtype="bfloat16"),
                                     CaiArray((g, n, k), "<f2", 2, 0x200000, dtype="bfloat16"), sa, sb, offs, out)

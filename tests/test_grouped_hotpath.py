@@ -111,7 +111,7 @@ def sim(monkeypatch):
             return _fake_encode(args)
 
     driver = FakeDriver()
-    monkeypatch.setattr(streams, "require_gpu", lambda: fake)
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: driver)

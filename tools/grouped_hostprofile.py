@@ -97,7 +97,7 @@ def main() -> int:
         def encode(self, a):
             return a.global_address.to_bytes(8, "little").ljust(128, b"\0")
 
-    streams.require_gpu = lambda: dev
+    streams.require_gpu = lambda index=None: dev
     streams.ensure_current = lambda d: None
     import ptxgen.runtime.gpu as gpu
 

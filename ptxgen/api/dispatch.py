@@ -24,7 +24,7 @@ from ..derive.spec import TileSpec
 from ..isa.types import Batch, DMajor, Major
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import ROW_ALIGN_BYTES
-from . import fused, launchplan
+from . import fused, launchplan, streams
 from .batched import batch_kind, plane
 from .batched import operand_problem as batched_operand_problem
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
@@ -50,6 +50,14 @@ def _put(table: dict, key, value) -> None:
     if len(table) >= _TABLE_LIMIT:
         table.clear()
     table[key] = value
+
+
+def _arrays_key(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> tuple:
+    """The arrays' part of a selection key: shapes, strides, dtypes, devices (asked of the driver for arrays that do not
+    say theirs: the device's arch decides the spec)."""
+    key = info_key(ai, bi, oi)
+    unknown = streams.unknown_device((ai, bi, oi))
+    return key if unknown is None else (key, unknown)
 
 
 def kernel_for(spec: TileSpec) -> CompiledKernel:
@@ -120,7 +128,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
     if packed:
         _precheck(ai, bi, oi, out_dtype)  # what is wrong anyway is said before any copy is launched
         return _gemm_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
-    key = (out_dtype, info_key(ai, bi, oi))
+    key = (out_dtype, _arrays_key(ai, bi, oi))
     kernel = _BY_KEY.get(key)
     if kernel is None:
         try:
@@ -151,7 +159,7 @@ def _gemm_narrow(a, b, out, ai, bi, oi, narrow: tuple[int, bool], out_dtype, han
     """Rows (or data) aligned to 4 or 8 bytes only: a cp.async kernel copying that many bytes at a time, no packed
     copy. None where no such kernel fits (the caller packs)."""
     copy_bytes, by_pointer = narrow
-    key = (out_dtype, info_key(ai, bi, oi), copy_bytes)
+    key = (out_dtype, _arrays_key(ai, bi, oi), copy_bytes)
     kernel = _BY_KEY.get(key)
     if kernel is None:
         _precheck(ai, bi, oi, out_dtype)
@@ -224,7 +232,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     packed = _batched_pack_plan(ai, bi, oi, kind)
     if packed:
         return _gemm_batched_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
-    key = (out_dtype, info_key(ai, bi, oi))
+    key = (out_dtype, _arrays_key(ai, bi, oi))
     kernel = _BY_KEY.get(key)
     if kernel is None:
         spec, _ = batched_spec_for_arrays(ai, bi, oi, out_dtype)

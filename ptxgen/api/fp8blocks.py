@@ -182,7 +182,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     sa, sb = read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle)
-    key = _key(out_dtype, spec, sa.ptr, info_key((ai, bi, sa, sb, oi)))
+    key = _key(out_dtype, spec, sa.ptr, (info_key((ai, bi, sa, sb, oi)), streams.unknown_device((ai, bi, oi, sa, sb))))
     e = _BY_INFO.get(key)
     if e is not None:
         r = _run_prepared(e, a, ai, bi, sa, sb, out, oi, handle)
@@ -197,7 +197,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
     extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb),
              "lds_b": _scales(sb, "scale_b", kb, nb, padded_scale_rows(kb))}
-    dev = streams.require_gpu()
+    dev = streams.call_device((ai, bi, oi, sa, sb))  # every array on one device: its module, context, SM count
     if chosen:
         spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count, k=p.k)
         p = bind(spec, ai, bi, oi).problem
@@ -208,22 +208,22 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
         out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
         oi = read_array(out, "out", handle)
     if p.m and p.n:
-        k = kernel.load()
-        streams.ensure_current(dev)
-        w, keep = 0, None
-        if kernel.plan.stream_k is not None:  # the calling stream's workspace, flags zero in its order (as ptxgen.gemm's)
-            w, keep = streamk_workspace(launcher(), dev.index, handle, workspace_bytes(kernel.plan, p, dev.sm_count),
-                                        a if ai.library == "torch" else None, lambda: streams.ensure_current(dev))
-        launches = gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count, extra=extra)
-        for kern, grid, block, args in launches:
-            kern.launch(grid, block, args, handle)
+        k = kernel.load(dev)
+        with streams.on_device(dev):
+            w, keep = 0, None
+            if kernel.plan.stream_k is not None:  # the calling stream's workspace, flags zero in its order (as ptxgen.gemm's)
+                w, keep = streamk_workspace(launcher(), dev.index, handle, workspace_bytes(kernel.plan, p, dev.sm_count),
+                                            a if ai.library == "torch" else None, lambda: streams.context_switch(dev))
+            launches = gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count, extra=extra)
+            for kern, grid, block, args in launches:
+                kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued
         if p.k and len(launches) == 1:
             e = _prepared(kernel.plan, p, launches[0][:3], extra, dev, (ai, bi, oi, sa, sb))
             _BY_INFO.remember(key, e)
             T = tensor_type()
             if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out)):
-                given = out if key[3][4] is not None else None  # the key of a call without out has no out
+                given = out if key[3][0][4] is not None else None  # the key of a call without out has no out
                 _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_key((a, b, scale_a, scale_b, given))), e)
     return out
 
@@ -239,10 +239,10 @@ def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
         nbytes = workspace_bytes(plan, p, dev.sm_count)
         drv = launcher()
         sk = lambda stream, like: streamk_workspace(drv, dev.index, stream, nbytes, like,  # noqa: E731
-                                                    lambda: streams.ensure_current(dev))
+                                                    lambda: streams.context_switch(dev))
     return Fp8Launch(plan=plan, problem=p, kernel=kern, grid=grid, block=block, extra=extra,
                      encode=tensormap.encode, driver=launcher() if hasattr(kern, "func") else None,
-                     ensure_context=lambda: streams.ensure_current(dev), device_index=dev.index,
+                     ensure_context=lambda: streams.context_switch(dev), device_index=dev.index,
                      spans=(span_bytes(ai), span_bytes(bi), span_bytes(oi)),
                      out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value), workspace=sk)
 

@@ -206,7 +206,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             return pack_operands(lambda x, y, o: gemm(x, y, o, **again), a, b, out, ai, bi, oi, mn)
     spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value), fp8_tma_store)
     kernel = kernel_for(spec)
-    dev = streams.require_gpu()
+    dev = streams.call_device((ai, bi, oi, *infos.values()))  # every tensor of the call on one device: its module, context
     allocated = out is None
     if allocated and fp8:
         if ai.library != "torch":
@@ -252,9 +252,9 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
         if r is not None:
             return r
     if p.m and p.n:
-        k = kernel.load()
-        streams.ensure_current(dev)
-        args = gemm_args(kernel.plan, ai.ptr, bi.ptr, oi.ptr, p, extra=extra)
-        grid, block, _ = launch_geometry(kernel.plan, p, dev.sm_count, k)
-        k.launch(grid, block, args, handle)
+        k = kernel.load(dev)
+        with streams.on_device(dev):
+            args = gemm_args(kernel.plan, ai.ptr, bi.ptr, oi.ptr, p, extra=extra)
+            grid, block, _ = launch_geometry(kernel.plan, p, dev.sm_count, k)
+            k.launch(grid, block, args, handle)
     return (out, amax) if chain.fp8_scale is not None else out

@@ -66,9 +66,13 @@ class GroupedLaunch:
                 if slot.ptr != ptr:
                     slot.point(ptr)
             rc = self._launch(*self.shape, stream, self.params, None)
-            if rc in RETRY_WITH_CONTEXT:  # a thread without the primary context current: set it, once
-                streams.ensure_current(self.dev)
-                rc = self._launch(*self.shape, stream, self.params, None)
+            if rc in RETRY_WITH_CONTEXT:  # a thread without the device's context current (none, another's): set it, once
+                restore = streams.context_switch(self.dev)
+                try:
+                    rc = self._launch(*self.shape, stream, self.params, None)
+                finally:
+                    if restore is not None:
+                        restore()
             if rc:
                 raise CudaError(f"cuLaunchKernel({self.name}) failed: {error_name(rc)} ({rc})")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DMajor
-from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
+from ..runtime.arrays import ArrayInfo, read_array
 from ..runtime.fastlaunch import compiled_module, launcher
 from ..runtime.gpu import Device, NoGPU
 from ..runtime.launch import Problem, launch_geometry, split_problem
@@ -56,8 +56,7 @@ class CompiledKernel(launchplan.KernelBase):
         self.log: str = compiled.log
         self.cache_hit = cache_hit
         self.cache_path = cache_path
-        self._kernel = None
-        self._reduce = None  # split-K: the reduction kernel of the same cubin
+        self._modules: dict = {}  # device ordinal -> (gpu.Kernel, split-K's reduction gpu.Kernel or None), per context
         self._lock = threading.Lock()
         self._torch_entries = launchplan.LaunchTable()  # torch_key -> Launch: the hot path
         self._entries: dict = {}  # info_key -> Launch: arrays of any library
@@ -93,8 +92,8 @@ class CompiledKernel(launchplan.KernelBase):
 
     def grid(self, m: int, n: int, sm_count: int | None = None, batch: int = 1) -> tuple[int, int, int]:
         """The grid for an M x N output (``batch`` of them for a batched kernel). ``sm_count``: the device's
-        multiprocessors (persistent kernels launch one CTA per SM); None asks the GPU (NoGPU without one)."""
-        return self.plan.abi.grid(m, n, sm_count if sm_count is not None else streams.require_gpu().sm_count, batch)
+        multiprocessors (persistent kernels launch one CTA per SM); None asks the current GPU (NoGPU without one)."""
+        return self.plan.abi.grid(m, n, sm_count if sm_count is not None else streams.device().sm_count, batch)
 
     def launch_config(self, m: int, n: int, sm_count: int | None = None, batch: int = 1) -> LaunchConfig:
         return LaunchConfig(self.grid(m, n, sm_count, batch), self.block, self.cluster, self.shared_bytes)
@@ -110,20 +109,29 @@ class CompiledKernel(launchplan.KernelBase):
         return bind_any(self.spec, read_array(a, "a"), read_array(b, "b"), None if out is None else read_array(out, "out")).problem
 
     # -- launching -------------------------------------------------------------------------------
-    def load(self):
-        """Load the cubin into the device's primary context now (done lazily by the first call)."""
-        if self._kernel is None:
+    def load(self, device: Device | int | None = None):
+        """Load the cubin into a device's primary context now (done lazily by the first call on that device); the
+        module of that device (a ``runtime.gpu.Kernel``). ``device``: a Device, an ordinal, or None (the device whose
+        context is current on this thread, else cuda:0). One module per device: calls on cuda:1 launch cuda:1's."""
+        return self._module(device)[0]
+
+    def _module(self, device: Device | int | None = None) -> tuple:
+        """(kernel, split-K reduction kernel or None) loaded into ``device``'s primary context."""
+        dev = device if isinstance(device, Device) else streams.device(device)
+        mod = self._modules.get(dev.index)
+        if mod is None:
             with self._lock:
-                if self._kernel is None:
+                mod = self._modules.get(dev.index)
+                if mod is None:
                     from ..runtime import gpu
 
-                    dev = streams.require_gpu()
                     self._require_arch(dev)
-                    streams.ensure_current(dev)
-                    if self.plan.reduce_abi is not None:
-                        self._reduce = gpu.Kernel(self.cubin, self.plan.reduce_abi.name, 0)
-                    self._kernel = gpu.Kernel(self.cubin, self.name, self.shared_bytes)
-        return self._kernel
+                    with streams.on_device(dev):
+                        reduce = None
+                        if self.plan.reduce_abi is not None:
+                            reduce = gpu.Kernel(self.cubin, self.plan.reduce_abi.name, 0)
+                        mod = self._modules[dev.index] = (gpu.Kernel(self.cubin, self.name, self.shared_bytes), reduce)
+        return mod
 
     def _require_arch(self, dev: Device) -> None:
         if dev.arch is not self.spec.arch:
@@ -158,6 +166,9 @@ class CompiledKernel(launchplan.KernelBase):
     def _launch(self, a, b, out, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, handle: int, stream):
         """The slow path: check everything, prepare (or find) the launch for these arrays' key, run it."""
         key = info_key(ai, bi, oi)
+        unknown = streams.unknown_device((ai, bi, oi))
+        if unknown is not None:  # arrays that do not say their device: the driver's answer goes into the key
+            key = (key, unknown)
         entry = self._entries.get(key)
         if entry is None:
             entry = self._prepare(ai, bi, oi)
@@ -176,9 +187,12 @@ class CompiledKernel(launchplan.KernelBase):
             if entry.zero_fill:
                 _zero(out, ai.library if allocated else oi.library)
             return out
-        for info in (ai, bi, oi):
-            if info.producer_stream is not None and not streams.same_stream(info.producer_stream, handle):
-                streams.wait_for_producer(info.producer_stream, handle)
+        waits = [i.producer_stream for i in (ai, bi, oi)
+                 if i.producer_stream is not None and not streams.same_stream(i.producer_stream, handle)]
+        if waits:
+            with streams.on_device(streams.device(entry.device_index)):  # the event lives in the streams' context
+                for producer in waits:
+                    streams.wait_for_producer(producer, handle)
         if entry.split and ai.library == "torch":
             workspace(entry.device_index, handle, entry.workspace_bytes, a)  # split-K: torch memory for this stream
         entry.run(ai.ptr, bi.ptr, oi.ptr, handle, a if ai.library == "torch" else None)  # stream-K: torch workspace
@@ -195,15 +209,8 @@ class CompiledKernel(launchplan.KernelBase):
         """Bind the arrays (every check), then the launch for their key: kernel loaded, grid, parameter block."""
         zero_ok = (oi.library if oi is not None else ai.library) in ("torch", "cupy")
         p = bind_any(self.spec, ai, bi, oi, empty_k_ok=zero_ok).problem
-        dev = streams.require_gpu()
+        dev = streams.call_device((ai, bi, oi))  # the arrays' device: its module, its context, its stream
         self._require_arch(dev)
-        for info in (ai, bi, oi):
-            if info is None:
-                continue
-            ordinal = info.device[1] if info.device is not None else streams.pointer_device(info.ptr, info.name)
-            if ordinal != dev.index:
-                raise ArgumentError(f"{info.name} is on cuda:{ordinal}, but ptxgen launches on cuda:{dev.index} (the device "
-                                    f"whose primary context it uses; choose it with CUDA_VISIBLE_DEVICES)")
         spans = (span_bytes(ai), span_bytes(bi), span_bytes(oi) if oi is not None else 0)
         return self.prepare_launch(p, dev, spans)
 
@@ -215,16 +222,16 @@ class CompiledKernel(launchplan.KernelBase):
         call (default: the spec's); ``extra_roles``: the pointer slots ``Launch.run_all`` patches after A, B and D."""
         out_alloc = (out_dtype or self.spec.out_dtype.value, p.ldd, self.spec.d_major is DMajor.M)
         common = dict(plan=self.plan, problem=p, device_index=dev.index, spans=spans, out_alloc=out_alloc,
-                      ensure_context=lambda: streams.ensure_current(dev))
+                      ensure_context=lambda: streams.context_switch(dev))
         if p.m == 0 or p.n == 0 or p.k == 0 or p.batch == 0:
             return Launch(**common, func=0, grid=(0, 0, 0), block_dim=(0, 0, 0), smem=0, driver=None, encode=None,
                           zero_fill=p.k == 0 and p.m > 0 and p.n > 0 and p.batch > 0)
-        kernel = self.load()
-        streams.ensure_current(dev)
-        grid, block, smem = launch_geometry(self.plan, split_problem(self.plan, p), dev.sm_count, kernel)
+        kernel, reduce = self._module(dev)
+        with streams.on_device(dev):
+            grid, block, smem = launch_geometry(self.plan, split_problem(self.plan, p), dev.sm_count, kernel)
         driver = launcher()
         return Launch(**common, func=int(kernel.func), grid=grid, block_dim=block, smem=smem, driver=driver,
-                      encode=driver.encode, reduce_func=int(self._reduce.func) if self._reduce is not None else 0,
+                      encode=driver.encode, reduce_func=int(reduce.func) if reduce is not None else 0,
                       sm_count=dev.sm_count, extra=extra, extra_roles=extra_roles)
 
 

@@ -90,15 +90,7 @@ def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> i
         with _WORKSPACE_LOCK:
             w = _WORKSPACES.get(key)
             if w is None:
-                if torch_like is not None:
-                    t = torch_like.new_empty((nbytes,), dtype=sys.modules["torch"].uint8)
-                    w = (t.data_ptr(), t)
-                else:
-                    from ..runtime.gpu import Buffer
-
-                    b = Buffer(nbytes)
-                    w = (b.address, b)
-                _WORKSPACES[key] = w
+                w = _WORKSPACES[key] = allocate_device_bytes(nbytes, torch_like, device_index)
     return w[0]
 
 
@@ -126,22 +118,27 @@ _STREAMK_OUTGROWN: list = []
 _STREAMK_CAPTURED: list = []  # capture workspaces on a stream other than torch's current one (kept: see streamk_workspace)
 
 
-def allocate_device_bytes(nbytes: int, torch_like=None) -> tuple[int, object]:
-    """(address, owner) of ``nbytes`` of device memory: torch memory where ``torch_like`` is a tensor (inside a graph
-    capture: the graph's pool), else cuMemAlloc."""
+def allocate_device_bytes(nbytes: int, torch_like=None, device_index: int = 0) -> tuple[int, object]:
+    """(address, owner) of ``nbytes`` of device memory on ``device_index``: torch memory where ``torch_like`` is a tensor
+    (on its device; inside a graph capture: the graph's pool), else cuMemAlloc in that device's primary context."""
     if torch_like is not None:
         t = torch_like.new_empty((nbytes,), dtype=sys.modules["torch"].uint8)
         return t.data_ptr(), t
     from ..runtime.gpu import Buffer
+    from . import streams
 
-    b = Buffer(nbytes)
+    with streams.on_device(streams.device(device_index)):
+        b = Buffer(nbytes)
     return b.address, b
 
 
-def _zero_flags(driver, address: int, stream: int) -> None:
+def _zero_flags(driver, address: int, stream: int, ensure_context=None) -> None:
     from ..derive.streamk import FLAG_REGION_BYTES
 
-    rc = driver.memset_d32_async(address, 0, FLAG_REGION_BYTES // 4, stream)
+    args = (address, 0, FLAG_REGION_BYTES // 4, stream)
+    rc = driver.memset_d32_async(*args)
+    if rc in RETRY_WITH_CONTEXT and ensure_context is not None:
+        rc = _retried(driver.memset_d32_async, ensure_context, args)
     if rc:
         raise CudaError(f"cuMemsetD32Async (stream-K flags) failed: {error_name(rc)} ({rc})")
 
@@ -153,8 +150,7 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
     capture's workspace), else None."""
     rc, status = driver.capture_status(stream)
     if rc in RETRY_WITH_CONTEXT and ensure_context is not None:
-        ensure_context()
-        rc, status = driver.capture_status(stream)
+        rc, status = _retried(driver.capture_status, ensure_context, (stream,))
     if rc:
         raise CudaError(f"cuStreamIsCapturing failed: {error_name(rc)} ({rc})")
     if status:  # capturing (or a capture invalidated: the launch that follows fails as the driver says)
@@ -163,8 +159,8 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
 
             raise ArgumentError("a stream-K kernel inside a CUDA graph capture takes torch tensors (its workspace comes from "
                                 "the graph's memory pool); pass torch tensors, or capture a kernel compiled with stream_k=1")
-        address, owner = allocate_device_bytes(nbytes, torch_like)
-        _zero_flags(driver, address, stream)
+        address, owner = allocate_device_bytes(nbytes, torch_like, device_index)
+        _zero_flags(driver, address, stream, ensure_context)
         if _torch_current_stream(device_index) != stream:  # torch frees a block in its allocation stream's order: keep it where that is not ours
             _STREAMK_CAPTURED.append(owner)
             return address, None
@@ -176,10 +172,10 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
             w = _STREAMK_WORKSPACES.get(key)
             if w is None or w[1] < nbytes:
                 size = max(STREAMK_MIN_WORKSPACE_BYTES, 1 << (nbytes - 1).bit_length())
-                address, owner = allocate_device_bytes(size, torch_like)
+                address, owner = allocate_device_bytes(size, torch_like, device_index)
                 if address % 128:
                     raise CudaError(f"the stream-K workspace at {address:#x} is not 128-byte aligned")
-                _zero_flags(driver, address, stream)
+                _zero_flags(driver, address, stream, ensure_context)
                 if w is not None:
                     _STREAMK_OUTGROWN.append(w)
                 w = _STREAMK_WORKSPACES[key] = (address, size, owner)
@@ -192,13 +188,24 @@ def _torch_current_stream(device_index: int) -> int:
     return int(torch_stream_reader(sys.modules["torch"])(device_index))
 
 
+def _retried(call, ensure_context, args):
+    """``call(*args)`` once more with the launch's device context current (``ensure_context``: streams.context_switch),
+    the thread's previous context current again afterwards."""
+    restore = ensure_context()
+    try:
+        return call(*args)
+    finally:
+        if restore is not None:
+            restore()
+
+
 def launch_checked(launch, ensure_context, args) -> None:
-    """``launch(*args)`` (the driver's cuLaunchKernel); a thread without the primary context current sets it
-    (``ensure_context``) and tries once more."""
+    """``launch(*args)`` (the driver's cuLaunchKernel); a thread without the device's primary context current (none, or
+    another device's) sets it (``ensure_context``), tries once more and switches back (the compiled launcher does the
+    same: _launcher_driver.c). A thread whose current context is the device's never switches."""
     rc = launch(*args)
     if rc in RETRY_WITH_CONTEXT:
-        ensure_context()
-        rc = launch(*args)
+        rc = _retried(launch, ensure_context, args)
     if rc:
         raise CudaError(f"cuLaunchKernel failed: {error_name(rc)} ({rc})")
 

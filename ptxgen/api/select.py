@@ -91,21 +91,23 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
 
 def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
                   out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None,
-                  allow_swap: bool = True) -> tuple[TileSpec, str, bool]:
+                  allow_swap: bool = True, device=None) -> tuple[TileSpec, str, bool]:
     """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.choose``) for K-major
     f16/bf16/e4m3, else :func:`default_spec` with the operands' majorness. ``dtype`` is the spec's input
     type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
     s32 for integers). ``lda``/``ldb``: the K-major operands' row pitch in elements (None: tight rows); the
     choice depends on whether rows start on a 32-byte sector (``ptxgen.runtime.choose``). The third value: the spec
-    is swap-AB's (``allow_swap``; chosen_by swap-ab): called as ``kernel(b, a, out.T)``, its D M-major."""
+    is swap-AB's (``allow_swap``; chosen_by swap-ab): called as ``kernel(b, a, out.T)``, its D M-major. ``device``: the
+    ``runtime.gpu.Device`` the call runs on (None: the first GPU in use, else none known, e.g. ``gemm_spec(arch=...)``
+    on a machine with no GPU): its calibration, tuning table and SM count (``runtime.choose.calibration``)."""
     out = _check_out_dtype(dtype, out_dtype)
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:
         from ..runtime.choose import Problem, choose
         from ..runtime.choose.calibrate import current_device
         from ..runtime.choose.tune import TuningTableError
 
-        try:  # the GPU in use picks the calibration, tuning table and SM count (none yet: the reference ones)
-            c = choose(Problem(dtype, arch, m, n, k, lda, ldb, allow_swap), current_device())
+        try:  # the call's GPU picks the calibration, tuning table and SM count (none known: the reference ones)
+            c = choose(Problem(dtype, arch, m, n, k, lda, ldb, allow_swap), current_device(device))
             if c.spec.stream_k > 1 and not GEMM_STREAM_K:
                 return (_with_out_dtype(make_spec(**{**c.spec.to_json(), "stream_k": 1}), out),
                         c.why + "; run without stream-K (ptxgen.api.select.GEMM_STREAM_K is off)", c.swap_ab)
@@ -160,12 +162,14 @@ def _gemm_choice(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: 
         _check_strides(info)
     a_major, b_major = operand_major(ai), operand_major(bi)
     _check_out_dtype(_INPUT_ARRAY_DTYPES[ai.dtype], out_dtype)  # before looking for a GPU
-    if arch is None:
-        arch = streams.require_gpu().arch.value
+    dev = None
+    if arch is None:  # the arrays' device: a machine may hold GPUs of other kinds
+        dev = streams.call_device((ai, bi, oi))
+        arch = dev.arch.value
     (m, k), n = ai.shape, bi.shape[0]
     lda, ldb = (_row_pitch(x) for x in (ai, bi))
     return select_choice(_INPUT_ARRAY_DTYPES[ai.dtype], arch, max(m, 1), max(n, 1), max(k, 1), a_major, b_major, out_dtype,
-                         lda=lda, ldb=ldb, allow_swap=allow_swap)
+                         lda=lda, ldb=ldb, allow_swap=allow_swap, device=dev)
 
 
 def _row_pitch(info: ArrayInfo) -> int | None:
@@ -191,7 +195,7 @@ def narrow_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, o
         raise DTypeError(f"no ptxgen kernel takes {ai.dtype} x {bi.dtype} inputs")
     out = out_dtype or (oi.dtype if oi is not None else None) or _DEFAULT_OUT[dtype]
     if arch is None:
-        arch = streams.require_gpu().arch.value
+        arch = streams.call_device((ai, bi, oi)).arch.value
     spec = default_spec(dtype, arch, operand_major(ai), operand_major(bi), out, copy_bytes)
     return spec, f"default with the cp.async loader, {copy_bytes}-byte copies: operand rows start only {copy_bytes}-byte aligned"
 

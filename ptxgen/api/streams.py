@@ -1,16 +1,24 @@
-"""Streams and contexts for the API: the CUstream handle of a call, the primary context on this thread, the
-producer stream of a ``__cuda_array_interface__`` v3 array, the device of a bare pointer."""
+"""Streams, devices and contexts for the API: the CUstream handle of a call, the device a call's arrays are on
+(:func:`call_device`), that device's primary context on this thread (:func:`on_device`, :func:`context_switch`), the
+producer stream of a ``__cuda_array_interface__`` v3 array, the device of a bare pointer.
+
+Every device of the process can run kernels: a call runs on its arrays' device, in that device's primary context (the
+one torch and CuPy use), on the array library's current stream for that device. The context current on the thread is
+switched only where it is not the device's, and switched back afterwards (as torch's device guard does), so a call
+never changes the device torch (or the caller) has current."""
 
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 from ..runtime.arrays import ArgumentError
 from ..runtime.gpu import Device, require_gpu
 
 # require_gpu is re-exported: the API modules call ``streams.require_gpu()``, the one way to the device, so that
 # tests can simulate one by monkeypatching it here.
-__all__ = ["Device", "ensure_current", "pointer_device", "require_gpu", "same_stream", "stream_handle", "torch_stream_reader",
+__all__ = ["Device", "call_device", "call_ordinal", "context_switch", "device", "ensure_current", "on_device",
+           "pointer_device", "require_gpu", "restore_context", "same_stream", "stream_handle", "torch_stream_reader",
            "wait_for_producer"]
 
 
@@ -58,15 +66,80 @@ def _current_stream(like) -> int:
     return 0
 
 
-def ensure_current(dev: Device) -> None:
-    """Make the device's primary context current on this thread (a thread other than the one that first
-    called require_gpu has none until torch, CuPy or we set it)."""
+def device(index: int | None = None) -> Device:
+    """The Device of ordinal ``index`` (None: the thread's current one, else 0), through :func:`require_gpu` (one
+    Device per ordinal, its primary context retained)."""
+    return require_gpu(index)
+
+
+def call_ordinal(infos) -> int:
+    """The device ordinal of a call's arrays (``ArrayInfo``; None entries skipped): each array's DLPack device, else the
+    driver's answer for its pointer. Arrays on two devices: ArgumentError naming both."""
+    first = None
+    for info in infos:
+        if info is None:
+            continue
+        ordinal = info.device[1] if info.device is not None else pointer_device(info.ptr, info.name)
+        if first is None:
+            first = (info.name, ordinal)
+        elif ordinal != first[1]:
+            raise ArgumentError(f"{first[0]} is on cuda:{first[1]} but {info.name} is on cuda:{ordinal}: the arrays of one "
+                                "call must be on one device (move one, e.g. .to(other.device))")
+    return 0 if first is None else first[1]
+
+
+def unknown_device(infos) -> int | None:
+    """For a dispatch key: None where every array says its device (the key holds it already), else the call's ordinal
+    (:func:`call_ordinal`, asked of the driver)."""
+    if all(i is None or i.device is not None for i in infos):
+        return None
+    return call_ordinal(infos)
+
+
+def call_device(infos) -> Device:
+    """The Device a call's arrays are on (:func:`call_ordinal`)."""
+    return device(call_ordinal(infos))
+
+
+def ensure_current(dev: Device):
+    """Make the device's primary context current on this thread (a thread other than the one that first called
+    require_gpu has none until torch, CuPy or we set it). Returns the context it replaced (to hand to
+    :func:`restore_context`), or None: nothing changed, or the thread had no context (the device's then stays)."""
     from ..runtime.gpu import _driver, check
 
     cu = _driver()
     cur = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if cur is None or int(cur) != int(dev.context):
         check(cu.cuCtxSetCurrent(dev.context), "cuCtxSetCurrent")
+        return cur if cur is not None and int(cur) else None
+    return None
+
+
+def restore_context(previous) -> None:
+    """Make ``previous`` (what :func:`ensure_current` returned) current again; None does nothing."""
+    if previous is None:
+        return
+    from ..runtime.gpu import _driver, check
+
+    check(_driver().cuCtxSetCurrent(previous), "cuCtxSetCurrent (restore)")
+
+
+def context_switch(dev: Device):
+    """The prepared launches' ``ensure_context`` (called when a launch came back with RETRY_WITH_CONTEXT): make the
+    device's context current; returns a callable that switches back (the launch calls it once relaunched), or None."""
+    previous = ensure_current(dev)
+    return None if previous is None else (lambda: restore_context(previous))
+
+
+@contextmanager
+def on_device(dev: Device):
+    """The device's primary context current for the block (module loads, allocations, the slow path's launches), the
+    previous one current again after it."""
+    previous = ensure_current(dev)
+    try:
+        yield dev
+    finally:
+        restore_context(previous)
 
 
 def same_stream(x: int, y: int) -> bool:

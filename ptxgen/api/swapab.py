@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..runtime.arrays import ArrayInfo
+from . import streams
 from .binding import _allocate_out, _m_major_alloc_ld
 from .kernel import CompiledKernel, _record_torch_stream
 from .launchplan import Launch, torch_key
@@ -54,7 +55,7 @@ def launch_swapped(kernel: CompiledKernel, a, b, out, ai: ArrayInfo, bi: ArrayIn
     m, n = ai.shape[0], bi.shape[0]
     allocated = out is None and ai.library in ("torch", "cupy")
     if allocated:
-        dev = ai.device[1] if ai.device is not None else 0
+        dev = streams.call_ordinal((ai, bi))
         # rows n elements apart; 16-byte aligned rows where the TMA store writes D through a tensor map (a view of them)
         out = _allocate_out(a, ai.library, m, n, _m_major_alloc_ld(kernel.spec, n), kernel.spec.out_dtype.value, dev)
         from ..runtime.arrays import read_array

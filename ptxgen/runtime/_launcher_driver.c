@@ -1,6 +1,6 @@
 /* ptxgen.runtime._launcher: libcuda. cuLaunchKernel is dlopen'ed from libcuda.so.1 at first use (no CUDA header:
  * its prototype is launch_fn in _launcher.h), and a launch retries once where the thread had no (or another)
- * current context. See _launcher.h for the files of the module. */
+ * current context (switching back afterwards). See _launcher.h for the files of the module. */
 #include "_launcher.h"
 #ifndef _WIN32
 #include <dlfcn.h>
@@ -34,13 +34,23 @@ int find_driver(void) {
 int do_launch(Launcher *self, uint64_t stream) {
     int rc = self->launch(self->func, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
                           self->block[2], self->smem, (void *)(uintptr_t)stream, self->params, NULL);
-    if (rc == 201 || rc == 400 || rc == 709) { /* no (or another) current context on this thread: set it, once */
-        PyObject *r = PyObject_CallNoArgs(self->ensure_context);
-        if (!r)
+    if (rc == 201 || rc == 400 || rc == 709) {
+        /* no (or another device's) current context on this thread: set the launch's device's, once; ensure_context
+         * returns None or a callable that makes the previous context current again, called after the retry */
+        PyObject *restore = PyObject_CallNoArgs(self->ensure_context);
+        if (!restore)
             return -1;
-        Py_DECREF(r);
         rc = self->launch(self->func, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
                           self->block[2], self->smem, (void *)(uintptr_t)stream, self->params, NULL);
+        if (restore != Py_None) {
+            PyObject *r = PyObject_CallNoArgs(restore);
+            Py_DECREF(restore);
+            if (!r)
+                return -1;
+            Py_DECREF(r);
+        } else {
+            Py_DECREF(restore);
+        }
     }
     if (rc) {
         PyObject *code = PyLong_FromLong(rc);

@@ -70,19 +70,26 @@ class Device:
         return arch_for_compute_capability(*self.cc)
 
 
-_DEVICE: Device | None = None
+_DEVICE: Device | None = None  # the first device initialised (kept for callers that ask "is a GPU in use")
+_DEVICES: dict[int, Device] = {}  # ordinal -> Device, each with its primary context retained
 
 
 def current() -> Device | None:
-    """The device ``require_gpu`` made current in this process, or None where it was never called (no driver work)."""
+    """The first device ``require_gpu`` set up in this process, or None where it was never called (no driver work)."""
     return _DEVICE
 
 
-def require_gpu(index: int = 0) -> Device:
-    """Initialise the driver and make the device's primary context current, or raise NoGPU."""
-    global _DEVICE
-    if _DEVICE is not None:
-        return _DEVICE
+def require_gpu(index: int | None = None) -> Device:
+    """The device of ordinal ``index`` with its primary context retained, or raise NoGPU. ``index`` None: the device
+    whose context is current on this thread (torch.cuda.set_device's, a torchrun rank's), else device 0.
+
+    A thread with no current context gets the device's made current (as the runtime API's first call does); a
+    thread with another device's context current keeps it: initialising a device never switches the context
+    torch (or the caller) set."""
+    if index is not None:
+        dev = _DEVICES.get(index)
+        if dev is not None:
+            return dev
     cu = _driver()
     try:
         check(cu.cuInit(0), "cuInit")
@@ -90,19 +97,36 @@ def require_gpu(index: int = 0) -> Device:
         raise NoGPU(f"no usable NVIDIA GPU: {e}") from None
     except RuntimeError as e:  # libcuda.so missing: cuda-bindings raises before returning a status
         raise NoGPU(f"no usable NVIDIA GPU (no driver): {e}") from None
+    current = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if index is None:
+        index = int(check(cu.cuCtxGetDevice(), "cuCtxGetDevice")) if current is not None and int(current) else 0
+        dev = _DEVICES.get(index)
+        if dev is not None:
+            return dev
     count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
-    if count <= index:
-        raise NoGPU(f"no usable NVIDIA GPU: the driver reports {count} device(s)")
-    dev = check(cu.cuDeviceGet(index), "cuDeviceGet")
+    if not 0 <= index < count:
+        raise NoGPU(f"no usable NVIDIA GPU cuda:{index}: the driver reports {count} device(s)")
+    handle = check(cu.cuDeviceGet(index), "cuDeviceGet")
     attr = cu.CUdevice_attribute
-    major = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc major")
-    minor = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc minor")
-    sms = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "multiprocessor count")
-    name = check(cu.cuDeviceGetName(64, dev), "cuDeviceGetName")
-    ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    _DEVICE = Device(index, name.split(b"\0")[0].decode(), (major, minor), dev, ctx, sms)
-    return _DEVICE
+    major = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle), "cc major")
+    minor = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle), "cc minor")
+    sms = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle), "multiprocessor count")
+    name = check(cu.cuDeviceGetName(64, handle), "cuDeviceGetName")
+    ctx = check(cu.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+    if current is None or not int(current):
+        check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    global _DEVICE
+    dev = _DEVICES.setdefault(index, Device(index, name.split(b"\0")[0].decode(), (major, minor), handle, ctx, sms))
+    if _DEVICE is None:
+        _DEVICE = dev
+    return dev
+
+
+def init_driver() -> None:
+    """cuInit and a device set up, once (NoGPU without a usable GPU): what the encoder and the module loader need, without
+    asking the driver per call which device is current (a hot-path map re-encode calls this)."""
+    if _DEVICE is None:
+        require_gpu()
 
 
 TENSORMAP_BYTES = 128  # sizeof(CUtensorMap)
@@ -212,11 +236,12 @@ class Buffer:
 
 
 class Kernel:
-    """A cubin loaded into the current context, one entry point, its dynamic shared memory set."""
+    """A cubin loaded into the current context (the caller makes the device's primary context current:
+    ``api.streams.on_device``), one entry point, its dynamic shared memory set."""
 
     def __init__(self, cubin: bytes, name: str, dynamic_smem: int):
         cu = _driver()
-        require_gpu()
+        init_driver()
         self.module = check(cu.cuModuleLoadData(cubin), "cuModuleLoadData")
         self.func = check(cu.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
         self.dynamic_smem = dynamic_smem

@@ -219,9 +219,9 @@ def call_encode_tiled(cu, args: TensorMapArgs):
 def encode(args: TensorMapArgs) -> bytes:
     """``cuTensorMapEncodeTiled`` -> the 128-byte map. Initialises the driver first (NoGPU without one);
     a refused map raises CudaError naming the call, its status and its arguments."""
-    from .gpu import _driver, check, require_gpu
+    from .gpu import _driver, check, init_driver
 
-    require_gpu()  # cuInit and a current context (the encoder returns NOT_INITIALIZED before cuInit)
+    init_driver()  # cuInit and a current context (the encoder returns NOT_INITIALIZED before cuInit)
     cu = _driver()
     tensor_map = check(call_encode_tiled(cu, args), f"cuTensorMapEncodeTiled({args.to_json()})")
     return map_bytes(tensor_map)

@@ -168,11 +168,12 @@ def gpu_timer(iters: int = 5) -> Timer:
     return timer
 
 
-def device_key() -> Device:
-    """The key of the GPU present (NoGPU where there is none): name, SMs, clocks, memory."""
+def device_key(dev=None) -> Device:
+    """The key of ``dev`` (a ``runtime.gpu.Device``; None: the GPU present, NoGPU where there is none): name, SMs,
+    clocks, memory."""
     from .. import gpu
 
-    dev = gpu.require_gpu()
+    dev = dev if dev is not None else gpu.require_gpu()
     handle = getattr(dev, "handle", None)
     if handle is None:  # a device without a driver handle (a test's stand-in): its name and SM count only
         return Device(dev.name, dev.sm_count)
@@ -189,16 +190,22 @@ def device_key() -> Device:
     return Device(dev.name, dev.sm_count, clock_khz // 1000, mem_khz // 1000, bus, int(total) >> 30)
 
 
-_CURRENT: list[Device] = []
+_KEYS: dict = {}  # device ordinal -> its key, queried once per device
 
 
-def current_device() -> Device | None:
-    """The key of the GPU this process already uses (``gpu.require_gpu`` was called), else None; queried once."""
+def current_device(dev=None) -> Device | None:
+    """The key of ``dev`` (the ``runtime.gpu.Device`` a call runs on), else of the first GPU this process uses
+    (``gpu.require_gpu`` was called), else None; queried once per device."""
     from .. import gpu
 
-    if not _CURRENT and gpu.current() is not None:
-        _CURRENT.append(device_key())
-    return _CURRENT[0] if _CURRENT else None
+    dev = dev if dev is not None else gpu.current()
+    if dev is None:
+        return None
+    index = getattr(dev, "index", 0)
+    key = _KEYS.get(index)
+    if key is None:
+        key = _KEYS[index] = device_key(dev)
+    return key
 
 
 def write(doc: dict, path) -> None:
