@@ -482,7 +482,7 @@ def test_scaled_launch_path_with_a_simulated_device(monkeypatch):
     with pytest.raises(DTypeError, match="scale_a"):
         grouped.scaled_grouped_gemm(a, b, CaiArray((m,), "<f2", 2, 0x500000, dtype="bfloat16"), sb, offs, out)
     with pytest.raises(ArgumentError, match="pass scale_a"):  # the row-wise kernel without scales
-        grouped._BY_TYPES[("e4m3", "bf16", "rowwise", "sm_90a")](a, b, offs, out)
+        grouped._BY_TYPES[("e4m3", "e4m3", "bf16", "rowwise", "sm_90a")](a, b, offs, out)
     with pytest.raises(DTypeError, match="FP8"):
         grouped.scaled_grouped_gemm(CaiArray((m, k), "<f2", 2, 0x100000, dtype="bfloat16"),
                                     CaiArray((g, n, k), "<f2", 2, 0x200000, dtype="bfloat16"), sa, sb, offs, out)

@@ -295,7 +295,7 @@ def test_grouped_gemm_prepares_per_device(sim):
         offs, out = sim.array((g,), device, "int32"), sim.array((m, n), device)
         assert ptxgen.grouped_gemm(a, b, offs, out) is out
         calls.append(sim.launches[-1])
-    (kernel,) = grouped._BY_TYPES.values()
+    (kernel,) = grouped._KERNELS.values()
     assert [x["context"] for x in calls] == ["ctx0", "ctx1"]
     assert calls[0]["func"] != calls[1]["func"] and set(kernel.compiled._modules) == {0, 1}
     assert sorted(launch.dev.index for launch in kernel._launches.values()) == [0, 1]

@@ -48,6 +48,9 @@ def summary(request):
     for line in lines:
         (reporter.write_line if reporter else print)(line)
     path = os.environ.get("PTXGEN_REFEREE_JSON")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if path and worker:  # each pytest-xdist worker writes its own cases: PATH.gw0.json, PATH.gw1.json, ...
+        path = f"{path.removesuffix('.json')}.{worker}.json"
     if path:
         with open(path, "w") as f:
             json.dump({"summary": dict(counts), "cases": {k: {"status": s, "detail": d} for k, (s, d) in RESULTS.items()}},

@@ -25,11 +25,11 @@ bench-grouped   tools/bench_grouped.py, tools/bench_grouped_blockfp8.py and tool
 bench-stores    tools/bench_mstore.py and tools/bench_f32store.py: the TMA-store epilogues against the direct stores
 power           tools/power_probe.py: clocks, power and energy per call of the block-FP8 kernels back to back
 doors           ptxgen bench --api --op OP for every door (fused, gemm, batched, grouped, scaled_grouped, bfp8) at three shapes
-attention       the attention gpu tests, tools/bench_attention.py (SDPA flash and cuDNN) and compute-sanitizer memcheck
-training        the autograd / nn / grouped-form gpu tests and tools/bench_training.py (MLP and MoE step against torch)
+attention       tools/bench_attention.py (SDPA flash and cuDNN) and compute-sanitizer memcheck (its tests: step tests)
+training        tools/bench_training.py: an MLP and a MoE training step against torch eager and torch.compile
 distributed     torchrun --standalone over the visible GPUs: tests/distributed_train.py (DDP, FSDP2, torch.compile)
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes (bf16, e4m3) under it
-referee         tests/test_torch_referee.py: PyTorch's own cases through ptxgen's equivalents, summary in referee*.json"
+referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json"
 
 usage() { echo "usage: OUT=dir [BUDGET=seconds] [DRY_RUN=1] tools/gpu_run.sh STEP... | --list | --help"; echo; echo "$STEPS_HELP"; }
 case "${1:-}" in
@@ -80,7 +80,10 @@ BFP8_SHAPES="4096x7168x16384 8192x8192x8192 2048x7168x4096"
 BFP8_VARIANTS=${BFP8_VARIANTS:-m192-n128-s4-tma-tmasf,n192-s4-tma,plain-n192-s4-tma}
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
-step_tests() { run pytest_gpu.log "${T_GPU:-300}" python3 -m pytest -m gpu -n 8 -q -rs -p no:cacheprovider tests/; }
+step_tests() {  # the referee's cases are in the tier: their summary per worker in referee.gw*.json
+  run pytest_gpu.log "${T_GPU:-300}" env PTXGEN_REFEREE_JSON="$LOGS/referee.json" python3 -m pytest -m gpu -n 8 -q -rs \
+    -p no:cacheprovider tests/
+}
 step_selftest() { run selftest.log 200 python3 -m ptxgen selftest --json "$LOGS/selftest.json"; }
 step_chosen() { run chosen.log 200 python3 -c "
 import os, sys
@@ -146,16 +149,15 @@ step_power() {
 }
 step_doors() {
   local op shapes
-  for op in fused:3000x5000x7000,2048x11008x4096,1024x4096x4096 gemm:3000x5000x7000,2048x11008x4096,1024x4096x4096 \
-            batched:1024x1024x1024,512x4096x4096,2048x2048x512 grouped:8192x4096x4096,4096x7168x2048,2048x2048x1024 \
-            scaled_grouped:8192x4096x4096,4096x7168x2048,2048x2048x1024 bfp8:2048x7168x4096,128x4096x7168,4096x4096x4096; do
+  for op in fused:3000x5000x7000,2048x11008x4096,1024x4096x4096 grouped:8192x4096x4096,4096x7168x2048,2048x2048x1024 \
+            scaled_grouped:8192x4096x4096,4096x7168x2048,2048x2048x1024 bfp8:2048x7168x4096,128x4096x7168,4096x4096x4096 \
+            gemm:3000x5000x7000,2048x11008x4096,1024x4096x4096 batched:1024x1024x1024,512x4096x4096,2048x2048x512; do
     shapes=${op#*:}; op=${op%%:*}
     run "doors_$op.log" 120 sh -c 'python3 -m ptxgen bench --api --op "$1" --shapes "$2" --iters 10 --json > "$0"' \
       "$LOGS/doors_$op.json" "$op" "$shapes"
   done
 }
-step_attention() {
-  run attention_tests.log 240 python3 -m pytest tests/test_attention_gpu.py -n 4 -q -p no:cacheprovider -rs
+step_attention() {  # its gpu tests are in the tier (step tests)
   run bench_attention.log 150 python3 tools/bench_attention.py --seqlens 512,2048,8192,16384 --repeats 5 \
     --json "$LOGS/bench_attention.json"
   run attention_memcheck.log 60 "$SAN" --tool memcheck python3 -c "
@@ -164,8 +166,7 @@ from ptxgen.attention.launch import attention
 q, k, v = (torch.randn(1, 2, 300, 128, device='cuda', dtype=torch.bfloat16) for _ in range(3))
 attention(q, k, v, causal=True); attention(q, k[:, :1], v[:, :1]); torch.cuda.synchronize(); print('done')"
 }
-step_training() {
-  run training_tests.log 200 python3 -m pytest -m gpu tests/test_training.py tests/test_training_gpu.py tests/test_grouped_ngrouped.py -q -p no:cacheprovider -rs
+step_training() {  # its gpu tests are in the tier (step tests)
   run bench_training.log 200 python3 tools/bench_training.py --model mlp,moe --tokens 8192 --rounds 10 \
     --json "$LOGS/bench_training.jsonl"
 }
@@ -175,15 +176,15 @@ step_distributed() {
   run distributed.log 200 torchrun --standalone --nproc_per_node="${n:-1}" tests/distributed_train.py
 }
 step_calibrate() {
-  run calibrate.log 330 python3 -m ptxgen tune --calibrate --out "$LOGS/calibration.json"
+  run calibrate.log 330 python3 -m ptxgen tune --calibrate --budget-s "${CAL_S:-300}" --out "$LOGS/calibration.json"
   local held
   held=$(python3 tools/heldout_shapes.py --set 30)
   bench heldout30 bf16 "$held"
   bench heldout30_e4m3 e4m3 "$held"
 }
 step_referee() {
-  run referee1.log 280 env PTXGEN_REFEREE_JSON="$LOGS/referee1.json" python3 -m pytest tests/test_torch_referee.py -q -p no:cacheprovider -rs -k dtype_overload
-  run referee2.log 280 env PTXGEN_REFEREE_JSON="$LOGS/referee2.json" python3 -m pytest tests/test_torch_referee.py -q -p no:cacheprovider -rs -k "not dtype_overload"
+  run referee.log 400 env PTXGEN_REFEREE_JSON="$LOGS/referee.json" python3 -m pytest tests/test_torch_referee.py -n 8 -q \
+    -p no:cacheprovider -rs
 }
 
 if [ -z "$DRY" ]; then

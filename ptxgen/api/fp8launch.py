@@ -20,10 +20,12 @@ from __future__ import annotations
 import threading
 
 from ..derive.kernel import KernelPlan
+from ..runtime.fastlaunch import compiled_launcher
 from ..runtime.launch import Problem
 from .binding import overlaps
 from .launchplan import build_params, launch_checked
 
+C_ORDER = ("A", "B", "D", "SFA", "SFB")  # the compiled launcher's operands, in run_all's order
 TABLE_ENTRIES = 64  # prepared launches kept per table (cleared when full: a changing shape stream rebuilds)
 
 
@@ -53,6 +55,11 @@ class Fp8Launch:
         self.params, self.slots = build_params(plan, problem, encode, {"lds_a": extra["lds_a"], "lds_b": extra["lds_b"]})
         assert set(self.slots) == {"A", "B", "D", "SFA", "SFB"} | ({"W"} if plan.stream_k is not None else set()), set(self.slots)
         self.workspace = workspace  # stream-K: (stream, torch tensor or None) -> (address, keep) of the stream's workspace
+        self._c = None  # the compiled launcher (A, B, D, SFA, SFB patched and the launch made in one C call), where built
+        if workspace is None and driver is not None:
+            self._c = compiled_launcher(driver, func=int(kernel.func), grid=grid, block=block, smem=kernel.dynamic_smem,
+                                        params=self.params, operands=tuple(self.slots[r] for r in C_ORDER),
+                                        ensure_context=ensure_context, device_index=device_index, spans=spans)
 
     def pointers_ok(self, pa: int, pb: int, po: int, psa: int, psb: int) -> bool:
         if (pa | pb | po) & 15 or psa & self.sfa_mask or psb & 3:
@@ -62,6 +69,10 @@ class Fp8Launch:
     def run(self, ptrs: dict, stream: int, like=None) -> None:
         """Point every slot at ``ptrs`` (role -> address; checked by the caller) and launch on ``stream``; a stream-K
         kernel's W at ``stream``'s workspace (torch memory where ``like`` is a torch tensor)."""
+        c = self._c
+        if c is not None:
+            c.run_all(ptrs["A"], ptrs["B"], ptrs["D"], ptrs["SFA"], ptrs["SFB"], stream)
+            return
         keep = None
         with self._lock:
             if self.workspace is not None:
