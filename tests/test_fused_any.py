@@ -133,3 +133,28 @@ def test_gpu_fused_n1_odd_strides_and_strided_bias(torch_cuda):
         y = ptxgen.gemm(a, w, out, bias=bias, activation="silu", residual=res)
     ref = torch.nn.functional.silu(a.double() @ w.double().t() + bias.double()) + res.double()
     assert y is out and _rel(torch, out, ref) < 1e-2
+
+
+def test_c_of_another_float_type_is_converted_and_other_types_are_left_to_the_checks():
+    from ptxgen.api.fusedany import type_problem
+
+    c = info((300, 200), (200, 1))  # bf16
+    assert type_problem(c, "bf16") is None
+    assert type_problem(c, "f32") == "it is bf16 and the epilogue reads it as the output's type, f32"
+    assert type_problem(info((300, 200), (200, 1), library="jax"), "f32") is None  # not ours to copy: the check refuses
+    s8 = ArrayInfo("c", 0x10000, (300, 200), (200, 1), "s8", 1, (2, 0), "torch", "torch")
+    assert type_problem(s8, "f32") is None  # not a float: the check says what is wrong
+
+
+@pytest.mark.gpu
+def test_gpu_addmm_with_a_bf16_c_into_f32(torch_cuda):
+    """torch.addmm(c_bf16, a, b, out_dtype=float32): C read in the output's type (a converted copy)."""
+    torch = torch_cuda
+    m, n, k = 128, 96, 64
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    c = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    with _no_error():
+        y = ptxgen.gemm(a, w, c=c, beta=1.0, out_dtype="f32")
+    assert y.dtype == torch.float32
+    assert _rel(torch, y, a.double() @ w.double().t() + c.double()) < 1e-5

@@ -222,7 +222,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
         ptxgen.blockscaled_grouped_gemm(CaiArray((m, k), "<f2", 2, 0x100000, dtype="bfloat16"),
                                         CaiArray((g, n, k), "<f2", 2, 0x200000, dtype="bfloat16"), sa, sb, offs, out)
     with pytest.raises(ArgumentError, match="block scales"):  # the kernel without its scales
-        grouped._BY_TYPES[("e4m3", "bf16", "blocks", "sm_90a")](a, b, offs, out)
+        grouped._BY_TYPES[("e4m3", "e4m3", "bf16", "blocks", "sm_90a")](a, b, offs, out)
 
 
 # ---- GPU ------------------------------------------------------------------------------------------------------------------

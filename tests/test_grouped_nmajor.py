@@ -171,5 +171,5 @@ def test_gpu_n_major_b_with_empty_groups(gpu, sizes):
     # the N-major kernel ran (not a packed K-major copy)
     from ptxgen import grouped
 
-    # (the table also holds the FP8 kernels' three-field keys: (dtype, out dtype, "rowwise" | "blocks"))
-    assert any(len(key) == 4 and key[0] == "bf16" and key[3] == "mn" for key in grouped._BY_TYPES)
+    # the spec cache's keys: (a's dtype, b's dtype, out dtype, small groups, b's majorness, arch)
+    assert any(key[0] == "bf16" and key[4] == "mn" for key in grouped._SPECS if len(key) == 6)

@@ -238,7 +238,7 @@ class Recorder:
         drv.capture_status = lambda stream: (0, 1 if stream in rec.capturing else 0)
         drv.memset_d32_async = lambda ptr, value, count, stream: rec.log.append(("memset", ptr, value, count, stream)) or 0
 
-        def allocate(nbytes, torch_like=None):
+        def allocate(nbytes, torch_like=None, device_index=0):
             addr = rec.next_addr
             rec.next_addr += -(-nbytes // 4096) * 4096 + 4096
             rec.log.append(("alloc", addr, nbytes, torch_like))

@@ -350,6 +350,13 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
                             args.get("fp8_tma_store", False))
     bind(spec, ai, bi, None if fp8 and oi is None else oi)
     aux = chain.aux_dtype(spec.out_dtype)
+    for name in ("c", "residual"):  # another float type: a copy in the output's type (fusedany.converted)
+        info = infos[name]
+        why = None if info is None or (name == "c" and not chain.c) else fusedany.type_problem(info, aux.value)
+        if why:
+            packed.append((name, why))
+            infos[name] = replace(info, dtype=aux.value, itemsize=aux.bytes)
+            path = Path.PACKED if path is Path.HOT else path
     if chain.c:
         ldc = fused._matrix(infos["c"], "c", m, n, aux)
         if chain.c_tma and (infos["c"].ptr % 16 or ldc * aux.bytes % 16):

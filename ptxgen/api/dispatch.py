@@ -17,7 +17,6 @@ operands swapped.
 
 from __future__ import annotations
 
-import sys
 import threading
 
 from ..derive.spec import TileSpec
@@ -235,7 +234,14 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     key = (out_dtype, _arrays_key(ai, bi, oi))
     kernel = _BY_KEY.get(key)
     if kernel is None:
-        spec, _ = batched_spec_for_arrays(ai, bi, oi, out_dtype)
+        try:
+            spec, _ = batched_spec_for_arrays(ai, bi, oi, out_dtype)
+        except ArgumentError:  # a transposed view of a type the tensor cores read only K-major: pack it K-major
+            mn = {i.name: "the tensor cores read this type only K-major" for i in (ai, bi)
+                  if i.library in PACKABLE and major_of(plane(i) if i.ndim == 3 else i) is Major.MN}
+            if not mn:
+                raise
+            return _gemm_batched_packed(a, b, out, ai, bi, oi, mn, out_dtype, stream)
         kernel = kernel_for(spec)
         _put(_BY_KEY, key, kernel)
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
@@ -264,12 +270,12 @@ def _batched_pack_plan(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, kind:
 
 
 def _gemm_batched_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
-    if "a" in plan:
-        warn_once("a", plan["a"], "computing with a contiguous copy")
-        a = a.contiguous() if ai.library == "torch" else sys.modules["cupy"].ascontiguousarray(a)
+    if "a" in plan:  # K-major, rows padded to 16 bytes, batches one after another (packing.packed_copy)
+        warn_once("a", plan["a"], "computing with a packed copy")
+        a = packed_copy(a, ai)
     if "b" in plan:
-        warn_once("b", plan["b"], "computing with a contiguous copy")
-        b = b.contiguous() if bi.library == "torch" else sys.modules["cupy"].ascontiguousarray(b)
+        warn_once("b", plan["b"], "computing with a packed copy")
+        b = packed_copy(b, bi)
     if "out" not in plan:
         return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
     warn_once("out", plan["out"], "computing into a contiguous output and copying it into out")

@@ -28,7 +28,7 @@ from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch import gemm_args, launch_geometry
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
-from .fusedany import narrow_spec, pack_operands, per_batch, readable_aux
+from .fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
 from .fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
 from .packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
@@ -205,6 +205,11 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
                 raise
             return pack_operands(lambda x, y, o: gemm(x, y, o, **again), a, b, out, ai, bi, oi, mn)
     spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value), fp8_tma_store)
+    want = chain.aux_dtype(spec.out_dtype).value
+    other = {name: converted(name, x, infos[name], want) for name, x in (("c", c if chain.c else None), ("residual", residual))
+             if x is not None and type_problem(infos[name], want)}
+    if other:  # c or residual of another type: a copy in the output's type, as torch.addmm reads it
+        return gemm(a, b, out, **{**again, **other})
     kernel = kernel_for(spec)
     dev = streams.call_device((ai, bi, oi, *infos.values()))  # every tensor of the call on one device: its module, context
     allocated = out is None

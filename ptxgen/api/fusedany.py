@@ -107,6 +107,26 @@ def readable_aux(name: str, x, info: ArrayInfo, m: int, n: int):
     return view
 
 
+CONVERTIBLE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}  # ptxgen dtype -> torch / CuPy name
+
+
+def type_problem(info: ArrayInfo, want: str) -> str | None:
+    """Why the epilogue cannot read ``c`` or ``residual`` in its type (the chain reads them in the output's type, bf16
+    for an FP8 output): None where it is that type, or not a float array ptxgen can convert."""
+    if info.dtype == want or info.library not in PACKABLE or info.dtype not in CONVERTIBLE or want not in CONVERTIBLE:
+        return None
+    return f"it is {info.dtype} and the epilogue reads it as the output's type, {want}"
+
+
+def converted(name: str, x, info: ArrayInfo, want: str):
+    """A copy of ``x`` in type ``want`` (said once with warnings.warn), as torch.addmm reads a C of another type."""
+    warn_once(name, type_problem(info, want), f"computing with a {want} copy", DOOR)
+    if info.library == "torch":
+        torch = sys.modules["torch"]
+        return x.to(getattr(torch, CONVERTIBLE[want]))
+    return x.astype(CONVERTIBLE[want])
+
+
 def per_batch(call, a, b, out, ai: ArrayInfo, bi: ArrayInfo, c, residual):
     """A B x M x K ``a`` (torch.baddbmm's form): ``call(a_i, b_i, out_i, c_i, residual_i)`` per batch, ``b``, ``c`` and
     ``residual`` batched (leading B) or shared. Returns ``out`` (B x M x N; allocated by torch when not given)."""
