@@ -24,7 +24,7 @@ env_header() {
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
     python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)"
     python3 -c "from ptxgen.runtime.toolchain import nvrtc_version; print('nvrtc', nvrtc_version())"
-    echo "commit $(cat .commit 2>/dev/null || git log -1 --format=%H)"
+    echo "commit $(git log -1 --format=%H 2>/dev/null || echo "unknown (no git history on this machine: the run's README names it)")"
   } > "$1" 2>&1
   cat "$1"
 }
