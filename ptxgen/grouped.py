@@ -23,6 +23,7 @@ from .api import streams
 from .api.binding import _allocate_out, _dtype_words
 from .api.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
 from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
+from .api.launchplan import fast_torch_key
 from .api.groupedpack import pack_plan, packed_call, warn_once
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
@@ -275,6 +276,30 @@ def _kernel_for(spec: TileSpec) -> GroupedKernel:
 
 _SPECS: dict[tuple, TileSpec] = {}
 _BY_TYPES: dict[tuple, GroupedKernel] = {}  # (input dtype, out dtype, ..., the device's arch) -> the kernel grouped_gemm uses
+_FAST: dict = {}  # _fast_key -> GroupedLaunch: the torch hot path of every grouped door (emptied when full)
+_FAST_ENTRIES = 256
+
+
+def _fast_key(recipe, out_dtype, a, b, out, x, y, z=None):
+    """The dispatch key of a grouped call on torch tensors (``x``, ``y``, ``z``: offs, or the scales and offs), read
+    with launchplan.fast_torch_key; None where an argument is not a torch tensor."""
+    try:
+        return (recipe, out_dtype, fast_torch_key(a, b, out), fast_torch_key(x, y, z))
+    except (AttributeError, TypeError):
+        return None
+
+
+def _remember_fast(fkey, kernel: GroupedKernel, a, b, offs, out, scale_a, scale_b) -> None:
+    """After a slow call on torch tensors: its prepared launch under ``fkey`` (an allocated ``out`` stays None)."""
+    if fkey is None:
+        return
+    launch = kernel._torch_launches.get(kernel.dispatch_key(a, b, offs, out, scale_a, scale_b))
+    if launch is not None:
+        if len(_FAST) >= _FAST_ENTRIES:
+            _FAST.clear()
+        _FAST[fkey] = launch
+
+
 _TORCH_KERNELS: dict[tuple, GroupedKernel] = {}  # (a's torch dtype, out_dtype, out's torch dtype) -> the same, hot
 
 
@@ -293,6 +318,13 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         return _batched(a, b, out, out_dtype, stream)
     if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
         return _n_grouped(a, b, offs, out, out_dtype, stream)
+    fkey = _fast_key(None, out_dtype, a, b, out, offs, offs) if type(a) is torch_tensor_type() else None
+    if fkey is not None:  # a repeat call: the launch prepared for these tensors' key, no other work
+        launch = _FAST.get(fkey)
+        if launch is not None:
+            r = launch.call_torch(a, b, offs, out, None, None, stream)
+            if r is not None:
+                return r
     tkey = None
     if type(a) is torch_tensor_type():  # a repeat call with torch tensors: the launch prepared for their key
         bshape = getattr(b, "shape", ())
@@ -327,6 +359,7 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, torch_args=(a, b, offs, out, None, None))
     if tkey is not None and kernel._torch_launches:
         _TORCH_KERNELS[tkey] = kernel
+    _remember_fast(fkey, kernel, a, b, offs, out, None, None)
     return r
 
 
@@ -458,6 +491,13 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     (the recipe's input types), and one kernel per (input dtypes, out dtype, ``recipe``) from ``spec_for(dtype, b_dtype,
     out_dtype, arch, b_major)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``.
     Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.groupedpack``)."""
+    fkey = _fast_key(recipe, out_dtype, a, b, out, scale_a, scale_b, offs) if type(a) is torch_tensor_type() else None
+    if fkey is not None:  # a repeat call: the launch prepared for these tensors' key, no other work
+        launch = _FAST.get(fkey)
+        if launch is not None:
+            r = launch.call_torch(a, b, offs, out, scale_a, scale_b, stream)
+            if r is not None:
+                return r
     tkey = None
     if type(a) is torch_tensor_type():
         tkey = (a.dtype, getattr(b, "dtype", None), out_dtype, None if out is None else getattr(out, "dtype", None), recipe)
@@ -492,6 +532,7 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, scales, torch_args=(a, b, offs, out, scale_a, scale_b))
     if tkey is not None and kernel._torch_launches:
         _TORCH_KERNELS[tkey] = kernel
+    _remember_fast(fkey, kernel, a, b, offs, out, scale_a, scale_b)
     return r
 
 

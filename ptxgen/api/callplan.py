@@ -37,6 +37,8 @@ __all__ = ["CallPlan", "DEVICES", "OPS", "Path", "plan"]
 
 # the chooser's devices: arch and SM count (both Hopper parts ptxgen runs on expose 132 SMs)
 DEVICES = {"h100": ("sm_90a", 132), "h200": ("sm_90a", 132)}
+# the name each device reports (its calibration and tuning table are looked up by it: runtime.choose.calibration)
+DEVICE_NAMES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}
 _REFUSALS = (ArgumentError, DTypeError, ProblemError, SpecError)
 
 
@@ -126,10 +128,24 @@ def plan(op: str, *arrays, device: str | None = None, **kwargs) -> CallPlan:
     t = target(device)
     args = inspect.signature(fns[name]).bind(*arrays, **kwargs).arguments  # TypeError: what the op would say
     args.pop("stream", None)
+    from .select import PLAN_DEVICE
+
+    token = PLAN_DEVICE.set(_stand_in(t))  # the chooser takes this device's calibration, as the door does on it
     try:
         return _PLANNERS[name](args, t)
     except _REFUSALS as e:
         return _made(name, t, Path.REFUSED, str(e), error=type(e).__name__)
+    finally:
+        PLAN_DEVICE.reset(token)
+
+
+def _stand_in(t: Target):
+    """What the chooser reads of the device a plan is made for (name and SM count; an ordinal of its own, below 0)."""
+    from types import SimpleNamespace
+
+    names = list(DEVICE_NAMES)
+    index = -1 - names.index(t.name) if t.name in names else -1 - len(names)
+    return SimpleNamespace(name=DEVICE_NAMES.get(t.name, t.name), sm_count=t.sm_count, index=index)
 
 
 def _made(op: str, t: Target, path: Path, why: str, spec: TileSpec | None = None, **kw) -> CallPlan:

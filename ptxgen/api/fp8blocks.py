@@ -30,9 +30,9 @@ from ..runtime.fastlaunch import launcher
 from ..runtime.launch import gemm_launches, workspace_bytes
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
-from .fp8launch import Fp8Launch, Fp8Table, info_key, torch_key
+from .fp8launch import Fp8Launch, Fp8Table, info_key
 from .fused import kernel_for
-from .launchplan import streamk_workspace, tensor_type
+from .launchplan import fast_torch_key, streamk_workspace, tensor_type
 
 __all__ = ["gemm", "default_spec", "tma_scales_spec"]
 BLOCK = 128
@@ -160,20 +160,29 @@ def _key(out_dtype: str, spec, sfa_ptr: int, arrays: tuple) -> tuple:
     return (out_dtype, spec, sfa_ptr % SFA_TMA_ALIGN_BYTES == 0 if spec is None else None, arrays)
 
 
+def torch_arrays_key(a, b, scale_a, scale_b, out) -> tuple:
+    """The dispatch key's arrays part for torch tensors (launchplan.fast_torch_key: one C call per pair or triple)."""
+    return fast_torch_key(a, b, out), fast_torch_key(scale_a, scale_b, None)
+
+
 def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec):
     psa = scale_a.data_ptr()
-    e = _BY_TORCH.get(_key(out_dtype, spec, psa, torch_key((a, b, scale_a, scale_b, out))))
+    e = _BY_TORCH.get(_key(out_dtype, spec, psa, torch_arrays_key(a, b, scale_a, scale_b, out)))
     if e is None:
         return None
     if out is None:
         m, n, ldd, dt = e.out_alloc
         out = _allocate_out(a, "torch", m, n, ldd, dt, e.device_index)
-    ptrs = {"A": a.data_ptr(), "B": b.data_ptr(), "D": out.data_ptr(), "SFA": psa, "SFB": scale_b.data_ptr()}
-    if not e.pointers_ok(ptrs["A"], ptrs["B"], ptrs["D"], psa, ptrs["SFB"]):
+    pa, pb, pd, psb = a.data_ptr(), b.data_ptr(), out.data_ptr(), scale_b.data_ptr()
+    if not e.pointers_ok(pa, pb, pd, psa, psb):
         return None  # the slow path says what is wrong
     if not _TORCH_STREAM:
         _TORCH_STREAM.append(streams.torch_stream_reader(sys.modules["torch"]))
-    e.run(ptrs, _TORCH_STREAM[0](e.device_index), a)
+    stream = _TORCH_STREAM[0](e.device_index)
+    if e._c is not None:  # the compiled launcher: every pointer and the launch in one C call
+        e._c.run_all(pa, pb, pd, psa, psb, stream)
+    else:
+        e.run({"A": pa, "B": pb, "D": pd, "SFA": psa, "SFB": psb}, stream, a)
     return out
 
 
@@ -224,7 +233,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
             T = tensor_type()
             if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out)):
                 given = out if key[3][0][4] is not None else None  # the key of a call without out has no out
-                _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_key((a, b, scale_a, scale_b, given))), e)
+                _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_arrays_key(a, b, scale_a, scale_b, given)), e)
     return out
 
 

@@ -408,6 +408,16 @@ def torch_key(a, b, out):
             out.shape, out.stride(), out.dtype, out.get_device())
 
 
+def _fast_torch_key():
+    mod = compiled_module()
+    return torch_key if mod is None else mod.torch_key
+
+
+# torch_key's tuple read in one C call where the compiled launcher was built (the hot paths of the grouped and block-FP8
+# doors key their prepared launches by pairs and triples of it), else torch_key itself
+fast_torch_key = _fast_torch_key()
+
+
 def info_key(ai, bi, oi):
     """The dispatch key from ArrayInfo (arrays of any library)."""
     def one(i):

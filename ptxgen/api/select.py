@@ -5,6 +5,8 @@ f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch c
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -16,6 +18,9 @@ _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5
 _TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.choose.tune searches (A and B K-major)
 # gemm() runs the chooser's stream-K kernels as chosen (api.launchplan.streamk_workspace); False: the same kernel whole
 GEMM_STREAM_K = True
+# ptxgen.api.plan's device while it plans (a stand-in with the device's name and SM count): the chooser's device when a
+# call names an arch and no GPU (api.callplan)
+PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
 
 
 def spec_or_direct_store(fields: dict) -> TileSpec:
@@ -107,7 +112,7 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
         from ..runtime.choose.tune import TuningTableError
 
         try:  # the call's GPU picks the calibration, tuning table and SM count (none known: the reference ones)
-            c = choose(Problem(dtype, arch, m, n, k, lda, ldb, allow_swap), current_device(device))
+            c = choose(Problem(dtype, arch, m, n, k, lda, ldb, allow_swap), current_device(device or PLAN_DEVICE.get()))
             if c.spec.stream_k > 1 and not GEMM_STREAM_K:
                 return (_with_out_dtype(make_spec(**{**c.spec.to_json(), "stream_k": 1}), out),
                         c.why + "; run without stream-K (ptxgen.api.select.GEMM_STREAM_K is off)", c.swap_ab)
