@@ -391,13 +391,14 @@ def test_a_stale_in_place_build_of_the_launcher_is_not_used(monkeypatch):
     import sys
     import types
 
-    import ptxgen.runtime
     from ptxgen.runtime.launch import fastlaunch
+
+    package = sys.modules["ptxgen.runtime.launch"]  # fastlaunch's package, where ``from . import _launcher`` looks
 
     stale = types.ModuleType("ptxgen.runtime.launch._launcher")
     stale.Launcher = object  # an older build: no Hot, KernelBase, ...
     monkeypatch.setitem(sys.modules, "ptxgen.runtime.launch._launcher", stale)
-    monkeypatch.setattr(ptxgen.runtime, "_launcher", stale, raising=False)
+    monkeypatch.setattr(package, "_launcher", stale, raising=False)
     monkeypatch.delenv("PTXGEN_LAUNCHER", raising=False)
     monkeypatch.setattr(fastlaunch, "_MODULE", [])
     assert fastlaunch.compiled_module() is None
@@ -405,6 +406,6 @@ def test_a_stale_in_place_build_of_the_launcher_is_not_used(monkeypatch):
     for name in fastlaunch._MODULE_NAMES:
         setattr(whole, name, object)
     monkeypatch.setitem(sys.modules, "ptxgen.runtime.launch._launcher", whole)
-    monkeypatch.setattr(ptxgen.runtime, "_launcher", whole, raising=False)
+    monkeypatch.setattr(package, "_launcher", whole, raising=False)
     monkeypatch.setattr(fastlaunch, "_MODULE", [])
     assert fastlaunch.compiled_module() is whole
