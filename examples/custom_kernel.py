@@ -51,7 +51,7 @@ def reference(x: np.ndarray, w1: np.ndarray, w3: np.ndarray) -> np.ndarray:
 
 def run_on_gpu(built, m: int, n: int, k: int, seed: int = 0) -> tuple[bool, float]:
     from ptxgen.isa.numerics import decode, random_codes
-    from ptxgen.runtime.gpu import synchronize
+    from ptxgen.runtime.launch.gpu import synchronize
 
     rng = np.random.default_rng(seed)
     xc, w1c, w3c = (random_codes("bf16", shape, rng) for shape in ((m, k), (n, k), (n, k)))
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SASS check: ok: {built.sass.summary()}")
     if args.compile_only:
         return 0
-    from ptxgen.runtime.gpu import NoGPU
+    from ptxgen.runtime.launch.gpu import NoGPU
 
     try:
         ok, err = run_on_gpu(built, args.m, args.n, args.k)

@@ -8,7 +8,7 @@ out = a @ b.T with a: M x K and b: N x K (b like the weight of torch.nn.function
 import torch
 
 import ptxgen
-from ptxgen.runtime.gpu import require_gpu
+from ptxgen.runtime.launch.gpu import require_gpu
 
 arch = require_gpu().arch.value  # sm_90a on Hopper, sm_100a on Blackwell (raises ptxgen.NoGPU otherwise)
 

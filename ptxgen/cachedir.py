@@ -2,7 +2,7 @@
 
 ``$PTXGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxgen``, else ``~/.cache/ptxgen``; ``PTXGEN_NO_CACHE=1`` (or
 true/yes/on, in any case) turns every cache off; 0/false/no/off or empty keep it; another value is an error.
-ptxgen.runtime.cache (kernels) and ptxgen.emit.env (jinja2's template bytecode) both ask here.
+ptxgen.runtime.compile.cache (kernels) and ptxgen.emit.env (jinja2's template bytecode) both ask here.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ def cmd_build(args) -> int:
     from pathlib import Path
 
     from .emit.generated import ForeignFilesError
-    from .runtime.buildmemo import build
-    from .runtime.toolchain import CompileError
+    from .runtime.compile.buildmemo import build
+    from .runtime.compile.toolchain import CompileError
 
     spec = spec_from_args(args)
     out = Path(args.out)
@@ -141,7 +141,7 @@ def cmd_build(args) -> int:
 def cmd_check(args) -> int:
     from pathlib import Path
 
-    from .runtime.artifacts import check_tree
+    from .runtime.compile.artifacts import check_tree
 
     res = check_tree(Path(args.dir))
     for n in res.notes:
@@ -233,7 +233,7 @@ def cmd_sweep(args) -> int:
     ident = identity(grid)
     done = _sweep_resume(args.resume, ident)
     if args.run:
-        from .runtime.gpu import NoGPU, require_gpu
+        from .runtime.launch.gpu import NoGPU, require_gpu
 
         try:
             require_gpu()
@@ -343,7 +343,7 @@ def _write_svg(args, svg: str, title: str) -> None:
 
 
 def cmd_cache(args) -> int:
-    from .runtime import cache
+    from .runtime.compile import cache
 
     limit = cache.max_bytes()  # a bad $PTXGEN_CACHE_MAX_BYTES: exit 2
     folder, on = cache.cache_dir(), cache.enabled()

@@ -29,10 +29,10 @@ from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
 from .derive.spec import TileSpec, make_spec
 from .isa.types import DType, Grouping, SpecError
-from .runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from .runtime.fastlaunch import launcher
-from .runtime.gpu import NoGPU
-from .runtime.grouped import GroupedProblem, build_grouped_params, check_grouped_problem, grouped_geometry
+from .runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from .runtime.launch.fastlaunch import launcher
+from .runtime.launch.gpu import NoGPU
+from .runtime.launch.grouped import GroupedProblem, build_grouped_params, check_grouped_problem, grouped_geometry
 
 __all__ = ["GroupedKernel", "blockscaled_grouped_gemm", "blockscaled_grouped_spec", "compile_grouped", "grouped_gemm",
            "grouped_spec", "scaled_grouped_gemm", "small_groups"]

@@ -76,8 +76,8 @@ def add(sub) -> None:
 
 def cmd_plan(args) -> int:
     from .api.callplan import Path, plan
-    from .runtime.arrays import ArgumentError
-    from .runtime.gpu import NoGPU
+    from .runtime.launch.arrays import ArgumentError
+    from .runtime.launch.gpu import NoGPU
 
     positional, named = [], {}
     for i, text in enumerate(args.args):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from .runtime.arrays import ArgumentError, DTypeError
+from .runtime.launch.arrays import ArgumentError, DTypeError
 
 _OUT_NAMES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 

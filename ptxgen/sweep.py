@@ -204,7 +204,7 @@ def grid_sha256(specs: list[TileSpec]) -> str:
 
 def identity(grid: Grid) -> dict:
     """What the sweep's verdicts belong to (ptxgen.sweep_report.IDENTITY), with the grid's name."""
-    from .runtime.buildmemo import generator_roots, tree_sha256
+    from .runtime.compile.buildmemo import generator_roots, tree_sha256
     from .version import __version__
 
     return {"grid": grid.name, "grid_sha256": grid_sha256(grid.specs), "ptxgen_version": __version__,
@@ -242,7 +242,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:
-            from .runtime.artifacts import generate
+            from .runtime.compile.artifacts import generate
 
             try:
                 art = generate(spec)
@@ -253,7 +253,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
                 checks["compile"] = "fail"
                 errors.append(str(e)[:2000])
         if run:
-            from .runtime.validate import validate_spec
+            from .runtime.check.validate import validate_spec
 
             v = validate_spec(spec)
             checks["run"] = "pass" if v.passed else "fail"

@@ -27,8 +27,8 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
     from ptxgen.api.fused import kernel_for
     from ptxgen.derive.streamk import FLAG_REGION_BYTES
     from ptxgen.model import bfp8model
-    from ptxgen.runtime.gpu import require_gpu
-    from ptxgen.runtime.launch import Problem, launch_geometry, streamk_items
+    from ptxgen.runtime.launch.gpu import require_gpu
+    from ptxgen.runtime.launch.launch import Problem, launch_geometry, streamk_items
 
     out_dtype = variant.pop("out_dtype", "bf16")
     spec = ptxgen.api.fp8blocks.default_spec(out_dtype, **variant)

@@ -16,7 +16,7 @@ os.environ.setdefault("PTXGEN_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tm
 
 def _gpu_reason():
     try:
-        from ptxgen.runtime.gpu import NoGPU, require_gpu
+        from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
         dev = require_gpu()
         return None, dev

@@ -20,10 +20,10 @@ import pytest
 import ptxgen
 from ptxgen import api
 from ptxgen.isa.types import Major
-from ptxgen.runtime import cache
-from ptxgen.runtime.arrays import ArgumentError, DTypeError, read_array
-from ptxgen.runtime.gpu import Device, NoGPU
-from ptxgen.runtime.launch import Problem, ProblemError
+from ptxgen.runtime.compile import cache
+from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError, read_array
+from ptxgen.runtime.launch.gpu import Device, NoGPU
+from ptxgen.runtime.launch.launch import Problem, ProblemError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def _cache_dir(tmp_path, monkeypatch):
 
 def _has_gpu() -> bool:
     try:
-        from ptxgen.runtime.gpu import require_gpu
+        from ptxgen.runtime.launch.gpu import require_gpu
 
         require_gpu()
         return True
@@ -101,7 +101,7 @@ def test_import_is_lazy_and_exports_the_api():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True"
     from ptxgen.derive.spec import make_spec
-    from ptxgen.runtime import gpu
+    from ptxgen.runtime.launch import gpu
 
     assert ptxgen.make_spec is make_spec and ptxgen.NoGPU is gpu.NoGPU and ptxgen.compile is api.compile
     assert ptxgen.gemm is api.gemm and ptxgen.__version__
@@ -237,8 +237,8 @@ _WORKER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     import ptxgen
-    from ptxgen.runtime import cache
-    from ptxgen.runtime.toolchain import Compiled
+    from ptxgen.runtime.compile import cache
+    from ptxgen.runtime.compile.toolchain import Compiled
     k = ptxgen.compile(ptxgen.make_spec(**{fields!r}, arch="sm_90a"))
     # hammer one key: every read must see a whole entry (its own or another writer's), never a torn one
     me = int(sys.argv[1])
@@ -479,8 +479,8 @@ class SimulatedGPU:
         monkeypatch.setattr(api.streams, "require_gpu", lambda index=None: self.device)
         monkeypatch.setattr(api.streams, "ensure_current", lambda dev: None)
         monkeypatch.setattr(api.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
-        monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
-        monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", FakeDriver())
+        monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
+        monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", FakeDriver())
 
 
 def _fresh(kernel):

@@ -16,8 +16,8 @@ import pytest
 import ptxgen
 import ptxgen.api.streams as streams
 from ptxgen.api.callplan import DEVICES, Path
-from ptxgen.runtime.arrays import ArgumentError, _contiguous_strides
-from ptxgen.runtime.gpu import Device, NoGPU
+from ptxgen.runtime.launch.arrays import ArgumentError, _contiguous_strides
+from ptxgen.runtime.launch.gpu import Device, NoGPU
 
 SIZES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1, "int32": 4}
 F8, E5, F32, I32 = "float8_e4m3fn", "float8_e5m2", "float32", "int32"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import ptxgen
-from ptxgen.runtime.arrays import ArgumentError, DTypeError
+from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError
 
 ROOT = Path(__file__).resolve().parent.parent
 BF16 = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", stages=4)
@@ -56,8 +56,8 @@ def test_hot_path_follows_new_pointers(torch, gpu):
 
 
 def test_ctypes_encoder_equals_the_bindings(torch, gpu):
-    from ptxgen.runtime.fastlaunch import _CtypesDriver, launcher
-    from ptxgen.runtime.tensormap import encode, tensormap_args
+    from ptxgen.runtime.launch.fastlaunch import _CtypesDriver, launcher
+    from ptxgen.runtime.launch.tensormap import encode, tensormap_args
 
     assert isinstance(launcher(), _CtypesDriver)
     k = ptxgen.compile(**BF16, arch=gpu.arch.value)
@@ -70,7 +70,7 @@ def test_ctypes_encoder_equals_the_bindings(torch, gpu):
 def test_compiled_launcher_on_the_gpu_matches_the_ctypes_path(torch, gpu, monkeypatch):
     """Where the compiled launcher was built, torch calls go through it (its launch count moves with the calls,
     across new pointers) and give bit-identical results to the same kernel launched through ctypes."""
-    from ptxgen.runtime import fastlaunch
+    from ptxgen.runtime.launch import fastlaunch
 
     mod = fastlaunch.compiled_module()
     if mod is None:
@@ -288,8 +288,8 @@ def test_tensors_changed_in_place_miss_the_remembered_hit(torch, gpu, call):
     """resize_, as_strided_ and ``.data =`` keep a tensor's identity and change its shape, strides or dtype: the
     compiled call (which remembers its last hit) must see it: the slow path's error with out untouched, or the right
     result for the new key, never the old key's launch."""
-    from ptxgen.runtime import torchmeta
-    from ptxgen.runtime.fastlaunch import compiled_module
+    from ptxgen.runtime.launch import torchmeta
+    from ptxgen.runtime.launch.fastlaunch import compiled_module
 
     mod = compiled_module()
     reader = torchmeta.start(torch, mod, wait=True) if mod is not None else "none"  # the metadata reader, where built

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptxgen  # noqa: E402
-from ptxgen.runtime.arrays import ArgumentError, DTypeError  # noqa: E402
+from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError  # noqa: E402
 
 
 def t(*shape, dtype=torch.bfloat16):

@@ -9,7 +9,7 @@ from ptxgen.attention.plan import m_block_expr, n_block_end, n_block_end_expr, n
 from ptxgen.attention.render import render
 from ptxgen.attention.spec import AttentionSpec
 from ptxgen.isa.types import Arch, DType, SpecError
-from ptxgen.runtime.cache import sass_dumps
+from ptxgen.runtime.compile.cache import sass_dumps
 
 SPECS = [
     AttentionSpec(64, 128, 128, False, schedule="serial"),

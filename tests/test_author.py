@@ -235,7 +235,7 @@ def test_strict_undefined_and_frozen_context():
 
 def test_arguments_are_checked_before_any_gpu_work():
     from ptxgen.author.launch import Binder
-    from ptxgen.runtime.arrays import ArgumentError
+    from ptxgen.runtime.launch.arrays import ArgumentError
 
     k = small_kernel()
     binder = Binder(k.name, k.params, k.arch, b"", k.block, k.shared_bytes)
@@ -258,8 +258,8 @@ def test_tensor_map_rules_are_checked_before_any_gpu_work():
     """A row stride of 1001 bf16 = 2002 B is no multiple of 16 B: the map is refused naming cuTensorMapEncodeTiled's
     rule, with no GPU (ProblemError: exit 2 territory). A tight 1024-element row is prepared."""
     from ptxgen.author.launch import Binder
-    from ptxgen.runtime.arrays import ArgumentError
-    from ptxgen.runtime.errors import ProblemError
+    from ptxgen.runtime.launch.arrays import ArgumentError
+    from ptxgen.runtime.launch.errors import ProblemError
 
     w = parse_operand("W:k-sw128:bf16:128x64").plan()
     params = (Param("tmap_w", "tensormap", operand=w), Param("K", "i32"))

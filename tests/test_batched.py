@@ -20,10 +20,10 @@ from ptxgen.derive.spec import make_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.model import tmamodel
 from ptxgen.model.verify import check_operand_tma_3d, check_tile
-from ptxgen.runtime.arrays import ArgumentError, read_array
-from ptxgen.runtime.errors import ProblemError
-from ptxgen.runtime.launch import Problem, gemm_args, map_args
-from ptxgen.runtime.tensormap import tensormap_args
+from ptxgen.runtime.launch.arrays import ArgumentError, read_array
+from ptxgen.runtime.launch.errors import ProblemError
+from ptxgen.runtime.launch.launch import Problem, gemm_args, map_args
+from ptxgen.runtime.launch.tensormap import tensormap_args
 from test_api import FakeArray, SimulatedGPU, _fresh
 
 BATCHED = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", stages=4,
@@ -118,7 +118,7 @@ def test_tensormap_args_refuses_bad_batch_strides():
 
 def test_problem_errors_name_the_batch_stride():
     spec = _spec(batch="ab")
-    from ptxgen.runtime.launch import problem_errors
+    from ptxgen.runtime.launch.launch import problem_errors
 
     assert problem_errors(spec, _problem()) == []
     errs = problem_errors(spec, _problem(ldb_batch=200 * 264 - 8))
@@ -191,7 +191,7 @@ def test_model_gather_3d_by_hand():
     dict(batch="ab", arch="sm_100a"), dict(batch="a", arch="sm_100a", schedule="tile"),
 ], ids=["sm90-a", "sm90-ab-mn", "sm100-ab", "sm100-a-tile"])
 def test_batched_kernels_compile_with_3d_copies(fields, tmp_path):
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
 
     k = ptxgen.compile(_spec(**fields), cache=tmp_path)
     assert "cp.async.bulk.tensor.3d" in k.ptx
@@ -240,7 +240,7 @@ def sim(monkeypatch):
             s.encoded.append(args)
             return _encode_all(args)
 
-    monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", Driver())
+    monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", Driver())
     return s
 
 
@@ -318,7 +318,7 @@ def test_gemm_args_match_the_prepared_block(sim):
 
 
 def test_c_launcher_and_ctypes_pack_the_same_bytes_for_3d_maps(sim, monkeypatch):
-    _launcher = pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+    _launcher = pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
     from test_launcher import LAUNCH
 
     k = ptxgen.compile(_spec(batch="ab"))
@@ -346,7 +346,7 @@ def test_c_launcher_and_ctypes_pack_the_same_bytes_for_3d_maps(sim, monkeypatch)
         def encode(self, args):
             return _encode_all(args)
 
-    monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", CDriver())
+    monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", CDriver())
     _fresh(k)
     sim.launches.clear()
     for x, y, o in calls:

@@ -70,8 +70,8 @@ def test_the_new_picks_compile_without_local_memory(tile, stream_k):
     from ptxgen.api.fp8blocks import default_spec
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = default_spec(bm=tile.bm, bn=tile.bn, stages=tile.stages, fp8_scale_load="tma", stream_k=stream_k)
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")

@@ -203,8 +203,8 @@ def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory(scale_load):
     each consumer thread (block), or by lane 1 of the scale warp and read from the stage (auto = smem)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     s = _spec(bn=192, stages=4, epilogue="tma", fp8_scale_load=scale_load)
     src = render_kernel(plan_kernel(s))
@@ -224,8 +224,8 @@ def test_staggered_warpgroups_compile_with_their_barriers(stagger):
     on warpgroup 1's; warpgroup 0 takes warpgroup 1's last arrival after its tiles. Still no local memory, no C7514."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     s = _spec(bn=192, stages=4, epilogue="tma", fp8_stagger=stagger)
     assert s.kernel_name.endswith("_st" + stagger) and f"--fp8-stagger {stagger}" in s.cli_args()
@@ -278,8 +278,8 @@ def test_stagger_controls_fail(name):
 def test_kernel_compiles_with_promotion_and_no_local_memory():
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     s = _spec(bn=128, stages=5, epilogue="direct", fp8_scale_load="block")  # the 128 x 128 tiles (one B scale per K block)
     src = render_kernel(plan_kernel(s))
@@ -294,7 +294,7 @@ def simulated_bfp8_launches(monkeypatch) -> list:
     """A simulated H200 (132 SMs, 66 active 2-CTA clusters) for ptxgen.api.fp8blocks.gemm: the list each launch appends
     (grid, its arguments read back) to; tensor maps encoded as zero bytes."""
     from ptxgen.api import streams
-    from ptxgen.runtime.gpu import Device
+    from ptxgen.runtime.launch.gpu import Device
 
     launches = []
 
@@ -311,8 +311,8 @@ def simulated_bfp8_launches(monkeypatch) -> list:
     dev = Device(0, "simulated H200", (9, 0), None, None, 132)
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: dev)
     monkeypatch.setattr(streams, "ensure_current", lambda d: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", lambda args: bytes(128))
     # nothing launches through another test's simulated kernels: loaded kernels and prepared launches start afresh
     from ptxgen.api import fp8blocks, fused
 
@@ -476,8 +476,8 @@ def test_overlap_halves_compiles_without_serialized_wgmma(scale_load):
     with the scales from global memory or staged in shared memory (--fp8-scale-load smem)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     s = _spec(bn=192, stages=4, epilogue="tma", fp8_overlap="halves", fp8_scale_load=scale_load)
     assert "_ovhalves" in s.kernel_name and "--fp8-overlap halves" in s.cli_args()
@@ -499,14 +499,14 @@ def test_overlap_rules(kw):
 
 
 def test_ffma_yield_patch_changes_only_the_flags_it_names():
-    """ptxgen.runtime.ffma_yield on the default kernel: some promotion FFMA are selected, the patched cubin disassembles
+    """ptxgen.runtime.compile.ffma_yield on the default kernel: some promotion FFMA are selected, the patched cubin disassembles
     to the same instructions at the same addresses, and only the selected FFMA differ, by the reuse and yield flags of
     their high word. Control: flipping one more bit of one FFMA is reported."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime import ffma_yield
-    from ptxgen.runtime.cache import compile_cached
-    from ptxgen.runtime.toolchain import run_tool
+    from ptxgen.runtime.compile import ffma_yield
+    from ptxgen.runtime.compile.cache import compile_cached
+    from ptxgen.runtime.compile.toolchain import run_tool
 
     s = _spec()
     cubin = compile_cached(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a").compiled.cubin

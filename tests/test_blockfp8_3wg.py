@@ -86,8 +86,8 @@ def test_rendered_scale_warp_rows_and_tile_count():
 def _compile(s):
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
     return c, check_sass(s, c.cubin), run_tool("cuobjdump", ["--dump-sass"], c.cubin)

@@ -99,7 +99,7 @@ def test_half_rules(kw):
 
 
 def _loop_sass(sass: str) -> list[str]:
-    from ptxgen.runtime.sass import main_loop_instructions
+    from ptxgen.runtime.compile.sass import main_loop_instructions
 
     return main_loop_instructions(sass)
 
@@ -112,8 +112,8 @@ def test_half_stagger_compiles_with_the_half_wait(bn, scale_load):
     order's loop has only the 0x0 wait."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     def build(stagger):
         s = _spec(bn=bn, stages=4, epilogue="tma", fp8_stagger=stagger, fp8_scale_load=scale_load)
@@ -141,8 +141,8 @@ def test_stagger_compiles_with_the_direct_epilogue(stagger):
     epilogue did not compile: named_barrier_sync was emitted only for the store's and ping-pong's barriers)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     s = _spec(bn=160, stages=5, epilogue="direct", fp8_stagger=stagger)
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")

@@ -109,7 +109,7 @@ def test_interleave_rules(kw, field):
 
 
 def _loop_sass(sass: str) -> list[str]:
-    from ptxgen.runtime.sass import main_loop_instructions
+    from ptxgen.runtime.compile.sass import main_loop_instructions
 
     return main_loop_instructions(sass)
 
@@ -117,7 +117,7 @@ def _loop_sass(sass: str) -> list[str]:
 def _build(**kw):
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = _spec(stages=4, **kw)
     src = render_kernel(plan_kernel(s))
@@ -136,7 +136,7 @@ def test_interleave_compiles_with_alternating_chains(bn, stagger, epilogue):
     the loop's wgmma waits are WARPGROUP.DEPBAR.LE gsb0 0x0 (with stagger half 0x1 first), no local memory, no C7514
     (serialized wgmma) or C7517. Control: the default kernel's loop is one chain (4 QGMMA.64xBNx32 a K-tile, unrolled
     k_loop_unroll times, one destination)."""
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
 
     s, src, c, loop = _build(bn=bn, epilogue=epilogue, fp8_overlap="interleave", fp8_stagger=stagger)
     assert src.count("mma_half(part0_0") == 4 and src.count("mma_half(part0_1") == 4
@@ -151,7 +151,7 @@ def test_interleave_compiles_with_alternating_chains(bn, stagger, epilogue):
     assert waits == (["WARPGROUP.DEPBAR.LE gsb0, 0x1"] if stagger == "half" else []) + ["WARPGROUP.DEPBAR.LE gsb0, 0x0"], waits
     if (bn, stagger) == (192, "none"):
         from ptxgen.derive.kernel import plan_kernel
-        from ptxgen.runtime.toolchain import run_tool
+        from ptxgen.runtime.compile.toolchain import run_tool
 
         cs, _, cc, _ = _build(bn=bn, epilogue=epilogue)
         u = plan_kernel(cs).block_fp8.k_loop_unroll
@@ -167,7 +167,7 @@ def test_interleave_compiles_with_the_other_options(kw):
     """The interleaved issue inside the default loop's other variants: stream-K splits, three consumer warpgroups (BM =
     192, m64n64 halves), scales from global memory, a 2x1 cluster: SASS gate (8 MMAs in the loop), no local memory, no
     C7514/C7517. L2 only; the GPU tier covers the dense kernels above."""
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
 
     s, _, c, _ = _build(**{"bn": 192, "epilogue": "tma", **kw, "fp8_overlap": "interleave"})
     rep = check_sass(s, c.cubin)

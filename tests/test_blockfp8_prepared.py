@@ -31,7 +31,7 @@ def call(x, **kw):
 def launches(monkeypatch):
     got = simulated_bfp8_launches(monkeypatch)
     # a map's bytes name its address, so a map left at the last call's pointer is seen
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: args.global_address.to_bytes(8, "little") + bytes(120))
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", lambda args: args.global_address.to_bytes(8, "little") + bytes(120))
     yield got  # (the helper emptied the prepared tables and unloaded earlier tests' simulated kernels)
     fb._BY_INFO.clear()
 
@@ -121,7 +121,7 @@ def test_few_tiles_take_stream_k_and_each_call_its_streams_workspace(launches, m
 
 def test_the_pick_splits_only_few_tiles():
     """Stream-K where the chosen tile's M x N tiles fill at most half the SMs, whole tiles otherwise."""
-    from ptxgen.runtime.arrays import ArrayInfo
+    from ptxgen.runtime.launch.arrays import ArrayInfo
 
     sa = ArrayInfo("scale_a", 0x40000000, (200, 4), (1, 208), "f32", 4, None, "test", "test")
     few = fb.chosen_spec("bf16", sa, 208, 200, 300, k=4096)

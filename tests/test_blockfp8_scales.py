@@ -62,7 +62,7 @@ def test_scale_load_rules_and_name():
 
 def test_scale_load_ahead_compiles_with_the_next_blocks_loads_and_no_local_memory():
     """L2: the ahead kernel compiles, has no local memory, and each K block issues its scale loads (2 of A, 2 of B for a
-    128 x 192 tile) once in the loop and once before it; the SASS gate (ptxgen.runtime.sass) passes."""
+    128 x 192 tile) once in the loop and once before it; the SASS gate (ptxgen.runtime.compile.sass) passes."""
     import ptxgen.api.fp8blocks as fb
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
@@ -70,8 +70,8 @@ def test_scale_load_ahead_compiles_with_the_next_blocks_loads_and_no_local_memor
     spec = fb.default_spec(fp8_scale_load="ahead")
     src = render_kernel(plan_kernel(spec))
     assert "bfp8_kn = kt + 1 < num_k_tiles ? kt + 1 : kt" in src
-    from ptxgen.runtime.cache import compile_cached
-    from ptxgen.runtime.toolchain import run_tool
+    from ptxgen.runtime.compile.cache import compile_cached
+    from ptxgen.runtime.compile.toolchain import run_tool
 
     c = compile_cached(src, spec.kernel_name, "sm_90a").compiled
     usage = run_tool("cuobjdump", ["--dump-resource-usage"], c.cubin)
@@ -128,7 +128,7 @@ def test_scale_smem_plan_rules_and_compile():
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import make_spec
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.toolchain import run_tool
+    from ptxgen.runtime.compile.toolchain import run_tool
 
     spec = fb.default_spec(fp8_scale_load="smem")
     plan = plan_kernel(spec)
@@ -139,8 +139,8 @@ def test_scale_smem_plan_rules_and_compile():
     with pytest.raises(SpecError) as e:
         make_spec(**{**spec.to_json(), "bn": 64, "consumers": "pingpong"})
     assert e.value.field == "--fp8-scale-load"
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     c = compile_cuda(render_kernel(plan), spec.kernel_name, "sm_90a")
     rep = check_sass(spec, c.cubin)
@@ -159,8 +159,8 @@ def test_smem_scales_in_a_cluster_compile_and_the_rule(cluster):
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import make_spec
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = _spec(fp8_scale_load="smem", cluster=cluster)
     plan = plan_kernel(s)

@@ -289,8 +289,8 @@ def test_compiles_without_local_memory(kw):
     no local memory, no C7514/C7517; setmaxnreg 40 / 232; one WARPGROUP.DEPBAR per slab."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = _spec(**kw)
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")

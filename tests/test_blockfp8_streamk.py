@@ -215,8 +215,8 @@ def test_api_passes_the_streams_workspace(monkeypatch):
                          ids=["default-sk4", "default-sk8", "block-sk8", "halves-sk4", "f32-direct-sk4", "c2x1-sk4", "m192-tmasf-sk3",
                               "tmasf-sk4", "m192-tmasf-f32-sk4"])
 def test_block_fp8_stream_k_kernels_compile_without_local_memory(kw):
-    from ptxgen.runtime.sass import check_sass, run_tool
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = bfsk_spec(**kw)
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
@@ -285,7 +285,7 @@ def test_block_fp8_stream_k_splits_a_single_round(gpu, artifact_dir, variant):
 def test_a_single_round_splits_over_every_sm():
     """The launch geometry of a block-FP8 stream-K kernel with fewer tiles than SMs: a grid of every SM, whose layout
     splits; the plain kernels' stream-K keeps one CTA per tile there (control)."""
-    from ptxgen.runtime.launch import Problem, launch_geometry, streamk_items, workspace_bytes
+    from ptxgen.runtime.launch.launch import Problem, launch_geometry, streamk_items, workspace_bytes
 
     plan = plan_kernel(bfsk_spec(8, **TMASF_192))
     p = Problem(32, 4096, 7168, 7168, 7168, 4096)

@@ -202,9 +202,9 @@ def test_sfa_map_args_and_refusal():
     cannot take (M % 4 != 0 in torch's layout, or an address not 16-byte aligned) is a ProblemError (a ValueError:
     exit 2), and ptxgen.api.fp8blocks refuses it before any launch (ArgumentError, a ValueError)."""
     from ptxgen.api.fp8blocks import tma_lds_a
-    from ptxgen.runtime.arrays import ArrayInfo
-    from ptxgen.runtime.errors import ProblemError
-    from ptxgen.runtime.launch import Problem, sfa_map_args
+    from ptxgen.runtime.launch.arrays import ArrayInfo
+    from ptxgen.runtime.launch.errors import ProblemError
+    from ptxgen.runtime.launch.launch import Problem, sfa_map_args
 
     kp = _plan()
     p = Problem(m=1000, n=512, k=400, lda=400, ldb=400, ldd=512)
@@ -226,7 +226,7 @@ def test_gemm_without_a_spec_takes_tma_scales_where_tma_reads_scale_a():
     (16-byte aligned, K-block stride a multiple of 4 floats) and the output goes through the TMA store (bf16, f16, f32);
     the scale warp's 128 x 192 (any M) otherwise: M % 4 != 0, a misaligned scale_a."""
     from ptxgen.api.fp8blocks import chosen_spec, default_spec, tma_scales_spec
-    from ptxgen.runtime.arrays import ArrayInfo
+    from ptxgen.runtime.launch.arrays import ArrayInfo
 
     info = lambda ptr, lds: ArrayInfo("scale_a", ptr, (lds, 4), (1, lds), "f32", 4, None, "torch", "torch")  # noqa: E731
     for out in ("bf16", "f16", "f32"):
@@ -245,8 +245,8 @@ def test_compiles_with_the_extra_tma_copy(kw):
     scales (fewer LDG), no local memory, no serialized wgmma; the SASS gate passes."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     def build(load):
         s = _spec(fp8_scale_load=load, **kw)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import ptxgen.api.fp8blocks as fb
-from ptxgen.runtime.arrays import ArgumentError
+from ptxgen.runtime.launch.arrays import ArgumentError
 from test_blockfp8 import CaiArray
 from test_blockfp8_prepared import arrays, call, launches  # noqa: F401 (the fixture)
 

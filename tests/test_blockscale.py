@@ -325,8 +325,8 @@ CODEGEN = [MX8, MXF4, NVF4, dict(MX8, bn=64, b_dtype="e5m2", schedule="persisten
 @pytest.mark.parametrize("kw", CODEGEN, ids=["mxf8f6f4", "mxf4", "mxf4nvf4", "mxf8f6f4-mixed-persistent"])
 def test_block_scaled_kernels_compile_and_pass_the_sass_check(kw):
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     t = make_spec(**kw)
     src = render_kernel(derive(t))
@@ -344,8 +344,8 @@ def test_block_scaled_kernels_compile_and_pass_the_sass_check(kw):
 def test_sass_check_catches_a_dense_kernel_posing_as_block_scaled():
     """Control: a dense e4m3 kernel's cubin checked as the block-scaled spec fails (no scale operands, no UTCCP)."""
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     dense = make_spec(**{**MX8, "scale": "none"})
     c = compile_cuda(render_kernel(derive(dense)), dense.kernel_name, "sm_100a")
@@ -355,7 +355,7 @@ def test_sass_check_catches_a_dense_kernel_posing_as_block_scaled():
 
 def _nvcc():
     try:
-        from ptxgen.runtime.toolchain import tool
+        from ptxgen.runtime.compile.toolchain import tool
 
         return str(tool("nvcc"))
     except Exception:
@@ -367,7 +367,7 @@ def _nvcc():
 @pytest.mark.parametrize("kw", [MX8, NVF4], ids=["mxf8f6f4", "mxf4nvf4"])
 def test_independent_nvcc_compiles_block_scaled_kernels(kw, tmp_path):
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
 
     nvcc = _nvcc()
     if not nvcc:
@@ -427,7 +427,7 @@ def test_bench_refuses_block_scaled_specs():
 
 
 def test_launcher_takes_block_scaled_specs():
-    from ptxgen.runtime.launch import Problem, problem_errors
+    from ptxgen.runtime.launch.launch import Problem, problem_errors
 
     assert problem_errors(make_spec(**MX8), Problem(256, 256, 256, 256, 256, 256)) == []
 

@@ -178,7 +178,7 @@ def test_control_a_wrong_relay_fails_the_simulator(wrong, expect):
 @pytest.mark.parametrize("kw", [NVF4, MX8, dict(MXF4, schedule="persistent"), dict(NVF4, out_dtype="bf16", epilogue="tma")],
                          ids=["mxf4nvf4", "mxf8f6f4", "mxf4-persistent", "mxf4nvf4-tma-store"])
 def test_block_scaled_pair_kernels_compile_with_the_pair_forms(kw):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     spec = make_spec(**kw)
     art = generate(spec)
@@ -199,9 +199,9 @@ def test_block_scaled_pair_kernels_compile_with_the_pair_forms(kw):
 
 def test_sass_check_tells_a_pair_copy_from_a_single_one():
     """Control: the block-scaled pair's cubin fails the cta_group::1 spec's check on its UTCCP (and MMA) forms."""
-    from ptxgen.runtime.artifacts import generate
-    from ptxgen.runtime.cache import compile_cached, sass_dumps
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.artifacts import generate
+    from ptxgen.runtime.compile.cache import compile_cached, sass_dumps
+    from ptxgen.runtime.compile.sass import check_sass
 
     pair = make_spec(**MX8)
     single = make_spec(**dict(MX8, bm=128, cta_group=1))
@@ -214,8 +214,8 @@ def test_sass_check_tells_a_pair_copy_from_a_single_one():
 
 
 def test_independent_nvcc_compiles_a_block_scaled_pair_kernel(tmp_path):
-    from ptxgen.runtime.artifacts import build
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.artifacts import build
+    from ptxgen.runtime.compile.sass import check_sass
     from test_emit import _nvcc
 
     nvcc = _nvcc()

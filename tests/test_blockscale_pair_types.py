@@ -146,8 +146,8 @@ L2 = [SPEC, dict(SPEC, dtype="e4m3", b_dtype="e2m1", bn=64, schedule="persistent
 @pytest.mark.parametrize("kw", [L2[0]] + [pytest.param(k, marks=pytest.mark.slow) for k in L2[1:]],
                          ids=["fp6xfp4", "fp8xfp4-n64-persistent", "fp6-n256"])
 def test_pair_subbyte_kernels_compile_with_the_pair_forms(kw):
-    from ptxgen.runtime.artifacts import generate
-    from ptxgen.runtime.ptxorder import pair_alloc_order_problems
+    from ptxgen.runtime.compile.artifacts import generate
+    from ptxgen.runtime.compile.ptxorder import pair_alloc_order_problems
 
     t = make_spec(**kw)
     art = generate(t)

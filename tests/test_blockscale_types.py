@@ -130,8 +130,8 @@ L2_MN = [
                          ids=["mn-mn", "k-mn-mixed-persistent", "n192-none-korder"])
 def test_mn_major_kernels_compile_with_the_intended_sass(kw):
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     t = make_spec(**kw)
     c = compile_cuda(render_kernel(derive(t)), t.kernel_name, "sm_100a")
@@ -335,8 +335,8 @@ def _types_spec(kw):
                          ids=["fp6", "fp8xfp4-persistent", "fp4xfp6-n64"])
 def test_subbyte_kernels_compile_with_the_intended_sass(kw):
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     t = _types_spec(kw)
     lay = derive(t)
@@ -354,7 +354,7 @@ def test_subbyte_kernels_compile_with_the_intended_sass(kw):
 @pytest.mark.slow
 def test_subbyte_kernels_pass_the_sass_gate_under_the_oldest_nvrtc(tmp_path):
     """L2 under CUDA 12.8's NVRTC too (tests/test_toolchains.py's toolchain; skips where it is not installed)."""
-    from ptxgen.runtime import toolchains
+    from ptxgen.runtime.compile import toolchains
 
     tc = next((x for x in toolchains.installed() if x.name == toolchains.OLDEST), None)
     if tc is None:
@@ -368,7 +368,7 @@ def test_subbyte_kernels_pass_the_sass_gate_under_the_oldest_nvrtc(tmp_path):
 def test_validate_states_the_unpacking_maps_rules_before_the_gpu():
     """The runner takes 6-/4-bit mxf8f6f4 operands (tests/test_bsrunner.py); the unpacking maps' rules (K and the row
     stride multiples of 128 elements) are problem errors, named before any GPU work (exit 2 in the CLI)."""
-    from ptxgen.runtime.launch import Problem, problem_errors
+    from ptxgen.runtime.launch.launch import Problem, problem_errors
 
     spec = _types_spec(L2_TYPES[2])
     assert problem_errors(spec, Problem.padded(spec, 200, 136, 384)) == []

@@ -23,8 +23,8 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.sf_atoms import sf_k_chunks
 from ptxgen.derive.spec import make_spec
 from ptxgen.model import mxref
-from ptxgen.runtime import bsvalidate
-from ptxgen.runtime.launch import Problem, gemm_args, problem_errors
+from ptxgen.runtime.check import bsvalidate
+from ptxgen.runtime.launch.launch import Problem, gemm_args, problem_errors
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cutlass_review import cutlass_sf_offset  # noqa: E402 -- CUTLASS's Sm1xxBlockScaledConfig, typed from source
@@ -198,7 +198,7 @@ def test_launch_parameters_of_a_block_scaled_kernel(kw):
 
 
 def test_missing_scale_factor_arguments_are_refused():
-    from ptxgen.runtime.errors import ProblemError
+    from ptxgen.runtime.launch.errors import ProblemError
 
     spec = make_spec(**MX8)
     with pytest.raises(ProblemError, match="SFA, SFB"):
@@ -235,12 +235,12 @@ def _simulated(monkeypatch, specs, zero_fill=True):
     in shared memory before the MMA (issue 19 fix 6; ``zero_fill=False`` leaves the buffer's bytes there), f32 out."""
     from ptxgen.isa import numerics
     from ptxgen.model import sfmodel
-    from ptxgen.runtime.gpu import Device
+    from ptxgen.runtime.launch.gpu import Device
 
     mem = _Memory()
     fake = Device(0, "simulated CC 10.0", (10, 0), None, None, 148)
     monkeypatch.setattr(bsvalidate, "require_gpu", lambda: fake)
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", _fake_encode)
     monkeypatch.setattr(bsvalidate, "synchronize", lambda what="": None)
 
     class FakeBuffer:
@@ -378,7 +378,7 @@ def test_control_runner_fails_when_nan_padding_reaches_the_mma(monkeypatch):
 
 
 def test_the_default_problem_has_scale_factor_padding():
-    from ptxgen.runtime.vresult import default_problem
+    from ptxgen.runtime.check.vresult import default_problem
 
     for kw in (MX8, NVFP4):
         spec = make_spec(**kw)
@@ -399,7 +399,7 @@ FLAGS = ("--bm", "128", "--bn", "128", "--bk", "128", "--a", "kmajor-sw128", "--
 def test_validate_takes_block_scaled_specs():
     """No longer refused: without a 10.x GPU it is exit 3 (no usable GPU), not exit 2; an odd K for e2m1 is exit 2."""
     pytest.importorskip("cuda.bindings")
-    from ptxgen.runtime.gpu import NoGPU, require_gpu
+    from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
     try:
         dev = require_gpu()
@@ -417,7 +417,7 @@ def test_validate_takes_block_scaled_specs():
 def test_validate_on_a_hopper_gpu_says_it_needs_10x(monkeypatch, capsys):
     """A block-scaled spec without --arch on a 9.0 GPU: exit 3 (this GPU cannot run it), not a usage error."""
     from ptxgen import cli
-    from ptxgen.runtime import gpu
+    from ptxgen.runtime.launch import gpu
 
     monkeypatch.setattr(gpu, "require_gpu", lambda index=0: gpu.Device(0, "Fake H200", (9, 0), None, None, 132))
     monkeypatch.setattr(sys, "argv", ["ptxgen", "validate", *FLAGS])
@@ -447,7 +447,7 @@ def test_block_scaled_on_blackwell(gpu, kw):
 
 # ---- selftest's block-scaled steps, on the simulated device ---------------------------------------------
 def _selftest_step(name_part):
-    from ptxgen.runtime import selftest
+    from ptxgen.runtime.check import selftest
 
     (st,) = [s for s in selftest.steps() if name_part in s.name]
     assert st.half == "blackwell" and st.run is not None
@@ -456,7 +456,7 @@ def _selftest_step(name_part):
 
 @pytest.mark.parametrize("zero_fill", [True, False], ids=["kernel-zeroes-padding", "control-nan-reaches-mma"])
 def test_selftest_nan_padding_step(monkeypatch, zero_fill):
-    from ptxgen.runtime import selftest
+    from ptxgen.runtime.check import selftest
 
     _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.NVFP4, selftest.NVFP4_PAIR)], zero_fill=zero_fill)
     status, detail = _selftest_step("NaN in the scale-factor padding").run()
@@ -466,7 +466,7 @@ def test_selftest_nan_padding_step(monkeypatch, zero_fill):
 
 @pytest.mark.parametrize("what", ["GEMM e4m3 block-scaled", "unpacking loads", "kind::mxf4nvf4", "NVFP4 CTA pair"])
 def test_selftest_block_scaled_gemm_steps(monkeypatch, what):
-    from ptxgen.runtime import selftest
+    from ptxgen.runtime.check import selftest
 
     _simulated(monkeypatch, [make_spec(**kw) for kw in (selftest.MXF8, selftest.MXF6F4, selftest.NVFP4, selftest.NVFP4_PAIR)])
     status, detail = _selftest_step(what).run()

@@ -1,4 +1,4 @@
-"""The build memo (ptxgen.runtime.buildmemo): a second ``ptxgen build`` of a spec whose kernel folder is already what
+"""The build memo (ptxgen.runtime.compile.buildmemo): a second ``ptxgen build`` of a spec whose kernel folder is already what
 the build would write reuses it, prints the same lines and exits the same; anything that could change what the
 build writes or reports (the generator's code, a template, the toolchain, the libraries, the folder's files) makes
 it build again. Whether the build ran is seen by counting calls of the full build (or, across processes, by the
@@ -16,7 +16,7 @@ import pytest
 from ptxgen.derive.spec import make_spec
 from ptxgen.emit.generated import KERNEL_FILES, ForeignFilesError
 from ptxgen.emit.sources import template_dir
-from ptxgen.runtime import artifacts, buildmemo, cache
+from ptxgen.runtime.compile import artifacts, buildmemo, cache
 from ptxgen.status import SettingError
 
 SEED = dict(bm=128, bn=128, bk=32, a="kmajor-sw64")
@@ -127,7 +127,7 @@ def test_the_inputs_follow_the_toolchain_and_the_libraries(tmp_path, monkeypatch
 
 def test_the_generator_hash_covers_the_package_and_the_templates():
     package, templates = buildmemo.generator_roots()
-    assert (package / "cli.py").is_file() and (package / "runtime" / "buildmemo.py").is_file()
+    assert (package / "cli.py").is_file() and (package / "runtime" / "compile" / "buildmemo.py").is_file()
     assert templates == template_dir() and any(templates.glob("*.j2"))
 
 

@@ -147,7 +147,7 @@ def test_precompile_puts_the_kernels_in_the_cache(tmp_path, monkeypatch):
     """Compiled in a worker process (NVRTC, no GPU), then found in the kernel cache by the same key."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.cache import cache_key, load
+    from ptxgen.runtime.compile.cache import cache_key, load
 
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("PTXGEN_NO_CACHE", raising=False)
@@ -251,7 +251,7 @@ def test_bad_flags_exit_2_before_any_gpu_work(argv, monkeypatch):
 
 
 def test_no_gpu_exits_3(monkeypatch, capsys):
-    from ptxgen.runtime.gpu import NoGPU
+    from ptxgen.runtime.launch.gpu import NoGPU
 
     def none():
         raise NoGPU("no usable NVIDIA GPU (test)")
@@ -262,7 +262,7 @@ def test_no_gpu_exits_3(monkeypatch, capsys):
 
 
 def _fake_gpu(monkeypatch, dev, sim, arch="sm_90a"):
-    from ptxgen.runtime import gpu
+    from ptxgen.runtime.launch import gpu
 
     monkeypatch.setattr(calibrate, "device_key", lambda: dev)
     monkeypatch.setattr(calibrate, "gpu_timer", lambda iters=5: sim)
@@ -320,7 +320,7 @@ def test_calibrate_on_the_gpu_present(gpu, tmp_path):
 
 
 def test_current_device_asks_nothing_before_the_gpu_is_used_and_once_after(monkeypatch):
-    from ptxgen.runtime import gpu
+    from ptxgen.runtime.launch import gpu
 
     asked = []
     monkeypatch.setattr(calibrate, "_KEYS", {})

@@ -12,7 +12,7 @@ from ptxgen.isa.tensormap import L2_PROMOTION_128B, L2_PROMOTION_256B
 from ptxgen.isa.types import Schedule
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose, small_m_tile
-from ptxgen.runtime.launch import Problem, gemm_args
+from ptxgen.runtime.launch.launch import Problem, gemm_args
 from ptxgen.runtime.choose.tune import candidates, default_spec
 
 TABLE = [
@@ -115,7 +115,8 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
     from types import SimpleNamespace
 
     from ptxgen.cli import main
-    from ptxgen.runtime import bench, gpu
+    from ptxgen.runtime.check import bench
+    from ptxgen.runtime.launch import gpu
 
     monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="fake", sm_count=132))
 
@@ -138,7 +139,7 @@ def test_the_api_passes_the_operands_row_pitch_to_the_choice():
     """A K = 5000 operand read through a view whose rows are 5056 elements apart starts every row on a line: no
     multicast variant; the same K with tight rows takes it (the shipped table)."""
     from ptxgen.api.select import _gemm_spec
-    from ptxgen.runtime.arrays import ArrayInfo
+    from ptxgen.runtime.launch.arrays import ArrayInfo
 
     def info(name, rows, k, pitch):
         return ArrayInfo(name, 0x10000, (rows, k), (pitch, 1), "bf16", 2, None, "numpy", "dlpack")
@@ -184,7 +185,8 @@ def test_bench_reports_a_shape_the_baseline_refuses_and_goes_on(monkeypatch, cap
     from types import SimpleNamespace
 
     from ptxgen.cli import main
-    from ptxgen.runtime import bench, gpu
+    from ptxgen.runtime.check import bench
+    from ptxgen.runtime.launch import gpu
 
     monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="fake", sm_count=132))
 

@@ -86,7 +86,7 @@ def test_decode(capsys):
 
 
 def test_gpu_commands_without_gpu_exit_3():
-    from ptxgen.runtime.gpu import NoGPU, require_gpu
+    from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
     try:
         require_gpu()

@@ -16,7 +16,7 @@ from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.tensormap import TmaSwizzle
 from ptxgen.isa.types import SpecError
 from ptxgen.model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
-from ptxgen.runtime.launch import Problem, gemm_args
+from ptxgen.runtime.launch.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
             stages=4, schedule="persistent", epilogue="tma")
@@ -234,8 +234,8 @@ def test_launcher_encodes_cs_map_from_c_and_ldc():
     pytest.param(dict(arch="sm_100a", fuse="c=tma,bias=col:f32,gelu,residual", bn=256, stages=3), marks=pytest.mark.slow),
 ], ids=["cooperative-all", "pingpong-f16", "tcgen05-all"])
 def test_compiles_without_local_memory(kw):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = spec(**kw)
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, s.arch.value)

@@ -193,7 +193,7 @@ class _FakeKernel:
 
 
 def test_grid_is_whole_clusters():
-    from ptxgen.runtime.launch import Problem, launch_geometry
+    from ptxgen.runtime.launch.launch import Problem, launch_geometry
 
     tile = plan_kernel(make_spec(**dict(BASE, schedule="tile"), cluster="2x1"))
     assert tile.abi.cluster == (2, 1, 1)
@@ -208,8 +208,8 @@ def test_grid_is_whole_clusters():
 # ---- codegen ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("c", ["2x1", "1x2"])
 def test_cluster_kernel_compiles_and_multicasts(c):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = make_spec(**BASE, cluster=c)
     src = render_kernel(derive(spec))
@@ -222,8 +222,8 @@ def test_cluster_kernel_compiles_and_multicasts(c):
 
 def test_control_the_sass_check_fails_without_multicast():
     """The SASS check can fail: the 1x1 kernel's cubin checked as the 2x1 spec has no UTMALDG...MULTICAST."""
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     plain = make_spec(**BASE)
     compiled = compile_cuda(render_kernel(derive(plain)), plain.kernel_name, "sm_90a")

@@ -223,7 +223,7 @@ L2_SPECS = [
 
 @pytest.mark.parametrize("kw", L2_SPECS, ids=["M256", "M128", "persistent", "bf16", "e4m3", "tf32"])
 def test_pair_kernels_compile_with_the_pair_instructions(kw):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     spec = make_spec(**kw)
     art = generate(spec)
@@ -243,9 +243,9 @@ def test_pair_kernels_compile_with_the_pair_instructions(kw):
 
 def test_sass_check_tells_pair_from_single():
     """Control: the pair kernel's SASS fails the cta_group::1 spec's check and the other way round."""
-    from ptxgen.runtime.artifacts import generate
-    from ptxgen.runtime.cache import compile_cached, sass_dumps
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.artifacts import generate
+    from ptxgen.runtime.compile.cache import compile_cached, sass_dumps
+    from ptxgen.runtime.compile.sass import check_sass
 
     pair = make_spec(**PAIR128)
     single = make_spec(**dict(PAIR128, cta_group=1))
@@ -259,8 +259,8 @@ def test_sass_check_tells_pair_from_single():
 
 def test_independent_nvcc_compiles_a_pair_kernel(tmp_path):
     """nvcc (not NVRTC) on `ptxgen build --cta-group 2 --bm 256 ...`'s kernel.cu: UTCHMMA.2CTA, no local memory."""
-    from ptxgen.runtime.artifacts import build
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.artifacts import build
+    from ptxgen.runtime.compile.sass import check_sass
     from test_emit import _nvcc
 
     nvcc = _nvcc()

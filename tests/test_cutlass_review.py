@@ -26,7 +26,7 @@ def test_one_tile_per_cta_allocates_one_accumulator():
 
 # ---- fix 5: one tcgen05.wait::ld per group of TMEM loads, the loaded registers tied to it -------------------
 def _ptx_counts(spec):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     art = generate(spec, sass=False)
     ptx = art.compiled.ptx
@@ -221,7 +221,7 @@ def test_control_n192_without_the_column_offset_misreads(monkeypatch):
 
 
 def test_block_scaled_n192_compiles_with_the_intended_sass():
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     art = generate(make_spec(**dict(MXFP8, bn=192, bk=128)))
     assert art.sass.ok, art.sass.problems

@@ -122,14 +122,14 @@ def test_the_rendered_kernel_places_the_plans_expressions():
 
 # -- the binding of an M-major out --------------------------------------------------------------------------------------
 def _info(name, shape, strides, dtype="bf16", ptr=0x10000):
-    from ptxgen.runtime.arrays import ArrayInfo
+    from ptxgen.runtime.launch.arrays import ArrayInfo
 
     return ArrayInfo(name, ptr, shape, strides, dtype, 2 if dtype in ("bf16", "f16") else 4, (2, 0), "torch", "torch")
 
 
 def test_m_major_out_binds_with_any_column_pitch_and_row_major_is_refused():
     from ptxgen.api.binding import bind
-    from ptxgen.runtime.arrays import ArgumentError
+    from ptxgen.runtime.launch.arrays import ArgumentError
 
     s = mspec()
     a, b = _info("a", (1001, 1000), (1000, 1), ptr=0x100000), _info("b", (3, 1000), (1000, 1), ptr=0x800000)
@@ -140,7 +140,7 @@ def test_m_major_out_binds_with_any_column_pitch_and_row_major_is_refused():
         bind(s, a, b, _info("out", (1001, 3), (3, 1), ptr=0x2000000))
     with pytest.raises(ArgumentError, match="overlap"):
         bind(s, a, b, _info("out", (1001, 3), (1, 1000), ptr=0x2000000))
-    from ptxgen.runtime.launch import Problem, problem_errors
+    from ptxgen.runtime.launch.launch import Problem, problem_errors
 
     assert any("smaller than M" in e for e in problem_errors(s, Problem(1001, 3, 1000, 1000, 1000, 1000)))
     assert Problem.tight(s, 1001, 3, 1000).ldd == 1001 and Problem.tight(mspec(d_major="n"), 1001, 3, 1000).ldd == 3
@@ -223,8 +223,8 @@ def test_gemm_spec_reports_the_swap_and_the_fused_path_never_gets_it():
                                   mspec(bm=64, bn=64, bk=128, stages=12, dtype="e4m3"),
                                   mspec(bm=128, bn=8, bk=128, stages=10, dtype="e4m3")], ids=lambda s: s.kernel_name)
 def test_m_major_kernels_compile_with_the_mmas_and_no_local_memory(spec):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
     rep = check_sass(spec, c.cubin)
@@ -238,7 +238,7 @@ def test_m_major_kernels_compile_with_the_mmas_and_no_local_memory(spec):
                          ids=lambda x: getattr(x, "kernel_name", str(x)))
 def test_m_major_kernels_match_float64_and_write_nothing_else(gpu, spec, m, n, k):
     """ptxgen validate's runner: NaN around the operands, poison around D (M-major), float64 reference."""
-    from ptxgen.runtime.validate import validate_spec
+    from ptxgen.runtime.check.validate import validate_spec
 
     r = validate_spec(spec, m, n, k, seed=7)
     assert r.passed, r.verdict

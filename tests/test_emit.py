@@ -15,9 +15,9 @@ from ptxgen.emit.env import environment
 from ptxgen.emit.sources import template_dir
 from ptxgen.emit.render import render_kernel
 from ptxgen.derive.layout import derive
-from ptxgen.runtime.artifacts import build, check_tree, generate
-from ptxgen.runtime.sass import check_sass, parse_instructions
-from ptxgen.runtime.toolchain import run_tool
+from ptxgen.runtime.compile.artifacts import build, check_tree, generate
+from ptxgen.runtime.compile.sass import check_sass, parse_instructions
+from ptxgen.runtime.compile.toolchain import run_tool
 from ptxgen.derive.spec import make_spec
 
 SEED = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
@@ -77,7 +77,7 @@ def test_seed_kernel_compiles_for_sm100a_with_the_expected_sass():
 @pytest.mark.parametrize("arch", ["sm_100a", "sm_90a"])
 def test_nvjitlink_assembles_the_ptx_to_the_same_instructions(arch):
     """kernel.ptx, assembled by nvJitLink instead of NVRTC, passes the same SASS check."""
-    from ptxgen.runtime.toolchain import link_ptx
+    from ptxgen.runtime.compile.toolchain import link_ptx
 
     spec = SEED if arch == "sm_100a" else make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", arch=arch)
     art = generate(spec)
@@ -155,7 +155,7 @@ def test_checked_in_generated_tree_matches_the_generator():
 
 def _nvcc():
     try:
-        from ptxgen.runtime.toolchain import tool
+        from ptxgen.runtime.compile.toolchain import tool
 
         return str(tool("nvcc"))
     except Exception:
@@ -199,8 +199,8 @@ def test_every_barrier_the_smem_plan_places_is_initialised(kw):
 
 def test_warm_build_reuses_the_cached_cubin_and_sass_dump(tmp_path, monkeypatch):
     """A second build of the same spec runs neither NVRTC nor cuobjdump, and checks the same SASS."""
-    import ptxgen.runtime.cache as cache
-    import ptxgen.runtime.toolchain as toolchain
+    import ptxgen.runtime.compile.cache as cache
+    import ptxgen.runtime.compile.toolchain as toolchain
 
     monkeypatch.setenv("PTXGEN_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("PTXGEN_NO_CACHE", raising=False)

@@ -240,8 +240,8 @@ def _bar_ops(sass: str) -> list[str]:
 def test_ordered_kernels_compile(name):
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     kw = dict(L2[name])
     fuse = kw.pop("fuse", None)
@@ -270,8 +270,8 @@ def test_uniform_kernels_compile(name):
     id in a register (computed from wg: no branch), no local memory."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     kw = dict(UNIFORM_L2[name])
     s = _spec(epilogue_order="alternate-uniform", fuse=kw.pop("fuse", None), **kw)
@@ -288,7 +288,7 @@ def test_unordered_twin_has_no_order_barriers():
     """Control for the SASS check: the same kernel without the order has no 256-thread named barriers."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = make_spec(128, 256, 64, "kmajor-sw128", "kmajor-sw128", **BASE)
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")

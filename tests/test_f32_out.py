@@ -101,8 +101,8 @@ def test_what_the_direct_stores_refuse_too_is_still_refused():
 def test_the_f32_kernels_compile_with_no_local_memory(dtype, m, n, k, rule, tile):
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     spec, _, _ = select_choice(dtype, "sm_90a", m, n, k, out_dtype="f32")
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")

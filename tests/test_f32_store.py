@@ -206,8 +206,8 @@ L2 = [
 
 @pytest.mark.parametrize("make", L2)
 def test_compiles_without_local_memory(make):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = make()
     assert s.out_dtype is DType.F32 and s.epilogue is Epilogue.TMA

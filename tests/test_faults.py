@@ -208,7 +208,7 @@ def test_fuzz_damaged_reports_are_rerun_or_refused_never_trusted(tmp_path, tiny_
 def built(tmp_path_factory):
     """One compiled kernel in a private cache, its fresh artifacts, and a generated/ folder of it."""
     from ptxgen.derive.spec import make_spec
-    from ptxgen.runtime.artifacts import build
+    from ptxgen.runtime.compile.artifacts import build
 
     tmp = tmp_path_factory.mktemp("cache")
     old = os.environ.get("PTXGEN_CACHE_DIR")
@@ -229,7 +229,7 @@ def _sass_fields(rep) -> tuple:
 
 
 def _regenerate(built, damage_file: str, damage):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     spec, fresh, cache, _ = built
     [entry] = cache.glob(f"*{damage_file}")
@@ -356,8 +356,8 @@ def test_readme_documents_the_environment_and_the_cache_command():
 
 # -- 8. the cache: info, clear, a size cap with least-recently-used eviction -----------------------
 def _fake_entries(folder: Path, n: int, size: int = 1000) -> list[str]:
-    from ptxgen.runtime import cache
-    from ptxgen.runtime.toolchain import Compiled
+    from ptxgen.runtime.compile import cache
+    from ptxgen.runtime.compile.toolchain import Compiled
 
     keys = []
     for i in range(n):
@@ -369,8 +369,8 @@ def _fake_entries(folder: Path, n: int, size: int = 1000) -> list[str]:
 
 
 def test_cache_evicts_the_least_recently_used_past_the_cap(tmp_path, monkeypatch):
-    from ptxgen.runtime import cache
-    from ptxgen.runtime.toolchain import Compiled
+    from ptxgen.runtime.compile import cache
+    from ptxgen.runtime.compile.toolchain import Compiled
 
     keys = _fake_entries(tmp_path, 4)
     one = cache.entry_path(keys[0], tmp_path).stat().st_size
@@ -401,7 +401,7 @@ def test_cache_command_info_and_clear(tmp_path, monkeypatch):
 @pytest.mark.parametrize("value, on", [("", True), ("0", True), ("false", True), ("no", True), ("off", True),
                                        ("1", False), ("true", False), ("yes", False)])
 def test_no_cache_reads_the_value(monkeypatch, value, on):
-    from ptxgen.runtime import cache
+    from ptxgen.runtime.compile import cache
 
     monkeypatch.setenv("PTXGEN_NO_CACHE", value)
     assert cache.enabled() is on
@@ -411,7 +411,7 @@ def test_no_cache_reads_the_value(monkeypatch, value, on):
 def test_tools_read_their_input_without_a_temporary_file(tmp_path, monkeypatch, built):
     import tempfile
 
-    from ptxgen.runtime import toolchain
+    from ptxgen.runtime.compile import toolchain
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     seen = []
@@ -519,8 +519,8 @@ def test_a_killed_sweep_resumes_from_its_journal(tmp_path):
 @given(where=st.floats(0, 1, exclude_max=True), byte=st.integers(1, 255), cut=st.booleans())
 def test_fuzz_cache_entry_decoder(where, byte, cut):
     """Random damage to a cubin cache entry: the decoder gives the kernel exactly, or nothing (then it is recompiled)."""
-    from ptxgen.runtime import cache
-    from ptxgen.runtime.toolchain import Compiled
+    from ptxgen.runtime.compile import cache
+    from ptxgen.runtime.compile.toolchain import Compiled
 
     key = "ab" * 32
     good = Compiled("k", "sm_90a", ".version 9.0\n" * 20, bytes(range(256)) * 4, "log")

@@ -104,8 +104,8 @@ def test_api_keeps_the_direct_epilogue_unless_asked():
                                 pytest.param(dict(fuse="c,residual,scale=tensor", bn=256, stages=3), marks=pytest.mark.slow)],
                          ids=["row-bias-gelu", "tensor-c-residual-bn256"])
 def test_compiles_without_local_memory(kw):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     s = spec(**kw)
     assert s.out_dtype is DType.E4M3

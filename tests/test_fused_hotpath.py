@@ -2,7 +2,7 @@
 
 A repeat fused call writes only pointers (and alpha/beta where they changed) into the launch the first call prepared.
 After every call, the bytes cuLaunchKernel reads (through the void** array) must equal what the slow path builds from
-scratch for the same pointers and scalars (``runtime.launch.gemm_args`` with the chain's ``extra``). Controls: an entry
+scratch for the same pointers and scalars (``runtime.launch.launch.gemm_args`` with the chain's ``extra``). Controls: an entry
 that leaves one chain pointer stale, or keeps an old alpha, gives different bytes; a misaligned chain pointer is
 declined (None: the slow path then says why).
 """
@@ -18,8 +18,8 @@ import pytest
 import ptxgen
 from ptxgen import api
 from ptxgen.api.fusedlaunch import AUX_ROLES, FusedLaunch, hot_key
-from ptxgen.runtime.arrays import read_array
-from ptxgen.runtime.launch import gemm_args
+from ptxgen.runtime.launch.arrays import read_array
+from ptxgen.runtime.launch.launch import gemm_args
 from test_api import BF16, FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor
 
 M, N, K = 300, 200, 264
@@ -121,7 +121,7 @@ def test_control_a_stale_chain_pointer_or_scalar_shows(sim):
 def test_the_compiled_launcher_writes_the_same_bytes(sim, monkeypatch, fields):
     """Where the compiled launcher was built, run_all patches every chain pointer from C (test_launcher's CDriver
     records what cuLaunchKernel would be handed)."""
-    pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+    pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
     from test_launcher import _use_c
 
     k = ptxgen.compile(**fields, arch="sm_90a")

@@ -13,7 +13,7 @@ from ptxgen.emit.chain import chain_view
 from ptxgen.emit.cexpr import wgmma_fragment_col
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError
-from ptxgen.runtime.launch import Problem, ProblemError, gemm_args
+from ptxgen.runtime.launch.launch import Problem, ProblemError, gemm_args
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
             stages=4, schedule="persistent")
@@ -113,8 +113,8 @@ def test_rendered_wgmma_rows_and_columns_are_the_plans(tok):
 
 
 def _compile(s: TileSpec):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, s.arch.value)
     return c, check_sass(s, c.cubin)
@@ -173,7 +173,7 @@ class _Arr:
 @pytest.fixture
 def simulated(monkeypatch):
     from ptxgen.api import streams
-    from ptxgen.runtime.gpu import Device
+    from ptxgen.runtime.launch.gpu import Device
 
     launches = []
 
@@ -190,8 +190,8 @@ def simulated(monkeypatch):
     dev = Device(0, "simulated H200", (9, 0), None, None, 132)
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: dev)
     monkeypatch.setattr(streams, "ensure_current", lambda d: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: bytes(128))
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", lambda args: bytes(128))
     return launches
 
 
@@ -338,7 +338,7 @@ def _mma_wait_load_sequence(s: TileSpec, mode: str) -> str:
     from dataclasses import replace as dreplace
 
     import ptxgen.emit.render as render_mod
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     orig = render_mod.chain_view
     try:
@@ -370,7 +370,7 @@ def test_fused_gemm_c_through_tma_marshals_cs_map(simulated, monkeypatch):
     import ptxgen.api.fused
 
     encoded = []
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
     m, n, k = 100, 72, 64
     a, b = _Arr((m, k), strides=(k, 1)), _Arr((n, k), strides=(k, 1))
     out, c = _Arr((m, n), strides=(n, 1)), _Arr((m, n), strides=(96, 1))
@@ -391,7 +391,7 @@ def test_fused_gemm_fp8_through_the_tma_store_when_asked(simulated, monkeypatch)
     import ptxgen.api.fused
 
     encoded = []
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
     m, n, k = 100, 128, 64
     a, b = _Arr((m, k), strides=(k, 1)), _Arr((n, k), strides=(k, 1))
     q, scale, amax = _Arr((m, n), "float8_e4m3fn", strides=(n, 1)), _Arr((m,), "float32"), _Arr((m,), "float32")

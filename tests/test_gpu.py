@@ -218,8 +218,8 @@ def test_gpu_sweep_is_broad_enough():
 
 
 def test_validate_on_gpu(gpu, artifact_dir):
-    """Every job in one hang-safe batch (ptxgen.runtime.batch); the log lists each verdict."""
-    from ptxgen.runtime.batch import run_batch
+    """Every job in one hang-safe batch (ptxgen.runtime.check.batch); the log lists each verdict."""
+    from ptxgen.runtime.check.batch import run_batch
 
     log = artifact_dir / "validate.jsonl"
     results = run_batch(gpu_jobs(gpu.arch.value), log, timeout_s=90)
@@ -251,7 +251,7 @@ def test_validate_refuses_other_arch(gpu):
 def test_probe_agrees_with_read_model(gpu, artifact_dir):
     if gpu.arch.value != "sm_90a":
         pytest.skip("the layout probe is a wgmma kernel (compute capability 9.0)")
-    from ptxgen.runtime.probe import run_probe, write_report
+    from ptxgen.runtime.check.probe import run_probe, write_report
 
     report = run_probe(seed=1)
     write_report(report, str(artifact_dir / "probe.json"))

@@ -16,8 +16,8 @@ from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.grouped import bind_grouped, grouped_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.runtime.arrays import ArgumentError, ArrayInfo, DTypeError
-from ptxgen.runtime.grouped import GroupedProblem, grouped_args, grouped_problem_errors
+from ptxgen.runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
+from ptxgen.runtime.launch.grouped import GroupedProblem, grouped_args, grouped_problem_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
@@ -201,7 +201,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     only (nothing reads offs), the arguments in ABI order, the stream; a second call reuses the arguments."""
     import ptxgen.api.streams as streams
     import ptxgen.grouped as grouped
-    from ptxgen.runtime.gpu import Device
+    from ptxgen.runtime.launch.gpu import Device
 
     fake = Device(0, "simulated H200", (9, 0), None, None, 132)
     launched = []
@@ -224,7 +224,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
 
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):  # kernels loaded on the fake device must not outlive the test
         monkeypatch.setattr(grouped, table, {})
@@ -272,7 +272,7 @@ GROUPED_SPECS = [
 
 @pytest.mark.parametrize("fields", GROUPED_SPECS, ids=lambda f: f"{f['dtype']}-{f['bm']}x{f['bn']}-{f.get('consumers', 'coop')}-{f.get('epilogue', 'direct')}")
 def test_grouped_kernels_compile_with_the_intended_sass(fields):
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.api import compile
 
     spec = make_spec(**fields)
@@ -292,7 +292,7 @@ def test_grouped_kernels_compile_with_the_intended_sass(fields):
 
 def test_control_sass_check_fails_for_a_grouped_kernel_checked_as_another_tile():
     """The SASS check can fail: the BK = 64 grouped cubin checked as a BK = 128 spec (twice the MMAs per K-tile)."""
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.api import compile
 
     spec = make_spec(**BASE)
@@ -438,7 +438,7 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
     its parameter block to, read back by ``spec``'s ABI kinds."""
     import ptxgen.api.streams as streams
     import ptxgen.grouped as grouped
-    from ptxgen.runtime.gpu import Device
+    from ptxgen.runtime.launch.gpu import Device
 
     fake = Device(0, "simulated H200", (9, 0), None, None, 132)
     launched = []
@@ -457,7 +457,7 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
 
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})

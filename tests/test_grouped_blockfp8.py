@@ -24,7 +24,7 @@ from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError
 from ptxgen.model import groupbfp8model
-from ptxgen.runtime.arrays import ArgumentError, DTypeError
+from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError
 
 BASE = dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16", arch="sm_90a",
             stages=4, epilogue="tma", schedule="persistent", fp8_blocks="1x128x128", grouped="offs")
@@ -184,8 +184,8 @@ def test_show_labels_the_groups_scales():
 # ---- L2: NVRTC ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fields", [dict(BASE), dict(BASE, bn=128, stages=5, epilogue="direct")], ids=["n192-tma", "n128-direct"])
 def test_grouped_block_kernels_compile_without_local_memory(fields):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     s = make_spec(**fields)
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")

@@ -3,7 +3,7 @@
 The first call with a dispatch key (shapes, strides, dtypes, devices) binds, checks and prepares a launch; a repeat
 call with the same or new pointers only writes the pointers into that launch's parameter block and launches. The
 bytes cuLaunchKernel reads at each launch (through the void** array) must equal what the uncached path,
-``runtime.grouped.grouped_args`` built from scratch for the same pointers, gives; a slot left pointing at the
+``runtime.launch.grouped.grouped_args`` built from scratch for the same pointers, gives; a slot left pointing at the
 previous buffer must show up as a difference (the control).
 """
 
@@ -17,9 +17,9 @@ import pytest
 import ptxgen.api.streams as streams
 import ptxgen.grouped as grouped
 from ptxgen.api import groupedpack, packing
-from ptxgen.runtime.arrays import ArgumentError
-from ptxgen.runtime.gpu import Device
-from ptxgen.runtime.grouped import GroupedProblem, grouped_args
+from ptxgen.runtime.launch.arrays import ArgumentError
+from ptxgen.runtime.launch.gpu import Device
+from ptxgen.runtime.launch.grouped import GroupedProblem, grouped_args
 from test_grouped import CaiArray, _fake_encode, read_block
 
 STREAM = 0x77
@@ -113,7 +113,7 @@ def sim(monkeypatch):
     driver = FakeDriver()
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
     monkeypatch.setattr(grouped, "launcher", lambda: driver)
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})

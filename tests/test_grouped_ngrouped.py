@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptxgen  # noqa: E402
-from ptxgen.runtime.arrays import ArgumentError  # noqa: E402
+from ptxgen.runtime.launch.arrays import ArgumentError  # noqa: E402
 
 
 def _args(g=3, m=4, k=16, n=20):

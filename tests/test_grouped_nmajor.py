@@ -16,8 +16,8 @@ from ptxgen.derive.layout import derive
 from ptxgen.derive.spec import make_spec
 from ptxgen.grouped import b_is_n_major, bind_grouped, grouped_spec
 from ptxgen.model.verify import batched_memory, check_operand_tma_3d
-from ptxgen.runtime.arrays import ArgumentError, ArrayInfo
-from ptxgen.runtime.grouped import GroupedProblem, build_grouped_params, grouped_args, grouped_problem_errors
+from ptxgen.runtime.launch.arrays import ArgumentError, ArrayInfo
+from ptxgen.runtime.launch.grouped import GroupedProblem, build_grouped_params, grouped_args, grouped_problem_errors
 from test_grouped import read_block
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="mnmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
@@ -132,7 +132,7 @@ def test_fp8_n_major_is_refused_with_the_fix():
 @pytest.mark.parametrize("small", [False, True])
 def test_n_major_grouped_kernels_compile_with_the_intended_sass(small, tmp_path):
     import ptxgen
-    from ptxgen.runtime.sass import check_sass
+    from ptxgen.runtime.compile.sass import check_sass
 
     k = ptxgen.compile(grouped_spec("bf16", small=small, b_major="mn"), cache=tmp_path)
     assert "cp.async.bulk.tensor.3d" in k.ptx

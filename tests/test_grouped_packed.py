@@ -13,7 +13,7 @@ import pytest
 
 from ptxgen.api import packing
 from ptxgen.api.groupedpack import a_problem, b_problem, pack_plan
-from ptxgen.runtime.arrays import ArrayInfo
+from ptxgen.runtime.launch.arrays import ArrayInfo
 
 
 def info(name, shape, strides=None, dtype="bf16", itemsize=2, ptr=0x10000, library="torch"):

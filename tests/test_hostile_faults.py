@@ -82,8 +82,8 @@ def _user_files(folder: Path) -> dict[str, bytes]:
 def _fake_kernels(folder: Path, n: int) -> None:
     import hashlib
 
-    from ptxgen.runtime import cache
-    from ptxgen.runtime.toolchain import Compiled
+    from ptxgen.runtime.compile import cache
+    from ptxgen.runtime.compile.toolchain import Compiled
 
     for i in range(n):
         key = hashlib.sha256(f"kernel {i}".encode()).hexdigest()
@@ -112,7 +112,7 @@ def test_eviction_keeps_the_users_files(tmp_path, monkeypatch):
 
 
 def test_cache_usage_counts_only_ptxgens_files(tmp_path):
-    from ptxgen.runtime import cache
+    from ptxgen.runtime.compile import cache
 
     _user_files(tmp_path)
     assert cache.usage(tmp_path).bytes == 0 and cache.usage(tmp_path).entries == 0
@@ -121,7 +121,7 @@ def test_cache_usage_counts_only_ptxgens_files(tmp_path):
 def test_every_file_ptxgen_writes_in_the_cache_is_its_own(tmp_path):
     """A control: the name patterns recognise every file the writers make (entries, SASS side files, memos, temporary
     files), so clear removes them all."""
-    from ptxgen.runtime import cache
+    from ptxgen.runtime.compile import cache
 
     for name in ("ab" * 32 + ".cubin", "ab" * 32 + ".sass.json", "builds/" + "ab" * 32 + ".json"):
         assert cache.is_ours(tmp_path / name), name
@@ -144,7 +144,7 @@ def _sweep(tmp_path, body, out, *extra, name="g.toml"):
 
 def test_reports_record_the_grid_the_version_and_the_generator(tmp_path):
     from ptxgen import __version__
-    from ptxgen.runtime.buildmemo import generator_roots, tree_sha256
+    from ptxgen.runtime.compile.buildmemo import generator_roots, tree_sha256
 
     assert _sweep(tmp_path, TINY, "r.json")[0] == 0
     r = json.loads((tmp_path / "r.json").read_text())
@@ -390,7 +390,7 @@ def test_a_worker_killed_from_outside_ends_the_sweep_cleanly(tmp_path):
 @pytest.mark.parametrize("what", ["notes.txt", "a folder", "kernel.cu as a folder", "the kernel folder is a file",
                                   "the kernel folder is a link"])
 def test_build_refuses_a_kernel_folder_holding_files_it_did_not_write(tmp_path, monkeypatch, what):
-    import ptxgen.runtime.artifacts as artifacts
+    import ptxgen.runtime.compile.artifacts as artifacts
     from ptxgen.derive.spec import make_spec
 
     monkeypatch.setattr(artifacts, "generate", lambda *a, **k: pytest.fail("built before the folder was checked"))
@@ -453,7 +453,7 @@ def test_the_smallest_iters_and_warmup_are_accepted():
 @pytest.mark.parametrize("iters, warmup", [(0, 10), (-1, 10), (5, -1), (1.5, 0)])
 def test_bench_spec_refuses_no_rounds_before_any_gpu_work(monkeypatch, iters, warmup):
     from ptxgen.derive.spec import make_spec
-    from ptxgen.runtime import bench
+    from ptxgen.runtime.check import bench
 
     monkeypatch.setattr(bench, "require_gpu", lambda: pytest.fail("looked for a GPU"))
     with pytest.raises(ValueError, match="iters must be an integer of at least 1"):
@@ -579,7 +579,7 @@ def _small_files(limit: int):
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="RLIMIT_FSIZE")
 def test_a_failed_write_names_the_output_not_a_temporary_file(tmp_path):
     from ptxgen.derive.spec import make_spec
-    from ptxgen.runtime.buildmemo import build
+    from ptxgen.runtime.compile.buildmemo import build
 
     build(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"), tmp_path / "warm")  # compiled into the cache before
     for argv, named in ((["show", *SEED, "--svg", tmp_path / "d.svg"], tmp_path / "d.svg"),
@@ -623,7 +623,7 @@ def test_cache_info_says_when_the_folder_is_not_a_folder_or_cannot_be_written(tm
 
 @pytest.mark.parametrize("value", ["maybe", "2", "ture", "nope", "-1"])
 def test_no_cache_refuses_a_value_it_does_not_know(monkeypatch, value):
-    from ptxgen.runtime import cache
+    from ptxgen.runtime.compile import cache
     from ptxgen.status import SettingError
 
     monkeypatch.setenv("PTXGEN_NO_CACHE", value)
@@ -637,7 +637,7 @@ def test_no_cache_refuses_a_value_it_does_not_know(monkeypatch, value):
 @pytest.mark.parametrize("value, on", [(" ", True), ("OFF", True), ("False", True), ("TRUE", False), (" yes ", False),
                                        ("On", False), ("0", True)])
 def test_no_cache_takes_its_known_values_in_any_case(monkeypatch, value, on):
-    from ptxgen.runtime import cache
+    from ptxgen.runtime.compile import cache
 
     monkeypatch.setenv("PTXGEN_NO_CACHE", value)
     assert cache.enabled() is on
@@ -659,15 +659,15 @@ def test_the_generator_hash_is_of_sources_not_of_a_compiled_launcher(tmp_path):
     one build to the next) is not part of the generator's hash; its C sources are."""
     import shutil
 
-    from ptxgen.runtime.buildmemo import tree_sha256
+    from ptxgen.runtime.compile.buildmemo import tree_sha256
 
     tree = tmp_path / "tree"
     for name in ("ptxgen", "templates"):
         shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     roots = (tree / "ptxgen", tree / "templates")
     base = tree_sha256(roots)
-    (tree / "ptxgen" / "runtime" / "_launcher.abi3.so").write_bytes(os.urandom(64))
+    (tree / "ptxgen" / "runtime" / "launch" / "_launcher.abi3.so").write_bytes(os.urandom(64))
     assert tree_sha256(roots) == base
-    c = tree / "ptxgen" / "runtime" / "_launcher.c"
+    c = tree / "ptxgen" / "runtime" / "launch" / "_launcher.c"
     c.write_text(c.read_text() + "\n")  # the control: a source changed changes it
     assert tree_sha256(roots) != base

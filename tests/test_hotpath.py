@@ -2,7 +2,7 @@
 
 A call whose dispatch key was seen before only writes pointers into the launch prepared by the first call. The
 bytes cuLaunchKernel reads (read back through the void** array) must equal what the slow path, built from
-scratch (``runtime.launch.gemm_args``), gives for the same arrays; a map left pointing at the previous buffer
+scratch (``runtime.launch.launch.gemm_args``), gives for the same arrays; a map left pointing at the previous buffer
 must show up as a difference (the control).
 """
 
@@ -17,9 +17,9 @@ import pytest
 import ptxgen
 from ptxgen import api
 from ptxgen.api import dispatch, launchplan, packing
-from ptxgen.runtime.arrays import ArgumentError, read_array
-from ptxgen.runtime.launch import Problem, gemm_args
-from ptxgen.runtime.params import MapSlot, ParamBlock
+from ptxgen.runtime.launch.arrays import ArgumentError, read_array
+from ptxgen.runtime.launch.launch import Problem, gemm_args
+from ptxgen.runtime.launch.params import MapSlot, ParamBlock
 from test_api import BF16, MN_BF16, FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor, mnmajor, read_params
 
 TMA_STORE = dict(BF16, epilogue="tma")
@@ -234,7 +234,7 @@ def test_the_api_sits_above_the_runtime():
 
     from test_layering import PKG, _ptxgen_imports
 
-    for path in (PKG / "runtime").glob("*.py"):
+    for path in (PKG / "runtime").rglob("*.py"):
         assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.api", "ptxgen.torch_ops"))}, path.name
     for path in (PKG / "api").glob("*.py"):
         assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.torch_ops", "ptxgen.cli"))}, path.name

@@ -5,10 +5,10 @@ import pytest
 
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.layout import derive
-from ptxgen.runtime.gpu import NoGPU, arch_for_compute_capability
-from ptxgen.runtime.launch import Problem, ProblemError, check_problem, gemm_args, launch_geometry, problem_errors
-from ptxgen.runtime.validate import host_operand
-from ptxgen.runtime.vresult import default_problem
+from ptxgen.runtime.launch.gpu import NoGPU, arch_for_compute_capability
+from ptxgen.runtime.launch.launch import Problem, ProblemError, check_problem, gemm_args, launch_geometry, problem_errors
+from ptxgen.runtime.check.validate import host_operand
+from ptxgen.runtime.check.vresult import default_problem
 from ptxgen.derive.spec import make_spec
 from ptxgen.isa.types import Arch
 
@@ -114,8 +114,8 @@ def test_host_operand_layouts():
 def test_tcgen05_path_up_to_the_launch(monkeypatch, kw, grid, mnk):
     """On compute capability 10.x validate builds and loads the sm_100a cubin with the same arguments
     as on Hopper. Simulated device (no Blackwell here): this checks the code path, not the hardware."""
-    import ptxgen.runtime.validate as v
-    from ptxgen.runtime.gpu import Device
+    import ptxgen.runtime.check.validate as v
+    from ptxgen.runtime.launch.gpu import Device
 
     fake = Device(0, "simulated CC 10.0", (10, 0), None, None)
     monkeypatch.setattr(v, "require_gpu", lambda: fake)
@@ -160,7 +160,7 @@ def test_tcgen05_path_up_to_the_launch(monkeypatch, kw, grid, mnk):
     monkeypatch.setattr(v, "Kernel", FakeKernel)
     monkeypatch.setattr(v, "Buffer", FakeBuffer)
     monkeypatch.setattr(v, "synchronize", lambda what="": None)
-    monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)  # the driver's encoder is not here
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", _fake_encode)  # the driver's encoder is not here
     spec = make_spec(**kw)
     res = v.validate_spec(spec, seed=0)
     assert launched["name"] == spec.kernel_name and launched["block"] == (plan_kernel(spec).pipeline.threads, 1, 1)

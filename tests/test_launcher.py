@@ -1,4 +1,4 @@
-"""The compiled launcher (``ptxgen.runtime._launcher``, CPU tier: simulated device, a ctypes callback standing in
+"""The compiled launcher (``ptxgen.runtime.launch._launcher``, CPU tier: simulated device, a ctypes callback standing in
 for ``cuLaunchKernel``).
 
 Both launch paths, the compiled one and the ctypes one (``PTXGEN_LAUNCHER=ctypes`` or no C compiler at install
@@ -16,13 +16,13 @@ import pytest
 
 import ptxgen
 from ptxgen.api import launchplan
-from ptxgen.runtime import fastlaunch
-from ptxgen.runtime.arrays import read_array
-from ptxgen.runtime.gpu import CudaError
+from ptxgen.runtime.launch import fastlaunch
+from ptxgen.runtime.launch.arrays import read_array
+from ptxgen.runtime.launch.gpu import CudaError
 from test_api import BF16, MN_BF16, FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor, mnmajor, read_params
 from test_hotpath import CP_ASYNC, TMA_STORE, slow_bytes
 
-_launcher = pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+_launcher = pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_void_p)
@@ -59,7 +59,7 @@ def sim(monkeypatch):
 
 def _use_c(monkeypatch, sim, kernel) -> CDriver:
     driver = CDriver(sim, kernel)
-    monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", driver)
+    monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", driver)
     return driver
 
 
@@ -391,20 +391,21 @@ def test_a_stale_in_place_build_of_the_launcher_is_not_used(monkeypatch):
     import sys
     import types
 
-    import ptxgen.runtime
-    from ptxgen.runtime import fastlaunch
+    from ptxgen.runtime.launch import fastlaunch
 
-    stale = types.ModuleType("ptxgen.runtime._launcher")
+    package = sys.modules["ptxgen.runtime.launch"]  # fastlaunch's package, where ``from . import _launcher`` looks
+
+    stale = types.ModuleType("ptxgen.runtime.launch._launcher")
     stale.Launcher = object  # an older build: no Hot, KernelBase, ...
-    monkeypatch.setitem(sys.modules, "ptxgen.runtime._launcher", stale)
-    monkeypatch.setattr(ptxgen.runtime, "_launcher", stale, raising=False)
+    monkeypatch.setitem(sys.modules, "ptxgen.runtime.launch._launcher", stale)
+    monkeypatch.setattr(package, "_launcher", stale, raising=False)
     monkeypatch.delenv("PTXGEN_LAUNCHER", raising=False)
     monkeypatch.setattr(fastlaunch, "_MODULE", [])
     assert fastlaunch.compiled_module() is None
-    whole = types.ModuleType("ptxgen.runtime._launcher")
+    whole = types.ModuleType("ptxgen.runtime.launch._launcher")
     for name in fastlaunch._MODULE_NAMES:
         setattr(whole, name, object)
-    monkeypatch.setitem(sys.modules, "ptxgen.runtime._launcher", whole)
-    monkeypatch.setattr(ptxgen.runtime, "_launcher", whole, raising=False)
+    monkeypatch.setitem(sys.modules, "ptxgen.runtime.launch._launcher", whole)
+    monkeypatch.setattr(package, "_launcher", whole, raising=False)
     monkeypatch.setattr(fastlaunch, "_MODULE", [])
     assert fastlaunch.compiled_module() is whole

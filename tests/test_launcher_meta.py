@@ -1,4 +1,4 @@
-"""The compiled launcher's metadata reader (``_launcher.c``: set_meta_reader; ``runtime/torchmeta.py`` and
+"""The compiled launcher's metadata reader (``_launcher.c``: set_meta_reader; ``runtime/launch/torchmeta.py`` and
 ``_torchmeta.cpp`` for torch). CPU tier.
 
 With a reader, a hot call compares the call's sizes, strides, dtype and device with the remembered hit's as bytes
@@ -19,9 +19,9 @@ from ptxgen.api import launchplan
 from test_api import SimulatedGPU
 from test_launcher import FakeTorch, _two_entries, _want, change_in_place
 
-_launcher = pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+_launcher = pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
 
-from ptxgen.runtime import torchmeta  # noqa: E402
+from ptxgen.runtime.launch import torchmeta  # noqa: E402
 
 READER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(torchmeta.MetaRecord))
 DTYPES = {"bf16": 15, "f16": 5, "f32": 6}

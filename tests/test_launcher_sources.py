@@ -1,4 +1,4 @@
-"""The compiled launcher's C files (``ptxgen/runtime/_launcher*.c``, ``_launcher.h``) and what builds and ships them.
+"""The compiled launcher's C files (``ptxgen/runtime/launch/_launcher*.c``, ``_launcher.h``) and what builds and ships them.
 
 The extension is one module built from several files (split by responsibility): setup.py must list every one of
 them (a file it misses would leave its functions undefined: the module would not load and the ctypes path would
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME = ROOT / "ptxgen" / "runtime"
+RUNTIME = ROOT / "ptxgen" / "runtime" / "launch"  # the C launcher sits beside fastlaunch, which loads it
 
 
 def _setup_list(name: str) -> list[str]:
@@ -78,7 +78,7 @@ def test_the_parser_sees_a_definition_the_header_does_not_declare():
 
 
 def test_the_built_module_exports_only_its_init():
-    mod = pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+    mod = pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
     nm = shutil.which("nm")
     if nm is None or not mod.__file__.endswith(".so"):
         pytest.skip("no nm here, or not an ELF shared object")

@@ -8,6 +8,9 @@ imports itself back through others (no import cycle, not even through an import 
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
 * ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``, ``.interrupt``: leaf modules any layer may import.
+* ``ptxgen.runtime``: four packages by responsibility, ranked (``RUNTIME_RANKS``): ``compile`` and ``launch``
+  (neither imports the other) -> ``check`` -> ``choose`` -> ``commands``; each folder of it holds at most 15
+  modules and 3,000 lines.
 * ``ptxgen.author``: the public authoring layer, beside the API: it may use isa, derive, emit, runtime and the API's
   stream and launch helpers, never the CLI; nothing below it imports it.
 """
@@ -176,7 +179,7 @@ def test_no_import_cycles():
     graph = module_graph(PKG, "ptxgen")
     assert sum(map(len, graph.values())) > 200  # the graph was read (a broken resolver would find no edges)
     assert "ptxgen.derive.spec" in graph["ptxgen.derive.layout"]
-    assert "ptxgen.runtime.gpu" in graph["ptxgen.runtime.commands"]  # imported inside functions only
+    assert "ptxgen.runtime.launch.gpu" in graph["ptxgen.runtime.commands"]  # imported inside functions only
     assert cycles(graph) == []
 
 
@@ -214,8 +217,92 @@ def test_imports_point_down_the_layers():
 
 def test_the_layer_check_finds_an_upward_import():
     """Control: an import from a lower layer to a higher one is reported, a downward one is not."""
-    graph = {"ptxgen.derive.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch": {"ptxgen.cli"}}
-    assert upward_imports(graph) == [("ptxgen.derive.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch", "ptxgen.cli")]
+    graph = {"ptxgen.derive.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch.launch": {"ptxgen.cli"}}
+    assert upward_imports(graph) == [("ptxgen.derive.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch.launch", "ptxgen.cli")]
+
+
+# ---- ptxgen.runtime: four packages by responsibility, imports between them point down -----------------------------
+RUNTIME = "ptxgen.runtime"
+RUNTIME_RANKS = {  # a runtime module imports, of the other runtime packages, only those of a lower rank
+    "compile": 0, "launch": 0,  # rank 0 twice: compiling and launching never import each other
+    "check": 1,  # validate, probes, selftest, bench: compile and launch
+    "choose": 2,  # the chooser (tune and calibrate compile, launch and bench)
+    "commands": 3,  # the GPU commands' CLI glue over all four
+    "": 4,  # ptxgen/runtime/__init__.py
+}
+
+
+def _runtime_part(module: str) -> str:
+    name = module[len(RUNTIME) + 1:].split(".")[0] if module != RUNTIME else ""
+    assert name in RUNTIME_RANKS, f"{module}: a new module or package of ptxgen/runtime; give it a rank in RUNTIME_RANKS"
+    return name
+
+
+def runtime_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs inside ptxgen.runtime where a module imports another runtime package of its own rank
+    or higher (its own package excepted)."""
+    bad = []
+    for m, targets in sorted(graph.items()):
+        if not m.startswith(RUNTIME + ".") and m != RUNTIME:
+            continue
+        here = _runtime_part(m)
+        for t in sorted(x for x in targets if x == RUNTIME or x.startswith(RUNTIME + ".")):
+            there = _runtime_part(t)
+            if there != here and RUNTIME_RANKS[there] >= RUNTIME_RANKS[here]:
+                bad.append((m, t))
+    return bad
+
+
+def test_the_runtime_packages_import_down():
+    graph = module_graph(PKG, "ptxgen")
+    parts = {_runtime_part(m) for m in graph if m.startswith(RUNTIME + ".") or m == RUNTIME}
+    assert parts == set(RUNTIME_RANKS), parts  # every part of ptxgen/runtime is ranked, and each rank is in use
+    assert "ptxgen.runtime.launch.gpu" in graph["ptxgen.runtime.check.validate"]  # the edges were read
+    assert runtime_violations(graph) == []
+
+
+def test_the_runtime_check_finds_an_import_across_or_up():
+    """Control: compile importing launch (same rank), launch importing check (up) and check importing choose (up) are
+    reported; check importing launch, choose importing compile and a package importing its own modules are not."""
+    graph = {f"{RUNTIME}.compile.cache": {f"{RUNTIME}.launch.gpu", f"{RUNTIME}.compile.toolchain"},
+             f"{RUNTIME}.launch.launch": {f"{RUNTIME}.check.bench"},
+             f"{RUNTIME}.check.bench": {f"{RUNTIME}.launch.gpu", f"{RUNTIME}.choose.tune"},
+             f"{RUNTIME}.choose.tune": {f"{RUNTIME}.compile.cache"}}
+    assert runtime_violations(graph) == [(f"{RUNTIME}.check.bench", f"{RUNTIME}.choose.tune"),
+                                         (f"{RUNTIME}.compile.cache", f"{RUNTIME}.launch.gpu"),
+                                         (f"{RUNTIME}.launch.launch", f"{RUNTIME}.check.bench")]
+
+
+MAX_MODULES, MAX_LINES = 15, 3000
+
+
+def oversized(folder: Path) -> list[str]:
+    """What makes a folder more than one can hold in the head: over MAX_MODULES Python modules (``__init__.py``
+    included) or over MAX_LINES lines of them."""
+    files = list(folder.glob("*.py"))
+    lines = sum(len(f.read_text().splitlines()) for f in files)
+    return [f"{folder.name}: {what}" for what, over in ((f"{len(files)} modules", len(files) > MAX_MODULES),
+                                                        (f"{lines} lines", lines > MAX_LINES)) if over]
+
+
+def test_the_runtime_folders_are_a_size_one_can_hold():
+    """ptxgen/runtime and each of its folders hold at most 15 Python modules and 3,000 lines of them (the C launcher's
+    sources in runtime/launch are not counted). Asserted for ptxgen/runtime only: derive, model, api and emit hold
+    more than 15 modules today."""
+    folders = [PKG / "runtime", *sorted(p for p in (PKG / "runtime").iterdir() if (p / "__init__.py").is_file())]
+    assert {f.name for f in folders} >= {"runtime", "compile", "launch", "check", "choose"}
+    assert [o for f in folders for o in oversized(f)] == []
+
+
+def test_the_size_check_finds_a_folder_too_big(tmp_path):
+    """Control: 16 modules, or 15 modules of 3,001 lines, are too many; 15 of 3,000 are not."""
+    for i in range(15):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n" * 200)
+    assert oversized(tmp_path) == []
+    (tmp_path / "m0.py").write_text("x = 1\n" * 201)
+    assert oversized(tmp_path) == [f"{tmp_path.name}: 3001 lines"]
+    (tmp_path / "m15.py").write_text("")
+    assert oversized(tmp_path) == [f"{tmp_path.name}: 16 modules", f"{tmp_path.name}: 3001 lines"]
 
 
 # ---- the chooser package (ptxgen.runtime.choose): one entry, its modules in ranks, calls that go down -------------
@@ -265,11 +352,6 @@ def test_the_chooser_check_finds_an_upward_import():
              "ptxgen.api.select": {f"{CHOOSE}.walk", CHOOSE}}
     assert choose_violations(graph) == [("ptxgen.api.select", f"{CHOOSE}.walk"), (f"{CHOOSE}.costmodel", f"{CHOOSE}.walk"),
                                         (f"{CHOOSE}.swap", f"{CHOOSE}.narrow")]
-
-
-def test_the_chooser_package_is_a_size_one_can_hold():
-    files = list((PKG / "runtime" / "choose").glob("*.py"))
-    assert len(files) <= 15 and sum(len(f.read_text().splitlines()) for f in files) <= 3000
 
 
 def _upward_calls(fn) -> tuple[list[tuple[str, str]], int]:

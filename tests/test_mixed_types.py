@@ -166,7 +166,7 @@ def test_layouts_equal_the_unmixed_ones_and_check_tile_passes(arch, a, b, acc):
 
 
 def test_reference_decodes_each_operand_with_its_own_type():
-    from ptxgen.runtime.validate import reference
+    from ptxgen.runtime.check.validate import reference
 
     rng = np.random.default_rng(1)
     for a, b in (("e4m3", "e5m2"), ("e5m2", "e4m3"), ("u8", "s8"), ("s8", "u8")):
@@ -180,8 +180,8 @@ def test_reference_decodes_each_operand_with_its_own_type():
 
 
 def test_host_operand_poisons_with_each_operands_type():
-    from ptxgen.runtime.launch import Problem
-    from ptxgen.runtime.validate import host_operand
+    from ptxgen.runtime.launch.launch import Problem
+    from ptxgen.runtime.check.validate import host_operand
 
     s = _spec("u8", "s8", "s32")
     p = Problem.padded(s, 128, 128, 128)
@@ -207,7 +207,7 @@ def test_tolerance_takes_both_types():
 )
 @pytest.mark.parametrize("arch", ARCHS)
 def test_mixed_kernels_compile_and_pass_the_sass_check(arch, a, b, acc, want):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     spec = _spec(a, b, acc, arch, bn=64, bk=64, a="kmajor-sw64", b="kmajor-sw64")
     art = generate(spec)
@@ -222,9 +222,9 @@ def test_mixed_kernels_compile_and_pass_the_sass_check(arch, a, b, acc, want):
 
 def test_sass_check_catches_wgmma_input_types():
     """The QGMMA/IGMMA mnemonic spells both input types; a kernel built for other types fails the check."""
-    from ptxgen.runtime.artifacts import generate
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import run_tool
+    from ptxgen.runtime.compile.artifacts import generate
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import run_tool
 
     kw = dict(bn=64, bk=64, a="kmajor-sw64", b="kmajor-sw64")
     mixed = _spec("e4m3", "e5m2", "f32", "sm_90a", **kw)

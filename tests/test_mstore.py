@@ -22,7 +22,7 @@ from ptxgen.model import fragmodel, tmamodel
 from ptxgen.model.check_mstore import check_m_major_store
 from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
-from ptxgen.runtime.launch import Problem, problem_errors
+from ptxgen.runtime.launch.launch import Problem, problem_errors
 from test_dmajor import _rel, _torch
 
 
@@ -161,8 +161,8 @@ def test_problem_needs_a_16_byte_row_pitch_for_the_map():
 
 def test_binding_pads_an_allocated_d_and_refuses_an_unaligned_one():
     from ptxgen.api.binding import bind
-    from ptxgen.runtime.arrays import ArrayInfo
-    from ptxgen.runtime.errors import ProblemError
+    from ptxgen.runtime.launch.arrays import ArrayInfo
+    from ptxgen.runtime.launch.errors import ProblemError
 
     def info(name, shape, strides, ptr=1 << 20):
         return ArrayInfo(name, ptr, shape, strides, "bf16", 2, (2, 0), "torch", "torch")
@@ -197,8 +197,8 @@ def test_the_switch_puts_the_swapped_picks_on_the_tma_store(monkeypatch, dtype, 
 # -- L2: NVRTC and the SASS check ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", list(SPECS))
 def test_kernels_compile_with_stmatrix_trans_tma_stores_and_no_local_memory(name):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = SPECS[name]
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
@@ -208,8 +208,8 @@ def test_kernels_compile_with_stmatrix_trans_tma_stores_and_no_local_memory(name
 
 
 def test_control_the_sass_check_wants_the_transposed_form():
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda, run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
     spec = SPECS["128x16"]
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
@@ -226,7 +226,7 @@ def test_control_the_sass_check_wants_the_transposed_form():
                                         ("128x128-pingpong", 517, 260, 192)])
 def test_kernels_match_float64_and_write_nothing_else(gpu, name, m, n, k):
     """ptxgen validate's runner (the kernel's M x N x K; D M-major, poison around it, float64 reference)."""
-    from ptxgen.runtime.validate import validate_spec
+    from ptxgen.runtime.check.validate import validate_spec
 
     r = validate_spec(SPECS[name], m, n, k, seed=11)
     assert r.passed, r.verdict

@@ -18,9 +18,9 @@ import pytest
 import ptxgen
 from ptxgen import api
 from ptxgen.api import dispatch, launchplan, streams
-from ptxgen.runtime import gpu
-from ptxgen.runtime.arrays import ArgumentError
-from ptxgen.runtime.gpu import Device
+from ptxgen.runtime.launch import gpu
+from ptxgen.runtime.launch.arrays import ArgumentError
+from ptxgen.runtime.launch.gpu import Device
 from test_api import BF16, FakeArray, _fake_encode, _fresh, read_params
 
 DEVICE_SPAN = 1 << 40
@@ -87,8 +87,8 @@ class TwoDevices:
         monkeypatch.setattr(streams, "restore_context", restore_context)
         monkeypatch.setattr(streams, "wait_for_producer", lambda producer, ours: None)
         monkeypatch.setattr(gpu, "Kernel", FakeKernel)
-        monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", FakeDriver())
-        monkeypatch.setattr("ptxgen.runtime.tensormap.encode", _fake_encode)
+        monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", FakeDriver())
+        monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode", _fake_encode)
 
     def driver_launch(self, func, stream, params) -> int:
         if self.func_context[func] != self.current:
@@ -350,7 +350,7 @@ LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, c
 
 
 def test_compiled_launcher_switches_for_the_launch_and_back(sim, monkeypatch, kbf16):
-    pytest.importorskip("ptxgen.runtime._launcher", reason="the compiled launcher was not built")
+    pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
 
     class CDriver:
         encode = staticmethod(_fake_encode)
@@ -363,7 +363,7 @@ def test_compiled_launcher_switches_for_the_launch_and_back(sim, monkeypatch, kb
         def launch(self, *args):
             raise AssertionError("the Python launch path ran although the compiled launcher was built")
 
-    monkeypatch.setattr("ptxgen.runtime.fastlaunch._DRIVER", CDriver())
+    monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", CDriver())
     kbf16(*_operands(sim, 0))
     kbf16(*_operands(sim, 1))
     entries = {e.device_index: e for e in kbf16._entries.values()}
@@ -383,7 +383,7 @@ def test_compiled_launcher_switches_for_the_launch_and_back(sim, monkeypatch, kb
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# runtime.gpu.require_gpu and api.streams' context functions against a simulated cuda.bindings driver
+# runtime.launch.gpu.require_gpu and api.streams' context functions against a simulated cuda.bindings driver
 # ---------------------------------------------------------------------------------------------------------------------
 class FakeCu:
     """The few cuda.bindings.driver calls require_gpu and the context functions make; two devices."""

@@ -12,10 +12,10 @@ import ptxgen
 from ptxgen import api
 from ptxgen.api import packing
 from ptxgen.api.binding import ArrayInfo
-from ptxgen.runtime.arrays import read_array
+from ptxgen.runtime.launch.arrays import read_array
 from ptxgen.derive.spec import TileSpec
 from ptxgen.isa.types import SpecError
-from ptxgen.runtime.launch import Problem, problem_errors
+from ptxgen.runtime.launch.launch import Problem, problem_errors
 from test_api import FakeArray, SimulatedGPU, _fresh, kmajor, read_params
 
 NARROW = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", stages=4,
@@ -39,8 +39,8 @@ def test_spec_rules_and_names():
 def test_pieces_render_and_compile(copy_bytes):
     """Each 16-byte cell is copied as 16 / copy_bytes pieces at the cell's swizzled offset (L2: NVRTC, the SASS
     has the narrow LDGSTS and no local memory)."""
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import run_tool
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import run_tool
 
     k = ptxgen.compile(**NARROW, copy_bytes=copy_bytes, schedule="persistent")
     pieces = 16 // copy_bytes

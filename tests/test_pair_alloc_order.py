@@ -14,7 +14,7 @@ import pytest
 
 from ptxgen.derive.layout import derive
 from ptxgen.derive.spec import make_spec
-from ptxgen.runtime.ptxorder import pair_alloc_order_problems
+from ptxgen.runtime.compile.ptxorder import pair_alloc_order_problems
 from ptxgen.sweep import load_grid
 
 
@@ -47,7 +47,7 @@ def test_the_kinds_span_the_pair_space():
 @pytest.mark.parametrize("key", [pytest.param(k, marks=() if k in QUICK else pytest.mark.slow) for k in sorted(KINDS)],
                          ids=lambda k: "-".join(map(str, k)))
 def test_every_pair_kind_syncs_the_cluster_before_it_allocates(key):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     art = generate(KINDS[key])
     ptx = art.files["kernel.ptx"]
@@ -62,7 +62,7 @@ def test_every_pair_kind_syncs_the_cluster_before_it_allocates(key):
 def _old_order_ptx(spec) -> str:
     """The kernel as ptxgen rendered it before issue 37: the same source without the relaxed cluster barrier."""
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.cache import compile_cached
+    from ptxgen.runtime.compile.cache import compile_cached
 
     cu = render_kernel(derive(spec))
     call = [ln for ln in cu.splitlines() if ln.strip().startswith("cluster_sync_relaxed();")]

@@ -73,7 +73,7 @@ def test_layout_b_narrower_than_two_chunks_is_refused_with_the_rule():
 
 @pytest.mark.parametrize("bm,bn", [(256, 256), (128, 256)], ids=["M256-LayoutA", "M128-LayoutB"])
 def test_pair_tma_store_kernels_compile_with_the_pair_and_store_instructions(bm, bn):
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     spec = pair_store(bm, bn, schedule="persistent")
     art = generate(spec)

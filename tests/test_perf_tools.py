@@ -7,7 +7,7 @@ import pytest
 
 from ptxgen.cli import main
 from ptxgen.emit.chart import chart_svg, parse
-from ptxgen.runtime import bench
+from ptxgen.runtime.check import bench
 from ptxgen.derive.spec import TileSpec, make_spec
 from ptxgen.runtime.choose import choose_spec, tile_fit
 from ptxgen.runtime.choose.tune import candidates, default_spec, load_table

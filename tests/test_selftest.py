@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ptxgen.runtime import selftest
-from ptxgen.runtime.gpu import Device
+from ptxgen.runtime.check import selftest
+from ptxgen.runtime.launch.gpu import Device
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ def _run(*args):
 
 def test_without_a_gpu_exit_3():
     pytest.importorskip("cuda.bindings")
-    from ptxgen.runtime.gpu import NoGPU, require_gpu
+    from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
     try:
         require_gpu()
@@ -46,7 +46,8 @@ def test_the_ladder_climbs_in_order():
 def _fake(monkeypatch, cc, results):
     """A device of compute capability ``cc`` and step runners that return ``results`` in turn (the runners are
     what the GPU runs; here the report and the exit code are under test)."""
-    from ptxgen.runtime import commands, gpu
+    from ptxgen.runtime import commands
+    from ptxgen.runtime.launch import gpu
 
     dev = Device(0, "Fake GPU", cc, None, None, 132)
     monkeypatch.setattr(gpu, "require_gpu", lambda index=0: dev)
@@ -106,7 +107,7 @@ def test_the_contention_kernel_asks_for_more_tmem_than_an_sm_has():
     registers from the SASS NVRTC gives (compiled here, on the CPU)."""
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import make_spec
-    from ptxgen.runtime.artifacts import generate
+    from ptxgen.runtime.compile.artifacts import generate
 
     spec = make_spec(**selftest.CONTENTION)
     plan = plan_kernel(spec)
@@ -123,7 +124,7 @@ def test_the_contention_kernel_asks_for_more_tmem_than_an_sm_has():
 
 
 def test_the_contention_step_refuses_a_kernel_that_cannot_contend(monkeypatch):
-    from ptxgen.runtime import artifacts
+    from ptxgen.runtime.compile import artifacts
 
     class _Art:
         class sass:  # noqa: N801 - a stand-in for the SASS report's register count

@@ -17,7 +17,7 @@ from ptxgen.emit.splitk_view import k_range_c
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose
-from ptxgen.runtime.launch import Problem, gemm_launches, workspace_bytes
+from ptxgen.runtime.launch.launch import Problem, gemm_launches, workspace_bytes
 
 BASE = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16", bk=64)
 
@@ -149,8 +149,8 @@ def test_launches_write_the_workspace_then_reduce_into_d():
 @pytest.mark.parametrize("spec", [split_spec(s=4), split_spec(bm=128, bn=192, stages=4, s=3),
                                   split_spec(s=2, loader="cp.async", out_dtype="f32")], ids=lambda s: s.kernel_name)
 def test_split_module_compiles_both_kernels_without_local_memory(spec):
-    from ptxgen.runtime.sass import check_sass, function_resources, run_tool
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass, function_resources, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     plan = plan_kernel(spec)
     src = render_kernel(plan)
@@ -167,7 +167,7 @@ def test_split_module_compiles_both_kernels_without_local_memory(spec):
 
 
 def test_control_the_local_memory_check_sees_the_reduction_kernel():
-    from ptxgen.runtime.sass import function_resources
+    from ptxgen.runtime.compile.sass import function_resources
 
     text = (" Function k_reduce:\n  REG:24 STACK:16 SHARED:0 LOCAL:16\n Function k:\n  REG:168 STACK:0 SHARED:0 LOCAL:0\n")
     funcs = function_resources(text)
@@ -204,7 +204,7 @@ def test_split_k_never_touches_the_tuned_six_or_few_waves():
 @pytest.mark.gpu
 @pytest.mark.parametrize("s,m,n,k", [(3, 37, 1001, 4104), (8, 1, 4097, 200)])
 def test_split_kernels_match_float64(gpu, s, m, n, k):
-    from ptxgen.runtime.validate import validate_spec
+    from ptxgen.runtime.check.validate import validate_spec
 
     r = validate_spec(split_spec(s=s), m, n, k, seed=3)
     assert r.passed, r.verdict
@@ -214,7 +214,7 @@ def test_split_kernels_match_float64(gpu, s, m, n, k):
 @pytest.mark.parametrize("s,bn,m,n,k", [(2, 128, 16, 7168, 16384), (3, 64, 37, 1008, 4224)])
 def test_fp8_split_kernels_match_float64(gpu, s, bn, m, n, k):
     """The e4m3 split kernels the choice rule may pick (BK = 128, 64-row tiles), against float64."""
-    from ptxgen.runtime.validate import validate_spec
+    from ptxgen.runtime.check.validate import validate_spec
 
     r = validate_spec(split_spec(bn=bn, s=s, dtype="e4m3", bk=128), m, n, k, seed=5)
     assert r.passed, r.verdict

@@ -10,7 +10,7 @@ from ptxgen.derive.layout import derive
 from ptxgen.derive.spec import make_spec
 from ptxgen.emit import env
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime import cache
+from ptxgen.runtime.compile import cache
 
 SEED = dict(bm=128, bn=128, bk=32, a="kmajor-sw64")
 

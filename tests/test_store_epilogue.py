@@ -20,7 +20,7 @@ from ptxgen.emit.epilogue_view import store_view
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import Epilogue, SpecError, Swizzle
 from ptxgen.model.check_store import check_store_plan
-from ptxgen.runtime.launch import Problem, gemm_args
+from ptxgen.runtime.launch.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16")
 
@@ -209,8 +209,8 @@ def test_tune_searches_store_epilogue_variants():
     ids=["cooperative", "pingpong-f16", "cp.async", "e4m3"],
 )
 def test_store_epilogue_sass_has_stmatrix_and_tma_stores(kw):
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = store_spec(**kw)
     compiled = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
@@ -226,8 +226,8 @@ def test_store_epilogue_sass_has_stmatrix_and_tma_stores(kw):
 )
 def test_tcgen05_store_epilogue_sass_has_16_byte_shared_stores_and_tma_stores(kw):
     """L2 only: no Blackwell GPU has run these kernels."""
-    from ptxgen.runtime.sass import check_sass
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = store_spec(arch="sm_100a", **kw)
     compiled = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_100a")

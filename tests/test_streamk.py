@@ -19,7 +19,7 @@ from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.choose.costmodel import BY_NAME, best_streamk, predict_streamk, predict_us, shipped_costs
-from ptxgen.runtime.launch import Problem, gemm_launches, workspace_bytes
+from ptxgen.runtime.launch.launch import Problem, gemm_launches, workspace_bytes
 
 BASE = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16", bk=64,
             schedule="persistent")
@@ -246,8 +246,8 @@ def test_explain_prints_the_stream_k_plan():
 @pytest.mark.parametrize("name,dtype", [("p128x192", "bf16"), ("p128x192c2", "bf16"), ("p128x224c2", "bf16"), ("p128x256", "e4m3"),
                                         ("p128x256c2", "e4m3")])
 def test_stream_k_kernels_compile_without_local_memory_and_use_release_acquire(name, dtype):
-    from ptxgen.runtime.sass import check_sass, run_tool
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.sass import check_sass, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = dataclasses.replace(BY_NAME[name].spec(dtype), stream_k=8)
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
@@ -280,7 +280,7 @@ def test_the_model_splits_as_the_kernel_will(m, n, k, name, smax):
     one CTA per SM and never more than the work items), not a grid of every SM."""
     c = BY_NAME[name]
     plan = plan_kernel(dataclasses.replace(c.spec(), stream_k=smax))
-    from ptxgen.runtime.launch import streamk_items
+    from ptxgen.runtime.launch.launch import streamk_items
 
     items = streamk_items(plan, Problem(m, n, k, k, k, n))
     lay = plan.stream_k.layout(items, plan.abi.grid(m, n, 132)[0] // plan.stream_k.cluster_size, k)
@@ -373,7 +373,7 @@ def test_gemm_selection_runs_the_stream_k_pick():
     ("p128x256c2:e4m3", 3, 1000, 5008, 1488),  # e4m3 2x1 clusters: 80 cluster tiles, 14 split 3 ways; rows 16 B off a sector
 ])
 def test_stream_k_kernels_match_float64_twice(gpu, name, s, m, n, k):
-    from ptxgen.runtime.validate import validate_spec
+    from ptxgen.runtime.check.validate import validate_spec
 
     name, _, dtype = name.partition(":")
     spec = dataclasses.replace(BY_NAME[name].spec(dtype or "bf16"), stream_k=s)

@@ -35,10 +35,10 @@ from ptxgen.derive.streamk import FLAG_REGION_BYTES, StreamKPlan
 from ptxgen.emit.streamk_view import streamk_view
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
-from ptxgen.runtime import fastlaunch
-from ptxgen.runtime.arrays import ArgumentError
+from ptxgen.runtime.launch import fastlaunch
+from ptxgen.runtime.launch.arrays import ArgumentError
 from ptxgen.runtime.choose import choose
-from ptxgen.runtime.launch import Problem, gemm_launches, workspace_bytes
+from ptxgen.runtime.launch.launch import Problem, gemm_launches, workspace_bytes
 from test_api import FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor
 
 # shapes where the chooser picks a stream-K kernel (bf16, tight K-major rows): 1x1 and 2x1 clusters, TMA-store and
@@ -285,7 +285,7 @@ def read_block(address: int, params) -> list:
 
 
 def slow_block(kernel, a, b, out, w: int, m, n, k) -> list:
-    """The same parameters built from scratch (runtime.launch.gemm_launches: what ptxgen bench and validate launch)."""
+    """The same parameters built from scratch (runtime.launch.launch.gemm_launches: what ptxgen bench and validate launch)."""
     ptr = [x.__cuda_array_interface__["data"][0] for x in (a, b, out)]
     p = Problem(m, n, k, k, k, out.__cuda_array_interface__["strides"][0] // 2)
     (_, _, _, args), = gemm_launches(kernel.plan, "mma", None, *ptr, w, p, 132, encode=_fake_encode)
@@ -405,7 +405,7 @@ def test_a_graph_capture_gets_a_fresh_workspace_per_launch_with_the_memset_captu
 
 
 def test_a_stream_k_launch_refuses_a_grid_that_could_wait_on_non_resident_ctas(sim, sk_kernel):
-    from ptxgen.runtime.errors import ProblemError
+    from ptxgen.runtime.launch.errors import ProblemError
 
     plan = sk_kernel.plan
     p = Problem(2500, 10000, 4000, 4000, 4000, 10000)
@@ -477,7 +477,7 @@ def test_the_ctypes_driver_asks_the_capture_status_and_zeroes_in_stream_order():
 
 
 def test_a_failed_flag_memset_or_capture_query_raises_before_any_launch(sim, sk_kernel):
-    from ptxgen.runtime.gpu import CudaError
+    from ptxgen.runtime.launch.gpu import CudaError
 
     k = sk_kernel
     _fresh(k)

@@ -16,7 +16,7 @@ import pytest
 
 from ptxgen.derive.spec import TileSpec
 from ptxgen.emit.generated import kernel_dirs, read_layout_json
-from ptxgen.runtime import toolchains
+from ptxgen.runtime.compile import toolchains
 
 ROOT = Path(__file__).resolve().parents[1]
 # One of each kind: the seed (direct epilogue, tile schedule), persistent TMA-store, the 8-bit kind, tf32 M=64,

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from ptxgen.runtime import toolchain
+from ptxgen.runtime.compile import toolchain
 
 
 @pytest.fixture

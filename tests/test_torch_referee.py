@@ -29,8 +29,8 @@ RESULTS: dict[str, tuple[str, str]] = {}
 
 
 def _refusal_types():
-    from ptxgen.runtime.arrays import ArgumentError
-    from ptxgen.runtime.launch import ProblemError
+    from ptxgen.runtime.launch.arrays import ArgumentError
+    from ptxgen.runtime.launch.launch import ProblemError
 
     return (ArgumentError, ProblemError)  # DTypeError is an ArgumentError
 

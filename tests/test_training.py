@@ -234,7 +234,7 @@ def test_reference_bounds_agree_with_the_kernels_clamping():
 
 
 def test_scaled_gemm_checks_its_arguments_before_any_gpu_work():
-    from ptxgen.runtime.arrays import ArgumentError, DTypeError
+    from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError
 
     a, b = torch.zeros(4, 32, dtype=torch.float8_e4m3fn), torch.zeros(8, 32, dtype=torch.float8_e4m3fn)
     sa, sb = torch.ones(4, 1), torch.ones(1, 8)

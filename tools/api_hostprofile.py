@@ -5,7 +5,7 @@
 Prints µs per call (median of 7 loops of 2000 calls, no synchronisation inside a loop) for: reading the
 dispatch key, the launch alone, Launch.call_torch, CompiledKernel.__call__, ptxgen.gemm, torch.mm(out=), and a
 CUDA-graph replay of one gemm. Small problems keep the GPU ahead of the host so that the loops measure the
-host. Where the compiled launcher (ptxgen.runtime._launcher) was built, the same calls are timed through it
+host. Where the compiled launcher (ptxgen.runtime.launch._launcher) was built, the same calls are timed through it
 and through the ctypes path (a second kernel object prepared with PTXGEN_LAUNCHER's ctypes path), in one
 process.
 """
@@ -19,7 +19,7 @@ import torch
 import ptxgen
 from ptxgen.api import dispatch
 from ptxgen.api.launchplan import tensor_type, torch_key
-from ptxgen.runtime import fastlaunch
+from ptxgen.runtime.launch import fastlaunch
 
 
 def per_call_us(fn, calls=2000, rounds=7):

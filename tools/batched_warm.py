@@ -17,7 +17,7 @@ SHAPES = [(300, 200, 264), (129, 136, 72), (7, 9, 24), (1000, 520, 1000), (257, 
 def specs(arch: str = "sm_90a") -> list[dict]:
     from ptxgen.api.select import batched_spec_for_arrays
     from ptxgen.grouped import grouped_spec
-    from ptxgen.runtime.arrays import ArrayInfo
+    from ptxgen.runtime.launch.arrays import ArrayInfo
 
     def info(name, shape, strides):
         return ArrayInfo(name, 0x100000, shape, strides, "bf16", 2, (2, 0), "torch", "torch")

@@ -6,7 +6,7 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
 --fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
 --stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), pp: --consumers
-pingpong (each consumer warpgroup a whole BM x BN tile; BM = 64 for block FP8), yield: the cubin's FFMA runs patched by ptxgen.runtime.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
+pingpong (each consumer warpgroup a whole BM x BN tile; BM = 64 for block FP8), yield: the cubin's FFMA runs patched by ptxgen.runtime.compile.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
 """
@@ -21,11 +21,11 @@ import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.gpu import Kernel, require_gpu
-from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry, streamk_items, workspace_bytes
-from ptxgen.runtime.cache import compile_cached
-from ptxgen.runtime.ffma_yield import interleave_ffma
-from ptxgen.runtime.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
+from ptxgen.runtime.launch.gpu import Kernel, require_gpu
+from ptxgen.runtime.launch.launch import Problem, check_problem, gemm_args, launch_geometry, streamk_items, workspace_bytes
+from ptxgen.runtime.compile.cache import compile_cached
+from ptxgen.runtime.compile.ffma_yield import interleave_ffma
+from ptxgen.runtime.check.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
 
 BATCH_MS = 25.0
 
@@ -161,7 +161,7 @@ def main() -> int:
         plan = plan_kernel(spec)
         # the on-disk kernel cache ($PTXGEN_CACHE_DIR): one NVRTC compile per variant, not per shape
         cubin = compile_cached(render_kernel(plan), spec.kernel_name, "sm_90a").compiled.cubin
-        if yld:  # ptxgen.runtime.ffma_yield: the promotion's FFMA yield/reuse flags patched (DeepGEMM's interleaving rule)
+        if yld:  # ptxgen.runtime.compile.ffma_yield: the promotion's FFMA yield/reuse flags patched (DeepGEMM's interleaving rule)
             try:
                 cubin, patch = interleave_ffma(cubin)
             except Exception as e:  # noqa: BLE001 - e.g. no cuobjdump here: this variant is skipped, the others run

@@ -6,7 +6,7 @@ process, as ``ptxgen bench --api`` measures ``ptxgen.gemm`` (ptxgen.api.bench_ap
   sides interleaved round by round, medians;
 * ``single_call_ratio``: one call alone between events after a synchronise (host launch time included), torch's time /
   ours, alternating rounds;
-* ``back_to_back_ratio``: calls back to back between events (runtime.bench.alternate), the same ratio.
+* ``back_to_back_ratio``: calls back to back between events (runtime.check.bench.alternate), the same ratio.
 
 The output is checked against torch's (relative error below 1e-2). One JSON line per shape to --json.
 
@@ -22,9 +22,9 @@ import sys
 from bench_blockfp8 import inputs  # this script's folder (tools/) is on sys.path
 from ptxgen.api import fp8blocks
 from ptxgen.api.bench_api import _host_us, _single_ratio
-from ptxgen.runtime.arrays import read_array
-from ptxgen.runtime.bench import alternate
-from ptxgen.runtime.gpu import require_gpu
+from ptxgen.runtime.launch.arrays import read_array
+from ptxgen.runtime.check.bench import alternate
+from ptxgen.runtime.launch.gpu import require_gpu
 
 
 def shape_row(torch, m: int, n: int, k: int, rounds: int) -> dict:

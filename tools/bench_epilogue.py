@@ -43,10 +43,10 @@ from ptxgen.derive.fusion import parse_chain
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.api.fused import fused_spec
-from ptxgen.runtime.gpu import Kernel, require_gpu
-from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
-from ptxgen.runtime.cache import compile_cached  # $PTXGEN_CACHE_DIR: --compile-only fills it for the run
-from ptxgen.runtime.bench import _batch  # the event-timed batch ptxgen bench uses
+from ptxgen.runtime.launch.gpu import Kernel, require_gpu
+from ptxgen.runtime.launch.launch import Problem, check_problem, gemm_args, launch_geometry
+from ptxgen.runtime.compile.cache import compile_cached  # $PTXGEN_CACHE_DIR: --compile-only fills it for the run
+from ptxgen.runtime.check.bench import _batch  # the event-timed batch ptxgen bench uses
 from ptxgen.runtime.choose import choose_spec
 
 BATCH_MS = 25.0

@@ -1,6 +1,6 @@
 """Benchmark (2026-12-02): f32 outputs through the direct epilogue against the wgmma TMA-store epilogue (st.shared.v2.f32, 32-column
 chunks; ptxgen.derive.epilogue), the same kernel otherwise, on the H200. One process, alternating rounds (the order
-reversed every other round), medians; method and helpers of tools/bench_blockfp8.py (its inputs, its Launch) and ptxgen.runtime.bench.alternate_medians.
+reversed every other round), medians; method and helpers of tools/bench_blockfp8.py (its inputs, its Launch) and ptxgen.runtime.check.bench.alternate_medians.
 
     python tools/bench_f32store.py --json $OUT/bench_f32store.jsonl
 
@@ -34,8 +34,8 @@ import ptxgen.api.fp8blocks
 from ptxgen.api.select import select_spec
 from ptxgen.derive.spec import TileSpec, make_spec
 from ptxgen.isa.types import Epilogue
-from ptxgen.runtime.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
-from ptxgen.runtime.gpu import require_gpu
+from ptxgen.runtime.check.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
+from ptxgen.runtime.launch.gpu import require_gpu
 from ptxgen.runtime.choose.tune import store_variant
 
 BLOCKFP8_SHAPES = ["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"]

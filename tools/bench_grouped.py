@@ -9,7 +9,7 @@ same memory as b.transpose(-2, -1)):
   --b-major mn: b is an N-major view instead (G x K x N memory seen as G x N x K; torch gets the memory as G x K x N)
   fp8-8x2048  e4m3 with row-wise scales: ptxgen.scaled_grouped_gemm against torch._scaled_grouped_mm (bf16 out)
 
-Per case and kernel: medians of alternating rounds (ptxgen.runtime.bench.alternate: ours, torch, torch, ours, ...),
+Per case and kernel: medians of alternating rounds (ptxgen.runtime.check.bench.alternate: ours, torch, torch, ours, ...),
 each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
 useful work (2 x rows x N x K), weight bandwidth (G x N x K x 2 bytes / time) and host time per call (the Python
 call without synchronizing, averaged over many calls, the GPU kept busy by them). ptxgen writes into one
@@ -31,7 +31,7 @@ import numpy as np
 import ptxgen
 from ptxgen.derive.spec import make_spec
 from ptxgen.grouped import compile_grouped, grouped_spec, small_groups
-from ptxgen.runtime.bench import alternate
+from ptxgen.runtime.check.bench import alternate
 
 torch = None  # imported by main (tools/grouped_warm.py reads CANDIDATES without torch)
 

@@ -21,10 +21,10 @@ import ptxgen
 import ptxgen.api.fp8blocks as fp8blocks
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.bench import _batch
-from ptxgen.runtime.gpu import Kernel, require_gpu
-from ptxgen.runtime.launch import Problem, gemm_args, launch_geometry
-from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.check.bench import _batch
+from ptxgen.runtime.launch.gpu import Kernel, require_gpu
+from ptxgen.runtime.launch.launch import Problem, gemm_args, launch_geometry
+from ptxgen.runtime.compile.toolchain import compile_cuda
 
 BATCH_MS = 20.0
 

@@ -150,7 +150,7 @@ def run_model(name, args, out) -> bool:
     print(f"{name}: worst gradient error vs f32: " + ", ".join(f"{v} {e:.2e}{'' if ok[v] else ' FAIL'}" for v, e in errors.items()))
     row = {"model": name, "tokens": args.tokens, "grad_rel_err": errors, "grad_ok": ok}
     if not args.check_only:
-        from ptxgen.runtime.bench import alternate_medians
+        from ptxgen.runtime.check.bench import alternate_medians
 
         torch.cuda.synchronize()
         for _ in range(args.warmup):

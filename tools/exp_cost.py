@@ -76,7 +76,7 @@ def _emit(d: dict) -> None:
 
 
 def _bench(spec, m, n, k, iters, swap_ab=False, **extra):
-    from ptxgen.runtime.bench import bench_spec
+    from ptxgen.runtime.check.bench import bench_spec
 
     try:
         r = bench_spec(spec, m, n, k, warmup=3, iters=iters, swap_ab=swap_ab)
@@ -192,9 +192,9 @@ def band(shapes_arg: str) -> int:
     checked against its own reference; the two parts use separate inputs (only the time is compared)."""
     import torch
 
-    from ptxgen.runtime.bench import _Case, alternate
+    from ptxgen.runtime.check.bench import _Case, alternate
     from ptxgen.runtime.choose import choose
-    from ptxgen.runtime.gpu import require_gpu
+    from ptxgen.runtime.launch.gpu import require_gpu
 
     dev = require_gpu()
     for item in shapes_arg.split(","):
@@ -231,7 +231,7 @@ def _compile(d: dict) -> str:
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import TileSpec
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = TileSpec.from_json(d)
     try:

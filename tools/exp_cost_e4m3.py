@@ -138,7 +138,7 @@ def _compile(d: dict) -> str:
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.derive.spec import TileSpec
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.cache import compile_cached
+    from ptxgen.runtime.compile.cache import compile_cached
 
     spec = TileSpec.from_json(d)
     try:

@@ -94,7 +94,7 @@ def _render(spec, variant: str) -> str:
 
 
 def _compile(job: tuple[str, str, str]) -> bytes:
-    from ptxgen.runtime.toolchain import compile_cuda
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     src, name, arch = job
     return compile_cuda(src, name, arch).cubin
@@ -124,8 +124,8 @@ def run(shapes: list[str], rounds: int, old_src: str | None, json_path: str | No
 
     from bench_epilogue import paired, rotate
     from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.runtime.gpu import Kernel, require_gpu
-    from ptxgen.runtime.launch import Problem, check_problem, gemm_args, launch_geometry
+    from ptxgen.runtime.launch.gpu import Kernel, require_gpu
+    from ptxgen.runtime.launch.launch import Problem, check_problem, gemm_args, launch_geometry
 
     dev = require_gpu()
     # every kernel of every shape compiled first, in parallel
@@ -198,8 +198,8 @@ def ncu_launches(shape: str, variants: list[str], jobs: int) -> int:
     import torch
 
     from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.runtime.gpu import Kernel, require_gpu
-    from ptxgen.runtime.launch import Problem, gemm_args, launch_geometry
+    from ptxgen.runtime.launch.gpu import Kernel, require_gpu
+    from ptxgen.runtime.launch.launch import Problem, gemm_args, launch_geometry
 
     dev = require_gpu()
     m, n, k = _shape(shape)

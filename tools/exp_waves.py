@@ -128,7 +128,7 @@ def all_specs(shapes=None) -> list:
 
 
 def _bench(label, spec, swap, m, n, k, rnd, iters=10):
-    from ptxgen.runtime.bench import bench_spec
+    from ptxgen.runtime.check.bench import bench_spec
 
     try:
         r = bench_spec(spec, m, n, k, warmup=3, iters=iters, swap_ab=swap)

@@ -23,7 +23,7 @@ env_header() {
     date -u +"%Y-%m-%dT%H:%M:%SZ"
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
     python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)"
-    python3 -c "from ptxgen.runtime.toolchain import nvrtc_version; print('nvrtc', nvrtc_version())"
+    python3 -c "from ptxgen.runtime.compile.toolchain import nvrtc_version; print('nvrtc', nvrtc_version())"
     echo "commit $(git log -1 --format=%H 2>/dev/null || echo "unknown (no git history on this machine: the run's README names it)")"
   } > "$1" 2>&1
   cat "$1"

@@ -90,7 +90,7 @@ import os, sys
 sys.path.insert(0, 'tests')
 from pathlib import Path
 from test_gpu import chosen_jobs
-from ptxgen.runtime.batch import run_batch
+from ptxgen.runtime.check.batch import run_batch
 results = run_batch(chosen_jobs('sm_90a'), Path(os.environ['LOGS']) / 'chosen.jsonl', timeout_s=90)
 bad = [r for r in results if not r['passed']]
 print(f'chosen kernels: {len(results) - len(bad)} of {len(results)} pass')

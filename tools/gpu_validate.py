@@ -10,8 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from ptxgen.runtime.batch import run_batch  # noqa: E402
-from ptxgen.runtime.gpu import require_gpu  # noqa: E402
+from ptxgen.runtime.check.batch import run_batch  # noqa: E402
+from ptxgen.runtime.launch.gpu import require_gpu  # noqa: E402
 from test_gpu import gpu_jobs  # noqa: E402
 
 

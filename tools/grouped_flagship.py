@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 import ptxgen
-from ptxgen.runtime.gpu import Buffer, NoGPU, _driver, check, require_gpu
+from ptxgen.runtime.launch.gpu import Buffer, NoGPU, _driver, check, require_gpu
 
 SPEC = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="f16", out_dtype="f16", arch="sm_90a", stages=4,
             schedule="persistent", epilogue="tma", grouped="offs")

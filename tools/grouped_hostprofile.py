@@ -79,8 +79,8 @@ def main() -> int:
     args = ap.parse_args()
     import ptxgen.api.streams as streams
     import ptxgen.grouped as grouped
-    from ptxgen.runtime.arrays import read_array
-    from ptxgen.runtime.gpu import Device
+    from ptxgen.runtime.launch.arrays import read_array
+    from ptxgen.runtime.launch.gpu import Device
 
     torch = sys.modules["torch"] = fake_torch()  # after ptxgen's import: it registers no torch operator
 
@@ -99,7 +99,7 @@ def main() -> int:
 
     streams.require_gpu = lambda index=None: dev
     streams.ensure_current = lambda d: None
-    import ptxgen.runtime.gpu as gpu
+    import ptxgen.runtime.launch.gpu as gpu
 
     gpu.Kernel = Kernel
     drv = Driver()

@@ -3,7 +3,7 @@
 Per piece: microseconds per call, CALLS calls in a loop without synchronisation (fewer than the launch queue holds),
 the median of ROUNDS loops, the pieces interleaved round by round so that clock drift hits all of them. Besides the
 calls and the compiled launcher's entry points, each torch getter the dispatch key is read from (three tensors each),
-and, where the metadata reader (runtime/torchmeta.py) loaded, the hot calls with it and without it (the getters).
+and, where the metadata reader (runtime/launch/torchmeta.py) loaded, the hot calls with it and without it (the getters).
 
     python tools/host_breakdown.py [MxNxK]
 """
@@ -63,8 +63,8 @@ def main() -> int:
         "list comprehension over 3 (the lines above carry it)": lambda: [t for t in ts],
     })
     kern(a, b, out)
-    from ptxgen.runtime import torchmeta
-    from ptxgen.runtime.fastlaunch import compiled_module
+    from ptxgen.runtime.launch import torchmeta
+    from ptxgen.runtime.launch.fastlaunch import compiled_module
 
     mod = compiled_module()
     reader = torchmeta.start(torch, mod, wait=True) if mod is not None else "no compiled launcher"

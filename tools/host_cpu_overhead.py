@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from ptxgen.api import launchplan
-from ptxgen.runtime import fastlaunch
-from ptxgen.runtime.params import ParamBlock
+from ptxgen.runtime.launch import fastlaunch
+from ptxgen.runtime.launch.params import ParamBlock
 
 CALLS, ROUNDS = 20000, 15
 

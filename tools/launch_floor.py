@@ -21,8 +21,8 @@ import torch
 
 from ptxgen.api.dispatch import kernel_for
 from ptxgen.api.select import gemm_spec
-from ptxgen.runtime.gpu import Kernel
-from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.launch.gpu import Kernel
+from ptxgen.runtime.compile.toolchain import compile_cuda
 
 N, ROUNDS = 200, 15
 SOURCE = r"""

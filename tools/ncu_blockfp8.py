@@ -21,9 +21,9 @@ def launch(shape: str, variants: list[str]) -> int:
     from bench_blockfp8 import inputs, parse_variant  # this script's folder (tools/) is on sys.path
     from ptxgen.derive.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
-    from ptxgen.runtime.cache import compile_cached
-    from ptxgen.runtime.gpu import Kernel, require_gpu
-    from ptxgen.runtime.launch import Problem, gemm_args, launch_geometry
+    from ptxgen.runtime.compile.cache import compile_cached
+    from ptxgen.runtime.launch.gpu import Kernel, require_gpu
+    from ptxgen.runtime.launch.launch import Problem, gemm_args, launch_geometry
 
     dev = require_gpu()
     m, n, k = map(int, shape.split("x"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The SASS gate under a given nvcc (or, with --nvrtc, the NVRTC that cuda-python loads on this machine) (issue 19: "no local memory under CUDA 13.0's nvcc"): every sm_100a kernel under
 generated/ and every Nth sm_100a configuration of the ci grid, rendered, compiled by nvcc (not NVRTC) to a cubin
-for sm_100a, and checked by the same gate as `ptxgen build` (ptxgen.runtime.sass.check_sass: the intended MMA
+for sm_100a, and checked by the same gate as `ptxgen build` (ptxgen.runtime.compile.sass.check_sass: the intended MMA
 instructions in the main loop, LDTM, no LDL/STL, no local memory or stack).
 
     python tools/nvcc_gate.py [--nvcc /usr/local/cuda/bin/nvcc] [--ci-every 4] [--jobs 16] [--json OUT]
@@ -27,7 +27,7 @@ from ptxgen.derive.kernel import plan_kernel  # noqa: E402
 from ptxgen.derive.spec import TileSpec  # noqa: E402
 from ptxgen.emit.generated import kernel_dirs, read_layout_json  # noqa: E402
 from ptxgen.emit.render import render_kernel  # noqa: E402
-from ptxgen.runtime.sass import check_sass  # noqa: E402
+from ptxgen.runtime.compile.sass import check_sass  # noqa: E402
 
 
 def kernels(ci_every: int) -> list[TileSpec]:
@@ -45,8 +45,8 @@ def kernels(ci_every: int) -> list[TileSpec]:
 
 
 def _nvrtc_cubin(spec_json: dict, path: str) -> str:
-    """In a worker process: render and compile with NVRTC (ptxgen.runtime.toolchain.compile_cuda); '' or the error."""
-    from ptxgen.runtime.toolchain import compile_cuda
+    """In a worker process: render and compile with NVRTC (ptxgen.runtime.compile.toolchain.compile_cuda); '' or the error."""
+    from ptxgen.runtime.compile.toolchain import compile_cuda
 
     spec = TileSpec.from_json(spec_json)
     try:
@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--json", help="write one JSON line per kernel here")
     args = ap.parse_args()
-    from ptxgen.runtime.toolchain import nvrtc_version, tool
+    from ptxgen.runtime.compile.toolchain import nvrtc_version, tool
 
     nvcc = None if args.nvrtc else (args.nvcc or str(tool("nvcc")))
     cuobjdump = args.cuobjdump or (str(Path(nvcc).with_name("cuobjdump")) if nvcc else "")

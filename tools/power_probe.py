@@ -28,9 +28,9 @@ import time
 from datetime import datetime
 
 from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant, variant_spec  # this script's folder (tools/) is on sys.path
-from ptxgen.runtime.bench import _batch
-from ptxgen.runtime.gpu import require_gpu
-from ptxgen.runtime.toolchain import compile_cuda
+from ptxgen.runtime.check.bench import _batch
+from ptxgen.runtime.launch.gpu import require_gpu
+from ptxgen.runtime.compile.toolchain import compile_cuda
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 

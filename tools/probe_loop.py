@@ -26,8 +26,8 @@ import sys
 import ptxgen.api.fp8blocks
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.cache import compile_cached
-from ptxgen.runtime.gpu import require_gpu
+from ptxgen.runtime.compile.cache import compile_cached
+from ptxgen.runtime.launch.gpu import require_gpu
 
 from bench_blockfp8 import Launch, inputs, per_tensor_twin, race  # tools/ (the script's folder) is on sys.path
 

@@ -25,8 +25,8 @@ from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.shapes import WARP_THREADS
 from ptxgen.model import bfp8model
-from ptxgen.runtime.cache import compile_cached
-from ptxgen.runtime.gpu import require_gpu
+from ptxgen.runtime.compile.cache import compile_cached
+from ptxgen.runtime.launch.gpu import require_gpu
 
 from bench_blockfp8 import Launch, inputs, race  # tools/ (the script's folder) is on sys.path
 

@@ -18,7 +18,7 @@ from bench_blockfp8 import parse_variant  # this script's folder (tools/) is on 
 import ptxgen.api.fp8blocks as fb
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.toolchain import compile_cuda, run_tool
+from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """What --epilogue-order does to the main loop's SASS (no GPU: NVRTC and cuobjdump). Per kernel and order (none,
-alternate, alternate-uniform): registers, SASS instructions of the main loop (ptxgen.runtime.sass.main_loop_instructions),
+alternate, alternate-uniform): registers, SASS instructions of the main loop (ptxgen.runtime.compile.sass.main_loop_instructions),
 how many of them run on the uniform datapath (opcode starting with U: UIADD3, ULEA, ULOP3, ...), and the loop's
 WARPSYNC / VOTEU (the convergence ptxas re-establishes before wgmma), and whether the loop's opcode sequence equals the
 unordered kernel's. One more row per kernel, ``none, wg shfl``: the unordered kernel's rendered source with
@@ -17,8 +17,8 @@ import sys
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.derive.spec import make_spec
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.sass import main_loop_instructions
-from ptxgen.runtime.toolchain import compile_cuda, nvrtc_version, run_tool
+from ptxgen.runtime.compile.sass import main_loop_instructions
+from ptxgen.runtime.compile.toolchain import compile_cuda, nvrtc_version, run_tool
 
 BASE = dict(a="kmajor-sw128", b="kmajor-sw128", bk=64, dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16",
             schedule="persistent", epilogue="tma")

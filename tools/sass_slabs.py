@@ -8,8 +8,8 @@ import re
 from ptxgen.api.fp8blocks import slabs_spec, tma_scales_spec
 from ptxgen.derive.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.runtime.sass import check_sass
-from ptxgen.runtime.toolchain import compile_cuda, run_tool
+from ptxgen.runtime.compile.sass import check_sass
+from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
 KERNELS = [("cs2 tma bf16", slabs_spec()), ("cs2 tma f32", slabs_spec("f32")), ("cs2 smem bf16", slabs_spec(fp8_scale_load="smem")),
            ("cs2 direct bf16 s4", slabs_spec(epilogue="direct", stages=4)), ("reference: tma_scales_spec 192x128", tma_scales_spec())]

@@ -4,7 +4,7 @@ the seed tile (wall seconds, and CPU seconds: user + sys of the child). Run from
     PYTHONPATH=$PWD python tools/startup_times.py [--runs 5] [--out /tmp/ptxgen-times]
 
 One untimed build first fills the caches (the kernel, its SASS, the toolchain's versions, the templates' bytecode,
-the build memo). ``--full`` removes the build memo (ptxgen.runtime.buildmemo) before each timed build, so each
+the build memo). ``--full`` removes the build memo (ptxgen.runtime.compile.buildmemo) before each timed build, so each
 renders, draws and checks the kernel again, as the first build after an edit of ptxgen does. ``--floor`` adds what
 the interpreter alone costs here, with the standard modules the commands import, and with jinja2 and numpy.
 Python writes .pyc files as usual (PYTHONDONTWRITEBYTECODE is removed for the children). On a machine shared
@@ -49,7 +49,7 @@ def timed(argv: list[str], env: dict) -> tuple[float, float]:
 
 def forget_builds() -> None:
     from ptxgen.cachedir import cache_dir
-    from ptxgen.runtime.cache import BUILDS_FOLDER
+    from ptxgen.runtime.compile.cache import BUILDS_FOLDER
 
     for p in (cache_dir() / BUILDS_FOLDER).glob("*.json"):
         p.unlink()

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ptxgen import make_spec
-from ptxgen.runtime import toolchains
+from ptxgen.runtime.compile import toolchains
 
 
 def streamk_specs() -> dict:

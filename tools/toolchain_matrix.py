@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from ptxgen.derive.spec import TileSpec  # noqa: E402
 from ptxgen.emit.generated import kernel_dirs, read_layout_json  # noqa: E402
-from ptxgen.runtime import toolchains  # noqa: E402
+from ptxgen.runtime.compile import toolchains  # noqa: E402
 
 
 def kernels(ci_every: int) -> list[TileSpec]:

@@ -24,9 +24,9 @@ call of any op will do, without a GPU: :func:`plan`).
 from __future__ import annotations
 
 from ..derive.spec import make_spec
-from ..runtime.arrays import ArgumentError, DTypeError
-from ..runtime.gpu import NoGPU
-from ..runtime.launch import ProblemError
+from ..runtime.launch.arrays import ArgumentError, DTypeError
+from ..runtime.launch.gpu import NoGPU
+from ..runtime.launch.launch import ProblemError
 from .binding import Binding, bind, operand_major
 from .dispatch import gemm, kernel_for
 from .kernel import CompiledKernel, LaunchConfig, compile

@@ -4,7 +4,7 @@ dimension, the batch the outer index of the tile walk; ptxgen.derive.tma, docs/b
 
 Binding checks each batch's plane exactly as a 2-D call's arrays are checked (``binding.bind``: dtypes, majorness,
 leading dimensions, alignment, devices), then the batch dimension: equal batch counts, batch strides that keep the
-batches apart and 16-byte aligned (``runtime.launch.problem_errors``), ``out`` not overlapping an input anywhere.
+batches apart and 16-byte aligned (``runtime.launch.launch.problem_errors``), ``out`` not overlapping an input anywhere.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import replace
 
 from ..derive.spec import TileSpec
 from ..isa.types import Batch
-from ..runtime.arrays import ArgumentError, ArrayInfo
-from ..runtime.launch import Problem, check_problem, global_shape
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo
+from ..runtime.launch.launch import Problem, check_problem, global_shape
 from .binding import Binding, _pad, bind, check_no_alias
 
 _BATCH = "a B x M x K a with a B x N x K (or a shared N x K) b; out = a @ b.transpose(-1, -2), B x M x N"

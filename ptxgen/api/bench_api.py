@@ -10,7 +10,7 @@ Per shape (bf16, K-major A and B, ``out`` given to every side):
 * ``single_call_ratio``: one call alone between two CUDA events, the GPU idle before it (synchronised), so the
   host's time to launch is in the measurement; medians over alternating rounds (ours, torch, torch, ours, ...);
   torch's time / ours (above 1: ptxgen is faster), against ``torch.matmul(a, b.t(), out=o)``;
-* ``back_to_back_ratio``: many calls back to back between events (``runtime.bench.alternate``), the same ratio.
+* ``back_to_back_ratio``: many calls back to back between events (``runtime.check.bench.alternate``), the same ratio.
 
 Every side's output is checked against ``torch.mm`` in float32 (relative error below 1e-2) before timing.
 """
@@ -23,7 +23,7 @@ from .bench_ops import single_ratio as _single_ratio
 
 
 def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 30) -> dict:
-    from ..runtime.bench import alternate
+    from ..runtime.check.bench import alternate
     from .dispatch import gemm, kernel_for
     from .select import gemm_spec
 
@@ -85,7 +85,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
     import json
     import sys
 
-    from ..runtime.gpu import NoGPU, require_gpu
+    from ..runtime.launch.gpu import NoGPU, require_gpu
     from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK
 
     try:
@@ -97,7 +97,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
         dev = require_gpu()
         if not torch.cuda.is_available():
             raise NoGPU("torch sees no CUDA device")
-        from ..runtime.fastlaunch import compiled_module
+        from ..runtime.launch.fastlaunch import compiled_module
 
         mod = compiled_module()
         launcher = "compiled" if mod is not None else "ctypes"
@@ -105,7 +105,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
               file=sys.stderr if as_json else sys.stdout, flush=True)
         reader = "none"
         if mod is not None:  # the steady state: the metadata reader loaded (or built, once) before anything is timed
-            from ..runtime import torchmeta
+            from ..runtime.launch import torchmeta
 
             reader = torchmeta.start(torch, mod, wait=True)
             built = torchmeta.build_seconds()

@@ -11,7 +11,7 @@ process, on the same inputs (``--op gemm`` is ``bench_api``'s own row).
 
 Each row: host µs per call of both sides (``host_us``: loops without synchronisation, the sides interleaved
 round by round), ``single_call_ratio`` (one call alone between events, torch's time / ours) and ``back_to_back_ratio``
-(``runtime.bench.alternate``), outputs checked against torch's (relative error at most 1e-2; FP8 sides against torch's
+(``runtime.check.bench.alternate``), outputs checked against torch's (relative error at most 1e-2; FP8 sides against torch's
 FP8 result, which reads the same quantised inputs).
 """
 
@@ -134,7 +134,7 @@ _SETUP = {"fused": _fused, "batched": _batched, "grouped": _grouped, "scaled_gro
 
 def bench_op_shape(torch, op: str, m: int, n: int, k: int, seed: int = 0, rounds: int = 30) -> dict:
     """One row of ``--op OP`` (not gemm): host µs, single-call and back-to-back ratios, the output checked."""
-    from ..runtime.bench import alternate
+    from ..runtime.check.bench import alternate
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     ours, result, base = _SETUP[op](torch, m, n, k, gen)

@@ -9,7 +9,7 @@
 ``ptxgen.api.fp8blocks.gemm``) and walks the door's own decisions, calling the functions the door calls (``select``'s
 choosers, ``dispatch``'s packing rules, ``fused``'s chain checks, ``grouped.grouped_decision``, ``fp8blocks.chosen_spec``,
 and the bindings that check every argument), with the arch and SM count of ``device``. Arrays are read through
-``runtime.arrays.read_array``, which reads only metadata (a torch tensor's attributes, ``__cuda_array_interface__``, the
+``runtime.launch.arrays.read_array``, which reads only metadata (a torch tensor's attributes, ``__cuda_array_interface__``, the
 DLPack capsule's shape and strides): no data is touched, nothing is compiled or launched. A torch tensor on the meta
 device stands for a CUDA tensor of the same shape, strides and storage offset (each in an allocation of its own).
 
@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 
 from ..derive.spec import TileSpec
 from ..isa.types import Batch, DMajor, SpecError
-from ..runtime.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.gpu import NoGPU
-from ..runtime.launch import ProblemError
+from ..runtime.launch.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch.gpu import NoGPU
+from ..runtime.launch.launch import ProblemError
 
 __all__ = ["CallPlan", "DEVICES", "OPS", "Path", "plan"]
 
@@ -422,7 +422,7 @@ def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, pac
     import ptxgen.grouped as grouped
 
     from ..derive.kernel import plan_kernel
-    from ..runtime.grouped import check_grouped_problem
+    from ..runtime.launch.grouped import check_grouped_problem
     from .groupedbind import _bind_scales, bind_block_scales, bind_grouped
     from .groupedpack import packed_info
 

@@ -21,8 +21,8 @@ import threading
 
 from ..derive.spec import TileSpec
 from ..isa.types import Batch, DMajor, Major
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.launch import ROW_ALIGN_BYTES
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch.launch import ROW_ALIGN_BYTES
 from . import fused, launchplan, streams
 from .batched import batch_kind, plane
 from .batched import operand_problem as batched_operand_problem

@@ -25,9 +25,9 @@ from ..derive.bfp8tiles import few_tiles, pick_tile, tile_count
 from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
 from ..derive.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.fastlaunch import launcher
-from ..runtime.launch import gemm_launches, workspace_bytes
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch.fastlaunch import launcher
+from ..runtime.launch.launch import gemm_launches, workspace_bytes
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
 from .fp8launch import Fp8Launch, Fp8Table, info_key
@@ -239,7 +239,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
 
 def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
     """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.fp8launch)."""
-    from ..runtime import tensormap
+    from ..runtime.launch import tensormap
 
     kern, grid, block = launch
     ai, bi, oi, sa, sb = infos

@@ -7,7 +7,7 @@ its absence), the requested output type and the spec asked for (None: ``chosen_s
 key and scale_a's alignment, which the key holds too). Pointers are not in it: a :class:`Fp8Launch` checks them per call
 (A, B, D 16-byte aligned; scale_a 16 bytes with its tensor map, else 4; scale_b 4; ``out`` apart from A and B), points
 its parameter block at them (launchplan.build_params' slots: a tensor map re-encoded only for a pointer not among its
-last few, runtime.params.MapSlot) and launches once. A pointer that breaks a rule sends the call down the slow path,
+last few, runtime.launch.params.MapSlot) and launches once. A pointer that breaks a rule sends the call down the slow path,
 which says what is wrong. A stream-K kernel's workspace is its stream's (launchplan.streamk_workspace, per call: a graph
 capture gets its own). Empty problems are not prepared.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import threading
 
 from ..derive.kernel import KernelPlan
-from ..runtime.fastlaunch import compiled_launcher
-from ..runtime.launch import Problem
+from ..runtime.launch.fastlaunch import compiled_launcher
+from ..runtime.launch.launch import Problem
 from .binding import overlaps
 from .launchplan import build_params, launch_checked
 

@@ -24,8 +24,8 @@ from ..derive.fusion import ChainSpec
 from ..derive.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.launch import gemm_args, launch_geometry
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch.launch import gemm_args, launch_geometry
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
 from .fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem

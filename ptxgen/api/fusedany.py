@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from .packing import PACKABLE, narrow_copy_bytes, packed_copy, warn_once
 from .select import narrow_spec_for_arrays
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 
 from ..derive.spec import TileSpec
 from ..isa.types import Grouping, Major
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError
-from ..runtime.grouped import GroupedProblem
-from ..runtime.launch import ROW_ALIGN_BYTES, ProblemError
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
+from ..runtime.launch.grouped import GroupedProblem
+from ..runtime.launch.launch import ROW_ALIGN_BYTES, ProblemError
 from .binding import _array_dtype, _check_aligned, _check_devices, _dtype_words
 
 

@@ -4,7 +4,7 @@ patched per call, one cuLaunchKernel.
 What depends only on shapes, strides, dtypes and the device (the binding's and the problem's checks, the kernel
 load, the grid, every integer parameter, the tensor maps' extents and strides) is built once by the slow path in
 ``ptxgen.grouped``; a repeat call reads the tensors' pointers, checks their alignment, writes them into the block
-(``runtime.params``: a tensor map re-encoded only when its pointer changed, and cached per pointer) and launches.
+(``runtime.launch.params``: a tensor map re-encoded only when its pointer changed, and cached per pointer) and launches.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name
-from ..runtime.gpu import CudaError
-from ..runtime.grouped import GroupedProblem
+from ..runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name
+from ..runtime.launch.gpu import CudaError
+from ..runtime.launch.grouped import GroupedProblem
 from . import streams
 from .kernel import _record_torch_stream
 from .streams import stream_handle
@@ -37,7 +37,7 @@ class GroupedLaunch:
     """A prepared grouped launch: what depends only on shapes, strides, dtypes and the device, built once by the
     slow path (the binding's checks, the problem's checks, the kernel load, the grid, a pre-packed parameter
     block with every integer written). A call then checks the pointers' alignment, writes them into the block
-    (a tensor map re-encoded only when its pointer changed, ``runtime.params.MapSlot``) and launches once."""
+    (a tensor map re-encoded only when its pointer changed, ``runtime.launch.params.MapSlot``) and launches once."""
 
     def __init__(self, block, slots: dict, shape: tuple, driver, dev, problem: GroupedProblem, out_dtype: str, name: str):
         self.block, self.params = block, block.address

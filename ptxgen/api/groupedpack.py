@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..runtime.arrays import ArgumentError, ArrayInfo
-from ..runtime.launch import ROW_ALIGN_BYTES
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo
+from ..runtime.launch.launch import ROW_ALIGN_BYTES
 from .groupedbind import _k_major_b, _k_major_rows, _n_major_b, b_is_n_major
 from .packing import PACKABLE, copy_into, out_problem, packed_copy, packed_info, warn_once  # noqa: F401 (re-exported)
 

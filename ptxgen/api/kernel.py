@@ -10,10 +10,10 @@ from pathlib import Path
 from ..derive.kernel import KernelPlan, plan_kernel
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DMajor
-from ..runtime.arrays import ArrayInfo, read_array
-from ..runtime.fastlaunch import compiled_module, launcher
-from ..runtime.gpu import Device, NoGPU
-from ..runtime.launch import Problem, launch_geometry, split_problem
+from ..runtime.launch.arrays import ArrayInfo, read_array
+from ..runtime.launch.fastlaunch import compiled_module, launcher
+from ..runtime.launch.gpu import Device, NoGPU
+from ..runtime.launch.launch import Problem, launch_geometry, split_problem
 from . import launchplan, streams
 from .batched import bind_any
 from .binding import _allocate_out, span_bytes
@@ -111,7 +111,7 @@ class CompiledKernel(launchplan.KernelBase):
     # -- launching -------------------------------------------------------------------------------
     def load(self, device: Device | int | None = None):
         """Load the cubin into a device's primary context now (done lazily by the first call on that device); the
-        module of that device (a ``runtime.gpu.Kernel``). ``device``: a Device, an ordinal, or None (the device whose
+        module of that device (a ``runtime.launch.gpu.Kernel``). ``device``: a Device, an ordinal, or None (the device whose
         context is current on this thread, else cuda:0). One module per device: calls on cuda:1 launch cuda:1's."""
         return self._module(device)[0]
 
@@ -123,7 +123,7 @@ class CompiledKernel(launchplan.KernelBase):
             with self._lock:
                 mod = self._modules.get(dev.index)
                 if mod is None:
-                    from ..runtime import gpu
+                    from ..runtime.launch import gpu
 
                     self._require_arch(dev)
                     with streams.on_device(dev):
@@ -261,11 +261,11 @@ def compile(spec: TileSpec | dict | None = None, /, *, options: tuple[str, ...] 
 
     ``spec``: a TileSpec, a spec dict (``TileSpec.to_json()``), or None with the spec's fields as keywords
     (``compile(bm=128, bn=128, bk=64, a="kmajor-sw128", ...)``, as :func:`make_spec`). ``options``: extra NVRTC
-    options. ``cache``: True uses the on-disk cache (``ptxgen.runtime.cache``), a path uses that folder,
+    options. ``cache``: True uses the on-disk cache (``ptxgen.runtime.compile.cache``), a path uses that folder,
     False compiles afresh.
     """
     from ..emit.render import render_kernel
-    from ..runtime.cache import compile_cached
+    from ..runtime.compile.cache import compile_cached
 
     if isinstance(options, str) or not all(isinstance(o, str) for o in options):
         raise TypeError(f"options is a tuple of NVRTC option strings, e.g. ('-lineinfo',), not {options!r}")
@@ -280,7 +280,7 @@ def compile(spec: TileSpec | dict | None = None, /, *, options: tuple[str, ...] 
     plan = plan_kernel(spec)
     source = render_kernel(plan)
     if cache is False:
-        from ..runtime.toolchain import compile_cuda
+        from ..runtime.compile.toolchain import compile_cuda
 
         compiled = compile_cuda(source, spec.kernel_name, spec.arch.value, tuple(options))
         return CompiledKernel(spec, plan, source, compiled)

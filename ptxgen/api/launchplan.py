@@ -3,10 +3,10 @@
 The dispatch key is what decides the kernel and its launch: each array's shape, strides, dtype and device
 (and, for :func:`ptxgen.gemm`, the requested output type). Pointers are not in it: a :class:`Launch` checks
 them per call (16-byte aligned, ``out`` not overlapping an input), writes them into its pre-packed
-parameter block (re-encoding a tensor map only when its pointer changed, see ``runtime.params``) and calls
+parameter block (re-encoding a tensor map only when its pointer changed, see ``runtime.launch.params``) and calls
 ``cuLaunchKernel`` once. No spec, no derivation, no JSON, no hashing, no synchronisation on that path.
 
-Where the compiled launcher was built (``runtime.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
+Where the compiled launcher was built (``runtime.launch.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
 and every launch goes through it; for torch tensors the whole hot call (dispatch key, lookup, pointers,
 checks, launch) is one C call: ``CompiledKernel``'s call itself (:data:`KernelBase`) and ``ptxgen.gemm``'s
 :func:`hot_table`, each remembering its table's last hit and comparing a call's metadata with it field by field
@@ -20,11 +20,11 @@ import threading
 
 from ..derive.abi import SFA_MAP
 from ..derive.kernel import KernelPlan
-from ..runtime.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
-from ..runtime.gpu import CudaError
-from ..runtime.errors import ProblemError
-from ..runtime.launch import C_MAP, Problem, c_map_args, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
-from ..runtime.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
+from ..runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
+from ..runtime.launch.gpu import CudaError
+from ..runtime.launch.errors import ProblemError
+from ..runtime.launch.launch import C_MAP, Problem, c_map_args, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
+from ..runtime.launch.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 from .binding import overlaps
 
 TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32", "e4m3": "float8_e4m3fn"}
@@ -124,7 +124,7 @@ def allocate_device_bytes(nbytes: int, torch_like=None, device_index: int = 0) -
     if torch_like is not None:
         t = torch_like.new_empty((nbytes,), dtype=sys.modules["torch"].uint8)
         return t.data_ptr(), t
-    from ..runtime.gpu import Buffer
+    from ..runtime.launch.gpu import Buffer
     from . import streams
 
     with streams.on_device(streams.device(device_index)):
@@ -155,7 +155,7 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
         raise CudaError(f"cuStreamIsCapturing failed: {error_name(rc)} ({rc})")
     if status:  # capturing (or a capture invalidated: the launch that follows fails as the driver says)
         if torch_like is None:
-            from ..runtime.arrays import ArgumentError
+            from ..runtime.launch.arrays import ArgumentError
 
             raise ArgumentError("a stream-K kernel inside a CUDA graph capture takes torch tensors (its workspace comes from "
                                 "the graph's memory pool); pass torch tensors, or capture a kernel compiled with stream_k=1")
@@ -439,7 +439,7 @@ def tensor_type():
             mod = compiled_module()
             if mod is not None:
                 mod.set_tensor_type(t)
-                from ..runtime import torchmeta
+                from ..runtime.launch import torchmeta
 
                 torchmeta.start(torch, mod)  # the metadata reader: loaded, or built in the background (optional)
     return t

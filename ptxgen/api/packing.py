@@ -14,8 +14,8 @@ import warnings
 from dataclasses import replace
 
 from ..isa.types import Major
-from ..runtime.arrays import ArrayInfo
-from ..runtime.launch import ROW_ALIGN_BYTES
+from ..runtime.launch.arrays import ArrayInfo
+from ..runtime.launch.launch import ROW_ALIGN_BYTES
 from .select import _INPUT_ARRAY_DTYPES
 
 PACKABLE = ("torch", "cupy")

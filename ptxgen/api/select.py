@@ -9,7 +9,7 @@ from contextvars import ContextVar
 
 from ..derive.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
-from ..runtime.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from . import streams
 from .binding import _check_2d, _check_strides, _dtype_words, operand_major
 
@@ -103,7 +103,7 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
     s32 for integers). ``lda``/``ldb``: the K-major operands' row pitch in elements (None: tight rows); the
     choice depends on whether rows start on a 32-byte sector (``ptxgen.runtime.choose``). The third value: the spec
     is swap-AB's (``allow_swap``; chosen_by swap-ab): called as ``kernel(b, a, out.T)``, its D M-major. ``device``: the
-    ``runtime.gpu.Device`` the call runs on (None: the first GPU in use, else none known, e.g. ``gemm_spec(arch=...)``
+    ``runtime.launch.gpu.Device`` the call runs on (None: the first GPU in use, else none known, e.g. ``gemm_spec(arch=...)``
     on a machine with no GPU): its calibration, tuning table and SM count (``runtime.choose.calibration``)."""
     out = _check_out_dtype(dtype, out_dtype)
     if dtype in _TUNED_DTYPES and a_major is Major.K and b_major is Major.K:

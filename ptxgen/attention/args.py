@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..isa.types import DType
-from ..runtime.arrays import ArgumentError, DTypeError
+from ..runtime.launch.arrays import ArgumentError, DTypeError
 from .spec import HEAD_DIMS
 
 TORCH_DTYPES = {"bfloat16": DType.BF16, "float16": DType.F16}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..runtime.cache import compile_cached, sass_dumps
-from ..runtime.sass import function_resources, parse_instructions
+from ..runtime.compile.cache import compile_cached, sass_dumps
+from ..runtime.compile.sass import function_resources, parse_instructions
 from .plan import AttentionPlan, plan_attention
 from .render import render
 from .spec import AttentionSpec

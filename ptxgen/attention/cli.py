@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     if out.exists() and not out.is_dir():
         print(f"ptxgen: error: --out {args.out}: exists and is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    from ..runtime.toolchain import CompileError
+    from ..runtime.compile.toolchain import CompileError
     from .build import build
 
     try:

@@ -1,5 +1,5 @@
 """``ptxgen.attention``: the runtime entry. Checks the arguments, picks the tile, builds (once per spec) and launches
-through the project's launcher (``runtime.fastlaunch.launcher``: one cuLaunchKernel over a pre-packed ParamBlock).
+through the project's launcher (``runtime.launch.fastlaunch.launcher``: one cuLaunchKernel over a pre-packed ParamBlock).
 
 The slow path (first call with a dispatch key: shapes, strides, dtype, device, causal, scale, return_lse) builds a
 :class:`PreparedAttention`; later calls with that key check the arguments, write pointers and launch."""
@@ -11,8 +11,8 @@ import sys
 import threading
 
 from ..isa.tensormap import L2_PROMOTION_128B, TMA_DATA_TYPE_OF, TmaSwizzle
-from ..runtime.params import MapSlot, ParamBlock, PtrSlot
-from ..runtime.tensormap import TensorMapArgs
+from ..runtime.launch.params import MapSlot, ParamBlock, PtrSlot
+from ..runtime.launch.tensormap import TensorMapArgs
 from .args import AttentionProblem, check_arguments
 from .build import build
 from .spec import AttentionSpec
@@ -50,7 +50,7 @@ def _kernel(spec: AttentionSpec, device_index: int):
             k = _KERNELS.get(key)
             if k is None:
                 from ..api.streams import ensure_current
-                from ..runtime import gpu
+                from ..runtime.launch import gpu
 
                 dev = gpu.require_gpu(device_index)
                 if dev.arch is not spec.arch:
@@ -65,7 +65,7 @@ def _kernel(spec: AttentionSpec, device_index: int):
 
 class PreparedAttention:
     """Everything one dispatch key needs, built once: the kernel, the grid, a pre-packed parameter block whose three
-    tensor maps are re-encoded only when their pointer changes (``runtime.params.MapSlot``, which also remembers the
+    tensor maps are re-encoded only when their pointer changes (``runtime.launch.params.MapSlot``, which also remembers the
     last few pointers' maps), and the pointer slots of O and LSE. A call writes pointers and launches."""
 
     def __init__(self, spec: AttentionSpec, plan, func: int, p: AttentionProblem, q, k, v, out, scale: float, drv):
@@ -115,7 +115,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    from ..runtime.fastlaunch import error_name, launcher
+    from ..runtime.launch.fastlaunch import error_name, launcher
 
     key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule)
     prep = _PREPARED.get(key)
@@ -129,7 +129,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
     spec = prep.spec
     rc = prep.run(q, k, v, out, lse, torch.cuda.current_stream(q.device).cuda_stream)
     if rc:
-        from ..runtime.gpu import CudaError
+        from ..runtime.launch.gpu import CudaError
 
         raise CudaError(f"cuLaunchKernel({spec.kernel_name}) failed: {error_name(rc)} ({rc})")
     return (out, lse) if return_lse else out

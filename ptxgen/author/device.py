@@ -1,12 +1,12 @@
 """A minimal device array for kernels of one's own when neither torch (CUDA) nor CuPy is at hand: raw codes uploaded
-into a ``ptxgen.runtime.gpu.Buffer``, exposed through ``__cuda_array_interface__`` so the launch reads it as it reads a
+into a ``ptxgen.runtime.launch.gpu.Buffer``, exposed through ``__cuda_array_interface__`` so the launch reads it as it reads a
 torch tensor or a CuPy array."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.arrays import ITEMSIZE
+from ..runtime.launch.arrays import ITEMSIZE
 
 _NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32", "u8": "uint8", "s8": "int8",
           "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
@@ -17,12 +17,12 @@ class DeviceArray:
     """A C-contiguous device array of raw element codes (``dtype``: ptxgen's name, e.g. "bf16")."""
 
     def __init__(self, shape: tuple[int, ...], dtype: str):
-        from ..runtime.gpu import Buffer, require_gpu
+        from ..runtime.launch.gpu import Buffer, require_gpu
 
         require_gpu()  # cuInit and the primary context, current on this thread
         self.shape, self.ptxgen_dtype = tuple(int(s) for s in shape), dtype
         self.itemsize = ITEMSIZE[dtype]
-        self.dtype = _NAMES[dtype]  # read by ptxgen.runtime.arrays (bf16 has no typestr of its own)
+        self.dtype = _NAMES[dtype]  # read by ptxgen.runtime.launch.arrays (bf16 has no typestr of its own)
         self.buffer = Buffer(max(1, int(np.prod(self.shape))) * self.itemsize)
 
     @classmethod

@@ -3,10 +3,10 @@
 :class:`Kernel` is the declaration (name, template text or file, parameters, block, shared memory, the SASS counts
 to expect, the plans the template reads); :func:`build` renders it with the project's jinja2 environment
 (``StrictUndefined``: a misspelt name is an error, not an empty string; ``{% import "author/pieces.cuh.j2" %}``
-works), compiles it through the project's compile cache (ptxgen.runtime.cache), checks the SASS
-(ptxgen.runtime.sass.check_counts) and returns a :class:`BuiltKernel`. Launching goes through the project's
-launch pieces: the pre-packed parameter block and tensor-map slots (ptxgen.runtime.params), the driver's
-cuLaunchKernel and cuTensorMapEncodeTiled (ptxgen.runtime.fastlaunch), the array readers (ptxgen.runtime.arrays).
+works), compiles it through the project's compile cache (ptxgen.runtime.compile.cache), checks the SASS
+(ptxgen.runtime.compile.sass.check_counts) and returns a :class:`BuiltKernel`. Launching goes through the project's
+launch pieces: the pre-packed parameter block and tensor-map slots (ptxgen.runtime.launch.params), the driver's
+cuLaunchKernel and cuTensorMapEncodeTiled (ptxgen.runtime.launch.fastlaunch), the array readers (ptxgen.runtime.launch.arrays).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from ..emit.env import environment
 from ..isa.types import Arch, SpecError
-from ..runtime.sass import CountReport
+from ..runtime.compile.sass import CountReport
 from .launch import Binder
 from .operand import OperandPlan
 
@@ -159,9 +159,9 @@ class SassGateError(RuntimeError):
 def build(kernel: Kernel, *, cache: bool = True, gate: bool = True) -> BuiltKernel:
     """Render, compile (NVRTC through the compile cache unless ``cache`` is False) and SASS-check ``kernel``.
     ``gate``: raise SassGateError when the check fails (False: return the kernel with its failing report)."""
-    from ..runtime.cache import CacheResult, compile_cached, sass_dumps
-    from ..runtime.sass import check_counts
-    from ..runtime.toolchain import compile_cuda
+    from ..runtime.compile.cache import CacheResult, compile_cached, sass_dumps
+    from ..runtime.compile.sass import check_counts
+    from ..runtime.compile.toolchain import compile_cuda
 
     source = kernel.render()
     if cache:

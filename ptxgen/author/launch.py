@@ -1,7 +1,7 @@
 """Launching a user's kernel through the project's launch pieces.
 
 Per dispatch key (each array's shape, strides, dtype; the scalar values are written per call) a prepared launch
-holds the pre-packed parameter block (ptxgen.runtime.params.ParamBlock), one MapSlot per tensor map (re-encoded
+holds the pre-packed parameter block (ptxgen.runtime.launch.params.ParamBlock), one MapSlot per tensor map (re-encoded
 only when its pointer changes) and one PtrSlot per pointer; a call checks the arrays, points the slots and calls
 cuLaunchKernel once on the stream (``launch_checked``, as ptxgen's GEMM launches do). Nothing is allocated or
 synchronised on that path (what a CUDA-graph capture on the caller's stream needs; not yet tested under capture).
@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 
 from ..isa.types import Arch, DType
-from ..runtime.arrays import ArgumentError, ArrayInfo, read_array
-from ..runtime.params import MapSlot, ParamBlock, PtrSlot
-from ..runtime.tensormap import tensormap_args
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, read_array
+from ..runtime.launch.params import MapSlot, ParamBlock, PtrSlot
+from ..runtime.launch.tensormap import tensormap_args
 
 TMA_GLOBAL_ALIGN = 16
 
@@ -91,7 +91,7 @@ class Binder:
         return self._prepared_for(self.bind(args), args)
 
     def _prepared_for(self, infos: list, args) -> "Prepared":
-        from ..runtime.fastlaunch import launcher
+        from ..runtime.launch.fastlaunch import launcher
 
         key = _key(self.params, infos, args)
         with self._lock:
@@ -107,8 +107,8 @@ class Binder:
     def _load_locked(self):
         if self._kernel is None:
             from ..api import streams
-            from ..runtime import gpu
-            from ..runtime.gpu import NoGPU
+            from ..runtime.launch import gpu
+            from ..runtime.launch.gpu import NoGPU
 
             dev = streams.require_gpu()
             if dev.arch is not self.arch:
@@ -120,7 +120,7 @@ class Binder:
     def launch(self, args, grid, stream=None):
         from ..api import streams
         from ..api.launchplan import launch_checked
-        from ..runtime.fastlaunch import launcher
+        from ..runtime.launch.fastlaunch import launcher
 
         infos = self.bind(args)
         prep = self._prepared_for(infos, args)  # every argument and tensor-map rule, before any GPU work

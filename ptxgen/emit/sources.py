@@ -1,7 +1,7 @@
 """Where the templates are, and the "generated, do not edit" line each generated file starts with: a leaf module.
 
 It imports neither jinja2 nor the derived plans, so code that only needs to know the generator's inputs (the
-build memo, ptxgen.runtime.buildmemo) or to write the mark stays light.
+build memo, ptxgen.runtime.compile.buildmemo) or to write the mark stays light.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK, EXIT_USAGE, clippe
 
 def _spec_for_gpu(args):
     """The spec for the GPU present: --arch defaults to the device's (sm_90a on 9.0, sm_100a on 10.x)."""
-    from .gpu import require_gpu
+    from .launch.gpu import require_gpu
 
     dev = require_gpu()
     if args.arch and args.arch != dev.arch.value:
-        from .gpu import NoGPU
+        from .launch.gpu import NoGPU
 
         raise NoGPU(
             f"--arch {args.arch} cannot run on {dev.name} (compute capability {dev.cc[0]}.{dev.cc[1]}), which runs "
@@ -29,7 +29,7 @@ def _spec_for_gpu(args):
         others = [a.value for a in Arch if a is not dev.arch and _legal_on(args, a.value)]
         if args.arch or not others:
             raise
-        from .gpu import NoGPU
+        from .launch.gpu import NoGPU
 
         need = "compute capability 10.x" if others[0] == "sm_100a" else "compute capability 9.0"
         raise NoGPU(f"the spec is {others[0]} only ({e}); {dev.name} (compute capability {dev.cc[0]}.{dev.cc[1]}) runs "
@@ -50,8 +50,8 @@ def check_before_gpu(args, shapes: list[tuple[int | None, int | None, int | None
     """Every spec and problem check that needs no GPU, before looking for one (the same exit 2 with or without a GPU):
     the spec on --arch, or (no --arch) on some arch; each problem shape against that spec. SpecError, ProblemError."""
     from ..isa.types import Arch, SpecError
-    from .launch import Problem, check_problem
-    from .vresult import default_problem
+    from .launch.launch import Problem, check_problem
+    from .check.vresult import default_problem
 
     archs = [args.arch] if args.arch else [a.value for a in Arch]
     specs, errors = [], []
@@ -81,7 +81,7 @@ def _on_no_arch(errors: dict):
 
 def check_dims(shapes: list[tuple[int, int, int]]) -> None:
     """Problem sizes every kernel needs (M, N, K in 1..2^31-1), before a spec is chosen for them."""
-    from .launch import MAX_DIM
+    from .launch.launch import MAX_DIM
 
     for shape in shapes:
         for dim, size in zip("MNK", shape):
@@ -98,7 +98,7 @@ def check_arch(arch: str | None) -> None:
 
 def refuse_block_scaled(args, command: str) -> bool:
     """Block-scaled specs are not benchmarked: exit 2 before looking for a GPU (the same answer with or without one)."""
-    from .launch import BLOCK_SCALED_BENCH_REFUSAL
+    from .launch.launch import BLOCK_SCALED_BENCH_REFUSAL
 
     if getattr(args, "scale", None) not in (None, "none"):
         print(f"ptxgen {command}: {BLOCK_SCALED_BENCH_REFUSAL}", file=sys.stderr)
@@ -107,9 +107,9 @@ def refuse_block_scaled(args, command: str) -> bool:
 
 
 def cmd_validate(args) -> int:
-    from .gpu import CudaError, NoGPU
-    from .errors import ProblemError
-    from .validate import validate_spec
+    from .launch.gpu import CudaError, NoGPU
+    from .launch.errors import ProblemError
+    from .check.validate import validate_spec
 
     try:
         check_before_gpu(args, [(args.m, args.n, args.k)])
@@ -129,8 +129,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_selftest(args) -> int:
-    from .gpu import NoGPU
-    from .selftest import run_selftest, write_json
+    from .launch.gpu import NoGPU
+    from .check.selftest import run_selftest, write_json
 
     _check_out(args.json)
     try:
@@ -181,7 +181,7 @@ def _check_out(path: str | None) -> None:
 
 
 def cmd_probe(args) -> int:
-    from .gpu import NoGPU
+    from .launch.gpu import NoGPU
 
     _check_out(args.json)
     cats = tuple(args.category or PROBE_CATEGORIES)
@@ -190,11 +190,11 @@ def cmd_probe(args) -> int:
     ok = True
     try:
         if wgmma_cats:
-            from .probe import run_probe
+            from .check.probe import run_probe
 
             report = run_probe(args.seed, wgmma_cats)
         if "tma" in cats:
-            from .probe_tma import run_tma_probe
+            from .check.probe_tma import run_tma_probe
 
             tma_report = run_tma_probe(args.seed)
             if wgmma_cats:
@@ -205,7 +205,7 @@ def cmd_probe(args) -> int:
         print(f"ptxgen probe: {clipped(e)}", file=sys.stderr)
         return EXIT_NO_GPU
     if args.json:
-        from .probe_tma import write_report  # the same JSON writer as probe.write_report
+        from .check.probe_tma import write_report  # the same JSON writer as probe.write_report
 
         write_report(report, args.json)
     if wgmma_cats:
@@ -240,7 +240,7 @@ def _shapes(args) -> list[tuple[int, int, int]]:
 
 def _bench_specs(args, shapes):
     """(spec, why) per shape: exactly the spec the tile flags give, or the tuned choice when none are given."""
-    from .gpu import require_gpu
+    from .launch.gpu import require_gpu
     from .choose import Problem, choose
     from .choose.calibrate import device_key
     from .choose.tune import check_tunable, table_entries
@@ -258,7 +258,7 @@ def _bench_specs(args, shapes):
     dev = require_gpu()
     arch = args.arch or dev.arch.value
     if arch != dev.arch.value:
-        from .gpu import NoGPU
+        from .launch.gpu import NoGPU
 
         raise NoGPU(f"--arch {arch} cannot run on {dev.name}, which runs {dev.arch.value} kernels")
     if given:
@@ -273,9 +273,9 @@ def _bench_specs(args, shapes):
 
 def cmd_bench(args) -> int:
     from ..isa.types import SpecError
-    from .bench import BaselineError, bench_spec, geomean
-    from .gpu import NoGPU
-    from .errors import ProblemError
+    from .check.bench import BaselineError, bench_spec, geomean
+    from .launch.gpu import NoGPU
+    from .launch.errors import ProblemError
 
     if refuse_block_scaled(args, "bench"):
         return EXIT_USAGE
@@ -336,7 +336,7 @@ def _tuning_to_merge(path: str | None) -> list[dict]:
 
 
 def cmd_tune(args) -> int:
-    from .gpu import NoGPU, require_gpu
+    from .launch.gpu import NoGPU, require_gpu
     from .choose.tune import tune_shape
 
     from .choose import calibrate

@@ -1,6 +1,6 @@
 """Reference measurement (issue 17): DeepGEMM's SM90 FP8 1D2D kernel (block-scaled FP8, DeepSeek recipe) on this GPU,
 beside torch's blockwise ``torch._scaled_mm`` and our default block-FP8 kernel (tools/bench_blockfp8.py's n192-s4-tma),
-the same tensors, one process, alternating rounds, medians (ptxgen.runtime.bench.alternate_medians).
+the same tensors, one process, alternating rounds, medians (ptxgen.runtime.check.bench.alternate_medians).
 
 DeepGEMM stays outside the repository: tools/ref/deepgemm_harness.cu includes its headers from the paths given here
 and builds one shared object per configuration (tools/ref/deepgemm_configs.py: DeepGEMM's own pick for the shape and
@@ -211,7 +211,7 @@ def main() -> int:
     ap.add_argument("--num-sms", type=int, default=132, help="--build-only: the SM count to compile for (H200: 132)")
     ap.add_argument("--batch-ms", type=float, default=25.0,
                     help="each timed sample launches a kernel for about this long (tools/bench_blockfp8.py: 25; "
-                         "2026-12-02-deepgemm-reference's two device calls ran before this option, at runtime.bench's 2 ms default)")
+                         "2026-12-02-deepgemm-reference's two device calls ran before this option, at runtime.check.bench's 2 ms default)")
     ap.add_argument("--extra", default="",
                     help="more configurations, comma-separated BMxBN-cCMxCN (e.g. 128x192-c1x1: the tile without "
                          "multicast), stages as DeepGEMM's rule gives them")
@@ -245,8 +245,8 @@ def main() -> int:
         return 1 if any(errors.values()) else 0
 
     import torch
-    from ptxgen.runtime.gpu import require_gpu, NoGPU
-    from ptxgen.runtime.bench import alternate_medians
+    from ptxgen.runtime.launch.gpu import require_gpu, NoGPU
+    from ptxgen.runtime.check.bench import alternate_medians
     try:
         dev = require_gpu()
     except NoGPU as e:

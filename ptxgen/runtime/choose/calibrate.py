@@ -10,7 +10,7 @@ the swap terms on this device's SM count; the stream-K forms are predicted from 
 ``fit.MIN_POINTS`` on-sector points is left out of the calibration (the chooser does not rank it there).
 
 The kernels are compiled first, in parallel (``precompile``; the budget counts it). Timing sources: ``gpu_timer`` (the kernel against cuBLAS / torch._scaled_mm in one process, output checked:
-``runtime.bench.bench_spec``), or any callable with its signature (tests: a simulated device of known speeds).
+``runtime.check.bench.bench_spec``), or any callable with its signature (tests: a simulated device of known speeds).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _compile_one(spec_json: dict) -> str:
     from ...derive.kernel import plan_kernel
     from ...derive.spec import TileSpec
     from ...emit.render import render_kernel
-    from ..cache import compile_cached
+    from ..compile.cache import compile_cached
 
     spec = TileSpec.from_json(spec_json)
     compile_cached(render_kernel(plan_kernel(spec)), spec.kernel_name, spec.arch.value)
@@ -152,8 +152,8 @@ def precompile(points: list[Point], jobs: int | None = None, log=lambda s: None)
 
 
 def gpu_timer(iters: int = 5) -> Timer:
-    """Times on the GPU present: ``runtime.bench.bench_spec`` (alternating with the baseline, output checked)."""
-    from ..bench import bench_spec
+    """Times on the GPU present: ``runtime.check.bench.bench_spec`` (alternating with the baseline, output checked)."""
+    from ..check.bench import bench_spec
 
     def timer(p: Point) -> tuple[float, float] | None:
         spec = point_spec(p)
@@ -169,9 +169,9 @@ def gpu_timer(iters: int = 5) -> Timer:
 
 
 def device_key(dev=None) -> Device:
-    """The key of ``dev`` (a ``runtime.gpu.Device``; None: the GPU present, NoGPU where there is none): name, SMs,
+    """The key of ``dev`` (a ``runtime.launch.gpu.Device``; None: the GPU present, NoGPU where there is none): name, SMs,
     clocks, memory."""
-    from .. import gpu
+    from ..launch import gpu
 
     dev = dev if dev is not None else gpu.require_gpu()
     handle = getattr(dev, "handle", None)
@@ -194,9 +194,9 @@ _KEYS: dict = {}  # device ordinal -> its key, queried once per device
 
 
 def current_device(dev=None) -> Device | None:
-    """The key of ``dev`` (the ``runtime.gpu.Device`` a call runs on), else of the first GPU this process uses
+    """The key of ``dev`` (the ``runtime.launch.gpu.Device`` a call runs on), else of the first GPU this process uses
     (``gpu.require_gpu`` was called), else None; queried once per device."""
-    from .. import gpu
+    from ..launch import gpu
 
     dev = dev if dev is not None else gpu.current()
     if dev is None:
@@ -236,11 +236,11 @@ def run(args) -> int:
     from pathlib import Path
 
     from ...status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK
-    from ..gpu import NoGPU
+    from ..launch.gpu import NoGPU
 
     try:
         device = device_key()
-        from .. import gpu
+        from ..launch import gpu
 
         if gpu.require_gpu().arch.value != ARCH:
             raise NoGPU(f"{device.name} runs {gpu.require_gpu().arch.value} kernels; the calibrated kernels are {ARCH}")

@@ -188,8 +188,8 @@ def table_entries(table: list[dict] | None = None, device: Device | None = None)
 
 def tune_shape(dtype: str, arch: str, m: int, n: int, k: int, rounds: int = 20, log=print) -> dict:
     """Bench every candidate for one shape (same process, alternating with cuBLAS); the best by ratio."""
-    from ..bench import bench_spec
-    from ..gpu import CudaError
+    from ..check.bench import bench_spec
+    from ..launch.gpu import CudaError
 
     results = []
     for spec in candidates(dtype, arch):

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import cachedir
+from ... import cachedir
 
 SOURCE = Path(__file__).with_name("_torchmeta.cpp")
 BUILD_TIMEOUT_S = 300

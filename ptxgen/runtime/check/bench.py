@@ -12,14 +12,14 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from ..derive.kernel import plan_kernel
-from ..derive.spec import TileSpec
-from ..emit.render import render_kernel
-from ..isa.types import DType, Major
-from ..status import shown
-from .gpu import Kernel, require_gpu
-from .launch import Problem, check_problem, gemm_launches, workspace_bytes
-from .cache import compile_cached
+from ...derive.kernel import plan_kernel
+from ...derive.spec import TileSpec
+from ...emit.render import render_kernel
+from ...isa.types import DType, Major
+from ...status import shown
+from ..launch.gpu import Kernel, require_gpu
+from ..launch.launch import Problem, check_problem, gemm_launches, workspace_bytes
+from ..compile.cache import compile_cached
 
 BATCH_MS = 2.0  # each timed sample launches a kernel often enough to take about this long
 

@@ -1,6 +1,6 @@
 """``ptxgen validate`` for block-scaled kernels (tcgen05 kinds mxf8f6f4, mxf4, mxf4nvf4; sm_100a).
 
-What the runner does, beyond the dense one (ptxgen.runtime.validate):
+What the runner does, beyond the dense one (ptxgen.runtime.check.validate):
 
 * **Inputs** as the kernel's tensor maps expect them: 8-bit codes (e4m3, e5m2) one a byte in the operand's major;
   e2m1 packed two a byte along K (element 2i in bits 0-3; under kind::mxf4/mxf4nvf4 the map counts bytes, K / 2 a
@@ -29,17 +29,17 @@ import time
 
 import numpy as np
 
-from ..derive.kernel import plan_kernel
-from ..derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
-from ..derive.spec import TileSpec
-from ..emit.render import render_kernel
-from ..isa.numerics import CODE_DTYPE, poison_code, random_codes, tolerance
-from ..isa.types import Major
-from ..model.mxref import block_scaled_gemm
-from .errors import ProblemError
-from .cache import compile_cached
-from .gpu import Buffer, Kernel, require_gpu, synchronize
-from .launch import Problem, gemm_launches, global_shape, packed_per_byte
+from ...derive.kernel import plan_kernel
+from ...derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
+from ...derive.spec import TileSpec
+from ...emit.render import render_kernel
+from ...isa.numerics import CODE_DTYPE, poison_code, random_codes, tolerance
+from ...isa.types import Major
+from ...model.mxref import block_scaled_gemm
+from ..launch.errors import ProblemError
+from ..compile.cache import compile_cached
+from ..launch.gpu import Buffer, Kernel, require_gpu, synchronize
+from ..launch.launch import Problem, gemm_launches, global_shape, packed_per_byte
 from .vresult import ValidationResult, device_problem, host_operand, judge
 
 SF_NAN_CODE = {"ue8m0": 0xFF, "ue4m3": 0x7F}  # OCP MX E8M0 NaN; e4m3's S.1111.111 without the sign

@@ -15,7 +15,7 @@
   (atomic on POSIX and Windows): a reader sees a whole old entry, a whole new one, or none. Processes
   that compile the same kernel at once each write a whole entry; the last rename wins and all are equal.
   The cache is best effort: a folder that cannot be written only costs the compile.
-* ``builds/``: ``ptxgen build``'s memos of the kernel folders it wrote (ptxgen.runtime.buildmemo); ``clear``
+* ``builds/``: ``ptxgen build``'s memos of the kernel folders it wrote (ptxgen.runtime.compile.buildmemo); ``clear``
   removes them with the kernels.
 * ``clear`` and eviction delete only files with ptxgen's own names (:func:`is_ours`: ``<64 hex>.cubin``,
   ``<64 hex>.sass.json``, ``builds/<64 hex>.json``, temporary files ``.ptxgen-tmp.*.tmp``), regular files, checked
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..cachedir import cache_dir, enabled
-from ..status import SettingError
+from ...cachedir import cache_dir, enabled
+from ...status import SettingError
 from .toolchain import Compiled, compile_cuda, nvrtc_version
 
 FORMAT = 2  # 2: the sha256 covers the header too
@@ -378,7 +378,7 @@ class CacheResult:
 
 
 def compile_cached(source: str, name: str, arch: str, options: tuple[str, ...] = (), folder: Path | None = None) -> CacheResult:
-    """:func:`~ptxgen.runtime.toolchain.compile_cuda` through the on-disk cache."""
+    """:func:`~ptxgen.runtime.compile.toolchain.compile_cuda` through the on-disk cache."""
     options = tuple(options)
     key = cache_key(source, arch, options)
     if not enabled():
@@ -394,7 +394,7 @@ def compile_cached(source: str, name: str, arch: str, options: tuple[str, ...] =
     return CacheResult(compiled, key, False, store(key, compiled, folder))
 
 
-BUILDS_FOLDER = "builds"  # ptxgen build's memos (ptxgen.runtime.buildmemo): <sha256 of the spec>.json, about 1 KB each
+BUILDS_FOLDER = "builds"  # ptxgen build's memos (ptxgen.runtime.compile.buildmemo): <sha256 of the spec>.json, about 1 KB each
 
 
 def clear(folder: Path | None = None) -> int:

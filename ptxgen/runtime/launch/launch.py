@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.abi import SFA_MAP
-from ..derive.kernel import KernelPlan
-from ..derive.spec import TileSpec
-from ..derive.tma import l2_promotion_for_rows
-from ..isa.types import DMajor, Loader, Major
+from ...derive.abi import SFA_MAP
+from ...derive.kernel import KernelPlan
+from ...derive.spec import TileSpec
+from ...derive.tma import l2_promotion_for_rows
+from ...isa.types import DMajor, Loader, Major
 from .errors import ProblemError
 from .gpu import KernelArgs
 
@@ -179,7 +179,7 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
     """(grid, block, dynamic shared memory bytes), from the ABI (``sm_count``: the device's multiprocessors).
 
     A persistent kernel with a cluster: the SMs do not always pair up (clusters live inside one GPC), so with
-    ``kernel`` (a loaded ptxgen.runtime.gpu.Kernel) the grid holds at most the clusters the driver says fit at once."""
+    ``kernel`` (a loaded ptxgen.runtime.launch.gpu.Kernel) the grid holds at most the clusters the driver says fit at once."""
     abi = plan.abi
     size = abi.cluster[0] * abi.cluster[1] * abi.cluster[2]
     if size > 1 and abi.persistent and kernel is not None:
@@ -189,9 +189,9 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
 
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None, extra: dict | None = None) -> KernelArgs:
     """The kernel's arguments in ABI order. ``encode`` turns tensor-map arguments into the 128-byte map
-    (default: the driver's encoder, ptxgen.runtime.tensormap.encode). ``extra``: the fused epilogue's arguments
+    (default: the driver's encoder, ptxgen.runtime.launch.tensormap.encode). ``extra``: the fused epilogue's arguments
     by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.fusion.chain_params), block-scaled
-    FP8's (SFA, SFB, lds_a, lds_b) and the block-scaled kinds' (SFA, SFB: ptxgen.runtime.bsvalidate)."""
+    FP8's (SFA, SFB, lds_a, lds_b) and the block-scaled kinds' (SFA, SFB: ptxgen.runtime.check.bsvalidate)."""
     extra = extra or {}
     own = {"A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd", "batch", "ldd_batch"}
     missing = [q.name for q in plan.abi.params if q.kind != "tensormap" and q.name not in own and q.name not in extra]
@@ -253,7 +253,7 @@ def sfa_map_args(plan: KernelPlan, ptr: int, lds_a: int, p: Problem):
     """--fp8-scale-load tma: the encode arguments of scale_a's map (derive.sfa_tma): dims (M, ceil(K / 128)), rows
     ``lds_a`` floats apart. Raises ProblemError when TMA cannot take it (scale_a not 16-byte aligned, lds_a x 4 B not a
     multiple of 16 B: M % 4 != 0 in torch's layout), before any launch."""
-    from ..derive.blockfp8 import BLOCK_K
+    from ...derive.blockfp8 import BLOCK_K
     from .tensormap import tensormap_args
 
     tma = plan.tma_plan("sfa")
@@ -309,7 +309,7 @@ def streamk_items(plan: KernelPlan, p: Problem) -> int:
 
 def streamk_zero_bytes(plan: KernelPlan) -> int:
     """Bytes at the start of a stream-K workspace that must be zero before the first launch (the flags)."""
-    from ..derive.streamk import FLAG_REGION_BYTES
+    from ...derive.streamk import FLAG_REGION_BYTES
 
     return FLAG_REGION_BYTES if plan.stream_k is not None else 0
 
@@ -338,7 +338,7 @@ def gemm_launches(plan: KernelPlan, kernel, reduce_kernel, a_ptr: int, b_ptr: in
     if plan.split is None:
         grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
         if plan.stream_k is not None:  # the owners wait for other CTAs: every CTA of the grid must be resident at once
-            from ..derive.streamk import MAX_GRID_CTAS
+            from ...derive.streamk import MAX_GRID_CTAS
 
             if not plan.abi.persistent or grid[0] > min(sm_count, MAX_GRID_CTAS):
                 raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {grid[0]} CTAs on {sm_count} SMs could "

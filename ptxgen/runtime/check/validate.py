@@ -11,13 +11,13 @@ import time
 
 import numpy as np
 
-from ..derive.kernel import plan_kernel
-from ..derive.spec import TileSpec
-from ..emit.render import render_kernel
-from ..isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
-from .cache import compile_cached
-from .gpu import Buffer, Kernel, require_gpu, synchronize
-from .launch import gemm_launches, streamk_zero_bytes, workspace_bytes
+from ...derive.kernel import plan_kernel
+from ...derive.spec import TileSpec
+from ...emit.render import render_kernel
+from ...isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
+from ..compile.cache import compile_cached
+from ..launch.gpu import Buffer, Kernel, require_gpu, synchronize
+from ..launch.launch import gemm_launches, streamk_zero_bytes, workspace_bytes
 from .vresult import ValidationResult, device_problem, host_operand, judge
 
 

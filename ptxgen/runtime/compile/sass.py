@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..derive.kernel import plan_kernel
-from ..derive.spec import TileSpec
-from ..isa.types import Arch, Epilogue, Loader
+from ...derive.kernel import plan_kernel
+from ...derive.spec import TileSpec
+from ...isa.types import Arch, Epilogue, Loader
 from .toolchain import run_tool
 
 _TCGEN05_OPCODE = {"f16": "UTCHMMA", "tf32": "UTCHMMA", "f8f6f4": "UTCQMMA", "i8": "UTCIMMA",

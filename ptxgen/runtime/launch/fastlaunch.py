@@ -7,7 +7,7 @@ and context (``libcuda.so.1`` is loaded once per process). Where ctypes cannot l
 are used instead (:func:`launcher`).
 
 Faster still, where it was built (``pip install .`` compiles it; optional): the C extension
-``ptxgen.runtime._launcher`` (``_launcher*.c``) does a prepared launch's whole hot path in one call, reading
+``ptxgen.runtime.launch._launcher`` (``_launcher*.c``) does a prepared launch's whole hot path in one call, reading
 the tensors' pointers, patching them into the block and calling ``cuLaunchKernel`` from C
 (:func:`compiled_launcher`). Without it (no C compiler at install time, ``PTXGEN_LAUNCHER=ctypes``, or a
 driver that is not libcuda's) the ctypes path above runs, writing the same bytes.
@@ -124,7 +124,7 @@ _MODULE_NAMES = ("Launcher", "Hot", "KernelBase", "forget_tables", "hot_gemm", "
 
 
 def compiled_module():
-    """The compiled launcher module (``ptxgen.runtime._launcher``), or None where it was not built or
+    """The compiled launcher module (``ptxgen.runtime.launch._launcher``), or None where it was not built or
     ``PTXGEN_LAUNCHER=ctypes`` asks for the ctypes path."""
     if not _MODULE:
         mod = None
@@ -148,7 +148,7 @@ def compiled_launcher(driver, *, func: int, grid, block, smem: int, params: Para
     """A ``_launcher.Launcher`` for a prepared launch, or None (no compiled module, or a driver whose launch
     the C code cannot call: a fake one in tests without ``c_launch``, the cuda-python fallback).
 
-    ``operands``: the slots (``runtime.params`` MapSlot, PtrSlot or SlotGroup) of A, B and D in ``params``.
+    ``operands``: the slots (``runtime.launch.params`` MapSlot, PtrSlot or SlotGroup) of A, B and D in ``params``.
     ``driver.c_launch``: 0 for libcuda's cuLaunchKernel, else the address of a function with its signature.
     ``masks``: (A and B, D) pointer alignment masks (a pointer with any of those bits set is declined)."""
     mod = compiled_module()

@@ -2,9 +2,9 @@
 
 :func:`tensormap_args` is pure Python: it fills in the pointer, the problem extents and the row
 stride, and checks every rule of ``cuTensorMapEncodeTiled`` that can be checked without a driver,
-raising :class:`~ptxgen.runtime.errors.ProblemError` that names the rule. :func:`encode` then asks the
+raising :class:`~ptxgen.runtime.launch.errors.ProblemError` that names the rule. :func:`encode` then asks the
 driver for the 128 opaque bytes (it needs ``libcuda``; the bytes are passed to a kernel as a
-``__grid_constant__`` parameter through :class:`~ptxgen.runtime.gpu.KernelArgs` kind ``"tensormap"``).
+``__grid_constant__`` parameter through :class:`~ptxgen.runtime.launch.gpu.KernelArgs` kind ``"tensormap"``).
 
 The binding used (cuda-python ``cuda.bindings.driver``, 12.x and 13.x)::
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from ..isa.tensormap import (
+from ...isa.tensormap import (
     UNPACKED_BOX_INNER_ELEMENTS,
     UNPACKED_GLOBAL_ADDRESS_ALIGN,
     UNPACKED_GLOBAL_DIM0_MULTIPLE,

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..emit.probe_render import TMA_PROBE_DYNAMIC_SMEM, TMA_PROBE_IMAGE_BYTES, TMA_PROBE_THREADS, render_tma_probe
-from ..isa.tensormap import INTERLEAVE_NONE, L2_PROMOTION_256B, OOB_FILL_ZERO, TmaDataType, TmaSwizzle
+from ...emit.probe_render import TMA_PROBE_DYNAMIC_SMEM, TMA_PROBE_IMAGE_BYTES, TMA_PROBE_THREADS, render_tma_probe
+from ...isa.tensormap import INTERLEAVE_NONE, L2_PROMOTION_256B, OOB_FILL_ZERO, TmaDataType, TmaSwizzle
 
 ANCHORS = ("address", "destination")
 SWIZZLES = ("none", "32B", "64B", "128B")
@@ -193,7 +193,7 @@ def global_bytes(case: TmaCase, tensor: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 def model_image(case: TmaCase, tensor: np.ndarray, anchor: str, dst: int | None = None) -> np.ndarray:
     """The write model's image of ``case`` (at destination ``dst``, default the case's)."""
-    from ..model import tmamodel  # the independent write model
+    from ...model import tmamodel  # the independent write model
 
     dst = case.dst_offset if dst is None else dst
     image = np.zeros(TMA_PROBE_IMAGE_BYTES, dtype=np.uint8)
@@ -247,7 +247,7 @@ def compare(case: TmaCase, tensor: np.ndarray, hw: np.ndarray) -> TmaCase:
 # ------------------------------------------------------------------------------------------------
 class TmaProber:
     def __init__(self, seed: int = 0):
-        from .gpu import NoGPU, require_gpu
+        from ..launch.gpu import NoGPU, require_gpu
 
         self.device = require_gpu()
         if self.device.cc[0] < 9:
@@ -258,8 +258,8 @@ class TmaProber:
         self.broken: str | None = None  # set when the context is lost: later cases are not run
 
     def kernel(self, box_bytes: int):
-        from .gpu import Kernel
-        from .toolchain import compile_cuda
+        from ..launch.gpu import Kernel
+        from ..compile.toolchain import compile_cuda
 
         if box_bytes not in self.kernels:
             name, src = render_tma_probe(box_bytes)
@@ -270,8 +270,8 @@ class TmaProber:
     def hardware_image(self, case: TmaCase, tensor: np.ndarray) -> np.ndarray:
         """Launch one copy and return the 1024-aligned smem image (raises CudaError / ProblemError).
         ``case.failed_at`` tracks the step: encode, launch, synchronize, download."""
-        from .gpu import Buffer, CudaError, KernelArgs, synchronize
-        from .tensormap import encode, tensormap_args
+        from ..launch.gpu import Buffer, CudaError, KernelArgs, synchronize
+        from ..launch.tensormap import encode, tensormap_args
 
         case.failed_at = "load"
         kernel = self.kernel(case.box_bytes)
@@ -300,8 +300,8 @@ class TmaProber:
                     pass
 
     def run(self, case: TmaCase, index: int) -> TmaCase:
-        from .gpu import CudaError
-        from .errors import ProblemError
+        from ..launch.gpu import CudaError
+        from ..launch.errors import ProblemError
 
         case.seed = self.seed * 1_000_003 + index
         if self.broken:
@@ -333,7 +333,7 @@ class TmaProber:
 
 
 def _repo_root() -> str:
-    return str(Path(__file__).resolve().parent.parent.parent)
+    return str(Path(__file__).resolve().parents[3])
 
 
 def run_isolated(case: TmaCase, seed: int, index: int) -> TmaCase:
@@ -341,7 +341,7 @@ def run_isolated(case: TmaCase, seed: int, index: int) -> TmaCase:
     case.seed = seed * 1_000_003 + index
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_repo_root(), env.get("PYTHONPATH", "")) if p)
-    cmd = [sys.executable, "-m", "ptxgen.runtime.probe_tma", "--one", json.dumps(case.to_json()), "--seed", str(seed)]
+    cmd = [sys.executable, "-m", "ptxgen.runtime.check.probe_tma", "--one", json.dumps(case.to_json()), "--seed", str(seed)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
@@ -439,9 +439,9 @@ def write_report(report: dict, path: str) -> None:
 def _main(argv: list[str]) -> int:
     import argparse
 
-    from .gpu import NoGPU
+    from ..launch.gpu import NoGPU
 
-    p = argparse.ArgumentParser(prog="python -m ptxgen.runtime.probe_tma", description="run one TMA probe case (JSON) in this process")
+    p = argparse.ArgumentParser(prog="python -m ptxgen.runtime.check.probe_tma", description="run one TMA probe case (JSON) in this process")
     p.add_argument("--one", required=True, help="the case as JSON (TmaCase.to_json)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)

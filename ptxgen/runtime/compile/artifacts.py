@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..emit.generated import (
+from ...emit.generated import (
     KERNEL_FILES,
     kernel_dirs,
     layout_json_text,
@@ -15,11 +15,11 @@ from ..emit.generated import (
     ptx_text,
     write_kernel_dir,
 )
-from ..emit.render import render_kernel
-from ..outputs import read_text
-from ..emit.svg import layout_svg
-from ..derive.layout import TileLayout, derive
-from ..derive.spec import TileSpec
+from ...emit.render import render_kernel
+from ...outputs import read_text
+from ...emit.svg import layout_svg
+from ...derive.layout import TileLayout, derive
+from ...derive.spec import TileSpec
 from .ptxorder import pair_alloc_order_problems
 from .sass import SassReport, check_sass
 from .cache import toolchain_id

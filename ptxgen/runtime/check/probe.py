@@ -23,15 +23,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..model import readmodel
-from ..isa.descriptors import SmemDescriptor
-from ..emit.probe_render import render_probe
-from ..derive.layout import derive
-from ..isa.numerics import CODE_DTYPE, E4M3, E5M2
-from ..derive.spec import make_spec
-from ..isa.types import Arch, DType, Major, Swizzle
-from .gpu import Buffer, Kernel, KernelArgs, require_gpu, synchronize
-from .toolchain import compile_cuda
+from ...model import readmodel
+from ...isa.descriptors import SmemDescriptor
+from ...emit.probe_render import render_probe
+from ...derive.layout import derive
+from ...isa.numerics import CODE_DTYPE, E4M3, E5M2
+from ...derive.spec import make_spec
+from ...isa.types import Arch, DType, Major, Swizzle
+from ..launch.gpu import Buffer, Kernel, KernelArgs, require_gpu, synchronize
+from ..compile.toolchain import compile_cuda
 
 PROBE_REGION = 48 * 1024  # the probed operand's image: bytes [0, 48 KB) of the aligned base
 OTHER_OFFSET = 48 * 1024  # the identity operand
@@ -256,7 +256,7 @@ class Prober:
     def __init__(self, seed: int = 0):
         self.device = require_gpu()
         if self.device.arch is not Arch.SM90A:
-            from .gpu import NoGPU
+            from ..launch.gpu import NoGPU
 
             raise NoGPU(f"the layout probe uses wgmma and needs compute capability 9.0, not {self.device.cc[0]}.{self.device.cc[1]}")
         self.rng = np.random.default_rng(seed)

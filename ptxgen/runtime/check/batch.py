@@ -2,7 +2,7 @@
 prints a JSON line per result; the parent restarts it past any job that produced nothing in time (a
 deadlocked kernel cannot be interrupted inside its process) and records that job as a hang.
 
-    python -m ptxgen.runtime.batch jobs.json results.jsonl [--timeout 60]
+    python -m ptxgen.runtime.check.batch jobs.json results.jsonl [--timeout 60]
 
 A job is {"spec": <spec JSON>, "m": M | null, "n": N | null, "k": K | null, "seed": S | null}.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def _worker() -> int:
-    from ..derive.spec import TileSpec
+    from ...derive.spec import TileSpec
     from .validate import validate_spec
 
     for line in sys.stdin:
@@ -45,7 +45,7 @@ def run_batch(jobs: list[dict], results_path: Path, timeout_s: float = 60.0) -> 
     with open(results_path, "a", encoding="utf-8") as log:
         while todo:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ptxgen.runtime.batch", "--worker"],
+                [sys.executable, "-m", "ptxgen.runtime.check.batch", "--worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
         return _worker()
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m ptxgen.runtime.batch")
+    ap = argparse.ArgumentParser(prog="python -m ptxgen.runtime.check.batch")
     ap.add_argument("jobs")
     ap.add_argument("results")
     ap.add_argument("--timeout", type=float, default=60.0)

@@ -12,7 +12,7 @@ The ladder, in order (a later rung means little if an earlier one disagrees):
    clusters of a kernel whose CTAs that fit on an SM ask for more than its 512 columns, under a timeout that reports a
    hang), and NaN in the scale-factor padding (a block-scaled GEMM whose K is a multiple of neither BK nor the
    scale-factor atom's 4V, every padding byte of the SF buffers a NaN code: outputs finite and equal to the
-   float64 reference; ptxgen.runtime.bsvalidate).
+   float64 reference; ptxgen.runtime.check.bsvalidate).
 
 Each step is PASS, FAIL (a disagreement: exit 1), SKIP (needs another GPU, named) or NOT RUN (no runner, named).
 Without a usable GPU the command exits 3 before any step.
@@ -29,8 +29,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from ..derive.spec import make_spec
-from ..isa.types import Arch
+from ...derive.spec import make_spec
+from ...isa.types import Arch
 
 PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
 NEEDS_10X = "needs compute capability 10.x"
@@ -141,8 +141,8 @@ def _sanitized_exit(kw: dict, m: int, n: int, k: int) -> Callable[[], tuple[str,
 def contention_fit(spec, registers: int | None = None) -> tuple[int, int]:
     """(TMEM columns a CTA allocates, CTAs that fit on one SM) from the derived plan (shared memory asked for,
     threads; derive.tmemfit) and, when known, the register count of the compiled kernel."""
-    from ..derive.kernel import plan_kernel
-    from ..derive.tmemfit import ctas_per_sm
+    from ...derive.kernel import plan_kernel
+    from ...derive.tmemfit import ctas_per_sm
 
     plan = plan_kernel(spec)
     return plan.tmem.columns, ctas_per_sm(plan.abi.dynamic_smem_bytes, plan.pipeline.threads, registers)
@@ -164,7 +164,7 @@ def _tmem_contention(kw: dict, m: int, n: int, k: int, timeout_s: float) -> Call
     """Many clusters of a pair kernel whose CTAs that fit on an SM ask for more than its 512 TMEM columns: some
     tcgen05.alloc.cta_group::2 must wait for another pair's columns. The GEMM runs in a child process under a timeout."""
     def run() -> tuple[str, str]:
-        from .artifacts import generate
+        from ..compile.artifacts import generate
 
         spec = make_spec(**kw)
         cols, fit = contention_fit(spec, generate(spec).sass.registers)
@@ -183,7 +183,7 @@ def _nan_padding(cases: tuple[tuple[dict, int, int, int], ...]) -> Callable[[], 
     buffers' padding (and a tail past them) is NaN (UE8M0 0xFF, UE4M3 0x7F); the kernel must zero those chunks
     before the MMA (an e2m1/e4m3 zero times a NaN scale is NaN)."""
     def run() -> tuple[str, str]:
-        from ..derive.sf_atoms import sf_k_atoms, sf_k_chunks
+        from ...derive.sf_atoms import sf_k_atoms, sf_k_chunks
         from .bsvalidate import vec_of
         from .validate import validate_spec
 
@@ -251,9 +251,9 @@ def steps() -> list[Step]:
 
 def run_selftest(only: Callable[[Step], bool] | None = None) -> Report:
     """Runs the steps for the GPU present (raises NoGPU without one)."""
-    from ..version import __version__
-    from .gpu import CudaError, require_gpu
-    from .toolchain import nvrtc_version
+    from ...version import __version__
+    from ..launch.gpu import CudaError, require_gpu
+    from ..compile.toolchain import nvrtc_version
 
     dev = require_gpu()
     here = "hopper" if dev.arch is Arch.SM90A else "blackwell"

@@ -10,7 +10,7 @@ what it printed about the SASS. The next build of that spec prints the same line
   package and of its templates (any edit of the generator or a template counts, whatever it changes), the
   Python version, where jinja2, MarkupSafe and numpy are installed (with the modification times of those folders
   and of the folders holding them: an install, upgrade or removal changes them), and the toolchain's versions and
-  fingerprint (ptxgen.runtime.cache.toolchain_id and toolchain_fingerprint: NVRTC, its wheel, cuda-bindings);
+  fingerprint (ptxgen.runtime.compile.cache.toolchain_id and toolchain_fingerprint: NVRTC, its wheel, cuda-bindings);
 * the kernel folder holds exactly the files a build writes, each a regular file (not a link) with the mode a
   fresh write gives it and the bytes the memo names; the folder is a real folder (not a link) with a fresh
   folder's mode, in a writable ``--out``.
@@ -30,9 +30,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cachedir import cache_dir, enabled
-from ..emit.generated import KERNEL_FILES, check_kernel_dir
-from ..emit.sources import template_dir
+from ...cachedir import cache_dir, enabled
+from ...emit.generated import KERNEL_FILES, check_kernel_dir
+from ...emit.sources import template_dir
 from . import cache
 
 FORMAT = 1
@@ -57,7 +57,7 @@ class BuildResult:
 
 def build(spec, out_root: Path) -> BuildResult:
     """The kernel folder of ``spec`` under ``out_root``: reused when the memo shows it is current, else built
-    (ptxgen.runtime.artifacts.build) and remembered. Raises what the build raises (CompileError, OSError)."""
+    (ptxgen.runtime.compile.artifacts.build) and remembered. Raises what the build raises (CompileError, OSError)."""
     spec_json = json.dumps(spec.to_json(), sort_keys=True)
     memo_path = _memo_path(spec_json) if enabled() else None
     if memo_path is not None:
@@ -97,7 +97,7 @@ def inputs() -> dict:
 
 def generator_roots() -> tuple[Path, Path]:
     """The folders whose files make the generator: the ptxgen package and its templates."""
-    return Path(__file__).resolve().parent.parent, template_dir()
+    return Path(__file__).resolve().parents[2], template_dir()
 
 
 def _generator_sha256() -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..isa.types import Arch
+from ...isa.types import Arch
 
 
 class NoGPU(RuntimeError):

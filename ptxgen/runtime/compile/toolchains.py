@@ -5,7 +5,7 @@ CUDA, not only the pinned NVRTC that ``ptxgen build`` uses: CUDA 13.0 put the di
 stack while 13.5 kept it in registers. Each toolchain is an NVRTC from PyPI, installed with
 ``pip install --target DIR`` (:data:`WHEELS`), and loaded through ctypes in a child process (two NVRTCs of one
 major version share a soname; a process of its own keeps them apart). The cubin is disassembled with the pinned
-``cuobjdump`` and checked by :func:`ptxgen.runtime.sass.check_sass`, the same gate as ``ptxgen build``.
+``cuobjdump`` and checked by :func:`ptxgen.runtime.compile.sass.check_sass`, the same gate as ``ptxgen build``.
 
 ``PTXGEN_TOOLCHAINS`` names a folder with one ``pip --target`` install per toolchain, named by version
 (``12.8``, ``13.0``): ``tools/toolchain_matrix.py --install`` fills it.
@@ -113,7 +113,7 @@ def _nvrtc_compile(lib_path: str, source: bytes, name: str, arch: str) -> tuple[
 
 
 def _child(argv: list[str]) -> int:
-    """``python -m ptxgen.runtime.toolchains LIB OUTDIR`` with a JSON list of {name, arch, cu} on stdin: writes
+    """``python -m ptxgen.runtime.compile.toolchains LIB OUTDIR`` with a JSON list of {name, arch, cu} on stdin: writes
     OUTDIR/<name>.cubin and .ptx, prints one JSON line per kernel ({name, version} or {name, error})."""
     lib, out = argv
     for job in json.load(sys.stdin):
@@ -143,8 +143,8 @@ def compile_and_check(toolchain: Toolchain, specs, workdir: Path, sources: dict[
     on the cubin."""
     import re
 
-    from ..derive.layout import derive
-    from ..emit.render import render_kernel
+    from ...derive.layout import derive
+    from ...emit.render import render_kernel
     from .sass import check_sass
     from .toolchain import compile_cuda, nvrtc_version, run_tool
 
@@ -162,7 +162,7 @@ def compile_and_check(toolchain: Toolchain, specs, workdir: Path, sources: dict[
             (workdir / f"{j['name']}.cubin").write_bytes(c.cubin)
             outcomes[j["name"]] = {"version": nvrtc_version()}
     else:
-        proc = subprocess.run([sys.executable, "-m", "ptxgen.runtime.toolchains", str(toolchain.library), str(workdir)],
+        proc = subprocess.run([sys.executable, "-m", "ptxgen.runtime.compile.toolchains", str(toolchain.library), str(workdir)],
                               input=json.dumps(jobs), capture_output=True, text=True, env={**os.environ, "PYTHONPATH": _package_parent()})
         for line in proc.stdout.splitlines():
             rec = json.loads(line)
@@ -186,7 +186,7 @@ def compile_and_check(toolchain: Toolchain, specs, workdir: Path, sources: dict[
 
 
 def _package_parent() -> str:
-    parent = str(Path(__file__).resolve().parents[2])
+    parent = str(Path(__file__).resolve().parents[3])
     return os.pathsep.join([parent, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
 
 

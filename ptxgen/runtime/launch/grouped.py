@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.kernel import KernelPlan
-from ..isa.types import Grouping, Major
+from ...derive.kernel import KernelPlan
+from ...isa.types import Grouping, Major
 from .gpu import KernelArgs
 from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
 from .params import MapSlot, ParamBlock, PtrSlot, SlotGroup
@@ -152,7 +152,7 @@ def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[P
     """The pre-packed parameter block for problem ``p`` (every integer written, no pointer yet) and the slot that
     carries each pointer: ``a``, ``b``, ``d`` (a tensor map, a raw pointer or a group of both), ``offs``, and
     ``scale_a``/``scale_b`` for a row-wise scaled kernel. A map is encoded by ``encode`` when its pointer is set
-    (``runtime.params.MapSlot``: cached per pointer). The bytes equal :func:`grouped_args`' for the same pointers."""
+    (``runtime.launch.params.MapSlot``: cached per pointer). The bytes equal :func:`grouped_args`' for the same pointers."""
     from .tensormap import tensormap_args
 
     params = plan.abi.params

@@ -1,5 +1,5 @@
 """What ``ptxgen validate`` returns, its default problem, the operands' global arrays and the verdict on a downloaded D:
-shared by the dense runner (ptxgen.runtime.validate) and the block-scaled one (ptxgen.runtime.bsvalidate)."""
+shared by the dense runner (ptxgen.runtime.check.validate) and the block-scaled one (ptxgen.runtime.check.bsvalidate)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..derive.spec import TileSpec
-from ..isa.numerics import decode, input_poison_code
-from ..isa.types import Major
-from .gpu import Device, NoGPU
-from .launch import Problem, check_problem, global_shape
+from ...derive.spec import TileSpec
+from ...isa.numerics import decode, input_poison_code
+from ...isa.types import Major
+from ..launch.gpu import Device, NoGPU
+from ..launch.launch import Problem, check_problem, global_shape
 
 
 def default_problem(spec: TileSpec) -> tuple[int, int, int]:
