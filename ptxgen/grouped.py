@@ -289,6 +289,13 @@ def _fast_key(recipe, out_dtype, a, b, out, x, y, z=None):
         return None
 
 
+def _fast_call(fkey, a, b, offs, out, scale_a, scale_b, stream):
+    """A repeat call: the launch prepared for these tensors' key, no other work; None where there is none or a pointer
+    rule fails (the caller's slow path then runs)."""
+    launch = _FAST.get(fkey) if fkey is not None else None
+    return None if launch is None else launch.call_torch(a, b, offs, out, scale_a, scale_b, stream)
+
+
 def _remember_fast(fkey, kernel: GroupedKernel, a, b, offs, out, scale_a, scale_b) -> None:
     """After a slow call on torch tensors: its prepared launch under ``fkey`` (an allocated ``out`` stays None)."""
     if fkey is None:
@@ -319,12 +326,9 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
         return _n_grouped(a, b, offs, out, out_dtype, stream)
     fkey = _fast_key(None, out_dtype, a, b, out, offs, offs) if type(a) is torch_tensor_type() else None
-    if fkey is not None:  # a repeat call: the launch prepared for these tensors' key, no other work
-        launch = _FAST.get(fkey)
-        if launch is not None:
-            r = launch.call_torch(a, b, offs, out, None, None, stream)
-            if r is not None:
-                return r
+    r = _fast_call(fkey, a, b, offs, out, None, None, stream)
+    if r is not None:
+        return r
     tkey = None
     if type(a) is torch_tensor_type():  # a repeat call with torch tensors: the launch prepared for their key
         bshape = getattr(b, "shape", ())
@@ -492,12 +496,9 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     out_dtype, arch, b_major)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``.
     Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.groupedpack``)."""
     fkey = _fast_key(recipe, out_dtype, a, b, out, scale_a, scale_b, offs) if type(a) is torch_tensor_type() else None
-    if fkey is not None:  # a repeat call: the launch prepared for these tensors' key, no other work
-        launch = _FAST.get(fkey)
-        if launch is not None:
-            r = launch.call_torch(a, b, offs, out, scale_a, scale_b, stream)
-            if r is not None:
-                return r
+    r = _fast_call(fkey, a, b, offs, out, scale_a, scale_b, stream)
+    if r is not None:
+        return r
     tkey = None
     if type(a) is torch_tensor_type():
         tkey = (a.dtype, getattr(b, "dtype", None), out_dtype, None if out is None else getattr(out, "dtype", None), recipe)

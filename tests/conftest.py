@@ -53,3 +53,12 @@ def artifact_dir():
     d = Path(os.environ.get("PTXGEN_ARTIFACTS") or (Path(os.environ.get("TMPDIR", "/tmp")) / "ptxgen-artifacts"))
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+@pytest.fixture(scope="module")
+def torch_cuda(gpu):
+    """torch, where it sees the GPU the ``gpu`` fixture found (the gpu tests that call ptxgen on torch tensors)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch

@@ -13,6 +13,7 @@ import pytest
 import ptxgen
 from ptxgen.api.binding import ArrayInfo
 from ptxgen.api.fusedany import matrix_problem, vector_problem
+from test_fused_hotpath import _rel
 
 
 def info(shape, strides, ptr=0x10000, itemsize=2, library="torch"):
@@ -47,18 +48,6 @@ def test_vectors():
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def torch_cuda(gpu):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
-
-
-def _rel(torch, got, ref) -> float:
-    return float(torch.linalg.norm(got.double() - ref) / max(float(torch.linalg.norm(ref)), 1e-30))
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [1, 10, 50, 68, 264])  # rows of 2, 20, 100, 136 bytes (bf16), and aligned
 def test_gpu_fused_on_any_row_alignment(torch_cuda, k):

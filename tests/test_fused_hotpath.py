@@ -173,14 +173,6 @@ def test_the_key_tells_options_and_layouts_apart():
 # ---------------------------------------------------------------------------------------------------------------------
 # on the GPU: the hot path follows new pointers, alpha/beta and fresh outputs, and matches torch
 # ---------------------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def torch_cuda(gpu):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
-
-
 def _rel(torch, got, ref) -> float:
     return float(torch.linalg.norm(got.double() - ref) / max(float(torch.linalg.norm(ref)), 1e-30))
 

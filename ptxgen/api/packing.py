@@ -14,8 +14,9 @@ import warnings
 from dataclasses import replace
 
 from ..isa.types import Major
-from ..runtime.launch.arrays import ArrayInfo
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo
 from ..runtime.launch.launch import ROW_ALIGN_BYTES
+from .binding import operand_major
 from .select import _INPUT_ARRAY_DTYPES
 
 PACKABLE = ("torch", "cupy")
@@ -23,13 +24,11 @@ _WARNED: set = set()
 
 
 def major_of(info: ArrayInfo) -> Major | None:
-    rows, cols = info.shape
-    s0, s1 = info.strides
-    if cols <= 1 or s1 == 1:
-        return Major.K
-    if rows <= 1 or s0 == 1:
-        return Major.MN
-    return None
+    """``binding.operand_major``, None where neither dimension is contiguous."""
+    try:
+        return operand_major(info)
+    except ArgumentError:
+        return None
 
 
 def operand_problem(info: ArrayInfo) -> str | None:
