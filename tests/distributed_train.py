@@ -242,16 +242,16 @@ def check_ptxgen_device(torch, device) -> list[str]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if "RANK" not in os.environ:  # bad usage, said before anything is imported or touched
+        print("distributed_train: run it with torchrun (e.g. torchrun --standalone --nproc_per_node=1 "
+              "tests/distributed_train.py)", file=sys.stderr)
+        return 2
     try:
         import torch
         import torch.distributed as dist
     except ImportError as e:
         print(f"distributed_train: torch is not installed ({e})", file=sys.stderr)
         return 3
-    if "RANK" not in os.environ:
-        print("distributed_train: run it with torchrun (e.g. torchrun --standalone --nproc_per_node=1 "
-              "tests/distributed_train.py)", file=sys.stderr)
-        return 2
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
     if args.cpu_selfcheck:
         device, backend = torch.device("cpu"), "gloo"

@@ -12,10 +12,13 @@ picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a 
 order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-nvrtc128-slabs),
 ``prepared-launch`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
 the 128 x 192 TMA-scale form; runs/2026-12-02-nvrtc128-prepared-launch), ``tile-model`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
-picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-nvrtc128-tile-model).
+picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-nvrtc128-tile-model),
+``pairs-attention`` (2026-12-06: one ci-grid kernel per CTA-pair kind, the relaxed cluster barrier before the pair's TMEM
+allocation among them; the attention kernels, sm_90a at head dims 64 and 128 with each schedule, causal and not, and
+sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|all]
 """
 import argparse
 import sys
@@ -147,9 +150,64 @@ def tile_model_specs() -> dict:
     return out
 
 
+def pair_specs() -> dict:
+    """One ci-grid configuration per CTA-pair kernel kind (the MMA kind, the pair's M, schedule, epilogue)."""
+    from ptxgen.sweep import load_grid
+
+    kinds: dict = {}
+    for t in load_grid("ci").specs:
+        if t.pair:
+            key = (t.scale.value if t.block_scaled else t.dtype.kind, t.bm, t.schedule.value, t.epilogue.value)
+            kinds.setdefault(key, t)
+    return {f"pair {'-'.join(map(str, k))}": t for k, t in sorted(kinds.items())}
+
+
+def attention_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
+    """Each attention kernel compiled by ``toolchain``'s NVRTC and gated by its own SASS check (no local memory)."""
+    import json
+    import os
+    import subprocess
+
+    from ptxgen.attention.build import check_attention_sass, check_attention_sass_sm100
+    from ptxgen.attention.plan import plan_attention
+    from ptxgen.attention.plan_sm100 import plan_attention_sm100
+    from ptxgen.attention.render import render, render_sm100
+    from ptxgen.attention.spec import AttentionSpec
+    from ptxgen.isa.types import Arch
+    from ptxgen.runtime.compile.toolchain import run_tool
+
+    specs = [AttentionSpec(head_dim=d, causal=c, schedule=s) for d in (64, 128) for c in (False, True)
+             for s in ("serial", "overlap", "pingpong")]
+    specs += [AttentionSpec(head_dim=d, arch=Arch.SM100A) for d in (64, 128)]
+    jobs, plans = [], {}
+    for spec in specs:
+        plan = plan_attention_sm100(spec) if spec.tcgen05 else plan_attention(spec)
+        cu = workdir / f"{spec.kernel_name}.cu"
+        cu.write_text(render_sm100(plan) if spec.tcgen05 else render(plan))
+        jobs.append({"name": spec.kernel_name, "arch": spec.arch.value, "cu": str(cu)})
+        plans[spec.kernel_name] = plan
+    proc = subprocess.run([sys.executable, "-m", "ptxgen.runtime.compile.toolchains", str(toolchain.library), str(workdir)],
+                          input=json.dumps(jobs), capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    out = []
+    for line in proc.stdout.splitlines():
+        rec = json.loads(line)
+        name = rec["name"]
+        if "error" in rec:
+            out.append((name, False, rec["error"][:300]))
+            continue
+        cubin = (workdir / f"{name}.cubin").read_bytes()
+        sass, res = run_tool("cuobjdump", ["--dump-sass"], cubin), run_tool("cuobjdump", ["--dump-resource-usage"], cubin)
+        plan = plans[name]
+        rep = check_attention_sass_sm100(plan, sass, res) if plan.spec.tcgen05 else check_attention_sass(plan, sass, res)
+        out.append((name, not rep.problems, f"{rec['version']} {rep.problems}"))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model", "all"), default="all")
+    ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
+                                      "pairs-attention", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("streamk", "all"):
@@ -166,6 +224,8 @@ def main() -> int:
         specs.update(prepared_launch_specs())
     if args.set in ("tile-model", "all"):
         specs.update(tile_model_specs())
+    if args.set in ("pairs-attention", "all"):
+        specs.update(pair_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
@@ -180,6 +240,11 @@ def main() -> int:
         bad += not ok
         print(f"{'PASS' if ok else 'FAIL'} {r.version} {r.kernel} problems={r.problems} local={r.local_instructions} "
               f"stack={r.stack_bytes}")
+    if args.set in ("pairs-attention", "all"):
+        for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp())):
+            bad += not ok
+            res.append(name)
+            print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
     print(f"{len(res) - bad} of {len(res)} pass under NVRTC {toolchains.OLDEST}")
     return 1 if bad else 0
 
