@@ -330,3 +330,16 @@ def test_the_3d_forms_with_meta_tensors():
     bad = plan("scaled_grouped", torch.empty(g, m, k, **f8), torch.empty(g, n, k, **f8), torch.empty(g * m + 1, **f32),
                torch.empty(g, n, **f32))
     assert bad.path is Path.REFUSED and "scale_a has shape" in bad.why
+
+
+def test_attention_plan_names_its_kernel_and_refuses_by_rule():
+    torch = pytest.importorskip("torch")
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    q, k, v = torch.empty(2, 16, 1000, 128, **meta), torch.empty(2, 4, 1000, 128, **meta), torch.empty(2, 4, 1000, 128, **meta)
+    p = plan("attention", q, k, v, causal=True, device="h100")
+    assert p.path is Path.HOT and p.kernel.startswith("ptxgen_attn_sm90a_bf16_d128") and "causal" in p.kernel
+    assert "K/V heads 4" in p.why
+    bad = plan("attention", q, torch.empty(2, 3, 1000, 128, **meta), torch.empty(2, 3, 1000, 128, **meta), device="h100")
+    assert bad.path is Path.REFUSED and "must divide" in bad.why  # the control: GQA heads that do not divide
+    d96 = torch.empty(2, 16, 1000, 96, **meta)
+    assert plan("attention", d96, d96, d96, device="h200").path is Path.REFUSED

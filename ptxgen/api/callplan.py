@@ -92,12 +92,14 @@ def _functions() -> dict:
 
     from . import dispatch, fp8blocks, fused
 
+    from ..attention.launch import attention
+
     return {"gemm": dispatch.gemm, "fused": fused.gemm, "grouped_gemm": grouped.grouped_gemm,
             "scaled_grouped_gemm": grouped.scaled_grouped_gemm, "blockscaled_grouped_gemm": grouped.blockscaled_grouped_gemm,
-            "fp8blocks.gemm": fp8blocks.gemm}
+            "fp8blocks.gemm": fp8blocks.gemm, "attention": attention}
 
 
-OPS = ("gemm", "fused", "grouped_gemm", "scaled_grouped_gemm", "blockscaled_grouped_gemm", "fp8blocks.gemm")
+OPS = ("gemm", "fused", "grouped_gemm", "scaled_grouped_gemm", "blockscaled_grouped_gemm", "fp8blocks.gemm", "attention")
 _ALIASES = {"batched": "gemm", "grouped": "grouped_gemm", "scaled_grouped": "scaled_grouped_gemm",
             "blockscaled_grouped": "blockscaled_grouped_gemm", "bfp8": "fp8blocks.gemm", "fp8blocks": "fp8blocks.gemm"}
 
@@ -536,7 +538,24 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     return _made("fp8blocks.gemm", t, Path.HOT, why, spec)
 
 
-_PLANNERS = {"gemm": _plan_gemm, "fused": _plan_fused, "grouped_gemm": _plan_grouped,
+def _plan_attention(args: dict, t: Target) -> CallPlan:
+    """ptxgen.attention: its argument checks (torch tensors: meta tensors stand for CUDA ones), then the kernel it
+    builds; the Hopper kernel only (the tcgen05 form is built and gated, never run: refused where the device is 10.x)."""
+    from ..attention.args import check_arguments
+    from ..attention.launch import choose_spec
+
+    if t.arch != "sm_90a":
+        raise ArgumentError(f"ptxgen.attention runs on sm_90a (Hopper); its {t.arch} form is compiled and gated only "
+                            "(docs/attention.md)")
+    p = check_arguments(args["q"], args["k"], args["v"], args.get("out"), args.get("scale"), ("cuda", "meta"))
+    spec = choose_spec(p, bool(args.get("causal", False)), args.get("schedule"))
+    why = (f"B {p.batch}, H {p.heads} (K/V heads {p.kv_heads}), S {p.seqlen_q} x {p.seqlen_k}, head dim {p.head_dim}: "
+           f"{spec.bm} query rows and {spec.bn} keys a block, the {spec.schedule} schedule; a repeat call with the same "
+           "shapes, strides and dtypes takes the prepared launch")
+    return replace(_made("attention", t, Path.HOT, why), kernel=spec.kernel_name)
+
+
+_PLANNERS = {"attention": _plan_attention, "gemm": _plan_gemm, "fused": _plan_fused, "grouped_gemm": _plan_grouped,
              "scaled_grouped_gemm": lambda a, t: _plan_scaled(a, t, "scaled_grouped_gemm"),
              "blockscaled_grouped_gemm": lambda a, t: _plan_scaled(a, t, "blockscaled_grouped_gemm"),
              "fp8blocks.gemm": _plan_fp8blocks}

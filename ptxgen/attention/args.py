@@ -46,7 +46,7 @@ def _layout(t, name: str) -> None:
         raise ArgumentError(f"{name}: the data pointer {t.data_ptr():#x} is not 16-byte aligned")
 
 
-def check_arguments(q, k, v, out=None, scale=None) -> AttentionProblem:
+def check_arguments(q, k, v, out=None, scale=None, device_types=("cuda",)) -> AttentionProblem:
     names = ("q", "k", "v")
     for t, n in zip((q, k, v), names):
         if not hasattr(t, "shape") or not hasattr(t, "stride"):
@@ -83,6 +83,6 @@ def check_arguments(q, k, v, out=None, scale=None) -> AttentionProblem:
         if out.stride(-1) != 1 or out.data_ptr() % 4:
             raise ArgumentError("out: the head dim must be contiguous and the pointer 4-byte aligned")
     devices = {str(t.device) for t in (q, k, v) + (() if out is None else (out,))}
-    if len(devices) != 1 or not next(iter(devices)).startswith("cuda"):
+    if len(devices) != 1 or not next(iter(devices)).startswith(device_types):  # ptxgen.api.plan: meta tensors too
         raise ArgumentError(f"q, k, v{' and out' if out is not None else ''} must be on one CUDA device, got {sorted(devices)}")
     return AttentionProblem(b, h, hk, sq, sk, d, dts[0])
