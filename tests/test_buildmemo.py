@@ -180,7 +180,9 @@ def test_cache_clear_removes_the_memos(tmp_path, monkeypatch):
 
 
 def _cli(out: Path, *extra: str) -> tuple[int, str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    """``ptxgen build`` of the seed tile into ``out``, with a cache folder of its own beside it (the suite's shared
+    cache is written by tests running in parallel: nothing there may decide whether this memo is still present)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PTXGEN_CACHE_DIR": str(out.parent / "cache")}
     env.pop("PTXGEN_NO_CACHE", None)
     proc = subprocess.run([sys.executable, "-m", "ptxgen", "build", *SEED_FLAGS, "--out", str(out), *extra],
                           capture_output=True, text=True, env=env, cwd=ROOT)
