@@ -26,11 +26,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def torch(gpu):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
+def torch(torch_cuda):  # conftest's torch_cuda, under the name these tests use
+    return torch_cuda
 
 
 def rel(torch, got, ref) -> float:

@@ -132,28 +132,34 @@ def p_register_pairs(bn: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(tuple((8 * j + 2 * q, 8 * j + 2 * q + 1) for q in range(4)) for j in range(bn // 16))
 
 
+STAGE_ALIGN_BYTES = 1024  # every stage on the 128-byte swizzle's repeat: base offset 0 (derive.operand.base_offset_rule)
+
+
+def stage_offsets(q: OperandPlan, k: OperandPlan, v: OperandPlan, stages: int) -> tuple[tuple, tuple, int]:
+    """Shared memory from the 1024-aligned base: Q's tile at 0, then ``stages`` K tiles, then ``stages`` V tiles, each
+    on a STAGE_ALIGN_BYTES boundary; (K offsets, V offsets, where the barriers start). Both archs' plans use it."""
+    def up(n: int) -> int:
+        return -(-n // STAGE_ALIGN_BYTES) * STAGE_ALIGN_BYTES
+
+    at = up(q.stage_bytes)
+    smem_k = tuple(at + i * up(k.stage_bytes) for i in range(stages))
+    at += stages * up(k.stage_bytes)
+    smem_v = tuple(at + i * up(v.stage_bytes) for i in range(stages))
+    return smem_k, smem_v, at + stages * up(v.stage_bytes)
+
+
 def plan_attention(s: AttentionSpec) -> AttentionPlan:
     qk_spec, pv_spec = gemm_tiles(s)
     qk, pv = derive(qk_spec), derive(pv_spec)
     q, k, v = _operand("q", qk.a), _operand("k", qk.b), _operand("v", pv.b)
     qk_instr = WgmmaInstr(s.bn, s.dtype, DType.F32, Major.K, Major.K)
     pv_instr = WgmmaInstr(s.head_dim, s.dtype, DType.F32, Major.K, Major.MN)
-    align = 1024  # every stage on the 128-byte swizzle's repeat: base offset 0 (ptxgen.derive.operand.base_offset_rule)
-    at = 0
-    smem_q, at = at, at + -(-q.stage_bytes // align) * align
-    smem_k, smem_v = [], []
-    for _ in range(s.stages):
-        smem_k.append(at)
-        at += -(-k.stage_bytes // align) * align
-    for _ in range(s.stages):
-        smem_v.append(at)
-        at += -(-v.stage_bytes // align) * align
-    barriers = at
-    at += 8 * (1 + 3 * s.stages)  # q_full, k_full[S], v_full[S], kv_empty[S]
+    smem_k, smem_v, barriers = stage_offsets(q, k, v, s.stages)
+    smem_q, at = 0, barriers + 8 * (1 + 3 * s.stages)  # q_full, k_full[S], v_full[S], kv_empty[S]
     producer, consumer = consumer_registers(s.consumers)
     return AttentionPlan(
         spec=s, qk=qk, pv=pv, q=q, k=k, v=v, qk_instr=qk_instr, pv_instr=pv_instr, p_pairs=p_register_pairs(s.bn),
-        smem_q=smem_q, smem_k=tuple(smem_k), smem_v=tuple(smem_v), smem_barriers=barriers, smem_bytes=at + align,
+        smem_q=smem_q, smem_k=smem_k, smem_v=smem_v, smem_barriers=barriers, smem_bytes=at + STAGE_ALIGN_BYTES,
         producer_registers=producer, consumer_registers=consumer,
     )
 

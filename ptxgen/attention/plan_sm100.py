@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..derive.layout import TileLayout, derive
 from ..isa.types import Arch
-from .plan import OperandPlan, _operand, gemm_tiles
+from .plan import STAGE_ALIGN_BYTES, OperandPlan, _operand, gemm_tiles, stage_offsets
 from .spec import AttentionSpec
 
 TMEM_COLUMNS = 512
@@ -73,17 +73,9 @@ def plan_attention_sm100(s: AttentionSpec) -> AttentionPlanSm100:
     qk_spec, pv_spec = gemm_tiles(s)
     qk, pv = derive(qk_spec), derive(pv_spec)
     q, k, v = _operand("q", qk.a), _operand("k", qk.b), _operand("v", pv.b)
-    align = 1024
-    at, smem_k, smem_v = -(-q.stage_bytes // align) * align, [], []
-    for _ in range(s.stages):
-        smem_k.append(at)
-        at += -(-k.stage_bytes // align) * align
-    for _ in range(s.stages):
-        smem_v.append(at)
-        at += -(-v.stage_bytes // align) * align
-    barriers = at
-    at += 8 * (1 + 3 * s.stages + 4) + 8  # q_full, k/v full and kv_empty per stage, s_full, s_empty, p_full, o_ready; TMEM slot
+    smem_k, smem_v, barriers = stage_offsets(q, k, v, s.stages)
+    at = barriers + 8 * (1 + 3 * s.stages + 4) + 8  # q_full, k/v full and kv_empty per stage, s_full, s_empty, p_full, o_ready; TMEM slot
     return AttentionPlanSm100(
         spec=s, qk=qk, pv=pv, q=q, k=k, v=v, idesc_qk=qk.idesc.encode(), idesc_pv=pv.idesc.encode(),
-        tmem=tmem_plan(s.bn, s.head_dim), smem_q=0, smem_k=tuple(smem_k), smem_v=tuple(smem_v), smem_barriers=barriers,
-        smem_bytes=at + align)
+        tmem=tmem_plan(s.bn, s.head_dim), smem_q=0, smem_k=smem_k, smem_v=smem_v, smem_barriers=barriers,
+        smem_bytes=at + STAGE_ALIGN_BYTES)
