@@ -105,7 +105,22 @@ def test_small_n_is_the_mirror_of_small_m():
     c = choose("bf16", "sm_90a", 1359, 20, 3776, TABLE)
     assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn) == (64, 64)  # 11 CTAs of 128 rows: the most CTAs
     assert choose("bf16", "sm_90a", 100, 12, 7832, TABLE).chosen_by == "small-m"  # both small: small M decides
-    assert choose("bf16", "sm_90a", 16384, 100, 4096, TABLE).chosen_by == "nearest-fit"  # two waves either way
+    c = choose("bf16", "sm_90a", 16384, 100, 4096, TABLE)  # BM x 64 tiles take two waves: 128 x 128, B multicast
+    assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn, c.spec.cluster.value) == (128, 128, "2x1")
+    assert c.spec.schedule.value == "persistent"
+
+
+def test_small_n_wide_takes_the_b_multicast_kernel_only_past_one_wave(monkeypatch):
+    from ptxgen.runtime.choose import rules
+    # 2 x ceil(M / 128) BM=128 x BN=64 tiles: 132 at M = 8448 fit one wave of 132 SMs, 134 at 8449 do not
+    assert choose("bf16", "sm_90a", 8448, 120, 14800, TABLE).spec.bn == 64
+    wide = choose("bf16", "sm_90a", 8449, 120, 14800, TABLE)
+    assert (wide.chosen_by, wide.spec.bn, wide.spec.cluster.value) == ("small-n", 128, "2x1")
+    assert choose("bf16", "sm_90a", 12453, 120, 14800, TABLE).spec.cluster.value == "2x1"
+    assert choose("bf16", "sm_90a", 12453, 129, 14800, TABLE).chosen_by != "small-n"  # N past 128: not this rule
+    assert choose("e4m3", "sm_90a", 12453, 120, 14800, TABLE).chosen_by != "small-n"  # measured on bf16 only
+    monkeypatch.setattr(rules, "SMALL_N_WIDE", False)  # control: the rule off, the shape goes back to nearest-fit
+    assert choose("bf16", "sm_90a", 12453, 120, 14800, TABLE).chosen_by == "nearest-fit"
 
 
 def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):

@@ -8,7 +8,7 @@ import dataclasses
 from ...derive.spec import TileSpec
 from ...isa.types import Cluster, Consumers, Epilogue, Schedule
 from . import rules
-from .candidates import BY_NAME
+from .candidates import BY_NAME, Candidate
 from .choice import SM_COUNT, SMALL_M_MAX
 
 
@@ -60,6 +60,22 @@ def split_spec(like: TileSpec, splits: int) -> TileSpec:
     workspace, no cluster."""
     return dataclasses.replace(like, schedule=Schedule.TILE, consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT,
                                cluster=Cluster.C1X1, split_k=splits)
+
+
+# N <= 128 against many rows, where every BM x 64 tile needs two waves: all of B is one tile column, so every M-tile
+# reads all of B again from L2 (M / BM times the weights); the 2x1 cluster multicasts each B tile to both CTAs of a
+# pair along M and halves that traffic. Measured on the H100 (runs/2026-12-06-h100-small-n, same process as cuBLAS):
+# 12453 x 120 x 14800 ran 0.735 under nearest-fit's 128 x 192, 0.90-0.95 on eleven 1x1 tiles of BN 120 / 128
+# (ping-pong, stream-K, split-K), 1.017 with this kernel.
+SMALL_N_WIDE_KERNEL = Candidate("p128x128c2", 128, 128, 6, cluster="2x1", epilogue="direct")
+
+
+def small_n_wide_ctas(m: int, n: int, sm_count: int = SM_COUNT) -> int | None:
+    """Tiles of ``SMALL_N_WIDE_KERNEL`` for an N <= 128 shape (M > 128) whose BM x 64 tiles all need more than one
+    wave, or None where the rule does not apply."""
+    if not rules.SMALL_N_WIDE or n > SMALL_M_MAX or m <= SMALL_M_MAX or small_n_tile(m, n, sm_count) is not None:
+        return None
+    return -(-m // SMALL_N_WIDE_KERNEL.bm)
 
 
 def small_n_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int] | None:

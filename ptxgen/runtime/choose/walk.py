@@ -30,7 +30,10 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  kernel gained 8% (bf16) and 29% (e4m3) over nearest-fit (the ping-pong one was not run there).
 ``small-n``      N <= 128 (and M > 128): the mirror image, BN = 64 and BM of 128 or 64 by the same rule. Added after
                  run 25 had measured the held-out set with the older rules (10711 x 12 x 7832 ran at 0.625 there),
-                 by symmetry with ``small-m``, not fitted to any shape.
+                 by symmetry with ``small-m``, not fitted to any shape. Where every such tile needs two waves (N in
+                 65..128 past 8448 rows, N <= 64 past 16896 on 132 SMs): 128 x 128 persistent tiles with the 2x1
+                 cluster multicasting B (``narrow.SMALL_N_WIDE_KERNEL``), since each M-tile otherwise reads all of B
+                 from L2 again (H100, runs/2026-12-06-h100-small-n: 12453 x 120 x 14800 0.735 -> 1.017 of cuBLAS).
 ``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``rules.SPLIT_MIN_WEIGHT``: the same tile
                  with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.splitk``),
                  S the largest that keeps the CTAs in one wave with at least ``rules.SPLIT_MIN_K_TILES`` K-tiles a split.
@@ -103,7 +106,8 @@ from .calibration import calibration_for
 from .candidates import BY_NAME, COST_FAMILY
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, Device, Problem, narrow_spec
 from .costmodel import STREAMK_MIN_GAIN, CostModel, k_tiles, rounds, tile_grid
-from .narrow import small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile, split_spec, tile_fit
+from .narrow import (SMALL_N_WIDE_KERNEL, small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile,
+                     small_n_wide_ctas, split_spec, tile_fit)
 from .pitch import mid_line, pitch_note, with_pitch
 from .swap import swap_ab, swap_fit
 from .tune import default_spec, table_entries
@@ -199,6 +203,14 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
             except SpecError:
                 pass
         small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX and measured else None
+        tiles = small_n_wide_ctas(m, n, sm_count) if measured else None
+        if tiles is not None:
+            try:
+                spec = dataclasses.replace(SMALL_N_WIDE_KERNEL.spec(dtype, arch), out_dtype=first.out_dtype)
+                return Choice(spec, f"N = {n} <= {SMALL_M_MAX} and BM x 64 tiles would take two waves: 128 x 128 tiles, "
+                              f"persistent, the 2x1 cluster multicasting B ({tiles} tiles for {sm_count} SMs)" + note, "small-n")
+            except SpecError:
+                pass
         if small is not None:
             bm, stages, ctas = small
             narrow.append((bm, rules.SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
