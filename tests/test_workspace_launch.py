@@ -70,7 +70,7 @@ class CDriver:
         self._launch_cb, self._capture_cb = LAUNCH(self._launch), CAPTURE(self._capture)
         self.c_launch = ctypes.cast(self._launch_cb, ctypes.c_void_p).value
         self.c_capture = ctypes.cast(self._capture_cb, ctypes.c_void_p).value
-        self.c_captures = 0
+        self.c_captures, self.launch_codes, self.capture_codes = 0, [], []
         monkeypatch.setattr(launchplan, "allocate_device_bytes", self._allocate)
         for name, empty in (("_WORKSPACES", {}), ("_STREAMK_WORKSPACES", {}), ("_STREAMK_OUTGROWN", []),
                             ("_STREAMK_CAPTURED", [])):
@@ -87,13 +87,15 @@ class CDriver:
         raise AssertionError(f"a launch with an unknown parameter block {address:#x}")
 
     def _launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        self.log.append(("launch", stream or 0, params, (gx, gy, gz), read_block(params, self._params_of(params))))
-        return 0
+        rc = self.launch_codes.pop(0) if self.launch_codes else 0
+        if rc == 0:
+            self.log.append(("launch", stream or 0, params, (gx, gy, gz), read_block(params, self._params_of(params))))
+        return rc
 
     def _capture(self, stream, status):
         self.c_captures += 1
         status[0] = 1 if (stream or 0) in self.capturing else 0
-        return 0
+        return self.capture_codes.pop(0) if self.capture_codes else 0
 
     def _allocate(self, nbytes, torch_like=None, device_index=0):
         addr = self.next_addr
@@ -283,6 +285,65 @@ def test_a_capturing_stream_is_declined_by_c_and_gets_a_fresh_workspace_per_laun
     entry.run(*ptrs_of(a, b, out), 0x81, like)  # the capture ended: C alone, the stream's own workspace, not re-zeroed
     assert [e[0] for e in drv.log[before + 6:]] == ["launch"] and drv.log[-1][4][-1] == eager
     assert setup["streamk_workspace"] == n
+    _fresh(k)
+
+
+def test_a_stream_no_longer_remembered_gets_the_same_workspace_again(setup, monkeypatch, sk_kernel):
+    """C remembers the last WS_STREAMS streams; an older one is declined and gets its workspace from Python again (the
+    same one: not allocated or zeroed twice)."""
+    k = sk_kernel
+    _fresh(k)
+    drv = CDriver(monkeypatch, [k])
+    a, b, out = arrays(*STREAMK_SHAPE)
+    streams = [0xB1, 0xB2, 0xB3, 0xB4, 0xB5]
+    for s in streams:
+        k(a, b, out, stream=Stream(s))
+    (entry,) = k._entries.values()
+    assert [s for s, _ in entry._c.workspaces] == [0xB5, 0xB2, 0xB3, 0xB4]  # 0xB1's place taken by 0xB5
+    n = setup["streamk_workspace"]
+    k(a, b, out, stream=Stream(0xB1))
+    w = launchplan._STREAMK_WORKSPACES[(0, 0xB1)][0]
+    assert setup["streamk_workspace"] == n + 1 and len(drv.of("alloc")) == len(drv.of("memset")) == 5
+    assert drv.log[-1][4][-1] == w and (0xB1, w) in entry._c.workspaces
+    _fresh(k)
+
+
+def test_driver_errors_on_the_compiled_workspace_path(setup, monkeypatch, split_kernel, sk_kernel):
+    """A capture query or launch without a current context sets it and retries once; a failed reduction raises."""
+    from ptxgen.runtime.launch.gpu import CudaError
+
+    made_current = []
+    monkeypatch.setattr("ptxgen.api.streams.ensure_current", lambda dev: made_current.append(dev))
+    _fresh(sk_kernel)
+    _fresh(split_kernel)
+    drv = CDriver(monkeypatch, [sk_kernel, split_kernel])
+    a, b, out = arrays(*STREAMK_SHAPE)
+    sk_kernel(a, b, out, stream=Stream(0xC1))
+    drv.capture_codes = [201]  # CUDA_ERROR_INVALID_CONTEXT on the capture query: the context set, asked again
+    n, asked = len(made_current), drv.c_captures
+    sk_kernel(a, b, out, stream=Stream(0xC1))
+    assert len(made_current) == n + 1 and drv.c_captures == asked + 2 and drv.capture_codes == []
+    assert setup["streamk_workspace"] == 1  # served by C after the retry
+    sa, sb, so = arrays(*SPLIT_SHAPE)
+    split_kernel(sa, sb, so, stream=Stream(0xC2))
+    n = len(drv.of("launch"))
+    drv.launch_codes = [0, 1]  # the MMA kernel launched, the reduction refused (CUDA_ERROR_INVALID_VALUE: no retry)
+    with pytest.raises(CudaError, match=r"cuLaunchKernel failed: .*\(1\)"):
+        split_kernel(sa, sb, so, stream=Stream(0xC2))
+    assert drv.launch_codes == [] and len(drv.of("launch")) == n + 1
+    _fresh(sk_kernel)
+    _fresh(split_kernel)
+
+
+def test_a_workspace_launcher_refuses_a_three_pointer_run(setup, monkeypatch, sk_kernel):
+    k = sk_kernel
+    _fresh(k)
+    CDriver(monkeypatch, [k])
+    a, b, out = arrays(*STREAMK_SHAPE)
+    k(a, b, out, stream=Stream(0xD1))
+    (entry,) = k._entries.values()
+    with pytest.raises(TypeError, match="run_all or run_cached"):
+        entry._c.run(*ptrs_of(a, b, out), 0xD1)  # W would keep whatever it held
     _fresh(k)
 
 
