@@ -204,6 +204,27 @@ def test_split_k_queues_both_kernels_in_c_with_the_streams_workspace(setup, monk
     _fresh(k)
 
 
+def test_split_k_without_the_compiled_launcher_packs_the_same_bytes(setup, monkeypatch, split_kernel):
+    """The Python path (a driver the C code cannot call: the ctypes fallback) launches the same two kernels with the
+    same bytes, its workspace per stream too."""
+    k = split_kernel
+    _fresh(k)
+    drv = CDriver(monkeypatch, [k])
+    del drv.c_launch  # not callable from C: the prepared launch has no compiled launcher
+    python_launches = []
+    drv.launch = lambda func, gx, gy, gz, bx, by, bz, smem, stream, params, extra: python_launches.append(
+        (stream, params, read_block(params, drv._params_of(params)))) or 0
+    a, b, out = arrays(*SPLIT_SHAPE)
+    for s in (0xE1, 0xE2, 0xE1):
+        k(a, b, out, stream=Stream(s))
+        (entry,) = k._entries.values()
+        w = launchplan._WORKSPACES[(0, s, entry.workspace_bytes)][0]
+        assert entry._c is None and [x[2] for x in python_launches[-2:]] == slow(k, a, b, out, w)
+        assert [x[:2] for x in python_launches[-2:]] == [(s, entry.params), (s, entry.rparams)]
+    assert setup["workspace"] == 3 and len(drv.of("alloc")) == 2
+    _fresh(k)
+
+
 def test_stream_k_runs_in_c_with_the_streams_workspace_zeroed_once(setup, monkeypatch, sk_kernel):
     k = sk_kernel
     _fresh(k)

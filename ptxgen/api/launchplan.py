@@ -346,22 +346,23 @@ class Launch:
         """The compiled launch with the calling stream's workspace got here (the stream's first call, or a graph
         capture's, whose workspace is its own): run_all with W last; the stream's own workspace is remembered by the
         launcher for the calls after (``remember_workspace``), a capture's never."""
-        keep = None
         with self._lock:
-            if self.split:
-                w = workspace(self.device_index, stream, self.workspace_bytes, like)
-            else:
-                w, keep = streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
-                                            self._ensure_context)
+            w, keep = self._workspace(stream, like)
             self._c.run_all(*pointers, w, stream)
             remember_workspace(self._c, self.device_index, stream, w, self.workspace_bytes if self.split else None)
         del keep  # a capture's workspace: released once the launch is queued (torch frees it in stream order)
 
+    def _workspace(self, stream: int, like) -> tuple[int, object]:
+        """(address, keep) of the workspace for a launch on ``stream`` (split-K's: :func:`workspace`; stream-K's:
+        :func:`streamk_workspace`, ``keep`` a capture's owner, held until the launch is queued)."""
+        if self.split:
+            return workspace(self.device_index, stream, self.workspace_bytes, like), None
+        return streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like, self._ensure_context)
+
     def _run_split(self, pa: int, pb: int, pd: int, stream: int, like=None) -> None:
         sa, sb, sd = self.slots
         with self._lock:
-            w = _WORKSPACES.get((self.device_index, stream, self.workspace_bytes))
-            w = w[0] if w is not None else workspace(self.device_index, stream, self.workspace_bytes, like)
+            w, _ = self._workspace(stream, like)
             for slot, ptr in ((sa, pa), (sb, pb), (sd, w), (self.rw, w), (self.rd, pd)):
                 if slot.ptr != ptr:
                     slot.point(ptr)
@@ -375,8 +376,7 @@ class Launch:
     def _run_streamk(self, pa: int, pb: int, pd: int, stream: int, like) -> None:
         sa, sb, sd = self.slots
         with self._lock:
-            w, keep = streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
-                                        self._ensure_context)
+            w, keep = self._workspace(stream, like)
             for slot, ptr in ((sa, pa), (sb, pb), (sd, pd), (self.sw, w)):
                 if slot.ptr != ptr:
                     slot.point(ptr)

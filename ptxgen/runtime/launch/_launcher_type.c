@@ -1,7 +1,9 @@
 /* ptxgen.runtime._launcher: the Launcher type. Its constructor reads what a prepared launch is (the function,
- * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it); its methods are
- * run/patch (pointers given) and call (tensors given), which go through _launcher_patch.c; its attributes are the
- * stream reader, the launch count and the pointers the block holds. See _launcher.h for the files of the module. */
+ * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it; a second launch and a
+ * workspace operand, where split-K or stream-K has them); its methods are run/run_all/patch (pointers given),
+ * run_cached (the workspace the stream's remembered one), remember_workspace and call (tensors given), which go
+ * through _launcher_patch.c; its attributes are the stream reader, the launch count, the pointers the block holds and
+ * the remembered workspaces. See _launcher.h for the files of the module. */
 #include "_launcher.h"
 
 PyObject *Launcher_type = NULL;
