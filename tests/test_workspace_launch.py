@@ -148,7 +148,8 @@ def arrays(m, n, k):
     for _ in range(3):
         _PTR[0] += 1 << 30
         ptrs.append(_PTR[0])
-    return (kmajor(m, k, ptr=ptrs[0]), kmajor(n, k, ptr=ptrs[1]), FakeArray((m, n), "bfloat16", strides=(n, 1), ptr=ptrs[2]))
+    return (kmajor(m, k, ptr=ptrs[0]), kmajor(n, k, ptr=ptrs[1]),
+            FakeArray((m, n), "bfloat16", strides=(n, 1), ptr=ptrs[2]))
 
 
 def ptrs_of(*xs):
@@ -431,7 +432,10 @@ def test_block_fp8_stream_k_runs_in_c_with_the_streams_workspace(monkeypatch):
     drv = CDriver(monkeypatch, [])
     drv._params_of = lambda address: kernel.params
     p = Problem(128, 4096, 7168, 7168, 7168, 4096)
-    sk = lambda stream, like: calls.append(stream) or launchplan.streamk_workspace(drv, 0, stream, 1 << 20, like)  # noqa: E731
+    def sk(stream, like):
+        calls.append(stream)
+        return launchplan.streamk_workspace(drv, 0, stream, 1 << 20, like)
+
     e = Fp8Launch(plan=kernel.plan, problem=p, kernel=Kern, grid=(132, 1, 1), block=(384, 1, 1),
                   extra={"lds_a": 128, "lds_b": 32}, encode=_fake_encode, driver=drv, ensure_context=lambda: None,
                   device_index=0, spans=(0, 0, 0), out_alloc=None, workspace=sk)
@@ -579,7 +583,8 @@ def gpu_case(which: str) -> int:
         replays.append(so.clone())
         say("graph", seed=seed, bit_identical_to_eager=same, rel_err=ours, torch_rel_err=theirs)
         if not (ok and same):
-            return fail(f"graph replay of seed {seed}: bit-identical to eager {same}, rel error {ours} (torch's {theirs})")
+            return fail(f"graph replay of seed {seed}: bit-identical to eager {same}, rel error {ours} "
+                        f"(torch's {theirs})")
     if torch.equal(replays[0], replays[1]):
         return fail("the two replays gave the same result for different inputs")
     report["passed"] = True

@@ -95,7 +95,6 @@ class Fp8Launch:
                                                                         self.kernel.dynamic_smem, stream, self.params.address, None))
         del keep  # a graph capture's workspace: released once the launch is queued
 
-
     def _run_workspace(self, args: tuple, stream: int, like) -> None:
         """The compiled launch with the stream's workspace got here (launchplan.Launch._run_workspace's rules)."""
         with self._lock:

@@ -8,10 +8,10 @@ parameter block (re-encoding a tensor map only when its pointer changed, see ``r
 
 Where the compiled launcher was built (``runtime.launch.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
 and every launch goes through it (split-K's two and stream-K's too: the calling stream's workspace is its last pointer,
-remembered per stream in C after the stream's first call, see :func:`remember_workspace`); for torch tensors the whole hot call (dispatch key, lookup, pointers,
-checks, launch) is one C call: ``CompiledKernel``'s call itself (:data:`KernelBase`) and ``ptxgen.gemm``'s
-:func:`hot_table`, each remembering its table's last hit and comparing a call's metadata with it field by field
-before any key is built (:class:`LaunchTable`). Otherwise the Python path below runs.
+remembered per stream in C after the stream's first call, see :func:`remember_workspace`); for torch tensors the
+whole hot call (dispatch key, lookup, pointers, checks, launch) is one C call: ``CompiledKernel``'s call itself
+(:data:`KernelBase`) and ``ptxgen.gemm``'s :func:`hot_table`, each remembering its table's last hit and comparing a
+call's metadata with it field by field before any key is built (:class:`LaunchTable`). Otherwise the Python path below runs.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> i
 # process (a launch queued on it, or a CUDA graph that captured it, may still use it). Two launches on one stream are
 # serialized by the stream, so they share it safely; calls on two streams never share one. A compiled launch remembers
 # the workspace it was given per stream (remember_workspace: the same rules, checked in C per call, capture included)
-# and keeps it after another launch outgrew it (still allocated, its flags zero between launches). Inside a CUDA graph capture
+# and keeps it after another launch outgrew it (still allocated, its flags zero between launches). Inside a CUDA graph
+# capture
 # every launch gets a fresh workspace from the graph's memory pool (torch tensors only) with the flag memset captured
 # ahead of the kernel: graphs never share a workspace with eager calls or with one another, and each replay starts
 # from zero flags whatever the previous replay did.
@@ -276,7 +277,7 @@ class Launch:
             (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), _ = reduce_geometry(plan, problem)
             self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
             self.rparams = self.rblock.address
-            sd = self.slots[2]  # D (the user's) goes to the reduction; W to the MMA kernel's D slots and the reduction's W
+            sd = self.slots[2]  # D (the user's) goes to the reduction; W to the MMA kernel's D slots and the reduction's
             w_slots = [*(sd.slots if isinstance(sd, SlotGroup) else (sd,)), self.rw]
             operands = (*operands[:2], self.rd, *operands[3:], SlotGroup(w_slots))
             second = (reduce_func, (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), 0, self.rblock)
@@ -357,7 +358,8 @@ class Launch:
         :func:`streamk_workspace`, ``keep`` a capture's owner, held until the launch is queued)."""
         if self.split:
             return workspace(self.device_index, stream, self.workspace_bytes, like), None
-        return streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like, self._ensure_context)
+        return streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
+                                 self._ensure_context)
 
     def _run_split(self, pa: int, pb: int, pd: int, stream: int, like=None) -> None:
         sa, sb, sd = self.slots
@@ -405,7 +407,7 @@ class Launch:
             return out
         if stream is None:
             stream = self._torch_stream(self.device_index)
-        self.run(pa, pb, po, stream, a)  # split-K, stream-K: torch memory for the workspace (a graph's pool when capturing)
+        self.run(pa, pb, po, stream, a)  # split-K, stream-K: a torch workspace (a graph's pool when capturing)
         return out
 
     def _allocate_torch(self, a):

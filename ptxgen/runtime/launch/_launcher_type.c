@@ -52,7 +52,8 @@ static int read_workspace(Launcher *self, PyObject *workspace) {
     if (!PyArg_ParseTuple(workspace, "iK", &kind, &capture))
         return -1;
     if ((kind != WS_SPLIT && kind != WS_STREAMK) || self->nops < 4) {
-        PyErr_SetString(PyExc_ValueError, "workspace: (WS_SPLIT or WS_STREAMK, capture_address), its operand after A, B, D");
+        PyErr_SetString(PyExc_ValueError,
+                        "workspace: (WS_SPLIT or WS_STREAMK, capture_address), its operand after A, B, D");
         return -1;
     }
     self->ws_kind = kind;
@@ -309,7 +310,8 @@ static PyMethodDef Launcher_methods[] = {
 static PyObject *Launcher_get_workspaces(Launcher *self, void *closure) {
     PyObject *t = PyTuple_New(self->ws_n);
     for (int i = 0; t && i < self->ws_n; i++) {
-        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)self->ws_stream[i], (unsigned long long)self->ws_addr[i]);
+        PyObject *pair =
+            Py_BuildValue("(KK)", (unsigned long long)self->ws_stream[i], (unsigned long long)self->ws_addr[i]);
         if (!pair || PyTuple_SetItem(t, i, pair) < 0) {
             Py_DECREF(t);
             return NULL;

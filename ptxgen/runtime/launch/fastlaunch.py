@@ -123,7 +123,8 @@ def error_name(rc: int) -> str:
 
 _MODULE: list = []
 # what the Python side calls on the compiled module; a module missing one is a stale in-place build, not used
-_MODULE_NAMES = ("Launcher", "Hot", "KernelBase", "forget_tables", "hot_gemm", "hot_kernel", "set_tensor_type", "WS_STREAMK")
+_MODULE_NAMES = ("Launcher", "Hot", "KernelBase", "forget_tables", "hot_gemm", "hot_kernel", "set_tensor_type",
+                 "WS_STREAMK")
 MAX_OPERANDS = 8  # _launcher.h's: A, B, D and up to five more pointers a Launcher patches
 
 
