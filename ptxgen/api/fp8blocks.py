@@ -179,9 +179,8 @@ def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec):
     if not _TORCH_STREAM:
         _TORCH_STREAM.append(streams.torch_stream_reader(sys.modules["torch"]))
     stream = _TORCH_STREAM[0](e.device_index)
-    if e._c is not None:  # the compiled launcher: every pointer and the launch in one C call
-        e._c.run_all(pa, pb, pd, psa, psb, stream)
-    else:
+    # the compiled launcher: every pointer and the launch in one C call (stream-K: the stream's remembered workspace)
+    if e._c is None or not e._c.run_cached(pa, pb, pd, psa, psb, stream):
         e.run({"A": pa, "B": pb, "D": pd, "SFA": psa, "SFB": psb}, stream, a)
     return out
 

@@ -8,8 +8,9 @@ key and scale_a's alignment, which the key holds too). Pointers are not in it: a
 (A, B, D 16-byte aligned; scale_a 16 bytes with its tensor map, else 4; scale_b 4; ``out`` apart from A and B), points
 its parameter block at them (launchplan.build_params' slots: a tensor map re-encoded only for a pointer not among its
 last few, runtime.launch.params.MapSlot) and launches once. A pointer that breaks a rule sends the call down the slow path,
-which says what is wrong. A stream-K kernel's workspace is its stream's (launchplan.streamk_workspace, per call: a graph
-capture gets its own). Empty problems are not prepared.
+which says what is wrong. A stream-K kernel's workspace is its stream's (launchplan.streamk_workspace; a graph capture
+gets its own), one more pointer of the compiled launch, remembered per stream after the stream's first call (checked
+in C per call, capture included: launchplan.remember_workspace). Empty problems are not prepared.
 
 Two tables lead to the same launches: one keyed by torch tensors' own attributes (no array-interface reading: the
 hot path), one by :class:`ArrayInfo` (any array library; the arrays are still read per call).
@@ -23,7 +24,7 @@ from ..derive.kernel import KernelPlan
 from ..runtime.launch.fastlaunch import compiled_launcher
 from ..runtime.launch.launch import Problem
 from .binding import overlaps
-from .launchplan import build_params, launch_checked
+from .launchplan import build_params, launch_checked, remember_workspace
 
 C_ORDER = ("A", "B", "D", "SFA", "SFB")  # the compiled launcher's operands, in run_all's order
 TABLE_ENTRIES = 64  # prepared launches kept per table (cleared when full: a changing shape stream rebuilds)
@@ -55,11 +56,15 @@ class Fp8Launch:
         self.params, self.slots = build_params(plan, problem, encode, {"lds_a": extra["lds_a"], "lds_b": extra["lds_b"]})
         assert set(self.slots) == {"A", "B", "D", "SFA", "SFB"} | ({"W"} if plan.stream_k is not None else set()), set(self.slots)
         self.workspace = workspace  # stream-K: (stream, torch tensor or None) -> (address, keep) of the stream's workspace
-        self._c = None  # the compiled launcher (A, B, D, SFA, SFB patched and the launch made in one C call), where built
-        if workspace is None and driver is not None:
+        # the compiled launcher (A, B, D, SFA, SFB patched and the launch made in one C call; stream-K: W last, the
+        # stream's remembered workspace), where built
+        self._c = None
+        if driver is not None:
+            order = C_ORDER + (("W",) if workspace is not None else ())
             self._c = compiled_launcher(driver, func=int(kernel.func), grid=grid, block=block, smem=kernel.dynamic_smem,
-                                        params=self.params, operands=tuple(self.slots[r] for r in C_ORDER),
-                                        ensure_context=ensure_context, device_index=device_index, spans=spans)
+                                        params=self.params, operands=tuple(self.slots[r] for r in order),
+                                        ensure_context=ensure_context, device_index=device_index, spans=spans,
+                                        workspace=None if workspace is None else "stream_k")
 
     def pointers_ok(self, pa: int, pb: int, po: int, psa: int, psb: int) -> bool:
         if (pa | pb | po) & 15 or psa & self.sfa_mask or psb & 3:
@@ -71,7 +76,9 @@ class Fp8Launch:
         kernel's W at ``stream``'s workspace (torch memory where ``like`` is a torch tensor)."""
         c = self._c
         if c is not None:
-            c.run_all(ptrs["A"], ptrs["B"], ptrs["D"], ptrs["SFA"], ptrs["SFB"], stream)
+            args = (ptrs["A"], ptrs["B"], ptrs["D"], ptrs["SFA"], ptrs["SFB"])
+            if not c.run_cached(*args, stream):  # stream-K: the stream's workspace not remembered yet (or a capture)
+                self._run_workspace(args, stream, like)
             return
         keep = None
         with self._lock:
@@ -86,6 +93,14 @@ class Fp8Launch:
             else:
                 launch_checked(self.driver.launch, self.ensure_context, (int(self.kernel.func), *self.grid, *self.block,
                                                                         self.kernel.dynamic_smem, stream, self.params.address, None))
+        del keep  # a graph capture's workspace: released once the launch is queued
+
+    def _run_workspace(self, args: tuple, stream: int, like) -> None:
+        """The compiled launch with the stream's workspace got here (launchplan.Launch._run_workspace's rules)."""
+        with self._lock:
+            w, keep = self.workspace(stream, like)
+            self._c.run_all(*args, w, stream)
+            remember_workspace(self._c, self.device_index, stream, w)
         del keep  # a graph capture's workspace: released once the launch is queued
 
 

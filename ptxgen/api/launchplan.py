@@ -7,10 +7,11 @@ parameter block (re-encoding a tensor map only when its pointer changed, see ``r
 ``cuLaunchKernel`` once. No spec, no derivation, no JSON, no hashing, no synchronisation on that path.
 
 Where the compiled launcher was built (``runtime.launch.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
-and every launch goes through it; for torch tensors the whole hot call (dispatch key, lookup, pointers,
-checks, launch) is one C call: ``CompiledKernel``'s call itself (:data:`KernelBase`) and ``ptxgen.gemm``'s
-:func:`hot_table`, each remembering its table's last hit and comparing a call's metadata with it field by field
-before any key is built (:class:`LaunchTable`). Otherwise the Python path below runs.
+and every launch goes through it (split-K's two and stream-K's too: the calling stream's workspace is its last pointer,
+remembered per stream in C after the stream's first call, see :func:`remember_workspace`); for torch tensors the
+whole hot call (dispatch key, lookup, pointers, checks, launch) is one C call: ``CompiledKernel``'s call itself
+(:data:`KernelBase`) and ``ptxgen.gemm``'s :func:`hot_table`, each remembering its table's last hit and comparing a
+call's metadata with it field by field before any key is built (:class:`LaunchTable`). Otherwise the Python path below runs.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> i
 #
 # One workspace per (device, stream), grown (never shrunk) to the largest launch seen; an outgrown one is kept for the
 # process (a launch queued on it, or a CUDA graph that captured it, may still use it). Two launches on one stream are
-# serialized by the stream, so they share it safely; calls on two streams never share one. Inside a CUDA graph capture
+# serialized by the stream, so they share it safely; calls on two streams never share one. A compiled launch remembers
+# the workspace it was given per stream (remember_workspace: the same rules, checked in C per call, capture included)
+# and keeps it after another launch outgrew it (still allocated, its flags zero between launches). Inside a CUDA graph
+# capture
 # every launch gets a fresh workspace from the graph's memory pool (torch tensors only) with the flag memset captured
 # ahead of the kernel: graphs never share a workspace with eager calls or with one another, and each replay starts
 # from zero flags whatever the previous replay did.
@@ -182,6 +186,16 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
     return w[0], None
 
 
+def remember_workspace(c, device_index: int, stream: int, address: int, split_bytes: int | None = None) -> None:
+    """Hand the compiled launcher ``c`` the workspace of (device, stream) that a launch on ``stream`` just used, where it
+    is the stream's own (split-K's of ``split_bytes``, else stream-K's; a capture's is not): the launcher's calls on
+    that stream take it from there without coming back here."""
+    own = (_WORKSPACES.get((device_index, stream, split_bytes)) if split_bytes is not None
+           else _STREAMK_WORKSPACES.get((device_index, stream)))
+    if own is not None and own[0] == address:
+        c.remember_workspace(stream, address)
+
+
 def _torch_current_stream(device_index: int) -> int:
     from .streams import torch_stream_reader
 
@@ -254,12 +268,19 @@ class Launch:
         # the pointers run_all patches after A, B and D, in this order (a fused chain's: fusedlaunch.AUX_ROLES)
         self.extra_order = tuple(role for role in extra_roles if role in self.extra_slots)
         self.params = self.block.address
+        # the compiled launcher's operands (run_all's order): A, B, D, the extra ones, then the workspace, if any
+        operands = self.slots + tuple(self.extra_slots[role] for role in self.extra_order)
+        second = None
         if self.split:  # the MMA kernel's D slot takes the workspace; the reduction's slots the workspace and D
             self.reduce_func = reduce_func
             self.workspace_bytes = workspace_bytes(plan, problem)
             (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), _ = reduce_geometry(plan, problem)
             self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
             self.rparams = self.rblock.address
+            sd = self.slots[2]  # D (the user's) goes to the reduction; W to the MMA kernel's D slots and the reduction's
+            w_slots = [*(sd.slots if isinstance(sd, SlotGroup) else (sd,)), self.rw]
+            operands = (*operands[:2], self.rd, *operands[3:], SlotGroup(w_slots))
+            second = (reduce_func, (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), 0, self.rblock)
         elif self.streamk:  # the W slot takes the calling stream's workspace (streamk_workspace), patched per call
             from ..derive.streamk import MAX_GRID_CTAS
 
@@ -268,29 +289,33 @@ class Launch:
                                    "wait on CTAs that are not resident")
             self.sw = slots["W"]
             self.workspace_bytes = workspace_bytes(plan, problem, sm_count)
-        else:
-            operands = self.slots + tuple(self.extra_slots[role] for role in self.extra_order)
-            self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
-                                        operands=operands, ensure_context=ensure_context, device_index=device_index,
-                                        spans=spans, masks=(self.in_mask, self.out_mask))
-            if self._c is not None:
-                torch = sys.modules.get("torch")
-                if torch is not None:
-                    from .streams import torch_stream_reader
+            operands = (*operands, self.sw)
+        self._ws = "split" if self.split else "stream_k" if self.streamk else None
+        self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
+                                    operands=operands, ensure_context=ensure_context, device_index=device_index,
+                                    spans=spans, masks=(self.in_mask, self.out_mask), second=second, workspace=self._ws)
+        if self._c is not None:
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                from .streams import torch_stream_reader
 
-                    self._c.stream_reader = torch_stream_reader(torch)
+                self._c.stream_reader = torch_stream_reader(torch)
 
     # -- the hot path ------------------------------------------------------------------------------------
     def run(self, pa: int, pb: int, pd: int, stream: int, like=None) -> None:
         """Point the block at these arrays and launch on ``stream``. ``like``: a torch tensor of the call (stream-K's
         workspace is then torch memory; None: cuMemAlloc)."""
+        c = self._c
+        if c is not None:
+            if self._ws is None:
+                c.run(pa, pb, pd, stream)
+            elif not c.run_cached(pa, pb, pd, stream):  # the stream's workspace not remembered yet (or a capture)
+                self._run_workspace((pa, pb, pd), stream, like)
+            return
         if self.split:
-            return self._run_split(pa, pb, pd, stream)
+            return self._run_split(pa, pb, pd, stream, like)
         if self.streamk:
             return self._run_streamk(pa, pb, pd, stream, like)
-        if self._c is not None:
-            self._c.run(pa, pb, pd, stream)
-            return
         sa, sb, sd = self.slots
         with self._lock:
             if sa.ptr != pa:
@@ -304,8 +329,12 @@ class Launch:
 
     def run_all(self, pointers: tuple, stream: int, like=None) -> None:
         """``run`` with the pointers of ``extra_order`` after A, B and D (``pointers``: all of them, in that order)."""
-        if self._c is not None:
-            self._c.run_all(*pointers, stream)
+        c = self._c
+        if c is not None:
+            if self._ws is None:
+                c.run_all(*pointers, stream)
+            elif not c.run_cached(*pointers, stream):
+                self._run_workspace(pointers, stream, like)
             return
         with self._lock:
             for role, ptr in zip(self.extra_order, pointers[3:]):
@@ -314,11 +343,28 @@ class Launch:
                     slot.point(ptr)
             self.run(*pointers[:3], stream, like)
 
-    def _run_split(self, pa: int, pb: int, pd: int, stream: int) -> None:
+    def _run_workspace(self, pointers: tuple, stream: int, like) -> None:
+        """The compiled launch with the calling stream's workspace got here (the stream's first call, or a graph
+        capture's, whose workspace is its own): run_all with W last; the stream's own workspace is remembered by the
+        launcher for the calls after (``remember_workspace``), a capture's never."""
+        with self._lock:
+            w, keep = self._workspace(stream, like)
+            self._c.run_all(*pointers, w, stream)
+            remember_workspace(self._c, self.device_index, stream, w, self.workspace_bytes if self.split else None)
+        del keep  # a capture's workspace: released once the launch is queued (torch frees it in stream order)
+
+    def _workspace(self, stream: int, like) -> tuple[int, object]:
+        """(address, keep) of the workspace for a launch on ``stream`` (split-K's: :func:`workspace`; stream-K's:
+        :func:`streamk_workspace`, ``keep`` a capture's owner, held until the launch is queued)."""
+        if self.split:
+            return workspace(self.device_index, stream, self.workspace_bytes, like), None
+        return streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
+                                 self._ensure_context)
+
+    def _run_split(self, pa: int, pb: int, pd: int, stream: int, like=None) -> None:
         sa, sb, sd = self.slots
         with self._lock:
-            w = _WORKSPACES.get((self.device_index, stream, self.workspace_bytes))
-            w = w[0] if w is not None else workspace(self.device_index, stream, self.workspace_bytes)
+            w, _ = self._workspace(stream, like)
             for slot, ptr in ((sa, pa), (sb, pb), (sd, w), (self.rw, w), (self.rd, pd)):
                 if slot.ptr != ptr:
                     slot.point(ptr)
@@ -332,8 +378,7 @@ class Launch:
     def _run_streamk(self, pa: int, pb: int, pd: int, stream: int, like) -> None:
         sa, sb, sd = self.slots
         with self._lock:
-            w, keep = streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
-                                        self._ensure_context)
+            w, keep = self._workspace(stream, like)
             for slot, ptr in ((sa, pa), (sb, pb), (sd, pd), (self.sw, w)):
                 if slot.ptr != ptr:
                     slot.point(ptr)
@@ -362,9 +407,7 @@ class Launch:
             return out
         if stream is None:
             stream = self._torch_stream(self.device_index)
-        if self.split and (self.device_index, stream, self.workspace_bytes) not in _WORKSPACES:
-            workspace(self.device_index, stream, self.workspace_bytes, a)  # torch memory (a graph's pool when capturing)
-        self.run(pa, pb, po, stream, a)
+        self.run(pa, pb, po, stream, a)  # split-K, stream-K: a torch workspace (a graph's pool when capturing)
         return out
 
     def _allocate_torch(self, a):

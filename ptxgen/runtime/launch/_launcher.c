@@ -129,6 +129,11 @@ PyMODINIT_FUNC PyInit__launcher(void) {
         return NULL;
     }
     Py_INCREF(Launcher_type); /* the hot calls' type check holds its own reference */
+    if (PyModule_AddIntConstant(m, "WS_SPLIT", WS_SPLIT) < 0 ||
+        PyModule_AddIntConstant(m, "WS_STREAMK", WS_STREAMK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (!add_type(m, "Hot", &Hot_spec) || !add_type(m, "KernelBase", &KernelBase_spec)) {
         Py_DECREF(m);
         return NULL;

@@ -22,7 +22,12 @@
  * cache or the encoder). A call reads the operands' data pointers, checks them (aligned as the kernel needs; an out
  * given by the caller must not overlap an input), writes the pointers that changed into the block and calls
  * cuLaunchKernel once. The driver is dlopen'ed ("libcuda.so.1") at first use; no CUDA header is needed: the
- * one prototype is declared below. Plain CPython stable ABI (3.11), so one build serves later Pythons.
+ * two prototypes are declared below. Plain CPython stable ABI (3.11), so one build serves later Pythons.
+ *
+ * Split-K and stream-K launches are Launchers too: the calling stream's workspace is one more operand (the last,
+ * see WS_SPLIT below), and split-K's reduction kernel is a second launch the Launcher queues right after the first
+ * on the same stream (its block's W and D slots are the workspace's and D's operands: a slot's address may lie in
+ * either block; the owner keeps both blocks alive).
  *
  * The GIL is held from the pointer writes to the launch, and no Python code runs in between: two threads
  * sharing a Launcher cannot interleave a patch and a launch. Python code (a map's bytes) runs only in the
@@ -47,10 +52,21 @@
 
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned smem, void *stream, void **params, void **extra);
+typedef int (*capture_fn)(void *stream, int *status); /* cuStreamIsCapturing */
 
 #define MAP_BYTES 128
 #define MAX_SLOTS 4
 #define MAX_OPERANDS 8 /* A, B, D, then the pointers a launch patches besides them (a fused chain's, offs, scales) */
+
+/* A workspace operand (the last one; ptxgen.api.launchplan: split-K's and stream-K's, one per (device, stream)): the
+ * calls that are not given it take the calling stream's from a few remembered (stream, address) pairs, which the
+ * Python side hands over (remember_workspace) after it got the stream's workspace the first time; a stream with none
+ * remembered is declined (the Python side gets it). WS_STREAMK also declines a stream that is capturing (a capture
+ * gets a fresh workspace from the graph's pool, zeroed in the graph: launchplan.streamk_workspace). */
+#define WS_NONE 0
+#define WS_SPLIT 1
+#define WS_STREAMK 2
+#define WS_STREAMS 4
 
 /* The optional metadata reader (runtime/_torchmeta.cpp, built against the installed torch by runtime/torchmeta.py
  * and handed over with set_meta_reader): a tensor's sizes, strides, scalar type, device and data pointer read from
@@ -95,6 +111,14 @@ typedef struct {
     uint64_t cur[MAX_OPERANDS];
     int valid[MAX_OPERANDS];
     unsigned long long launches;
+    /* a second launch queued on the same stream right after the first (split-K's reduction); func2 NULL: none */
+    void *func2;
+    unsigned grid2[3], block2[3], smem2;
+    void **params2;
+    int ws_kind;             /* WS_NONE, WS_SPLIT, WS_STREAMK: the last operand is the workspace */
+    capture_fn capture;      /* WS_STREAMK: cuStreamIsCapturing (or a test's function) */
+    int ws_n, ws_next;
+    uint64_t ws_stream[WS_STREAMS], ws_addr[WS_STREAMS];
 } Launcher;
 
 /* One table's hot call (_launcher_hot.c: the remembered last hit). */
@@ -115,6 +139,7 @@ LAUNCHER_INTERNAL extern PyObject *s_shape, *s_stride, *s_dtype, *s_get_device, 
 LAUNCHER_INTERNAL extern PyObject *s_call_py, *s_out, *s_stream;
 LAUNCHER_INTERNAL extern PyObject *Launcher_type; /* the Launcher type object, made at module init */
 LAUNCHER_INTERNAL extern launch_fn driver_launch;  /* cuLaunchKernel from libcuda.so.1, found at first use */
+LAUNCHER_INTERNAL extern capture_fn driver_capture; /* cuStreamIsCapturing from libcuda.so.1 (with driver_launch) */
 LAUNCHER_INTERNAL extern meta_fn meta_reader;
 LAUNCHER_INTERNAL extern PyObject *plain_types[MAX_PLAIN];
 LAUNCHER_INTERNAL extern int n_plain;
@@ -126,6 +151,7 @@ LAUNCHER_INTERNAL int find_driver(void);
 LAUNCHER_INTERNAL int do_launch(Launcher *self, uint64_t stream);
 /* _launcher_patch.c */
 LAUNCHER_INTERNAL int patch(Launcher *self, const uint64_t *want, int n);
+LAUNCHER_INTERNAL int stream_workspace(Launcher *self, uint64_t stream, uint64_t *address);
 LAUNCHER_INTERNAL PyObject *call_pointers(Launcher *self, const uint64_t p[3], PyObject *out, int out_given);
 LAUNCHER_INTERNAL PyObject *call_tensors(Launcher *self, PyObject *a, PyObject *b, PyObject *out, int out_given);
 /* _launcher_hot.c */

@@ -91,7 +91,8 @@ static int overlaps(uint64_t x, uint64_t xspan, uint64_t y, uint64_t yspan) {
 
 /* The launch for pointers p (A, B, D) of a torch call: checks (aligned; an out given by the caller apart from the
  * inputs), the current stream, patch, launch -> out, or None when a pointer rules this path out (the caller's slow
- * path says why). */
+ * path says why). A Launcher with a workspace operand (A, B, D, W) takes the stream's remembered one, or declines
+ * (none remembered for the stream, or a stream-K launch on a capturing stream: the Python path gets it). */
 PyObject *call_pointers(Launcher *self, const uint64_t p[3], PyObject *out, int out_given) {
     if (((p[0] | p[1]) & self->mask_in) || (p[2] & self->mask_out))
         Py_RETURN_NONE;
@@ -102,10 +103,24 @@ PyObject *call_pointers(Launcher *self, const uint64_t p[3], PyObject *out, int 
     PyObject *h = PyObject_CallFunctionObjArgs(self->stream_reader, self->device_index, NULL);
     if (!h)
         return NULL;
-    uint64_t stream;
+    uint64_t stream, want[4] = {p[0], p[1], p[2], 0};
     int bad = read_u64(h, &stream) < 0;
     Py_DECREF(h);
-    if (bad || patch(self, p, 3) < 0 || do_launch(self, stream) < 0)
+    if (bad)
+        return NULL;
+    int n = 3;
+    if (self->ws_kind || self->nops > 3) {
+        if (self->nops != 4 || !self->ws_kind) /* other operands than a workspace: not this path's to fill */
+            Py_RETURN_NONE;
+        int r = stream_workspace(self, stream, &want[3]);
+        if (r <= 0) {
+            if (r < 0)
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        n = 4;
+    }
+    if (patch(self, want, n) < 0 || do_launch(self, stream) < 0)
         return NULL;
     Py_INCREF(out);
     return out;

@@ -1,7 +1,9 @@
 /* ptxgen.runtime._launcher: the Launcher type. Its constructor reads what a prepared launch is (the function,
- * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it); its methods are
- * run/patch (pointers given) and call (tensors given), which go through _launcher_patch.c; its attributes are the
- * stream reader, the launch count and the pointers the block holds. See _launcher.h for the files of the module. */
+ * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it; a second launch and a
+ * workspace operand, where split-K or stream-K has them); its methods are run/run_all/patch (pointers given),
+ * run_cached (the workspace the stream's remembered one), remember_workspace and call (tensors given), which go
+ * through _launcher_patch.c; its attributes are the stream reader, the launch count, the pointers the block holds and
+ * the remembered workspaces. See _launcher.h for the files of the module. */
 #include "_launcher.h"
 
 PyObject *Launcher_type = NULL;
@@ -19,23 +21,70 @@ static void Launcher_dealloc(Launcher *self) {
 }
 
 /* Launcher(func, grid, block, smem, params_address, owner, operands, launch_address, ensure_context, fail,
- *          device_index, spans, masks)
+ *          device_index, spans, masks[, second[, workspace]])
  * operands: three to MAX_OPERANDS sequences (A, B, D, then the pointers run_all patches besides them) of
  * (address, source-or-None); launch_address: 0 for libcuda's
  * cuLaunchKernel, else the address of a function with its signature (tests); masks: (A and B, D) alignment
- * masks of the pointers (a pointer with one of those bits set is declined). */
+ * masks of the pointers (a pointer with one of those bits set is declined). second: None, or (func, grid, block,
+ * smem, params_address) of a launch queued right after the first (split-K's reduction; owner keeps its block alive);
+ * workspace: None, or (kind, capture_address): the last operand is the calling stream's workspace (WS_SPLIT,
+ * WS_STREAMK), capture_address 0 for libcuda's cuStreamIsCapturing, else a function with its signature (tests). */
+static int read_second(Launcher *self, PyObject *second) {
+    unsigned long long func, params;
+    if (second == Py_None)
+        return 0;
+    if (!PyArg_ParseTuple(second, "K(III)(III)IK", &func, &self->grid2[0], &self->grid2[1], &self->grid2[2],
+                          &self->block2[0], &self->block2[1], &self->block2[2], &self->smem2, &params))
+        return -1;
+    if (!func || !params) {
+        PyErr_SetString(PyExc_ValueError, "second: a function and a parameter block");
+        return -1;
+    }
+    self->func2 = (void *)(uintptr_t)func, self->params2 = (void **)(uintptr_t)params;
+    return 0;
+}
+
+static int read_workspace(Launcher *self, PyObject *workspace) {
+    int kind;
+    unsigned long long capture;
+    if (workspace == Py_None)
+        return 0;
+    if (!PyArg_ParseTuple(workspace, "iK", &kind, &capture))
+        return -1;
+    if ((kind != WS_SPLIT && kind != WS_STREAMK) || self->nops < 4) {
+        PyErr_SetString(PyExc_ValueError,
+                        "workspace: (WS_SPLIT or WS_STREAMK, capture_address), its operand after A, B, D");
+        return -1;
+    }
+    self->ws_kind = kind;
+    if (kind == WS_STREAMK) {
+        if (capture) {
+            self->capture = (capture_fn)(uintptr_t)capture;
+        } else {
+            if (find_driver() < 0)
+                return -1;
+            if (!driver_capture) {
+                PyErr_SetString(PyExc_OSError, "libcuda.so.1 has no cuStreamIsCapturing");
+                return -1;
+            }
+            self->capture = driver_capture;
+        }
+    }
+    return 0;
+}
+
 static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long func, params, launch_address;
     unsigned gx, gy, gz, bx, by, bz, smem;
     unsigned long long sa, sb, so, mask_in, mask_out;
-    PyObject *owner, *operands, *ensure_context, *fail, *device_index;
+    PyObject *owner, *operands, *ensure_context, *fail, *device_index, *second = Py_None, *workspace = Py_None;
     if (kwds && PyDict_Size(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)(KK)", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params, &owner,
-                          &operands, &launch_address, &ensure_context, &fail, &device_index, &sa, &sb, &so, &mask_in,
-                          &mask_out))
+    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)(KK)|OO", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params,
+                          &owner, &operands, &launch_address, &ensure_context, &fail, &device_index, &sa, &sb, &so,
+                          &mask_in, &mask_out, &second, &workspace))
         return NULL;
     launch_fn fn;
     if (launch_address) {
@@ -104,6 +153,8 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         }
         Py_DECREF(slots);
     }
+    if (read_second(self, second) < 0 || read_workspace(self, workspace) < 0)
+        goto fail;
     Py_DECREF(ops);
     return (PyObject *)self;
 fail:
@@ -125,6 +176,10 @@ static int args_u64(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, ui
 /* run(pa, pb, pd, stream): write the pointers and launch (the caller checked them). */
 static PyObject *Launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
     uint64_t v[4];
+    if (self->ws_kind || self->nops > 3) { /* the other operands would keep whatever they held */
+        PyErr_SetString(PyExc_TypeError, "run: this launch has more operands than A, B, D: run_all or run_cached");
+        return NULL;
+    }
     if (args_u64(args, nargs, 4, v, "run") < 0 || patch(self, v, 3) < 0 || do_launch(self, v[3]) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -137,6 +192,53 @@ static PyObject *Launcher_run_all(Launcher *self, PyObject *const *args, Py_ssiz
     if (args_u64(args, nargs, self->nops + 1, v, "run_all") < 0 || patch(self, v, self->nops) < 0 ||
         do_launch(self, v[self->nops]) < 0)
         return NULL;
+    Py_RETURN_NONE;
+}
+
+/* run_cached(p0, ..., stream): run_all without the workspace operand, which is the calling stream's remembered one
+ * (a Launcher without a workspace operand: run_all). True: launched; False: declined (no workspace remembered for
+ * this stream; stream-K: the stream is capturing), nothing written: the caller gets the workspace and calls run_all. */
+static PyObject *Launcher_run_cached(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t v[MAX_OPERANDS + 1];
+    int given = self->ws_kind ? self->nops - 1 : self->nops;
+    if (args_u64(args, nargs, given + 1, v, "run_cached") < 0)
+        return NULL;
+    uint64_t stream = v[given];
+    if (self->ws_kind) {
+        int r = stream_workspace(self, stream, &v[given]);
+        if (r <= 0) {
+            if (r < 0)
+                return NULL;
+            Py_RETURN_FALSE;
+        }
+    }
+    if (patch(self, v, self->nops) < 0 || do_launch(self, stream) < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* remember_workspace(stream, address): the calling stream's workspace for the calls after (the last WS_STREAMS
+ * streams; a stream already remembered gets the new address). */
+static PyObject *Launcher_remember_workspace(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t v[2];
+    if (args_u64(args, nargs, 2, v, "remember_workspace") < 0)
+        return NULL;
+    if (!self->ws_kind) {
+        PyErr_SetString(PyExc_ValueError, "remember_workspace: this launch has no workspace operand");
+        return NULL;
+    }
+    int i = 0;
+    while (i < self->ws_n && self->ws_stream[i] != v[0])
+        i++;
+    if (i == self->ws_n) {
+        if (self->ws_n < WS_STREAMS) {
+            self->ws_n++;
+        } else {
+            i = self->ws_next;
+            self->ws_next = (self->ws_next + 1) % WS_STREAMS;
+        }
+    }
+    self->ws_stream[i] = v[0], self->ws_addr[i] = v[1];
     Py_RETURN_NONE;
 }
 
@@ -196,15 +298,38 @@ static PyMethodDef Launcher_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Launcher_run, METH_FASTCALL, "run(pa, pb, pd, stream): write the pointers, launch"},
     {"run_all", (PyCFunction)(void (*)(void))Launcher_run_all, METH_FASTCALL,
      "run_all(p0, ..., p[nops - 1], stream): write every operand's pointer, launch"},
+    {"run_cached", (PyCFunction)(void (*)(void))Launcher_run_cached, METH_FASTCALL,
+     "run_cached(p0, ..., stream): run_all with the stream's remembered workspace as the last pointer; False: declined"},
+    {"remember_workspace", (PyCFunction)(void (*)(void))Launcher_remember_workspace, METH_FASTCALL,
+     "remember_workspace(stream, address): the stream's workspace for the calls that are not given it"},
     {"patch", (PyCFunction)(void (*)(void))Launcher_patch, METH_FASTCALL, "patch(pa, pb, pd): write the pointers only"},
     {"call", (PyCFunction)(void (*)(void))Launcher_call, METH_FASTCALL,
      "call(a, b, out): data_ptr() of each, checks, launch on the current stream; out, or None (not for this path)"},
     {NULL, NULL, 0, NULL}};
 
+static PyObject *Launcher_get_workspaces(Launcher *self, void *closure) {
+    PyObject *t = PyTuple_New(self->ws_n);
+    for (int i = 0; t && i < self->ws_n; i++) {
+        PyObject *pair =
+            Py_BuildValue("(KK)", (unsigned long long)self->ws_stream[i], (unsigned long long)self->ws_addr[i]);
+        if (!pair || PyTuple_SetItem(t, i, pair) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static PyObject *Launcher_get_workspace_kind(Launcher *self, void *closure) {
+    return PyLong_FromLong(self->ws_kind);
+}
+
 static PyGetSetDef Launcher_getset[] = {
     {"stream_reader", (getter)Launcher_get_stream_reader, (setter)Launcher_set_stream_reader,
      "callable(device_index) -> the current CUstream handle (None: call() declines)", NULL},
-    {"launches", (getter)Launcher_get_launches, NULL, "launches made", NULL},
+    {"launches", (getter)Launcher_get_launches, NULL, "launches made (split-K's two kernels count as one)", NULL},
+    {"workspaces", (getter)Launcher_get_workspaces, NULL, "the remembered (stream, workspace address) pairs", NULL},
+    {"workspace_kind", (getter)Launcher_get_workspace_kind, NULL, "WS_NONE, WS_SPLIT or WS_STREAMK", NULL},
     {"pointers", (getter)Launcher_get_pointers, NULL, "the pointers the block holds now (A, B, D, then any others), None where none was written", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
