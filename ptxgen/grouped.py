@@ -327,7 +327,7 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     matmul precision for torch tensors, tf32 for other arrays)."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         n_form = len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2
-        a, b = fp32.operands(a, b, None if n_form else out, precision)  # from here on float32 is read as tf32
+        a, b = fp32.operands(a, b, None if n_form else out, precision, stream, grouped=True)  # from here on float32 is read as tf32
     if offs is None:
         return _batched(a, b, out, out_dtype, stream)
     if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:

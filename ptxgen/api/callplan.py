@@ -418,7 +418,8 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
 # ------------------------------------------------------------------------------------------------
 def _plan_grouped(args: dict, t: Target) -> CallPlan:
     ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
-    prec, ai2, bi2 = split_infos(ai, bi, None if ai.ndim == 3 and bi.ndim == 2 else oi, args["a"], args.get("precision"))
+    prec, ai2, bi2 = split_infos(ai, bi, None if ai.ndim == 3 and bi.ndim == 2 else oi, args["a"], args.get("precision"),
+                                 grouped=True)
     return _precision(_plan_grouped_infos(ai2, bi2, fi, oi, args, t), prec, ai, ai2)
 
 

@@ -89,7 +89,7 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     (``ptxgen.api.precision``).
     """
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
-        a, b = fp32.operands(a, b, out, precision)  # from here on float32 operands are read as tf32
+        a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
     if bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0:
         return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
                           out_dtype=out_dtype, stream=stream, precision=fp32.TF32)

@@ -135,7 +135,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     instead of the direct stores. ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.precision``); 3xtf32
     runs the one GEMM over the split operands, the chain applied once to its result."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
-        a, b = fp32.operands(a, b, out, precision)  # from here on float32 operands are read as tf32
+        a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
     options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec)
     aux = (c, bias, residual, scale, amax)
     if _HOT and (stream is None or out is not None):

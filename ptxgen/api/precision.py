@@ -26,6 +26,7 @@ Which precision a call computes with (float32 inputs only; other types ignore ``
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import replace
 
@@ -129,14 +130,29 @@ def _joined(parts, pad: int, like, xp):
     return xp.concatenate(parts, axis=-1)
 
 
-def split_operands(a, b):
-    """([a_big | a_big | a_small], [b_big | b_small | b_big]) along K, zero-padded to :func:`k_split` columns."""
+def split_operands(a, b, stream=None):
+    """([a_big | a_big | a_small], [b_big | b_small | b_big]) along K, zero-padded to :func:`k_split` columns; queued
+    on ``stream`` (None: the library's current stream), the stream the GEMM reads them on, so the copies' memory is
+    not reused before it has."""
     xp = None if _is_torch(a) else sys.modules["cupy"]
     split = split_torch if xp is None else (lambda x: split_numpy(x, xp))
-    (ab, as_), (bb, bs) = split(a), split(b)
-    k = a.shape[-1]
-    pad = k_split(k) - 3 * k
-    return _joined((ab, ab, as_), pad, ab, xp), _joined((bb, bs, bb), pad, bb, xp)
+    with _on_stream(a, xp, stream):
+        (ab, as_), (bb, bs) = split(a), split(b)
+        pad = k_split(a.shape[-1]) - 3 * a.shape[-1]
+        return _joined((ab, ab, as_), pad, ab, xp), _joined((bb, bs, bb), pad, bb, xp)
+
+
+def _on_stream(x, xp, stream):
+    if stream is None:
+        return contextlib.nullcontext()
+    from .streams import stream_handle
+
+    handle = stream_handle(stream)
+    if xp is not None:
+        return xp.cuda.ExternalStream(handle)
+    torch = sys.modules["torch"]
+    s = stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle, device=x.device)
+    return torch.cuda.stream(s)
 
 
 def _is_torch(x) -> bool:
@@ -152,13 +168,15 @@ def _device_array(x) -> str | None:
     return "cupy" if cupy is not None and isinstance(x, cupy.ndarray) else None
 
 
-def splittable(a, b, out=None) -> bool:
+def splittable(a, b, out=None, grouped: bool = False) -> bool:
     """Whether a 3xTF32 call can split these operands: float32 torch tensors on a GPU (or CuPy arrays) of 2 or 3
     dimensions with the same K (and an ``out`` of the product's M x N). Anything else goes on unsplit, to the door's own
     checks, so a refusal speaks of the arrays as passed; float32 arrays of another library are refused here (3xTF32
     computes its split with torch or CuPy)."""
     sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
     if len(sa) not in (2, 3) or len(sb) not in (2, 3) or sa[-1] != sb[-1] or not (is_f32(a) and is_f32(b)):
+        return False
+    if len(sa) < len(sb) and not grouped:  # ptxgen.gemm takes no 2-D a with a 3-D b (grouped_gemm does)
         return False
     lib = _device_array(a)
     if lib is None and not _is_torch(a):
@@ -169,18 +187,18 @@ def splittable(a, b, out=None) -> bool:
     return out is None or tuple(getattr(out, "shape", ()))[-2:] == (sa[-2], sb[-2])
 
 
-def operands(a, b, out, precision):
+def operands(a, b, out, precision, stream=None, grouped: bool = False):
     """The door's operands: the split ones (:func:`split_operands`) where the call computes 3xTF32, else a and b."""
     note_torch()
     if not is_f32(a):
         check(precision)
         return a, b
-    if resolve(precision, a) != THREE or not splittable(a, b, out):
+    if resolve(precision, a) != THREE or not splittable(a, b, out, grouped):
         return a, b
-    return split_operands(a, b)
+    return split_operands(a, b, stream)
 
 
-def split_infos(ai, bi, oi, a, precision):
+def split_infos(ai, bi, oi, a, precision, grouped: bool = False):
     """For ``ptxgen.api.plan``: (precision, ai, bi) as the door computes: for a 3xTF32 call the ArrayInfos of the split
     operands (contiguous, K = :func:`k_split`, fresh allocations) in place of a and b; the precision is None for
     inputs that are not float32."""
@@ -188,7 +206,8 @@ def split_infos(ai, bi, oi, a, precision):
         check(precision)
         return None, ai, bi
     p = resolve(precision, a)
-    if p != THREE or ai.ndim not in (2, 3) or bi.ndim not in (2, 3) or ai.shape[-1] != bi.shape[-1] or bi.dtype != "f32":
+    if p != THREE or ai.ndim not in (2, 3) or bi.ndim not in (2, 3) or ai.shape[-1] != bi.shape[-1] or bi.dtype != "f32" \
+            or (ai.ndim < bi.ndim and not grouped):
         return p, ai, bi
     if ai.library not in ("torch", "cupy") or bi.library != ai.library:
         raise ArgumentError(f"precision 3xtf32 splits float32 operands with torch or CuPy; a is a {ai.library} array "
