@@ -115,7 +115,7 @@ def test_three_tf32_products_are_float32_accurate(seed):
 
 
 def test_joined_operands_give_the_three_terms():
-    """split_operands' layout: [a_big | a_big | a_small] . [b_big | b_small | b_big] along K, zero columns to a multiple
+    """split_operands' layout: [a_small | a_big | a_big] . [b_big | b_small | b_big] along K, zero columns to a multiple
     of 4: their product (modelled as the tensor cores read it) is the three-term sum, for 2-D and 3-D operands."""
     torch = pytest.importorskip("torch")
     for shape_a, shape_b in (((16, 37), (24, 37)), ((3, 8, 5), (3, 6, 5)), ((4, 1), (2, 1))):
@@ -189,3 +189,31 @@ def test_plan_reports_the_split():
     assert h.precision is None and "3xTF32" not in h.why
     bad = api.plan("gemm", a, b[0], device="h100", precision="fp64")
     assert bad.path.value == "refused" and "precision 'fp64'" in bad.why
+
+
+def _accumulate_f32(a3: np.ndarray, b3: np.ndarray, step: int = 8) -> np.ndarray:
+    """A model of the kernel's accumulation: K steps of ``step`` (a tf32 wgmma's K), each step's products summed exactly
+    and added to a float32 accumulator; every factor read as the tensor cores read it (_tc)."""
+    ta, tb = _tc(np.ascontiguousarray(a3)), _tc(np.ascontiguousarray(b3))
+    acc = np.zeros((a3.shape[0], b3.shape[0]), np.float32)
+    for k0 in range(0, a3.shape[1], step):
+        part = ta[:, k0:k0 + step] @ tb[:, k0:k0 + step].T
+        acc = (acc.astype(np.float64) + part).astype(np.float32)
+    return acc
+
+
+def test_long_k_within_torchs_float32_tolerance():
+    """The referee's tightest float32 case (test_cublas_baddbmm_large_input: K = 10000, inputs uniform in [0, 1), atol
+    1e-5, rtol 1.1e-5) in the model of the kernel's float32 accumulation: the joined operands (correction terms first)
+    are within it with margin; control: plain tf32 is not."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    k = 10000
+    a, b = rng.random((8, k), dtype=np.float32), rng.random((16, k), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    a3, b3 = (x.numpy() for x in p.split_operands(torch.from_numpy(a), torch.from_numpy(b)))
+    three = _accumulate_f32(a3, b3)
+    assert np.max(np.abs(three - ref) / np.abs(ref)) < 1.1e-5 / 3
+    assert np.all(np.abs(three - ref) <= 1e-5 + 1.1e-5 * np.abs(ref))
+    plain = _accumulate_f32(a, b)
+    assert not np.all(np.abs(plain - ref) <= 1e-5 + 1.1e-5 * np.abs(ref))

@@ -7,9 +7,12 @@ kernels as they are: each operand x is split into ``big`` (x rounded to the near
 of x), and one GEMM runs over a K three times as long (rounded up to a multiple of 4 with zero columns, so rows stay
 16-byte aligned)::
 
-    [a_big | a_big | a_small] @ [b_big | b_small | b_big].T = a_big b_big + a_big b_small + a_small b_big
+    [a_small | a_big | a_big] @ [b_big | b_small | b_big].T = a_small b_big + a_big b_small + a_big b_big
 
-dropping ``a_small b_small`` (below 2^-22 of |a b|). The tensor cores read ``small`` with its low 13 bits dropped: a
+dropping ``a_small b_small`` (below 2^-22 of |a b|). The correction terms come first along K, so the float32
+accumulator sums them while it is small (CUTLASS orders its three MMAs so too): in a CPU model of the kernel's
+float32 accumulation (tests/test_precision_split.py's _accumulate_f32; K = 10000, inputs uniform in [0, 1), seeds
+0-2) the largest relative error was 1.3-1.8e-6 this way, 4.3-5.6e-6 with the big products first. The tensor cores read ``small`` with its low 13 bits dropped: a
 relative error of at most 2^-10 of small, 2^-21 of x. Accumulation is float32 in the kernel, as for tf32; an epilogue
 chain (bias, activation, c, residual) applies once, to the one GEMM's result. (CUTLASS's 3xTF32 "fast accurate" GEMM
 splits the same way inside its kernel: ``big`` rounded, ``small = x - big``, three tf32 MMAs.) The cost: two
@@ -131,7 +134,7 @@ def _joined(parts, pad: int, like, xp):
 
 
 def split_operands(a, b, stream=None):
-    """([a_big | a_big | a_small], [b_big | b_small | b_big]) along K, zero-padded to :func:`k_split` columns; queued
+    """([a_small | a_big | a_big], [b_big | b_small | b_big]) along K, zero-padded to :func:`k_split` columns; queued
     on ``stream`` (None: the library's current stream), the stream the GEMM reads them on, so the copies' memory is
     not reused before it has."""
     xp = None if _is_torch(a) else sys.modules["cupy"]
@@ -139,7 +142,7 @@ def split_operands(a, b, stream=None):
     with _on_stream(a, xp, stream):
         (ab, as_), (bb, bs) = split(a), split(b)
         pad = k_split(a.shape[-1]) - 3 * a.shape[-1]
-        return _joined((ab, ab, as_), pad, ab, xp), _joined((bb, bs, bb), pad, bb, xp)
+        return _joined((as_, ab, ab), pad, ab, xp), _joined((bb, bs, bb), pad, bb, xp)
 
 
 def _on_stream(x, xp, stream):
