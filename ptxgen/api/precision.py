@@ -209,11 +209,14 @@ def split_infos(ai, bi, oi, a, precision, grouped: bool = False):
         check(precision)
         return None, ai, bi
     p = resolve(precision, a)
+    if precision is None and ai.library == "torch" and not _is_torch(a):  # metadata standing for a torch tensor (ptxgen plan)
+        torch = sys.modules.get("torch")
+        p = THREE if torch is None else torch_precision(torch)  # torch's default is "highest"
     if p != THREE or ai.ndim not in (2, 3) or bi.ndim not in (2, 3) or ai.shape[-1] != bi.shape[-1] or bi.dtype != "f32" \
             or (ai.ndim < bi.ndim and not grouped):
         return p, ai, bi
     if ai.library not in ("torch", "cupy") or bi.library != ai.library:
-        raise ArgumentError(f"precision 3xtf32 splits float32 operands with torch or CuPy; a is a {ai.library} array "
+        raise ArgumentError(f"precision 3xtf32 splits float32 operands with torch or CuPy; a is a {ai.library!r} array "
                             "(pass precision='tf32', or torch tensors / CuPy arrays)")
     if oi is not None and oi.shape[-2:] != (ai.shape[-2], bi.shape[-2]):
         return p, ai, bi
