@@ -65,7 +65,8 @@ def test_torch_case(gpu, case: Case):
         RESULTS[case.id] = ("not expressible", case.why_not)
         pytest.skip(f"not expressible: {case.why_not}")
     torch.manual_seed(42)
-    float32_defaults(torch)
+    precision = float32_defaults(torch)
+    f32 = "float32" in (dict(case.params).get("input_dtype"), dict(case.params).get("dtype"))
     packed = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -76,9 +77,9 @@ def test_torch_case(gpu, case: Case):
         RESULTS[case.id] = ("refused", f"{type(e).__name__}: {e}")
         pytest.fail(f"refused where torch computes it: {type(e).__name__}: {e}")
     failed = [c for c in checks if not c[0]]
-    note = f" (packed: {'; '.join(packed)})" if packed else ""
+    note = (f" (packed: {'; '.join(packed)})" if packed else "") + (f" (float32 as {precision})" if f32 else "")
     if failed:
-        RESULTS[case.id] = ("outside tolerance", failed[0][1])
+        RESULTS[case.id] = ("outside tolerance", failed[0][1] + note)
         pytest.fail(f"{case.source}: {failed[0][1]}{note}")
     RESULTS[case.id] = ("pass" + (" (packed)" if packed else ""), "; ".join(c[1] for c in checks) + note)
 
