@@ -5,6 +5,8 @@ low 13 bits dropped (truncation, the worst case for ``small``), products and sum
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,19 @@ def test_long_k_within_torchs_float32_tolerance():
     assert np.all(np.abs(three - ref) <= 1e-5 + 1.1e-5 * np.abs(ref))
     plain = _accumulate_f32(a, b)
     assert not np.all(np.abs(plain - ref) <= 1e-5 + 1.1e-5 * np.abs(ref))
+
+
+def test_torch_new_fp32_precision_api():
+    """torch's newer setting (torch.backends.cuda.matmul.fp32_precision), after which the legacy getter raises: "tf32"
+    is tf32, "ieee" is 3xtf32 (each in a fresh interpreter: the two APIs do not mix back)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    code = ("import torch; from ptxgen.api import precision as p; t = torch.zeros(1); "
+            "torch.backends.cuda.matmul.fp32_precision = {!r}; print(p.resolve(None, t))")
+    for setting, want in (("tf32", "tf32"), ("ieee", "3xtf32")):
+        r = subprocess.run([sys.executable, "-c", code.format(setting)], capture_output=True, text=True, timeout=300,
+                           cwd=Path(__file__).resolve().parent.parent)  # this checkout's ptxgen
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == want, (setting, r.stdout)

@@ -12,11 +12,12 @@ of x), and one GEMM runs over a K three times as long (rounded up to a multiple 
 dropping ``a_small b_small`` (below 2^-22 of |a b|). The correction terms come first along K, so the float32
 accumulator sums them while it is small (CUTLASS orders its three MMAs so too): in a CPU model of the kernel's
 float32 accumulation (tests/test_precision_split.py's _accumulate_f32; K = 10000, inputs uniform in [0, 1), seeds
-0-2) the largest relative error was 1.3-1.8e-6 this way, 4.3-5.6e-6 with the big products first. The tensor cores read ``small`` with its low 13 bits dropped: a
-relative error of at most 2^-10 of small, 2^-21 of x. Accumulation is float32 in the kernel, as for tf32; an epilogue
-chain (bias, activation, c, residual) applies once, to the one GEMM's result. (CUTLASS's 3xTF32 "fast accurate" GEMM
-splits the same way inside its kernel: ``big`` rounded, ``small = x - big``, three tf32 MMAs.) The cost: two
-element-wise passes and copies of both operands and a GEMM of 3 K.
+0-2) the largest relative error was 1.3-1.8e-6 this way, 4.3-5.6e-6 with the big products first. The tensor cores
+read ``small`` with its low 13 bits dropped: a relative error of at most 2^-10 of small, 2^-21 of x. Accumulation
+is float32 in the kernel, as for tf32; an epilogue chain (bias, activation, c, residual) applies once, to the one
+GEMM's result. (CUTLASS's 3xTF32 "fast accurate" GEMM splits the same way inside its kernel: ``big`` rounded,
+``small = x - big``, three tf32 MMAs.) The cost: element-wise passes over both operands, their joined copies, and a
+GEMM over 3 K.
 
 Which precision a call computes with (float32 inputs only; other types ignore ``precision``):
 
@@ -53,16 +54,16 @@ def check(precision) -> None:
 
 
 def torch_precision(torch) -> str:
-    """3xtf32 where torch computes float32 matmuls in full float32, tf32 where it allows tf32."""
+    """3xtf32 where torch computes float32 matmuls in full float32, tf32 where it allows tf32. The legacy getter first
+    (a C call, about 0.5 us; the new ``fp32_precision`` attributes cost several): it raises where the new API set tf32,
+    and then the new API answers ("none" inherits the global setting)."""
     try:
+        return THREE if torch.get_float32_matmul_precision() == "highest" else TF32
+    except RuntimeError:
         p = torch.backends.cuda.matmul.fp32_precision
         if p == "none":
             p = torch.backends.fp32_precision
-        if p in ("tf32", "ieee"):
-            return TF32 if p == "tf32" else THREE
-        return THREE if torch.get_float32_matmul_precision() == "highest" else TF32
-    except (AttributeError, RuntimeError):  # an older torch
-        return THREE if torch.get_float32_matmul_precision() == "highest" else TF32
+        return TF32 if p == "tf32" else THREE
 
 
 def is_f32(x) -> bool:
@@ -114,6 +115,7 @@ def split_numpy(x, xp=np):
 def split_torch(x):
     """(big, small) of a float32 torch tensor, on its device."""
     torch = sys.modules["torch"]
+    x = x.detach()  # the split is data, not part of an autograd graph
     bits = x.contiguous().view(torch.int32)
     r, over = _round_bits(bits, _LOW, ~_LOW)
     big = torch.where(over, bits & ~_LOW, r).view(torch.float32)
