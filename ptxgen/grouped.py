@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from .api import streams
+from .api import precision as fp32, streams
 from .api.binding import _allocate_out, _dtype_words
 from .api.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
 from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
@@ -47,6 +47,7 @@ _TILES = {2: dict(bm=128, bn=256, bk=64, stages=4), 1: dict(bm=128, bn=256, bk=1
 # offs): a 64 x 256 ping-pong tile, which wastes half as many rows per group tail and keeps two tiles in flight per CTA.
 # The threshold is measured (docs/grouped.md, "Tile by mean rows per group"); FP8 keeps its one tile (not measured).
 SMALL_GROUP_ROWS = 768
+_F32 = fp32.F32  # [torch.float32], once torch is imported
 _SMALL_TILE = dict(bm=64, bn=256, bk=64, stages=4, consumers="pingpong", raster_group=16)
 
 
@@ -310,7 +311,7 @@ def _remember_fast(fkey, kernel: GroupedKernel, a, b, offs, out, scale_a, scale_
 _TORCH_KERNELS: dict[tuple, GroupedKernel] = {}  # (a's torch dtype, out_dtype, out's torch dtype) -> the same, hot
 
 
-def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, stream=None):
+def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, stream=None, precision: str | None = None):
     """The grouped product in ``torch._grouped_mm``'s layout (see the module): rows of group g of ``out`` are
     ``a[offs[g-1]:offs[g]] @ b[g].T``. f16/bf16 (and unscaled e4m3/e5m2) inputs, K-major; ``out_dtype`` defaults
     to ``out``'s, else the input type (bf16 for FP8). One persistent launch on ``stream`` (None: the inputs'
@@ -320,7 +321,13 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
 
     ``offs=None`` with a 3-D ``a`` (torch tensors): the batched form, ``out[g] = a[g] @ b[g].T`` for a of G x M x K,
     b of G x N x K and out of G x M x N, as the same kernel over the G x M rows of ``a`` with offs = M, 2M, ..., GM
-    (made on the device once per G, M and device, never read on the host)."""
+    (made on the device once per G, M and device, never read on the host).
+
+    ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.precision``): "tf32", "3xtf32", or None (torch's float32
+    matmul precision for torch tensors, tf32 for other arrays)."""
+    if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
+        n_form = len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2
+        a, b = fp32.operands(a, b, None if n_form else out, precision, stream, grouped=True)  # from here on float32 is read as tf32
     if offs is None:
         return _batched(a, b, out, out_dtype, stream)
     if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
@@ -358,7 +365,7 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         raise NoGPU(f"no grouped kernel for this GPU: {e}") from None
     if packs:
         return packed_call(grouped_gemm, dict(a=a, b=b, offs=offs, out=out), dict(a=ai, b=bi, out=oi), packs,
-                           dict(out_dtype=out_dtype, stream=stream), "grouped_gemm")
+                           dict(out_dtype=out_dtype, stream=stream, precision=fp32.TF32), "grouped_gemm")
     kernel = _kernel_for(spec)
     r = kernel._launch(a, out, (ai, bi, fi, oi), handle, stream, torch_args=(a, b, offs, out, None, None))
     if tkey is not None and kernel._torch_launches:
@@ -389,7 +396,7 @@ def _n_grouped(a, b, offs, out, out_dtype, stream):
             raise ArgumentError(f"out must be M-major for the N-grouped form (strides (1, ldd): the transposed view of an "
                                 f"N_total x ldd row-major array); it has strides {oi.strides}")
         out_t = out.T
-    return grouped_gemm(b, a, offs, out_t, out_dtype=out_dtype, stream=stream).T
+    return grouped_gemm(b, a, offs, out_t, out_dtype=out_dtype, stream=stream, precision=fp32.TF32).T
 
 
 _BATCH_OFFS: dict[tuple, object] = {}
@@ -435,7 +442,7 @@ def _batched(a, b, out, out_dtype, stream, scales=None):
     n = b.shape[1]
     if scales is None:
         def run(o):
-            return grouped_gemm(a2, b, offs, o, out_dtype=out_dtype, stream=stream)
+            return grouped_gemm(a2, b, offs, o, out_dtype=out_dtype, stream=stream, precision=fp32.TF32)
     else:
         sa, sb = scales
         if tuple(sa.shape) != (g, m):

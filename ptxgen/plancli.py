@@ -4,7 +4,8 @@ An array is ``SHAPE:DTYPE[:STRIDES][+OFFSET]``: ``3000x7000:bf16``, ``7000x3000:
 ``64x10:bf16+2`` (data 2 bytes into an aligned allocation); dtypes as ptxgen spells them (bf16, f16, f32, e4m3, e5m2, s8,
 u8, s32). Positional arrays are the op's positional arguments in order; ``name=ARRAY`` names one (out=, offs=, bias=,
 c=, residual=, scale_a=, ...); ``name=VALUE`` passes a number or a word (alpha=0.5, activation=gelu_tanh,
-out_dtype=f32). The arrays stand for ``--library``'s (torch by default: the doors copy torch and CuPy arrays they cannot
+out_dtype=f32, precision=tf32: float32 arrays standing for torch's are planned under torch's default float32
+precision, "highest", as 3xtf32 unless precision= says otherwise). The arrays stand for ``--library``'s (torch by default: the doors copy torch and CuPy arrays they cannot
 read as they are, and refuse other libraries'). Exit status: 0 a plan that runs (hot, narrow, packed), 1 a refused call
 (its rule printed), 2 bad usage, 3 ``--device`` left out and no GPU.
 """

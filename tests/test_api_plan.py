@@ -290,7 +290,10 @@ def test_meta_tensors_stand_for_cuda_tensors():
 @pytest.mark.parametrize("argv, code, text", [
     (["plan", "gemm", "3000x7000:bf16", "5000x7000:bf16", "--device", "h100"], 0, "hot"),
     (["plan", "gemm", "64x10:bf16", "64x10:bf16", "out=64x64:bf16", "--device", "h100"], 0, "narrow"),
-    (["plan", "gemm", "64x128:f32:1,128", "96x128:f32", "--device", "h100"], 0, "packed a: the tensor cores read"),
+    (["plan", "gemm", "64x128:f32:1,128", "96x128:f32", "precision=tf32", "--device", "h100"], 0,
+     "packed a: the tensor cores read"),
+    (["plan", "gemm", "64x128:f32:1,128", "96x128:f32", "--device", "h100"], 0, "float32 precision: 3xtf32"),  # torch's default
+    (["plan", "gemm", "64x128:f32", "96x128:f32", "precision=fp64", "--device", "h100"], 1, "precision 'fp64'"),
     (["plan", "gemm", "64x10:bf16", "64x10:bf16", "out=64x64:bf16", "--device", "h100", "--library", "other"], 1,
      "refused (ArgumentError): a: its rows start 10 elements"),
     (["plan", "bfp8", "384x1280:e4m3", "128x1280:e4m3", "384x10:f32:1,384", "12x1:f32:1,12", "--device", "h200", "--json"], 0,

@@ -81,7 +81,7 @@ def test_float32_grouped_is_tf32(gpu):
     a = torch.randn(sum(sizes), k, device="cuda", generator=gen)
     b = torch.randn(len(sizes), n, k, device="cuda", generator=gen)
     offs_list = [int(x) for x in torch.tensor(sizes).cumsum(0)]
-    out = ptxgen.grouped_gemm(a, b, torch.tensor(offs_list, device="cuda", dtype=torch.int32))
+    out = ptxgen.grouped_gemm(a, b, torch.tensor(offs_list, device="cuda", dtype=torch.int32), precision="tf32")
     torch.cuda.synchronize()
     assert out.dtype == torch.float32
     ref = _grouped_ref(torch, a, b, offs_list)
@@ -108,7 +108,8 @@ def test_packed_grouped_inputs(gpu, case):
         b = b.transpose(-2, -1).contiguous().transpose(-2, -1)
     offs_list = [int(x) for x in torch.tensor(sizes).cumsum(0)]
     offs = torch.tensor(offs_list, device="cuda", dtype=torch.int32)
-    out = _once(torch, lambda: ptxgen.grouped_gemm(a, b, offs), "computing with a packed K-major copy")
+    # float32 as tf32: the operands as they are (3xtf32 would split them into fresh K-major copies, nothing to pack)
+    out = _once(torch, lambda: ptxgen.grouped_gemm(a, b, offs, precision="tf32"), "computing with a packed K-major copy")
     ref = _grouped_ref(torch, a, b, offs_list)
     tol = 2e-2 * k ** 0.5
     torch.testing.assert_close(out.double(), ref.to(out.dtype).double(), rtol=2e-2, atol=tol)

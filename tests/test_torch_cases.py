@@ -41,3 +41,30 @@ def test_the_table_covers_the_named_tests():
     assert per_test["test_cublas_addmm_alignment"] == 6 and per_test["test_grouped_gemm_2d_3d"] == 8
     # x_eye_b_eye only where M = N = K: 2 dtypes x 3 block pairs x (3 shapes x 5 cases + 1)
     assert per_test["test_scaled_mm_block_wise_numerics"] == 2 * 3 * (3 * 5 + 1)
+
+
+def test_float32_cases_run_as_3xtf32():
+    """The referee's float32 setting (torch's default, "highest") makes ptxgen's float32 doors compute 3xTF32, and
+    api.plan says so for the float32 forms the referee calls (mm, addmm with c, baddbmm over expanded views); control:
+    torch's "high" gives tf32."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    import ptxgen.api as api
+    from test_torch_referee import float32_defaults
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        assert float32_defaults(torch) == "3xtf32"
+        a, b = torch.empty(64, 33, device="meta"), torch.empty(33, 32, device="meta")
+        c = torch.empty(64, 32, device="meta")
+        for p in (api.plan("gemm", a, b.t(), device="h100"), api.plan("gemm", a, b.t(), c=c, beta=1.0, device="h100"),
+                  api.plan("gemm", a.expand(2, 64, 33), b.t().expand(2, 32, 33), c=c.expand(2, 64, 32), beta=1.0,
+                           device="h100")):
+            assert p.path.value != "refused", p
+            assert p.precision == "3xtf32" and "3xTF32" in p.why and p.spec.dtype.value == "tf32", p
+        torch.set_float32_matmul_precision("high")
+        p = api.plan("gemm", a, b.t(), device="h100")
+        assert p.precision == "tf32" and "3xTF32" not in p.why
+    finally:
+        torch.set_float32_matmul_precision(before)

@@ -1,7 +1,8 @@
 """The referee: PyTorch's own GEMM test cases (tests/torch_cases.py, each citing file::Class::test) run through ptxgen's
 equivalents on the GPU, with the tolerances those tests use.
 
-A case passes when ptxgen's result is within the originating test's tolerance of the test's reference, or no farther
+Float32 cases run under torch's default float32 matmul precision ("highest", as TestMatmulCuda.setUp sets it), which
+ptxgen's doors follow: 3xTF32 (``float32_defaults``). A case passes when ptxgen's result is within the originating test's tolerance of the test's reference, or no farther
 from a float64 result than torch's own result for the same call is (the issue's rule for bf16 rounding differences).
 A case ptxgen refuses (ArgumentError, DTypeError, ProblemError) fails with the rule in its message: torch computes every
 case here. Cases with no ptxgen door (the training forms: grouping along K or N; scale recipes ptxgen does not have) are
@@ -64,7 +65,8 @@ def test_torch_case(gpu, case: Case):
         RESULTS[case.id] = ("not expressible", case.why_not)
         pytest.skip(f"not expressible: {case.why_not}")
     torch.manual_seed(42)
-    torch.backends.cuda.matmul.allow_tf32 = False  # TestMatmulCuda.setUp (torch's references in full f32)
+    precision = float32_defaults(torch)
+    f32 = "float32" in (dict(case.params).get("input_dtype"), dict(case.params).get("dtype"))
     packed = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -75,11 +77,22 @@ def test_torch_case(gpu, case: Case):
         RESULTS[case.id] = ("refused", f"{type(e).__name__}: {e}")
         pytest.fail(f"refused where torch computes it: {type(e).__name__}: {e}")
     failed = [c for c in checks if not c[0]]
-    note = f" (packed: {'; '.join(packed)})" if packed else ""
+    note = (f" (packed: {'; '.join(packed)})" if packed else "") + (f" (float32 as {precision})" if f32 else "")
     if failed:
-        RESULTS[case.id] = ("outside tolerance", failed[0][1])
+        RESULTS[case.id] = ("outside tolerance", failed[0][1] + note)
         pytest.fail(f"{case.source}: {failed[0][1]}{note}")
     RESULTS[case.id] = ("pass" + (" (packed)" if packed else ""), "; ".join(c[1] for c in checks) + note)
+
+
+def float32_defaults(torch) -> str:
+    """TestMatmulCuda.setUp's float32 setting, torch's default: matmuls in full float32 (allow_tf32 off, precision
+    "highest"), for torch's references and for ptxgen, whose float32 doors follow it (precision=None): 3xTF32, one GEMM
+    over the tf32 big and small parts (ptxgen.api.precision). Returns the precision ptxgen computes float32 with."""
+    from ptxgen.api import precision
+
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return precision.resolve(None, torch.zeros(1))
 
 
 # ---- comparisons -----------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from ..isa.types import Batch, DMajor, SpecError
 from ..runtime.launch.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.gpu import NoGPU
 from ..runtime.launch.launch import ProblemError
+from .precision import split_infos
 
 __all__ = ["CallPlan", "DEVICES", "OPS", "Path", "plan"]
 
@@ -71,11 +72,14 @@ class CallPlan:
     device: str = ""
     arch: str = ""
     sm_count: int = 0
+    precision: str | None = None  # float32 inputs: "tf32", or "3xtf32" (api.precision: one GEMM over the split operands)
 
     def __str__(self) -> str:
         lines = [f"{self.op} on {self.device} ({self.arch}, {self.sm_count} SMs): {self.path.value}"]
         if self.kernel:
             lines.append(f"  kernel: {self.kernel}" + (" (swap-ab: kernel(b, a, out.T))" if self.swapped else ""))
+        if self.precision:
+            lines.append(f"  float32 precision: {self.precision}")
         lines += [f"  packed {name}: {why}" for name, why in self.packed]
         lines.append(f"  why: {self.why}" if self.error is None else f"  refused ({self.error}): {self.why}")
         return "\n".join(lines)
@@ -83,7 +87,7 @@ class CallPlan:
     def to_json(self) -> dict:
         return {"op": self.op, "path": self.path.value, "kernel": self.kernel, "why": self.why,
                 "packed": [{"argument": n, "why": w} for n, w in self.packed], "swapped": self.swapped, "error": self.error,
-                "device": self.device, "arch": self.arch, "sm_count": self.sm_count,
+                "device": self.device, "arch": self.arch, "sm_count": self.sm_count, "precision": self.precision,
                 "spec": None if self.spec is None else self.spec.to_json()}
 
 
@@ -182,7 +186,19 @@ def _plan_gemm(args: dict, t: Target) -> CallPlan:
     if any(v is not None for v in fused_kw.values()) or args.get("alpha", 1.0) != 1.0:
         return _plan_fused({**args, "bias_axis": "col"}, t, op="gemm")
     ai, bi, oi = _read(args, "a", "b", "out")
-    return gemm_infos(ai, bi, oi, args.get("out_dtype"), t)
+    prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
+    return _precision(gemm_infos(ai2, bi2, oi, args.get("out_dtype"), t), prec, ai, ai2)
+
+
+def _precision(p: CallPlan, prec: str | None, ai: ArrayInfo, split: ArrayInfo) -> CallPlan:
+    """The plan of a call on float32 inputs: its precision, and for 3xTF32 what the door does first."""
+    if prec is None or p.path is Path.REFUSED:
+        return p
+    if split is ai:
+        return replace(p, precision=prec)
+    why = (f"3xTF32: a and b split into tf32-exact big and small parts, one GEMM over K = {split.shape[-1]} "
+           f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.precision); ")
+    return replace(p, precision=prec, why=why + p.why)
 
 
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
@@ -287,6 +303,11 @@ def _dense(shape) -> tuple[int, ...]:
 # ------------------------------------------------------------------------------------------------
 def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
     ai, bi, oi = _read(args, "a", "b", "out")
+    prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
+    return _precision(_plan_fused_infos(ai2, bi2, oi, args, t, op), prec, ai, ai2)
+
+
+def _plan_fused_infos(ai, bi, oi, args: dict, t: Target, op: str) -> CallPlan:
     infos = dict(zip(("bias", "c", "residual", "scale", "amax"), _read(args, "bias", "c", "residual", "scale", "amax")))
     out_dtype = args.get("out_dtype")
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or infos["scale"] is not None
@@ -397,6 +418,12 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
 # ------------------------------------------------------------------------------------------------
 def _plan_grouped(args: dict, t: Target) -> CallPlan:
     ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
+    prec, ai2, bi2 = split_infos(ai, bi, None if ai.ndim == 3 and bi.ndim == 2 else oi, args["a"], args.get("precision"),
+                                 grouped=True)
+    return _precision(_plan_grouped_infos(ai2, bi2, fi, oi, args, t), prec, ai, ai2)
+
+
+def _plan_grouped_infos(ai, bi, fi, oi, args: dict, t: Target) -> CallPlan:
     if fi is None:  # the batched form: a G x M x K, offs = M, 2M, ..., G M made on the device (torch tensors only)
         return _grouped_batched(ai, bi, oi, args.get("out_dtype"), t,
                                 lambda a2, f2, o2, dt: _grouped_infos(a2, bi, f2, o2, dt, t, "the batched form; "))

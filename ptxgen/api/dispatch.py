@@ -23,7 +23,7 @@ from ..derive.spec import TileSpec
 from ..isa.types import Batch, DMajor, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import ROW_ALIGN_BYTES
-from . import fused, launchplan, streams
+from . import fused, launchplan, precision as fp32, streams
 from .batched import batch_kind, plane
 from .batched import operand_problem as batched_operand_problem
 from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
@@ -42,6 +42,7 @@ _HOT = launchplan.hot_table(_TORCH_ENTRIES, gemm=True)  # its compiled hot call 
 _BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done once per key
 _SWAPPED: dict = {}  # (out_dtype, torch_key(b, a, out)) -> swapab.SwappedLaunch: the swap-ab hot path
 _TABLE_LIMIT = 4096
+_F32 = fp32.F32  # [torch.float32], once torch is imported
 
 
 def _put(table: dict, key, value) -> None:
@@ -69,7 +70,7 @@ def kernel_for(spec: TileSpec) -> CompiledKernel:
 
 
 def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None, activation=None, c=None, alpha: float = 1.0,
-         beta: float = 0.0, residual=None):
+         beta: float = 0.0, residual=None, precision: str | None = None):
     """``out = a @ b.T`` with a spec chosen for the arrays' type, shape and majorness on this GPU.
 
     a is M x K and b is N x K (torch tensors, CuPy arrays, anything with DLPack or __cuda_array_interface__).
@@ -83,10 +84,15 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     ``bias`` (N, f32/bf16/f16), ``activation`` (relu, gelu_tanh, gelu_erf, silu), ``c`` with ``alpha``/``beta`` and
     ``residual`` (M x N) fuse ``alpha acc + beta c + bias``, the activation and ``+ residual`` into the epilogue
     (``ptxgen.api.fused``; docs/epilogue-chain.md).
+    ``precision`` (float32 inputs): "tf32", "3xtf32" (float32 accuracy from three tf32 products in one GEMM over 3 K), or
+    None: torch's float32 matmul precision for torch tensors ("highest", torch's default: 3xtf32), tf32 for other arrays
+    (``ptxgen.api.precision``).
     """
+    if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
+        a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
     if bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0:
         return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
-                          out_dtype=out_dtype, stream=stream)
+                          out_dtype=out_dtype, stream=stream, precision=fp32.TF32)
     if stream is None and _HOT is not None:
         r = _HOT.call(out_dtype, a, b, out)
         if r is not None:
@@ -205,10 +211,10 @@ def _gemm_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
         warn_once("b", plan["b"], "computing with a packed K-major copy")
         b = packed_copy(b, bi)
     if "out" not in plan:
-        return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
+        return gemm(a, b, out, out_dtype=out_dtype, stream=stream, precision="tf32")
     warn_once("out", plan["out"], "computing into a packed output and copying it into out")
     check_no_alias(ai, bi, oi)
-    result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream)
+    result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream, precision="tf32")
     if oi.library == "torch":
         out.copy_(result)
     else:
@@ -277,9 +283,9 @@ def _gemm_batched_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
         warn_once("b", plan["b"], "computing with a packed copy")
         b = packed_copy(b, bi)
     if "out" not in plan:
-        return gemm(a, b, out, out_dtype=out_dtype, stream=stream)
+        return gemm(a, b, out, out_dtype=out_dtype, stream=stream, precision="tf32")
     warn_once("out", plan["out"], "computing into a contiguous output and copying it into out")
-    result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream)
+    result = gemm(a, b, None, out_dtype=out_dtype or oi.dtype, stream=stream, precision="tf32")
     if oi.library == "torch":
         out.copy_(result)
     else:

@@ -26,7 +26,7 @@ from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import gemm_args, launch_geometry
-from . import streams
+from . import precision as fp32, streams
 from .binding import _allocate_out, bind, span_bytes
 from .fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
 from .fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
@@ -38,6 +38,7 @@ from .select import _gemm_spec, spec_or_direct_store
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _LOCK = threading.Lock()
 _HOT = FusedTable()  # hot_key -> FusedLaunch: the hot path of torch tensors
+_F32 = fp32.F32  # [torch.float32], once torch is imported
 
 
 def kernel_for(spec: TileSpec) -> CompiledKernel:
@@ -126,12 +127,15 @@ def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[
 
 def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
          bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
-         stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False):
+         stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False, precision: str | None = None):
     """``out = epilogue(a @ b.T)``; see the module docstring. Without any fused step the plain kernel runs.
     ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks.
     ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
     pitch 16-byte aligned). ``fp8_tma_store``: FP8 output through a TMA-store ``spec`` (sm_90a, BN a multiple of 128)
-    instead of the direct stores."""
+    instead of the direct stores. ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.precision``); 3xtf32
+    runs the one GEMM over the split operands, the chain applied once to its result."""
+    if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
+        a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
     options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec)
     aux = (c, bias, residual, scale, amax)
     if _HOT and (stream is None or out is not None):
@@ -170,7 +174,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
         raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
     again = dict(bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual, bias_axis=bias_axis,
                  out_dtype=out_dtype, scale=scale, scale_mode=scale_mode, amax=amax, stream=stream, spec=spec, c_tma=c_tma,
-                 fp8_tma_store=fp8_tma_store)
+                 fp8_tma_store=fp8_tma_store, precision=fp32.TF32)
     if ai.ndim == 3:  # torch.baddbmm's form: one fused launch per batch (fusedany.per_batch)
         if fp8:
             raise ArgumentError("FP8 output (e4m3) with a B x M x K a: pass 2-D a (the per-row scale and amax are one batch's)")
