@@ -26,6 +26,7 @@ from .operand import OperandPlan
 PARAM_KINDS = ("tensormap", "ptr", "i32", "u32", "f32", "u64")
 C_TYPES = {"bf16": "unsigned short", "f16": "unsigned short", "f32": "float", "s32": "int", "u8": "unsigned char",
            "s8": "signed char", "e4m3": "unsigned char", "e5m2": "unsigned char"}
+L2_PROMOTION_CODES = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
 SCALAR_C = {"i32": "int", "u32": "unsigned", "f32": "float", "u64": "unsigned long long"}
 
 
@@ -64,12 +65,18 @@ class Param:
     dtype: str | None = None
     const: bool = True
     optional: bool = False
+    l2_promotion_bytes: int | None = None  # a tensormap's L2 promotion: 0, 64, 128 or 256 B; None: the operand plan's
+
 
     def __post_init__(self):
         if self.kind not in PARAM_KINDS:
             raise AuthorError(f"param {self.name}.kind", self.kind, "a kernel parameter is a tensor map, a pointer or a scalar", ", ".join(PARAM_KINDS))
         if (self.kind == "tensormap") != (self.operand is not None):
             raise AuthorError(f"param {self.name}.operand", self.operand, "a tensormap parameter names its operand plan (and only it)", "an OperandPlan")
+        if self.l2_promotion_bytes is not None and (self.kind != "tensormap" or self.l2_promotion_bytes not in L2_PROMOTION_CODES):
+            raise AuthorError(f"param {self.name}.l2_promotion_bytes", self.l2_promotion_bytes, "a tensor map's L2 promotion is "
+                              "none or 64, 128 or 256-byte lines (cuTensorMapEncodeTiled's CU_TENSOR_MAP_L2_PROMOTION_*)",
+                              "0, 64, 128, 256 (kind tensormap)")
         if self.optional and self.kind != "ptr":
             raise AuthorError(f"param {self.name}.optional", self.optional, "only a pointer parameter may be left out (a null pointer)", "kind ptr")
         if self.kind == "ptr" and self.dtype not in C_TYPES:
@@ -246,6 +253,21 @@ class BuiltKernel:
 
     def __repr__(self) -> str:
         return f"<BuiltKernel {self.name}: {self.kernel.arch.value}, {self.kernel.threads} threads, {self.kernel.shared_bytes} B shared>"
+
+
+def parse_sass(sass_dump: str) -> list[tuple[int, str]]:
+    """``cuobjdump --dump-sass`` text as (address, instruction) pairs, in order: what a finer SASS check of one's own
+    reads (an MMA's operands, a loop's range); the same reader ptxgen's GEMM gate uses."""
+    from ..runtime.compile.sass import parse_instructions
+
+    return parse_instructions(sass_dump)
+
+
+def sass_resources(resources: str, kernel_name: str) -> dict[str, int]:
+    """``cuobjdump --dump-resource-usage`` of ``kernel_name``: {"REG": .., "STACK": .., "LOCAL": ..} ({} if absent)."""
+    from ..runtime.compile.sass import function_resources
+
+    return function_resources(resources).get(kernel_name, {})
 
 
 class SassGateError(RuntimeError):

@@ -49,7 +49,8 @@ def strided_map(info: ArrayInfo, plan, address: int = 0) -> TensorMapArgs:
     """The tensor map of ``plan``'s operand over an N-d array (3 to 5 dimensions, the last contiguous), e.g. a
     (batch, heads, seqlen, head dim) view with any strides: rank N, dimensions and byte strides innermost first, the
     operand's box over the two inner dimensions and 1 along each outer one (a tile never crosses a head), the data
-    type, swizzle, L2 promotion and zero fill of ``plan.tma``. ArgumentError names a rule the encoder would refuse."""
+    type, swizzle, L2 promotion and zero fill of ``plan.tma``. ArgumentError names a rule the encoder would refuse
+    (the strides of dimensions of extent 1 are passed as they are: nothing is read through them)."""
     op, tma = plan.operand, plan.tma
     if not 3 <= info.ndim <= MAX_MAP_RANK:
         raise ArgumentError(f"{info.name}: an N-d tensor map takes 3 to {MAX_MAP_RANK} dimensions, got shape {info.shape}")
@@ -61,7 +62,7 @@ def strided_map(info: ArrayInfo, plan, address: int = 0) -> TensorMapArgs:
     strides = tuple(s * es for s in reversed(info.strides[:-1]))
     problems = [f"dimension {i} = {d} is not in 1..2^32" for i, d in enumerate(dims) if not 1 <= d <= GLOBAL_DIM_LIMIT]
     problems += [f"the stride of dimension {i + 1} = {s} B is not a positive multiple of {TMA_GLOBAL_ALIGN} B below 2^40"
-                 for i, s in enumerate(strides) if s % TMA_GLOBAL_ALIGN or not 0 < s < GLOBAL_STRIDE_LIMIT]
+                 for i, s in enumerate(strides) if dims[i + 1] > 1 and (s % TMA_GLOBAL_ALIGN or not 0 < s < GLOBAL_STRIDE_LIMIT)]
     if problems:
         raise ArgumentError(f"{info.name}: cuTensorMapEncodeTiled would refuse operand {op.name}'s map: " + "; ".join(problems))
     rank = len(dims)
@@ -71,12 +72,22 @@ def strided_map(info: ArrayInfo, plan, address: int = 0) -> TensorMapArgs:
                          oob_fill=int(tma.oob_fill))
 
 
-def map_args(info: ArrayInfo, plan) -> TensorMapArgs:
-    """The encoder's arguments (address 0, filled in per call) of ``plan``'s map over the array ``info``."""
+def map_args(info: ArrayInfo, param) -> TensorMapArgs:
+    """The encoder's arguments (address 0, filled in per call) of a tensormap Param's map over the array ``info``
+    (its operand plan's, with the Param's L2 promotion when it names one)."""
+    from dataclasses import replace
+
+    from .kernel import L2_PROMOTION_CODES
+
+    plan = param.operand
     if info.ndim == 2:
         dims, ld = map_geometry(info, plan)
-        return tensormap_args(plan.tma, 0, dims, ld)
-    return strided_map(info, plan)
+        args = tensormap_args(plan.tma, 0, dims, ld)
+    else:
+        args = strided_map(info, plan)
+    if param.l2_promotion_bytes is not None:
+        args = replace(args, l2_promotion=L2_PROMOTION_CODES[param.l2_promotion_bytes])
+    return args
 
 
 def read_arguments(params, args) -> list:
@@ -91,15 +102,16 @@ class PreparedLaunch:
     """One dispatch key's pre-packed parameter block: a tensor-map slot per ``tensormap`` Param (encoded again only
     when its pointer changes, the last few pointers' maps kept), a pointer slot per ``ptr`` Param, the scalars.
 
-    ``PreparedLaunch(params, infos, encode)`` from read arrays; :meth:`of` from the arguments themselves. ``encode``:
-    the driver's ``cuTensorMapEncodeTiled`` (None: the project's launcher), or a fake in tests. Per call:
+    ``PreparedLaunch(params, infos, encode, driver)`` from read arrays; :meth:`of` from the arguments themselves.
+    ``driver``: the project's launcher (None) or anything with its ``encode`` (cuTensorMapEncodeTiled) and ``launch``
+    (cuLaunchKernel), e.g. a fake in tests; ``encode`` alone overrides the encoder. Per call:
     :meth:`point` each array's pointer, :meth:`set` a scalar, then :meth:`launch`."""
 
-    def __init__(self, params, infos: list, encode=None):
+    def __init__(self, params, infos: list, encode=None, driver=None):
         if encode is None:
-            from ..runtime.launch.fastlaunch import launcher
-
-            encode = launcher().encode
+            driver = driver or _launcher()
+            encode = driver.encode
+        self._driver = driver
         self.params = tuple(params)
         self.block = ParamBlock([p.kind for p in self.params])
         self.slots: list = []
@@ -107,17 +119,17 @@ class PreparedLaunch:
             if p.kind == "tensormap":
                 if info is None:
                     raise ArgumentError(f"{p.name}: a tensor map needs its array to be prepared")
-                self.slots.append(MapSlot(self.block, i, map_args(info, p.operand), encode))
+                self.slots.append(MapSlot(self.block, i, map_args(info, p), encode))
             elif p.kind == "ptr":
                 self.slots.append(PtrSlot(self.block, i))
             else:
                 self.slots.append(None)
 
     @classmethod
-    def of(cls, params, args, encode=None) -> "PreparedLaunch":
+    def of(cls, params, args, encode=None, driver=None) -> "PreparedLaunch":
         """Prepared for these arguments' key: the maps' geometry from the arrays, the scalars written; the pointers
         are written by the first :meth:`point` (so the maps are encoded then)."""
-        prep = cls(params, read_arguments(params, args), encode)
+        prep = cls(params, read_arguments(params, args), encode, driver)
         for i, (p, a) in enumerate(zip(prep.params, args)):
             if prep.slots[i] is None:
                 prep.set(i, a)
@@ -142,11 +154,9 @@ class PreparedLaunch:
 
     def launch(self, func: int, grid, block, smem: int, stream: int, driver=None) -> int:
         """One cuLaunchKernel of ``func`` (``BuiltKernel.load``) with this block on ``stream``; the CUresult (0: launched).
-        ``driver``: the project's launcher (None) or one with its ``launch`` signature."""
+        ``driver``: the one given at construction, else the project's launcher, or one with its ``launch`` signature."""
         if driver is None:
-            from ..runtime.launch.fastlaunch import launcher
-
-            driver = launcher()
+            driver = self._driver = self._driver or _launcher()
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
         return driver.launch(func, gx, gy, gz, bx, by, bz, smem, stream, self.block.address, None)
@@ -159,6 +169,12 @@ class PreparedLaunch:
             from ..runtime.launch.gpu import CudaError
 
             raise CudaError(f"cuLaunchKernel({kernel_name}) failed: {error_name(rc)} ({rc})")
+
+
+def _launcher():
+    from ..runtime.launch.fastlaunch import launcher
+
+    return launcher()
 
 
 def _key(params, infos, args) -> tuple:

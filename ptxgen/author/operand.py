@@ -186,6 +186,12 @@ class OperandPlan:
         return self.layout.descriptor(k_step, slab)
 
     @property
+    def descriptors(self) -> tuple[int, ...]:
+        """Each K step's raw 64-bit descriptor for a stage at shared address 0 (slab 0): a kernel adds
+        ``start_field(stage address)`` to it."""
+        return tuple(st.descriptor.encode() for st in self.k_steps)
+
+    @property
     def copies(self) -> tuple[TmaCopy, ...]:
         """The TMA copies that fill one stage (``smem_offset_bytes``, ``inner``, ``outer``): ``tma.copies``."""
         return self.tma.copies
