@@ -20,13 +20,12 @@ from types import MappingProxyType
 from ..emit.env import environment
 from ..isa.types import Arch, SpecError
 from ..runtime.compile.sass import CountReport
-from .launch import Binder
+from .launch import L2_PROMOTION_CODES, Binder
 from .operand import OperandPlan
 
 PARAM_KINDS = ("tensormap", "ptr", "i32", "u32", "f32", "u64")
 C_TYPES = {"bf16": "unsigned short", "f16": "unsigned short", "f32": "float", "s32": "int", "u8": "unsigned char",
            "s8": "signed char", "e4m3": "unsigned char", "e5m2": "unsigned char"}
-L2_PROMOTION_CODES = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
 SCALAR_C = {"i32": "int", "u32": "unsigned", "f32": "float", "u64": "unsigned long long"}
 
 

@@ -12,6 +12,7 @@ tested under capture). A runtime of one's own (attention's) builds a PreparedLau
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from ..isa.types import Arch, DType
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, read_array
@@ -22,6 +23,7 @@ TMA_GLOBAL_ALIGN = 16
 MAX_MAP_RANK = 5  # cuTensorMapEncodeTiled: tensorRank 1..5
 GLOBAL_DIM_LIMIT = 1 << 32
 GLOBAL_STRIDE_LIMIT = 1 << 40
+L2_PROMOTION_CODES = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion (cuTensorMapEncodeTiled)
 
 
 def _check_dtype(info: ArrayInfo, plan) -> None:
@@ -75,10 +77,6 @@ def strided_map(info: ArrayInfo, plan, address: int = 0) -> TensorMapArgs:
 def map_args(info: ArrayInfo, param) -> TensorMapArgs:
     """The encoder's arguments (address 0, filled in per call) of a tensormap Param's map over the array ``info``
     (its operand plan's, with the Param's L2 promotion when it names one)."""
-    from dataclasses import replace
-
-    from .kernel import L2_PROMOTION_CODES
-
     plan = param.operand
     if info.ndim == 2:
         dims, ld = map_geometry(info, plan)
