@@ -153,3 +153,25 @@ def test_values_are_frozen():
         _ = v.missing
     with pytest.raises(AuthorError, match="frozen"):
         Values(s={1, 2})
+
+
+def test_load_checks_the_arch_and_passes_the_device_index(monkeypatch):
+    """BuiltKernel.load(i) asks for GPU i, refuses one of another arch (NoGPU naming both), and loads the cubin once per
+    device (fakes stand for the driver: no GPU needed)."""
+    from types import SimpleNamespace
+
+    from ptxgen.api import streams
+    from ptxgen.author import Arch, BuiltKernel, Kernel, NoGPU
+    from ptxgen.runtime.launch import gpu
+
+    asked, loaded = [], []
+    devices = {0: SimpleNamespace(arch=Arch.SM90A, name="H100"), 1: SimpleNamespace(arch=Arch.SM100A, name="B200")}
+    monkeypatch.setattr(streams, "require_gpu", lambda i=None: asked.append(i) or devices[i])
+    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
+    monkeypatch.setattr(gpu, "Kernel", lambda cubin, name, smem: loaded.append((name, smem)) or SimpleNamespace(func=1234))
+    k = Kernel("k", "x", (), (128, 1, 1), 4096, {"HGMMA": 1})
+    built = BuiltKernel(k, "x", SimpleNamespace(compiled=SimpleNamespace(ptx="", cubin=b"", log=""), hit=True))
+    assert built.load(0) == 1234 and built.load(0) == 1234
+    assert asked == [0] and loaded == [("k", 4096)]
+    with pytest.raises(NoGPU, match="built for sm_90a; the GPU \\(B200\\) runs sm_100a"):
+        built.load(1)

@@ -155,7 +155,8 @@ class RingPlan:
                 "full": vars(self.full), "empty": vars(self.empty), "expect_tx_bytes": self.expect_tx_bytes,
                 "full_arrivals": self.full_arrivals, "empty_arrivals": self.empty_arrivals, "threads": self.threads,
                 "producer_registers": self.producer_registers, "consumer_registers": self.consumer_registers,
-                "entry_registers": self.entry_registers, "dynamic_smem_bytes": self.dynamic_smem_bytes}
+                "entry_registers": self.entry_registers, "dynamic_smem_bytes": self.dynamic_smem_bytes,
+                "bars": {n: vars(r) for n, r in self.bars.items()}, "expect_tx": dict(self.expect_tx)}
 
 
 def _up(x: int, a: int) -> int:
