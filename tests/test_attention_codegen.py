@@ -120,9 +120,10 @@ def test_tmem_column_plan(bn, d):
     from ptxgen.attention.plan_sm100 import plan_attention_sm100
 
     t = plan_attention_sm100(AttentionSpec(d, 128, bn, arch=Arch.SM100A)).tmem
-    spans = [(t.s_col, t.s_col + bn), (t.o_col, t.o_col + d), (t.p_col, t.p_col + bn // 2)]
+    s_col, o_col, p_col = t.column("S"), t.column("O"), t.column("P")
+    spans = [(s_col, s_col + bn), (o_col, o_col + d), (p_col, p_col + bn // 2)]
     cols = [c for a, b in spans for c in range(a, b)]
-    assert len(cols) == len(set(cols)) and max(cols) < t.alloc
-    assert t.alloc in (32, 64, 128, 256, 512)
-    read = sorted(t.p_col + 8 * j + c for j in range(bn // 16) for c in range(8))
-    assert read == list(range(t.p_col, t.p_col + bn // 2))
+    assert len(cols) == len(set(cols)) and max(cols) < t.alloc_columns
+    assert t.alloc_columns in (32, 64, 128, 256, 512)
+    read = sorted(p_col + 8 * j + c for j in range(bn // 16) for c in range(8))
+    assert read == list(range(p_col, p_col + bn // 2))

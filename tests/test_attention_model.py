@@ -19,7 +19,7 @@ def _reads(plan, descriptors, tma=None):
     s = plan.spec
     v = _v_tile(s.bn, s.head_dim)
     stage = 2048  # 1024-aligned, as every stage is
-    got = attnmodel.v_reads(tma or plan.v.layout.tma.to_json(), descriptors, v, stage, stage + 4 * plan.v.stage_bytes + 65536, s.head_dim)
+    got = attnmodel.v_reads(tma or plan.v.tma.to_json(), descriptors, v, stage, stage + 4 * plan.v.stage_bytes + 65536, s.head_dim)
     return v, got
 
 

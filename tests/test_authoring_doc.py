@@ -15,7 +15,7 @@ def blocks() -> list[str]:
 
 def test_the_tutorial_has_its_steps():
     code = blocks()
-    assert len(code) == 7 and "build(kernel)" in code[5] and "TEMPLATE" in code[4]
+    assert len(code) == 8 and "build(kernel)" in code[5] and "TEMPLATE" in code[4] and "resident=(q,)" in code[7]
 
 
 def test_the_tutorial_runs(capsys):

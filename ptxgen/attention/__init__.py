@@ -1,10 +1,12 @@
-"""Attention forward (FlashAttention-style) on Hopper, built on ptxgen's operand derivations.
+"""Attention forward (FlashAttention-style) on Hopper, written with the public authoring layer (ptxgen.author) only.
 
 The package is itself callable: ``ptxgen.attention(q, k, v, *, causal=False, scale=None, out=None,
 return_lse=False)`` in scaled_dot_product_attention's (B, H, S, D) layout (ptxgen.attention.launch.attention).
-Pieces: spec (the checked choices), plan (layouts, descriptors, P's register path from ptxgen.derive), render and
-templates/attention_sm90.cu.j2 (the kernel from macro pieces), build (NVRTC and the SASS gate), args and launch
-(the runtime entry), cli (``ptxgen build --kind attention``). docs/attention.md.
+Pieces: spec (the checked choices), plan and plan_sm100 (Q, K, V as ``ptxgen.author`` operands, the ring, the MMA
+plans, P's register path), render and templates/attention_sm90.cu.j2 (the ``ptxgen.author.Kernel``), build (the
+layer's build and the SASS gate), args and launch (the runtime entry, a ``PreparedLaunch`` per key), cli
+(``ptxgen build --kind attention``). tests/test_attention_public.py holds it to what docs/authoring.md documents;
+docs/attention.md.
 """
 
 from __future__ import annotations

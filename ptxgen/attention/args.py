@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.types import DType
-from ..runtime.launch.arrays import ArgumentError, DTypeError
+from ..author import ArgumentError, DType, DTypeError
 from .spec import HEAD_DIMS
 
 TORCH_DTYPES = {"bfloat16": DType.BF16, "float16": DType.F16}

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..runtime.compile.cache import compile_cached, sass_dumps
-from ..runtime.compile.sass import function_resources, parse_instructions
+from ..author import BuiltKernel, parse_sass, sass_resources
+from ..author import build as build_kernel
 from .plan import AttentionPlan, plan_attention
-from .render import render
+from .render import kernel
 from .spec import AttentionSpec
 
 _HGMMA_RE = re.compile(r"\bHGMMA\.64x(\d+)x16\.F32(?:\.BF16)?\b")  # f16 inputs print no type suffix
@@ -73,7 +73,7 @@ def key_block_loop(parsed: list[tuple[int, str]], mma_addrs: list[int]) -> tuple
 
 def check_attention_sass(plan: AttentionPlan, sass: str, resources: str, log: str = "") -> AttentionSass:
     s = plan.spec
-    parsed = parse_instructions(sass)
+    parsed = parse_sass(sass)
     instrs = [t for _, t in parsed]
     mma_addrs = [a for a, t in parsed if _HGMMA_RE.search(t)]
     loop = key_block_loop(parsed, mma_addrs)
@@ -93,7 +93,7 @@ def check_attention_sass(plan: AttentionPlan, sass: str, resources: str, log: st
             pv += 1
             pv_regs += from_regs
             pv_t += ".tnspB" in t
-    res = function_resources(resources).get(s.kernel_name, {})
+    res = sass_resources(resources, s.kernel_name)
     rep = AttentionSass(
         qk_mmas=qk, pv_mmas=pv, in_loop=in_loop, pv_transposed=pv_t, pv_from_registers=pv_regs,
         expected_qk=copies * s.head_dim // 16, expected_pv=copies * s.bn // 16,
@@ -136,14 +136,14 @@ def check_attention_sass_sm100(plan, sass: str, resources: str) -> AttentionSass
     key-block loop; LDTM (S and O read) and STTM (P and the rescaled O written); three tcgen05.commits (UTCBAR: S
     full, K/V stage empty, O ready); no local memory."""
     s = plan.spec
-    parsed = parse_instructions(sass)
+    parsed = parse_sass(sass)
     instrs = [t for _, t in parsed]
     mmas = [(a, m.group(1)) for a, t in parsed for m in [_UTCHMMA_RE.search(t)] if m]
     loop = key_block_loop(parsed, [a for a, _ in mmas])
     qk = sum(a_op.startswith("gdesc") for _, a_op in mmas)
     pv = sum(a_op.startswith("tmem") for _, a_op in mmas)
     in_loop = sum(loop[0] <= a <= loop[1] for a, _ in mmas) if loop else 0
-    res = function_resources(resources).get(s.kernel_name, {})
+    res = sass_resources(resources, s.kernel_name)
     rep = AttentionSass(
         qk_mmas=qk, pv_mmas=pv, in_loop=in_loop, pv_transposed=pv, pv_from_registers=pv,
         expected_qk=s.head_dim // 16, expected_pv=s.bn // 16, tma_loads=sum("UTMALDG" in t for t in instrs),
@@ -170,36 +170,55 @@ def check_attention_sass_sm100(plan, sass: str, resources: str) -> AttentionSass
 @dataclass(frozen=True)
 class BuiltAttention:
     plan: AttentionPlan
-    source: str
-    cubin: bytes
-    ptx: str
-    cache_hit: bool
-    cache_result: object
+    kernel: BuiltKernel  # ptxgen.author's build: the source, the cubin, the compile cache's record, the count gate
+
+    @property
+    def source(self) -> str:
+        return self.kernel.source
+
+    @property
+    def cubin(self) -> bytes:
+        return self.kernel.cubin
+
+    @property
+    def ptx(self) -> str:
+        return self.kernel.ptx
+
+    @property
+    def cache_hit(self) -> bool:
+        return self.kernel.cache_hit
+
+    @property
+    def cache_result(self):
+        return self.kernel.cache_result
 
     def sass_report(self) -> AttentionSass:
-        sass, resources = sass_dumps(self.cache_result)
+        """Attention's own gate (each MMA's form, the key-block loop, setmaxnreg, TMA) on the kernel's SASS, plus the
+        layer's count gate (the MMA total of ``expect_sass``, no other MMA opcode, no local memory)."""
+        k = self.kernel
         if self.plan.spec.tcgen05:
-            return check_attention_sass_sm100(self.plan, sass, resources)
-        return check_attention_sass(self.plan, sass, resources, self.cache_result.compiled.log)
+            rep = check_attention_sass_sm100(self.plan, k.sass_dump, k.resources)
+        else:
+            rep = check_attention_sass(self.plan, k.sass_dump, k.resources, k.log)
+        if not k.sass.ok:
+            rep.problems.append("the count gate: " + "; ".join(k.sass.problems))
+        return rep
 
 
 _BUILT: dict = {}
 
 
 def build(spec: AttentionSpec) -> BuiltAttention:
-    """Plan, render and compile (memoized per spec in the process, cached on disk by source)."""
+    """Plan, render and compile through ptxgen.author (memoized per spec in the process, cached on disk by source).
+    The SASS is disassembled and checked by ``sass_report`` (the CLI and the tests), not on the launch path."""
     b = _BUILT.get(spec)
     if b is None:
         if spec.tcgen05:
             from .plan_sm100 import plan_attention_sm100
-            from .render import render_sm100
 
             plan = plan_attention_sm100(spec)
-            source = render_sm100(plan)
         else:
             plan = plan_attention(spec)
-            source = render(plan)
-        res = compile_cached(source, spec.kernel_name, spec.arch.value)
-        b = BuiltAttention(plan, source, res.compiled.cubin, res.compiled.ptx, res.hit, res)
+        b = BuiltAttention(plan, build_kernel(kernel(plan), gate=False))
         _BUILT[spec] = b
     return b

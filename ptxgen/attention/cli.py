@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..isa.types import Arch, DType, SpecError
+from ..author import Arch, DType, SpecError
 from ..status import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
 
 
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     if out.exists() and not out.is_dir():
         print(f"ptxgen: error: --out {args.out}: exists and is not a folder", file=sys.stderr)
         return EXIT_USAGE
-    from ..runtime.compile.toolchain import CompileError
+    from ..author import CompileError
     from .build import build
 
     try:

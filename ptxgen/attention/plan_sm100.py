@@ -1,10 +1,13 @@
 """The attention forward's plan for Blackwell (tcgen05, sm_100a): S and O in tensor memory, P written back to TMEM.
 
 One CTA holds 128 query rows, one per TMEM lane (tcgen05.mma M = 128, cta_group::1: D[m][n] in lane m, column
-col0 + n for f32, docs/hardware-layout.md and PTX 'Data path layout'). The two MMAs come from ptxgen's derivations as
-on Hopper (``plan.gemm_tiles`` with the arch set to sm_100a): S = Q·Kᵀ (SS, both K-major) and O += P·V with A = P
-read from TMEM (the TS form) and B = V MN-major. TMEM columns: S at 0, O after it, P after O (16-bit P packs two
-elements a 32-bit column, BN/2 columns), the allocation the next power of two.
+col0 + n for f32, docs/hardware-layout.md and PTX 'Data path layout'). Everything comes from the public authoring
+layer, as on Hopper: the same Q, K and V operand plans with the arch set to sm_100a (``plan.operands``), S = Q·Kᵀ as
+``tcgen05(q, k)`` (SS, both K-major) and O += P·V as ``tcgen05(TmemA(dtype), v)`` (A = P read from TMEM, the TS form;
+B = V MN-major), each with its instruction descriptor. TMEM columns: ``tmem_plan(S=BN, O=D, P=BN/2)``: S at 0, O
+after it, P after O (16-bit P packs two elements a 32-bit column), the allocation the next power of two. The ring:
+Q resident, K and V stages with a full barrier each, the empty barrier released by the MMA warp's commit, and four
+single barriers (S full, S empty, P full, O ready) and the word tcgen05.alloc writes the TMEM address to.
 
 Reached: L2 only (NVRTC compile for sm_100a and a SASS gate). Not run: this project has no Blackwell GPU.
 """
@@ -13,69 +16,67 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.layout import TileLayout, derive
-from ..isa.types import Arch
-from .plan import STAGE_ALIGN_BYTES, OperandPlan, _operand, gemm_tiles, stage_offsets
+from ..author import Arch, OperandPlan, Param, RingPlan, Tcgen05Plan, TmemA, TmemPlan, tcgen05, tmem_plan
+from .plan import operand_json, operands, params, ring, stage_offsets
 from .spec import AttentionSpec
 
-TMEM_COLUMNS = 512
-TMEM_LANES = 128
-
-
-@dataclass(frozen=True)
-class TmemPlan:
-    s_col: int  # S: BN f32 columns
-    o_col: int  # O: D f32 columns
-    p_col: int  # P: BN/2 columns of packed 16-bit pairs
-    used: int
-    alloc: int  # power of two in [32, 512]
+BARRIERS = ("s_full", "s_empty", "p_full", "o_ready")  # after Q's, K's and V's full and the stages' empty barriers
+WORDS = ("tmem_slot",)
+# the setmaxnreg wrappers the shared helpers define stay unused in this kernel (one softmax warpgroup, two warps)
+REGISTERS = dict(producer_registers=24, consumer_registers=240)
 
 
 @dataclass(frozen=True)
 class AttentionPlanSm100:
     spec: AttentionSpec
-    qk: TileLayout
-    pv: TileLayout
     q: OperandPlan
     k: OperandPlan
     v: OperandPlan
-    idesc_qk: int
-    idesc_pv: int
+    ring: RingPlan
+    qk: Tcgen05Plan
+    pv: Tcgen05Plan
     tmem: TmemPlan
-    smem_q: int
-    smem_k: tuple[int, ...]
-    smem_v: tuple[int, ...]
-    smem_barriers: int
-    smem_bytes: int
+    params: tuple[Param, ...]
+
+    @property
+    def idesc_qk(self) -> int:
+        return int(self.qk.idesc_hex, 16)
+
+    @property
+    def idesc_pv(self) -> int:
+        return int(self.pv.idesc_hex, 16)
+
+    @property
+    def smem_q(self) -> int:
+        return self.ring.regions["Q"].offset_bytes
+
+    @property
+    def smem_k(self) -> tuple[int, ...]:
+        return stage_offsets(self.ring, "K")
+
+    @property
+    def smem_v(self) -> tuple[int, ...]:
+        return stage_offsets(self.ring, "V")
+
+    @property
+    def smem_barriers(self) -> int:
+        return self.ring.barriers_offset_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.ring.dynamic_smem_bytes
 
     def to_json(self) -> dict:
         t = self.tmem
         return {"spec": self.spec.to_json(), "idesc_qk": f"{self.idesc_qk:#010x}", "idesc_pv": f"{self.idesc_pv:#010x}",
-                "tmem": {"s_col": t.s_col, "o_col": t.o_col, "p_col": t.p_col, "used": t.used, "alloc": t.alloc},
-                "v_descriptors": [f"{d:#018x}" for d in self.v.descriptors], "smem_bytes": self.smem_bytes}
-
-
-def tmem_plan(bn: int, head_dim: int) -> TmemPlan:
-    used = bn + head_dim + bn // 2
-    alloc = 32
-    while alloc < used:
-        alloc *= 2
-    if alloc > TMEM_COLUMNS:
-        raise ValueError(f"S ({bn}), O ({head_dim}) and P ({bn // 2}) need {used} TMEM columns, more than {TMEM_COLUMNS}")
-    return TmemPlan(0, bn, bn + head_dim, used, alloc)
-
-
-BARRIERS = ("q_full", "k_full", "v_full", "kv_empty", "s_full", "s_empty", "p_full", "o_ready", "tmem_slot")
+                "tmem": {"s_col": t.column("S"), "o_col": t.column("O"), "p_col": t.column("P"),
+                         "used": self.spec.bn + self.spec.head_dim + self.spec.bn // 2, "alloc": t.alloc_columns},
+                "v_descriptors": operand_json(self.v)["descriptors"], "smem_bytes": self.smem_bytes}
 
 
 def plan_attention_sm100(s: AttentionSpec) -> AttentionPlanSm100:
     assert s.arch is Arch.SM100A
-    qk_spec, pv_spec = gemm_tiles(s)
-    qk, pv = derive(qk_spec), derive(pv_spec)
-    q, k, v = _operand("q", qk.a), _operand("k", qk.b), _operand("v", pv.b)
-    smem_k, smem_v, barriers = stage_offsets(q, k, v, s.stages)
-    at = barriers + 8 * (1 + 3 * s.stages + 4) + 8  # q_full, k/v full and kv_empty per stage, s_full, s_empty, p_full, o_ready; TMEM slot
-    return AttentionPlanSm100(
-        spec=s, qk=qk, pv=pv, q=q, k=k, v=v, idesc_qk=qk.idesc.encode(), idesc_pv=pv.idesc.encode(),
-        tmem=tmem_plan(s.bn, s.head_dim), smem_q=0, smem_k=smem_k, smem_v=smem_v, smem_barriers=barriers,
-        smem_bytes=at + STAGE_ALIGN_BYTES)
+    q, k, v = operands(s)
+    r = ring(s, q, k, v, consumer_warpgroups=1, empty_arrivals=1, barriers=BARRIERS, words=WORDS, **REGISTERS)
+    return AttentionPlanSm100(spec=s, q=q, k=k, v=v, ring=r, qk=tcgen05(q, k), pv=tcgen05(TmemA(s.dtype), v),
+                              tmem=tmem_plan(S=s.bn, O=s.head_dim, P=s.bn // 2), params=params(s, q, k, v))

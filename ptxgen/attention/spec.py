@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.types import Arch, DType, SpecError
+from ..author import Arch, DType, SpecError
 
 HEAD_DIMS = (64, 128)
 BLOCK_M = (64, 128)  # one consumer warpgroup (m64 wgmma) per 64 query rows

@@ -1,22 +1,35 @@
 """Launching a user's kernel through the project's launch pieces.
 
-Per dispatch key (each array's shape, strides, dtype; the scalar values are written per call) a prepared launch
-holds the pre-packed parameter block (ptxgen.runtime.launch.params.ParamBlock), one MapSlot per tensor map (re-encoded
-only when its pointer changes) and one PtrSlot per pointer; a call checks the arrays, points the slots and calls
-cuLaunchKernel once on the stream (``launch_checked``, as ptxgen's GEMM launches do). Nothing is allocated or
-synchronised on that path (what a CUDA-graph capture on the caller's stream needs; not yet tested under capture).
+Per dispatch key (each array's shape, strides, dtype; the scalar values are written per call) a
+:class:`PreparedLaunch` holds the pre-packed parameter block (ptxgen.runtime.launch.params.ParamBlock), one MapSlot
+per tensor map (re-encoded only when its pointer changes) and one PtrSlot per pointer; a call checks the arrays,
+points the slots and calls cuLaunchKernel once on the stream (``launch_checked``, as ptxgen's GEMM launches do).
+Nothing is allocated or synchronised on that path (what a CUDA-graph capture on the caller's stream needs; not yet
+tested under capture). A runtime of one's own (attention's) builds a PreparedLaunch per key itself and calls
+:meth:`PreparedLaunch.launch` with a handle from ``BuiltKernel.load``.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from ..isa.types import Arch, DType
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, read_array
 from ..runtime.launch.params import MapSlot, ParamBlock, PtrSlot
-from ..runtime.launch.tensormap import tensormap_args
+from ..runtime.launch.tensormap import TensorMapArgs, tensormap_args
 
 TMA_GLOBAL_ALIGN = 16
+MAX_MAP_RANK = 5  # cuTensorMapEncodeTiled: tensorRank 1..5
+GLOBAL_DIM_LIMIT = 1 << 32
+GLOBAL_STRIDE_LIMIT = 1 << 40
+L2_PROMOTION_CODES = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion (cuTensorMapEncodeTiled)
+
+
+def _check_dtype(info: ArrayInfo, plan) -> None:
+    op = plan.operand
+    if info.dtype != op.dtype.value and not (op.dtype is DType.TF32 and info.dtype == "f32"):
+        raise ArgumentError(f"{info.name}: operand {op.name} is {op.dtype.value}, the array is {info.dtype}")
 
 
 def map_geometry(info: ArrayInfo, plan) -> tuple[tuple[int, int], int]:
@@ -25,8 +38,7 @@ def map_geometry(info: ArrayInfo, plan) -> tuple[tuple[int, int], int]:
     op = plan.operand
     if info.ndim != 2:
         raise ArgumentError(f"{info.name}: operand {op.name}'s tensor map needs a 2-D array, got shape {info.shape}")
-    if info.dtype != op.dtype.value and not (op.dtype is DType.TF32 and info.dtype == "f32"):
-        raise ArgumentError(f"{info.name}: operand {op.name} is {op.dtype.value}, the array is {info.dtype}")
+    _check_dtype(info, plan)
     rows, cols = info.shape
     if info.strides[1] != 1 and cols > 1:
         raise ArgumentError(f"{info.name}: the contiguous ({'K' if op.major.value == 'k' else 'M/N'}) dimension must have stride 1, "
@@ -35,31 +47,143 @@ def map_geometry(info: ArrayInfo, plan) -> tuple[tuple[int, int], int]:
     return (cols, rows), max(ld, cols)
 
 
-class Prepared:
-    """One dispatch key's parameter block and slots."""
+def strided_map(info: ArrayInfo, plan, address: int = 0) -> TensorMapArgs:
+    """The tensor map of ``plan``'s operand over an N-d array (3 to 5 dimensions, the last contiguous), e.g. a
+    (batch, heads, seqlen, head dim) view with any strides: rank N, dimensions and byte strides innermost first, the
+    operand's box over the two inner dimensions and 1 along each outer one (a tile never crosses a head), the data
+    type, swizzle, L2 promotion and zero fill of ``plan.tma``. ArgumentError names a rule the encoder would refuse
+    (the strides of dimensions of extent 1 are passed as they are: nothing is read through them)."""
+    op, tma = plan.operand, plan.tma
+    if not 3 <= info.ndim <= MAX_MAP_RANK:
+        raise ArgumentError(f"{info.name}: an N-d tensor map takes 3 to {MAX_MAP_RANK} dimensions, got shape {info.shape}")
+    _check_dtype(info, plan)
+    if info.strides[-1] != 1 and info.shape[-1] > 1:
+        raise ArgumentError(f"{info.name}: the last dimension must be contiguous (stride 1), strides are {info.strides}")
+    es = tma.element_bytes
+    dims = tuple(reversed(info.shape))
+    strides = tuple(s * es for s in reversed(info.strides[:-1]))
+    problems = [f"dimension {i} = {d} is not in 1..2^32" for i, d in enumerate(dims) if not 1 <= d <= GLOBAL_DIM_LIMIT]
+    problems += [f"the stride of dimension {i + 1} = {s} B is not a positive multiple of {TMA_GLOBAL_ALIGN} B below 2^40"
+                 for i, s in enumerate(strides) if dims[i + 1] > 1 and (s % TMA_GLOBAL_ALIGN or not 0 < s < GLOBAL_STRIDE_LIMIT)]
+    if problems:
+        raise ArgumentError(f"{info.name}: cuTensorMapEncodeTiled would refuse operand {op.name}'s map: " + "; ".join(problems))
+    rank = len(dims)
+    return TensorMapArgs(data_type=tma.data_type.value, element_bytes=es, rank=rank, global_address=address, global_dims=dims,
+                         global_strides=strides, box=tuple(tma.box) + (1,) * (rank - 2), element_strides=(1,) * rank,
+                         interleave=int(tma.interleave), swizzle=tma.swizzle.value, l2_promotion=int(tma.l2_promotion),
+                         oob_fill=int(tma.oob_fill))
 
-    def __init__(self, params, infos: list, encode):
-        self.block = ParamBlock([p.kind for p in params])
+
+def map_args(info: ArrayInfo, param) -> TensorMapArgs:
+    """The encoder's arguments (address 0, filled in per call) of a tensormap Param's map over the array ``info``
+    (its operand plan's, with the Param's L2 promotion when it names one)."""
+    plan = param.operand
+    if info.ndim == 2:
+        dims, ld = map_geometry(info, plan)
+        args = tensormap_args(plan.tma, 0, dims, ld)
+    else:
+        args = strided_map(info, plan)
+    if param.l2_promotion_bytes is not None:
+        args = replace(args, l2_promotion=L2_PROMOTION_CODES[param.l2_promotion_bytes])
+    return args
+
+
+def read_arguments(params, args) -> list:
+    """Each array argument read (shape, strides, dtype, pointer; an ArrayInfo), None for a scalar or a left-out
+    optional pointer; the count checked. No device check: ``Binder.bind`` adds those for BuiltKernel's calls."""
+    if len(args) != len(params):
+        raise ArgumentError(f"the kernel takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {len(args)}")
+    return [read_array(a, p.name) if p.kind in ("tensormap", "ptr") and a is not None else None for p, a in zip(params, args)]
+
+
+class PreparedLaunch:
+    """One dispatch key's pre-packed parameter block: a tensor-map slot per ``tensormap`` Param (encoded again only
+    when its pointer changes, the last few pointers' maps kept), a pointer slot per ``ptr`` Param, the scalars.
+
+    ``PreparedLaunch(params, infos, encode, driver)`` from read arrays; :meth:`of` from the arguments themselves.
+    ``driver``: the project's launcher (None) or anything with its ``encode`` (cuTensorMapEncodeTiled) and ``launch``
+    (cuLaunchKernel), e.g. a fake in tests; ``encode`` alone overrides the encoder. Per call:
+    :meth:`point` each array's pointer, :meth:`set` a scalar, then :meth:`launch`."""
+
+    def __init__(self, params, infos: list, encode=None, driver=None):
+        if encode is None:
+            driver = driver or _launcher()
+            encode = driver.encode
+        self._driver = driver
+        self.params = tuple(params)
+        self.block = ParamBlock([p.kind for p in self.params])
         self.slots: list = []
-        for i, (p, info) in enumerate(zip(params, infos)):
+        for i, (p, info) in enumerate(zip(self.params, infos)):
             if p.kind == "tensormap":
-                dims, ld = map_geometry(info, p.operand)
-                self.slots.append(MapSlot(self.block, i, tensormap_args(p.operand.tma, 0, dims, ld), encode))
+                if info is None:
+                    raise ArgumentError(f"{p.name}: a tensor map needs its array to be prepared")
+                self.slots.append(MapSlot(self.block, i, map_args(info, p), encode))
             elif p.kind == "ptr":
                 self.slots.append(PtrSlot(self.block, i))
             else:
                 self.slots.append(None)
 
+    @classmethod
+    def of(cls, params, args, encode=None, driver=None) -> "PreparedLaunch":
+        """Prepared for these arguments' key: the maps' geometry from the arrays, the scalars written; the pointers
+        are written by the first :meth:`point` (so the maps are encoded then)."""
+        prep = cls(params, read_arguments(params, args), encode, driver)
+        for i, (p, a) in enumerate(zip(prep.params, args)):
+            if prep.slots[i] is None:
+                prep.set(i, a)
+        return prep
+
+    def point(self, index: int, ptr: int | None) -> None:
+        """Parameter ``index`` (a tensor map or pointer) now addresses ``ptr`` (None: a null pointer, for an optional
+        one); a map is re-encoded only when its pointer changed."""
+        slot = self.slots[index]
+        ptr = 0 if ptr is None else ptr
+        if slot.ptr != ptr:
+            slot.point(ptr)
+
+    def set(self, index: int, value) -> None:
+        """Scalar parameter ``index`` takes ``value`` (packed as its kind)."""
+        self.block.set(index, value)
+
+    @property
+    def address(self) -> int:
+        """The ``void**`` kernelParams cuLaunchKernel reads."""
+        return self.block.address
+
+    def launch(self, func: int, grid, block, smem: int, stream: int, driver=None) -> int:
+        """One cuLaunchKernel of ``func`` (``BuiltKernel.load``) with this block on ``stream``; the CUresult (0: launched).
+        ``driver``: the one given at construction, else the project's launcher, or one with its ``launch`` signature."""
+        if driver is None:
+            driver = self._driver = self._driver or _launcher()
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        return driver.launch(func, gx, gy, gz, bx, by, bz, smem, stream, self.block.address, None)
+
+    @staticmethod
+    def check(rc: int, kernel_name: str) -> None:
+        """Raise CudaError naming the driver's error when ``rc`` (a :meth:`launch` result) is not 0."""
+        if rc:
+            from ..runtime.launch.fastlaunch import error_name
+            from ..runtime.launch.gpu import CudaError
+
+            raise CudaError(f"cuLaunchKernel({kernel_name}) failed: {error_name(rc)} ({rc})")
+
+
+def _launcher():
+    from ..runtime.launch.fastlaunch import launcher
+
+    return launcher()
+
 
 def _key(params, infos, args) -> tuple:
-    return tuple((i.shape, i.strides, i.dtype, i.device) if i is not None else (p.kind,) for p, i, a in zip(params, infos, args))
+    return tuple((i.shape, i.strides, i.dtype, i.device) if i is not None else (p.kind, a is None) for p, i, a in zip(params, infos, args))
 
 
 class Binder:
     def __init__(self, name: str, params, arch: Arch, cubin: bytes, block, shared_bytes: int):
         self.name, self.params, self.arch, self.cubin = name, tuple(params), arch, cubin
         self.block_dim, self.smem = tuple(block), shared_bytes
-        self._kernel = None
+        self._kernels: dict = {}
         self._prepared: dict = {}
         self._lock = threading.Lock()
 
@@ -70,7 +194,7 @@ class Binder:
                                 f"got {len(args)}")
         infos = []
         for p, a in zip(self.params, args):
-            if p.kind in ("tensormap", "ptr"):
+            if p.kind in ("tensormap", "ptr") and not (a is None and p.optional):
                 info = read_array(a, p.name)
                 if p.kind == "ptr" and info.dtype != p.dtype:
                     raise ArgumentError(f"{p.name}: the kernel reads {p.dtype}, the array is {info.dtype}")
@@ -79,43 +203,49 @@ class Binder:
                 if info.on_cuda is False:
                     raise ArgumentError(f"{p.name} is on {info.device_str}; the kernel reads device memory")
                 infos.append(info)
+            elif p.kind in ("tensormap", "ptr"):
+                infos.append(None)
             else:
                 if isinstance(a, bool) or not isinstance(a, (int, float)) or (p.kind != "f32" and not isinstance(a, int)):
                     raise ArgumentError(f"{p.name} is a {p.kind} scalar, got {a!r}")
                 infos.append(None)
         return infos
 
-    def prepare(self, args) -> "Prepared":
+    def prepare(self, args) -> PreparedLaunch:
         """The prepared launch of these arguments' key (built on first use: raises ArgumentError or ProblemError for
         an array the kernel cannot take, with no GPU needed)."""
         return self._prepared_for(self.bind(args), args)
 
-    def _prepared_for(self, infos: list, args) -> "Prepared":
+    def _prepared_for(self, infos: list, args) -> PreparedLaunch:
         from ..runtime.launch.fastlaunch import launcher
 
         key = _key(self.params, infos, args)
         with self._lock:
             prep = self._prepared.get(key)
             if prep is None:
-                prep = self._prepared[key] = Prepared(self.params, infos, lambda a: launcher().encode(a))
+                prep = self._prepared[key] = PreparedLaunch(self.params, infos, lambda a: launcher().encode(a))
         return prep
 
-    def _load(self):
+    def _load(self, device_index: int | None = None):
         with self._lock:
-            return self._kernel or self._load_locked()
+            found = self._kernels.get(device_index)
+            if found is None:
+                found = self._kernels[device_index] = self._load_locked(device_index)
+            return found
 
-    def _load_locked(self):
-        if self._kernel is None:
-            from ..api import streams
-            from ..runtime.launch import gpu
-            from ..runtime.launch.gpu import NoGPU
+    def _load_locked(self, device_index: int | None):
+        from ..api import streams
+        from ..runtime.launch import gpu
+        from ..runtime.launch.gpu import NoGPU
 
-            dev = streams.require_gpu()
-            if dev.arch is not self.arch:
-                raise NoGPU(f"{self.name} is built for {self.arch.value}; the GPU ({dev.name}) runs {dev.arch.value} kernels")
-            streams.ensure_current(dev)
-            self._kernel = (gpu.Kernel(self.cubin, self.name, self.smem), dev)
-        return self._kernel
+        dev = streams.require_gpu(device_index)
+        if dev.arch is not self.arch:
+            raise NoGPU(f"{self.name} is built for {self.arch.value}; the GPU ({dev.name}) runs {dev.arch.value} kernels")
+        streams.ensure_current(dev)
+        return gpu.Kernel(self.cubin, self.name, self.smem), dev
+
+    def function(self, device_index: int | None = None) -> int:
+        return int(self._load(device_index)[0].func)
 
     def launch(self, args, grid, stream=None):
         from ..api import streams
@@ -125,17 +255,15 @@ class Binder:
         infos = self.bind(args)
         prep = self._prepared_for(infos, args)  # every argument and tensor-map rule, before any GPU work
         kernel, dev = self._load()
-        first = next((a for p, a in zip(self.params, args) if p.kind in ("tensormap", "ptr")), None)
+        first = next((a for p, a in zip(self.params, args) if p.kind in ("tensormap", "ptr") and a is not None), None)
         handle = streams.stream_handle(stream, first)
         driver = launcher()
         with self._lock:
             for i, (p, info, a) in enumerate(zip(self.params, infos, args)):
-                slot = prep.slots[i]
-                if slot is not None:
-                    if slot.ptr != info.ptr:
-                        slot.point(info.ptr)
+                if prep.slots[i] is not None:
+                    prep.point(i, None if info is None else info.ptr)
                 else:
-                    prep.block.set(i, a)
+                    prep.set(i, a)
             gx, gy, gz = (tuple(grid) + (1, 1))[:3]
             bx, by, bz = self.block_dim
             launch_checked(driver.launch, lambda: streams.ensure_current(dev),

@@ -242,9 +242,14 @@ class TmemPlan:
     @staticmethod
     def address(tmem_base: str, lane: str, column: str) -> str:
         """C: the TMEM address of (lane, column) from the allocation's base address (lane in bits 16 and up)."""
+        return f"({tmem_base} + {TmemPlan.lane_offset(lane)} + static_cast<unsigned>({column}))"
+
+    @staticmethod
+    def lane_offset(lane: str) -> str:
+        """C: what lane ``lane`` adds to a TMEM address (the lane in bits 16 and up), e.g. a warp's first lane 32 w."""
         from ..isa.descriptors import tmem_lane_c_expr
 
-        return f"({tmem_base} + {tmem_lane_c_expr(lane)} + static_cast<unsigned>({column}))"
+        return tmem_lane_c_expr(lane)
 
 
 def tmem_plan(**regions: int) -> TmemPlan:

@@ -185,6 +185,23 @@ class OperandPlan:
         """The descriptor of K step ``k_step`` (and m64 slab ``slab`` of an A operand) for a stage at address 0."""
         return self.layout.descriptor(k_step, slab)
 
+    @property
+    def descriptors(self) -> tuple[int, ...]:
+        """Each K step's raw 64-bit descriptor for a stage at shared address 0 (slab 0): a kernel adds
+        ``start_field(stage address)`` to it."""
+        return tuple(st.descriptor.encode() for st in self.k_steps)
+
+    @property
+    def copies(self) -> tuple[TmaCopy, ...]:
+        """The TMA copies that fill one stage (``smem_offset_bytes``, ``inner``, ``outer``): ``tma.copies``."""
+        return self.tma.copies
+
+    def start_field(self, addr_expr: str) -> str:
+        """C expression: the descriptor's start-address field (bits 0-13, address >> 4) of the run-time shared-memory
+        byte address ``addr_expr``. A kernel that adds it once per stage to the constant ``descriptor(j).encode()`` of
+        each K step (whose start field holds the step's offset) gets ``desc_expr`` without re-adding the address."""
+        return SmemDescriptor.start_field_c_expr(self.operand.arch, addr_expr)
+
     def desc_expr(self, stage_addr: str, k_step: int, slab: int = 0) -> str:
         """C expression: the descriptor of that step for a stage whose shared-memory byte address is ``stage_addr``."""
         d = self.descriptor(k_step, slab)

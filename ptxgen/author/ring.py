@@ -10,8 +10,14 @@ Barrier roles (one pair per stage, CUTLASS's PipelineTmaAsync):
 
 * ``full[s]``: initialised with 1 arrival; the producer's one thread arrives with ``expect_tx`` = the stage's bytes,
   the TMA copies complete the transaction count. Consumers wait on parity ``(it / stages) & 1``.
-* ``empty[s]``: initialised with one arrival per consumer warpgroup (one elected thread each). The producer waits on
-  parity ``((it / stages) & 1) ^ 1``: a fresh barrier passes that wait, so the first pass over the ring needs no release.
+* ``empty[s]``: initialised with one arrival per consumer warpgroup (one elected thread each; ``empty_arrivals``
+  overrides it: one per consumer warp, or 1 for a tcgen05.commit). The producer waits on parity
+  ``((it / stages) & 1) ^ 1``: a fresh barrier passes that wait, so the first pass over the ring needs no release.
+
+FlashAttention-3's pipeline adds three things, each optional: ``resident`` operands (loaded once before the loop, one
+stage and one full barrier each, never released: Q), ``full_per_operand`` (one full barrier per operand per stage, so
+a consumer waits for K, starts Q·Kᵀ, and waits for V only before P·V) and named single ``barriers`` and 8-byte
+``words`` after the stage barriers (an MMA's commit barrier, the tcgen05.alloc address slot).
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ class Ring:
     # where this ring starts, from the aligned base: a second ring (FA3's separate K and V rings, each with its own
     # barriers) starts at the first's RingPlan.used_bytes rounded up to BASE_ALIGN
     start_bytes: int = 0
+    resident: tuple[OperandPlan, ...] = ()  # loaded once: one stage, one full barrier ("<name>_full") each, first
+    full_per_operand: bool = False  # one full barrier set per operand ("full_<name>"), each with its own expect_tx
+    empty_arrivals: int | None = None  # None: one per consumer warpgroup
+    barriers: tuple[str, ...] = ()  # single mbarriers by name, after the stage barriers
+    words: tuple[str, ...] = ()  # 8-byte shared words by name, after those (e.g. the TMEM address tcgen05.alloc writes)
 
     def plan(self) -> "RingPlan":
         return plan_ring(self)
@@ -94,6 +105,21 @@ class RingPlan:
     used_bytes: int
     dynamic_smem_bytes: int  # used + BASE_ALIGN - 16 (the window is only 16-byte aligned)
     derivation: tuple[Derived, ...] = field(default=())
+    bars: dict[str, Region] = field(default_factory=dict)  # every barrier and word region by name, in address order
+    expect_tx: dict[str, int] = field(default_factory=dict)  # bytes each full barrier's copies deliver, by barrier name
+
+    @property
+    def barriers_offset_bytes(self) -> int:
+        """Where the barriers start (from the aligned base): the first barrier region's offset."""
+        return min(r.offset_bytes for r in self.bars.values())
+
+    def bar_offset(self, name: str) -> int:
+        """A barrier (or word) region's offset from the first barrier: what a kernel adds to its ``bars`` address."""
+        return self.bars[name].offset_bytes - self.barriers_offset_bytes
+
+    def bar(self, name: str, stage: str = "0") -> str:
+        """C: the address of barrier ``name`` (of stage ``stage`` for a per-stage one), from ``base``."""
+        return self.bars[name].addr(stage)
 
     @property
     def next_start_bytes(self) -> int:
@@ -103,8 +129,9 @@ class RingPlan:
     def stage_addr(self, name: str, stage: str = "s") -> str:
         return self.regions[name].addr(stage)
 
-    def full_bar(self, stage: str = "s") -> str:
-        return self.full.addr(stage)
+    def full_bar(self, stage: str = "s", operand: str | None = None) -> str:
+        """C: the stage's full barrier (``operand``: that operand's, with ``full_per_operand``)."""
+        return (self.bars[f"full_{operand}"] if operand else self.full).addr(stage)
 
     def empty_bar(self, stage: str = "s") -> str:
         return self.empty.addr(stage)
@@ -128,7 +155,8 @@ class RingPlan:
                 "full": vars(self.full), "empty": vars(self.empty), "expect_tx_bytes": self.expect_tx_bytes,
                 "full_arrivals": self.full_arrivals, "empty_arrivals": self.empty_arrivals, "threads": self.threads,
                 "producer_registers": self.producer_registers, "consumer_registers": self.consumer_registers,
-                "entry_registers": self.entry_registers, "dynamic_smem_bytes": self.dynamic_smem_bytes}
+                "entry_registers": self.entry_registers, "dynamic_smem_bytes": self.dynamic_smem_bytes,
+                "bars": {n: vars(r) for n, r in self.bars.items()}, "expect_tx": dict(self.expect_tx)}
 
 
 def _up(x: int, a: int) -> int:
@@ -165,37 +193,69 @@ def plan_ring(ring: Ring) -> RingPlan:
     if ring.consumer_warpgroups not in (1, 2, 3):
         raise SpecError("consumer_warpgroups", ring.consumer_warpgroups, "one producer warpgroup and 1..3 consumer warpgroups "
                         "fit __launch_bounds__ and setmaxnreg's pool", "1, 2, 3", SETMAXNREG_REF)
-    names = [p.name for p in ring.operands] + [b.name for b in ring.buffers]
+    names = [p.name for p in ring.resident + ring.operands] + [b.name for b in ring.buffers] + list(ring.barriers) + list(ring.words)
     if len(set(names)) != len(names) or {"full", "empty"} & set(names):
-        raise SpecError("ring names", ", ".join(names), "operands and buffers need distinct names (not full/empty)", "distinct identifiers")
+        raise SpecError("ring names", ", ".join(names), "operands, buffers, barriers and words need distinct names (not full/empty)",
+                        "distinct identifiers")
     if ring.start_bytes < 0 or ring.start_bytes % BASE_ALIGN:
         raise SpecError("start_bytes", ring.start_bytes, f"a ring starts on the {BASE_ALIGN} B swizzle repeat (base offsets 0)",
                         f"a multiple of {BASE_ALIGN}, e.g. the previous ring's used_bytes rounded up")
+    if ring.empty_arrivals is not None and not 1 <= ring.empty_arrivals <= 4 * ring.consumer_warpgroups:
+        raise SpecError("empty_arrivals", ring.empty_arrivals, "one arrival per consumer warpgroup or warp (or 1: an MMA commit)",
+                        f"1..{4 * ring.consumer_warpgroups}", PIPELINE_REF)
     at, regions, D = ring.start_bytes, {}, []
-    for p in ring.operands:
+    for p, n in [(p, 1) for p in ring.resident] + [(p, ring.stages) for p in ring.operands]:
         at = _up(at, p.alignment_bytes)
         stride = _up(p.stage_bytes, p.alignment_bytes)
-        regions[p.name] = Region(p.name, at, stride, stride * ring.stages)
-        D.append(Derived(f"{p.name}_offset", at, f"{ring.stages} stages x {stride} B from +{at}",
+        regions[p.name] = Region(p.name, at, stride, stride * n)
+        D.append(Derived(f"{p.name}_offset", at, f"{n} stage{'s' * (n > 1)} x {stride} B from +{at}",
                          f"on its {p.alignment_bytes} B swizzle repeat, so the descriptors' base offset is 0", PIPELINE_REF))
-        at += stride * ring.stages
+        at += stride * n
     for b in ring.buffers:
         at = _up(at, b.align)
         regions[b.name] = Region(b.name, at, 0, b.nbytes)
         at += b.nbytes
-    at = _up(at, MBAR_BYTES)
-    full = Region("full", at, MBAR_BYTES, MBAR_BYTES * ring.stages)
-    empty = Region("empty", at + full.nbytes, MBAR_BYTES, MBAR_BYTES * ring.stages)
-    used = empty.offset_bytes + empty.nbytes
+    bars, tx = _barriers(ring, _up(at, MBAR_BYTES))
+    full = bars[f"full_{ring.operands[0].name}"] if ring.full_per_operand and ring.operands else bars.get("full")
+    empty = bars["empty"]
+    used = max(r.offset_bytes + r.nbytes for r in bars.values())
     dynamic = used + BASE_ALIGN - 16
     if dynamic > MAX_DYNAMIC_SMEM:
         raise SpecError("stages", ring.stages, f"the ring needs {used} B (+{BASE_ALIGN - 16} B to align the window) of shared memory",
                         f"at most {MAX_DYNAMIC_SMEM} B per block", PIPELINE_REF)
-    tx = sum(p.expect_tx_bytes for p in ring.operands)
-    D.append(Derived("expect_tx_bytes", tx, " + ".join(f"{p.name} {p.expect_tx_bytes}" for p in ring.operands) + f" = {tx}",
-                     "the full barrier's transaction count: every byte the stage's TMA boxes deliver", PIPELINE_REF))
+    total = sum(p.expect_tx_bytes for p in ring.operands)
+    D.append(Derived("expect_tx_bytes", total, " + ".join(f"{p.name} {p.expect_tx_bytes}" for p in ring.operands) + f" = {total}",
+                     "the full barrier's transaction count: every byte the stage's TMA boxes deliver"
+                     + (" (split over one full barrier per operand)" if ring.full_per_operand else ""), PIPELINE_REF))
     threads = WARPGROUP_THREADS * (ring.consumer_warpgroups + 1)
     p, q, entry, regs = _registers(ring, threads)
     D += regs
-    return RingPlan(ring.stages, regions, full, empty, tx, 1, ring.consumer_warpgroups, ring.consumer_warpgroups, threads,
-                    p, q, entry, used, dynamic, tuple(D))
+    empty_arrivals = ring.consumer_warpgroups if ring.empty_arrivals is None else ring.empty_arrivals
+    return RingPlan(ring.stages, regions, full, empty, total, 1, empty_arrivals, ring.consumer_warpgroups, threads,
+                    p, q, entry, used, dynamic, tuple(D), bars, tx)
+
+
+def _barriers(ring: Ring, at: int) -> tuple[dict[str, Region], dict[str, int]]:
+    """The barrier block from ``at``: each resident operand's full barrier, the stages' full barriers (one set, or one
+    per operand), the empty barriers, the named barriers, the words; and each full barrier's transaction bytes."""
+    bars, tx = {}, {}
+
+    def put(name: str, count: int = 1, per_stage: bool = False) -> None:
+        nonlocal at
+        bars[name] = Region(name, at, MBAR_BYTES if per_stage else 0, MBAR_BYTES * count)
+        at += MBAR_BYTES * count
+
+    for p in ring.resident:
+        put(f"{p.name}_full")
+        tx[f"{p.name}_full"] = p.expect_tx_bytes
+    if ring.full_per_operand:
+        for p in ring.operands:
+            put(f"full_{p.name}", ring.stages, True)
+            tx[f"full_{p.name}"] = p.expect_tx_bytes
+    else:
+        put("full", ring.stages, True)
+        tx["full"] = sum(p.expect_tx_bytes for p in ring.operands)
+    put("empty", ring.stages, True)
+    for name in ring.barriers + ring.words:
+        put(name)
+    return bars, tx
