@@ -8,7 +8,7 @@ Layers, each importing only those before it (tests/test_layering.py; docs/design
   emit     ptxgen.emit: jinja2 rendering (a context per template piece), generated/, SVG pictures
   runtime  ptxgen.runtime: NVRTC and the kernel cache, SASS checks, the driver, launching, bench, tune
   top      ptxgen.api, .grouped, .torch_ops, .sweep, .cli
-Leaf modules any layer may import: ptxgen.version, .status, .cachedir, .outputs, .interrupt.
+Leaf modules any layer may import: ptxgen.version, .status, .cachedir, .outputs, .interrupt, .ctrlc.
 
 The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` stays fast):
   compile(spec) -> CompiledKernel, callable on device arrays: out = a @ b.T
@@ -22,18 +22,13 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   scales)
 """
 
-import sys as _sys
+from .ctrlc import take_over_while_loading as _take_over_while_loading
 
-from .version import __version__
-from .interrupt import started_as_the_command as _started_as_the_command
+_take_over_while_loading()  # first: as the command, Ctrl-C from here on exits 130 with no traceback (ptxgen.ctrlc)
 
-if _started_as_the_command():  # Ctrl-C while the command loads: exit 130 at once, no traceback (ptxgen.cli.main)
-    import signal as _signal
+import sys as _sys  # noqa: E402
 
-    from .interrupt import exit_interrupted as _exit_interrupted
-
-    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-        _signal.signal(_signal.SIGINT, _exit_interrupted)
+from .version import __version__  # noqa: E402
 
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 _GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")

@@ -1,10 +1,8 @@
-import signal
 import sys
 
-from .interrupt import exit_interrupted
+from .ctrlc import take_over_while_loading
 
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
-    signal.signal(signal.SIGINT, exit_interrupted)  # Ctrl-C while the command loads: exit 130, no traceback
+take_over_while_loading()  # done by ptxgen/__init__.py already; again here, should the package be loaded another way
 
 from .cli import main  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Ctrl-C for the ptxgen command: exit 130 with no traceback, whenever it comes. A leaf module: ptxgen/__init__.py
-takes SIGINT over with it while the command loads, ptxgen.cli for the rest.
+takes SIGINT over first thing, with :mod:`ptxgen.ctrlc`, while the command loads; ptxgen.cli for the rest.
 
 * Loading the command, parsing its arguments, and after it has finished: exit 130 at once (:func:`exit_interrupted`).
 * While the command runs (:func:`interruptible`): KeyboardInterrupt, which the command turns into its cleanup (a sweep
@@ -15,25 +15,8 @@ import os
 import signal
 import sys
 
+from .ctrlc import exit_interrupted, started_as_the_command  # noqa: F401 (ptxgen.interrupt's API too)
 from .status import EXIT_INTERRUPTED
-
-
-def exit_interrupted(signum=None, frame=None) -> None:
-    """The SIGINT handler around the command: say so and exit 130 at once, with no traceback."""
-    try:
-        os.write(2, b"ptxgen: interrupted\n")
-    except OSError:
-        pass
-    os._exit(EXIT_INTERRUPTED)
-
-
-def started_as_the_command() -> bool:
-    """``python -m ptxgen ...`` or the ``ptxgen`` script: the interpreter's own arguments (``sys.orig_argv``, which
-    nobody rewrites) say so; a program or a test that imports ptxgen or calls ``ptxgen.cli.main`` is neither."""
-    argv = list(getattr(sys, "orig_argv", []))
-    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "ptxgen":
-        return True
-    return len(argv) > 1 and argv[1].replace("\\", "/").rsplit("/", 1)[-1] in ("ptxgen", "ptxgen.exe")
 
 
 def takes_over(argv) -> bool:

@@ -93,6 +93,19 @@ def instr_desc_block_scaled(kind: str, a: str, b: str, sf: str, m: int, n: int, 
 # sm100_smem_selector: the widest swizzle whose atom row divides the operand's contiguous extent in one CTA (BK bytes
 # for K-major, the CTA's M or N rows for MN-major). BK: 128 for mxf8f6f4, 256 for mxf4/nvf4 (4 scale factors a row).
 BS_TYPES = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
+# The M a 2SM block-scaled atom and the builder take (tools/cute_pair/blockscaled_2sm_m128.cu, compiled 2026-12-06
+# against commit 7107b0553): SM100_MMA_MXF8F6F4_2x1SM_SS static_asserts M == 256 (mma_sm100_umma.hpp:1543),
+# SM100_MMA_MXF4_2x1SM_SS (mxf4 at VS 32, mxf4nvf4 at VS 16) M == 128 || M == 256; the builder's
+# sm100_make_blockscaled_2sm_trivial_tiled_mma static_asserts M == 256 for every kind (sm100_common.inl:888).
+CUTE_2SM_BLOCKSCALED_ATOM_M = {"mxf8f6f4": (256,), "mxf4": (128, 256), "mxf4nvf4": (128, 256)}
+CUTLASS_2SM_BLOCKSCALED_BUILDER_M = (256,)
+
+
+def blockscaled_kind(a: str, b: str, scale: str) -> str:
+    """The kind CUTLASS's builder picks: e2m1 x e2m1 goes to MXF4 (ue8m0) / MXF4NVF4 (ue4m3), the rest to MXF8F6F4."""
+    if a == b == "e2m1":
+        return "mxf4" if scale == "ue8m0" else "mxf4nvf4"
+    return "mxf8f6f4"
 
 
 def _smem_selector(extent_bytes: int, major: str) -> str:
@@ -106,7 +119,7 @@ def blockscaled_configs() -> list[dict]:
     """Every configuration of the space above, as make_spec keyword arguments (2 stages)."""
     out = []
     for two_sm in (False, True):
-        m = 256 if two_sm else 128
+        (m,) = CUTLASS_2SM_BLOCKSCALED_BUILDER_M if two_sm else (128,)
         for a in BS_TYPES:
             for b in BS_TYPES:
                 scales = ("ue8m0", "ue4m3") if a == b == "e2m1" else ("ue8m0",)

@@ -7,7 +7,7 @@ imports itself back through others (no import cycle, not even through an import 
   nothing from ptxgen at all; ``model.verify`` is the bridge that feeds them the derived plans.
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
-* ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``, ``.interrupt``: leaf modules any layer may import.
+* ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``, ``.interrupt``, ``.ctrlc``: leaf modules any layer may import.
 * ``ptxgen.runtime``: four packages by responsibility, ranked (``RUNTIME_RANKS``): ``compile`` and ``launch``
   (neither imports the other) -> ``check`` -> ``choose`` -> ``commands``; each folder of it holds at most 15
   modules and 3,000 lines.
@@ -102,7 +102,7 @@ def test_descriptor_bits_live_in_one_place():
 # ---- the whole import graph: layer order and cycles ----------------------------------------------
 # Every import statement counts: top-level, inside a function (lazy), under ``if TYPE_CHECKING:``.
 LAYERS = {  # first component under ptxgen -> rank; a module may import only modules of equal or lower rank
-    "version": 0, "status": 0, "outputs": 0, "cachedir": 0, "interrupt": 0,
+    "version": 0, "status": 0, "outputs": 0, "cachedir": 0, "interrupt": 0, "ctrlc": 0,
     "isa": 1,
     "derive": 2, "cliargs": 2,
     "model": 3,

@@ -45,11 +45,14 @@ def validate_block_scaled(t: "TileSpec") -> None:
     if t.pair and t.bm != 256:
         # PTX allows cta_group::2 M = 128 with block scaling, but its scale factors then take the 2x2 data path: SFB is
         # duplicated over lane halves (CUTLASS SM100_MMA_*_2x1SM_SS: TmemAlloc = ScaleFactorDuplicated2by2 for M = 128,
-        # tmem_sf_frg's '2x2 Datapath' atom); ptxgen derives the 4x1 path of M = 256 only.
+        # tmem_sf_frg's '2x2 Datapath' atom); ptxgen derives the 4x1 path of M = 256 only. CUTLASS builds block-scaled
+        # pairs at M = 256 only: its builder and its kind::mxf8f6f4 pair atom static_assert M == 256
+        # (tools/cute_pair/blockscaled_2sm_m128.cu), so no CUTLASS kernel places a pair's M = 128 scale factors.
         raise SpecError("--bm", t.bm,
                         f"tcgen05.mma.cta_group::2.kind::{k.kind} at M = 128 reads its scale factors through the 2x2 data path "
                         "(scale factors of B duplicated over the two 64-lane halves), which ptxgen does not derive; M = 256 "
-                        "uses the 4x1 path (each CTA: its 128 rows of SFA and all BN rows of SFB, as one CTA at M = 128)",
+                        "uses the 4x1 path (each CTA: its 128 rows of SFA and all BN rows of SFB, as one CTA at M = 128); "
+                        "CUTLASS too builds block-scaled pairs at M = 256 only",
                         "256 with --cta-group 2", CUTLASS_SF_PAIR_REF)
     if not t.pair and t.bm != 128:
         raise SpecError("--bm", t.bm, f"tcgen05.mma.cta_group::1.kind::{k.kind} has M = 128", "128", cite("shapes"))
@@ -84,7 +87,8 @@ def validate_block_scaled(t: "TileSpec") -> None:
 
 CUTLASS_SF_REF = "CUTLASS Sm1xxBlockScaledConfig (include/cutlass/detail/sm100_blockscaled_layout.hpp)"
 CUTLASS_SF_PAIR_REF = ("CUTLASS include/cute/atom/mma_traits_sm100.hpp (SM100_MMA_MXF8F6F4_2x1SM_SS / MXF4 / MXF4NVF4: "
-                       "TmemAllocMode::ScaleFactorDuplicated2by2 at M = 128) and mma_traits_sm100_frag.hpp (tmem_sf_frg)")
+                       "TmemAllocMode::ScaleFactorDuplicated2by2 at M = 128) and mma_traits_sm100_frag.hpp (tmem_sf_frg); "
+                       "builders/sm100_common.inl (sm100_make_blockscaled_2sm_trivial_tiled_mma: static_assert M == 256)")
 UNPACKED_TMA_REF = ("CUDA Driver API cuTensorMapEncodeTiled (16U4_ALIGN16B/16U6_ALIGN16B: boxDim[0] must be 128; "
                     "swizzle NONE, 128B or 128B_ATOM_32B); CUTLASS include/cute/arch/copy_sm90_desc.hpp "
                     "to_CUtensorMapDataType<float_e2m1/e2m3/e3m2_unpacksmem_t>")
