@@ -97,7 +97,10 @@ def thread_scale_problems(thread_loads, sfa, sfb, bn: int, kb: int, n0: int, war
     coordinates for ``warp`` (in its warpgroup) and ``lane``, the rows from ``row0``."""
     got: dict[int, list] = {}
     for operand, (i, j), regs in thread_loads:
-        v = sfa[i, j] if operand == "sfa" else sfb[i, j]
+        arr = sfa if operand == "sfa" else sfb
+        if not (0 <= i < arr.shape[0] and 0 <= j < arr.shape[1]):
+            return [f"{who}: loads {operand}[{i}, {j}], outside the {arr.shape} array"]
+        v = arr[i, j]
         for r in regs:
             got.setdefault(r, []).append((operand, v))
     problems = []
