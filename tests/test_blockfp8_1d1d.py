@@ -20,6 +20,7 @@ from ptxgen.derive.bfp8cols import plan_columns
 from ptxgen.derive.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
 from ptxgen.model import bfp8model
+from test_api_plan import doors  # noqa: F401 (the fixture)
 from test_blockfp8 import CaiArray, simulated_bfp8_launches
 
 SPEC = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", arch="sm_90a", stages=4,
@@ -284,3 +285,20 @@ def test_gpu_control_block_scales_read_as_columns_fail(torch_cuda):
     bad = bfp8model.outside_bound(got.double().cpu().numpy(), xq.double().cpu().numpy(), xs.double().cpu().numpy(),
                                   yq.double().cpu().numpy(), blocks, out_rtol=2.0 ** -20)
     assert bad.mean() > 0.5
+
+
+# ---- ptxgen.api.plan answers for the recipe as the door does -----------------------------------------------------------
+@pytest.mark.parametrize("with_c", [False, True])
+def test_plan_agrees_with_the_door(doors, with_c):  # noqa: F811 (the fixture)
+    import ptxgen.api.fp8blocks as fb
+    from ptxgen.api.callplan import Path, plan
+    from test_api_plan import F8, F32, DevArray, door_spec
+
+    m, n, k = 384, 700, 1280
+    args = (DevArray((m, k), F8), DevArray((n, k), F8), DevArray((m, 10), F32, (1, m)), DevArray((10, n), F32, (n, 1)),
+            DevArray((m, n), F32))
+    kw = dict(c=DevArray((m, n), F32)) if with_c else dict(out_dtype="f32")
+    p = plan("fp8blocks.gemm", *args, **kw)
+    assert p.path is Path.HOT, p.why
+    assert p.spec.kernel_name.endswith("_bs1d1d_fc" if with_c else "_bs1d1d") and "1x128 x 1x128" in p.why
+    assert door_spec(fb.gemm, *args, **kw) == p.spec
