@@ -302,3 +302,19 @@ def test_plan_agrees_with_the_door(doors, with_c):  # noqa: F811 (the fixture)
     assert p.path is Path.HOT, p.why
     assert p.spec.kernel_name.endswith("_bs1d1d_fc" if with_c else "_bs1d1d") and "1x128 x 1x128" in p.why
     assert door_spec(fb.gemm, *args, **kw) == p.spec
+
+
+def test_bench_variant_tokens():
+    """tools/bench_blockfp8.py's 1d1d and acc tokens build the recipe's kernels (f32 out; acc: --fuse c)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "bench_blockfp8.py"
+    spec = importlib.util.spec_from_file_location("bench_blockfp8_1d1d", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _, plain, _, fields = mod.parse_variant("s4-tma-1d1d-acc")
+    s = mod.variant_spec(fields, plain)
+    assert s.kernel_name.endswith("_bs1d1d_fc") and s.out_dtype.value == "f32"
+    _, _, _, fields = mod.parse_variant("s4-tma")
+    assert mod.variant_spec(fields, False).fp8_blocks.value == "1x128x128"  # the control: the 1D2D kernel
