@@ -189,9 +189,10 @@ def test_door_refusals_and_the_explicit_recipe(monkeypatch):
 
     simulated_bfp8_launches(monkeypatch)
     x = _arrays()
-    with pytest.raises(fb.ArgumentError, match="MN-major"):  # (Kb, N) but N-strided: not what torch takes
-        fb.gemm(x["a"], x["b"], x["sa"], CaiArray((4, N), "float32", (1, 4), 0x50000000), x["out"], out_dtype="f32",
-                recipe="1x128x1x128")
+    for recipe in (None, "1x128x1x128"):  # (Kb, N) is the 1D1D shape (as torch infers it), but K-major: refused
+        with pytest.raises(fb.ArgumentError, match="MN-major"):
+            fb.gemm(x["a"], x["b"], x["sa"], CaiArray((4, N), "float32", (1, 4), 0x50000000), x["out"], out_dtype="f32",
+                    recipe=recipe)
     with pytest.raises(fb.ArgumentError, match=r"takes \(4, 300\)"):  # a 1D2D-shaped scale_b under the 1D1D recipe
         fb.gemm(x["a"], x["b"], x["sa"], CaiArray((4, 3), "float32", (1, 4), 0x50000000), x["out"], out_dtype="f32",
                 recipe="1x128x1x128")

@@ -9,7 +9,8 @@ For ``b`` (N x K, passed to torch as ``b.t()``) torch takes:
 * BlockWise1x128 (``1x128x1x128``): scale_b ``(ceil(K/128), N)``, strides ``(ld, 1)`` with ld >= N (``y_scales.t()`` of
   an outer-dim-major N x ceil(K/128) array: element (kb, n) at kb x ld + n).
 
-Where both readings fit (N = 1) the two recipes compute the same product; 1x128x128 is taken.
+The recipe follows from the shape (torch._inductor.utils.infer_scale_swizzle reads shapes only); where both shapes are
+one (N = 1) the two recipes compute the same product and 1x128x128 is taken. The strides are then checked.
 """
 
 from __future__ import annotations
@@ -22,26 +23,18 @@ RECIPES = (BLOCKS_1D2D, COLUMNS_1D1D)
 BLOCK = 128
 
 
-def _block_shaped(sb: ArrayInfo, kb: int, nb: int, padded_rows: int) -> bool:
-    return sb.shape in ((kb, nb), (padded_rows, nb)) and (sb.strides[0] == 1 or sb.shape[0] == 1)
-
-
-def _column_shaped(sb: ArrayInfo, kb: int, n: int) -> bool:
-    return sb.shape == (kb, n) and (sb.strides[1] == 1 or n == 1)
-
-
 def infer_recipe(recipe: str | None, sb: ArrayInfo, k: int, n: int, padded_rows: int) -> str:
-    """``recipe`` as asked (checked against the recipes), or the one scale_b's shape and strides say (module docstring);
-    ArgumentError when neither fits (the caller's shape checks then say what is wrong in its recipe's words)."""
+    """``recipe`` as asked (checked against the recipes), or the one scale_b's shape says, as torch infers it from the
+    shape alone (module docstring); the caller's checks then say what is wrong with the strides, in its recipe's words."""
     if recipe is not None:
         if recipe not in RECIPES:
             raise ArgumentError(f"recipe={recipe!r}: block FP8 takes {RECIPES[0]!r} (B in 128 x 128 blocks) or "
                                 f"{RECIPES[1]!r} (B in 1 x 128 rows, DeepGEMM's 1D1D)")
         return recipe
     kb, nb = -(-k // BLOCK), -(-n // BLOCK)
-    if _block_shaped(sb, kb, nb, padded_rows) or not _column_shaped(sb, kb, n):
-        return BLOCKS_1D2D
-    return COLUMNS_1D1D
+    if sb.shape == (kb, n) and sb.shape not in ((kb, nb), (padded_rows, nb)):
+        return COLUMNS_1D1D
+    return BLOCKS_1D2D
 
 
 def column_scales_ld(sb: ArrayInfo, k: int, n: int) -> int:
