@@ -319,3 +319,16 @@ def test_bench_variant_tokens():
     assert s.kernel_name.endswith("_bs1d1d_fc") and s.out_dtype.value == "f32"
     _, _, _, fields = mod.parse_variant("s4-tma")
     assert mod.variant_spec(fields, False).fp8_blocks.value == "1x128x128"  # the control: the 1D2D kernel
+
+
+def test_show_draws_each_threads_columns():
+    """layout.svg's block-FP8 panel for the recipe: per lane % 4, register group g's columns 8g + 2 (lane % 4), + 1."""
+    import re
+
+    from ptxgen.derive.layout import derive
+    from ptxgen.derive.spec import make_spec
+    from ptxgen.emit.svg import layout_svg
+
+    cells = re.findall(r'data-lane4="(\d)" data-group="(\d+)" data-columns="(\d+),(\d+)"', layout_svg(derive(make_spec(**SPEC))))
+    assert len(cells) == 4 * 16
+    assert all(int(c0) == 8 * int(g) + 2 * int(q) and int(c1) == int(c0) + 1 for q, g, c0, c1 in cells)
