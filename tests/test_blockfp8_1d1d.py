@@ -332,3 +332,16 @@ def test_show_draws_each_threads_columns():
     cells = re.findall(r'data-lane4="(\d)" data-group="(\d+)" data-columns="(\d+),(\d+)"', layout_svg(derive(make_spec(**SPEC))))
     assert len(cells) == 4 * 16
     assert all(int(c0) == 8 * int(g) + 2 * int(q) and int(c1) == int(c0) + 1 for q, g, c0, c1 in cells)
+
+
+def test_n1_scale_b_is_either_recipe_and_c_takes_1d1d():
+    """N = 1: scale_b (Kb, 1) is both torch shapes (the products are equal): 1x128x128 without c, 1x128x1x128 with c."""
+    from ptxgen.api.fp8recipe import infer_recipe
+    from ptxgen.runtime.launch.arrays import ArrayInfo
+
+    sb = ArrayInfo("scale_b", 0x1000, (3, 1), (1, 1), "f32", 4, (2, 0), "test", "cai")
+    assert infer_recipe(None, sb, 300, 1, 4) == "1x128x128"
+    assert infer_recipe(None, sb, 300, 1, 4, with_c=True) == "1x128x1x128"
+    wide = ArrayInfo("scale_b", 0x1000, (3, 700), (700, 1), "f32", 4, (2, 0), "test", "cai")
+    assert infer_recipe(None, wide, 300, 700, 4) == "1x128x1x128"
+    assert infer_recipe(None, ArrayInfo("scale_b", 0x1000, (4, 6), (1, 4), "f32", 4, (2, 0), "test", "cai"), 300, 700, 4) == "1x128x128"

@@ -527,7 +527,7 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // fb.BLOCK), -(-p.n // fb.BLOCK)
     lds_a = fb._scales(sa, "scale_a", p.m, kb)
-    rec = infer_recipe(args.get("recipe"), sb, p.k, p.n, fb.padded_scale_rows(kb))
+    rec = infer_recipe(args.get("recipe"), sb, p.k, p.n, fb.padded_scale_rows(kb), with_c=ci is not None)
     picked = fb._recipe_spec(asked, chosen, rec, ci, out_dtype)
     if rec == fb.COLUMNS_1D1D:
         column_scales_ld(sb, p.k, p.n)

@@ -242,7 +242,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
         raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128 or 1x128x1x128)")
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
-    rec = infer_recipe(recipe, sb, p.k, p.n, padded_scale_rows(kb))
+    rec = infer_recipe(recipe, sb, p.k, p.n, padded_scale_rows(kb), with_c=ci is not None)
     picked = _recipe_spec(asked, chosen, rec, ci, out_dtype)
     lds_b = (column_scales_ld(sb, p.k, p.n) if rec == COLUMNS_1D1D else
              _scales(sb, "scale_b", kb, nb, padded_scale_rows(kb)))

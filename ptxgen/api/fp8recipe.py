@@ -10,7 +10,8 @@ For ``b`` (N x K, passed to torch as ``b.t()``) torch takes:
   an outer-dim-major N x ceil(K/128) array: element (kb, n) at kb x ld + n).
 
 The recipe follows from the shape (torch._inductor.utils.infer_scale_swizzle reads shapes only); where both shapes are
-one (N = 1) the two recipes compute the same product and 1x128x128 is taken. The strides are then checked.
+one (N = 1) the two recipes compute the same product and 1x128x128 is taken (1x128x1x128 with ``c``, which only it
+adds). The strides are then checked.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ RECIPES = (BLOCKS_1D2D, COLUMNS_1D1D)
 BLOCK = 128
 
 
-def infer_recipe(recipe: str | None, sb: ArrayInfo, k: int, n: int, padded_rows: int) -> str:
+def infer_recipe(recipe: str | None, sb: ArrayInfo, k: int, n: int, padded_rows: int, with_c: bool = False) -> str:
     """``recipe`` as asked (checked against the recipes), or the one scale_b's shape says, as torch infers it from the
     shape alone (module docstring); the caller's checks then say what is wrong with the strides, in its recipe's words."""
     if recipe is not None:
@@ -32,7 +33,7 @@ def infer_recipe(recipe: str | None, sb: ArrayInfo, k: int, n: int, padded_rows:
                                 f"{RECIPES[1]!r} (B in 1 x 128 rows, DeepGEMM's 1D1D)")
         return recipe
     kb, nb = -(-k // BLOCK), -(-n // BLOCK)
-    if sb.shape == (kb, n) and sb.shape not in ((kb, nb), (padded_rows, nb)):
+    if sb.shape == (kb, n) and (with_c or sb.shape not in ((kb, nb), (padded_rows, nb))):
         return COLUMNS_1D1D
     return BLOCKS_1D2D
 
