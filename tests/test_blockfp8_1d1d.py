@@ -240,7 +240,8 @@ def _quantize_1x128(torch, x):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m, n, k", [(200, 300, 400), (1000, 700, 1100), (64, 136, 128), (129, 1, 257), (4, 4096, 2000)])
+# K a multiple of 16 (A's and B's rows 16-byte aligned for TMA) and, but for 128, not of 128; N off the 128-column tile
+@pytest.mark.parametrize("m, n, k", [(200, 300, 400), (1000, 700, 1104), (64, 136, 128), (129, 1, 272), (4, 4096, 2000)])
 @pytest.mark.parametrize("with_c", ["none", "c", "in_place"])
 def test_matches_float64(torch_cuda, m, n, k, with_c):
     import ptxgen.api.fp8blocks as fb
@@ -254,7 +255,8 @@ def test_matches_float64(torch_cuda, m, n, k, with_c):
     sa = xs.t().contiguous().t()  # torch's BlockWise1x128 scale_a (outer-dim-major)
     sb = ys.t().contiguous().t().t()  # torch's BlockWise1x128 scale_b for b.t(): (Kb, N), strides (N, 1)
     assert sb.shape == (xs.shape[1], n) and (sb.stride(1) == 1 or n == 1)
-    c = torch.randn(m, n, device="cuda", generator=g) if with_c != "none" else None
+    # c (and out = c) with rows 16 bytes apart, as the epilogue's stores need: N = 1 is a view of an M x 4 array
+    c = torch.randn(m, -(-n // 4) * 4, device="cuda", generator=g)[:, :n] if with_c != "none" else None
     c0 = None if c is None else c.clone()
     if with_c == "in_place":
         got = fb.gemm(xq, yq, sa, sb, c, c=c)
