@@ -41,7 +41,7 @@ def test_ci_grid_covers_the_newer_features():
     """Split-K, grouped GEMM (plain and FP8 row-wise), fused chains (FP8 output too), block FP8 and 8-/4-byte copies."""
     assert {s.split_k for s in CI} >= {1, 2, 4}
     assert {s.grouped.value for s in CI} == {"none", "offs", "offs_rowwise"}
-    assert {s.fp8_blocks.value for s in CI} == {"none", "1x128x128"}
+    assert {s.fp8_blocks.value for s in CI} == {"none", "1x128x128", "1x128x1x128"}
     assert {s.copy_bytes for s in CI} == {16, 8, 4}
     assert {(s.arch.value, s.batch.value) for s in CI if s.batch.value != "none"} == {
         (arch, b) for arch in ("sm_90a", "sm_100a") for b in ("a", "ab")}

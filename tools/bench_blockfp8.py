@@ -9,6 +9,14 @@ Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][
 pingpong (each consumer warpgroup a whole BM x BN tile; BM = 64 for block FP8), yield: the cubin's FFMA runs patched by ptxgen.runtime.compile.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
 reference for what the block-scale structure costs; its output is checked against per-tensor ``torch._scaled_mm``.
+
+The 1x128 x 1x128 recipe (DeepGEMM's 1D1D; --fp8-blocks 1x128x1x128): variant token ``1d1d`` (f32 output; scale_b
+ceil(K/128) x N, MN-major, as torch takes BlockWise1x128 for B), ``acc`` adds C in place (``--fuse c``: D += A.B), e.g.
+``s4-tma-1d1d,s4-tma-1d1d-acc``. Timed against torch._scaled_mm with the same 1x128 scales on both operands (f32 out;
+with acc, ``d.add_(torch._scaled_mm(...))``); where this torch build refuses that recipe, against a dequantize + matmul
+reference (each operand times its scales in bf16, then torch.mm in f32; the row says ``baseline``).
+
+    python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --variants s4-tma-1d1d,s4-tma-1d1d-acc
 """
 
 from __future__ import annotations
@@ -119,7 +127,11 @@ def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
                   fp8_overlap=next((x for x in parts[2:] if x in ("halves", "interleave")), "none"),
                   fp8_scale_load=next((SCALE_LOADS[x] for x in parts[2:] if x in SCALE_LOADS), "auto"))
     for x in parts[2:]:  # cNxM: --cluster; gN: --raster-group; skS: --stream-k; pp: --consumers pingpong
-        if x == "pp":
+        if x == "1d1d":  # --fp8-blocks 1x128x1x128 (f32 out, DeepGEMM's 1D1D)
+            fields.update(fp8_blocks="1x128x1x128", out_dtype="f32")
+        elif x == "acc":  # D += A.B: the fused chain's C, in place
+            fields["fuse"] = "c"
+        elif x == "pp":
             fields["consumers"] = "pingpong"
         elif x[:1] == "c" and "x" in x:
             fields["cluster"] = x[1:]
@@ -130,6 +142,36 @@ def parse_variant(v: str) -> tuple[str, bool, bool, dict]:
         elif x[:2] == "cs" and x[2:].isdigit():  # csN: --consumer-slabs N (e.g. m256-n128-s3-tma-tmasf-cs2)
             fields["consumer_slabs"] = int(x[2:])
     return v, plain, "yield" in parts[2:], fields
+
+
+def column_scales(torch, n, k):
+    """1x128 x 1x128: scale_b ceil(K/128) x N, MN-major (torch's y_scales.t()), seeded as inputs() seeds its scales."""
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    return torch.rand(-(-k // 128), n, device="cuda", generator=gen) + 0.5
+
+
+def dequant_reference(torch, a, b, sa, sb_cols):
+    """The recipe by dequantizing (each operand times its 1 x 128 scales, bf16) and one torch.mm (f32 out): the
+    baseline where torch._scaled_mm refuses 1x128 scales on B."""
+    k = a.shape[1]
+    ea = sa.repeat_interleave(128, 1)[:, :k]
+    eb = sb_cols.t().repeat_interleave(128, 1)[:, :k]
+    return lambda: torch.mm((a.float() * ea).bfloat16(), (b.float() * eb).bfloat16().t(), out_dtype=torch.float32)
+
+
+def columns_calls(torch, a, b, sa, sb_cols, d, acc: bool) -> tuple[dict, str]:
+    """torch's side of a 1D1D row: its blockwise call with 1 x 128 scales on both operands where this build takes it, else
+    dequant_reference; with ``acc`` the result is added into d (what our kernel does in place)."""
+    def scaled():
+        return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb_cols, out_dtype=torch.float32)
+    try:
+        scaled()
+        base, name = scaled, "torch._scaled_mm BlockWise1x128 x BlockWise1x128"
+    except Exception as e:  # noqa: BLE001 - this torch build refuses the recipe: the dequantize + matmul reference
+        print(f"torch._scaled_mm with 1x128 scales on B failed ({type(e).__name__}: {e}); baseline: dequantize + torch.mm",
+              flush=True)
+        base, name = dequant_reference(torch, a, b, sa, sb_cols), "dequantize + torch.mm (bf16 operands, f32 out)"
+    return ({"torch": (lambda: d.add_(base())) if acc else base}, name)
 
 
 def main() -> int:
@@ -168,6 +210,10 @@ def main() -> int:
                 print(f"{shape} {vname}: SKIPPED, the FFMA patch failed: {type(e).__name__}: {e}", flush=True)
                 continue
             print(f"{vname}: {len(patch.changed)} FFMA patched in {patch.runs} runs", flush=True)
+        cols = spec.fp8_blocks.value == "1x128x1x128"
+        if cols:  # the 1x128 x 1x128 recipe: its own inputs, baseline and check
+            ok &= columns_row(torch, dev, spec, cubin, shape, vname, a, b, sa, args)
+            continue
         d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         extra = {} if plain else {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": kb4}
         ours = Launch(spec, m, n, k, a, b, d, extra, dev, torch, cubin=cubin)
@@ -205,6 +251,45 @@ def main() -> int:
                 f.write(json.dumps(row) + "\n")
         ours.kern.unload()
     return 0 if ok else 1
+
+
+def columns_row(torch, dev, spec, cubin, shape, vname, a, b, sa, args) -> bool:
+    """One 1D1D row: ours (D = A.B, or D += A.B with acc, f32) against columns_calls' baseline, alternating rounds; the
+    outputs compared after the timing (acc: both start from the same C, one call each)."""
+    m, n, k = map(int, shape.split("x"))
+    sb = column_scales(torch, n, k)
+    acc = spec.fuse is not None
+    d = torch.zeros(m, n, device="cuda", dtype=torch.float32)
+    extra = {"SFA": sa.data_ptr(), "SFB": sb.data_ptr(), "lds_a": m, "lds_b": n}
+    if acc:
+        extra.update(alpha=1.0, beta=1.0, C=d.data_ptr(), ldc=n)
+    ours = Launch(spec, m, n, k, a, b, d, extra, dev, torch, cubin=cubin)
+    d_torch = torch.zeros(m, n, device="cuda", dtype=torch.float32)
+    fns, baseline = columns_calls(torch, a, b, sa, sb, d_torch, acc)
+    fns["ours"] = ours.run
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    ms = alternate_medians(torch, fns, args.rounds, BATCH_MS)
+    c0 = torch.randn(m, n, device="cuda", dtype=torch.float32)  # the check: one call each from the same C
+    d.copy_(c0)
+    d_torch.copy_(c0)
+    ours.run()  # d = C + A.B (acc) or A.B
+    r = fns["torch"]()  # d_torch += A.B (acc), or A.B returned
+    torch.cuda.synchronize()
+    ref = d_torch if acc else r
+    err = float(torch.linalg.norm(d - ref) / torch.linalg.norm(ref))
+    flops = 2.0 * m * n * k
+    row = {"shape": shape, "variant": vname, "recipe": "1x128x1x128", "accumulate": acc, "baseline": baseline,
+           "device": dev.name, "kernel": spec.kernel_name, "ms": ms, "tflops": {nm: flops / t / 1e9 for nm, t in ms.items()},
+           "ratio": ms["torch"] / ms["ours"], "rel_error_vs_torch": err, "checked_ok": err < 1e-2, "rounds": args.rounds}
+    print(f"{shape} {vname}: ours {row['tflops']['ours']:.0f} TFLOP/s, {baseline} {row['tflops']['torch']:.0f}, ratio "
+          f"{row['ratio']:.3f}, rel error {err:.1e} [{spec.kernel_name}]", flush=True)
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    ours.kern.unload()
+    return row["checked_ok"]
 
 
 if __name__ == "__main__":

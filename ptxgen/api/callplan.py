@@ -541,19 +541,34 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     from . import fp8blocks as fb
     from .binding import bind
 
-    ai, bi, oi, sa, sb = _read(args, "a", "b", "out", "scale_a", "scale_b")
-    out_dtype = args.get("out_dtype", "bf16")
+    from .fp8recipe import c_extra, column_scales_ld, infer_recipe
+
+    ai, bi, oi, sa, sb, ci = _read(args, "a", "b", "out", "scale_a", "scale_b", "c")
+    out_dtype = args.get("out_dtype") or ("f32" if ci is not None else "bf16")
     spec = args.get("spec")
     chosen = spec is None
+    asked = spec
     spec = spec or fb.default_spec(out_dtype)
     if spec.fp8_blocks.value == "none":
-        raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128)")
+        raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128 or 1x128x1x128)")
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // fb.BLOCK), -(-p.n // fb.BLOCK)
     lds_a = fb._scales(sa, "scale_a", p.m, kb)
-    fb._scales(sb, "scale_b", kb, nb, fb.padded_scale_rows(kb))
+    rec = infer_recipe(args.get("recipe"), sb, p.k, p.n, fb.padded_scale_rows(kb), with_c=ci is not None)
+    picked = fb._recipe_spec(asked, chosen, rec, ci, out_dtype)
+    if rec == fb.COLUMNS_1D1D:
+        column_scales_ld(sb, p.k, p.n)
+    else:
+        fb._scales(sb, "scale_b", kb, nb, fb.padded_scale_rows(kb))
     why = "the spec as given"
-    if chosen:
+    if picked is not None:
+        spec = picked
+        bind(spec, ai, bi, oi)
+        c_extra(ci, oi, p.m, p.n, spec.out_dtype.value)
+        if chosen:
+            why = ("columns_spec: scale_b is ceil(K/128) x N (the 1x128 x 1x128 recipe, DeepGEMM's 1D1D)"
+                   + ("; c added in f32 (--fuse c)" if ci is not None else ""))
+    elif chosen:
         spec = fb.chosen_spec(out_dtype, sa, lds_a, p.m, p.n, t.sm_count, k=p.k)
         bind(spec, ai, bi, oi)
         why = ("scale_a by TMA, the tile derive.bfp8tiles models fastest" if spec.scale_load.value == "tma"

@@ -10,6 +10,11 @@ own padded array of ceil(K/128) rounded up to a multiple of 4 rows (as torch and
 ceil(K/128) rows are read, as torch reads them).
 D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A B^T over the block), in bf16.
 
+The 1x128 x 1x128 recipe (DeepGEMM's 1D1D, DeepSeek-V3's weight gradient; ``recipe='1x128x1x128'`` or inferred from
+scale_b's shape as torch._scaled_mm infers it, ptxgen.api.fp8recipe): ``scale_b`` f32 ceil(K/128) x N, MN-major
+(torch's ``y_scales.t()``: strides (ld, 1)), D[m, n] = C[m, n] + sum over kb of scale_a[m, kb] scale_b[kb, n] (A B^T
+over the block); ``c`` (optional, f32 M x N) is added in f32 (out f32; ``out=c`` accumulates in place, D += A B^T).
+
 Without ``spec``: scale_a by TMA where TMA can read it (16-byte aligned, K-block stride a multiple of 4 floats: M % 4 == 0
 in torch's layout) and the output is bf16, f16 or f32, in the tile derive.bfp8tiles models fastest for the problem
 (:func:`tma_scales_spec`'s 192 x 128 at large M); else :func:`default_spec` (any M). Few tiles: with stream-K
@@ -28,9 +33,11 @@ from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.fastlaunch import launcher
 from ..runtime.launch.launch import gemm_launches, workspace_bytes
+from ..derive.blockfp8 import COLUMNS_1D1D
 from . import streams
 from .binding import _allocate_out, bind, span_bytes
 from .fp8launch import Fp8Launch, Fp8Table, info_key
+from .fp8recipe import c_extra, column_scales_ld, infer_recipe
 from .fused import kernel_for
 from .launchplan import fast_torch_key, streamk_workspace, tensor_type
 
@@ -65,6 +72,14 @@ def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     (runs/2026-12-02-deepgemm-reference). L3 since 2026-12-02 (39 gpu tests and the sanitizers, runs/2026-12-02-prepared-launch-energy/run1), but no faster
 than :func:`tma_scales_spec` there (1158 / 1139 / 958 against 1158 / 1217 / 1097 TFLOP/s), so no default picks it."""
     return default_spec(out_dtype, **{**dict(bm=256, bn=128, stages=3, fp8_scale_load="tma", consumer_slabs=2), **kw})
+
+
+def columns_spec(out_dtype: str = "bf16", c: bool = False, **kw) -> TileSpec:
+    """The 1x128 x 1x128 recipe's kernel (derive.bfp8cols): 128 x 128 tiles, two consumer warpgroups, persistent, the
+    scales (BN column scales of B per stage too) staged by the producer's scale warp; ``c``: the fused chain's C
+    (``--fuse c``, D = C + A.B). Not tuned: the tile is the largest the consumers' registers hold with the per-column
+    scales (BN = 128: accumulator, partial and scales 192 of 232)."""
+    return default_spec(out_dtype, **{**dict(bn=128, fp8_blocks=COLUMNS_1D1D, **({"fuse": "c"} if c else {})), **kw})
 
 
 TMA_SCALE_OUTPUTS = ("bf16", "f16", "f32")  # the TMA-store epilogue's outputs (tma_scales_spec's kernels)
@@ -136,18 +151,22 @@ def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
     return lds_a
 
 
-def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: TileSpec | None = None, stream=None):
+def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str | None = None, spec: TileSpec | None = None, stream=None,
+         c=None, recipe: str | None = None):
     """``out = D`` of the block-scaled recipe (module docstring); returns ``out`` (allocated when None) without
-    synchronizing. A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
+    synchronizing. ``out_dtype``: bf16 unless given (f32 with ``c``). ``recipe``: '1x128x128' or '1x128x1x128' (None:
+    inferred from scale_b, ptxgen.api.fp8recipe). ``c``: f32 M x N added to the product (the 1x128 x 1x128 recipe; out
+    may be c). A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
     launch (ptxgen.api.fp8launch); the first such call checks, compiles and prepares."""
+    out_dtype = out_dtype or ("f32" if c is not None else "bf16")
     if stream is None:
         T = tensor_type()
         if (T is not None and isinstance(a, T) and isinstance(b, T) and isinstance(scale_a, T) and isinstance(scale_b, T)
-                and (out is None or isinstance(out, T))):
-            r = _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec)
+                and (out is None or isinstance(out, T)) and (c is None or isinstance(c, T))):
+            r = _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec, c, recipe)
             if r is not None:
                 return r
-    return _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream)
+    return _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c, recipe)
 
 
 _BY_TORCH = Fp8Table()  # (out_dtype, spec, scale_a TMA-aligned, torch_key) -> Fp8Launch
@@ -155,60 +174,87 @@ _BY_INFO = Fp8Table()  # (out_dtype, spec, scale_a TMA-aligned, info_key) -> Fp8
 _TORCH_STREAM = []  # torch's current-stream reader, once
 
 
-def _key(out_dtype: str, spec, sfa_ptr: int, arrays: tuple) -> tuple:
+def _key(out_dtype: str, spec, sfa_ptr: int, arrays: tuple, recipe: str | None = None) -> tuple:
     """Without a spec the pick depends on scale_a's alignment too (chosen_spec): that bit is in the key."""
-    return (out_dtype, spec, sfa_ptr % SFA_TMA_ALIGN_BYTES == 0 if spec is None else None, arrays)
+    return (out_dtype, spec, recipe, sfa_ptr % SFA_TMA_ALIGN_BYTES == 0 if spec is None else None, arrays)
 
 
-def torch_arrays_key(a, b, scale_a, scale_b, out) -> tuple:
+def torch_arrays_key(a, b, scale_a, scale_b, out, c=None) -> tuple:
     """The dispatch key's arrays part for torch tensors (launchplan.fast_torch_key: one C call per pair or triple)."""
-    return fast_torch_key(a, b, out), fast_torch_key(scale_a, scale_b, None)
+    return fast_torch_key(a, b, out), fast_torch_key(scale_a, scale_b, c)
 
 
-def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec):
+def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec, c=None, recipe=None):
     psa = scale_a.data_ptr()
-    e = _BY_TORCH.get(_key(out_dtype, spec, psa, torch_arrays_key(a, b, scale_a, scale_b, out)))
+    e = _BY_TORCH.get(_key(out_dtype, spec, psa, torch_arrays_key(a, b, scale_a, scale_b, out, c), recipe))
     if e is None:
         return None
     if out is None:
         m, n, ldd, dt = e.out_alloc
         out = _allocate_out(a, "torch", m, n, ldd, dt, e.device_index)
     pa, pb, pd, psb = a.data_ptr(), b.data_ptr(), out.data_ptr(), scale_b.data_ptr()
-    if not e.pointers_ok(pa, pb, pd, psa, psb):
+    pc = None if c is None else c.data_ptr()
+    if not e.pointers_ok(pa, pb, pd, psa, psb) or not e.c_ok(pc, pd):
         return None  # the slow path says what is wrong
     if not _TORCH_STREAM:
         _TORCH_STREAM.append(streams.torch_stream_reader(sys.modules["torch"]))
     stream = _TORCH_STREAM[0](e.device_index)
-    # the compiled launcher: every pointer and the launch in one C call (stream-K: the stream's remembered workspace)
+    # the compiled launcher: every pointer and the launch in one C call (stream-K: the stream's remembered workspace);
+    # a call with C (the 1x128 x 1x128 recipe's D = C + A.B) takes the Python launch
     if e._c is None or not e._c.run_cached(pa, pb, pd, psa, psb, stream):
-        e.run({"A": pa, "B": pb, "D": pd, "SFA": psa, "SFB": psb}, stream, a)
+        e.run({"A": pa, "B": pb, "D": pd, "SFA": psa, "SFB": psb, **({"C": pc} if c is not None else {})}, stream, a)
     return out
 
 
-def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
+def _recipe_spec(spec, chosen: bool, rec: str, ci, out_dtype: str):
+    """The 1x128 x 1x128 recipe's kernel (columns_spec without a spec), or the asked spec checked against the recipe and
+    c; None: the 1D2D recipe's own pick (chosen_spec)."""
+    with_c = spec is not None and spec.fuse is not None and spec.fuse.c
+    if chosen:
+        if ci is not None and rec != COLUMNS_1D1D:
+            raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 1x128 x 128x128")
+        return columns_spec(out_dtype, c=ci is not None) if rec == COLUMNS_1D1D else None
+    if spec.fp8_blocks.value != rec:
+        raise ArgumentError(f"{spec.kernel_name} is built for --fp8-blocks {spec.fp8_blocks.value}; the scales are {rec}")
+    if with_c != (ci is not None):
+        raise ArgumentError(f"{spec.kernel_name} {'reads' if with_c else 'has no'} c (--fuse c); "
+                            f"{'pass c' if with_c else 'build it with --fuse c to add c'}")
+    return spec
+
+
+def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, recipe=None):
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     sa, sb = read_array(scale_a, "scale_a", handle), read_array(scale_b, "scale_b", handle)
-    key = _key(out_dtype, spec, sa.ptr, (info_key((ai, bi, sa, sb, oi)), streams.unknown_device((ai, bi, oi, sa, sb))))
+    ci = None if c is None else read_array(c, "c", handle)
+    key = _key(out_dtype, spec, sa.ptr, (info_key((ai, bi, sa, sb, oi, ci)), streams.unknown_device((ai, bi, oi, sa, sb, ci))),
+               recipe)
     e = _BY_INFO.get(key)
     if e is not None:
-        r = _run_prepared(e, a, ai, bi, sa, sb, out, oi, handle)
+        r = _run_prepared(e, a, ai, bi, sa, sb, out, oi, handle, ci)
         if r is not None:
             return r
     asked = spec
     chosen = spec is None
     spec = spec or default_spec(out_dtype)
     if spec.fp8_blocks.value == "none":
-        raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128)")
+        raise ArgumentError(f"{spec.kernel_name} is not a block-scaled FP8 kernel (--fp8-blocks 1x128x128 or 1x128x1x128)")
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
-    extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb),
-             "lds_b": _scales(sb, "scale_b", kb, nb, padded_scale_rows(kb))}
-    dev = streams.call_device((ai, bi, oi, sa, sb))  # every array on one device: its module, context, SM count
-    if chosen:
+    rec = infer_recipe(recipe, sb, p.k, p.n, padded_scale_rows(kb), with_c=ci is not None)
+    picked = _recipe_spec(asked, chosen, rec, ci, out_dtype)
+    lds_b = (column_scales_ld(sb, p.k, p.n) if rec == COLUMNS_1D1D else
+             _scales(sb, "scale_b", kb, nb, padded_scale_rows(kb)))
+    extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": lds_b}
+    dev = streams.call_device((ai, bi, oi, sa, sb, ci))  # every array on one device: its module, context, SM count
+    if picked is not None:
+        spec = picked
+        p = bind(spec, ai, bi, oi).problem
+    elif chosen:
         spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count, k=p.k)
         p = bind(spec, ai, bi, oi).problem
+    extra.update(c_extra(ci, oi, p.m, p.n, spec.out_dtype.value))
     kernel = kernel_for(spec)
     if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)
         extra["lds_a"] = tma_lds_a(sa, extra["lds_a"], spec.kernel_name)
@@ -227,16 +273,16 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
                 kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued
         if p.k and len(launches) == 1:
-            e = _prepared(kernel.plan, p, launches[0][:3], extra, dev, (ai, bi, oi, sa, sb))
+            e = _prepared(kernel.plan, p, launches[0][:3], extra, dev, (ai, bi, oi, sa, sb), ci)
             _BY_INFO.remember(key, e)
             T = tensor_type()
-            if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out)):
-                given = out if key[3][0][4] is not None else None  # the key of a call without out has no out
-                _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_arrays_key(a, b, scale_a, scale_b, given)), e)
+            if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out) + ((c,) if c is not None else ())):
+                given = out if key[4][0][4] is not None else None  # the key of a call without out has no out
+                _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_arrays_key(a, b, scale_a, scale_b, given, c), recipe), e)
     return out
 
 
-def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
+def _prepared(plan, p, launch, extra, dev, infos, ci=None) -> Fp8Launch:
     """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.fp8launch)."""
     from ..runtime.launch import tensormap
 
@@ -252,16 +298,19 @@ def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
                      encode=tensormap.encode, driver=launcher() if hasattr(kern, "func") else None,
                      ensure_context=lambda: streams.context_switch(dev), device_index=dev.index,
                      spans=(span_bytes(ai), span_bytes(bi), span_bytes(oi)),
-                     out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value), workspace=sk)
+                     out_alloc=(p.m, p.n, p.ldd, plan.spec.out_dtype.value), workspace=sk,
+                     span_c=None if ci is None else span_bytes(ci), c_is_out_layout=ci is not None and ci.strides == oi.strides)
 
 
-def _run_prepared(e: Fp8Launch, a, ai, bi, sa, sb, out, oi, handle):
+def _run_prepared(e: Fp8Launch, a, ai, bi, sa, sb, out, oi, handle, ci=None):
     """A prepared launch for arrays already read (any library); None where a pointer rules it out."""
     if oi is None:
         m, n, ldd, dt = e.out_alloc
         out = _allocate_out(a, ai.library, m, n, ldd, dt, e.device_index)
         oi = read_array(out, "out", handle)
-    if not e.pointers_ok(ai.ptr, bi.ptr, oi.ptr, sa.ptr, sb.ptr):
+    pc = None if ci is None else ci.ptr
+    if not e.pointers_ok(ai.ptr, bi.ptr, oi.ptr, sa.ptr, sb.ptr) or not e.c_ok(pc, oi.ptr):
         return None
-    e.run({"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr}, handle, a if ai.library == "torch" else None)
+    e.run({"A": ai.ptr, "B": bi.ptr, "D": oi.ptr, "SFA": sa.ptr, "SFB": sb.ptr, **({"C": pc} if ci is not None else {})},
+          handle, a if ai.library == "torch" else None)
     return out

@@ -46,20 +46,26 @@ class Fp8Launch:
     simulated kernels of the CPU tests)."""
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, kernel, grid, block, extra: dict, encode, driver,
-                 ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc, workspace=None):
+                 ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc, workspace=None,
+                 span_c: int | None = None, c_is_out_layout: bool = False):
         self.kernel, self.grid, self.block = kernel, grid, block
         self.driver, self.ensure_context, self.device_index = driver, ensure_context, device_index
         self.span_a, self.span_b, self.span_o = spans
         self.out_alloc = out_alloc  # (m, n, ldd, out dtype) for a call without ``out``
         self.sfa_mask = 15 if plan.sfa_tma is not None else 3
         self._lock = threading.Lock()
-        self.params, self.slots = build_params(plan, problem, encode, {"lds_a": extra["lds_a"], "lds_b": extra["lds_b"]})
-        assert set(self.slots) == {"A", "B", "D", "SFA", "SFB"} | ({"W"} if plan.stream_k is not None else set()), set(self.slots)
+        # the integers: lds_a, lds_b and, with the fused chain's C (the 1x128 x 1x128 recipe's D = C + A.B), alpha, beta, ldc
+        self.params, self.slots = build_params(plan, problem, encode, {k: v for k, v in extra.items()
+                                                                       if k in ("lds_a", "lds_b", "alpha", "beta", "ldc")})
+        self.span_c = span_c  # C's extent in bytes (None: the kernel reads no C)
+        self.c_may_be_out = c_is_out_layout  # C and out have one layout (the key's strides): out may be C itself
+        assert set(self.slots) == ({"A", "B", "D", "SFA", "SFB"} | ({"W"} if plan.stream_k is not None else set())
+                                   | ({"C"} if span_c is not None else set())), set(self.slots)
         self.workspace = workspace  # stream-K: (stream, torch tensor or None) -> (address, keep) of the stream's workspace
         # the compiled launcher (A, B, D, SFA, SFB patched and the launch made in one C call; stream-K: W last, the
         # stream's remembered workspace), where built
         self._c = None
-        if driver is not None:
+        if driver is not None and span_c is None:  # a kernel reading C launches from Python
             order = C_ORDER + (("W",) if workspace is not None else ())
             self._c = compiled_launcher(driver, func=int(kernel.func), grid=grid, block=block, smem=kernel.dynamic_smem,
                                         params=self.params, operands=tuple(self.slots[r] for r in order),
@@ -70,6 +76,12 @@ class Fp8Launch:
         if (pa | pb | po) & 15 or psa & self.sfa_mask or psb & 3:
             return False
         return not (overlaps(po, self.span_o, pa, self.span_a) or overlaps(po, self.span_o, pb, self.span_b))
+
+    def c_ok(self, pc: int | None, po: int) -> bool:
+        """C given exactly when the kernel reads it, 4-byte aligned, and either out itself or apart from it."""
+        if (pc is None) != (self.span_c is None):
+            return False
+        return pc is None or not pc & 3 and (pc == po and self.c_may_be_out or not overlaps(po, self.span_o, pc, self.span_c))
 
     def run(self, ptrs: dict, stream: int, like=None) -> None:
         """Point every slot at ``ptrs`` (role -> address; checked by the caller) and launch on ``stream``; a stream-K

@@ -146,10 +146,13 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         params += (Param("batch", "i32", "the batch count: work items are batch x tiles, batch z's D at D + z x ldd_batch"),
                    Param("ldd_batch", "u64", "elements between batches of D (>= M x ldd)"))
     if spec.fp8_blocks.value != "none":  # block-scaled FP8 (ptxgen.derive.blockfp8): the layouts torch._scaled_mm takes
+        cols = spec.fp8_blocks.value == "1x128x1x128"  # derive.bfp8cols: one B scale per row of B per K block
         params += (Param("SFA", "ptr", "A's scales, f32, M x ceil(K/128), outer-dim-major: (m, kb) at kb x lds_a + m"),
-                   Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
+                   Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x N, MN-major: (kb, n) at kb x lds_b + n" if cols else
+                         "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
                    Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
-                   Param("lds_b", "i32", "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
+                   Param("lds_b", "i32", "SFB's stride between K blocks (>= N)" if cols else
+                         "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
         if spec.scale_load.value == "tma":  # derive.sfa_tma: the TMA thread copies each stage's A scales through it
             params += (Param(SFA_MAP, "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
                              "stride lds_a x 4 B (a multiple of 16 B: lds_a % 4 == 0), box (BM, 1) f32, no swizzle"),)

@@ -45,6 +45,7 @@ from math import gcd
 
 from ..isa.types import SpecError
 from .derived import Derived
+from .fusion import wgmma_column_pairs
 
 BLOCK_K = 128  # K per scale of A and of B (the promotion interval)
 BLOCK_N = 128  # rows of B per scale
@@ -52,6 +53,10 @@ K_PER_WGMMA_E4M3 = 32  # wgmma .e4m3 K per instruction
 GROUP_COLS = 8  # columns of one register group (registers 4g..4g+3) of the wgmma D fragment
 GROUP_REGS = 4
 FLAG = "--fp8-blocks"
+BLOCKS_1D2D = "1x128x128"  # B: one scale per 128 x 128 block (DeepGEMM's 1D2D)
+COLUMNS_1D1D = "1x128x1x128"  # B: one scale per row of B (column of D) per 128 of K (DeepGEMM's 1D1D)
+B_SCALE = {BLOCKS_1D2D: "block", COLUMNS_1D1D: "column"}  # --fp8-blocks -> BlockFp8Plan.b_scale
+MAX_BN_1D1D = 256  # wgmma N; the register check (derive.rules) bounds it further
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,13 @@ SCALE_WARP = 1  # --fp8-scale-load smem: the producer warpgroup's warp that stag
 SCALE_WARP_LANES = 32
 SF_BYTES = 4  # f32 scales
 SFB_STAGE_BYTES = 16  # a stage's B scales: at most two (a tile spans at most two 128-column blocks), padded to 16 B
+
+
+def sfb_stage_bytes(b_scale: str, bn: int) -> int:
+    """A stage's B-scale slot: at most two block scales padded to 16 B, or (per column) BN f32 rounded up to 16 B."""
+    if b_scale == "column":
+        return -(-bn * SF_BYTES // SFB_STAGE_BYTES) * SFB_STAGE_BYTES
+    return SFB_STAGE_BYTES
 
 
 @dataclass(frozen=True)
@@ -212,10 +224,10 @@ class OffsetTerm:
 
     var: str
     divisor: int
-    stride: str
+    stride: str  # "" for 1
 
     def value(self, env: dict) -> int:
-        return env[self.var] // self.divisor * env[self.stride]
+        return env[self.var] // self.divisor * (env[self.stride] if self.stride else 1)
 
 
 @dataclass(frozen=True)
@@ -231,6 +243,19 @@ class BlockFp8Plan:
     scale_load: str = "block"  # block | ahead (ScaleStep sequence: scale_steps)
     # the K-steps of each wgmma commit group of a K block (stagger_commit_groups; two with --fp8-stagger half)
     commit_groups: tuple[tuple[int, ...], ...] = stagger_commit_groups("none", BLOCK_K // K_PER_WGMMA_E4M3)
+    # B's scales: block (one per 128 x 128 block, --fp8-blocks 1x128x128) or column (one per column of D per K block,
+    # --fp8-blocks 1x128x1x128: scale_b (kb, n) at kb x lds_b + n, MN-major as DeepGEMM's 1D1D and torch's
+    # BlockWise1x128 scale_b take it)
+    b_scale: str = "block"
+
+    @property
+    def per_column(self) -> bool:
+        return self.b_scale == "column"
+
+    @property
+    def column_scale_registers(self) -> int:
+        """f32 registers a consumer thread holds for one K block's per-column B scales (two per register group)."""
+        return 2 * self.groups if self.per_column else 0
 
     @property
     def k_loop_unroll(self) -> int:
@@ -245,11 +270,16 @@ class BlockFp8Plan:
 
     @property
     def sfb_stage_bytes(self) -> int:
-        return SFB_STAGE_BYTES if self.scale_load in ("smem", "tma") else 0
+        if self.scale_load not in ("smem", "tma"):
+            return 0
+        return sfb_stage_bytes(self.b_scale, self.bn)
 
     @property
     def sfb_slots(self) -> int:
-        """B scales per stage: the tile's block n0 / 128 and, when some tile spans two, the next block's."""
+        """B scales per stage: the tile's block n0 / 128 and, when some tile spans two, the next block's; per column:
+        one per column of the tile."""
+        if self.per_column:
+            return self.bn
         return 2 if self.spans_two_blocks else 1
 
     @staticmethod
@@ -269,13 +299,28 @@ class BlockFp8Plan:
         """What lane ``lane`` of the scale warp writes into a stage: tile rows lane + 32 j (coalesced global reads of the
         outer-dim-major scale_a: a K block's rows are contiguous), and lanes 0..sfb_slots-1 one B scale each."""
         rows = tuple(self.sfa_slot(lane + SCALE_WARP_LANES * j) for j in range(self.scale_rows_per_lane))
+        if self.per_column:  # columns lane + 32 j (coalesced: a K block's row of scale_b is contiguous along N)
+            return rows + tuple(self.sfb_slot(c) for c in range(lane, self.bn, SCALE_WARP_LANES))
         return rows + ((self.sfb_slot(lane),) if lane < self.sfb_slots else ())
+
+    @property
+    def scale_cols_per_lane(self) -> int:
+        """Per column: the most B-scale columns one scale-warp lane stores per stage (lane + 32 j < BN)."""
+        return -(-self.bn // SCALE_WARP_LANES) if self.per_column else 0
 
     def consumer_reads(self, warp: int, lane: int, slab: int = 0) -> tuple[ScaleSlot, ...]:
         """The slots a consumer thread reads per K block: its two rows' A scales (the rows of promotion_loads) and the
         tile's B scales."""
         row = 64 * slab + 16 * warp + lane // 4
+        if self.per_column:  # the thread's own columns, in register-group order: c and c + 1 of each group
+            cols = tuple(c + i for c, _ in self.thread_column_pairs(lane) for i in (0, 1))
+            return (self.sfa_slot(row), self.sfa_slot(row + 8)) + tuple(self.sfb_slot(c) for c in cols)
         return (self.sfa_slot(row), self.sfa_slot(row + 8)) + tuple(self.sfb_slot(j) for j in range(self.sfb_slots))
+
+    def thread_column_pairs(self, lane: int) -> tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]:
+        """Per register group: the first of the thread's two columns and each column's registers (the wgmma D
+        fragment, derive.fusion.wgmma_column_pairs)."""
+        return wgmma_column_pairs(lane, self.bn)
 
     def scale_steps(self, k_blocks: int) -> tuple[ScaleStep, ...]:
         """One consumer thread's scale loads and promotions for a tile of ``k_blocks`` K blocks, in program order
@@ -292,6 +337,8 @@ class BlockFp8Plan:
     def sfb_tile_terms(self) -> tuple[OffsetTerm, ...]:
         """B's scale pointer for a tile: its 128-row block of B (n0 / 128) x lds_b, and for a grouped GEMM its group's
         array, group x lds_b_group (every group's scale_b is the dense kernel's ceil(K/128) x ceil(N/128) array)."""
+        if self.per_column:  # (kb, n) at kb x lds_b + n: the tile's columns start at n0
+            return (OffsetTerm("n0", 1, ""),)
         own = (OffsetTerm("n0", BLOCK_N, "lds_b"),)
         return ((OffsetTerm("group", 1, "lds_b_group"),) if self.grouped else ()) + own
 
@@ -302,6 +349,8 @@ class BlockFp8Plan:
         first, second = load.index
         if load.operand == "sfa":
             return sum(t.value(env) for t in self.sfa_tile_terms) + second * env["lds_a"] + first
+        if self.per_column:  # sfb[kb x lds_b + (n - n0)] from the tile's base
+            return sum(t.value(env) for t in self.sfb_tile_terms) + first * env["lds_b"] + second - env["n0"]
         return sum(t.value(env) for t in self.sfb_tile_terms) + (second - env["n0"] // BLOCK_N) * env["lds_b"] + first
 
     @property
@@ -331,6 +380,8 @@ class BlockFp8Plan:
         return any(ph.first_groups < self.groups for ph in self.phases)
 
     def phase_of(self, n0: int) -> ScalePhase:
+        if self.per_column:
+            return self.phases[0]
         r = n0 % BLOCK_N
         return next(ph for ph in self.phases if ph.first_groups == min(self.bn, BLOCK_N - r) // GROUP_COLS)
 
@@ -384,6 +435,10 @@ class BlockFp8Plan:
         regs = range(self.bn // 2)
         upper = tuple(i for i in regs if i % GROUP_REGS < 2)
         lower = tuple(i for i in regs if i % GROUP_REGS >= 2)
+        if self.per_column:  # sfb index (kb, n): one scale per column the thread holds
+            cols = tuple(ScaleLoad("sfb", (kb, n0 + c + i), regs_i) for c, pair in self.thread_column_pairs(lane)
+                         for i, regs_i in enumerate(pair))
+            return (ScaleLoad("sfa", (row, kb), upper), ScaleLoad("sfa", (row + 8, kb), lower)) + cols
         first = self.phase_of(n0).first_groups
         loads = [ScaleLoad("sfa", (row, kb), upper), ScaleLoad("sfa", (row + 8, kb), lower),
                  ScaleLoad("sfb", (kb, n0 // BLOCK_N), tuple(i for i in regs if i // GROUP_REGS < first))]
@@ -396,7 +451,7 @@ class BlockFp8Plan:
 def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
                    arch: str = "sm_90a", stagger: str = "none", grouped: bool = False,
                    overlap: str = "none", scale_load: str = "block") -> BlockFp8Plan:
-    """The plan, or SpecError naming the rule it breaks."""
+    """The 1D2D plan (--fp8-blocks 1x128x128), or SpecError naming the rule it breaks (1x128x1x128: derive.bfp8cols)."""
     if arch != "sm_90a":
         raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
                         "--arch sm_90a")

@@ -213,8 +213,10 @@ FIELDS: tuple[SpecField, ...] = (
     _choice(
         "fp8_blocks",
         "--fp8-blocks",
-        "block-scaled FP8 on wgmma: none, or 1x128x128 (DeepSeek: an f32 scale per row per 128 of K for A, per 128 x 128 "
-        "block for B, partial sums promoted to f32 every 128 of K) (default none)",
+        "block-scaled FP8 on wgmma: none, 1x128x128 (DeepSeek: an f32 scale per row per 128 of K for A, per 128 x 128 "
+        "block for B, partial sums promoted to f32 every 128 of K), or 1x128x1x128 (DeepGEMM's 1D1D, the weight-gradient "
+        "recipe: an f32 scale per row per 128 of K for A and for B; with --fuse c and an f32 output D = C + A.B) "
+        "(default none)",
         Fp8Blocks,
         default="none",
     ),

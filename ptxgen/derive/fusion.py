@@ -247,14 +247,22 @@ def wgmma_loads(chain: ChainSpec, operand: str, warp: int, lane: int, bn: int) -
     if axis == "r":
         return (Load(operand, row0, None, (upper,)), Load(operand, row0 + WGMMA_ROW_HALF, None, (lower,)))
     loads = []
-    for g in range(groups):
-        col = WGMMA_GROUP_COLS * g + 2 * (lane % LANES_PER_ROW)
+    for g, (col, targets) in enumerate(wgmma_column_pairs(lane, bn)):
         if axis == "c":
-            loads.append(Load(operand, None, col, ((4 * g, 4 * g + 2), (4 * g + 1, 4 * g + 3))))
+            loads.append(Load(operand, None, col, targets))
         else:
             loads.append(Load(operand, row0, col, ((4 * g,), (4 * g + 1,))))
             loads.append(Load(operand, row0 + WGMMA_ROW_HALF, col, ((4 * g + 2,), (4 * g + 3,))))
     return tuple(loads)
+
+
+def wgmma_column_pairs(lane: int, bn: int) -> tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]:
+    """Per register group g of an m64nBN D fragment, the first of the two adjacent columns ``lane`` holds and the
+    registers of each: ((8g + 2(lane%4), ((4g, 4g+2), (4g+1, 4g+3))), ...): column c in registers 4g (row r) and 4g+2
+    (row r + 8), column c + 1 in 4g+1 and 4g+3 (used by column operands of the chain and by block FP8's per-column
+    B scales, derive.blockfp8)."""
+    return tuple((WGMMA_GROUP_COLS * g + 2 * (lane % LANES_PER_ROW), ((4 * g, 4 * g + 2), (4 * g + 1, 4 * g + 3)))
+                 for g in range(bn // WGMMA_GROUP_COLS))
 
 
 def tmem_row(bm: int, warp: int, lane: int) -> int | None:

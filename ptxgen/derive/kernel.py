@@ -12,7 +12,8 @@ from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .epiorder import EpilogueOrderPlan, plan_epilogue_order
 from .grouped import GroupedPlan
-from .blockfp8 import BlockFp8Plan, plan_block_fp8
+from .blockfp8 import BlockFp8Plan
+from .bfp8cols import plan_recipe
 from .bfp8slabs import SlabPlan, plan_consumer_slabs
 from .cload import CLoadPlan, plan_c_load
 from .fusion import ChainPlan, plan_chain
@@ -79,10 +80,11 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
-    bfp8 = None if spec.fp8_blocks.value == "none" else plan_block_fp8(spec.bm, spec.bn, spec.bk, stagger=spec.fp8_stagger.value,
-                                                                       grouped=spec.grouped is not Grouping.NONE,
-                                                                       overlap=spec.fp8_overlap.value,
-                                                                       scale_load=spec.scale_load.value)
+    bfp8 = None if spec.fp8_blocks.value == "none" else plan_recipe(spec.fp8_blocks.value, spec.bm, spec.bn, spec.bk,
+                                                                    stagger=spec.fp8_stagger.value,
+                                                                    grouped=spec.grouped is not Grouping.NONE,
+                                                                    overlap=spec.fp8_overlap.value,
+                                                                    scale_load=spec.scale_load.value)
     store = plan_store(spec)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),

@@ -13,7 +13,7 @@ from ..isa.shapes import consumer_register_budget, legal_bm, setmaxnreg_consumer
 from ..isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, Swizzle, legal_values)
 from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
-from .blockfp8 import plan_block_fp8
+from .bfp8cols import plan_recipe
 from .bfp8slabs import PARTIAL_FRAGMENTS, check_consumer_slabs
 from .epiorder import check_epilogue_order
 from .fusion import check_chain
@@ -80,7 +80,7 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--grouped", t.grouped.value, "one scale recipe per kernel: row-wise scales (offs_rowwise) or "
                         "DeepSeek block scales (--fp8-blocks 1x128x128 with --grouped offs)", "--grouped offs")
     check_consumer_slabs(t)
-    if t.fp8_blocks is Fp8Blocks.DEEPSEEK:
+    if t.fp8_blocks is not Fp8Blocks.NONE:
         check_block_fp8_spec(t)
     if t.fp8_stagger is not Fp8Stagger.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.consumers is not Consumers.COOPERATIVE
                                                  or t.consumer_warpgroups != 2):
@@ -245,9 +245,18 @@ def _validate_batch(t: "TileSpec") -> None:
 
 
 def check_block_fp8_spec(t: "TileSpec") -> None:
-    """--fp8-blocks 1x128x128: the recipe's rules (derive.blockfp8) and what the kernel needs around them."""
-    plan = plan_block_fp8(t.bm, t.bn, t.bk, t.dtype.value if t.b_dtype is t.dtype else "mixed", t.a.major.value,
-                          t.b.major.value, t.arch.value)
+    """--fp8-blocks 1x128x128 or 1x128x1x128: the recipe's rules (derive.blockfp8, derive.bfp8cols) and what the kernel
+    needs around them."""
+    cols = t.fp8_blocks is Fp8Blocks.COLUMNS
+    plan = plan_recipe(t.fp8_blocks.value, t.bm, t.bn, t.bk, t.dtype.value if t.b_dtype is t.dtype else "mixed",
+                       t.a.major.value, t.b.major.value, t.arch.value,
+                       **(dict(stagger=t.fp8_stagger.value, grouped=t.grouped is not Grouping.NONE,
+                               overlap=t.fp8_overlap.value, scale_load=t.scale_load.value) if cols else {}))
+    if cols and (t.cluster is not Cluster.C1X1 or t.stream_k > 1 or t.consumer_slabs > 1):
+        what = (("--cluster", t.cluster.value) if t.cluster is not Cluster.C1X1 else ("--stream-k", t.stream_k)
+                if t.stream_k > 1 else ("--consumer-slabs", t.consumer_slabs))
+        raise SpecError(*what, "--fp8-blocks 1x128x1x128 is built without a cluster, stream-K or shared-partial slabs "
+                        "(not derived)", "--cluster 1x1 --stream-k 1 --consumer-slabs 1")
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
     if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.scale_load is not Fp8ScaleLoad.SMEM
@@ -260,10 +269,10 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
     # --consumer-slabs N > 1: the warpgroup's N slabs share one partial (derive.bfp8slabs); ping-pong: one per slab.
     budget = setmaxnreg_consumer_registers(t.consumer_warpgroups)
     partials = PARTIAL_FRAGMENTS if t.consumer_slabs > 1 else t.slabs_per_consumer
-    need = t.consumer_accumulator_registers + partials * plan.partial_registers
+    need = t.consumer_accumulator_registers + partials * plan.partial_registers + plan.column_scale_registers
     if need + REGISTER_RESERVE > budget:
         raise SpecError("--bn", t.bn, f"the accumulator(s) ({t.slabs_per_consumer} slab(s)) and {partials} K block partial "
-                        f"sum(s) ({need} registers) leave less than {REGISTER_RESERVE} of the {budget} a consumer thread has",
+                        f"sum(s){' and the per-column B scales' if cols else ''} ({need} registers) leave less than {REGISTER_RESERVE} of the {budget} a consumer thread has",
                         "a smaller BN or fewer slabs per consumer")
 
 

@@ -44,7 +44,7 @@ from ..isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
 from .fusion import ChainSpec, parse_chain
 from .rules import STORE_BUFFERS, m_major_chunk_cols, validate
-from .blockfp8 import SF_BYTES, SFB_STAGE_BYTES
+from .blockfp8 import B_SCALE, SF_BYTES, sfb_stage_bytes
 from .sf_atoms import sf_stage_bytes, sf_tmem_columns_per_stage
 from .smem import SmemPlan, plan_smem
 
@@ -302,7 +302,8 @@ class TileSpec:
             order_barriers=2 if self.consumers is Consumers.PINGPONG else 0,
             acc_stages=self.accumulator_stages if self.arch is Arch.SM100A else 0,
             store_bytes=self.store_staging_bytes,
-            sf_stage_bytes=((self.bm * SF_BYTES, SFB_STAGE_BYTES) if self.scale_load.staged else
+            sf_stage_bytes=((self.bm * SF_BYTES, sfb_stage_bytes(B_SCALE[self.fp8_blocks.value], self.bn))
+                            if self.scale_load.staged else
                             (self.sf_stage_bytes("a"), self.sf_stage_bytes("b"))),
             c_barriers=self.store_staging_rows_and_storers[1] if self.fuse is not None and self.fuse.c_tma else 0,
         )
@@ -423,7 +424,7 @@ class TileSpec:
         group += "" if self.cluster is Cluster.C1X1 else f"_c{self.cluster.value}"
         group += "" if self.grouped is Grouping.NONE else f"_grouped{self.grouped.value}"
         group += "" if self.batch is Batch.NONE else f"_batch{self.batch.value}"
-        group += "_bs128" if self.fp8_blocks is Fp8Blocks.DEEPSEEK else ""
+        group += {Fp8Blocks.DEEPSEEK: "_bs128", Fp8Blocks.COLUMNS: "_bs1d1d"}.get(self.fp8_blocks, "")
         group += "" if self.fp8_stagger is Fp8Stagger.NONE else f"_st{self.fp8_stagger.value}"
         group += "" if self.fp8_overlap is Fp8Overlap.NONE else f"_ov{self.fp8_overlap.value}"
         group += "" if self.fp8_scale_load is Fp8ScaleLoad.AUTO else f"_sl{self.fp8_scale_load.value}"

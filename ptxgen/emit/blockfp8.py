@@ -79,6 +79,20 @@ class BlockFp8View:
     # --consumer-slabs N > 1 (derive.bfp8slabs.shared_partial_steps): one K block's operations in program order, each
     # (op, slab index), the N slabs' MMAs passing through one shared partial; () for one partial per slab
     shared_steps: tuple["SlabStepView", ...] = ()
+    columns: "ColumnScalesView | None" = None  # --fp8-blocks 1x128x1x128: per-column B scales (derive.bfp8cols)
+
+
+@dataclass(frozen=True)
+class ColumnScalesView:
+    """--fp8-blocks 1x128x1x128 (derive.bfp8cols), rendered: the scale warp stages a K block's BN column scales, each
+    consumer thread reads the pair of columns of each of its register groups."""
+
+    cols_per_lane: int  # the scale warp: lane l stores columns l + 32 j, j < cols_per_lane (and < BN)
+    col_step: int  # 32: columns between a lane's consecutive B scales
+    pairs: int  # register groups of the fragment (BN / 8): one pair of adjacent columns each
+    pair_expr: str  # C: the thread's first column of register group 0 (group g: + pair_stride_bytes / 4 x g)
+    pair_stride_bytes: int  # bytes between register groups' pairs in the stage's sfb slot
+    sfb_doc: str
 
 
 @dataclass(frozen=True)
@@ -174,7 +188,7 @@ def offset_c(terms: tuple[OffsetTerm, ...], env: dict[str, str]) -> str:
     each tile value (n0, group)."""
     def index(t: OffsetTerm) -> str:
         return env[t.var] if t.divisor == 1 else f"{env[t.var]} / {t.divisor}"
-    return " + ".join(f"static_cast<size_t>({index(t)}) * {t.stride}" for t in terms) or "0"
+    return " + ".join(f"static_cast<size_t>({index(t)})" + (f" * {t.stride}" if t.stride else "") for t in terms) or "0"
 
 
 def k_block_c(plan: BlockFp8Plan, local: str, k_first: str = "") -> str:
@@ -212,7 +226,8 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         hi_pair=WGMMA_GROUP_REGS // 2,
         fresh=tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile)),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
-        sfb_doc=f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb",
+        sfb_doc=(f"f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
+                 f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb"),
         two_blocks=plan.spans_two_blocks,
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
         second_block_expr=SECOND_BLOCK_C,
@@ -234,7 +249,26 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         interleave=plan.overlap == "interleave",
         k_loop_unroll=plan.k_loop_unroll,
         shared_steps=shared_step_views(slabs),
+        columns=column_scales_view(plan),
     )
+
+
+def column_scales_view(plan: BlockFp8Plan) -> ColumnScalesView | None:
+    """The thread's columns come from the plan's fragment map (derive.fusion.wgmma_column_pairs, the same the model
+    checks): the rendered expression is evaluated here for every lane and group against it."""
+    if not plan.per_column:
+        return None
+    pair_expr = f"2 * (lane % {LANES_PER_ROW})"
+    stride = GROUP_COLS * SF_BYTES
+    for lane in range(SCALE_WARP_LANES):
+        pairs = plan.thread_column_pairs(lane)
+        assert len(pairs) == plan.groups and all(
+            plan.sfb_slot(col).offset_bytes == eval(pair_expr, {"lane": lane}) * SF_BYTES + g * stride  # noqa: S307
+            and regs == ((4 * g, 4 * g + 2), (4 * g + 1, 4 * g + 3)) for g, (col, regs) in enumerate(pairs)), lane
+        assert [w.index for w in plan.scale_warp_writes(lane) if w.operand == "sfb"] == list(range(lane, plan.bn, SCALE_WARP_LANES))
+    assert plan.consumer_reads(0, 0)[2].offset_bytes == 0 and SF_BYTES == 4
+    return ColumnScalesView(plan.scale_cols_per_lane, SCALE_WARP_LANES, plan.groups, pair_expr, stride,
+                            "f32, ceil(K/128) x N, MN-major: (kb, n) at kb x lds_b + n")
 
 
 def shared_step_views(slabs) -> tuple[SlabStepView, ...]:

@@ -182,8 +182,10 @@ BFP8_COLOURS = ("#9ecae1", "#fdae6b")  # block n0 / 128, the next block
 def bfp8_panel(spec, y0: float) -> tuple[list[str], float]:
     """Block FP8 (derive.blockfp8): for each split n0 % 128 a tile can start at, the tile's 8-column register groups
     coloured by the 128-column block of B whose scale multiplies them (the promotion branch of that phase)."""
-    from ..derive.blockfp8 import BLOCK_K, GROUP_COLS, plan_block_fp8
+    from ..derive.blockfp8 import BLOCK_K, COLUMNS_1D1D, GROUP_COLS, plan_block_fp8
 
+    if spec.fp8_blocks.value == COLUMNS_1D1D:
+        return bfp8_columns_panel(spec, y0)
     plan = plan_block_fp8(spec.bm, spec.bn, spec.bk)
     width = CELL_W * LINE_BYTES // 16
     cw = min(CELL_W, width / plan.groups)
@@ -202,6 +204,30 @@ def bfp8_panel(spec, y0: float) -> tuple[list[str], float]:
     if spec.consumer_slabs > 1:
         rows, y = slabs_rows(spec, y + 6)
         el += rows
+    el.append("</g>")
+    return el, y + 6
+
+
+def bfp8_columns_panel(spec, y0: float) -> tuple[list[str], float]:
+    """--fp8-blocks 1x128x1x128 (derive.bfp8cols): per lane % 4, the two columns of each register group whose B scales
+    the thread reads (one 8-byte pair per group from the stage's sfb slot)."""
+    from ..derive.bfp8cols import plan_columns
+    from ..derive.blockfp8 import BLOCK_K
+
+    plan = plan_columns(spec.bm, spec.bn, spec.bk, scale_load=spec.scale_load.value)
+    width = CELL_W * LINE_BYTES // 16
+    cw = min(CELL_W, width / plan.groups)
+    el = ['<g class="bfp8" id="bfp8-scales">',
+          svg_text(10, y0 + 16, f"block FP8 1x128x1x128 (docs/block-fp8.md): per {BLOCK_K} of K, acc += partial x sfa[row, kb] x "
+                   f"sfb[kb, column]; each cell: the two columns of register group g whose B scales a thread reads", "title"),
+          svg_text(10, y0 + 32, "one row per lane % 4 (every lane of a row reads the same columns)", "legend")]
+    y = y0 + 44
+    for q in range(4):
+        el.append(svg_text(LEFT - 8, y + CELL_H - 4, f"lane % 4 = {q}", "off", "end"))
+        for g, (col, _) in enumerate(plan.thread_column_pairs(q)):
+            el.append(f'<rect x="{LEFT + g * cw:.1f}" y="{y:.1f}" width="{cw:.1f}" height="{CELL_H}" fill="{BFP8_COLOURS[g % 2]}" '
+                      f'stroke="#333" stroke-width="0.5" data-lane4="{q}" data-group="{g}" data-columns="{col},{col + 1}"/>')
+        y += CELL_H + 4
     el.append("</g>")
     return el, y + 6
 

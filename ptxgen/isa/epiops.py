@@ -68,11 +68,13 @@ class ScaleMode(Enum):
 
 
 class Fp8Blocks(Enum):
-    """Block-scaled FP8 on wgmma: none, or DeepSeek's recipe (A: one f32 scale per row per 128 of K; B: one per
-    128 x 128 block; the partial sums promoted to f32 every 128 of K)."""
+    """Block-scaled FP8 on wgmma: none, or DeepSeek's recipes (A: one f32 scale per row per 128 of K; B: one per
+    128 x 128 block (1x128x128, DeepGEMM's 1D2D) or one per row of B per 128 of K (1x128x1x128, DeepGEMM's 1D1D, the
+    weight-gradient recipe); the partial sums promoted to f32 every 128 of K)."""
 
     NONE = "none"
     DEEPSEEK = "1x128x128"
+    COLUMNS = "1x128x1x128"
 
 
 class Fp8Stagger(Enum):

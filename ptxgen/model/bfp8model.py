@@ -18,14 +18,17 @@ from . import fragmodel
 BLOCK = 128
 
 
-def reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray) -> np.ndarray:
-    """float64 D (M x N) of the recipe; a: M x K values, b: N x K values, sfa: M x Kb, sfb: Kb x Nb."""
+def reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray, c: np.ndarray | None = None,
+              per_column: bool = False) -> np.ndarray:
+    """float64 D (M x N) of the recipe; a: M x K values, b: N x K values, sfa: M x Kb, sfb: Kb x Nb (1x128x128: one
+    scale per 128 columns) or, ``per_column``, Kb x N (1x128x1x128: one per column); plus C when given."""
     m, k = a.shape
     n = b.shape[0]
-    d = np.zeros((m, n))
+    d = np.zeros((m, n)) if c is None else np.array(c, dtype=np.float64)
     for kb in range(0, k, BLOCK):
         part = a[:, kb:kb + BLOCK].astype(np.float64) @ b[:, kb:kb + BLOCK].astype(np.float64).T
-        d += part * sfa[:, kb // BLOCK][:, None] * np.repeat(sfb[kb // BLOCK], BLOCK)[None, :n]
+        row = sfb[kb // BLOCK]
+        d += part * sfa[:, kb // BLOCK][:, None] * (row[:n] if per_column else np.repeat(row, BLOCK)[:n])[None, :]
     return d
 
 
@@ -39,10 +42,11 @@ def reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray) ->
 ACC_RTOL = 2.0 ** -9
 
 
-def outside_bound(got: np.ndarray, a, sfa, b, sfb, out_rtol: float, acc_rtol: float = ACC_RTOL) -> np.ndarray:
+def outside_bound(got: np.ndarray, a, sfa, b, sfb, out_rtol: float, acc_rtol: float = ACC_RTOL, c=None,
+                  per_column: bool = False) -> np.ndarray:
     """Mask of the outputs farther from the float64 recipe than ``out_rtol`` |D| + ``acc_rtol`` x (the recipe on |a|, |b|)."""
-    ref = reference(a, sfa, b, sfb)
-    magnitude = reference(np.abs(a), np.abs(sfa), np.abs(b), np.abs(sfb))
+    ref = reference(a, sfa, b, sfb, c, per_column)
+    magnitude = reference(np.abs(a), np.abs(sfa), np.abs(b), np.abs(sfb), None, per_column)
     return ~(np.abs(got - ref) <= out_rtol * np.abs(ref) + acc_rtol * magnitude)
 
 
@@ -87,19 +91,22 @@ def random_scales(rng, rows: int, k_blocks: int, n_blocks: int) -> tuple:
 
 
 def thread_scale_problems(thread_loads, sfa, sfb, bn: int, kb: int, n0: int, warp: int, lane: int, row0: int,
-                          who: str) -> list[str]:
+                          who: str, per_column: bool = False) -> list[str]:
     """One thread's scale loads (operand, (i, j), registers) performed on sfa / sfb, and each of its BN / 2 accumulator
     registers' product compared with the recipe's scales of the register's (row, column): the fragment model's
     coordinates for ``warp`` (in its warpgroup) and ``lane``, the rows from ``row0``."""
     got: dict[int, list] = {}
     for operand, (i, j), regs in thread_loads:
-        v = sfa[i, j] if operand == "sfa" else sfb[i, j]
+        arr = sfa if operand == "sfa" else sfb
+        if not (0 <= i < arr.shape[0] and 0 <= j < arr.shape[1]):
+            return [f"{who}: loads {operand}[{i}, {j}], outside the {arr.shape} array"]
+        v = arr[i, j]
         for r in regs:
             got.setdefault(r, []).append((operand, v))
     problems = []
     for reg in range(bn // 2):
         r, c = fragmodel.wgmma_d_coords(warp, lane, reg)
-        want = sfa[row0 + r, kb] * sfb[kb, (n0 + c) // BLOCK]
+        want = sfa[row0 + r, kb] * sfb[kb, n0 + c if per_column else (n0 + c) // BLOCK]
         ops, prod = applied_scales(got.get(reg, []))
         if ops != ["sfa", "sfb"] or prod != want:
             problems.append(f"{who} register {reg} (row {row0 + r}, column {n0 + c}, K block {kb}): scaled by {ops} = "
@@ -107,15 +114,17 @@ def thread_scale_problems(thread_loads, sfa, sfb, bn: int, kb: int, n0: int, war
     return problems
 
 
-def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, rng) -> list[str]:
+def check_loads(loads, bn: int, kb: int, m0: int, n0: int, rows: int, kbs: int, rng, per_column: bool = False) -> list[str]:
     """``loads(warp, lane)``: the plan's scale loads (operand, (i, j), registers) of one thread for K block ``kb``.
-    Performs them on random distinct scale arrays and compares each register's product with the recipe's."""
-    sfa, sfb = random_scales(rng, m0 + rows + 16, kbs + 2, n0 // BLOCK + 8)  # room for a wrong plan's indices
+    Performs them on random distinct scale arrays and compares each register's product with the recipe's
+    (``per_column``: 1x128x1x128, B's scale of output column n is sfb[kb, n], else sfb[kb, n // 128])."""
+    width = n0 + bn + 2 * BLOCK if per_column else n0 // BLOCK + 8  # room for a wrong plan's indices
+    sfa, sfb = random_scales(rng, m0 + rows + 16, kbs + 2, width)
     problems = []
     for warp in range(rows // 16):
         for lane in range(32):
             problems += thread_scale_problems(loads(warp, lane), sfa, sfb, bn, kb, n0, warp % 4, lane,
-                                              m0 + 64 * (warp // 4), f"warp {warp} lane {lane}")
+                                              m0 + 64 * (warp // 4), f"warp {warp} lane {lane}", per_column)
             if len(problems) > 10:
                 return problems
     return problems
@@ -311,13 +320,14 @@ def check_scale_steps(steps, k_blocks: int) -> list[str]:
 
 # ---- --fp8-scale-load smem: the scale warp's stores and the consumers' reads of a stage's scale slots --------------------
 def check_scale_slots(writes, reads, bm: int, sfb_slots: int, sfa_stage_bytes: int, sfb_stage_bytes: int,
-                      lanes: int = 32) -> list[str]:
+                      lanes: int = 32, per_column: bool = False) -> list[str]:
     """``writes(lane)``: (operand, what, byte offset) the scale warp's lane stores per stage (what: the tile row of an
     sfa scale, the block n0 / 128 + j of an sfb scale). ``reads(warp, lane, slab)``: (operand, byte offset) a consumer
     thread loads, in the order (its upper row's A scale, its lower row's, B block 0's[, B block 1's]). Checks: every tile
     row and B block stored exactly once, 4-byte aligned inside its slot, no two values at one offset; each consumer
     read finds what the promotion needs there: its fragment rows (from the wgmma D fragment model, not the plan) and
-    the B blocks in order."""
+    the B blocks in order; ``per_column`` (1x128x1x128, sfb_slots = BN): the B scales of the thread's own columns, in
+    register order (the fragment model's column of registers 0, 1, 4, 5, ...)."""
     problems = []
     held: dict[tuple[str, int], object] = {}
     for lane in range(lanes):
@@ -336,7 +346,9 @@ def check_scale_slots(writes, reads, bm: int, sfb_slots: int, sfa_stage_bytes: i
         slab, w = divmod(warp, 4)
         for lane in range(32):
             rows = [fragmodel.wgmma_d_coords(w, lane, reg)[0] + 64 * slab for reg in (0, 2)]
-            need = [("sfa", r) for r in rows] + [("sfb", j) for j in range(sfb_slots)]
+            cols = [fragmodel.wgmma_d_coords(w, lane, reg)[1] for reg in range(2 * sfb_slots // 4) if reg % 4 < 2]
+            need = [("sfa", r) for r in rows] + ([("sfb", c) for c in cols] if per_column else
+                                                 [("sfb", j) for j in range(sfb_slots)])
             got = [(operand, held.get((operand, off))) for operand, off in reads(w, lane, slab)]
             if got != need:
                 problems.append(f"consumer warp {warp} lane {lane}: reads {got}, the promotion needs {need}")
