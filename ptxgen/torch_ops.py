@@ -12,8 +12,8 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major)
     torch.ops.ptxgen.grouped_gemm_k(a, b, offs, out_dtype=None) -> Tensor
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
-        G x M x N; the weight gradient of an expert bank. On CUDA it runs torch._grouped_mm (torch's kernel: ptxgen
-        has no K-grouped kernel yet; docs/training.md).
+        G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
+        kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
 or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's).
@@ -133,10 +133,25 @@ def _grouped_fake(a, b, offs, out_dtype=None):
 
 
 def _grouped_k_impl(a, b, offs, out_dtype=None):
-    """torch's K-grouped kernel (2-D x 2-D, offsets along K) until ptxgen derives one. Its operands are passed with
-    ``a`` column-major and ``b.t()`` row-major (copies only where they are not): the one layout in which torch's kernel
-    takes empty groups and offsets that are not multiples of 16 bytes (aten/src/ATen/native/cuda/GroupMMCommon.cuh
-    asserts a group size > 0, or a 16-byte multiple, for the others)."""
+    """ptxgen's K-grouped kernel (``ptxgen.kgrouped.grouped_gemm_k``, one launch); where it refuses the arrays (the rule:
+    bf16/f16 ``a`` and ``b`` of one type, each K-major or MN-major with 16-byte aligned rows, int32 ``offs``, an sm_90a
+    GPU; :func:`_torch_grouped_k` otherwise), torch's kernel."""
+    from .kgrouped import grouped_gemm_k
+    from .runtime.launch.arrays import ArgumentError, DTypeError
+    from .runtime.launch.gpu import NoGPU
+    from .runtime.launch.launch import ProblemError
+
+    try:
+        return grouped_gemm_k(a, b, offs, out_dtype=_out_name(a, out_dtype))
+    except (ArgumentError, DTypeError, ProblemError, NoGPU):
+        return _torch_grouped_k(a, b, offs, out_dtype)
+
+
+def _torch_grouped_k(a, b, offs, out_dtype=None):
+    """torch's K-grouped kernel (2-D x 2-D, offsets along K). Its operands are passed with ``a`` column-major and
+    ``b.t()`` row-major (copies only where they are not): the one layout in which torch's kernel takes empty groups and
+    offsets that are not multiples of 16 bytes (aten/src/ATen/native/cuda/GroupMMCommon.cuh asserts a group size > 0,
+    or a 16-byte multiple, for the others)."""
     torch = sys.modules["torch"]
     dt = getattr(torch, _out_name(a, out_dtype))
     if a.shape[0] > 1 and a.stride(0) != 1:
