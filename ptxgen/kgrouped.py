@@ -94,6 +94,29 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
     return a_major, b_major, GroupedProblem(m, n, k, g, max(lda, 1), max(ldb, 1), ldd)
 
 
+def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str):
+    """(spec, problem, out dtype) of a call on arrays already read, every rule checked but the device (no GPU; what
+    ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule."""
+    a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi)
+    out_dtype = out_dtype or (oi.dtype if oi is not None else ai.dtype)
+    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major)
+    if p.groups and p.m and p.n and p.k:
+        check_kgrouped_problem(_plan_of(spec), p)
+    return spec, p, out_dtype
+
+
+_PLANS: dict = {}
+
+
+def _plan_of(spec: TileSpec):
+    plan = _PLANS.get(spec)
+    if plan is None:
+        from .derive.kernel import plan_kernel
+
+        plan = _PLANS[spec] = plan_kernel(spec)
+    return plan
+
+
 class _KLaunch(GroupedLaunch):
     """A prepared K-grouped launch: the grouped one, allocating G x M x N."""
 
@@ -135,11 +158,9 @@ def grouped_gemm_k(a, b, offs, out=None, *, out_dtype: str | None = None, stream
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
-    a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi)
-    out_dtype = out_dtype or (oi.dtype if oi is not None else ai.dtype)
     dev = streams.call_device((ai, bi, fi, oi))
     try:
-        spec = kgrouped_spec(ai.dtype, out_dtype, dev.arch.value, a_major, b_major)
+        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value)
     except SpecError as e:
         raise NoGPU(f"no K-grouped kernel for this GPU: {e}") from None
     kernel = _kernel(spec)
@@ -172,8 +193,8 @@ def grouped_gemm_k(a, b, offs, out=None, *, out_dtype: str | None = None, stream
 
 
 def _prepare(kernel: CompiledKernel, dev, p: GroupedProblem) -> _KLaunch:
-    """The launch for problem ``p`` on ``dev``: the problem's checks, the kernel load, the parameter block, the grid."""
-    check_kgrouped_problem(kernel.plan, p)
+    """The launch for problem ``p`` on ``dev`` (its checks made by :func:`decide`): the kernel load, the parameter block,
+    the grid."""
     kernel._require_arch(dev)
     drv = launcher()
     func = kernel.load(dev)

@@ -366,3 +366,19 @@ def test_torch_op_uses_the_kernel_and_falls_back_by_rule(gpu):
     odd = torch.randn(300, 37, device="cuda").to(torch.bfloat16)  # N = 37: rows of out not 16-byte aligned: torch's path
     got = torch.ops.ptxgen.grouped_gemm_k(dy.t(), odd.t(), offs)
     torch.testing.assert_close(got.double(), _reference64(torch, dy.t(), odd.t(), [0, 7, 300]), rtol=2e-2, atol=2e-2)
+
+
+def test_api_plan_answers_for_the_k_grouped_form():
+    torch = pytest.importorskip("torch")
+    import ptxgen.api
+
+    dy = torch.empty(1000, 256, dtype=torch.bfloat16, device="meta")
+    x = torch.empty(1000, 128, dtype=torch.bfloat16, device="meta")
+    offs = torch.empty(8, dtype=torch.int32, device="meta")
+    p = ptxgen.api.plan("grouped_gemm", dy.t(), x.t(), offs, device="h100")
+    assert p.path.value == "hot" and p.kernel.endswith("groupedoffs_k") and "A mn-major, B mn-major" in p.why
+    p = ptxgen.api.plan("grouped_gemm", dy.t().float(), x.t().float(), offs, device="h100")
+    assert p.path.value == "refused" and p.error == "DTypeError"
+    odd = torch.empty(1000, 37, dtype=torch.bfloat16, device="meta")  # out rows of 74 B: not 16-byte multiples
+    p = ptxgen.api.plan("grouped_gemm", dy.t(), odd.t(), offs, device="h100")
+    assert p.path.value == "refused" and p.error == "ProblemError" and "ldd=37" in p.why

@@ -397,6 +397,12 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
 # ------------------------------------------------------------------------------------------------
 def _plan_grouped(args: dict, t: Target) -> CallPlan:
     ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
+    if fi is not None and ai.ndim == 2 and bi.ndim == 2:  # the K-grouped form (ptxgen.kgrouped)
+        from ..kgrouped import decide
+
+        spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch)[0]
+        return _made("grouped_gemm", t, Path.HOT, f"the K-grouped form (2-D a and b, offs along K): kgrouped_spec, A "
+                     f"{spec.a.major.value}-major, B {spec.b.major.value}-major", spec)
     if fi is None:  # the batched form: a G x M x K, offs = M, 2M, ..., G M made on the device (torch tensors only)
         return _grouped_batched(ai, bi, oi, args.get("out_dtype"), t,
                                 lambda a2, f2, o2, dt: _grouped_infos(a2, bi, f2, o2, dt, t, "the batched form; "))

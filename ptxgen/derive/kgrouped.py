@@ -125,7 +125,7 @@ class KGroupedPlan:
                     "values, so the full/empty barrier phases stay paired",
                     "a group with no K rows has no K-tile: the accumulator stays 0 and the epilogue stores zeros (as torch)",
                     "ptxgen.model.kgroupmodel"),
-            Derived("k_tail", f"zero K >= k_end in the last K-tile's A and B stages",
+            Derived("k_tail", "zero K >= k_end in the last K-tile's A and B stages",
                     "after full[s] of the last K-tile: each consumer thread zeroes its share of the cells (K-major: the "
                     "elements of a 16-byte cell past k_end; MN-major: whole cells of the K rows past k_end) at their "
                     "swizzled offsets, fence.proxy.async.shared::cta, then a named barrier of the consumer warpgroups",
