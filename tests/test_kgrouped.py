@@ -39,9 +39,10 @@ def _odd_offs(rng: random.Random, groups: int, bk: int) -> list[int]:
 
 # ---- L1: the plan against the model ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("groups", [1, 2, 8, 13])
-def test_plan_k_tiles_read_each_groups_k_rows_once(groups):
+@pytest.mark.parametrize("k_align", [1, 8])
+def test_plan_k_tiles_read_each_groups_k_rows_once(groups, k_align):
     rng = random.Random(groups)
-    plan = KGroupedPlan(128, 128, 64, 8)
+    plan = KGroupedPlan(128, 128, 64, 8, k_align)
     for _ in range(40):
         offs = _odd_offs(rng, groups, plan.bk)
         k_total = offs[-1] + rng.choice([0, 0, 5])  # K_total past the last group: torch ignores those K rows
@@ -55,11 +56,17 @@ def test_control_an_unmasked_tail_reads_the_next_groups_k_rows():
     blocks = [plan.k_blocks(s, e) for s, e in plan.group_k(offs, 200)]
     problems = kgroupmodel.check_k_walk(blocks, offs, 200, plan.bk, masked=False)
     assert len(problems) == 2 and "reads extra K [1, 2, 3, 4]" in problems[0]
+    aligned = KGroupedPlan(128, 128, 64, 8, k_align=8)  # boxes from k_start rounded down: the head is another group's
+    offs = [5, 9, 200]
+    blocks = [aligned.k_blocks(s, e) for s, e in aligned.group_k(offs, 200)]
+    assert blocks[1][0] == (0, 5, 9)
+    problems = kgroupmodel.check_k_walk(blocks, offs, 200, aligned.bk, masked=False)
+    assert any("group 1" in p and "reads extra K [0, 1, 2, 3]" in p for p in problems)
 
 
 def test_simulated_product_equals_per_group_products_and_the_control_differs():
     rng = np.random.default_rng(0)
-    plan = KGroupedPlan(128, 128, 16, 8)
+    plan = KGroupedPlan(128, 128, 16, 8, k_align=8)
     offs = [0, 1, 17, 17, 50, 64]  # empty, 1 row, BK + 0, empty, 33, 14
     a = rng.integers(-3, 4, size=(5, 70))  # K_total 70 > offs[-1]: the last group's box reads K rows of no group
     b = rng.integers(-3, 4, size=(6, 70))
@@ -83,7 +90,7 @@ int main() {
     const int tiles_m = (M + %(bm1)d) / %(bm)d, tiles_n = (N + %(bn1)d) / %(bn)d;
     for (int tile = 0; tile < tiles_m * tiles_n * G; ++tile) {
       %(coords)s
-      std::printf("%%d %%d %%d %%d %%d %%d %%d\n", bz, m0, n0, k_start, k_end, num_k_tiles, k_valid_last);
+      std::printf("%%d %%d %%d %%d %%d %%d %%d %%d %%d\n", bz, m0, n0, k_start, k_end, num_k_tiles, k_base, k_head, k_valid_last);
     }
     std::printf("end\n");
   }
@@ -98,9 +105,9 @@ static unsigned char img[1 << 20];
 [[maybe_unused]] static void st_shared_zero16(unsigned a) { std::memset(img + a, 0, 16); }
 [[maybe_unused]] static void st_shared_zero2(unsigned a) { std::memset(img + a, 0, 2); }
 int main(int argc, char** argv) {
-  const int k_valid_last = std::atoi(argv[1]);
-  const unsigned stage = static_cast<unsigned>(std::atoi(argv[2]));
-  const int size = std::atoi(argv[3]);
+  const int z_lo = std::atoi(argv[1]), z_hi = std::atoi(argv[2]);
+  const unsigned stage = static_cast<unsigned>(std::atoi(argv[3]));
+  const int size = std::atoi(argv[4]);
   if (std::fread(img, 1, size, stdin) != static_cast<size_t>(size)) return 2;
   const unsigned %(name)s = stage;
   for (int tid = 0; tid < %(threads)d; ++tid) {
@@ -122,8 +129,9 @@ def _build(tmp_path, name: str, src: str) -> Path:
     return tmp_path / name
 
 
-def test_rendered_walk_matches_the_plan_and_the_model(tmp_path):
-    spec = make_spec(**BASE)
+@pytest.mark.parametrize("fields", [BASE, KMAJOR], ids=["mn", "k"])
+def test_rendered_walk_matches_the_plan_and_the_model(tmp_path, fields):
+    spec = make_spec(**fields)
     plan = plan_kernel(spec)
     kg = plan.kgrouped
     coords = batched_tile_coords_c(plan.schedule, spec.bm, spec.bn) + ckg.tile_k_c(kg)
@@ -142,8 +150,8 @@ def test_rendered_walk_matches_the_plan_and_the_model(tmp_path):
         want = [(t.group, t.m0, t.n0, t.k_start, t.k_end) for t in kg.walk(offs, k, m, n)]
         assert [r[:5] for r in rows] == want
         per_group = {}
-        for grp, _m0, _n0, ks, ke, trips, valid in rows:
-            c_blocks = tuple((ks + t * kg.bk, kg.bk if t < trips - 1 else valid) for t in range(trips))
+        for grp, _m0, _n0, ks, ke, trips, base, head, valid in rows:
+            c_blocks = tuple((base + t * kg.bk, head if t == 0 else 0, kg.bk if t < trips - 1 else valid) for t in range(trips))
             assert c_blocks == kg.k_blocks(ks, ke)
             per_group[grp] = c_blocks
         assert kgroupmodel.check_k_walk([per_group[x] for x in range(g)], offs, k, kg.bk) == []
@@ -153,9 +161,9 @@ def _zero_fn(tmp_path, op, threads: int, name: str, loop_lines=None):
     loop = loop_lines if loop_lines is not None else ckg._zero_loop_c(op, name, threads, 2)
     exe = _build(tmp_path, f"zero_{name}", ZERO % dict(name=name, threads=threads, loop="\n    ".join(loop)))
 
-    def run(image: np.ndarray, stage: int, valid: int) -> None:
-        res = subprocess.run([str(exe), str(valid), str(stage), str(image.size)], input=image.tobytes(), capture_output=True,
-                             check=True)
+    def run(image: np.ndarray, stage: int, lo: int, hi: int) -> None:
+        res = subprocess.run([str(exe), str(lo), str(hi), str(stage), str(image.size)], input=image.tobytes(),
+                             capture_output=True, check=True)
         image[:] = np.frombuffer(res.stdout, dtype=np.uint8)
 
     return run
@@ -170,8 +178,8 @@ def test_rendered_tail_zeroing_leaves_exactly_the_groups_k_rows(tmp_path, fields
     for name, op, mn in (("a_zero", plan.layout.a, spec.bm), ("b_zero", plan.layout.b, spec.bn)):
         run = _zero_fn(tmp_path, op, 256, name)
         k_major = op.major.value == "k"
-        for valid in (1, 7, 8, 9, 33, 63):
-            assert kgroupmodel.check_tail_zeroing(tj[op.name]["tma"], k_major, mn, spec.bk, valid, run) == [], (name, valid)
+        for lo, hi in ((0, 1), (0, 7), (0, 8), (0, 9), (0, 33), (0, 63), (1, 64), (5, 64), (7, 64), (3, 12), (6, 7)):
+            assert kgroupmodel.check_tail_zeroing(tj[op.name]["tma"], k_major, mn, spec.bk, lo, hi, run) == [], (name, lo, hi)
 
 
 def test_control_zeroing_without_the_swizzle_or_at_all_fails(tmp_path):
@@ -183,16 +191,19 @@ def test_control_zeroing_without_the_swizzle_or_at_all_fails(tmp_path):
     unswizzled = [ln.replace(lines[3].split("= ", 1)[1], "a_zero + linear;") if "const unsigned dst" in ln else ln for ln in lines]
     assert unswizzled != lines
     bad = _zero_fn(tmp_path, op, 256, "a_zero", unswizzled)
-    assert kgroupmodel.check_tail_zeroing(tma, True, spec.bm, spec.bk, 9, bad)
-    assert kgroupmodel.check_tail_zeroing(tma, True, spec.bm, spec.bk, 9, lambda image, stage, valid: None)
+    assert kgroupmodel.check_tail_zeroing(tma, True, spec.bm, spec.bk, 0, 9, bad)
+    assert kgroupmodel.check_tail_zeroing(tma, True, spec.bm, spec.bk, 3, 64, lambda image, stage, lo, hi: None)
 
 
 # ---- the kernel source, L2 --------------------------------------------------------------------------------------------
 def test_source_reads_the_k_range_on_the_device_and_zeroes_the_tail():
     src = render_kernel(plan_kernel(make_spec(**BASE)))
     assert src.count("const int k_start = bz == 0 ? 0 : min(max(offs[bz - 1], 0), K);") == 2  # producer and consumers
-    assert "const int k0 = k_start + kt * 64;" in src
-    assert "if (kt == num_k_tiles - 1 && k_valid_last < 64) {" in src
+    assert "const int k0 = k_base + kt * 64;" in src and "const int k_base = k_start;" in src
+    assert "if (kt == num_k_tiles - 1 && k_valid_last < 64) {" in src  # MN-major: no head to zero
+    src = render_kernel(plan_kernel(make_spec(**KMAJOR)))
+    assert "const int k_base = k_start - k_start % 8;" in src
+    assert "if ((kt == num_k_tiles - 1 && k_valid_last < 64) || (kt == 0 && k_head > 0)) {" in src
     assert "fence_proxy_async();  // the generic-proxy zeros" in src and "named_barrier_sync(1, 256);" in src
     assert "static_cast<size_t>(bz) * static_cast<size_t>(M) * static_cast<size_t>(ldd)" in src
     assert "const int num_tiles = tiles_m * tiles_n * G;" in src

@@ -12,7 +12,7 @@ from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .epiorder import EpilogueOrderPlan, plan_epilogue_order
 from .grouped import GroupedPlan
-from .kgrouped import KGroupedPlan
+from .kgrouped import KGroupedPlan, k_align_of
 from .blockfp8 import BlockFp8Plan, plan_block_fp8
 from .bfp8slabs import SlabPlan, plan_consumer_slabs
 from .cload import CLoadPlan, plan_c_load
@@ -77,7 +77,7 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     pipe = plan_pipeline(spec, expect)
     tmem = plan_tmem_fit(spec, t.smem.dynamic_bytes, pipe.threads) if spec.arch is Arch.SM100A else None
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes if tmem is None else tmem.smem_bytes)
-    kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group) if spec.grouped is Grouping.OFFS_K else None
+    kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec)) if spec.grouped is Grouping.OFFS_K else None
     grouped = None if not spec.grouped.along_m else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)

@@ -27,19 +27,24 @@ class KGroupedView:
 
 
 def tile_k_c(plan: KGroupedPlan) -> tuple[str, ...]:
-    """The item's K range and trip count (after batched_tile_coords_c defined the group ``bz``): group_k and k_trips."""
-    g = BATCH
+    """The item's K range, its K-tiles' base and trip count (after batched_tile_coords_c defined the group ``bz``):
+    group_k, k_base and k_trips of the plan."""
+    g, bk = BATCH, plan.bk
+    base = "k_start" if plan.k_align == 1 else f"k_start - k_start % {plan.k_align}"
     return (
         f"const int k_start = {g} == 0 ? 0 : min(max(offs[{g} - 1], 0), K);  // the group's K range, read on the device",
         f"const int k_end = min(max(offs[{g}], k_start), K);  // untrusted offs: clamped into [k_start, K]",
-        f"const int num_k_tiles = (k_end - k_start + {plan.bk - 1}) / {plan.bk};  // both roles: the same trip count",
-        f"const int k_valid_last = k_end - k_start - (num_k_tiles - 1) * {plan.bk};  // K rows of the last K-tile in the group",
+        f"const int k_base = {base};  // the first K-tile's box start",
+        f"const int num_k_tiles = k_end > k_start ? (k_end - k_base + {bk - 1}) / {bk} : 0;  // both roles: the same trip count",
+        "const int k_head = k_start - k_base;  // offsets of the first K-tile below the group (the previous group's)",
+        f"const int k_valid_last = k_end - k_base - (num_k_tiles - 1) * {bk};  // offsets of the last K-tile inside the group",
+        "(void)k_head;",
         "(void)k_valid_last;",
     )
 
 
 def k0_c(plan: KGroupedPlan) -> str:
-    return f"k_start + kt * {plan.bk}"
+    return f"k_base + kt * {plan.bk}"
 
 
 def d_base_c(out_bytes: int) -> str:
@@ -48,7 +53,8 @@ def d_base_c(out_bytes: int) -> str:
 
 
 def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int) -> tuple[str, ...]:
-    """Zero the cells (elements) of operand ``op``'s stage at ``stage`` whose K index is >= k_valid_last."""
+    """Zero the cells (elements) of operand ``op``'s stage at ``stage`` whose K offset in the box is outside
+    [z_lo, z_hi)."""
     st = op.store
     cells = st.rows * st.cols
     per_cell = 16 // esize
@@ -59,14 +65,15 @@ def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int) -> tup
         f"  const unsigned dst = {stage} + {swizzle_c_expr(st)};",
     )
     if op.major is Major.MN:  # a cell row is one K row: whole cells
-        body = ("  if (static_cast<int>(row) >= k_valid_last) st_shared_zero16(dst);",)
-    else:  # a cell holds per_cell consecutive K indices: whole cells past the end, the straddling cell's tail
+        body = ("  if (static_cast<int>(row) < z_lo || static_cast<int>(row) >= z_hi) st_shared_zero16(dst);",)
+    else:  # a cell holds per_cell consecutive K offsets: whole cells outside, element by element where the window cuts one
         body = (
             f"  const int kc = static_cast<int>(col) * {per_cell};",
-            "  if (kc >= k_valid_last) {",
+            f"  if (kc + {per_cell} <= z_lo || kc >= z_hi) {{",
             "    st_shared_zero16(dst);",
-            f"  }} else if (kc + {per_cell} > k_valid_last) {{",
-            f"    for (int e = k_valid_last - kc; e < {per_cell}; ++e) st_shared_zero{esize}(dst + static_cast<unsigned>(e) * {esize}u);",
+            f"  }} else if (kc < z_lo || kc + {per_cell} > z_hi) {{",
+            f"    for (int e = 0; e < {per_cell}; ++e)",
+            f"      if (kc + e < z_lo || kc + e >= z_hi) st_shared_zero{esize}(dst + static_cast<unsigned>(e) * {esize}u);",
             "  }",
         )
     return head + body + ("}",)
@@ -76,9 +83,14 @@ def tail_c(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes
            consumer_threads: int, esize: int) -> tuple[str, ...]:
     zero_a = _zero_loop_c(a, "a_zero", consumer_threads, esize)
     zero_b = _zero_loop_c(b, "b_zero", consumer_threads, esize)
+    bk = plan.bk
+    cond = f"kt == num_k_tiles - 1 && k_valid_last < {bk}" if plan.k_align == 1 else \
+        f"(kt == num_k_tiles - 1 && k_valid_last < {bk}) || (kt == 0 && k_head > 0)"
     return (
-        f"if (kt == num_k_tiles - 1 && k_valid_last < {plan.bk}) {{",
-        "  // The group's last K-tile holds the next group's K rows (TMA clips at K_total only): zero them before the MMA.",
+        f"if ({cond}) {{",
+        "  // The box holds another group's K rows (TMA clips at K_total only): zero them before the MMA.",
+        "  const int z_lo = kt == 0 ? k_head : 0;  // the group's offsets in this box: [z_lo, z_hi)",
+        f"  const int z_hi = kt == num_k_tiles - 1 ? k_valid_last : {bk};",
         f"  const unsigned a_zero = smem_a + static_cast<unsigned>(s) * {a_stage_bytes}u;",
         f"  const unsigned b_zero = smem_b + static_cast<unsigned>(s) * {b_stage_bytes}u;",
         *("  " + line for line in zero_a),
@@ -104,5 +116,5 @@ def kgrouped_view(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stag
         helpers=HELPERS,
         tail=tail_c(plan, a, b, a_stage_bytes, b_stage_bytes, consumer_threads, esize),
         doc=(f"K-grouped GEMM (torch._grouped_mm 2-D x 2-D): items G x tiles_m x tiles_n; each reads its group's K range "
-             f"from offs and takes ceil((k_end - k_start) / {plan.bk}) K-tiles; the K tail is zeroed in shared memory"),
+             f"from offs and takes ceil((k_end - k_base) / {plan.bk}) K-tiles; other groups' K rows in a box are zeroed in shared memory"),
     )
