@@ -39,6 +39,7 @@ _STATE: dict = {}
 _DEFAULT_OUT = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float8_e4m3fn": "bfloat16",
                 "float8_e5m2": "bfloat16", "int8": "int32", "uint8": "int32", "float64": "float64"}
 _OUT_TOKENS = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
+_TOKEN_OF = {name: token for token, name in _OUT_TOKENS.items()}
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
 
 
@@ -141,8 +142,11 @@ def _grouped_k_impl(a, b, offs, out_dtype=None):
     from .runtime.launch.gpu import NoGPU
     from .runtime.launch.launch import ProblemError
 
+    token = _TOKEN_OF.get(_out_name(a, out_dtype))  # ptxgen's spelling of the output type (none: float64)
     try:
-        return grouped_gemm_k(a, b, offs, out_dtype=_out_name(a, out_dtype))
+        if token is None:
+            raise DTypeError(f"no K-grouped kernel writes {_out_name(a, out_dtype)}")
+        return grouped_gemm_k(a, b, offs, out_dtype=token)
     except (ArgumentError, DTypeError, ProblemError, NoGPU):
         return _torch_grouped_k(a, b, offs, out_dtype)
 

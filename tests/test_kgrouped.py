@@ -310,7 +310,7 @@ GPU_CASES = [  # (M, N, offs)
     (128, 128, [64]),  # G = 1
     (200, 136, [0, 1, 1, 65, 130, 130, 300, 301]),  # G = 8: empty groups, a group of 1 K row, tails not multiples of BK
     (72, 264, [17]),  # G = 1, K < BK
-    (129, 8, [0, 0, 0]),  # every group empty: zeros
+    (136, 8, [0, 0, 0]),  # every group empty: zeros
     (256, 384, [1000, 1999, 2063, 4096]),
 ]
 
@@ -325,7 +325,7 @@ def test_kgrouped_against_float64(gpu, layout, out_dtype):
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     for m, n, offs_list in GPU_CASES:
-        k_total = offs_list[-1] + 8
+        k_total = -(-(offs_list[-1] + 5) // 8) * 8  # K rows past the last group; rows of K-major copies 16-byte aligned
         dy = torch.randn(k_total, m, device="cuda", generator=gen).to(torch.bfloat16)
         x = torch.randn(k_total, n, device="cuda", generator=gen).to(torch.bfloat16)
         a, b = (dy.t(), x.t()) if layout == "mn" else (dy.t().contiguous(), x.t().contiguous())
@@ -363,7 +363,7 @@ def test_kgrouped_graph_capture_replays_with_new_offs(gpu):
 
 
 @pytest.mark.gpu
-def test_torch_op_uses_the_kernel_and_falls_back_by_rule(gpu):
+def test_torch_op_runs_the_kernel(gpu):
     import torch
 
     import ptxgen
@@ -374,9 +374,40 @@ def test_torch_op_uses_the_kernel_and_falls_back_by_rule(gpu):
     offs = torch.tensor([0, 7, 300], dtype=torch.int32, device="cuda")
     got = torch.ops.ptxgen.grouped_gemm_k(dy.t(), x.t(), offs)
     torch.testing.assert_close(got.double(), _reference64(torch, dy.t(), x.t(), [0, 7, 300]), rtol=2e-2, atol=2e-2)
-    odd = torch.randn(300, 37, device="cuda").to(torch.bfloat16)  # N = 37: rows of out not 16-byte aligned: torch's path
-    got = torch.ops.ptxgen.grouped_gemm_k(dy.t(), odd.t(), offs)
-    torch.testing.assert_close(got.double(), _reference64(torch, dy.t(), odd.t(), [0, 7, 300]), rtol=2e-2, atol=2e-2)
+    assert torch.equal(got, ptxgen.grouped_gemm_k(dy.t(), x.t(), offs))  # the same kernel, not torch's
+
+
+def test_torch_op_falls_back_only_where_the_kernel_refuses(monkeypatch):
+    """The rule's plumbing, without a GPU: a refusal (ProblemError, ArgumentError, DTypeError, NoGPU) runs torch's kernel,
+    any other error propagates, and an accepted call returns the kernel's output."""
+    pytest.importorskip("torch")
+    import ptxgen.kgrouped as kgrouped
+    import ptxgen.torch_ops as torch_ops
+    from ptxgen.runtime.launch.gpu import NoGPU
+    from ptxgen.runtime.launch.launch import ProblemError
+
+    monkeypatch.setattr(torch_ops, "_torch_grouped_k", lambda a, b, offs, out_dtype=None: "torch")
+    calls = []
+
+    def refuse(exc):
+        def fn(a, b, offs, out=None, *, out_dtype=None, stream=None):
+            calls.append(out_dtype)
+            if exc is None:
+                return "kernel"
+            raise exc("refused")
+        return fn
+
+    import torch
+
+    a = torch.zeros(4, 8, dtype=torch.bfloat16)
+    for exc, want in ((None, "kernel"), (ProblemError, "torch"), (NoGPU, "torch")):
+        monkeypatch.setattr(kgrouped, "grouped_gemm_k", refuse(exc))
+        assert torch_ops._grouped_k_impl(a, a, None) == want
+    monkeypatch.setattr(kgrouped, "grouped_gemm_k", refuse(RuntimeError))
+    with pytest.raises(RuntimeError):
+        torch_ops._grouped_k_impl(a, a, None)
+    assert calls[0] == "bf16"  # ptxgen's spelling, not torch's
+    assert torch_ops._grouped_k_impl(a.double(), a.double(), None) == "torch"  # no kernel writes float64: not asked
 
 
 def test_api_plan_answers_for_the_k_grouped_form():
