@@ -327,7 +327,7 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         return _batched(a, b, out, out_dtype, stream)
     if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
         return _n_grouped(a, b, offs, out, out_dtype, stream)
-    if len(getattr(a, "shape", ())) == 2 and len(getattr(b, "shape", ())) == 2:  # groups along K (ptxgen.kgrouped)
+    if _ndim(a) == 2 and _ndim(b) == 2:  # groups along K (ptxgen.kgrouped)
         from .kgrouped import grouped_gemm_k
 
         return grouped_gemm_k(a, b, offs, out, out_dtype=out_dtype, stream=stream)
@@ -371,6 +371,12 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         _TORCH_KERNELS[tkey] = kernel
     _remember_fast(fkey, kernel, a, b, offs, out, None, None)
     return r
+
+
+def _ndim(x) -> int:
+    """Dimensions of an array of any library (``shape`` where it has one, else what read_array reads)."""
+    shape = getattr(x, "shape", None)
+    return len(shape) if shape is not None else read_array(x, "array").ndim
 
 
 def _n_grouped(a, b, offs, out, out_dtype, stream):

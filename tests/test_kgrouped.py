@@ -424,3 +424,67 @@ def test_api_plan_answers_for_the_k_grouped_form():
     odd = torch.empty(1000, 37, dtype=torch.bfloat16, device="meta")  # out rows of 74 B: not 16-byte multiples
     p = ptxgen.api.plan("grouped_gemm", dy.t(), odd.t(), offs, device="h100")
     assert p.path.value == "refused" and p.error == "ProblemError" and "ldd=37" in p.why
+
+
+def test_launch_path_with_a_simulated_device(monkeypatch):
+    """Everything up to cuLaunchKernel, no GPU: the binding of MN-major dy.t() and x.t(), the maps (A over M x K_total
+    with M inner, B over N x K_total), the grid from G, M and N only (nothing reads offs), the arguments in ABI order."""
+    from test_grouped import CaiArray, _fake_encode, read_block
+
+    import ptxgen.api.streams as streams
+    import ptxgen.kgrouped as kgrouped
+    from ptxgen.runtime.launch.gpu import Device
+
+    from ptxgen.derive.kernel import plan_kernel
+
+    fake = Device(0, "simulated H100", (9, 0), None, None, 132)
+    launched, funcs = [], {}
+    spec = kgrouped.kgrouped_spec("bf16", "bf16", "sm_90a", "mn", "mn")
+    kinds = [q.kind for q in plan_kernel(spec).abi.params]
+
+    class FakeKernel:
+        def __init__(self, cubin, name, smem):
+            self.func = id(self)
+            funcs[self.func] = (name, smem)
+
+    class FakeDriver:
+        encode = staticmethod(_fake_encode)
+
+        def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            launched.append(dict(grid=(gx, gy, gz), block=(bx, by, bz), name=funcs[func][0], smem=smem, stream=stream,
+                                 args=read_block(params, kinds)))
+            return 0
+
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
+    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr(kgrouped, "launcher", lambda: FakeDriver())
+    monkeypatch.setattr(kgrouped, "_KERNELS", {})
+    monkeypatch.setattr(kgrouped, "_PREPARED", {})
+    m, n, k, g = 200, 136, 1000, 8
+    a = CaiArray((m, k), "<f2", 2, 0x100000, strides=(1, m), dtype="bfloat16")  # dy.t(): dy is K x M row-major
+    b = CaiArray((n, k), "<f2", 2, 0x200000, strides=(1, n), dtype="bfloat16")
+    offs = CaiArray((g,), "<i4", 4, 0x300000)
+    out = CaiArray((g, m, n), "<f2", 2, 0x400000, dtype="bfloat16")
+    assert kgrouped.grouped_gemm_k(a, b, offs, out, stream=0x77) is out
+    call = launched[0]
+    assert call["name"] == spec.kernel_name and call["stream"] == 0x77 and call["block"] == (384, 1, 1)
+    assert call["grid"] == (min(132, g * 2 * 2), 1, 1)  # G x ceil(200 / 128) x ceil(136 / 128)
+    args = call["args"]
+    word = lambda x, i: int.from_bytes(x[8 * i:8 * i + 8], "little")  # noqa: E731
+    a_map, b_map = args[:2]
+    assert (word(a_map, 0), word(a_map, 1), word(a_map, 2), word(a_map, 3)) == (0x100000, m, k, m * 2)
+    assert (word(b_map, 0), word(b_map, 1), word(b_map, 2), word(b_map, 3)) == (0x200000, n, k, n * 2)
+    assert args[2:] == [0x400000, 0x300000, m, n, k, g, n]
+    assert grouped_gemm_door(a, b, offs, out) is out and launched[-1]["name"] == spec.kernel_name
+    bad = CaiArray((g, m, n), "<f2", 2, 0x400000, strides=(m * n, 1, m), dtype="bfloat16")
+    from ptxgen.runtime.launch.arrays import ArgumentError
+
+    with pytest.raises(ArgumentError, match="out must hold each out"):
+        kgrouped.grouped_gemm_k(a, b, offs, bad)
+
+
+def grouped_gemm_door(a, b, offs, out):
+    import ptxgen.grouped as grouped
+
+    return grouped.grouped_gemm(a, b, offs, out)
