@@ -50,6 +50,21 @@ def test_plan_k_tiles_read_each_groups_k_rows_once(groups, k_align):
         assert kgroupmodel.check_k_walk(blocks, offs, k_total, plan.bk) == []
 
 
+@pytest.mark.parametrize("k_align", [1, 8])
+def test_untrusted_offs_keep_every_kept_k_row_inside_k_total(k_align):
+    """Decreasing, negative or too large offs: every K row a box keeps lies in [0, K_total) and in its group's clamped
+    range; groups are empty or shortened, never read outside A or B."""
+    rng = random.Random(k_align)
+    plan = KGroupedPlan(128, 128, 64, 8, k_align)
+    for _ in range(200):
+        k_total = rng.randint(1, 400)
+        offs = [rng.randint(-50, 500) for _ in range(rng.randint(1, 9))]
+        for ks, ke in plan.group_k(offs, k_total):
+            assert 0 <= ks <= ke <= k_total
+            for k0, lo, hi in plan.k_blocks(ks, ke):
+                assert k0 >= 0 and 0 <= lo < hi <= plan.bk and ks <= k0 + lo and k0 + hi <= ke
+
+
 def test_control_an_unmasked_tail_reads_the_next_groups_k_rows():
     plan = KGroupedPlan(128, 128, 64, 8)
     offs = [1, 66, 200]  # groups of 1 and 65 K rows: both last K-tiles hold the next group's rows
