@@ -18,8 +18,9 @@ only at K_total, so the last K-tile of group g may hold the first K rows of grou
 consumers write zeros over every element whose K index is ``>= k_end`` in both stages (the cells the loader's
 swizzled cell map puts them in), fence the generic-proxy writes against the async proxy
 (``fence.proxy.async.shared::cta``) and meet at a named barrier before the wgmma reads. A K-major operand has K as
-the map's inner dimension, where a box's start must lie on a 16-byte boundary (an unaligned inner coordinate is not
-taken: tile-ai/tilelang#2681 reports an illegal instruction on Hopper), so with a K-major operand the group's K-tiles
+the map's inner dimension, where ptxgen starts a box only on a 16-byte boundary (tile-ai/tilelang#2681 reports an
+illegal instruction on Hopper for a TMA store at an unaligned inner coordinate and guards loads alike; not tried
+here), so with a K-major operand the group's K-tiles
 start at ``k_base = k_start`` rounded down to ``k_align`` (16 bytes of elements) and the first K-tile's rows below
 ``k_start`` (the previous group's) are zeroed the same way; with both operands MN-major K is the outer coordinate,
 any row may start a box, and ``k_align`` is 1. The other way -- per-group tensor maps rewritten on the device
