@@ -17,7 +17,8 @@ The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` st
   already imported, and by the first use of the API when torch is imported by then)
   ptxgen.nn: Linear and GroupedLinear, torch modules with autograd (docs/training.md)
   grouped_gemm(a, b, offs), compile_grouped(spec)  (``ptxgen.grouped``: mixture-of-experts layers; FP8:
-  scaled_grouped_gemm (row-wise scales), blockscaled_grouped_gemm (DeepSeek block scales))
+  scaled_grouped_gemm (row-wise scales), blockscaled_grouped_gemm (DeepSeek block scales)); grouped_gemm_k(a, b, offs)
+  (``ptxgen.kgrouped``: torch._grouped_mm's 2-D x 2-D form, groups along K, out G x M x N)
   scaled_gemm(a, b, scale_a, scale_b, out_dtype=, bias=)  (``ptxgen.scaled``: dense FP8, torch._scaled_mm's row-wise
   scales)
 """
@@ -33,7 +34,8 @@ from .version import __version__  # noqa: E402
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 _GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")
 _SCALED = ("scaled_gemm",)
-__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED, *_SCALED]
+_KGROUPED = ("grouped_gemm_k",)
+__all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED, *_SCALED, *_KGROUPED]
 
 
 def register_torch_ops() -> bool:
@@ -49,6 +51,12 @@ def __getattr__(name: str):
 
         _register_if_torch()
         value = getattr(api, name)
+        globals()[name] = value
+        return value
+    if name in _KGROUPED:
+        from . import kgrouped
+
+        value = getattr(kgrouped, name)
         globals()[name] = value
         return value
     if name in _SCALED:
@@ -83,7 +91,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted({*globals(), *_API, *_GROUPED, *_SCALED, "api", "nn"})
+    return sorted({*globals(), *_API, *_GROUPED, *_SCALED, *_KGROUPED, "api", "nn"})
 
 
 def _register_if_torch() -> None:

@@ -317,7 +317,9 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     to ``out``'s, else the input type (bf16 for FP8). One persistent launch on ``stream`` (None: the inputs'
     library's current stream); returns ``out`` without synchronizing. Raises NoGPU without a usable GPU.
 
-    A 3-D ``a`` with a 2-D ``b`` and ``offs``: the N-grouped form (:func:`_n_grouped`).
+    A 3-D ``a`` with a 2-D ``b`` and ``offs``: the N-grouped form (:func:`_n_grouped`). A 2-D ``a`` (M x K_total) with a
+    2-D ``b`` (N x K_total) and ``offs`` of cumulative K ends: the K-grouped form, out G x M x N
+    (:func:`ptxgen.kgrouped.grouped_gemm_k`).
 
     ``offs=None`` with a 3-D ``a`` (torch tensors): the batched form, ``out[g] = a[g] @ b[g].T`` for a of G x M x K,
     b of G x N x K and out of G x M x N, as the same kernel over the G x M rows of ``a`` with offs = M, 2M, ..., GM
@@ -332,6 +334,10 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         return _batched(a, b, out, out_dtype, stream)
     if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
         return _n_grouped(a, b, offs, out, out_dtype, stream)
+    if _ndim(a) == 2 and _ndim(b) == 2:  # groups along K (ptxgen.kgrouped)
+        from .kgrouped import grouped_gemm_k
+
+        return grouped_gemm_k(a, b, offs, out, out_dtype=out_dtype, stream=stream)
     fkey = _fast_key(None, out_dtype, a, b, out, offs, offs) if type(a) is torch_tensor_type() else None
     r = _fast_call(fkey, a, b, offs, out, None, None, stream)
     if r is not None:
@@ -372,6 +378,12 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
         _TORCH_KERNELS[tkey] = kernel
     _remember_fast(fkey, kernel, a, b, offs, out, None, None)
     return r
+
+
+def _ndim(x) -> int:
+    """Dimensions of an array of any library (``shape`` where it has one, else what read_array reads)."""
+    shape = getattr(x, "shape", None)
+    return len(shape) if shape is not None else read_array(x, "array").ndim
 
 
 def _n_grouped(a, b, offs, out, out_dtype, stream):

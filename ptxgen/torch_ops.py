@@ -12,8 +12,8 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major)
     torch.ops.ptxgen.grouped_gemm_k(a, b, offs, out_dtype=None) -> Tensor
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
-        G x M x N; the weight gradient of an expert bank. On CUDA it runs torch._grouped_mm (torch's kernel: ptxgen
-        has no K-grouped kernel yet; docs/training.md).
+        G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
+        kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
 or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's).
@@ -39,6 +39,7 @@ _STATE: dict = {}
 _DEFAULT_OUT = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float8_e4m3fn": "bfloat16",
                 "float8_e5m2": "bfloat16", "int8": "int32", "uint8": "int32", "float64": "float64"}
 _OUT_TOKENS = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
+_TOKEN_OF = {name: token for token, name in _OUT_TOKENS.items()}
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
 
 
@@ -133,10 +134,28 @@ def _grouped_fake(a, b, offs, out_dtype=None):
 
 
 def _grouped_k_impl(a, b, offs, out_dtype=None):
-    """torch's K-grouped kernel (2-D x 2-D, offsets along K) until ptxgen derives one. Its operands are passed with
-    ``a`` column-major and ``b.t()`` row-major (copies only where they are not): the one layout in which torch's kernel
-    takes empty groups and offsets that are not multiples of 16 bytes (aten/src/ATen/native/cuda/GroupMMCommon.cuh
-    asserts a group size > 0, or a 16-byte multiple, for the others)."""
+    """ptxgen's K-grouped kernel (``ptxgen.kgrouped.grouped_gemm_k``, one launch); where it refuses the arrays (the rule:
+    bf16/f16 ``a`` and ``b`` of one type, each K-major or MN-major with 16-byte aligned rows, int32 ``offs``, an sm_90a
+    GPU; :func:`_torch_grouped_k` otherwise), torch's kernel."""
+    from .kgrouped import grouped_gemm_k
+    from .runtime.launch.arrays import ArgumentError, DTypeError
+    from .runtime.launch.gpu import NoGPU
+    from .runtime.launch.launch import ProblemError
+
+    token = _TOKEN_OF.get(_out_name(a, out_dtype))  # ptxgen's spelling of the output type (none: float64)
+    try:
+        if token is None:
+            raise DTypeError(f"no K-grouped kernel writes {_out_name(a, out_dtype)}")
+        return grouped_gemm_k(a, b, offs, out_dtype=token)
+    except (ArgumentError, DTypeError, ProblemError, NoGPU):
+        return _torch_grouped_k(a, b, offs, out_dtype)
+
+
+def _torch_grouped_k(a, b, offs, out_dtype=None):
+    """torch's K-grouped kernel (2-D x 2-D, offsets along K). Its operands are passed with ``a`` column-major and
+    ``b.t()`` row-major (copies only where they are not): the one layout in which torch's kernel takes empty groups and
+    offsets that are not multiples of 16 bytes (aten/src/ATen/native/cuda/GroupMMCommon.cuh asserts a group size > 0,
+    or a 16-byte multiple, for the others)."""
     torch = sys.modules["torch"]
     dt = getattr(torch, _out_name(a, out_dtype))
     if a.shape[0] > 1 and a.stride(0) != 1:

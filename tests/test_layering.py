@@ -108,7 +108,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "model": 3,
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
-    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "sweep_checks": 6, "grouped": 6, "author": 6, "attention": 6, "opsref": 6, "opsgrad": 6, "scaled": 6,
+    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "sweep_checks": 6, "grouped": 6, "author": 6, "attention": 6, "opsref": 6, "opsgrad": 6, "scaled": 6, "kgrouped": 6,
     "nn": 7,
     "cli": 7, "plancli": 7,
     "__main__": 8,

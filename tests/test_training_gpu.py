@@ -87,7 +87,7 @@ def _bounds(offs, m):
 @pytest.mark.parametrize("sizes,tail,n", [([0, 1, 300, 0, 129], 0, 136), ([64, 0, 1], 5, 136), ([200], 0, 136),
                                          ([0, 0, 0], 3, 136), ([3, 0, 70], 2, 5)])
 def test_grouped_autograd_against_float64(torch, sizes, tail, n):
-    """dx through the N-major grouped kernel, dw through grouped_gemm_k (torch._grouped_mm), both against float64 per
+    """dx through the N-major grouped kernel, dw through grouped_gemm_k (the K-grouped kernel), both against float64 per
     group: empty groups (their dw is zero), a group of one row, rows past offs[-1] (their dx is zero), K = 200 (not a
     multiple of BK 64), N = 5 (dy's rows 10 bytes apart: the backward pads them)."""
     import ptxgen

@@ -8,6 +8,10 @@ same memory as b.transpose(-2, -1)):
   GxR       G groups of R rows; GxLO-HI: G groups of LO..HI rows, seeded (numpy default_rng(seed).integers(LO, HI + 1, G))
   --b-major mn: b is an N-major view instead (G x K x N memory seen as G x N x K; torch gets the memory as G x K x N)
   fp8-8x2048  e4m3 with row-wise scales: ptxgen.scaled_grouped_gemm against torch._scaled_grouped_mm (bf16 out)
+  k-GxMxN/T  K-grouped (the weight gradient of G experts): ptxgen.grouped_gemm_k(dy.t(), x.t(), offs) against
+             torch._grouped_mm(dy.t(), x, offs=offs), out G x M x N bf16; dy T x M and x T x N row-major (both operands
+             MN-major views), T routed tokens split over the experts seeded (numpy default_rng(seed).multinomial(T, [1/G] * G));
+             --kgrouped runs the two cases k-8x4096x14336/8192 and k-128x2048x1536/32768
 
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.check.bench.alternate: ours, torch, torch, ours, ...),
 each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
@@ -15,7 +19,7 @@ useful work (2 x rows x N x K), weight bandwidth (G x N x K x 2 bytes / time) an
 call without synchronizing, averaged over many calls, the GPU kept busy by them). ptxgen writes into one
 preallocated out; torch._grouped_mm allocates its output each call (from its caching allocator). The geometric mean of the
 ratios (torch time / ours) of the default kernel is printed last.
-Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512]
+Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512] [--kgrouped]
 """
 
 from __future__ import annotations
@@ -112,6 +116,55 @@ def run_fp8_case(case: str, rounds: int, seed: int, log) -> list[dict]:
     return [r]
 
 
+KGROUPED_CASES = "k-8x4096x14336/8192,k-128x2048x1536/32768"
+
+
+def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
+    """K-grouped: out[g] = dy[tokens g].T @ x[tokens g], G x M x N bf16, both operands MN-major views."""
+    try:
+        shape, tokens = case.removeprefix("k-").split("/")
+        g, m, n = map(int, shape.split("x"))
+        t = int(tokens)
+    except ValueError:
+        raise SystemExit(f"unknown case {case!r} (k-GxMxN/T)") from None
+    sizes = np.random.default_rng(seed).multinomial(t, [1.0 / g] * g)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dy = torch.randn(t, m, device="cuda", generator=gen).to(torch.bfloat16)
+    x = torch.randn(t, n, device="cuda", generator=gen).to(torch.bfloat16)
+    offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
+    out = torch.empty(g, m, n, device="cuda", dtype=torch.bfloat16)
+    from ptxgen.kgrouped import kgrouped_spec
+
+    label = f"kgrouped {kgrouped_spec().kernel_name}"
+
+    def base():
+        return torch._grouped_mm(dy.t(), x, offs=offs)
+
+    def ours():
+        return ptxgen.grouped_gemm_k(dy.t(), x.t(), offs, out)
+
+    try:
+        ref = base().float()
+        ref_norm = float(torch.linalg.norm(ref))
+        ours()
+        torch.cuda.synchronize()
+        check = lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)  # noqa: E731
+        ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
+        ours_host, base_host = host_us(ours), host_us(base)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
+        return [{"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"}]
+    flops = 2.0 * t * m * n
+    r = {"case": case, "kernel": label, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed, "ours_ms": ours_ms,
+         "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
+         "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
+         "ok": err < 1e-2, "rounds": rounds}
+    print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
+          f"host {ours_host:.1f} us | torch._grouped_mm {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
+          f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    return [r]
+
+
 def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log, b_major: str = "k") -> list[dict]:
     sizes = sizes_of(case, seed)
     g, m = len(sizes), sum(sizes)
@@ -178,7 +231,10 @@ def main() -> int:
     ap.add_argument("--candidates", action="store_true", help="also measure the CANDIDATES tiles")
     ap.add_argument("--b-major", choices=("k", "mn"), default="k",
                     help="mn: b is an N-major view (G x K x N memory); bf16 cases only")
+    ap.add_argument("--kgrouped", action="store_true", help=f"the K-grouped cases only ({KGROUPED_CASES})")
     args = ap.parse_args()
+    if args.kgrouped:
+        args.cases = KGROUPED_CASES
     import torch
 
     dev = torch.cuda.get_device_name()
@@ -193,6 +249,9 @@ def main() -> int:
     for case in args.cases.split(","):
         if case.startswith("fp8-"):
             all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
+        elif case.startswith("k-"):
+            all_results += run_k_case(case, args.rounds, args.seed, sys.stdout)
+            torch.cuda.empty_cache()
         else:
             all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout, args.b_major)
             torch.cuda.empty_cache()  # the case's inputs and outputs, freed when run_case returned

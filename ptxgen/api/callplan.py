@@ -418,6 +418,12 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
 # ------------------------------------------------------------------------------------------------
 def _plan_grouped(args: dict, t: Target) -> CallPlan:
     ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
+    if fi is not None and ai.ndim == 2 and bi.ndim == 2:  # the K-grouped form (ptxgen.kgrouped)
+        from ..kgrouped import decide
+
+        spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch)[0]
+        return _made("grouped_gemm", t, Path.HOT, f"the K-grouped form (2-D a and b, offs along K): kgrouped_spec, A "
+                     f"{spec.a.major.value}-major, B {spec.b.major.value}-major", spec)
     prec, ai2, bi2 = split_infos(ai, bi, None if ai.ndim == 3 and bi.ndim == 2 else oi, args["a"], args.get("precision"),
                                  grouped=True)
     return _precision(_plan_grouped_infos(ai2, bi2, fi, oi, args, t), prec, ai, ai2)

@@ -119,7 +119,16 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                  "slice z; the reduction kernel writes D")
     d = Param("D", "ptr", d_doc)
     grouped = spec.grouped is not Grouping.NONE
-    if grouped:
+    if spec.grouped is Grouping.OFFS_K:
+        tail = (
+            Param("D", "ptr", "D, G x M x N: out[g] at D + g M ldd elements, rows ldd apart, 16-byte aligned"),
+            Param("offs", "i32_ptr", "G int32 cumulative K ends (group g owns K indices offs[g-1]..offs[g]-1), read on the GPU only"),
+            Param("M", "i32", "rows of A and of each out[g]"),
+            Param("N", "i32", "rows of B, columns of each out[g]"),
+            Param("K", "i32", "K_total: all groups' K indices (the maps' K extent)"),
+            Param("G", "i32", "groups: out is G x M x N"),
+        )
+    elif grouped:
         tail = (
             d,
             Param("offs", "i32_ptr", "G int32 cumulative row ends (group g owns rows offs[g-1]..offs[g]-1), read on the GPU only"),

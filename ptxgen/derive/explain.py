@@ -145,6 +145,12 @@ def explain_text(t: TileLayout) -> str:
         out += plan.grouped.walk_picture()
         if plan.block_fp8 is not None:
             out += _grouped_scale_lines(plan)
+    if plan.kgrouped is not None:
+        out += ["", "K-grouped GEMM (torch._grouped_mm 2-D x 2-D: out[g] = a[:, K of g] @ b[:, K of g]^T, G x M x N; "
+                    "checked at L1 by ptxgen.model.kgroupmodel):"]
+        for d in plan.kgrouped.derivation():
+            out += _field_lines(d)
+        out += plan.kgrouped.walk_picture()
     if plan.split is not None:
         out += ["", f"Split-K ({s.split_k} splits; grid z; a second kernel {plan.reduce_abi.name} sums the partials in a fixed order):"]
         for d in plan.split.derivation():

@@ -196,8 +196,9 @@ FIELDS: tuple[SpecField, ...] = (
         "none: one GEMM; offs: a grouped GEMM in torch._grouped_mm's layout (A stacked along M, int32 cumulative row ends "
         "read on the GPU, B of G x N x K), one persistent launch over every group's tiles (sm_90a, TMA, K-major A and B); "
         "offs_rowwise: the same for FP8 with torch._scaled_grouped_mm's f32 scales, one per row of A and one per group "
-        "and column of D; offs with --fp8-blocks 1x128x128: DeepSeek block scales, scale_b one block array per group "
-        "(default none)",
+        "and column of D; offs with --fp8-blocks 1x128x128: DeepSeek block scales, scale_b one block array per group; "
+        "offs_k: groups along K (torch._grouped_mm's 2-D x 2-D form, a M x K_total, b N x K_total, out G x M x N; K-major "
+        "or MN-major operands, 16-bit inputs, direct stores; derive.kgrouped) (default none)",
         Grouping,
         default="none",
     ),

@@ -12,6 +12,7 @@ from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
 from .epilogue import StorePlan, plan_store
 from .epiorder import EpilogueOrderPlan, plan_epilogue_order
 from .grouped import GroupedPlan
+from .kgrouped import KGroupedPlan, k_align_of
 from .blockfp8 import BlockFp8Plan
 from .bfp8cols import plan_recipe
 from .bfp8slabs import SlabPlan, plan_consumer_slabs
@@ -49,6 +50,7 @@ class KernelPlan:
     epi_order: EpilogueOrderPlan | None = None  # --epilogue-order alternate: the warpgroups' epilogues in turn (derive.epiorder)
     slabs: SlabPlan | None = None  # --consumer-slabs N > 1: N slabs a warpgroup sharing one partial (derive.bfp8slabs)
     tmem: TmemFit | None = None  # tcgen05: CTAs per SM, their TMEM columns, the shared memory asked for (derive.tmemfit)
+    kgrouped: KGroupedPlan | None = None  # --grouped offs_k: groups along K, out G x M x N (derive.kgrouped)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, D's (TMA-store epilogue), C's, or
@@ -76,7 +78,8 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     pipe = plan_pipeline(spec, expect)
     tmem = plan_tmem_fit(spec, t.smem.dynamic_bytes, pipe.threads) if spec.arch is Arch.SM100A else None
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes if tmem is None else tmem.smem_bytes)
-    grouped = None if spec.grouped is Grouping.NONE else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
+    kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec)) if spec.grouped is Grouping.OFFS_K else None
+    grouped = None if not spec.grouped.along_m else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
@@ -90,4 +93,4 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
                       plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
                       plan_direct_store(spec.d_major),
                       plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma,
-                      plan_epilogue_order(spec), plan_consumer_slabs(spec.bm, spec.consumer_slabs), tmem)
+                      plan_epilogue_order(spec), plan_consumer_slabs(spec.bm, spec.consumer_slabs), tmem, kgrouped)

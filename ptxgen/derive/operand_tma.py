@@ -35,7 +35,7 @@ def batch_dim_of(spec: TileSpec, name: str) -> tuple[str, str]:
     reads zeros, not the next group's K rows), ("", "") for a 2-D map."""
     if spec.batch.batched(name):
         return "batch", f"ld{name}_batch"
-    if name == "b" and spec.grouped is not Grouping.NONE and spec.b.major is Major.MN:
+    if name == "b" and spec.grouped.along_m and spec.b.major is Major.MN:
         return "G", "ldb_group"
     return "", ""
 

@@ -219,6 +219,9 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.arch is not Arch.SM90A or t.loader is not Loader.TMA or t.schedule is not Schedule.PERSISTENT:
         raise SpecError("--grouped", g, "grouped kernels are persistent wgmma kernels with the TMA loader: every CTA walks the "
                         "groups' tiles from offs on the GPU (ptxgen.derive.grouped)", "--arch sm_90a --loader tma --schedule persistent")
+    if t.grouped is Grouping.OFFS_K:
+        _validate_k_grouped(t)
+        return
     if t.a.major is not Major.K:
         raise SpecError("--grouped", g, "grouped kernels read A K-major: the groups' rows are stacked along M, one M_total x K "
                         "tensor map (docs/grouped.md)", "--a kmajor-...")
@@ -228,6 +231,21 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.grouped is Grouping.OFFS_ROWWISE and (t.dtype not in (DType.E4M3, DType.E5M2) or t.acc is not DType.F32):
         raise SpecError("--grouped", g, "row-wise scales (torch._scaled_grouped_mm) multiply an FP8 product's f32 accumulator",
                         "--dtype e4m3|e5m2 --acc f32, or --grouped offs")
+
+
+def _validate_k_grouped(t: "TileSpec") -> None:
+    """--grouped offs_k (derive.kgrouped): 16-bit inputs, f32 accumulator, the cooperative walk with direct stores."""
+    if t.dtype not in (DType.BF16, DType.F16) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
+        raise SpecError("--grouped", "offs_k", "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
+                        "16-bit or f32 output", "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
+    if (t.consumers is not Consumers.COOPERATIVE or t.epilogue is not Epilogue.DIRECT or t.cluster is not Cluster.C1X1
+            or t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none"
+            or t.consumer_slabs != 1):
+        raise SpecError("--grouped", "offs_k", "the K-grouped kernel zeroes each group's K tail in shared memory between the "
+                        "cooperative consumers (one named barrier) and stores out[g] directly (a TMA store would clip at the "
+                        "stacked G M rows, not at the group's M); other walks are not derived",
+                        "--consumers cooperative --epilogue direct --cluster 1x1 --split-k 1 --stream-k 1 --batch none "
+                        "--consumer-slabs 1, no --fp8-blocks")
 
 
 def _validate_batch(t: "TileSpec") -> None:

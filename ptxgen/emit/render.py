@@ -21,6 +21,7 @@ from ..isa.descriptors import SmemDescriptor
 from ..isa.shapes import WARPGROUP_THREADS
 from ..isa.types import Arch, Loader
 from . import grouped_view as cgrouped
+from . import kgrouped_view as ckgrouped
 from .blockfp8 import BlockFp8View, block_fp8_view
 from .chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
@@ -103,6 +104,7 @@ class KernelView:
     # stays in uniform registers, with no R2UR before each wgmma (2026-12-02, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
     wg_expr: str = f"__shfl_sync({FULL_WARP_MASK}, tid / {WARPGROUP_THREADS}, 0)"
     tma3d: bool = False  # some operand has a 3-D tensor map (tma_load_3d)
+    kgrouped: "ckgrouped.KGroupedView | None" = None  # --grouped offs_k: the K tail's zeroing (ptxgen.emit.kgrouped_view)
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -132,6 +134,11 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             return ""
         return BATCH if batched else gv.group
 
+    kg = plan.kgrouped
+    if kg is not None and pipe.role("consumer").first_warp != 0:
+        raise AssertionError("the K tail's zeroing numbers the consumer threads from tid 0")
+    kgv = None if kg is None else ckgrouped.kgrouped_view(kg, t.a, t.b, t.smem.a_stage_bytes, t.smem.b_stage_bytes,
+                                                         pipe.role("consumer").warps * 32, s.dtype.bytes)
     if gv is not None and store is not None:
         store = replace(store, use_tma_expr=f"({cgrouped.store_condition_c(plan.grouped)}) && ({store.use_tma_expr})")
     return KernelView(
@@ -151,8 +158,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
                   operand_view(t.b, producer.threads, pair is not None, "n0" if gv is None or batch_coord(t.b) else gv.b_row0,
                                s.copy_bytes, batch_coord(t.b))),
         tma3d=bool(batch_coord(t.a) or batch_coord(t.b)),
-        num_tiles_expr="tiles_m * tiles_n * batch" if batched else "tiles_m * tiles_n",
-        d_base=batched_d_base_c(s.out_dtype.bytes) if batched else "D",
+        num_tiles_expr="tiles_m * tiles_n * batch" if batched else "tiles_m * tiles_n * G" if kg else "tiles_m * tiles_n",
+        d_base=batched_d_base_c(s.out_dtype.bytes) if batched else ckgrouped.d_base_c(s.out_dtype.bytes) if kg else "D",
+        kgrouped=kgv,
         narrow_copy=0 if s.copy_bytes == 16 else s.copy_bytes,
         full_init_count=(f"(cluster_ctarank() == {pair.leader_rank}u ? {pair.full_arrivals_leader}u : {pipe.peer_full_arrivals}u)"
                          if pair is not None and pair.sf_relay else f"{pipe.full_arrivals}"),
@@ -163,6 +171,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
         tile_coords=(unit_c() if plan.stream_k else ()) + (
                      cgrouped.tile_coords_c(plan.grouped) if plan.grouped is not None
+                     else batched_tile_coords_c(plan.schedule, s.bm, s.bn) + ckgrouped.tile_k_c(kg) if kg
                      else batched_tile_coords_c(plan.schedule, s.bm, s.bn) if batched
                      else tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
                      else cluster_tile_coords_c(plan.schedule, s.bm, s.bn)),
@@ -176,6 +185,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
             + (" The grouped walk is checked at L1 (ptxgen.model.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
+            if kg is None else
+            "L1/L2: the K-grouped walk and K tail are checked by an independent model (ptxgen.model.kgroupmodel), the kernel "
+            "compiled and SASS-checked; docs/training.md says what ran on a GPU."
         ),
         grid_doc=grid_doc(plan),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
@@ -198,8 +210,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,
         row_limit="M" if gv is None else gv.row_limit,
-        k_range=(f"const int k_tiles_total = (K + {s.bk - 1}) / {s.bk};",) if plan.stream_k else k_range_prologue_c(plan.split, s.bk),
-        k0_expr=f"(kt_first + kt) * {s.bk}" if plan.stream_k else k0_c(plan.split, s.bk),
+        k_range=(f"const int k_tiles_total = (K + {s.bk - 1}) / {s.bk};",) if plan.stream_k else () if kg
+        else k_range_prologue_c(plan.split, s.bk),
+        k0_expr=f"(kt_first + kt) * {s.bk}" if plan.stream_k else ckgrouped.k0_c(kg) if kg else k0_c(plan.split, s.bk),
         split=split_view(plan),
         streamk=streamk_view(plan, "num_tiles" if plan.schedule.cluster_size == 1 else "num_cluster_tiles"),
         loop_var=STREAMK_LOOP if plan.stream_k else "tile",

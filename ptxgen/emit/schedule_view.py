@@ -97,6 +97,8 @@ def _grid_x_doc(plan: KernelPlan) -> str:
     s, sch = plan.spec, plan.schedule
     if plan.grouped is not None:
         return f"min(SMs, (ceil(M / {s.bm}) + G - 1) x ceil(N / {s.bn})), an upper bound of the groups' tiles"
+    if plan.kgrouped is not None:
+        return f"min(SMs, G x ceil(M / {s.bm}) x ceil(N / {s.bn})), every group's tiles of out[g]"
     tiles = f" with tiles = ceil(M / {s.bm}) x ceil(N / {s.bn})" + (" x batch" if s.batch.value != "none" else "")
     if s.pair:
         return ("2 x min(tiles, SMs / 2)" if sch.persistent else "2 x tiles") + tiles + "; clusters of 2 CTAs (__cluster_dims__), one CTA pair per tile"

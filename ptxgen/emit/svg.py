@@ -27,7 +27,7 @@ from ..derive.layout import TileLayout
 from ..derive.operand import OperandLayout
 from ..isa.types import Major
 from .sources import generated_line
-from .svg_panels import bfp8_panel, chain_panel, grouped_panel, order_panel, scale_panel, store_panel
+from .svg_panels import bfp8_panel, chain_panel, grouped_panel, kgrouped_panel, order_panel, scale_panel, store_panel
 from .svgkit import CELL_H, CELL_W, LEFT, LINE_BYTES, STEP_COLOURS, STYLE, row_colour, svg_text, xml_escape
 
 TOP_PAD = 8
@@ -283,7 +283,10 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
     if t.scales is not None:
         el, y = scale_panel(t, y + 10)
         parts += el
-    if s.grouped.value != "none":
+    if s.grouped.value == "offs_k":
+        el, y = kgrouped_panel(s, y + 10)
+        parts += el
+    elif s.grouped.value != "none":
         el, y = grouped_panel(s, y + 10)
         parts += el
     if s.fuse is not None:

@@ -297,3 +297,36 @@ def order_panel(spec, y0: float) -> tuple[list[str], float]:
         y += CELL_H + 4
     el.append("</g>")
     return el, y + 6
+
+
+def kgrouped_panel(spec, y0: float) -> tuple[list[str], float]:
+    """A K-grouped kernel's K axis on the example of KGroupedPlan.walk_picture: each group's K range in its colour,
+    each K-tile's box dashed, and the box rows past the group's end (the next group's, zeroed in shared memory) hatched."""
+    from ..derive.kgrouped import KGroupedPlan, k_align_of
+
+    plan = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec))
+    offs = [0, 1, spec.bk + 2, 2 * spec.bk + 2]
+    k_total = offs[-1]
+    ranges = plan.group_k(offs, k_total)
+    width = CELL_W * LINE_BYTES // 16
+    sx = width / (k_total + spec.bk)
+    el = ['<g class="kgrouped" id="kgrouped-k">',
+          svg_text(10, y0 + 16, f"K-grouped walk (derive.kgrouped): offs = {offs}, K_total = {k_total}; every tile of out[g] "
+                   "takes group g's K-tiles", "title"),
+          svg_text(10, y0 + 32, "filled: the group's K indices; dashed: a K-tile's TMA box; hatched: box rows of another "
+                   "group, zeroed before the MMA; an empty group has no K-tile (out[g] = 0)", "legend")]
+    top = y0 + 44
+    for g, (ks, ke) in enumerate(ranges):
+        y = top + g * 22
+        colour = GROUP_COLOURS[g % len(GROUP_COLOURS)]
+        el.append(svg_text(LEFT - 8, y + 12, f"group {g}: K {ks}..{ke - 1}" if ke > ks else f"group {g}: empty", "off", "end"))
+        el.append(f'<rect x="{LEFT + ks * sx:.1f}" y="{y:.1f}" width="{(ke - ks) * sx:.1f}" height="16" fill="{colour}"/>')
+        for k0, lo, hi in plan.k_blocks(ks, ke):
+            el.append(f'<rect x="{LEFT + k0 * sx:.1f}" y="{y:.1f}" width="{spec.bk * sx:.1f}" height="16" fill="none" '
+                      f'stroke="#333" stroke-dasharray="4,3"/>')
+            for z0, z1 in ((0, lo), (hi, spec.bk)):
+                if z1 > z0:
+                    el.append(f'<rect class="zeroed" x="{LEFT + (k0 + z0) * sx:.1f}" y="{y + 4:.1f}" '
+                              f'width="{(z1 - z0) * sx:.1f}" height="8" fill="#999" opacity="0.6"/>')
+    el.append("</g>")
+    return el, top + len(ranges) * 22 + 10

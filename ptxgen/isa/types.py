@@ -138,6 +138,12 @@ class Grouping(Enum):
     NONE = "none"  # one GEMM
     OFFS = "offs"  # torch._grouped_mm: A stacked along M, int32 cumulative row ends on the GPU, B of G x N x K (derive.grouped)
     OFFS_ROWWISE = "offs_rowwise"  # the same with torch._scaled_grouped_mm's f32 scales: per row of A, per (group, column)
+    OFFS_K = "offs_k"  # torch._grouped_mm's 2-D x 2-D form: groups along K (int32 cumulative K ends), out G x M x N (derive.kgrouped)
+
+    @property
+    def along_m(self) -> bool:
+        """Groups of rows of A (offs and offs_rowwise: derive.grouped), as opposed to groups along K or none."""
+        return self in (Grouping.OFFS, Grouping.OFFS_ROWWISE)
 
 
 class Batch(Enum):

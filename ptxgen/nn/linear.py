@@ -57,8 +57,9 @@ class GroupedLinear(torch.nn.Module):
     ``torch._grouped_mm`` and ``ptxgen.grouped_gemm`` take them; never read on the host). One launch forward.
 
     Backward: dx through ptxgen's grouped kernel with the weights read N-major (``weight.transpose(1, 2)``), rows past
-    offs[-1] get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product, which on CUDA runs
-    torch's ``torch._grouped_mm`` (ptxgen has no K-grouped kernel yet). Output rows past offs[-1] are unspecified.
+    offs[-1] get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product (ptxgen's K-grouped
+    kernel on an sm_90a GPU, reading dy.t() and x.t() MN-major; torch's ``torch._grouped_mm`` for what it refuses).
+    Output rows past offs[-1] are unspecified.
     No bias (mixture-of-experts layers have none)."""
 
     def __init__(self, num_groups: int, in_features: int, out_features: int, device=None, dtype=None):

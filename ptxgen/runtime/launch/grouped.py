@@ -105,7 +105,7 @@ def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[
     dims = [p.map_value(d) for d in tma.global_dims]
     if tma.batched:  # an N-major B: one 3-D map over (N, K, G), the group stride its third dimension's
         return tuple(dims), tuple(p.map_value(x) for x in tma.stride_names)
-    if operand == "b":  # the G weights as one (G x N) x K matrix: dimension 1 (rows) is G x N
+    if operand == "b" and plan.spec.grouped.along_m:  # the G weights as one (G x N) x K matrix: dimension 1 (rows) is G x N
         assert tma.global_dims == ("K", "N"), tma.global_dims
         dims[1] = p.groups * p.n
     return tuple(dims), p.map_value(tma.ld_name)

@@ -1,0 +1,53 @@
+"""Launching a K-grouped GEMM (ptxgen.derive.kgrouped, ``--grouped offs_k``): problem checks and the grid.
+
+The problem is a :class:`~ptxgen.runtime.launch.grouped.GroupedProblem` read this way: ``m`` and ``n`` the rows of A
+and B (the output of every group is M x N), ``k`` = K_total (the maps' K extent), ``groups`` = G, ``lda`` / ``ldb``
+the operands' strides between their outer rows (K-major: between M or N rows; MN-major: between K rows), ``ldd`` the
+stride between rows of each out[g] (out[g] at D + g M ldd). The parameter block is ``grouped.build_grouped_params``'
+(A and B as plain 2-D maps). Nothing here reads ``offs``. Everything runs on a CPU.
+"""
+
+from __future__ import annotations
+
+from ...derive.kernel import KernelPlan
+from ...isa.types import Grouping, Major
+from .grouped import GRID_HEADROOM, GroupedProblem
+from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
+
+
+def kgrouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
+    """Why the K-grouped kernel cannot run ``p`` (empty if it can), each naming its rule."""
+    spec = plan.spec
+    if spec.grouped is not Grouping.OFFS_K or plan.kgrouped is None:
+        return [f"{spec.kernel_name} is not a K-grouped kernel (compile a spec with grouped='offs_k')"]
+    errs = []
+    for dim, size in (("M", p.m), ("N", p.n), ("K", p.k), ("G", p.groups)):
+        if not 1 <= size <= MAX_DIM:
+            errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
+    items = plan.kgrouped.work_items(p.groups, p.m, p.n)
+    if items > MAX_DIM - GRID_HEADROOM:
+        errs.append(f"G x ceil(M / {spec.bm}) x ceil(N / {spec.bn}) = {items} work items must fit in an int")
+    esize, osize = spec.dtype.bytes, spec.out_dtype.bytes
+    for name, ld, mn, op in (("a", p.lda, p.m, spec.a), ("b", p.ldb, p.n, spec.b)):
+        inner, word = (p.k, "K") if op.major is Major.K else (mn, "M" if name == "a" else "N")
+        if ld < inner:
+            errs.append(f"ld{name}={ld} is smaller than {word}={inner} ({name} is {op.major.value}-major)")
+        if ld * esize % ROW_ALIGN_BYTES:
+            errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: every row must start 16-byte aligned (TMA)")
+    if p.ldd < p.n:
+        errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
+    if p.ldd * osize % ROW_ALIGN_BYTES:
+        errs.append(f"ldd={p.ldd} x {osize} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
+    return errs
+
+
+def check_kgrouped_problem(plan: KernelPlan, p: GroupedProblem) -> None:
+    errs = kgrouped_problem_errors(plan, p)
+    if errs:
+        raise ProblemError(f"{plan.spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k} G={p.groups}: " + "; ".join(errs))
+
+
+def kgrouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes): min(SMs, G x tiles_m x tiles_n) persistent CTAs."""
+    abi = plan.abi
+    return (plan.kgrouped.ctas(p.groups, p.m, p.n, sm_count), 1, 1), abi.block, abi.dynamic_smem_bytes
