@@ -7,7 +7,7 @@ and which loader fills it decide the descriptors' base offset. No GPU needed.
 import numpy as np
 
 from ptxgen import make_spec
-from ptxgen.derive.layout import derive
+from ptxgen.derive.tile.layout import derive
 from ptxgen.model.verify import check_operand_tma, check_tile
 
 for loader in ("tma", "cp.async"):

@@ -50,8 +50,8 @@ def _tile_or_operands(args) -> bool:
 
 
 def cmd_explain(args) -> int:
-    from .derive.explain import explain_text
-    from .derive.layout import derive
+    from .derive.tile.explain import explain_text
+    from .derive.tile.layout import derive
 
     if _tile_or_operands(args):
         from .author.explain import explain_operands
@@ -298,7 +298,7 @@ def _lint_decode(t, raw: int) -> bool:
 
 def cmd_show(args) -> int:
     from .emit.svg import layout_svg
-    from .derive.layout import derive
+    from .derive.tile.layout import derive
 
     if _tile_or_operands(args):
         from .author.explain import operand_tokens, show_operand_svg

@@ -11,7 +11,7 @@
 
 Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph and replayed with other values
 in ``offs``. Offsets that decrease or pass M_total are clamped on the GPU (empty or shortened groups).
-ptxgen.derive.grouped derives the walk; docs/grouped.md explains the design and what has been measured.
+ptxgen.derive.roles.grouped derives the walk; docs/grouped.md explains the design and what has been measured.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .api.launchplan import fast_torch_key
 from .api.groupedpack import pack_plan, packed_call, warn_once
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.streams import stream_handle
-from .derive.spec import TileSpec, make_spec
+from .derive.tile.spec import TileSpec, make_spec
 from .isa.types import DType, Grouping, SpecError
 from .runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .runtime.launch.fastlaunch import launcher
@@ -68,7 +68,7 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
     average (:func:`small_groups`), 16-bit inputs take the 64 x 256 ping-pong tile (FP8 ignores it); ``b_major`` "mn":
     B N-major (stored G x K x N), one 3-D tensor map over (N, K, G) (16-bit inputs; wgmma reads tf32 and FP8 K-major
     only). ``dtype`` and ``b_dtype`` are the arrays' types (float32: a tf32 kernel); ``b_dtype`` differs only between
-    e4m3 and e5m2 (wgmma .e4m3/.e5m2 either way, derive.rules.MIXABLE)."""
+    e4m3 and e5m2 (wgmma .e4m3/.e5m2 either way, derive.tile.rules.MIXABLE)."""
     check_input_types(dtype, b_dtype or dtype)
     mixed = {} if b_dtype in (None, dtype) else {"b_dtype": b_dtype}
     out = out_dtype or _DEFAULT_OUT[dtype]
@@ -485,7 +485,7 @@ def blocks_spec_for(dtype: str, b_dtype: str, out_dtype: str | None, arch: str, 
     """The spec :func:`blockscaled_grouped_gemm` uses (SpecError where none reads B ``b_major``)."""
     spec = blockscaled_grouped_spec(out_dtype, arch)
     if b_major != "k":
-        return make_spec(**{**spec.to_json(), "b": "mnmajor-sw128"})  # refused by derive.blockfp8: the rule's own words
+        return make_spec(**{**spec.to_json(), "b": "mnmajor-sw128"})  # refused by derive.scaled.blockfp8: the rule's own words
     return spec
 
 
@@ -557,7 +557,7 @@ def blockscaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtyp
         for info in (ai, bi):
             if info.dtype != "e4m3":
                 raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe; "
-                                 "derive.blockfp8: block-scaled FP8 takes e4m3 A and B), "
+                                 "derive.scaled.blockfp8: block-scaled FP8 takes e4m3 A and B), "
                                  f"not {_dtype_words(info.dtype)} {info.name}")
 
     return _scaled_grouped("blocks", check, blocks_spec_for,

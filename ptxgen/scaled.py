@@ -10,9 +10,9 @@
 
 The kernel is the grouped row-wise kernel (``--grouped offs_rowwise``, ``ptxgen.scaled_grouped_gemm``) with one group
 of M rows (``offs = [M]`` made once per M and device): the scales multiply the f32 accumulator after the main loop,
-before the epilogue. Grouped kernels have no fused epilogue chain (ptxgen.derive.rules), so ``bias`` is added by a
+before the epilogue. Grouped kernels have no fused epilogue chain (ptxgen.derive.tile.rules), so ``bias`` is added by a
 second, element-wise kernel (torch's ``add_`` on the output, in the output's type) rather than fused; the chain itself
-has no per-row x per-column scale step (ptxgen.derive.fusion: alpha is one scalar, the FP8 output scale quantizes).
+has no per-row x per-column scale step (ptxgen.derive.store.fusion: alpha is one scalar, the FP8 output scale quantizes).
 torch tensors only (the offsets are made with torch); one launch without bias.
 """
 

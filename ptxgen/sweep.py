@@ -27,8 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterator
 
-from .derive.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
-from .derive.spec import OperandSpec, TileSpec, make_spec
+from .derive.tile.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
+from .derive.tile.spec import OperandSpec, TileSpec, make_spec
 from .isa.types import SpecError, parse_enum
 from .outputs import read_text
 from .status import shown as _shown
@@ -227,7 +227,7 @@ def shard(specs: list, shard_spec: str | None) -> list:
 # ------------------------------------------------------------------------------------------------
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
-    from .derive.layout import derive
+    from .derive.tile.layout import derive
     from .model.verify import check_tile
     from .model.verify_scales import check_scales
     from .sweep_checks import store_problems

@@ -4,7 +4,7 @@ the independent models of ptxgen.model."""
 
 from __future__ import annotations
 
-from .derive.spec import TileSpec
+from .derive.tile.spec import TileSpec
 from .isa.types import Epilogue
 
 
@@ -18,7 +18,7 @@ def _pair_store_problems(spec: TileSpec) -> list[str]:
     """A CTA pair's TMA-store epilogue through the pair model's TMEM placement and the TMA model (L1)."""
     if not spec.pair or spec.epilogue is not Epilogue.TMA:
         return []
-    from .derive.epilogue import plan_store
+    from .derive.store.epilogue import plan_store
     from .model.check_store import check_pair_store_plan
 
     return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
@@ -29,7 +29,7 @@ def _m_major_store_problems(spec: TileSpec) -> list[str]:
     at its address over a problem whose last tiles pass M (M % 8 != 0: those take the direct stores) and N."""
     if spec.epilogue is not Epilogue.TMA or spec.d_major.value != "m":
         return []
-    from .derive.kernel import plan_kernel
+    from .derive.tile.kernel import plan_kernel
     from .model.check_mstore import check_m_major_store
 
     plan = plan_kernel(spec)
@@ -42,7 +42,7 @@ def _f32_store_problems(spec: TileSpec) -> list[str]:
     whose last tiles pass M and N (N % 4 != 0: the crossing tile takes the direct stores; N % 4 == 0: through TMA, clipped)."""
     if spec.epilogue is not Epilogue.TMA or spec.out_dtype.value != "f32" or spec.arch.value != "sm_90a":
         return []
-    from .derive.kernel import plan_kernel
+    from .derive.tile.kernel import plan_kernel
     from .model.check_store import check_tma_store_problem
 
     plan = plan_kernel(spec)
@@ -56,7 +56,7 @@ def _store_epilogue_problems(spec: TileSpec) -> list[str]:
     the wgmma TMA store (the pair stores against the TMA read model), at L1."""
     if spec.epilogue is not Epilogue.TMA or spec.fuse is None:
         return []
-    from .derive.kernel import plan_kernel
+    from .derive.tile.kernel import plan_kernel
 
     plan = plan_kernel(spec)
     problems = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .derive.spec import TileSpec
+from .derive.tile.spec import TileSpec
 from .isa.types import SpecError
 from .outputs import read_text, write_text_atomic
 

@@ -25,7 +25,7 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
     import ptxgen.api.fp8blocks
     from ptxgen.api import launchplan
     from ptxgen.api.fused import kernel_for
-    from ptxgen.derive.streamk import FLAG_REGION_BYTES
+    from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
     from ptxgen.model import bfp8model
     from ptxgen.runtime.launch.gpu import require_gpu
     from ptxgen.runtime.launch.launch import Problem, launch_geometry, streamk_items

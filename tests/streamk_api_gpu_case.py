@@ -27,7 +27,7 @@ def main(m: int, n: int, k: int) -> int:
 
     import ptxgen
     from ptxgen.api import launchplan
-    from ptxgen.derive.streamk import FLAG_REGION_BYTES
+    from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 
     report = {"shape": [m, n, k]}
 

@@ -14,9 +14,9 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.model import tmamodel
 from ptxgen.model.verify import check_operand_tma_3d, check_tile
@@ -40,7 +40,7 @@ def _spec(**kw):
 def test_batch_field_round_trips_and_names_the_kernel():
     s = _spec(batch="ab")
     assert s.batch.value == "ab" and s.kernel_name.endswith("_batchab")
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.spec import TileSpec
 
     assert TileSpec.from_json(s.to_json()) == s and "--batch ab" in s.cli_args()
     assert "batch" not in _spec().to_json()  # the default is left out: existing specs keep their JSON

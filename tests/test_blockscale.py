@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive import sf_atoms
-from ptxgen.derive.layout import derive
-from ptxgen.derive.rules_scaled import BLOCK_SCALED_BN
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.scaled import sf_atoms
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.rules_scaled import BLOCK_SCALED_BN
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa import numerics
 from ptxgen.isa.blockscale import GENERATED, IDESC_BS_TABLES, kind_of
 from ptxgen.isa.idesc import BlockScaledInstrDescriptor, lint_block_scaled_idesc
@@ -394,7 +394,7 @@ SPEC_FLAGS = ["--bm", "128", "--bn", "128", "--bk", "128", "--a", "kmajor-sw128"
 
 
 def test_explain_text_has_the_block_scaling_section():
-    from ptxgen.derive.explain import explain_text
+    from ptxgen.derive.tile.explain import explain_text
 
     text = explain_text(derive(make_spec(**MXF4)))
     assert "kind::mxf4.block_scale.scale_vec::2X" in text.splitlines()[0]

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import cute_ref
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.model import verify_scales
 from ptxgen.model.check_pipeline import check_spec

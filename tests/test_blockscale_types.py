@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import cute_ref
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.model import verify_scales
 from ptxgen.model.verify import check_tile

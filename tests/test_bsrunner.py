@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.sf_atoms import sf_k_chunks
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.scaled.sf_atoms import sf_k_chunks
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.model import mxref
 from ptxgen.runtime.check import bsvalidate
 from ptxgen.runtime.launch.launch import Problem, gemm_args, problem_errors
@@ -151,7 +151,7 @@ def test_sf_packer_matches_cutlass(rows, K, vec):
 
 def _permuted_offset(row, chunk, k_atoms):
     """A plausible wrong layout: rows r0 + 32 r1 at 16 r1 + 4 r0 (the two row modes swapped) -- still a bijection."""
-    from ptxgen.derive import sf_atoms
+    from ptxgen.derive.scaled import sf_atoms
 
     r = row % 128
     swapped = (r // 32) + 4 * (r % 32)

@@ -1,4 +1,4 @@
-"""beta x C with C read through TMA (``--fuse c=tma``; ptxgen.derive.cload): the spec and its rules, the plan against
+"""beta x C with C read through TMA (``--fuse c=tma``; ptxgen.derive.store.cload): the spec and its rules, the plan against
 the independent models (which C element every accumulator element receives; the order of loads, waits and stores),
 controls that must fail, the rendered kernel, the launcher, and NVRTC + SASS (codegen tier, no GPU). The GPU test is in
 tests/test_epilogue_ops.py (``test_c_through_tma_matches_float64``)."""
@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from ptxgen.derive.cload import CLoadPlan
-from ptxgen.derive.fusion import parse_chain
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.store.cload import CLoadPlan
+from ptxgen.derive.store.fusion import parse_chain
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.tensormap import TmaSwizzle
 from ptxgen.isa.types import SpecError

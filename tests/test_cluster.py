@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.schedule import SchedulePlan
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.roles.schedule import SchedulePlan
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.emit.schedule_view import cluster_tile_coords_c
 from ptxgen.isa.types import Cluster, SpecError

@@ -8,9 +8,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.isa.shapes import legal_bn
 from ptxgen.isa.types import Arch, DType, Major, SpecError
 from ptxgen.model import pairmodel

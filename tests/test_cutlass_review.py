@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.model.check_pipeline import config_of
 
 
@@ -89,7 +89,7 @@ def test_control_cp_async_producers_need_the_tail_too():
 
 
 def test_sm100_kernels_have_the_producer_tail():
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit.render import render_kernel
     from ptxgen.model.check_pipeline import check_spec
 
@@ -141,7 +141,7 @@ def test_kernel_sf_strides_match_cutlass(kw, K):
     rendered C, address exactly CUTLASS's bytes, and never past the end of CUTLASS's buffer."""
     import re
 
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit.render import render_kernel
     from ptxgen.isa.blockscale import kind_of
 
@@ -173,7 +173,7 @@ def test_kernel_sf_strides_match_cutlass(kw, K):
 @pytest.mark.parametrize("kw,K", [(MXFP8, 384), (MXFP8, 300), (MXFP8, 520), (NVFP4, 200), (NVFP4, 330),
                                   (dict(MXFP8, bk=128, bn=64), 200)])
 def test_scale_model_over_partial_k_tiles(kw, K):
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.model.verify_scales import check_scales
 
     assert check_scales(derive(make_spec(**kw)), k_elements=K) == []
@@ -181,8 +181,8 @@ def test_scale_model_over_partial_k_tiles(kw, K):
 
 def test_control_whole_stage_copies_read_past_the_buffer(monkeypatch):
     """The pre-fix copy (BK / 4V atoms every K-tile) reads past CUTLASS's buffer in the last K-tile."""
-    from ptxgen.derive import scales
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.scaled import scales
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.model import verify_scales
 
     monkeypatch.setattr(scales, "stage_atoms", lambda groups, kt, k_atoms: groups)
@@ -193,7 +193,7 @@ def test_control_whole_stage_copies_read_past_the_buffer(monkeypatch):
 def test_control_without_the_zero_fill_padding_reaches_the_mma(monkeypatch):
     """Fix 6: without zeroing, the MMA of the last K-tile takes the buffer's padding bytes (the user's: NaN is
     possible) or a stage's stale bytes for chunks past K."""
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.model import verify_scales
 
     monkeypatch.setattr(verify_scales, "stage_zero_fill", lambda *a: ())
@@ -205,7 +205,7 @@ def test_control_without_the_zero_fill_padding_reaches_the_mma(monkeypatch):
 # ---- coverage: block-scaled N = 192 (CUTLASS: SFB as if N were 256) --------------------------------------------
 @pytest.mark.parametrize("K", [None, 300])
 def test_block_scaled_n192_scale_model(K):
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.model.verify_scales import check_scales
 
     spec = make_spec(**dict(MXFP8, bn=192))
@@ -213,7 +213,7 @@ def test_block_scaled_n192_scale_model(K):
 
 
 def test_control_n192_without_the_column_offset_misreads(monkeypatch):
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.model import verify_scales
 
     monkeypatch.setattr(verify_scales, "sfb_row_column", lambda n0, bn: 0)

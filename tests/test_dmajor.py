@@ -1,4 +1,4 @@
-"""M-major D (``--d-major m``, ptxgen.derive.output) and swap-AB (runtime.choose's swap-ab rule, api.swapab).
+"""M-major D (``--d-major m``, ptxgen.derive.store.output) and swap-AB (runtime.choose's swap-ab rule, api.swapab).
 
 Tiers: the spec field and its refusals; the L1 check (model.outmodel through model.check_dstore) of where the direct
 epilogue stores every accumulator element, with controls that must fail; the binding of M-major outputs; the rule;
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.output import DMajor, plan_direct_store
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.store.output import DMajor, plan_direct_store
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.epilogue_view import wgmma_epilogue_view
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.fusion import (
+from ptxgen.derive.store.fusion import (
     AmaxPlan,
     ChainSpec,
     Load,

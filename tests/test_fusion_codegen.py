@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from ptxgen.derive.fusion import parse_chain, plan_chain
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.store.fusion import parse_chain, plan_chain
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.chain import chain_view
 from ptxgen.emit.cexpr import wgmma_fragment_col
 from ptxgen.emit.render import kernel_view, render_kernel
@@ -247,7 +247,7 @@ def test_ptxgen_gemm_takes_the_chain_keywords(simulated):
 
 def test_ptxgen_gemm_with_a_chain_runs_a_split_k_pick_whole(simulated, monkeypatch):
     """A decode shape whose pick splits K (runtime.choose's split-k rule: 16 x 4096 x 4096): the chain cannot act on
-    partial sums (derive.rules refuses --split-k with --fuse), so the fused kernel is the pick's tile with K whole. It
+    partial sums (derive.tile.rules refuses --split-k with --fuse), so the fused kernel is the pick's tile with K whole. It
     used to raise that SpecError out of ptxgen.gemm."""
     import ptxgen
     from ptxgen.api import fused
@@ -386,7 +386,7 @@ def test_fused_gemm_c_through_tma_marshals_cs_map(simulated, monkeypatch):
 
 
 def test_fused_gemm_fp8_through_the_tma_store_when_asked(simulated, monkeypatch):
-    """fp8_tma_store=True keeps a TMA-store spec's epilogue for FP8 output (derive.epilogue st.shared.b16); D's map is
+    """fp8_tma_store=True keeps a TMA-store spec's epilogue for FP8 output (derive.store.epilogue st.shared.b16); D's map is
     e4m3 (1-byte elements) with a 128-column box."""
     import ptxgen.api.fused
 

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.tensormap import TmaDataType, TmaSwizzle
 from ptxgen.runtime.launch.gpu import KernelArgs
 from ptxgen.runtime.launch.launch import ProblemError

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.grouped import bind_grouped, grouped_spec
 from ptxgen.isa.types import SpecError
@@ -59,8 +59,8 @@ def test_cli_refuses_an_illegal_grouped_spec_with_exit_2():
 
 
 def test_show_draws_the_walk():
-    from ptxgen.derive.grouped import GroupedPlan
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.roles.grouped import GroupedPlan
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit.svg import layout_svg
 
     spec = make_spec(**BASE)

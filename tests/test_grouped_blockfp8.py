@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.blockfp8 import plan_block_fp8
-from ptxgen.derive.grouped import GroupedPlan
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
+from ptxgen.derive.roles.grouped import GroupedPlan
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError
 from ptxgen.model import groupbfp8model
@@ -166,8 +166,8 @@ def test_cli_refuses_rowwise_with_block_scales_with_exit_2():
 
 
 def test_explain_lists_each_items_scale_arrays():
-    from ptxgen.derive.explain import explain_text
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.explain import explain_text
+    from ptxgen.derive.tile.layout import derive
 
     text = explain_text(derive(make_spec(**BASE)))
     assert "grouped_block_scales" in text and "blockscaled_grouped_gemm" in text
@@ -175,7 +175,7 @@ def test_explain_lists_each_items_scale_arrays():
 
 
 def test_show_labels_the_groups_scales():
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit.svg import layout_svg
 
     assert "scale_b[2], scale_a rows 1.." in layout_svg(derive(make_spec(**BASE)))

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.grouped import b_is_n_major, bind_grouped, grouped_spec
 from ptxgen.model.verify import batched_memory, check_operand_tma_3d
 from ptxgen.runtime.launch.arrays import ArgumentError, ArrayInfo

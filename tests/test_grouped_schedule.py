@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.grouped import GroupedPlan, GroupTile
+from ptxgen.derive.roles.grouped import GroupedPlan, GroupTile
 from ptxgen.emit import grouped_view as cgrouped
 from ptxgen.model import groupmodel
 from ptxgen.model.verify_grouped import as_items, check_plan

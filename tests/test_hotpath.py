@@ -236,7 +236,7 @@ def test_the_api_sits_above_the_runtime():
 
     for path in (PKG / "runtime").rglob("*.py"):
         assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.api", "ptxgen.torch_ops"))}, path.name
-    for path in (PKG / "api").glob("*.py"):
+    for path in (PKG / "api").rglob("*.py"):
         assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.torch_ops", "ptxgen.cli"))}, path.name
     assert Path(PKG / "api" / "__init__.py").exists() and not (PKG / "api.py").exists()
 

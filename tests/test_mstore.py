@@ -1,5 +1,5 @@
 """The TMA-store epilogue of an M-major D (``--d-major m --epilogue tma``: stmatrix.trans into shared memory, a TMA store
-over the user's row-major D; derive.epilogue ``_plan_m_major``) and the chooser's switch for it (swaprules.SWAP_TMA_STORE).
+over the user's row-major D; derive.store.epilogue ``_plan_m_major``) and the chooser's switch for it (swaprules.SWAP_TMA_STORE).
 
 Tiers: the models' own statements (stmatrix .trans, the TMA store's clipping) against hand-written cases; L1 (the plan
 through model.check_mstore: every element of D once, at its address, partial tiles at both edges) with controls that
@@ -13,9 +13,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.rules import m_major_chunk_cols
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.rules import m_major_chunk_cols
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import DMajor, Epilogue, SpecError
 from ptxgen.model import fragmodel, tmamodel

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from ptxgen.derive.epilogue import plan_store
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.store.epilogue import plan_store
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.model.check_store import check_pair_store_plan
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.model import pipesim
 from ptxgen.model.check_pipeline import check_plan, check_spec, config_of, default_k_tiles, default_tiles
 from ptxgen.model.pipesim import Config, MBarrier, explore, simulate

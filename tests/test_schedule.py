@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.schedule import SchedulePlan
+from ptxgen.derive.roles.schedule import SchedulePlan
 from ptxgen.emit.schedule_view import tile_coords_c
 
 

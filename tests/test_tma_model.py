@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.layout import derive
+from ptxgen.derive.tile.layout import derive
 from strategies import legal_specs
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.shapes import legal_bm, legal_bn, legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 from ptxgen.model import tmamodel

@@ -12,7 +12,7 @@ import torch
 
 import ptxgen.api.fp8blocks
 import ptxgen.api.fused
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.model import bfp8model, chainref
 
 SPEC = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",

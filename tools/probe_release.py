@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 import ptxgen.api.fp8blocks
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.shapes import WARP_THREADS
 from ptxgen.model import bfp8model

@@ -23,7 +23,7 @@ call of any op will do, without a GPU: :func:`plan`).
 
 from __future__ import annotations
 
-from ..derive.spec import make_spec
+from ..derive.tile.spec import make_spec
 from ..runtime.launch.arrays import ArgumentError, DTypeError
 from ..runtime.launch.gpu import NoGPU
 from ..runtime.launch.launch import ProblemError

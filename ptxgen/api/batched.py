@@ -1,6 +1,6 @@
 """Batched GEMM arrays: ``a`` B x M x K with ``b`` B x N x K (or one N x K ``b`` shared by every batch), ``out``
 B x M x N, run as ONE launch of a batched kernel (``spec.batch``: 3-D tensor maps with the batch as the outer
-dimension, the batch the outer index of the tile walk; ptxgen.derive.tma, docs/batched.md).
+dimension, the batch the outer index of the tile walk; ptxgen.derive.operands.tma, docs/batched.md).
 
 Binding checks each batch's plane exactly as a 2-D call's arrays are checked (``binding.bind``: dtypes, majorness,
 leading dimensions, alignment, devices), then the batch dimension: equal batch counts, batch strides that keep the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import Batch
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo
 from ..runtime.launch.launch import Problem, check_problem, global_shape

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import DMajor, DType, Epilogue, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.launch.launch import MAX_DIM, ROW_ALIGN_BYTES, Problem, ProblemError, check_problem

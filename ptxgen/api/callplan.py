@@ -27,7 +27,7 @@ import enum
 import inspect
 from dataclasses import dataclass, replace
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import Batch, DMajor, SpecError
 from ..runtime.launch.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.gpu import NoGPU
@@ -423,7 +423,7 @@ def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, pac
     """grouped.grouped_decision, then (packed arrays replaced by their copies) the binding and the problem's checks."""
     import ptxgen.grouped as grouped
 
-    from ..derive.kernel import plan_kernel
+    from ..derive.tile.kernel import plan_kernel
     from ..runtime.launch.grouped import check_grouped_problem
     from .groupedbind import _bind_scales, bind_block_scales, bind_grouped
     from .groupedpack import packed_info
@@ -482,7 +482,7 @@ def _plan_scaled(args: dict, t: Target, op: str) -> CallPlan:
     rowwise = op == "scaled_grouped_gemm"
     for info in (ai, bi):
         if (info.dtype not in ("e4m3", "e5m2")) if rowwise else info.dtype != "e4m3":
-            what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.blockfp8: block-scaled FP8 takes e4m3 A and B)"
+            what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.scaled.blockfp8: block-scaled FP8 takes e4m3 A and B)"
             raise DTypeError(f"{op} takes {what} inputs, not {info.dtype} {info.name}")
     if fi is None and rowwise:  # the batched form: scale_a of G x M read as G M values (torch tensors)
         g, m = ai.shape[0], ai.shape[1] if ai.ndim == 3 else 0
@@ -510,7 +510,7 @@ def _scaled_infos(op, ai, bi, fi, oi, sa, sb, out_dtype, t: Target, note: str = 
 
 def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     """fp8blocks.gemm's slow path: bind, the scales' checks, chosen_spec for the device's SMs, scale_a by TMA's rule."""
-    from ..derive.kernel import plan_kernel
+    from ..derive.tile.kernel import plan_kernel
     from . import fp8blocks as fb
     from .binding import bind
 
@@ -529,7 +529,7 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     if chosen:
         spec = fb.chosen_spec(out_dtype, sa, lds_a, p.m, p.n, t.sm_count, k=p.k)
         bind(spec, ai, bi, oi)
-        why = ("scale_a by TMA, the tile derive.bfp8tiles models fastest" if spec.scale_load.value == "tma"
+        why = ("scale_a by TMA, the tile derive.scaled.bfp8tiles models fastest" if spec.scale_load.value == "tma"
                else "default_spec: the scale warp stages scale_a (TMA cannot read it, or the output is FP8)")
         if spec.stream_k > 1:
             why += f"; stream-K over {spec.stream_k} splits (the tiles fill at most half of {t.sm_count} SMs)"

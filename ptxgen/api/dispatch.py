@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import Batch, DMajor, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import ROW_ALIGN_BYTES

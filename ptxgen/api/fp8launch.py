@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 
-from ..derive.kernel import KernelPlan
+from ..derive.tile.kernel import KernelPlan
 from ..runtime.launch.fastlaunch import compiled_launcher
 from ..runtime.launch.launch import Problem
 from .binding import overlaps

@@ -1,4 +1,4 @@
-"""The GEMM with a fused epilogue chain (ptxgen.derive.fusion): ``ptxgen.gemm(..., bias=, activation=, c=, alpha=,
+"""The GEMM with a fused epilogue chain (ptxgen.derive.store.fusion): ``ptxgen.gemm(..., bias=, activation=, c=, alpha=,
 beta=, residual=)`` comes here, and ``ptxgen.api.fused.gemm`` takes the rest (row bias, FP8 output, a given spec).
 
 >>> import ptxgen                                                                            # doctest: +SKIP
@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..derive.fusion import ChainSpec
-from ..derive.spec import TileSpec, make_spec
+from ..derive.store.fusion import ChainSpec
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -74,7 +74,7 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
 
 def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = False):
     """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain and K whole (a split-k or stream-K pick keeps
-    its tile unsplit: the chain acts on the whole sum, derive.rules); FP8 output takes the direct epilogue unless
+    its tile unsplit: the chain acts on the whole sum, derive.tile.rules); FP8 output takes the direct epilogue unless
     ``fp8_tma_store`` (then a TMA-store ``spec`` keeps its epilogue, or the SpecError says why it cannot)."""
     fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype, "stream_k": 1, "split_k": 1}
     if out_dtype == DType.E4M3.value and fields.get("epilogue") == Epilogue.TMA.value:

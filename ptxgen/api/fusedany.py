@@ -11,7 +11,7 @@ kernels cannot read as they are (the plain path's rules, ``api.packing``, applie
 * ``c`` or ``residual`` that is not row-major with an even row stride (N = 1 included), or a ``bias`` that is not
   contiguous or 8-byte aligned: a packed copy with an even row stride (``readable_aux``).
 * 3-D ``a`` (torch.baddbmm's B x M x K, with a B x N x K or shared N x K ``b``): one fused launch per batch
-  (``per_batch``: the batched kernels are derived without the chain, derive.rules).
+  (``per_batch``: the batched kernels are derived without the chain, derive.tile.rules).
 """
 
 from __future__ import annotations

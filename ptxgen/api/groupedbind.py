@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import Grouping, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.launch.grouped import GroupedProblem
@@ -163,7 +163,7 @@ def _n_major_b(b: ArrayInfo, g: int, n: int, k: int) -> tuple[int, int]:
     return ldb, ldb_group
 
 
-SCALE_BLOCK = 128  # K (and N for B) per block scale (ptxgen.derive.blockfp8)
+SCALE_BLOCK = 128  # K (and N for B) per block scale (ptxgen.derive.scaled.blockfp8)
 
 
 def bind_block_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[GroupedProblem, tuple[int, int]]:

@@ -7,8 +7,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..derive.kernel import KernelPlan, plan_kernel
-from ..derive.spec import TileSpec, make_spec
+from ..derive.tile.kernel import KernelPlan, plan_kernel
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DMajor
 from ..runtime.launch.arrays import ArrayInfo, read_array
 from ..runtime.launch.fastlaunch import compiled_module, launcher

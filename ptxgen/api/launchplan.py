@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..derive.abi import SFA_MAP
-from ..derive.kernel import KernelPlan
+from ..derive.tile.abi import SFA_MAP
+from ..derive.tile.kernel import KernelPlan
 from ..runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
 from ..runtime.launch.gpu import CudaError
 from ..runtime.launch.errors import ProblemError
@@ -94,7 +94,7 @@ def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> i
     return w[0]
 
 
-# Stream-K workspaces (ptxgen.derive.streamk: int32 flags, then the f32 partial tiles of the last round's splits).
+# Stream-K workspaces (ptxgen.derive.store.streamk: int32 flags, then the f32 partial tiles of the last round's splits).
 # The kernel needs the flags zero when it starts and leaves them zero when it ends: each flag belongs to one owner (a
 # last-round tile, CTA rank, consumer warpgroup), which waits until it reads S - 1 (every split z > 0 has stored its
 # slot and counted), then stores 0; nothing adds to it after that in the launch (templates/mma_wgmma.cuh.j2
@@ -133,7 +133,7 @@ def allocate_device_bytes(nbytes: int, torch_like=None, device_index: int = 0) -
 
 
 def _zero_flags(driver, address: int, stream: int, ensure_context=None) -> None:
-    from ..derive.streamk import FLAG_REGION_BYTES
+    from ..derive.store.streamk import FLAG_REGION_BYTES
 
     args = (address, 0, FLAG_REGION_BYTES // 4, stream)
     rc = driver.memset_d32_async(*args)
@@ -228,7 +228,7 @@ class Launch:
         self.span_a, self.span_b, self.span_o = spans
         # pointer alignment the kernel needs: A and B (TMA 16 B, or the cp.async copy size), D 16 B
         self.in_mask = plan.spec.operand_row_align_bytes - 1
-        # D: 16 B for the row-major epilogue's vector stores; M-major D (derive.output) stores single elements
+        # D: 16 B for the row-major epilogue's vector stores; M-major D (derive.store.output) stores single elements
         # (an M-major D through the TMA store: 16 B, the tensor map's global address)
         self.out_mask = 15 if plan.direct is None or plan.direct.vector_pair or plan.store is not None else plan.spec.out_dtype.bytes - 1
         self.out_alloc = out_alloc  # (torch dtype name, ldd, M-major) for an output allocated per call
@@ -261,7 +261,7 @@ class Launch:
             self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
             self.rparams = self.rblock.address
         elif self.streamk:  # the W slot takes the calling stream's workspace (streamk_workspace), patched per call
-            from ..derive.streamk import MAX_GRID_CTAS
+            from ..derive.store.streamk import MAX_GRID_CTAS
 
             if not plan.abi.persistent or self.gx > min(sm_count, MAX_GRID_CTAS):  # owners wait on other CTAs of the grid
                 raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {self.gx} CTAs on {sm_count} SMs could "

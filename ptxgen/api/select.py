@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from ..derive.spec import TileSpec, make_spec
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from . import streams
@@ -25,7 +25,7 @@ PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
 
 def spec_or_direct_store(fields: dict) -> TileSpec:
     """``make_spec(**fields)``; where the rules refuse it and it has the TMA-store epilogue (not derived for every output:
-    derive.rules/derive.output), the same kernel with the direct stores, which need no staging buffers (tile, stages,
+    derive.tile.rules/derive.store.output), the same kernel with the direct stores, which need no staging buffers (tile, stages,
     schedule kept); SpecError where that is refused too. An f32 output keeps the TMA store where the rules accept it (the
     wgmma st.shared.v2.f32 staging, 2026-12-02): measured 1.0-4.6% faster than the direct stores of the same kernel on the H200
     (runs/2026-12-02-stage-release-f32-store/run5 and runs/2026-12-02-gpu-tier-f32-store, tools/bench_f32store.py)."""

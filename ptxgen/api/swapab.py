@@ -2,7 +2,7 @@
 
 For ``out = a @ b.T`` with few rows of ``a`` against large weights ``b``, the chosen kernel computes
 ``D' = b @ a.T`` (its A is ``b``, its B is ``a``; the weights' N rows take the MMA's M) and stores D' M-major
-(``--d-major m``, ``derive.output``): D' is N x M with element (i, j) at ``j x ldd + i``, which is exactly the
+(``--d-major m``, ``derive.store.output``): D' is N x M with element (i, j) at ``j x ldd + i``, which is exactly the
 row-major M x N ``out`` with ``ldd`` its row pitch. So the kernel is called as ``kernel(b, a, out.T)``; ``out.T``
 has the same data pointer as ``out``. With the TMA-store epilogue (``runtime.choose.rules.SWAP_TMA_STORE``) D's tensor map is encoded
 over ``out`` itself: inner dimension the kernel's M (``out``'s N columns), rows ``ldd`` apart; an ``out`` ptxgen allocates

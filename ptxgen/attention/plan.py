@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.layout import TileLayout, derive
-from ..derive.operand import OperandLayout
-from ..derive.spec import OperandSpec, TileSpec
+from ..derive.tile.layout import TileLayout, derive
+from ..derive.operands.operand import OperandLayout
+from ..derive.tile.spec import OperandSpec, TileSpec
 from ..isa.idesc import WgmmaInstr
 from ..isa.types import DType, Major
 from .spec import AttentionSpec, consumer_registers
@@ -132,7 +132,7 @@ def p_register_pairs(bn: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(tuple((8 * j + 2 * q, 8 * j + 2 * q + 1) for q in range(4)) for j in range(bn // 16))
 
 
-STAGE_ALIGN_BYTES = 1024  # every stage on the 128-byte swizzle's repeat: base offset 0 (derive.operand.base_offset_rule)
+STAGE_ALIGN_BYTES = 1024  # every stage on the 128-byte swizzle's repeat: base offset 0 (derive.operands.operand.base_offset_rule)
 
 
 def stage_offsets(q: OperandPlan, k: OperandPlan, v: OperandPlan, stages: int) -> tuple[tuple, tuple, int]:

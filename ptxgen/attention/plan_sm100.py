@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.layout import TileLayout, derive
+from ..derive.tile.layout import TileLayout, derive
 from ..isa.types import Arch
 from .plan import STAGE_ALIGN_BYTES, OperandPlan, _operand, gemm_tiles, stage_offsets
 from .spec import AttentionSpec

@@ -1,16 +1,16 @@
-"""Block-scaled FP8 on wgmma (ptxgen.derive.blockfp8), rendered: what templates/mma_blockfp8.cuh.j2 receives."""
+"""Block-scaled FP8 on wgmma (ptxgen.derive.scaled.blockfp8), rendered: what templates/mma_blockfp8.cuh.j2 receives."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
+from ..derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
                                BlockFp8Plan, OffsetTerm)
-from ..derive.abi import SFA_MAP
-from ..derive.sfa_tma import sfa_copy_origin
-from ..derive.tma import TmaPlan
-from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
-from ..derive.barriers import stagger_first_barrier_id
+from ..derive.tile.abi import SFA_MAP
+from ..derive.scaled.sfa_tma import sfa_copy_origin
+from ..derive.operands.tma import TmaPlan
+from ..derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
+from ..derive.roles.barriers import stagger_first_barrier_id
 
 WARPGROUP_THREADS = 128
 SECOND_BLOCK_C = f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N"  # block n0 / 128 + 1 of B holds columns (else its scale is 0)
@@ -26,7 +26,7 @@ class PhaseView:
 
 @dataclass(frozen=True)
 class HalfMmaView:
-    """--fp8-overlap halves: the m64n(BN/2) wgmma of one column half and its fragment (derive.blockfp8)."""
+    """--fp8-overlap halves: the m64n(BN/2) wgmma of one column half and its fragment (derive.scaled.blockfp8)."""
 
     regs: int  # f32 registers of one half's fragment per thread (BN / 4)
     acc_offsets: tuple[int, ...]  # half h's register i is accumulator register acc_offsets[h] + i
@@ -53,30 +53,30 @@ class BlockFp8View:
     first_expr: str  # C: the tile's register groups in block n0 / 128
     second_block_expr: str  # C: block n0 / 128 + 1 holds columns of B (else its scale is not loaded)
     phases: tuple[PhaseView, ...]
-    sfb_base: str  # C: the tile's element offset into SFB (derive.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
+    sfb_base: str  # C: the tile's element offset into SFB (derive.scaled.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
     stagger: str  # none | issue | complete | half (the two consumer warpgroups' order; spec --fp8-stagger)
     half: HalfMmaView | None  # --fp8-overlap halves or interleave (the two column halves' instruction and fragments)
-    scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.blockfp8.scale_steps)
+    scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.scaled.blockfp8.scale_steps)
     smem: "ScaleSmemView | None" = None  # --fp8-scale-load smem: the producer's scale warp and the stage's scale slots
     # C of the scale K block (the column of scale_a, the row of scale_b) of the unit's K-tile kt, of the ahead load's
     # K-tile bfp8_kn, and of its first K-tile (k_block_c: with stream-K the unit starts at K-tile kt_first)
     kb_cur: str = "kt"
     kb_next: str = "bfp8_kn"
     kb_zero: str = "0"
-    # C statements of the stagger protocol (derive.blockfp8.stagger_steps) at each point of the K loop, and after it
+    # C statements of the stagger protocol (derive.scaled.blockfp8.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
     after_half: tuple[str, ...] = ()  # after wait_group 1 (--fp8-stagger half: the K block's first commit group complete)
     after_wait: tuple[str, ...] = ()
     tail: tuple[str, ...] = ()
-    # the K-steps of each wgmma commit group of a K block (derive.blockfp8.stagger_commit_groups); with two, the loop
+    # the K-steps of each wgmma commit group of a K block (derive.scaled.blockfp8.stagger_commit_groups); with two, the loop
     # waits for the first (wait_group 1, half_wait) before wait_group 0
     commit_groups: tuple[tuple[int, ...], ...] = ()
     half_wait: bool = False
     # --fp8-overlap interleave: the default loop with the K block's MMAs as two column halves, alternated per K-step
     interleave: bool = False
-    k_loop_unroll: int = 1  # #pragma unroll of the consumer's K loop (derive.blockfp8.BlockFp8Plan.k_loop_unroll)
-    # --consumer-slabs N > 1 (derive.bfp8slabs.shared_partial_steps): one K block's operations in program order, each
+    k_loop_unroll: int = 1  # #pragma unroll of the consumer's K loop (derive.scaled.blockfp8.BlockFp8Plan.k_loop_unroll)
+    # --consumer-slabs N > 1 (derive.scaled.bfp8slabs.shared_partial_steps): one K block's operations in program order, each
     # (op, slab index), the N slabs' MMAs passing through one shared partial; () for one partial per slab
     shared_steps: tuple["SlabStepView", ...] = ()
 
@@ -90,7 +90,7 @@ class SlabStepView:
 
 @dataclass(frozen=True)
 class ScaleSmemView:
-    """--fp8-scale-load smem (derive.blockfp8: scale_warp_writes, consumer_reads), rendered."""
+    """--fp8-scale-load smem (derive.scaled.blockfp8: scale_warp_writes, consumer_reads), rendered."""
 
     warp: int  # the producer warpgroup's warp that stages the scales
     rows_per_lane: int
@@ -108,13 +108,13 @@ class ScaleSmemView:
 
 @dataclass(frozen=True)
 class SfaTmaView:
-    """--fp8-scale-load tma (derive.sfa_tma): the TMA thread's copy of a stage's A scales into its sfa slot."""
+    """--fp8-scale-load tma (derive.scaled.sfa_tma): the TMA thread's copy of a stage's A scales into its sfa slot."""
 
     x: str  # C: the box's coordinate along M (the tile's first row)
     y: str  # C: along the K blocks (the K-tile's scale block)
     doc: str
     b_loads: tuple["SfbLoadView", ...] = ()  # the scale warp's lane 0: each B scale of the stage, in slot order
-    map_name: str = SFA_MAP  # the kernel parameter (derive.abi)
+    map_name: str = SFA_MAP  # the kernel parameter (derive.tile.abi)
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class SfbLoadView:
 
 
 def sfa_tma_view(sfa_tma: TmaPlan | None, plan: BlockFp8Plan, k_first: str = "") -> SfaTmaView | None:
-    """The copy's coordinates: (m0, K block of K-tile kt) by derive.sfa_tma.sfa_copy_origin; its one copy lands at the
+    """The copy's coordinates: (m0, K block of K-tile kt) by derive.scaled.sfa_tma.sfa_copy_origin; its one copy lands at the
     slot's start, rows in order (the sfa_slot layout the consumers read). ``k_first``: as for k_block_c (stream-K's
     kt_first), the unit's first K-tile, for the copy's K block and the B scales'."""
     if sfa_tma is None:
@@ -154,7 +154,7 @@ def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None, k_
                          plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
 
 
-_SIGNALS = {  # what each barrier's generation says, per mode (derive.blockfp8.stagger_steps)
+_SIGNALS = {  # what each barrier's generation says, per mode (derive.scaled.blockfp8.stagger_steps)
     "issue": ("warpgroup 0 has issued K-tile it", "warpgroup 1 has issued K-tile it"),
     "complete": ("warpgroup 0 has completed K-tile it", "warpgroup 1 has issued K-tile it"),
     "half": ("warpgroup 0 has completed the first half of K-tile it", "warpgroup 1 has completed the first half of K-tile it"),
@@ -226,7 +226,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         kb_cur=k_block_c(plan, "kt", k_first),
         kb_next=k_block_c(plan, "bfp8_kn", k_first),
         kb_zero=kb_zero,
-        # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.derive.barriers)
+        # the named barriers follow the store epilogue's per-warpgroup ones (ptxgen.derive.roles.barriers)
         **{w: tuple(_barrier_c(st, stagger_first_barrier_id(consumer_warpgroups), stagger) for st in plan.stagger if st.where == w)
            for w in STAGGER_WHERE},
         commit_groups=plan.commit_groups,
@@ -238,7 +238,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
 
 
 def shared_step_views(slabs) -> tuple[SlabStepView, ...]:
-    """``slabs``: the kernel's derive.bfp8slabs.SlabPlan (None: one partial per slab, no steps)."""
+    """``slabs``: the kernel's derive.scaled.bfp8slabs.SlabPlan (None: one partial per slab, no steps)."""
     if slabs is None:
         return ()
     issues = [i for i, st in enumerate(slabs.steps) if st.op == "issue"]

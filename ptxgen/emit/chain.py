@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..derive.cload import PHASES, CLoadPlan
-from ..derive.epilogue import StorePlan
-from ..derive.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
+from ..derive.store.cload import PHASES, CLoadPlan
+from ..derive.store.epilogue import StorePlan
+from ..derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
 from ..isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
 from ..isa.types import DType
 
@@ -66,7 +66,7 @@ class ChainView:
     # (after its last MMAs are issued, before the wait), "after" (after the main loop, the batched loads of
     # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three
     bias_pair_ctype: str  # C type of one raw column-bias pair as loaded: a 4-byte word of two 16-bit values, or float2
-    c_tma: bool = False  # C through TMA (ptxgen.derive.cload): chain_pair takes C's pair as an argument
+    c_tma: bool = False  # C through TMA (ptxgen.derive.store.cload): chain_pair takes C's pair as an argument
 
 
 def chain_view(plan: ChainPlan | None) -> ChainView | None:
@@ -131,7 +131,7 @@ class CPairView:
 
 @dataclass(frozen=True)
 class CLoadView:
-    """C through TMA (ptxgen.derive.cload), rendered: per chunk, one TMA load into the store's buffer, then per stmatrix
+    """C through TMA (ptxgen.derive.store.cload), rendered: per chunk, one TMA load into the store's buffer, then per stmatrix
     call one ldmatrix at the same address whose registers hold the C pairs of ``calls[j]``."""
 
     barrier_offset: int  # the first c_full mbarrier (one per consumer warpgroup, 8 B apart)
@@ -139,7 +139,7 @@ class CLoadView:
     col_expr: str  # C: the box's column offset from n0 for chunk c
     parity_expr: str  # C: the phase this warpgroup waits for (its TMA-path chunks so far, mod 2)
     calls: tuple[tuple[CPairView, ...], ...]  # wgmma
-    reader: str = "ldmatrix"  # derive.cload.CLoadPlan.reader: ldmatrix (wgmma) or ld.shared.v4 (tcgen05)
+    reader: str = "ldmatrix"  # derive.store.cload.CLoadPlan.reader: ldmatrix (wgmma) or ld.shared.v4 (tcgen05)
     cells: int = 0  # tcgen05: 16-byte cells of the thread's row per chunk (ld.shared.v4 at the store's row_cell_expr)
     words: int = 0  # tcgen05: 32-bit words of C per thread per chunk (two 16-bit elements each)
     word_expr: str = ""  # tcgen05: C: the word holding C at register i of TMEM load h of the chunk (i even)

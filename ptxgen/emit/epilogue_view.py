@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers (3 + wg) follow:
-# every id is allocated in ptxgen.derive.barriers.
-from ..derive.barriers import STORE_FIRST_BARRIER_ID
-from ..derive.epilogue import STMATRIX_MATRICES, STMATRIX_ROWS, WARP_ROWS, StorePlan
-from ..derive.kernel import KernelPlan
+# every id is allocated in ptxgen.derive.roles.barriers.
+from ..derive.roles.barriers import STORE_FIRST_BARRIER_ID
+from ..derive.store.epilogue import STMATRIX_MATRICES, STMATRIX_ROWS, WARP_ROWS, StorePlan
+from ..derive.tile.kernel import KernelPlan
 from ..isa.descriptors import tmem_lane_c_expr
 from ..isa.types import DType
 from .cexpr import (
@@ -37,7 +37,7 @@ class EpilogueView:
     store_pair_stmt: str = ""
     first_word: str = ""
     second_word: str = ""
-    # where (row, col) of D goes (derive.output.DirectStore): an element offset from D, the step to (row, col + 1), and
+    # where (row, col) of D goes (derive.store.output.DirectStore): an element offset from D, the step to (row, col + 1), and
     # whether the pair (col, col + 1) is one vector store (row-major D) or two scalar stores (M-major D)
     d_offset_expr: str = "static_cast<size_t>(row) * ldd + col"
     next_col_expr: str = "1"
@@ -77,7 +77,7 @@ class PairStore:
 
 @dataclass(frozen=True)
 class StoreView:
-    """The TMA-store epilogue (derive.epilogue.StorePlan), rendered."""
+    """The TMA-store epilogue (derive.store.epilogue.StorePlan), rendered."""
 
     offset: int
     storer_bytes: int

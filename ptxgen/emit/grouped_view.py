@@ -1,6 +1,6 @@
-"""C for the grouped walk (ptxgen.derive.grouped): the cursor every role keeps, and the tile a work item is.
+"""C for the grouped walk (ptxgen.derive.roles.grouped): the cursor every role keeps, and the tile a work item is.
 
-Rendered from a :class:`~ptxgen.derive.grouped.GroupedPlan`; the templates paste these lines and do no
+Rendered from a :class:`~ptxgen.derive.roles.grouped.GroupedPlan`; the templates paste these lines and do no
 arithmetic of their own. tests/test_grouped_schedule.py compiles exactly these lines as host C (gcc) and
 checks the walk they produce against the plan and against the independent model.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.grouped import GroupedPlan
+from ..derive.roles.grouped import GroupedPlan
 
 CURSOR = "gc"
 
 
 def cursor_struct_c() -> str:
-    return """// The grouped walk (ptxgen.derive.grouped): a cursor over the groups, moved forward as a CTA's work items grow.
+    return """// The grouped walk (ptxgen.derive.roles.grouped): a cursor over the groups, moved forward as a CTA's work items grow.
 struct GroupCursor {
   int group;    // the group holding the current work item (-1 before the first seek)
   int first;    // the group's first work item

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.operand import OperandLayout
+from ..derive.operands.operand import OperandLayout
 from ..isa.types import Major
 from .cexpr import linear_offset_c_expr, swizzle_c_expr
 

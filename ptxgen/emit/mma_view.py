@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.kernel import KernelPlan
-from ..derive.layout import TileLayout
-from ..derive.scales import (
+from ..derive.tile.kernel import KernelPlan
+from ..derive.tile.layout import TileLayout
+from ..derive.scaled.scales import (
     SF_ATOM_BYTES,
     SF_ATOM_CHUNKS,
     SF_ATOM_ROWS,
     keep_mask_c_expr,
 )
-from ..derive.sf_atoms import sf_k_atoms_c_expr, sf_k_chunks_c_expr, sf_last_block_c_expr
+from ..derive.scaled.sf_atoms import sf_k_atoms_c_expr, sf_k_chunks_c_expr, sf_last_block_c_expr
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, DType
 from .blockfp8 import HalfMmaView
@@ -145,12 +145,12 @@ def scale_view(plan: KernelPlan) -> ScaleView | None:
     if p is None:
         return None
     copies, zeros = [], []
-    # a pair: CTA r copies SFA of its own rows (m_cta = m0 + r x BM/2, derive.scales a_cta_row0) and all of SFB's
+    # a pair: CTA r copies SFA of its own rows (m_cta = m0 + r x BM/2, derive.scaled.scales a_cta_row0) and all of SFB's
     a_row0 = "m_cta" if p.cta_group > 1 else "m0"
     assert p.cta_group == 1 or (p.a_cta_row0[1] == t.pair.a_rows and not any(p.b_cta_row0))
     for name, op, row0 in (("sfa", p.a, a_row0), ("sfb", p.b, "n0")):
         for c in op.copies:
-            # a block past the buffer's last (rows padded to 128 only) copies the last one (derive.scales.last_block)
+            # a block past the buffer's last (rows padded to 128 only) copies the last one (derive.scaled.scales.last_block)
             block = f"min(static_cast<size_t>({row0} / {SF_ATOM_ROWS}) + {c.block}, {name}_last_block)"
             atom = f"({block} * sf_k_atoms + static_cast<size_t>(kt) * {op.groups})"
             copies.append(SfCopyView(name, c.smem_offset_bytes, f"static_cast<unsigned>(sf_atoms) * {SF_ATOM_BYTES}u",
@@ -256,7 +256,7 @@ def slab_views(plan: KernelPlan) -> tuple[SlabView, ...]:
     if s.arch is not Arch.SM90A:
         return ()
     stride = t.a.slab_stride_bytes
-    if not plan.pipeline.pingpong and plan.slabs is not None:  # --consumer-slabs: warpgroup wg's slabs (derive.bfp8slabs)
+    if not plan.pipeline.pingpong and plan.slabs is not None:  # --consumer-slabs: warpgroup wg's slabs (derive.scaled.bfp8slabs)
         out = []
         for i in range(plan.slabs.slabs):
             (wg_bytes, in_bytes), (wg_rows, in_rows) = plan.slabs.slab_stride_terms(i, stride), plan.slabs.row_offset_terms(i)

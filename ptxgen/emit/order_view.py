@@ -1,10 +1,10 @@
-"""Render context of --epilogue-order alternate (ptxgen.derive.epiorder): each step of the order as one C statement."""
+"""Render context of --epilogue-order alternate (ptxgen.derive.roles.epiorder): each step of the order as one C statement."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.epiorder import EpilogueOrderPlan, OrderStep, order_steps
+from ..derive.roles.epiorder import EpilogueOrderPlan, OrderStep, order_steps
 
 COUNTER = "order_tiles"  # C: epilogues this warpgroup has run (the template declares and counts it)
 
@@ -57,5 +57,5 @@ def order_view(plan: EpilogueOrderPlan | None) -> OrderView | None:
     value = "alternate-uniform" if plan.uniform else "alternate"
     return OrderView(by["before"], by["after"], by["tail"], "" if plan.uniform else COUNTER,
                      f"--epilogue-order {value}: the {plan.consumers} consumer warpgroups' epilogues in turn (named barriers "
-                     f"{plan.first_barrier_id}..{plan.first_barrier_id + plan.consumers - 1}; ptxgen.derive.epiorder)",
+                     f"{plan.first_barrier_id}..{plan.first_barrier_id + plan.consumers - 1}; ptxgen.derive.roles.epiorder)",
                      by["prologue"])

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.kernel import KernelPlan
-from ..derive.pipeline import Parity
-from ..derive.smem import MBARRIER_BYTES
+from ..derive.tile.kernel import KernelPlan
+from ..derive.roles.pipeline import Parity
+from ..derive.operands.smem import MBARRIER_BYTES
 
 
 def parity_c_expr(p: Parity, it: str = "it") -> str:
@@ -32,7 +32,7 @@ def other_barrier_views(plan: KernelPlan) -> tuple[BarrierView, ...]:
         "acc_full": (1, "acc_full: committed after a tile's last MMAs"),
         "acc_empty": (pipe.acc_empty_arrivals, "acc_empty: every epilogue warp has read the tile out"),
         "order": (1, "order[wg]: the other consumer warpgroup has issued its mainloop"),
-        "c_full": (1, "c_full[wg]: C's chunk landed in warpgroup wg's staging buffer (derive.cload)"),
+        "c_full": (1, "c_full[wg]: C's chunk landed in warpgroup wg's staging buffer (derive.store.cload)"),
     }
     views = []
     for name, offset, n in plan.layout.smem.barrier_arrays:

@@ -1,7 +1,7 @@
 """Render kernels from the jinja2 templates: compose the template pieces' contexts into one KernelView.
 
 The templates receive frozen views (:class:`KernelView` and its parts) built from the frozen
-:class:`~ptxgen.derive.kernel.KernelPlan`: derived numbers and C expressions rendered from the plan. Each
+:class:`~ptxgen.derive.tile.kernel.KernelPlan`: derived numbers and C expressions rendered from the plan. Each
 template piece's context is built next to the others of its kind (``loader_view``, ``pipeline_view``,
 ``mma_view``, ``epilogue_view``, ``schedule_view``); this module only composes them. All layout math stays in
 ptxgen.derive; ``kernel_view`` is the complete interface between them.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.cload import BARRIER as C_BARRIER
-from ..derive.kernel import KernelPlan, plan_kernel
-from ..derive.layout import TileLayout
-from ..derive.pipeline import Parity, PipelinePlan, WarpRole
-from ..derive.smem import MBARRIER_BYTES, SmemPlan
-from ..derive.spec import TileSpec
+from ..derive.store.cload import BARRIER as C_BARRIER
+from ..derive.tile.kernel import KernelPlan, plan_kernel
+from ..derive.tile.layout import TileLayout
+from ..derive.roles.pipeline import Parity, PipelinePlan, WarpRole
+from ..derive.operands.smem import MBARRIER_BYTES, SmemPlan
+from ..derive.tile.spec import TileSpec
 from ..isa.descriptors import SmemDescriptor
 from ..isa.shapes import WARPGROUP_THREADS
 from ..isa.types import Arch, Loader

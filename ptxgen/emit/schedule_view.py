@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.kernel import KernelPlan
-from ..derive.schedule import SchedulePlan
+from ..derive.tile.kernel import KernelPlan
+from ..derive.roles.schedule import SchedulePlan
 
 
 def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile", pair=None) -> tuple[str, ...]:
@@ -68,7 +68,7 @@ def cluster_tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = 
 
 @dataclass(frozen=True)
 class PairView:
-    """The CTA pair's rendered facts (ptxgen.derive.ctapair)."""
+    """The CTA pair's rendered facts (ptxgen.derive.roles.ctapair)."""
 
     cluster: str
     leader_rank: int

@@ -1,12 +1,12 @@
 """Split-K in C: the K-range statements of the MMA kernel's prologue and the reduction kernel's view, rendered from
-the frozen SplitPlan (ptxgen.derive.splitk); tests/test_splitk.py runs the statements against the plan."""
+the frozen SplitPlan (ptxgen.derive.store.splitk); tests/test_splitk.py runs the statements against the plan."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.kernel import KernelPlan
-from ..derive.splitk import REDUCE_THREADS, WORKSPACE_ELEMENT_BYTES, WORKSPACE_VECTOR, SplitPlan
+from ..derive.tile.kernel import KernelPlan
+from ..derive.store.splitk import REDUCE_THREADS, WORKSPACE_ELEMENT_BYTES, WORKSPACE_VECTOR, SplitPlan
 from ..isa.types import DType
 from .cexpr import OUT_CTYPE, convert_c_expr
 

@@ -1,13 +1,13 @@
 """Stream-K in C: the launch's split (prologue), each work entry's (tile, split, K-range), the partial store and the
-owner's fixed-order sum, rendered from the frozen StreamKPlan (ptxgen.derive.streamk). tests/test_streamk.py runs
+owner's fixed-order sum, rendered from the frozen StreamKPlan (ptxgen.derive.store.streamk). tests/test_streamk.py runs
 the integer statements against the plan."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.kernel import KernelPlan
-from ..derive.streamk import ACC_VECTOR, FLAG_REGION_BYTES, GROUP_THREADS, MIN_K_TILES_PER_SPLIT, StreamKPlan
+from ..derive.tile.kernel import KernelPlan
+from ..derive.store.streamk import ACC_VECTOR, FLAG_REGION_BYTES, GROUP_THREADS, MIN_K_TILES_PER_SPLIT, StreamKPlan
 from .epilogue_view import STORE_FIRST_BARRIER_ID
 from .mma_view import slab_views
 

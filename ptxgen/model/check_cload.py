@@ -1,4 +1,4 @@
-"""Bridge: C through TMA (``--fuse c=tma``, ptxgen.derive.cload) against the independent models.
+"""Bridge: C through TMA (``--fuse c=tma``, ptxgen.derive.store.cload) against the independent models.
 
 From the plan: C's tensor map (box, swizzle, copies), where each chunk's box starts (``box_origin``), the ldmatrix
 addresses (the store's stmatrix addresses) and which accumulator elements each register feeds (the store's
@@ -19,8 +19,8 @@ import numpy as np
 
 from . import fragmodel, tmamodel
 from .mbarrier import MBarrier
-from ..derive.cload import CLoadPlan
-from ..derive.epilogue import SLAB_ROWS, StorePlan
+from ..derive.store.cload import CLoadPlan
+from ..derive.store.epilogue import SLAB_ROWS, StorePlan
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 
 WARPS = SLAB_ROWS // 16

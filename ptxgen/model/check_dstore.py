@@ -1,4 +1,4 @@
-"""Bridge: the direct epilogue's stores of D (``ptxgen.derive.output`` and the rendered fragment expressions) against
+"""Bridge: the direct epilogue's stores of D (``ptxgen.derive.store.output`` and the rendered fragment expressions) against
 the independent model of where each element belongs (``model.outmodel``).
 
 The writer side is the plan: the C expressions the template places (the fragment's row and column, the element offset
@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from . import outmodel
-from ..derive.output import DirectStore
+from ..derive.store.output import DirectStore
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,4 +1,4 @@
-"""Bridge: the fused epilogue's thread loads and amax reduction (ptxgen.derive.fusion) against the independent
+"""Bridge: the fused epilogue's thread loads and amax reduction (ptxgen.derive.store.fusion) against the independent
 model (ptxgen.model.epimodel, with the fragment maps of ptxgen.model.fragmodel).
 
 For every thread of a wgmma consumer warpgroup (one 64-row slab) or of the four tcgen05 epilogue warps (every
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import epimodel
-from ..derive.fusion import ChainPlan
+from ..derive.store.fusion import ChainPlan
 
 WARPS = 4
 

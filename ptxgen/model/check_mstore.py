@@ -1,4 +1,4 @@
-"""Bridge: the TMA-store epilogue of an M-major D (``derive.epilogue``, writer ``stmatrix.trans``) against the
+"""Bridge: the TMA-store epilogue of an M-major D (``derive.store.epilogue``, writer ``stmatrix.trans``) against the
 independent models, over a whole problem.
 
 The writer side is the plan: the address expressions each lane gives each ``stmatrix.trans`` call (evaluated here as
@@ -23,8 +23,8 @@ import numpy as np
 
 from . import fragmodel, outmodel, tmamodel
 from .check_dstore import c_eval, simulate as simulate_direct
-from ..derive.epilogue import StorePlan
-from ..derive.output import DirectStore
+from ..derive.store.epilogue import StorePlan
+from ..derive.store.output import DirectStore
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 
 SLAB_ROWS = outmodel.SLAB_ROWS

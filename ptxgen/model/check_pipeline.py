@@ -1,7 +1,7 @@
-"""Bridge: runs a derived :class:`~ptxgen.derive.pipeline.PipelinePlan` through the independent simulator
+"""Bridge: runs a derived :class:`~ptxgen.derive.roles.pipeline.PipelinePlan` through the independent simulator
 ``pipesim`` (which imports nothing from ptxgen) for several K-tile counts and many schedules.
 
->>> from ptxgen.derive.spec import make_spec
+>>> from ptxgen.derive.tile.spec import make_spec
 >>> check_spec(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", arch="sm_90a", stages=3))
 []
 """
@@ -12,9 +12,9 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from . import pipesim
-from ..derive.kernel import plan_kernel
-from ..derive.pipeline import PipelinePlan
-from ..derive.spec import TileSpec
+from ..derive.tile.kernel import plan_kernel
+from ..derive.roles.pipeline import PipelinePlan
+from ..derive.tile.spec import TileSpec
 from ..isa.shapes import WARP_THREADS
 from ..isa.types import Arch, Loader
 

@@ -1,4 +1,4 @@
-"""Bridge: the TMA-store epilogue's staging plan (ptxgen.derive.epilogue) against the independent models.
+"""Bridge: the TMA-store epilogue's staging plan (ptxgen.derive.store.epilogue) against the independent models.
 
 The writer side is the plan: which shared-memory address each lane gives each ``stmatrix`` and which
 accumulator elements each register packs. The reader side is independent: the wgmma D fragment and the
@@ -13,8 +13,8 @@ import numpy as np
 
 from . import fragmodel, outmodel, pairmodel, tmamodel
 from .check_dstore import c_eval, simulate as simulate_direct
-from ..derive.epilogue import SLAB_ROWS, StorePlan
-from ..derive.output import DirectStore
+from ..derive.store.epilogue import SLAB_ROWS, StorePlan
+from ..derive.store.output import DirectStore
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 
 WARPS = SLAB_ROWS // 16

@@ -61,7 +61,7 @@ class Config:
     # sm_90a, cooperative: model each consumer warpgroup as this many warps. Each warp waits full[s], issues its part
     # of the warpgroup's MMAs (they start once every warp has issued), reads the stage's scale slots on its own, waits
     # for the MMAs, and releases the stage if release_per_warp (else only warp 0 of the warpgroup releases). The kernels
-    # release per thread (derive.pipeline release_per_thread): a modelled warp's arrive stands for its 32 threads'
+    # release per thread (derive.roles.pipeline release_per_thread): a modelled warp's arrive stands for its 32 threads'
     consumer_warps: int = 1
     release_per_warp: bool = False
 

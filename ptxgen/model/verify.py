@@ -14,8 +14,8 @@ import numpy as np
 
 from . import readmodel, tmamodel
 from .verify_pair import check_pair
-from ..derive.layout import TileLayout
-from ..derive.operand import OperandLayout
+from ..derive.tile.layout import TileLayout
+from ..derive.operands.operand import OperandLayout
 from ..isa.numerics import CODE_DTYPE, unpack_e2m1
 from ..isa.tensormap import TMA_SWIZZLE_KEY
 from ..isa.types import DType, Loader, Major

@@ -1,11 +1,11 @@
-"""L1 bridge: the derived grouped walk (ptxgen.derive.grouped) through the independent model (groupmodel)."""
+"""L1 bridge: the derived grouped walk (ptxgen.derive.roles.grouped) through the independent model (groupmodel)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from . import groupmodel
-from ..derive.grouped import GroupedPlan, GroupTile
+from ..derive.roles.grouped import GroupedPlan, GroupTile
 
 
 def as_items(walk: Sequence[GroupTile]) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Launching a grouped GEMM (ptxgen.derive.grouped): problem checks, arguments in ABI order, the grid.
+"""Launching a grouped GEMM (ptxgen.derive.roles.grouped): problem checks, arguments in ABI order, the grid.
 
 Nothing here reads ``offs``: the host knows M_total (A's rows), N, K and G (B's groups), and the kernel finds
 each group's rows on the GPU. The tensor maps: A over M_total x K, a K-major B over its (G x N) x K rows (one
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...derive.kernel import KernelPlan
+from ...derive.tile.kernel import KernelPlan
 from ...isa.types import Grouping, Major
 from .gpu import KernelArgs
 from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
