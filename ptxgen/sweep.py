@@ -228,8 +228,8 @@ def shard(specs: list, shard_spec: str | None) -> list:
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
     from .derive.tile.layout import derive
-    from .model.verify import check_tile
-    from .model.verify_scales import check_scales
+    from .model.bridges.verify import check_tile
+    from .model.bridges.verify_scales import check_scales
     from .sweep_checks import store_problems
 
     t0 = time.perf_counter()

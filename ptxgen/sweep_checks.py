@@ -19,7 +19,7 @@ def _pair_store_problems(spec: TileSpec) -> list[str]:
     if not spec.pair or spec.epilogue is not Epilogue.TMA:
         return []
     from .derive.store.epilogue import plan_store
-    from .model.check_store import check_pair_store_plan
+    from .model.bridges.check_store import check_pair_store_plan
 
     return check_pair_store_plan(plan_store(spec), spec.bm, spec.bn)
 
@@ -30,7 +30,7 @@ def _m_major_store_problems(spec: TileSpec) -> list[str]:
     if spec.epilogue is not Epilogue.TMA or spec.d_major.value != "m":
         return []
     from .derive.tile.kernel import plan_kernel
-    from .model.check_mstore import check_m_major_store
+    from .model.bridges.check_mstore import check_m_major_store
 
     plan = plan_kernel(spec)
     m, n = spec.bm + 5, spec.bn + 3
@@ -43,7 +43,7 @@ def _f32_store_problems(spec: TileSpec) -> list[str]:
     if spec.epilogue is not Epilogue.TMA or spec.out_dtype.value != "f32" or spec.arch.value != "sm_90a":
         return []
     from .derive.tile.kernel import plan_kernel
-    from .model.check_store import check_tma_store_problem
+    from .model.bridges.check_store import check_tma_store_problem
 
     plan = plan_kernel(spec)
     m = spec.bm + 5
@@ -61,7 +61,7 @@ def _store_epilogue_problems(spec: TileSpec) -> list[str]:
     plan = plan_kernel(spec)
     problems = []
     if plan.c_load is not None:
-        from .model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
+        from .model.bridges.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
 
         m, n = spec.bm * 2 + 5, spec.bn * 2 + 8  # the last tile past M and N
         if plan.store.wgmma:
@@ -70,7 +70,7 @@ def _store_epilogue_problems(spec: TileSpec) -> list[str]:
             problems += check_c_reads_tmem(plan.c_load, plan.store, spec.bn, m, n, spec.bm, spec.bn)
         problems += check_c_order(plan.c_load, plan.store, chunks=2 * plan.store.chunks_per_slab + 1)
     if plan.store.pair_writer:  # e4m3 (st.shared.b16) or f32 (st.shared.v2.f32)
-        from .model.check_store import check_store_plan
+        from .model.bridges.check_store import check_store_plan
 
         problems += check_store_plan(plan.store, spec.bn)
     return problems

@@ -18,8 +18,8 @@ from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.layout import derive
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model import tmamodel
-from ptxgen.model.verify import check_operand_tma_3d, check_tile
+from ptxgen.model.layouts import tmamodel
+from ptxgen.model.bridges.verify import check_operand_tma_3d, check_tile
 from ptxgen.runtime.launch.arrays import ArgumentError, read_array
 from ptxgen.runtime.launch.errors import ProblemError
 from ptxgen.runtime.launch.launch import Problem, gemm_args, map_args
@@ -154,7 +154,7 @@ def test_l1_control_a_wrong_batch_stride_fails():
     t = derive(_spec(batch="ab"))
     tj = t.to_json()
     rng = np.random.default_rng(5)
-    from ptxgen.model.verify import batched_memory
+    from ptxgen.model.bridges.verify import batched_memory
 
     _, _, (ld, ld_batch), _ = batched_memory(tj, "a", 3, np.random.default_rng(5))
     problems = check_operand_tma_3d(tj, "a", 3, rng, strides=(ld, ld_batch - ld))  # one row short per batch

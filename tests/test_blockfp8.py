@@ -1,5 +1,5 @@
 """DeepSeek-style block-scaled FP8 on Hopper at L1: the plan's rules, its per-thread scale loads against the
-independent recipe model (ptxgen.model.bfp8model) with controls, the global scale layouts torch._scaled_mm takes,
+independent recipe model (ptxgen.model.numerics.bfp8model) with controls, the global scale layouts torch._scaled_mm takes,
 and the promotion every 128 of K against a model of limited-precision accumulation (a test that fails without it)."""
 
 from dataclasses import replace
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ptxgen.derive.scaled.blockfp8 import BLOCK_K, ScaleLoad, plan_block_fp8
 from ptxgen.isa import numerics
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 @pytest.mark.parametrize("kw, field", [
@@ -440,7 +440,7 @@ def test_half_fragments_take_their_columns_b_scales(bn, overlap):
     for every split n0 % 128 of the tile (--fp8-overlap halves and interleave share the fragments and the split)."""
     from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.mma_view import half_mma_view
-    from ptxgen.model import fragmodel
+    from ptxgen.model.layouts import fragmodel
 
     plan = plan_block_fp8(128, bn, 128, overlap=overlap)
     view = half_mma_view(plan_kernel(_spec(bn=bn, stages=3, epilogue="direct", fp8_overlap=overlap))) if bn <= 192 else None

@@ -11,7 +11,7 @@ import pytest
 
 from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _spec(**kw):
@@ -164,10 +164,10 @@ def test_bench_variant_names_take_a_bm_token():
 @pytest.mark.parametrize("kw", [dict(), dict(stages=3), dict(fp8_scale_load="block"), dict(bm=128, bn=192)],
                          ids=["m192", "m192-s3", "m192-block", "default"])
 def test_pipeline_with_the_scale_warp_against_the_simulator(kw):
-    """L1 (ptxgen.model.pipesim, independent): the ring with three consumer warpgroups and the scale warp's 32 lanes
+    """L1 (ptxgen.model.sim.pipesim, independent): the ring with three consumer warpgroups and the scale warp's 32 lanes
     (each waits empty[s], stores its slot, arrives on full[s]): no deadlock, no stale or torn read of a stage or of a
     scale slot, no slot overwritten before every consumer read it; 1..2S+1 K-tiles, 1 and 3 tiles a CTA."""
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     assert check_spec(_spec(**kw)) == []
 
@@ -187,8 +187,8 @@ def test_scale_warp_pipeline_controls_fail(name):
     from dataclasses import replace
 
     from ptxgen.derive.tile.kernel import plan_kernel
-    from ptxgen.model import pipesim
-    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+    from ptxgen.model.bridges.check_pipeline import config_of, tma_copy_bytes
 
     s = _spec()
     cfg = config_of(plan_kernel(s).pipeline, 6, tma_copy_bytes(s), 2)

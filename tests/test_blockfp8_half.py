@@ -3,7 +3,7 @@ apart. Each commits a K block's wgmma as two groups and arrives on its named bar
 issues kt once warpgroup 0's first half of kt is complete, warpgroup 0 issues kt + 1 once warpgroup 1's is.
 
 L1: the plan's barrier steps (derive.scaled.blockfp8.stagger_steps) against the independent protocol model
-(model.bfp8model.check_stagger) with controls; L2: NVRTC sm_90a, the loop's two wgmma waits (WARPGROUP.DEPBAR.LE gsb0
+(model.numerics.bfp8model.check_stagger) with controls; L2: NVRTC sm_90a, the loop's two wgmma waits (WARPGROUP.DEPBAR.LE gsb0
 0x1, then 0x0) with the barrier arrivals between them, no local memory, no C7514. The GPU tier (against the float64
 recipe) is in tests/test_epilogue_ops.py (ids with "half" but not "halves").
 """
@@ -14,7 +14,7 @@ import pytest
 
 from ptxgen.derive.scaled.blockfp8 import plan_block_fp8, stagger_commit_groups, stagger_steps
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _steps(stagger):

@@ -4,7 +4,7 @@ independent dependency chains) in the K block's one commit group (two with --fp8
 release, promote both halves: the default loop's order, only the MMA issue differs.
 
 L1: the plan's order (derive.scaled.blockfp8.overlap_steps) in the model of one warpgroup's wgmma groups
-(model.bfp8model.check_overlap, whose issue with n = 1 joins the previous group) with controls; the fragments' columns
+(model.numerics.bfp8model.check_overlap, whose issue with n = 1 joins the previous group) with controls; the fragments' columns
 and B-scale split are tests/test_blockfp8.py::test_half_fragments_take_their_columns_b_scales (parametrized over
 halves and interleave); the stagger protocol is independent of the MMA issue (tests/test_blockfp8_half.py).
 L2: NVRTC sm_90a: 8 QGMMA.64x(BN/2)x32 in the loop, their destinations alternating between the two fragments, the
@@ -18,7 +18,7 @@ import pytest
 
 from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _spec(**kw):

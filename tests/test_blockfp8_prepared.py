@@ -155,7 +155,7 @@ def test_prepared_calls_match_the_slow_path_bit_for_bit(gpu, m, n, k, give_out):
     torch = pytest.importorskip("torch")
     import numpy as np
 
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     def inputs(seed):
         g = torch.Generator().manual_seed(seed)

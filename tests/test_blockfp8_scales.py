@@ -1,12 +1,12 @@
 """Block-scaled FP8, how the scales reach the promotion (--fp8-scale-load, 2026-12-01): the ahead order of the
-scale registers and the smem mode's scale slots against the independent model (ptxgen.model.bfp8model) with
+scale registers and the smem mode's scale slots against the independent model (ptxgen.model.numerics.bfp8model) with
 controls, the rules, and the kernels at L2 (NVRTC, SASS gate), clusters included."""
 
 import pytest
 
 from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _spec(**kw):

@@ -2,7 +2,7 @@
 ptxgen.derive.scaled.bfp8slabs; DeepGEMM's 256 x 128 configuration).
 
 L1: the rule and its refusals, the counts it derives (warpgroups, threads, setmaxnreg, barriers), the order of one
-warpgroup's K block in the independent model (model.slabmodel.check_shared_partial) with controls that must fail, every
+warpgroup's K block in the independent model (model.numerics.slabmodel.check_shared_partial) with controls that must fail, every
 accumulator register's rows and scales (check_slab_registers), the scale slots each thread reads for its two slabs, the
 rendered slab expressions against the model's ownership, the ring (pipesim) with two consumer warpgroups.
 L2: NVRTC sm_90a, the SASS gate (4 QGMMA x 2 slabs per K-tile, the unrolled loop), no local memory, no C7514/C7517,
@@ -15,7 +15,7 @@ import pytest
 
 from ptxgen.derive.scaled.bfp8slabs import plan_consumer_slabs, shared_partial_steps
 from ptxgen.isa.types import SpecError
-from ptxgen.model import slabmodel
+from ptxgen.model.numerics import slabmodel
 
 
 def _spec(**kw):
@@ -250,7 +250,7 @@ def test_ring_with_two_consumer_warpgroups():
     from dataclasses import replace
 
     from ptxgen.derive.tile.kernel import plan_kernel
-    from ptxgen.model.check_pipeline import check_plan, check_spec, tma_copy_bytes
+    from ptxgen.model.bridges.check_pipeline import check_plan, check_spec, tma_copy_bytes
 
     for kw in ({}, {"fp8_scale_load": "smem"}):
         assert check_spec(_spec(**kw)) == [], kw

@@ -1,7 +1,7 @@
 """Block-scaled FP8 with --fp8-scale-load tma (derive.scaled.sfa_tma, 2026-12-02): the A scales of each stage by one TMA box
 of a tensor map over torch's scale_a, the scale warp reduced to the B scales (lane 0).
 
-L1: the independent TMA write model (ptxgen.model.tmamodel) lands the derived box's rows on the sfa slot's rows (the
+L1: the independent TMA write model (ptxgen.model.layouts.tmamodel) lands the derived box's rows on the sfa slot's rows (the
 rows the consumers read: bfp8model.check_scale_slots), zero past M, with controls; the ring with the new counts through
 the pipeline simulator (check_spec), with controls. L2: NVRTC compiles it with the extra UTMALDG, no local memory, the
 SASS gate. The rules and the launcher's refusal of a scale_a TMA cannot take."""
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model, tmamodel
+from ptxgen.model.numerics import bfp8model
+from ptxgen.model.layouts import tmamodel
 
 
 def _spec(**kw):
@@ -137,11 +138,11 @@ def test_slot_alignment_and_stage_bytes():
         assert (sm.sfa_offset, sm.sfa_stage_bytes) == (smem_kp.layout.smem.sfa_offset, smem_kp.layout.smem.sfa_stage_bytes)
 
 
-# ---- L1: the ring with the new counts (ptxgen.model.pipesim) -------------------------------------------------------------
+# ---- L1: the ring with the new counts (ptxgen.model.sim.pipesim) -------------------------------------------------------------
 @pytest.mark.parametrize("kw", [dict(), dict(stages=3), dict(bn=128, stages=5, epilogue="direct"), dict(bm=192, bn=128)],
                          ids=["default", "s3", "n128-s5", "m192"])
 def test_pipeline_against_the_simulator(kw):
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     assert check_spec(_spec(**kw)) == []
 
@@ -157,8 +158,8 @@ PIPE_CONTROLS = {
 
 @pytest.mark.parametrize("name", sorted(PIPE_CONTROLS))
 def test_pipeline_controls_fail(name):
-    from ptxgen.model import pipesim
-    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+    from ptxgen.model.bridges.check_pipeline import config_of, tma_copy_bytes
 
     s = _spec()
     kp = _plan()

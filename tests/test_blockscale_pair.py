@@ -13,10 +13,10 @@ from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.layout import derive
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model import pipesim
-from ptxgen.model.check_pipeline import check_spec, config_of, sf_copy_bytes, tma_copy_bytes
-from ptxgen.model.verify import check_tile
-from ptxgen.model.verify_scales import check_scales
+from ptxgen.model.sim import pipesim
+from ptxgen.model.bridges.check_pipeline import check_spec, config_of, sf_copy_bytes, tma_copy_bytes
+from ptxgen.model.bridges.verify import check_tile
+from ptxgen.model.bridges.verify_scales import check_scales
 from test_cutlass_review import _bulk_loads, _c_eval  # rendered bulk copies and C expressions, read in Python
 
 K = dict(a="kmajor-sw128", b="kmajor-sw128", cta_group=2, bm=256)

@@ -22,7 +22,7 @@ import pytest
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.scaled.sf_atoms import sf_k_chunks
 from ptxgen.derive.tile.spec import make_spec
-from ptxgen.model import mxref
+from ptxgen.model.numerics import mxref
 from ptxgen.runtime.check import bsvalidate
 from ptxgen.runtime.launch.launch import Problem, gemm_args, problem_errors
 
@@ -231,10 +231,10 @@ class _Memory:
 def _simulated(monkeypatch, specs, zero_fill=True):
     """A CC 10.0 device whose kernel does, on the CPU, what the generated block-scaled kernel does with its buffers:
     TMA loads of A and B through the maps (zeros past the map's dims), scale factors read from SFA/SFB at CUTLASS's
-    offsets (ptxgen.model.sfmodel's own evaluation of the CuTe layout, K padded to 4V), chunks past ceil(K / V) zeroed
+    offsets (ptxgen.model.numerics.sfmodel's own evaluation of the CuTe layout, K padded to 4V), chunks past ceil(K / V) zeroed
     in shared memory before the MMA (issue 19 fix 6; ``zero_fill=False`` leaves the buffer's bytes there), f32 out."""
     from ptxgen.isa import numerics
-    from ptxgen.model import sfmodel
+    from ptxgen.model.numerics import sfmodel
     from ptxgen.runtime.launch.gpu import Device
 
     mem = _Memory()

@@ -15,7 +15,7 @@ from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.tensormap import TmaSwizzle
 from ptxgen.isa.types import SpecError
-from ptxgen.model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
+from ptxgen.model.bridges.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
 from ptxgen.runtime.launch.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",

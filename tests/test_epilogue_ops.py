@@ -1,6 +1,6 @@
 """The fused epilogue chain on the GPU (``gpu`` tier, L3 on an H200): every op of the chain, both wgmma epilogues
 (direct and TMA store) and the ping-pong kernel, at shapes off every tile multiple, against the float64 reference
-(ptxgen.model.chainref) of the same inputs. One file, so that it can be run on its own:
+(ptxgen.model.numerics.chainref) of the same inputs. One file, so that it can be run on its own:
 
     python -m pytest -q -m gpu tests/test_epilogue_ops.py        (tools/gpu_run.sh tests runs it; bench-fused the benches)
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ptxgen.derive.tile.spec import make_spec
-from ptxgen.model import chainref
+from ptxgen.model.numerics import chainref
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -297,7 +297,7 @@ def _block_fp8_against_recipe(m, n, k, seed, spec, out_dtype="bf16"):
     """Run ptxgen.api.fp8blocks.gemm with SPEC on seeded inputs and torch-layout scales (scale_a M x Kb outer-dim-major,
     scale_b Kb x Nb = s.t(), in [0.5, 1.5)); assert every output is within bfp8model.outside_bound of the float64 recipe."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     gen = torch.Generator().manual_seed(seed)
     a, b = _fp8_inputs(m, n, k, gen)
@@ -404,7 +404,7 @@ def test_block_fp8_tma_scales_with_a_padded_stride_and_the_misaligned_refusal(gp
     rows past it land as zeros); and M % 4 != 0 (torch's lds_a = M: rows 4 x M bytes apart, not a multiple of 16 B) is
     refused with a ValueError before any launch, while smem runs it."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     spec = ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma")
     m, n, k = 196, 250, 400
@@ -507,13 +507,13 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     kernel against the plain e4m3 kernel (the tensor core accumulates all of K) and float64. The claim checked: promotion
     brings the result within 2e-3 of float64 and at least 100 times closer than whole-K accumulation. Measured on the
     H200 (runs/2026-12-01-gpu-tier/check/block_fp8_promotion.json): block 6.2e-4, plain 0.217, far more than the
-    round-to-nearest 14-bit accumulator of model/bfp8model.py predicts (3e-6 and 3e-4): the hardware loses more per
+    round-to-nearest 14-bit accumulator of model/numerics/bfp8model.py predicts (3e-6 and 3e-4): the hardware loses more per
     add than that model, which is why the earlier bound of 2e-5 (from the model) failed there."""
     import json
 
     import ptxgen
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     m, n, k = 128, 128, 16384
     gen = torch.Generator().manual_seed(2)

@@ -1,6 +1,6 @@
 """--epilogue-order alternate (ptxgen.derive.roles.epiorder): the cooperative consumer warpgroups' epilogues in turn.
 
-L1: the derived steps against the independent model (ptxgen.model.ordermodel: every warp and the producer's ring under
+L1: the derived steps against the independent model (ptxgen.model.sim.ordermodel: every warp and the producer's ring under
 random interleavings; 2, 3 and 4 consumer warpgroups, 0/1/2/many tiles per CTA, 1..2S+1 K-tiles), with controls that
 must fail. Rules: the refused combinations exit 2 with the field named. L2: NVRTC sm_90a compiles the ordered kernels,
 SASS holds the order's BAR.SYNC / BAR.ARV (256 threads) at the derived ids and no local memory; the unordered twin has
@@ -19,7 +19,7 @@ from ptxgen.derive.roles.barriers import NAMED_BARRIERS, STORE_FIRST_BARRIER_ID,
 from ptxgen.derive.roles.epiorder import order_steps
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model.ordermodel import check_order
+from ptxgen.model.sim.ordermodel import check_order
 
 BASE = dict(dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16", schedule="persistent", epilogue="tma")
 

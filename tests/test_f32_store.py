@@ -16,7 +16,7 @@ from ptxgen.derive.tile.rules import F32_STORE_CHUNK_COLS
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import DType, Epilogue, SpecError, Swizzle
-from ptxgen.model.check_store import check_store_plan, check_tma_store_problem
+from ptxgen.model.bridges.check_store import check_store_plan, check_tma_store_problem
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
             schedule="persistent", epilogue="tma", out_dtype="f32")

@@ -10,7 +10,7 @@ from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import DType, SpecError
-from ptxgen.model.check_store import check_store_plan
+from ptxgen.model.bridges.check_store import check_store_plan
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
             schedule="persistent", epilogue="tma", out_dtype="e4m3", fuse="scale=row")

@@ -21,7 +21,7 @@ from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.isa.idesc import WgmmaInstr, lint_instr_descriptor
 from ptxgen.isa.numerics import decode, random_codes, tolerance
 from ptxgen.isa.types import DType, Major, SpecError
-from ptxgen.model.verify import check_tile
+from ptxgen.model.bridges.verify import check_tile
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHS = ("sm_100a", "sm_90a")

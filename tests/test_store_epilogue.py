@@ -19,7 +19,7 @@ from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.epilogue_view import store_view
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import Epilogue, SpecError, Swizzle
-from ptxgen.model.check_store import check_store_plan
+from ptxgen.model.bridges.check_store import check_store_plan
 from ptxgen.runtime.launch.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16")

@@ -95,12 +95,12 @@ def test_full_grid_is_every_legal_config_of_its_domain():
 
 def test_sweep_reports_a_failing_check(monkeypatch):
     """Control: a model check that finds a problem makes the configuration, and the summary, fail."""
-    import ptxgen.model.verify
+    import ptxgen.model.bridges.verify
 
     specs = [s for s in CI if s.bm == 128 and s.bn == 128][:2]
     ok = run_sweep(specs, jobs=1, compile=False, run=False, progress=False)
     assert ok["summary"] == {"total": 2, "passed": 2, "failed": 0, "skipped": 0}
-    monkeypatch.setattr(ptxgen.model.verify, "check_tile", lambda t, **kw: ["planted problem"])
+    monkeypatch.setattr(ptxgen.model.bridges.verify, "check_tile", lambda t, **kw: ["planted problem"])
     bad = run_sweep(specs, jobs=1, compile=False, run=False, progress=False)
     assert bad["summary"]["failed"] == 2 and all(c["error"] == "planted problem" for c in bad["configs"])
     assert "FAIL " in summary_table(bad) and "FAIL " not in summary_table(ok)

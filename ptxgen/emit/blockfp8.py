@@ -181,7 +181,7 @@ def k_block_c(plan: BlockFp8Plan, local: str, k_first: str = "") -> str:
     """C of the scale K block of a unit's K-tile ``local`` (its loop counter): BlockFp8Plan.k_block of the K-tile
     k_first + local of the whole K loop (``k_first``: the C of the unit's first K-tile, stream-K's kt_first; "" for a
     kernel whose units all start at K = 0). The plan's k_block is the K-tile index itself (BK = BLOCK_K), checked here;
-    tests/test_blockfp8_streamk.py runs the result against the plan's unit_k_blocks and model.bfp8model."""
+    tests/test_blockfp8_streamk.py runs the result against the plan's unit_k_blocks and model.numerics.bfp8model."""
     assert plan.bk == BLOCK_K and all(plan.k_block(t) == t for t in range(8)), plan.bk
     return f"{k_first} + {local}" if k_first else local
 

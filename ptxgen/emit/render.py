@@ -172,10 +172,10 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does)."
             if s.block_scaled
             else "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
-            + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.pairmodel) and L2 only." if pair is not None else "")
+            + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.layouts.pairmodel) and L2 only." if pair is not None else "")
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
-            + (" The grouped walk is checked at L1 (ptxgen.model.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
+            + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
         ),
         grid_doc=grid_doc(plan),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),

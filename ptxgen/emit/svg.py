@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import readmodel
+from ..model.layouts import readmodel
 from ..derive.tile.explain import cell_label
 from ..derive.tile.kernel import plan_kernel
 from ..derive.tile.layout import TileLayout

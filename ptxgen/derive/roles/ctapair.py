@@ -81,7 +81,7 @@ class CtaPairPlan:
     epilogue_col_split: int  # columns each epilogue warp reads: BN (Layout A) or BN/2 (Layout B)
     # What epilogue warp ``warp`` (0-3), ``lane``, reading TMEM lane 32 x warp + lane at column c0, holds: D row
     # (within this CTA's rows) and D column (within the tile). Integer expressions in the common subset of C and
-    # Python (``/`` is integer division in C; ptxgen.model.verify_pair evaluates them with //); the kernel renders
+    # Python (``/`` is integer division in C; ptxgen.model.bridges.verify_pair evaluates them with //); the kernel renders
     # these strings.
     epi_row_expr: str
     epi_col_expr: str

@@ -28,7 +28,7 @@ epilogue of t, hence every E_v generation of t complete (v >= 1): by induction a
 barrier twice before its partner took the previous generation, whatever the intra-warpgroup synchronization. The stage
 ring: every consumer releases a tile's stages before its epilogue (the release-lag tail of the consumer loop), so a
 warpgroup waiting on E_w holds no stage, and the producer can fill the next tile's stages for the warpgroups ahead.
-ptxgen.model.ordermodel checks both under random interleavings of every warp and the producer, with controls.
+ptxgen.model.sim.ordermodel checks both under random interleavings of every warp and the producer, with controls.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class EpilogueOrderPlan:
                     f"after warpgroup {c - 1} finished t",
                     "the cooperative warpgroups finish a tile's main loop together; taking turns keeps one warpgroup's "
                     "wgmma chain on the tensor cores while another converts and stores",
-                    "ptxgen.derive.roles.epiorder; checked at L1 by ptxgen.model.ordermodel"),
+                    "ptxgen.derive.roles.epiorder; checked at L1 by ptxgen.model.sim.ordermodel"),
             Derived("order_barriers", ids,
                     f"{c} named barriers after the store epilogue's (and block FP8 stagger's) ids: first = {first}",
                     f"each generation is {self.threads_per_generation} threads: the {WARPGROUP_THREADS} of the warpgroup "

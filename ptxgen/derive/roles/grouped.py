@@ -23,7 +23,7 @@ g loads A rows ``m0 .. m0 + BM - 1`` and B rows ``g N + n0 .. g N + n0 + BN - 1`
 (A) or past N (B), those rows belong to the next group; they are multiplied only into accumulator rows
 (columns) that the epilogue does not store: it stores row r only if ``r < row_end`` and column c only if
 ``c < N``. Past the end of the whole tensor, TMA reads zeros. K is shared by all groups, so the K tail is
-zero-filled as in a dense GEMM. ``ptxgen.model.groupmodel`` checks this element by element.
+zero-filled as in a dense GEMM. ``ptxgen.model.layouts.groupmodel`` checks this element by element.
 
 >>> p = GroupedPlan(bm=128, bn=256, raster_group=8)
 >>> p.group_rows([100, 100, 400], 400)   # group 1 is empty
@@ -148,13 +148,13 @@ class GroupedPlan:
                 "(G K) x N 2-D view would put there). No per-group map exists, so none is written on the device "
                 "(tensormap.replace, with its fences) or by the host",
                 "PTX ISA 'Tensor' (each coordinate bounds-checked, out-of-bounds elements zero-filled); ptxgen.derive.operands.tma; "
-                "ptxgen.model.tmamodel.write_3d"),)
+                "ptxgen.model.layouts.tmamodel.write_3d"),)
         return (Derived("grouped_b_map", "one 2-D map over (G x N) x K",
                     "tile (g, tile_m, tile_n) loads A rows row_start(g) + tile_m BM + [0, BM) and B rows g N + tile_n BN + [0, BN)",
                     "rows past the group's end (A) or past N (B) belong to the next group and feed only accumulator rows or "
                     "columns the epilogue does not store (row >= row_end(g), column >= N); past the tensors TMA reads zeros. "
                     "No per-group tensor map, so none is written on the device (tensormap.replace) or by the host",
-                    "PTX ISA 'Tensor' (out-of-bounds elements are zero-filled); ptxgen.model.groupmodel"),)
+                    "PTX ISA 'Tensor' (out-of-bounds elements are zero-filled); ptxgen.model.layouts.groupmodel"),)
 
     def _walk_derivation(self) -> tuple[Derived, ...]:
         return (
@@ -179,5 +179,5 @@ class GroupedPlan:
                     f"tiles whose {self.bm} rows all lie in the group (m0 + {self.bm} <= row_end(g)), because a TMA store "
                     "clips at M, not at the group's end",
                     "the next group's rows of D belong to the next group's tiles",
-                    "ptxgen.model.groupmodel (check_walk); PTX ISA 'cp.async.bulk.tensor' (a store clips at the tensor's bounds)"),
+                    "ptxgen.model.layouts.groupmodel (check_walk); PTX ISA 'cp.async.bulk.tensor' (a store clips at the tensor's bounds)"),
         )

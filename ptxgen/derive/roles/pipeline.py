@@ -14,7 +14,7 @@ the first S waits return at once), fills the stage, and the fill completes ``ful
 bytes after one ``arrive.expect_tx``; cp.async by one ``cp.async.mbarrier.arrive.noinc`` per producer
 thread. Consumers wait ``full[s]`` with parity ``(it / S) & 1``, issue the MMAs and release the stage
 (wgmma: one arrive per consumer warpgroup once ``wgmma.wait_group`` says its reads are done; tcgen05:
-``tcgen05.commit`` arrives when the MMAs have completed). ``ptxgen.model.pipesim`` runs this plan.
+``tcgen05.commit`` arrives when the MMAs have completed). ``ptxgen.model.sim.pipesim`` runs this plan.
 """
 
 from __future__ import annotations

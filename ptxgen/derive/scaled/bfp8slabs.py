@@ -10,7 +10,7 @@ registers a consumer thread holds are N accumulators and one partial: N x BN/2 +
 Tile slab ``t`` (rows 64t..64t+63 of the tile) belongs to consumer warpgroup ``t // N`` as its slab ``t % N``:
 warpgroup wg's slab i starts at tile row ``64 (N wg + i)``, its A rows at ``(N wg + i) x`` the stage's slab stride.
 
-The order of one K block (``shared_partial_steps``; the template renders it, ``ptxgen.model.slabmodel`` checks it):
+The order of one K block (``shared_partial_steps``; the template renders it, ``ptxgen.model.numerics.slabmodel`` checks it):
 
     issue 0, scales, wait 0, promote 0, issue 1, wait 0, ..., issue N-1, wait 0, release, promote N-1
 
@@ -77,7 +77,7 @@ class SlabPlan:
 
     def tile_steps(self, k_blocks: int) -> tuple[tuple[str, int, int], ...]:
         """(op, K block, slab) of a tile of ``k_blocks`` K blocks in program order: the K loop's steps each iteration
-        (ptxgen.model.slabmodel.check_shared_partial simulates them)."""
+        (ptxgen.model.numerics.slabmodel.check_shared_partial simulates them)."""
         return tuple((st.op, kb, st.slab) for kb in range(k_blocks) for st in self.steps)
 
     def tile_slab(self, wg: int, slab: int) -> int:
@@ -113,7 +113,7 @@ def plan_consumer_slabs(bm: int, slabs: int) -> SlabPlan | None:
                  "per K block: " + ", ".join(s.op + ("" if s.slab < 0 else f" {s.slab}") for s in steps)
                  + "; the partial is overwritten (scale-d 0) only after its promotion, nothing is in flight while it is "
                  "read (C7514) or at the loop's back edge; the stage is released after the last slab's MMAs and the scale reads",
-                 "DeepGEMM sm90_fp8_gemm_1d2d; checked by ptxgen.model.slabmodel.check_shared_partial"))
+                 "DeepGEMM sm90_fp8_gemm_1d2d; checked by ptxgen.model.numerics.slabmodel.check_shared_partial"))
     return SlabPlan(bm, slabs, steps, D)
 
 

@@ -279,7 +279,7 @@ class BlockFp8Plan:
 
     def scale_steps(self, k_blocks: int) -> tuple[ScaleStep, ...]:
         """One consumer thread's scale loads and promotions for a tile of ``k_blocks`` K blocks, in program order
-        (templates/mma_blockfp8.cuh.j2; ptxgen.model.bfp8model.check_scale_steps simulates it)."""
+        (templates/mma_blockfp8.cuh.j2; ptxgen.model.numerics.bfp8model.check_scale_steps simulates it)."""
         return scale_steps(k_blocks, self.scale_load)
 
     @property
@@ -336,7 +336,7 @@ class BlockFp8Plan:
 
     def overlap_steps(self, k_blocks: int) -> tuple[OverlapStep, ...]:
         """One consumer warpgroup's operations for a tile of ``k_blocks`` K blocks, in program order (what
-        templates/mma_blockfp8.cuh.j2 does; ptxgen.model.bfp8model.check_overlap simulates it)."""
+        templates/mma_blockfp8.cuh.j2 does; ptxgen.model.numerics.bfp8model.check_overlap simulates it)."""
         return overlap_steps(k_blocks, self.halves, self.overlap == "interleave")
 
     @property
@@ -371,7 +371,7 @@ class BlockFp8Plan:
                        "consumers' loads index scale_a's column and scale_b's row with it",
                        "each split promotes its own K blocks into its own f32 accumulator; the owner adds the splits' promoted "
                        "accumulators (the recipe is a sum over K blocks, so the split sums are the recipe's)",
-                       "ptxgen.derive.scaled.blockfp8.BlockFp8Plan.unit_k_blocks; checked by model.bfp8model.check_unit_scale_blocks")
+                       "ptxgen.derive.scaled.blockfp8.BlockFp8Plan.unit_k_blocks; checked by model.numerics.bfp8model.check_unit_scale_blocks")
 
     def promotion_points(self, k: int) -> tuple[int, ...]:
         """K offsets after which the partial sum is promoted into the accumulator: the end of every 128-block."""

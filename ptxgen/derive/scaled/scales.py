@@ -284,7 +284,7 @@ def _explain(spec, k: ScaledKind, a: SfOperand, b: SfOperand, per_stage: int, st
     return D
 
 
-# ---- the concrete copies and addresses of one tile, for the L1 bridge (ptxgen.model.verify_scales) -------------
+# ---- the concrete copies and addresses of one tile, for the L1 bridge (ptxgen.model.bridges.verify_scales) -------------
 def sfb_row_column(n0: int, bn: int) -> int:
     """Extra SFB column of a tile whose N origin can be inside a 128-row atom (BN = 64 or 192): rows n0 % 128.. of the
     atom sit in columns (n0 % 128) // 32 onward, and the next block's rows 4 columns after the block's first (a BN =

@@ -14,7 +14,7 @@ Every step reads its operand at the coordinates of the output element it changes
 thread's side of that: for each thread of a wgmma warpgroup (m64nN D fragment) or of a tcgen05 epilogue warp
 (``tcgen05.ld 32x32b``: a thread holds one row), which operand elements it loads and which of its accumulator
 registers each loaded value feeds, and how the threads that share a row combine their amax. The bridge
-``ptxgen.model.check_fusion`` runs these loads through the independent ``ptxgen.model.epimodel``.
+``ptxgen.model.bridges.check_fusion`` runs these loads through the independent ``ptxgen.model.layouts.epimodel``.
 
 >>> ch = parse_chain("bias=col:bf16,gelu,residual")
 >>> ch.token, ch.name_suffix

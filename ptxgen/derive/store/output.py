@@ -18,7 +18,7 @@ split-K (the reduction kernel writes D), batched and grouped kernels, block FP8,
 TMEM rows as 16-byte vectors; not derived there).
 
 The address rule is rendered here into C expressions (``offset_expr``, ``next_col_expr``); the template only places
-them. ``ptxgen.model.outmodel`` checks, independently, that every element of D is stored once, at its address.
+them. ``ptxgen.model.layouts.outmodel`` checks, independently, that every element of D is stored once, at its address.
 
 >>> n, m = plan_direct_store(DMajor.N), plan_direct_store(DMajor.M)
 >>> n.offset_expr, n.vector_pair, m.offset_expr, m.next_col_expr

@@ -108,15 +108,15 @@ def explain_text(t: TileLayout) -> str:
             out += _field_lines(d)
     if plan.epi_order is not None:
         out += ["", f"Epilogue order (the {plan.epi_order.consumers} consumer warpgroups take turns; ptxgen.derive.roles.epiorder, "
-                    "checked at L1 by ptxgen.model.ordermodel):"]
+                    "checked at L1 by ptxgen.model.sim.ordermodel):"]
         for d in plan.epi_order.derivation:
             out += _field_lines(d)
     if plan.direct is not None and plan.direct.d_major.value == "m":
-        out += ["", "Epilogue: direct stores into M-major D (ptxgen.derive.store.output; checked at L1 by ptxgen.model.outmodel):"]
+        out += ["", "Epilogue: direct stores into M-major D (ptxgen.derive.store.output; checked at L1 by ptxgen.model.layouts.outmodel):"]
         for d in plan.direct.derivation:
             out += _field_lines(d)
     if plan.block_fp8 is not None:
-        out += ["", "Block-scaled FP8 (the DeepSeek recipe; ptxgen.derive.scaled.blockfp8; checked at L1 by ptxgen.model.bfp8model):"]
+        out += ["", "Block-scaled FP8 (the DeepSeek recipe; ptxgen.derive.scaled.blockfp8; checked at L1 by ptxgen.model.numerics.bfp8model):"]
         for d in plan.block_fp8.derivation:
             out += _field_lines(d)
         for d in plan.sfa_tma.derivation if plan.sfa_tma is not None else ():  # --fp8-scale-load tma (derive.scaled.sfa_tma)
@@ -124,12 +124,12 @@ def explain_text(t: TileLayout) -> str:
         for d in plan.slabs.derivation if plan.slabs is not None else ():  # --consumer-slabs (derive.scaled.bfp8slabs)
             out += _field_lines(d)
     if plan.chain is not None:
-        out += ["", "Fused epilogue chain (ptxgen.derive.store.fusion; checked at L1 by ptxgen.model.epimodel):"]
+        out += ["", "Fused epilogue chain (ptxgen.derive.store.fusion; checked at L1 by ptxgen.model.layouts.epimodel):"]
         out += plan.chain.explain_lines()
         for d in plan.chain.derivation:
             out += _field_lines(d)
     if plan.c_load is not None:
-        out += ["", "C through TMA (ptxgen.derive.store.cload; checked at L1 by ptxgen.model.check_cload): C's chunk in the store's "
+        out += ["", "C through TMA (ptxgen.derive.store.cload; checked at L1 by ptxgen.model.bridges.check_cload): C's chunk in the store's "
                     "staging buffer, read back in the fragment layout:"]
         for d in plan.c_load.derivation:
             out += _field_lines(d)

@@ -320,7 +320,7 @@ def _validate_stream_k(t: "TileSpec") -> None:
                         "before each of them)", "--stream-k 1")
     # Block-scaled FP8: the splits sum the promoted f32 accumulators (the same fix-up as the dense kernel's); each split
     # promotes with the scales of its own K blocks (derive.scaled.blockfp8.BlockFp8Plan.k_block, checked by
-    # model.bfp8model.check_unit_scale_blocks). The --fp8-stagger protocol is not derived with it.
+    # model.numerics.bfp8model.check_unit_scale_blocks). The --fp8-stagger protocol is not derived with it.
     if t.fp8_blocks is not Fp8Blocks.NONE and t.fp8_stagger.value != "none":
         raise SpecError("--stream-k", s, "block-scaled FP8 with stream-K is derived for unordered consumer warpgroups only "
                         "(the --fp8-stagger barriers are not checked with split units)", "--fp8-stagger none, or --stream-k 1")

@@ -14,7 +14,7 @@ What the runner does, beyond the dense one (ptxgen.runtime.check.validate):
   NaN code (UE8M0 0xFF, UE4M3 0x7F): the kernel must never let one reach a product (CUTLASS gets zeros there
   from TMA's out-of-bounds fill; ptxgen's kernel zeroes the chunks past K in shared memory, issue 19 fix 6).
 * **The launch**: the ABI's SFA and SFB pointers through gemm_launches(extra=...).
-* **The reference**: ptxgen.model.mxref, float64 with its own decode tables (OCP MX v1.0, PTX ISA).
+* **The reference**: ptxgen.model.numerics.mxref, float64 with its own decode tables (OCP MX v1.0, PTX ISA).
 
 Tolerance: every product A x SFA x B x SFB is exact in f32 (at most 4 significant bits per factor: e4m3 and e2m3 4,
 e5m2 and e3m2 3, e2m1 2, UE8M0 1, UE4M3 4; exponents inside f32's range for the scales drawn here), so the error is the
@@ -35,7 +35,7 @@ from ...derive.tile.spec import TileSpec
 from ...emit.render import render_kernel
 from ...isa.numerics import CODE_DTYPE, poison_code, random_codes, tolerance
 from ...isa.types import Major
-from ...model.mxref import block_scaled_gemm
+from ...model.numerics.mxref import block_scaled_gemm
 from ..launch.errors import ProblemError
 from ..compile.cache import compile_cached
 from ..launch.gpu import Buffer, Kernel, require_gpu, synchronize

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ...model import readmodel
+from ...model.layouts import readmodel
 from ...isa.descriptors import SmemDescriptor
 from ...emit.probe_render import render_probe
 from ...derive.tile.layout import derive

@@ -14,15 +14,15 @@ may read outside the CUTLASS-sized buffer.
 
 from __future__ import annotations
 
-from . import sfmodel
-from ..derive.tile.layout import TileLayout
-from ..derive.scaled.scales import (
+from ..numerics import sfmodel
+from ...derive.tile.layout import TileLayout
+from ...derive.scaled.scales import (
     sfb_row_column,
     stage_copy_sources,
     stage_tmem_copies,
     stage_zero_fill,
 )
-from ..derive.scaled.sf_atoms import sf_global_bytes, sf_k_atoms, sf_k_chunks
+from ...derive.scaled.sf_atoms import sf_global_bytes, sf_k_atoms, sf_k_chunks
 
 PADDING = "padding"  # a byte of the global buffer that holds no scale factor (the user's: could be NaN)
 STALE = "stale"  # a shared-memory byte no copy of this K-tile wrote

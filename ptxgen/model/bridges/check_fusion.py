@@ -1,5 +1,5 @@
 """Bridge: the fused epilogue's thread loads and amax reduction (ptxgen.derive.store.fusion) against the independent
-model (ptxgen.model.epimodel, with the fragment maps of ptxgen.model.fragmodel).
+model (ptxgen.model.layouts.epimodel, with the fragment maps of ptxgen.model.layouts.fragmodel).
 
 For every thread of a wgmma consumer warpgroup (one 64-row slab) or of the four tcgen05 epilogue warps (every
 32x32b chunk of the tile), the plan's loads of each operand run on random distinct arrays; each accumulator
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import epimodel
-from ..derive.store.fusion import ChainPlan
+from ..layouts import epimodel
+from ...derive.store.fusion import ChainPlan
 
 WARPS = 4
 

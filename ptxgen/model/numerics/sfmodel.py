@@ -15,7 +15,7 @@ Imports nothing from ptxgen. It follows the data the way the hardware does, from
   column (address column) + m // 32, bytes SF_ID .. SF_ID + SFs-per-MMA - 1 of that 32-bit word.
 
 :func:`mma_scale_sources` answers, for one MMA: the global (row, chunk) of the scale factor that multiplies each
-(row, k) of A and of B. The bridge (``ptxgen.model.verify_scales``) compares that with what block scaling
+(row, k) of A and of B. The bridge (``ptxgen.model.bridges.verify_scales``) compares that with what block scaling
 means: element (m, k) of the tile is scaled by chunk (k0 + k) // V of row m0 + m.
 """
 

@@ -1,4 +1,4 @@
-"""The mbarrier primitive of the pipeline simulation (PTX ISA 'mbarrier'; see ptxgen.model.pipesim): arrivals,
+"""The mbarrier primitive of the pipeline simulation (PTX ISA 'mbarrier'; see ptxgen.model.sim.pipesim): arrivals,
 transaction bytes, phases and parity waits. Independent: imports nothing from ptxgen.
 """
 

@@ -20,9 +20,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import fragmodel
+from ..layouts import fragmodel
 from .bfp8model import applied_scales
-from .groupmodel import groups_of_rows
+from ..layouts.groupmodel import groups_of_rows
 
 BLOCK = 128
 

@@ -3,8 +3,8 @@
 From the plan: C's tensor map (box, swizzle, copies), where each chunk's box starts (``box_origin``), the ldmatrix
 addresses (the store's stmatrix addresses) and which accumulator elements each register feeds (the store's
 ``fragment_elements``), the mbarrier phase each load waits for, and the buffer each chunk uses. Independent: what a
-TMA load writes (model.tmamodel.write), what ldmatrix reads and the wgmma D fragment (model.fragmodel), the
-mbarrier (model.mbarrier). Two checks:
+TMA load writes (model.layouts.tmamodel.write), what ldmatrix reads and the wgmma D fragment (model.layouts.fragmodel), the
+mbarrier (model.sim.mbarrier). Two checks:
 
 * ``check_c_reads`` (wgmma) and ``check_c_reads_tmem`` (tcgen05): every accumulator element of every thread receives C
   at its own output element (global row, column), zero outside M x N, for every chunk of a tile at an arbitrary origin
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fragmodel, tmamodel
-from .mbarrier import MBarrier
-from ..derive.store.cload import CLoadPlan
-from ..derive.store.epilogue import SLAB_ROWS, StorePlan
-from ..isa.tensormap import TMA_SWIZZLE_KEY
+from ..layouts import fragmodel, tmamodel
+from ..sim.mbarrier import MBarrier
+from ...derive.store.cload import CLoadPlan
+from ...derive.store.epilogue import SLAB_ROWS, StorePlan
+from ...isa.tensormap import TMA_SWIZZLE_KEY
 
 WARPS = SLAB_ROWS // 16
 BASE = 1024  # a staging buffer's address in the model's image (the plan puts buffers on the 1024-byte repeat)

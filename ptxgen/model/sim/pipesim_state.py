@@ -1,4 +1,4 @@
-"""The pipeline simulation's configuration, result and state (ptxgen.model.pipesim describes the model): one
+"""The pipeline simulation's configuration, result and state (ptxgen.model.sim.pipesim describes the model): one
 CTA's barriers, what each shared-memory stage holds, and the checks on every fill and read. Independent: imports
 nothing from ptxgen but the simulation's other modules.
 """

@@ -19,10 +19,10 @@ import copy
 
 import numpy as np
 
-from . import pairmodel, readmodel, tmamodel
-from ..isa.numerics import CODE_DTYPE, unpack_e2m1
-from ..isa.tensormap import TMA_SWIZZLE_KEY
-from ..isa.types import DType
+from ..layouts import pairmodel, readmodel, tmamodel
+from ...isa.numerics import CODE_DTYPE, unpack_e2m1
+from ...isa.tensormap import TMA_SWIZZLE_KEY
+from ...isa.types import DType
 
 EPILOGUE_WARPS = 4
 

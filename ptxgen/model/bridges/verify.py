@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import readmodel, tmamodel
+from ..layouts import readmodel, tmamodel
 from .verify_pair import check_pair
-from ..derive.tile.layout import TileLayout
-from ..derive.operands.operand import OperandLayout
-from ..isa.numerics import CODE_DTYPE, unpack_e2m1
-from ..isa.tensormap import TMA_SWIZZLE_KEY
-from ..isa.types import DType, Loader, Major
+from ...derive.tile.layout import TileLayout
+from ...derive.operands.operand import OperandLayout
+from ...isa.numerics import CODE_DTYPE, unpack_e2m1
+from ...isa.tensormap import TMA_SWIZZLE_KEY
+from ...isa.types import DType, Loader, Major
 
 def random_tile(op: OperandLayout, rng: np.random.Generator) -> np.ndarray:
     """A random logical MN x K tile of raw element codes."""

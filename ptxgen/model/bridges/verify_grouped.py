@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from . import groupmodel
-from ..derive.roles.grouped import GroupedPlan, GroupTile
+from ..layouts import groupmodel
+from ...derive.roles.grouped import GroupedPlan, GroupTile
 
 
 def as_items(walk: Sequence[GroupTile]) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The agents of the pipeline simulation (ptxgen.model.pipesim describes them): producers, copy units, MMA issuers
+"""The agents of the pipeline simulation (ptxgen.model.sim.pipesim describes them): producers, copy units, MMA issuers
 and units, consumers and epilogue warps, one CTA's or a CTA pair's, as generators whose every ``yield`` is one
 scheduling point. Independent: imports nothing from ptxgen but the simulation's other modules.
 """

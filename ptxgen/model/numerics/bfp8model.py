@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fragmodel
+from ..layouts import fragmodel
 
 BLOCK = 128
 

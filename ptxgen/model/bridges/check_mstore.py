@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fragmodel, outmodel, tmamodel
+from ..layouts import fragmodel, outmodel, tmamodel
 from .check_dstore import c_eval, simulate as simulate_direct
-from ..derive.store.epilogue import StorePlan
-from ..derive.store.output import DirectStore
-from ..isa.tensormap import TMA_SWIZZLE_KEY
+from ...derive.store.epilogue import StorePlan
+from ...derive.store.output import DirectStore
+from ...isa.tensormap import TMA_SWIZZLE_KEY
 
 SLAB_ROWS = outmodel.SLAB_ROWS
 WARPS = outmodel.WARPS

@@ -11,12 +11,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from . import pipesim
-from ..derive.tile.kernel import plan_kernel
-from ..derive.roles.pipeline import PipelinePlan
-from ..derive.tile.spec import TileSpec
-from ..isa.shapes import WARP_THREADS
-from ..isa.types import Arch, Loader
+from ..sim import pipesim
+from ...derive.tile.kernel import plan_kernel
+from ...derive.roles.pipeline import PipelinePlan
+from ...derive.tile.spec import TileSpec
+from ...isa.shapes import WARP_THREADS
+from ...isa.types import Arch, Loader
 
 DEFAULT_SEEDS = range(6)
 

@@ -2,7 +2,7 @@
 
 The writer side is the plan: which shared-memory address each lane gives each ``stmatrix`` and which
 accumulator elements each register packs. The reader side is independent: the wgmma D fragment and the
-``stmatrix`` semantics (model.fragmodel), and what a TMA store of D's box reads (model.tmamodel.read).
+``stmatrix`` semantics (model.layouts.fragmodel), and what a TMA store of D's box reads (model.layouts.tmamodel.read).
 The check: for every chunk, the box the TMA store reads is exactly that chunk of the tile the warpgroup
 holds in registers.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fragmodel, outmodel, pairmodel, tmamodel
+from ..layouts import fragmodel, outmodel, pairmodel, tmamodel
 from .check_dstore import c_eval, simulate as simulate_direct
-from ..derive.store.epilogue import SLAB_ROWS, StorePlan
-from ..derive.store.output import DirectStore
-from ..isa.tensormap import TMA_SWIZZLE_KEY
+from ...derive.store.epilogue import SLAB_ROWS, StorePlan
+from ...derive.store.output import DirectStore
+from ...isa.tensormap import TMA_SWIZZLE_KEY
 
 WARPS = SLAB_ROWS // 16
 
@@ -115,12 +115,12 @@ def check_store_plan(plan: StorePlan, bn: int, seed: int = 0, base: int = 0, tme
 
 def check_tma_store_problem(plan: StorePlan, direct: DirectStore, bm: int, bn: int, m: int, n: int, ldd: int,
                             base: int = 0) -> list[str]:
-    """wgmma, row-major D (the row-major twin of model.check_mstore): problems, empty when every element of an ``m`` x
+    """wgmma, row-major D (the row-major twin of model.bridges.check_mstore): problems, empty when every element of an ``m`` x
     ``n`` D (rows ``ldd`` elements apart) is stored exactly once, at its address, and nothing outside D is written.
 
     From the plan: the rule that sends a tile through TMA (``use_tma_c_expr``, the kernel's C condition), each chunk's
     staging writes (stmatrix or the pair stores), the tensor map, where each chunk's box goes ((n0 + chunk x C, m0 + 64 x
-    slab), as the kernel issues it) and, for the other tiles, the direct stores (model.check_dstore.simulate). Independent:
+    slab), as the kernel issues it) and, for the other tiles, the direct stores (model.bridges.check_dstore.simulate). Independent:
     which element each register holds (each staged element carries a code naming its row and column in D), what a TMA
     store reads and writes, clipped at D's extents as the H200 was measured to clip (``tmamodel.store``: a box crossing
     column N also writes up to the next 16-byte boundary), and where each element belongs (``outmodel``)."""

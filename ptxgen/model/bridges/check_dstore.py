@@ -1,5 +1,5 @@
 """Bridge: the direct epilogue's stores of D (``ptxgen.derive.store.output`` and the rendered fragment expressions) against
-the independent model of where each element belongs (``model.outmodel``).
+the independent model of where each element belongs (``model.layouts.outmodel``).
 
 The writer side is the plan: the C expressions the template places (the fragment's row and column, the element offset
 ``offset_expr``, the step ``next_col_expr`` to the next column, whether the pair is one vector), evaluated here as
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from . import outmodel
-from ..derive.store.output import DirectStore
+from ..layouts import outmodel
+from ...derive.store.output import DirectStore
 
 
 @functools.lru_cache(maxsize=None)
