@@ -6,7 +6,7 @@
 import sys
 
 from ptxgen.isa.descriptors import lint_smem_descriptor
-from ptxgen.emit.svg import layout_svg
+from ptxgen.emit.pictures.svg import layout_svg
 from ptxgen.derive.tile.layout import derive
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import Arch

@@ -297,7 +297,7 @@ def _lint_decode(t, raw: int) -> bool:
 
 
 def cmd_show(args) -> int:
-    from .emit.svg import layout_svg
+    from .emit.pictures.svg import layout_svg
     from .derive.tile.layout import derive
 
     if _tile_or_operands(args):

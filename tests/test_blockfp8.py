@@ -359,7 +359,7 @@ def test_show_draws_each_phase_of_the_b_scales():
     import re
 
     from ptxgen.derive.tile.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.emit.pictures.svg import layout_svg
 
     def phases(spec):
         by_phase = {}
@@ -439,7 +439,7 @@ def test_half_fragments_take_their_columns_b_scales(bn, overlap):
     acc_offsets[h] + i (the m64nBN fragment) and takes block n0 / 128's B scale exactly when that column lies in it,
     for every split n0 % 128 of the tile (--fp8-overlap halves and interleave share the fragments and the split)."""
     from ptxgen.derive.tile.kernel import plan_kernel
-    from ptxgen.emit.mma_view import half_mma_view
+    from ptxgen.emit.views.mma_view import half_mma_view
     from ptxgen.model.layouts import fragmodel
 
     plan = plan_block_fp8(128, bn, 128, overlap=overlap)

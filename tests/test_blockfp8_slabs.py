@@ -211,10 +211,10 @@ def _c_int(expr: str, wg: int) -> int:
 
 
 def test_rendered_slabs_are_the_models_ownership():
-    """What the template receives (emit.mma_view.slab_views): slab i of warpgroup wg starts at the model's tile row, its
+    """What the template receives (emit.views.mma_view.slab_views): slab i of warpgroup wg starts at the model's tile row, its
     A rows at that row x 128 B (K-major 128-byte rows of the stage: one slab = 8 KB)."""
     from ptxgen.derive.tile.kernel import plan_kernel
-    from ptxgen.emit.mma_view import slab_views
+    from ptxgen.emit.views.mma_view import slab_views
 
     plan = plan_kernel(_spec())
     views = slab_views(plan)
@@ -308,7 +308,7 @@ def test_compiles_without_local_memory(kw):
 def test_show_draws_each_slab_at_its_owner():
     """ptxgen show / layout.svg: one rect per tile slab, coloured by the warpgroup the model says owns it."""
     from ptxgen.derive.tile.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.emit.pictures.svg import layout_svg
 
     svg = layout_svg(derive(_spec()))
     got = {(int(t), int(w), int(i)) for t, w, i in re.findall(r'data-slab="(\d+)" data-warpgroup="(\d+)" data-own-slab="(\d+)"', svg)}

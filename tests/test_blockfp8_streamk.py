@@ -1,8 +1,8 @@
 """Stream-K for block-scaled FP8 (issue 17): the persistent cooperative block-FP8 kernel with its last round split along
 K (``--stream-k S``; derive.store.streamk's split and fix-up, the promoted f32 accumulators summed by the owner).
 
-L1: every split promotes with the scale blocks of exactly its K range: the rendered work-unit C (emit.streamk_view)
-and the rendered scale index (emit.blockfp8.k_block_c) run as Python for every unit of random launches, against the
+L1: every split promotes with the scale blocks of exactly its K range: the rendered work-unit C (emit.views.streamk_view)
+and the rendered scale index (emit.views.blockfp8.k_block_c) run as Python for every unit of random launches, against the
 independent model (model.numerics.bfp8model.check_unit_scale_blocks: the K elements each K-tile multiplies, from the loader's
 K range) and against the recipe computed split by split (bfp8model.split_recipe vs bfp8model.reference); controls that
 must fail (the split's loop counter as the K block; a split reading the next split's blocks). The flag protocol and the
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import ptxgen.api.fp8blocks
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.streamk_view import layout_c, unit_c
+from ptxgen.emit.views.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
 from ptxgen.model.numerics import bfp8model
 from test_blockfp8 import CaiArray, simulated_bfp8_launches

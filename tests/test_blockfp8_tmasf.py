@@ -101,8 +101,8 @@ def test_box_control_dimensions_swapped_fails():
 def _slot_writes(plan, kp):
     """What lands in a stage's slots, as check_scale_slots takes it: the box's rows as the TMA model writes them (their
     value names the row: m0 = 0, kb = 0, 1000 x 0 + row + 1) under "lane 0", plus lane 0's B scales at the rendered
-    offsets (ptxgen.emit.blockfp8: the scale warp's b_loads)."""
-    from ptxgen.emit.blockfp8 import sfa_tma_view
+    offsets (ptxgen.emit.views.blockfp8: the scale warp's b_loads)."""
+    from ptxgen.emit.views.blockfp8 import sfa_tma_view
 
     slot = _land(kp.sfa_tma, plan.bm, 4 * plan.bm, 1, 4 * plan.bm, 0, 0)
     rows = [("sfa", int(v) - 1, 4 * r) for r, v in enumerate(slot)]

@@ -21,7 +21,7 @@ from ptxgen.derive.tile.layout import derive
 from ptxgen.derive.roles.schedule import SchedulePlan
 from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.schedule_view import cluster_tile_coords_c
+from ptxgen.emit.views.schedule_view import cluster_tile_coords_c
 from ptxgen.isa.types import Cluster, SpecError
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.store.output import DMajor, plan_direct_store
 from ptxgen.derive.tile.spec import TileSpec, make_spec
-from ptxgen.emit.epilogue_view import wgmma_epilogue_view
+from ptxgen.emit.views.epilogue_view import wgmma_epilogue_view
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError
 from ptxgen.model.layouts import outmodel

@@ -156,7 +156,7 @@ def test_plan_and_explain():
 
 def test_show_draws_the_order():
     from ptxgen.derive.tile.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.emit.pictures.svg import layout_svg
 
     svg = layout_svg(derive(_spec(bm=192, bn=128)))
     assert 'id="epilogue-order"' in svg and svg.count('class="eo-epi"') == 3 * 3

@@ -9,7 +9,7 @@ import pytest
 from ptxgen.derive.store.fusion import parse_chain, plan_chain
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.spec import TileSpec, make_spec
-from ptxgen.emit.chain import chain_view
+from ptxgen.emit.views.chain import chain_view
 from ptxgen.emit.cexpr import wgmma_fragment_col
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError
@@ -317,7 +317,7 @@ def test_rendered_gelu_tanh_is_torchs_formula(form):
     off by 1% must fail."""
     import numpy as np
 
-    from ptxgen.emit.chain import activation_c_expr, gelu_tanh_sigmoid_c_expr
+    from ptxgen.emit.views.chain import activation_c_expr, gelu_tanh_sigmoid_c_expr
     from ptxgen.isa.epiops import Activation
     from ptxgen.model.numerics import chainref
 

@@ -61,7 +61,7 @@ def test_cli_refuses_an_illegal_grouped_spec_with_exit_2():
 def test_show_draws_the_walk():
     from ptxgen.derive.roles.grouped import GroupedPlan
     from ptxgen.derive.tile.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.emit.pictures.svg import layout_svg
 
     spec = make_spec(**BASE)
     svg = layout_svg(derive(spec))

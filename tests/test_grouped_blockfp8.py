@@ -176,7 +176,7 @@ def test_explain_lists_each_items_scale_arrays():
 
 def test_show_labels_the_groups_scales():
     from ptxgen.derive.tile.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.emit.pictures.svg import layout_svg
 
     assert "scale_b[2], scale_a rows 1.." in layout_svg(derive(make_spec(**BASE)))
 

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ptxgen.cli import main
-from ptxgen.emit.chart import chart_svg, parse
+from ptxgen.emit.pictures.chart import chart_svg, parse
 from ptxgen.runtime.check import bench
 from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.runtime.choose import choose_spec, tile_fit

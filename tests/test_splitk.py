@@ -13,7 +13,7 @@ from ptxgen.derive.tile.rules import MAX_SPLIT_K
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.derive.store.splitk import REDUCE_THREADS, WORKSPACE_VECTOR, SplitPlan, plan_split
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.splitk_view import k_range_c
+from ptxgen.emit.views.splitk_view import k_range_c
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose

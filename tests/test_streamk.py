@@ -14,7 +14,7 @@ from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.derive.store.streamk import FLAG_REGION_BYTES, MIN_K_TILES_PER_SPLIT, StreamKLayout, StreamKPlan
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.streamk_view import layout_c, unit_c
+from ptxgen.emit.views.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose

@@ -32,7 +32,7 @@ import ptxgen
 from ptxgen.api import launchplan
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.store.streamk import FLAG_REGION_BYTES, StreamKPlan
-from ptxgen.emit.streamk_view import streamk_view
+from ptxgen.emit.views.streamk_view import streamk_view
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.launch import fastlaunch

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ptxgen.emit.svg import layout_svg
+from ptxgen.emit.pictures.svg import layout_svg
 from ptxgen.derive.tile.layout import derive
 from ptxgen.derive.tile.spec import make_spec
 

@@ -78,7 +78,7 @@ def _render(spec, variant: str) -> str:
     """The kernel's source; fused_noprefetch and fused_sigmoid change one field of the chain's view."""
     import ptxgen.emit.render as render_mod
     from ptxgen.derive.tile.kernel import plan_kernel
-    from ptxgen.emit.chain import gelu_tanh_sigmoid_c_expr
+    from ptxgen.emit.views.chain import gelu_tanh_sigmoid_c_expr
 
     change = {"fused_noprefetch": {"bias_prefetch": "after"}, "fused_late": {"bias_prefetch": "late"},
               "bias_late": {"bias_prefetch": "late"}, "fused_start": {"bias_prefetch": "start"},

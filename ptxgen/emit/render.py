@@ -20,22 +20,22 @@ from ..derive.tile.spec import TileSpec
 from ..isa.descriptors import SmemDescriptor
 from ..isa.shapes import WARPGROUP_THREADS
 from ..isa.types import Arch, Loader
-from . import grouped_view as cgrouped
-from .blockfp8 import BlockFp8View, block_fp8_view
-from .chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
+from .views import grouped_view as cgrouped
+from .views.blockfp8 import BlockFp8View, block_fp8_view
+from .views.chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
-from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
-from .loader_view import OperandView, operand_view
-from .order_view import OrderView, order_view
-from .mma_view import (KStepView, MmaView, ScaleView, SlabView, half_mma_view, k_step_views, scale_view, slab_views, tcgen05_mma_view,
+from .views.epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
+from .views.loader_view import OperandView, operand_view
+from .views.order_view import OrderView, order_view
+from .views.mma_view import (KStepView, MmaView, ScaleView, SlabView, half_mma_view, k_step_views, scale_view, slab_views, tcgen05_mma_view,
                        wgmma_mma_view)
-from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
-from .schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batched_tile_coords_c, cluster_tile_coords_c, cluster_view,
+from .views.pipeline_view import BarrierView, other_barrier_views, parity_c_expr
+from .views.schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batched_tile_coords_c, cluster_tile_coords_c, cluster_view,
                             grid_doc, tile_coords_c)
 from .sources import generated_line
-from .splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
-from .streamk_view import LOOP as STREAMK_LOOP
-from .streamk_view import StreamKView, streamk_view, unit_c
+from .views.splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
+from .views.streamk_view import LOOP as STREAMK_LOOP
+from .views.streamk_view import StreamKView, streamk_view, unit_c
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,8 @@ class KernelView:
     epi: EpilogueView
     store: StoreView | None
     scales: ScaleView | None = None
-    chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.chain)
-    bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.blockfp8)
+    chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.views.chain)
+    bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.views.blockfp8)
     cta_group: int = 1
     pair: "PairView | None" = None
     tile_first: str = "static_cast<int>(blockIdx.x)"  # the first work item of this CTA (pair)
@@ -87,15 +87,15 @@ class KernelView:
     sf_relay: bool = False  # a block-scaled pair: the peer's MMA thread relays its SF barrier to the leader's full[s]
     cluster: "ClusterView | None" = None
     release_fn: str = "mbar_arrive"  # how a consumer releases a stage: its own CTA's empty barrier, or every CTA's
-    grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.grouped_view)
+    grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.views.grouped_view)
     row_limit: str = "M"  # the epilogue stores rows below this: M, or a grouped tile's group end
     k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
     split: SplitView | None = None  # split-K: the reduction kernel
-    streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.streamk_view)
+    streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.views.streamk_view)
     loop_var: str = "tile"  # the persistent loop's variable: the tile, or (stream-K) the work entry
-    order: OrderView | None = None  # --epilogue-order alternate (ptxgen.emit.order_view)
-    c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.chain)
+    order: OrderView | None = None  # --epilogue-order alternate (ptxgen.emit.views.order_view)
+    c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.views.chain)
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
     d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)

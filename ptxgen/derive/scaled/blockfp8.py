@@ -208,7 +208,7 @@ def scale_phases(bn: int) -> tuple[ScalePhase, ...]:
 class OffsetTerm:
     """One term of a tile's scale-array base offset in elements: ``(var / divisor) x stride``, where ``var`` is a value
     of the tile (``n0``: its first column; ``group``: its group, grouped kernels) and ``stride`` a kernel parameter. The
-    kernel adds the terms to the scale pointer once per tile (ptxgen.emit.blockfp8 renders them as C)."""
+    kernel adds the terms to the scale pointer once per tile (ptxgen.emit.views.blockfp8 renders them as C)."""
 
     var: str
     divisor: int

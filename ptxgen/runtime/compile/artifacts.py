@@ -17,7 +17,7 @@ from ...emit.generated import (
 )
 from ...emit.render import render_kernel
 from ...outputs import read_text
-from ...emit.svg import layout_svg
+from ...emit.pictures.svg import layout_svg
 from ...derive.tile.layout import TileLayout, derive
 from ...derive.tile.spec import TileSpec
 from .ptxorder import pair_alloc_order_problems

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.tile.kernel import KernelPlan
-from ..derive.roles.schedule import SchedulePlan
+from ...derive.tile.kernel import KernelPlan
+from ...derive.roles.schedule import SchedulePlan
 
 
 def tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile", pair=None) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
-"""The drawing primitives and the geometry every panel of ``layout.svg`` shares (ptxgen.emit.svg draws the operand
-stages and assembles the picture; ptxgen.emit.svg_panels draws the epilogue, scale-factor and grouped-walk panels)."""
+"""The drawing primitives and the geometry every panel of ``layout.svg`` shares (ptxgen.emit.pictures.svg draws the operand
+stages and assembles the picture; ptxgen.emit.pictures.svg_panels draws the epilogue, scale-factor and grouped-walk panels)."""
 
 from __future__ import annotations
 

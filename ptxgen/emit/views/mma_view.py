@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.tile.kernel import KernelPlan
-from ..derive.tile.layout import TileLayout
-from ..derive.scaled.scales import (
+from ...derive.tile.kernel import KernelPlan
+from ...derive.tile.layout import TileLayout
+from ...derive.scaled.scales import (
     SF_ATOM_BYTES,
     SF_ATOM_CHUNKS,
     SF_ATOM_ROWS,
     keep_mask_c_expr,
 )
-from ..derive.scaled.sf_atoms import sf_k_atoms_c_expr, sf_k_chunks_c_expr, sf_last_block_c_expr
-from ..isa.descriptors import SmemDescriptor
-from ..isa.types import Arch, DType
+from ...derive.scaled.sf_atoms import sf_k_atoms_c_expr, sf_k_chunks_c_expr, sf_last_block_c_expr
+from ...isa.descriptors import SmemDescriptor
+from ...isa.types import Arch, DType
 from .blockfp8 import HalfMmaView
-from .cexpr import wgmma_operand_lists
+from ..cexpr import wgmma_operand_lists
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..derive.store.cload import PHASES, CLoadPlan
-from ..derive.store.epilogue import StorePlan
-from ..derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
-from ..isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
-from ..isa.types import DType
+from ...derive.store.cload import PHASES, CLoadPlan
+from ...derive.store.epilogue import StorePlan
+from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
+from ...isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
+from ...isa.types import DType
 
 FULL_WARP_MASK = "0xffffffffu"
 

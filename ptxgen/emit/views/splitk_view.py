@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.tile.kernel import KernelPlan
-from ..derive.store.splitk import REDUCE_THREADS, WORKSPACE_ELEMENT_BYTES, WORKSPACE_VECTOR, SplitPlan
-from ..isa.types import DType
-from .cexpr import OUT_CTYPE, convert_c_expr
+from ...derive.tile.kernel import KernelPlan
+from ...derive.store.splitk import REDUCE_THREADS, WORKSPACE_ELEMENT_BYTES, WORKSPACE_VECTOR, SplitPlan
+from ...isa.types import DType
+from ..cexpr import OUT_CTYPE, convert_c_expr
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 # Named barriers 1 and 2 are the ping-pong mainloop's; the store epilogue's per-warpgroup barriers (3 + wg) follow:
 # every id is allocated in ptxgen.derive.roles.barriers.
-from ..derive.roles.barriers import STORE_FIRST_BARRIER_ID
-from ..derive.store.epilogue import STMATRIX_MATRICES, STMATRIX_ROWS, WARP_ROWS, StorePlan
-from ..derive.tile.kernel import KernelPlan
-from ..isa.descriptors import tmem_lane_c_expr
-from ..isa.types import DType
-from .cexpr import (
+from ...derive.roles.barriers import STORE_FIRST_BARRIER_ID
+from ...derive.store.epilogue import STMATRIX_MATRICES, STMATRIX_ROWS, WARP_ROWS, StorePlan
+from ...derive.tile.kernel import KernelPlan
+from ...isa.descriptors import tmem_lane_c_expr
+from ...isa.types import DType
+from ..cexpr import (
     OUT_CTYPE,
     convert_c_expr,
     linear_offset_c_expr,

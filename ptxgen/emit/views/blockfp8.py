@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
+from ...derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
                                BlockFp8Plan, OffsetTerm)
-from ..derive.tile.abi import SFA_MAP
-from ..derive.scaled.sfa_tma import sfa_copy_origin
-from ..derive.operands.tma import TmaPlan
-from ..derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
-from ..derive.roles.barriers import stagger_first_barrier_id
+from ...derive.tile.abi import SFA_MAP
+from ...derive.scaled.sfa_tma import sfa_copy_origin
+from ...derive.operands.tma import TmaPlan
+from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
+from ...derive.roles.barriers import stagger_first_barrier_id
 
 WARPGROUP_THREADS = 128
 SECOND_BLOCK_C = f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N"  # block n0 / 128 + 1 of B holds columns (else its scale is 0)
@@ -189,7 +189,7 @@ def k_block_c(plan: BlockFp8Plan, local: str, k_first: str = "") -> str:
 def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str = "none",
                    consumer_warpgroups: int = 2, group_expr: str = "", half: HalfMmaView | None = None,
                    smem=None, k_first: str = "", sfa_tma: TmaPlan | None = None, slabs=None) -> BlockFp8View | None:
-    """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.grouped_view); ``k_first``: the
+    """``group_expr``: the C of the tile's group (a grouped kernel's cursor, ptxgen.emit.views.grouped_view); ``k_first``: the
     C of the unit's first K-tile (stream-K: kt_first; "": K-tile 0)."""
     if plan is None:
         return None

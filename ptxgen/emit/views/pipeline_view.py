@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.tile.kernel import KernelPlan
-from ..derive.roles.pipeline import Parity
-from ..derive.operands.smem import MBARRIER_BYTES
+from ...derive.tile.kernel import KernelPlan
+from ...derive.roles.pipeline import Parity
+from ...derive.operands.smem import MBARRIER_BYTES
 
 
 def parity_c_expr(p: Parity, it: str = "it") -> str:

@@ -1,10 +1,10 @@
 """The panels of ``layout.svg`` beside the operand stages: the TMA-store epilogue's staging buffer, the fused epilogue
 chain's register map, a block-scaled kernel's scale-factor atom in Tensor Memory, a grouped kernel's walk and a
-block-FP8 kernel's B-scale blocks per column group (ptxgen.emit.svg assembles them)."""
+block-FP8 kernel's B-scale blocks per column group (ptxgen.emit.pictures.svg assembles them)."""
 
 from __future__ import annotations
 
-from ..derive.tile.layout import TileLayout
+from ...derive.tile.layout import TileLayout
 from .svgkit import CELL_H, CELL_W, LEFT, LINE_BYTES, STEP_COLOURS, row_colour, svg_text
 
 STORE_LINES = 16  # the staging picture: the first two 8-row swizzle atoms of a buffer
@@ -13,7 +13,7 @@ STORE_LINES = 16  # the staging picture: the first two 8-row swizzle atoms of a 
 def chain_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
     """The fused epilogue chain (derive.store.fusion): its steps, and which operand elements lanes 0..7 of warp 0 load for
     the first 16 columns of their rows (the register map the L1 model checks)."""
-    from ..derive.store.fusion import plan_chain, steps_text
+    from ...derive.store.fusion import plan_chain, steps_text
 
     s = t.spec
     plan = plan_chain(s.fuse, s.arch, s.bm, s.bn, s.out_dtype, s.epilogue)
@@ -141,7 +141,7 @@ def grouped_panel(spec, y0: float) -> tuple[list[str], float]:
     """A grouped kernel's walk on the example of GroupedPlan.walk_picture: D's rows (down) and columns (across),
     each work item's loaded tile dashed and its stored part filled in its group's colour and labelled with the item
     and the CTA of a 3-CTA grid; the groups' first rows marked."""
-    from ..derive.roles.grouped import GroupedPlan
+    from ...derive.roles.grouped import GroupedPlan
 
     plan = GroupedPlan(spec.bm, spec.bn, spec.raster_group)
     offs, grid = [0, 1, spec.bm + 2, spec.bm + 2], 3
@@ -182,7 +182,7 @@ BFP8_COLOURS = ("#9ecae1", "#fdae6b")  # block n0 / 128, the next block
 def bfp8_panel(spec, y0: float) -> tuple[list[str], float]:
     """Block FP8 (derive.scaled.blockfp8): for each split n0 % 128 a tile can start at, the tile's 8-column register groups
     coloured by the 128-column block of B whose scale multiplies them (the promotion branch of that phase)."""
-    from ..derive.scaled.blockfp8 import BLOCK_K, GROUP_COLS, plan_block_fp8
+    from ...derive.scaled.blockfp8 import BLOCK_K, GROUP_COLS, plan_block_fp8
 
     plan = plan_block_fp8(spec.bm, spec.bn, spec.bk)
     width = CELL_W * LINE_BYTES // 16
@@ -212,7 +212,7 @@ SLAB_COLOURS = ("#c7e9c0", "#dadaeb", "#fdd0a2", "#d9d9d9")  # consumer warpgrou
 def slabs_rows(spec, y0: float) -> tuple[list[str], float]:
     """--consumer-slabs N (derive.scaled.bfp8slabs): the tile's 64-row slabs coloured by the consumer warpgroup that owns them,
     and the order of one K block through the warpgroup's shared partial."""
-    from ..derive.scaled.bfp8slabs import SLAB_ROWS, plan_consumer_slabs
+    from ...derive.scaled.bfp8slabs import SLAB_ROWS, plan_consumer_slabs
 
     plan = plan_consumer_slabs(spec.bm, spec.consumer_slabs)
     order = ", ".join(st.op + ("" if st.slab < 0 else f" {st.slab}") for st in plan.steps)
@@ -240,7 +240,7 @@ def order_panel(spec, y0: float) -> tuple[list[str], float]:
     """--epilogue-order alternate (derive.roles.epiorder): a timeline of ORDER_TILES tiles, one row per consumer warpgroup,
     each epilogue starting after the previous warpgroup's (round-robin) and the warpgroup's own main loop. The lengths
     are an illustration, not a measurement; the order is the derived one."""
-    from ..derive.tile.kernel import plan_kernel
+    from ...derive.tile.kernel import plan_kernel
 
     plan = plan_kernel(spec).epi_order
     c = plan.consumers

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.layouts import readmodel
-from ..derive.tile.explain import cell_label
-from ..derive.tile.kernel import plan_kernel
-from ..derive.tile.layout import TileLayout
-from ..derive.operands.operand import OperandLayout
-from ..isa.types import Major
-from .sources import generated_line
+from ...model.layouts import readmodel
+from ...derive.tile.explain import cell_label
+from ...derive.tile.kernel import plan_kernel
+from ...derive.tile.layout import TileLayout
+from ...derive.operands.operand import OperandLayout
+from ...isa.types import Major
+from ..sources import generated_line
 from .svg_panels import bfp8_panel, chain_panel, grouped_panel, order_panel, scale_panel, store_panel
 from .svgkit import CELL_H, CELL_W, LEFT, LINE_BYTES, STEP_COLOURS, STYLE, row_colour, svg_text, xml_escape
 
@@ -271,7 +271,7 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
     parts += header
     for name in operands:
         if name == "d":
-            from ..derive.store.epilogue import plan_store
+            from ...derive.store.epilogue import plan_store
 
             store = plan_store(s)
             if store is not None:

@@ -1,7 +1,7 @@
 """An SVG bar chart of benchmark results (no plotting dependency): TFLOP/s of ptxgen and cuBLAS per
 shape, the ratio above each pair, and the arithmetic floor's rate as a dashed line.
 
-    python -m ptxgen.emit.chart BENCH_LOG OUT.svg [--title TEXT] [--peak TFLOPS]
+    python -m ptxgen.emit.pictures.chart BENCH_LOG OUT.svg [--title TEXT] [--peak TFLOPS]
 
 BENCH_LOG holds the lines `ptxgen bench` prints (one per shape).
 """
@@ -75,7 +75,7 @@ def chart_svg(bars: list[Bar], title: str, peak: float | None = None) -> str:
 def main(argv: list[str]) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m ptxgen.emit.chart")
+    ap = argparse.ArgumentParser(prog="python -m ptxgen.emit.pictures.chart")
     ap.add_argument("log")
     ap.add_argument("svg")
     ap.add_argument("--title", default="ptxgen vs cuBLAS")

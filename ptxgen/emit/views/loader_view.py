@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.operands.operand import OperandLayout
-from ..isa.types import Major
-from .cexpr import linear_offset_c_expr, swizzle_c_expr
+from ...derive.operands.operand import OperandLayout
+from ...isa.types import Major
+from ..cexpr import linear_offset_c_expr, swizzle_c_expr
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.roles.grouped import GroupedPlan
+from ...derive.roles.grouped import GroupedPlan
 
 CURSOR = "gc"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.roles.epiorder import EpilogueOrderPlan, OrderStep, order_steps
+from ...derive.roles.epiorder import EpilogueOrderPlan, OrderStep, order_steps
 
 COUNTER = "order_tiles"  # C: epilogues this warpgroup has run (the template declares and counts it)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..derive.tile.kernel import KernelPlan
-from ..derive.store.streamk import ACC_VECTOR, FLAG_REGION_BYTES, GROUP_THREADS, MIN_K_TILES_PER_SPLIT, StreamKPlan
+from ...derive.tile.kernel import KernelPlan
+from ...derive.store.streamk import ACC_VECTOR, FLAG_REGION_BYTES, GROUP_THREADS, MIN_K_TILES_PER_SPLIT, StreamKPlan
 from .epilogue_view import STORE_FIRST_BARRIER_ID
 from .mma_view import slab_views
 
