@@ -467,7 +467,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_gpu_commands(sub) -> None:
-    from .api.bench_ops import OPS
+    from .api.bench.bench_ops import OPS
     from .runtime import commands
 
     commands.add(sub)
@@ -499,7 +499,7 @@ def _cmd_bench(args) -> int:
     from .runtime.choose.tune import table_entries
 
     table_entries()  # a tuning table named in $PTXGEN_TUNING with a problem: exit 2 with it, before any GPU work
-    from .api.bench_api import run
+    from .api.bench.bench_api import run
 
     return run(shapes, args.iters, args.json, args.op or "gemm")
 

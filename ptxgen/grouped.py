@@ -19,14 +19,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from .api import streams
-from .api.binding import _allocate_out, _dtype_words
-from .api.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
-from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
-from .api.launchplan import fast_torch_key
-from .api.groupedpack import pack_plan, packed_call, warn_once
+from .api.launch import streams
+from .api.arrays.binding import _allocate_out, _dtype_words
+from .api.arrays.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
+from .api.launch.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
+from .api.launch.launchplan import fast_torch_key
+from .api.arrays.groupedpack import pack_plan, packed_call, warn_once
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
-from .api.streams import stream_handle
+from .api.launch.streams import stream_handle
 from .derive.tile.spec import TileSpec, make_spec
 from .isa.types import DType, Grouping, SpecError
 from .runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -97,7 +97,7 @@ def check_input_types(a_dtype: str, b_dtype: str) -> None:
 
 def grouped_decision(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, spec_for) -> tuple[TileSpec | None, dict]:
     """What a grouped call does with arrays already read (no GPU): ``(spec, {})`` where a kernel reads them as they are, or
-    ``(None, {argument: why})`` for the torch/CuPy arrays to pack first (``api.groupedpack``; the packed call decides the
+    ``(None, {argument: why})`` for the torch/CuPy arrays to pack first (``api.arrays.groupedpack``; the packed call decides the
     spec). ``spec_for(b_major)`` ("k" or "mn") gives the spec or raises SpecError (refused: ArgumentError for an N-major
     ``b`` of a type no kernel reads N-major and that is not packable; the SpecError itself otherwise)."""
     n_major = b_is_n_major(bi)
@@ -494,7 +494,7 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     """The call path the scaled grouped products share: the torch hot path, reading the arguments, ``check(ai, bi)``
     (the recipe's input types), and one kernel per (input dtypes, out dtype, ``recipe``) from ``spec_for(dtype, b_dtype,
     out_dtype, arch, b_major)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``.
-    Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.groupedpack``)."""
+    Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.arrays.groupedpack``)."""
     fkey = _fast_key(recipe, out_dtype, a, b, out, scale_a, scale_b, offs) if type(a) is torch_tensor_type() else None
     r = _fast_call(fkey, a, b, offs, out, scale_a, scale_b, stream)
     if r is not None:

@@ -69,7 +69,7 @@ def scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, stream=Non
     out = scaled_grouped_gemm(a, b.unsqueeze(0), scale_a.reshape(m), scale_b.reshape(1, n), offs,
                               out_dtype=_out_token(out_dtype), stream=stream)
     if bias is not None:  # on the stream the product ran on
-        from .api.streams import stream_handle
+        from .api.launch.streams import stream_handle
 
         with torch.cuda.stream(torch.cuda.ExternalStream(stream_handle(stream, a), device=a.device)):
             out.add_(bias.to(out.dtype))

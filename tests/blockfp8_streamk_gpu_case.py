@@ -23,7 +23,7 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
     import torch
 
     import ptxgen.api.fp8blocks
-    from ptxgen.api import launchplan
+    from ptxgen.api.launch import launchplan
     from ptxgen.api.fused import kernel_for
     from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
     from ptxgen.model.numerics import bfp8model

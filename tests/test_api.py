@@ -476,9 +476,9 @@ class SimulatedGPU:
                 sim.encoded.append(args.global_address)
                 return _fake_encode(args)
 
-        monkeypatch.setattr(api.streams, "require_gpu", lambda index=None: self.device)
-        monkeypatch.setattr(api.streams, "ensure_current", lambda dev: None)
-        monkeypatch.setattr(api.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
+        monkeypatch.setattr(api.launch.streams, "require_gpu", lambda index=None: self.device)
+        monkeypatch.setattr(api.launch.streams, "ensure_current", lambda dev: None)
+        monkeypatch.setattr(api.launch.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
         monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
         monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", FakeDriver())
 

@@ -293,7 +293,7 @@ def test_kernel_compiles_with_promotion_and_no_local_memory():
 def simulated_bfp8_launches(monkeypatch) -> list:
     """A simulated H200 (132 SMs, 66 active 2-CTA clusters) for ptxgen.api.fp8blocks.gemm: the list each launch appends
     (grid, its arguments read back) to; tensor maps encoded as zero bytes."""
-    from ptxgen.api import streams
+    from ptxgen.api.launch import streams
     from ptxgen.runtime.launch.gpu import Device
 
     launches = []

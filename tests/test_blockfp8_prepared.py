@@ -1,4 +1,4 @@
-"""ptxgen.api.fp8blocks.gemm's prepared launches (ptxgen.api.fp8launch), on a simulated H200 (no GPU): a repeated call
+"""ptxgen.api.fp8blocks.gemm's prepared launches (ptxgen.api.launch.fp8launch), on a simulated H200 (no GPU): a repeated call
 with one dispatch key launches exactly what the slow path would (every argument, tensor maps included), without
 building a spec; a changed pointer is re-pointed; a pointer that breaks a rule, and a changed key, go the slow way.
 On the H200: tests/test_epilogue_ops.py's block-FP8 tests call gemm repeatedly; tools/bench_blockfp8_api.py times it."""

@@ -1,4 +1,4 @@
-"""M-major D (``--d-major m``, ptxgen.derive.store.output) and swap-AB (runtime.choose's swap-ab rule, api.swapab).
+"""M-major D (``--d-major m``, ptxgen.derive.store.output) and swap-AB (runtime.choose's swap-ab rule, api.launch.swapab).
 
 Tiers: the spec field and its refusals; the L1 check (model.layouts.outmodel through model.bridges.check_dstore) of where the direct
 epilogue stores every accumulator element, with controls that must fail; the binding of M-major outputs; the rule;
@@ -128,7 +128,7 @@ def _info(name, shape, strides, dtype="bf16", ptr=0x10000):
 
 
 def test_m_major_out_binds_with_any_column_pitch_and_row_major_is_refused():
-    from ptxgen.api.binding import bind
+    from ptxgen.api.arrays.binding import bind
     from ptxgen.runtime.launch.arrays import ArgumentError
 
     s = mspec()

@@ -172,7 +172,7 @@ class _Arr:
 
 @pytest.fixture
 def simulated(monkeypatch):
-    from ptxgen.api import streams
+    from ptxgen.api.launch import streams
     from ptxgen.runtime.launch.gpu import Device
 
     launches = []

@@ -199,7 +199,7 @@ def _fake_encode(args):
 def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel: the binding, the tensor maps (B over G x N rows), the grid from M, N and G
     only (nothing reads offs), the arguments in ABI order, the stream; a second call reuses the arguments."""
-    import ptxgen.api.streams as streams
+    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
 
@@ -436,7 +436,7 @@ def test_cuda_graph_replay_with_offs_changed_between_replays(gpu):
 def simulated_grouped_launches(monkeypatch, spec) -> list:
     """A simulated H200 for ``ptxgen.grouped``'s launch path (its kernel tables emptied): the list each launch appends
     its parameter block to, read back by ``spec``'s ABI kinds."""
-    import ptxgen.api.streams as streams
+    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
 

@@ -160,7 +160,7 @@ def test_problem_needs_a_16_byte_row_pitch_for_the_map():
 
 
 def test_binding_pads_an_allocated_d_and_refuses_an_unaligned_one():
-    from ptxgen.api.binding import bind
+    from ptxgen.api.arrays.binding import bind
     from ptxgen.runtime.launch.arrays import ArrayInfo
     from ptxgen.runtime.launch.errors import ProblemError
 

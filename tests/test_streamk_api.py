@@ -1,4 +1,4 @@
-"""Stream-K in ``ptxgen.gemm``'s and ``CompiledKernel``'s launch path (api.launchplan: ``streamk_workspace``, the W slot).
+"""Stream-K in ``ptxgen.gemm``'s and ``CompiledKernel``'s launch path (api.launch.launchplan: ``streamk_workspace``, the W slot).
 
 CPU tier: the flag protocol the kernel renders leaves every flag zero after a launch, under any interleaving (L1: the
 wait, reset and count are read out of the rendered C and replayed against the plan; controls with a wrong reset or
@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptxgen
-from ptxgen.api import launchplan
+from ptxgen.api.launch import launchplan
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.store.streamk import FLAG_REGION_BYTES, StreamKPlan
 from ptxgen.emit.views.streamk_view import streamk_view

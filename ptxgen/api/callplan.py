@@ -107,7 +107,7 @@ _ALIASES = {"batched": "gemm", "grouped": "grouped_gemm", "scaled_grouped": "sca
 def target(device: str | None) -> Target:
     """The device a plan is made for: "h100", "h200", or None for the GPU present (NoGPU without one)."""
     if device is None:
-        from . import streams
+        from .launch import streams
 
         try:
             dev = streams.require_gpu()
@@ -188,10 +188,11 @@ def _plan_gemm(args: dict, t: Target) -> CallPlan:
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
                packed: tuple = ()) -> CallPlan:
     """ptxgen.gemm's slow path (api.dispatch._gemm_slow) for arrays already read, decided for ``t``."""
-    from . import dispatch, packing
-    from .batched import bind_any
+    from . import dispatch
+    from .arrays import packing
+    from .arrays.batched import bind_any
     from .select import choose_for_arrays, narrow_spec_for_arrays
-    from .swapab import transposed
+    from .launch.swapab import transposed
 
     if ai.ndim == 3 or bi.ndim == 3:
         return _batched(ai, bi, oi, out_dtype, t, packed)
@@ -237,7 +238,7 @@ def _zero_ok(ai: ArrayInfo, oi: ArrayInfo | None) -> bool:
 
 def _packed_gemm(ai, bi, oi, packs: dict, out_dtype, t: Target) -> CallPlan:
     """dispatch._gemm_packed: the packed K-major copies (rows padded to 16 B), then the call on them."""
-    from .groupedpack import packed_info
+    from .arrays.groupedpack import packed_info
 
     a2 = packed_info(ai) if "a" in packs else ai
     b2 = packed_info(bi) if "b" in packs else bi
@@ -251,7 +252,7 @@ def _packed_gemm(ai, bi, oi, packs: dict, out_dtype, t: Target) -> CallPlan:
 def _batched(ai, bi, oi, out_dtype, t: Target, packed: tuple) -> CallPlan:
     """dispatch._gemm_batched: one launch of a batched kernel, operands it cannot read copied contiguous first."""
     from . import dispatch
-    from .batched import batch_kind, bind_batched
+    from .arrays.batched import batch_kind, bind_batched
     from .select import batched_spec_for_arrays
 
     kind = batch_kind(ai, bi)
@@ -312,9 +313,10 @@ def _first_batch(info: ArrayInfo | None) -> ArrayInfo | None:
 def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: bool) -> CallPlan:
     """fused.gemm's slow path for arrays already read: the epilogue's packed copies of c / residual / bias, then the
     operands' (narrow cp.async kernel, or packed copies), then the chain's spec and its checks."""
-    from . import fused, fusedany, packing
-    from .binding import bind
-    from .groupedpack import packed_info
+    from . import fused
+    from .arrays import fusedany, packing
+    from .arrays.binding import bind
+    from .arrays.groupedpack import packed_info
     from .select import _gemm_spec
 
     m, n = ai.shape[0], bi.shape[0]
@@ -425,8 +427,8 @@ def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, pac
 
     from ..derive.tile.kernel import plan_kernel
     from ..runtime.launch.grouped import check_grouped_problem
-    from .groupedbind import _bind_scales, bind_block_scales, bind_grouped
-    from .groupedpack import packed_info
+    from .arrays.groupedbind import _bind_scales, bind_block_scales, bind_grouped
+    from .arrays.groupedpack import packed_info
 
     spec, packs = grouped.grouped_decision(ai, bi, oi, spec_for)
     if packs:
@@ -512,7 +514,7 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     """fp8blocks.gemm's slow path: bind, the scales' checks, chosen_spec for the device's SMs, scale_a by TMA's rule."""
     from ..derive.tile.kernel import plan_kernel
     from . import fp8blocks as fb
-    from .binding import bind
+    from .arrays.binding import bind
 
     ai, bi, oi, sa, sb = _read(args, "a", "b", "out", "scale_a", "scale_b")
     out_dtype = args.get("out_dtype", "bf16")

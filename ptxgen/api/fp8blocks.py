@@ -28,11 +28,11 @@ from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.fastlaunch import launcher
 from ..runtime.launch.launch import gemm_launches, workspace_bytes
-from . import streams
-from .binding import _allocate_out, bind, span_bytes
-from .fp8launch import Fp8Launch, Fp8Table, info_key
+from .launch import streams
+from .arrays.binding import _allocate_out, bind, span_bytes
+from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
 from .fused import kernel_for
-from .launchplan import fast_torch_key, streamk_workspace, tensor_type
+from .launch.launchplan import fast_torch_key, streamk_workspace, tensor_type
 
 __all__ = ["gemm", "default_spec", "tma_scales_spec"]
 BLOCK = 128
@@ -139,7 +139,7 @@ def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
 def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str = "bf16", spec: TileSpec | None = None, stream=None):
     """``out = D`` of the block-scaled recipe (module docstring); returns ``out`` (allocated when None) without
     synchronizing. A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
-    launch (ptxgen.api.fp8launch); the first such call checks, compiles and prepares."""
+    launch (ptxgen.api.launch.fp8launch); the first such call checks, compiles and prepares."""
     if stream is None:
         T = tensor_type()
         if (T is not None and isinstance(a, T) and isinstance(b, T) and isinstance(scale_a, T) and isinstance(scale_b, T)
@@ -238,7 +238,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream):
 
 
 def _prepared(plan, p, launch, extra, dev, infos) -> Fp8Launch:
-    """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.fp8launch)."""
+    """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.launch.fp8launch)."""
     from ..runtime.launch import tensormap
 
     kern, grid, block = launch

@@ -26,13 +26,13 @@ from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import gemm_args, launch_geometry
-from . import streams
-from .binding import _allocate_out, bind, span_bytes
-from .fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
-from .fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
-from .packing import PACKABLE, major_of, pack_plan
+from .launch import streams
+from .arrays.binding import _allocate_out, bind, span_bytes
+from .arrays.fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
+from .launch.fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
+from .arrays.packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
-from .launchplan import tensor_type
+from .launch.launchplan import tensor_type
 from .select import _gemm_spec, spec_or_direct_store
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}

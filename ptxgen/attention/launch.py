@@ -49,7 +49,7 @@ def _kernel(spec: AttentionSpec, device_index: int):
         with _LOCK:
             k = _KERNELS.get(key)
             if k is None:
-                from ..api.streams import ensure_current
+                from ..api.launch.streams import ensure_current
                 from ..runtime.launch import gpu
 
                 dev = gpu.require_gpu(device_index)

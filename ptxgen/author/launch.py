@@ -106,7 +106,7 @@ class Binder:
 
     def _load_locked(self):
         if self._kernel is None:
-            from ..api import streams
+            from ..api.launch import streams
             from ..runtime.launch import gpu
             from ..runtime.launch.gpu import NoGPU
 
@@ -118,8 +118,8 @@ class Binder:
         return self._kernel
 
     def launch(self, args, grid, stream=None):
-        from ..api import streams
-        from ..api.launchplan import launch_checked
+        from ..api.launch import streams
+        from ..api.launch.launchplan import launch_checked
         from ..runtime.launch.fastlaunch import launcher
 
         infos = self.bind(args)

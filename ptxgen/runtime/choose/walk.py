@@ -64,7 +64,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
                  the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
                  1-2 of 2026-12-01-streamk). ``rules.STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
-                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``). e4m3 (``rules.STREAM_K_FAMILIES``)
+                 it (gemm: a workspace per device and stream, ``api.launch.launchplan.streamk_workspace``). e4m3 (``rules.STREAM_K_FAMILIES``)
                  from runs/2026-12-01-swapab-small-m run 1: 5120^3 224.0 -> 207.7 us (0.94 -> 1.02 of torch._scaled_mm),
                  5120 x 5120 x 5008 206.6 -> 198.2 us, 1504 x 9008 x 3024 77.9 -> 77.1 us. For e4m3 a stream-K form
                  must beat the whole kernels beyond the tie tolerance (``rules.STREAM_K_WHOLE_FIRST``): at 3008 x 7008 x 5008

@@ -18,14 +18,14 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..derive.tile.abi import SFA_MAP
-from ..derive.tile.kernel import KernelPlan
-from ..runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
-from ..runtime.launch.gpu import CudaError
-from ..runtime.launch.errors import ProblemError
-from ..runtime.launch.launch import C_MAP, Problem, c_map_args, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
-from ..runtime.launch.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
-from .binding import overlaps
+from ...derive.tile.abi import SFA_MAP
+from ...derive.tile.kernel import KernelPlan
+from ...runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, compiled_module, error_name
+from ...runtime.launch.gpu import CudaError
+from ...runtime.launch.errors import ProblemError
+from ...runtime.launch.launch import C_MAP, Problem, c_map_args, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
+from ...runtime.launch.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
+from ..arrays.binding import overlaps
 
 TORCH_OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32", "e4m3": "float8_e4m3fn"}
 
@@ -34,8 +34,8 @@ def build_params(plan: KernelPlan, p: Problem, encode, extra: dict | None = None
     """The parameter block for problem ``p`` with every integer written, and the pointer slot of A, B and D
     (tensor-map or raw-pointer parameters, or a group of both; a map is encoded by ``encode`` when its
     pointer is first set). ``extra``: the integers the problem does not hold (block FP8's lds_a and lds_b, which
-    also shape scale_a's tensor map: its slot is ``SFA``, ptxgen.api.fp8launch; the fused epilogue's alpha, beta, ldc
-    and ldr, ptxgen.api.fusedlaunch); any other pointer parameter gets a slot by its name (SFA, SFB, W, and the fused
+    also shape scale_a's tensor map: its slot is ``SFA``, ptxgen.api.launch.fp8launch; the fused epilogue's alpha, beta, ldc
+    and ldr, ptxgen.api.launch.fusedlaunch); any other pointer parameter gets a slot by its name (SFA, SFB, W, and the fused
     epilogue's C, BIAS, RES, SCALE, AMAX; C read through TMA: ``tmap_c`` joins C's slot)."""
     params = plan.abi.params
     block = ParamBlock(["ptr" if q.kind == "wptr" else q.kind for q in params])
@@ -124,7 +124,7 @@ def allocate_device_bytes(nbytes: int, torch_like=None, device_index: int = 0) -
     if torch_like is not None:
         t = torch_like.new_empty((nbytes,), dtype=sys.modules["torch"].uint8)
         return t.data_ptr(), t
-    from ..runtime.launch.gpu import Buffer
+    from ...runtime.launch.gpu import Buffer
     from . import streams
 
     with streams.on_device(streams.device(device_index)):
@@ -133,7 +133,7 @@ def allocate_device_bytes(nbytes: int, torch_like=None, device_index: int = 0) -
 
 
 def _zero_flags(driver, address: int, stream: int, ensure_context=None) -> None:
-    from ..derive.store.streamk import FLAG_REGION_BYTES
+    from ...derive.store.streamk import FLAG_REGION_BYTES
 
     args = (address, 0, FLAG_REGION_BYTES // 4, stream)
     rc = driver.memset_d32_async(*args)
@@ -155,7 +155,7 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
         raise CudaError(f"cuStreamIsCapturing failed: {error_name(rc)} ({rc})")
     if status:  # capturing (or a capture invalidated: the launch that follows fails as the driver says)
         if torch_like is None:
-            from ..runtime.launch.arrays import ArgumentError
+            from ...runtime.launch.arrays import ArgumentError
 
             raise ArgumentError("a stream-K kernel inside a CUDA graph capture takes torch tensors (its workspace comes from "
                                 "the graph's memory pool); pass torch tensors, or capture a kernel compiled with stream_k=1")
@@ -261,7 +261,7 @@ class Launch:
             self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
             self.rparams = self.rblock.address
         elif self.streamk:  # the W slot takes the calling stream's workspace (streamk_workspace), patched per call
-            from ..derive.store.streamk import MAX_GRID_CTAS
+            from ...derive.store.streamk import MAX_GRID_CTAS
 
             if not plan.abi.persistent or self.gx > min(sm_count, MAX_GRID_CTAS):  # owners wait on other CTAs of the grid
                 raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {self.gx} CTAs on {sm_count} SMs could "
@@ -439,7 +439,7 @@ def tensor_type():
             mod = compiled_module()
             if mod is not None:
                 mod.set_tensor_type(t)
-                from ..runtime.launch import torchmeta
+                from ...runtime.launch import torchmeta
 
                 torchmeta.start(torch, mod)  # the metadata reader: loaded, or built in the background (optional)
     return t

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..runtime.launch.arrays import ArrayInfo
+from ...runtime.launch.arrays import ArrayInfo
 from . import streams
-from .binding import _allocate_out, _m_major_alloc_ld
-from .kernel import CompiledKernel, _record_torch_stream
+from ..arrays.binding import _allocate_out, _m_major_alloc_ld
+from ..kernel import CompiledKernel, _record_torch_stream
 from .launchplan import Launch, torch_key
 
 
@@ -58,7 +58,7 @@ def launch_swapped(kernel: CompiledKernel, a, b, out, ai: ArrayInfo, bi: ArrayIn
         dev = streams.call_ordinal((ai, bi))
         # rows n elements apart; 16-byte aligned rows where the TMA store writes D through a tensor map (a view of them)
         out = _allocate_out(a, ai.library, m, n, _m_major_alloc_ld(kernel.spec, n), kernel.spec.out_dtype.value, dev)
-        from ..runtime.launch.arrays import read_array
+        from ...runtime.launch.arrays import read_array
 
         oi = read_array(out, "out", handle)
     out_t = None if out is None else out.T

@@ -1,5 +1,5 @@
 """The fused door takes every tensor the plain door takes: what ``fused.gemm``'s slow path does with arrays its
-kernels cannot read as they are (the plain path's rules, ``api.packing``, applied to the fused call too).
+kernels cannot read as they are (the plain path's rules, ``api.arrays.packing``, applied to the fused call too).
 
 * Operand rows aligned to 8 or 4 bytes only (K = 1, 10, 50 ... in bf16): the cp.async kernel copying that many bytes,
   with the chain (``narrow_spec``); no copy.
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sys
 
-from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
+from ...runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from .packing import PACKABLE, narrow_copy_bytes, packed_copy, warn_once
-from .select import narrow_spec_for_arrays
+from ..select import narrow_spec_for_arrays
 
 DOOR = "gemm (fused epilogue)"
 

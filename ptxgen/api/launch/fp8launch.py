@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import threading
 
-from ..derive.tile.kernel import KernelPlan
-from ..runtime.launch.fastlaunch import compiled_launcher
-from ..runtime.launch.launch import Problem
-from .binding import overlaps
+from ...derive.tile.kernel import KernelPlan
+from ...runtime.launch.fastlaunch import compiled_launcher
+from ...runtime.launch.launch import Problem
+from ..arrays.binding import overlaps
 from .launchplan import build_params, launch_checked
 
 C_ORDER = ("A", "B", "D", "SFA", "SFB")  # the compiled launcher's operands, in run_all's order

@@ -13,11 +13,11 @@ import sys
 import warnings
 from dataclasses import replace
 
-from ..isa.types import Major
-from ..runtime.launch.arrays import ArgumentError, ArrayInfo
-from ..runtime.launch.launch import ROW_ALIGN_BYTES
+from ...isa.types import Major
+from ...runtime.launch.arrays import ArgumentError, ArrayInfo
+from ...runtime.launch.launch import ROW_ALIGN_BYTES
 from .binding import operand_major
-from .select import _INPUT_ARRAY_DTYPES
+from ..select import _INPUT_ARRAY_DTYPES
 
 PACKABLE = ("torch", "cupy")
 _WARNED: set = set()

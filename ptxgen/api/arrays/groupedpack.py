@@ -7,7 +7,7 @@ only), rows 16-byte aligned (TMA), and write ``out`` row-major with 16-byte alig
 outside those rules (an M-major ``a``, a transposed tf32 or FP8 ``b``, rows not 16-byte aligned, ``b``'s groups with gaps
 between them or broadcast, an ``out`` of another stride) is copied once into a packed K-major buffer (rows padded to 16
 bytes) or computed into a fresh ``out`` and copied back, said once per reason with ``warnings.warn``. Other libraries'
-arrays are refused by the binding (``api.groupedbind``), as the plain path refuses them.
+arrays are refused by the binding (``api.arrays.groupedbind``), as the plain path refuses them.
 
 :func:`pack_plan` decides (no GPU, ArrayInfo only: ``ptxgen.api.plan`` calls it too); :func:`packed_info` is the
 ArrayInfo a packed copy will have; :func:`packed_copy` makes it.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..runtime.launch.arrays import ArgumentError, ArrayInfo
-from ..runtime.launch.launch import ROW_ALIGN_BYTES
+from ...runtime.launch.arrays import ArgumentError, ArrayInfo
+from ...runtime.launch.launch import ROW_ALIGN_BYTES
 from .groupedbind import _k_major_b, _k_major_rows, _n_major_b, b_is_n_major
 from .packing import PACKABLE, copy_into, out_problem, packed_copy, packed_info, warn_once  # noqa: F401 (re-exported)
 

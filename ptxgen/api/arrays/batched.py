@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..derive.tile.spec import TileSpec
-from ..isa.types import Batch
-from ..runtime.launch.arrays import ArgumentError, ArrayInfo
-from ..runtime.launch.launch import Problem, check_problem, global_shape
+from ...derive.tile.spec import TileSpec
+from ...isa.types import Batch
+from ...runtime.launch.arrays import ArgumentError, ArrayInfo
+from ...runtime.launch.launch import Problem, check_problem, global_shape
 from .binding import Binding, _pad, bind, check_no_alias
 
 _BATCH = "a B x M x K a with a B x N x K (or a shared N x K) b; out = a @ b.transpose(-1, -2), B x M x N"

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.tile.spec import TileSpec
-from ..isa.types import Grouping, Major
-from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
-from ..runtime.launch.grouped import GroupedProblem
-from ..runtime.launch.launch import ROW_ALIGN_BYTES, ProblemError
+from ...derive.tile.spec import TileSpec
+from ...isa.types import Grouping, Major
+from ...runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
+from ...runtime.launch.grouped import GroupedProblem
+from ...runtime.launch.launch import ROW_ALIGN_BYTES, ProblemError
 from .binding import _array_dtype, _check_aligned, _check_devices, _dtype_words
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-from ..runtime.launch.arrays import ArgumentError
-from ..runtime.launch.gpu import Device, require_gpu
+from ...runtime.launch.arrays import ArgumentError
+from ...runtime.launch.gpu import Device, require_gpu
 
 # require_gpu is re-exported: the API modules call ``streams.require_gpu()``, the one way to the device, so that
 # tests can simulate one by monkeypatching it here.
@@ -105,7 +105,7 @@ def ensure_current(dev: Device):
     """Make the device's primary context current on this thread (a thread other than the one that first called
     require_gpu has none until torch, CuPy or we set it). Returns the context it replaced (to hand to
     :func:`restore_context`), or None: nothing changed, or the thread had no context (the device's then stays)."""
-    from ..runtime.launch.gpu import _driver, check
+    from ...runtime.launch.gpu import _driver, check
 
     cu = _driver()
     cur = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
@@ -119,7 +119,7 @@ def restore_context(previous) -> None:
     """Make ``previous`` (what :func:`ensure_current` returned) current again; None does nothing."""
     if previous is None:
         return
-    from ..runtime.launch.gpu import _driver, check
+    from ...runtime.launch.gpu import _driver, check
 
     check(_driver().cuCtxSetCurrent(previous), "cuCtxSetCurrent (restore)")
 
@@ -149,7 +149,7 @@ def same_stream(x: int, y: int) -> bool:
 
 def wait_for_producer(producer: int, ours: int) -> None:
     """__cuda_array_interface__ v3: work queued on the producer's stream must finish before we read."""
-    from ..runtime.launch.gpu import _driver, check
+    from ...runtime.launch.gpu import _driver, check
 
     cu = _driver()
     ev = check(cu.cuEventCreate(0x2), "cuEventCreate")  # CU_EVENT_DISABLE_TIMING
@@ -162,7 +162,7 @@ def wait_for_producer(producer: int, ours: int) -> None:
 
 def pointer_device(ptr: int, name: str) -> int:
     """The device ordinal of a pointer, from the driver (for arrays that do not say)."""
-    from ..runtime.launch.gpu import _driver
+    from ...runtime.launch.gpu import _driver
 
     cu = _driver()
     err, ordinal = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ..derive.tile.spec import TileSpec
-from ..isa.types import DMajor, DType, Epilogue, Major
-from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
-from ..runtime.launch.launch import MAX_DIM, ROW_ALIGN_BYTES, Problem, ProblemError, check_problem
+from ...derive.tile.spec import TileSpec
+from ...isa.types import DMajor, DType, Epilogue, Major
+from ...runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
+from ...runtime.launch.launch import MAX_DIM, ROW_ALIGN_BYTES, Problem, ProblemError, check_problem
 
 _ARRAY_DTYPE = {DType.TF32: "f32"}
 _TORCH_NAMES = {"f16": "torch.float16", "bf16": "torch.bfloat16", "f32": "torch.float32", "e4m3": "torch.float8_e4m3fn",

@@ -29,7 +29,7 @@ GROUPS = 8
 
 
 def _fused(torch, m, n, k, gen):
-    from .dispatch import gemm
+    from ..dispatch import gemm
 
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) * k ** -0.5
@@ -41,7 +41,7 @@ def _fused(torch, m, n, k, gen):
 
 
 def _batched(torch, m, n, k, gen):
-    from .dispatch import gemm
+    from ..dispatch import gemm
 
     a = torch.randn(BATCH, m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(BATCH, n, k, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -57,7 +57,7 @@ def _offsets(torch, m):
 
 
 def _grouped(torch, m, n, k, gen):
-    from ..grouped import grouped_gemm
+    from ...grouped import grouped_gemm
 
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(GROUPS, n, k, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -67,7 +67,7 @@ def _grouped(torch, m, n, k, gen):
 
 
 def _scaled_grouped(torch, m, n, k, gen):
-    from ..grouped import scaled_grouped_gemm
+    from ...grouped import scaled_grouped_gemm
 
     a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
     b = (torch.randn(GROUPS, n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
@@ -81,7 +81,7 @@ def _scaled_grouped(torch, m, n, k, gen):
 def _bfp8(torch, m, n, k, gen):
     """torch's blockwise layouts: scale_a M x Kb outer-dim-major, scale_b Kb x Nb as ``s.t()`` of a row-major Nb x Kb4
     array (the K blocks padded to a multiple of 4, as cuBLAS allocates it)."""
-    from . import fp8blocks
+    from .. import fp8blocks
 
     a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
     b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
@@ -134,14 +134,14 @@ _SETUP = {"fused": _fused, "batched": _batched, "grouped": _grouped, "scaled_gro
 
 def bench_op_shape(torch, op: str, m: int, n: int, k: int, seed: int = 0, rounds: int = 30) -> dict:
     """One row of ``--op OP`` (not gemm): host µs, single-call and back-to-back ratios, the output checked."""
-    from ..runtime.check.bench import alternate
+    from ...runtime.check.bench import alternate
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     ours, result, base = _SETUP[op](torch, m, n, k, gen)
     ours()
     kernel = op
     if op == "fused":  # the kernel the door chose: its prepared launch, the newest in the table
-        from .fused import _HOT
+        from ..fused import _HOT
 
         kernel = next(reversed(_HOT.values())).name
     ref = base().float()

@@ -17,15 +17,15 @@ Every side's output is checked against ``torch.mm`` in float32 (relative error b
 
 from __future__ import annotations
 
-from ..status import clipped
+from ...status import clipped
 from .bench_ops import host_us as _host_us
 from .bench_ops import single_ratio as _single_ratio
 
 
 def bench_api_shape(torch, m: int, n: int, k: int, seed: int = 0, rounds: int = 30) -> dict:
-    from ..runtime.check.bench import alternate
-    from .dispatch import gemm, kernel_for
-    from .select import gemm_spec
+    from ...runtime.check.bench import alternate
+    from ..dispatch import gemm, kernel_for
+    from ..select import gemm_spec
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -85,8 +85,8 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
     import json
     import sys
 
-    from ..runtime.launch.gpu import NoGPU, require_gpu
-    from ..status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK
+    from ...runtime.launch.gpu import NoGPU, require_gpu
+    from ...status import EXIT_CHECK_FAILED, EXIT_NO_GPU, EXIT_OK
 
     try:
         import torch
@@ -97,7 +97,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
         dev = require_gpu()
         if not torch.cuda.is_available():
             raise NoGPU("torch sees no CUDA device")
-        from ..runtime.launch.fastlaunch import compiled_module
+        from ...runtime.launch.fastlaunch import compiled_module
 
         mod = compiled_module()
         launcher = "compiled" if mod is not None else "ctypes"
@@ -105,7 +105,7 @@ def run(shapes: list[tuple[int, int, int]], iters: int, as_json: bool, op: str =
               file=sys.stderr if as_json else sys.stdout, flush=True)
         reader = "none"
         if mod is not None:  # the steady state: the metadata reader loaded (or built, once) before anything is timed
-            from ..runtime.launch import torchmeta
+            from ...runtime.launch import torchmeta
 
             reader = torchmeta.start(torch, mod, wait=True)
             built = torchmeta.build_seconds()

@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name
-from ..runtime.launch.gpu import CudaError
-from ..runtime.launch.grouped import GroupedProblem
+from ...runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name
+from ...runtime.launch.gpu import CudaError
+from ...runtime.launch.grouped import GroupedProblem
 from . import streams
-from .kernel import _record_torch_stream
+from ..kernel import _record_torch_stream
 from .streams import stream_handle
 
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
