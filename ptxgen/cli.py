@@ -157,7 +157,7 @@ def cmd_check(args) -> int:
 
 
 def _sweep_merge(args) -> int:
-    from .sweep_report import merge_reports, summary_table, write_json
+    from .sweep.report import merge_reports, summary_table, write_json
 
     if args.json:
         _check_output(args.json)
@@ -177,7 +177,7 @@ def _sweep_merge(args) -> int:
 def _sweep_resume(path: str | None, ident: dict) -> list[dict]:
     """The trusted entries of a partial report of this grid, version and generator (a damaged or edited entry is
     named and run again; a report of another grid or generator is refused)."""
-    from .sweep_report import check_identity, read_report, trusted_entries
+    from .sweep.report import check_identity, read_report, trusted_entries
 
     if not path:
         return []
@@ -219,7 +219,7 @@ def cmd_sweep(args) -> int:
     from pathlib import Path
 
     from .sweep import identity, run_sweep, worker_count
-    from .sweep_report import JOURNAL_SUFFIX, summary_table, write_json
+    from .sweep.report import JOURNAL_SUFFIX, summary_table, write_json
 
     if args.merge:
         return _sweep_merge(args)

@@ -191,7 +191,7 @@ def test_resume_refuses_a_report_of_another_grid_with_the_same_name(tmp_path):
 
 
 def test_the_journal_carries_the_identity_too(tmp_path):
-    from ptxgen.sweep_report import read_report
+    from ptxgen.sweep.report import read_report
 
     assert _sweep(tmp_path, TINY, "a.json")[0] == 0
     a = json.loads((tmp_path / "a.json").read_text())

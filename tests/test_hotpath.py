@@ -237,9 +237,9 @@ def test_the_api_sits_above_the_runtime():
     from test_layering import PKG, _ptxgen_imports
 
     for path in (PKG / "runtime").rglob("*.py"):
-        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.api", "ptxgen.torch_ops"))}, path.name
+        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.api", "ptxgen.ops.torch_ops"))}, path.name
     for path in (PKG / "api").rglob("*.py"):
-        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.torch_ops", "ptxgen.cli"))}, path.name
+        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.ops.torch_ops", "ptxgen.cli"))}, path.name
     assert Path(PKG / "api" / "__init__.py").exists() and not (PKG / "api.py").exists()
 
 

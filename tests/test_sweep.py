@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ptxgen.sweep import FULL_SIZE, full_grid, load_grid, run_sweep, shard
-from ptxgen.sweep_report import summary_table
+from ptxgen.sweep.report import summary_table
 
 CI = load_grid("ci").specs
 
@@ -204,7 +204,7 @@ def test_ci_sample_sweeps_clean(start):
 # ------------------------------------------------------------------------------------------------
 # CI shards: --merge, --list-dropped, --resume, Ctrl-C, the --json target
 from ptxgen.cli import main  # noqa: E402
-from ptxgen.sweep_report import seal  # noqa: E402
+from ptxgen.sweep.report import seal  # noqa: E402
 
 # the shard/merge tests: two products, so that the shards hold configurations of both (no compile, quick)
 MERGE_GRID = ('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = [64, 128]\nbn = [64, 128, 256]\nbk = [32, 64]\na = "kmajor-sw64"\n'

@@ -19,7 +19,7 @@ cache), ``fused`` and ``fp8blocks`` (the fused-epilogue and block-FP8 doors), ``
 do, without a GPU: :func:`plan`). Packages: ``arrays`` (checking arrays against a spec: ``binding``; batched, grouped
 and packed arrays), ``launch`` (streams and contexts: ``streams``; the prepared launch of one dispatch key, the hot
 path: ``launchplan``; each door's prepared launches), ``bench`` (``ptxgen bench --api``).
-``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.torch_ops`` (a layer above this package).
+``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.ops.torch_ops`` (a layer above this package).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Autograd formulas of the ``torch.ops.ptxgen`` operators (registered by ``ptxgen.torch_ops`` with
+"""Autograd formulas of the ``torch.ops.ptxgen`` operators (registered by ``ptxgen.ops.torch_ops`` with
 ``torch.library.register_autograd``): every backward product runs through the same operators, so on a GPU it runs
 on ptxgen's kernels and under ``torch.compile`` it traces like the forward.
 

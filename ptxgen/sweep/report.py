@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .derive.tile.spec import TileSpec
-from .isa.types import SpecError
-from .outputs import read_text, write_text_atomic
+from ..derive.tile.spec import TileSpec
+from ..isa.types import SpecError
+from ..outputs import read_text, write_text_atomic
 
 MAX_REPORT_BYTES = 1 << 30  # a report of the whole 'full' grid is ~60 MB
-from .status import shown
+from ..status import shown
 
 
 CHECKS = ("model", "compile", "sass", "run")

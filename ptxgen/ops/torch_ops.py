@@ -1,6 +1,6 @@
 """``torch.ops.ptxgen``: ptxgen's products as torch operators, so that ``torch.compile(fullgraph=True)`` traces
 through them (fake implementations give the outputs' shapes, dtypes and strides without running anything) and
-autograd differentiates them (``torch.library.register_autograd``; the formulas are in ``ptxgen.opsgrad``).
+autograd differentiates them (``torch.library.register_autograd``; the formulas are in ``ptxgen.ops.opsgrad``).
 
 Registered by :func:`register_torch_ops`: by ``import ptxgen`` when torch is already imported, by the first use
 of ``ptxgen.api`` when torch is imported by then, or by calling ``ptxgen.register_torch_ops()``. This module
@@ -17,7 +17,7 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
 or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's).
-Each operator has a CPU implementation too, the plain-torch reference of ``ptxgen.opsref`` (it takes f64, which no
+Each operator has a CPU implementation too, the plain-torch reference of ``ptxgen.ops.opsref`` (it takes f64, which no
 kernel does), so that the autograd formulas can be checked with gradcheck/opcheck on a machine without a GPU.
 """
 
@@ -80,7 +80,7 @@ def _as_fake(out, fake):
 
 
 def _impl(a, b, out_dtype=None, bias=None, activation=None):
-    from .api import gemm
+    from ..api import gemm
 
     if bias is None and activation is None:
         out = gemm(a, b, out_dtype=out_dtype)
@@ -114,7 +114,7 @@ def _fake(a, b, out_dtype=None, bias=None, activation=None):
 # ---- grouped_gemm, grouped_gemm_k ------------------------------------------------------------------------------
 
 def _grouped_impl(a, b, offs, out_dtype=None):
-    from .grouped import grouped_gemm
+    from ..grouped import grouped_gemm
 
     out = grouped_gemm(a, b, offs, out_dtype=out_dtype)
     if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
@@ -159,7 +159,7 @@ def _grouped_k_fake(a, b, offs, out_dtype=None):
 
 
 def _attention_impl(q, k, v, causal=False, scale=None):
-    from .attention.launch import attention
+    from ..attention.launch import attention
 
     return attention(q, k, v, causal=causal, scale=scale)
 

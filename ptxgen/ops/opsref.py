@@ -1,10 +1,10 @@
 """CPU reference implementations of the ``torch.ops.ptxgen`` operators (registered for CPU tensors only).
 
-They exist so that the operators' autograd formulas (``ptxgen.opsgrad``) can be checked on a machine with no GPU:
+They exist so that the operators' autograd formulas (``ptxgen.ops.opsgrad``) can be checked on a machine with no GPU:
 ``torch.autograd.gradcheck`` in float64 and ``torch.library.opcheck`` run the formulas through these, and a GPU run
 swaps in ptxgen's kernels under the same formulas. They are written from the operators' documented meaning with
 plain torch arithmetic (f32 accumulation for 16-bit inputs, f64 for f64) and share no code with the kernels; the
-operators copy their values into the layout the fake implementations give (ptxgen.torch_ops).
+operators copy their values into the layout the fake implementations give (ptxgen.ops.torch_ops).
 
 CPU only: the GPU never runs these (a CUDA tensor goes to ptxgen's kernels). f64 inputs are accepted here, where no
 kernel takes them, so that gradcheck can run in double precision.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from .isa.epiops import Activation
+from ..isa.epiops import Activation
 
 
 def activation(z, name: str | None):

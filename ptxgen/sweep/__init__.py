@@ -3,8 +3,8 @@
 Grids are TOML files: each ``[[product]]`` table lists values per spec field and stands for their
 cartesian product; combinations the validator refuses are dropped (and counted). ``ci`` and the
 other named grids ship in ptxgen/grids/; ``full`` is generated: every legal configuration of the
-domain in :data:`FULL_DOMAIN`. The reports the sweep writes and reads (entries, trust, merging) are
-ptxgen.sweep_report's.
+domain in :data:`FULL_DOMAIN`. The package holds the sweep itself (this module), the reports it writes and reads
+(``report``: entries, trust, merging) and the epilogue checks it runs on each configuration (``checks``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterator
 
-from .derive.tile.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
-from .derive.tile.spec import OperandSpec, TileSpec, make_spec
-from .isa.types import SpecError, parse_enum
-from .outputs import read_text
-from .status import shown as _shown
-from .sweep_report import JOURNAL_HEADER, seal, status_of, summarize
+from ..derive.tile.fields import FIELD_BY_NAME as SPEC_FIELDS_BY_NAME, FIELDS as SPEC_FIELDS
+from ..derive.tile.spec import OperandSpec, TileSpec, make_spec
+from ..isa.types import SpecError, parse_enum
+from ..outputs import read_text
+from ..status import shown as _shown
+from .report import JOURNAL_HEADER, seal, status_of, summarize
 
 FIELDS = tuple(f.name for f in SPEC_FIELDS)
 TOKENS = tuple(
@@ -203,9 +203,9 @@ def grid_sha256(specs: list[TileSpec]) -> str:
 
 
 def identity(grid: Grid) -> dict:
-    """What the sweep's verdicts belong to (ptxgen.sweep_report.IDENTITY), with the grid's name."""
-    from .runtime.compile.buildmemo import generator_roots, tree_sha256
-    from .version import __version__
+    """What the sweep's verdicts belong to (ptxgen.sweep.report.IDENTITY), with the grid's name."""
+    from ..runtime.compile.buildmemo import generator_roots, tree_sha256
+    from ..version import __version__
 
     return {"grid": grid.name, "grid_sha256": grid_sha256(grid.specs), "ptxgen_version": __version__,
             "generator_sha256": tree_sha256(generator_roots())}
@@ -227,10 +227,10 @@ def shard(specs: list, shard_spec: str | None) -> list:
 # ------------------------------------------------------------------------------------------------
 def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
     """One configuration through every check; runs in a worker process."""
-    from .derive.tile.layout import derive
-    from .model.bridges.verify import check_tile
-    from .model.bridges.verify_scales import check_scales
-    from .sweep_checks import store_problems
+    from ..derive.tile.layout import derive
+    from ..model.bridges.verify import check_tile
+    from ..model.bridges.verify_scales import check_scales
+    from .checks import store_problems
 
     t0 = time.perf_counter()
     spec = TileSpec.from_json(spec_json)
@@ -242,7 +242,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
         checks["model"] = "fail" if problems else "pass"
         errors += problems
         if compile:
-            from .runtime.compile.artifacts import generate
+            from ..runtime.compile.artifacts import generate
 
             try:
                 art = generate(spec)
@@ -253,7 +253,7 @@ def run_config(spec_json: dict, compile: bool, run: bool) -> dict:
                 checks["compile"] = "fail"
                 errors.append(str(e)[:2000])
         if run:
-            from .runtime.check.validate import validate_spec
+            from ..runtime.check.validate import validate_spec
 
             v = validate_spec(spec)
             checks["run"] = "pass" if v.passed else "fail"
@@ -413,7 +413,7 @@ def run_sweep(specs: list[TileSpec], jobs: int, compile: bool, run: bool, progre
     that dies (its reason in ``stopped``).
     ``journal``: a file each result is appended to (a JSON line) as it arrives, so that a sweep killed outright
     (SIGKILL, the OOM killer, a lost machine) loses only the configurations in flight: ``--resume`` reads it. Its first
-    line is ``{"sweep": header}``, the sweep's identity (ptxgen.sweep_report.IDENTITY)."""
+    line is ``{"sweep": header}``, the sweep's identity (ptxgen.sweep.report.IDENTITY)."""
     results = list(done or [])
     skip = {r["kernel_name"] for r in results}
     todo = [s for s in specs if s.kernel_name not in skip]
