@@ -3,14 +3,15 @@ imports itself back through others (no import cycle, not even through an import 
 
 * ``ptxgen.isa``: hardware facts and encodings; imports nothing else of ptxgen.
 * ``ptxgen.derive``: pure-Python plans from a spec; imports only ``isa``.
-* ``ptxgen.model``: the independent readers (read model, TMA write model, pipeline simulation) import
-  nothing from ptxgen at all; ``model.bridges.verify`` is the bridge that feeds them the derived plans.
+* ``ptxgen.model``: the independent readers (``layouts``, ``numerics``, ``sim``: read model, TMA write model, pipeline
+  simulation, ...) import nothing from ptxgen but each other; ``model.bridges`` feeds them the derived plans.
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
 * ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``, ``.interrupt``: leaf modules any layer may import.
 * ``ptxgen.runtime``: four packages by responsibility, ranked (``RUNTIME_RANKS``): ``compile`` and ``launch``
-  (neither imports the other) -> ``check`` -> ``choose`` -> ``commands``; each folder of it holds at most 15
-  modules and 3,000 lines.
+  (neither imports the other) -> ``check`` -> ``choose`` -> ``commands``.
+* Every folder of ptxgen (itself included) holds at most 15 modules and 3,000 lines: derive, model, emit and api are
+  split into packages by responsibility as runtime is.
 * ``ptxgen.author``: the public authoring layer, beside the API: it may use isa, derive, emit, runtime and the API's
   stream and launch helpers, never the CLI; nothing below it imports it.
 """
@@ -289,22 +290,59 @@ def test_the_runtime_check_finds_an_import_across_or_up():
 MAX_MODULES, MAX_LINES = 15, 3000
 
 
-def oversized(folder: Path) -> list[str]:
+def oversized(folder: Path, name: str | None = None) -> list[str]:
     """What makes a folder more than one can hold in the head: over MAX_MODULES Python modules (``__init__.py``
     included) or over MAX_LINES lines of them."""
     files = list(folder.glob("*.py"))
     lines = sum(len(f.read_text().splitlines()) for f in files)
-    return [f"{folder.name}: {what}" for what, over in ((f"{len(files)} modules", len(files) > MAX_MODULES),
-                                                        (f"{lines} lines", lines > MAX_LINES)) if over]
+    return [f"{name or folder.name}: {what}" for what, over in ((f"{len(files)} modules", len(files) > MAX_MODULES),
+                                                                (f"{lines} lines", lines > MAX_LINES)) if over]
+
+
+def python_folders(root: Path) -> list[Path]:
+    """``root`` and every folder under it that holds a Python module."""
+    return sorted({root, *(p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts)})
+
+
+def oversized_tree(root: Path) -> list[str]:
+    """Every folder of ``root`` (itself included) over the size, named by its path under ``root``'s parent."""
+    return [o for f in python_folders(root) for o in oversized(f, f.relative_to(root.parent).as_posix())]
 
 
 def test_the_runtime_folders_are_a_size_one_can_hold():
     """ptxgen/runtime and each of its folders hold at most 15 Python modules and 3,000 lines of them (the C launcher's
-    sources in runtime/launch are not counted). Asserted for ptxgen/runtime only: derive, model, api and emit hold
-    more than 15 modules today."""
+    sources in runtime/launch are not counted)."""
     folders = [PKG / "runtime", *sorted(p for p in (PKG / "runtime").iterdir() if (p / "__init__.py").is_file())]
     assert {f.name for f in folders} >= {"runtime", "compile", "launch", "check", "choose"}
     assert [o for f in folders for o in oversized(f)] == []
+
+
+def test_every_folder_of_ptxgen_is_a_size_one_can_hold():
+    """ptxgen itself and every folder of it (derive, model, emit, api and their packages, runtime's, the rest) hold at
+    most 15 Python modules and 3,000 lines of them."""
+    folders = python_folders(PKG)
+    names = {f.relative_to(PKG.parent).as_posix() for f in folders}
+    assert {"ptxgen", "ptxgen/derive/tile", "ptxgen/model/bridges", "ptxgen/emit/views", "ptxgen/api/launch",
+            "ptxgen/runtime/choose", "ptxgen/sweep"} <= names, names  # the walk reaches every depth
+    assert oversized_tree(PKG) == []
+
+
+def test_the_tree_size_check_finds_a_nested_folder_too_big(tmp_path):
+    """Control: in a synthetic package, a folder two levels down with 16 modules and the top with 3,001 lines are
+    reported by their paths; the folders within the limits, and __pycache__, are not."""
+    pkg = tmp_path / "pkg"
+    deep = pkg / "sub" / "deep"
+    (pkg / "__pycache__").mkdir(parents=True)
+    deep.mkdir(parents=True)
+    for i in range(16):
+        (deep / f"m{i}.py").write_text("x = 1\n")
+        (pkg / "__pycache__" / f"m{i}.py").write_text("x = 1\n")
+    (pkg / "sub" / "__init__.py").write_text("x = 1\n" * 3000)
+    (pkg / "__init__.py").write_text("x = 1\n" * 3001)
+    assert oversized_tree(pkg) == ["pkg: 3001 lines", "pkg/sub/deep: 16 modules"]
+    (deep / "m15.py").unlink()
+    (pkg / "__init__.py").write_text("")
+    assert oversized_tree(pkg) == []
 
 
 def test_the_size_check_finds_a_folder_too_big(tmp_path):
