@@ -6,9 +6,9 @@
 import sys
 
 from ptxgen.isa.descriptors import lint_smem_descriptor
-from ptxgen.emit.svg import layout_svg
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.emit.pictures.svg import layout_svg
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import Arch
 
 raw = int(sys.argv[1] if len(sys.argv) > 1 else "0x4000402000010002", 16)

@@ -3,9 +3,9 @@
     python examples/seed_tile.py
 """
 
-from ptxgen.derive.explain import atom_picture
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import OperandSpec, TileSpec
+from ptxgen.derive.tile.explain import atom_picture
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import OperandSpec, TileSpec
 
 t = derive(TileSpec(bm=128, bn=128, bk=32, a=OperandSpec.parse("kmajor-sw64"), b=OperandSpec.parse("mnmajor-sw128")))
 print(f"instruction descriptor {t.idesc.hex}")

@@ -7,8 +7,8 @@ and which loader fills it decide the descriptors' base offset. No GPU needed.
 import numpy as np
 
 from ptxgen import make_spec
-from ptxgen.derive.layout import derive
-from ptxgen.model.verify import check_operand_tma, check_tile
+from ptxgen.derive.tile.layout import derive
+from ptxgen.model.bridges.verify import check_operand_tma, check_tile
 
 for loader in ("tma", "cp.async"):
     t = derive(make_spec(128, 128, 32, a="kmajor-sw64", smem_offset=384, loader=loader))

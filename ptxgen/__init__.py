@@ -7,7 +7,7 @@ Layers, each importing only those before it (tests/test_layering.py; docs/design
   model    ptxgen.model: independent checks (read model, TMA model, pipeline simulation) and their bridges
   emit     ptxgen.emit: jinja2 rendering (a context per template piece), generated/, SVG pictures
   runtime  ptxgen.runtime: NVRTC and the kernel cache, SASS checks, the driver, launching, bench, tune
-  top      ptxgen.api, .grouped, .torch_ops, .sweep, .cli
+  top      ptxgen.api, .grouped, .kgrouped, .scaled, .ops (the torch operators), .sweep, .cli
 Leaf modules any layer may import: ptxgen.version, .status, .cachedir, .outputs, .interrupt, .ctrlc.
 
 The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` stays fast):
@@ -39,8 +39,8 @@ __all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED, *_SCALED, *_KG
 
 
 def register_torch_ops() -> bool:
-    """Define ``torch.ops.ptxgen.gemm`` (imports torch); see ``ptxgen.torch_ops``."""
-    from .torch_ops import register_torch_ops as register
+    """Define ``torch.ops.ptxgen.gemm`` (imports torch); see ``ptxgen.ops.torch_ops``."""
+    from .ops.torch_ops import register_torch_ops as register
 
     return register()
 
@@ -97,7 +97,7 @@ def __dir__():
 def _register_if_torch() -> None:
     """torch.ops.ptxgen.gemm when torch is already imported (never imports torch)."""
     if "torch" in _sys.modules:
-        from .torch_ops import register_torch_ops as register
+        from .ops.torch_ops import register_torch_ops as register
 
         register(only_if_imported=True)
 

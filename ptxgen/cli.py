@@ -50,8 +50,8 @@ def _tile_or_operands(args) -> bool:
 
 
 def cmd_explain(args) -> int:
-    from .derive.explain import explain_text
-    from .derive.layout import derive
+    from .derive.tile.explain import explain_text
+    from .derive.tile.layout import derive
 
     if _tile_or_operands(args):
         from .author.explain import explain_operands
@@ -157,7 +157,7 @@ def cmd_check(args) -> int:
 
 
 def _sweep_merge(args) -> int:
-    from .sweep_report import merge_reports, summary_table, write_json
+    from .sweep.report import merge_reports, summary_table, write_json
 
     if args.json:
         _check_output(args.json)
@@ -177,7 +177,7 @@ def _sweep_merge(args) -> int:
 def _sweep_resume(path: str | None, ident: dict) -> list[dict]:
     """The trusted entries of a partial report of this grid, version and generator (a damaged or edited entry is
     named and run again; a report of another grid or generator is refused)."""
-    from .sweep_report import check_identity, read_report, trusted_entries
+    from .sweep.report import check_identity, read_report, trusted_entries
 
     if not path:
         return []
@@ -219,7 +219,7 @@ def cmd_sweep(args) -> int:
     from pathlib import Path
 
     from .sweep import identity, run_sweep, worker_count
-    from .sweep_report import JOURNAL_SUFFIX, summary_table, write_json
+    from .sweep.report import JOURNAL_SUFFIX, summary_table, write_json
 
     if args.merge:
         return _sweep_merge(args)
@@ -297,8 +297,8 @@ def _lint_decode(t, raw: int) -> bool:
 
 
 def cmd_show(args) -> int:
-    from .emit.svg import layout_svg
-    from .derive.layout import derive
+    from .emit.pictures.svg import layout_svg
+    from .derive.tile.layout import derive
 
     if _tile_or_operands(args):
         from .author.explain import operand_tokens, show_operand_svg
@@ -467,7 +467,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_gpu_commands(sub) -> None:
-    from .api.bench_ops import OPS
+    from .api.bench.bench_ops import OPS
     from .runtime import commands
 
     commands.add(sub)
@@ -499,7 +499,7 @@ def _cmd_bench(args) -> int:
     from .runtime.choose.tune import table_entries
 
     table_entries()  # a tuning table named in $PTXGEN_TUNING with a problem: exit 2 with it, before any GPU work
-    from .api.bench_api import run
+    from .api.bench.bench_api import run
 
     return run(shapes, args.iters, args.json, args.op or "gemm")
 

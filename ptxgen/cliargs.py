@@ -32,8 +32,8 @@ def int_at_least(low: int):
 
 
 def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_100a", required: bool = True) -> None:
-    """One flag per spec field (ptxgen.derive.fields.FIELDS). ``required=False``: the tile flags may be left out."""
-    from .derive.fields import FIELDS
+    """One flag per spec field (ptxgen.derive.tile.fields.FIELDS). ``required=False``: the tile flags may be left out."""
+    from .derive.tile.fields import FIELDS
 
     g = p.add_argument_group("tile spec")
     for f in FIELDS:
@@ -52,8 +52,8 @@ def add_spec_flags(p: argparse.ArgumentParser, arch_default: str | None = "sm_10
 
 
 def spec_from_args(args, arch: str | None = None):
-    from .derive.fields import FIELDS
-    from .derive.spec import make_spec
+    from .derive.tile.fields import FIELDS
+    from .derive.tile.spec import make_spec
 
     values = {f.name: getattr(args, f.name) for f in FIELDS}
     if arch:

@@ -11,7 +11,7 @@
 
 Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph and replayed with other values
 in ``offs``. Offsets that decrease or pass M_total are clamped on the GPU (empty or shortened groups).
-ptxgen.derive.grouped derives the walk; docs/grouped.md explains the design and what has been measured.
+ptxgen.derive.roles.grouped derives the walk; docs/grouped.md explains the design and what has been measured.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from .api import precision as fp32, streams
-from .api.binding import _allocate_out, _dtype_words
-from .api.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
-from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
-from .api.launchplan import fast_torch_key
-from .api.groupedpack import pack_plan, packed_call, warn_once
+from .api.arrays import precision as fp32
+from .api.launch import streams
+from .api.arrays.binding import _allocate_out, _dtype_words
+from .api.arrays.groupedbind import b_is_n_major, bind_block_scales, bind_grouped, _bind_scales  # noqa: F401 (bind_grouped re-exported)
+from .api.launch.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
+from .api.launch.launchplan import fast_torch_key
+from .api.arrays.groupedpack import pack_plan, packed_call, warn_once
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
-from .api.streams import stream_handle
-from .derive.spec import TileSpec, make_spec
+from .api.launch.streams import stream_handle
+from .derive.tile.spec import TileSpec, make_spec
 from .isa.types import DType, Grouping, SpecError
 from .runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .runtime.launch.fastlaunch import launcher
@@ -69,7 +70,7 @@ def grouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = 
     average (:func:`small_groups`), 16-bit inputs take the 64 x 256 ping-pong tile (FP8 ignores it); ``b_major`` "mn":
     B N-major (stored G x K x N), one 3-D tensor map over (N, K, G) (16-bit inputs; wgmma reads tf32 and FP8 K-major
     only). ``dtype`` and ``b_dtype`` are the arrays' types (float32: a tf32 kernel); ``b_dtype`` differs only between
-    e4m3 and e5m2 (wgmma .e4m3/.e5m2 either way, derive.rules.MIXABLE)."""
+    e4m3 and e5m2 (wgmma .e4m3/.e5m2 either way, derive.tile.rules.MIXABLE)."""
     check_input_types(dtype, b_dtype or dtype)
     mixed = {} if b_dtype in (None, dtype) else {"b_dtype": b_dtype}
     out = out_dtype or _DEFAULT_OUT[dtype]
@@ -98,7 +99,7 @@ def check_input_types(a_dtype: str, b_dtype: str) -> None:
 
 def grouped_decision(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, spec_for) -> tuple[TileSpec | None, dict]:
     """What a grouped call does with arrays already read (no GPU): ``(spec, {})`` where a kernel reads them as they are, or
-    ``(None, {argument: why})`` for the torch/CuPy arrays to pack first (``api.groupedpack``; the packed call decides the
+    ``(None, {argument: why})`` for the torch/CuPy arrays to pack first (``api.arrays.groupedpack``; the packed call decides the
     spec). ``spec_for(b_major)`` ("k" or "mn") gives the spec or raises SpecError (refused: ArgumentError for an N-major
     ``b`` of a type no kernel reads N-major and that is not packable; the SpecError itself otherwise)."""
     n_major = b_is_n_major(bi)
@@ -325,7 +326,7 @@ def grouped_gemm(a, b, offs=None, out=None, *, out_dtype: str | None = None, str
     b of G x N x K and out of G x M x N, as the same kernel over the G x M rows of ``a`` with offs = M, 2M, ..., GM
     (made on the device once per G, M and device, never read on the host).
 
-    ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.precision``): "tf32", "3xtf32", or None (torch's float32
+    ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.arrays.precision``): "tf32", "3xtf32", or None (torch's float32
     matmul precision for torch tensors, tf32 for other arrays)."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         n_form = len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2
@@ -504,7 +505,7 @@ def blocks_spec_for(dtype: str, b_dtype: str, out_dtype: str | None, arch: str, 
     """The spec :func:`blockscaled_grouped_gemm` uses (SpecError where none reads B ``b_major``)."""
     spec = blockscaled_grouped_spec(out_dtype, arch)
     if b_major != "k":
-        return make_spec(**{**spec.to_json(), "b": "mnmajor-sw128"})  # refused by derive.blockfp8: the rule's own words
+        return make_spec(**{**spec.to_json(), "b": "mnmajor-sw128"})  # refused by derive.scaled.blockfp8: the rule's own words
     return spec
 
 
@@ -513,7 +514,7 @@ def _scaled_grouped(recipe: str, check, spec_for, no_kernel: str, a, b, scale_a,
     """The call path the scaled grouped products share: the torch hot path, reading the arguments, ``check(ai, bi)``
     (the recipe's input types), and one kernel per (input dtypes, out dtype, ``recipe``) from ``spec_for(dtype, b_dtype,
     out_dtype, arch, b_major)``; ``default_out`` replaces an out dtype given neither by ``out_dtype`` nor by ``out``.
-    Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.groupedpack``)."""
+    Arrays no kernel reads as they are (torch/CuPy) are packed first (``api.arrays.groupedpack``)."""
     fkey = _fast_key(recipe, out_dtype, a, b, out, scale_a, scale_b, offs) if type(a) is torch_tensor_type() else None
     r = _fast_call(fkey, a, b, offs, out, scale_a, scale_b, stream)
     if r is not None:
@@ -576,7 +577,7 @@ def blockscaled_grouped_gemm(a, b, scale_a, scale_b, offs, out=None, *, out_dtyp
         for info in (ai, bi):
             if info.dtype != "e4m3":
                 raise DTypeError(f"blockscaled_grouped_gemm takes {_dtype_words('e4m3')} a and b (the DeepSeek recipe; "
-                                 "derive.blockfp8: block-scaled FP8 takes e4m3 A and B), "
+                                 "derive.scaled.blockfp8: block-scaled FP8 takes e4m3 A and B), "
                                  f"not {_dtype_words(info.dtype)} {info.name}")
 
     return _scaled_grouped("blocks", check, blocks_spec_for,

@@ -8,21 +8,21 @@
 - ``out``: G x M x N, ``out[g] = a[:, K of g] @ b[:, K of g].T`` (``torch._grouped_mm(a, b.t(), offs=offs)``); an
   empty group's ``out[g]`` is zeros. ``out_dtype``: bf16/f16 (default the inputs') or f32.
 
-Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph. ptxgen.derive.kgrouped derives the
+Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph. ptxgen.derive.roles.kgrouped derives the
 kernel; a repeat call with torch tensors of the same shapes, strides, dtypes and device goes through the launch
-prepared for them (``api.groupedlaunch.GroupedLaunch``: pointers patched, one cuLaunchKernel).
+prepared for them (``api.launch.groupedlaunch.GroupedLaunch``: pointers patched, one cuLaunchKernel).
 """
 
 from __future__ import annotations
 
 import threading
 
-from .api import streams
-from .api.binding import _allocate_out, _dtype_words
-from .api.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
+from .api.launch import streams
+from .api.arrays.binding import _allocate_out, _dtype_words
+from .api.launch.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
-from .api.streams import stream_handle
-from .derive.spec import TileSpec, make_spec
+from .api.launch.streams import stream_handle
+from .derive.tile.spec import TileSpec, make_spec
 from .isa.types import SpecError
 from .runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .runtime.launch.fastlaunch import launcher
@@ -111,7 +111,7 @@ _PLANS: dict = {}
 def _plan_of(spec: TileSpec):
     plan = _PLANS.get(spec)
     if plan is None:
-        from .derive.kernel import plan_kernel
+        from .derive.tile.kernel import plan_kernel
 
         plan = _PLANS[spec] = plan_kernel(spec)
     return plan

@@ -10,9 +10,9 @@
 
 The kernel is the grouped row-wise kernel (``--grouped offs_rowwise``, ``ptxgen.scaled_grouped_gemm``) with one group
 of M rows (``offs = [M]`` made once per M and device): the scales multiply the f32 accumulator after the main loop,
-before the epilogue. Grouped kernels have no fused epilogue chain (ptxgen.derive.rules), so ``bias`` is added by a
+before the epilogue. Grouped kernels have no fused epilogue chain (ptxgen.derive.tile.rules), so ``bias`` is added by a
 second, element-wise kernel (torch's ``add_`` on the output, in the output's type) rather than fused; the chain itself
-has no per-row x per-column scale step (ptxgen.derive.fusion: alpha is one scalar, the FP8 output scale quantizes).
+has no per-row x per-column scale step (ptxgen.derive.store.fusion: alpha is one scalar, the FP8 output scale quantizes).
 torch tensors only (the offsets are made with torch); one launch without bias.
 """
 
@@ -69,7 +69,7 @@ def scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, stream=Non
     out = scaled_grouped_gemm(a, b.unsqueeze(0), scale_a.reshape(m), scale_b.reshape(1, n), offs,
                               out_dtype=_out_token(out_dtype), stream=stream)
     if bias is not None:  # on the stream the product ran on
-        from .api.streams import stream_handle
+        from .api.launch.streams import stream_handle
 
         with torch.cuda.stream(torch.cuda.ExternalStream(stream_handle(stream, a), device=a.device)):
             out.add_(bias.to(out.dtype))

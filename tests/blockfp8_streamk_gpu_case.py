@@ -7,7 +7,7 @@ scale layouts (random scales 0.5..1.5, so a split promoting with another split's
 tolerance); checks
 1. the launch splits the last round (the kernel's own StreamKPlan.layout on the grid it launches: S > 1);
 2. three calls into NaN-filled outputs, bit-identical, each within 2^-7 (rel.) of the float64 recipe
-   (ptxgen.model.bfp8model.reference), as tests/test_epilogue_ops.py checks the whole-tile kernels;
+   (ptxgen.model.numerics.bfp8model.reference), as tests/test_epilogue_ops.py checks the whole-tile kernels;
 3. the flags of the stream's workspace zero afterwards (each owner reset its own).
 Prints one JSON line per shape and a last one with ``passed``; exit 1 on the first failed check.
 """
@@ -23,10 +23,10 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
     import torch
 
     import ptxgen.api.fp8blocks
-    from ptxgen.api import launchplan
+    from ptxgen.api.launch import launchplan
     from ptxgen.api.fused import kernel_for
-    from ptxgen.derive.streamk import FLAG_REGION_BYTES
-    from ptxgen.model import bfp8model
+    from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
+    from ptxgen.model.numerics import bfp8model
     from ptxgen.runtime.launch.gpu import require_gpu
     from ptxgen.runtime.launch.launch import Problem, launch_geometry, streamk_items
 

@@ -3,7 +3,7 @@
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.shapes import legal_bm, legal_bn, legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
 

@@ -26,8 +26,8 @@ def main(m: int, n: int, k: int) -> int:
     import torch
 
     import ptxgen
-    from ptxgen.api import launchplan
-    from ptxgen.derive.streamk import FLAG_REGION_BYTES
+    from ptxgen.api.launch import launchplan
+    from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 
     report = {"shape": [m, n, k]}
 

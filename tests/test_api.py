@@ -100,7 +100,7 @@ def test_import_is_lazy_and_exports_the_api():
             "print(heavy); from ptxgen import compile, gemm, make_spec, NoGPU; print('ptxgen.api' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True"
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.launch import gpu
 
     assert ptxgen.make_spec is make_spec and ptxgen.NoGPU is gpu.NoGPU and ptxgen.compile is api.compile
@@ -476,9 +476,9 @@ class SimulatedGPU:
                 sim.encoded.append(args.global_address)
                 return _fake_encode(args)
 
-        monkeypatch.setattr(api.streams, "require_gpu", lambda index=None: self.device)
-        monkeypatch.setattr(api.streams, "ensure_current", lambda dev: None)
-        monkeypatch.setattr(api.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
+        monkeypatch.setattr(api.launch.streams, "require_gpu", lambda index=None: self.device)
+        monkeypatch.setattr(api.launch.streams, "ensure_current", lambda dev: None)
+        monkeypatch.setattr(api.launch.streams, "wait_for_producer", lambda producer, ours: self.waited.append((producer, ours)))
         monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
         monkeypatch.setattr("ptxgen.runtime.launch.fastlaunch._DRIVER", FakeDriver())
 

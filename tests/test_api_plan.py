@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 import ptxgen
-import ptxgen.api.streams as streams
+import ptxgen.api.launch.streams as streams
 from ptxgen.api.callplan import DEVICES, Path
 from ptxgen.runtime.launch.arrays import ArgumentError, _contiguous_strides
 from ptxgen.runtime.launch.gpu import Device, NoGPU
@@ -163,7 +163,7 @@ def doors(monkeypatch):
     import ptxgen.api.fp8blocks as fb
     import ptxgen.api.fused as fused
     import ptxgen.grouped as grouped
-    from ptxgen.api import fusedany, groupedpack, packing
+    from ptxgen.api.arrays import fusedany, groupedpack, packing
 
     fake = Device(index=0, name="NVIDIA H100 80GB HBM3", cc=(9, 0), handle=None, context=None, sm_count=132)
     monkeypatch.setattr(streams, "require_gpu", lambda index=0: fake)
@@ -182,7 +182,7 @@ def doors(monkeypatch):
     packed = []
 
     def copy(x, info):
-        from ptxgen.api.groupedpack import packed_info
+        from ptxgen.api.arrays.groupedpack import packed_info
 
         packed.append(info.name)
         p = packed_info(info)

@@ -194,7 +194,7 @@ def test_any_tensor_matmul_accepts(torch, gpu):
 
 
 def test_unaligned_rows_warn_once_and_compute(torch, gpu, monkeypatch):
-    from ptxgen.api import packing
+    from ptxgen.api.arrays import packing
 
     monkeypatch.setattr(packing, "_WARNED", set())
     at = torch.randn(64, 257, device="cuda", dtype=torch.bfloat16)  # K x M: a = at.t() is M-major with M = 257
@@ -210,7 +210,8 @@ def test_unaligned_rows_warn_once_and_compute(torch, gpu, monkeypatch):
 def test_rows_aligned_to_8_or_4_bytes_take_a_cp_async_kernel_without_a_copy(torch, gpu, monkeypatch):
     """Operand rows (or data) 8- or 4-byte aligned: a cp.async kernel with copies that narrow reads them in place
     (no packed copy, no warning); only 2-byte alignment is packed."""
-    from ptxgen.api import dispatch, packing
+    from ptxgen.api import dispatch
+    from ptxgen.api.arrays import packing
 
     monkeypatch.setattr(packing, "_WARNED", set())
     gen = torch.Generator(device="cuda").manual_seed(3)

@@ -1,12 +1,12 @@
-"""L1: the attention plan against the independent models (ptxgen.model.attnmodel), each with a control that fails."""
+"""L1: the attention plan against the independent models (ptxgen.model.layouts.attnmodel), each with a control that fails."""
 
 import numpy as np
 import pytest
 
 from ptxgen.attention.plan import n_block_end, needs_mask, p_register_pairs, plan_attention
 from ptxgen.attention.spec import AttentionSpec
-from ptxgen.model import attnmodel
-from ptxgen.model.fragmodel import wgmma_d_coords
+from ptxgen.model.layouts import attnmodel
+from ptxgen.model.layouts.fragmodel import wgmma_d_coords
 
 SPECS = [AttentionSpec(d, bm, bn) for d in (64, 128) for bm in (64, 128) for bn in (64, 128)]
 

@@ -115,7 +115,7 @@ CONTROLS = {
     "an undocumented author name": "from ..author.operand import derive_operand\n",
     "a private author module": "from ..author.launch import Binder\n",
     "from the package": "from .. import derive\n",
-    "importlib": "import importlib\nm = importlib.import_module('ptxgen.derive.spec')\n",
+    "importlib": "import importlib\nm = importlib.import_module('ptxgen.derive.tile.spec')\n",
     "importlib relative": "import importlib\nm = importlib.import_module('..derive.spec', 'ptxgen.attention')\n",
 }
 

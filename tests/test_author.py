@@ -1,9 +1,9 @@
 """ptxgen.author, the public authoring layer: derived values against the independent models (L1), the rendered
 C expressions evaluated as the kernel would, refusals that name the rule, NVRTC + SASS (L2), and controls.
 
-The L1 check is end to end and shares no code with the writers: the TMA model (ptxgen.model.tmamodel) performs the
+The L1 check is end to end and shares no code with the writers: the TMA model (ptxgen.model.layouts.tmamodel) performs the
 plan's copies of a random global tile into a shared-memory image at the stage the RingPlan places, then the read
-model (ptxgen.model.readmodel) reads every K step through the descriptor the TEMPLATE computes (the rendered C
+model (ptxgen.model.layouts.readmodel) reads every K step through the descriptor the TEMPLATE computes (the rendered C
 expression, evaluated here) and must get exactly that K slice of the tile back.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from ptxgen.author import (AuthorError, Kernel, Operand, Param, RegisterA, Ring, SassGateError, build, parse_operand, wgmma)
 from ptxgen.isa.types import SpecError
-from ptxgen.model import readmodel, tmamodel
+from ptxgen.model.layouts import readmodel, tmamodel
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -359,9 +359,9 @@ def test_cli_show_operand(capsys, tmp_path):
 def simulate_ring(ring, k_tiles: int, seed: int, producer_parity=None, empty_arrivals=None) -> list[str]:
     """Producer and consumer warpgroups run the pieces' protocol (producer_acquire, load_stage's copies, consumer_wait,
     consumer_release) with the ring plan's rendered stage, parity and count expressions, interleaved at random on
-    ptxgen.model.mbarrier. Returns the problems: a consumer that reads a stage holding another K tile, a deadlock,
+    ptxgen.model.sim.mbarrier. Returns the problems: a consumer that reads a stage holding another K tile, a deadlock,
     a barrier misused."""
-    from ptxgen.model.mbarrier import MBarrier
+    from ptxgen.model.sim.mbarrier import MBarrier
 
     rng = np.random.default_rng(seed)
     n = ring.stages
@@ -517,7 +517,7 @@ def a_fragment_coords(warp: int, lane: int, half: int) -> tuple[int, int]:
 
 
 def acc_pairs_problems(pairs_of) -> list[str]:
-    from ptxgen.model.fragmodel import wgmma_d_coords
+    from ptxgen.model.layouts.fragmodel import wgmma_d_coords
 
     out = []
     for k_step in range(4):

@@ -160,7 +160,7 @@ def test_load_checks_the_arch_and_passes_the_device_index(monkeypatch):
     device (fakes stand for the driver: no GPU needed)."""
     from types import SimpleNamespace
 
-    from ptxgen.api import streams
+    from ptxgen.api.launch import streams
     from ptxgen.author import Arch, BuiltKernel, Kernel, NoGPU
     from ptxgen.runtime.launch import gpu
 

@@ -14,12 +14,12 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model import tmamodel
-from ptxgen.model.verify import check_operand_tma_3d, check_tile
+from ptxgen.model.layouts import tmamodel
+from ptxgen.model.bridges.verify import check_operand_tma_3d, check_tile
 from ptxgen.runtime.launch.arrays import ArgumentError, read_array
 from ptxgen.runtime.launch.errors import ProblemError
 from ptxgen.runtime.launch.launch import Problem, gemm_args, map_args
@@ -40,7 +40,7 @@ def _spec(**kw):
 def test_batch_field_round_trips_and_names_the_kernel():
     s = _spec(batch="ab")
     assert s.batch.value == "ab" and s.kernel_name.endswith("_batchab")
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.spec import TileSpec
 
     assert TileSpec.from_json(s.to_json()) == s and "--batch ab" in s.cli_args()
     assert "batch" not in _spec().to_json()  # the default is left out: existing specs keep their JSON
@@ -154,7 +154,7 @@ def test_l1_control_a_wrong_batch_stride_fails():
     t = derive(_spec(batch="ab"))
     tj = t.to_json()
     rng = np.random.default_rng(5)
-    from ptxgen.model.verify import batched_memory
+    from ptxgen.model.bridges.verify import batched_memory
 
     _, _, (ld, ld_batch), _ = batched_memory(tj, "a", 3, np.random.default_rng(5))
     problems = check_operand_tma_3d(tj, "a", 3, rng, strides=(ld, ld_batch - ld))  # one row short per batch

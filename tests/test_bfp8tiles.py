@@ -1,10 +1,10 @@
-"""derive.bfp8tiles: the block-FP8 tile fp8blocks.gemm picks without a spec (pure arithmetic)."""
+"""derive.scaled.bfp8tiles: the block-FP8 tile fp8blocks.gemm picks without a spec (pure arithmetic)."""
 
 import itertools
 
 import pytest
 
-from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES, Bfp8Tile, few_tile_splits, pick_tile, tile_cost
+from ptxgen.derive.scaled.bfp8tiles import TMA_SCALE_TILES, Bfp8Tile, few_tile_splits, pick_tile, tile_cost
 
 # The best measured tile form at shapes where one form led clearly (by 10% or more over the other tiles' best; the 2026-12-02 sweep's
 # sweep, runs/2026-12-02-blockfp8-tile-model/run2/bench_blockfp8_shapes.jsonl, ratios to torch's blockwise _scaled_mm in
@@ -68,7 +68,7 @@ def test_the_new_picks_compile_without_local_memory(tile, stream_k):
     """Codegen tier: the tiles the model adds to 192 x 128 (scale_a by TMA; stream-K where the tiles are few) pass the
     SASS gate with the pinned NVRTC, with no local memory."""
     from ptxgen.api.fp8blocks import default_spec
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda

@@ -1,5 +1,5 @@
 """DeepSeek-style block-scaled FP8 on Hopper at L1: the plan's rules, its per-thread scale loads against the
-independent recipe model (ptxgen.model.bfp8model) with controls, the global scale layouts torch._scaled_mm takes,
+independent recipe model (ptxgen.model.numerics.bfp8model) with controls, the global scale layouts torch._scaled_mm takes,
 and the promotion every 128 of K against a model of limited-precision accumulation (a test that fails without it)."""
 
 from dataclasses import replace
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.blockfp8 import BLOCK_K, ScaleLoad, plan_block_fp8
+from ptxgen.derive.scaled.blockfp8 import BLOCK_K, ScaleLoad, plan_block_fp8
 from ptxgen.isa import numerics
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 @pytest.mark.parametrize("kw, field", [
@@ -181,8 +181,8 @@ def _spec(**kw):
 
 
 def test_spec_field_abi_and_pipeline():
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import make_spec
 
     s = _spec()
     assert s.kernel_name.endswith("_bs128") and make_spec(**s.to_json()) == s and "--fp8-blocks 1x128x128" in s.cli_args()
@@ -201,7 +201,7 @@ def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory(scale_load):
     """BN = 192 (two 128-column blocks of B per tile): accumulator + partial = 192 registers in the consumer branch
     after setmaxnreg.inc 232; a promotion branch per split; no local memory. The second block's B scale: loaded by
     each consumer thread (block), or by lane 1 of the scale warp and read from the stage (auto = smem)."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda
@@ -222,7 +222,7 @@ def test_wide_tile_compiles_with_two_b_scales_and_no_local_memory(scale_load):
 def test_staggered_warpgroups_compile_with_their_barriers(stagger):
     """--fp8-stagger: warpgroup 1 syncs on warpgroup 0's named barrier before each K block, warpgroup 0 (after the first)
     on warpgroup 1's; warpgroup 0 takes warpgroup 1's last arrival after its tiles. Still no local memory, no C7514."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda
@@ -241,13 +241,13 @@ def test_staggered_warpgroups_compile_with_their_barriers(stagger):
         _spec(bm=64, fp8_stagger=stagger)  # one consumer warpgroup: nothing to order
     assert e.value.field == "--fp8-stagger"
     with pytest.raises(SpecError):
-        from ptxgen.derive.spec import make_spec
+        from ptxgen.derive.tile.spec import make_spec
         make_spec(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
                   fp8_stagger=stagger)  # not block-scaled
 
 
 def _steps(stagger):
-    from ptxgen.derive.blockfp8 import stagger_steps
+    from ptxgen.derive.scaled.blockfp8 import stagger_steps
 
     return [(x.wg, x.where, x.op, x.barrier, x.not_first) for x in stagger_steps(stagger)]
 
@@ -276,7 +276,7 @@ def test_stagger_controls_fail(name):
 
 
 def test_kernel_compiles_with_promotion_and_no_local_memory():
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda
@@ -293,7 +293,7 @@ def test_kernel_compiles_with_promotion_and_no_local_memory():
 def simulated_bfp8_launches(monkeypatch) -> list:
     """A simulated H200 (132 SMs, 66 active 2-CTA clusters) for ptxgen.api.fp8blocks.gemm: the list each launch appends
     (grid, its arguments read back) to; tensor maps encoded as zero bytes."""
-    from ptxgen.api import streams
+    from ptxgen.api.launch import streams
     from ptxgen.runtime.launch.gpu import Device
 
     launches = []
@@ -358,8 +358,8 @@ def test_show_draws_each_phase_of_the_b_scales():
     """layout.svg's block-FP8 panel: one row per split n0 % 128, each 8-column group coloured by its B block."""
     import re
 
-    from ptxgen.derive.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.emit.pictures.svg import layout_svg
 
     def phases(spec):
         by_phase = {}
@@ -373,7 +373,7 @@ def test_show_draws_each_phase_of_the_b_scales():
 
 
 def make_plain():
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     return make_spec(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", arch="sm_90a", stages=4)
 
@@ -438,9 +438,9 @@ def test_half_fragments_take_their_columns_b_scales(bn, overlap):
     """Register i of column half h (an m64n(BN/2) fragment, fragmodel) holds the column of accumulator register
     acc_offsets[h] + i (the m64nBN fragment) and takes block n0 / 128's B scale exactly when that column lies in it,
     for every split n0 % 128 of the tile (--fp8-overlap halves and interleave share the fragments and the split)."""
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.emit.mma_view import half_mma_view
-    from ptxgen.model import fragmodel
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.emit.views.mma_view import half_mma_view
+    from ptxgen.model.layouts import fragmodel
 
     plan = plan_block_fp8(128, bn, 128, overlap=overlap)
     view = half_mma_view(plan_kernel(_spec(bn=bn, stages=3, epilogue="direct", fp8_overlap=overlap))) if bn <= 192 else None
@@ -474,7 +474,7 @@ def test_overlap_halves_compiles_without_serialized_wgmma(scale_load):
     """NVRTC sm_90a: 8 QGMMA.64x96x32 per K block in the loop (two halves) and K block 0's 8 before it, two
     WARPGROUP.DEPBAR in the loop, no local memory, and neither C7514 (serialized wgmma) nor C7517 (an injected wait);
     with the scales from global memory or staged in shared memory (--fp8-scale-load smem)."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda
@@ -491,7 +491,7 @@ def test_overlap_halves_compiles_without_serialized_wgmma(scale_load):
 
 @pytest.mark.parametrize("kw", [dict(fp8_stagger="issue"), dict(bn=136), dict(fp8_blocks="none"), dict(grouped="offs")])
 def test_overlap_rules(kw):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     with pytest.raises(SpecError) as e:
         make_spec(**{**_spec(bn=192, stages=4, epilogue="tma").to_json(), "fp8_overlap": "halves", **kw})
@@ -502,7 +502,7 @@ def test_ffma_yield_patch_changes_only_the_flags_it_names():
     """ptxgen.runtime.compile.ffma_yield on the default kernel: some promotion FFMA are selected, the patched cubin disassembles
     to the same instructions at the same addresses, and only the selected FFMA differ, by the reuse and yield flags of
     their high word. Control: flipping one more bit of one FFMA is reported."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile import ffma_yield
     from ptxgen.runtime.compile.cache import compile_cached

@@ -1,7 +1,7 @@
-"""Block FP8 with 1 x 128 scales on both operands (``--fp8-blocks 1x128x1x128``, DeepGEMM's 1D1D; derive.bfp8cols).
+"""Block FP8 with 1 x 128 scales on both operands (``--fp8-blocks 1x128x1x128``, DeepGEMM's 1D1D; derive.scaled.bfp8cols).
 
 L1: every register of every thread's partial is multiplied by its row's A scale and its own column's B scale (the plan's
-loads performed on distinct scale values, checked by the independent model ptxgen.model.bfp8model against the wgmma
+loads performed on distinct scale values, checked by the independent model ptxgen.model.numerics.bfp8model against the wgmma
 fragment model), the scale warp's slots hold each row and column once and each consumer reads its own columns, the
 global addresses are torch's layout; controls: the 1D2D plan (B's scale per 128-column block) and a plan shifted by a
 column fail. The door (simulated H200, no GPU): the recipe inferred from scale_b's shape as torch infers it, the
@@ -16,10 +16,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ptxgen.derive.bfp8cols import plan_columns
-from ptxgen.derive.blockfp8 import plan_block_fp8
+from ptxgen.derive.scaled.bfp8cols import plan_columns
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 from test_api_plan import doors  # noqa: F401 (the fixture)
 from test_blockfp8 import CaiArray, simulated_bfp8_launches
 
@@ -123,7 +123,7 @@ def test_reference_with_c_and_per_column_scales_against_dequantized_matmul():
     (dict(stream_k=2), "--stream-k"), (dict(cluster="2x1"), "--cluster"), (dict(consumers="pingpong", bm=64), "--fp8-scale-load"),
 ])
 def test_spec_refusals_name_the_rule(kw, field):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     with pytest.raises(SpecError) as e:
         make_spec(**{**SPEC, **kw})
@@ -143,7 +143,7 @@ def test_cli_explain_and_build_flag(tmp_path):
 
 
 def test_kernel_name_and_the_1d2d_kernels_unchanged():
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     assert make_spec(**SPEC).kernel_name.endswith("_bs1d1d")
     assert make_spec(**{**SPEC, "fp8_blocks": "1x128x128"}).kernel_name.endswith("_bs128")
@@ -211,8 +211,8 @@ def test_door_refusals_and_the_explicit_recipe(monkeypatch):
 def test_compiles_with_the_intended_sass(kw):
     """NVRTC 13.5 for sm_90a: wgmma (QGMMA) in the consumer loop, each thread's column scales read as 8-byte pairs from
     shared memory (LDS.64), the scale warp's global loads and shared stores, no local memory, no serialized wgmma."""
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -327,9 +327,9 @@ def test_show_draws_each_threads_columns():
     """layout.svg's block-FP8 panel for the recipe: per lane % 4, register group g's columns 8g + 2 (lane % 4), + 1."""
     import re
 
-    from ptxgen.derive.layout import derive
-    from ptxgen.derive.spec import make_spec
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.derive.tile.spec import make_spec
+    from ptxgen.emit.pictures.svg import layout_svg
 
     cells = re.findall(r'data-lane4="(\d)" data-group="(\d+)" data-columns="(\d+),(\d+)"', layout_svg(derive(make_spec(**SPEC))))
     assert len(cells) == 4 * 16
@@ -338,7 +338,7 @@ def test_show_draws_each_threads_columns():
 
 def test_n1_scale_b_is_either_recipe_and_c_takes_1d1d():
     """N = 1: scale_b (Kb, 1) is both torch shapes (the products are equal): 1x128x128 without c, 1x128x1x128 with c."""
-    from ptxgen.api.fp8recipe import infer_recipe
+    from ptxgen.api.arrays.fp8recipe import infer_recipe
     from ptxgen.runtime.launch.arrays import ArrayInfo
 
     sb = ArrayInfo("scale_b", 0x1000, (3, 1), (1, 1), "f32", 4, (2, 0), "test", "cai")

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from ptxgen.derive.blockfp8 import plan_block_fp8
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _spec(**kw):
@@ -21,7 +21,7 @@ def _spec(**kw):
 
 
 def test_rule_pipeline_and_counts():
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     s = _spec()
     plan = plan_kernel(s)
@@ -68,7 +68,7 @@ def test_scale_slots_of_192_rows_against_the_model():
 def test_rendered_scale_warp_rows_and_tile_count():
     """The scale warp's rendered loads: one pointer per lane (advanced by lds_a per K block) and the rows l + 32 j at
     constant offsets, bounded by M - m0 - lane; tiles of 192 rows with M rounded up."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
 
     src = render_kernel(plan_kernel(_spec()))
@@ -84,7 +84,7 @@ def test_rendered_scale_warp_rows_and_tile_count():
 
 
 def _compile(s):
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -97,7 +97,7 @@ def _compile(s):
 def test_three_consumer_kernel_compiles_without_local_memory(kw):
     """L2: 4 QGMMA.64x128x32 (one K block of one slab) per K-tile: the loop unrolled u times holds 4u, its remainder
     4 (u - 1); no local memory, no C7514; setmaxnreg 32 / 160."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     s = _spec(**kw)
     c, rep, sass = _compile(s)
@@ -113,7 +113,7 @@ def test_152_consumer_registers_spill(monkeypatch):
     """Control (the SASS check sees spills at three consumer warpgroups): producer 40, consumers 152, the rule's reserve
     lowered to let BN = 144 (direct epilogue) through: ptxas spills. (Until s8 the 192 x 128 default spilled at 152
     too, the measurement behind PRODUCER_REGISTERS_BY_CONSUMERS; with the warp-uniform warpgroup index it fits.)"""
-    import ptxgen.derive.rules as rules
+    import ptxgen.derive.tile.rules as rules
     import ptxgen.isa.shapes as shapes
 
     monkeypatch.setattr(shapes, "PRODUCER_REGISTERS_BY_CONSUMERS", {})
@@ -125,7 +125,7 @@ def test_152_consumer_registers_spill(monkeypatch):
 
 def test_plain_192_row_kernels_at_the_new_counts():
     """The plain (per-tensor) e4m3 and bf16 kernels at BM = 192 take the same 32 / 160 and still compile clean."""
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     for dt, bk in (("e4m3", 128), ("bf16", 64)):
         s = make_spec(arch="sm_90a", bm=192, bn=128, bk=bk, dtype=dt, out_dtype="bf16", a="kmajor-sw128", b="kmajor-sw128",
@@ -164,10 +164,10 @@ def test_bench_variant_names_take_a_bm_token():
 @pytest.mark.parametrize("kw", [dict(), dict(stages=3), dict(fp8_scale_load="block"), dict(bm=128, bn=192)],
                          ids=["m192", "m192-s3", "m192-block", "default"])
 def test_pipeline_with_the_scale_warp_against_the_simulator(kw):
-    """L1 (ptxgen.model.pipesim, independent): the ring with three consumer warpgroups and the scale warp's 32 lanes
+    """L1 (ptxgen.model.sim.pipesim, independent): the ring with three consumer warpgroups and the scale warp's 32 lanes
     (each waits empty[s], stores its slot, arrives on full[s]): no deadlock, no stale or torn read of a stage or of a
     scale slot, no slot overwritten before every consumer read it; 1..2S+1 K-tiles, 1 and 3 tiles a CTA."""
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     assert check_spec(_spec(**kw)) == []
 
@@ -186,9 +186,9 @@ SCALE_WARP_CONTROLS = {
 def test_scale_warp_pipeline_controls_fail(name):
     from dataclasses import replace
 
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.model import pipesim
-    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.model.sim import pipesim
+    from ptxgen.model.bridges.check_pipeline import config_of, tma_copy_bytes
 
     s = _spec()
     cfg = config_of(plan_kernel(s).pipeline, 6, tma_copy_bytes(s), 2)

@@ -2,8 +2,8 @@
 apart. Each commits a K block's wgmma as two groups and arrives on its named barrier after wait_group 1; warpgroup 1
 issues kt once warpgroup 0's first half of kt is complete, warpgroup 0 issues kt + 1 once warpgroup 1's is.
 
-L1: the plan's barrier steps (derive.blockfp8.stagger_steps) against the independent protocol model
-(model.bfp8model.check_stagger) with controls; L2: NVRTC sm_90a, the loop's two wgmma waits (WARPGROUP.DEPBAR.LE gsb0
+L1: the plan's barrier steps (derive.scaled.blockfp8.stagger_steps) against the independent protocol model
+(model.numerics.bfp8model.check_stagger) with controls; L2: NVRTC sm_90a, the loop's two wgmma waits (WARPGROUP.DEPBAR.LE gsb0
 0x1, then 0x0) with the barrier arrivals between them, no local memory, no C7514. The GPU tier (against the float64
 recipe) is in tests/test_epilogue_ops.py (ids with "half" but not "halves").
 """
@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from ptxgen.derive.blockfp8 import plan_block_fp8, stagger_commit_groups, stagger_steps
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8, stagger_commit_groups, stagger_steps
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _steps(stagger):
@@ -110,7 +110,7 @@ def test_half_stagger_compiles_with_the_half_wait(bn, scale_load):
     are exactly WARPGROUP.DEPBAR.LE gsb0 0x1 then 0x0 with both warpgroups' BAR.ARV between them, no local memory, no
     C7514 (a partial register read between the two waits would serialize every wgmma). Control: the complete
     order's loop has only the 0x0 wait."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -139,7 +139,7 @@ def test_half_stagger_compiles_with_the_half_wait(bn, scale_load):
 def test_stagger_compiles_with_the_direct_epilogue(stagger):
     """The named-barrier wrappers are there without the TMA store too (before 2026-12-02 a staggered kernel with the direct
     epilogue did not compile: named_barrier_sync was emitted only for the store's and ping-pong's barriers)."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda

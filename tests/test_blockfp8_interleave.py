@@ -3,8 +3,8 @@ two partial fragments of BN/4 registers, as --fp8-overlap halves derives them), 
 independent dependency chains) in the K block's one commit group (two with --fp8-stagger half), then wait_group 0,
 release, promote both halves: the default loop's order, only the MMA issue differs.
 
-L1: the plan's order (derive.blockfp8.overlap_steps) in the model of one warpgroup's wgmma groups
-(model.bfp8model.check_overlap, whose issue with n = 1 joins the previous group) with controls; the fragments' columns
+L1: the plan's order (derive.scaled.blockfp8.overlap_steps) in the model of one warpgroup's wgmma groups
+(model.numerics.bfp8model.check_overlap, whose issue with n = 1 joins the previous group) with controls; the fragments' columns
 and B-scale split are tests/test_blockfp8.py::test_half_fragments_take_their_columns_b_scales (parametrized over
 halves and interleave); the stagger protocol is independent of the MMA issue (tests/test_blockfp8_half.py).
 L2: NVRTC sm_90a: 8 QGMMA.64x(BN/2)x32 in the loop, their destinations alternating between the two fragments, the
@@ -16,9 +16,9 @@ import re
 
 import pytest
 
-from ptxgen.derive.blockfp8 import plan_block_fp8
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _spec(**kw):
@@ -101,7 +101,7 @@ def test_interleave_takes_every_stagger(stagger):
 @pytest.mark.parametrize("kw, field", [(dict(bn=136), "--fp8-overlap"), (dict(fp8_blocks="none"), "--fp8-overlap"),
                                        (dict(grouped="offs"), "--fp8-overlap"), (dict(fp8_scale_load="ahead"), "--fp8-scale-load")])
 def test_interleave_rules(kw, field):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     with pytest.raises(SpecError) as e:
         make_spec(**{**_spec(bn=192, stages=4, epilogue="tma").to_json(), "fp8_overlap": "interleave", **kw})
@@ -115,7 +115,7 @@ def _loop_sass(sass: str) -> list[str]:
 
 
 def _build(**kw):
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
@@ -150,7 +150,7 @@ def test_interleave_compiles_with_alternating_chains(bn, stagger, epilogue):
     waits = [re.sub(r"^@!?U?P\w+\s+", "", t) for t in loop if t.startswith("WARPGROUP.DEPBAR")]
     assert waits == (["WARPGROUP.DEPBAR.LE gsb0, 0x1"] if stagger == "half" else []) + ["WARPGROUP.DEPBAR.LE gsb0, 0x0"], waits
     if (bn, stagger) == (192, "none"):
-        from ptxgen.derive.kernel import plan_kernel
+        from ptxgen.derive.tile.kernel import plan_kernel
         from ptxgen.runtime.compile.toolchain import run_tool
 
         cs, _, cc, _ = _build(bn=bn, epilogue=epilogue)

@@ -1,4 +1,4 @@
-"""ptxgen.api.fp8blocks.gemm's prepared launches (ptxgen.api.fp8launch), on a simulated H200 (no GPU): a repeated call
+"""ptxgen.api.fp8blocks.gemm's prepared launches (ptxgen.api.launch.fp8launch), on a simulated H200 (no GPU): a repeated call
 with one dispatch key launches exactly what the slow path would (every argument, tensor maps included), without
 building a spec; a changed pointer is re-pointed; a pointer that breaks a rule, and a changed key, go the slow way.
 On the H200: tests/test_epilogue_ops.py's block-FP8 tests call gemm repeatedly; tools/bench_blockfp8_api.py times it."""
@@ -102,7 +102,7 @@ def test_rules_still_hold_on_a_prepared_key(launches):
 
 
 def test_few_tiles_take_stream_k_and_each_call_its_streams_workspace(launches, monkeypatch):
-    """200 x 300 x 4096: gemm picks 64 x 128 tiles (derive.bfp8tiles), 4 x 3 of them on 132 SMs, so the stream-K form (fp8blocks.chosen_spec); a prepared call asks for the
+    """200 x 300 x 4096: gemm picks 64 x 128 tiles (derive.scaled.bfp8tiles), 4 x 3 of them on 132 SMs, so the stream-K form (fp8blocks.chosen_spec); a prepared call asks for the
     calling stream's workspace every time (launchplan.streamk_workspace: a graph capture's differs) and passes it."""
     import ptxgen.api.fp8blocks as fb2
 
@@ -114,7 +114,7 @@ def test_few_tiles_take_stream_k_and_each_call_its_streams_workspace(launches, m
     call(x)
     assert [l[1][-1] for l in launches] == [0x7101000, 0x7102000, 0x7103000] and len(set(asked)) == 1
     assert len(fb2._BY_INFO) == 1 and launches[1][1][:-1] == launches[0][1][:-1]
-    from ptxgen.derive.streamk import FLAG_REGION_BYTES
+    from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 
     assert asked[0] >= FLAG_REGION_BYTES + 12 * 7 * 64 * 128 * 4  # 12 tiles x 7 partials of 64 x 128 floats
 
@@ -155,7 +155,7 @@ def test_prepared_calls_match_the_slow_path_bit_for_bit(gpu, m, n, k, give_out):
     torch = pytest.importorskip("torch")
     import numpy as np
 
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     def inputs(seed):
         g = torch.Generator().manual_seed(seed)

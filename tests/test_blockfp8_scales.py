@@ -1,12 +1,12 @@
 """Block-scaled FP8, how the scales reach the promotion (--fp8-scale-load, 2026-12-01): the ahead order of the
-scale registers and the smem mode's scale slots against the independent model (ptxgen.model.bfp8model) with
+scale registers and the smem mode's scale slots against the independent model (ptxgen.model.numerics.bfp8model) with
 controls, the rules, and the kernels at L2 (NVRTC, SASS gate), clusters included."""
 
 import pytest
 
-from ptxgen.derive.blockfp8 import plan_block_fp8
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 
 
 def _spec(**kw):
@@ -46,7 +46,7 @@ def test_scale_step_controls_fail(name):
 
 
 def test_scale_load_rules_and_name():
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     base = {**dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16",
                    arch="sm_90a", stages=4, epilogue="tma", schedule="persistent", fp8_blocks="1x128x128")}
@@ -64,7 +64,7 @@ def test_scale_load_ahead_compiles_with_the_next_blocks_loads_and_no_local_memor
     """L2: the ahead kernel compiles, has no local memory, and each K block issues its scale loads (2 of A, 2 of B for a
     128 x 192 tile) once in the loop and once before it; the SASS gate (ptxgen.runtime.compile.sass) passes."""
     import ptxgen.api.fp8blocks as fb
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
 
     spec = fb.default_spec(fp8_scale_load="ahead")
@@ -125,8 +125,8 @@ def test_scale_smem_plan_rules_and_compile():
     ping-pong kernels. L2: compiles with no local memory, the consumer loop reads the scales with LDS (no LDG), the
     scale warp loads with LDG and stores with STS."""
     import ptxgen.api.fp8blocks as fb
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.toolchain import run_tool
 
@@ -156,8 +156,8 @@ def test_smem_scales_in_a_cluster_compile_and_the_rule(cluster):
     scale warp fills its own stages (full[s] stays local; empty[s] counts both CTAs' consumers, as for the TMA copies);
     L2: compiles with a multicast copy, no local memory, no serialized wgmma. Without --fp8-scale-load smem a cluster
     is refused (the per-thread global scale loads were not derived for it)."""
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -181,7 +181,7 @@ def test_smem_scale_kernels_release_each_stage_per_thread():
     per warp after a __syncwarp (2026-12-02: 3 hazards), and passes this form (runs/2026-12-02-stage-release-f32-store; the L1 race is
     tests/test_blockfp8_3wg.py's "one release per warpgroup" control). Control: scales from global memory (block)
     keep one elected arrive per warpgroup (only the wgmma read the stage)."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
 
     for load in ("smem", "tma"):
@@ -202,7 +202,7 @@ def test_the_release_probe_makes_s6s_per_warp_form(monkeypatch):
     import pathlib
     import sys
 
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
 
     monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "tools"))

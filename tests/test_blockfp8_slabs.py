@@ -1,8 +1,8 @@
 """Block-scaled FP8 with two 64-row slabs per cooperative consumer warpgroup sharing one partial (--consumer-slabs 2,
-ptxgen.derive.bfp8slabs; DeepGEMM's 256 x 128 configuration).
+ptxgen.derive.scaled.bfp8slabs; DeepGEMM's 256 x 128 configuration).
 
 L1: the rule and its refusals, the counts it derives (warpgroups, threads, setmaxnreg, barriers), the order of one
-warpgroup's K block in the independent model (model.slabmodel.check_shared_partial) with controls that must fail, every
+warpgroup's K block in the independent model (model.numerics.slabmodel.check_shared_partial) with controls that must fail, every
 accumulator register's rows and scales (check_slab_registers), the scale slots each thread reads for its two slabs, the
 rendered slab expressions against the model's ownership, the ring (pipesim) with two consumer warpgroups.
 L2: NVRTC sm_90a, the SASS gate (4 QGMMA x 2 slabs per K-tile, the unrolled loop), no local memory, no C7514/C7517,
@@ -13,9 +13,9 @@ import re
 import numpy as np
 import pytest
 
-from ptxgen.derive.bfp8slabs import plan_consumer_slabs, shared_partial_steps
+from ptxgen.derive.scaled.bfp8slabs import plan_consumer_slabs, shared_partial_steps
 from ptxgen.isa.types import SpecError
-from ptxgen.model import slabmodel
+from ptxgen.model.numerics import slabmodel
 
 
 def _spec(**kw):
@@ -26,8 +26,8 @@ def _spec(**kw):
 
 # ---- L1: the spec -------------------------------------------------------------------------------------------------------
 def test_counts_registers_and_barriers():
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import TileSpec
 
     s = _spec()
     plan = plan_kernel(s)
@@ -64,7 +64,7 @@ def test_illegal_combinations_are_refused(name):
 
 
 def test_plain_kernels_are_refused():
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     with pytest.raises(SpecError) as e:
         make_spec(bm=256, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", arch="sm_90a", stages=3,
@@ -75,7 +75,7 @@ def test_plain_kernels_are_refused():
 def test_register_rule_counts_one_shared_partial(monkeypatch):
     """2 accumulators + 1 partial of BN/2 + the 32 reserve must fit the 232 of two consumer warpgroups: BN = 128 (224)
     does, BN = 192 (320) does not. Control: counted as one partial per slab (ping-pong's rule), BN = 128 is refused."""
-    import ptxgen.derive.rules as rules
+    import ptxgen.derive.tile.rules as rules
 
     _spec()
     with pytest.raises(SpecError) as e:
@@ -167,7 +167,7 @@ def _loads(bfp8, slabs, kb, m0, n0, tile_slab=None):
 
 @pytest.mark.parametrize("bn, n0", [(128, 384), (64, 64), (96, 96)])
 def test_every_register_of_both_slabs_takes_its_rows_scales(bn, n0):
-    from ptxgen.derive.blockfp8 import plan_block_fp8
+    from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 
     bfp8, slabs = plan_block_fp8(256, bn, 128), plan_consumer_slabs(256, 2)
     rng = np.random.default_rng(0)
@@ -176,7 +176,7 @@ def test_every_register_of_both_slabs_takes_its_rows_scales(bn, n0):
 
 @pytest.mark.parametrize("name", ["slabs interleaved between the warpgroups", "the warpgroup ignored", "the slab ignored"])
 def test_register_controls_fail(name):
-    from ptxgen.derive.blockfp8 import plan_block_fp8
+    from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 
     bfp8, slabs = plan_block_fp8(256, 128, 128), plan_consumer_slabs(256, 2)
     wrong = {"slabs interleaved between the warpgroups": lambda wg, i: 2 * i + wg,
@@ -189,7 +189,7 @@ def test_scale_slots_each_thread_reads_for_its_two_slabs(load):
     """The scale warp's stores (smem: 8 rows a lane at BM = 256; tma: the box lands rows in order, modelled as row r at
     4r) and each consumer thread's reads of its two slabs' rows, through bfp8model.check_scale_slots with the ownership
     stated by slabmodel; control: the reads of warpgroup 1 taken as warpgroup 0's."""
-    from ptxgen.derive.blockfp8 import plan_block_fp8
+    from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
 
     bfp8, slabs = plan_block_fp8(256, 128, 128, scale_load=load), plan_consumer_slabs(256, 2)
     if load == "smem":
@@ -211,10 +211,10 @@ def _c_int(expr: str, wg: int) -> int:
 
 
 def test_rendered_slabs_are_the_models_ownership():
-    """What the template receives (emit.mma_view.slab_views): slab i of warpgroup wg starts at the model's tile row, its
+    """What the template receives (emit.views.mma_view.slab_views): slab i of warpgroup wg starts at the model's tile row, its
     A rows at that row x 128 B (K-major 128-byte rows of the stage: one slab = 8 KB)."""
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.emit.mma_view import slab_views
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.emit.views.mma_view import slab_views
 
     plan = plan_kernel(_spec())
     views = slab_views(plan)
@@ -229,7 +229,7 @@ def test_rendered_slabs_are_the_models_ownership():
 def test_rendered_loop_follows_the_steps():
     """The K loop as rendered: slab 0's MMAs (A at + 0u), its scale reads, wait, acc0's promotion, slab 1's MMAs (+ 8192u),
     wait, the per-thread release, acc1's promotion; one partial ``part`` for both."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
 
     src = render_kernel(plan_kernel(_spec()))
@@ -249,8 +249,8 @@ def test_ring_with_two_consumer_warpgroups():
     controls: empty[s] counting 4 warpgroups (what BM / 64 would give: deadlock) or 1."""
     from dataclasses import replace
 
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.model.check_pipeline import check_plan, check_spec, tma_copy_bytes
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.model.bridges.check_pipeline import check_plan, check_spec, tma_copy_bytes
 
     for kw in ({}, {"fp8_scale_load": "smem"}):
         assert check_spec(_spec(**kw)) == [], kw
@@ -287,7 +287,7 @@ def test_not_a_default():
 def test_compiles_without_local_memory(kw):
     """4 QGMMA.64x128x32 per slab and K-tile: 8 per K-tile, the loop unrolled u times holds 8u, its remainder 8 (u - 1);
     no local memory, no C7514/C7517; setmaxnreg 40 / 232; one WARPGROUP.DEPBAR per slab."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -307,8 +307,8 @@ def test_compiles_without_local_memory(kw):
 
 def test_show_draws_each_slab_at_its_owner():
     """ptxgen show / layout.svg: one rect per tile slab, coloured by the warpgroup the model says owns it."""
-    from ptxgen.derive.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.emit.pictures.svg import layout_svg
 
     svg = layout_svg(derive(_spec()))
     got = {(int(t), int(w), int(i)) for t, w, i in re.findall(r'data-slab="(\d+)" data-warpgroup="(\d+)" data-own-slab="(\d+)"', svg)}
@@ -320,6 +320,6 @@ def test_show_draws_each_slab_at_its_owner():
 def test_module_examples():
     import doctest
 
-    import ptxgen.derive.bfp8slabs as m
+    import ptxgen.derive.scaled.bfp8slabs as m
 
     assert doctest.testmod(m).failed == 0

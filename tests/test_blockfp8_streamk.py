@@ -1,9 +1,9 @@
 """Stream-K for block-scaled FP8 (issue 17): the persistent cooperative block-FP8 kernel with its last round split along
-K (``--stream-k S``; derive.streamk's split and fix-up, the promoted f32 accumulators summed by the owner).
+K (``--stream-k S``; derive.store.streamk's split and fix-up, the promoted f32 accumulators summed by the owner).
 
-L1: every split promotes with the scale blocks of exactly its K range: the rendered work-unit C (emit.streamk_view)
-and the rendered scale index (emit.blockfp8.k_block_c) run as Python for every unit of random launches, against the
-independent model (model.bfp8model.check_unit_scale_blocks: the K elements each K-tile multiplies, from the loader's
+L1: every split promotes with the scale blocks of exactly its K range: the rendered work-unit C (emit.views.streamk_view)
+and the rendered scale index (emit.views.blockfp8.k_block_c) run as Python for every unit of random launches, against the
+independent model (model.numerics.bfp8model.check_unit_scale_blocks: the K elements each K-tile multiplies, from the loader's
 K range) and against the recipe computed split by split (bfp8model.split_recipe vs bfp8model.reference); controls that
 must fail (the split's loop counter as the K block; a split reading the next split's blocks). The flag protocol and the
 work bijection for block-FP8 plans: tests/test_streamk.py and tests/test_streamk_api.py (their plans include these).
@@ -23,11 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptxgen.api.fp8blocks
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.streamk_view import layout_c, unit_c
+from ptxgen.emit.views.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 from test_blockfp8 import CaiArray, simulated_bfp8_launches
 from test_streamk import run_c
 
@@ -203,7 +203,7 @@ def test_api_passes_the_streams_workspace(monkeypatch):
     fb.gemm(a, b, sa, sb, out, spec=bfsk_spec(8))
     (grid, args), = launches
     assert grid == (132, 1, 1) and args[-1] == 0x7000000 and args[-5:-1] == [0x40000000, 0x50000000, 304, 32]
-    from ptxgen.derive.streamk import FLAG_REGION_BYTES
+    from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 
     assert asked and asked[0] >= FLAG_REGION_BYTES + 3 * 7 * 128 * 192 * 4  # 3 tiles x 7 partials of 128 x 192 floats
 
@@ -293,15 +293,15 @@ def test_a_single_round_splits_over_every_sm():
     lay = plan.stream_k.layout(streamk_items(plan, p), grid[0], p.k)
     assert grid == (132, 1, 1) and (lay.items, lay.splits, lay.dp_items) == (32, 4, 0)
     assert workspace_bytes(plan, p, 132) >= 16384 + 32 * 3 * 192 * 128 * 4
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     plain = plan_kernel(make_spec(**{**bfsk_spec(8).to_json(), "fp8_blocks": "none", "fp8_scale_load": "auto"}))
     assert launch_geometry(plain, p, 132)[0] == (-(-4096 // 192), 1, 1)
 
 
 def test_explain_says_which_scale_blocks_a_split_reads():
-    from ptxgen.derive.explain import explain_text
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.explain import explain_text
+    from ptxgen.derive.tile.layout import derive
 
     text = explain_text(derive(bfsk_spec(4)))
     assert "Stream-K" in text and "stream_k_scales" in text and "kt_first + kt" in text

@@ -1,7 +1,7 @@
-"""Block-scaled FP8 with --fp8-scale-load tma (derive.sfa_tma, 2026-12-02): the A scales of each stage by one TMA box
+"""Block-scaled FP8 with --fp8-scale-load tma (derive.scaled.sfa_tma, 2026-12-02): the A scales of each stage by one TMA box
 of a tensor map over torch's scale_a, the scale warp reduced to the B scales (lane 0).
 
-L1: the independent TMA write model (ptxgen.model.tmamodel) lands the derived box's rows on the sfa slot's rows (the
+L1: the independent TMA write model (ptxgen.model.layouts.tmamodel) lands the derived box's rows on the sfa slot's rows (the
 rows the consumers read: bfp8model.check_scale_slots), zero past M, with controls; the ring with the new counts through
 the pipeline simulator (check_spec), with controls. L2: NVRTC compiles it with the extra UTMALDG, no local memory, the
 SASS gate. The rules and the launcher's refusal of a scale_a TMA cannot take."""
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from ptxgen.isa.types import SpecError
-from ptxgen.model import bfp8model, tmamodel
+from ptxgen.model.numerics import bfp8model
+from ptxgen.model.layouts import tmamodel
 
 
 def _spec(**kw):
@@ -23,7 +24,7 @@ def _spec(**kw):
 
 
 def _plan(**kw):
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     return plan_kernel(_spec(**kw))
 
@@ -49,7 +50,7 @@ def _global_view(flat: np.ndarray, tma, dims: dict, ld: int) -> np.ndarray:
 
 def _land(tma, bm: int, m: int, kbs: int, lds_a: int, m0: int, kb: int, origin=None, dims=None) -> np.ndarray:
     """Bytes of one sfa slot (at a 128-aligned address) after the stage's copy, as f32."""
-    from ptxgen.derive.sfa_tma import sfa_copy_origin
+    from ptxgen.derive.scaled.sfa_tma import sfa_copy_origin
 
     flat = _scale_a(m, kbs, lds_a)
     g = _global_view(flat, tma, dims or {"M": m, "Kb": kbs}, lds_a)
@@ -62,7 +63,7 @@ def _land(tma, bm: int, m: int, kbs: int, lds_a: int, m0: int, kb: int, origin=N
                                                    (192, 388, 392, 192, 2), (256, 516, 520, 512, 0), (128, 4, 4, 0, 4)])
 def test_the_box_lands_the_tiles_rows_of_its_k_block_on_the_slot(bm, m, lds_a, m0, kb):
     """Slot row r holds scale_a[m0 + r, kb] (the recipe's value), zero for m0 + r >= M (never the padding past M)."""
-    from ptxgen.derive.sfa_tma import plan_sfa_tma
+    from ptxgen.derive.scaled.sfa_tma import plan_sfa_tma
 
     tma = plan_sfa_tma(bm)
     slot = _land(tma, bm, m, 5, lds_a, m0, kb)
@@ -78,7 +79,7 @@ BOX_CONTROLS = {
 
 @pytest.mark.parametrize("name", sorted(BOX_CONTROLS))
 def test_box_controls_fail(name):
-    from ptxgen.derive.sfa_tma import plan_sfa_tma
+    from ptxgen.derive.scaled.sfa_tma import plan_sfa_tma
 
     tma = plan_sfa_tma(128)
     want = np.array([1000 * 3 + 896 + r + 1 if 896 + r < 1000 else 0.0 for r in range(128)], dtype=np.float32)
@@ -88,7 +89,7 @@ def test_box_controls_fail(name):
 
 def test_box_control_dimensions_swapped_fails():
     """A map whose dimensions are (Kb, M) (the scale array read row-major) lands other values."""
-    from ptxgen.derive.sfa_tma import plan_sfa_tma
+    from ptxgen.derive.scaled.sfa_tma import plan_sfa_tma
 
     tma = plan_sfa_tma(128)
     bad = replace(tma, global_dims=("Kb", "M"), box=(4, 32))
@@ -100,8 +101,8 @@ def test_box_control_dimensions_swapped_fails():
 def _slot_writes(plan, kp):
     """What lands in a stage's slots, as check_scale_slots takes it: the box's rows as the TMA model writes them (their
     value names the row: m0 = 0, kb = 0, 1000 x 0 + row + 1) under "lane 0", plus lane 0's B scales at the rendered
-    offsets (ptxgen.emit.blockfp8: the scale warp's b_loads)."""
-    from ptxgen.emit.blockfp8 import sfa_tma_view
+    offsets (ptxgen.emit.views.blockfp8: the scale warp's b_loads)."""
+    from ptxgen.emit.views.blockfp8 import sfa_tma_view
 
     slot = _land(kp.sfa_tma, plan.bm, 4 * plan.bm, 1, 4 * plan.bm, 0, 0)
     rows = [("sfa", int(v) - 1, 4 * r) for r, v in enumerate(slot)]
@@ -127,7 +128,7 @@ def test_slots_the_consumers_read_hold_their_rows(kw):
 def test_slot_alignment_and_stage_bytes():
     """Each stage's sfa slot (the box's destination) is 128-byte aligned (the TMA model refuses others); expect_tx
     grows by BM x 4 bytes."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     for kw in (dict(), dict(bm=192, bn=128), dict(bm=64, bn=128)):
         kp, smem_kp = _plan(**kw), plan_kernel(_spec(fp8_scale_load="smem", **kw))
@@ -137,11 +138,11 @@ def test_slot_alignment_and_stage_bytes():
         assert (sm.sfa_offset, sm.sfa_stage_bytes) == (smem_kp.layout.smem.sfa_offset, smem_kp.layout.smem.sfa_stage_bytes)
 
 
-# ---- L1: the ring with the new counts (ptxgen.model.pipesim) -------------------------------------------------------------
+# ---- L1: the ring with the new counts (ptxgen.model.sim.pipesim) -------------------------------------------------------------
 @pytest.mark.parametrize("kw", [dict(), dict(stages=3), dict(bn=128, stages=5, epilogue="direct"), dict(bm=192, bn=128)],
                          ids=["default", "s3", "n128-s5", "m192"])
 def test_pipeline_against_the_simulator(kw):
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     assert check_spec(_spec(**kw)) == []
 
@@ -157,8 +158,8 @@ PIPE_CONTROLS = {
 
 @pytest.mark.parametrize("name", sorted(PIPE_CONTROLS))
 def test_pipeline_controls_fail(name):
-    from ptxgen.model import pipesim
-    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+    from ptxgen.model.bridges.check_pipeline import config_of, tma_copy_bytes
 
     s = _spec()
     kp = _plan()
@@ -178,7 +179,7 @@ def test_pipeline_controls_fail(name):
 # ---- rules, ABI ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [dict(cluster="2x1"), dict(bn=64, consumers="pingpong")])
 def test_rules_refuse_what_is_not_built(kw):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     with pytest.raises(SpecError) as e:
         make_spec(**{**_spec().to_json(), **kw})
@@ -188,7 +189,7 @@ def test_rules_refuse_what_is_not_built(kw):
 def test_abi_and_default_unchanged():
     """tmap_sfa is a parameter of the tma kernel only; auto stays smem (the default kernel's parameters and counts)."""
     import ptxgen.api.fp8blocks as fb
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     assert [q.name for q in _plan().abi.params if q.kind == "tensormap"] == ["tmap_a", "tmap_b", "tmap_d", "tmap_sfa"]
     d = plan_kernel(fb.default_spec())
@@ -243,7 +244,7 @@ def test_gemm_without_a_spec_takes_tma_scales_where_tma_reads_scale_a():
 def test_compiles_with_the_extra_tma_copy(kw):
     """The producer issues one more UTMALDG a stage (A, B, scale_a) than the smem kernel, the scale warp loads only B's
     scales (fewer LDG), no local memory, no serialized wgmma; the SASS gate passes."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool

@@ -14,17 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive import sf_atoms
-from ptxgen.derive.layout import derive
-from ptxgen.derive.rules_scaled import BLOCK_SCALED_BN
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.scaled import sf_atoms
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.rules_scaled import BLOCK_SCALED_BN
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa import numerics
 from ptxgen.isa.blockscale import GENERATED, IDESC_BS_TABLES, kind_of
 from ptxgen.isa.idesc import BlockScaledInstrDescriptor, lint_block_scaled_idesc
 from ptxgen.isa.types import DType, SpecError
-from ptxgen.model import sfmodel
-from ptxgen.model import verify_scales
-from ptxgen.model.verify import check_tile
+from ptxgen.model.numerics import sfmodel
+from ptxgen.model.bridges import verify_scales
+from ptxgen.model.bridges.verify import check_tile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -394,7 +394,7 @@ SPEC_FLAGS = ["--bm", "128", "--bn", "128", "--bk", "128", "--a", "kmajor-sw128"
 
 
 def test_explain_text_has_the_block_scaling_section():
-    from ptxgen.derive.explain import explain_text
+    from ptxgen.derive.tile.explain import explain_text
 
     text = explain_text(derive(make_spec(**MXF4)))
     assert "kind::mxf4.block_scale.scale_vec::2X" in text.splitlines()[0]
@@ -445,7 +445,7 @@ def test_build_cli_writes_a_block_scaled_kernel(tmp_path):
 
 def test_control_packed_e2m1_tma_box_counted_in_elements_fails():
     """The e2m1 tensor map counts bytes; a box counted in elements (twice as wide) is caught by the read-back."""
-    from ptxgen.model.verify import check_operand_tma
+    from ptxgen.model.bridges.verify import check_operand_tma
 
     tj = derive(make_spec(**MXF4)).to_json()
     assert check_operand_tma(tj, "a", np.random.default_rng(0)) == []
@@ -455,7 +455,7 @@ def test_control_packed_e2m1_tma_box_counted_in_elements_fails():
 
 def test_control_packed_e2m1_nibble_order_is_checked():
     """Swapping the nibbles of the stage image changes what the read model returns for e2m1 rows."""
-    from ptxgen.model import readmodel
+    from ptxgen.model.layouts import readmodel
 
     t = derive(make_spec(**MXF4))
     op = t.a

@@ -9,14 +9,14 @@ import subprocess
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model import pipesim
-from ptxgen.model.check_pipeline import check_spec, config_of, sf_copy_bytes, tma_copy_bytes
-from ptxgen.model.verify import check_tile
-from ptxgen.model.verify_scales import check_scales
+from ptxgen.model.sim import pipesim
+from ptxgen.model.bridges.check_pipeline import check_spec, config_of, sf_copy_bytes, tma_copy_bytes
+from ptxgen.model.bridges.verify import check_tile
+from ptxgen.model.bridges.verify_scales import check_scales
 from test_cutlass_review import _bulk_loads, _c_eval  # rendered bulk copies and C expressions, read in Python
 
 K = dict(a="kmajor-sw128", b="kmajor-sw128", cta_group=2, bm=256)
@@ -255,7 +255,7 @@ def test_rendered_copy_sources_stay_inside_the_buffers_at_the_edges():
     """The kernel's rendered bulk-copy sources, evaluated in Python for M = N = 300: inside CUTLASS's buffers."""
     import re
 
-    from ptxgen.derive.sf_atoms import sf_global_bytes, sf_k_atoms
+    from ptxgen.derive.scaled.sf_atoms import sf_global_bytes, sf_k_atoms
     from ptxgen.emit.render import render_kernel
 
     spec = make_spec(**dict(MX8, bn=256))

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import cute_ref
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model import verify_scales
-from ptxgen.model.check_pipeline import check_spec
-from ptxgen.model.verify import check_tile
-from ptxgen.model.verify_pair import check_pair, check_pair_stage, mutated
+from ptxgen.model.bridges import verify_scales
+from ptxgen.model.bridges.check_pipeline import check_spec
+from ptxgen.model.bridges.verify import check_tile
+from ptxgen.model.bridges.verify_pair import check_pair, check_pair_stage, mutated
 
 CONFIGS = cute_ref.blockscaled_configs()
 BITS = {"e4m3": 8, "e5m2": 8, "e2m3": 6, "e3m2": 6, "e2m1": 4}
@@ -141,8 +141,8 @@ def test_control_a_wrong_peer_row_origin_fails():
 
 
 def test_control_the_padded_byte_count_deadlocks_the_pair():
-    from ptxgen.model import pipesim
-    from ptxgen.model.check_pipeline import config_of, sf_copy_bytes, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+    from ptxgen.model.bridges.check_pipeline import config_of, sf_copy_bytes, tma_copy_bytes
 
     t = make_spec(**SPEC)
     cfg = config_of(plan_kernel(t).pipeline, 4, tma_copy_bytes(t), 2, sf_copy_bytes=sf_copy_bytes(t))
@@ -173,7 +173,7 @@ def test_pair_subbyte_kernels_compile_with_the_pair_forms(kw):
 def test_one_cta_subbyte_pipeline_completes_with_the_packed_bytes():
     """The simulator's copies of an unpacking map deliver the packed bytes the full barrier expects (one CTA too);
     counted as the padded box they would leave tx-count short of zero for ever."""
-    from ptxgen.model.check_pipeline import tma_copy_bytes
+    from ptxgen.model.bridges.check_pipeline import tma_copy_bytes
 
     t = make_spec(**dict(SPEC, bm=128, cta_group=1))
     assert tma_copy_bytes(t) == (128 * 128 * 6 // 8, 128 * 128 * 4 // 8)  # rows x BK x bits / 8 of A (e2m3), B (e2m1)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 import cute_ref
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model import verify_scales
-from ptxgen.model.verify import check_tile
+from ptxgen.model.bridges import verify_scales
+from ptxgen.model.bridges.verify import check_tile
 
 MX8 = dict(bm=128, bk=128, dtype="e4m3", scale="ue8m0")
 
@@ -215,7 +215,7 @@ def test_control_a_reader_taking_one_element_per_byte_fails():
     """The brief's first guess ('unpacked, one byte per element') read back against TMA's real form: it misreads."""
     import numpy as np
 
-    from ptxgen.model.verify import check_operand_tma
+    from ptxgen.model.bridges.verify import check_operand_tma
 
     tj = _json()
     assert check_operand_tma(tj, "a", np.random.default_rng(1)) == []
@@ -227,7 +227,7 @@ def test_control_the_wrong_unpacking_type_fails():
     """A 4-bit operand loaded with the 6-bit unpacking type (12-byte chunks) is misread."""
     import numpy as np
 
-    from ptxgen.model.verify import check_operand_tma
+    from ptxgen.model.bridges.verify import check_operand_tma
 
     tj = _json()
     assert tj["b"]["tma"]["data_type"] == "16U4_ALIGN16B" and check_operand_tma(tj, "b", np.random.default_rng(2)) == []
@@ -239,7 +239,7 @@ def test_control_a_byte_map_of_packed_rows_fails():
     """A UINT8 map (no data_type: bytes copied as they are) over the packed global rows is caught."""
     import numpy as np
 
-    from ptxgen.model.verify import check_operand_tma
+    from ptxgen.model.bridges.verify import check_operand_tma
 
     tj = _json()
     del tj["a"]["tma"]["data_type"]
@@ -250,7 +250,7 @@ def test_control_padding_is_never_read():
     """Garbage in every gap byte changes nothing the read model returns; garbage in a packed byte does."""
     import numpy as np
 
-    from ptxgen.model import readmodel
+    from ptxgen.model.layouts import readmodel
 
     lay = derive(make_spec(bm=128, bn=64, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e3m2", b_dtype="e4m3",
                            scale="ue8m0"))
@@ -271,7 +271,7 @@ def test_control_padding_is_never_read():
 
 
 def test_read_model_refuses_transposed_subbyte():
-    from ptxgen.model import readmodel
+    from ptxgen.model.layouts import readmodel
 
     with pytest.raises(readmodel.Unmodelled):
         readmodel.canonical_addresses("sm_100a", 0x4000004000010000, "mn", 128, "e2m3_unpacksmem")

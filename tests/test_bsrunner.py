@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.sf_atoms import sf_k_chunks
-from ptxgen.derive.spec import make_spec
-from ptxgen.model import mxref
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.scaled.sf_atoms import sf_k_chunks
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.model.numerics import mxref
 from ptxgen.runtime.check import bsvalidate
 from ptxgen.runtime.launch.launch import Problem, gemm_args, problem_errors
 
@@ -151,7 +151,7 @@ def test_sf_packer_matches_cutlass(rows, K, vec):
 
 def _permuted_offset(row, chunk, k_atoms):
     """A plausible wrong layout: rows r0 + 32 r1 at 16 r1 + 4 r0 (the two row modes swapped) -- still a bijection."""
-    from ptxgen.derive import sf_atoms
+    from ptxgen.derive.scaled import sf_atoms
 
     r = row % 128
     swapped = (r // 32) + 4 * (r % 32)
@@ -231,10 +231,10 @@ class _Memory:
 def _simulated(monkeypatch, specs, zero_fill=True):
     """A CC 10.0 device whose kernel does, on the CPU, what the generated block-scaled kernel does with its buffers:
     TMA loads of A and B through the maps (zeros past the map's dims), scale factors read from SFA/SFB at CUTLASS's
-    offsets (ptxgen.model.sfmodel's own evaluation of the CuTe layout, K padded to 4V), chunks past ceil(K / V) zeroed
+    offsets (ptxgen.model.numerics.sfmodel's own evaluation of the CuTe layout, K padded to 4V), chunks past ceil(K / V) zeroed
     in shared memory before the MMA (issue 19 fix 6; ``zero_fill=False`` leaves the buffer's bytes there), f32 out."""
     from ptxgen.isa import numerics
-    from ptxgen.model import sfmodel
+    from ptxgen.model.numerics import sfmodel
     from ptxgen.runtime.launch.gpu import Device
 
     mem = _Memory()

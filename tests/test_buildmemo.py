@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.generated import KERNEL_FILES, ForeignFilesError
 from ptxgen.emit.sources import template_dir
 from ptxgen.runtime.compile import artifacts, buildmemo, cache
@@ -131,7 +131,7 @@ def test_the_generator_hash_covers_the_package_and_the_templates():
     assert templates == template_dir() and any(templates.glob("*.j2"))
 
 
-@pytest.mark.parametrize("where", ["ptxgen/emit/render.py", "ptxgen/derive/rules.py", "templates/common.cuh.j2",
+@pytest.mark.parametrize("where", ["ptxgen/emit/render.py", "ptxgen/derive/tile/rules.py", "templates/common.cuh.j2",
                                    "ptxgen/tuning/h200.json"])
 def test_the_generator_hash_changes_with_any_byte_of_the_generator(tmp_path, where):
     tree = tmp_path / "tree"

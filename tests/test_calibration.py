@@ -145,7 +145,7 @@ def test_every_planned_point_has_a_kernel_and_the_plan_is_the_calibration_shapes
 
 def test_precompile_puts_the_kernels_in_the_cache(tmp_path, monkeypatch):
     """Compiled in a worker process (NVRTC, no GPU), then found in the kernel cache by the same key."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.cache import cache_key, load
 

@@ -5,9 +5,9 @@ them, not that they are fast (no test asserts a duration)."""
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
-from ptxgen.derive.tma import l2_promotion_for_rows
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.derive.operands.tma import l2_promotion_for_rows
 from ptxgen.isa.tensormap import L2_PROMOTION_128B, L2_PROMOTION_256B
 from ptxgen.isa.types import Schedule
 from ptxgen.runtime.choose import rules as choose_mod

@@ -1,4 +1,4 @@
-"""beta x C with C read through TMA (``--fuse c=tma``; ptxgen.derive.cload): the spec and its rules, the plan against
+"""beta x C with C read through TMA (``--fuse c=tma``; ptxgen.derive.store.cload): the spec and its rules, the plan against
 the independent models (which C element every accumulator element receives; the order of loads, waits and stores),
 controls that must fail, the rendered kernel, the launcher, and NVRTC + SASS (codegen tier, no GPU). The GPU test is in
 tests/test_epilogue_ops.py (``test_c_through_tma_matches_float64``)."""
@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from ptxgen.derive.cload import CLoadPlan
-from ptxgen.derive.fusion import parse_chain
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.store.cload import CLoadPlan
+from ptxgen.derive.store.fusion import parse_chain
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.tensormap import TmaSwizzle
 from ptxgen.isa.types import SpecError
-from ptxgen.model.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
+from ptxgen.model.bridges.check_cload import check_c_order, check_c_reads, check_c_reads_tmem
 from ptxgen.runtime.launch.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",

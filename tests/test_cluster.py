@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.schedule import SchedulePlan
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.roles.schedule import SchedulePlan
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.schedule_view import cluster_tile_coords_c
+from ptxgen.emit.views.schedule_view import cluster_tile_coords_c
 from ptxgen.isa.types import Cluster, SpecError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -233,7 +233,7 @@ def test_control_the_sass_check_fails_without_multicast():
 
 # ---- the pipeline simulator with two CTAs (L1) ----------------------------------------------------------------
 def _cluster_config(spec, k_tiles=6, tiles=1):
-    from ptxgen.model.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
+    from ptxgen.model.bridges.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
 
     plan = plan_kernel(spec).pipeline
     return config_of(plan, k_tiles, tma_copy_bytes(spec), tiles, spec.cluster.size, multicast_copy_bytes(spec))
@@ -241,7 +241,7 @@ def _cluster_config(spec, k_tiles=6, tiles=1):
 
 @pytest.mark.parametrize("cfg", [c for c, _ in CLUSTER], ids=lambda c: f"{c['bm']}x{c['bn']}_{c['cluster']}_{c.get('consumers', 'coop')}_s{c['stages']}")
 def test_pipesim_runs_both_ctas_of_the_derived_cluster_clean(cfg):
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     spec = make_spec(arch="sm_90a", **cfg)
     assert check_spec(spec, seeds=range(3)) == []
@@ -259,7 +259,7 @@ def test_control_consumers_releasing_only_their_own_cta_fail(c):
     """The model can fail: a consumer that releases only its own CTA's stage (CUTLASS arrives on every CTA
     that multicasts into this one). With the cluster's count the ring deadlocks; with a one-CTA count the
     peer's producer overwrites a stage this CTA's MMAs still read."""
-    from ptxgen.model import pipesim
+    from ptxgen.model.sim import pipesim
 
     spec = make_spec(**BASE, cluster=c)
     cfg = _cluster_config(spec)
@@ -271,7 +271,7 @@ def test_control_consumers_releasing_only_their_own_cta_fail(c):
 
 def test_control_expecting_only_half_the_shared_operand_fails():
     """The model can fail: a full barrier that expects only this CTA's own share tears reads."""
-    from ptxgen.model import pipesim
+    from ptxgen.model.sim import pipesim
 
     cfg = _cluster_config(make_spec(**BASE, cluster="2x1"))
     half = dataclasses.replace(cfg, expect_tx_bytes=sum(cfg.copy_bytes) + sum(cfg.mc_copy_bytes))

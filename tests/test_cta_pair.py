@@ -8,14 +8,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.isa.shapes import legal_bn
 from ptxgen.isa.types import Arch, DType, Major, SpecError
-from ptxgen.model import pairmodel
-from ptxgen.model.verify import check_tile
-from ptxgen.model.verify_pair import check_epilogue, check_pair, check_pair_stage, mutated
+from ptxgen.model.layouts import pairmodel
+from ptxgen.model.bridges.verify import check_tile
+from ptxgen.model.bridges.verify_pair import check_epilogue, check_pair, check_pair_stage, mutated
 
 PAIR = dict(bm=256, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", cta_group=2, stages=4)
 PAIR128 = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="mnmajor-sw128", cta_group=2, stages=4)
@@ -280,7 +280,7 @@ def test_independent_nvcc_compiles_a_pair_kernel(tmp_path):
 @pytest.mark.parametrize("kw", [PAIR, dict(PAIR128, schedule="persistent", stages=2), dict(PAIR, stages=1)],
                          ids=["M256", "M128-persistent", "one-stage"])
 def test_pair_pipeline_neither_deadlocks_nor_races(kw):
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     assert check_spec(make_spec(**kw)) == []
 
@@ -301,8 +301,8 @@ def test_pair_pipeline_neither_deadlocks_nor_races(kw):
 def test_a_wrong_pair_protocol_fails_the_simulator(wrong, expect):
     import dataclasses
 
-    from ptxgen.model import pipesim
-    from ptxgen.model.check_pipeline import config_of, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+    from ptxgen.model.bridges.check_pipeline import config_of, tma_copy_bytes
 
     spec = make_spec(**PAIR128)
     cfg = config_of(plan_kernel(spec).pipeline, 5, tma_copy_bytes(spec), 3)
@@ -326,7 +326,7 @@ from strategies import legal_pair_specs  # noqa: E402
 @given(spec=legal_pair_specs(), seed=st.integers(0, 2**32 - 1))
 def test_pair_model_agrees_over_the_legal_space_hypothesis(spec, seed):
     """The pair read model and epilogue placement (verify_pair), and the pair's barrier protocol (pipesim)."""
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     assert spec.pair
     assert check_tile(derive(spec), seed) == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
-from ptxgen.model.check_pipeline import config_of
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.model.bridges.check_pipeline import config_of
 
 
 # ---- fix 4: TMEM for one accumulator where a CTA computes one tile ------------------------------------------
@@ -52,7 +52,7 @@ def test_tmem_loads_wait_once_per_group(kw):
 
 # ---- fix 3: the producer drains the last empty arrivals before the CTA exits (CUTLASS load_tail) ------------
 def _sm100_cfg(**kw):
-    from ptxgen.model import pipesim
+    from ptxgen.model.sim import pipesim
 
     base = dict(arch="sm_100a", loader="tma", stages=2, k_tiles=1, expect_tx_bytes=64, acc_barrier=True, epilogue_warps=4)
     return pipesim.Config(**{**base, **kw})
@@ -62,7 +62,7 @@ def _sm100_cfg(**kw):
 def test_control_without_a_producer_tail_a_commit_arrives_after_exit(ctas):
     """tcgen05.commit arrives asynchronously, on each barrier (and, for a pair, each CTA) on its own: the epilogue
     can see acc_full, finish, and the CTA exit while the commit of the last K-tile is still on its way to empty[s]."""
-    from ptxgen.model import pipesim
+    from ptxgen.model.sim import pipesim
 
     extra = dict(ctas=2, acc_empty_arrivals=8, copy_bytes=(32,)) if ctas == 2 else {}  # each CTA loads half
     res = pipesim.explore(_sm100_cfg(producer_tail=False, **extra), seeds=range(40))
@@ -72,7 +72,7 @@ def test_control_without_a_producer_tail_a_commit_arrives_after_exit(ctas):
 @pytest.mark.parametrize("ctas", [1, 2])
 @pytest.mark.parametrize("k_tiles", [1, 2, 3, 5])
 def test_the_producer_tail_waits_for_every_arrival(ctas, k_tiles):
-    from ptxgen.model import pipesim
+    from ptxgen.model.sim import pipesim
 
     extra = dict(ctas=2, acc_empty_arrivals=8, copy_bytes=(32,)) if ctas == 2 else {}  # each CTA loads half
     res = pipesim.explore(_sm100_cfg(producer_tail=True, k_tiles=k_tiles, stages=3, **extra), seeds=range(40))
@@ -81,7 +81,7 @@ def test_the_producer_tail_waits_for_every_arrival(ctas, k_tiles):
 
 def test_control_cp_async_producers_need_the_tail_too():
     """The cp.async producer warpgroup: every thread waits the empty barriers (found by the derived-plan check)."""
-    from ptxgen.model import pipesim
+    from ptxgen.model.sim import pipesim
 
     base = dict(loader="cp.async", producer_threads=4, full_arrivals=4, expect_tx_bytes=0, stages=1, k_tiles=2, tiles_per_cta=3)
     assert any("after the CTA exited" in p for p in pipesim.explore(_sm100_cfg(producer_tail=False, **base), seeds=range(40)).problems)
@@ -89,9 +89,9 @@ def test_control_cp_async_producers_need_the_tail_too():
 
 
 def test_sm100_kernels_have_the_producer_tail():
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit.render import render_kernel
-    from ptxgen.model.check_pipeline import check_spec
+    from ptxgen.model.bridges.check_pipeline import check_spec
 
     for kw in (dict(bm=128, bn=128, bk=32, a="kmajor-sw64", stages=3),
                dict(bm=256, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", cta_group=2, stages=3)):
@@ -141,7 +141,7 @@ def test_kernel_sf_strides_match_cutlass(kw, K):
     rendered C, address exactly CUTLASS's bytes, and never past the end of CUTLASS's buffer."""
     import re
 
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit.render import render_kernel
     from ptxgen.isa.blockscale import kind_of
 
@@ -173,17 +173,17 @@ def test_kernel_sf_strides_match_cutlass(kw, K):
 @pytest.mark.parametrize("kw,K", [(MXFP8, 384), (MXFP8, 300), (MXFP8, 520), (NVFP4, 200), (NVFP4, 330),
                                   (dict(MXFP8, bk=128, bn=64), 200)])
 def test_scale_model_over_partial_k_tiles(kw, K):
-    from ptxgen.derive.layout import derive
-    from ptxgen.model.verify_scales import check_scales
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.model.bridges.verify_scales import check_scales
 
     assert check_scales(derive(make_spec(**kw)), k_elements=K) == []
 
 
 def test_control_whole_stage_copies_read_past_the_buffer(monkeypatch):
     """The pre-fix copy (BK / 4V atoms every K-tile) reads past CUTLASS's buffer in the last K-tile."""
-    from ptxgen.derive import scales
-    from ptxgen.derive.layout import derive
-    from ptxgen.model import verify_scales
+    from ptxgen.derive.scaled import scales
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.model.bridges import verify_scales
 
     monkeypatch.setattr(scales, "stage_atoms", lambda groups, kt, k_atoms: groups)
     problems = verify_scales.check_scales(derive(make_spec(**MXFP8)), k_elements=384)
@@ -193,8 +193,8 @@ def test_control_whole_stage_copies_read_past_the_buffer(monkeypatch):
 def test_control_without_the_zero_fill_padding_reaches_the_mma(monkeypatch):
     """Fix 6: without zeroing, the MMA of the last K-tile takes the buffer's padding bytes (the user's: NaN is
     possible) or a stage's stale bytes for chunks past K."""
-    from ptxgen.derive.layout import derive
-    from ptxgen.model import verify_scales
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.model.bridges import verify_scales
 
     monkeypatch.setattr(verify_scales, "stage_zero_fill", lambda *a: ())
     for K, what in ((300, "padding"), (384, "stale")):
@@ -205,16 +205,16 @@ def test_control_without_the_zero_fill_padding_reaches_the_mma(monkeypatch):
 # ---- coverage: block-scaled N = 192 (CUTLASS: SFB as if N were 256) --------------------------------------------
 @pytest.mark.parametrize("K", [None, 300])
 def test_block_scaled_n192_scale_model(K):
-    from ptxgen.derive.layout import derive
-    from ptxgen.model.verify_scales import check_scales
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.model.bridges.verify_scales import check_scales
 
     spec = make_spec(**dict(MXFP8, bn=192))
     assert check_scales(derive(spec), k_elements=K) == []
 
 
 def test_control_n192_without_the_column_offset_misreads(monkeypatch):
-    from ptxgen.derive.layout import derive
-    from ptxgen.model import verify_scales
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.model.bridges import verify_scales
 
     monkeypatch.setattr(verify_scales, "sfb_row_column", lambda n0, bn: 0)
     assert any("B:" in p for p in verify_scales.check_scales(derive(make_spec(**dict(MXFP8, bn=192)))))

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ptxgen.isa.descriptors import SmemDescriptor, lint_smem_descriptor
 from ptxgen.isa.idesc import InstrDescriptor, lint_instr_descriptor
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import Arch, Major, Swizzle
 
 # ---- CuTe host-run values --------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""M-major D (``--d-major m``, ptxgen.derive.output) and swap-AB (runtime.choose's swap-ab rule, api.swapab).
+"""M-major D (``--d-major m``, ptxgen.derive.store.output) and swap-AB (runtime.choose's swap-ab rule, api.launch.swapab).
 
-Tiers: the spec field and its refusals; the L1 check (model.outmodel through model.check_dstore) of where the direct
+Tiers: the spec field and its refusals; the L1 check (model.layouts.outmodel through model.bridges.check_dstore) of where the direct
 epilogue stores every accumulator element, with controls that must fail; the binding of M-major outputs; the rule;
 NVRTC + SASS (L2); and on the H200 (gpu) the kernels through ``ptxgen validate``'s runner, CompiledKernel and
 ``ptxgen.gemm`` against float64 at odd sizes.
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.output import DMajor, plan_direct_store
-from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.emit.epilogue_view import wgmma_epilogue_view
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.store.output import DMajor, plan_direct_store
+from ptxgen.derive.tile.spec import TileSpec, make_spec
+from ptxgen.emit.views.epilogue_view import wgmma_epilogue_view
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError
-from ptxgen.model import outmodel
-from ptxgen.model.check_dstore import check_direct_store
+from ptxgen.model.layouts import outmodel
+from ptxgen.model.bridges.check_dstore import check_direct_store
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
@@ -128,7 +128,7 @@ def _info(name, shape, strides, dtype="bf16", ptr=0x10000):
 
 
 def test_m_major_out_binds_with_any_column_pitch_and_row_major_is_refused():
-    from ptxgen.api.binding import bind
+    from ptxgen.api.arrays.binding import bind
     from ptxgen.runtime.launch.arrays import ArgumentError
 
     s = mspec()

@@ -14,11 +14,11 @@ from ptxgen.emit.cexpr import linear_offset_c_expr, swizzle_c_expr
 from ptxgen.emit.env import environment
 from ptxgen.emit.sources import template_dir
 from ptxgen.emit.render import render_kernel
-from ptxgen.derive.layout import derive
+from ptxgen.derive.tile.layout import derive
 from ptxgen.runtime.compile.artifacts import build, check_tree, generate
 from ptxgen.runtime.compile.sass import check_sass, parse_instructions
 from ptxgen.runtime.compile.toolchain import run_tool
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 
 SEED = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +186,7 @@ def test_independent_nvcc_compiles_the_seed_kernel(tmp_path):
 )
 def test_every_barrier_the_smem_plan_places_is_initialised(kw):
     """Each 8-byte mbarrier of the shared-memory plan gets exactly one mbarrier.init (the ring's in a loop)."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     plan = plan_kernel(make_spec(**kw))
     src = render_kernel(plan)

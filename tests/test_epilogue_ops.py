@@ -1,6 +1,6 @@
 """The fused epilogue chain on the GPU (``gpu`` tier, L3 on an H200): every op of the chain, both wgmma epilogues
 (direct and TMA store) and the ping-pong kernel, at shapes off every tile multiple, against the float64 reference
-(ptxgen.model.chainref) of the same inputs. One file, so that it can be run on its own:
+(ptxgen.model.numerics.chainref) of the same inputs. One file, so that it can be run on its own:
 
     python -m pytest -q -m gpu tests/test_epilogue_ops.py        (tools/gpu_run.sh tests runs it; bench-fused the benches)
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxgen.derive.spec import make_spec
-from ptxgen.model import chainref
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.model.numerics import chainref
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -143,7 +143,7 @@ def test_control_a_wrong_bias_fails_the_check(gpu):
         _check_out(got, wrong, y, "bf16")
 
 
-# ---- C through TMA (--fuse c=tma; ptxgen.derive.cload) ----------------------------------------------------------------
+# ---- C through TMA (--fuse c=tma; ptxgen.derive.store.cload) ----------------------------------------------------------------
 CTMA = [  # (id, spec, out dtype, keyword arguments as OPS)
     ("ctma-all", "tma", "bf16", dict(alpha=0.5, beta=2.0, bias="bf16", activation="gelu_tanh", residual="aux")),
     ("ctma-pingpong-f16", "pingpong-tma", "f16", dict(alpha=1.0, beta=-0.75)),
@@ -189,7 +189,7 @@ def test_c_through_tma_matches_float64(gpu, op, spec_name, out, kw, shape):
         _check_out(got, wrong, y, out)
 
 
-# ---- FP8 output through the TMA-store epilogue (st.shared.b16 pairs; ptxgen.derive.epilogue) ---------------------------
+# ---- FP8 output through the TMA-store epilogue (st.shared.b16 pairs; ptxgen.derive.store.epilogue) ---------------------------
 FP8_TMA = [
     ("fp8-row-tma", dict(scale="row", bias="bf16", activation="gelu_tanh")),
     ("fp8-tensor-tma", dict(scale="tensor", c="aux", beta=1.0, residual="aux")),
@@ -211,7 +211,7 @@ def test_fp8_through_the_tma_store(gpu, op, kw, shape):
     np.testing.assert_allclose(_f64(am), amax, rtol=1e-5, atol=1e-6)
 
 
-# ---- f32 output through the TMA-store epilogue (st.shared.v2.f32 pairs, 32-column chunks; ptxgen.derive.epilogue) -------
+# ---- f32 output through the TMA-store epilogue (st.shared.v2.f32 pairs, 32-column chunks; ptxgen.derive.store.epilogue) -------
 # Select them all with -k f32_tma_store. Plain kernels: ptxgen.api.dispatch.kernel_for(spec)(a, b, out) on a D whose rows are
 # padded past N with a sentinel (a store past column N shows); every element of D within the f32 accumulation bound of
 # float64. N % 4 != 0 (250, 2999): the tile crossing N takes the direct stores; N % 4 == 0 (352, 3000): every tile through
@@ -297,7 +297,7 @@ def _block_fp8_against_recipe(m, n, k, seed, spec, out_dtype="bf16"):
     """Run ptxgen.api.fp8blocks.gemm with SPEC on seeded inputs and torch-layout scales (scale_a M x Kb outer-dim-major,
     scale_b Kb x Nb = s.t(), in [0.5, 1.5)); assert every output is within bfp8model.outside_bound of the float64 recipe."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     gen = torch.Generator().manual_seed(seed)
     a, b = _fp8_inputs(m, n, k, gen)
@@ -368,7 +368,7 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
     _block_fp8_against_recipe(*shape, 1, ptxgen.api.fp8blocks.default_spec(**variant))
 
 
-# --fp8-scale-load tma (derive.sfa_tma): TMA needs scale_a's K-block stride a multiple of 4 floats (M % 4 == 0 in torch's
+# --fp8-scale-load tma (derive.scaled.sfa_tma): TMA needs scale_a's K-block stride a multiple of 4 floats (M % 4 == 0 in torch's
 # layout), so the odd shapes here keep M % 4 == 0 (N, K odd); 1500 x 3000 runs several tiles a CTA
 @pytest.mark.parametrize("shape", [(196, 250, 400), (60, 333, 272), (256, 256, 512), (132, 1000, 640), (200, 450, 96),
                                    (1500, 3000, 400)], ids=lambda s: "x".join(map(str, s)))
@@ -376,7 +376,7 @@ def test_block_fp8_matches_the_recipe(gpu, shape, variant):
                                      {"bn": 160, "stages": 4, "epilogue": "direct"},
                                      {"bm": 192, "bn": 128, "stages": 4, "epilogue": "tma"},
                                      {"bn": 192, "stages": 4, "epilogue": "tma", "fp8_overlap": "interleave"},
-                                     # 2026-12-02: gemm's smaller picks (derive.bfp8tiles)
+                                     # 2026-12-02: gemm's smaller picks (derive.scaled.bfp8tiles)
                                      {"bn": 128, "stages": 5, "epilogue": "tma"}, {"bm": 64, "bn": 128, "stages": 6, "epilogue": "tma"}],
                          ids=["n192-tma", "n128-direct", "n160-direct", "m192-tma", "n192-interleave", "n128-s5-tma", "m64-n128-tma"])
 def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
@@ -388,7 +388,7 @@ def test_block_fp8_tma_scales_match_the_recipe(gpu, shape, variant):
 # Since 2026-12-02 gemm without a spec runs tma_scales_spec (192 x 128, three consumer warpgroups, scale_a by TMA) where TMA can read
 # scale_a (M % 4 == 0 here: 196, 1500, 60, 200, 68), else default_spec (M = 197, 61); bf16 and f32 through the TMA store.
 # where the tiles fill at most half the SMs, with stream-K (fp8blocks.chosen_spec); the K = 400 / 128 / 96 shapes
-# have too few K-tiles to split far. The tile by derive.bfp8tiles: 64 x 128 at 196 x 250, 60 x 333, 200 x 304 x 4096
+# have too few K-tiles to split far. The tile by derive.scaled.bfp8tiles: 64 x 128 at 196 x 250, 60 x 333, 200 x 304 x 4096
 # (12 tiles split 8 ways) and 68 x 1000 x 2048 (16 tiles); 192 x 128 at 1500 x 3000; 128 x 128 at 500 x 4000 x 704
 # (128 tiles, whole) and 500 x 2000 x 2000 (64 tiles, split)
 @pytest.mark.parametrize("shape", [(196, 250, 400), (197, 250, 400), (1500, 3000, 400), (60, 333, 128), (61, 333, 96),
@@ -404,7 +404,7 @@ def test_block_fp8_tma_scales_with_a_padded_stride_and_the_misaligned_refusal(gp
     rows past it land as zeros); and M % 4 != 0 (torch's lds_a = M: rows 4 x M bytes apart, not a multiple of 16 B) is
     refused with a ValueError before any launch, while smem runs it."""
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     spec = ptxgen.api.fp8blocks.default_spec(fp8_scale_load="tma")
     m, n, k = 196, 250, 400
@@ -428,7 +428,7 @@ def test_block_fp8_tma_scales_with_a_padded_stride_and_the_misaligned_refusal(gp
     ptxgen.api.fp8blocks.gemm(a, b, sa, sb, spec=ptxgen.api.fp8blocks.default_spec(fp8_scale_load="smem"))  # control: runs
 
 
-# --consumer-slabs 2 (derive.bfp8slabs; L1/L2 in tests/test_blockfp8_slabs.py): 256 x 128 tiles, two consumer warpgroups of
+# --consumer-slabs 2 (derive.scaled.bfp8slabs; L1/L2 in tests/test_blockfp8_slabs.py): 256 x 128 tiles, two consumer warpgroups of
 # two 64-row slabs sharing one partial, DeepGEMM's configuration; scale_a by TMA, so M % 4 == 0 (smem takes any M: 197);
 # M = 60 leaves warpgroup 1 and slab 1 of warpgroup 0 past M; N = 333 and 250 send the last tile column to the direct
 # stores; 1500 x 3000 puts 6 x 24 = 144 tiles on at most 132 CTAs (some run two)
@@ -507,13 +507,13 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
     kernel against the plain e4m3 kernel (the tensor core accumulates all of K) and float64. The claim checked: promotion
     brings the result within 2e-3 of float64 and at least 100 times closer than whole-K accumulation. Measured on the
     H200 (runs/2026-12-01-gpu-tier/check/block_fp8_promotion.json): block 6.2e-4, plain 0.217, far more than the
-    round-to-nearest 14-bit accumulator of model/bfp8model.py predicts (3e-6 and 3e-4): the hardware loses more per
+    round-to-nearest 14-bit accumulator of model/numerics/bfp8model.py predicts (3e-6 and 3e-4): the hardware loses more per
     add than that model, which is why the earlier bound of 2e-5 (from the model) failed there."""
     import json
 
     import ptxgen
     import ptxgen.api.fp8blocks
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     m, n, k = 128, 128, 16384
     gen = torch.Generator().manual_seed(2)
@@ -539,7 +539,7 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:
-    192 x 128, scale_a by TMA; since 2026-12-02 also 64 x 128 and 128 x 128 (derive.bfp8tiles), with stream-K where the tiles
+    192 x 128, scale_a by TMA; since 2026-12-02 also 64 x 128 and 128 x 128 (derive.scaled.bfp8tiles), with stream-K where the tiles
     are few), TMA store, under compute-sanitizer:
     1500 x 3000 x 400 puts 192 tiles on at most 132 CTAs (the scale warp, the TMA thread and the consumers walk several),
     M and N off the tile and a partial last K block; the case also checks the output against the recipe. Also with the

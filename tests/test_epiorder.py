@@ -1,6 +1,6 @@
-"""--epilogue-order alternate (ptxgen.derive.epiorder): the cooperative consumer warpgroups' epilogues in turn.
+"""--epilogue-order alternate (ptxgen.derive.roles.epiorder): the cooperative consumer warpgroups' epilogues in turn.
 
-L1: the derived steps against the independent model (ptxgen.model.ordermodel: every warp and the producer's ring under
+L1: the derived steps against the independent model (ptxgen.model.sim.ordermodel: every warp and the producer's ring under
 random interleavings; 2, 3 and 4 consumer warpgroups, 0/1/2/many tiles per CTA, 1..2S+1 K-tiles), with controls that
 must fail. Rules: the refused combinations exit 2 with the field named. L2: NVRTC sm_90a compiles the ordered kernels,
 SASS holds the order's BAR.SYNC / BAR.ARV (256 threads) at the derived ids and no local memory; the unordered twin has
@@ -15,11 +15,11 @@ import sys
 
 import pytest
 
-from ptxgen.derive.barriers import NAMED_BARRIERS, STORE_FIRST_BARRIER_ID, order_first_barrier_id, stagger_first_barrier_id
-from ptxgen.derive.epiorder import order_steps
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.roles.barriers import NAMED_BARRIERS, STORE_FIRST_BARRIER_ID, order_first_barrier_id, stagger_first_barrier_id
+from ptxgen.derive.roles.epiorder import order_steps
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model.ordermodel import check_order
+from ptxgen.model.sim.ordermodel import check_order
 
 BASE = dict(dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16", schedule="persistent", epilogue="tma")
 
@@ -139,9 +139,9 @@ def test_barrier_ids_do_not_collide(consumers, staggered):
 
 
 def test_plan_and_explain():
-    from ptxgen.derive.explain import explain_text
-    from ptxgen.derive.layout import derive
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.explain import explain_text
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     s = _spec()
     assert "--epilogue-order alternate" in s.cli_args() and s.kernel_name.endswith("_eoalternate")
@@ -155,8 +155,8 @@ def test_plan_and_explain():
 
 
 def test_show_draws_the_order():
-    from ptxgen.derive.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.emit.pictures.svg import layout_svg
 
     svg = layout_svg(derive(_spec(bm=192, bn=128)))
     assert 'id="epilogue-order"' in svg and svg.count('class="eo-epi"') == 3 * 3
@@ -194,7 +194,7 @@ def test_refused_on_the_command_line():
 
 
 def test_rendered_steps():
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
 
     src = render_kernel(plan_kernel(_spec(bm=192, bn=128)))
@@ -238,7 +238,7 @@ def _bar_ops(sass: str) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(L2))
 def test_ordered_kernels_compile(name):
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -268,7 +268,7 @@ UNIFORM_L2 = {"bf16-128x256-tma": dict(), "bf16-192x128-3wg-tma": dict(bm=192, b
 def test_uniform_kernels_compile(name):
     """alternate-uniform: the prologue arrival and the tail sync with immediate ids, the loop's sync and arrive with the
     id in a register (computed from wg: no branch), no local memory."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
@@ -286,7 +286,7 @@ def test_uniform_kernels_compile(name):
 
 def test_unordered_twin_has_no_order_barriers():
     """Control for the SASS check: the same kernel without the order has no 256-thread named barriers."""
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 

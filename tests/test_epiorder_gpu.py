@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")

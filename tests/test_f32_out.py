@@ -99,7 +99,7 @@ def test_what_the_direct_stores_refuse_too_is_still_refused():
 # -- L2: the kernels an f32 output gets compile (NVRTC, sm_90a) and pass the SASS check ---------------------------------
 @pytest.mark.parametrize("dtype,m,n,k,rule,tile", PICKS, ids=[f"{p[0]}-{p[1]}x{p[2]}x{p[3]}" for p in PICKS])
 def test_the_f32_kernels_compile_with_no_local_memory(dtype, m, n, k, rule, tile):
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool

@@ -1,4 +1,4 @@
-"""f32 output through the wgmma TMA-store epilogue (``--epilogue tma --out-dtype f32``, sm_90a; ptxgen.derive.epilogue,
+"""f32 output through the wgmma TMA-store epilogue (``--epilogue tma --out-dtype f32``, sm_90a; ptxgen.derive.store.epilogue,
 writer ``st.shared.v2.f32``): the rules, the plan against the independent models (the fragment map, the TMA store's read of
 the 128-byte-swizzled staging, where each box lands in D at the problem's edges), controls that must fail, the rendered
 expressions against the plan, NVRTC + SASS (L2). The GPU tests are tests/test_epilogue_ops.py::test_f32_through_the_tma_store
@@ -10,13 +10,13 @@ import dataclasses
 
 import pytest
 
-from ptxgen.derive.epilogue import StorePlan
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.rules import F32_STORE_CHUNK_COLS
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.store.epilogue import StorePlan
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.rules import F32_STORE_CHUNK_COLS
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import DType, Epilogue, SpecError, Swizzle
-from ptxgen.model.check_store import check_store_plan, check_tma_store_problem
+from ptxgen.model.bridges.check_store import check_store_plan, check_tma_store_problem
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
             schedule="persistent", epilogue="tma", out_dtype="f32")

@@ -207,7 +207,7 @@ def test_fuzz_damaged_reports_are_rerun_or_refused_never_trusted(tmp_path, tiny_
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One compiled kernel in a private cache, its fresh artifacts, and a generated/ folder of it."""
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.compile.artifacts import build
 
     tmp = tmp_path_factory.mktemp("cache")
@@ -447,7 +447,7 @@ def test_output_that_cannot_be_written(redirect, fragment, cmd):
 def test_numpy_integers_are_integers():
     import numpy as np
 
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     assert make_spec(bm=np.int64(128), bn=np.int32(128), bk=32, a="kmajor-sw64").bm == 128
 
@@ -471,8 +471,8 @@ def test_out_dtype_is_checked_before_looking_for_a_gpu():
 
 @pytest.mark.parametrize("m, n", [(-5, 10), (10, 0), (0, 0)])
 def test_grid_of_an_empty_or_negative_problem_is_refused(m, n):
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import make_spec
 
     abi = plan_kernel(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64")).abi
     with pytest.raises(ValueError, match="at least 1"):

@@ -1,16 +1,16 @@
 """FP8 (e4m3) output through the wgmma TMA-store epilogue (``--out-dtype e4m3 --epilogue tma`` with a ``scale=`` chain;
-ptxgen.derive.epilogue, writer ``st.shared.b16``): the plan against the independent models (the fragment map, the TMA
+ptxgen.derive.store.epilogue, writer ``st.shared.b16``): the plan against the independent models (the fragment map, the TMA
 store's read of the 128-byte-swizzled staging), controls that must fail, the API's opt-in, NVRTC + SASS. The GPU test is
 tests/test_epilogue_ops.py::test_fp8_through_the_tma_store."""
 
 import pytest
 
-from ptxgen.derive.epilogue import StorePlan
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.store.epilogue import StorePlan
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import DType, SpecError
-from ptxgen.model.check_store import check_store_plan
+from ptxgen.model.bridges.check_store import check_store_plan
 
 BASE = dict(bm=128, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4,
             schedule="persistent", epilogue="tma", out_dtype="e4m3", fuse="scale=row")
@@ -90,7 +90,7 @@ def test_refusals(kw, field):
 
 def test_api_keeps_the_direct_epilogue_unless_asked():
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.fusion import parse_chain
+    from ptxgen.derive.store.fusion import parse_chain
 
     tma = make_spec(**{**BASE, "out_dtype": "bf16", "fuse": None})
     assert fused_spec(tma, parse_chain("scale=row"), "e4m3").epilogue.value == "direct"

@@ -1,4 +1,4 @@
-"""The fused door takes every tensor the plain door takes (``api.fusedany``).
+"""The fused door takes every tensor the plain door takes (``api.arrays.fusedany``).
 
 CPU tier: which ``c`` / ``residual`` / ``bias`` layouts the epilogue reads as they are and which it copies first, with
 the readable forms as controls. GPU tier: the fused call on what the kernels cannot read directly (rows aligned to 2,
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 import ptxgen
-from ptxgen.api.binding import ArrayInfo
-from ptxgen.api.fusedany import matrix_problem, vector_problem
+from ptxgen.api.arrays.binding import ArrayInfo
+from ptxgen.api.arrays.fusedany import matrix_problem, vector_problem
 from test_fused_hotpath import _rel
 
 
@@ -127,7 +127,7 @@ def test_gpu_fused_n1_odd_strides_and_strided_bias(torch_cuda):
 
 
 def test_c_of_another_float_type_is_converted_and_other_types_are_left_to_the_checks():
-    from ptxgen.api.fusedany import type_problem
+    from ptxgen.api.arrays.fusedany import type_problem
 
     c = info((300, 200), (200, 1))  # bf16
     assert type_problem(c, "bf16") is None

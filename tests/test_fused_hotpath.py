@@ -17,7 +17,7 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.api.fusedlaunch import AUX_ROLES, FusedLaunch, hot_key
+from ptxgen.api.launch.fusedlaunch import AUX_ROLES, FusedLaunch, hot_key
 from ptxgen.runtime.launch.arrays import read_array
 from ptxgen.runtime.launch.launch import gemm_args
 from test_api import BF16, FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor

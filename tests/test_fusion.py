@@ -1,5 +1,5 @@
 """The fused epilogue chain at L1: parsing and rules, the thread loads against the independent model
-(ptxgen.model.epimodel) over the legal space, controls that must fail, and the float64 reference."""
+(ptxgen.model.layouts.epimodel) over the legal space, controls that must fail, and the float64 reference."""
 
 from dataclasses import replace
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.fusion import (
+from ptxgen.derive.store.fusion import (
     AmaxPlan,
     ChainSpec,
     Load,
@@ -21,8 +21,9 @@ from ptxgen.derive.fusion import (
 from ptxgen.isa import numerics
 from ptxgen.isa.epiops import Activation, BiasAxis, ScaleMode
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError
-from ptxgen.model import chainref, epimodel
-from ptxgen.model.check_fusion import check_chain_plan
+from ptxgen.model.numerics import chainref
+from ptxgen.model.layouts import epimodel
+from ptxgen.model.bridges.check_fusion import check_chain_plan
 
 BIAS = st.sampled_from([None, "col", "row"])
 chains = st.builds(

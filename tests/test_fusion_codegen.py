@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from ptxgen.derive.fusion import parse_chain, plan_chain
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.emit.chain import chain_view
+from ptxgen.derive.store.fusion import parse_chain, plan_chain
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import TileSpec, make_spec
+from ptxgen.emit.views.chain import chain_view
 from ptxgen.emit.cexpr import wgmma_fragment_col
 from ptxgen.emit.render import kernel_view, render_kernel
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError
@@ -172,7 +172,7 @@ class _Arr:
 
 @pytest.fixture
 def simulated(monkeypatch):
-    from ptxgen.api import streams
+    from ptxgen.api.launch import streams
     from ptxgen.runtime.launch.gpu import Device
 
     launches = []
@@ -247,7 +247,7 @@ def test_ptxgen_gemm_takes_the_chain_keywords(simulated):
 
 def test_ptxgen_gemm_with_a_chain_runs_a_split_k_pick_whole(simulated, monkeypatch):
     """A decode shape whose pick splits K (runtime.choose's split-k rule: 16 x 4096 x 4096): the chain cannot act on
-    partial sums (derive.rules refuses --split-k with --fuse), so the fused kernel is the pick's tile with K whole. It
+    partial sums (derive.tile.rules refuses --split-k with --fuse), so the fused kernel is the pick's tile with K whole. It
     used to raise that SpecError out of ptxgen.gemm."""
     import ptxgen
     from ptxgen.api import fused
@@ -313,13 +313,13 @@ def _eval_act(expr: str, y):
 @pytest.mark.parametrize("form", ["shipped", "sigmoid"])
 def test_rendered_gelu_tanh_is_torchs_formula(form):
     """The cheaper forms of gelu_tanh (h + h tanh(y (k0 + k0 k1 y^2)), and y sigmoid(2u) that tools/exp_fused.py
-    measures) are the reference's 0.5 y (1 + tanh(k0 (y + k1 y^3))) (ptxgen/model/chainref.py), rewritten; a constant
+    measures) are the reference's 0.5 y (1 + tanh(k0 (y + k1 y^3))) (ptxgen/model/numerics/chainref.py), rewritten; a constant
     off by 1% must fail."""
     import numpy as np
 
-    from ptxgen.emit.chain import activation_c_expr, gelu_tanh_sigmoid_c_expr
+    from ptxgen.emit.views.chain import activation_c_expr, gelu_tanh_sigmoid_c_expr
     from ptxgen.isa.epiops import Activation
-    from ptxgen.model import chainref
+    from ptxgen.model.numerics import chainref
 
     y = np.linspace(-30.0, 30.0, 200001)
     expr = activation_c_expr(Activation.GELU_TANH) if form == "shipped" else gelu_tanh_sigmoid_c_expr()
@@ -386,7 +386,7 @@ def test_fused_gemm_c_through_tma_marshals_cs_map(simulated, monkeypatch):
 
 
 def test_fused_gemm_fp8_through_the_tma_store_when_asked(simulated, monkeypatch):
-    """fp8_tma_store=True keeps a TMA-store spec's epilogue for FP8 output (derive.epilogue st.shared.b16); D's map is
+    """fp8_tma_store=True keeps a TMA-store spec's epilogue for FP8 output (derive.store.epilogue st.shared.b16); D's map is
     e4m3 (1-byte elements) with a 128-column box."""
     import ptxgen.api.fused
 

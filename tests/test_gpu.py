@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
 
 pytestmark = pytest.mark.gpu
@@ -146,7 +146,7 @@ CLUSTER = [
 
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.spec import TileSpec
     from ptxgen.runtime.choose.tune import load_table
 
     jobs = []

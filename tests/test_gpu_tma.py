@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.tensormap import TmaDataType, TmaSwizzle
 from ptxgen.runtime.launch.gpu import KernelArgs
 from ptxgen.runtime.launch.launch import ProblemError
@@ -203,7 +203,7 @@ def _simulated(anchor):
 
 @pytest.mark.parametrize("truth", ANCHORS)
 def test_compare_and_summary_find_the_simulated_anchor(truth):
-    pytest.importorskip("ptxgen.model.tmamodel")
+    pytest.importorskip("ptxgen.model.layouts.tmamodel")
     sim = _simulated(truth)
     cases = [sim(c) for c in tma_cases() if c.category != "layout" or c.element_bytes == 2]
     align = [sim(c) for c in alignment_cases()]
@@ -221,7 +221,7 @@ def test_compare_and_summary_find_the_simulated_anchor(truth):
 
 
 def test_compare_reports_where_an_element_went():
-    pytest.importorskip("ptxgen.model.tmamodel")
+    pytest.importorskip("ptxgen.model.layouts.tmamodel")
     case = next(c for c in tma_cases() if c.swizzle == "64B" and c.element_bytes == 4 and c.dst_offset == 256)
     tensor = global_tensor(case, np.random.default_rng(2))
     hw = model_image(case, tensor, "address")
@@ -254,7 +254,7 @@ def test_probe_end_to_end_with_a_simulated_device(monkeypatch):
     """The whole host path (buffers, the tensor map's arguments, KernelArgs, the image read-back, the
     summary) against a fake device whose copy engine is the write model with the 'address' anchor. The fake
     launch reads every argument back through the void** array, as cuLaunchKernel would."""
-    tmamodel = pytest.importorskip("ptxgen.model.tmamodel")
+    tmamodel = pytest.importorskip("ptxgen.model.layouts.tmamodel")
     import struct
 
     import ptxgen.runtime.launch.gpu as gpu

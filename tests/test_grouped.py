@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.grouped import bind_grouped, grouped_spec
 from ptxgen.isa.types import SpecError
@@ -59,9 +59,9 @@ def test_cli_refuses_an_illegal_grouped_spec_with_exit_2():
 
 
 def test_show_draws_the_walk():
-    from ptxgen.derive.grouped import GroupedPlan
-    from ptxgen.derive.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.roles.grouped import GroupedPlan
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.emit.pictures.svg import layout_svg
 
     spec = make_spec(**BASE)
     svg = layout_svg(derive(spec))
@@ -199,7 +199,7 @@ def _fake_encode(args):
 def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel: the binding, the tensor maps (B over G x N rows), the grid from M, N and G
     only (nothing reads offs), the arguments in ABI order, the stream; a second call reuses the arguments."""
-    import ptxgen.api.streams as streams
+    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
 
@@ -436,7 +436,7 @@ def test_cuda_graph_replay_with_offs_changed_between_replays(gpu):
 def simulated_grouped_launches(monkeypatch, spec) -> list:
     """A simulated H200 for ``ptxgen.grouped``'s launch path (its kernel tables emptied): the list each launch appends
     its parameter block to, read back by ``spec``'s ABI kinds."""
-    import ptxgen.api.streams as streams
+    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
 

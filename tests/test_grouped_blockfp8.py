@@ -1,7 +1,7 @@
 """Grouped GEMM with DeepSeek block scales (--grouped offs with --fp8-blocks 1x128x128; ptxgen.blockscaled_grouped_gemm).
 
 L1: for any offs (empty groups, groups of a few rows, rows past the last group), every stored output element's
-promotion reads scale_a at its stacked row and scale_b of its item's group (ptxgen.model.groupbfp8model, independent),
+promotion reads scale_a at its stacked row and scale_b of its item's group (ptxgen.model.numerics.groupbfp8model, independent),
 with controls that must fail. L2: NVRTC compiles the kernels, no local memory. CPU: the spec rules, the launch path
 up to cuLaunchKernel. GPU (marker gpu): against the float64 recipe per group (bfp8model.reference, the dense block
 path's reference) and the dense block-FP8 kernel per group, odd sizes, empty groups, a CUDA graph replayed with offs
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.blockfp8 import plan_block_fp8
-from ptxgen.derive.grouped import GroupedPlan
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
+from ptxgen.derive.roles.grouped import GroupedPlan
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import SpecError
-from ptxgen.model import groupbfp8model
+from ptxgen.model.numerics import groupbfp8model
 from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError
 
 BASE = dict(bm=128, bn=192, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16", arch="sm_90a",
@@ -166,8 +166,8 @@ def test_cli_refuses_rowwise_with_block_scales_with_exit_2():
 
 
 def test_explain_lists_each_items_scale_arrays():
-    from ptxgen.derive.explain import explain_text
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.explain import explain_text
+    from ptxgen.derive.tile.layout import derive
 
     text = explain_text(derive(make_spec(**BASE)))
     assert "grouped_block_scales" in text and "blockscaled_grouped_gemm" in text
@@ -175,8 +175,8 @@ def test_explain_lists_each_items_scale_arrays():
 
 
 def test_show_labels_the_groups_scales():
-    from ptxgen.derive.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.emit.pictures.svg import layout_svg
 
     assert "scale_b[2], scale_a rows 1.." in layout_svg(derive(make_spec(**BASE)))
 
@@ -248,7 +248,7 @@ def _f64(x):
 
 def _reference(torch, a, b, sa, sb, offs_list):
     """float64 per group through the dense block path's reference (bfp8model.reference)."""
-    from ptxgen.model import bfp8model
+    from ptxgen.model.numerics import bfp8model
 
     m, n = a.shape[0], b.shape[1]
     ref, start = np.zeros((m, n)), 0

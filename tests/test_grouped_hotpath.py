@@ -14,9 +14,9 @@ import types
 
 import pytest
 
-import ptxgen.api.streams as streams
+import ptxgen.api.launch.streams as streams
 import ptxgen.grouped as grouped
-from ptxgen.api import groupedpack, packing
+from ptxgen.api.arrays import groupedpack, packing
 from ptxgen.runtime.launch.arrays import ArgumentError
 from ptxgen.runtime.launch.gpu import Device
 from ptxgen.runtime.launch.grouped import GroupedProblem, grouped_args

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.grouped import b_is_n_major, bind_grouped, grouped_spec
-from ptxgen.model.verify import batched_memory, check_operand_tma_3d
+from ptxgen.model.bridges.verify import batched_memory, check_operand_tma_3d
 from ptxgen.runtime.launch.arrays import ArgumentError, ArrayInfo
 from ptxgen.runtime.launch.grouped import GroupedProblem, build_grouped_params, grouped_args, grouped_problem_errors
 from test_grouped import read_block
@@ -73,7 +73,7 @@ def test_l1_control_a_2d_view_would_read_the_next_groups_k_rows():
     rng = np.random.default_rng(2)
     flat, (inner, outer, groups), (ld, ld_batch), _ = batched_memory(tj, "b", 4, np.random.default_rng(2), pad_rows=0)
     assert ld_batch == outer * ld  # groups back to back: a 2-D view of G K rows exists
-    from ptxgen.model import tmamodel
+    from ptxgen.model.layouts import tmamodel
 
     real = tmamodel.gather_3d
 

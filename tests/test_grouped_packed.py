@@ -2,7 +2,7 @@
 GEMM, packed copies (said once with ``warnings.warn``) of an M-major ``a``, of rows not 16-byte aligned, of ``b``'s groups
 with gaps between them, of 3-D batches with gaps; block FP8 with torch's own padded ``scale_b``.
 
-CPU tier: the rules (``api.groupedpack.pack_plan``) on array metadata, with controls (what a kernel reads as it is is not
+CPU tier: the rules (``api.arrays.groupedpack.pack_plan``) on array metadata, with controls (what a kernel reads as it is is not
 copied; other libraries' arrays are left to the binding's refusal). GPU tier (``gpu``): against float64 products."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import warnings
 
 import pytest
 
-from ptxgen.api import packing
-from ptxgen.api.groupedpack import a_problem, b_problem, pack_plan
+from ptxgen.api.arrays import packing
+from ptxgen.api.arrays.groupedpack import a_problem, b_problem, pack_plan
 from ptxgen.runtime.launch.arrays import ArrayInfo
 
 

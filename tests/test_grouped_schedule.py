@@ -1,7 +1,7 @@
 """L1: the grouped (mixture-of-experts) walk is a bijection onto every (group, tile row, tile column) for any
 offs, each tile reads the right rows of A and the right group's rows of B, and stores exactly its group's part
-of D; checked by the independent model (ptxgen.model.groupmodel), with controls that must fail. The C the
-kernel runs (ptxgen.emit.grouped_view) is compiled as host C++ and must walk the same items."""
+of D; checked by the independent model (ptxgen.model.layouts.groupmodel), with controls that must fail. The C the
+kernel runs (ptxgen.emit.views.grouped_view) is compiled as host C++ and must walk the same items."""
 
 import shutil
 import subprocess
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.grouped import GroupedPlan, GroupTile
-from ptxgen.emit import grouped_view as cgrouped
-from ptxgen.model import groupmodel
-from ptxgen.model.verify_grouped import as_items, check_plan
+from ptxgen.derive.roles.grouped import GroupedPlan, GroupTile
+from ptxgen.emit.views import grouped_view as cgrouped
+from ptxgen.model.layouts import groupmodel
+from ptxgen.model.bridges.verify_grouped import as_items, check_plan
 
 
 @st.composite

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ptxgen.cli import build_parser
-from ptxgen.derive.spec import TileSpec
+from ptxgen.derive.tile.spec import TileSpec
 from ptxgen.isa.types import SpecError
 from ptxgen.sweep import grid_from_tables, load_grid
 

@@ -191,7 +191,7 @@ def test_resume_refuses_a_report_of_another_grid_with_the_same_name(tmp_path):
 
 
 def test_the_journal_carries_the_identity_too(tmp_path):
-    from ptxgen.sweep_report import read_report
+    from ptxgen.sweep.report import read_report
 
     assert _sweep(tmp_path, TINY, "a.json")[0] == 0
     a = json.loads((tmp_path / "a.json").read_text())
@@ -391,7 +391,7 @@ def test_a_worker_killed_from_outside_ends_the_sweep_cleanly(tmp_path):
                                   "the kernel folder is a link"])
 def test_build_refuses_a_kernel_folder_holding_files_it_did_not_write(tmp_path, monkeypatch, what):
     import ptxgen.runtime.compile.artifacts as artifacts
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     monkeypatch.setattr(artifacts, "generate", lambda *a, **k: pytest.fail("built before the folder was checked"))
     monkeypatch.setenv("PTXGEN_NO_CACHE", "1")
@@ -452,7 +452,7 @@ def test_the_smallest_iters_and_warmup_are_accepted():
 
 @pytest.mark.parametrize("iters, warmup", [(0, 10), (-1, 10), (5, -1), (1.5, 0)])
 def test_bench_spec_refuses_no_rounds_before_any_gpu_work(monkeypatch, iters, warmup):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.check import bench
 
     monkeypatch.setattr(bench, "require_gpu", lambda: pytest.fail("looked for a GPU"))
@@ -578,7 +578,7 @@ def _small_files(limit: int):
 
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="RLIMIT_FSIZE")
 def test_a_failed_write_names_the_output_not_a_temporary_file(tmp_path):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.compile.buildmemo import build
 
     build(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"), tmp_path / "warm")  # compiled into the cache before

@@ -16,7 +16,9 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.api import dispatch, launchplan, packing
+from ptxgen.api import dispatch
+from ptxgen.api.launch import launchplan
+from ptxgen.api.arrays import packing
 from ptxgen.runtime.launch.arrays import ArgumentError, read_array
 from ptxgen.runtime.launch.launch import Problem, gemm_args
 from ptxgen.runtime.launch.params import MapSlot, ParamBlock
@@ -185,7 +187,7 @@ def test_param_block_layout():
 
 def test_pack_plan_names_what_needs_a_copy():
     def info(shape, strides, ptr=0x10000, dtype="bf16"):
-        return api.binding.ArrayInfo("a", ptr, shape, strides, dtype, 2 if dtype == "bf16" else 4, (2, 0), "torch", "torch")
+        return api.arrays.binding.ArrayInfo("a", ptr, shape, strides, dtype, 2 if dtype == "bf16" else 4, (2, 0), "torch", "torch")
 
     assert packing.operand_problem(info((300, 264), (264, 1))) is None
     assert packing.operand_problem(info((257, 64), (1, 257))) == "its rows start 514 B apart, not a multiple of 16 B"
@@ -196,10 +198,10 @@ def test_pack_plan_names_what_needs_a_copy():
     out = info((300, 200), (1, 300))
     assert packing.out_problem(out, 300, 200) == "it is not row-major"
     assert packing.pack_plan(info((300, 264), (264, 1)), info((200, 264), (1, 264)), None) == {}
-    b = api.binding.ArrayInfo("b", 0x20000, (201, 264), (1, 201), "bf16", 2, (2, 0), "torch", "torch")
+    b = api.arrays.binding.ArrayInfo("b", 0x20000, (201, 264), (1, 201), "bf16", 2, (2, 0), "torch", "torch")
     plan = packing.pack_plan(info((300, 264), (264, 1)), b, info((300, 201), (1, 300)))
     assert plan == {"b": "its rows start 402 B apart, not a multiple of 16 B", "out": "it is not row-major"}
-    cupy_like = api.binding.ArrayInfo("b", 0x20000, (201, 264), (1, 201), "bf16", 2, (2, 0), "jax", "dlpack")
+    cupy_like = api.arrays.binding.ArrayInfo("b", 0x20000, (201, 264), (1, 201), "bf16", 2, (2, 0), "jax", "dlpack")
     assert packing.pack_plan(info((300, 264), (264, 1)), cupy_like, None) == {}  # only torch/CuPy arrays are copied
 
 
@@ -235,9 +237,9 @@ def test_the_api_sits_above_the_runtime():
     from test_layering import PKG, _ptxgen_imports
 
     for path in (PKG / "runtime").rglob("*.py"):
-        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.api", "ptxgen.torch_ops"))}, path.name
-    for path in (PKG / "api").glob("*.py"):
-        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.torch_ops", "ptxgen.cli"))}, path.name
+        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.api", "ptxgen.ops.torch_ops"))}, path.name
+    for path in (PKG / "api").rglob("*.py"):
+        assert not {m for m in _ptxgen_imports(path) if m.startswith(("ptxgen.ops.torch_ops", "ptxgen.cli"))}, path.name
     assert Path(PKG / "api" / "__init__.py").exists() and not (PKG / "api.py").exists()
 
 
@@ -266,7 +268,7 @@ def test_bench_api_usage_is_checked_before_any_gpu_work():
 def test_precheck_refuses_before_any_copy():
     def info(name, shape, strides, dtype="bf16", ptr=None, device=(2, 0)):
         ptr = ptr if ptr is not None else {"a": 0x100000, "b": 0x200000, "out": 0x300000}[name]
-        return api.binding.ArrayInfo(name, ptr, shape, strides, dtype, 4 if dtype in ("f32", "float64") else 2, device,
+        return api.arrays.binding.ArrayInfo(name, ptr, shape, strides, dtype, 4 if dtype in ("f32", "float64") else 2, device,
                                      "torch", "torch")
 
     a, b = info("a", (300, 64), (1, 301)), info("b", (200, 64), (64, 1))
@@ -288,7 +290,7 @@ def test_precheck_refuses_before_any_copy():
 def test_bench_api_host_loops_are_interleaved_round_by_round():
     """``ptxgen bench --api`` times the three sides' loops in turn within each round (gemm, kernel, torch, gemm, ...),
     so that the host's drift over the seconds of a shape hits all of them; each loop's calls are its own side's."""
-    from ptxgen.api import bench_api
+    from ptxgen.api.bench import bench_api
 
     order = []
 

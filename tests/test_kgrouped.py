@@ -1,7 +1,7 @@
-"""The K-grouped GEMM (--grouped offs_k; ptxgen.derive.kgrouped, ptxgen.kgrouped.grouped_gemm_k).
+"""The K-grouped GEMM (--grouped offs_k; ptxgen.derive.roles.kgrouped, ptxgen.kgrouped.grouped_gemm_k).
 
 L1: the plan's K-tiles, the rendered C of the walk and of the K tail's zeroing (run on the CPU through g++) against the
-independent model ptxgen.model.kgroupmodel, with controls that fail. L2: NVRTC compile and SASS gate. CLI: build,
+independent model ptxgen.model.layouts.kgroupmodel, with controls that fail. L2: NVRTC compile and SASS gate. CLI: build,
 explain, show, refusals. The door (binding, plan, launch, the torch operator) and the GPU tests: tests/test_kgrouped_door.py.
 """
 
@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.kgrouped import KGroupedPlan
-from ptxgen.derive.spec import make_spec
-from ptxgen.emit import kgrouped_view as ckg
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.roles.kgrouped import KGroupedPlan
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.emit.views import kgrouped_view as ckg
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.schedule_view import batched_tile_coords_c
+from ptxgen.emit.views.schedule_view import batched_tile_coords_c
 from ptxgen.isa.types import SpecError
-from ptxgen.model import kgroupmodel
+from ptxgen.model.layouts import kgroupmodel
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(bm=128, bn=128, bk=64, stages=4, a="mnmajor-sw128", b="mnmajor-sw128", a_order="k", b_order="k", dtype="bf16",

@@ -121,7 +121,7 @@ def test_torch_op_falls_back_only_where_the_kernel_refuses(monkeypatch):
     any other error propagates, and an accepted call returns the kernel's output."""
     pytest.importorskip("torch")
     import ptxgen.kgrouped as kgrouped
-    import ptxgen.torch_ops as torch_ops
+    import ptxgen.ops.torch_ops as torch_ops
     from ptxgen.runtime.launch.gpu import NoGPU
     from ptxgen.runtime.launch.launch import ProblemError
 
@@ -170,11 +170,11 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     with M inner, B over N x K_total), the grid from G, M and N only (nothing reads offs), the arguments in ABI order."""
     from test_grouped import CaiArray, _fake_encode, read_block
 
-    import ptxgen.api.streams as streams
+    import ptxgen.api.launch.streams as streams
     import ptxgen.kgrouped as kgrouped
     from ptxgen.runtime.launch.gpu import Device
 
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
 
     fake = Device(0, "simulated H100", (9, 0), None, None, 132)
     launched, funcs = [], {}

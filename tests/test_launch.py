@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.layout import derive
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.layout import derive
 from ptxgen.runtime.launch.gpu import NoGPU, arch_for_compute_capability
 from ptxgen.runtime.launch.launch import Problem, ProblemError, check_problem, gemm_args, launch_geometry, problem_errors
 from ptxgen.runtime.check.validate import host_operand
 from ptxgen.runtime.check.vresult import default_problem
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import Arch
 
 

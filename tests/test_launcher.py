@@ -15,7 +15,7 @@ import ctypes
 import pytest
 
 import ptxgen
-from ptxgen.api import launchplan
+from ptxgen.api.launch import launchplan
 from ptxgen.runtime.launch import fastlaunch
 from ptxgen.runtime.launch.arrays import read_array
 from ptxgen.runtime.launch.gpu import CudaError
@@ -212,7 +212,7 @@ def test_c_launch_errors(sim, monkeypatch):
     _fresh(k)
     driver = _use_c(monkeypatch, sim, k)
     made_current = []
-    monkeypatch.setattr("ptxgen.api.streams.ensure_current", lambda dev: made_current.append(dev))
+    monkeypatch.setattr("ptxgen.api.launch.streams.ensure_current", lambda dev: made_current.append(dev))
     a, b, out = kmajor(300, 264), kmajor(200, 264), FakeArray((300, 200), strides=(208, 1))
     k(a, b, out)
     driver.codes = [201]

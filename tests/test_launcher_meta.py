@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from ptxgen.api import launchplan
+from ptxgen.api.launch import launchplan
 from test_api import SimulatedGPU
 from test_launcher import FakeTorch, _two_entries, _want, change_in_place
 

@@ -3,14 +3,15 @@ imports itself back through others (no import cycle, not even through an import 
 
 * ``ptxgen.isa``: hardware facts and encodings; imports nothing else of ptxgen.
 * ``ptxgen.derive``: pure-Python plans from a spec; imports only ``isa``.
-* ``ptxgen.model``: the independent readers (read model, TMA write model, pipeline simulation) import
-  nothing from ptxgen at all; ``model.verify`` is the bridge that feeds them the derived plans.
+* ``ptxgen.model``: the independent readers (``layouts``, ``numerics``, ``sim``: read model, TMA write model, pipeline
+  simulation, ...) import nothing from ptxgen but each other; ``model.bridges`` feeds them the derived plans.
 * ``ptxgen.emit``: templates and files; never the runtime, never CUDA.
 * ``ptxgen.cliargs``: the tile-spec flags shared by ``cli`` and ``runtime.commands``; imports only ``derive``.
 * ``ptxgen.version``, ``.status``, ``.outputs``, ``.cachedir``, ``.interrupt``, ``.ctrlc``: leaf modules any layer may import.
 * ``ptxgen.runtime``: four packages by responsibility, ranked (``RUNTIME_RANKS``): ``compile`` and ``launch``
-  (neither imports the other) -> ``check`` -> ``choose`` -> ``commands``; each folder of it holds at most 15
-  modules and 3,000 lines.
+  (neither imports the other) -> ``check`` -> ``choose`` -> ``commands``.
+* Every folder of ptxgen (itself included) holds at most 15 modules and 3,000 lines: derive, model, emit and api are
+  split into packages by responsibility as runtime is.
 * ``ptxgen.author``: the public authoring layer, beside the API: it may use isa, derive, emit, runtime and the API's
   stream and launch helpers, never the CLI; nothing below it imports it.
 """
@@ -42,13 +43,13 @@ def _ptxgen_imports(path: Path) -> set[str]:
 
 
 def test_isa_imports_only_isa():
-    for path in (PKG / "isa").glob("*.py"):
+    for path in (PKG / "isa").rglob("*.py"):
         bad = {m for m in _ptxgen_imports(path) if not m.startswith("ptxgen.isa")}
         assert not bad, (path.name, bad)
 
 
 def test_derive_imports_only_isa_and_derive():
-    for path in (PKG / "derive").glob("*.py"):
+    for path in (PKG / "derive").rglob("*.py"):
         bad = {m for m in _ptxgen_imports(path) if not m.startswith(("ptxgen.isa", "ptxgen.derive"))}
         assert not bad, (path.name, bad)
         assert not {m for m in imports(path) if m.startswith(("jinja2", "cuda"))}, path.name
@@ -58,31 +59,44 @@ INDEPENDENT_MODELS = ("readmodel", "tmamodel", "pipesim", "pipesim_state", "pipe
                       "sfmodel", "groupmodel", "chainref", "mxref", "attnmodel")
 
 
+MODEL_PACKAGES = ("ptxgen.model", "ptxgen.model.layouts", "ptxgen.model.numerics", "ptxgen.model.sim")
+
+
+def model_path(name: str) -> Path:
+    """The file of one module of ptxgen/model (its packages: layouts, numerics, sim, bridges)."""
+    [path] = (PKG / "model").rglob(f"{name}.py")
+    return path
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(("ptxgen", *path.relative_to(PKG).with_suffix("").parts))
+
+
 def test_independent_models_import_nothing_from_ptxgen():
     """The independent models import nothing from ptxgen but each other (the pipeline simulation is four modules)."""
-    own = {f"ptxgen.model.{n}" for n in INDEPENDENT_MODELS} | {"ptxgen.model"}
+    own = {_module_name(model_path(n)) for n in INDEPENDENT_MODELS}
     for name in INDEPENDENT_MODELS:
-        path = PKG / "model" / f"{name}.py"
-        if path.exists():
-            bad = {m for m in imports(path) if m.startswith("ptxgen") and not any(m == o or m.startswith(o + ".") for o in own)}
-            assert not bad, (name, bad)
+        path = model_path(name)
+        bad = {m for m in imports(path) if m.startswith("ptxgen") and m not in MODEL_PACKAGES
+               and not any(m == o or m.startswith(o + ".") for o in own)}
+        assert not bad, (name, bad)
 
 
 def test_pair_model_imports_only_the_read_model():
     """The CTA-pair model reuses the independent read model (two CTAs, one descriptor each) and nothing else."""
-    path = PKG / "model" / "pairmodel.py"
-    assert _ptxgen_imports(path) <= {"ptxgen.model", "ptxgen.model.readmodel"}, _ptxgen_imports(path)
+    path = model_path("pairmodel")
+    assert _ptxgen_imports(path) <= {"ptxgen.model.layouts", "ptxgen.model.layouts.readmodel"}, _ptxgen_imports(path)
 
 
 def test_epilogue_model_imports_only_the_fragment_model():
     """The fused epilogue's model reuses the independent fragment maps and nothing else."""
-    for name in ("epimodel.py", "bfp8model.py"):
-        path = PKG / "model" / name
-        assert _ptxgen_imports(path) <= {"ptxgen.model", "ptxgen.model.fragmodel"}, (name, _ptxgen_imports(path))
+    for name in ("epimodel", "bfp8model"):
+        path = model_path(name)
+        assert _ptxgen_imports(path) <= {"ptxgen.model.layouts", "ptxgen.model.layouts.fragmodel"}, (name, _ptxgen_imports(path))
 
 
 def test_emit_does_not_import_runtime_or_cuda():
-    for path in (PKG / "emit").glob("*.py"):
+    for path in (PKG / "emit").rglob("*.py"):
         bad = {m for m in imports(path) if m.startswith(("ptxgen.runtime", "cuda", "ptxgen.sweep", "ptxgen.cli"))}
         assert not bad, (path.name, bad)
 
@@ -108,7 +122,7 @@ LAYERS = {  # first component under ptxgen -> rank; a module may import only mod
     "model": 3,
     "emit": 4,
     "runtime": 5, "grids": 5, "tuning": 5,
-    "api": 6, "sweep": 6, "sweep_report": 6, "torch_ops": 6, "sweep_checks": 6, "grouped": 6, "author": 6, "attention": 6, "opsref": 6, "opsgrad": 6, "scaled": 6, "kgrouped": 6,
+    "api": 6, "sweep": 6, "ops": 6, "grouped": 6, "kgrouped": 6, "author": 6, "attention": 6, "scaled": 6,
     "nn": 7,
     "cli": 7, "plancli": 7,
     "__main__": 8,
@@ -178,7 +192,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycles():
     graph = module_graph(PKG, "ptxgen")
     assert sum(map(len, graph.values())) > 200  # the graph was read (a broken resolver would find no edges)
-    assert "ptxgen.derive.spec" in graph["ptxgen.derive.layout"]
+    assert "ptxgen.derive.tile.spec" in graph["ptxgen.derive.tile.layout"]
     assert "ptxgen.runtime.launch.gpu" in graph["ptxgen.runtime.commands"]  # imported inside functions only
     assert cycles(graph) == []
 
@@ -217,8 +231,8 @@ def test_imports_point_down_the_layers():
 
 def test_the_layer_check_finds_an_upward_import():
     """Control: an import from a lower layer to a higher one is reported, a downward one is not."""
-    graph = {"ptxgen.derive.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch.launch": {"ptxgen.cli"}}
-    assert upward_imports(graph) == [("ptxgen.derive.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch.launch", "ptxgen.cli")]
+    graph = {"ptxgen.derive.tile.spec": {"ptxgen.emit.render", "ptxgen.isa.types"}, "ptxgen.runtime.launch.launch": {"ptxgen.cli"}}
+    assert upward_imports(graph) == [("ptxgen.derive.tile.spec", "ptxgen.emit.render"), ("ptxgen.runtime.launch.launch", "ptxgen.cli")]
 
 
 # ---- ptxgen.runtime: four packages by responsibility, imports between them point down -----------------------------
@@ -276,22 +290,59 @@ def test_the_runtime_check_finds_an_import_across_or_up():
 MAX_MODULES, MAX_LINES = 15, 3000
 
 
-def oversized(folder: Path) -> list[str]:
+def oversized(folder: Path, name: str | None = None) -> list[str]:
     """What makes a folder more than one can hold in the head: over MAX_MODULES Python modules (``__init__.py``
     included) or over MAX_LINES lines of them."""
     files = list(folder.glob("*.py"))
     lines = sum(len(f.read_text().splitlines()) for f in files)
-    return [f"{folder.name}: {what}" for what, over in ((f"{len(files)} modules", len(files) > MAX_MODULES),
-                                                        (f"{lines} lines", lines > MAX_LINES)) if over]
+    return [f"{name or folder.name}: {what}" for what, over in ((f"{len(files)} modules", len(files) > MAX_MODULES),
+                                                                (f"{lines} lines", lines > MAX_LINES)) if over]
+
+
+def python_folders(root: Path) -> list[Path]:
+    """``root`` and every folder under it that holds a Python module."""
+    return sorted({root, *(p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts)})
+
+
+def oversized_tree(root: Path) -> list[str]:
+    """Every folder of ``root`` (itself included) over the size, named by its path under ``root``'s parent."""
+    return [o for f in python_folders(root) for o in oversized(f, f.relative_to(root.parent).as_posix())]
 
 
 def test_the_runtime_folders_are_a_size_one_can_hold():
     """ptxgen/runtime and each of its folders hold at most 15 Python modules and 3,000 lines of them (the C launcher's
-    sources in runtime/launch are not counted). Asserted for ptxgen/runtime only: derive, model, api and emit hold
-    more than 15 modules today."""
+    sources in runtime/launch are not counted)."""
     folders = [PKG / "runtime", *sorted(p for p in (PKG / "runtime").iterdir() if (p / "__init__.py").is_file())]
     assert {f.name for f in folders} >= {"runtime", "compile", "launch", "check", "choose"}
     assert [o for f in folders for o in oversized(f)] == []
+
+
+def test_every_folder_of_ptxgen_is_a_size_one_can_hold():
+    """ptxgen itself and every folder of it (derive, model, emit, api and their packages, runtime's, the rest) hold at
+    most 15 Python modules and 3,000 lines of them."""
+    folders = python_folders(PKG)
+    names = {f.relative_to(PKG.parent).as_posix() for f in folders}
+    assert {"ptxgen", "ptxgen/derive/tile", "ptxgen/model/bridges", "ptxgen/emit/views", "ptxgen/api/launch",
+            "ptxgen/runtime/choose", "ptxgen/sweep"} <= names, names  # the walk reaches every depth
+    assert oversized_tree(PKG) == []
+
+
+def test_the_tree_size_check_finds_a_nested_folder_too_big(tmp_path):
+    """Control: in a synthetic package, a folder two levels down with 16 modules and the top with 3,001 lines are
+    reported by their paths; the folders within the limits, and __pycache__, are not."""
+    pkg = tmp_path / "pkg"
+    deep = pkg / "sub" / "deep"
+    (pkg / "__pycache__").mkdir(parents=True)
+    deep.mkdir(parents=True)
+    for i in range(16):
+        (deep / f"m{i}.py").write_text("x = 1\n")
+        (pkg / "__pycache__" / f"m{i}.py").write_text("x = 1\n")
+    (pkg / "sub" / "__init__.py").write_text("x = 1\n" * 3000)
+    (pkg / "__init__.py").write_text("x = 1\n" * 3001)
+    assert oversized_tree(pkg) == ["pkg: 3001 lines", "pkg/sub/deep: 16 modules"]
+    (deep / "m15.py").unlink()
+    (pkg / "__init__.py").write_text("")
+    assert oversized_tree(pkg) == []
 
 
 def test_the_size_check_finds_a_folder_too_big(tmp_path):
@@ -436,10 +487,10 @@ def test_author_sits_beside_the_api():
     GEMM front ends; no module below rank 6 imports it."""
     graph = module_graph(PKG, "ptxgen")
     author = {m for m in graph if m.startswith("ptxgen.author")}
-    assert "ptxgen.author.kernel" in author and "ptxgen.derive.operand" in graph["ptxgen.author.operand"]
+    assert "ptxgen.author.kernel" in author and "ptxgen.derive.operands.operand" in graph["ptxgen.author.operand"]
     for m in author:
-        bad = {t for t in graph[m] if t.startswith(("ptxgen.cli", "ptxgen.sweep", "ptxgen.grouped", "ptxgen.torch_ops"))
-               or (t.startswith("ptxgen.api") and t not in ("ptxgen.api", "ptxgen.api.streams", "ptxgen.api.launchplan"))}
+        bad = {t for t in graph[m] if t.startswith(("ptxgen.cli", "ptxgen.sweep", "ptxgen.grouped", "ptxgen.ops.torch_ops"))
+               or (t.startswith("ptxgen.api") and t not in ("ptxgen.api", "ptxgen.api.launch.streams", "ptxgen.api.launch.launchplan"))}
         assert not bad, (m, bad)
     for m, targets in graph.items():
         if _layer(m) < 6:

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxgen.model import readmodel
+from ptxgen.model.layouts import readmodel
 from ptxgen.isa.descriptors import SmemDescriptor
-from ptxgen.derive.layout import derive
+from ptxgen.derive.tile.layout import derive
 from strategies import legal_specs
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.shapes import legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
-from ptxgen.model.verify import check_tile, random_tile, write_stage
+from ptxgen.model.bridges.verify import check_tile, random_tile, write_stage
 
 # ---- the seed post's numbers --------------------------------------------------------------------
 

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from ptxgen.cli import main
-from ptxgen.derive.explain import explain_text
-from ptxgen.derive.layout import derive
-from ptxgen.derive.rules import legal_b_dtypes
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.explain import explain_text
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.rules import legal_b_dtypes
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.isa.idesc import WgmmaInstr, lint_instr_descriptor
 from ptxgen.isa.numerics import decode, random_codes, tolerance
 from ptxgen.isa.types import DType, Major, SpecError
-from ptxgen.model.verify import check_tile
+from ptxgen.model.bridges.verify import check_tile
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHS = ("sm_100a", "sm_90a")

@@ -1,8 +1,8 @@
 """The TMA-store epilogue of an M-major D (``--d-major m --epilogue tma``: stmatrix.trans into shared memory, a TMA store
-over the user's row-major D; derive.epilogue ``_plan_m_major``) and the chooser's switch for it (swaprules.SWAP_TMA_STORE).
+over the user's row-major D; derive.store.epilogue ``_plan_m_major``) and the chooser's switch for it (swaprules.SWAP_TMA_STORE).
 
 Tiers: the models' own statements (stmatrix .trans, the TMA store's clipping) against hand-written cases; L1 (the plan
-through model.check_mstore: every element of D once, at its address, partial tiles at both edges) with controls that
+through model.bridges.check_mstore: every element of D once, at its address, partial tiles at both edges) with controls that
 must fail; the spec, the binding and the switch; L2 (NVRTC + SASS: STSM.16.MT88, UTMASTG, no local memory); and on the
 H200 (gpu) ``ptxgen validate``'s runner and ``ptxgen.gemm`` with the switch (``runtime.choose.rules.SWAP_TMA_STORE``) on,
 against float64.
@@ -13,13 +13,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.rules import m_major_chunk_cols
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.rules import m_major_chunk_cols
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import DMajor, Epilogue, SpecError
-from ptxgen.model import fragmodel, tmamodel
-from ptxgen.model.check_mstore import check_m_major_store
+from ptxgen.model.layouts import fragmodel, tmamodel
+from ptxgen.model.bridges.check_mstore import check_m_major_store
 from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.launch.launch import Problem, problem_errors
@@ -160,7 +160,7 @@ def test_problem_needs_a_16_byte_row_pitch_for_the_map():
 
 
 def test_binding_pads_an_allocated_d_and_refuses_an_unaligned_one():
-    from ptxgen.api.binding import bind
+    from ptxgen.api.arrays.binding import bind
     from ptxgen.runtime.launch.arrays import ArrayInfo
     from ptxgen.runtime.launch.errors import ProblemError
 

@@ -17,7 +17,8 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.api import dispatch, launchplan, streams
+from ptxgen.api import dispatch
+from ptxgen.api.launch import launchplan, streams
 from ptxgen.runtime.launch import gpu
 from ptxgen.runtime.launch.arrays import ArgumentError
 from ptxgen.runtime.launch.gpu import Device
@@ -383,7 +384,7 @@ def test_compiled_launcher_switches_for_the_launch_and_back(sim, monkeypatch, kb
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# runtime.launch.gpu.require_gpu and api.streams' context functions against a simulated cuda.bindings driver
+# runtime.launch.gpu.require_gpu and api.launch.streams' context functions against a simulated cuda.bindings driver
 # ---------------------------------------------------------------------------------------------------------------------
 class FakeCu:
     """The few cuda.bindings.driver calls require_gpu and the context functions make; two devices."""

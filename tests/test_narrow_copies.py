@@ -10,10 +10,10 @@ import pytest
 
 import ptxgen
 from ptxgen import api
-from ptxgen.api import packing
-from ptxgen.api.binding import ArrayInfo
+from ptxgen.api.arrays import packing
+from ptxgen.api.arrays.binding import ArrayInfo
 from ptxgen.runtime.launch.arrays import read_array
-from ptxgen.derive.spec import TileSpec
+from ptxgen.derive.tile.spec import TileSpec
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.launch.launch import Problem, problem_errors
 from test_api import FakeArray, SimulatedGPU, _fresh, kmajor, read_params

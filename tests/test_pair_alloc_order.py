@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.runtime.compile.ptxorder import pair_alloc_order_problems
 from ptxgen.sweep import load_grid
 

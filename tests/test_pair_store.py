@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from ptxgen.derive.epilogue import plan_store
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.store.epilogue import plan_store
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import SpecError
-from ptxgen.model.check_store import check_pair_store_plan
+from ptxgen.model.bridges.check_store import check_pair_store_plan
 
 BASE = dict(bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", cta_group=2, stages=4, epilogue="tma")
 

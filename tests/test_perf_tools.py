@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ptxgen.cli import main
-from ptxgen.emit.chart import chart_svg, parse
+from ptxgen.emit.pictures.chart import chart_svg, parse
 from ptxgen.runtime.check import bench
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.runtime.choose import choose_spec, tile_fit
 from ptxgen.runtime.choose.tune import candidates, default_spec, load_table
 
@@ -34,7 +34,7 @@ def test_choose_spec_exact_nearest_and_default(monkeypatch):
 
 
 def test_shipped_table_is_loadable_and_every_entry_is_a_legal_spec():
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.spec import TileSpec
 
     entries = load_table()
     for e in entries:

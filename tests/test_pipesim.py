@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
-from ptxgen.model import pipesim
-from ptxgen.model.check_pipeline import check_plan, check_spec, config_of, default_k_tiles, default_tiles
-from ptxgen.model.pipesim import Config, MBarrier, explore, simulate
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.model.sim import pipesim
+from ptxgen.model.bridges.check_pipeline import check_plan, check_spec, config_of, default_k_tiles, default_tiles
+from ptxgen.model.sim.pipesim import Config, MBarrier, explore, simulate
 
 SEEDS = range(8)
 
@@ -360,7 +360,7 @@ def test_arrive_with_nothing_pending_is_reported():
 
 
 def test_two_accumulator_stages_are_clean_and_reach_the_simulator():
-    from ptxgen.model.check_pipeline import check_spec, config_of
+    from ptxgen.model.bridges.check_pipeline import check_spec, config_of
 
     spec = make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", schedule="persistent", stages=3)
     plan = plan_kernel(spec).pipeline
@@ -372,7 +372,7 @@ def test_two_accumulator_stages_are_clean_and_reach_the_simulator():
 def test_control_mma_not_waiting_for_the_epilogue_overwrites_an_accumulator_stage():
     """The check can fail: if the MMA thread does not wait acc_empty, tile tc's MMAs start in a stage whose
     previous tile (tc - 2) the epilogue has not read out yet."""
-    from ptxgen.model.check_pipeline import config_of
+    from ptxgen.model.bridges.check_pipeline import config_of
 
     plan = plan_kernel(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64", schedule="persistent", stages=2)).pipeline
     cfg = config_of(plan, 3, tiles_per_cta=6)

@@ -1,4 +1,4 @@
-"""The 3xTF32 split (ptxgen.api.precision) on the CPU: big is float32 rounded to tf32 (nearest, ties to even: checked
+"""The 3xTF32 split (ptxgen.api.arrays.precision) on the CPU: big is float32 rounded to tf32 (nearest, ties to even: checked
 against float64 arithmetic, not against the bit trick), big + small is x exactly, and the three tf32 products give
 float32 accuracy where plain tf32 does not (a control). The tensor cores are modelled as reading each factor with its
 low 13 bits dropped (truncation, the worst case for ``small``), products and sums in float64."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxgen.api import precision as p
+from ptxgen.api.arrays import precision as p
 from ptxgen.runtime.launch.arrays import ArgumentError
 
 F32_MAX = float(np.finfo(np.float32).max)

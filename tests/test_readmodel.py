@@ -5,13 +5,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ptxgen.model import readmodel
+from ptxgen.model.layouts import readmodel
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_read_model_imports_nothing_from_ptxgen():
-    tree = ast.parse((ROOT / "ptxgen" / "model" / "readmodel.py").read_text())
+    tree = ast.parse((ROOT / "ptxgen" / "model" / "layouts" / "readmodel.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             assert node.level == 0 and not (node.module or "").startswith("ptxgen"), ast.dump(node)

@@ -7,8 +7,8 @@ formula: BM=256, four consumer warpgroups asking for 112 registers a thread).
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.shapes import (
     PRODUCER_REGISTERS,
     REGISTER_FILE,

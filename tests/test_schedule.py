@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.schedule import SchedulePlan
-from ptxgen.emit.schedule_view import tile_coords_c
+from ptxgen.derive.roles.schedule import SchedulePlan
+from ptxgen.emit.views.schedule_view import tile_coords_c
 
 
 def _tiles(plan: SchedulePlan, tiles_m: int, tiles_n: int) -> list[tuple[int, int]]:

@@ -94,7 +94,7 @@ SMEM_PER_SM, RESERVED_PER_BLOCK, THREADS_PER_SM, REGS_PER_SM = 233472, 1024, 204
 
 
 def _fit_by_hand(smem: int, threads: int, regs: int) -> int:
-    """CTAs per SM written out here, not through ptxgen.derive.tmemfit: shared memory in 128-byte granules plus the
+    """CTAs per SM written out here, not through ptxgen.derive.roles.tmemfit: shared memory in 128-byte granules plus the
     1 KB a block reserves, threads, and registers given to warps in 256s."""
     by_smem = SMEM_PER_SM // ((smem + 127) // 128 * 128 + RESERVED_PER_BLOCK)
     warps = (threads + 31) // 32
@@ -105,8 +105,8 @@ def _fit_by_hand(smem: int, threads: int, regs: int) -> int:
 def test_the_contention_kernel_asks_for_more_tmem_than_an_sm_has():
     """columns x CTAs per SM > 512 for the selftest's kernel: shared memory and threads from the derived plan, the
     registers from the SASS NVRTC gives (compiled here, on the CPU)."""
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.compile.artifacts import generate
 
     spec = make_spec(**selftest.CONTENTION)

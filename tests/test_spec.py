@@ -2,7 +2,7 @@
 
 import pytest
 
-from ptxgen.derive.spec import OperandSpec, TileSpec, make_spec
+from ptxgen.derive.tile.spec import OperandSpec, TileSpec, make_spec
 from ptxgen.isa.types import Arch, AtomOrder, DType, Major, SpecError, Swizzle
 
 SEED = dict(bm=128, bn=128, bk=32, a="kmajor-sw64")

@@ -1,4 +1,4 @@
-"""Split-K (ptxgen.derive.splitk): the K-range of each split (L1, hypothesis), the rendered C against the plan, the
+"""Split-K (ptxgen.derive.store.splitk): the K-range of each split (L1, hypothesis), the rendered C against the plan, the
 spec rules, the launches (no GPU), NVRTC + SASS of both kernels of a split-K module (L2), the split-k choice rule, and
 (gpu tier) the kernels against float64 and run twice bit for bit."""
 
@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.rules import MAX_SPLIT_K
-from ptxgen.derive.spec import make_spec
-from ptxgen.derive.splitk import REDUCE_THREADS, WORKSPACE_VECTOR, SplitPlan, plan_split
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.rules import MAX_SPLIT_K
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.derive.store.splitk import REDUCE_THREADS, WORKSPACE_VECTOR, SplitPlan, plan_split
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.splitk_view import k_range_c
+from ptxgen.emit.views.splitk_view import k_range_c
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose
@@ -118,8 +118,8 @@ def test_illegal_split_specs_name_the_field(kw, flag):
 
 
 def test_explain_prints_the_split_plan():
-    from ptxgen.derive.explain import explain_text
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.explain import explain_text
+    from ptxgen.derive.tile.layout import derive
 
     text = explain_text(derive(split_spec(s=3)))
     for word in ("Split-K (3 splits", "k_range", "workspace", "reduction", "_sk3_reduce"):

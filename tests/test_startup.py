@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit import env
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.compile import cache

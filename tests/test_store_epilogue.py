@@ -12,14 +12,14 @@ import sys
 
 import pytest
 
-from ptxgen.derive.epilogue import SLAB_ROWS, StorePlan, plan_store
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.smem import SMEM_LIMIT_BYTES
-from ptxgen.derive.spec import TileSpec, make_spec
-from ptxgen.emit.epilogue_view import store_view
+from ptxgen.derive.store.epilogue import SLAB_ROWS, StorePlan, plan_store
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.operands.smem import SMEM_LIMIT_BYTES
+from ptxgen.derive.tile.spec import TileSpec, make_spec
+from ptxgen.emit.views.epilogue_view import store_view
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.types import Epilogue, SpecError, Swizzle
-from ptxgen.model.check_store import check_store_plan
+from ptxgen.model.bridges.check_store import check_store_plan
 from ptxgen.runtime.launch.launch import Problem, gemm_args
 
 BASE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", arch="sm_90a", stages=4, out_dtype="bf16")
@@ -243,8 +243,8 @@ def test_slab_rows_match_the_wgmma_fragment():
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
 def test_show_draws_the_staging_buffer_and_its_conflict_free_wave(arch):
-    from ptxgen.derive.layout import derive
-    from ptxgen.emit.svg import layout_svg
+    from ptxgen.derive.tile.layout import derive
+    from ptxgen.emit.pictures.svg import layout_svg
 
     spec = store_spec(arch=arch, stages=3)
     svg = layout_svg(derive(spec), ("d",))

@@ -1,4 +1,4 @@
-"""Stream-K for the last wave (ptxgen.derive.streamk): the work of every launch is a bijection of (item, K-tile) onto
+"""Stream-K for the last wave (ptxgen.derive.store.streamk): the work of every launch is a bijection of (item, K-tile) onto
 the CTAs, the waits cannot form a cycle, the workspace slots and flags are a bijection (L1, hypothesis, with controls
 that must fail); the rendered C against the plan; the spec rules; the launches (no GPU); NVRTC + SASS (L2); the
 cost model's stream-K term and the chooser's +stream-k; (gpu tier) the kernels against float64, bit for bit twice."""
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
-from ptxgen.derive.streamk import FLAG_REGION_BYTES, MIN_K_TILES_PER_SPLIT, StreamKLayout, StreamKPlan
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.derive.store.streamk import FLAG_REGION_BYTES, MIN_K_TILES_PER_SPLIT, StreamKLayout, StreamKPlan
 from ptxgen.emit.render import render_kernel
-from ptxgen.emit.streamk_view import layout_c, unit_c
+from ptxgen.emit.views.streamk_view import layout_c, unit_c
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.choose import choose
@@ -235,8 +235,8 @@ def test_launch_passes_the_workspace_and_keeps_the_grid_resident():
 
 
 def test_explain_prints_the_stream_k_plan():
-    from ptxgen.derive.explain import explain_text
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.explain import explain_text
+    from ptxgen.derive.tile.layout import derive
 
     text = explain_text(derive(sk_spec(s=8)))
     assert "Stream-K" in text and "stream_k_reduction" in text

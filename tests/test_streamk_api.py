@@ -1,4 +1,4 @@
-"""Stream-K in ``ptxgen.gemm``'s and ``CompiledKernel``'s launch path (api.launchplan: ``streamk_workspace``, the W slot).
+"""Stream-K in ``ptxgen.gemm``'s and ``CompiledKernel``'s launch path (api.launch.launchplan: ``streamk_workspace``, the W slot).
 
 CPU tier: the flag protocol the kernel renders leaves every flag zero after a launch, under any interleaving (L1: the
 wait, reset and count are read out of the rendered C and replayed against the plan; controls with a wrong reset or
@@ -29,10 +29,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptxgen
-from ptxgen.api import launchplan
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.streamk import FLAG_REGION_BYTES, StreamKPlan
-from ptxgen.emit.streamk_view import streamk_view
+from ptxgen.api.launch import launchplan
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.store.streamk import FLAG_REGION_BYTES, StreamKPlan
+from ptxgen.emit.views.streamk_view import streamk_view
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.choose import rules as choose_mod
 from ptxgen.runtime.launch import fastlaunch
@@ -208,8 +208,8 @@ def test_control_with_gemm_stream_k_off_gemm_runs_the_pick_whole(monkeypatch):
 
 def test_fused_and_batched_forms_of_a_stream_k_pick_leave_it_out():
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.fusion import ChainSpec
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.store.fusion import ChainSpec
+    from ptxgen.derive.tile.spec import make_spec
 
     spec = sk_pick().spec
     f = fused_spec(spec, ChainSpec(alpha=True), "bf16")

@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ptxgen.emit.svg import layout_svg
-from ptxgen.derive.layout import derive
-from ptxgen.derive.spec import make_spec
+from ptxgen.emit.pictures.svg import layout_svg
+from ptxgen.derive.tile.layout import derive
+from ptxgen.derive.tile.spec import make_spec
 
 SEED = derive(make_spec(bm=128, bn=128, bk=32, a="kmajor-sw64"))
 NS = "{http://www.w3.org/2000/svg}"

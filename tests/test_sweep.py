@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ptxgen.sweep import FULL_SIZE, full_grid, load_grid, run_sweep, shard
-from ptxgen.sweep_report import summary_table
+from ptxgen.sweep.report import summary_table
 
 CI = load_grid("ci").specs
 
@@ -95,12 +95,12 @@ def test_full_grid_is_every_legal_config_of_its_domain():
 
 def test_sweep_reports_a_failing_check(monkeypatch):
     """Control: a model check that finds a problem makes the configuration, and the summary, fail."""
-    import ptxgen.model.verify
+    import ptxgen.model.bridges.verify
 
     specs = [s for s in CI if s.bm == 128 and s.bn == 128][:2]
     ok = run_sweep(specs, jobs=1, compile=False, run=False, progress=False)
     assert ok["summary"] == {"total": 2, "passed": 2, "failed": 0, "skipped": 0}
-    monkeypatch.setattr(ptxgen.model.verify, "check_tile", lambda t, **kw: ["planted problem"])
+    monkeypatch.setattr(ptxgen.model.bridges.verify, "check_tile", lambda t, **kw: ["planted problem"])
     bad = run_sweep(specs, jobs=1, compile=False, run=False, progress=False)
     assert bad["summary"]["failed"] == 2 and all(c["error"] == "planted problem" for c in bad["configs"])
     assert "FAIL " in summary_table(bad) and "FAIL " not in summary_table(ok)
@@ -204,7 +204,7 @@ def test_ci_sample_sweeps_clean(start):
 # ------------------------------------------------------------------------------------------------
 # CI shards: --merge, --list-dropped, --resume, Ctrl-C, the --json target
 from ptxgen.cli import main  # noqa: E402
-from ptxgen.sweep_report import seal  # noqa: E402
+from ptxgen.sweep.report import seal  # noqa: E402
 
 # the shard/merge tests: two products, so that the shards hold configurations of both (no compile, quick)
 MERGE_GRID = ('[[product]]\narch = ["sm_100a", "sm_90a"]\nbm = [64, 128]\nbn = [64, 128, 256]\nbk = [32, 64]\na = "kmajor-sw64"\n'

@@ -1,5 +1,5 @@
 """L1 for the TMA loader: the derived tensor map and copies, run through the independent TMA write model
-(``ptxgen.model.tmamodel``), against the MMA descriptors, run through the independent read model.
+(``ptxgen.model.layouts.tmamodel``), against the MMA descriptors, run through the independent read model.
 
 (a) exhaustive over a grid of legal TMA specs, and every ring offset for a subset; (b) hypothesis over
 the legal space; (c) controls: each kind of wrong JSON, and the other swizzle anchor, make the check
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.layout import derive
+from ptxgen.derive.tile.layout import derive
 from strategies import legal_specs
 
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.shapes import legal_bm, legal_bn, legal_swizzles
 from ptxgen.isa.types import LEGAL_ACC, Arch, DType, Major, SpecError
-from ptxgen.model import tmamodel
-from ptxgen.model.verify import check_operand_tma, check_tile
+from ptxgen.model.layouts import tmamodel
+from ptxgen.model.bridges.verify import check_operand_tma, check_tile
 
 TMA_NAMES = {"none": "none", "sw32": "32B", "sw64": "64B", "sw128": "128B", "sw128b32": "128B_ATOM_32B"}
 RING_OFFSETS = list(range(0, 1024, 128))

@@ -1,19 +1,19 @@
 """Issue 37, F3: a CTA pair whose CTAs allocate all 512 TMEM columns asks for enough shared memory that one CTA fits on
-an SM (derive.tmemfit, printed by explain); other kernels keep their plan's shared memory. L1 arithmetic on the CPU."""
+an SM (derive.roles.tmemfit, printed by explain); other kernels keep their plan's shared memory. L1 arithmetic on the CPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.sweep import load_grid
 
 SMEM_PER_SM, RESERVED_PER_BLOCK, THREADS_PER_SM = 233472, 1024, 2048  # CUDA guide, compute capability 10.0
 
 
 def _fit_by_hand(smem: int, threads: int) -> int:
-    """Written out here, not through ptxgen.derive.tmemfit: 128-byte granules plus the 1 KB reserved per block."""
+    """Written out here, not through ptxgen.derive.roles.tmemfit: 128-byte granules plus the 1 KB reserved per block."""
     return min(SMEM_PER_SM // ((smem + 127) // 128 * 128 + RESERVED_PER_BLOCK), THREADS_PER_SM // threads)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxgen.derive.spec import TileSpec
+from ptxgen.derive.tile.spec import TileSpec
 from ptxgen.emit.generated import kernel_dirs, read_layout_json
 from ptxgen.runtime.compile import toolchains
 
@@ -60,7 +60,7 @@ def test_the_gate_sees_local_memory_from_a_runtime_indexed_array(tmp_path):
     """Control: the pre-fix tail loop (a runtime trip count indexing the converted chunk) under the oldest NVRTC puts
     the chunk on the stack, and the gate says so."""
     tc = _oldest()
-    from ptxgen.derive.layout import derive
+    from ptxgen.derive.tile.layout import derive
     from ptxgen.emit import render
 
     spec = TileSpec.from_json(read_layout_json(ROOT / "generated" / SAMPLE[0])["spec"])

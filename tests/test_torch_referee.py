@@ -87,8 +87,8 @@ def test_torch_case(gpu, case: Case):
 def float32_defaults(torch) -> str:
     """TestMatmulCuda.setUp's float32 setting, torch's default: matmuls in full float32 (allow_tf32 off, precision
     "highest"), for torch's references and for ptxgen, whose float32 doors follow it (precision=None): 3xTF32, one GEMM
-    over the tf32 big and small parts (ptxgen.api.precision). Returns the precision ptxgen computes float32 with."""
-    from ptxgen.api import precision
+    over the tf32 big and small parts (ptxgen.api.arrays.precision). Returns the precision ptxgen computes float32 with."""
+    from ptxgen.api.arrays import precision
 
     torch.set_float32_matmul_precision("highest")
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ptxgen  # noqa: E402
-from ptxgen import opsgrad, opsref  # noqa: E402
+from ptxgen.ops import opsgrad, opsref  # noqa: E402
 from torch.autograd.gradcheck import GradcheckError  # noqa: E402
 
 ptxgen.register_torch_ops()
@@ -254,7 +254,7 @@ def test_kernel_outputs_take_the_fake_layout(monkeypatch):
     """A kernel path that allocates its output with other strides (the swap-AB kernels' rows are N apart) is copied into
     the layout the fake gives, which torch.compile plans with; an output already in it is returned as it is."""
     import ptxgen.api
-    from ptxgen import torch_ops
+    from ptxgen.ops import torch_ops
 
     a, b = torch.randn(5, 8).bfloat16(), torch.randn(3, 8).bfloat16()
     tight = (a.float() @ b.float().T).bfloat16()  # strides (3, 1); the fake's rows are 8 apart

@@ -1,4 +1,4 @@
-"""Split-K and stream-K launches through the compiled launcher (api.launchplan.Launch, api.fp8launch.Fp8Launch:
+"""Split-K and stream-K launches through the compiled launcher (api.launch.launchplan.Launch, api.launch.fp8launch.Fp8Launch:
 the calling stream's workspace as the last pointer of ``Launcher.run_all``, remembered per stream in C; split-K's
 reduction queued by the launcher right after the MMA kernel).
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 import ptxgen
-from ptxgen.api import launchplan
-from ptxgen.derive.streamk import FLAG_REGION_BYTES
+from ptxgen.api.launch import launchplan
+from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.launch import fastlaunch
 from ptxgen.runtime.launch.launch import Problem, gemm_launches
@@ -335,7 +335,7 @@ def test_driver_errors_on_the_compiled_workspace_path(setup, monkeypatch, split_
     from ptxgen.runtime.launch.gpu import CudaError
 
     made_current = []
-    monkeypatch.setattr("ptxgen.api.streams.ensure_current", lambda dev: made_current.append(dev))
+    monkeypatch.setattr("ptxgen.api.launch.streams.ensure_current", lambda dev: made_current.append(dev))
     _fresh(sk_kernel)
     _fresh(split_kernel)
     drv = CDriver(monkeypatch, [sk_kernel, split_kernel])
@@ -418,7 +418,7 @@ def test_the_c_hot_call_declines_a_stream_without_a_workspace_then_serves_it(set
 
 def test_block_fp8_stream_k_runs_in_c_with_the_streams_workspace(monkeypatch):
     """Fp8Launch: W as the sixth pointer; run_cached declines a stream it has no workspace for, run gets it once."""
-    from ptxgen.api.fp8launch import Fp8Launch
+    from ptxgen.api.launch.fp8launch import Fp8Launch
     from test_blockfp8_streamk import bfsk_spec
 
     SimulatedGPU(monkeypatch)

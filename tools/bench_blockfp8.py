@@ -26,8 +26,8 @@ import json
 import sys
 
 import ptxgen.api.fp8blocks
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.launch.gpu import Kernel, require_gpu
 from ptxgen.runtime.launch.launch import Problem, check_problem, gemm_args, launch_geometry, streamk_items, workspace_bytes

@@ -1,5 +1,5 @@
 """What a caller of ``ptxgen.api.fp8blocks.gemm`` sees (issue 17), against torch's blockwise ``_scaled_mm`` in the same
-process, as ``ptxgen bench --api`` measures ``ptxgen.gemm`` (ptxgen.api.bench_api's timing helpers):
+process, as ``ptxgen bench --api`` measures ``ptxgen.gemm`` (ptxgen.api.bench.bench_api's timing helpers):
 
 * host us per call of ``fp8blocks.gemm(a, b, scale_a, scale_b, out)`` (the kernel it picks, ``out`` given) and of
   ``torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=bf16)``: loops of calls without synchronisation, the two
@@ -21,7 +21,7 @@ import sys
 
 from bench_blockfp8 import inputs  # this script's folder (tools/) is on sys.path
 from ptxgen.api import fp8blocks
-from ptxgen.api.bench_api import _host_us, _single_ratio
+from ptxgen.api.bench.bench_api import _host_us, _single_ratio
 from ptxgen.runtime.launch.arrays import read_array
 from ptxgen.runtime.check.bench import alternate
 from ptxgen.runtime.launch.gpu import require_gpu

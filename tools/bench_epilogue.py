@@ -9,7 +9,7 @@ Per shape (bf16 in, f32 accumulate, the tuned kernel of ``ptxgen.runtime.choose.
 * ``torch_linear``: gelu(F.linear(A, B, bias)), the bias in cuBLAS's epilogue, the gelu a second kernel
 * ``cublas``:      torch.matmul(A, B.t()) alone
 
-with --epilogue-order alternate (or alternate-uniform) also (ptxgen.derive.epiorder: the consumer warpgroups'
+with --epilogue-order alternate (or alternate-uniform) also (ptxgen.derive.roles.epiorder: the consumer warpgroups'
 epilogues in turn)
 
 * ``plain_ordered``: the tuned kernel with that --epilogue-order
@@ -39,8 +39,8 @@ import json
 import statistics
 import sys
 
-from ptxgen.derive.fusion import parse_chain
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.store.fusion import parse_chain
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.api.fused import fused_spec
 from ptxgen.runtime.launch.gpu import Kernel, require_gpu
@@ -58,14 +58,14 @@ COOPERATIVE = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dt
 
 def ordered(spec, order: str):
     """``spec`` with --epilogue-order ``order`` (a SpecError, exit 2, where the order does not apply)."""
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     return make_spec(**{**spec.to_json(), "epilogue_order": order})
 
 
 def shape_specs(m: int, n: int, k: int, order: str, fp8: bool, plain_only: bool) -> tuple[dict, str]:
     """The kernels of one shape's run: name -> spec (launcher variants only), and why the base kernel was picked."""
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     spec, why = choose_spec("bf16", "sm_90a", m, n, k)
     if plain_only:

@@ -1,5 +1,5 @@
 """Benchmark (2026-12-02): f32 outputs through the direct epilogue against the wgmma TMA-store epilogue (st.shared.v2.f32, 32-column
-chunks; ptxgen.derive.epilogue), the same kernel otherwise, on the H200. One process, alternating rounds (the order
+chunks; ptxgen.derive.store.epilogue), the same kernel otherwise, on the H200. One process, alternating rounds (the order
 reversed every other round), medians; method and helpers of tools/bench_blockfp8.py (its inputs, its Launch) and ptxgen.runtime.check.bench.alternate_medians.
 
     python tools/bench_f32store.py --json $OUT/bench_f32store.jsonl
@@ -32,7 +32,7 @@ from bench_blockfp8 import BATCH_MS, Launch, inputs  # tools/ (the script's fold
 
 import ptxgen.api.fp8blocks
 from ptxgen.api.select import select_spec
-from ptxgen.derive.spec import TileSpec, make_spec
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.isa.types import Epilogue
 from ptxgen.runtime.check.bench import alternate_medians  # alternating rounds of event-timed batches, as ptxgen bench
 from ptxgen.runtime.launch.gpu import require_gpu

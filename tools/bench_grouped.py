@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 import ptxgen
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.grouped import compile_grouped, grouped_spec, small_groups
 from ptxgen.runtime.check.bench import alternate
 

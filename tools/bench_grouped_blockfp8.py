@@ -19,7 +19,7 @@ import numpy as np
 
 import ptxgen
 import ptxgen.api.fp8blocks as fp8blocks
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.check.bench import _batch
 from ptxgen.runtime.launch.gpu import Kernel, require_gpu

@@ -31,7 +31,7 @@ SHAPES = [(333, 8192, 8192), (200, 8192, 8192), (16, 16384, 4096), (1, 7168, 163
 
 def specs_for(m: int, n: int, k: int) -> tuple[object, object, str]:
     """(direct spec, TMA-store spec, how they were picked) of the swapped kernel for ``m x n x k`` (bf16)."""
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.isa.types import SpecError
     from ptxgen.runtime.choose import rules as swaprules
     from ptxgen.runtime.choose import choose

@@ -121,7 +121,7 @@ def calibrate2() -> int:
 
 
 def smallm_variants():
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16", bk=64,
                 schedule="tile")
@@ -228,8 +228,8 @@ def all_specs() -> list:
 
 
 def _compile(d: dict) -> str:
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import TileSpec
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.toolchain import compile_cuda
 

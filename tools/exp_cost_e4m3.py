@@ -135,8 +135,8 @@ def compare_smallm(shapes_arg: str, iters: int = 20) -> int:
 
 
 def _compile(d: dict) -> str:
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.derive.spec import TileSpec
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.derive.tile.spec import TileSpec
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.cache import compile_cached
 

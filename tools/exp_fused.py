@@ -52,8 +52,8 @@ def _shape(s: str) -> tuple[int, int, int]:
 def _specs(m: int, n: int, k: int, variants: list[str]) -> dict:
     """name -> (spec, chain token or None, the variant's name)."""
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.fusion import parse_chain
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.choose import choose_spec
 
     spec, _ = choose_spec("bf16", "sm_90a", m, n, k)
@@ -77,8 +77,8 @@ def _specs(m: int, n: int, k: int, variants: list[str]) -> dict:
 def _render(spec, variant: str) -> str:
     """The kernel's source; fused_noprefetch and fused_sigmoid change one field of the chain's view."""
     import ptxgen.emit.render as render_mod
-    from ptxgen.derive.kernel import plan_kernel
-    from ptxgen.emit.chain import gelu_tanh_sigmoid_c_expr
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.emit.views.chain import gelu_tanh_sigmoid_c_expr
 
     change = {"fused_noprefetch": {"bias_prefetch": "after"}, "fused_late": {"bias_prefetch": "late"},
               "bias_late": {"bias_prefetch": "late"}, "fused_start": {"bias_prefetch": "start"},
@@ -103,8 +103,8 @@ def _compile(job: tuple[str, str, str]) -> bytes:
 def write_src(shapes: list[str], folder: str) -> int:
     """The fused bias+gelu kernel of the tuned spec of each shape, as the ptxgen on PYTHONPATH renders it."""
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.fusion import parse_chain
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.choose import choose_spec
 
@@ -123,7 +123,7 @@ def run(shapes: list[str], rounds: int, old_src: str | None, json_path: str | No
     import torch.nn.functional as F
 
     from bench_epilogue import paired, rotate
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.runtime.launch.gpu import Kernel, require_gpu
     from ptxgen.runtime.launch.launch import Problem, check_problem, gemm_args, launch_geometry
 
@@ -197,7 +197,7 @@ def ncu_launches(shape: str, variants: list[str], jobs: int) -> int:
     """For ncu --profile-from-start off: each variant warmed up, then launched once between profiler start and stop."""
     import torch
 
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.runtime.launch.gpu import Kernel, require_gpu
     from ptxgen.runtime.launch.launch import Problem, gemm_args, launch_geometry
 

@@ -55,7 +55,7 @@ def _named() -> set:
 
 
 def swap_spec(bn: int, stages: int):
-    from ptxgen.derive.spec import make_spec
+    from ptxgen.derive.tile.spec import make_spec
 
     return make_spec(bm=128, bn=bn, bk=64, stages=stages, schedule="tile", epilogue="direct", d_major="m",
                      a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="bf16")

@@ -12,8 +12,8 @@ import torch
 
 import ptxgen.api.fp8blocks
 import ptxgen.api.fused
-from ptxgen.derive.spec import make_spec
-from ptxgen.model import bfp8model, chainref
+from ptxgen.derive.tile.spec import make_spec
+from ptxgen.model.numerics import bfp8model, chainref
 
 SPEC = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", out_dtype="bf16", arch="sm_90a",
             stages=4, schedule="persistent", epilogue="tma")

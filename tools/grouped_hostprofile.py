@@ -77,7 +77,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=20000)
     args = ap.parse_args()
-    import ptxgen.api.streams as streams
+    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.arrays import read_array
     from ptxgen.runtime.launch.gpu import Device

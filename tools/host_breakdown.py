@@ -16,7 +16,7 @@ import time
 import torch
 
 import ptxgen
-from ptxgen.api import launchplan
+from ptxgen.api.launch import launchplan
 from ptxgen.api.dispatch import kernel_for
 from ptxgen.api.select import gemm_spec
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ptxgen.api import launchplan
+from ptxgen.api.launch import launchplan
 from ptxgen.runtime.launch import fastlaunch
 from ptxgen.runtime.launch.params import ParamBlock
 

@@ -19,7 +19,7 @@ def launch(shape: str, variants: list[str]) -> int:
 
     import ptxgen.api.fp8blocks as fb
     from bench_blockfp8 import inputs, parse_variant  # this script's folder (tools/) is on sys.path
-    from ptxgen.derive.kernel import plan_kernel
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.cache import compile_cached
     from ptxgen.runtime.launch.gpu import Kernel, require_gpu

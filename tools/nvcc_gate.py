@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ptxgen.derive.kernel import plan_kernel  # noqa: E402
-from ptxgen.derive.spec import TileSpec  # noqa: E402
+from ptxgen.derive.tile.kernel import plan_kernel  # noqa: E402
+from ptxgen.derive.tile.spec import TileSpec  # noqa: E402
 from ptxgen.emit.generated import kernel_dirs, read_layout_json  # noqa: E402
 from ptxgen.emit.render import render_kernel  # noqa: E402
 from ptxgen.runtime.compile.sass import check_sass  # noqa: E402

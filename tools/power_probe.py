@@ -31,7 +31,7 @@ from bench_blockfp8 import Launch, flops_tf, inputs, parse_variant, variant_spec
 from ptxgen.runtime.check.bench import _batch
 from ptxgen.runtime.launch.gpu import require_gpu
 from ptxgen.runtime.compile.toolchain import compile_cuda
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu"

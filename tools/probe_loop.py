@@ -24,7 +24,7 @@ import re
 import sys
 
 import ptxgen.api.fp8blocks
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.compile.cache import compile_cached
 from ptxgen.runtime.launch.gpu import require_gpu

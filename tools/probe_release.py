@@ -21,10 +21,10 @@ import sys
 import numpy as np
 
 import ptxgen.api.fp8blocks
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.isa.shapes import WARP_THREADS
-from ptxgen.model import bfp8model
+from ptxgen.model.numerics import bfp8model
 from ptxgen.runtime.compile.cache import compile_cached
 from ptxgen.runtime.launch.gpu import require_gpu
 

@@ -16,7 +16,7 @@ import sys
 from bench_blockfp8 import parse_variant  # this script's folder (tools/) is on sys.path
 
 import ptxgen.api.fp8blocks as fb
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 import sys
 
-from ptxgen.derive.kernel import plan_kernel
-from ptxgen.derive.spec import make_spec
+from ptxgen.derive.tile.kernel import plan_kernel
+from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.compile.sass import main_loop_instructions
 from ptxgen.runtime.compile.toolchain import compile_cuda, nvrtc_version, run_tool

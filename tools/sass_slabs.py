@@ -1,4 +1,4 @@
-"""L2 summary of the --consumer-slabs 2 block-FP8 kernels (ptxgen.derive.bfp8slabs) under the NVRTC in use: the SASS gate,
+"""L2 summary of the --consumer-slabs 2 block-FP8 kernels (ptxgen.derive.scaled.bfp8slabs) under the NVRTC in use: the SASS gate,
 QGMMA and WARPGROUP.DEPBAR counts, the highest register, setmaxnreg, local memory, ptxas's C7514/C7517 warnings; beside
 tma_scales_spec (192 x 128, the kernel fp8blocks.gemm runs) for comparison.
 
@@ -6,7 +6,7 @@ Usage: PYTHONPATH=$PWD python tools/sass_slabs.py   (log: runs/2026-12-02-consum
 import re
 
 from ptxgen.api.fp8blocks import slabs_spec, tma_scales_spec
-from ptxgen.derive.kernel import plan_kernel
+from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.runtime.compile.sass import check_sass
 from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool

@@ -11,7 +11,7 @@ TMA store: the block-FP8 f32 default, block-FP8 ping-pong 64 x 192, a bf16 -> f3
 picks of fp8blocks.gemm in bf16 and f32, the bf16 picks at 4096^3 and 8192^3, a ping-pong, BM = 192 bf16, the epilogue
 order, block FP8 with two slabs a consumer warpgroup (--consumer-slabs 2: bf16, f32, smem scales); runs/2026-12-02-nvrtc128-slabs),
 ``prepared-launch`` (stream-K with TMA-loaded A scales and 192-row block-FP8 tiles: fp8blocks.gemm's few-tile picks in bf16 and f32,
-the 128 x 192 TMA-scale form; runs/2026-12-02-nvrtc128-prepared-launch), ``tile-model`` (the tiles derive.bfp8tiles adds to fp8blocks.gemm's
+the 128 x 192 TMA-scale form; runs/2026-12-02-nvrtc128-prepared-launch), ``tile-model`` (the tiles derive.scaled.bfp8tiles adds to fp8blocks.gemm's
 picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-nvrtc128-tile-model),
 ``pairs-attention`` (2026-12-06: one ci-grid kernel per CTA-pair kind, the relaxed cluster barrier before the pair's TMEM
 allocation among them; the attention kernels, sm_90a at head dims 64 and 128 with each schedule, causal and not, and
@@ -86,7 +86,7 @@ def f32_store_specs() -> dict:
     from ptxgen.api.fp8blocks import default_spec as bfp8_default
     from ptxgen.api.fused import fused_spec
     from ptxgen.api.select import select_choice
-    from ptxgen.derive.fusion import parse_chain
+    from ptxgen.derive.store.fusion import parse_chain
 
     base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="f32", epilogue="tma")
     pick, _, _ = select_choice("bf16", "sm_90a", 4096, 4096, 4096, out_dtype="f32")
@@ -137,9 +137,9 @@ def prepared_launch_specs() -> dict:
 
 
 def tile_model_specs() -> dict:
-    """The 2026-12-02 tile-model picks of fp8blocks.gemm (derive.bfp8tiles.TMA_SCALE_TILES past the 192 x 128 one)."""
+    """The 2026-12-02 tile-model picks of fp8blocks.gemm (derive.scaled.bfp8tiles.TMA_SCALE_TILES past the 192 x 128 one)."""
     from ptxgen.api.fp8blocks import FEW_TILES_STREAM_K, default_spec as bfp8_default
-    from ptxgen.derive.bfp8tiles import TMA_SCALE_TILES
+    from ptxgen.derive.scaled.bfp8tiles import TMA_SCALE_TILES
 
     out = {}
     for t in TMA_SCALE_TILES[1:]:

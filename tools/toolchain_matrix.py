@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ptxgen.derive.spec import TileSpec  # noqa: E402
+from ptxgen.derive.tile.spec import TileSpec  # noqa: E402
 from ptxgen.emit.generated import kernel_dirs, read_layout_json  # noqa: E402
 from ptxgen.runtime.compile import toolchains  # noqa: E402
 

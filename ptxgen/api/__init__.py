@@ -14,25 +14,26 @@ row-major M x K array (strides ``(lda, 1)``), an M-major A is the transposed vie
 ``compile`` needs no GPU (NVRTC); the module is loaded at the first call. Without a usable GPU, calling a
 kernel (or :func:`gemm`) raises :class:`NoGPU` after the arguments have been checked.
 
-Modules: ``binding`` (checking arrays against a spec), ``streams`` (streams, contexts), ``launchplan`` (the
-prepared launch of one dispatch key: the hot path), ``kernel`` (CompiledKernel, compile), ``select`` (which
-spec gemm picks), ``dispatch`` (gemm and its dispatch cache), ``bench_api`` (``ptxgen bench --api``), ``callplan`` (what a
-call of any op will do, without a GPU: :func:`plan`).
-``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.torch_ops`` (a layer above this package).
+Modules: ``kernel`` (CompiledKernel, compile), ``select`` (which spec gemm picks), ``dispatch`` (gemm and its dispatch
+cache), ``fused`` and ``fp8blocks`` (the fused-epilogue and block-FP8 doors), ``callplan`` (what a call of any op will
+do, without a GPU: :func:`plan`). Packages: ``arrays`` (checking arrays against a spec: ``binding``; batched, grouped
+and packed arrays), ``launch`` (streams and contexts: ``streams``; the prepared launch of one dispatch key, the hot
+path: ``launchplan``; each door's prepared launches), ``bench`` (``ptxgen bench --api``).
+``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.ops.torch_ops`` (a layer above this package).
 """
 
 from __future__ import annotations
 
-from ..derive.spec import make_spec
+from ..derive.tile.spec import make_spec
 from ..runtime.launch.arrays import ArgumentError, DTypeError
 from ..runtime.launch.gpu import NoGPU
 from ..runtime.launch.launch import ProblemError
-from .binding import Binding, bind, operand_major
+from .arrays.binding import Binding, bind, operand_major
 from .dispatch import gemm, kernel_for
 from .kernel import CompiledKernel, LaunchConfig, compile
 from .callplan import CallPlan, plan
 from .select import default_spec, gemm_spec, select_spec
-from .streams import stream_handle
+from .launch.streams import stream_handle
 
 __all__ = ["ArgumentError", "Binding", "CallPlan", "CompiledKernel", "DTypeError", "LaunchConfig", "NoGPU", "ProblemError", "bind",
            "compile", "default_spec", "gemm", "gemm_spec", "kernel_for", "make_spec", "operand_major", "plan",

@@ -27,12 +27,12 @@ import enum
 import inspect
 from dataclasses import dataclass, replace
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import Batch, DMajor, SpecError
 from ..runtime.launch.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.gpu import NoGPU
 from ..runtime.launch.launch import ProblemError
-from .precision import split_infos
+from .arrays.precision import split_infos
 
 __all__ = ["CallPlan", "DEVICES", "OPS", "Path", "plan"]
 
@@ -72,7 +72,7 @@ class CallPlan:
     device: str = ""
     arch: str = ""
     sm_count: int = 0
-    precision: str | None = None  # float32 inputs: "tf32", or "3xtf32" (api.precision: one GEMM over the split operands)
+    precision: str | None = None  # float32 inputs: "tf32", or "3xtf32" (api.arrays.precision: one GEMM over the split operands)
 
     def __str__(self) -> str:
         lines = [f"{self.op} on {self.device} ({self.arch}, {self.sm_count} SMs): {self.path.value}"]
@@ -111,7 +111,7 @@ _ALIASES = {"batched": "gemm", "grouped": "grouped_gemm", "scaled_grouped": "sca
 def target(device: str | None) -> Target:
     """The device a plan is made for: "h100", "h200", or None for the GPU present (NoGPU without one)."""
     if device is None:
-        from . import streams
+        from .launch import streams
 
         try:
             dev = streams.require_gpu()
@@ -197,17 +197,18 @@ def _precision(p: CallPlan, prec: str | None, ai: ArrayInfo, split: ArrayInfo) -
     if split is ai:
         return replace(p, precision=prec)
     why = (f"3xTF32: a and b split into tf32-exact big and small parts, one GEMM over K = {split.shape[-1]} "
-           f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.precision); ")
+           f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.arrays.precision); ")
     return replace(p, precision=prec, why=why + p.why)
 
 
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
                packed: tuple = ()) -> CallPlan:
     """ptxgen.gemm's slow path (api.dispatch._gemm_slow) for arrays already read, decided for ``t``."""
-    from . import dispatch, packing
-    from .batched import bind_any
+    from . import dispatch
+    from .arrays import packing
+    from .arrays.batched import bind_any
     from .select import choose_for_arrays, narrow_spec_for_arrays
-    from .swapab import transposed
+    from .launch.swapab import transposed
 
     if ai.ndim == 3 or bi.ndim == 3:
         return _batched(ai, bi, oi, out_dtype, t, packed)
@@ -253,7 +254,7 @@ def _zero_ok(ai: ArrayInfo, oi: ArrayInfo | None) -> bool:
 
 def _packed_gemm(ai, bi, oi, packs: dict, out_dtype, t: Target) -> CallPlan:
     """dispatch._gemm_packed: the packed K-major copies (rows padded to 16 B), then the call on them."""
-    from .groupedpack import packed_info
+    from .arrays.groupedpack import packed_info
 
     a2 = packed_info(ai) if "a" in packs else ai
     b2 = packed_info(bi) if "b" in packs else bi
@@ -267,7 +268,7 @@ def _packed_gemm(ai, bi, oi, packs: dict, out_dtype, t: Target) -> CallPlan:
 def _batched(ai, bi, oi, out_dtype, t: Target, packed: tuple) -> CallPlan:
     """dispatch._gemm_batched: one launch of a batched kernel, operands it cannot read copied contiguous first."""
     from . import dispatch
-    from .batched import batch_kind, bind_batched
+    from .arrays.batched import batch_kind, bind_batched
     from .select import batched_spec_for_arrays
 
     kind = batch_kind(ai, bi)
@@ -333,9 +334,10 @@ def _first_batch(info: ArrayInfo | None) -> ArrayInfo | None:
 def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: bool) -> CallPlan:
     """fused.gemm's slow path for arrays already read: the epilogue's packed copies of c / residual / bias, then the
     operands' (narrow cp.async kernel, or packed copies), then the chain's spec and its checks."""
-    from . import fused, fusedany, packing
-    from .binding import bind
-    from .groupedpack import packed_info
+    from . import fused
+    from .arrays import fusedany, packing
+    from .arrays.binding import bind
+    from .arrays.groupedpack import packed_info
     from .select import _gemm_spec
 
     m, n = ai.shape[0], bi.shape[0]
@@ -456,10 +458,10 @@ def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, pac
     """grouped.grouped_decision, then (packed arrays replaced by their copies) the binding and the problem's checks."""
     import ptxgen.grouped as grouped
 
-    from ..derive.kernel import plan_kernel
+    from ..derive.tile.kernel import plan_kernel
     from ..runtime.launch.grouped import check_grouped_problem
-    from .groupedbind import _bind_scales, bind_block_scales, bind_grouped
-    from .groupedpack import packed_info
+    from .arrays.groupedbind import _bind_scales, bind_block_scales, bind_grouped
+    from .arrays.groupedpack import packed_info
 
     spec, packs = grouped.grouped_decision(ai, bi, oi, spec_for)
     if packs:
@@ -515,7 +517,7 @@ def _plan_scaled(args: dict, t: Target, op: str) -> CallPlan:
     rowwise = op == "scaled_grouped_gemm"
     for info in (ai, bi):
         if (info.dtype not in ("e4m3", "e5m2")) if rowwise else info.dtype != "e4m3":
-            what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.blockfp8: block-scaled FP8 takes e4m3 A and B)"
+            what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.scaled.blockfp8: block-scaled FP8 takes e4m3 A and B)"
             raise DTypeError(f"{op} takes {what} inputs, not {info.dtype} {info.name}")
     if fi is None and rowwise:  # the batched form: scale_a of G x M read as G M values (torch tensors)
         g, m = ai.shape[0], ai.shape[1] if ai.ndim == 3 else 0
@@ -543,11 +545,11 @@ def _scaled_infos(op, ai, bi, fi, oi, sa, sb, out_dtype, t: Target, note: str = 
 
 def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     """fp8blocks.gemm's slow path: bind, the scales' checks, chosen_spec for the device's SMs, scale_a by TMA's rule."""
-    from ..derive.kernel import plan_kernel
+    from ..derive.tile.kernel import plan_kernel
     from . import fp8blocks as fb
-    from .binding import bind
+    from .arrays.binding import bind
 
-    from .fp8recipe import c_extra, column_scales_ld, infer_recipe
+    from .arrays.fp8recipe import c_extra, column_scales_ld, infer_recipe
 
     ai, bi, oi, sa, sb, ci = _read(args, "a", "b", "out", "scale_a", "scale_b", "c")
     out_dtype = args.get("out_dtype") or ("f32" if ci is not None else "bf16")
@@ -577,7 +579,7 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     elif chosen:
         spec = fb.chosen_spec(out_dtype, sa, lds_a, p.m, p.n, t.sm_count, k=p.k)
         bind(spec, ai, bi, oi)
-        why = ("scale_a by TMA, the tile derive.bfp8tiles models fastest" if spec.scale_load.value == "tma"
+        why = ("scale_a by TMA, the tile derive.scaled.bfp8tiles models fastest" if spec.scale_load.value == "tma"
                else "default_spec: the scale warp stages scale_a (TMA cannot read it, or the output is FP8)")
         if spec.stream_k > 1:
             why += f"; stream-K over {spec.stream_k} splits (the tiles fill at most half of {t.sm_count} SMs)"

@@ -10,7 +10,7 @@ broadcast views, a transposed view of a type the tensor cores read only K-major,
 row-major with aligned rows) are copied once into a packed K-major buffer (torch and CuPy; said once per
 reason with ``warnings.warn``). Zero-size dimensions give an empty result without a launch, K = 0 zeros.
 
-A kernel chosen by the swap-ab rule (an M-major D, ``api.swapab``) is launched as ``kernel(b, a, out.T)``; its prepared
+A kernel chosen by the swap-ab rule (an M-major D, ``api.launch.swapab``) is launched as ``kernel(b, a, out.T)``; its prepared
 launch sits in a second hot table, ``_SWAPPED``, under the key of ``(b, a, out)``, and the hot path probes it with the
 operands swapped.
 """
@@ -19,21 +19,23 @@ from __future__ import annotations
 
 import threading
 
-from ..derive.spec import TileSpec
+from ..derive.tile.spec import TileSpec
 from ..isa.types import Batch, DMajor, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import ROW_ALIGN_BYTES
-from . import fused, launchplan, precision as fp32, streams
-from .batched import batch_kind, plane
-from .batched import operand_problem as batched_operand_problem
-from .binding import _check_2d, _check_devices, _dtype_words, check_no_alias
+from . import fused
+from .arrays import precision as fp32
+from .launch import launchplan, streams
+from .arrays.batched import batch_kind, plane
+from .arrays.batched import operand_problem as batched_operand_problem
+from .arrays.binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
-from .packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
-from .launchplan import info_key, tensor_type, torch_key
+from .arrays.packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
+from .launch.launchplan import info_key, tensor_type, torch_key
 from .select import (_INPUT_ARRAY_DTYPES, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
                      narrow_spec_for_arrays)
-from .streams import stream_handle
-from .swapab import launch_swapped
+from .launch.streams import stream_handle
+from .launch.swapab import launch_swapped
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _KERNELS_LOCK = threading.Lock()
@@ -80,13 +82,13 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     torch/CuPy layouts are packed (see the module's docstring). ``out_dtype`` (f32, f16, bf16; s32 for
     integers) defaults to ``out``'s dtype, else the input type (f32 for float32 inputs, bf16 for FP8).
     ``a`` may be B x M x K with ``b`` B x N x K or shared (N x K), ``out`` B x M x N: one launch of a batched kernel
-    (3-D tensor maps, the batch the outer dimension; api.batched, docs/batched.md). Returns without synchronizing; the first call with new shapes compiles and prepares.
+    (3-D tensor maps, the batch the outer dimension; api.arrays.batched, docs/batched.md). Returns without synchronizing; the first call with new shapes compiles and prepares.
     ``bias`` (N, f32/bf16/f16), ``activation`` (relu, gelu_tanh, gelu_erf, silu), ``c`` with ``alpha``/``beta`` and
     ``residual`` (M x N) fuse ``alpha acc + beta c + bias``, the activation and ``+ residual`` into the epilogue
     (``ptxgen.api.fused``; docs/epilogue-chain.md).
     ``precision`` (float32 inputs): "tf32", "3xtf32" (float32 accuracy from three tf32 products in one GEMM over 3 K), or
     None: torch's float32 matmul precision for torch tensors ("highest", torch's default: 3xtf32), tf32 for other arrays
-    (``ptxgen.api.precision``).
+    (``ptxgen.api.arrays.precision``).
     """
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
@@ -224,7 +226,7 @@ def _gemm_packed(a, b, out, ai, bi, oi, plan: dict, out_dtype, stream):
 
 def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     """a B x M x K with b B x N x K or a shared N x K: one launch of a batched kernel (3-D tensor maps, the batch the
-    outer index of the tile walk; api.batched). Operands it cannot read as they are (a plane the 2-D path would pack,
+    outer index of the tile walk; api.arrays.batched). Operands it cannot read as they are (a plane the 2-D path would pack,
     or batches that overlap or interleave with the rows) are packed into contiguous copies first (torch/CuPy)."""
     kind = batch_kind(ai, bi)
     if kind is Batch.NONE:  # a 2-D a with a 3-D b

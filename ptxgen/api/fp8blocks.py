@@ -1,4 +1,4 @@
-"""``ptxgen.api.fp8blocks.gemm``: FP8 GEMM with DeepSeek-style block scales on Hopper (ptxgen.derive.blockfp8).
+"""``ptxgen.api.fp8blocks.gemm``: FP8 GEMM with DeepSeek-style block scales on Hopper (ptxgen.derive.scaled.blockfp8).
 
 >>> import ptxgen.api.fp8blocks                                                                   # doctest: +SKIP
 >>> out = ptxgen.api.fp8blocks.gemm(a, b, scale_a, scale_b)     # the same tensors torch._scaled_mm takes for the recipe
@@ -11,12 +11,12 @@ ceil(K/128) rows are read, as torch reads them).
 D[m, n] = sum over 128-blocks kb of K of scale_a[m, kb] scale_b[kb, n / 128] (A B^T over the block), in bf16.
 
 The 1x128 x 1x128 recipe (DeepGEMM's 1D1D, DeepSeek-V3's weight gradient; ``recipe='1x128x1x128'`` or inferred from
-scale_b's shape as torch._scaled_mm infers it, ptxgen.api.fp8recipe): ``scale_b`` f32 ceil(K/128) x N, MN-major
+scale_b's shape as torch._scaled_mm infers it, ptxgen.api.arrays.fp8recipe): ``scale_b`` f32 ceil(K/128) x N, MN-major
 (torch's ``y_scales.t()``: strides (ld, 1)), D[m, n] = C[m, n] + sum over kb of scale_a[m, kb] scale_b[kb, n] (A B^T
 over the block); ``c`` (optional, f32 M x N) is added in f32 (out f32; ``out=c`` accumulates in place, D += A B^T).
 
 Without ``spec``: scale_a by TMA where TMA can read it (16-byte aligned, K-block stride a multiple of 4 floats: M % 4 == 0
-in torch's layout) and the output is bf16, f16 or f32, in the tile derive.bfp8tiles models fastest for the problem
+in torch's layout) and the output is bf16, f16 or f32, in the tile derive.scaled.bfp8tiles models fastest for the problem
 (:func:`tma_scales_spec`'s 192 x 128 at large M); else :func:`default_spec` (any M). Few tiles: with stream-K
 (:func:`chosen_spec`).
 """
@@ -26,20 +26,20 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..derive.bfp8tiles import few_tiles, pick_tile, tile_count
-from ..derive.sfa_tma import SFA_LD_ALIGN_ELEMENTS
-from ..derive.spec import TileSpec, make_spec
+from ..derive.scaled.bfp8tiles import few_tiles, pick_tile, tile_count
+from ..derive.scaled.sfa_tma import SFA_LD_ALIGN_ELEMENTS
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.fastlaunch import launcher
 from ..runtime.launch.launch import gemm_launches, workspace_bytes
-from ..derive.blockfp8 import COLUMNS_1D1D
-from . import streams
-from .binding import _allocate_out, bind, span_bytes
-from .fp8launch import Fp8Launch, Fp8Table, info_key
-from .fp8recipe import c_extra, column_scales_ld, infer_recipe
+from ..derive.scaled.blockfp8 import COLUMNS_1D1D
+from .launch import streams
+from .arrays.binding import _allocate_out, bind, span_bytes
+from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
+from .arrays.fp8recipe import c_extra, column_scales_ld, infer_recipe
 from .fused import kernel_for
-from .launchplan import fast_torch_key, streamk_workspace, tensor_type
+from .launch.launchplan import fast_torch_key, streamk_workspace, tensor_type
 
 __all__ = ["gemm", "default_spec", "tma_scales_spec"]
 BLOCK = 128
@@ -68,14 +68,14 @@ def tma_scales_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
 
 def slabs_spec(out_dtype: str = "bf16", **kw) -> TileSpec:
     """256 x 128 tiles, two consumer warpgroups of two 64-row slabs each sharing one partial (--consumer-slabs 2,
-    derive.bfp8slabs), 3 stages, scale_a by TMA: DeepGEMM's fastest configuration at 4096x7168x16384 on the H200
+    derive.scaled.bfp8slabs), 3 stages, scale_a by TMA: DeepGEMM's fastest configuration at 4096x7168x16384 on the H200
     (runs/2026-12-02-deepgemm-reference). L3 since 2026-12-02 (39 gpu tests and the sanitizers, runs/2026-12-02-prepared-launch-energy/run1), but no faster
 than :func:`tma_scales_spec` there (1158 / 1139 / 958 against 1158 / 1217 / 1097 TFLOP/s), so no default picks it."""
     return default_spec(out_dtype, **{**dict(bm=256, bn=128, stages=3, fp8_scale_load="tma", consumer_slabs=2), **kw})
 
 
 def columns_spec(out_dtype: str = "bf16", c: bool = False, **kw) -> TileSpec:
-    """The 1x128 x 1x128 recipe's kernel (derive.bfp8cols): 128 x 128 tiles, two consumer warpgroups, persistent, the
+    """The 1x128 x 1x128 recipe's kernel (derive.scaled.bfp8cols): 128 x 128 tiles, two consumer warpgroups, persistent, the
     scales (BN column scales of B per stage too) staged by the producer's scale warp; ``c``: the fused chain's C
     (``--fuse c``, D = C + A.B). Not tuned: the tile is the largest the consumers' registers hold with the per-column
     scales (BN = 128: accumulator, partial and scales 192 of 232)."""
@@ -85,16 +85,16 @@ def columns_spec(out_dtype: str = "bf16", c: bool = False, **kw) -> TileSpec:
 TMA_SCALE_OUTPUTS = ("bf16", "f16", "f32")  # the TMA-store epilogue's outputs (tma_scales_spec's kernels)
 
 
-FEW_TILES_STREAM_K = 8  # most splits of a launch whose tiles fill less than half the SMs (derive.streamk caps S by C / L)
+FEW_TILES_STREAM_K = 8  # most splits of a launch whose tiles fill less than half the SMs (derive.store.streamk caps S by C / L)
 
 
 def chosen_spec(out_dtype: str, scale_a: ArrayInfo, lds_a: int, m: int | None = None, n: int | None = None,
                 sm_count: int = 132, k: int | None = None) -> TileSpec:
     """The kernel :func:`gemm` runs without a spec. Where TMA can read scale_a and the output is bf16, f16 or f32: scale_a
-    by TMA in the tile of least modelled time for M x N x K (derive.bfp8tiles: 192 x 128, 128 x 128 or 64 x 128;
+    by TMA in the tile of least modelled time for M x N x K (derive.scaled.bfp8tiles: 192 x 128, 128 x 128 or 64 x 128;
     without a problem :func:`tma_scales_spec`'s 192 x 128); else :func:`default_spec`. Where the M x N tiles fill at most
     half of ``sm_count`` SMs (small M: one round, most SMs idle), the kernel with stream-K (up to FEW_TILES_STREAM_K
-    splits of each tile along K over the idle SMs; derive.streamk): its one-round cost with whole tiles is the slower
+    splits of each tile along K over the idle SMs; derive.store.streamk): its one-round cost with whole tiles is the slower
     tile, not the power cap of a full GPU (docs/block-fp8.md "Power-capped")."""
     tma = out_dtype in TMA_SCALE_OUTPUTS and sfa_tma_readable(scale_a, lds_a)
     if not tma:
@@ -141,7 +141,7 @@ def sfa_tma_readable(info: ArrayInfo, lds_a: int) -> bool:
 
 
 def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
-    """--fp8-scale-load tma (derive.sfa_tma): TMA reads scale_a only from a 16-byte aligned address with rows lds_a x 4 B
+    """--fp8-scale-load tma (derive.scaled.sfa_tma): TMA reads scale_a only from a 16-byte aligned address with rows lds_a x 4 B
     a multiple of 16 B (M % 4 == 0 in torch's layout, lds_a = M); anything else is refused, never loaded wrong. With a
     single K block torch's ld is M too (any row stride reads the same one row)."""
     if not sfa_tma_readable(info, lds_a):
@@ -155,9 +155,9 @@ def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str | None = None, spec
          c=None, recipe: str | None = None):
     """``out = D`` of the block-scaled recipe (module docstring); returns ``out`` (allocated when None) without
     synchronizing. ``out_dtype``: bf16 unless given (f32 with ``c``). ``recipe``: '1x128x128' or '1x128x1x128' (None:
-    inferred from scale_b, ptxgen.api.fp8recipe). ``c``: f32 M x N added to the product (the 1x128 x 1x128 recipe; out
+    inferred from scale_b, ptxgen.api.arrays.fp8recipe). ``c``: f32 M x N added to the product (the 1x128 x 1x128 recipe; out
     may be c). A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
-    launch (ptxgen.api.fp8launch); the first such call checks, compiles and prepares."""
+    launch (ptxgen.api.launch.fp8launch); the first such call checks, compiles and prepares."""
     out_dtype = out_dtype or ("f32" if c is not None else "bf16")
     if stream is None:
         T = tensor_type()
@@ -283,7 +283,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
 
 
 def _prepared(plan, p, launch, extra, dev, infos, ci=None) -> Fp8Launch:
-    """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.fp8launch)."""
+    """The launch just made ((kernel, grid, block)), kept for calls with the same key (ptxgen.api.launch.fp8launch)."""
     from ..runtime.launch import tensormap
 
     kern, grid, block = launch

@@ -1,4 +1,4 @@
-"""The GEMM with a fused epilogue chain (ptxgen.derive.fusion): ``ptxgen.gemm(..., bias=, activation=, c=, alpha=,
+"""The GEMM with a fused epilogue chain (ptxgen.derive.store.fusion): ``ptxgen.gemm(..., bias=, activation=, c=, alpha=,
 beta=, residual=)`` comes here, and ``ptxgen.api.fused.gemm`` takes the rest (row bias, FP8 output, a given spec).
 
 >>> import ptxgen                                                                            # doctest: +SKIP
@@ -20,19 +20,20 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..derive.fusion import ChainSpec
-from ..derive.spec import TileSpec, make_spec
+from ..derive.store.fusion import ChainSpec
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import gemm_args, launch_geometry
-from . import precision as fp32, streams
-from .binding import _allocate_out, bind, span_bytes
-from .fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
-from .fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
-from .packing import PACKABLE, major_of, pack_plan
+from .arrays import precision as fp32
+from .launch import streams
+from .arrays.binding import _allocate_out, bind, span_bytes
+from .arrays.fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
+from .launch.fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
+from .arrays.packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
-from .launchplan import tensor_type
+from .launch.launchplan import tensor_type
 from .select import _gemm_spec, spec_or_direct_store
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
@@ -75,7 +76,7 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
 
 def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = False):
     """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain and K whole (a split-k or stream-K pick keeps
-    its tile unsplit: the chain acts on the whole sum, derive.rules); FP8 output takes the direct epilogue unless
+    its tile unsplit: the chain acts on the whole sum, derive.tile.rules); FP8 output takes the direct epilogue unless
     ``fp8_tma_store`` (then a TMA-store ``spec`` keeps its epilogue, or the SpecError says why it cannot)."""
     fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype, "stream_k": 1, "split_k": 1}
     if out_dtype == DType.E4M3.value and fields.get("epilogue") == Epilogue.TMA.value:
@@ -132,7 +133,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks.
     ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
     pitch 16-byte aligned). ``fp8_tma_store``: FP8 output through a TMA-store ``spec`` (sm_90a, BN a multiple of 128)
-    instead of the direct stores. ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.precision``); 3xtf32
+    instead of the direct stores. ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.arrays.precision``); 3xtf32
     runs the one GEMM over the split operands, the chain applied once to its result."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32

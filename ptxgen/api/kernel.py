@@ -7,18 +7,18 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..derive.kernel import KernelPlan, plan_kernel
-from ..derive.spec import TileSpec, make_spec
+from ..derive.tile.kernel import KernelPlan, plan_kernel
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DMajor
 from ..runtime.launch.arrays import ArrayInfo, read_array
 from ..runtime.launch.fastlaunch import compiled_module, launcher
 from ..runtime.launch.gpu import Device, NoGPU
 from ..runtime.launch.launch import Problem, launch_geometry, split_problem
-from . import launchplan, streams
-from .batched import bind_any
-from .binding import _allocate_out, span_bytes
-from .launchplan import Launch, info_key, tensor_type, torch_key, workspace
-from .streams import stream_handle
+from .launch import launchplan, streams
+from .arrays.batched import bind_any
+from .arrays.binding import _allocate_out, span_bytes
+from .launch.launchplan import Launch, info_key, tensor_type, torch_key, workspace
+from .launch.streams import stream_handle
 
 
 # ----------------------------------------------------------------------------------------------

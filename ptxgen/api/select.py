@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from ..derive.spec import TileSpec, make_spec
+from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from . import streams
-from .binding import _check_2d, _check_strides, _dtype_words, operand_major
+from .launch import streams
+from .arrays.binding import _check_2d, _check_strides, _dtype_words, operand_major
 
 _INPUT_ARRAY_DTYPES = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
 _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5m2": "bf16", "s8": "s32", "u8": "s32"}
 _TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.choose.tune searches (A and B K-major)
-# gemm() runs the chooser's stream-K kernels as chosen (api.launchplan.streamk_workspace); False: the same kernel whole
+# gemm() runs the chooser's stream-K kernels as chosen (api.launch.launchplan.streamk_workspace); False: the same kernel whole
 GEMM_STREAM_K = True
 # ptxgen.api.plan's device while it plans (a stand-in with the device's name and SM count): the chooser's device when a
 # call names an arch and no GPU (api.callplan)
@@ -25,7 +25,7 @@ PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
 
 def spec_or_direct_store(fields: dict) -> TileSpec:
     """``make_spec(**fields)``; where the rules refuse it and it has the TMA-store epilogue (not derived for every output:
-    derive.rules/derive.output), the same kernel with the direct stores, which need no staging buffers (tile, stages,
+    derive.tile.rules/derive.store.output), the same kernel with the direct stores, which need no staging buffers (tile, stages,
     schedule kept); SpecError where that is refused too. An f32 output keeps the TMA store where the rules accept it (the
     wgmma st.shared.v2.f32 staging, 2026-12-02): measured 1.0-4.6% faster than the direct stores of the same kernel on the H200
     (runs/2026-12-02-stage-release-f32-store/run5 and runs/2026-12-02-gpu-tier-f32-store, tools/bench_f32store.py)."""
@@ -210,7 +210,7 @@ def batched_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, 
     """(spec, why) for batched arrays (``a`` B x M x K, ``b`` B x N x K or shared): the kernel a 2-D call with one
     batch's planes would get, made batched (``batch`` a or ab; the direct epilogue, no cluster, split-K or fused chain,
     as derived for batched kernels), else the default tile with the planes' majorness, batched."""
-    from .batched import batch_kind, plane, shared_b
+    from .arrays.batched import batch_kind, plane, shared_b
 
     kind = batch_kind(ai, bi)
     a2, b2 = plane(ai), (shared_b(bi) if kind.value == "a" else plane(bi))

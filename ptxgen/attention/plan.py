@@ -13,7 +13,7 @@ Two MMAs share one pipeline:
 * P: ``RegisterA(dtype).acc_pairs(j)``: the S accumulator fragment of m64nBNk16 and the A register fragment of
   m64nDk16 place their elements alike within each 16-column group (PTX 'Register Fragments', Figures wgmma-64N16-D and
   wgmma-64N16-A), so the A registers of K-step j are the accumulator pairs (8j + 2q, 8j + 2q + 1), q = 0..3,
-  converted to 16 bits. ``ptxgen.model.attnmodel`` checks this against its own transcription of both figures.
+  converted to 16 bits. ``ptxgen.model.layouts.attnmodel`` checks this against its own transcription of both figures.
 * The pipeline: one ``Ring`` with Q resident (loaded once, its own full barrier), K and V in ``stages`` stages with a
   full barrier each (S = Q·Kᵀ starts before V lands) and one empty barrier per stage that every consumer warp
   releases; the setmaxnreg budgets of ``spec.consumer_registers``, checked against the register pool by the ring.

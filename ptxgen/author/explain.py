@@ -1,11 +1,11 @@
 """``ptxgen explain --operand TOKEN`` and ``ptxgen show --operand TOKEN``: a user kernel's operands, explained and drawn
-with the same text and pictures as ptxgen's own tiles (ptxgen.derive.explain, ptxgen.emit.svg)."""
+with the same text and pictures as ptxgen's own tiles (ptxgen.derive.tile.explain, ptxgen.emit.pictures.svg)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..derive.explain import _field_lines, atom_picture
+from ..derive.tile.explain import _field_lines, atom_picture
 from ..isa.types import SpecError
 from .operand import Operand, parse_operand
 
@@ -57,8 +57,8 @@ def explain_operands(tokens: list[str], as_json: bool) -> str:
 
 def show_operand_svg(token: str, decode: int | None = None):
     """(the one-operand TileLayout, its SVG): the operand drawn as ``ptxgen show`` draws a tile's."""
-    from ..derive.layout import derive
-    from ..emit.svg import layout_svg
+    from ..derive.tile.layout import derive
+    from ..emit.pictures.svg import layout_svg
 
     op = parse_operand(token)
     op.plan()  # refusals name the operand

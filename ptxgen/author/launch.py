@@ -234,7 +234,7 @@ class Binder:
             return found
 
     def _load_locked(self, device_index: int | None):
-        from ..api import streams
+        from ..api.launch import streams
         from ..runtime.launch import gpu
         from ..runtime.launch.gpu import NoGPU
 
@@ -248,8 +248,8 @@ class Binder:
         return int(self._load(device_index)[0].func)
 
     def launch(self, args, grid, stream=None):
-        from ..api import streams
-        from ..api.launchplan import launch_checked
+        from ..api.launch import streams
+        from ..api.launch.launchplan import launch_checked
         from ..runtime.launch.fastlaunch import launcher
 
         infos = self.bind(args)

@@ -4,7 +4,7 @@ An :class:`Operand` names a tile of a tensor-core MMA operand: which side of the
 M side, read in m64 slabs by wgmma; "b": the N side), its majorness, swizzle, atom order, element type and extent
 (``mn`` rows or columns along M/N, ``k`` along the reduction). :meth:`Operand.plan` derives it with the project's
 own tile DSL: the same ``derive_operand`` and ``derive_tma`` that ptxgen's GEMM kernels use read one
-:class:`~ptxgen.derive.smem_layout.SmemLayout`, so the descriptors per K step and the tensor map come from one value.
+:class:`~ptxgen.derive.operands.smem_layout.SmemLayout`, so the descriptors per K step and the tensor map come from one value.
 
 >>> v = parse_operand("V:mn-sw128:bf16:128x64")          # V of P.V: N = head dim 128, K = 64 keys, MN-major
 >>> p = v.plan()
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.derived import Derived
-from ..derive.operand import KStep, OperandLayout, derive_operand
-from ..derive.operand_tma import derive_tma
-from ..derive.smem_layout import SmemLayout
-from ..derive.spec import OperandSpec, TileSpec
-from ..derive.tma import TmaCopy, TmaPlan
+from ..derive.tile.derived import Derived
+from ..derive.operands.operand import KStep, OperandLayout, derive_operand
+from ..derive.operands.operand_tma import derive_tma
+from ..derive.operands.smem_layout import SmemLayout
+from ..derive.tile.spec import OperandSpec, TileSpec
+from ..derive.operands.tma import TmaCopy, TmaPlan
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, AtomOrder, DType, Major, SpecError, Swizzle, parse_enum
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..derive.derived import Derived
+from ..derive.tile.derived import Derived
 from ..isa.shapes import (
     WARPGROUP_THREADS,
     entry_registers,

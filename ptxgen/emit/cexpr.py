@@ -5,7 +5,7 @@ Each function turns a derived number or map into C text; the arithmetic behind t
 
 from __future__ import annotations
 
-from ..derive.smem_layout import SmemLayout
+from ..derive.operands.smem_layout import SmemLayout
 from ..isa.types import DType
 
 

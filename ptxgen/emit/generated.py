@@ -21,7 +21,7 @@ from ..outputs import as_error_of, read_text
 from .sources import generated_line
 
 if TYPE_CHECKING:  # for the annotations only: importing the plans costs the build memo's fast path
-    from ..derive.layout import TileLayout
+    from ..derive.tile.layout import TileLayout
 
 KERNEL_FILES = ("kernel.cu", "kernel.ptx", "layout.json", "layout.svg")
 

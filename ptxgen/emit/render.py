@@ -1,7 +1,7 @@
 """Render kernels from the jinja2 templates: compose the template pieces' contexts into one KernelView.
 
 The templates receive frozen views (:class:`KernelView` and its parts) built from the frozen
-:class:`~ptxgen.derive.kernel.KernelPlan`: derived numbers and C expressions rendered from the plan. Each
+:class:`~ptxgen.derive.tile.kernel.KernelPlan`: derived numbers and C expressions rendered from the plan. Each
 template piece's context is built next to the others of its kind (``loader_view``, ``pipeline_view``,
 ``mma_view``, ``epilogue_view``, ``schedule_view``); this module only composes them. All layout math stays in
 ptxgen.derive; ``kernel_view`` is the complete interface between them.
@@ -11,32 +11,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..derive.cload import BARRIER as C_BARRIER
-from ..derive.kernel import KernelPlan, plan_kernel
-from ..derive.layout import TileLayout
-from ..derive.pipeline import Parity, PipelinePlan, WarpRole
-from ..derive.smem import MBARRIER_BYTES, SmemPlan
-from ..derive.spec import TileSpec
+from ..derive.store.cload import BARRIER as C_BARRIER
+from ..derive.tile.kernel import KernelPlan, plan_kernel
+from ..derive.tile.layout import TileLayout
+from ..derive.roles.pipeline import Parity, PipelinePlan, WarpRole
+from ..derive.operands.smem import MBARRIER_BYTES, SmemPlan
+from ..derive.tile.spec import TileSpec
 from ..isa.descriptors import SmemDescriptor
 from ..isa.shapes import WARPGROUP_THREADS
 from ..isa.types import Arch, Loader
-from . import grouped_view as cgrouped
-from . import kgrouped_view as ckgrouped
-from .blockfp8 import BlockFp8View, block_fp8_view
-from .chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
+from .views import grouped_view as cgrouped
+from .views import kgrouped_view as ckgrouped
+from .views.blockfp8 import BlockFp8View, block_fp8_view
+from .views.chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
-from .epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
-from .loader_view import OperandView, operand_view
-from .order_view import OrderView, order_view
-from .mma_view import (KStepView, MmaView, ScaleView, SlabView, half_mma_view, k_step_views, scale_view, slab_views, tcgen05_mma_view,
+from .views.epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
+from .views.loader_view import OperandView, operand_view
+from .views.order_view import OrderView, order_view
+from .views.mma_view import (KStepView, MmaView, ScaleView, SlabView, half_mma_view, k_step_views, scale_view, slab_views, tcgen05_mma_view,
                        wgmma_mma_view)
-from .pipeline_view import BarrierView, other_barrier_views, parity_c_expr
-from .schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batched_tile_coords_c, cluster_tile_coords_c, cluster_view,
+from .views.pipeline_view import BarrierView, other_barrier_views, parity_c_expr
+from .views.schedule_view import (BATCH, ClusterView, PairView, batched_d_base_c, batched_tile_coords_c, cluster_tile_coords_c, cluster_view,
                             grid_doc, tile_coords_c)
 from .sources import generated_line
-from .splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
-from .streamk_view import LOOP as STREAMK_LOOP
-from .streamk_view import StreamKView, streamk_view, unit_c
+from .views.splitk_view import SplitView, k0_c, k_range_prologue_c, split_view
+from .views.streamk_view import LOOP as STREAMK_LOOP
+from .views.streamk_view import StreamKView, streamk_view, unit_c
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ class KernelView:
     epi: EpilogueView
     store: StoreView | None
     scales: ScaleView | None = None
-    chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.chain)
-    bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.blockfp8)
+    chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.views.chain)
+    bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.views.blockfp8)
     cta_group: int = 1
     pair: "PairView | None" = None
     tile_first: str = "static_cast<int>(blockIdx.x)"  # the first work item of this CTA (pair)
@@ -88,15 +88,15 @@ class KernelView:
     sf_relay: bool = False  # a block-scaled pair: the peer's MMA thread relays its SF barrier to the leader's full[s]
     cluster: "ClusterView | None" = None
     release_fn: str = "mbar_arrive"  # how a consumer releases a stage: its own CTA's empty barrier, or every CTA's
-    grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.grouped_view)
+    grouped: "cgrouped.GroupedView | None" = None  # a grouped GEMM's walk (ptxgen.emit.views.grouped_view)
     row_limit: str = "M"  # the epilogue stores rows below this: M, or a grouped tile's group end
     k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
     split: SplitView | None = None  # split-K: the reduction kernel
-    streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.streamk_view)
+    streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.views.streamk_view)
     loop_var: str = "tile"  # the persistent loop's variable: the tile, or (stream-K) the work entry
-    order: OrderView | None = None  # --epilogue-order alternate (ptxgen.emit.order_view)
-    c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.chain)
+    order: OrderView | None = None  # --epilogue-order alternate (ptxgen.emit.views.order_view)
+    c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.views.chain)
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
     d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)
@@ -104,7 +104,7 @@ class KernelView:
     # stays in uniform registers, with no R2UR before each wgmma (2026-12-02, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
     wg_expr: str = f"__shfl_sync({FULL_WARP_MASK}, tid / {WARPGROUP_THREADS}, 0)"
     tma3d: bool = False  # some operand has a 3-D tensor map (tma_load_3d)
-    kgrouped: "ckgrouped.KGroupedView | None" = None  # --grouped offs_k: the K tail's zeroing (ptxgen.emit.kgrouped_view)
+    kgrouped: "ckgrouped.KGroupedView | None" = None  # --grouped offs_k: the K tail's zeroing (ptxgen.emit.views.kgrouped_view)
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -181,12 +181,12 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does)."
             if s.block_scaled
             else "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
-            + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.pairmodel) and L2 only." if pair is not None else "")
+            + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.layouts.pairmodel) and L2 only." if pair is not None else "")
             if s.arch is Arch.SM100A
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
-            + (" The grouped walk is checked at L1 (ptxgen.model.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
+            + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
             if kg is None else
-            "L1/L2: the K-grouped walk and K tail are checked by an independent model (ptxgen.model.kgroupmodel), the kernel "
+            "L1/L2: the K-grouped walk and K tail are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
             "compiled and SASS-checked; docs/training.md says what ran on a GPU."
         ),
         grid_doc=grid_doc(plan),

@@ -111,7 +111,7 @@ class Fp8ScaleLoad(Enum):
     warp of the producer warpgroup loads each stage's scales into shared memory beside the stage (counted by its full
     barrier), the consumers read them with ld.shared after the stage has landed; auto (the default): smem where the
     kernel has it (dense, cooperative consumers), else block (TileSpec.scale_load). tma: as smem, but the TMA thread
-    copies each stage's A scales with one 2-D box of a tensor map over scale_a (derive.sfa_tma); the scale warp keeps
+    copies each stage's A scales with one 2-D box of a tensor map over scale_a (derive.scaled.sfa_tma); the scale warp keeps
     only the B scales."""
 
     AUTO = "auto"

@@ -74,7 +74,7 @@ TMA_DATA_TYPE_OF = {
     DType.F16: TmaDataType.FLOAT16,
     DType.BF16: TmaDataType.BFLOAT16,
     DType.TF32: TmaDataType.FLOAT32,  # raw 32-bit words: the inputs are tf32-exact, no conversion wanted
-    DType.F32: TmaDataType.FLOAT32,  # D of the f32 TMA store (derive.epilogue)
+    DType.F32: TmaDataType.FLOAT32,  # D of the f32 TMA store (derive.store.epilogue)
     DType.E4M3: TmaDataType.UINT8,
     DType.E5M2: TmaDataType.UINT8,
     DType.S8: TmaDataType.UINT8,

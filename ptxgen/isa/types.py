@@ -86,7 +86,7 @@ class Consumers(Enum):
 
 
 class EpilogueOrder(Enum):
-    """The order of a persistent cooperative wgmma CTA's consumer warpgroups' epilogues (ptxgen.derive.epiorder)."""
+    """The order of a persistent cooperative wgmma CTA's consumer warpgroups' epilogues (ptxgen.derive.roles.epiorder)."""
 
     NONE = "none"  # each warpgroup runs its epilogue as soon as its MMAs of the tile are complete
     ALTERNATE = "alternate"  # round-robin: warpgroup w after w - 1 of the same tile, warpgroup 0 after the last of the previous
@@ -126,7 +126,7 @@ class Epilogue(Enum):
 
 
 class DMajor(Enum):
-    """How the kernel's M x N result D lies in global memory (ptxgen.derive.output)."""
+    """How the kernel's M x N result D lies in global memory (ptxgen.derive.store.output)."""
 
     N = "n"  # row-major: element (i, j) at i x ldd + j (the rows of D are the kernel's M)
     M = "m"  # column-major: element (i, j) at j x ldd + i; swap-AB's D^T written into a row-major user D
@@ -136,19 +136,19 @@ class Grouping(Enum):
     """Whether a kernel computes one GEMM or a group of them (mixture-of-experts layers)."""
 
     NONE = "none"  # one GEMM
-    OFFS = "offs"  # torch._grouped_mm: A stacked along M, int32 cumulative row ends on the GPU, B of G x N x K (derive.grouped)
+    OFFS = "offs"  # torch._grouped_mm: A stacked along M, int32 cumulative row ends on the GPU, B of G x N x K (derive.roles.grouped)
     OFFS_ROWWISE = "offs_rowwise"  # the same with torch._scaled_grouped_mm's f32 scales: per row of A, per (group, column)
-    OFFS_K = "offs_k"  # torch._grouped_mm's 2-D x 2-D form: groups along K (int32 cumulative K ends), out G x M x N (derive.kgrouped)
+    OFFS_K = "offs_k"  # torch._grouped_mm's 2-D x 2-D form: groups along K (int32 cumulative K ends), out G x M x N (derive.roles.kgrouped)
 
     @property
     def along_m(self) -> bool:
-        """Groups of rows of A (offs and offs_rowwise: derive.grouped), as opposed to groups along K or none."""
+        """Groups of rows of A (offs and offs_rowwise: derive.roles.grouped), as opposed to groups along K or none."""
         return self in (Grouping.OFFS, Grouping.OFFS_ROWWISE)
 
 
 class Batch(Enum):
     """Whether a kernel multiplies one pair of matrices or a batch of them, with the batch as the tensor maps'
-    outer (third) dimension (ptxgen.derive.tma; docs/batched.md)."""
+    outer (third) dimension (ptxgen.derive.operands.tma; docs/batched.md)."""
 
     NONE = "none"  # one GEMM
     A = "a"  # A is B x M x K (3-D map), B is one N x K matrix shared by every batch (2-D map)

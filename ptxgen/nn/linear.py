@@ -8,9 +8,9 @@ import math
 
 import torch
 
-from ..opsref import activation as _torch_activation
-from ..opsref import canonical_activation
-from ..torch_ops import register_torch_ops
+from ..ops.opsref import activation as _torch_activation
+from ..ops.opsref import canonical_activation
+from ..ops.torch_ops import register_torch_ops
 
 register_torch_ops()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def _worker() -> int:
-    from ...derive.spec import TileSpec
+    from ...derive.tile.spec import TileSpec
     from .validate import validate_spec
 
     for line in sys.stdin:

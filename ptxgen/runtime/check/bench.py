@@ -12,8 +12,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from ...derive.kernel import plan_kernel
-from ...derive.spec import TileSpec
+from ...derive.tile.kernel import plan_kernel
+from ...derive.tile.spec import TileSpec
 from ...emit.render import render_kernel
 from ...isa.types import DType, Major
 from ...status import shown

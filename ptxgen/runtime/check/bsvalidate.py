@@ -9,12 +9,12 @@ What the runner does, beyond the dense one (ptxgen.runtime.check.validate):
   Row padding holds the input poison (e4m3/e5m2 NaN; the 6-/4-bit types have no NaN: their largest code).
 * **Scale factors**: random UE8M0 (2^-4..2^4) or UE4M3 (0.25..4) codes, one per V elements of a row along K, put
   into a buffer in CUTLASS's ``Sm1xxBlockScaledConfig`` layout by ptxgen's own layout function
-  (ptxgen.derive.sf_atoms.sf_global_offset: 512-byte atoms of 128 rows x 4 chunks, K first, K padded to 4V); every
+  (ptxgen.derive.scaled.sf_atoms.sf_global_offset: 512-byte atoms of 128 rows x 4 chunks, K first, K padded to 4V); every
   byte that is not a scale factor (rows past M or N, chunks past ceil(K / V), and a tail past the buffer) holds a
   NaN code (UE8M0 0xFF, UE4M3 0x7F): the kernel must never let one reach a product (CUTLASS gets zeros there
   from TMA's out-of-bounds fill; ptxgen's kernel zeroes the chunks past K in shared memory, issue 19 fix 6).
 * **The launch**: the ABI's SFA and SFB pointers through gemm_launches(extra=...).
-* **The reference**: ptxgen.model.mxref, float64 with its own decode tables (OCP MX v1.0, PTX ISA).
+* **The reference**: ptxgen.model.numerics.mxref, float64 with its own decode tables (OCP MX v1.0, PTX ISA).
 
 Tolerance: every product A x SFA x B x SFB is exact in f32 (at most 4 significant bits per factor: e4m3 and e2m3 4,
 e5m2 and e3m2 3, e2m1 2, UE8M0 1, UE4M3 4; exponents inside f32's range for the scales drawn here), so the error is the
@@ -29,13 +29,13 @@ import time
 
 import numpy as np
 
-from ...derive.kernel import plan_kernel
-from ...derive.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
-from ...derive.spec import TileSpec
+from ...derive.tile.kernel import plan_kernel
+from ...derive.scaled.sf_atoms import SF_ATOM_BYTES, sf_global_bytes, sf_global_offset, sf_k_atoms, sf_k_chunks
+from ...derive.tile.spec import TileSpec
 from ...emit.render import render_kernel
 from ...isa.numerics import CODE_DTYPE, poison_code, random_codes, tolerance
 from ...isa.types import Major
-from ...model.mxref import block_scaled_gemm
+from ...model.numerics.mxref import block_scaled_gemm
 from ..launch.errors import ProblemError
 from ..compile.cache import compile_cached
 from ..launch.gpu import Buffer, Kernel, require_gpu, synchronize

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ...model import readmodel
+from ...model.layouts import readmodel
 from ...isa.descriptors import SmemDescriptor
 from ...emit.probe_render import render_probe
-from ...derive.layout import derive
+from ...derive.tile.layout import derive
 from ...isa.numerics import CODE_DTYPE, E4M3, E5M2
-from ...derive.spec import make_spec
+from ...derive.tile.spec import make_spec
 from ...isa.types import Arch, DType, Major, Swizzle
 from ..launch.gpu import Buffer, Kernel, KernelArgs, require_gpu, synchronize
 from ..compile.toolchain import compile_cuda

@@ -2,7 +2,7 @@
 
 One ``cp.async.bulk.tensor.2d`` per case into a zero-filled, 1024-byte-aligned shared-memory image, which
 is then copied out whole and compared byte for byte with the independent TMA write model
-(``ptxgen.model.tmamodel.write``) under both hypotheses of where the swizzle's XOR key comes from:
+(``ptxgen.model.layouts.tmamodel.write``) under both hypotheses of where the swizzle's XOR key comes from:
 
 * ``address``: from the absolute shared-memory address written (bits [7, 10) of it);
 * ``destination``: from the address relative to the copy's destination.
@@ -193,7 +193,7 @@ def global_bytes(case: TmaCase, tensor: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 def model_image(case: TmaCase, tensor: np.ndarray, anchor: str, dst: int | None = None) -> np.ndarray:
     """The write model's image of ``case`` (at destination ``dst``, default the case's)."""
-    from ...model import tmamodel  # the independent write model
+    from ...model.layouts import tmamodel  # the independent write model
 
     dst = case.dst_offset if dst is None else dst
     image = np.zeros(TMA_PROBE_IMAGE_BYTES, dtype=np.uint8)

@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from ...derive.spec import make_spec
+from ...derive.tile.spec import make_spec
 from ...isa.types import Arch
 
 PASS, FAIL, SKIP, NOT_RUN = "PASS", "FAIL", "SKIP", "NOT RUN"
@@ -140,9 +140,9 @@ def _sanitized_exit(kw: dict, m: int, n: int, k: int) -> Callable[[], tuple[str,
 
 def contention_fit(spec, registers: int | None = None) -> tuple[int, int]:
     """(TMEM columns a CTA allocates, CTAs that fit on one SM) from the derived plan (shared memory asked for,
-    threads; derive.tmemfit) and, when known, the register count of the compiled kernel."""
-    from ...derive.kernel import plan_kernel
-    from ...derive.tmemfit import ctas_per_sm
+    threads; derive.roles.tmemfit) and, when known, the register count of the compiled kernel."""
+    from ...derive.tile.kernel import plan_kernel
+    from ...derive.roles.tmemfit import ctas_per_sm
 
     plan = plan_kernel(spec)
     return plan.tmem.columns, ctas_per_sm(plan.abi.dynamic_smem_bytes, plan.pipeline.threads, registers)
@@ -183,7 +183,7 @@ def _nan_padding(cases: tuple[tuple[dict, int, int, int], ...]) -> Callable[[], 
     buffers' padding (and a tail past them) is NaN (UE8M0 0xFF, UE4M3 0x7F); the kernel must zero those chunks
     before the MMA (an e2m1/e4m3 zero times a NaN scale is NaN)."""
     def run() -> tuple[str, str]:
-        from ...derive.sf_atoms import sf_k_atoms, sf_k_chunks
+        from ...derive.scaled.sf_atoms import sf_k_atoms, sf_k_chunks
         from .bsvalidate import vec_of
         from .validate import validate_spec
 

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from ...derive.kernel import plan_kernel
-from ...derive.spec import TileSpec
+from ...derive.tile.kernel import plan_kernel
+from ...derive.tile.spec import TileSpec
 from ...emit.render import render_kernel
 from ...isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
 from ..compile.cache import compile_cached
@@ -45,7 +45,7 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     out_bytes = spec.out_dtype.bytes
     code = CODE_DTYPE[out_bytes]
     poison = poison_code(spec.out_dtype.value)
-    m_major = spec.d_major.value == "m"  # D's memory: rows of ldd elements, one per column of D (derive.output)
+    m_major = spec.d_major.value == "m"  # D's memory: rows of ldd elements, one per column of D (derive.store.output)
     d_rows = p.n + spec.bn if m_major else p.m + spec.bm
     kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
     reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None  # split-K's second kernel

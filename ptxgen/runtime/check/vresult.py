@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...derive.spec import TileSpec
+from ...derive.tile.spec import TileSpec
 from ...isa.numerics import decode, input_poison_code
 from ...isa.types import Major
 from ..launch.gpu import Device, NoGPU

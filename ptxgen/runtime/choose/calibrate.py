@@ -126,8 +126,8 @@ def point_spec(p: Point):
 
 
 def _compile_one(spec_json: dict) -> str:
-    from ...derive.kernel import plan_kernel
-    from ...derive.spec import TileSpec
+    from ...derive.tile.kernel import plan_kernel
+    from ...derive.tile.spec import TileSpec
     from ...emit.render import render_kernel
     from ..compile.cache import compile_cached
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ...derive.spec import TileSpec, make_spec
+from ...derive.tile.spec import TileSpec, make_spec
 from ...isa.types import DType, Epilogue, SpecError
 
 COST_FAMILY = {"bf16": "16bit", "f16": "16bit", "e4m3": "e4m3"}  # input type -> the family whose constants it uses

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ...derive.spec import TileSpec
+from ...derive.tile.spec import TileSpec
 from ...isa.types import Cluster, Consumers, Epilogue, Schedule
 
 SM_COUNT = 132  # the H200's multiprocessors: the shipped table is the H200's

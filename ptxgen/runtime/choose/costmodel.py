@@ -19,7 +19,7 @@ the ``16bit`` and ``e4m3`` families of a calibration (``calibration``; the H200'
 tools/exp_cost_e4m3.py calibrate; FP8 does twice the MMA work per byte of K, so no constant carries over).
 
 Stream-K (``best_streamk``): a persistent cooperative kernel with BM <= 128 may split its last, partial round along K
-(ptxgen.derive.streamk); its time is the full rounds as above plus one round of per_tile + ceil(T / S) K-tiles + S
+(ptxgen.derive.store.streamk); its time is the full rounds as above plus one round of per_tile + ceil(T / S) K-tiles + S
 partial tiles of f32 through one SM (STREAMK_SM_BYTES_PER_US). ``rank(..., stream_k=True)`` ranks such a kernel by
 that time where it is STREAMK_MIN_GAIN faster than the kernel whole.
 
@@ -63,9 +63,9 @@ def predict_us(c: Candidate, costs: Costs, m: int, n: int, k: int, *, off_sector
     return max(time_terms_us(c, costs, m, n, k, off_sector=off_sector, sm_count=sm_count, element_bytes=element_bytes))
 
 
-# -- stream-K for the last wave (ptxgen.derive.streamk) -----------------------------------------------------------------
-STREAMK_MAX_SPLITS = 16  # the most splits the model considers (derive.rules.MAX_STREAM_K)
-STREAMK_MIN_K_TILES = 4  # derive.streamk.MIN_K_TILES_PER_SPLIT
+# -- stream-K for the last wave (ptxgen.derive.store.streamk) -----------------------------------------------------------------
+STREAMK_MAX_SPLITS = 16  # the most splits the model considers (derive.tile.rules.MAX_STREAM_K)
+STREAMK_MIN_K_TILES = 4  # derive.store.streamk.MIN_K_TILES_PER_SPLIT
 # One SM's f32 partial-tile traffic to and from L2, bytes per microsecond. ASSUMED, not fitted (no stream-K kernel had
 # run when it was written): about 100 GB/s per SM, the order of 64 B a clock per SM at 1.7 GHz. Run 1 of
 # 2026-12-01-streamk measured the split round within 2x of it (docs/performance.md, "Stream-K for the last wave").
@@ -82,7 +82,7 @@ class StreamKPrediction:
 
 
 def streamk_cap(items: int, clusters: int, k_tile_count: int, max_splits: int) -> tuple[int, int]:
-    """(S, L) as the kernel computes them (derive.streamk.StreamKPlan.layout) for at most ``max_splits`` splits."""
+    """(S, L) as the kernel computes them (derive.store.streamk.StreamKPlan.layout) for at most ``max_splits`` splits."""
     last = items % clusters
     s = min(max_splits, clusters // last, k_tile_count // STREAMK_MIN_K_TILES) if last else 1
     return (s, last) if s >= 2 else (1, last)
@@ -94,7 +94,7 @@ def predict_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, max_spli
     :func:`time_terms_us`, then one round of per_tile + ceil(T / S) K-tiles + the fixup: each split z > 0 stores a
     BM x BN f32 tile, its owner reads S - 1 of them (at STREAMK_SM_BYTES_PER_US per SM)."""
     items = tile_grid(m, n, c.bm, c.bn, c.cluster_m) // c.cluster_m
-    # the persistent grid never exceeds the items (derive.abi.KernelABI.grid): with fewer items than clusters there is no
+    # the persistent grid never exceeds the items (derive.tile.abi.KernelABI.grid): with fewer items than clusters there is no
     # last partial round to split (run 2 timed 838 x 1309 x 8000's 42 tiles split "3 ways" by an earlier model: 1.9x slower)
     clusters = min(items, sm_count * costs.slots_per_sm // c.cluster_m)
     t = k_tiles(k, element_bytes)

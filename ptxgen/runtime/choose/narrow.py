@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...derive.spec import TileSpec
+from ...derive.tile.spec import TileSpec
 from ...isa.types import Cluster, Consumers, Epilogue, Schedule
 from . import rules
 from .candidates import BY_NAME, Candidate

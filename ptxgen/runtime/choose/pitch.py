@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...derive.spec import TileSpec
+from ...derive.tile.spec import TileSpec
 from ...isa.tensormap import L2_SECTOR_BYTES
 from ...isa.types import Cluster, Consumers, Schedule, SpecError
 from .choice import Choice

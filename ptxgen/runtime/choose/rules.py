@@ -42,7 +42,7 @@ SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this mu
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
 # Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
-# chunk: derive.epilogue) instead of one 2-byte store per element. On since 2026-12-01
+# chunk: derive.store.epilogue) instead of one 2-byte store per element. On since 2026-12-01
 # (runs/2026-12-01-gpu-tier-swap-tmastore, tools/bench_mstore.py): faster on all five swapped shapes, TMA/direct time 0.951-0.998
 # (geomean 0.982; 333 x 8192 x 8192: 67.9 -> 64.5 us), outputs bitwise equal; the gpu tests passed with it on. The
 # staging buffers may cost a stage (128 x 168: 6 -> 5; measured with it). False: the direct stores.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...derive.spec import TileSpec
+from ...derive.tile.spec import TileSpec
 from ...isa.types import DMajor, Epilogue, SpecError
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from . import rules

@@ -11,7 +11,7 @@ import dataclasses
 import json
 from importlib import resources
 
-from ...derive.spec import TileSpec, make_spec
+from ...derive.tile.spec import TileSpec, make_spec
 from ...isa.types import Epilogue, SpecError
 from ...outputs import read_text
 from ...status import SettingError, shown

@@ -5,7 +5,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
 ``tuned``        the shape is in the tuning table: its measured winner.
 ``swap-ab``      M <= ``rules.SWAP_AB_MAX_M`` (64) against weights N x K >= ``rules.SWAP_AB_MIN_WEIGHT`` (4096 x 4096) on sm_90a, bf16/f16
                  and e4m3: the kernel computes D^T = B A^T (the weights' N rows take the MMA's M, the few rows of A a
-                 BN of M rounded up to 8) and stores it M-major (``--d-major m``, ``derive.output``) into the row-major
+                 BN of M rounded up to 8) and stores it M-major (``--d-major m``, ``derive.store.output``) into the row-major
                  D; the caller swaps the operands (``Choice.swap_ab``). One CTA per BM x BN tile, no split of K; BM 64
                  or 128, whichever gives the most CTAs in one wave (``swap.swap_ab_tile``), and only where they fill at least
                  ``rules.SWAP_AB_MIN_FILL`` (40%) of the SMs. Measured on the H200 (runs/2026-12-01-swapab-small-m run 1,
@@ -35,7 +35,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  cluster multicasting B (``narrow.SMALL_N_WIDE_KERNEL``), since each M-tile otherwise reads all of B
                  from L2 again (H100, runs/2026-12-06-h100-small-n: 12453 x 120 x 14800 0.735 -> 1.017 of cuBLAS).
 ``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``rules.SPLIT_MIN_WEIGHT``: the same tile
-                 with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.splitk``),
+                 with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.store.splitk``),
                  S the largest that keeps the CTAs in one wave with at least ``rules.SPLIT_MIN_K_TILES`` K-tiles a split.
                  Measured on the H200 (docs/performance.md, run 27): 0.74-0.99 -> 0.98-1.43 on the decode shapes
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
@@ -63,11 +63,11 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  loss). ``rules.SWAP_FIT_RULE``
                  turns it off.
 ``+stream-k``    (after ``cost-model``, 16-bit and e4m3 inputs) the cost model ranked each persistent cooperative kernel also
-                 with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.streamk``,
+                 with its last, partial round of tiles split along K over the otherwise idle CTAs (``derive.store.streamk``,
                  ``costmodel.best_streamk``; that form counts where it is predicted ``STREAMK_MIN_GAIN`` faster), and
                  the pick is such a form. Measured on the H200 (docs/performance.md, "Stream-K for the last wave", runs
                  1-2 of 2026-12-01-streamk). ``rules.STREAM_K_RULE`` turns it off. ``ptxgen bench`` and ``ptxgen.gemm`` run
-                 it (gemm: a workspace per device and stream, ``api.launchplan.streamk_workspace``). e4m3 (``rules.STREAM_K_FAMILIES``)
+                 it (gemm: a workspace per device and stream, ``api.launch.launchplan.streamk_workspace``). e4m3 (``rules.STREAM_K_FAMILIES``)
                  from runs/2026-12-01-swapab-small-m run 1: 5120^3 224.0 -> 207.7 us (0.94 -> 1.02 of torch._scaled_mm),
                  5120 x 5120 x 5008 206.6 -> 198.2 us, 1504 x 9008 x 3024 77.9 -> 77.1 us. For e4m3 a stream-K form
                  must beat the whole kernels beyond the tie tolerance (``rules.STREAM_K_WHOLE_FIRST``): at 3008 x 7008 x 5008
@@ -89,7 +89,7 @@ the same process (runs/2026-12-01-fp8-shapes run 2). No small-n rule for e4m3. R
 cluster through the e4m3 cost table's measured off-sector factors (the cost-model rule), not through nearest-fit.
 
 Operand rows that do not start on a 32-byte L2 sector (K x element bytes not a multiple of 32 with tight rows):
-their tensor maps take 128-byte L2 promotion at launch (``derive.tma.l2_promotion_for_rows``), and a persistent
+their tensor maps take 128-byte L2 promotion at launch (``derive.operands.tma.l2_promotion_for_rows``), and a persistent
 cooperative kernel runs in a 2x1 cluster that multicasts B (``+off-sector`` in ``chosen_by``).
 """
 
@@ -99,7 +99,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ...derive.spec import TileSpec, make_spec
+from ...derive.tile.spec import TileSpec, make_spec
 from ...isa.types import DType, SpecError
 from . import rules
 from .calibration import calibration_for

@@ -17,9 +17,9 @@ from ...emit.generated import (
 )
 from ...emit.render import render_kernel
 from ...outputs import read_text
-from ...emit.svg import layout_svg
-from ...derive.layout import TileLayout, derive
-from ...derive.spec import TileSpec
+from ...emit.pictures.svg import layout_svg
+from ...derive.tile.layout import TileLayout, derive
+from ...derive.tile.spec import TileSpec
 from .ptxorder import pair_alloc_order_problems
 from .sass import SassReport, check_sass
 from .cache import toolchain_id

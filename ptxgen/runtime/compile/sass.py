@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...derive.kernel import plan_kernel
-from ...derive.spec import TileSpec
+from ...derive.tile.kernel import plan_kernel
+from ...derive.tile.spec import TileSpec
 from ...isa.types import Arch, Epilogue, Loader
 from .toolchain import run_tool
 
@@ -130,10 +130,10 @@ def check_sass(
     bfp8 = plan_kernel(spec).block_fp8
     halves = 1 if bfp8 is None else bfp8.halves
     # --fp8-overlap halves / interleave: two column halves' MMAs per K block; with halves K block 0's issued before
-    # the loop (derive.blockfp8 BlockFp8Plan.peeled)
+    # the loop (derive.scaled.blockfp8 BlockFp8Plan.peeled)
     expected *= halves
     outside = expected if bfp8 is not None and bfp8.peeled else 0
-    # a K loop unrolled u times (derive.blockfp8 k_loop_unroll): u K-tiles' MMAs in the loop, u - 1 in the remainder
+    # a K loop unrolled u times (derive.scaled.blockfp8 k_loop_unroll): u K-tiles' MMAs in the loop, u - 1 in the remainder
     unroll = 1 if bfp8 is None else bfp8.k_loop_unroll
     outside += expected * (unroll - 1)
     expected *= unroll

@@ -143,7 +143,7 @@ def compile_and_check(toolchain: Toolchain, specs, workdir: Path, sources: dict[
     on the cubin."""
     import re
 
-    from ...derive.layout import derive
+    from ...derive.tile.layout import derive
     from ...emit.render import render_kernel
     from .sass import check_sass
     from .toolchain import compile_cuda, nvrtc_version, run_tool

@@ -1,4 +1,4 @@
-/* ptxgen.runtime._launcher: the compiled hot path of a prepared launch (see ptxgen.api.launchplan.Launch). This
+/* ptxgen.runtime._launcher: the compiled hot path of a prepared launch (see ptxgen.api.launch.launchplan.Launch). This
  * file is the module: its functions (set_tensor_type, set_meta_reader, forget_tables, ...; torch_key, hot_kernel,
  * hot_gemm and read_meta come from _launcher_hot.c), the state they set, and its init, which makes the types
  * Launcher (_launcher_type.c), Hot and KernelBase (_launcher_hottypes.c). What the files share, and which file

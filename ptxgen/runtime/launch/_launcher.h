@@ -14,7 +14,7 @@
  * name declared here is hidden (LAUNCHER_INTERNAL), so no call goes through the PLT and no global through the GOT,
  * and the one symbol the .so exports is PyInit__launcher. The small helpers every file uses are static inline here.
  *
- * A Launcher holds what ptxgen.api.launchplan.Launch prepared once per dispatch key: the CUfunction, grid,
+ * A Launcher holds what ptxgen.api.launch.launchplan.Launch prepared once per dispatch key: the CUfunction, grid,
  * block, dynamic shared bytes and the address of the pre-packed parameter block (the void** array that
  * cuLaunchKernel reads, owned by a runtime.params.ParamBlock this object keeps alive), plus, for each of the
  * three operands A, B, D, where its pointer goes in that block: a raw 8-byte pointer parameter, or a 128-byte

@@ -10,7 +10,7 @@
  * object's identity says nothing about its shape (resize_, as_strided_, set_ keep it). Where the metadata reader
  * is set (set_meta_reader), the remembered hit's metadata is compared as bytes instead of the getters' values.
  *
- * A table that loses entries (LaunchTable.clear/pop/del: ptxgen.api.launchplan) calls forget_tables(): every
+ * A table that loses entries (LaunchTable.clear/pop/del: ptxgen.api.launch.launchplan) calls forget_tables(): every
  * remembered hit made before it is dropped (a global generation count), so no call reaches a Launch its table let go.
  *
  * hot_kernel and hot_gemm are the module-level hot calls that keep nothing between calls (key, lookup, launch).
@@ -87,7 +87,7 @@ static int key_part(PyObject *t, Py_ssize_t at, PyObject *x) {
     return 0;
 }
 
-/* The same tuple as ptxgen.api.launchplan.torch_key(a, b, out). */
+/* The same tuple as ptxgen.api.launch.launchplan.torch_key(a, b, out). */
 PyObject *torch_key(PyObject *a, PyObject *b, PyObject *out) {
     int with_out = out != Py_None;
     PyObject *t = PyTuple_New(with_out ? 12 : 8);

@@ -45,7 +45,7 @@ class _CtypesDriver:
         self._encode.argtypes = [vp, ctypes.c_int, u32, vp, vp, vp, vp, vp, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         self._out = (ctypes.c_ubyte * (TENSOR_MAP_BYTES + 64))()
         self._out_addr = ctypes.addressof(self._out) + (-ctypes.addressof(self._out) % 64)
-        # stream-K's workspace (api.launchplan.streamk_workspace): is a stream capturing, and its flags zeroed in stream order
+        # stream-K's workspace (api.launch.launchplan.streamk_workspace): is a stream capturing, and its flags zeroed in stream order
         self._is_capturing = lib.cuStreamIsCapturing
         self._is_capturing.restype = ctypes.c_int
         self._is_capturing.argtypes = [vp, ctypes.POINTER(ctypes.c_int)]

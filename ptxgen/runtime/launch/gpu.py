@@ -237,7 +237,7 @@ class Buffer:
 
 class Kernel:
     """A cubin loaded into the current context (the caller makes the device's primary context current:
-    ``api.streams.on_device``), one entry point, its dynamic shared memory set."""
+    ``api.launch.streams.on_device``), one entry point, its dynamic shared memory set."""
 
     def __init__(self, cubin: bytes, name: str, dynamic_smem: int):
         cu = _driver()

@@ -1,4 +1,4 @@
-"""Launching a grouped GEMM (ptxgen.derive.grouped): problem checks, arguments in ABI order, the grid.
+"""Launching a grouped GEMM (ptxgen.derive.roles.grouped): problem checks, arguments in ABI order, the grid.
 
 Nothing here reads ``offs``: the host knows M_total (A's rows), N, K and G (B's groups), and the kernel finds
 each group's rows on the GPU. The tensor maps: A over M_total x K, a K-major B over its (G x N) x K rows (one
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...derive.kernel import KernelPlan
+from ...derive.tile.kernel import KernelPlan
 from ...isa.types import Grouping, Major
 from .gpu import KernelArgs
 from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
@@ -76,7 +76,7 @@ def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
             errs.append(f"ldb_group={p.ldb_group} is smaller than K x ldb = {p.k} x {p.ldb}: the groups' weights overlap")
         if p.ldb_group * esize % ROW_ALIGN_BYTES:
             errs.append(f"ldb_group={p.ldb_group} x {esize} B is not a multiple of 16 B (the 3-D map's group stride)")
-    if spec.fp8_blocks.value != "none":  # the block scales' strides (ptxgen.api.groupedbind.bind_block_scales)
+    if spec.fp8_blocks.value != "none":  # the block scales' strides (ptxgen.api.arrays.groupedbind.bind_block_scales)
         kb, nb = -(-p.k // 128), -(-p.n // 128)
         if p.lds_a < p.m or p.lds_b < kb or p.lds_b_group < nb * p.lds_b:
             errs.append(f"block scales need lds_a >= M ({p.lds_a} < {p.m}?), lds_b >= ceil(K/128) ({p.lds_b} < {kb}?) and "

@@ -1,4 +1,4 @@
-"""Launching a K-grouped GEMM (ptxgen.derive.kgrouped, ``--grouped offs_k``): problem checks and the grid.
+"""Launching a K-grouped GEMM (ptxgen.derive.roles.kgrouped, ``--grouped offs_k``): problem checks and the grid.
 
 The problem is a :class:`~ptxgen.runtime.launch.grouped.GroupedProblem` read this way: ``m`` and ``n`` the rows of A
 and B (the output of every group is M x N), ``k`` = K_total (the maps' K extent), ``groups`` = G, ``lda`` / ``ldb``
@@ -9,7 +9,7 @@ stride between rows of each out[g] (out[g] at D + g M ldd). The parameter block 
 
 from __future__ import annotations
 
-from ...derive.kernel import KernelPlan
+from ...derive.tile.kernel import KernelPlan
 from ...isa.types import Grouping, Major
 from .grouped import GRID_HEADROOM, GroupedProblem
 from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError

@@ -1,7 +1,7 @@
 """Launching a generated GEMM: problem checks, argument marshalling from the kernel ABI, grid and block.
 
 Shared by both architectures and loaders: the parameters, grid, block and shared-memory bytes all come
-from the kernel's ABI (``ptxgen.derive.abi``), declared once. Everything here but ``encode`` (the
+from the kernel's ABI (``ptxgen.derive.tile.abi``), declared once. Everything here but ``encode`` (the
 driver's tensor-map encoder) runs on a CPU.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...derive.abi import SFA_MAP
-from ...derive.kernel import KernelPlan
-from ...derive.spec import TileSpec
-from ...derive.tma import l2_promotion_for_rows
+from ...derive.tile.abi import SFA_MAP
+from ...derive.tile.kernel import KernelPlan
+from ...derive.tile.spec import TileSpec
+from ...derive.operands.tma import l2_promotion_for_rows
 from ...isa.types import DMajor, Loader, Major
 from .errors import ProblemError
 from .gpu import KernelArgs
@@ -130,7 +130,7 @@ def problem_errors(spec: TileSpec, p: Problem) -> list[str]:
         elif ld * spec.operand_dtype(name).bytes % align:
             esize = spec.operand_dtype(name).bytes
             errs.append(f"ld{name}={ld} x {esize} B is not a multiple of {align} B: every row must start {align}-byte aligned ({rule})")
-    if spec.d_major is DMajor.M:  # M-major D (derive.output): columns ldd elements apart, one store per element
+    if spec.d_major is DMajor.M:  # M-major D (derive.store.output): columns ldd elements apart, one store per element
         if p.ldd < p.m:
             errs.append(f"ldd={p.ldd} is smaller than M={p.m} (D is M-major: element (i, j) at j x ldd + i)")
         elif spec.epilogue.value == "tma" and p.ldd * spec.out_dtype.bytes % ROW_ALIGN_BYTES:
@@ -190,7 +190,7 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None, extra: dict | None = None) -> KernelArgs:
     """The kernel's arguments in ABI order. ``encode`` turns tensor-map arguments into the 128-byte map
     (default: the driver's encoder, ptxgen.runtime.launch.tensormap.encode). ``extra``: the fused epilogue's arguments
-    by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.fusion.chain_params), block-scaled
+    by ABI name (alpha, beta, C, ldc, BIAS, RES, ldr, SCALE, AMAX; ptxgen.derive.store.fusion.chain_params), block-scaled
     FP8's (SFA, SFB, lds_a, lds_b) and the block-scaled kinds' (SFA, SFB: ptxgen.runtime.check.bsvalidate)."""
     extra = extra or {}
     own = {"A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd", "batch", "ldd_batch"}
@@ -222,7 +222,7 @@ def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, 
 def map_args(plan: KernelPlan, operand: str, ptr: int, p: Problem):
     """The encode arguments of tensor-map parameter ``tmap_<operand>`` for problem ``p`` (every launch path builds
     its maps here): the plan's map, with the operands' L2 promotion following their row pitch
-    (derive.tma.l2_promotion_for_rows)."""
+    (derive.operands.tma.l2_promotion_for_rows)."""
     from .tensormap import tensormap_args
 
     tma = plan.tma_plan(operand)
@@ -250,10 +250,10 @@ def _driver_encode():
 
 
 def sfa_map_args(plan: KernelPlan, ptr: int, lds_a: int, p: Problem):
-    """--fp8-scale-load tma: the encode arguments of scale_a's map (derive.sfa_tma): dims (M, ceil(K / 128)), rows
+    """--fp8-scale-load tma: the encode arguments of scale_a's map (derive.scaled.sfa_tma): dims (M, ceil(K / 128)), rows
     ``lds_a`` floats apart. Raises ProblemError when TMA cannot take it (scale_a not 16-byte aligned, lds_a x 4 B not a
     multiple of 16 B: M % 4 != 0 in torch's layout), before any launch."""
-    from ...derive.blockfp8 import BLOCK_K
+    from ...derive.scaled.blockfp8 import BLOCK_K
     from .tensormap import tensormap_args
 
     tma = plan.tma_plan("sfa")
@@ -265,11 +265,11 @@ def sfa_map_args(plan: KernelPlan, ptr: int, lds_a: int, p: Problem):
                            f"--fp8-scale-load smem (any M). {e}") from None
 
 
-C_MAP = "tmap_c"  # the fused epilogue's C read through TMA (derive.fusion.chain_params)
+C_MAP = "tmap_c"  # the fused epilogue's C read through TMA (derive.store.fusion.chain_params)
 
 
 def c_map_args(plan: KernelPlan, ptr: int, ldc: int, p: Problem):
-    """The encode arguments of C's tensor map (--fuse c=tma, derive.cload): M x N, rows ``ldc`` elements apart, at ``ptr``."""
+    """The encode arguments of C's tensor map (--fuse c=tma, derive.store.cload): M x N, rows ``ldc`` elements apart, at ``ptr``."""
     from .tensormap import tensormap_args
 
     return tensormap_args(plan.tma_plan("c"), ptr, (p.n, p.m), ldc)
@@ -309,7 +309,7 @@ def streamk_items(plan: KernelPlan, p: Problem) -> int:
 
 def streamk_zero_bytes(plan: KernelPlan) -> int:
     """Bytes at the start of a stream-K workspace that must be zero before the first launch (the flags)."""
-    from ...derive.streamk import FLAG_REGION_BYTES
+    from ...derive.store.streamk import FLAG_REGION_BYTES
 
     return FLAG_REGION_BYTES if plan.stream_k is not None else 0
 
@@ -338,7 +338,7 @@ def gemm_launches(plan: KernelPlan, kernel, reduce_kernel, a_ptr: int, b_ptr: in
     if plan.split is None:
         grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
         if plan.stream_k is not None:  # the owners wait for other CTAs: every CTA of the grid must be resident at once
-            from ...derive.streamk import MAX_GRID_CTAS
+            from ...derive.store.streamk import MAX_GRID_CTAS
 
             if not plan.abi.persistent or grid[0] > min(sm_count, MAX_GRID_CTAS):
                 raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {grid[0]} CTAs on {sm_count} SMs could "

@@ -1,4 +1,4 @@
-"""Building a TMA tensor map (``CUtensorMap``) from a derived :class:`~ptxgen.derive.tma.TmaPlan`.
+"""Building a TMA tensor map (``CUtensorMap``) from a derived :class:`~ptxgen.derive.operands.tma.TmaPlan`.
 
 :func:`tensormap_args` is pure Python: it fills in the pointer, the problem extents and the row
 stride, and checks every rule of ``cuTensorMapEncodeTiled`` that can be checked without a driver,

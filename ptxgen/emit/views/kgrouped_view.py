@@ -1,0 +1,120 @@
+"""C for the K-grouped GEMM (ptxgen.derive.roles.kgrouped): the item's group and K range, and the K tail's zeroing.
+
+Rendered from the plan and the operands' shared-memory layouts; the templates paste these lines. The zeroing walks
+each operand stage's 16-byte cells with the loader's own cell map (``cexpr.linear_offset_c_expr`` and
+``swizzle_c_expr``, the same expressions the cp.async loader writes through), so it zeroes exactly where TMA put
+the K indices past the group's end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...derive.roles.kgrouped import KGroupedPlan
+from ...derive.operands.operand import OperandLayout
+from ...isa.types import Major
+from ..cexpr import linear_offset_c_expr, swizzle_c_expr
+from .schedule_view import BATCH
+
+TAIL_BARRIER = 1  # the named barrier the consumer warpgroups meet at after zeroing (0 is __syncthreads)
+
+
+@dataclass(frozen=True)
+class KGroupedView:
+    helpers: str  # shared-memory zero stores
+    tail: tuple[str, ...]  # C statements after full[s] of K-tile kt, before the MMAs read stage s
+    doc: str
+
+
+def tile_k_c(plan: KGroupedPlan) -> tuple[str, ...]:
+    """The item's K range, its K-tiles' base and trip count (after batched_tile_coords_c defined the group ``bz``):
+    group_k, k_base and k_trips of the plan."""
+    g, bk = BATCH, plan.bk
+    base = "k_start" if plan.k_align == 1 else f"k_start - k_start % {plan.k_align}"
+    return (
+        f"const int k_start = {g} == 0 ? 0 : min(max(offs[{g} - 1], 0), K);  // the group's K range, read on the device",
+        f"const int k_end = min(max(offs[{g}], k_start), K);  // untrusted offs: clamped into [k_start, K]",
+        f"const int k_base = {base};  // the first K-tile's box start",
+        f"const int num_k_tiles = k_end > k_start ? (k_end - k_base + {bk - 1}) / {bk} : 0;  // both roles: the same trip count",
+        "const int k_head = k_start - k_base;  // offsets of the first K-tile below the group (the previous group's)",
+        f"const int k_valid_last = k_end - k_base - (num_k_tiles - 1) * {bk};  // offsets of the last K-tile inside the group",
+        "(void)k_head;",
+        "(void)k_valid_last;",
+    )
+
+
+def k0_c(plan: KGroupedPlan) -> str:
+    return f"k_base + kt * {plan.bk}"
+
+
+def d_base_c(out_bytes: int) -> str:
+    """out[g] = D + g M ldd elements."""
+    return f"(D + static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>(ldd) * {out_bytes}u)"
+
+
+def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int) -> tuple[str, ...]:
+    """Zero the cells (elements) of operand ``op``'s stage at ``stage`` whose K offset in the box is outside
+    [z_lo, z_hi)."""
+    st = op.store
+    cells = st.rows * st.cols
+    per_cell = 16 // esize
+    head = (
+        f"for (int cell = tid; cell < {cells}; cell += {threads}) {{  // {op.name.upper()}: {st.rows} x {st.cols} cells of 16 B",
+        f"  const unsigned row = static_cast<unsigned>(cell) / {st.cols}u, col = static_cast<unsigned>(cell) % {st.cols}u;",
+        f"  const unsigned linear = {linear_offset_c_expr(st)};",
+        f"  const unsigned dst = {stage} + {swizzle_c_expr(st)};",
+    )
+    if op.major is Major.MN:  # a cell row is one K row: whole cells
+        body = ("  if (static_cast<int>(row) < z_lo || static_cast<int>(row) >= z_hi) st_shared_zero16(dst);",)
+    else:  # a cell holds per_cell consecutive K offsets: whole cells outside, element by element where the window cuts one
+        body = (
+            f"  const int kc = static_cast<int>(col) * {per_cell};",
+            f"  if (kc + {per_cell} <= z_lo || kc >= z_hi) {{",
+            "    st_shared_zero16(dst);",
+            f"  }} else if (kc < z_lo || kc + {per_cell} > z_hi) {{",
+            f"    for (int e = 0; e < {per_cell}; ++e)",
+            f"      if (kc + e < z_lo || kc + e >= z_hi) st_shared_zero{esize}(dst + static_cast<unsigned>(e) * {esize}u);",
+            "  }",
+        )
+    return head + body + ("}",)
+
+
+def tail_c(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes: int, b_stage_bytes: int,
+           consumer_threads: int, esize: int) -> tuple[str, ...]:
+    zero_a = _zero_loop_c(a, "a_zero", consumer_threads, esize)
+    zero_b = _zero_loop_c(b, "b_zero", consumer_threads, esize)
+    bk = plan.bk
+    cond = f"kt == num_k_tiles - 1 && k_valid_last < {bk}" if plan.k_align == 1 else \
+        f"(kt == num_k_tiles - 1 && k_valid_last < {bk}) || (kt == 0 && k_head > 0)"
+    return (
+        f"if ({cond}) {{",
+        "  // The box holds another group's K rows (TMA clips at K_total only): zero them before the MMA.",
+        "  const int z_lo = kt == 0 ? k_head : 0;  // the group's offsets in this box: [z_lo, z_hi)",
+        f"  const int z_hi = kt == num_k_tiles - 1 ? k_valid_last : {bk};",
+        f"  const unsigned a_zero = smem_a + static_cast<unsigned>(s) * {a_stage_bytes}u;",
+        f"  const unsigned b_zero = smem_b + static_cast<unsigned>(s) * {b_stage_bytes}u;",
+        *("  " + line for line in zero_a),
+        *("  " + line for line in zero_b),
+        "  fence_proxy_async();  // the generic-proxy zeros, visible to wgmma (async proxy)",
+        f"  named_barrier_sync({TAIL_BARRIER}, {consumer_threads});  // every consumer thread's zeros are written",
+        "}",
+    )
+
+
+HELPERS = """// Zero stores into shared memory (the K-grouped kernel's K tail, ptxgen.derive.roles.kgrouped).
+__device__ __forceinline__ void st_shared_zero16(unsigned addr) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
+}
+__device__ __forceinline__ void st_shared_zero2(unsigned addr) {
+  asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(static_cast<unsigned short>(0)) : "memory");
+}"""
+
+
+def kgrouped_view(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes: int, b_stage_bytes: int,
+                  consumer_threads: int, esize: int) -> KGroupedView:
+    return KGroupedView(
+        helpers=HELPERS,
+        tail=tail_c(plan, a, b, a_stage_bytes, b_stage_bytes, consumer_threads, esize),
+        doc=(f"K-grouped GEMM (torch._grouped_mm 2-D x 2-D): items G x tiles_m x tiles_n; each reads its group's K range "
+             f"from offs and takes ceil((k_end - k_base) / {plan.bk}) K-tiles; other groups' K rows in a box are zeroed in shared memory"),
+    )

@@ -1,0 +1,46 @@
+"""Bridge: the fused epilogue's thread loads and amax reduction (ptxgen.derive.store.fusion) against the independent
+model (ptxgen.model.layouts.epimodel, with the fragment maps of ptxgen.model.layouts.fragmodel).
+
+For every thread of a wgmma consumer warpgroup (one 64-row slab) or of the four tcgen05 epilogue warps (every
+32x32b chunk of the tile), the plan's loads of each operand run on random distinct arrays; each accumulator
+register must receive exactly the operand element that its output element needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..layouts import epimodel
+from ...derive.store.fusion import ChainPlan
+
+WARPS = 4
+
+
+def check_chain_plan(plan: ChainPlan, seed: int = 0, chunk: int = 32, loads=None) -> list[str]:
+    """Problems (empty when every register gets its element and every amax its max). ``loads`` replaces
+    ``plan.loads`` (the controls pass a wrong one)."""
+    loads = loads or plan.loads
+    rng = np.random.default_rng(seed)
+    chain = plan.chain.to_json()
+    wg = plan.family == "wgmma"
+    rows = 64 if wg else plan.bm
+    problems: list[str] = []
+    for operand in plan.chain.operands():
+        arrays = {operand: epimodel.random_operand(chain, operand, rows, plan.bn, rng)}
+        for warp in range(WARPS):
+            for lane in range(32):
+                if wg:
+                    js = [l.to_json() for l in loads(operand, warp, lane)]
+                    problems += epimodel.check_thread(chain, "wgmma", operand, warp, lane, plan.bn // 2, js, arrays)
+                else:
+                    for col0 in range(0, plan.bn, chunk):
+                        js = [l.to_json() for l in loads(operand, warp, lane, col0, chunk)]
+                        problems += epimodel.check_thread(chain, "tcgen05", operand, warp, lane, chunk, js, arrays, col0, plan.bm)
+                if len(problems) > 20:
+                    return problems
+    if plan.amax is not None:
+        a = plan.amax
+        problems += epimodel.check_amax(plan.family, a.per_row, a.xor_masks,
+                                        lambda w, l: a.written_rows(plan.family, plan.bm, w, l), rows, plan.bn, WARPS,
+                                        plan.bm, chunk)
+    return problems

@@ -1,0 +1,5 @@
+"""Independent models of where each element goes (they import nothing of ptxgen but each other): what an MMA reads
+through a descriptor (``readmodel``) and from a CTA pair (``pairmodel``), what a TMA copy writes (``tmamodel``), the
+register <-> matrix maps of the fragments (``fragmodel``), where the direct stores put D (``outmodel``), where a fused
+epilogue's operands come from (``epimodel``), the grouped GEMM's work (``groupmodel``) and the attention forward's
+layouts and orders (``attnmodel``)."""

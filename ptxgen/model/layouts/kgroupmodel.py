@@ -1,0 +1,115 @@
+"""An independent model of the K-grouped GEMM (``torch._grouped_mm``'s 2-D x 2-D form): which K rows each output
+element reads per group, and what the K tail's zeroing must leave in a shared-memory stage.
+
+Imports nothing from ptxgen but its sibling :mod:`ptxgen.model.layouts.tmamodel` (the TMA writer's own model). The
+convention it checks against: group g owns K indices ``offs[g - 1] .. offs[g] - 1`` (``offs[-1] = 0``) and
+``out[g] = a[:, K of g] @ b[:, K of g]^T`` (G x M x N); an empty group's ``out[g]`` is zero.
+
+* :func:`k_rows_read`: given a group's K-tiles as the kernel takes them (box start k0, and the window [lo, hi) of
+  box offsets kept) and the tile depth BK, the K indices whose A and B values enter ``out[g]``: a TMA box reads
+  ``k0 .. k0 + BK - 1``, zeros past K_total; offsets outside the window are zeroed (``masked=False``: the box left as
+  TMA wrote it, the control).
+* :func:`check_k_walk`: every group reads each of its K indices exactly once and nothing else.
+* :func:`simulate`: the product on small integer matrices through those boxes, to compare with per-group products.
+* :func:`check_tail_zeroing`: a stage written by the TMA model from a tensor of distinct element codes, then zeroed by
+  ``zero_fn`` (the rendered C, run on the CPU): exactly the elements of K offset outside [lo, hi) are gone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import tmamodel
+
+
+def torch_k_ranges(offs: Sequence[int]) -> list[range]:
+    """torch's K ranges for non-decreasing offs: group g is [offs[g - 1], offs[g])."""
+    out, lo = [], 0
+    for end in offs:
+        out.append(range(lo, int(end)))
+        lo = int(end)
+    return out
+
+
+def k_rows_read(blocks: Sequence[tuple[int, int, int]], k_total: int, bk: int, masked: bool = True) -> Counter:
+    """How many times each K index enters the group's product (a box row past K_total reads zero: not counted)."""
+    seen: Counter = Counter()
+    for k0, lo, hi in blocks:
+        for r in range(bk):
+            k = k0 + r
+            if k < 0 or k >= k_total or (masked and not lo <= r < hi):
+                continue
+            seen[k] += 1
+    return seen
+
+
+def check_k_walk(blocks_of: Sequence[Sequence[tuple[int, int, int]]], offs: Sequence[int], k_total: int, bk: int,
+                 masked: bool = True) -> list[str]:
+    """Everything wrong with the groups' K-tiles (empty: each group reads exactly its K indices, once)."""
+    problems = []
+    want = torch_k_ranges(offs)
+    if len(blocks_of) != len(want):
+        return [f"{len(blocks_of)} groups of K-tiles for {len(want)} groups"]
+    for g, (blocks, rng) in enumerate(zip(blocks_of, want)):
+        got = k_rows_read(blocks, k_total, bk, masked)
+        expect = Counter(rng)
+        if got != expect:
+            extra = sorted(set(got) - set(expect))[:4]
+            missing = sorted(set(expect) - set(got))[:4]
+            twice = sorted(k for k, c in got.items() if c > 1)[:4]
+            problems.append(f"group {g} (K {rng.start}..{rng.stop - 1}): reads extra K {extra}, misses {missing}, twice {twice}")
+    return problems
+
+
+def simulate(a: np.ndarray, b: np.ndarray, blocks_of: Sequence[Sequence[tuple[int, int, int]]], bk: int,
+             masked: bool = True) -> np.ndarray:
+    """out[g] = sum over group g's boxes of A_box @ B_box^T, each box BK K rows from k0 (zeros past K_total; offsets
+    outside [lo, hi) zeroed when ``masked``). ``a``: M x K_total, ``b``: N x K_total (integers: exact)."""
+    m, k_total = a.shape
+    out = np.zeros((len(blocks_of), m, b.shape[0]), dtype=np.int64)
+    for g, blocks in enumerate(blocks_of):
+        for k0, lo, hi in blocks:
+            keep = np.array([0 <= k0 + r < k_total and (not masked or lo <= r < hi) for r in range(bk)])
+            idx = np.clip(np.arange(k0, k0 + bk), 0, k_total - 1)
+            ab, bb = a[:, idx] * keep, b[:, idx] * keep
+            out[g] += ab.astype(np.int64) @ bb.astype(np.int64).T
+    return out
+
+
+def reference(a: np.ndarray, b: np.ndarray, offs: Sequence[int]) -> np.ndarray:
+    """Per-group products by torch's convention (integers)."""
+    return np.stack([a[:, r].astype(np.int64) @ b[:, r].astype(np.int64).T for r in
+                     (np.arange(x.start, x.stop) for x in torch_k_ranges(offs))])
+
+
+def check_tail_zeroing(tma: dict, k_major: bool, mn: int, bk: int, lo: int, hi: int,
+                       zero_fn: Callable[[np.ndarray, int, int, int], None], stage_address: int = 1024,
+                       anchor: str = "address") -> list[str]:
+    """One 16-bit operand stage of ``mn`` x ``bk`` (K-major: global [mn, k]; MN-major: global [k, mn]) written by the TMA
+    model from distinct element codes, then ``zero_fn(image, stage_address, lo, hi)``: the codes left must be exactly
+    those of K offset in [lo, hi), each once."""
+    code = 1 + np.arange(mn * bk, dtype=np.uint32).reshape(mn, bk)  # code of (mn, k): 1 + mn bk + k
+    if code.max() >= 1 << 16:
+        raise ValueError("the tile has more elements than 16-bit codes")
+    g = code.astype(np.uint16) if k_major else code.T.copy().astype(np.uint16)
+    image = np.zeros(stage_address + 4 * mn * bk + 1024, dtype=np.uint8)
+    tmamodel.write(tma, 2, stage_address, (0, 0), g, image, anchor=anchor)
+    before = set(image.view(np.uint16).tolist()) - {0}
+    if before != set(code.ravel().tolist()):
+        return [f"the TMA model wrote {len(before)} of {mn * bk} codes"]
+    zero_fn(image, stage_address, lo, hi)
+    words = image.view(np.uint16)
+    left = Counter(words[words != 0].tolist())
+    want = set(code[:, lo:hi].ravel().tolist())
+    problems = []
+    gone = sorted(c for c in want if left.get(c, 0) != 1)
+    kept = sorted(c for c in left if c not in want)
+    if gone:
+        problems.append(f"{len(gone)} elements of K offset in [{lo}, {hi}) were lost or duplicated (codes {gone[:4]})")
+    if kept:
+        problems.append(f"{len(kept)} elements of K offset outside [{lo}, {hi}) were not zeroed (first at K offset "
+                        f"{(kept[0] - 1) % bk}, row {(kept[0] - 1) // bk})")
+    return problems

@@ -1,0 +1,141 @@
+"""Autograd formulas of the ``torch.ops.ptxgen`` operators (registered by ``ptxgen.ops.torch_ops`` with
+``torch.library.register_autograd``): every backward product runs through the same operators, so on a GPU it runs
+on ptxgen's kernels and under ``torch.compile`` it traces like the forward.
+
+``gemm(a, b, out_dtype, bias, activation)``: y = act(z), z = a @ b.T + bias (a M x K or B x M x K, b N x K):
+- dz = dy for no activation; relu's derivative from the saved output (y > 0); gelu_tanh, gelu_erf and silu need the
+  pre-activation z, which the fused kernel does not write: the backward recomputes it (one more GEMM with the bias
+  fused). ``ptxgen.nn.Linear`` avoids the recomputation in training by running the GEMM with the bias fused and the
+  activation in torch, which saves z (docs/training.md says why that is cheaper).
+- da = dz @ b: ``gemm(dz, b.t())`` (B read N-major, the transposed view);
+- db = dz.T @ a: ``gemm(dz.t(), a.t())`` (both operands MN-major);
+- dbias = dz summed over the rows (f32 sum, cast to the bias' type).
+The activation's derivative multiplies the *input* dz of both backward GEMMs, and the bias gradient is a column sum
+of that input: neither is an epilogue of the backward GEMMs' outputs, so the fused chain (which transforms a GEMM's
+output) cannot carry them; they run as torch element-wise and reduction kernels.
+
+``grouped_gemm(a, b, offs, out_dtype)``: rows of group g of y are a[rows g] @ b[g].T:
+- da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs)``, rows past offs[-1] set to 0
+  (the kernel leaves them unwritten);
+- db through ``grouped_gemm_k(dy.t(), a.t(), offs)``: db[g] = dy[rows g].T @ a[rows g], the K-grouped form.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .opsref import canonical_activation
+
+_TRAINABLE = ("float16", "bfloat16", "float32", "float64")
+
+
+def _torch():
+    return sys.modules["torch"]
+
+
+def _check_trainable(*tensors) -> None:
+    for t in tensors:
+        name = str(t.dtype).removeprefix("torch.")
+        if name not in _TRAINABLE:
+            raise NotImplementedError(f"ptxgen's autograd takes f16, bf16 or f32 tensors (f64 on the CPU reference), not "
+                                      f"{name}: FP8 and integer products are forward-only")
+
+
+def _row_major(t):
+    """``t`` with stride 1 along its last dimension (a copy only where it has none)."""
+    return t if t.dim() == 0 or t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous()
+
+
+def _needs(ctx, n: int) -> tuple:
+    """ctx.needs_input_grad over all ``n`` arguments of the schema (a call may leave the trailing defaults out; the
+    backward then returns as many gradients as it was given arguments)."""
+    return (*ctx.needs_input_grad, *(False,) * (n - len(ctx.needs_input_grad)))
+
+
+def _aligned_rows(t):
+    """A 2-D ``t`` row-major with rows starting 16 bytes apart (a padded copy where they do not): what the grouped kernels
+    and torch's K-grouped kernel read without a copy of their own (ptxgen.gemm packs other layouts itself)."""
+    q = 16 // t.element_size()
+    rows_ok = t.shape[0] <= 1 or t.stride(0) % q == 0
+    if t.shape[-1] <= 1 or (t.stride(-1) == 1 and rows_ok and t.storage_offset() % q == 0):
+        return t
+    out = t.new_empty_strided(tuple(t.shape), (max(q, -(-t.shape[1] // q) * q), 1))
+    return out.copy_(t)
+
+
+# ---- gemm ------------------------------------------------------------------------------------------------------
+
+def gemm_setup_context(ctx, inputs, output) -> None:
+    a, b, out_dtype, bias, act = inputs
+    ctx.act = canonical_activation(act)
+    ctx.out_dtype = out_dtype
+    ctx.save_for_backward(a, b, bias, output if ctx.act == "relu" else None)
+
+
+def _activation_grad(ctx, dy, a, b, bias, y):
+    """dL/dz from dL/dy (see the module)."""
+    torch = _torch()
+    aten = torch.ops.aten
+    if ctx.act == "none":
+        return dy
+    if ctx.act == "relu":
+        return aten.threshold_backward(dy, y, 0)
+    z = torch.ops.ptxgen.gemm(a, b, ctx.out_dtype, bias, None)  # the pre-activation, recomputed
+    dy = dy.to(z.dtype)
+    if ctx.act == "silu":
+        return aten.silu_backward(dy, z)
+    return aten.gelu_backward(dy, z, approximate="tanh" if ctx.act == "gelu_tanh" else "none")
+
+
+def gemm_backward(ctx, dy):
+    torch = _torch()
+    a, b, bias, y = ctx.saved_tensors
+    if b.dim() == 3:
+        raise NotImplementedError("autograd of torch.ops.ptxgen.gemm's batched form (a 3-D b) is not registered; "
+                                  "use a 2-D b (shared weights) or torch.bmm")
+    _check_trainable(a, b)
+    need = _needs(ctx, 5)
+    need_a, need_b, need_bias = need[0], need[1], need[3]
+    dz = _activation_grad(ctx, dy, a, b, bias, y)
+    k, n = a.shape[-1], b.shape[0]
+    dz2 = _row_major(dz.reshape(-1, n).to(a.dtype))
+    da = db = dbias = None
+    if need_a:
+        da = torch.ops.ptxgen.gemm(dz2, b.t()).reshape(a.shape)
+    if need_b:
+        db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
+    if need_bias and bias is not None:
+        dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
+    return (da, db, None, dbias, None)[:len(ctx.needs_input_grad)]
+
+
+# ---- grouped_gemm ----------------------------------------------------------------------------------------------
+
+def grouped_setup_context(ctx, inputs, output) -> None:
+    a, b, offs, _out_dtype = inputs
+    ctx.save_for_backward(a, b, offs)
+
+
+def zero_tail(da, offs):
+    """``da`` with the rows past the last group (offs[-1] on, read on the device) set to 0: the grouped kernel does
+    not write them, and no output depends on those rows of the input."""
+    torch = _torch()
+    if not offs.shape[0]:
+        return torch.zeros_like(da)
+    rows = torch.arange(da.shape[0], device=da.device)
+    return torch.where((rows < offs[-1])[:, None], da, torch.zeros((), dtype=da.dtype, device=da.device))
+
+
+def grouped_backward(ctx, dy):
+    torch = _torch()
+    a, b, offs = ctx.saved_tensors
+    _check_trainable(a, b)
+    need_a, need_b = _needs(ctx, 4)[:2]
+    dy = _aligned_rows(dy.to(a.dtype))
+    da = db = None
+    if need_a:
+        da = torch.ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs)
+        da = zero_tail(da, offs)
+    if need_b:
+        db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), _aligned_rows(a).t(), offs).to(b.dtype)
+    return (da, db, None, None)[:len(ctx.needs_input_grad)]

@@ -1,0 +1,94 @@
+"""CPU reference implementations of the ``torch.ops.ptxgen`` operators (registered for CPU tensors only).
+
+They exist so that the operators' autograd formulas (``ptxgen.ops.opsgrad``) can be checked on a machine with no GPU:
+``torch.autograd.gradcheck`` in float64 and ``torch.library.opcheck`` run the formulas through these, and a GPU run
+swaps in ptxgen's kernels under the same formulas. They are written from the operators' documented meaning with
+plain torch arithmetic (f32 accumulation for 16-bit inputs, f64 for f64) and share no code with the kernels; the
+operators copy their values into the layout the fake implementations give (ptxgen.ops.torch_ops).
+
+CPU only: the GPU never runs these (a CUDA tensor goes to ptxgen's kernels). f64 inputs are accepted here, where no
+kernel takes them, so that gradcheck can run in double precision.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..isa.epiops import Activation
+
+
+def activation(z, name: str | None):
+    """The epilogue's activation, as torch computes it (ptxgen.isa.epiops names; None or "none": identity)."""
+    F = sys.modules["torch"].nn.functional
+    name = canonical_activation(name)
+    if name == "none":
+        return z
+    if name == "relu":
+        return F.relu(z)
+    if name == "gelu_tanh":
+        return F.gelu(z, approximate="tanh")
+    if name == "gelu_erf":
+        return F.gelu(z)
+    if name == "silu":
+        return F.silu(z)
+    raise AssertionError(name)  # canonical_activation admits no other
+
+
+def canonical_activation(name: str | None) -> str:
+    """The canonical activation name (ptxgen.isa.epiops.Activation.parse, its aliases included); ValueError naming the
+    legal ones for any other."""
+    try:
+        return Activation.parse(name or "none").value
+    except ValueError:
+        raise ValueError(f"activation {name!r}: one of {', '.join(a.value for a in Activation)} (or gelu, silu's alias "
+                         "swish)") from None
+
+
+def _acc_dtype(torch, dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def gemm(a, b, out_dtype_name: str, bias=None, act: str | None = None):
+    """``act(a @ b.T + bias)`` cast to ``out_dtype_name``; a M x K (or B x M x K), b N x K (or B x N x K)."""
+    torch = sys.modules["torch"]
+    acc = _acc_dtype(torch, a.dtype)
+    z = torch.matmul(a.to(acc), b.to(acc).transpose(-1, -2))
+    if bias is not None:
+        z = z + bias.to(acc)
+    return activation(z, act).to(getattr(torch, out_dtype_name))
+
+
+def group_bounds(offs, m_total: int) -> list[tuple[int, int]]:
+    """Each group's rows [start, end) from the cumulative ends ``offs``, clamped as the kernels clamp them (a decreasing
+    or too large offset gives an empty or shortened group)."""
+    bounds, start = [], 0
+    for end in offs.tolist():
+        end = min(max(end, start), m_total)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def grouped_gemm(a, b, offs, out_dtype_name: str):
+    """Rows of group g: ``a[rows g] @ b[g].T``; a M_total x K, b G x N x K. Rows past the last offset are NaN here:
+    the kernels leave them unwritten (unspecified), and NaN makes a formula that reads them show it."""
+    torch = sys.modules["torch"]
+    acc = _acc_dtype(torch, a.dtype)
+    out = a.new_empty((a.shape[0], b.shape[1]), dtype=getattr(torch, out_dtype_name))
+    out.fill_(float("nan") if out.is_floating_point() else 0)
+    for g, (s, e) in enumerate(group_bounds(offs, a.shape[0])):
+        if e > s:
+            out[s:e] = (a[s:e].to(acc) @ b[g].to(acc).T).to(out.dtype)
+    return out
+
+
+def grouped_gemm_k(a, b, offs, out_dtype_name: str):
+    """K-grouped: ``out[g] = a[:, Kg] @ b[:, Kg].T`` for a M x K_total, b N x K_total, ``offs`` the cumulative ends of
+    the groups along K; out G x M x N contiguous, zero for an empty group."""
+    torch = sys.modules["torch"]
+    acc = _acc_dtype(torch, a.dtype)
+    out = a.new_zeros((offs.shape[0], a.shape[0], b.shape[0]), dtype=getattr(torch, out_dtype_name))
+    for g, (s, e) in enumerate(group_bounds(offs, a.shape[1])):
+        if e > s:
+            out[g] = (a[:, s:e].to(acc) @ b[:, s:e].to(acc).T).to(out.dtype)
+    return out

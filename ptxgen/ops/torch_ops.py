@@ -1,0 +1,224 @@
+"""``torch.ops.ptxgen``: ptxgen's products as torch operators, so that ``torch.compile(fullgraph=True)`` traces
+through them (fake implementations give the outputs' shapes, dtypes and strides without running anything) and
+autograd differentiates them (``torch.library.register_autograd``; the formulas are in ``ptxgen.ops.opsgrad``).
+
+Registered by :func:`register_torch_ops`: by ``import ptxgen`` when torch is already imported, by the first use
+of ``ptxgen.api`` when torch is imported by then, or by calling ``ptxgen.register_torch_ops()``. This module
+imports nothing heavy (the implementations load ``ptxgen.api`` at their first call) and never imports torch.
+
+    torch.ops.ptxgen.gemm(a, b, out_dtype=None, bias=None, activation=None) -> Tensor
+        act(a @ b.T + bias), as ptxgen.gemm(a, b, out_dtype=..., bias=..., activation=...)
+    torch.ops.ptxgen.grouped_gemm(a, b, offs, out_dtype=None) -> Tensor
+        rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major)
+    torch.ops.ptxgen.grouped_gemm_k(a, b, offs, out_dtype=None) -> Tensor
+        K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
+        G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
+        kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
+
+Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
+or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's).
+Each operator has a CPU implementation too, the plain-torch reference of ``ptxgen.ops.opsref`` (it takes f64, which no
+kernel does), so that the autograd formulas can be checked with gradcheck/opcheck on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+SCHEMA = "gemm(Tensor a, Tensor b, str? out_dtype=None, Tensor? bias=None, str? activation=None) -> Tensor"
+GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
+GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
+# ptxgen.attention as an operator (functional: a new output shaped and strided like q)
+ATTENTION_SCHEMA = "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor"
+_LOCK = threading.Lock()
+_STATE: dict = {}
+
+# input dtype name (torch's, without "torch.") -> default output; out_dtype tokens -> torch dtype names.
+# float64: the CPU reference only (no kernel takes it; ptxgen.gemm refuses it on the GPU).
+_DEFAULT_OUT = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float8_e4m3fn": "bfloat16",
+                "float8_e5m2": "bfloat16", "int8": "int32", "uint8": "int32", "float64": "float64"}
+_OUT_TOKENS = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "s32": "int32"}
+_TOKEN_OF = {name: token for token, name in _OUT_TOKENS.items()}
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
+
+
+def out_dtype_name(in_dtype: str, out_dtype: str | None) -> str:
+    """The torch dtype name (no prefix) that ``gemm`` returns for these inputs."""
+    if out_dtype is not None:
+        if out_dtype not in _OUT_TOKENS:
+            raise ValueError(f"out_dtype {out_dtype!r}: one of {', '.join(_OUT_TOKENS)}")
+        return _OUT_TOKENS[out_dtype]
+    if in_dtype not in _DEFAULT_OUT:
+        raise TypeError(f"ptxgen.gemm takes {', '.join(_DEFAULT_OUT)} tensors, not {in_dtype}")
+    return _DEFAULT_OUT[in_dtype]
+
+
+def _out_name(a, out_dtype) -> str:
+    return out_dtype_name(str(a.dtype).removeprefix("torch."), out_dtype)
+
+
+def _padded_ld(n: int, name: str) -> int:
+    """The row pitch (elements) of an N-column output of dtype ``name``: 16-byte rows, at least 16 bytes."""
+    q = 16 // _ITEMSIZE[name]
+    return max(q, -(-n // q) * q)
+
+
+def _rows(a, m: int, n: int, name: str):
+    """An empty M x N tensor with rows padded to 16 bytes, as the kernels allocate it."""
+    torch = sys.modules["torch"]
+    return a.new_empty_strided((m, n), (_padded_ld(n, name), 1), dtype=getattr(torch, name))
+
+
+# ---- gemm ------------------------------------------------------------------------------------------------------
+
+def _as_fake(out, fake):
+    """``out`` if it has the fake implementation's strides, else a copy that has them: torch.compile plans (and checks)
+    the layout the fake gives, and a few kernel paths allocate differently (the swap-AB kernels' rows are N apart)."""
+    if out.stride() == fake.stride() or out.numel() == 0:
+        return out
+    return fake.copy_(out)
+
+
+def _impl(a, b, out_dtype=None, bias=None, activation=None):
+    from ..api import gemm
+
+    if bias is None and activation is None:
+        out = gemm(a, b, out_dtype=out_dtype)
+    else:
+        out = gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation)
+    return out if out.stride() == _fake_stride(a, b, out_dtype) else _as_fake(out, _fake(a, b, out_dtype))
+
+
+def _cpu(a, b, out_dtype=None, bias=None, activation=None):
+    from . import opsref
+
+    return _fake(a, b, out_dtype).copy_(opsref.gemm(a, b, _out_name(a, out_dtype), bias, activation))
+
+
+def _fake_stride(a, b, out_dtype) -> tuple:
+    """The strides :func:`_fake` gives, without allocating."""
+    n = b.shape[-2]
+    if a.dim() == 3:
+        return (a.shape[1] * n, n, 1)
+    return (_padded_ld(n, _out_name(a, out_dtype)), 1)
+
+
+def _fake(a, b, out_dtype=None, bias=None, activation=None):
+    name = _out_name(a, out_dtype)
+    n = b.shape[-2]
+    if a.dim() == 3:
+        return a.new_empty((a.shape[0], a.shape[1], n), dtype=getattr(sys.modules["torch"], name))
+    return _rows(a, a.shape[0], n, name)
+
+
+# ---- grouped_gemm, grouped_gemm_k ------------------------------------------------------------------------------
+
+def _grouped_impl(a, b, offs, out_dtype=None):
+    from ..grouped import grouped_gemm
+
+    out = grouped_gemm(a, b, offs, out_dtype=out_dtype)
+    if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
+        return out
+    return _as_fake(out, _grouped_fake(a, b, offs, out_dtype))
+
+
+def _grouped_cpu(a, b, offs, out_dtype=None):
+    from . import opsref
+
+    return _grouped_fake(a, b, offs, out_dtype).copy_(opsref.grouped_gemm(a, b, offs, _out_name(a, out_dtype)))
+
+
+def _grouped_fake(a, b, offs, out_dtype=None):
+    return _rows(a, a.shape[0], b.shape[1], _out_name(a, out_dtype))
+
+
+def _grouped_k_impl(a, b, offs, out_dtype=None):
+    """ptxgen's K-grouped kernel (``ptxgen.kgrouped.grouped_gemm_k``, one launch); where it refuses the arrays (the rule:
+    bf16/f16 ``a`` and ``b`` of one type, each K-major or MN-major with 16-byte aligned rows, int32 ``offs``, an sm_90a
+    GPU; :func:`_torch_grouped_k` otherwise), torch's kernel."""
+    from ..kgrouped import grouped_gemm_k
+    from ..runtime.launch.arrays import ArgumentError, DTypeError
+    from ..runtime.launch.gpu import NoGPU
+    from ..runtime.launch.launch import ProblemError
+
+    token = _TOKEN_OF.get(_out_name(a, out_dtype))  # ptxgen's spelling of the output type (none: float64)
+    try:
+        if token is None:
+            raise DTypeError(f"no K-grouped kernel writes {_out_name(a, out_dtype)}")
+        return grouped_gemm_k(a, b, offs, out_dtype=token)
+    except (ArgumentError, DTypeError, ProblemError, NoGPU):
+        return _torch_grouped_k(a, b, offs, out_dtype)
+
+
+def _torch_grouped_k(a, b, offs, out_dtype=None):
+    """torch's K-grouped kernel (2-D x 2-D, offsets along K). Its operands are passed with ``a`` column-major and
+    ``b.t()`` row-major (copies only where they are not): the one layout in which torch's kernel takes empty groups and
+    offsets that are not multiples of 16 bytes (aten/src/ATen/native/cuda/GroupMMCommon.cuh asserts a group size > 0,
+    or a 16-byte multiple, for the others)."""
+    torch = sys.modules["torch"]
+    dt = getattr(torch, _out_name(a, out_dtype))
+    if a.shape[0] > 1 and a.stride(0) != 1:
+        a = a.t().contiguous().t()
+    bt = b.t()
+    if bt.shape[1] > 1 and bt.stride(1) != 1:
+        bt = bt.contiguous()
+    return torch._grouped_mm(a, bt, offs=offs, out_dtype=dt).contiguous()
+
+
+def _grouped_k_cpu(a, b, offs, out_dtype=None):
+    from . import opsref
+
+    return opsref.grouped_gemm_k(a, b, offs, _out_name(a, out_dtype))
+
+
+def _grouped_k_fake(a, b, offs, out_dtype=None):
+    torch = sys.modules["torch"]
+    return a.new_empty((offs.shape[0], a.shape[0], b.shape[0]), dtype=getattr(torch, _out_name(a, out_dtype)))
+
+
+def _attention_impl(q, k, v, causal=False, scale=None):
+    from ..attention.launch import attention
+
+    return attention(q, k, v, causal=causal, scale=scale)
+
+
+def _attention_fake(q, k, v, causal=False, scale=None):
+    return sys.modules["torch"].empty_like(q)
+
+
+def register_torch_ops(only_if_imported: bool = False) -> bool:
+    """Define ``torch.ops.ptxgen.gemm``, ``grouped_gemm`` and ``grouped_gemm_k`` with their autograd formulas
+    (once per process). ``only_if_imported``: do nothing unless torch is already imported. True when the operators
+    are (now) registered."""
+    if _STATE.get("done"):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is None:
+        if only_if_imported:
+            return False
+        import torch
+    with _LOCK:
+        if _STATE.get("done"):
+            return True
+        from . import opsgrad
+
+        lib = torch.library.Library("ptxgen", "DEF")
+        for name, schema, impl, cpu, fake in (
+                ("gemm", SCHEMA, _impl, _cpu, _fake),
+                ("grouped_gemm", GROUPED_SCHEMA, _grouped_impl, _grouped_cpu, _grouped_fake),
+                ("grouped_gemm_k", GROUPED_K_SCHEMA, _grouped_k_impl, _grouped_k_cpu, _grouped_k_fake)):
+            lib.define(schema)
+            lib.impl(name, impl, "CUDA")
+            lib.impl(name, cpu, "CPU")
+            torch.library.register_fake(f"ptxgen::{name}", fake, lib=lib)
+        torch.library.register_autograd("ptxgen::gemm", opsgrad.gemm_backward, setup_context=opsgrad.gemm_setup_context,
+                                        lib=lib)
+        torch.library.register_autograd("ptxgen::grouped_gemm", opsgrad.grouped_backward,
+                                        setup_context=opsgrad.grouped_setup_context, lib=lib)
+        lib.define(ATTENTION_SCHEMA)
+        lib.impl("attention", _attention_impl, "CUDA")
+        torch.library.register_fake("ptxgen::attention", _attention_fake, lib=lib)
+        _STATE["lib"] = lib  # the registration lives as long as the Library object
+        _STATE["done"] = True
+    return True
