@@ -62,3 +62,20 @@ def torch_cuda(gpu):
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
     return torch
+
+
+def use_reference_chooser() -> None:
+    """The door's chooser as the shipped rules were measured (the H200 reference calibration, tables and SM count),
+    whatever GPU runs the test: the device's own calibration may pick another kernel (on an H100 it does for some of
+    these shapes), and a test of one pick's kernel must get that pick."""
+    from ptxgen.runtime.choose import calibrate
+
+    calibrate.current_device = lambda dev=None: None
+
+
+@pytest.fixture
+def reference_chooser(monkeypatch):
+    """:func:`use_reference_chooser` for one test."""
+    from ptxgen.runtime.choose import calibrate
+
+    monkeypatch.setattr(calibrate, "current_device", lambda dev=None: None)

@@ -26,7 +26,10 @@ def main(m: int, n: int, k: int) -> int:
     import torch
 
     import ptxgen
+    from conftest import use_reference_chooser
     from ptxgen.api.launch import launchplan
+
+    use_reference_chooser()  # the shapes are stream-K picks of the shipped rules; the GPU's own calibration may differ
     from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 
     report = {"shape": [m, n, k]}

@@ -309,7 +309,7 @@ def test_gemm_takes_the_swap_through_the_dispatch_cache(gpu, monkeypatch, m, n, 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(331, 8200, 8192), (201, 8208, 8192)])
-def test_gemm_takes_the_swap_for_m_over_128_where_a_tile_fits_m(gpu, m, n, k):
+def test_gemm_takes_the_swap_for_m_over_128_where_a_tile_fits_m(gpu, reference_chooser, m, n, k):
     """The swap rule for M > 128 (choose's cost-model+swap-ab: 2 x 168 / 2 x 104 rows over M, a partial last N' tile of
     8 / 16 rows) through ptxgen.gemm, slow path then hot path, against float64."""
     import ptxgen

@@ -148,7 +148,7 @@ GPU_PICKS = [p for p in PICKS if p[1] * p[2] <= 3000 * 7000]  # the reference is
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,m,n,k,rule,tile", GPU_PICKS, ids=[f"{p[0]}-{p[1]}x{p[2]}x{p[3]}" for p in GPU_PICKS])
-def test_gemm_out_dtype_fallback_f32_matches_float64_with_the_picks_tile(gpu, monkeypatch, dtype, m, n, k, rule, tile):
+def test_gemm_out_dtype_fallback_f32_matches_float64_with_the_picks_tile(gpu, reference_chooser, monkeypatch, dtype, m, n, k, rule, tile):
     """ptxgen.gemm(a, b, out) with a float32 out (NaN-filled) on shapes whose pick stores through TMA: the kernel launched
     is the pick's tile (its name) with the f32 TMA store (row-major D) or the direct stores (M-major D), not the default; out within 1e-3 of float64 (1e-2 for
     e4m3 inputs)."""

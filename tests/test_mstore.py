@@ -236,7 +236,7 @@ def test_kernels_match_float64_and_write_nothing_else(gpu, name, m, n, k):
 @pytest.mark.parametrize("m,n,k,dtype", [(1, 7169, 16384, "bfloat16"), (13, 16385, 4096, "bfloat16"), (16, 4099, 1000, "float16"),
                                          (61, 8191, 4096, "float8_e4m3fn"), (331, 8199, 8192, "bfloat16"),
                                          (201, 8208, 8192, "bfloat16")])
-def test_gemm_with_the_switch_on_matches_float64(gpu, monkeypatch, m, n, k, dtype):
+def test_gemm_with_the_switch_on_matches_float64(gpu, reference_chooser, monkeypatch, m, n, k, dtype):
     """ptxgen.gemm with swaprules.SWAP_TMA_STORE on, odd M and N: the swapped TMA-store kernel, slow path then hot path, with
     and without out (an allocated out's rows are padded to 16 B; the user's unaligned out is staged)."""
     import ptxgen
