@@ -282,6 +282,7 @@ def test_cli_explain_show_build_and_refusals(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "kgrouped_scales" in r.stdout and "acc x scale_a[g M + row] x scale_b[g N + column]" in r.stdout
     assert "group 2: 2 K-tile(s): K 0..127, zero K 0..0; K 128..255, zero K 130..255" in r.stdout  # boxes from 16s
+    assert "out[2][5, 7] reads scale_a[37] and scale_b[71]" in r.stdout  # 2 x 16 + 5, 2 x 32 + 7
     r = _cli("show", *FLAGS)
     assert r.returncode == 0 and 'id="kgrouped-k"' in r.stdout
     r = _cli("build", *FLAGS, "--out", str(tmp_path))

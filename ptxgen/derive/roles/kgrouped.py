@@ -201,4 +201,8 @@ class KGroupedPlan:
                 zero = (f", zero K {k0}..{k0 + lo - 1}" if lo else "") + (f", zero K {k0 + hi}..{k0 + self.bk - 1}" if hi < self.bk else "")
                 parts.append(f"K {k0}..{k0 + self.bk - 1}{zero}")
             lines.append(f"  group {g}: {len(blocks)} K-tile(s): " + "; ".join(parts))
+        if self.rowwise:  # torch's test_scaled_grouped_gemm_2d_2d shape: M = 16, N = 32
+            ia, ib = self.scale_index(2, 5, 7, 16, 32)
+            lines.append(f"  scales (M = 16, N = 32): out[g][row, col] x scale_a[g M + row] x scale_b[g N + col]; out[2][5, 7] "
+                         f"reads scale_a[{ia}] and scale_b[{ib}]; rows >= M and columns >= N are multiplied by 0, not stored")
         return lines
