@@ -93,7 +93,8 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
                              f"{_dtype_words(ai.dtype)} and {_dtype_words(bi.dtype)}")
     elif ai.dtype not in _IN or bi.dtype != ai.dtype:
         raise DTypeError(f"grouped_gemm_k takes a and b of one 16-bit type (bf16 or f16); got {_dtype_words(ai.dtype)} and "
-                         f"{_dtype_words(bi.dtype)}")
+                         f"{_dtype_words(bi.dtype)}" + (" (FP8: ptxgen.scaled_grouped_gemm, with row-wise scales)"
+                                                        if ai.dtype in _FP8 and bi.dtype in _FP8 else ""))
     a_major, lda = _major(ai, "M")
     b_major, ldb = _major(bi, "N")
     for info, major, word in ((ai, a_major, "M"), (bi, b_major, "N")):
