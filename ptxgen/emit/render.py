@@ -189,7 +189,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
             + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
             if kg is None else
-            "L1/L2: the K-grouped walk and K tail are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
+            "L1/L2: the K-grouped walk and K tail" + (" and the scales each element reads" if kg.rowwise else "")
+            + " are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
             "compiled and SASS-checked; docs/training.md says what ran on a GPU."
         ),
         grid_doc=grid_doc(plan),
