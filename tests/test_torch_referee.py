@@ -5,8 +5,9 @@ Float32 cases run under torch's default float32 matmul precision ("highest", as 
 ptxgen's doors follow: 3xTF32 (``float32_defaults``). A case passes when ptxgen's result is within the originating test's tolerance of the test's reference, or no farther
 from a float64 result than torch's own result for the same call is (the issue's rule for bf16 rounding differences).
 A case ptxgen refuses (ArgumentError, DTypeError, ProblemError) fails with the rule in its message: torch computes every
-case here. Cases with no ptxgen door (the training forms: grouping along K or N; scale recipes ptxgen does not have) are
-skipped as "not expressible", with the reason. The inputs are made as the tests describe them (shapes, layouts, value
+case here. Cases tests/torch_cases.py marks as having no ptxgen door (scale recipes ptxgen does not have; the 16-bit
+grouping along K or N there) are skipped as "not expressible", with the reason; the row-wise FP8 forms grouped along K
+(2-D x 2-D) and N (3-D x 2-D) run through ``ptxgen.scaled_grouped_gemm``. The inputs are made as the tests describe them (shapes, layouts, value
 ranges, seed 42), by this module's own code; backward passes are not run (training forms).
 
 At the end a summary (pass / refused with the rule / not expressible / outside tolerance) is printed, and written as
