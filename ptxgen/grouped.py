@@ -387,13 +387,18 @@ def _ndim(x) -> int:
     return len(shape) if shape is not None else read_array(x, "array").ndim
 
 
-def _n_grouped(a, b, offs, out, out_dtype, stream):
+def _n_grouped(a, b, offs, out, out_dtype, stream, scales=None):
     """The N-grouped form (``torch._grouped_mm``'s 3-D ``a`` x 2-D ``b``): ``a`` G x M x K, ``b`` N_total x K with the
     groups' weight rows stacked along N (``offs``: their cumulative ends), ``out`` M x N_total with the columns of group
     g = ``a[g] @ b[cols of g].T`` (``torch._grouped_mm(a, b.t(), offs=offs)``). It is the M-grouped product with the
     operands swapped, ``out.T = grouped_gemm(b, a, offs)``: one launch of the same kernel, ``offs`` never read on the
     host. So ``out`` is M-major: the transposed view of an N_total x M row-major array (strides (1, ldd)), and an
-    ``out`` passed in must be one. Columns past offs[-1] are not written."""
+    ``out`` passed in must be one. Columns past offs[-1] are not written.
+
+    ``scales`` (scale_a, scale_b), FP8 ``a`` and ``b`` (torch._scaled_grouped_mm's 3-D x 2-D form): scale_a holds G x M
+    f32 (one per group and row of ``a``), scale_b N_total (one per column of ``out``), and ``out[:, cols of g] =
+    (a[g] @ b[cols of g].T) * scale_a[g][:, None] * scale_b[cols of g]``: in the swapped product scale_b is the row
+    scale of the stacked rows and scale_a the (group, column) scale, the M-grouped row-wise kernel's own layout."""
     (g, m, k), (n_total, kb) = a.shape, b.shape
     if k != kb:
         raise ArgumentError(f"a is {g} x {m} x {k} and b is {n_total} x {kb}: both must have K columns (the N-grouped form: "
@@ -409,6 +414,14 @@ def _n_grouped(a, b, offs, out, out_dtype, stream):
             raise ArgumentError(f"out must be M-major for the N-grouped form (strides (1, ldd): the transposed view of an "
                                 f"N_total x ldd row-major array); it has strides {oi.strides}")
         out_t = out.T
+    if scales is not None:
+        sa, sb = scales
+        for name, x, want in (("scale_a", sa, (g, m)), ("scale_b", sb, (n_total,))):
+            shape = tuple(getattr(x, "shape", ()))
+            if shape not in (want, (want[0] * (want[1] if len(want) > 1 else 1),)):
+                raise ArgumentError(f"{name} has shape {shape}; the N-grouped form (a {g} x {m} x {k}, b {n_total} x {kb}) "
+                                    f"takes {name} of {' x '.join(map(str, want))} f32 values")
+        return scaled_grouped_gemm(b, a, sb, sa.reshape(g, m), offs, out_t, out_dtype=out_dtype, stream=stream).T
     return grouped_gemm(b, a, offs, out_t, out_dtype=out_dtype, stream=stream, precision=fp32.TF32).T
 
 
@@ -483,9 +496,21 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs=None, out=None, *, out_dtyp
     scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``: rows of group g of ``out`` are
     ``(a[rows] @ b[g].T) * scale_a[rows, None] * scale_b[g]``; scale_a holds M_total f32 values, scale_b G x N.
     ``out_dtype`` defaults to ``out``'s, else bf16. Otherwise as :func:`grouped_gemm`. ``offs=None`` with a 3-D ``a``
-    (torch tensors): the batched form, a of G x M x K with scale_a of G x M (as torch._scaled_grouped_mm's 3-D x 3-D)."""
+    (torch tensors): the batched form, a of G x M x K with scale_a of G x M (as torch._scaled_grouped_mm's 3-D x 3-D).
+
+    The training forms: a 2-D ``a`` (M x K_total) with a 2-D ``b`` (N x K_total), both K-major, and ``offs`` of
+    cumulative K ends: the K-grouped form (``--grouped offs_k_rowwise``, :func:`ptxgen.kgrouped.scaled_grouped_gemm_k`),
+    out G x M x N, scale_a of G M values, scale_b of G N. A 3-D ``a`` (G x M x K) with a 2-D ``b`` (N_total x K) and
+    ``offs`` of cumulative column ends: the N-grouped form (:func:`_n_grouped`), scale_a G x M, scale_b N_total, out
+    M x N_total (M-major)."""
     if offs is None:
         return _batched(a, b, out, out_dtype, stream, scales=(scale_a, scale_b))
+    if _ndim(a) == 2 and _ndim(b) == 2:  # groups along K (ptxgen.kgrouped)
+        from .kgrouped import scaled_grouped_gemm_k
+
+        return scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out, out_dtype=out_dtype, stream=stream)
+    if len(getattr(a, "shape", ())) == 3 and len(getattr(b, "shape", ())) == 2:
+        return _n_grouped(a, b, offs, out, out_dtype, stream, scales=(scale_a, scale_b))
     def check(ai, bi):
         for info in (ai, bi):
             if info.dtype not in _FP8:

@@ -8,6 +8,15 @@
 - ``out``: G x M x N, ``out[g] = a[:, K of g] @ b[:, K of g].T`` (``torch._grouped_mm(a, b.t(), offs=offs)``); an
   empty group's ``out[g]`` is zeros. ``out_dtype``: bf16/f16 (default the inputs') or f32.
 
+Row-wise FP8 (``torch._scaled_grouped_mm``'s 2-D x 2-D form, ``--grouped offs_k_rowwise``):
+
+>>> out = ptxgen.scaled_grouped_gemm(a, b, scale_a, scale_b, offs)    # doctest: +SKIP
+
+with ``a`` (M x K_total) and ``b`` (N x K_total) e4m3/e5m2, both K-major (wgmma reads FP8 operands K-major only),
+``scale_a`` of G M f32 (or G x M) and ``scale_b`` of G N (or G x N): ``out[g] = (a[:, K of g] @ b[:, K of g].T) *
+scale_a[g M:(g+1) M, None] * scale_b[g N:(g+1) N]`` (``torch._scaled_grouped_mm(a, b.t(), scale_a, scale_b,
+offs=offs)``), bf16 by default (``out_dtype`` bf16, f16 or f32).
+
 Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph. ptxgen.derive.roles.kgrouped derives the
 kernel; a repeat call with torch tensors of the same shapes, strides, dtypes and device goes through the launch
 prepared for them (``api.launch.groupedlaunch.GroupedLaunch``: pointers patched, one cuLaunchKernel).
@@ -19,6 +28,7 @@ import threading
 
 from .api.launch import streams
 from .api.arrays.binding import _allocate_out, _dtype_words
+from .api.arrays.groupedbind import _bind_scales
 from .api.launch.groupedlaunch import GroupedLaunch, torch_key, torch_tensor_type
 from .api.kernel import CompiledKernel, _record_torch_stream, compile
 from .api.launch.streams import stream_handle
@@ -30,30 +40,35 @@ from .runtime.launch.gpu import NoGPU
 from .runtime.launch.grouped import GroupedProblem, build_grouped_params
 from .runtime.launch.kgrouped import check_kgrouped_problem, kgrouped_geometry
 
-__all__ = ["grouped_gemm_k", "kgrouped_spec", "bind_kgrouped"]
+__all__ = ["grouped_gemm_k", "kgrouped_spec", "bind_kgrouped", "scaled_grouped_gemm_k"]
 
 # 128 x 128 x 64, 4 stages: the tile of the M-grouped 16-bit kernels' K depth with a square output tile (every
 # group's out[g] is M x N); MN-major operands are copied as one 64 x 64 box per 64 columns (order k, as the grouped
 # N-major B). Not tuned.
 _TILE = dict(bm=128, bn=128, bk=64, stages=4)
+# FP8 (row-wise scales): the same output tile with 128 B of K per stage, as every FP8 tile of tuning/h200.json. Not tuned.
+_TILE_FP8 = dict(bm=128, bn=128, bk=128, stages=4)
 _IN = ("bf16", "f16")
+_FP8 = ("e4m3", "e5m2")
 
 
 def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", a_major: str = "mn",
-                  b_major: str = "mn") -> TileSpec:
-    """The spec :func:`grouped_gemm_k` uses: ``a_major``/``b_major`` "k" or "mn" (the operands' contiguous dimension)."""
-    if dtype not in _IN:
-        raise DTypeError(f"grouped_gemm_k takes {_dtype_words('bf16')} or {_dtype_words('f16')} inputs, not {_dtype_words(dtype)}")
-    out = out_dtype or dtype
+                  b_major: str = "mn", rowwise: bool = False, b_dtype: str | None = None) -> TileSpec:
+    """The spec :func:`grouped_gemm_k` uses: ``a_major``/``b_major`` "k" or "mn" (the operands' contiguous dimension);
+    ``rowwise``: FP8 inputs with torch._scaled_grouped_mm's 2-D x 2-D scales (:func:`scaled_grouped_gemm_k`; K-major
+    operands, ``b_dtype`` e4m3 or e5m2 when it differs from ``dtype``), bf16 out by default."""
+    name = "scaled_grouped_gemm (K-grouped)" if rowwise else "grouped_gemm_k"
+    legal = _FP8 if rowwise else _IN
+    for d in (dtype, b_dtype or dtype):
+        if d not in legal:
+            raise DTypeError(f"{name} takes {' or '.join(_dtype_words(x) for x in legal)} inputs, not {_dtype_words(d)}")
+    out = out_dtype or ("bf16" if rowwise else dtype)
     if out not in ("bf16", "f16", "f32"):
-        raise DTypeError(f"grouped_gemm_k gives bf16, f16 or f32 outputs, not {out}")
-
-    def op(major: str) -> dict:
-        return dict(layout=f"{major}major-sw128", order="k")
-
-    a, b = op(a_major), op(b_major)
-    return make_spec(**_TILE, a=a["layout"], b=b["layout"], a_order=a["order"], b_order=b["order"], dtype=dtype, acc="f32",
-                     out_dtype=out, arch=arch, schedule="persistent", epilogue="direct", grouped="offs_k")
+        raise DTypeError(f"{name} gives bf16, f16 or f32 outputs, not {out}")
+    mixed = {} if b_dtype in (None, dtype) else {"b_dtype": b_dtype}
+    return make_spec(**(_TILE_FP8 if rowwise else _TILE), **mixed, a=f"{a_major}major-sw128", b=f"{b_major}major-sw128",
+                     a_order="k", b_order="k", dtype=dtype, acc="f32", out_dtype=out, arch=arch, schedule="persistent",
+                     epilogue="direct", grouped="offs_k_rowwise" if rowwise else "offs_k")
 
 
 def _major(info: ArrayInfo, word: str) -> tuple[str, int]:
@@ -69,13 +84,25 @@ def _major(info: ArrayInfo, word: str) -> tuple[str, int]:
     raise ArgumentError(f"{info.name} (strides {info.strides}) is neither K-major nor {word}-major: pass .contiguous()")
 
 
-def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None):
-    """(a major, b major, problem) of the arrays (no GPU); ArgumentError or DTypeError naming the rule."""
-    if ai.dtype not in _IN or bi.dtype != ai.dtype:
+def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, rowwise: bool = False):
+    """(a major, b major, problem) of the arrays (no GPU); ArgumentError or DTypeError naming the rule. ``rowwise``: FP8
+    a and b (e4m3/e5m2, either with either), both K-major."""
+    if rowwise:
+        if ai.dtype not in _FP8 or bi.dtype not in _FP8:
+            raise DTypeError(f"scaled_grouped_gemm takes FP8 a and b ({_dtype_words('e4m3')} or {_dtype_words('e5m2')}); got "
+                             f"{_dtype_words(ai.dtype)} and {_dtype_words(bi.dtype)}")
+    elif ai.dtype not in _IN or bi.dtype != ai.dtype:
         raise DTypeError(f"grouped_gemm_k takes a and b of one 16-bit type (bf16 or f16); got {_dtype_words(ai.dtype)} and "
-                         f"{_dtype_words(bi.dtype)}")
+                         f"{_dtype_words(bi.dtype)}" + (" (FP8: ptxgen.scaled_grouped_gemm, with row-wise scales)"
+                                                        if ai.dtype in _FP8 and bi.dtype in _FP8 else ""))
     a_major, lda = _major(ai, "M")
     b_major, ldb = _major(bi, "N")
+    for info, major, word in ((ai, a_major, "M"), (bi, b_major, "N")):
+        if rowwise and major != "k":
+            raise ArgumentError(f"{info.name} is {word}-major (strides {info.strides}), but wgmma reads FP8 operands K-major "
+                                f"only (no transpose for .e4m3/.e5m2; PTX ISA 'wgmma.mma_async'): pass {info.name} with its "
+                                f"rows contiguous along K ({info.name}.contiguous() of the {word} x K_total array; torch's "
+                                "2-D x 2-D form takes a and b.t() of such arrays)")
     (m, k), (n, kb) = ai.shape, bi.shape
     if k != kb:
         raise ArgumentError(f"a is {m} x {k} and b is {n} x {kb}: both must have K_total columns")
@@ -94,12 +121,17 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
     return a_major, b_major, GroupedProblem(m, n, k, g, max(lda, 1), max(ldb, 1), ldd)
 
 
-def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str):
+def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
+           scales: tuple[ArrayInfo, ArrayInfo] | None = None):
     """(spec, problem, out dtype) of a call on arrays already read, every rule checked but the device (no GPU; what
-    ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule."""
-    a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi)
-    out_dtype = out_dtype or (oi.dtype if oi is not None else ai.dtype)
-    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major)
+    ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule. ``scales``
+    (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), scales checked too."""
+    rowwise = scales is not None
+    a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
+    out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
+    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype)
+    if rowwise:
+        _bind_scales(spec, scales, p)
     if p.groups and p.m and p.n and p.k:
         check_kgrouped_problem(_plan_of(spec), p)
     return spec, p, out_dtype
@@ -144,23 +176,37 @@ def _kernel(spec: TileSpec) -> CompiledKernel:
 
 def grouped_gemm_k(a, b, offs, out=None, *, out_dtype: str | None = None, stream=None):
     """out[g] = a[:, offs[g-1]:offs[g]] @ b[:, offs[g-1]:offs[g]].T for g < G: one launch (see the module)."""
+    return _call(a, b, offs, out, out_dtype, stream)
+
+
+def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+    """out[g] = (a[:, K of g] @ b[:, K of g].T) * scale_a[g M + row] * scale_b[g N + column] for g < G, FP8 a and b
+    K-major (torch._scaled_grouped_mm's 2-D x 2-D form; see the module): one launch."""
+    if scale_a is None or scale_b is None:
+        raise ArgumentError("the K-grouped row-wise FP8 form multiplies by scale_a (G M f32) and scale_b (G N f32): pass both")
+    return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b))
+
+
+def _call(a, b, offs, out, out_dtype, stream, scales=None):
+    sa, sb = scales if scales is not None else (None, None)
     key = None
     if type(a) is torch_tensor_type():
         try:
-            key = (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), out_dtype)
+            key = (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), out_dtype, torch_key(sa), torch_key(sb))
         except (AttributeError, TypeError):
             key = None
         launch = _PREPARED.get(key) if key is not None else None
         if launch is not None:
-            r = launch.call_torch(a, b, offs, out, None, None, stream)
+            r = launch.call_torch(a, b, offs, out, sa, sb, stream)
             if r is not None:
                 return r
     handle = stream_handle(stream, a)
     ai, bi, fi = read_array(a, "a", handle), read_array(b, "b", handle), read_array(offs, "offs", handle)
     oi = None if out is None else read_array(out, "out", handle)
-    dev = streams.call_device((ai, bi, fi, oi))
+    si = None if scales is None else (read_array(sa, "scale_a", handle), read_array(sb, "scale_b", handle))
+    dev = streams.call_device((ai, bi, fi, oi, *(si or ())))
     try:
-        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value)
+        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si)
     except SpecError as e:
         raise NoGPU(f"no K-grouped kernel for this GPU: {e}") from None
     kernel = _kernel(spec)
@@ -174,15 +220,15 @@ def grouped_gemm_k(a, b, offs, out=None, *, out_dtype: str | None = None, stream
     if p.k == 0:  # no K at all: every group is empty (a tensor map needs K >= 1)
         out[...] = 0
         return out
-    for info in (ai, bi, fi, oi):
+    infos = (ai, bi, fi, oi, *(si or ()))
+    for info in infos:
         producer = info.producer_stream
         if producer is not None and not streams.same_stream(producer, handle):
             with streams.on_device(dev):
                 streams.wait_for_producer(producer, handle)
     launch = _prepare(kernel, dev, p)
-    launch.run((ai.ptr, bi.ptr, fi.ptr, oi.ptr), handle)
-    if key is not None and all(i.library == "torch" for i in (ai, bi, fi, oi)) and all(
-            i.device is not None for i in (ai, bi, fi, oi)):
+    launch.run((ai.ptr, bi.ptr, fi.ptr, oi.ptr) + (() if si is None else (si[0].ptr, si[1].ptr)), handle)
+    if key is not None and all(i.library == "torch" for i in infos) and all(i.device is not None for i in infos):
         launch.enable_torch()
         if len(_PREPARED) >= _ENTRIES:
             _PREPARED.clear()

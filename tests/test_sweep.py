@@ -38,9 +38,10 @@ def one_loader_only(s) -> bool:
 
 
 def test_ci_grid_covers_the_newer_features():
-    """Split-K, grouped GEMM (plain, FP8 row-wise, K-grouped), fused chains (FP8 output too), block FP8 and 8-/4-byte copies."""
+    """Split-K, grouped GEMM (plain, FP8 row-wise, K-grouped plain and FP8 row-wise), fused chains (FP8 output too), block
+    FP8 and 8-/4-byte copies."""
     assert {s.split_k for s in CI} >= {1, 2, 4}
-    assert {s.grouped.value for s in CI} == {"none", "offs", "offs_rowwise", "offs_k"}
+    assert {s.grouped.value for s in CI} == {"none", "offs", "offs_rowwise", "offs_k", "offs_k_rowwise"}
     assert {s.fp8_blocks.value for s in CI} == {"none", "1x128x128", "1x128x1x128"}
     assert {s.copy_bytes for s in CI} == {16, 8, 4}
     assert {(s.arch.value, s.batch.value) for s in CI if s.batch.value != "none"} == {

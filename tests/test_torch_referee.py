@@ -5,8 +5,9 @@ Float32 cases run under torch's default float32 matmul precision ("highest", as 
 ptxgen's doors follow: 3xTF32 (``float32_defaults``). A case passes when ptxgen's result is within the originating test's tolerance of the test's reference, or no farther
 from a float64 result than torch's own result for the same call is (the issue's rule for bf16 rounding differences).
 A case ptxgen refuses (ArgumentError, DTypeError, ProblemError) fails with the rule in its message: torch computes every
-case here. Cases with no ptxgen door (the training forms: grouping along K or N; scale recipes ptxgen does not have) are
-skipped as "not expressible", with the reason. The inputs are made as the tests describe them (shapes, layouts, value
+case here. Cases tests/torch_cases.py marks as having no ptxgen door (scale recipes ptxgen does not have; the 16-bit
+grouping along K or N there) are skipped as "not expressible", with the reason; the row-wise FP8 forms grouped along K
+(2-D x 2-D) and N (3-D x 2-D) run through ``ptxgen.scaled_grouped_gemm``. The inputs are made as the tests describe them (shapes, layouts, value
 ranges, seed 42), by this module's own code; backward passes are not run (training forms).
 
 At the end a summary (pass / refused with the rule / not expressible / outside tolerance) is printed, and written as
@@ -341,6 +342,68 @@ def run_scaled_grouped_3d_3d(torch, case):
     return checks
 
 
+def run_scaled_grouped_2d_2d(torch, case):
+    """m, n, k, G = 16, 32, 64, 4, e4m3; a m x G k and b n x G k (strided: rows (G + 1) k apart, the first G k columns),
+    offs = k, 2k, ..., G k along K, scale_a of G m and scale_b of G n f32 (torch._scaled_grouped_mm(a, b.t(), ...));
+    wrap_v2 picks torch's API version, not ptxgen's call. Reference: torch._scaled_mm per group on a[:, K of g] and
+    b[:, K of g] with scale_a[g m:(g + 1) m] and scale_b[g n:(g + 1) n] (the test's scaled_grouped_mm_helper)."""
+    import ptxgen
+
+    f8, s, fast = torch.float8_e4m3fn, int(case.p("strided")), case.p("fast_accum")
+    m, n, k, g = 16, 32, 64, 4
+    a = torch.randn(m, k * g + k * s, device="cuda").to(f8)[:, :k * g]
+    b = torch.randn(n, k * g + k * s, device="cuda").to(f8)[:, :k * g]
+    sa = torch.rand(m * g, device="cuda", dtype=torch.float32)
+    sb = torch.rand(n * g, device="cuda", dtype=torch.float32)
+    offs = torch.arange(k, g * k + 1, k, device="cuda", dtype=torch.int32)
+    ours = ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs)
+    theirs = _try(lambda: torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=fast))
+    torch.cuda.synchronize()
+    checks, start = [], 0
+    for i, end in enumerate(offs.tolist()):
+        ag, bg, sag, sbg = a[:, start:end], b[:, start:end], sa[i * m:(i + 1) * m], sb[i * n:(i + 1) * n]
+        ref = torch._scaled_mm(ag, bg.t(), sag.view(-1, 1), sbg.view(1, -1), out_dtype=torch.bfloat16, use_fast_accum=fast)
+        ref64 = (ag.double() @ bg.double().t()) * sag.double()[:, None] * sbg.double()[None, :]
+        checks.append(close(torch, ours[i], ref, case.atol, case.rtol, ref64, None if theirs is None else theirs[i], f"group {i}"))
+        start = end
+    return checks
+
+
+def run_scaled_grouped_3d_2d(torch, case):
+    """m, n, k, G = 16, 32, 64, 4, e4m3; a G x m x k (strided: every other batch, the first k of 2k columns), b n G x k
+    (strided: rows 2k apart), scale_a G x m, scale_b G n; offs = n, 2n, ..., G n along N, and with offs[0] = offs[1]
+    (an empty group), as the test's check_zero_size loop. Reference: torch._scaled_mm per group on a[g] and b[cols of g]."""
+    import ptxgen
+
+    f8, s, fast = torch.float8_e4m3fn, int(case.p("strided")), case.p("fast_accum")
+    m, n, k, g = 16, 32, 64, 4
+    a = torch.randn(g * (1 + s), m, k * (1 + s), device="cuda").to(f8)[::(1 + s), :, :k]
+    b = torch.randn(n * g, k * (1 + s), device="cuda").to(f8)[:, :k]
+    sa = torch.rand(g * m, device="cuda", dtype=torch.float32).view(g, m)
+    sb = torch.rand(g * n, device="cuda", dtype=torch.float32)
+    checks = []
+    for zero in (True, False):
+        offs = torch.arange(n, g * n + 1, n, device="cuda", dtype=torch.int32)
+        if zero:
+            offs[0] = offs[1]
+        ours = ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs)
+        theirs = _try(lambda: torch._scaled_grouped_mm(a, b.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16,
+                                                       use_fast_accum=fast))
+        torch.cuda.synchronize()
+        start = 0
+        for i, end in enumerate(offs.tolist()):
+            if end > start:
+                cols = slice(start, end)
+                ref = torch._scaled_mm(a[i], b[cols].t(), sa[i].view(-1, 1), sb[cols].view(1, -1), out_dtype=torch.bfloat16,
+                                       use_fast_accum=fast)
+                ref64 = (a[i].double() @ b[cols].double().t()) * sa[i].double()[:, None] * sb[cols].double()[None, :]
+                mine = None if theirs is None else theirs[:, cols]
+                checks.append(close(torch, ours[:, cols], ref, case.atol, case.rtol, ref64, mine,
+                                    f"{'zero-size ' if zero else ''}group {i}"))
+            start = end
+    return checks
+
+
 def _quantize_blocks(torch, x, rows_per_block: int):
     """x (R x K, K a multiple of 128) quantized to e4m3 per (rows_per_block x 128) block with scale = 448 / amax (0 for an
     all-zero block, whose elements are then 0, and stored as 1): (x_fp8, scale of R/rows_per_block x K/128)."""
@@ -448,4 +511,5 @@ def run_blockwise_runs(torch, case):
 RUNNERS = {"mm": run_mm, "addmm": run_addmm, "cublas_addmm": run_cublas_addmm, "linear_alignment": run_linear_alignment,
            "baddbmm_large": run_baddbmm_large, "grouped_2d_3d": run_grouped_2d_3d, "grouped_3d_3d": run_grouped_3d_3d,
            "scaled_grouped_2d_3d": run_scaled_grouped_2d_3d, "scaled_grouped_3d_3d": run_scaled_grouped_3d_3d,
+           "scaled_grouped_2d_2d": run_scaled_grouped_2d_2d, "scaled_grouped_3d_2d": run_scaled_grouped_3d_2d,
            "blockwise": run_blockwise, "blockwise_runs": run_blockwise_runs}

@@ -30,7 +30,8 @@ DEFAULT_TOL = {"float16": (1e-5, 1e-3), "bfloat16": (1e-5, 1.6e-2), "float32": (
 class Case:
     source: str  # file::Class::test
     kind: str  # the referee's runner: addmm, mm, linear_alignment, baddbmm_large, grouped_2d_3d, grouped_3d_3d,
-    #            scaled_grouped_2d_3d, blockwise, or the kind of a case that is not expressible
+    #            scaled_grouped_2d_3d, scaled_grouped_3d_3d, scaled_grouped_2d_2d, scaled_grouped_3d_2d, blockwise, or the
+    #            kind of a case that is not expressible
     params: tuple  # ((name, value), ...) as the test's parametrize gives them
     atol: float | None = None
     rtol: float | None = None
@@ -94,12 +95,11 @@ def _cases_scaled() -> list[Case]:
     for fast, strided in product((False, True), (False, True)):
         params = (("fast_accum", fast), ("strided", strided))
         out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_3d_3d", "scaled_grouped_3d_3d", params, *rowwise_tol))
-        out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_3d_2d", "scaled_grouped_3d_2d", params, expressible=False,
-                        why_not="groups along N: a training form ptxgen has no door for"))
+        out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_3d_2d", "scaled_grouped_3d_2d", params, *rowwise_tol,
+                        extra=(("check_zero_size", "both, in the test's own loop: offs[0] = offs[1], then not"),)))
         for wrap in (True, False):
             out.append(Case(f"{SCALED}::test_scaled_grouped_gemm_2d_2d", "scaled_grouped_2d_2d",
-                            params + (("wrap_v2", wrap),), expressible=False,
-                            why_not="groups along K: a training form ptxgen has no door for"))
+                            params + (("wrap_v2", wrap),), *rowwise_tol))
     blocks = ((1, 1), (128, 1), (1, 128))
     for out_dt, (lb, rb), mnk, case in product(("bfloat16", "float32"), blocks, ((256, 768, 512), (384, 128, 1280), (512, 512, 512)),
                                                ("x_eye_b_eye", "x_ones_y_ones_calc_scales", "x_ones_y_ones_set_scales",

@@ -12,6 +12,10 @@ same memory as b.transpose(-2, -1)):
              torch._grouped_mm(dy.t(), x, offs=offs), out G x M x N bf16; dy T x M and x T x N row-major (both operands
              MN-major views), T routed tokens split over the experts seeded (numpy default_rng(seed).multinomial(T, [1/G] * G));
              --kgrouped runs the two cases k-8x4096x14336/8192 and k-128x2048x1536/32768
+  fk-GxMxN/T K-grouped row-wise FP8: ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs) against
+             torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16) with a M x T and b N x T
+             e4m3 (K-major: the tokens contiguous, as FP8 operands must be), scale_a of G M and scale_b of G N f32, the
+             tokens split as for k-; --kgrouped-fp8 runs fk-8x4096x14336/8192 and fk-128x2048x1536/32768
 
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.check.bench.alternate: ours, torch, torch, ours, ...),
 each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
@@ -20,6 +24,7 @@ call without synchronizing, averaged over many calls, the GPU kept busy by them)
 preallocated out; torch._grouped_mm allocates its output each call (from its caching allocator). The geometric mean of the
 ratios (torch time / ours) of the default kernel is printed last.
 Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512] [--kgrouped]
+       [--kgrouped-fp8]
 """
 
 from __future__ import annotations
@@ -117,31 +122,47 @@ def run_fp8_case(case: str, rounds: int, seed: int, log) -> list[dict]:
 
 
 KGROUPED_CASES = "k-8x4096x14336/8192,k-128x2048x1536/32768"
+KGROUPED_FP8_CASES = "fk-8x4096x14336/8192,fk-128x2048x1536/32768"
 
 
 def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
-    """K-grouped: out[g] = dy[tokens g].T @ x[tokens g], G x M x N bf16, both operands MN-major views."""
+    """K-grouped: out[g] = dy[tokens g].T @ x[tokens g], G x M x N bf16, both operands MN-major views; fk-: row-wise
+    FP8, a = dy.T and b = x.T K-major e4m3 with scale_a G M and scale_b G N."""
+    fp8 = case.startswith("fk-")
     try:
-        shape, tokens = case.removeprefix("k-").split("/")
+        shape, tokens = case.removeprefix("fk-" if fp8 else "k-").split("/")
         g, m, n = map(int, shape.split("x"))
         t = int(tokens)
     except ValueError:
-        raise SystemExit(f"unknown case {case!r} (k-GxMxN/T)") from None
+        raise SystemExit(f"unknown case {case!r} (k-GxMxN/T or fk-GxMxN/T)") from None
     sizes = np.random.default_rng(seed).multinomial(t, [1.0 / g] * g)
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    dy = torch.randn(t, m, device="cuda", generator=gen).to(torch.bfloat16)
-    x = torch.randn(t, n, device="cuda", generator=gen).to(torch.bfloat16)
     offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
     out = torch.empty(g, m, n, device="cuda", dtype=torch.bfloat16)
     from ptxgen.kgrouped import kgrouped_spec
 
-    label = f"kgrouped {kgrouped_spec().kernel_name}"
+    if fp8:
+        a = torch.randn(m, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+        b = torch.randn(n, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+        sa = torch.rand(g * m, device="cuda", generator=gen) + 0.5
+        sb = torch.rand(g * n, device="cuda", generator=gen) + 0.5
+        label = f"kgrouped fp8 {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', rowwise=True).kernel_name}"
 
-    def base():
-        return torch._grouped_mm(dy.t(), x, offs=offs)
+        def base():
+            return torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16)
 
-    def ours():
-        return ptxgen.grouped_gemm_k(dy.t(), x.t(), offs, out)
+        def ours():
+            return ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out)
+    else:
+        dy = torch.randn(t, m, device="cuda", generator=gen).to(torch.bfloat16)
+        x = torch.randn(t, n, device="cuda", generator=gen).to(torch.bfloat16)
+        label = f"kgrouped {kgrouped_spec().kernel_name}"
+
+        def base():
+            return torch._grouped_mm(dy.t(), x, offs=offs)
+
+        def ours():
+            return ptxgen.grouped_gemm_k(dy.t(), x.t(), offs, out)
 
     try:
         ref = base().float()
@@ -160,7 +181,7 @@ def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
          "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
          "ok": err < 1e-2, "rounds": rounds}
     print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
-          f"host {ours_host:.1f} us | torch._grouped_mm {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
+          f"host {ours_host:.1f} us | torch.{'_scaled_grouped_mm' if fp8 else '_grouped_mm'} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
           f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
     return [r]
 
@@ -232,9 +253,10 @@ def main() -> int:
     ap.add_argument("--b-major", choices=("k", "mn"), default="k",
                     help="mn: b is an N-major view (G x K x N memory); bf16 cases only")
     ap.add_argument("--kgrouped", action="store_true", help=f"the K-grouped cases only ({KGROUPED_CASES})")
+    ap.add_argument("--kgrouped-fp8", action="store_true", help=f"the K-grouped row-wise FP8 cases only ({KGROUPED_FP8_CASES})")
     args = ap.parse_args()
-    if args.kgrouped:
-        args.cases = KGROUPED_CASES
+    if args.kgrouped or args.kgrouped_fp8:
+        args.cases = ",".join(c for flag, c in ((args.kgrouped, KGROUPED_CASES), (args.kgrouped_fp8, KGROUPED_FP8_CASES)) if flag)
     import torch
 
     dev = torch.cuda.get_device_name()
@@ -249,7 +271,7 @@ def main() -> int:
     for case in args.cases.split(","):
         if case.startswith("fp8-"):
             all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
-        elif case.startswith("k-"):
+        elif case.startswith(("k-", "fk-")):
             all_results += run_k_case(case, args.rounds, args.seed, sys.stdout)
             torch.cuda.empty_cache()
         else:

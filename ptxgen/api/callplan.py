@@ -519,6 +519,21 @@ def _plan_scaled(args: dict, t: Target, op: str) -> CallPlan:
         if (info.dtype not in ("e4m3", "e5m2")) if rowwise else info.dtype != "e4m3":
             what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.scaled.blockfp8: block-scaled FP8 takes e4m3 A and B)"
             raise DTypeError(f"{op} takes {what} inputs, not {info.dtype} {info.name}")
+    if rowwise and fi is not None and ai.ndim == 2 and bi.ndim == 2:  # the K-grouped form (ptxgen.kgrouped, offs_k_rowwise)
+        from ..kgrouped import decide
+
+        spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch, (sa, sb))[0]
+        return _made(op, t, Path.HOT, "the K-grouped form (2-D a and b, offs along K) with row-wise scales "
+                     "(torch._scaled_grouped_mm 2-D x 2-D): kgrouped_spec(rowwise=True), A and B K-major", spec)
+    if rowwise and fi is not None and ai.ndim == 3 and bi.ndim == 2:  # the N-grouped form: the M-grouped one, swapped
+        g, m = ai.shape[0], ai.shape[1]
+        if sa.shape not in ((g, m), (g * m,)) or (g * m > 1 and sa.strides[-1] != 1) or (sa.ndim == 2 and g > 1 and sa.strides[0] != m):
+            raise ArgumentError(f"scale_a has shape {sa.shape} (strides {sa.strides}); the N-grouped form takes G x M = "
+                                f"{g} x {m} contiguous f32 values")
+        sa2 = replace(sa, shape=(g, m), strides=(m, 1))
+        ot = None if oi is None else replace(oi, shape=tuple(reversed(oi.shape)), strides=tuple(reversed(oi.strides)))
+        return _scaled_infos(op, bi, ai, fi, ot, sb, sa2, args.get("out_dtype"), t,
+                             "the N-grouped form (3-D a, 2-D b): the M-grouped product with a and b swapped, out M-major; ")
     if fi is None and rowwise:  # the batched form: scale_a of G x M read as G M values (torch tensors)
         g, m = ai.shape[0], ai.shape[1] if ai.ndim == 3 else 0
         if sa.shape != (g, m):

@@ -104,7 +104,8 @@ class KernelView:
     # stays in uniform registers, with no R2UR before each wgmma (2026-12-02, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
     wg_expr: str = f"__shfl_sync({FULL_WARP_MASK}, tid / {WARPGROUP_THREADS}, 0)"
     tma3d: bool = False  # some operand has a 3-D tensor map (tma_load_3d)
-    kgrouped: "ckgrouped.KGroupedView | None" = None  # --grouped offs_k: the K tail's zeroing (ptxgen.emit.views.kgrouped_view)
+    kgrouped: "ckgrouped.KGroupedView | None" = None  # --grouped offs_k(_rowwise): the K tail's zeroing (ptxgen.emit.views.kgrouped_view)
+    row_scales: "cgrouped.RowScalesView | None" = None  # --grouped offs_rowwise / offs_k_rowwise: the scales on the accumulator
 
 
 def kernel_view(plan: KernelPlan) -> KernelView:
@@ -161,6 +162,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         num_tiles_expr="tiles_m * tiles_n * batch" if batched else "tiles_m * tiles_n * G" if kg else "tiles_m * tiles_n",
         d_base=batched_d_base_c(s.out_dtype.bytes) if batched else ckgrouped.d_base_c(s.out_dtype.bytes) if kg else "D",
         kgrouped=kgv,
+        row_scales=cgrouped.row_scales_view(plan.grouped) if plan.grouped is not None
+        else ckgrouped.row_scales_view(kg) if kg is not None else None,
         narrow_copy=0 if s.copy_bytes == 16 else s.copy_bytes,
         full_init_count=(f"(cluster_ctarank() == {pair.leader_rank}u ? {pair.full_arrivals_leader}u : {pipe.peer_full_arrivals}u)"
                          if pair is not None and pair.sf_relay else f"{pipe.full_arrivals}"),
@@ -186,7 +189,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
             else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
             + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
             if kg is None else
-            "L1/L2: the K-grouped walk and K tail are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
+            "L1/L2: the K-grouped walk and K tail" + (" and the scales each element reads" if kg.rowwise else "")
+            + " are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
             "compiled and SASS-checked; docs/training.md says what ran on a GPU."
         ),
         grid_doc=grid_doc(plan),

@@ -139,11 +139,22 @@ class Grouping(Enum):
     OFFS = "offs"  # torch._grouped_mm: A stacked along M, int32 cumulative row ends on the GPU, B of G x N x K (derive.roles.grouped)
     OFFS_ROWWISE = "offs_rowwise"  # the same with torch._scaled_grouped_mm's f32 scales: per row of A, per (group, column)
     OFFS_K = "offs_k"  # torch._grouped_mm's 2-D x 2-D form: groups along K (int32 cumulative K ends), out G x M x N (derive.roles.kgrouped)
+    OFFS_K_ROWWISE = "offs_k_rowwise"  # the same with torch._scaled_grouped_mm's 2-D x 2-D f32 scales: per (group, row), per (group, column)
 
     @property
     def along_m(self) -> bool:
         """Groups of rows of A (offs and offs_rowwise: derive.roles.grouped), as opposed to groups along K or none."""
         return self in (Grouping.OFFS, Grouping.OFFS_ROWWISE)
+
+    @property
+    def along_k(self) -> bool:
+        """Groups along K (offs_k and offs_k_rowwise: derive.roles.kgrouped)."""
+        return self in (Grouping.OFFS_K, Grouping.OFFS_K_ROWWISE)
+
+    @property
+    def rowwise(self) -> bool:
+        """With torch._scaled_grouped_mm's row-wise f32 scales on the f32 accumulator (offs_rowwise, offs_k_rowwise)."""
+        return self in (Grouping.OFFS_ROWWISE, Grouping.OFFS_K_ROWWISE)
 
 
 class Batch(Enum):

@@ -200,24 +200,37 @@ def bind_block_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[Groupe
     return replace(p, lds_a=lds_a, lds_b=lds_b, lds_b_group=lds_b_group), (sa.ptr, sb.ptr)
 
 
+def _scale_shapes(spec: TileSpec, p: GroupedProblem) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The values scale_a and scale_b hold: M and G x N (offs_rowwise: the stacked rows, a group's columns), or G x M
+    and G x N (offs_k_rowwise: torch._scaled_grouped_mm's 2-D x 2-D, one scale per group and row, per group and column)."""
+    if spec.grouped is Grouping.OFFS_K_ROWWISE:
+        return (p.groups, p.m), (p.groups, p.n)
+    return (p.m,), (p.groups, p.n)
+
+
 def _bind_scales(spec: TileSpec, scales, p: GroupedProblem) -> tuple[int, int]:
-    """(scale_a, scale_b) pointers, checked: M f32 values, G x N f32 values, contiguous; (0, 0) without scales."""
-    rowwise = spec.grouped is Grouping.OFFS_ROWWISE
-    if not rowwise:
+    """(scale_a, scale_b) pointers, checked: f32, contiguous, holding the values :func:`_scale_shapes` says (that shape
+    or flat); (0, 0) without scales."""
+    if not spec.grouped.rowwise:
         if scales is not None:
             raise ArgumentError(f"{_KernelName(spec)} takes no scales (compile grouped='offs_rowwise' for FP8 row-wise scales, "
                                 "or grouped='offs' with fp8_blocks='1x128x128' for block scales)")
         return 0, 0
+    want_a, want_b = _scale_shapes(spec, p)
     if scales is None or scales[0] is None or scales[1] is None:
-        raise ArgumentError(f"{_KernelName(spec)} multiplies by row-wise scales: pass scale_a (M f32) and scale_b (G x N f32)")
+        raise ArgumentError(f"{_KernelName(spec)} multiplies by row-wise scales: pass scale_a ({' x '.join(map(str, want_a))} "
+                            f"f32) and scale_b ({' x '.join(map(str, want_b))} f32)")
     sa, sb = scales
-    for info, want in ((sa, (p.m,)), (sb, (p.groups, p.n))):
+    for info, want in ((sa, want_a), (sb, want_b)):
         if info.dtype != "f32":
             raise DTypeError(f"{info.name} has dtype {_dtype_words(info.dtype)}; it must be {_dtype_words('f32')}")
         flat = 1
         for x in info.shape:
             flat *= x
-        if tuple(info.shape) not in (want, (flat,)) or flat != (want[0] if len(want) == 1 else want[0] * want[1]):
+        need = 1
+        for x in want:
+            need *= x
+        if tuple(info.shape) not in (want, (flat,)) or flat != need:
             raise ArgumentError(f"{info.name} has shape {info.shape}; it must hold {' x '.join(map(str, want))} values")
         dense = all(st == exp for st, exp, size in zip(reversed(info.strides), _dense_strides(info.shape), reversed(info.shape)) if size > 1)
         if not dense:

@@ -49,6 +49,8 @@ from ..tile.derived import Derived
 from .schedule import SchedulePlan
 
 TORCH_REF = "torch._grouped_mm (2-D a M x K_total, 2-D b K_total x N, int32 offs of cumulative K ends; out G x M x N)"
+TORCH_SCALED_REF = ("torch._scaled_grouped_mm 2-D x 2-D (a M x K_total, b.t() with b N x K_total, int32 offs of cumulative "
+                    "K ends; scale_a (G M,), scale_b (G N,) f32; out G x M x N)")
 DEEPGEMM_REF = "DeepGEMM k_grouped_wgrad_gemm (per-group tensor maps written with tensormap.replace on the device)"
 PTX_FENCE_REF = "PTX ISA 'fence.proxy.async' (generic-proxy writes seen by the async proxy: wgmma, TMA)"
 
@@ -81,6 +83,7 @@ class KGroupedPlan:
     bk: int
     raster_group: int
     k_align: int = 1  # a group's K-tiles start at k_start rounded down to this (16 bytes of elements with a K-major operand)
+    rowwise: bool = False  # --grouped offs_k_rowwise: acc x scale_a[g M + row] x scale_b[g N + column] (torch._scaled_grouped_mm)
 
     @staticmethod
     def group_k(offs: Sequence[int], k_total: int) -> tuple[tuple[int, int], ...]:
@@ -108,6 +111,12 @@ class KGroupedPlan:
         base = self.k_base(k_start)
         return tuple((base + t * self.bk, k_start - base if t == 0 else 0, min(self.bk, k_end - base - t * self.bk))
                      for t in range(self.k_tiles(k_start, k_end)))
+
+    @staticmethod
+    def scale_index(group: int, row: int, col: int, m: int, n: int) -> tuple[int, int]:
+        """(scale_a element, scale_b element) that out[group][row, col] is multiplied by (offs_k_rowwise): torch's 2-D x
+        2-D scales hold G M and G N values, group g's rows at g M .. g M + M - 1 and its columns at g N .. g N + N - 1."""
+        return group * m + row, group * n + col
 
     def tiles(self, m: int, n: int) -> tuple[int, int]:
         return -(-m // self.bm), -(-n // self.bn)
@@ -167,7 +176,14 @@ class KGroupedPlan:
                     f"{PTX_FENCE_REF}; {DEEPGEMM_REF}"),
             Derived("kgrouped_grid", "min(SMs, G x tiles_m x tiles_n)", "one CTA per SM, at most one per work item",
                     "the persistent walk", "ptxgen.derive.roles.kgrouped.KGroupedPlan.ctas"),
-        )
+        ) + ((
+            Derived("kgrouped_scales", "acc x scale_a[g M + row] x scale_b[g N + column]",
+                    "after the item's K loop, before the stores, each accumulator element of a row < M and column < N is "
+                    "multiplied by its group's row scale of A and column scale of B (f32); others by 0",
+                    "torch._scaled_grouped_mm's 2-D x 2-D row-wise FP8 scales: scale_a of G M values (group g's rows at g M), "
+                    "scale_b of G N (group g's columns at g N). An empty group's accumulator is 0, so out[g] is 0 x scales",
+                    TORCH_SCALED_REF),
+        ) if self.rowwise else ())
 
     def walk_picture(self, offs: Sequence[int] | None = None, k_total: int | None = None) -> list[str]:
         """The K blocks of an example (groups of 0, 1, BK + 1 and BK K rows): what each group's K-tiles load and zero."""
@@ -185,4 +201,8 @@ class KGroupedPlan:
                 zero = (f", zero K {k0}..{k0 + lo - 1}" if lo else "") + (f", zero K {k0 + hi}..{k0 + self.bk - 1}" if hi < self.bk else "")
                 parts.append(f"K {k0}..{k0 + self.bk - 1}{zero}")
             lines.append(f"  group {g}: {len(blocks)} K-tile(s): " + "; ".join(parts))
+        if self.rowwise:  # torch's test_scaled_grouped_gemm_2d_2d shape: M = 16, N = 32
+            ia, ib = self.scale_index(2, 5, 7, 16, 32)
+            lines.append(f"  scales (M = 16, N = 32): out[g][row, col] x scale_a[g M + row] x scale_b[g N + col]; out[2][5, 7] "
+                         f"reads scale_a[{ia}] and scale_b[{ib}]; rows >= M and columns >= N are multiplied by 0, not stored")
         return lines

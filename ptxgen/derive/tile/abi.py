@@ -119,10 +119,15 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                  "slice z; the reduction kernel writes D")
     d = Param("D", "ptr", d_doc)
     grouped = spec.grouped is not Grouping.NONE
-    if spec.grouped is Grouping.OFFS_K:
+    if spec.grouped.along_k:
         tail = (
             Param("D", "ptr", "D, G x M x N: out[g] at D + g M ldd elements, rows ldd apart, 16-byte aligned"),
             Param("offs", "i32_ptr", "G int32 cumulative K ends (group g owns K indices offs[g-1]..offs[g]-1), read on the GPU only"),
+        ) + ((
+            Param("scale_a", "f32_ptr", "G x M f32 scales: out[g] row r is multiplied by scale_a[g M + r] (torch._scaled_grouped_mm's "
+                  "2-D x 2-D scale_a)"),
+            Param("scale_b", "f32_ptr", "G x N f32 scales: out[g] column c by scale_b[g N + c]"),
+        ) if spec.grouped.rowwise else ()) + (
             Param("M", "i32", "rows of A and of each out[g]"),
             Param("N", "i32", "rows of B, columns of each out[g]"),
             Param("K", "i32", "K_total: all groups' K indices (the maps' K extent)"),
@@ -135,7 +140,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         ) + ((
             Param("scale_a", "f32_ptr", "M f32 scales, one per row of A (torch._scaled_grouped_mm's scale_a)"),
             Param("scale_b", "f32_ptr", "G x N f32 scales, one per group and column of D (scale_b)"),
-        ) if spec.grouped is Grouping.OFFS_ROWWISE else ()) + (
+        ) if spec.grouped.rowwise else ()) + (
             Param("M", "i32", "rows of A and D, all groups"),
             Param("N", "i32", "rows of each group's B, columns of D"),
             Param("K", "i32", "the reduction extent"),

@@ -198,7 +198,9 @@ FIELDS: tuple[SpecField, ...] = (
         "offs_rowwise: the same for FP8 with torch._scaled_grouped_mm's f32 scales, one per row of A and one per group "
         "and column of D; offs with --fp8-blocks 1x128x128: DeepSeek block scales, scale_b one block array per group; "
         "offs_k: groups along K (torch._grouped_mm's 2-D x 2-D form, a M x K_total, b N x K_total, out G x M x N; K-major "
-        "or MN-major operands, 16-bit inputs, direct stores; derive.roles.kgrouped) (default none)",
+        "or MN-major operands, 16-bit inputs, direct stores; derive.roles.kgrouped); offs_k_rowwise: the same for FP8 "
+        "(K-major a and b) with torch._scaled_grouped_mm's 2-D x 2-D f32 scales, scale_a[g M + row] and scale_b[g N + "
+        "column] on the f32 accumulator (default none)",
         Grouping,
         default="none",
     ),

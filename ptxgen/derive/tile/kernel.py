@@ -50,7 +50,7 @@ class KernelPlan:
     epi_order: EpilogueOrderPlan | None = None  # --epilogue-order alternate: the warpgroups' epilogues in turn (derive.roles.epiorder)
     slabs: SlabPlan | None = None  # --consumer-slabs N > 1: N slabs a warpgroup sharing one partial (derive.scaled.bfp8slabs)
     tmem: TmemFit | None = None  # tcgen05: CTAs per SM, their TMEM columns, the shared memory asked for (derive.roles.tmemfit)
-    kgrouped: KGroupedPlan | None = None  # --grouped offs_k: groups along K, out G x M x N (derive.roles.kgrouped)
+    kgrouped: KGroupedPlan | None = None  # --grouped offs_k(_rowwise): groups along K, out G x M x N (derive.roles.kgrouped)
 
     def tma_plan(self, name: str):
         """The TmaPlan behind tensor-map parameter ``tmap_<name>``: an operand's, D's (TMA-store epilogue), C's, or
@@ -78,7 +78,8 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     pipe = plan_pipeline(spec, expect)
     tmem = plan_tmem_fit(spec, t.smem.dynamic_bytes, pipe.threads) if spec.arch is Arch.SM100A else None
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes if tmem is None else tmem.smem_bytes)
-    kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec)) if spec.grouped is Grouping.OFFS_K else None
+    kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec),
+                            spec.grouped.rowwise) if spec.grouped.along_k else None
     grouped = None if not spec.grouped.along_m else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)

@@ -219,7 +219,7 @@ def _validate_grouped(t: "TileSpec") -> None:
     if t.arch is not Arch.SM90A or t.loader is not Loader.TMA or t.schedule is not Schedule.PERSISTENT:
         raise SpecError("--grouped", g, "grouped kernels are persistent wgmma kernels with the TMA loader: every CTA walks the "
                         "groups' tiles from offs on the GPU (ptxgen.derive.roles.grouped)", "--arch sm_90a --loader tma --schedule persistent")
-    if t.grouped is Grouping.OFFS_K:
+    if t.grouped.along_k:
         _validate_k_grouped(t)
         return
     if t.a.major is not Major.K:
@@ -234,14 +234,26 @@ def _validate_grouped(t: "TileSpec") -> None:
 
 
 def _validate_k_grouped(t: "TileSpec") -> None:
-    """--grouped offs_k (derive.roles.kgrouped): 16-bit inputs, f32 accumulator, the cooperative walk with direct stores."""
-    if t.dtype not in (DType.BF16, DType.F16) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
-        raise SpecError("--grouped", "offs_k", "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
-                        "16-bit or f32 output", "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
+    """--grouped offs_k / offs_k_rowwise (derive.roles.kgrouped): 16-bit inputs (offs_k) or FP8 inputs with row-wise
+    scales read K-major (offs_k_rowwise), an f32 accumulator, the cooperative walk with direct stores."""
+    g = t.grouped.value
+    if t.grouped is Grouping.OFFS_K_ROWWISE:
+        if t.dtype not in (DType.E4M3, DType.E5M2) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
+            raise SpecError("--grouped", g, "row-wise scales (torch._scaled_grouped_mm's 2-D x 2-D form) multiply an FP8 "
+                            "product's f32 accumulator; the output is 16-bit or f32",
+                            "--dtype e4m3|e5m2 --acc f32 --out-dtype bf16|f16|f32, or --grouped offs_k for 16-bit inputs")
+        if t.a.major is not Major.K or t.b.major is not Major.K:
+            raise SpecError("--grouped", g, "wgmma reads FP8 operands K-major only (no transpose for .e4m3/.e5m2), so A (M x "
+                            "K_total) and B (N x K_total) are K-major: rows contiguous along K, as torch._scaled_grouped_mm "
+                            "takes a and b.t()", "--a kmajor-... --b kmajor-...", cite("wgmma"))
+    elif t.dtype not in (DType.BF16, DType.F16) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
+        raise SpecError("--grouped", g, "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
+                        "16-bit or f32 output (FP8 inputs: --grouped offs_k_rowwise)",
+                        "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
     if (t.consumers is not Consumers.COOPERATIVE or t.epilogue is not Epilogue.DIRECT or t.cluster is not Cluster.C1X1
             or t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none"
             or t.consumer_slabs != 1):
-        raise SpecError("--grouped", "offs_k", "the K-grouped kernel zeroes each group's K tail in shared memory between the "
+        raise SpecError("--grouped", g, "the K-grouped kernel zeroes each group's K tail in shared memory between the "
                         "cooperative consumers (one named barrier) and stores out[g] directly (a TMA store would clip at the "
                         "stacked G M rows, not at the group's M); other walks are not derived",
                         "--consumers cooperative --epilogue direct --cluster 1x1 --split-k 1 --stream-k 1 --batch none "

@@ -283,7 +283,7 @@ def layout_svg(t: TileLayout, operands: tuple[str, ...] = ("a", "b", "d"), decod
     if t.scales is not None:
         el, y = scale_panel(t, y + 10)
         parts += el
-    if s.grouped.value == "offs_k":
+    if s.grouped.along_k:
         el, y = kgrouped_panel(s, y + 10)
         parts += el
     elif s.grouped.value != "none":

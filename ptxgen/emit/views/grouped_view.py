@@ -85,7 +85,6 @@ class GroupedView:
     b_row0: str  # the first row of B's (G x N) x K view a tile loads (a K-major B's 2-D map)
     doc: str
     group: str = f"{CURSOR}.group"  # the tile's group: an N-major B's 3-D map's third coordinate
-    scale_b_index: str = ""  # row-wise scales: scale_b's element for column `col` of this tile's group ("" without)
 
 
 def grouped_view(plan: GroupedPlan) -> GroupedView:
@@ -98,8 +97,31 @@ def grouped_view(plan: GroupedPlan) -> GroupedView:
         doc=(f"grouped GEMM (torch._grouped_mm layout): work items group by group, ceil(rows_g / {plan.bm}) x ceil(N / {plan.bn}) "
              f"each; a cursor per role reads offs[g] as it passes group g; A rows past the group's end and B rows past N are "
              "loaded but never stored"),
-        scale_b_index=f"static_cast<size_t>({CURSOR}.group) * N + col" if plan.rowwise else "",
     )
+
+
+@dataclass(frozen=True)
+class RowScalesView:
+    """Row-wise FP8 scales on the f32 accumulator (torch._scaled_grouped_mm), after a work item's K loop: the element
+    of ``scale_a`` and of ``scale_b`` that accumulator element (row, col) of this tile's group reads, and the limits
+    past which it is multiplied by 0 (nothing stores it there). The M-grouped kernel's (here) and the K-grouped one's
+    (emit.views.kgrouped_view.row_scales_view)."""
+
+    doc: str
+    a_index: str  # C: scale_a's element for row `row`
+    b_index: str  # C: scale_b's element for column `col`
+    row_limit: str
+    col_limit: str = "N"
+
+
+def row_scales_view(plan: GroupedPlan) -> RowScalesView | None:
+    """--grouped offs_rowwise: scale_a[row] (the stacked rows), scale_b[group N + col]."""
+    if not plan.rowwise:
+        return None
+    return RowScalesView(
+        doc="Row-wise FP8 scales (torch._scaled_grouped_mm): acc x scale_a[row] x scale_b[group, column]; 0 outside the "
+            "group or N.",
+        a_index="row", b_index=f"static_cast<size_t>({CURSOR}.group) * N + col", row_limit="row_end")
 
 
 def store_condition_c(plan: GroupedPlan) -> str:

@@ -14,6 +14,7 @@ from ...derive.roles.kgrouped import KGroupedPlan
 from ...derive.operands.operand import OperandLayout
 from ...isa.types import Major
 from ..cexpr import linear_offset_c_expr, swizzle_c_expr
+from .grouped_view import RowScalesView
 from .schedule_view import BATCH
 
 TAIL_BARRIER = 1  # the named barrier the consumer warpgroups meet at after zeroing (0 is __syncthreads)
@@ -24,6 +25,17 @@ class KGroupedView:
     helpers: str  # shared-memory zero stores
     tail: tuple[str, ...]  # C statements after full[s] of K-tile kt, before the MMAs read stage s
     doc: str
+
+
+def row_scales_view(plan: KGroupedPlan) -> RowScalesView | None:
+    """--grouped offs_k_rowwise: scale_a[g M + row], scale_b[g N + col] (derive.roles.kgrouped.KGroupedPlan.scale_index)."""
+    if not plan.rowwise:
+        return None
+    g = f"static_cast<size_t>({BATCH})"
+    return RowScalesView(
+        doc="Row-wise FP8 scales (torch._scaled_grouped_mm 2-D x 2-D): acc x scale_a[g M + row] x scale_b[g N + column]; "
+            "0 outside M or N.",
+        a_index=f"{g} * M + row", b_index=f"{g} * N + col", row_limit="M")
 
 
 def tile_k_c(plan: KGroupedPlan) -> tuple[str, ...]:
@@ -108,13 +120,19 @@ __device__ __forceinline__ void st_shared_zero16(unsigned addr) {
 __device__ __forceinline__ void st_shared_zero2(unsigned addr) {
   asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(static_cast<unsigned short>(0)) : "memory");
 }"""
+# FP8 operands (offs_k_rowwise): a 16-byte cell holds 16 K offsets, cut one byte at a time (0x00 is +0 in e4m3 and e5m2)
+HELPER_BYTE = """
+__device__ __forceinline__ void st_shared_zero1(unsigned addr) {
+  asm volatile("st.shared.b8 [%0], %1;" ::"r"(addr), "h"(static_cast<unsigned short>(0)) : "memory");
+}"""
 
 
 def kgrouped_view(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes: int, b_stage_bytes: int,
                   consumer_threads: int, esize: int) -> KGroupedView:
     return KGroupedView(
-        helpers=HELPERS,
+        helpers=HELPERS + (HELPER_BYTE if esize == 1 else ""),
         tail=tail_c(plan, a, b, a_stage_bytes, b_stage_bytes, consumer_threads, esize),
-        doc=(f"K-grouped GEMM (torch._grouped_mm 2-D x 2-D): items G x tiles_m x tiles_n; each reads its group's K range "
+        doc=(("K-grouped GEMM with row-wise scales (torch._scaled_grouped_mm 2-D x 2-D)" if plan.rowwise else
+              "K-grouped GEMM (torch._grouped_mm 2-D x 2-D)") + ": items G x tiles_m x tiles_n; each reads its group's K range "
              f"from offs and takes ceil((k_end - k_base) / {plan.bk}) K-tiles; other groups' K rows in a box are zeroed in shared memory"),
     )

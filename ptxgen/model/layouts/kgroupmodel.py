@@ -12,7 +12,17 @@ convention it checks against: group g owns K indices ``offs[g - 1] .. offs[g] - 
 * :func:`check_k_walk`: every group reads each of its K indices exactly once and nothing else.
 * :func:`simulate`: the product on small integer matrices through those boxes, to compare with per-group products.
 * :func:`check_tail_zeroing`: a stage written by the TMA model from a tensor of distinct element codes, then zeroed by
-  ``zero_fn`` (the rendered C, run on the CPU): exactly the elements of K offset outside [lo, hi) are gone.
+  ``zero_fn`` (the rendered C, run on the CPU): exactly the elements of K offset outside [lo, hi) are gone. 16-bit
+  elements carry their code in one stage; 8-bit (FP8) ones in two, one byte of the code each, zeroed alike.
+
+The row-wise FP8 form (``torch._scaled_grouped_mm``'s 2-D x 2-D, PyTorch's ``test_scaled_grouped_gemm_2d_2d``): each
+group's reference is ``torch._scaled_mm(a[:, K of g], b[:, K of g].t(), scale_a[g m:(g + 1) m].view(-1, 1),
+scale_b[g n:(g + 1) n].view(1, -1))``, so ``out[g][r, c]`` reads the r-th element of group g's slice of scale_a and
+the c-th of its slice of scale_b:
+
+* :func:`torch_scale_slices` / :func:`check_scale_reads`: which scale_a and scale_b element each output element reads
+  (``read(g, r, c)``: the derivation's or the rendered C's), element by element;
+* :func:`reference_scaled`: the per-group scaled products by those slices (float64).
 """
 
 from __future__ import annotations
@@ -85,23 +95,37 @@ def reference(a: np.ndarray, b: np.ndarray, offs: Sequence[int]) -> np.ndarray:
                      (np.arange(x.start, x.stop) for x in torch_k_ranges(offs))])
 
 
+def _codes_at(images: list[np.ndarray], element_bytes: int) -> np.ndarray:
+    """The element codes of a stage held in ``images`` (one per byte of the code for 8-bit elements), per element."""
+    if element_bytes == 2:
+        return images[0].view(np.uint16).astype(np.uint32)
+    return images[0].astype(np.uint32) | (images[1].astype(np.uint32) << 8)
+
+
 def check_tail_zeroing(tma: dict, k_major: bool, mn: int, bk: int, lo: int, hi: int,
                        zero_fn: Callable[[np.ndarray, int, int, int], None], stage_address: int = 1024,
-                       anchor: str = "address") -> list[str]:
-    """One 16-bit operand stage of ``mn`` x ``bk`` (K-major: global [mn, k]; MN-major: global [k, mn]) written by the TMA
-    model from distinct element codes, then ``zero_fn(image, stage_address, lo, hi)``: the codes left must be exactly
-    those of K offset in [lo, hi), each once."""
+                       anchor: str = "address", element_bytes: int = 2) -> list[str]:
+    """One operand stage of ``mn`` x ``bk`` 16-bit (``element_bytes`` 2) or 8-bit (1) elements (K-major: global
+    [mn, k]; MN-major: global [k, mn]) written by the TMA model from distinct element codes, then ``zero_fn(image,
+    stage_address, lo, hi)``: the codes left must be exactly those of K offset in [lo, hi), each once. 8-bit elements:
+    the codes' low and high bytes in two stage images, each written and zeroed the same way."""
     code = 1 + np.arange(mn * bk, dtype=np.uint32).reshape(mn, bk)  # code of (mn, k): 1 + mn bk + k
     if code.max() >= 1 << 16:
         raise ValueError("the tile has more elements than 16-bit codes")
-    g = code.astype(np.uint16) if k_major else code.T.copy().astype(np.uint16)
-    image = np.zeros(stage_address + 4 * mn * bk + 1024, dtype=np.uint8)
-    tmamodel.write(tma, 2, stage_address, (0, 0), g, image, anchor=anchor)
-    before = set(image.view(np.uint16).tolist()) - {0}
+    if element_bytes not in (1, 2):
+        raise ValueError(f"element size {element_bytes} B: the K-grouped kernels read 16-bit or 8-bit operands")
+    parts = [code.astype(np.uint16)] if element_bytes == 2 else [(code & 0xFF).astype(np.uint8), (code >> 8).astype(np.uint8)]
+    images = []
+    for part in parts:
+        image = np.zeros(stage_address + 4 * mn * bk + 1024, dtype=np.uint8)
+        tmamodel.write(tma, element_bytes, stage_address, (0, 0), part if k_major else part.T.copy(), image, anchor=anchor)
+        images.append(image)
+    before = set(_codes_at(images, element_bytes).tolist()) - {0}
     if before != set(code.ravel().tolist()):
         return [f"the TMA model wrote {len(before)} of {mn * bk} codes"]
-    zero_fn(image, stage_address, lo, hi)
-    words = image.view(np.uint16)
+    for image in images:
+        zero_fn(image, stage_address, lo, hi)
+    words = _codes_at(images, element_bytes)
     left = Counter(words[words != 0].tolist())
     want = set(code[:, lo:hi].ravel().tolist())
     problems = []
@@ -113,3 +137,37 @@ def check_tail_zeroing(tma: dict, k_major: bool, mn: int, bk: int, lo: int, hi: 
         problems.append(f"{len(kept)} elements of K offset outside [{lo}, {hi}) were not zeroed (first at K offset "
                         f"{(kept[0] - 1) % bk}, row {(kept[0] - 1) // bk})")
     return problems
+
+
+def torch_scale_slices(groups: int, m: int, n: int) -> tuple[list[range], list[range]]:
+    """Group g's slice of scale_a and of scale_b as PyTorch's test_scaled_grouped_gemm_2d_2d cuts them:
+    ``scale_a[i * m : (i + 1) * m]`` and ``scale_b[i * n : (i + 1) * n]``."""
+    return [range(i * m, (i + 1) * m) for i in range(groups)], [range(i * n, (i + 1) * n) for i in range(groups)]
+
+
+def check_scale_reads(read: Callable[[int, int, int], tuple[int, int]], groups: int, m: int, n: int) -> list[str]:
+    """Everything wrong with ``read(g, r, c)`` -> (scale_a element, scale_b element) for every output element of
+    every group (empty: each reads the r-th of its group's scale_a slice and the c-th of its scale_b slice)."""
+    sa, sb = torch_scale_slices(groups, m, n)
+    problems = []
+    for g in range(groups):
+        for r in range(m):
+            for c in range(n):
+                got = tuple(read(g, r, c))
+                want = (sa[g][r], sb[g][c])
+                if got != want:
+                    problems.append(f"out[{g}][{r}, {c}] reads scale_a[{got[0]}], scale_b[{got[1]}]; torch's slices give "
+                                    f"scale_a[{want[0]}], scale_b[{want[1]}]")
+                    if len(problems) >= 4:
+                        return problems
+    return problems
+
+
+def reference_scaled(a: np.ndarray, b: np.ndarray, offs: Sequence[int], scale_a: np.ndarray,
+                     scale_b: np.ndarray) -> np.ndarray:
+    """Per-group scaled products by torch's convention (float64): (a[:, K of g] @ b[:, K of g].T) x scale_a's slice
+    of group g (per row) x scale_b's (per column)."""
+    m, n = a.shape[0], b.shape[0]
+    sa, sb = torch_scale_slices(len(offs), m, n)
+    prods = reference(a, b, offs).astype(np.float64)
+    return np.stack([prods[g] * scale_a[list(sa[g])][:, None] * scale_b[list(sb[g])][None, :] for g in range(len(offs))])

@@ -1,4 +1,4 @@
-"""Launching a K-grouped GEMM (ptxgen.derive.roles.kgrouped, ``--grouped offs_k``): problem checks and the grid.
+"""Launching a K-grouped GEMM (ptxgen.derive.roles.kgrouped, ``--grouped offs_k`` and ``offs_k_rowwise``): problem checks and the grid.
 
 The problem is a :class:`~ptxgen.runtime.launch.grouped.GroupedProblem` read this way: ``m`` and ``n`` the rows of A
 and B (the output of every group is M x N), ``k`` = K_total (the maps' K extent), ``groups`` = G, ``lda`` / ``ldb``
@@ -10,7 +10,7 @@ stride between rows of each out[g] (out[g] at D + g M ldd). The parameter block 
 from __future__ import annotations
 
 from ...derive.tile.kernel import KernelPlan
-from ...isa.types import Grouping, Major
+from ...isa.types import Major
 from .grouped import GRID_HEADROOM, GroupedProblem
 from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
 
@@ -18,8 +18,8 @@ from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
 def kgrouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
     """Why the K-grouped kernel cannot run ``p`` (empty if it can), each naming its rule."""
     spec = plan.spec
-    if spec.grouped is not Grouping.OFFS_K or plan.kgrouped is None:
-        return [f"{spec.kernel_name} is not a K-grouped kernel (compile a spec with grouped='offs_k')"]
+    if not spec.grouped.along_k or plan.kgrouped is None:
+        return [f"{spec.kernel_name} is not a K-grouped kernel (compile a spec with grouped='offs_k' or 'offs_k_rowwise')"]
     errs = []
     for dim, size in (("M", p.m), ("N", p.n), ("K", p.k), ("G", p.groups)):
         if not 1 <= size <= MAX_DIM:

@@ -1,0 +1,264 @@
+"""The row-wise FP8 training forms through ptxgen.scaled_grouped_gemm: the K-grouped form (2-D a and b, offs along K;
+--grouped offs_k_rowwise) and the N-grouped form (3-D a, 2-D b; the M-grouped row-wise kernel with the operands
+swapped). No GPU: the binding, ptxgen.api.plan and the launch path on a simulated device. On a GPU (marked gpu): against
+float64 at odd shapes (empty groups, a group of 1 K row, K per group not a multiple of 128) and CUDA-graph capture.
+The kernel's own checks: tests/test_kgrouped_fp8.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+
+# ---- the binding and api.plan (no GPU) ----------------------------------------------------------------------------------
+def _meta(torch, *shape, dtype):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def test_decide_takes_torchs_2d_2d_layouts_and_refuses_others():
+    torch = pytest.importorskip("torch")
+    from ptxgen.kgrouped import decide
+    from ptxgen.runtime.launch.arrays import DL_CUDA, ArgumentError, DTypeError, read_array
+
+    f8, f32 = torch.float8_e4m3fn, torch.float32
+    m, n, k, g = 16, 32, 256, 4
+
+    def info(x, name):  # a meta tensor read as if it were on a GPU (what ptxgen.api.plan does with device=...)
+        return replace(read_array(x, name), device=(DL_CUDA, 0))
+
+    def run(a, b, sa, sb, offs=None, out=None, out_dtype=None):
+        offs = _meta(torch, g, dtype=torch.int32) if offs is None else offs
+        infos = [info(x, name) for x, name in ((a, "a"), (b, "b"), (offs, "offs"))]
+        return decide(*infos, None if out is None else info(out, "out"), out_dtype, "sm_90a",
+                      (info(sa, "scale_a"), info(sb, "scale_b")))
+
+    a, b = _meta(torch, m, k, dtype=f8), _meta(torch, n, k, dtype=f8)
+    sa, sb = _meta(torch, g * m, dtype=f32), _meta(torch, g * n, dtype=f32)
+    spec, p, out_dtype = run(a, b, sa, sb)
+    assert spec.grouped.value == "offs_k_rowwise" and out_dtype == "bf16"  # torch's default out for the scaled forms
+    assert (p.m, p.n, p.k, p.groups, p.lda, p.ldb, p.ldd) == (m, n, k, g, k, k, n)
+    strided = _meta(torch, m, k + 64, dtype=f8)[:, :k]  # torch's strided case: rows k + 64 apart
+    assert run(strided, b, sa, sb)[1].lda == k + 64
+    assert run(a, b, sa.view(g, m), sb.view(g, n), out_dtype="f32")[0].out_dtype.value == "f32"
+    assert run(a, _meta(torch, n, k, dtype=torch.float8_e5m2), sa, sb)[0].b_dtype.value == "e5m2"
+    with pytest.raises(ArgumentError, match="K-major only"):
+        run(_meta(torch, k, m, dtype=f8).t(), b, sa, sb)  # an M-major a: no wgmma reads it
+    with pytest.raises(ArgumentError, match="K-major only"):
+        run(a, _meta(torch, k, n, dtype=f8).t(), sa, sb)
+    with pytest.raises(ArgumentError, match="4 x 16 values"):
+        run(a, b, _meta(torch, m, dtype=f32), sb)  # the M-grouped form's scale_a (one per row): not this form's
+    with pytest.raises(ArgumentError, match="4 x 32 values"):
+        run(a, b, sa, _meta(torch, n, dtype=f32))
+    with pytest.raises(DTypeError):
+        run(a, b, sa.half(), sb)
+    with pytest.raises(DTypeError, match="FP8"):
+        run(_meta(torch, m, k, dtype=torch.bfloat16), _meta(torch, n, k, dtype=torch.bfloat16), sa, sb)
+
+
+def test_api_plan_answers_for_the_scaled_training_forms():
+    torch = pytest.importorskip("torch")
+    import ptxgen.api
+
+    f8, f32, i32 = torch.float8_e4m3fn, torch.float32, torch.int32
+    a, b = _meta(torch, 200, 1024, dtype=f8), _meta(torch, 136, 1024, dtype=f8)
+    sa, sb, offs = _meta(torch, 8 * 200, dtype=f32), _meta(torch, 8 * 136, dtype=f32), _meta(torch, 8, dtype=i32)
+    p = ptxgen.api.plan("scaled_grouped_gemm", a, b, sa, sb, offs, device="h100")
+    assert p.path.value == "hot" and p.kernel.endswith("groupedoffs_k_rowwise") and "2-D x 2-D" in p.why
+    p = ptxgen.api.plan("scaled_grouped_gemm", _meta(torch, 1024, 200, dtype=f8).t(), b, sa, sb, offs, device="h100")
+    assert p.path.value == "refused" and p.error == "ArgumentError" and "K-major only" in p.why
+    # the N-grouped form: a G x M x K, b N_total x K, scale_a G x M, scale_b N_total
+    a3, b2 = _meta(torch, 4, 16, 64, dtype=f8), _meta(torch, 128, 64, dtype=f8)
+    p = ptxgen.api.plan("scaled_grouped_gemm", a3, b2, _meta(torch, 4, 16, dtype=f32), _meta(torch, 128, dtype=f32),
+                        _meta(torch, 4, dtype=i32), device="h100")
+    assert p.path.value == "hot" and p.kernel.endswith("groupedoffs_rowwise") and "N-grouped" in p.why
+    p = ptxgen.api.plan("scaled_grouped_gemm", a3, b2, _meta(torch, 16, dtype=f32), _meta(torch, 128, dtype=f32),
+                        _meta(torch, 4, dtype=i32), device="h100")
+    assert p.path.value == "refused" and p.error == "ArgumentError" and "scale_a" in p.why
+
+
+def test_launch_path_with_a_simulated_device(monkeypatch):
+    """Everything up to cuLaunchKernel, no GPU: the maps (A over M x K_total, B over N x K_total, K inner), the grid from
+    G, M and N, the scales' pointers in ABI order after offs; the door of every layout reaches the same launch."""
+    from test_grouped import CaiArray, _fake_encode, read_block
+
+    import ptxgen.api.launch.streams as streams
+    import ptxgen.grouped as grouped
+    import ptxgen.kgrouped as kgrouped
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.runtime.launch.gpu import Device
+
+    fake = Device(0, "simulated H100", (9, 0), None, None, 132)
+    launched, funcs = [], {}
+    spec = kgrouped.kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True)
+    kinds = [q.kind for q in plan_kernel(spec).abi.params]
+
+    class FakeKernel:
+        def __init__(self, cubin, name, smem):
+            self.func = id(self)
+            funcs[self.func] = (name, smem)
+
+    class FakeDriver:
+        encode = staticmethod(_fake_encode)
+
+        def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            launched.append(dict(grid=(gx, gy, gz), name=funcs[func][0], stream=stream, args=read_block(params, kinds)))
+            return 0
+
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
+    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
+    monkeypatch.setattr(kgrouped, "launcher", lambda: FakeDriver())
+    monkeypatch.setattr(kgrouped, "_KERNELS", {})
+    monkeypatch.setattr(kgrouped, "_PREPARED", {})
+    m, n, k, g = 200, 136, 1024, 8
+    a = CaiArray((m, k), "|u1", 1, 0x100000, dtype="float8_e4m3fn")
+    b = CaiArray((n, k), "|u1", 1, 0x200000, dtype="float8_e4m3fn")
+    offs = CaiArray((g,), "<i4", 4, 0x300000)
+    out = CaiArray((g, m, n), "<f2", 2, 0x400000, dtype="bfloat16")
+    sa = CaiArray((g * m,), "<f4", 4, 0x500000)
+    sb = CaiArray((g * n,), "<f4", 4, 0x600000)
+    assert grouped.scaled_grouped_gemm(a, b, sa, sb, offs, out, stream=0x77) is out
+    call = launched[0]
+    assert call["name"] == spec.kernel_name and call["stream"] == 0x77
+    assert call["grid"] == (min(132, g * 2 * 2), 1, 1)  # G x ceil(200 / 128) x ceil(136 / 128)
+    args = call["args"]
+    word = lambda x, i: int.from_bytes(x[8 * i:8 * i + 8], "little")  # noqa: E731
+    assert (word(args[0], 0), word(args[0], 1), word(args[0], 2), word(args[0], 3)) == (0x100000, k, m, k)
+    assert (word(args[1], 0), word(args[1], 1), word(args[1], 2), word(args[1], 3)) == (0x200000, k, n, k)
+    assert args[2:] == [0x400000, 0x300000, 0x500000, 0x600000, m, n, k, g, n]
+    from ptxgen.runtime.launch.arrays import ArgumentError
+
+    with pytest.raises(ArgumentError, match="scale_a"):
+        grouped.scaled_grouped_gemm(a, b, CaiArray((m,), "<f4", 4, 0x500000), sb, offs, out)
+
+
+# ---- GPU: against float64 ---------------------------------------------------------------------------------------------
+def _reference64(torch, a, b, sa, sb, offs_list):
+    g, m, n = len(offs_list), a.shape[0], b.shape[0]
+    out = torch.zeros(g, m, n, dtype=torch.float64, device=a.device)
+    lo = 0
+    for i, hi in enumerate(offs_list):
+        if hi > lo:
+            out[i] = a[:, lo:hi].double() @ b[:, lo:hi].double().t()
+        out[i] *= sa.double().view(g, m)[i][:, None] * sb.double().view(g, n)[i][None, :]
+        lo = max(lo, hi)
+    return out
+
+
+GPU_CASES = [  # (M, N, offs): K_total is offs[-1] + 16 rounded up to 16 (rows of K-major FP8 16-byte aligned)
+    (128, 128, [128]),  # G = 1, one K-tile
+    (200, 136, [0, 1, 1, 129, 260, 260, 500, 517]),  # empty groups, a group of 1 K row, tails not multiples of 128
+    (72, 264, [17]),  # K < BK
+    (16, 32, [64, 128, 192, 256]),  # PyTorch's test_scaled_grouped_gemm_2d_2d shape
+    (136, 8, [0, 0, 0]),  # every group empty: zeros
+    (1, 16, [5, 300, 301]),  # one row
+    (256, 384, [1000, 1999, 2063, 4096]),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_dtype", ["bf16", "f32"])
+@pytest.mark.parametrize("b_type", ["e4m3", "e5m2"])
+def test_scaled_kgrouped_against_float64(gpu, out_dtype, b_type):
+    import torch
+
+    import ptxgen
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    bt = torch.float8_e4m3fn if b_type == "e4m3" else torch.float8_e5m2
+    for m, n, offs_list in GPU_CASES:
+        g = len(offs_list)
+        k_total = -(-(offs_list[-1] + 16) // 16) * 16
+        a = torch.randn(m, k_total, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k_total, device="cuda", generator=gen).to(bt)
+        sa = torch.rand(g * m, device="cuda", generator=gen) + 0.5
+        sb = torch.rand(g * n, device="cuda", generator=gen) + 0.5
+        offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
+        out = ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out_dtype=out_dtype)
+        torch.cuda.synchronize()
+        assert out.shape == (g, m, n) and out.dtype == (torch.bfloat16 if out_dtype == "bf16" else torch.float32)
+        ref = _reference64(torch, a, b, sa, sb, offs_list)
+        tol = dict(rtol=2e-2, atol=5e-2) if out_dtype == "bf16" else dict(rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(out.double(), ref, **tol)
+
+
+@pytest.mark.gpu
+def test_scaled_kgrouped_strided_a_and_graph_capture(gpu):
+    """torch's strided 2-D x 2-D case (rows of a and b K_total + 64 apart) and a CUDA graph replayed with new offs."""
+    import torch
+
+    import ptxgen
+
+    m, n, k_total, g = 256, 128, 704, 3
+    a = torch.randn(m, k_total + 64, device="cuda").to(torch.float8_e4m3fn)[:, :k_total]
+    b = torch.randn(n, k_total + 64, device="cuda").to(torch.float8_e4m3fn)[:, :k_total]
+    sa, sb = torch.rand(g * m, device="cuda"), torch.rand(g * n, device="cuda")
+    offs = torch.tensor([100, 100, 700], dtype=torch.int32, device="cuda")
+    out = torch.empty(g, m, n, dtype=torch.bfloat16, device="cuda")
+    ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out)  # prepares the launch outside the capture
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.double(), _reference64(torch, a, b, sa, sb, [100, 100, 700]), rtol=2e-2, atol=5e-2)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out)
+    offs.copy_(torch.tensor([1, 400, 650], dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.double(), _reference64(torch, a, b, sa, sb, [1, 400, 650]), rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offs_list", [[32, 64, 96, 128], [0, 40, 40, 200]], ids=["even", "empty-groups"])
+def test_scaled_ngrouped_against_float64(gpu, offs_list):
+    """3-D a (G x M x K) with 2-D b (N_total x K): out[:, cols of g] = (a[g] @ b[cols of g].T) x scale_a[g] (rows) x
+    scale_b[cols of g] (torch._scaled_grouped_mm 3-D x 2-D)."""
+    import torch
+
+    import ptxgen
+
+    g, m, k = len(offs_list), 16, 96
+    n_total = offs_list[-1]
+    a = torch.randn(g, m, k, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n_total, k, device="cuda").to(torch.float8_e4m3fn)
+    sa = torch.rand(g, m, device="cuda") + 0.5
+    sb = torch.rand(n_total, device="cuda") + 0.5
+    offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
+    out = ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs)
+    torch.cuda.synchronize()
+    assert out.shape == (m, n_total)
+    lo = 0
+    for i, hi in enumerate(offs_list):
+        if hi > lo:
+            ref = (a[i].double() @ b[lo:hi].double().t()) * sa[i].double()[:, None] * sb[lo:hi].double()[None, :]
+            torch.testing.assert_close(out[:, lo:hi].double(), ref, rtol=2e-2, atol=5e-2)
+        lo = hi
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_compute_sanitizer_clean_on_the_fp8_kgrouped_flagship(gpu, tool, artifact_dir):
+    """The K tail's zeroing is generic-proxy shared stores between TMA's writes and wgmma's reads: memcheck (global
+    reads and writes inside the arrays), racecheck (the zeroing against the other consumers' reads, across the named
+    barrier) and synccheck (the named barrier's thread count)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    san = next((p for p in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer")
+                if p and Path(p).exists()), None)
+    if san is None:
+        pytest.skip("compute-sanitizer not installed")
+    case = Path(__file__).resolve().parent / "kgrouped_fp8_sanitizer_case.py"
+    # --report-api-errors no: as tests/test_epilogue_ops.py's block-FP8 case (host-side cuGetProcAddress lookups in a
+    # torch process); kernel errors are still reported
+    cmd = [san, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "99", sys.executable, str(case)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    with open(artifact_dir / "kgrouped_fp8_sanitizer.log", "a") as f:
+        f.write(f"$ {' '.join(cmd[1:5])} {case.name}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert '"passed": true' in proc.stdout
+    clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
+    assert clean in text, text[-3000:]
