@@ -285,6 +285,70 @@ def run_grouped_3d_3d(torch, case):
                   None if theirs is None else theirs[i], f"batch {i}") for i in range(g)]
 
 
+def run_grouped_2d_2d(torch, case):
+    """m, n, k, G = 16, 32, 64, 4, bf16; a m x G k and b n x G k, row-major or the transposed view of a column-major
+    array, strided: rows (G + 1) k apart, the first G k columns; offs = k, 2k, ..., G k along K (the K-grouped form,
+    ptxgen.grouped_gemm with 2-D a and b). Reference: torch.mm per group on a[:, K of g] and b[:, K of g]."""
+    import ptxgen
+
+    dt, s = torch.bfloat16, int(case.p("strided"))
+    m, n, k, g = 16, 32, 64, 4
+
+    def operand(rows, row_major):
+        if row_major:
+            return torch.randn(rows, k * g + k * s, device="cuda", dtype=dt)[:, :k * g]
+        return torch.randn(k * g + k * s, rows, device="cuda", dtype=dt).t()[:, :k * g]
+
+    a, b = operand(m, case.p("a_row_major")), operand(n, case.p("b_row_major"))
+    offs = torch.arange(k, g * k + 1, k, device="cuda", dtype=torch.int32)
+    ours = ptxgen.grouped_gemm(a, b, offs)
+    theirs = _try(lambda: torch._grouped_mm(a, b.t(), offs=offs, out_dtype=torch.bfloat16))
+    torch.cuda.synchronize()
+    checks, start = [], 0
+    for i, end in enumerate(offs.tolist()):
+        ag, bg = a[:, start:end], b[:, start:end]
+        checks.append(close(torch, ours[i], torch.mm(ag, bg.t()), case.atol, case.rtol, ag.double() @ bg.double().t(),
+                            None if theirs is None else theirs[i], f"group {i}"))
+        start = end
+    return checks
+
+
+def run_grouped_3d_2d(torch, case):
+    """m, n, k, G = 16, 32, 64, 4, bf16; a G x m x k (row-major or the transposed view of a column-major array;
+    strided: every other batch, the first k of 2k columns), b n G x k (row-major, strided: rows 2k apart; or the
+    transposed view of a k x n (G + s) array); offs = n, 2n, ..., G n along N, then with offs[0] = offs[1] (an empty
+    group), as the test's check_zero_size loop. Reference: torch.mm per group on a[g] and b[rows of g]."""
+    import ptxgen
+
+    dt, s = torch.bfloat16, int(case.p("strided"))
+    m, n, k, g = 16, 32, 64, 4
+    if case.p("a_row_major"):
+        a = torch.randn(g * (1 + s), m, k * (1 + s), device="cuda", dtype=dt)[::(1 + s), :, :k]
+    else:
+        a = torch.randn(g * (1 + s), k * (1 + s), m, device="cuda", dtype=dt).transpose(-2, -1)[::(1 + s), :, :k]
+    if case.p("b_row_major"):
+        b = torch.randn(n * g, k * (1 + s), device="cuda", dtype=dt)[:, :k]
+    else:
+        b = torch.randn(k, n * (g + s), device="cuda", dtype=dt).transpose(-2, -1)[:n * g, :]
+    checks = []
+    for zero in (False, True):
+        offs = torch.arange(n, g * n + 1, n, device="cuda", dtype=torch.int32)
+        if zero:
+            offs[0] = offs[1]
+        ours = ptxgen.grouped_gemm(a, b, offs)
+        theirs = _try(lambda: torch._grouped_mm(a, b.transpose(-2, -1), offs=offs, out_dtype=torch.bfloat16))
+        torch.cuda.synchronize()
+        start = 0
+        for i, end in enumerate(offs.tolist()):
+            if end > start:
+                cols = slice(start, end)
+                checks.append(close(torch, ours[:, cols], torch.mm(a[i], b[cols].t()), case.atol, case.rtol,
+                                    a[i].double() @ b[cols].double().t(), None if theirs is None else theirs[:, cols],
+                                    f"{'zero-size ' if zero else ''}group {i}"))
+            start = end
+    return checks
+
+
 # ---- test_scaled_matmul_cuda.py --------------------------------------------------------------------------------------
 def run_scaled_grouped_2d_3d(torch, case):
     """m, n, k, G = 16, 32, 64, 4, e4m3; strided: a's rows 2k apart and every other group of b with rows 2k apart;
@@ -510,6 +574,7 @@ def run_blockwise_runs(torch, case):
 
 RUNNERS = {"mm": run_mm, "addmm": run_addmm, "cublas_addmm": run_cublas_addmm, "linear_alignment": run_linear_alignment,
            "baddbmm_large": run_baddbmm_large, "grouped_2d_3d": run_grouped_2d_3d, "grouped_3d_3d": run_grouped_3d_3d,
+           "grouped_2d_2d": run_grouped_2d_2d, "grouped_3d_2d": run_grouped_3d_2d,
            "scaled_grouped_2d_3d": run_scaled_grouped_2d_3d, "scaled_grouped_3d_3d": run_scaled_grouped_3d_3d,
            "scaled_grouped_2d_2d": run_scaled_grouped_2d_2d, "scaled_grouped_3d_2d": run_scaled_grouped_3d_2d,
            "blockwise": run_blockwise, "blockwise_runs": run_blockwise_runs}
