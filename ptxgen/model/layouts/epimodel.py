@@ -52,7 +52,8 @@ def perform(loads: list, arrays: dict) -> dict:
         arr = arrays[operand]
         for k, regs in enumerate(targets):
             if arr.ndim == 2:
-                v = arr[row, col + k]
+                inside = 0 <= row < arr.shape[0] and 0 <= col + k < arr.shape[1]
+                v = arr[row, col + k] if inside else -1  # outside the tile: a value no element needs
             elif col is not None:
                 v = arr[col + k]
             elif row is not None:
