@@ -38,16 +38,18 @@ class Linear(torch.nn.Linear):
     pre-activation z (the chain's ``aux``), so the backward recomputes nothing. Where this layer's input is the output
     of another ptxgen Linear with an activation (eager mode, the output unchanged since), the backward computes that
     layer's dz in this layer's dX GEMM, the derivative in its epilogue (the chain's ``dact``; docs/training.md).
+    ``fuse_input_derivative=False`` keeps that derivative an element-wise pass in the previous layer's backward.
     ``save_preactivation=False``: the activation fused without z; the backward recomputes z (one more GEMM).
     Without a gradient (inference, ``torch.no_grad``) bias and activation are fused into one kernel, no z.
     ``x`` may have any leading dimensions (flattened into the GEMM's rows); the output's rows are padded to 16 bytes
     in memory where out_features is not a multiple of 16 bytes (as ptxgen.gemm writes them)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
-                 device=None, dtype=None, save_preactivation: bool = True):
+                 device=None, dtype=None, save_preactivation: bool = True, fuse_input_derivative: bool = True):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = canonical_activation(activation)  # an unknown name fails here, not at the first call
         self.save_preactivation = save_preactivation
+        self.fuse_input_derivative = fuse_input_derivative
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation}"
@@ -61,7 +63,7 @@ class Linear(torch.nn.Linear):
             y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None if act == "none" else act)
             return y.reshape(*lead, self.out_features)
         eager = not _compiling()
-        pre = _input_preactivation(x, *x2.shape) if eager else None
+        pre = _input_preactivation(x, *x2.shape) if eager and self.fuse_input_derivative else None
         if act == "none" and pre is None:
             y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None)
             return y.reshape(*lead, self.out_features)
