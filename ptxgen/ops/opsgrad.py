@@ -4,15 +4,15 @@ on ptxgen's kernels and under ``torch.compile`` it traces like the forward.
 
 ``gemm(a, b, out_dtype, bias, activation)``: y = act(z), z = a @ b.T + bias (a M x K or B x M x K, b N x K):
 - dz = dy for no activation; relu's derivative from the saved output (y > 0); gelu_tanh, gelu_erf and silu need the
-  pre-activation z, which the fused kernel does not write: the backward recomputes it (one more GEMM with the bias
-  fused). ``ptxgen.nn.Linear`` avoids the recomputation in training by running the GEMM with the bias fused and the
-  activation in torch, which saves z (docs/training.md says why that is cheaper).
+  pre-activation z, which this operator's kernel does not write: the backward recomputes it (one more GEMM with the
+  bias fused). ``gemm_aux`` (below) is the form whose kernel writes z too; ``ptxgen.nn.Linear`` trains through it.
 - da = dz @ b: ``gemm(dz, b.t())`` (B read N-major, the transposed view);
 - db = dz.T @ a: ``gemm(dz.t(), a.t())`` (both operands MN-major);
 - dbias = dz summed over the rows (f32 sum, cast to the bias' type).
-The activation's derivative multiplies the *input* dz of both backward GEMMs, and the bias gradient is a column sum
-of that input: neither is an epilogue of the backward GEMMs' outputs, so the fused chain (which transforms a GEMM's
-output) cannot carry them; they run as torch element-wise and reduction kernels.
+The activation's derivative multiplies the *input* dz of this operator's two backward GEMMs, and the bias gradient is
+a column sum of that input: neither is an epilogue of those GEMMs' outputs, so here they run as torch element-wise
+and reduction kernels. The derivative is an epilogue of the *next* layer's dX GEMM, whose output dz is: ``gemm_aux``'s
+``a_pre`` takes it there.
 
 ``gemm_aux(a, b, out_dtype, bias, activation, a_pre, a_activation)``: (y, z), y = act(z), z written by the same
 kernel (the chain's ``aux``), so nothing is recomputed:
