@@ -398,3 +398,10 @@ def test_linear_stack_falls_back_when_the_input_changed():
     yr = refs[2](TORCH_ACT["silu"](refs[1](hr)))
     for g, r in zip(torch.autograd.grad(y.sum(), (x, ours[0].weight)), torch.autograd.grad(yr.sum(), (x, refs[0].weight))):
         torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
+
+
+def test_gemm_aux_refuses_what_it_does_not_take():
+    with pytest.raises(ValueError, match="2-D a"):
+        op.gemm_aux(f64(2, 3, 4), f64(5, 4), None, None, "gelu")
+    with pytest.raises(ValueError, match="a_pre"):
+        op.gemm_aux(f64(3, 4), f64(5, 4), None, None, "gelu", f64(3, 5), "gelu")

@@ -132,6 +132,10 @@ def _has_act(activation) -> bool:
 
 
 def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"gemm_aux takes a 2-D a (M x K, rows flattened) and b (N x K), not {a.dim()}-D and {b.dim()}-D")
+    if a_pre is not None and tuple(a_pre.shape) != tuple(a.shape):
+        raise ValueError(f"gemm_aux: a_pre (the pre-activation of a) has shape {tuple(a_pre.shape)}, a {tuple(a.shape)}")
     name = _out_name(a, out_dtype)
     z = _rows(a, a.shape[0], b.shape[0], name) if _has_act(activation) else _rows(a, 0, b.shape[0], name)
     return _fake(a, b, out_dtype), z
@@ -140,7 +144,7 @@ def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_ac
 def _aux_impl(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
     from ..api import gemm
 
-    y, z = _aux_fake(a, b, out_dtype, bias, activation)
+    y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
     if not _has_act(activation):
         return _impl(a, b, out_dtype, bias, None), z
     out = gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation, aux=z)
@@ -150,7 +154,7 @@ def _aux_impl(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_ac
 def _aux_cpu(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
     from . import opsref
 
-    y, z = _aux_fake(a, b, out_dtype, bias, activation)
+    y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
     ry, rz = opsref.gemm_aux(a, b, _out_name(a, out_dtype), bias, activation)
     return y.copy_(ry), z.copy_(rz)
 
