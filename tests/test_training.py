@@ -405,3 +405,22 @@ def test_gemm_aux_refuses_what_it_does_not_take():
         op.gemm_aux(f64(2, 3, 4), f64(5, 4), None, None, "gelu")
     with pytest.raises(ValueError, match="a_pre"):
         op.gemm_aux(f64(3, 4), f64(5, 4), None, None, "gelu", f64(3, 5), "gelu")
+
+
+def test_compile_fullgraph_linear_stack():
+    """Under torch.compile the modules' tensor attribute is not used (gemm_aux saves z, the derivative is element-wise);
+    the gradients are eager's, where the derivative is fused into gemm_dact."""
+    torch._dynamo.reset()
+    ours, _ = _stack(("gelu", "silu", None))
+
+    def model(x):
+        for m in ours:
+            x = m(x)
+        return x.square().sum()
+
+    x = f64(4, 6)
+    params = [x] + [p for m in ours for p in (m.weight, m.bias)]
+    eager = torch.autograd.grad(model(x), params)
+    got = torch.autograd.grad(torch.compile(model, fullgraph=True, backend="aot_eager")(x), params)
+    for g, r in zip(got, eager):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
