@@ -63,7 +63,7 @@ def prepared(sim, fields: dict, alpha=0.5, beta=2.0):
     oi = read_array(FakeArray((M, N), "bfloat16", strides=(N + 8, 1)), "out")
     p = api.bind(k.spec, ai, bi, oi).problem
     names = {q.name for q in k.plan.abi.params}
-    scalars = {"alpha": alpha, "beta": beta, "ldc": N + 8, "ldr": N + 16}
+    scalars = {"alpha": alpha, "beta": beta, "ldc": N + 8, "ldr": N + 16, "ldaux": N + 24}
     scalars = {name: v for name, v in scalars.items() if name in names}
     launch = k.prepare_launch(p, sim.device, (0, 0, 0), scalars, extra_roles=tuple(role for _, role in AUX_ROLES))
     index = {q.name: i for i, q in enumerate(k.plan.abi.params)}
@@ -156,6 +156,26 @@ def test_c_through_tma_needs_16_bytes(sim):
     k, p, scalars, e = prepared(sim, CHAIN_C_TMA)
     assert e.call(Ptr(), Ptr(), Ptr(), (Ptr(next(_ptrs) + 4), Ptr(), None, None, None), 0.5, 2.0, 0) is None
     assert e.call(Ptr(), Ptr(), Ptr(), (Ptr(), Ptr(), None, None, None), 0.5, 2.0, 0) is not None
+
+
+@pytest.mark.parametrize("fuse", ["bias=col:bf16,aux,act=gelu_tanh", "dact=gelu_tanh"], ids=["aux-written", "aux-read"])
+def test_the_aux_pointer_is_patched_and_checked(sim, fuse):
+    """The pre-activation (AUX, after amax in AUX_ROLES): each call's pointer lands in its slot; one that breaks the
+    column-pair alignment is declined (the slow path says why)."""
+    k, p, scalars, e = prepared(sim, dict(BF16, fuse=fuse))
+    assert "AUX" in e.launch.extra_order
+    bias = Ptr() if "bias" in fuse else None
+    for _ in range(2):
+        a, o, z = Ptr(), Ptr(), Ptr()
+        aux = (None, bias, None, None, None, z)
+        _b = Ptr()
+        assert e.call(a, _b, o, aux, 0.5, 2.0, 0) is o
+        got = decode(sim.launches[-1]["params"], k.plan.abi.params)
+        assert got == expected(k, p, a, _b, o, aux, dict(scalars, alpha=0.5, beta=2.0))
+        assert got[[q.name for q in k.plan.abi.params].index("AUX")] == z.ptr
+    before = len(sim.launches)
+    assert e.call(Ptr(), Ptr(), Ptr(), (None, bias, None, None, None, Ptr(next(_ptrs) + 2)), 0.5, 2.0, 0) is None
+    assert len(sim.launches) == before
 
 
 def test_the_key_tells_options_and_layouts_apart():

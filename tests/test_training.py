@@ -155,18 +155,29 @@ def test_linear_matches_torch_linear(act, save):
 
 
 def test_linear_bf16_with_f32_grads_like_torch():
-    """bf16 parameters and input: gradients within bf16 tolerance of torch's."""
+    """bf16 parameters and input: gradients as close to float64's as torch's bf16 gradients are (relative Frobenius
+    error at most 2 x torch's + 4e-3, the bench's rule). The kernel's z is rounded once to bf16 for the backward while
+    y is computed from the unrounded z, so element by element the two bf16 computations differ by a rounding."""
+    torch.manual_seed(0)
     lin = ptxgen.nn.Linear(64, 48, activation="gelu", dtype=torch.bfloat16)
     ref = torch.nn.Linear(64, 48, dtype=torch.bfloat16)
     ref.load_state_dict(lin.state_dict())
+    r64 = torch.nn.Linear(64, 48, dtype=torch.float64)
+    r64.load_state_dict({k: v.double() for k, v in lin.state_dict().items()})
     x = torch.randn(32, 64, dtype=torch.bfloat16, requires_grad=True)
     lin(x).float().square().sum().backward()
     gx = x.grad
     x.grad = None
     F.gelu(ref(x), approximate="tanh").float().square().sum().backward()
-    for g, r in ((gx, x.grad), (lin.weight.grad, ref.weight.grad), (lin.bias.grad, ref.bias.grad)):
+    x64 = x.detach().double().requires_grad_()
+    F.gelu(r64(x64), approximate="tanh").square().sum().backward()
+
+    def rel(g, w):
+        return float((g.double() - w).norm() / w.norm())
+    for g, r, w in ((gx, x.grad, x64.grad), (lin.weight.grad, ref.weight.grad, r64.weight.grad),
+                    (lin.bias.grad, ref.bias.grad, r64.bias.grad)):
         assert g.dtype == r.dtype == torch.bfloat16
-        torch.testing.assert_close(g.float(), r.float(), rtol=2e-2, atol=2e-2)
+        assert rel(g, w) <= 2 * rel(r, w) + 4e-3, (rel(g, w), rel(r, w))
 
 
 def test_linear_refuses_unknown_activation():
@@ -278,3 +289,138 @@ def test_aligned_rows():
     view = t[1:]  # one row in: still 16-byte aligned rows
     assert opsgrad._aligned_rows(view) is view
     assert opsgrad._aligned_rows(t[:, 1:]).stride() == (8, 1)  # starts 2 bytes into a row: copied
+
+
+# ---- the saved pre-activation (gemm_aux) and the fused derivative (gemm_dact) --------------------------------------
+@pytest.mark.parametrize("act", ACTS)
+def test_gemm_aux_gradcheck_both_outputs(act):
+    """(y, z): y = act(z) and z = a @ b.T + bias, each differentiable (a gradient may reach z directly)."""
+    a, b, bias = f64(5, 7), f64(3, 7), f64(3)
+    y, z = op.gemm_aux(a, b, None, bias, act)
+    torch.testing.assert_close(y, TORCH_ACT[act](a @ b.T + bias), rtol=0, atol=1e-12)
+    assert z.shape == ((5, 3) if act else (0, 3))
+    assert torch.autograd.gradcheck(lambda a, b, bias: op.gemm_aux(a, b, None, bias, act), (a, b, bias))
+
+
+def _two_layers(x, w1, b1, w2, b2, act1="gelu_tanh", told="gelu_tanh", act2="silu"):
+    y1, z1 = op.gemm_aux(x, w1, None, b1, act1)
+    return op.gemm_aux(y1, w2, None, b2, act2, z1, told)[0]
+
+
+@pytest.mark.parametrize("act1", ("relu", "gelu_tanh", "gelu_erf", "silu"))
+def test_the_fused_derivative_gradcheck(act1):
+    """Layer 2 is told that its input is act1(z1): its backward returns z1's gradient from one gemm_dact, (dz2 @ W2) x
+    act1'(z1), and layer 1's backward receives dz1 directly. Control: told the wrong activation, gradcheck fails."""
+    args = (f64(5, 7), f64(6, 7), f64(6), f64(4, 6), f64(4))
+    assert torch.autograd.gradcheck(lambda *t: _two_layers(*t, act1=act1, told=act1), args)
+    wrong = {"relu": "silu", "gelu_tanh": "gelu_erf", "gelu_erf": "gelu_tanh", "silu": "relu"}[act1]
+    with pytest.raises(GradcheckError):
+        torch.autograd.gradcheck(lambda *t: _two_layers(*t, act1=act1, told=wrong), args)
+
+
+def test_gemm_dact_is_the_product_times_the_derivative():
+    a, b, z = f64(5, 7, grad=False), f64(3, 7, grad=False), f64(5, 3)
+    for act in ("relu", "gelu", "gelu_erf", "silu"):
+        torch.autograd.grad(TORCH_ACT[act](z).sum(), z)
+        (d,) = torch.autograd.grad(TORCH_ACT[act](z), z, torch.ones_like(z))
+        torch.testing.assert_close(op.gemm_dact(a, b, z.detach(), act), (a @ b.T) * d, rtol=0, atol=1e-12)
+
+
+def test_opcheck_aux_and_dact():
+    a, b, bias, z = f64(5, 7), f64(3, 7), f64(3), f64(5, 3, grad=False)
+    for fn, args in ((op.gemm_aux, (a, b, None, bias, "gelu")), (op.gemm_aux, (a, b, None, None, "relu")),
+                     (op.gemm_aux, (a, b)), (op.gemm_aux, (a.detach().bfloat16(), b.detach().bfloat16(), "f32", None, "silu")),
+                     (op.gemm_aux, (f64(5, 3), f64(4, 3), None, f64(4), "silu", z, "gelu")),
+                     (op.gemm_dact, (a.detach(), b.detach(), z, "gelu_erf"))):
+        torch.library.opcheck(fn, args)
+
+
+def _stack(acts, dims=(6, 7, 5, 4), save=True):
+    torch.manual_seed(1)
+    ours = [ptxgen.nn.Linear(i, o, activation=a, dtype=torch.float64, save_preactivation=save)
+            for i, o, a in zip(dims[:-1], dims[1:], acts)]
+    refs = [torch.nn.Linear(i, o, dtype=torch.float64) for i, o in zip(dims[:-1], dims[1:])]
+    for r, m in zip(refs, ours):
+        r.load_state_dict(m.state_dict())
+    return ours, refs
+
+
+def _count(monkeypatch):
+    calls = {"gemm": 0, "gemm_dact": 0, "gemm_aux": 0}
+    for name in calls:
+        fn = getattr(opsref, name)
+
+        def counted(*a, _fn=fn, _name=name, **k):
+            calls[_name] += 1
+            return _fn(*a, **k)
+        monkeypatch.setattr(opsref, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("acts", [("gelu", "silu", "relu"), ("gelu_erf", None, "gelu")])
+def test_linear_stack_fuses_the_derivative_and_recomputes_nothing(monkeypatch, acts):
+    """Three ptxgen.nn.Linear in a row against torch.nn.Linear + activation (values and every gradient in float64).
+    Backward products: each layer's dW, layer 1's dx, and for each layer whose input is an activated ptxgen Linear's
+    output one gemm_dact (its dX with the previous derivative fused); no forward GEMM runs again."""
+    ours, refs = _stack(acts)
+    x = f64(3, 2, 6)
+    calls = _count(monkeypatch)
+    y = x
+    for m in ours:
+        y = m(y)
+    assert calls == {"gemm": sum(a is None for a in acts[:1]), "gemm_dact": 0, "gemm_aux": 3 - (acts[0] is None)}
+    yr = x
+    for r, a in zip(refs, acts):
+        yr = TORCH_ACT[a](r(yr))
+    torch.testing.assert_close(y, yr, rtol=0, atol=1e-12)
+    dy = f64(3, 2, 4, grad=False)
+    params = [x] + [p for m in ours for p in (m.weight, m.bias)]
+    before = dict(calls)
+    got = torch.autograd.grad(y, params, dy)
+    want = torch.autograd.grad(yr, [x] + [p for r in refs for p in (r.weight, r.bias)], dy)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
+    fused = sum(a is not None for a in acts[:-1])  # layers 2, 3 whose input came with a saved z
+    assert calls["gemm_dact"] == fused and calls["gemm_aux"] == before["gemm_aux"]
+    assert calls["gemm"] - before["gemm"] == 3 + (3 - fused)  # dW of each layer; dX of the others
+
+
+def test_linear_stack_falls_back_when_the_input_changed():
+    """Control: the intermediate output modified in place (its version moved) is not act(z) any more, so the next layer
+    does not fuse the derivative; the gradients still are torch's."""
+    ours, refs = _stack(("gelu", "silu", None))
+    x = f64(4, 6)
+    h = ours[0](x)
+    h.mul_(2.0)
+    assert ptxgen.nn.linear._input_preactivation(h, 4, 7) is None
+    y = ours[2](ours[1](h))
+    hr = TORCH_ACT["gelu"](refs[0](x)) * 2.0
+    yr = refs[2](TORCH_ACT["silu"](refs[1](hr)))
+    for g, r in zip(torch.autograd.grad(y.sum(), (x, ours[0].weight)), torch.autograd.grad(yr.sum(), (x, refs[0].weight))):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
+
+
+def test_gemm_aux_refuses_what_it_does_not_take():
+    with pytest.raises(ValueError, match="2-D a"):
+        op.gemm_aux(f64(2, 3, 4), f64(5, 4), None, None, "gelu")
+    with pytest.raises(ValueError, match="a_pre"):
+        op.gemm_aux(f64(3, 4), f64(5, 4), None, None, "gelu", f64(3, 5), "gelu")
+
+
+def test_compile_fullgraph_linear_stack():
+    """Under torch.compile the modules' tensor attribute is not used (gemm_aux saves z, the derivative is element-wise);
+    the gradients are eager's, where the derivative is fused into gemm_dact."""
+    torch._dynamo.reset()
+    ours, _ = _stack(("gelu", "silu", None))
+
+    def model(x):
+        for m in ours:
+            x = m(x)
+        return x.square().sum()
+
+    x = f64(4, 6)
+    params = [x] + [p for m in ours for p in (m.weight, m.bias)]
+    eager = torch.autograd.grad(model(x), params)
+    got = torch.autograd.grad(torch.compile(model, fullgraph=True, backend="aot_eager")(x), params)
+    for g, r in zip(got, eager):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)

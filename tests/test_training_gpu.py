@@ -75,6 +75,57 @@ def test_linear_module_3d_input(torch):
         assert rel(torch, got, want) < 2e-2
 
 
+@pytest.mark.parametrize("act", ("relu", "gelu", "gelu_erf", "silu"))
+@pytest.mark.parametrize("m,n,k", [(333, 264, 200), (1, 40, 72)])
+def test_gemm_aux_autograd_against_float64_and_torch(torch, act, m, n, k):
+    """gemm_aux: y and the pre-activation z from one kernel (the chain's aux), the backward without a recompute."""
+    g = torch.Generator(device="cuda").manual_seed(m * 5 + n)
+    a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(n, k, device="cuda", generator=g) / k ** 0.5).bfloat16()
+    bias = torch.randn(n, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+    f = _act(torch, act)
+    y, z = torch.ops.ptxgen.gemm_aux(a, w, None, bias, act)
+    z_exact = torch.nn.functional.linear(a.double(), w.double(), bias.double())
+    assert rel(torch, z, z_exact) < 1e-2
+    ours = _grads(torch, lambda a, w, b: torch.ops.ptxgen.gemm_aux(a, w, None, b, act)[0], (a, w, bias), dy)
+    theirs = _grads(torch, lambda a, w, b: f(torch.nn.functional.linear(a, w, b)), (a, w, bias), dy)
+    exact = _grads(torch, lambda a, w, b: f(torch.nn.functional.linear(a, w, b)), (a.double(), w.double(), bias.double()),
+                   dy.double())
+    for name, o, t, e in zip(("y", "da", "dw", "dbias"), ours, theirs, exact):
+        assert rel(torch, o, e) <= 2 * rel(torch, t, e) + 4e-3, (name, rel(torch, o, e), rel(torch, t, e))
+
+
+@pytest.mark.parametrize("acts", [("gelu", "gelu", "gelu"), ("silu", "relu", "gelu_erf")])
+def test_linear_stack_with_the_fused_derivative(torch, acts):
+    """Three ptxgen.nn.Linear in a row (layers 2 and 3 compute the previous layer's dz in their dX GEMM's epilogue, the
+    chain's dact) against the torch model: every gradient within 2x torch's bf16 error against float64, + 4e-3."""
+    import ptxgen
+
+    dims = (200, 264, 136, 72)
+    ours = [ptxgen.nn.Linear(i, o, activation=a, device="cuda", dtype=torch.bfloat16) for i, o, a in zip(dims, dims[1:], acts)]
+    refs = [torch.nn.Linear(i, o, device="cuda", dtype=torch.bfloat16) for i, o in zip(dims, dims[1:])]
+    exact = [torch.nn.Linear(i, o, device="cuda", dtype=torch.float64) for i, o in zip(dims, dims[1:])]
+    for m, r, e in zip(ours, refs, exact):
+        r.load_state_dict(m.state_dict())
+        e.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+    x = torch.randn(333, dims[0], device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(333, dims[-1], device="cuda", dtype=torch.bfloat16)
+
+    def run(layers, fns, dtype):
+        xi = x.to(dtype).requires_grad_()
+        h = xi
+        for layer, fn in zip(layers, fns):
+            h = fn(layer(h))
+        params = [xi] + [p for layer in layers for p in (layer.weight, layer.bias)]
+        return torch.autograd.grad(h, params, dy.to(dtype))
+    ident = [lambda h: h] * 3
+    torch_fns = [_act(torch, a) for a in acts]
+    got, want, ref = run(ours, ident, torch.bfloat16), run(refs, torch_fns, torch.bfloat16), run(exact, torch_fns, torch.float64)
+    for i, (o, t, e) in enumerate(zip(got, want, ref)):
+        assert rel(torch, o, e) <= 2 * rel(torch, t, e) + 4e-3, (i, rel(torch, o, e), rel(torch, t, e))
+
+
 def _bounds(offs, m):
     out, s = [], 0
     for e in offs:

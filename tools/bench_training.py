@@ -10,7 +10,10 @@ first, no optimizer):
        from a scatter-add, never read on the host). ptxgen: ptxgen.nn.GroupedLinear; torch: the same layer with
        torch._grouped_mm (torch's grouped kernel and its autograd), which is the fastest torch eager form.
 Variants timed: ptxgen (eager), torch (eager), torch.compile (the torch model, default mode), and ptxgen+compile
-(the ptxgen model under torch.compile(fullgraph=True)); --no-compile leaves the two compiled ones out.
+(the ptxgen model under torch.compile(fullgraph=True)); --no-compile leaves the two compiled ones out. --ablate (mlp)
+adds two ptxgen forms that say what each part pays: ptxgen-elementwise (the pre-activation saved by the kernel's aux,
+the derivative an element-wise pass: fuse_input_derivative=False) and ptxgen-recompute (the activation fused without
+aux, the backward recomputing z with one more GEMM: save_preactivation=False).
 
 Gradient check, before timing: one step of each variant from the same weights, input and output gradient; every
 parameter's and the input's gradient against a float32 reference (the same model with f32 weights; the MoE router
@@ -36,12 +39,16 @@ import ptxgen.nn as pnn
 F = torch.nn.functional
 
 
+ABLATIONS = {"ptxgen-elementwise": dict(fuse_input_derivative=False), "ptxgen-recompute": dict(save_preactivation=False)}
+
+
 class MLP(torch.nn.Module):
-    def __init__(self, dims, ptx: bool, dtype, device):
+    def __init__(self, dims, ptx: bool, dtype, device, **linear_kw):
         super().__init__()
         pairs = list(zip(dims[:-1], dims[1:]))
         if ptx:
-            self.layers = torch.nn.ModuleList(pnn.Linear(i, o, activation="gelu", dtype=dtype, device=device) for i, o in pairs)
+            self.layers = torch.nn.ModuleList(pnn.Linear(i, o, activation="gelu", dtype=dtype, device=device, **linear_kw)
+                                              for i, o in pairs)
         else:
             self.layers = torch.nn.ModuleList(torch.nn.Linear(i, o, dtype=dtype, device=device) for i, o in pairs)
         self.ptx = ptx
@@ -90,10 +97,10 @@ class MoE(torch.nn.Module):
         return torch.zeros(t, x.shape[1], dtype=o.dtype, device=x.device).index_add(0, tok, o)
 
 
-def build(name, args, ptx, dtype):
+def build(name, args, ptx, dtype, **linear_kw):
     if name == "mlp":
         d, f = (64, 96) if args.small else (4096, 14336)
-        return MLP([d, f, d, f, d], ptx, dtype, args.device), d
+        return MLP([d, f, d, f, d], ptx, dtype, args.device, **linear_kw), d
     d, f = (64, 96) if args.small else (4096, 14336)
     return MoE(d, f, 8, 2, ptx, dtype, args.device), d
 
@@ -125,17 +132,22 @@ def run_model(name, args, out) -> bool:
     ours, _ = build(name, args, True, torch.bfloat16)
     ours.load_state_dict(base.state_dict())
     models["ptxgen"] = ours
+    extra = {}
+    if args.ablate and name == "mlp":
+        for v, kw in ABLATIONS.items():
+            extra[v], _ = build(name, args, True, torch.bfloat16, **kw)
+            extra[v].load_state_dict(base.state_dict())
     ref, _ = build(name, args, False, torch.float32)
     ref.load_state_dict({k: v.float() if k != "router.weight" else v for k, v in base.state_dict().items()})
     if name == "moe":
         ref.router = base.router  # the same bf16 router: every model routes the tokens alike
     x = torch.randn(args.tokens, d, dtype=torch.bfloat16, device=args.device)
     dy = torch.randn(args.tokens, d, dtype=torch.bfloat16, device=args.device)
-    fns = {"ptxgen": ours, "torch": base}
+    fns = {"ptxgen": ours, "torch": base, **extra}
     if not args.no_compile:
         fns["torch.compile"] = torch.compile(base)
         fns["ptxgen+compile"] = torch.compile(ours, fullgraph=True)
-    owner = {"ptxgen": ours, "torch": base, "torch.compile": base, "ptxgen+compile": ours}
+    owner = {"ptxgen": ours, "torch": base, "torch.compile": base, "ptxgen+compile": ours, **extra}
     inputs = {v: x.clone().requires_grad_() for v in fns}
     steps = {v: make_step(owner[v], fns[v], inputs[v], dy) for v in fns}
     xr = x.float().requires_grad_()
@@ -174,6 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--ablate", action="store_true", help="mlp: also time ptxgen-elementwise and ptxgen-recompute")
     ap.add_argument("--check-only", action="store_true", help="check the gradients, time nothing")
     ap.add_argument("--small", action="store_true", help="64/96-wide models (a dry run of the script)")
     ap.add_argument("--device", default="cuda")

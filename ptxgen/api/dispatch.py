@@ -72,7 +72,7 @@ def kernel_for(spec: TileSpec) -> CompiledKernel:
 
 
 def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None, activation=None, c=None, alpha: float = 1.0,
-         beta: float = 0.0, residual=None, precision: str | None = None):
+         beta: float = 0.0, residual=None, precision: str | None = None, aux=None, dact=None):
     """``out = a @ b.T`` with a spec chosen for the arrays' type, shape and majorness on this GPU.
 
     a is M x K and b is N x K (torch tensors, CuPy arrays, anything with DLPack or __cuda_array_interface__).
@@ -85,16 +85,19 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     (3-D tensor maps, the batch the outer dimension; api.arrays.batched, docs/batched.md). Returns without synchronizing; the first call with new shapes compiles and prepares.
     ``bias`` (N, f32/bf16/f16), ``activation`` (relu, gelu_tanh, gelu_erf, silu), ``c`` with ``alpha``/``beta`` and
     ``residual`` (M x N) fuse ``alpha acc + beta c + bias``, the activation and ``+ residual`` into the epilogue
-    (``ptxgen.api.fused``; docs/epilogue-chain.md).
+    (``ptxgen.api.fused``; docs/epilogue-chain.md). ``aux`` (M x N, the output's type) with an ``activation``: the
+    pre-activation ``a @ b.T + bias`` is written to it beside ``out`` (cuBLASLt's GELU_AUX); with ``dact`` (an
+    activation's name) instead: ``out = (a @ b.T) x dact'(aux)``, the backward step (cuBLASLt's DGELU).
     ``precision`` (float32 inputs): "tf32", "3xtf32" (float32 accuracy from three tf32 products in one GEMM over 3 K), or
     None: torch's float32 matmul precision for torch tensors ("highest", torch's default: 3xtf32), tf32 for other arrays
     (``ptxgen.api.arrays.precision``).
     """
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
-    if bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0:
+    if (bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0
+            or aux is not None or dact is not None):
         return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
-                          out_dtype=out_dtype, stream=stream, precision=fp32.TF32)
+                          out_dtype=out_dtype, stream=stream, precision=fp32.TF32, aux=aux, dact=dact)
     if stream is None and _HOT is not None:
         r = _HOT.call(out_dtype, a, b, out)
         if r is not None:

@@ -5,6 +5,8 @@ beta=, residual=)`` comes here, and ``ptxgen.api.fused.gemm`` takes the rest (ro
 >>> y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh")                 # gelu(x @ w.T + b), one kernel
 >>> y = ptxgen.gemm(x, w, c=y0, alpha=0.5, beta=1.0, residual=r)          # 0.5 x @ w.T + y0 + r
 >>> q, amax = ptxgen.api.fused.gemm(x, w, scale=s, out_dtype="e4m3")      # FP8 out: q = e4m3(y x s), amax of |y|
+>>> y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh", aux=z)          # and z = x @ w.T + b written beside y
+>>> dz = ptxgen.gemm(dy, w.t(), dact="gelu_tanh", aux=z)                  # dz = (dy @ w) x gelu'(z), the backward step
 
 The chain runs in a fixed order: alpha x acc, + beta x C, + bias, activation, + residual, output (docs/epilogue-chain.md).
 ``a`` is M x K, ``b`` N x K (as :func:`ptxgen.gemm`); ``c`` and ``residual`` are M x N row-major in the output's
@@ -12,7 +14,10 @@ type (bf16 with FP8 output), rows 8-byte aligned; ``bias`` is a contiguous vecto
 (``bias_axis="col"``, like nn.Linear's bias) or M long (``"row"``). FP8 output (``out_dtype="e4m3"``) needs
 ``scale`` (f32, 1 element: per tensor, or M: per row); ``amax`` (f32, same length) is raised with atomicMax and
 must hold zeros (or a running max) before the call; without it one is allocated. Then the call returns
-``(out, amax)``.
+``(out, amax)``. ``aux`` (M x N, the output's type, row-major with an even row stride) is the pre-activation: with an
+``activation`` the kernel writes ``a @ b.T + bias`` (after C and the bias, before the activation) to it beside ``out``
+(``--fuse ...,aux``); with ``dact`` (an activation's name, no ``activation``) it reads it:
+``out = (alpha x a @ b.T + ...) x dact'(aux)`` (``--fuse dact=...``).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ __all__ = ["gemm", "fused_spec"]
 
 
 def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual: bool, scale: ArrayInfo | None,
-           scale_mode: str | None, m: int, alpha: float, c_tma: bool = False) -> ChainSpec | None:
+           scale_mode: str | None, m: int, alpha: float, c_tma: bool = False, aux: bool = False, dact=None) -> ChainSpec | None:
     if bias is not None and bias.dtype not in ("f32", "bf16", "f16"):
         raise DTypeError(f"bias has dtype {bias.dtype}; a fused bias is f32, bf16 or f16")
     mode = None
@@ -63,15 +68,32 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
         mode = ScaleMode.parse(scale_mode) if scale_mode else (ScaleMode.TENSOR if scale.shape in ((1,), ()) else ScaleMode.ROW)
     try:
         act = Activation.parse(activation or "none")
+        dact_ = Activation.parse(dact or "none")
         axis = BiasAxis.parse(bias_axis)
     except ValueError as e:
-        raise ArgumentError(f"activation one of {', '.join(a.value for a in Activation)}; bias_axis col or row ({e})") from None
+        raise ArgumentError(f"activation and dact one of {', '.join(a.value for a in Activation)}; bias_axis col or row ({e})") from None
+    _aux_rules(aux, act, dact_, dact, mode)
     ch = ChainSpec(alpha=True, c=c, bias=None if bias is None else axis,
                    bias_dtype=DType(bias.dtype) if bias is not None else DType.BF16, activation=act, residual=residual,
-                   fp8_scale=mode, c_tma=c_tma)
+                   fp8_scale=mode, c_tma=c_tma, aux=aux and dact_ is Activation.NONE, dact=dact_)
     if ch.token == "alpha" and alpha == 1.0:
         return None
     return ch
+
+
+def _aux_rules(aux: bool, act: Activation, dact: Activation, dact_name, mode) -> None:
+    """The pre-activation's rules (derive.store.fusion.check_aux), said in the door's words."""
+    if dact_name is not None and dact is Activation.NONE:
+        raise ArgumentError(f"dact={dact_name!r}: the derivative of relu, gelu_tanh, gelu_erf or silu")
+    if dact is not Activation.NONE and act is not Activation.NONE:
+        raise ArgumentError("dact= (the backward step, out = (a @ b.T) x act'(aux)) and activation= are two kernels: "
+                            "pass one of them")
+    if dact is not Activation.NONE and not aux:
+        raise ArgumentError("dact= multiplies by act'(z) at each element: pass the saved pre-activation z as aux=")
+    if aux and dact is Activation.NONE and act is Activation.NONE:
+        raise ArgumentError("aux= is written with an activation (the pre-activation z) or read with dact=: pass one")
+    if aux and mode is not None:
+        raise ArgumentError("aux= with FP8 output: the pre-activation is stored in a 16-bit or f32 output's type")
 
 
 def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = False):
@@ -89,7 +111,7 @@ def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = Fal
 def _prepare(kernel: CompiledKernel, dev, p, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo, extra: dict, chain: ChainSpec,
              alpha: float, beta: float) -> FusedLaunch:
     """The prepared launch of a checked fused call (the slow path's problem ``p`` and the chain's ``extra`` scalars)."""
-    scalars = {name: value for name, value in extra.items() if name in ("alpha", "beta", "ldc", "ldr")}
+    scalars = {name: value for name, value in extra.items() if name in ("alpha", "beta", "ldc", "ldr", "ldaux")}
     spans = (span_bytes(ai), span_bytes(bi), span_bytes(oi))
     launch = kernel.prepare_launch(p, dev, spans, scalars, extra_roles=tuple(role for _, role in AUX_ROLES))
     index = {q.name: i for i, q in enumerate(kernel.plan.abi.params)}
@@ -128,17 +150,19 @@ def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[
 
 def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
          bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
-         stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False, precision: str | None = None):
+         stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False, precision: str | None = None, aux=None,
+         dact: str | None = None):
     """``out = epilogue(a @ b.T)``; see the module docstring. Without any fused step the plain kernel runs.
     ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks.
     ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
     pitch 16-byte aligned). ``fp8_tma_store``: FP8 output through a TMA-store ``spec`` (sm_90a, BN a multiple of 128)
     instead of the direct stores. ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.arrays.precision``); 3xtf32
-    runs the one GEMM over the split operands, the chain applied once to its result."""
+    runs the one GEMM over the split operands, the chain applied once to its result. ``aux``, ``dact``: the
+    pre-activation, written (with ``activation``) or read (with ``dact``); see the module docstring."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
-    options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec)
-    aux = (c, bias, residual, scale, amax)
+    options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec, dact)
+    aux = (c, bias, residual, scale, amax, aux)  # in fusedlaunch.AUX_ROLES' order
     if _HOT and (stream is None or out is not None):
         T = tensor_type()
         if T is not None and _all_torch(T, a, b, out, aux):
@@ -148,7 +172,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
                 if r is not None:
                     return r
     return _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_dtype, scale_mode, stream, spec,
-                      c_tma, fp8_tma_store)
+                      c_tma, fp8_tma_store, dact)
 
 
 def _all_torch(T, a, b, out, aux) -> bool:
@@ -161,22 +185,24 @@ def _all_torch(T, a, b, out, aux) -> bool:
 
 
 def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_dtype, scale_mode, stream, spec, c_tma,
-               fp8_tma_store):
+               fp8_tma_store, dact):
     """The first call of a dispatch key (or any call with arrays other than torch tensors): every check, the chooser,
     the chain's spec, the compile; for torch tensors, the prepared launch the next calls take (fusedlaunch)."""
-    c, bias, residual, scale, amax = aux
+    c, bias, residual, scale, amax, pre = aux
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     infos = {n: None if x is None else read_array(x, n, handle) for n, x in
-             (("bias", bias), ("c", c), ("residual", residual), ("scale", scale), ("amax", amax))}
+             (("bias", bias), ("c", c), ("residual", residual), ("scale", scale), ("amax", amax), ("aux", pre))}
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or scale is not None
     if fp8 and scale is None:
         raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
     again = dict(bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual, bias_axis=bias_axis,
                  out_dtype=out_dtype, scale=scale, scale_mode=scale_mode, amax=amax, stream=stream, spec=spec, c_tma=c_tma,
-                 fp8_tma_store=fp8_tma_store, precision=fp32.TF32)
+                 fp8_tma_store=fp8_tma_store, precision=fp32.TF32, aux=pre, dact=dact)
     if ai.ndim == 3:  # torch.baddbmm's form: one fused launch per batch (fusedany.per_batch)
+        if pre is not None:
+            raise ArgumentError("aux= with a B x M x K a: pass 2-D a (rows flattened) and an M x N aux")
         if fp8:
             raise ArgumentError("FP8 output (e4m3) with a B x M x K a: pass 2-D a (the per-row scale and amax are one batch's)")
         return per_batch(lambda x, y, o, cc, rr: gemm(x, y, o, **{**again, "c": cc, "residual": rr}), a, b, out, ai, bi, c, residual)
@@ -195,7 +221,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             spec, remember = narrow[0], not narrow[1]
     # beta = 0 ignores C, as torch.addmm does (C is not read, so NaNs in it do not propagate)
     chain = _chain(infos["bias"], bias_axis, activation, c is not None and beta != 0, residual is not None, infos["scale"],
-                   scale_mode, m, alpha, c_tma)
+                   scale_mode, m, alpha, c_tma, pre is not None, dact)
     if chain is None:  # nothing to fuse: the plain kernel (ptxgen.gemm's choice, without its dispatch cache)
         if spec is None:
             spec, _ = _gemm_spec(ai, bi, oi, out_dtype, None)
@@ -211,8 +237,8 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             return pack_operands(lambda x, y, o: gemm(x, y, o, **again), a, b, out, ai, bi, oi, mn)
     spec = fused_spec(spec, chain, "e4m3" if fp8 else (out_dtype or spec.out_dtype.value), fp8_tma_store)
     want = chain.aux_dtype(spec.out_dtype).value
-    other = {name: converted(name, x, infos[name], want) for name, x in (("c", c if chain.c else None), ("residual", residual))
-             if x is not None and type_problem(infos[name], want)}
+    other = {name: converted(name, x, infos[name], want) for name, x in (("c", c if chain.c else None), ("residual", residual),
+             ("aux", pre if chain.dact is not Activation.NONE else None)) if x is not None and type_problem(infos[name], want)}
     if other:  # c or residual of another type: a copy in the output's type, as torch.addmm reads it
         return gemm(a, b, out, **{**again, **other})
     kernel = kernel_for(spec)
@@ -241,6 +267,8 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
     if chain.bias is not None:
         _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
         extra["BIAS"] = infos["bias"].ptr
+    if chain.aux or chain.dact is not Activation.NONE:  # written in the output's type: no converted copy for a written aux
+        extra.update(AUX=infos["aux"].ptr, ldaux=_matrix(infos["aux"], "aux", m, n, aux_dt))
     if chain.residual:
         extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux_dt))
     if chain.fp8_scale is not None:
@@ -257,7 +285,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
         e = _prepare(kernel, dev, p, ai, bi, oi, extra, chain, alpha, beta)
         if remember:
             _HOT.remember(hot_key(options, a, b, None if allocated else out, aux), e)
-        r = e.call(a, b, out, (c, bias, residual, scale, amax), float(alpha), float(beta),
+        r = e.call(a, b, out, (c, bias, residual, scale, amax, pre), float(alpha), float(beta),
                    None if stream is None else handle)
         if r is not None:
             return r

@@ -39,6 +39,17 @@ class Activation(Enum):
         }[self.value]
 
     @property
+    def derivative(self) -> str:
+        """act'(z), the backward step's factor (fusion's ``dact``)."""
+        return {
+            "none": "1",
+            "relu": "1 if z > 0 else 0",
+            "gelu_tanh": "0.5 (1 + t) + 0.5 z (1 - t^2) sqrt(2/pi) (1 + 3 x 0.044715 z^2), t = tanh(sqrt(2/pi) (z + 0.044715 z^3))",
+            "gelu_erf": "Phi(z) + z phi(z) = 0.5 (1 + erf(z / sqrt(2))) + z exp(-z^2 / 2) / sqrt(2 pi)",
+            "silu": "s (1 + z (1 - s)), s = 1 / (1 + exp(-z))",
+        }[self.value]
+
+    @property
     def short(self) -> str:
         return {"none": "", "relu": "relu", "gelu_tanh": "gelut", "gelu_erf": "gelue", "silu": "silu"}[self.value]
 
@@ -132,3 +143,4 @@ BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)
 GELU_TANH_K0 = 0.7978845608028654  # sqrt(2 / pi)
 GELU_TANH_K1 = 0.044715
 INV_SQRT2 = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi): the normal density's factor (gelu_erf's derivative)

@@ -8,13 +8,25 @@ import math
 
 import torch
 
-from ..ops.opsref import activation as _torch_activation
 from ..ops.opsref import canonical_activation
 from ..ops.torch_ops import register_torch_ops
 
 register_torch_ops()
 
-_NEEDS_Z = ("gelu_tanh", "gelu_erf", "silu")  # activations whose derivative needs the pre-activation
+_PRE = "_ptxgen_preactivation"  # attribute of a Linear's output: (z, activation, version), for the next Linear
+
+
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def _input_preactivation(x: torch.Tensor, rows: int, cols: int):
+    """(z, activation) where ``x`` is, unchanged since, the output of a ptxgen Linear with an activation whose
+    pre-activation z was saved (``act(z)`` == x): then this layer's dX GEMM computes the gradient of z directly."""
+    rec = getattr(x, _PRE, None)
+    if rec is None or rec[2] != x._version or tuple(rec[0].shape) != (rows, cols):
+        return None
+    return rec[0], rec[1]
 
 
 class Linear(torch.nn.Linear):
@@ -22,18 +34,22 @@ class Linear(torch.nn.Linear):
     out_features) and the bias and activation fused into the GEMM's epilogue.
 
     ``activation``: None, "relu", "gelu" (= "gelu_tanh", torch's approximate="tanh"), "gelu_erf" or "silu".
-    ``save_preactivation`` (default True): when a gradient will be needed for gelu/silu, the GEMM runs with the bias
-    fused and the activation runs in torch, which keeps the pre-activation for the backward pass (one element-wise
-    pass over y); False fuses the activation too and the backward recomputes the pre-activation (one more GEMM).
-    Without a gradient (inference, ``torch.no_grad``) bias and activation are always fused into one kernel.
+    Training (a gradient will be needed): ``torch.ops.ptxgen.gemm_aux``, one kernel that writes y and the
+    pre-activation z (the chain's ``aux``), so the backward recomputes nothing. Where this layer's input is the output
+    of another ptxgen Linear with an activation (eager mode, the output unchanged since), the backward computes that
+    layer's dz in this layer's dX GEMM, the derivative in its epilogue (the chain's ``dact``; docs/training.md).
+    ``fuse_input_derivative=False`` keeps that derivative an element-wise pass in the previous layer's backward.
+    ``save_preactivation=False``: the activation fused without z; the backward recomputes z (one more GEMM).
+    Without a gradient (inference, ``torch.no_grad``) bias and activation are fused into one kernel, no z.
     ``x`` may have any leading dimensions (flattened into the GEMM's rows); the output's rows are padded to 16 bytes
     in memory where out_features is not a multiple of 16 bytes (as ptxgen.gemm writes them)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
-                 device=None, dtype=None, save_preactivation: bool = True):
+                 device=None, dtype=None, save_preactivation: bool = True, fuse_input_derivative: bool = True):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = canonical_activation(activation)  # an unknown name fails here, not at the first call
         self.save_preactivation = save_preactivation
+        self.fuse_input_derivative = fuse_input_derivative
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation}"
@@ -43,11 +59,19 @@ class Linear(torch.nn.Linear):
         x2 = x.reshape(-1, self.in_features)
         act = self.activation
         grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, self.weight, self.bias))
-        if act in _NEEDS_Z and grad and self.save_preactivation:
-            y = _torch_activation(torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None), act)
-        else:
+        if not (grad and self.save_preactivation):
             y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None if act == "none" else act)
-        return y.reshape(*lead, self.out_features)
+            return y.reshape(*lead, self.out_features)
+        eager = not _compiling()
+        pre = _input_preactivation(x, *x2.shape) if eager and self.fuse_input_derivative else None
+        if act == "none" and pre is None:
+            y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None)
+            return y.reshape(*lead, self.out_features)
+        y, z = torch.ops.ptxgen.gemm_aux(x2, self.weight, None, self.bias, act, *(pre or (None, None)))
+        y = y.reshape(*lead, self.out_features)
+        if eager and act != "none":
+            setattr(y, _PRE, (z, act, y._version))
+        return y
 
 
 class GroupedLinear(torch.nn.Module):

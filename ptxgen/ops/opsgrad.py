@@ -4,15 +4,25 @@ on ptxgen's kernels and under ``torch.compile`` it traces like the forward.
 
 ``gemm(a, b, out_dtype, bias, activation)``: y = act(z), z = a @ b.T + bias (a M x K or B x M x K, b N x K):
 - dz = dy for no activation; relu's derivative from the saved output (y > 0); gelu_tanh, gelu_erf and silu need the
-  pre-activation z, which the fused kernel does not write: the backward recomputes it (one more GEMM with the bias
-  fused). ``ptxgen.nn.Linear`` avoids the recomputation in training by running the GEMM with the bias fused and the
-  activation in torch, which saves z (docs/training.md says why that is cheaper).
+  pre-activation z, which this operator's kernel does not write: the backward recomputes it (one more GEMM with the
+  bias fused). ``gemm_aux`` (below) is the form whose kernel writes z too; ``ptxgen.nn.Linear`` trains through it.
 - da = dz @ b: ``gemm(dz, b.t())`` (B read N-major, the transposed view);
 - db = dz.T @ a: ``gemm(dz.t(), a.t())`` (both operands MN-major);
 - dbias = dz summed over the rows (f32 sum, cast to the bias' type).
-The activation's derivative multiplies the *input* dz of both backward GEMMs, and the bias gradient is a column sum
-of that input: neither is an epilogue of the backward GEMMs' outputs, so the fused chain (which transforms a GEMM's
-output) cannot carry them; they run as torch element-wise and reduction kernels.
+The activation's derivative multiplies the *input* dz of this operator's two backward GEMMs, and the bias gradient is
+a column sum of that input: neither is an epilogue of those GEMMs' outputs, so here they run as torch element-wise
+and reduction kernels. The derivative is an epilogue of the *next* layer's dX GEMM, whose output dz is: ``gemm_aux``'s
+``a_pre`` takes it there.
+
+``gemm_aux(a, b, out_dtype, bias, activation, a_pre, a_activation)``: (y, z), y = act(z), z written by the same
+kernel (the chain's ``aux``), so nothing is recomputed:
+- dz = dy x act'(z) (torch's element-wise backward of the activation, reading the saved z) plus the gradient that
+  reaches z itself (from a next layer that fused this derivative, below);
+- with ``a_pre`` (``a`` = a_activation(a_pre), the previous layer's output and its saved pre-activation): the gradient
+  goes to ``a_pre``, ``gemm_dact(dz, b.t(), a_pre, a_activation)`` = (dz @ b) x a_activation'(a_pre), the previous
+  layer's derivative fused into this dX GEMM's epilogue (the chain's ``dact``); ``a`` gets none (it is a function of
+  ``a_pre``; a gradient that reaches it by another use still flows into the previous layer's y);
+- otherwise da = ``gemm(dz, b.t())``; db = ``gemm(dz.t(), a.t())``; dbias the column sum of dz, as for ``gemm``.
 
 ``grouped_gemm(a, b, offs, out_dtype)``: rows of group g of y are a[rows g] @ b[g].T:
 - da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs)``, rows past offs[-1] set to 0
@@ -24,7 +34,7 @@ from __future__ import annotations
 
 import sys
 
-from .opsref import canonical_activation
+from .opsref import activation_backward, canonical_activation
 
 _TRAINABLE = ("float16", "bfloat16", "float32", "float64")
 
@@ -107,6 +117,44 @@ def gemm_backward(ctx, dy):
     if need_bias and bias is not None:
         dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
     return (da, db, None, dbias, None)[:len(ctx.needs_input_grad)]
+
+
+# ---- gemm_aux ---------------------------------------------------------------------------------------------------
+
+def aux_setup_context(ctx, inputs, output) -> None:
+    a, b, out_dtype, bias, act, a_pre, a_act = (*inputs, *(None,) * (7 - len(inputs)))
+    ctx.act, ctx.a_act = canonical_activation(act), canonical_activation(a_act)
+    ctx.set_materialize_grads(False)  # a y or z nobody differentiates arrives as None, not as a tensor of zeros
+    ctx.save_for_backward(a, b, bias, output[1], a_pre)
+
+
+def aux_backward(ctx, dy, dz_in):
+    torch = _torch()
+    a, b, bias, z, a_pre = ctx.saved_tensors
+    n_in = len(ctx.needs_input_grad)
+    if dz_in is not None and dz_in.numel() == 0:  # no activation: z is 0 x N, and so is its gradient
+        dz_in = None
+    if dy is None and dz_in is None:
+        return (None,) * n_in
+    _check_trainable(a, b)
+    need = _needs(ctx, 7)
+    dz = None
+    if dy is not None:
+        dz = activation_backward(dy.to(z.dtype), z, ctx.act) if ctx.act != "none" else dy
+    if dz_in is not None:
+        dz = dz_in if dz is None else dz + dz_in
+    k, n = a.shape[-1], b.shape[0]
+    dz2 = _row_major(dz.reshape(-1, n).to(a.dtype))
+    da = db = dbias = da_pre = None
+    if a_pre is not None and need[5]:
+        da_pre = torch.ops.ptxgen.gemm_dact(dz2, b.t(), a_pre, ctx.a_act).reshape(a_pre.shape)
+    elif need[0]:
+        da = torch.ops.ptxgen.gemm(dz2, b.t()).reshape(a.shape)
+    if need[1]:
+        db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
+    if need[3] and bias is not None:
+        dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
+    return (da, db, None, dbias, None, da_pre, None)[:n_in]
 
 
 # ---- grouped_gemm ----------------------------------------------------------------------------------------------

@@ -58,6 +58,40 @@ def gemm(a, b, out_dtype_name: str, bias=None, act: str | None = None):
     return activation(z, act).to(getattr(torch, out_dtype_name))
 
 
+def gemm_aux(a, b, out_dtype_name: str, bias=None, act: str | None = None):
+    """``(act(z), z)`` with ``z = a @ b.T + bias``, both cast to ``out_dtype_name`` (the activation applied to the
+    unrounded z, as the kernel's chain applies it before its output rounding); ``z`` is 0 x N without an activation."""
+    torch = sys.modules["torch"]
+    acc = _acc_dtype(torch, a.dtype)
+    z = torch.matmul(a.to(acc), b.to(acc).transpose(-1, -2))
+    if bias is not None:
+        z = z + bias.to(acc)
+    dt = getattr(torch, out_dtype_name)
+    pre = z.to(dt) if canonical_activation(act) != "none" else z.new_empty((0, z.shape[-1]), dtype=dt)
+    return activation(z, act).to(dt), pre
+
+
+def activation_backward(dy, z, name: str):
+    """dy x act'(z), element-wise (torch's own backward functions; relu: dy where z > 0)."""
+    aten = sys.modules["torch"].ops.aten
+    name = canonical_activation(name)
+    if name == "none":
+        return dy
+    if name == "relu":
+        return aten.threshold_backward(dy, z, 0)
+    if name == "silu":
+        return aten.silu_backward(dy, z)
+    return aten.gelu_backward(dy, z, approximate="tanh" if name == "gelu_tanh" else "none")
+
+
+def gemm_dact(a, b, z, act: str, out_dtype_name: str):
+    """``(a @ b.T) x act'(z)``, cast to ``out_dtype_name``: the backward step of the chain (``dact``)."""
+    torch = sys.modules["torch"]
+    acc = _acc_dtype(torch, a.dtype)
+    prod = torch.matmul(a.to(acc), b.to(acc).transpose(-1, -2))
+    return activation_backward(prod, z.to(acc), act).to(getattr(torch, out_dtype_name))
+
+
 def group_bounds(offs, m_total: int) -> list[tuple[int, int]]:
     """Each group's rows [start, end) from the cumulative ends ``offs``, clamped as the kernels clamp them (a decreasing
     or too large offset gives an empty or shortened group)."""

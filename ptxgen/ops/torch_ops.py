@@ -8,6 +8,14 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
 
     torch.ops.ptxgen.gemm(a, b, out_dtype=None, bias=None, activation=None) -> Tensor
         act(a @ b.T + bias), as ptxgen.gemm(a, b, out_dtype=..., bias=..., activation=...)
+    torch.ops.ptxgen.gemm_aux(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None)
+            -> (Tensor y, Tensor z)
+        y = act(z), z = a @ b.T + bias written beside y by the same kernel (the chain's ``aux``), so a backward needs
+        no recompute; ``a_pre``/``a_activation``: ``a`` is a_activation(a_pre), the previous layer's output, and the
+        gradient goes to ``a_pre`` with the derivative fused into the dX GEMM (``gemm_dact``); z is 0 x N without an
+        activation
+    torch.ops.ptxgen.gemm_dact(a, b, z, activation, out_dtype=None) -> Tensor
+        (a @ b.T) x act'(z), as ptxgen.gemm(a, b, dact=activation, aux=z): a backward product (no autograd)
     torch.ops.ptxgen.grouped_gemm(a, b, offs, out_dtype=None) -> Tensor
         rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major)
     torch.ops.ptxgen.grouped_gemm_k(a, b, offs, out_dtype=None) -> Tensor
@@ -27,6 +35,9 @@ import sys
 import threading
 
 SCHEMA = "gemm(Tensor a, Tensor b, str? out_dtype=None, Tensor? bias=None, str? activation=None) -> Tensor"
+AUX_SCHEMA = ("gemm_aux(Tensor a, Tensor b, str? out_dtype=None, Tensor? bias=None, str? activation=None, "
+              "Tensor? a_pre=None, str? a_activation=None) -> (Tensor, Tensor)")
+DACT_SCHEMA = "gemm_dact(Tensor a, Tensor b, Tensor z, str activation, str? out_dtype=None) -> Tensor"
 GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
 GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
 # ptxgen.attention as an operator (functional: a new output shaped and strided like q)
@@ -112,6 +123,59 @@ def _fake(a, b, out_dtype=None, bias=None, activation=None):
     return _rows(a, a.shape[0], n, name)
 
 
+# ---- gemm_aux, gemm_dact (the pre-activation: written by the forward, read by the backward) ----------------------
+
+def _has_act(activation) -> bool:
+    from .opsref import canonical_activation
+
+    return canonical_activation(activation) != "none"
+
+
+def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"gemm_aux takes a 2-D a (M x K, rows flattened) and b (N x K), not {a.dim()}-D and {b.dim()}-D")
+    if a_pre is not None and tuple(a_pre.shape) != tuple(a.shape):
+        raise ValueError(f"gemm_aux: a_pre (the pre-activation of a) has shape {tuple(a_pre.shape)}, a {tuple(a.shape)}")
+    name = _out_name(a, out_dtype)
+    z = _rows(a, a.shape[0], b.shape[0], name) if _has_act(activation) else _rows(a, 0, b.shape[0], name)
+    return _fake(a, b, out_dtype), z
+
+
+def _aux_impl(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+    from ..api import gemm
+
+    y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
+    if not _has_act(activation):
+        return _impl(a, b, out_dtype, bias, None), z
+    out = gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation, aux=z)
+    return _as_fake(out, y), z
+
+
+def _aux_cpu(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+    from . import opsref
+
+    y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
+    ry, rz = opsref.gemm_aux(a, b, _out_name(a, out_dtype), bias, activation)
+    return y.copy_(ry), z.copy_(rz)
+
+
+def _dact_impl(a, b, z, activation, out_dtype=None):
+    from ..api import gemm
+
+    out = gemm(a, b, out_dtype=out_dtype, dact=activation, aux=z)
+    return out if out.stride() == _fake_stride(a, b, out_dtype) else _as_fake(out, _fake(a, b, out_dtype))
+
+
+def _dact_cpu(a, b, z, activation, out_dtype=None):
+    from . import opsref
+
+    return _fake(a, b, out_dtype).copy_(opsref.gemm_dact(a, b, z, activation, _out_name(a, out_dtype)))
+
+
+def _dact_fake(a, b, z, activation, out_dtype=None):
+    return _fake(a, b, out_dtype)
+
+
 # ---- grouped_gemm, grouped_gemm_k ------------------------------------------------------------------------------
 
 def _grouped_impl(a, b, offs, out_dtype=None):
@@ -188,7 +252,7 @@ def _attention_fake(q, k, v, causal=False, scale=None):
 
 
 def register_torch_ops(only_if_imported: bool = False) -> bool:
-    """Define ``torch.ops.ptxgen.gemm``, ``grouped_gemm`` and ``grouped_gemm_k`` with their autograd formulas
+    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm`` and ``grouped_gemm_k`` with their autograd formulas
     (once per process). ``only_if_imported``: do nothing unless torch is already imported. True when the operators
     are (now) registered."""
     if _STATE.get("done"):
@@ -206,6 +270,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
         lib = torch.library.Library("ptxgen", "DEF")
         for name, schema, impl, cpu, fake in (
                 ("gemm", SCHEMA, _impl, _cpu, _fake),
+                ("gemm_aux", AUX_SCHEMA, _aux_impl, _aux_cpu, _aux_fake),
+                ("gemm_dact", DACT_SCHEMA, _dact_impl, _dact_cpu, _dact_fake),
                 ("grouped_gemm", GROUPED_SCHEMA, _grouped_impl, _grouped_cpu, _grouped_fake),
                 ("grouped_gemm_k", GROUPED_K_SCHEMA, _grouped_k_impl, _grouped_k_cpu, _grouped_k_fake)):
             lib.define(schema)
@@ -213,6 +279,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
             lib.impl(name, cpu, "CPU")
             torch.library.register_fake(f"ptxgen::{name}", fake, lib=lib)
         torch.library.register_autograd("ptxgen::gemm", opsgrad.gemm_backward, setup_context=opsgrad.gemm_setup_context,
+                                        lib=lib)
+        torch.library.register_autograd("ptxgen::gemm_aux", opsgrad.aux_backward, setup_context=opsgrad.aux_setup_context,
                                         lib=lib)
         torch.library.register_autograd("ptxgen::grouped_gemm", opsgrad.grouped_backward,
                                         setup_context=opsgrad.grouped_setup_context, lib=lib)

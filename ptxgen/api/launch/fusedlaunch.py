@@ -20,7 +20,8 @@ import threading
 from .launchplan import Launch, torch_key
 
 # the auxiliary tensors of a fused call, in the order the hot path takes them, with their parameter-block slot
-AUX_ROLES = (("c", "C"), ("bias", "BIAS"), ("residual", "RES"), ("scale", "SCALE"), ("amax", "AMAX"))
+AUX_ROLES = (("c", "C"), ("bias", "BIAS"), ("residual", "RES"), ("scale", "SCALE"), ("amax", "AMAX"), ("aux", "AUX"))
+AMAX_AT = 4  # amax's place in AUX_ROLES (allocated per call when the caller passes none)
 VECTOR_ALIGN_MASK = 7  # bias, scale and amax start 8-byte aligned (fused._vector)
 TMA_ALIGN_MASK = 15  # C read through TMA: a 16-byte aligned base
 TABLE_ENTRIES = 256  # prepared launches kept (the table is emptied when full: a changing shape stream rebuilds)
@@ -32,15 +33,14 @@ def meta(x) -> tuple | None:
 
 
 def hot_key(options: tuple, a, b, out, aux: tuple) -> tuple:
-    """The dispatch key of a fused call on torch tensors (``aux``: c, bias, residual, scale, amax, or None each)."""
-    c, bias, residual, scale, amax = aux
-    return (options, torch_key(a, b, out), meta(c), meta(bias), meta(residual), meta(scale), meta(amax))
+    """The dispatch key of a fused call on torch tensors (``aux``: the tensors of AUX_ROLES, or None each)."""
+    return (options, torch_key(a, b, out), *(meta(x) for x in aux))
 
 
 class FusedLaunch:
     """One prepared fused launch. ``launch``: the plain kernel's prepared launch of the fused spec, built with the
     chain's scalars (``Launch(extra=...)``), whose block carries the chain's pointer slots too. ``pair_mask``: the
-    alignment mask of C's and the residual's pointers (column pairs); ``c_tma``: C is read through TMA.
+    alignment mask of C's, the residual's and the pre-activation's (aux) pointers (column pairs); ``c_tma``: C is read through TMA.
     ``amax_len``: FP8 output: the amax vector's length (allocated as zeros per call when the caller passes none);
     None: a 16-bit or f32 output."""
 
@@ -50,7 +50,7 @@ class FusedLaunch:
         slots = launch.extra_slots
         self.aux_slots = tuple(slots.get(role) for _, role in AUX_ROLES)
         self._patched = tuple(i for i, (_, role) in enumerate(AUX_ROLES) if role in launch.extra_order)  # run_all's
-        masks = {"C": TMA_ALIGN_MASK if c_tma else pair_mask, "RES": pair_mask}
+        masks = {"C": TMA_ALIGN_MASK if c_tma else pair_mask, "RES": pair_mask, "AUX": pair_mask}
         self.aux_masks = tuple(masks.get(role, VECTOR_ALIGN_MASK) for _, role in AUX_ROLES)
         self._alpha_at, self._beta_at = param_index.get("alpha"), param_index.get("beta")
         self.alpha, self.beta = alpha, beta  # the values the block holds
@@ -70,11 +70,11 @@ class FusedLaunch:
         po = out.data_ptr()
         if not e.pointers_ok(pa, pb, po):
             return None
-        amax = aux[4]
+        amax = aux[AMAX_AT]
         if self.amax_len is not None and amax is None:
             torch = sys.modules["torch"]
             amax = torch.zeros(self.amax_len, dtype=torch.float32, device=a.device)
-            aux = aux[:4] + (amax,)
+            aux = aux[:AMAX_AT] + (amax,) + aux[AMAX_AT + 1:]
         ptrs = [pa, pb, po]
         masks = self.aux_masks
         for i in self._patched:

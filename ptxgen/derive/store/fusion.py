@@ -5,7 +5,11 @@ The steps run in one fixed order, each optional (``y`` is the f32 value of one o
 1. ``y = alpha x acc``                      alpha: a kernel argument (f32)
 2. ``y += beta x C[r, n]``                  C: M x N, row stride ``ldc``, the output's type (bf16 with FP8 output)
 3. ``y += bias[n]`` or ``y += bias[r]``     bias: f32, bf16 or f16, per column (length N) or per row (length M)
+3'. ``AUX[r, n] = cvt(y)``                  aux: the pre-activation z stored beside D (M x N, row stride ``ldaux``,
+                                            C's type), as cuBLASLt's GELU_AUX epilogue; only with an activation
 4. ``y = act(y)``                           relu, gelu (tanh or erf), silu
+   or ``y = y x act'(AUX[r, n])``           dact: the backward step (cuBLASLt's DGELU): the saved pre-activation
+                                            read at the element's own (row, column); not with an activation
 5. ``y += R[r, n]``                         residual: M x N, row stride ``ldr``, C's type
 6. output: ``D[r, n] = cvt(y)``; or FP8: ``D[r, n] = e4m3_satfinite(y x s)`` with ``s = scale[0]`` (per tensor) or
    ``scale[r]`` (per row), and ``amax[0]`` / ``amax[r]`` raised to ``max |y|`` (atomicMax; the caller zeroes it).
@@ -54,6 +58,8 @@ class ChainSpec:
     residual: bool = False
     fp8_scale: ScaleMode | None = None
     c_tma: bool = False  # C read through TMA into the store staging buffers (ptxgen.derive.store.cload); else global loads
+    aux: bool = False  # store the pre-activation value (after bias, before the activation) to AUX[r, n]
+    dact: Activation = Activation.NONE  # the backward step: y x act'(AUX[r, n]) in the activation's place
 
     def __post_init__(self):
         if self.bias is None:
@@ -65,14 +71,19 @@ class ChainSpec:
     def token(self) -> str:
         """The canonical ``--fuse`` value, in chain order."""
         parts = []
-        if self.alpha and not (self.c or self.bias or self.activation is not Activation.NONE or self.residual or self.fp8_scale):
+        if self.alpha and not (self.c or self.bias or self.activation is not Activation.NONE or self.residual or self.fp8_scale
+                               or self.dact is not Activation.NONE):
             parts.append("alpha")
         if self.c:
             parts.append("c=tma" if self.c_tma else "c")
         if self.bias is not None:
             parts.append(f"bias={self.bias.value}:{self.bias_dtype.value}")
+        if self.aux:
+            parts.append("aux")
         if self.activation is not Activation.NONE:
             parts.append(f"act={self.activation.value}")
+        if self.dact is not Activation.NONE:
+            parts.append(f"dact={self.dact.value}")
         if self.residual:
             parts.append("residual")
         if self.fp8_scale is not None:
@@ -86,7 +97,11 @@ class ChainSpec:
             s += "ct" if self.c_tma else "c"
         if self.bias is not None:
             s += f"b{self.bias.value[0]}{self.bias_dtype.value}"
+        if self.aux:
+            s += "z"
         s += self.activation.short
+        if self.dact is not Activation.NONE:
+            s += "d" + self.dact.short
         if self.residual:
             s += "r"
         if self.fp8_scale is not None:
@@ -99,8 +114,12 @@ class ChainSpec:
 
     def operands(self) -> tuple[str, ...]:
         """Operands that are read per output element, in chain order."""
-        return tuple(n for n, on in (("c", self.c), ("bias", self.bias is not None), ("residual", self.residual),
-                                     ("scale", self.fp8_scale is not None)) if on)
+        return tuple(n for n, on in (("c", self.c), ("bias", self.bias is not None), ("aux", self.dact is not Activation.NONE),
+                                     ("residual", self.residual), ("scale", self.fp8_scale is not None)) if on)
+
+    def stores(self) -> tuple[str, ...]:
+        """Operands written per output element beside D: the pre-activation ``aux``."""
+        return ("aux",) if self.aux else ()
 
     def to_json(self) -> dict:
         return {
@@ -110,13 +129,15 @@ class ChainSpec:
             "activation": self.activation.value,
             "residual": self.residual,
             "fp8_scale": None if self.fp8_scale is None else self.fp8_scale.value,
-        } | ({"c_tma": True} if self.c_tma else {})
+        } | ({"c_tma": True} if self.c_tma else {}) | ({"aux": True} if self.aux else {}) | (
+            {"dact": self.dact.value} if self.dact is not Activation.NONE else {})
 
 
 def parse_chain(raw) -> ChainSpec | None:
     """``--fuse`` value -> ChainSpec (None for '' / None / 'none'). Items are comma-separated, in any order:
-    ``alpha``, ``c``, ``bias=col|row[:f32|bf16|f16]``, ``act=relu|gelu|gelu_tanh|gelu_erf|silu`` (or the bare
-    name), ``residual``, ``scale=tensor|row``."""
+    ``alpha``, ``c``, ``bias=col|row[:f32|bf16|f16]``, ``aux``, ``act=relu|gelu|gelu_tanh|gelu_erf|silu`` (or the bare
+    name), ``dact=relu|gelu|gelu_tanh|gelu_erf|silu`` (or the bare name with a ``d``: ``dgelu``), ``residual``,
+    ``scale=tensor|row``."""
     if raw is None or isinstance(raw, ChainSpec):
         return raw
     if not isinstance(raw, str):
@@ -127,10 +148,12 @@ def parse_chain(raw) -> ChainSpec | None:
     v: dict = {}
     for item in (t.strip() for t in text.split(",")):
         key, _, arg = item.partition("=")
-        if key in ("relu", "gelu", "gelu_tanh", "gelu_erf", "silu"):
+        if key in ACT_TOKENS:
             key, arg = "act", key
+        elif key[:1] == "d" and key[1:] in ACT_TOKENS:
+            key, arg = "dact", key[1:]
         name = {"alpha": "alpha", "c": "c", "beta": "c", "bias": "bias", "act": "activation", "residual": "residual",
-                "scale": "fp8_scale"}.get(key)
+                "scale": "fp8_scale", "aux": "aux", "dact": "dact"}.get(key)
         if name is None or name in v:
             rule = "names a step twice" if name in v else f"has an unknown step {item!r}"
             raise SpecError(FLAG, raw, rule, _LEGAL)
@@ -142,8 +165,10 @@ def parse_chain(raw) -> ChainSpec | None:
                     v["bias_dtype"] = DType(dt)
                     if v["bias_dtype"] not in BIAS_DTYPES:
                         raise ValueError(dt)
-            elif name == "activation":
+            elif name in ("activation", "dact"):
                 v[name] = Activation.parse(arg)
+                if name == "dact" and v[name] is Activation.NONE:
+                    raise ValueError(arg)
             elif name == "fp8_scale":
                 v[name] = ScaleMode.parse(arg or "tensor")
             elif name == "c" and arg:
@@ -160,8 +185,10 @@ def parse_chain(raw) -> ChainSpec | None:
     return ChainSpec(**v)
 
 
-_LEGAL = ("alpha, c[=tma], bias=col|row[:f32|bf16|f16], act=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row "
-          "(comma-separated, each at most once; they run in that order)")
+ACT_TOKENS = ("relu", "gelu", "gelu_tanh", "gelu_erf", "silu")
+_LEGAL = ("alpha, c[=tma], bias=col|row[:f32|bf16|f16], aux, act=relu|gelu_tanh|gelu_erf|silu or "
+          "dact=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row (comma-separated, each at most once; they run in "
+          "that order)")
 
 
 def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: Epilogue, bm: int, bn: int, pair: bool,
@@ -187,6 +214,7 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
                         "a multiple of 16")
     if arch is Arch.SM100A and bm == 64 and epilogue is Epilogue.TMA:
         raise SpecError(FLAG, chain.token, "tcgen05 M=64 has no TMA-store epilogue", "--epilogue direct")
+    check_aux(chain, out)
     if chain.c_tma:
         if epilogue is not Epilogue.TMA:
             raise SpecError(FLAG, chain.token, "C through TMA lands in the TMA-store epilogue's staging buffers",
@@ -194,6 +222,20 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
         if out not in (DType.F16, DType.BF16):
             raise SpecError(FLAG, chain.token, f"C through TMA is staged as 16-bit elements, here {out.value}",
                             "--out-dtype bf16|f16, or --fuse c")
+
+
+def check_aux(chain: ChainSpec, out: DType) -> None:
+    """The rules of the pre-activation steps: ``aux`` stores the value an activation takes, ``dact`` replaces the
+    activation (a forward chain and its backward step are two kernels), both in a 16-bit or f32 output's type."""
+    if chain.aux and chain.activation is Activation.NONE:
+        raise SpecError(FLAG, chain.token, "aux stores the pre-activation value for the backward pass; without an "
+                        "activation it is D itself", "add act=..., or leave out aux")
+    if chain.dact is not Activation.NONE and chain.activation is not Activation.NONE:
+        raise SpecError(FLAG, chain.token, "dact (the backward step, y x act'(aux)) takes the activation's place: a chain has "
+                        "one or the other", "leave out act= or dact=")
+    if (chain.aux or chain.dact is not Activation.NONE) and out is DType.E4M3:
+        raise SpecError(FLAG, chain.token, "the pre-activation (aux) is stored and read in the output's type: a 16-bit or "
+                        "f32 output", "--out-dtype bf16|f16|f32")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,7 +265,7 @@ class Load:
 
 def _axis(chain: ChainSpec, operand: str) -> str:
     """'rc' (a matrix), 'c' (indexed by column), 'r' (by row) or '' (one scalar)."""
-    if operand in ("c", "residual"):
+    if operand in ("c", "residual", "aux"):
         return "rc"
     if operand == "bias":
         return "c" if chain.bias is BiasAxis.COL else "r"
@@ -297,6 +339,10 @@ def chain_params(chain: ChainSpec) -> tuple[tuple[str, str, str], ...]:
                       "direct stores read C through C and ldc)"))
     if chain.bias is not None:
         p.append(("BIAS", "ptr", f"bias, {chain.bias_dtype.value}, one per {'column (N)' if chain.bias is BiasAxis.COL else 'row (M)'}"))
+    if chain.aux or chain.dact is not Activation.NONE:
+        p += [("AUX", "wptr" if chain.aux else "ptr", "the pre-activation z, M x N row-major, 4-byte aligned rows, "
+               + ("written: z = the value after bias, before the activation" if chain.aux else "read: y x act'(z)")),
+              ("ldaux", "i32", "aux's row stride in elements")]
     if chain.residual:
         p += [("RES", "ptr", "the residual, M x N row-major, 4-byte aligned rows"), ("ldr", "i32", "the residual's row stride in elements")]
     if chain.fp8_scale is not None:
@@ -359,6 +405,11 @@ class ChainPlan:
             return wgmma_loads(self.chain, operand, warp, lane, self.bn)
         return tmem_loads(self.chain, operand, self.bm, warp, lane, col0, chunk)
 
+    def stores(self, operand: str, warp: int, lane: int, col0: int = 0, chunk: int = 32) -> tuple[Load, ...]:
+        """The thread's stores of ``operand`` (``aux``): the same records as a matrix operand's loads, read the other
+        way: element k of a record is written from the register ``targets[k]`` names (a matrix element has one)."""
+        return self.loads(operand, warp, lane, col0, chunk)
+
     def to_json(self) -> dict:
         return {**self.chain.to_json(), "aux_dtype": self.aux.value, "out_dtype": self.out.value,
                 "amax": None if self.amax is None else {"per_row": self.amax.per_row, "xor_masks": list(self.amax.xor_masks)}}
@@ -378,8 +429,13 @@ def steps_text(chain: ChainSpec, out: DType, aux: DType) -> list[str]:
     if chain.bias is not None:
         idx = "n" if chain.bias is BiasAxis.COL else "r"
         s.append(f"y += bias[{idx}]  ({chain.bias_dtype.value}, one per {'column' if idx == 'n' else 'row'})")
+    if chain.aux:
+        s.append(f"aux[r, n] = {aux.value}(y)  (the pre-activation z, M x N, row stride ldaux; round to nearest even)")
     if chain.activation is not Activation.NONE:
         s.append(f"y = {chain.activation.value}(y) = {chain.activation.formula}")
+    if chain.dact is not Activation.NONE:
+        s.append(f"y = y x {chain.dact.value}'(aux[r, n]) = y x ({chain.dact.derivative})  (z = aux[r, n]: {aux.value}, "
+                 "M x N, row stride ldaux)")
     if chain.residual:
         s.append(f"y += R[r, n]  (residual: {aux.value}, M x N, row stride ldr)")
     if chain.fp8_scale is not None:
@@ -407,7 +463,8 @@ def plan_chain(chain: ChainSpec, arch: Arch, bm: int, bn: int, out: DType, epilo
     elif chain.bias is BiasAxis.ROW:
         D.append(Derived("bias_loads", "2 per slab" if wg else "1 per tile", f"bias[m0 + row]; {where}",
                          "the thread's rows: lane/4 and lane/4 + 8 of its warp's 16" if wg else "the thread's row", src))
-    for name, on in (("c_loads", chain.c), ("residual_loads", chain.residual)):
+    for name, on in (("c_loads", chain.c), ("aux_loads", chain.dact is not Activation.NONE), ("aux_stores", chain.aux),
+                     ("residual_loads", chain.residual)):
         if on:
             D.append(Derived(name, f"{2 * aux.bytes} B per element pair",
                              f"({aux.value}) at the output element's own (row, column); {where}",

@@ -260,7 +260,8 @@ FIELDS: tuple[SpecField, ...] = (
         "fuse",
         "--fuse",
         "fused epilogue steps, comma-separated, run in this order: alpha, c (+ beta x C), bias=col|row[:f32|bf16|f16], "
-        "act=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row (FP8 e4m3 output, writes amax) (default none)",
+        "aux (writes the pre-activation to AUX), act=relu|gelu_tanh|gelu_erf|silu or dact=... (y x act'(AUX), the backward "
+        "step), residual, scale=tensor|row (FP8 e4m3 output, writes amax) (default none)",
         omit_when_default=True,
         json_omit_when_default=True,
     ),

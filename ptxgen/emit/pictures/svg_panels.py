@@ -27,12 +27,12 @@ def chain_panel(t: TileLayout, y0: float) -> tuple[list[str], float]:
                         "D staging buffer below (C's map = D's box and swizzle) and read back with ldmatrix at the stmatrix "
                         "addresses (the outlined cells); the direct-store tiles use the loads listed here", "legend"))
         y += 16
-    for op in s.fuse.operands():
+    for op, arrow in [(o, "->") for o in s.fuse.operands()] + [(o, "<-") for o in s.fuse.stores()]:  # loads, then aux's stores
         for lane in range(8):
             loads = [ld for ld in plan.loads(op, 0, lane, 0, 16) if ld.col is None or ld.col < 16]
             what = "; ".join(f"{op}[{'' if ld.row is None else f'row {ld.row}'}{', ' if ld.row is not None and ld.col is not None else ''}"
                              f"{'' if ld.col is None else f'col {ld.col}' + (f'..{ld.col + ld.count - 1}' if ld.count > 1 else '')}]"
-                             f" -> registers {', '.join(map(str, (r for t_ in ld.targets for r in t_)))}" for ld in loads[:3])
+                             f" {arrow} registers {', '.join(map(str, (r for t_ in ld.targets for r in t_)))}" for ld in loads[:3])
             el.append(svg_text(20, y + 12, f"warp 0 lane {lane}: {what or 'nothing (no row)'}", "legend"))
             y += 14
     el.append("</g>")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...derive.store.cload import PHASES, CLoadPlan
 from ...derive.store.epilogue import StorePlan
 from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
-from ...isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, Activation, BiasAxis, ScaleMode
+from ...isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, INV_SQRT_2PI, Activation, BiasAxis, ScaleMode
 from ...isa.types import DType
 
 FULL_WARP_MASK = "0xffffffffu"
@@ -33,6 +33,26 @@ def activation_c_expr(act: Activation, y: str = "y") -> str:
         Activation.GELU_ERF: f"0.5f * {y} * (1.f + erff({y} * {INV_SQRT2!r}f))",
         Activation.SILU: f"__fdividef({y}, 1.f + __expf(-{y}))",
     }[act]
+
+
+def dact_c_body(act: Activation, z: str = "z") -> str:
+    """The body of ``chain_dact(float z)``: act'(z), the backward step's factor (fusion's ``dact``; the formulas in
+    ptxgen.isa.epiops.Activation.derivative). gelu_tanh through e = exp(2u) = 2^(2u log2 e), s = 1 / (1 + e) =
+    (1 - tanh u) / 2, so that 0.5 (1 + tanh u) = 1 - s and 1 - tanh^2 u = 4 s (1 - s) keep their accuracy where tanh
+    saturates (no cancellation in 1 - t^2); EX2 and RCP saturate to inf and 0 there, never NaN."""
+    l2e2 = 2.0 * math.log2(math.e)
+    if act is Activation.RELU:
+        return f"return {z} > 0.f ? 1.f : 0.f;"
+    if act is Activation.GELU_TANH:
+        return (f"const float e = ex2_approx({z} * fmaf({l2e2 * GELU_TANH_K0 * GELU_TANH_K1!r}f, {z} * {z}, {l2e2 * GELU_TANH_K0!r}f));"
+                f"  // exp(2u), u = k0 (z + k1 z^3)\n"
+                f"  const float s = rcp_approx(1.f + e);  // (1 - tanh u) / 2\n"
+                f"  return fmaf(2.f * {z} * s * (1.f - s), fmaf({3.0 * GELU_TANH_K0 * GELU_TANH_K1!r}f, {z} * {z}, {GELU_TANH_K0!r}f), 1.f - s);")
+    if act is Activation.GELU_ERF:
+        return (f"return fmaf({z} * {INV_SQRT_2PI!r}f, __expf(-0.5f * {z} * {z}), 0.5f * (1.f + erff({z} * {INV_SQRT2!r}f)));")
+    if act is Activation.SILU:
+        return f"const float s = rcp_approx(1.f + __expf(-{z}));  // sigmoid(z)\n  return s * fmaf({z}, 1.f - s, 1.f);"
+    raise ValueError(f"no derivative step for {act.value}")
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,14 @@ class ChainView:
     # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three
     bias_pair_ctype: str  # C type of one raw column-bias pair as loaded: a 4-byte word of two 16-bit values, or float2
     c_tma: bool = False  # C through TMA (ptxgen.derive.store.cload): chain_pair takes C's pair as an argument
+    aux_store: bool = False  # store the pre-activation z to aux (fusion's ``aux``)
+    dact: bool = False  # the backward step y x act'(aux) (fusion's ``dact``)
+    dact_body: str = ""  # C: the body of chain_dact(float z)
+
+    @property
+    def aux_any(self) -> bool:
+        """The kernel takes the pre-activation tensor (AUX, ldaux): written by ``aux``, read by ``dact``."""
+        return self.aux_store or self.dact
 
 
 def chain_view(plan: ChainPlan | None) -> ChainView | None:
@@ -74,9 +102,12 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         return None
     ch = plan.chain
     names = {n for n, _, _ in chain_params(ch)}
-    init = ", ".join(n if n in names else d for n, d in (("alpha", "1.f"), ("beta", "0.f"), ("C", "nullptr"), ("ldc", "0"),
-                                                           ("BIAS", "nullptr"), ("RES", "nullptr"), ("ldr", "0"),
-                                                           ("SCALE", "nullptr"), ("AMAX", "nullptr")))
+    fields = (("alpha", "1.f"), ("beta", "0.f"), ("C", "nullptr"), ("ldc", "0"), ("BIAS", "nullptr"), ("RES", "nullptr"),
+              ("ldr", "0"), ("SCALE", "nullptr"), ("AMAX", "nullptr"))
+    dact = ch.dact is not Activation.NONE
+    if ch.aux or dact:  # ChainArgs has these two fields only then (kernels without them render as before)
+        fields += (("AUX", "nullptr"), ("ldaux", "0"))
+    init = ", ".join(n if n in names else d for n, d in fields)
     a = plan.amax
     if a is None:
         writer = "false"
@@ -115,6 +146,9 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         bias_prefetch="late",
         bias_pair_ctype="float2" if ch.bias_dtype.bytes == 4 else "unsigned",
         c_tma=ch.c_tma,
+        aux_store=ch.aux,
+        dact=dact,
+        dact_body=dact_c_body(ch.dact) if dact else "",
     )
 
 

@@ -16,10 +16,12 @@ from ...derive.store.fusion import ChainPlan
 WARPS = 4
 
 
-def check_chain_plan(plan: ChainPlan, seed: int = 0, chunk: int = 32, loads=None) -> list[str]:
-    """Problems (empty when every register gets its element and every amax its max). ``loads`` replaces
-    ``plan.loads`` (the controls pass a wrong one)."""
+def check_chain_plan(plan: ChainPlan, seed: int = 0, chunk: int = 32, loads=None, stores=None) -> list[str]:
+    """Problems (empty when every register gets its element, every element of a stored matrix (aux) its register's
+    value, and every amax its max). ``loads`` / ``stores`` replace ``plan.loads`` / ``plan.stores`` (the controls pass
+    a wrong one)."""
     loads = loads or plan.loads
+    stores = stores or plan.stores
     rng = np.random.default_rng(seed)
     chain = plan.chain.to_json()
     wg = plan.family == "wgmma"
@@ -38,6 +40,10 @@ def check_chain_plan(plan: ChainPlan, seed: int = 0, chunk: int = 32, loads=None
                         problems += epimodel.check_thread(chain, "tcgen05", operand, warp, lane, chunk, js, arrays, col0, plan.bm)
                 if len(problems) > 20:
                     return problems
+    for operand in plan.chain.stores():
+        def stores_of(warp, lane, col0, operand=operand):
+            return [l.to_json() for l in stores(operand, warp, lane, col0, chunk)]
+        problems += epimodel.check_stores(plan.family, operand, rows, plan.bn, stores_of, WARPS, plan.bm, chunk)
     if plan.amax is not None:
         a = plan.amax
         problems += epimodel.check_amax(plan.family, a.per_row, a.xor_masks,

@@ -2,8 +2,8 @@
 
 Imports nothing from ptxgen (only its sibling ``fragmodel``, itself independent). Two transcriptions meet here:
 
-* the chain's meaning (what a user of ``gemm(..., bias=, c=, residual=)`` expects): output element (r, n) reads
-  C[r, n] and R[r, n]; a column bias reads bias[n], a row bias bias[r]; an FP8 output is scaled by scale[r] (per
+* the chain's meaning (what a user of ``gemm(..., bias=, c=, residual=, aux=)`` expects): output element (r, n) reads
+  C[r, n] and R[r, n], and aux[r, n] (the backward step ``dact``) or writes aux[r, n] (the pre-activation ``aux``); a column bias reads bias[n], a row bias bias[r]; an FP8 output is scaled by scale[r] (per
   row) or scale[0] (per tensor), and its amax entry is the max of |y| over row r (or over everything);
 * which element each register holds: the wgmma m64nN D fragment and the tcgen05 32x32b TMEM load
   (``fragmodel.wgmma_d_coords``, ``fragmodel.tmem_32x32b_coords``).
@@ -19,7 +19,7 @@ import numpy as np
 
 from . import fragmodel
 
-OPERAND_AXES = {"c": "rc", "residual": "rc"}  # bias and scale take their axis from the chain
+OPERAND_AXES = {"c": "rc", "residual": "rc", "aux": "rc"}  # bias and scale take their axis from the chain
 
 
 def operand_axis(chain: dict, operand: str) -> str:
@@ -52,7 +52,8 @@ def perform(loads: list, arrays: dict) -> dict:
         arr = arrays[operand]
         for k, regs in enumerate(targets):
             if arr.ndim == 2:
-                v = arr[row, col + k]
+                inside = 0 <= row < arr.shape[0] and 0 <= col + k < arr.shape[1]
+                v = arr[row, col + k] if inside else -1  # outside the tile: a value no element needs
             elif col is not None:
                 v = arr[col + k]
             elif row is not None:
@@ -131,4 +132,36 @@ def check_amax(family: str, per_row: bool, xor_masks, written_rows, rows: int, c
             problems.append(f"no lane writes amax of rows {missing[:8]}{'...' if len(missing) > 8 else ''}")
     elif len(covered.get(0, ())) != rows * cols:
         problems.append(f"the amax writes cover {len(covered.get(0, ()))} of the tile's {rows * cols} elements")
+    return problems
+
+
+def check_stores(family: str, operand: str, rows: int, cols: int, stores_of, warps: int = 4, bm: int = 128,
+                 chunk: int = 32) -> list[str]:
+    """A matrix the epilogue writes beside D (the pre-activation ``aux``): every thread's stores run with each of its
+    registers holding the id of the element the fragment map says it holds (row x cols + column + 1). ``stores_of(warp,
+    lane, col0)`` gives the thread's records as loads are given, element k written from the one register
+    ``targets[k]`` names. The tile must end with every element written exactly once, with its own id."""
+    got = np.zeros((rows, cols), dtype=np.int64)
+    count = np.zeros((rows, cols), dtype=np.int64)
+    problems = []
+    col0s = [0] if family == "wgmma" else list(range(0, cols, chunk))
+    for w in range(warps):
+        for lane in range(32):
+            for col0 in col0s:
+                for op, row, col, targets in stores_of(w, lane, col0):
+                    for k, regs in enumerate(targets):
+                        if len(regs) != 1:
+                            problems.append(f"{op}: warp {w} lane {lane} stores element ({row}, {col + k}) from registers {regs}")
+                            continue
+                        reg = regs[0]
+                        rc = register_coords(family, w, lane, reg, col0, bm)  # tcgen05: reg of the chunk at col0
+                        if rc is None or not (0 <= row < rows and 0 <= col + k < cols):
+                            problems.append(f"{op}: warp {w} lane {lane} stores register {reg} (holding {rc}) at ({row}, {col + k})")
+                            continue
+                        got[row, col + k] = rc[0] * cols + rc[1] + 1
+                        count[row, col + k] += 1
+    want = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols) + 1
+    bad = np.argwhere((got != want) | (count != 1))
+    for r, c in bad[:8]:
+        problems.append(f"{operand}[{r}, {c}]: written {count[r, c]} time(s), last with element id {got[r, c]}, wants {want[r, c]}")
     return problems

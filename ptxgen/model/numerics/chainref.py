@@ -78,11 +78,36 @@ def activation(y: np.ndarray, act: str) -> np.ndarray:
     raise ValueError(act)
 
 
+def activation_grad(z: np.ndarray, act: str) -> np.ndarray:
+    """act'(z) in float64, differentiated by hand from :func:`activation` (the chain's ``dact`` step multiplies by it):
+    gelu_tanh: 0.5 (1 + t) + 0.5 z (1 - t^2) k0 (1 + 3 k1 z^2), t = tanh(k0 (z + k1 z^3)); gelu_erf: Phi(z) + z phi(z);
+    silu: s (1 + z (1 - s)), s the logistic function; relu: 1 where z > 0, else 0 (torch's threshold_backward)."""
+    z = np.asarray(z, dtype=np.float64)
+    if act == "none":
+        return np.ones_like(z)
+    if act == "relu":
+        return (z > 0).astype(np.float64)
+    if act == "gelu_tanh":
+        k0, k1 = math.sqrt(2.0 / math.pi), 0.044715
+        t = np.tanh(k0 * (z + k1 * z ** 3))
+        return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * k0 * (1.0 + 3.0 * k1 * z * z)
+    if act == "gelu_erf":
+        return 0.5 * (1.0 + _erf(z / math.sqrt(2.0))) + z * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    if act == "silu":
+        with np.errstate(over="ignore"):
+            s = 1.0 / (1.0 + np.exp(-z))
+        return s * (1.0 + z * (1.0 - s))
+    raise ValueError(act)
+
+
 def chain(acc: np.ndarray, *, alpha: float = 1.0, beta: float = 0.0, c=None, bias=None, bias_axis: str = "col",
-          act: str = "none", residual=None, scale=None, scale_mode: str | None = None, out: str = "bf16"):
+          act: str = "none", residual=None, scale=None, scale_mode: str | None = None, out: str = "bf16",
+          dact: str = "none", aux=None):
     """The chain on an M x N float64 ``acc`` (= A @ B^T in float64). Returns (y, d, amax): y before the output
     rounding, d the output values (rounded to ``out``; for e4m3 the quantized values q = e4m3(y x s)), amax
-    (per tensor: a 1-element array; per row: M; None without FP8 output)."""
+    (per tensor: a 1-element array; per row: M; None without FP8 output). ``dact`` with ``aux`` (the saved
+    pre-activation z, M x N): y x act'(z) in the activation's place. The pre-activation a chain with ``aux`` writes is
+    this function's y with ``act="none"`` (and no residual), rounded to ``out``."""
     y = alpha * np.asarray(acc, dtype=np.float64)
     if c is not None:
         y = y + beta * np.asarray(c, dtype=np.float64)
@@ -90,6 +115,8 @@ def chain(acc: np.ndarray, *, alpha: float = 1.0, beta: float = 0.0, c=None, bia
         b = np.asarray(bias, dtype=np.float64)
         y = y + (b[None, :] if bias_axis == "col" else b[:, None])
     y = activation(y, act)
+    if dact != "none":
+        y = y * activation_grad(aux, dact)
     if residual is not None:
         y = y + np.asarray(residual, dtype=np.float64)
     if scale_mode is None:
