@@ -144,7 +144,7 @@ def _zero_ok(ai: ArrayInfo, oi: ArrayInfo | None) -> bool:
 
 def _packed_gemm(ai, bi, oi, packs: dict, out_dtype, t: Target) -> CallPlan:
     """dispatch._gemm_packed: the packed K-major copies (rows padded to 16 B), then the call on them."""
-    from .arrays.groupedpack import packed_info
+    from .arrays.packing import packed_info
 
     a2 = packed_info(ai) if "a" in packs else ai
     b2 = packed_info(bi) if "b" in packs else bi
@@ -219,7 +219,7 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
     from . import fused
     from .arrays import fusedany, packing
     from .arrays.binding import bind
-    from .arrays.groupedpack import packed_info
+    from .arrays.packing import packed_info
     from .select import _gemm_spec
 
     m, n = ai.shape[0], bi.shape[0]

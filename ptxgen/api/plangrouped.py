@@ -57,7 +57,7 @@ def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, pac
     from ..derive.tile.kernel import plan_kernel
     from ..runtime.launch.grouped import check_grouped_problem
     from .arrays.groupedbind import _bind_scales, bind_block_scales, bind_grouped
-    from .arrays.groupedpack import packed_info
+    from .arrays.packing import packed_info
 
     spec, packs = grouped.grouped_decision(ai, bi, oi, spec_for)
     if packs:

@@ -227,7 +227,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         hi_pair=WGMMA_GROUP_REGS // 2,
         fresh=tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile)),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
-        sfb_doc=(f"f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
+        sfb_doc=("f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
                  f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb"),
         two_blocks=plan.spans_two_blocks,
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",
