@@ -2,12 +2,14 @@
 
 Layers, each importing only those before it (tests/test_layering.py; docs/design.md draws them):
   isa      ptxgen.isa: hardware facts and encodings (types, shapes, descriptor bit tables, tensor maps)
-  derive   ptxgen.derive: pure-Python plans from a spec (fields, spec, rules, operand layouts, TMA,
-           pipeline, schedule, epilogue; layout composes them, kernel is the whole frozen plan, explain)
-  model    ptxgen.model: independent checks (read model, TMA model, pipeline simulation) and their bridges
-  emit     ptxgen.emit: jinja2 rendering (a context per template piece), generated/, SVG pictures
-  runtime  ptxgen.runtime: NVRTC and the kernel cache, SASS checks, the driver, launching, bench, tune
-  top      ptxgen.api, .grouped, .kgrouped, .scaled, .ops (the torch operators), .sweep, .cli
+  derive   ptxgen.derive: pure-Python plans from a spec, in tile (spec, rules, the composer, the frozen kernel plan,
+           explain), operands (layouts, descriptors, TMA), roles (warp roles, barriers, schedule, grouped walks),
+           store (epilogues, fused chain, split-K, stream-K) and scaled (block FP8, scale factors)
+  model    ptxgen.model: independent checks in layouts, numerics and sim, fed the derived plans by bridges
+  emit     ptxgen.emit: jinja2 rendering (views: a context per template piece), generated/, pictures (SVG)
+  runtime  ptxgen.runtime: compile (NVRTC, cache, SASS), launch (driver, parameters, tensor maps), check, choose
+  top      ptxgen.api (arrays, launch, bench), .author, .attention, .grouped, .kgrouped, .scaled, .ops (the torch
+           operators), .sweep, .nn, .cli and .plancli (the command; .cliargs its tile-spec flags)
 Leaf modules any layer may import: ptxgen.version, .status, .cachedir, .outputs, .interrupt, .ctrlc.
 
 The Python API (``ptxgen.api``, loaded on first use so that ``import ptxgen`` stays fast):

@@ -182,7 +182,7 @@ def doors(monkeypatch):
     packed = []
 
     def copy(x, info):
-        from ptxgen.api.arrays.groupedpack import packed_info
+        from ptxgen.api.arrays.packing import packed_info
 
         packed.append(info.name)
         p = packed_info(info)

@@ -132,7 +132,7 @@ def test_block_range_and_mask_cover_the_exact_mask(causal, bm, bn):
 
 def test_block_range_control_fails():
     """One block fewer than the plan visits loses visible keys."""
-    sq = sk = 1000
+    sk = 1000
     m, bm, bn = 3, 128, 128
     end = n_block_end(m, bm, bn, sk, True) - 1
     visible = np.arange(sk)[None, :] <= np.arange(m * bm, (m + 1) * bm)[:, None]

@@ -247,7 +247,7 @@ def test_staggered_warpgroups_compile_with_their_barriers(stagger):
 
 
 def _steps(stagger):
-    from ptxgen.derive.scaled.blockfp8 import stagger_steps
+    from ptxgen.derive.scaled.bfp8steps import stagger_steps
 
     return [(x.wg, x.where, x.op, x.barrier, x.not_first) for x in stagger_steps(stagger)]
 

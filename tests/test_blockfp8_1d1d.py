@@ -11,8 +11,6 @@ shared-memory scale reads, no local memory. gpu: against a float64 reference at 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -90,7 +88,7 @@ def test_global_addresses_are_torchs_mn_major_layout():
     """sfb (kb, n) at kb x lds_b + n from the scale_b base: what torch's y_scales.t() (N x Kb outer-dim-major,
     transposed) holds at that element."""
     plan = plan_columns(128, 128, 128)
-    n_total, kbs = 700, 5
+    n_total = 700
     lds_b = n_total + 4
     env = {"n0": 384, "lds_a": 1000, "lds_b": lds_b}
     for lane in (0, 7, 30):

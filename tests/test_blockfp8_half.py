@@ -2,7 +2,7 @@
 apart. Each commits a K block's wgmma as two groups and arrives on its named barrier after wait_group 1; warpgroup 1
 issues kt once warpgroup 0's first half of kt is complete, warpgroup 0 issues kt + 1 once warpgroup 1's is.
 
-L1: the plan's barrier steps (derive.scaled.blockfp8.stagger_steps) against the independent protocol model
+L1: the plan's barrier steps (derive.scaled.bfp8steps.stagger_steps) against the independent protocol model
 (model.numerics.bfp8model.check_stagger) with controls; L2: NVRTC sm_90a, the loop's two wgmma waits (WARPGROUP.DEPBAR.LE gsb0
 0x1, then 0x0) with the barrier arrivals between them, no local memory, no C7514. The GPU tier (against the float64
 recipe) is in tests/test_epilogue_ops.py (ids with "half" but not "halves").
@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from ptxgen.derive.scaled.blockfp8 import plan_block_fp8, stagger_commit_groups, stagger_steps
+from ptxgen.derive.scaled.blockfp8 import plan_block_fp8
+from ptxgen.derive.scaled.bfp8steps import stagger_commit_groups, stagger_steps
 from ptxgen.isa.types import SpecError
 from ptxgen.model.numerics import bfp8model
 

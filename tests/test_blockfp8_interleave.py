@@ -3,7 +3,7 @@ two partial fragments of BN/4 registers, as --fp8-overlap halves derives them), 
 independent dependency chains) in the K block's one commit group (two with --fp8-stagger half), then wait_group 0,
 release, promote both halves: the default loop's order, only the MMA issue differs.
 
-L1: the plan's order (derive.scaled.blockfp8.overlap_steps) in the model of one warpgroup's wgmma groups
+L1: the plan's order (derive.scaled.bfp8steps.overlap_steps) in the model of one warpgroup's wgmma groups
 (model.numerics.bfp8model.check_overlap, whose issue with n = 1 joins the previous group) with controls; the fragments' columns
 and B-scale split are tests/test_blockfp8.py::test_half_fragments_take_their_columns_b_scales (parametrized over
 halves and interleave); the stagger protocol is independent of the MMA issue (tests/test_blockfp8_half.py).

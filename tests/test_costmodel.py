@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ptxgen.runtime.choose import rules as choose_mod
+from ptxgen.runtime.choose import candidates
 from ptxgen.runtime.choose import costmodel as cm
-from ptxgen.runtime.choose import rules as swaprules
 from ptxgen.runtime.choose import choose
 
 ONE = cm.Costs(launch_us=5.0, tile_us=1.0, ktile_us=0.5, off_sector=1.3, bandwidth_tbps=3.0)
@@ -140,7 +140,7 @@ def test_the_pick_is_the_ranked_argmin_up_to_the_tolerance():
 
 # -- e4m3: its own cost table (runs/2026-12-01-fp8-shapes), BK = 128 -------------------------------------------------
 def test_a_k_tile_is_128_bytes_of_k_for_either_input_size():
-    assert (cm.stage_k(2), cm.stage_k(1)) == (64, 128)
+    assert (candidates.stage_k(2), candidates.stage_k(1)) == (64, 128)
     for k in range(1, 1200):
         assert cm.k_tiles(k, 2) == -(-2 * k // 128) and cm.k_tiles(k, 1) == -(-k // 128)
     c = cm.BY_NAME["p128x256"]  # the same constants: e4m3 at K = 128 j predicts as 16-bit inputs at K = 64 j

@@ -6,11 +6,9 @@ gate. The door on a simulated device, and (``gpu``) on the GPU against float64."
 
 from __future__ import annotations
 
-import math
 import re
 import subprocess
 import sys
-from dataclasses import replace
 
 import numpy as np
 import pytest

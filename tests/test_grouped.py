@@ -14,7 +14,8 @@ import pytest
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
-from ptxgen.grouped import bind_grouped, grouped_spec
+from ptxgen.api.arrays.groupedbind import bind_grouped
+from ptxgen.grouped import grouped_spec
 from ptxgen.isa.types import SpecError
 from ptxgen.runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from ptxgen.runtime.launch.grouped import GroupedProblem, grouped_args, grouped_problem_errors
@@ -199,6 +200,7 @@ def _fake_encode(args):
 def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel: the binding, the tensor maps (B over G x N rows), the grid from M, N and G
     only (nothing reads offs), the arguments in ABI order, the stream; a second call reuses the arguments."""
+    import ptxgen.api.groupedkernel as groupedkernel
     import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
@@ -225,7 +227,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
+    monkeypatch.setattr(groupedkernel, "launcher", lambda: FakeDriver())
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):  # kernels loaded on the fake device must not outlive the test
         monkeypatch.setattr(grouped, table, {})
     kern = grouped.compile_grouped(make_spec(**BASE, epilogue="tma"))
@@ -436,6 +438,7 @@ def test_cuda_graph_replay_with_offs_changed_between_replays(gpu):
 def simulated_grouped_launches(monkeypatch, spec) -> list:
     """A simulated H200 for ``ptxgen.grouped``'s launch path (its kernel tables emptied): the list each launch appends
     its parameter block to, read back by ``spec``'s ABI kinds."""
+    import ptxgen.api.groupedkernel as groupedkernel
     import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
@@ -458,7 +461,7 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(grouped, "launcher", lambda: FakeDriver())
+    monkeypatch.setattr(groupedkernel, "launcher", lambda: FakeDriver())
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})
     return launched

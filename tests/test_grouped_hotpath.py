@@ -15,6 +15,7 @@ import types
 import pytest
 
 import ptxgen.api.launch.streams as streams
+import ptxgen.api.groupedkernel as groupedkernel
 import ptxgen.grouped as grouped
 from ptxgen.api.arrays import groupedpack, packing
 from ptxgen.runtime.launch.arrays import ArgumentError
@@ -114,13 +115,13 @@ def sim(monkeypatch):
     monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
     monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
     monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(grouped, "launcher", lambda: driver)
+    monkeypatch.setattr(groupedkernel, "launcher", lambda: driver)
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})
     monkeypatch.setitem(sys.modules, "torch", fake_torch_module())
     binds = []
-    real_bind = grouped.bind_grouped
-    monkeypatch.setattr(grouped, "bind_grouped", lambda *a, **kw: binds.append(1) or real_bind(*a, **kw))
+    real_bind = groupedkernel.bind_grouped
+    monkeypatch.setattr(groupedkernel, "bind_grouped", lambda *a, **kw: binds.append(1) or real_bind(*a, **kw))
     rec.binds = binds
     return rec
 

@@ -14,7 +14,8 @@ import pytest
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.layout import derive
 from ptxgen.derive.tile.spec import make_spec
-from ptxgen.grouped import b_is_n_major, bind_grouped, grouped_spec
+from ptxgen.api.arrays.groupedbind import b_is_n_major, bind_grouped
+from ptxgen.grouped import grouped_spec
 from ptxgen.model.bridges.verify import batched_memory, check_operand_tma_3d
 from ptxgen.runtime.launch.arrays import ArgumentError, ArrayInfo
 from ptxgen.runtime.launch.grouped import GroupedProblem, build_grouped_params, grouped_args, grouped_problem_errors

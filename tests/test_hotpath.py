@@ -17,7 +17,7 @@ import pytest
 import ptxgen
 from ptxgen import api
 from ptxgen.api import dispatch
-from ptxgen.api.launch import launchplan
+from ptxgen.api.launch import hotkeys, launchplan
 from ptxgen.api.arrays import packing
 from ptxgen.runtime.launch.arrays import ArgumentError, read_array
 from ptxgen.runtime.launch.launch import Problem, gemm_args
@@ -216,10 +216,10 @@ def test_warned_once(monkeypatch):
 
 
 def test_torch_key_is_what_decides_the_launch():
-    assert launchplan.info_key(read_array(kmajor(3, 64, ptr=0x1000), "a"), read_array(kmajor(2, 64), "b"), None) == \
-        launchplan.info_key(read_array(kmajor(3, 64, ptr=0x9000), "a"), read_array(kmajor(2, 64), "b"), None)
-    assert launchplan.info_key(read_array(kmajor(3, 64), "a"), read_array(kmajor(2, 64), "b"), None) != \
-        launchplan.info_key(read_array(kmajor(3, 64, ld=72), "a"), read_array(kmajor(2, 64), "b"), None)
+    assert hotkeys.info_key(read_array(kmajor(3, 64, ptr=0x1000), "a"), read_array(kmajor(2, 64), "b"), None) == \
+        hotkeys.info_key(read_array(kmajor(3, 64, ptr=0x9000), "a"), read_array(kmajor(2, 64), "b"), None)
+    assert hotkeys.info_key(read_array(kmajor(3, 64), "a"), read_array(kmajor(2, 64), "b"), None) != \
+        hotkeys.info_key(read_array(kmajor(3, 64, ld=72), "a"), read_array(kmajor(2, 64), "b"), None)
 
 
 def test_problem_values_are_written_once():

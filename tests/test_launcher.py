@@ -15,7 +15,7 @@ import ctypes
 import pytest
 
 import ptxgen
-from ptxgen.api.launch import launchplan
+from ptxgen.api.launch import hotkeys
 from ptxgen.runtime.launch import fastlaunch
 from ptxgen.runtime.launch.arrays import read_array
 from ptxgen.runtime.launch.gpu import CudaError
@@ -153,7 +153,7 @@ class FakeTorch:
 def fake_tensor_type():
     _launcher.set_tensor_type(FakeTorch)
     yield FakeTorch
-    real = launchplan._TENSOR[0]
+    real = hotkeys._TENSOR[0]
     _launcher.set_tensor_type(real)  # None (no torch here) or torch.Tensor
 
 
@@ -167,8 +167,8 @@ def test_c_hot_call_key_lookup_and_pointer_rules(sim, monkeypatch, fake_tensor_t
     entry._c.stream_reader = lambda index: 0x55 + index
     ta, tb, to = (FakeTorch((300, 264), (264, 1), 0x1000000), FakeTorch((200, 264), (264, 1), 0x2000000),
                   FakeTorch((300, 200), (208, 1), 0x3000000))
-    key = launchplan.torch_key(ta, tb, to)
-    assert _launcher.torch_key(ta, tb, to) == key and _launcher.torch_key(ta, tb, None) == launchplan.torch_key(ta, tb, None)
+    key = hotkeys.torch_key(ta, tb, to)
+    assert _launcher.torch_key(ta, tb, to) == key and _launcher.torch_key(ta, tb, None) == hotkeys.torch_key(ta, tb, None)
     table = {key: entry}
     n = len(sim.launches)
     assert _launcher.hot_kernel(table, ta, tb, to) is to
@@ -202,7 +202,7 @@ def test_c_hot_call_allocates_a_missing_out(sim, monkeypatch, fake_tensor_type):
     fresh = FakeTorch((300, 200), (208, 1), 0x5000000)
     monkeypatch.setattr(entry, "_allocate_torch", lambda a: fresh, raising=False)
     ta, tb = FakeTorch((300, 264), (264, 1), 0x1000000), FakeTorch((200, 264), (264, 1), 0x2000000)
-    assert _launcher.hot_kernel({launchplan.torch_key(ta, tb, None): entry}, ta, tb, None) is fresh
+    assert _launcher.hot_kernel({hotkeys.torch_key(ta, tb, None): entry}, ta, tb, None) is fresh
     assert sim.launches[-1]["bytes"][2] == 0x5000000 and sim.launches[-1]["stream"] == 7
 
 
@@ -256,8 +256,8 @@ def _two_entries(sim, monkeypatch):
     ta, tb, to = (FakeTorch((300, 264), (264, 1), 0x1000000), FakeTorch((200, 264), (264, 1), 0x2000000),
                   FakeTorch((300, 200), (208, 1), 0x3000000))
     ta4, to4 = FakeTorch((304, 264), (264, 1), 0x4000000), FakeTorch((304, 200), (208, 1), 0x5000000)
-    k._torch_entries[launchplan.torch_key(ta, tb, to)] = e300
-    k._torch_entries[launchplan.torch_key(ta4, tb, to4)] = e304
+    k._torch_entries[hotkeys.torch_key(ta, tb, to)] = e300
+    k._torch_entries[hotkeys.torch_key(ta4, tb, to4)] = e304
     return k, (ta, tb, to), (ta4, to4), (e300, e304)
 
 
@@ -271,7 +271,7 @@ def test_kernel_call_runs_in_c_and_remembers_the_last_hit(sim, monkeypatch, fake
     same metadata are served by the remembered hit; each launch packs the slow path's bytes for its own key."""
     k, (ta, tb, to), (ta4, to4), (e300, e304) = _two_entries(sim, monkeypatch)
     _want.k = k
-    assert type(k).__call__ is launchplan.KernelBase.__call__  # no Python frame between the user and C
+    assert type(k).__call__ is hotkeys.KernelBase.__call__  # no Python frame between the user and C
     assert k._hot_counts == (0, 0)
     n, before = len(sim.launches), e300._c.launches + e304._c.launches
     assert k(ta, tb, to) is to and k._hot_counts == (0, 1)
@@ -301,7 +301,7 @@ def change_in_place(change: str, k, ta, tb, to, monkeypatch):
     elif change == "out_restride":
         to._stride = (200, 1)
     else:
-        monkeypatch.setattr(k._torch_entries[launchplan.torch_key(ta, tb, to)], "_allocate_torch", lambda a: 1 / 0,
+        monkeypatch.setattr(k._torch_entries[hotkeys.torch_key(ta, tb, to)], "_allocate_torch", lambda a: 1 / 0,
                             raising=False)
         return None
     return to
@@ -325,7 +325,7 @@ def test_control_a_cleared_table_drops_the_last_hit(sim, monkeypatch, fake_tenso
     k, (ta, tb, to), (ta4, to4), _ = _two_entries(sim, monkeypatch)
     k._call_py = lambda *args, **kw: "slow path"
     assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_counts == (1, 1)
-    del k._torch_entries[launchplan.torch_key(ta, tb, to)]
+    del k._torch_entries[hotkeys.torch_key(ta, tb, to)]
     n = len(sim.launches)
     assert k(ta, tb, to) == "slow path" and len(sim.launches) == n
     assert k(ta4, tb, to4) is to4 and k(ta4, tb, to4) is to4 and k._hot_counts == (2, 2)
@@ -354,8 +354,8 @@ def test_kernel_call_hands_other_calls_to_the_python_path(sim, monkeypatch, fake
 
 def test_gemm_hot_table_compares_the_out_dtype(sim, monkeypatch, fake_tensor_type):
     k, (ta, tb, to), _, (e300, _) = _two_entries(sim, monkeypatch)
-    table = launchplan.LaunchTable({("bf16", launchplan.torch_key(ta, tb, to)): e300})
-    hot = launchplan.hot_table(table, gemm=True)
+    table = hotkeys.LaunchTable({("bf16", hotkeys.torch_key(ta, tb, to)): e300})
+    hot = hotkeys.hot_table(table, gemm=True)
     n = len(sim.launches)
     assert hot.call("bf16", ta, tb, to) is to and hot.call("bf16", ta, tb, to) is to and hot.counts == (1, 1)
     assert hot.call("f32", ta, tb, to) is None and hot.call(None, ta, tb, to) is None
@@ -365,7 +365,7 @@ def test_gemm_hot_table_compares_the_out_dtype(sim, monkeypatch, fake_tensor_typ
     with pytest.raises(TypeError):
         hot.call(ta, tb, to)
     with pytest.raises(TypeError):
-        launchplan.hot_table({}, gemm=False).call("bf16", ta, tb, to)
+        hotkeys.hot_table({}, gemm=False).call("bf16", ta, tb, to)
 
 
 def test_a_table_dropped_while_the_key_is_read_declines(sim, monkeypatch, fake_tensor_type):

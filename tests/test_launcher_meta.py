@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from ptxgen.api.launch import launchplan
+from ptxgen.api.launch import hotkeys
 from test_api import SimulatedGPU
 from test_launcher import FakeTorch, _two_entries, _want, change_in_place
 
@@ -62,7 +62,7 @@ def reader():
     _launcher.set_meta_reader(r.address, (FakeTorch,))
     yield r
     _launcher.set_meta_reader(0, ())
-    _launcher.set_tensor_type(launchplan._TENSOR[0])  # None (no torch here) or torch.Tensor
+    _launcher.set_tensor_type(hotkeys._TENSOR[0])  # None (no torch here) or torch.Tensor
     if torchmeta._STATE["lib"] is not None:  # the real reader was loaded in this process: hand it back
         import torch
 
@@ -125,15 +125,15 @@ def test_the_reader_drops_its_record_with_the_table_and_a_new_reader(sim, monkey
     assert k(ta, tb, to) is to and k(ta, tb, to) is to and k._hot_meta_hits == 1
     _launcher.set_meta_reader(reader.address, (FakeTorch,))  # a new reader: the record goes, the key is looked up
     assert k(ta, tb, to) is to and k._hot_counts == (1, 2) and k._hot_meta_hits == 1
-    del k._torch_entries[launchplan.torch_key(ta, tb, to)]
+    del k._torch_entries[hotkeys.torch_key(ta, tb, to)]
     n = len(sim.launches)
     assert k(ta, tb, to) == "slow path" and len(sim.launches) == n and k._hot_meta_hits == 1
 
 
 def test_the_gemm_table_compares_the_out_dtype_with_the_reader(sim, monkeypatch, reader):
     k, (ta, tb, to), _, (e300, _) = _two_entries(sim, monkeypatch)
-    table = launchplan.LaunchTable({("bf16", launchplan.torch_key(ta, tb, to)): e300})
-    hot = launchplan.hot_table(table, gemm=True)
+    table = hotkeys.LaunchTable({("bf16", hotkeys.torch_key(ta, tb, to)): e300})
+    hot = hotkeys.hot_table(table, gemm=True)
     assert hot.call("bf16", ta, tb, to) is to and hot.call("bf16", ta, tb, to) is to and hot.meta_hits == 1
     assert hot.call("f32", ta, tb, to) is None and hot.call(None, ta, tb, to) is None and hot.meta_hits == 1
 
@@ -155,7 +155,7 @@ def torch_reader(tmp_path_factory):
     status = torchmeta.start(torch, _launcher, wait=True)
     if not status.startswith("loaded"):
         pytest.fail(f"the metadata reader did not load: {status}")
-    launchplan.tensor_type()
+    hotkeys.tensor_type()
     return torch
 
 
@@ -205,8 +205,8 @@ def test_torch_tensors_changed_in_place_miss_the_reader(sim, monkeypatch, torch_
     o4 = torch.empty(304, 208, dtype=torch.bfloat16)[:, :200]
     a4 = torch.zeros(304, 264, dtype=torch.bfloat16)
     k._torch_entries.clear()
-    k._torch_entries[launchplan.torch_key(a, b, out)] = e300
-    k._torch_entries[launchplan.torch_key(a4, b, o4)] = e304
+    k._torch_entries[hotkeys.torch_key(a, b, out)] = e300
+    k._torch_entries[hotkeys.torch_key(a4, b, o4)] = e304
     slow = []
     k._call_py = lambda *args, **kw: slow.append(args) or "slow path"
 

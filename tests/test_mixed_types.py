@@ -16,7 +16,7 @@ import pytest
 from ptxgen.cli import main
 from ptxgen.derive.tile.explain import explain_text
 from ptxgen.derive.tile.layout import derive
-from ptxgen.derive.tile.rules import legal_b_dtypes
+from ptxgen.derive.tile.rules_operand import legal_b_dtypes
 from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.isa.idesc import WgmmaInstr, lint_instr_descriptor
 from ptxgen.isa.numerics import decode, random_codes, tolerance

@@ -16,7 +16,6 @@ from types import SimpleNamespace
 import pytest
 
 import ptxgen
-from ptxgen import api
 from ptxgen.api import dispatch
 from ptxgen.api.launch import launchplan, streams
 from ptxgen.runtime.launch import gpu

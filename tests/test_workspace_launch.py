@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import ptxgen
-from ptxgen.api.launch import launchplan
+from ptxgen.api.launch import hotkeys, launchplan
 from ptxgen.derive.store.streamk import FLAG_REGION_BYTES
 from ptxgen.runtime.choose import choose
 from ptxgen.runtime.launch import fastlaunch
@@ -399,7 +399,7 @@ def test_the_c_hot_call_declines_a_stream_without_a_workspace_then_serves_it(set
         k(a, b, out, stream=Stream(0x91))  # prepared, and stream 0x91's workspace remembered
         (entry,) = k._entries.values()
         ta, tb, to = FakeTorch(a), FakeTorch(b), FakeTorch(out)
-        table = {launchplan.torch_key(ta, tb, to): entry}
+        table = {hotkeys.torch_key(ta, tb, to): entry}
         n = len(drv.of("launch"))
         entry._c.stream_reader = lambda index: 0x92  # torch's current stream: one with no workspace yet
         assert _launcher.hot_kernel(table, ta, tb, to) is None and len(drv.of("launch")) == n  # declined
@@ -412,7 +412,7 @@ def test_the_c_hot_call_declines_a_stream_without_a_workspace_then_serves_it(set
             drv.capturing.add(0x91)
             assert _launcher.hot_kernel(table, ta, tb, to) is None and len(drv.of("launch")) == n + 1
     finally:
-        _launcher.set_tensor_type(launchplan._TENSOR[0])
+        _launcher.set_tensor_type(hotkeys._TENSOR[0])
     _fresh(k)
 
 

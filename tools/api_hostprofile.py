@@ -18,7 +18,7 @@ import torch
 
 import ptxgen
 from ptxgen.api import dispatch
-from ptxgen.api.launch.launchplan import tensor_type, torch_key
+from ptxgen.api.launch.hotkeys import tensor_type, torch_key
 from ptxgen.runtime.launch import fastlaunch
 
 

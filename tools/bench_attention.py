@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, ".")
-import ptxgen  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 

@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from ptxgen.runtime.choose.costmodel import BY_NAME, COST_FAMILY, k_tiles, predict_us, rounds, tile_grid
+from ptxgen.runtime.choose.costmodel import BY_NAME, k_tiles, predict_us, rounds
 
 SECTOR_BYTES = 32
 ELEMENT_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}

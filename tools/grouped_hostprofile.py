@@ -77,8 +77,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=20000)
     args = ap.parse_args()
+    import ptxgen.api.groupedkernel as groupedkernel
     import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
+    from ptxgen.api.arrays.groupedbind import bind_grouped
     from ptxgen.runtime.launch.arrays import read_array
     from ptxgen.runtime.launch.gpu import Device
 
@@ -103,7 +105,7 @@ def main() -> int:
 
     gpu.Kernel = Kernel
     drv = Driver()
-    grouped.launcher = lambda: drv
+    groupedkernel.launcher = lambda: drv
     m, n, k, g = 16384, 4096, 7168, 8
     T = torch.Tensor
     sets = [(T((m, k), torch.bfloat16, 0x10000000 + i * 0x1000000), T((g, n, k), torch.bfloat16, 0x40000000),
@@ -121,7 +123,7 @@ def main() -> int:
           f"{per_call_us(lambda: [read_array(x, 'x', 0) for x in sets[0]], args.calls):.2f} us/call")
     infos = [read_array(x, n_, 0) for x, n_ in zip(sets[0], ("a", "b", "offs", "out"))]
     spec = grouped.grouped_spec("bf16")
-    print(f"  bind_grouped: {per_call_us(lambda: grouped.bind_grouped(spec, *infos), args.calls):.2f} us/call")
+    print(f"  bind_grouped: {per_call_us(lambda: bind_grouped(spec, *infos), args.calls):.2f} us/call")
     return 0
 
 

@@ -16,7 +16,7 @@ import time
 import torch
 
 import ptxgen
-from ptxgen.api.launch import launchplan
+from ptxgen.api.launch import hotkeys
 from ptxgen.api.dispatch import kernel_for
 from ptxgen.api.select import gemm_spec
 
@@ -45,7 +45,7 @@ def main() -> int:
         "torch.mm(a, b.t(), out=)": lambda: torch.mm(a, bt, out=out_t),
         "ptxgen.gemm(a, b, out)": lambda: ptxgen.gemm(a, b, out),
         "kernel(a, b, out)": lambda: kern(a, b, out),
-        "launchplan.hot_kernel (the C call)": lambda: launchplan.hot_kernel(entries, a, b, out),
+        "hotkeys.hot_kernel (the C call)": lambda: hotkeys.hot_kernel(entries, a, b, out),
         "3 x data_ptr()": lambda: (a.data_ptr(), b.data_ptr(), out.data_ptr()),
         "torch._C._cuda_getCurrentRawStream": lambda: torch._C._cuda_getCurrentRawStream(dev),
         "torch.cuda.current_stream().cuda_stream": lambda: torch.cuda.current_stream().cuda_stream,
@@ -107,7 +107,7 @@ def main() -> int:
                 fn()
             samples[name].append((time.perf_counter() - t0) / CALLS * 1e6)
     torch.cuda.synchronize()
-    print(f"{m}x{n}x{k} {spec.kernel_name}, compiled launcher: {launchplan.hot_kernel is not None}; metadata reader: {reader}")
+    print(f"{m}x{n}x{k} {spec.kernel_name}, compiled launcher: {hotkeys.hot_kernel is not None}; metadata reader: {reader}")
     if getattr(type(kern), "_hot_counts", None) is not None:
         print(f"  kernel hot counts after timing (remembered hit, table lookups): {kern._hot_counts}, "
               f"served by the reader: {getattr(kern, '_hot_meta_hits', None)}")

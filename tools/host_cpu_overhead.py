@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ptxgen.api.launch import launchplan
+from ptxgen.api.launch import hotkeys
 from ptxgen.runtime.launch import fastlaunch
 from ptxgen.runtime.launch.params import ParamBlock
 
@@ -74,15 +74,15 @@ def main() -> int:
     c.stream_reader = abs  # device index 0 -> stream 0, a C call
     mod.set_tensor_type(Tensor)
     a, b, out = Tensor((1024, 1024), (1024, 1), 1 << 24), Tensor((1024, 1024), (1024, 1), 2 << 24), Tensor((1024, 1024), (1024, 1), 3 << 24)
-    table = launchplan.LaunchTable({launchplan.torch_key(a, b, out): Entry(c)})
+    table = hotkeys.LaunchTable({hotkeys.torch_key(a, b, out): Entry(c)})
 
     class Before:  # CompiledKernel.__call__ before this change
         def __init__(self, t):
             self._torch_entries = t
 
         def __call__(self, a, b, out=None, *, stream=None):
-            if stream is None and launchplan.hot_kernel is not None:
-                r = launchplan.hot_kernel(self._torch_entries, a, b, out)
+            if stream is None and hotkeys.hot_kernel is not None:
+                r = hotkeys.hot_kernel(self._torch_entries, a, b, out)
                 if r is not None:
                     return r
             raise AssertionError("declined")

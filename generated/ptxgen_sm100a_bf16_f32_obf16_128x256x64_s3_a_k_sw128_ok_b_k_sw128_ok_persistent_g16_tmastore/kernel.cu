@@ -7,7 +7,7 @@
 // epilogue writes only inside M x N.
 // Truth ladder: L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available).
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (min(tiles, SMs) with tiles = ceil(M / 128) x ceil(N / 256), 1, 1), block = (192, 1, 1),
+// Kernel ABI (ptxgen.derive.tile.abi; grid = (min(tiles, SMs) with tiles = ceil(M / 128) x ceil(N / 256), 1, 1), block = (192, 1, 1),
 // 181316 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map
@@ -18,7 +18,7 @@
 //   int K: the reduction extent
 //   int ldd: D's row stride in elements
 //
-// Warp roles (ptxgen.derive.pipeline):
+// Warp roles (ptxgen.derive.roles.pipeline):
 //   warps 0..3: epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)
 //   warps 4..4: MMA warp: one elected thread issues tcgen05.mma and tcgen05.commit
 //   warps 5..5: TMA warp: one elected thread issues the copies
@@ -297,7 +297,7 @@ ptxgen_sm100a_bf16_f32_obf16_128x256x64_s3_a_k_sw128_ok_b_k_sw128_ok_persistent_
       tcgen05_fence_after();
       {
         const unsigned tmem_acc = tmem_d + as * 256u;
-        if (n0 + 256 <= N || N % 8 == 0) {  // else a TMA store would write past column N (measured; derive.epilogue)
+        if (n0 + 256 <= N || N % 8 == 0) {  // else a TMA store would write past column N (measured; derive.store.epilogue)
       // Epilogue: TMEM -> registers -> shared memory (this warp's 32 rows; 32 x 64 chunks, sw128 staging, 2 buffers per warp) -> global
       // memory (TMA store). A buffer is rewritten only once the store that last read it has finished reading.
       const unsigned taddr = tmem_acc + ((unsigned)(warp * 32) << 16);

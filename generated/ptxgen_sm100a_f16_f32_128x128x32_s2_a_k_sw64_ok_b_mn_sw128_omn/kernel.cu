@@ -7,7 +7,7 @@
 // epilogue writes only inside M x N.
 // Truth ladder: L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available).
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (192, 1, 1),
+// Kernel ABI (ptxgen.derive.tile.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (192, 1, 1),
 // 33828 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map
@@ -17,7 +17,7 @@
 //   int K: the reduction extent
 //   int ldd: D's row stride in elements
 //
-// Warp roles (ptxgen.derive.pipeline):
+// Warp roles (ptxgen.derive.roles.pipeline):
 //   warps 0..3: epilogue warps 0-3: warp w reads TMEM lanes 32w..32w+31 (tcgen05.ld)
 //   warps 4..4: MMA warp: one elected thread issues tcgen05.mma and tcgen05.commit
 //   warps 5..5: TMA warp: one elected thread issues the copies

@@ -7,7 +7,7 @@
 // epilogue writes only inside M x N.
 // Truth ladder: L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs).
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (min(tiles, SMs) with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
+// Kernel ABI (ptxgen.derive.tile.abi; grid = (min(tiles, SMs) with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
 // 197712 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map
@@ -18,7 +18,7 @@
 //   int K: the reduction extent
 //   int ldd: D's row stride in elements
 //
-// Warp roles (ptxgen.derive.pipeline):
+// Warp roles (ptxgen.derive.roles.pipeline):
 //   warps 0..7: 2 consumer warpgroups taking alternate tiles (ping-pong): wgmma on the whole tile, then its epilogue (setmaxnreg 232)
 //   warps 8..11: producer warpgroup: one elected thread issues the TMA copies (setmaxnreg 40)
 //
@@ -295,7 +295,7 @@ ptxgen_sm90a_bf16_f32_obf16_128x128x64_s5_a_k_sw128_ok_b_k_sw128_ok_persistent_g
       for (int r = max(it - num_k_tiles, it - 1); r < it; ++r) mbar_arrive(empty_bar + static_cast<unsigned>(r % 5) * 8u);
     }
 
-    if (n0 + 128 <= N || N % 8 == 0) {  // else a TMA store would write past column N (measured; derive.epilogue)
+    if (n0 + 128 <= N || N % 8 == 0) {  // else a TMA store would write past column N (measured; derive.store.epilogue)
     // Epilogue: registers -> shared memory (stmatrix; 64 x 64 chunks, sw128 staging, 2 buffers per warpgroup) -> global memory (TMA store).
     // A buffer is rewritten only once the store that last read it has finished reading; the stores of the
     // last chunks overlap the next tile's main loop.

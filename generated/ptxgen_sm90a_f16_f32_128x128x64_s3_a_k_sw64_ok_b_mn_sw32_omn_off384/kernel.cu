@@ -7,7 +7,7 @@
 // epilogue writes only inside M x N.
 // Truth ladder: L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs).
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
+// Kernel ABI (ptxgen.derive.tile.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
 // 99232 B of dynamic shared memory):
 //   const __grid_constant__ TmaMap tmap_a: A's tensor map (128 B, encoded on the host by cuTensorMapEncodeTiled)
 //   const __grid_constant__ TmaMap tmap_b: B's tensor map
@@ -17,7 +17,7 @@
 //   int K: the reduction extent
 //   int ldd: D's row stride in elements
 //
-// Warp roles (ptxgen.derive.pipeline):
+// Warp roles (ptxgen.derive.roles.pipeline):
 //   warps 0..7: 2 consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue (setmaxnreg 232)
 //   warps 8..11: producer warpgroup: one elected thread issues the TMA copies (setmaxnreg 40)
 //

@@ -7,7 +7,7 @@
 // epilogue writes only inside M x N.
 // Truth ladder: L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs).
 //
-// Kernel ABI (ptxgen.derive.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
+// Kernel ABI (ptxgen.derive.tile.abi; grid = (tiles with tiles = ceil(M / 128) x ceil(N / 128), 1, 1), block = (384, 1, 1),
 // 99232 B of dynamic shared memory):
 //   const unsigned char* __restrict__ A: A in global memory, 16-byte aligned
 //   const unsigned char* __restrict__ B: B in global memory, 16-byte aligned
@@ -19,7 +19,7 @@
 //   int ldb: B's row stride in elements
 //   int ldd: D's row stride in elements
 //
-// Warp roles (ptxgen.derive.pipeline):
+// Warp roles (ptxgen.derive.roles.pipeline):
 //   warps 0..7: 2 consumer warpgroup(s): wgmma on 64-row slab wg, then the epilogue
 //   warps 8..11: producer warpgroup: cp.async, 16 B a thread
 //

@@ -19,76 +19,26 @@ copying that many bytes at a time), ``packed`` (the arrays named in ``packed`` a
 fresh and copied back: each reason said once with ``warnings.warn`` by the call) or ``refused`` (``why`` is the rule, the
 exception the call would raise; ``error`` its class). ``device``: "h100" or "h200" (both sm_90a with 132 SMs), or None
 for the GPU present (:class:`NoGPU` without one: a plan for no named device is not guessed).
+
+The result's types, the devices and the reading of the arrays are in ``api.planbase``; the grouped doors' planners in
+``api.plangrouped``; the dense, fused, block-FP8 and attention planners here.
 """
 
 from __future__ import annotations
 
-import enum
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from ..derive.tile.spec import TileSpec
 from ..isa.types import Batch, DMajor, SpecError
-from ..runtime.launch.arrays import DL_CUDA, ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.launch.gpu import NoGPU
+from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.launch.launch import ProblemError
 from .arrays.precision import split_infos
+from .planbase import DEVICES, CallPlan, Path, Target, _dense, _made, _precision, _read, _stand_in, target
+from .plangrouped import _plan_grouped, _plan_scaled
 
 __all__ = ["CallPlan", "DEVICES", "OPS", "Path", "plan"]
 
-# the chooser's devices: arch and SM count (both Hopper parts ptxgen runs on expose 132 SMs)
-DEVICES = {"h100": ("sm_90a", 132), "h200": ("sm_90a", 132)}
-# the name each device reports (its calibration and tuning table are looked up by it: runtime.choose.calibration)
-DEVICE_NAMES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}
 _REFUSALS = (ArgumentError, DTypeError, ProblemError, SpecError)
-
-
-class Path(str, enum.Enum):
-    HOT = "hot"
-    NARROW = "narrow"
-    PACKED = "packed"
-    REFUSED = "refused"
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    arch: str
-    sm_count: int
-
-
-@dataclass(frozen=True)
-class CallPlan:
-    """What one call does: the path, the kernel (None when refused), why (the rule), the arrays packed first."""
-
-    op: str
-    path: Path
-    why: str
-    kernel: str | None = None
-    spec: TileSpec | None = None
-    packed: tuple[tuple[str, str], ...] = ()  # (argument, why) copied (a, b) or computed fresh and copied back (out)
-    swapped: bool = False  # the swap-ab rule: launched as kernel(b, a, out.T)
-    error: str | None = None  # a refusal's exception class (ArgumentError, DTypeError, ProblemError, SpecError)
-    device: str = ""
-    arch: str = ""
-    sm_count: int = 0
-    precision: str | None = None  # float32 inputs: "tf32", or "3xtf32" (api.arrays.precision: one GEMM over the split operands)
-
-    def __str__(self) -> str:
-        lines = [f"{self.op} on {self.device} ({self.arch}, {self.sm_count} SMs): {self.path.value}"]
-        if self.kernel:
-            lines.append(f"  kernel: {self.kernel}" + (" (swap-ab: kernel(b, a, out.T))" if self.swapped else ""))
-        if self.precision:
-            lines.append(f"  float32 precision: {self.precision}")
-        lines += [f"  packed {name}: {why}" for name, why in self.packed]
-        lines.append(f"  why: {self.why}" if self.error is None else f"  refused ({self.error}): {self.why}")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict:
-        return {"op": self.op, "path": self.path.value, "kernel": self.kernel, "why": self.why,
-                "packed": [{"argument": n, "why": w} for n, w in self.packed], "swapped": self.swapped, "error": self.error,
-                "device": self.device, "arch": self.arch, "sm_count": self.sm_count, "precision": self.precision,
-                "spec": None if self.spec is None else self.spec.to_json()}
 
 
 def _functions() -> dict:
@@ -106,22 +56,6 @@ def _functions() -> dict:
 OPS = ("gemm", "fused", "grouped_gemm", "scaled_grouped_gemm", "blockscaled_grouped_gemm", "fp8blocks.gemm", "attention")
 _ALIASES = {"batched": "gemm", "grouped": "grouped_gemm", "scaled_grouped": "scaled_grouped_gemm",
             "blockscaled_grouped": "blockscaled_grouped_gemm", "bfp8": "fp8blocks.gemm", "fp8blocks": "fp8blocks.gemm"}
-
-
-def target(device: str | None) -> Target:
-    """The device a plan is made for: "h100", "h200", or None for the GPU present (NoGPU without one)."""
-    if device is None:
-        from .launch import streams
-
-        try:
-            dev = streams.require_gpu()
-        except NoGPU as e:
-            raise NoGPU(f"{e}; ptxgen.api.plan(..., device='h100' or 'h200') plans without a GPU") from None
-        return Target(dev.name, dev.arch.value, dev.sm_count)
-    key = str(device).lower()
-    if key not in DEVICES:
-        raise ArgumentError(f"device {device!r}: one of {', '.join(DEVICES)}, or None for the GPU present")
-    return Target(key, *DEVICES[key])
 
 
 def plan(op: str, *arrays, device: str | None = None, **kwargs) -> CallPlan:
@@ -145,39 +79,6 @@ def plan(op: str, *arrays, device: str | None = None, **kwargs) -> CallPlan:
         PLAN_DEVICE.reset(token)
 
 
-def _stand_in(t: Target):
-    """What the chooser reads of the device a plan is made for (name and SM count; an ordinal of its own, below 0)."""
-    from types import SimpleNamespace
-
-    names = list(DEVICE_NAMES)
-    index = -1 - names.index(t.name) if t.name in names else -1 - len(names)
-    return SimpleNamespace(name=DEVICE_NAMES.get(t.name, t.name), sm_count=t.sm_count, index=index)
-
-
-def _made(op: str, t: Target, path: Path, why: str, spec: TileSpec | None = None, **kw) -> CallPlan:
-    return CallPlan(op=op, path=path, why=why, kernel=None if spec is None else spec.kernel_name, spec=spec, device=t.name,
-                    arch=t.arch, sm_count=t.sm_count, **kw)
-
-
-_META_BASE = 1 << 40  # each meta tensor's stand-in allocation: slot 1 + _NAMES.index(argument) of 2^40 B
-
-
-def _read(args: dict, *names: str) -> list[ArrayInfo | None]:
-    return [None if args.get(n) is None else _read_one(args[n], n) for n in names]
-
-
-def _read_one(x, name: str) -> ArrayInfo:
-    """read_array's metadata; a torch tensor on the meta device stands for a CUDA tensor of its shape, strides and
-    storage offset in an allocation of its own (its data_ptr is the storage offset in bytes)."""
-    info = read_array(x, name)
-    if info.via == "torch" and getattr(getattr(x, "device", None), "type", None) == "meta":
-        info = replace(info, device=(DL_CUDA, 0), ptr=info.ptr + (1 + _NAMES.index(name)) * _META_BASE)
-    return info
-
-
-_NAMES = ("a", "b", "out", "offs", "scale_a", "scale_b", "bias", "c", "residual", "scale", "amax")
-
-
 # ------------------------------------------------------------------------------------------------
 # ptxgen.gemm: 2-D (api.dispatch), batched (3-D), and the fused keywords (api.fused)
 # ------------------------------------------------------------------------------------------------
@@ -188,17 +89,6 @@ def _plan_gemm(args: dict, t: Target) -> CallPlan:
     ai, bi, oi = _read(args, "a", "b", "out")
     prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
     return _precision(gemm_infos(ai2, bi2, oi, args.get("out_dtype"), t), prec, ai, ai2)
-
-
-def _precision(p: CallPlan, prec: str | None, ai: ArrayInfo, split: ArrayInfo) -> CallPlan:
-    """The plan of a call on float32 inputs: its precision, and for 3xTF32 what the door does first."""
-    if prec is None or p.path is Path.REFUSED:
-        return p
-    if split is ai:
-        return replace(p, precision=prec)
-    why = (f"3xTF32: a and b split into tf32-exact big and small parts, one GEMM over K = {split.shape[-1]} "
-           f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.arrays.precision); ")
-    return replace(p, precision=prec, why=why + p.why)
 
 
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
@@ -254,7 +144,7 @@ def _zero_ok(ai: ArrayInfo, oi: ArrayInfo | None) -> bool:
 
 def _packed_gemm(ai, bi, oi, packs: dict, out_dtype, t: Target) -> CallPlan:
     """dispatch._gemm_packed: the packed K-major copies (rows padded to 16 B), then the call on them."""
-    from .arrays.groupedpack import packed_info
+    from .arrays.packing import packed_info
 
     a2 = packed_info(ai) if "a" in packs else ai
     b2 = packed_info(bi) if "b" in packs else bi
@@ -289,14 +179,6 @@ def _batched(ai, bi, oi, out_dtype, t: Target, packed: tuple) -> CallPlan:
     spec, why = batched_spec_for_arrays(ai, bi, oi, out_dtype, arch=t.arch)
     bind_batched(spec, ai, bi, oi, empty_k_ok=_zero_ok(ai, oi))
     return _made("gemm", t, Path.PACKED if packed else Path.HOT, why, spec, packed=packed)
-
-
-def _dense(shape) -> tuple[int, ...]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(1, s)
-    return tuple(reversed(out))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -337,7 +219,7 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
     from . import fused
     from .arrays import fusedany, packing
     from .arrays.binding import bind
-    from .arrays.groupedpack import packed_info
+    from .arrays.packing import packed_info
     from .select import _gemm_spec
 
     m, n = ai.shape[0], bi.shape[0]
@@ -416,148 +298,8 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
 
 
 # ------------------------------------------------------------------------------------------------
-# grouped (ptxgen.grouped) and block FP8 (api.fp8blocks)
+# block FP8 (api.fp8blocks)
 # ------------------------------------------------------------------------------------------------
-def _plan_grouped(args: dict, t: Target) -> CallPlan:
-    ai, bi, fi, oi = _read(args, "a", "b", "offs", "out")
-    if fi is not None and ai.ndim == 2 and bi.ndim == 2:  # the K-grouped form (ptxgen.kgrouped)
-        from ..kgrouped import decide
-
-        spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch)[0]
-        return _made("grouped_gemm", t, Path.HOT, f"the K-grouped form (2-D a and b, offs along K): kgrouped_spec, A "
-                     f"{spec.a.major.value}-major, B {spec.b.major.value}-major", spec)
-    prec, ai2, bi2 = split_infos(ai, bi, None if ai.ndim == 3 and bi.ndim == 2 else oi, args["a"], args.get("precision"),
-                                 grouped=True)
-    return _precision(_plan_grouped_infos(ai2, bi2, fi, oi, args, t), prec, ai, ai2)
-
-
-def _plan_grouped_infos(ai, bi, fi, oi, args: dict, t: Target) -> CallPlan:
-    if fi is None:  # the batched form: a G x M x K, offs = M, 2M, ..., G M made on the device (torch tensors only)
-        return _grouped_batched(ai, bi, oi, args.get("out_dtype"), t,
-                                lambda a2, f2, o2, dt: _grouped_infos(a2, bi, f2, o2, dt, t, "the batched form; "))
-    return _grouped_infos(ai, bi, fi, oi, args.get("out_dtype"), t)
-
-
-def _grouped_infos(ai, bi, fi, oi, out_dtype, t: Target, note: str = "") -> CallPlan:
-    """grouped_gemm's slow path for arrays already read."""
-    import ptxgen.grouped as grouped
-
-    grouped.check_input_types(ai.dtype, bi.dtype)
-    if out_dtype is None and oi is not None:
-        out_dtype = oi.dtype
-    small = grouped.small_groups(ai.shape[0], bi.shape[0]) if ai.ndim == 2 and bi.ndim == 3 else False
-
-    def spec_for(b_major):
-        return grouped.grouped_spec(ai.dtype, out_dtype, t.arch, small=small, b_major=b_major, b_dtype=bi.dtype)
-
-    why = f"grouped_spec: groups under {grouped.SMALL_GROUP_ROWS} rows on average" if small else "grouped_spec"
-    return _grouped_call("grouped_gemm", ai, bi, fi, oi, spec_for, None, t, note + why)
-
-
-def _grouped_call(op, ai, bi, fi, oi, spec_for, scales, t: Target, why: str, packed: tuple = ()) -> CallPlan:
-    """grouped.grouped_decision, then (packed arrays replaced by their copies) the binding and the problem's checks."""
-    import ptxgen.grouped as grouped
-
-    from ..derive.tile.kernel import plan_kernel
-    from ..runtime.launch.grouped import check_grouped_problem
-    from .arrays.groupedbind import _bind_scales, bind_block_scales, bind_grouped
-    from .arrays.groupedpack import packed_info
-
-    spec, packs = grouped.grouped_decision(ai, bi, oi, spec_for)
-    if packs:
-        a2 = packed_info(ai) if "a" in packs else ai
-        b2 = packed_info(bi) if "b" in packs else bi
-        o2 = None if "out" in packs else oi
-        return _grouped_call(op, a2, b2, fi, o2, spec_for, scales, t, why, tuple(packs.items()))
-    p = bind_grouped(spec, ai, bi, fi, oi).problem
-    if spec.fp8_blocks.value != "none":
-        p, _ = bind_block_scales(spec, scales, p)
-    else:
-        _bind_scales(spec, scales, p)
-    if p.m and p.n and p.groups:
-        check_grouped_problem(plan_kernel(spec), p)
-    why += f"; {spec.bm} x {spec.bn} x {spec.bk} tiles, {spec.dtype.value} x {spec.b_dtype.value} -> {spec.out_dtype.value}"
-    return _made(op, t, Path.PACKED if packed else Path.HOT, why, spec, packed=packed)
-
-
-def _grouped_batched(ai, bi, oi, out_dtype, t: Target, finish) -> CallPlan:
-    """grouped._batched: a (G, M, K) read as (G M) x K rows; a and out copied contiguous where their batches have gaps;
-    ``finish(a2, offs, out2, out_dtype)`` plans the 2-D call."""
-    if ai.library != "torch":
-        raise ArgumentError("offs=None (the batched form, a of G x M x K) takes torch tensors; for other arrays pass a as "
-                            "(G M) x K rows and offs = M, 2M, ..., G M (int32 on the device)")
-    if ai.ndim != 3 or bi.ndim != 3:
-        raise ArgumentError(f"offs=None is the batched form: a must be G x M x K and b G x N x K; got {ai.shape} and {bi.shape}")
-    g, m, k = ai.shape
-    if bi.shape[0] != g:
-        raise ArgumentError(f"a has {g} batches but b has {bi.shape[0]}")
-    packed = []
-    if (k > 1 and ai.strides[2] != 1) or (g > 1 and m > 1 and ai.strides[0] != m * ai.strides[1]):
-        packed.append(("a", f"its batches are not one (G M) x K matrix of K-major rows (strides {ai.strides})"))
-        ai = replace(ai, strides=_dense(ai.shape))
-    a2 = replace(ai, shape=(g * m, k), strides=(ai.strides[1] if m > 1 else k, ai.strides[2]))
-    offs = ArrayInfo("offs", (ai.ptr | 0xFF) + 1, (g,), (1,), "s32", 4, ai.device, ai.library, ai.via)
-    o2 = None
-    if oi is not None:
-        if oi.shape != (g, m, bi.shape[1]):
-            raise ArgumentError(f"out has shape {oi.shape}, but the batched product is {(g, m, bi.shape[1])}")
-        if g > 1 and m > 1 and oi.strides[0] != m * oi.strides[1]:
-            packed.append(("out", f"its batches do not follow each other with no gap (strides {oi.strides})"))
-            out_dtype = out_dtype or oi.dtype
-        else:
-            o2 = replace(oi, shape=(g * m, oi.shape[2]), strides=oi.strides[1:])
-    r = finish(a2, offs, o2, out_dtype)
-    if packed and r.path is not Path.REFUSED:
-        r = replace(r, path=Path.PACKED, packed=tuple(packed) + r.packed)
-    return r
-
-
-def _plan_scaled(args: dict, t: Target, op: str) -> CallPlan:
-    ai, bi, fi, oi, sa, sb = _read(args, "a", "b", "offs", "out", "scale_a", "scale_b")
-    rowwise = op == "scaled_grouped_gemm"
-    for info in (ai, bi):
-        if (info.dtype not in ("e4m3", "e5m2")) if rowwise else info.dtype != "e4m3":
-            what = "FP8 (e4m3, e5m2)" if rowwise else "e4m3 (derive.scaled.blockfp8: block-scaled FP8 takes e4m3 A and B)"
-            raise DTypeError(f"{op} takes {what} inputs, not {info.dtype} {info.name}")
-    if rowwise and fi is not None and ai.ndim == 2 and bi.ndim == 2:  # the K-grouped form (ptxgen.kgrouped, offs_k_rowwise)
-        from ..kgrouped import decide
-
-        spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch, (sa, sb))[0]
-        return _made(op, t, Path.HOT, "the K-grouped form (2-D a and b, offs along K) with row-wise scales "
-                     "(torch._scaled_grouped_mm 2-D x 2-D): kgrouped_spec(rowwise=True), A and B K-major", spec)
-    if rowwise and fi is not None and ai.ndim == 3 and bi.ndim == 2:  # the N-grouped form: the M-grouped one, swapped
-        g, m = ai.shape[0], ai.shape[1]
-        if sa.shape not in ((g, m), (g * m,)) or (g * m > 1 and sa.strides[-1] != 1) or (sa.ndim == 2 and g > 1 and sa.strides[0] != m):
-            raise ArgumentError(f"scale_a has shape {sa.shape} (strides {sa.strides}); the N-grouped form takes G x M = "
-                                f"{g} x {m} contiguous f32 values")
-        sa2 = replace(sa, shape=(g, m), strides=(m, 1))
-        ot = None if oi is None else replace(oi, shape=tuple(reversed(oi.shape)), strides=tuple(reversed(oi.strides)))
-        return _scaled_infos(op, bi, ai, fi, ot, sb, sa2, args.get("out_dtype"), t,
-                             "the N-grouped form (3-D a, 2-D b): the M-grouped product with a and b swapped, out M-major; ")
-    if fi is None and rowwise:  # the batched form: scale_a of G x M read as G M values (torch tensors)
-        g, m = ai.shape[0], ai.shape[1] if ai.ndim == 3 else 0
-        if sa.shape != (g, m):
-            raise ArgumentError(f"scale_a has shape {sa.shape}; with a of {ai.shape} it must be {(g, m)}")
-        sa2 = replace(sa, shape=(g * m,), strides=(1,))
-        return _grouped_batched(ai, bi, oi, args.get("out_dtype"), t,
-                                lambda a2, f2, o2, dt: _scaled_infos(op, a2, bi, f2, o2, sa2, sb, dt, t, "the batched form; "))
-    return _scaled_infos(op, ai, bi, fi, oi, sa, sb, args.get("out_dtype"), t)
-
-
-def _scaled_infos(op, ai, bi, fi, oi, sa, sb, out_dtype, t: Target, note: str = "") -> CallPlan:
-    import ptxgen.grouped as grouped
-
-    rowwise = op == "scaled_grouped_gemm"
-    out_dtype = out_dtype or (oi.dtype if oi is not None else None) or (None if rowwise else "bf16")
-    make = grouped.scaled_spec_for if rowwise else grouped.blocks_spec_for
-
-    def spec_for(b_major):
-        return make(ai.dtype, bi.dtype, out_dtype, t.arch, b_major)
-
-    return _grouped_call(op, ai, bi, fi, oi, spec_for, (sa, sb), t,
-                         note + ("row-wise scales (torch._scaled_grouped_mm)" if rowwise else "DeepSeek block scales, grouped"))
-
-
 def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     """fp8blocks.gemm's slow path: bind, the scales' checks, chosen_spec for the device's SMs, scale_a by TMA's rule."""
     from ..derive.tile.kernel import plan_kernel

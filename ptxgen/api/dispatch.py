@@ -25,13 +25,13 @@ from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_a
 from ..runtime.launch.launch import ROW_ALIGN_BYTES
 from . import fused
 from .arrays import precision as fp32
-from .launch import launchplan, streams
+from .launch import hotkeys, streams
 from .arrays.batched import batch_kind, plane
 from .arrays.batched import operand_problem as batched_operand_problem
 from .arrays.binding import _check_2d, _check_devices, _dtype_words, check_no_alias
 from .kernel import CompiledKernel, compile
 from .arrays.packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
-from .launch.launchplan import info_key, tensor_type, torch_key
+from .launch.hotkeys import info_key, tensor_type, torch_key
 from .select import (_INPUT_ARRAY_DTYPES, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
                      narrow_spec_for_arrays)
 from .launch.streams import stream_handle
@@ -39,8 +39,8 @@ from .launch.swapab import launch_swapped
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _KERNELS_LOCK = threading.Lock()
-_TORCH_ENTRIES = launchplan.LaunchTable()  # (out_dtype, torch_key) -> Launch: the hot path
-_HOT = launchplan.hot_table(_TORCH_ENTRIES, gemm=True)  # its compiled hot call (None without the compiled launcher)
+_TORCH_ENTRIES = hotkeys.LaunchTable()  # (out_dtype, torch_key) -> Launch: the hot path
+_HOT = hotkeys.hot_table(_TORCH_ENTRIES, gemm=True)  # its compiled hot call (None without the compiled launcher)
 _BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done once per key
 _SWAPPED: dict = {}  # (out_dtype, torch_key(b, a, out)) -> swapab.SwappedLaunch: the swap-ab hot path
 _TABLE_LIMIT = 4096
@@ -103,7 +103,7 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
         if r is not None:
             return r
         if _SWAPPED:
-            r = launchplan.hot_gemm(_SWAPPED, out_dtype, b, a, out)
+            r = hotkeys.hot_gemm(_SWAPPED, out_dtype, b, a, out)
             if r is not None:
                 return r
     T = tensor_type()

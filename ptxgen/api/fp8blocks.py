@@ -39,7 +39,8 @@ from .arrays.binding import _allocate_out, bind, span_bytes
 from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
 from .arrays.fp8recipe import c_extra, column_scales_ld, infer_recipe
 from .fused import kernel_for
-from .launch.launchplan import fast_torch_key, streamk_workspace, tensor_type
+from .launch.launchplan import streamk_workspace
+from .launch.hotkeys import fast_torch_key, tensor_type
 
 __all__ = ["gemm", "default_spec", "tma_scales_spec"]
 BLOCK = 128
@@ -180,7 +181,7 @@ def _key(out_dtype: str, spec, sfa_ptr: int, arrays: tuple, recipe: str | None =
 
 
 def torch_arrays_key(a, b, scale_a, scale_b, out, c=None) -> tuple:
-    """The dispatch key's arrays part for torch tensors (launchplan.fast_torch_key: one C call per pair or triple)."""
+    """The dispatch key's arrays part for torch tensors (hotkeys.fast_torch_key: one C call per pair or triple)."""
     return fast_torch_key(a, b, out), fast_torch_key(scale_a, scale_b, c)
 
 

@@ -38,7 +38,7 @@ from .arrays.fusedany import converted, narrow_spec, pack_operands, per_batch, r
 from .launch.fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
 from .arrays.packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
-from .launch.launchplan import tensor_type
+from .launch.hotkeys import tensor_type
 from .select import _gemm_spec, spec_or_direct_store
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}

@@ -14,10 +14,11 @@ from ..runtime.launch.arrays import ArrayInfo, read_array
 from ..runtime.launch.fastlaunch import compiled_module, launcher
 from ..runtime.launch.gpu import Device, NoGPU
 from ..runtime.launch.launch import Problem, launch_geometry, split_problem
-from .launch import launchplan, streams
+from .launch import hotkeys, streams
 from .arrays.batched import bind_any
 from .arrays.binding import _allocate_out, span_bytes
-from .launch.launchplan import Launch, info_key, tensor_type, torch_key, workspace
+from .launch.launchplan import Launch, workspace
+from .launch.hotkeys import info_key, tensor_type, torch_key
 from .launch.streams import stream_handle
 
 
@@ -32,7 +33,7 @@ class LaunchConfig:
     shared_bytes: int  # dynamic shared memory per block
 
 
-class CompiledKernel(launchplan.KernelBase):
+class CompiledKernel(hotkeys.KernelBase):
     """A generated GEMM kernel, compiled (PTX and cubin) and ready to launch on device arrays.
 
     Attributes: ``spec``, ``plan``, ``name``, ``source`` (CUDA C++), ``ptx``, ``cubin``, ``log`` (NVRTC),
@@ -58,9 +59,9 @@ class CompiledKernel(launchplan.KernelBase):
         self.cache_path = cache_path
         self._modules: dict = {}  # device ordinal -> (gpu.Kernel, split-K's reduction gpu.Kernel or None), per context
         self._lock = threading.Lock()
-        self._torch_entries = launchplan.LaunchTable()  # torch_key -> Launch: the hot path
+        self._torch_entries = hotkeys.LaunchTable()  # torch_key -> Launch: the hot path
         self._entries: dict = {}  # info_key -> Launch: arrays of any library
-        if launchplan.KernelBase is not object and compiled_module() is not None:
+        if hotkeys.KernelBase is not object and compiled_module() is not None:
             self._set_hot_table(self._torch_entries)  # the compiled call serves this table
 
     # -- the ABI ---------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ class CompiledKernel(launchplan.KernelBase):
         oi = None if out is None else read_array(out, "out", handle)
         return self._launch(a, b, out, ai, bi, oi, handle, stream)
 
-    if launchplan.KernelBase is object:  # no compiled launcher: calling the kernel is the Python method
+    if hotkeys.KernelBase is object:  # no compiled launcher: calling the kernel is the Python method
         __call__ = _call_py
 
     def _launch(self, a, b, out, ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, handle: int, stream):

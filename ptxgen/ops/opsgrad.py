@@ -122,7 +122,7 @@ def gemm_backward(ctx, dy):
 # ---- gemm_aux ---------------------------------------------------------------------------------------------------
 
 def aux_setup_context(ctx, inputs, output) -> None:
-    a, b, out_dtype, bias, act, a_pre, a_act = (*inputs, *(None,) * (7 - len(inputs)))
+    a, b, _, bias, act, a_pre, a_act = (*inputs, *(None,) * (7 - len(inputs)))
     ctx.act, ctx.a_act = canonical_activation(act), canonical_activation(a_act)
     ctx.set_materialize_grads(False)  # a y or z nobody differentiates arrives as None, not as a tensor of zeros
     ctx.save_for_backward(a, b, bias, output[1], a_pre)

@@ -4,7 +4,8 @@ Grids are TOML files: each ``[[product]]`` table lists values per spec field and
 cartesian product; combinations the validator refuses are dropped (and counted). ``ci`` and the
 other named grids ship in ptxgen/grids/; ``full`` is generated: every legal configuration of the
 domain in :data:`FULL_DOMAIN`. The package holds the sweep itself (this module), the reports it writes and reads
-(``report``: entries, trust, merging) and the epilogue checks it runs on each configuration (``checks``).
+(``report``: entries, trust, merging), the epilogue checks it runs on each configuration (``checks``) and the
+command's arguments to it (``command``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ between them or broadcast, an ``out`` of another stride) is copied once into a p
 bytes) or computed into a fresh ``out`` and copied back, said once per reason with ``warnings.warn``. Other libraries'
 arrays are refused by the binding (``api.arrays.groupedbind``), as the plain path refuses them.
 
-:func:`pack_plan` decides (no GPU, ArrayInfo only: ``ptxgen.api.plan`` calls it too); :func:`packed_info` is the
+:func:`pack_plan` decides (no GPU, ArrayInfo only: ``ptxgen.api.plan`` calls it too); ``packing.packed_info`` is the
 ArrayInfo a packed copy will have; :func:`packed_copy` makes it.
 """
 
@@ -20,7 +20,7 @@ from typing import Callable
 from ...runtime.launch.arrays import ArgumentError, ArrayInfo
 from ...runtime.launch.launch import ROW_ALIGN_BYTES
 from .groupedbind import _k_major_b, _k_major_rows, _n_major_b, b_is_n_major
-from .packing import PACKABLE, copy_into, out_problem, packed_copy, packed_info, warn_once  # noqa: F401 (re-exported)
+from .packing import PACKABLE, copy_into, out_problem, packed_copy, warn_once
 
 GROUPED_ADVICE = "pass K-major arrays with 16-byte aligned rows, b's groups one after another, to avoid the copy"
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import sys
 import threading
 
-from .launchplan import Launch, torch_key
+from .launchplan import Launch
 
 # the auxiliary tensors of a fused call, in the order the hot path takes them, with their parameter-block slot
+from .hotkeys import torch_key
 AUX_ROLES = (("c", "C"), ("bias", "BIAS"), ("residual", "RES"), ("scale", "SCALE"), ("amax", "AMAX"), ("aux", "AUX"))
 AMAX_AT = 4  # amax's place in AUX_ROLES (allocated per call when the caller passes none)
 VECTOR_ALIGN_MASK = 7  # bias, scale and amax start 8-byte aligned (fused._vector)

@@ -22,7 +22,8 @@ from ...runtime.launch.arrays import ArrayInfo
 from . import streams
 from ..arrays.binding import _allocate_out, _m_major_alloc_ld
 from ..kernel import CompiledKernel, _record_torch_stream
-from .launchplan import Launch, torch_key
+from .launchplan import Launch
+from .hotkeys import torch_key
 
 
 class SwappedLaunch:

@@ -22,7 +22,7 @@ from ...isa.tensormap import (
     UNPACKED_GLOBAL_STRIDE_ALIGN,
     UNPACKED_LOAD_SWIZZLES,
 )
-from ...isa.types import Grouping, Major
+from ...isa.types import Major
 from ..tile.derived import Derived
 from .operand import OperandLayout
 from ..tile.spec import TileSpec

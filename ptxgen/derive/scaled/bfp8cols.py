@@ -84,7 +84,7 @@ def column_derivation(plan: BlockFp8Plan) -> tuple[Derived, ...]:
                 "arrives on full[s]",
                 "both scale arrays are MN-major, so a K block's rows (and columns) are contiguous: coalesced loads",
                 "torch._scaled_mm BlockWise1x128 (outer-dim-major scale_a; scale_b (ceil(K/128), N) row-major)"),
-        Derived("promotion_1d1d", f"acc[4g + i] += partial[4g + i] x sfa[row] x sfb[col]",
+        Derived("promotion_1d1d", "acc[4g + i] += partial[4g + i] x sfa[row] x sfb[col]",
                 f"per K block (BK = {BLOCK_K}): after wait_group 0, registers 4g, 4g+1 (row r, columns c, c + 1) and 4g + 2, "
                 "4g + 3 (row r + 8, the same columns)", "the recipe's scale of each output element, applied to the "
                 "K block's partial in f32 (a tile's columns may span any 128-blocks: no phases)",

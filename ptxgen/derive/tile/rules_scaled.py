@@ -71,7 +71,7 @@ def validate_block_scaled(t: "TileSpec") -> None:
                             "packed e2m1 operands are K-major", "kmajor-{none,sw32,sw64,sw128}", cite("transpose"))
         # kind::mxf8f6f4 transposes 8-bit operands (PTX 'Transpose and Negate operations': Yes; 'Valid combinations of
         # type-size, major-ness and swizzling': 8-bit MN-major with every swizzle but 128B with 32-B atomicity, checked
-        # by _validate_operand); CUTLASS's sm100 block-scaled collective builds
+        # by rules_operand.validate_operand); CUTLASS's sm100 block-scaled collective builds
         # MN-major A/B with K-major scale factors, as ptxgen does.
         if t.unpacked(name):
             _validate_unpacked(t, name)

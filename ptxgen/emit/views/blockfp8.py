@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGGER_WHERE, BarrierStep,
-                               BlockFp8Plan, OffsetTerm)
+from ...derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, BlockFp8Plan,
+                                      OffsetTerm)
+from ...derive.scaled.bfp8steps import STAGGER_WHERE, BarrierStep
 from ...derive.tile.abi import SFA_MAP
 from ...derive.scaled.sfa_tma import sfa_copy_origin
 from ...derive.operands.tma import TmaPlan
@@ -56,20 +57,20 @@ class BlockFp8View:
     sfb_base: str  # C: the tile's element offset into SFB (derive.scaled.blockfp8 sfb_tile_terms; a grouped tile adds its group's array)
     stagger: str  # none | issue | complete | half (the two consumer warpgroups' order; spec --fp8-stagger)
     half: HalfMmaView | None  # --fp8-overlap halves or interleave (the two column halves' instruction and fragments)
-    scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.scaled.blockfp8.scale_steps)
+    scale_ahead: bool  # --fp8-scale-load ahead: K block kt + 1's scales loaded during kt (derive.scaled.bfp8steps.scale_steps)
     smem: "ScaleSmemView | None" = None  # --fp8-scale-load smem: the producer's scale warp and the stage's scale slots
     # C of the scale K block (the column of scale_a, the row of scale_b) of the unit's K-tile kt, of the ahead load's
     # K-tile bfp8_kn, and of its first K-tile (k_block_c: with stream-K the unit starts at K-tile kt_first)
     kb_cur: str = "kt"
     kb_next: str = "bfp8_kn"
     kb_zero: str = "0"
-    # C statements of the stagger protocol (derive.scaled.blockfp8.stagger_steps) at each point of the K loop, and after it
+    # C statements of the stagger protocol (derive.scaled.bfp8steps.stagger_steps) at each point of the K loop, and after it
     before_issue: tuple[str, ...] = ()
     after_issue: tuple[str, ...] = ()
     after_half: tuple[str, ...] = ()  # after wait_group 1 (--fp8-stagger half: the K block's first commit group complete)
     after_wait: tuple[str, ...] = ()
     tail: tuple[str, ...] = ()
-    # the K-steps of each wgmma commit group of a K block (derive.scaled.blockfp8.stagger_commit_groups); with two, the loop
+    # the K-steps of each wgmma commit group of a K block (derive.scaled.bfp8steps.stagger_commit_groups); with two, the loop
     # waits for the first (wait_group 1, half_wait) before wait_group 0
     commit_groups: tuple[tuple[int, ...], ...] = ()
     half_wait: bool = False
@@ -168,7 +169,7 @@ def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None, k_
                          plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
 
 
-_SIGNALS = {  # what each barrier's generation says, per mode (derive.scaled.blockfp8.stagger_steps)
+_SIGNALS = {  # what each barrier's generation says, per mode (derive.scaled.bfp8steps.stagger_steps)
     "issue": ("warpgroup 0 has issued K-tile it", "warpgroup 1 has issued K-tile it"),
     "complete": ("warpgroup 0 has completed K-tile it", "warpgroup 1 has issued K-tile it"),
     "half": ("warpgroup 0 has completed the first half of K-tile it", "warpgroup 1 has completed the first half of K-tile it"),
@@ -226,7 +227,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         hi_pair=WGMMA_GROUP_REGS // 2,
         fresh=tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile)),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
-        sfb_doc=(f"f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
+        sfb_doc=("f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
                  f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb"),
         two_blocks=plan.spans_two_blocks,
         first_expr=f"min({plan.bn}, {BLOCK_N} - n0 % {BLOCK_N}) / {GROUP_COLS}",

@@ -1,5 +1,6 @@
 """Independent models of where each element goes (they import nothing of ptxgen but each other): what an MMA reads
 through a descriptor (``readmodel``) and from a CTA pair (``pairmodel``), what a TMA copy writes (``tmamodel``), the
 register <-> matrix maps of the fragments (``fragmodel``), where the direct stores put D (``outmodel``), where a fused
-epilogue's operands come from (``epimodel``), the grouped GEMM's work (``groupmodel``) and the attention forward's
+epilogue's operands come from (``epimodel``), the grouped GEMM's work (``groupmodel``), the K-grouped GEMM's K rows
+and K-tail zeroing (``kgroupmodel``) and the attention forward's
 layouts and orders (``attnmodel``)."""

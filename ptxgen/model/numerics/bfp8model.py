@@ -293,7 +293,7 @@ def check_overlap(steps, k_blocks: int, halves: int, back_edge_empty: bool = Tru
 
 # ---- --fp8-scale-load: which K block's scales each promotion reads -----------------------------------------------------
 def check_scale_steps(steps, k_blocks: int) -> list[str]:
-    """``steps``: (op, kb, regs, src) tuples, op in load / move / promote (derive.scaled.blockfp8.ScaleStep). Simulates the
+    """``steps``: (op, kb, regs, src) tuples, op in load / move / promote (derive.scaled.bfp8steps.ScaleStep). Simulates the
     thread's register sets: a load puts K block kb's scales into set ``regs``, a move copies set ``src`` into ``regs``, a
     promotion of kb reads set ``regs``. Checks: every K block 0..k_blocks-1 promoted exactly once, in order, each with
     its own block's scales (never unset or stale ones); no load of a block outside 0..k_blocks-1 (the scale arrays end

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .calibration import Calibration, Costs, Family, calibration_for, parse_kernels
-from .candidates import BY_NAME, CANDIDATES, COST_FAMILY, STAGE_K_BYTES, Candidate, k_tiles, stage_k  # noqa: F401
+from .candidates import BY_NAME, CANDIDATES, COST_FAMILY, Candidate, k_tiles
 
 def tile_grid(m: int, n: int, bm: int, bn: int, cluster_m: int = 1) -> int:
     """Tiles launched: ceil(M / BM) x ceil(N / BN), the row count rounded up to whole clusters along M."""

@@ -85,7 +85,7 @@ static PyObject *driver_loaded(PyObject *mod, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"hot_kernel", (PyCFunction)(void (*)(void))hot_kernel, METH_FASTCALL, "hot_kernel(table, a, b, out) -> out or None"},
     {"hot_gemm", (PyCFunction)(void (*)(void))hot_gemm, METH_FASTCALL, "hot_gemm(table, out_dtype, a, b, out) -> out or None"},
-    {"torch_key", (PyCFunction)(void (*)(void))py_torch_key, METH_FASTCALL, "the dispatch key of torch tensors (as launchplan.torch_key)"},
+    {"torch_key", (PyCFunction)(void (*)(void))py_torch_key, METH_FASTCALL, "the dispatch key of torch tensors (as hotkeys.torch_key)"},
     {"set_tensor_type", set_tensor_type, METH_O, "set_tensor_type(torch.Tensor): the hot calls accept its instances"},
     {"set_meta_reader", (PyCFunction)(void (*)(void))set_meta_reader, METH_FASTCALL,
      "set_meta_reader(address, types): the compiled metadata reader (runtime.torchmeta) and the exact types it serves"},

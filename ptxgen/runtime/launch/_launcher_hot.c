@@ -87,7 +87,7 @@ static int key_part(PyObject *t, Py_ssize_t at, PyObject *x) {
     return 0;
 }
 
-/* The same tuple as ptxgen.api.launch.launchplan.torch_key(a, b, out). */
+/* The same tuple as ptxgen.api.launch.hotkeys.torch_key(a, b, out). */
 PyObject *torch_key(PyObject *a, PyObject *b, PyObject *out) {
     int with_out = out != Py_None;
     PyObject *t = PyTuple_New(with_out ? 12 : 8);
