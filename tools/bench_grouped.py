@@ -135,7 +135,9 @@ def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
         t = int(tokens)
     except ValueError:
         raise SystemExit(f"unknown case {case!r} (k-GxMxN/T or fk-GxMxN/T)") from None
-    sizes = np.random.default_rng(seed).multinomial(t, [1.0 / g] * g)
+    # FP8: whole 16-token blocks per expert (torch._scaled_grouped_mm asserts each group's K is a multiple of 16 bytes)
+    block = 16 if fp8 else 1
+    sizes = np.random.default_rng(seed).multinomial(t // block, [1.0 / g] * g) * block
     gen = torch.Generator(device="cuda").manual_seed(seed)
     offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
     out = torch.empty(g, m, n, device="cuda", dtype=torch.bfloat16)

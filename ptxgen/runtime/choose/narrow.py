@@ -66,8 +66,15 @@ def split_spec(like: TileSpec, splits: int) -> TileSpec:
 # reads all of B again from L2 (M / BM times the weights); the 2x1 cluster multicasts each B tile to both CTAs of a
 # pair along M and halves that traffic. Measured on the H100 (runs/2026-12-06-h100-small-n, same process as cuBLAS):
 # 12453 x 120 x 14800 ran 0.735 under nearest-fit's 128 x 192, 0.90-0.95 on eleven 1x1 tiles of BN 120 / 128
-# (ping-pong, stream-K, split-K), 1.017 with this kernel.
+# (ping-pong, stream-K, split-K), 1.017 with this kernel. N <= 64 takes the 128 x 64 form: 20000 x 64 x 4096 ran
+# 0.955 with it, 0.921 without the cluster, 0.803-0.817 with 128 x 128 tiles (runs/2026-12-06-h100-new-forms).
 SMALL_N_WIDE_KERNEL = Candidate("p128x128c2", 128, 128, 6, cluster="2x1", epilogue="direct")
+SMALL_N_WIDE_KERNEL_64 = Candidate("p128x64c2", 128, 64, 8, cluster="2x1", epilogue="direct")
+
+
+def small_n_wide_kernel(n: int) -> Candidate:
+    """The small-n wide kernel for N columns: BN 64 up to 64 columns, else 128."""
+    return SMALL_N_WIDE_KERNEL_64 if n <= SMALL_N_WIDE_KERNEL_64.bn else SMALL_N_WIDE_KERNEL
 
 
 def small_n_wide_ctas(m: int, n: int, sm_count: int = SM_COUNT) -> int | None:

@@ -32,7 +32,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  run 25 had measured the held-out set with the older rules (10711 x 12 x 7832 ran at 0.625 there),
                  by symmetry with ``small-m``, not fitted to any shape. Where every such tile needs two waves (N in
                  65..128 past 8448 rows, N <= 64 past 16896 on 132 SMs): 128 x 128 persistent tiles with the 2x1
-                 cluster multicasting B (``narrow.SMALL_N_WIDE_KERNEL``), since each M-tile otherwise reads all of B
+                 cluster multicasting B (``narrow.small_n_wide_kernel``: BN 64 for N <= 64, else 128), since each M-tile otherwise reads all of B
                  from L2 again (H100, runs/2026-12-06-h100-small-n: 12453 x 120 x 14800 0.735 -> 1.017 of cuBLAS).
 ``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``rules.SPLIT_MIN_WEIGHT``: the same tile
                  with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.store.splitk``),
@@ -106,7 +106,7 @@ from .calibration import calibration_for
 from .candidates import BY_NAME, COST_FAMILY
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, Device, Problem, narrow_spec
 from .costmodel import STREAMK_MIN_GAIN, CostModel, k_tiles, rounds, tile_grid
-from .narrow import (SMALL_N_WIDE_KERNEL, small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile,
+from .narrow import (small_n_wide_kernel, small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile,
                      small_n_wide_ctas, split_spec, tile_fit)
 from .pitch import mid_line, pitch_note, with_pitch
 from .swap import swap_ab, swap_fit
@@ -206,8 +206,9 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
         tiles = small_n_wide_ctas(m, n, sm_count) if measured else None
         if tiles is not None:
             try:
-                spec = dataclasses.replace(SMALL_N_WIDE_KERNEL.spec(dtype, arch), out_dtype=first.out_dtype)
-                return Choice(spec, f"N = {n} <= {SMALL_M_MAX} and BM x 64 tiles would take two waves: 128 x 128 tiles, "
+                wide = small_n_wide_kernel(n)
+                spec = dataclasses.replace(wide.spec(dtype, arch), out_dtype=first.out_dtype)
+                return Choice(spec, f"N = {n} <= {SMALL_M_MAX} and BM x 64 tiles would take two waves: 128 x {wide.bn} tiles, "
                               f"persistent, the 2x1 cluster multicasting B ({tiles} tiles for {sm_count} SMs)" + note, "small-n")
             except SpecError:
                 pass
