@@ -119,13 +119,19 @@ def test_torch_op_runs_the_kernel(gpu):
 def test_torch_op_falls_back_only_where_the_kernel_refuses(monkeypatch):
     """The rule's plumbing, without a GPU: a refusal (ProblemError, ArgumentError, DTypeError, NoGPU) runs torch's kernel,
     any other error propagates, and an accepted call returns the kernel's output."""
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     import ptxgen.kgrouped as kgrouped
     import ptxgen.ops.torch_ops as torch_ops
+
+    def torch_zeros():
+        return torch.zeros(4, 8, dtype=torch.bfloat16)
     from ptxgen.runtime.launch.gpu import NoGPU
     from ptxgen.runtime.launch.launch import ProblemError
 
     monkeypatch.setattr(torch_ops, "_torch_grouped_k", lambda a, b, offs, out_dtype=None: "torch")
+    monkeypatch.setattr(kgrouped, "grouped_gemm_k", lambda *a, **k: "kernel")
+    assert torch_ops._grouped_k_impl(torch_zeros(), torch_zeros(), None) == "torch"  # the default: torch's kernel
+    monkeypatch.setattr(torch_ops, "K_GROUPED_KERNEL", True)
     calls = []
 
     def refuse(exc):
@@ -136,9 +142,7 @@ def test_torch_op_falls_back_only_where_the_kernel_refuses(monkeypatch):
             raise exc("refused")
         return fn
 
-    import torch
-
-    a = torch.zeros(4, 8, dtype=torch.bfloat16)
+    a = torch_zeros()
     for exc, want in ((None, "kernel"), (ProblemError, "torch"), (NoGPU, "torch")):
         monkeypatch.setattr(kgrouped, "grouped_gemm_k", refuse(exc))
         assert torch_ops._grouped_k_impl(a, a, None) == want

@@ -135,14 +135,18 @@ def _bounds(offs, m):
     return out
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["ptxgen-dw", "torch-dw"])
 @pytest.mark.parametrize("sizes,tail,n", [([0, 1, 300, 0, 129], 0, 136), ([64, 0, 1], 5, 136), ([200], 0, 136),
                                          ([0, 0, 0], 3, 136), ([3, 0, 70], 2, 5)])
-def test_grouped_autograd_against_float64(torch, sizes, tail, n):
-    """dx through the N-major grouped kernel, dw through grouped_gemm_k (the K-grouped kernel), both against float64 per
+def test_grouped_autograd_against_float64(torch, monkeypatch, kernel, sizes, tail, n):
+    """dx through the N-major grouped kernel, dw through grouped_gemm_k (ptxgen's K-grouped kernel, or torch's: the
+    default, ptxgen.ops.torch_ops.K_GROUPED_KERNEL), both against float64 per
     group: empty groups (their dw is zero), a group of one row, rows past offs[-1] (their dx is zero), K = 200 (not a
     multiple of BK 64), N = 5 (dy's rows 10 bytes apart: the backward pads them)."""
     import ptxgen
+    from ptxgen.ops import torch_ops
 
+    monkeypatch.setattr(torch_ops, "K_GROUPED_KERNEL", kernel)
     k = 200
     offs_l = [sum(sizes[:i + 1]) for i in range(len(sizes))]
     m = offs_l[-1] + tail

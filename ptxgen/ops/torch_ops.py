@@ -197,10 +197,19 @@ def _grouped_fake(a, b, offs, out_dtype=None):
     return _rows(a, a.shape[0], b.shape[1], _out_name(a, out_dtype))
 
 
+# The weight gradient of an expert bank (autograd's grouped_gemm_k) runs torch's K-grouped kernel unless this is set:
+# ptxgen's (128 x 128 tiles, not tuned) measured 0.59-0.67 of torch._grouped_mm's speed on the H100 at the MoE shapes of
+# tools/bench_grouped.py --kgrouped (runs/2026-12-06-h100-new-forms), and the MoE training step 0.932x torch eager with
+# it against 0.977x with torch's. ``ptxgen.grouped_gemm_k`` itself always runs ptxgen's kernel.
+K_GROUPED_KERNEL = False
+
+
 def _grouped_k_impl(a, b, offs, out_dtype=None):
-    """ptxgen's K-grouped kernel (``ptxgen.kgrouped.grouped_gemm_k``, one launch); where it refuses the arrays (the rule:
-    bf16/f16 ``a`` and ``b`` of one type, each K-major or MN-major with 16-byte aligned rows, int32 ``offs``, an sm_90a
-    GPU; :func:`_torch_grouped_k` otherwise), torch's kernel."""
+    """torch's K-grouped kernel (:func:`_torch_grouped_k`) unless :data:`K_GROUPED_KERNEL` is set; then ptxgen's
+    (``ptxgen.kgrouped.grouped_gemm_k``, one launch) where it takes the arrays (the rule: bf16/f16 ``a`` and ``b`` of one
+    type, each K-major or MN-major with 16-byte aligned rows, int32 ``offs``, an sm_90a GPU), torch's otherwise."""
+    if not K_GROUPED_KERNEL:
+        return _torch_grouped_k(a, b, offs, out_dtype)
     from ..kgrouped import grouped_gemm_k
     from ..runtime.launch.arrays import ArgumentError, DTypeError
     from ..runtime.launch.gpu import NoGPU
