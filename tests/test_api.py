@@ -525,7 +525,18 @@ def test_gemm_spec_selection():
     f32_out, _ = api.select_spec("bf16", "sm_90a", 4096, 4096, 4096, out_dtype="f32")
     assert f32_out.out_dtype.value == "f32" and f32_out.bm == tuned.bm and f32_out.bn == tuned.bn
     mn, why = api.select_spec("bf16", "sm_90a", 1000, 1000, 1000, Major.MN, Major.K)
-    assert mn.a.major is Major.MN and mn.b.major is Major.K and "default" in why
+    assert mn.a.major is Major.MN and mn.b.major is Major.K and "the chooser's kernel for K-major operands" in why
+    from ptxgen.api import select
+
+    k_major = select.select_choice("bf16", "sm_90a", 1000, 1000, 1000, lda=1024, ldb=1024)[0]  # K-major, rows on a line
+    assert (mn.bm, mn.bn, mn.stages, mn.schedule, mn.epilogue, mn.stream_k) == \
+        (k_major.bm, k_major.bn, k_major.stages, k_major.schedule, k_major.epilogue, k_major.stream_k)
+    select.MN_MAJOR_PICKS = False  # control: the switch off gives the default kernel
+    try:
+        off, why = api.select_spec("bf16", "sm_90a", 1000, 1000, 1000, Major.MN, Major.K)
+    finally:
+        select.MN_MAJOR_PICKS = True
+    assert "default" in why and off != mn
     s8, _ = api.select_spec("s8", "sm_90a", 512, 512, 512)
     assert s8.acc.value == "s32" and s8.out_dtype.value == "s32" and s8.bk == 128
     tf32, _ = api.select_spec("tf32", "sm_100a", 512, 512, 512, Major.MN, Major.MN)

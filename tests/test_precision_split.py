@@ -228,7 +228,7 @@ def test_torch_new_fp32_precision_api():
     import sys
 
     pytest.importorskip("torch")
-    code = ("import torch; from ptxgen.api import precision as p; t = torch.zeros(1); "
+    code = ("import torch; from ptxgen.api.arrays import precision as p; t = torch.zeros(1); "
             "torch.backends.cuda.matmul.fp32_precision = {!r}; print(p.resolve(None, t))")
     for setting, want in (("tf32", "tf32"), ("ieee", "3xtf32")):
         r = subprocess.run([sys.executable, "-c", code.format(setting)], capture_output=True, text=True, timeout=300,

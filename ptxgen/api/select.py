@@ -18,6 +18,10 @@ _DEFAULT_OUT = {"f16": "f16", "bf16": "bf16", "tf32": "f32", "e4m3": "bf16", "e5
 _TUNED_DTYPES = ("f16", "bf16", "e4m3")  # the types ptxgen.runtime.choose.tune searches (A and B K-major)
 # gemm() runs the chooser's stream-K kernels as chosen (api.launch.launchplan.streamk_workspace); False: the same kernel whole
 GEMM_STREAM_K = True
+# M-major A or N-major B (bf16/f16) take the chooser's kernel for K-major operands with their own operand layouts
+# (_mn_major_pick); off: default_spec's kernel, as before 2026-12-06
+MN_MAJOR_PICKS = True
+_MN_PICK_DTYPES = ("bf16", "f16")
 # ptxgen.api.plan's device while it plans (a stand-in with the device's name and SM count): the chooser's device when a
 # call names an arch and no GPU (api.callplan)
 PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
@@ -122,9 +126,33 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
         except (SpecError, IndexError, ValueError):
             pass
     mn = [f"{x} is {'M' if x == 'A' else 'N'}-major" for x, mj in (("A", a_major), ("B", b_major)) if mj is Major.MN]
+    if MN_MAJOR_PICKS and mn and dtype in _MN_PICK_DTYPES:
+        picked = _mn_major_pick(dtype, arch, m, n, k, a_major, b_major, out, device)
+        if picked is not None:
+            return picked[0], picked[1] + f" (the chooser's kernel for K-major operands, {' and '.join(mn)})", False
     why = (f"default: {' and '.join(mn)} (the tuned table covers K-major A and B)" if mn
            else f"default: no tuned {dtype} kernels")
     return default_spec(dtype, arch, a_major, b_major, out), why, False
+
+
+def _mn_major_pick(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major, b_major: Major, out: str, device):
+    """The chooser's pick for the same problem with K-major operands, its A and B retyped to the majorness passed
+    (128-byte swizzle, atoms adjacent along K as :func:`default_spec` lays MN-major operands out), no swap-AB; None where
+    the rules refuse that kernel with these operands. Measured on the H100 (runs/2026-12-06-h100-new-forms): the MLP
+    training step's transposed-operand GEMMs ran 645-702 TFLOP/s on :func:`default_spec`'s kernel, cuBLAS 780."""
+    from ..runtime.choose import Problem, choose
+    from ..runtime.choose.calibrate import current_device
+
+    try:
+        line = -(-k // 64) * 64  # the K-major rules' row pitch: on a 128-byte line, so no rows-off-a-sector variant
+        c = choose(Problem(dtype, arch, m, n, k, line, line, False), current_device(device or PLAN_DEVICE.get()))
+        fields = {**c.spec.to_json(), **{f"{x}": "mnmajor-sw128" for x, mj in (("a", a_major), ("b", b_major)) if mj is Major.MN},
+                  **{f"{x}_order": "k" for x, mj in (("a", a_major), ("b", b_major)) if mj is Major.MN}}
+        if c.spec.stream_k > 1 and not GEMM_STREAM_K:
+            fields["stream_k"] = 1
+        return _with_out_dtype(spec_or_direct_store(fields), out), c.why
+    except (SpecError, IndexError, ValueError):
+        return None
 
 
 def gemm_spec(a, b, out=None, *, out_dtype: str | None = None, arch: str | None = None) -> tuple[TileSpec, str]:
