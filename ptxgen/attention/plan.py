@@ -66,25 +66,11 @@ def p_register_pairs(bn: int, dtype: DType = DType.BF16) -> tuple[tuple[tuple[in
     return tuple(a.acc_pairs(j) for j in range(bn // 16))
 
 
-@dataclass(frozen=True)
-class AttentionPlan:
-    spec: AttentionSpec
-    q: OperandPlan
-    k: OperandPlan
-    v: OperandPlan
+class RingOffsets:
+    """The shared-memory offsets both attention plans (wgmma and tcgen05) give their templates, read from ``self.ring``
+    (their :class:`RingPlan`): Q's region, K's and V's stages, the barriers, the dynamic bytes to request."""
+
     ring: RingPlan
-    qk: WgmmaPlan  # S = Q·Kᵀ, both from shared memory
-    pv: WgmmaPlan  # O += P·V, A from registers
-    p_pairs: tuple[tuple[tuple[int, int], ...], ...]  # [K-step j][register q] = (acc index lo, acc index hi)
-    params: tuple[Param, ...]
-
-    @property
-    def s_regs(self) -> int:
-        return self.qk.acc_regs
-
-    @property
-    def o_regs(self) -> int:
-        return self.pv.acc_regs
 
     @property
     def smem_q(self) -> int:
@@ -106,6 +92,27 @@ class AttentionPlan:
     def smem_bytes(self) -> int:
         """Dynamic shared memory to request: the ring's bytes and the slack to round the window up to 1024 B."""
         return self.ring.dynamic_smem_bytes
+
+
+@dataclass(frozen=True)
+class AttentionPlan(RingOffsets):
+    spec: AttentionSpec
+    q: OperandPlan
+    k: OperandPlan
+    v: OperandPlan
+    ring: RingPlan
+    qk: WgmmaPlan  # S = Q·Kᵀ, both from shared memory
+    pv: WgmmaPlan  # O += P·V, A from registers
+    p_pairs: tuple[tuple[tuple[int, int], ...], ...]  # [K-step j][register q] = (acc index lo, acc index hi)
+    params: tuple[Param, ...]
+
+    @property
+    def s_regs(self) -> int:
+        return self.qk.acc_regs
+
+    @property
+    def o_regs(self) -> int:
+        return self.pv.acc_regs
 
     @property
     def producer_registers(self) -> int:

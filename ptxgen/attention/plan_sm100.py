@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..author import Arch, OperandPlan, Param, RingPlan, Tcgen05Plan, TmemA, TmemPlan, tcgen05, tmem_plan
-from .plan import operand_json, operands, params, ring, stage_offsets
+from .plan import RingOffsets, operand_json, operands, params, ring
 from .spec import AttentionSpec
 
 BARRIERS = ("s_full", "s_empty", "p_full", "o_ready")  # after Q's, K's and V's full and the stages' empty barriers
@@ -27,7 +27,7 @@ REGISTERS = dict(producer_registers=24, consumer_registers=240)
 
 
 @dataclass(frozen=True)
-class AttentionPlanSm100:
+class AttentionPlanSm100(RingOffsets):
     spec: AttentionSpec
     q: OperandPlan
     k: OperandPlan
@@ -45,26 +45,6 @@ class AttentionPlanSm100:
     @property
     def idesc_pv(self) -> int:
         return int(self.pv.idesc_hex, 16)
-
-    @property
-    def smem_q(self) -> int:
-        return self.ring.regions["Q"].offset_bytes
-
-    @property
-    def smem_k(self) -> tuple[int, ...]:
-        return stage_offsets(self.ring, "K")
-
-    @property
-    def smem_v(self) -> tuple[int, ...]:
-        return stage_offsets(self.ring, "V")
-
-    @property
-    def smem_barriers(self) -> int:
-        return self.ring.barriers_offset_bytes
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.ring.dynamic_smem_bytes
 
     def to_json(self) -> dict:
         t = self.tmem

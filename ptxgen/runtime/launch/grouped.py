@@ -81,6 +81,12 @@ def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
         if p.lds_a < p.m or p.lds_b < kb or p.lds_b_group < nb * p.lds_b:
             errs.append(f"block scales need lds_a >= M ({p.lds_a} < {p.m}?), lds_b >= ceil(K/128) ({p.lds_b} < {kb}?) and "
                         f"lds_b_group >= ceil(N/128) x lds_b ({p.lds_b_group} < {nb * p.lds_b}?)")
+    return errs + out_errors(p, osize)
+
+
+def out_errors(p: GroupedProblem, osize: int) -> list[str]:
+    """What the output's row pitch breaks: at least N, 16-byte rows (the epilogue stores 16-byte vectors)."""
+    errs = []
     if p.ldd < p.n:
         errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
     if p.ldd * osize % ROW_ALIGN_BYTES:
@@ -88,10 +94,14 @@ def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
     return errs
 
 
-def check_grouped_problem(plan: KernelPlan, p: GroupedProblem) -> None:
-    errs = grouped_problem_errors(plan, p)
+def refuse(plan: KernelPlan, p: GroupedProblem, errs: list[str]) -> None:
+    """ProblemError naming the kernel, the problem and every broken rule; nothing where ``errs`` is empty."""
     if errs:
         raise ProblemError(f"{plan.spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k} G={p.groups}: " + "; ".join(errs))
+
+
+def check_grouped_problem(plan: KernelPlan, p: GroupedProblem) -> None:
+    refuse(plan, p, grouped_problem_errors(plan, p))
 
 
 def grouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ...derive.tile.kernel import KernelPlan
 from ...isa.types import Major
-from .grouped import GRID_HEADROOM, GroupedProblem
-from .launch import MAX_DIM, ROW_ALIGN_BYTES, ProblemError
+from .grouped import GRID_HEADROOM, GroupedProblem, out_errors, refuse
+from .launch import MAX_DIM, ROW_ALIGN_BYTES
 
 
 def kgrouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
@@ -34,17 +34,11 @@ def kgrouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
             errs.append(f"ld{name}={ld} is smaller than {word}={inner} ({name} is {op.major.value}-major)")
         if ld * esize % ROW_ALIGN_BYTES:
             errs.append(f"ld{name}={ld} x {esize} B is not a multiple of 16 B: every row must start 16-byte aligned (TMA)")
-    if p.ldd < p.n:
-        errs.append(f"ldd={p.ldd} is smaller than N={p.n}")
-    if p.ldd * osize % ROW_ALIGN_BYTES:
-        errs.append(f"ldd={p.ldd} x {osize} B is not a multiple of 16 B (the epilogue stores 16-byte vectors)")
-    return errs
+    return errs + out_errors(p, osize)
 
 
 def check_kgrouped_problem(plan: KernelPlan, p: GroupedProblem) -> None:
-    errs = kgrouped_problem_errors(plan, p)
-    if errs:
-        raise ProblemError(f"{plan.spec.kernel_name} cannot run M={p.m} N={p.n} K={p.k} G={p.groups}: " + "; ".join(errs))
+    refuse(plan, p, kgrouped_problem_errors(plan, p))
 
 
 def kgrouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
