@@ -335,9 +335,9 @@ def test_opcheck_aux_and_dact():
         torch.library.opcheck(fn, args)
 
 
-def _stack(acts, dims=(6, 7, 5, 4), save=True):
+def _stack(acts, dims=(6, 7, 5, 4), save=True, fuse=True):
     torch.manual_seed(1)
-    ours = [ptxgen.nn.Linear(i, o, activation=a, dtype=torch.float64, save_preactivation=save)
+    ours = [ptxgen.nn.Linear(i, o, activation=a, dtype=torch.float64, save_preactivation=save, fuse_input_derivative=fuse)
             for i, o, a in zip(dims[:-1], dims[1:], acts)]
     refs = [torch.nn.Linear(i, o, dtype=torch.float64) for i, o in zip(dims[:-1], dims[1:])]
     for r, m in zip(refs, ours):

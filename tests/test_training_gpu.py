@@ -103,7 +103,8 @@ def test_linear_stack_with_the_fused_derivative(torch, acts):
     import ptxgen
 
     dims = (200, 264, 136, 72)
-    ours = [ptxgen.nn.Linear(i, o, activation=a, device="cuda", dtype=torch.bfloat16) for i, o, a in zip(dims, dims[1:], acts)]
+    ours = [ptxgen.nn.Linear(i, o, activation=a, device="cuda", dtype=torch.bfloat16, fuse_input_derivative=True)
+            for i, o, a in zip(dims, dims[1:], acts)]
     refs = [torch.nn.Linear(i, o, device="cuda", dtype=torch.bfloat16) for i, o in zip(dims, dims[1:])]
     exact = [torch.nn.Linear(i, o, device="cuda", dtype=torch.float64) for i, o in zip(dims, dims[1:])]
     for m, r, e in zip(ours, refs, exact):

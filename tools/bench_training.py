@@ -11,8 +11,9 @@ first, no optimizer):
        torch._grouped_mm (torch's grouped kernel and its autograd), which is the fastest torch eager form.
 Variants timed: ptxgen (eager), torch (eager), torch.compile (the torch model, default mode), and ptxgen+compile
 (the ptxgen model under torch.compile(fullgraph=True)); --no-compile leaves the two compiled ones out. --ablate (mlp)
-adds two ptxgen forms that say what each part pays: ptxgen-elementwise (the pre-activation saved by the kernel's aux,
-the derivative an element-wise pass: fuse_input_derivative=False) and ptxgen-recompute (the activation fused without
+adds two ptxgen forms that say what each part pays: ptxgen-fused-dact (the previous layer's derivative in each dX
+GEMM's epilogue: fuse_input_derivative=True; the default form saves z by aux and applies the derivative element-wise)
+and ptxgen-recompute (the activation fused without
 aux, the backward recomputing z with one more GEMM: save_preactivation=False).
 
 Gradient check, before timing: one step of each variant from the same weights, input and output gradient; every
@@ -39,7 +40,7 @@ import ptxgen.nn as pnn
 F = torch.nn.functional
 
 
-ABLATIONS = {"ptxgen-elementwise": dict(fuse_input_derivative=False), "ptxgen-recompute": dict(save_preactivation=False)}
+ABLATIONS = {"ptxgen-fused-dact": dict(fuse_input_derivative=True), "ptxgen-recompute": dict(save_preactivation=False)}
 
 
 class MLP(torch.nn.Module):
@@ -186,7 +187,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--ablate", action="store_true", help="mlp: also time ptxgen-elementwise and ptxgen-recompute")
+    ap.add_argument("--ablate", action="store_true", help="mlp: also time ptxgen-fused-dact and ptxgen-recompute")
     ap.add_argument("--check-only", action="store_true", help="check the gradients, time nothing")
     ap.add_argument("--small", action="store_true", help="64/96-wide models (a dry run of the script)")
     ap.add_argument("--device", default="cuda")

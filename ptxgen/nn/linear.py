@@ -35,17 +35,18 @@ class Linear(torch.nn.Linear):
 
     ``activation``: None, "relu", "gelu" (= "gelu_tanh", torch's approximate="tanh"), "gelu_erf" or "silu".
     Training (a gradient will be needed): ``torch.ops.ptxgen.gemm_aux``, one kernel that writes y and the
-    pre-activation z (the chain's ``aux``), so the backward recomputes nothing. Where this layer's input is the output
-    of another ptxgen Linear with an activation (eager mode, the output unchanged since), the backward computes that
-    layer's dz in this layer's dX GEMM, the derivative in its epilogue (the chain's ``dact``; docs/training.md).
-    ``fuse_input_derivative=False`` keeps that derivative an element-wise pass in the previous layer's backward.
+    pre-activation z (the chain's ``aux``), so the backward recomputes nothing. ``fuse_input_derivative=True``: where
+    this layer's input is the output of another ptxgen Linear with an activation (eager mode, the output unchanged
+    since), the backward computes that layer's dz in this layer's dX GEMM, the derivative in its epilogue (the chain's
+    ``dact``; docs/training.md); off by default, since the element-wise pass measured 0.7-1.3% faster in the 4-layer MLP
+    step on the H100 (runs/2026-12-06-h100-new-forms).
     ``save_preactivation=False``: the activation fused without z; the backward recomputes z (one more GEMM).
     Without a gradient (inference, ``torch.no_grad``) bias and activation are fused into one kernel, no z.
     ``x`` may have any leading dimensions (flattened into the GEMM's rows); the output's rows are padded to 16 bytes
     in memory where out_features is not a multiple of 16 bytes (as ptxgen.gemm writes them)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
-                 device=None, dtype=None, save_preactivation: bool = True, fuse_input_derivative: bool = True):
+                 device=None, dtype=None, save_preactivation: bool = True, fuse_input_derivative: bool = False):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = canonical_activation(activation)  # an unknown name fails here, not at the first call
         self.save_preactivation = save_preactivation
