@@ -1,0 +1,99 @@
+"""What the tensor core's f32 accumulation predicts for a long float32 product computed as 3xTF32 (CPU only, numpy).
+
+The model: each wgmma K-step of 8 (tf32) sums its 8 products exactly and adds that sum to the f32 accumulator, the
+addition rounded either to nearest (``rn``) or toward zero (``rz``); the operands are read as tf32 (the low 13 bits of
+each f32 dropped) after ptxgen's 3xTF32 split ([a_small | a_big | a_big] against [b_big | b_small | b_big],
+``ptxgen.api.arrays.precision``). Beside it: torch's float32 GEMM as a sequential f32 multiply-add rounded to nearest
+(``simt``), and two ways to shorten the rounded chains: K split S ways (each split's own accumulator, the partial sums
+added to nearest) and a fresh accumulator per K-tile of 32 added to nearest (``promote``, as block-FP8 kernels do).
+
+The inputs are those of PyTorch's ``test_cublas_addmm[float32, size]``: values uniform in [-9, 9]. On the H100
+(runs/2026-12-06-h100-new-forms) at size 10000 ptxgen's 3xTF32 result was 0.38 from float64 at worst, torch's 0.031;
+the model gives (400 outputs, seed 0): rz 0.30, rn 0.009, simt 0.033, split 16 0.047, promote 0.0035.
+
+    python tools/accumulation_model.py --k 10000 --outputs 400
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+KEEP_TF32 = np.uint32(0xFFFFE000)  # the 19 bits a tf32 operand keeps (sign, 8 exponent bits, 10 mantissa bits)
+STEP_K = 8  # K of one tf32 wgmma
+TILE_K = 32  # K of one pipeline stage of a tf32 kernel (128 bytes)
+
+
+def tf32_round(x: np.ndarray) -> np.ndarray:
+    """x rounded to the nearest tf32 value (ties to even), as the 3xTF32 split's big part."""
+    bits = x.view(np.uint32).astype(np.uint64)
+    return ((bits + ((bits >> 13) & 1) + 0xFFF) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+def split_operands(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 3xTF32 operands along K, as the tensor core reads them (low 13 bits dropped)."""
+    ab, bb = tf32_round(a), tf32_round(b)
+    wide_a = np.concatenate([a - ab, ab, ab], 1)
+    wide_b = np.concatenate([bb, b - bb, bb], 1)
+    return (wide_a.view(np.uint32) & KEEP_TF32).view(np.float32), (wide_b.view(np.uint32) & KEEP_TF32).view(np.float32)
+
+
+def chain(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+    """One accumulator over a's and b's K columns, a K-step of 8 at a time, each addition rounded by ``mode``."""
+    acc = np.zeros(a.shape[0], np.float32)
+    for k0 in range(0, a.shape[1], STEP_K):
+        exact = acc.astype(np.float64) + (a[:, k0:k0 + STEP_K].astype(np.float64) * b[:, k0:k0 + STEP_K]).sum(1)
+        near = exact.astype(np.float32)
+        if mode == "rz":
+            near = np.where(np.abs(near.astype(np.float64)) > np.abs(exact), np.nextafter(near, np.float32(0)), near)
+        acc = near
+    return acc
+
+
+def summed(parts) -> np.ndarray:
+    """Partial results added in f32, rounded to nearest."""
+    total = None
+    for p in parts:
+        total = p if total is None else (total.astype(np.float64) + p).astype(np.float32)
+    return total
+
+
+def simt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    acc = np.zeros(a.shape[0], np.float32)
+    for k in range(a.shape[1]):
+        acc = (acc.astype(np.float64) + a[:, k].astype(np.float64) * b[:, k]).astype(np.float32)
+    return acc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--k", type=int, default=10000, help="K of the float32 product (default 10000)")
+    ap.add_argument("--outputs", type=int, default=400, help="output elements simulated (default 400)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--splits", default="4,16", help="split-K counts to model (default 4,16)")
+    args = ap.parse_args()
+    if args.k < 1 or args.outputs < 1:
+        ap.error("--k and --outputs are at least 1")
+    rng = np.random.default_rng(args.seed)
+    a = rng.uniform(-9, 9, (args.outputs, args.k)).astype(np.float32)
+    b = rng.uniform(-9, 9, (args.outputs, args.k)).astype(np.float32)
+    ref = (a.astype(np.float64) * b).sum(1)
+    wa, wb = split_operands(a, b)
+
+    def report(name, got):
+        err = np.abs(got.astype(np.float64) - ref)
+        print(f"{name:>12}: max |error| {err.max():.4g}, mean {err.mean():.4g}")
+
+    report("rn", chain(wa, wb, "rn"))
+    report("rz", chain(wa, wb, "rz"))
+    report("simt", simt(a, b))
+    cols = wa.shape[1]
+    for s in (int(x) for x in args.splits.split(",") if x):
+        edges = [i * cols // s // STEP_K * STEP_K for i in range(s)] + [cols]
+        report(f"rz split {s}", summed(chain(wa[:, lo:hi], wb[:, lo:hi], "rz") for lo, hi in zip(edges, edges[1:])))
+    report("rz promote", summed(chain(wa[:, k0:k0 + TILE_K], wb[:, k0:k0 + TILE_K], "rz") for k0 in range(0, cols, TILE_K)))
+
+
+if __name__ == "__main__":
+    main()
