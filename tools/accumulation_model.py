@@ -12,6 +12,7 @@ The inputs are those of PyTorch's ``test_cublas_addmm[float32, size]``: values u
 the model gives (400 outputs, seed 0): rz 0.30, rn 0.009, simt 0.033, split 16 0.047, promote 0.0035.
 
     python tools/accumulation_model.py --k 10000 --outputs 400
+    python tools/accumulation_model.py --probe      # GPU: 1.0, then 100 K-steps of 0.75 of f32's spacing at 1.0
 """
 
 from __future__ import annotations
@@ -66,13 +67,65 @@ def simt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
+# ---- the probe (GPU): which way the accumulator rounds ---------------------------------------------------------------
+PROBE_STEPS = 100  # K-steps after the first
+
+
+def probe_inputs(step_k: int, tiny: float, rows: int = 64) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """a (rows x K), b (rows x K) with K = step_k x (1 + PROBE_STEPS): the first K-step adds 1.0, each later one adds
+    ``tiny`` (0.75 of the f32 spacing at 1.0, exact in the input type) and nothing else; (a, b, the sum rounded to
+    nearest at every addition, the sum rounded toward zero at every addition)."""
+    k = step_k * (1 + PROBE_STEPS)
+    a = np.zeros((rows, k), np.float32)
+    b = np.zeros((rows, k), np.float32)
+    a[:, 0] = b[:, 0] = 1.0
+    a[:, step_k::step_k] = tiny
+    b[:, step_k::step_k] = 1.0
+    near = np.float32(1.0)
+    for _ in range(PROBE_STEPS):
+        near = np.float32(np.float64(near) + tiny)
+    return a, b, float(near), 1.0
+
+
+def verdict(got: float, near: float, zero: float) -> str:
+    if got == near:
+        return "to nearest"
+    if got == zero:
+        return "toward zero"
+    return f"neither ({got!r}: to nearest gives {near!r}, toward zero {zero!r})"
+
+
+def probe() -> int:
+    """ptxgen.gemm on the GPU with probe_inputs for tf32 (K-step 8) and bf16 (K-step 16): which way each rounds."""
+    import torch
+
+    import ptxgen
+
+    spacing = 2.0 ** -23  # of f32 at 1.0
+    for name, dtype, step_k in (("tf32", torch.float32, 8), ("bf16", torch.bfloat16, 16)):
+        a, b, near, zero = probe_inputs(step_k, 0.75 * spacing)
+        ta, tb = (torch.from_numpy(x).to("cuda", dtype) for x in (a, b))
+        kw = {"precision": "tf32"} if dtype is torch.float32 else {}
+        out = torch.empty(a.shape[0], b.shape[0], device="cuda", dtype=torch.float32)
+        ptxgen.gemm(ta, tb, out, **kw)
+        torch.cuda.synchronize()
+        got = out[0, 0].item()
+        same = bool((out == out[0, 0]).all())
+        print(f"{name}: accumulator after 1.0 and {PROBE_STEPS} K-steps of 0.75 spacing: {got!r} -> {verdict(got, near, zero)}"
+              f"{'' if same else ' (outputs differ)'}")
+    return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--k", type=int, default=10000, help="K of the float32 product (default 10000)")
     ap.add_argument("--outputs", type=int, default=400, help="output elements simulated (default 400)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--splits", default="4,16", help="split-K counts to model (default 4,16)")
+    ap.add_argument("--probe", action="store_true", help="GPU: which way ptxgen's tf32 and bf16 kernels' accumulator rounds")
     args = ap.parse_args()
+    if args.probe:
+        raise SystemExit(probe())
     if args.k < 1 or args.outputs < 1:
         ap.error("--k and --outputs are at least 1")
     rng = np.random.default_rng(args.seed)
