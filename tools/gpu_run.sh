@@ -29,7 +29,8 @@ attention       tools/bench_attention.py (SDPA flash and cuDNN) and compute-sani
 training        tools/bench_training.py: an MLP and a MoE training step against torch eager and torch.compile
 distributed     torchrun --standalone over the visible GPUs: tests/distributed_train.py (DDP, FSDP2, torch.compile)
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes (bf16, e4m3) under it
-referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json"
+referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
+accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds"
 
 usage() { echo "usage: OUT=dir [BUDGET=seconds] [DRY_RUN=1] tools/gpu_run.sh STEP... | --list | --help"; echo; echo "$STEPS_HELP"; }
 case "${1:-}" in
@@ -186,6 +187,8 @@ step_referee() {
   run referee.log 400 env PTXGEN_REFEREE_JSON="$LOGS/referee.json" python3 -m pytest tests/test_torch_referee.py -n 8 -q \
     -p no:cacheprovider -rs
 }
+
+step_accumulation() { run accumulation.log 120 env PYTHONPATH="$PWD" python3 tools/accumulation_model.py --probe; }
 
 if [ -z "$DRY" ]; then
   trap pack EXIT
