@@ -6,8 +6,8 @@ one of two ways:
 
 * ptxgen's: exit 130, "ptxgen: interrupted", no traceback;
 * the interpreter's, when the signal came before the first line of ptxgen ran (Python's start-up: ``site`` and the
-  ``.pth`` files of site-packages): killed by SIGINT or Python's own KeyboardInterrupt report, and then nothing in it
-  from a ptxgen source file.
+  ``.pth`` files of site-packages) or while that first line, the take-over, loaded ``ptxgen.ctrlc``: killed by
+  SIGINT or Python's own KeyboardInterrupt report, and then nothing in it from any other ptxgen source file.
 
 A traceback through a file of the ptxgen package is a failure: a window where ptxgen runs and Ctrl-C is not yet
 its. The classification is the test's own, from the child's stderr (its control below); the last delay must land in
@@ -37,15 +37,25 @@ if __name__ == '__main__':
     sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
     sys.exit(main())
 """
-PTXGEN_FRAME = re.compile(r'File "[^"]*[/\\]ptxgen[/\\][^"]*\.py"')
+PTXGEN_FRAME = re.compile(r'File "[^"]*[/\\]ptxgen[/\\]([^"]*)\.py", line \d+, in ([^\n]*)\n(?:    (.*)\n)?')
+TAKE_OVER_MODULES = ("ctrlc", "status")  # what the take-over loads before its handler is in place
+
+
+def in_the_take_over(err: str) -> bool:
+    """Every ptxgen frame of the traceback is the take-over itself: the package's first statement importing
+    ptxgen.ctrlc, or the loading (module level, not a function of theirs) of ctrlc and the constants it imports
+    (ptxgen.status), before the handler is set."""
+    frames = PTXGEN_FRAME.findall(err)
+    return bool(frames) and all((mod in TAKE_OVER_MODULES and where == "<module>") or "from .ctrlc import" in (src or "")
+                                for mod, where, src in frames)
 
 
 def classify(code: int, err: str) -> str:
-    """'ptxgen' (handled: exit 130, no traceback), 'interpreter' (Python's start-up, before any ptxgen code), or
-    'FAULT: ...'."""
+    """'ptxgen' (handled: exit 130, no traceback), 'interpreter' (Python's start-up, before any ptxgen code, or the
+    take-over's own loading: :func:`in_the_take_over`), or 'FAULT: ...'."""
     if code == 130 and "ptxgen: interrupted" in err and "Traceback" not in err:
         return "ptxgen"
-    if PTXGEN_FRAME.search(err):
+    if PTXGEN_FRAME.search(err) and not in_the_take_over(err):
         return "FAULT: a traceback through ptxgen's code"
     if code == -signal.SIGINT or (code != 0 and "KeyboardInterrupt" in err):
         return "interpreter"
@@ -144,8 +154,21 @@ KeyboardInterrupt
 """
 
 
+TAKE_OVER_TRACEBACK = """Traceback (most recent call last):
+  File "<frozen runpy>", line 189, in _run_module_as_main
+  File "/repo/ptxgen/__init__.py", line 28, in <module>
+    from .ctrlc import take_over_while_loading as _take_over_while_loading
+  File "/repo/ptxgen/ctrlc.py", line 0, in <module>
+KeyboardInterrupt
+"""
+
+
 def test_control_the_classification():
     assert classify(1, STARTUP_TRACEBACK) == "interpreter" and classify(-2, "") == "interpreter"
+    assert classify(-2, TAKE_OVER_TRACEBACK) == "interpreter"  # the signal came while the take-over itself loaded
+    mixed = TAKE_OVER_TRACEBACK.replace('line 0, in <module>\n', 'line 40, in take_over_while_loading\n'
+                                        '  File "/repo/ptxgen/version.py", line 3, in <module>\n')
+    assert classify(-2, mixed).startswith("FAULT")  # control: a frame of another ptxgen module is a fault
     assert classify(1, PTXGEN_TRACEBACK).startswith("FAULT") and classify(-2, PTXGEN_TRACEBACK).startswith("FAULT")
     assert classify(0, "").startswith("FAULT") and classify(130, "ptxgen: interrupted\n") == "ptxgen"
 
