@@ -444,6 +444,11 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("ptxgen: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except RuntimeError as e:  # Python wraps an exception raised in a class body's __set_name__ (a dataclass being
+        if not _from_ctrl_c(e):  # made while a command's modules load) in RuntimeError: a Ctrl-C there is one too
+            raise
+        print("ptxgen: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except ModuleNotFoundError as e:  # a broken install: the compiler (cuda-python's NVRTC) or a renderer is missing
         if (e.name or "").split(".")[0] not in _DEPENDENCIES:
             raise
@@ -462,6 +467,17 @@ def _main(argv: list[str]) -> int:
         else:
             print(f"ptxgen: error: {clipped(e.filename)}: {clipped(e.strerror or e)}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _from_ctrl_c(e: BaseException) -> bool:
+    """A KeyboardInterrupt somewhere in ``e``'s chain of causes (``raise ... from``, or raised while handling it)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _silence_stdout() -> None:

@@ -671,3 +671,29 @@ def test_the_generator_hash_is_of_sources_not_of_a_compiled_launcher(tmp_path):
     c = tree / "ptxgen" / "runtime" / "launch" / "_launcher.c"
     c.write_text(c.read_text() + "\n")  # the control: a source changed changes it
     assert tree_sha256(roots) != base
+
+
+def test_a_ctrl_c_wrapped_by_the_interpreter_is_still_an_interrupt(monkeypatch, capsys):
+    """Python 3.11 wraps an exception raised in a descriptor's __set_name__ (a dataclass being made while a command's
+    modules load) in RuntimeError; a Ctrl-C there (the CI run of 2026-12-06 at 53d0224 caught one in `ptxgen sweep`)
+    exits 130 with no traceback. Control: a RuntimeError of another cause still propagates."""
+    from ptxgen import cli
+
+    class Ctrl:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt
+
+    def interrupted(args):
+        type("Made", (), {"field": Ctrl()})  # RuntimeError from KeyboardInterrupt on 3.11; KeyboardInterrupt later
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_decode", interrupted)
+    assert cli.main(["decode", "0x0"]) == 130
+    assert "ptxgen: interrupted" in capsys.readouterr().err
+
+    def broken(args):
+        raise RuntimeError("not a Ctrl-C")
+
+    monkeypatch.setattr(cli, "cmd_decode", broken)
+    with pytest.raises(RuntimeError, match="not a Ctrl-C"):
+        cli.main(["decode", "0x0"])
