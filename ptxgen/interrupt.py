@@ -60,8 +60,24 @@ class interruptible:  # noqa: N801 - used as `with interruptible():`
     def __enter__(self):
         self.ours = signal.getsignal(signal.SIGINT) is exit_interrupted
         if self.ours:
+            self.hook = sys.unraisablehook
+            sys.unraisablehook = _unraisable(self.hook)
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def __exit__(self, *exc) -> None:
         if self.ours:
             signal.signal(signal.SIGINT, exit_interrupted)
+            sys.unraisablehook = self.hook
+
+
+def _unraisable(previous):
+    """A KeyboardInterrupt raised where Python cannot pass it on (a weakref callback of the import system, a __del__)
+    would be printed as "Exception ignored ..." and lost: exit 130 at once instead (the CI run of 2026-12-06 at
+    ba48e27 caught one in importlib's module-lock callback while `ptxgen sweep` loaded). Anything else goes to
+    ``previous``."""
+
+    def hook(unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            exit_interrupted()
+        previous(unraisable)
+    return hook
