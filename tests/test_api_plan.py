@@ -233,6 +233,22 @@ def test_fused_plan_agrees_with_the_door(doors):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_pre_activation_steps_plan_as_the_door_runs_them(doors):
+    """aux= (with an activation: the kernel stores z) and dact= (reads it): the plan names the door's kernel, whose
+    chain has the step; dact without aux is refused by the door's rule."""
+    a, b, out, bias, z = (CupyArray((512, 256)), CupyArray((384, 256)), CupyArray((512, 384)), CupyArray((384,)),
+                          CupyArray((512, 384)))
+    p = plan("gemm", a, b, out, bias=bias, activation="gelu_tanh", aux=z)
+    assert p.path is Path.HOT and p.spec.fuse.aux
+    assert door_spec(ptxgen.gemm, a, b, out, bias=bias, activation="gelu_tanh", aux=z) == p.spec
+    p = plan("gemm", a, b, out, dact="gelu_tanh", aux=z)
+    assert p.path is Path.HOT and p.spec.fuse.dact.value == "gelu_tanh"
+    assert door_spec(ptxgen.gemm, a, b, out, dact="gelu_tanh", aux=z) == p.spec
+    refused = plan("gemm", a, b, out, dact="gelu_tanh")  # control: no z to read
+    assert refused.path is Path.REFUSED and "aux=" in refused.why
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("case", ["plain", "m_major_a", "b_gaps", "f32", "mixed", "n_major_f8_b"])
 def test_grouped_plan_agrees_with_the_door(doors, case):
     g, n, k, m = 5, 300, 256, 700

@@ -18,7 +18,7 @@ allocation among them; the attention kernels, sm_90a at head dims 64 and 128 wit
 sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|all]
 """
 import argparse
 import sys
@@ -162,6 +162,27 @@ def pair_specs() -> dict:
     return {f"pair {'-'.join(map(str, k))}": t for k, t in sorted(kinds.items())}
 
 
+def training_forms_specs() -> dict:
+    """The 2026-12-06 (0.3.0) kernels: one ci-grid configuration per K-grouped kind (bf16/f16 x operand majorness,
+    row-wise FP8) and per 1D1D block-FP8 kernel, the chain's aux and dact steps, the small-n 128 x 64 2x1 kernel."""
+    from ptxgen.derive.tile.spec import make_spec
+    from ptxgen.runtime.choose.narrow import small_n_wide_kernel
+    from ptxgen.sweep import load_grid
+
+    out: dict = {}
+    for t in load_grid("ci").specs:
+        if t.grouped.value in ("offs_k", "offs_k_rowwise"):
+            out.setdefault(f"{t.grouped.value} {t.dtype.value} a {t.a.major.value} b {t.b.major.value}", t)
+        elif t.fp8_blocks.value == "1x128x1x128":
+            out.setdefault(f"1d1d {t.bm}x{t.bn} {t.out_dtype.value}", t)
+    base = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", out_dtype="bf16",
+                arch="sm_90a", stages=4, schedule="persistent")
+    out["chain bias + aux + gelu, TMA store"] = make_spec(**base, epilogue="tma", fuse="bias=col:bf16,aux,act=gelu_tanh")
+    out["chain dact gelu, B N-major"] = make_spec(**{**base, "b": "mnmajor-sw128", "b_order": "k"}, fuse="dact=gelu_tanh")
+    out["small-n 128 x 64 2x1"] = small_n_wide_kernel(64).spec()
+    return out
+
+
 def attention_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
     """Each attention kernel compiled by ``toolchain``'s NVRTC and gated by its own SASS check (no local memory)."""
     import json
@@ -207,7 +228,7 @@ def attention_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
-                                      "pairs-attention", "all"), default="all")
+                                      "pairs-attention", "training-forms", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("streamk", "all"):
@@ -226,6 +247,8 @@ def main() -> int:
         specs.update(tile_model_specs())
     if args.set in ("pairs-attention", "all"):
         specs.update(pair_specs())
+    if args.set in ("training-forms", "all"):
+        specs.update(training_forms_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

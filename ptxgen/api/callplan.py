@@ -83,7 +83,7 @@ def plan(op: str, *arrays, device: str | None = None, **kwargs) -> CallPlan:
 # ptxgen.gemm: 2-D (api.dispatch), batched (3-D), and the fused keywords (api.fused)
 # ------------------------------------------------------------------------------------------------
 def _plan_gemm(args: dict, t: Target) -> CallPlan:
-    fused_kw = {k: args.get(k) for k in ("bias", "activation", "c", "residual")}
+    fused_kw = {k: args.get(k) for k in ("bias", "activation", "c", "residual", "aux", "dact")}
     if any(v is not None for v in fused_kw.values()) or args.get("alpha", 1.0) != 1.0:
         return _plan_fused({**args, "bias_axis": "col"}, t, op="gemm")
     ai, bi, oi = _read(args, "a", "b", "out")
@@ -191,7 +191,8 @@ def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
 
 
 def _plan_fused_infos(ai, bi, oi, args: dict, t: Target, op: str) -> CallPlan:
-    infos = dict(zip(("bias", "c", "residual", "scale", "amax"), _read(args, "bias", "c", "residual", "scale", "amax")))
+    infos = dict(zip(("bias", "c", "residual", "scale", "amax", "aux"),
+                     _read(args, "bias", "c", "residual", "scale", "amax", "aux")))
     out_dtype = args.get("out_dtype")
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or infos["scale"] is not None
     if fp8 and infos["scale"] is None:
@@ -248,7 +249,8 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
             oi = None if "out" in packs else oi
     chain = fused._chain(infos["bias"], args.get("bias_axis", "col"), args.get("activation"),
                          infos["c"] is not None and beta != 0, infos["residual"] is not None, infos["scale"],
-                         args.get("scale_mode"), m, alpha, args.get("c_tma", False))
+                         args.get("scale_mode"), m, alpha, args.get("c_tma", False), infos["aux"] is not None,
+                         args.get("dact"))
     if packed and path is Path.HOT:
         path = Path.PACKED
     if chain is None:
@@ -288,6 +290,8 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
         fused._vector(infos["bias"], "bias", (n,) if chain.bias.value == "col" else (m,), (chain.bias_dtype.value,))
     if chain.residual:
         fused._matrix(infos["residual"], "residual", m, n, aux)
+    if chain.aux or chain.dact.value != "none":
+        fused._matrix(infos["aux"], "aux", m, n, aux)
     if chain.fp8_scale is not None:
         length = 1 if chain.fp8_scale.value == "tensor" else m
         fused._vector(infos["scale"], "scale", (length,), ("f32",))
