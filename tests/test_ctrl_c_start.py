@@ -59,6 +59,8 @@ def classify(code: int, err: str) -> str:
         return "FAULT: a traceback through ptxgen's code"
     if code == -signal.SIGINT or (code != 0 and "KeyboardInterrupt" in err):
         return "interpreter"
+    if "Exception ignored" in err and "KeyboardInterrupt" in err:  # Python itself dropped it (an import-lock callback
+        return "interpreter"  # before ptxgen's first line): its own report, and the command runs on
     return f"FAULT: exit {code}"
 
 
@@ -169,6 +171,9 @@ def test_control_the_classification():
     mixed = TAKE_OVER_TRACEBACK.replace('line 0, in <module>\n', 'line 40, in take_over_while_loading\n'
                                         '  File "/repo/ptxgen/version.py", line 3, in <module>\n')
     assert classify(-2, mixed).startswith("FAULT")  # control: a frame of another ptxgen module is a fault
+    dropped = ("Exception ignored in: <function _get_module_lock.<locals>.cb at 0x1>\nTraceback (most recent call last):\n"
+               '  File "<frozen importlib._bootstrap>", line 207, in cb\nKeyboardInterrupt: \n')
+    assert classify(0, dropped) == "interpreter" and classify(0, "").startswith("FAULT")
     assert classify(1, PTXGEN_TRACEBACK).startswith("FAULT") and classify(-2, PTXGEN_TRACEBACK).startswith("FAULT")
     assert classify(0, "").startswith("FAULT") and classify(130, "ptxgen: interrupted\n") == "ptxgen"
 
