@@ -75,7 +75,7 @@ def test_cli_builds_attention(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ("--head-dim", "80"), ("--head-dim", "64", "--bm", "256"), ("--head-dim", "128", "--bn", "192"),
+    ("--head-dim", "80"), ("--head-dim", "64", "--bm", "256"), ("--head-dim", "128", "--bm", "192"),
     ("--head-dim", "64", "--arch", "sm_100a", "--bm", "64"), ("--head-dim", "64", "--dtype", "e4m3"), ("--bm", "128"),
     ("--head-dim", "64", "--bm", "64", "--schedule", "pingpong"),
 ])
@@ -142,3 +142,24 @@ def test_prepared_launch_reencodes_only_changed_pointers():
     assert vals[9:12] == [out.stride(0), out.stride(1), out.stride(2)]
     assert abs(vals[12] - 0.125 * 1.4426950408889634) < 1e-6
     assert drv.launches[-1] == (7, (3, h, b), (384, 1, 1), prep.smem, 5)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_default_choice_is_a_legal_spec_for_every_length(head_dim, dtype):
+    """The chooser's tile and schedule build a legal spec at every sequence length and both masks; an explicit tile
+    or schedule replaces the default; an illegal one is refused naming its flag."""
+    from ptxgen.attention.args import AttentionProblem
+    from ptxgen.attention.launch import choose_spec
+    from ptxgen.author import DType, SpecError
+
+    for sk in (1, 7, 1000, 4095, 4096, 16384):
+        p = AttentionProblem(2, 8, 8, 1000, sk, head_dim, DType(dtype))
+        for causal in (False, True):
+            s = choose_spec(p, causal)
+            assert (s.head_dim, s.causal) == (head_dim, causal)
+    p = AttentionProblem(1, 4, 4, 100, 100, head_dim, DType(dtype))
+    s = choose_spec(p, False, "serial", (64, 64, 3))
+    assert (s.bm, s.bn, s.stages, s.schedule) == (64, 64, 3, "serial")
+    with pytest.raises(SpecError, match="^--schedule="):
+        choose_spec(p, False, "pingpong", (192, 64, 2))  # ping-pong alternates exactly two warpgroups

@@ -64,7 +64,7 @@ def _c_eval(expr: str, **values) -> int:
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("bm,bn", [(64, 64), (128, 128), (128, 192)])
+@pytest.mark.parametrize("bm,bn", [(64, 64), (128, 128), (128, 192), (192, 128)])
 def test_c_expressions_agree_with_the_plan(causal, bm, bn):
     for sk in (1, 7, 128, 129, 1000):
         nb = -(-sk // bn)
@@ -79,8 +79,9 @@ def test_c_expressions_agree_with_the_plan(causal, bm, bn):
 
 
 @pytest.mark.parametrize("kw,flag", [
-    (dict(head_dim=96), "--head-dim"), (dict(head_dim=64, bm=192), "--bm"), (dict(head_dim=64, bn=96), "--bn"),
-    (dict(head_dim=128, bn=192), "--bn"), (dict(head_dim=64, dtype=DType.E4M3), "--dtype"),
+    (dict(head_dim=96), "--head-dim"), (dict(head_dim=64, bm=256), "--bm"), (dict(head_dim=64, bn=96), "--bn"),
+    (dict(head_dim=128, bm=192), "--bn"), (dict(head_dim=64, bm=192, bn=192), "--bn"), (dict(head_dim=64, dtype=DType.E4M3), "--dtype"),
+    (dict(head_dim=64, bm=192, schedule="pingpong"), "--schedule"),
     (dict(head_dim=64, bm=64, arch=Arch.SM100A), "--bm"), (dict(head_dim=64, arch=Arch.SM100A, schedule="overlap"), "--schedule"), (dict(head_dim=64, bm=64, schedule="pingpong"), "--schedule"),
     (dict(head_dim=64, schedule="fast"), "--schedule"), (dict(head_dim=128, stages=4), "--stages"),
 ])

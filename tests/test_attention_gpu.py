@@ -51,6 +51,26 @@ def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal, schedule)
     assert (lse.double() - rl).abs().max().item() < 1e-2
 
 
+# every tile the chooser may pick besides the 128 x 128 one: the defaults (ptxgen.attention.launch.default_choice),
+# three consumer warpgroups (BM 192) and D 128 with 192-key blocks, each under the schedules it allows
+TILES = [(64, (128, 192, 2), "pingpong"), (64, (192, 128, 2), "overlap"), (64, (192, 64, 3), "serial"),
+         (128, (128, 192, 2), "pingpong"), (128, (128, 192, 2), "overlap")]
+
+
+@pytest.mark.parametrize("d,tile,schedule", TILES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,h,hk,sq,sk", [(1, 4, 4, 1, 1), (2, 8, 2, 7, 7), (1, 8, 1, 1000, 1000), (2, 4, 4, 130, 517),
+                                          (1, 4, 1, 517, 130)])
+def test_attention_tiles_match_float64(b, h, hk, sq, sk, d, tile, schedule, causal):
+    torch.manual_seed(sq + 7 * sk + d)
+    q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out, lse = attention_with(q, k, v, causal=causal, return_lse=True, schedule=schedule, tile=tile)
+    ro, rl = reference(q, k, v, causal, 1 / math.sqrt(d))
+    assert (out.double() - ro).abs().max().item() < 2e-2 + 2e-2 * ro.abs().max().item()
+    assert (lse.double() - rl).abs().max().item() < 1e-2
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_attention_bshd_view_without_copy(schedule):
     """(B, S, H, D) storage transposed to (B, H, S, D): read in place through the tensor map's strides."""

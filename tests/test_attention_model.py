@@ -101,8 +101,8 @@ def test_online_softmax_matches_exact(causal, sq, sk, overlap):
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("switch", ["rescale_first", "rescale_sum"])
 def test_online_softmax_control_wrong_order_fails(switch, overlap):
-    """Serial: O rescaled after the block's own P·V; overlap: O rescaled before the previous block's P·V is added;
-    either: the running sum not rescaled. Each must miss the exact result."""
+    """Serial: O rescaled after the block's own P·V; overlap: the previous block's P·V added before its factor
+    rescales O; either: the running sum not rescaled. Each must miss the exact result."""
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((n, 64)).astype(np.float32) * 3 for n in (128, 256, 256))
     o, _ = _model_run(q, k, v, 0.125, False, 64, 64, overlap=overlap, **{switch: False})

@@ -58,6 +58,21 @@ def test_fa3_ring_by_hand():
     assert set(plain.bars) == {"full", "empty"} and plain.expect_tx == {"full": 32 * kb} and plain.empty_arrivals == 2
 
 
+def test_empty_barrier_per_operand_by_hand():
+    """empty_per_operand: K's three empty barriers, then V's, where the one shared set was (Q_full 0, full_K 8,
+    full_V 32, empty_K 56, empty_V 80); empty_bar names them per operand; the one-set ring (the control) has neither."""
+    q, k, v = fa3_operands(d=64)
+    r = Ring(stages=3, operands=(k, v), resident=(q,), full_per_operand=True, empty_per_operand=True, consumer_warpgroups=2,
+             empty_arrivals=8).plan()
+    kb = 1024
+    assert {n: r.bar_offset(n) for n in r.bars} == {"Q_full": 0, "full_K": 8, "full_V": 32, "empty_K": 56, "empty_V": 80}
+    assert r.empty_bar("s", "K") == f"(base + {112 * kb + 56}u + static_cast<unsigned>(s) * 8u)"
+    assert r.empty_bar("s", "V") == f"(base + {112 * kb + 80}u + static_cast<unsigned>(s) * 8u)"
+    assert r.empty_bar("s") == r.empty_bar("s", "K")  # the first operand's stands for the ring's
+    one = Ring(stages=3, operands=(k, v), resident=(q,), full_per_operand=True, consumer_warpgroups=2).plan()
+    assert "empty" in one.bars and not {"empty_K", "empty_V"} & set(one.bars)
+
+
 @pytest.mark.parametrize("kw, field", [
     (dict(empty_arrivals=9), "empty_arrivals"), (dict(empty_arrivals=0), "empty_arrivals"),
     (dict(barriers=("K",)), "ring names"), (dict(barriers=("x",), words=("x",)), "ring names"),

@@ -7,7 +7,10 @@ pass per contender is reported.
 FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts them.
 
     python tools/bench_attention.py [--seqlens 512,2048,8192,16384] [--head-dims 64,128] [--repeats 7] [--json out.json]
-        [--schedules serial,overlap,pingpong]
+        [--variants default,pingpong:128:192:2,...]
+
+Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``; a
+variant the head dim cannot take (a SpecError) is reported as unavailable for that point.
 """
 
 from __future__ import annotations
@@ -25,10 +28,21 @@ sys.path.insert(0, ".")
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
-def contenders(schedules):
+def variant(name: str):
+    """(schedule, tile) of a variant name: ``default`` -> (None, None); ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2))."""
+    if name == "default":
+        return None, None
+    sched, bm, bn, stages = name.split(":")
+    return sched, (int(bm), int(bn), int(stages))
+
+
+def contenders(variants):
     from ptxgen.attention.launch import attention
 
-    out = {f"ptxgen-{s}": (lambda q, k, v, c, s=s: attention(q, k, v, causal=c, schedule=s)) for s in schedules}
+    out = {}
+    for name in variants:
+        sched, tile = variant(name)
+        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile: attention(q, k, v, causal=c, schedule=sched, tile=tile))
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         def f(q, k, v, c, be=be):
             with sdpa_kernel([be]):
@@ -65,10 +79,10 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--schedules", default="serial,overlap,pingpong", help="ptxgen consumer schedules to time")
+    ap.add_argument("--variants", default="default", help="ptxgen variants to time: default and/or SCHEDULE:BM:BN:STAGES")
     a = ap.parse_args()
     rows = []
-    cs = contenders(a.schedules.split(","))
+    cs = contenders(a.variants.split(","))
     print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
     for d in map(int, a.head_dims.split(",")):
         for s in map(int, a.seqlens.split(",")):

@@ -21,12 +21,25 @@ _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
-DEFAULT_SCHEDULE = "serial"
+LONG_KEYS = 4096  # from this many keys on, D 128 takes 192-key blocks
 
 
-def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None) -> AttentionSpec:
-    """Two consumer warpgroups (BM 128) and 128-key blocks (FA3's hdim-128 causal tile, and a legal 64 one)."""
-    return AttentionSpec(p.head_dim, 128, 128, causal, p.dtype, schedule=schedule or DEFAULT_SCHEDULE)
+def default_choice(p: AttentionProblem) -> tuple[tuple[int, int, int], str]:
+    """((BM, BN, stages), schedule) for a problem, from the H100 sweep of docs/attention.md ("Choosing the tile"):
+    D 64: three consumer warpgroups (BM 192, FA3's head-dim-64 tile) with 128-key blocks, intra-warpgroup overlap;
+    D 128: two consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128."""
+    if p.head_dim == 64:
+        return (192, 128, 2), "overlap"
+    return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong"
+
+
+def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
+                tile: tuple[int, int, int] | None = None) -> AttentionSpec:
+    """The default tile and schedule of the problem (``default_choice``), or the ones asked for."""
+    (bm, bn, stages), default = default_choice(p)
+    if tile is not None:
+        bm, bn, stages = tile
+    return AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default)
 
 
 def _kernel(spec: AttentionSpec, device_index: int):
@@ -73,28 +86,28 @@ class PreparedAttention:
 _PREPARED: dict = {}
 
 
-def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None) -> tuple:
+def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None) -> tuple:
     return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), q.dtype, q.device,
-            causal, scale, return_lse, schedule)
+            causal, scale, return_lse, schedule, tile)
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
-              schedule: str | None = None):
+              schedule: str | None = None, tile: tuple[int, int, int] | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
     transposed to (B, H, S, D) works without a copy). k and v may have fewer heads than q (GQA/MQA: H_kv divides H).
     Causal is top-left aligned, as scaled_dot_product_attention's is_causal. ``return_lse``: also the float32
-    log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES;
-    None: DEFAULT_SCHEDULE), for tests and benchmarks."""
+    log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES)
+    and ``tile``: (BM, BN, stages), for tests and benchmarks (None: ``default_choice``)."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule)
+    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile)
     prep = _PREPARED.get(key)
     if prep is None:
-        spec = choose_spec(p, bool(causal), schedule)
+        spec = choose_spec(p, bool(causal), schedule, tile)
         built, func = _kernel(spec, q.device.index or 0)
         prep = PreparedAttention(spec, built.plan, func, p, q, k, v, out, scale)
         if len(_PREPARED) > 256:  # a bound on distinct shapes kept

@@ -15,8 +15,11 @@ Two MMAs share one pipeline:
   wgmma-64N16-A), so the A registers of K-step j are the accumulator pairs (8j + 2q, 8j + 2q + 1), q = 0..3,
   converted to 16 bits. ``ptxgen.model.layouts.attnmodel`` checks this against its own transcription of both figures.
 * The pipeline: one ``Ring`` with Q resident (loaded once, its own full barrier), K and V in ``stages`` stages with a
-  full barrier each (S = Q·Kᵀ starts before V lands) and one empty barrier per stage that every consumer warp
-  releases; the setmaxnreg budgets of ``spec.consumer_registers``, checked against the register pool by the ring.
+  full barrier each (S = Q·Kᵀ starts before V lands) and, on sm_90a, an empty barrier each that every consumer warp
+  releases (K once S = Q·Kᵀ has landed, V once P·V has: the producer refills K while P·V still reads V; with one
+  barrier for both, the overlapped schedules held two stages at once and starved the loads: an H100 profile of the
+  ``overlap`` schedule at D 128, seqlen 8k showed the consumers waiting on the full barriers); the setmaxnreg budgets
+  of ``spec.consumer_registers``, checked against the register pool by the ring.
 """
 
 from __future__ import annotations
@@ -143,7 +146,7 @@ def plan_attention(s: AttentionSpec) -> AttentionPlan:
     producer, consumer = consumer_registers(s.consumers)
     # every consumer warp's lane 0 releases a stage (the warps of a warpgroup finish P·V at different times)
     r = ring(s, q, k, v, consumer_warpgroups=s.consumers, empty_arrivals=4 * s.consumers, producer_registers=producer,
-             consumer_registers=consumer)
+             consumer_registers=consumer, empty_per_operand=True)
     return AttentionPlan(spec=s, q=q, k=k, v=v, ring=r, qk=wgmma(q, k), pv=wgmma(RegisterA(s.dtype), v),
                          p_pairs=p_register_pairs(s.bn, s.dtype), params=params(s, q, k, v))
 

@@ -57,6 +57,7 @@ class AttentionPlanSm100(RingOffsets):
 def plan_attention_sm100(s: AttentionSpec) -> AttentionPlanSm100:
     assert s.arch is Arch.SM100A
     q, k, v = operands(s)
-    r = ring(s, q, k, v, consumer_warpgroups=1, empty_arrivals=1, barriers=BARRIERS, words=WORDS, **REGISTERS)
+    r = ring(s, q, k, v, consumer_warpgroups=1, empty_arrivals=1, barriers=BARRIERS, words=WORDS, empty_per_operand=True,
+             **REGISTERS)
     return AttentionPlanSm100(spec=s, q=q, k=k, v=v, ring=r, qk=tcgen05(q, k), pv=tcgen05(TmemA(s.dtype), v),
                               tmem=tmem_plan(S=s.bn, O=s.head_dim, P=s.bn // 2), params=params(s, q, k, v))

@@ -14,10 +14,12 @@ Barrier roles (one pair per stage, CUTLASS's PipelineTmaAsync):
   overrides it: one per consumer warp, or 1 for a tcgen05.commit). The producer waits on parity
   ``((it / stages) & 1) ^ 1``: a fresh barrier passes that wait, so the first pass over the ring needs no release.
 
-FlashAttention-3's pipeline adds three things, each optional: ``resident`` operands (loaded once before the loop, one
+FlashAttention-3's pipeline adds four things, each optional: ``resident`` operands (loaded once before the loop, one
 stage and one full barrier each, never released: Q), ``full_per_operand`` (one full barrier per operand per stage, so
-a consumer waits for K, starts Q·Kᵀ, and waits for V only before P·V) and named single ``barriers`` and 8-byte
-``words`` after the stage barriers (an MMA's commit barrier, the tcgen05.alloc address slot).
+a consumer waits for K, starts Q·Kᵀ, and waits for V only before P·V), ``empty_per_operand`` (one empty barrier per
+operand per stage, ``empty_<name>``: a consumer releases K as soon as Q·Kᵀ has read it, V after P·V, so the producer
+refills K while P·V still reads V) and named single ``barriers`` and 8-byte ``words`` after the stage barriers (an
+MMA's commit barrier, the tcgen05.alloc address slot).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Ring:
     start_bytes: int = 0
     resident: tuple[OperandPlan, ...] = ()  # loaded once: one stage, one full barrier ("<name>_full") each, first
     full_per_operand: bool = False  # one full barrier set per operand ("full_<name>"), each with its own expect_tx
+    empty_per_operand: bool = False  # one empty barrier set per operand ("empty_<name>"), each released on its own
     empty_arrivals: int | None = None  # None: one per consumer warpgroup
     barriers: tuple[str, ...] = ()  # single mbarriers by name, after the stage barriers
     words: tuple[str, ...] = ()  # 8-byte shared words by name, after those (e.g. the TMEM address tcgen05.alloc writes)
@@ -133,8 +136,9 @@ class RingPlan:
         """C: the stage's full barrier (``operand``: that operand's, with ``full_per_operand``)."""
         return (self.bars[f"full_{operand}"] if operand else self.full).addr(stage)
 
-    def empty_bar(self, stage: str = "s") -> str:
-        return self.empty.addr(stage)
+    def empty_bar(self, stage: str = "s", operand: str | None = None) -> str:
+        """C: the stage's empty barrier (``operand``: that operand's, with ``empty_per_operand``)."""
+        return (self.bars[f"empty_{operand}"] if operand else self.empty).addr(stage)
 
     def stage_of(self, it: str) -> str:
         """C: the stage iteration ``it`` (0, 1, 2, ... over the K tiles) uses."""
@@ -217,7 +221,7 @@ def plan_ring(ring: Ring) -> RingPlan:
         at += b.nbytes
     bars, tx = _barriers(ring, _up(at, MBAR_BYTES))
     full = bars[f"full_{ring.operands[0].name}"] if ring.full_per_operand and ring.operands else bars.get("full")
-    empty = bars["empty"]
+    empty = bars[f"empty_{ring.operands[0].name}"] if ring.empty_per_operand and ring.operands else bars["empty"]
     used = max(r.offset_bytes + r.nbytes for r in bars.values())
     dynamic = used + BASE_ALIGN - 16
     if dynamic > MAX_DYNAMIC_SMEM:
@@ -237,7 +241,7 @@ def plan_ring(ring: Ring) -> RingPlan:
 
 def _barriers(ring: Ring, at: int) -> tuple[dict[str, Region], dict[str, int]]:
     """The barrier block from ``at``: each resident operand's full barrier, the stages' full barriers (one set, or one
-    per operand), the empty barriers, the named barriers, the words; and each full barrier's transaction bytes."""
+    per operand), the empty barriers (likewise), the named barriers, the words; and each full barrier's transaction bytes."""
     bars, tx = {}, {}
 
     def put(name: str, count: int = 1, per_stage: bool = False) -> None:
@@ -255,7 +259,11 @@ def _barriers(ring: Ring, at: int) -> tuple[dict[str, Region], dict[str, int]]:
     else:
         put("full", ring.stages, True)
         tx["full"] = sum(p.expect_tx_bytes for p in ring.operands)
-    put("empty", ring.stages, True)
+    if ring.empty_per_operand:
+        for p in ring.operands:
+            put(f"empty_{p.name}", ring.stages, True)
+    else:
+        put("empty", ring.stages, True)
     for name in ring.barriers + ring.words:
         put(name)
     return bars, tx

@@ -73,9 +73,10 @@ def online_softmax(q, k, v, scale: float, causal: bool, bn: int, blocks, row0: i
     kernel does it (the tile's first query index is ``row0``): f32, exp2, the scale folded into one FMA, running max and sum. The two switches exist for the
     controls: O rescaled after the block's P·V instead of before, or the running sum left unrescaled.
 
-    ``overlap``: FA3's intra-warpgroup order. The P·V of block n-1 runs while block n's softmax does, so O holds
-    the blocks before n-1 at the old max when block n's factor is known: O = (O + P_{n-1}·V_{n-1}) · corr_n, and the
-    last P·V is added after the loop. (Here ``rescale_first=False`` is the control: O·corr_n + P_{n-1}·V_{n-1}.)"""
+    ``overlap``: FA3's intra-warpgroup order. The P·V of block n-1 is issued with block n's Q·Kᵀ and runs while
+    block n's softmax does; O is brought to block n-1's running max just before it (while Q·Kᵀ runs): O = O·corr_{n-1}
+    + P_{n-1}·V_{n-1}, and after the loop the last block's the same way. (Here ``rescale_first=False`` is the
+    control: O = (O + P_{n-1}·V_{n-1})·corr_{n-1}, the previous block's P·V rescaled twice.)"""
     f = np.float32
     log2e = f(1.4426950408889634)
     sl2 = f(scale) * log2e
@@ -97,14 +98,20 @@ def online_softmax(q, k, v, scale: float, causal: bool, bn: int, blocks, row0: i
         sm = (sm * corr if rescale_sum else sm) + p.sum(axis=1)
         if overlap:
             if pending is not None:
-                pv = pending[0] @ v[pending[1]].astype(f)
-                o = (o + pv) * corr[:, None] if rescale_first else o * corr[:, None] + pv
-            pending = (p, keys)
+                o = _add_pending(o, pending, v, rescale_first)
+            pending = (p, keys, corr)
         elif rescale_first:
             o = o * corr[:, None] + p @ v[keys].astype(f)
         else:
             o = (o + p @ v[keys].astype(f)) * corr[:, None]
     if pending is not None:
-        o = o + pending[0] @ v[pending[1]].astype(f)
+        o = _add_pending(o, pending, v, rescale_first)
     return o / sm[:, None], (mx * sl2 + np.log2(sm)) * f(np.log(2))
+
+
+def _add_pending(o, pending, v, rescale_first: bool):
+    """The overlapped step: O rescaled by the pending block's factor, then its P·V added (the control: added first)."""
+    p, keys, corr = pending
+    pv = p @ v[keys].astype(np.float32)
+    return o * corr[:, None] + pv if rescale_first else (o + pv) * corr[:, None]
 
