@@ -172,8 +172,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         # each CTA: (cluster M + cluster N - 1) x the warpgroups (CUTLASS PipelineTmaAsync multicast_consumer_arrival_count).
         cm, cn = spec.cluster.dims
         empty_arrivals *= cm + cn - 1
-        # block-scaled FP8 (derive.scaled.blockfp8) reads each K block's partial sum: wait_group 0, then release the stage
-        release_lag = 1 if S >= 2 and spec.fp8_blocks.value == "none" else 0
+        # block-scaled FP8 (derive.scaled.blockfp8) and --promote read each K-tile's partial sum: wait_group 0, then release
+        release_lag = 1 if S >= 2 and spec.fp8_blocks.value == "none" and not spec.promote else 0
     else:
         empty_arrivals, release_lag = 1, 0
     D = [

@@ -225,7 +225,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         row_half=WGMMA_ROW_HALF,
         group_regs=WGMMA_GROUP_REGS,
         hi_pair=WGMMA_GROUP_REGS // 2,
-        fresh=tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile)),
+        fresh=fresh_scale_d(mmas_per_k_tile),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
         sfb_doc=("f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
                  f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb"),
@@ -279,3 +279,25 @@ def shared_step_views(slabs) -> tuple[SlabStepView, ...]:
     issues = [i for i, st in enumerate(slabs.steps) if st.op == "issue"]
     assert [slabs.steps[i].slab for i in issues] == list(range(slabs.slabs)), slabs.steps
     return tuple(SlabStepView(st.op, st.slab, i == issues[0]) for i, st in enumerate(slabs.steps))
+
+
+def fresh_scale_d(mmas_per_k_tile: int) -> tuple[str, ...]:
+    """Each K-step's scale-d into a partial started fresh per K-tile: 0 at the first (it overwrites the partial), then 1."""
+    return tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile))
+
+
+@dataclass(frozen=True)
+class PromoteView:
+    """--promote (derive.tile.rules_promote), rendered: the block-FP8 loop's issue / wait_group 0 / release / promote
+    structure (templates/mma_blockfp8.cuh.j2 consumer_loop_promote) with no scales: acc += partial, one f32 add each."""
+
+    fresh: tuple[str, ...]  # per K-step of a K-tile: its scale-d (the first overwrites the partial)
+    commit_groups: tuple[tuple[int, ...], ...]  # one wgmma commit group: every K-step of the K-tile
+    every_k: int  # K elements per promotion (one K-tile)
+
+
+def promote_view(spec) -> PromoteView | None:
+    if not spec.promote:
+        return None
+    n = spec.mmas_per_k_tile
+    return PromoteView(fresh_scale_d(n), (tuple(range(n)),), spec.bk * spec.promote)
