@@ -216,7 +216,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                          "only waits on full barriers once the other has consumed every earlier K-tile, so a parity wait "
                          "can never be a whole phase behind", "CUTLASS KernelTmaWarpSpecializedPingpong (OrderedSequenceBarrier)"))
     if spec.arch is Arch.SM90A:
-        D.append(Derived("release_lag", release_lag, "1 with two or more stages, else 0",
+        D.append(Derived("release_lag", release_lag, "1 with two or more stages, else 0; 0 where each K-tile's partial sum is "
+                         "read after wait_group 0 (block FP8, --promote)",
                          "a consumer keeps one wgmma group in flight (wait_group 1) and releases the stage of the K-tile before; "
                          "with one stage that would deadlock (the producer could never refill it)", PIPELINE_REF))
     else:
