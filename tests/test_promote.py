@@ -31,7 +31,8 @@ def test_field_round_trips_and_names_the_kernel():
     (dict(dtype="f16", bk=64), "--promote", "tf32 inputs"),
     (dict(acc="f16", dtype="f16", bk=64), "--promote", "f32 accumulator"),
     (dict(arch="sm_100a", schedule="tile"), "--promote", "tcgen05 (sm_100a)"),
-    (dict(promote=2), "--promote", "0, 1"),
+    (dict(promote=3), "--promote", "0, 1, 2, 4"),
+    (dict(promote=4, stages=1), "--promote", "--stages 2 or more"),
     (dict(bn=256), "--bn", "partial beside the accumulator"),
     (dict(bm=256), "--bn", "partial beside the accumulator"),
     (dict(grouped="offs"), "--grouped", "grouped"),
@@ -40,20 +41,24 @@ def test_rules_refuse_with_the_rule_and_the_same_spec_without_promote_is_legal(k
     with pytest.raises(SpecError) as e:
         _spec(**kw)
     assert e.value.field == field and words in str(e.value), str(e.value)
-    if kw != dict(promote=2):  # control: the refusal is --promote's, the tile itself is legal
+    if "promote" not in kw:  # control: the refusal is --promote's, the tile itself is legal
         make_spec(**{**BASE, **kw})
+    elif "stages" in kw:  # control: one stage is legal for a promotion every K-tile (wait_group 0 before each release)
+        _spec(stages=1)
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(bn=192), dict(bm=64, bn=128), dict(loader="cp.async", copy_bytes=4),
-                                dict(fuse="c"), dict(batch="ab"), dict(epilogue="tma"), dict(out_dtype="bf16")])
+                                dict(fuse="c"), dict(batch="ab"), dict(epilogue="tma"), dict(out_dtype="bf16"),
+                                dict(promote=2), dict(promote=4), dict(promote=4, stages=2)])
 def test_legal_promoting_specs(kw):
-    assert _spec(**kw).promote == 1
+    assert _spec(**kw).promote == kw.get("promote", 1)
 
 
 def test_pipeline_releases_after_wait_group_0():
     from ptxgen.derive.tile.kernel import plan_kernel
 
     assert plan_kernel(_spec()).pipeline.release_lag == 0
+    assert plan_kernel(_spec(promote=4)).pipeline.release_lag == 1  # inside a group: wait_group 1, as the plain loop
     assert plan_kernel(make_spec(**BASE)).pipeline.release_lag == 1  # control: the plain loop keeps a group in flight
 
 
@@ -66,6 +71,11 @@ def test_rendered_loop_promotes_each_k_tile():
     assert "mma(part0, 0x4000004000010000ull + a_start, 0x4000004000010000ull + b_start, 0u);  // K 0..7" in src
     assert src.count(", 1u);  // K ") == 3 and "wgmma_wait<0>();  // the partial sums are complete" in src
     assert "wgmma_wait<1>" not in src and "mma(acc0" not in src
+    group = render_kernel(plan_kernel(_spec(promote=4)))  # 4 K-tiles per promotion: the group's first K-step is fresh
+    assert "for (int kt = 0; kt < num_k_tiles; kt += 4) {" in group and "const int kg = min(4, num_k_tiles - kt);" in group
+    assert "b_start, (j > 0 ? 1u : 0u));  // K 0..7" in group and "wgmma_wait<1>();  // K-tile j - 1's" in group
+    assert "if (j > 0 && wg_tid == 0) mbar_arrive(empty_bar + static_cast<unsigned>((itj - 1) % 4) * 8u);" in group
+    assert "it += kg - 1;" in group and group.count("acc0[i] += part0[i];") == 1
     plain = render_kernel(plan_kernel(make_spec(**BASE)))  # control: no partial, the one accumulator
     assert "part0" not in plain and "mma(acc0" in plain and "(kt > 0 ? 1u : 0u)" in plain
 
@@ -99,8 +109,8 @@ def test_3xtf32_plans_promote_and_tf32_plans_do_not():
 
     plans = _chooser_specs()
     for p in plans:
-        assert p.precision == "3xtf32" and p.promotes and p.spec.promote == 1, p
-        assert "_promote1" in p.kernel and (p.spec.bm, p.spec.bn) == (128, 128), p
+        assert p.precision == "3xtf32" and p.promotes, p
+        assert "_promote4" in p.kernel and p.spec.promote == 4 and (p.spec.bm, p.spec.bn) == (128, 128), p
         assert "promot" in p.why and p.to_json()["promotes"] is True and "(promoting kernel)" in str(p)
     a, b = torch.empty(300, 1001, device="meta"), torch.empty(200, 1001, device="meta")
     tf32 = api.plan("gemm", a, b, precision="tf32", device="h100")  # control: tf32 keeps today's kernel (128 x 256)
@@ -118,14 +128,14 @@ def test_chooser_restricts_the_tf32_tiles_to_promoting_ones():
         bf16 = default_spec("bf16", "sm_90a", Major.K, Major.K, "bf16")  # other types never promote
         sm100 = default_spec("tf32", "sm_100a", Major.K, Major.K, "f32")  # tcgen05: no promoting form, tf32 kept
     assert (plain.bm, plain.bn, plain.promote) == (128, 256, 0)  # control: 128 x 256 needs 256 registers to promote
-    assert (promoted.bm, promoted.bn, promoted.stages, promoted.promote) == (128, 128, 4, 1)
+    assert (promoted.bm, promoted.bn, promoted.stages, promoted.promote) == (128, 128, 4, 4)
     assert bf16.promote == 0 and sm100.promote == 0
 
 
 @pytest.mark.parametrize("index", range(5))
 def test_chooser_kernels_compile_without_local_memory(index):
-    """NVRTC for sm_90a: the SASS gate passes (HGMMA count BK / 8 = 4 in the loop, none outside, setmaxnreg, no LDL/STL),
-    and ptxas neither serializes the wgmma (C7514) nor injects a wait (C7517)."""
+    """NVRTC for sm_90a: the SASS gate passes (HGMMA count BK / 8 x 4 K-tiles per promotion = 16 in the loop, none outside,
+    setmaxnreg, no LDL/STL), and ptxas neither serializes the wgmma (C7514) nor injects a wait (C7517)."""
     from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
@@ -135,7 +145,7 @@ def test_chooser_kernels_compile_without_local_memory(index):
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
     rep = check_sass(s, c.cubin)
     assert rep.ok and rep.local_bytes == 0 and rep.stack_bytes == 0, rep.problems
-    assert rep.opcode == "HGMMA" and rep.mma_in_loop == 4 and rep.mma_total == 4, rep
+    assert rep.opcode == "HGMMA" and rep.mma_in_loop == 16 and rep.mma_total == 16, rep
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in c.ptx
     assert "C7514" not in c.log and "C7517" not in c.log, c.log
 
@@ -148,3 +158,18 @@ def test_dispatch_keys_keep_3xtf32_apart_from_tf32():
     with promoting():
         assert dispatch._okey("f32") == ("f32", "3xtf32") and dispatch._okey(None) == (None, "3xtf32")
     assert dispatch._okey("f32") == "f32"  # the context ends with the call
+
+
+def test_sass_gate_counts_the_promotion_group():
+    """check_sass expects BK / K x G HGMMA in the loop for --promote G: a promote-1 kernel's SASS checked as a promote-4
+    spec fails the count (control), and passes as its own spec."""
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.emit.render import render_kernel
+    from ptxgen.runtime.compile.sass import check_sass
+    from ptxgen.runtime.compile.toolchain import compile_cuda
+
+    s = _spec(promote=1)
+    c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
+    assert check_sass(s, c.cubin).ok and check_sass(s, c.cubin).mma_in_loop == 4
+    wrong = check_sass(_spec(promote=4), c.cubin)
+    assert not wrong.ok and any("4 K-tiles per promotion" in p for p in wrong.problems), wrong.problems

@@ -1,4 +1,4 @@
-"""The promoting tf32 kernels (--promote 1) on the GPU: PyTorch's test_cublas_addmm at K = 10000 (values uniform in
+"""The promoting tf32 kernels (--promote G) on the GPU: PyTorch's test_cublas_addmm at K = 10000 (values uniform in
 [-9, 9]) through ptxgen's 3xTF32 door, judged as the referee judges it (tests/test_torch_referee.py close: no farther
 from float64 than torch's own float32 result), with the non-promoting kernel on the same split operands as the control;
 and promoting kernels against float64 at odd shapes."""
@@ -78,12 +78,14 @@ def test_baddbmm_expanded_k_within_torchs_distance(torch_cuda):
     assert ok, text
 
 
-@pytest.mark.parametrize("tile", [dict(bm=128, bn=128), dict(bm=128, bn=192), dict(bm=64, bn=128),
-                                  dict(bm=128, bn=128, schedule="tile", stages=2)])
+@pytest.mark.parametrize("tile", [dict(bm=128, bn=128, promote=4), dict(bm=128, bn=128, promote=1),
+                                  dict(bm=128, bn=192, promote=4), dict(bm=64, bn=128, promote=2),
+                                  dict(bm=128, bn=128, schedule="tile", stages=2, promote=4)])
 @pytest.mark.parametrize("m,n,k", [(257, 129, 1001), (1, 1, 1), (130, 67, 33), (64, 200, 4097)])
 def test_promoting_kernel_against_float64_at_odd_shapes(torch_cuda, tile, m, n, k):
     """The promoting kernel given as a spec (ptxgen.api.fused.gemm spec=) on 3xTF32's split operands, inputs uniform in
-    [0, 1): within torch's float32 test tolerance (atol 1e-5, rtol 1.1e-5) of float64."""
+    [0, 1): within torch's float32 test tolerance (atol 1e-5, rtol 1.1e-5) of float64. K' = k_split(k) takes 94, 1, 4 and
+    385 K-tiles: promotion groups of 4 with tails of 2, 1, none and 1 K-tiles."""
     import ptxgen.api.fused as fused
     from ptxgen.api.arrays import precision
     from ptxgen.derive.tile.spec import make_spec
@@ -92,7 +94,7 @@ def test_promoting_kernel_against_float64_at_odd_shapes(torch_cuda, tile, m, n, 
     torch.manual_seed(m * 7 + n * 3 + k)
     a, b = _uniform(torch, m, k, lo=0.0, hi=1.0), _uniform(torch, n, k, lo=0.0, hi=1.0)
     spec = make_spec(**{**dict(bk=32, a="kmajor-sw128", b="kmajor-sw128", dtype="tf32", arch="sm_90a", stages=4,
-                               schedule="persistent", promote=1), **tile})
+                               schedule="persistent"), **tile})
     a3, b3 = precision.split_operands(a, b)
     ours = fused.gemm(a3, b3, spec=spec, precision="tf32")
     ref64 = a.double() @ b.double().T

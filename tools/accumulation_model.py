@@ -6,7 +6,7 @@ each f32 dropped) after ptxgen's 3xTF32 split ([a_small | a_big | a_big] against
 ``ptxgen.api.arrays.precision``). Beside it: torch's float32 GEMM as a sequential f32 multiply-add rounded to nearest
 (``simt``), and two ways to shorten the rounded chains: K split S ways (each split's own accumulator, the partial sums
 added to nearest) and a fresh accumulator per run of K added to nearest (``promote K``, as block-FP8 kernels do every 128
-of K and ptxgen's 3xTF32 kernels (``--promote 1``) every K-tile of 32).
+of K and ptxgen's 3xTF32 kernels (``--promote 4``) every 4 K-tiles of 32).
 
 The inputs are those of PyTorch's ``test_cublas_addmm[float32, size]``: values uniform in [-9, 9]. On the H100
 (runs/2026-12-06-h100-new-forms) at size 10000 ptxgen's 3xTF32 result was 0.38 from float64 at worst, torch's 0.031;
@@ -65,7 +65,7 @@ def summed(parts) -> np.ndarray:
 
 def promoted(a: np.ndarray, b: np.ndarray, every_k: int) -> np.ndarray:
     """A fresh rz accumulator over each ``every_k`` columns (a multiple of STEP_K), the partial results added in f32
-    rounded to nearest: a promoting kernel with that promotion interval (``--promote 1``: every K-tile of TILE_K)."""
+    rounded to nearest: a promoting kernel with that promotion interval (``--promote G``: every G K-tiles of TILE_K)."""
     assert every_k % STEP_K == 0, every_k
     return summed(chain(a[:, k0:k0 + every_k], b[:, k0:k0 + every_k], "rz") for k0 in range(0, a.shape[1], every_k))
 
@@ -134,7 +134,7 @@ def main() -> None:
     ap.add_argument("--splits", default="4,16", help="split-K counts to model (default 4,16)")
     ap.add_argument("--promote-k", default=f"{TILE_K},128",
                     help=f"promotion intervals to model, in K columns (multiples of {STEP_K}; default {TILE_K},128: "
-                    "ptxgen's --promote 1 and block FP8's)")
+                    "ptxgen's --promote 1 and --promote 4, the interval 3xTF32 calls run, block FP8's too)")
     ap.add_argument("--probe", action="store_true", help="GPU: which way ptxgen's tf32 and bf16 kernels' accumulator rounds")
     args = ap.parse_args()
     if args.probe:
@@ -149,7 +149,7 @@ def main() -> None:
 
     def report(name, got):
         err = np.abs(got.astype(np.float64) - ref)
-        print(f"{name:>12}: max |error| {err.max():.4g}, mean {err.mean():.4g}")
+        print(f"{name:>14}: max |error| {err.max():.4g}, mean {err.mean():.4g}")
 
     report("rn", chain(wa, wb, "rn"))
     report("rz", chain(wa, wb, "rz"))

@@ -128,7 +128,8 @@ def _precision(p: CallPlan, prec: str | None, ai: ArrayInfo, split: ArrayInfo) -
         return replace(p, precision=prec)
     why = (f"3xTF32: a and b split into tf32-exact big and small parts, one GEMM over K = {split.shape[-1]} "
            f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.arrays.precision)"
-           + ("; the kernel promotes (--promote 1: each K-tile's partial added to the f32 accumulator, rounded to nearest)"
+           + (f"; the kernel promotes (--promote {p.spec.promote if p.spec else 0}: the partial of each {p.spec.promote if p.spec else 0} "
+              "K-tiles added to the f32 accumulator, rounded to nearest)"
               if p.spec is not None and p.spec.promote and "--promote" not in p.why else "") + "; ")
     return replace(p, precision=prec, why=why + p.why)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..derive.tile.rules_promote import PROMOTE_3XTF32
 from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -27,11 +28,11 @@ _MN_PICK_DTYPES = ("bf16", "f16")
 # call names an arch and no GPU (api.callplan)
 PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
 # True while a 3xTF32 call (api.arrays.precision) runs or is planned on its split operands: the tf32 kernels it picks
-# promote (--promote 1: a fresh partial per K-tile added to the f32 accumulator, derive.tile.rules_promote), and the
+# promote (--promote 4: a fresh partial per 4 K-tiles added to the f32 accumulator, derive.tile.rules_promote), and the
 # dispatch caches key it apart from tf32 calls of the same arrays (promoting)
 PROMOTE: ContextVar = ContextVar("ptxgen_promote", default=False)
-PROMOTE_WHY = ("3xTF32 runs the promoting kernel (--promote 1: each K-tile's MMAs into a fresh partial, added to the f32 "
-               "accumulator rounded to nearest; the tensor core's own additions round toward zero)")
+PROMOTE_WHY = (f"3xTF32 runs the promoting kernel (--promote {PROMOTE_3XTF32}: each {PROMOTE_3XTF32} K-tiles' MMAs into a "
+               "fresh partial, added to the f32 accumulator rounded to nearest; the tensor core's own additions round toward zero)")
 
 
 @contextmanager
@@ -78,7 +79,7 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
     with copies that narrow (operand rows aligned only to that many bytes)."""
     loader = {} if copy_bytes == 16 else {"loader": "cp.async", "copy_bytes": copy_bytes}
     if promotes(dtype, arch):  # a 3xTF32 call: the tiles the promoting form allows (derive.tile.rules_promote)
-        loader["promote"] = 1
+        loader["promote"] = PROMOTE_3XTF32
     d = DType(dtype)
     acc = "s32" if d.is_integer else "f32"
     bk = 128 // d.bytes

@@ -78,7 +78,7 @@ class KernelView:
     scales: ScaleView | None = None
     chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.views.chain)
     bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.views.blockfp8)
-    promote: PromoteView | None = None  # --promote: a fresh partial per K-tile added to the accumulator (views.blockfp8)
+    promote: PromoteView | None = None  # --promote G: a fresh partial per G K-tiles added to the accumulator (views.blockfp8)
     cta_group: int = 1
     pair: "PairView | None" = None
     tile_first: str = "static_cast<int>(blockIdx.x)"  # the first work item of this CTA (pair)
@@ -211,7 +211,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile, s.fp8_stagger.value, s.consumer_warpgroups,
                             "" if gv is None else gv.group, half_mma_view(plan), t.smem,
                             k_first="kt_first" if plan.stream_k else "", sfa_tma=plan.sfa_tma, slabs=plan.slabs),
-        promote=promote_view(s),
+        promote=promote_view(s, pipe.consumer_parity),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,

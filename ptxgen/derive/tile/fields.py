@@ -314,9 +314,10 @@ FIELDS: tuple[SpecField, ...] = (
     _count(
         "promote",
         "--promote",
-        "promoted accumulation (sm_90a, tf32 inputs, f32 accumulator; ptxgen.derive.tile.rules_promote): 1, each K-tile's "
-        "MMAs into a fresh partial fragment (scale-d 0 at its first K-step) added to the f32 accumulator with an "
-        "ordinary f32 add (round to nearest), as block-FP8 kernels promote; what 3xTF32 calls run (default 0: none)",
+        "promoted accumulation (sm_90a, tf32 inputs, f32 accumulator; ptxgen.derive.tile.rules_promote): G = 1, 2 or 4, "
+        "the MMAs of each G K-tiles into a fresh partial fragment (scale-d 0 at the first K-step) added to the f32 "
+        "accumulator with an ordinary f32 add (round to nearest), as block-FP8 kernels promote; 3xTF32 calls run 4 "
+        "(default 0: none)",
         default=0,
     ),
 )

@@ -12,6 +12,7 @@ from ...derive.scaled.sfa_tma import sfa_copy_origin
 from ...derive.operands.tma import TmaPlan
 from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from ...derive.roles.barriers import stagger_first_barrier_id
+from .pipeline_view import parity_c_expr
 
 WARPGROUP_THREADS = 128
 SECOND_BLOCK_C = f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N"  # block n0 / 128 + 1 of B holds columns (else its scale is 0)
@@ -288,16 +289,22 @@ def fresh_scale_d(mmas_per_k_tile: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class PromoteView:
-    """--promote (derive.tile.rules_promote), rendered: the block-FP8 loop's issue / wait_group 0 / release / promote
-    structure (templates/mma_blockfp8.cuh.j2 consumer_loop_promote) with no scales: acc += partial, one f32 add each."""
+    """--promote G (derive.tile.rules_promote), rendered: the block-FP8 loop's issue / wait_group 0 / release / promote
+    structure (templates/mma_blockfp8.cuh.j2 consumer_loop_promote) with no scales: acc += partial, one f32 add each,
+    after every G K-tiles (G > 1: K-tiles j = 0..G-1 of a group issued as the plain loop issues them, wait_group 1
+    releasing K-tile j - 1's stage, the first K-step of K-tile 0 overwriting the partial)."""
 
-    fresh: tuple[str, ...]  # per K-step of a K-tile: its scale-d (the first overwrites the partial)
+    fresh: tuple[str, ...]  # per K-step of a K-tile: its scale-d (C; the group's first overwrites the partial)
     commit_groups: tuple[tuple[int, ...], ...]  # one wgmma commit group: every K-step of the K-tile
-    every_k: int  # K elements per promotion (one K-tile)
+    every_k: int  # K elements per promotion (G K-tiles)
+    k_tiles: int  # G: K-tiles per promotion
+    parity: str  # C: the full barrier's wait parity of K-tile itj (it + j)
 
 
-def promote_view(spec) -> PromoteView | None:
+def promote_view(spec, consumer_parity) -> PromoteView | None:
+    """``consumer_parity``: the pipeline's Parity of the consumers' full-barrier waits (derive.roles.pipeline)."""
     if not spec.promote:
         return None
     n = spec.mmas_per_k_tile
-    return PromoteView(fresh_scale_d(n), (tuple(range(n)),), spec.bk * spec.promote)
+    fresh = fresh_scale_d(n) if spec.promote == 1 else ("(j > 0 ? 1u : 0u)",) + ("1u",) * (n - 1)
+    return PromoteView(fresh, (tuple(range(n)),), spec.bk * spec.promote, spec.promote, parity_c_expr(consumer_parity, "itj"))
