@@ -173,3 +173,30 @@ def test_sass_gate_counts_the_promotion_group():
     assert check_sass(s, c.cubin).ok and check_sass(s, c.cubin).mma_in_loop == 4
     wrong = check_sass(_spec(promote=4), c.cubin)
     assert not wrong.ok and any("4 K-tiles per promotion" in p for p in wrong.problems), wrong.problems
+
+
+@pytest.mark.parametrize("fused_call", [False, True])
+def test_doors_run_the_split_operands_inside_promoting(monkeypatch, fused_call):
+    """ptxgen.gemm (plain and with c=) calls on with the split operands inside api.select.promoting, where the chooser
+    and the dispatch keys promote; a tf32 call does not (control). The split and the slow paths are stand-ins (no GPU)."""
+    from ptxgen.api import dispatch, fused
+    from ptxgen.api.arrays import precision as fp32
+    from ptxgen.api.select import PROMOTE
+
+    seen = []
+
+    def operands(a, b, out, precision, stream=None, grouped=False):
+        return (("split", a), ("split", b)) if precision == "3xtf32" else (a, b)
+
+    def slow(a, b, out, *rest, **kw):
+        seen.append((a, PROMOTE.get()))
+        return "result"
+
+    monkeypatch.setattr(fp32, "operands", operands)
+    monkeypatch.setattr(dispatch, "_gemm_slow", slow)
+    monkeypatch.setattr(fused, "_gemm_slow", slow)
+    kw = dict(c="c", beta=1.0) if fused_call else {}
+    assert dispatch.gemm("a", "b", precision="3xtf32", **kw) == "result"
+    assert dispatch.gemm("a", "b", precision="tf32", **kw) == "result"
+    assert seen == [(("split", "a"), True), ("a", False)], seen
+    assert PROMOTE.get() is False
