@@ -5,13 +5,16 @@ addition rounded either to nearest (``rn``) or toward zero (``rz``); the operand
 each f32 dropped) after ptxgen's 3xTF32 split ([a_small | a_big | a_big] against [b_big | b_small | b_big],
 ``ptxgen.api.arrays.precision``). Beside it: torch's float32 GEMM as a sequential f32 multiply-add rounded to nearest
 (``simt``), and two ways to shorten the rounded chains: K split S ways (each split's own accumulator, the partial sums
-added to nearest) and a fresh accumulator per K-tile of 32 added to nearest (``promote``, as block-FP8 kernels do).
+added to nearest) and a fresh accumulator per run of K added to nearest (``promote K``, as block-FP8 kernels do every 128
+of K and ptxgen's 3xTF32 kernels (``--promote 4``) every 4 K-tiles of 32).
 
 The inputs are those of PyTorch's ``test_cublas_addmm[float32, size]``: values uniform in [-9, 9]. On the H100
 (runs/2026-12-06-h100-new-forms) at size 10000 ptxgen's 3xTF32 result was 0.38 from float64 at worst, torch's 0.031;
-the model gives (400 outputs, seed 0): rz 0.30, rn 0.009, simt 0.033, split 16 0.047, promote 0.0035.
+the model gives (400 outputs, seed 0): rz 0.30, rn 0.009, simt 0.033, split 16 0.047, and with a promotion every 32, 64,
+128, 256, 512 of the 3 K columns 0.0035, 0.0038, 0.0040, 0.0067, 0.014 (a model, L1: no GPU result).
 
     python tools/accumulation_model.py --k 10000 --outputs 400
+    python tools/accumulation_model.py --promote-k 32,64,128,256,512
     python tools/accumulation_model.py --probe      # GPU: 1.0, then 100 K-steps of 0.75 of f32's spacing at 1.0
 """
 
@@ -58,6 +61,13 @@ def summed(parts) -> np.ndarray:
     for p in parts:
         total = p if total is None else (total.astype(np.float64) + p).astype(np.float32)
     return total
+
+
+def promoted(a: np.ndarray, b: np.ndarray, every_k: int) -> np.ndarray:
+    """A fresh rz accumulator over each ``every_k`` columns (a multiple of STEP_K), the partial results added in f32
+    rounded to nearest: a promoting kernel with that promotion interval (``--promote G``: every G K-tiles of TILE_K)."""
+    assert every_k % STEP_K == 0, every_k
+    return summed(chain(a[:, k0:k0 + every_k], b[:, k0:k0 + every_k], "rz") for k0 in range(0, a.shape[1], every_k))
 
 
 def simt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -122,6 +132,9 @@ def main() -> None:
     ap.add_argument("--outputs", type=int, default=400, help="output elements simulated (default 400)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--splits", default="4,16", help="split-K counts to model (default 4,16)")
+    ap.add_argument("--promote-k", default=f"{TILE_K},128",
+                    help=f"promotion intervals to model, in K columns (multiples of {STEP_K}; default {TILE_K},128: "
+                    "ptxgen's --promote 1 and --promote 4, the interval 3xTF32 calls run, block FP8's too)")
     ap.add_argument("--probe", action="store_true", help="GPU: which way ptxgen's tf32 and bf16 kernels' accumulator rounds")
     args = ap.parse_args()
     if args.probe:
@@ -136,7 +149,7 @@ def main() -> None:
 
     def report(name, got):
         err = np.abs(got.astype(np.float64) - ref)
-        print(f"{name:>12}: max |error| {err.max():.4g}, mean {err.mean():.4g}")
+        print(f"{name:>14}: max |error| {err.max():.4g}, mean {err.mean():.4g}")
 
     report("rn", chain(wa, wb, "rn"))
     report("rz", chain(wa, wb, "rz"))
@@ -145,7 +158,10 @@ def main() -> None:
     for s in (int(x) for x in args.splits.split(",") if x):
         edges = [i * cols // s // STEP_K * STEP_K for i in range(s)] + [cols]
         report(f"rz split {s}", summed(chain(wa[:, lo:hi], wb[:, lo:hi], "rz") for lo, hi in zip(edges, edges[1:])))
-    report("rz promote", summed(chain(wa[:, k0:k0 + TILE_K], wb[:, k0:k0 + TILE_K], "rz") for k0 in range(0, cols, TILE_K)))
+    for every in (int(x) for x in args.promote_k.split(",") if x):
+        if every < STEP_K or every % STEP_K:
+            ap.error(f"--promote-k {every}: a multiple of {STEP_K} (one wgmma K-step)")
+        report(f"rz promote {every}", promoted(wa, wb, every))
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def _plan_gemm(args: dict, t: Target) -> CallPlan:
         return _plan_fused({**args, "bias_axis": "col"}, t, op="gemm")
     ai, bi, oi = _read(args, "a", "b", "out")
     prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
-    return _precision(gemm_infos(ai2, bi2, oi, args.get("out_dtype"), t), prec, ai, ai2)
+    with _promoting(ai2 is not ai):  # a 3xTF32 call's kernel promotes (api.select.promoting), as the door runs it
+        return _precision(gemm_infos(ai2, bi2, oi, args.get("out_dtype"), t), prec, ai, ai2)
 
 
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
@@ -187,7 +188,16 @@ def _batched(ai, bi, oi, out_dtype, t: Target, packed: tuple) -> CallPlan:
 def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
     ai, bi, oi = _read(args, "a", "b", "out")
     prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
-    return _precision(_plan_fused_infos(ai2, bi2, oi, args, t, op), prec, ai, ai2)
+    with _promoting(ai2 is not ai):
+        return _precision(_plan_fused_infos(ai2, bi2, oi, args, t, op), prec, ai, ai2)
+
+
+def _promoting(split: bool):
+    from contextlib import nullcontext
+
+    from .select import promoting
+
+    return promoting() if split else nullcontext()
 
 
 def _plan_fused_infos(ai, bi, oi, args: dict, t: Target, op: str) -> CallPlan:
@@ -277,9 +287,9 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
     aux = chain.aux_dtype(spec.out_dtype)
     for name in ("c", "residual"):  # another float type: a copy in the output's type (fusedany.converted)
         info = infos[name]
-        why = None if info is None or (name == "c" and not chain.c) else fusedany.type_problem(info, aux.value)
-        if why:
-            packed.append((name, why))
+        problem = None if info is None or (name == "c" and not chain.c) else fusedany.type_problem(info, aux.value)
+        if problem:
+            packed.append((name, problem))
             infos[name] = replace(info, dtype=aux.value, itemsize=aux.bytes)
             path = Path.PACKED if path is Path.HOT else path
     if chain.c:

@@ -32,8 +32,8 @@ from .arrays.binding import _check_2d, _check_devices, _dtype_words, check_no_al
 from .kernel import CompiledKernel, compile
 from .arrays.packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
 from .launch.hotkeys import info_key, tensor_type, torch_key
-from .select import (_INPUT_ARRAY_DTYPES, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
-                     narrow_spec_for_arrays)
+from .select import (_INPUT_ARRAY_DTYPES, PROMOTE, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
+                     narrow_spec_for_arrays, promoting)
 from .launch.streams import stream_handle
 from .launch.swapab import launch_swapped
 
@@ -52,6 +52,12 @@ def _put(table: dict, key, value) -> None:
     if len(table) >= _TABLE_LIMIT:
         table.clear()
     table[key] = value
+
+
+def _okey(out_dtype):
+    """The output type's part of the dispatch keys: ``out_dtype``, or (``out_dtype``, "3xtf32") inside a 3xTF32 call
+    (select.promoting), whose float32 kernels promote: never the compiled hot call's key, never a tf32 call's."""
+    return (out_dtype, fp32.THREE) if PROMOTE.get() else out_dtype
 
 
 def _arrays_key(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> tuple:
@@ -93,12 +99,17 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     (``ptxgen.api.arrays.precision``).
     """
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
-        a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
+        split = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
+        if split[0] is not a:  # 3xTF32: the split operands, on the promoting kernel (select.promoting)
+            with promoting():
+                return gemm(*split, out, out_dtype=out_dtype, stream=stream, bias=bias, activation=activation, c=c,
+                            alpha=alpha, beta=beta, residual=residual, precision=fp32.TF32, aux=aux, dact=dact)
     if (bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0
             or aux is not None or dact is not None):
         return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
                           out_dtype=out_dtype, stream=stream, precision=fp32.TF32, aux=aux, dact=dact)
-    if stream is None and _HOT is not None:
+    okey = _okey(out_dtype)
+    if stream is None and _HOT is not None and okey is out_dtype:
         r = _HOT.call(out_dtype, a, b, out)
         if r is not None:
             return r
@@ -109,12 +120,12 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     T = tensor_type()
     if T is not None and isinstance(a, T) and isinstance(b, T) and (stream is None or out is not None):
         if out is None or isinstance(out, T):
-            e = _TORCH_ENTRIES.get((out_dtype, torch_key(a, b, out)))
+            e = _TORCH_ENTRIES.get((okey, torch_key(a, b, out)))
             if e is not None:
                 r = e.call_torch(a, b, out, None if stream is None else stream_handle(stream))
                 if r is not None:
                     return r
-            e = _SWAPPED.get((out_dtype, torch_key(b, a, out))) if _SWAPPED else None
+            e = _SWAPPED.get((okey, torch_key(b, a, out))) if _SWAPPED else None
             if e is not None:
                 r = e.call_torch(b, a, out, None if stream is None else stream_handle(stream))
                 if r is not None:
@@ -138,7 +149,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
     if packed:
         _precheck(ai, bi, oi, out_dtype)  # what is wrong anyway is said before any copy is launched
         return _gemm_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
-    key = (out_dtype, _arrays_key(ai, bi, oi))
+    key = (_okey(out_dtype), _arrays_key(ai, bi, oi))
     kernel = _BY_KEY.get(key)
     if kernel is None:
         try:
@@ -157,7 +168,7 @@ def _gemm_slow(a, b, out, out_dtype, stream):
         _precheck(ai, bi, oi, out_dtype)  # out's shape and type said in the caller's terms, not the swapped kernel's
         result, entry = launch_swapped(kernel, a, b, out, ai, bi, oi, handle, stream)
         if entry is not None:
-            _put(_SWAPPED, (out_dtype, torch_key(b, a, out)), entry)
+            _put(_SWAPPED, (_okey(out_dtype), torch_key(b, a, out)), entry)
         return result
     return _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtype)
 
@@ -169,7 +180,7 @@ def _gemm_narrow(a, b, out, ai, bi, oi, narrow: tuple[int, bool], out_dtype, han
     """Rows (or data) aligned to 4 or 8 bytes only: a cp.async kernel copying that many bytes at a time, no packed
     copy. None where no such kernel fits (the caller packs)."""
     copy_bytes, by_pointer = narrow
-    key = (out_dtype, _arrays_key(ai, bi, oi), copy_bytes)
+    key = (_okey(out_dtype), _arrays_key(ai, bi, oi), copy_bytes)
     kernel = _BY_KEY.get(key)
     if kernel is None:
         _precheck(ai, bi, oi, out_dtype)
@@ -242,7 +253,7 @@ def _gemm_batched(a, b, out, ai, bi, oi, out_dtype, stream, handle):
     packed = _batched_pack_plan(ai, bi, oi, kind)
     if packed:
         return _gemm_batched_packed(a, b, out, ai, bi, oi, packed, out_dtype, stream)
-    key = (out_dtype, _arrays_key(ai, bi, oi))
+    key = (_okey(out_dtype), _arrays_key(ai, bi, oi))
     kernel = _BY_KEY.get(key)
     if kernel is None:
         try:
@@ -306,5 +317,5 @@ def _launch_and_remember(kernel, a, b, out, ai, bi, oi, handle, stream, out_dtyp
         tkey = torch_key(a, b, out)
         entry = kernel._torch_entries.get(tkey)
         if entry is not None:
-            _put(_TORCH_ENTRIES, (out_dtype, tkey), entry)
+            _put(_TORCH_ENTRIES, (_okey(out_dtype), tkey), entry)
     return result

@@ -39,7 +39,7 @@ from .launch.fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
 from .arrays.packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
 from .launch.hotkeys import tensor_type
-from .select import _gemm_spec, spec_or_direct_store
+from .select import PROMOTE, _gemm_spec, promoting, spec_or_direct_store
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
 _LOCK = threading.Lock()
@@ -160,8 +160,16 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
     runs the one GEMM over the split operands, the chain applied once to its result. ``aux``, ``dact``: the
     pre-activation, written (with ``activation``) or read (with ``dact``); see the module docstring."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
-        a, b = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
-    options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec, dact)
+        split = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
+        if split[0] is not a:  # 3xTF32: the split operands, on the promoting kernel (select.promoting)
+            with promoting():
+                return gemm(*split, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
+                            bias_axis=bias_axis, out_dtype=out_dtype, scale=scale, scale_mode=scale_mode, amax=amax,
+                            stream=stream, spec=spec, c_tma=c_tma, fp8_tma_store=fp8_tma_store, precision=fp32.TF32,
+                            aux=aux, dact=dact)
+    # PROMOTE: a 3xTF32 call's kernels promote, so its prepared launches are not a tf32 call's
+    options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec, dact,
+               PROMOTE.get())
     aux = (c, bias, residual, scale, amax, aux)  # in fusedlaunch.AUX_ROLES' order
     if _HOT and (stream is None or out is not None):
         T = tensor_type()

@@ -54,13 +54,18 @@ class CallPlan:
         if self.kernel:
             lines.append(f"  kernel: {self.kernel}" + (" (swap-ab: kernel(b, a, out.T))" if self.swapped else ""))
         if self.precision:
-            lines.append(f"  float32 precision: {self.precision}")
+            lines.append(f"  float32 precision: {self.precision}" + (" (promoting kernel)" if self.promotes else ""))
         lines += [f"  packed {name}: {why}" for name, why in self.packed]
         lines.append(f"  why: {self.why}" if self.error is None else f"  refused ({self.error}): {self.why}")
         return "\n".join(lines)
 
+    @property
+    def promotes(self) -> bool:
+        """The kernel promotes its accumulation (--promote: a 3xTF32 call's, derive.tile.rules_promote)."""
+        return self.spec is not None and self.spec.promote > 0
+
     def to_json(self) -> dict:
-        return {"op": self.op, "path": self.path.value, "kernel": self.kernel, "why": self.why,
+        return {"op": self.op, "path": self.path.value, "kernel": self.kernel, "why": self.why, "promotes": self.promotes,
                 "packed": [{"argument": n, "why": w} for n, w in self.packed], "swapped": self.swapped, "error": self.error,
                 "device": self.device, "arch": self.arch, "sm_count": self.sm_count, "precision": self.precision,
                 "spec": None if self.spec is None else self.spec.to_json()}
@@ -122,7 +127,10 @@ def _precision(p: CallPlan, prec: str | None, ai: ArrayInfo, split: ArrayInfo) -
     if split is ai:
         return replace(p, precision=prec)
     why = (f"3xTF32: a and b split into tf32-exact big and small parts, one GEMM over K = {split.shape[-1]} "
-           f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.arrays.precision); ")
+           f"(3 x {ai.shape[-1]}, padded to a multiple of 4; api.arrays.precision)"
+           + (f"; the kernel promotes (--promote {p.spec.promote if p.spec else 0}: the partial of each {p.spec.promote if p.spec else 0} "
+              "K-tiles added to the f32 accumulator, rounded to nearest)"
+              if p.spec is not None and p.spec.promote and "--promote" not in p.why else "") + "; ")
     return replace(p, precision=prec, why=why + p.why)
 
 

@@ -5,8 +5,10 @@ f16/bf16/e4m3, else a default tile with the operands' majorness). The dispatch c
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..derive.tile.rules_promote import PROMOTE_3XTF32
 from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
@@ -25,6 +27,28 @@ _MN_PICK_DTYPES = ("bf16", "f16")
 # ptxgen.api.plan's device while it plans (a stand-in with the device's name and SM count): the chooser's device when a
 # call names an arch and no GPU (api.callplan)
 PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
+# True while a 3xTF32 call (api.arrays.precision) runs or is planned on its split operands: the tf32 kernels it picks
+# promote (--promote 4: a fresh partial per 4 K-tiles added to the f32 accumulator, derive.tile.rules_promote), and the
+# dispatch caches key it apart from tf32 calls of the same arrays (promoting)
+PROMOTE: ContextVar = ContextVar("ptxgen_promote", default=False)
+PROMOTE_WHY = (f"3xTF32 runs the promoting kernel (--promote {PROMOTE_3XTF32}: each {PROMOTE_3XTF32} K-tiles' MMAs into a "
+               "fresh partial, added to the f32 accumulator rounded to nearest; the tensor core's own additions round toward zero)")
+
+
+@contextmanager
+def promoting():
+    """The 3xTF32 door's call on its split operands: the tf32 kernels chosen inside promote (:data:`PROMOTE`)."""
+    token = PROMOTE.set(True)
+    try:
+        yield
+    finally:
+        PROMOTE.reset(token)
+
+
+def promotes(dtype: str, arch: str) -> bool:
+    """Whether a kernel chosen now for ``dtype`` inputs on ``arch`` promotes: tf32 on sm_90a inside :func:`promoting`
+    (sm_100a has no promoting form: its 3xTF32 calls keep the tf32 kernels)."""
+    return dtype == "tf32" and arch == "sm_90a" and PROMOTE.get()
 
 
 def spec_or_direct_store(fields: dict) -> TileSpec:
@@ -54,6 +78,8 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
     a persistent schedule, the largest of a few tiles that is legal. ``copy_bytes`` 8 or 4: the cp.async loader
     with copies that narrow (operand rows aligned only to that many bytes)."""
     loader = {} if copy_bytes == 16 else {"loader": "cp.async", "copy_bytes": copy_bytes}
+    if promotes(dtype, arch):  # a 3xTF32 call: the tiles the promoting form allows (derive.tile.rules_promote)
+        loader["promote"] = PROMOTE_3XTF32
     d = DType(dtype)
     acc = "s32" if d.is_integer else "f32"
     bk = 128 // d.bytes
@@ -132,6 +158,8 @@ def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major 
             return picked[0], picked[1] + f" (the chooser's kernel for K-major operands, {' and '.join(mn)})", False
     why = (f"default: {' and '.join(mn)} (the tuned table covers K-major A and B)" if mn
            else f"default: no tuned {dtype} kernels")
+    if promotes(dtype, arch):
+        why += "; " + PROMOTE_WHY
     return default_spec(dtype, arch, a_major, b_major, out), why, False
 
 

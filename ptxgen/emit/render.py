@@ -22,7 +22,7 @@ from ..isa.shapes import WARPGROUP_THREADS
 from ..isa.types import Arch, Loader
 from .views import grouped_view as cgrouped
 from .views import kgrouped_view as ckgrouped
-from .views.blockfp8 import BlockFp8View, block_fp8_view
+from .views.blockfp8 import BlockFp8View, PromoteView, block_fp8_view, promote_view
 from .views.chain import FULL_WARP_MASK, ChainView, CLoadView, c_load_view, chain_view
 from .env import environment
 from .views.epilogue_view import EpilogueView, StoreView, store_view, tcgen05_epilogue_view, wgmma_epilogue_view
@@ -78,6 +78,7 @@ class KernelView:
     scales: ScaleView | None = None
     chain: ChainView | None = None  # the fused epilogue chain (ptxgen.emit.views.chain)
     bfp8: BlockFp8View | None = None  # block-scaled FP8 on wgmma (ptxgen.emit.views.blockfp8)
+    promote: PromoteView | None = None  # --promote G: a fresh partial per G K-tiles added to the accumulator (views.blockfp8)
     cta_group: int = 1
     pair: "PairView | None" = None
     tile_first: str = "static_cast<int>(blockIdx.x)"  # the first work item of this CTA (pair)
@@ -210,6 +211,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile, s.fp8_stagger.value, s.consumer_warpgroups,
                             "" if gv is None else gv.group, half_mma_view(plan), t.smem,
                             k_first="kt_first" if plan.stream_k else "", sfa_tma=plan.sfa_tma, slabs=plan.slabs),
+        promote=promote_view(s, pipe.consumer_parity),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",
         grouped=gv,

@@ -14,8 +14,19 @@ accumulator sums them while it is small (CUTLASS orders its three MMAs so too): 
 float32 accumulation (tests/test_precision_split.py's _accumulate_f32; K = 10000, inputs uniform in [0, 1), seeds
 0-2) the largest relative error was 1.3-1.8e-6 this way, 4.3-5.6e-6 with the big products first. The tensor cores
 read ``small`` with its low 13 bits dropped: a relative error of at most 2^-10 of small, 2^-21 of x. Accumulation
-is float32 in the kernel, as for tf32; an epilogue chain (bias, activation, c, residual) applies once, to the one
-GEMM's result. (CUTLASS's 3xTF32 "fast accurate" GEMM splits the same way inside its kernel: ``big`` rounded,
+is float32 in the kernel; an epilogue chain (bias, activation, c, residual) applies once, to the one GEMM's result.
+
+The accumulation: the tensor core adds each K-step's products to its f32 accumulator rounded toward zero (the model of
+``tools/accumulation_model.py``, fitted to two H100 measurements: ptxgen's tf32 kernel over the 3 K columns lands 0.38
+from float64 on PyTorch's ``test_cublas_addmm`` at K = 10,000, values in [-9, 9], where torch lands 0.031; the model
+says 0.30 and 0.033). So on sm_90a a 3xTF32 call runs the promoting form of the tf32 kernel (``--promote 4``,
+``ptxgen.derive.tile.rules_promote``; the doors call with the split operands inside ``api.select.promoting``): each 4
+K-tiles of 32 (128 of K) multiplied into a fresh partial, added to the f32 accumulator in registers rounded to nearest,
+as block-FP8 kernels promote. The model predicts 0.0040 for that case (0.0035 with a promotion every K-tile of 32; 400
+outputs, seed 0; seeds 0-2: 0.0036-0.0047 and 0.0035-0.0059, torch's chain 0.025-0.033; ``python
+tools/accumulation_model.py``): a model (L1), not a GPU result. The chooser's tf32 tiles are restricted to those the
+partial's registers fit (128 x 128 where tf32 takes 128 x 256); tf32 calls keep their kernels; sm_100a has no promoting
+form and runs the tf32 kernel. (CUTLASS's 3xTF32 "fast accurate" GEMM splits the same way inside its kernel: ``big`` rounded,
 ``small = x - big``, three tf32 MMAs.) The cost: element-wise passes over both operands, their joined copies, and a
 GEMM over 3 K.
 

@@ -172,8 +172,9 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         # each CTA: (cluster M + cluster N - 1) x the warpgroups (CUTLASS PipelineTmaAsync multicast_consumer_arrival_count).
         cm, cn = spec.cluster.dims
         empty_arrivals *= cm + cn - 1
-        # block-scaled FP8 (derive.scaled.blockfp8) reads each K block's partial sum: wait_group 0, then release the stage
-        release_lag = 1 if S >= 2 and spec.fp8_blocks.value == "none" else 0
+        # block-scaled FP8 (derive.scaled.blockfp8) and --promote 1 read each K-tile's partial sum: wait_group 0, then release
+        # (--promote G > 1: wait_group 1 inside a group of K-tiles, wait_group 0 and the last release at its end)
+        release_lag = 1 if S >= 2 and spec.fp8_blocks.value == "none" and spec.promote != 1 else 0
     else:
         empty_arrivals, release_lag = 1, 0
     D = [
@@ -216,7 +217,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                          "only waits on full barriers once the other has consumed every earlier K-tile, so a parity wait "
                          "can never be a whole phase behind", "CUTLASS KernelTmaWarpSpecializedPingpong (OrderedSequenceBarrier)"))
     if spec.arch is Arch.SM90A:
-        D.append(Derived("release_lag", release_lag, "1 with two or more stages, else 0",
+        D.append(Derived("release_lag", release_lag, "1 with two or more stages, else 0; 0 where each K-tile's partial sum is "
+                         "read after wait_group 0 (block FP8, --promote 1)",
                          "a consumer keeps one wgmma group in flight (wait_group 1) and releases the stage of the K-tile before; "
                          "with one stage that would deadlock (the producer could never refill it)", PIPELINE_REF))
     else:

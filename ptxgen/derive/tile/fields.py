@@ -311,6 +311,15 @@ FIELDS: tuple[SpecField, ...] = (
         "at least two consumer warpgroups: --bm 256 --consumer-slabs 2; ptxgen.derive.scaled.bfp8slabs) (default 1)",
         default=1,
     ),
+    _count(
+        "promote",
+        "--promote",
+        "promoted accumulation (sm_90a, tf32 inputs, f32 accumulator; ptxgen.derive.tile.rules_promote): G = 1, 2 or 4, "
+        "the MMAs of each G K-tiles into a fresh partial fragment (scale-d 0 at the first K-step) added to the f32 "
+        "accumulator with an ordinary f32 add (round to nearest), as block-FP8 kernels promote; 3xTF32 calls run 4 "
+        "(default 0: none)",
+        default=0,
+    ),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 

@@ -21,6 +21,7 @@ from ..store.fusion import check_chain
 from ..scaled.sfa_tma import check_sfa_tma
 from ..store.output import check_d_major
 from .rules_scaled import validate_block_scaled
+from .rules_promote import check_promote
 from .rules_operand import validate_b_dtype, validate_operand
 from ..operands.smem import SMEM_LIMIT_BYTES
 from ..operands.smem_layout import operand_stage
@@ -82,6 +83,7 @@ def validate(t: "TileSpec") -> None:
         raise SpecError("--grouped", t.grouped.value, "one scale recipe per kernel: row-wise scales (offs_rowwise) or "
                         "DeepSeek block scales (--fp8-blocks 1x128x128 with --grouped offs)", "--grouped offs")
     check_consumer_slabs(t)
+    check_promote(t, REGISTER_RESERVE)
     if t.fp8_blocks is not Fp8Blocks.NONE:
         check_block_fp8_spec(t)
     if t.fp8_stagger is not Fp8Stagger.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.consumers is not Consumers.COOPERATIVE

@@ -147,6 +147,7 @@ class TileSpec:
     # cp.async loader: bytes per copy instruction (16: cp.async.cg; 8 or 4: cp.async.ca, each 16-byte cell in 16 /
     # copy_bytes pieces). The operands' global rows need only start copy_bytes-aligned (TMA needs 16).
     copy_bytes: int = 16
+    promote: int = 0  # K-tiles per promotion of a fresh partial into the f32 accumulator (0: none; derive.tile.rules_promote)
 
     def __post_init__(self):
         # Accept the CLI's strings from Python too: TileSpec(128, 128, 32, a="kmajor-sw64", dtype="bf16").
@@ -434,6 +435,7 @@ class TileSpec:
         group += f"_streamk{self.stream_k}" if self.stream_k > 1 else ""
         group += "" if self.epilogue_order is EpilogueOrder.NONE else f"_eo{self.epilogue_order.value.replace('-', '')}"
         group += f"_cs{self.consumer_slabs}" if self.consumer_slabs > 1 else ""
+        group += f"_promote{self.promote}" if self.promote else ""
         scale = f"_sf{self.scale.value}" if self.block_scaled else ""
         return (
             f"ptxgen_{self.arch.value.replace('_', '')}_{self.dtype.value}{btype}{scale}_{self.acc.value}{out}_"
@@ -492,5 +494,6 @@ def make_spec(bm: Any = None, bn: Any = None, bk: Any = None, a: Any = None, b: 
         stream_k=v["stream_k"],
         epilogue_order=v["epilogue_order"],
         consumer_slabs=v["consumer_slabs"],
+        promote=v["promote"],
     )
 

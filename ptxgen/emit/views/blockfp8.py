@@ -12,6 +12,7 @@ from ...derive.scaled.sfa_tma import sfa_copy_origin
 from ...derive.operands.tma import TmaPlan
 from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from ...derive.roles.barriers import stagger_first_barrier_id
+from .pipeline_view import parity_c_expr
 
 WARPGROUP_THREADS = 128
 SECOND_BLOCK_C = f"(n0 / {BLOCK_N} + 1) * {BLOCK_N} < N"  # block n0 / 128 + 1 of B holds columns (else its scale is 0)
@@ -225,7 +226,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
         row_half=WGMMA_ROW_HALF,
         group_regs=WGMMA_GROUP_REGS,
         hi_pair=WGMMA_GROUP_REGS // 2,
-        fresh=tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile)),
+        fresh=fresh_scale_d(mmas_per_k_tile),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
         sfb_doc=("f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else
                  f"f32, ceil(K/128) x ceil(N/{BLOCK_N}): (kb, nb) at nb x lds_b + kb"),
@@ -279,3 +280,31 @@ def shared_step_views(slabs) -> tuple[SlabStepView, ...]:
     issues = [i for i, st in enumerate(slabs.steps) if st.op == "issue"]
     assert [slabs.steps[i].slab for i in issues] == list(range(slabs.slabs)), slabs.steps
     return tuple(SlabStepView(st.op, st.slab, i == issues[0]) for i, st in enumerate(slabs.steps))
+
+
+def fresh_scale_d(mmas_per_k_tile: int) -> tuple[str, ...]:
+    """Each K-step's scale-d into a partial started fresh per K-tile: 0 at the first (it overwrites the partial), then 1."""
+    return tuple("0u" if i == 0 else "1u" for i in range(mmas_per_k_tile))
+
+
+@dataclass(frozen=True)
+class PromoteView:
+    """--promote G (derive.tile.rules_promote), rendered: the block-FP8 loop's issue / wait_group 0 / release / promote
+    structure (templates/mma_blockfp8.cuh.j2 consumer_loop_promote) with no scales: acc += partial, one f32 add each,
+    after every G K-tiles (G > 1: K-tiles j = 0..G-1 of a group issued as the plain loop issues them, wait_group 1
+    releasing K-tile j - 1's stage, the first K-step of K-tile 0 overwriting the partial)."""
+
+    fresh: tuple[str, ...]  # per K-step of a K-tile: its scale-d (C; the group's first overwrites the partial)
+    commit_groups: tuple[tuple[int, ...], ...]  # one wgmma commit group: every K-step of the K-tile
+    every_k: int  # K elements per promotion (G K-tiles)
+    k_tiles: int  # G: K-tiles per promotion
+    parity: str  # C: the full barrier's wait parity of K-tile itj (it + j)
+
+
+def promote_view(spec, consumer_parity) -> PromoteView | None:
+    """``consumer_parity``: the pipeline's Parity of the consumers' full-barrier waits (derive.roles.pipeline)."""
+    if not spec.promote:
+        return None
+    n = spec.mmas_per_k_tile
+    fresh = fresh_scale_d(n) if spec.promote == 1 else ("(j > 0 ? 1u : 0u)",) + ("1u",) * (n - 1)
+    return PromoteView(fresh, (tuple(range(n)),), spec.bk * spec.promote, spec.promote, parity_c_expr(consumer_parity, "itj"))

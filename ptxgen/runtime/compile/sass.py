@@ -135,8 +135,10 @@ def check_sass(
     outside = expected if bfp8 is not None and bfp8.peeled else 0
     # a K loop unrolled u times (derive.scaled.blockfp8 k_loop_unroll): u K-tiles' MMAs in the loop, u - 1 in the remainder
     unroll = 1 if bfp8 is None else bfp8.k_loop_unroll
+    # --promote G > 1: a promotion group's G K-tiles unrolled in the loop (templates/mma_blockfp8.cuh.j2), none outside it
+    group = max(1, spec.promote)
     outside += expected * (unroll - 1)
-    expected *= unroll
+    expected *= unroll * group
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})
@@ -161,6 +163,7 @@ def check_sass(
         slabs = f" x {spec.slabs_per_consumer} slabs" if spec.slabs_per_consumer > 1 and spec.arch is Arch.SM90A else ""
         slabs += " x 2 column halves" if halves > 1 else ""
         slabs += f" x {unroll} (unrolled)" if unroll > 1 else ""
+        slabs += f" x {group} K-tiles per promotion" if group > 1 else ""
         problems.append(f"{in_loop} {want} in the main loop, expected BK / K{slabs} = {spec.bk} / {spec.k_per_mma}{slabs} = {expected}")
     if len(mmas) - in_loop != outside:
         problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop"
