@@ -138,9 +138,9 @@ def test_prepared_launch_reencodes_only_changed_pointers():
     prep.run(q2, k, v, out, None, 5)
     assert len(drv.encoded) == 4 and drv.encoded[3].global_address == q2.data_ptr()
     vals = prep.block.read_back()
-    assert vals[3] == out.data_ptr() and vals[4] == 0 and vals[5:9] == [s, s, h, h // hk]
-    assert vals[9:12] == [out.stride(0), out.stride(1), out.stride(2)]
-    assert abs(vals[12] - 0.125 * 1.4426950408889634) < 1e-6
+    assert vals[3] == out.data_ptr() and vals[4] == 0 and vals[5:10] == [s, s, h, h // hk, b]
+    assert vals[10:13] == [out.stride(0), out.stride(1), out.stride(2)]
+    assert abs(vals[13] - 0.125 * 1.4426950408889634) < 1e-6
     assert drv.launches[-1] == (7, (3, h, b), (384, 1, 1), prep.smem, 5)
 
 

@@ -53,19 +53,22 @@ def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal, schedule)
 
 # every tile the chooser may pick besides the 128 x 128 one: the defaults (ptxgen.attention.launch.default_choice),
 # three consumer warpgroups (BM 192) and D 128 with 192-key blocks, each under the schedules it allows
-TILES = [(64, (128, 192, 2), "pingpong"), (64, (192, 128, 2), "overlap"), (64, (192, 64, 3), "serial"),
-         (128, (128, 192, 2), "pingpong"), (128, (128, 192, 2), "overlap")]
+# and the persistent walk (one CTA per SM over the tiles) under each schedule
+TILES = [(64, (128, 192, 2), "pingpong", False), (64, (192, 128, 2), "overlap", False), (64, (192, 64, 3), "serial", False),
+         (128, (128, 192, 2), "pingpong", False), (128, (128, 192, 2), "overlap", False),
+         (64, (192, 128, 2), "overlap", True), (64, (128, 128, 2), "serial", True), (128, (128, 128, 2), "pingpong", True),
+         (128, (128, 192, 2), "pingpong", True)]
 
 
-@pytest.mark.parametrize("d,tile,schedule", TILES)
+@pytest.mark.parametrize("d,tile,schedule,persistent", TILES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("b,h,hk,sq,sk", [(1, 4, 4, 1, 1), (2, 8, 2, 7, 7), (1, 8, 1, 1000, 1000), (2, 4, 4, 130, 517),
                                           (1, 4, 1, 517, 130)])
-def test_attention_tiles_match_float64(b, h, hk, sq, sk, d, tile, schedule, causal):
+def test_attention_tiles_match_float64(b, h, hk, sq, sk, d, tile, schedule, persistent, causal):
     torch.manual_seed(sq + 7 * sk + d)
     q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hk, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    out, lse = attention_with(q, k, v, causal=causal, return_lse=True, schedule=schedule, tile=tile)
+    out, lse = attention_with(q, k, v, causal=causal, return_lse=True, schedule=schedule, tile=tile, persistent=persistent)
     ro, rl = reference(q, k, v, causal, 1 / math.sqrt(d))
     assert (out.double() - ro).abs().max().item() < 2e-2 + 2e-2 * ro.abs().max().item()
     assert (lse.double() - rl).abs().max().item() < 1e-2
@@ -135,3 +138,18 @@ def test_cuda_graph_capture_and_replay():
         torch.cuda.synchronize()
         ro, _ = reference(q, k, v, False, 128 ** -0.5)
         assert (out.double() - ro).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_walk_more_tiles_than_sms(causal):
+    """More tiles than SMs (each CTA walks several, the K/V ring and Q's barrier running on across them), twice in a
+    row (the barriers' phases start over each launch) and against the one-CTA-per-tile kernel bit for bit."""
+    torch.manual_seed(3)
+    q = torch.randn(4, 16, 1000, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(4, 4, 1000, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ours = attention_with(q, k, v, causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=True)
+    again = attention_with(q, k, v, causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=True)
+    grid = attention_with(q, k, v, causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=False)
+    assert torch.equal(ours, again) and torch.equal(ours, grid)
+    ro, _ = reference(q[:1, :4], k[:1, :1], v[:1, :1], causal, 128 ** -0.5)
+    assert (ours[:1, :4].double() - ro).abs().max().item() < 3e-2

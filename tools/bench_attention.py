@@ -9,7 +9,8 @@ FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts the
     python tools/bench_attention.py [--seqlens 512,2048,8192,16384] [--head-dims 64,128] [--repeats 7] [--json out.json]
         [--variants default,pingpong:128:192:2,...]
 
-Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``; a
+Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``
+(``:persistent`` appended: one CTA per SM walking the tiles); a
 variant the head dim cannot take (a SpecError) is reported as unavailable for that point.
 """
 
@@ -29,11 +30,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
 def variant(name: str):
-    """(schedule, tile) of a variant name: ``default`` -> (None, None); ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2))."""
+    """(schedule, tile, persistent) of a variant name: ``default`` -> (None, None, None); ``pingpong:128:192:2`` ->
+    ("pingpong", (128, 192, 2), False); a ``:persistent`` suffix asks for the persistent walk."""
     if name == "default":
-        return None, None
-    sched, bm, bn, stages = name.split(":")
-    return sched, (int(bm), int(bn), int(stages))
+        return None, None, None
+    sched, bm, bn, stages, *walk = name.split(":")
+    return sched, (int(bm), int(bn), int(stages)), walk == ["persistent"]
 
 
 def contenders(variants):
@@ -41,8 +43,9 @@ def contenders(variants):
 
     out = {}
     for name in variants:
-        sched, tile = variant(name)
-        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile: attention(q, k, v, causal=c, schedule=sched, tile=tile))
+        sched, tile, walk = variant(name)
+        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk:
+                                 attention(q, k, v, causal=c, schedule=sched, tile=tile, persistent=walk))
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         def f(q, k, v, c, be=be):
             with sdpa_kernel([be]):

@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="bf16", help="bf16 or f16 (default bf16)")
     p.add_argument("--stages", type=int, default=2, help="K/V ring stages (default 2)")
     p.add_argument("--schedule", default="serial", help=f"consumer schedule ({', '.join(SCHEDULES)}; default serial)")
+    p.add_argument("--persistent", action="store_true", help="one CTA per SM walks the query tiles (sm_90a)")
     p.add_argument("--arch", default="sm_90a", help="sm_90a (default) or sm_100a")
     p.add_argument("--out", default="generated", help="output folder (default generated)")
     p.add_argument("--json", action="store_true", help="print a JSON build report")
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> int:
 
     try:
         spec = AttentionSpec(args.head_dim, args.bm, args.bn, args.causal, _enum(DType, args.dtype, "--dtype"),
-                             _enum(Arch, args.arch, "--arch"), args.stages, args.schedule)
+                             _enum(Arch, args.arch, "--arch"), args.stages, args.schedule, args.persistent)
     except SpecError as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -24,22 +24,24 @@ _LOCK = threading.Lock()
 LONG_KEYS = 4096  # from this many keys on, D 128 takes 192-key blocks
 
 
-def default_choice(p: AttentionProblem) -> tuple[tuple[int, int, int], str]:
-    """((BM, BN, stages), schedule) for a problem, from the H100 sweep of docs/attention.md ("Choosing the tile"):
-    D 64: three consumer warpgroups (BM 192, FA3's head-dim-64 tile) with 128-key blocks, intra-warpgroup overlap;
-    D 128: two consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128."""
+def default_choice(p: AttentionProblem) -> tuple[tuple[int, int, int], str, bool]:
+    """((BM, BN, stages), schedule, persistent) for a problem, from the H100 sweep of docs/attention.md ("How the
+    defaults were found"): D 64: three consumer warpgroups (BM 192, FA3's head-dim-64 tile) with 128-key blocks,
+    intra-warpgroup overlap; D 128: two consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else
+    128."""
     if p.head_dim == 64:
-        return (192, 128, 2), "overlap"
-    return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong"
+        return (192, 128, 2), "overlap", False
+    return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong", False
 
 
 def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
-                tile: tuple[int, int, int] | None = None) -> AttentionSpec:
-    """The default tile and schedule of the problem (``default_choice``), or the ones asked for."""
-    (bm, bn, stages), default = default_choice(p)
+                tile: tuple[int, int, int] | None = None, persistent: bool | None = None) -> AttentionSpec:
+    """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for."""
+    (bm, bn, stages), default, walk = default_choice(p)
     if tile is not None:
         bm, bn, stages = tile
-    return AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default)
+    return AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default,
+                         persistent=walk if persistent is None else bool(persistent))
 
 
 def _kernel(spec: AttentionSpec, device_index: int):
@@ -64,9 +66,10 @@ class PreparedAttention:
 
     def __init__(self, spec: AttentionSpec, plan, func: int, p: AttentionProblem, q, k, v, out, scale: float, drv=None):
         self.spec, self.func, self.drv, self.smem = spec, func, drv, plan.smem_bytes
-        self.grid = (-(-p.seqlen_q // spec.bm), p.heads, p.batch)
-        args = (q, k, v, out, None, p.seqlen_q, p.seqlen_k, p.heads, p.group, out.stride(0), out.stride(1), out.stride(2),
-                scale * LOG2E)
+        tiles = (-(-p.seqlen_q // spec.bm), p.heads, p.batch)
+        self.grid = (min(tiles[0] * tiles[1] * tiles[2], sm_count(q.device)), 1, 1) if spec.persistent else tiles
+        args = (q, k, v, out, None, p.seqlen_q, p.seqlen_k, p.heads, p.group, p.batch, out.stride(0), out.stride(1),
+                out.stride(2), scale * LOG2E)
         self.launch = PreparedLaunch.of(plan.params, args, driver=drv)
         self.block = self.launch.block
         self.lock = threading.Lock()
@@ -84,30 +87,41 @@ class PreparedAttention:
 
 
 _PREPARED: dict = {}
+_SMS: dict = {}
 
 
-def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None) -> tuple:
+def sm_count(device) -> int:
+    """The multiprocessors of a torch device (the persistent grid: one CTA each), once per device."""
+    n = _SMS.get(device.index)
+    if n is None:
+        n = _SMS[device.index] = sys.modules["torch"].cuda.get_device_properties(device).multi_processor_count
+    return n
+
+
+def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None,
+                 persistent=None) -> tuple:
     return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), q.dtype, q.device,
-            causal, scale, return_lse, schedule, tile)
+            causal, scale, return_lse, schedule, tile, persistent)
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
-              schedule: str | None = None, tile: tuple[int, int, int] | None = None):
+              schedule: str | None = None, tile: tuple[int, int, int] | None = None, persistent: bool | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
     transposed to (B, H, S, D) works without a copy). k and v may have fewer heads than q (GQA/MQA: H_kv divides H).
     Causal is top-left aligned, as scaled_dot_product_attention's is_causal. ``return_lse``: also the float32
-    log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES)
-    and ``tile``: (BM, BN, stages), for tests and benchmarks (None: ``default_choice``)."""
+    log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES),
+    ``tile``: (BM, BN, stages) and ``persistent``: one CTA per SM walking the tiles, for tests and benchmarks (None:
+    ``default_choice``)."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile)
+    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent)
     prep = _PREPARED.get(key)
     if prep is None:
-        spec = choose_spec(p, bool(causal), schedule, tile)
+        spec = choose_spec(p, bool(causal), schedule, tile, persistent)
         built, func = _kernel(spec, q.device.index or 0)
         prep = PreparedAttention(spec, built.plan, func, p, q, k, v, out, scale)
         if len(_PREPARED) > 256:  # a bound on distinct shapes kept

@@ -48,11 +48,12 @@ def ring(s: AttentionSpec, q: OperandPlan, k: OperandPlan, v: OperandPlan, **kw)
 
 def params(s: AttentionSpec, q: OperandPlan, k: OperandPlan, v: OperandPlan) -> tuple[Param, ...]:
     """The kernel's parameters, in order: Q, K, V as rank-4 tensor maps of (B, H, S, D) views (128-byte L2
-    promotion), O, the optional LSE, the problem sizes, O's strides and the softmax scale times log2(e)."""
+    promotion), O, the optional LSE, the problem sizes (the batch count for the persistent walk), O's strides and the
+    softmax scale times log2(e)."""
     maps = tuple(Param(f"tmap_{o.name.lower()}", "tensormap", operand=o, l2_promotion_bytes=128) for o in (q, k, v))
     return (*maps, Param("o", "ptr", dtype=s.dtype.value, const=False),
             Param("lse", "ptr", dtype="f32", const=False, optional=True),
-            *(Param(n, "i32") for n in ("seqlen_q", "seqlen_k", "heads", "group")),
+            *(Param(n, "i32") for n in ("seqlen_q", "seqlen_k", "heads", "group", "batch")),
             *(Param(n, "u64") for n in ("o_sb", "o_sh", "o_ss")), Param("scale_log2", "f32"))
 
 
@@ -146,7 +147,7 @@ def plan_attention(s: AttentionSpec) -> AttentionPlan:
     producer, consumer = consumer_registers(s.consumers)
     # every consumer warp's lane 0 releases a stage (the warps of a warpgroup finish P·V at different times)
     r = ring(s, q, k, v, consumer_warpgroups=s.consumers, empty_arrivals=4 * s.consumers, producer_registers=producer,
-             consumer_registers=consumer, empty_per_operand=True)
+             consumer_registers=consumer, empty_per_operand=True, barriers=("Q_empty",) if s.persistent else ())
     return AttentionPlan(spec=s, q=q, k=k, v=v, ring=r, qk=wgmma(q, k), pv=wgmma(RegisterA(s.dtype), v),
                          p_pairs=p_register_pairs(s.bn, s.dtype), params=params(s, q, k, v))
 
@@ -180,6 +181,26 @@ def needs_mask(m_block: int, n_block: int, bm: int, bn: int, seqlen_k: int, caus
 def m_block_expr(causal: bool) -> str:
     """Causal tiles differ in work: the grid visits the longest (the last query block) first."""
     return "static_cast<int>(gridDim.x - 1 - blockIdx.x)" if causal else "static_cast<int>(blockIdx.x)"
+
+
+def tile_of(t: int, m_blocks: int, heads: int, batch: int, causal: bool) -> tuple[int, int, int]:
+    """(m_block, head, batch index) of tile ``t`` of the persistent walk (CTA c takes tiles c, c + grid, ...). Not
+    causal: a head's query blocks are consecutive tiles (the CTAs running at once share its K and V in L2). Causal:
+    the last (longest) query block of every head first, then the next longest, so the static round-robin runs the
+    long tiles in the first waves and the short ones last."""
+    if causal:
+        rank, hb = divmod(t, heads * batch)
+        return m_blocks - 1 - rank, hb % heads, hb // heads
+    hb, m = divmod(t, m_blocks)
+    return m, hb % heads, hb // heads
+
+
+def tile_exprs(causal: bool) -> dict[str, str]:
+    """``tile_of`` as C (names: tile, m_blocks, heads, batch): the template's m_block, head and batch index."""
+    if causal:
+        return {"m_block": "m_blocks - 1 - tile / (heads * batch)", "head": "(tile % (heads * batch)) % heads",
+                "batch": "(tile % (heads * batch)) / heads"}
+    return {"m_block": "tile % m_blocks", "head": "(tile / m_blocks) % heads", "batch": "(tile / m_blocks) / heads"}
 
 
 def n_block_end_expr(bm: int, bn: int, causal: bool) -> str:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..author import Kernel, Values, generated_line, template_file
-from .plan import AttentionPlan, m_block_expr, n_block_end_expr, needs_mask_expr
+from .plan import AttentionPlan, m_block_expr, n_block_end_expr, needs_mask_expr, tile_exprs
 
 TEMPLATE = "attention_sm90.cu.j2"
 TEMPLATE_SM100 = "attention_sm100.cu.j2"
@@ -13,7 +13,8 @@ OUT_CTYPE = {"bf16": "unsigned short", "f16": "unsigned short"}
 
 def cli_args(s) -> str:
     return (f"--kind attention --head-dim {s.head_dim} --bm {s.bm} --bn {s.bn}" + (" --causal" if s.causal else "")
-            + f" --dtype {s.dtype.value} --stages {s.stages} --schedule {s.schedule} --arch {s.arch.value}")
+            + f" --dtype {s.dtype.value} --stages {s.stages} --schedule {s.schedule}" + (" --persistent" if s.persistent else "")
+            + f" --arch {s.arch.value}")
 
 
 def _regs(n: int, first: int = 0) -> str:
@@ -36,7 +37,8 @@ def _common(p) -> dict:
         "smem_q": p.smem_q, "smem_k": p.smem_k, "smem_v": p.smem_v, "smem_barriers": p.smem_barriers,
         "k_stage_stride": r.regions["K"].stage_stride_bytes, "v_stage_stride": r.regions["V"].stage_stride_bytes,
         "m_block_expr": m_block_expr(s.causal), "n_end_expr": n_block_end_expr(s.bm, s.bn, s.causal),
-        "needs_mask_expr": needs_mask_expr(s.bm, s.bn, s.causal),
+        "needs_mask_expr": needs_mask_expr(s.bm, s.bn, s.causal), "persistent": s.persistent,
+        "tile": tile_exprs(s.causal),
     }
 
 

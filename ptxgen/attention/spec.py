@@ -41,6 +41,9 @@ class AttentionSpec:
     arch: Arch = Arch.SM90A
     stages: int = 2  # K/V ring depth
     schedule: str = "serial"
+    # one CTA per SM walks the (query block, head, batch) tiles: the next tile's Q, K and V load while this one's
+    # last blocks and epilogue run (Q released once the tile's last S has landed: a Q_empty barrier)
+    persistent: bool = False
 
     def __post_init__(self):
         check(self)
@@ -63,11 +66,12 @@ class AttentionSpec:
     def kernel_name(self) -> str:
         c = "causal" if self.causal else "full"
         return (f"ptxgen_attn_{self.arch.value.replace('_', '')}_{self.dtype.value}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}_"
-                f"{c}_{self.schedule}")
+                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else ""))
 
     def to_json(self) -> dict:
         return {"head_dim": self.head_dim, "bm": self.bm, "bn": self.bn, "causal": self.causal,
-                "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages, "schedule": self.schedule}
+                "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages, "schedule": self.schedule,
+                "persistent": self.persistent}
 
 
 def consumer_registers(consumers: int) -> tuple[int, int]:
@@ -90,6 +94,8 @@ def check(s: AttentionSpec) -> None:
         raise SpecError("--bm" if s.bm != 128 else "--schedule", s.bm if s.bm != 128 else s.schedule,
                         "the tcgen05 form holds 128 query rows in the 128 TMEM lanes (M = 128, one softmax warpgroup) and has "
                         "one schedule", "--bm 128 --schedule serial")
+    if s.arch is Arch.SM100A and s.persistent:
+        raise SpecError("--persistent", True, "the tcgen05 form launches one CTA per query tile", "leave --persistent off")
     if s.head_dim not in HEAD_DIMS:
         raise SpecError("--head-dim", s.head_dim, "the head dim must fill whole 128-byte swizzle atoms of Q, K and V and "
                         "keep the O accumulator in registers", ", ".join(map(str, HEAD_DIMS)))
