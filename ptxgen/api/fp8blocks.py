@@ -269,7 +269,7 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
             if kernel.plan.stream_k is not None:  # the calling stream's workspace, flags zero in its order (as ptxgen.gemm's)
                 w, keep = streamk_workspace(launcher(), dev.index, handle, workspace_bytes(kernel.plan, p, dev.sm_count),
                                             a if ai.library == "torch" else None, lambda: streams.context_switch(dev))
-            launches = gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count, extra=extra)
+            launches = gemm_launches(kernel.plan, k, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count, extra=extra)
             for kern, grid, block, args in launches:
                 kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued
