@@ -124,7 +124,7 @@ def error_name(rc: int) -> str:
 _MODULE: list = []
 # what the Python side calls on the compiled module; a module missing one is a stale in-place build, not used
 _MODULE_NAMES = ("Launcher", "Hot", "KernelBase", "forget_tables", "hot_gemm", "hot_kernel", "set_tensor_type",
-                 "WS_STREAMK")
+                 "WS_STREAMK", "LAUNCH_ABI")  # LAUNCH_ABI: Launcher(..., masks[, workspace]), one launch
 MAX_OPERANDS = 8  # _launcher.h's: A, B, D and up to five more pointers a Launcher patches
 
 
@@ -167,9 +167,7 @@ def compiled_launcher(driver, *, func: int, grid, block, smem: int, params: Para
     if mod is None or address is None or capture is None or len(operands) > MAX_OPERANDS:
         return None
     layout = [slot_layout(g) for g in operands]
-    extra = ()
-    if workspace is not None:
-        extra = (None, ({"stream_k": mod.WS_STREAMK}[workspace], int(capture)))
+    extra = () if workspace is None else (({"stream_k": mod.WS_STREAMK}[workspace], int(capture)),)
     try:
         return mod.Launcher(int(func), tuple(grid), tuple(block), int(smem), params.address, params, layout, int(address),
                             ensure_context, _launch_failed, int(device_index), tuple(spans), tuple(masks), *extra)
