@@ -217,6 +217,7 @@ def test_split_k_field_round_trips_and_names_the_kernel():
     (dict(s=0), "--split-k"), (dict(s=MAX_SPLIT_K + 1), "--split-k"),
     (dict(schedule="persistent"), "--split-k"), (dict(epilogue="tma"), "--split-k"),
     (dict(arch="sm_100a", bm=128, a="kmajor-sw128"), "--split-k"),
+    (dict(dtype="e4m3", bk=128, stages=4, fp8_blocks="1x128x128"), "--split-k"),
 ])
 def test_illegal_split_specs_name_the_field(kw, flag):
     with pytest.raises(SpecError) as e:
@@ -259,7 +260,10 @@ def test_one_launch_writes_d_with_the_workspace_as_w():
 # -- NVRTC + SASS (L2) ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec", [split_spec(s=4), split_spec(bm=128, bn=192, stages=4, s=3),
                                   split_spec(s=2, loader="cp.async", out_dtype="f32"),
-                                  split_spec(bn=128, s=2, dtype="e4m3", bk=128)], ids=lambda s: s.kernel_name)
+                                  split_spec(bn=128, s=2, dtype="e4m3", bk=128),
+                                  split_spec(s=4, fuse="c,bias=col:bf16,gelu_erf,residual"),
+                                  split_spec(bm=128, bn=192, stages=4, s=3, fuse="bias=col,relu,scale=row", out_dtype="e4m3")],
+                         ids=lambda s: s.kernel_name)
 def test_split_kernel_compiles_as_one_function_without_local_memory(spec):
     from ptxgen.runtime.compile.sass import check_sass, function_resources, run_tool
     from ptxgen.runtime.compile.toolchain import compile_cuda
@@ -277,6 +281,17 @@ def test_split_kernel_compiles_as_one_function_without_local_memory(spec):
     assert sass.count("ATOMG.E.ADD.S32.STRONG.GPU") == 1  # the tile counter's one add (acq_rel: MEMBAR.ALL.GPU before it)
     assert "MEMBAR.ALL.GPU" in sass and "BAR.RED.OR" in sass  # the release fence; the verdict handed to the warpgroup
     assert "LDG.E.128.STRONG.GPU" in sass and "STG.E.128.STRONG.GPU" in sass  # the partials: 16-byte L2 vectors
+
+
+def test_a_fused_chain_runs_once_after_the_sum():
+    """--fuse with --split-k: the chain sits inside the last arrival's branch, after the fixed-order sum (the other
+    splits never reach it), as the epilogue of a kernel without a split would run it."""
+    src = render_kernel(plan_kernel(split_spec(s=2, fuse="bias=col:f32,relu")))
+    reduce_at, sum_at = src.index("if (sk_last) {"), src.index("in split order: the same sum")
+    chain_at = src.index("fused epilogue chain on this warpgroup")
+    assert reduce_at < sum_at < chain_at and src.count("fused epilogue chain on this warpgroup") == 1
+    plain = render_kernel(plan_kernel(split_spec(s=1, fuse="bias=col:f32,relu")))
+    assert "sk_last" not in plain and "fused epilogue chain on this warpgroup" in plain
 
 
 def test_non_split_kernels_have_no_counter():

@@ -22,7 +22,7 @@ import threading
 
 from ...derive.tile.abi import SFA_MAP
 from ...derive.tile.kernel import KernelPlan
-from ...runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name
+from ...runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name, launcher
 from ...runtime.launch.gpu import CudaError
 from ...runtime.launch.launch import C_MAP, Problem, c_map_args, check_workspace_launch, map_args, sfa_map_args, workspace_bytes
 from ...runtime.launch.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
@@ -156,6 +156,21 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
                     _STREAMK_OUTGROWN.append(w)
                 w = _STREAMK_WORKSPACES[key] = (address, size, owner)
     return w[0], None
+
+
+def workspace_launches(plan: KernelPlan, kernel, pointers: tuple[int, int, int], p: Problem, dev, stream: int, like=None,
+                       extra: dict | None = None, get_workspace=None) -> tuple[list, object]:
+    """(gemm_launches, keep) of a slow-path launch on ``stream`` (a, b and d at ``pointers``): a split-K or stream-K
+    kernel gets the calling stream's workspace (``get_workspace``, :func:`streamk_workspace` unless given; ``keep``: a
+    capture's owner, held until the launch is queued), others none."""
+    from ...runtime.launch.launch import gemm_launches
+    from . import streams
+
+    w, keep = 0, None
+    if plan.split is not None or plan.stream_k is not None:
+        w, keep = (get_workspace or streamk_workspace)(launcher(), dev.index, stream, workspace_bytes(plan, p, dev.sm_count),
+                                                       like, lambda: streams.context_switch(dev))
+    return gemm_launches(plan, kernel, *pointers, w, p, dev.sm_count, extra=extra), keep
 
 
 def remember_workspace(c, device_index: int, stream: int, address: int) -> None:
