@@ -96,7 +96,7 @@ class SplitPlan:
         return (
             Derived("split_k", s, f"grid z = {s}: {s} CTAs per output tile, one launch",
                     "few tiles (small M, or a last wave that leaves SMs idle) cannot fill the GPU; splitting K gives each tile "
-                    f"{s} CTAs that stream disjoint parts of A and B", "CUTLASS GemmSplitKParallel; cuBLAS runs split-K at small M"),
+                    f"{s} CTAs that stream disjoint parts of A and B", "CUTLASS serial split-K (a semaphore per tile; here the sum order is fixed); cuBLAS runs split-K at small M"),
             Derived("k_range", f"T = ceil(K / {bk}); q = T / {s}, r = T % {s}",
                     "split z takes K-tiles [z q + min(z, r), ... + q + (z < r)); k0 = (first + kt) x BK",
                     "whole K-tiles, balanced to within one: every K-tile in exactly one split (the loads past K read zeros as "
