@@ -120,9 +120,9 @@ def _zero_flags(driver, address: int, stream: int, ensure_context=None) -> None:
 
 def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch_like=None,
                       ensure_context=None) -> tuple[int, object]:
-    """(address, keep) of a stream-K (or split-K) workspace of at least ``nbytes`` for a launch on ``stream`` with its flags zero in
-    the stream's order (see the comment above); ``keep``: an owner the caller holds until the launch is queued (a
-    capture's workspace), else None."""
+    """(address, keep) of a stream-K (or split-K) workspace of at least ``nbytes`` for a launch on ``stream`` with its
+    flags zero in the stream's order (see the comment above); ``keep``: an owner the caller holds until the launch is
+    queued (a capture's workspace), else None."""
     rc, status = driver.capture_status(stream)
     if rc in RETRY_WITH_CONTEXT and ensure_context is not None:
         rc, status = _retried(driver.capture_status, ensure_context, (stream,))

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tile.derived import Derived
-from .streamk import ACC_VECTOR, FLAG_REGION_BYTES, GROUP_THREADS, slot_bytes
+from .streamk import FLAG_REGION_BYTES, GROUP_THREADS, slot_bytes
 
 COUNTER_BYTES = 4  # one int32 counter per (tile, consumer warpgroup)
 
@@ -96,7 +96,8 @@ class SplitPlan:
         return (
             Derived("split_k", s, f"grid z = {s}: {s} CTAs per output tile, one launch",
                     "few tiles (small M, or a last wave that leaves SMs idle) cannot fill the GPU; splitting K gives each tile "
-                    f"{s} CTAs that stream disjoint parts of A and B", "CUTLASS serial split-K (a semaphore per tile; here the sum order is fixed); cuBLAS runs split-K at small M"),
+                    f"{s} CTAs that stream disjoint parts of A and B",
+                    "CUTLASS serial split-K (a semaphore per tile; here the sum order is fixed); cuBLAS runs split-K at small M"),
             Derived("k_range", f"T = ceil(K / {bk}); q = T / {s}, r = T % {s}",
                     "split z takes K-tiles [z q + min(z, r), ... + q + (z < r)); k0 = (first + kt) x BK",
                     "whole K-tiles, balanced to within one: every K-tile in exactly one split (the loads past K read zeros as "
@@ -104,7 +105,8 @@ class SplitPlan:
                     "tests/test_splitk.py (hypothesis, any K, BK, S)"),
             Derived("split_k_workspace", f"{FLAG_REGION_BYTES} B of int32 counters (tile x {self.groups} + warpgroup), "
                     f"then tiles x {s} slots of {self.slot_bytes} B (slot tile x {s} + z)",
-                    "zero-filled once when allocated (stream-K's workspace, one per stream); the last arrival resets its counter",
+                    "zero-filled once when allocated (stream-K's workspace, one per stream); the last arrival resets "
+                    "its counter",
                     "slots in the accumulator's register order: each warp's 16-byte stores and loads are contiguous; at most "
                     f"{self.max_tiles} tiles a launch", "ptxgen.derive.store.splitk, ptxgen.derive.store.streamk"),
             Derived("split_k_reduction", f"the last of the {s} arrivals sums slots 0, 1, ..., {s - 1} in that order",
