@@ -143,6 +143,9 @@ def test_rendered_indices_match_the_plan(spec_kw):
         for z in range(p.splits):
             assert _eval_c(v.slot_expr, tile=tile, k_split=z) == p.slot_index(tile, z)
     assert f"W + {FLAG_REGION_BYTES}u" in v.store_partial[0] and f"* {p.slot_bytes // 16} +" in v.store_partial[0]
+    src = render_kernel(plan)
+    block = src[src.index("// split-K: every split stores"):src.index("in split order: the same sum")]
+    assert "while (" not in block and "flag_acquire_load(" not in block  # nobody waits: the last arrival reduces
 
 
 # -- the one-launch protocol, every arrival order (L1) ------------------------------------------------------------------
