@@ -245,15 +245,20 @@ def test_ptxgen_gemm_takes_the_chain_keywords(simulated):
     assert name.endswith("_fbcf32relu") and args[-2:] == [1.0, bias.ptr]
 
 
-def test_ptxgen_gemm_with_a_chain_runs_a_split_k_pick_whole(simulated, monkeypatch):
-    """A decode shape whose pick splits K (runtime.choose's split-k rule: 16 x 4096 x 4096): the chain cannot act on
-    partial sums (derive.tile.rules refuses --split-k with --fuse), so the fused kernel is the pick's tile with K whole. It
-    used to raise that SpecError out of ptxgen.gemm."""
+def test_ptxgen_gemm_with_a_chain_keeps_a_split_k_pick(simulated, monkeypatch):
+    """A decode shape whose pick splits K (runtime.choose's split-k rule: 16 x 4096 x 4096): the fused kernel is the pick
+    with the chain, its split kept (the last split to arrive at a tile runs the chain once, on the whole sum:
+    derive.store.splitk), one launch with the stream's workspace as W."""
     import ptxgen
     from ptxgen.api import fused
     from ptxgen.api.select import select_choice
 
+    from ptxgen.api.launch import launchplan
+
     monkeypatch.setattr(fused, "_KERNELS", {})  # loaded afresh on the simulated device (the kernel may be another test's)
+    asked = []
+    monkeypatch.setattr(launchplan, "streamk_workspace",  # the stream's workspace (no driver here to zero its counters)
+                        lambda drv, index, stream, nbytes, like, ensure: asked.append(nbytes) or (0x5000_0000, None))
     m, n, k = 16, 4096, 4096
     pick, _, _ = select_choice("bf16", "sm_90a", m, n, k, allow_swap=False)
     assert pick.split_k > 1  # the premise (control: the spec gemm picks without a chain splits K)
@@ -261,15 +266,18 @@ def test_ptxgen_gemm_with_a_chain_runs_a_split_k_pick_whole(simulated, monkeypat
     b = _Arr((n, k), strides=(k, 1))  # last: 32 MB, more than the fake arrays' 16 MB spacing
     assert ptxgen.gemm(a, b, out, bias=bias, activation="relu") is out
     ((name, grid, block, args, stream),) = simulated
-    whole = make_spec(**{**pick.to_json(), "split_k": 1, "fuse": "bias=col:f32,relu"})
-    assert name == whole.kernel_name and name.endswith("_fbcf32relu") and grid[2] == 1
+    split = make_spec(**{**pick.to_json(), "fuse": "bias=col:f32,relu"})
+    assert name == split.kernel_name and name.endswith("_fbcf32relu_sk%d" % pick.split_k) and grid[2] == pick.split_k
+    names = [q.name for q in plan_kernel(split).abi.params]
+    assert dict(zip(names, args))["W"] == 0x5000_0000 and len(asked) == 1
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [16, 5])
 def test_fused_split_pick_gemm_matches_float64(gpu, m):
-    """On the H200: ptxgen.gemm with a bias and relu on decode shapes whose plain pick splits K (16 and 5 x 4096 x 4096):
-    the fused kernel runs the pick's tile with K whole, within 1e-2 of float64 (bf16 output)."""
+    """On the H100/H200: ptxgen.gemm with a bias and relu on decode shapes whose plain pick splits K (16 and 5 x 4096 x
+    4096): the fused split-K kernel (the chain run once by the last split to arrive) within 1e-2 of float64 (bf16
+    output), the same bits on a repeated call."""
     import ptxgen
     from ptxgen.api.select import select_choice
 
@@ -281,10 +289,12 @@ def test_fused_split_pick_gemm_matches_float64(gpu, m):
     b = (torch.randn(n, k, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
     bias = torch.randn(n, device="cuda", generator=g)
     out = ptxgen.gemm(a, b, bias=bias, activation="relu")
+    again = ptxgen.gemm(a, b, bias=bias, activation="relu")
     torch.cuda.synchronize()
     ref = torch.relu(a.double() @ b.double().t() + bias.double())
     assert out.shape == (m, n) and out.dtype == torch.bfloat16
     assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-2
+    assert torch.equal(out.view(torch.int16), again.view(torch.int16))
 
 
 def test_beta_zero_ignores_c(simulated):

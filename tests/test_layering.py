@@ -56,7 +56,7 @@ def test_derive_imports_only_isa_and_derive():
 
 
 INDEPENDENT_MODELS = ("readmodel", "tmamodel", "pipesim", "pipesim_state", "pipesim_agents", "mbarrier", "fragmodel",
-                      "sfmodel", "groupmodel", "chainref", "mxref", "attnmodel")
+                      "sfmodel", "groupmodel", "chainref", "mxref", "attnmodel", "splitkmodel")
 
 
 MODEL_PACKAGES = ("ptxgen.model", "ptxgen.model.layouts", "ptxgen.model.numerics", "ptxgen.model.sim")

@@ -333,13 +333,20 @@ def test_workspaces_are_allocated_in_their_devices_context(sim, monkeypatch):
             made.append(sim.current)
             self.address = base(sim.contexts.index(sim.current)) + (1 << 38) + 256 * len(made)
 
+    class Driver:  # not capturing; the counters' memset accepted
+        def capture_status(self, stream):
+            return 0, 0
+
+        def memset_d32_async(self, ptr, value, count, stream):
+            return 0
+
     monkeypatch.setattr(gpu, "Buffer", FakeBuffer)
-    monkeypatch.setattr(launchplan, "_WORKSPACES", {})
-    w1 = launchplan.workspace(1, 0x77, 4096)
-    w0 = launchplan.workspace(0, 0x77, 4096)
+    monkeypatch.setattr(launchplan, "_STREAMK_WORKSPACES", {})
+    w1, _ = launchplan.streamk_workspace(Driver(), 1, 0x77, 4096)
+    w0, _ = launchplan.streamk_workspace(Driver(), 0, 0x77, 4096)
     assert made == ["ctx1", "ctx0"] and w1 != w0 and sim.current == "ctx0"
     assert base(1) <= w1 < base(2) and base(0) <= w0 < base(1)
-    assert launchplan.workspace(1, 0x77, 4096) == w1 and len(made) == 2  # kept per (device, stream, bytes)
+    assert launchplan.streamk_workspace(Driver(), 1, 0x77, 4096)[0] == w1 and len(made) == 2  # kept per (device, stream)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -226,12 +226,12 @@ def test_launch_passes_the_workspace_and_keeps_the_grid_resident():
     wb = workspace_bytes(plan, p, 132)
     exact = FLAG_REGION_BYTES + 4 * 7 * 128 * 192 * 4  # 132 CTAs: 4 last-round tiles x 7 partials of 128 x 192 floats
     assert exact <= wb <= FLAG_REGION_BYTES + 132 * 128 * 192 * 4  # any grid: at most one partial per CTA
-    (kern, grid, block, args), = gemm_launches(plan, "mma", None, 0x10000, 0x20000, 0x30000, 0x40000, p, 132,
+    (kern, grid, block, args), = gemm_launches(plan, "mma", 0x10000, 0x20000, 0x30000, 0x40000, p, 132,
                                                encode=lambda a: bytes(128))
     assert grid == (132, 1, 1)
     assert args.values[-1].value == 0x40000
     with pytest.raises(Exception):  # a workspace that is not 128-byte aligned
-        gemm_launches(plan, "mma", None, 0x10000, 0x20000, 0x30000, 0x40010, p, 132, encode=lambda a: bytes(128))
+        gemm_launches(plan, "mma", 0x10000, 0x20000, 0x30000, 0x40010, p, 132, encode=lambda a: bytes(128))
 
 
 def test_explain_prints_the_stream_k_plan():

@@ -288,7 +288,7 @@ def slow_block(kernel, a, b, out, w: int, m, n, k) -> list:
     """The same parameters built from scratch (runtime.launch.launch.gemm_launches: what ptxgen bench and validate launch)."""
     ptr = [x.__cuda_array_interface__["data"][0] for x in (a, b, out)]
     p = Problem(m, n, k, k, k, out.__cuda_array_interface__["strides"][0] // 2)
-    (_, _, _, args), = gemm_launches(kernel.plan, "mma", None, *ptr, w, p, 132, encode=_fake_encode)
+    (_, _, _, args), = gemm_launches(kernel.plan, "mma", *ptr, w, p, 132, encode=_fake_encode)
     return [v if isinstance(v, bytes) else int(v) for v in args.read_back()]
 
 

@@ -1,14 +1,14 @@
 """Split-K and stream-K launches through the compiled launcher (api.launch.launchplan.Launch, api.launch.fp8launch.Fp8Launch:
-the calling stream's workspace as the last pointer of ``Launcher.run_all``, remembered per stream in C; split-K's
-reduction queued by the launcher right after the MMA kernel).
+the calling stream's workspace as the last pointer of ``Launcher.run_all``, remembered per stream in C; one launch each,
+split-K's workspace kept as stream-K's: counters zeroed once per stream, a capture's its own).
 
 CPU tier (simulated device; ctypes callbacks stand in for cuLaunchKernel and cuStreamIsCapturing, as the C code calls
 libcuda's): every launch goes through C (the Python launch raises), the bytes cuLaunchKernel reads equal the slow
-path's built from scratch with the calling stream's workspace, one workspace per stream allocated (and, stream-K,
-zeroed in stream order) once, after which Python's workspace functions are not called again on that stream; a
-capturing stream is declined by C and gets its own workspace per launch with the memset ahead of it; the C hot call
-for torch tensors declines a stream it has no workspace for. Controls: a launch whose workspace pointer is not passed
-(or whose reduction is not queued) fails the same checks.
+path's built from scratch with the calling stream's workspace, one workspace per stream allocated and zeroed in stream
+order once, after which Python's workspace functions are not called again on that stream; a capturing stream is
+declined by C and gets its own workspace per launch with the memset ahead of it; the C hot call for torch tensors
+declines a stream it has no workspace for. Control: a launch whose workspace pointer is not passed fails the same
+checks.
 
 GPU tier (``gpu``; run in its own process with a timeout, so that a stream-K wait that never ends fails instead of
 hanging): ``ptxgen.gemm`` at a split-K and a stream-K pick, repeated on two streams and in a CUDA graph, against torch
@@ -72,7 +72,7 @@ class CDriver:
         self.c_capture = ctypes.cast(self._capture_cb, ctypes.c_void_p).value
         self.c_captures, self.launch_codes, self.capture_codes = 0, [], []
         monkeypatch.setattr(launchplan, "allocate_device_bytes", self._allocate)
-        for name, empty in (("_WORKSPACES", {}), ("_STREAMK_WORKSPACES", {}), ("_STREAMK_OUTGROWN", []),
+        for name, empty in (("_STREAMK_WORKSPACES", {}), ("_STREAMK_OUTGROWN", []),
                             ("_STREAMK_CAPTURED", [])):
             monkeypatch.setattr(launchplan, name, empty)
         monkeypatch.setattr(fastlaunch, "_DRIVER", self)
@@ -82,8 +82,6 @@ class CDriver:
             for e in k._entries.values():
                 if getattr(e, "params", None) == address:
                     return k.params
-                if getattr(e, "rparams", None) == address:
-                    return k.plan.reduce_abi.params
         raise AssertionError(f"a launch with an unknown parameter block {address:#x}")
 
     def _launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
@@ -161,7 +159,7 @@ def slow(kernel, a, b, out, w) -> list:
     m, k = a.__cuda_array_interface__["shape"]
     n = b.__cuda_array_interface__["shape"][0]
     p = Problem(m, n, k, k, k, out.__cuda_array_interface__["strides"][0] // 2)
-    launches = gemm_launches(kernel.plan, "mma", "reduce", *ptrs_of(a, b, out), w, p, 132, encode=_fake_encode)
+    launches = gemm_launches(kernel.plan, "mma", *ptrs_of(a, b, out), w, p, 132, encode=_fake_encode)
     return [[v if isinstance(v, bytes) else int(v) for v in args.read_back()] for _, _, _, args in launches]
 
 
@@ -169,7 +167,7 @@ def slow(kernel, a, b, out, w) -> list:
 def setup(monkeypatch):
     """(driver, counts): the simulated device, the C driver, and how often Python's workspace functions ran."""
     SimulatedGPU(monkeypatch)
-    counts = {"workspace": 0, "streamk_workspace": 0}
+    counts = {"streamk_workspace": 0}
     for name in counts:
         inner = getattr(launchplan, name)
 
@@ -181,33 +179,9 @@ def setup(monkeypatch):
     return counts
 
 
-def test_split_k_queues_both_kernels_in_c_with_the_streams_workspace(setup, monkeypatch, split_kernel):
-    k = split_kernel
-    _fresh(k)
-    drv = CDriver(monkeypatch, [k])
-    a, b, out = arrays(*SPLIT_SHAPE)
-    order = [0x51, 0x51, 0x52, 0x51, 0x52, 0x52]
-    for s in order:
-        assert k(a, b, out, stream=Stream(s)) is out
-    (entry,) = k._entries.values()
-    c = entry._c
-    assert isinstance(c, _launcher.Launcher) and c.workspace_kind == _launcher.WS_SPLIT and c.launches == len(order)
-    assert setup["workspace"] == 2  # Python's workspace function: once per stream, then C alone
-    launches, allocs = drv.of("launch"), drv.of("alloc")
-    assert len(launches) == 2 * len(order) and len(allocs) == 2 and drv.of("memset") == []
-    w = {s: launchplan._WORKSPACES[(0, s, entry.workspace_bytes)][0] for s in (0x51, 0x52)}
-    assert w[0x51] != w[0x52] and [x[1] for x in allocs] == [w[0x51], w[0x52]]
-    assert dict(c.workspaces) == w
-    for s, (mma, red) in zip(order, zip(launches[::2], launches[1::2])):
-        assert mma[1] == red[1] == s and (mma[2], red[2]) == (entry.params, entry.rparams)  # the reduction right after
-        assert red[3] == (entry.rgx, entry.rgy, entry.rgz)
-        assert [mma[4], red[4]] == slow(k, a, b, out, w[s])  # the stream's workspace in both, D in the reduction's
-    _fresh(k)
-
-
 def test_split_k_without_the_compiled_launcher_packs_the_same_bytes(setup, monkeypatch, split_kernel):
-    """The Python path (a driver the C code cannot call: the ctypes fallback) launches the same two kernels with the
-    same bytes, its workspace per stream too."""
+    """The Python path (a driver the C code cannot call: the ctypes fallback) launches the same one kernel with the
+    same bytes, its workspace per stream too (zeroed once each)."""
     k = split_kernel
     _fresh(k)
     drv = CDriver(monkeypatch, [k])
@@ -219,18 +193,23 @@ def test_split_k_without_the_compiled_launcher_packs_the_same_bytes(setup, monke
     for s in (0xE1, 0xE2, 0xE1):
         k(a, b, out, stream=Stream(s))
         (entry,) = k._entries.values()
-        w = launchplan._WORKSPACES[(0, s, entry.workspace_bytes)][0]
-        assert entry._c is None and [x[2] for x in python_launches[-2:]] == slow(k, a, b, out, w)
-        assert [x[:2] for x in python_launches[-2:]] == [(s, entry.params), (s, entry.rparams)]
-    assert setup["workspace"] == 3 and len(drv.of("alloc")) == 2
+        w = launchplan._STREAMK_WORKSPACES[(0, s)][0]
+        assert entry._c is None and [x[2] for x in python_launches[-1:]] == slow(k, a, b, out, w)
+        assert python_launches[-1][:2] == (s, entry.params)
+    assert setup["streamk_workspace"] == 3 and len(drv.of("alloc")) == len(drv.of("memset")) == 2
+    assert len(python_launches) == 3  # one launch a call
     _fresh(k)
 
 
-def test_stream_k_runs_in_c_with_the_streams_workspace_zeroed_once(setup, monkeypatch, sk_kernel):
-    k = sk_kernel
+@pytest.mark.parametrize("which", ["split", "stream_k"])
+def test_split_and_stream_k_run_in_c_with_the_streams_workspace_zeroed_once(setup, monkeypatch, split_kernel, sk_kernel,
+                                                                            which):
+    """One launch a call through C, W the calling stream's workspace (split-K's counters and stream-K's flags zeroed
+    once per stream, ahead of its first launch)."""
+    k, shape = (split_kernel, SPLIT_SHAPE) if which == "split" else (sk_kernel, STREAMK_SHAPE)
     _fresh(k)
     drv = CDriver(monkeypatch, [k])
-    a, b, out = arrays(*STREAMK_SHAPE)
+    a, b, out = arrays(*shape)
     order = [0x61, 0x61, 0x62, 0x61, 0x62, 0x62]
     for s in order:
         assert k(a, b, out, stream=Stream(s)) is out
@@ -255,14 +234,14 @@ def test_stream_k_runs_in_c_with_the_streams_workspace_zeroed_once(setup, monkey
 @pytest.mark.parametrize("which", ["split", "stream_k"])
 def test_control_a_launch_without_the_workspace_pointer_fails_the_check(setup, monkeypatch, split_kernel, sk_kernel,
                                                                         which):
-    """The checks above can fail: a compiled launcher built without the workspace operand (and, split-K, without the
-    reduction) launches with W unwritten, and its bytes are not the slow path's."""
+    """The checks above can fail: a compiled launcher built without the workspace operand launches with W unwritten,
+    and its bytes are not the slow path's."""
     k, shape = (split_kernel, SPLIT_SHAPE) if which == "split" else (sk_kernel, STREAMK_SHAPE)
     _fresh(k)
     drv = CDriver(monkeypatch, [k])
     real = launchplan.compiled_launcher
 
-    def without_workspace(driver, *, operands, workspace=None, second=None, **kw):
+    def without_workspace(driver, *, operands, workspace=None, **kw):
         return real(driver, operands=operands[:-1], **kw)
 
     monkeypatch.setattr(launchplan, "compiled_launcher", without_workspace)
@@ -272,9 +251,8 @@ def test_control_a_launch_without_the_workspace_pointer_fails_the_check(setup, m
     (entry,) = k._entries.values()
     assert entry._c.workspace_kind == 0
     launches = drv.of("launch")
-    assert len(launches) == 2  # split-K: the reduction never queued
-    table = (launchplan._WORKSPACES if which == "split" else launchplan._STREAMK_WORKSPACES)
-    assert table == {}  # no workspace was ever got
+    assert len(launches) == 2
+    assert launchplan._STREAMK_WORKSPACES == {}  # no workspace was ever got
     w = 0x7000_0000  # where the stream's workspace would be
     assert [launches[-1][4]] != slow(k, a, b, out, w)[:1]
     _fresh(k)
@@ -331,7 +309,7 @@ def test_a_stream_no_longer_remembered_gets_the_same_workspace_again(setup, monk
 
 
 def test_driver_errors_on_the_compiled_workspace_path(setup, monkeypatch, split_kernel, sk_kernel):
-    """A capture query or launch without a current context sets it and retries once; a failed reduction raises."""
+    """A capture query or launch without a current context sets it and retries once; a refused launch raises."""
     from ptxgen.runtime.launch.gpu import CudaError
 
     made_current = []
@@ -349,10 +327,10 @@ def test_driver_errors_on_the_compiled_workspace_path(setup, monkeypatch, split_
     sa, sb, so = arrays(*SPLIT_SHAPE)
     split_kernel(sa, sb, so, stream=Stream(0xC2))
     n = len(drv.of("launch"))
-    drv.launch_codes = [0, 1]  # the MMA kernel launched, the reduction refused (CUDA_ERROR_INVALID_VALUE: no retry)
+    drv.launch_codes = [1]  # the launch refused (CUDA_ERROR_INVALID_VALUE: no retry)
     with pytest.raises(CudaError, match=r"cuLaunchKernel failed: .*\(1\)"):
         split_kernel(sa, sb, so, stream=Stream(0xC2))
-    assert drv.launch_codes == [] and len(drv.of("launch")) == n + 1
+    assert drv.launch_codes == [] and len(drv.of("launch")) == n
     _fresh(sk_kernel)
     _fresh(split_kernel)
 
@@ -407,10 +385,9 @@ def test_the_c_hot_call_declines_a_stream_without_a_workspace_then_serves_it(set
         assert _launcher.hot_kernel(table, ta, tb, to) is to
         w = dict(entry._c.workspaces)[0x91]
         got = [e[4] for e in drv.of("launch")[n:]]
-        assert got == slow(k, a, b, out, w)  # both of split-K's launches, W the stream's
-        if which == "stream_k":
-            drv.capturing.add(0x91)
-            assert _launcher.hot_kernel(table, ta, tb, to) is None and len(drv.of("launch")) == n + 1
+        assert got == slow(k, a, b, out, w)  # one launch, W the stream's
+        drv.capturing.add(0x91)  # a capture: declined (its workspace comes from the graph's pool, zeroed in the graph)
+        assert _launcher.hot_kernel(table, ta, tb, to) is None and len(drv.of("launch")) == n + 1
     finally:
         _launcher.set_tensor_type(hotkeys._TENSOR[0])
     _fresh(k)
@@ -533,7 +510,7 @@ def gpu_case(which: str) -> int:
     for s in (s1, s2):
         s.wait_stream(torch.cuda.current_stream())
     counted = {"n": 0}
-    real = (launchplan.workspace, launchplan.streamk_workspace)
+    real = launchplan.streamk_workspace
 
     def count(f):
         return lambda *x, **kw: counted.__setitem__("n", counted["n"] + 1) or f(*x, **kw)
@@ -541,7 +518,7 @@ def gpu_case(which: str) -> int:
     results, before = [], c.launches
     for rnd in range(2):
         if rnd == 1:  # each stream has its workspace now: C alone from here
-            launchplan.workspace, launchplan.streamk_workspace = (count(f) for f in real)
+            launchplan.streamk_workspace = count(real)
         o1, o2 = [nan_out() for _ in range(10)], [nan_out() for _ in range(10)]
         torch.cuda.synchronize()
         for i in range(10):
@@ -550,7 +527,7 @@ def gpu_case(which: str) -> int:
             ptxgen.gemm(a, b, o2[i], stream=s2)
         torch.cuda.synchronize()
         results += [bool(torch.equal(want, o.view(torch.int16))) for o in o1 + o2]
-    launchplan.workspace, launchplan.streamk_workspace = real
+    launchplan.streamk_workspace = real
     streams = {s1.cuda_stream, s2.cuda_stream} <= {s for s, _ in c.workspaces}
     say("streams", bit_identical=all(results), launches=c.launches - before, python_workspace_calls=counted["n"],
         remembered=[hex(s) for s, _ in c.workspaces])

@@ -32,14 +32,14 @@ from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.fastlaunch import launcher
-from ..runtime.launch.launch import gemm_launches, workspace_bytes
+from ..runtime.launch.launch import workspace_bytes
 from ..derive.scaled.blockfp8 import COLUMNS_1D1D
 from .launch import streams
 from .arrays.binding import _allocate_out, bind, span_bytes
 from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
 from .arrays.fp8recipe import c_extra, column_scales_ld, infer_recipe
 from .fused import kernel_for
-from .launch.launchplan import streamk_workspace
+from .launch.launchplan import streamk_workspace, workspace_launches
 from .launch.hotkeys import fast_torch_key, tensor_type
 
 __all__ = ["gemm", "default_spec", "tma_scales_spec"]
@@ -265,11 +265,8 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
     if p.m and p.n:
         k = kernel.load(dev)
         with streams.on_device(dev):
-            w, keep = 0, None
-            if kernel.plan.stream_k is not None:  # the calling stream's workspace, flags zero in its order (as ptxgen.gemm's)
-                w, keep = streamk_workspace(launcher(), dev.index, handle, workspace_bytes(kernel.plan, p, dev.sm_count),
-                                            a if ai.library == "torch" else None, lambda: streams.context_switch(dev))
-            launches = gemm_launches(kernel.plan, k, None, ai.ptr, bi.ptr, oi.ptr, w, p, dev.sm_count, extra=extra)
+            launches, keep = workspace_launches(kernel.plan, k, (ai.ptr, bi.ptr, oi.ptr), p, dev, handle,  # (stream-K:
+                                                a if ai.library == "torch" else None, extra, streamk_workspace)  # its stream's)
             for kern, grid, block, args in launches:
                 kern.launch(grid, block, args, handle)
         del keep  # a graph capture's workspace: released once the launch is queued

@@ -30,12 +30,12 @@ from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
-from ..runtime.launch.launch import gemm_args, launch_geometry
 from .arrays import precision as fp32
 from .launch import streams
 from .arrays.binding import _allocate_out, bind, span_bytes
 from .arrays.fusedany import converted, narrow_spec, pack_operands, per_batch, readable_aux, type_problem
 from .launch.fusedlaunch import AUX_ROLES, FusedLaunch, FusedTable, hot_key
+from .launch.launchplan import workspace_launches
 from .arrays.packing import PACKABLE, major_of, pack_plan
 from .kernel import CompiledKernel, compile
 from .launch.hotkeys import tensor_type
@@ -97,10 +97,11 @@ def _aux_rules(aux: bool, act: Activation, dact: Activation, dact_name, mode) ->
 
 
 def fused_spec(spec, chain: ChainSpec, out_dtype: str, fp8_tma_store: bool = False):
-    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain and K whole (a split-k or stream-K pick keeps
-    its tile unsplit: the chain acts on the whole sum, derive.tile.rules); FP8 output takes the direct epilogue unless
-    ``fp8_tma_store`` (then a TMA-store ``spec`` keeps its epilogue, or the SpecError says why it cannot)."""
-    fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype, "stream_k": 1, "split_k": 1}
+    """``spec`` (as :func:`ptxgen.api.gemm_spec` picks it) with the chain: a split-k pick keeps its split (the last split
+    to arrive runs the chain once, on the whole sum: derive.store.splitk), a stream-K pick runs its tiles whole; FP8
+    output takes the direct epilogue unless ``fp8_tma_store`` (then a TMA-store ``spec`` keeps its epilogue, or the
+    SpecError says why it cannot)."""
+    fields = {**spec.to_json(), "fuse": chain.token, "out_dtype": out_dtype, "stream_k": 1}
     if out_dtype == DType.E4M3.value and fields.get("epilogue") == Epilogue.TMA.value:
         if fp8_tma_store:
             return make_spec(**fields)
@@ -299,8 +300,10 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             return r
     if p.m and p.n:
         k = kernel.load(dev)
-        with streams.on_device(dev):
-            args = gemm_args(kernel.plan, ai.ptr, bi.ptr, oi.ptr, p, extra=extra)
-            grid, block, _ = launch_geometry(kernel.plan, p, dev.sm_count, k)
-            k.launch(grid, block, args, handle)
+        with streams.on_device(dev):  # (split-K: the calling stream's workspace)
+            launches, keep = workspace_launches(kernel.plan, k, (ai.ptr, bi.ptr, oi.ptr), p, dev, handle,
+                                                a if ai.library == "torch" else None, extra)
+            for kern, grid, block, args in launches:
+                kern.launch(grid, block, args, handle)
+        del keep  # a graph capture's workspace: released once the launch is queued
     return (out, amax) if chain.fp8_scale is not None else out

@@ -13,11 +13,11 @@ from ..isa.types import DMajor
 from ..runtime.launch.arrays import ArrayInfo, read_array
 from ..runtime.launch.fastlaunch import compiled_module, launcher
 from ..runtime.launch.gpu import Device, NoGPU
-from ..runtime.launch.launch import Problem, launch_geometry, split_problem
+from ..runtime.launch.launch import Problem, launch_geometry
 from .launch import hotkeys, streams
 from .arrays.batched import bind_any
 from .arrays.binding import _allocate_out, span_bytes
-from .launch.launchplan import Launch, workspace
+from .launch.launchplan import Launch
 from .launch.hotkeys import info_key, tensor_type, torch_key
 from .launch.streams import stream_handle
 
@@ -57,7 +57,7 @@ class CompiledKernel(hotkeys.KernelBase):
         self.log: str = compiled.log
         self.cache_hit = cache_hit
         self.cache_path = cache_path
-        self._modules: dict = {}  # device ordinal -> (gpu.Kernel, split-K's reduction gpu.Kernel or None), per context
+        self._modules: dict = {}  # device ordinal -> gpu.Kernel, per context
         self._lock = threading.Lock()
         self._torch_entries = hotkeys.LaunchTable()  # torch_key -> Launch: the hot path
         self._entries: dict = {}  # info_key -> Launch: arrays of any library
@@ -114,10 +114,10 @@ class CompiledKernel(hotkeys.KernelBase):
         """Load the cubin into a device's primary context now (done lazily by the first call on that device); the
         module of that device (a ``runtime.launch.gpu.Kernel``). ``device``: a Device, an ordinal, or None (the device whose
         context is current on this thread, else cuda:0). One module per device: calls on cuda:1 launch cuda:1's."""
-        return self._module(device)[0]
+        return self._module(device)
 
-    def _module(self, device: Device | int | None = None) -> tuple:
-        """(kernel, split-K reduction kernel or None) loaded into ``device``'s primary context."""
+    def _module(self, device: Device | int | None = None):
+        """The kernel loaded into ``device``'s primary context."""
         dev = device if isinstance(device, Device) else streams.device(device)
         mod = self._modules.get(dev.index)
         if mod is None:
@@ -128,10 +128,7 @@ class CompiledKernel(hotkeys.KernelBase):
 
                     self._require_arch(dev)
                     with streams.on_device(dev):
-                        reduce = None
-                        if self.plan.reduce_abi is not None:
-                            reduce = gpu.Kernel(self.cubin, self.plan.reduce_abi.name, 0)
-                        mod = self._modules[dev.index] = (gpu.Kernel(self.cubin, self.name, self.shared_bytes), reduce)
+                        mod = self._modules[dev.index] = gpu.Kernel(self.cubin, self.name, self.shared_bytes)
         return mod
 
     def _require_arch(self, dev: Device) -> None:
@@ -194,9 +191,7 @@ class CompiledKernel(hotkeys.KernelBase):
             with streams.on_device(streams.device(entry.device_index)):  # the event lives in the streams' context
                 for producer in waits:
                     streams.wait_for_producer(producer, handle)
-        if entry.split and ai.library == "torch":
-            workspace(entry.device_index, handle, entry.workspace_bytes, a)  # split-K: torch memory for this stream
-        entry.run(ai.ptr, bi.ptr, oi.ptr, handle, a if ai.library == "torch" else None)  # stream-K: torch workspace
+        entry.run(ai.ptr, bi.ptr, oi.ptr, handle, a if ai.library == "torch" else None)  # split-K, stream-K: torch workspace
         if allocated and ai.library == "torch":
             _record_torch_stream(out, stream, handle)
         return out
@@ -227,12 +222,12 @@ class CompiledKernel(hotkeys.KernelBase):
         if p.m == 0 or p.n == 0 or p.k == 0 or p.batch == 0:
             return Launch(**common, func=0, grid=(0, 0, 0), block_dim=(0, 0, 0), smem=0, driver=None, encode=None,
                           zero_fill=p.k == 0 and p.m > 0 and p.n > 0 and p.batch > 0)
-        kernel, reduce = self._module(dev)
+        kernel = self._module(dev)
         with streams.on_device(dev):
-            grid, block, smem = launch_geometry(self.plan, split_problem(self.plan, p), dev.sm_count, kernel)
+            grid, block, smem = launch_geometry(self.plan, p, dev.sm_count, kernel)
         driver = launcher()
         return Launch(**common, func=int(kernel.func), grid=grid, block_dim=block, smem=smem, driver=driver,
-                      encode=driver.encode, reduce_func=int(reduce.func) if reduce is not None else 0,
+                      encode=driver.encode,
                       sm_count=dev.sm_count, extra=extra, extra_roles=extra_roles)
 
 

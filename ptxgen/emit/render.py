@@ -93,7 +93,7 @@ class KernelView:
     row_limit: str = "M"  # the epilogue stores rows below this: M, or a grouped tile's group end
     k_range: tuple[str, ...] = ()  # C statements defining num_k_tiles (and, split-K, kt_first and the workspace slice)
     k0_expr: str = ""  # the first K element of the kt-th K-tile this CTA loads
-    split: SplitView | None = None  # split-K: the reduction kernel
+    split: SplitView | None = None  # split-K: the last arrival's fixed-order reduction before the epilogue
     streamk: StreamKView | None = None  # stream-K for the last wave (ptxgen.emit.views.streamk_view)
     loop_var: str = "tile"  # the persistent loop's variable: the tile, or (stream-K) the work entry
     order: OrderView | None = None  # --epilogue-order alternate (ptxgen.emit.views.order_view)

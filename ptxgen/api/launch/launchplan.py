@@ -7,7 +7,7 @@ parameter block (re-encoding a tensor map only when its pointer changed, see ``r
 ``cuLaunchKernel`` once. No spec, no derivation, no JSON, no hashing, no synchronisation on that path.
 
 Where the compiled launcher was built (``runtime.launch.fastlaunch.compiled_launcher``), a Launch holds one (``_c``)
-and every launch goes through it (split-K's two and stream-K's too: the calling stream's workspace is its last pointer,
+and every launch goes through it (split-K's and stream-K's too: the calling stream's workspace is its last pointer,
 remembered per stream in C after the stream's first call, see :func:`remember_workspace`); for torch tensors the
 whole hot call (dispatch key, lookup, pointers, checks, launch) is one C call: ``CompiledKernel``'s call itself
 (``hotkeys.KernelBase``) and ``ptxgen.gemm``'s ``hotkeys.hot_table``, each remembering its table's last hit and comparing
@@ -22,10 +22,9 @@ import threading
 
 from ...derive.tile.abi import SFA_MAP
 from ...derive.tile.kernel import KernelPlan
-from ...runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name
+from ...runtime.launch.fastlaunch import RETRY_WITH_CONTEXT, compiled_launcher, error_name, launcher
 from ...runtime.launch.gpu import CudaError
-from ...runtime.launch.errors import ProblemError
-from ...runtime.launch.launch import C_MAP, Problem, c_map_args, map_args, reduce_geometry, sfa_map_args, split_problem, workspace_bytes
+from ...runtime.launch.launch import C_MAP, Problem, c_map_args, check_workspace_launch, map_args, sfa_map_args, workspace_bytes
 from ...runtime.launch.params import MapSlot, ParamBlock, PtrSlot, SlotGroup
 from ..arrays.binding import overlaps
 
@@ -53,7 +52,7 @@ def build_params(plan: KernelPlan, p: Problem, encode, extra: dict | None = None
             operand = q.name[-1]  # tmap_a, tmap_b, tmap_d
             template = map_args(plan, operand, 0, p)
             slots.setdefault(operand.upper(), []).append(MapSlot(block, i, template, encode))
-        elif q.kind in ("ptr", "wptr"):  # W: stream-K's workspace, patched per stream; AMAX: the fused FP8 output's
+        elif q.kind in ("ptr", "wptr"):  # W: split-K's or stream-K's workspace, patched per stream; AMAX: the fused FP8 output's
             slots.setdefault(q.name, []).append(PtrSlot(block, i))
         else:
             block.set(i, extra[q.name] if extra and q.name in extra else p.value(q.name))
@@ -63,44 +62,14 @@ def build_params(plan: KernelPlan, p: Problem, encode, extra: dict | None = None
     return block, {name: group[0] if len(group) == 1 else SlotGroup(group) for name, group in slots.items()}
 
 
-def build_reduce_params(plan: KernelPlan, p: Problem) -> tuple[ParamBlock, PtrSlot, PtrSlot]:
-    """Split-K: the reduction kernel's parameter block for problem ``p``, and its workspace and D pointer slots."""
-    params = plan.reduce_abi.params
-    block = ParamBlock([q.kind for q in params])
-    values = {"M": p.m, "N": p.n, "ldw": plan.split.workspace_ld(p.n), "ldd": p.ldd}
-    slots = {}
-    for i, q in enumerate(params):
-        if q.kind == "ptr":
-            slots[q.name] = PtrSlot(block, i)
-        else:
-            block.set(i, values[q.name])
-    return block, slots["W"], slots["D"]
-
-
-# Split-K workspaces, one per (device, stream, bytes), kept for the process: a launch on a stream uses that stream's
-# workspace, so calls on two streams never share one, and a CUDA graph that captured a launch replays it over memory
-# that stays allocated. Torch callers get torch memory (inside a graph capture: the graph's pool); others cuMemAlloc.
-_WORKSPACES: dict = {}
-_WORKSPACE_LOCK = threading.Lock()
-
-
-def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> int:
-    """The address of the split-K workspace of ``nbytes`` for (device, stream), allocated on first use."""
-    key = (device_index, stream, nbytes)
-    w = _WORKSPACES.get(key)
-    if w is None:
-        with _WORKSPACE_LOCK:
-            w = _WORKSPACES.get(key)
-            if w is None:
-                w = _WORKSPACES[key] = allocate_device_bytes(nbytes, torch_like, device_index)
-    return w[0]
-
-
-# Stream-K workspaces (ptxgen.derive.store.streamk: int32 flags, then the f32 partial tiles of the last round's splits).
-# The kernel needs the flags zero when it starts and leaves them zero when it ends: each flag belongs to one owner (a
-# last-round tile, CTA rank, consumer warpgroup), which waits until it reads S - 1 (every split z > 0 has stored its
-# slot and counted), then stores 0; nothing adds to it after that in the launch (templates/mma_wgmma.cuh.j2
-# streamk_open; tests/test_streamk_api.py replays the flag protocol against the plan). So the flags are zeroed once,
+# Split-K and stream-K workspaces (ptxgen.derive.store.streamk: int32 flags, then the f32 partial tiles of the last
+# round's splits; ptxgen.derive.store.splitk: int32 tile counters in the same FLAG_REGION_BYTES, then every split's
+# partial tile). The kernel needs the flags zero when it starts and leaves them zero when it ends: each stream-K flag
+# belongs to one owner (a last-round tile, CTA rank, consumer warpgroup), which waits until it reads S - 1 (every split
+# z > 0 has stored its slot and counted), then stores 0; each split-K counter is reset by the last of the S splits to
+# count on it (its add returns S - 1); nothing adds to either after that in the launch (templates/mma_wgmma.cuh.j2
+# streamk_open, splitk_open; tests/test_streamk_api.py replays the flag protocol against the plan, tests/test_splitk.py
+# the counter protocol for every arrival order). So the flags are zeroed once,
 # when a workspace is allocated (cuMemsetD32Async on the launch's stream, ahead of the kernel in stream order), and
 # the partial slots need no initialization (every slot an owner reads was written in the same launch).
 #
@@ -119,6 +88,7 @@ def workspace(device_index: int, stream: int, nbytes: int, torch_like=None) -> i
 # launch the driver refuses (cuLaunchKernel returns an error) never ran and left the flags as they were: zero.
 STREAMK_MIN_WORKSPACE_BYTES = 1 << 20
 _STREAMK_WORKSPACES: dict = {}  # (device, stream) -> (address, bytes, owner)
+_WORKSPACE_LOCK = threading.Lock()
 _STREAMK_OUTGROWN: list = []
 _STREAMK_CAPTURED: list = []  # capture workspaces on a stream other than torch's current one (kept: see streamk_workspace)
 
@@ -150,9 +120,9 @@ def _zero_flags(driver, address: int, stream: int, ensure_context=None) -> None:
 
 def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch_like=None,
                       ensure_context=None) -> tuple[int, object]:
-    """(address, keep) of a stream-K workspace of at least ``nbytes`` for a launch on ``stream`` with its flags zero in
-    the stream's order (see the comment above); ``keep``: an owner the caller holds until the launch is queued (a
-    capture's workspace), else None."""
+    """(address, keep) of a stream-K (or split-K) workspace of at least ``nbytes`` for a launch on ``stream`` with its
+    flags zero in the stream's order (see the comment above); ``keep``: an owner the caller holds until the launch is
+    queued (a capture's workspace), else None."""
     rc, status = driver.capture_status(stream)
     if rc in RETRY_WITH_CONTEXT and ensure_context is not None:
         rc, status = _retried(driver.capture_status, ensure_context, (stream,))
@@ -162,8 +132,9 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
         if torch_like is None:
             from ...runtime.launch.arrays import ArgumentError
 
-            raise ArgumentError("a stream-K kernel inside a CUDA graph capture takes torch tensors (its workspace comes from "
-                                "the graph's memory pool); pass torch tensors, or capture a kernel compiled with stream_k=1")
+            raise ArgumentError("a stream-K or split-K kernel inside a CUDA graph capture takes torch tensors (its workspace "
+                                "comes from the graph's memory pool); pass torch tensors, or capture a kernel compiled with "
+                                "stream_k=1 and split_k=1")
         address, owner = allocate_device_bytes(nbytes, torch_like, device_index)
         _zero_flags(driver, address, stream, ensure_context)
         if _torch_current_stream(device_index) != stream:  # torch frees a block in its allocation stream's order: keep it where that is not ours
@@ -187,12 +158,26 @@ def streamk_workspace(driver, device_index: int, stream: int, nbytes: int, torch
     return w[0], None
 
 
-def remember_workspace(c, device_index: int, stream: int, address: int, split_bytes: int | None = None) -> None:
+def workspace_launches(plan: KernelPlan, kernel, pointers: tuple[int, int, int], p: Problem, dev, stream: int, like=None,
+                       extra: dict | None = None, get_workspace=None) -> tuple[list, object]:
+    """(gemm_launches, keep) of a slow-path launch on ``stream`` (a, b and d at ``pointers``): a split-K or stream-K
+    kernel gets the calling stream's workspace (``get_workspace``, :func:`streamk_workspace` unless given; ``keep``: a
+    capture's owner, held until the launch is queued), others none."""
+    from ...runtime.launch.launch import gemm_launches
+    from . import streams
+
+    w, keep = 0, None
+    if plan.split is not None or plan.stream_k is not None:
+        w, keep = (get_workspace or streamk_workspace)(launcher(), dev.index, stream, workspace_bytes(plan, p, dev.sm_count),
+                                                       like, lambda: streams.context_switch(dev))
+    return gemm_launches(plan, kernel, *pointers, w, p, dev.sm_count, extra=extra), keep
+
+
+def remember_workspace(c, device_index: int, stream: int, address: int) -> None:
     """Hand the compiled launcher ``c`` the workspace of (device, stream) that a launch on ``stream`` just used, where it
-    is the stream's own (split-K's of ``split_bytes``, else stream-K's; a capture's is not): the launcher's calls on
-    that stream take it from there without coming back here."""
-    own = (_WORKSPACES.get((device_index, stream, split_bytes)) if split_bytes is not None
-           else _STREAMK_WORKSPACES.get((device_index, stream)))
+    is the stream's own (a capture's is not): the launcher's calls on that stream take it from there without coming
+    back here."""
+    own = _STREAMK_WORKSPACES.get((device_index, stream))
     if own is not None and own[0] == address:
         c.remember_workspace(stream, address)
 
@@ -227,12 +212,12 @@ def launch_checked(launch, ensure_context, args) -> None:
 
 class Launch:
     """One prepared launch (see the module's docstring). ``run`` is the hot path; ``call_torch`` reads torch
-    tensors directly (``data_ptr()``: no DLPack, no interface dicts). Split-K: two launches, the MMA kernel into the
-    calling stream's workspace, then the reduction kernel (``reduce_func``) into D."""
+    tensors directly (``data_ptr()``: no DLPack, no interface dicts). Split-K and stream-K: one launch, its W the calling
+    stream's workspace."""
 
     def __init__(self, *, plan: KernelPlan, problem: Problem, func: int, grid, block_dim, smem: int, driver, encode,
                  ensure_context, device_index: int, spans: tuple[int, int, int], out_alloc=None, zero_fill=False,
-                 reduce_func: int = 0, sm_count: int = 132, extra: dict | None = None, extra_roles: tuple = ()):
+                 sm_count: int = 132, extra: dict | None = None, extra_roles: tuple = ()):
         self.problem = problem
         self.m, self.n, self.k = problem.m, problem.n, problem.k
         self.empty = problem.m == 0 or problem.n == 0 or problem.k == 0 or problem.batch == 0
@@ -263,7 +248,7 @@ class Launch:
         if self.empty:
             self.params, self.slots, self.extra_slots, self.extra_order = None, (), {}, ()
             return
-        self.block, slots = build_params(plan, split_problem(plan, problem), encode, extra)
+        self.block, slots = build_params(plan, problem, encode, extra)
         self.slots = (slots["A"], slots["B"], slots["D"])
         self.extra_slots = {name: slot for name, slot in slots.items() if name not in ("A", "B", "D", "W")}
         # the pointers run_all patches after A, B and D, in this order (a fused chain's: fusedlaunch.AUX_ROLES)
@@ -271,30 +256,15 @@ class Launch:
         self.params = self.block.address
         # the compiled launcher's operands (run_all's order): A, B, D, the extra ones, then the workspace, if any
         operands = self.slots + tuple(self.extra_slots[role] for role in self.extra_order)
-        second = None
-        if self.split:  # the MMA kernel's D slot takes the workspace; the reduction's slots the workspace and D
-            self.reduce_func = reduce_func
-            self.workspace_bytes = workspace_bytes(plan, problem)
-            (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), _ = reduce_geometry(plan, problem)
-            self.rblock, self.rw, self.rd = build_reduce_params(plan, problem)
-            self.rparams = self.rblock.address
-            sd = self.slots[2]  # D (the user's) goes to the reduction; W to the MMA kernel's D slots and the reduction's
-            w_slots = [*(sd.slots if isinstance(sd, SlotGroup) else (sd,)), self.rw]
-            operands = (*operands[:2], self.rd, *operands[3:], SlotGroup(w_slots))
-            second = (reduce_func, (self.rgx, self.rgy, self.rgz), (self.rbx, self.rby, self.rbz), 0, self.rblock)
-        elif self.streamk:  # the W slot takes the calling stream's workspace (streamk_workspace), patched per call
-            from ...derive.store.streamk import MAX_GRID_CTAS
-
-            if not plan.abi.persistent or self.gx > min(sm_count, MAX_GRID_CTAS):  # owners wait on other CTAs of the grid
-                raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {self.gx} CTAs on {sm_count} SMs could "
-                                   "wait on CTAs that are not resident")
+        if self.split or self.streamk:  # the W slot takes the calling stream's workspace (streamk_workspace), patched per call
+            check_workspace_launch(plan, grid, 0, sm_count)
             self.sw = slots["W"]
             self.workspace_bytes = workspace_bytes(plan, problem, sm_count)
             operands = (*operands, self.sw)
-        self._ws = "split" if self.split else "stream_k" if self.streamk else None
+        self._ws = "stream_k" if self.split or self.streamk else None
         self._c = compiled_launcher(driver, func=func, grid=grid, block=block_dim, smem=smem, params=self.block,
                                     operands=operands, ensure_context=ensure_context, device_index=device_index,
-                                    spans=spans, masks=(self.in_mask, self.out_mask), second=second, workspace=self._ws)
+                                    spans=spans, masks=(self.in_mask, self.out_mask), workspace=self._ws)
         if self._c is not None:
             torch = sys.modules.get("torch")
             if torch is not None:
@@ -313,9 +283,7 @@ class Launch:
             elif not c.run_cached(pa, pb, pd, stream):  # the stream's workspace not remembered yet (or a capture)
                 self._run_workspace((pa, pb, pd), stream, like)
             return
-        if self.split:
-            return self._run_split(pa, pb, pd, stream, like)
-        if self.streamk:
+        if self._ws is not None:
             return self._run_streamk(pa, pb, pd, stream, like)
         sa, sb, sd = self.slots
         with self._lock:
@@ -351,27 +319,14 @@ class Launch:
         with self._lock:
             w, keep = self._workspace(stream, like)
             self._c.run_all(*pointers, w, stream)
-            remember_workspace(self._c, self.device_index, stream, w, self.workspace_bytes if self.split else None)
+            remember_workspace(self._c, self.device_index, stream, w)
         del keep  # a capture's workspace: released once the launch is queued (torch frees it in stream order)
 
     def _workspace(self, stream: int, like) -> tuple[int, object]:
-        """(address, keep) of the workspace for a launch on ``stream`` (split-K's: :func:`workspace`; stream-K's:
-        :func:`streamk_workspace`, ``keep`` a capture's owner, held until the launch is queued)."""
-        if self.split:
-            return workspace(self.device_index, stream, self.workspace_bytes, like), None
+        """(address, keep) of the workspace for a launch on ``stream`` (:func:`streamk_workspace`, ``keep`` a capture's
+        owner, held until the launch is queued)."""
         return streamk_workspace(self._driver, self.device_index, stream, self.workspace_bytes, like,
                                  self._ensure_context)
-
-    def _run_split(self, pa: int, pb: int, pd: int, stream: int, like=None) -> None:
-        sa, sb, sd = self.slots
-        with self._lock:
-            w, _ = self._workspace(stream, like)
-            for slot, ptr in ((sa, pa), (sb, pb), (sd, w), (self.rw, w), (self.rd, pd)):
-                if slot.ptr != ptr:
-                    slot.point(ptr)
-            for args in ((self.func, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, stream, self.params, None),
-                         (self.reduce_func, self.rgx, self.rgy, self.rgz, self.rbx, self.rby, self.rbz, 0, stream, self.rparams, None)):
-                self._launch_checked(args)
 
     def _launch_checked(self, args) -> None:
         launch_checked(self._launch, self._ensure_context, args)

@@ -14,7 +14,7 @@ is exactly the row-major ``out``. With ``--epilogue tma`` (16-bit outputs) the t
 ``stmatrix .trans`` turns the fragment's columns into rows of the user's D and a TMA store writes them
 (``derive.store.epilogue``, :func:`~ptxgen.derive.store.epilogue.plan_store`); tiles it cannot clip exactly take these stores.
 Refused for what would store D another way: a TMA store of 32-bit or 8-bit outputs, a fused chain,
-split-K (the reduction kernel writes D), batched and grouped kernels, block FP8, and tcgen05 (its epilogue warps store
+split-K (not derived with an M-major D), batched and grouped kernels, block FP8, and tcgen05 (its epilogue warps store
 TMEM rows as 16-byte vectors; not derived there).
 
 The address rule is rendered here into C expressions (``offset_expr``, ``next_col_expr``); the template only places
@@ -89,7 +89,7 @@ def check_d_major(t) -> None:
          f"{t.out_dtype.value}", "--out-dtype bf16|f16, or --epilogue direct"),
         (t.fuse is not None, "--fuse", t.fuse.token if t.fuse is not None else "", "the fused chain's C, residual, bias and "
          "scale reads are derived for row-major D", "leave out --fuse"),
-        (t.split_k > 1, "--split-k", t.split_k, "the reduction kernel writes D row-major from the workspace", "--split-k 1"),
+        (t.split_k > 1, "--split-k", t.split_k, "split-K's last-arrival epilogue is derived for a row-major D", "--split-k 1"),
         (t.batch is not Batch.NONE, "--batch", t.batch.value, "batched D is addressed row-major per batch", "--batch none"),
         (t.grouped is not Grouping.NONE, "--grouped", t.grouped.value, "grouped D is addressed row-major per group",
          "--grouped none"),

@@ -50,6 +50,11 @@ ACC_VECTOR = 4  # f32 per 16-byte vector of the slot layout
 GROUP_THREADS = 128  # threads of a consumer warpgroup
 
 
+def slot_bytes(tile_floats: int) -> int:
+    """Bytes of one partial-tile slot: BM x BN floats rounded up to SLOT_ALIGN_BYTES (stream-K's and split-K's slots)."""
+    return -(-tile_floats * 4 // SLOT_ALIGN_BYTES) * SLOT_ALIGN_BYTES
+
+
 @dataclass(frozen=True)
 class StreamKLayout:
     """The split of one launch: W items on C clusters (see the module docstring)."""
@@ -112,7 +117,7 @@ class StreamKPlan:
     # -- the workspace ----------------------------------------------------------------------------------
     @property
     def slot_bytes(self) -> int:
-        return -(-self.tile_floats * 4 // SLOT_ALIGN_BYTES) * SLOT_ALIGN_BYTES
+        return slot_bytes(self.tile_floats)
 
     def flag_index(self, item: int, rank: int, group: int, lay: StreamKLayout) -> int:
         return ((item - lay.dp_items) * self.cluster_size + rank) * self.groups + group

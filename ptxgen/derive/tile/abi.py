@@ -114,9 +114,6 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
             Param("SFB", "ptr", "B's scale factors, the same layout with N rows"),
         )
     d_doc = "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")
-    if spec.split:
-        d_doc = (f"the f32 split-K workspace: {spec.split_k} slices of M x ldd, split z (blockIdx.z) stores its partial tile into "
-                 "slice z; the reduction kernel writes D")
     d = Param("D", "ptr", d_doc)
     grouped = spec.grouped is not Grouping.NONE
     if spec.grouped.along_k:
@@ -154,8 +151,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
             Param("K", "i32", "the reduction extent"),
         )
     lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
-    ldd_doc = "the workspace's row stride in floats (N rounded up to 4)" if spec.split else "D's row stride in elements"
-    params = loads + tail + lds + (Param("ldd", "i32", ldd_doc),)
+    params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
     if spec.batch is not Batch.NONE:  # a batched GEMM (derive.operands.tma: A's, and B's unless shared, maps are 3-D)
         params += (Param("batch", "i32", "the batch count: work items are batch x tiles, batch z's D at D + z x ldd_batch"),
                    Param("ldd_batch", "u64", "elements between batches of D (>= M x ldd)"))
@@ -176,6 +172,10 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     if spec.stream_k > 1:  # stream-K's workspace (ptxgen.derive.store.streamk)
         params += (Param("W", "wptr", "the stream-K workspace: int32 flags (zero before the first launch; each owner resets "
                          "its own), then the f32 partial tiles of the last round's splits; 128-byte aligned"),)
+    if spec.split:  # split-K's workspace (ptxgen.derive.store.splitk; stream-K's conventions)
+        params += (Param("W", "wptr", f"the split-K workspace: int32 tile counters (zero before the first launch; the last of "
+                         f"the {spec.split_k} arrivals resets its own), then the f32 partial tiles of every (tile, split); "
+                         "128-byte aligned"),)
     if spec.fuse is not None:  # the fused epilogue chain's arguments (ptxgen.derive.store.fusion)
         params += tuple(Param(*p) for p in chain_params(spec.fuse))
     persistent = spec.schedule is Schedule.PERSISTENT
@@ -183,27 +183,3 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
                      spec.cta_group, spec.cluster.dims, grouped, spec.split_k, spec.batch is not Batch.NONE,
                      fills_sms=persistent and spec.stream_k > 1 and spec.fp8_blocks.value != "none")
-
-
-@dataclass(frozen=True)
-class ReduceABI:
-    """The split-K reduction kernel's parameters (same module as the MMA kernel; grid and block from the SplitPlan)."""
-
-    name: str
-    params: tuple[Param, ...]
-
-    def doc_lines(self) -> list[str]:
-        return [f"{p.c_decl}: {p.doc}" for p in self.params]
-
-
-def reduce_abi(spec: TileSpec) -> ReduceABI | None:
-    if not spec.split:
-        return None
-    return ReduceABI(spec.kernel_name + "_reduce", (
-        Param("W", "ptr", f"the f32 workspace the MMA kernel wrote: {spec.split_k} slices of M x ldw"),
-        Param("D", "ptr", f"D, M x N row-major {spec.out_dtype.value}, 16-byte aligned rows"),
-        Param("M", "i32", "rows of D"),
-        Param("N", "i32", "columns of D"),
-        Param("ldw", "i32", "the workspace's row stride in floats"),
-        Param("ldd", "i32", "D's row stride in elements"),
-    ))

@@ -152,10 +152,10 @@ def explain_text(t: TileLayout) -> str:
             out += _field_lines(d)
         out += plan.kgrouped.walk_picture()
     if plan.split is not None:
-        out += ["", f"Split-K ({s.split_k} splits; grid z; a second kernel {plan.reduce_abi.name} sums the partials in a fixed order):"]
+        out += ["", f"Split-K ({s.split_k} splits; grid z; one launch: the last split to arrive at a tile sums the partials "
+                    "in split order and runs the epilogue):"]
         for d in plan.split.derivation():
             out += _field_lines(d)
-        out += ["  Reduction kernel ABI: " + ", ".join(p.c_decl for p in plan.reduce_abi.params)]
     if plan.stream_k is not None:
         out += ["", f"Stream-K (at most {s.stream_k} splits of each last-round tile; the split, per shape, at launch):"]
         for d in plan.stream_k.derivation():

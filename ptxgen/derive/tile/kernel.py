@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...isa.types import Arch, Grouping, Major, Loader
-from .abi import KernelABI, ReduceABI, kernel_abi, reduce_abi
+from .abi import KernelABI, kernel_abi
 from ..store.epilogue import StorePlan, plan_store
 from ..roles.epiorder import EpilogueOrderPlan, plan_epilogue_order
 from ..roles.grouped import GroupedPlan
@@ -41,8 +41,7 @@ class KernelPlan:
     grouped: GroupedPlan | None = None  # a grouped GEMM's walk over (group, tile) pairs (None: one GEMM)
     chain: ChainPlan | None = None  # the fused epilogue chain (None: D = acc converted)
     block_fp8: BlockFp8Plan | None = None  # block-scaled FP8 on wgmma (None: one accumulator, no promotion)
-    split: SplitPlan | None = None  # split-K: K-ranges, workspace, reduction (None: no split)
-    reduce_abi: ReduceABI | None = None  # split-K: the reduction kernel's parameters
+    split: SplitPlan | None = None  # split-K: K-ranges, workspace, the last arrival's reduction (None: no split)
     c_load: CLoadPlan | None = None  # --fuse c=tma: C through TMA into the store staging (None: C by global loads)
     direct: DirectStore | None = None  # the direct epilogue's address rule for D (row-major or M-major)
     stream_k: StreamKPlan | None = None  # stream-K for the last wave (None: every tile whole)
@@ -91,7 +90,7 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
                                                                     scale_load=spec.scale_load.value)
     store = plan_store(spec)
     return KernelPlan(spec, t, pipe, plan_schedule(spec), abi, store, grouped, chain, bfp8,
-                      plan_split(spec.split_k, spec.bk), reduce_abi(spec), plan_c_load(spec, store),
+                      plan_split(spec.split_k, spec.bk, spec.bm // 64, spec.bm * spec.bn), plan_c_load(spec, store),
                       plan_direct_store(spec.d_major),
                       plan_stream_k(spec.stream_k, spec.bk, spec.cluster.size, spec.bm // 64, spec.bm * spec.bn), sfa_tma,
                       plan_epilogue_order(spec), plan_consumer_slabs(spec.bm, spec.consumer_slabs), tmem, kgrouped)

@@ -327,14 +327,14 @@ def _validate_split_k(t: "TileSpec") -> None:
         raise SpecError("--split-k", s, "a split-K kernel runs one CTA per (output tile, split): grid z is the split, "
                         "so it takes the tile schedule without a cluster", "--schedule tile --cluster 1x1, or --split-k 1")
     if t.epilogue is not Epilogue.DIRECT:
-        raise SpecError("--split-k", s, "the partial tiles are f32 stores into the workspace (direct epilogue); the "
-                        "reduction kernel writes D", "--epilogue direct, or --split-k 1")
+        raise SpecError("--split-k", s, "the last split to arrive writes D from its registers through the direct "
+                        "epilogue (the TMA store is not derived with a split)", "--epilogue direct, or --split-k 1")
     if t.acc is not DType.F32:
         raise SpecError("--split-k", s, f"the workspace holds f32 partial sums; a {t.acc.value} accumulator is not split",
                         "--acc f32, or --split-k 1")
-    if t.fuse is not None or t.fp8_blocks.value != "none":
-        raise SpecError("--split-k", s, "a fused epilogue chain or block-scaled FP8 would act on each split's partial sums; "
-                        "the reduction kernel does not run them (not derived)", "--split-k 1 with --fuse / --fp8-blocks")
+    if t.fp8_blocks.value != "none":  # (a fused chain runs once, on the last split's sum: derive.store.splitk)
+        raise SpecError("--split-k", s, "block-scaled FP8 promotes per K block in its own consumer loops; they are not "
+                        "derived with a split of K (stream-K splits them)", "--split-k 1 with --fp8-blocks")
 
 
 MAX_STREAM_K = 16  # splits of one last-round tile: each owner adds S - 1 partial tiles of BM x BN floats

@@ -135,7 +135,8 @@ class TileSpec:
     fp8_overlap: Fp8Overlap = Fp8Overlap.NONE  # block-scaled FP8: promotion overlapped with the other column half's MMAs
     fp8_scale_load: Fp8ScaleLoad = Fp8ScaleLoad.AUTO  # block-scaled FP8: how the scales reach the consumers (scale_load)
     # Split-K: S CTAs per output tile (grid z), split z multiplying its own run of whole K-tiles into an f32 partial tile
-    # of a workspace; a second generated kernel sums the S partials in the fixed order 0..S-1 (ptxgen.derive.store.splitk).
+    # of a workspace; the last split to arrive sums the S partials in the fixed order 0..S-1 and runs the epilogue, in the
+    # same launch (ptxgen.derive.store.splitk).
     split_k: int = 1
     d_major: DMajor = DMajor.N  # D row-major (n) or M-major (m: column-major, swap-AB's D^T; ptxgen.derive.store.output)
     # Stream-K for the last wave of a persistent kernel: at most S splits of each last-round tile (ptxgen.derive.store.streamk).
@@ -214,13 +215,8 @@ class TileSpec:
 
     @property
     def split(self) -> bool:
-        """Split-K: the MMA kernel stores f32 partial tiles and a reduction kernel writes D."""
+        """Split-K: each split stores an f32 partial tile; the last to arrive sums them and writes D (one launch)."""
         return self.split_k > 1
-
-    @property
-    def stored_dtype(self) -> DType:
-        """What the MMA kernel's epilogue stores: D's type, or (split-K) the accumulator's, into the workspace."""
-        return self.acc if self.split else self.out_dtype
 
     @property
     def block_scaled(self) -> bool:

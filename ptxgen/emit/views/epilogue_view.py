@@ -188,7 +188,7 @@ def wgmma_epilogue_view(plan: KernelPlan) -> EpilogueView:
         word = ("__float_as_uint(acc[i])", "__float_as_uint(acc[i + 1])")
     else:
         word = ("static_cast<unsigned>(acc[i])", "static_cast<unsigned>(acc[i + 1])")
-    if s.stored_dtype.bytes == 4:
+    if s.out_dtype.bytes == 4:
         pair_ctype, stmt = "uint2", f"pair = make_uint2(acc_to_out({word[0]}), acc_to_out({word[1]}));"
     elif s.out_dtype.bytes == 1:
         pair_ctype = "unsigned short"
@@ -197,8 +197,8 @@ def wgmma_epilogue_view(plan: KernelPlan) -> EpilogueView:
         pair_ctype = "unsigned"
         stmt = f"pair = static_cast<unsigned>(acc_to_out({word[0]})) | (static_cast<unsigned>(acc_to_out({word[1]})) << 16);"
     return EpilogueView(
-        out_ctype=OUT_CTYPE[s.stored_dtype],  # split-K: f32 partials into the workspace
-        convert_expr=convert_c_expr(s.acc, s.stored_dtype),
+        out_ctype=OUT_CTYPE[s.out_dtype],
+        convert_expr=convert_c_expr(s.acc, s.out_dtype),
         acc_word_doc="f16 pairs packed in 32-bit registers" if packed else f"one {s.acc.value} register",
         layout_doc="Element pairs (i, i + 1) are adjacent columns of one row.",
         acc_elems=s.bn // 2,  # m64nN: 64 x N over 128 threads

@@ -55,6 +55,22 @@ def unit_c() -> tuple[str, ...]:
     )
 
 
+def partial_io_c(pointer: str, vectors: int, op: str, acc: str = "acc0") -> list[str]:
+    """The accumulator ``acc`` (``vectors`` float4 a thread) and a partial-tile slot in register order (the thread's
+    vector v at ``pointer`` + v x 128, L2 only): ``op`` "store" writes it, "add" adds the slot into it, "load" assigns it.
+    Stream-K's and split-K's partial tiles (ptxgen.derive.store.streamk, ptxgen.derive.store.splitk)."""
+    out = []
+    for v in range(vectors):
+        a = [f"{acc}[{ACC_VECTOR * v + e}]" for e in range(ACC_VECTOR)]
+        if op == "store":
+            out.append(f"__stcg({pointer} + {v * GROUP_THREADS}, make_float4({', '.join(a)}));")
+        else:
+            eq = "+=" if op == "add" else "="
+            out.append(f"{{ const float4 x = __ldcg({pointer} + {v * GROUP_THREADS}); "
+                       f"{a[0]} {eq} x.x; {a[1]} {eq} x.y; {a[2]} {eq} x.z; {a[3]} {eq} x.w; }}")
+    return out
+
+
 def _slot_c(sk: StreamKPlan, split: str) -> str:
     rank = " + static_cast<int>(cta_rank)" if sk.cluster_size > 1 else ""
     mul = f" * {sk.cluster_size}" if sk.cluster_size > 1 else ""
@@ -78,13 +94,10 @@ def streamk_view(plan: KernelPlan, items: str) -> StreamKView | None:
     slot_vectors = sk.slot_bytes // 16
     base = f"reinterpret_cast<float4*>(W + {FLAG_REGION_BYTES}u)"
     thread = f"static_cast<int>(wg) * {vectors * GROUP_THREADS} + wg_tid"
-    store = [f"float4* const sk_dst = {base} + static_cast<size_t>({_slot_c(sk, 'sk_split')}) * {slot_vectors} + {thread};"]
-    add = [f"const float4* const sk_src = {base} + static_cast<size_t>({_slot_c(sk, 'j')}) * {slot_vectors} + {thread};"]
-    for v in range(vectors):
-        a = [f"acc0[{ACC_VECTOR * v + e}]" for e in range(ACC_VECTOR)]
-        store.append(f"__stcg(sk_dst + {v * GROUP_THREADS}, make_float4({', '.join(a)}));")
-        add.append(f"{{ const float4 x = __ldcg(sk_src + {v * GROUP_THREADS}); "
-                   f"{a[0]} += x.x; {a[1]} += x.y; {a[2]} += x.z; {a[3]} += x.w; }}")
+    store = [f"float4* const sk_dst = {base} + static_cast<size_t>({_slot_c(sk, 'sk_split')}) * {slot_vectors} + {thread};",
+             *partial_io_c("sk_dst", vectors, "store")]
+    add = [f"const float4* const sk_src = {base} + static_cast<size_t>({_slot_c(sk, 'j')}) * {slot_vectors} + {thread};",
+           *partial_io_c("sk_src", vectors, "add")]
     bar = f"named_barrier_sync({STORE_FIRST_BARRIER_ID} + wg, 128);"
     return StreamKView(
         layout=layout_c(sk, items),

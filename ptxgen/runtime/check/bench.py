@@ -121,13 +121,12 @@ class _Case:
         odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
         self.d_full = torch.full((m, self.p.ldd), float("nan"), device="cuda", dtype=odt)
         self.d = self.d_full[:, :n]
-        # split-K: the reduction kernel of the same module, and its f32 workspace (allocated once, outside the timing)
-        self.reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None
-        # (zeros: stream-K's flags start at zero and every owner resets its own; its size follows the launched problem)
-        ws = workspace_bytes(plan, run_p if plan.stream_k is not None else self.p, sm_count)
+        # split-K's and stream-K's workspace, allocated once outside the timing (zeros: the counters and flags start at
+        # zero and each launch leaves them zero; its size follows the launched problem)
+        ws = workspace_bytes(plan, run_p, sm_count)
         self.workspace = torch.zeros(max(16, ws), device="cuda", dtype=torch.uint8)
         pa, pb = (gb.data_ptr(), ga.data_ptr()) if swap_ab else (ga.data_ptr(), gb.data_ptr())
-        launches = gemm_launches(plan, self.kernel, self.reduce, pa, pb, self.d.data_ptr(), self.workspace.data_ptr(), run_p,
+        launches = gemm_launches(plan, self.kernel, pa, pb, self.d.data_ptr(), self.workspace.data_ptr(), run_p,
                                  sm_count)
 
         def ours():
@@ -202,8 +201,6 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
     torch.cuda.synchronize()
     ours_ms, base_ms, worst = alternate(torch, case.ours, case.baseline, lambda: case.error(torch), iters, warmup)
     case.kernel.unload()
-    if case.reduce is not None:
-        case.reduce.unload()
     flops = 2.0 * m * n * k
     ours_tf, base_tf = flops / ours_ms / 1e9, flops / base_ms / 1e9
     nbytes = (m * k * spec.dtype.bytes + n * k * spec.operand_dtype("b").bytes + m * n * spec.out_dtype.bytes)

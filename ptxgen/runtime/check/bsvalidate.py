@@ -146,7 +146,7 @@ def validate_block_scaled(spec: TileSpec, m: int | None = None, n: int | None = 
             buf.fill_u8(nan)
             buf.upload(host)
         (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
-        for kern, grid, block, args in gemm_launches(plan, kernel, None, da.address, db.address, dd.address, 0, p,
+        for kern, grid, block, args in gemm_launches(plan, kernel, da.address, db.address, dd.address, 0, p,
                                                      dev.sm_count, extra={"SFA": dsa.address, "SFB": dsb.address}):
             kern.launch(grid, block, args)
         synchronize(spec.kernel_name)

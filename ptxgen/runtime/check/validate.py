@@ -17,7 +17,7 @@ from ...emit.render import render_kernel
 from ...isa.numerics import CODE_DTYPE, decode, poison_code, random_codes, tolerance
 from ..compile.cache import compile_cached
 from ..launch.gpu import Buffer, Kernel, require_gpu, synchronize
-from ..launch.launch import gemm_launches, streamk_zero_bytes, workspace_bytes
+from ..launch.launch import gemm_launches, workspace_bytes, workspace_zero_bytes
 from .vresult import ValidationResult, device_problem, host_operand, judge
 
 
@@ -48,16 +48,15 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     m_major = spec.d_major.value == "m"  # D's memory: rows of ldd elements, one per column of D (derive.store.output)
     d_rows = p.n + spec.bn if m_major else p.m + spec.bm
     kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
-    reduce = Kernel(compiled.cubin, plan.reduce_abi.name, 0) if plan.split is not None else None  # split-K's second kernel
     with Buffer(ga.nbytes) as da, Buffer(gb.nbytes) as db, Buffer(d_rows * p.ldd * out_bytes) as dd, \
             Buffer(max(16, workspace_bytes(plan, p, dev.sm_count))) as dw:
         da.upload(ga)
         db.upload(gb)
         (dd.fill_u32 if out_bytes == 4 else dd.fill_u16)(poison)
         dw.fill_u32(0x7FC00000)  # NaN: a workspace element the MMA kernel left unwritten would poison D
-        if streamk_zero_bytes(plan):  # stream-K's flags start at zero (its partial slots stay NaN-poisoned)
-            dw.upload(np.zeros(streamk_zero_bytes(plan), dtype=np.uint8))
-        for kern, grid, block, args in gemm_launches(plan, kernel, reduce, da.address, db.address, dd.address, dw.address, p,
+        if workspace_zero_bytes(plan):  # split-K's counters, stream-K's flags start at zero (the partial slots stay NaN-poisoned)
+            dw.upload(np.zeros(workspace_zero_bytes(plan), dtype=np.uint8))
+        for kern, grid, block, args in gemm_launches(plan, kernel, da.address, db.address, dd.address, dw.address, p,
                                                      dev.sm_count):
             kern.launch(grid, block, args)
         synchronize(spec.kernel_name)
@@ -65,7 +64,5 @@ def validate_spec(spec: TileSpec, m: int | None = None, n: int | None = None, k:
     if m_major:
         whole = whole.T  # element (i, j) at j x ldd + i
     kernel.unload()
-    if reduce is not None:
-        reduce.unload()
     ref = reference(a_codes, a_type, b_codes, b_type)
     return judge(spec, p, whole, poison, ref, tolerance(a_type, spec.acc.value, spec.out_dtype.value, b_type), t0, dev.name)

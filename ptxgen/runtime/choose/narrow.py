@@ -56,8 +56,8 @@ def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
 
 
 def split_spec(like: TileSpec, splits: int) -> TileSpec:
-    """The kernel family of ``like`` with K split ``splits`` ways: one CTA per (tile, split), direct f32 stores into the
-    workspace, no cluster."""
+    """The kernel family of ``like`` with K split ``splits`` ways: one CTA per (tile, split), f32 partial tiles in the
+    workspace summed by the last split to arrive (one launch), no cluster."""
     return dataclasses.replace(like, schedule=Schedule.TILE, consumers=Consumers.COOPERATIVE, epilogue=Epilogue.DIRECT,
                                cluster=Cluster.C1X1, split_k=splits)
 

@@ -35,7 +35,7 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  cluster multicasting B (``narrow.small_n_wide_kernel``: BN 64 for N <= 64, else 128), since each M-tile otherwise reads all of B
                  from L2 again (H100, runs/2026-12-06-h100-small-n: 12453 x 120 x 14800 0.735 -> 1.017 of cuBLAS).
 ``split-k``      a ``small-m`` tile whose CTAs leave SMs idle, against N x K >= ``rules.SPLIT_MIN_WEIGHT``: the same tile
-                 with K split S ways (grid z; f32 partials, then a fixed-order reduction kernel, ``derive.store.splitk``),
+                 with K split S ways (grid z; f32 partials that the last split to arrive sums in a fixed order, one launch, ``derive.store.splitk``),
                  S the largest that keeps the CTAs in one wave with at least ``rules.SPLIT_MIN_K_TILES`` K-tiles a split.
                  Measured on the H200 (docs/performance.md, run 27): 0.74-0.99 -> 0.98-1.43 on the decode shapes
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on

@@ -177,7 +177,7 @@ def check_sass(
     if local:
         problems.append(f"{local} local-memory instruction(s) (LDL/STL): registers spilled")
     funcs = function_resources(resources)
-    # the MMA kernel's own line (a split-K module also holds its reduction kernel); local memory in any function counts
+    # the MMA kernel's own line (a module may hold other functions); local memory in any function counts
     res = dict(funcs.get(spec.kernel_name) or {k: int(v) for k, v in re.findall(r"\b(REG|STACK|LOCAL):(\d+)", resources)})
     for name, other in funcs.items():
         if name != spec.kernel_name and (other.get("LOCAL", 0) or other.get("STACK", 0)):

@@ -129,7 +129,7 @@ PyMODINIT_FUNC PyInit__launcher(void) {
         return NULL;
     }
     Py_INCREF(Launcher_type); /* the hot calls' type check holds its own reference */
-    if (PyModule_AddIntConstant(m, "WS_SPLIT", WS_SPLIT) < 0 ||
+    if (PyModule_AddIntConstant(m, "LAUNCH_ABI", LAUNCH_ABI) < 0 ||
         PyModule_AddIntConstant(m, "WS_STREAMK", WS_STREAMK) < 0) {
         Py_DECREF(m);
         return NULL;

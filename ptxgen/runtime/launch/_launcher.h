@@ -24,10 +24,8 @@
  * cuLaunchKernel once. The driver is dlopen'ed ("libcuda.so.1") at first use; no CUDA header is needed: the
  * two prototypes are declared below. Plain CPython stable ABI (3.11), so one build serves later Pythons.
  *
- * Split-K and stream-K launches are Launchers too: the calling stream's workspace is one more operand (the last,
- * see WS_SPLIT below), and split-K's reduction kernel is a second launch the Launcher queues right after the first
- * on the same stream (its block's W and D slots are the workspace's and D's operands: a slot's address may lie in
- * either block; the owner keeps both blocks alive).
+ * Split-K and stream-K launches are Launchers too (one launch each): the calling stream's workspace is one more
+ * operand (the last, see WS_STREAMK below).
  *
  * The GIL is held from the pointer writes to the launch, and no Python code runs in between: two threads
  * sharing a Launcher cannot interleave a patch and a launch. Python code (a map's bytes) runs only in the
@@ -64,8 +62,8 @@ typedef int (*capture_fn)(void *stream, int *status); /* cuStreamIsCapturing */
  * remembered is declined (the Python side gets it). WS_STREAMK also declines a stream that is capturing (a capture
  * gets a fresh workspace from the graph's pool, zeroed in the graph: launchplan.streamk_workspace). */
 #define WS_NONE 0
-#define WS_SPLIT 1
-#define WS_STREAMK 2
+#define WS_STREAMK 2 /* split-K's and stream-K's workspace: zeroed flags, a capturing stream declined */
+#define LAUNCH_ABI 2 /* Launcher(..., masks[, workspace]): the Python side uses no build without it (fastlaunch) */
 #define WS_STREAMS 4
 
 /* The optional metadata reader (runtime/_torchmeta.cpp, built against the installed torch by runtime/torchmeta.py
@@ -111,11 +109,7 @@ typedef struct {
     uint64_t cur[MAX_OPERANDS];
     int valid[MAX_OPERANDS];
     unsigned long long launches;
-    /* a second launch queued on the same stream right after the first (split-K's reduction); func2 NULL: none */
-    void *func2;
-    unsigned grid2[3], block2[3], smem2;
-    void **params2;
-    int ws_kind;             /* WS_NONE, WS_SPLIT, WS_STREAMK: the last operand is the workspace */
+    int ws_kind;             /* WS_NONE, WS_STREAMK: the last operand is the workspace */
     capture_fn capture;      /* WS_STREAMK: cuStreamIsCapturing (or a test's function) */
     int ws_n, ws_next;
     uint64_t ws_stream[WS_STREAMS], ws_addr[WS_STREAMS];

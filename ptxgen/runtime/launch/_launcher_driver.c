@@ -1,6 +1,6 @@
 /* ptxgen.runtime._launcher: libcuda. cuLaunchKernel and cuStreamIsCapturing are dlopen'ed from libcuda.so.1 at first
- * use (no CUDA header: their prototypes are launch_fn and capture_fn in _launcher.h); a launch (and split-K's second
- * one) and a capture query retry once where the thread had no (or another) current context (switching back
+ * use (no CUDA header: their prototypes are launch_fn and capture_fn in _launcher.h); a launch and a capture query
+ * retry once where the thread had no (or another) current context (switching back
  * afterwards); the calling stream's remembered workspace (stream_workspace). See _launcher.h for the files of the
  * module. */
 #include "_launcher.h"
@@ -92,16 +92,11 @@ static int launch_checked(Launcher *self, const LaunchArgs *l) {
     return 0;
 }
 
-/* The launch (and a second one right after on the same stream: split-K's reduction). */
+/* The launch. */
 int do_launch(Launcher *self, uint64_t stream) {
     LaunchArgs first = {self->func, self->grid, self->block, self->smem, self->params, stream};
     if (launch_checked(self, &first) < 0)
         return -1;
-    if (self->func2) {
-        LaunchArgs second = {self->func2, self->grid2, self->block2, self->smem2, self->params2, stream};
-        if (launch_checked(self, &second) < 0)
-            return -1;
-    }
     self->launches++;
     return 0;
 }

@@ -1,6 +1,6 @@
 /* ptxgen.runtime._launcher: the Launcher type. Its constructor reads what a prepared launch is (the function,
- * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it; a second launch and a
- * workspace operand, where split-K or stream-K has them); its methods are run/run_all/patch (pointers given),
+ * grid, block, shared bytes, the parameter block and where each operand's pointer goes in it; a workspace operand,
+ * where split-K or stream-K has one); its methods are run/run_all/patch (pointers given),
  * run_cached (the workspace the stream's remembered one), remember_workspace and call (tensors given), which go
  * through _launcher_patch.c; its attributes are the stream reader, the launch count, the pointers the block holds and
  * the remembered workspaces. See _launcher.h for the files of the module. */
@@ -21,29 +21,13 @@ static void Launcher_dealloc(Launcher *self) {
 }
 
 /* Launcher(func, grid, block, smem, params_address, owner, operands, launch_address, ensure_context, fail,
- *          device_index, spans, masks[, second[, workspace]])
+ *          device_index, spans, masks[, workspace])
  * operands: three to MAX_OPERANDS sequences (A, B, D, then the pointers run_all patches besides them) of
  * (address, source-or-None); launch_address: 0 for libcuda's
  * cuLaunchKernel, else the address of a function with its signature (tests); masks: (A and B, D) alignment
- * masks of the pointers (a pointer with one of those bits set is declined). second: None, or (func, grid, block,
- * smem, params_address) of a launch queued right after the first (split-K's reduction; owner keeps its block alive);
- * workspace: None, or (kind, capture_address): the last operand is the calling stream's workspace (WS_SPLIT,
- * WS_STREAMK), capture_address 0 for libcuda's cuStreamIsCapturing, else a function with its signature (tests). */
-static int read_second(Launcher *self, PyObject *second) {
-    unsigned long long func, params;
-    if (second == Py_None)
-        return 0;
-    if (!PyArg_ParseTuple(second, "K(III)(III)IK", &func, &self->grid2[0], &self->grid2[1], &self->grid2[2],
-                          &self->block2[0], &self->block2[1], &self->block2[2], &self->smem2, &params))
-        return -1;
-    if (!func || !params) {
-        PyErr_SetString(PyExc_ValueError, "second: a function and a parameter block");
-        return -1;
-    }
-    self->func2 = (void *)(uintptr_t)func, self->params2 = (void **)(uintptr_t)params;
-    return 0;
-}
-
+ * masks of the pointers (a pointer with one of those bits set is declined). workspace: None, or (kind,
+ * capture_address): the last operand is the calling stream's workspace (WS_STREAMK: split-K's and stream-K's),
+ * capture_address 0 for libcuda's cuStreamIsCapturing, else a function with its signature (tests). */
 static int read_workspace(Launcher *self, PyObject *workspace) {
     int kind;
     unsigned long long capture;
@@ -51,9 +35,8 @@ static int read_workspace(Launcher *self, PyObject *workspace) {
         return 0;
     if (!PyArg_ParseTuple(workspace, "iK", &kind, &capture))
         return -1;
-    if ((kind != WS_SPLIT && kind != WS_STREAMK) || self->nops < 4) {
-        PyErr_SetString(PyExc_ValueError,
-                        "workspace: (WS_SPLIT or WS_STREAMK, capture_address), its operand after A, B, D");
+    if (kind != WS_STREAMK || self->nops < 4) {
+        PyErr_SetString(PyExc_ValueError, "workspace: (WS_STREAMK, capture_address), its operand after A, B, D");
         return -1;
     }
     self->ws_kind = kind;
@@ -77,14 +60,14 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     unsigned long long func, params, launch_address;
     unsigned gx, gy, gz, bx, by, bz, smem;
     unsigned long long sa, sb, so, mask_in, mask_out;
-    PyObject *owner, *operands, *ensure_context, *fail, *device_index, *second = Py_None, *workspace = Py_None;
+    PyObject *owner, *operands, *ensure_context, *fail, *device_index, *workspace = Py_None;
     if (kwds && PyDict_Size(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)(KK)|OO", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params,
+    if (!PyArg_ParseTuple(args, "K(III)(III)IKOOKOOO(KKK)(KK)|O", &func, &gx, &gy, &gz, &bx, &by, &bz, &smem, &params,
                           &owner, &operands, &launch_address, &ensure_context, &fail, &device_index, &sa, &sb, &so,
-                          &mask_in, &mask_out, &second, &workspace))
+                          &mask_in, &mask_out, &workspace))
         return NULL;
     launch_fn fn;
     if (launch_address) {
@@ -153,7 +136,7 @@ static PyObject *Launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         }
         Py_DECREF(slots);
     }
-    if (read_second(self, second) < 0 || read_workspace(self, workspace) < 0)
+    if (read_workspace(self, workspace) < 0)
         goto fail;
     Py_DECREF(ops);
     return (PyObject *)self;
@@ -329,7 +312,7 @@ static PyGetSetDef Launcher_getset[] = {
      "callable(device_index) -> the current CUstream handle (None: call() declines)", NULL},
     {"launches", (getter)Launcher_get_launches, NULL, "launches made (split-K's two kernels count as one)", NULL},
     {"workspaces", (getter)Launcher_get_workspaces, NULL, "the remembered (stream, workspace address) pairs", NULL},
-    {"workspace_kind", (getter)Launcher_get_workspace_kind, NULL, "WS_NONE, WS_SPLIT or WS_STREAMK", NULL},
+    {"workspace_kind", (getter)Launcher_get_workspace_kind, NULL, "WS_NONE or WS_STREAMK", NULL},
     {"pointers", (getter)Launcher_get_pointers, NULL, "the pointers the block holds now (A, B, D, then any others), None where none was written", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 

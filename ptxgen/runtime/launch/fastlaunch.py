@@ -9,7 +9,7 @@ are used instead (:func:`launcher`).
 Faster still, where it was built (``pip install .`` compiles it; optional): the C extension
 ``ptxgen.runtime.launch._launcher`` (``_launcher*.c``) does a prepared launch's whole hot path in one call, reading
 the tensors' pointers, patching them into the block and calling ``cuLaunchKernel`` from C
-(:func:`compiled_launcher`; split-K's two launches and stream-K's too, the calling stream's workspace one more
+(:func:`compiled_launcher`; split-K's and stream-K's launches too, the calling stream's workspace one more
 pointer). Without it (no C compiler at install time, ``PTXGEN_LAUNCHER=ctypes``, or a
 driver that is not libcuda's) the ctypes path above runs, writing the same bytes.
 """
@@ -124,7 +124,7 @@ def error_name(rc: int) -> str:
 _MODULE: list = []
 # what the Python side calls on the compiled module; a module missing one is a stale in-place build, not used
 _MODULE_NAMES = ("Launcher", "Hot", "KernelBase", "forget_tables", "hot_gemm", "hot_kernel", "set_tensor_type",
-                 "WS_STREAMK")
+                 "WS_STREAMK", "LAUNCH_ABI")  # LAUNCH_ABI: Launcher(..., masks[, workspace]), one launch
 MAX_OPERANDS = 8  # _launcher.h's: A, B, D and up to five more pointers a Launcher patches
 
 
@@ -149,34 +149,27 @@ def _launch_failed(rc: int) -> None:
 
 
 def compiled_launcher(driver, *, func: int, grid, block, smem: int, params: ParamBlock, operands, ensure_context,
-                      device_index: int, spans: tuple[int, int, int], masks: tuple[int, int] = (15, 15), second=None,
+                      device_index: int, spans: tuple[int, int, int], masks: tuple[int, int] = (15, 15),
                       workspace: str | None = None):
     """A ``_launcher.Launcher`` for a prepared launch, or None (no compiled module, or a driver whose launch
     the C code cannot call: a fake one in tests without ``c_launch``, the cuda-python fallback; more than
     MAX_OPERANDS operands).
 
     ``operands``: the slots (``runtime.launch.params`` MapSlot, PtrSlot or SlotGroup) of A, B and D in ``params``,
-    then any others (``run_all``'s order); a slot may lie in ``second``'s block. ``driver.c_launch``: 0 for libcuda's
-    cuLaunchKernel, else the address of a function with its signature. ``masks``: (A and B, D) pointer alignment masks
-    (a pointer with any of those bits set is declined). ``second``: (func, grid, block, smem, ParamBlock) of a launch
-    queued right after on the same stream (split-K's reduction). ``workspace``: "split" or "stream_k" where the last
-    operand is the calling stream's workspace (``Launcher.run_cached`` takes the stream's remembered one; stream-K's
-    needs ``driver.c_capture``: 0 for libcuda's cuStreamIsCapturing, else a function with its signature)."""
+    then any others (``run_all``'s order). ``driver.c_launch``: 0 for libcuda's cuLaunchKernel, else the address of a
+    function with its signature. ``masks``: (A and B, D) pointer alignment masks (a pointer with any of those bits set
+    is declined). ``workspace``: "stream_k" where the last operand is the calling stream's workspace with zeroed flags
+    (split-K's and stream-K's: ``Launcher.run_cached`` takes the stream's remembered one, and declines a capturing
+    stream; needs ``driver.c_capture``: 0 for libcuda's cuStreamIsCapturing, else a function with its signature)."""
     mod = compiled_module()
     address = getattr(driver, "c_launch", None)
     capture = getattr(driver, "c_capture", None) if workspace == "stream_k" else 0
     if mod is None or address is None or capture is None or len(operands) > MAX_OPERANDS:
         return None
     layout = [slot_layout(g) for g in operands]
-    owner, extra = params, ()
-    if second is not None:
-        f2, g2, b2, smem2, block2 = second
-        owner, extra = (params, block2), ((int(f2), tuple(g2), tuple(b2), int(smem2), block2.address),)
-    if workspace is not None:
-        kind = {"split": mod.WS_SPLIT, "stream_k": mod.WS_STREAMK}[workspace]
-        extra = (extra[0] if extra else None, (kind, int(capture)))
+    extra = () if workspace is None else (({"stream_k": mod.WS_STREAMK}[workspace], int(capture)),)
     try:
-        return mod.Launcher(int(func), tuple(grid), tuple(block), int(smem), params.address, owner, layout, int(address),
+        return mod.Launcher(int(func), tuple(grid), tuple(block), int(smem), params.address, params, layout, int(address),
                             ensure_context, _launch_failed, int(device_index), tuple(spans), tuple(masks), *extra)
     except OSError:  # libcuda (or its cuStreamIsCapturing) not loadable from C: the ctypes path
         return None

@@ -282,18 +282,13 @@ def _c_tensor_map(plan: KernelPlan, ptr: int, ldc: int, p: Problem, encode) -> b
 
 
 # ----------------------------------------------------------------------------------------------
-# Split-K: the MMA kernel writes f32 partial tiles into a workspace, the reduction kernel writes D
+# Workspaces: split-K's tile counters and partial tiles, stream-K's flags and partial tiles (one launch either way)
 # ----------------------------------------------------------------------------------------------
-def split_problem(plan: KernelPlan, p: Problem) -> Problem:
-    """The MMA kernel's problem under split-K: its D is the workspace, ``ldd`` the workspace's row stride (floats)."""
-    return replace(p, ldd=plan.split.workspace_ld(p.n)) if plan.split is not None else p
-
-
 def workspace_bytes(plan: KernelPlan, p: Problem, sm_count: int = 132) -> int:
-    """Bytes of workspace the launch needs: split-K's f32 slices, or stream-K's flags and partial tiles for any grid the
-    launch may take on ``sm_count`` SMs (0 for neither)."""
+    """Bytes of workspace the launch needs: split-K's counters and partial tiles (every tile x split), or stream-K's
+    flags and partial tiles for any grid the launch may take on ``sm_count`` SMs (0 for neither)."""
     if plan.split is not None:
-        return plan.split.workspace_bytes(p.m, p.n)
+        return plan.split.workspace_bytes(plan.abi.grid(p.m, p.n, sm_count, p.batch)[0])
     if plan.stream_k is not None:
         size = plan.stream_k.cluster_size
         clusters = plan.abi.grid(p.m, p.n, sm_count)[0] // size
@@ -307,48 +302,38 @@ def streamk_items(plan: KernelPlan, p: Problem) -> int:
     return -(-(-(-p.m // plan.spec.bm)) // cm) * -(-(-(-p.n // plan.spec.bn)) // cn)
 
 
-def streamk_zero_bytes(plan: KernelPlan) -> int:
-    """Bytes at the start of a stream-K workspace that must be zero before the first launch (the flags)."""
+def workspace_zero_bytes(plan: KernelPlan) -> int:
+    """Bytes at the start of a split-K or stream-K workspace that must be zero before the first launch (the counters,
+    the flags: each launch leaves them zero)."""
     from ...derive.store.streamk import FLAG_REGION_BYTES
 
-    return FLAG_REGION_BYTES if plan.stream_k is not None else 0
+    return FLAG_REGION_BYTES if plan.stream_k is not None or plan.split is not None else 0
 
 
-def reduce_geometry(plan: KernelPlan, p: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, dynamic shared memory bytes) of the split-K reduction kernel."""
-    return plan.split.reduce_grid(p.m, p.n), plan.split.reduce_block, 0
+def check_workspace_launch(plan: KernelPlan, grid: tuple[int, int, int], w_ptr: int, sm_count: int) -> None:
+    """The rules of a launch with a workspace: stream-K's grid all resident (its owners wait), split-K's tiles within
+    the counter region (nobody waits), the workspace 128-byte aligned."""
+    if plan.stream_k is not None:  # the owners wait for other CTAs: every CTA of the grid must be resident at once
+        from ...derive.store.streamk import MAX_GRID_CTAS
+
+        if not plan.abi.persistent or grid[0] > min(sm_count, MAX_GRID_CTAS):
+            raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {grid[0]} CTAs on {sm_count} SMs could "
+                               "wait on CTAs that are not resident")
+    if plan.split is not None and grid[0] > plan.split.max_tiles:
+        raise ProblemError(f"{plan.spec.kernel_name}: {grid[0]} output tiles, but a split-K launch counts its splits on "
+                           f"at most {plan.split.max_tiles} tile counters (derive.store.splitk); use a larger tile or "
+                           "split_k=1 at this size")
+    if w_ptr % 128:
+        raise ProblemError(f"the workspace at {w_ptr:#x} is not 128-byte aligned")
 
 
-def reduce_args(plan: KernelPlan, w_ptr: int, d_ptr: int, p: Problem) -> KernelArgs:
-    """The reduction kernel's arguments in its ABI's order."""
-    for name, ptr in (("workspace", w_ptr), ("D", d_ptr)):
-        if ptr % 16:
-            raise ProblemError(f"{name} at {ptr:#x} is not 16-byte aligned")
-    values = {"W": ("ptr", w_ptr), "D": ("ptr", d_ptr), "M": ("i32", p.m), "N": ("i32", p.n),
-              "ldw": ("i32", plan.split.workspace_ld(p.n)), "ldd": ("i32", p.ldd)}
-    return KernelArgs([values[q.name] for q in plan.reduce_abi.params])
-
-
-def gemm_launches(plan: KernelPlan, kernel, reduce_kernel, a_ptr: int, b_ptr: int, d_ptr: int, w_ptr: int, p: Problem,
+def gemm_launches(plan: KernelPlan, kernel, a_ptr: int, b_ptr: int, d_ptr: int, w_ptr: int, p: Problem,
                   sm_count: int = 132, encode=None, extra: dict | None = None) -> list:
-    """Every launch one GEMM takes, in order, as (loaded kernel, grid, block, KernelArgs): the MMA kernel alone, or
-    (split-K) the MMA kernel into the workspace at ``w_ptr`` then the reduction into D. Launched on one stream in this
-    order, the reduction reads the partials only after the MMA kernel wrote them. ``extra``: the MMA kernel's other
+    """The launch one GEMM takes, as a list of one (loaded kernel, grid, block, KernelArgs): split-K and stream-K
+    kernels take the workspace at ``w_ptr`` (W, zeroed counters: workspace_zero_bytes). ``extra``: the kernel's other
     arguments by ABI name (gemm_args; a block-scaled kernel's SFA and SFB)."""
-    if plan.split is None:
-        grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
-        if plan.stream_k is not None:  # the owners wait for other CTAs: every CTA of the grid must be resident at once
-            from ...derive.store.streamk import MAX_GRID_CTAS
-
-            if not plan.abi.persistent or grid[0] > min(sm_count, MAX_GRID_CTAS):
-                raise ProblemError(f"{plan.spec.kernel_name}: a stream-K grid of {grid[0]} CTAs on {sm_count} SMs could "
-                                   "wait on CTAs that are not resident")
-            if w_ptr % 128:
-                raise ProblemError(f"the stream-K workspace at {w_ptr:#x} is not 128-byte aligned")
-            extra = {**(extra or {}), "W": w_ptr}
-        return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, d_ptr, p, encode, extra))]
-    q = split_problem(plan, p)
-    grid, block, _ = launch_geometry(plan, q, sm_count, kernel)
-    rgrid, rblock, _ = reduce_geometry(plan, p)
-    return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, w_ptr, q, encode, extra)),
-            (reduce_kernel, rgrid, rblock, reduce_args(plan, w_ptr, d_ptr, p))]
+    grid, block, _ = launch_geometry(plan, p, sm_count, kernel)
+    if plan.split is not None or plan.stream_k is not None:
+        check_workspace_launch(plan, grid, w_ptr, sm_count)
+        extra = {**(extra or {}), "W": w_ptr}
+    return [(kernel, grid, block, gemm_args(plan, a_ptr, b_ptr, d_ptr, p, encode, extra))]
