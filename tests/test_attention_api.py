@@ -159,6 +159,8 @@ def test_default_choice_is_a_legal_spec_for_every_length(head_dim, dtype):
             s = choose_spec(p, causal)
             assert (s.head_dim, s.causal) == (head_dim, causal)
     p = AttentionProblem(1, 4, 4, 100, 100, head_dim, DType(dtype))
+    for sched in ("serial", "overlap", "pingpong"):  # a schedule alone takes a default tile it allows
+        assert choose_spec(p, True, sched).schedule == sched
     s = choose_spec(p, False, "serial", (64, 64, 3))
     assert (s.bm, s.bn, s.stages, s.schedule) == (64, 64, 3, "serial")
     with pytest.raises(SpecError, match="^--schedule="):

@@ -24,20 +24,27 @@ _LOCK = threading.Lock()
 LONG_KEYS = 4096  # from this many keys on, D 128 takes 192-key blocks
 
 
-def default_choice(p: AttentionProblem) -> tuple[tuple[int, int, int], str, bool]:
-    """((BM, BN, stages), schedule, persistent) for a problem, from the H100 sweep of docs/attention.md ("How the
+SHORT_KEYS = 2048  # up to this many keys, a non-causal call takes the persistent walk
+
+
+def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | None = None) -> tuple[tuple[int, int, int], str, bool]:
+    """((BM, BN, stages), schedule, persistent) for a problem, from the H100 sweeps of docs/attention.md ("How the
     defaults were found"): D 64: three consumer warpgroups (BM 192, FA3's head-dim-64 tile) with 128-key blocks,
-    intra-warpgroup overlap; D 128: two consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else
-    128."""
+    intra-warpgroup overlap (ping-pong, which needs two warpgroups, when asked for: BM 128, BN 192); D 128: two
+    consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128. Non-causal calls of at most
+    SHORT_KEYS keys walk the tiles persistently (the next tile's loads hide this one's end)."""
+    walk = not causal and p.seqlen_k <= SHORT_KEYS
     if p.head_dim == 64:
-        return (192, 128, 2), "overlap", False
-    return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong", False
+        if schedule == "pingpong":
+            return (128, 192, 2), "pingpong", walk
+        return (192, 128, 2), "overlap", walk
+    return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong", walk
 
 
 def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
                 tile: tuple[int, int, int] | None = None, persistent: bool | None = None) -> AttentionSpec:
     """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for."""
-    (bm, bn, stages), default, walk = default_choice(p)
+    (bm, bn, stages), default, walk = default_choice(p, causal, schedule)
     if tile is not None:
         bm, bn, stages = tile
     return AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default,
