@@ -247,3 +247,21 @@ def test_without_a_gpu_the_run_exits_3(tmp_path):
         pass
     proc = _tool("tools/exp_candidates_run.py", "--out", str(tmp_path / "out"), "--only", "fused:")
     assert proc.returncode == 3, proc.stdout + proc.stderr
+
+
+def test_a_kernel_that_breaks_the_context_stops_the_worker_for_a_restart(tmp_path, monkeypatch):
+    import torch
+    from types import SimpleNamespace
+
+    _fake_gpu(monkeypatch)
+    monkeypatch.setattr(runner, "_context_ok", lambda torch: False)  # after the 1x2 kernel's failure the context is gone
+    task = {"kind": "gemm", "class": "issue9", "dtype": "bf16", "m": 64, "n": 64, "k": 7000}
+    out = runner.Out(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        runner.run_gemm(torch, task, H100, SimpleNamespace(sm_count=132), out, {})
+    assert e.value.code == runner.EXIT_STICKY
+    assert runner._progress(out)[-1].startswith(f"sticky {plan.task_id(task)} p128x256/c1x2 RuntimeError: a kernel that")
+    state = {"done": [], "exclude": {}, "compiled": True, "only": None}
+    runner._after_failure(out, state, f"exit {runner.EXIT_STICKY}")
+    why = state["exclude"][plan.task_id(task)]["p128x256/c1x2"]
+    assert why == "its first launch left the CUDA context unusable (RuntimeError: a kernel that cannot run this shape)"

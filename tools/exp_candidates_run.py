@@ -113,12 +113,11 @@ def _cases(torch, t: dict, cands, ops, dev, out: Out, base: dict, excluded: dict
                          extra=extra if c.chain else None)
             case.ours()
             _sync(torch)
-        except CudaError as e:  # the context is lost: nothing after this can run in this process
-            out.row(base["file"], {**row, "error": f"CudaError: {str(e)[:300]}"})
-            out.say(f"sticky {tid} {c.label}")
-            sys.exit(EXIT_STICKY)
         except Exception as e:  # noqa: BLE001 - a kernel that cannot run this shape is reported, not fatal
             out.row(base["file"], {**row, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            if isinstance(e, CudaError) or not _context_ok(torch):  # lost: nothing after this can run in this process
+                out.say(f"sticky {tid} {c.label} {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+                sys.exit(EXIT_STICKY)
             continue
         cases[c.label] = (case, row)
     return cases
@@ -126,6 +125,16 @@ def _cases(torch, t: dict, cands, ops, dev, out: Out, base: dict, excluded: dict
 
 def _sync(torch) -> None:
     torch.cuda.synchronize()
+
+
+def _context_ok(torch) -> bool:
+    """Whether the CUDA context still runs work (an illegal address in a kernel surfaces at a synchronize, in torch)."""
+    try:
+        torch.ones(1, device=DEVICE).add_(1)
+        _sync(torch)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _time(torch, fns: dict, tid: str, rounds: int, batch_ms: float, out: Out):
@@ -257,7 +266,7 @@ def _after_failure(out: Out, state: dict, why: str) -> None:
     parts = last.split()
     if parts and parts[0] in ("probe", "sticky"):
         state["exclude"].setdefault(parts[1], {})[parts[2]] = (
-            "CudaError on its first launch: the context was lost" if parts[0] == "sticky" else
+            f"its first launch left the CUDA context unusable ({' '.join(parts[3:])})" if parts[0] == "sticky" else
             f"the worker process died on its first launch ({why})")
         out.say(f"restart without {parts[2]} on {parts[1]} ({why})")
     elif parts and parts[0] in ("timing", "start"):
