@@ -141,6 +141,13 @@ def _off_sector(dtype: str, k: int) -> bool:
     return (k * (1 if dtype == "e4m3" else 2)) % 32 != 0
 
 
+def row_phase(dtype: str, k: int) -> str:
+    """Where the operands' rows start: "line" (on a 128-byte line), "mid-line N" (N = 32, 64, 96 B past one: on a
+    sector, a phase the 16-bit calibration has no term for) or "off-sector" (16 B past a 32-byte sector)."""
+    b = k * (1 if dtype == "e4m3" else 2)
+    return "line" if b % 128 == 0 else "off-sector" if b % 32 else f"mid-line {b % 128}"
+
+
 def _streamk_forms(dtype, m, n, k, model) -> list[Cand]:
     from ptxgen.runtime.choose.candidates import BY_NAME, k_tiles
     from ptxgen.runtime.choose.costmodel import streamk_cap, tile_grid
@@ -299,7 +306,7 @@ def prediction_rows(device) -> list[dict]:
         ranked = sorted((p, c.label) for c, p in preds if p is not None)
         rank = {label: i + 1 for i, (_, label) in enumerate(ranked)}
         for c, p in preds:
-            rows.append({"task": task_id(t), "class": t["class"], "label": c.label, "source": c.source,
+            rows.append({"task": task_id(t), "class": t["class"], "rows": row_phase(t["dtype"], t["k"]), "label": c.label, "source": c.source,
                          "kernel": c.spec.kernel_name, "predicted_us": None if p is None else round(p, 1),
                          "model_rank": rank.get(c.label), "chosen_by": choice.chosen_by if c.label == "pick" else None})
     return rows
@@ -314,7 +321,7 @@ def cmd_predict(args) -> int:
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = sorted((r for r in rows if r["task"] == task), key=lambda r: (r["model_rank"] or 1e9, r["label"]))
         pick = next(r for r in mine if r["label"] == "pick")
-        print(f"{task} ({mine[0]['class']}): pick {pick['chosen_by']} {_short(pick['kernel'])}, "
+        print(f"{task} ({mine[0]['class']}, rows {mine[0]['rows']}): pick {pick['chosen_by']} {_short(pick['kernel'])}, "
               f"predicted {pick['predicted_us']} us")
         print("   " + ", ".join(f"{r['label']} {r['predicted_us']}" for r in mine if r["predicted_us"] is not None))
     return 0
@@ -390,6 +397,7 @@ def verdict(rows: list[dict]) -> dict:
         why = "missing: the best kernel is one the cost model has no term for"
     rank = sorted(r["predicted_us"] for r in modeled)
     return {"task": pick["task"], "class": pick["class"], "pick": pick["ratio"], "pick_kernel": pick["kernel"],
+            "pick_us": pick.get("ms", 0) * 1e3, "pick_predicted_us": pick.get("predicted_us"), "rows": pick.get("rows"),
             "best": best["ratio"], "best_label": best["label"], "best_rank": (rank.index(best["predicted_us"]) + 1
                                                                              if best.get("predicted_us") is not None else None),
             "model_first": first and first["label"], "model_first_ratio": first and first["ratio"],
@@ -411,7 +419,8 @@ def summary_text(folder: Path) -> str:
             lines.append(f"{v['task']}: {v['verdict']}")
             continue
         ctl = next((r for r in by_task[v["task"]] if r["label"] == "control"), {})
-        lines.append(f"{v['task']:32} {v['class']:12} pick {v['pick']:.3f}  best {v['best']:.3f} {v['best_label']} (model rank "
+        pred = f"{v['pick_us']:.1f} us, predicted " + (f"{v['pick_predicted_us']}" if v.get("pick_predicted_us") else "none")
+        lines.append(f"{v['task']:32} {v['class']:12} {v.get('rows') or '':11} pick {v['pick']:.3f} ({pred})  best {v['best']:.3f} {v['best_label']} (model rank "
                      f"{v['best_rank']})  model's first {v['model_first']} {v['model_first_ratio'] or 0:.3f}  best unmodeled "
                      f"{v['best_unmodeled']} {v['best_unmodeled_ratio'] or 0:.3f}  [{v['verdict']}]  controls: cublas twin "
                      f"{ctl.get('cublas_twin_over_cublas', float('nan')):.3f}, pick twin {ctl.get('pick_twin_over_pick', float('nan')):.3f}"

@@ -152,7 +152,8 @@ def run_gemm(torch, t: dict, key, dev, out: Out, excluded: dict) -> None:
     tid, (m, n, k) = plan.task_id(t), (t["m"], t["n"], t["k"])
     cands, choice, refused = plan.gemm_candidates(t["dtype"], m, n, k, key)
     model = plan.cost_model(key)
-    base = {"task": tid, "class": t["class"], "dtype": t["dtype"], "m": m, "n": n, "k": k, "file": "candidates.jsonl"}
+    base = {"task": tid, "class": t["class"], "dtype": t["dtype"], "m": m, "n": n, "k": k,
+            "rows": plan.row_phase(t["dtype"], k), "file": "candidates.jsonl"}
     out.drop("candidates.jsonl", tid)
     for r in refused:
         out.row("candidates.jsonl", {**base, **r, "source": "extra"})
