@@ -18,7 +18,8 @@ it (``progress.log`` names it, its row says why). Writes into --out:
   summary.txt       per task: the pick's ratio, the best kernel's, the model's rank of it, the verdict (mis-rank or
                     missing kernel); per class: geomeans; the fused chain against its bounds
 
-Exit 0 when every task ran, 1 when one did not (budget, crashes), 3 without a GPU.
+Exit 0 when every task ran and every output checked, 1 when a task did not run (budget, crashes) or an output
+failed its check (stderr names it), 3 without a GPU.
 """
 
 from __future__ import annotations
@@ -296,6 +297,8 @@ def _watch(proc, out: Out, deadline: float) -> str:
 def run(args) -> int:
     out = Out(Path(args.out))
     deadline = time.time() + args.budget_s
+    todo = [t for t in plan.tasks() if not args.only or args.only in plan.task_id(t)]
+    print(f"exp_candidates_run: {len(todo)} tasks, at most {args.budget_s:.0f} s, into {out.folder}", flush=True)
     state = {"done": [], "exclude": {}, "compiled": False, "only": args.only}
     status = ""
     for attempt in range(1, 9):
@@ -320,7 +323,11 @@ def run(args) -> int:
     print(text, end="")
     lines = _progress(out)
     complete = status == "ok" and not any(line.startswith(("skipped", "gave up", "restart")) for line in lines)
-    return 0 if complete else 1
+    wrong = [f"{r['task']} {r['label']}" for name in ("candidates.jsonl", "fused.jsonl")
+             for r in plan.read_rows(out.folder / name) if r.get("checked_ok") is False]
+    for w in wrong:
+        print(f"exp_candidates_run: output check FAILED: {w}", file=sys.stderr)
+    return 0 if complete and not wrong else 1
 
 
 def main(argv=None) -> int:
