@@ -110,10 +110,11 @@ def _launcher(torch, spec, p, dev, a, b, d, extra=None):
 
 
 
-def rotate(torch, fns: dict, rounds: int, warmup: int = 5, seed: int = 0) -> tuple[dict, dict]:
+def rotate(torch, fns: dict, rounds: int, warmup: int = 5, seed: int = 0,
+           batch_ms: float = BATCH_MS) -> tuple[dict, dict]:
     """Median ms per variant over ``rounds`` rounds, and the per-round times; each round runs every variant once (a
-    batch of launches) in a fresh random order (seeded). A fixed cyclic rotation kept every variant behind the same
-    predecessor, and that alone moved a kernel by 1.6-3.6% against a second copy of itself
+    batch of launches, about ``batch_ms`` long) in a fresh random order (seeded). A fixed cyclic rotation kept every
+    variant behind the same predecessor, and that alone moved a kernel by 1.6-3.6% against a second copy of itself
     (runs/2026-12-01-fused-bias-gelu/run3: ``plain_twin``); in a random order each variant follows each of the others."""
     import random
 
@@ -121,7 +122,7 @@ def rotate(torch, fns: dict, rounds: int, warmup: int = 5, seed: int = 0) -> tup
         for f in fns.values():
             f()
     torch.cuda.synchronize()
-    reps = {n: max(1, int(BATCH_MS / max(1e-3, _batch(torch, f, 3)))) for n, f in fns.items()}
+    reps = {n: max(1, int(batch_ms / max(1e-3, _batch(torch, f, 3)))) for n, f in fns.items()}
     names = list(fns)
     times = {n: [] for n in names}
     rng = random.Random(seed)

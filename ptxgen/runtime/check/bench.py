@@ -74,16 +74,64 @@ def _torch():
     return torch
 
 
-class _Case:
-    """Inputs, our launch and the baseline for one spec and shape, ready to time."""
+class Operands:
+    """One shape's inputs as both sides read them, the baseline call on them and the f32 reference: built once and shared
+    by every kernel timed on the shape (``_Case(..., operands=)``), so that N kernels hold one copy of A, B and the
+    reference. ``key``: what a kernel must match to use them (input type, A's and B's majors, M, N, K)."""
 
-    def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int, sm_count: int, swap_ab: bool = False):
-        if spec.operand_dtype("b") is not spec.dtype:
-            raise ValueError("bench has no cuBLAS baseline for mixed input types (--b-dtype); use ptxgen validate")
-        if spec.dtype not in (DType.F16, DType.BF16, DType.E4M3):
-            raise ValueError("bench compares against cuBLAS for f16/bf16 and torch._scaled_mm for e4m3 only")
-        if spec.dtype is DType.E4M3 and (spec.a.major is not Major.K or spec.b.major is not Major.K):
-            raise ValueError("the e4m3 baseline (torch._scaled_mm) needs K-major A and B")
+    def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int = 0):
+        check_baseline(spec)
+        self.key = operands_key(spec, m, n, k)
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        if spec.dtype is DType.E4M3:
+            a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+            b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+            one = torch.ones((), device="cuda", dtype=torch.float32)
+            self.baseline = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            self.call = f"torch._scaled_mm(A[{m}x{k}] e4m3, B[{n}x{k}].t() e4m3, out bf16)"
+            self.ga, self.gb = a, b
+        else:
+            tdt = torch.float16 if spec.dtype is DType.F16 else torch.bfloat16
+            a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)  # logical M x K
+            b = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen)  # logical N x K
+            # both sides read the same memory: K-major operands as they are, MN-major ones transposed once
+            self.ga = a if spec.a.major is Major.K else a.t().contiguous()
+            self.gb = b if spec.b.major is Major.K else b.t().contiguous()
+            lhs = self.ga if spec.a.major is Major.K else self.ga.t()
+            rhs = self.gb.t() if spec.b.major is Major.K else self.gb
+            self.baseline = lambda: torch.matmul(lhs, rhs)
+            self.call = (f"torch.matmul on the same {spec.a.major.value}-major A and {spec.b.major.value}-major B, {tdt} out "
+                         "(cuBLAS, f32 accumulate)")
+        self.ref = a.float() @ b.float().t()
+        self.ref_norm = torch.linalg.norm(self.ref)
+        self.tol = 2e-2 if spec.dtype is DType.E4M3 else 1e-2
+
+
+def check_baseline(spec: TileSpec) -> None:
+    """ValueError where ``bench`` has no baseline for ``spec``'s input types and layouts."""
+    if spec.operand_dtype("b") is not spec.dtype:
+        raise ValueError("bench has no cuBLAS baseline for mixed input types (--b-dtype); use ptxgen validate")
+    if spec.dtype not in (DType.F16, DType.BF16, DType.E4M3):
+        raise ValueError("bench compares against cuBLAS for f16/bf16 and torch._scaled_mm for e4m3 only")
+    if spec.dtype is DType.E4M3 and (spec.a.major is not Major.K or spec.b.major is not Major.K):
+        raise ValueError("the e4m3 baseline (torch._scaled_mm) needs K-major A and B")
+
+
+def operands_key(spec: TileSpec, m: int, n: int, k: int) -> tuple:
+    """What ``Operands`` a kernel can share: its input type, A's and B's majors, and the shape."""
+    return spec.dtype, spec.a.major, spec.b.major, m, n, k
+
+
+class _Case:
+    """Inputs, our launch and the baseline for one spec and shape, ready to time. ``operands``: another case's inputs
+    (``Operands`` of the same key), else its own; ``extra``: the kernel's other arguments by ABI name (a fused chain's
+    alpha and BIAS: ``launch.gemm_args``)."""
+
+    def __init__(self, torch, spec: TileSpec, m: int, n: int, k: int, seed: int, sm_count: int, swap_ab: bool = False,
+                 operands: Operands | None = None, extra: dict | None = None):
+        check_baseline(spec)
+        if operands is not None and operands.key != operands_key(spec, m, n, k):
+            raise ValueError(f"{spec.kernel_name} on {m}x{n}x{k} cannot share operands made for {operands.key}")
         tight = Problem.tight(spec, m, n, k)  # A and B are dense torch tensors; D's rows are padded to 16 B
         self.p = Problem(m, n, k, tight.lda, tight.ldb, Problem.padded(spec, m, n, k).ldd)
         # swap-AB (runtime.choose): the kernel computes D^T = B A^T, problem N x M x K, and stores it M-major into the same
@@ -98,26 +146,8 @@ class _Case:
         plan = plan_kernel(spec)
         compiled = compile_cached(render_kernel(plan), spec.kernel_name, spec.arch.value).compiled  # precompiled kernels load
         self.kernel = Kernel(compiled.cubin, spec.kernel_name, plan.abi.dynamic_smem_bytes)
-        gen = torch.Generator(device="cuda").manual_seed(seed)
-        if spec.dtype is DType.E4M3:
-            a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-            b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-            one = torch.ones((), device="cuda", dtype=torch.float32)
-            self.baseline = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-            self.call = f"torch._scaled_mm(A[{m}x{k}] e4m3, B[{n}x{k}].t() e4m3, out bf16)"
-            ga, gb = a, b
-        else:
-            tdt = torch.float16 if spec.dtype is DType.F16 else torch.bfloat16
-            a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)  # logical M x K
-            b = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen)  # logical N x K
-            # both sides read the same memory: K-major operands as they are, MN-major ones transposed once
-            ga = a if spec.a.major is Major.K else a.t().contiguous()
-            gb = b if spec.b.major is Major.K else b.t().contiguous()
-            lhs = ga if spec.a.major is Major.K else ga.t()
-            rhs = gb.t() if spec.b.major is Major.K else gb
-            self.baseline = lambda: torch.matmul(lhs, rhs)
-            self.call = (f"torch.matmul on the same {spec.a.major.value}-major A and {spec.b.major.value}-major B, {tdt} out "
-                         "(cuBLAS, f32 accumulate)")
+        ops = operands if operands is not None else Operands(torch, spec, m, n, k, seed)
+        self.baseline, self.call = ops.baseline, ops.call
         odt = {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[spec.out_dtype]
         self.d_full = torch.full((m, self.p.ldd), float("nan"), device="cuda", dtype=odt)
         self.d = self.d_full[:, :n]
@@ -125,22 +155,23 @@ class _Case:
         # zero and each launch leaves them zero; its size follows the launched problem)
         ws = workspace_bytes(plan, run_p, sm_count)
         self.workspace = torch.zeros(max(16, ws), device="cuda", dtype=torch.uint8)
-        pa, pb = (gb.data_ptr(), ga.data_ptr()) if swap_ab else (ga.data_ptr(), gb.data_ptr())
+        pa, pb = (ops.gb.data_ptr(), ops.ga.data_ptr()) if swap_ab else (ops.ga.data_ptr(), ops.gb.data_ptr())
         launches = gemm_launches(plan, self.kernel, pa, pb, self.d.data_ptr(), self.workspace.data_ptr(), run_p,
-                                 sm_count)
+                                 sm_count, extra=extra)
 
         def ours():
             for kern, grid, block, args in launches:
                 kern.launch(grid, block, args)
 
         self.ours = ours
-        self.ref = a.float() @ b.float().t()
-        self.ref_norm = torch.linalg.norm(self.ref)
-        self.tol = 2e-2 if spec.dtype is DType.E4M3 else 1e-2
+        self.ref, self.ref_norm, self.tol = ops.ref, ops.ref_norm, ops.tol
 
     def error(self, torch) -> float:
         """Relative error of our output now (poisoned to NaN before the first launch)."""
         return float(torch.linalg.norm(self.d.float() - self.ref) / self.ref_norm)
+
+    def unload(self) -> None:
+        self.kernel.unload()
 
 
 def _batch(torch, fn, reps: int) -> float:
@@ -200,7 +231,7 @@ def bench_spec(spec: TileSpec, m: int, n: int, k: int, warmup: int = 10, iters: 
         raise BaselineError(f"{m}x{n}x{k}: the baseline cannot run this shape ({str(e).splitlines()[0]})") from None
     torch.cuda.synchronize()
     ours_ms, base_ms, worst = alternate(torch, case.ours, case.baseline, lambda: case.error(torch), iters, warmup)
-    case.kernel.unload()
+    case.unload()
     flops = 2.0 * m * n * k
     ours_tf, base_tf = flops / ours_ms / 1e9, flops / base_ms / 1e9
     nbytes = (m * k * spec.dtype.bytes + n * k * spec.operand_dtype("b").bytes + m * n * spec.out_dtype.bytes)
