@@ -37,6 +37,7 @@ from ...isa.tensormap import (
 from ...isa.shapes import WGMMA_D_ROWS
 from ...isa.types import Arch, DMajor, Epilogue, Swizzle
 from ..tile.derived import Derived
+from ..roles.kgrouped import STORE_GROUP_DIM, STORE_GROUP_STRIDE, store_map_derivation
 from ..operands.smem_layout import AddressTerm, SmemLayout
 from ..tile.rules import STORE_BUFFERS as BUFFERS
 from ..tile.rules import F32_STORE_CHUNK_COLS, FP8_STORE_CHUNK_COLS, M_MAJOR_MAX_CHUNK_COLS, STORE_CHUNK_COLS
@@ -260,7 +261,12 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer, chunk)
     if spec.pair:
         D += (_pair_derivation(spec, rows, warp_cols, row0, col0),)
+    grouped_k = {}
+    if spec.grouped.along_k:  # out G x M x N: one group deep boxes of a rank-3 map clip at each out[g]'s row M
+        D += (store_map_derivation(box),)
+        grouped_k = dict(batch_dim=STORE_GROUP_DIM, batch_ld_name=STORE_GROUP_STRIDE)
     tma = tile_map(
+        **grouped_k,
         operand="d",
         layout=layout,
         data_type=TMA_DATA_TYPE_OF[out],

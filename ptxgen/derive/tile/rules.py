@@ -239,7 +239,8 @@ def _validate_grouped(t: "TileSpec") -> None:
 
 def _validate_k_grouped(t: "TileSpec") -> None:
     """--grouped offs_k / offs_k_rowwise (derive.roles.kgrouped): 16-bit inputs (offs_k) or FP8 inputs with row-wise
-    scales read K-major (offs_k_rowwise), an f32 accumulator, the cooperative walk with direct stores."""
+    scales read K-major (offs_k_rowwise), an f32 accumulator, the cooperative walk; direct stores or the TMA store
+    through the (N, M, G) map (derive.roles.kgrouped.store_map_derivation)."""
     g = t.grouped.value
     if t.grouped is Grouping.OFFS_K_ROWWISE:
         if t.dtype not in (DType.E4M3, DType.E5M2) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
@@ -254,13 +255,12 @@ def _validate_k_grouped(t: "TileSpec") -> None:
         raise SpecError("--grouped", g, "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
                         "16-bit or f32 output (FP8 inputs: --grouped offs_k_rowwise)",
                         "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
-    if (t.consumers is not Consumers.COOPERATIVE or t.epilogue is not Epilogue.DIRECT or t.cluster is not Cluster.C1X1
+    if (t.consumers is not Consumers.COOPERATIVE or t.cluster is not Cluster.C1X1
             or t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none"
             or t.consumer_slabs != 1):
         raise SpecError("--grouped", g, "the K-grouped kernel zeroes each group's K tail in shared memory between the "
-                        "cooperative consumers (one named barrier) and stores out[g] directly (a TMA store would clip at the "
-                        "stacked G M rows, not at the group's M); other walks are not derived",
-                        "--consumers cooperative --epilogue direct --cluster 1x1 --split-k 1 --stream-k 1 --batch none "
+                        "cooperative consumers (one named barrier); other walks are not derived",
+                        "--consumers cooperative --cluster 1x1 --split-k 1 --stream-k 1 --batch none "
                         "--consumer-slabs 1, no --fp8-blocks")
 
 
