@@ -269,3 +269,17 @@ def test_variant_against_float64(gpu, variant):
             allocated = grouped_gemm_k_variant(a, b, offs, variant=variant, out_dtype=out_dtype)
             torch.cuda.synchronize()
             assert torch.equal(allocated, out)
+
+
+def test_bench_variants_flag_names_the_legal_kernels():
+    r = subprocess.run([sys.executable, "tools/bench_grouped.py", "--kgrouped", "--variants", "tma,nope"], cwd=ROOT,
+                       capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "unknown --variants nope" in r.stderr and "tma-n256" in r.stderr
+    assert "Traceback" not in r.stderr
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import bench_grouped
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    assert bench_grouped.k_variant_names("all") == tuple(KGROUPED_VARIANTS)
+    assert bench_grouped.k_variant_names("default, tma") == ("default", "tma")
