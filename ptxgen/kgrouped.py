@@ -49,7 +49,7 @@ _TILE = dict(bm=128, bn=128, bk=64, stages=4, epilogue="direct")
 # The 16-bit K-grouped kernels tools/bench_grouped.py --kgrouped --variants times against torch._grouped_mm: name ->
 # spec fields over _TILE. "tma": the TMA-store epilogue through the (N, M, G) map (derive.roles.kgrouped
 # store_map_derivation), whose stores overlap the next tile's main loop; larger tiles store the same outputs with
-# fewer loads of A and B per output; BM 192 and 256 take three and four consumer warpgroups.
+# fewer loads of A and B per output; BM 192 and 256 take three and four consumer warpgroups. None is measured yet.
 KGROUPED_VARIANTS = {
     "direct": {},
     "tma": dict(epilogue="tma"),
@@ -59,6 +59,12 @@ KGROUPED_VARIANTS = {
     "tma-m192": dict(bm=192, epilogue="tma"),
     "tma-m256": dict(bm=256, stages=3, epilogue="tma"),
     "direct-n256": dict(bn=256),
+    # ping-pong consumers (the M-grouped kernels' schedule): each warpgroup takes whole tiles in turn, so one's epilogue
+    # runs while the other's main loop issues; both count every tile's K-tiles to keep the ring's phases
+    "pp-tma": dict(consumers="pingpong", epilogue="tma"),
+    "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
+    "pp-tma-64x256": dict(bm=64, bn=256, consumers="pingpong", epilogue="tma"),
+    "pp-direct": dict(consumers="pingpong"),
 }
 DEFAULT_VARIANT = "direct"  # what grouped_gemm_k runs (16-bit inputs)
 # FP8 (row-wise scales): the same output tile with 128 B of K per stage, as every FP8 tile of tuning/h200.json. Not tuned.

@@ -202,6 +202,47 @@ def test_launch_path_encodes_d_over_n_m_g(monkeypatch):
     assert tuple(d[0].box) == (64, 64, 1)
 
 
+# ---- ping-pong consumers: one warpgroup zeroes its own tile's K tail -----------------------------------------------------
+@pytest.mark.parametrize("major", ["mn", "k"])
+def test_pingpong_tail_zeroing_by_one_warpgroup_leaves_exactly_the_groups_k_rows(tmp_path, major):
+    from test_kgrouped import _zero_fn
+
+    from ptxgen.emit.views import kgrouped_view as ckg
+
+    spec = _spec("pp-tma", major=major)
+    plan = plan_kernel(spec)
+    tj = plan.layout.to_json()
+    for name, op, mn in (("a_zero", plan.layout.a, spec.bm), ("b_zero", plan.layout.b, spec.bn)):
+        # the rendered loop of one warpgroup (threads numbered wg_tid 0..127), as the kernel runs it for warpgroup 1
+        lines = ("const int wg_tid = tid;",) + ckg._zero_loop_c(op, name, 128, 2, "wg_tid")
+        run = _zero_fn(tmp_path, op, 128, name, lines)
+        for lo, hi in ((0, 1), (0, 9), (0, 63), (5, 64), (3, 12)):
+            assert kgroupmodel.check_tail_zeroing(tj[op.name]["tma"], major == "k", mn, spec.bk, lo, hi, run) == [], (name, lo, hi)
+
+
+def test_control_the_cooperative_zeroing_run_by_one_warpgroup_leaves_cells(tmp_path):
+    from test_kgrouped import _zero_fn
+
+    from ptxgen.emit.views import kgrouped_view as ckg
+
+    plan = plan_kernel(_spec("pp-tma"))
+    op = plan.layout.a
+    run = _zero_fn(tmp_path, op, 128, "a_zero", ckg._zero_loop_c(op, "a_zero", 256, 2))  # 256-thread stride, 128 threads
+    assert kgroupmodel.check_tail_zeroing(plan.layout.to_json()["a"]["tma"], False, 128, 64, 0, 9, run)
+
+
+def test_pingpong_source_counts_every_tiles_k_tiles():
+    src = render_kernel(plan_kernel(_spec("pp-tma")))
+    assert "int it = lt * num_k_tiles;" not in src  # tiles differ in K-tiles
+    body = src.split("// ---- consumer warpgroups")[1]
+    assert body.index("it += num_k_tiles;") < body.index("mbar_wait(order_bar")
+    assert "named_barrier_sync(5 + wg, 128);" in src and "for (int cell = wg_tid; cell < 1024; cell += 128)" in src
+    assert "tma_store_3d(&tmap_d, buf, n0 + c * 64, m0 + 0, bz);" in src  # the warpgroup stores both slabs of its tile
+    assert "tma_store_3d(&tmap_d, buf, n0 + c * 64, m0 + 64, bz);" in src
+    coop = render_kernel(plan_kernel(_spec("tma")))
+    assert "named_barrier_sync(1, 256);" in coop and "it += num_k_tiles;" not in coop
+
+
 # ---- L2 ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant,out_dtype,major,dtype",
                          [(v, "bf16", "mn", "bf16") for v in KGROUPED_VARIANTS]
