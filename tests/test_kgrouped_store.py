@@ -3,7 +3,9 @@
 L1: D's map (rank 3 over (N, M, G), derived from the staging layout) and the stores of every tile of the walk, resolved
 with the launch's own problem values, against the independent model ptxgen.model.layouts.kgroupmodel (what a TMA
 store writes); controls: a rank-2 map over the stacked G M rows writes into the next group, and a TMA store on a tile
-crossing an N that is not a multiple of 16 bytes writes past N. The launch path on a simulated device (the map's
+crossing an N that is not a multiple of 16 bytes writes past N. Ping-pong consumers: the K tail zeroed by one
+warpgroup (the rendered C on the CPU), and the ring with tiles of different K-tile counts through the independent
+pipeline simulator (control: a warpgroup starting at tile x its K-tiles deadlocks or reads a stale stage). The launch path on a simulated device (the map's
 dimensions and strides). L2: every variant compiles with NVRTC, passes the SASS gate, no local memory. GPU (marked gpu):
 each variant against float64 at odd shapes.
 """
@@ -18,7 +20,6 @@ import numpy as np
 import pytest
 
 from ptxgen.derive.tile.kernel import plan_kernel
-from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import render_kernel
 from ptxgen.kgrouped import KGROUPED_VARIANTS, kgrouped_spec
 from ptxgen.model.layouts import kgroupmodel
@@ -229,6 +230,56 @@ def test_control_the_cooperative_zeroing_run_by_one_warpgroup_leaves_cells(tmp_p
     op = plan.layout.a
     run = _zero_fn(tmp_path, op, 128, "a_zero", ckg._zero_loop_c(op, "a_zero", 256, 2))  # 256-thread stride, 128 threads
     assert kgroupmodel.check_tail_zeroing(plan.layout.to_json()["a"]["tma"], False, 128, 64, 0, 9, run)
+
+
+def _cta_tile_k(plan, offs, k_total, m, n, grid, cta):
+    """The K-tiles of each tile CTA ``cta`` of a persistent grid takes (items cta, cta + grid, ...) in the K-grouped walk."""
+    kg = plan.kgrouped
+    return tuple(kg.k_tiles(t.k_start, t.k_end) for t in kg.walk(offs, k_total, m, n)[cta::grid])
+
+
+@pytest.mark.parametrize("variant", ["pp-tma", "pp-tma-s5", "pp-tma-64x256", "tma"])
+def test_ring_keeps_its_phases_with_tiles_of_different_k_tile_counts(variant):
+    """The pipeline plan through the independent simulator (ptxgen.model.sim.pipesim, tile_k) with the K-tile counts of
+    the tiles a CTA takes in the K-grouped walk: empty groups (0 K-tiles), a group of 1 K row, long groups; no deadlock,
+    stale read or early accumulator read, every schedule explored."""
+    import dataclasses
+    import random
+
+    from ptxgen.model.bridges.check_pipeline import config_of
+    from ptxgen.model.sim import pipesim
+
+    plan = plan_kernel(_spec(variant))
+    rng = random.Random(7)
+    seen = set()
+    for _ in range(12):
+        sizes = [rng.choice([0, 0, 1, 64, 65, 200, 500]) for _ in range(rng.randint(1, 13))]
+        offs = np.cumsum(sizes).tolist()
+        m, n = rng.choice([(128, 128), (200, 256), (64, 520)])
+        grid = rng.choice([1, 3, 7])
+        for cta in range(min(grid, 2)):
+            tile_k = _cta_tile_k(plan, offs, max(offs[-1], 1), m, n, grid, cta)
+            if not tile_k or tile_k in seen:
+                continue
+            seen.add(tile_k)
+            cfg = dataclasses.replace(config_of(plan.pipeline, 1, (), len(tile_k)), tile_k=tile_k)
+            r = pipesim.explore(cfg, range(4))
+            assert r.ok, (tile_k, r.problems[:3])
+    assert any(0 in t for t in seen) and any(len(set(t)) > 2 for t in seen)
+
+
+def test_control_pingpong_starting_at_tile_times_its_k_tiles_breaks_the_ring():
+    import dataclasses
+
+    from ptxgen.model.bridges.check_pipeline import config_of
+    from ptxgen.model.sim import pipesim
+
+    plan = plan_kernel(_spec("pp-tma")).pipeline
+    for tile_k in ((3, 0, 5, 1, 0, 7), (9, 2, 0, 4, 4)):
+        cfg = dataclasses.replace(config_of(plan, 1, (), len(tile_k)), tile_k=tile_k)
+        assert pipesim.explore(cfg, range(4)).ok
+        bad = pipesim.simulate(dataclasses.replace(cfg, pingpong_first="product"), 0, max_steps=200_000)
+        assert not bad.ok and any(w in p for p in bad.problems for w in ("deadlock", "stale read")), bad.problems
 
 
 def test_pingpong_source_counts_every_tiles_k_tiles():
