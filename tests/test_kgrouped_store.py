@@ -93,6 +93,8 @@ def test_d_map_is_rank3_over_each_groups_out_from_the_staging_layout(variant):
     p = GroupedProblem(100, 72, 50, 3, 100, 72, 80)
     assert _resolve(tma, p) == ([72, 100, 3], [80, 100 * 80])  # out[g] at D + g M ldd
     assert any(d.name == "kgrouped_store" for d in plan.store.derivation)
+    j = plan.store.to_json()
+    assert j["tma_global_dims"] == ["N", "M", "G"] and j["tma_strides"] == ["ldd", "ldd_group"]
 
 
 @pytest.mark.parametrize("variant,out_dtype", [(v, "bf16") for v in TMA_VARIANTS] + [("tma", "f32"), ("tma", "f16")])

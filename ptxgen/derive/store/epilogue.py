@@ -174,7 +174,9 @@ class StorePlan:
             "chunk": [SLAB_ROWS, self.chunk_cols] if self.m_major else [self.staging.rows, self.chunk_cols],
             "chunks_per_slab": self.chunks_per_slab,
             "tma": {"swizzle": self.tma.swizzle.json_name, "box": list(self.tma.box)},
-        } | ({"d_major": "m", "tma_global_dims": list(self.tma.global_dims)} if self.m_major else {}) | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
+        } | ({"d_major": "m", "tma_global_dims": list(self.tma.global_dims)} if self.m_major else {}) | (
+            {"tma_global_dims": list(self.tma.global_dims), "tma_strides": list(self.tma.stride_names)}
+            if self.tma.batched else {}) | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
                        "cols_per_warp": self.chunk_cols * self.chunks_per_slab}} if self.pair_layout else {})
 
     @property
