@@ -45,19 +45,45 @@ __all__ = ["grouped_gemm_k", "kgrouped_spec", "bind_kgrouped", "scaled_grouped_g
 # 128 x 128 x 64, 4 stages: the tile of the M-grouped 16-bit kernels' K depth with a square output tile (every
 # group's out[g] is M x N); MN-major operands are copied as one 64 x 64 box per 64 columns (order k, as the grouped
 # N-major B). Not tuned.
-_TILE = dict(bm=128, bn=128, bk=64, stages=4)
+_TILE = dict(bm=128, bn=128, bk=64, stages=4, epilogue="direct")
+# The 16-bit K-grouped kernels tools/bench_grouped.py --kgrouped --variants times against torch._grouped_mm: name ->
+# spec fields over _TILE. "tma": the TMA-store epilogue through the (N, M, G) map (derive.roles.kgrouped
+# store_map_derivation), whose stores overlap the next tile's main loop; larger tiles store the same outputs with
+# fewer loads of A and B per output; BM 192 and 256 take three and four consumer warpgroups. None is measured yet.
+KGROUPED_VARIANTS = {
+    "direct": {},
+    "tma": dict(epilogue="tma"),
+    "tma-s6": dict(epilogue="tma", stages=6),
+    "tma-n256": dict(bn=256, epilogue="tma"),
+    "tma-n256-s3": dict(bn=256, stages=3, epilogue="tma"),
+    "tma-m192": dict(bm=192, epilogue="tma"),
+    "tma-m256": dict(bm=256, stages=3, epilogue="tma"),
+    "direct-n256": dict(bn=256),
+    # ping-pong consumers (the M-grouped kernels' schedule): each warpgroup takes whole tiles in turn, so one's epilogue
+    # runs while the other's main loop issues; both count every tile's K-tiles to keep the ring's phases
+    "pp-tma": dict(consumers="pingpong", epilogue="tma"),
+    "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
+    "pp-tma-64x256": dict(bm=64, bn=256, consumers="pingpong", epilogue="tma"),
+    "pp-direct": dict(consumers="pingpong"),
+}
+DEFAULT_VARIANT = "direct"  # what grouped_gemm_k runs (16-bit inputs)
 # FP8 (row-wise scales): the same output tile with 128 B of K per stage, as every FP8 tile of tuning/h200.json. Not tuned.
-_TILE_FP8 = dict(bm=128, bn=128, bk=128, stages=4)
+_TILE_FP8 = dict(bm=128, bn=128, bk=128, stages=4, epilogue="direct")
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
 
 
 def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", a_major: str = "mn",
-                  b_major: str = "mn", rowwise: bool = False, b_dtype: str | None = None) -> TileSpec:
+                  b_major: str = "mn", rowwise: bool = False, b_dtype: str | None = None,
+                  variant: str | None = None) -> TileSpec:
     """The spec :func:`grouped_gemm_k` uses: ``a_major``/``b_major`` "k" or "mn" (the operands' contiguous dimension);
     ``rowwise``: FP8 inputs with torch._scaled_grouped_mm's 2-D x 2-D scales (:func:`scaled_grouped_gemm_k`; K-major
-    operands, ``b_dtype`` e4m3 or e5m2 when it differs from ``dtype``), bf16 out by default."""
+    operands, ``b_dtype`` e4m3 or e5m2 when it differs from ``dtype``), bf16 out by default. ``variant``: a name of
+    KGROUPED_VARIANTS (16-bit inputs; default DEFAULT_VARIANT)."""
     name = "scaled_grouped_gemm (K-grouped)" if rowwise else "grouped_gemm_k"
+    if variant is not None and (rowwise or variant not in KGROUPED_VARIANTS):
+        raise ArgumentError(f"variant {variant!r}: the 16-bit K-grouped form takes one of {', '.join(KGROUPED_VARIANTS)}")
+    tile = _TILE_FP8 if rowwise else {**_TILE, **KGROUPED_VARIANTS[variant or DEFAULT_VARIANT]}
     legal = _FP8 if rowwise else _IN
     for d in (dtype, b_dtype or dtype):
         if d not in legal:
@@ -66,9 +92,9 @@ def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str =
     if out not in ("bf16", "f16", "f32"):
         raise DTypeError(f"{name} gives bf16, f16 or f32 outputs, not {out}")
     mixed = {} if b_dtype in (None, dtype) else {"b_dtype": b_dtype}
-    return make_spec(**(_TILE_FP8 if rowwise else _TILE), **mixed, a=f"{a_major}major-sw128", b=f"{b_major}major-sw128",
+    return make_spec(**tile, **mixed, a=f"{a_major}major-sw128", b=f"{b_major}major-sw128",
                      a_order="k", b_order="k", dtype=dtype, acc="f32", out_dtype=out, arch=arch, schedule="persistent",
-                     epilogue="direct", grouped="offs_k_rowwise" if rowwise else "offs_k")
+                     grouped="offs_k_rowwise" if rowwise else "offs_k")
 
 
 def _major(info: ArrayInfo, word: str) -> tuple[str, int]:
@@ -122,14 +148,14 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
-           scales: tuple[ArrayInfo, ArrayInfo] | None = None):
+           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None):
     """(spec, problem, out dtype) of a call on arrays already read, every rule checked but the device (no GPU; what
     ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule. ``scales``
-    (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), scales checked too."""
+    (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), scales checked too. ``variant``: kgrouped_spec's."""
     rowwise = scales is not None
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
-    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype)
+    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant)
     if rowwise:
         _bind_scales(spec, scales, p)
     if p.groups and p.m and p.n and p.k:
@@ -179,6 +205,12 @@ def grouped_gemm_k(a, b, offs, out=None, *, out_dtype: str | None = None, stream
     return _call(a, b, offs, out, out_dtype, stream)
 
 
+def grouped_gemm_k_variant(a, b, offs, out=None, *, variant: str, out_dtype: str | None = None, stream=None):
+    """:func:`grouped_gemm_k` through the kernel of ``variant`` (a name of KGROUPED_VARIANTS): what
+    tools/bench_grouped.py --variants and the variants' GPU tests run."""
+    return _call(a, b, offs, out, out_dtype, stream, variant=variant)
+
+
 def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
     """out[g] = (a[:, K of g] @ b[:, K of g].T) * scale_a[g M + row] * scale_b[g N + column] for g < G, FP8 a and b
     K-major (torch._scaled_grouped_mm's 2-D x 2-D form; see the module): one launch."""
@@ -187,12 +219,13 @@ def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: 
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b))
 
 
-def _call(a, b, offs, out, out_dtype, stream, scales=None):
+def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None):
     sa, sb = scales if scales is not None else (None, None)
     key = None
     if type(a) is torch_tensor_type():
         try:
-            key = (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), out_dtype, torch_key(sa), torch_key(sb))
+            key = (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), out_dtype, torch_key(sa), torch_key(sb),
+                   variant)
         except (AttributeError, TypeError):
             key = None
         launch = _PREPARED.get(key) if key is not None else None
@@ -206,7 +239,7 @@ def _call(a, b, offs, out, out_dtype, stream, scales=None):
     si = None if scales is None else (read_array(sa, "scale_a", handle), read_array(sb, "scale_b", handle))
     dev = streams.call_device((ai, bi, fi, oi, *(si or ())))
     try:
-        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si)
+        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si, variant)
     except SpecError as e:
         raise NoGPU(f"no K-grouped kernel for this GPU: {e}") from None
     kernel = _kernel(spec)

@@ -252,7 +252,7 @@ def test_control_sass_check_fails_for_a_kgrouped_kernel_checked_as_another_tile(
 
 
 # ---- rules and the CLI ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fields", [dict(BASE, epilogue="tma"), dict(BASE, consumers="pingpong", bm=64),
+@pytest.mark.parametrize("fields", [dict(BASE, cluster="2x1"), dict(BASE, split_k=2, schedule="tile"),
                                     dict(KMAJOR, dtype="e4m3", bk=128), dict(BASE, arch="sm_100a")])
 def test_illegal_kgrouped_specs_name_the_rule(fields):
     with pytest.raises(SpecError, match="--grouped=offs_k"):
@@ -279,5 +279,5 @@ def test_cli_explain_show_build_and_refusal(tmp_path):
     r = _cli("build", *FLAGS, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert any(p.name.endswith("groupedoffs_k") for p in tmp_path.iterdir())
-    r = _cli("explain", *FLAGS, "--epilogue", "tma")
+    r = _cli("explain", *FLAGS, "--epilogue", "tma", "--d-major", "m")
     assert r.returncode == 2 and "offs_k" in r.stderr and "Traceback" not in r.stderr

@@ -23,8 +23,11 @@ useful work (2 x rows x N x K), weight bandwidth (G x N x K x 2 bytes / time) an
 call without synchronizing, averaged over many calls, the GPU kept busy by them). ptxgen writes into one
 preallocated out; torch._grouped_mm allocates its output each call (from its caching allocator). The geometric mean of the
 ratios (torch time / ours) of the default kernel is printed last.
+--variants NAME,... (k- cases): each named K-grouped kernel (ptxgen.kgrouped.KGROUPED_VARIANTS; "all"; "default" is what
+grouped_gemm_k runs, always timed first) in its own alternating rounds against torch._grouped_mm, out refilled with NaN
+before each, so a kernel that writes nothing is WRONG; per kernel the geometric mean of its ratios over the cases.
 Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512] [--kgrouped]
-       [--kgrouped-fp8]
+       [--kgrouped-fp8] [--variants tma,tma-n256]
 """
 
 from __future__ import annotations
@@ -125,9 +128,10 @@ KGROUPED_CASES = "k-8x4096x14336/8192,k-128x2048x1536/32768"
 KGROUPED_FP8_CASES = "fk-8x4096x14336/8192,fk-128x2048x1536/32768"
 
 
-def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
+def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...] = ()) -> list[dict]:
     """K-grouped: out[g] = dy[tokens g].T @ x[tokens g], G x M x N bf16, both operands MN-major views; fk-: row-wise
-    FP8, a = dy.T and b = x.T K-major e4m3 with scale_a G M and scale_b G N."""
+    FP8, a = dy.T and b = x.T K-major e4m3 with scale_a G M and scale_b G N. ``variants`` (k- cases): names of
+    ptxgen.kgrouped.KGROUPED_VARIANTS timed after the default kernel, each against torch in its own alternating rounds."""
     fp8 = case.startswith("fk-")
     try:
         shape, tokens = case.removeprefix("fk-" if fp8 else "k-").split("/")
@@ -141,7 +145,7 @@ def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
     gen = torch.Generator(device="cuda").manual_seed(seed)
     offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
     out = torch.empty(g, m, n, device="cuda", dtype=torch.bfloat16)
-    from ptxgen.kgrouped import kgrouped_spec
+    from ptxgen.kgrouped import grouped_gemm_k_variant, kgrouped_spec
 
     if fp8:
         a = torch.randn(m, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
@@ -153,39 +157,59 @@ def run_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
         def base():
             return torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16)
 
-        def ours():
-            return ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out)
+        kernels = [(label, lambda: ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out))]
     else:
         dy = torch.randn(t, m, device="cuda", generator=gen).to(torch.bfloat16)
         x = torch.randn(t, n, device="cuda", generator=gen).to(torch.bfloat16)
-        label = f"kgrouped {kgrouped_spec().kernel_name}"
 
         def base():
             return torch._grouped_mm(dy.t(), x, offs=offs)
 
-        def ours():
-            return ptxgen.grouped_gemm_k(dy.t(), x.t(), offs, out)
-
-    try:
-        ref = base().float()
-        ref_norm = float(torch.linalg.norm(ref))
-        ours()
-        torch.cuda.synchronize()
-        check = lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)  # noqa: E731
-        ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
-        ours_host, base_host = host_us(ours), host_us(base)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
-        return [{"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"}]
+        kernels = [(f"kgrouped default {kgrouped_spec().kernel_name}", lambda: ptxgen.grouped_gemm_k(dy.t(), x.t(), offs, out))]
+        kernels += [(f"kgrouped {v} {kgrouped_spec(variant=v).kernel_name}",
+                     lambda v=v: grouped_gemm_k_variant(dy.t(), x.t(), offs, out, variant=v))
+                    for v in variants if v != "default" and kgrouped_spec(variant=v) != kgrouped_spec()]  # not twice
+    ref = base().float()
+    ref_norm = float(torch.linalg.norm(ref))
     flops = 2.0 * t * m * n
-    r = {"case": case, "kernel": label, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed, "ours_ms": ours_ms,
-         "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
-         "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
-         "ok": err < 1e-2, "rounds": rounds}
-    print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
-          f"host {ours_host:.1f} us | torch.{'_scaled_grouped_mm' if fp8 else '_grouped_mm'} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
-          f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
-    return [r]
+    results = []
+    for label, ours in kernels:
+        try:
+            out.fill_(float("nan"))  # a kernel that writes nothing fails the check, whatever ran before it
+            ours()
+            torch.cuda.synchronize()
+            check = lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)  # noqa: E731
+            ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
+            ours_host, base_host = host_us(ours), host_us(base)
+        except Exception as e:  # noqa: BLE001 - report and go on with the next kernel
+            print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
+            results.append({"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"})
+            continue
+        r = {"case": case, "kernel": label, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed, "ours_ms": ours_ms,
+             "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
+             "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
+             "ok": err < 1e-2, "rounds": rounds}
+        results.append(r)
+        print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
+              f"host {ours_host:.1f} us | torch.{'_scaled_grouped_mm' if fp8 else '_grouped_mm'} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
+              f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    return results
+
+
+def k_variant_names(text: str) -> tuple[str, ...]:
+    """--variants: comma-separated names of ptxgen.kgrouped.KGROUPED_VARIANTS, "default" (what grouped_gemm_k runs) or
+    "all"; SystemExit (usage, exit 2) naming the legal ones for another name."""
+    from ptxgen.kgrouped import KGROUPED_VARIANTS
+
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if names == ["all"]:
+        return tuple(KGROUPED_VARIANTS)
+    bad = [v for v in names if v != "default" and v not in KGROUPED_VARIANTS]
+    if bad:
+        print(f"bench_grouped.py: error: unknown --variants {', '.join(bad)}; legal: default, all, "
+              f"{', '.join(KGROUPED_VARIANTS)}", file=sys.stderr)
+        raise SystemExit(2)
+    return tuple(names)
 
 
 def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log, b_major: str = "k") -> list[dict]:
@@ -256,7 +280,10 @@ def main() -> int:
                     help="mn: b is an N-major view (G x K x N memory); bf16 cases only")
     ap.add_argument("--kgrouped", action="store_true", help=f"the K-grouped cases only ({KGROUPED_CASES})")
     ap.add_argument("--kgrouped-fp8", action="store_true", help=f"the K-grouped row-wise FP8 cases only ({KGROUPED_FP8_CASES})")
+    ap.add_argument("--variants", default="",
+                    help="k- cases: also time these ptxgen.kgrouped.KGROUPED_VARIANTS (comma-separated, or all)")
     args = ap.parse_args()
+    variants = k_variant_names(args.variants)
     if args.kgrouped or args.kgrouped_fp8:
         args.cases = ",".join(c for flag, c in ((args.kgrouped, KGROUPED_CASES), (args.kgrouped_fp8, KGROUPED_FP8_CASES)) if flag)
     import torch
@@ -274,7 +301,7 @@ def main() -> int:
         if case.startswith("fp8-"):
             all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
         elif case.startswith(("k-", "fk-")):
-            all_results += run_k_case(case, args.rounds, args.seed, sys.stdout)
+            all_results += run_k_case(case, args.rounds, args.seed, sys.stdout, variants)
             torch.cuda.empty_cache()
         else:
             all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout, args.b_major)
@@ -287,6 +314,14 @@ def main() -> int:
     if ratios:
         print(f"default bf16 kernel: geometric mean ratio (torch time / ptxgen time) {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} "
               f"over {len(ratios)} case(s)", flush=True)
+    by_kernel: dict = {}
+    for r in all_results:
+        if r.get("kernel", "").startswith("kgrouped ") and "ratio" in r:
+            by_kernel.setdefault(r["kernel"].split()[1], []).append(r["ratio"])
+    for name, rs in by_kernel.items():
+        if len(rs) > 1:
+            print(f"kgrouped {name}: geometric mean ratio (torch time / ptxgen time) "
+                  f"{math.exp(sum(map(math.log, rs)) / len(rs)):.3f} over {len(rs)} case(s)", flush=True)
     bad = [r for r in all_results if not r.get("ok")]
     return 1 if bad else 0
 

@@ -140,7 +140,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
     if kg is not None and pipe.role("consumer").first_warp != 0:
         raise AssertionError("the K tail's zeroing numbers the consumer threads from tid 0")
     kgv = None if kg is None else ckgrouped.kgrouped_view(kg, t.a, t.b, t.smem.a_stage_bytes, t.smem.b_stage_bytes,
-                                                         pipe.role("consumer").warps * 32, s.dtype.bytes)
+                                                         pipe.role("consumer").warps * 32, s.dtype.bytes, pipe.pingpong)
+    if kg is not None and store is not None and plan.store.tma.batched:  # out[g] through the (N, M, G) map
+        store = replace(store, group_coord=BATCH)
     if gv is not None and store is not None:
         store = replace(store, use_tma_expr=f"({cgrouped.store_condition_c(plan.grouped)}) && ({store.use_tma_expr})")
     return KernelView(

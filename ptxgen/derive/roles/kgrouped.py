@@ -56,6 +56,23 @@ PTX_FENCE_REF = "PTX ISA 'fence.proxy.async' (generic-proxy writes seen by the a
 
 
 TMA_INNER_ALIGN_BYTES = 16  # a box's start along the map's inner dimension
+# The TMA-store epilogue (--epilogue tma): out is G x M x N, out[g] at D + g M ldd. D's map is rank 3, the group its
+# outermost dimension with this stride (elements), so a box at (n0 + 64 c, m0 + slab, g) clips at row M of out[g].
+STORE_GROUP_DIM = "G"
+STORE_GROUP_STRIDE = "ldd_group"  # M x ldd: elements from out[g] to out[g + 1]
+
+
+def store_map_derivation(box: tuple[int, ...]) -> Derived:
+    """Why the K-grouped kernel's D map is (N, M, G) and not (N, G M): what each chunk's store may write."""
+    return Derived(
+        "kgrouped_store", f"3-D map (N, M, G), strides (ldd, M ldd), box [{box[0]}, {box[1]}, 1] at (n0 + {box[0]} c, "
+        "m0 + slab, g)",
+        "out[g] is M x N at D + g M ldd: dimension 0 N (contiguous), 1 M (rows ldd apart), 2 the group (M ldd apart); "
+        "the staging layout that gives the 2-D box gives this one, one group deep",
+        "TMA checks each coordinate against its own dimension, so rows m0 + slab .. past M are dropped inside out[g]; a "
+        "2-D map over the stacked G M rows would clip only at G M and write the tail rows of a partial M tile into "
+        "out[g + 1]'s first rows (ptxgen.model.layouts.kgroupmodel.store_writes shows both)",
+        "PTX ISA 'Tensor' (tile mode, bounding box); CUDA driver cuTensorMapEncodeTiled")
 
 
 def k_align_of(spec) -> int:

@@ -37,6 +37,7 @@ from ...isa.tensormap import (
 from ...isa.shapes import WGMMA_D_ROWS
 from ...isa.types import Arch, DMajor, Epilogue, Swizzle
 from ..tile.derived import Derived
+from ..roles.kgrouped import STORE_GROUP_DIM, STORE_GROUP_STRIDE, store_map_derivation
 from ..operands.smem_layout import AddressTerm, SmemLayout
 from ..tile.rules import STORE_BUFFERS as BUFFERS
 from ..tile.rules import F32_STORE_CHUNK_COLS, FP8_STORE_CHUNK_COLS, M_MAJOR_MAX_CHUNK_COLS, STORE_CHUNK_COLS
@@ -173,7 +174,9 @@ class StorePlan:
             "chunk": [SLAB_ROWS, self.chunk_cols] if self.m_major else [self.staging.rows, self.chunk_cols],
             "chunks_per_slab": self.chunks_per_slab,
             "tma": {"swizzle": self.tma.swizzle.json_name, "box": list(self.tma.box)},
-        } | ({"d_major": "m", "tma_global_dims": list(self.tma.global_dims)} if self.m_major else {}) | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
+        } | ({"d_major": "m", "tma_global_dims": list(self.tma.global_dims)} if self.m_major else {}) | (
+            {"tma_global_dims": list(self.tma.global_dims), "tma_strides": list(self.tma.stride_names)}
+            if self.tma.batched else {}) | ({"pair": {"tmem_layout": self.pair_layout, "warp_row0": self.warp_row0_expr, "warp_col0": self.warp_col0_expr,
                        "cols_per_warp": self.chunk_cols * self.chunks_per_slab}} if self.pair_layout else {})
 
     @property
@@ -260,7 +263,12 @@ def plan_store(spec: TileSpec) -> StorePlan | None:
     D = _derivation(spec, box, swz.json_name, buf, chunks, calls, smem.store_offset, rows, storers, writer, chunk)
     if spec.pair:
         D += (_pair_derivation(spec, rows, warp_cols, row0, col0),)
+    grouped_k = {}
+    if spec.grouped.along_k:  # out G x M x N: one group deep boxes of a rank-3 map clip at each out[g]'s row M
+        D += (store_map_derivation(box),)
+        grouped_k = dict(batch_dim=STORE_GROUP_DIM, batch_ld_name=STORE_GROUP_STRIDE)
     tma = tile_map(
+        **grouped_k,
         operand="d",
         layout=layout,
         data_type=TMA_DATA_TYPE_OF[out],

@@ -239,13 +239,18 @@ def _validate_grouped(t: "TileSpec") -> None:
 
 def _validate_k_grouped(t: "TileSpec") -> None:
     """--grouped offs_k / offs_k_rowwise (derive.roles.kgrouped): 16-bit inputs (offs_k) or FP8 inputs with row-wise
-    scales read K-major (offs_k_rowwise), an f32 accumulator, the cooperative walk with direct stores."""
+    scales read K-major (offs_k_rowwise), an f32 accumulator, the cooperative walk; direct stores or the TMA store
+    through the (N, M, G) map (derive.roles.kgrouped.store_map_derivation)."""
     g = t.grouped.value
     if t.grouped is Grouping.OFFS_K_ROWWISE:
         if t.dtype not in (DType.E4M3, DType.E5M2) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
             raise SpecError("--grouped", g, "row-wise scales (torch._scaled_grouped_mm's 2-D x 2-D form) multiply an FP8 "
                             "product's f32 accumulator; the output is 16-bit or f32",
                             "--dtype e4m3|e5m2 --acc f32 --out-dtype bf16|f16|f32, or --grouped offs_k for 16-bit inputs")
+        if t.epilogue is not Epilogue.DIRECT or t.consumers is not Consumers.COOPERATIVE:
+            raise SpecError("--grouped", g, "the row-wise FP8 K-grouped kernel is built with cooperative consumers and direct "
+                            "stores (the TMA store and ping-pong consumers are the 16-bit --grouped offs_k kernel's)",
+                            "--consumers cooperative --epilogue direct")
         if t.a.major is not Major.K or t.b.major is not Major.K:
             raise SpecError("--grouped", g, "wgmma reads FP8 operands K-major only (no transpose for .e4m3/.e5m2), so A (M x "
                             "K_total) and B (N x K_total) are K-major: rows contiguous along K, as torch._scaled_grouped_mm "
@@ -254,14 +259,12 @@ def _validate_k_grouped(t: "TileSpec") -> None:
         raise SpecError("--grouped", g, "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
                         "16-bit or f32 output (FP8 inputs: --grouped offs_k_rowwise)",
                         "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
-    if (t.consumers is not Consumers.COOPERATIVE or t.epilogue is not Epilogue.DIRECT or t.cluster is not Cluster.C1X1
+    if (t.cluster is not Cluster.C1X1
             or t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none"
             or t.consumer_slabs != 1):
         raise SpecError("--grouped", g, "the K-grouped kernel zeroes each group's K tail in shared memory between the "
-                        "cooperative consumers (one named barrier) and stores out[g] directly (a TMA store would clip at the "
-                        "stacked G M rows, not at the group's M); other walks are not derived",
-                        "--consumers cooperative --epilogue direct --cluster 1x1 --split-k 1 --stream-k 1 --batch none "
-                        "--consumer-slabs 1, no --fp8-blocks")
+                        "consumers of a stage (a named barrier) and walks whole tiles; other walks are not derived",
+                        "--cluster 1x1 --split-k 1 --stream-k 1 --batch none --consumer-slabs 1, no --fp8-blocks")
 
 
 def _validate_batch(t: "TileSpec") -> None:

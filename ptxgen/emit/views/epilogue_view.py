@@ -99,6 +99,7 @@ class StoreView:
     pair_words: bool = False  # the pairs are f32 words (st.shared.v2.f32), not e4m3 bytes packed by pack_pair (st.shared.b16)
     m_major: bool = False  # M-major D: the box's coordinates are (m0 + slab, n0 + chunk); stmatrix .trans
     edge_doc: str = "column N"  # where a box would cross the end of D's contiguous dimension (M-major D: row M)
+    group_coord: str = ""  # C: the third coordinate of a rank-3 D map (the K-grouped kernel's group); "" for rank 2
     # tcgen05 (st.shared.v4 of TMEM rows)
     tmem_loads: int = 0  # tcgen05.ld of EpilogueView.chunk columns per store chunk
     cells_per_load: int = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...derive.roles.barriers import kgrouped_tail_barrier
 from ...derive.roles.kgrouped import KGroupedPlan
 from ...derive.operands.operand import OperandLayout
 from ...isa.types import Major
@@ -17,7 +18,6 @@ from ..cexpr import linear_offset_c_expr, swizzle_c_expr
 from .grouped_view import RowScalesView
 from .schedule_view import BATCH
 
-TAIL_BARRIER = 1  # the named barrier the consumer warpgroups meet at after zeroing (0 is __syncthreads)
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class KGroupedView:
     helpers: str  # shared-memory zero stores
     tail: tuple[str, ...]  # C statements after full[s] of K-tile kt, before the MMAs read stage s
     doc: str
+    pingpong: bool = False  # each consumer warpgroup takes whole tiles: it counts the other's K-tiles (the template)
 
 
 def row_scales_view(plan: KGroupedPlan) -> RowScalesView | None:
@@ -64,14 +65,15 @@ def d_base_c(out_bytes: int) -> str:
     return f"(D + static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>(ldd) * {out_bytes}u)"
 
 
-def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int) -> tuple[str, ...]:
+def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int, thread: str = "tid") -> tuple[str, ...]:
     """Zero the cells (elements) of operand ``op``'s stage at ``stage`` whose K offset in the box is outside
-    [z_lo, z_hi)."""
+    [z_lo, z_hi): ``threads`` threads numbered by ``thread`` (tid: the cooperative consumers; wg_tid: one ping-pong
+    warpgroup)."""
     st = op.store
     cells = st.rows * st.cols
     per_cell = 16 // esize
     head = (
-        f"for (int cell = tid; cell < {cells}; cell += {threads}) {{  // {op.name.upper()}: {st.rows} x {st.cols} cells of 16 B",
+        f"for (int cell = {thread}; cell < {cells}; cell += {threads}) {{  // {op.name.upper()}: {st.rows} x {st.cols} cells of 16 B",
         f"  const unsigned row = static_cast<unsigned>(cell) / {st.cols}u, col = static_cast<unsigned>(cell) % {st.cols}u;",
         f"  const unsigned linear = {linear_offset_c_expr(st)};",
         f"  const unsigned dst = {stage} + {swizzle_c_expr(st)};",
@@ -92,9 +94,14 @@ def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int) -> tup
 
 
 def tail_c(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes: int, b_stage_bytes: int,
-           consumer_threads: int, esize: int) -> tuple[str, ...]:
-    zero_a = _zero_loop_c(a, "a_zero", consumer_threads, esize)
-    zero_b = _zero_loop_c(b, "b_zero", consumer_threads, esize)
+           consumer_threads: int, esize: int, pingpong: bool = False) -> tuple[str, ...]:
+    """The K tail's zeroing: by every consumer thread (cooperative), or by the warpgroup whose tile it is (ping-pong)."""
+    warpgroups = consumer_threads // 128
+    threads = 128 if pingpong else consumer_threads
+    thread = "wg_tid" if pingpong else "tid"
+    bar, bar_threads = kgrouped_tail_barrier(pingpong, warpgroups)
+    zero_a = _zero_loop_c(a, "a_zero", threads, esize, thread)
+    zero_b = _zero_loop_c(b, "b_zero", threads, esize, thread)
     bk = plan.bk
     cond = f"kt == num_k_tiles - 1 && k_valid_last < {bk}" if plan.k_align == 1 else \
         f"(kt == num_k_tiles - 1 && k_valid_last < {bk}) || (kt == 0 && k_head > 0)"
@@ -108,7 +115,7 @@ def tail_c(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes
         *("  " + line for line in zero_a),
         *("  " + line for line in zero_b),
         "  fence_proxy_async();  // the generic-proxy zeros, visible to wgmma (async proxy)",
-        f"  named_barrier_sync({TAIL_BARRIER}, {consumer_threads});  // every consumer thread's zeros are written",
+        f"  named_barrier_sync({bar}, {bar_threads});  // every zeroing thread's zeros are written",
         "}",
     )
 
@@ -128,10 +135,11 @@ __device__ __forceinline__ void st_shared_zero1(unsigned addr) {
 
 
 def kgrouped_view(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stage_bytes: int, b_stage_bytes: int,
-                  consumer_threads: int, esize: int) -> KGroupedView:
+                  consumer_threads: int, esize: int, pingpong: bool = False) -> KGroupedView:
     return KGroupedView(
+        pingpong=pingpong,
         helpers=HELPERS + (HELPER_BYTE if esize == 1 else ""),
-        tail=tail_c(plan, a, b, a_stage_bytes, b_stage_bytes, consumer_threads, esize),
+        tail=tail_c(plan, a, b, a_stage_bytes, b_stage_bytes, consumer_threads, esize, pingpong),
         doc=(("K-grouped GEMM with row-wise scales (torch._scaled_grouped_mm 2-D x 2-D)" if plan.rowwise else
               "K-grouped GEMM (torch._grouped_mm 2-D x 2-D)") + ": items G x tiles_m x tiles_n; each reads its group's K range "
              f"from offs and takes ceil((k_end - k_base) / {plan.bk}) K-tiles; other groups' K rows in a box are zeroed in shared memory"),

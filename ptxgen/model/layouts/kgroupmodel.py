@@ -15,6 +15,15 @@ convention it checks against: group g owns K indices ``offs[g - 1] .. offs[g] - 
   ``zero_fn`` (the rendered C, run on the CPU): exactly the elements of K offset outside [lo, hi) are gone. 16-bit
   elements carry their code in one stage; 8-bit (FP8) ones in two, one byte of the code each, zeroed alike.
 
+The TMA-store epilogue (``--epilogue tma``), what a store writes:
+
+* :func:`tma_store_writes`: the element offsets (from the map's base) one tile-mode TMA store of a box writes, for a
+  map of any rank given by its extents and strides: box element i at coordinate + i is written only where every
+  coordinate lies inside its own extent, and along the inner dimension on to the next 16-byte boundary (as measured
+  on an H200 where a row's length is not a multiple of 16 B);
+* :func:`check_tile_writes`: every tile's stores write exactly its part of ``out[g]`` (rows < M, columns < N of group
+  g, at ``g M ldd + row ldd + column``), each element once, and nothing of another group.
+
 The row-wise FP8 form (``torch._scaled_grouped_mm``'s 2-D x 2-D, PyTorch's ``test_scaled_grouped_gemm_2d_2d``): each
 group's reference is ``torch._scaled_mm(a[:, K of g], b[:, K of g].t(), scale_a[g m:(g + 1) m].view(-1, 1),
 scale_b[g n:(g + 1) n].view(1, -1))``, so ``out[g][r, c]`` reads the r-th element of group g's slice of scale_a and
@@ -171,3 +180,47 @@ def reference_scaled(a: np.ndarray, b: np.ndarray, offs: Sequence[int], scale_a:
     sa, sb = torch_scale_slices(len(offs), m, n)
     prods = reference(a, b, offs).astype(np.float64)
     return np.stack([prods[g] * scale_a[list(sa[g])][:, None] * scale_b[list(sb[g])][None, :] for g in range(len(offs))])
+
+
+STORE_EDGE_BYTES = 16  # measured (H200): a store crossing the inner extent wrote on to the next 16-byte boundary
+
+
+def tma_store_writes(dims: Sequence[int], strides: Sequence[int], box: Sequence[int], coord: Sequence[int],
+                     element_bytes: int) -> np.ndarray:
+    """Offsets (elements, from the map's base) one TMA store of ``box`` at ``coord`` writes. ``dims``: the extents,
+    inner first; ``strides``: elements between consecutive indices of dimensions 1.. (dimension 0 is contiguous).
+    An element is written when each of its coordinates is inside its dimension; the inner dimension's limit is rounded
+    up to 16 bytes."""
+    if not len(dims) == len(box) == len(coord) == len(strides) + 1:
+        raise ValueError(f"a rank-{len(dims)} map needs {len(dims)} box extents, coordinates and {len(dims) - 1} strides")
+    per = STORE_EDGE_BYTES // element_bytes
+    limits = [-(-int(dims[0]) // per) * per] + [int(d) for d in dims[1:]]
+    axes = [np.arange(c, c + b) for c, b in zip(coord, box)]
+    axes = [ax[(ax >= 0) & (ax < lim)] for ax, lim in zip(axes, limits)]
+    offset = np.zeros((1,), dtype=np.int64)
+    for ax, stride in zip(axes, (1, *strides)):
+        offset = (offset[:, None] + ax[None, :].astype(np.int64) * int(stride)).ravel()
+    return offset
+
+
+def check_tile_writes(writes: np.ndarray, group: int, m0: int, n0: int, bm: int, bn: int, m: int, n: int,
+                      ldd: int) -> list[str]:
+    """Everything wrong with the offsets ``writes`` (all stores of one tile of out[group], elements from out[0]): they
+    must be exactly rows m0 .. min(m0 + BM, M) - 1, columns n0 .. min(n0 + BN, N) - 1 of out[group], each once."""
+    rows = np.arange(m0, min(m0 + bm, m))
+    cols = np.arange(n0, min(n0 + bn, n))
+    want = (group * m * ldd + rows[:, None] * ldd + cols[None, :]).ravel()
+    got, counts = np.unique(writes, return_counts=True)
+    problems = []
+    if (counts > 1).any():
+        problems.append(f"tile ({group}, {m0}, {n0}): {int((counts > 1).sum())} elements written more than once")
+    extra = np.setdiff1d(got, want)
+    if extra.size:
+        g, rest = np.divmod(extra, m * ldd)
+        r, c = np.divmod(rest, ldd)
+        problems.append(f"tile ({group}, {m0}, {n0}) wrote {extra.size} elements outside its part of out[{group}], the "
+                        f"first at out[{int(g[0])}][{int(r[0])}, {int(c[0])}]")
+    missing = np.setdiff1d(want, got)
+    if missing.size:
+        problems.append(f"tile ({group}, {m0}, {n0}) left {missing.size} elements of out[{group}] unwritten")
+    return problems

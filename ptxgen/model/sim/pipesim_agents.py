@@ -36,7 +36,7 @@ def consumer_parity(cfg: Config, it: int) -> int:
 
 def tma_producer(sim: Sim):
     cfg = sim.cfg
-    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+    for it in range(cfg.total_its):
         s = it % cfg.stages
         yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"TMA producer ({sim.tile(it)})")
         sim.arrive(sim.full[s], tx=cfg.expect_tx_bytes)
@@ -60,7 +60,7 @@ def tma_producer(sim: Sim):
 def scale_lane(sim: Sim, lane: int):
     """A lane of the block-FP8 scale warp (scale_lanes): per K-tile, wait empty[s], store, arrive on full[s]."""
     cfg = sim.cfg
-    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+    for it in range(cfg.total_its):
         s = it % cfg.stages
         if cfg.scale_lane_waits:
             yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"scale lane {lane} ({sim.tile(it)})")
@@ -76,7 +76,7 @@ def producer_tail(sim: Sim, who: str):
     cfg = sim.cfg
     if not cfg.producer_tail:
         return
-    total = cfg.k_tiles * cfg.tiles_per_cta
+    total = cfg.total_its
     for it in range(total, total + cfg.stages):
         s = it % cfg.stages
         yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"{who} tail (ring slot {it})")
@@ -106,7 +106,7 @@ def tma_unit(sim: Sim):
 def cp_producer(sim: Sim, t: int):
     cfg = sim.cfg
     n = cfg.copies_per_thread
-    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+    for it in range(cfg.total_its):
         s = it % cfg.stages
         yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"cp.async producer thread {t} ({sim.tile(it)})")
         begin_fill(sim, s, it, n * cfg.producer_threads)
@@ -170,10 +170,10 @@ def arrival_unit(sim: Sim):
 def wgmma_mainloop(sim: Sim, g: int, lt: int, who: str):
     """Consumer warpgroup g's K-tiles of CTA tile lt: wait full, MMA, wait_group(depth), release K-tile kt - lag."""
     cfg = sim.cfg
-    K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
+    K, S, lag, first = cfg.k_of(lt), cfg.stages, cfg.release_lag, _first(cfg, lt)
     pipe = sim.pipes[g]
     for kt in range(K):
-        it = lt * K + kt
+        it = first + kt
         s = it % S
         yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"{who} ({sim.tile(it)})")
         check_read(sim, g, s, it)
@@ -188,6 +188,11 @@ def wgmma_mainloop(sim: Sim, g: int, lt: int, who: str):
         yield
 
 
+def _first(cfg: Config, lt: int) -> int:
+    """Where a consumer warpgroup starts CTA tile lt in the ring (pingpong_first "product": lt x the tile's K-tiles)."""
+    return lt * cfg.k_of(lt) if cfg.pingpong and cfg.pingpong_first == "product" else cfg.first_it(lt)
+
+
 def release(sim: Sim, s: int) -> None:
     """A consumer warpgroup is done with stage s: arrive on empty[s] of every CTA of the cluster (or its own)."""
     for dst in sim.cluster if sim.cfg.release_peers else [sim]:
@@ -197,10 +202,10 @@ def release(sim: Sim, s: int) -> None:
 def wgmma_tile_end(sim: Sim, g: int, lt: int, who: str):
     """wait_group(0), release the tile's last K-tiles, then the epilogue reads the accumulator."""
     cfg = sim.cfg
-    K, S, lag = cfg.k_tiles, cfg.stages, cfg.release_lag
+    K, S, lag, first = cfg.k_of(lt), cfg.stages, cfg.release_lag, _first(cfg, lt)
     yield from wait_group(sim.pipes[g], 0, f"{who} (end of CTA tile {lt})")
     for kt in range(max(0, K - lag), K):
-        release(sim, (lt * K + kt) % S)
+        release(sim, (first + kt) % S)
     check_acc_read(sim, g, lt, f"{who}'s epilogue")
     yield
 
@@ -212,7 +217,7 @@ def wgmma_warp(sim: Sim, g: int, w: int):
     cfg = sim.cfg
     who = f"consumer warpgroup {g} warp {w}"
     pipe = sim.pipes[g]
-    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+    for it in range(cfg.total_its):
         s = it % cfg.stages
         yield from sim.wait(sim.full[s], consumer_parity(cfg, it), f"{who} ({sim.tile(it)})")
         issued = sim.issued.setdefault((g, it), set())
@@ -304,7 +309,7 @@ def pair_producer(sims: list, c: int, q: WaitList):
     sim = sims[c]
     cfg = sim.cfg
     target = sims[0] if cfg.peer_copies_to_leader else sim
-    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+    for it in range(cfg.total_its):
         s = it % cfg.stages
         yield from sim.wait(sim.empty[s], producer_parity(cfg, it), f"CTA {c} TMA producer ({sim.tile(it)})")
         if c == 0:
@@ -327,7 +332,7 @@ def pair_sf_relay(sims: list):
     arrives on the leader's full[s] (mbarrier.arrive.release.cluster on mapa(full[s], 0))."""
     lead, peer = sims[0], sims[1]
     cfg = peer.cfg
-    for it in range(cfg.k_tiles * cfg.tiles_per_cta):
+    for it in range(cfg.total_its):
         s = it % cfg.stages
         if cfg.relay_waits:
             yield from peer.wait(peer.full[s], consumer_parity(cfg, it), f"CTA 1 SF relay ({peer.tile(it)})")

@@ -64,6 +64,35 @@ class Config:
     # release per thread (derive.roles.pipeline release_per_thread): a modelled warp's arrive stands for its 32 threads'
     consumer_warps: int = 1
     release_per_warp: bool = False
+    # sm_90a, TMA, one agent per warpgroup: the K-tiles of each CTA tile when they differ (the K-grouped walk: a tile
+    # has its group's count, 0 for an empty group); empty: k_tiles for every tile. The ring's K-tile it counts every
+    # earlier tile's K-tiles.
+    tile_k: tuple[int, ...] = ()
+    # ping-pong with tile_k: how a warpgroup finds its tile's first K-tile: "count" (the K-tiles of every earlier CTA
+    # tile, the other warpgroup's included) or "product" (lt x its own tile's K-tiles: the uniform kernels' rule, a control)
+    pingpong_first: str = "count"
+
+    def k_of(self, lt: int) -> int:
+        """K-tiles of CTA tile lt."""
+        return self.tile_k[lt] if self.tile_k else self.k_tiles
+
+    def first_it(self, lt: int) -> int:
+        """The ring position of CTA tile lt's first K-tile."""
+        return sum(self.tile_k[:lt]) if self.tile_k else lt * self.k_tiles
+
+    @property
+    def total_its(self) -> int:
+        return sum(self.tile_k) if self.tile_k else self.k_tiles * self.tiles_per_cta
+
+    def tile_of_it(self, it: int) -> int:
+        """The CTA tile whose K-tile it is."""
+        if not self.tile_k:
+            return it // self.k_tiles
+        lt, end = 0, self.tile_k[0]
+        while it >= end and lt + 1 < len(self.tile_k):  # past the last tile: the last one
+            lt += 1
+            end += self.tile_k[lt]
+        return lt
 
     @property
     def tma(self) -> bool:
@@ -99,10 +128,16 @@ class Config:
             raise ValueError(f"bad pipeline config {self} (a cluster: sm_90a, TMA, multicast copies)")
         if self.consumer_warps > 1 and (not self.wgmma or self.pingpong or self.release_lag or self.mma_wait_depth):
             raise ValueError(f"bad pipeline config {self} (warps one by one: sm_90a cooperative, released after wait_group 0)")
+        if self.tile_k and (len(self.tile_k) != self.tiles_per_cta or min(self.tile_k) < 0 or not self.wgmma
+                            or not self.tma or self.consumer_warps > 1 or self.scale_lanes or self.cluster_ctas > 1):
+            raise ValueError(f"bad pipeline config {self} (tile_k: one count >= 0 per CTA tile; sm_90a, TMA, one agent a "
+                             "warpgroup, no scale lanes or cluster)")
+        if self.pingpong_first not in ("count", "product"):
+            raise ValueError(f"bad pipeline config {self} (pingpong_first: count or product)")
 
     def reader_of(self, it: int) -> set[int]:
         """The readers whose MMAs read K-tile it (pingpong: the warpgroup of its CTA tile)."""
-        return {(it // self.k_tiles) % 2} if self.pingpong else set(range(self.readers))
+        return {self.tile_of_it(it) % 2} if self.pingpong else set(range(self.readers))
 
     def scale_readers_of(self, it: int) -> set:
         """Who reads K-tile it's scale slots: its MMAs' readers, or with consumer_warps > 1 each of their warps."""
@@ -171,9 +206,9 @@ class Sim:
 
     # -- naming
     def tile(self, it: int) -> str:
-        K = self.cfg.k_tiles
+        lt = self.cfg.tile_of_it(it)
         at = "" if self.cta is None else f" (CTA {self.cta})"
-        return (f"K-tile {it}" if self.cfg.tiles_per_cta == 1 else f"K-tile {it % K} of CTA tile {it // K}") + at
+        return (f"K-tile {it}" if self.cfg.tiles_per_cta == 1 else f"K-tile {it - self.cfg.first_it(lt)} of CTA tile {lt}") + at
 
     def problem(self, text: str) -> None:
         if text not in self.problems:
@@ -282,12 +317,12 @@ def mma_complete(sim: Sim, reader: int, s: int, it: int) -> None:
     sim.readers[s].get(it, set()).discard(reader)
     if not sim.readers[s].get(it, True):
         del sim.readers[s][it]
-    key = (reader, it // sim.cfg.k_tiles)
+    key = (reader, sim.cfg.tile_of_it(it))
     sim.mma_done[key] = sim.mma_done.get(key, 0) + 1
 
 
 def check_acc_read(sim: Sim, reader: int, tc: int, who: str) -> None:
     done = sim.mma_done.get((reader, tc), 0)
-    if done != sim.cfg.k_tiles:
+    if done != sim.cfg.k_of(tc):
         sim.problem(f"early accumulator read: {who} reads the accumulator of CTA tile {tc} after only {done} of "
-                    f"{sim.cfg.k_tiles} K-tiles' MMAs completed")
+                    f"{sim.cfg.k_of(tc)} K-tiles' MMAs completed")

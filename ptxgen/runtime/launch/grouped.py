@@ -44,7 +44,7 @@ class GroupedProblem:
     def map_value(self, name: str) -> int:
         """A tensor map's extent or stride by its plan name (a K-major B's map is over G x N rows)."""
         return {"M": self.m, "N": self.n, "K": self.k, "G": self.groups, "lda": self.lda, "ldb": self.ldb, "ldd": self.ldd,
-                "ldb_group": self.ldb_group}[name]
+                "ldb_group": self.ldb_group, "ldd_group": self.m * self.ldd}[name]  # ldd_group: a K-grouped out[g]'s stride
 
 
 def grouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
