@@ -218,7 +218,10 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     a_map, b_map = args[:2]
     assert (word(a_map, 0), word(a_map, 1), word(a_map, 2), word(a_map, 3)) == (0x100000, m, k, m * 2)
     assert (word(b_map, 0), word(b_map, 1), word(b_map, 2), word(b_map, 3)) == (0x200000, n, k, n * 2)
-    assert args[2:] == [0x400000, 0x300000, m, n, k, g, n]
+    # D through the (N, M, G) map of the default's TMA store (rows of N, groups of M rows), and its pointer
+    d_map = args[2]
+    assert (word(d_map, 0), word(d_map, 1), word(d_map, 2), word(d_map, 3), word(d_map, 4)) == (0x400000, n, m, g, n * 2)
+    assert args[3:] == [0x400000, 0x300000, m, n, k, g, n]
     assert grouped_gemm_door(a, b, offs, out) is out and launched[-1]["name"] == spec.kernel_name
     bad = CaiArray((g, m, n), "<f2", 2, 0x400000, strides=(m * n, 1, m), dtype="bfloat16")
     from ptxgen.runtime.launch.arrays import ArgumentError

@@ -347,8 +347,9 @@ def test_variant_against_float64(gpu, variant):
         tdt = torch.bfloat16 if out_dtype == "bf16" else torch.float32
         for m, n, offs_list in GPU_CASES:
             k_total = -(-(offs_list[-1] + 5) // 8) * 8
-            dy = torch.randn(k_total, m, device="cuda", generator=gen).to(torch.bfloat16)
-            x = torch.randn(k_total, n, device="cuda", generator=gen).to(torch.bfloat16)
+            # rows of M (N) elements padded to 16 bytes: the kernel's rule for an MN-major operand (the door packs others)
+            dy = torch.randn(k_total, -(-m // 8) * 8, device="cuda", generator=gen).to(torch.bfloat16)[:, :m]
+            x = torch.randn(k_total, -(-n // 8) * 8, device="cuda", generator=gen).to(torch.bfloat16)[:, :n]
             a, b = (dy.t(), x.t()) if layout == "mn" else (dy.t().contiguous(), x.t().contiguous())
             offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
             ldd = _ldd(n, 2 if out_dtype == "bf16" else 4, pad=1)

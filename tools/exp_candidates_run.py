@@ -292,7 +292,7 @@ def _watch(proc, out: Out, deadline: float) -> str:
             pass
         stale = time.time() - (p.stat().st_mtime if p.is_file() else time.time())
         if stale > STALL_S or time.time() > deadline + STALL_S:
-            os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and its compile processes
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker's own process group: it and its compile processes
             proc.wait()
             return "hung" if stale > STALL_S else "budget"
 
