@@ -90,6 +90,7 @@ class ChainView:
     aux_store: bool = False  # store the pre-activation z to aux (fusion's ``aux``)
     dact: bool = False  # the backward step y x act'(aux) (fusion's ``dact``)
     dact_body: str = ""  # C: the body of chain_dact(float z)
+    rowscale: bool = False  # step 0 (fusion's ``rowscale``): acc x scale_a[row] x scale_b[col]
 
     @property
     def aux_any(self) -> bool:
@@ -107,7 +108,9 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
     dact = ch.dact is not Activation.NONE
     if ch.aux or dact:  # ChainArgs has these two fields only then (kernels without them render as before)
         fields += (("AUX", "nullptr"), ("ldaux", "0"))
-    init = ", ".join(n if n in names else d for n, d in fields)
+    if ch.rowscale:  # and these two only with rowscale
+        fields += (("reinterpret_cast<const float*>(SCALE_A)", ""), ("reinterpret_cast<const float*>(SCALE_B)", ""))
+    init = ", ".join(n if n in names or not d else d for n, d in fields)
     a = plan.amax
     if a is None:
         writer = "false"
@@ -149,6 +152,7 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         aux_store=ch.aux,
         dact=dact,
         dact_body=dact_c_body(ch.dact) if dact else "",
+        rowscale=ch.rowscale,
     )
 
 
