@@ -436,6 +436,14 @@ class ChainPlan:
         return lines
 
 
+def step_names(chain: ChainSpec) -> tuple[str, ...]:
+    """The chain's steps in the order the kernel runs them (the template's chain_pair), as data for the L1 model."""
+    on = (("rowscale", chain.rowscale), ("alpha", True), ("c", chain.c), ("bias", chain.bias is not None),
+          ("act", chain.activation is not Activation.NONE), ("dact", chain.dact is not Activation.NONE),
+          ("residual", chain.residual), ("scale", chain.fp8_scale is not None))
+    return tuple(name for name, here in on if here)
+
+
 def steps_text(chain: ChainSpec, out: DType, aux: DType) -> list[str]:
     s = ["acc = acc x scale_a[r] x scale_b[n]  (f32 vectors, M and N long; rows and columns past M, N never read)"] if chain.rowscale else []
     s.append("y = alpha x acc  (alpha: f32 argument)")

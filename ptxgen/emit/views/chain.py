@@ -84,13 +84,14 @@ class ChainView:
     col_groups: int  # wgmma: 8-column groups of a slab (a thread's column-bias pairs)
     bias_prefetch: str  # wgmma: when the column-bias pairs are loaded: "start" (before the tile's main loop), "late"
     # (after its last MMAs are issued, before the wait), "after" (after the main loop, the batched loads of
-    # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three
+    # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three; "inline" (each pair loaded where it is used)
     bias_pair_ctype: str  # C type of one raw column-bias pair as loaded: a 4-byte word of two 16-bit values, or float2
     c_tma: bool = False  # C through TMA (ptxgen.derive.store.cload): chain_pair takes C's pair as an argument
     aux_store: bool = False  # store the pre-activation z to aux (fusion's ``aux``)
     dact: bool = False  # the backward step y x act'(aux) (fusion's ``dact``)
     dact_body: str = ""  # C: the body of chain_dact(float z)
     rowscale: bool = False  # step 0 (fusion's ``rowscale``): acc x scale_a[row] x scale_b[col]
+    rowscale_batch: int = 8  # wgmma: scale_b pairs loaded between compiler fences (a 128 x 256 tile's 32 would spill)
 
     @property
     def aux_any(self) -> bool:
