@@ -159,3 +159,46 @@ def test_tcgen05_e4m3_kernel_compiles_with_the_step():
     """sm_100a: L2 only (no Blackwell GPU has run it)."""
     _compile_ok(make_spec(bm=128, bn=256, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", out_dtype="bf16",
                           arch="sm_100a", stages=4, fuse="rowscale,bias=col:bf16"))
+
+
+# ---- the door: ptxgen.api.fused.gemm(scale_a=, scale_b=) up to the launch, on a simulated 9.0 device ---------------
+from test_fusion_codegen import _Arr, simulated, spec  # noqa: E402,F401  (the simulated device and its arrays)
+
+
+def test_fused_gemm_marshals_the_row_scales(simulated):
+    import ptxgen.api.fused as fused
+
+    m, n, k = 100, 72, 64
+    a, b, out = _Arr((m, k), strides=(k, 1)), _Arr((n, k), strides=(k, 1)), _Arr((m, n), strides=(n, 1))
+    sa, sb, bias = _Arr((m, 1), "float32", strides=(1, 5)), _Arr((1, n), "float32", strides=(n, 1)), _Arr((n,), "float32")
+    plain = spec(bn=64, stages=3, schedule="tile")
+    assert fused.gemm(a, b, out, bias=bias, scale_a=sa, scale_b=sb, spec=plain) is out
+    ((name, grid, block, args, stream),) = simulated
+    assert name.endswith("_fqbcf32")
+    assert args[2:] == [out.ptr, m, n, k, n, 1.0, sa.ptr, sb.ptr, bias.ptr]
+    with pytest.raises(fused.ArgumentError, match="both scale_a"):
+        fused.gemm(a, b, out, scale_a=sa, spec=plain)
+    with pytest.raises(fused.ArgumentError, match="scale_b"):
+        fused.gemm(a, b, out, scale_a=sa, scale_b=_Arr((m,), "float32"), spec=plain)  # N long, not M
+    with pytest.raises(fused.ArgumentError, match="contiguous"):
+        fused.gemm(a, b, out, scale_a=_Arr((m, 1), "float32", strides=(2, 1)), scale_b=sb, spec=plain)
+    with pytest.raises(fused.DTypeError, match="scale_a"):
+        fused.gemm(a, b, out, scale_a=_Arr((m,), "bfloat16"), scale_b=sb, spec=plain)
+
+
+def test_plan_reports_the_dense_kernel():
+    import torch
+
+    import ptxgen.api
+
+    m, n, k = 2048, 7168, 4096
+    a = torch.empty(m, k, dtype=torch.float8_e4m3fn, device="meta")
+    b = torch.empty(n, k, dtype=torch.float8_e4m3fn, device="meta")
+    sa, sb = torch.empty(m, 1, device="meta"), torch.empty(1, n, device="meta")
+    p = ptxgen.api.plan("scaled_gemm", a, b, sa, sb, bias=torch.empty(n, dtype=torch.bfloat16, device="meta"), device="h100")
+    assert p.path.value == "hot" and p.kernel.endswith("_fqbcf32") and "groupedoffs" not in p.kernel, str(p)
+    assert ptxgen.api.plan("scaled_gemm", a, b, sa, sb, device="h100").kernel.endswith("_fq")
+    mixed = ptxgen.api.plan("scaled_gemm", a, b.to(torch.float8_e5m2), sa, sb, device="h100")
+    assert "groupedoffs_rowwise" in mixed.kernel and "one input type" in mixed.why
+    bad = ptxgen.api.plan("scaled_gemm", a, b, sa, torch.empty(1, n + 1, device="meta"), device="h100")
+    assert bad.path.value == "refused" and "scale_b" in bad.why

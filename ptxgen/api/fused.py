@@ -150,6 +150,18 @@ def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[
         raise ArgumentError(f"{what} must start {align}-byte aligned")
 
 
+def rowscale_checks(infos: dict, m: int, n: int) -> None:
+    """rowscale's vectors (``--fuse rowscale``): scale_a M f32 values 4 bytes apart, scale_b N, 8-byte aligned (column
+    pairs); any shape of that many elements (M x 1, 1 x N)."""
+    for name, length, align in (("scale_a", m, 4), ("scale_b", n, 8)):
+        info = infos[name]
+        if info is None:
+            raise ArgumentError("row-wise scaling takes both scale_a (M) and scale_b (N)")
+        _vector(info, name, (length,), ("f32",), align=align)
+        if length > 1 and max(info.strides[d] for d in range(info.ndim) if info.shape[d] > 1) != 1:
+            raise ArgumentError(f"{name} must be contiguous (its elements 4 bytes apart); it has strides {info.strides}")
+
+
 def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
          bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
          stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False, precision: str | None = None, aux=None,
@@ -282,10 +294,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux_dt.bytes} B) "
                                 "must be 16-byte aligned")
     if chain.rowscale:
-        for name, length, align in (("scale_a", m, 4), ("scale_b", n, 8)):
-            _vector(infos[name], name, (length,), ("f32",), align=align)
-            if length > 1 and max(infos[name].strides[d] for d in range(infos[name].ndim) if infos[name].shape[d] > 1) != 1:
-                raise ArgumentError(f"{name} must be contiguous (its elements 4 bytes apart); it has strides {infos[name].strides}")
+        rowscale_checks(infos, m, n)
         extra.update(SCALE_A=infos["scale_a"].ptr, SCALE_B=infos["scale_b"].ptr)
     if chain.bias is not None:
         _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
