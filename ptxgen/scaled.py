@@ -10,11 +10,10 @@
   scaling, before the one output rounding (as torch does).
 
 The kernel is the dense FP8 kernel ``ptxgen.gemm``'s chooser picks for the shape, with the epilogue chain
-``rowscale[,bias=col:f32]`` (ptxgen.derive.store.fusion: step 0 multiplies the f32 accumulator by scale_a[r] x
-scale_b[n], then the bias is added): one launch through ``ptxgen.api.fused.gemm``'s prepared launch. The bias is read
-as f32: a bf16 or f16 bias is cast first (N elements; a 16-bit bias after rowscale spills registers on the 128 x 256
-cooperative tile). Scale vectors are read contiguous (a copy is made for an M x 1 / 1 x N view whose elements are
-not 4 bytes apart, or a scale_b not 8-byte aligned).
+``rowscale[,bias=col:<its type>]`` (ptxgen.derive.store.fusion: step 0 multiplies the f32 accumulator by scale_a[r] x
+scale_b[n], then the bias, read in its own type (f32, bf16 or f16; another type is cast to f32 first), is added in f32):
+one launch through ``ptxgen.api.fused.gemm``'s prepared launch. Scale vectors are read contiguous (a copy is made for
+an M x 1 / 1 x N view whose elements are not 4 bytes apart, or a scale_b not 8-byte aligned).
 
 Where the dense kernel cannot take the call, the grouped row-wise kernel (``--grouped offs_rowwise``,
 ``ptxgen.scaled_grouped_gemm``) runs it with one group of M rows, and a bias is added by a second element-wise kernel:
@@ -96,7 +95,8 @@ def scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, stream=Non
 
     fb = None
     if bias is not None:
-        fb = _vector(torch, bias if bias.dtype == torch.float32 else bias.to(torch.float32), n, 8)
+        fb = _vector(torch, bias if bias.dtype in (torch.float32, torch.bfloat16, torch.float16) else bias.to(torch.float32),
+                     n, 8)
     return fused.gemm(a, b, bias=fb, scale_a=_vector(torch, scale_a, m, 4), scale_b=_vector(torch, scale_b, n, 8),
                       out_dtype=token, stream=stream)
 

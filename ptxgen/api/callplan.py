@@ -381,7 +381,7 @@ def _plan_attention(args: dict, t: Target) -> CallPlan:
 
 
 def _plan_scaled_gemm(args: dict, t: Target) -> CallPlan:
-    """ptxgen.scaled_gemm (ptxgen.scaled): the dense fused kernel with ``rowscale[,bias=col:f32]`` where
+    """ptxgen.scaled_gemm (ptxgen.scaled): the dense fused kernel with ``rowscale[,bias=col:...]`` where
     ``scaled.dense_takes`` the call, else the grouped row-wise kernel with one group (and the bias as a second kernel)."""
     from .. import scaled
     from .plangrouped import _scaled_infos
@@ -401,12 +401,11 @@ def _plan_scaled_gemm(args: dict, t: Target) -> CallPlan:
                           "row-wise kernel with one group of M rows takes the mix" + ("; the bias by a second kernel; "
                                                                                       if bias is not None else "; "))
         return replace(r, op="scaled_gemm")
-    f32_bias = None
-    if bias is not None:  # read as f32 (scaled.scaled_gemm casts a 16-bit one): a stand-in of that type
+    if bias is not None and bi_.dtype not in ("f32", "bf16", "f16"):  # scaled_gemm casts it to f32: a stand-in of that type
         import sys
 
-        f32_bias = sys.modules["torch"].empty(n, dtype=sys.modules["torch"].float32, device="meta")
-    return _plan_fused({"a": a, "b": b, "bias": f32_bias, "scale_a": args["scale_a"], "scale_b": args["scale_b"],
+        bias = sys.modules["torch"].empty(n, dtype=sys.modules["torch"].float32, device="meta")
+    return _plan_fused({"a": a, "b": b, "bias": bias, "scale_a": args["scale_a"], "scale_b": args["scale_b"],
                         "out_dtype": out_dtype}, t, op="scaled_gemm")
 
 
