@@ -210,3 +210,20 @@ def test_plan_reports_the_dense_kernel():
     assert "groupedoffs_rowwise" in mixed.kernel and "one input type" in mixed.why
     bad = ptxgen.api.plan("scaled_gemm", a, b, sa, torch.empty(1, n + 1, device="meta"), device="h100")
     assert bad.path.value == "refused" and "scale_b" in bad.why
+
+
+@pytest.mark.parametrize("operand", ["scale_a", "scale_b"])
+def test_rendered_rows_and_columns_are_the_plans(operand):
+    """The C rows (row_lo, row_lo + 8: sa_lo, sa_hi) and columns (n0 + the fragment column: the scale_b pair) the
+    rendered chain uses for each register agree with the plan's loads of each vector; control: the second row's pair
+    starting one register early."""
+    from types import SimpleNamespace
+
+    from ptxgen.emit.views.chain import chain_view
+    from test_fusion_codegen import _rendered_rows_cols_problems
+
+    plan = _plan("rowscale,bias=col", bn=64)
+    only = SimpleNamespace(chain=SimpleNamespace(operands=lambda: (operand,)), loads=plan.loads, bn=plan.bn)
+    v = chain_view(plan)
+    assert _rendered_rows_cols_problems(only, v) == []
+    assert _rendered_rows_cols_problems(only, replace(v, hi_pair=1))

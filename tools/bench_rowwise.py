@@ -55,7 +55,20 @@ def row(torch, shape: str, with_bias: bool, rounds: int) -> dict:
 
 
 def main(shapes, rounds: int, json_path: str | None) -> int:
+    import sys
+
     import torch
+
+    from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
+
+    try:
+        require_gpu()
+    except NoGPU as e:
+        print(f"bench_rowwise: no usable GPU: {e}", file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("bench_rowwise: torch sees no CUDA device", file=sys.stderr)
+        return 3
 
     ok = True
     for shape in shapes:
