@@ -106,7 +106,8 @@ def test_unusual_scale_strides(torch):
 @pytest.mark.parametrize("da, db", [(E4, E5), (E5, E4), (E5, E5)])
 def test_fp8_type_mixes(torch, da, db):
     """e5m2 x e5m2 runs the dense kernel; e4m3 x e5m2 either way the grouped one (the chooser takes one input type).
-    torch._scaled_mm takes the mixes, not e5m2 x e5m2 (compared with float64 only)."""
+    Compared with torch._scaled_mm where torch takes the mix with row-wise scales (never e5m2 x e5m2), with float64
+    always."""
     import ptxgen
 
     m, n, k = 300, 136, 256
@@ -118,7 +119,11 @@ def test_fp8_type_mixes(torch, da, db):
     # the grouped path rounds twice (GEMM to bf16, then + bias): one more ulp
     _check_elements(torch, got, exact, a, b, sa, sb, 2.0 ** -8 if da == db else 2.0 ** -7)
     if da != db:
-        ref = torch._scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16)
+        try:
+            ref = torch._scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16)
+        except RuntimeError as e:  # this torch build refuses the mix with row-wise scales: float64 only
+            assert "e4m3" in str(e) or "e5m2" in str(e) or "dtype" in str(e).lower(), e
+            return
         assert float(((got.double() - ref.double()).abs() <= 2.0 ** -6 * ref.double().abs() + 1e-3).double().mean()) > 0.999
 
 
