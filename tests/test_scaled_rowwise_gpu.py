@@ -89,7 +89,7 @@ def test_unusual_scale_strides(torch):
     (4-byte aligned only: copied), 1-D scales; the same values as contiguous ones."""
     import ptxgen
 
-    m, n, k = 257, 120, 128
+    m, n, k = 257, 144, 128
     a, b, sa, sb, bias = _operands(torch, m, n, k, seed=2)
     want = ptxgen.scaled_gemm(a, b, sa, sb, bias=bias).clone()
     sa_odd = torch.empty(m * 7, device="cuda").as_strided((m, 1), (1, 7))
@@ -110,7 +110,7 @@ def test_fp8_type_mixes(torch, da, db):
     always."""
     import ptxgen
 
-    m, n, k = 300, 136, 256
+    m, n, k = 300, 144, 256
     a, b, sa, sb, bias = _operands(torch, m, n, k, da, db, seed=3)
     kernel = _dense_kernel(torch, a, b, sa, sb, bias)
     assert ("groupedoffs_rowwise" in kernel) == (da != db)
