@@ -17,6 +17,9 @@ with acc, ``d.add_(torch._scaled_mm(...))``); where this torch build refuses tha
 reference (each operand times its scales in bf16, then torch.mm in f32; the row says ``baseline``).
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --variants s4-tma-1d1d,s4-tma-1d1d-acc
+
+``--rowwise``: dense row-wise FP8 (``ptxgen.scaled_gemm``) against torch._scaled_mm's row-wise recipe instead
+(tools/bench_rowwise.py).
 """
 
 from __future__ import annotations
@@ -186,7 +189,12 @@ def main() -> int:
     ap.add_argument("--compile-only", action="store_true", help="compile every variant's kernel into the cache (NVRTC, "
                     "no GPU; --jobs processes at a time) and exit")
     ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--rowwise", action="store_true", help="dense row-wise FP8 instead: ptxgen.scaled_gemm against "
+                    "torch._scaled_mm (scale_a M x 1, scale_b 1 x N), with and without bias (tools/bench_rowwise.py)")
     args = ap.parse_args()
+    if args.rowwise:
+        from bench_rowwise import main as rowwise_main
+        return rowwise_main(args.shapes, args.rounds, args.json)
     if args.compile_only:
         from bench_epilogue import compile_all
         compile_all([variant_spec(fields, plain) for _, plain, _, fields in map(parse_variant, args.variants.split(","))], args.jobs)

@@ -47,13 +47,15 @@ def _functions() -> dict:
     from . import dispatch, fp8blocks, fused
 
     from ..attention.launch import attention
+    from ..scaled import scaled_gemm
 
     return {"gemm": dispatch.gemm, "fused": fused.gemm, "grouped_gemm": grouped.grouped_gemm,
             "scaled_grouped_gemm": grouped.scaled_grouped_gemm, "blockscaled_grouped_gemm": grouped.blockscaled_grouped_gemm,
-            "fp8blocks.gemm": fp8blocks.gemm, "attention": attention}
+            "fp8blocks.gemm": fp8blocks.gemm, "attention": attention, "scaled_gemm": scaled_gemm}
 
 
-OPS = ("gemm", "fused", "grouped_gemm", "scaled_grouped_gemm", "blockscaled_grouped_gemm", "fp8blocks.gemm", "attention")
+OPS = ("gemm", "fused", "grouped_gemm", "scaled_grouped_gemm", "blockscaled_grouped_gemm", "fp8blocks.gemm", "attention",
+       "scaled_gemm")
 _ALIASES = {"batched": "gemm", "grouped": "grouped_gemm", "scaled_grouped": "scaled_grouped_gemm",
             "blockscaled_grouped": "blockscaled_grouped_gemm", "bfp8": "fp8blocks.gemm", "fp8blocks": "fp8blocks.gemm"}
 
@@ -201,8 +203,8 @@ def _promoting(split: bool):
 
 
 def _plan_fused_infos(ai, bi, oi, args: dict, t: Target, op: str) -> CallPlan:
-    infos = dict(zip(("bias", "c", "residual", "scale", "amax", "aux"),
-                     _read(args, "bias", "c", "residual", "scale", "amax", "aux")))
+    infos = dict(zip(("bias", "c", "residual", "scale", "amax", "aux", "scale_a", "scale_b"),
+                     _read(args, "bias", "c", "residual", "scale", "amax", "aux", "scale_a", "scale_b")))
     out_dtype = args.get("out_dtype")
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or infos["scale"] is not None
     if fp8 and infos["scale"] is None:
@@ -260,7 +262,7 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
     chain = fused._chain(infos["bias"], args.get("bias_axis", "col"), args.get("activation"),
                          infos["c"] is not None and beta != 0, infos["residual"] is not None, infos["scale"],
                          args.get("scale_mode"), m, alpha, args.get("c_tma", False), infos["aux"] is not None,
-                         args.get("dact"))
+                         args.get("dact"), infos["scale_a"] is not None or infos["scale_b"] is not None)
     if packed and path is Path.HOT:
         path = Path.PACKED
     if chain is None:
@@ -298,6 +300,8 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
             raise ArgumentError(f"c through TMA: its base and row pitch ({ldc} x {aux.bytes} B) must be 16-byte aligned")
     if chain.bias is not None:
         fused._vector(infos["bias"], "bias", (n,) if chain.bias.value == "col" else (m,), (chain.bias_dtype.value,))
+    if chain.rowscale:
+        fused.rowscale_checks(infos, m, n)
     if chain.residual:
         fused._matrix(infos["residual"], "residual", m, n, aux)
     if chain.aux or chain.dact.value != "none":
@@ -376,7 +380,36 @@ def _plan_attention(args: dict, t: Target) -> CallPlan:
     return replace(_made("attention", t, Path.HOT, why), kernel=spec.kernel_name)
 
 
-_PLANNERS = {"attention": _plan_attention, "gemm": _plan_gemm, "fused": _plan_fused, "grouped_gemm": _plan_grouped,
+def _plan_scaled_gemm(args: dict, t: Target) -> CallPlan:
+    """ptxgen.scaled_gemm (ptxgen.scaled): the dense fused kernel with ``rowscale[,bias=col:...]`` where
+    ``scaled.dense_takes`` the call, else the grouped row-wise kernel with one group (and the bias as a second kernel)."""
+    from .. import scaled
+    from .plangrouped import _scaled_infos
+
+    a, b, bias = args["a"], args["b"], args.get("bias")
+    ai, bi, sa, sb, bi_ = _read(args, "a", "b", "scale_a", "scale_b", "bias")
+    if ai.ndim != 2 or bi.ndim != 2 or ai.shape[1] != bi.shape[1]:
+        raise ArgumentError(f"a must be M x K and b N x K (a @ b.T); got {ai.shape} and {bi.shape}")
+    m, n = ai.shape[0], bi.shape[0]
+    out_dtype = scaled._out_token(args.get("out_dtype"))
+    if not scaled.dense_takes(a, b):
+        b3 = replace(bi, shape=(1, *bi.shape), strides=(n * bi.strides[0], *bi.strides))
+        offs = replace(sa, name="offs", dtype="s32", shape=(1,), strides=(1,))
+        sb2 = replace(sb, shape=(1, n), strides=(n, 1))
+        r = _scaled_infos("scaled_grouped_gemm", ai, b3, offs, None, replace(sa, shape=(m,), strides=(1,)), sb2, out_dtype,
+                          t, f"a is {ai.dtype}, b {bi.dtype}: ptxgen.gemm's chooser takes one input type, the grouped "
+                          "row-wise kernel with one group of M rows takes the mix" + ("; the bias by a second kernel; "
+                                                                                      if bias is not None else "; "))
+        return replace(r, op="scaled_gemm")
+    if bias is not None and bi_.dtype not in ("f32", "bf16", "f16"):  # scaled_gemm casts it to f32: a stand-in of that type
+        import sys
+
+        bias = sys.modules["torch"].empty(n, dtype=sys.modules["torch"].float32, device="meta")
+    return _plan_fused({"a": a, "b": b, "bias": bias, "scale_a": args["scale_a"], "scale_b": args["scale_b"],
+                        "out_dtype": out_dtype}, t, op="scaled_gemm")
+
+
+_PLANNERS = {"scaled_gemm": _plan_scaled_gemm, "attention": _plan_attention, "gemm": _plan_gemm, "fused": _plan_fused, "grouped_gemm": _plan_grouped,
              "scaled_grouped_gemm": lambda a, t: _plan_scaled(a, t, "scaled_grouped_gemm"),
              "blockscaled_grouped_gemm": lambda a, t: _plan_scaled(a, t, "blockscaled_grouped_gemm"),
              "fp8blocks.gemm": _plan_fp8blocks}

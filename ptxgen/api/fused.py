@@ -60,7 +60,8 @@ __all__ = ["gemm", "fused_spec"]
 
 
 def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual: bool, scale: ArrayInfo | None,
-           scale_mode: str | None, m: int, alpha: float, c_tma: bool = False, aux: bool = False, dact=None) -> ChainSpec | None:
+           scale_mode: str | None, m: int, alpha: float, c_tma: bool = False, aux: bool = False, dact=None,
+           rowscale: bool = False) -> ChainSpec | None:
     if bias is not None and bias.dtype not in ("f32", "bf16", "f16"):
         raise DTypeError(f"bias has dtype {bias.dtype}; a fused bias is f32, bf16 or f16")
     mode = None
@@ -75,7 +76,7 @@ def _chain(bias: ArrayInfo | None, bias_axis: str, activation, c: bool, residual
     _aux_rules(aux, act, dact_, dact, mode)
     ch = ChainSpec(alpha=True, c=c, bias=None if bias is None else axis,
                    bias_dtype=DType(bias.dtype) if bias is not None else DType.BF16, activation=act, residual=residual,
-                   fp8_scale=mode, c_tma=c_tma, aux=aux and dact_ is Activation.NONE, dact=dact_)
+                   fp8_scale=mode, c_tma=c_tma, aux=aux and dact_ is Activation.NONE, dact=dact_, rowscale=rowscale)
     if ch.token == "alpha" and alpha == 1.0:
         return None
     return ch
@@ -135,7 +136,7 @@ def _matrix(info: ArrayInfo, what: str, m: int, n: int, dtype: DType) -> int:
     return ld
 
 
-def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[str, ...]) -> None:
+def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[str, ...], align: int = 8) -> None:
     size = 1
     for d in info.shape:
         size *= d
@@ -145,21 +146,35 @@ def _vector(info: ArrayInfo, what: str, lengths: tuple[int, ...], dtypes: tuple[
         raise DTypeError(f"{what} has dtype {info.dtype}; it must be {' or '.join(dtypes)}")
     if size > 1 and info.strides[-1] != 1 and info.ndim == 1:
         raise ArgumentError(f"{what} must be contiguous")
-    if info.ptr % 8:
-        raise ArgumentError(f"{what} must start 8-byte aligned")
+    if info.ptr % align:
+        raise ArgumentError(f"{what} must start {align}-byte aligned")
+
+
+def rowscale_checks(infos: dict, m: int, n: int) -> None:
+    """rowscale's vectors (``--fuse rowscale``): scale_a M f32 values 4 bytes apart, scale_b N, 8-byte aligned (column
+    pairs); any shape of that many elements (M x 1, 1 x N)."""
+    for name, length, align in (("scale_a", m, 4), ("scale_b", n, 8)):
+        info = infos[name]
+        if info is None:
+            raise ArgumentError("row-wise scaling takes both scale_a (M) and scale_b (N)")
+        _vector(info, name, (length,), ("f32",), align=align)
+        if length > 1 and max(info.strides[d] for d in range(info.ndim) if info.shape[d] > 1) != 1:
+            raise ArgumentError(f"{name} must be contiguous (its elements 4 bytes apart); it has strides {info.strides}")
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1.0, beta: float = 0.0, residual=None,
          bias_axis: str = "col", out_dtype: str | None = None, scale=None, scale_mode: str | None = None, amax=None,
          stream=None, spec=None, c_tma: bool = False, fp8_tma_store: bool = False, precision: str | None = None, aux=None,
-         dact: str | None = None):
+         dact: str | None = None, scale_a=None, scale_b=None):
     """``out = epilogue(a @ b.T)``; see the module docstring. Without any fused step the plain kernel runs.
     ``spec``: a TileSpec (without ``fuse``) to use instead of the one :func:`ptxgen.api.gemm_spec` picks.
     ``c_tma``: read C through TMA (``--fuse c=tma``; a TMA-store ``spec`` with a 16-bit output; C's base and row
     pitch 16-byte aligned). ``fp8_tma_store``: FP8 output through a TMA-store ``spec`` (sm_90a, BN a multiple of 128)
     instead of the direct stores. ``precision`` (float32 inputs): as ``ptxgen.gemm``'s (``api.arrays.precision``); 3xtf32
     runs the one GEMM over the split operands, the chain applied once to its result. ``aux``, ``dact``: the
-    pre-activation, written (with ``activation``) or read (with ``dact``); see the module docstring."""
+    pre-activation, written (with ``activation``) or read (with ``dact``); see the module docstring. ``scale_a``,
+    ``scale_b``: row-wise FP8 dequantization (``--fuse rowscale``, first in the chain): f32 vectors of M and N elements
+    (contiguous; ``scale_b`` 8-byte aligned), ``acc x scale_a[r] x scale_b[n]`` (``ptxgen.scaled_gemm``)."""
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         split = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
         if split[0] is not a:  # 3xTF32: the split operands, on the promoting kernel (select.promoting)
@@ -167,11 +182,11 @@ def gemm(a, b, out=None, *, bias=None, activation=None, c=None, alpha: float = 1
                 return gemm(*split, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
                             bias_axis=bias_axis, out_dtype=out_dtype, scale=scale, scale_mode=scale_mode, amax=amax,
                             stream=stream, spec=spec, c_tma=c_tma, fp8_tma_store=fp8_tma_store, precision=fp32.TF32,
-                            aux=aux, dact=dact)
+                            aux=aux, dact=dact, scale_a=scale_a, scale_b=scale_b)
     # PROMOTE: a 3xTF32 call's kernels promote, so its prepared launches are not a tf32 call's
     options = (activation, bias_axis, out_dtype, scale_mode, c_tma, fp8_tma_store, alpha == 1.0, beta != 0, spec, dact,
-               PROMOTE.get())
-    aux = (c, bias, residual, scale, amax, aux)  # in fusedlaunch.AUX_ROLES' order
+               PROMOTE.get())  # (scale_a / scale_b: their metadata is in the key)
+    aux = (c, bias, residual, scale, amax, aux, scale_a, scale_b)  # in fusedlaunch.AUX_ROLES' order
     if _HOT and (stream is None or out is not None):
         T = tensor_type()
         if T is not None and _all_torch(T, a, b, out, aux):
@@ -197,19 +212,24 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
                fp8_tma_store, dact):
     """The first call of a dispatch key (or any call with arrays other than torch tensors): every check, the chooser,
     the chain's spec, the compile; for torch tensors, the prepared launch the next calls take (fusedlaunch)."""
-    c, bias, residual, scale, amax, pre = aux
+    c, bias, residual, scale, amax, pre, scale_a, scale_b = aux
     handle = streams.stream_handle(stream, a)
     ai, bi = read_array(a, "a", handle), read_array(b, "b", handle)
     oi = None if out is None else read_array(out, "out", handle)
     infos = {n: None if x is None else read_array(x, n, handle) for n, x in
-             (("bias", bias), ("c", c), ("residual", residual), ("scale", scale), ("amax", amax), ("aux", pre))}
+             (("bias", bias), ("c", c), ("residual", residual), ("scale", scale), ("amax", amax), ("aux", pre),
+                                                                        ("scale_a", scale_a), ("scale_b", scale_b))}
     fp8 = (out_dtype or (oi.dtype if oi is not None else None)) == "e4m3" or scale is not None
     if fp8 and scale is None:
         raise ArgumentError("FP8 output (e4m3) needs scale= (f32: one element, or one per row)")
     again = dict(bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual, bias_axis=bias_axis,
                  out_dtype=out_dtype, scale=scale, scale_mode=scale_mode, amax=amax, stream=stream, spec=spec, c_tma=c_tma,
-                 fp8_tma_store=fp8_tma_store, precision=fp32.TF32, aux=pre, dact=dact)
+                 fp8_tma_store=fp8_tma_store, precision=fp32.TF32, aux=pre, dact=dact, scale_a=scale_a, scale_b=scale_b)
+    if (scale_a is None) != (scale_b is None):
+        raise ArgumentError("row-wise scaling takes both scale_a (M) and scale_b (N)")
     if ai.ndim == 3:  # torch.baddbmm's form: one fused launch per batch (fusedany.per_batch)
+        if scale_a is not None:
+            raise ArgumentError("scale_a/scale_b with a B x M x K a: pass 2-D a (the row scales are one batch's)")
         if pre is not None:
             raise ArgumentError("aux= with a B x M x K a: pass 2-D a (rows flattened) and an M x N aux")
         if fp8:
@@ -230,7 +250,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
             spec, remember = narrow[0], not narrow[1]
     # beta = 0 ignores C, as torch.addmm does (C is not read, so NaNs in it do not propagate)
     chain = _chain(infos["bias"], bias_axis, activation, c is not None and beta != 0, residual is not None, infos["scale"],
-                   scale_mode, m, alpha, c_tma, pre is not None, dact)
+                   scale_mode, m, alpha, c_tma, pre is not None, dact, scale_a is not None)
     if chain is None:  # nothing to fuse: the plain kernel (ptxgen.gemm's choice, without its dispatch cache)
         if spec is None:
             spec, _ = _gemm_spec(ai, bi, oi, out_dtype, None)
@@ -273,6 +293,9 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
         if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux_dt.bytes % 16):
             raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux_dt.bytes} B) "
                                 "must be 16-byte aligned")
+    if chain.rowscale:
+        rowscale_checks(infos, m, n)
+        extra.update(SCALE_A=infos["scale_a"].ptr, SCALE_B=infos["scale_b"].ptr)
     if chain.bias is not None:
         _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
         extra["BIAS"] = infos["bias"].ptr
@@ -294,7 +317,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
         e = _prepare(kernel, dev, p, ai, bi, oi, extra, chain, alpha, beta)
         if remember:
             _HOT.remember(hot_key(options, a, b, None if allocated else out, aux), e)
-        r = e.call(a, b, out, (c, bias, residual, scale, amax, pre), float(alpha), float(beta),
+        r = e.call(a, b, out, (c, bias, residual, scale, amax, pre, scale_a, scale_b), float(alpha), float(beta),
                    None if stream is None else handle)
         if r is not None:
             return r

@@ -28,6 +28,18 @@ kernel (the chain's ``aux``), so nothing is recomputed:
 - da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs)``, rows past offs[-1] set to 0
   (the kernel leaves them unwritten);
 - db through ``grouped_gemm_k(dy.t(), a.t(), offs)``: db[g] = dy[rows g].T @ a[rows g], the K-grouped form.
+
+``scaled_gemm(a, b, scale_a, scale_b, out_dtype, bias)``: y = (a x sa) @ (b x sb).T + bias, a and b FP8 (f64 on the CPU
+reference), sa M x 1, sb 1 x N (torch._scaled_mm's row-wise recipe). With G = (dy x sb) @ b (M x K) and
+H = (dy x sa).T @ a (N x K), both ptxgen GEMMs on bf16 copies of the FP8 operands (exact: bf16 holds every e4m3 and
+e5m2 value):
+- dsa = rowsum(a x G) (shaped as scale_a), dsb = rowsum(b x H) (shaped as scale_b), dbias = column sum of dy;
+- da = sa x G and db = sb x H, returned only where ``a`` / ``b`` have a float dtype of 16 or more bits (the CPU
+  reference's f64, checked by gradcheck). FP8 ``a`` and ``b`` get none: autograd gives an input a gradient of its
+  own dtype, and an FP8 gradient is not one anybody trains with. torch's convention: torch._scaled_mm has no
+  derivative for its FP8 operands, and torchao's float8 training differentiates the high-precision tensors around the
+  cast (its autograd.Function quantizes inside the forward; the gradient passes the cast unchanged).
+  :func:`scaled_input_grads` gives da and db in bf16 for such a training step (ptxgen's bf16 GEMMs).
 """
 
 from __future__ import annotations
@@ -187,3 +199,68 @@ def grouped_backward(ctx, dy):
     if need_b:
         db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), _aligned_rows(a).t(), offs).to(b.dtype)
     return (da, db, None, None)[:len(ctx.needs_input_grad)]
+
+
+# ---- scaled_gemm -----------------------------------------------------------------------------------------------
+
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def _is_fp8(t) -> bool:
+    return str(t.dtype).removeprefix("torch.") in _FP8
+
+
+def scaled_setup_context(ctx, inputs, output) -> None:
+    a, b, sa, sb, _, bias = (*inputs, *(None,) * (6 - len(inputs)))
+    ctx.save_for_backward(a, b, sa, sb)
+    ctx.has_bias = bias is not None
+    ctx.bias_dtype = None if bias is None else bias.dtype
+
+
+def _scaled_products(dy, a, b, sa, sb, want_g: bool, want_h: bool):
+    """G = (dy x sb) @ b and H = (dy x sa).T @ a through ptxgen's GEMMs (torch.ops.ptxgen.gemm), in bf16 for FP8
+    operands (f64 on the CPU reference)."""
+    torch = _torch()
+    m, n = a.shape[0], b.shape[0]
+    work = torch.bfloat16 if _is_fp8(a) or _is_fp8(b) else a.dtype
+    acc = torch.float64 if work == torch.float64 else torch.float32
+    dyf = dy.to(acc)
+    g = h = None
+    if want_g:
+        g = torch.ops.ptxgen.gemm(_row_major((dyf * sb.reshape(1, n).to(acc)).to(work)), b.to(work).t(),
+                                  out_dtype=None if work == torch.float64 else "f32")
+    if want_h:
+        h = torch.ops.ptxgen.gemm(_row_major((dyf * sa.reshape(m, 1).to(acc)).to(work)).t(), a.to(work).t(),
+                                  out_dtype=None if work == torch.float64 else "f32")
+    return g, h
+
+
+def scaled_backward(ctx, dy):
+    torch = _torch()
+    a, b, sa, sb = ctx.saved_tensors
+    need = _needs(ctx, 6)
+    need_a, need_b = need[0] and not _is_fp8(a), need[1] and not _is_fp8(b)
+    m, n = a.shape[0], b.shape[0]
+    g, h = _scaled_products(dy, a, b, sa, sb, need_a or need[2], need_b or need[3])
+    da = db = dsa = dsb = dbias = None
+    if need_a:
+        da = (g * sa.reshape(m, 1).to(g.dtype)).to(a.dtype)
+    if need_b:
+        db = (h * sb.reshape(n, 1).to(h.dtype)).to(b.dtype)
+    if need[2]:
+        dsa = (a.to(g.dtype) * g).sum(1).reshape(sa.shape).to(sa.dtype)
+    if need[3]:
+        dsb = (b.to(h.dtype) * h).sum(1).reshape(sb.shape).to(sb.dtype)
+    if need[5] and ctx.has_bias:
+        dbias = dy.sum(0, dtype=torch.float64 if dy.dtype == torch.float64 else torch.float32).to(ctx.bias_dtype)
+    return (da, db, dsa, dsb, None, dbias)[:len(ctx.needs_input_grad)]
+
+
+def scaled_input_grads(dy, a, b, scale_a, scale_b):
+    """(da, db) of y = (a x sa) @ (b x sb).T for FP8 ``a`` and ``b``, in bf16 (f64 for f64 inputs): the gradients a
+    float8 training step passes through the cast to its high-precision tensors (see the module)."""
+    torch = _torch()
+    m, n = a.shape[0], b.shape[0]
+    g, h = _scaled_products(dy, a, b, scale_a, scale_b, True, True)
+    out = torch.float64 if g.dtype == torch.float64 else torch.bfloat16
+    return (g * scale_a.reshape(m, 1).to(g.dtype)).to(out), (h * scale_b.reshape(n, 1).to(h.dtype)).to(out)

@@ -126,3 +126,15 @@ def grouped_gemm_k(a, b, offs, out_dtype_name: str):
         if e > s:
             out[g] = (a[:, s:e].to(acc) @ b[:, s:e].to(acc).T).to(out.dtype)
     return out
+
+
+def scaled_gemm(a, b, scale_a, scale_b, out_dtype_name: str, bias=None):
+    """``(a x scale_a) @ (b x scale_b).T + bias`` in f64 (f32 for narrower inputs), cast once to ``out_dtype_name``:
+    torch._scaled_mm's row-wise recipe (a M x K, b N x K, scale_a M x 1 or M, scale_b 1 x N or N)."""
+    torch = sys.modules["torch"]
+    acc = torch.float64 if a.dtype == torch.float64 else torch.float32
+    m, n = a.shape[0], b.shape[0]
+    y = torch.matmul(a.to(acc), b.to(acc).t()) * scale_a.reshape(m, 1).to(acc) * scale_b.reshape(1, n).to(acc)
+    if bias is not None:
+        y = y + bias.to(acc)
+    return y.to(getattr(torch, out_dtype_name))

@@ -22,6 +22,10 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
         G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
         kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
+    torch.ops.ptxgen.scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None) -> Tensor
+        (a @ b.T) x scale_a x scale_b + bias for FP8 a (M x K) and b (N x K), scale_a M x 1, scale_b 1 x N, as
+        ptxgen.scaled_gemm (torch._scaled_mm's row-wise recipe); gradients for the scales, the bias, and for a / b
+        where they are not FP8 (ptxgen.ops.opsgrad says why)
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
 or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's).
@@ -40,6 +44,8 @@ AUX_SCHEMA = ("gemm_aux(Tensor a, Tensor b, str? out_dtype=None, Tensor? bias=No
 DACT_SCHEMA = "gemm_dact(Tensor a, Tensor b, Tensor z, str activation, str? out_dtype=None) -> Tensor"
 GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
 GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
+SCALED_SCHEMA = ("scaled_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, str? out_dtype=None, Tensor? bias=None) "
+                 "-> Tensor")
 # ptxgen.attention as an operator (functional: a new output shaped and strided like q)
 ATTENTION_SCHEMA = "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor"
 _LOCK = threading.Lock()
@@ -250,6 +256,27 @@ def _grouped_k_fake(a, b, offs, out_dtype=None):
     return a.new_empty((offs.shape[0], a.shape[0], b.shape[0]), dtype=getattr(torch, _out_name(a, out_dtype)))
 
 
+# ---- scaled_gemm -------------------------------------------------------------------------------------------------
+
+def _scaled_impl(a, b, scale_a, scale_b, out_dtype=None, bias=None):
+    from ..scaled import scaled_gemm
+
+    out = scaled_gemm(a, b, scale_a, scale_b, out_dtype=out_dtype, bias=bias)
+    fake = _scaled_fake(a, b, scale_a, scale_b, out_dtype)
+    return out if out.stride() == fake.stride() else _as_fake(out, fake)
+
+
+def _scaled_cpu(a, b, scale_a, scale_b, out_dtype=None, bias=None):
+    from . import opsref
+
+    return _scaled_fake(a, b, scale_a, scale_b, out_dtype).copy_(
+        opsref.scaled_gemm(a, b, scale_a, scale_b, _out_name(a, out_dtype), bias))
+
+
+def _scaled_fake(a, b, scale_a, scale_b, out_dtype=None, bias=None):
+    return _rows(a, a.shape[0], b.shape[0], _out_name(a, out_dtype))
+
+
 def _attention_impl(q, k, v, causal=False, scale=None):
     from ..attention.launch import attention
 
@@ -261,7 +288,7 @@ def _attention_fake(q, k, v, causal=False, scale=None):
 
 
 def register_torch_ops(only_if_imported: bool = False) -> bool:
-    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm`` and ``grouped_gemm_k`` with their autograd formulas
+    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm``, ``grouped_gemm_k`` and ``scaled_gemm`` with their autograd formulas
     (once per process). ``only_if_imported``: do nothing unless torch is already imported. True when the operators
     are (now) registered."""
     if _STATE.get("done"):
@@ -282,7 +309,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                 ("gemm_aux", AUX_SCHEMA, _aux_impl, _aux_cpu, _aux_fake),
                 ("gemm_dact", DACT_SCHEMA, _dact_impl, _dact_cpu, _dact_fake),
                 ("grouped_gemm", GROUPED_SCHEMA, _grouped_impl, _grouped_cpu, _grouped_fake),
-                ("grouped_gemm_k", GROUPED_K_SCHEMA, _grouped_k_impl, _grouped_k_cpu, _grouped_k_fake)):
+                ("grouped_gemm_k", GROUPED_K_SCHEMA, _grouped_k_impl, _grouped_k_cpu, _grouped_k_fake),
+                ("scaled_gemm", SCALED_SCHEMA, _scaled_impl, _scaled_cpu, _scaled_fake)):
             lib.define(schema)
             lib.impl(name, impl, "CUDA")
             lib.impl(name, cpu, "CPU")
@@ -293,6 +321,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                                         lib=lib)
         torch.library.register_autograd("ptxgen::grouped_gemm", opsgrad.grouped_backward,
                                         setup_context=opsgrad.grouped_setup_context, lib=lib)
+        torch.library.register_autograd("ptxgen::scaled_gemm", opsgrad.scaled_backward,
+                                        setup_context=opsgrad.scaled_setup_context, lib=lib)
         lib.define(ATTENTION_SCHEMA)
         lib.impl("attention", _attention_impl, "CUDA")
         torch.library.register_fake("ptxgen::attention", _attention_fake, lib=lib)

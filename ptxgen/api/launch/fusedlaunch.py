@@ -5,7 +5,7 @@ The first call with a dispatch key runs ``fused.gemm``'s slow path (the chooser,
 check, the compile) and leaves a :class:`FusedLaunch` here. The key is what decides the kernel and its parameter block:
 the call's options (activation, bias axis, output type, FP8 scale mode, C through TMA, whether alpha is 1 and beta 0)
 and the shape, strides, dtype and device of every tensor (``a``, ``b``, ``out``, ``c``, ``bias``, ``residual``,
-``scale``, ``amax``; None for an absent one). Pointers and the values of alpha and beta are not in it: a repeat call
+``scale``, ``amax``, ``aux``, rowscale's ``scale_a`` and ``scale_b``; None for an absent one). Pointers and the values of alpha and beta are not in it: a repeat call
 reads the pointers, checks each against the rule its slot has (the plain launch's for A, B and D; C and the residual on
 column pairs, vectors 8 bytes, C through TMA 16), writes those that changed into the parameter block, alpha and beta
 where they changed, and launches once through the plain kernel's :class:`launchplan.Launch` (the compiled launcher
@@ -21,9 +21,11 @@ from .launchplan import Launch
 
 # the auxiliary tensors of a fused call, in the order the hot path takes them, with their parameter-block slot
 from .hotkeys import torch_key
-AUX_ROLES = (("c", "C"), ("bias", "BIAS"), ("residual", "RES"), ("scale", "SCALE"), ("amax", "AMAX"), ("aux", "AUX"))
+AUX_ROLES = (("c", "C"), ("bias", "BIAS"), ("residual", "RES"), ("scale", "SCALE"), ("amax", "AMAX"), ("aux", "AUX"),
+             ("scale_a", "SCALE_A"), ("scale_b", "SCALE_B"))
 AMAX_AT = 4  # amax's place in AUX_ROLES (allocated per call when the caller passes none)
-VECTOR_ALIGN_MASK = 7  # bias, scale and amax start 8-byte aligned (fused._vector)
+VECTOR_ALIGN_MASK = 7  # bias, scale, amax and rowscale's scale_b start 8-byte aligned (fused._vector)
+F32_ALIGN_MASK = 3  # rowscale's scale_a: read one f32 at a time
 TMA_ALIGN_MASK = 15  # C read through TMA: a 16-byte aligned base
 TABLE_ENTRIES = 256  # prepared launches kept (the table is emptied when full: a changing shape stream rebuilds)
 
@@ -51,7 +53,7 @@ class FusedLaunch:
         slots = launch.extra_slots
         self.aux_slots = tuple(slots.get(role) for _, role in AUX_ROLES)
         self._patched = tuple(i for i, (_, role) in enumerate(AUX_ROLES) if role in launch.extra_order)  # run_all's
-        masks = {"C": TMA_ALIGN_MASK if c_tma else pair_mask, "RES": pair_mask, "AUX": pair_mask}
+        masks = {"C": TMA_ALIGN_MASK if c_tma else pair_mask, "RES": pair_mask, "AUX": pair_mask, "SCALE_A": F32_ALIGN_MASK}
         self.aux_masks = tuple(masks.get(role, VECTOR_ALIGN_MASK) for _, role in AUX_ROLES)
         self._alpha_at, self._beta_at = param_index.get("alpha"), param_index.get("beta")
         self.alpha, self.beta = alpha, beta  # the values the block holds

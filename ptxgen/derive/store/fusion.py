@@ -2,6 +2,8 @@
 
 The steps run in one fixed order, each optional (``y`` is the f32 value of one output element, row r, column n):
 
+0. ``acc = acc x sa[r] x sb[n]``            rowscale: the dequantization of row-wise FP8 (torch._scaled_mm's recipe):
+                                            sa f32, M long (one per row of A), sb f32, N long (one per row of B)
 1. ``y = alpha x acc``                      alpha: a kernel argument (f32)
 2. ``y += beta x C[r, n]``                  C: M x N, row stride ``ldc``, the output's type (bf16 with FP8 output)
 3. ``y += bias[n]`` or ``y += bias[r]``     bias: f32, bf16 or f16, per column (length N) or per row (length M)
@@ -37,7 +39,7 @@ from ...isa.types import Arch, DType, Epilogue, SpecError
 from ..tile.derived import Derived
 
 FLAG = "--fuse"
-OPERANDS = ("c", "bias", "residual", "scale")
+OPERANDS = ("scale_a", "scale_b", "c", "bias", "residual", "scale")
 WGMMA_WARP_ROWS = 16  # warp w of a warpgroup holds rows 16w..16w+15 of the m64nN D fragment
 WGMMA_GROUP_COLS = 8  # 4 registers of a thread cover 8 columns: 2 adjacent columns in 2 rows 8 apart
 WGMMA_ROW_HALF = 8
@@ -60,6 +62,7 @@ class ChainSpec:
     c_tma: bool = False  # C read through TMA into the store staging buffers (ptxgen.derive.store.cload); else global loads
     aux: bool = False  # store the pre-activation value (after bias, before the activation) to AUX[r, n]
     dact: Activation = Activation.NONE  # the backward step: y x act'(AUX[r, n]) in the activation's place
+    rowscale: bool = False  # step 0: acc x scale_a[r] x scale_b[n] (f32 vectors, M and N long), before alpha
 
     def __post_init__(self):
         if self.bias is None:
@@ -70,8 +73,8 @@ class ChainSpec:
     @property
     def token(self) -> str:
         """The canonical ``--fuse`` value, in chain order."""
-        parts = []
-        if self.alpha and not (self.c or self.bias or self.activation is not Activation.NONE or self.residual or self.fp8_scale
+        parts = ["rowscale"] if self.rowscale else []
+        if self.alpha and not (self.rowscale or self.c or self.bias or self.activation is not Activation.NONE or self.residual or self.fp8_scale
                                or self.dact is not Activation.NONE):
             parts.append("alpha")
         if self.c:
@@ -92,7 +95,7 @@ class ChainSpec:
 
     @property
     def name_suffix(self) -> str:
-        s = "_f"
+        s = "_fq" if self.rowscale else "_f"
         if self.c:
             s += "ct" if self.c_tma else "c"
         if self.bias is not None:
@@ -114,7 +117,7 @@ class ChainSpec:
 
     def operands(self) -> tuple[str, ...]:
         """Operands that are read per output element, in chain order."""
-        return tuple(n for n, on in (("c", self.c), ("bias", self.bias is not None), ("aux", self.dact is not Activation.NONE),
+        return tuple(n for n, on in (("scale_a", self.rowscale), ("scale_b", self.rowscale), ("c", self.c), ("bias", self.bias is not None), ("aux", self.dact is not Activation.NONE),
                                      ("residual", self.residual), ("scale", self.fp8_scale is not None)) if on)
 
     def stores(self) -> tuple[str, ...]:
@@ -130,14 +133,14 @@ class ChainSpec:
             "residual": self.residual,
             "fp8_scale": None if self.fp8_scale is None else self.fp8_scale.value,
         } | ({"c_tma": True} if self.c_tma else {}) | ({"aux": True} if self.aux else {}) | (
-            {"dact": self.dact.value} if self.dact is not Activation.NONE else {})
+            {"dact": self.dact.value} if self.dact is not Activation.NONE else {}) | ({"rowscale": True} if self.rowscale else {})
 
 
 def parse_chain(raw) -> ChainSpec | None:
     """``--fuse`` value -> ChainSpec (None for '' / None / 'none'). Items are comma-separated, in any order:
     ``alpha``, ``c``, ``bias=col|row[:f32|bf16|f16]``, ``aux``, ``act=relu|gelu|gelu_tanh|gelu_erf|silu`` (or the bare
     name), ``dact=relu|gelu|gelu_tanh|gelu_erf|silu`` (or the bare name with a ``d``: ``dgelu``), ``residual``,
-    ``scale=tensor|row``."""
+    ``scale=tensor|row``, ``rowscale`` (step 0: acc x scale_a[r] x scale_b[n])."""
     if raw is None or isinstance(raw, ChainSpec):
         return raw
     if not isinstance(raw, str):
@@ -153,7 +156,8 @@ def parse_chain(raw) -> ChainSpec | None:
         elif key[:1] == "d" and key[1:] in ACT_TOKENS:
             key, arg = "dact", key[1:]
         name = {"alpha": "alpha", "c": "c", "beta": "c", "bias": "bias", "act": "activation", "residual": "residual",
-                "scale": "fp8_scale", "aux": "aux", "dact": "dact"}.get(key)
+                "scale": "fp8_scale", "aux": "aux", "dact": "dact",
+                "rowscale": "rowscale"}.get(key)
         if name is None or name in v:
             rule = "names a step twice" if name in v else f"has an unknown step {item!r}"
             raise SpecError(FLAG, raw, rule, _LEGAL)
@@ -186,7 +190,7 @@ def parse_chain(raw) -> ChainSpec | None:
 
 
 ACT_TOKENS = ("relu", "gelu", "gelu_tanh", "gelu_erf", "silu")
-_LEGAL = ("alpha, c[=tma], bias=col|row[:f32|bf16|f16], aux, act=relu|gelu_tanh|gelu_erf|silu or "
+_LEGAL = ("rowscale, alpha, c[=tma], bias=col|row[:f32|bf16|f16], aux, act=relu|gelu_tanh|gelu_erf|silu or "
           "dact=relu|gelu_tanh|gelu_erf|silu, residual, scale=tensor|row (comma-separated, each at most once; they run in "
           "that order)")
 
@@ -216,6 +220,9 @@ def check_chain(chain: ChainSpec, arch: Arch, acc: DType, out: DType, epilogue: 
         raise SpecError(FLAG, chain.token, "tcgen05 M=64 has no TMA-store epilogue", "--epilogue direct")
     check_aux(chain, out)
     if chain.c_tma:
+        if chain.rowscale:
+            raise SpecError(FLAG, chain.token, "rowscale with C through TMA: the staged-C pass (wgmma_c_chunk) does not "
+                            "carry the row and column scales", "--fuse rowscale,c")
         if epilogue is not Epilogue.TMA:
             raise SpecError(FLAG, chain.token, "C through TMA lands in the TMA-store epilogue's staging buffers",
                             "--epilogue tma, or --fuse c")
@@ -263,12 +270,17 @@ class Load:
         return [self.operand, self.row, self.col, [list(t) for t in self.targets]]
 
 
+ROWSCALE_AXES = {"scale_a": "r", "scale_b": "c"}  # rowscale: scale_a per row of D (A's rows), scale_b per column
+
+
 def _axis(chain: ChainSpec, operand: str) -> str:
     """'rc' (a matrix), 'c' (indexed by column), 'r' (by row) or '' (one scalar)."""
     if operand in ("c", "residual", "aux"):
         return "rc"
     if operand == "bias":
         return "c" if chain.bias is BiasAxis.COL else "r"
+    if operand in ROWSCALE_AXES:
+        return ROWSCALE_AXES[operand]
     if operand == "scale":
         return "r" if chain.fp8_scale is ScaleMode.ROW else ""
     raise ValueError(operand)
@@ -331,6 +343,9 @@ def tmem_loads(chain: ChainSpec, operand: str, bm: int, warp: int, lane: int, co
 def chain_params(chain: ChainSpec) -> tuple[tuple[str, str, str], ...]:
     """The kernel parameters the chain adds after ``ldd``: (name, kind, doc), kind as in derive.tile.abi.Param."""
     p = [("alpha", "f32", "y = alpha x acc")]
+    if chain.rowscale:
+        p += [("SCALE_A", "ptr", "f32 row scales of A, M entries, contiguous: acc x scale_a[r]"),
+              ("SCALE_B", "ptr", "f32 row scales of B, N entries, contiguous, 8-byte aligned: acc x scale_b[n]")]
     if chain.c:
         p += [("beta", "f32", "y += beta x C"), ("C", "ptr", "C, M x N row-major, 4-byte aligned rows"),
               ("ldc", "i32", "C's row stride in elements")]
@@ -421,8 +436,17 @@ class ChainPlan:
         return lines
 
 
+def step_names(chain: ChainSpec) -> tuple[str, ...]:
+    """The chain's steps in the order the kernel runs them (the template's chain_pair), as data for the L1 model."""
+    on = (("rowscale", chain.rowscale), ("alpha", True), ("c", chain.c), ("bias", chain.bias is not None),
+          ("act", chain.activation is not Activation.NONE), ("dact", chain.dact is not Activation.NONE),
+          ("residual", chain.residual), ("scale", chain.fp8_scale is not None))
+    return tuple(name for name, here in on if here)
+
+
 def steps_text(chain: ChainSpec, out: DType, aux: DType) -> list[str]:
-    s = ["y = alpha x acc  (alpha: f32 argument)"]
+    s = ["acc = acc x scale_a[r] x scale_b[n]  (f32 vectors, M and N long; rows and columns past M, N never read)"] if chain.rowscale else []
+    s.append("y = alpha x acc  (alpha: f32 argument)")
     if chain.c:
         s.append(f"y += beta x C[r, n]  (beta: f32 argument; C: {aux.value}, M x N, row stride ldc"
                  + (", read through TMA into the store staging)" if chain.c_tma else ")"))
@@ -451,11 +475,15 @@ def plan_chain(chain: ChainSpec, arch: Arch, bm: int, bn: int, out: DType, epilo
     aux = chain.aux_dtype(out)
     amax = amax_plan(chain, arch, bm)
     wg = arch is Arch.SM90A
-    D = [Derived("chain", chain.token, " -> ".join(steps_text(chain, out, aux)), "fixed order: alpha, C, bias, activation, "
-                 "residual, output (as cuBLASLt's and CUTLASS's linear-combination epilogues)", "ptxgen.derive.store.fusion")]
+    D = [Derived("chain", chain.token, " -> ".join(steps_text(chain, out, aux)), "fixed order: rowscale, alpha, C, bias, "
+                 "activation, residual, output (as cuBLASLt's and CUTLASS's linear-combination epilogues)", "ptxgen.derive.store.fusion")]
     where = ("the wgmma D fragment: per 8 columns a thread holds 2 adjacent columns in 2 rows 8 apart" if wg
              else "tcgen05.ld 32x32b: a thread holds one row, register j = column c0 + j")
     src = cite("wgmma") if wg else cite("tmem_layout")
+    if chain.rowscale:
+        D.append(Derived("rowscale_loads", "2 per slab + 8 B per 8 columns" if wg else "1 per tile + 8 B per register pair",
+                         f"scale_a[m0 + row] as a row bias is read, scale_b[n0 + col] as an f32 column bias; {where}",
+                         "the same loads as the bias of that axis (fusion.wgmma_loads / tmem_loads)", src))
     if chain.bias is BiasAxis.COL:
         vec = (f"{2 * chain.bias_dtype.bytes} B (2 columns) per 8 columns, feeding both rows" if wg
                else f"{2 * chain.bias_dtype.bytes} B (2 columns) per register pair")

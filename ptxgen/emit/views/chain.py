@@ -84,12 +84,18 @@ class ChainView:
     col_groups: int  # wgmma: 8-column groups of a slab (a thread's column-bias pairs)
     bias_prefetch: str  # wgmma: when the column-bias pairs are loaded: "start" (before the tile's main loop), "late"
     # (after its last MMAs are issued, before the wait), "after" (after the main loop, the batched loads of
-    # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three
+    # runs/2026-12-01-fusedperf); tools/exp_fused.py measures the three; "inline" (rowscale chains: each pair loaded
+    # where it is used, in batches of rowscale_batch groups between compiler fences)
     bias_pair_ctype: str  # C type of one raw column-bias pair as loaded: a 4-byte word of two 16-bit values, or float2
     c_tma: bool = False  # C through TMA (ptxgen.derive.store.cload): chain_pair takes C's pair as an argument
     aux_store: bool = False  # store the pre-activation z to aux (fusion's ``aux``)
     dact: bool = False  # the backward step y x act'(aux) (fusion's ``dact``)
     dact_body: str = ""  # C: the body of chain_dact(float z)
+    rowscale: bool = False  # step 0 (fusion's ``rowscale``): acc x scale_a[row] x scale_b[col]
+    rowscale_batch: int = 8  # wgmma, rowscale chains: 8-column groups whose scale_b (and column-bias) pairs are loaded
+    # between two compiler fences (volatile loads): 128 x 256 tiles spilled with all 32 groups' pairs in flight (NVRTC 13.5)
+    rowscale_pass: bool = False  # wgmma: the scales applied in a pass of their own before the chain loop, the column
+    # bias prefetched as without rowscale (f32 outputs: the one-loop form spilled on 128 x 256 tiles, this one did not)
 
     @property
     def aux_any(self) -> bool:
@@ -107,7 +113,9 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
     dact = ch.dact is not Activation.NONE
     if ch.aux or dact:  # ChainArgs has these two fields only then (kernels without them render as before)
         fields += (("AUX", "nullptr"), ("ldaux", "0"))
-    init = ", ".join(n if n in names else d for n, d in fields)
+    if ch.rowscale:  # and these two only with rowscale
+        fields += (("reinterpret_cast<const float*>(SCALE_A)", ""), ("reinterpret_cast<const float*>(SCALE_B)", ""))
+    init = ", ".join(n if n in names or not d else d for n, d in fields)
     a = plan.amax
     if a is None:
         writer = "false"
@@ -143,12 +151,14 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         hi_pair=WGMMA_GROUP_REGS // 2,
         tile_cols=plan.bn,
         col_groups=plan.bn // WGMMA_GROUP_COLS,
-        bias_prefetch="late",
+        bias_prefetch="inline" if ch.rowscale else "late",
         bias_pair_ctype="float2" if ch.bias_dtype.bytes == 4 else "unsigned",
         c_tma=ch.c_tma,
         aux_store=ch.aux,
         dact=dact,
         dact_body=dact_c_body(ch.dact) if dact else "",
+        rowscale=ch.rowscale,
+        rowscale_pass=ch.rowscale and plan.out is DType.F32,
     )
 
 

@@ -3,7 +3,9 @@ model (ptxgen.model.layouts.epimodel, with the fragment maps of ptxgen.model.lay
 
 For every thread of a wgmma consumer warpgroup (one 64-row slab) or of the four tcgen05 epilogue warps (every
 32x32b chunk of the tile), the plan's loads of each operand run on random distinct arrays; each accumulator
-register must receive exactly the operand element that its output element needs.
+register must receive exactly the operand element that its output element needs. The chain's step order (the
+derivation's ``step_names``) run by the model on every element of a tile must give what the element means
+(``epimodel.element_value``: the row-wise FP8 scales first, then alpha, C, the bias, the residual).
 """
 
 from __future__ import annotations
@@ -11,22 +13,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..layouts import epimodel
-from ...derive.store.fusion import ChainPlan
+from ...derive.store.fusion import ChainPlan, step_names
 
 WARPS = 4
 
 
-def check_chain_plan(plan: ChainPlan, seed: int = 0, chunk: int = 32, loads=None, stores=None) -> list[str]:
+def check_chain_plan(plan: ChainPlan, seed: int = 0, chunk: int = 32, loads=None, stores=None, steps=None) -> list[str]:
     """Problems (empty when every register gets its element, every element of a stored matrix (aux) its register's
     value, and every amax its max). ``loads`` / ``stores`` replace ``plan.loads`` / ``plan.stores`` (the controls pass
-    a wrong one)."""
+    a wrong one; ``steps`` replaces the derived step order)."""
     loads = loads or plan.loads
     stores = stores or plan.stores
     rng = np.random.default_rng(seed)
     chain = plan.chain.to_json()
     wg = plan.family == "wgmma"
     rows = 64 if wg else plan.bm
-    problems: list[str] = []
+    problems: list[str] = epimodel.check_values(chain, step_names(plan.chain) if steps is None else steps, 16, 16, rng)
     for operand in plan.chain.operands():
         arrays = {operand: epimodel.random_operand(chain, operand, rows, plan.bn, rng)}
         for warp in range(WARPS):

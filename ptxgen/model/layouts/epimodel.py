@@ -19,7 +19,8 @@ import numpy as np
 
 from . import fragmodel
 
-OPERAND_AXES = {"c": "rc", "residual": "rc", "aux": "rc"}  # bias and scale take their axis from the chain
+OPERAND_AXES = {"c": "rc", "residual": "rc", "aux": "rc",  # bias and scale take their axis from the chain
+                "scale_a": "r", "scale_b": "c"}  # rowscale: A's row scale by the output's row, B's by its column
 
 
 def operand_axis(chain: dict, operand: str) -> str:
@@ -36,6 +37,71 @@ def source_index(chain: dict, operand: str, row: int, col: int) -> tuple[int, ..
     """The index into ``operand`` that output element (row, col) of the tile reads, by the chain's meaning."""
     axis = operand_axis(chain, operand)
     return {"rc": (row, col), "c": (col,), "r": (row,), "": (0,)}[axis]
+
+
+def reads(chain: dict, row: int, col: int) -> dict:
+    """What output element (row, col) reads, operand -> index, by the chain's meaning (rowscale: scale_a[row] and
+    scale_b[col], torch._scaled_mm's row-wise scales of A's row and B's row)."""
+    ops = (["scale_a", "scale_b"] if chain.get("rowscale") else []) + (["c"] if chain.get("c") else []) + (
+        ["bias"] if chain.get("bias") else []) + (["aux"] if chain.get("dact") else []) + (
+        ["residual"] if chain.get("residual") else []) + (["scale"] if chain.get("fp8_scale") else [])
+    return {op: source_index(chain, op, row, col) for op in ops}
+
+
+def element_value(chain: dict, row: int, col: int, acc: float, arrays: dict, alpha: float = 1.0, beta: float = 1.0) -> float:
+    """What output element (row, col) computes before the output rounding (activations left out: the steps that read
+    operands): (acc x scale_a[r] x scale_b[n]) x alpha + beta x C + bias, then + residual, as torch._scaled_mm(...,
+    bias=) and addmm define it (the dequantized product first, the bias added to it in f32)."""
+    at = reads(chain, row, col)
+    y = float(acc)
+    if "scale_a" in at:
+        y = y * float(arrays["scale_a"][at["scale_a"]]) * float(arrays["scale_b"][at["scale_b"]])
+    y *= alpha
+    if "c" in at:
+        y += beta * float(arrays["c"][at["c"]])
+    if "bias" in at:
+        y += float(arrays["bias"][at["bias"]])
+    if "residual" in at:
+        y += float(arrays["residual"][at["residual"]])
+    return y
+
+
+def run_steps(chain: dict, steps, row: int, col: int, acc: float, arrays: dict, alpha: float = 1.0, beta: float = 1.0) -> float:
+    """The same element through a given step order (the derivation's, ``derive.store.fusion.step_names``): each
+    named step applied as the model reads it; a step the model does not model here (activation, FP8 output) is
+    skipped, so the comparison is over the operand steps."""
+    at = reads(chain, row, col)
+    y = float(acc)
+    for step in steps:
+        if step == "rowscale":
+            if "scale_a" not in at:
+                return float("nan")
+            y = y * float(arrays["scale_a"][at["scale_a"]]) * float(arrays["scale_b"][at["scale_b"]])
+        elif step == "alpha":
+            y *= alpha
+        elif step in ("c", "bias", "residual"):
+            if step not in at:
+                return float("nan")  # a step on an operand the chain does not have
+            y += (beta if step == "c" else 1.0) * float(arrays[step][at[step]])
+    return y
+
+
+def check_values(chain: dict, steps, rows: int, cols: int, rng, alpha: float = 0.75, beta: float = 0.5) -> list[str]:
+    """Every element of a rows x cols tile through ``steps`` against :func:`element_value`, on random operands
+    (distinct scales, so a swapped or misplaced scale shows)."""
+    arrays = {op: random_operand(chain, op, rows, cols, rng).astype(np.float64) / 7.0 for op in
+              ("scale_a", "scale_b", "c", "bias", "residual") if op in reads(chain, 0, 0)}
+    acc = rng.standard_normal((rows, cols))
+    problems = []
+    for r in range(rows):
+        for n in range(cols):
+            want = element_value(chain, r, n, acc[r, n], arrays, alpha, beta)
+            got = run_steps(chain, steps, r, n, acc[r, n], arrays, alpha, beta)
+            if not np.isclose(got, want, rtol=1e-12, atol=1e-12):
+                problems.append(f"element ({r}, {n}) computes {got!r}, the chain means {want!r} (steps {list(steps)})")
+                if len(problems) > 8:
+                    return problems
+    return problems
 
 
 def random_operand(chain: dict, operand: str, rows: int, cols: int, rng) -> np.ndarray:

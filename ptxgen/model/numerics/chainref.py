@@ -102,13 +102,17 @@ def activation_grad(z: np.ndarray, act: str) -> np.ndarray:
 
 def chain(acc: np.ndarray, *, alpha: float = 1.0, beta: float = 0.0, c=None, bias=None, bias_axis: str = "col",
           act: str = "none", residual=None, scale=None, scale_mode: str | None = None, out: str = "bf16",
-          dact: str = "none", aux=None):
+          dact: str = "none", aux=None, scale_a=None, scale_b=None):
     """The chain on an M x N float64 ``acc`` (= A @ B^T in float64). Returns (y, d, amax): y before the output
     rounding, d the output values (rounded to ``out``; for e4m3 the quantized values q = e4m3(y x s)), amax
     (per tensor: a 1-element array; per row: M; None without FP8 output). ``dact`` with ``aux`` (the saved
     pre-activation z, M x N): y x act'(z) in the activation's place. The pre-activation a chain with ``aux`` writes is
-    this function's y with ``act="none"`` (and no residual), rounded to ``out``."""
-    y = alpha * np.asarray(acc, dtype=np.float64)
+    this function's y with ``act="none"`` (and no residual), rounded to ``out``. ``scale_a`` (M) and ``scale_b`` (N):
+    the row-wise FP8 dequantization ``acc x scale_a[r] x scale_b[n]``, first (torch._scaled_mm's row-wise recipe)."""
+    y = np.asarray(acc, dtype=np.float64)
+    if scale_a is not None:
+        y = y * np.asarray(scale_a, dtype=np.float64).reshape(-1)[:, None] * np.asarray(scale_b, dtype=np.float64).reshape(-1)[None, :]
+    y = alpha * y
     if c is not None:
         y = y + beta * np.asarray(c, dtype=np.float64)
     if bias is not None:
