@@ -9,22 +9,21 @@
 - ``out_dtype``: "bf16" (default), "f16" or "f32" (or the torch dtype); ``bias``: N values, added in f32 after the
   scaling, before the one output rounding (as torch does).
 
-Two kernels, chosen by ``use_fast_accum`` as torch._scaled_mm's flag of that name chooses:
-
-- ``use_fast_accum=False`` (the default, torch's too): the grouped row-wise kernel (below) with one group of M rows.
-- ``use_fast_accum=True``: the dense FP8 kernel ``ptxgen.gemm``'s chooser picks for the shape, which accumulates each
-  K-step in the tensor core's FP8 accumulator with no promotion (measured on the H100: 2.1e-3 to 3.5e-3 relative
-  Frobenius error from float64 against torch's 1.7e-3 at 2048x7168x4096 to 4096x7168x16384; 1.6% of elements more than
-  2^-7 from torch's at 64x4096x1024; runs/2026-12-06-h100-doors-one-launch run 3), with the epilogue chain
+The kernel is the dense FP8 kernel ``ptxgen.gemm``'s chooser picks for the shape, which accumulates each K-step in
+the tensor core's FP8 accumulator with no promotion, as torch._scaled_mm does with ``use_fast_accum=True``: measured on
+the H100 (runs/2026-12-06-h100-doors-one-launch, run 4) its result is 1.0e-5 to 1.5e-5 (relative Frobenius) from torch's
+fast-accumulation result and as far from float64 (2.1e-3 to 3.5e-3), where torch's default, which promotes, is 1.7e-3
+from float64; the grouped kernel below accumulates the same way. It runs with the epilogue chain
 ``rowscale[,bias=col:<its type>]`` (ptxgen.derive.store.fusion: step 0 multiplies the f32 accumulator by scale_a[r] x
 scale_b[n], then the bias, read in its own type (f32, bf16 or f16; another type is cast to f32 first), is added in f32):
 one launch through ``ptxgen.api.fused.gemm``'s prepared launch. Scale vectors are read contiguous (a copy is made for
 an M x 1 / 1 x N view whose elements are not 4 bytes apart, or a scale_b not 8-byte aligned).
 
-The grouped row-wise kernel (``--grouped offs_rowwise``, ``ptxgen.scaled_grouped_gemm``) runs the call with one
-group of M rows, and a bias is added by a second element-wise kernel; it also takes ``use_fast_accum=True`` calls
-the dense kernel cannot: ``a`` and ``b`` of different FP8 types (e4m3 x e5m2): ptxgen.gemm's chooser takes one input
-type (api.select.check_operand_pair), the grouped kernel the mix.
+Where the dense kernel cannot take the call, the grouped row-wise kernel (``--grouped offs_rowwise``,
+``ptxgen.scaled_grouped_gemm``) runs it with one group of M rows, and a bias is added by a second element-wise kernel:
+``a`` and ``b`` of different FP8 types (e4m3 x e5m2): ptxgen.gemm's chooser takes one input type
+(api.select.check_operand_pair), the grouped kernel the mix. (On the H100 that path with a bias measured 4e-2 from
+float64 at 8192^3, e4m3 x e4m3 forced through it, where the dense kernel is 2.6e-3: not understood, run 4.)
 K = 0 gives zeros (plus the bias) without a kernel. torch tensors only.
 """
 
@@ -74,9 +73,9 @@ def _check(torch, a, b, scale_a, scale_b, bias) -> tuple[int, int]:
     return m, n
 
 
-def dense_takes(a, b, use_fast_accum: bool = True) -> bool:
+def dense_takes(a, b) -> bool:
     """Whether the dense fused kernel takes the call (else the grouped row-wise kernel; see the module)."""
-    return bool(use_fast_accum) and a.dtype == b.dtype
+    return a.dtype == b.dtype
 
 
 def _vector(torch, x, length: int, align: int):
@@ -88,10 +87,9 @@ def _vector(torch, x, length: int, align: int):
     return v
 
 
-def scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, use_fast_accum: bool = False, stream=None):
-    """``(a @ b.T) x scale_a x scale_b (+ bias)`` for FP8 ``a`` (M x K) and ``b`` (N x K); see the module
-    (``use_fast_accum``: the dense kernel, faster, less accurate, as torch._scaled_mm's flag). Returns an M x N tensor
-    (rows padded to 16 bytes) without synchronizing; raises NoGPU without a usable GPU."""
+def scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, stream=None):
+    """``(a @ b.T) x scale_a x scale_b (+ bias)`` for FP8 ``a`` (M x K) and ``b`` (N x K); see the module. Returns
+    an M x N tensor (rows padded to 16 bytes) without synchronizing; raises NoGPU without a usable GPU."""
     torch = sys.modules.get("torch")
     if torch is None:
         raise ArgumentError("scaled_gemm takes torch tensors (import torch)")
@@ -101,7 +99,7 @@ def scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None, *, use_fast_a
         raise DTypeError(f"scaled_gemm's out_dtype is bf16, f16 or f32, not {token}")
     if a.shape[1] == 0 or m == 0 or n == 0:
         return _empty_k(torch, a, m, n, scale_a, bias, token)
-    if not use_fast_accum or not dense_takes(a, b):
+    if not dense_takes(a, b):
         return _grouped(torch, a, b, scale_a, scale_b, bias, token, m, n, stream)
     from .api import fused
 

@@ -203,15 +203,11 @@ def test_plan_reports_the_dense_kernel():
     a = torch.empty(m, k, dtype=torch.float8_e4m3fn, device="meta")
     b = torch.empty(n, k, dtype=torch.float8_e4m3fn, device="meta")
     sa, sb = torch.empty(m, 1, device="meta"), torch.empty(1, n, device="meta")
-    fast = dict(use_fast_accum=True, device="h100")
-    p = ptxgen.api.plan("scaled_gemm", a, b, sa, sb, bias=torch.empty(n, dtype=torch.bfloat16, device="meta"), **fast)
+    p = ptxgen.api.plan("scaled_gemm", a, b, sa, sb, bias=torch.empty(n, dtype=torch.bfloat16, device="meta"), device="h100")
     assert p.path.value == "hot" and p.kernel.endswith("_fqbcbf16") and "groupedoffs" not in p.kernel, str(p)
-    assert ptxgen.api.plan("scaled_gemm", a, b, sa, sb, **fast).kernel.endswith("_fq")
-    mixed = ptxgen.api.plan("scaled_gemm", a, b.to(torch.float8_e5m2), sa, sb, **fast)
+    assert ptxgen.api.plan("scaled_gemm", a, b, sa, sb, device="h100").kernel.endswith("_fq")
+    mixed = ptxgen.api.plan("scaled_gemm", a, b.to(torch.float8_e5m2), sa, sb, device="h100")
     assert "groupedoffs_rowwise" in mixed.kernel and "one input type" in mixed.why
-    # torch's default accumulation (use_fast_accum=False): the grouped kernel, which the dense one is not (control)
-    accurate = ptxgen.api.plan("scaled_gemm", a, b, sa, sb, device="h100")
-    assert "groupedoffs_rowwise" in accurate.kernel and "use_fast_accum=False" in accurate.why
     bad = ptxgen.api.plan("scaled_gemm", a, b, sa, torch.empty(1, n + 1, device="meta"), device="h100")
     assert bad.path.value == "refused" and "scale_b" in bad.why
 

@@ -1,5 +1,5 @@
-"""ptxgen.scaled_gemm on the GPU (``gpu`` tier; skips without a GPU or a CUDA build of torch): with use_fast_accum=True
-the dense FP8 kernel with the chain's rowscale step (and the bias fused after it) against float64 and torch._scaled_mm's row-wise recipe at
+"""ptxgen.scaled_gemm on the GPU (``gpu`` tier; skips without a GPU or a CUDA build of torch): the dense FP8 kernel
+with the chain's rowscale step (and the bias fused after it) against float64 and torch._scaled_mm's row-wise recipe at
 odd shapes (M, N not tile multiples, M = 1, N odd), scale tensors with unusual strides, e4m3 / e5m2 and the mixes
 torch takes, bias and no bias, the prepared launch of a repeat call; autograd of torch.ops.ptxgen.scaled_gemm against
 torch's eager autograd of the dequantized product. The CPU tier: tests/test_rowscale_chain.py, test_scaled_autograd.py."""
@@ -68,7 +68,7 @@ def _no_farther_than_torch(torch, got, exact, a, b, sa, sb, bias, fast: bool):
 def _dense_kernel(torch, a, b, sa, sb, bias, out_dtype="bf16"):
     import ptxgen.api
 
-    return ptxgen.api.plan("scaled_gemm", a, b, sa, sb, out_dtype=out_dtype, bias=bias, use_fast_accum=True).kernel
+    return ptxgen.api.plan("scaled_gemm", a, b, sa, sb, out_dtype=out_dtype, bias=bias).kernel
 
 
 SHAPES = [(333, 200, 256), (1, 72, 128), (129, 201, 96), (2048, 3584, 512), (64, 4096, 1024), (7, 24, 80)]
@@ -82,7 +82,7 @@ def test_dense_rowwise_against_float64_and_torch(torch, m, n, k, with_bias):
     a, b, sa, sb, bias = _operands(torch, m, n, k)
     bias = bias if with_bias else None
     assert "_fq" in _dense_kernel(torch, a, b, sa, sb, bias)
-    got = ptxgen.scaled_gemm(a, b, sa, sb, out_dtype=torch.bfloat16, bias=bias, use_fast_accum=True)
+    got = ptxgen.scaled_gemm(a, b, sa, sb, out_dtype=torch.bfloat16, bias=bias)
     assert got.shape == (m, n) and got.dtype == torch.bfloat16
     exact = _exact(torch, a, b, sa, sb, bias)
     _check_elements(torch, got, exact, a, b, sa, sb, 2.0 ** -8)
@@ -90,20 +90,20 @@ def test_dense_rowwise_against_float64_and_torch(torch, m, n, k, with_bias):
         _no_farther_than_torch(torch, got, exact, a, b, sa, sb, bias, fast=True)
 
 
-@pytest.mark.parametrize("m,n,k", [(333, 200, 256), (2048, 3584, 512), (64, 4096, 1024)])
-def test_default_accumulation_is_torch_default(torch, m, n, k):
-    """use_fast_accum=False (the default, torch's too) takes the grouped row-wise kernel: against float64 and torch's
-    default kernel."""
+@pytest.mark.parametrize("m,n,k", [(333, 208, 256), (2048, 3584, 512), (64, 4096, 1024)])
+def test_accumulates_as_torch_fast_accum(torch, m, n, k):
+    """The dense kernel accumulates as torch._scaled_mm with use_fast_accum=True does (no promotion): its result within
+    1e-4 (relative Frobenius) of torch's in that mode (1.0e-5 to 1.5e-5 measured on the H100); torch's default, which
+    promotes, is the control: farther from ours than torch's fast mode is."""
     import ptxgen
-    import ptxgen.api
 
     a, b, sa, sb, bias = _operands(torch, m, n, k)
-    assert "groupedoffs_rowwise" in ptxgen.api.plan("scaled_gemm", a, b, sa, sb, bias=bias).kernel
     got = ptxgen.scaled_gemm(a, b, sa, sb, out_dtype=torch.bfloat16, bias=bias)
-    exact = _exact(torch, a, b, sa, sb, bias)
-    _check_elements(torch, got, exact, a, b, sa, sb, 2.0 ** -7)  # rounded twice: the GEMM, then + bias
-    if n % 16 == 0 and k % 16 == 0:
-        _no_farther_than_torch(torch, got, exact, a, b, sa, sb, bias, fast=False)
+    fast = torch._scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16, use_fast_accum=True)
+    default = torch._scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16)
+    assert _rel(torch, got, fast) < 1e-4
+    if k >= 512:  # enough K-steps for the promotion to show
+        assert _rel(torch, got, default) > _rel(torch, got, fast)
 
 
 @pytest.mark.parametrize("out_dtype, ulp", [("float16", 2.0 ** -11), ("float32", 2.0 ** -23)])
@@ -111,7 +111,7 @@ def test_other_outputs(torch, out_dtype, ulp):
     import ptxgen
 
     a, b, sa, sb, bias = _operands(torch, 200, 136, 192, seed=1)
-    got = ptxgen.scaled_gemm(a, b, sa, sb, out_dtype=getattr(torch, out_dtype), bias=bias.float(), use_fast_accum=True)
+    got = ptxgen.scaled_gemm(a, b, sa, sb, out_dtype=getattr(torch, out_dtype), bias=bias.float())
     assert got.dtype == getattr(torch, out_dtype)
     _check_elements(torch, got, _exact(torch, a, b, sa, sb, bias.float()), a, b, sa, sb, ulp)
 
@@ -123,14 +123,14 @@ def test_unusual_scale_strides(torch):
 
     m, n, k = 257, 144, 128
     a, b, sa, sb, bias = _operands(torch, m, n, k, seed=2)
-    want = ptxgen.scaled_gemm(a, b, sa, sb, bias=bias, use_fast_accum=True).clone()
+    want = ptxgen.scaled_gemm(a, b, sa, sb, bias=bias).clone()
     sa_odd = torch.empty(m * 7, device="cuda").as_strided((m, 1), (1, 7))
     sa_odd.copy_(sa)
     buf = torch.empty(n + 3, device="cuda")
     sb_odd = buf[1:n + 1].reshape(1, n)
     sb_odd.copy_(sb)
-    torch.testing.assert_close(ptxgen.scaled_gemm(a, b, sa_odd, sb_odd, bias=bias, use_fast_accum=True), want, rtol=0, atol=0)
-    torch.testing.assert_close(ptxgen.scaled_gemm(a, b, sa.reshape(m), sb.reshape(n), bias=bias, use_fast_accum=True), want,
+    torch.testing.assert_close(ptxgen.scaled_gemm(a, b, sa_odd, sb_odd, bias=bias), want, rtol=0, atol=0)
+    torch.testing.assert_close(ptxgen.scaled_gemm(a, b, sa.reshape(m), sb.reshape(n), bias=bias), want,
                                rtol=0, atol=0)
     _no_farther_than_torch(torch, want, _exact(torch, a, b, sa, sb, bias), a, b, sa, sb, bias, fast=True)
 
@@ -146,7 +146,7 @@ def test_fp8_type_mixes(torch, da, db):
     a, b, sa, sb, bias = _operands(torch, m, n, k, da, db, seed=3)
     kernel = _dense_kernel(torch, a, b, sa, sb, bias)
     assert ("groupedoffs_rowwise" in kernel) == (da != db)
-    got = ptxgen.scaled_gemm(a, b, sa, sb, bias=bias, use_fast_accum=True)
+    got = ptxgen.scaled_gemm(a, b, sa, sb, bias=bias)
     exact = _exact(torch, a, b, sa, sb, bias)
     # the grouped path rounds twice (GEMM to bf16, then + bias): one more ulp
     _check_elements(torch, got, exact, a, b, sa, sb, 2.0 ** -8 if da == db else 2.0 ** -7)
@@ -160,10 +160,10 @@ def test_repeat_call_takes_the_prepared_launch(torch):
     from ptxgen.api import fused
 
     a, b, sa, sb, bias = _operands(torch, 384, 264, 128, seed=4)
-    ptxgen.scaled_gemm(a, b, sa, sb, bias=bias, use_fast_accum=True)
+    ptxgen.scaled_gemm(a, b, sa, sb, bias=bias)
     entries = len(fused._HOT)
     a2, b2, sa2, sb2, bias2 = _operands(torch, 384, 264, 128, seed=5)
-    got = ptxgen.scaled_gemm(a2, b2, sa2, sb2, bias=bias2, use_fast_accum=True)
+    got = ptxgen.scaled_gemm(a2, b2, sa2, sb2, bias=bias2)
     assert len(fused._HOT) == entries
     _check_elements(torch, got, _exact(torch, a2, b2, sa2, sb2, bias2), a2, b2, sa2, sb2, 2.0 ** -8)
 

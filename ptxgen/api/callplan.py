@@ -381,9 +381,8 @@ def _plan_attention(args: dict, t: Target) -> CallPlan:
 
 
 def _plan_scaled_gemm(args: dict, t: Target) -> CallPlan:
-    """ptxgen.scaled_gemm (ptxgen.scaled): with ``use_fast_accum=True`` the dense fused kernel with
-    ``rowscale[,bias=col:...]`` where ``scaled.dense_takes`` the call, else the grouped row-wise kernel with one group
-    (and the bias as a second kernel)."""
+    """ptxgen.scaled_gemm (ptxgen.scaled): the dense fused kernel with ``rowscale[,bias=col:...]`` where
+    ``scaled.dense_takes`` the call, else the grouped row-wise kernel with one group (and the bias as a second kernel)."""
     from .. import scaled
     from .plangrouped import _scaled_infos
 
@@ -394,16 +393,14 @@ def _plan_scaled_gemm(args: dict, t: Target) -> CallPlan:
     m, n = ai.shape[0], bi.shape[0]
     scaled.check_scale_shapes(m, n, sa.shape, sb.shape)
     out_dtype = scaled._out_token(args.get("out_dtype"))
-    fast = bool(args.get("use_fast_accum", False))
-    if not scaled.dense_takes(a, b, fast):
+    if not scaled.dense_takes(a, b):
         b3 = replace(bi, shape=(1, *bi.shape), strides=(n * bi.strides[0], *bi.strides))
         offs = replace(sa, name="offs", dtype="s32", shape=(1,), strides=(1,))
         sb2 = replace(sb, shape=(1, n), strides=(n, 1))
         r = _scaled_infos("scaled_grouped_gemm", ai, b3, offs, None, replace(sa, shape=(m,), strides=(1,)), sb2, out_dtype,
-                          t, (f"a is {ai.dtype}, b {bi.dtype}: ptxgen.gemm's chooser takes one input type, the grouped "
-                              "row-wise kernel with one group of M rows takes the mix" if fast else
-                              "use_fast_accum=False (as torch._scaled_mm's default): the grouped row-wise kernel with one "
-                              "group of M rows") + ("; the bias by a second kernel; " if bias is not None else "; "))
+                          t, f"a is {ai.dtype}, b {bi.dtype}: ptxgen.gemm's chooser takes one input type, the grouped "
+                          "row-wise kernel with one group of M rows takes the mix" + ("; the bias by a second kernel; "
+                                                                                      if bias is not None else "; "))
         return replace(r, op="scaled_gemm")
     if bias is not None and bi_.dtype not in ("f32", "bf16", "f16"):  # scaled_gemm casts it to f32: a stand-in of that type
         import sys
