@@ -177,7 +177,7 @@ def _fake_gpu(monkeypatch):
 
 
 def test_a_gemm_task_writes_a_row_per_kernel_and_a_control_row(tmp_path, monkeypatch):
-    import torch
+    torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
     _fake_gpu(monkeypatch)
@@ -196,7 +196,7 @@ def test_a_gemm_task_writes_a_row_per_kernel_and_a_control_row(tmp_path, monkeyp
 
 
 def test_a_fused_task_checks_each_chain_against_its_own_reference(tmp_path, monkeypatch):
-    import torch
+    torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
     _fake_gpu(monkeypatch)
@@ -250,7 +250,7 @@ def test_without_a_gpu_the_run_exits_3(tmp_path):
 
 
 def test_a_kernel_that_breaks_the_context_stops_the_worker_for_a_restart(tmp_path, monkeypatch):
-    import torch
+    torch = pytest.importorskip("torch")
     from types import SimpleNamespace
 
     _fake_gpu(monkeypatch)

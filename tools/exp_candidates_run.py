@@ -221,8 +221,6 @@ def run_fused(torch, t: dict, key, dev, out: Out, excluded: dict) -> None:
 
 
 def worker(args) -> int:
-    import torch
-
     from ptxgen.runtime.choose.calibrate import device_key
     from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
@@ -231,6 +229,11 @@ def worker(args) -> int:
         dev = require_gpu()
     except NoGPU as e:
         print(f"exp_candidates_run: {e}", file=sys.stderr)
+        return EXIT_NO_GPU
+    try:
+        import torch
+    except ImportError:  # the baselines (cuBLAS, torch._scaled_mm) come through torch: no usable GPU for this run
+        print("exp_candidates_run: torch is not installed (the baselines run through it)", file=sys.stderr)
         return EXIT_NO_GPU
     key = device_key()
     todo = [t for t in plan.tasks() if plan.task_id(t) not in state["done"] and (not state["only"] or state["only"] in plan.task_id(t))]
