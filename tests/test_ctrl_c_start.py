@@ -39,6 +39,9 @@ if __name__ == '__main__':
 """
 PTXGEN_FRAME = re.compile(r'File "[^"]*[/\\]ptxgen[/\\]([^"]*)\.py", line \d+, in ([^\n]*)\n(?:    (.*)\n)?')
 TAKE_OVER_MODULES = ("ctrlc", "status")  # what the take-over loads before its handler is in place
+# CPython's main (Modules/main.c, pymain_run_python): a failure while it asks whether argv[0] is an import path entry
+# is reported with this line and the traceback, and the script runs on (the CI run at 64ba332 caught a Ctrl-C there)
+ARGV0_CHECK = "Failed checking if argv[0] is an import path entry"
 
 
 def in_the_take_over(err: str) -> bool:
@@ -61,6 +64,8 @@ def classify(code: int, err: str) -> str:
         return "interpreter"
     if "Exception ignored" in err and "KeyboardInterrupt" in err:  # Python itself dropped it (an import-lock callback
         return "interpreter"  # before ptxgen's first line): its own report, and the command runs on
+    if err.startswith(ARGV0_CHECK) and "KeyboardInterrupt" in err:  # Python's main reports it while it checks argv[0]
+        return "interpreter"  # (zipimport, before the script's first line) and runs the script on
     return f"FAULT: exit {code}"
 
 
@@ -174,6 +179,10 @@ def test_control_the_classification():
     dropped = ("Exception ignored in: <function _get_module_lock.<locals>.cb at 0x1>\nTraceback (most recent call last):\n"
                '  File "<frozen importlib._bootstrap>", line 207, in cb\nKeyboardInterrupt: \n')
     assert classify(0, dropped) == "interpreter" and classify(0, "").startswith("FAULT")
+    argv0 = (ARGV0_CHECK + "\nTraceback (most recent call last):\n  File \"<frozen zipimport>\", line 94, in __init__\n"
+             '  File "<frozen zipimport>", line 403, in _read_directory\nKeyboardInterrupt\n')
+    assert classify(0, argv0) == "interpreter"
+    assert classify(0, argv0.replace(ARGV0_CHECK, "ptxgen: something else")).startswith("FAULT")  # control: only there
     assert classify(1, PTXGEN_TRACEBACK).startswith("FAULT") and classify(-2, PTXGEN_TRACEBACK).startswith("FAULT")
     assert classify(0, "").startswith("FAULT") and classify(130, "ptxgen: interrupted\n") == "ptxgen"
 
