@@ -40,7 +40,7 @@ if __name__ == '__main__':
 PTXGEN_FRAME = re.compile(r'File "[^"]*[/\\]ptxgen[/\\]([^"]*)\.py", line \d+, in ([^\n]*)\n(?:    (.*)\n)?')
 TAKE_OVER_MODULES = ("ctrlc", "status")  # what the take-over loads before its handler is in place
 # CPython's main (Modules/main.c, pymain_run_python): a failure while it asks whether argv[0] is an import path entry
-# is reported with this line and the traceback, and the script runs on (the CI run at 64ba332 caught a Ctrl-C there)
+# is reported with this line and the traceback, and the script runs on (the CI run at f68f158 caught a Ctrl-C there)
 ARGV0_CHECK = "Failed checking if argv[0] is an import path entry"
 
 
