@@ -15,10 +15,13 @@ the 128 x 192 TMA-scale form; runs/2026-12-02-nvrtc128-prepared-launch), ``tile-
 picks: 128 x 128 and 64 x 128 with TMA-loaded A scales, whole and with stream-K, bf16 and f32; runs/2026-12-02-nvrtc128-tile-model),
 ``pairs-attention`` (2026-12-06: one ci-grid kernel per CTA-pair kind, the relaxed cluster barrier before the pair's TMEM
 allocation among them; the attention kernels, sm_90a at head dims 64 and 128 with each schedule, causal and not, and
-sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention).
+sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention), ``one-launch`` (the 0.4.0 kernels: the
+doors' split-K, promoting 3xTF32 and row-wise FP8 picks as ``ptxgen.api.plan`` names them, a fused chain with split-K,
+every K-grouped variant; the attention defaults, BM 192, D 128 x BN 192 and the persistent walk;
+runs/2026-12-06-nvrtc128-one-launch).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|all]
 """
 import argparse
 import sys
@@ -183,7 +186,38 @@ def training_forms_specs() -> dict:
     return out
 
 
-def attention_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
+def one_launch_specs() -> dict:
+    """The 0.4.0 kernels the doors pick (read from ``ptxgen.api.plan`` on meta tensors, so the list follows the
+    chooser) and every K-grouped variant."""
+    import torch
+
+    import ptxgen.api
+    from ptxgen.derive.tile.spec import make_spec
+    from ptxgen.kgrouped import KGROUPED_VARIANTS, kgrouped_spec
+
+    def meta(*shape, dt=torch.bfloat16):
+        return torch.empty(*shape, dtype=dt, device="meta")
+
+    f32, e4m3 = torch.float32, torch.float8_e4m3fn
+    out = {"split-K 128x4096x4096": ptxgen.api.plan("gemm", meta(128, 4096), meta(4096, 4096), device="h100").spec,
+           "3xTF32 promoting 4096^3": ptxgen.api.plan("gemm", meta(4096, 4096, dt=f32), meta(4096, 4096, dt=f32),
+                                                      device="h100").spec}
+    for shape in ((2048, 7168, 4096), (4096, 7168, 16384)):
+        m, n, k = shape
+        out[f"row-wise FP8 + bias {shape}"] = ptxgen.api.plan(
+            "scaled_gemm", meta(m, k, dt=e4m3), meta(n, k, dt=e4m3), meta(m, 1, dt=f32), meta(1, n, dt=f32), bias=meta(n),
+            device="h100").spec
+    out["split-K with bias + gelu"] = make_spec(bm=64, bn=128, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32",
+                                                out_dtype="bf16", arch="sm_90a", stages=8, split_k=2, fuse="bias=col:bf16,act=gelu_tanh")
+    out.update({f"kgrouped {v}": kgrouped_spec("bf16", "bf16", "sm_90a", "mn", "mn", variant=v) for v in KGROUPED_VARIANTS})
+    return out
+
+
+ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True), (128, 128, 192, 2, "pingpong", False),
+                 (128, 128, 128, 2, "pingpong", True), (64, 128, 192, 2, "pingpong", True))  # D, BM, BN, stages, schedule, walk
+
+
+def attention_results(toolchain, workdir: Path, new_tiles: bool = False) -> list[tuple[str, bool, str]]:
     """Each attention kernel compiled by ``toolchain``'s NVRTC and gated by its own SASS check (no local memory)."""
     import json
     import os
@@ -200,6 +234,9 @@ def attention_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
     specs = [AttentionSpec(head_dim=d, causal=c, schedule=s) for d in (64, 128) for c in (False, True)
              for s in ("serial", "overlap", "pingpong")]
     specs += [AttentionSpec(head_dim=d, arch=Arch.SM100A) for d in (64, 128)]
+    if new_tiles:  # the 0.4.0 tiles and walk, causal and not
+        specs = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=walk)
+                 for d, bm, bn, st, sch, walk in ATTENTION_0_4 for c in (False, True)]
     jobs, plans = [], {}
     for spec in specs:
         plan = plan_attention_sm100(spec) if spec.tcgen05 else plan_attention(spec)
@@ -228,7 +265,7 @@ def attention_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
-                                      "pairs-attention", "training-forms", "all"), default="all")
+                                      "pairs-attention", "training-forms", "one-launch", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("streamk", "all"):
@@ -249,6 +286,8 @@ def main() -> int:
         specs.update(pair_specs())
     if args.set in ("training-forms", "all"):
         specs.update(training_forms_specs())
+    if args.set in ("one-launch", "all"):
+        specs.update(one_launch_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
@@ -263,8 +302,10 @@ def main() -> int:
         bad += not ok
         print(f"{'PASS' if ok else 'FAIL'} {r.version} {r.kernel} problems={r.problems} local={r.local_instructions} "
               f"stack={r.stack_bytes}")
-    if args.set in ("pairs-attention", "all"):
-        for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp())):
+    for kind in ("pairs-attention", "one-launch"):
+        if args.set not in (kind, "all"):
+            continue
+        for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp()), new_tiles=kind == "one-launch"):
             bad += not ok
             res.append(name)
             print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
