@@ -156,10 +156,10 @@ def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, ou
     rowwise = scales is not None
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
-    if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
-        per = 16 // _OUT_BYTES.get(out_dtype, 2)
-        p = replace(p, ldd=max(-(-p.n // per) * per, 1))
     spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant)
+    if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
+        per = 16 // spec.out_dtype.bytes
+        p = replace(p, ldd=max(-(-p.n // per) * per, 1))
     if rowwise:
         _bind_scales(spec, scales, p)
     if p.groups and p.m and p.n and p.k:
@@ -188,17 +188,6 @@ class _KLaunch(GroupedLaunch):
 
     def _allocate(self, a):
         return a.new_empty((self.groups, self.m, self.ldd), dtype=self._torch_dtype)[:, :, :self.n]
-
-
-_OUT_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
-
-
-def _grouped_view(out2d, p: GroupedProblem):
-    """The G x M x N view of a (G M) x N array whose rows are ``p.ldd`` elements apart (torch: as_strided; CuPy: the
-    padded array it is a view of, reshaped and cut)."""
-    if hasattr(out2d, "as_strided"):
-        return out2d.as_strided((p.groups, p.m, p.n), (p.m * p.ldd, p.ldd, 1))
-    return out2d.base.reshape(p.groups, p.m, p.ldd)[:, :, :p.n]
 
 
 _KERNELS: dict[TileSpec, CompiledKernel] = {}
@@ -261,8 +250,7 @@ def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None):
     allocated = out is None
     if allocated:
         kernel._require_arch(dev)
-        out = _allocate_out(a, ai.library, p.groups * p.m, p.n, p.ldd, out_dtype, dev.index)
-        out = out.reshape(p.groups, p.m, p.n) if p.ldd == p.n else _grouped_view(out, p)
+        out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, out_dtype, dev.index, batch=p.groups)
         oi = read_array(out, "out", handle)
     if p.groups == 0 or p.m == 0 or p.n == 0:
         return out

@@ -192,6 +192,19 @@ def read_block(address: int, kinds) -> list:
     return out
 
 
+def simulate_device(monkeypatch, fake, kernel_cls, driver, module, tables=()) -> None:
+    """Everything up to cuLaunchKernel without a GPU: ``fake`` is the device the stream layer hands out, ``kernel_cls``
+    stands for the loaded kernel, ``module.launcher`` returns ``driver``; ``module``'s ``tables`` start empty."""
+    import ptxgen.api.launch.streams as streams
+
+    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
+    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
+    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", kernel_cls)
+    monkeypatch.setattr(module, "launcher", lambda: driver)
+    for table in tables:
+        monkeypatch.setattr(module, table, {})
+
+
 def _fake_encode(args):
     words = [args.global_address, *args.global_dims, args.global_strides[0], *args.box, args.swizzle]
     return b"".join(int(w).to_bytes(8, "little") for w in words).ljust(128, b"\0")
@@ -201,7 +214,6 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel: the binding, the tensor maps (B over G x N rows), the grid from M, N and G
     only (nothing reads offs), the arguments in ABI order, the stream; a second call reuses the arguments."""
     import ptxgen.api.groupedkernel as groupedkernel
-    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
 
@@ -224,10 +236,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
                                  name=name, smem=smem, kernel_smem=want_smem, params=params))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
-    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(groupedkernel, "launcher", lambda: FakeDriver())
+    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), groupedkernel)
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):  # kernels loaded on the fake device must not outlive the test
         monkeypatch.setattr(grouped, table, {})
     kern = grouped.compile_grouped(make_spec(**BASE, epilogue="tma"))
@@ -439,7 +448,6 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
     """A simulated H200 for ``ptxgen.grouped``'s launch path (its kernel tables emptied): the list each launch appends
     its parameter block to, read back by ``spec``'s ABI kinds."""
     import ptxgen.api.groupedkernel as groupedkernel
-    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     from ptxgen.runtime.launch.gpu import Device
 
@@ -458,10 +466,7 @@ def simulated_grouped_launches(monkeypatch, spec) -> list:
             launched.append(read_block(params, kinds))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
-    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(groupedkernel, "launcher", lambda: FakeDriver())
+    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), groupedkernel)
     for table in ("_KERNELS", "_SPECS", "_BY_TYPES", "_TORCH_KERNELS"):
         monkeypatch.setattr(grouped, table, {})
     return launched

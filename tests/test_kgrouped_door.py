@@ -173,9 +173,8 @@ def test_api_plan_answers_for_the_k_grouped_form():
 def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel, no GPU: the binding of MN-major dy.t() and x.t(), the maps (A over M x K_total
     with M inner, B over N x K_total), the grid from G, M and N only (nothing reads offs), the arguments in ABI order."""
-    from test_grouped import CaiArray, _fake_encode, read_block
+    from test_grouped import CaiArray, _fake_encode, read_block, simulate_device
 
-    import ptxgen.api.launch.streams as streams
     import ptxgen.kgrouped as kgrouped
     from ptxgen.runtime.launch.gpu import Device
 
@@ -199,12 +198,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
                                  args=read_block(params, kinds)))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
-    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(kgrouped, "launcher", lambda: FakeDriver())
-    monkeypatch.setattr(kgrouped, "_KERNELS", {})
-    monkeypatch.setattr(kgrouped, "_PREPARED", {})
+    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), kgrouped, ("_KERNELS", "_PREPARED"))
     m, n, k, g = 200, 136, 1000, 8
     a = CaiArray((m, k), "<f2", 2, 0x100000, strides=(1, m), dtype="bfloat16")  # dy.t(): dy is K x M row-major
     b = CaiArray((n, k), "<f2", 2, 0x200000, strides=(1, n), dtype="bfloat16")

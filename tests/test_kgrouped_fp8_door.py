@@ -80,9 +80,8 @@ def test_api_plan_answers_for_the_scaled_training_forms():
 def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel, no GPU: the maps (A over M x K_total, B over N x K_total, K inner), the grid from
     G, M and N, the scales' pointers in ABI order after offs; the door of every layout reaches the same launch."""
-    from test_grouped import CaiArray, _fake_encode, read_block
+    from test_grouped import CaiArray, _fake_encode, read_block, simulate_device
 
-    import ptxgen.api.launch.streams as streams
     import ptxgen.grouped as grouped
     import ptxgen.kgrouped as kgrouped
     from ptxgen.derive.tile.kernel import plan_kernel
@@ -105,12 +104,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
             launched.append(dict(grid=(gx, gy, gz), name=funcs[func][0], stream=stream, args=read_block(params, kinds)))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
-    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(kgrouped, "launcher", lambda: FakeDriver())
-    monkeypatch.setattr(kgrouped, "_KERNELS", {})
-    monkeypatch.setattr(kgrouped, "_PREPARED", {})
+    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), kgrouped, ("_KERNELS", "_PREPARED"))
     m, n, k, g = 200, 136, 1024, 8
     a = CaiArray((m, k), "|u1", 1, 0x100000, dtype="float8_e4m3fn")
     b = CaiArray((n, k), "|u1", 1, 0x200000, dtype="float8_e4m3fn")

@@ -160,9 +160,8 @@ def test_explain_prints_the_store_map_derivation():
 
 def test_launch_path_encodes_d_over_n_m_g(monkeypatch):
     """Up to cuLaunchKernel on a simulated device: D's map has extents (N, M, G) and strides (ldd, M ldd) in bytes."""
-    from test_grouped import CaiArray, read_block
+    from test_grouped import CaiArray, read_block, simulate_device
 
-    import ptxgen.api.launch.streams as streams
     import ptxgen.kgrouped as kgrouped
     from ptxgen.runtime.launch.gpu import Device
 
@@ -187,12 +186,7 @@ def test_launch_path_encodes_d_over_n_m_g(monkeypatch):
             launched.append(read_block(params, kinds))
             return 0
 
-    monkeypatch.setattr(streams, "require_gpu", lambda index=None: fake)
-    monkeypatch.setattr(streams, "ensure_current", lambda dev: None)
-    monkeypatch.setattr("ptxgen.runtime.launch.gpu.Kernel", FakeKernel)
-    monkeypatch.setattr(kgrouped, "launcher", lambda: FakeDriver())
-    monkeypatch.setattr(kgrouped, "_KERNELS", {})
-    monkeypatch.setattr(kgrouped, "_PREPARED", {})
+    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), kgrouped, ("_KERNELS", "_PREPARED"))
     m, n, k, g, ldd = 200, 136, 1000, 8, 144
     a = CaiArray((m, k), "<f2", 2, 0x100000, strides=(1, m), dtype="bfloat16")
     b = CaiArray((n, k), "<f2", 2, 0x200000, strides=(1, n), dtype="bfloat16")

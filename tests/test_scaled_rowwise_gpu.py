@@ -10,18 +10,9 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
+from test_training_gpu import torch  # noqa: E402,F401 - the fixture: CUDA torch with ptxgen's operators registered
+
 E4, E5 = "float8_e4m3fn", "float8_e5m2"
-
-
-@pytest.fixture(scope="module")
-def torch(gpu):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    import ptxgen
-
-    ptxgen.register_torch_ops()
-    return torch
 
 
 def _operands(torch, m, n, k, da=E4, db=E4, seed=0):

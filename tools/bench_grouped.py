@@ -174,17 +174,12 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
     flops = 2.0 * t * m * n
     results = []
     for label, ours in kernels:
-        try:
-            out.fill_(float("nan"))  # a kernel that writes nothing fails the check, whatever ran before it
-            ours()
-            torch.cuda.synchronize()
-            check = lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)  # noqa: E731
-            ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
-            ours_host, base_host = host_us(ours), host_us(base)
-        except Exception as e:  # noqa: BLE001 - report and go on with the next kernel
-            print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
-            results.append({"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"})
+        out.fill_(float("nan"))  # a kernel that writes nothing fails the check, whatever ran before it
+        timed = time_against(ours, base, lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30), rounds,
+                             case, label, log, results)
+        if timed is None:
             continue
+        ours_ms, base_ms, err, ours_host, base_host = timed
         r = {"case": case, "kernel": label, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed, "ours_ms": ours_ms,
              "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
              "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
@@ -210,6 +205,20 @@ def k_variant_names(text: str) -> tuple[str, ...]:
               f"{', '.join(KGROUPED_VARIANTS)}", file=sys.stderr)
         raise SystemExit(2)
     return tuple(names)
+
+
+def time_against(ours, base, check, rounds: int, case: str, label: str, log, results: list):
+    """(ours ms, torch ms, check's error, ours host us, torch host us) of one kernel against torch's, alternating rounds;
+    None after reporting (and recording in ``results``) a kernel that failed."""
+    try:
+        ours()
+        torch.cuda.synchronize()
+        ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
+        return ours_ms, base_ms, err, host_us(ours), host_us(base)
+    except Exception as e:  # noqa: BLE001 - report and go on with the next kernel
+        print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
+        results.append({"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"})
+        return None
 
 
 def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: int, log, b_major: str = "k") -> list[dict]:
@@ -241,18 +250,11 @@ def run_case(case: str, kernels: list[tuple[str, object]], rounds: int, seed: in
         def ours(kern=kern):
             return kern(a, b, offs, out)
 
-        def check():
-            return float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30)
-
-        try:
-            ours()
-            torch.cuda.synchronize()
-            ours_ms, base_ms, err = alternate(torch, ours, base, check, rounds, 3)
-            ours_host, base_host = host_us(ours), host_us(base)
-        except Exception as e:  # noqa: BLE001 - report and go on with the next kernel
-            print(f"{case} {label}: FAILED {type(e).__name__}: {e}", file=log, flush=True)
-            results.append({"case": case, "kernel": label, "error": f"{type(e).__name__}: {e}"})
+        timed = time_against(ours, base, lambda: float(torch.linalg.norm(out.float() - ref)) / max(ref_norm, 1e-30), rounds,
+                             case, label, log, results)
+        if timed is None:
             continue
+        ours_ms, base_ms, err, ours_host, base_host = timed
         r = {
             "case": case, "kernel": label, "b_major": b_major, "groups": g, "rows": m, "n": N, "k": K, "seed": seed,
             "ours_ms": ours_ms, "torch_ms": base_ms, "ratio": base_ms / ours_ms,
