@@ -135,7 +135,7 @@ def test_bench_json_names_the_rule_that_picked_each_kernel(monkeypatch, capsys):
     from ptxgen.runtime.check import bench
     from ptxgen.runtime.launch import gpu
 
-    monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="fake", sm_count=132))
+    monkeypatch.setattr(gpu, "require_gpu", lambda: SimpleNamespace(arch=SimpleNamespace(value="sm_90a"), name="NVIDIA H200", sm_count=132))
 
     def fake_bench(spec, m, n, k, warmup, iters, swap_ab=False):
         assert swap_ab == (spec.d_major.value == "m")  # the swap-ab rule's kernel runs swapped
@@ -257,3 +257,24 @@ def test_small_m_takes_the_128_x_128_kernel_where_64_row_tiles_need_two_waves(mo
         assert c.spec.dtype.value == dtype and c.spec.out_dtype.value == ("bf16" if dtype == "e4m3" else dtype)
     monkeypatch.setattr(choose_mod, "SMALL_M_WIDE", False)  # control: the rule before
     assert choose("bf16", "sm_90a", 128, 16384, 4096).chosen_by == "nearest-fit"
+
+
+
+def test_the_swap_rule_takes_the_shapes_its_family_was_fitted_on(monkeypatch):
+    """The swapped family's constants came from swapped tiles at M 200..450 against N x K of 6144..16384 x 4096..8192
+    (costmodel.SWAP_FIT_POINTS); those shapes read most of their bytes once from memory, so the kernels' compute-bound
+    test refused them on the H100 (its fitted launch term puts the floor within 25% of the compute term) and the H200
+    table's 128 x 192 entry stayed at 0.901 of cuBLAS where the swapped 128 x 168 kernel ran at 0.972
+    (runs/2026-12-06-h100-candidates). Control: with the box test refusing, the entry comes back."""
+    from ptxgen.runtime.choose import Problem, choose as choose_on
+    from ptxgen.runtime.choose import costmodel
+    from ptxgen.runtime.choose.calibration import shipped
+
+    p = Problem("bf16", "sm_90a", 333, 8192, 8192)
+    h100 = shipped()["h100-80gb-hbm3"].device
+    got = choose_on(p, h100)
+    assert (got.chosen_by, got.swap_ab, got.spec.bn) == ("cost-model+swap-ab", True, 168)
+    assert all(costmodel.swap_calibrated(m, n, k) for m, n, k, _ in costmodel.SWAP_FIT_POINTS)
+    assert not costmodel.swap_calibrated(333, 8192, 2048) and not costmodel.swap_calibrated(600, 8192, 8192)
+    monkeypatch.setattr(costmodel, "swap_calibrated", lambda m, n, k: False)
+    assert choose_on(p, h100).chosen_by == "tuned"

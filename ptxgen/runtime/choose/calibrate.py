@@ -23,6 +23,7 @@ from typing import Callable
 from .calibration import REFERENCE, cache_path, shipped, to_doc
 from .candidates import BY_NAME
 from .choice import Device
+from .costmodel import SWAP_FIT_POINTS
 from .fit import MIN_POINTS, fit_family, fit_swap
 
 BUDGET_S = 300.0
@@ -33,8 +34,7 @@ ALIGNED = [(3072, 6144, 2048), (6144, 4096, 6144), (1536, 10240, 4096), (7168, 3
 OFF_SECTOR = {"16bit": [(3584, 6144, 3000), (6144, 2560, 4504)],  # 6000 / 9008-byte rows: 16 B past a sector
               "e4m3": [(3584, 6144, 3088), (6144, 2560, 4496)]}  # K = 16 (mod 32)
 NARROW_SHAPES = [(16384, 192, 4096), (256, 12288, 2048), (512, 8192, 3072)]  # the narrow tiles' own ground
-SWAP_POINTS = [(300, 8192, 8192, 152), (400, 8192, 6144, 200), (350, 16384, 4096, 176), (450, 6144, 8192, 232),
-               (200, 8192, 8192, 104)]  # (M, N, K, BN'): shapes the H200 swap family was fitted on
+SWAP_POINTS = SWAP_FIT_POINTS  # (M, N, K, BN'): the shapes the swapped family is fitted on (costmodel)
 
 
 @dataclass(frozen=True)

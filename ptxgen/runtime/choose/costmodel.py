@@ -171,6 +171,22 @@ def best_swap(costs: Costs, family_bn: int, m: int, n: int, k: int, *, off_secto
     return min(preds, key=lambda p: (p.predicted_us, p.m_tiles)) if preds else None
 
 
+# The shapes the swapped family's constants are fitted on, (M, N, K, BN'): ``ptxgen tune --calibrate`` measures these
+# (runtime.choose.calibrate), the H200's were fitted on the same shapes and 333 x 8192 x 8192 (runs/2026-12-01-swap-waves
+# run 1): one and two rounds of swapped tiles, M 200 to 450.
+SWAP_FIT_POINTS = ((300, 8192, 8192, 152), (400, 8192, 6144, 200), (350, 16384, 4096, 176), (450, 6144, 8192, 232),
+                   (200, 8192, 8192, 104))
+
+
+def swap_calibrated(m: int, n: int, k: int) -> bool:
+    """Whether the caller's M x N x K lies in the box of SWAP_FIT_POINTS, where the swapped family's constants were
+    fitted. The kernels' test (``calibrated``: compute-bound by COMPUTE_MARGIN) does not fit this family: its own fit
+    points read B once from memory at 2.2-2.6 TB/s on the H100 (300 x 8192 x 8192 in 66.3 us,
+    runs/2026-12-06-h100-calibration), so that test refused even the shapes the constants came from."""
+    box = [(min(p[i] for p in SWAP_FIT_POINTS), max(p[i] for p in SWAP_FIT_POINTS)) for i in range(3)]
+    return all(lo <= x <= hi for x, (lo, hi) in zip((m, n, k), box))
+
+
 MIN_K_TILES = 16  # the calibration's shortest K: 1024, 16 K-tiles of 64 (16-bit inputs; 8 K-tiles of 128 for e4m3)
 COMPUTE_MARGIN = 1.25  # the compute term must exceed the bandwidth floor by this much
 
@@ -293,6 +309,9 @@ class CostModel:
 
     def streamk(self, c: Candidate, costs: Costs, m: int, n: int, k: int, **kw) -> StreamKPrediction | None:
         return best_streamk(c, costs, m, n, k, sm_count=self.sm_count, **kw)
+
+    def swap_calibrated(self, m: int, n: int, k: int) -> bool:
+        return swap_calibrated(m, n, k)
 
     def swap(self, costs: Costs, m: int, n: int, k: int, **kw) -> SwapPrediction | None:
         return best_swap(costs, SWAP_FAMILY_BN, m, n, k, sm_count=self.sm_count, **kw)

@@ -80,9 +80,9 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
     multiple of 8 that covers M in few tiles (``CostModel.swap``: 333 rows as 2 x 168 = 336 where 128-row tiles pad
     them to 384), one CTA per tile, D stored M-major; taken where the cost model (the swapped family's own fitted
     constants, ``CostModel.swap_costs``) predicts it rules.SWAP_FIT_MIN_GAIN faster than every unswapped candidate (their
-    stream-K forms included when ``stream_k``), in one round of CTAs, rows on a 32-byte sector, on a compute-bound shape
-    with K >= 1024 (what the swapped family was measured on: runs/2026-12-01-swap-waves run 1). None where it does not
-    apply (16-bit inputs, sm_90a)."""
+    stream-K forms included when ``stream_k``), in one round of CTAs, rows on a 32-byte sector, on a shape inside the box
+    of those the swapped family was fitted on (``costmodel.swap_calibrated``). None where it does not apply (16-bit
+    inputs, sm_90a)."""
     if arch != "sm_90a" or m <= SMALL_M_MAX or off_sector:
         return None
     costs, swap_costs = model.costs(dtype, arch), model.swap_costs(dtype, arch)
@@ -90,11 +90,10 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
         return None
     eb, sm_count = like.dtype.bytes, model.sm_count
     sw = model.swap(swap_costs, m, n, k, element_bytes=eb)
-    # one round (two rounds of swapped tiles lost at 350 x 16384 x 4096) of one or two tiles over M, K >= 1024 and
-    # compute-bound: the swapped problem (N x M x K) in the range the constants were fitted on
-    like_family = BY_NAME["t128x192"]
+    # one round (two rounds of swapped tiles lost at 350 x 16384 x 4096) of one or two tiles over M, the shape in the
+    # box of the shapes the constants were fitted on (costmodel.swap_calibrated)
     if (sw is None or sw.rounds > 1 or sw.m_tiles > rules.SWAP_FIT_MAX_M_TILES
-            or not model.calibrated(like_family, swap_costs, n, m, k, element_bytes=eb)):
+            or not model.swap_calibrated(m, n, k)):
         return None
     plain = model.rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, element_bytes=eb,
                        stream_k=stream_k)
