@@ -66,14 +66,14 @@ def test_head_dim_256_reaches_the_device_check():
 
 
 def test_head_dim_256_call_plan_on_meta_tensors():
-    """ptxgen.plan's attention door (meta tensors stand for CUDA ones) takes D 256 to the default tile."""
-    from ptxgen.attention.args import check_arguments
-    from ptxgen.attention.launch import choose_spec
+    """ptxgen.plan's attention door (meta tensors stand for CUDA ones) takes D 256 to the default tile's kernel."""
+    from ptxgen.api.callplan import Path
 
-    q = torch.empty(2, 8, 1000, 256, dtype=torch.bfloat16, device="meta")
-    kv = torch.empty(2, 2, 1000, 256, dtype=torch.bfloat16, device="meta")
-    s = choose_spec(check_arguments(q, kv, kv, device_types=("cuda", "meta")), True)
-    assert (s.head_dim, s.bm, s.bn, s.stages, s.schedule, s.persistent) == (256, 128, 64, 2, "overlap", False)
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    q, kv = torch.empty(2, 8, 1000, 256, **meta), torch.empty(2, 2, 1000, 256, **meta)
+    p = ptxgen.api.plan("attention", q, kv, kv, causal=True, device="h100")
+    assert p.path is Path.HOT and p.kernel == "ptxgen_attn_sm90a_bf16_d256_128x64_s2_causal_overlap", p
+    assert "64 keys a block" in p.why
 
 
 def test_torch_op_fake_for_compile():
