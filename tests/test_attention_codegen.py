@@ -115,7 +115,8 @@ def test_persistent_walk_control_a_wrong_order_is_caught():
     (dict(head_dim=64, bm=192, schedule="pingpong"), "--schedule"), (dict(head_dim=64, arch=Arch.SM100A, persistent=True), "--persistent"),
     (dict(head_dim=64, bm=64, arch=Arch.SM100A), "--bm"), (dict(head_dim=64, arch=Arch.SM100A, schedule="overlap"), "--schedule"), (dict(head_dim=64, bm=64, schedule="pingpong"), "--schedule"),
     (dict(head_dim=64, schedule="fast"), "--schedule"), (dict(head_dim=128, stages=4), "--stages"),
-    (dict(head_dim=256, bn=128), "--bn"), (dict(head_dim=256, bm=192, bn=64), "--bm"), (dict(head_dim=256, bn=64, stages=3), "--stages"),
+    (dict(head_dim=256, bn=128), "--bn"), (dict(head_dim=256, bm=192, bn=64), "--bm"),
+    (dict(head_dim=256, bn=64, stages=3), "--stages"),
     (dict(head_dim=256, bm=64, bn=64, stages=4), "--stages"), (dict(head_dim=256, bn=192, arch=Arch.SM100A), "--bn"),
     (dict(head_dim=256, bn=128, arch=Arch.SM100A), "--bn"), (dict(head_dim=512, bn=64), "--head-dim"),
 ])
@@ -213,8 +214,9 @@ def _legal_d256_specs():
     from itertools import product
 
     out = []
-    for bm, st, sch, arch, causal, dt, walk in product((64, 128), (2, 3), ("serial", "overlap", "pingpong"), (Arch.SM90A, Arch.SM100A),
-                                                       (False, True), (DType.BF16, DType.F16), (False, True)):
+    for bm, st, sch, arch, causal, dt, walk in product((64, 128), (2, 3), ("serial", "overlap", "pingpong"),
+                                                       (Arch.SM90A, Arch.SM100A), (False, True), (DType.BF16, DType.F16),
+                                                       (False, True)):
         try:
             out.append(AttentionSpec(256, bm, 64, causal, dt, arch, st, sch, walk))
         except SpecError:

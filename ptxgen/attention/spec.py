@@ -120,7 +120,8 @@ def _tmem_columns_fit(bn: int, d: int) -> bool:
 def _fits(s: "AttentionSpec", bn: int) -> bool:
     """Whether key blocks of ``bn`` fit this spec's registers, shared memory (at the fewest stages) and, on sm_100a,
     tensor memory: the legal values each of those refusals lists."""
-    return (_need(s, bn) <= _budget(s, s.consumers) and _smem(s.bm, bn, s.head_dim, MIN_STAGES, s.dtype.bits // 8) <= SMEM_LIMIT_BYTES
+    smem = _smem(s.bm, bn, s.head_dim, MIN_STAGES, s.dtype.bits // 8)
+    return (_need(s, bn) <= _budget(s, s.consumers) and smem <= SMEM_LIMIT_BYTES
             and (s.arch is not Arch.SM100A or _tmem_columns_fit(bn, s.head_dim)))
 
 
