@@ -54,6 +54,28 @@ def test_gqa_and_bshd_views_pass_the_checks_until_the_device():
         ptxgen.attention(q, kv, kv, causal=True)
 
 
+def test_head_dim_256_reaches_the_device_check():
+    """D 256 passes every argument check (GQA 4 here); on CPU tensors only the device check stops it. 96 and 512
+    are refused naming the head dims the kernel is built for."""
+    q, kv = t(1, 8, 7, 256), t(1, 2, 7, 256)
+    with pytest.raises(ArgumentError, match="CUDA device"):
+        ptxgen.attention(q, kv, kv, causal=True)
+    for d in (96, 512):
+        with pytest.raises(ArgumentError, match=f"head_dim {d}: the kernel is built for 64, 128, 256"):
+            ptxgen.attention(t(1, 2, 8, d), t(1, 2, 8, d), t(1, 2, 8, d))
+
+
+def test_head_dim_256_call_plan_on_meta_tensors():
+    """ptxgen.plan's attention door (meta tensors stand for CUDA ones) takes D 256 to the default tile's kernel."""
+    from ptxgen.api.callplan import Path
+
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    q, kv = torch.empty(2, 8, 1000, 256, **meta), torch.empty(2, 2, 1000, 256, **meta)
+    p = ptxgen.api.plan("attention", q, kv, kv, causal=True, device="h100")
+    assert p.path is Path.HOT and p.kernel == "ptxgen_attn_sm90a_bf16_d256_128x64_s2_causal_overlap", p
+    assert "64 keys a block" in p.why
+
+
 def test_torch_op_fake_for_compile():
     ptxgen.register_torch_ops()
     q = torch.empty(2, 4, 100, 64, dtype=torch.bfloat16, device="meta")
@@ -72,6 +94,34 @@ def test_cli_builds_attention(tmp_path):
     assert "SASS:" in r.stdout and "local 0 B" in r.stdout
     (d,) = tmp_path.iterdir()
     assert {p.name for p in d.iterdir()} == {"kernel.cu", "kernel.ptx", "plan.json"}
+
+
+def test_cli_builds_head_dim_256(tmp_path):
+    """The issue's command: D 256, BM 128, BN 64 builds and passes the gate (four 64-column TMA boxes a row of Q, K
+    and V: 12 UTMALDG); without --bn the CLI takes 64 at D 256."""
+    r = _cli("--kind", "attention", "--head-dim", "256", "--bm", "128", "--bn", "64", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    rep = json.loads(r.stdout)
+    assert rep["problems"] == [] and "local 0 B" in rep["sass"] and "12 TMA loads" in rep["sass"]
+    assert rep["plan"]["pv"].startswith("wgmma.mma_async.sync.aligned.m64n256k16")
+    assert [c[1] for c in rep["plan"]["v"]["copies"]] == [0, 64, 128, 192]
+    r = _cli("--kind", "attention", "--head-dim", "256", "--schedule", "overlap", "--out", str(tmp_path))
+    assert r.returncode == 0 and "_d256_128x64_s2_" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (("--bn", "128"), "--bn=128 is illegal: a consumer thread needs about 256 registers"),
+    (("--bm", "192", "--bn", "64"), "--bm=192 is illegal"),
+    (("--bn", "64", "--stages", "3"), "--stages=3 is illegal"),
+    (("--bn", "192", "--arch", "sm_100a"), "tensor-memory columns"),
+])
+def test_cli_illegal_head_dim_256_tiles_exit_2_with_the_rule(args, words, tmp_path):
+    r = _cli("--kind", "attention", "--head-dim", "256", *args, "--out", str(tmp_path))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert words in r.stderr and "Traceback" not in r.stderr
+    assert not any(tmp_path.iterdir())  # refused before any compile or file
 
 
 @pytest.mark.parametrize("args", [
@@ -144,7 +194,7 @@ def test_prepared_launch_reencodes_only_changed_pointers():
     assert drv.launches[-1] == (7, (3, h, b), (384, 1, 1), prep.smem, 5)
 
 
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_default_choice_is_a_legal_spec_for_every_length(head_dim, dtype):
     """The chooser's tile and schedule build a legal spec at every sequence length and both masks; an explicit tile

@@ -21,6 +21,11 @@ SPECS = [
     AttentionSpec(64, 128, 128, True, DType.F16, schedule="pingpong"),
     AttentionSpec(128, 128, 128, False, schedule="pingpong"),
     AttentionSpec(128, 128, 128, True, schedule="pingpong"),
+    # D 256 (BN 64: FA3's head-dim-256 tile with 64 keys for its 80), each schedule, BM 64 with three stages, the walk
+    AttentionSpec(256, 128, 64, True, schedule="serial"),
+    AttentionSpec(256, 128, 64, False, DType.F16, schedule="overlap"),
+    AttentionSpec(256, 128, 64, True, schedule="pingpong", persistent=True),
+    AttentionSpec(256, 64, 64, False, stages=3, schedule="overlap"),
 ]
 
 
@@ -110,6 +115,10 @@ def test_persistent_walk_control_a_wrong_order_is_caught():
     (dict(head_dim=64, bm=192, schedule="pingpong"), "--schedule"), (dict(head_dim=64, arch=Arch.SM100A, persistent=True), "--persistent"),
     (dict(head_dim=64, bm=64, arch=Arch.SM100A), "--bm"), (dict(head_dim=64, arch=Arch.SM100A, schedule="overlap"), "--schedule"), (dict(head_dim=64, bm=64, schedule="pingpong"), "--schedule"),
     (dict(head_dim=64, schedule="fast"), "--schedule"), (dict(head_dim=128, stages=4), "--stages"),
+    (dict(head_dim=256, bn=128), "--bn"), (dict(head_dim=256, bm=192, bn=64), "--bm"),
+    (dict(head_dim=256, bn=64, stages=3), "--stages"),
+    (dict(head_dim=256, bm=64, bn=64, stages=4), "--stages"), (dict(head_dim=256, bn=192, arch=Arch.SM100A), "--bn"),
+    (dict(head_dim=256, bn=128, arch=Arch.SM100A), "--bn"), (dict(head_dim=512, bn=64), "--head-dim"),
 ])
 def test_illegal_specs_are_refused_naming_the_flag(kw, flag):
     with pytest.raises(SpecError) as e:
@@ -117,8 +126,53 @@ def test_illegal_specs_are_refused_naming_the_flag(kw, flag):
     assert str(e.value).startswith(flag + "=")
 
 
+# D 256's refusals, each naming its rule and the legal values that pass every budget. sm_90a: S BN/2 + O D/2 + P BN/4 +
+# 32 registers per consumer thread within setmaxnreg's 240 (two or one consumer warpgroups) or 160 (three); Q
+# BM x D and per stage K and V BN x D, 2 bytes each, plus 2 KB within 227 KB. sm_100a: S BN + O D + P BN/2 columns
+# within tensor memory's 512.
+D256_REFUSALS = [
+    (dict(bn=128), "--bn=128", ["about 256 registers", "budget of 240"], "Legal: 64"),
+    (dict(bm=64, bn=192), "--bn=192", ["about 304 registers", "budget of 240"], "Legal: 64"),
+    (dict(bm=192, bn=64), "--bm=192", ["about 208 registers", "budget of 160", "at any --bn"], "Legal: 64, 128"),
+    (dict(bn=64, stages=3), "--stages=3", ["264192 B", "232448 B"], "Legal: 2"),
+    (dict(bm=64, bn=64, stages=4), "--stages=4", ["296960 B"], "Legal: 2, 3"),
+    (dict(bn=192, arch=Arch.SM100A), "--bn=192", ["544 32-bit tensor-memory columns", "512"], "Legal: 64"),
+    (dict(bn=128, arch=Arch.SM100A), "--bn=128", ["329728 B", "even with 2 stages"], "Legal: 64"),
+]
+
+
+@pytest.mark.parametrize("kw,head,words,legal", D256_REFUSALS)
+def test_head_dim_256_refusals_name_the_rule(kw, head, words, legal):
+    with pytest.raises(SpecError) as e:
+        AttentionSpec(256, **kw)
+    msg = str(e.value)
+    assert msg.startswith(head + " is illegal: ") and msg.endswith(legal), msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+def test_head_dim_256_legal_tiles():
+    """Exactly these D 256 tiles are legal (each dtype, causal or not; the walk on sm_90a): BM 128 x BN 64 with two
+    stages in every schedule, BM 64 x BN 64 with two or three stages (no ping-pong: one warpgroup), and the tcgen05
+    form at BN 64. The budgets by hand: 208 registers at BN 64 (<= 240), 256 at BN 128; shared memory 198656 B at
+    BM 128 with two stages, 231424 B at BM 64 with three (<= 232448)."""
+    from itertools import product
+
+    legal = set()
+    for bm, bn, st, sch, arch in product((64, 128, 192), (64, 128, 192), (2, 3, 4), ("serial", "overlap", "pingpong"),
+                                         (Arch.SM90A, Arch.SM100A)):
+        try:
+            AttentionSpec(256, bm, bn, True, DType.F16, arch, st, sch)
+        except SpecError:
+            continue
+        legal.add((bm, bn, st, sch, arch.value))
+    assert legal == {(128, 64, 2, s, "sm_90a") for s in ("serial", "overlap", "pingpong")} | \
+        {(64, 64, st, s, "sm_90a") for st in (2, 3) for s in ("serial", "overlap")} | {(128, 64, 2, "serial", "sm_100a")}
+    assert AttentionSpec(256, 128, 64, persistent=True).persistent
+
+
 SM100_SPECS = [AttentionSpec(64, 128, 128, False, arch=Arch.SM100A), AttentionSpec(128, 128, 128, True, arch=Arch.SM100A),
-               AttentionSpec(64, 128, 64, True, DType.F16, arch=Arch.SM100A)]
+               AttentionSpec(64, 128, 64, True, DType.F16, arch=Arch.SM100A), AttentionSpec(256, 128, 64, True, arch=Arch.SM100A)]
 
 
 @pytest.mark.parametrize("spec", SM100_SPECS, ids=lambda s: s.kernel_name)
@@ -139,7 +193,7 @@ def test_tcgen05_gate_control_fails():
     assert not check_attention_sass_sm100(b.plan, sass.replace(first_ts, "", 1), res).ok
 
 
-@pytest.mark.parametrize("bn,d", [(64, 64), (128, 64), (128, 128), (64, 128)])
+@pytest.mark.parametrize("bn,d", [(64, 64), (128, 64), (128, 128), (64, 128), (64, 256)])
 def test_tmem_column_plan(bn, d):
     """S, O and P's columns are disjoint and inside the allocation (a power of two in 32..512); P·V's K-step j reads
     P's columns p + 8j .. p + 8j + 7 (16 16-bit elements of each lane's row, two a column), which together are
@@ -154,3 +208,27 @@ def test_tmem_column_plan(bn, d):
     assert t.alloc_columns in (32, 64, 128, 256, 512)
     read = sorted(p_col + 8 * j + c for j in range(bn // 16) for c in range(8))
     assert read == list(range(p_col, p_col + bn // 2))
+
+
+def _legal_d256_specs():
+    from itertools import product
+
+    out = []
+    for bm, st, sch, arch, causal, dt, walk in product((64, 128), (2, 3), ("serial", "overlap", "pingpong"),
+                                                       (Arch.SM90A, Arch.SM100A), (False, True), (DType.BF16, DType.F16),
+                                                       (False, True)):
+        try:
+            out.append(AttentionSpec(256, bm, 64, causal, dt, arch, st, sch, walk))
+        except SpecError:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_every_legal_head_dim_256_kernel_passes_the_sass_gate():
+    """The SASS gate is the final word on the register estimate: every legal D 256 spec (60: sm_90a's seven tiles and
+    schedules x causal x dtype x walk, sm_100a's BN 64 x causal x dtype) compiles with no local memory."""
+    specs = _legal_d256_specs()
+    assert len(specs) == 60
+    bad = {s.kernel_name: build(s).sass_report().problems for s in specs}
+    assert not {k: v for k, v in bad.items() if v}

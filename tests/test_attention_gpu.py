@@ -30,7 +30,7 @@ def reference(q, k, v, causal, scale):
 
 
 CASES = [(b, h, hk, sq, sk, d) for (b, h, hk) in [(2, 8, 8), (1, 8, 2), (2, 8, 1)] for (sq, sk) in [(1, 1), (7, 7), (1000, 1000), (130, 517)]
-         for d in (64, 128)]
+         for d in (64, 128, 256)]
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
@@ -57,7 +57,11 @@ def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal, schedule)
 TILES = [(64, (128, 192, 2), "pingpong", False), (64, (192, 128, 2), "overlap", False), (64, (192, 64, 3), "serial", False),
          (128, (128, 192, 2), "pingpong", False), (128, (128, 192, 2), "overlap", False),
          (64, (192, 128, 2), "overlap", True), (64, (128, 128, 2), "serial", True), (128, (128, 128, 2), "pingpong", True),
-         (128, (128, 192, 2), "pingpong", True)]
+         (128, (128, 192, 2), "pingpong", True),
+         # D 256: its default (BM 128, BN 64, overlap) under each schedule, one consumer warpgroup with three stages,
+         # and the walk
+         (256, (128, 64, 2), "serial", False), (256, (128, 64, 2), "overlap", False), (256, (128, 64, 2), "pingpong", False),
+         (256, (64, 64, 3), "overlap", False), (256, (64, 64, 2), "serial", False), (256, (128, 64, 2), "overlap", True)]
 
 
 @pytest.mark.parametrize("d,tile,schedule,persistent", TILES)
@@ -153,3 +157,16 @@ def test_persistent_walk_more_tiles_than_sms(causal):
     assert torch.equal(ours, again) and torch.equal(ours, grid)
     ro, _ = reference(q[:1, :4], k[:1, :1], v[:1, :1], causal, 128 ** -0.5)
     assert (ours[:1, :4].double() - ro).abs().max().item() < 3e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_256_default_matches_sdpa(causal):
+    """D 256 through ptxgen.attention's default choice (BM 128, BN 64, overlap) against SDPA at a longer sequence,
+    GQA 4 expanded for SDPA."""
+    torch.manual_seed(256)
+    q = torch.randn(2, 8, 2048, 256, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 2048, 256, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ours = ptxgen.attention(q, k, v, causal=causal)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1),
+                                                              is_causal=causal)
+    assert (ours.float() - theirs.float()).abs().max().item() < 2e-2

@@ -8,7 +8,9 @@ from ptxgen.attention.spec import AttentionSpec
 from ptxgen.model.layouts import attnmodel
 from ptxgen.model.layouts.fragmodel import wgmma_d_coords
 
-SPECS = [AttentionSpec(d, bm, bn) for d in (64, 128) for bm in (64, 128) for bn in (64, 128)]
+# D 256 takes BN 64 only (spec: S, O and P in a consumer's registers)
+SPECS = ([AttentionSpec(d, bm, bn) for d in (64, 128) for bm in (64, 128) for bn in (64, 128)]
+         + [AttentionSpec(256, bm, 64) for bm in (64, 128)])
 
 
 def _v_tile(keys: int, d: int) -> np.ndarray:
@@ -33,15 +35,48 @@ def test_v_mn_major_reads_are_v_transposed(spec):
         assert np.array_equal(m, v[16 * j:16 * j + 16, :].T), j
 
 
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.kernel_name)
+def test_q_and_k_k_major_reads_are_their_tiles(spec):
+    """S = Q·Kᵀ's operands: Q (each consumer warpgroup's 64-row slab) and K placed by the plan's TMA copies (one box
+    per 64 head-dim columns: four at D 256) and read through each K-step's descriptor give tile[rows, 16j:16j+16]."""
+    plan = plan_attention(spec)
+    d, stage = spec.head_dim, 2048
+    q, k = _v_tile(spec.bm, d), _v_tile(spec.bn, d)
+    assert len(plan.q.slab_offsets_bytes) == spec.bm // 64
+    for c, slab in enumerate(plan.q.slab_offsets_bytes):
+        got = attnmodel.k_reads(plan.q.tma.to_json(), plan.q.descriptors, q, stage, stage + plan.q.stage_bytes + 4096, 64, slab)
+        assert len(got) == d // 16
+        for j, m in enumerate(got):
+            assert np.array_equal(m, q[64 * c:64 * c + 64, 16 * j:16 * j + 16]), (c, j)
+    got = attnmodel.k_reads(plan.k.tma.to_json(), plan.k.descriptors, k, stage, stage + plan.k.stage_bytes + 4096, spec.bn)
+    for j, m in enumerate(got):
+        assert np.array_equal(m, k[:, 16 * j:16 * j + 16]), j
+
+
+def test_k_major_read_control_fails():
+    """D 256: the K-steps of the second 64-column box read with the first box's descriptors (a 128-byte row
+    assumed) give the wrong head-dim columns; one box across the 512-byte row is refused by the TMA model (a
+    128B-swizzled box is at most 128 bytes wide)."""
+    plan = plan_attention(AttentionSpec(256, 128, 64))
+    k = _v_tile(64, 256)
+    wrong = plan.k.descriptors[:4] * 4
+    got = attnmodel.k_reads(plan.k.tma.to_json(), wrong, k, 2048, 2048 + plan.k.stage_bytes + 4096, 64)
+    assert not np.array_equal(got[4], k[:, 64:80])
+    one_box = dict(plan.k.tma.to_json(), box=[256, 64], copies=[{"smem_offset_bytes": 0, "inner": 0, "outer": 0}])
+    with pytest.raises(ValueError, match="swizzle span"):
+        attnmodel.k_reads(one_box, plan.k.descriptors, k, 2048, 2048 + plan.k.stage_bytes + 4096, 64)
+
+
 def _replace_field(desc: int, lo: int, width: int, value: int) -> int:
     mask = ((1 << width) - 1) << lo
     return (desc & ~mask) | ((value << lo) & mask)
 
 
 @pytest.mark.parametrize("mutation", ["sbo", "lbo", "swizzle_none", "swizzle_64"])
-def test_v_read_control_wrong_descriptor_fails(mutation):
-    """A wrong SBO, LBO (D = 128: two atoms along the head dim) or swizzle reads something else."""
-    plan = plan_attention(AttentionSpec(128, 128, 128))
+@pytest.mark.parametrize("d,bn", [(128, 128), (256, 64)])
+def test_v_read_control_wrong_descriptor_fails(mutation, d, bn):
+    """A wrong SBO, LBO (D = 128, 256: two, four atoms along the head dim) or swizzle reads something else."""
+    plan = plan_attention(AttentionSpec(d, 128, bn))
     lo, width, value = {"sbo": (32, 14, (plan.v.sbo_bytes * 2) >> 4), "lbo": (16, 14, (plan.v.lbo_bytes // 2) >> 4),
                         "swizzle_none": (62, 2, 0), "swizzle_64": (62, 2, 2)}[mutation]
     bad = [_replace_field(d, lo, width, value) for d in plan.v.descriptors]
@@ -86,10 +121,10 @@ def _model_run(q, k, v, scale, causal, bm, bn, **kw):
 
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("sq,sk", [(1, 1), (7, 7), (200, 200), (130, 300), (300, 130)])
-def test_online_softmax_matches_exact(causal, sq, sk, overlap):
+@pytest.mark.parametrize("sq,sk,d", [(1, 1, 64), (7, 7, 64), (200, 200, 64), (130, 300, 64), (300, 130, 64),
+                                     (1, 1, 256), (7, 7, 256), (130, 300, 256)])
+def test_online_softmax_matches_exact(causal, sq, sk, d, overlap):
     rng = np.random.default_rng(sq * 1000 + sk)
-    d = 64
     q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for n in (sq, sk, sk))
     scale = d ** -0.5
     o, lse = _model_run(q, k, v, scale, causal, 64, 64, overlap=overlap)

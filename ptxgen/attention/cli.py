@@ -28,7 +28,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=("attention",), required=True)
     p.add_argument("--head-dim", type=int, required=True, help=f"head dim ({', '.join(map(str, HEAD_DIMS))})")
     p.add_argument("--bm", type=int, default=128, help=f"query rows per CTA ({', '.join(map(str, BLOCK_M))}; default 128)")
-    p.add_argument("--bn", type=int, default=128, help=f"keys per block ({', '.join(map(str, BLOCK_N))}; default 128)")
+    p.add_argument("--bn", type=int, default=None,
+                   help=f"keys per block ({', '.join(map(str, BLOCK_N))}; default 128, 64 at head dim 256)")
     p.add_argument("--causal", action="store_true", help="causal mask (top-left aligned, as SDPA's is_causal)")
     p.add_argument("--dtype", default="bf16", help="bf16 or f16 (default bf16)")
     p.add_argument("--stages", type=int, default=2, help="K/V ring stages (default 2)")
@@ -52,7 +53,8 @@ def main(argv: list[str]) -> int:
     from .spec import AttentionSpec
 
     try:
-        spec = AttentionSpec(args.head_dim, args.bm, args.bn, args.causal, _enum(DType, args.dtype, "--dtype"),
+        bn = args.bn if args.bn is not None else (64 if args.head_dim == 256 else 128)
+        spec = AttentionSpec(args.head_dim, args.bm, bn, args.causal, _enum(DType, args.dtype, "--dtype"),
                              _enum(Arch, args.arch, "--arch"), args.stages, args.schedule, args.persistent)
     except SpecError as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..author import Arch, DType, SpecError
+from ..author import Arch, DType, SpecError, tmem_plan
 
-HEAD_DIMS = (64, 128)
+# 256: FA3's largest; on sm_90a only BN 64 keeps S, O and P in a consumer's 240 registers (below), and BM 128 with
+# two stages or BM 64 with up to three fit the 227 KB of shared memory
+HEAD_DIMS = (64, 128, 256)
 BLOCK_M = (64, 128, 192)  # one consumer warpgroup (m64 wgmma) per 64 query rows (192: three, FA3's head-dim-64 tile)
 BLOCK_N = (64, 128, 192)  # whole 128-byte swizzle atoms of P (the P·V A operand's K) and a legal wgmma N
 DTYPES = (DType.BF16, DType.F16)
@@ -26,9 +28,11 @@ SMEM_LIMIT_BYTES = 227 * 1024  # H100/H200: the most dynamic shared memory one C
 REGISTER_FILE = 65536
 # A consumer thread holds the S accumulator (BN/2 f32), the O accumulator (D/2 f32) and P as packed 16-bit
 # pairs (BN/4); this many more registers cover addresses, loop state, row statistics and the exp2 temporaries.
-# 32: ptxas fits D 128 x BN 192 in the two-warpgroup budget of 240 and D 64 x BN 128 in the three-warpgroup budget of
-# 160 with no local memory (NVRTC 13.5 and 13.0; the SASS gate of build.py refuses any kernel that spills).
+# 32: ptxas fits D 128 x BN 192 and D 256 x BN 64 (estimate 208, every schedule, BM 64 and 128) in the budget of
+# 240 and D 64 x BN 128 in the three-warpgroup budget of 160 with no local memory (NVRTC 13.5 and 13.0; the SASS gate
+# of build.py refuses any kernel that spills).
 REGISTER_OVERHEAD = 32
+MIN_STAGES, MAX_STAGES = 2, 4
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,44 @@ def consumer_registers(consumers: int) -> tuple[int, int]:
 
 
 def smem_bytes(s: "AttentionSpec") -> int:
-    esize = s.dtype.bits // 8
-    return 1024 + s.bm * s.head_dim * esize + 2 * s.stages * s.bn * s.head_dim * esize + 1024
+    return _smem(s.bm, s.bn, s.head_dim, s.stages, s.dtype.bits // 8)
+
+
+def _smem(bm: int, bn: int, d: int, stages: int, esize: int) -> int:
+    """Q resident, ``stages`` K and V stages and the barriers (1024 B each side for the alignment and the words)."""
+    return 1024 + bm * d * esize + 2 * stages * bn * d * esize + 1024
+
+
+def _need(s: "AttentionSpec", bn: int) -> int:
+    """Registers a consumer thread needs at ``bn``: sm_90a S (BN/2 f32) + O (D/2) + P (BN/4 packed pairs); sm_100a a
+    whole row of S (BN f32) and 32 more at a time (a chunk of O or of P); both plus REGISTER_OVERHEAD."""
+    if s.arch is Arch.SM100A:
+        return bn + 32 + REGISTER_OVERHEAD
+    return bn // 2 + s.head_dim // 2 + bn // 4 + REGISTER_OVERHEAD
+
+
+def _budget(s: "AttentionSpec", consumers: int) -> int:
+    return 255 if s.arch is Arch.SM100A else consumer_registers(consumers)[1]
+
+
+def _tmem_columns_fit(bn: int, d: int) -> bool:
+    try:
+        tmem_plan(S=bn, O=d, P=bn // 2)
+    except SpecError:
+        return False
+    return True
+
+
+def _fits(s: "AttentionSpec", bn: int) -> bool:
+    """Whether key blocks of ``bn`` fit this spec's registers, shared memory (at the fewest stages) and, on sm_100a,
+    tensor memory: the legal values each of those refusals lists."""
+    smem = _smem(s.bm, bn, s.head_dim, MIN_STAGES, s.dtype.bits // 8)
+    return (_need(s, bn) <= _budget(s, s.consumers) and smem <= SMEM_LIMIT_BYTES
+            and (s.arch is not Arch.SM100A or _tmem_columns_fit(bn, s.head_dim)))
+
+
+def _legal_bns(s: "AttentionSpec") -> str:
+    return ", ".join(str(b) for b in BLOCK_N if _fits(s, b)) or "none at this --bm"
 
 
 def check(s: AttentionSpec) -> None:
@@ -113,17 +153,39 @@ def check(s: AttentionSpec) -> None:
     if s.schedule == "pingpong" and s.consumers != 2:
         raise SpecError("--schedule", s.schedule, f"ping-pong alternates two consumer warpgroups (--bm 128), not {s.consumers}",
                         "serial, overlap")
-    if not 2 <= s.stages <= 4:
-        raise SpecError("--stages", s.stages, "the K/V ring needs 2 to 4 stages", "2, 3, 4")
-    _, consumer = consumer_registers(s.consumers)
-    need = s.bn // 2 + s.head_dim // 2 + s.bn // 4 + REGISTER_OVERHEAD
-    if s.arch is Arch.SM100A:
-        # a softmax thread holds one whole row of S (BN f32) and 32 more registers at a time (a chunk of O or of P)
-        consumer, need = 255, s.bn + 32 + REGISTER_OVERHEAD
-    if need > consumer:
-        raise SpecError("--bn", s.bn, f"a consumer thread needs about {need} registers (S {s.bn // 2} + O {s.head_dim // 2} + "
-                        f"P {s.bn // 4} + {REGISTER_OVERHEAD}), more than its budget of {consumer} with {s.consumers} consumer "
-                        "warpgroup(s)", ", ".join(str(b) for b in BLOCK_N if b // 2 + s.head_dim // 2 + b // 4 + REGISTER_OVERHEAD <= consumer))
-    if smem_bytes(s) > SMEM_LIMIT_BYTES:
-        raise SpecError("--stages", s.stages, f"Q, {s.stages} K and {s.stages} V stages and the barriers take {smem_bytes(s)} B, "
-                        f"more than the {SMEM_LIMIT_BYTES} B a CTA may use", "fewer stages or a smaller --bn")
+    if not MIN_STAGES <= s.stages <= MAX_STAGES:
+        raise SpecError("--stages", s.stages, f"the K/V ring needs {MIN_STAGES} to {MAX_STAGES} stages",
+                        ", ".join(map(str, range(MIN_STAGES, MAX_STAGES + 1))))
+    if s.arch is Arch.SM100A and not _tmem_columns_fit(s.bn, s.head_dim):
+        raise SpecError("--bn", s.bn, f"S ({s.bn}), O ({s.head_dim}) and P ({s.bn // 2}) take {s.bn + s.head_dim + s.bn // 2} "
+                        "32-bit tensor-memory columns, more than a CTA's 512", _legal_bns(s), "PTX ISA 'Tensor Memory'")
+    _check_registers(s)
+    _check_smem(s)
+
+
+def _check_registers(s: AttentionSpec) -> None:
+    need, budget = _need(s, s.bn), _budget(s, s.consumers)
+    if need <= budget:
+        return
+    parts = (f"S {s.bn} + 32 at a time" if s.arch is Arch.SM100A
+             else f"S {s.bn // 2} + O {s.head_dim // 2} + P {s.bn // 4}") + f" + {REGISTER_OVERHEAD}"
+    rule = (f"a consumer thread needs about {need} registers ({parts}), more than its budget of {budget} with "
+            f"{s.consumers} consumer warpgroup(s)")
+    if any(_need(s, b) <= budget for b in BLOCK_N):
+        raise SpecError("--bn", s.bn, rule, _legal_bns(s))
+    # no key block fits this many consumer warpgroups: fewer (a smaller BM) give each a larger budget
+    bms = [m for m in BLOCK_M if _need(s, BLOCK_N[0]) <= _budget(s, m // 64)]
+    raise SpecError("--bm", s.bm, rule + f" at any --bn (the least, {BLOCK_N[0]}, needs {_need(s, BLOCK_N[0])})",
+                    ", ".join(map(str, bms)))
+
+
+def _check_smem(s: AttentionSpec) -> None:
+    esize = s.dtype.bits // 8
+    if smem_bytes(s) <= SMEM_LIMIT_BYTES:
+        return
+    rule = (f"Q, {s.stages} K and {s.stages} V stages and the barriers take {smem_bytes(s)} B, more than the "
+            f"{SMEM_LIMIT_BYTES} B a CTA may use")
+    stages = [n for n in range(MIN_STAGES, s.stages) if _smem(s.bm, s.bn, s.head_dim, n, esize) <= SMEM_LIMIT_BYTES]
+    if stages:
+        raise SpecError("--stages", s.stages, rule, ", ".join(map(str, stages)))
+    raise SpecError("--bn", s.bn, rule + f" even with {MIN_STAGES} stages", _legal_bns(s))

@@ -4,6 +4,9 @@ It imports only the other independent models (the descriptor read model, the TMA
 
 * ``v_reads``: what each P·V K-step reads of V through its MN-major swizzled descriptor, V placed by the TMA copies
   (``tmamodel.write``) and read back by ``readmodel.read``: the N x K matrix must be V[keys of the step, :]ᵀ.
+* ``k_reads``: the same for S = Q·Kᵀ's K-major operands: what each K-step reads of Q (one 64-row slab) or K through
+  its descriptor, the tile placed by the TMA copies (at D 256 four boxes of 64 head-dim columns): the rows x 16
+  matrix must be tile[rows, 16 j : 16 j + 16].
 * ``a_fragment_coords``: PTX 'Register Fragments', Figure wgmma-64N16-A (multiplicand A of m64nNk16, 16-bit):
   warp w of the warpgroup holds rows 16w..16w+15; thread (lane) t holds elements a0..a7 in four .b32 registers,
   a_e at row 16w + t/4 + 8 ((e / 2) % 2), column 8 (e / 4) + 2 (t % 4) + (e % 2). (Transcribed from the figure;
@@ -54,6 +57,16 @@ def v_reads(tma: dict, descriptors, v_tile: np.ndarray, stage_address: int, imag
     image = np.zeros(image_bytes, dtype=np.uint8)
     write(tma, element_bytes, stage_address, (0, 0), v_tile, image)
     return [read("sm_90a", d + (stage_address >> 4), "mn", n, dtype, image) for d in descriptors]
+
+
+def k_reads(tma: dict, descriptors, tile: np.ndarray, stage_address: int, image_bytes: int, rows: int,
+            slab_offset_bytes: int = 0, element_bytes: int = 2, dtype: str = "bf16") -> list[np.ndarray]:
+    """[j]: the ``rows`` x 16 matrix K-step j of a K-major operand reads through ``descriptors[j]`` (start relative to
+    the stage) moved by ``slab_offset_bytes`` (a consumer warpgroup's 64-row slab of Q), after the TMA copies of
+    ``tma`` placed ``tile`` (rows x head dim, raw 16-bit codes) at ``stage_address``."""
+    image = np.zeros(image_bytes, dtype=np.uint8)
+    write(tma, element_bytes, stage_address, (0, 0), tile, image)
+    return [read("sm_90a", d + ((stage_address + slab_offset_bytes) >> 4), "k", rows, dtype, image) for d in descriptors]
 
 
 def exact_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> tuple[np.ndarray, np.ndarray]:
