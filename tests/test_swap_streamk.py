@@ -287,3 +287,34 @@ def test_swapped_stream_k_kernels_pass_validate(gpu, bn, epilogue, s, m, n, k):
 
     r = validate_spec(swapped_sk(bn, s, epilogue), n, m, k, seed=11)
     assert r.passed, r.verdict
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bn,epilogue,s,m,n,k", [GPU_CASES[0], GPU_CASES[2]])
+def test_gemm_launches_a_swapped_stream_k_pick_through_the_swap_path(gpu, monkeypatch, bn, epilogue, s, m, n, k):
+    """ptxgen.gemm with the selection forced to the swapped stream-K kernel (the chooser does not pick it yet): the
+    swap path (api.launch.swapab, its stream's workspace), slow path then the swapped hot path, into a given out and an
+    allocated one, against float64; the hot path's output bit-identical to the slow path's."""
+    import ptxgen
+    from ptxgen.api import dispatch
+
+    torch = _torch()
+    spec = swapped_sk(bn, s, epilogue)
+    monkeypatch.setattr(dispatch, "choose_for_arrays", lambda ai, bi, oi, out_dtype, arch=None: (spec, "forced", True))
+    monkeypatch.setattr(dispatch, "_BY_KEY", {})
+    monkeypatch.setattr(dispatch, "_SWAPPED", {})
+    g = torch.Generator(device="cuda").manual_seed(m + s)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    ldd = -(-n // 8) * 8
+    out = torch.full((m, ldd), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    assert ptxgen.gemm(a, b, out) is out
+    slow = out.clone()
+    assert ptxgen.gemm(a, b, out) is out  # the swapped hot path
+    fresh = ptxgen.gemm(a, b)
+    torch.cuda.synchronize()
+    assert len(dispatch._SWAPPED) >= 1
+    ref = a.double() @ b.double().t()
+    assert float(torch.linalg.norm(slow.double() - ref) / torch.linalg.norm(ref)) < 1e-2
+    assert torch.equal(slow.view(torch.int16), out.view(torch.int16))
+    assert fresh.shape == (m, n) and torch.equal(fresh.view(torch.int16), slow.view(torch.int16))
