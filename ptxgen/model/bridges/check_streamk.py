@@ -15,7 +15,9 @@ index's origin (row-major over the tile grid: any bijection does, the kernel's r
 each step means: a unit's main loop leaves in every register its element's partial sum over the unit's K-tiles; a
 store of a float4 puts four registers' values at an address of the workspace; an add reads them back; a flag counts.
 The agents (each CTA's consumer warpgroups) run their entries in an order drawn from ``seed``; an owner runs only once
-its flag reads parts - 1 (no agent able to run while some have work left: a deadlock).
+its flag reads parts - 1 (no agent able to run while some have work left: a deadlock). An entry runs as one step: the
+memory order inside it (the partial's stores, the warpgroup barrier, the release add; the acquire load, the barrier,
+the adds) is the template's, the same for either D layout, and is what the GPU tier of the row-major kernels tests.
 
 :func:`check_launch` reports (empty: none) every element of D not stored exactly once at its address, every stored
 value that is not the sum of the partials of exactly the K-tiles 0..T-1 of its own element, added in split order
@@ -112,7 +114,8 @@ class _Launch:
         self.fix, self.owner, self.adds, self.problems = fix, owner, adds, problems
         self.work = work
         self.units = [e for entries in work for e in entries]  # unit id -> (tile, split, parts, first, count)
-        self.unit_id = {}
+        # unit id -> (tile, split, first, count); the last row for "no term"
+        self.info = np.array([(e[0], e[1], e[3], e[4]) for e in self.units] + [(-1, -1, 0, 0)], dtype=np.int64)
         floats = workspace_bytes // 4
         self.ws_row = np.full(floats, -1, dtype=np.int64)
         self.ws_col = np.full(floats, -1, dtype=np.int64)
@@ -120,7 +123,9 @@ class _Launch:
         self.ws_bytes = workspace_bytes
         self.flags: dict[int, int] = {}
         self.flag_bytes: set[int] = set()
-        self.epilogue: dict[tuple[int, int], list] = {}  # (tile, slab) -> the register files its epilogue stored
+        # (tile, slab) -> per run of its epilogue: (which registers held their element's whole sum in split order, the
+        # sums' terms as bytes: the same under every schedule)
+        self.epilogue: dict[tuple[int, int], list] = {}
         self.dp = min((e[0] for e in self.units if e[2] > 1), default=0)  # sk_dp: the first split item
         self.splits = max((e[2] for e in self.units), default=1)
 
@@ -182,14 +187,18 @@ class _Launch:
                 acc_terms[:, reg, pos] = self.ws_unit[floats]
 
     def run_epilogue(self, acc_terms, tile, g):
-        self.epilogue.setdefault((tile, g), []).append(acc_terms)
+        self.epilogue.setdefault((tile, g), []).append((_coverage(self, acc_terms, tile), acc_terms.tobytes()))
 
 
-def _agents(lay: _Launch):
-    return [(c, g) for c in range(len(lay.work)) for g in range(lay.groups)]
+def _owner_first(parts: int) -> int:
+    return 0  # the template: if (sk_split > 0) { partial } else { wait, add, epilogue }
 
 
-def simulate(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, *, owner=0, adds=lambda parts: range(1, parts),
+def _adds_in_order(parts: int) -> range:
+    return range(1, parts)  # the template: for (int j = 1; j < sk_parts; ++j)
+
+
+def simulate(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, *, owner=_owner_first, adds=_adds_in_order,
              seed=0):
     """Run the launch under one schedule: (the _Launch after it, problems)."""
     problems: list[str] = []
@@ -208,7 +217,7 @@ def simulate(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, *, owner
             if not q:
                 continue
             u, (tile, split, parts, first, count) = q[0]
-            if split == owner and parts > 1:
+            if split == owner(parts) and parts > 1:
                 f = lay.flag_index(lay.fix["wait_flag"], tile, split, parts, a[1])
                 if lay.flags.get(f, 0) != parts - 1:
                     continue
@@ -221,7 +230,7 @@ def simulate(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, *, owner
         g = a[1]
         terms = np.full((THREADS, bn // 2, max_terms), -1, dtype=np.int64)
         terms[:, :, 0] = u  # the main loop: every register holds its element's sum over this unit's K-tiles
-        if split != owner:
+        if split != owner(parts):
             lay.store_partial(u, tile, split, parts, g)
             f = lay.flag_index(lay.fix["flag"], tile, split, parts, g)
             lay.flags[f] = lay.flags.get(f, 0) + 1
@@ -238,9 +247,8 @@ def simulate(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, *, owner
 def _coverage(lay: _Launch, terms: np.ndarray, tile: int) -> np.ndarray:
     """Per register (THREADS x regs): True where its terms are units of ``tile`` whose K-ranges are 0..T-1 exactly once,
     added in split order 0, 1, ..."""
-    info = np.array([(e[0], e[1], e[3], e[4]) for e in lay.units] + [(-1, -1, 0, 0)], dtype=np.int64)
     t = np.where(terms >= 0, terms, len(lay.units))
-    tiles, splits, firsts, counts = (info[t][..., i] for i in range(4))
+    tiles, splits, firsts, counts = (lay.info[t][..., i] for i in range(4))
     used = terms >= 0
     ok = (np.where(used, tiles, tile) == tile).all(axis=-1)
     nterms = used.sum(axis=-1)
@@ -254,8 +262,8 @@ def _coverage(lay: _Launch, terms: np.ndarray, tile: int) -> np.ndarray:
     return ok & (last_end == lay.t) & (nterms > 0)
 
 
-def check_launch(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, stores, d_major="m", ldd=None, *, owner=0,
-                 adds=lambda parts: range(1, parts), seeds=(0, 1)) -> list[str]:
+def check_launch(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, stores, d_major="m", ldd=None, *,
+                 owner=_owner_first, adds=_adds_in_order, seeds=(0, 1)) -> list[str]:
     """Problems (empty: none) with one stream-K launch of an M x N x (k_tiles K-tiles) problem (see the module
     docstring). ``stores``: what the epilogue stores for the whole problem ((address, (row, col)) per store)."""
     results = []
@@ -266,8 +274,7 @@ def check_launch(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, stor
         results.append(lay)
     lay, problems = results[0], []
     for other in results[1:]:  # the sums' order does not depend on the schedule
-        if any(not all(np.array_equal(x, y) for x, y in zip(lay.epilogue[key], other.epilogue.get(key, [])))
-               for key in lay.epilogue):
+        if any([t for _, t in runs] != [t for _, t in other.epilogue.get(key, [])] for key, runs in lay.epilogue.items()):
             problems.append("the owner's sums differ between two schedules")
     if any(lay.flags.values()):
         problems.append(f"{sum(1 for v in lay.flags.values() if v)} flags not back to zero after the launch")
@@ -275,11 +282,10 @@ def check_launch(bm, bn, m, n, k_tiles, work, fix: FixupC, workspace_bytes, stor
     if slots.size and lay.flag_bytes and max(lay.flag_bytes) >= 4 * slots.min():
         problems.append("the flags reach into the partial slots")
     ok = np.zeros((-(-m // bm) * bm, -(-n // bn) * bn), dtype=bool)
-    for (tile, g), files in lay.epilogue.items():
+    for (tile, g), runs in lay.epilogue.items():
         m0, n0 = lay.origin(tile)
-        good = _coverage(lay, files[-1], tile)
-        ok[m0 + SLAB_ROWS * g + lay.frag.row, n0 + lay.frag.col] = good
-    runs = {key: len(files) for key, files in lay.epilogue.items()}
+        ok[m0 + SLAB_ROWS * g + lay.frag.row, n0 + lay.frag.col] = np.logical_and.reduce([good for good, _ in runs])
+    runs = {key: len(r) for key, r in lay.epilogue.items()}
     stored = []
     for addr, (row, col) in stores:
         key = ((row // bm) * lay.tiles_n + col // bn, (row % bm) // SLAB_ROWS)
