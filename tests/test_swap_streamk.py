@@ -223,6 +223,41 @@ def test_the_launch_sizes_the_workspace_for_the_swapped_problem():
     assert grid == (132, 1, 1) and args.values[-1].value == 0x40000
 
 
+def test_the_swapped_call_launches_once_with_a_workspace_for_the_swapped_problem(monkeypatch):
+    """CompiledKernel called as kernel(b, a, out.T) (what api.launch.swapab does) on a simulated H100/H200 (132 SMs): one
+    launch through the compiled launcher, its bytes those gemm_launches builds from scratch for the kernel's
+    10000 x 400 x 6000 with the calling stream's workspace, which has the bytes workspace_bytes gives that problem."""
+    pytest.importorskip("ptxgen.runtime.launch._launcher", reason="the compiled launcher was not built")
+    import ptxgen
+    from ptxgen.api.launch import launchplan
+    from test_api import FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor
+    from test_workspace_launch import CDriver, Stream
+
+    SimulatedGPU(monkeypatch)
+    kern = ptxgen.compile(swapped_sk(200, 3))
+    _fresh(kern)
+    drv = CDriver(monkeypatch, [kern])
+    m, n, k = 400, 10000, 6000
+    a, b = kmajor(m, k, ptr=1 << 44), kmajor(n, k, ptr=(1 << 44) + (1 << 30))
+    out_t = FakeArray((n, m), "bfloat16", strides=(1, n), ptr=(1 << 44) + (2 << 30))  # out.T of a row-major 400 x 10000
+    assert kern(b, a, out_t, stream=Stream(0x71)) is out_t
+    w = launchplan._STREAMK_WORKSPACES[(0, 0x71)][0]
+    plan, p = kern.plan, Problem(n, m, k, k, k, n)  # the kernel's M x N: columns of D n elements apart
+    need = workspace_bytes(plan, p, 132)
+    assert need >= FLAG_REGION_BYTES + 26 * 2 * 128 * 200 * 4  # 26 last-round tiles x 2 partials on 132 CTAs
+    # the stream's workspace: the bytes the swapped problem needs, rounded up to a power of two (launchplan.streamk_workspace)
+    assert [x[2] for x in drv.of("alloc")] == [max(launchplan.STREAMK_MIN_WORKSPACE_BYTES, 1 << (need - 1).bit_length())]
+    (launch,) = drv.of("launch")
+    (_, grid, _, args), = gemm_launches(plan, "mma", (1 << 44) + (1 << 30), 1 << 44, (1 << 44) + (2 << 30), w, p, 132,
+                                        encode=_fake_encode)
+    assert launch[3] == grid == (132, 1, 1)
+    assert launch[4] == [v if isinstance(v, bytes) else int(v) for v in args.read_back()] and launch[4][-1] == w
+    (_, _, _, unswapped), = gemm_launches(plan, "mma", 1 << 44, (1 << 44) + (1 << 30), (1 << 44) + (2 << 30), w,
+                                          Problem(m, n, k, k, k, m), 132, encode=_fake_encode)
+    assert launch[4] != [v if isinstance(v, bytes) else int(v) for v in unswapped.read_back()]  # control: not swapped
+    _fresh(kern)
+
+
 def test_the_rendered_kernel_runs_the_epilogue_in_the_owners_branch_only():
     """check_launch's template facts (owner = split 0; slots 1..S-1 in order) as the rendered kernel has them."""
     src = render_kernel(plan_kernel(swapped_sk(200, 3)))
