@@ -189,7 +189,8 @@ def test_control_a_wrong_slot_or_flag_is_caught():
     good = fixup_c(plan)
     shifted = dataclasses.replace(good, add_partial=tuple(x.replace("j - 1", "j") for x in good.add_partial))
     assert _c(fix=shifted)  # the owner reads the slot after the right one
-    no_group = dataclasses.replace(good, store_partial=tuple(x.replace("static_cast<int>(wg) *", "0 *") for x in good.store_partial))
+    no_group = dataclasses.replace(good, store_partial=tuple(x.replace("static_cast<int>(wg) *", "0 *")
+                                                             for x in good.store_partial))
     assert _c(fix=no_group)  # both warpgroups' partials in one place
     flag = dataclasses.replace(good, signal=good.signal.replace("+ wg", "+ 0"))
     assert any("deadlock" in p for p in _c(fix=flag))  # warpgroup 1's owner never sees its count
