@@ -67,6 +67,23 @@ def test_few_wave_tasks_add_split_k_and_swapped_kernels_and_large_ones_do_not():
     assert not any("split" in x or x.startswith("swap") for x in big)
 
 
+def test_swapped_kernels_with_a_partial_last_round_add_their_stream_k_forms():
+    """400 x 10000 x 6000: 128 x 200 tiles over N x M are 79 x 2 = 158 on 132 SMs (26 in a second round): split 2, 3, 4
+    ways; 128 x 104 (316 tiles, 52 last) takes at most 2 (132 / 52); 128 x 136 (237, 105 last) none. 333 x 8192 x 8192's
+    128 tiles of 128 x 168 fill one round: no stream-K form."""
+    cands, _, _ = plan.gemm_candidates("bf16", 400, 10000, 6000, H100)
+    by = {c.label: c for c in cands}
+    model = plan.cost_model(H100)
+    for s in (2, 3, 4):
+        c = by[f"swap128x200+sk{s}"]
+        assert c.swap_ab and c.spec.stream_k == s and c.spec.schedule.value == "persistent" and c.spec.d_major.value == "m"
+        assert (c.spec.bm, c.spec.bn, c.spec.epilogue) == (128, 200, by["swap128x200"].spec.epilogue)
+        assert plan.predicted_us(c, "bf16", 400, 10000, 6000, model) is None  # no model term for it
+    assert "swap128x104+sk2" in by and "swap128x104+sk3" not in by and not any(x.startswith("swap128x136+") for x in by)
+    few = {c.label for c in plan.gemm_candidates("bf16", 333, 8192, 8192, H100)[0]}
+    assert "swap128x168" in few and not any(x.startswith("swap128x168+") for x in few)
+
+
 @pytest.mark.parametrize("task", [t for t in plan.tasks() if t["kind"] == "gemm"], ids=plan.task_id)
 def test_the_cost_model_pick_is_the_least_predicted_kernel_within_the_tie_tolerance(task):
     """The predictions the rows carry agree with the chooser: where the cost model picked, no ranked kernel (whole or

@@ -259,6 +259,30 @@ def test_stream_k_kernels_compile_without_local_memory_and_use_release_acquire(n
     assert sass.count("ATOM") == 0  # no atomics on data
 
 
+SWAPPED_L2 = [(bn, s, e) for bn in (200, 168, 136) for s in (2, 3) for e in ("tma", "direct")]
+SWAPPED_L2_DEFAULT = {(200, 3, "tma"), (200, 2, "direct")}
+
+
+@pytest.mark.parametrize("bn,s,epilogue", [pytest.param(*c, marks=() if c in SWAPPED_L2_DEFAULT else pytest.mark.slow)
+                                           for c in SWAPPED_L2])
+def test_swapped_stream_k_kernels_compile_with_their_wgmmas_and_no_local_memory(bn, s, epilogue):
+    """The swap-AB kernel (128 x BN' over N x M, M-major D; runtime.choose.swap._swapped) in its stream-K form, both
+    epilogues: BK / 16 = 4 HGMMA 64 x BN' x 16 a K-tile, the M-major TMA store's stmatrix.trans, the flag protocol."""
+    from ptxgen.runtime.compile.sass import check_sass, run_tool
+    from ptxgen.runtime.compile.toolchain import compile_cuda
+    from test_swap_streamk import swapped_sk
+
+    spec = swapped_sk(bn, s, epilogue)
+    c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
+    rep = check_sass(spec, c.cubin)
+    assert rep.ok and rep.local_bytes == 0 and rep.stack_bytes == 0, rep.problems
+    sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
+    hgmma = re.findall(r"HGMMA\.(\d+)x(\d+)x(\d+)\.F32\.BF16", sass)
+    assert len(hgmma) == 64 // 16 and set(hgmma) == {("64", str(bn), "16")}
+    assert "REDG.E.ADD.S32.STRONG.GPU" in sass and "LDG.E.STRONG.GPU" in sass and sass.count("ATOM") == 0
+    assert ("STSM.16.MT88" in sass) == (epilogue == "tma")  # the M-major TMA store transposes with stmatrix.trans
+
+
 # -- the cost model and the choice -------------------------------------------------------------------------------------
 COSTS = shipped_costs()[1]
 

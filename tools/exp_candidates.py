@@ -11,7 +11,8 @@ checked against an f32 reference (``runtime.check.bench``'s ``Operands``/``_Case
   its 2x1-cluster form (only splits the kernel would take differently: ``costmodel.streamk_cap``);
 * kernels the spec language has and the cost table does not rank: 1x2 clusters, ping-pong in a cluster, raster
   groups 4 and 16, 3 stages, the epilogue order, direct stores, a 2x1 cluster on the tile schedule;
-* few waves (M <= 512 or at most two rounds of 128 x 256 tiles): split-K 2 / 3 and the swapped 128 x BN' kernels;
+* few waves (M <= 512 or at most two rounds of 128 x 256 tiles): split-K 2 / 3, the swapped 128 x BN' kernels and,
+  where their tiles leave a partial last round, their stream-K forms (persistent, split 2, 3, 4 ways: swap128xBN'+skS);
 
 and, for three shapes, the fused chain at the pick (as the fused door runs it: no swap, K whole): the plain kernel,
 bias + relu, bias + gelu_tanh, the same on the 128 x 128 ping-pong kernel, against the pick itself.
@@ -189,6 +190,36 @@ def _few_wave(dtype, m, n, k, model) -> list[Cand]:
             spec = _swapped(default_spec(dtype, ARCH), 128, bn, SWAP_FIT_STAGES)
             if spec is not None:
                 out.append(Cand(f"swap128x{bn}", spec, "few-wave", swap_ab=True, swap_bn=bn))
+                out += _swap_streamk_forms(spec, bn, m, n, k, model.sm_count)
+    return out
+
+
+SWAP_SK_SPLITS = (2, 3, 4)  # the stream-K forms of a swapped kernel whose tiles leave a partial last round
+
+
+def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int) -> list[Cand]:
+    """The swapped kernel (128 x BN' tiles over N x M) persistent with its last round split along K (swap128xBN'+skS), for
+    each distinct split the kernel takes (derive.store.streamk: none where the N' x M' tiles fill whole rounds); the
+    stages drop where the persistent TMA store's second staging buffer does not fit."""
+    from ptxgen.isa.types import SpecError
+    from ptxgen.runtime.choose.candidates import k_tiles
+    from ptxgen.runtime.choose.costmodel import streamk_cap
+
+    items = -(-n // 128) * -(-m // bn)
+    clusters = min(items, sm_count)
+    seen, out = set(), []
+    for s in SWAP_SK_SPLITS:
+        eff = streamk_cap(items, clusters, k_tiles(k, spec.dtype.bytes), s)[0]
+        if eff < 2 or eff in seen:
+            continue
+        seen.add(eff)
+        for stages in range(spec.stages, 1, -1):
+            try:
+                sk = _variant(spec, schedule="persistent", stream_k=s, stages=stages)
+            except SpecError:
+                continue
+            out.append(Cand(f"swap128x{bn}+sk{s}", sk, "few-wave", swap_ab=True, splits=s, swap_bn=bn))
+            break
     return out
 
 
@@ -247,6 +278,8 @@ def predicted_us(c: Cand, dtype: str, m: int, n: int, k: int, model) -> float | 
     from ptxgen.runtime.choose.costmodel import SWAP_FAMILY_BN, predict_streamk, predict_swap, time_terms_us
 
     eb, off = (1 if dtype == "e4m3" else 2), _off_sector(dtype, k)
+    if c.swap_bn and c.splits > 1:
+        return None  # the swapped family's constants were fitted on whole tiles: no term for its stream-K form
     if c.swap_bn:
         sw = model.swap_costs(dtype, ARCH)
         return None if sw is None else predict_swap(sw, SWAP_FAMILY_BN, m, n, k, c.swap_bn, off_sector=off,

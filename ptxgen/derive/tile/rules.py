@@ -357,10 +357,11 @@ def _validate_stream_k(t: "TileSpec") -> None:
         raise SpecError("--stream-k", s, "the owner's sum of the partials spills registers with four consumer warpgroups "
                         "(256-row tiles: ptxas, 24 B of stack); 192-row tiles are built and run with block-scaled FP8 only",
                         "--bm 64 or 128 (192 with --fp8-blocks), or --stream-k 1")
-    if t.acc is not DType.F32 or t.split or t.pair or t.loader is not Loader.TMA or t.d_major.value != "n":
-        raise SpecError("--stream-k", s, "the partial tiles are f32 accumulators of a TMA-loaded kernel without split-K "
-                        "that stores D row-major (the M-major D of swap-AB is not measured with it)",
-                        "--acc f32 --loader tma --split-k 1 --d-major n, or --stream-k 1")
+    # An M-major D (swap-AB) composes: the fix-up sums the f32 accumulator fragments in register order before the
+    # owner's normal epilogue, whichever way that epilogue stores D (model.bridges.check_streamk, tests/test_swap_streamk.py).
+    if t.acc is not DType.F32 or t.split or t.pair or t.loader is not Loader.TMA:
+        raise SpecError("--stream-k", s, "the partial tiles are f32 accumulators of a TMA-loaded kernel without split-K",
+                        "--acc f32 --loader tma --split-k 1, or --stream-k 1")
     if t.fuse is not None or t.grouped is not Grouping.NONE or t.batch is not Batch.NONE:
         raise SpecError("--stream-k", s, "not derived with a fused chain, grouping or a batch (the owner would have to sum "
                         "before each of them)", "--stream-k 1")
