@@ -334,3 +334,28 @@ def test_e4m3_ties_go_to_whole_kernels_before_stream_k_forms(monkeypatch):
     assert choose("e4m3", "sm_90a", 5120, 5120, 5120).spec.stream_k > 1  # no whole kernel within the tolerance there
     monkeypatch.setattr(choose_mod, "STREAM_K_WHOLE_FIRST", ())
     assert choose("e4m3", "sm_90a", 3008, 7008, 5008).spec.stream_k > 1
+
+
+def test_the_swapped_stream_k_prediction_by_hand_and_the_rule_that_takes_it(monkeypatch):
+    """400 x 10000 x 6000 on the H100's swapped constants (launch 28.4, per tile 8.003, per K-tile 0.261 us of a 128 x
+    192 tile): 128 x 200 tiles, 79 x 2 = 158 for 132 SMs, 26 in the last round; 94 K-tiles; split min(5, 132 // 26, 94 // 4)
+    = 5 ways: 28.4 + (8.003 + 94 x 0.261 x 200 / 192) + (8.003 + 19 x 0.261 x 200 / 192 + 128 x 200 x 4 B x 5 / 100 B/ns).
+    The rule takes that form over the unswapped kernels (cost-model+swap-ab, persistent, streamk5); controls: the switch
+    off, or stream-K not asked, and the swapped kernel does not fit one round: no swap."""
+    from ptxgen.runtime.choose import Problem, choose, rules
+    from ptxgen.runtime.choose.calibration import shipped
+    from ptxgen.runtime.choose.costmodel import predict_swap_streamk
+
+    cal = shipped()["h100-80gb-hbm3"]
+    sw = cal.families["16bit"].swap
+    assert (sw.launch_us, sw.tile_us, sw.ktile_us) == (28.4, 8.003, 0.261)
+    per_k = 0.261 * 200 / 192
+    by_hand = 28.4 + (8.003 + 94 * per_k) + (8.003 + 19 * per_k + 128 * 200 * 4 * 5 / 100e3)
+    p = predict_swap_streamk(sw, 192, 400, 10000, 6000, 200, 5)
+    assert (p.ctas, p.splits) == (158, 5) and abs(p.predicted_us - by_hand) < 1e-9
+    assert predict_swap_streamk(sw, 192, 400, 10000, 6000, 200, 16).splits == 5  # capped by 132 // 26
+    c = choose(Problem("bf16", "sm_90a", 400, 10000, 6000), cal.device)
+    assert (c.chosen_by, c.swap_ab, c.spec.bn, c.spec.stream_k, c.spec.schedule.value) == (
+        "cost-model+swap-ab", True, 200, 5, "persistent")
+    monkeypatch.setattr(rules, "SWAP_STREAM_K", False)
+    assert not choose(Problem("bf16", "sm_90a", 400, 10000, 6000), cal.device).swap_ab

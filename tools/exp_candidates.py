@@ -275,11 +275,14 @@ def fused_candidates(m: int, n: int, k: int, device) -> tuple[list[Cand], object
 def predicted_us(c: Cand, dtype: str, m: int, n: int, k: int, model) -> float | None:
     """The cost model's time for the kernel (its family's constants, the stream-K or swap form where it is one)."""
     from ptxgen.runtime.choose.candidates import BY_NAME
-    from ptxgen.runtime.choose.costmodel import SWAP_FAMILY_BN, predict_streamk, predict_swap, time_terms_us
+    from ptxgen.runtime.choose.costmodel import (SWAP_FAMILY_BN, predict_streamk, predict_swap, predict_swap_streamk,
+                                                 time_terms_us)
 
     eb, off = (1 if dtype == "e4m3" else 2), _off_sector(dtype, k)
-    if c.swap_bn and c.splits > 1:
-        return None  # the swapped family's constants were fitted on whole tiles: no term for its stream-K form
+    if c.swap_bn and c.splits > 1:  # the swapped family's constants with the stream-K terms (rows on a sector only)
+        sw = model.swap_costs(dtype, ARCH)
+        return None if sw is None or off else predict_swap_streamk(sw, SWAP_FAMILY_BN, m, n, k, c.swap_bn, c.splits,
+                                                                   sm_count=model.sm_count, element_bytes=eb).predicted_us
     if c.swap_bn:
         sw = model.swap_costs(dtype, ARCH)
         return None if sw is None else predict_swap(sw, SWAP_FAMILY_BN, m, n, k, c.swap_bn, off_sector=off,

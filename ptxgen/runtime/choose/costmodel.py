@@ -163,6 +163,42 @@ def predict_swap(costs: Costs, family_bn: int, m: int, n: int, k: int, bn: int, 
     return SwapPrediction(bn, m_tiles, ctas, r, costs.launch_us + r * (costs.tile_us + k_tiles(k, element_bytes) * per_k))
 
 
+@dataclass(frozen=True)
+class SwapStreamKPrediction:
+    bn: int  # BN' (over the caller's M)
+    m_tiles: int
+    ctas: int  # the swapped tiles: ceil(N / SWAP_BM) x m_tiles, more than one round of them
+    splits: int  # S of the last round (derive.store.streamk)
+    predicted_us: float
+
+
+def predict_swap_streamk(costs: Costs, family_bn: int, m: int, n: int, k: int, bn: int, max_splits: int, *,
+                         sm_count: int = 132, element_bytes: int = 2) -> SwapStreamKPrediction:
+    """The swapped kernel persistent, its last partial round split along K (at most ``max_splits``): as
+    :func:`predict_streamk` with the swapped family's constants (per K-tile scaled by BN' / ``family_bn``). The constants
+    were fitted on the one-CTA-per-tile kernel; the persistent loop and the fix-up's traffic are the stream-K terms."""
+    m_tiles = -(-m // bn)
+    items = -(-n // SWAP_BM) * m_tiles
+    clusters = min(items, sm_count * costs.slots_per_sm)
+    t = k_tiles(k, element_bytes)
+    per_k = costs.ktile_us * bn / family_bn
+    whole = costs.tile_us + t * per_k
+    s, last = streamk_cap(items, clusters, t, max_splits)
+    split_last = (costs.tile_us + -(-t // s) * per_k + SWAP_BM * bn * 4 * s / STREAMK_SM_BYTES_PER_US) if s > 1 else (
+        whole if last else 0.0)
+    return SwapStreamKPrediction(bn, m_tiles, items, s, costs.launch_us + (items // clusters) * whole + split_last)
+
+
+def best_swap_streamk(costs: Costs, family_bn: int, m: int, n: int, k: int, *, sm_count: int = 132,
+                      element_bytes: int = 2) -> SwapStreamKPrediction | None:
+    """Of the swapped tiles with more than one round and a split last round, the least predicted time (ties: fewer
+    splits, then fewer tiles over M), or None where there is none."""
+    preds = [predict_swap_streamk(costs, family_bn, m, n, k, bn, sp, sm_count=sm_count, element_bytes=element_bytes)
+             for bn, _ in swap_tiles(m) for sp in range(2, STREAMK_MAX_SPLITS + 1)]
+    preds = [p for p in preds if p.splits > 1 and p.ctas > sm_count * costs.slots_per_sm]
+    return min(preds, key=lambda p: (p.predicted_us, p.splits, p.m_tiles)) if preds else None
+
+
 def best_swap(costs: Costs, family_bn: int, m: int, n: int, k: int, *, off_sector: bool = False, sm_count: int = 132,
               element_bytes: int = 2) -> SwapPrediction | None:
     """The swapped tile with the least predicted time (ties: the fewer tiles over M), or None where M has none."""
@@ -309,6 +345,9 @@ class CostModel:
 
     def streamk(self, c: Candidate, costs: Costs, m: int, n: int, k: int, **kw) -> StreamKPrediction | None:
         return best_streamk(c, costs, m, n, k, sm_count=self.sm_count, **kw)
+
+    def swap_streamk(self, costs: Costs, m: int, n: int, k: int, **kw) -> SwapStreamKPrediction | None:
+        return best_swap_streamk(costs, SWAP_FAMILY_BN, m, n, k, sm_count=self.sm_count, **kw)
 
     def swap_calibrated(self, m: int, n: int, k: int) -> bool:
         return swap_calibrated(m, n, k)

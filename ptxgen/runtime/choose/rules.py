@@ -40,6 +40,7 @@ SWAP_AB_STAGE_BYTES = 200 * 1024  # shared memory the stages of a swap tile take
 SWAP_AB_DTYPES = ("bf16", "f16", "e4m3")  # measured: bf16 (s4-swapab, s5-fp8m run 1), e4m3 (s5-fp8m run 1)
 SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this much (the fit's median error is 2.2%)
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
+SWAP_STREAM_K = True  # cost-model+swap-ab also prices the swapped kernel persistent with its last round split (stream-K)
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
 # Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
 # chunk: derive.store.epilogue) instead of one 2-byte store per element. On since 2026-12-01

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...derive.tile.spec import TileSpec
-from ...isa.types import DMajor, Epilogue, SpecError
+from ...isa.types import DMajor, Epilogue, Schedule, SpecError
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from . import rules
 from .candidates import BY_NAME
@@ -26,6 +26,19 @@ def _swapped(like: TileSpec, bm: int, bn: int, stages) -> TileSpec | None:
         try:
             spec = dataclasses.replace(narrow_spec(like, bm, bn, s), d_major=DMajor.M, split_k=1, stream_k=1)
             return dataclasses.replace(spec, epilogue=Epilogue.TMA) if rules.SWAP_TMA_STORE else spec
+        except SpecError:
+            continue
+    return None
+
+
+def _swapped_streamk(like: TileSpec, bn: int, splits: int) -> TileSpec | None:
+    """The swapped 128 x ``bn`` kernel persistent with ``splits`` stream-K splits of its last round, at the deepest of
+    rules.SWAP_FIT_STAGES (and fewer, down to 2: the persistent TMA store's second staging buffer) that fits; None
+    where none does."""
+    spec = _swapped(like, SWAP_BM, bn, rules.SWAP_FIT_STAGES)
+    for s in range(spec.stages if spec is not None else 0, 1, -1):
+        try:
+            return dataclasses.replace(spec, schedule=Schedule.PERSISTENT, stream_k=splits, stages=s)
         except SpecError:
             continue
     return None
@@ -89,23 +102,32 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
     if costs is None or swap_costs is None:
         return None
     eb, sm_count = like.dtype.bytes, model.sm_count
-    sw = model.swap(swap_costs, m, n, k, element_bytes=eb)
-    # one round (two rounds of swapped tiles lost at 350 x 16384 x 4096) of one or two tiles over M, the shape in the
-    # box of the shapes the constants were fitted on (costmodel.swap_calibrated)
-    if (sw is None or sw.rounds > 1 or sw.m_tiles > rules.SWAP_FIT_MAX_M_TILES
-            or not model.swap_calibrated(m, n, k)):
+    if not model.swap_calibrated(m, n, k):  # the box of the shapes the constants were fitted on
         return None
+    sw = model.swap(swap_costs, m, n, k, element_bytes=eb)
+    # one round of one or two tiles over M (two rounds of swapped tiles lost at 350 x 16384 x 4096), or, with
+    # rules.SWAP_STREAM_K, more rounds with the last split along K (the persistent swapped kernel's stream-K form)
+    one = sw if sw is not None and sw.rounds == 1 and sw.m_tiles <= rules.SWAP_FIT_MAX_M_TILES else None
+    sk = model.swap_streamk(swap_costs, m, n, k, element_bytes=eb) if stream_k and rules.SWAP_STREAM_K else None
+    sk = sk if sk is not None and sk.m_tiles <= rules.SWAP_FIT_MAX_M_TILES else None
+    if one is None and sk is None:
+        return None
+    use_sk = one is None or (sk is not None and sk.predicted_us < one.predicted_us)
+    predicted, bn, m_tiles, ctas = ((sk.predicted_us, sk.bn, sk.m_tiles, sk.ctas) if use_sk
+                                    else (one.predicted_us, one.bn, one.m_tiles, one.ctas))
     plain = model.rank({name: c for name, c in costs.items() if not BY_NAME[name].narrow}, m, n, k, element_bytes=eb,
                        stream_k=stream_k)
-    if not plain or sw.predicted_us > plain[0].predicted_us * (1 - rules.SWAP_FIT_MIN_GAIN):
+    if not plain or predicted > plain[0].predicted_us * (1 - rules.SWAP_FIT_MIN_GAIN):
         return None
-    spec = _swapped(like, SWAP_BM, sw.bn, rules.SWAP_FIT_STAGES)
+    spec = _swapped_streamk(like, bn, sk.splits) if use_sk else _swapped(like, SWAP_BM, bn, rules.SWAP_FIT_STAGES)
     if spec is None:
         return None
     best = plain[0]
-    why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {sw.bn} tiles over N x M ({sw.m_tiles} tile{'s' if sw.m_tiles > 1 else ''} "
-           f"of {sw.bn} cover M = {m} as {sw.m_tiles * sw.bn} rows; {sw.ctas} CTAs in one round of {sm_count}), D^T stored "
-           f"M-major into the row-major D{_store_note()}; cost model: {sw.predicted_us:.1f} us predicted against {best.predicted_us:.1f} us "
+    rounds_note = (f"{ctas} CTAs for {sm_count} SMs, persistent, the last round split {sk.splits} ways along K (stream-K)"
+                   if use_sk else f"{ctas} CTAs in one round of {sm_count}")
+    why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {bn} tiles over N x M ({m_tiles} tile{'s' if m_tiles > 1 else ''} "
+           f"of {bn} cover M = {m} as {m_tiles * bn} rows; {rounds_note}), D^T stored "
+           f"M-major into the row-major D{_store_note()}; cost model: {predicted:.1f} us predicted against {best.predicted_us:.1f} us "
            f"for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best unswapped kernel (the other "
            f"rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
     return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
