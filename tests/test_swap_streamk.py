@@ -284,7 +284,7 @@ GPU_CASES = [
     (200, "tma", 2, 400, 9000, 2000),     # 71 x 2 = 142 tiles: 10 in the last round
     (200, "direct", 3, 400, 9000, 2000),
     (200, "tma", 3, 400, 10000, 6000),    # the issue's shape: 158 tiles, 26 split 3 ways
-    (168, "tma", 2, 333, 9001, 1100),     # a partial N' tile, a K tail
+    (168, "tma", 2, 333, 9001, 1096),     # a partial N' tile, a K tail (1096 = 17 x 64 + 8; rows of 2192 B, 16-byte aligned)
     (136, "direct", 3, 270, 8500, 1000),  # 67 x 2 = 134 tiles: 2 in the last round
 ]
 
