@@ -32,6 +32,7 @@ from dataclasses import replace
 from ..isa.types import Batch, DMajor, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from ..runtime.launch.launch import ProblemError
+from .arrays import accumulate
 from .arrays.precision import split_infos
 from .planbase import DEVICES, CallPlan, Path, Target, _dense, _made, _precision, _read, _stand_in, target
 from .plangrouped import _plan_grouped, _plan_scaled
@@ -87,11 +88,14 @@ def plan(op: str, *arrays, device: str | None = None, **kwargs) -> CallPlan:
 def _plan_gemm(args: dict, t: Target) -> CallPlan:
     fused_kw = {k: args.get(k) for k in ("bias", "activation", "c", "residual", "aux", "dact")}
     if any(v is not None for v in fused_kw.values()) or args.get("alpha", 1.0) != 1.0:
-        return _plan_fused({**args, "bias_axis": "col"}, t, op="gemm")
+        mode = accumulate.plan_mode(args.get("accumulate"), args["a"], _read(args, "a")[0])
+        p = _plan_fused({**args, "bias_axis": "col"}, t, op="gemm")
+        return replace(p, why=f"{p.why}; {accumulate.CHAIN_WHY}") if mode == accumulate.F16 and p.spec else p
     ai, bi, oi = _read(args, "a", "b", "out")
+    mode = accumulate.plan_mode(args.get("accumulate"), args["a"], ai)
     prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
-    with _promoting(ai2 is not ai):  # a 3xTF32 call's kernel promotes (api.select.promoting), as the door runs it
-        return _precision(gemm_infos(ai2, bi2, oi, args.get("out_dtype"), t), prec, ai, ai2)
+    with _promoting(ai2 is not ai), _accumulating(mode):  # a 3xTF32 call's kernel promotes (api.select.promoting), an
+        return _precision(gemm_infos(ai2, bi2, oi, args.get("out_dtype"), t), prec, ai, ai2)  # f16-accumulate one's acc is f16
 
 
 def gemm_infos(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, t: Target,
@@ -192,6 +196,14 @@ def _plan_fused(args: dict, t: Target, op: str = "fused") -> CallPlan:
     prec, ai2, bi2 = split_infos(ai, bi, oi, args["a"], args.get("precision"))
     with _promoting(ai2 is not ai):
         return _precision(_plan_fused_infos(ai2, bi2, oi, args, t, op), prec, ai, ai2)
+
+
+def _accumulating(mode: str):
+    from contextlib import nullcontext
+
+    from .select import accumulating_f16
+
+    return accumulating_f16() if mode == accumulate.F16 else nullcontext()
 
 
 def _promoting(split: bool):

@@ -24,6 +24,7 @@ from ..isa.types import Batch, DMajor, Major
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.launch import ROW_ALIGN_BYTES
 from . import fused
+from .arrays import accumulate as acc16
 from .arrays import precision as fp32
 from .launch import hotkeys, streams
 from .arrays.batched import batch_kind, plane
@@ -32,8 +33,8 @@ from .arrays.binding import _check_2d, _check_devices, _dtype_words, check_no_al
 from .kernel import CompiledKernel, compile
 from .arrays.packing import PACKABLE, major_of, narrow_copy_bytes, operand_problem, out_problem, pack_plan, packed_copy, warn_once
 from .launch.hotkeys import info_key, tensor_type, torch_key
-from .select import (_INPUT_ARRAY_DTYPES, PROMOTE, batched_spec_for_arrays, check_operand_pair, choose_for_arrays,
-                     narrow_spec_for_arrays, promoting)
+from .select import (_INPUT_ARRAY_DTYPES, ACC16, PROMOTE, accumulating_f16, batched_spec_for_arrays, check_operand_pair,
+                     choose_for_arrays, narrow_spec_for_arrays, promoting)
 from .launch.streams import stream_handle
 from .launch.swapab import launch_swapped
 
@@ -45,6 +46,7 @@ _BY_KEY: dict = {}  # (out_dtype, info_key) -> CompiledKernel: selection done on
 _SWAPPED: dict = {}  # (out_dtype, torch_key(b, a, out)) -> swapab.SwappedLaunch: the swap-ab hot path
 _TABLE_LIMIT = 4096
 _F32 = fp32.F32  # [torch.float32], once torch is imported
+_F16 = acc16.F16_DTYPE  # [torch.float16], once torch is imported
 
 
 def _put(table: dict, key, value) -> None:
@@ -56,8 +58,11 @@ def _put(table: dict, key, value) -> None:
 
 def _okey(out_dtype):
     """The output type's part of the dispatch keys: ``out_dtype``, or (``out_dtype``, "3xtf32") inside a 3xTF32 call
-    (select.promoting), whose float32 kernels promote: never the compiled hot call's key, never a tf32 call's."""
-    return (out_dtype, fp32.THREE) if PROMOTE.get() else out_dtype
+    (select.promoting), whose float32 kernels promote, or (``out_dtype``, "f16acc") inside an f16-accumulate call
+    (select.accumulating_f16): never the compiled hot call's key, never a tf32 or f32-accumulate call's."""
+    if PROMOTE.get():
+        return (out_dtype, fp32.THREE)
+    return (out_dtype, acc16.KEY) if ACC16.get() else out_dtype
 
 
 def _arrays_key(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None) -> tuple:
@@ -78,7 +83,7 @@ def kernel_for(spec: TileSpec) -> CompiledKernel:
 
 
 def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None, activation=None, c=None, alpha: float = 1.0,
-         beta: float = 0.0, residual=None, precision: str | None = None, aux=None, dact=None):
+         beta: float = 0.0, residual=None, precision: str | None = None, aux=None, dact=None, accumulate: str | None = None):
     """``out = a @ b.T`` with a spec chosen for the arrays' type, shape and majorness on this GPU.
 
     a is M x K and b is N x K (torch tensors, CuPy arrays, anything with DLPack or __cuda_array_interface__).
@@ -97,7 +102,12 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
     ``precision`` (float32 inputs): "tf32", "3xtf32" (float32 accuracy from three tf32 products in one GEMM over 3 K), or
     None: torch's float32 matmul precision for torch tensors ("highest", torch's default: 3xtf32), tf32 for other arrays
     (``ptxgen.api.arrays.precision``).
+    ``accumulate`` (float16 inputs): "f32", "f16" (an f16 accumulator: torch's ``allow_fp16_accumulation``), or None:
+    torch's ``torch.backends.cuda.matmul.allow_fp16_accumulation`` for torch tensors, f32 for other arrays; "f16" with
+    other input types is refused; calls with a fused epilogue keep f32 (``ptxgen.api.arrays.accumulate``).
     """
+    if accumulate is not None:  # refused before anything is launched ("f16" with other inputs than float16)
+        acc16.resolve(accumulate, a)
     if precision is not None or _F32[0] is None or getattr(a, "dtype", None) is _F32[0]:
         split = fp32.operands(a, b, out, precision, stream)  # from here on float32 operands are read as tf32
         if split[0] is not a:  # 3xTF32: the split operands, on the promoting kernel (select.promoting)
@@ -105,9 +115,13 @@ def gemm(a, b, out=None, *, out_dtype: str | None = None, stream=None, bias=None
                 return gemm(*split, out, out_dtype=out_dtype, stream=stream, bias=bias, activation=activation, c=c,
                             alpha=alpha, beta=beta, residual=residual, precision=fp32.TF32, aux=aux, dact=dact)
     if (bias is not None or activation is not None or c is not None or residual is not None or alpha != 1.0
-            or aux is not None or dact is not None):
+            or aux is not None or dact is not None):  # f32 accumulators whatever accumulate says (accumulate.CHAIN_WHY)
         return fused.gemm(a, b, out, bias=bias, activation=activation, c=c, alpha=alpha, beta=beta, residual=residual,
                           out_dtype=out_dtype, stream=stream, precision=fp32.TF32, aux=aux, dact=dact)
+    if accumulate is not None or _F16[0] is None or getattr(a, "dtype", None) is _F16[0]:
+        if acc16.wants_f16(accumulate, a) and not ACC16.get():  # the f16 kernels chosen inside accumulate in f16
+            with accumulating_f16():
+                return gemm(a, b, out, out_dtype=out_dtype, stream=stream, accumulate=accumulate)
     okey = _okey(out_dtype)
     if stream is None and _HOT is not None and okey is out_dtype:
         r = _HOT.call(out_dtype, a, b, out)

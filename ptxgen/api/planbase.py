@@ -55,6 +55,8 @@ class CallPlan:
             lines.append(f"  kernel: {self.kernel}" + (" (swap-ab: kernel(b, a, out.T))" if self.swapped else ""))
         if self.precision:
             lines.append(f"  float32 precision: {self.precision}" + (" (promoting kernel)" if self.promotes else ""))
+        if self.accumulator == "f16":
+            lines.append("  accumulate: f16 (an f16 accumulator: api.arrays.accumulate)")
         lines += [f"  packed {name}: {why}" for name, why in self.packed]
         lines.append(f"  why: {self.why}" if self.error is None else f"  refused ({self.error}): {self.why}")
         return "\n".join(lines)
@@ -64,8 +66,14 @@ class CallPlan:
         """The kernel promotes its accumulation (--promote: a 3xTF32 call's, derive.tile.rules_promote)."""
         return self.spec is not None and self.spec.promote > 0
 
+    @property
+    def accumulator(self) -> str | None:
+        """The kernel's accumulator type (f32, f16 for an f16-accumulate call, s32), None without a kernel."""
+        return None if self.spec is None else self.spec.acc.value
+
     def to_json(self) -> dict:
         return {"op": self.op, "path": self.path.value, "kernel": self.kernel, "why": self.why, "promotes": self.promotes,
+                "accumulator": self.accumulator,
                 "packed": [{"argument": n, "why": w} for n, w in self.packed], "swapped": self.swapped, "error": self.error,
                 "device": self.device, "arch": self.arch, "sm_count": self.sm_count, "precision": self.precision,
                 "spec": None if self.spec is None else self.spec.to_json()}

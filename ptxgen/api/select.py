@@ -13,6 +13,7 @@ from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .launch import streams
+from .arrays.accumulate import f16_spec
 from .arrays.binding import _check_2d, _check_strides, _dtype_words, operand_major
 
 _INPUT_ARRAY_DTYPES = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "s8": "s8", "u8": "u8"}
@@ -33,6 +34,34 @@ PLAN_DEVICE: ContextVar = ContextVar("ptxgen_plan_device", default=None)
 PROMOTE: ContextVar = ContextVar("ptxgen_promote", default=False)
 PROMOTE_WHY = (f"3xTF32 runs the promoting kernel (--promote {PROMOTE_3XTF32}: each {PROMOTE_3XTF32} K-tiles' MMAs into a "
                "fresh partial, added to the f32 accumulator rounded to nearest; the tensor core's own additions round toward zero)")
+
+
+# True while an f16-accumulate call (api.arrays.accumulate) is run or planned: the f16 kernels chosen inside take an f16
+# accumulator (accumulate.f16_spec), and the dispatch caches key it apart from f32-accumulate calls of the same arrays
+ACC16: ContextVar = ContextVar("ptxgen_acc16", default=False)
+
+
+@contextmanager
+def accumulating_f16():
+    """An f16-accumulate call: the f16 kernels chosen inside accumulate in f16 (:data:`ACC16`)."""
+    token = ACC16.set(True)
+    try:
+        yield
+    finally:
+        ACC16.reset(token)
+
+
+def _acc16(dtype: str) -> bool:
+    return dtype == "f16" and ACC16.get()
+
+
+def _accumulated(dtype: str, choice: tuple[TileSpec, str, bool]) -> tuple[TileSpec, str, bool]:
+    """``choice`` (spec, why, swap_ab) with an f16 accumulator inside :func:`accumulating_f16` (f16 inputs)."""
+    spec, why, swap = choice
+    if not _acc16(dtype):
+        return choice
+    spec, note = f16_spec(spec)  # (default_spec's kernels come with it: their why is said here too)
+    return spec, f"{why}; {note}", swap
 
 
 @contextmanager
@@ -81,7 +110,7 @@ def default_spec(dtype: str, arch: str, a_major: Major, b_major: Major, out_dtyp
     if promotes(dtype, arch):  # a 3xTF32 call: the tiles the promoting form allows (derive.tile.rules_promote)
         loader["promote"] = PROMOTE_3XTF32
     d = DType(dtype)
-    acc = "s32" if d.is_integer else "f32"
+    acc = "s32" if d.is_integer else ("f16" if _acc16(dtype) else "f32")
     bk = 128 // d.bytes
 
     def tokens(major: Major) -> list[str]:
@@ -127,6 +156,14 @@ def select_spec(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = 
 def select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
                   out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None,
                   allow_swap: bool = True, device=None) -> tuple[TileSpec, str, bool]:
+    """(spec, why, swap_ab): :func:`_select_choice`'s pick, with an f16 accumulator inside :func:`accumulating_f16`."""
+    return _accumulated(dtype, _select_choice(dtype, arch, m, n, k, a_major, b_major, out_dtype, lda=lda, ldb=ldb,
+                                              allow_swap=allow_swap, device=device))
+
+
+def _select_choice(dtype: str, arch: str, m: int, n: int, k: int, a_major: Major = Major.K, b_major: Major = Major.K,
+                   out_dtype: str | None = None, *, lda: int | None = None, ldb: int | None = None,
+                   allow_swap: bool = True, device=None) -> tuple[TileSpec, str, bool]:
     """(spec, why) as :func:`gemm` picks it: the tuned table (``ptxgen.runtime.choose``) for K-major
     f16/bf16/e4m3, else :func:`default_spec` with the operands' majorness. ``dtype`` is the spec's input
     type (``tf32`` for float32 arrays); ``out_dtype`` defaults to the input type (f32 for tf32, bf16 for FP8,
