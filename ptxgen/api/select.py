@@ -13,6 +13,7 @@ from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.types import DType, Epilogue, Major, SpecError
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from .launch import streams
+from .arrays.accumulate import WHY as ACC16_WHY
 from .arrays.accumulate import f16_spec
 from .arrays.binding import _check_2d, _check_strides, _dtype_words, operand_major
 
@@ -295,7 +296,8 @@ def narrow_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, o
     if arch is None:
         arch = streams.call_device((ai, bi, oi)).arch.value
     spec = default_spec(dtype, arch, operand_major(ai), operand_major(bi), out, copy_bytes)
-    return spec, f"default with the cp.async loader, {copy_bytes}-byte copies: operand rows start only {copy_bytes}-byte aligned"
+    return spec, (f"default with the cp.async loader, {copy_bytes}-byte copies: operand rows start only {copy_bytes}-byte "
+                  "aligned" + (f"; {ACC16_WHY}" if _acc16(dtype) else ""))
 
 
 def batched_spec_for_arrays(ai: ArrayInfo, bi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None,

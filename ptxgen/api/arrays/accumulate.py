@@ -34,6 +34,7 @@ MODES = (F32, F16)
 KEY = "f16acc"  # the dispatch keys' mark of an f16-accumulate call (api.dispatch._okey)
 F16_DTYPE = [None]  # torch.float16 once torch is imported: the door's test for "a float16 tensor, maybe torch's flag"
 _F16_WORDS = ("float16", "f16", "half")
+WHY = "accumulate f16 (an f16 accumulator, CUBLAS_COMPUTE_16F's mode)"
 CHAIN_WHY = ("accumulates in f32: the fused epilogue chain works on f32 accumulators (derive.store.fusion.check_chain), "
              "so accumulate f16 is not applied")
 
@@ -120,4 +121,4 @@ def f16_spec(spec: TileSpec) -> tuple[TileSpec, str]:
         out = make_spec(**fields)
     except SpecError as e:
         return spec, f"accumulates in f32: accumulate f16 is refused for this kernel ({e})"
-    return out, "accumulate f16 (an f16 accumulator, CUBLAS_COMPUTE_16F's mode)" + "".join(f"; {n}" for n in notes)
+    return out, WHY + "".join(f"; {n}" for n in notes)
