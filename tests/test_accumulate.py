@@ -190,15 +190,17 @@ def test_dispatch_keys_carry_the_mode():
 
 
 # ---- L2: the f16-accumulate kernels compile -------------------------------------------------------------------------
-@pytest.mark.parametrize("case", CASES)
-def test_f16_accumulate_kernels_compile_without_local_memory(case):
-    """NVRTC for sm_90a: the wgmma with an f16 D, the SASS gate passes, no local memory or stack."""
+@pytest.mark.parametrize("case, out_dtype", [(c, None) for c in CASES] + [(c, "f32") for c in ("tuned", "swap", "streamk")])
+def test_f16_accumulate_kernels_compile_without_local_memory(case, out_dtype):
+    """NVRTC for sm_90a: the wgmma with an f16 D, the SASS gate passes, no local memory or stack (f16 outputs, and f32
+    ones: the GPU tests' accumulator read without the output's rounding)."""
     from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda
 
-    s = plan("gemm", *_arrays(case), accumulate="f16").spec
+    s = plan("gemm", *_arrays(case), accumulate="f16", out_dtype=out_dtype).spec
+    assert s.acc is DType.F16 and s.out_dtype.value == (out_dtype or "f16")
     c = compile_cuda(render_kernel(plan_kernel(s)), s.kernel_name, "sm_90a")
     rep = check_sass(s, c.cubin)
     assert rep.ok and rep.local_bytes == 0 and rep.stack_bytes == 0, rep.problems
