@@ -33,6 +33,7 @@ F16 = "f16"
 MODES = (F32, F16)
 KEY = "f16acc"  # the dispatch keys' mark of an f16-accumulate call (api.dispatch._okey)
 F16_DTYPE = [None]  # torch.float16 once torch is imported: the door's test for "a float16 tensor, maybe torch's flag"
+_FLAG = [None]  # torch's flag getter (a bool), set with F16_DTYPE
 _F16_WORDS = ("float16", "f16", "half")
 WHY = "accumulate f16 (an f16 accumulator, CUBLAS_COMPUTE_16F's mode)"
 CHAIN_WHY = ("accumulates in f32: the fused epilogue chain works on f32 accumulators (derive.store.fusion.check_chain), "
@@ -55,7 +56,11 @@ def torch_flag(torch) -> bool:
 
 def note_torch() -> None:
     if F16_DTYPE[0] is None and "torch" in sys.modules:
-        F16_DTYPE[0] = sys.modules["torch"].float16
+        torch = sys.modules["torch"]
+        _FLAG[0] = lambda: torch_flag(torch)
+        if getattr(torch._C, "_get_cublas_allow_fp16_accumulation", None) is not None:
+            _FLAG[0] = torch._C._get_cublas_allow_fp16_accumulation
+        F16_DTYPE[0] = torch.float16
 
 
 def _is_f16(dtype) -> bool:
@@ -85,7 +90,10 @@ def resolve(accumulate, a, dtype=None) -> str:
 
 
 def wants_f16(accumulate, a) -> bool:
-    """The door's test: whether this call accumulates in f16."""
+    """The door's test: whether this call accumulates in f16 (a float16 torch tensor with accumulate None: torch's flag
+    through its getter, read once per call)."""
+    if accumulate is None and F16_DTYPE[0] is not None and getattr(a, "dtype", None) is F16_DTYPE[0]:
+        return _FLAG[0]()
     note_torch()
     return resolve(accumulate, a) == F16
 
