@@ -13,10 +13,12 @@ from test_api_plan import F32, CupyArray, door_spec, doors, plan  # noqa: F401 (
 import ptxgen
 from ptxgen.isa.types import DType, Epilogue
 
-# (a, b) shapes: the tuned table's TMA-store pick, swap-AB's (an M-major D), the stream-K pick of 400 x 10000 x 6000, an
-# M-major A (the chooser's K-major kernel retyped), batched, and 8-byte rows (the narrow cp.async kernel)
+# (a, b) shapes: the tuned table's TMA-store pick, swap-AB's (an M-major D), the stream-K pick of 400 x 10000 x 6000, a
+# split-K pick, a ping-pong one, an M-major A (the chooser's K-major kernel retyped), batched, and 8-byte rows (the narrow
+# cp.async kernel)
 CASES = {"tuned": ((4096, 4096), (4096, 4096)), "swap": ((16, 4096), (4096, 4096)),
-         "streamk": ((400, 6000), (10000, 6000)), "a_t": ((2048, 1024), (2048, 1024)),
+         "streamk": ((400, 6000), (10000, 6000)), "splitk": ((128, 4096), (4096, 4096)),
+         "pingpong": ((256, 4096), (256, 4096)), "a_t": ((2048, 1024), (2048, 1024)),
          "batched": ((4, 512, 1024), (4, 256, 1024)), "narrow": ((64, 12), (64, 12))}
 
 
@@ -55,17 +57,20 @@ def test_f16_accumulate_takes_the_same_tile_with_an_f16_accumulator(case):
         assert "the direct stores, not the TMA store" in f16.why
     if s.stream_k > 1:
         assert f"not stream-K over {s.stream_k} splits" in f16.why
+    if s.split_k > 1:
+        assert f"not split-K over {s.split_k} splits" in f16.why and t.schedule.value == "tile"
 
 
 def test_the_picks_cover_the_forms_taken_out():
     """The cases above reach the TMA-store epilogue, stream-K and swap-AB picks (else the test above proves less)."""
     picks = {case: plan("gemm", *_arrays(case)).spec for case in CASES}
     assert picks["tuned"].epilogue is Epilogue.TMA and picks["streamk"].stream_k > 1 and picks["swap"].d_major.value == "m"
+    assert picks["splitk"].split_k > 1 and picks["pingpong"].consumers.value == "pingpong"
     assert plan("gemm", *_arrays("narrow")).path.value == "narrow" and picks["batched"].batch.value != "none"
 
 
 def test_the_door_runs_the_plans_kernel(doors):
-    for case in ("tuned", "swap", "streamk", "narrow"):
+    for case in ("tuned", "swap", "streamk", "splitk", "narrow"):
         a, b = _arrays(case)
         for mode in ("f16", "f32"):
             assert door_spec(ptxgen.gemm, a, b, accumulate=mode) == plan("gemm", a, b, accumulate=mode).spec

@@ -44,8 +44,10 @@ def _dist(torch, x, ref):
     return float((x.double() - ref).abs().max() / ref.abs().max())
 
 
-# (m, n, k, batch, a_t): the tuned pick, swap-AB, the stream-K pick taken whole (K kept), M-major A, batched, 8-byte rows
+# (m, n, k, batch, a_t): the tuned pick, swap-AB, the stream-K pick's shape, split-K's taken whole, ping-pong, M-major A,
+# batched, 8-byte rows
 SHAPES = [(4096, 4096, 4096, None, False), (16, 4096, 4096, None, False), (400, 10000, 4096, None, False),
+          (128, 4096, 4096, None, False), (256, 256, 4096, None, False),
           (2048, 2048, 1024, None, True), (512, 256, 1024, 4, False), (300, 200, 300, None, False)]
 
 

@@ -18,7 +18,7 @@ Modules: ``kernel`` (CompiledKernel, compile), ``groupedkernel`` (GroupedKernel,
 returns), ``select`` (which spec gemm picks), ``dispatch`` (gemm and its dispatch cache), ``fused`` and ``fp8blocks``
 (the fused-epilogue and block-FP8 doors), ``callplan`` (what a call of any op will do, without a GPU: :func:`plan`; its
 result types and array reading in ``planbase``, the grouped doors' planners in ``plangrouped``). Packages: ``arrays``
-(checking arrays against a spec: ``binding``; batched, grouped and packed arrays; float32 precision, the block-FP8
+(checking arrays against a spec: ``binding``; batched, grouped and packed arrays; float32 precision, float16 accumulation, the block-FP8
 recipe), ``launch`` (streams and contexts: ``streams``; the prepared launch of one dispatch key: ``launchplan``, its
 dispatch keys and hot tables: ``hotkeys``; each door's prepared launches), ``bench`` (``ptxgen bench --api``).
 ``torch.ops.ptxgen.gemm`` is registered by ``ptxgen.ops.torch_ops`` (a layer above this package).
