@@ -1,3 +1,3 @@
 """ptxgen's version, in a leaf module: generated files quote it, and importing it loads nothing else."""
 
-__version__ = "0.4.0"
+__version__ = "0.4.1"
