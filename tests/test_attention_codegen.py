@@ -103,6 +103,48 @@ def test_persistent_walk_visits_every_tile_once(causal):
                     assert len({(h, b) for _, h, b in got[hb * m_blocks:(hb + 1) * m_blocks]}) == 1
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_each_cta_walks_its_rounds_and_every_tile_is_taken_once(causal):
+    """walk_tile over every CTA and round covers tiles 0..n-1 once each (small grids and counts exhaustively); a CTA's
+    tiles grow from round to round (the kernel stops at the first past the end); the template's C agrees."""
+    from ptxgen.attention.plan import walk_exprs, walk_tile
+
+    for grid in range(1, 9):
+        for n in range(0, 3 * grid + 2):
+            seen = []
+            for cta in range(grid):
+                r, mine = 0, []
+                while (t := walk_tile(r, cta, grid, causal)) < n:
+                    mine.append(t)
+                    c_tile = _c_eval(walk_exprs(causal)["tile"].replace("gridDim.x", "g").replace("blockIdx.x", "b"),
+                                     tcount=r, g=grid, b=cta)
+                    c_next = _c_eval(walk_exprs(causal)["next"].replace("gridDim.x", "g").replace("blockIdx.x", "b"),
+                                     tcount=r, g=grid, b=cta)
+                    assert (c_tile, c_next) == (t, walk_tile(r + 1, cta, grid, causal))
+                    r += 1
+                assert mine == sorted(mine) and walk_tile(r + 1, cta, grid, causal) >= n
+                seen += mine
+            assert sorted(seen) == list(range(n))
+
+
+def test_causal_walk_balances_the_ctas_where_striding_did_not():
+    """Causal tiles of a head run longest first (lengths m_blocks .. 1 key blocks of BM/BN each); 132 CTAs. The walk
+    reverses every other round: the busiest CTA within 12% of the mean at B·S = 16k from 300 to 4096 keys (D 128: BM
+    128, heads·D 2048; D 64: BM 192). Control: plain striding (the non-causal walk) over the same lengths gives one
+    length per CTA at seqlen 512 (4 blocks, 132 a multiple of 4): 1.47."""
+    from ptxgen.attention.plan import walk_balance
+
+    def lengths(seqlen, bm, heads):
+        m_blocks = -(-seqlen // bm)
+        return [min(seqlen, (m + 1) * bm) / 128 for _ in range(heads) for m in range(m_blocks - 1, -1, -1)]
+
+    for seqlen, d, bm in ((300, 128, 128), (512, 128, 128), (1000, 128, 128), (2048, 128, 128), (4096, 128, 128),
+                          (512, 64, 192), (2048, 64, 192)):
+        heads = 16384 // seqlen * 2048 // d
+        assert walk_balance(lengths(seqlen, bm, heads), 132, True) <= 1.12, (seqlen, d)
+    assert walk_balance(lengths(512, 128, 512), 132, False) > 1.4
+
+
 def test_persistent_walk_control_a_wrong_order_is_caught():
     """Control: the non-causal walk read for a causal one visits a head's short query blocks first."""
     ms = [tile_of(t, 3, 2, 1, False)[0] for t in range(3)]

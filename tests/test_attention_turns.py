@@ -19,7 +19,7 @@ def policy(src: str) -> tuple[str, str]:
     """(head_start, last_arrive) of the rendered kernel, read from its two turn statements."""
     head = re.search(r"if \(c == 1( && tcount == 0)?\) named_barrier_arrive\(1, 256\);", src)
     assert head, "no head start for warpgroup 0"
-    both = re.search(r"if \(c == 0 \|\| tile \+ static_cast<int>\(gridDim\.x\) < m_blocks \* heads \* batch\) "
+    both = re.search(r"if \(c == 0 \|\| \(tcount \+ 1\) \* static_cast<int>\(gridDim\.x\) .*? < m_blocks \* heads \* batch\) "
                      r"named_barrier_arrive\(2 - c, 256\);", src)
     only0 = re.search(r"if \(c == 0\) named_barrier_arrive\(2, 256\);", src)
     assert bool(both) != bool(only0), "exactly one form of the last turn"

@@ -184,13 +184,45 @@ def m_block_expr(causal: bool) -> str:
 
 
 def tile_of(t: int, m_blocks: int, heads: int, batch: int, causal: bool) -> tuple[int, int, int]:
-    """(m_block, head, batch index) of tile ``t`` of the persistent walk (CTA c takes tiles c, c + grid, ...). A
+    """(m_block, head, batch index) of tile ``t`` of the persistent walk (which CTA takes it: ``walk_tile``). A
     head's query blocks are consecutive tiles, so the CTAs running at once share a few heads' K and V in L2 (as the
     one-CTA-per-tile grid's blockIdx.x-first order does). Causal: within a head the last (longest) query block first.
     (Measured on the H100: a causal order that ran the longest block of every head first, 128 heads at once, read
     K and V of all of them together and fell to 0.7x of the grid's speed at D 128, 2k; docs/attention.md.)"""
     hb, r = divmod(t, m_blocks)
     return (m_blocks - 1 - r if causal else r), hb % heads, hb // heads
+
+
+def walk_tile(r: int, cta: int, grid: int, causal: bool) -> int:
+    """The tile CTA ``cta`` of ``grid`` takes in its round ``r`` of the persistent walk: ``r * grid + cta``; causal,
+    every other round in reverse (``r * grid + grid - 1 - cta`` for odd r), so a CTA that took a long tile in one round
+    takes a short one in the next. Causal tiles of a head run longest first, and with ``grid`` a multiple of the
+    query blocks per head (132 SMs, 4 blocks at seqlen 512) plain striding gave each CTA tiles of one length only:
+    the busiest CTA carried 1.47x the mean (``walk_balance``); reversed, 1.03."""
+    return r * grid + (grid - 1 - cta if causal and r % 2 else cta)
+
+
+def walk_balance(lengths: list[int], grid: int, causal: bool, per_tile: float = 1.0) -> float:
+    """The busiest CTA's work over the mean when ``grid`` CTAs walk tiles of ``lengths`` key blocks (each tile costs
+    ``per_tile`` more, its start and end) as ``walk_tile`` assigns them."""
+    load = [0.0] * grid
+    for cta in range(grid):
+        r = 0
+        while (t := walk_tile(r, cta, grid, causal)) < len(lengths):
+            load[cta] += lengths[t] + per_tile
+            r += 1
+    return max(load) / (sum(load) / grid)
+
+
+def walk_exprs(causal: bool) -> dict[str, str]:
+    """``walk_tile`` as C (names: tcount, the round; gridDim.x, blockIdx.x): this round's tile and the next round's."""
+    def at(r: str) -> str:
+        if not causal:
+            return f"({r}) * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x)"
+        # odd rounds reversed: cta + (r & 1) (grid - 1 - 2 cta)
+        return (f"({r}) * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x) + (({r}) & 1) * "
+                f"(static_cast<int>(gridDim.x) - 1 - 2 * static_cast<int>(blockIdx.x))")
+    return {"tile": at("tcount"), "next": at("tcount + 1")}
 
 
 def tile_exprs(causal: bool) -> dict[str, str]:

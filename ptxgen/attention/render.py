@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..author import Kernel, Values, generated_line, template_file
-from .plan import AttentionPlan, m_block_expr, n_block_end_expr, needs_mask_expr, tile_exprs
+from .plan import AttentionPlan, m_block_expr, n_block_end_expr, needs_mask_expr, tile_exprs, walk_exprs
 
 TEMPLATE = "attention_sm90.cu.j2"
 TEMPLATE_SM100 = "attention_sm100.cu.j2"
@@ -39,6 +39,7 @@ def _common(p) -> dict:
         "m_block_expr": m_block_expr(s.causal), "n_end_expr": n_block_end_expr(s.bm, s.bn, s.causal),
         "needs_mask_expr": needs_mask_expr(s.bm, s.bn, s.causal), "persistent": s.persistent,
         "tile": tile_exprs(s.causal),
+        "walk": walk_exprs(s.causal),
     }
 
 
