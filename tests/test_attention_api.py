@@ -194,6 +194,27 @@ def test_prepared_launch_reencodes_only_changed_pointers():
     assert drv.launches[-1] == (7, (3, h, b), (384, 1, 1), prep.smem, 5)
 
 
+def test_short_causal_calls_walk_the_tiles_in_ping_pong():
+    """Causal calls of at most CAUSAL_WALK_KEYS keys at D 64 and 128 take ping-pong 128 x 128 with the persistent walk
+    (runs/2026-12-06-h100-few-wave-d256 run 5: 1.08-1.41x the one-CTA-per-tile default at 512-4096 keys); longer ones,
+    non-causal ones and D 256 keep their defaults; a schedule asked for is kept (control)."""
+    from ptxgen.attention.args import AttentionProblem
+    from ptxgen.attention.launch import CAUSAL_WALK_KEYS, choose_spec
+    from ptxgen.author import DType
+
+    def spec(d, sk, causal, sched=None):
+        return choose_spec(AttentionProblem(2, 8, 8, sk, sk, d, DType.BF16), causal, sched)
+
+    for d in (64, 128):
+        for sk in (1, 512, 2048, CAUSAL_WALK_KEYS):
+            s = spec(d, sk, True)
+            assert (s.bm, s.bn, s.stages, s.schedule, s.persistent) == (128, 128, 2, "pingpong", True)
+        assert not spec(d, CAUSAL_WALK_KEYS + 1, True).persistent
+        assert (spec(d, 512, False).bm, spec(d, 512, False).persistent) == ((192 if d == 64 else 128), True)
+        assert spec(d, 512, True, "overlap").schedule == "overlap" and not spec(d, 512, True, "overlap").persistent
+    assert not spec(256, 512, True).persistent
+
+
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_default_choice_is_a_legal_spec_for_every_length(head_dim, dtype):

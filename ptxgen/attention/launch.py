@@ -25,6 +25,10 @@ LONG_KEYS = 4096  # from this many keys on, D 128 takes 192-key blocks
 
 
 SHORT_KEYS = 2048  # up to this many keys, a non-causal call takes the persistent walk
+# up to this many keys, a causal call (D 64 or 128) takes ping-pong 128 x 128 with the persistent walk (odd rounds
+# reversed: plan.walk_tile): 1.08-1.41x the one-CTA-per-tile kernel at 512-4096 keys on the H100
+# (runs/2026-12-06-h100-few-wave-d256 run 5)
+CAUSAL_WALK_KEYS = 4096
 
 
 def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | None = None) -> tuple[tuple[int, int, int], str, bool]:
@@ -32,13 +36,16 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
     defaults were found"): D 64: three consumer warpgroups (BM 192, FA3's head-dim-64 tile) with 128-key blocks,
     intra-warpgroup overlap (ping-pong, which needs two warpgroups, when asked for: BM 128, BN 192); D 128: two
     consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128. Non-causal calls of at most
-    SHORT_KEYS keys walk the tiles persistently (the next tile's loads hide this one's end). D 256, not measured, as
+    SHORT_KEYS keys walk the tiles persistently (the next tile's loads hide this one's end); causal calls of at most
+    CAUSAL_WALK_KEYS keys, D 64 or 128, take ping-pong 128 x 128 with the walk. D 256, not measured, as
     FA3 builds its head dim 256: two consumer warpgroups, 64-key blocks (FA3 takes 80; 64 is the only BN of
     spec.BLOCK_N whose S, O and P fit 240 registers), two stages (all that fit shared memory beside Q),
     intra-warpgroup overlap without ping-pong (FA3 takes its scheduler barrier only up to head dim 128), one CTA per
     tile."""
     if p.head_dim == 256:
         return (128, 64, 2), "overlap", False
+    if causal and p.seqlen_k <= CAUSAL_WALK_KEYS and schedule in (None, "pingpong"):
+        return (128, 128, 2), "pingpong", True
     walk = not causal and p.seqlen_k <= SHORT_KEYS
     if p.head_dim == 64:
         if schedule == "pingpong":
