@@ -18,17 +18,20 @@ allocation among them; the attention kernels, sm_90a at head dims 64 and 128 wit
 sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention), ``one-launch`` (the 0.4.0 kernels: the
 doors' split-K, promoting 3xTF32 and row-wise FP8 picks as ``ptxgen.api.plan`` names them, a fused chain with split-K,
 every K-grouped variant; the attention defaults, BM 192, D 128 x BN 192 and the persistent walk;
-runs/2026-12-06-nvrtc128-one-launch).
+runs/2026-12-06-nvrtc128-one-launch), ``0.4.1`` (the swapped stream-K picks, the f16-accumulate picks, attention at head dim
+256 and the causal walk; runs/2026-12-06-nvrtc128-0-4-1).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|all]
 """
 import argparse
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
 
 from ptxgen import make_spec
+from ptxgen.isa.types import Epilogue
 from ptxgen.runtime.compile import toolchains
 
 
@@ -213,11 +216,40 @@ def one_launch_specs() -> dict:
     return out
 
 
+def release_0_4_1_specs() -> dict:
+    """The 0.4.1 kernels: the swapped stream-K picks (400x10000x6000 as the chooser takes it on the H100, 128 x 168
+    split 2 with direct stores) and the f16-accumulate picks of ``ptxgen.gemm`` (read from ``ptxgen.api.plan``)."""
+    import torch
+
+    import ptxgen.api
+    from ptxgen.runtime.choose import Problem, choose
+    from ptxgen.runtime.choose.calibration import shipped
+    from ptxgen.runtime.choose.swap import _swapped_streamk
+    from ptxgen.runtime.choose.tune import default_spec
+
+    def meta(*shape, dt=torch.float16):
+        return torch.empty(*shape, dtype=dt, device="meta")
+
+    out = {"swap stream-K 400x10000x6000 (H100 pick)": choose(Problem("bf16", "sm_90a", 400, 10000, 6000),
+                                                              shipped()["h100-80gb-hbm3"].device).spec}
+    direct = dataclasses.replace(_swapped_streamk(default_spec("bf16", "sm_90a"), 168, 2), epilogue=Epilogue.DIRECT)
+    out["swap stream-K 128x168 split 2, direct"] = direct
+    for m, n, k in ((4096, 4096, 4096), (400, 10000, 6000), (16, 7168, 16384)):
+        out[f"f16 accumulate {m}x{n}x{k}"] = ptxgen.api.plan("gemm", meta(m, k), meta(n, k), accumulate="f16",
+                                                             device="h100").spec
+    return out
+
+
+# D, BM, BN, stages, schedule, walk: head dim 256's tiles and the causal default (ping-pong 128 x 128 with the walk)
+ATTENTION_0_4_1 = ((256, 128, 64, 2, "overlap", False), (256, 128, 64, 2, "pingpong", True), (256, 64, 64, 3, "serial", False),
+                   (64, 128, 128, 2, "pingpong", True), (128, 128, 128, 2, "pingpong", True))
+
+
 ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True), (128, 128, 192, 2, "pingpong", False),
                  (128, 128, 128, 2, "pingpong", True), (64, 128, 192, 2, "pingpong", True))  # D, BM, BN, stages, schedule, walk
 
 
-def attention_results(toolchain, workdir: Path, new_tiles: bool = False) -> list[tuple[str, bool, str]]:
+def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=None) -> list[tuple[str, bool, str]]:
     """Each attention kernel compiled by ``toolchain``'s NVRTC and gated by its own SASS check (no local memory)."""
     import json
     import os
@@ -234,9 +266,9 @@ def attention_results(toolchain, workdir: Path, new_tiles: bool = False) -> list
     specs = [AttentionSpec(head_dim=d, causal=c, schedule=s) for d in (64, 128) for c in (False, True)
              for s in ("serial", "overlap", "pingpong")]
     specs += [AttentionSpec(head_dim=d, arch=Arch.SM100A) for d in (64, 128)]
-    if new_tiles:  # the 0.4.0 tiles and walk, causal and not
+    if new_tiles or tiles:  # the 0.4.0 tiles and walk (or ``tiles``), causal and not
         specs = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=walk)
-                 for d, bm, bn, st, sch, walk in ATTENTION_0_4 for c in (False, True)]
+                 for d, bm, bn, st, sch, walk in (tiles or ATTENTION_0_4) for c in (False, True)]
     jobs, plans = [], {}
     for spec in specs:
         plan = plan_attention_sm100(spec) if spec.tcgen05 else plan_attention(spec)
@@ -265,7 +297,7 @@ def attention_results(toolchain, workdir: Path, new_tiles: bool = False) -> list
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
-                                      "pairs-attention", "training-forms", "one-launch", "all"), default="all")
+                                      "pairs-attention", "training-forms", "one-launch", "0.4.1", "all"), default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("streamk", "all"):
@@ -288,6 +320,8 @@ def main() -> int:
         specs.update(training_forms_specs())
     if args.set in ("one-launch", "all"):
         specs.update(one_launch_specs())
+    if args.set in ("0.4.1", "all"):
+        specs.update(release_0_4_1_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
@@ -302,10 +336,11 @@ def main() -> int:
         bad += not ok
         print(f"{'PASS' if ok else 'FAIL'} {r.version} {r.kernel} problems={r.problems} local={r.local_instructions} "
               f"stack={r.stack_bytes}")
-    for kind in ("pairs-attention", "one-launch"):
+    for kind in ("pairs-attention", "one-launch", "0.4.1"):
         if args.set not in (kind, "all"):
             continue
-        for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp()), new_tiles=kind == "one-launch"):
+        for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp()), new_tiles=kind == "one-launch",
+                                                  tiles=ATTENTION_0_4_1 if kind == "0.4.1" else None):
             bad += not ok
             res.append(name)
             print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
