@@ -151,8 +151,7 @@ def test_every_element_of_the_m_major_d_is_stored_once_by_its_owner_with_every_s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("epilogue", ["tma", "direct"])
-@pytest.mark.parametrize("s", [2, 3, 4])
+@pytest.mark.parametrize("epilogue,s", [("tma", 5), ("direct", 3)])  # the H100 pick's 5 splits; the other store
 def test_the_issue_shape_400x10000x6000_on_132_sms(epilogue, s):
     # swapped: N' = 10000 rows of 128, M' = 400 columns of 200: 79 x 2 = 158 tiles, 26 in the last round, 94 K-tiles
     problems, env = launch_problems(swapped_sk(200, s, epilogue), 10000, 400, 6000, 132)
