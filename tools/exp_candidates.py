@@ -201,9 +201,9 @@ def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int) ->
     """The swapped kernel (128 x BN' tiles over N x M) persistent with its last round split along K (swap128xBN'+skS), for
     each distinct split the kernel takes (derive.store.streamk: none where the N' x M' tiles fill whole rounds); the
     stages drop where the persistent TMA store's second staging buffer does not fit."""
-    from ptxgen.isa.types import SpecError
     from ptxgen.runtime.choose.candidates import k_tiles
     from ptxgen.runtime.choose.costmodel import streamk_cap
+    from ptxgen.runtime.choose.swap import streamk_form
 
     items = -(-n // 128) * -(-m // bn)
     clusters = min(items, sm_count)
@@ -213,13 +213,9 @@ def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int) ->
         if eff < 2 or eff in seen:
             continue
         seen.add(eff)
-        for stages in range(spec.stages, 1, -1):
-            try:
-                sk = _variant(spec, schedule="persistent", stream_k=s, stages=stages)
-            except SpecError:
-                continue
+        sk = streamk_form(spec, s)
+        if sk is not None:
             out.append(Cand(f"swap128x{bn}+sk{s}", sk, "few-wave", swap_ab=True, splits=s, swap_bn=bn))
-            break
     return out
 
 

@@ -31,17 +31,21 @@ def _swapped(like: TileSpec, bm: int, bn: int, stages) -> TileSpec | None:
     return None
 
 
-def _swapped_streamk(like: TileSpec, bn: int, splits: int) -> TileSpec | None:
-    """The swapped 128 x ``bn`` kernel persistent with ``splits`` stream-K splits of its last round, at the deepest of
-    rules.SWAP_FIT_STAGES (and fewer, down to 2: the persistent TMA store's second staging buffer) that fits; None
-    where none does."""
-    spec = _swapped(like, SWAP_BM, bn, rules.SWAP_FIT_STAGES)
-    for s in range(spec.stages if spec is not None else 0, 1, -1):
+def streamk_form(swapped: TileSpec, splits: int) -> TileSpec | None:
+    """A swapped kernel persistent with ``splits`` stream-K splits of its last round, at its own stages or fewer (down to
+    2: the persistent TMA store's second staging buffer), the first that fits; None where none does."""
+    for s in range(swapped.stages, 1, -1):
         try:
-            return dataclasses.replace(spec, schedule=Schedule.PERSISTENT, stream_k=splits, stages=s)
+            return dataclasses.replace(swapped, schedule=Schedule.PERSISTENT, stream_k=splits, stages=s)
         except SpecError:
             continue
     return None
+
+
+def _swapped_streamk(like: TileSpec, bn: int, splits: int) -> TileSpec | None:
+    """The swapped 128 x ``bn`` kernel (the deepest of rules.SWAP_FIT_STAGES that fits) in its stream-K form."""
+    spec = _swapped(like, SWAP_BM, bn, rules.SWAP_FIT_STAGES)
+    return None if spec is None else streamk_form(spec, splits)
 
 
 def _store_note() -> str:
