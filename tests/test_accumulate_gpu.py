@@ -11,22 +11,11 @@ additions differs). Controls: the f32-accumulate kernel is nearer float64 than t
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
+from test_accumulate import _torch_flag
 
 pytestmark = pytest.mark.gpu
 FACTOR = 4  # ptxgen's distance from float64 at most FACTOR x torch's f16-accumulate distance (plus one output ulp)
-
-
-@contextlib.contextmanager
-def _torch_flag(torch, value: bool):
-    before = torch.backends.cuda.matmul.allow_fp16_accumulation
-    torch.backends.cuda.matmul.allow_fp16_accumulation = value
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_fp16_accumulation = before
 
 
 def _operands(torch, m, n, k, batch=None, a_t=False):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_kgrouped_door import _reference64
 
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
@@ -315,16 +316,6 @@ GPU_CASES = [  # (M, N, offs)
     (100, 130, [5, 5, 6, 70, 71, 200, 200, 333, 334, 400, 401, 401, 600]),  # G = 13; N x 2 B not a multiple of 16
     (257, 520, [1, 2, 900]),
 ]
-
-
-def _reference64(torch, a, b, offs_list):
-    out = torch.zeros(len(offs_list), a.shape[0], b.shape[0], dtype=torch.float64, device=a.device)
-    lo = 0
-    for i, hi in enumerate(offs_list):
-        if hi > lo:
-            out[i] = a[:, lo:hi].double() @ b[:, lo:hi].double().t()
-        lo = max(lo, hi)
-    return out
 
 
 @pytest.mark.gpu

@@ -43,13 +43,18 @@ ACC16: ContextVar = ContextVar("ptxgen_acc16", default=False)
 
 
 @contextmanager
-def accumulating_f16():
-    """An f16-accumulate call: the f16 kernels chosen inside accumulate in f16 (:data:`ACC16`)."""
-    token = ACC16.set(True)
+def _raised(flag: ContextVar):
+    """``flag`` True for the calls inside."""
+    token = flag.set(True)
     try:
         yield
     finally:
-        ACC16.reset(token)
+        flag.reset(token)
+
+
+def accumulating_f16():
+    """An f16-accumulate call: the f16 kernels chosen inside accumulate in f16 (:data:`ACC16`)."""
+    return _raised(ACC16)
 
 
 def _acc16(dtype: str) -> bool:
@@ -65,14 +70,9 @@ def _accumulated(dtype: str, choice: tuple[TileSpec, str, bool]) -> tuple[TileSp
     return spec, f"{why}; {note}", swap
 
 
-@contextmanager
 def promoting():
     """The 3xTF32 door's call on its split operands: the tf32 kernels chosen inside promote (:data:`PROMOTE`)."""
-    token = PROMOTE.set(True)
-    try:
-        yield
-    finally:
-        PROMOTE.reset(token)
+    return _raised(PROMOTE)
 
 
 def promotes(dtype: str, arch: str) -> bool:

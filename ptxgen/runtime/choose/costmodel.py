@@ -29,6 +29,7 @@ Pure arithmetic: no GPU, no compiler.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .calibration import Calibration, Costs, Family, calibration_for, parse_kernels
@@ -174,19 +175,15 @@ class SwapStreamKPrediction:
 
 def predict_swap_streamk(costs: Costs, family_bn: int, m: int, n: int, k: int, bn: int, max_splits: int, *,
                          sm_count: int = 132, element_bytes: int = 2) -> SwapStreamKPrediction:
-    """The swapped kernel persistent, its last partial round split along K (at most ``max_splits``): as
-    :func:`predict_streamk` with the swapped family's constants (per K-tile scaled by BN' / ``family_bn``). The constants
-    were fitted on the one-CTA-per-tile kernel; the persistent loop and the fix-up's traffic are the stream-K terms."""
+    """The swapped kernel persistent, its last partial round split along K (at most ``max_splits``): :func:`predict_streamk`
+    of the 128 x ``bn`` tile over the kernel's N x M problem with the swapped family's constants (per K-tile scaled by
+    BN' / ``family_bn``). The constants were fitted on the one-CTA-per-tile kernel; the persistent loop and the fix-up's
+    traffic are the stream-K terms."""
+    tile = Candidate(f"swap{SWAP_BM}x{bn}", SWAP_BM, bn, stages=0)
+    scaled = dataclasses.replace(costs, ktile_us=costs.ktile_us * bn / family_bn)
+    p = predict_streamk(tile, scaled, n, m, k, max_splits, sm_count=sm_count, element_bytes=element_bytes)
     m_tiles = -(-m // bn)
-    items = -(-n // SWAP_BM) * m_tiles
-    clusters = min(items, sm_count * costs.slots_per_sm)
-    t = k_tiles(k, element_bytes)
-    per_k = costs.ktile_us * bn / family_bn
-    whole = costs.tile_us + t * per_k
-    s, last = streamk_cap(items, clusters, t, max_splits)
-    split_last = (costs.tile_us + -(-t // s) * per_k + SWAP_BM * bn * 4 * s / STREAMK_SM_BYTES_PER_US) if s > 1 else (
-        whole if last else 0.0)
-    return SwapStreamKPrediction(bn, m_tiles, items, s, costs.launch_us + (items // clusters) * whole + split_last)
+    return SwapStreamKPrediction(bn, m_tiles, -(-n // SWAP_BM) * m_tiles, p.splits, p.predicted_us)
 
 
 def best_swap_streamk(costs: Costs, family_bn: int, m: int, n: int, k: int, *, sm_count: int = 132,
