@@ -144,15 +144,18 @@ def test_cuda_graph_capture_and_replay():
         assert (out.double() - ro).abs().max().item() < 2e-2
 
 
+@pytest.mark.parametrize("q_buffers", [1, 2])
 @pytest.mark.parametrize("causal", [False, True])
-def test_persistent_walk_more_tiles_than_sms(causal):
-    """More tiles than SMs (each CTA walks several, the K/V ring and Q's barrier running on across them), twice in a
-    row (the barriers' phases start over each launch) and against the one-CTA-per-tile kernel bit for bit."""
+def test_persistent_walk_more_tiles_than_sms(causal, q_buffers):
+    """More tiles than SMs (each CTA walks several, the K/V ring and Q's barriers running on across them), with one Q
+    buffer and two, twice in a row (the barriers' phases start over each launch) and against the one-CTA-per-tile
+    kernel bit for bit."""
     torch.manual_seed(3)
     q = torch.randn(4, 16, 1000, 128, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(4, 4, 1000, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    ours = attention_with(q, k, v, causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=True)
-    again = attention_with(q, k, v, causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=True)
+    kw = dict(causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=True, q_buffers=q_buffers)
+    ours = attention_with(q, k, v, **kw)
+    again = attention_with(q, k, v, **kw)
     grid = attention_with(q, k, v, causal=causal, schedule="pingpong", tile=(128, 128, 2), persistent=False)
     assert torch.equal(ours, again) and torch.equal(ours, grid)
     ro, _ = reference(q[:1, :4], k[:1, :1], v[:1, :1], causal, 128 ** -0.5)

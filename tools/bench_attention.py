@@ -10,7 +10,8 @@ FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts the
         [--variants default,pingpong:128:192:2,...]
 
 Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``
-(``:persistent`` appended: one CTA per SM walking the tiles); a
+(``:persistent`` appended: one CTA per SM walking the tiles; ``:q1`` / ``:q2`` after it: its Q buffers; ``default:q1``:
+the default with one Q buffer); a
 variant the head dim cannot take (a SpecError) is reported as unavailable for that point.
 """
 
@@ -30,12 +31,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
 def variant(name: str):
-    """(schedule, tile, persistent) of a variant name: ``default`` -> (None, None, None); ``pingpong:128:192:2`` ->
-    ("pingpong", (128, 192, 2), False); a ``:persistent`` suffix asks for the persistent walk."""
-    if name == "default":
-        return None, None, None
-    sched, bm, bn, stages, *walk = name.split(":")
-    return sched, (int(bm), int(bn), int(stages)), walk == ["persistent"]
+    """(schedule, tile, persistent, q_buffers) of a variant name: ``default`` -> (None, None, None, None);
+    ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2), False, None); a ``:persistent`` suffix asks for the
+    persistent walk, a further ``:q1`` or ``:q2`` for its Q buffers (``default:q1``: the default with one)."""
+    if name.startswith("default"):
+        q = name.split(":")[1:]
+        return None, None, None, int(q[0][1:]) if q else None
+    sched, bm, bn, stages, *rest = name.split(":")
+    q = [int(r[1:]) for r in rest if r.startswith("q")]
+    return sched, (int(bm), int(bn), int(stages)), "persistent" in rest, q[0] if q else None
 
 
 def contenders(variants):
@@ -43,9 +47,9 @@ def contenders(variants):
 
     out = {}
     for name in variants:
-        sched, tile, walk = variant(name)
-        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk:
-                                 attention(q, k, v, causal=c, schedule=sched, tile=tile, persistent=walk))
+        sched, tile, walk, qb = variant(name)
+        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk, qb=qb:
+                                 attention(q, k, v, causal=c, schedule=sched, tile=tile, persistent=walk, q_buffers=qb))
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         def f(q, k, v, c, be=be):
             with sdpa_kernel([be]):

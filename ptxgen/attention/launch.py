@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import sys
 import threading
+from dataclasses import replace
 
-from ..author import PreparedLaunch
+from ..author import PreparedLaunch, SpecError
 from .args import AttentionProblem, check_arguments
 from .build import build
 from .plan import LOG2E
@@ -55,13 +56,23 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
 
 
 def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
-                tile: tuple[int, int, int] | None = None, persistent: bool | None = None) -> AttentionSpec:
-    """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for."""
+                tile: tuple[int, int, int] | None = None, persistent: bool | None = None,
+                q_buffers: int | None = None) -> AttentionSpec:
+    """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for. A persistent
+    kernel takes two Q buffers where they fit shared memory (``q_buffers`` None), else one."""
     (bm, bn, stages), default, walk = default_choice(p, causal, schedule)
     if tile is not None:
         bm, bn, stages = tile
-    return AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default,
+    spec = AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default,
                          persistent=walk if persistent is None else bool(persistent))
+    if q_buffers is not None:
+        return replace(spec, q_buffers=q_buffers)
+    if spec.persistent:
+        try:
+            return replace(spec, q_buffers=2)
+        except SpecError:  # shared memory: Q, the K/V stages and a second Q take more than a CTA may use
+            pass
+    return spec
 
 
 def _kernel(spec: AttentionSpec, device_index: int):
@@ -119,29 +130,30 @@ def sm_count(device) -> int:
 
 
 def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None,
-                 persistent=None) -> tuple:
+                 persistent=None, q_buffers=None) -> tuple:
     return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), q.dtype, q.device,
-            causal, scale, return_lse, schedule, tile, persistent)
+            causal, scale, return_lse, schedule, tile, persistent, q_buffers)
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
-              schedule: str | None = None, tile: tuple[int, int, int] | None = None, persistent: bool | None = None):
+              schedule: str | None = None, tile: tuple[int, int, int] | None = None, persistent: bool | None = None,
+              q_buffers: int | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
     transposed to (B, H, S, D) works without a copy). k and v may have fewer heads than q (GQA/MQA: H_kv divides H).
     Causal is top-left aligned, as scaled_dot_product_attention's is_causal. ``return_lse``: also the float32
     log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES),
-    ``tile``: (BM, BN, stages) and ``persistent``: one CTA per SM walking the tiles, for tests and benchmarks (None:
-    ``default_choice``)."""
+    ``tile``: (BM, BN, stages), ``persistent``: one CTA per SM walking the tiles and ``q_buffers`` (1 or 2, persistent
+    only), for tests and benchmarks (None: ``default_choice`` and ``choose_spec``)."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent)
+    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers)
     prep = _PREPARED.get(key)
     if prep is None:
-        spec = choose_spec(p, bool(causal), schedule, tile, persistent)
+        spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers)
         built, func = _kernel(spec, q.device.index or 0)
         prep = PreparedAttention(spec, built.plan, func, p, q, k, v, out, scale)
         if len(_PREPARED) > 256:  # a bound on distinct shapes kept

@@ -147,7 +147,8 @@ def plan_attention(s: AttentionSpec) -> AttentionPlan:
     producer, consumer = consumer_registers(s.consumers)
     # every consumer warp's lane 0 releases a stage (the warps of a warpgroup finish P·V at different times)
     r = ring(s, q, k, v, consumer_warpgroups=s.consumers, empty_arrivals=4 * s.consumers, producer_registers=producer,
-             consumer_registers=consumer, empty_per_operand=True, barriers=("Q_empty",) if s.persistent else ())
+             consumer_registers=consumer, empty_per_operand=True, resident_stages=s.q_buffers,
+             resident_release=s.persistent)
     return AttentionPlan(spec=s, q=q, k=k, v=v, ring=r, qk=wgmma(q, k), pv=wgmma(RegisterA(s.dtype), v),
                          p_pairs=p_register_pairs(s.bn, s.dtype), params=params(s, q, k, v))
 

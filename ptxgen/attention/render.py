@@ -40,6 +40,7 @@ def _common(p) -> dict:
         "needs_mask_expr": needs_mask_expr(s.bm, s.bn, s.causal), "persistent": s.persistent,
         "tile": tile_exprs(s.causal),
         "walk": walk_exprs(s.causal),
+        "q_buffers": s.q_buffers, "q_stage_stride": r.regions["Q"].stage_stride_bytes,
     }
 
 

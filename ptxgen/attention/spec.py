@@ -6,7 +6,7 @@ GEMM spec's are (the CLI turns it into exit status 2 before any compile work).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..author import Arch, DType, SpecError, tmem_plan
 
@@ -48,6 +48,9 @@ class AttentionSpec:
     # one CTA per SM walks the (query block, head, batch) tiles: the next tile's Q, K and V load while this one's
     # last blocks and epilogue run (Q released once the tile's last S has landed: a Q_empty barrier)
     persistent: bool = False
+    # Q buffers of the persistent walk: 2 loads the next tile's Q while this tile's blocks run (the producer issues it
+    # once this tile's last K and V are in flight; with one buffer it waits for this tile's last S)
+    q_buffers: int = 1
 
     def __post_init__(self):
         check(self)
@@ -70,12 +73,12 @@ class AttentionSpec:
     def kernel_name(self) -> str:
         c = "causal" if self.causal else "full"
         return (f"ptxgen_attn_{self.arch.value.replace('_', '')}_{self.dtype.value}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}_"
-                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else ""))
+                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else "") + ("_q2" if self.q_buffers == 2 else ""))
 
     def to_json(self) -> dict:
         return {"head_dim": self.head_dim, "bm": self.bm, "bn": self.bn, "causal": self.causal,
                 "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages, "schedule": self.schedule,
-                "persistent": self.persistent}
+                "persistent": self.persistent, "q_buffers": self.q_buffers}
 
 
 def consumer_registers(consumers: int) -> tuple[int, int]:
@@ -89,12 +92,13 @@ def consumer_registers(consumers: int) -> tuple[int, int]:
 
 
 def smem_bytes(s: "AttentionSpec") -> int:
-    return _smem(s.bm, s.bn, s.head_dim, s.stages, s.dtype.bits // 8)
+    return _smem(s.bm, s.bn, s.head_dim, s.stages, s.dtype.bits // 8, s.q_buffers)
 
 
-def _smem(bm: int, bn: int, d: int, stages: int, esize: int) -> int:
-    """Q resident, ``stages`` K and V stages and the barriers (1024 B each side for the alignment and the words)."""
-    return 1024 + bm * d * esize + 2 * stages * bn * d * esize + 1024
+def _smem(bm: int, bn: int, d: int, stages: int, esize: int, q_buffers: int = 1) -> int:
+    """Q resident (``q_buffers`` of it), ``stages`` K and V stages and the barriers (1024 B each side for the alignment
+    and the words)."""
+    return 1024 + q_buffers * bm * d * esize + 2 * stages * bn * d * esize + 1024
 
 
 def _need(s: "AttentionSpec", bn: int) -> int:
@@ -120,7 +124,7 @@ def _tmem_columns_fit(bn: int, d: int) -> bool:
 def _fits(s: "AttentionSpec", bn: int) -> bool:
     """Whether key blocks of ``bn`` fit this spec's registers, shared memory (at the fewest stages) and, on sm_100a,
     tensor memory: the legal values each of those refusals lists."""
-    smem = _smem(s.bm, bn, s.head_dim, MIN_STAGES, s.dtype.bits // 8)
+    smem = _smem(s.bm, bn, s.head_dim, MIN_STAGES, s.dtype.bits // 8, s.q_buffers)
     return (_need(s, bn) <= _budget(s, s.consumers) and smem <= SMEM_LIMIT_BYTES
             and (s.arch is not Arch.SM100A or _tmem_columns_fit(bn, s.head_dim)))
 
@@ -153,6 +157,9 @@ def check(s: AttentionSpec) -> None:
     if s.schedule == "pingpong" and s.consumers != 2:
         raise SpecError("--schedule", s.schedule, f"ping-pong alternates two consumer warpgroups (--bm 128), not {s.consumers}",
                         "serial, overlap")
+    if s.q_buffers not in (1, 2) or (s.q_buffers == 2 and not s.persistent):
+        raise SpecError("--q-buffers", s.q_buffers, "a second Q buffer holds the next tile's Q: only a persistent kernel "
+                        "walks tiles", "1" + (", 2" if s.persistent else " (2 with --persistent)"))
     if not MIN_STAGES <= s.stages <= MAX_STAGES:
         raise SpecError("--stages", s.stages, f"the K/V ring needs {MIN_STAGES} to {MAX_STAGES} stages",
                         ", ".join(map(str, range(MIN_STAGES, MAX_STAGES + 1))))
@@ -183,9 +190,12 @@ def _check_smem(s: AttentionSpec) -> None:
     esize = s.dtype.bits // 8
     if smem_bytes(s) <= SMEM_LIMIT_BYTES:
         return
-    rule = (f"Q, {s.stages} K and {s.stages} V stages and the barriers take {smem_bytes(s)} B, more than the "
+    q = "two Q buffers" if s.q_buffers == 2 else "Q"
+    rule = (f"{q}, {s.stages} K and {s.stages} V stages and the barriers take {smem_bytes(s)} B, more than the "
             f"{SMEM_LIMIT_BYTES} B a CTA may use")
-    stages = [n for n in range(MIN_STAGES, s.stages) if _smem(s.bm, s.bn, s.head_dim, n, esize) <= SMEM_LIMIT_BYTES]
+    stages = [n for n in range(MIN_STAGES, s.stages) if _smem(s.bm, s.bn, s.head_dim, n, esize, s.q_buffers) <= SMEM_LIMIT_BYTES]
+    if s.q_buffers == 2 and smem_bytes(replace(s, q_buffers=1)) <= SMEM_LIMIT_BYTES and not stages:
+        raise SpecError("--q-buffers", 2, rule, "1")
     if stages:
         raise SpecError("--stages", s.stages, rule, ", ".join(map(str, stages)))
     raise SpecError("--bn", s.bn, rule + f" even with {MIN_STAGES} stages", _legal_bns(s))

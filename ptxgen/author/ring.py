@@ -15,7 +15,9 @@ Barrier roles (one pair per stage, CUTLASS's PipelineTmaAsync):
   ``((it / stages) & 1) ^ 1``: a fresh barrier passes that wait, so the first pass over the ring needs no release.
 
 FlashAttention-3's pipeline adds four things, each optional: ``resident`` operands (loaded once before the loop, one
-stage and one full barrier each, never released: Q), ``full_per_operand`` (one full barrier per operand per stage, so
+stage and one full barrier each, never released: Q; a persistent kernel that walks tiles reloads them: with
+``resident_release`` each stage has an empty barrier ``<name>_empty`` too, and ``resident_stages=2`` gives two stages,
+so the next tile's Q loads while this tile runs), ``full_per_operand`` (one full barrier per operand per stage, so
 a consumer waits for K, starts Q·Kᵀ, and waits for V only before P·V), ``empty_per_operand`` (one empty barrier per
 operand per stage, ``empty_<name>``: a consumer releases K as soon as Q·Kᵀ has read it, V after P·V, so the producer
 refills K while P·V still reads V) and named single ``barriers`` and 8-byte ``words`` after the stage barriers (an
@@ -67,6 +69,10 @@ class Ring:
     # barriers) starts at the first's RingPlan.used_bytes rounded up to BASE_ALIGN
     start_bytes: int = 0
     resident: tuple[OperandPlan, ...] = ()  # loaded once: one stage, one full barrier ("<name>_full") each, first
+    # stages of each resident operand (2: a persistent kernel loads the next tile's Q while this tile's runs), each with
+    # its own full barrier ("<name>_full" holds one per stage)
+    resident_stages: int = 1
+    resident_release: bool = False  # an empty barrier per resident stage ("<name>_empty"): a persistent kernel's reload
     full_per_operand: bool = False  # one full barrier set per operand ("full_<name>"), each with its own expect_tx
     empty_per_operand: bool = False  # one empty barrier set per operand ("empty_<name>"), each released on its own
     empty_arrivals: int | None = None  # None: one per consumer warpgroup
@@ -197,7 +203,8 @@ def plan_ring(ring: Ring) -> RingPlan:
     if ring.consumer_warpgroups not in (1, 2, 3):
         raise SpecError("consumer_warpgroups", ring.consumer_warpgroups, "one producer warpgroup and 1..3 consumer warpgroups "
                         "fit __launch_bounds__ and setmaxnreg's pool", "1, 2, 3", SETMAXNREG_REF)
-    names = [p.name for p in ring.resident + ring.operands] + [b.name for b in ring.buffers] + list(ring.barriers) + list(ring.words)
+    names = ([p.name for p in ring.resident + ring.operands] + [b.name for b in ring.buffers] + list(ring.barriers)
+             + list(ring.words) + [f"{p.name}_empty" for p in ring.resident if ring.resident_release])
     if len(set(names)) != len(names) or {"full", "empty"} & set(names):
         raise SpecError("ring names", ", ".join(names), "operands, buffers, barriers and words need distinct names (not full/empty)",
                         "distinct identifiers")
@@ -208,7 +215,11 @@ def plan_ring(ring: Ring) -> RingPlan:
         raise SpecError("empty_arrivals", ring.empty_arrivals, "one arrival per consumer warpgroup or warp (or 1: an MMA commit)",
                         f"1..{4 * ring.consumer_warpgroups}", PIPELINE_REF)
     at, regions, D = ring.start_bytes, {}, []
-    for p, n in [(p, 1) for p in ring.resident] + [(p, ring.stages) for p in ring.operands]:
+    if ring.resident_stages not in (1, 2) or (ring.resident_stages > 1 and not ring.resident_release):
+        raise SpecError("resident_stages", ring.resident_stages, "a resident operand has one stage, or two that the "
+                        "consumers release (resident_release) for the producer to reload", "1, or 2 with resident_release",
+                        PIPELINE_REF)
+    for p, n in [(p, ring.resident_stages) for p in ring.resident] + [(p, ring.stages) for p in ring.operands]:
         at = _up(at, p.alignment_bytes)
         stride = _up(p.stage_bytes, p.alignment_bytes)
         regions[p.name] = Region(p.name, at, stride, stride * n)
@@ -250,8 +261,11 @@ def _barriers(ring: Ring, at: int) -> tuple[dict[str, Region], dict[str, int]]:
         at += MBAR_BYTES * count
 
     for p in ring.resident:
-        put(f"{p.name}_full")
+        put(f"{p.name}_full", ring.resident_stages, ring.resident_stages > 1)
         tx[f"{p.name}_full"] = p.expect_tx_bytes
+    if ring.resident_release:
+        for p in ring.resident:
+            put(f"{p.name}_empty", ring.resident_stages, ring.resident_stages > 1)
     if ring.full_per_operand:
         for p in ring.operands:
             put(f"full_{p.name}", ring.stages, True)

@@ -1,0 +1,98 @@
+"""The persistent attention kernel's Q buffers (L1): the buffer index and the two parity waits read from the rendered
+kernel, replayed by ptxgen.model.sim.qbufmodel over random interleavings of the producer, the loads and every consumer
+warp: no Q overwritten while read, no consumer reading another tile's Q, no deadlock. Controls: a parity or a wait
+changed by hand is caught. Also the spec's refusals and the default's choice of two buffers."""
+
+import re
+
+import pytest
+
+from ptxgen.attention.args import AttentionProblem
+from ptxgen.attention.launch import choose_spec
+from ptxgen.attention.plan import plan_attention
+from ptxgen.attention.render import render
+from ptxgen.attention.spec import AttentionSpec
+from ptxgen.author import DType, SpecError
+from ptxgen.model.sim.qbufmodel import replay
+
+
+def _c(expr: str):
+    """A C integer expression of ``tcount`` (non-negative operands) as a Python function."""
+    py = expr.replace("/", "//")
+    return lambda t: eval(py, {}, {"tcount": t})  # noqa: S307 - the expression comes from our own rendered kernel
+
+
+def rules(src: str):
+    """(buffer, empty_wait, full_parity) of the rendered kernel: the producer's and the consumers' statements."""
+    qb = set(re.findall(r"const int qb = ([^;]+);", src))
+    assert len(qb) == 1, qb  # producer and consumers agree on the buffer
+    empty = re.search(r"if \(tcount >= (\d+)\) mbar_wait\(Q_EMPTY\(qb\), ([^;]+)\);", src)
+    full = re.search(r"mbar_wait\(Q_FULL\(qb\), ([^;]+)\);", src)
+    assert empty and full
+    first, par = int(empty.group(1)), _c(empty.group(2))
+    return _c(qb.pop()), (lambda t: par(t) if t >= first else None), _c(full.group(1))
+
+
+def _src(q_buffers: int, head_dim: int = 128, bm: int = 128, causal: bool = False) -> str:
+    sched = "pingpong" if bm == 128 else "overlap"
+    return render(plan_attention(AttentionSpec(head_dim, bm, 128, causal, schedule=sched, persistent=True, q_buffers=q_buffers)))
+
+
+@pytest.mark.parametrize("q_buffers,head_dim,bm", [(1, 128, 128), (2, 128, 128), (2, 64, 192), (1, 64, 192)])
+def test_the_rendered_q_protocol_never_overwrites_or_misreads(q_buffers, head_dim, bm):
+    buffer, empty_wait, full_parity = rules(_src(q_buffers, head_dim, bm))
+    assert {buffer(t) for t in range(8)} == set(range(q_buffers))
+    consumers = 4 * bm // 64  # lane 0 of every consumer warp
+    for tiles in (1, 2, 3, 7):
+        r = replay(tiles, q_buffers, consumers, buffer, empty_wait, full_parity, runs=120, seed=tiles)
+        assert r.ok, r.violation
+
+
+def test_control_the_one_buffer_parity_with_two_buffers_misreads():
+    buffer, empty_wait, _ = rules(_src(2))
+    r = replay(6, 2, 8, buffer, empty_wait, lambda t: t & 1, runs=200)
+    assert not r.ok and ("passed" in r.violation or "deadlock" in r.violation)
+
+
+def test_control_no_empty_wait_overwrites():
+    buffer, _, full_parity = rules(_src(2))
+    r = replay(6, 2, 8, buffer, lambda t: None, full_parity, runs=300)
+    assert not r.ok and "still read" in r.violation
+
+
+def test_control_the_empty_wait_one_phase_late_deadlocks_or_overwrites():
+    buffer, empty_wait, full_parity = rules(_src(2))
+    r = replay(6, 2, 8, buffer, lambda t: None if empty_wait(t) is None else 1 - empty_wait(t), full_parity, runs=200)
+    assert not r.ok
+
+
+def test_two_buffers_take_their_shared_memory_and_barriers():
+    one = plan_attention(AttentionSpec(128, 128, 128, schedule="pingpong", persistent=True))
+    two = plan_attention(AttentionSpec(128, 128, 128, schedule="pingpong", persistent=True, q_buffers=2))
+    assert two.ring.regions["Q"].nbytes == 2 * one.ring.regions["Q"].nbytes == 2 * 128 * 128 * 2
+    assert two.ring.regions["K"].offset_bytes == one.ring.regions["K"].offset_bytes + 128 * 128 * 2
+    # Q_full and Q_empty: two each, 8 bytes apart
+    assert two.ring.bar_offset("Q_empty") - two.ring.bar_offset("Q_full") == 16
+    assert one.ring.bar_offset("Q_empty") - one.ring.bar_offset("Q_full") == 8
+
+
+@pytest.mark.parametrize("kw,flag", [
+    (dict(head_dim=128, q_buffers=2), "--q-buffers"),  # not persistent
+    (dict(head_dim=128, q_buffers=3, persistent=True), "--q-buffers"),
+    (dict(head_dim=256, bn=64, q_buffers=2, persistent=True, schedule="overlap"), "--q-buffers"),  # shared memory
+])
+def test_refusals_name_the_flag(kw, flag):
+    with pytest.raises(SpecError) as e:
+        AttentionSpec(**{"bm": 128, "bn": 128, "schedule": "pingpong", **kw})
+    assert e.value.field == flag
+
+
+@pytest.mark.parametrize("d,seqlen,causal,want", [
+    (128, 512, False, 2), (128, 2048, True, 2), (64, 512, False, 2),
+    (128, 8192, False, 1),  # one CTA per tile: one buffer
+    (256, 2048, False, 1),  # not persistent (and no room)
+])
+def test_the_default_takes_two_q_buffers_where_it_walks_and_they_fit(d, seqlen, causal, want):
+    p = AttentionProblem(16384 // seqlen, 2048 // d, 2048 // d, seqlen, seqlen, d, DType.BF16)
+    assert choose_spec(p, causal).q_buffers == want
+    assert choose_spec(p, causal, q_buffers=1).q_buffers == 1
