@@ -186,3 +186,16 @@ def test_gemm_runs_the_pick_in_one_launch_with_the_streams_workspace(monkeypatch
     need = workspace_bytes(plan_kernel(spec), Problem(m, n, k, k, k, 8), SMS)
     assert need >= FLAG_REGION_BYTES + 13 * 64 * 64 * 4  # 13 f32 partial tiles of 64 x 64
     assert allocs[0][2] >= need and memsets[0][1:4] == (allocs[0][1], 0, FLAG_REGION_BYTES // 4)
+
+
+# -- NVRTC + SASS (L2) of the picks -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype,m,n,k", [("bf16", 5, 2, 6816), ("bf16", 1, 1, 8192), ("bf16", 200, 2, 8192),
+                                         ("e4m3", 5, 2, 6816)])
+def test_the_picks_compile_as_one_function_without_local_memory(dtype, m, n, k):
+    """The kernels the rule picks (13 and 16 splits of 64 x 64 bf16 tiles, 6 of the e4m3 one): the split-K kernel's
+    checks of tests/test_splitk.py (SASS gate, one function, no local memory, the one counter add, 16-byte partials)."""
+    from test_splitk import test_split_kernel_compiles_as_one_function_without_local_memory as split_kernel_checks
+
+    spec = pick(dtype, m, n, k).spec
+    assert spec.split_k > 1
+    split_kernel_checks(spec)

@@ -40,7 +40,11 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  Measured on the H200 (docs/performance.md, run 27): 0.74-0.99 -> 0.98-1.43 on the decode shapes
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
                  333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
-                 ``rules.SPLIT_K_RULE`` turns it off.
+                 ``rules.SPLIT_K_RULE`` turns it off. At any weight (``rules.TINY_SPLIT_RULE``): a ``small-m`` or
+                 ``small-n`` tile (e4m3 too) whose CTAs fill at most ``rules.TINY_SPLIT_MAX_FILL`` (1/8) of the SMs
+                 against a long K, split the most ways up to ``rules.TINY_SPLIT_MAX`` (16) that keep one wave and
+                 ``rules.SPLIT_MIN_K_TILES`` a split (``narrow.tiny_splits``; 5 x 2 x 6816: one CTA and 107 K-tiles -> 13
+                 splits); its why says "few tiles, long K". Thresholds a first guess, not measured (tools/exp_tiny_split.py).
 ``cost-model``   the least predicted time of ``costmodel``'s kernel families, from constants measured on the
                  H200 (ties within 2% to the table's kernels) on sm_90a, where the shape is compute-bound with K of at
                  least 1024 (the range the constants were fitted on). 16-bit inputs: the calibration's ``16bit`` family (H200: ptxgen/tuning/h200_calibration.json),
