@@ -7,7 +7,9 @@ where it must not (short K, many tiles, the heavy-weight split-k rule's shapes, 
 equals the pick with the rule off; its boundaries (16 tiles split, 17 not; 16 K-tiles split, 15 not); the control
 (the switch off gives back the small-m / small-n / nearest-fit pick); and ``ptxgen.gemm`` on a simulated device runs
 the new pick in one launch, grid z = the splits, the stream's workspace (sized for the partial tiles, counters zeroed
-once) as W.
+once) as W. L2: the picks' kernels pass the split-K kernel's NVRTC + SASS checks (tests/test_splitk.py's).
+
+GPU tier (``gpu``): ``ptxgen.gemm`` at five picks against float64, three calls bit-identical.
 """
 
 from __future__ import annotations
@@ -199,3 +201,28 @@ def test_the_picks_compile_as_one_function_without_local_memory(dtype, m, n, k):
     spec = pick(dtype, m, n, k).spec
     assert spec.split_k > 1
     split_kernel_checks(spec)
+
+
+# -- on the H100/H200 (gpu tier) ---------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(5, 2, 6816), (1, 1, 8192), (64, 2, 4096), (200, 2, 8192), (2, 885, 2432)])
+def test_gemm_runs_the_pick_right_and_repeatably(torch_cuda, m, n, k):
+    """``ptxgen.gemm`` at shapes the rule splits (small M, both tiny, small N, 14 tiles): against float64 within what
+    torch's own error allows, three calls bit-identical (the counters back at zero, the sum order fixed)."""
+    import ptxgen
+
+    torch = torch_cuda
+    g = torch.Generator(device="cuda").manual_seed(11)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    spec, why = ptxgen.api.gemm_spec(a, b)
+    if spec.split_k < 2:
+        pytest.skip(f"the chooser picks {spec.kernel_name} on this GPU, not a split-K kernel")
+    assert "few tiles, long K" in why
+    outs = [ptxgen.gemm(a, b) for _ in range(3)]
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().T
+    theirs = float((torch.mm(a, b.T).double() - ref).abs().max())
+    err = float((outs[0].double() - ref).abs().max())
+    assert err <= max(2 * theirs, 8e-3 * float(ref.abs().max())), (err, theirs)
+    assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])
