@@ -104,7 +104,8 @@ def test_small_n_is_the_mirror_of_small_m():
     assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn, c.spec.stages) == (128, 64, 8)  # 84 CTAs
     c = choose("bf16", "sm_90a", 1359, 20, 3776, TABLE)
     assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn) == (64, 64)  # 11 CTAs of 128 rows: the most CTAs
-    assert choose("bf16", "sm_90a", 100, 12, 7832, TABLE).chosen_by == "small-m"  # both small: small M decides
+    c = choose("bf16", "sm_90a", 100, 12, 7832, TABLE)  # both small: small M decides (2 tiles, 123 K-tiles: split along K)
+    assert c.chosen_by == "split-k" and c.why.startswith("M = 100 <= 128: 64 x 64 tiles")
     c = choose("bf16", "sm_90a", 20000, 64, 4096, TABLE)  # N <= 64: 128 x 64 tiles, B multicast
     assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn, c.spec.cluster.value) == (128, 64, "2x1")
     c = choose("bf16", "sm_90a", 16384, 100, 4096, TABLE)  # BM x 64 tiles take two waves: 128 x 128, B multicast

@@ -305,14 +305,18 @@ def test_non_split_kernels_have_no_counter():
 
 
 # -- the choice -------------------------------------------------------------------------------------------------------
-def test_split_k_rule_fills_one_wave_at_small_m():
+def test_split_k_rule_fills_one_wave_at_small_m(monkeypatch):
     c = choose("bf16", "sm_90a", 1, 7168, 16384, allow_swap=False)  # (the swap-ab rule takes this shape: tests/test_dmajor.py)
     assert c.chosen_by == "split-k" and c.spec.split_k == 2 and (c.spec.bm, c.spec.bn) == (64, 128)
     c = choose("bf16", "sm_90a", 16, 4096, 4096, allow_swap=False)  # (swap-ab takes M <= 64 on these weights)
     assert c.chosen_by == "split-k" and c.spec.split_k * 64 <= 132
     assert choose("bf16", "sm_90a", 64, 16384, 4096, allow_swap=False).chosen_by == "small-m"  # 128 CTAs: no split
     assert choose("bf16", "sm_90a", 1, 4096, 512).chosen_by == "small-m"  # 8 K-tiles: too few for two splits of 8
+    light = choose("bf16", "sm_90a", 2, 885, 2432)  # 14 tiles: the split for few tiles (tests/test_tiny_split.py) takes it
+    assert light.chosen_by == "split-k" and "few tiles, long K" in light.why
+    monkeypatch.setattr(choose_mod, "TINY_SPLIT_RULE", False)
     assert choose("bf16", "sm_90a", 2, 885, 2432).chosen_by == "small-m"  # below the smallest B measured to gain
+    monkeypatch.undo()
     c = choose("bf16", "sm_90a", 1, 4096, 4096, allow_swap=False)
     assert c.spec.split_k == 2 and c.spec.split_k * -(-4096 // c.spec.bn) <= 132
 

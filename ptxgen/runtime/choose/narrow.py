@@ -45,14 +45,34 @@ def small_m_wide_ctas(m: int, n: int, sm_count: int = SM_COUNT) -> int | None:
     return ctas if rules.SMALL_M_MIN_FILL * sm_count <= ctas <= sm_count else None
 
 
-def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
-    """Splits of K for a ``small-m`` tile launching ``ctas`` CTAs: the most that keep every CTA in one wave and every
-    split at least rules.SPLIT_MIN_K_TILES K-tiles (1: no split)."""
-    k_tiles = -(-k // bk)
+def small_m_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT, most: int | None = None) -> int:
+    """Splits of K for a ``small-m`` tile launching ``ctas`` CTAs: the most (at most ``most``, None: rules.SPLIT_MAX) that
+    keep every CTA in one wave and every split at least rules.SPLIT_MIN_K_TILES K-tiles (1: no split)."""
+    k_tiles, cap = -(-k // bk), rules.SPLIT_MAX if most is None else most
     s = 1
-    while s < rules.SPLIT_MAX and ctas * (s + 1) <= sm_count and k_tiles // (s + 1) >= rules.SPLIT_MIN_K_TILES:
+    while s < cap and ctas * (s + 1) <= sm_count and k_tiles // (s + 1) >= rules.SPLIT_MIN_K_TILES:
         s += 1
     return s
+
+
+def tiny_splits(ctas: int, k: int, bk: int, sm_count: int = SM_COUNT) -> int:
+    """Splits of K for a narrow tile of few CTAs against a long K, at any weight (the tiny split-k rule): where the
+    ``ctas`` CTAs fill at most rules.TINY_SPLIT_MAX_FILL of the SMs, the most splits up to rules.TINY_SPLIT_MAX that
+    keep one wave and rules.SPLIT_MIN_K_TILES K-tiles a split (``small_m_splits``); 1 elsewhere (no split)."""
+    if ctas > rules.TINY_SPLIT_MAX_FILL * sm_count:
+        return 1
+    return small_m_splits(ctas, k, bk, sm_count, most=rules.TINY_SPLIT_MAX)
+
+
+def tiny_tile(m: int, n: int, sm_count: int = SM_COUNT) -> tuple[int, int, int, int, str] | None:
+    """(BM, BN, stages, CTAs, the side that is small) of the narrow tile a tiny split-k splits where no other narrow rule
+    offers one (e4m3 below rules.FP8_SMALL_M_MIN_WEIGHT): ``small_m_tile`` at M <= 128, else ``small_n_tile`` at
+    N <= 128; None where both are wider."""
+    if m <= SMALL_M_MAX:
+        t = small_m_tile(m, n, sm_count)
+        return None if t is None else (rules.SMALL_M_BM, t[0], t[1], t[2], "m")
+    t = small_n_tile(m, n, sm_count) if n <= SMALL_M_MAX else None
+    return None if t is None else (t[0], rules.SMALL_M_BM, t[1], t[2], "n")
 
 
 def split_spec(like: TileSpec, splits: int) -> TileSpec:

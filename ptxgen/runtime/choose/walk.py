@@ -40,7 +40,11 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  Measured on the H200 (docs/performance.md, run 27): 0.74-0.99 -> 0.98-1.43 on the decode shapes
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
                  333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
-                 ``rules.SPLIT_K_RULE`` turns it off.
+                 ``rules.SPLIT_K_RULE`` turns it off. At any weight (``rules.TINY_SPLIT_RULE``): a ``small-m`` or
+                 ``small-n`` tile (e4m3 too) whose CTAs fill at most ``rules.TINY_SPLIT_MAX_FILL`` (1/8) of the SMs
+                 against a long K, split the most ways up to ``rules.TINY_SPLIT_MAX`` (16) that keep one wave and
+                 ``rules.SPLIT_MIN_K_TILES`` a split (``narrow.tiny_splits``; 5 x 2 x 6816: one CTA and 107 K-tiles -> 13
+                 splits); its why says "few tiles, long K". Thresholds a first guess, not measured (tools/exp_tiny_split.py).
 ``cost-model``   the least predicted time of ``costmodel``'s kernel families, from constants measured on the
                  H200 (ties within 2% to the table's kernels) on sm_90a, where the shape is compute-bound with K of at
                  least 1024 (the range the constants were fitted on). 16-bit inputs: the calibration's ``16bit`` family (H200: ptxgen/tuning/h200_calibration.json),
@@ -107,7 +111,7 @@ from .candidates import BY_NAME, COST_FAMILY
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, Device, Problem, narrow_spec
 from .costmodel import STREAMK_MIN_GAIN, CostModel, k_tiles, rounds, tile_grid
 from .narrow import (small_n_wide_kernel, small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile,
-                     small_n_wide_ctas, split_spec, tile_fit)
+                     small_n_wide_ctas, split_spec, tile_fit, tiny_splits, tiny_tile)
 from .pitch import mid_line, pitch_note, with_pitch
 from .swap import swap_ab, swap_fit
 from .tune import default_spec, table_entries
@@ -188,6 +192,9 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
     """The small-m, small-n and split-k rules (``narrow``), or None where none applies."""
     narrow = []
     fp8_small_m = dtype == "e4m3" and n * k >= rules.FP8_SMALL_M_MIN_WEIGHT  # measured on e4m3 at that weight only
+    tiny_ok = arch == "sm_90a" and rules.TINY_SPLIT_RULE and dtype in rules.TINY_SPLIT_DTYPES
+    if arch == "sm_90a" and not (measured or fp8_small_m) and tiny_ok:
+        return _tiny_split_only(first, m, n, k, sm_count, note)  # e4m3 at a light weight: a split tile, or the rules below
     if arch == "sm_90a" and (measured or fp8_small_m):
         small = small_m_tile(m, n, sm_count)
         if small is not None:
@@ -225,8 +232,37 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
         splits = small_m_splits(ctas, k, spec.bk, sm_count) if split_ok else 1
         if splits > 1:
             return Choice(split_spec(spec, splits), why + f", K split {splits} ways: {ctas * splits} CTAs" + note, "split-k")
+        tiny = tiny_splits(ctas, k, spec.bk, sm_count) if tiny_ok else 1
+        if tiny > 1:
+            return Choice(split_spec(spec, tiny), why + _tiny_why(ctas, tiny, k, spec.bk, sm_count) + note, "split-k")
         return Choice(spec, why + note, rule)
     return None
+
+
+def _tiny_why(ctas: int, splits: int, k: int, bk: int, sm_count: int) -> str:
+    return (f", K split {splits} ways: {ctas * splits} CTAs (few tiles, long K: {ctas} tile{'s' if ctas > 1 else ''} "
+            f"<= {rules.TINY_SPLIT_MAX_FILL:g} of {sm_count} SMs, {-(-k // bk)} K-tiles of {bk}; the split "
+            "rule for tiny problems at any weight, its thresholds not yet measured)")
+
+
+def _tiny_split_only(first: TileSpec, m: int, n: int, k: int, sm_count: int, note: str) -> Choice | None:
+    """The tiny split-k rule for a type the narrow rules do not take at this weight (e4m3 below
+    rules.FP8_SMALL_M_MIN_WEIGHT): the narrow tile split along K where ``tiny_splits`` splits it, else None (the rules
+    after the narrow ones)."""
+    t = tiny_tile(m, n, sm_count)
+    if t is None:
+        return None
+    bm, bn, stages, ctas, side = t
+    splits = tiny_splits(ctas, k, first.bk, sm_count)
+    if splits < 2:
+        return None
+    try:
+        spec = split_spec(narrow_spec(first, bm, bn, stages), splits)
+    except SpecError:
+        return None
+    what = f"M = {m} <= {SMALL_M_MAX}" if side == "m" else f"N = {n} <= {SMALL_M_MAX}"
+    why = f"{what}: {bm} x {bn} tiles, {ctas} CTA{'s' if ctas > 1 else ''} for {sm_count} SMs in one wave"
+    return Choice(spec, why + _tiny_why(ctas, splits, k, first.bk, sm_count) + note, "split-k")
 
 
 def _nearest_stream_k(c: Choice, dtype: str, arch: str, m: int, n: int, k: int, off_sector: bool, model: CostModel) -> Choice:
