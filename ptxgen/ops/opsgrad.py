@@ -8,7 +8,7 @@ on ptxgen's kernels and under ``torch.compile`` it traces like the forward.
   bias fused). ``gemm_aux`` (below) is the form whose kernel writes z too; ``ptxgen.nn.Linear`` trains through it.
 - da = dz @ b: ``gemm(dz, b.t())`` (B read N-major, the transposed view);
 - db = dz.T @ a: ``gemm(dz.t(), a.t())`` (both operands MN-major);
-- dbias = dz summed over the rows (f32 sum, cast to the bias' type).
+- dbias = dz summed over the rows (f32 accumulation, one reduction writing the bias' type: :func:`column_sum`).
 The activation's derivative multiplies the *input* dz of this operator's two backward GEMMs, and the bias gradient is
 a column sum of that input: neither is an epilogue of those GEMMs' outputs, so here they run as torch element-wise
 and reduction kernels. The derivative is an epilogue of the *next* layer's dX GEMM, whose output dz is: ``gemm_aux``'s
@@ -74,6 +74,18 @@ def _needs(ctx, n: int) -> tuple:
     return (*ctx.needs_input_grad, *(False,) * (n - len(ctx.needs_input_grad)))
 
 
+def column_sum(dz, dtype):
+    """The bias gradient: ``dz`` summed over its rows, in ``dtype`` (the bias' type), accumulated in f32 (f64 for an f64
+    ``dz``). One reduction kernel that writes ``dtype`` where that is ``dz``'s own type (torch's 16-bit sum accumulates
+    in f32, on CUDA and on the CPU: nn.Linear's bias gradient is this kernel) or the accumulator's; a separate cast only
+    for another type (an f16 ``dz`` with a bf16 bias)."""
+    torch = _torch()
+    acc = torch.float64 if dz.dtype == torch.float64 else torch.float32
+    if dtype == dz.dtype or dtype == acc:
+        return dz.sum(0, dtype=dtype)
+    return dz.sum(0, dtype=acc).to(dtype)
+
+
 def _aligned_rows(t):
     """A 2-D ``t`` row-major with rows starting 16 bytes apart (a padded copy where they do not): what the grouped kernels
     and torch's K-grouped kernel read without a copy of their own (ptxgen.gemm packs other layouts itself)."""
@@ -127,7 +139,7 @@ def gemm_backward(ctx, dy):
     if need_b:
         db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
     if need_bias and bias is not None:
-        dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
+        dbias = column_sum(dz2, bias.dtype)
     return (da, db, None, dbias, None)[:len(ctx.needs_input_grad)]
 
 
@@ -165,7 +177,7 @@ def aux_backward(ctx, dy, dz_in):
     if need[1]:
         db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
     if need[3] and bias is not None:
-        dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
+        dbias = column_sum(dz2, bias.dtype)
     return (da, db, None, dbias, None, da_pre, None)[:n_in]
 
 
@@ -252,7 +264,7 @@ def scaled_backward(ctx, dy):
     if need[3]:
         dsb = (b.to(h.dtype) * h).sum(1).reshape(sb.shape).to(sb.dtype)
     if need[5] and ctx.has_bias:
-        dbias = dy.sum(0, dtype=torch.float64 if dy.dtype == torch.float64 else torch.float32).to(ctx.bias_dtype)
+        dbias = column_sum(dy, ctx.bias_dtype)
     return (da, db, dsa, dsb, None, dbias)[:len(ctx.needs_input_grad)]
 
 
