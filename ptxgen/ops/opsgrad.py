@@ -25,8 +25,8 @@ kernel (the chain's ``aux``), so nothing is recomputed:
 - otherwise da = ``gemm(dz, b.t())``; db = ``gemm(dz.t(), a.t())``; dbias the column sum of dz, as for ``gemm``.
 
 ``grouped_gemm(a, b, offs, out_dtype)``: rows of group g of y are a[rows g] @ b[g].T:
-- da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs)``, rows past offs[-1] set to 0
-  (the kernel leaves them unwritten);
+- da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs, zero_tail=True)``, rows past the
+  last group 0 (the kernel writes the groups' rows into a zero-filled output);
 - db through ``grouped_gemm_k(dy.t(), a.t(), offs)``: db[g] = dy[rows g].T @ a[rows g], the K-grouped form.
 
 ``scaled_gemm(a, b, scale_a, scale_b, out_dtype, bias)``: y = (a x sa) @ (b x sb).T + bias, a and b FP8 (f64 on the CPU
@@ -184,33 +184,29 @@ def aux_backward(ctx, dy, dz_in):
 # ---- grouped_gemm ----------------------------------------------------------------------------------------------
 
 def grouped_setup_context(ctx, inputs, output) -> None:
-    a, b, offs, _out_dtype = inputs
+    a, b, offs = inputs[:3]
     ctx.save_for_backward(a, b, offs)
 
 
-def zero_tail(da, offs):
-    """``da`` with the rows past the last group (offs[-1] on, read on the device) set to 0: the grouped kernel does
-    not write them, and no output depends on those rows of the input."""
-    torch = _torch()
-    if not offs.shape[0]:
-        return torch.zeros_like(da)
-    rows = torch.arange(da.shape[0], device=da.device)
-    return torch.where((rows < offs[-1])[:, None], da, torch.zeros((), dtype=da.dtype, device=da.device))
+def grouped_input_grad(dy, b, offs):
+    """dx of the grouped product: ``dy[rows g] @ b[g]`` through the N-major grouped form, the rows past the last group
+    0 (no output depends on those rows of the input): the operator's ``zero_tail``, the kernel's stores over a
+    zero-filled output (one write-only fill, where a masked pass after the product would read and write dx again)."""
+    return _torch().ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs, None, True)
 
 
 def grouped_backward(ctx, dy):
     torch = _torch()
     a, b, offs = ctx.saved_tensors
     _check_trainable(a, b)
-    need_a, need_b = _needs(ctx, 4)[:2]
+    need_a, need_b = _needs(ctx, 5)[:2]
     dy = _aligned_rows(dy.to(a.dtype))
     da = db = None
     if need_a:
-        da = torch.ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs)
-        da = zero_tail(da, offs)
+        da = grouped_input_grad(dy, b, offs)
     if need_b:
         db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), _aligned_rows(a).t(), offs).to(b.dtype)
-    return (da, db, None, None)[:len(ctx.needs_input_grad)]
+    return (da, db, None, None, None)[:len(ctx.needs_input_grad)]
 
 
 # ---- scaled_gemm -----------------------------------------------------------------------------------------------
