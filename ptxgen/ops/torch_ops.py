@@ -153,11 +153,10 @@ def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_ac
 def _aux_impl(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
     from ..api import gemm
 
-    y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
     if not _has_act(activation):
-        return _impl(a, b, out_dtype, bias, None), z
-    out = gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation, aux=z)
-    return _as_fake(out, y), z
+        return _impl(a, b, out_dtype, bias, None), _rows(a, 0, b.shape[0], _out_name(a, out_dtype))
+    y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
+    return gemm(a, b, y, out_dtype=out_dtype, bias=bias, activation=activation, aux=z), z  # y: the kernel's output
 
 
 def _aux_cpu(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
