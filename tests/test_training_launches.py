@@ -210,3 +210,15 @@ def test_control_an_output_the_kernel_allocates_is_seen(monkeypatch):
     monkeypatch.setattr(ptxgen.api, "gemm", _fake_gemm(calls))
     torch_ops._impl(torch.randn(6, 8).bfloat16(), torch.randn(5, 8).bfloat16(), None, torch.randn(5).bfloat16(), "relu")
     assert len(calls) == 1 and calls[0]["out"] is None
+
+
+def test_linear_adds_no_view_nodes_for_a_2d_input():
+    """A 2-D input goes to the operator as it is and its output comes back as it is: the output's autograd node is the
+    operator's (no reshape views to differentiate, as nn.Linear's addmm); a 3-D input is flattened and reshaped
+    (the control: view nodes around the operator)."""
+    lin = pnn.Linear(8, 6, activation="gelu", dtype=torch.bfloat16)
+    y = lin(torch.randn(4, 8).bfloat16().requires_grad_())
+    assert "ptxgen_gemm_aux" in type(y.grad_fn).__name__
+    assert all("View" not in type(f).__name__ for f, _ in y.grad_fn.next_functions if f is not None)
+    y3 = lin(torch.randn(2, 2, 8).bfloat16().requires_grad_())
+    assert "ptxgen" not in type(y3.grad_fn).__name__  # a view or reshape node over the operator's
