@@ -222,3 +222,17 @@ def test_linear_adds_no_view_nodes_for_a_2d_input():
     assert all("View" not in type(f).__name__ for f, _ in y.grad_fn.next_functions if f is not None)
     y3 = lin(torch.randn(2, 2, 8).bfloat16().requires_grad_())
     assert "ptxgen" not in type(y3.grad_fn).__name__  # a view or reshape node over the operator's
+
+
+def test_gemm_aux_without_activation_checks_before_any_product(monkeypatch):
+    """The plain branch (no activation, z empty) still refuses a 3-D ``a`` and a mis-shaped ``a_pre`` before a product."""
+    calls = []
+    monkeypatch.setattr(ptxgen.api, "gemm", _fake_gemm(calls))
+    b = torch.randn(5, 8).bfloat16()
+    with pytest.raises(ValueError, match="2-D a"):
+        torch_ops._aux_impl(torch.randn(2, 3, 8).bfloat16(), b)
+    with pytest.raises(ValueError, match="a_pre"):
+        torch_ops._aux_impl(torch.randn(3, 8).bfloat16(), b, None, None, None, torch.randn(4, 8).bfloat16(), "gelu")
+    assert calls == []
+    y, z = torch_ops._aux_impl(torch.randn(3, 8).bfloat16(), b)
+    assert len(calls) == 1 and z.shape == (0, 5)

@@ -140,11 +140,15 @@ def _has_act(activation) -> bool:
     return canonical_activation(activation) != "none"
 
 
-def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+def _aux_check(a, b, a_pre) -> None:
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"gemm_aux takes a 2-D a (M x K, rows flattened) and b (N x K), not {a.dim()}-D and {b.dim()}-D")
     if a_pre is not None and tuple(a_pre.shape) != tuple(a.shape):
         raise ValueError(f"gemm_aux: a_pre (the pre-activation of a) has shape {tuple(a_pre.shape)}, a {tuple(a.shape)}")
+
+
+def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+    _aux_check(a, b, a_pre)
     name = _out_name(a, out_dtype)
     z = _rows(a, a.shape[0], b.shape[0], name) if _has_act(activation) else _rows(a, 0, b.shape[0], name)
     return _fake(a, b, out_dtype), z
@@ -153,7 +157,8 @@ def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_ac
 def _aux_impl(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
     from ..api import gemm
 
-    if not _has_act(activation):
+    if not _has_act(activation):  # the plain product, and an empty z (no y allocated here for nothing)
+        _aux_check(a, b, a_pre)
         return _impl(a, b, out_dtype, bias, None), _rows(a, 0, b.shape[0], _out_name(a, out_dtype))
     y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
     return gemm(a, b, y, out_dtype=out_dtype, bias=bias, activation=activation, aux=z), z  # y: the kernel's output
