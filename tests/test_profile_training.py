@@ -1,7 +1,7 @@
-"""tools/profile_training.py's arithmetic on the CPU: kernel names sorted into categories (names as torch.profiler shows
-them on an H100: ptxgen's, cuBLAS's nvjet and xmma kernels, torch._grouped_mm's CUTLASS kernel, ATen's element-wise,
-reduction, fill and copy kernels), the union of overlapping intervals, the per-step summary and table; its exit codes
-without a GPU. The GPU run itself is the lead's device command (tools/gpu_run.sh training)."""
+"""tools/profile_training.py's arithmetic on the CPU: kernel names sorted into categories (names in the forms the
+libraries give their kernels: ptxgen's, cuBLAS's nvjet and xmma kernels, torch._grouped_mm's CUTLASS kernel, ATen's
+element-wise, reduction, fill and copy kernels; written here, not captured from a profile), the union of overlapping intervals, the per-step summary and table; its exit codes
+without a GPU. The GPU run itself is tools/gpu_run.sh's training step."""
 
 import importlib.util
 from pathlib import Path
