@@ -236,3 +236,30 @@ def test_gemm_aux_without_activation_checks_before_any_product(monkeypatch):
     assert calls == []
     y, z = torch_ops._aux_impl(torch.randn(3, 8).bfloat16(), b)
     assert len(calls) == 1 and z.shape == (0, 5)
+
+
+def test_every_product_of_the_steps_reads_its_operands_as_they_are():
+    """ptxgen.api.plan (meta tensors standing for CUDA ones, an H100) on each product of the benchmark's steps at 8192
+    tokens, with the operands autograd hands them (the weight's transposed view for dX, both transposed for dW, the
+    experts' weights N-major for dx): every one a kernel that reads them as they are (hot), no packed copy. Control: a
+    weight whose rows are not 16 bytes apart is packed."""
+    from ptxgen.api import plan
+
+    def m(*shape):
+        return torch.empty(*shape, dtype=torch.bfloat16, device="meta")
+    t, d, f, e = 8192, 4096, 14336, 8
+    offs = torch.empty(e, dtype=torch.int32, device="meta")
+    calls = []
+    for k, n in ((d, f), (f, d)):
+        x, w, dz = m(t, k), m(n, k), m(t, n)
+        calls += [("gemm", (x, w, m(t, n)), dict(bias=m(n), activation="gelu_tanh", aux=m(t, n))),
+                  ("gemm", (dz, w.t()), {}), ("gemm", (dz.t(), x.t()), {})]
+    for k, n in ((d, 2 * f), (f, d)):
+        calls += [("grouped_gemm", (m(2 * t, k), m(e, n, k), offs), {}),
+                  ("grouped_gemm", (m(2 * t, n), m(e, n, k).transpose(1, 2), offs, m(2 * t, k)), {})]
+    for op_name, args, kw in calls:
+        p = plan(op_name, *args, device="h100", **kw)
+        assert p.path.value == "hot" and not p.packed, (op_name, [tuple(a.shape) for a in args], p.path, p.why)
+    odd = m(d, f + 1)[:, :f]  # a weight whose rows are 28674 bytes apart
+    q = plan("gemm", m(t, f), odd, device="h100")
+    assert q.path.value in ("packed", "narrow"), (q.path, q.why)
