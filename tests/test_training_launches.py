@@ -174,6 +174,7 @@ def test_zero_tail_output_matches_the_masked_product():
     offs = torch.tensor([2, 2, 7], dtype=torch.int32)
     plain, zeroed = op.grouped_gemm(x, w, offs), op.grouped_gemm(x, w, offs, None, True)
     assert torch.equal(zeroed[:7], plain[:7]) and plain[7:].isnan().all() and not zeroed[7:].any()
+    torch.library.opcheck(op.grouped_gemm, (x.requires_grad_(), w, offs, None, True))  # the fake, the schema, autograd
 
 
 def _fake_gemm(calls):
