@@ -11,7 +11,7 @@ ptxgen.nn's modules; ``torch``: torch eager), from the same weights, input and o
               synchronisation); well below wall_ms, the host keeps ahead and the GPU waits on it only at a batch's start
               and where a step synchronises;
   busy_ms     the union of the GPU's kernel, memcpy and memset intervals per step, from torch.profiler over --steps
-              steps queued back to back (CUDA activity only);
+              steps queued back to back;
   gaps_ms     wall_ms - busy_ms: the time per step the GPU runs nothing (launch latency, host work the GPU waits for);
   per category, GPU time per step: "ptxgen GEMM" (kernels named ptxgen_*), "cuBLAS GEMM" (torch's GEMM kernels:
               cuBLAS/cuBLASLt, nvjet, and the CUTLASS kernels of torch._grouped_mm), "elementwise", "reduction",
@@ -113,7 +113,7 @@ def time_steps(torch, step, steps: int, reps: int) -> tuple[float, float]:
 
 def profile_step(torch, step, steps: int, trace: Path | None) -> dict:
     torch.cuda.synchronize()
-    acts = [torch.profiler.ProfilerActivity.CUDA]
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(steps):
             step()
