@@ -203,9 +203,12 @@ def main(argv=None) -> int:
     args.device = "cuda"
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = {m: run_model(m, args, torch) for m in models}
+    ratio = {m: rows["torch"]["wall_ms"] / rows["ptxgen"]["wall_ms"] for m, rows in results.items()}
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "ptxgen": ptxgen.__version__,
-           "tokens": args.tokens, "steps": args.steps, "reps": args.reps, "categories": list(CATEGORIES), "models": results}
-    text = f"{doc['device']}, torch {doc['torch']}, ptxgen {doc['ptxgen']}, {args.tokens} tokens; ms per step\n" + table(results)
+           "tokens": args.tokens, "steps": args.steps, "reps": args.reps, "categories": list(CATEGORIES), "models": results,
+           "torch_wall_over_ptxgen_wall": ratio}
+    text = (f"{doc['device']}, torch {doc['torch']}, ptxgen {doc['ptxgen']}, {args.tokens} tokens; ms per step\n"
+            + table(results) + "\ntorch eager wall / ptxgen wall: " + ", ".join(f"{m} {r:.3f}x" for m, r in ratio.items()))
     (Path(args.out) / "profile_training.json").write_text(json.dumps(doc, indent=1) + "\n")
     (Path(args.out) / "profile_training.txt").write_text(text + "\n")
     print(text)

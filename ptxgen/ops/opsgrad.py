@@ -244,7 +244,6 @@ def _scaled_products(dy, a, b, sa, sb, want_g: bool, want_h: bool):
 
 
 def scaled_backward(ctx, dy):
-    torch = _torch()
     a, b, sa, sb = ctx.saved_tensors
     need = _needs(ctx, 6)
     need_a, need_b = need[0] and not _is_fp8(a), need[1] and not _is_fp8(b)
