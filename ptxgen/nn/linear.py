@@ -56,7 +56,8 @@ class Linear(torch.nn.Linear):
         return f"{super().extra_repr()}, activation={self.activation}"
 
     def _shaped(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The GEMM's M x N output with ``x``'s leading dimensions (a 2-D ``x``: ``y`` itself, no view to differentiate)."""
+        """The GEMM's M x N output with ``x``'s leading dimensions (a 2-D ``x``: ``y`` itself, no view to
+        differentiate)."""
         return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -64,7 +65,8 @@ class Linear(torch.nn.Linear):
         act = self.activation
         grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, self.weight, self.bias))
         if not (grad and self.save_preactivation):
-            return self._shaped(torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None if act == "none" else act), x)
+            y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None if act == "none" else act)
+            return self._shaped(y, x)
         eager = not _compiling()
         pre = _input_preactivation(x, *x2.shape) if eager and self.fuse_input_derivative else None
         if act == "none" and pre is None:
