@@ -70,10 +70,11 @@ def _bounds_ref(offs, m):
     return out
 
 
-@pytest.mark.parametrize("offs", ([2, 2, 8], [0, 1, 9], [9, 9, 9], [0, 0, 0], [4, 2, 9], [3, 12, 12]))
+@pytest.mark.parametrize("offs", ([2, 2, 8], [0, 1, 9], [9, 9, 9], [0, 0, 0], [4, 2, 9], [3, 12, 12], [4, 8, 2]))
 def test_grouped_gradcheck(offs):
-    """Empty groups, a group of one row, rows past the last offset (their gradient is 0), a decreasing and a too
-    large offset (clamped, as the kernels clamp them)."""
+    """Empty groups, a group of one row, rows past the last group (their gradient is 0), a decreasing and a too
+    large offset (clamped, as the kernels clamp them; [4, 8, 2]: the last group is empty and ends at row 8, not 2, so
+    rows 2-7 keep their gradient)."""
     x, w = f64(9, 6), f64(3, 4, 6)
     o = torch.tensor(offs, dtype=torch.int32)
     end = _bounds_ref(offs, 9)[-1][1]  # rows past it are unspecified (NaN in the reference)
@@ -125,7 +126,7 @@ def test_control_gradcheck_catches_unmasked_tail_rows(monkeypatch):
     o = torch.tensor([2, 2, 8], dtype=torch.int32)
     fn = lambda x: op.grouped_gemm(x, w, o)[:8]  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x,))
-    monkeypatch.setattr(opsgrad, "zero_tail", lambda da, offs: da)
+    monkeypatch.setattr(opsgrad, "grouped_input_grad", lambda dy, b, offs: op.grouped_gemm(dy, b.transpose(1, 2), offs))
     with pytest.raises(GradcheckError):
         torch.autograd.gradcheck(fn, (x,))
 

@@ -26,7 +26,7 @@ bench-stores    tools/bench_mstore.py and tools/bench_f32store.py: the TMA-store
 power           tools/power_probe.py: clocks, power and energy per call of the block-FP8 kernels back to back
 doors           ptxgen bench --api --op OP for every door (fused, gemm, batched, grouped, scaled_grouped, bfp8) at three shapes
 attention       tools/bench_attention.py (SDPA flash and cuDNN) and compute-sanitizer memcheck (its tests: step tests)
-training        tools/bench_training.py: an MLP and a MoE training step against torch eager and torch.compile
+training        tools/bench_training.py: an MLP and a MoE training step against torch eager and torch.compile; tools/profile_training.py: where their steps' time goes
 distributed     torchrun --standalone over the visible GPUs: tests/distributed_train.py (DDP, FSDP2, torch.compile)
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes (bf16, e4m3) under it
 referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
@@ -170,6 +170,7 @@ attention(q, k, v, causal=True); attention(q, k[:, :1], v[:, :1]); torch.cuda.sy
 step_training() {  # its gpu tests are in the tier (step tests)
   run bench_training.log 200 python3 tools/bench_training.py --model mlp,moe --tokens 8192 --rounds 10 \
     --json "$LOGS/bench_training.jsonl"
+  run profile_training.log 150 python3 tools/profile_training.py --model mlp,moe --tokens 8192 --out "$LOGS/profile_training"
 }
 step_distributed() {
   local n

@@ -125,7 +125,7 @@ def _read_one(x, name: str) -> ArrayInfo:
     return info
 
 
-_NAMES = ("a", "b", "out", "offs", "scale_a", "scale_b", "bias", "c", "residual", "scale", "amax")
+_NAMES = ("a", "b", "out", "offs", "scale_a", "scale_b", "bias", "c", "residual", "scale", "amax", "aux")
 
 
 def _precision(p: CallPlan, prec: str | None, ai: ArrayInfo, split: ArrayInfo) -> CallPlan:

@@ -55,21 +55,24 @@ class Linear(torch.nn.Linear):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation}"
 
+    def _shaped(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The GEMM's M x N output with ``x``'s leading dimensions (a 2-D ``x``: ``y`` itself, no view to
+        differentiate)."""
+        return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
+        x2 = x if x.dim() == 2 else x.reshape(-1, self.in_features)
         act = self.activation
         grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, self.weight, self.bias))
         if not (grad and self.save_preactivation):
             y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None if act == "none" else act)
-            return y.reshape(*lead, self.out_features)
+            return self._shaped(y, x)
         eager = not _compiling()
         pre = _input_preactivation(x, *x2.shape) if eager and self.fuse_input_derivative else None
         if act == "none" and pre is None:
-            y = torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None)
-            return y.reshape(*lead, self.out_features)
+            return self._shaped(torch.ops.ptxgen.gemm(x2, self.weight, None, self.bias, None), x)
         y, z = torch.ops.ptxgen.gemm_aux(x2, self.weight, None, self.bias, act, *(pre or (None, None)))
-        y = y.reshape(*lead, self.out_features)
+        y = self._shaped(y, x)
         if eager and act != "none":
             setattr(y, _PRE, (z, act, y._version))
         return y
@@ -82,7 +85,7 @@ class GroupedLinear(torch.nn.Module):
     ``torch._grouped_mm`` and ``ptxgen.grouped_gemm`` take them; never read on the host). One launch forward.
 
     Backward: dx through ptxgen's grouped kernel with the weights read N-major (``weight.transpose(1, 2)``), rows past
-    offs[-1] get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product (torch's ``torch._grouped_mm``, faster
+    the last group get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product (torch's ``torch._grouped_mm``, faster
     than ptxgen's untuned K-grouped kernel on the H100; ptxgen's with ``ptxgen.ops.torch_ops.K_GROUPED_KERNEL`` set).
     Output rows past offs[-1] are unspecified.
     No bias (mixture-of-experts layers have none)."""

@@ -8,7 +8,7 @@ on ptxgen's kernels and under ``torch.compile`` it traces like the forward.
   bias fused). ``gemm_aux`` (below) is the form whose kernel writes z too; ``ptxgen.nn.Linear`` trains through it.
 - da = dz @ b: ``gemm(dz, b.t())`` (B read N-major, the transposed view);
 - db = dz.T @ a: ``gemm(dz.t(), a.t())`` (both operands MN-major);
-- dbias = dz summed over the rows (f32 sum, cast to the bias' type).
+- dbias = dz summed over the rows (f32 accumulation, one reduction writing the bias' type: :func:`column_sum`).
 The activation's derivative multiplies the *input* dz of this operator's two backward GEMMs, and the bias gradient is
 a column sum of that input: neither is an epilogue of those GEMMs' outputs, so here they run as torch element-wise
 and reduction kernels. The derivative is an epilogue of the *next* layer's dX GEMM, whose output dz is: ``gemm_aux``'s
@@ -25,8 +25,8 @@ kernel (the chain's ``aux``), so nothing is recomputed:
 - otherwise da = ``gemm(dz, b.t())``; db = ``gemm(dz.t(), a.t())``; dbias the column sum of dz, as for ``gemm``.
 
 ``grouped_gemm(a, b, offs, out_dtype)``: rows of group g of y are a[rows g] @ b[g].T:
-- da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs)``, rows past offs[-1] set to 0
-  (the kernel leaves them unwritten);
+- da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs, zero_tail=True)``, rows past the
+  last group 0 (the kernel writes the groups' rows into a zero-filled output);
 - db through ``grouped_gemm_k(dy.t(), a.t(), offs)``: db[g] = dy[rows g].T @ a[rows g], the K-grouped form.
 
 ``scaled_gemm(a, b, scale_a, scale_b, out_dtype, bias)``: y = (a x sa) @ (b x sb).T + bias, a and b FP8 (f64 on the CPU
@@ -72,6 +72,18 @@ def _needs(ctx, n: int) -> tuple:
     """ctx.needs_input_grad over all ``n`` arguments of the schema (a call may leave the trailing defaults out; the
     backward then returns as many gradients as it was given arguments)."""
     return (*ctx.needs_input_grad, *(False,) * (n - len(ctx.needs_input_grad)))
+
+
+def column_sum(dz, dtype):
+    """The bias gradient: ``dz`` summed over its rows, in ``dtype`` (the bias' type), accumulated in f32 (f64 for an f64
+    ``dz``). One reduction kernel that writes ``dtype`` where that is ``dz``'s own type (torch's 16-bit sum accumulates
+    in f32, on CUDA and on the CPU: nn.Linear's bias gradient is this kernel) or the accumulator's; a separate cast only
+    for another type (an f16 ``dz`` with a bf16 bias)."""
+    torch = _torch()
+    acc = torch.float64 if dz.dtype == torch.float64 else torch.float32
+    if dtype == dz.dtype or dtype == acc:
+        return dz.sum(0, dtype=dtype)
+    return dz.sum(0, dtype=acc).to(dtype)
 
 
 def _aligned_rows(t):
@@ -127,7 +139,7 @@ def gemm_backward(ctx, dy):
     if need_b:
         db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
     if need_bias and bias is not None:
-        dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
+        dbias = column_sum(dz2, bias.dtype)
     return (da, db, None, dbias, None)[:len(ctx.needs_input_grad)]
 
 
@@ -165,40 +177,36 @@ def aux_backward(ctx, dy, dz_in):
     if need[1]:
         db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
     if need[3] and bias is not None:
-        dbias = dz2.sum(0, dtype=torch.float64 if dz2.dtype == torch.float64 else torch.float32).to(bias.dtype)
+        dbias = column_sum(dz2, bias.dtype)
     return (da, db, None, dbias, None, da_pre, None)[:n_in]
 
 
 # ---- grouped_gemm ----------------------------------------------------------------------------------------------
 
 def grouped_setup_context(ctx, inputs, output) -> None:
-    a, b, offs, _out_dtype = inputs
+    a, b, offs = inputs[:3]
     ctx.save_for_backward(a, b, offs)
 
 
-def zero_tail(da, offs):
-    """``da`` with the rows past the last group (offs[-1] on, read on the device) set to 0: the grouped kernel does
-    not write them, and no output depends on those rows of the input."""
-    torch = _torch()
-    if not offs.shape[0]:
-        return torch.zeros_like(da)
-    rows = torch.arange(da.shape[0], device=da.device)
-    return torch.where((rows < offs[-1])[:, None], da, torch.zeros((), dtype=da.dtype, device=da.device))
+def grouped_input_grad(dy, b, offs):
+    """dx of the grouped product: ``dy[rows g] @ b[g]`` through the N-major grouped form, the rows past the last group
+    0 (no output depends on those rows of the input): the operator's ``zero_tail``, the kernel's stores over a
+    zero-filled output (one write-only fill, where a masked pass after the product would read and write dx again)."""
+    return _torch().ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs, None, True)
 
 
 def grouped_backward(ctx, dy):
     torch = _torch()
     a, b, offs = ctx.saved_tensors
     _check_trainable(a, b)
-    need_a, need_b = _needs(ctx, 4)[:2]
+    need_a, need_b = _needs(ctx, 5)[:2]
     dy = _aligned_rows(dy.to(a.dtype))
     da = db = None
     if need_a:
-        da = torch.ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs)
-        da = zero_tail(da, offs)
+        da = grouped_input_grad(dy, b, offs)
     if need_b:
         db = torch.ops.ptxgen.grouped_gemm_k(dy.t(), _aligned_rows(a).t(), offs).to(b.dtype)
-    return (da, db, None, None)[:len(ctx.needs_input_grad)]
+    return (da, db, None, None, None)[:len(ctx.needs_input_grad)]
 
 
 # ---- scaled_gemm -----------------------------------------------------------------------------------------------
@@ -236,7 +244,6 @@ def _scaled_products(dy, a, b, sa, sb, want_g: bool, want_h: bool):
 
 
 def scaled_backward(ctx, dy):
-    torch = _torch()
     a, b, sa, sb = ctx.saved_tensors
     need = _needs(ctx, 6)
     need_a, need_b = need[0] and not _is_fp8(a), need[1] and not _is_fp8(b)
@@ -252,7 +259,7 @@ def scaled_backward(ctx, dy):
     if need[3]:
         dsb = (b.to(h.dtype) * h).sum(1).reshape(sb.shape).to(sb.dtype)
     if need[5] and ctx.has_bias:
-        dbias = dy.sum(0, dtype=torch.float64 if dy.dtype == torch.float64 else torch.float32).to(ctx.bias_dtype)
+        dbias = column_sum(dy, ctx.bias_dtype)
     return (da, db, dsa, dsb, None, dbias)[:len(ctx.needs_input_grad)]
 
 

@@ -103,13 +103,14 @@ def group_bounds(offs, m_total: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def grouped_gemm(a, b, offs, out_dtype_name: str):
-    """Rows of group g: ``a[rows g] @ b[g].T``; a M_total x K, b G x N x K. Rows past the last offset are NaN here:
-    the kernels leave them unwritten (unspecified), and NaN makes a formula that reads them show it."""
+def grouped_gemm(a, b, offs, out_dtype_name: str, tail: float = float("nan")):
+    """Rows of group g: ``a[rows g] @ b[g].T``; a M_total x K, b G x N x K. Rows past the last group hold ``tail``:
+    NaN by default, since the kernels leave them unwritten (unspecified), and NaN makes a formula that reads them show
+    it; 0 for the operator's ``zero_tail``."""
     torch = sys.modules["torch"]
     acc = _acc_dtype(torch, a.dtype)
     out = a.new_empty((a.shape[0], b.shape[1]), dtype=getattr(torch, out_dtype_name))
-    out.fill_(float("nan") if out.is_floating_point() else 0)
+    out.fill_(tail if out.is_floating_point() else 0)
     for g, (s, e) in enumerate(group_bounds(offs, a.shape[0])):
         if e > s:
             out[s:e] = (a[s:e].to(acc) @ b[g].to(acc).T).to(out.dtype)

@@ -16,8 +16,10 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         activation
     torch.ops.ptxgen.gemm_dact(a, b, z, activation, out_dtype=None) -> Tensor
         (a @ b.T) x act'(z), as ptxgen.gemm(a, b, dact=activation, aux=z): a backward product (no autograd)
-    torch.ops.ptxgen.grouped_gemm(a, b, offs, out_dtype=None) -> Tensor
-        rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major)
+    torch.ops.ptxgen.grouped_gemm(a, b, offs, out_dtype=None, zero_tail=False) -> Tensor
+        rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major); ``zero_tail``: the
+        rows past the last group are zeros (the kernel writes the groups' rows into a zero-filled output), else
+        unspecified
     torch.ops.ptxgen.grouped_gemm_k(a, b, offs, out_dtype=None) -> Tensor
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
         G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
@@ -28,7 +30,8 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         where they are not FP8 (ptxgen.ops.opsgrad says why)
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
-or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's).
+or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's)
+unless ``zero_tail``.
 Each operator has a CPU implementation too, the plain-torch reference of ``ptxgen.ops.opsref`` (it takes f64, which no
 kernel does), so that the autograd formulas can be checked with gradcheck/opcheck on a machine without a GPU.
 """
@@ -42,7 +45,7 @@ SCHEMA = "gemm(Tensor a, Tensor b, str? out_dtype=None, Tensor? bias=None, str? 
 AUX_SCHEMA = ("gemm_aux(Tensor a, Tensor b, str? out_dtype=None, Tensor? bias=None, str? activation=None, "
               "Tensor? a_pre=None, str? a_activation=None) -> (Tensor, Tensor)")
 DACT_SCHEMA = "gemm_dact(Tensor a, Tensor b, Tensor z, str activation, str? out_dtype=None) -> Tensor"
-GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
+GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=None, bool zero_tail=False) -> Tensor"
 GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
 SCALED_SCHEMA = ("scaled_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, str? out_dtype=None, Tensor? bias=None) "
                  "-> Tensor")
@@ -137,11 +140,15 @@ def _has_act(activation) -> bool:
     return canonical_activation(activation) != "none"
 
 
-def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+def _aux_check(a, b, a_pre) -> None:
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"gemm_aux takes a 2-D a (M x K, rows flattened) and b (N x K), not {a.dim()}-D and {b.dim()}-D")
     if a_pre is not None and tuple(a_pre.shape) != tuple(a.shape):
         raise ValueError(f"gemm_aux: a_pre (the pre-activation of a) has shape {tuple(a_pre.shape)}, a {tuple(a.shape)}")
+
+
+def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
+    _aux_check(a, b, a_pre)
     name = _out_name(a, out_dtype)
     z = _rows(a, a.shape[0], b.shape[0], name) if _has_act(activation) else _rows(a, 0, b.shape[0], name)
     return _fake(a, b, out_dtype), z
@@ -150,11 +157,11 @@ def _aux_fake(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_ac
 def _aux_impl(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
     from ..api import gemm
 
+    if not _has_act(activation):  # the plain product, and an empty z (no y allocated here for nothing)
+        _aux_check(a, b, a_pre)
+        return _impl(a, b, out_dtype, bias, None), _rows(a, 0, b.shape[0], _out_name(a, out_dtype))
     y, z = _aux_fake(a, b, out_dtype, bias, activation, a_pre)
-    if not _has_act(activation):
-        return _impl(a, b, out_dtype, bias, None), z
-    out = gemm(a, b, out_dtype=out_dtype, bias=bias, activation=activation, aux=z)
-    return _as_fake(out, y), z
+    return gemm(a, b, y, out_dtype=out_dtype, bias=bias, activation=activation, aux=z), z  # y: the kernel's output
 
 
 def _aux_cpu(a, b, out_dtype=None, bias=None, activation=None, a_pre=None, a_activation=None):
@@ -184,22 +191,26 @@ def _dact_fake(a, b, z, activation, out_dtype=None):
 
 # ---- grouped_gemm, grouped_gemm_k ------------------------------------------------------------------------------
 
-def _grouped_impl(a, b, offs, out_dtype=None):
+def _grouped_impl(a, b, offs, out_dtype=None, zero_tail=False):
     from ..grouped import grouped_gemm
 
+    if zero_tail:  # one fill of the output (write only), the kernel's stores over it: no masked pass over the result
+        out = _grouped_fake(a, b, offs, out_dtype).zero_()
+        return grouped_gemm(a, b, offs, out) if offs.shape[0] else out  # no group: every row is past the last
     out = grouped_gemm(a, b, offs, out_dtype=out_dtype)
     if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
         return out
     return _as_fake(out, _grouped_fake(a, b, offs, out_dtype))
 
 
-def _grouped_cpu(a, b, offs, out_dtype=None):
+def _grouped_cpu(a, b, offs, out_dtype=None, zero_tail=False):
     from . import opsref
 
-    return _grouped_fake(a, b, offs, out_dtype).copy_(opsref.grouped_gemm(a, b, offs, _out_name(a, out_dtype)))
+    ref = opsref.grouped_gemm(a, b, offs, _out_name(a, out_dtype), tail=0.0 if zero_tail else float("nan"))
+    return _grouped_fake(a, b, offs, out_dtype).copy_(ref)
 
 
-def _grouped_fake(a, b, offs, out_dtype=None):
+def _grouped_fake(a, b, offs, out_dtype=None, zero_tail=False):
     return _rows(a, a.shape[0], b.shape[1], _out_name(a, out_dtype))
 
 
