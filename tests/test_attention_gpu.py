@@ -57,7 +57,7 @@ def test_attention_matches_float64(b, h, hk, sq, sk, d, dtype, causal, schedule)
 TILES = [(64, (128, 192, 2), "pingpong", False), (64, (192, 128, 2), "overlap", False), (64, (192, 64, 3), "serial", False),
          (128, (128, 192, 2), "pingpong", False), (128, (128, 192, 2), "overlap", False),
          (64, (192, 128, 2), "overlap", True), (64, (128, 128, 2), "serial", True), (128, (128, 128, 2), "pingpong", True),
-         (128, (128, 192, 2), "pingpong", True),
+         (128, (128, 192, 2), "pingpong", True), (64, (128, 128, 3), "pingpong", True), (64, (128, 192, 2), "pingpong", True),
          # D 256: its default (BM 128, BN 64, overlap) under each schedule, one consumer warpgroup with three stages,
          # and the walk
          (256, (128, 64, 2), "serial", False), (256, (128, 64, 2), "overlap", False), (256, (128, 64, 2), "pingpong", False),

@@ -96,3 +96,20 @@ def test_the_default_takes_two_q_buffers_where_it_walks_and_they_fit(d, seqlen, 
     p = AttentionProblem(16384 // seqlen, 2048 // d, 2048 // d, seqlen, seqlen, d, DType.BF16)
     assert choose_spec(p, causal).q_buffers == want
     assert choose_spec(p, causal, q_buffers=1).q_buffers == 1
+
+
+def test_the_ring_piece_refuses_a_second_stage_nobody_releases():
+    """Ring(resident_stages=2) needs resident_release (a second buffer the producer reloads needs its empty barrier);
+    three stages are refused; with the release the resident region doubles and both barrier sets are per stage."""
+    from ptxgen.author import Ring
+
+    p = plan_attention(AttentionSpec(128, 128, 128, schedule="pingpong", persistent=True))
+    q, k, v = p.q, p.k, p.v
+    for kw in (dict(resident_stages=2), dict(resident_stages=3, resident_release=True)):
+        with pytest.raises(SpecError) as e:
+            Ring(stages=2, operands=(k, v), resident=(q,), full_per_operand=True, **kw).plan()
+        assert e.value.field == "resident_stages"
+    r = Ring(stages=2, operands=(k, v), resident=(q,), full_per_operand=True, resident_stages=2, resident_release=True).plan()
+    assert r.regions["Q"].nbytes == 2 * q.stage_bytes and r.regions["K"].offset_bytes == 2 * q.stage_bytes
+    assert r.bars["Q_full"].stage_stride_bytes == r.bars["Q_empty"].stage_stride_bytes == 8
+    assert r.bar_offset("Q_empty") == 16 and r.bar_offset("full_K") == 32

@@ -103,7 +103,9 @@ def test_small_n_is_the_mirror_of_small_m():
     c = choose("bf16", "sm_90a", 10711, 12, 7832, TABLE)
     assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn, c.spec.stages) == (128, 64, 8)  # 84 CTAs
     c = choose("bf16", "sm_90a", 1359, 20, 3776, TABLE)
-    assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn) == (64, 64)  # 11 CTAs of 128 rows: the most CTAs
+    # 22 CTAs of 64 rows (the most CTAs), few enough for the tiny split along K (59 K-tiles, 6 splits fill 132 SMs)
+    assert c.chosen_by == "split-k" and (c.spec.bm, c.spec.bn, c.spec.split_k) == (64, 64, 6)
+    assert c.why.startswith("N = 20 <= 128: 64 x 64 tiles, 22 CTAs")
     c = choose("bf16", "sm_90a", 100, 12, 7832, TABLE)  # both small: small M decides (2 tiles, 123 K-tiles: split along K)
     assert c.chosen_by == "split-k" and c.why.startswith("M = 100 <= 128: 64 x 64 tiles")
     c = choose("bf16", "sm_90a", 20000, 64, 4096, TABLE)  # N <= 64: 128 x 64 tiles, B multicast

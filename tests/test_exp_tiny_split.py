@@ -31,7 +31,7 @@ def test_each_shape_times_on_off_and_forced_splits_of_one_tile(exp):
     device = exp.device_for("h100")
     ks = {k.label: k for k in exp.kernels(5, 2, 6816, device)}
     assert set(ks) == {"on", "off", "split2", "split4", "split8", "split16"}
-    assert ks["on"].chosen_by == "split-k" and ks["on"].spec.split_k == 13
+    assert ks["on"].chosen_by == "split-k" and ks["on"].spec.split_k == 8
     assert ks["off"].chosen_by == "small-m" and ks["off"].spec.split_k == 1
     for s in (2, 4, 8, 16):
         f = ks[f"split{s}"].spec

@@ -2,9 +2,9 @@
 calls whose narrow tiles leave most SMs idle (5 x 2 x 6816: one CTA walked all 107 K-tiles of 64).
 
 CPU tier: where it fires (small M, small N, both tiny; bf16, f16, e4m3) with the splits worked out by hand from the
-thresholds (K-tiles = ceil(K / BK), the most splits S <= TINY_SPLIT_MAX with CTAs x S <= 132 and K-tiles // S >= 8);
+thresholds (K-tiles = ceil(K / BK), the most splits S <= TINY_SPLIT_MAX (8) with CTAs x S <= 132 and K-tiles // S >= 8);
 where it must not (short K, many tiles, the heavy-weight split-k rule's shapes, the swap and wide rules): the pick
-equals the pick with the rule off; its boundaries (16 tiles split, 17 not; 16 K-tiles split, 15 not); the control
+equals the pick with the rule off; its boundaries (33 tiles split, 34 not; 16 K-tiles split, 15 not); the control
 (the switch off gives back the small-m / small-n / nearest-fit pick); and ``ptxgen.gemm`` on a simulated device runs
 the new pick in one launch, grid z = the splits, the stream's workspace (sized for the partial tiles, counters zeroed
 once) as W. L2: the picks' kernels pass the split-K kernel's NVRTC + SASS checks (tests/test_splitk.py's).
@@ -39,19 +39,20 @@ def off(monkeypatch, dtype, m, n, k, **kw):
 
 # (dtype, M, N, K, side, (BM, BN), CTAs, splits): the splits by hand. bf16 BK = 64, e4m3 BK = 128; 64 x 64 tiles
 FIRES = [
-    ("bf16", 5, 2, 6816, "M", (64, 64), 1, 13),  # 107 K-tiles: 107 // 13 = 8, 107 // 14 = 7
-    ("bf16", 1, 1, 8192, "M", (64, 64), 1, 16),  # 128 K-tiles: 16 splits of 8 (the cap)
-    ("bf16", 16, 64, 16384, "M", (64, 64), 1, 16),  # 256 K-tiles: the cap
+    ("bf16", 5, 2, 6816, "M", (64, 64), 1, 8),  # 107 K-tiles: the cap (107 // 8 = 13 K-tiles a split)
+    ("bf16", 1, 1, 8192, "M", (64, 64), 1, 8),  # 128 K-tiles: 8 splits of 16
+    ("bf16", 16, 64, 16384, "M", (64, 64), 1, 8),  # 256 K-tiles: the cap
     ("bf16", 64, 2, 4096, "M", (64, 64), 1, 8),  # 64 K-tiles: 8 of 8
-    ("bf16", 100, 12, 7832, "M", (64, 64), 2, 15),  # both small, M decides; 123 K-tiles: 123 // 15 = 8, // 16 = 7
-    ("bf16", 128, 1, 12288, "M", (64, 64), 2, 16),  # 2 tile rows
-    ("bf16", 32, 128, 8192, "M", (64, 64), 2, 16),
-    ("bf16", 1, 1024, 8192, "M", (64, 64), 16, 8),  # 16 tiles (<= 132 / 8): 8 splits fill 128 CTAs
-    ("bf16", 200, 2, 8192, "N", (64, 64), 4, 16),  # small N: 4 tiles of 64 rows (the most CTAs)
-    ("bf16", 256, 16, 8192, "N", (64, 64), 4, 16),
-    ("f16", 5, 2, 6816, "M", (64, 64), 1, 13),  # bf16's tuning lent to f16: the same rule
+    ("bf16", 100, 12, 7832, "M", (64, 64), 2, 8),  # both small, M decides; 123 K-tiles
+    ("bf16", 128, 1, 12288, "M", (64, 64), 2, 8),  # 2 tile rows
+    ("bf16", 32, 128, 8192, "M", (64, 64), 2, 8),
+    ("bf16", 1, 1024, 8192, "M", (64, 64), 16, 8),  # 16 tiles: 8 splits fill 128 CTAs
+    ("bf16", 1, 1088, 8192, "M", (64, 64), 17, 7),  # 17 tiles (<= 132 / 4): 7 splits keep one wave (119 CTAs)
+    ("bf16", 200, 2, 8192, "N", (64, 64), 4, 8),  # small N: 4 tiles of 64 rows (the most CTAs)
+    ("bf16", 256, 16, 8192, "N", (64, 64), 4, 8),
+    ("f16", 5, 2, 6816, "M", (64, 64), 1, 8),  # bf16's tuning lent to f16: the same rule
     ("e4m3", 5, 2, 6816, "M", (64, 64), 1, 6),  # 54 K-tiles of 128: 54 // 6 = 9, // 7 = 7
-    ("e4m3", 16, 64, 16384, "M", (64, 64), 1, 16),  # 128 K-tiles of 128
+    ("e4m3", 16, 64, 16384, "M", (64, 64), 1, 8),  # 128 K-tiles of 128
     ("e4m3", 200, 2, 8192, "N", (64, 64), 4, 8),  # 64 K-tiles of 128
 ]
 
@@ -68,7 +69,7 @@ def test_the_rule_splits_few_tiles_against_a_long_k(dtype, m, n, k, side, tile, 
     assert -(-k // bk) // splits >= rules.SPLIT_MIN_K_TILES  # every split keeps its K-tiles
     assert c.why.startswith(f"{side} = {m if side == 'M' else n} <= 128: {tile[0]} x {tile[1]} tiles")
     assert f"K split {splits} ways: {ctas * splits} CTAs" in c.why and "few tiles, long K" in c.why
-    assert "not yet measured" in c.why
+    assert "measured on the H100" in c.why
 
 
 @pytest.mark.parametrize("dtype,m,n,k,side,tile,ctas,splits", FIRES)
@@ -92,7 +93,7 @@ UNCHANGED = [
     ("bf16", 1, 4096, 4096, "swap-ab"),
     ("bf16", 16, 4000, 8192, "swap-ab"),
     ("bf16", 4000, 16, 8192, "small-n"),  # 63 CTAs
-    ("bf16", 1, 1088, 8192, "small-m"),  # 17 tiles of 64 x 64 > 132 / 8
+    ("bf16", 1, 3500, 4096, "small-m"),  # 55 tiles of 64 x 64 > 132 / 4
     ("bf16", 16, 4096, 512, "small-m"),
     ("bf16", 128, 16384, 4096, "small-m"),  # the wide 128 x 128 kernel
     ("bf16", 12453, 120, 14800, "small-n"),  # the B-multicast kernel
@@ -125,14 +126,15 @@ def test_the_heavy_weight_rule_keeps_its_cap_where_both_apply():
 
 
 def test_boundaries_of_the_fill_and_of_k():
-    assert tiny_splits(16, 8192, 64, SMS) == 8  # 16 <= 132 / 8 = 16.5
-    assert tiny_splits(17, 8192, 64, SMS) == 1
+    assert tiny_splits(16, 8192, 64, SMS) == 8
+    assert tiny_splits(33, 8192, 64, SMS) == 4  # 33 <= 132 / 4: 4 splits fill 132 CTAs
+    assert tiny_splits(34, 8192, 64, SMS) == 1
     assert tiny_splits(1, 1024, 64, SMS) == 2  # 16 K-tiles: two splits of 8
     assert tiny_splits(1, 1023, 64, SMS) == 2  # ceil(1023 / 64) = 16
     assert tiny_splits(1, 960, 64, SMS) == 1  # 15 K-tiles
     assert tiny_splits(1, 10**6, 64, SMS) == rules.TINY_SPLIT_MAX
-    assert tiny_splits(8, 10**6, 64, 64) == 8  # a 64-SM part: 8 tiles = 64 / 8, 8 splits fill it
-    assert tiny_splits(9, 10**6, 64, 64) == 1
+    assert tiny_splits(16, 10**6, 64, 64) == 4  # a 64-SM part: 16 tiles = 64 / 4, 4 splits fill it
+    assert tiny_splits(17, 10**6, 64, 64) == 1
     assert tiny_tile(5, 2) == (64, 64, 8, 1, "m") and tiny_tile(200, 2) == (64, 64, 8, 4, "n")
     assert tiny_tile(300, 300) is None
 
@@ -155,10 +157,10 @@ def test_the_heldout_shape_and_the_device_sm_count():
 
     h100 = shipped()["h100-80gb-hbm3"].device
     c = choose(Problem("bf16", "sm_90a", 5, 2, 6816), h100)
-    assert c.chosen_by == "split-k" and c.spec.split_k == 13
-    assert choose("bf16", "sm_90a", 5, 2, 6816, sm_count=16).spec.split_k == 13  # 1 tile <= 16 / 8; 13 CTAs <= 16
-    assert choose("bf16", "sm_90a", 5, 2, 6816, sm_count=8).spec.split_k == 8  # 1 tile <= 8 / 8; 8 CTAs fill it
-    assert choose("bf16", "sm_90a", 5, 2, 6816, sm_count=7).chosen_by == "small-m"  # 1 tile > 7 / 8
+    assert c.chosen_by == "split-k" and c.spec.split_k == 8
+    assert choose("bf16", "sm_90a", 5, 2, 6816, sm_count=16).spec.split_k == 8  # 1 tile <= 16 / 4; 8 CTAs <= 16
+    assert choose("bf16", "sm_90a", 5, 2, 6816, sm_count=4).spec.split_k == 4  # 1 tile <= 4 / 4; 4 CTAs fill it
+    assert choose("bf16", "sm_90a", 5, 2, 6816, sm_count=3).chosen_by == "small-m"  # 1 tile > 3 / 4
 
 
 # -- the launch path (simulated device) ---------------------------------------------------------------------------------
@@ -175,7 +177,7 @@ def test_gemm_runs_the_pick_in_one_launch_with_the_streams_workspace(monkeypatch
     m, n, k = 5, 2, 6816
     spec, why = ptxgen.api.gemm_spec(kmajor(m, k, ptr=big_ptr()), kmajor(n, k, ptr=big_ptr()),
                                      FakeArray((m, n), "bfloat16", strides=(8, 1), ptr=big_ptr()), arch="sm_90a")
-    assert spec.split_k == 13 and "few tiles, long K" in why
+    assert spec.split_k == 8 and "few tiles, long K" in why
     a, b = kmajor(m, k, ptr=big_ptr()), kmajor(n, k, ptr=big_ptr())
     out = FakeArray((m, n), "bfloat16", strides=(8, 1), ptr=big_ptr())  # rows padded to 16 B
     s = Stream(0x61)
@@ -184,9 +186,9 @@ def test_gemm_runs_the_pick_in_one_launch_with_the_streams_workspace(monkeypatch
     launches, allocs, memsets = rec.of("launch"), rec.of("alloc"), rec.of("memset")
     assert len(launches) == 2 and len(allocs) == 1 and len(memsets) == 1  # one launch a call; the workspace once
     grids = [d["grid"] for d in sim.launches]
-    assert grids == [(1, 1, 13)] * 2  # one tile, grid z = the splits
+    assert grids == [(1, 1, 8)] * 2  # one tile, grid z = the splits
     need = workspace_bytes(plan_kernel(spec), Problem(m, n, k, k, k, 8), SMS)
-    assert need >= FLAG_REGION_BYTES + 13 * 64 * 64 * 4  # 13 f32 partial tiles of 64 x 64
+    assert need >= FLAG_REGION_BYTES + 8 * 64 * 64 * 4  # 8 f32 partial tiles of 64 x 64
     assert allocs[0][2] >= need and memsets[0][1:4] == (allocs[0][1], 0, FLAG_REGION_BYTES // 4)
 
 
@@ -194,7 +196,7 @@ def test_gemm_runs_the_pick_in_one_launch_with_the_streams_workspace(monkeypatch
 @pytest.mark.parametrize("dtype,m,n,k", [("bf16", 5, 2, 6816), ("bf16", 1, 1, 8192), ("bf16", 200, 2, 8192),
                                          ("e4m3", 5, 2, 6816)])
 def test_the_picks_compile_as_one_function_without_local_memory(dtype, m, n, k):
-    """The kernels the rule picks (13 and 16 splits of 64 x 64 bf16 tiles, 6 of the e4m3 one): the split-K kernel's
+    """The kernels the rule picks (8 splits of 64 x 64 bf16 tiles, 6 of the e4m3 one): the split-K kernel's
     checks of tests/test_splitk.py (SASS gate, one function, no local memory, the one counter add, 16-byte partials)."""
     from test_splitk import test_split_kernel_compiles_as_one_function_without_local_memory as split_kernel_checks
 

@@ -30,6 +30,11 @@ SHORT_KEYS = 2048  # up to this many keys, a non-causal call takes the persisten
 # reversed: plan.walk_tile): 1.08-1.41x the one-CTA-per-tile kernel at 512-4096 keys on the H100
 # (runs/2026-12-06-h100-few-wave-d256 run 5)
 CAUSAL_WALK_KEYS = 4096
+# D 64 causal walks: (BM, BN, stages) up to CAUSAL_D64_SHORT_KEYS keys, and beyond. Measured on the H100 against the
+# (128, 128, 2) walk (runs/2026-12-06-h100-attention-q-buffers run 1, TFLOP/s): 512 keys 248 against 237, 1024 311 / 307
+# with three stages; 2048 379 / 366 and 4096 421 / 401 with 192-key blocks
+CAUSAL_D64_TILES = ((128, 128, 3), (128, 192, 2))
+CAUSAL_D64_SHORT_KEYS = 1024
 
 
 def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | None = None) -> tuple[tuple[int, int, int], str, bool]:
@@ -38,7 +43,8 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
     intra-warpgroup overlap (ping-pong, which needs two warpgroups, when asked for: BM 128, BN 192); D 128: two
     consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128. Non-causal calls of at most
     SHORT_KEYS keys walk the tiles persistently (the next tile's loads hide this one's end); causal calls of at most
-    CAUSAL_WALK_KEYS keys, D 64 or 128, take ping-pong 128 x 128 with the walk. D 256, not measured, as
+    CAUSAL_WALK_KEYS keys, D 64 or 128, take ping-pong with the walk (D 128: 128 x 128, two stages; D 64:
+    CAUSAL_D64_TILES). D 256, not measured, as
     FA3 builds its head dim 256: two consumer warpgroups, 64-key blocks (FA3 takes 80; 64 is the only BN of
     spec.BLOCK_N whose S, O and P fit 240 registers), two stages (all that fit shared memory beside Q),
     intra-warpgroup overlap without ping-pong (FA3 takes its scheduler barrier only up to head dim 128), one CTA per
@@ -46,6 +52,8 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
     if p.head_dim == 256:
         return (128, 64, 2), "overlap", False
     if causal and p.seqlen_k <= CAUSAL_WALK_KEYS and schedule in (None, "pingpong"):
+        if p.head_dim == 64:  # D 64: three stages up to 1024 keys, 192-key blocks beyond (CAUSAL_D64_TILES)
+            return (CAUSAL_D64_TILES[0] if p.seqlen_k <= CAUSAL_D64_SHORT_KEYS else CAUSAL_D64_TILES[1]), "pingpong", True
         return (128, 128, 2), "pingpong", True
     walk = not causal and p.seqlen_k <= SHORT_KEYS
     if p.head_dim == 64:

@@ -24,14 +24,15 @@ SPLIT_MIN_K_TILES = 8  # each split keeps at least this many K-tiles (its pipeli
 SPLIT_MIN_WEIGHT = 4096 * 4096  # N x K: the smallest operand B on which run 27 measured the split to win
 # split-k for few tiles and a long K, at any weight (narrow.tiny_splits): GEMV-like calls (M and/or N in 1..~256, K in
 # the thousands) whose narrow tiles leave most SMs idle while one CTA per tile walks every K-tile (5 x 2 x 6816: one
-# CTA, 107 K-tiles). The thresholds below are a FIRST GUESS, NOT MEASURED: tools/exp_tiny_split.py times the pick with
-# the rule on and off and forced splits 2, 4, 8, 16 against cuBLAS; set them from its results.
+# CTA, 107 K-tiles). Measured on the H100 (runs/2026-12-06-h100-attention-q-buffers run 2, tools/exp_tiny_split.py,
+# 14 bf16 shapes against cuBLAS): with 13-16 splits the pick ran 0.94-1.92x its unsplit form (geomean of the ratios to
+# cuBLAS 2.21 against 1.71; 5 x 2 x 6816: 16.5 -> 8.6 us, cuBLAS 20.2); forced 8 splits beat 16 on 9 of the 14, and
+# 1 x 1088 x 8192 (17 tiles, over the first 1/8 fill) ran 1.56x faster split 4 ways: the cap is 8, the fill 1/4.
 TINY_SPLIT_RULE = True  # the rule is on
-TINY_SPLIT_MAX_FILL = 1 / 8  # the narrow tile's CTAs fill at most this fraction of the SMs (16 of 132): every such
-# shape can still take SPLIT_MAX (8) splits in one wave; past it the tiles already spread over the SMs
-TINY_SPLIT_MAX = 16  # at most this many splits (each keeps >= SPLIT_MIN_K_TILES K-tiles; the CTAs stay in one wave)
+TINY_SPLIT_MAX_FILL = 1 / 4  # the narrow tile's CTAs fill at most this fraction of the SMs (33 of 132)
+TINY_SPLIT_MAX = 8  # at most this many splits (each keeps >= SPLIT_MIN_K_TILES K-tiles; the CTAs stay in one wave)
 TINY_SPLIT_DTYPES = ("bf16", "f16", "e4m3")  # e4m3: its split kernels (BK 128) are the heavy-weight rule's, checked
-# against float64 on the GPU (tests/test_splitk.py); their speed at these shapes is not measured either
+# against float64 on the GPU (tests/test_splitk.py); their speed at these shapes is not measured
 COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
 SWAP_AB_RULE = True  # the swap-ab rule is on
 STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True))

@@ -41,10 +41,10 @@ Rules, in order; each names itself in ``Choice.chosen_by`` (``bench --json`` rep
                  it splits. Not for few waves: split 128 x 192 / 128 x 256 tiles ran 0.54-0.63 of cuBLAS on
                  333 x 8192 x 8192, 2500 x 10000 x 4000, 12000 x 1000 x 6000 and 128 x 16384 x 4096 (run 27).
                  ``rules.SPLIT_K_RULE`` turns it off. At any weight (``rules.TINY_SPLIT_RULE``): a ``small-m`` or
-                 ``small-n`` tile (e4m3 too) whose CTAs fill at most ``rules.TINY_SPLIT_MAX_FILL`` (1/8) of the SMs
-                 against a long K, split the most ways up to ``rules.TINY_SPLIT_MAX`` (16) that keep one wave and
-                 ``rules.SPLIT_MIN_K_TILES`` a split (``narrow.tiny_splits``; 5 x 2 x 6816: one CTA and 107 K-tiles -> 13
-                 splits); its why says "few tiles, long K". Thresholds a first guess, not measured (tools/exp_tiny_split.py).
+                 ``small-n`` tile (e4m3 too) whose CTAs fill at most ``rules.TINY_SPLIT_MAX_FILL`` (1/4) of the SMs
+                 against a long K, split the most ways up to ``rules.TINY_SPLIT_MAX`` (8) that keep one wave and
+                 ``rules.SPLIT_MIN_K_TILES`` a split (``narrow.tiny_splits``; 5 x 2 x 6816: one CTA and 107 K-tiles -> 8
+                 splits); its why says "few tiles, long K". Measured on the H100 (tools/exp_tiny_split.py, rules.py).
 ``cost-model``   the least predicted time of ``costmodel``'s kernel families, from constants measured on the
                  H200 (ties within 2% to the table's kernels) on sm_90a, where the shape is compute-bound with K of at
                  least 1024 (the range the constants were fitted on). 16-bit inputs: the calibration's ``16bit`` family (H200: ptxgen/tuning/h200_calibration.json),
@@ -242,7 +242,7 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
 def _tiny_why(ctas: int, splits: int, k: int, bk: int, sm_count: int) -> str:
     return (f", K split {splits} ways: {ctas * splits} CTAs (few tiles, long K: {ctas} tile{'s' if ctas > 1 else ''} "
             f"<= {rules.TINY_SPLIT_MAX_FILL:g} of {sm_count} SMs, {-(-k // bk)} K-tiles of {bk}; the split "
-            "rule for tiny problems at any weight, its thresholds not yet measured)")
+            "rule for tiny problems at any weight, measured on the H100)")
 
 
 def _tiny_split_only(first: TileSpec, m: int, n: int, k: int, sm_count: int, note: str) -> Choice | None:
