@@ -173,3 +173,34 @@ def test_head_dim_256_default_matches_sdpa(causal):
     theirs = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1),
                                                               is_causal=causal)
     assert (ours.float() - theirs.float()).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("d,tile,schedule", [(128, (128, 128, 2), "pingpong"), (64, (192, 128, 2), "overlap"),
+                                             (64, (128, 128, 3), "pingpong"), (64, (128, 192, 2), "pingpong")])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,h,hk,sq,sk", [(1, 4, 4, 1, 1), (2, 8, 2, 7, 7), (4, 16, 4, 1000, 1000), (2, 4, 4, 130, 517)])
+def test_staged_o_matches_the_direct_store_bit_for_bit(b, h, hk, sq, sk, d, tile, schedule, causal):
+    """O staged in the tile's Q buffer and stored in 16-byte cells (two Q buffers, the walk) against the same kernel's
+    direct stores: the same bits (the same packed pairs, stored another way), the LSE too, and against float64."""
+    torch.manual_seed(sq + sk + d + b)
+    q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    kw = dict(causal=causal, return_lse=True, schedule=schedule, tile=tile, persistent=True, q_buffers=2)
+    staged, lse_s = attention_with(q, k, v, o_staging=True, **kw)
+    direct, lse_d = attention_with(q, k, v, o_staging=False, **kw)
+    assert torch.equal(staged, direct) and torch.equal(lse_s, lse_d)
+    ro, _ = reference(q[:1, :2], k[:1, :1], v[:1, :1], causal, 1 / math.sqrt(d))
+    assert (staged[:1, :2].double() - ro).abs().max().item() < 2e-2 + 2e-2 * ro.abs().max().item()
+
+
+def test_an_output_off_16_bytes_takes_the_direct_store():
+    """An ``out=`` view whose rows start 8 bytes past 16 (the staged store writes 16-byte cells): the call takes the
+    direct-store kernel and still matches."""
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(2, 4, 300, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    big = torch.empty(2 * 4 * 300 * 128 + 4, device="cuda", dtype=torch.bfloat16)
+    out = big[4:].view(2, 4, 300, 128)
+    assert out.data_ptr() % 16 == 8
+    attention_with(q, k, v, out=out, schedule="pingpong", tile=(128, 128, 2), persistent=True, q_buffers=2, o_staging=True)
+    want = attention_with(q, k, v, schedule="pingpong", tile=(128, 128, 2), persistent=True, q_buffers=2, o_staging=False)
+    assert torch.equal(out, want)

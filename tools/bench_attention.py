@@ -10,8 +10,8 @@ FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts the
         [--variants default,pingpong:128:192:2,...]
 
 Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``
-(``:persistent`` appended: one CTA per SM walking the tiles; ``:q1`` / ``:q2`` after it: its Q buffers; ``default:q1``:
-the default with one Q buffer); a
+(``:persistent`` appended: one CTA per SM walking the tiles; ``:q1`` / ``:q2`` after it: its Q buffers, ``:os``: O
+staged in the Q buffer; ``default:q1``, ``default:os``: the default with one Q buffer, with O staged); a
 variant the head dim cannot take (a SpecError) is reported as unavailable for that point.
 """
 
@@ -31,15 +31,19 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
 def variant(name: str):
-    """(schedule, tile, persistent, q_buffers) of a variant name: ``default`` -> (None, None, None, None);
-    ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2), False, None); a ``:persistent`` suffix asks for the
-    persistent walk, a further ``:q1`` or ``:q2`` for its Q buffers (``default:q1``: the default with one)."""
-    if name.startswith("default"):
-        q = name.split(":")[1:]
-        return None, None, None, int(q[0][1:]) if q else None
-    sched, bm, bn, stages, *rest = name.split(":")
-    q = [int(r[1:]) for r in rest if r.startswith("q")]
-    return sched, (int(bm), int(bn), int(stages)), "persistent" in rest, q[0] if q else None
+    """(schedule, tile, persistent, q_buffers, o_staging) of a variant name: ``default`` -> (None, None, None, None,
+    None); ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2), False, None, None); a ``:persistent`` suffix asks for
+    the persistent walk, ``:q1`` / ``:q2`` for its Q buffers, ``:os`` for O staged in the Q buffer (``default:q1``,
+    ``default:os``: the default with one Q buffer, with O staged)."""
+    parts = name.split(":")
+    if parts[0] == "default":
+        sched, tile, rest = None, None, parts[1:]
+    else:
+        sched, bm, bn, stages, *rest = parts
+        tile = (int(bm), int(bn), int(stages))
+    q = [int(r[1:]) for r in rest if r in ("q1", "q2")]
+    walk = True if "persistent" in rest else (None if tile is None else False)
+    return sched, tile, walk, q[0] if q else None, (True if "os" in rest else None)
 
 
 def contenders(variants):
@@ -47,9 +51,10 @@ def contenders(variants):
 
     out = {}
     for name in variants:
-        sched, tile, walk, qb = variant(name)
-        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk, qb=qb:
-                                 attention(q, k, v, causal=c, schedule=sched, tile=tile, persistent=walk, q_buffers=qb))
+        sched, tile, walk, qb, os_ = variant(name)
+        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk, qb=qb, os_=os_:
+                                 attention(q, k, v, causal=c, schedule=sched, tile=tile, persistent=walk, q_buffers=qb,
+                                           o_staging=os_))
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         def f(q, k, v, c, be=be):
             with sdpa_kernel([be]):

@@ -63,24 +63,36 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
     return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong", walk
 
 
+# persistent kernels with two Q buffers stage O in the tile's Q buffer and store whole 16-byte cells (spec.o_staging)
+# where the output allows 16-byte stores (``cells_ok``)
+O_STAGING = False
+
+
+def cells_ok(out) -> bool:
+    """Whether every row of ``out`` (B, H, S, D) starts on 16 bytes: the staged O store writes 16-byte cells."""
+    return out.data_ptr() % 16 == 0 and all(out.stride(i) % 8 == 0 for i in range(3)) and out.stride(3) == 1
+
+
 def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
                 tile: tuple[int, int, int] | None = None, persistent: bool | None = None,
-                q_buffers: int | None = None) -> AttentionSpec:
+                q_buffers: int | None = None, o_staging: bool | None = None) -> AttentionSpec:
     """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for. A persistent
-    kernel takes two Q buffers where they fit shared memory (``q_buffers`` None), else one."""
+    kernel takes two Q buffers where they fit shared memory (``q_buffers`` None), else one; with two, O is staged
+    (``o_staging`` None: ``O_STAGING``; the caller says False where the output cannot take 16-byte stores)."""
     (bm, bn, stages), default, walk = default_choice(p, causal, schedule)
     if tile is not None:
         bm, bn, stages = tile
     spec = AttentionSpec(p.head_dim, bm, bn, causal, p.dtype, stages=stages, schedule=schedule or default,
                          persistent=walk if persistent is None else bool(persistent))
     if q_buffers is not None:
-        return replace(spec, q_buffers=q_buffers)
-    if spec.persistent:
+        spec = replace(spec, q_buffers=q_buffers)
+    elif spec.persistent:
         try:
-            return replace(spec, q_buffers=2)
+            spec = replace(spec, q_buffers=2)
         except SpecError:  # shared memory: Q, the K/V stages and a second Q take more than a CTA may use
             pass
-    return spec
+    stage = O_STAGING if o_staging is None else o_staging
+    return replace(spec, o_staging=True) if stage and spec.q_buffers == 2 else spec
 
 
 def _kernel(spec: AttentionSpec, device_index: int):
@@ -138,30 +150,32 @@ def sm_count(device) -> int:
 
 
 def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None,
-                 persistent=None, q_buffers=None) -> tuple:
-    return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), q.dtype, q.device,
-            causal, scale, return_lse, schedule, tile, persistent, q_buffers)
+                 persistent=None, q_buffers=None, o_staging=None) -> tuple:
+    return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), out.data_ptr() % 16 == 0,
+            q.dtype, q.device, causal, scale, return_lse, schedule, tile, persistent, q_buffers, o_staging)
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
               schedule: str | None = None, tile: tuple[int, int, int] | None = None, persistent: bool | None = None,
-              q_buffers: int | None = None):
+              q_buffers: int | None = None, o_staging: bool | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
     transposed to (B, H, S, D) works without a copy). k and v may have fewer heads than q (GQA/MQA: H_kv divides H).
     Causal is top-left aligned, as scaled_dot_product_attention's is_causal. ``return_lse``: also the float32
     log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES),
-    ``tile``: (BM, BN, stages), ``persistent``: one CTA per SM walking the tiles and ``q_buffers`` (1 or 2, persistent
-    only), for tests and benchmarks (None: ``default_choice`` and ``choose_spec``)."""
+    ``tile``: (BM, BN, stages), ``persistent``: one CTA per SM walking the tiles, ``q_buffers`` (1 or 2, persistent
+    only) and ``o_staging`` (O staged in the Q buffer, two Q buffers only), for tests and benchmarks (None:
+    ``default_choice`` and ``choose_spec``; an output whose rows do not start on 16 bytes is never staged)."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers)
+    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers, o_staging)
     prep = _PREPARED.get(key)
     if prep is None:
-        spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers)
+        spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers,
+                           o_staging if cells_ok(out) else False)
         built, func = _kernel(spec, q.device.index or 0)
         prep = PreparedAttention(spec, built.plan, func, p, q, k, v, out, scale)
         if len(_PREPARED) > 256:  # a bound on distinct shapes kept

@@ -40,7 +40,7 @@ def _common(p) -> dict:
         "needs_mask_expr": needs_mask_expr(s.bm, s.bn, s.causal), "persistent": s.persistent,
         "tile": tile_exprs(s.causal),
         "walk": walk_exprs(s.causal),
-        "q_buffers": s.q_buffers, "q_stage_stride": r.regions["Q"].stage_stride_bytes,
+        "q_buffers": s.q_buffers, "q_stage_stride": r.regions["Q"].stage_stride_bytes, "o_staging": s.o_staging,
     }
 
 
@@ -55,7 +55,20 @@ def view(p: AttentionPlan) -> dict:
         "s_list": p.qk.d_list, "s_outputs": p.qk.outputs, "o_list": p.pv.d_list, "o_outputs": p.pv.outputs,
         "p_pairs": p.p_pairs,
         "q_slab_stride": p.q.slab_offsets_bytes[1] - p.q.slab_offsets_bytes[0] if s.consumers > 1 else 0,
+        **o_staging_view(p),
     }
+
+
+def o_staging_view(p: AttentionPlan) -> dict:
+    """The staged O store's expressions, from Q's layout (``OperandPlan.cell_offset_expr``): a consumer thread writes
+    its two rows' 4-byte pairs of 16-byte cell ``g`` (row 64 c + 16 warp + lane / 4 + 8 r), then reads cell ``i`` of
+    its warpgroup's 64 rows (row 64 c + i / cells, column i % cells) and stores it whole."""
+    s = p.spec
+    cells = s.head_dim * (s.dtype.bits // 8) // 16  # 16-byte cells in a row of O
+    return {"o_cells": cells, "o_cell_elems": 16 // (s.dtype.bits // 8),
+            "o_chunks": 64 * cells // 128,
+            "o_stage_write": p.q.cell_offset_expr("(64 * c + 16 * warp + lane / 4 + 8 * r)", "g"),
+            "o_stage_read": p.q.cell_offset_expr(f"(64 * c + i / {cells})", f"(i % {cells})")}
 
 
 def view_sm100(p) -> dict:

@@ -51,6 +51,10 @@ class AttentionSpec:
     # Q buffers of the persistent walk: 2 loads the next tile's Q while this tile's blocks run (the producer issues it
     # once this tile's last K and V are in flight; with one buffer it waits for this tile's last S)
     q_buffers: int = 1
+    # the epilogue stages O in this tile's Q buffer (free once its last S has landed; with two buffers the producer
+    # reloads it only for the next tile but one) and stores whole 16-byte cells, rows contiguous, instead of 4-byte
+    # pieces straight from the accumulator registers
+    o_staging: bool = False
 
     def __post_init__(self):
         check(self)
@@ -73,12 +77,13 @@ class AttentionSpec:
     def kernel_name(self) -> str:
         c = "causal" if self.causal else "full"
         return (f"ptxgen_attn_{self.arch.value.replace('_', '')}_{self.dtype.value}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}_"
-                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else "") + ("_q2" if self.q_buffers == 2 else ""))
+                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else "") + ("_q2" if self.q_buffers == 2 else "") + ("_os" if self.o_staging else ""))
 
     def to_json(self) -> dict:
         return {"head_dim": self.head_dim, "bm": self.bm, "bn": self.bn, "causal": self.causal,
                 "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages, "schedule": self.schedule,
-                "persistent": self.persistent, "q_buffers": self.q_buffers}
+                "persistent": self.persistent, "q_buffers": self.q_buffers,
+                "o_staging": self.o_staging}
 
 
 def consumer_registers(consumers: int) -> tuple[int, int]:
@@ -160,6 +165,9 @@ def check(s: AttentionSpec) -> None:
     if s.q_buffers not in (1, 2) or (s.q_buffers == 2 and not s.persistent):
         raise SpecError("--q-buffers", s.q_buffers, "a second Q buffer holds the next tile's Q: only a persistent kernel "
                         "walks tiles", "1" + (", 2" if s.persistent else " (2 with --persistent)"))
+    if s.o_staging and s.q_buffers != 2:
+        raise SpecError("--o-staging", True, "O is staged in the tile's own Q buffer, which a single buffer hands back "
+                        "to the producer at the tile's last S", "with --persistent --q-buffers 2")
     if not MIN_STAGES <= s.stages <= MAX_STAGES:
         raise SpecError("--stages", s.stages, f"the K/V ring needs {MIN_STAGES} to {MAX_STAGES} stages",
                         ", ".join(map(str, range(MIN_STAGES, MAX_STAGES + 1))))

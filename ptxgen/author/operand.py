@@ -23,6 +23,7 @@ from ..derive.operands.operand import KStep, OperandLayout, derive_operand
 from ..derive.operands.operand_tma import derive_tma
 from ..derive.operands.smem_layout import SmemLayout
 from ..derive.tile.spec import OperandSpec, TileSpec
+from ..emit.cexpr import linear_offset_c_expr, swizzle_c_expr
 from ..derive.operands.tma import TmaCopy, TmaPlan
 from ..isa.descriptors import SmemDescriptor
 from ..isa.types import Arch, AtomOrder, DType, Major, SpecError, Swizzle, parse_enum
@@ -195,6 +196,14 @@ class OperandPlan:
     def copies(self) -> tuple[TmaCopy, ...]:
         """The TMA copies that fill one stage (``smem_offset_bytes``, ``inner``, ``outer``): ``tma.copies``."""
         return self.tma.copies
+
+    def cell_offset_expr(self, row: str, col: str) -> str:
+        """C expression: the byte offset from the stage base of 16-byte cell (``row``, ``col``) of this operand's
+        stage (rows: MN indices of a K-major operand, K indices of an MN-major one; cols: 16-byte cells along the
+        other dimension), the swizzle applied: where TMA put that cell, so a kernel may also write a tile of its own
+        into a stage in the same layout (the attention epilogue stages O in Q's buffer) and read it back."""
+        linear = f"({linear_offset_c_expr(self.store, row, col)})"
+        return f"({swizzle_c_expr(self.store, linear)})"
 
     def start_field(self, addr_expr: str) -> str:
         """C expression: the descriptor's start-address field (bits 0-13, address >> 4) of the run-time shared-memory
