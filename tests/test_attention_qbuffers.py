@@ -113,3 +113,31 @@ def test_the_ring_piece_refuses_a_second_stage_nobody_releases():
     assert r.regions["Q"].nbytes == 2 * q.stage_bytes and r.regions["K"].offset_bytes == 2 * q.stage_bytes
     assert r.bars["Q_full"].stage_stride_bytes == r.bars["Q_empty"].stage_stride_bytes == 8
     assert r.bar_offset("Q_empty") == 16 and r.bar_offset("full_K") == 32
+
+
+class _Out:
+    """A tensor's pointer and strides (``launch.cells_ok`` reads nothing else)."""
+
+    def __init__(self, ptr, strides):
+        self.ptr, self.strides = ptr, strides
+
+    def data_ptr(self):
+        return self.ptr
+
+    def stride(self, i):
+        return self.strides[i]
+
+
+def test_o_is_staged_at_d128_walks_only_and_only_into_16_byte_rows():
+    from ptxgen.attention.launch import cells_ok
+
+    def spec(d, seqlen, **kw):
+        return choose_spec(AttentionProblem(16384 // seqlen, 2048 // d, 2048 // d, seqlen, seqlen, d, DType.BF16), False, **kw)
+    assert spec(128, 512).o_staging and spec(128, 2048).o_staging
+    assert not spec(64, 512).o_staging  # measured slower at D 64
+    assert not spec(128, 8192).o_staging  # one CTA per tile: one Q buffer
+    assert not spec(128, 512, o_staging=False).o_staging and spec(64, 512, o_staging=True).o_staging
+    assert not spec(128, 512, q_buffers=1).o_staging  # staging needs the second buffer
+    assert cells_ok(_Out(256, (8 * 512 * 128, 512 * 128, 128, 1)))
+    assert not cells_ok(_Out(256 + 8, (8 * 512 * 128, 512 * 128, 128, 1)))  # rows 8 bytes off 16
+    assert not cells_ok(_Out(256, (8 * 512 * 132, 512 * 132, 132, 1)))  # row stride 264 bytes: odd rows off 16

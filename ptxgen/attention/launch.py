@@ -63,9 +63,11 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
     return (128, 192 if p.seqlen_k >= LONG_KEYS else 128, 2), "pingpong", walk
 
 
-# persistent kernels with two Q buffers stage O in the tile's Q buffer and store whole 16-byte cells (spec.o_staging)
-# where the output allows 16-byte stores (``cells_ok``)
-O_STAGING = False
+# persistent kernels with two Q buffers at these head dims stage O in the tile's Q buffer and store whole 16-byte cells
+# (spec.o_staging) where the output allows 16-byte stores (``cells_ok``). Measured on the H100 against the direct
+# store (runs/2026-12-06-h100-attention-q-buffers run 3): D 128 1.02-1.07x at 512-2048 keys, 1.00-1.02 at 4096;
+# D 64 0.95-1.02 (its rows are one 128-byte line: the round trip through shared memory does not pay)
+O_STAGING_HEAD_DIMS = (128,)
 
 
 def cells_ok(out) -> bool:
@@ -78,7 +80,7 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
                 q_buffers: int | None = None, o_staging: bool | None = None) -> AttentionSpec:
     """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for. A persistent
     kernel takes two Q buffers where they fit shared memory (``q_buffers`` None), else one; with two, O is staged
-    (``o_staging`` None: ``O_STAGING``; the caller says False where the output cannot take 16-byte stores)."""
+    (``o_staging`` None: at ``O_STAGING_HEAD_DIMS``; the caller says False where the output cannot take 16-byte stores)."""
     (bm, bn, stages), default, walk = default_choice(p, causal, schedule)
     if tile is not None:
         bm, bn, stages = tile
@@ -91,7 +93,7 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
             spec = replace(spec, q_buffers=2)
         except SpecError:  # shared memory: Q, the K/V stages and a second Q take more than a CTA may use
             pass
-    stage = O_STAGING if o_staging is None else o_staging
+    stage = p.head_dim in O_STAGING_HEAD_DIMS if o_staging is None else o_staging
     return replace(spec, o_staging=True) if stage and spec.q_buffers == 2 else spec
 
 
