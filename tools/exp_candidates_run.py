@@ -220,21 +220,32 @@ def run_fused(torch, t: dict, key, dev, out: Out, excluded: dict) -> None:
         case.unload()
 
 
-def worker(args) -> int:
-    from ptxgen.runtime.choose.calibrate import device_key
+def gpu_and_torch(tool: str):
+    """(the GPU, torch), or None with the reason printed (the caller exits EXIT_NO_GPU): the baselines (cuBLAS,
+    torch._scaled_mm) come through torch, so without it there is no usable GPU for the run."""
     from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
-    out, state = Out(Path(args.out)), json.loads(Path(args.state).read_text())
     try:
         dev = require_gpu()
     except NoGPU as e:
-        print(f"exp_candidates_run: {e}", file=sys.stderr)
-        return EXIT_NO_GPU
+        print(f"{tool}: {e}", file=sys.stderr)
+        return None
     try:
         import torch
-    except ImportError:  # the baselines (cuBLAS, torch._scaled_mm) come through torch: no usable GPU for this run
-        print("exp_candidates_run: torch is not installed (the baselines run through it)", file=sys.stderr)
+    except ImportError:
+        print(f"{tool}: torch is not installed (the baselines run through it)", file=sys.stderr)
+        return None
+    return dev, torch
+
+
+def worker(args) -> int:
+    from ptxgen.runtime.choose.calibrate import device_key
+
+    out, state = Out(Path(args.out)), json.loads(Path(args.state).read_text())
+    got = gpu_and_torch("exp_candidates_run")
+    if got is None:
         return EXIT_NO_GPU
+    dev, torch = got
     key = device_key()
     todo = [t for t in plan.tasks() if plan.task_id(t) not in state["done"] and (not state["only"] or state["only"] in plan.task_id(t))]
     if not state["compiled"]:

@@ -307,22 +307,14 @@ def summary_text(rows: list[dict]) -> str:
 
 def gpu_run(args) -> int:
     from exp_candidates import compile_specs
-    from exp_candidates_run import _smi
-
-    from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
+    from exp_candidates_run import _smi, gpu_and_torch
 
     t_start = time.monotonic()
     deadline = t_start + args.budget_s
-    try:
-        dev = require_gpu()
-    except NoGPU as e:
-        print(f"exp_tiny_split: {e}", file=sys.stderr)
+    got = gpu_and_torch("exp_tiny_split")
+    if got is None:
         return EXIT_NO_GPU
-    try:
-        import torch
-    except ImportError:
-        print("exp_tiny_split: torch is not installed (cuBLAS runs through it)", file=sys.stderr)
-        return EXIT_NO_GPU
+    dev, torch = got
     from ptxgen.runtime.choose.calibrate import device_key
 
     out = Out(Path(args.out))
