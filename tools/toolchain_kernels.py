@@ -19,10 +19,11 @@ sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention),
 doors' split-K, promoting 3xTF32 and row-wise FP8 picks as ``ptxgen.api.plan`` names them, a fused chain with split-K,
 every K-grouped variant; the attention defaults, BM 192, D 128 x BN 192 and the persistent walk;
 runs/2026-12-06-nvrtc128-one-launch), ``0.4.1`` (the swapped stream-K picks, the f16-accumulate picks, attention at head dim
-256 and the causal walk; runs/2026-12-06-nvrtc128-0-4-1).
+256 and the causal walk; runs/2026-12-06-nvrtc128-0-4-1), ``short-calls`` (after 0.4.1: the tiny split-K picks and the
+persistent attention kernels with two Q buffers and O staged; runs/2026-12-06-nvrtc128-short-calls).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|all]
 """
 import argparse
 import dataclasses
@@ -245,11 +246,31 @@ ATTENTION_0_4_1 = ((256, 128, 64, 2, "overlap", False), (256, 128, 64, 2, "pingp
                    (64, 128, 128, 2, "pingpong", True), (128, 128, 128, 2, "pingpong", True))
 
 
+def tiny_split_specs() -> dict:
+    """The tiny split-K rule's picks (few tiles, a long K; 2026-12-06 after 0.4.1), as the chooser takes them."""
+    from ptxgen.runtime.choose import choose
+
+    return {f"tiny split {d} {m}x{n}x{k}": choose(d, "sm_90a", m, n, k).spec
+            for d, m, n, k in (("bf16", 5, 2, 6816), ("bf16", 1, 1088, 8192), ("bf16", 200, 2, 8192), ("e4m3", 5, 2, 6816))}
+
+
+def attention_q_buffer_specs() -> list:
+    """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
+    with O staged, D 64's three walks) and O staged at D 64, causal and not."""
+    from ptxgen.attention.spec import AttentionSpec
+
+    tiles = ((128, 128, 128, 2, "pingpong", True), (64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True),
+             (64, 128, 128, 3, "pingpong", False), (64, 128, 192, 2, "pingpong", False))  # D, BM, BN, stages, schedule, O staged
+    return [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=True, q_buffers=2, o_staging=os_)
+            for d, bm, bn, st, sch, os_ in tiles for c in (False, True)]
+
+
 ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True), (128, 128, 192, 2, "pingpong", False),
                  (128, 128, 128, 2, "pingpong", True), (64, 128, 192, 2, "pingpong", True))  # D, BM, BN, stages, schedule, walk
 
 
-def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=None) -> list[tuple[str, bool, str]]:
+def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=None,
+                      specs=None) -> list[tuple[str, bool, str]]:
     """Each attention kernel compiled by ``toolchain``'s NVRTC and gated by its own SASS check (no local memory)."""
     import json
     import os
@@ -263,10 +284,13 @@ def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=N
     from ptxgen.isa.types import Arch
     from ptxgen.runtime.compile.toolchain import run_tool
 
+    given = specs
     specs = [AttentionSpec(head_dim=d, causal=c, schedule=s) for d in (64, 128) for c in (False, True)
              for s in ("serial", "overlap", "pingpong")]
     specs += [AttentionSpec(head_dim=d, arch=Arch.SM100A) for d in (64, 128)]
-    if new_tiles or tiles:  # the 0.4.0 tiles and walk (or ``tiles``), causal and not
+    if given:
+        specs = list(given)
+    elif new_tiles or tiles:  # the 0.4.0 tiles and walk (or ``tiles``), causal and not
         specs = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=walk)
                  for d, bm, bn, st, sch, walk in (tiles or ATTENTION_0_4) for c in (False, True)]
     jobs, plans = [], {}
@@ -297,7 +321,8 @@ def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=N
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
-                                      "pairs-attention", "training-forms", "one-launch", "0.4.1", "all"), default="all")
+                                      "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "all"),
+                    default="all")
     args = ap.parse_args()
     specs = {}
     if args.set in ("streamk", "all"):
@@ -322,6 +347,8 @@ def main() -> int:
         specs.update(one_launch_specs())
     if args.set in ("0.4.1", "all"):
         specs.update(release_0_4_1_specs())
+    if args.set in ("short-calls", "all"):
+        specs.update(tiny_split_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
@@ -336,11 +363,12 @@ def main() -> int:
         bad += not ok
         print(f"{'PASS' if ok else 'FAIL'} {r.version} {r.kernel} problems={r.problems} local={r.local_instructions} "
               f"stack={r.stack_bytes}")
-    for kind in ("pairs-attention", "one-launch", "0.4.1"):
+    for kind in ("pairs-attention", "one-launch", "0.4.1", "short-calls"):
         if args.set not in (kind, "all"):
             continue
         for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp()), new_tiles=kind == "one-launch",
-                                                  tiles=ATTENTION_0_4_1 if kind == "0.4.1" else None):
+                                                  tiles=ATTENTION_0_4_1 if kind == "0.4.1" else None,
+                                                  specs=attention_q_buffer_specs() if kind == "short-calls" else None):
             bad += not ok
             res.append(name)
             print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
