@@ -141,3 +141,16 @@ def test_o_is_staged_at_d128_walks_only_and_only_into_16_byte_rows():
     assert cells_ok(_Out(256, (8 * 512 * 128, 512 * 128, 128, 1)))
     assert not cells_ok(_Out(256 + 8, (8 * 512 * 128, 512 * 128, 128, 1)))  # rows 8 bytes off 16
     assert not cells_ok(_Out(256, (8 * 512 * 132, 512 * 132, 132, 1)))  # row stride 264 bytes: odd rows off 16
+
+
+def test_the_plan_names_the_kernel_the_call_takes():
+    """``ptxgen.api.plan`` on meta tensors: the two-buffer, O-staged kernel at D 128, 512 keys, and the direct store
+    for an ``out=`` whose rows start 8 bytes past 16 (as ``attention`` decides from ``launch.cells_ok``)."""
+    torch = pytest.importorskip("torch")
+    import ptxgen.api as api
+
+    q = torch.empty(32, 16, 512, 128, device="meta", dtype=torch.bfloat16)
+    plan = api.plan("attention", q, q, q, device="h100")
+    assert plan.kernel.endswith("_persistent_q2_os") and "2 Q buffers, O staged" in plan.why
+    out = torch.empty(32 * 16 * 512 * 128 + 4, device="meta", dtype=torch.bfloat16)[4:].view(32, 16, 512, 128)
+    assert api.plan("attention", q, q, q, out=out, device="h100").kernel.endswith("_persistent_q2")

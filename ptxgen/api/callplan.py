@@ -379,16 +379,21 @@ def _plan_attention(args: dict, t: Target) -> CallPlan:
     """ptxgen.attention: its argument checks (torch tensors: meta tensors stand for CUDA ones), then the kernel it
     builds; the Hopper kernel only (the tcgen05 form is built and gated, never run: refused where the device is 10.x)."""
     from ..attention.args import check_arguments
-    from ..attention.launch import choose_spec
+    from ..attention.launch import cells_ok, choose_spec
 
     if t.arch != "sm_90a":
         raise ArgumentError(f"ptxgen.attention runs on sm_90a (Hopper); its {t.arch} form is compiled and gated only "
                             "(docs/attention.md)")
     p = check_arguments(args["q"], args["k"], args["v"], args.get("out"), args.get("scale"), ("cuda", "meta"))
-    spec = choose_spec(p, bool(args.get("causal", False)), args.get("schedule"))
+    out = args.get("out")
+    # as the call decides: an out= whose rows do not start on 16 bytes takes the direct O store
+    spec = choose_spec(p, bool(args.get("causal", False)), args.get("schedule"),
+                       o_staging=None if out is None or cells_ok(out) else False)
+    walk = (f", one CTA per SM walking the tiles with {spec.q_buffers} Q buffer{'s' * (spec.q_buffers > 1)}"
+            + (", O staged in the Q buffer" if spec.o_staging else "")) if spec.persistent else ""
     why = (f"B {p.batch}, H {p.heads} (K/V heads {p.kv_heads}), S {p.seqlen_q} x {p.seqlen_k}, head dim {p.head_dim}: "
-           f"{spec.bm} query rows and {spec.bn} keys a block, the {spec.schedule} schedule; a repeat call with the same "
-           "shapes, strides and dtypes takes the prepared launch")
+           f"{spec.bm} query rows and {spec.bn} keys a block, the {spec.schedule} schedule{walk}; a repeat call with the "
+           "same shapes, strides and dtypes takes the prepared launch")
     return replace(_made("attention", t, Path.HOT, why), kernel=spec.kernel_name)
 
 

@@ -65,9 +65,10 @@ def o_staging_view(p: AttentionPlan) -> dict:
     its warpgroup's 64 rows (row 64 c + i / cells, column i % cells) and stores it whole."""
     s = p.spec
     cells = s.head_dim * (s.dtype.bits // 8) // 16  # 16-byte cells in a row of O
+    row = f"(64 * c + {p.pv.frag_row('(4 * g + 2 * r)', '(32 * warp)', 'lane')})"  # O's fragment: element 4 g + 2 r
     return {"o_cells": cells, "o_cell_elems": 16 // (s.dtype.bits // 8),
             "o_chunks": 64 * cells // 128,
-            "o_stage_write": p.q.cell_offset_expr("(64 * c + 16 * warp + lane / 4 + 8 * r)", "g"),
+            "o_stage_write": p.q.cell_offset_expr(row, "g"),
             "o_stage_read": p.q.cell_offset_expr(f"(64 * c + i / {cells})", f"(i % {cells})")}
 
 
