@@ -205,3 +205,21 @@ def test_an_output_off_16_bytes_takes_the_direct_store():
     attention_with(q, k, v, out=out, schedule="pingpong", tile=(128, 128, 2), persistent=True, q_buffers=2, o_staging=True)
     want = attention_with(q, k, v, schedule="pingpong", tile=(128, 128, 2), persistent=True, q_buffers=2, o_staging=False)
     assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("d,tile,schedule", [(128, (128, 128, 2), "pingpong"), (64, (192, 128, 2), "overlap"),
+                                             (64, (128, 128, 3), "pingpong"), (64, (128, 192, 2), "pingpong")])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,h,hk,sq,sk", [(1, 4, 4, 1, 1), (2, 8, 2, 7, 7), (4, 16, 4, 1000, 1000), (2, 4, 4, 130, 517),
+                                          (8, 16, 16, 512, 512)])
+def test_carried_first_s_matches_the_plain_walk_bit_for_bit(b, h, hk, sq, sk, d, tile, schedule, causal):
+    """The next tile's first S issued with this tile's last P·V (``carry``): the same arithmetic per tile, so the same
+    bits as the walk without it (O staged at D 128 as the default does, direct at D 64), twice in a row."""
+    torch.manual_seed(sq + 3 * sk + d + b)
+    q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    kw = dict(causal=causal, return_lse=True, schedule=schedule, tile=tile, persistent=True, q_buffers=2)
+    carried, lse_c = attention_with(q, k, v, carry=True, **kw)
+    again, _ = attention_with(q, k, v, carry=True, **kw)
+    plain, lse_p = attention_with(q, k, v, carry=False, **kw)
+    assert torch.equal(carried, plain) and torch.equal(lse_c, lse_p) and torch.equal(carried, again)

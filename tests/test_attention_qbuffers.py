@@ -154,3 +154,25 @@ def test_the_plan_names_the_kernel_the_call_takes():
     assert plan.kernel.endswith("_persistent_q2_os") and "2 Q buffers, O staged" in plan.why
     out = torch.empty(32 * 16 * 512 * 128 + 4, device="meta", dtype=torch.bfloat16)[4:].view(32, 16, 512, 128)
     assert api.plan("attention", q, q, q, out=out, device="h100").kernel.endswith("_persistent_q2")
+
+
+@pytest.mark.parametrize("kw", [dict(q_buffers=1), dict(q_buffers=2, schedule="serial", bm=128)])
+def test_the_carried_form_needs_two_q_buffers_and_an_overlapped_schedule(kw):
+    with pytest.raises(SpecError) as e:
+        AttentionSpec(**{"head_dim": 128, "bm": 128, "bn": 128, "schedule": "pingpong", "persistent": True, "carry": True, **kw})
+    assert e.value.field == "--carry"
+
+
+@pytest.mark.parametrize("spec", [
+    AttentionSpec(128, 128, 128, True, schedule="pingpong", persistent=True, q_buffers=2, o_staging=True, carry=True),
+    AttentionSpec(64, 192, 128, False, schedule="overlap", persistent=True, q_buffers=2, carry=True),
+    AttentionSpec(64, 128, 192, True, schedule="pingpong", persistent=True, q_buffers=2, carry=True),
+], ids=lambda s: s.kernel_name)
+def test_the_carried_kernels_pass_the_sass_gate(spec):
+    """L2: one more D/16 HGMMA for S (the next tile's, beside the last P·V), S and P·V still in flight together in the
+    loop (wait_group 1), ptxas not serializing the wgmmas (a wgmma under a branch would), no local memory."""
+    from ptxgen.attention.build import build
+
+    rep = build(spec).sass_report()
+    assert not rep.problems, rep.problems
+    assert rep.qk_mmas == 3 * spec.head_dim // 16 and rep.pv_mmas == 2 * spec.bn // 16 and rep.local_bytes == 0

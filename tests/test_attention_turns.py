@@ -56,3 +56,20 @@ def test_controls_the_mixed_policies_fail_on_two_tiles():
     assert dangling.pending == {1: 128}
     with pytest.raises(ValueError):
         replay([1], "never", "warpgroup 0 only")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_carried_kernel_keeps_strict_turns_with_one_fewer_a_tile(causal):
+    """The carried form (the next tile's first S in a tile's last turn): the rendered policy is the persistent one,
+    its turns are n + 1 for the first tile and n after; both warpgroups finish in strict alternation, nothing pending."""
+    src = render(plan_attention(AttentionSpec(128, 128, 128, causal=causal, schedule="pingpong", persistent=True,
+                                              q_buffers=2, carry=True)))
+    pol = policy(src)
+    assert pol == ("first tile", "both unless last tile")
+    assert src.count("named_barrier_sync(1 + c, 256)") == 3  # three issue sites: the first S, the loop, the carried turn
+    for blocks in TILES:
+        r = replay(blocks, *pol, carry=True)
+        assert r.finished and not r.pending, (blocks, r)
+        assert [c for c, _, _ in r.order] == [0, 1] * (len(r.order) // 2)
+        assert len(r.order) == 2 * (sum(blocks) + 1)
+

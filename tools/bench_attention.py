@@ -11,7 +11,8 @@ FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts the
 
 Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``
 (``:persistent`` appended: one CTA per SM walking the tiles; ``:q1`` / ``:q2`` after it: its Q buffers, ``:os``: O
-staged in the Q buffer; ``default:q1``, ``default:os``: the default with one Q buffer, with O staged); a
+staged in the Q buffer, ``:cs``: the next tile's first S carried; ``default:q1``, ``default:os``, ``default:cs``: the
+default so changed); a
 variant the head dim cannot take (a SpecError) is reported as unavailable for that point.
 """
 
@@ -31,10 +32,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
 def variant(name: str):
-    """(schedule, tile, persistent, q_buffers, o_staging) of a variant name: ``default`` -> (None, None, None, None,
-    None); ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2), False, None, None); a ``:persistent`` suffix asks for
-    the persistent walk, ``:q1`` / ``:q2`` for its Q buffers, ``:os`` for O staged in the Q buffer (``default:q1``,
-    ``default:os``: the default with one Q buffer, with O staged)."""
+    """(schedule, tile, persistent, q_buffers, o_staging, carry) of a variant name: ``default`` -> all None;
+    ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2), False, None, None, None); a ``:persistent`` suffix asks for
+    the persistent walk, ``:q1`` / ``:q2`` for its Q buffers, ``:os`` for O staged in the Q buffer, ``:cs`` for the next
+    tile's first S carried into the last turn (``default:q1``, ``default:os``, ``default:cs``: the default so changed)."""
     parts = name.split(":")
     if parts[0] == "default":
         sched, tile, rest = None, None, parts[1:]
@@ -43,7 +44,7 @@ def variant(name: str):
         tile = (int(bm), int(bn), int(stages))
     q = [int(r[1:]) for r in rest if r in ("q1", "q2")]
     walk = True if "persistent" in rest else (None if tile is None else False)
-    return sched, tile, walk, q[0] if q else None, (True if "os" in rest else None)
+    return sched, tile, walk, q[0] if q else None, (True if "os" in rest else None), (True if "cs" in rest else None)
 
 
 def contenders(variants):
@@ -51,10 +52,10 @@ def contenders(variants):
 
     out = {}
     for name in variants:
-        sched, tile, walk, qb, os_ = variant(name)
-        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk, qb=qb, os_=os_:
+        sched, tile, walk, qb, os_, cs = variant(name)
+        out[f"ptxgen-{name}"] = (lambda q, k, v, c, sched=sched, tile=tile, walk=walk, qb=qb, os_=os_, cs=cs:
                                  attention(q, k, v, causal=c, schedule=sched, tile=tile, persistent=walk, q_buffers=qb,
-                                           o_staging=os_))
+                                           o_staging=os_, carry=cs))
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         def f(q, k, v, c, be=be):
             with sdpa_kernel([be]):

@@ -79,6 +79,7 @@ def check_attention_sass(plan: AttentionPlan, sass: str, resources: str, log: st
     loop = key_block_loop(parsed, mma_addrs)
     in_loop = sum(loop[0] <= a <= loop[1] for a in mma_addrs) if loop else 0
     copies = 1 if s.schedule == "serial" else 2
+    qk_copies = copies + s.carry  # the carried form issues a tile's first S twice: the CTA's first, and with a last P·V
     qk = pv = pv_regs = pv_t = 0
     for t in instrs:
         m = _HGMMA_RE.search(t)
@@ -96,12 +97,12 @@ def check_attention_sass(plan: AttentionPlan, sass: str, resources: str, log: st
     res = sass_resources(resources, s.kernel_name)
     rep = AttentionSass(
         qk_mmas=qk, pv_mmas=pv, in_loop=in_loop, pv_transposed=pv_t, pv_from_registers=pv_regs,
-        expected_qk=copies * s.head_dim // 16, expected_pv=copies * s.bn // 16,
+        expected_qk=qk_copies * s.head_dim // 16, expected_pv=copies * s.bn // 16,
         tma_loads=sum("UTMALDG" in t for t in instrs), setmaxnreg=sum("USETMAXREG" in t for t in instrs),
         registers=res.get("REG", -1), local_bytes=res.get("LOCAL", -1), stack_bytes=res.get("STACK", -1),
     )
     if qk != rep.expected_qk:
-        rep.problems.append(f"{qk} HGMMA.64x{s.bn}x16 for S = Q·Kᵀ, expected {rep.expected_qk} ({copies} x D/16)")
+        rep.problems.append(f"{qk} HGMMA.64x{s.bn}x16 for S = Q·Kᵀ, expected {rep.expected_qk} ({qk_copies} x D/16)")
     if pv != rep.expected_pv:
         rep.problems.append(f"{pv} HGMMA.64x{s.head_dim}x16 for O += P·V, expected {rep.expected_pv} ({copies} x BN/16)")
     if in_loop != (s.head_dim + s.bn) // 16:

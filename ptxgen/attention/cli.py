@@ -39,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
                    help="Q buffers of the persistent walk: 2 loads the next tile's Q while this one runs (default 1)")
     p.add_argument("--o-staging", action="store_true",
                    help="stage O in the tile's Q buffer and store 16-byte cells (with --q-buffers 2)")
+    p.add_argument("--carry", action="store_true",
+                   help="issue the next tile's first S with this tile's last P·V (with --q-buffers 2, overlap or pingpong)")
     p.add_argument("--arch", default="sm_90a", help="sm_90a (default) or sm_100a")
     p.add_argument("--out", default="generated", help="output folder (default generated)")
     p.add_argument("--json", action="store_true", help="print a JSON build report")
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> int:
         bn = args.bn if args.bn is not None else (64 if args.head_dim == 256 else 128)
         spec = AttentionSpec(args.head_dim, args.bm, bn, args.causal, _enum(DType, args.dtype, "--dtype"),
                              _enum(Arch, args.arch, "--arch"), args.stages, args.schedule, args.persistent,
-                             args.q_buffers, args.o_staging)
+                             args.q_buffers, args.o_staging, args.carry)
     except SpecError as e:
         print(f"ptxgen: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -77,7 +77,7 @@ def cells_ok(out) -> bool:
 
 def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
                 tile: tuple[int, int, int] | None = None, persistent: bool | None = None,
-                q_buffers: int | None = None, o_staging: bool | None = None) -> AttentionSpec:
+                q_buffers: int | None = None, o_staging: bool | None = None, carry: bool | None = None) -> AttentionSpec:
     """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for. A persistent
     kernel takes two Q buffers where they fit shared memory (``q_buffers`` None), else one; with two, O is staged
     (``o_staging`` None: at ``O_STAGING_HEAD_DIMS``; the caller says False where the output cannot take 16-byte stores)."""
@@ -94,7 +94,9 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
         except SpecError:  # shared memory: Q, the K/V stages and a second Q take more than a CTA may use
             pass
     stage = p.head_dim in O_STAGING_HEAD_DIMS if o_staging is None else o_staging
-    return replace(spec, o_staging=True) if stage and spec.q_buffers == 2 else spec
+    if stage and spec.q_buffers == 2:
+        spec = replace(spec, o_staging=True)
+    return replace(spec, carry=True) if carry and spec.q_buffers == 2 and spec.schedule != "serial" else spec
 
 
 def _kernel(spec: AttentionSpec, device_index: int):
@@ -152,20 +154,21 @@ def sm_count(device) -> int:
 
 
 def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None,
-                 persistent=None, q_buffers=None, o_staging=None) -> tuple:
+                 persistent=None, q_buffers=None, o_staging=None, carry=None) -> tuple:
     return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), out.data_ptr() % 16 == 0,
-            q.dtype, q.device, causal, scale, return_lse, schedule, tile, persistent, q_buffers, o_staging)
+            q.dtype, q.device, causal, scale, return_lse, schedule, tile, persistent, q_buffers, o_staging, carry)
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
               schedule: str | None = None, tile: tuple[int, int, int] | None = None, persistent: bool | None = None,
-              q_buffers: int | None = None, o_staging: bool | None = None):
+              q_buffers: int | None = None, o_staging: bool | None = None, carry: bool | None = None):
     """softmax(q·kᵀ·scale [+ causal mask]) · v for (B, H, S, D) tensors (SDPA's layout; (B, S, H, D) storage
     transposed to (B, H, S, D) works without a copy). k and v may have fewer heads than q (GQA/MQA: H_kv divides H).
     Causal is top-left aligned, as scaled_dot_product_attention's is_causal. ``return_lse``: also the float32
     log-sum-exp (natural log) of each row, shape (B, H, S_q). ``schedule``: the consumer schedule (spec.SCHEDULES),
     ``tile``: (BM, BN, stages), ``persistent``: one CTA per SM walking the tiles, ``q_buffers`` (1 or 2, persistent
-    only) and ``o_staging`` (O staged in the Q buffer, two Q buffers only), for tests and benchmarks (None:
+    only), ``o_staging`` (O staged in the Q buffer, two Q buffers only) and ``carry`` (the next tile's first S issued
+    with this tile's last P·V, two Q buffers and an overlapped schedule only), for tests and benchmarks (None:
     ``default_choice`` and ``choose_spec``; an output whose rows do not start on 16 bytes is never staged)."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
@@ -173,11 +176,12 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
     if out is None:
         out = torch.empty_like(q)
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers, o_staging)
+    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers, o_staging,
+                       carry)
     prep = _PREPARED.get(key)
     if prep is None:
         spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers,
-                           o_staging if cells_ok(out) else False)
+                           o_staging if cells_ok(out) else False, carry)
         built, func = _kernel(spec, q.device.index or 0)
         prep = PreparedAttention(spec, built.plan, func, p, q, k, v, out, scale)
         if len(_PREPARED) > 256:  # a bound on distinct shapes kept

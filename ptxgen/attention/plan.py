@@ -226,14 +226,14 @@ def walk_exprs(causal: bool) -> dict[str, str]:
     return {"tile": at("tcount"), "next": at("tcount + 1")}
 
 
-def tile_exprs(causal: bool) -> dict[str, str]:
-    """``tile_of`` as C (names: tile, m_blocks, heads, batch): the template's m_block, head and batch index."""
-    m = "m_blocks - 1 - tile % m_blocks" if causal else "tile % m_blocks"
-    return {"m_block": m, "head": "(tile / m_blocks) % heads", "batch": "(tile / m_blocks) / heads"}
+def tile_exprs(causal: bool, tile: str = "tile") -> dict[str, str]:
+    """``tile_of`` as C (names: ``tile``, m_blocks, heads, batch): the template's m_block, head and batch index."""
+    m = f"m_blocks - 1 - {tile} % m_blocks" if causal else f"{tile} % m_blocks"
+    return {"m_block": m, "head": f"({tile} / m_blocks) % heads", "batch": f"({tile} / m_blocks) / heads"}
 
 
-def n_block_end_expr(bm: int, bn: int, causal: bool) -> str:
-    return f"min(n_blocks, ({bm} * (m_block + 1) - 1) / {bn} + 1)" if causal else "n_blocks"
+def n_block_end_expr(bm: int, bn: int, causal: bool, m_block: str = "m_block") -> str:
+    return f"min(n_blocks, ({bm} * ({m_block} + 1) - 1) / {bn} + 1)" if causal else "n_blocks"
 
 
 def needs_mask_expr(bm: int, bn: int, causal: bool) -> str:

@@ -41,6 +41,8 @@ def _common(p) -> dict:
         "tile": tile_exprs(s.causal),
         "walk": walk_exprs(s.causal),
         "q_buffers": s.q_buffers, "q_stage_stride": r.regions["Q"].stage_stride_bytes, "o_staging": s.o_staging,
+        "carry": s.carry, "tile_next": tile_exprs(s.causal, "tile_n"),
+        "n_end_next_expr": n_block_end_expr(s.bm, s.bn, s.causal, "m_block_n"),
     }
 
 
@@ -87,11 +89,13 @@ def view_sm100(p) -> dict:
 def expect_sass(p) -> dict:
     """The MMA count the whole kernel holds (ptxgen.author's count gate; build.check_attention_sass checks each MMA's
     form and the loop): sm_90a one copy of D/16 + BN/16 HGMMA per schedule copy (serial 1, overlap and pingpong 2:
-    the first S before the loop and the last P·V after it), sm_100a D/16 + BN/16 UTCHMMA."""
+    the first S before the loop and the last P·V after it; the carried form one more S, the next tile's, beside that
+    P·V), sm_100a D/16 + BN/16 UTCHMMA."""
     s = p.spec
     if s.tcgen05:
         return {p.qk.sass_opcode: (s.head_dim + s.bn) // 16}
-    return {p.qk.sass_opcode: (1 if s.schedule == "serial" else 2) * (s.head_dim + s.bn) // 16}
+    copies = 1 if s.schedule == "serial" else 2
+    return {p.qk.sass_opcode: ((copies + s.carry) * s.head_dim + copies * s.bn) // 16}
 
 
 def kernel(p) -> Kernel:

@@ -55,6 +55,9 @@ class AttentionSpec:
     # reloads it only for the next tile but one) and stores whole 16-byte cells, rows contiguous, instead of 4-byte
     # pieces straight from the accumulator registers
     o_staging: bool = False
+    # the persistent consumer issues the next tile's first S = Q·Kᵀ with this tile's last P·V (one turn) and runs this
+    # tile's epilogue while it does (two Q buffers; an overlapped schedule)
+    carry: bool = False
 
     def __post_init__(self):
         check(self)
@@ -77,13 +80,13 @@ class AttentionSpec:
     def kernel_name(self) -> str:
         c = "causal" if self.causal else "full"
         return (f"ptxgen_attn_{self.arch.value.replace('_', '')}_{self.dtype.value}_d{self.head_dim}_{self.bm}x{self.bn}_s{self.stages}_"
-                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else "") + ("_q2" if self.q_buffers == 2 else "") + ("_os" if self.o_staging else ""))
+                f"{c}_{self.schedule}" + ("_persistent" if self.persistent else "") + ("_q2" if self.q_buffers == 2 else "") + ("_os" if self.o_staging else "") + ("_cs" if self.carry else ""))
 
     def to_json(self) -> dict:
         return {"head_dim": self.head_dim, "bm": self.bm, "bn": self.bn, "causal": self.causal,
                 "dtype": self.dtype.value, "arch": self.arch.value, "stages": self.stages, "schedule": self.schedule,
                 "persistent": self.persistent, "q_buffers": self.q_buffers,
-                "o_staging": self.o_staging}
+                "o_staging": self.o_staging, "carry": self.carry}
 
 
 def consumer_registers(consumers: int) -> tuple[int, int]:
@@ -168,6 +171,10 @@ def check(s: AttentionSpec) -> None:
     if s.o_staging and s.q_buffers != 2:
         raise SpecError("--o-staging", True, "O is staged in the tile's own Q buffer, which a single buffer hands back "
                         "to the producer at the tile's last S", "with --persistent --q-buffers 2")
+    if s.carry and (s.q_buffers != 2 or s.schedule == "serial"):
+        raise SpecError("--carry", True, "the next tile's first S is issued from the other Q buffer with this tile's "
+                        "last P·V (an overlapped schedule's last issue)",
+                        "with --persistent --q-buffers 2 and --schedule overlap or pingpong")
     if not MIN_STAGES <= s.stages <= MAX_STAGES:
         raise SpecError("--stages", s.stages, f"the K/V ring needs {MIN_STAGES} to {MAX_STAGES} stages",
                         ", ".join(map(str, range(MIN_STAGES, MAX_STAGES + 1))))
