@@ -144,16 +144,19 @@ def test_o_is_staged_at_d128_walks_only_and_only_into_16_byte_rows():
 
 
 def test_the_plan_names_the_kernel_the_call_takes():
-    """``ptxgen.api.plan`` on meta tensors: the two-buffer, O-staged kernel at D 128, 512 keys, and the direct store
-    for an ``out=`` whose rows start 8 bytes past 16 (as ``attention`` decides from ``launch.cells_ok``)."""
+    """``ptxgen.api.plan`` on meta tensors: the two-buffer, O-staged, carried kernel at D 128, 512 keys non-causal, and
+    the direct store for an ``out=`` whose rows start 8 bytes past 16 (as ``attention`` decides from
+    ``launch.cells_ok``); causal, nothing carried (``launch.CARRY_*``)."""
     torch = pytest.importorskip("torch")
     import ptxgen.api as api
 
     q = torch.empty(32, 16, 512, 128, device="meta", dtype=torch.bfloat16)
     plan = api.plan("attention", q, q, q, device="h100")
-    assert plan.kernel.endswith("_persistent_q2_os") and "2 Q buffers, O staged" in plan.why
+    assert plan.kernel.endswith("_persistent_q2_os_cs") and "2 Q buffers, O staged" in plan.why
+    assert "first S issued with this tile's last P·V" in plan.why
     out = torch.empty(32 * 16 * 512 * 128 + 4, device="meta", dtype=torch.bfloat16)[4:].view(32, 16, 512, 128)
-    assert api.plan("attention", q, q, q, out=out, device="h100").kernel.endswith("_persistent_q2")
+    assert api.plan("attention", q, q, q, out=out, device="h100").kernel.endswith("_persistent_q2_cs")
+    assert api.plan("attention", q, q, q, causal=True, device="h100").kernel.endswith("_persistent_q2_os")
 
 
 @pytest.mark.parametrize("kw", [dict(q_buffers=1), dict(q_buffers=2, schedule="serial", bm=128)])
@@ -176,3 +179,63 @@ def test_the_carried_kernels_pass_the_sass_gate(spec):
     rep = build(spec).sass_report()
     assert not rep.problems, rep.problems
     assert rep.qk_mmas == 3 * spec.head_dim // 16 and rep.pv_mmas == 2 * spec.bn // 16 and rep.local_bytes == 0
+
+
+def carried_rule(src: str):
+    """(carried, hold_both) of a rendered carried kernel: the wait its consumers issue for the next tile's first S
+    (buffer ``qbn``, the parity flipped when no tile follows: ``more ? phase_q : 1u - phase_q``) as ``carried(t, last) -> (buffer,
+    parity)``, and whether it comes before the release of this tile's buffer (text order = program order here: one
+    release, one carried wait, neither in a loop the other is not)."""
+    qbn = re.search(r"const int qbn = ([^,;]+)", src)
+    phase = re.search(r"const unsigned phase_q = ([^,;]+)", src)
+    wait = re.search(r"mbar_wait\(Q_FULL\(qbn\), more \? phase_q : 1u - phase_q\);", src)
+    assert qbn and phase and wait
+    assert set(re.findall(r"\n\s*qb = ([^;]+);", src)) == set(re.findall(r"const int qb = ([^;]+);", src))  # the next tile's
+    releases = [m.start() for m in re.finditer(r"mbar_arrive\(Q_EMPTY\(qb\)\)", src)]
+    assert len(releases) == 1
+    b, par = _c(qbn.group(1)), _c(phase.group(1))
+    return (lambda t, last: (b(t), par(t) ^ int(last))), releases[0] > wait.start()
+
+
+CARRIED = [AttentionSpec(128, 128, 128, False, schedule="pingpong", persistent=True, q_buffers=2, o_staging=True, carry=True),
+           AttentionSpec(64, 192, 128, False, schedule="overlap", persistent=True, q_buffers=2, carry=True),
+           AttentionSpec(128, 128, 128, True, schedule="pingpong", persistent=True, q_buffers=2, carry=True)]
+
+
+@pytest.mark.parametrize("spec", CARRIED, ids=lambda s: s.kernel_name)
+def test_the_carried_q_protocol_never_overwrites_misreads_or_hangs(spec):
+    """L1 of the carried form: the consumers wait for the next tile's Q before (O staged in this tile's buffer) or after
+    (Q released at the tile's last S) they release this tile's buffer, and after the CTA's last tile once more on a
+    buffer no load fills; replayed with the producer's rules from the same rendered kernel."""
+    src = render(plan_attention(spec))
+    buffer, empty_wait, full_parity = rules(src)
+    carried, hold_both = carried_rule(src)
+    assert hold_both == spec.o_staging
+    consumers = 4 * spec.bm // 64
+    for tiles in (1, 2, 3, 7):
+        r = replay(tiles, 2, consumers, buffer, empty_wait, full_parity, runs=120, seed=tiles, carried=carried,
+                   hold_both=hold_both)
+        assert r.ok, r.violation
+
+
+def _carried_control(change):
+    src = render(plan_attention(CARRIED[0]))
+    buffer, empty_wait, full_parity = rules(src)
+    carried, hold_both = carried_rule(src)
+    return [replay(tiles, 2, 8, buffer, empty_wait, full_parity, runs=60, seed=tiles, carried=change(carried),
+                   hold_both=hold_both) for tiles in (1, 3, 7)]
+
+
+def test_control_the_carried_wait_without_the_flip_after_the_last_tile_hangs():
+    rs = _carried_control(lambda carried: (lambda t, last: carried(t, False)))
+    assert all(not r.ok and "deadlock" in r.violation for r in rs)
+
+
+def test_control_the_carried_wait_on_this_tiles_buffer_misreads():
+    rs = _carried_control(lambda carried: (lambda t, last: (t % 2, carried(t, last)[1])))
+    assert any(not r.ok and "carried S passed" in r.violation for r in rs)
+
+
+def test_control_the_carried_parity_of_this_tile_misreads_or_hangs():
+    rs = _carried_control(lambda carried: (lambda t, last: (carried(t, last)[0], ((t // 2) & 1) ^ int(last))))
+    assert all(not r.ok for r in rs[1:])

@@ -11,8 +11,8 @@ FLOPs: 4 * B * H * Sq * Sk * D (halved for causal), as FlashAttention counts the
 
 Variants: ``default`` (ptxgen.attention's own choice, ``launch.default_choice``) and any ``SCHEDULE:BM:BN:STAGES``
 (``:persistent`` appended: one CTA per SM walking the tiles; ``:q1`` / ``:q2`` after it: its Q buffers, ``:os``: O
-staged in the Q buffer, ``:cs``: the next tile's first S carried; ``default:q1``, ``default:os``, ``default:cs``: the
-default so changed); a
+staged in the Q buffer, ``:cs`` / ``:nocs``: the next tile's first S carried or not; ``default:q1``, ``default:os``,
+``default:cs``, ``default:nocs``: the default so changed); a
 variant the head dim cannot take (a SpecError) is reported as unavailable for that point.
 """
 
@@ -35,7 +35,8 @@ def variant(name: str):
     """(schedule, tile, persistent, q_buffers, o_staging, carry) of a variant name: ``default`` -> all None;
     ``pingpong:128:192:2`` -> ("pingpong", (128, 192, 2), False, None, None, None); a ``:persistent`` suffix asks for
     the persistent walk, ``:q1`` / ``:q2`` for its Q buffers, ``:os`` for O staged in the Q buffer, ``:cs`` for the next
-    tile's first S carried into the last turn (``default:q1``, ``default:os``, ``default:cs``: the default so changed)."""
+    tile's first S carried into the last turn, ``:nocs`` for it not carried (``default:q1``, ``default:os``, ``default:cs``,
+    ``default:nocs``: the default so changed)."""
     parts = name.split(":")
     if parts[0] == "default":
         sched, tile, rest = None, None, parts[1:]
@@ -44,7 +45,8 @@ def variant(name: str):
         tile = (int(bm), int(bn), int(stages))
     q = [int(r[1:]) for r in rest if r in ("q1", "q2")]
     walk = True if "persistent" in rest else (None if tile is None else False)
-    return sched, tile, walk, q[0] if q else None, (True if "os" in rest else None), (True if "cs" in rest else None)
+    return sched, tile, walk, q[0] if q else None, (True if "os" in rest else None), \
+        (True if "cs" in rest else False if "nocs" in rest else None)
 
 
 def contenders(variants):

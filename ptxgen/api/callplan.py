@@ -390,7 +390,8 @@ def _plan_attention(args: dict, t: Target) -> CallPlan:
     spec = choose_spec(p, bool(args.get("causal", False)), args.get("schedule"),
                        o_staging=None if out is None or cells_ok(out) else False)
     walk = (f", one CTA per SM walking the tiles with {spec.q_buffers} Q buffer{'s' * (spec.q_buffers > 1)}"
-            + (", O staged in the Q buffer" if spec.o_staging else "")) if spec.persistent else ""
+            + (", O staged in the Q buffer" if spec.o_staging else "")
+            + (", the next tile's first S issued with this tile's last P·V" if spec.carry else "")) if spec.persistent else ""
     why = (f"B {p.batch}, H {p.heads} (K/V heads {p.kv_heads}), S {p.seqlen_q} x {p.seqlen_k}, head dim {p.head_dim}: "
            f"{spec.bm} query rows and {spec.bn} keys a block, the {spec.schedule} schedule{walk}; a repeat call with the "
            "same shapes, strides and dtypes takes the prepared launch")

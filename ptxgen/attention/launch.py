@@ -68,6 +68,13 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
 # store (runs/2026-12-06-h100-attention-q-buffers run 3): D 128 1.02-1.07x at 512-2048 keys, 1.00-1.02 at 4096;
 # D 64 0.95-1.02 (its rows are one 128-byte line: the round trip through shared memory does not pay)
 O_STAGING_HEAD_DIMS = (128,)
+# persistent non-causal kernels at these head dims and at most CARRY_MAX_KEYS keys issue the next tile's first S with
+# this tile's last P·V (spec.carry). Measured on the H100 against the same kernel without it, two machines
+# (runs/2026-12-06-h100-carry-kgrouped runs 1 and 2): D 128 non-causal 1.034 / 1.045 at 512 keys, 1.031 / 1.014 at
+# 1024, 0.992 at 2048; D 128 causal 0.958 / 0.955 at 512; D 64 non-causal 0.974-0.978 (its S is half as long: the
+# carried S delays the epilogue more than it hides)
+CARRY_HEAD_DIMS = (128,)
+CARRY_MAX_KEYS = 1024
 
 
 def cells_ok(out) -> bool:
@@ -80,7 +87,9 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
                 q_buffers: int | None = None, o_staging: bool | None = None, carry: bool | None = None) -> AttentionSpec:
     """The default tile, schedule and walk of the problem (``default_choice``), or the ones asked for. A persistent
     kernel takes two Q buffers where they fit shared memory (``q_buffers`` None), else one; with two, O is staged
-    (``o_staging`` None: at ``O_STAGING_HEAD_DIMS``; the caller says False where the output cannot take 16-byte stores)."""
+    (``o_staging`` None: at ``O_STAGING_HEAD_DIMS``; the caller says False where the output cannot take 16-byte stores)
+    and the next tile's first S is carried (``carry`` None: non-causal, at ``CARRY_HEAD_DIMS``, at most ``CARRY_MAX_KEYS``
+    keys)."""
     (bm, bn, stages), default, walk = default_choice(p, causal, schedule)
     if tile is not None:
         bm, bn, stages = tile
@@ -96,6 +105,8 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
     stage = p.head_dim in O_STAGING_HEAD_DIMS if o_staging is None else o_staging
     if stage and spec.q_buffers == 2:
         spec = replace(spec, o_staging=True)
+    if carry is None:
+        carry = not causal and p.head_dim in CARRY_HEAD_DIMS and p.seqlen_k <= CARRY_MAX_KEYS
     return replace(spec, carry=True) if carry and spec.q_buffers == 2 and spec.schedule != "serial" else spec
 
 
