@@ -67,7 +67,11 @@ KGROUPED_VARIANTS = {
     "pp-tma-64x256": dict(bm=64, bn=256, consumers="pingpong", epilogue="tma"),
     "pp-direct": dict(consumers="pingpong"),
 }
-DEFAULT_VARIANT = "pp-tma-s5"  # what grouped_gemm_k runs (16-bit inputs): the fastest on the H100 (docs/training.md)
+# What grouped_gemm_k runs (16-bit inputs): 128 x 256 with the TMA store, the fastest over the four measured cases on the
+# H100 (runs/2026-12-06-h100-carry-kgrouped run 2: 1.055-1.060x torch._grouped_mm at 8 experts x 4096 x 14336 with 8192 and
+# 16384 tokens and 8 x 28672 x 4096 with 16384, the MoE step's two weight gradients, where the earlier default pp-tma-s5
+# ran 0.843-1.046; 1.230 at 128 x 2048 x 1536 / 32768, pp-tma-s5 1.234, in runs/2026-12-06-h100-doors-one-launch run 2)
+DEFAULT_VARIANT = "tma-n256"
 # FP8 (row-wise scales): the same output tile with 128 B of K per stage, as every FP8 tile of tuning/h200.json. Not tuned.
 _TILE_FP8 = dict(bm=128, bn=128, bk=128, stages=4, epilogue="direct")
 _IN = ("bf16", "f16")

@@ -130,7 +130,9 @@ def test_torch_op_falls_back_only_where_the_kernel_refuses(monkeypatch):
 
     monkeypatch.setattr(torch_ops, "_torch_grouped_k", lambda a, b, offs, out_dtype=None: "torch")
     monkeypatch.setattr(kgrouped, "grouped_gemm_k", lambda *a, **k: "kernel")
-    assert torch_ops._grouped_k_impl(torch_zeros(), torch_zeros(), None) == "torch"  # the default: torch's kernel
+    assert torch_ops.K_GROUPED_KERNEL  # the default: ptxgen's kernel
+    monkeypatch.setattr(torch_ops, "K_GROUPED_KERNEL", False)
+    assert torch_ops._grouped_k_impl(torch_zeros(), torch_zeros(), None) == "torch"  # cleared: torch's, never asked
     monkeypatch.setattr(torch_ops, "K_GROUPED_KERNEL", True)
     calls = []
 
@@ -207,7 +209,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     assert kgrouped.grouped_gemm_k(a, b, offs, out, stream=0x77) is out
     call = launched[0]
     assert call["name"] == spec.kernel_name and call["stream"] == 0x77 and call["block"] == (384, 1, 1)
-    assert call["grid"] == (min(132, g * 2 * 2), 1, 1)  # G x ceil(200 / 128) x ceil(136 / 128)
+    assert call["grid"] == (min(132, g * -(-m // spec.bm) * -(-n // spec.bn)), 1, 1)  # G x tiles over M x tiles over N
     args = call["args"]
     word = lambda x, i: int.from_bytes(x[8 * i:8 * i + 8], "little")  # noqa: E731
     a_map, b_map = args[:2]

@@ -235,7 +235,7 @@ def _cta_tile_k(plan, offs, k_total, m, n, grid, cta):
     return tuple(kg.k_tiles(t.k_start, t.k_end) for t in kg.walk(offs, k_total, m, n)[cta::grid])
 
 
-@pytest.mark.parametrize("variant", ["pp-tma", "pp-tma-s5", "pp-tma-64x256", "tma"])
+@pytest.mark.parametrize("variant", ["pp-tma", "pp-tma-s5", "pp-tma-64x256", "tma", "tma-n256"])
 def test_ring_keeps_its_phases_with_tiles_of_different_k_tile_counts(variant):
     """The pipeline plan through the independent simulator (ptxgen.model.sim.pipesim, tile_k) with the K-tile counts of
     the tiles a CTA takes in the K-grouped walk: empty groups (0 K-tiles), a group of 1 K row, long groups; no deadlock,

@@ -85,8 +85,8 @@ class GroupedLinear(torch.nn.Module):
     ``torch._grouped_mm`` and ``ptxgen.grouped_gemm`` take them; never read on the host). One launch forward.
 
     Backward: dx through ptxgen's grouped kernel with the weights read N-major (``weight.transpose(1, 2)``), rows past
-    the last group get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product (torch's ``torch._grouped_mm``, faster
-    than ptxgen's untuned K-grouped kernel on the H100; ptxgen's with ``ptxgen.ops.torch_ops.K_GROUPED_KERNEL`` set).
+    the last group get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product (ptxgen's K-grouped
+    kernel; torch's ``torch._grouped_mm`` with ``ptxgen.ops.torch_ops.K_GROUPED_KERNEL`` cleared).
     Output rows past offs[-1] are unspecified.
     No bias (mixture-of-experts layers have none)."""
 

@@ -214,15 +214,16 @@ def _grouped_fake(a, b, offs, out_dtype=None, zero_tail=False):
     return _rows(a, a.shape[0], b.shape[1], _out_name(a, out_dtype))
 
 
-# The weight gradient of an expert bank (autograd's grouped_gemm_k) runs torch's K-grouped kernel unless this is set:
-# ptxgen's (128 x 128 tiles, not tuned) measured 0.59-0.67 of torch._grouped_mm's speed on the H100 at the MoE shapes of
-# tools/bench_grouped.py --kgrouped (runs/2026-12-06-h100-new-forms), and the MoE training step 0.932x torch eager with
-# it against 0.977x with torch's. ``ptxgen.grouped_gemm_k`` itself always runs ptxgen's kernel.
-K_GROUPED_KERNEL = False
+# The weight gradient of an expert bank (autograd's grouped_gemm_k) runs ptxgen's K-grouped kernel while this is set,
+# torch's otherwise. On since 2026-12-06: with the 128 x 256 TMA-store default (kgrouped.DEFAULT_VARIANT) the MoE step
+# of tools/bench_training.py ran 1.028x torch eager with it against 1.005x with torch's (the H100,
+# runs/2026-12-06-h100-carry-kgrouped run 3); with the earlier ping-pong default it ran 0.932x against 1.020x (run 2):
+# that kernel was 0.84-0.90x torch._grouped_mm at the step's weight-gradient shapes (16384 routed tokens).
+K_GROUPED_KERNEL = True
 
 
 def _grouped_k_impl(a, b, offs, out_dtype=None):
-    """torch's K-grouped kernel (:func:`_torch_grouped_k`) unless :data:`K_GROUPED_KERNEL` is set; then ptxgen's
+    """ptxgen's K-grouped kernel while :data:`K_GROUPED_KERNEL` is set (else torch's, :func:`_torch_grouped_k`):
     (``ptxgen.kgrouped.grouped_gemm_k``, one launch) where it takes the arrays (the rule: bf16/f16 ``a`` and ``b`` of one
     type, each K-major or MN-major with 16-byte aligned rows, int32 ``offs``, an sm_90a GPU), torch's otherwise."""
     if not K_GROUPED_KERNEL:
