@@ -281,3 +281,24 @@ def test_the_swap_rule_takes_the_shapes_its_family_was_fitted_on(monkeypatch):
     assert not costmodel.swap_calibrated(333, 8192, 2048) and not costmodel.swap_calibrated(600, 8192, 8192)
     monkeypatch.setattr(costmodel, "swap_calibrated", lambda m, n, k: False)
     assert choose_on(p, h100).chosen_by == "tuned"
+
+
+def test_two_swapped_tiles_over_m_run_as_one_1x2_cluster(monkeypatch):
+    """rules.SWAP_PAIR_CLUSTER: where the swapped kernel covers M in two tiles, both read the same 128 weight rows, so
+    the pair is one 1x2 cluster loading them once (A multicast), in the tile and the stream-K forms; `why` says so.
+    One swapped tile over M has nothing to share (the small-M swap-ab rule: no cluster). Control: the switch off."""
+    from ptxgen.isa.types import Cluster
+    from ptxgen.runtime.choose import Problem, choose as choose_on
+    from ptxgen.runtime.choose.calibration import shipped
+
+    h100 = shipped()["h100-80gb-hbm3"].device
+    for m, n, k, bn, form in ((400, 10000, 6000, 200, Schedule.PERSISTENT), (333, 8192, 8192, 168, Schedule.TILE)):
+        got = choose_on(Problem("bf16", "sm_90a", m, n, k), h100)
+        assert (got.chosen_by, got.swap_ab, got.spec.bn, got.spec.schedule) == ("cost-model+swap-ab", True, bn, form)
+        assert -(-m // got.spec.bn) == 2 and got.spec.cluster is Cluster.C1X2 and "1x2 cluster" in got.why
+        assert "_c1x2_" in got.spec.kernel_name
+    small = choose_on(Problem("bf16", "sm_90a", 32, 16384, 4096), h100)
+    assert small.swap_ab and small.spec.cluster is Cluster.C1X1
+    monkeypatch.setattr(choose_mod, "SWAP_PAIR_CLUSTER", False)
+    off = choose_on(Problem("bf16", "sm_90a", 400, 10000, 6000), h100)
+    assert off.spec.cluster is Cluster.C1X1 and "1x2 cluster" not in off.why

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...derive.tile.spec import TileSpec
-from ...isa.types import DMajor, Epilogue, Schedule, SpecError
+from ...isa.types import Cluster, DMajor, Epilogue, Schedule, SpecError
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from . import rules
 from .candidates import BY_NAME
@@ -46,6 +46,17 @@ def _swapped_streamk(like: TileSpec, bn: int, splits: int) -> TileSpec | None:
     """The swapped 128 x ``bn`` kernel (the deepest of rules.SWAP_FIT_STAGES that fits) in its stream-K form."""
     spec = _swapped(like, SWAP_BM, bn, rules.SWAP_FIT_STAGES)
     return None if spec is None else streamk_form(spec, splits)
+
+
+def paired(spec: TileSpec, m_tiles: int) -> TileSpec:
+    """Two swapped tiles over M as one 1x2 cluster (rules.SWAP_PAIR_CLUSTER: both read the same weight rows, loaded
+    once for the pair), where the spec allows it; else the spec unchanged."""
+    if m_tiles != 2 or not rules.SWAP_PAIR_CLUSTER:
+        return spec
+    try:
+        return dataclasses.replace(spec, cluster=Cluster.C1X2)
+    except SpecError:
+        return spec
 
 
 def _store_note() -> str:
@@ -126,12 +137,15 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
     spec = _swapped_streamk(like, bn, sk.splits) if use_sk else _swapped(like, SWAP_BM, bn, rules.SWAP_FIT_STAGES)
     if spec is None:
         return None
+    spec = paired(spec, m_tiles)
     best = plain[0]
     rounds_note = (f"{ctas} CTAs for {sm_count} SMs, persistent, the last round split {sk.splits} ways along K (stream-K)"
                    if use_sk else f"{ctas} CTAs in one round of {sm_count}")
     why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {bn} tiles over N x M ({m_tiles} tile{'s' if m_tiles > 1 else ''} "
            f"of {bn} cover M = {m} as {m_tiles * bn} rows; {rounds_note}), D^T stored "
-           f"M-major into the row-major D{_store_note()}; cost model: {predicted:.1f} us predicted against {best.predicted_us:.1f} us "
+           f"M-major into the row-major D{_store_note()}"
+           f"{'; the two tiles over M one 1x2 cluster (the weight rows loaded once for both)' if spec.cluster is Cluster.C1X2 else ''}"
+           f"; cost model: {predicted:.1f} us predicted against {best.predicted_us:.1f} us "
            f"for {best.candidate.name}{' (stream-K form)' if best.streamk else ''}, the best unswapped kernel (the other "
            f"rules' pick: {picked.chosen_by}, {picked.spec.bm} x {picked.spec.bn})")
     return Choice(spec, why + note, "cost-model+swap-ab", swap_ab=True)
