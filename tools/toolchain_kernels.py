@@ -19,8 +19,9 @@ sm_100a, through their own SASS gate; runs/2026-12-06-nvrtc128-pairs-attention),
 doors' split-K, promoting 3xTF32 and row-wise FP8 picks as ``ptxgen.api.plan`` names them, a fused chain with split-K,
 every K-grouped variant; the attention defaults, BM 192, D 128 x BN 192 and the persistent walk;
 runs/2026-12-06-nvrtc128-one-launch), ``0.4.1`` (the swapped stream-K picks, the f16-accumulate picks, attention at head dim
-256 and the causal walk; runs/2026-12-06-nvrtc128-0-4-1), ``short-calls`` (after 0.4.1: the tiny split-K picks and the
-persistent attention kernels with two Q buffers and O staged; runs/2026-12-06-nvrtc128-short-calls).
+256 and the causal walk; runs/2026-12-06-nvrtc128-0-4-1), ``short-calls`` (after 0.4.1: the tiny split-K picks, the
+persistent attention kernels with two Q buffers, O staged and the carried S, the K-grouped 128 x 256 default and the
+swapped pairs in 1x2 clusters; runs/2026-12-06-nvrtc128-short-calls).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
        PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|all]
@@ -254,6 +255,21 @@ def tiny_split_specs() -> dict:
             for d, m, n, k in (("bf16", 5, 2, 6816), ("bf16", 1, 1088, 8192), ("bf16", 200, 2, 8192), ("e4m3", 5, 2, 6816))}
 
 
+def after_0_4_1_gemm_specs() -> dict:
+    """The GEMM-side kernels that became defaults after 0.4.1 besides the tiny splits: the K-grouped 128 x 256 TMA-store
+    default (MN-major operands as autograd's dW hands them, bf16 and f32 out) and the swapped pairs in 1x2 clusters, as
+    the chooser takes them on the H100."""
+    from ptxgen.kgrouped import kgrouped_spec
+    from ptxgen.runtime.choose import Problem, choose
+    from ptxgen.runtime.choose.calibration import shipped
+
+    h100 = shipped()["h100-80gb-hbm3"].device
+    out = {f"kgrouped default {o}": kgrouped_spec("bf16", o) for o in ("bf16", "f32")}
+    out.update({f"swap pair {m}x{n}x{k}": choose(Problem("bf16", "sm_90a", m, n, k), h100).spec
+                for m, n, k in ((400, 10000, 6000), (333, 8192, 8192))})
+    return out
+
+
 def attention_q_buffer_specs() -> list:
     """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
     with O staged, D 64's three walks) and O staged at D 64, causal and not."""
@@ -261,8 +277,11 @@ def attention_q_buffer_specs() -> list:
 
     tiles = ((128, 128, 128, 2, "pingpong", True), (64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True),
              (64, 128, 128, 3, "pingpong", False), (64, 128, 192, 2, "pingpong", False))  # D, BM, BN, stages, schedule, O staged
-    return [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=True, q_buffers=2, o_staging=os_)
-            for d, bm, bn, st, sch, os_ in tiles for c in (False, True)]
+    plain = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=True, q_buffers=2, o_staging=os_)
+             for d, bm, bn, st, sch, os_ in tiles for c in (False, True)]
+    carried = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=True, q_buffers=2, o_staging=os_, carry=True)
+               for d, bm, bn, st, sch, os_ in tiles[:2] for c in (False, True)]  # the carried S (D 128: the default)
+    return plain + carried
 
 
 ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True), (128, 128, 192, 2, "pingpong", False),
@@ -349,6 +368,7 @@ def main() -> int:
         specs.update(release_0_4_1_specs())
     if args.set in ("short-calls", "all"):
         specs.update(tiny_split_specs())
+        specs.update(after_0_4_1_gemm_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
