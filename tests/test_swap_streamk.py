@@ -353,3 +353,65 @@ def test_gemm_launches_a_swapped_stream_k_pick_through_the_swap_path(gpu, monkey
     assert float(torch.linalg.norm(slow.double() - ref) / torch.linalg.norm(ref)) < 1e-2
     assert torch.equal(slow.view(torch.int16), out.view(torch.int16))
     assert fresh.shape == (m, n) and torch.equal(fresh.view(torch.int16), slow.view(torch.int16))
+
+
+# the swapped pairs as 1x2 clusters (rules.SWAP_PAIR_CLUSTER): the stream-K form and the one-round tile form; M in
+# exactly two tiles of BN' (the pair), partial N' tiles and a K tail among them
+PAIR_CASES = [
+    (200, "tma", 3, 400, 10000, 6000),   # the issue's shape as the chooser now takes it (5 splits there; 3 here)
+    (168, "tma", 2, 333, 9001, 1096),    # a partial N' tile and a K tail
+    (136, "direct", 3, 270, 8500, 1000),
+    (168, "tma", None, 333, 8192, 8192),  # the tile form (one round), the 333 x 8192 x 8192 pick
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bn,epilogue,s,m,n,k", PAIR_CASES)
+def test_swapped_pairs_in_a_1x2_cluster_match_float64_twice(gpu, bn, epilogue, s, m, n, k):
+    """The pair of tiles over M as one 1x2 cluster (A, the weight rows, multicast to both): called swapped as
+    api.launch.swapab calls it, against float64, a second call bit-identical, nothing written past column N."""
+    import dataclasses
+
+    import ptxgen
+    from ptxgen.isa.types import Cluster, Schedule
+
+    torch = _torch()
+    spec = swapped_sk(bn, s or 1, epilogue)
+    if s is None:
+        spec = dataclasses.replace(spec, schedule=Schedule.TILE, stream_k=1)
+    spec = dataclasses.replace(spec, cluster=Cluster.C1X2)
+    assert -(-m // spec.bn) == 2
+    kern = ptxgen.compile(spec)
+    g = torch.Generator(device="cuda").manual_seed(n + (s or 0))
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    ldd = -(-n // 8) * 8
+    padded = torch.full((m, ldd + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out = padded[:, :n]
+    kern(b, a, out.t())
+    first = out.clone()
+    kern(b, a, out.t())
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().t()
+    assert float(torch.linalg.norm(first.double() - ref) / torch.linalg.norm(ref)) < 1e-2
+    assert torch.equal(first.view(torch.int16), out.view(torch.int16))
+    assert torch.isnan(padded[:, n:]).all()
+
+
+@pytest.mark.gpu
+def test_gemm_takes_the_clustered_pair_the_chooser_picks(gpu):
+    """ptxgen.gemm(a, b) (a @ b.T) at 400 x 10000 x 6000 on an H100/H200 (both calibrations pick the pair): the plan
+    names the 1x2 cluster, and the call (slow path, then the hot path) matches float64."""
+    import ptxgen
+    import ptxgen.api as api
+
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randn(400, 6000, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(10000, 6000, device="cuda", dtype=torch.bfloat16, generator=g)
+    plan = api.plan("gemm", a, b)
+    assert "_c1x2_" in plan.kernel, plan.kernel
+    ref = a.double() @ b.double().t()
+    for _ in range(2):
+        out = ptxgen.gemm(a, b)
+        assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-2
