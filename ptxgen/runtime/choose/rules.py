@@ -53,9 +53,10 @@ SWAP_FIT_MIN_GAIN = 0.05  # ... faster than every unswapped candidate by this mu
 SWAP_FIT_STAGES = (6, 5, 4)  # the deepest ring that fits shared memory
 SWAP_STREAM_K = True  # cost-model+swap-ab also prices the swapped kernel persistent with its last round split (stream-K)
 SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <= 512)
-# Two swapped tiles over M read the same 128 weight rows: a 1x2 cluster loads them once for both (A multicast), halving
-# the weight's traffic from L2, which bounds these kernels (400 x 10000 x 6000 moves ~3.9 MB per tile pair). Measured on
-# the H100 (runs/2026-12-06-h100-carry-kgrouped runs 3 and 4): 400 x 10000 x 6000 83.8 against
+# Two swapped tiles over M read the same 128 weight rows: a 1x2 cluster loads them once for both (A multicast). At
+# 400 x 10000 x 6000 each tile reads 1.5 MB of weight rows and 2.4 MB of the other operand from L2, so the pair moves
+# 6.3 MB instead of 7.8 (arithmetic from the tile sizes, not a measured traffic). Measured on
+# the H100 (runs/2026-12-06-h100-carry-kgrouped run 3; two shapes, one process): 400 x 10000 x 6000 83.8 against
 # 88.5 us (1.021 of cuBLAS, was 0.968), 333 x 8192 x 8192 71.3 against 71.6 us.
 SWAP_PAIR_CLUSTER = True
 # Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
