@@ -278,6 +278,25 @@ def _torch():
     return pytest.importorskip("torch")
 
 
+def _called_swapped_twice(torch, kern, m, n, k, seed):
+    """``kern(b, a, out.T)`` (api.launch.swapab's call) twice: out = a @ b.T row-major against float64, the second call
+    bit-identical, nothing written past column N (a NaN pad)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    ldd = -(-n // 8) * 8
+    padded = torch.full((m, ldd + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out = padded[:, :n]
+    kern(b, a, out.t())
+    first = out.clone()
+    kern(b, a, out.t())
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().t()
+    assert float(torch.linalg.norm(first.double() - ref) / torch.linalg.norm(ref)) < 1e-2
+    assert torch.equal(first.view(torch.int16), out.view(torch.int16))
+    assert torch.isnan(padded[:, n:]).all()
+
+
 # (BN', epilogue, splits, caller's M, N, K): swapped tiles over N x M beyond one round of 132 SMs by a few
 GPU_CASES = [
     (200, "tma", 2, 400, 9000, 2000),     # 71 x 2 = 142 tiles: 10 in the last round
@@ -298,20 +317,7 @@ def test_swapped_stream_k_kernels_called_swapped_match_float64_twice(gpu, bn, ep
     torch = _torch()
     spec = swapped_sk(bn, s, epilogue)
     kern = ptxgen.compile(spec)
-    g = torch.Generator(device="cuda").manual_seed(n + s)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    ldd = -(-n // 8) * 8
-    padded = torch.full((m, ldd + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
-    out = padded[:, :n]
-    kern(b, a, out.t())
-    first = out.clone()
-    kern(b, a, out.t())
-    torch.cuda.synchronize()
-    ref = a.double() @ b.double().t()
-    assert float(torch.linalg.norm(first.double() - ref) / torch.linalg.norm(ref)) < 1e-2
-    assert torch.equal(first.view(torch.int16), out.view(torch.int16))
-    assert torch.isnan(padded[:, n:]).all()
+    _called_swapped_twice(torch, kern, m, n, k, n + s)
 
 
 @pytest.mark.gpu
@@ -382,20 +388,7 @@ def test_swapped_pairs_in_a_1x2_cluster_match_float64_twice(gpu, bn, epilogue, s
     spec = dataclasses.replace(spec, cluster=Cluster.C1X2)
     assert -(-m // spec.bn) == 2
     kern = ptxgen.compile(spec)
-    g = torch.Generator(device="cuda").manual_seed(n + (s or 0))
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    ldd = -(-n // 8) * 8
-    padded = torch.full((m, ldd + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
-    out = padded[:, :n]
-    kern(b, a, out.t())
-    first = out.clone()
-    kern(b, a, out.t())
-    torch.cuda.synchronize()
-    ref = a.double() @ b.double().t()
-    assert float(torch.linalg.norm(first.double() - ref) / torch.linalg.norm(ref)) < 1e-2
-    assert torch.equal(first.view(torch.int16), out.view(torch.int16))
-    assert torch.isnan(padded[:, n:]).all()
+    _called_swapped_twice(torch, kern, m, n, k, n + (s or 0))
 
 
 @pytest.mark.gpu
