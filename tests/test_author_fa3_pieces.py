@@ -73,6 +73,30 @@ def test_empty_barrier_per_operand_by_hand():
     assert "empty" in one.bars and not {"empty_K", "empty_V"} & set(one.bars)
 
 
+def test_resident_stage_expressions_walk_the_stages_in_turn():
+    """resident_stages=2 (a persistent walk's two Q buffers): round t uses stage t % 2; its full wait is for the
+    parity of that stage's (t / 2)-th fill; the producer of round t >= 2 waits for the release of round t - 2's fill,
+    which completed the empty barrier's phase that round t - 2 began. One stage: stage 0, parity t & 1. Evaluated as C
+    integer expressions over rounds 0..11, against those rules written out here."""
+    q, k, v = fa3_operands(d=64)
+
+    def at(expr, t):
+        return eval(expr.replace("/", "//"), {}, {"tcount": t})  # noqa: S307 - our own C of non-negative ints
+
+    two = Ring(stages=2, operands=(k, v), resident=(q,), resident_stages=2, resident_release=True,
+               consumer_warpgroups=2).plan()
+    one = Ring(stages=2, operands=(k, v), resident=(q,), resident_release=True, consumer_warpgroups=2).plan()
+    fills = {0: 0, 1: 0}  # completed fills of each stage before a round's own
+    for t in range(12):
+        b = t % 2
+        assert at(two.resident_stage_of("tcount"), t) == b and at(two.resident_phase_of("tcount"), t) == fills[b] & 1
+        if t >= 2:
+            assert at(two.resident_release_phase_of("tcount"), t) == (fills[b] - 1) & 1
+        assert at(two.resident_stage_of("tcount + 1"), t) == (t + 1) % 2
+        assert at(one.resident_stage_of("tcount"), t) == 0 and at(one.resident_phase_of("tcount"), t) == t & 1
+        fills[b] += 1
+
+
 @pytest.mark.parametrize("kw, field", [
     (dict(empty_arrivals=9), "empty_arrivals"), (dict(empty_arrivals=0), "empty_arrivals"),
     (dict(barriers=("K",)), "ring names"), (dict(barriers=("x",), words=("x",)), "ring names"),

@@ -116,6 +116,7 @@ class RingPlan:
     derivation: tuple[Derived, ...] = field(default=())
     bars: dict[str, Region] = field(default_factory=dict)  # every barrier and word region by name, in address order
     expect_tx: dict[str, int] = field(default_factory=dict)  # bytes each full barrier's copies deliver, by barrier name
+    resident_stages: int = 1  # Ring.resident_stages: the stages of each resident operand
 
     @property
     def barriers_offset_bytes(self) -> int:
@@ -154,6 +155,19 @@ class RingPlan:
         """C: the parity of iteration ``it``'s pass over the ring (flips each time the ring wraps)."""
         return f"static_cast<unsigned>(({it}) / {self.stages}) & 1u"
 
+    def resident_stage_of(self, t: str) -> str:
+        """C: the resident stage round ``t`` (a persistent walk's tile count) uses: stages taken in turn."""
+        return f"{_c_term(t)} % {self.resident_stages}" if self.resident_stages > 1 else "0"
+
+    def resident_phase_of(self, t: str) -> str:
+        """C: the parity round ``t`` waits for on its resident stage's full barrier (flips each time that stage refills)."""
+        return f"({_c_term(t)} / {self.resident_stages}) & 1"
+
+    def resident_release_phase_of(self, t: str) -> str:
+        """C: the parity the producer of round ``t`` (t >= resident_stages) waits for on its stage's empty barrier: the
+        release of the fill ``resident_stages`` rounds earlier."""
+        return f"({_c_term(t)} / {self.resident_stages} - 1) & 1"
+
     @staticmethod
     def producer_parity(phase: str) -> str:
         """C: the parity the producer waits for on an empty barrier in pass ``phase`` (the other one: a fresh
@@ -167,6 +181,11 @@ class RingPlan:
                 "producer_registers": self.producer_registers, "consumer_registers": self.consumer_registers,
                 "entry_registers": self.entry_registers, "dynamic_smem_bytes": self.dynamic_smem_bytes,
                 "bars": {n: vars(r) for n, r in self.bars.items()}, "expect_tx": dict(self.expect_tx)}
+
+
+def _c_term(t: str) -> str:
+    """``t`` as a C operand: a name as it is, an expression in parentheses."""
+    return t if t.isidentifier() else f"({t})"
 
 
 def _up(x: int, a: int) -> int:
@@ -247,7 +266,7 @@ def plan_ring(ring: Ring) -> RingPlan:
     D += regs
     empty_arrivals = ring.consumer_warpgroups if ring.empty_arrivals is None else ring.empty_arrivals
     return RingPlan(ring.stages, regions, full, empty, total, 1, empty_arrivals, ring.consumer_warpgroups, threads,
-                    p, q, entry, used, dynamic, tuple(D), bars, tx)
+                    p, q, entry, used, dynamic, tuple(D), bars, tx, ring.resident_stages)
 
 
 def _barriers(ring: Ring, at: int) -> tuple[dict[str, Region], dict[str, int]]:
