@@ -89,6 +89,31 @@ def test_swapped_kernels_with_a_partial_last_round_add_their_stream_k_forms():
     assert not any(x.startswith("swap128x168+") for x in few)
 
 
+def test_swapped_kernels_over_two_tiles_of_rows_add_their_1x2_cluster_forms():
+    """300 x 12288 x 6000: 128 x 152 swapped tiles are 96 x 2 over N x M, two over M: the pair as one 1x2 cluster
+    (swap.paired) beside the lone tiles, and its stream-K forms; 400 x 10000 x 6000's 128 x 104 tiles are four over M:
+    no pair."""
+    from ptxgen.derive.tile.spec import Cluster
+
+    by = {c.label: c for c in plan.gemm_candidates("bf16", 300, 12288, 6000, H100)[0]}
+    assert by["swap128x152"].spec.cluster is Cluster.C1X1
+    pair = by["swap128x152c1x2"]
+    assert pair.swap_ab and pair.spec.cluster is Cluster.C1X2 and pair.spec.bn == 152
+    # its stream-K form: a candidate of its own, or the pick itself (timed once, as the pick)
+    assert any(x.startswith("swap128x152c1x2+sk") for x in by) or (
+        by["pick"].spec.cluster is Cluster.C1X2 and by["pick"].spec.bn == 152 and by["pick"].spec.stream_k > 1)
+    assert "swap128x200c1x2+sk2" in {c.label for c in plan.gemm_candidates("bf16", 400, 10000, 6000, H100)[0]}
+    four = {c.label for c in plan.gemm_candidates("bf16", 400, 10000, 6000, H100)[0]}
+    assert "swap128x104" in four and "swap128x104c1x2" not in four
+
+
+def test_only_keeps_the_tasks_one_of_its_texts_names():
+    ids = [plan.task_id(t) for t in plan.tasks()]
+    assert [i for i in ids if runner._wanted(i, "260x8192,e4m3:8192")] == ["gemm:bf16:260x8192x6000", "gemm:e4m3:8192x8192x8192"]
+    assert [i for i in ids if runner._wanted(i, None)] == ids
+    assert not [i for i in ids if runner._wanted(i, "no-such-shape")]
+
+
 @pytest.mark.parametrize("task", [t for t in plan.tasks() if t["kind"] == "gemm"], ids=plan.task_id)
 def test_the_cost_model_pick_is_the_least_predicted_kernel_within_the_tie_tolerance(task):
     """The predictions the rows carry agree with the chooser: where the cost model picked, no ranked kernel (whole or

@@ -1,6 +1,6 @@
 """tools/profile_training.py's arithmetic on the CPU: kernel names sorted into categories (names in the forms the
 libraries give their kernels: ptxgen's, cuBLAS's nvjet and xmma kernels, torch._grouped_mm's CUTLASS kernel, ATen's
-element-wise, reduction, fill and copy kernels; written here, not captured from a profile), the union of overlapping intervals, the per-step summary and table; its exit codes
+element-wise, reduction, fill and copy kernels, Inductor's Triton kernels; written here, not captured from a profile), the union of overlapping intervals, the per-step summary and table; its exit codes
 without a GPU. The GPU run itself is tools/gpu_run.sh's training step."""
 
 import importlib.util
@@ -46,6 +46,11 @@ NAMES = {
     "int>, unsigned int)": "other",
     "void at::native::indexFuncLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true, "
     "at::native::(anonymous namespace)::ReduceAdd>(...)": "other",
+    # Inductor's generated Triton kernels (torch.compile): pointwise, reduction, persistent reduction, template
+    "triton_poi_fused_mul_silu_slice_3": "elementwise",
+    "triton_red_fused__to_copy_sum_7": "reduction",
+    "triton_per_fused__softmax_topk_1": "reduction",
+    "triton_tem_fused_addmm_0": "other",
 }
 
 

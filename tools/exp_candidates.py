@@ -61,6 +61,9 @@ def large_random(seed: int = LARGE_SEED, count: int = 6) -> list[tuple[int, int,
 CLASSES = (
     ("issue9", "bf16", [(3000, 5000, 7000)]),
     ("few-wave", "bf16", [(400, 10000, 6000), (333, 8192, 8192), (2500, 10000, 4000), (1500, 9000, 3000)]),
+    # few rows against wide N where the swapped pair ran 0.83-0.88 of cuBLAS on the H100
+    # (runs/2026-12-06-h100-pairs-sanitizer-training run 1, swapclu2.py)
+    ("few-row", "bf16", [(260, 8192, 6000), (300, 12288, 6000), (384, 12288, 6000)]),
     ("off-sector", "bf16", [(3000, 7000, 5000), (5000, 5000, 5000), (4096, 4096, 5000)]),
     ("large-random", "bf16", large_random()),
     ("e4m3", "e4m3", [(5120, 5120, 5120), (3008, 7008, 5008), (2512, 10000, 4000), (1504, 9008, 3024), (6669, 7776, 7008),
@@ -176,7 +179,7 @@ def _few_wave(dtype, m, n, k, model) -> list[Cand]:
     from ptxgen.runtime.choose.candidates import BY_NAME
     from ptxgen.runtime.choose.costmodel import swap_tiles, tile_grid
     from ptxgen.runtime.choose.rules import SWAP_FIT_STAGES
-    from ptxgen.runtime.choose.swap import _swapped
+    from ptxgen.runtime.choose.swap import _swapped, paired
     from ptxgen.runtime.choose.tune import default_spec
 
     if m > 512 and tile_grid(m, n, 128, 256) > 2 * model.sm_count:
@@ -191,13 +194,17 @@ def _few_wave(dtype, m, n, k, model) -> list[Cand]:
             if spec is not None:
                 out.append(Cand(f"swap128x{bn}", spec, "few-wave", swap_ab=True, swap_bn=bn))
                 out += _swap_streamk_forms(spec, bn, m, n, k, model.sm_count)
+                pair = paired(spec, -(-m // bn))  # the two tiles over M as one 1x2 cluster, where there are two
+                if pair != spec:
+                    out.append(Cand(f"swap128x{bn}c1x2", pair, "few-wave", swap_ab=True, swap_bn=bn))
+                    out += _swap_streamk_forms(pair, bn, m, n, k, model.sm_count, "c1x2")
     return out
 
 
 SWAP_SK_SPLITS = (2, 3, 4)  # the stream-K forms of a swapped kernel whose tiles leave a partial last round
 
 
-def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int) -> list[Cand]:
+def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int, tag: str = "") -> list[Cand]:
     """The swapped kernel (128 x BN' tiles over N x M) persistent with its last round split along K (swap128xBN'+skS), for
     each distinct split the kernel takes (derive.store.streamk: none where the N' x M' tiles fill whole rounds); the
     stages drop where the persistent TMA store's second staging buffer does not fit."""
@@ -215,7 +222,7 @@ def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int) ->
         seen.add(eff)
         sk = streamk_form(spec, s)
         if sk is not None:
-            out.append(Cand(f"swap128x{bn}+sk{s}", sk, "few-wave", swap_ab=True, splits=s, swap_bn=bn))
+            out.append(Cand(f"swap128x{bn}{tag}+sk{s}", sk, "few-wave", swap_ab=True, splits=s, swap_bn=bn))
     return out
 
 

@@ -72,6 +72,11 @@ class Out:
 # -- the worker: one CUDA context, tasks in order ---------------------------------------------------------------------------
 
 
+def _wanted(task_id: str, only: str | None) -> bool:
+    """Whether --only keeps a task: no filter, or one of its comma-separated texts is part of the task's id."""
+    return not only or any(part in task_id for part in only.split(","))
+
+
 def _smi() -> str:
     try:
         return subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,"
@@ -247,7 +252,7 @@ def worker(args) -> int:
         return EXIT_NO_GPU
     dev, torch = got
     key = device_key()
-    todo = [t for t in plan.tasks() if plan.task_id(t) not in state["done"] and (not state["only"] or state["only"] in plan.task_id(t))]
+    todo = [t for t in plan.tasks() if plan.task_id(t) not in state["done"] and _wanted(plan.task_id(t), state["only"])]
     if not state["compiled"]:
         write_env(out, key)
         specs = list({c.spec.kernel_name: c.spec for t in todo for c in plan.task_kernels(t, key)[0]}.values())
@@ -314,7 +319,7 @@ def _watch(proc, out: Out, deadline: float) -> str:
 def run(args) -> int:
     out = Out(Path(args.out))
     deadline = time.time() + args.budget_s
-    todo = [t for t in plan.tasks() if not args.only or args.only in plan.task_id(t)]
+    todo = [t for t in plan.tasks() if _wanted(plan.task_id(t), args.only)]
     print(f"exp_candidates_run: {len(todo)} tasks, at most {args.budget_s:.0f} s, into {out.folder}", flush=True)
     state = {"done": [], "exclude": {}, "compiled": False, "only": args.only}
     status = ""
@@ -353,7 +358,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, metavar="DIR", help="the folder the rows and the summary go to")
     ap.add_argument("--budget-s", type=float, default=BUDGET_S, help=f"the whole run, compiles included (default {BUDGET_S:.0f})")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile processes (default: every CPU)")
-    ap.add_argument("--only", default=None, help="only the tasks whose id contains this text (e.g. fused:, e4m3, 3000x5000)")
+    ap.add_argument("--only", default=None, help="only the tasks whose id contains this text, or one of these comma-separated texts (e.g. fused:, e4m3, 3000x5000,260x8192)")
     ap.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--state", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -19,9 +19,11 @@ ptxgen.nn's modules; ``torch``: torch eager), from the same weights, input and o
   kernels     launches per step, and the kernels that take the most time (name, launches and ms per step).
 Written to DIR/profile_training.json and DIR/profile_training.txt (the same table as printed); --trace also writes
 each variant's Chrome trace (DIR/trace_MODEL_VARIANT.json). About 60-90 s on an H100 with compiled kernels cached
-(the first ptxgen step of a process compiles its kernels).
+(the first ptxgen step of a process compiles its kernels). --compile adds the variants "torch.compile" (torch's model,
+default mode) and "ptxgen+compile" (ptxgen's, fullgraph=True), as tools/bench_training.py compiles them.
 
 Usage: python tools/profile_training.py --out DIR [--model mlp,moe] [--tokens 8192] [--steps 5] [--reps 3] [--trace]
+       [--compile]
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ CATEGORIES = ("ptxgen GEMM", "cuBLAS GEMM", "elementwise", "reduction", "copy/me
 _RULES = (("ptxgen GEMM", ("ptxgen_",)),
           ("cuBLAS GEMM", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "splitkreduce")),
           ("copy/memset", ("memcpy", "memset", "copy_kernel", "direct_copy", "fillfunctor", "fill_kernel")),
-          ("reduction", ("reduce_kernel", "devicereduce", "softmax", "scan")),
-          ("elementwise", ("elementwise",)))
-TOP = 12
+          ("reduction", ("reduce_kernel", "devicereduce", "softmax", "scan", "triton_red_", "triton_per_")),
+          ("elementwise", ("elementwise", "triton_poi_")))
+TOP = 16
 
 
 def classify(name: str) -> str:
@@ -136,7 +138,11 @@ def run_model(name: str, args, torch) -> dict:
     x = torch.randn(args.tokens, d, dtype=torch.bfloat16, device="cuda")
     dy = torch.randn(args.tokens, d, dtype=torch.bfloat16, device="cuda")
     models = {"ptxgen": ours, "torch": base}
-    steps = {v: make_step(m, m, x.clone().requires_grad_(), dy) for v, m in models.items()}
+    fns = dict(models)
+    if args.compile:  # as tools/bench_training.py compiles them
+        fns["torch.compile"], models["torch.compile"] = torch.compile(base), base
+        fns["ptxgen+compile"], models["ptxgen+compile"] = torch.compile(ours, fullgraph=True), ours
+    steps = {v: make_step(models[v], fns[v], x.clone().requires_grad_(), dy) for v in fns}
     for _ in range(args.warmup):  # the first ptxgen step compiles and prepares its kernels
         for s in steps.values():
             s()
@@ -146,12 +152,14 @@ def run_model(name: str, args, torch) -> dict:
         trace = Path(args.out) / f"trace_{name}_{v}.json" if args.trace else None
         row = profile_step(torch, s, args.steps, trace)
         out[v] = {"wall_ms": wall, "host_ms": host, **row, "gaps_ms": wall - row["busy_ms"]}
-    del steps, models, ours, base
+    del steps, models, fns, ours, base
     torch.cuda.empty_cache()
     return out
 
 
 COLUMNS = (*CATEGORIES, "busy", "wall", "gaps", "host", "launches")
+# the difference rows of the table: (variant, its baseline, label)
+DIFFS = (("ptxgen", "torch", "ptx-torch"), ("ptxgen+compile", "torch.compile", "ptx-tc (comp)"))
 
 
 def table(results: dict) -> str:
@@ -165,9 +173,10 @@ def table(results: dict) -> str:
     for model, rows in results.items():
         for v, r in rows.items():
             lines.append(f"{model + '/' + v:<16}" + "".join(f"{x:>{w}.3f}" for x in cells(r)[:-1]) + f"{cells(r)[-1]:>{w}.0f}")
-        if {"ptxgen", "torch"} <= set(rows):
-            diff = [a - b for a, b in zip(cells(rows["ptxgen"]), cells(rows["torch"]))]
-            lines.append(f"{model + ' ptx-torch':<16}" + "".join(f"{x:>+{w}.3f}" for x in diff[:-1]) + f"{diff[-1]:>+{w}.0f}")
+        for ours, theirs, label in DIFFS:
+            if {ours, theirs} <= set(rows):
+                diff = [a - b for a, b in zip(cells(rows[ours]), cells(rows[theirs]))]
+                lines.append(f"{model + ' ' + label:<16}" + "".join(f"{x:>+{w}.3f}" for x in diff[:-1]) + f"{diff[-1]:>+{w}.0f}")
         for v, r in rows.items():
             lines.append(f"  {model}/{v}: top kernels (ms per step, launches per step, category)")
             lines += [f"    {k['ms']:8.3f} {k['launches']:5.1f}  {k['category']:<12} {k['kernel'][:110]}" for k in r["top"]]
@@ -185,6 +194,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--small", action="store_true", help="64/96-wide models (a dry run)")
     ap.add_argument("--trace", action="store_true", help="also write each variant's Chrome trace")
+    ap.add_argument("--compile", action="store_true",
+                    help="also torch.compile of each model (torch's: default mode; ptxgen's: fullgraph=True)")
     args = ap.parse_args(argv)
     models = args.model.split(",")
     bad = [m for m in models if m not in ("mlp", "moe")]
