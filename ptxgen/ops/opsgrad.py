@@ -26,7 +26,7 @@ kernel (the chain's ``aux``), so nothing is recomputed:
 
 ``grouped_gemm(a, b, offs, out_dtype)``: rows of group g of y are a[rows g] @ b[g].T:
 - da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs, zero_tail=True)``, rows past the
-  last group 0 (the kernel writes the groups' rows into a zero-filled output);
+  last group 0 (zeroed on the GPU by ptxgen.ops.tailzero's kernel, the groups' rows written by the product);
 - db through ``grouped_gemm_k(dy.t(), a.t(), offs)``: db[g] = dy[rows g].T @ a[rows g], the K-grouped form.
 
 ``scaled_gemm(a, b, scale_a, scale_b, out_dtype, bias)``: y = (a x sa) @ (b x sb).T + bias, a and b FP8 (f64 on the CPU
@@ -190,8 +190,8 @@ def grouped_setup_context(ctx, inputs, output) -> None:
 
 def grouped_input_grad(dy, b, offs):
     """dx of the grouped product: ``dy[rows g] @ b[g]`` through the N-major grouped form, the rows past the last group
-    0 (no output depends on those rows of the input): the operator's ``zero_tail``, the kernel's stores over a
-    zero-filled output (one write-only fill, where a masked pass after the product would read and write dx again)."""
+    0 (no output depends on those rows of the input): the operator's ``zero_tail`` (those rows zeroed by a kernel that
+    reads offs on the GPU and does nothing where every row belongs to a group; no fill of the whole of dx first)."""
     return _torch().ops.ptxgen.grouped_gemm(dy, b.transpose(1, 2), offs, None, True)
 
 

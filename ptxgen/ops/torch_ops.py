@@ -18,8 +18,8 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         (a @ b.T) x act'(z), as ptxgen.gemm(a, b, dact=activation, aux=z): a backward product (no autograd)
     torch.ops.ptxgen.grouped_gemm(a, b, offs, out_dtype=None, zero_tail=False) -> Tensor
         rows of group g: a[rows g] @ b[g].T, as ptxgen.grouped_gemm (b G x N x K, K- or N-major); ``zero_tail``: the
-        rows past the last group are zeros (the kernel writes the groups' rows into a zero-filled output), else
-        unspecified
+        rows past the last group are zeros (set by a kernel that reads offs on the GPU, ptxgen.ops.tailzero; the
+        product writes the groups' rows), else unspecified
     torch.ops.ptxgen.grouped_gemm_k(a, b, offs, out_dtype=None) -> Tensor
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
         G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
@@ -194,9 +194,16 @@ def _dact_fake(a, b, z, activation, out_dtype=None):
 def _grouped_impl(a, b, offs, out_dtype=None, zero_tail=False):
     from ..grouped import grouped_gemm
 
-    if zero_tail:  # one fill of the output (write only), the kernel's stores over it: no masked pass over the result
-        out = _grouped_fake(a, b, offs, out_dtype).zero_()
-        return grouped_gemm(a, b, offs, out) if offs.shape[0] else out  # no group: every row is past the last
+    if zero_tail:
+        if not offs.shape[0]:  # no group: every row is past the last
+            return _grouped_fake(a, b, offs, out_dtype).zero_()
+        # the rows past offs[-1] zeroed by a kernel that reads offs on the GPU (one launch, no work where every row
+        # belongs to a group), the groups' rows by the product: no fill of the whole output first
+        from .tailzero import zero_tail as zero_rows
+
+        out = _grouped_fake(a, b, offs, out_dtype)
+        zero_rows(sys.modules["torch"], out, offs)
+        return grouped_gemm(a, b, offs, out)
     out = grouped_gemm(a, b, offs, out_dtype=out_dtype)
     if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
         return out
