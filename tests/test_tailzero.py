@@ -36,10 +36,11 @@ def torch(gpu):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize("offs,m,cols,ld", [([3, 3, 9], 20, 7, 7), ([5], 5, 64, 64), ([2, 40], 12, 33, 48),
-                                            ([-4], 6, 8, 8), ([0, 1000, 2000], 3000, 136, 136)])
+                                            ([-4], 6, 8, 8), ([0, 1000, 2000], 3000, 136, 136), ([1], 4, 600, 640)])
 def test_exactly_the_rows_past_the_last_group_become_zero(torch, dtype, offs, m, cols, ld):
     """offs[-1] = 9 of 20 rows; 5 of 5 (no tail: nothing written); 40 clamped to 12 (no tail); -4 clamped to 0 (every row);
-    a 3000 x 136 output with a 1000-row tail (more elements than one grid's threads: the grid-stride loop)."""
+    a 3000 x 136 output with a 1000-row tail (more rows than the grid has CTAs: the row loop); rows of 600 columns, 640
+    apart (more columns than a CTA has threads: the column loop)."""
     dt = getattr(torch, dtype)
     store = torch.full((m, ld), float("nan"), device="cuda", dtype=dt)
     out = store[:, :cols]

@@ -8,14 +8,16 @@ from __future__ import annotations
 import threading
 
 THREADS = 256
-CTAS_PER_SM = 2  # the grid: enough CTAs to stream a long tail, few enough that an empty one costs one launch
+CTAS_PER_SM = 2  # the grid (a CTA per row up to this many per SM): a long tail streamed, an empty one one launch
 ZERO = {"bf16": "0", "f16": "0", "f32": "0.0f"}
+CTYPE = {"bf16": "unsigned short", "f16": "unsigned short", "f32": "float"}
 _BUILT: dict = {}
 _LOCK = threading.Lock()
 
 
 def kernel_for(dtype: str):
-    """The ``ptxgen.author.Kernel`` of an output of ``dtype`` (bf16, f16, f32): out, offs, G, M, cols, ld (elements)."""
+    """The ``ptxgen.author.Kernel`` of an output of ``dtype`` (bf16, f16, f32): out, offs, G (>= 1), M, cols, ld
+    (elements)."""
     from ..author import Kernel, Param, template_file
 
     if dtype not in ZERO:
@@ -24,7 +26,7 @@ def kernel_for(dtype: str):
               Param("M", "i32"), Param("cols", "i32"), Param("ld", "u64"))
     return Kernel(f"ptxgen_grouped_zero_tail_{dtype}", template_file("grouped_tail.cu.j2"), params, block=(THREADS, 1, 1),
                   shared_bytes=0, expect_sass={"HGMMA": 0},
-                  context={"zero": ZERO[dtype]})
+                  context={"zero": ZERO[dtype], "ctype": CTYPE[dtype]})
 
 
 def built(dtype: str):
@@ -57,7 +59,7 @@ def zero_tail(torch, out, offs) -> None:
     if sms is None:
         sms = _SMS[dev] = torch.cuda.get_device_properties(out.device).multi_processor_count
     dtype = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[str(out.dtype).removeprefix("torch.")]
-    grid = max(1, min(sms * CTAS_PER_SM, -(-m * cols // THREADS)))
+    grid = max(1, min(sms * CTAS_PER_SM, m))
     args = (out, offs, int(offs.shape[0]), m, cols, int(out.stride(0)))
     if dev == torch.cuda.current_device():
         built(dtype)(*args, grid=(grid, 1, 1))
