@@ -26,11 +26,8 @@ def test_an_output_type_without_a_kernel_is_refused():
 
 
 @pytest.fixture(scope="module")
-def torch(gpu):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
+def torch(torch_cuda):
+    return torch_cuda
 
 
 @pytest.mark.gpu
