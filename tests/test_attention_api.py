@@ -211,9 +211,32 @@ def test_short_causal_calls_walk_the_tiles_in_ping_pong():
             tile = (128, 128, 2) if d == 128 else ((128, 128, 3) if sk <= 1024 else (128, 192, 2))  # CAUSAL_D64_TILES
             assert (s.bm, s.bn, s.stages, s.schedule, s.persistent) == (*tile, "pingpong", True)
         assert not spec(d, CAUSAL_WALK_KEYS + 1, True).persistent
-        assert (spec(d, 512, False).bm, spec(d, 512, False).persistent) == ((192 if d == 64 else 128), True)
+        assert (spec(d, 2048, False).bm, spec(d, 2048, False).persistent) == ((192 if d == 64 else 128), True)
         assert spec(d, 512, True, "overlap").schedule == "overlap" and not spec(d, 512, True, "overlap").persistent
     assert not spec(256, 512, True).persistent
+
+
+def test_short_d64_non_causal_calls_take_the_carried_ping_pong_walk():
+    """D 64 non-causal calls of at most D64_PINGPONG_KEYS keys take ping-pong 128 x 128, two stages, with the walk, O
+    staged and the next tile's first S carried (runs/2026-12-06-h100-pairs-sanitizer-training run 3: 0.99 of cuDNN at
+    512 and 1024 keys against 0.91 / 0.95 for the overlap 192 x 128 walk, whose BM pads 512 rows to 576); longer calls,
+    causal ones and an overlap schedule asked for keep theirs (controls)."""
+    from ptxgen.attention.args import AttentionProblem
+    from ptxgen.attention.launch import D64_PINGPONG_KEYS, choose_spec
+    from ptxgen.author import DType
+
+    def spec(sk, causal=False, sched=None):
+        return choose_spec(AttentionProblem(2, 8, 8, sk, sk, 64, DType.BF16), causal, sched)
+
+    for sk in (1, 300, 512, D64_PINGPONG_KEYS):
+        s = spec(sk)
+        assert (s.bm, s.bn, s.stages, s.schedule, s.persistent, s.q_buffers, s.o_staging, s.carry) == \
+            (128, 128, 2, "pingpong", True, 2, True, True), sk
+    longer = spec(D64_PINGPONG_KEYS + 1)
+    assert (longer.bm, longer.schedule, longer.carry) == (192, "overlap", False)
+    assert (spec(512, True).stages, spec(512, True).carry) == (3, False)  # causal: CAUSAL_D64_TILES, nothing carried
+    asked = spec(512, sched="overlap")
+    assert (asked.bm, asked.schedule, asked.o_staging, asked.carry) == (192, "overlap", False, False)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128, 256])

@@ -134,7 +134,9 @@ def test_o_is_staged_at_d128_walks_only_and_only_into_16_byte_rows():
     def spec(d, seqlen, **kw):
         return choose_spec(AttentionProblem(16384 // seqlen, 2048 // d, 2048 // d, seqlen, seqlen, d, DType.BF16), False, **kw)
     assert spec(128, 512).o_staging and spec(128, 2048).o_staging
-    assert not spec(64, 512).o_staging  # measured slower at D 64
+    assert not spec(64, 2048).o_staging  # the D 64 overlap walk: measured slower staged
+    assert spec(64, 512).o_staging and spec(64, 1024).o_staging  # D 64 short non-causal: the ping-pong 128 x 128 walk
+    assert not spec(64, 512, schedule="overlap").o_staging  # the overlap walk asked for: no staging (control)
     assert not spec(128, 8192).o_staging  # one CTA per tile: one Q buffer
     assert not spec(128, 512, o_staging=False).o_staging and spec(64, 512, o_staging=True).o_staging
     assert not spec(128, 512, q_buffers=1).o_staging  # staging needs the second buffer

@@ -48,6 +48,7 @@ NAMES = {
     "at::native::(anonymous namespace)::ReduceAdd>(...)": "other",
     # Inductor's generated Triton kernels (torch.compile): pointwise, reduction, persistent reduction, template
     "triton_poi_fused_mul_silu_slice_3": "elementwise",
+    "triton_poi_fused_grouped_gemm_index_5": "elementwise",  # an index copy Inductor fused beside a custom op
     "triton_red_fused__to_copy_sum_7": "reduction",
     "triton_per_fused__softmax_topk_1": "reduction",
     "triton_tem_fused_addmm_0": "other",

@@ -39,11 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CATEGORIES = ("ptxgen GEMM", "cuBLAS GEMM", "elementwise", "reduction", "copy/memset", "other")
 # (category, substrings of the lower-cased kernel name), first match wins
-_RULES = (("ptxgen GEMM", ("ptxgen_",)),
+_RULES = (("elementwise", ("triton_poi_",)),  # Inductor's names hold the ops they fuse ("..._grouped_gemm_index_5")
+          ("reduction", ("triton_red_", "triton_per_")),
+          ("ptxgen GEMM", ("ptxgen_",)),
           ("cuBLAS GEMM", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "splitkreduce")),
           ("copy/memset", ("memcpy", "memset", "copy_kernel", "direct_copy", "fillfunctor", "fill_kernel")),
-          ("reduction", ("reduce_kernel", "devicereduce", "softmax", "scan", "triton_red_", "triton_per_")),
-          ("elementwise", ("elementwise", "triton_poi_")))
+          ("reduction", ("reduce_kernel", "devicereduce", "softmax", "scan")),
+          ("elementwise", ("elementwise",)))
 TOP = 16
 
 

@@ -281,7 +281,45 @@ def attention_q_buffer_specs() -> list:
              for d, bm, bn, st, sch, os_ in tiles for c in (False, True)]
     carried = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=True, q_buffers=2, o_staging=os_, carry=True)
                for d, bm, bn, st, sch, os_ in tiles[:2] for c in (False, True)]  # the carried S (D 128: the default)
+    # D 64's short non-causal default (launch.D64_PINGPONG_KEYS): ping-pong 128 x 128, two stages, O staged, S carried
+    carried += [AttentionSpec(64, 128, 128, c, stages=2, schedule="pingpong", persistent=True, q_buffers=2, o_staging=True,
+                              carry=True) for c in (False, True)]
     return plain + carried
+
+
+def tail_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
+    """ptxgen.ops.tailzero's kernels (written with ptxgen.author) compiled by ``toolchain``'s NVRTC and gated by their
+    author's SASS counts (no MMA) and no local memory."""
+    import json
+    import os
+    import subprocess
+
+    from ptxgen.ops import tailzero
+    from ptxgen.runtime.compile.sass import check_counts
+    from ptxgen.runtime.compile.toolchain import run_tool
+
+    kernels = {d: tailzero.kernel_for(d) for d in ("bf16", "f16", "f32")}
+    jobs = []
+    for k in kernels.values():
+        cu = workdir / f"{k.name}.cu"
+        cu.write_text(k.render())
+        jobs.append({"name": k.name, "arch": k.arch.value, "cu": str(cu)})
+    proc = subprocess.run([sys.executable, "-m", "ptxgen.runtime.compile.toolchains", str(toolchain.library), str(workdir)],
+                          input=json.dumps(jobs), capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    out = []
+    for line in proc.stdout.splitlines():
+        rec = json.loads(line)
+        if "error" in rec:
+            out.append((rec["name"], False, rec["error"][:300]))
+            continue
+        k = next(k for k in kernels.values() if k.name == rec["name"])
+        cubin = (workdir / f"{k.name}.cubin").read_bytes()
+        rep = check_counts(k.name, dict(k.expect_sass), run_tool("cuobjdump", ["--dump-sass"], cubin),
+                           run_tool("cuobjdump", ["--dump-resource-usage"], cubin))
+        ok = rep.ok and rep.local_bytes == 0
+        out.append((k.name, ok, f"{rec['version']} {rep.counts} local={rep.local_bytes} {rep.problems}"))
+    return out
 
 
 ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True), (128, 128, 192, 2, "pingpong", False),
@@ -389,6 +427,11 @@ def main() -> int:
         for name, ok, detail in attention_results(found[0], Path(tempfile.mkdtemp()), new_tiles=kind == "one-launch",
                                                   tiles=ATTENTION_0_4_1 if kind == "0.4.1" else None,
                                                   specs=attention_q_buffer_specs() if kind == "short-calls" else None):
+            bad += not ok
+            res.append(name)
+            print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
+    if args.set in ("short-calls", "all"):
+        for name, ok, detail in tail_results(found[0], Path(tempfile.mkdtemp())):
             bad += not ok
             res.append(name)
             print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")

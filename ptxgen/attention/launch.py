@@ -35,13 +35,20 @@ CAUSAL_WALK_KEYS = 4096
 # with three stages; 2048 379 / 366 and 4096 421 / 401 with 192-key blocks
 CAUSAL_D64_TILES = ((128, 128, 3), (128, 192, 2))
 CAUSAL_D64_SHORT_KEYS = 1024
+# up to this many keys, a D 64 non-causal call takes ping-pong 128 x 128, two stages, with the walk, O staged and the
+# next tile's first S carried (BM 192 covers 512 and 1024 rows with 576 and 1152: 11% of its rows are padding).
+# Measured on the H100 (runs/2026-12-06-h100-pairs-sanitizer-training run 3, 9 alternating passes, outputs checked):
+# 0.992 / 0.990 of cuDNN at 512 / 1024 keys against the overlap 192 x 128 walk's 0.909 / 0.954; at 2048 the latter
+# 1.057 against 1.001
+D64_PINGPONG_KEYS = 1024
 
 
 def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | None = None) -> tuple[tuple[int, int, int], str, bool]:
     """((BM, BN, stages), schedule, persistent) for a problem, from the H100 sweeps of docs/attention.md ("How the
     defaults were found"): D 64: three consumer warpgroups (BM 192, FA3's head-dim-64 tile) with 128-key blocks,
     intra-warpgroup overlap (ping-pong, which needs two warpgroups, when asked for: BM 128, BN 192); D 128: two
-    consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128. Non-causal calls of at most
+    consumer warpgroups in ping-pong, 192-key blocks from LONG_KEYS keys on, else 128; D 64 non-causal calls of at most
+    D64_PINGPONG_KEYS keys take ping-pong 128 x 128 with the walk (O staged, the S carried: choose_spec). Non-causal calls of at most
     SHORT_KEYS keys walk the tiles persistently (the next tile's loads hide this one's end); causal calls of at most
     CAUSAL_WALK_KEYS keys, D 64 or 128, take ping-pong with the walk (D 128: 128 x 128, two stages; D 64:
     CAUSAL_D64_TILES). D 256, not measured, as
@@ -57,6 +64,8 @@ def default_choice(p: AttentionProblem, causal: bool = False, schedule: str | No
         return (128, 128, 2), "pingpong", True
     walk = not causal and p.seqlen_k <= SHORT_KEYS
     if p.head_dim == 64:
+        if schedule in (None, "pingpong") and _d64_short(p, causal):
+            return (128, 128, 2), "pingpong", True
         if schedule == "pingpong":
             return (128, 192, 2), "pingpong", walk
         return (192, 128, 2), "overlap", walk
@@ -71,10 +80,17 @@ O_STAGING_HEAD_DIMS = (128,)
 # persistent non-causal kernels at these head dims and at most CARRY_MAX_KEYS keys issue the next tile's first S with
 # this tile's last P·V (spec.carry). Measured on the H100 against the same kernel without it, two machines
 # (runs/2026-12-06-h100-carry-kgrouped runs 1 and 2): D 128 non-causal 1.034 / 1.045 at 512 keys, 1.031 / 1.014 at
-# 1024, 0.992 at 2048; D 128 causal 0.958 / 0.955 at 512; D 64 non-causal 0.974-0.978 (its S is half as long: the
-# carried S delays the epilogue more than it hides)
+# 1024, 0.992 at 2048; D 128 causal 0.958 / 0.955 at 512; D 64 non-causal on the overlap 192 x 128 walk 0.974-0.978
+# (its S is half as long: the carried S delays the epilogue more than it hides); the D 64 ping-pong 128 x 128 walk of
+# short calls (D64_PINGPONG_KEYS) carries it: 0.992 of cuDNN at 512 keys with it, 0.939 without (runs/2026-12-06-h100-
+# pairs-sanitizer-training run 3)
 CARRY_HEAD_DIMS = (128,)
 CARRY_MAX_KEYS = 1024
+
+
+def _d64_short(p: AttentionProblem, causal: bool) -> bool:
+    """A D 64 non-causal call of at most D64_PINGPONG_KEYS keys: ping-pong 128 x 128 with O staged and the S carried."""
+    return p.head_dim == 64 and not causal and p.seqlen_k <= D64_PINGPONG_KEYS
 
 
 def cells_ok(out) -> bool:
@@ -102,11 +118,12 @@ def choose_spec(p: AttentionProblem, causal: bool, schedule: str | None = None,
             spec = replace(spec, q_buffers=2)
         except SpecError:  # shared memory: Q, the K/V stages and a second Q take more than a CTA may use
             pass
-    stage = p.head_dim in O_STAGING_HEAD_DIMS if o_staging is None else o_staging
+    short = _d64_short(p, causal) and (spec.bm, spec.bn, spec.stages) == (128, 128, 2) and spec.schedule == "pingpong"
+    stage = (p.head_dim in O_STAGING_HEAD_DIMS or short) if o_staging is None else o_staging
     if stage and spec.q_buffers == 2:
         spec = replace(spec, o_staging=True)
     if carry is None:
-        carry = not causal and p.head_dim in CARRY_HEAD_DIMS and p.seqlen_k <= CARRY_MAX_KEYS
+        carry = not causal and (p.head_dim in CARRY_HEAD_DIMS or short) and p.seqlen_k <= CARRY_MAX_KEYS
     return replace(spec, carry=True) if carry and spec.q_buffers == 2 and spec.schedule != "serial" else spec
 
 
