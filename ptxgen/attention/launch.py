@@ -82,8 +82,8 @@ O_STAGING_HEAD_DIMS = (128,)
 # (runs/2026-12-06-h100-carry-kgrouped runs 1 and 2): D 128 non-causal 1.034 / 1.045 at 512 keys, 1.031 / 1.014 at
 # 1024, 0.992 at 2048; D 128 causal 0.958 / 0.955 at 512; D 64 non-causal on the overlap 192 x 128 walk 0.974-0.978
 # (its S is half as long: the carried S delays the epilogue more than it hides); the D 64 ping-pong 128 x 128 walk of
-# short calls (D64_PINGPONG_KEYS) carries it: 0.992 of cuDNN at 512 keys with it, 0.939 without (runs/2026-12-06-h100-
-# pairs-sanitizer-training run 3)
+# short calls (D64_PINGPONG_KEYS) carries it: 0.992 of cuDNN at 512 keys with it, 0.939 without
+# (runs/2026-12-06-h100-pairs-sanitizer-training run 3)
 CARRY_HEAD_DIMS = (128,)
 CARRY_MAX_KEYS = 1024
 
