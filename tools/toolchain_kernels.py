@@ -290,36 +290,45 @@ def attention_q_buffer_specs() -> list:
 def tail_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
     """ptxgen.ops.tailzero's kernels (written with ptxgen.author) compiled by ``toolchain``'s NVRTC and gated by their
     author's SASS counts (no MMA) and no local memory."""
+    from ptxgen.ops import tailzero
+    from ptxgen.runtime.compile.sass import check_counts
+
+    kernels = {k.name: k for k in (tailzero.kernel_for(d) for d in ("bf16", "f16", "f32"))}
+    out = []
+    for name, version, sass, res in compiled(toolchain, workdir, {n: (k.arch.value, k.render()) for n, k in kernels.items()}):
+        if sass is None:
+            out.append((name, False, version))
+            continue
+        rep = check_counts(name, dict(kernels[name].expect_sass), sass, res)
+        out.append((name, rep.ok and rep.local_bytes == 0, f"{version} {rep.counts} local={rep.local_bytes} {rep.problems}"))
+    return out
+
+
+def compiled(toolchain, workdir: Path, sources: dict):
+    """(name, NVRTC version, SASS, resource usage) of each ``sources`` entry (name -> (arch, CUDA source)) compiled by
+    ``toolchain``'s NVRTC in a process of its own; (name, the error, None, None) for one that does not compile."""
     import json
     import os
     import subprocess
 
-    from ptxgen.ops import tailzero
-    from ptxgen.runtime.compile.sass import check_counts
     from ptxgen.runtime.compile.toolchain import run_tool
 
-    kernels = {d: tailzero.kernel_for(d) for d in ("bf16", "f16", "f32")}
     jobs = []
-    for k in kernels.values():
-        cu = workdir / f"{k.name}.cu"
-        cu.write_text(k.render())
-        jobs.append({"name": k.name, "arch": k.arch.value, "cu": str(cu)})
+    for name, (arch, source) in sources.items():
+        cu = workdir / f"{name}.cu"
+        cu.write_text(source)
+        jobs.append({"name": name, "arch": arch, "cu": str(cu)})
     proc = subprocess.run([sys.executable, "-m", "ptxgen.runtime.compile.toolchains", str(toolchain.library), str(workdir)],
                           input=json.dumps(jobs), capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    out = []
     for line in proc.stdout.splitlines():
         rec = json.loads(line)
         if "error" in rec:
-            out.append((rec["name"], False, rec["error"][:300]))
+            yield rec["name"], rec["error"][:300], None, None
             continue
-        k = next(k for k in kernels.values() if k.name == rec["name"])
-        cubin = (workdir / f"{k.name}.cubin").read_bytes()
-        rep = check_counts(k.name, dict(k.expect_sass), run_tool("cuobjdump", ["--dump-sass"], cubin),
-                           run_tool("cuobjdump", ["--dump-resource-usage"], cubin))
-        ok = rep.ok and rep.local_bytes == 0
-        out.append((k.name, ok, f"{rec['version']} {rep.counts} local={rep.local_bytes} {rep.problems}"))
-    return out
+        cubin = (workdir / f"{rec['name']}.cubin").read_bytes()
+        yield (rec["name"], rec["version"], run_tool("cuobjdump", ["--dump-sass"], cubin),
+               run_tool("cuobjdump", ["--dump-resource-usage"], cubin))
 
 
 ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap", True), (128, 128, 192, 2, "pingpong", False),
@@ -329,17 +338,12 @@ ATTENTION_0_4 = ((64, 192, 128, 2, "overlap", False), (64, 192, 128, 2, "overlap
 def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=None,
                       specs=None) -> list[tuple[str, bool, str]]:
     """Each attention kernel compiled by ``toolchain``'s NVRTC and gated by its own SASS check (no local memory)."""
-    import json
-    import os
-    import subprocess
-
     from ptxgen.attention.build import check_attention_sass, check_attention_sass_sm100
     from ptxgen.attention.plan import plan_attention
     from ptxgen.attention.plan_sm100 import plan_attention_sm100
     from ptxgen.attention.render import render, render_sm100
     from ptxgen.attention.spec import AttentionSpec
     from ptxgen.isa.types import Arch
-    from ptxgen.runtime.compile.toolchain import run_tool
 
     given = specs
     specs = [AttentionSpec(head_dim=d, causal=c, schedule=s) for d in (64, 128) for c in (False, True)
@@ -350,28 +354,19 @@ def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=N
     elif new_tiles or tiles:  # the 0.4.0 tiles and walk (or ``tiles``), causal and not
         specs = [AttentionSpec(d, bm, bn, c, stages=st, schedule=sch, persistent=walk)
                  for d, bm, bn, st, sch, walk in (tiles or ATTENTION_0_4) for c in (False, True)]
-    jobs, plans = [], {}
+    plans, sources = {}, {}
     for spec in specs:
         plan = plan_attention_sm100(spec) if spec.tcgen05 else plan_attention(spec)
-        cu = workdir / f"{spec.kernel_name}.cu"
-        cu.write_text(render_sm100(plan) if spec.tcgen05 else render(plan))
-        jobs.append({"name": spec.kernel_name, "arch": spec.arch.value, "cu": str(cu)})
+        sources[spec.kernel_name] = (spec.arch.value, render_sm100(plan) if spec.tcgen05 else render(plan))
         plans[spec.kernel_name] = plan
-    proc = subprocess.run([sys.executable, "-m", "ptxgen.runtime.compile.toolchains", str(toolchain.library), str(workdir)],
-                          input=json.dumps(jobs), capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     out = []
-    for line in proc.stdout.splitlines():
-        rec = json.loads(line)
-        name = rec["name"]
-        if "error" in rec:
-            out.append((name, False, rec["error"][:300]))
+    for name, version, sass, res in compiled(toolchain, workdir, sources):
+        if sass is None:
+            out.append((name, False, version))
             continue
-        cubin = (workdir / f"{name}.cubin").read_bytes()
-        sass, res = run_tool("cuobjdump", ["--dump-sass"], cubin), run_tool("cuobjdump", ["--dump-resource-usage"], cubin)
         plan = plans[name]
         rep = check_attention_sass_sm100(plan, sass, res) if plan.spec.tcgen05 else check_attention_sass(plan, sass, res)
-        out.append((name, not rep.problems, f"{rec['version']} {rep.problems}"))
+        out.append((name, not rep.problems, f"{version} {rep.problems}"))
     return out
 
 

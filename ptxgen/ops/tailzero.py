@@ -42,12 +42,12 @@ def built(dtype: str):
     return k
 
 
-_SMS: dict = {}
-
-
 def zero_tail(torch, out, offs) -> None:
     """Rows of torch tensor ``out`` (M x cols, row stride ``out.stride(0)``) at or past ``offs[-1]`` set to zero, on
     the current stream of ``out``'s device (made the current device for the launch); nothing synchronises."""
+    from ..api.launch import streams
+    from ..runtime.launch.arrays import DTYPE_BY_NAME
+
     m, cols = out.shape
     if m == 0 or cols == 0:
         return
@@ -55,14 +55,11 @@ def zero_tail(torch, out, offs) -> None:
         out.zero_()
         return
     dev = out.device.index
-    sms = _SMS.get(dev)
-    if sms is None:
-        sms = _SMS[dev] = torch.cuda.get_device_properties(out.device).multi_processor_count
-    dtype = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[str(out.dtype).removeprefix("torch.")]
-    grid = max(1, min(sms * CTAS_PER_SM, m))
+    grid = max(1, min(streams.require_gpu(dev).sm_count * CTAS_PER_SM, m))
+    kernel = built(DTYPE_BY_NAME[str(out.dtype).removeprefix("torch.")])
     args = (out, offs, int(offs.shape[0]), m, cols, int(out.stride(0)))
     if dev == torch.cuda.current_device():
-        built(dtype)(*args, grid=(grid, 1, 1))
+        kernel(*args, grid=(grid, 1, 1))
     else:
         with torch.cuda.device(out.device):
-            built(dtype)(*args, grid=(grid, 1, 1))
+            kernel(*args, grid=(grid, 1, 1))
