@@ -21,10 +21,12 @@ every K-grouped variant; the attention defaults, BM 192, D 128 x BN 192 and the 
 runs/2026-12-06-nvrtc128-one-launch), ``0.4.1`` (the swapped stream-K picks, the f16-accumulate picks, attention at head dim
 256 and the causal walk; runs/2026-12-06-nvrtc128-0-4-1), ``short-calls`` (after 0.4.1: the tiny split-K picks, the
 persistent attention kernels with two Q buffers, O staged and the carried S, the K-grouped 128 x 256 default and the
-swapped pairs in 1x2 clusters; runs/2026-12-06-nvrtc128-short-calls).
+swapped pairs in 1x2 clusters; runs/2026-12-06-nvrtc128-short-calls), ``one-pass-grad`` (after 0.4.1: ptxgen.ops.actgrad's
+activation backward with its column sums and the column sum, written with ptxgen.author, and the chain's dact step with
+gelu's derivative without cancellation; runs/2026-12-06-nvrtc128-one-pass-grad).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|one-pass-grad|all]
 """
 import argparse
 import dataclasses
@@ -287,13 +289,12 @@ def attention_q_buffer_specs() -> list:
     return plain + carried
 
 
-def tail_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
-    """ptxgen.ops.tailzero's kernels (written with ptxgen.author) compiled by ``toolchain``'s NVRTC and gated by their
-    author's SASS counts (no MMA) and no local memory."""
-    from ptxgen.ops import tailzero
+def author_results(toolchain, workdir: Path, kernels) -> list[tuple[str, bool, str]]:
+    """Kernels written with ptxgen.author (``ptxgen.author.Kernel`` declarations) compiled by ``toolchain``'s NVRTC and
+    gated by their author's SASS counts and no local memory."""
     from ptxgen.runtime.compile.sass import check_counts
 
-    kernels = {k.name: k for k in (tailzero.kernel_for(d) for d in ("bf16", "f16", "f32"))}
+    kernels = {k.name: k for k in kernels}
     out = []
     for name, version, sass, res in compiled(toolchain, workdir, {n: (k.arch.value, k.render()) for n, k in kernels.items()}):
         if sass is None:
@@ -302,6 +303,31 @@ def tail_results(toolchain, workdir: Path) -> list[tuple[str, bool, str]]:
         rep = check_counts(name, dict(kernels[name].expect_sass), sass, res)
         out.append((name, rep.ok and rep.local_bytes == 0, f"{version} {rep.counts} local={rep.local_bytes} {rep.problems}"))
     return out
+
+
+def tail_kernels() -> list:
+    """ptxgen.ops.tailzero's kernels (the expert bank's dx tail), one per output type."""
+    from ptxgen.ops import tailzero
+
+    return [tailzero.kernel_for(d) for d in ("bf16", "f16", "f32")]
+
+
+def one_pass_grad_kernels() -> list:
+    """ptxgen.ops.actgrad's kernels: the activation backward with per-CTA column sums (each activation, bf16 and f16)
+    and the column sum into each bias type."""
+    from ptxgen.ops import actgrad
+
+    return ([actgrad.grad_kernel(a, d) for a in actgrad.ACTIVATIONS for d in actgrad.DTYPES]
+            + [actgrad.sum_kernel(o) for o in actgrad.BIAS_DTYPES])
+
+
+def one_pass_grad_gemm_specs() -> dict:
+    """The chain's dact step with gelu's derivative rewritten without cancellation (tanh and erf forms)."""
+    from ptxgen.derive.tile.spec import make_spec
+
+    base = dict(bm=128, bn=256, bk=64, a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", out_dtype="bf16",
+                arch="sm_90a", stages=4, schedule="persistent")
+    return {f"chain dact {a}": make_spec(**base, fuse=f"dact={a}") for a in ("gelu_tanh", "gelu_erf")}
 
 
 def compiled(toolchain, workdir: Path, sources: dict):
@@ -373,7 +399,8 @@ def attention_results(toolchain, workdir: Path, new_tiles: bool = False, tiles=N
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
-                                      "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "all"),
+                                      "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
+                                      "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -402,6 +429,8 @@ def main() -> int:
     if args.set in ("short-calls", "all"):
         specs.update(tiny_split_specs())
         specs.update(after_0_4_1_gemm_specs())
+    if args.set in ("one-pass-grad", "all"):
+        specs.update(one_pass_grad_gemm_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
@@ -425,8 +454,10 @@ def main() -> int:
             bad += not ok
             res.append(name)
             print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
-    if args.set in ("short-calls", "all"):
-        for name, ok, detail in tail_results(found[0], Path(tempfile.mkdtemp())):
+    authored = (tail_kernels() if args.set in ("short-calls", "all") else []) + \
+        (one_pass_grad_kernels() if args.set in ("one-pass-grad", "all") else [])
+    if authored:
+        for name, ok, detail in author_results(found[0], Path(tempfile.mkdtemp()), authored):
             bad += not ok
             res.append(name)
             print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")

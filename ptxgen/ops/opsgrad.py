@@ -22,7 +22,11 @@ kernel (the chain's ``aux``), so nothing is recomputed:
   goes to ``a_pre``, ``gemm_dact(dz, b.t(), a_pre, a_activation)`` = (dz @ b) x a_activation'(a_pre), the previous
   layer's derivative fused into this dX GEMM's epilogue (the chain's ``dact``); ``a`` gets none (it is a function of
   ``a_pre``; a gradient that reaches it by another use still flows into the previous layer's y);
-- otherwise da = ``gemm(dz, b.t())``; db = ``gemm(dz.t(), a.t())``; dbias the column sum of dz, as for ``gemm``.
+- otherwise da = ``gemm(dz, b.t())``; db = ``gemm(dz.t(), a.t())``; dbias the column sum of dz, as for ``gemm``;
+- with a bias and an activation, dz and dbias come from one operator, ``activation_grad`` (in eager mode, where dy,
+  z and a have one type and nothing else reaches z): on the GPU one pass over dy and z that writes dz and sums it
+  as it goes (ptxgen.ops.actgrad), where torch eager runs the activation's backward and then reads dz again for the
+  bias' sum.
 
 ``grouped_gemm(a, b, offs, out_dtype)``: rows of group g of y are a[rows g] @ b[g].T:
 - da through the N-major grouped form: ``grouped_gemm(dy, b.transpose(1, 2), offs, zero_tail=True)``, rows past the
@@ -84,6 +88,21 @@ def column_sum(dz, dtype):
     if dtype == dz.dtype or dtype == acc:
         return dz.sum(0, dtype=dtype)
     return dz.sum(0, dtype=acc).to(dtype)
+
+
+def activation_and_bias_grad(dy, z, act: str, a_dtype, bias_dtype):
+    """(dz, dbias) for dz = dy x act'(z) as a row-major M x N of ``a_dtype`` and its column sum in ``bias_dtype``, by
+    ``torch.ops.ptxgen.activation_grad`` (one pass over dy and z on the GPU: ptxgen.ops.actgrad), or (None, None) where
+    the caller's own two steps apply: under torch.compile (the activation's backward and the sum stay torch operators
+    for inductor to schedule) and where dy, z and ``a_dtype`` are not one type."""
+    torch = _torch()
+    if torch.compiler.is_compiling() or not (dy.dtype == z.dtype == a_dtype):
+        return None, None
+    n = z.shape[-1]
+    token = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}.get(bias_dtype)
+    if token is None:
+        return None, None
+    return torch.ops.ptxgen.activation_grad(dy.reshape(-1, n), z.reshape(-1, n), act, token)
 
 
 def _aligned_rows(t):
@@ -162,22 +181,26 @@ def aux_backward(ctx, dy, dz_in):
         return (None,) * n_in
     _check_trainable(a, b)
     need = _needs(ctx, 7)
-    dz = None
-    if dy is not None:
-        dz = activation_backward(dy.to(z.dtype), z, ctx.act) if ctx.act != "none" else dy
-    if dz_in is not None:
-        dz = dz_in if dz is None else dz + dz_in
     k, n = a.shape[-1], b.shape[0]
-    dz2 = _row_major(dz.reshape(-1, n).to(a.dtype))
-    da = db = dbias = da_pre = None
+    dz2 = dbias = None
+    if dz_in is None and ctx.act != "none" and need[3] and bias is not None:
+        dz2, dbias = activation_and_bias_grad(dy, z, ctx.act, a.dtype, bias.dtype)
+    if dz2 is None:
+        dz = None
+        if dy is not None:
+            dz = activation_backward(dy.to(z.dtype), z, ctx.act) if ctx.act != "none" else dy
+        if dz_in is not None:
+            dz = dz_in if dz is None else dz + dz_in
+        dz2 = _row_major(dz.reshape(-1, n).to(a.dtype))
+        if need[3] and bias is not None:
+            dbias = column_sum(dz2, bias.dtype)
+    da = db = da_pre = None
     if a_pre is not None and need[5]:
         da_pre = torch.ops.ptxgen.gemm_dact(dz2, b.t(), a_pre, ctx.a_act).reshape(a_pre.shape)
     elif need[0]:
         da = torch.ops.ptxgen.gemm(dz2, b.t()).reshape(a.shape)
     if need[1]:
         db = torch.ops.ptxgen.gemm(dz2.t(), a.reshape(-1, k).t()).to(b.dtype)
-    if need[3] and bias is not None:
-        dbias = column_sum(dz2, bias.dtype)
     return (da, db, None, dbias, None, da_pre, None)[:n_in]
 
 

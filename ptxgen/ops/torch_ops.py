@@ -24,6 +24,10 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
         G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
         kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
+    torch.ops.ptxgen.activation_grad(dy, z, activation, bias_dtype) -> (Tensor dz, Tensor dbias)
+        dz = dy x act'(z) (M x N, contiguous, dy's type) and dbias = dz summed over the rows in bias_dtype (f32, f16,
+        bf16): one pass over dy and z by ptxgen.ops.actgrad's kernels where they take the tensors, else torch's
+        activation backward and sum; what the autograd formulas below call for a Linear's bias and activation
     torch.ops.ptxgen.scaled_gemm(a, b, scale_a, scale_b, out_dtype=None, bias=None) -> Tensor
         (a @ b.T) x scale_a x scale_b + bias for FP8 a (M x K) and b (N x K), scale_a M x 1, scale_b 1 x N, as
         ptxgen.scaled_gemm (torch._scaled_mm's row-wise recipe); gradients for the scales, the bias, and for a / b
@@ -49,6 +53,8 @@ GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=N
 GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
 SCALED_SCHEMA = ("scaled_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, str? out_dtype=None, Tensor? bias=None) "
                  "-> Tensor")
+# a Linear layer's activation backward with its bias gradient (ptxgen.ops.actgrad); no autograd of its own
+ACT_GRAD_SCHEMA = "activation_grad(Tensor dy, Tensor z, str activation, str bias_dtype) -> (Tensor, Tensor)"
 # ptxgen.attention as an operator (functional: a new output shaped and strided like q)
 ATTENTION_SCHEMA = "attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> Tensor"
 _LOCK = threading.Lock()
@@ -296,6 +302,36 @@ def _scaled_fake(a, b, scale_a, scale_b, out_dtype=None, bias=None):
     return _rows(a, a.shape[0], b.shape[0], _out_name(a, out_dtype))
 
 
+def _bias_dtype(token: str):
+    """The torch dtype of a bias gradient named ``token`` (f32, f16, bf16)."""
+    if token not in ("f32", "f16", "bf16"):
+        raise ValueError(f"bias_dtype {token!r}: one of f32, f16, bf16")
+    return getattr(sys.modules["torch"], _OUT_TOKENS[token])
+
+
+def _act_grad_cpu(dy, z, activation, bias_dtype):
+    from .opsgrad import column_sum
+    from .opsref import activation_backward
+
+    dz = activation_backward(dy, z, activation).contiguous()
+    return dz, column_sum(dz, _bias_dtype(bias_dtype))
+
+
+def _act_grad_impl(dy, z, activation, bias_dtype):
+    from . import actgrad
+    from .opsref import canonical_activation
+
+    torch = sys.modules["torch"]
+    act, bdt = canonical_activation(activation), _bias_dtype(bias_dtype)
+    if actgrad.eligible(dy, z, act, bdt):
+        return actgrad.activation_grad(torch, dy, z, act, bdt)
+    return _act_grad_cpu(dy, z, act, bias_dtype)
+
+
+def _act_grad_fake(dy, z, activation, bias_dtype):
+    return dy.new_empty(dy.shape), dy.new_empty((dy.shape[-1],), dtype=_bias_dtype(bias_dtype))
+
+
 def _attention_impl(q, k, v, causal=False, scale=None):
     from ..attention.launch import attention
 
@@ -307,7 +343,8 @@ def _attention_fake(q, k, v, causal=False, scale=None):
 
 
 def register_torch_ops(only_if_imported: bool = False) -> bool:
-    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm``, ``grouped_gemm_k`` and ``scaled_gemm`` with their autograd formulas
+    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm``, ``grouped_gemm_k``, ``scaled_gemm`` (with
+    their autograd formulas) and ``activation_grad``
     (once per process). ``only_if_imported``: do nothing unless torch is already imported. True when the operators
     are (now) registered."""
     if _STATE.get("done"):
@@ -329,7 +366,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                 ("gemm_dact", DACT_SCHEMA, _dact_impl, _dact_cpu, _dact_fake),
                 ("grouped_gemm", GROUPED_SCHEMA, _grouped_impl, _grouped_cpu, _grouped_fake),
                 ("grouped_gemm_k", GROUPED_K_SCHEMA, _grouped_k_impl, _grouped_k_cpu, _grouped_k_fake),
-                ("scaled_gemm", SCALED_SCHEMA, _scaled_impl, _scaled_cpu, _scaled_fake)):
+                ("scaled_gemm", SCALED_SCHEMA, _scaled_impl, _scaled_cpu, _scaled_fake),
+                ("activation_grad", ACT_GRAD_SCHEMA, _act_grad_impl, _act_grad_cpu, _act_grad_fake)):
             lib.define(schema)
             lib.impl(name, impl, "CUDA")
             lib.impl(name, cpu, "CPU")

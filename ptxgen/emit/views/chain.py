@@ -38,8 +38,10 @@ def activation_c_expr(act: Activation, y: str = "y") -> str:
 def dact_c_body(act: Activation, z: str = "z") -> str:
     """The body of ``chain_dact(float z)``: act'(z), the backward step's factor (fusion's ``dact``; the formulas in
     ptxgen.isa.epiops.Activation.derivative). gelu_tanh through e = exp(2u) = 2^(2u log2 e), s = 1 / (1 + e) =
-    (1 - tanh u) / 2, so that 0.5 (1 + tanh u) = 1 - s and 1 - tanh^2 u = 4 s (1 - s) keep their accuracy where tanh
-    saturates (no cancellation in 1 - t^2); EX2 and RCP saturate to inf and 0 there, never NaN."""
+    (1 - tanh u) / 2, so that 0.5 (1 + tanh u) = 1 - s = e s and 1 - tanh^2 u = 4 s (1 - s) keep their accuracy where
+    tanh saturates: 1 - s where s is small (z >= 0; e may be inf there), e s where s is near 1 (z < 0: 1 - s would
+    cancel, 10% off at z = -4.6 in f32). gelu_erf's Phi(z) as erfc(-z / sqrt 2) / 2 (0.5 (1 + erf) cancels for z << 0).
+    EX2 and RCP saturate to inf and 0, never NaN."""
     l2e2 = 2.0 * math.log2(math.e)
     if act is Activation.RELU:
         return f"return {z} > 0.f ? 1.f : 0.f;"
@@ -47,9 +49,10 @@ def dact_c_body(act: Activation, z: str = "z") -> str:
         return (f"const float e = ex2_approx({z} * fmaf({l2e2 * GELU_TANH_K0 * GELU_TANH_K1!r}f, {z} * {z}, {l2e2 * GELU_TANH_K0!r}f));"
                 f"  // exp(2u), u = k0 (z + k1 z^3)\n"
                 f"  const float s = rcp_approx(1.f + e);  // (1 - tanh u) / 2\n"
-                f"  return fmaf(2.f * {z} * s * (1.f - s), fmaf({3.0 * GELU_TANH_K0 * GELU_TANH_K1!r}f, {z} * {z}, {GELU_TANH_K0!r}f), 1.f - s);")
+                f"  const float q = {z} < 0.f ? e * s : 1.f - s;  // (1 + tanh u) / 2 without cancellation\n"
+                f"  return fmaf(2.f * {z} * s * q, fmaf({3.0 * GELU_TANH_K0 * GELU_TANH_K1!r}f, {z} * {z}, {GELU_TANH_K0!r}f), q);")
     if act is Activation.GELU_ERF:
-        return (f"return fmaf({z} * {INV_SQRT_2PI!r}f, __expf(-0.5f * {z} * {z}), 0.5f * (1.f + erff({z} * {INV_SQRT2!r}f)));")
+        return (f"return fmaf({z} * {INV_SQRT_2PI!r}f, __expf(-0.5f * {z} * {z}), 0.5f * erfcf(-{z} * {INV_SQRT2!r}f));")
     if act is Activation.SILU:
         return f"const float s = rcp_approx(1.f + __expf(-{z}));  // sigmoid(z)\n  return s * fmaf({z}, 1.f - s, 1.f);"
     raise ValueError(f"no derivative step for {act.value}")

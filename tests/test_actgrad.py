@@ -1,0 +1,325 @@
+"""ptxgen.ops.actgrad: a Linear layer's activation backward and bias gradient in one pass (two kernels written with
+ptxgen.author). L1 (no GPU): the derivative kernel's rendered source compiled as host C++ (its MUFU and conversion
+helpers replaced by exact host ones) and run over every CTA and thread of its grid writes every element of dz from
+its own dy and z and per-CTA column sums that add up to the column sums of that dz, at odd shapes, strides and row
+splits; controls with a row block shifted and the sums written to the wrong row are caught. L2 (no GPU): each kernel
+compiles for sm_90a with no MMA and no local memory, the derivative kernel with 16-byte loads and stores. gpu: dz and
+dbias against float64 (and torch's two operators) for every activation, both 16-bit types, three bias types, odd
+shapes and strided rows; the operator's fallback where the kernels do not take the tensors."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+import pytest
+
+from ptxgen.ops import actgrad
+
+GELU_K0 = math.sqrt(2.0 / math.pi)
+
+
+# -- L2 -------------------------------------------------------------------------------------------------------------------
+
+def _opcodes(dump: str) -> list[str]:
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", dump)
+
+
+@pytest.mark.parametrize("act", actgrad.ACTIVATIONS)
+@pytest.mark.parametrize("dtype", actgrad.DTYPES)
+def test_the_derivative_kernel_compiles_with_16_byte_accesses_and_no_local_memory(act, dtype):
+    from ptxgen.author import build
+
+    built = build(actgrad.grad_kernel(act, dtype))
+    assert built.sass.ok and built.sass.counts == {"HGMMA": 0} and built.sass.local_bytes == 0, built.sass.problems
+    ops = _opcodes(built.sass_dump)
+    assert sum(o.startswith("LDG.E.128") for o in ops) >= 2 and "STG.E.128" in ops, sorted(set(ops))
+    assert not any(o.startswith(("LDG.E.U16", "STG.E.U16", "LDG.E.32", "STG.E.32")) for o in ops)
+
+
+@pytest.mark.parametrize("out", actgrad.BIAS_DTYPES)
+def test_the_column_sum_kernel_compiles_without_local_memory(out):
+    from ptxgen.author import build
+
+    built = build(actgrad.sum_kernel(out))
+    assert built.sass.ok and built.sass.local_bytes == 0, built.sass.problems
+
+
+def test_refusals_name_the_legal_values():
+    with pytest.raises(ValueError, match="relu, gelu_tanh, gelu_erf, silu"):
+        actgrad.grad_kernel("tanh", "bf16")
+    with pytest.raises(ValueError, match="bf16 or f16"):
+        actgrad.grad_kernel("relu", "f32")
+    with pytest.raises(ValueError, match="bf16, f16, f32"):
+        actgrad.sum_kernel("e4m3")
+
+
+def test_grid_plan_covers_every_row_and_column_once():
+    """Exhaustive over small shapes and SM counts: the row blocks tile [0, M) (no empty block, none past M), the
+    column CTAs cover N, at least MIN_ROWS_PER_CTA rows a block unless M is smaller."""
+    for sms in (1, 2, 7, 132):
+        for m in list(range(1, 70)) + [1000, 8192]:
+            for n in (8, 1024, 1032, 4096, 14336):
+                cols, blocks, rows = actgrad.grid_plan(m, n, sms)
+                assert cols * actgrad.THREADS * actgrad.COLS_PER_THREAD >= n > (cols - 1) * actgrad.THREADS * 8
+                assert blocks * rows >= m > (blocks - 1) * rows, (m, n, sms)
+                assert rows >= min(m, actgrad.MIN_ROWS_PER_CTA)
+
+
+# -- L1: the rendered derivative kernel as host C++ ----------------------------------------------------------------------
+
+HOST = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+struct Dim3 { unsigned x, y, z; };
+static Dim3 blockIdx, threadIdx, gridDim;
+struct uint4 { unsigned x, y, z, w; };
+struct float4 { float x, y, z, w; };
+static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+static int min(int a, int b) { return a < b ? a : b; }
+static float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+static unsigned short f32_to_bf16_bits(float x) {  // round to nearest even
+  unsigned u; std::memcpy(&u, &x, 4); u += 0x7fffu + ((u >> 16) & 1u); return static_cast<unsigned short>(u >> 16);
+}
+static void b32_to_b16x2(unsigned w, unsigned short& lo, unsigned short& hi) {
+  lo = static_cast<unsigned short>(w & 0xffffu); hi = static_cast<unsigned short>(w >> 16);
+}
+static unsigned b16x2_to_b32(unsigned short lo, unsigned short hi) { return lo | (static_cast<unsigned>(hi) << 16); }
+static float tanh_approx(float x) { return std::tanh(x); }
+static float ex2_approx(float x) { return std::exp2(x); }
+static float rcp_approx(float x) { return 1.f / x; }
+static float host_expf(float x) { return std::exp(x); }
+#define __expf host_expf
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __launch_bounds__(n)
+#define __restrict__
+KERNEL
+int main() {
+  int m, n, ld_dy, ld_z, ld_dz, cols, blocks, rows;
+  while (std::scanf("%d %d %d %d %d %d %d %d", &m, &n, &ld_dy, &ld_z, &ld_dz, &cols, &blocks, &rows) == 8) {
+    std::vector<unsigned short> dy(static_cast<size_t>(m) * ld_dy), z(static_cast<size_t>(m) * ld_z);
+    for (auto& v : dy) { unsigned t; std::scanf("%u", &t); v = static_cast<unsigned short>(t); }
+    for (auto& v : z) { unsigned t; std::scanf("%u", &t); v = static_cast<unsigned short>(t); }
+    std::vector<unsigned short> dz(static_cast<size_t>(m) * ld_dz, 0xffffu);
+    std::vector<float> partial(static_cast<size_t>(blocks) * n, NAN);
+    gridDim = {static_cast<unsigned>(cols), static_cast<unsigned>(blocks), 1};
+    for (int by = 0; by < blocks; ++by)
+      for (int bx = 0; bx < cols; ++bx)
+        for (int t = 0; t < THREADS; ++t) {
+          blockIdx = {static_cast<unsigned>(bx), static_cast<unsigned>(by), 0};
+          threadIdx = {static_cast<unsigned>(t), 0, 0};
+          NAME(dy.data(), z.data(), dz.data(), partial.data(), m, n, rows, ld_dy, ld_z, ld_dz);
+        }
+    for (auto v : dz) std::printf("%u ", v);
+    std::printf("\n");
+    for (auto v : partial) std::printf("%.9g ", v);
+    std::printf("\n");
+  }
+  return 0;
+}
+"""
+
+
+def _host_source(source: str) -> str:
+    """The rendered kernel without its inline-PTX helpers (each one ``__device__ __forceinline__`` function whose body
+    holds ``asm(``); HOST defines exact host functions of the same names."""
+    out, skip = [], False
+    lines = source.replace('extern "C" ', "").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("__device__ __forceinline__") and any("asm(" in x for x in lines[i:i + 4]) and line.rstrip().endswith("{"):
+            skip = True
+        if not skip:
+            out.append(line)
+        elif line == "}":
+            skip = False
+    return "\n".join(out)
+
+
+def _bf16(x: float) -> int:
+    import struct
+
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def _f(bits: int) -> float:
+    import struct
+
+    return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+
+
+def _dact(act: str, z: float) -> float:
+    """act'(z), restated from the formulas (ptxgen.isa.epiops.Activation.derivative), in float64."""
+    if act == "relu":
+        return 1.0 if z > 0 else 0.0
+    if act == "silu":
+        s = 1.0 / (1.0 + math.exp(-z))
+        return s * (1.0 + z * (1.0 - s))
+    if act == "gelu_erf":
+        return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0))) + z * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    t = math.tanh(GELU_K0 * (z + 0.044715 * z ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_K0 * (1.0 + 3.0 * 0.044715 * z * z)
+
+
+def _cases(seed: int = 3):
+    rng = random.Random(seed)
+    cases = [(1, 8, 8, 8, 8, 1), (3, 1032, 1032, 1040, 1032, 1), (40, 16, 24, 16, 32, 5), (17, 2056, 2056, 2056, 2064, 2)]
+    for _ in range(8):
+        m, n = rng.randint(1, 48), 8 * rng.randint(1, 140)
+        cases.append((m, n, n + 8 * rng.randint(0, 2), n + 8 * rng.randint(0, 2), n + 8 * rng.randint(0, 2), rng.randint(1, 9)))
+    return cases
+
+
+def _host_run(tmp_path, source: str, name: str, act: str, cases):
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        pytest.skip("no host C++ compiler")
+    src = HOST.replace("KERNEL", _host_source(source)).replace("NAME", name).replace("THREADS", str(actgrad.THREADS))
+    (tmp_path / "actgrad.cc").write_text(src)
+    subprocess.run([cxx, "-O1", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas", "-Werror", "-o", str(tmp_path / "actgrad"),
+                    str(tmp_path / "actgrad.cc")], check=True)
+    rng = random.Random(11)
+    lines, inputs = [], []
+    for m, n, ld_dy, ld_z, ld_dz, sms in cases:
+        cols, blocks, rows = actgrad.grid_plan(m, n, sms)
+        dy = [_bf16(rng.uniform(-3, 3)) for _ in range(m * ld_dy)]
+        z = [_bf16(rng.uniform(-5, 5)) for _ in range(m * ld_z)]
+        inputs.append((dy, z, blocks))
+        lines.append(f"{m} {n} {ld_dy} {ld_z} {ld_dz} {cols} {blocks} {rows}\n{' '.join(map(str, dy))}\n{' '.join(map(str, z))}\n")
+    out = subprocess.run([str(tmp_path / "actgrad")], input="".join(lines), capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    return [(inputs[i], [int(v) for v in out[2 * i].split()], [float(v) for v in out[2 * i + 1].split()])
+            for i in range(len(cases))]
+
+
+def _problems(act: str, case, result) -> list[str]:
+    """What the rule says, checked: dz[r, c] = bf16(dy x act'(z)) of its own element (within one bf16 step of the
+    float64 value, plus 1e-6 |dy| for the f32 formulas' cancellation where act'(z) is near 0: gelu_erf's 1 + erf(z /
+    sqrt 2) at z << 0), padding columns untouched; the per-block sums of each column add up to
+    the column's sum of dz (as stored)."""
+    m, n, ld_dy, ld_z, ld_dz, _ = case
+    (dy, z, blocks), dz, partial = result
+    bad = []
+    for r in range(m):
+        for c in range(ld_dz):
+            got = dz[r * ld_dz + c]
+            if c >= n:
+                if got != 0xFFFF:
+                    bad.append(f"padding ({r}, {c}) written")
+                continue
+            g = _f(dy[r * ld_dy + c])
+            want = g * _dact(act, _f(z[r * ld_z + c]))
+            if got == 0xFFFF or abs(_f(got) - want) > 2 ** -7 * abs(want) + 1e-6 * abs(g):
+                bad.append(f"dz ({r}, {c}) = {_f(got)} != {want}")
+    for c in range(n):
+        col = sum(_f(dz[r * ld_dz + c]) for r in range(m))
+        got = sum(partial[b * n + c] for b in range(blocks))
+        if not math.isfinite(got) or abs(got - col) > 1e-5 * max(1.0, abs(col)):
+            bad.append(f"column {c}: partial sums {got} != {col}")
+    return bad
+
+
+@pytest.mark.parametrize("act", actgrad.ACTIVATIONS)
+def test_the_rendered_kernel_writes_dz_and_column_sums_on_the_host(tmp_path, act):
+    k = actgrad.grad_kernel(act, "bf16")
+    cases = _cases()
+    for case, result in zip(cases, _host_run(tmp_path, k.render(), k.name, act, cases)):
+        assert _problems(act, case, result) == [], case
+
+
+@pytest.mark.parametrize("mutation", ["row block", "partial row"])
+def test_control_a_shifted_row_block_or_sums_in_the_wrong_row_are_caught(tmp_path, mutation):
+    k = actgrad.grad_kernel("gelu_tanh", "bf16")
+    source = k.render()
+    old = {"row block": "static_cast<int>(blockIdx.y) * rows_per_cta;",
+           "partial row": "static_cast<unsigned long long>(blockIdx.y) * N + c0"}[mutation]
+    new = {"row block": "static_cast<int>(blockIdx.y) * rows_per_cta + 1;",
+           "partial row": "static_cast<unsigned long long>(blockIdx.x) * N + c0"}[mutation]
+    assert old in source
+    cases = [c for c in _cases() if actgrad.grid_plan(c[0], c[1], c[5])[1] > 1 or mutation == "row block"]
+    results = _host_run(tmp_path, source.replace(old, new), k.name, "gelu_tanh", cases)
+    assert any(_problems("gelu_tanh", c, r) for c, r in zip(cases, results))
+
+
+# -- gpu ----------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def torch(torch_cuda):
+    return torch_cuda
+
+
+def _reference(torch, dy, z, act):
+    from ptxgen.ops.opsref import activation_backward
+
+    return activation_backward(dy.double(), z.double(), act)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("act", actgrad.ACTIVATIONS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape,ld", [((1, 8), 8), ((300, 1032), 1032), ((1000, 4104), 4112), ((2048, 14336), 14336),
+                                      ((37, 2056), 2064)])
+def test_dz_and_dbias_against_float64(torch, act, dtype, shape, ld):
+    """dz within one 16-bit rounding of the float64 derivative times dy (plus 2e-6 |dy|: the f32 formulas near act' = 0); dbias equal (f32 accumulation) to the float64
+    sum of the dz the kernel wrote, and close to the float64 sum of the exact dz; strided rows (ld > N) read in place."""
+    dt = getattr(torch, dtype)
+    m, n = shape
+    g = torch.Generator(device="cuda").manual_seed(m + n)
+    dy = (torch.randn(m, ld, device="cuda", generator=g) * 2).to(dt)[:, :n]
+    z = (torch.randn(m, ld, device="cuda", generator=g) * 3).to(dt)[:, :n]
+    assert actgrad.eligible(dy, z, act, torch.float32)
+    for bias_dtype in (torch.float32, torch.bfloat16, torch.float16):
+        dz, dbias = actgrad.activation_grad(torch, dy, z, act, bias_dtype)
+        torch.cuda.synchronize()
+        ref = _reference(torch, dy, z, act)
+        assert dz.dtype == dt and dz.shape == (m, n) and dz.is_contiguous() and dbias.dtype == bias_dtype
+        step = 2 ** -7 if dtype == "bfloat16" else 2 ** -10
+        err = (dz.double() - ref).abs() - step * ref.abs() - 2e-6 * dy.double().abs()
+        assert err.max().item() <= 0, f"dz off by {err.max().item()}"
+        own = dz.double().sum(0)
+        tol = dict(rtol=1e-5, atol=1e-4) if bias_dtype == torch.float32 else dict(rtol=step, atol=step)
+        torch.testing.assert_close(dbias.double(), own, **tol)
+        torch.testing.assert_close(dbias.double(), ref.sum(0), rtol=1e-2, atol=step * m ** 0.5 * 4)
+
+
+@pytest.mark.gpu
+def test_the_operator_falls_back_where_the_kernels_do_not_take_the_tensors(torch):
+    """N not a multiple of 8 and a row stride of an odd number of elements go through torch's two operators: same
+    results as the reference; f32 tensors too."""
+    import ptxgen
+
+    ptxgen.register_torch_ops()
+    for m, n, ld, dt in ((5, 12, 12, torch.bfloat16), (9, 16, 17, torch.float16), (4, 16, 16, torch.float32)):
+        dy = torch.randn(m, ld, device="cuda").to(dt)[:, :n]
+        z = torch.randn(m, ld, device="cuda").to(dt)[:, :n]
+        assert not actgrad.eligible(dy, z, "gelu_tanh", torch.float32)
+        dz, dbias = torch.ops.ptxgen.activation_grad(dy, z, "gelu", "f32")
+        ref = _reference(torch, dy, z, "gelu_tanh")
+        torch.testing.assert_close(dz.double(), ref, rtol=1e-2, atol=1e-2)
+        torch.testing.assert_close(dbias.double(), dz.double().sum(0), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_linear_layers_bias_gradient_through_the_one_pass_operator(torch):
+    """ptxgen.nn.Linear with gelu: the step's bias gradient (the one-pass operator in eager mode) against torch's
+    Linear + GELU(tanh) in float64 from the same weights."""
+    import ptxgen.nn as pnn
+
+    lin = pnn.Linear(256, 1024, activation="gelu", dtype=torch.bfloat16, device="cuda")
+    ref = torch.nn.Linear(256, 1024, dtype=torch.float64, device="cuda")
+    with torch.no_grad():
+        ref.weight.copy_(lin.weight.double()); ref.bias.copy_(lin.bias.double())
+    x = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
+    lin(x).backward(dy)
+    torch.nn.functional.gelu(ref(x.double()), approximate="tanh").backward(dy.double())
+    scale = ref.bias.grad.abs().max().item()
+    assert (lin.bias.grad.double() - ref.bias.grad).abs().max().item() <= 0.02 * scale
