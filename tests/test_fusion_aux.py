@@ -160,14 +160,34 @@ int main() {
 """
 
 
-def _run_body(body: str, z: np.ndarray, tmp_path) -> np.ndarray:
-    """The rendered body of chain_dact compiled by g++ with the CUDA intrinsics as their exact double functions."""
+_HARNESS_F32 = r"""
+#include <cmath>
+#include <cstdio>
+static float ex2_approx(float x) { return std::exp2(x); }
+static float rcp_approx(float x) { return 1.f / x; }
+static float host_expf(float x) { return std::exp(x); }
+#define __expf host_expf
+static float chain_dact(float z) {
+  BODY
+}
+int main() {
+  float z;
+  while (std::scanf("%f", &z) == 1) std::printf("%.9g\n", chain_dact(z));
+  return 0;
+}
+"""
+
+
+def _run_body(body: str, z: np.ndarray, tmp_path, harness: str = _HARNESS) -> np.ndarray:
+    """The rendered body of chain_dact compiled by g++ in ``harness``: _HARNESS (the CUDA intrinsics as their exact
+    double functions) or _HARNESS_F32 (the kernel's f32 arithmetic, the MUFU ops as exact f32 functions)."""
     import shutil
 
     if shutil.which("g++") is None:
         pytest.skip("no g++")
-    src, exe = tmp_path / "dact.cc", tmp_path / "dact"
-    src.write_text(_HARNESS.replace("BODY", body))
+    tag = "32" if harness is _HARNESS_F32 else ""
+    src, exe = tmp_path / f"dact{tag}.cc", tmp_path / f"dact{tag}"
+    src.write_text(harness.replace("BODY", body))
     subprocess.run(["g++", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
     r = subprocess.run([str(exe)], input="\n".join(repr(float(v)) for v in z), capture_output=True, text=True, check=True)
     return np.array([float(v) for v in r.stdout.split()])
@@ -190,35 +210,6 @@ def test_rendered_derivative_is_torchs(act, tmp_path):
         assert np.abs(_run_body(bad, z, tmp_path) - want).max() > 1e-4, c
 
 
-_HARNESS_F32 = r"""
-#include <cmath>
-#include <cstdio>
-static float ex2_approx(float x) { return std::exp2(x); }
-static float rcp_approx(float x) { return 1.f / x; }
-static float host_expf(float x) { return std::exp(x); }
-#define __expf host_expf
-static float chain_dact(float z) {
-  BODY
-}
-int main() {
-  float z;
-  while (std::scanf("%f", &z) == 1) std::printf("%.9g\n", chain_dact(z));
-  return 0;
-}
-"""
-def _run_body_f32(body: str, z: np.ndarray, tmp_path) -> np.ndarray:
-    """The rendered body compiled by g++ in f32 (the kernel's arithmetic), MUFU ops as exact f32 functions."""
-    import shutil
-
-    if shutil.which("g++") is None:
-        pytest.skip("no g++")
-    src, exe = tmp_path / "dact32.cc", tmp_path / "dact32"
-    src.write_text(_HARNESS_F32.replace("BODY", body))
-    subprocess.run(["g++", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
-    r = subprocess.run([str(exe)], input="\n".join(repr(float(v)) for v in z), capture_output=True, text=True, check=True)
-    return np.array([float(v) for v in r.stdout.split()])
-
-
 @pytest.mark.parametrize("act", ["gelu_tanh", "gelu_erf", "silu"])
 def test_rendered_derivative_keeps_its_relative_accuracy_in_f32(act, tmp_path):
     """In f32, as the kernel computes it: act'(z) within 1e-4 relative (1e-7 absolute) of torch's float64 derivative
@@ -229,7 +220,7 @@ def test_rendered_derivative_keeps_its_relative_accuracy_in_f32(act, tmp_path):
     z = np.linspace(-12.0, 12.0, 2401).astype(np.float32).astype(np.float64)
     want = _torch_grad(z, act)
     keep = np.abs(want) > 1e-30
-    got = _run_body_f32(dact_c_body(Activation(act)), z, tmp_path)
+    got = _run_body(dact_c_body(Activation(act)), z, tmp_path, _HARNESS_F32)
     err = np.abs(got - want) - 1e-4 * np.abs(want) - 1e-7
     assert err[keep].max() <= 0, (z[keep][err[keep].argmax()], got[keep][err[keep].argmax()], want[keep][err[keep].argmax()])
     if act == "gelu_tanh":  # the control: the same body with (1 + tanh u) / 2 as 1 - s everywhere
@@ -237,7 +228,7 @@ def test_rendered_derivative_keeps_its_relative_accuracy_in_f32(act, tmp_path):
         q_line = next(line for line in body.splitlines(keepends=True) if "const float q" in line)
         old = body.replace(q_line, "").replace("* s * q,", "* s * (1.f - s),").replace(", q);", ", 1.f - s);")
         assert "q" not in old.replace("sqrt", "")
-        old = _run_body_f32(old, z, tmp_path)
+        old = _run_body(old, z, tmp_path, _HARNESS_F32)
         assert (np.abs(old - want) - 1e-4 * np.abs(want) - 1e-7)[keep].max() > 0
 
 
