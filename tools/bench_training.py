@@ -14,7 +14,10 @@ Variants timed: ptxgen (eager), torch (eager), torch.compile (the torch model, d
 adds two ptxgen forms that say what each part pays: ptxgen-fused-dact (the previous layer's derivative in each dX
 GEMM's epilogue: fuse_input_derivative=True; the default form saves z by aux and applies the derivative element-wise)
 and ptxgen-recompute (the activation fused without
-aux, the backward recomputing z with one more GEMM: save_preactivation=False).
+aux, the backward recomputing z with one more GEMM: save_preactivation=False), and the ptxgen model with
+torch_ops.ACT_GRAD_KERNEL the other way (ptxgen-act-grad-kernel-on / -off: the bias gradient and the activation's
+derivative by ptxgen.ops.actgrad's one pass, or by torch's two operators). --act-grad-kernel on|off sets that flag
+for the run (default: the module's).
 
 Gradient check, before timing: one step of each variant from the same weights, input and output gradient; every
 parameter's and the input's gradient against a float32 reference (the same model with f32 weights; the MoE router
@@ -111,14 +114,24 @@ def rel(got, ref) -> float:
     return float(torch.linalg.norm(got - ref) / max(float(torch.linalg.norm(ref)), 1e-30))
 
 
-def make_step(model, fn, x, dy):
+def make_step(model, fn, x, dy, act_grad_kernel=None):
+    """One training step; ``act_grad_kernel`` (True/False) sets torch_ops.ACT_GRAD_KERNEL for the step (None: as it is)."""
+    from ptxgen.ops import torch_ops
+
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step():
         for p in params:
             p.grad = None
         x.grad = None
-        fn(x).backward(dy)
+        if act_grad_kernel is None:
+            fn(x).backward(dy)
+            return
+        keep, torch_ops.ACT_GRAD_KERNEL = torch_ops.ACT_GRAD_KERNEL, act_grad_kernel
+        try:
+            fn(x).backward(dy)
+        finally:
+            torch_ops.ACT_GRAD_KERNEL = keep
     return step
 
 
@@ -133,11 +146,16 @@ def run_model(name, args, out) -> bool:
     ours, _ = build(name, args, True, torch.bfloat16)
     ours.load_state_dict(base.state_dict())
     models["ptxgen"] = ours
-    extra = {}
+    extra, flags = {}, {}
     if args.ablate and name == "mlp":
+        from ptxgen.ops import torch_ops
+
         for v, kw in ABLATIONS.items():
             extra[v], _ = build(name, args, True, torch.bfloat16, **kw)
             extra[v].load_state_dict(base.state_dict())
+        other = not torch_ops.ACT_GRAD_KERNEL
+        v = f"ptxgen-act-grad-kernel-{'on' if other else 'off'}"
+        extra[v], flags[v] = ours, other
     ref, _ = build(name, args, False, torch.float32)
     ref.load_state_dict({k: v.float() if k != "router.weight" else v for k, v in base.state_dict().items()})
     if name == "moe":
@@ -150,7 +168,7 @@ def run_model(name, args, out) -> bool:
         fns["ptxgen+compile"] = torch.compile(ours, fullgraph=True)
     owner = {"ptxgen": ours, "torch": base, "torch.compile": base, "ptxgen+compile": ours, **extra}
     inputs = {v: x.clone().requires_grad_() for v in fns}
-    steps = {v: make_step(owner[v], fns[v], inputs[v], dy) for v in fns}
+    steps = {v: make_step(owner[v], fns[v], inputs[v], dy, flags.get(v)) for v in fns}
     xr = x.float().requires_grad_()
     make_step(ref, ref, xr, dy.float())()
     want = grads(ref, xr)
@@ -188,11 +206,17 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--ablate", action="store_true", help="mlp: also time ptxgen-fused-dact and ptxgen-recompute")
+    ap.add_argument("--act-grad-kernel", choices=("default", "on", "off"), default="default",
+                    help="torch_ops.ACT_GRAD_KERNEL for the run: ptxgen.ops.actgrad's one pass (on) or torch's two operators (off)")
     ap.add_argument("--check-only", action="store_true", help="check the gradients, time nothing")
     ap.add_argument("--small", action="store_true", help="64/96-wide models (a dry run of the script)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.act_grad_kernel != "default":
+        from ptxgen.ops import torch_ops
+
+        torch_ops.ACT_GRAD_KERNEL = args.act_grad_kernel == "on"
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no usable GPU: torch sees no CUDA device", file=sys.stderr)
         return 3

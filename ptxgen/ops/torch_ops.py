@@ -317,13 +317,18 @@ def _act_grad_cpu(dy, z, activation, bias_dtype):
     return dz, column_sum(dz, _bias_dtype(bias_dtype))
 
 
+# activation_grad on CUDA: ptxgen.ops.actgrad's kernels where they take the tensors (True), or torch's activation
+# backward and sum always (False)
+ACT_GRAD_KERNEL = False
+
+
 def _act_grad_impl(dy, z, activation, bias_dtype):
     from . import actgrad
     from .opsref import canonical_activation
 
     torch = sys.modules["torch"]
     act, bdt = canonical_activation(activation), _bias_dtype(bias_dtype)
-    if actgrad.eligible(dy, z, act, bdt):
+    if ACT_GRAD_KERNEL and actgrad.eligible(dy, z, act, bdt):
         return actgrad.activation_grad(torch, dy, z, act, bdt)
     return _act_grad_cpu(dy, z, act, bias_dtype)
 
