@@ -167,6 +167,32 @@ def test_the_verdict_tells_a_mis_rank_from_a_missing_kernel():
     assert plan.verdict([pick, _row("p128x192", 1.20, 90.0, ok=False)])["best_label"] == "pick"
 
 
+def test_tile_bytes_count_every_tile_whole_over_the_problem_the_kernel_sees():
+    """260 x 8192 x 6000 bf16 by hand: unswapped 128 x 256 tiles are 3 x 32 = 96, each (128 + 256) rows of K = 6016
+    (47 stages of 128) x 2 bytes; swapped 128 x 136 over 8192 x 260 are 64 x 2; a cluster or stream-K changes
+    nothing; e4m3 is one byte an element."""
+    row = {"m": 260, "n": 8192, "k": 6000, "swap_ab": False,
+           "spec": {"bm": 128, "bn": 256, "bk": 128, "dtype": "bf16", "cluster": "2x1", "stream_k": 3}}
+    assert plan.tile_bytes(row) == 96 * 384 * 6016 * 2
+    assert plan.tile_bytes({**row, "swap_ab": True, "spec": {**row["spec"], "bn": 136}}) == 64 * 2 * 264 * 6016 * 2
+    assert plan.tile_bytes({**row, "spec": {**row["spec"], "dtype": "e4m3"}}) == 96 * 384 * 6016
+
+
+def test_the_feed_table_budgets_cublas_time_at_the_best_rate(tmp_path):
+    """Two kernels of one task: the faster moves fewer bytes at a lower rate; the budget is cuBLAS's time at the best
+    rate of the listed kernels."""
+    base = {"task": "gemm:bf16:260x8192x6000", "m": 260, "n": 8192, "k": 6000, "checked_ok": True, "cublas_ms": 0.05}
+    rows = [{**base, "label": "a", "swap_ab": False, "ms": 0.064,
+             "spec": {"bm": 128, "bn": 256, "bk": 64, "dtype": "bf16"}},
+            {**base, "label": "b", "swap_ab": True, "ms": 0.057,
+             "spec": {"bm": 128, "bn": 136, "bk": 64, "dtype": "bf16", "cluster": "1x2"}}]
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = plan.feed_text(tmp_path)
+    best = max(plan.tile_bytes(r) / (r["ms"] * 1e-3) for r in rows)
+    assert f"budget {best * 0.05e-3 / 1e6:.0f} MB at {best / 1e12:.2f} TB/s" in text
+    assert text.index("  b ") < text.index("  a ")  # fastest first
+
+
 def test_after_a_crash_the_worker_restarts_without_the_kernel_or_the_task(tmp_path):
     out = runner.Out(tmp_path)
     for line in ("compiled in 3.0 s", "start gemm:bf16:1x2x3", "probe gemm:bf16:1x2x3 pick", "done gemm:bf16:1x2x3",

@@ -488,6 +488,41 @@ def cmd_summarize(args) -> int:
     return 0
 
 
+def tile_bytes(row: dict) -> int:
+    """The bytes a kernel's tiles bring into the SMs' shared memory: every output tile reads (BM + BN) rows of K
+    (padded to the stage's BK) of 2-byte (bf16) or 1-byte (e4m3) elements, over the problem as the kernel sees it (N x M
+    when swapped), partial tiles counted whole. A 2-CTA cluster's multicast halves what L2 reads, not what the SMs
+    receive; stream-K splits a tile's K range without changing the sum."""
+    s = row["spec"]
+    m, n = (row["n"], row["m"]) if row.get("swap_ab") else (row["m"], row["n"])
+    tiles = -(-m // s["bm"]) * -(-n // s["bn"])
+    return tiles * (s["bm"] + s["bn"]) * -(-row["k"] // s["bk"]) * s["bk"] * (1 if s["dtype"] == "e4m3" else 2)
+
+
+def feed_text(folder: Path, top: int = 6) -> str:
+    """Per GEMM task: the fastest checked kernels' tile bytes and the rate they reached the SMs at (TB/s), and the
+    bytes cuBLAS's time would allow at the best kernel's rate: a kernel form with fewer tile bytes than that (larger
+    tiles along the dimension that is reused) is what beating cuBLAS there takes, if the rate is the limit."""
+    rows = [r for r in read_rows(folder / "candidates.jsonl") if r.get("spec") and r.get("ms") and r.get("checked_ok")]
+    lines = ["tile bytes into the SMs / kernel time (TB/s); budget: cuBLAS's time x the best rate"]
+    for task in dict.fromkeys(r["task"] for r in rows):
+        mine = sorted((r for r in rows if r["task"] == task), key=lambda r: r["ms"])[:top]
+        rate = max(tile_bytes(r) / (r["ms"] * 1e-3) for r in mine)
+        budget = rate * mine[0]["cublas_ms"] * 1e-3
+        lines.append(f"{task}: cuBLAS {mine[0]['cublas_ms'] * 1e3:.1f} us -> budget {budget / 1e6:.0f} MB at {rate / 1e12:.2f} TB/s")
+        for r in mine:
+            s = r["spec"]
+            lines.append(f"  {r['label']:18} {s['bm']}x{s['bn']}{' swapped' if r.get('swap_ab') else ''}"
+                         f"{' c' + s['cluster'] if s.get('cluster') else ''}{' sk' + str(s['stream_k']) if s.get('stream_k') else ''}"
+                         f"  {r['ms'] * 1e3:6.1f} us  {tile_bytes(r) / 1e6:5.0f} MB  {tile_bytes(r) / (r['ms'] * 1e-3) / 1e12:.2f} TB/s")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_feed(args) -> int:
+    print(feed_text(Path(args.dir)), end="")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -500,8 +535,11 @@ def main(argv=None) -> int:
             p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     s = sub.add_parser("summarize", help="the per-task tables of a run's folder (tools/exp_candidates_run.py --out DIR)")
     s.add_argument("dir")
+    f = sub.add_parser("feed", help="per task: the fastest kernels' tile bytes and the rate they reached the SMs at")
+    f.add_argument("dir")
     args = ap.parse_args(argv)
-    return {"plan": cmd_plan, "predict": cmd_predict, "compile": cmd_compile, "summarize": cmd_summarize}[args.cmd](args)
+    return {"plan": cmd_plan, "predict": cmd_predict, "compile": cmd_compile, "summarize": cmd_summarize,
+            "feed": cmd_feed}[args.cmd](args)
 
 
 if __name__ == "__main__":
