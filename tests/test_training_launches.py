@@ -2,11 +2,11 @@
 MoE layer of 8 experts, top-2) launches, on the CPU: every operator the step dispatches (forward, backward and the
 gradients' accumulation) recorded by a TorchDispatchMode, ptxgen's modules against torch eager's. Each non-view operator
 stands for one kernel (or one ptxgen GEMM) on a GPU. The counts are written from the models: per Linear layer,
-forward one GEMM (bias, gelu and the pre-activation in its epilogue), backward gelu's derivative with the bias
-reduction (``ptxgen.activation_grad``: two kernels, one pass over dy and z, where torch eager runs gelu_backward and a
-sum over dz) and two GEMMs; per expert bank, forward one grouped GEMM, backward one grouped GEMM (dx) and one K-grouped (dW).
-Controls put back the forms these steps replaced (the derivative and the bias sum as two torch operators, an f32 bias
-sum and a cast; a masked pass over dx) and the checks fail."""
+forward one GEMM (bias, gelu and the pre-activation in its epilogue), backward gelu's derivative, two GEMMs and one
+bias reduction (with ``torch_ops.ACT_GRAD_KERNEL`` set: the derivative and the reduction as one
+``ptxgen.activation_grad``, two kernels, one pass over dy and z); per expert bank, forward one grouped GEMM, backward one grouped GEMM (dx) and one K-grouped (dW).
+Controls put back the forms these steps replaced (an f32 bias sum and a cast; a masked pass over dx) and the checks
+fail."""
 
 from collections import Counter
 
@@ -77,7 +77,8 @@ def unexpected(count: Counter, want: dict) -> dict:
     return {k: (count.get(k, 0), want.get(k, 0)) for k in set(count) | set(want) if count.get(k, 0) != want.get(k, 0)}
 
 
-MLP_WANT = {"ptxgen.gemm_aux": 4, "ptxgen.activation_grad": 4, "ptxgen.gemm": 8}
+MLP_WANT = {"ptxgen.gemm_aux": 4, "aten.gelu_backward": 4, "ptxgen.gemm": 8, "aten.sum": 4}
+MLP_ONE_PASS_WANT = {"ptxgen.gemm_aux": 4, "ptxgen.activation_grad": 4, "ptxgen.gemm": 8}
 
 
 def test_mlp_step_launches_one_gemm_per_product_and_nothing_torch_does_not():
@@ -86,29 +87,25 @@ def test_mlp_step_launches_one_gemm_per_product_and_nothing_torch_does_not():
     assert unexpected(ours, MLP_WANT) == {}
     theirs = step_launches(mlp(False), x.detach().clone().requires_grad_(), dy)
     # torch eager: addmm + gelu forward per layer, gelu_backward + 2 mm + sum backward: 24 kernels to ptxgen's 20
-    # (activation_grad is two kernels: the derivative with per-CTA column sums, then their sum)
-    assert theirs["aten.gelu_backward"] == theirs["aten.sum"] == ours["ptxgen.activation_grad"] == 4
-    assert sum(ours.values()) + ours["ptxgen.activation_grad"] < sum(theirs.values()), (ours, theirs)
+    assert theirs["aten.gelu_backward"] == ours["aten.gelu_backward"] and theirs["aten.sum"] == ours["aten.sum"]
+    assert sum(ours.values()) < sum(theirs.values()), (ours, theirs)
 
 
-def test_control_the_derivative_and_bias_sum_as_two_torch_operators_are_seen(monkeypatch):
-    """Control: without the one-pass operator (the caller's two steps: gelu_backward, then the sum over dz) the step
-    launches torch's two operators per layer instead, and the check fails."""
-    monkeypatch.setattr(opsgrad, "activation_and_bias_grad", lambda *args: (None, None))
+def test_with_the_one_pass_kernels_on_the_derivative_and_bias_sum_are_one_operator(monkeypatch):
+    """torch_ops.ACT_GRAD_KERNEL set: each layer's gelu_backward and bias sum become one ptxgen.activation_grad (two
+    kernels on a GPU, one pass over dy and z); the default step (the test above, the flag off) is its control."""
+    monkeypatch.setattr(torch_ops, "ACT_GRAD_KERNEL", True)
     x, dy = _inputs(16, 32)
-    extra = unexpected(step_launches(mlp(True), x, dy), MLP_WANT)
-    assert extra == {"ptxgen.activation_grad": (0, 4), "aten.gelu_backward": (4, 0), "aten.sum": (4, 0)}
+    assert unexpected(step_launches(mlp(True), x, dy), MLP_ONE_PASS_WANT) == {}
 
 
 def test_control_an_f32_bias_sum_and_a_cast_is_seen(monkeypatch):
     """Control: the bias gradient as an f32 sum then a cast to bf16 (the form column_sum replaced) adds a copy per
-    layer where the two-step form runs (torch.compile; tensors of mixed types), and the check fails."""
-    monkeypatch.setattr(opsgrad, "activation_and_bias_grad", lambda *args: (None, None))
+    layer, and the check fails."""
     monkeypatch.setattr(opsgrad, "column_sum", lambda dz, dtype: dz.sum(0, dtype=torch.float32).to(dtype))
     x, dy = _inputs(16, 32)
     extra = unexpected(step_launches(mlp(True), x, dy), MLP_WANT)
-    assert extra == {"ptxgen.activation_grad": (0, 4), "aten.gelu_backward": (4, 0), "aten.sum": (4, 0),
-                     "aten._to_copy": (4, 0)}
+    assert extra == {"aten._to_copy": (4, 0)}
 
 
 def test_bias_gradient_is_the_f32_sum_rounded_once():

@@ -14,7 +14,8 @@ import threading
 
 THREADS = 128  # a CTA of the first kernel: 128 threads x 8 columns = 1024 columns
 COLS_PER_THREAD = 8  # 16 bytes of 16-bit elements: one vector load of dy and of z, one store of dz
-CTAS_PER_SM = 8  # the first kernel's grid aims at this many CTAs an SM (rows split into that many blocks)
+CTAS_PER_SM = 12  # the first kernel's grid aims at this many CTAs an SM (rows split into that many blocks)
+ROWS_IN_FLIGHT = 4  # rows whose loads a thread issues before it uses any (8 loads of 16 bytes in flight a thread)
 MIN_ROWS_PER_CTA = 16
 SUM_COLS, SUM_WAYS = 32, 8  # the second kernel: a CTA of 32 x 8 threads adds 32 columns, 8 rows at a time
 ACTIVATIONS = ("relu", "gelu_tanh", "gelu_erf", "silu")
@@ -42,7 +43,8 @@ def grad_kernel(act: str, dtype: str):
     return Kernel(f"ptxgen_act_grad_{act}_{dtype}", template_file("act_grad.cu.j2"), params, block=(THREADS, 1, 1),
                   shared_bytes=0, expect_sass={"HGMMA": 0},
                   context={"act": act, "dact_body": dact_c_body(Activation(act)), "to_f32": _TO_F32[dtype],
-                           "from_f32": _FROM_F32[dtype], "cols_per_thread": COLS_PER_THREAD})
+                           "from_f32": _FROM_F32[dtype], "cols_per_thread": COLS_PER_THREAD,
+                           "rows_in_flight": ROWS_IN_FLIGHT})
 
 
 def sum_kernel(out_dtype: str):
