@@ -310,19 +310,18 @@ def test_the_operator_falls_back_where_the_kernels_do_not_take_the_tensors(torch
 
 @pytest.mark.gpu
 def test_the_operator_runs_the_kernels_where_they_take_the_tensors(torch, monkeypatch):
-    """With torch_ops.ACT_GRAD_KERNEL set, torch.ops.ptxgen.activation_grad returns what the kernels write (bit for
+    """With actgrad.ENABLED set, torch.ops.ptxgen.activation_grad returns what the kernels write (bit for
     bit); unset, torch's two operators (the same values up to the derivative's rounding)."""
     import ptxgen
-    from ptxgen.ops import torch_ops
 
     ptxgen.register_torch_ops()
     dy = torch.randn(300, 1032, device="cuda", dtype=torch.bfloat16)
     z = torch.randn_like(dy) * 3
     want_dz, want_db = actgrad.activation_grad(torch, dy, z, "gelu_tanh", torch.bfloat16)
-    monkeypatch.setattr(torch_ops, "ACT_GRAD_KERNEL", True)
+    monkeypatch.setattr(actgrad, "ENABLED", True)
     dz, db = torch.ops.ptxgen.activation_grad(dy, z, "gelu", "bf16")
     assert torch.equal(dz, want_dz) and torch.equal(db, want_db)
-    monkeypatch.setattr(torch_ops, "ACT_GRAD_KERNEL", False)
+    monkeypatch.setattr(actgrad, "ENABLED", False)
     dz2, db2 = torch.ops.ptxgen.activation_grad(dy, z, "gelu", "bf16")
     torch.testing.assert_close(dz2, want_dz, rtol=2 ** -7, atol=1e-5)
     torch.testing.assert_close(db2.float(), want_db.float(), rtol=2e-2, atol=0.5)
@@ -333,9 +332,8 @@ def test_a_linear_layers_bias_gradient_through_the_one_pass_operator(torch, monk
     """ptxgen.nn.Linear with gelu: the step's bias gradient (the one-pass operator's kernels, in eager mode) against
     torch's Linear + GELU(tanh) in float64 from the same weights."""
     import ptxgen.nn as pnn
-    from ptxgen.ops import torch_ops
 
-    monkeypatch.setattr(torch_ops, "ACT_GRAD_KERNEL", True)
+    monkeypatch.setattr(actgrad, "ENABLED", True)
 
     lin = pnn.Linear(256, 1024, activation="gelu", dtype=torch.bfloat16, device="cuda")
     ref = torch.nn.Linear(256, 1024, dtype=torch.float64, device="cuda")

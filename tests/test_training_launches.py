@@ -3,7 +3,7 @@ MoE layer of 8 experts, top-2) launches, on the CPU: every operator the step dis
 gradients' accumulation) recorded by a TorchDispatchMode, ptxgen's modules against torch eager's. Each non-view operator
 stands for one kernel (or one ptxgen GEMM) on a GPU. The counts are written from the models: per Linear layer,
 forward one GEMM (bias, gelu and the pre-activation in its epilogue), backward gelu's derivative, two GEMMs and one
-bias reduction (with ``torch_ops.ACT_GRAD_KERNEL`` set: the derivative and the reduction as one
+bias reduction (with ``actgrad.ENABLED`` set: the derivative and the reduction as one
 ``ptxgen.activation_grad``, two kernels, one pass over dy and z); per expert bank, forward one grouped GEMM, backward one grouped GEMM (dx) and one K-grouped (dW).
 Controls put back the forms these steps replaced (an f32 bias sum and a cast; a masked pass over dx) and the checks
 fail."""
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 import ptxgen  # noqa: E402
 import ptxgen.nn as pnn  # noqa: E402
-from ptxgen.ops import opsgrad, torch_ops  # noqa: E402
+from ptxgen.ops import actgrad, opsgrad, torch_ops  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 ptxgen.register_torch_ops()
@@ -92,9 +92,9 @@ def test_mlp_step_launches_one_gemm_per_product_and_nothing_torch_does_not():
 
 
 def test_with_the_one_pass_kernels_on_the_derivative_and_bias_sum_are_one_operator(monkeypatch):
-    """torch_ops.ACT_GRAD_KERNEL set: each layer's gelu_backward and bias sum become one ptxgen.activation_grad (two
+    """actgrad.ENABLED set: each layer's gelu_backward and bias sum become one ptxgen.activation_grad (two
     kernels on a GPU, one pass over dy and z); the default step (the test above, the flag off) is its control."""
-    monkeypatch.setattr(torch_ops, "ACT_GRAD_KERNEL", True)
+    monkeypatch.setattr(actgrad, "ENABLED", True)
     x, dy = _inputs(16, 32)
     assert unexpected(step_launches(mlp(True), x, dy), MLP_ONE_PASS_WANT) == {}
 

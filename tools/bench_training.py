@@ -15,7 +15,7 @@ adds two ptxgen forms that say what each part pays: ptxgen-fused-dact (the previ
 GEMM's epilogue: fuse_input_derivative=True; the default form saves z by aux and applies the derivative element-wise)
 and ptxgen-recompute (the activation fused without
 aux, the backward recomputing z with one more GEMM: save_preactivation=False), and the ptxgen model with
-torch_ops.ACT_GRAD_KERNEL the other way (ptxgen-act-grad-kernel-on / -off: the bias gradient and the activation's
+actgrad.ENABLED the other way (ptxgen-act-grad-kernel-on / -off: the bias gradient and the activation's
 derivative by ptxgen.ops.actgrad's one pass, or by torch's two operators). --act-grad-kernel on|off sets that flag
 for the run (default: the module's).
 
@@ -115,8 +115,8 @@ def rel(got, ref) -> float:
 
 
 def make_step(model, fn, x, dy, act_grad_kernel=None):
-    """One training step; ``act_grad_kernel`` (True/False) sets torch_ops.ACT_GRAD_KERNEL for the step (None: as it is)."""
-    from ptxgen.ops import torch_ops
+    """One training step; ``act_grad_kernel`` (True/False) sets actgrad.ENABLED for the step (None: as it is)."""
+    from ptxgen.ops import actgrad
 
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -127,11 +127,11 @@ def make_step(model, fn, x, dy, act_grad_kernel=None):
         if act_grad_kernel is None:
             fn(x).backward(dy)
             return
-        keep, torch_ops.ACT_GRAD_KERNEL = torch_ops.ACT_GRAD_KERNEL, act_grad_kernel
+        keep, actgrad.ENABLED = actgrad.ENABLED, act_grad_kernel
         try:
             fn(x).backward(dy)
         finally:
-            torch_ops.ACT_GRAD_KERNEL = keep
+            actgrad.ENABLED = keep
     return step
 
 
@@ -148,12 +148,12 @@ def run_model(name, args, out) -> bool:
     models["ptxgen"] = ours
     extra, flags = {}, {}
     if args.ablate and name == "mlp":
-        from ptxgen.ops import torch_ops
+        from ptxgen.ops import actgrad
 
         for v, kw in ABLATIONS.items():
             extra[v], _ = build(name, args, True, torch.bfloat16, **kw)
             extra[v].load_state_dict(base.state_dict())
-        other = not torch_ops.ACT_GRAD_KERNEL
+        other = not actgrad.ENABLED
         v = f"ptxgen-act-grad-kernel-{'on' if other else 'off'}"
         extra[v], flags[v] = ours, other
     ref, _ = build(name, args, False, torch.float32)
@@ -207,16 +207,16 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--ablate", action="store_true", help="mlp: also time ptxgen-fused-dact and ptxgen-recompute")
     ap.add_argument("--act-grad-kernel", choices=("default", "on", "off"), default="default",
-                    help="torch_ops.ACT_GRAD_KERNEL for the run: ptxgen.ops.actgrad's one pass (on) or torch's two operators (off)")
+                    help="actgrad.ENABLED for the run: ptxgen.ops.actgrad's one pass (on) or torch's two operators (off)")
     ap.add_argument("--check-only", action="store_true", help="check the gradients, time nothing")
     ap.add_argument("--small", action="store_true", help="64/96-wide models (a dry run of the script)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.act_grad_kernel != "default":
-        from ptxgen.ops import torch_ops
+        from ptxgen.ops import actgrad
 
-        torch_ops.ACT_GRAD_KERNEL = args.act_grad_kernel == "on"
+        actgrad.ENABLED = args.act_grad_kernel == "on"
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no usable GPU: torch sees no CUDA device", file=sys.stderr)
         return 3

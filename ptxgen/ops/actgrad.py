@@ -6,12 +6,17 @@ summed while it is written (each CTA's column sums to its own row of an f32 scra
 launch adds those rows in a fixed order (the result does not depend on timing).
 
 :func:`eligible` says when the kernels take a call (CUDA bf16/f16 tensors on an sm_90 GPU, rows of whole 16-byte cells);
-``torch.ops.ptxgen.activation_grad`` runs torch's two operators for everything else (ptxgen.ops.torch_ops)."""
+``torch.ops.ptxgen.activation_grad`` runs torch's two operators for everything else (ptxgen.ops.torch_ops), and
+for everything while :data:`ENABLED` is off (the default)."""
 
 from __future__ import annotations
 
 import threading
 
+# torch.ops.ptxgen.activation_grad and gemm_aux's backward use these kernels (True), or torch's activation backward and
+# sum (False). Off: on the H100 the kernels ran 0.95x / 0.70x torch's two operators at 8192 x 14336 / 8192 x 4096 and
+# the MLP step gained nothing (runs/2026-12-06-h100-one-pass-grad-few-row).
+ENABLED = False
 THREADS = 128  # a CTA of the first kernel: 128 threads x 8 columns = 1024 columns
 COLS_PER_THREAD = 8  # 16 bytes of 16-bit elements: one vector load of dy and of z, one store of dz
 CTAS_PER_SM = 12  # the first kernel's grid aims at this many CTAs an SM (rows split into that many blocks)

@@ -23,7 +23,7 @@ kernel (the chain's ``aux``), so nothing is recomputed:
   layer's derivative fused into this dX GEMM's epilogue (the chain's ``dact``); ``a`` gets none (it is a function of
   ``a_pre``; a gradient that reaches it by another use still flows into the previous layer's y);
 - otherwise da = ``gemm(dz, b.t())``; db = ``gemm(dz.t(), a.t())``; dbias the column sum of dz, as for ``gemm``;
-- with a bias and an activation and ``torch_ops.ACT_GRAD_KERNEL`` set (off by default), dz and dbias come from one
+- with a bias and an activation and ``actgrad.ENABLED`` set (off by default), dz and dbias come from one
   operator, ``activation_grad`` (in eager mode, where dy, z and a have one type and nothing else reaches z): on the
   GPU one pass over dy and z that writes dz and sums it as it goes (ptxgen.ops.actgrad), where torch eager runs the
   activation's backward and then reads dz again for the bias' sum.
@@ -93,13 +93,13 @@ def column_sum(dz, dtype):
 def activation_and_bias_grad(dy, z, act: str, a_dtype, bias_dtype):
     """(dz, dbias) for dz = dy x act'(z) as a row-major M x N of ``a_dtype`` and its column sum in ``bias_dtype``, by
     ``torch.ops.ptxgen.activation_grad`` (one pass over dy and z on the GPU: ptxgen.ops.actgrad), or (None, None) where
-    the caller's own two steps apply: while ``torch_ops.ACT_GRAD_KERNEL`` is off (the default: the kernels did not beat
+    the caller's own two steps apply: while ``actgrad.ENABLED`` is off (the default: the kernels did not beat
     torch's two operators on the H100), under torch.compile (the activation's backward and the sum stay torch operators
     for inductor to schedule) and where dy, z and ``a_dtype`` are not one type."""
-    from . import torch_ops
+    from . import actgrad
 
     torch = _torch()
-    if not torch_ops.ACT_GRAD_KERNEL or torch.compiler.is_compiling() or not (dy.dtype == z.dtype == a_dtype):
+    if not actgrad.ENABLED or torch.compiler.is_compiling() or not (dy.dtype == z.dtype == a_dtype):
         return None, None
     n = z.shape[-1]
     token = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}.get(bias_dtype)

@@ -317,10 +317,6 @@ def _act_grad_cpu(dy, z, activation, bias_dtype):
     return dz, column_sum(dz, _bias_dtype(bias_dtype))
 
 
-# activation_grad on CUDA: ptxgen.ops.actgrad's kernels where they take the tensors (True), or torch's activation
-# backward and sum always (False). Off: on the H100 the kernels ran 0.95x / 0.70x torch's two operators at 8192 x
-# 14336 / 8192 x 4096 and the MLP step gained nothing (runs/2026-12-06-h100-one-pass-grad-few-row).
-ACT_GRAD_KERNEL = False
 
 
 def _act_grad_impl(dy, z, activation, bias_dtype):
@@ -329,7 +325,7 @@ def _act_grad_impl(dy, z, activation, bias_dtype):
 
     torch = sys.modules["torch"]
     act, bdt = canonical_activation(activation), _bias_dtype(bias_dtype)
-    if ACT_GRAD_KERNEL and actgrad.eligible(dy, z, act, bdt):
+    if actgrad.ENABLED and actgrad.eligible(dy, z, act, bdt):
         return actgrad.activation_grad(torch, dy, z, act, bdt)
     return _act_grad_cpu(dy, z, act, bias_dtype)
 
