@@ -2,7 +2,7 @@
 ptxgen.author). L1 (no GPU): the derivative kernel's rendered source compiled as host C++ (its MUFU and conversion
 helpers replaced by exact host ones) and run over every CTA and thread of its grid writes every element of dz from
 its own dy and z and per-CTA column sums that add up to the column sums of that dz, at odd shapes, strides and row
-splits; controls with a row block shifted and the sums written to the wrong row are caught. L2 (no GPU): each kernel
+splits (bf16, and f16 where the host compiler has _Float16); controls with a row block shifted and the sums written to the wrong row are caught. L2 (no GPU): each kernel
 compiles for sm_90a with no MMA and no local memory, the derivative kernel with 16-byte loads and stores. gpu: dz and
 dbias against float64 (and torch's two operators) for every activation, both 16-bit types, three bias types, odd
 shapes and strided rows; the operator's fallback where the kernels do not take the tensors."""
@@ -88,6 +88,10 @@ static void b32_to_b16x2(unsigned w, unsigned short& lo, unsigned short& hi) {
   lo = static_cast<unsigned short>(w & 0xffffu); hi = static_cast<unsigned short>(w >> 16);
 }
 static unsigned b16x2_to_b32(unsigned short lo, unsigned short hi) { return lo | (static_cast<unsigned>(hi) << 16); }
+#ifdef HOST_F16
+static unsigned short f32_to_f16_bits(float x) { _Float16 h = static_cast<_Float16>(x); unsigned short u; std::memcpy(&u, &h, 2); return u; }
+static float f16_bits_to_f32(unsigned short u) { _Float16 h; std::memcpy(&h, &u, 2); return static_cast<float>(h); }
+#endif
 static float tanh_approx(float x) { return std::tanh(x); }
 static float ex2_approx(float x) { return std::exp2(x); }
 static float rcp_approx(float x) { return 1.f / x; }
@@ -140,17 +144,26 @@ def _host_source(source: str) -> str:
     return "\n".join(out)
 
 
-def _bf16(x: float) -> int:
+def _bits(x: float, dtype: str) -> int:
+    """x rounded to the nearest even 16-bit value of ``dtype``, as its bits (bf16: the top half of f32; f16: IEEE half)."""
     import struct
 
+    if dtype == "f16":
+        return struct.unpack("<H", struct.pack("<e", x))[0]
     u = struct.unpack("<I", struct.pack("<f", x))[0]
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
 
 
-def _f(bits: int) -> float:
+def _f(bits: int, dtype: str = "bf16") -> float:
     import struct
 
+    if dtype == "f16":
+        return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
     return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+
+
+STEP = {"bf16": 2 ** -7, "f16": 2 ** -10}  # a 16-bit type's relative rounding step
+FLOOR = {"bf16": 0.0, "f16": 2 ** -24}  # f16's subnormal step
 
 
 def _dact(act: str, z: float) -> float:
@@ -175,7 +188,7 @@ def _cases(seed: int = 3):
     return cases
 
 
-def _host_run(tmp_path, source: str, name: str, act: str, cases):
+def _host_run(tmp_path, source: str, name: str, act: str, cases, dtype: str = "bf16"):
     import shutil
     import subprocess
 
@@ -184,14 +197,18 @@ def _host_run(tmp_path, source: str, name: str, act: str, cases):
         pytest.skip("no host C++ compiler")
     src = HOST.replace("KERNEL", _host_source(source)).replace("NAME", name).replace("THREADS", str(actgrad.THREADS))
     (tmp_path / "actgrad.cc").write_text(src)
-    subprocess.run([cxx, "-O1", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas", "-Werror", "-o", str(tmp_path / "actgrad"),
-                    str(tmp_path / "actgrad.cc")], check=True)
+    flags = ["-DHOST_F16"] if dtype == "f16" else []
+    built = subprocess.run([cxx, "-O1", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas", "-Werror", *flags, "-o",
+                            str(tmp_path / "actgrad"), str(tmp_path / "actgrad.cc")], capture_output=True, text=True)
+    if built.returncode and dtype == "f16" and "_Float16" in built.stderr:
+        pytest.skip("the host C++ compiler has no _Float16")
+    assert built.returncode == 0, built.stderr[-2000:]
     rng = random.Random(11)
     lines, inputs = [], []
     for m, n, ld_dy, ld_z, ld_dz, sms in cases:
         cols, blocks, rows = actgrad.grid_plan(m, n, sms)
-        dy = [_bf16(rng.uniform(-3, 3)) for _ in range(m * ld_dy)]
-        z = [_bf16(rng.uniform(-5, 5)) for _ in range(m * ld_z)]
+        dy = [_bits(rng.uniform(-3, 3), dtype) for _ in range(m * ld_dy)]
+        z = [_bits(rng.uniform(-5, 5), dtype) for _ in range(m * ld_z)]
         inputs.append((dy, z, blocks))
         lines.append(f"{m} {n} {ld_dy} {ld_z} {ld_dz} {cols} {blocks} {rows}\n{' '.join(map(str, dy))}\n{' '.join(map(str, z))}\n")
     out = subprocess.run([str(tmp_path / "actgrad")], input="".join(lines), capture_output=True, text=True,
@@ -200,10 +217,10 @@ def _host_run(tmp_path, source: str, name: str, act: str, cases):
             for i in range(len(cases))]
 
 
-def _problems(act: str, case, result) -> list[str]:
-    """What the rule says, checked: dz[r, c] = bf16(dy x act'(z)) of its own element (within one bf16 step of the
-    float64 value, plus 1e-6 |dy| for the f32 formulas' cancellation where act'(z) is near 0: gelu_erf's 1 + erf(z /
-    sqrt 2) at z << 0), padding columns untouched; the per-block sums of each column add up to
+def _problems(act: str, case, result, dtype: str = "bf16") -> list[str]:
+    """What the rule says, checked: dz[r, c] = round16(dy x act'(z)) of its own element (within one step of the 16-bit
+    type of the float64 value, plus 1e-6 |dy| for the f32 formulas' cancellation where act'(z) is near 0 and f16's
+    subnormal step), padding columns untouched; the per-block sums of each column add up to
     the column's sum of dz (as stored)."""
     m, n, ld_dy, ld_z, ld_dz, _ = case
     (dy, z, blocks), dz, partial = result
@@ -215,24 +232,24 @@ def _problems(act: str, case, result) -> list[str]:
                 if got != 0xFFFF:
                     bad.append(f"padding ({r}, {c}) written")
                 continue
-            g = _f(dy[r * ld_dy + c])
-            want = g * _dact(act, _f(z[r * ld_z + c]))
-            if got == 0xFFFF or abs(_f(got) - want) > 2 ** -7 * abs(want) + 1e-6 * abs(g):
-                bad.append(f"dz ({r}, {c}) = {_f(got)} != {want}")
+            g = _f(dy[r * ld_dy + c], dtype)
+            want = g * _dact(act, _f(z[r * ld_z + c], dtype))
+            if got == 0xFFFF or abs(_f(got, dtype) - want) > STEP[dtype] * abs(want) + 1e-6 * abs(g) + FLOOR[dtype]:
+                bad.append(f"dz ({r}, {c}) = {_f(got, dtype)} != {want}")
     for c in range(n):
-        col = sum(_f(dz[r * ld_dz + c]) for r in range(m))
+        col = sum(_f(dz[r * ld_dz + c], dtype) for r in range(m))
         got = sum(partial[b * n + c] for b in range(blocks))
         if not math.isfinite(got) or abs(got - col) > 1e-5 * max(1.0, abs(col)):
             bad.append(f"column {c}: partial sums {got} != {col}")
     return bad
 
 
-@pytest.mark.parametrize("act", actgrad.ACTIVATIONS)
-def test_the_rendered_kernel_writes_dz_and_column_sums_on_the_host(tmp_path, act):
-    k = actgrad.grad_kernel(act, "bf16")
+@pytest.mark.parametrize("act,dtype", [(a, "bf16") for a in actgrad.ACTIVATIONS] + [("gelu_tanh", "f16"), ("silu", "f16")])
+def test_the_rendered_kernel_writes_dz_and_column_sums_on_the_host(tmp_path, act, dtype):
+    k = actgrad.grad_kernel(act, dtype)
     cases = _cases()
-    for case, result in zip(cases, _host_run(tmp_path, k.render(), k.name, act, cases)):
-        assert _problems(act, case, result) == [], case
+    for case, result in zip(cases, _host_run(tmp_path, k.render(), k.name, act, cases, dtype)):
+        assert _problems(act, case, result, dtype) == [], case
 
 
 @pytest.mark.parametrize("mutation", ["row block", "partial row"])
