@@ -2,10 +2,12 @@
 ptxgen.author). L1 (no GPU): the derivative kernel's rendered source compiled as host C++ (its MUFU and conversion
 helpers replaced by exact host ones) and run over every CTA and thread of its grid writes every element of dz from
 its own dy and z and per-CTA column sums that add up to the column sums of that dz, at odd shapes, strides and row
-splits (bf16, and f16 where the host compiler has _Float16); controls with a row block shifted and the sums written to the wrong row are caught. L2 (no GPU): each kernel
-compiles for sm_90a with no MMA and no local memory, the derivative kernel with 16-byte loads and stores. gpu: dz and
-dbias against float64 (and torch's two operators) for every activation, both 16-bit types, three bias types, odd
-shapes and strided rows; the operator's fallback where the kernels do not take the tensors."""
+splits (bf16, and f16 where the host compiler has _Float16); controls with a row block shifted and the sums written
+to the wrong row are caught. The column sum's rendered source, a host thread per CUDA thread, adds in its stated
+order bit for bit (control: the ways reversed). L2 (no GPU): each kernel compiles for sm_90a with no MMA and no local
+memory, the derivative kernel with 16-byte loads and stores. gpu: dz and dbias against float64 (and torch's two
+operators) for every activation, both 16-bit types, three bias types, odd shapes and strided rows; the operator's
+fallback where the kernels do not take the tensors."""
 
 from __future__ import annotations
 
@@ -264,6 +266,143 @@ def test_control_a_shifted_row_block_or_sums_in_the_wrong_row_are_caught(tmp_pat
     cases = [c for c in _cases() if actgrad.grid_plan(c[0], c[1], c[5])[1] > 1 or mutation == "row block"]
     results = _host_run(tmp_path, source.replace(old, new), k.name, "gelu_tanh", cases)
     assert any(_problems("gelu_tanh", c, r) for c, r in zip(cases, results))
+
+
+# -- L1: the rendered column sum as host C++, a real thread per CUDA thread (std::barrier for __syncthreads) ----------
+
+SUM_HOST = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+struct Dim3 { unsigned x, y, z; };
+static thread_local Dim3 threadIdx;
+static Dim3 blockIdx, gridDim;
+static std::barrier<>* cta_barrier;
+static void __syncthreads() { cta_barrier->arrive_and_wait(); }
+static unsigned short f32_to_bf16_bits(float x) {  // round to nearest even
+  unsigned u; std::memcpy(&u, &x, 4); u += 0x7fffu + ((u >> 16) & 1u); return static_cast<unsigned short>(u >> 16);
+}
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __launch_bounds__(n)
+#define __restrict__
+#define __shared__ static
+KERNEL
+int main() {
+  int n, parts;
+  while (std::scanf("%d %d", &n, &parts) == 2) {
+    std::vector<float> partial(static_cast<size_t>(parts) * n);
+    for (auto& v : partial) std::scanf("%f", &v);
+    std::vector<OUT_T> out(n + 1, SENTINEL);
+    const unsigned ctas = (n + COLS - 1) / COLS;
+    gridDim = {ctas, 1, 1};
+    for (unsigned b = 0; b < ctas; ++b) {
+      blockIdx = {b, 0, 0};
+      std::barrier<> bar(COLS * WAYS);
+      cta_barrier = &bar;
+      std::vector<std::thread> threads;
+      for (int t = 0; t < COLS * WAYS; ++t)
+        threads.emplace_back([&, t] {
+          threadIdx = {static_cast<unsigned>(t % COLS), static_cast<unsigned>(t / COLS), 0};
+          NAME(partial.data(), out.data(), n, parts);
+        });
+      for (auto& th : threads) th.join();
+    }
+    for (auto v : out) std::printf(FMT, v);
+    std::printf("\n");
+  }
+  return 0;
+}
+"""
+
+
+def _sum_run(tmp_path, source: str, name: str, out_dtype: str, cases) -> list[list[str]]:
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        pytest.skip("no host C++ compiler")
+    f32 = out_dtype == "f32"
+    src = (SUM_HOST.replace("KERNEL", _host_source(source)).replace("NAME", name)
+           .replace("OUT_T", "float" if f32 else "unsigned short").replace("SENTINEL", "NAN" if f32 else "0xffffu")
+           .replace("FMT", '"%a "' if f32 else '"%u "').replace("COLS", str(actgrad.SUM_COLS))
+           .replace("WAYS", str(actgrad.SUM_WAYS)))
+    (tmp_path / "colsum.cc").write_text(src)
+    built = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas",
+                            "-o", str(tmp_path / "colsum"), str(tmp_path / "colsum.cc")], capture_output=True, text=True)
+    if built.returncode and "barrier" in built.stderr:
+        pytest.skip("the host C++ compiler has no std::barrier (C++20)")
+    assert built.returncode == 0, built.stderr[-2000:]
+    stdin = "".join(f"{n} {parts}\n{' '.join(repr(float(v)) for v in vals)}\n" for n, parts, vals in cases)
+    out = subprocess.run([str(tmp_path / "colsum")], input=stdin, capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.splitlines()]
+
+
+def _sum_cases(seed: int = 5):
+    """Partial sums of mixed magnitudes (the order of the additions shows in the last bits), N around the 32-column CTA
+    edge, 1 to 40 parts (fewer than the 8 ways, and many more)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for n, parts in ((1, 1), (31, 3), (32, 8), (33, 9), (70, 40), (100, 17)):
+        vals = (rng.standard_normal(n * parts) * 10.0 ** rng.integers(-3, 4, n * parts)).astype(np.float32)
+        cases.append((n, parts, vals))
+    return cases
+
+
+def _sum_want(n: int, parts: int, vals, out_dtype: str) -> list[str]:
+    """The kernel's order, restated in f32: way w adds rows w, w + 8, ... of a column in turn; way 0 then adds the 8
+    ways' sums in order w = 0..7 to 0; the result rounded to the output type (to nearest even). The extra element past
+    N is untouched."""
+    import numpy as np
+
+    v = np.asarray(vals, dtype=np.float32).reshape(parts, n)
+    out = []
+    for c in range(n):
+        ways = []
+        for w in range(actgrad.SUM_WAYS):
+            s = np.float32(0)
+            for r in range(w, parts, actgrad.SUM_WAYS):
+                s = np.float32(s + v[r, c])
+            ways.append(s)
+        t = np.float32(0)
+        for s in ways:
+            t = np.float32(t + s)
+        out.append(float(t).hex() if out_dtype == "f32" else str(_bits(float(t), out_dtype)))
+    return out + (["nan"] if out_dtype == "f32" else ["65535"])
+
+
+def _sum_got(tokens: list[str], out_dtype: str) -> list[str]:
+    return [t if t == "nan" else float.fromhex(t).hex() for t in tokens] if out_dtype == "f32" else tokens
+
+
+@pytest.mark.parametrize("out_dtype", ["f32", "bf16"])
+def test_the_rendered_column_sum_adds_in_its_fixed_order_on_the_host(tmp_path, out_dtype):
+    """L1 of the second kernel: its rendered source as host C++, one std::thread per CUDA thread of each CTA and a
+    std::barrier for __syncthreads: every column's result equals, bit for bit, the f32 sum in the order the kernel
+    states (restated in numpy), rounded to the output type; nothing past N is written."""
+    k = actgrad.sum_kernel(out_dtype)
+    cases = _sum_cases()
+    got = _sum_run(tmp_path, k.render(), k.name, out_dtype, cases)
+    for (n, parts, vals), g in zip(cases, got):
+        assert _sum_got(g, out_dtype) == _sum_want(n, parts, vals, out_dtype), (n, parts)
+
+
+def test_control_the_ways_added_in_another_order_are_caught(tmp_path):
+    """Control: the same kernel adding the 8 ways' sums last to first differs in the last bits somewhere."""
+    k = actgrad.sum_kernel("f32")
+    source = k.render()
+    old = f"for (int w = 0; w < {actgrad.SUM_WAYS}; ++w)"
+    assert old in source
+    cases = _sum_cases()
+    got = _sum_run(tmp_path, source.replace(old, f"for (int w = {actgrad.SUM_WAYS - 1}; w >= 0; --w)"), k.name, "f32", cases)
+    assert any(_sum_got(g, "f32") != _sum_want(n, p, v, "f32") for (n, p, v), g in zip(cases, got))
 
 
 # -- gpu ----------------------------------------------------------------------------------------------------------------
