@@ -190,21 +190,31 @@ def _cases(seed: int = 3):
     return cases
 
 
-def _host_run(tmp_path, source: str, name: str, act: str, cases, dtype: str = "bf16"):
+def _compile_host(tmp_path, src: str, stem: str, flags: list, missing: str, why: str):
+    """``src`` compiled by the host C++ compiler into tmp_path/stem (warnings as errors but for unused functions and CUDA
+    pragmas); the test skips without a compiler, or when the compiler's complaint names ``missing`` (``why``)."""
     import shutil
     import subprocess
 
     cxx = shutil.which("g++") or shutil.which("c++")
     if not cxx:
         pytest.skip("no host C++ compiler")
-    src = HOST.replace("KERNEL", _host_source(source)).replace("NAME", name).replace("THREADS", str(actgrad.THREADS))
-    (tmp_path / "actgrad.cc").write_text(src)
-    flags = ["-DHOST_F16"] if dtype == "f16" else []
-    built = subprocess.run([cxx, "-O1", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas", "-Werror", *flags, "-o",
-                            str(tmp_path / "actgrad"), str(tmp_path / "actgrad.cc")], capture_output=True, text=True)
-    if built.returncode and dtype == "f16" and "_Float16" in built.stderr:
-        pytest.skip("the host C++ compiler has no _Float16")
+    (tmp_path / f"{stem}.cc").write_text(src)
+    built = subprocess.run([cxx, "-O1", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas", *flags, "-o",
+                            str(tmp_path / stem), str(tmp_path / f"{stem}.cc")], capture_output=True, text=True)
+    if built.returncode and missing and missing in built.stderr:
+        pytest.skip(why)
     assert built.returncode == 0, built.stderr[-2000:]
+    return tmp_path / stem
+
+
+def _host_run(tmp_path, source: str, name: str, act: str, cases, dtype: str = "bf16"):
+    import subprocess
+
+    src = HOST.replace("KERNEL", _host_source(source)).replace("NAME", name).replace("THREADS", str(actgrad.THREADS))
+    f16 = dtype == "f16"
+    exe = _compile_host(tmp_path, src, "actgrad", ["-Werror", *(["-DHOST_F16"] if f16 else [])], "_Float16" if f16 else "",
+                        "the host C++ compiler has no _Float16")
     rng = random.Random(11)
     lines, inputs = [], []
     for m, n, ld_dy, ld_z, ld_dz, sms in cases:
@@ -213,8 +223,7 @@ def _host_run(tmp_path, source: str, name: str, act: str, cases, dtype: str = "b
         z = [_bits(rng.uniform(-5, 5), dtype) for _ in range(m * ld_z)]
         inputs.append((dy, z, blocks))
         lines.append(f"{m} {n} {ld_dy} {ld_z} {ld_dz} {cols} {blocks} {rows}\n{' '.join(map(str, dy))}\n{' '.join(map(str, z))}\n")
-    out = subprocess.run([str(tmp_path / "actgrad")], input="".join(lines), capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+    out = subprocess.run([str(exe)], input="".join(lines), capture_output=True, text=True, check=True).stdout.splitlines()
     return [(inputs[i], [int(v) for v in out[2 * i].split()], [float(v) for v in out[2 * i + 1].split()])
             for i in range(len(cases))]
 
@@ -321,25 +330,17 @@ int main() {
 
 
 def _sum_run(tmp_path, source: str, name: str, out_dtype: str, cases) -> list[list[str]]:
-    import shutil
     import subprocess
 
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        pytest.skip("no host C++ compiler")
     f32 = out_dtype == "f32"
     src = (SUM_HOST.replace("KERNEL", _host_source(source)).replace("NAME", name)
            .replace("OUT_T", "float" if f32 else "unsigned short").replace("SENTINEL", "NAN" if f32 else "0xffffu")
            .replace("FMT", '"%a "' if f32 else '"%u "').replace("COLS", str(actgrad.SUM_COLS))
            .replace("WAYS", str(actgrad.SUM_WAYS)))
-    (tmp_path / "colsum.cc").write_text(src)
-    built = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas",
-                            "-o", str(tmp_path / "colsum"), str(tmp_path / "colsum.cc")], capture_output=True, text=True)
-    if built.returncode and "barrier" in built.stderr:
-        pytest.skip("the host C++ compiler has no std::barrier (C++20)")
-    assert built.returncode == 0, built.stderr[-2000:]
+    exe = _compile_host(tmp_path, src, "colsum", ["-std=c++20", "-pthread"], "barrier",
+                        "the host C++ compiler has no std::barrier (C++20)")
     stdin = "".join(f"{n} {parts}\n{' '.join(repr(float(v)) for v in vals)}\n" for n, parts, vals in cases)
-    out = subprocess.run([str(tmp_path / "colsum")], input=stdin, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout
     return [line.split() for line in out.splitlines()]
 
 

@@ -12,33 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
-import time
 
 TORCH_APPROX = {"gelu_tanh": "tanh", "gelu_erf": "none"}
-
-
-def _alone(torch, f, reps: int = 9) -> float:
-    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-    v = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        s.record()
-        f()
-        e.record()
-        e.synchronize()
-        v.append(s.elapsed_time(e) * 1e3)
-    return sorted(v)[len(v) // 2]
-
-
-def _host_us(torch, f, n: int = 200) -> float:
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        f()
-    t = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    return t
 
 
 def torch_two(torch, dy, z, act: str):
@@ -54,6 +31,8 @@ def torch_two(torch, dy, z, act: str):
 
 
 def bench_shape(torch, actgrad, m: int, n: int, args) -> dict:
+    from ptxgen.api.bench.bench_ops import host_us, single_ms
+
     dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
     z = torch.randn_like(dy) * 2
     ref = lambda: torch_two(torch, dy, z, args.act)  # noqa: E731
@@ -71,12 +50,12 @@ def bench_shape(torch, actgrad, m: int, n: int, args) -> dict:
                       and ((b1.float() - b0.float()).abs().max() <= 2e-2 * b0.float().abs().max()).item())
             t_ref, t_ours = [], []
             for _ in range(args.rounds):
-                t_ref.append(_alone(torch, ref))
-                t_ours.append(_alone(torch, ours))
-            tr, to = sorted(t_ref)[len(t_ref) // 2], sorted(t_ours)[len(t_ours) // 2]
+                t_ref.append(single_ms(torch, ref) * 1e3)
+                t_ours.append(single_ms(torch, ours) * 1e3)
+            tr, to = statistics.median(t_ref), statistics.median(t_ours)
             row["forms"][f"rif{rif}-cps{cps}"] = {"torch_us": tr, "ours_us": to, "ratio": tr / to, "checked_ok": ok,
                                                   "tb_s": 3 * dy.numel() * 2 / to / 1e6}
-    row["host_us"] = {"torch": _host_us(torch, ref), "ours": _host_us(torch, ours)}
+    row["host_us"] = host_us(torch, {"torch": ref, "ours": ours})
     return row
 
 
