@@ -11,8 +11,9 @@ tested under capture). A runtime of one's own (attention's) builds a PreparedLau
 
 from __future__ import annotations
 
+import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..isa.types import Arch, DType
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, read_array
@@ -185,6 +186,7 @@ class Binder:
         self.block_dim, self.smem = tuple(block), shared_bytes
         self._kernels: dict = {}
         self._prepared: dict = {}
+        self._hot: dict = {}
         self._lock = threading.Lock()
 
     def bind(self, args) -> list:
@@ -248,23 +250,118 @@ class Binder:
         return int(self._load(device_index)[0].func)
 
     def launch(self, args, grid, stream=None):
+        """One launch of the kernel with ``args`` on ``stream`` (None: the arrays' library's current stream on their
+        device). Torch tensors take the hot path: a call whose arrays have the shapes, strides, dtypes and device of an
+        earlier call's (and scalars of the same types) reuses that call's checked, prepared and loaded launch, and only
+        reads the pointers (each checked for 16-byte alignment), writes the scalars and calls cuLaunchKernel."""
+        key = torch_call_key(args)
+        hot = self._hot.get(key) if key is not None else None
+        if hot is not None:
+            hot.run(self._lock, hot.torch_pointers(args), args, grid, stream)
+            return
+        infos = self.bind(args)
+        hot = self._hot_launch(infos, args)
+        if key is not None:
+            with self._lock:
+                if len(self._hot) >= HOT_KEYS:
+                    self._hot.clear()
+                self._hot[key] = hot
+        hot.run(self._lock, [0 if infos[i] is None else infos[i].ptr for i in hot.pointers], args, grid, stream)
+
+    def _hot_launch(self, infos: list, args) -> "HotLaunch":
+        """For arguments read and checked by :meth:`bind`: every tensor-map rule checked (before any GPU work), the
+        launch prepared, the kernel loaded on the arrays' device."""
         from ..api.launch import streams
         from ..api.launch.launchplan import launch_checked
         from ..runtime.launch.fastlaunch import launcher
 
-        infos = self.bind(args)
-        prep = self._prepared_for(infos, args)  # every argument and tensor-map rule, before any GPU work
-        kernel, dev = self._load()
-        first = next((a for p, a in zip(self.params, args) if p.kind in ("tensormap", "ptr") and a is not None), None)
-        handle = streams.stream_handle(stream, first)
-        driver = launcher()
-        with self._lock:
-            for i, (p, info, a) in enumerate(zip(self.params, infos, args)):
-                if prep.slots[i] is not None:
-                    prep.point(i, None if info is None else info.ptr)
-                else:
-                    prep.set(i, a)
-            gx, gy, gz = (tuple(grid) + (1, 1))[:3]
-            bx, by, bz = self.block_dim
-            launch_checked(driver.launch, lambda: streams.ensure_current(dev),
-                           (int(kernel.func), gx, gy, gz, bx, by, bz, self.smem, handle, prep.block.address, None))
+        prep = self._prepared_for(infos, args)
+        ordinal = streams.call_ordinal(infos)
+        kernel, dev = self._load(ordinal)
+        pointers = tuple(i for i, p in enumerate(self.params) if p.kind in ("tensormap", "ptr"))
+        scalars = tuple(i for i, p in enumerate(self.params) if p.kind not in ("tensormap", "ptr"))
+        first = next((args[i] for i in pointers if args[i] is not None), None)
+        return HotLaunch(name=self.name, prep=prep, func=int(kernel.func), block_dim=self.block_dim, smem=self.smem,
+                         pointers=pointers, scalars=scalars, driver=launcher(), launch_checked=launch_checked,
+                         ensure_context=lambda: streams.ensure_current(dev), stream_of=_stream_reader(first, ordinal))
+
+
+HOT_KEYS = 64  # dispatch keys one kernel remembers (a 65th clears them: a workload of many shapes re-prepares)
+
+
+def torch_call_key(args) -> tuple | None:
+    """The hot key of a call whose arrays are all torch tensors (None entries allowed): each tensor's shape, strides,
+    dtype and device, each other argument's type; None when an argument is an array of another library (those take
+    the checked path every call)."""
+    tensor = sys.modules.get("torch")
+    if tensor is None:
+        return None
+    tensor = tensor.Tensor
+    key = []
+    for a in args:
+        if isinstance(a, tensor):
+            key.append((a.shape, a.stride(), a.dtype, a.is_cuda, a.get_device()))
+        elif a is None or isinstance(a, (int, float)):
+            key.append(type(a))
+        else:
+            return None
+    return tuple(key)
+
+
+def _stream_reader(first, ordinal: int):
+    """``() -> CUstream`` of a call with no stream given: torch's current stream on the arrays' device, read per
+    call (the caller may switch streams between calls); 0 (the legacy default stream) with no array."""
+    from ..api.launch import streams
+
+    torch = sys.modules.get("torch")
+    if first is None or torch is None or not isinstance(first, torch.Tensor):
+        return lambda: streams.stream_handle(None, first)
+    raw = streams.torch_stream_reader(torch)
+    return lambda: raw(ordinal)
+
+
+@dataclass(frozen=True)
+class HotLaunch:
+    """A checked, prepared and loaded launch of one dispatch key: per call the pointers (``pointers``: parameter
+    indices) are read and pointed, the scalars (``scalars``) written, and cuLaunchKernel called once (through
+    ``launch_checked``, which makes the device's context current and retries where the thread has another)."""
+
+    name: str
+    prep: PreparedLaunch
+    func: int
+    block_dim: tuple
+    smem: int
+    pointers: tuple
+    scalars: tuple
+    driver: object
+    launch_checked: object
+    ensure_context: object
+    stream_of: object
+
+    def torch_pointers(self, args) -> list[int]:
+        """The pointer arguments' addresses (torch tensors, or None: 0), each checked for 16-byte alignment."""
+        ptrs = []
+        for i in self.pointers:
+            a = args[i]
+            ptr = 0 if a is None else a.data_ptr()
+            if ptr % TMA_GLOBAL_ALIGN:
+                raise ArgumentError(f"{self.prep.params[i].name}: its address {ptr:#x} is not {TMA_GLOBAL_ALIGN}-byte aligned")
+            ptrs.append(ptr)
+        return ptrs
+
+    def run(self, lock, ptrs: list[int], args, grid, stream) -> None:
+        """Point the pointer parameters at ``ptrs``, write the scalars of ``args``, launch on ``stream`` (None: the
+        arrays' current stream)."""
+        from ..api.launch import streams
+
+        handle = self.stream_of() if stream is None else streams.stream_handle(stream)
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = self.block_dim
+        prep = self.prep
+        with lock:
+            for i, ptr in zip(self.pointers, ptrs):
+                prep.point(i, ptr)
+            for i in self.scalars:
+                prep.set(i, args[i])
+            self.launch_checked(self.driver.launch, self.ensure_context,
+                                (self.func, gx, gy, gz, bx, by, bz, self.smem, handle, prep.block.address, None))
