@@ -127,6 +127,27 @@ def test_prepared_launch_follows_new_pointers():
         assert (out.double() - ro).abs().max().item() < 2e-2
 
 
+def test_a_launched_key_still_checks_alignment_and_other_keys():
+    """The hot path (a dispatch key launched before skips the argument checks): a view 8 bytes into a buffer has the
+    key of an aligned tensor of the same shape and strides, and is refused as the full check refuses it; a k of
+    another dtype, or an out of another shape, is a new key and refused by the full check; after the refusals the
+    aligned tensors still match the reference."""
+    from ptxgen.runtime.launch.arrays import ArgumentError, DTypeError
+
+    q, k, v = (torch.randn(1, 4, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ptxgen.attention(q, k, v)
+    buf = torch.randn(1 * 4 * 256 * 64 + 4, device="cuda", dtype=torch.bfloat16)
+    shifted = buf[4:].view(1, 4, 256, 64)  # 8 bytes past an aligned start: same shape, strides, dtype, device as q
+    with pytest.raises(ArgumentError, match="not 16-byte aligned"):
+        ptxgen.attention(shifted, k, v)
+    with pytest.raises(DTypeError):
+        ptxgen.attention(q, k.half(), v)
+    with pytest.raises(ArgumentError, match="out: shape"):
+        ptxgen.attention(q, k, v, out=torch.empty(1, 4, 255, 64, device="cuda", dtype=torch.bfloat16))
+    ro, _ = reference(q, k, v, False, 64 ** -0.5)
+    assert (ptxgen.attention(q, k, v).double() - ro).abs().max().item() < 2e-2
+
+
 def test_cuda_graph_capture_and_replay():
     q, k, v = (torch.randn(2, 8, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out = torch.empty_like(q)

@@ -2,8 +2,9 @@
 through the public layer's prepared launch (``ptxgen.author.PreparedLaunch``: one cuLaunchKernel over a pre-packed
 parameter block, Q, K and V as rank-4 tensor maps of their (B, H, S, D) views).
 
-The slow path (first call with a dispatch key: shapes, strides, dtype, device, causal, scale, return_lse) builds a
-:class:`PreparedAttention`; later calls with that key check the arguments, write pointers and launch."""
+The slow path (first call with a dispatch key: shapes, strides, dtypes, devices, causal, scale, return_lse, the
+options) checks every argument and builds a :class:`PreparedAttention`; later calls with that key check only the
+pointers' alignment, write the pointers and launch."""
 
 from __future__ import annotations
 
@@ -149,6 +150,7 @@ class PreparedAttention:
 
     def __init__(self, spec: AttentionSpec, plan, func: int, p: AttentionProblem, q, k, v, out, scale: float, drv=None):
         self.spec, self.func, self.drv, self.smem = spec, func, drv, plan.smem_bytes
+        self.lse_shape = (p.batch, p.heads, p.seqlen_q)
         tiles = (-(-p.seqlen_q // spec.bm), p.heads, p.batch)
         self.grid = (min(tiles[0] * tiles[1] * tiles[2], sm_count(q.device)), 1, 1) if spec.persistent else tiles
         args = (q, k, v, out, None, p.seqlen_q, p.seqlen_k, p.heads, p.group, p.batch, out.stride(0), out.stride(1),
@@ -181,10 +183,25 @@ def sm_count(device) -> int:
     return n
 
 
-def dispatch_key(q, k, v, out, causal: bool, scale: float, return_lse: bool, schedule: str | None, tile=None,
+def dispatch_key(q, k, v, out, causal: bool, scale, return_lse: bool, schedule: str | None, tile=None,
                  persistent=None, q_buffers=None, o_staging=None, carry=None) -> tuple:
-    return (tuple(q.shape), q.stride(), tuple(k.shape), k.stride(), v.stride(), out.stride(), out.data_ptr() % 16 == 0,
-            q.dtype, q.device, causal, scale, return_lse, schedule, tile, persistent, q_buffers, o_staging, carry)
+    """Everything :func:`check_arguments` and the tile choice read of a call but the pointers: each tensor's shape,
+    strides, dtype and device (``out``'s, or None), whether ``out``'s rows start on 16 bytes, and the options. A call
+    whose key was launched before passed every check but the pointer alignment, which :func:`_pointers_ok` repeats.
+    TypeError or AttributeError for arguments that are not tensors (the full check says why)."""
+    o = None if out is None else (out.shape, out.stride(), out.dtype, out.device, out.data_ptr() % 16 == 0)
+    return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(), v.dtype,
+            v.device, o, causal, scale, return_lse, schedule, tile, persistent, q_buffers, o_staging, carry)
+
+
+def _pointers_ok(q, k, v, out) -> bool:
+    """The pointer rules of :func:`check_arguments`: Q, K and V 16-byte aligned, ``out`` (if given) 4-byte aligned."""
+    return not (q.data_ptr() % 16 or k.data_ptr() % 16 or v.data_ptr() % 16 or (out is not None and out.data_ptr() % 4))
+
+
+def _stream(torch, device) -> int:
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # torch's current stream without building a Stream
+    return raw(device.index or 0) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=None, return_lse: bool = False,
@@ -197,24 +214,42 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
     ``tile``: (BM, BN, stages), ``persistent``: one CTA per SM walking the tiles, ``q_buffers`` (1 or 2, persistent
     only), ``o_staging`` (O staged in the Q buffer, two Q buffers only) and ``carry`` (the next tile's first S issued
     with this tile's last P·V, two Q buffers and an overlapped schedule only), for tests and benchmarks (None:
-    ``default_choice`` and ``choose_spec``; an output whose rows do not start on 16 bytes is never staged)."""
+    ``default_choice`` and ``choose_spec``; an output whose rows do not start on 16 bytes is never staged).
+
+    A call whose :func:`dispatch_key` was launched before skips the argument checks but the pointers' alignment."""
+    try:
+        key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers, o_staging,
+                           carry)
+        prep = _PREPARED.get(key)
+    except (TypeError, AttributeError):  # not tensors, an unhashable scale: the full check says what is wrong
+        key, prep = None, None
+    if prep is None or not _pointers_ok(q, k, v, out):
+        prep = _prepare(key, q, k, v, out, causal, scale, schedule, tile, persistent, q_buffers, o_staging, carry)
+    torch = sys.modules["torch"]
+    if out is None:
+        out = torch.empty_like(q)
+    lse = torch.empty(prep.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
+    rc = prep.run(q, k, v, out, lse, _stream(torch, q.device))
+    PreparedLaunch.check(rc, prep.spec.kernel_name)
+    return (out, lse) if return_lse else out
+
+
+def _prepare(key, q, k, v, out, causal, scale, schedule, tile, persistent, q_buffers, o_staging, carry) -> "PreparedAttention":
+    """Every argument checked (ArgumentError / DTypeError naming the rule), the spec chosen, the kernel built and loaded,
+    the launch prepared and kept under ``key`` (None: not kept)."""
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
-    if out is None:
-        out = torch.empty_like(q)
-    lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device) if return_lse else None
-    key = dispatch_key(q, k, v, out, bool(causal), scale, return_lse, schedule, tile, persistent, q_buffers, o_staging,
+    prep = _PREPARED.get(key) if key is not None else None
+    if prep is not None:
+        return prep
+    stand_in = out if out is not None else torch.empty_like(q)  # the output's geometry (strides) under this key
+    spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers, o_staging if cells_ok(stand_in) else False,
                        carry)
-    prep = _PREPARED.get(key)
-    if prep is None:
-        spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers,
-                           o_staging if cells_ok(out) else False, carry)
-        built, func = _kernel(spec, q.device.index or 0)
-        prep = PreparedAttention(spec, built.plan, func, p, q, k, v, out, scale)
+    built, func = _kernel(spec, q.device.index or 0)
+    prep = PreparedAttention(spec, built.plan, func, p, q, k, v, stand_in, scale)
+    if key is not None:
         if len(_PREPARED) > 256:  # a bound on distinct shapes kept
             _PREPARED.clear()
         _PREPARED[key] = prep
-    rc = prep.run(q, k, v, out, lse, torch.cuda.current_stream(q.device).cuda_stream)
-    PreparedLaunch.check(rc, prep.spec.kernel_name)
-    return (out, lse) if return_lse else out
+    return prep
