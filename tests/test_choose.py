@@ -283,6 +283,39 @@ def test_the_swap_rule_takes_the_shapes_its_family_was_fitted_on(monkeypatch):
     assert choose_on(p, h100).chosen_by == "tuned"
 
 
+def test_two_192_row_swapped_tiles_where_128_row_tiles_take_two_rounds(monkeypatch):
+    """rules.SWAP_WIDE_PAIR: where ceil(N / 128) x 2 swapped tiles exceed the SMs and ceil(N / 192) x 2 fit them, the
+    pick is two 192-row tiles over M as one 1x2 cluster, one CTA per tile, its ring at least 4 stages deep (the three
+    measured shapes). Not taken: a 192 x 192 ring holds 3 stages (384 rows), 128-row tiles already fit one round
+    (333 x 8192), 192-row tiles would not (N = 16384). Control: the switch off gives the 128-row stream-K form back."""
+    from ptxgen.isa.types import Cluster
+    from ptxgen.runtime.choose import Problem, choose as choose_on
+    from ptxgen.runtime.choose.calibration import shipped
+    from ptxgen.runtime.choose.swap import wide_pair
+
+    for name in ("h100-80gb-hbm3",):  # measured there only (rules.SWAP_WIDE_PAIR_DEVICES)
+        dev = shipped()[name].device
+        for m, n, k, bn, stages in ((300, 12288, 6000, 152, 5), (300, 10240, 8192, 152, 5), (280, 12288, 8192, 144, 4)):
+            got = choose_on(Problem("bf16", "sm_90a", m, n, k), dev)
+            s = got.spec
+            assert (got.swap_ab, s.bm, s.bn, s.stages, s.cluster, s.schedule, s.stream_k) == \
+                (True, 192, bn, stages, Cluster.C1X2, Schedule.TILE, 1), (name, m, n, k, s.kernel_name)
+            assert -(-n // 192) * 2 <= 132 < -(-n // 128) * 2 and "wide-pair rule" in got.why
+        for m, n, k in ((384, 12288, 6000), (333, 8192, 8192)):
+            assert choose_on(Problem("bf16", "sm_90a", m, n, k), dev).spec.bm == 128, (name, m, n, k)
+    like = choose_on(Problem("bf16", "sm_90a", 300, 12288, 6000), shipped()["h100-80gb-hbm3"].device).spec
+    h100 = "h100-80gb-hbm3"
+    assert wide_pair(like, 300, 12288, 132, h100).bm == 192 and wide_pair(like, 300, 12288, 132, "h200") is None
+    assert wide_pair(like, 300, 16384, 132, h100) is None and wide_pair(like, 384, 12288, 132, h100) is None
+    assert wide_pair(like, 300, 8192, 132, h100) is None  # 64 x 2 tiles of 128 rows: one round already
+    h200 = shipped()["h200"].device  # not measured there: the H200's picks stay as they were
+    assert all(choose_on(Problem("bf16", "sm_90a", m, n, k), h200).spec.bm != 192
+               for m, n, k in ((300, 12288, 6000), (300, 10240, 8192), (280, 12288, 8192)))
+    monkeypatch.setattr(choose_mod, "SWAP_WIDE_PAIR", False)
+    off = choose_on(Problem("bf16", "sm_90a", 300, 12288, 6000), shipped()["h100-80gb-hbm3"].device)
+    assert (off.spec.bm, off.spec.stream_k) == (128, 2) and "wide-pair" not in off.why
+
+
 def test_two_swapped_tiles_over_m_run_as_one_1x2_cluster(monkeypatch):
     """rules.SWAP_PAIR_CLUSTER: where the swapped kernel covers M in two tiles, both read the same 128 weight rows, so
     the pair is one 1x2 cluster loading them once (A multicast), in the tile and the stream-K forms; `why` says so.

@@ -408,3 +408,24 @@ def test_gemm_takes_the_clustered_pair_the_chooser_picks(gpu):
     for _ in range(2):
         out = ptxgen.gemm(a, b)
         assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gemm_takes_the_wide_pair_the_chooser_picks_on_an_h100(gpu):
+    """ptxgen.gemm(a, b) at 300 x 12288 x 6000 on an H100 SXM (rules.SWAP_WIDE_PAIR_DEVICES; elsewhere the test skips):
+    the plan names the 192 x 152 swapped pair, and the call (slow path, then the hot path) matches float64."""
+    import ptxgen
+    import ptxgen.api as api
+
+    torch = _torch()
+    if torch.cuda.get_device_name() != "NVIDIA H100 80GB HBM3":
+        pytest.skip("the wide-pair rule is measured on the H100 only")
+    g = torch.Generator(device="cuda").manual_seed(6)
+    a = torch.randn(300, 6000, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(12288, 6000, device="cuda", dtype=torch.bfloat16, generator=g)
+    plan = api.plan("gemm", a, b)
+    assert "_192x152x64_" in plan.kernel and "_c1x2_" in plan.kernel, plan.kernel
+    ref = a.double() @ b.double().t()
+    for _ in range(2):
+        out = ptxgen.gemm(a, b)
+        assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-2

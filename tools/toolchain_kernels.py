@@ -23,7 +23,8 @@ runs/2026-12-06-nvrtc128-one-launch), ``0.4.1`` (the swapped stream-K picks, the
 persistent attention kernels with two Q buffers, O staged and the carried S, the K-grouped 128 x 256 default and the
 swapped pairs in 1x2 clusters; runs/2026-12-06-nvrtc128-short-calls), ``one-pass-grad`` (after 0.4.1: ptxgen.ops.actgrad's
 activation backward with its column sums and the column sum, written with ptxgen.author, and the chain's dact step with
-gelu's derivative without cancellation; runs/2026-12-06-nvrtc128-one-pass-grad).
+gelu's derivative without cancellation; runs/2026-12-06-nvrtc128-one-pass-grad), ``wide-pair`` (2026-12-07: the
+192-row swapped pairs the wide-pair rule picks on the H100; runs/2026-12-07-nvrtc128-wide-pair).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
        PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|one-pass-grad|all]
@@ -272,6 +273,16 @@ def after_0_4_1_gemm_specs() -> dict:
     return out
 
 
+def wide_pair_specs() -> dict:
+    """The 192-row swapped pairs of rules.SWAP_WIDE_PAIR (2026-12-07), as the chooser takes them on the H100."""
+    from ptxgen.runtime.choose import Problem, choose
+    from ptxgen.runtime.choose.calibration import shipped
+
+    h100 = shipped()["h100-80gb-hbm3"].device
+    return {f"wide pair {m}x{n}x{k}": choose(Problem("bf16", "sm_90a", m, n, k), h100).spec
+            for m, n, k in ((300, 12288, 6000), (280, 12288, 8192))}
+
+
 def attention_q_buffer_specs() -> list:
     """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
     with O staged, D 64's three walks) and O staged at D 64, causal and not."""
@@ -400,7 +411,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
-                                      "all"),
+                                      "wide-pair", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -431,6 +442,8 @@ def main() -> int:
         specs.update(after_0_4_1_gemm_specs())
     if args.set in ("one-pass-grad", "all"):
         specs.update(one_pass_grad_gemm_specs())
+    if args.set in ("wide-pair", "all"):
+        specs.update(wide_pair_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

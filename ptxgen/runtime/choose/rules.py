@@ -59,6 +59,18 @@ SWAP_FIT_MAX_M_TILES = 2  # swapped tiles over M: run 1 measured one or two (M <
 # the H100 (runs/2026-12-06-h100-carry-kgrouped run 3; two shapes, one process): 400 x 10000 x 6000 83.8 against
 # 88.5 us (1.021 of cuBLAS, was 0.968), 333 x 8192 x 8192 71.3 against 71.6 us.
 SWAP_PAIR_CLUSTER = True
+# Where the 128-row swapped tiles take more than one round (ceil(N / 128) x 2 > the SMs) and two 192-row tiles over
+# M fit one (three consumer warpgroups of 64 weight rows each), the 192-row pair is taken instead of the 128-row
+# stream-K form, if its ring keeps at least SWAP_WIDE_MIN_STAGES stages. Measured on the H100
+# (runs/2026-12-07-h100-hot-paths-wide-swap; one process, alternating rounds, outputs checked): 300 x 12288 x 6000
+# 78.8-80.1 against 97.3-99.6 us (1.085-1.155 of cuBLAS, was 0.879-0.924), 300 x 10240 x 8192 93.6 against 99.0,
+# 280 x 12288 x 8192 93.6 against 101.9; at 384 x 12288 x 6000 the 192 x 192 ring holds only 3 stages and lost
+# (100.0 against 98.6 us), at 333 x 8192 x 8192 (128-row tiles in one round) 89.3 against 70.1.
+# Measured on the H100 SXM only: the rule applies to calibrations of these device slugs (calibration.Device.slug).
+SWAP_WIDE_PAIR = True
+SWAP_WIDE_PAIR_DEVICES = ("h100-80gb-hbm3",)
+SWAP_WIDE_BM = 192
+SWAP_WIDE_MIN_STAGES = 4
 # Both rules' kernels store D^T through the TMA-store epilogue (stmatrix.trans into shared memory, one TMA store per
 # chunk: derive.store.epilogue) instead of one 2-byte store per element. On since 2026-12-01
 # (runs/2026-12-01-gpu-tier-swap-tmastore, tools/bench_mstore.py): faster on all five swapped shapes, TMA/direct time 0.951-0.998

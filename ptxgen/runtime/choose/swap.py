@@ -15,7 +15,7 @@ from ...isa.types import Cluster, DMajor, Epilogue, Schedule, SpecError
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from . import rules
 from .candidates import BY_NAME
-from .costmodel import SWAP_BM, CostModel
+from .costmodel import SWAP_BM, SWAP_MAX_BN, SWAP_MIN_BN, CostModel
 
 
 
@@ -57,6 +57,24 @@ def paired(spec: TileSpec, m_tiles: int) -> TileSpec:
         return dataclasses.replace(spec, cluster=Cluster.C1X2)
     except SpecError:
         return spec
+
+
+def wide_pair(like: TileSpec, m: int, n: int, sm_count: int, device_slug: str) -> TileSpec | None:
+    """rules.SWAP_WIDE_PAIR: two 192-row swapped tiles over M as one 1x2 cluster, where 128-row tiles would take more
+    than one round of ``sm_count`` CTAs and the 192-row pair fits one, its ring at least rules.SWAP_WIDE_MIN_STAGES
+    deep, on a device the rule was measured on (rules.SWAP_WIDE_PAIR_DEVICES); None where the rule does not apply."""
+    bn = -(-(-(-m // 2)) // 8) * 8  # two tiles over M, BN' a multiple of 8
+    if not rules.SWAP_WIDE_PAIR or device_slug not in rules.SWAP_WIDE_PAIR_DEVICES:
+        return None
+    if not SWAP_MIN_BN <= bn <= SWAP_MAX_BN or -(-m // bn) != 2:
+        return None
+    if -(-n // SWAP_BM) * 2 <= sm_count or -(-n // rules.SWAP_WIDE_BM) * 2 > sm_count:
+        return None
+    spec = _swapped(like, rules.SWAP_WIDE_BM, bn, range(max(rules.SWAP_FIT_STAGES), rules.SWAP_WIDE_MIN_STAGES - 1, -1))
+    if spec is None:
+        return None
+    spec = paired(spec, 2)
+    return spec if spec.cluster is Cluster.C1X2 else None
 
 
 def _store_note() -> str:
@@ -139,6 +157,15 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
         return None
     spec = paired(spec, m_tiles)
     best = plain[0]
+    wide = wide_pair(like, m, n, sm_count, model.calibration.device.slug)
+    if wide is not None:
+        why = (f"swap-AB: D^T = B A^T with {wide.bm} x {wide.bn} tiles over N x M (2 tiles of {wide.bn} cover M = {m} as "
+               f"{2 * wide.bn} rows), the two one 1x2 cluster (the weight rows loaded once for both), "
+               f"{-(-n // wide.bm) * 2} CTAs in one round of {sm_count} where {SWAP_BM}-row tiles take "
+               f"{-(-n // SWAP_BM) * 2} (the wide-pair rule), D^T stored M-major into the row-major D{_store_note()}; "
+               f"cost model: {predicted:.1f} us predicted for {SWAP_BM} x {bn}{' (stream-K form)' if use_sk else ''} against "
+               f"{best.predicted_us:.1f} us for {best.candidate.name}, the best unswapped kernel")
+        return Choice(wide, why + note, "cost-model+swap-ab", swap_ab=True)
     rounds_note = (f"{ctas} CTAs for {sm_count} SMs, persistent, the last round split {sk.splits} ways along K (stream-K)"
                    if use_sk else f"{ctas} CTAs in one round of {sm_count}")
     why = (f"swap-AB: D^T = B A^T with {SWAP_BM} x {bn} tiles over N x M ({m_tiles} tile{'s' if m_tiles > 1 else ''} "
