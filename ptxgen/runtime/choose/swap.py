@@ -160,7 +160,7 @@ def swap_fit(picked: Choice, like: TileSpec, dtype: str, arch: str, m: int, n: i
     wide = wide_pair(like, m, n, sm_count, model.calibration.device.slug)
     if wide is not None:
         why = (f"swap-AB: D^T = B A^T with {wide.bm} x {wide.bn} tiles over N x M (2 tiles of {wide.bn} cover M = {m} as "
-               f"{2 * wide.bn} rows), the two one 1x2 cluster (the weight rows loaded once for both), "
+               f"{2 * wide.bn} rows) as one 1x2 cluster (the weight rows loaded once for both), "
                f"{-(-n // wide.bm) * 2} CTAs in one round of {sm_count} where {SWAP_BM}-row tiles take "
                f"{-(-n // SWAP_BM) * 2} (the wide-pair rule), D^T stored M-major into the row-major D{_store_note()}; "
                f"cost model: {predicted:.1f} us predicted for {SWAP_BM} x {bn}{' (stream-K form)' if use_sk else ''} against "
