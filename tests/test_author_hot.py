@@ -15,50 +15,10 @@ import sys
 import types
 
 import pytest
+from fake_torch import BF16, F32, FakeTensor, module
 
 from ptxgen.author import Param, parse_operand
 from ptxgen.runtime.launch.arrays import ArgumentError
-
-
-class FakeDType:
-    def __init__(self, name, size):
-        self.name, self.size = name, size
-
-    def __str__(self):
-        return f"torch.{self.name}"
-
-
-BF16, F32 = FakeDType("bfloat16", 2), FakeDType("float32", 4)
-
-
-class FakeTensor:
-    """A CUDA tensor as far as the launch path reads one."""
-
-    def __init__(self, shape, dtype=BF16, ptr=1 << 24, device=0, strides=None):
-        self.shape, self.dtype, self.ptr, self.index = tuple(shape), dtype, ptr, device
-        self._strides = strides or tuple(int(x) for x in _contiguous(shape))
-        self.is_cuda = True
-        self.device = types.SimpleNamespace(type="cuda", index=device)
-
-    def stride(self):
-        return self._strides
-
-    def get_device(self):
-        return self.index
-
-    def data_ptr(self):
-        return self.ptr
-
-    def element_size(self):
-        return self.dtype.size
-
-
-def _contiguous(shape):
-    out, at = [], 1
-    for d in reversed(shape):
-        out.append(at)
-        at *= d
-    return tuple(reversed(out))
 
 
 class FakeDriver:
@@ -83,10 +43,7 @@ def rig(monkeypatch):
     import ptxgen.runtime.launch.fastlaunch as fastlaunch
     from ptxgen.api.launch import streams
 
-    fake_torch = types.ModuleType("torch")
-    fake_torch.Tensor = FakeTensor
-    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 7000 + index)
-    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "torch", module(stream_base=7000))
     driver = FakeDriver()
     monkeypatch.setattr(fastlaunch, "launcher", lambda: driver)
     reads = []
