@@ -240,9 +240,6 @@ def _prepare(key, q, k, v, out, causal, scale, schedule, tile, persistent, q_buf
     p = check_arguments(q, k, v, out, scale)
     torch = sys.modules["torch"]
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
-    prep = _PREPARED.get(key) if key is not None else None
-    if prep is not None:
-        return prep
     stand_in = out if out is not None else torch.empty_like(q)  # the output's geometry (strides) under this key
     spec = choose_spec(p, bool(causal), schedule, tile, persistent, q_buffers, o_staging if cells_ok(stand_in) else False,
                        carry)

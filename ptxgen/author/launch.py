@@ -281,7 +281,7 @@ class Binder:
         pointers = tuple(i for i, p in enumerate(self.params) if p.kind in ("tensormap", "ptr"))
         scalars = tuple(i for i, p in enumerate(self.params) if p.kind not in ("tensormap", "ptr"))
         first = next((args[i] for i in pointers if args[i] is not None), None)
-        return HotLaunch(name=self.name, prep=prep, func=int(kernel.func), block_dim=self.block_dim, smem=self.smem,
+        return HotLaunch(prep=prep, func=int(kernel.func), block_dim=self.block_dim, smem=self.smem,
                          pointers=pointers, scalars=scalars, driver=launcher(), launch_checked=launch_checked,
                          ensure_context=lambda: streams.ensure_current(dev), stream_of=_stream_reader(first, ordinal))
 
@@ -326,7 +326,6 @@ class HotLaunch:
     indices) are read and pointed, the scalars (``scalars``) written, and cuLaunchKernel called once (through
     ``launch_checked``, which makes the device's context current and retries where the thread has another)."""
 
-    name: str
     prep: PreparedLaunch
     func: int
     block_dim: tuple

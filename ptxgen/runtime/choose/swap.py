@@ -15,7 +15,7 @@ from ...isa.types import Cluster, DMajor, Epilogue, Schedule, SpecError
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, narrow_spec
 from . import rules
 from .candidates import BY_NAME
-from .costmodel import SWAP_BM, SWAP_MAX_BN, SWAP_MIN_BN, CostModel
+from .costmodel import SWAP_BM, CostModel, swap_tiles
 
 
 
@@ -63,10 +63,10 @@ def wide_pair(like: TileSpec, m: int, n: int, sm_count: int, device_slug: str) -
     """rules.SWAP_WIDE_PAIR: two 192-row swapped tiles over M as one 1x2 cluster, where 128-row tiles would take more
     than one round of ``sm_count`` CTAs and the 192-row pair fits one, its ring at least rules.SWAP_WIDE_MIN_STAGES
     deep, on a device the rule was measured on (rules.SWAP_WIDE_PAIR_DEVICES); None where the rule does not apply."""
-    bn = -(-(-(-m // 2)) // 8) * 8  # two tiles over M, BN' a multiple of 8
     if not rules.SWAP_WIDE_PAIR or device_slug not in rules.SWAP_WIDE_PAIR_DEVICES:
         return None
-    if not SWAP_MIN_BN <= bn <= SWAP_MAX_BN or -(-m // bn) != 2:
+    bn = next((b for b, tiles in swap_tiles(m) if tiles == 2), None)  # two tiles over M
+    if bn is None:
         return None
     if -(-n // SWAP_BM) * 2 <= sm_count or -(-n // rules.SWAP_WIDE_BM) * 2 > sm_count:
         return None
