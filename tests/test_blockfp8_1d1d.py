@@ -195,7 +195,7 @@ def test_door_refusals_and_the_explicit_recipe(monkeypatch):
         fb.gemm(x["a"], x["b"], x["sa"], CaiArray((4, 3), "float32", (1, 4), 0x50000000), x["out"], out_dtype="f32",
                 recipe="1x128x1x128")
     with pytest.raises(fb.ArgumentError, match="recipe="):
-        fb.gemm(x["a"], x["b"], x["sa"], x["sb"], x["out"], out_dtype="f32", recipe="128x128x1x128")
+        fb.gemm(x["a"], x["b"], x["sa"], x["sb"], x["out"], out_dtype="f32", recipe="128x128x128x128")
     with pytest.raises(fb.ArgumentError, match="1x128 x 1x128 recipe"):  # c with 1D2D scales
         fb.gemm(x["a"], x["b"], x["sa"], CaiArray((4, 3), "float32", (1, 4), 0x50000000), x["out"],
                 c=CaiArray((M, N), "float32", (304, 1), 0x60000000))  # (out_dtype f32: c given)

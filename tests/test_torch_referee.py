@@ -493,10 +493,10 @@ def _dequant(torch, q, scale, rows_per_block: int):
 
 
 def _blockwise_inputs(torch, case):
-    """The test's inputs for (lhs 1x128, rhs 128x128 or 1x128): x (M x K) and y (N x K) in high precision, quantized,
-    and their quantization scales (x: M x K/128; y: N/rhs_block x K/128)."""
+    """The test's inputs for (lhs, rhs) blocks (1, 128), (1, 1) or (128, 1): x (M x K) and y (N x K) in high precision,
+    quantized, and their quantization scales (x: M/lhs_block x K/128; y: N/rhs_block x K/128)."""
     m, n, k, which = case.p("M"), case.p("N"), case.p("K"), case.p("test_case")
-    rb = case.p("rhs_block")
+    lb, rb = case.p("lhs_block"), case.p("rhs_block")
     out_dt = _dt(torch, case.p("output_dtype"))
     if which in ("x_eye_b_eye", "x_ones_y_ones_calc_scales", "data_random_calc_scales"):
         if which == "x_eye_b_eye":
@@ -506,7 +506,7 @@ def _blockwise_inputs(torch, case):
         else:
             x = torch.randn(m, k, device="cuda", dtype=out_dt)
             y = torch.randn(n, k, device="cuda", dtype=out_dt) * 1e-3
-        xq, xs = _quantize_blocks(torch, x, 1)
+        xq, xs = _quantize_blocks(torch, x, lb)
         yq, ys = _quantize_blocks(torch, y, rb)
         return x, y, xq, xs, yq, ys
     if which.startswith("x_ones"):
@@ -514,20 +514,21 @@ def _blockwise_inputs(torch, case):
     else:  # data_random_scales_one: integers 0..254 as bf16
         x = torch.randint(0, 255, (m, k), device="cuda", dtype=torch.uint8).to(torch.bfloat16)
         y = torch.randint(0, 255, (n, k), device="cuda", dtype=torch.uint8).to(torch.bfloat16)
-    xs = torch.ones(m, k // 128, device="cuda")
+    xs = torch.ones(m // lb, k // 128, device="cuda")
     ys = torch.ones(n // rb, k // 128, device="cuda")
     if which == "x_ones_y_ones_modify_scales":
         xs[0, 0] = 4.0
         ys[-1, -1] = 4.0
-    return x, y, _scaled_blocks(torch, x, xs, 1), xs, _scaled_blocks(torch, y, ys, rb), ys
+    return x, y, _scaled_blocks(torch, x, xs, lb), xs, _scaled_blocks(torch, y, ys, rb), ys
 
 
-def _torch_scale_layouts(torch, xs, ys, reciprocal: bool = True, rhs_block: int = 128):
+def _torch_scale_layouts(torch, xs, ys, reciprocal: bool = True, rhs_block: int = 128, lhs_block: int = 1):
     """What the test passes to torch._scaled_mm (as dequantization scales where ``reciprocal``): scale_a M x K/128
-    outer-dim-major (s.t().contiguous().t()), scale_b torch's padded L4 x N/128 (strides (1, L4)) for 128x128 blocks,
-    or for 1x128 blocks y_scales.t() of the outer-dim-major N x K/128 array (K/128 x N, strides (N, 1))."""
-    sa = xs.t().contiguous().t()
+    outer-dim-major (s.t().contiguous().t()) for 1x128 blocks, or torch's padded L4 x M/128 (strides (1, L4)) for 128x128
+    blocks; scale_b torch's padded L4 x N/128 (strides (1, L4)) for 128x128 blocks, or for 1x128 blocks y_scales.t() of
+    the outer-dim-major N x K/128 array (K/128 x N, strides (N, 1))."""
     kb = ys.shape[1]
+    sa = xs.t().contiguous().t() if lhs_block == 1 else torch.nn.functional.pad(xs, (0, -(-kb // 4) * 4 - kb)).t()
     if rhs_block == 1:
         sb = ys.t().contiguous().t().t()
         return (sa.reciprocal(), sb.reciprocal()) if reciprocal else (sa, sb)
@@ -540,12 +541,13 @@ def run_blockwise(torch, case):
 
     x, y, xq, xs, yq, ys = _blockwise_inputs(torch, case)
     out_name = case.p("output_dtype")
-    rb = case.p("rhs_block")
-    sa, sb = _torch_scale_layouts(torch, xs, ys, rhs_block=rb)
+    lb, rb = case.p("lhs_block"), case.p("rhs_block")
+    sa, sb = _torch_scale_layouts(torch, xs, ys, rhs_block=rb, lhs_block=lb)
     assert (sb.stride(0) == 1 and sb.shape[0] % 4 == 0) if rb == 128 else (sb.stride(1) == 1 and sb.shape == (ys.shape[1], ys.shape[0]))
-    ours = fb.gemm(xq, yq, sa, sb, out_dtype=_PTX[out_name])  # the recipe inferred from scale_b, as torch infers it
+    assert (sa.stride(0) == 1 and sa.shape[0] % 4 == 0) if lb == 128 else sa.shape == xs.shape
+    ours = fb.gemm(xq, yq, sa, sb, out_dtype=_PTX[out_name])  # the recipe inferred from the scales, as torch infers it
     torch.cuda.synchronize()
-    emulated64 = _dequant(torch, xq, xs, 1) @ _dequant(torch, yq, ys, rb).T
+    emulated64 = _dequant(torch, xq, xs, lb) @ _dequant(torch, yq, ys, rb).T
     emulated = emulated64.to(_dt(torch, out_name))
     full = x.double() @ y.double().T
     cmin = dict(case.extra)["cosine_similarity_min"]
@@ -563,10 +565,10 @@ def run_blockwise_runs(torch, case):
     out_dt = _dt(torch, case.p("output_dtype"))
     x = torch.randn(m, k, device="cuda", dtype=out_dt).pow(3)
     y = torch.randn(n, k, device="cuda", dtype=out_dt).pow(3)
-    xq, xs = _quantize_blocks(torch, x, 1)
-    rb = case.p("rhs_block")
+    lb, rb = case.p("lhs_block"), case.p("rhs_block")
+    xq, xs = _quantize_blocks(torch, x, lb)
     yq, ys = _quantize_blocks(torch, y, rb)
-    sa, sb = _torch_scale_layouts(torch, xs, ys, reciprocal=False, rhs_block=rb)  # the test passes these scales as they are
+    sa, sb = _torch_scale_layouts(torch, xs, ys, reciprocal=False, rhs_block=rb, lhs_block=lb)  # as the test passes them
     ours = fb.gemm(xq, yq, sa, sb, out_dtype=_PTX[case.p("output_dtype")])
     torch.cuda.synchronize()
     return [(ours.shape == (m, n), f"ran: out {tuple(ours.shape)}")]

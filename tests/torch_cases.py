@@ -111,20 +111,14 @@ def _cases_scaled() -> list[Case]:
         atol, rtol = (6e-1, 7e-2) if out_dt == "bfloat16" else (7e-1, 2e-3)
         params = (("output_dtype", out_dt), ("lhs_block", lb), ("rhs_block", rb), ("M", mnk[0]), ("N", mnk[1]),
                   ("K", mnk[2]), ("test_case", case))
-        ok = lb == 1  # 1x128 x 128x128 (DeepSeek's 1D2D) and 1x128 x 1x128 (1D1D)
-        out.append(Case(f"{SCALED}::test_scaled_mm_block_wise_numerics", "blockwise", params, atol, rtol, expressible=ok,
-                        why_not="" if ok else NOT_128X128_A,
+        # every pair is a recipe of ptxgen.api.fp8blocks: 1x128 x 128x128 (DeepSeek's 1D2D), 1x128 x 1x128 (1D1D) and
+        # 128x128 x 1x128 (the 1D2D kernel on (b, a), D written M-major)
+        out.append(Case(f"{SCALED}::test_scaled_mm_block_wise_numerics", "blockwise", params, atol, rtol,
                         extra=(("cosine_similarity_min", 0.999),)))
     for out_dt, (lb, rb), mnk in product(("bfloat16", "float32"), blocks, ((256, 128, 256), (256, 256, 128))):
-        ok = lb == 1
         out.append(Case(f"{SCALED}::test_scaled_mm_vs_emulated_block_wise_verify_small_shapes", "blockwise_runs",
                         (("output_dtype", out_dt), ("lhs_block", lb), ("rhs_block", rb), ("M", mnk[0]), ("N", mnk[1]),
-                         ("K", mnk[2])), expressible=ok,
-                        why_not="" if ok else NOT_128X128_A))
+                         ("K", mnk[2]))))
     return out
-
-
-NOT_128X128_A = ("ptxgen's block recipes take 1x128 scales for A (with 128x128 or 1x128 for B: DeepSeek's 1D2D and 1D1D); "
-                 "128x128 blocks on A are not derived")
 
 CASES: tuple[Case, ...] = tuple(_cases_matmul() + _cases_scaled())

@@ -283,6 +283,21 @@ def wide_pair_specs() -> dict:
             for m, n, k in ((300, 12288, 6000), (280, 12288, 8192))}
 
 
+def blocks_on_a_specs() -> dict:
+    """The 128x128 x 1x128 recipe's kernels (2026-12-07): the 1x128x128 kernels with an M-major D that
+    ptxgen.api.fp8blocks picks for the swapped problem (bf16 through the M-major TMA store, f32 through the direct stores,
+    few tiles with stream-K)."""
+    from ptxgen.api.fp8blocks import _swapped_spec
+    from ptxgen.runtime.launch.arrays import ArrayInfo
+
+    def picked(m, n, k, out_dtype):
+        ksa = ArrayInfo("scale_b", 0x1000, (n, -(-k // 128)), (1, n), "f32", 4, (2, 0), "torch", "torch")
+        return _swapped_spec(None, out_dtype, ksa, n, n, m, k, 132)
+
+    return {f"blocks on A {m}x{n}x{k} {o}": picked(m, n, k, o)
+            for m, n, k, o in ((4096, 7168, 4096, "bf16"), (4096, 7168, 4096, "f32"), (384, 272, 768, "bf16"))}
+
+
 def attention_q_buffer_specs() -> list:
     """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
     with O staged, D 64's three walks) and O staged at D 64, causal and not."""
@@ -411,7 +426,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
-                                      "wide-pair", "all"),
+                                      "wide-pair", "blocks-on-a", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -444,6 +459,8 @@ def main() -> int:
         specs.update(one_pass_grad_gemm_specs())
     if args.set in ("wide-pair", "all"):
         specs.update(wide_pair_specs())
+    if args.set in ("blocks-on-a", "all"):
+        specs.update(blocks_on_a_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

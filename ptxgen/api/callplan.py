@@ -336,11 +336,14 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     from . import fp8blocks as fb
     from .arrays.binding import bind
 
-    from .arrays.fp8recipe import c_extra, column_scales_ld, infer_recipe
+    from .arrays.fp8recipe import a_in_blocks, c_extra, column_scales_ld, infer_recipe
 
     ai, bi, oi, sa, sb, ci = _read(args, "a", "b", "out", "scale_a", "scale_b", "c")
     out_dtype = args.get("out_dtype") or ("f32" if ci is not None else "bf16")
     spec = args.get("spec")
+    if ai.ndim == 2 and a_in_blocks(args.get("recipe"), sa, ai.shape[0], ai.shape[1],
+                                    fb.padded_scale_rows(-(-ai.shape[1] // fb.BLOCK))):
+        return _plan_fp8blocks_2d1d(ai, bi, oi, sa, sb, ci, out_dtype, spec, t)
     chosen = spec is None
     asked = spec
     spec = spec or fb.default_spec(out_dtype)
@@ -373,6 +376,27 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     if plan_kernel(spec).sfa_tma is not None:
         fb.tma_lds_a(sa, lds_a, spec.kernel_name)
     return _made("fp8blocks.gemm", t, Path.HOT, why, spec)
+
+
+def _plan_fp8blocks_2d1d(ai, bi, oi, sa, sb, ci, out_dtype: str, spec, t: Target) -> CallPlan:
+    """The 128x128 x 1x128 recipe as fp8blocks.gemm decides it: the 1x128x128 kernel on (b, a) with an M-major D."""
+    from . import fp8blocks as fb
+    from .arrays.binding import bind
+    from .arrays.fp8recipe import column_scales_ld
+    from .launch.swapab import transposed
+
+    if ci is not None:
+        raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 128x128 x 1x128")
+    m, n, k = fb._problem_2d1d(ai, bi, oi)
+    kb = -(-k // fb.BLOCK)
+    fb._scales(sa, "scale_a", kb, -(-m // fb.BLOCK), fb.padded_scale_rows(kb))
+    lds = column_scales_ld(sb, k, n)
+    kspec = fb._swapped_spec(spec, out_dtype, transposed(sb), lds, n, m, k, t.sm_count, fb._rows_16b(oi, m, n))
+    if oi is not None:
+        bind(kspec, bi, ai, transposed(oi))
+    why = ("128x128 x 1x128 scales: the 1x128x128 kernel on (b, a) (b's 1 x 128 rows as its scale_a, a's 128 x 128 "
+           "blocks as its scale_b), D^T written M-major into the row-major out")
+    return _made("fp8blocks.gemm", t, Path.HOT, why, kspec)
 
 
 def _plan_attention(args: dict, t: Target) -> CallPlan:

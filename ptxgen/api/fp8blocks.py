@@ -33,11 +33,13 @@ from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
 from ..runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError, read_array
 from ..runtime.launch.fastlaunch import launcher
 from ..runtime.launch.launch import workspace_bytes
-from ..derive.scaled.blockfp8 import COLUMNS_1D1D
+from ..derive.scaled.blockfp8 import BLOCKS_1D2D, COLUMNS_1D1D
+from ..isa.types import DMajor, Epilogue, SpecError
 from .launch import streams
-from .arrays.binding import _allocate_out, bind, span_bytes
+from .arrays.binding import _allocate_out, _m_major_alloc_ld, bind, span_bytes
+from .launch.swapab import transposed
 from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
-from .arrays.fp8recipe import c_extra, column_scales_ld, infer_recipe
+from .arrays.fp8recipe import BLOCKS_2D1D, a_in_blocks, c_extra, column_scales_ld, infer_recipe
 from .fused import kernel_for
 from .launch.launchplan import streamk_workspace, workspace_launches
 from .launch.hotkeys import fast_torch_key, tensor_type
@@ -195,6 +197,8 @@ def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec, c=None, recipe=None
         out = _allocate_out(a, "torch", m, n, ldd, dt, e.device_index)
     pa, pb, pd, psb = a.data_ptr(), b.data_ptr(), out.data_ptr(), scale_b.data_ptr()
     pc = None if c is None else c.data_ptr()
+    if e.swapped:  # the 128x128 x 1x128 recipe: the kernel's A is b, its scale_a is scale_b (_gemm_2d1d)
+        pa, pb, psa, psb = pb, pa, psb, psa
     if not e.pointers_ok(pa, pb, pd, psa, psb) or not e.c_ok(pc, pd):
         return None  # the slow path says what is wrong
     if not _TORCH_STREAM:
@@ -231,6 +235,8 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
     ci = None if c is None else read_array(c, "c", handle)
     key = _key(out_dtype, spec, sa.ptr, (info_key((ai, bi, sa, sb, oi, ci)), streams.unknown_device((ai, bi, oi, sa, sb, ci))),
                recipe)
+    if ai.ndim == 2 and a_in_blocks(recipe, sa, ai.shape[0], ai.shape[1], padded_scale_rows(-(-ai.shape[1] // BLOCK))):
+        return _gemm_2d1d(a, b, scale_a, scale_b, out, out_dtype, spec, handle, (ai, bi, oi, sa, sb, ci), key)
     e = _BY_INFO.get(key)
     if e is not None:
         r = _run_prepared(e, a, ai, bi, sa, sb, out, oi, handle, ci)
@@ -256,28 +262,118 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
         spec = chosen_spec(out_dtype, sa, extra["lds_a"], p.m, p.n, dev.sm_count, k=p.k)
         p = bind(spec, ai, bi, oi).problem
     extra.update(c_extra(ci, oi, p.m, p.n, spec.out_dtype.value))
-    kernel = kernel_for(spec)
-    if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)
-        extra["lds_a"] = tma_lds_a(sa, extra["lds_a"], spec.kernel_name)
     if oi is None:
         out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
         oi = read_array(out, "out", handle)
-    if p.m and p.n:
-        k = kernel.load(dev)
-        with streams.on_device(dev):
-            launches, keep = workspace_launches(kernel.plan, k, (ai.ptr, bi.ptr, oi.ptr), p, dev, handle,  # (stream-K:
-                                                a if ai.library == "torch" else None, extra, streamk_workspace)  # its stream's)
-            for kern, grid, block, args in launches:
-                kern.launch(grid, block, args, handle)
-        del keep  # a graph capture's workspace: released once the launch is queued
-        if p.k and len(launches) == 1:
-            e = _prepared(kernel.plan, p, launches[0][:3], extra, dev, (ai, bi, oi, sa, sb), ci)
-            _BY_INFO.remember(key, e)
-            T = tensor_type()
-            if T is not None and all(isinstance(x, T) for x in (a, b, scale_a, scale_b, out) + ((c,) if c is not None else ())):
-                given = out if key[4][0][4] is not None else None  # the key of a call without out has no out
-                _BY_TORCH.remember(_key(out_dtype, asked, sa.ptr, torch_arrays_key(a, b, scale_a, scale_b, given, c), recipe), e)
+    e = _launch_new(spec, p, (ai, bi, oi, sa, sb, ci), extra, dev, handle, a)
+    if e is not None:
+        _remember(e, key, (out_dtype, asked, recipe), (a, b, scale_a, scale_b, out, c), key[4][0][4] is not None)
     return out
+
+
+def _launch_new(spec, p, infos, extra, dev, handle, like):
+    """Compile (or take) ``spec``'s kernel, launch it on the kernel's arrays ``infos`` (A, B, D, SFA, SFB, C), and return
+    the prepared launch for the next calls with the same key (None: an empty K or a split launch)."""
+    ai, bi, oi, sa, sb, ci = infos
+    kernel = kernel_for(spec)
+    if kernel.plan.sfa_tma is not None:  # --fp8-scale-load tma: scale_a through a tensor map (refused before any launch)
+        extra["lds_a"] = tma_lds_a(sa, extra["lds_a"], spec.kernel_name)
+    if not (p.m and p.n):
+        return None
+    k = kernel.load(dev)
+    with streams.on_device(dev):
+        launches, keep = workspace_launches(kernel.plan, k, (ai.ptr, bi.ptr, oi.ptr), p, dev, handle,  # (stream-K:
+                                            like if ai.library == "torch" else None, extra, streamk_workspace)  # its stream's)
+        for kern, grid, block, args in launches:
+            kern.launch(grid, block, args, handle)
+    del keep  # a graph capture's workspace: released once the launch is queued
+    if not p.k or len(launches) != 1:
+        return None
+    return _prepared(kernel.plan, p, launches[0][:3], extra, dev, (ai, bi, oi, sa, sb), ci)
+
+
+def _remember(e: Fp8Launch, key, head: tuple, arrays: tuple, out_given: bool) -> None:
+    """Enter a prepared launch under the call's info key and, for torch tensors, its torch key (``head``: out_dtype, the
+    spec asked for, the recipe asked for; ``arrays``: the call's a, b, scale_a, scale_b, out, c)."""
+    _BY_INFO.remember(key, e)
+    T = tensor_type()
+    if T is not None and all(isinstance(x, T) for x in arrays if x is not None):
+        out_dtype, asked, recipe = head
+        a, b, scale_a, scale_b, out, c = arrays
+        given = out if out_given else None  # the key of a call without out has no out
+        _BY_TORCH.remember(_key(out_dtype, asked, scale_a.data_ptr(), torch_arrays_key(a, b, scale_a, scale_b, given, c),
+                                recipe), e)
+
+
+def _gemm_2d1d(a, b, scale_a, scale_b, out, out_dtype, spec, handle, infos, key):
+    """The 128x128 x 1x128 recipe (torch's BlockWise128x128 scale_a, BlockWise1x128 scale_b): ``D^T = B A^T`` is the
+    1x128x128 recipe with the roles swapped (B's 1 x 128 rows are the kernel's A scales, A's 128 x 128 blocks its B
+    scales), stored M-major (``--d-major m``) into the row-major ``out``, as swap-AB stores D (api.launch.swapab)."""
+    ai, bi, oi, sa, sb, ci = infos
+    if ci is not None:
+        raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 128x128 x 1x128")
+    m, n, k = _problem_2d1d(ai, bi, oi)
+    kb, mb = -(-k // BLOCK), -(-m // BLOCK)
+    lds_sa = _scales(sa, "scale_a", kb, mb, padded_scale_rows(kb))  # A's 128 x 128 blocks: the kernel's scale_b
+    lds_sb = column_scales_ld(sb, k, n)  # B's 1 x 128 rows: the kernel's scale_a (N x ceil(K/128), strides (1, ld))
+    e = _BY_INFO.get(key)
+    if e is not None and out is None:
+        out = _allocate_out(a, ai.library, *e.out_alloc, e.device_index)
+        oi = read_array(out, "out", handle)
+    if e is not None and _run_prepared(e, b, bi, ai, transposed(sb), sa, out, transposed(oi), handle) is not None:
+        return out
+    dev = streams.call_device((ai, bi, oi, sa, sb))
+    kspec = _swapped_spec(spec, out_dtype, transposed(sb), lds_sb, n, m, k, dev.sm_count, _rows_16b(oi, m, n))
+    if oi is None:
+        out = _allocate_out(a, ai.library, m, n, _m_major_alloc_ld(kspec, n), kspec.out_dtype.value, dev.index)
+        oi = read_array(out, "out", handle)
+    kinfos = (bi, ai, transposed(oi), transposed(sb), sa, None)
+    p = bind(kspec, *kinfos[:3]).problem
+    extra = {"SFA": sb.ptr, "SFB": sa.ptr, "lds_a": lds_sb, "lds_b": lds_sa}
+    e = _launch_new(kspec, p, kinfos, extra, dev, handle, a)
+    if e is not None:
+        e.swapped, e.out_alloc = True, (m, n, oi.strides[0] if m > 1 else _m_major_alloc_ld(kspec, n), kspec.out_dtype.value)
+        _remember(e, key, key[:3], (a, b, scale_a, scale_b, out, None), key[4][0][4] is not None)
+    return out
+
+
+def _problem_2d1d(ai, bi, oi) -> tuple[int, int, int]:
+    """M, N, K of the 128x128 x 1x128 call, its operands checked in the caller's terms (the swapped kernel's own checks
+    would name B as A)."""
+    if ai.ndim != 2 or bi.ndim != 2 or ai.shape[1] != bi.shape[1]:
+        raise ArgumentError(f"a (M x K) and b (N x K) must share K; they have shapes {ai.shape} and {bi.shape}")
+    m, n = ai.shape[0], bi.shape[0]
+    if oi is not None and oi.shape != (m, n):
+        raise ArgumentError(f"out has shape {oi.shape}, but a @ b.T is {(m, n)}")
+    return m, n, ai.shape[1]
+
+
+def _rows_16b(oi: ArrayInfo | None, m: int, n: int) -> bool:
+    """out's rows start 16-byte aligned (what the M-major TMA store's tensor map needs); an out ptxgen allocates has them."""
+    return oi is None or oi.ptr % 16 == 0 and (oi.strides[0] if m > 1 else n) * oi.itemsize % 16 == 0
+
+
+def _swapped_spec(spec, out_dtype: str, ksa: ArrayInfo, lds: int, km: int, kn: int, k: int, sm_count: int,
+                  rows_16b: bool = True) -> TileSpec:
+    """The 128x128 x 1x128 recipe's kernel for the swapped problem (km = N rows of B, kn = M): the spec asked for (a 1x128x128
+    kernel with an M-major D), else chosen_spec's pick for it with D M-major: the direct stores for a 32-bit D (the
+    M-major TMA store transposes 16-bit outputs only) or an out whose rows do not start 16-byte aligned (``rows_16b``
+    False), and as many stages as shared memory holds beside the staging."""
+    if spec is not None:
+        if spec.fp8_blocks.value != BLOCKS_1D2D or spec.d_major is not DMajor.M:
+            raise ArgumentError(f"{spec.kernel_name}: the 128x128 x 1x128 recipe runs a 1x128x128 kernel with an M-major D "
+                                "(--fp8-blocks 1x128x128 --d-major m) on (b, a)")
+        return spec
+    picked = chosen_spec(out_dtype, ksa, lds, km, kn, sm_count, k=k)
+    fields = {"d_major": DMajor.M}
+    if picked.out_dtype.bytes != 2 or not rows_16b:
+        fields["epilogue"] = Epilogue.DIRECT
+    for stages in range(picked.stages, 1, -1):
+        try:
+            return dataclasses.replace(picked, stages=stages, **fields)
+        except SpecError:
+            continue
+    raise ArgumentError(f"no M-major form of {picked.kernel_name} fits shared memory")  # not reached for the picks
 
 
 def _prepared(plan, p, launch, extra, dev, infos, ci=None) -> Fp8Launch:

@@ -12,6 +12,13 @@ For ``b`` (N x K, passed to torch as ``b.t()``) torch takes:
 The recipe follows from the shape (torch._inductor.utils.infer_scale_swizzle reads shapes only); where both shapes are
 one (N = 1) the two recipes compute the same product and 1x128x128 is taken (1x128x1x128 with ``c``, which only it
 adds). The strides are then checked.
+
+For ``a`` (M x K) torch takes BlockWise1x128 (scale_a ``(M, ceil(K/128))``, strides ``(1, ld)``: every recipe above) or
+BlockWise128x128 with a BlockWise1x128 ``b`` (``128x128x1x128``): scale_a ``(ceil(K/128), ceil(M/128))`` or padded
+``(round_up(ceil(K/128), 4), ceil(M/128))``, strides ``(1, ld)`` (test_scaled_matmul_cuda.py: ``x_scales.t()`` of the
+padded row-major ceil(M/128) x L4 array). That recipe is the 1x128x128 one with the operands' roles swapped:
+``D^T = B A^T`` where B's 1 x 128 rows are the kernel's A scales and A's 128 x 128 blocks its B scales
+(:func:`a_in_blocks` tells it from scale_a's shape; ``ptxgen.api.fp8blocks`` launches it).
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from ...derive.scaled.blockfp8 import BLOCKS_1D2D, COLUMNS_1D1D
 from ...runtime.launch.arrays import ArgumentError, ArrayInfo, DTypeError
 from .binding import overlaps, span_bytes
 
-RECIPES = (BLOCKS_1D2D, COLUMNS_1D1D)
+BLOCKS_2D1D = "128x128x1x128"  # A in 128 x 128 blocks, B in 1 x 128 rows: the 1D2D kernel on (b, a), D written M-major
+RECIPES = (BLOCKS_1D2D, COLUMNS_1D1D, BLOCKS_2D1D)
 BLOCK = 128
 
 
@@ -29,13 +37,24 @@ def infer_recipe(recipe: str | None, sb: ArrayInfo, k: int, n: int, padded_rows:
     shape alone (module docstring); the caller's checks then say what is wrong with the strides, in its recipe's words."""
     if recipe is not None:
         if recipe not in RECIPES:
-            raise ArgumentError(f"recipe={recipe!r}: block FP8 takes {RECIPES[0]!r} (B in 128 x 128 blocks) or "
-                                f"{RECIPES[1]!r} (B in 1 x 128 rows, DeepGEMM's 1D1D)")
+            raise ArgumentError(f"recipe={recipe!r}: block FP8 takes {RECIPES[0]!r} (B in 128 x 128 blocks), "
+                                f"{RECIPES[1]!r} (B in 1 x 128 rows, DeepGEMM's 1D1D) or {RECIPES[2]!r} (A in 128 x 128 "
+                                "blocks, B in 1 x 128 rows)")
         return recipe
     kb, nb = -(-k // BLOCK), -(-n // BLOCK)
     if sb.shape == (kb, n) and (with_c or sb.shape not in ((kb, nb), (padded_rows, nb))):
         return COLUMNS_1D1D
     return BLOCKS_1D2D
+
+
+def a_in_blocks(recipe: str | None, sa: ArrayInfo, m: int, k: int, padded_rows: int) -> bool:
+    """Whether scale_a asks for the 128x128 x 1x128 recipe: ``recipe`` says so, or (None) scale_a has torch's
+    BlockWise128x128 shape for A and not its BlockWise1x128 one (M x ceil(K/128)); where the two shapes are one (M = 4
+    with K <= 128, say) A's 1 x 128 rows are taken, as for every other recipe."""
+    if recipe is not None:
+        return recipe == BLOCKS_2D1D
+    kb, mb = -(-k // BLOCK), -(-m // BLOCK)
+    return sa.shape != (m, kb) and sa.shape in ((kb, mb), (padded_rows, mb))
 
 
 def column_scales_ld(sb: ArrayInfo, k: int, n: int) -> int:

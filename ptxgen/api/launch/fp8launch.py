@@ -52,6 +52,7 @@ class Fp8Launch:
         self.driver, self.ensure_context, self.device_index = driver, ensure_context, device_index
         self.span_a, self.span_b, self.span_o = spans
         self.out_alloc = out_alloc  # (m, n, ldd, out dtype) for a call without ``out``
+        self.swapped = False  # the 128x128 x 1x128 recipe: the kernel runs on (b, a, out.T), scale_b as its scale_a
         self.sfa_mask = 15 if plan.sfa_tma is not None else 3
         self._lock = threading.Lock()
         # the integers: lds_a, lds_b and, with the fused chain's C (the 1x128 x 1x128 recipe's D = C + A.B), alpha, beta, ldc

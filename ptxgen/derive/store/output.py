@@ -14,8 +14,10 @@ is exactly the row-major ``out``. With ``--epilogue tma`` (16-bit outputs) the t
 ``stmatrix .trans`` turns the fragment's columns into rows of the user's D and a TMA store writes them
 (``derive.store.epilogue``, :func:`~ptxgen.derive.store.epilogue.plan_store`); tiles it cannot clip exactly take these stores.
 Refused for what would store D another way: a TMA store of 32-bit or 8-bit outputs, a fused chain,
-split-K (not derived with an M-major D), batched and grouped kernels, block FP8, and tcgen05 (its epilogue warps store
-TMEM rows as 16-byte vectors; not derived there).
+split-K (not derived with an M-major D), batched and grouped kernels, and tcgen05 (its epilogue warps store TMEM rows
+as 16-byte vectors; not derived there). Block FP8's 1x128x128 kernels take it (their promoted accumulator goes
+through the same epilogue): ``ptxgen.api.fp8blocks``'s 128x128 x 1x128 recipe runs them on (b, a) and writes D^T
+M-major into the row-major out.
 
 The address rule is rendered here into C expressions (``offset_expr``, ``next_col_expr``); the template only places
 them. ``ptxgen.model.layouts.outmodel`` checks, independently, that every element of D is stored once, at its address.
@@ -93,8 +95,8 @@ def check_d_major(t) -> None:
         (t.batch is not Batch.NONE, "--batch", t.batch.value, "batched D is addressed row-major per batch", "--batch none"),
         (t.grouped is not Grouping.NONE, "--grouped", t.grouped.value, "grouped D is addressed row-major per group",
          "--grouped none"),
-        (t.fp8_blocks is not Fp8Blocks.NONE, "--fp8-blocks", t.fp8_blocks.value, "block FP8's epilogue is derived for "
-         "row-major D", "--fp8-blocks none"),
+        (t.fp8_blocks is Fp8Blocks.COLUMNS, "--fp8-blocks", t.fp8_blocks.value, "the 1x128 x 1x128 kernel's M-major D "
+         "is not derived (the 1x128x128 kernels take it, for the 128x128 x 1x128 recipe)", "--fp8-blocks 1x128x128"),
     ]
     for bad, flag, value, why, legal in refuse:
         if bad:
