@@ -74,6 +74,19 @@ KGROUPED_VARIANTS = {
 DEFAULT_VARIANT = "tma-n256"
 # FP8 (row-wise scales): the same output tile with 128 B of K per stage, as every FP8 tile of tuning/h200.json. Not tuned.
 _TILE_FP8 = dict(bm=128, bn=128, bk=128, stages=4, epilogue="direct")
+# The row-wise FP8 K-grouped kernels tools/bench_grouped.py --kgrouped-fp8 --variants times against
+# torch._scaled_grouped_mm: name -> spec fields over _TILE_FP8 (cooperative consumers; the row and column scales multiply
+# the accumulator before either epilogue, so the TMA store through the (N, M, G) map takes them as it takes the 16-bit
+# kernels' outputs). 16 B of K per row of a stage here is 128 FP8 elements: half the stages of the 16-bit tiles fit.
+KGROUPED_FP8_VARIANTS = {
+    "direct": {},
+    "tma": dict(epilogue="tma"),
+    "tma-s6": dict(epilogue="tma", stages=6),
+    "tma-n256": dict(bn=256, epilogue="tma"),
+    "tma-n256-s3": dict(bn=256, stages=3, epilogue="tma"),
+    "direct-n256": dict(bn=256),
+}
+DEFAULT_FP8_VARIANT = "direct"  # what scaled_grouped_gemm_k runs until a variant is measured faster
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
 
@@ -84,11 +97,14 @@ def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str =
     """The spec :func:`grouped_gemm_k` uses: ``a_major``/``b_major`` "k" or "mn" (the operands' contiguous dimension);
     ``rowwise``: FP8 inputs with torch._scaled_grouped_mm's 2-D x 2-D scales (:func:`scaled_grouped_gemm_k`; K-major
     operands, ``b_dtype`` e4m3 or e5m2 when it differs from ``dtype``), bf16 out by default. ``variant``: a name of
-    KGROUPED_VARIANTS (16-bit inputs; default DEFAULT_VARIANT)."""
+    KGROUPED_VARIANTS (16-bit inputs; default DEFAULT_VARIANT) or of KGROUPED_FP8_VARIANTS (``rowwise``; default
+    DEFAULT_FP8_VARIANT)."""
     name = "scaled_grouped_gemm (K-grouped)" if rowwise else "grouped_gemm_k"
-    if variant is not None and (rowwise or variant not in KGROUPED_VARIANTS):
-        raise ArgumentError(f"variant {variant!r}: the 16-bit K-grouped form takes one of {', '.join(KGROUPED_VARIANTS)}")
-    tile = _TILE_FP8 if rowwise else {**_TILE, **KGROUPED_VARIANTS[variant or DEFAULT_VARIANT]}
+    table, default = (KGROUPED_FP8_VARIANTS, DEFAULT_FP8_VARIANT) if rowwise else (KGROUPED_VARIANTS, DEFAULT_VARIANT)
+    if variant is not None and variant not in table:
+        raise ArgumentError(f"variant {variant!r}: the {'row-wise FP8' if rowwise else '16-bit'} K-grouped form takes one "
+                            f"of {', '.join(table)}")
+    tile = {**(_TILE_FP8 if rowwise else _TILE), **table[variant or default]}
     legal = _FP8 if rowwise else _IN
     for d in (dtype, b_dtype or dtype):
         if d not in legal:
@@ -225,6 +241,13 @@ def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: 
     if scale_a is None or scale_b is None:
         raise ArgumentError("the K-grouped row-wise FP8 form multiplies by scale_a (G M f32) and scale_b (G N f32): pass both")
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b))
+
+
+def scaled_grouped_gemm_k_variant(a, b, scale_a, scale_b, offs, out=None, *, variant: str, out_dtype: str | None = None,
+                                  stream=None):
+    """:func:`scaled_grouped_gemm_k` through the kernel of ``variant`` (a name of KGROUPED_FP8_VARIANTS): what
+    tools/bench_grouped.py --kgrouped-fp8 --variants and the variants' GPU tests run."""
+    return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b), variant=variant)
 
 
 def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None):

@@ -191,6 +191,39 @@ def test_scaled_kgrouped_against_float64(gpu, out_dtype, b_type):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["tma", "tma-s6", "tma-n256", "tma-n256-s3", "direct-n256"])
+def test_scaled_kgrouped_variants_against_float64(gpu, variant):
+    """Each row-wise FP8 variant (ptxgen.kgrouped.KGROUPED_FP8_VARIANTS) on the exact integer inputs above: f32 out equal
+    to float64, bf16 its rounding; out with rows padded and NaN-filled keeps its padding (the TMA store clips at N)."""
+    import torch
+
+    from ptxgen.kgrouped import scaled_grouped_gemm_k_variant
+
+    gen = torch.Generator(device="cuda").manual_seed(2)
+
+    def ints(rows, cols):
+        return torch.randint(-3, 4, (rows, cols), device="cuda", generator=gen).to(torch.float32).to(torch.float8_e4m3fn)
+
+    for out_dtype, tdt in (("bf16", torch.bfloat16), ("f32", torch.float32)):
+        for m, n, offs_list in GPU_CASES:
+            g = len(offs_list)
+            k_total = -(-(offs_list[-1] + 16) // 16) * 16
+            a, b = ints(m, k_total), ints(n, k_total)
+            sa = torch.exp2(torch.randint(-2, 3, (g * m,), device="cuda", generator=gen).float())
+            sb = torch.exp2(torch.randint(-2, 3, (g * n,), device="cuda", generator=gen).float())
+            offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
+            per = 16 // tdt.itemsize
+            full = torch.full((g, m, -(-n // per) * per + per), float("nan"), dtype=tdt, device="cuda")
+            out = full[:, :, :n]
+            assert scaled_grouped_gemm_k_variant(a, b, sa, sb, offs, out, variant=variant) is out
+            torch.cuda.synchronize()
+            ref = _reference64(torch, a, b, sa, sb, offs_list)
+            want = ref.to(torch.bfloat16).double() if out_dtype == "bf16" else ref
+            assert torch.equal(out.double(), want), f"{variant} {out_dtype} {m}x{n} offs {offs_list}"
+            assert torch.isnan(full[:, :, n:]).all(), f"{variant}: the padding past N was written"
+
+
+@pytest.mark.gpu
 def test_scaled_kgrouped_strided_a_and_graph_capture(gpu):
     """torch's strided 2-D x 2-D case (rows of a and b K_total + 64 apart) and a CUDA graph replayed with new offs."""
     import torch

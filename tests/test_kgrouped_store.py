@@ -22,7 +22,7 @@ from test_kgrouped_door import _reference64
 
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
-from ptxgen.kgrouped import KGROUPED_VARIANTS, kgrouped_spec
+from ptxgen.kgrouped import KGROUPED_FP8_VARIANTS, KGROUPED_VARIANTS, kgrouped_spec
 from ptxgen.model.layouts import kgroupmodel
 from ptxgen.runtime.launch.grouped import GroupedProblem
 
@@ -32,6 +32,13 @@ TMA_VARIANTS = [v for v, f in KGROUPED_VARIANTS.items() if f.get("epilogue") == 
 
 def _spec(variant: str, out_dtype: str = "bf16", major: str = "mn", dtype: str = "bf16"):
     return kgrouped_spec(dtype, out_dtype, "sm_90a", major, major, variant=variant)
+
+
+def _fp8_spec(variant: str | None, out_dtype: str | None = None):
+    return kgrouped_spec("e4m3", out_dtype, "sm_90a", "k", "k", rowwise=True, variant=variant)
+
+
+FP8_TMA_VARIANTS = [v for v, f in KGROUPED_FP8_VARIANTS.items() if f.get("epilogue") == "tma"]
 
 
 def _ldd(n: int, out_bytes: int, pad: int = 0) -> int:
@@ -106,6 +113,16 @@ def test_every_tile_stores_exactly_its_part_of_its_groups_out(variant, out_dtype
             assert _walk_problems(plan, m, n, g, pad) == [], (m, n, g, pad)
 
 
+@pytest.mark.parametrize("variant,out_dtype", [(v, "bf16") for v in FP8_TMA_VARIANTS] + [("tma", "f32")])
+def test_rowwise_fp8_tiles_store_exactly_their_part_of_their_groups_out(variant, out_dtype):
+    """The row-wise FP8 kernels' TMA store: the same (N, M, G) map over out, every tile of the walk through the model."""
+    plan = plan_kernel(_fp8_spec(variant, out_dtype))
+    assert plan.store.tma.global_dims == ("N", "M", "G")
+    for m, n, g in SHAPES:
+        for pad in (0, 1):
+            assert _walk_problems(plan, m, n, g, pad) == [], (m, n, g, pad)
+
+
 def test_control_a_rank2_map_over_the_stacked_rows_writes_into_the_next_group():
     plan = plan_kernel(_spec("tma"))
     problems = _walk_problems(plan, 100, 128, 2, rank2=True)  # M = 100: the second slab's rows 100..127 pass M
@@ -146,8 +163,21 @@ def test_variant_names_and_the_default():
     assert _spec("tma-n256").bn == 256 and _spec("tma").epilogue.value == "tma"
     with pytest.raises(ArgumentError, match="variant"):
         _spec("nope")
-    with pytest.raises(ArgumentError, match="variant"):
-        kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True, variant="tma")
+    with pytest.raises(ArgumentError, match="row-wise FP8 K-grouped form takes one of direct, tma"):
+        _fp8_spec("pp-tma")  # a 16-bit variant's name
+    from ptxgen.kgrouped import DEFAULT_FP8_VARIANT
+
+    assert kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True) == _fp8_spec(DEFAULT_FP8_VARIANT)
+    assert _fp8_spec("tma-n256").bn == 256 and _fp8_spec("tma").epilogue.value == "tma"
+
+
+def test_rowwise_fp8_refuses_pingpong_consumers_naming_why():
+    from ptxgen.derive.tile.spec import make_spec
+    from ptxgen.isa.types import SpecError
+
+    with pytest.raises(SpecError) as e:
+        make_spec(**{**_fp8_spec("tma").to_json(), "consumers": "pingpong"})
+    assert e.value.field == "--grouped" and "cooperative" in e.value.rule
 
 
 def test_explain_prints_the_store_map_derivation():
@@ -294,12 +324,13 @@ def test_pingpong_source_counts_every_tiles_k_tiles():
 # ---- L2 ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant,out_dtype,major,dtype",
                          [(v, "bf16", "mn", "bf16") for v in KGROUPED_VARIANTS]
-                         + [("tma", "f32", "mn", "bf16"), ("tma", "f16", "k", "f16"), ("tma-n256", "f32", "k", "bf16")])
+                         + [("tma", "f32", "mn", "bf16"), ("tma", "f16", "k", "f16"), ("tma-n256", "f32", "k", "bf16")]
+                         + [(v, "bf16", "k", "e4m3") for v in KGROUPED_FP8_VARIANTS] + [("tma", "f32", "k", "e4m3")])
 def test_variants_compile_with_the_intended_sass(variant, out_dtype, major, dtype):
     from ptxgen.api import compile
     from ptxgen.runtime.compile.sass import check_sass
 
-    spec = _spec(variant, out_dtype, major, dtype)
+    spec = _fp8_spec(variant, out_dtype) if dtype == "e4m3" else _spec(variant, out_dtype, major, dtype)
     report = check_sass(spec, compile(spec).cubin)
     assert report.ok, report.summary() + "; " + "; ".join(report.problems)
     assert "local 0 B" in report.summary()
@@ -361,5 +392,6 @@ def test_bench_variants_flag_names_the_legal_kernels():
         import bench_grouped
     finally:
         sys.path.remove(str(ROOT / "tools"))
-    assert bench_grouped.k_variant_names("all") == tuple(KGROUPED_VARIANTS)
+    every = bench_grouped.k_variant_names("all")
+    assert set(every) == set(KGROUPED_VARIANTS) | set(KGROUPED_FP8_VARIANTS) and len(every) == len(set(every))
     assert bench_grouped.k_variant_names("default, tma") == ("default", "tma")

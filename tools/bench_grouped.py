@@ -26,6 +26,8 @@ ratios (torch time / ours) of the default kernel is printed last.
 --variants NAME,... (k- cases): each named K-grouped kernel (ptxgen.kgrouped.KGROUPED_VARIANTS; "all"; "default" is what
 grouped_gemm_k runs, always timed first) in its own alternating rounds against torch._grouped_mm, out refilled with NaN
 before each, so a kernel that writes nothing is WRONG; per kernel the geometric mean of its ratios over the cases.
+fk- cases take the names of ptxgen.kgrouped.KGROUPED_FP8_VARIANTS the same way (against torch._scaled_grouped_mm); a
+name of only one table is timed on that table's cases.
 Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512] [--kgrouped]
        [--kgrouped-fp8] [--variants tma,tma-n256]
 """
@@ -145,19 +147,27 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
     gen = torch.Generator(device="cuda").manual_seed(seed)
     offs = torch.tensor(np.cumsum(sizes), device="cuda", dtype=torch.int32)
     out = torch.empty(g, m, n, device="cuda", dtype=torch.bfloat16)
-    from ptxgen.kgrouped import grouped_gemm_k_variant, kgrouped_spec
+    from ptxgen.kgrouped import KGROUPED_VARIANTS, grouped_gemm_k_variant, kgrouped_spec
 
     if fp8:
         a = torch.randn(m, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
         b = torch.randn(n, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
         sa = torch.rand(g * m, device="cuda", generator=gen) + 0.5
         sb = torch.rand(g * n, device="cuda", generator=gen) + 0.5
-        label = f"kgrouped fp8 {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', rowwise=True).kernel_name}"
+        label = f"kgrouped fp8 default {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', rowwise=True).kernel_name}"
 
         def base():
             return torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16)
 
+        from ptxgen.kgrouped import KGROUPED_FP8_VARIANTS, scaled_grouped_gemm_k_variant
+
+        def fp8_spec(v):
+            return kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True, variant=v)
+
         kernels = [(label, lambda: ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out))]
+        kernels += [(f"kgrouped fp8 {v} {fp8_spec(v).kernel_name}",
+                     lambda v=v: scaled_grouped_gemm_k_variant(a, b, sa, sb, offs, out, variant=v))
+                    for v in variants if v in KGROUPED_FP8_VARIANTS and fp8_spec(v) != fp8_spec(None)]
     else:
         dy = torch.randn(t, m, device="cuda", generator=gen).to(torch.bfloat16)
         x = torch.randn(t, n, device="cuda", generator=gen).to(torch.bfloat16)
@@ -168,7 +178,7 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
         kernels = [(f"kgrouped default {kgrouped_spec().kernel_name}", lambda: ptxgen.grouped_gemm_k(dy.t(), x.t(), offs, out))]
         kernels += [(f"kgrouped {v} {kgrouped_spec(variant=v).kernel_name}",
                      lambda v=v: grouped_gemm_k_variant(dy.t(), x.t(), offs, out, variant=v))
-                    for v in variants if v != "default" and kgrouped_spec(variant=v) != kgrouped_spec()]  # not twice
+                    for v in variants if v in KGROUPED_VARIANTS and kgrouped_spec(variant=v) != kgrouped_spec()]  # not twice
     ref = base().float()
     ref_norm = float(torch.linalg.norm(ref))
     flops = 2.0 * t * m * n
@@ -192,17 +202,19 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
 
 
 def k_variant_names(text: str) -> tuple[str, ...]:
-    """--variants: comma-separated names of ptxgen.kgrouped.KGROUPED_VARIANTS, "default" (what grouped_gemm_k runs) or
-    "all"; SystemExit (usage, exit 2) naming the legal ones for another name."""
-    from ptxgen.kgrouped import KGROUPED_VARIANTS
+    """--variants: comma-separated names of ptxgen.kgrouped.KGROUPED_VARIANTS or KGROUPED_FP8_VARIANTS, "default" (what
+    grouped_gemm_k and scaled_grouped_gemm run) or "all" (both tables); SystemExit (usage, exit 2) naming the legal ones
+    for another name."""
+    from ptxgen.kgrouped import KGROUPED_FP8_VARIANTS, KGROUPED_VARIANTS
 
+    legal = tuple(KGROUPED_VARIANTS) + tuple(v for v in KGROUPED_FP8_VARIANTS if v not in KGROUPED_VARIANTS)
     names = [v.strip() for v in text.split(",") if v.strip()]
     if names == ["all"]:
-        return tuple(KGROUPED_VARIANTS)
-    bad = [v for v in names if v != "default" and v not in KGROUPED_VARIANTS]
+        return legal
+    bad = [v for v in names if v != "default" and v not in legal]
     if bad:
         print(f"bench_grouped.py: error: unknown --variants {', '.join(bad)}; legal: default, all, "
-              f"{', '.join(KGROUPED_VARIANTS)}", file=sys.stderr)
+              f"{', '.join(legal)}", file=sys.stderr)
         raise SystemExit(2)
     return tuple(names)
 
@@ -283,7 +295,8 @@ def main() -> int:
     ap.add_argument("--kgrouped", action="store_true", help=f"the K-grouped cases only ({KGROUPED_CASES})")
     ap.add_argument("--kgrouped-fp8", action="store_true", help=f"the K-grouped row-wise FP8 cases only ({KGROUPED_FP8_CASES})")
     ap.add_argument("--variants", default="",
-                    help="k- cases: also time these ptxgen.kgrouped.KGROUPED_VARIANTS (comma-separated, or all)")
+                    help="k- and fk- cases: also time these ptxgen.kgrouped.KGROUPED_VARIANTS / KGROUPED_FP8_VARIANTS "
+                         "(comma-separated, or all)")
     args = ap.parse_args()
     variants = k_variant_names(args.variants)
     if args.kgrouped or args.kgrouped_fp8:
