@@ -86,7 +86,14 @@ KGROUPED_FP8_VARIANTS = {
     "tma-n256-s3": dict(bn=256, stages=3, epilogue="tma"),
     "direct-n256": dict(bn=256),
 }
-DEFAULT_FP8_VARIANT = "direct"  # what scaled_grouped_gemm_k runs until a variant is measured faster
+# What scaled_grouped_gemm_k runs: the TMA store, with 128 x 256 tiles where the groups are long along K (at least
+# FP8_WIDE_MEAN_K of K_total a group) and the output 16-bit (128 x 256 with an f32 output spills). Measured on the H100
+# (runs/2026-12-07-h100-blocks-on-a-kgrouped-fp8, `bench_grouped.py --kgrouped-fp8 --variants ...`, against
+# torch._scaled_grouped_mm): 8 experts x 4096 x 14336 / 8192 tokens (1024 a group) tma-n256 0.838, tma 0.787, the old
+# direct 128 x 128 0.621; 128 x 2048 x 1536 / 32768 (256 a group) tma 2.385, tma-n256 1.934, direct 1.394.
+DEFAULT_FP8_VARIANT = "tma"
+FP8_WIDE_MEAN_K = 512
+FP8_WIDE_VARIANT = "tma-n256"
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
 
@@ -164,8 +171,18 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
         if n > 1 and sn != 1 or (m > 1 and g > 1 and sg != m * sm):
             raise ArgumentError(f"out must hold each out[g] row-major, the groups M x ldd elements apart (strides (M ldd, ldd, "
                                 f"1)); it has strides {oi.strides}")
-        ldd = sm if m > 1 else max(n, 1)
+        # out[g] starts g M ldd elements in: with one row a group, the group stride is the row pitch
+        ldd = sm if m > 1 else sg if g > 1 else max(n, 1)
+        if m == 1 and g > 1 and sg < n:
+            raise ArgumentError(f"out's groups of one row start {sg} elements apart and overlap its {n} columns")
     return a_major, b_major, GroupedProblem(m, n, k, g, max(lda, 1), max(ldb, 1), ldd)
+
+
+def fp8_variant(k_total: int, groups: int, out_dtype: str) -> str:
+    """The row-wise FP8 K-grouped kernel for a call: FP8_WIDE_VARIANT where the groups average at least FP8_WIDE_MEAN_K
+    of K and the output is 16-bit, else DEFAULT_FP8_VARIANT (the measurements at DEFAULT_FP8_VARIANT)."""
+    wide = groups > 0 and k_total >= FP8_WIDE_MEAN_K * groups and out_dtype in ("bf16", "f16")
+    return FP8_WIDE_VARIANT if wide else DEFAULT_FP8_VARIANT
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
@@ -176,6 +193,8 @@ def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, ou
     rowwise = scales is not None
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
+    if rowwise and variant is None:
+        variant = fp8_variant(p.k, p.groups, out_dtype)
     spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant)
     if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
         per = 16 // spec.out_dtype.bytes

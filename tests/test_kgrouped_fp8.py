@@ -260,7 +260,7 @@ def test_control_sass_check_fails_for_an_fp8_kgrouped_kernel_checked_as_another_
 @pytest.mark.parametrize("fields,rule", [
     (dict(FP8, a="mnmajor-sw128"), "mnmajor"),  # wgmma reads FP8 K-major only
     (dict(FP8, dtype="bf16", bk=64), "--grouped=offs_k_rowwise"),
-    (dict(FP8, epilogue="tma"), "--grouped=offs_k_rowwise"),
+    (dict(FP8, epilogue="tma", consumers="pingpong"), "--grouped=offs_k_rowwise"),  # ping-pong: the 16-bit kernel's
     (dict(FP8, grouped="offs_k"), "offs_k_rowwise"),  # FP8 with offs_k: pointed at offs_k_rowwise
 ])
 def test_illegal_fp8_kgrouped_specs_name_the_rule(fields, rule):

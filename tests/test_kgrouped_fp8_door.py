@@ -56,6 +56,42 @@ def test_decide_takes_torchs_2d_2d_layouts_and_refuses_others():
         run(_meta(torch, m, k, dtype=torch.bfloat16), _meta(torch, n, k, dtype=torch.bfloat16), sa, sb)
 
 
+def test_out_of_one_row_a_group_takes_the_group_stride_as_its_row_pitch():
+    """M = 1 with G > 1: out[g] starts g M ldd = g ldd elements in, so ldd is out's group stride, not N (the H100 run of
+    2026-12-07 found groups written 16 elements apart into an out whose groups were 24 apart); overlapping groups are
+    refused."""
+    from ptxgen.kgrouped import bind_kgrouped
+    from ptxgen.runtime.launch.arrays import ArgumentError
+    from test_blockfp8 import CaiArray
+
+    def bind(out_strides, m=1, n=16, g=3):
+        a = CaiArray((m, 512), "float8_e4m3fn", (512, 1), 0x100000)
+        b = CaiArray((n, 512), "float8_e4m3fn", (512, 1), 0x200000)
+        offs = _I32((g,), 0x300000)
+        out = CaiArray((g, m, n), "bfloat16", out_strides, 0x400000)
+        from ptxgen.runtime.launch.arrays import read_array
+        return bind_kgrouped(*(read_array(x, name) for x, name in ((a, "a"), (b, "b"), (offs, "offs"), (out, "out"))),
+                             rowwise=True)[2]
+
+    assert bind((24, 24, 1)).ldd == 24
+    assert bind((16, 16, 1)).ldd == 16
+    assert bind((24, 24, 1), g=1).ldd == 16  # one group: the pitch is never used past its row
+    assert bind((24 * 2, 24, 1), m=2).ldd == 24  # more rows: the row stride, as before
+    with pytest.raises(ArgumentError, match="overlap"):
+        bind((8, 8, 1))
+
+
+class _I32:
+    """A 1-D int32 device array at a made-up address (offs)."""
+
+    def __init__(self, shape, ptr):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<i4", "data": (ptr, False), "version": 3,
+                                          "stream": None, "strides": None}
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
 def test_api_plan_answers_for_the_scaled_training_forms():
     torch = pytest.importorskip("torch")
     import ptxgen.api
@@ -120,7 +156,11 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     word = lambda x, i: int.from_bytes(x[8 * i:8 * i + 8], "little")  # noqa: E731
     assert (word(args[0], 0), word(args[0], 1), word(args[0], 2), word(args[0], 3)) == (0x100000, k, m, k)
     assert (word(args[1], 0), word(args[1], 1), word(args[1], 2), word(args[1], 3)) == (0x200000, k, n, k)
-    assert args[2:] == [0x400000, 0x300000, 0x500000, 0x600000, m, n, k, g, n]
+    # D's tensor map (the TMA store through the (N, M, G) map: 1024 tokens over 8 groups is below FP8_WIDE_MEAN_K a group,
+    # so the 128 x 128 tile), then D, offs, the scales and the problem
+    assert spec.epilogue.value == "tma" and spec.bn == 128
+    assert (word(args[2], 0), word(args[2], 1), word(args[2], 2), word(args[2], 3)) == (0x400000, n, m, g)
+    assert args[3:] == [0x400000, 0x300000, 0x500000, 0x600000, m, n, k, g, n]
     from ptxgen.runtime.launch.arrays import ArgumentError
 
     with pytest.raises(ArgumentError, match="scale_a"):

@@ -395,3 +395,15 @@ def test_bench_variants_flag_names_the_legal_kernels():
     every = bench_grouped.k_variant_names("all")
     assert set(every) == set(KGROUPED_VARIANTS) | set(KGROUPED_FP8_VARIANTS) and len(every) == len(set(every))
     assert bench_grouped.k_variant_names("default, tma") == ("default", "tma")
+
+
+def test_rowwise_fp8_takes_wide_tiles_for_long_groups_of_a_16_bit_output():
+    """fp8_variant: 128 x 256 where the groups average FP8_WIDE_MEAN_K of K or more and the output is 16-bit (the
+    H100's 8 x 4096 x 14336 / 8192 tokens), the 128 x 128 TMA-store kernel otherwise (128 x 2048 x 1536 / 32768; an f32
+    output, which spills at 128 x 256)."""
+    from ptxgen.kgrouped import FP8_WIDE_MEAN_K, fp8_variant
+
+    assert fp8_variant(8192, 8, "bf16") == "tma-n256" and fp8_variant(32768, 128, "bf16") == "tma"
+    assert fp8_variant(8192, 8, "f32") == "tma" and fp8_variant(0, 0, "bf16") == "tma"
+    assert fp8_variant(FP8_WIDE_MEAN_K * 3, 3, "f16") == "tma-n256" and fp8_variant(FP8_WIDE_MEAN_K * 3 - 1, 3, "f16") == "tma"
+    assert not _fp8_spec(fp8_variant(8192, 8, "f32"), "f32").bn == 256  # the spilling form is never picked

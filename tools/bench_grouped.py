@@ -154,7 +154,10 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
         b = torch.randn(n, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
         sa = torch.rand(g * m, device="cuda", generator=gen) + 0.5
         sb = torch.rand(g * n, device="cuda", generator=gen) + 0.5
-        label = f"kgrouped fp8 default {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', rowwise=True).kernel_name}"
+        from ptxgen.kgrouped import fp8_variant
+
+        picked = fp8_variant(t, g, "bf16")
+        label = f"kgrouped fp8 default ({picked}) {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', rowwise=True, variant=picked).kernel_name}"
 
         def base():
             return torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16)
@@ -167,7 +170,7 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
         kernels = [(label, lambda: ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs, out))]
         kernels += [(f"kgrouped fp8 {v} {fp8_spec(v).kernel_name}",
                      lambda v=v: scaled_grouped_gemm_k_variant(a, b, sa, sb, offs, out, variant=v))
-                    for v in variants if v in KGROUPED_FP8_VARIANTS and fp8_spec(v) != fp8_spec(None)]
+                    for v in variants if v in KGROUPED_FP8_VARIANTS and v != picked]
     else:
         dy = torch.randn(t, m, device="cuda", generator=gen).to(torch.bfloat16)
         x = torch.randn(t, n, device="cuda", generator=gen).to(torch.bfloat16)
