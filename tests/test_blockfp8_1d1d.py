@@ -209,20 +209,28 @@ def test_door_refusals_and_the_explicit_recipe(monkeypatch):
 def test_compiles_with_the_intended_sass(kw):
     """NVRTC 13.5 for sm_90a: wgmma (QGMMA) in the consumer loop, each thread's column scales read as 8-byte pairs from
     shared memory (LDS.64), the scale warp's global loads and shared stores, no local memory, no serialized wgmma."""
-    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.derive.tile.spec import make_spec
+
+    spec = make_spec(**{**SPEC, **kw})
+    sass = gated_sass(spec)
+    assert sass.count("LDS.64") >= spec.bn // 8 and "LDG.E" in sass and "STS " in sass
+
+
+def gated_sass(spec) -> str:
+    """NVRTC sm_90a: the SASS gate passes with no local memory, no serialized wgmma (C7514/C7517), at least 4 QGMMA of the
+    spec's N; returns the SASS for further checks."""
+    from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.compile.sass import check_sass
     from ptxgen.runtime.compile.toolchain import compile_cuda, run_tool
 
-    spec = make_spec(**{**SPEC, **kw})
     c = compile_cuda(render_kernel(plan_kernel(spec)), spec.kernel_name, "sm_90a")
     rep = check_sass(spec, c.cubin)
     assert rep.ok and rep.local_bytes == 0, rep.problems
     assert "C7514" not in c.log and "C7517" not in c.log, c.log
     sass = run_tool("cuobjdump", ["--dump-sass"], c.cubin)
     assert sass.count("QGMMA.64x%dx32" % spec.bn) >= 4, sass.count("QGMMA")
-    assert sass.count("LDS.64") >= spec.bn // 8 and "LDG.E" in sass and "STS " in sass
+    return sass
 
 
 # ---- gpu: against float64 ---------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from .launch import streams
 from .arrays.binding import _allocate_out, _m_major_alloc_ld, bind, span_bytes
 from .launch.swapab import transposed
 from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
-from .arrays.fp8recipe import BLOCKS_2D1D, a_in_blocks, c_extra, column_scales_ld, infer_recipe
+from .arrays.fp8recipe import a_in_blocks, c_extra, column_scales_ld, infer_recipe
 from .fused import kernel_for
 from .launch.launchplan import streamk_workspace, workspace_launches
 from .launch.hotkeys import fast_torch_key, tensor_type
