@@ -88,7 +88,7 @@ KGROUPED_FP8_VARIANTS = {
 }
 # What scaled_grouped_gemm_k runs: the TMA store, with 128 x 256 tiles where the groups are long along K (at least
 # FP8_WIDE_MEAN_K of K_total a group) and the output 16-bit (128 x 256 with an f32 output spills). Measured on the H100
-# (runs/2026-12-07-h100-blocks-on-a-kgrouped-fp8, `bench_grouped.py --kgrouped-fp8 --variants ...`, against
+# (runs/2026-12-07-h100-blocks-on-a-kgrouped-fp8 run 1, `bench_grouped.py --kgrouped-fp8 --variants ...`, against
 # torch._scaled_grouped_mm): 8 experts x 4096 x 14336 / 8192 tokens (1024 a group) tma-n256 0.838, tma 0.787, the old
 # direct 128 x 128 0.621; 128 x 2048 x 1536 / 32768 (256 a group) tma 2.385, tma-n256 1.934, direct 1.394.
 DEFAULT_FP8_VARIANT = "tma"
