@@ -288,3 +288,36 @@ def test_out_with_padded_rows_and_the_control(torch_cuda):
     assert not bfp8model.outside_bound(d, *args, xs.t().double().cpu().numpy(), out_rtol=2.0 ** -8).any()
     assert bfp8model.outside_bound(d, *args, xs.t().double().cpu().numpy()[::-1].copy(), out_rtol=2.0 ** -8).mean() > 0.5
     assert b64.shape == (n, k)
+
+
+# ---- the prepared launch (ptxgen.api.launch.fp8launch) of the swapped recipe, on a simulated H200 -----------------------
+def _moved(x, name, shift):
+    old = x[name]
+    cai = old.__cuda_array_interface__
+    size = {"float8_e4m3fn": 1, "bfloat16": 2, "float32": 4}[old.dtype]
+    return CaiArray(tuple(cai["shape"]), old.dtype, tuple(s // size for s in cai["strides"]), cai["data"][0] + shift)
+
+
+@pytest.mark.parametrize("moved", ["a", "b", "out", "sa", "sb"])
+def test_a_repeated_call_re_points_the_swapped_arrays_without_a_spec(monkeypatch, moved):
+    """The second call with one key takes the prepared launch (no spec built) with the pointers in the kernel's roles:
+    its A is b, its B a, its SFA scale_b, its SFB scale_a; a moved array lands in its role, as the slow path puts it."""
+    import ptxgen.api.fp8blocks as fb
+
+    launches = simulated_bfp8_launches(monkeypatch)
+    monkeypatch.setattr("ptxgen.runtime.launch.tensormap.encode",
+                        lambda args: args.global_address.to_bytes(8, "little") + bytes(120))
+    x = _arrays()
+    fb.gemm(x["a"], x["b"], x["sa"], x["sb"], x["out"])
+    first = launches[-1]
+    y = dict(x)
+    y[moved] = _moved(x, moved, 0x1000)
+    with monkeypatch.context() as mp:
+        mp.setattr(fb, "chosen_spec", lambda *a, **k: pytest.fail("the prepared call built a spec"))
+        mp.setattr(fb, "_swapped_spec", lambda *a, **k: pytest.fail("the prepared call built a spec"))
+        fb.gemm(y["a"], y["b"], y["sa"], y["sb"], y["out"])
+    hot = launches[-1]
+    assert len(fb._BY_INFO) == 1 and hot != first  # control: the move is visible in the arguments
+    fb._BY_INFO.clear()
+    fb.gemm(y["a"], y["b"], y["sa"], y["sb"], y["out"])
+    assert launches[-1] == hot  # what the slow path launches for the moved arrays
