@@ -298,6 +298,15 @@ def blocks_on_a_specs() -> dict:
             for m, n, k, o in ((4096, 7168, 4096, "bf16"), (4096, 7168, 4096, "f32"), (384, 272, 768, "bf16"))}
 
 
+def kgrouped_fp8_tma_specs() -> dict:
+    """The row-wise FP8 K-grouped kernels scaled_grouped_gemm picks since 2026-12-07 (kgrouped.fp8_variant: the TMA store,
+    128 x 256 for long groups of a 16-bit output) and the f32-output form."""
+    from ptxgen.kgrouped import kgrouped_spec
+
+    return {f"kgrouped fp8 {v} {o}": kgrouped_spec("e4m3", o, "sm_90a", "k", "k", rowwise=True, variant=v)
+            for v, o in (("tma", "bf16"), ("tma-n256", "bf16"), ("tma", "f32"))}
+
+
 def attention_q_buffer_specs() -> list:
     """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
     with O staged, D 64's three walks) and O staged at D 64, causal and not."""
@@ -426,7 +435,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
-                                      "wide-pair", "blocks-on-a", "all"),
+                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -461,6 +470,8 @@ def main() -> int:
         specs.update(wide_pair_specs())
     if args.set in ("blocks-on-a", "all"):
         specs.update(blocks_on_a_specs())
+    if args.set in ("kgrouped-fp8-tma", "all"):
+        specs.update(kgrouped_fp8_tma_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]
