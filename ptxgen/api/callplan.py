@@ -382,15 +382,9 @@ def _plan_fp8blocks_2d1d(ai, bi, oi, sa, sb, ci, out_dtype: str, spec, t: Target
     """The 128x128 x 1x128 recipe as fp8blocks.gemm decides it: the 1x128x128 kernel on (b, a) with an M-major D."""
     from . import fp8blocks as fb
     from .arrays.binding import bind
-    from .arrays.fp8recipe import column_scales_ld
     from .launch.swapab import transposed
 
-    if ci is not None:
-        raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 128x128 x 1x128")
-    m, n, k = fb._problem_2d1d(ai, bi, oi)
-    kb = -(-k // fb.BLOCK)
-    fb._scales(sa, "scale_a", kb, -(-m // fb.BLOCK), fb.padded_scale_rows(kb))
-    lds = column_scales_ld(sb, k, n)
+    m, n, k, _, lds = fb.check_2d1d(ai, bi, oi, sa, sb, ci)
     kspec = fb._swapped_spec(spec, out_dtype, transposed(sb), lds, n, m, k, t.sm_count, fb._rows_16b(oi, m, n))
     if oi is not None:
         bind(kspec, bi, ai, transposed(oi))

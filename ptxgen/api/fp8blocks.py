@@ -310,12 +310,7 @@ def _gemm_2d1d(a, b, scale_a, scale_b, out, out_dtype, spec, handle, infos, key)
     1x128x128 recipe with the roles swapped (B's 1 x 128 rows are the kernel's A scales, A's 128 x 128 blocks its B
     scales), stored M-major (``--d-major m``) into the row-major ``out``, as swap-AB stores D (api.launch.swapab)."""
     ai, bi, oi, sa, sb, ci = infos
-    if ci is not None:
-        raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 128x128 x 1x128")
-    m, n, k = _problem_2d1d(ai, bi, oi)
-    kb, mb = -(-k // BLOCK), -(-m // BLOCK)
-    lds_sa = _scales(sa, "scale_a", kb, mb, padded_scale_rows(kb))  # A's 128 x 128 blocks: the kernel's scale_b
-    lds_sb = column_scales_ld(sb, k, n)  # B's 1 x 128 rows: the kernel's scale_a (N x ceil(K/128), strides (1, ld))
+    m, n, k, lds_sa, lds_sb = check_2d1d(ai, bi, oi, sa, sb, ci)
     e = _BY_INFO.get(key)
     if e is not None and out is None:
         out = _allocate_out(a, ai.library, *e.out_alloc, e.device_index)
@@ -337,15 +332,20 @@ def _gemm_2d1d(a, b, scale_a, scale_b, out, out_dtype, spec, handle, infos, key)
     return out
 
 
-def _problem_2d1d(ai, bi, oi) -> tuple[int, int, int]:
-    """M, N, K of the 128x128 x 1x128 call, its operands checked in the caller's terms (the swapped kernel's own checks
-    would name B as A)."""
+def check_2d1d(ai, bi, oi, sa, sb, ci) -> tuple[int, int, int, int, int]:
+    """M, N, K of a 128x128 x 1x128 call and its scales' pitches (lds of scale_a's 128 x 128 blocks, the kernel's scale_b;
+    of scale_b's 1 x 128 rows, the kernel's scale_a), checked in the caller's terms (the swapped kernel's own checks
+    would name B as A); what the door and ``ptxgen.api.plan`` both check."""
+    if ci is not None:
+        raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 128x128 x 1x128")
     if ai.ndim != 2 or bi.ndim != 2 or ai.shape[1] != bi.shape[1]:
         raise ArgumentError(f"a (M x K) and b (N x K) must share K; they have shapes {ai.shape} and {bi.shape}")
-    m, n = ai.shape[0], bi.shape[0]
+    m, n, k = ai.shape[0], bi.shape[0], ai.shape[1]
     if oi is not None and oi.shape != (m, n):
         raise ArgumentError(f"out has shape {oi.shape}, but a @ b.T is {(m, n)}")
-    return m, n, ai.shape[1]
+    kb = -(-k // BLOCK)
+    lds_sa = _scales(sa, "scale_a", kb, -(-m // BLOCK), padded_scale_rows(kb))
+    return m, n, k, lds_sa, column_scales_ld(sb, k, n)
 
 
 def _rows_16b(oi: ArrayInfo | None, m: int, n: int) -> bool:
