@@ -136,7 +136,9 @@ def test_cli_explain_and_build_flag(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ptxgen", "explain", *args], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "sfb_loads          32 per thread per K block" in r.stdout and "1x128x1x128" in r.stdout
-    bad = subprocess.run([sys.executable, "-m", "ptxgen", "explain", *args, "--bn", "192"], capture_output=True, text=True)
+    wide = subprocess.run([sys.executable, "-m", "ptxgen", "explain", *args, "--bn", "192"], capture_output=True, text=True)
+    assert wide.returncode == 0 and "48 per thread per K block, read at the promote" in wide.stdout, wide.stderr
+    bad = subprocess.run([sys.executable, "-m", "ptxgen", "explain", *args, "--bn", "256"], capture_output=True, text=True)
     assert bad.returncode == 2 and "per-column B scales" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -3,8 +3,8 @@ recipe (BlockWise1x128 x BlockWise128x128, cuBLASLt), the same tensors, one proc
 
     python tools/bench_blockfp8.py 4096x7168x16384 8192x8192x8192 2048x7168x4096 --json $OUT/bench_blockfp8.jsonl
 
-Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
---fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
+Variants: ``[mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem|cpasync][-cNxM][-gN][-skS][-yield]`` (block-scaled, BM default 128 (192: three consumer warpgroups), BN default 128, S stages,
+--fp8-stagger, halves/interleave: --fp8-overlap, block/ahead/smem/cpasync/tmasf (tma): --fp8-scale-load (default auto), cNxM: --cluster, gN: --raster-group, skS:
 --stream-k S (the last round split along K; a zeroed workspace per shape; the row reports the split), pp: --consumers
 pingpong (each consumer warpgroup a whole BM x BN tile; BM = 64 for block FP8), yield: the cubin's FFMA runs patched by ptxgen.runtime.compile.ffma_yield), and ``plain-[mBM-]nBN-sS-direct|tma``: the
 per-tensor FP8 kernel of the same tile (no scales, no promotion), timed against the same torch blockwise call as a
@@ -43,7 +43,7 @@ BATCH_MS = 25.0
 
 
 # variant tokens of --fp8-scale-load (tmasf: the A scales by TMA; "tma" is the epilogue's token)
-SCALE_LOADS = {"block": "block", "ahead": "ahead", "smem": "smem", "tmasf": "tma"}
+SCALE_LOADS = {"block": "block", "ahead": "ahead", "smem": "smem", "cpasync": "cpasync", "tmasf": "tma"}
 
 
 def inputs(torch, m, n, k):
@@ -182,8 +182,8 @@ def main() -> int:
     ap.add_argument("shapes", nargs="*", default=["4096x7168x16384", "8192x8192x8192", "2048x7168x4096"])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--variants", default="n192-s4-tma,s4-tma,plain-n192-s4-tma",
-                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem][-cNxM][-gN][-skS][-csN][-pp][-yield] (S: "
-                         "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem/tmasf (tma): --fp8-scale-load (default auto); "
+                    help="comma-separated kernel variants [plain-][mBM-][nBN-]sS-direct|tma[-issue|complete|half][-halves|interleave][-block|ahead|smem|cpasync][-cNxM][-gN][-skS][-csN][-pp][-yield] (S: "
+                         "pipeline stages; issue/complete/half: --fp8-stagger; halves/interleave: --fp8-overlap; block/ahead/smem/cpasync/tmasf (tma): --fp8-scale-load (default auto); "
                          "skS: --stream-k S; csN: --consumer-slabs N; pp: --consumers pingpong; yield: FFMA flags patched), each timed against torch")
     ap.add_argument("--json")
     ap.add_argument("--compile-only", action="store_true", help="compile every variant's kernel into the cache (NVRTC, "

@@ -283,6 +283,19 @@ def wide_pair_specs() -> dict:
             for m, n, k in ((300, 12288, 6000), (280, 12288, 8192))}
 
 
+def scale_copies_specs() -> dict:
+    """The cp.async scale warp (--fp8-scale-load cpasync, 2026-12-07) on both recipes, and the 1D1D tiles that read their
+    column scales inside the promotion (128 x 192, 192 x 128, with and without C)."""
+    from ptxgen.api.fp8blocks import columns_spec, default_spec
+
+    return {"cpasync 1d1d 128x128": columns_spec("f32", fp8_scale_load="cpasync"),
+            "cpasync 1d1d 128x192": columns_spec("f32", bn=192, fp8_scale_load="cpasync"),
+            "cpasync 1d1d 192x128": columns_spec("f32", bm=192, fp8_scale_load="cpasync"),
+            "cpasync 1d1d 192x128 c": columns_spec("f32", c=True, bm=192, fp8_scale_load="cpasync"),
+            "smem 1d1d 192x128": columns_spec("f32", bm=192),
+            "cpasync 1d2d 128x192": default_spec("bf16", fp8_scale_load="cpasync")}
+
+
 def blocks_on_a_specs() -> dict:
     """The 128x128 x 1x128 recipe's kernels (2026-12-07): the 1x128x128 kernels with an M-major D that
     ptxgen.api.fp8blocks picks for the swapped problem (bf16 through the M-major TMA store, f32 through the direct stores,
@@ -435,7 +448,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
-                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "all"),
+                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -472,6 +485,8 @@ def main() -> int:
         specs.update(blocks_on_a_specs())
     if args.set in ("kgrouped-fp8-tma", "all"):
         specs.update(kgrouped_fp8_tma_specs())
+    if args.set in ("scale-copies", "all"):
+        specs.update(scale_copies_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

@@ -123,18 +123,21 @@ class Fp8ScaleLoad(Enum):
     barrier), the consumers read them with ld.shared after the stage has landed; auto (the default): smem where the
     kernel has it (dense, cooperative consumers), else block (TileSpec.scale_load). tma: as smem, but the TMA thread
     copies each stage's A scales with one 2-D box of a tensor map over scale_a (derive.scaled.sfa_tma); the scale warp keeps
-    only the B scales."""
+    only the B scales. cpasync: as smem, but the scale warp's lanes copy the scales with 4-byte cp.async (zero-filled
+    past M and N) and arrive on full[s] with cp.async.mbarrier.arrive.noinc: the warp never waits for a load, so it
+    runs up to the ring's depth ahead of the consumers."""
 
     AUTO = "auto"
     BLOCK = "block"
     AHEAD = "ahead"
     SMEM = "smem"
     TMA = "tma"
+    CPASYNC = "cpasync"
 
     @property
     def staged(self) -> bool:
-        """The scales reach the consumers through per-stage shared-memory slots (smem, tma)."""
-        return self in (Fp8ScaleLoad.SMEM, Fp8ScaleLoad.TMA)
+        """The scales reach the consumers through per-stage shared-memory slots (smem, tma, cpasync)."""
+        return self in (Fp8ScaleLoad.SMEM, Fp8ScaleLoad.TMA, Fp8ScaleLoad.CPASYNC)
 
 
 # e4m3 (OCP FP8, the NVIDIA "fn" variant): largest finite 448, no infinity; cvt.rn.satfinite clamps to +-448.

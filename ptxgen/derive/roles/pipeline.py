@@ -157,8 +157,8 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
     # block-scaled FP8 with --fp8-scale-load smem: each lane of the producer's scale warp arrives once it has stored the
     # stage's scales (derive.scaled.blockfp8: SCALE_WARP_LANES)
     # (--fp8-scale-load tma: the TMA thread copies the A scales inside its expect_tx; only lane 0 stages the B scales)
-    scale_warp = spec.scale_load.value in ("smem", "tma")
-    scale_lanes = {"smem": SCALE_WARP_LANES, "tma": SFA_TMA_SCALE_LANES}.get(spec.scale_load.value, 0)
+    scale_warp = spec.scale_load.staged
+    scale_lanes = {"smem": SCALE_WARP_LANES, "cpasync": SCALE_WARP_LANES, "tma": SFA_TMA_SCALE_LANES}.get(spec.scale_load.value, 0)
     full_arrivals += scale_lanes
     pingpong = spec.consumers is Consumers.PINGPONG
     if spec.arch is Arch.SM90A:
@@ -184,15 +184,16 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         Derived("full_arrivals", full_arrivals,
                 ("the leader's: 2 (its producer's mbarrier.arrive.expect_tx, the peer's relay of its scale factors); the "
                  "peer's: 1 (its producer's arrive.expect_tx of its SF bytes)") if sf_relay else
-                f"1 (the elected thread's mbarrier.arrive.expect_tx) + {scale_lanes} (the scale warp's lanes, each after "
-                "storing its scales; --fp8-scale-load " + spec.scale_load.value + ("" if scale_lanes == SCALE_WARP_LANES else
+                f"1 (the elected thread's mbarrier.arrive.expect_tx) + {scale_lanes} (the scale warp's lanes, each "
+                + ("once its cp.async copies of the scales have landed (cp.async.mbarrier.arrive.noinc)"
+                   if spec.scale_load.value == "cpasync" else "after storing its scales") + "; --fp8-scale-load " + spec.scale_load.value + ("" if scale_lanes == SCALE_WARP_LANES else
                 ": the A scales are a TMA copy inside the expect_tx bytes, lane 0 stores the B scales") + ")" if scale_warp else
                 "1 (the elected thread's mbarrier.arrive.expect_tx)" if tma else f"{producer.threads} (one cp.async.mbarrier.arrive.noinc per producer thread)",
                 "a stage is full when every arrival is in" + (" and the expected transaction bytes have landed" if tma else " (each fires once that thread's copies have landed)"),
                 PIPELINE_REF),
         Derived("empty_arrivals", empty_arrivals,
                 (f"{spec.consumer_warpgroups} consumer warpgroup(s) x {WARPGROUP_THREADS} threads: every consumer thread "
-                 "arrives after its own ld.shared of the stage's scales (--fp8-scale-load smem, tma; a warpgroup's wgmma "
+                 "arrives after its own ld.shared of the stage's scales (--fp8-scale-load smem, cpasync, tma; a warpgroup's wgmma "
                  "wait orders none of its threads' plain loads)"
                  + ("" if spec.cluster.size == 1 else f", on the empty barriers of both CTAs of the cluster ({cm + cn - 1} x)")
                  if scale_warp and spec.arch is Arch.SM90A else

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...isa.shapes import REGISTER_RESERVE, setmaxnreg_consumer_registers
 from ...isa.types import SpecError
 from ..tile.derived import Derived
 from .blockfp8 import (BLOCK_K, BLOCKS_1D2D, COLUMNS_1D1D, FLAG, GROUP_COLS, MAX_BN_1D1D, SCALE_WARP, SCALE_WARP_LANES,
                        SF_BYTES, BlockFp8Plan, ScalePhase, plan_block_fp8)
 
-SCALE_LOADS = ("smem",)  # how the 1D1D kernel's scales reach the consumers (the producer's scale warp)
+SCALE_LOADS = ("smem", "cpasync")  # how the 1D1D kernel's scales reach the consumers (the producer's scale warp)
 
 
 def plan_columns(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
@@ -42,12 +43,20 @@ def plan_columns(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = 
         what = ("--grouped", "offs") if grouped else ("--fp8-stagger", stagger) if stagger != "none" else (
             ("--fp8-overlap", overlap) if overlap != "none" else ("--fp8-scale-load", scale_load))
         raise SpecError(*what, f"{FLAG} {COLUMNS_1D1D} is built for the dense cooperative kernel with its scales staged by "
-                        "the producer's scale warp (--fp8-scale-load auto or smem), no --fp8-stagger or --fp8-overlap",
+                        "the producer's scale warp (--fp8-scale-load auto, smem or cpasync), no --fp8-stagger or --fp8-overlap",
                         "--fp8-scale-load smem --fp8-stagger none --fp8-overlap none, or --fp8-blocks 1x128x128")
     base = plan_block_fp8(bm, 128, bk, dtype, a_major, b_major, arch, scale_load=scale_load)
     kept = tuple(d for d in base.derivation if d.name in ("promotion", "sfa_loads", "warpgroup_order", "promotion_overlap"))
-    plan = dataclasses.replace(base, bn=bn, phases=(ScalePhase(0, bn // GROUP_COLS),), b_scale="column", derivation=())
+    plan = dataclasses.replace(base, bn=bn, phases=(ScalePhase(0, bn // GROUP_COLS),), b_scale="column", derivation=(),
+                               column_scales_at=column_scales_at(bm, bn))
     return dataclasses.replace(plan, derivation=kept + column_derivation(plan))
+
+
+def column_scales_at(bm: int, bn: int) -> str:
+    """issue where a consumer thread (one 64-row slab: BM / 64 cooperative warpgroups) holds the accumulator, the partial
+    and its BN / 4 column-scale pairs with REGISTER_RESERVE to spare, else promote (each pair read inside the promotion)."""
+    held = bn // 2 + bn // 2 + bn // 2
+    return "issue" if held + REGISTER_RESERVE <= setmaxnreg_consumer_registers(max(1, bm // 64)) else "promote"
 
 
 def plan_recipe(recipe: str, bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
@@ -70,12 +79,17 @@ def column_derivation(plan: BlockFp8Plan) -> tuple[Derived, ...]:
                 "DeepGEMM sm90_fp8_gemm_1d1d; torch._scaled_mm BlockWise1x128 x BlockWise1x128"),
         Derived("partial_registers", bn // 2, f"BN / 2 = {bn} / 2 f32 per thread beside the accumulator's {bn // 2}",
                 "the K block's partial sum lives in its own fragment until it is promoted", "PTX ISA 'wgmma .m64nNk32 D fragments'"),
-        Derived("sfb_loads", f"{bn // 4} per thread per K block",
+        Derived("sfb_loads", f"{bn // 4} per thread per K block, read at the {plan.column_scales_at}",
                 f"register group g (g = 0..{bn // GROUP_COLS - 1}) holds columns 8g + 2 (lane % 4) and + 1 (registers 4g, "
                 "4g + 2 and 4g + 1, 4g + 3): one 8-byte ld.shared of the pair's scales from the stage's sfb slot at "
-                f"(8g + 2 (lane % 4)) x {SF_BYTES} B",
-                f"every column has its own B scale: a thread needs the scales of its {bn // 4} columns, "
-                f"{plan.column_scale_registers} f32 registers beside the accumulator and the partial",
+                f"(8g + 2 (lane % 4)) x {SF_BYTES} B; " + (
+                    "all of them after issuing the K block's MMAs, held through them" if plan.column_scales_at == "issue" else
+                    "group g's inside the promotion, just before its four FFMA; the stage is released after the promotion"),
+                f"every column has its own B scale: a thread needs the scales of its {bn // 4} columns; held through the "
+                f"MMAs they take {bn // 2} f32 registers beside the accumulator and the partial ({3 * (bn // 2)} + "
+                f"{REGISTER_RESERVE} of the {setmaxnreg_consumer_registers(max(1, bm // 64))} a consumer thread has: "
+                + ("fits)" if plan.column_scales_at == "issue" else "does not fit, so each pair is read when its group is "
+                   "promoted)"),
                 "derive.store.fusion.wgmma_column_pairs (the wgmma D fragment); DeepGEMM sm90 1D1D (scales_b as float2 per group)"),
         Derived("scale_slots", f"sfa {plan.sfa_stage_bytes} B + sfb {plan.sfb_stage_bytes} B per stage",
                 f"warp {SCALE_WARP} of the producer warpgroup, per stage: lane l stores tile rows l + {SCALE_WARP_LANES} j "

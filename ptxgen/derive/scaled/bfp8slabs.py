@@ -136,9 +136,9 @@ def check_consumer_slabs(t) -> None:
     if t.fp8_stagger.value != "none" or t.fp8_overlap.value != "none":
         raise SpecError(FLAG, n, "the shared partial's order (issue, wait, promote per slab) is not derived with "
                         "--fp8-stagger or --fp8-overlap", "--fp8-stagger none --fp8-overlap none")
-    if t.scale_load.value not in ("smem", "tma"):
+    if not t.scale_load.staged:
         raise SpecError(FLAG, n, "the scales come from the stage's slots (read once for every slab before the release)",
-                        "--fp8-scale-load smem or tma")
+                        "--fp8-scale-load smem, cpasync or tma")
     if (t.cluster is not Cluster.C1X1 or t.stream_k > 1 or t.grouped is not Grouping.NONE or t.fuse is not None
             or t.split_k > 1):
         raise SpecError(FLAG, n, "not built with --cluster, --stream-k, --grouped, --split-k or --fuse yet",

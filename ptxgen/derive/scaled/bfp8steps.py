@@ -80,7 +80,7 @@ def scale_steps(k_blocks: int, scale_load: str) -> tuple[ScaleStep, ...]:
     when the tile has a K block); per kb: cur := next, load block min(kb + 1, k_blocks - 1) into next (the last block
     reloads itself rather than read past the scale arrays' K extent), (MMAs), promote kb with cur."""
     S = ScaleStep
-    if scale_load in ("block", "smem", "tma"):
+    if scale_load in ("block", "smem", "cpasync", "tma"):
         return tuple(x for kb in range(k_blocks) for x in (S("load", kb), S("promote", kb)))
     out = [S("load", 0, "next")] if k_blocks else []
     for kb in range(k_blocks):

@@ -78,6 +78,9 @@ class ScaleLoad:
 SCALE_WARP = 1  # --fp8-scale-load smem: the producer warpgroup's warp that stages the scales (warp 0 issues the TMA)
 SCALE_WARP_LANES = 32
 SF_BYTES = 4  # f32 scales
+# --fp8-scale-load values whose scales reach the consumers through per-stage shared-memory slots (the scale warp's
+# ld/st, its cp.async, or the TMA thread's box of A scales); isa.epiops.Fp8ScaleLoad.staged
+STAGED_SCALE_LOADS = ("smem", "cpasync", "tma")
 SFB_STAGE_BYTES = 16  # a stage's B scales: at most two (a tile spans at most two 128-column blocks), padded to 16 B
 
 
@@ -146,6 +149,10 @@ class BlockFp8Plan:
     # --fp8-blocks 1x128x1x128: scale_b (kb, n) at kb x lds_b + n, MN-major as DeepGEMM's 1D1D and torch's
     # BlockWise1x128 scale_b take it)
     b_scale: str = "block"
+    # --fp8-blocks 1x128x1x128: when a consumer thread reads its columns' B scales from the stage (derive.scaled.bfp8cols):
+    # issue (all BN / 4 after issuing the K block's MMAs, held through them) or promote (each register group's pair
+    # inside the promotion, the stage released after it)
+    column_scales_at: str = "issue"
 
     @property
     def per_column(self) -> bool:
@@ -153,8 +160,9 @@ class BlockFp8Plan:
 
     @property
     def column_scale_registers(self) -> int:
-        """f32 registers a consumer thread holds for one K block's per-column B scales (two per register group)."""
-        return 2 * self.groups if self.per_column else 0
+        """f32 registers a consumer thread holds through the MMAs for one K block's per-column B scales (two per register
+        group when read at the issue; none when each pair is read inside the promotion, as the 1D2D B scale is)."""
+        return 2 * self.groups if self.per_column and self.column_scales_at == "issue" else 0
 
     @property
     def k_loop_unroll(self) -> int:
@@ -165,11 +173,11 @@ class BlockFp8Plan:
     @property
     def sfa_stage_bytes(self) -> int:
         """--fp8-scale-load smem: a stage's A scales, one f32 per tile row (0 in the other modes)."""
-        return self.bm * SF_BYTES if self.scale_load in ("smem", "tma") else 0
+        return self.bm * SF_BYTES if self.scale_load in STAGED_SCALE_LOADS else 0
 
     @property
     def sfb_stage_bytes(self) -> int:
-        if self.scale_load not in ("smem", "tma"):
+        if self.scale_load not in STAGED_SCALE_LOADS:
             return 0
         return sfb_stage_bytes(self.b_scale, self.bn)
 
@@ -441,6 +449,10 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                 f"stores them at sfa[s] + row x {SF_BYTES} and sfb[s] + j x {SF_BYTES}, and each lane arrives on full[s] "
                 f"(+{SCALE_WARP_LANES} arrivals); the consumers read them with ld.shared after full[s] and before releasing "
                 "the stage",
+        "cpasync": f"as smem, but each lane copies its {bm // SCALE_WARP_LANES} A scales and its B scale(s) with 4-byte "
+                   "cp.async.ca (src-size 0 past M and N: the slot is zero-filled) and arrives on full[s] with "
+                   "cp.async.mbarrier.arrive.noinc once its copies land (+32 arrivals): the warp issues a stage's copies "
+                   "and goes on to the next empty stage without waiting for a load",
         "tma": f"as smem, but the TMA thread copies the {bm} A scales as one box of scale_a's tensor map into sfa[s] (inside "
                "its expect_tx; derive.scaled.sfa_tma) and only the scale warp's lane 0 loads, stores and arrives (+1 arrival)"}.get(scale_load, scale_load),
         "with block, ncu puts 41% of the warp-stall samples on the first use of the loaded scales (their L2 latency, "

@@ -307,7 +307,7 @@ FIELDS: tuple[SpecField, ...] = (
         "consumer_slabs",
         "--consumer-slabs",
         "64-row slabs per cooperative wgmma consumer warpgroup (BM = 64 x warpgroups x N): N > 1 gives each warpgroup "
-        "N accumulators and one partial fragment its slabs share (block-scaled FP8 with --fp8-scale-load smem or tma, "
+        "N accumulators and one partial fragment its slabs share (block-scaled FP8 with --fp8-scale-load smem, cpasync or tma, "
         "at least two consumer warpgroups: --bm 256 --consumer-slabs 2; ptxgen.derive.scaled.bfp8slabs) (default 1)",
         default=1,
     ),

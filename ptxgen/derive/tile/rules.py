@@ -10,7 +10,8 @@ each operand (A x B types, swizzle and majorness) in :mod:`ptxgen.derive.tile.ru
 from __future__ import annotations
 
 from ...isa.ptxref import cite
-from ...isa.shapes import consumer_register_budget, legal_bm, setmaxnreg_consumer_registers, legal_bn, wgmma_accumulator_registers
+from ...isa.shapes import (REGISTER_RESERVE, consumer_register_budget, legal_bm, setmaxnreg_consumer_registers, legal_bn,
+                           wgmma_accumulator_registers)
 from ...isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, legal_values)
 from ...isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
@@ -28,10 +29,6 @@ from ..operands.smem_layout import operand_stage
 from ..operands.tma import split_copies
 
 
-# Registers a wgmma consumer needs beside its accumulator. Measured with NVRTC 13.5 on the warp-specialized
-# kernels (SASS check, no local memory): at 640 threads (96 registers) BN=128 (64 accumulator registers)
-# compiles and BN=160 (80) does not; at 512 threads (128) BN=192 (96) compiles and BN=224 (112) does not.
-REGISTER_RESERVE = 32
 # Columns of one TMA-store epilogue chunk: a 128-byte swizzle row of 16-bit outputs (derive.store.epilogue).
 STORE_CHUNK_COLS = 64
 FP8_STORE_CHUNK_COLS = 128  # e4m3 outputs: one 128-byte staging row holds 128 of them (wgmma only; derive.store.epilogue)
@@ -102,7 +99,7 @@ def validate(t: "TileSpec") -> None:
     if t.fp8_scale_load is Fp8ScaleLoad.AHEAD and t.fp8_overlap is not Fp8Overlap.NONE:
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads the scales one K block ahead in the one-partial "
                         "consumer loop (not built with --fp8-overlap halves or interleave)", "block or smem, or --fp8-overlap none")
-    if t.fp8_scale_load is Fp8ScaleLoad.SMEM and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
+    if t.fp8_scale_load in (Fp8ScaleLoad.SMEM, Fp8ScaleLoad.CPASYNC) and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "the producer's scale warp walks the dense cooperative "
                         "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")
     if t.fp8_scale_load is Fp8ScaleLoad.TMA:
@@ -296,8 +293,7 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
                         "(not derived)", "--cluster 1x1 --stream-k 1 --consumer-slabs 1")
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
-    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and t.scale_load is not Fp8ScaleLoad.SMEM
-                                                                   and t.scale_load is not Fp8ScaleLoad.TMA):
+    if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and not t.scale_load.staged):
         raise SpecError("--fp8-blocks", t.fp8_blocks.value, "block-scaled FP8 runs with TMA loads, and in a cluster only with "
                         "its scales staged in shared memory (--fp8-scale-load smem)", "--loader tma --cluster 1x1")
     # The consumer branch runs after setmaxnreg.inc: measured with NVRTC 13.5, ptxas allocates it up to that count here

@@ -40,7 +40,7 @@ def promote_register_budget(t) -> int:
 
 def check_promote(t, reserve: int) -> None:
     """Raise SpecError where ``t.promote`` breaks a rule; ``reserve``: the registers a consumer needs beside its fragments
-    (derive.tile.rules.REGISTER_RESERVE)."""
+    (isa.shapes.REGISTER_RESERVE)."""
     if t.promote == 0:
         return
     if t.promote not in PROMOTE_EVERY:

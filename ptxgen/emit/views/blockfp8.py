@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, BlockFp8Plan,
-                                      OffsetTerm)
+from ...derive.scaled.blockfp8 import (BLOCK_K, BLOCK_N, GROUP_COLS, SCALE_WARP, SCALE_WARP_LANES, SF_BYTES, STAGED_SCALE_LOADS,
+                                      BlockFp8Plan, OffsetTerm)
 from ...derive.scaled.bfp8steps import STAGGER_WHERE, BarrierStep
 from ...derive.tile.abi import SFA_MAP
 from ...derive.scaled.sfa_tma import sfa_copy_origin
@@ -95,6 +95,7 @@ class ColumnScalesView:
     pair_expr: str  # C: the thread's first column of register group 0 (group g: + pair_stride_bytes / 4 x g)
     pair_stride_bytes: int  # bytes between register groups' pairs in the stage's sfb slot
     sfb_doc: str
+    at_promote: bool = False  # each pair read inside the promotion, the stage released after it (BlockFp8Plan.column_scales_at)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class ScaleSmemView:
     sfb_slots: int  # B scales a stage holds (lanes 0..sfb_slots-1 store one each; with a_tma lane 0 stores all)
     sf_bytes: int  # one scale (f32): a row's (or block's) byte offset in its slot is index x sf_bytes
     a_tma: "SfaTmaView | None" = None  # --fp8-scale-load tma: the TMA thread copies the A scales; lane 0 the B scales
+    cp_async: bool = False  # --fp8-scale-load cpasync: the lanes' 4-byte cp.async (zero-fill) and noinc arrivals
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def sfa_tma_view(sfa_tma: TmaPlan | None, plan: BlockFp8Plan, k_first: str = "")
 
 
 def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None, k_first: str = "") -> ScaleSmemView | None:
-    if plan.scale_load not in ("smem", "tma"):
+    if plan.scale_load not in STAGED_SCALE_LOADS:
         return None
     if plan.scale_load == "tma":
         return ScaleSmemView(SCALE_WARP, 0, "", "", SCALE_WARP_LANES, smem.sfa_offset, plan.sfa_stage_bytes, smem.sfb_offset,
@@ -167,7 +169,8 @@ def scale_smem_view(plan: BlockFp8Plan, smem, sfa_tma: TmaPlan | None = None, k_
                for j, w in enumerate(plan.scale_warp_writes(lane)[:plan.scale_rows_per_lane]))
     assert plan.sfa_slot(1).offset_bytes == SF_BYTES and plan.sfb_slot(1).offset_bytes == SF_BYTES
     return ScaleSmemView(SCALE_WARP, plan.scale_rows_per_lane, f"lane + {SCALE_WARP_LANES} * j", "lane", SCALE_WARP_LANES, smem.sfa_offset,
-                         plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES)
+                         plan.sfa_stage_bytes, smem.sfb_offset, plan.sfb_stage_bytes, plan.sfb_slots, SF_BYTES,
+                         cp_async=plan.scale_load == "cpasync")
 
 
 _SIGNALS = {  # what each barrier's generation says, per mode (derive.scaled.bfp8steps.stagger_steps)
@@ -270,7 +273,8 @@ def column_scales_view(plan: BlockFp8Plan) -> ColumnScalesView | None:
         assert [w.index for w in plan.scale_warp_writes(lane) if w.operand == "sfb"] == list(range(lane, plan.bn, SCALE_WARP_LANES))
     assert plan.consumer_reads(0, 0)[2].offset_bytes == 0 and SF_BYTES == 4
     return ColumnScalesView(plan.scale_cols_per_lane, SCALE_WARP_LANES, plan.groups, pair_expr, stride,
-                            "f32, ceil(K/128) x N, MN-major: (kb, n) at kb x lds_b + n")
+                            "f32, ceil(K/128) x N, MN-major: (kb, n) at kb x lds_b + n",
+                            at_promote=plan.column_scales_at == "promote")
 
 
 def shared_step_views(slabs) -> tuple[SlabStepView, ...]:
