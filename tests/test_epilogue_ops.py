@@ -534,8 +534,12 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
 @pytest.mark.parametrize("variant", ["{}", '{"fp8_scale_load": "tma"}', '{"bm": 192, "bn": 128, "fp8_scale_load": "tma"}',
                                      '{"bm": 256, "bn": 128, "stages": 3, "fp8_scale_load": "tma", "consumer_slabs": 2}',
                                      '{"bm": 64, "bn": 128, "stages": 6, "fp8_scale_load": "tma"}',
-                                     '{"bm": 128, "bn": 128, "stages": 5, "fp8_scale_load": "tma", "stream_k": 8}'],
-                         ids=["default", "tmasf", "m192-tmasf", "m256-cs2", "m64-tmasf", "m128-tmasf-sk8"])
+                                     '{"bm": 128, "bn": 128, "stages": 5, "fp8_scale_load": "tma", "stream_k": 8}',
+                                     '{"fp8_scale_load": "cpasync"}',
+                                     '{"fp8_blocks": "1x128x1x128", "bm": 192, "fp8_scale_load": "cpasync"}',
+                                     '{"fp8_blocks": "1x128x1x128"}'],
+                         ids=["default", "tmasf", "m192-tmasf", "m256-cs2", "m64-tmasf", "m128-tmasf-sk8", "cpasync",
+                              "1d1d-m192-cpasync", "1d1d"])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:
@@ -543,7 +547,9 @@ def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     are few), TMA store, under compute-sanitizer:
     1500 x 3000 x 400 puts 192 tiles on at most 132 CTAs (the scale warp, the TMA thread and the consumers walk several),
     M and N off the tile and a partial last K block; the case also checks the output against the recipe. Also with the
-    A scales by TMA (--fp8-scale-load tma: the box overwrites a slot the consumers read with ld.shared; M % 4 == 0)."""
+    A scales by TMA (--fp8-scale-load tma: the box overwrites a slot the consumers read with ld.shared; M % 4 == 0), with
+    the scale warp's cp.async copies (cpasync: LDGSTS into the slots the consumers read), and the 1D1D kernels (128 x 128,
+    its column scales read after the issue; 192 x 128 with cp.async, read inside the promotion, the stage released after)."""
     import shutil
     import subprocess
     import sys
