@@ -200,3 +200,18 @@ def test_matches_float64(torch_cuda, variant, m, n, k):
                                   yq.double().cpu().numpy(), sfb.double().cpu().numpy(), out_rtol=rtol, per_column=cols,
                                   c=None if c is None else c.double().cpu().numpy())
     assert not bad.any(), f"{int(bad.sum())} of {bad.size} outside the bound"
+
+
+@pytest.mark.parametrize("kw", [COLUMNS, {**COLUMNS, "bm": 192}, BLOCKS], ids=["1d1d", "1d1d-192x128", "1d2d"])
+def test_ring_with_the_copying_lanes_has_no_deadlock_or_stale_read(kw):
+    """L1 (ptxgen.model.sim.pipesim over the kernel's pipeline plan): the 32 copying lanes wait empty[s] and arrive on
+    full[s] (a noinc arrival fires once the lane's copies have landed: the simulator's store-then-arrive), the consumers
+    read every slot before they release it: no deadlock, stale read or early overwrite over 1..2S+1 K-tiles."""
+    from ptxgen.derive.tile.kernel import plan_kernel
+    from ptxgen.model.bridges.check_pipeline import config_of, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+
+    s = _spec(**kw)
+    cfg = config_of(plan_kernel(s).pipeline, 2 * s.stages + 1, tma_copy_bytes(s), 2)
+    assert (cfg.scale_lanes, cfg.full_arrivals) == (32, 33)
+    assert pipesim.explore(cfg, range(6)).problems == []
