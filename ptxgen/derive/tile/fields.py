@@ -251,7 +251,8 @@ FIELDS: tuple[SpecField, ...] = (
         "block-scaled FP8: how a K block's scales reach the consumers: block (each thread loads them from global memory "
         "in that K block, before its MMAs), ahead (one K block ahead, into registers carried across the loop) or smem "
         "(a producer warp stages them in shared memory with the K block's stage; ld.shared after it lands), tma (as smem, "
-        "the A scales by one TMA box per stage; needs M a multiple of 4) or auto (smem "
+        "the A scales by one TMA box per stage; needs M a multiple of 4), cpasync (as smem, the producer warp's lanes copy "
+        "with cp.async and never wait for a load) or auto (smem "
         "for dense cooperative kernels, else block; measured fastest, docs/block-fp8.md) (default auto)",
         Fp8ScaleLoad,
         default="auto",
