@@ -85,6 +85,10 @@ KGROUPED_FP8_VARIANTS = {
     "tma-n256": dict(bn=256, epilogue="tma"),
     "tma-n256-s3": dict(bn=256, stages=3, epilogue="tma"),
     "direct-n256": dict(bn=256),
+    # ping-pong consumers (as the 16-bit kernel's pp-tma): one warpgroup's epilogue, scales and TMA stores run while the
+    # other's main loop issues; the warpgroup whose tile it is zeroes its K tail alone (2026-12-07: L1, L2; not timed)
+    "pp-tma": dict(consumers="pingpong", epilogue="tma"),
+    "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
 }
 # What scaled_grouped_gemm_k runs: the TMA store, with 128 x 256 tiles where the groups are long along K (at least
 # FP8_WIDE_MEAN_K of K_total a group) and the output 16-bit (128 x 256 with an f32 output spills). Measured on the H100

@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
 """
 
 
-def _zero_fn(tmp_path, loop, name: str):
-    exe = _build(tmp_path, f"zero8_{name}", ZERO8 % dict(name=name, threads=256, loop="\n    ".join(loop)))
+def _zero_fn(tmp_path, loop, name: str, threads: int = 256):
+    exe = _build(tmp_path, f"zero8_{name}_{threads}", ZERO8 % dict(name=name, threads=threads, loop="\n    ".join(loop)))
 
     def run(image: np.ndarray, stage: int, lo: int, hi: int) -> None:
         res = subprocess.run([str(exe), str(lo), str(hi), str(stage), str(image.size)], input=image.tobytes(),
@@ -209,6 +209,25 @@ def test_rendered_fp8_tail_zeroing_leaves_exactly_the_groups_k_rows(tmp_path):
         for lo, hi in WINDOWS:
             assert kgroupmodel.check_tail_zeroing(tj[op.name]["tma"], True, mn, spec.bk, lo, hi, run,
                                                   element_bytes=1) == [], (name, lo, hi)
+
+
+def test_pingpong_fp8_tail_zeroing_by_one_warpgroup_leaves_exactly_the_groups_k_rows(tmp_path):
+    """Ping-pong consumers (each warpgroup a whole tile): the warpgroup whose tile it is zeroes the K tail alone, its
+    128 threads numbered wg_tid, byte by byte where the window cuts a cell (the rendered loop run on a stage image
+    against ptxgen.model.layouts.kgroupmodel). Control: the cooperative loop (a 256-thread stride) run by 128 threads."""
+    spec = make_spec(**dict(FP8, epilogue="tma", consumers="pingpong"))
+    plan = plan_kernel(spec)
+    tj = plan.layout.to_json()
+    src = render_kernel(plan)
+    assert "for (int cell = wg_tid; cell < 1024; cell += 128)" in src and "st.shared.b8" in src
+    for name, op, mn in (("a_zero", plan.layout.a, spec.bm), ("b_zero", plan.layout.b, spec.bn)):
+        lines = ("const int wg_tid = tid;",) + ckg._zero_loop_c(op, name, 128, 1, "wg_tid")
+        run = _zero_fn(tmp_path, lines, name, threads=128)
+        for lo, hi in WINDOWS:
+            assert kgroupmodel.check_tail_zeroing(tj[op.name]["tma"], True, mn, spec.bk, lo, hi, run,
+                                                  element_bytes=1) == [], (name, lo, hi)
+    half = _zero_fn(tmp_path, ckg._zero_loop_c(plan.layout.a, "a_zero", 256, 1), "a_zero", threads=128)
+    assert kgroupmodel.check_tail_zeroing(tj["a"]["tma"], True, spec.bm, spec.bk, 0, 9, half, element_bytes=1)
 
 
 def test_control_fp8_zeroing_with_16_bit_elements_fails(tmp_path):
@@ -260,7 +279,6 @@ def test_control_sass_check_fails_for_an_fp8_kgrouped_kernel_checked_as_another_
 @pytest.mark.parametrize("fields,rule", [
     (dict(FP8, a="mnmajor-sw128"), "mnmajor"),  # wgmma reads FP8 K-major only
     (dict(FP8, dtype="bf16", bk=64), "--grouped=offs_k_rowwise"),
-    (dict(FP8, epilogue="tma", consumers="pingpong"), "--grouped=offs_k_rowwise"),  # ping-pong: the 16-bit kernel's
     (dict(FP8, grouped="offs_k"), "offs_k_rowwise"),  # FP8 with offs_k: pointed at offs_k_rowwise
 ])
 def test_illegal_fp8_kgrouped_specs_name_the_rule(fields, rule):

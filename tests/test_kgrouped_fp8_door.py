@@ -231,7 +231,7 @@ def test_scaled_kgrouped_against_float64(gpu, out_dtype, b_type):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["tma", "tma-s6", "tma-n256", "tma-n256-s3", "direct-n256"])
+@pytest.mark.parametrize("variant", ["tma", "tma-s6", "tma-n256", "tma-n256-s3", "direct-n256", "pp-tma", "pp-tma-s5"])
 def test_scaled_kgrouped_variants_against_float64(gpu, variant):
     """Each row-wise FP8 variant (ptxgen.kgrouped.KGROUPED_FP8_VARIANTS) on the exact integer inputs above: f32 out equal
     to float64, bf16 its rounding; out with rows padded and NaN-filled keeps its padding (the TMA store clips at N)."""

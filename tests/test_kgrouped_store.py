@@ -164,20 +164,22 @@ def test_variant_names_and_the_default():
     with pytest.raises(ArgumentError, match="variant"):
         _spec("nope")
     with pytest.raises(ArgumentError, match="row-wise FP8 K-grouped form takes one of direct, tma"):
-        _fp8_spec("pp-tma")  # a 16-bit variant's name
+        _fp8_spec("tma-m192")  # a 16-bit variant's name
     from ptxgen.kgrouped import DEFAULT_FP8_VARIANT
 
     assert kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True) == _fp8_spec(DEFAULT_FP8_VARIANT)
     assert _fp8_spec("tma-n256").bn == 256 and _fp8_spec("tma").epilogue.value == "tma"
 
 
-def test_rowwise_fp8_refuses_pingpong_consumers_naming_why():
-    from ptxgen.derive.tile.spec import make_spec
-    from ptxgen.isa.types import SpecError
-
-    with pytest.raises(SpecError) as e:
-        make_spec(**{**_fp8_spec("tma").to_json(), "consumers": "pingpong"})
-    assert e.value.field == "--grouped" and "cooperative" in e.value.rule
+def test_rowwise_fp8_pingpong_variants_scale_both_slabs_of_the_warpgroups_tile():
+    """pp-tma, pp-tma-s5: ping-pong consumers for the row-wise FP8 kernel; each warpgroup scales its tile's two 64-row
+    slabs (rows m0 + 0.. and m0 + 64..) before its TMA stores, and counts every tile's K-tiles."""
+    for v in ("pp-tma", "pp-tma-s5"):
+        spec = _fp8_spec(v)
+        assert spec.consumers.value == "pingpong" and spec.epilogue.value == "tma"
+        src = render_kernel(plan_kernel(spec))
+        assert "const int row = m0 + 0 + (wg_tid / 32) * 16" in src and "const int row = m0 + 64 + (wg_tid / 32) * 16" in src
+        assert "acc1[i] *= sa * sb;" in src and "it += num_k_tiles;" in src
 
 
 def test_explain_prints_the_store_map_derivation():
@@ -265,7 +267,7 @@ def _cta_tile_k(plan, offs, k_total, m, n, grid, cta):
     return tuple(kg.k_tiles(t.k_start, t.k_end) for t in kg.walk(offs, k_total, m, n)[cta::grid])
 
 
-@pytest.mark.parametrize("variant", ["pp-tma", "pp-tma-s5", "pp-tma-64x256", "tma", "tma-n256"])
+@pytest.mark.parametrize("variant", ["pp-tma", "pp-tma-s5", "pp-tma-64x256", "tma", "tma-n256", "fp8 pp-tma", "fp8 pp-tma-s5"])
 def test_ring_keeps_its_phases_with_tiles_of_different_k_tile_counts(variant):
     """The pipeline plan through the independent simulator (ptxgen.model.sim.pipesim, tile_k) with the K-tile counts of
     the tiles a CTA takes in the K-grouped walk: empty groups (0 K-tiles), a group of 1 K row, long groups; no deadlock,
@@ -276,7 +278,7 @@ def test_ring_keeps_its_phases_with_tiles_of_different_k_tile_counts(variant):
     from ptxgen.model.bridges.check_pipeline import config_of
     from ptxgen.model.sim import pipesim
 
-    plan = plan_kernel(_spec(variant))
+    plan = plan_kernel(_fp8_spec(variant[4:]) if variant.startswith("fp8 ") else _spec(variant))
     rng = random.Random(7)
     seen = set()
     for _ in range(12):

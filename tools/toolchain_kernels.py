@@ -320,6 +320,14 @@ def kgrouped_fp8_tma_specs() -> dict:
             for v, o in (("tma", "bf16"), ("tma-n256", "bf16"), ("tma", "f32"))}
 
 
+def kgrouped_fp8_pingpong_specs() -> dict:
+    """The row-wise FP8 K-grouped kernels with ping-pong consumers (2026-12-07: pp-tma, pp-tma-s5; bf16 and f32 out)."""
+    from ptxgen.kgrouped import kgrouped_spec
+
+    return {f"kgrouped fp8 {v} {o}": kgrouped_spec("e4m3", o, "sm_90a", "k", "k", rowwise=True, variant=v)
+            for v, o in (("pp-tma", "bf16"), ("pp-tma-s5", "bf16"), ("pp-tma", "f32"))}
+
+
 def attention_q_buffer_specs() -> list:
     """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
     with O staged, D 64's three walks) and O staged at D 64, causal and not."""
@@ -448,7 +456,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
-                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "all"),
+                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "kgrouped-fp8-pingpong", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -487,6 +495,8 @@ def main() -> int:
         specs.update(kgrouped_fp8_tma_specs())
     if args.set in ("scale-copies", "all"):
         specs.update(scale_copies_specs())
+    if args.set in ("kgrouped-fp8-pingpong", "all"):
+        specs.update(kgrouped_fp8_pingpong_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

@@ -244,10 +244,6 @@ def _validate_k_grouped(t: "TileSpec") -> None:
             raise SpecError("--grouped", g, "row-wise scales (torch._scaled_grouped_mm's 2-D x 2-D form) multiply an FP8 "
                             "product's f32 accumulator; the output is 16-bit or f32",
                             "--dtype e4m3|e5m2 --acc f32 --out-dtype bf16|f16|f32, or --grouped offs_k for 16-bit inputs")
-        if t.consumers is not Consumers.COOPERATIVE:
-            raise SpecError("--grouped", g, "the row-wise FP8 K-grouped kernel is built with cooperative consumers (ping-pong "
-                            "is the 16-bit --grouped offs_k kernel's: its K tail zeroing by one warpgroup is derived for "
-                            "16-bit cells)", "--consumers cooperative")
         if t.a.major is not Major.K or t.b.major is not Major.K:
             raise SpecError("--grouped", g, "wgmma reads FP8 operands K-major only (no transpose for .e4m3/.e5m2), so A (M x "
                             "K_total) and B (N x K_total) are K-major: rows contiguous along K, as torch._scaled_grouped_mm "
