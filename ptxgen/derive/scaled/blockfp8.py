@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
+from ...isa.epiops import Fp8ScaleLoad
 from ...isa.types import SpecError
 from ..tile.derived import Derived
 from ..store.fusion import wgmma_column_pairs
@@ -79,8 +80,8 @@ SCALE_WARP = 1  # --fp8-scale-load smem: the producer warpgroup's warp that stag
 SCALE_WARP_LANES = 32
 SF_BYTES = 4  # f32 scales
 # --fp8-scale-load values whose scales reach the consumers through per-stage shared-memory slots (the scale warp's
-# ld/st, its cp.async, or the TMA thread's box of A scales); isa.epiops.Fp8ScaleLoad.staged
-STAGED_SCALE_LOADS = ("smem", "cpasync", "tma")
+# ld/st, its cp.async, or the TMA thread's box of A scales), as the plans name them
+STAGED_SCALE_LOADS = tuple(v.value for v in Fp8ScaleLoad if v.staged)
 SFB_STAGE_BYTES = 16  # a stage's B scales: at most two (a tile spans at most two 128-column blocks), padded to 16 B
 
 
