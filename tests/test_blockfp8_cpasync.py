@@ -17,6 +17,7 @@ import pytest
 
 from ptxgen.isa.types import SpecError
 from ptxgen.model.numerics import bfp8model
+from test_blockfp8_2d1d import _quantize  # e4m3 values and dequantization scales per (rows x 128 of K) block
 
 COLUMNS = dict(bm=128, bn=128, bk=128, a="kmajor-sw128", b="kmajor-sw128", dtype="e4m3", arch="sm_90a", stages=4,
                epilogue="tma", schedule="persistent", fp8_blocks="1x128x1x128", out_dtype="f32", fp8_scale_load="cpasync")
@@ -155,17 +156,6 @@ def test_compiles_with_ldgsts_and_no_local_memory(kw):
 
 
 # ---- gpu: against float64 ---------------------------------------------------------------------------------------------
-def _quantize(torch, x, rows_per_block):
-    """x (R x K) -> e4m3 values and f32 dequantization scales (ceil(R / rows_per_block) x ceil(K/128))."""
-    r, k = x.shape
-    kb, rb = -(-k // 128), -(-r // rows_per_block)
-    pad = torch.nn.functional.pad(x, (0, kb * 128 - k, 0, rb * rows_per_block - r))
-    blocks = pad.view(rb, rows_per_block, kb, 128)
-    scale = blocks.abs().amax((1, 3)).clamp(min=1e-12).float() / 448.0
-    q = (blocks / scale[:, None, :, None]).to(torch.float8_e4m3fn).view(rb * rows_per_block, kb * 128)[:r, :k]
-    return q.contiguous(), scale
-
-
 # the 1D1D tiles: 128 x 128 reads the column scales at the issue; 128 x 192 and 192 x 128 inside the promotion
 TILES = {"1d1d": {}, "1d1d-128x192": dict(bn=192), "1d1d-192x128": dict(bm=192), "1d1d-192x128-c": dict(bm=192, c=True),
          "1d2d": None}
