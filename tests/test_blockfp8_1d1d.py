@@ -170,11 +170,11 @@ def test_door_infers_the_recipe_from_scale_b_and_launches_c(monkeypatch):
     assert launches[-1][1][-4:] == [0x40000000, 0x50000000, 208, 304]  # SFA, SFB, lds_a, lds_b (= scale_b's row pitch)
     from ptxgen.api import fused
 
-    assert any(s.kernel_name.endswith("_bs1d1d") and s.fuse is None for s in fused._KERNELS)  # columns_spec: no C
+    assert any(s.kernel_name.endswith("_bs1d1d_slcpasync") and s.fuse is None for s in fused._KERNELS)  # columns_spec: no C
     c = CaiArray((M, N), "float32", (304, 1), 0x60000000)
     fb.gemm(x["a"], x["b"], x["sa"], x["sb"], x["out"], c=c)
     args = launches[-1][1]
-    assert any(s.kernel_name.endswith("_bs1d1d_fc") for s in fused._KERNELS)
+    assert any(s.kernel_name.endswith("_bs1d1d_slcpasync_fc") for s in fused._KERNELS)
     assert args[-8:] == [0x40000000, 0x50000000, 208, 304, 1.0, 1.0, 0x60000000, 304]  # ..., alpha, beta, C, ldc
     # out = c accumulates in place (D += A.B); c partly overlapping out is refused
     fb.gemm(x["a"], x["b"], x["sa"], x["sb"], c, c=c)
@@ -311,7 +311,7 @@ def test_plan_agrees_with_the_door(doors, with_c):  # noqa: F811 (the fixture)
     kw = dict(c=DevArray((m, n), F32)) if with_c else dict(out_dtype="f32")
     p = plan("fp8blocks.gemm", *args, **kw)
     assert p.path is Path.HOT, p.why
-    assert p.spec.kernel_name.endswith("_bs1d1d_fc" if with_c else "_bs1d1d") and "1x128 x 1x128" in p.why
+    assert p.spec.kernel_name.endswith("_bs1d1d_slcpasync_fc" if with_c else "_bs1d1d_slcpasync") and "1x128 x 1x128" in p.why
     assert door_spec(fb.gemm, *args, **kw) == p.spec
 
 

@@ -537,7 +537,7 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
                                      '{"bm": 128, "bn": 128, "stages": 5, "fp8_scale_load": "tma", "stream_k": 8}',
                                      '{"fp8_scale_load": "cpasync"}',
                                      '{"fp8_blocks": "1x128x1x128", "bm": 192, "fp8_scale_load": "cpasync"}',
-                                     '{"fp8_blocks": "1x128x1x128"}'],
+                                     '{"fp8_blocks": "1x128x1x128", "bm": 128, "fp8_scale_load": "smem"}'],
                          ids=["default", "tmasf", "m192-tmasf", "m256-cs2", "m64-tmasf", "m128-tmasf-sk8", "cpasync",
                               "1d1d-m192-cpasync", "1d1d"])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])

@@ -288,11 +288,11 @@ def scale_copies_specs() -> dict:
     column scales inside the promotion (128 x 192, 192 x 128, with and without C)."""
     from ptxgen.api.fp8blocks import columns_spec, default_spec
 
-    return {"cpasync 1d1d 128x128": columns_spec("f32", fp8_scale_load="cpasync"),
-            "cpasync 1d1d 128x192": columns_spec("f32", bn=192, fp8_scale_load="cpasync"),
+    return {"cpasync 1d1d 128x128": columns_spec("f32", bm=128, fp8_scale_load="cpasync"),
+            "cpasync 1d1d 128x192": columns_spec("f32", bm=128, bn=192, fp8_scale_load="cpasync"),
             "cpasync 1d1d 192x128": columns_spec("f32", bm=192, fp8_scale_load="cpasync"),
             "cpasync 1d1d 192x128 c": columns_spec("f32", c=True, bm=192, fp8_scale_load="cpasync"),
-            "smem 1d1d 192x128": columns_spec("f32", bm=192),
+            "smem 1d1d 192x128": columns_spec("f32", bm=192, fp8_scale_load="smem"),
             "cpasync 1d2d 128x192": default_spec("bf16", fp8_scale_load="cpasync")}
 
 
