@@ -94,9 +94,12 @@ KGROUPED_FP8_VARIANTS = {
 # FP8_WIDE_MEAN_K of K_total a group) and the output 16-bit (128 x 256 with an f32 output spills). Measured on the H100
 # (runs/2026-12-07-h100-blocks-on-a-kgrouped-fp8 run 1, `bench_grouped.py --kgrouped-fp8 --variants ...`, against
 # torch._scaled_grouped_mm): 8 experts x 4096 x 14336 / 8192 tokens (1024 a group) tma-n256 0.838, tma 0.787, the old
-# direct 128 x 128 0.621; 128 x 2048 x 1536 / 32768 (256 a group) tma 2.385, tma-n256 1.934, direct 1.394.
+# direct 128 x 128 0.621; 128 x 2048 x 1536 / 32768 (256 a group) tma 2.385, tma-n256 1.934, direct 1.394. The
+# threshold from runs/2026-12-07-h100-scale-copies run 3 (same command, --cases): at 512 a group (32 x 2048 x 7168 /
+# 16384) tma 1.013 ms, tma-n256 1.183; at 1024 (16 x 4096 x 4096 / 16384) tma-n256 0.858 ms, tma 0.963; the ping-pong
+# forms (pp-tma, pp-tma-s5) within 1% of tma at all five cases there, 4% slower at one, so no default takes them.
 DEFAULT_FP8_VARIANT = "tma"
-FP8_WIDE_MEAN_K = 512
+FP8_WIDE_MEAN_K = 1024
 FP8_WIDE_VARIANT = "tma-n256"
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")

@@ -78,3 +78,47 @@ def test_the_new_picks_compile_without_local_memory(tile, stream_k):
     rep = check_sass(spec, c.cubin)
     assert rep.ok and rep.local_bytes == 0, rep.problems
     assert "C7514" not in c.log
+
+
+# The 1x128 x 1x128 recipe with the cp.async scale warp, H100, 2026-12-07 (runs/2026-12-07-h100-scale-copies/run2,
+# bench_blockfp8.log: ratios to torch._scaled_mm with the same 1x128 scales, f32 out): (M, N, K) -> the faster of 192 x 128
+# and 128 x 128 (192 x 128 ratio / 128 x 128 ratio)
+COLUMNS_MEASURED_BEST = {
+    (64, 7168, 16384): (128, 128),  # 0.510 / 0.595
+    (128, 7168, 16384): (128, 128),  # 0.543 / 0.643
+    (256, 7168, 4096): (128, 128),  # 0.937 / 1.038
+    (512, 4096, 7168): (128, 128),  # 0.716 / 0.827
+    (1024, 7168, 4096): (192, 128),  # 0.958 / 0.839
+    (3008, 7008, 5008): (192, 128),  # 0.944 / 0.838
+    (4096, 4096, 4096): (192, 128),  # 0.949 / 0.858
+    (16384, 4096, 4096): (192, 128),  # 1.090 / 0.809
+    (4096, 7168, 16384): (192, 128),  # 0.956 / 0.783
+    (8192, 8192, 8192): (192, 128),  # 1.064 / 0.793
+    (2048, 7168, 4096): (192, 128),  # 0.993 / 0.827
+}
+
+
+@pytest.mark.parametrize("shape", sorted(COLUMNS_MEASURED_BEST), ids=lambda s: "x".join(map(str, s)))
+def test_the_columns_pick_is_the_measured_best(shape):
+    from ptxgen.derive.scaled.bfp8tiles import COLUMNS_TILES
+
+    t = pick_tile(*shape, 132, 1, COLUMNS_TILES)
+    assert (t.bm, t.bn) == COLUMNS_MEASURED_BEST[shape]
+
+
+def test_the_columns_door_takes_the_pick():
+    """fp8blocks.columns_chosen: the pick's tile with the cp.async scale warp, with and without C."""
+    from ptxgen.api.fp8blocks import columns_chosen
+
+    small, large = columns_chosen("f32", False, 128, 7168, 16384, 132), columns_chosen("bf16", True, 4096, 7168, 16384, 132)
+    assert (small.bm, small.bn, small.scale_load.value, small.fuse) == (128, 128, "cpasync", None)
+    assert (large.bm, large.bn, large.scale_load.value, large.fuse.c) == (192, 128, "cpasync", True)
+
+
+def test_one_columns_tile_would_miss_the_measured_best():
+    """Control: with either tile alone the pick check above fails at four shapes or more."""
+    from ptxgen.derive.scaled.bfp8tiles import COLUMNS_TILES
+
+    for only in COLUMNS_TILES:
+        picks = {s: pick_tile(*s, 132, 1, (only,)) for s in COLUMNS_MEASURED_BEST}
+        assert sum((t.bm, t.bn) != COLUMNS_MEASURED_BEST[s] for s, t in picks.items()) >= 4

@@ -298,6 +298,20 @@ def test_gpu_control_block_scales_read_as_columns_fail(torch_cuda):
     assert bad.mean() > 0.5
 
 
+def test_door_takes_out_dtype_from_out(monkeypatch):
+    """Without out_dtype the output is what ``out`` holds (as ptxgen.gemm's door); a bf16 out without c gets bf16."""
+    import ptxgen.api.fp8blocks as fb
+    from ptxgen.api import fused
+
+    simulated_bfp8_launches(monkeypatch)
+    x = _arrays()
+    fb.gemm(x["a"], x["b"], x["sa"], x["sb"], x["out"])  # f32 out
+    assert fused._KERNELS and "_obf16_" not in list(fused._KERNELS)[-1].kernel_name
+    bf = CaiArray((M, N), "bfloat16", (304, 1), 0x70000000)
+    fb.gemm(x["a"], x["b"], x["sa"], x["sb"], bf)
+    assert "_obf16_" in list(fused._KERNELS)[-1].kernel_name
+
+
 # ---- ptxgen.api.plan answers for the recipe as the door does -----------------------------------------------------------
 @pytest.mark.parametrize("with_c", [False, True])
 def test_plan_agrees_with_the_door(doors, with_c):  # noqa: F811 (the fixture)

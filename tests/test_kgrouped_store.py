@@ -406,6 +406,8 @@ def test_rowwise_fp8_takes_wide_tiles_for_long_groups_of_a_16_bit_output():
     from ptxgen.kgrouped import FP8_WIDE_MEAN_K, fp8_variant
 
     assert fp8_variant(8192, 8, "bf16") == "tma-n256" and fp8_variant(32768, 128, "bf16") == "tma"
+    # measured on the H100 (runs/2026-12-07-h100-scale-copies run 3): 1024 a group wide, 512 a group not
+    assert fp8_variant(16384, 16, "bf16") == "tma-n256" and fp8_variant(16384, 32, "bf16") == "tma"
     assert fp8_variant(8192, 8, "f32") == "tma" and fp8_variant(0, 0, "bf16") == "tma"
     assert fp8_variant(FP8_WIDE_MEAN_K * 3, 3, "f16") == "tma-n256" and fp8_variant(FP8_WIDE_MEAN_K * 3 - 1, 3, "f16") == "tma"
     assert not _fp8_spec(fp8_variant(8192, 8, "f32"), "f32").bn == 256  # the spilling form is never picked

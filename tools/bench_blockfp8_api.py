@@ -8,9 +8,12 @@ process, as ``ptxgen bench --api`` measures ``ptxgen.gemm`` (ptxgen.api.bench.be
   ours, alternating rounds;
 * ``back_to_back_ratio``: calls back to back between events (runtime.check.bench.alternate), the same ratio.
 
-The output is checked against torch's (relative error below 1e-2). One JSON line per shape to --json.
+The output is checked against torch's (relative error below 1e-2). One JSON line per shape to --json. ``--columns``:
+the 1x128 x 1x128 recipe instead (scale_b K/128 x N, 1 x 128 blocks of B's rows; f32 out), what ``fp8blocks.gemm``
+picks for it (``columns_chosen``) against ``torch._scaled_mm`` with the same scales.
 
     python tools/bench_blockfp8_api.py 4096x7168x16384 128x7168x2048 --json out.jsonl
+    python tools/bench_blockfp8_api.py 128x7168x16384 4096x7168x16384 --columns
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import argparse
 import json
 import sys
 
-from bench_blockfp8 import inputs  # this script's folder (tools/) is on sys.path
+from bench_blockfp8 import column_scales, inputs  # this script's folder (tools/) is on sys.path
 from ptxgen.api import fp8blocks
 from ptxgen.api.bench.bench_api import _host_us, _single_ratio
 from ptxgen.runtime.launch.arrays import read_array
@@ -27,12 +30,15 @@ from ptxgen.runtime.check.bench import alternate
 from ptxgen.runtime.launch.gpu import require_gpu
 
 
-def shape_row(torch, m: int, n: int, k: int, rounds: int) -> dict:
+def shape_row(torch, m: int, n: int, k: int, rounds: int, columns: bool = False, sm_count: int = 132) -> dict:
     a, b, sa, sb, _ = inputs(torch, m, n, k)
-    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    if columns:
+        sb = column_scales(torch, n, k)
+    dt = torch.float32 if columns else torch.bfloat16
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
     bt = b.t()
     calls = {"gemm": lambda: fp8blocks.gemm(a, b, sa, sb, out),
-             "torch": lambda: torch._scaled_mm(a, bt, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)}
+             "torch": lambda: torch._scaled_mm(a, bt, scale_a=sa, scale_b=sb, out_dtype=dt)}
     calls["gemm"]()
     ref = calls["torch"]().float()
     norm = torch.linalg.norm(ref)
@@ -41,7 +47,8 @@ def shape_row(torch, m: int, n: int, k: int, rounds: int) -> dict:
     host = {nm: round(us, 2) for nm, us in _host_us(torch, calls).items()}
     single = _single_ratio(torch, calls["gemm"], calls["torch"])
     ours_ms, base_ms, worst = alternate(torch, calls["gemm"], calls["torch"], check, rounds, 5)
-    spec = fp8blocks.chosen_spec("bf16", read_array(sa, "scale_a"), m, m, n, k=k)  # what gemm picked (lds_a = M here)
+    spec = (fp8blocks.columns_chosen("f32", False, m, n, k, sm_count) if columns else
+            fp8blocks.chosen_spec("bf16", read_array(sa, "scale_a"), m, m, n, sm_count, k=k))  # what gemm picked (lds_a = M)
     return {"m": m, "n": n, "k": k, "kernel": spec.kernel_name, "host_us": host, "single_call_ratio": round(single, 4),
             "back_to_back_ratio": round(base_ms / ours_ms, 4), "ms": [ours_ms, base_ms], "rel_error": max(err, worst)}
 
@@ -51,6 +58,7 @@ def main() -> int:
     ap.add_argument("shapes", nargs="+")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--json")
+    ap.add_argument("--columns", action="store_true", help="the 1x128 x 1x128 recipe (f32 out) instead of 1x128 x 128x128")
     args = ap.parse_args()
     import torch
 
@@ -58,7 +66,8 @@ def main() -> int:
     ok = True
     for shape in args.shapes:
         m, n, k = map(int, shape.split("x"))
-        row = {**shape_row(torch, m, n, k, args.rounds), "device": dev.name}
+        row = {**shape_row(torch, m, n, k, args.rounds, args.columns, dev.sm_count), "device": dev.name,
+               "recipe": "1x128x1x128" if args.columns else "1x128x128"}
         h = row["host_us"]
         print(f"{shape} {row['kernel'][14:]}: host us/call fp8blocks.gemm {h['gemm']:.2f}, torch._scaled_mm {h['torch']:.2f}; "
               f"single call ratio {row['single_call_ratio']:.3f}, back-to-back ratio {row['back_to_back_ratio']:.3f} "

@@ -339,7 +339,7 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     from .arrays.fp8recipe import a_in_blocks, c_extra, column_scales_ld, infer_recipe
 
     ai, bi, oi, sa, sb, ci = _read(args, "a", "b", "out", "scale_a", "scale_b", "c")
-    out_dtype = args.get("out_dtype") or ("f32" if ci is not None else "bf16")
+    out_dtype = args.get("out_dtype") or ("f32" if ci is not None else "bf16" if oi is None else oi.dtype)
     spec = args.get("spec")
     if ai.ndim == 2 and a_in_blocks(args.get("recipe"), sa, ai.shape[0], ai.shape[1],
                                     fb.padded_scale_rows(-(-ai.shape[1] // fb.BLOCK))):
@@ -353,7 +353,7 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
     kb, nb = -(-p.k // fb.BLOCK), -(-p.n // fb.BLOCK)
     lds_a = fb._scales(sa, "scale_a", p.m, kb)
     rec = infer_recipe(args.get("recipe"), sb, p.k, p.n, fb.padded_scale_rows(kb), with_c=ci is not None)
-    picked = fb._recipe_spec(asked, chosen, rec, ci, out_dtype)
+    picked = fb._recipe_spec(asked, chosen, rec, ci, out_dtype, p, t.sm_count)
     if rec == fb.COLUMNS_1D1D:
         column_scales_ld(sb, p.k, p.n)
     else:
@@ -364,7 +364,8 @@ def _plan_fp8blocks(args: dict, t: Target) -> CallPlan:
         bind(spec, ai, bi, oi)
         c_extra(ci, oi, p.m, p.n, spec.out_dtype.value)
         if chosen:
-            why = ("columns_spec: scale_b is ceil(K/128) x N (the 1x128 x 1x128 recipe, DeepGEMM's 1D1D)"
+            why = ("columns_chosen: scale_b is ceil(K/128) x N (the 1x128 x 1x128 recipe, DeepGEMM's 1D1D), the tile "
+                   "derive.scaled.bfp8tiles models fastest"
                    + ("; c added in f32 (--fuse c)" if ci is not None else ""))
     elif chosen:
         spec = fb.chosen_spec(out_dtype, sa, lds_a, p.m, p.n, t.sm_count, k=p.k)

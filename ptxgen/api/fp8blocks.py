@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..derive.scaled.bfp8tiles import few_tiles, pick_tile, tile_count
+from ..derive.scaled.bfp8tiles import COLUMNS_TILES, few_tiles, pick_tile, tile_count
 from ..derive.scaled.sfa_tma import SFA_LD_ALIGN_ELEMENTS
 from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.tensormap import GLOBAL_ADDRESS_ALIGN as SFA_TMA_ALIGN_BYTES
@@ -86,6 +86,14 @@ def columns_spec(out_dtype: str = "bf16", c: bool = False, **kw) -> TileSpec:
     whose scale warp waits for its loads (the default until then) ran 0.786 / 0.788 / 0.855."""
     fields = dict(bm=192, bn=128, fp8_blocks=COLUMNS_1D1D, fp8_scale_load="cpasync", **({"fuse": "c"} if c else {}))
     return default_spec(out_dtype, **{**fields, **kw})
+
+
+def columns_chosen(out_dtype: str, c: bool, m: int, n: int, k: int, sm_count: int) -> TileSpec:
+    """The 1x128 x 1x128 recipe's kernel :func:`gemm` runs without a spec: :func:`columns_spec` in the tile of least
+    modelled time for M x N x K (derive.scaled.bfp8tiles.COLUMNS_TILES: 192 x 128, or 128 x 128 where the rows are few:
+    on the H100 at M <= 512 the 128 x 128 tile ran 0.59-1.04 of torch where the 192 x 128 ran 0.51-0.94)."""
+    t = pick_tile(m, n, k, sm_count, 1, COLUMNS_TILES)
+    return columns_spec(out_dtype, c=c, bm=t.bm, bn=t.bn, stages=t.stages)
 
 
 TMA_SCALE_OUTPUTS = ("bf16", "f16", "f32")  # the TMA-store epilogue's outputs (tma_scales_spec's kernels)
@@ -157,14 +165,22 @@ def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
     return lds_a
 
 
+_FROM_TORCH = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
+
+
+def _out_words(out) -> str:
+    """The dtype of a given ``out`` (out_dtype unset): as the other doors, the output is what ``out`` holds."""
+    return _FROM_TORCH.get(str(getattr(out, "dtype", ""))) or read_array(out, "out").dtype
+
+
 def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str | None = None, spec: TileSpec | None = None, stream=None,
          c=None, recipe: str | None = None):
     """``out = D`` of the block-scaled recipe (module docstring); returns ``out`` (allocated when None) without
-    synchronizing. ``out_dtype``: bf16 unless given (f32 with ``c``). ``recipe``: '1x128x128' or '1x128x1x128' (None:
+    synchronizing. ``out_dtype``: ``out``'s dtype where out is given, f32 with ``c``, else bf16. ``recipe``: '1x128x128' or '1x128x1x128' (None:
     inferred from scale_b, ptxgen.api.arrays.fp8recipe). ``c``: f32 M x N added to the product (the 1x128 x 1x128 recipe; out
     may be c). A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
     launch (ptxgen.api.launch.fp8launch); the first such call checks, compiles and prepares."""
-    out_dtype = out_dtype or ("f32" if c is not None else "bf16")
+    out_dtype = out_dtype or ("f32" if c is not None else "bf16" if out is None else _out_words(out))
     if stream is None:
         T = tensor_type()
         if (T is not None and isinstance(a, T) and isinstance(b, T) and isinstance(scale_a, T) and isinstance(scale_b, T)
@@ -214,14 +230,14 @@ def _hot_torch(a, b, scale_a, scale_b, out, out_dtype, spec, c=None, recipe=None
     return out
 
 
-def _recipe_spec(spec, chosen: bool, rec: str, ci, out_dtype: str):
-    """The 1x128 x 1x128 recipe's kernel (columns_spec without a spec), or the asked spec checked against the recipe and
-    c; None: the 1D2D recipe's own pick (chosen_spec)."""
+def _recipe_spec(spec, chosen: bool, rec: str, ci, out_dtype: str, p, sm_count: int):
+    """The 1x128 x 1x128 recipe's kernel (columns_chosen for problem ``p`` without a spec), or the asked spec checked
+    against the recipe and c; None: the 1D2D recipe's own pick (chosen_spec)."""
     with_c = spec is not None and spec.fuse is not None and spec.fuse.c
     if chosen:
         if ci is not None and rec != COLUMNS_1D1D:
             raise ArgumentError("c (D = C + A.B) is taken by the 1x128 x 1x128 recipe; these scales are 1x128 x 128x128")
-        return columns_spec(out_dtype, c=ci is not None) if rec == COLUMNS_1D1D else None
+        return columns_chosen(out_dtype, ci is not None, p.m, p.n, p.k, sm_count) if rec == COLUMNS_1D1D else None
     if spec.fp8_blocks.value != rec:
         raise ArgumentError(f"{spec.kernel_name} is built for --fp8-blocks {spec.fp8_blocks.value}; the scales are {rec}")
     if with_c != (ci is not None):
@@ -253,11 +269,11 @@ def _gemm_slow(a, b, scale_a, scale_b, out, out_dtype, spec, stream, c=None, rec
     p = bind(spec, ai, bi, oi).problem
     kb, nb = -(-p.k // BLOCK), -(-p.n // BLOCK)
     rec = infer_recipe(recipe, sb, p.k, p.n, padded_scale_rows(kb), with_c=ci is not None)
-    picked = _recipe_spec(asked, chosen, rec, ci, out_dtype)
+    dev = streams.call_device((ai, bi, oi, sa, sb, ci))  # every array on one device: its module, context, SM count
+    picked = _recipe_spec(asked, chosen, rec, ci, out_dtype, p, dev.sm_count)
     lds_b = (column_scales_ld(sb, p.k, p.n) if rec == COLUMNS_1D1D else
              _scales(sb, "scale_b", kb, nb, padded_scale_rows(kb)))
     extra = {"SFA": sa.ptr, "SFB": sb.ptr, "lds_a": _scales(sa, "scale_a", p.m, kb), "lds_b": lds_b}
-    dev = streams.call_device((ai, bi, oi, sa, sb, ci))  # every array on one device: its module, context, SM count
     if picked is not None:
         spec = picked
         p = bind(spec, ai, bi, oi).problem
