@@ -157,7 +157,8 @@ def test_compiles_with_ldgsts_and_no_local_memory(kw):
 
 # ---- gpu: against float64 ---------------------------------------------------------------------------------------------
 # the 1D1D tiles: 128 x 128 reads the column scales at the issue; 128 x 192 and 192 x 128 inside the promotion
-TILES = {"1d1d": dict(bm=128), "1d1d-128x192": dict(bm=128, bn=192), "1d1d-192x128": dict(bm=192), "1d1d-192x128-c": dict(bm=192, c=True),
+TILES = {"1d1d": dict(bm=128), "1d1d-64x128": dict(bm=64, stages=6), "1d1d-64x64": dict(bm=64, bn=64, stages=6),
+         "1d1d-128x192": dict(bm=128, bn=192), "1d1d-192x128": dict(bm=192), "1d1d-192x128-c": dict(bm=192, c=True),
          "1d2d": None}
 
 

@@ -538,9 +538,10 @@ def test_block_fp8_promotion_against_whole_k_accumulation(gpu, artifact_dir):
                                      '{"fp8_scale_load": "cpasync"}',
                                      '{"fp8_blocks": "1x128x1x128", "bm": 192, "fp8_scale_load": "cpasync"}',
                                      '{"fp8_blocks": "1x128x1x128", "bm": 128, "fp8_scale_load": "smem"}',
-                                     '{"fp8_blocks": "1x128x1x128", "bm": 128, "fp8_scale_load": "cpasync"}'],
+                                     '{"fp8_blocks": "1x128x1x128", "bm": 128, "fp8_scale_load": "cpasync"}',
+                                     '{"fp8_blocks": "1x128x1x128", "bm": 64, "bn": 64, "stages": 6, "fp8_scale_load": "cpasync"}'],
                          ids=["default", "tmasf", "m192-tmasf", "m256-cs2", "m64-tmasf", "m128-tmasf-sk8", "cpasync",
-                              "1d1d-m192-cpasync", "1d1d", "1d1d-cpasync"])
+                              "1d1d-m192-cpasync", "1d1d", "1d1d-cpasync", "1d1d-m64-n64-cpasync"])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     """The block-FP8 kernels gemm runs (default_spec: 128 x 192, scales staged by the scale warp; tma_scales_spec:

@@ -295,6 +295,9 @@ def scale_copies_specs() -> dict:
             "smem 1d1d 192x128": columns_spec("f32", bm=192, fp8_scale_load="smem"),
             "cpasync 1d1d 192x128 bf16 (the door's pick)": columns_spec("bf16"),
             "cpasync 1d1d 128x128 bf16 (the door's pick, few rows)": columns_spec("bf16", bm=128),
+            "cpasync 1d1d 64x128 bf16 (the door's pick, fewer rows)": columns_spec("bf16", bm=64, stages=6),
+            "cpasync 1d1d 64x64 bf16 (the door's pick, fewer rows)": columns_spec("bf16", bm=64, bn=64, stages=6),
+            "cpasync 1d1d 64x64 c": columns_spec("f32", c=True, bm=64, bn=64, stages=6),
             "cpasync 1d2d 128x192": default_spec("bf16", fp8_scale_load="cpasync")}
 
 

@@ -27,10 +27,13 @@ class Bfp8Tile:
 
 
 TMA_SCALE_TILES = (Bfp8Tile(192, 128, 4, 1.0), Bfp8Tile(128, 128, 5, 0.88), Bfp8Tile(64, 128, 6, 0.6))
-# the 1x128 x 1x128 recipe's tiles with the cp.async scale warp (no stream-K): the 128 x 128 tile's speed is the median of
-# its speed over the 192 x 128 tile's at five shapes of M >= 2048 on the H100 (2026-12-07, runs/2026-12-07-h100-scale-copies:
-# 0.78-0.94); with it the model picks the faster of the two at all eleven shapes measured there (M = 64 to 16384)
-COLUMNS_TILES = (Bfp8Tile(192, 128, 4, 1.0), Bfp8Tile(128, 128, 4, 0.85))
+# the 1x128 x 1x128 recipe's tiles with the cp.async scale warp (no stream-K), measured on the H100 (2026-12-07,
+# runs/2026-12-07-h100-scale-copies): 128 x 128's speed is the median of its speed over 192 x 128's at five shapes of
+# M >= 2048 (run 2: 0.78-0.94); the 64-row tiles' from one shape where each runs one round (run 6, 128 x 7168 x 16384:
+# 64 x 128 at 540 TFLOP/s and 64 x 64 at 418 in two rounds against 128 x 128's 368). With these the model picks the
+# fastest tile measured at all thirteen shapes of runs 2 and 6 (M = 64 to 16384; tests/test_bfp8tiles.py)
+COLUMNS_TILES = (Bfp8Tile(192, 128, 4, 1.0), Bfp8Tile(128, 128, 4, 0.85), Bfp8Tile(64, 128, 6, 0.62),
+                 Bfp8Tile(64, 64, 6, 0.48))
 
 
 def tile_count(m: int, n: int, bm: int, bn: int) -> int:
