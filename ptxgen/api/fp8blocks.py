@@ -36,7 +36,7 @@ from ..runtime.launch.launch import workspace_bytes
 from ..derive.scaled.blockfp8 import BLOCKS_1D2D, COLUMNS_1D1D
 from ..isa.types import DMajor, Epilogue, SpecError
 from .launch import streams
-from .arrays.binding import _allocate_out, _m_major_alloc_ld, bind, span_bytes
+from .arrays.binding import _TORCH_NAMES, _allocate_out, _m_major_alloc_ld, bind, span_bytes
 from .launch.swapab import transposed
 from .launch.fp8launch import Fp8Launch, Fp8Table, info_key
 from .arrays.fp8recipe import a_in_blocks, c_extra, column_scales_ld, infer_recipe
@@ -166,7 +166,7 @@ def tma_lds_a(info: ArrayInfo, lds_a: int, name: str) -> int:
     return lds_a
 
 
-_FROM_TORCH = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
+_FROM_TORCH = {name: words for words, name in _TORCH_NAMES.items()}  # "torch.float32" -> "f32"
 
 
 def _out_words(out) -> str:
@@ -177,8 +177,8 @@ def _out_words(out) -> str:
 def gemm(a, b, scale_a, scale_b, out=None, *, out_dtype: str | None = None, spec: TileSpec | None = None, stream=None,
          c=None, recipe: str | None = None):
     """``out = D`` of the block-scaled recipe (module docstring); returns ``out`` (allocated when None) without
-    synchronizing. ``out_dtype``: ``out``'s dtype where out is given, f32 with ``c``, else bf16. ``recipe``: '1x128x128' or '1x128x1x128' (None:
-    inferred from scale_b, ptxgen.api.arrays.fp8recipe). ``c``: f32 M x N added to the product (the 1x128 x 1x128 recipe; out
+    synchronizing. ``out_dtype``: ``out``'s dtype where out is given, f32 with ``c``, else bf16. ``recipe``: '1x128x128'
+    or '1x128x1x128' (None: inferred from scale_b, ptxgen.api.arrays.fp8recipe). ``c``: f32 M x N added to the product (the 1x128 x 1x128 recipe; out
     may be c). A call whose arrays match an earlier call's shapes, strides, dtypes and devices reuses its prepared
     launch (ptxgen.api.launch.fp8launch); the first such call checks, compiles and prepares."""
     out_dtype = out_dtype or ("f32" if c is not None else "bf16" if out is None else _out_words(out))
