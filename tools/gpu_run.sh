@@ -20,7 +20,7 @@ sanitizer       compute-sanitizer memcheck, racecheck and synccheck on tools/fus
 bench-gemm      ptxgen bench with no tile flags: the tuned six (bf16), unaligned and few-wave shapes, small M, e4m3 classes, 20 held-out shapes
 bench-api       ptxgen bench --api (host time per call against torch) and tools/host_breakdown.py
 bench-fused     tools/bench_epilogue.py: the fused bias+gelu chain (FP8 output too) against the plain kernel
-bench-blockfp8  tools/bench_blockfp8.py and tools/bench_blockfp8_api.py: block FP8 against torch's blockwise _scaled_mm
+bench-blockfp8  tools/bench_blockfp8.py and tools/bench_blockfp8_api.py (both recipes): block FP8 against torch's blockwise _scaled_mm
 bench-grouped   tools/bench_grouped.py, tools/bench_grouped_blockfp8.py and tools/bench_batched.py against torch
 bench-stores    tools/bench_mstore.py and tools/bench_f32store.py: the TMA-store epilogues against the direct stores
 power           tools/power_probe.py: clocks, power and energy per call of the block-FP8 kernels back to back
@@ -133,6 +133,8 @@ step_bench_blockfp8() {
     --json "$LOGS/bench_blockfp8.jsonl"
   run bench_blockfp8_api.log 60 python3 tools/bench_blockfp8_api.py $BFP8_SHAPES 64x7168x16384 128x4096x7168 32x4096x7168 \
     --rounds 10 --json "$LOGS/bench_blockfp8_api.jsonl"
+  run bench_blockfp8_columns.log 60 python3 tools/bench_blockfp8_api.py --columns $BFP8_SHAPES 64x7168x16384 \
+    128x7168x16384 64x4096x7168 128x2048x7168 --rounds 10 --json "$LOGS/bench_blockfp8_columns.jsonl"
 }
 step_bench_grouped() {
   run bench_grouped.log 110 python3 tools/bench_grouped.py --json "$LOGS/bench_grouped.jsonl"
