@@ -2,8 +2,8 @@
 stream-K wait that never ends fails the test instead of hanging the run):
 ``python tests/blockfp8_streamk_gpu_case.py '<default_spec kwargs as JSON>' M N K [M N K ...]``.
 
-For each shape: ``ptxgen.api.fp8blocks.gemm`` with the block-FP8 stream-K spec on torch tensors in torch._scaled_mm's
-scale layouts (random scales 0.5..1.5, so a split promoting with another split's K blocks is off by far more than the
+For each shape: ``ptxgen.api.fp8blocks.gemm`` with the block-FP8 stream-K spec (``"fp8_blocks": "1x128x1x128"`` in the
+JSON: ``columns_spec``'s recipe, scale_b ceil(K/128) x N) on torch tensors in torch._scaled_mm's scale layouts (random scales 0.5..1.5, so a split promoting with another split's K blocks is off by far more than the
 tolerance); checks
 1. the launch splits the last round (the kernel's own StreamKPlan.layout on the grid it launches: S > 1);
 2. three calls into NaN-filled outputs, bit-identical, each within 2^-7 (rel.) of the float64 recipe
@@ -31,7 +31,8 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
     from ptxgen.runtime.launch.launch import Problem, launch_geometry, streamk_items
 
     out_dtype = variant.pop("out_dtype", "bf16")
-    spec = ptxgen.api.fp8blocks.default_spec(out_dtype, **variant)
+    cols = variant.pop("fp8_blocks", None) == "1x128x1x128"  # 1 x 128 scales on both operands: scale_b Kb x N
+    spec = (ptxgen.api.fp8blocks.columns_spec if cols else ptxgen.api.fp8blocks.default_spec)(out_dtype, **variant)
     dev = require_gpu()
     kernel = kernel_for(spec)
     ok = True
@@ -41,7 +42,7 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
         b = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).cuda()
         kb, nb = -(-k // 128), -(-n // 128)
         sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
-        sb = (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
+        sb = (torch.rand(kb, n, generator=gen) + 0.5).cuda() if cols else (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
         p = Problem(m, n, k, k, k, n)
         grid, _, _ = launch_geometry(kernel.plan, p, dev.sm_count, kernel.load())
         sk = kernel.plan.stream_k
@@ -54,9 +55,10 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
             outs.append(o)
         torch.cuda.synchronize()
         f64 = lambda t: t.float().cpu().numpy().astype(np.float64)  # noqa: E731 - float8 -> f32 exactly, then f64
-        ref = bfp8model.reference(f64(a), f64(sa), f64(b), f64(sb))
+        ref = bfp8model.reference(f64(a), f64(sa), f64(b), f64(sb), per_column=cols)
         got = f64(outs[0])
-        bad = bfp8model.outside_bound(got, f64(a), f64(sa), f64(b), f64(sb), 2.0 ** -7)  # per element, its terms' size
+        bad = bfp8model.outside_bound(got, f64(a), f64(sa), f64(b), f64(sb), 2.0 ** -7,  # per element, its terms' size
+                                      per_column=cols)
         same = all(torch.equal(outs[0].view(torch.int16 if out_dtype == "bf16" else torch.int32),
                                o.view(torch.int16 if out_dtype == "bf16" else torch.int32)) for o in outs[1:])
         # the workspaces gemm took (torch memory: it got torch tensors), whichever stream handle it used

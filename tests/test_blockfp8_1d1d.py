@@ -118,7 +118,7 @@ def test_reference_with_c_and_per_column_scales_against_dequantized_matmul():
 @pytest.mark.parametrize("kw, field", [
     (dict(bn=136), "--bn"), (dict(fp8_scale_load="tma"), "--fp8-scale-load"), (dict(fp8_scale_load="block"), "--fp8-scale-load"),
     (dict(fp8_stagger="half"), "--fp8-stagger"), (dict(fp8_overlap="interleave"), "--fp8-overlap"),
-    (dict(stream_k=2), "--stream-k"), (dict(cluster="2x1"), "--cluster"), (dict(consumers="pingpong", bm=64), "--fp8-scale-load"),
+    (dict(stream_k=2, bm=192), "--stream-k"), (dict(cluster="2x1"), "--cluster"), (dict(consumers="pingpong", bm=64), "--fp8-scale-load"),
 ])
 def test_spec_refusals_name_the_rule(kw, field):
     from ptxgen.derive.tile.spec import make_spec

@@ -284,8 +284,9 @@ def wide_pair_specs() -> dict:
 
 
 def scale_copies_specs() -> dict:
-    """The cp.async scale warp (--fp8-scale-load cpasync, 2026-12-07) on both recipes, and the 1D1D tiles that read their
-    column scales inside the promotion (128 x 192, 192 x 128, with and without C)."""
+    """The cp.async scale warp (--fp8-scale-load cpasync, 2026-12-07) on both recipes, the 1D1D tiles that read their
+    column scales inside the promotion (128 x 192, 192 x 128, with and without C), the 1D1D door's picks and the 1D1D
+    kernels with stream-K."""
     from ptxgen.api.fp8blocks import columns_spec, default_spec
 
     return {"cpasync 1d1d 128x128": columns_spec("f32", bm=128, fp8_scale_load="cpasync"),
@@ -298,6 +299,9 @@ def scale_copies_specs() -> dict:
             "cpasync 1d1d 64x128 bf16 (the door's pick, fewer rows)": columns_spec("bf16", bm=64, stages=6),
             "cpasync 1d1d 64x64 bf16 (the door's pick, fewer rows)": columns_spec("bf16", bm=64, bn=64, stages=6),
             "cpasync 1d1d 64x64 c": columns_spec("f32", c=True, bm=64, bn=64, stages=6),
+            "cpasync 1d1d 128x192 stream-K 4": columns_spec("f32", bm=128, bn=192, stream_k=4),
+            "cpasync 1d1d 64x64 stream-K 8": columns_spec("f32", bm=64, bn=64, stages=6, stream_k=8),
+            "smem 1d1d 128x128 stream-K 8": columns_spec("f32", bm=128, fp8_scale_load="smem", stream_k=8),
             "cpasync 1d2d 128x192": default_spec("bf16", fp8_scale_load="cpasync")}
 
 

@@ -282,11 +282,10 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
                        t.a.major.value, t.b.major.value, t.arch.value,
                        **(dict(stagger=t.fp8_stagger.value, grouped=t.grouped is not Grouping.NONE,
                                overlap=t.fp8_overlap.value, scale_load=t.scale_load.value) if cols else {}))
-    if cols and (t.cluster is not Cluster.C1X1 or t.stream_k > 1 or t.consumer_slabs > 1):
-        what = (("--cluster", t.cluster.value) if t.cluster is not Cluster.C1X1 else ("--stream-k", t.stream_k)
-                if t.stream_k > 1 else ("--consumer-slabs", t.consumer_slabs))
-        raise SpecError(*what, "--fp8-blocks 1x128x1x128 is built without a cluster, stream-K or shared-partial slabs "
-                        "(not derived)", "--cluster 1x1 --stream-k 1 --consumer-slabs 1")
+    if cols and (t.cluster is not Cluster.C1X1 or t.consumer_slabs > 1):
+        what = ("--cluster", t.cluster.value) if t.cluster is not Cluster.C1X1 else ("--consumer-slabs", t.consumer_slabs)
+        raise SpecError(*what, "--fp8-blocks 1x128x1x128 is built without a cluster or shared-partial slabs (not derived)",
+                        "--cluster 1x1 --consumer-slabs 1")
     if t.acc is not DType.F32:
         raise SpecError("--acc", t.acc.value, "the promotion accumulates in f32", "f32")
     if t.loader is not Loader.TMA or (t.cluster is not Cluster.C1X1 and not t.scale_load.staged):
@@ -345,10 +344,11 @@ def _validate_stream_k(t: "TileSpec") -> None:
     if t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.consumers is not Consumers.COOPERATIVE:
         raise SpecError("--stream-k", s, "stream-K splits the last round of the persistent cooperative wgmma kernel (sm_90a)",
                         "--arch sm_90a --schedule persistent --consumers cooperative, or --stream-k 1")
-    if t.bm > 128 and not (t.bm == 192 and t.fp8_blocks is not Fp8Blocks.NONE):
+    if t.bm > 128 and not (t.bm == 192 and t.fp8_blocks is Fp8Blocks.DEEPSEEK):
         raise SpecError("--stream-k", s, "the owner's sum of the partials spills registers with four consumer warpgroups "
-                        "(256-row tiles: ptxas, 24 B of stack); 192-row tiles are built and run with block-scaled FP8 only",
-                        "--bm 64 or 128 (192 with --fp8-blocks), or --stream-k 1")
+                        "(256-row tiles: ptxas, 24 B of stack) and with three beside the 1x128x1x128 recipe's column "
+                        "scales (16-24 B, NVRTC 13.5); 192-row tiles are built and run with --fp8-blocks 1x128x128 only",
+                        "--bm 64 or 128 (192 with --fp8-blocks 1x128x128), or --stream-k 1")
     # An M-major D (swap-AB) composes: the fix-up sums the f32 accumulator fragments in register order before the
     # owner's normal epilogue, whichever way that epilogue stores D (model.bridges.check_streamk, tests/test_swap_streamk.py).
     if t.acc is not DType.F32 or t.split or t.pair or t.loader is not Loader.TMA:

@@ -392,11 +392,11 @@ def check_unit_scale_blocks(units, k: int, bk: int, blocks_read) -> list[str]:
     return problems
 
 
-def split_recipe(a, sfa, b, sfb, units, bk: int, blocks_read) -> np.ndarray:
+def split_recipe(a, sfa, b, sfb, units, bk: int, blocks_read, per_column: bool = False) -> np.ndarray:
     """The recipe as stream-K computes it: each unit (split, first K-tile, K-tiles) promotes the partial sum of each of
     its K-tiles (the loader's K range, clipped to K) with the scales of the block ``blocks_read`` gives it, into its own
     accumulator; the owner adds the other splits' accumulators in split order. float64 (the order of additions differs
-    from ``reference`` only by rounding)."""
+    from ``reference`` only by rounding). ``per_column``: sfb is Kb x N, one scale per column (1x128x1x128)."""
     n, k = b.shape[0], a.shape[1]
     accs = {}
     for split, first, count in units:
@@ -404,6 +404,7 @@ def split_recipe(a, sfa, b, sfb, units, bk: int, blocks_read) -> np.ndarray:
         for kt, kb in enumerate(blocks_read(first, count)):
             lo, hi = (first + kt) * bk, min(k, (first + kt + 1) * bk)
             part = a[:, lo:hi].astype(np.float64) @ b[:, lo:hi].astype(np.float64).T
-            acc += part * sfa[:, kb][:, None] * np.repeat(sfb[kb], BLOCK)[None, :n]
+            col = sfb[kb][:n] if per_column else np.repeat(sfb[kb], BLOCK)[:n]
+            acc += part * sfa[:, kb][:, None] * col[None, :]
         accs[split] = acc
     return sum(accs[z] for z in sorted(accs))
