@@ -133,6 +133,9 @@ step_bench_blockfp8() {
     --json "$LOGS/bench_blockfp8.jsonl"
   run bench_blockfp8_api.log 60 python3 tools/bench_blockfp8_api.py $BFP8_SHAPES 64x7168x16384 128x4096x7168 32x4096x7168 \
     --rounds 10 --json "$LOGS/bench_blockfp8_api.jsonl"
+  run bench_blockfp8_1d1d.log 90 python3 tools/bench_blockfp8.py $BFP8_SHAPES --rounds 6 \
+    --variants m192-s4-tma-1d1d-cpasync,n192-s4-tma-1d1d-cpasync,n192-s4-tma-1d1d-cpasync-sk4,s4-tma-1d1d-cpasync-sk8 \
+    --json "$LOGS/bench_blockfp8_1d1d.jsonl"
   run bench_blockfp8_columns.log 60 python3 tools/bench_blockfp8_api.py --columns $BFP8_SHAPES 64x7168x16384 \
     128x7168x16384 64x4096x7168 128x2048x7168 --rounds 10 --json "$LOGS/bench_blockfp8_columns.jsonl"
 }
