@@ -2,9 +2,10 @@
 stream-K wait that never ends fails the test instead of hanging the run):
 ``python tests/blockfp8_streamk_gpu_case.py '<default_spec kwargs as JSON>' M N K [M N K ...]``.
 
-For each shape: ``ptxgen.api.fp8blocks.gemm`` with the block-FP8 stream-K spec (``"fp8_blocks": "1x128x1x128"`` in the
-JSON: ``columns_spec``'s recipe, scale_b ceil(K/128) x N) on torch tensors in torch._scaled_mm's scale layouts (random scales 0.5..1.5, so a split promoting with another split's K blocks is off by far more than the
-tolerance); checks
+For each shape: ``ptxgen.api.fp8blocks.gemm`` with the block-FP8 stream-K spec (``"fp8_blocks": "1x128x1x128"`` in
+the JSON: ``columns_spec``'s recipe, scale_b ceil(K/128) x N) on torch tensors in torch._scaled_mm's scale layouts
+(random scales 0.5..1.5, so a split promoting with another split's K blocks is off by far more than the tolerance);
+checks
 1. the launch splits the last round (the kernel's own StreamKPlan.layout on the grid it launches: S > 1);
 2. three calls into NaN-filled outputs, bit-identical, each within 2^-7 (rel.) of the float64 recipe
    (ptxgen.model.numerics.bfp8model.reference), as tests/test_epilogue_ops.py checks the whole-tile kernels;
@@ -42,7 +43,8 @@ def main(variant: dict, shapes: list[tuple[int, int, int]]) -> int:
         b = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).cuda()
         kb, nb = -(-k // 128), -(-n // 128)
         sa = (torch.rand(kb, m, generator=gen) + 0.5).cuda().t()
-        sb = (torch.rand(kb, n, generator=gen) + 0.5).cuda() if cols else (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t()
+        sb = ((torch.rand(kb, n, generator=gen) + 0.5).cuda() if cols else
+              (torch.rand(nb, kb, generator=gen) + 0.5).cuda().t())
         p = Problem(m, n, k, k, k, n)
         grid, _, _ = launch_geometry(kernel.plan, p, dev.sm_count, kernel.load())
         sk = kernel.plan.stream_k

@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 
 from ptxgen.isa.types import SpecError
 from ptxgen.model.numerics import bfp8model
-from ptxgen.emit.views.streamk_view import layout_c, unit_c
-from test_streamk import run_c
+from test_blockfp8_streamk import rendered_units
 
 VARIANTS = {"128x192-cpasync-sk4": dict(bm=128, bn=192, stream_k=4),
             "128x128-smem-sk8": dict(bm=128, fp8_scale_load="smem", stream_k=8),
@@ -66,16 +65,9 @@ def warp_blocks(start: str):
 
 
 def units_with_blocks(plan, src, items: int, clusters: int, k: int):
-    """Per output tile: [(split, first K-tile, K-tiles, K blocks of the slots)] of every work unit, the unit's variables
-    from the rendered work-unit C (as tests/test_blockfp8_streamk.py runs it)."""
-    sk, blocks_of = plan.stream_k, warp_blocks(warp_start(src))
-    env = run_c(layout_c(sk, "num_items"), {"num_items": items, "gridDim_x": clusters * sk.cluster_size,
-                                             "k_tiles_total": -(-k // plan.spec.bk)})
-    out: dict[int, list] = {}
-    for w in range(env["sk_work"]):
-        u = run_c(unit_c(), {**env, "work": w})
-        out.setdefault(u["tile"], []).append((u["sk_split"], u["kt_first"], u["num_k_tiles"], blocks_of(u)))
-    return out
+    """Per output tile: [(split, first K-tile, K-tiles, K blocks of the slots)] of every work unit (the rendered
+    work-unit C, as tests/test_blockfp8_streamk.py runs it), the blocks as the scale warp copies them."""
+    return rendered_units(plan, items, clusters, k, blocks_of=warp_blocks(warp_start(src)))[1]
 
 
 # -- the spec --------------------------------------------------------------------------------------------------------

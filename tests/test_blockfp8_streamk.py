@@ -67,8 +67,9 @@ def test_illegal_block_fp8_stream_k_specs_name_the_field(kw):
 
 
 # -- L1: each split's scale blocks -----------------------------------------------------------------------------------
-def rendered_units(plan, items: int, clusters: int, k: int):
-    """Per item: [(split, first K-tile, K-tiles, K blocks read)] of every work entry, as the rendered C computes them."""
+def rendered_units(plan, items: int, clusters: int, k: int, blocks_of=None):
+    """Per item: [(split, first K-tile, K-tiles, K blocks read)] of every work entry, as the rendered C computes them.
+    ``blocks_of(unit variables)``: the K blocks another reader of the scales takes (default: the consumers' index)."""
     sk = plan.stream_k
     env = run_c(layout_c(sk, "num_items"), {"num_items": items, "gridDim_x": clusters * sk.cluster_size,
                                              "k_tiles_total": -(-k // plan.spec.bk)})
@@ -77,7 +78,8 @@ def rendered_units(plan, items: int, clusters: int, k: int):
     copy = copy_kb_c(plan)
     for w in range(env["sk_work"]):
         u = run_c(unit_c(), {**env, "work": w})
-        blocks = [int(eval(expr, {}, {**u, "kt": kt})) for kt in range(u["num_k_tiles"])]
+        blocks = (blocks_of(u) if blocks_of else
+                  [int(eval(expr, {}, {**u, "kt": kt})) for kt in range(u["num_k_tiles"])])
         # --fp8-scale-load tma: the TMA thread's copy of A's scales lands the block the consumers promote with
         assert copy is None or [int(eval(copy, {}, {**u, "kt": kt})) for kt in range(u["num_k_tiles"])] == blocks
         units.setdefault(u["tile"], []).append((u["sk_split"], u["kt_first"], u["num_k_tiles"], blocks))
