@@ -83,13 +83,16 @@ def _check(copies, plan, rows_left=10_000, cols_left=10_000):
     return problems + ([f"zero-filled {sorted(zeros ^ want)[:4]}"] if zeros != want else [])
 
 
-@pytest.mark.parametrize("rows_left, cols_left", [(10_000, 10_000), (77, 128), (128, 5), (1, 1)])
-def test_rendered_copies_fill_every_slot_the_consumers_read(rows_left, cols_left):
+@pytest.mark.parametrize("tile", [(128, 128), (192, 128), (64, 128), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("rows_left, cols_left", [(10_000, 10_000), (77, 128), (128, 5), (1, 1), (40, 63)])
+def test_rendered_copies_fill_every_slot_the_consumers_read(rows_left, cols_left, tile):
+    """Every tile the 1D1D door picks (fp8blocks.columns_chosen), at five (rows left, columns left) pairs."""
     from ptxgen.derive.scaled.bfp8cols import plan_columns
 
-    plan = plan_columns(128, 128, 128, scale_load="cpasync")
-    copies = rendered_copies(_source(_spec(**COLUMNS)))
-    assert _check(copies, plan, min(rows_left, 128), min(cols_left, 128)) == []
+    bm, bn = tile
+    plan = plan_columns(bm, bn, 128, scale_load="cpasync")
+    copies = rendered_copies(_source(_spec(**{**COLUMNS, "bm": bm, "bn": bn, "stages": 6 if bm == 64 else 4})))
+    assert _check(copies, plan, min(rows_left, bm), min(cols_left, bn)) == []
 
 
 @pytest.mark.parametrize("name", ["destination + 1 scale", "bound keeps one more row"])
@@ -193,7 +196,8 @@ def test_matches_float64(torch_cuda, variant, m, n, k):
     assert not bad.any(), f"{int(bad.sum())} of {bad.size} outside the bound"
 
 
-@pytest.mark.parametrize("kw", [COLUMNS, {**COLUMNS, "bm": 192}, BLOCKS], ids=["1d1d", "1d1d-192x128", "1d2d"])
+@pytest.mark.parametrize("kw", [COLUMNS, {**COLUMNS, "bm": 192}, {**COLUMNS, "bm": 64, "bn": 64, "stages": 6}, BLOCKS],
+                         ids=["1d1d", "1d1d-192x128", "1d1d-64x64-s6", "1d2d"])
 def test_ring_with_the_copying_lanes_has_no_deadlock_or_stale_read(kw):
     """L1 (ptxgen.model.sim.pipesim over the kernel's pipeline plan): the 32 copying lanes wait empty[s] and arrive on
     full[s] (a noinc arrival fires once the lane's copies have landed: the simulator's store-then-arrive), the consumers
