@@ -100,6 +100,18 @@ def test_each_python_tool_answers_help_without_a_gpu(tool):
     assert "usage:" in out or (first and first in out), f"tools/{tool} --help printed neither a usage nor its docstring"
 
 
+def test_the_block_fp8_api_bench_refuses_a_bad_shape_and_no_gpu():
+    """tools/bench_blockfp8_api.py: a shape that is not MxNxK exits 2 naming it, before any GPU work; with no GPU the
+    tool exits 3 with one line, no traceback (a good shape gets past the parser to that check)."""
+    env = {**_env(), "CUDA_VISIBLE_DEVICES": ""}  # no device, on a GPU machine too
+    run = lambda *a: subprocess.run([sys.executable, str(TOOLS / "bench_blockfp8_api.py"), *a], cwd=ROOT, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    bad = run("--columns", "4096x7168")
+    assert bad.returncode == 2 and "'4096x7168' is not MxNxK" in bad.stderr and "Traceback" not in bad.stderr
+    good = run("--columns", "64x128x128", "--rounds", "1")
+    assert good.returncode == 3 and "no usable NVIDIA GPU" in good.stderr and "Traceback" not in good.stderr
+
+
 @pytest.mark.parametrize("module", sorted(LIBRARY_MODULES))
 def test_library_modules_import(module):
     proc = subprocess.run([sys.executable, "-c", f"import runpy; runpy.run_path({str(TOOLS / module)!r})"], cwd=ROOT,

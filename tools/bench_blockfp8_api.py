@@ -27,7 +27,7 @@ from ptxgen.api import fp8blocks
 from ptxgen.api.bench.bench_api import _host_us, _single_ratio
 from ptxgen.runtime.launch.arrays import read_array
 from ptxgen.runtime.check.bench import alternate
-from ptxgen.runtime.launch.gpu import require_gpu
+from ptxgen.runtime.launch.gpu import NoGPU, require_gpu
 
 
 def shape_row(torch, m: int, n: int, k: int, rounds: int, columns: bool = False, sm_count: int = 132) -> dict:
@@ -53,19 +53,32 @@ def shape_row(torch, m: int, n: int, k: int, rounds: int, columns: bool = False,
             "back_to_back_ratio": round(base_ms / ours_ms, 4), "ms": [ours_ms, base_ms], "rel_error": max(err, worst)}
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    try:
+        m, n, k = map(int, text.split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MxNxK") from None
+    if min(m, n, k) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: M, N and K are at least 1")
+    return m, n, k
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("shapes", nargs="+")
+    ap.add_argument("shapes", nargs="+", type=_shape, help="MxNxK ...")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--json")
     ap.add_argument("--columns", action="store_true", help="the 1x128 x 1x128 recipe (f32 out) instead of 1x128 x 128x128")
     args = ap.parse_args()
+    try:
+        dev = require_gpu()
+    except NoGPU as e:
+        print(f"bench_blockfp8_api: {e}", file=sys.stderr)
+        return 3
     import torch
-
-    dev = require_gpu()
     ok = True
-    for shape in args.shapes:
-        m, n, k = map(int, shape.split("x"))
+    for m, n, k in args.shapes:
+        shape = f"{m}x{n}x{k}"
         row = {**shape_row(torch, m, n, k, args.rounds, args.columns, dev.sm_count), "device": dev.name,
                "recipe": "1x128x1x128" if args.columns else "1x128x128"}
         h = row["host_us"]
