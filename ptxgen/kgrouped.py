@@ -86,7 +86,8 @@ KGROUPED_FP8_VARIANTS = {
     "tma-n256-s3": dict(bn=256, stages=3, epilogue="tma"),
     "direct-n256": dict(bn=256),
     # ping-pong consumers (as the 16-bit kernel's pp-tma): one warpgroup's epilogue, scales and TMA stores run while the
-    # other's main loop issues; the warpgroup whose tile it is zeroes its K tail alone (2026-12-07: L1, L2; not timed)
+    # other's main loop issues; the warpgroup whose tile it is zeroes its K tail alone (2026-12-07: L1, L2, L3 on the
+    # H100; no faster than tma there: the note at DEFAULT_FP8_VARIANT)
     "pp-tma": dict(consumers="pingpong", epilogue="tma"),
     "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
 }

@@ -27,9 +27,14 @@ def reference(a: np.ndarray, sfa: np.ndarray, b: np.ndarray, sfb: np.ndarray, c:
     d = np.zeros((m, n)) if c is None else np.array(c, dtype=np.float64)
     for kb in range(0, k, BLOCK):
         part = a[:, kb:kb + BLOCK].astype(np.float64) @ b[:, kb:kb + BLOCK].astype(np.float64).T
-        row = sfb[kb // BLOCK]
-        d += part * sfa[:, kb // BLOCK][:, None] * (row[:n] if per_column else np.repeat(row, BLOCK)[:n])[None, :]
+        d += part * sfa[:, kb // BLOCK][:, None] * column_scales(sfb[kb // BLOCK], n, per_column)[None, :]
     return d
+
+
+def column_scales(row: np.ndarray, n: int, per_column: bool) -> np.ndarray:
+    """One K block's B scale of each of the N columns: ``row`` holds one per column (1x128x1x128) or one per 128
+    columns (1x128x128)."""
+    return row[:n] if per_column else np.repeat(row, BLOCK)[:n]
 
 
 # How far a kernel's output may lie from `reference`, per element, in the size of the element's own terms: the
@@ -404,7 +409,6 @@ def split_recipe(a, sfa, b, sfb, units, bk: int, blocks_read, per_column: bool =
         for kt, kb in enumerate(blocks_read(first, count)):
             lo, hi = (first + kt) * bk, min(k, (first + kt + 1) * bk)
             part = a[:, lo:hi].astype(np.float64) @ b[:, lo:hi].astype(np.float64).T
-            col = sfb[kb][:n] if per_column else np.repeat(sfb[kb], BLOCK)[:n]
-            acc += part * sfa[:, kb][:, None] * col[None, :]
+            acc += part * sfa[:, kb][:, None] * column_scales(sfb[kb], n, per_column)[None, :]
         accs[split] = acc
     return sum(accs[z] for z in sorted(accs))
