@@ -91,17 +91,16 @@ KGROUPED_FP8_VARIANTS = {
     "pp-tma": dict(consumers="pingpong", epilogue="tma"),
     "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
 }
-# What scaled_grouped_gemm_k runs: the TMA store, with 128 x 256 tiles where the groups are long along K (at least
-# FP8_WIDE_MEAN_K of K_total a group) and the output 16-bit (128 x 256 with an f32 output spills). Measured on the H100
-# (runs/2026-12-07-h100-blocks-on-a-kgrouped-fp8 run 1, `bench_grouped.py --kgrouped-fp8 --variants ...`, against
-# torch._scaled_grouped_mm): 8 experts x 4096 x 14336 / 8192 tokens (1024 a group) tma-n256 0.838, tma 0.787, the old
-# direct 128 x 128 0.621; 128 x 2048 x 1536 / 32768 (256 a group) tma 2.385, tma-n256 1.934, direct 1.394. The
-# threshold from runs/2026-12-07-h100-scale-copies run 3 (same command, --cases): at 512 a group (32 x 2048 x 7168 /
-# 16384) tma 1.013 ms, tma-n256 1.183; at 1024 (16 x 4096 x 4096 / 16384) tma-n256 0.858 ms, tma 0.963; the ping-pong
-# form pp-tma within 1% of tma at all five cases there (pp-tma-s5 3% faster at 512 a group, 1% slower at 8192), and
-# behind tma-n256 where that is picked, so no default takes them.
+# What scaled_grouped_gemm_k runs: the TMA store, with 128 x 256 tiles where the output is 16-bit (128 x 256 with an
+# f32 output spills). Measured on the H100 against torch._scaled_grouped_mm (`bench_grouped.py --kgrouped-fp8` and
+# `--cases ...`, runs/2026-12-07-h100-rowwise-scale-loads runs 2 and 3), once the epilogue loads each row's scale_a and
+# each column pair's scale_b once (it had loaded both for every accumulator element, and its multiplies waited on those
+# loads: ncu, run 1): tma-n256 / tma 1.038 / 0.816 at 8 experts x 4096 x 14336 / 8192 tokens (1024 a group), 1.272 /
+# 1.005 at 16 x 4096 x 4096 / 16384, 1.215 / 0.983 at 32 x 2048 x 7168 / 16384 (512 a group), 3.104 / 2.535 at 64 x
+# 2048 x 1536 / 8192 (128 a group), 3.158 / 2.674 at 128 x 2048 x 1536 / 32768, 0.872 / 0.665 at 8 x 7168 x 2048 / 65536;
+# the ping-pong form pp-tma 0.851 at the first. Before that change 128 x 256 won only from 1024 tokens a group
+# (runs/2026-12-07-h100-scale-copies run 3), and the ping-pong forms were within 1% of tma, so no default takes them.
 DEFAULT_FP8_VARIANT = "tma"
-FP8_WIDE_MEAN_K = 1024
 FP8_WIDE_VARIANT = "tma-n256"
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
@@ -187,11 +186,10 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
     return a_major, b_major, GroupedProblem(m, n, k, g, max(lda, 1), max(ldb, 1), ldd)
 
 
-def fp8_variant(k_total: int, groups: int, out_dtype: str) -> str:
-    """The row-wise FP8 K-grouped kernel for a call: FP8_WIDE_VARIANT where the groups average at least FP8_WIDE_MEAN_K
-    of K and the output is 16-bit, else DEFAULT_FP8_VARIANT (the measurements at DEFAULT_FP8_VARIANT)."""
-    wide = groups > 0 and k_total >= FP8_WIDE_MEAN_K * groups and out_dtype in ("bf16", "f16")
-    return FP8_WIDE_VARIANT if wide else DEFAULT_FP8_VARIANT
+def fp8_variant(out_dtype: str) -> str:
+    """The row-wise FP8 K-grouped kernel for a call: FP8_WIDE_VARIANT for a 16-bit output, else DEFAULT_FP8_VARIANT
+    (the measurements at DEFAULT_FP8_VARIANT)."""
+    return FP8_WIDE_VARIANT if out_dtype in ("bf16", "f16") else DEFAULT_FP8_VARIANT
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
@@ -203,7 +201,7 @@ def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, ou
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
     if rowwise and variant is None:
-        variant = fp8_variant(p.k, p.groups, out_dtype)
+        variant = fp8_variant(out_dtype)
     spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant)
     if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
         per = 16 // spec.out_dtype.bytes

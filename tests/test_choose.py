@@ -6,7 +6,7 @@ them, not that they are fast (no test asserts a duration)."""
 import pytest
 
 from ptxgen.derive.tile.kernel import plan_kernel
-from ptxgen.derive.tile.spec import make_spec
+from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.derive.operands.tma import l2_promotion_for_rows
 from ptxgen.isa.tensormap import L2_PROMOTION_128B, L2_PROMOTION_256B
 from ptxgen.isa.types import Schedule
@@ -174,10 +174,35 @@ def test_fp8_keeps_the_table_rules_where_nothing_e4m3_was_measured():
               "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
     assert choose("e4m3", "sm_90a", 16, 4096, 2048, table).chosen_by == "nearest-fit"  # below FP8_SMALL_M_MIN_WEIGHT
     assert choose("e4m3", "sm_90a", 128, 20000, 4096, table).chosen_by == "nearest-fit"  # two waves of any narrow tile
-    assert choose("e4m3", "sm_90a", 10711, 12, 7832 * 16, table).chosen_by == "nearest-fit"  # no small-n for e4m3
+    assert choose("e4m3", "sm_90a", 10711, 12, 7832 * 16, table).chosen_by == "small-n"  # e4m3's own (below)
     assert choose("e4m3", "sm_90a", 2512, 10000, 4000, table).chosen_by.startswith("nearest-fit")  # rows 32 B past a line
     c = choose("e4m3", "sm_90a", 5000, 5000, 5008, table)  # 5008 B: 16 past a sector; the e4m3 cost table decides
     assert c.chosen_by.startswith("cost-model+off-sector") and c.spec.cluster.value == "2x1" and c.spec.bk == 128
+
+
+@pytest.mark.parametrize("m, n, k, tile, stages", [(12000, 128, 16384, (128, 128), 6), (16384, 112, 4096, (128, 128), 6),
+                                                   (20000, 64, 4096, (256, 128), 3), (10711, 12, 7832 * 16, (256, 128), 3)])
+def test_fp8_small_n_takes_its_own_kernel(m, n, k, tile, stages):
+    """e4m3 with N <= 128 < M (no tiny split): 128 x 128 with six stages, 256 x 128 with three up to 64 columns; both
+    persistent with the TMA store, the table's output type (narrow.FP8_SMALL_N_KERNEL, measured on the H100)."""
+    table = [{"dtype": "e4m3", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 8192,
+              "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
+    c = choose("e4m3", "sm_90a", m, n, k, table)
+    assert c.chosen_by == "small-n" and (c.spec.bm, c.spec.bn, c.spec.bk, c.spec.stages) == (*tile, 128, stages)
+    assert c.spec.schedule is Schedule.PERSISTENT and c.spec.epilogue.value == "tma" and c.spec.split_k == 1
+    assert c.spec.out_dtype == TileSpec.from_json(table[0]["spec"]).out_dtype
+    assert c.why.startswith(f"N = {n} <= 128 (e4m3): {tile[0]} x {tile[1]} tiles")
+
+
+def test_control_fp8_small_n_off_gives_the_table_tile(monkeypatch):
+    """Control: with rules.FP8_SMALL_N off the same shape goes back to nearest-fit's 128 x 256."""
+    from ptxgen.runtime.choose import rules
+
+    table = [{"dtype": "e4m3", "arch": "sm_90a", "m": 8192, "n": 8192, "k": 8192,
+              "spec": candidates("e4m3", "sm_90a")[1].to_json()}]
+    monkeypatch.setattr(rules, "FP8_SMALL_N", False)
+    c = choose("e4m3", "sm_90a", 12000, 128, 16384, table)
+    assert c.chosen_by == "nearest-fit" and (c.spec.bm, c.spec.bn) == (128, 256)
 
 
 def test_fp8_small_m_and_split_k_on_a_heavy_weight():

@@ -167,13 +167,17 @@ CHOSEN_SHAPES = [(1, 4100, 5000), (37, 1000, 1032), (100, 7000, 3000), (128, 409
                  (700, 1000, 3000), (700, 1000, 4000), (700, 4500, 5000)]
 
 
+# e4m3's small-n kernels (128 x 128 six stages; 256 x 128 up to 64 columns) at rows and columns off their tiles
+CHOSEN_E4M3_SHAPES = [(3001, 96, 5008), (2000, 112, 2048), (5001, 48, 2000), (9000, 40, 1040)]
+
+
 def chosen_jobs(arch: str) -> list[dict]:
-    """The kernel the chooser picks for each of CHOSEN_SHAPES (bf16), at that shape (validate pads rows only to 16 B,
-    so K = 5000 keeps its 16-byte phase)."""
+    """The kernel the chooser picks for each of CHOSEN_SHAPES (bf16) and CHOSEN_E4M3_SHAPES (e4m3), at that shape
+    (validate pads rows only to 16 B, so K = 5000 keeps its 16-byte phase)."""
     from ptxgen.runtime.choose import choose
 
-    return [{"spec": choose("bf16", arch, m, n, k).spec.to_json(), "m": m, "n": n, "k": k, "seed": None}
-            for m, n, k in CHOSEN_SHAPES]
+    return [{"spec": choose(dtype, arch, m, n, k).spec.to_json(), "m": m, "n": n, "k": k, "seed": None}
+            for dtype, shapes in (("bf16", CHOSEN_SHAPES), ("e4m3", CHOSEN_E4M3_SHAPES)) for m, n, k in shapes]
 
 
 def gpu_jobs(arch: str) -> list[dict]:

@@ -37,3 +37,19 @@ def test_another_seed_gives_another_set():
     """Control: the comparison above can fail."""
     gen = _generator()
     assert gen.heldout30(36) != gen.heldout30(35)
+
+
+def test_e4m3_form_rounds_only_n_to_what_scaled_mm_takes():
+    """The e4m3 form keeps each draw's M and K and rounds N up to a multiple of 16 (torch._scaled_mm's B)."""
+    gen = _generator()
+    drawn, e4m3 = gen.heldout30(), gen.heldout30_e4m3()
+    assert len(e4m3) == 30
+    for (m, n, k), (m2, n2, k2) in zip(drawn, e4m3):
+        assert (m2, k2) == (m, k) and n2 % 16 == 0 and 0 <= n2 - n < 16
+    assert sum(n % 16 != 0 for _, n, _ in drawn) >= 20  # the form changes most of the set: the set itself would not do
+
+
+def test_e4m3_form_keeps_a_shape_once_when_rounding_meets_another():
+    """Control: two draws that round to one shape give one entry."""
+    gen = _generator()
+    assert gen.heldout30_e4m3([(8, 17, 16), (8, 30, 16), (8, 33, 16)]) == [(8, 32, 16), (8, 48, 16)]

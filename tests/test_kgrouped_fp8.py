@@ -129,6 +129,89 @@ def test_control_the_m_grouped_scale_expressions_fail_the_model(tmp_path):
     assert kgroupmodel.check_scale_reads(lambda z, r, c: reads[(z, r, c)], 3, 5, 7)
 
 
+# The rendered scale multiply, compiled for the host with the kernel's own view: which scale_a and scale_b element each
+# accumulator register of each thread is multiplied by. The reference is PTX's wgmma m64nN D fragment, written here from
+# the ISA's figure ("wgmma .m64nNk* D fragments"): thread t's register i is row 16 (t / 32) + (t % 32) / 4 + 8 ((i / 2)
+# % 2), column 8 (i / 4) + 2 (t % 4) + i % 2.
+SCALE_MULTIPLY = r"""
+#include <cstddef>
+#include <cstdio>
+int main() {
+  const int M = %(m)d, N = %(n)d, bz = %(g)d, m0 = %(m0)d, n0 = %(n0)d;
+  float scale_a[(bz + 1) * M], scale_b[(bz + 1) * N];
+  // tags: scale_a[j] = 1 + j, scale_b[j] = 4096 (1 + j): their products here are exact in f32 (odd parts below 2^24)
+  for (int j = 0; j < (bz + 1) * M; ++j) scale_a[j] = static_cast<float>(1 + j);
+  for (int j = 0; j < (bz + 1) * N; ++j) scale_b[j] = 4096.f * static_cast<float>(1 + j);
+  for (int wg = 0; wg < 2; ++wg)  // the two consumer warpgroups: rows 64 wg .. 64 wg + 63 of the tile
+  for (int wg_tid = 0; wg_tid < 128; ++wg_tid) {
+    const int lane = wg_tid %% 32;
+%(decls)s
+%(block)s
+%(dump)s
+  }
+  return 0;
+}
+"""
+
+
+def _scale_block(spec) -> tuple[str, object]:
+    from ptxgen.emit.env import environment
+    from ptxgen.emit.render import kernel_view
+
+    k = kernel_view(plan_kernel(spec))
+    return str(environment().get_template("mma_wgmma.cuh.j2").module.grouped_scales(k)), k
+
+
+def _register_scales(tmp_path, block: str, k, m: int, n: int, g: int, m0: int, n0: int) -> dict:
+    decls = "\n".join(f"    float acc{sl.index}[{k.epi.acc_elems}]; for (float& x : acc{sl.index}) x = 1.f;" for sl in k.slabs)
+    dump = "\n".join(f'    for (int i = 0; i < {k.epi.acc_elems}; ++i) std::printf("{sl.index} %d %d %d %.1f\\n", wg, wg_tid, i, '
+                     f'static_cast<double>(acc{sl.index}[i]));' for sl in k.slabs)
+    block = block.replace("#pragma unroll", "")  # the host compiler warns on it (and warnings fail the build)
+    exe = _build(tmp_path, f"mul{m}x{n}", SCALE_MULTIPLY % dict(m=m, n=n, g=g, m0=m0, n0=n0, decls=decls, block=block,
+                                                                dump=dump))
+    got = {}
+    for line in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines():
+        s, w, t, i, v = line.split()
+        got[int(s), int(w), int(t), int(i)] = float(v)
+    return got
+
+
+def _fragment_expected(k, m: int, n: int, g: int, m0: int, n0: int) -> dict:
+    """BM 128: cooperative, warpgroup w holds rows 64 w.. in one slab; ping-pong, each warpgroup its own whole tile in
+    two slabs, slab s rows 64 s.. (the harness gives both warpgroups the same tile origin)."""
+    want = {}
+    for sl in k.slabs:
+        for w in range(2):
+            for t in range(128):
+                for i in range(k.epi.acc_elems):
+                    row = m0 + 64 * (sl.index if len(k.slabs) == 2 else w) + 16 * (t // 32) + (t % 32) // 4 + 8 * ((i // 2) % 2)
+                    col = n0 + 8 * (i // 4) + 2 * (t % 4) + i % 2
+                    inside = row < m and col < n
+                    want[sl.index, w, t, i] = float(1 + g * m + row) * float(4096 * (1 + g * n + col)) if inside else 0.0
+    return want
+
+
+@pytest.mark.parametrize("kw", [{}, dict(bn=256), dict(consumers="pingpong", epilogue="tma")], ids=["128", "n256", "pingpong"])
+def test_rendered_scale_multiply_gives_each_register_its_rows_and_columns_scales(tmp_path, kw):
+    """L1: every accumulator register of every thread is multiplied by scale_a of its own row and scale_b of its own
+    column (the group's pair), 0 past M or N: an interior tile and one cut by both edges."""
+    bn = kw.get("bn", 128)
+    block, k = _scale_block(make_spec(**dict(FP8, **kw)))
+    assert "sa_lo" in block and "sb_hi" in block
+    for m, n, g, m0, n0 in ((300, 600, 2, 128, 256), (140, 133 + bn, 1, 128, bn)):
+        got = _register_scales(tmp_path, block, k, m, n, g, m0, n0)
+        assert got == _fragment_expected(k, m, n, g, m0, n0)
+
+
+def test_control_a_column_pair_read_the_other_way_round_fails(tmp_path):
+    """Control: the group's two columns swapped in the rendered block, and the comparison above fails."""
+    block, k = _scale_block(make_spec(**FP8))
+    bad = block.replace("acc0[i] *= sa_lo * sb_lo;", "acc0[i] *= sa_lo * sb_hi;")
+    assert bad != block
+    got = _register_scales(tmp_path, bad, k, 300, 600, 2, 128, 256)
+    assert got != _fragment_expected(k, 300, 600, 2, 128, 256)
+
+
 # ---- L1: the walk with FP8's box alignment, and the byte-wise K tail --------------------------------------------------
 def test_fp8_plan_aligns_boxes_to_16_elements_and_reads_each_k_row_once():
     plan = plan_kernel(make_spec(**FP8)).kgrouped
@@ -245,10 +328,10 @@ def test_control_fp8_zeroing_with_16_bit_elements_fails(tmp_path):
 def test_source_scales_after_the_k_loop_and_before_the_stores():
     src = render_kernel(plan_kernel(make_spec(**FP8)))
     loop_end = src.index("wgmma_wait<0>();")
-    scales = src.index("const float sa = row < M ? scale_a[static_cast<size_t>(bz) * M + row] : 0.f;")
+    scales = src.index("sa_lo = row < M ? scale_a[static_cast<size_t>(bz) * M + row] : 0.f;")
     store = src.index("Epilogue: the wgmma D fragment straight to global memory")
     assert loop_end < scales < store
-    assert "const float sb = col < N ? scale_b[static_cast<size_t>(bz) * N + col] : 0.f;" in src
+    assert "sb_lo = col < N ? scale_b[static_cast<size_t>(bz) * N + col] : 0.f;" in src
     assert "const float* __restrict__ scale_a, const float* __restrict__ scale_b, int M, int N, int K, int G" in src
     assert "const int k_base = k_start - k_start % 16;" in src
     plain = render_kernel(plan_kernel(make_spec(**dict(FP8, dtype="bf16", bk=64, grouped="offs_k"))))

@@ -125,7 +125,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
 
     fake = Device(0, "simulated H100", (9, 0), None, None, 132)
     launched, funcs = [], {}
-    spec = kgrouped.kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True)
+    spec = kgrouped.kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True, variant=kgrouped.fp8_variant("bf16"))
     kinds = [q.kind for q in plan_kernel(spec).abi.params]
 
     class FakeKernel:
@@ -151,14 +151,14 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     assert grouped.scaled_grouped_gemm(a, b, sa, sb, offs, out, stream=0x77) is out
     call = launched[0]
     assert call["name"] == spec.kernel_name and call["stream"] == 0x77
-    assert call["grid"] == (min(132, g * 2 * 2), 1, 1)  # G x ceil(200 / 128) x ceil(136 / 128)
+    assert call["grid"] == (min(132, g * 2 * 1), 1, 1)  # G x ceil(200 / 128) x ceil(136 / 256)
     args = call["args"]
     word = lambda x, i: int.from_bytes(x[8 * i:8 * i + 8], "little")  # noqa: E731
     assert (word(args[0], 0), word(args[0], 1), word(args[0], 2), word(args[0], 3)) == (0x100000, k, m, k)
     assert (word(args[1], 0), word(args[1], 1), word(args[1], 2), word(args[1], 3)) == (0x200000, k, n, k)
-    # D's tensor map (the TMA store through the (N, M, G) map: 1024 tokens over 8 groups is below FP8_WIDE_MEAN_K a group,
-    # so the 128 x 128 tile), then D, offs, the scales and the problem
-    assert spec.epilogue.value == "tma" and spec.bn == 128
+    # D's tensor map (the TMA store through the (N, M, G) map; a bf16 output: the 128 x 256 tile), then D, offs, the
+    # scales and the problem
+    assert spec.epilogue.value == "tma" and spec.bn == 256
     assert (word(args[2], 0), word(args[2], 1), word(args[2], 2), word(args[2], 3)) == (0x400000, n, m, g)
     assert args[3:] == [0x400000, 0x300000, 0x500000, 0x600000, m, n, k, g, n]
     from ptxgen.runtime.launch.arrays import ArgumentError

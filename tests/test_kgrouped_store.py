@@ -178,8 +178,8 @@ def test_rowwise_fp8_pingpong_variants_scale_both_slabs_of_the_warpgroups_tile()
         spec = _fp8_spec(v)
         assert spec.consumers.value == "pingpong" and spec.epilogue.value == "tma"
         src = render_kernel(plan_kernel(spec))
-        assert "const int row = m0 + 0 + (wg_tid / 32) * 16" in src and "const int row = m0 + 64 + (wg_tid / 32) * 16" in src
-        assert "acc1[i] *= sa * sb;" in src and "it += num_k_tiles;" in src
+        assert "const int row_lo = m0 + 0 + (wg_tid / 32) * 16" in src and "const int row_lo = m0 + 64 + (wg_tid / 32) * 16" in src
+        assert "acc1[i] *= sa_lo * sb_lo;" in src and "it += num_k_tiles;" in src
 
 
 def test_explain_prints_the_store_map_derivation():
@@ -399,15 +399,12 @@ def test_bench_variants_flag_names_the_legal_kernels():
     assert bench_grouped.k_variant_names("default, tma") == ("default", "tma")
 
 
-def test_rowwise_fp8_takes_wide_tiles_for_long_groups_of_a_16_bit_output():
-    """fp8_variant: 128 x 256 where the groups average FP8_WIDE_MEAN_K of K or more and the output is 16-bit (the
-    H100's 8 x 4096 x 14336 / 8192 tokens), the 128 x 128 TMA-store kernel otherwise (128 x 2048 x 1536 / 32768; an f32
-    output, which spills at 128 x 256)."""
-    from ptxgen.kgrouped import FP8_WIDE_MEAN_K, fp8_variant
+def test_rowwise_fp8_takes_wide_tiles_for_a_16_bit_output():
+    """fp8_variant: 128 x 256 for a 16-bit output (the H100, 128 to 8192 tokens a group,
+    runs/2026-12-07-h100-rowwise-scale-loads), the 128 x 128 TMA-store kernel for an f32 output, which spills at
+    128 x 256."""
+    from ptxgen.kgrouped import fp8_variant
 
-    assert fp8_variant(8192, 8, "bf16") == "tma-n256" and fp8_variant(32768, 128, "bf16") == "tma"
-    # measured on the H100 (runs/2026-12-07-h100-scale-copies run 3): 1024 a group wide, 512 a group not
-    assert fp8_variant(16384, 16, "bf16") == "tma-n256" and fp8_variant(16384, 32, "bf16") == "tma"
-    assert fp8_variant(8192, 8, "f32") == "tma" and fp8_variant(0, 0, "bf16") == "tma"
-    assert fp8_variant(FP8_WIDE_MEAN_K * 3, 3, "f16") == "tma-n256" and fp8_variant(FP8_WIDE_MEAN_K * 3 - 1, 3, "f16") == "tma"
-    assert not _fp8_spec(fp8_variant(8192, 8, "f32"), "f32").bn == 256  # the spilling form is never picked
+    assert fp8_variant("bf16") == fp8_variant("f16") == "tma-n256" and fp8_variant("f32") == "tma"
+    assert _fp8_spec(fp8_variant("bf16")).bn == 256
+    assert not _fp8_spec(fp8_variant("f32"), "f32").bn == 256  # the spilling form is never picked

@@ -76,7 +76,9 @@ def test_the_rule_splits_few_tiles_against_a_long_k(dtype, m, n, k, side, tile, 
 def test_control_the_switch_off_gives_the_earlier_pick(monkeypatch, dtype, m, n, k, side, tile, ctas, splits):
     before = off(monkeypatch, dtype, m, n, k)
     assert before.spec.split_k == 1
-    if dtype == "e4m3":  # no narrow rule for e4m3 below FP8_SMALL_M_MIN_WEIGHT: the table's tile
+    if dtype == "e4m3" and side == "N":  # e4m3's small-n kernel (256 x 128 up to 64 columns), whole
+        assert before.chosen_by == "small-n" and (before.spec.bm, before.spec.bn) == (256, 128) and n <= 64
+    elif dtype == "e4m3":  # no narrow rule for e4m3 at small M below FP8_SMALL_M_MIN_WEIGHT: the table's tile
         assert before.chosen_by == "nearest-fit" and (before.spec.bm, before.spec.bn) == (128, 256)
     else:  # the same narrow tile, whole
         assert before.chosen_by == ("small-m" if side == "M" else "small-n")

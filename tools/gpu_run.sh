@@ -187,7 +187,7 @@ step_calibrate() {
   local held
   held=$(python3 tools/heldout_shapes.py --set 30)
   bench heldout30 bf16 "$held"
-  bench heldout30_e4m3 e4m3 "$held"
+  bench heldout30_e4m3 e4m3 "$(python3 tools/heldout_shapes.py --set 30 --e4m3)"
 }
 step_referee() {
   run referee.log 400 env PTXGEN_REFEREE_JSON="$LOGS/referee.json" python3 -m pytest tests/test_torch_referee.py -n 8 -q \

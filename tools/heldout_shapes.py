@@ -14,8 +14,13 @@ list serves bf16 and e4m3 (both need rows that start 16-byte aligned for TMA and
 ``ptxgen bench``). The row-pitch classes follow from K: bf16 rows are on a 128-byte line where K % 64 == 0; e4m3 rows
 are off a 32-byte sector where K % 32 == 16.
 
+Its e4m3 form (``--set 30 --e4m3``): the same 30 draws with N rounded up to a multiple of 16 as well, because the
+baseline, torch._scaled_mm, refuses a B whose N is not (measured on the H100, 2026-12-07: it refused 27 of the 30 as
+drawn). The draws are not redone, so the form is as held out as the set.
+
 Usage: python tools/heldout_shapes.py            # prints MxNxK,MxNxK,... for ptxgen bench --shapes
        python tools/heldout_shapes.py --set 30   # the held-out 30 (the same list as tools/heldout30.json)
+       python tools/heldout_shapes.py --set 30 --e4m3   # its e4m3 form: N rounded up to a multiple of 16
        python tools/heldout_shapes.py --set 30 --json > tools/heldout30.json
 """
 
@@ -65,6 +70,18 @@ def heldout30(seed: int = SEED30, count: int = COUNT30) -> list[tuple[int, int, 
     return shapes
 
 
+def heldout30_e4m3(shapes: list[tuple[int, int, int]] | None = None) -> list[tuple[int, int, int]]:
+    """The e4m3 form of the held-out 30: each shape with N rounded up to a multiple of K_MULTIPLE30 (torch._scaled_mm's
+    B must have both dimensions multiples of 16); K is one already. Order kept; a shape that meets an earlier one after
+    rounding is kept once."""
+    out = []
+    for m, n, k in heldout30() if shapes is None else shapes:
+        s = (m, -(-n // K_MULTIPLE30) * K_MULTIPLE30, k)
+        if s not in out:
+            out.append(s)
+    return out
+
+
 def heldout30_doc() -> dict:
     """tools/heldout30.json's content: the generator and its seed in the header, then the shapes."""
     return {"name": "heldout30", "issue": 35, "use": "measurement only: never tuned on, never fitted to",
@@ -81,11 +98,15 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="print a held-out shape set")
     ap.add_argument("--set", choices=("20", "30"), default="20", help="20: issue 16's set (default); 30: issue 35's")
     ap.add_argument("--json", action="store_true", help="the set as JSON with its generator (--set 30 only)")
+    ap.add_argument("--e4m3", action="store_true", help="--set 30 with N rounded up to a multiple of 16 (the form "
+                    "torch._scaled_mm accepts)")
     args = ap.parse_args()
+    if args.e4m3 and (args.set != "30" or args.json):
+        ap.error("--e4m3 is for --set 30 without --json")
     if args.json:
         if args.set != "30":
             ap.error("--json is for --set 30")
         print(json.dumps(heldout30_doc(), indent=1))
     else:
-        shapes = heldout30() if args.set == "30" else heldout_shapes()
+        shapes = heldout30_e4m3() if args.e4m3 else heldout30() if args.set == "30" else heldout_shapes()
         print(",".join(f"{m}x{n}x{k}" for m, n, k in shapes))

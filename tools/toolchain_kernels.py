@@ -337,6 +337,19 @@ def kgrouped_fp8_pingpong_specs() -> dict:
             for v, o in (("pp-tma", "bf16"), ("pp-tma-s5", "bf16"), ("pp-tma", "f32"))}
 
 
+def rowwise_scale_loads_specs() -> dict:
+    """The row-wise FP8 grouped kernels after 2026-12-07's epilogue change (each row's scale_a and each column pair's
+    scale_b loaded once): the K-grouped picks (128 x 256 bf16, 128 x 128 f32), the ping-pong form (two slabs a
+    warpgroup) and the M-grouped row-wise kernel."""
+    from ptxgen.grouped import grouped_spec
+    from ptxgen.kgrouped import kgrouped_spec
+
+    specs = {f"kgrouped fp8 {v} {o}": kgrouped_spec("e4m3", o, "sm_90a", "k", "k", rowwise=True, variant=v)
+             for v, o in (("tma-n256", "bf16"), ("tma", "f32"), ("pp-tma", "bf16"))}
+    specs["grouped fp8 rowwise bf16"] = grouped_spec("e4m3", rowwise=True)
+    return specs
+
+
 def attention_q_buffer_specs() -> list:
     """The persistent attention kernels with two Q buffers (the defaults from 2026-12-06 after 0.4.1: D 128 ping-pong
     with O staged, D 64's three walks) and O staged at D 64, causal and not."""
@@ -465,7 +478,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
-                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "kgrouped-fp8-pingpong", "all"),
+                                      "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "kgrouped-fp8-pingpong",
+                                      "rowwise-scale-loads", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -506,6 +520,8 @@ def main() -> int:
         specs.update(scale_copies_specs())
     if args.set in ("kgrouped-fp8-pingpong", "all"):
         specs.update(kgrouped_fp8_pingpong_specs())
+    if args.set in ("rowwise-scale-loads", "all"):
+        specs.update(rowwise_scale_loads_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

@@ -6,6 +6,7 @@ Each function turns a derived number or map into C text; the arithmetic behind t
 from __future__ import annotations
 
 from ..derive.operands.smem_layout import SmemLayout
+from ..derive.store.fusion import LANES_PER_ROW, WGMMA_WARP_ROWS
 from ..isa.types import DType
 
 
@@ -57,10 +58,15 @@ def reg_list(n: int, first: int = 0) -> str:
     return "{" + ", ".join(f"%{i}" for i in range(first, first + n)) + "}"
 
 
+def wgmma_thread_row(t: str, lane: str) -> str:
+    """The first of thread ``t``'s two rows in a wgmma m64nN D fragment (the other is 8 rows down)."""
+    return f"({t} / 32) * {WGMMA_WARP_ROWS} + {lane} / {LANES_PER_ROW}"
+
+
 def wgmma_fragment_row(i: str, t: str, lane: str) -> str:
     """Row of element ``i`` of thread ``t`` in a wgmma m64nN D fragment (PTX 'wgmma .m64nNk* D fragments'):
     warp t/32 owns rows 16w..16w+15; lane/4 picks the row, and elements 2, 3 of each group of 4 are 8 rows down."""
-    return f"({t} / 32) * 16 + {lane} / 4 + 8 * (({i} >> 1) & 1)"
+    return f"{wgmma_thread_row(t, lane)} + 8 * (({i} >> 1) & 1)"
 
 
 def wgmma_fragment_col(i: str, lane: str) -> str:

@@ -10,8 +10,9 @@ from ...derive.scaled.bfp8steps import STAGGER_WHERE, BarrierStep
 from ...derive.tile.abi import SFA_MAP
 from ...derive.scaled.sfa_tma import sfa_copy_origin
 from ...derive.operands.tma import TmaPlan
-from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
+from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF
 from ...derive.roles.barriers import stagger_first_barrier_id
+from ..cexpr import wgmma_thread_row
 from .pipeline_view import parity_c_expr
 
 WARPGROUP_THREADS = 128
@@ -225,7 +226,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
     assert k_block_c(plan, "kt", k_first) in ("kt", f"{kb_zero} + kt") and (k_first or kb_zero == "0")
     return BlockFp8View(
         block_n=BLOCK_N,
-        row_expr=f"(wg_tid / 32) * {WGMMA_WARP_ROWS} + lane / {LANES_PER_ROW}",
+        row_expr=wgmma_thread_row("wg_tid", "lane"),
         row_half=WGMMA_ROW_HALF,
         group_regs=WGMMA_GROUP_REGS,
         hi_pair=WGMMA_GROUP_REGS // 2,

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from ...derive.store.cload import PHASES, CLoadPlan
 from ...derive.store.epilogue import StorePlan
-from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS, ChainPlan, chain_params, steps_text
+from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, ChainPlan, chain_params, steps_text
 from ...isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, INV_SQRT_2PI, Activation, BiasAxis, ScaleMode
 from ...isa.types import DType
+from ..cexpr import wgmma_thread_row
 
 FULL_WARP_MASK = "0xffffffffu"
 
@@ -149,7 +150,7 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         xor_masks=() if a is None else a.xor_masks,
         writer_cond=writer,
         row_half=WGMMA_ROW_HALF,
-        wgmma_row_expr=f"(wg_tid / 32) * {WGMMA_WARP_ROWS} + lane / {LANES_PER_ROW}",
+        wgmma_row_expr=wgmma_thread_row("wg_tid", "lane"),
         group_elems=WGMMA_GROUP_REGS,
         hi_pair=WGMMA_GROUP_REGS // 2,
         tile_cols=plan.bn,

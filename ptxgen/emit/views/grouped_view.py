@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...derive.roles.grouped import GroupedPlan
+from ...derive.store.fusion import WGMMA_GROUP_REGS, WGMMA_ROW_HALF
+from ..cexpr import wgmma_thread_row
 
 CURSOR = "gc"
 
@@ -112,6 +114,15 @@ class RowScalesView:
     b_index: str  # C: scale_b's element for column `col`
     row_limit: str
     col_limit: str = "N"
+    # the wgmma D fragment: a thread's two rows (row_expr and row_half below) read two scale_a elements, loaded once; each
+    # group of group_elems registers is one column pair on both rows (the first row's pair first, the second row's from
+    # hi_pair), whose two scale_b elements are loaded once, SCALE_BATCH groups of loads in flight between compiler fences
+    # (2026-12-07, H100: one load per element, re-issued under register pressure, stalled the epilogue's multiplies)
+    row_expr: str = wgmma_thread_row("wg_tid", "lane")
+    row_half: int = WGMMA_ROW_HALF
+    group_elems: int = WGMMA_GROUP_REGS
+    hi_pair: int = WGMMA_GROUP_REGS // 2
+    batch: int = 8
 
 
 def row_scales_view(plan: GroupedPlan) -> RowScalesView | None:

@@ -92,6 +92,22 @@ SMALL_N_WIDE_KERNEL = Candidate("p128x128c2", 128, 128, 6, cluster="2x1", epilog
 SMALL_N_WIDE_KERNEL_64 = Candidate("p128x64c2", 128, 64, 8, cluster="2x1", epilogue="direct")
 
 
+# e4m3, N <= 128 against many rows (M > 128), where the FP8 cost model has no calibration and nearest-fit took the
+# 128 x 256 tile of the 8192-cube entry (half or more of each tile past N). Measured on the H100 (`ptxgen tune --dtype e4m3`,
+# every e4m3 tile against torch._scaled_mm in the same process; six shapes, none of the held-out sets;
+# runs/2026-12-07-h100-e4m3-narrow-n run 2): 128 x 128 with six stages and the TMA store 1.025 / 1.018 / 1.053 / 0.839
+# at 16384 x 112 x 4096, 9008 x 128 x 8192, 12000 x 128 x 16384, 6000 x 96 x 12288 (nearest-fit 0.796 / 0.669 / 0.577 /
+# 0.517); up to 64 columns 256 x 128 (three stages, raster groups of 16) 0.956 / 1.083 at 20000 x 64 x 4096 and
+# 30000 x 32 x 8192 (nearest-fit 0.618 / 0.669, 128 x 128 0.824 / 0.986): half as many tiles, each reading B once.
+FP8_SMALL_N_KERNEL = Candidate("p128x128s6", 128, 128, 6)
+FP8_SMALL_N_KERNEL_64 = Candidate("p256x128s3", 256, 128, 3, raster_group=16)
+
+
+def fp8_small_n_kernel(n: int) -> Candidate:
+    """The e4m3 small-n kernel for N <= 128 columns: 256 x 128 up to 64 columns, else 128 x 128."""
+    return FP8_SMALL_N_KERNEL_64 if n <= 64 else FP8_SMALL_N_KERNEL
+
+
 def small_n_wide_kernel(n: int) -> Candidate:
     """The small-n wide kernel for N columns: BN 64 up to 64 columns, else 128."""
     return SMALL_N_WIDE_KERNEL_64 if n <= SMALL_N_WIDE_KERNEL_64.bn else SMALL_N_WIDE_KERNEL

@@ -17,6 +17,7 @@ MEASURED_DTYPES = ("bf16", "f16")  # 16-bit inputs: run 25/26 measured bf16; e4m
 SMALL_M_MIN_FILL = 0.4  # the fewest CTAs, as a fraction of the SMs, for which the wider tile still wins (run 25)
 SMALL_M_WIDE = True  # small-m takes SMALL_M_WIDE_KERNEL where every BM = 64 tile needs two waves (small_m_wide_ctas)
 SMALL_N_WIDE = True  # small-n takes narrow.SMALL_N_WIDE_KERNEL where every BM x 64 tile needs two waves (small_n_wide_ctas)
+FP8_SMALL_N = True  # e4m3 with N <= 128 < M: small-n takes narrow.fp8_small_n_kernel (unless the tiny split-k rule splits K)
 SMALL_M_WIDE_KERNEL = "pp128x128"  # 128 CTAs at N = 16384: the fastest of 6 there (runs/2026-12-01-swapab-small-m run 3)
 SPLIT_K_RULE = True  # the split-k rule is on
 SPLIT_MAX = 8  # at most this many splits of K per tile

@@ -110,7 +110,7 @@ from .calibration import calibration_for
 from .candidates import BY_NAME, COST_FAMILY
 from .choice import SM_COUNT, SMALL_M_MAX, Choice, Device, Problem, narrow_spec
 from .costmodel import STREAMK_MIN_GAIN, CostModel, k_tiles, rounds, tile_grid
-from .narrow import (small_n_wide_kernel, small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile,
+from .narrow import (fp8_small_n_kernel, small_n_wide_kernel, small_m_splits, small_m_tile, small_m_wide_ctas, small_n_tile,
                      small_n_wide_ctas, split_spec, tile_fit, tiny_splits, tiny_tile)
 from .pitch import mid_line, pitch_note, with_pitch
 from .swap import swap_ab, swap_fit
@@ -193,6 +193,9 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
     narrow = []
     fp8_small_m = dtype == "e4m3" and n * k >= rules.FP8_SMALL_M_MIN_WEIGHT  # measured on e4m3 at that weight only
     tiny_ok = arch == "sm_90a" and rules.TINY_SPLIT_RULE and dtype in rules.TINY_SPLIT_DTYPES
+    if arch == "sm_90a" and dtype == "e4m3" and rules.FP8_SMALL_N and n <= SMALL_M_MAX < m and not fp8_small_m:
+        tiny = _tiny_split_only(first, m, n, k, sm_count, note) if tiny_ok else None
+        return tiny or _fp8_small_n(first, dtype, arch, m, n, sm_count, note)
     if arch == "sm_90a" and not (measured or fp8_small_m) and tiny_ok:
         return _tiny_split_only(first, m, n, k, sm_count, note)  # e4m3 at a light weight: a split tile, or the rules below
     if arch == "sm_90a" and (measured or fp8_small_m):
@@ -237,6 +240,19 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
             return Choice(split_spec(spec, tiny), why + _tiny_why(ctas, tiny, k, spec.bk, sm_count) + note, "split-k")
         return Choice(spec, why + note, rule)
     return None
+
+
+def _fp8_small_n(first: TileSpec, dtype: str, arch: str, m: int, n: int, sm_count: int, note: str) -> Choice | None:
+    """e4m3, N <= 128 < M: narrow.fp8_small_n_kernel (128 x 128, or 256 x 128 up to 64 columns), or None where its spec
+    is illegal (the rules after the narrow ones)."""
+    c = fp8_small_n_kernel(n)
+    try:
+        spec = dataclasses.replace(c.spec(dtype, arch), out_dtype=first.out_dtype)
+    except SpecError:
+        return None
+    tiles = -(-m // c.bm)
+    return Choice(spec, f"N = {n} <= {SMALL_M_MAX} (e4m3): {c.bm} x {c.bn} tiles, {spec.stages} stages, persistent, TMA "
+                  f"stores ({tiles} tiles for {sm_count} SMs)" + note, "small-n")
 
 
 def _tiny_why(ctas: int, splits: int, k: int, bk: int, sm_count: int) -> str:
