@@ -88,8 +88,10 @@ def _run(spec: AttentionSpec, src: str) -> None:
             for lane in range(32):
                 for i in range(k["s_inner"]):
                     srow.setdefault(32 * w + lane, {})[k["s_stride"] * c + i] = regs[lane][i]
+    # explicit raises below, not bare asserts: pytest's diff of two 128 x 16 tables on a control's failure takes minutes
     for row, values in srow.items():  # thread 32 w + t = threadIdx.x holds S's row threadIdx.x, every key once
-        assert values == {n: ("S", row, n) for n in range(bn)}, f"softmax row {row} reads {sorted(values.items())[:3]}..."
+        if values != {n: ("S", row, n) for n in range(bn)}:
+            raise AssertionError(f"softmax row {row} reads {sorted(values.items())[:3]}...")
     lo_name, hi_name = k["pack_params"]
     for w in range(4):
         lane_base = _c_int(k["lane_addr"], warp=w)
@@ -110,7 +112,9 @@ def _run(spec: AttentionSpec, src: str) -> None:
     for j, (_, a_col) in enumerate(k["ts"]):  # K-step j of O += P·V reads P[:, 16 j .. 16 j + 15]
         a = t.mma_read_a16(a_col)
         want = [[("P", m, 16 * j + kk) for kk in range(16)] for m in range(128)]
-        assert a == want, f"P·V K-step {j} reads {a[0][:4]} in row 0, wants {want[0][:4]}"
+        if a != want:
+            bad = next(m for m in range(128) if a[m] != want[m])
+            raise AssertionError(f"P·V K-step {j} reads {a[bad][:4]} in row {bad}, wants {want[bad][:4]}")
     o_col = o_cols.pop()
     assert k["o_loads"] == {o_col}, (k["o_loads"], o_col)  # the rescale and the output read O where P·V writes it
     t.mma_write_d(o_col, [[("O", m, n) for n in range(d)] for m in range(128)])
@@ -118,7 +122,8 @@ def _run(spec: AttentionSpec, src: str) -> None:
         lane_base = _c_int(k["lane_addr"], warp=w)
         for c in range(d // 32):
             regs = t.ld_32x32b(w, lane_base + o_col + 32 * c, k["ld_num"])
-            assert all(regs[lane][i] == ("O", 32 * w + lane, 32 * c + i) for lane in range(32) for i in range(32))
+            if any(regs[lane][i] != ("O", 32 * w + lane, 32 * c + i) for lane in range(32) for i in range(32)):
+                raise AssertionError(f"warp {w} reads O chunk {c} from the wrong cells")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.kernel_name)

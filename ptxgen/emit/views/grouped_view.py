@@ -116,7 +116,7 @@ class RowScalesView:
     col_limit: str = "N"
     # the wgmma D fragment: a thread's two rows (row_expr and row_half below) read two scale_a elements, loaded once; each
     # group of group_elems registers is one column pair on both rows (the first row's pair first, the second row's from
-    # hi_pair), whose two scale_b elements are loaded once, SCALE_BATCH groups of loads in flight between compiler fences
+    # hi_pair), whose two scale_b elements are loaded once, ``batch`` groups of loads in flight between compiler fences
     # (2026-12-07, H100: one load per element, re-issued under register pressure, stalled the epilogue's multiplies)
     row_expr: str = wgmma_thread_row("wg_tid", "lane")
     row_half: int = WGMMA_ROW_HALF

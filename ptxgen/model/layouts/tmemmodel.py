@@ -13,7 +13,7 @@ consecutive K elements of a row are consecutive 16-bit halves, two to a 32-bit c
   (d column) + n;
 * the same MMA with A in TMEM (16-bit A): A[m][k] is at lane (a lane) + m, column (a column) + k / 2, in the lower 16
   bits for even k and the upper for odd k (K = 16 a step: 8 columns);
-* ``cvt.rn.bf16x2.f32 d, a, b``: a goes to the upper half of d, b to the lower.
+* ``cvt.rn.bf16x2.f32 d, a, b`` (and ``.f16x2``): a goes to the upper half of d, b to the lower.
 
 ``Tmem`` stores tagged values so that a test can follow each element from where the MMA wrote it to where the next MMA
 reads it.
@@ -105,5 +105,6 @@ class Tmem:
 
 
 def cvt_bf16x2(a, b) -> tuple:
-    """The register ``cvt.rn.bf16x2.f32 d, a, b`` writes, as (lower half, upper half): b lower, a upper."""
+    """The register ``cvt.rn.bf16x2.f32 d, a, b`` (or ``.f16x2``) writes, as (lower half, upper half): b lower, a
+    upper."""
     return (b, a)
