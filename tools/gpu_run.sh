@@ -28,7 +28,7 @@ doors           ptxgen bench --api --op OP for every door (fused, gemm, batched,
 attention       tools/bench_attention.py (SDPA flash and cuDNN) and compute-sanitizer memcheck (its tests: step tests)
 training        tools/bench_training.py: an MLP and a MoE training step against torch eager and torch.compile; tools/profile_training.py: where their steps' time goes
 distributed     torchrun --standalone over the visible GPUs: tests/distributed_train.py (DDP, FSDP2, torch.compile)
-calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes (bf16, e4m3) under it
+calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes under it (bf16; e4m3 with N rounded up to 16)
 referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
 accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds"
 
