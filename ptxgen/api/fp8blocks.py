@@ -92,7 +92,9 @@ def columns_chosen(out_dtype: str, c: bool, m: int, n: int, k: int, sm_count: in
     """The 1x128 x 1x128 recipe's kernel :func:`gemm` runs without a spec: :func:`columns_spec` in the tile of least
     modelled time for M x N x K (derive.scaled.bfp8tiles.COLUMNS_TILES: 192 x 128; 128 x 128, 64 x 128 or 64 x 64 where
     the rows are few and the tiles would leave SMs idle: on the H100 at 64 x 4096 x 7168 the 64 x 64 tile ran 2.0x torch
-    where 128 x 128 ran 0.59; no stream-K: its 1D1D form is not timed yet)."""
+    where 128 x 128 ran 0.59). No stream-K: 128 x 192 with 4 splits ran 0.978 / 1.004 / 0.928 of torch at
+    4096x7168x16384 / 8192³ / 2048x7168x4096 where 192 x 128 ran 0.955 / 1.070 / 1.001
+    (runs/2026-12-07-h100-1d1d-door-stream-k)."""
     t = pick_tile(m, n, k, sm_count, 1, COLUMNS_TILES)
     return columns_spec(out_dtype, c=c, bm=t.bm, bn=t.bn, stages=t.stages)
 

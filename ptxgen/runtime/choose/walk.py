@@ -204,24 +204,18 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
             bn, stages, ctas = small
             narrow.append((rules.SMALL_M_BM, bn, stages, f"M = {m} <= {SMALL_M_MAX}", ctas, "small-m"))
         wide = small_m_wide_ctas(m, n, sm_count)
-        if wide is not None:
-            try:
-                spec = dataclasses.replace(BY_NAME[rules.SMALL_M_WIDE_KERNEL].spec(dtype, arch), out_dtype=first.out_dtype)
-                return Choice(spec, f"M = {m} <= {SMALL_M_MAX} and BM = 64 tiles would take two waves: the cost table's "
-                              f"{rules.SMALL_M_WIDE_KERNEL} kernel (128 x 128, persistent ping-pong), {wide} CTAs for {sm_count} SMs"
-                              + note, "small-m")
-            except SpecError:
-                pass
+        spec = _candidate_spec(BY_NAME[rules.SMALL_M_WIDE_KERNEL], first, dtype, arch) if wide is not None else None
+        if spec is not None:
+            return Choice(spec, f"M = {m} <= {SMALL_M_MAX} and BM = 64 tiles would take two waves: the cost table's "
+                          f"{rules.SMALL_M_WIDE_KERNEL} kernel (128 x 128, persistent ping-pong), {wide} CTAs for {sm_count} SMs"
+                          + note, "small-m")
         small = small_n_tile(m, n, sm_count) if m > SMALL_M_MAX and measured else None
         tiles = small_n_wide_ctas(m, n, sm_count) if measured else None
-        if tiles is not None:
-            try:
-                wide = small_n_wide_kernel(n)
-                spec = dataclasses.replace(wide.spec(dtype, arch), out_dtype=first.out_dtype)
-                return Choice(spec, f"N = {n} <= {SMALL_M_MAX} and BM x 64 tiles would take two waves: 128 x {wide.bn} tiles, "
-                              f"persistent, the 2x1 cluster multicasting B ({tiles} tiles for {sm_count} SMs)" + note, "small-n")
-            except SpecError:
-                pass
+        wide = small_n_wide_kernel(n)
+        spec = _candidate_spec(wide, first, dtype, arch) if tiles is not None else None
+        if spec is not None:
+            return Choice(spec, f"N = {n} <= {SMALL_M_MAX} and BM x 64 tiles would take two waves: 128 x {wide.bn} tiles, "
+                          f"persistent, the 2x1 cluster multicasting B ({tiles} tiles for {sm_count} SMs)" + note, "small-n")
         if small is not None:
             bm, stages, ctas = small
             narrow.append((bm, rules.SMALL_M_BM, stages, f"N = {n} <= {SMALL_M_MAX}", ctas, "small-n"))
@@ -242,13 +236,20 @@ def _narrow(first: TileSpec, dtype: str, arch: str, m: int, n: int, k: int, meas
     return None
 
 
+def _candidate_spec(c, first: TileSpec, dtype: str, arch: str) -> TileSpec | None:
+    """Candidate ``c``'s kernel for ``dtype`` with the table's output type (``first``'s), or None where it is illegal."""
+    try:
+        return dataclasses.replace(c.spec(dtype, arch), out_dtype=first.out_dtype)
+    except SpecError:
+        return None
+
+
 def _fp8_small_n(first: TileSpec, dtype: str, arch: str, m: int, n: int, sm_count: int, note: str) -> Choice | None:
     """e4m3, N <= 128 < M: narrow.fp8_small_n_kernel (128 x 128, or 256 x 128 up to 64 columns), or None where its spec
     is illegal (the rules after the narrow ones)."""
     c = fp8_small_n_kernel(n)
-    try:
-        spec = dataclasses.replace(c.spec(dtype, arch), out_dtype=first.out_dtype)
-    except SpecError:
+    spec = _candidate_spec(c, first, dtype, arch)
+    if spec is None:
         return None
     tiles = -(-m // c.bm)
     return Choice(spec, f"N = {n} <= {SMALL_M_MAX} (e4m3): {c.bm} x {c.bn} tiles, {spec.stages} stages, persistent, TMA "
