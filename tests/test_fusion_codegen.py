@@ -82,15 +82,15 @@ def _rendered_rows_cols_problems(plan, v) -> list:
     bad = []
     for warp in range(4):
         for lane in range(32):
-            row0 = _c_eval(v.wgmma_row_expr, wg_tid=32 * warp + lane, lane=lane)
+            row0 = _c_eval(v.frag.row_expr, wg_tid=32 * warp + lane, lane=lane)
             by_reg = {}
             for ld in plan.loads(op, warp, lane):
                 for k, regs in enumerate(ld.targets):
                     for r in regs:
                         by_reg[r] = (ld.row, None if ld.col is None else ld.col + k)
-            for i in range(0, plan.bn // 2, v.group_elems):
+            for i in range(0, plan.bn // 2, v.frag.group_regs):
                 col = _c_eval(col_expr, i=i, lane=lane)
-                for first, row in ((i, row0), (i + v.hi_pair, row0 + v.row_half)):
+                for first, row in ((i, row0), (i + v.frag.hi_pair, row0 + v.frag.row_half)):
                     for j in (first, first + 1):  # chain_pair gets registers first, first + 1: columns col, col + 1 of row
                         want_row, want_col = by_reg.get(j, (-1, -1))
                         if want_row not in (None, row) or want_col not in (None, col + j - first):
@@ -107,9 +107,9 @@ def test_rendered_wgmma_rows_and_columns_are_the_plans(tok):
     plan = plan_chain(parse_chain(tok), Arch.SM90A, 128, 64, DType.E4M3 if "scale" in tok else DType.BF16, Epilogue.DIRECT)
     v = chain_view(plan)
     assert _rendered_rows_cols_problems(plan, v) == []
-    assert _rendered_rows_cols_problems(plan, replace(v, hi_pair=1))  # the second row's pair starting one register early
+    assert _rendered_rows_cols_problems(plan, replace(v, frag=replace(v.frag, hi_pair=1)))  # the second row's pair starting one register early
     if tok != "bias=col":  # a column bias does not depend on the row
-        assert _rendered_rows_cols_problems(plan, replace(v, wgmma_row_expr="(wg_tid / 32) * 16 + lane % 8"))
+        assert _rendered_rows_cols_problems(plan, replace(v, frag=replace(v.frag, row_expr="(wg_tid / 32) * 16 + lane % 8")))
 
 
 def _compile(s: TileSpec):

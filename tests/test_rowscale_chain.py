@@ -226,4 +226,4 @@ def test_rendered_rows_and_columns_are_the_plans(operand):
     only = SimpleNamespace(chain=SimpleNamespace(operands=lambda: (operand,)), loads=plan.loads, bn=plan.bn)
     v = chain_view(plan)
     assert _rendered_rows_cols_problems(only, v) == []
-    assert _rendered_rows_cols_problems(only, replace(v, hi_pair=1))
+    assert _rendered_rows_cols_problems(only, replace(v, frag=replace(v.frag, hi_pair=1)))

@@ -10,9 +10,9 @@ from ...derive.scaled.bfp8steps import STAGGER_WHERE, BarrierStep
 from ...derive.tile.abi import SFA_MAP
 from ...derive.scaled.sfa_tma import sfa_copy_origin
 from ...derive.operands.tma import TmaPlan
-from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS, WGMMA_ROW_HALF
+from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS
 from ...derive.roles.barriers import stagger_first_barrier_id
-from ..cexpr import wgmma_thread_row
+from .fragment import WgmmaFragmentView, wgmma_fragment_view
 from .pipeline_view import parity_c_expr
 
 WARPGROUP_THREADS = 128
@@ -45,10 +45,7 @@ class HalfMmaView:
 @dataclass(frozen=True)
 class BlockFp8View:
     block_n: int
-    row_expr: str  # C: the thread's first row in its slab
-    row_half: int
-    group_regs: int
-    hi_pair: int
+    frag: WgmmaFragmentView  # a thread's two rows and its registers' column pairs
     fresh: tuple[str, ...]  # per MMA of a K-tile: its scale-d (the first overwrites the partial)
     sfa_doc: str
     sfb_doc: str
@@ -226,10 +223,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
     assert k_block_c(plan, "kt", k_first) in ("kt", f"{kb_zero} + kt") and (k_first or kb_zero == "0")
     return BlockFp8View(
         block_n=BLOCK_N,
-        row_expr=wgmma_thread_row("wg_tid", "lane"),
-        row_half=WGMMA_ROW_HALF,
-        group_regs=WGMMA_GROUP_REGS,
-        hi_pair=WGMMA_GROUP_REGS // 2,
+        frag=wgmma_fragment_view(),
         fresh=fresh_scale_d(mmas_per_k_tile),
         sfa_doc="f32, M x ceil(K/128) outer-dim-major: (m, kb) at kb x lds_a + m",
         sfb_doc=("f32, ceil(K/128) x N: (kb, n) at kb x lds_b + n" if plan.per_column else

@@ -10,7 +10,7 @@ from ...derive.store.epilogue import StorePlan
 from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, ChainPlan, chain_params, steps_text
 from ...isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, INV_SQRT_2PI, Activation, BiasAxis, ScaleMode
 from ...isa.types import DType
-from ..cexpr import wgmma_thread_row
+from .fragment import WgmmaFragmentView, wgmma_fragment_view
 
 FULL_WARP_MASK = "0xffffffffu"
 
@@ -80,10 +80,7 @@ class ChainView:
     full_mask: str
     xor_masks: tuple[int, ...]
     writer_cond: str  # C: this lane raises amax
-    row_half: int
-    wgmma_row_expr: str  # C: the thread's first row in the slab
-    group_elems: int  # wgmma: registers per 8 columns of a thread (two rows x two columns)
-    hi_pair: int  # wgmma: the first register of the group's second row
+    frag: WgmmaFragmentView  # wgmma: a thread's two rows and its registers' column pairs
     tile_cols: int  # wgmma: columns of a slab (the tile's BN): a thread's columns lie in n0 .. n0 + tile_cols - 1
     col_groups: int  # wgmma: 8-column groups of a slab (a thread's column-bias pairs)
     bias_prefetch: str  # wgmma: when the column-bias pairs are loaded: "start" (before the tile's main loop), "late"
@@ -149,10 +146,7 @@ def chain_view(plan: ChainPlan | None) -> ChainView | None:
         full_mask=FULL_WARP_MASK,
         xor_masks=() if a is None else a.xor_masks,
         writer_cond=writer,
-        row_half=WGMMA_ROW_HALF,
-        wgmma_row_expr=wgmma_thread_row("wg_tid", "lane"),
-        group_elems=WGMMA_GROUP_REGS,
-        hi_pair=WGMMA_GROUP_REGS // 2,
+        frag=wgmma_fragment_view(),
         tile_cols=plan.bn,
         col_groups=plan.bn // WGMMA_GROUP_COLS,
         bias_prefetch="inline" if ch.rowscale else "late",

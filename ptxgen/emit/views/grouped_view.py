@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...derive.roles.grouped import GroupedPlan
-from ...derive.store.fusion import WGMMA_GROUP_REGS, WGMMA_ROW_HALF
-from ..cexpr import wgmma_thread_row
+from .fragment import WgmmaFragmentView, wgmma_fragment_view
 
 CURSOR = "gc"
 
@@ -114,14 +113,10 @@ class RowScalesView:
     b_index: str  # C: scale_b's element for column `col`
     row_limit: str
     col_limit: str = "N"
-    # the wgmma D fragment: a thread's two rows (row_expr and row_half below) read two scale_a elements, loaded once; each
-    # group of group_elems registers is one column pair on both rows (the first row's pair first, the second row's from
-    # hi_pair), whose two scale_b elements are loaded once, ``batch`` groups of loads in flight between compiler fences
-    # (2026-12-07, H100: one load per element, re-issued under register pressure, stalled the epilogue's multiplies)
-    row_expr: str = wgmma_thread_row("wg_tid", "lane")
-    row_half: int = WGMMA_ROW_HALF
-    group_elems: int = WGMMA_GROUP_REGS
-    hi_pair: int = WGMMA_GROUP_REGS // 2
+    # the wgmma D fragment: a thread's two rows read two scale_a elements, loaded once; each register group is one column
+    # pair on both rows, whose two scale_b elements are loaded once, ``batch`` groups of loads in flight between compiler
+    # fences (2026-12-07, H100: one load per element, re-issued under register pressure, stalled the epilogue's multiplies)
+    frag: WgmmaFragmentView = wgmma_fragment_view()
     batch: int = 8
 
 
