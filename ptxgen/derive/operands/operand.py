@@ -171,50 +171,89 @@ def base_offset_rule(loader: Loader, swz: Swizzle, ring: int) -> tuple[int, str,
     )
 
 
-def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
+@dataclass(frozen=True)
+class _Stage:
+    """What the derivation lines of one operand's stage share: its geometry and the words that name it."""
+
+    name: str
+    MN: str  # "M" or "N"
+    k_major: bool
+    swz: Swizzle
+    order: AtomOrder
+    arch: Arch
+    T: int  # elements per 16-byte cell
+    esize: int | str  # bytes of one element, as text for the explanations (packed e2m1: "1/2")
+    mn: int
+    bk: int
+    mma_mn: int
+    kmma: int
+    store: SmemLayout
+
+    @property
+    def along_rows(self) -> bool:  # atoms adjacent along the row dimension?
+        return (self.order is AtomOrder.MN) == self.k_major
+
+    @property
+    def n_row_atoms(self) -> int:
+        return self.store.rows // self.store.atom_rows
+
+    @property
+    def n_col_atoms(self) -> int:
+        return self.store.cols // self.store.atom_cols
+
+    @property
+    def row_word(self) -> str:
+        return f"{self.MN} row" if self.k_major else "K row"
+
+    @property
+    def atom_word(self) -> str:
+        return "core matrix" if not self.swz.is_swizzled else f"{self.swz.value} atom"
+
+    @property
+    def atoms_word(self) -> str:
+        return "core matrices" if not self.swz.is_swizzled else f"{self.swz.value} atoms"
+
+    @property
+    def order_word(self) -> str:
+        return f"adjacent along {'MN' if self.order is AtomOrder.MN else 'K'}"
+
+    @property
+    def desc_ref(self) -> str:
+        return cite("smem_desc") if self.arch is Arch.SM100A else cite("wgmma_desc")
+
+    def cell_of(self, k: int, mn_index: int) -> tuple[int, int]:
+        return (mn_index, k // self.T) if self.k_major else (k, mn_index // self.T)
+
+
+def _stage_of(spec: TileSpec, name: str) -> _Stage:
     op = spec.operand(name)
-    dt, swz, arch = spec.operand_dtype(name), op.swizzle, spec.arch  # B's own type when A and B differ
     # Bits one element takes in a stage: its type's container, except kind::mxf8f6f4's 6-/4-bit types, padded 16 to a
     # 16-byte cell (one byte an element: the 8-bit geometry; ptxgen.isa.blockscale).
     cbits = spec.container_bits(name)
     T = 128 // cbits
-    # Bytes of one element, as text for the explanations; packed e2m1 (K-major only) has half a byte.
-    esize = cbits // 8 if cbits % 8 == 0 else f"1/{8 // cbits}"
-    mn, bk, mma_mn, kmma = spec.mn_extent(name), spec.bk, spec.mma_mn(name), spec.k_per_mma
-    MN = "M" if name == "a" else "N"
-    k_major = op.major is Major.K
+    mn, bk = spec.mn_extent(name), spec.bk
+    return _Stage(name=name, MN="M" if name == "a" else "N", k_major=op.major is Major.K, swz=op.swizzle, order=op.order,
+                  arch=spec.arch, T=T, esize=cbits // 8 if cbits % 8 == 0 else f"1/{8 // cbits}", mn=mn, bk=bk,
+                  mma_mn=spec.mma_mn(name), kmma=spec.k_per_mma, store=operand_stage(op.major, op.swizzle, op.order, mn, bk, T))
 
-    store = operand_stage(op.major, swz, op.order, mn, bk, T)
-    rows, cols, R, W = store.rows, store.cols, store.atom_rows, store.atom_cols
-    atom = swz.atom_bytes
-    n_row_atoms, n_col_atoms = rows // R, cols // W
-    along_rows = (op.order is AtomOrder.MN) == k_major  # atoms adjacent along the row dimension?
-    row_atom_stride, col_atom_stride = store.row_atom_stride_bytes, store.col_atom_stride_bytes
 
-    row_word = f"{MN} row" if k_major else "K row"
-    order_word = f"adjacent along {'MN' if op.order is AtomOrder.MN else 'K'}"
-    atom_word = "core matrix" if not swz.is_swizzled else f"{swz.value} atom"
-    atoms_word = "core matrices" if not swz.is_swizzled else f"{swz.value} atoms"
-    D: list[Derived] = []
-    fam = arch.family
-    desc_ref = cite("smem_desc") if arch is Arch.SM100A else cite("wgmma_desc")
-    lt = layout_type(arch, swz)
-    D.append(
+def _stage_fields(g: _Stage, cbits: int) -> list[Derived]:
+    """layout_type, stage_bytes, alignment_bytes and atoms."""
+    swz, R = g.swz, g.store.atom_rows
+    lt = layout_type(g.arch, swz)
+    stage_bytes = g.mn * g.bk * cbits // 8
+    align = swz.repeat_bytes
+    return [
         Derived(
             "layout_type",
             lt,
-            f"{swz.value} -> {fam} layout type {lt}"
-            + (" (tcgen05: none 0, 128B_base32B 1, 128B 2, 64B 4, 32B 6)" if arch is Arch.SM100A else " (wgmma: none 0, 128B 1, 64B 2, 32B 3)"),
+            f"{swz.value} -> {g.arch.family} layout type {lt}"
+            + (" (tcgen05: none 0, 128B_base32B 1, 128B 2, 64B 4, 32B 6)" if g.arch is Arch.SM100A else " (wgmma: none 0, 128B 1, 64B 2, 32B 3)"),
             "the swizzle that the stores follow, in this instruction family's encoding",
-            desc_ref,
-        )
-    )
-    stage_bytes = mn * bk * cbits // 8
-    D.append(
-        Derived("stage_bytes", stage_bytes, f"{mn} x {bk} x {esize} B = {stage_bytes}", f"one stage holds the {MN} x K = {mn} x {bk} tile", cite("canonical"))
-    )
-    align = swz.repeat_bytes
-    D.append(
+            g.desc_ref,
+        ),
+        Derived("stage_bytes", stage_bytes, f"{g.mn} x {g.bk} x {g.esize} B = {stage_bytes}",
+                f"one stage holds the {g.MN} x K = {g.mn} x {g.bk} tile", cite("canonical")),
         Derived(
             "alignment_bytes",
             align,
@@ -226,132 +265,152 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
                 else "no swizzle; the fields need only 16-B alignment, and 128 B keeps each core matrix whole (CuTe aligns the same)"
             ),
             cite("base_offset"),
-        )
-    )
-    D.append(
+        ),
         Derived(
             "atoms",
-            f"{n_row_atoms} x {n_col_atoms}",
-            f"{rows} {row_word}s / {R} x {cols} cells / {W} = {n_row_atoms} x {n_col_atoms} {atoms_word} of {R} x {swz.row_bytes} B, {order_word}",
-            f"the stage is tiled by {atoms_word}; atom order {op.order.value} puts consecutive ones {order_word}",
+            f"{g.n_row_atoms} x {g.n_col_atoms}",
+            f"{g.store.rows} {g.row_word}s / {R} x {g.store.cols} cells / {g.store.atom_cols} = {g.n_row_atoms} x "
+            f"{g.n_col_atoms} {g.atoms_word} of {R} x {swz.row_bytes} B, {g.order_word}",
+            f"the stage is tiled by {g.atoms_word}; atom order {g.order.value} puts consecutive ones {g.order_word}",
             cite("canonical"),
-        )
-    )
+        ),
+    ]
 
-    # LBO / SBO: which atom stride each one is depends on majorness and swizzle (PTX canonical layouts).
-    # A stride whose mode spans a single group inside one MMA's slice is never used; CuTe writes 0 then.
-    row_dim_word = MN if k_major else "K"
-    col_dim_word = "K" if k_major else MN
 
-    def stride_formula(dim: str, stride: int) -> str:
-        if dim == "row":
-            if along_rows:
-                return f"{atoms_word} along {row_dim_word} are adjacent: one {atom_word} = {R} x {swz.row_bytes} B = {stride}"
-            return (
-                f"each band of {R} {row_word}s first holds its {n_col_atoms} {atoms_word} along {col_dim_word}: "
-                f"{n_col_atoms} x {atom} B = {stride}"
-            )
-        if not along_rows:
-            return f"{atoms_word} along {col_dim_word} are adjacent: one {atom_word} = {R} x {swz.row_bytes} B = {stride}"
-        return f"the {n_row_atoms} {atoms_word} along {row_dim_word} come first: {n_row_atoms} x {atom} B = {stride}"
+def _stride_formula(g: _Stage, dim: str, stride: int) -> str:
+    """Why the atom stride along ``dim`` ("row" or "col") is ``stride`` bytes."""
+    row_dim_word, col_dim_word = (g.MN, "K") if g.k_major else ("K", g.MN)
+    one_atom = f"one {g.atom_word} = {g.store.atom_rows} x {g.swz.row_bytes} B = {stride}"
+    atom = g.swz.atom_bytes
+    if dim == "row":
+        if g.along_rows:
+            return f"{g.atoms_word} along {row_dim_word} are adjacent: {one_atom}"
+        return (f"each band of {g.store.atom_rows} {g.row_word}s first holds its {g.n_col_atoms} {g.atoms_word} along "
+                f"{col_dim_word}: {g.n_col_atoms} x {atom} B = {stride}")
+    if not g.along_rows:
+        return f"{g.atoms_word} along {col_dim_word} are adjacent: {one_atom}"
+    return f"the {g.n_row_atoms} {g.atoms_word} along {row_dim_word} come first: {g.n_row_atoms} x {atom} B = {stride}"
 
-    if k_major:
+
+def _stride_fields(g: _Stage) -> tuple[Derived, Derived]:
+    """LBO and SBO: which atom stride each one is depends on majorness and swizzle (PTX canonical layouts). A stride
+    whose mode spans a single group inside one MMA's slice is never used; CuTe writes 0 then."""
+    swz, MN, mma_mn, esize = g.swz, g.MN, g.mma_mn, g.esize
+    row_stride, col_stride = g.store.row_atom_stride_bytes, g.store.col_atom_stride_bytes
+    if g.k_major:
         groups = mma_mn // 8
-        sbo = row_atom_stride if groups > 1 else 0
-        sbo_f = stride_formula("row", row_atom_stride) if groups > 1 else f"unused: one MMA spans a single 8-row group ({mma_mn} {MN} rows)"
+        sbo = row_stride if groups > 1 else 0
+        sbo_f = _stride_formula(g, "row", row_stride) if groups > 1 else f"unused: one MMA spans a single 8-row group ({mma_mn} {MN} rows)"
         sbo_reason = f"distance between consecutive 8-row groups along {MN}"
         if swz.is_swizzled:
             lbo = 16
-            lbo_f = f"unused for swizzled K-major: one MMA reads {kmma} x {esize} B = 32 B of K per row, inside one {swz.row_bytes} B atom row; encoded as field 1 = 16 B, as CuTe does"
+            lbo_f = (f"unused for swizzled K-major: one MMA reads {g.kmma} x {esize} B = 32 B of K per row, inside one "
+                     f"{swz.row_bytes} B atom row; encoded as field 1 = 16 B, as CuTe does")
             lbo_reason = "PTX: the leading byte offset of a swizzled K-major layout is not used (assumed 1)"
         else:
-            lbo = col_atom_stride
-            lbo_f = stride_formula("col", col_atom_stride)
+            lbo = col_stride
+            lbo_f = _stride_formula(g, "col", col_stride)
             lbo_reason = "distance between the two core matrices, adjacent along K, that one MMA reads"
     elif swz.is_swizzled:
         atoms_per_mma = mma_mn * esize // swz.row_bytes
-        lbo = col_atom_stride if atoms_per_mma > 1 else 0
+        lbo = col_stride if atoms_per_mma > 1 else 0
         lbo_f = (
-            stride_formula("col", col_atom_stride)
+            _stride_formula(g, "col", col_stride)
             if atoms_per_mma > 1
             else f"unused: one MMA's {MN} = {mma_mn} x {esize} B fits in one {swz.row_bytes} B atom row; written 0, as CuTe does"
         )
         lbo_reason = f"distance between consecutive {swz.value} atoms along {MN} ({swz.row_bytes // esize} elements each)"
-        sbo = row_atom_stride
-        sbo_f = stride_formula("row", row_atom_stride)
-        sbo_reason = f"distance between consecutive groups of {R} K rows"
+        sbo = row_stride
+        sbo_f = _stride_formula(g, "row", row_stride)
+        sbo_reason = f"distance between consecutive groups of {g.store.atom_rows} K rows"
     else:
-        cms_per_mma = mma_mn // T
-        sbo = col_atom_stride if cms_per_mma > 1 else 0
+        cms_per_mma = mma_mn // g.T
+        sbo = col_stride if cms_per_mma > 1 else 0
         sbo_f = (
-            stride_formula("col", col_atom_stride)
+            _stride_formula(g, "col", col_stride)
             if cms_per_mma > 1
             else f"unused: one MMA's {MN} = {mma_mn} elements is a single 16-B core matrix; written 0, as CuTe does"
         )
-        sbo_reason = f"distance between consecutive core matrices along {MN} (each 16 B = {T} elements of {MN} x 8 K rows)"
-        lbo = row_atom_stride
-        lbo_f = stride_formula("row", row_atom_stride)
+        sbo_reason = f"distance between consecutive core matrices along {MN} (each 16 B = {g.T} elements of {MN} x 8 K rows)"
+        lbo = row_stride
+        lbo_f = _stride_formula(g, "row", row_stride)
         lbo_reason = "distance between consecutive groups of 8 K rows"
-    D.append(Derived("lbo_bytes", lbo, lbo_f, lbo_reason, cite("lbo")))
-    D.append(Derived("sbo_bytes", sbo, sbo_f, sbo_reason, cite("sbo")))
-    plan = spec.smem_plan()
-    ring = plan.ring_offset(name)
-    base_offset, bo_f, bo_reason = base_offset_rule(spec.loader, swz, ring)
-    D.append(Derived("base_offset", base_offset, bo_f, bo_reason, cite("base_offset")))
+    return Derived("lbo_bytes", lbo, lbo_f, lbo_reason, cite("lbo")), Derived("sbo_bytes", sbo, sbo_f, sbo_reason, cite("sbo"))
 
-    def cell_of(k: int, mn_index: int) -> tuple[int, int]:
-        return (mn_index, k // T) if k_major else (k, mn_index // T)
 
-    steps = []
-    for i in range(bk // kmma):
-        k = i * kmma
-        r, c = cell_of(k, 0)
-        start = store.linear(r, c)
-        desc = SmemDescriptor(arch, start, lbo, sbo, swz, base_offset=base_offset)
+def _k_steps(g: _Stage, lbo: int, sbo: int, base_offset: int) -> tuple[tuple[KStep, ...], list[Derived]]:
+    """Each MMA along K of a stage: where its slice starts and its descriptor."""
+    steps, D = [], []
+    for i in range(g.bk // g.kmma):
+        k = i * g.kmma
+        r, c = g.cell_of(k, 0)
+        start = g.store.linear(r, c)
+        desc = SmemDescriptor(g.arch, start, lbo, sbo, g.swz, base_offset=base_offset)
         steps.append(KStep(k, start, desc))
         D.append(
             Derived(
                 f"k_step[{i}]",
                 f"+{start} B, {desc.hex}",
-                f"K {k}..{k + kmma - 1} starts at cell (row {r}, col {c}): {store.formula(r, c)}",
+                f"K {k}..{k + g.kmma - 1} starts at cell (row {r}, col {c}): {g.store.formula(r, c)}",
                 "the start field moves by the unswizzled offset; the hardware applies the XOR to the address it forms, "
                 "so the other fields stay as they are",
-                desc_ref,
+                g.desc_ref,
             )
         )
-    slabs = tuple(store.linear(*cell_of(0, j * mma_mn)) for j in range(mn // mma_mn))
-    if len(slabs) > 1:
-        D.append(
-            Derived(
-                "slab_offsets_bytes",
-                ", ".join(map(str, slabs)),
-                f"{MN} {mma_mn}·j starts at " + "; ".join(store.formula(*cell_of(0, j * mma_mn)) for j in range(1, len(slabs))),
-                f"wgmma is m64: each 64-row slab of {MN} gets its own descriptor start",
-                cite("wgmma"),
-            )
+    return tuple(steps), D
+
+
+def _slab_fields(g: _Stage) -> tuple[tuple[int, ...], list[Derived]]:
+    """wgmma is m64: each 64-row slab of the operand's MN gets its own descriptor start."""
+    slabs = tuple(g.store.linear(*g.cell_of(0, j * g.mma_mn)) for j in range(g.mn // g.mma_mn))
+    if len(slabs) == 1:
+        return slabs, []
+    return slabs, [
+        Derived(
+            "slab_offsets_bytes",
+            ", ".join(map(str, slabs)),
+            f"{g.MN} {g.mma_mn}·j starts at " + "; ".join(g.store.formula(*g.cell_of(0, j * g.mma_mn)) for j in range(1, len(slabs))),
+            f"wgmma is m64: each 64-row slab of {g.MN} gets its own descriptor start",
+            cite("wgmma"),
         )
+    ]
+
+
+def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
+    g = _stage_of(spec, name)
+    cbits = spec.container_bits(name)
+    D = _stage_fields(g, cbits)
+    lbo_field, sbo_field = _stride_fields(g)
+    D += [lbo_field, sbo_field]
+    ring = spec.smem_plan().ring_offset(name)
+    base_offset, bo_f, bo_reason = base_offset_rule(spec.loader, g.swz, ring)
+    D.append(Derived("base_offset", base_offset, bo_f, bo_reason, cite("base_offset")))
+    steps, step_fields = _k_steps(g, lbo_field.value, sbo_field.value, base_offset)
+    slabs, slab_fields = _slab_fields(g)
+    field = {d.name: d.value for d in D}
+    op = spec.operand(name)
     return OperandLayout(
         name=name,
         major=op.major,
-        swizzle=swz,
+        swizzle=g.swz,
         order=op.order,
-        arch=arch,
-        dtype=dt,
+        arch=g.arch,
+        dtype=spec.operand_dtype(name),  # B's own type when A and B differ
         container_bits=cbits,
         unpacked=spec.unpacked(name),
-        mn=mn,
-        bk=bk,
-        mma_mn=mma_mn,
-        store=store,
+        mn=g.mn,
+        bk=g.bk,
+        mma_mn=g.mma_mn,
+        store=g.store,
         loader=spec.loader,
-        stage_bytes=stage_bytes,
-        alignment_bytes=align,
-        lbo_bytes=lbo,
-        sbo_bytes=sbo,
+        stage_bytes=field["stage_bytes"],
+        alignment_bytes=field["alignment_bytes"],
+        lbo_bytes=lbo_field.value,
+        sbo_bytes=sbo_field.value,
         base_offset=base_offset,
         ring_offset_bytes=ring,
-        layout_type=lt,
-        k_steps=tuple(steps),
+        layout_type=field["layout_type"],
+        k_steps=steps,
         slab_offsets_bytes=slabs,
-        derivation=tuple(D),
+        derivation=tuple(D + step_fields + slab_fields),
     )
