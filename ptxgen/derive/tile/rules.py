@@ -51,13 +51,46 @@ def m_major_chunk_cols(bn: int) -> int:
 
 
 def validate(t: "TileSpec") -> None:
-    """Raise SpecError for the first rule ``t`` breaks."""
+    """Raise SpecError for the first rule ``t`` breaks (the checks run in this order)."""
+    _validate_copy(t)
+    _validate_types(t)
+    _validate_recipes(t)
+    check_consumer_slabs(t)
+    check_promote(t, REGISTER_RESERVE)
+    _validate_fp8_options(t)
+    _validate_output(t)
+    _validate_cta_group(t)
+    _validate_split_k(t)
+    check_d_major(t)
+    _validate_stream_k(t)
+    check_epilogue_order(t)
+    _validate_mma_shape(t)
+    _validate_ranges(t)
+    for name in ("a", "b"):
+        validate_operand(t, name)
+    _validate_consumers(t)
+    _validate_epilogue(t)
+    _validate_cluster(t)
+    _validate_grouped(t)
+    _validate_batch(t)
+    _validate_memory(t)
+
+
+def _shapes_ref(t: "TileSpec") -> str:
+    return cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
+
+
+def _validate_copy(t: "TileSpec") -> None:
     if t.copy_bytes not in (16, 8, 4):
         raise SpecError("--copy-bytes", t.copy_bytes, "cp.async copies 4, 8 or 16 bytes", "16, 8, 4", cite("cp_async"))
     if t.copy_bytes != 16 and t.loader is not Loader.CP_ASYNC:
         raise SpecError("--copy-bytes", t.copy_bytes, "copies narrower than 16 B are the cp.async loader's (TMA moves whole "
                         "boxes from 16-byte aligned rows)", "--loader cp.async, or --copy-bytes 16", cite("cp_async"))
-    shapes = cite("shapes") if t.arch is Arch.SM100A else cite("wgmma_shapes")
+
+
+def _validate_types(t: "TileSpec") -> None:
+    """Input, accumulator and B types."""
+    shapes = _shapes_ref(t)
     if t.block_scaled:
         validate_block_scaled(t)
     elif t.dtype not in INPUT_DTYPES:
@@ -73,14 +106,19 @@ def validate(t: "TileSpec") -> None:
         )
     if not t.block_scaled:
         validate_b_dtype(t)
-    outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
+
+
+def _validate_recipes(t: "TileSpec") -> None:
+    """What grouped kernels combine with."""
     if t.grouped is not Grouping.NONE and t.fuse is not None:
         raise SpecError("--grouped", t.grouped.value, "grouped kernels have no fused epilogue yet", "leave out --fuse")
     if t.grouped is Grouping.OFFS_ROWWISE and t.fp8_blocks is not Fp8Blocks.NONE:
         raise SpecError("--grouped", t.grouped.value, "one scale recipe per kernel: row-wise scales (offs_rowwise) or "
                         "DeepSeek block scales (--fp8-blocks 1x128x128 with --grouped offs)", "--grouped offs")
-    check_consumer_slabs(t)
-    check_promote(t, REGISTER_RESERVE)
+
+
+def _validate_fp8_options(t: "TileSpec") -> None:
+    """The block-scaled FP8 kernel's options, each only with the kernel it shapes."""
     if t.fp8_blocks is not Fp8Blocks.NONE:
         check_block_fp8_spec(t)
     if t.fp8_stagger is not Fp8Stagger.NONE and (t.fp8_blocks is Fp8Blocks.NONE or t.consumers is not Consumers.COOPERATIVE
@@ -104,6 +142,11 @@ def validate(t: "TileSpec") -> None:
                         "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")
     if t.fp8_scale_load is Fp8ScaleLoad.TMA:
         check_sfa_tma(t)
+
+
+def _validate_output(t: "TileSpec") -> None:
+    """The fused chain and the output type an accumulator converts to."""
+    outs = (DType.S32,) if t.acc is DType.S32 else (DType.F32, DType.F16, DType.BF16)
     if t.fuse is not None:
         check_chain(t.fuse, t.arch, t.acc, t.out_dtype, t.epilogue, t.bm, t.bn, t.pair, t.block_scaled)
         if t.fuse.c_tma and t.loader is not Loader.TMA:
@@ -116,11 +159,11 @@ def validate(t: "TileSpec") -> None:
         to = words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
         raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to {to}", legal_values(words))
 
-    _validate_cta_group(t)
-    _validate_split_k(t)
-    check_d_major(t)
-    _validate_stream_k(t)
-    check_epilogue_order(t)
+
+
+def _validate_mma_shape(t: "TileSpec") -> None:
+    """BM, BN and BK against the MMA instruction's shapes."""
+    shapes = _shapes_ref(t)
     bms = legal_bm(t.arch, t.cta_group)
     if t.bm not in bms:
         rule = (
@@ -149,6 +192,9 @@ def validate(t: "TileSpec") -> None:
             f"{k}, {2 * k}, {3 * k}, ...",
             shapes,
         )
+
+
+def _validate_ranges(t: "TileSpec") -> None:
     if t.smem_offset < 0 or t.smem_offset % 128 or t.smem_offset >= 1024:
         raise SpecError(
             "--smem-offset",
@@ -163,9 +209,10 @@ def validate(t: "TileSpec") -> None:
     if not 1 <= t.stages <= 16:
         raise SpecError("--stages", t.stages, "the shared-memory ring holds 1 to 16 stages", "1..16")
 
-    for name in ("a", "b"):
-        validate_operand(t, name)
 
+
+def _validate_consumers(t: "TileSpec") -> None:
+    """Ping-pong's conditions and the consumer threads' register budget."""
     if t.consumers is Consumers.PINGPONG and (t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.bm > 128):
         raise SpecError(
             "--consumers", "pingpong", "ping-pong consumers are wgmma warpgroups taking alternate tiles of a persistent "
@@ -186,10 +233,10 @@ def validate(t: "TileSpec") -> None:
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
             )
 
-    _validate_epilogue(t)
-    _validate_cluster(t)
-    _validate_grouped(t)
-    _validate_batch(t)
+
+
+def _validate_memory(t: "TileSpec") -> None:
+    """Shared memory per block and TMEM columns."""
     plan = t.smem_plan()
     if plan.dynamic_bytes > SMEM_LIMIT_BYTES:
         per_stage = t.stage_bytes("a") + t.stage_bytes("b")
