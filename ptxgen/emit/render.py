@@ -109,6 +109,38 @@ class KernelView:
     row_scales: "cgrouped.RowScalesView | None" = None  # --grouped offs_rowwise / offs_k_rowwise: the scales on the accumulator
 
 
+def _level_line(plan: KernelPlan) -> str:
+    """How far up the truth ladder this kernel's design has climbed (the kernel's header comment)."""
+    s, kg, pair = plan.spec, plan.kgrouped, plan.layout.pair
+    if s.block_scaled:
+        return ("L1/L2 only: the scale-factor plan checked by an independent model, compiled and SASS-checked; block-scaled "
+                "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does).")
+    if s.arch is Arch.SM100A:
+        return ("L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
+                + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.layouts.pairmodel) and L2 only." if pair is not None else ""))
+    if kg is None:
+        return ("L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
+                + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else ""))
+    return ("L1/L2: the K-grouped walk and K tail" + (" and the scales each element reads" if kg.rowwise else "")
+            + " are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
+            "compiled and SASS-checked; docs/training.md says what ran on a GPU.")
+
+
+def _tile_coords(plan: KernelPlan) -> tuple[str, ...]:
+    """The C lines that turn a work item into its tile (and, K-grouped, its group's K range)."""
+    s, kg = plan.spec, plan.kgrouped
+    unit = unit_c() if plan.stream_k else ()
+    if plan.grouped is not None:
+        return unit + cgrouped.tile_coords_c(plan.grouped)
+    if kg:
+        return unit + batched_tile_coords_c(plan.schedule, s.bm, s.bn) + ckgrouped.tile_k_c(kg)
+    if s.batch.value != "none":
+        return unit + batched_tile_coords_c(plan.schedule, s.bm, s.bn)
+    if plan.schedule.cluster_size == 1:
+        return unit + tile_coords_c(plan.schedule, s.bm, s.bn, pair=plan.layout.pair)
+    return unit + cluster_tile_coords_c(plan.schedule, s.bm, s.bn)
+
+
 def kernel_view(plan: KernelPlan) -> KernelView:
     s, t, pipe = plan.spec, plan.layout, plan.pipeline
     cli = s.cli_args()
@@ -175,27 +207,9 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         consumer_parity=parity_c_expr(pipe.consumer_parity, "it"),
         acc_full_parity=parity_c_expr(pipe.acc_full_parity, "lt"),
         acc_empty_parity=parity_c_expr(pipe.acc_empty_parity, "lt"),
-        tile_coords=(unit_c() if plan.stream_k else ()) + (
-                     cgrouped.tile_coords_c(plan.grouped) if plan.grouped is not None
-                     else batched_tile_coords_c(plan.schedule, s.bm, s.bn) + ckgrouped.tile_k_c(kg) if kg
-                     else batched_tile_coords_c(plan.schedule, s.bm, s.bn) if batched
-                     else tile_coords_c(plan.schedule, s.bm, s.bn, pair=pair) if plan.schedule.cluster_size == 1
-                     else cluster_tile_coords_c(plan.schedule, s.bm, s.bn)),
+        tile_coords=_tile_coords(plan),
         slabs=slab_views(plan),
-        level_line=(
-            "L1/L2 only: the scale-factor plan checked by an independent model, compiled and SASS-checked; block-scaled "
-            "tcgen05 kernels have never run (no Blackwell GPU was available; L2 only for what the hardware does)."
-            if s.block_scaled
-            else "L2 only: compiled and SASS-checked; tcgen05 kernels have never run (no Blackwell GPU was available)."
-            + (" The CTA pair (cta_group::2) is checked at L1 (ptxgen.model.layouts.pairmodel) and L2 only." if pair is not None else "")
-            if s.arch is Arch.SM100A
-            else "L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
-            + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else "")
-            if kg is None else
-            "L1/L2: the K-grouped walk and K tail" + (" and the scales each element reads" if kg.rowwise else "")
-            + " are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
-            "compiled and SASS-checked; docs/training.md says what ran on a GPU."
-        ),
+        level_line=_level_line(plan),
         grid_doc=grid_doc(plan),
         order_parity=parity_c_expr(Parity(1, 0), "(j + wg - 1)"),
         base_mask=t.smem.base_alignment - 1,
