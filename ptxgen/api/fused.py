@@ -208,6 +208,39 @@ def _all_torch(T, a, b, out, aux) -> bool:
     return True
 
 
+def _chain_args(chain, spec, infos, a, ai, amax, m, n, alpha, beta, handle):
+    """The chain's kernel arguments (pointers and pitches, each array checked against its role), and amax (allocated
+    here, zeros, when an FP8 output's caller passed none)."""
+    aux_dt = chain.aux_dtype(spec.out_dtype)
+    extra = {"alpha": float(alpha)}
+    if chain.c:
+        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux_dt))
+        if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux_dt.bytes % 16):
+            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux_dt.bytes} B) "
+                                "must be 16-byte aligned")
+    if chain.rowscale:
+        rowscale_checks(infos, m, n)
+        extra.update(SCALE_A=infos["scale_a"].ptr, SCALE_B=infos["scale_b"].ptr)
+    if chain.bias is not None:
+        _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
+        extra["BIAS"] = infos["bias"].ptr
+    if chain.aux or chain.dact is not Activation.NONE:  # written in the output's type: no converted copy for a written aux
+        extra.update(AUX=infos["aux"].ptr, ldaux=_matrix(infos["aux"], "aux", m, n, aux_dt))
+    if chain.residual:
+        extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux_dt))
+    if chain.fp8_scale is not None:
+        length = 1 if chain.fp8_scale is ScaleMode.TENSOR else m
+        _vector(infos["scale"], "scale", (length,), ("f32",))
+        if amax is None:
+            if ai.library != "torch":
+                raise ArgumentError(f"pass amax= (f32, {length} zeros)")
+            amax = sys.modules["torch"].zeros(length, dtype=sys.modules["torch"].float32, device=a.device)
+            infos["amax"] = read_array(amax, "amax", handle)
+        _vector(infos["amax"], "amax", (length,), ("f32",))
+        extra.update(SCALE=infos["scale"].ptr, AMAX=infos["amax"].ptr)
+    return extra, amax
+
+
 def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_dtype, scale_mode, stream, spec, c_tma,
                fp8_tma_store, dact):
     """The first call of a dispatch key (or any call with arrays other than torch tensors): every check, the chooser,
@@ -286,33 +319,7 @@ def _gemm_slow(a, b, out, aux, options, alpha, beta, bias_axis, activation, out_
     if oi is None:
         out = _allocate_out(a, ai.library, p.m, p.n, p.ldd, spec.out_dtype.value, dev.index)
         oi = read_array(out, "out", handle)
-    aux_dt = chain.aux_dtype(spec.out_dtype)
-    extra = {"alpha": float(alpha)}
-    if chain.c:
-        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux_dt))
-        if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux_dt.bytes % 16):
-            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux_dt.bytes} B) "
-                                "must be 16-byte aligned")
-    if chain.rowscale:
-        rowscale_checks(infos, m, n)
-        extra.update(SCALE_A=infos["scale_a"].ptr, SCALE_B=infos["scale_b"].ptr)
-    if chain.bias is not None:
-        _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
-        extra["BIAS"] = infos["bias"].ptr
-    if chain.aux or chain.dact is not Activation.NONE:  # written in the output's type: no converted copy for a written aux
-        extra.update(AUX=infos["aux"].ptr, ldaux=_matrix(infos["aux"], "aux", m, n, aux_dt))
-    if chain.residual:
-        extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux_dt))
-    if chain.fp8_scale is not None:
-        length = 1 if chain.fp8_scale is ScaleMode.TENSOR else m
-        _vector(infos["scale"], "scale", (length,), ("f32",))
-        if amax is None:
-            if ai.library != "torch":
-                raise ArgumentError(f"pass amax= (f32, {length} zeros)")
-            amax = sys.modules["torch"].zeros(length, dtype=sys.modules["torch"].float32, device=a.device)
-            infos["amax"] = read_array(amax, "amax", handle)
-        _vector(infos["amax"], "amax", (length,), ("f32",))
-        extra.update(SCALE=infos["scale"].ptr, AMAX=infos["amax"].ptr)
+    extra, amax = _chain_args(chain, spec, infos, a, ai, amax, m, n, alpha, beta, handle)
     if p.m and p.n and ai.via == "torch" and all(i is None or i.via == "torch" for i in (oi, *infos.values())):
         e = _prepare(kernel, dev, p, ai, bi, oi, extra, chain, alpha, beta)
         if remember:
