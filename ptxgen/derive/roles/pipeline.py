@@ -145,11 +145,17 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
     ), None
 
 
-def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
-    roles, entry = _roles(spec)
-    tma = spec.loader is Loader.TMA
-    S = spec.stages
-    producer = next(r for r in roles if r.name == "producer")
+@dataclass(frozen=True)
+class _Arrivals:
+    full: int  # arrivals that complete a full barrier's phase
+    empty: int  # and an empty barrier's
+    scale_lanes: int  # of full: the scale warp's lanes (block FP8, --fp8-scale-load smem / cpasync / tma)
+    sf_relay: bool  # the pair's leader also waits the peer's relay of its scale factors
+    scale_warp: bool  # the producer's scale warp stages each stage's scales
+    release_lag: int  # wgmma: a consumer releases the stage of the K-tile this many before
+
+
+def _arrivals(spec: TileSpec, producer: WarpRole, tma: bool) -> _Arrivals:
     full_arrivals = 1 if tma else producer.threads
     sf_relay = spec.pair and spec.block_scaled  # the leader's full[s] also waits the peer's relay (derive.roles.ctapair)
     if sf_relay:
@@ -174,10 +180,18 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
         empty_arrivals *= cm + cn - 1
         # block-scaled FP8 (derive.scaled.blockfp8) and --promote 1 read each K-tile's partial sum: wait_group 0, then release
         # (--promote G > 1: wait_group 1 inside a group of K-tiles, wait_group 0 and the last release at its end)
-        release_lag = 1 if S >= 2 and spec.fp8_blocks.value == "none" and spec.promote != 1 else 0
+        release_lag = 1 if spec.stages >= 2 and spec.fp8_blocks.value == "none" and spec.promote != 1 else 0
     else:
         empty_arrivals, release_lag = 1, 0
-    D = [
+    return _Arrivals(full_arrivals, empty_arrivals, scale_lanes, sf_relay, scale_warp, release_lag)
+
+
+def _barrier_fields(spec: TileSpec, roles, producer: WarpRole, ar: _Arrivals, tma: bool) -> list[Derived]:
+    """warp_roles, full_arrivals, empty_arrivals and parity."""
+    S, full_arrivals, empty_arrivals, scale_lanes = spec.stages, ar.full, ar.empty, ar.scale_lanes
+    sf_relay, scale_warp = ar.sf_relay, ar.scale_warp
+    cm, cn = spec.cluster.dims
+    return [
         Derived("warp_roles", "; ".join(f"{r.name} warps {r.first_warp}..{r.first_warp + r.warps - 1}" for r in roles),
                 f"{sum(r.threads for r in roles)} threads",
                 "warp specialization: loading and MMA issue overlap; each role is one branch of the kernel", PIPELINE_REF),
@@ -210,6 +224,12 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                 "try_wait.parity(p) returns once the phase with parity p has completed; a fresh barrier's previous "
                 "phase (parity 1) counts as complete, so the producer's first round does not wait", PIPELINE_REF),
     ]
+
+
+def _schedule_fields(spec: TileSpec, roles, entry, ar: _Arrivals, tma: bool, expect_tx_bytes: int) -> list[Derived]:
+    """Ping-pong's order, the release lag or TMEM's accumulator barriers, expect_tx, the producer's tail, setmaxnreg."""
+    S, release_lag, pingpong = spec.stages, ar.release_lag, spec.consumers is Consumers.PINGPONG
+    D: list[Derived] = []
     if pingpong:
         D.append(Derived("pingpong", "order[0], order[1]",
                          "warpgroup w takes the CTA's tiles lt with lt mod 2 = w; before its j-th tile's mainloop it waits "
@@ -251,6 +271,19 @@ def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
                             f"{roles[0].registers} (block FP8 at BM = 192 spills at 152; NVRTC 13.5, isa.shapes."
                             "PRODUCER_REGISTERS_BY_CONSUMERS)" if p != PRODUCER_REGISTERS else ""),
                          "PTX ISA 'setmaxnreg' (#miscellaneous-instructions-setmaxnreg)"))
+    return D
+
+
+def plan_pipeline(spec: TileSpec, expect_tx_bytes: int) -> PipelinePlan:
+    roles, entry = _roles(spec)
+    tma = spec.loader is Loader.TMA
+    S = spec.stages
+    producer = next(r for r in roles if r.name == "producer")
+    ar = _arrivals(spec, producer, tma)
+    full_arrivals, empty_arrivals, release_lag = ar.full, ar.empty, ar.release_lag
+    sf_relay, scale_lanes, scale_warp = ar.sf_relay, ar.scale_lanes, ar.scale_warp
+    pingpong = spec.consumers is Consumers.PINGPONG
+    D = _barrier_fields(spec, roles, producer, ar, tma) + _schedule_fields(spec, roles, entry, ar, tma, expect_tx_bytes)
     return PipelinePlan(
         arch=spec.arch,
         loader=spec.loader,
