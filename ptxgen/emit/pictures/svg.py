@@ -65,32 +65,26 @@ def _decode_legend(arch: str, desc: int) -> str:
     return f"start {d.start} B, LBO {d.lbo} B, SBO {d.sbo} B, swizzle {d.mode}, base offset {d.base_offset}"
 
 
-def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | None = None) -> tuple[list[str], float]:
-    s = t.spec
-    arch = s.arch.value
-    T = op.per_cell
-    el: list[str] = []
-    y = y0
+def _panel_title(op: OperandLayout, y: float) -> str:
     MN = "M" if op.name == "a" else "N"
-    el.append(f'<g class="operand" id="operand-{op.name}">')
-    el.append(
-        svg_text(
-            10,
-            y + 16,
-            f"{op.name.upper()} stage ({MN} x K = {op.mn} x {op.bk}, {op.dtype.value}"
-            + (f", unpacked: 16 packed in {2 * op.dtype.bits} B + {16 - 2 * op.dtype.bits} B padding per 16-B cell"
-               if op.unpacked else "")
-            + f"): {op.major.value}-major "
-            f"{op.swizzle.value}, atom order {op.order.value}; {op.stage_bytes} B aligned to {op.alignment_bytes} B",
-            "title",
-        )
+    return svg_text(
+        10,
+        y + 16,
+        f"{op.name.upper()} stage ({MN} x K = {op.mn} x {op.bk}, {op.dtype.value}"
+        + (f", unpacked: 16 packed in {2 * op.dtype.bits} B + {16 - 2 * op.dtype.bits} B padding per 16-B cell"
+           if op.unpacked else "")
+        + f"): {op.major.value}-major "
+        f"{op.swizzle.value}, atom order {op.order.value}; {op.stage_bytes} B aligned to {op.alignment_bytes} B",
+        "title",
     )
-    y += 26
 
-    # descriptors and what they read
+
+def _descriptor_legend(t: TileLayout, op: OperandLayout, decode: int | None, y: float, el: list[str]) -> tuple[list, float]:
+    """One legend line per descriptor (the K-steps', or the user's ``decode``); the addresses each one reads."""
+    arch = t.spec.arch.value
     if decode is None:
         descs = [op.descriptor(i).encode() for i in range(len(op.k_steps))]
-        names = [f"K-step {i} (K {st.k}..{st.k + s.k_per_mma - 1})" for i, st in enumerate(op.k_steps)]
+        names = [f"K-step {i} (K {st.k}..{st.k + t.spec.k_per_mma - 1})" for i, st in enumerate(op.k_steps)]
     else:
         descs, names = [decode], ["your descriptor"]
     try:
@@ -106,12 +100,15 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
     if read_error:
         el.append(svg_text(28, y + 15, f"read model: {read_error}", "bad"))
         y += 18
+    return reads, y
 
-    table = op.store.table()
-    where = {table[r][c]: (r, c) for r in range(op.store.rows) for c in range(op.store.cols)}
-    reader_of: dict[int, int] = {}  # cell offset -> index of the descriptor that reads it
-    read_as: dict[int, tuple[int, int]] = {}  # cell offset -> (mma row, first K element) it is read as
+
+def _cells_read(op: OperandLayout, reads) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """cell offset -> index of the descriptor that reads it, and -> (mma row, first K element) it is read as."""
+    reader_of: dict[int, int] = {}
+    read_as: dict[int, tuple[int, int]] = {}
     # one 16-byte cell holds T elements along the contiguous dimension: K for K-major, MN for MN-major
+    T = op.per_cell
     r_step, k_step = (1, T) if op.major is Major.K else (T, 1)
     for i, addr in enumerate(reads):
         for r in range(0, addr.shape[0], r_step):
@@ -119,42 +116,48 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
                 cell = int(addr[r, kk]) // 16 * 16
                 reader_of[cell] = i
                 read_as[cell] = (r, kk)
+    return reader_of, read_as
 
+
+def _decode_verdict(op: OperandLayout, reads, read_as, where, y: float, el: list[str]) -> tuple[set[int], float]:
+    """A user's descriptor: which cells it reads hold what the MMA expects there (read as the K-step its first cell
+    starts); the line that says how many."""
+    T = op.per_cell
     mismatches = 0
     expected_ok: set[int] = set()
-    if decode is not None and reads:
-        first = reads[0]
-        stored0 = where.get(int(first[0, 0]) // 16 * 16)
-        k0 = (stored0[1] * T if op.major is Major.K else stored0[0]) if stored0 else 0
-        for cell, (r, kk) in read_as.items():
-            logical = where.get(cell)
-            want = (r, (k0 + kk) // T) if op.major is Major.K else (k0 + kk, r // T)
-            if logical == want:
-                expected_ok.add(cell)
-            else:
-                mismatches += 1
-        el.append(
-            svg_text(
-                28,
-                y + 15,
-                f"read as the K-step starting at K {k0}: {len(read_as) - mismatches} of the {len(read_as)} distinct cells read "
-                f"hold the data the MMA expects there; {mismatches} wrong (red)",
-                "bad" if mismatches else "legend",
-            )
+    first = reads[0]
+    stored0 = where.get(int(first[0, 0]) // 16 * 16)
+    k0 = (stored0[1] * T if op.major is Major.K else stored0[0]) if stored0 else 0
+    for cell, (r, kk) in read_as.items():
+        logical = where.get(cell)
+        want = (r, (k0 + kk) // T) if op.major is Major.K else (k0 + kk, r // T)
+        if logical == want:
+            expected_ok.add(cell)
+        else:
+            mismatches += 1
+    el.append(
+        svg_text(
+            28,
+            y + 15,
+            f"read as the K-step starting at K {k0}: {len(read_as) - mismatches} of the {len(read_as)} distinct cells read "
+            f"hold the data the MMA expects there; {mismatches} wrong (red)",
+            "bad" if mismatches else "legend",
         )
-        y += 18
+    )
+    return expected_ok, y + 18
 
-    # bank header
-    y += 6
+
+def _bank_header(y: float, el: list[str]) -> float:
     for c in range(LINE_BYTES // 16):
         el.append(svg_text(LEFT + c * CELL_W + CELL_W / 2, y + 12, f"banks {4 * c}-{4 * c + 3}", "bank", "middle"))
     el.append(svg_text(LEFT - 8, y + 12, "byte", "bank", "end"))
-    y += 18
-    grid_top = y
+    return y + 18
 
-    lines_total = op.stage_bytes // LINE_BYTES
-    lines = min(lines_total, MAX_LINES)
-    threads = plan_kernel(s, t).pipeline.role("producer").threads
+
+def _cell_grid(op: OperandLayout, where, reader_of, read_as, expected_ok, decode, threads: int, lines: int,
+               grid_top: float, el: list[str]) -> None:
+    """The stage's first ``lines`` 128-byte lines, one rectangle a 16-byte cell: its logical row and column, who
+    reads it, and who writes it (a TMA copy, or the loader thread of the first iteration)."""
     copy_of = _copy_of_offset(op)
     for L in range(lines):
         ly = grid_top + L * CELL_H
@@ -184,7 +187,10 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
             elif linear_index < threads:  # the loader's first copy iteration: thread t copies logical cell t
                 el.append(svg_text(x + CELL_W - 4, ly + 15, f"t{linear_index}", "tid", "end"))
             el.append("</g>")
-    # atom rows and atoms
+
+
+def _atom_marks(op: OperandLayout, lines: int, grid_top: float, el: list[str]) -> None:
+    """Atom-row boundaries inside a line and one outline per atom (or core matrix)."""
     grid_w = CELL_W * LINE_BYTES // 16
     if op.swizzle.row_bytes < LINE_BYTES:
         for L in range(lines):
@@ -199,7 +205,10 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
         el.append(
             f'<rect class="atom" data-kind="{kind}" x="{LEFT}" y="{grid_top + a * CELL_H}" width="{grid_w}" height="{h}"/>'
         )
-    # LBO / SBO arrows in the left margin
+
+
+def _stride_arrows(op: OperandLayout, lines: int, grid_top: float, el: list[str]) -> None:
+    """LBO / SBO arrows in the left margin."""
     arrows = []
     if op.major is Major.K and op.swizzle.is_swizzled:
         arrows.append(("SBO", op.sbo_bytes, "next 8-row group"))
@@ -217,7 +226,10 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
     if op.major is Major.K and op.swizzle.is_swizzled:
         el.append(svg_text(20, grid_top + 30, "LBO unused", "note"))
         el.append(svg_text(20, grid_top + 42, "(swizzled K-major)", "note"))
-    y = grid_top + lines * CELL_H + 6
+
+
+def _panel_footer(op: OperandLayout, lines: int, lines_total: int, threads: int, y: float, el: list[str]) -> float:
+    """The lines not drawn, and the legend of fills and labels."""
     if lines < lines_total:
         rest = lines_total - lines
         el.append(
@@ -244,7 +256,28 @@ def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | Non
             "note",
         )
     )
-    y += 24
+    return y + 24
+
+
+def operand_panel(t: TileLayout, op: OperandLayout, y0: float, decode: int | None = None) -> tuple[list[str], float]:
+    """One operand's stage as SVG elements from height ``y0``: its descriptors, the cells they read (checked against
+    what the MMA expects when ``decode`` is a user's descriptor), who writes each cell, atoms and strides."""
+    el = [f'<g class="operand" id="operand-{op.name}">', _panel_title(op, y0)]
+    reads, y = _descriptor_legend(t, op, decode, y0 + 26, el)
+    table = op.store.table()
+    where = {table[r][c]: (r, c) for r in range(op.store.rows) for c in range(op.store.cols)}
+    reader_of, read_as = _cells_read(op, reads)
+    expected_ok: set[int] = set()
+    if decode is not None and reads:
+        expected_ok, y = _decode_verdict(op, reads, read_as, where, y, el)
+    grid_top = _bank_header(y + 6, el)
+    lines_total = op.stage_bytes // LINE_BYTES
+    lines = min(lines_total, MAX_LINES)
+    threads = plan_kernel(t.spec, t).pipeline.role("producer").threads
+    _cell_grid(op, where, reader_of, read_as, expected_ok, decode, threads, lines, grid_top, el)
+    _atom_marks(op, lines, grid_top, el)
+    _stride_arrows(op, lines, grid_top, el)
+    y = _panel_footer(op, lines, lines_total, threads, grid_top + lines * CELL_H + 6, el)
     el.append("</g>")
     return el, y
 
