@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from ptxgen.derive.store.cload import CLoadPlan
-from ptxgen.derive.store.fusion import parse_chain
+from ptxgen.derive.store.chainspec import parse_chain
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.emit.render import kernel_view, render_kernel

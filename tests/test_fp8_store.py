@@ -90,7 +90,7 @@ def test_refusals(kw, field):
 
 def test_api_keeps_the_direct_epilogue_unless_asked():
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.store.chainspec import parse_chain
 
     tma = make_spec(**{**BASE, "out_dtype": "bf16", "fuse": None})
     assert fused_spec(tma, parse_chain("scale=row"), "e4m3").epilogue.value == "direct"

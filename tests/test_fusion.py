@@ -8,16 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptxgen.derive.store.fusion import (
-    AmaxPlan,
-    ChainSpec,
-    Load,
-    check_chain,
-    parse_chain,
-    plan_chain,
-    tmem_loads,
-    wgmma_loads,
-)
+from ptxgen.derive.store.chainspec import ChainSpec, parse_chain
+from ptxgen.derive.store.fusion import AmaxPlan, check_chain, plan_chain
+from ptxgen.derive.store.fusion_loads import Load, tmem_loads, wgmma_loads
 from ptxgen.isa import numerics
 from ptxgen.isa.epiops import Activation, BiasAxis, ScaleMode
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError

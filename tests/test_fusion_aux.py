@@ -13,7 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from ptxgen.derive.store.fusion import Load, check_chain, parse_chain, plan_chain
+from ptxgen.derive.store.chainspec import parse_chain
+from ptxgen.derive.store.fusion import check_chain, plan_chain
+from ptxgen.derive.store.fusion_loads import Load
 from ptxgen.isa.epiops import Activation
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError
 from ptxgen.model.bridges.check_fusion import check_chain_plan

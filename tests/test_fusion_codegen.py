@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from ptxgen.derive.store.fusion import parse_chain, plan_chain
+from ptxgen.derive.store.chainspec import parse_chain
+from ptxgen.derive.store.fusion import plan_chain
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.derive.tile.spec import TileSpec, make_spec
 from ptxgen.emit.views.chain import chain_view

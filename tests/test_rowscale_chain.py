@@ -7,7 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ptxgen.derive.store.fusion import ChainSpec, Load, parse_chain, plan_chain, step_names, tmem_loads, wgmma_loads
+from ptxgen.derive.store.chainspec import ChainSpec, parse_chain
+from ptxgen.derive.store.fusion import plan_chain, step_names
+from ptxgen.derive.store.fusion_loads import Load, tmem_loads, wgmma_loads
 from ptxgen.derive.tile.spec import make_spec
 from ptxgen.isa.types import Arch, DType, Epilogue, SpecError
 from ptxgen.model.bridges.check_fusion import check_chain_plan

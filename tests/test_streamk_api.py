@@ -208,7 +208,7 @@ def test_control_with_gemm_stream_k_off_gemm_runs_the_pick_whole(monkeypatch):
 
 def test_fused_and_batched_forms_of_a_stream_k_pick_leave_it_out():
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.store.fusion import ChainSpec
+    from ptxgen.derive.store.chainspec import ChainSpec
     from ptxgen.derive.tile.spec import make_spec
 
     spec = sk_pick().spec

@@ -39,7 +39,7 @@ import json
 import statistics
 import sys
 
-from ptxgen.derive.store.fusion import parse_chain
+from ptxgen.derive.store.chainspec import parse_chain
 from ptxgen.derive.tile.kernel import plan_kernel
 from ptxgen.emit.render import render_kernel
 from ptxgen.api.fused import fused_spec

@@ -261,7 +261,7 @@ def gemm_candidates(dtype: str, m: int, n: int, k: int, device) -> tuple[list[Ca
 def fused_candidates(m: int, n: int, k: int, device) -> tuple[list[Cand], object]:
     """The fused door's kernels (no swap, K whole) at the pick, and on the 128 x 128 ping-pong kernel."""
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.store.chainspec import parse_chain
     from ptxgen.runtime.choose import Problem, choose
     from ptxgen.runtime.choose.candidates import BY_NAME
 

@@ -52,7 +52,7 @@ def _shape(s: str) -> tuple[int, int, int]:
 def _specs(m: int, n: int, k: int, variants: list[str]) -> dict:
     """name -> (spec, chain token or None, the variant's name)."""
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.store.chainspec import parse_chain
     from ptxgen.derive.tile.spec import make_spec
     from ptxgen.runtime.choose import choose_spec
 
@@ -103,7 +103,7 @@ def _compile(job: tuple[str, str, str]) -> bytes:
 def write_src(shapes: list[str], folder: str) -> int:
     """The fused bias+gelu kernel of the tuned spec of each shape, as the ptxgen on PYTHONPATH renders it."""
     from ptxgen.api.fused import fused_spec
-    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.store.chainspec import parse_chain
     from ptxgen.derive.tile.kernel import plan_kernel
     from ptxgen.emit.render import render_kernel
     from ptxgen.runtime.choose import choose_spec

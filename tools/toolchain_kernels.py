@@ -97,7 +97,7 @@ def f32_store_specs() -> dict:
     from ptxgen.api.fp8blocks import default_spec as bfp8_default
     from ptxgen.api.fused import fused_spec
     from ptxgen.api.select import select_choice
-    from ptxgen.derive.store.fusion import parse_chain
+    from ptxgen.derive.store.chainspec import parse_chain
 
     base = dict(a="kmajor-sw128", b="kmajor-sw128", dtype="bf16", acc="f32", arch="sm_90a", out_dtype="f32", epilogue="tma")
     pick, _, _ = select_choice("bf16", "sm_90a", 4096, 4096, 4096, out_dtype="f32")

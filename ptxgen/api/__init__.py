@@ -1,10 +1,12 @@
 """The public Python API: compile a tile spec into a kernel and call it on device arrays.
 
->>> import ptxgen                                                      # doctest: +SKIP
->>> k = ptxgen.compile(ptxgen.make_spec(128, 128, 64, a="kmajor-sw128", b="kmajor-sw128",
-...                                      dtype="bf16", out_dtype="bf16", arch="sm_90a"))
->>> out = k(a, b)           # a: M x K, b: N x K (torch, CuPy, JAX, ...): out = a @ b.T, M x N
->>> out = ptxgen.gemm(a, b) # the spec is chosen for you (the tuned table, as ``ptxgen bench``)
+On a GPU (not run as a doctest)::
+
+    import ptxgen
+    k = ptxgen.compile(ptxgen.make_spec(128, 128, 64, a="kmajor-sw128", b="kmajor-sw128",
+                                         dtype="bf16", out_dtype="bf16", arch="sm_90a"))
+    out = k(a, b)           # a: M x K, b: N x K (torch, CuPy, JAX, ...): out = a @ b.T, M x N
+    out = ptxgen.gemm(a, b) # the spec is chosen for you (the tuned table, as ``ptxgen bench``)
 
 Conventions (as everywhere in ptxgen): A is logically M x K and B is N x K, D = A @ B^T is M x N row-major.
 ``a`` and ``b`` are passed in their logical shapes; their strides say their majorness: a K-major A is a

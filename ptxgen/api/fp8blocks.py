@@ -1,7 +1,9 @@
 """``ptxgen.api.fp8blocks.gemm``: FP8 GEMM with DeepSeek-style block scales on Hopper (ptxgen.derive.scaled.blockfp8).
 
->>> import ptxgen.api.fp8blocks                                                                   # doctest: +SKIP
->>> out = ptxgen.api.fp8blocks.gemm(a, b, scale_a, scale_b)     # the same tensors torch._scaled_mm takes for the recipe
+On a GPU (not run as a doctest)::
+
+    import ptxgen.api.fp8blocks
+    out = ptxgen.api.fp8blocks.gemm(a, b, scale_a, scale_b)     # the same tensors torch._scaled_mm takes for the recipe
 
 ``a``: M x K e4m3, ``b``: N x K e4m3 (both K-major, as ``torch._scaled_mm(a, b.t(), ...)`` takes them);
 ``scale_a``: f32 M x ceil(K/128), outer-dim-major (``s.t().contiguous().t()``: strides (1, lds_a));

@@ -1,12 +1,14 @@
 """The GEMM with a fused epilogue chain (ptxgen.derive.store.fusion): ``ptxgen.gemm(..., bias=, activation=, c=, alpha=,
 beta=, residual=)`` comes here, and ``ptxgen.api.fused.gemm`` takes the rest (row bias, FP8 output, a given spec).
 
->>> import ptxgen                                                                            # doctest: +SKIP
->>> y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh")                 # gelu(x @ w.T + b), one kernel
->>> y = ptxgen.gemm(x, w, c=y0, alpha=0.5, beta=1.0, residual=r)          # 0.5 x @ w.T + y0 + r
->>> q, amax = ptxgen.api.fused.gemm(x, w, scale=s, out_dtype="e4m3")      # FP8 out: q = e4m3(y x s), amax of |y|
->>> y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh", aux=z)          # and z = x @ w.T + b written beside y
->>> dz = ptxgen.gemm(dy, w.t(), dact="gelu_tanh", aux=z)                  # dz = (dy @ w) x gelu'(z), the backward step
+On a GPU (not run as a doctest)::
+
+    import ptxgen
+    y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh")                 # gelu(x @ w.T + b), one kernel
+    y = ptxgen.gemm(x, w, c=y0, alpha=0.5, beta=1.0, residual=r)          # 0.5 x @ w.T + y0 + r
+    q, amax = ptxgen.api.fused.gemm(x, w, scale=s, out_dtype="e4m3")      # FP8 out: q = e4m3(y x s), amax of |y|
+    y = ptxgen.gemm(x, w, bias=b, activation="gelu_tanh", aux=z)          # and z = x @ w.T + b written beside y
+    dz = ptxgen.gemm(dy, w.t(), dact="gelu_tanh", aux=z)                  # dz = (dy @ w) x gelu'(z), the backward step
 
 The chain runs in a fixed order: alpha x acc, + beta x C, + bias, activation, + residual, output (docs/epilogue-chain.md).
 ``a`` is M x K, ``b`` N x K (as :func:`ptxgen.gemm`); ``c`` and ``residual`` are M x N row-major in the output's
@@ -25,7 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..derive.store.fusion import ChainSpec
+from ..derive.store.chainspec import ChainSpec
 from ..derive.tile.spec import TileSpec, make_spec
 from ..isa.epiops import Activation, BiasAxis, ScaleMode
 from ..isa.types import DType, Epilogue, Major

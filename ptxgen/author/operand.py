@@ -11,7 +11,7 @@ own tile DSL: the same ``derive_operand`` and ``derive_tma`` that ptxgen's GEMM 
 >>> p.stage_bytes, p.lbo_bytes, p.sbo_bytes, p.layout_type
 (16384, 1024, 2048, 1)
 >>> [s.start_offset_bytes for s in p.k_steps], p.tma.box
-([0, 2048, 4096, 6144], (64, 8))
+([0, 4096, 8192, 12288], (64, 8))
 """
 
 from __future__ import annotations

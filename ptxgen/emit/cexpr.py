@@ -6,7 +6,7 @@ Each function turns a derived number or map into C text; the arithmetic behind t
 from __future__ import annotations
 
 from ..derive.operands.smem_layout import SmemLayout
-from ..derive.store.fusion import LANES_PER_ROW, WGMMA_WARP_ROWS
+from ..isa.fragment import LANES_PER_ROW, WGMMA_WARP_ROWS
 from ..isa.types import DType
 
 

@@ -7,7 +7,7 @@ weight-gradient recipe; torch._scaled_mm with BlockWise1x128 for A and for B):
 (torch's ``y_scales.t()`` of an outer-dim-major N x ceil(K/128) array; DeepGEMM TMA-loads the same layout per stage).
 
 The kernel is the 1D2D kernel's (derive.scaled.blockfp8) with one change in what the promotion multiplies: each register of a
-thread's partial holds one column of the tile (derive.store.fusion.wgmma_column_pairs: columns 8g + 2(lane % 4) and + 1 in
+thread's partial holds one column of the tile (derive.store.fusion_loads.wgmma_column_pairs: columns 8g + 2(lane % 4) and + 1 in
 register group g), so a thread needs BN / 4 B scales per K block instead of one or two. The producer's scale warp
 stages a K block's BN column scales beside its BM row scales in the stage's slots (lane l: columns l + 32 j,
 coalesced, zero past N); each consumer thread reads its BN / 4 columns' scales with ld.shared after issuing the K
@@ -90,7 +90,7 @@ def column_derivation(plan: BlockFp8Plan) -> tuple[Derived, ...]:
                 f"{REGISTER_RESERVE} of the {setmaxnreg_consumer_registers(max(1, bm // 64))} a consumer thread has: "
                 + ("fits)" if plan.column_scales_at == "issue" else "does not fit, so each pair is read when its group is "
                    "promoted)"),
-                "derive.store.fusion.wgmma_column_pairs (the wgmma D fragment); DeepGEMM sm90 1D1D (scales_b as float2 per group)"),
+                "derive.store.fusion_loads.wgmma_column_pairs (the wgmma D fragment); DeepGEMM sm90 1D1D (scales_b as float2 per group)"),
         Derived("scale_slots", f"sfa {plan.sfa_stage_bytes} B + sfb {plan.sfb_stage_bytes} B per stage",
                 f"warp {SCALE_WARP} of the producer warpgroup, per stage: lane l stores tile rows l + {SCALE_WARP_LANES} j "
                 f"({bm // SCALE_WARP_LANES} A scales, zero past M) and columns l + {SCALE_WARP_LANES} j ({plan.scale_cols_per_lane} "

@@ -46,7 +46,7 @@ from math import gcd
 from ...isa.epiops import Fp8ScaleLoad
 from ...isa.types import SpecError
 from ..tile.derived import Derived
-from ..store.fusion import wgmma_column_pairs
+from ..store.fusion_loads import wgmma_column_pairs
 from .bfp8steps import BarrierStep, OverlapStep, ScaleStep, overlap_steps, scale_steps, stagger_commit_groups, stagger_steps
 
 BLOCK_K = 128  # K per scale of A and of B (the promotion interval)
@@ -227,7 +227,7 @@ class BlockFp8Plan:
 
     def thread_column_pairs(self, lane: int) -> tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]:
         """Per register group: the first of the thread's two columns and each column's registers (the wgmma D
-        fragment, derive.store.fusion.wgmma_column_pairs)."""
+        fragment, derive.store.fusion_loads.wgmma_column_pairs)."""
         return wgmma_column_pairs(lane, self.bn)
 
     def scale_steps(self, k_blocks: int) -> tuple[ScaleStep, ...]:

@@ -20,7 +20,7 @@ D's tensor map is derived from that same value, as the operands' maps are from t
 >>> p.tma.box, p.tma.swizzle.json_name, p.chunks_per_slab, p.buffer_bytes
 ((64, 64), '128B', 4, 8192)
 >>> p.stmatrix_offset(warp=0, lane=9, call=1)   # matrix 1 (rows 8-15), its row 1 = tile row 9; cell 2 of the chunk
-1232
+1200
 """
 
 from __future__ import annotations

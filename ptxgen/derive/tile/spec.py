@@ -42,7 +42,7 @@ from ...isa.types import (
 )
 from ...isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
 from .fields import FIELD_BY_NAME, FIELDS
-from ..store.fusion import ChainSpec, parse_chain
+from ..store.chainspec import ChainSpec, parse_chain
 from .rules import STORE_BUFFERS, m_major_chunk_cols, validate
 from ..scaled.blockfp8 import B_SCALE, SF_BYTES, sfb_stage_bytes
 from ..scaled.sf_atoms import sf_stage_bytes, sf_tmem_columns_per_stage

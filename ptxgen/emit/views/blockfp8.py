@@ -10,7 +10,7 @@ from ...derive.scaled.bfp8steps import STAGGER_WHERE, BarrierStep
 from ...derive.tile.abi import SFA_MAP
 from ...derive.scaled.sfa_tma import sfa_copy_origin
 from ...derive.operands.tma import TmaPlan
-from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_REGS
+from ...isa.fragment import LANES_PER_ROW, WGMMA_GROUP_REGS
 from ...derive.roles.barriers import stagger_first_barrier_id
 from .fragment import WgmmaFragmentView, wgmma_fragment_view
 from .pipeline_view import parity_c_expr
@@ -254,7 +254,7 @@ def block_fp8_view(plan: BlockFp8Plan | None, mmas_per_k_tile: int, stagger: str
 
 
 def column_scales_view(plan: BlockFp8Plan) -> ColumnScalesView | None:
-    """The thread's columns come from the plan's fragment map (derive.store.fusion.wgmma_column_pairs, the same the model
+    """The thread's columns come from the plan's fragment map (derive.store.fusion_loads.wgmma_column_pairs, the same the model
     checks): the rendered expression is evaluated here for every lane and group against it."""
     if not plan.per_column:
         return None

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ...derive.store.cload import PHASES, CLoadPlan
 from ...derive.store.epilogue import StorePlan
-from ...derive.store.fusion import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, ChainPlan, chain_params, steps_text
+from ...derive.store.fusion import ChainPlan, chain_params, steps_text
+from ...isa.fragment import LANES_PER_ROW, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF
 from ...isa.epiops import GELU_TANH_K0, GELU_TANH_K1, INV_SQRT2, INV_SQRT_2PI, Activation, BiasAxis, ScaleMode
 from ...isa.types import DType
 from .fragment import WgmmaFragmentView, wgmma_fragment_view

@@ -4,14 +4,14 @@ thread's accumulator registers row by row (the fused chain, block FP8's promotio
 A thread of a warpgroup holds two rows of an m64nN D fragment, ``row_expr`` and ``row_expr + row_half``; its
 registers come in groups of ``group_regs``, each group one column pair on both rows: registers ``i, i + 1`` on the
 first row, ``i + hi_pair, i + hi_pair + 1`` on the second (PTX ISA 'wgmma .m64nNk* D fragments';
-:mod:`ptxgen.derive.store.fusion` holds the numbers, :func:`ptxgen.emit.cexpr.wgmma_thread_row` the row).
+:mod:`ptxgen.isa.fragment` holds the numbers, :func:`ptxgen.emit.cexpr.wgmma_thread_row` the row).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...derive.store.fusion import WGMMA_GROUP_REGS, WGMMA_ROW_HALF
+from ...isa.fragment import WGMMA_GROUP_REGS, WGMMA_ROW_HALF
 from ..cexpr import wgmma_thread_row
 
 

@@ -18,7 +18,7 @@ ALayout (2,(M/2,K)):(M/2,(1,M)), BLayout (2,(N/2,K)):(N/2,(1,N)), CLayout (2,(M/
 >>> decode_mn(0x10400010)   # M=256, N=256
 (256, 256)
 >>> d_home(2, 130, 5, 256, 256), d_home(2, 70, 100, 128, 128)
-((1, 2, 5), (1, 6, 36))
+((1, 2, 5), (1, 70, 36))
 """
 
 from __future__ import annotations
