@@ -67,10 +67,9 @@ def _types(s) -> str:
     return a.value if a is b else f"{a.value} x {b.value}"
 
 
-def explain_text(t: TileLayout) -> str:
+def _header_lines(t: TileLayout, plan) -> list[str]:
     s = t.spec
-    plan = plan_kernel(s, t)
-    out = [
+    return [
         f"ptxgen tile {s.bm}x{s.bn}x{s.bk}, {_types(s)} -> {s.acc.value} (out {s.out_dtype.value}), {s.arch.value} "
         f"({(t.scales.mma_opcode if t.scales is not None else f'tcgen05.mma.cta_group::{s.cta_group}.kind::' + s.dtype.kind) if s.arch is Arch.SM100A else 'wgmma.mma_async'}), "
         f"{s.stages} stages, loader {s.loader.value}",
@@ -82,6 +81,11 @@ def explain_text(t: TileLayout) -> str:
         + (f" per accumulator, {s.tmem_alloc_columns} allocated with {s.sf_tmem_columns} of scale factors" if s.block_scaled else ""),
         "",
     ]
+
+
+def _instruction_lines(t: TileLayout) -> list[str]:
+    """The instruction (and tcgen05's instruction descriptor), and block-scaled kinds' scale factors."""
+    out: list[str] = []
     if t.idesc is not None:
         out.append(f"Instruction descriptor (32 bit): {t.idesc.hex}")
     else:
@@ -90,6 +94,13 @@ def explain_text(t: TileLayout) -> str:
         out += _field_lines(d)
     if t.scales is not None:
         out += scale_lines(t)
+    return out
+
+
+def _plan_lines(t: TileLayout, plan) -> list[str]:
+    """One section per part of the kernel plan the spec has: pair, TMEM, pipeline, epilogue, scales, chain, walks."""
+    s = t.spec
+    out: list[str] = []
     if t.pair is not None:
         out += ["", "CTA pair (cta_group::2; L1/L2 only: never run on Blackwell hardware):"]
         for d in t.pair.derivation:
@@ -162,7 +173,13 @@ def explain_text(t: TileLayout) -> str:
             out += _field_lines(d)
         if plan.block_fp8 is not None:
             out += _field_lines(plan.block_fp8.stream_k_derivation())
-    out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
+    return out
+
+
+def _operand_lines(t: TileLayout) -> list[str]:
+    """Each operand's stage: its fields, its tensor map's and a picture of its first atom rows."""
+    s = t.spec
+    out: list[str] = []
     for op in (t.a, t.b):
         out.append("")
         mn = "M" if op.name == "a" else "N"
@@ -179,6 +196,14 @@ def explain_text(t: TileLayout) -> str:
             for d in op.tma.derivation:
                 out += _field_lines(d)
         out += atom_picture(op)
+    return out
+
+
+def explain_text(t: TileLayout) -> str:
+    plan = plan_kernel(t.spec, t)
+    out = _header_lines(t, plan) + _instruction_lines(t) + _plan_lines(t, plan)
+    out += ["", "Kernel ABI: " + ", ".join(p.c_decl for p in plan.abi.params)]
+    out += _operand_lines(t)
     return "\n".join(out) + "\n"
 
 
