@@ -86,43 +86,32 @@ def _value(x) -> int:
     return int(x.value) if hasattr(x, "value") else int(x)
 
 
-def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements) -> TensorMapArgs:
-    """The encode arguments for ``plan`` (a TmaPlan, or anything with its fields) over a global tensor at
-    ``global_address`` of ``dims = (inner, outer)`` elements whose rows are ``ld_elements`` apart; rank 3:
-    ``dims = (inner, outer, batch)`` and ``ld_elements = (row stride, batch stride)`` in elements.
+def _unpacking_rules(plan, global_address: int, dims, box, rank: int, ld_elements: int, errs: list[str]) -> int:
+    """16U4_ALIGN16B / 16U6_ALIGN16B (cuTensorMapEncodeTiled): dimensions count 4-/6-bit elements of a packed global
+    tensor; globalAddress 32-byte aligned, globalDim[0] a multiple of 128, globalStrides multiples of 32 B, boxDim[0]
+    128. The row stride in bytes is the packed bytes: ld elements x 4 or 6 bits."""
+    bits = 4 if _value(plan.data_type) == TmaDataType.U4X16_ALIGN16B.value else 6
+    if ld_elements * bits % 8:
+        errs.append(f"ld {ld_elements} x {bits} bits is not a whole number of bytes")
+    stride = ld_elements * bits // 8
+    if global_address % UNPACKED_GLOBAL_ADDRESS_ALIGN:
+        errs.append(f"globalAddress {global_address:#x} must be {UNPACKED_GLOBAL_ADDRESS_ALIGN}-byte aligned (unpacking types)")
+    if dims and dims[0] % UNPACKED_GLOBAL_DIM0_MULTIPLE:
+        errs.append(f"globalDim[0] = {dims[0]} must be a multiple of {UNPACKED_GLOBAL_DIM0_MULTIPLE} (unpacking types)")
+    if stride % UNPACKED_GLOBAL_STRIDE_ALIGN:
+        errs.append(f"globalStrides[0] = ld {ld_elements} x {bits} bits = {stride} B must be a multiple of "
+                    f"{UNPACKED_GLOBAL_STRIDE_ALIGN} B (unpacking types)")
+    if box and box[0] != UNPACKED_BOX_INNER_ELEMENTS:
+        errs.append(f"boxDim[0] = {box[0]} must be {UNPACKED_BOX_INNER_ELEMENTS} (unpacking types)")
+    if rank != 2:
+        errs.append("the unpacking types are built as rank-2 maps only here")
+    return stride
 
-    Raises ProblemError naming every cuTensorMapEncodeTiled rule the arguments break."""
-    esize = int(plan.element_bytes)
-    swz = plan.swizzle if isinstance(plan.swizzle, TmaSwizzle) else TmaSwizzle(_value(plan.swizzle))
-    box = tuple(int(b) for b in plan.box)
-    estr = tuple(int(s) for s in plan.element_strides)
-    dims = tuple(int(d) for d in dims)
-    rank = int(plan.rank)
-    interleave = _value(plan.interleave)
-    lds = tuple(int(x) for x in ld_elements) if isinstance(ld_elements, (tuple, list)) else (int(ld_elements),)
+
+def _global_rules(esize: int, interleave: int, global_address: int, dims, rank: int, lds, stride: int, unpacking: bool,
+                  errs: list[str]) -> None:
+    """The map's rank, element size, address, dimensions and row stride."""
     ld_elements = lds[0]
-    stride = ld_elements * esize
-    errs = []
-    unpacking = _value(plan.data_type) in UNPACKING_DATA_TYPES
-    if unpacking:
-        # 16U4_ALIGN16B / 16U6_ALIGN16B (cuTensorMapEncodeTiled): dimensions count 4-/6-bit elements of a packed global
-        # tensor; globalAddress 32-byte aligned, globalDim[0] a multiple of 128, globalStrides multiples of 32 B, boxDim[0]
-        # 128. The strides are the packed bytes: ld elements x 4 or 6 bits.
-        bits = 4 if _value(plan.data_type) == TmaDataType.U4X16_ALIGN16B.value else 6
-        if ld_elements * bits % 8:
-            errs.append(f"ld {ld_elements} x {bits} bits is not a whole number of bytes")
-        stride = ld_elements * bits // 8
-        if global_address % UNPACKED_GLOBAL_ADDRESS_ALIGN:
-            errs.append(f"globalAddress {global_address:#x} must be {UNPACKED_GLOBAL_ADDRESS_ALIGN}-byte aligned (unpacking types)")
-        if dims and dims[0] % UNPACKED_GLOBAL_DIM0_MULTIPLE:
-            errs.append(f"globalDim[0] = {dims[0]} must be a multiple of {UNPACKED_GLOBAL_DIM0_MULTIPLE} (unpacking types)")
-        if stride % UNPACKED_GLOBAL_STRIDE_ALIGN:
-            errs.append(f"globalStrides[0] = ld {ld_elements} x {bits} bits = {stride} B must be a multiple of "
-                        f"{UNPACKED_GLOBAL_STRIDE_ALIGN} B (unpacking types)")
-        if box and box[0] != UNPACKED_BOX_INNER_ELEMENTS:
-            errs.append(f"boxDim[0] = {box[0]} must be {UNPACKED_BOX_INNER_ELEMENTS} (unpacking types)")
-        if rank != 2:
-            errs.append("the unpacking types are built as rank-2 maps only here")
     if rank not in (2, 3):
         errs.append(f"rank {rank}: ptxgen builds rank-2 and rank-3 maps only")
     if len(lds) != rank - 1:
@@ -144,6 +133,10 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements
         errs.append(f"globalStrides[0] = ld {ld_elements} x {esize} B = {stride} B must be a multiple of {GLOBAL_STRIDE_ALIGN} B")
     if not 0 < stride < GLOBAL_STRIDE_LIMIT:
         errs.append(f"globalStrides[0] = {stride} B must be positive and below 2^40")
+
+
+def _batch_stride(esize: int, dims, rank: int, lds, stride: int, errs: list[str]) -> tuple[int, ...]:
+    """globalStrides: the row stride, and a rank-3 map's batch stride (which must not overlap the batches)."""
     strides = (stride,)
     if rank == 3 and len(lds) == 2 and len(dims) == 3:
         bstride = lds[1] * esize
@@ -155,6 +148,11 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements
         if dims[2] > 1 and bstride < stride * dims[1]:
             errs.append(f"globalStrides[1] = {bstride} B is smaller than globalDim[1] x globalStrides[0] = {dims[1]} x {stride} B: "
                         "the batches would overlap (ptxgen keeps the dimensions ordered by stride)")
+    return strides
+
+
+def _box_rules(box, esize: int, swz: TmaSwizzle, estr, rank: int, errs: list[str]) -> None:
+    """boxDim (against the swizzle span) and elementStrides."""
     if len(box) != rank:
         errs.append(f"boxDim has {len(box)} values, not {rank}")
     for i, b in enumerate(box):
@@ -168,6 +166,28 @@ def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements
     for i, s in enumerate(estr):
         if not 1 <= s <= MAX_ELEMENT_STRIDE:
             errs.append(f"elementStrides[{i}] = {s} must be in 1..{MAX_ELEMENT_STRIDE}")
+
+
+def tensormap_args(plan, global_address: int, dims: tuple[int, ...], ld_elements) -> TensorMapArgs:
+    """The encode arguments for ``plan`` (a TmaPlan, or anything with its fields) over a global tensor at
+    ``global_address`` of ``dims = (inner, outer)`` elements whose rows are ``ld_elements`` apart; rank 3:
+    ``dims = (inner, outer, batch)`` and ``ld_elements = (row stride, batch stride)`` in elements.
+
+    Raises ProblemError naming every cuTensorMapEncodeTiled rule the arguments break."""
+    esize = int(plan.element_bytes)
+    swz = plan.swizzle if isinstance(plan.swizzle, TmaSwizzle) else TmaSwizzle(_value(plan.swizzle))
+    box = tuple(int(b) for b in plan.box)
+    estr = tuple(int(s) for s in plan.element_strides)
+    dims = tuple(int(d) for d in dims)
+    rank = int(plan.rank)
+    interleave = _value(plan.interleave)
+    lds = tuple(int(x) for x in ld_elements) if isinstance(ld_elements, (tuple, list)) else (int(ld_elements),)
+    errs: list[str] = []
+    unpacking = _value(plan.data_type) in UNPACKING_DATA_TYPES
+    stride = _unpacking_rules(plan, global_address, dims, box, rank, lds[0], errs) if unpacking else lds[0] * esize
+    _global_rules(esize, interleave, global_address, dims, rank, lds, stride, unpacking, errs)
+    strides = _batch_stride(esize, dims, rank, lds, stride, errs)
+    _box_rules(box, esize, swz, estr, rank, errs)
     if errs:
         raise ProblemError("cuTensorMapEncodeTiled would refuse this tensor map: " + "; ".join(errs))
     return TensorMapArgs(
