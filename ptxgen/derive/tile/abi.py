@@ -94,7 +94,8 @@ class KernelABI:
         return [f"{p.c_decl}: {p.doc}" for p in self.params]
 
 
-def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelABI:
+def _load_params(spec: TileSpec) -> tuple[Param, ...]:
+    """How A and B (and, with the TMA store, D) reach the kernel: tensor maps or pointers."""
     if spec.loader is Loader.TMA:
         loads = (
             Param("tmap_a", "tensormap", f"A's tensor map ({TENSOR_MAP_BYTES} B, encoded on the host by cuTensorMapEncodeTiled)"),
@@ -104,6 +105,11 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         loads = (Param("A", "ptr", "A in global memory, 16-byte aligned"), Param("B", "ptr", "B in global memory, 16-byte aligned"))
     if spec.epilogue is Epilogue.TMA:
         loads += (Param("tmap_d", "tensormap", "D's tensor map (the TMA-store epilogue writes D's tiles through it)"),)
+    return loads
+
+
+def _problem_params(spec: TileSpec) -> tuple[Param, ...]:
+    """D, the problem's extents, and a grouped kernel's offsets and row-wise scales; block-scaled kinds' scale factors."""
     scales = ()
     if spec.block_scaled:
         v = spec.scaled_kind.vec_elements
@@ -115,7 +121,6 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
         )
     d_doc = "D, M x N row-major, 16-byte aligned" + (" (tiles a TMA store cannot clip exactly)" if spec.epilogue is Epilogue.TMA else "")
     d = Param("D", "ptr", d_doc)
-    grouped = spec.grouped is not Grouping.NONE
     if spec.grouped.along_k:
         tail = (
             Param("D", "ptr", "D, G x M x N: out[g] at D + g M ldd elements, rows ldd apart, 16-byte aligned"),
@@ -130,7 +135,7 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
             Param("K", "i32", "K_total: all groups' K indices (the maps' K extent)"),
             Param("G", "i32", "groups: out is G x M x N"),
         )
-    elif grouped:
+    elif spec.grouped is not Grouping.NONE:
         tail = (
             d,
             Param("offs", "i32_ptr", "G int32 cumulative row ends (group g owns rows offs[g-1]..offs[g]-1), read on the GPU only"),
@@ -150,25 +155,35 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
             Param("N", "i32", "rows of B, columns of D"),
             Param("K", "i32", "the reduction extent"),
         )
-    lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
-    params = loads + tail + lds + (Param("ldd", "i32", "D's row stride in elements"),)
+    return tail
+
+
+def _block_fp8_params(spec: TileSpec) -> tuple[Param, ...]:
+    """Block-scaled FP8 (ptxgen.derive.scaled.blockfp8): the scales in the layouts torch._scaled_mm takes."""
+    if spec.fp8_blocks.value == "none":
+        return ()
+    cols = spec.fp8_blocks.value == "1x128x1x128"  # derive.scaled.bfp8cols: one B scale per row of B per K block
+    params = (Param("SFA", "ptr", "A's scales, f32, M x ceil(K/128), outer-dim-major: (m, kb) at kb x lds_a + m"),
+              Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x N, MN-major: (kb, n) at kb x lds_b + n" if cols else
+                    "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
+              Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
+              Param("lds_b", "i32", "SFB's stride between K blocks (>= N)" if cols else
+                    "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
+    if spec.scale_load.value == "tma":  # derive.scaled.sfa_tma: the TMA thread copies each stage's A scales through it
+        params += (Param(SFA_MAP, "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
+                         "stride lds_a x 4 B (a multiple of 16 B: lds_a % 4 == 0), box (BM, 1) f32, no swizzle"),)
+    if spec.grouped is not Grouping.NONE:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
+        params += (Param("lds_b_group", "i32", "SFB's stride between groups (>= ceil(N/128) x lds_b): group g's "
+                         "(kb, nb) at g x lds_b_group + nb x lds_b + kb"),)
+    return params
+
+
+def _extra_params(spec: TileSpec) -> tuple[Param, ...]:
+    """A batched kernel's batch, stream-K's or split-K's workspace, the fused chain's arguments."""
+    params: tuple[Param, ...] = ()
     if spec.batch is not Batch.NONE:  # a batched GEMM (derive.operands.tma: A's, and B's unless shared, maps are 3-D)
         params += (Param("batch", "i32", "the batch count: work items are batch x tiles, batch z's D at D + z x ldd_batch"),
                    Param("ldd_batch", "u64", "elements between batches of D (>= M x ldd)"))
-    if spec.fp8_blocks.value != "none":  # block-scaled FP8 (ptxgen.derive.scaled.blockfp8): the layouts torch._scaled_mm takes
-        cols = spec.fp8_blocks.value == "1x128x1x128"  # derive.scaled.bfp8cols: one B scale per row of B per K block
-        params += (Param("SFA", "ptr", "A's scales, f32, M x ceil(K/128), outer-dim-major: (m, kb) at kb x lds_a + m"),
-                   Param("SFB", "ptr", "B's scales, f32, ceil(K/128) x N, MN-major: (kb, n) at kb x lds_b + n" if cols else
-                         "B's scales, f32, ceil(K/128) x ceil(N/128): (kb, nb) at nb x lds_b + kb"),
-                   Param("lds_a", "i32", "SFA's stride between K blocks (>= M)"),
-                   Param("lds_b", "i32", "SFB's stride between K blocks (>= N)" if cols else
-                         "SFB's stride between 128-row blocks of B (>= ceil(K/128))"))
-        if spec.scale_load.value == "tma":  # derive.scaled.sfa_tma: the TMA thread copies each stage's A scales through it
-            params += (Param(SFA_MAP, "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
-                             "stride lds_a x 4 B (a multiple of 16 B: lds_a % 4 == 0), box (BM, 1) f32, no swizzle"),)
-        if grouped:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
-            params += (Param("lds_b_group", "i32", "SFB's stride between groups (>= ceil(N/128) x lds_b): group g's "
-                             "(kb, nb) at g x lds_b_group + nb x lds_b + kb"),)
     if spec.stream_k > 1:  # stream-K's workspace (ptxgen.derive.store.streamk)
         params += (Param("W", "wptr", "the stream-K workspace: int32 flags (zero before the first launch; each owner resets "
                          "its own), then the f32 partial tiles of the last round's splits; 128-byte aligned"),)
@@ -178,6 +193,14 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
                          "128-byte aligned"),)
     if spec.fuse is not None:  # the fused epilogue chain's arguments (ptxgen.derive.store.fusion)
         params += tuple(Param(*p) for p in chain_params(spec.fuse))
+    return params
+
+
+def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelABI:
+    grouped = spec.grouped is not Grouping.NONE
+    lds = () if spec.loader is Loader.TMA else (Param("lda", "i32", "A's row stride in elements"), Param("ldb", "i32", "B's row stride in elements"))
+    params = (_load_params(spec) + _problem_params(spec) + lds + (Param("ldd", "i32", "D's row stride in elements"),)
+              + _block_fp8_params(spec) + _extra_params(spec))
     persistent = spec.schedule is Schedule.PERSISTENT
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
