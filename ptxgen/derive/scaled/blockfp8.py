@@ -355,10 +355,9 @@ class BlockFp8Plan:
         return tuple(loads)
 
 
-def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
-                   arch: str = "sm_90a", stagger: str = "none", grouped: bool = False,
-                   overlap: str = "none", scale_load: str = "block") -> BlockFp8Plan:
-    """The 1D2D plan (--fp8-blocks 1x128x128), or SpecError naming the rule it breaks (1x128x1x128: derive.scaled.bfp8cols)."""
+def _check_args(bm: int, bn: int, bk: int, dtype: str, a_major: str, b_major: str, arch: str, stagger: str,
+                overlap: str, scale_load: str) -> None:
+    """SpecError naming the first rule of the 1D2D recipe the arguments break."""
     if arch != "sm_90a":
         raise SpecError(FLAG, arch, "the DeepSeek recipe here is for Hopper wgmma (tcgen05 has block-scaled kinds: --scale)",
                         "--arch sm_90a")
@@ -373,7 +372,16 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
                         f"of {GROUP_COLS} with BN <= {BLOCK_N} + gcd(BN, {BLOCK_N})", "8..128 in steps of 8, 136, 144, 160, 192, 256")
     if bm % 64:
         raise SpecError("--bm", bm, "one consumer warpgroup per 64 rows", "64, 128, 192, 256")
-    D = (
+    if overlap in ("halves", "interleave") and (bn % (2 * GROUP_COLS) or overlap == "halves" and stagger != "none"):
+        raise SpecError("--fp8-overlap", overlap, f"two column halves of a multiple of {GROUP_COLS} columns (halves: without "
+                        "--fp8-stagger)", "BN a multiple of 16, halves with --fp8-stagger none")
+    if scale_load == "ahead" and overlap != "none":
+        raise SpecError("--fp8-scale-load", scale_load, "the one-partial consumer loop (--fp8-overlap none)", "block or smem")
+
+
+def _core_fields(bn: int) -> tuple[Derived, ...]:
+    """The promotion, the partial's registers and the A scales each thread loads."""
+    return (
         Derived("promotion", f"every {BLOCK_K} of K", f"BK = {BLOCK_K}: one stage = one scale block; "
                 f"{BLOCK_K // K_PER_WGMMA_E4M3} wgmma (K={K_PER_WGMMA_E4M3}) into a fresh partial, then acc += partial x sfa x sfb",
                 "wgmma accumulates FP8 products with limited precision (DeepSeek-V3 sec. 3.3.2: about 14 bits); f32 "
@@ -385,19 +393,25 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         Derived("sfa_loads", "2 per thread per K block", "rows 16w + lane/4 and + 8 of the slab: sfa[kb x lds_a + m]",
                 "the thread's two rows", "torch._scaled_mm BlockWise1x128 (outer-dim-major)"),
     )
-    phases = scale_phases(bn)
-    plan = BlockFp8Plan(bm, bn, bk, D, phases)
+
+
+def _sfb_field(plan: "BlockFp8Plan", bn: int) -> Derived:
+    """The B scales a tile loads per K block: one, or two where its columns span two 128-row blocks of B."""
     split = ", ".join(f"n0 % {BLOCK_N} = {ph.residue}: groups 0..{ph.first_groups - 1} in block n0 / {BLOCK_N}"
                       + (f", {ph.first_groups}..{plan.groups - 1} in the next" if ph.first_groups < plan.groups else "")
-                      for ph in phases)
-    sfb = (Derived("sfb_loads", "2 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb] and sfb[(n0 / {BLOCK_N} + 1) x "
-                   f"lds_b + kb]; {split}", f"register group g holds columns 8g..8g+7; a tile of {bn} columns spans two "
-                   f"{BLOCK_N}-row blocks of B; one promotion branch per split, chosen once per tile",
-                   "torch._scaled_mm BlockWise128x128 (s.t()); DeepGEMM sm90 1D2D (BLOCK_N up to 192)")
-           if plan.spans_two_blocks else
-           Derived("sfb_loads", "1 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb]; BN | {BLOCK_N}",
-                   "every column of the tile is in one 128-row block of B", "torch._scaled_mm BlockWise128x128 (s.t())"))
-    order = Derived("warpgroup_order", stagger, {
+                      for ph in plan.phases)
+    return (Derived("sfb_loads", "2 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb] and sfb[(n0 / {BLOCK_N} + 1) x "
+                    f"lds_b + kb]; {split}", f"register group g holds columns 8g..8g+7; a tile of {bn} columns spans two "
+                    f"{BLOCK_N}-row blocks of B; one promotion branch per split, chosen once per tile",
+                    "torch._scaled_mm BlockWise128x128 (s.t()); DeepGEMM sm90 1D2D (BLOCK_N up to 192)")
+            if plan.spans_two_blocks else
+            Derived("sfb_loads", "1 per tile per K block", f"sfb[(n0 / {BLOCK_N}) x lds_b + kb]; BN | {BLOCK_N}",
+                    "every column of the tile is in one 128-row block of B", "torch._scaled_mm BlockWise128x128 (s.t())"))
+
+
+def _order_field(stagger: str, bk: int) -> Derived:
+    """--fp8-stagger: the two consumer warpgroups' order."""
+    return Derived("warpgroup_order", stagger, {
         "none": "each consumer warpgroup issues a K block's MMAs as soon as the stage lands",
         "issue": "warpgroup 1 issues block kt after warpgroup 0 has issued it; warpgroup 0 issues kt + 1 after warpgroup 1 "
                  "has issued kt (two named barriers, bar.arrive / bar.sync of 256 threads)",
@@ -411,18 +425,23 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "orders are slower than none (issue 0.71-0.80, complete 0.54-0.67 of torch's blockwise call against 0.78-0.91); "
         "half (an offset of about one promotion between the two) is not measured yet",
         "CUTLASS OrderedSequenceBarrier (ping-pong); DeepGEMM overlaps by FFMA interleaving instead")
-    grouping = (Derived("grouped_block_scales", "sfb + group x lds_b_group; sfa by the stacked row",
-                        "a grouped tile (--grouped offs) takes B's scales from its group's array: the tile's scale_b base is "
-                        "group x lds_b_group + (n0 / 128) x lds_b, chosen once per tile from the walk's cursor; A's scales "
-                        "are indexed by the tile's rows of the stacked A (m0 = the group's first row + tile row x BM), so "
-                        "they need no group offset; rows past the group's end read the next group's scales and are not stored",
-                        "the MoE recipe (DeepSeek-V3; DeepGEMM's m-grouped contiguous layout): one scale_a over the stacked "
-                        "tokens, one block-scale array per expert weight; the promotion loop is the dense one",
-                        "DeepGEMM m_grouped_fp8_gemm_nt_contiguous; torch._scaled_mm BlockWise128x128 per group"),) if grouped else ()
-    if overlap in ("halves", "interleave") and (bn % (2 * GROUP_COLS) or overlap == "halves" and stagger != "none"):
-        raise SpecError("--fp8-overlap", overlap, f"two column halves of a multiple of {GROUP_COLS} columns (halves: without "
-                        "--fp8-stagger)", "BN a multiple of 16, halves with --fp8-stagger none")
-    ov = Derived("promotion_overlap", overlap, {
+
+
+def _grouped_field() -> Derived:
+    """--grouped offs: each group's B scales."""
+    return Derived("grouped_block_scales", "sfb + group x lds_b_group; sfa by the stacked row",
+                   "a grouped tile (--grouped offs) takes B's scales from its group's array: the tile's scale_b base is "
+                   "group x lds_b_group + (n0 / 128) x lds_b, chosen once per tile from the walk's cursor; A's scales "
+                   "are indexed by the tile's rows of the stacked A (m0 = the group's first row + tile row x BM), so "
+                   "they need no group offset; rows past the group's end read the next group's scales and are not stored",
+                   "the MoE recipe (DeepSeek-V3; DeepGEMM's m-grouped contiguous layout): one scale_a over the stacked "
+                   "tokens, one block-scale array per expert weight; the promotion loop is the dense one",
+                   "DeepGEMM m_grouped_fp8_gemm_nt_contiguous; torch._scaled_mm BlockWise128x128 per group")
+
+
+def _overlap_field(overlap: str, bn: int) -> Derived:
+    """--fp8-overlap: promotion beside the MMAs of the other column half."""
+    return Derived("promotion_overlap", overlap, {
         "none": "per K block: 4 wgmma into the partial, wait_group 0, release the stage, promote",
         "halves": f"columns 0..{bn // 2 - 1} and {bn // 2}..{bn - 1} as two m64n{bn // 2}k32 wgmma groups into two partials "
                   f"of {bn // 4} registers; per K block kb: issue half 0, promote half 1 of kb - 1 while it runs, issue half 1, "
@@ -436,9 +455,11 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "the H200 (runs/2026-12-01-blockfp8-overlap/run1): slower than none at 128 x 192 (0.73-0.86 of torch's blockwise call "
         "against 0.80-0.91), far slower at 128 x 128 (m64n64 halves: 0.62-0.73)",
         "FlashAttention-3's intra-warpgroup overlap (wait_group 1); PTX ISA wgmma.wait_group")
-    if scale_load == "ahead" and overlap != "none":
-        raise SpecError("--fp8-scale-load", scale_load, "the one-partial consumer loop (--fp8-overlap none)", "block or smem")
-    sl = Derived("scale_load", scale_load, {
+
+
+def _scale_load_field(plan: "BlockFp8Plan", bm: int, scale_load: str) -> Derived:
+    """--fp8-scale-load: how the scales reach the consumers."""
+    return Derived("scale_load", scale_load, {
         "block": "each K block's 2 A scales and 1-2 B scales are loaded from global memory at the top of that block's "
                  "iteration and used by its promotion",
         "ahead": "K block kb + 1's scales are loaded during K block kb into a second register set (kb + 1 clamped to the "
@@ -461,6 +482,17 @@ def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str 
         "smem hides the loads behind the pipeline's stages and measured 4-9% faster than block on the H200, ahead "
         "slower (runs/2026-12-01-blockfp8-smem-scales, docs/block-fp8.md)",
         "DeepGEMM sm90 1D2D loads the scales through shared memory (A's per stage by TMA, B's once per tile)")
-    return BlockFp8Plan(bm, bn, bk, D + (sfb, order, ov, sl) + grouping, phases, stagger_steps(stagger), grouped=grouped,
-                        overlap=overlap, scale_load=scale_load,
+
+
+def plan_block_fp8(bm: int, bn: int, bk: int, dtype: str = "e4m3", a_major: str = "k", b_major: str = "k",
+                   arch: str = "sm_90a", stagger: str = "none", grouped: bool = False,
+                   overlap: str = "none", scale_load: str = "block") -> BlockFp8Plan:
+    """The 1D2D plan (--fp8-blocks 1x128x128), or SpecError naming the rule it breaks (1x128x1x128: derive.scaled.bfp8cols)."""
+    _check_args(bm, bn, bk, dtype, a_major, b_major, arch, stagger, overlap, scale_load)
+    D = _core_fields(bn)
+    phases = scale_phases(bn)
+    plan = BlockFp8Plan(bm, bn, bk, D, phases)
+    fields = (_sfb_field(plan, bn), _order_field(stagger, bk), _overlap_field(overlap, bn), _scale_load_field(plan, bm, scale_load))
+    return BlockFp8Plan(bm, bn, bk, D + fields + ((_grouped_field(),) if grouped else ()), phases, stagger_steps(stagger),
+                        grouped=grouped, overlap=overlap, scale_load=scale_load,
                         commit_groups=stagger_commit_groups(stagger, BLOCK_K // K_PER_WGMMA_E4M3))
