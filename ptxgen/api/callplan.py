@@ -306,23 +306,7 @@ def _fused_infos(ai, bi, oi, infos: dict, args: dict, t: Target, op: str, fp8: b
             packed.append((name, problem))
             infos[name] = replace(info, dtype=aux.value, itemsize=aux.bytes)
             path = Path.PACKED if path is Path.HOT else path
-    if chain.c:
-        ldc = fused._matrix(infos["c"], "c", m, n, aux)
-        if chain.c_tma and (infos["c"].ptr % 16 or ldc * aux.bytes % 16):
-            raise ArgumentError(f"c through TMA: its base and row pitch ({ldc} x {aux.bytes} B) must be 16-byte aligned")
-    if chain.bias is not None:
-        fused._vector(infos["bias"], "bias", (n,) if chain.bias.value == "col" else (m,), (chain.bias_dtype.value,))
-    if chain.rowscale:
-        fused.rowscale_checks(infos, m, n)
-    if chain.residual:
-        fused._matrix(infos["residual"], "residual", m, n, aux)
-    if chain.aux or chain.dact.value != "none":
-        fused._matrix(infos["aux"], "aux", m, n, aux)
-    if chain.fp8_scale is not None:
-        length = 1 if chain.fp8_scale.value == "tensor" else m
-        fused._vector(infos["scale"], "scale", (length,), ("f32",))
-        if infos["amax"] is not None:
-            fused._vector(infos["amax"], "amax", (length,), ("f32",))
+    fused.check_chain_arrays(chain, infos, m, n, aux)
     return _made(op, t, path, f"{why}; epilogue chain {chain.token} fused (docs/epilogue-chain.md)", spec,
                  packed=tuple(packed))
 

@@ -210,35 +210,57 @@ def _all_torch(T, a, b, out, aux) -> bool:
     return True
 
 
-def _chain_args(chain, spec, infos, a, ai, amax, m, n, alpha, beta, handle):
-    """The chain's kernel arguments (pointers and pitches, each array checked against its role), and amax (allocated
-    here, zeros, when an FP8 output's caller passed none)."""
-    aux_dt = chain.aux_dtype(spec.out_dtype)
-    extra = {"alpha": float(alpha)}
+def check_chain_arrays(chain, infos: dict, m: int, n: int, aux_dt) -> dict[str, int]:
+    """Each array of the chain checked against its role (shape, type, alignment) in the order the call reads them, and
+    their row pitches (``ldc``, ``ldaux``, ``ldr``). ``amax`` only where given (the call allocates a missing one).
+    ``ptxgen plan`` (api.callplan) runs the same checks."""
+    lds: dict[str, int] = {}
     if chain.c:
-        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=_matrix(infos["c"], "c", m, n, aux_dt))
-        if chain.c_tma and (infos["c"].ptr % 16 or extra["ldc"] * aux_dt.bytes % 16):
-            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({extra['ldc']} x {aux_dt.bytes} B) "
+        lds["ldc"] = _matrix(infos["c"], "c", m, n, aux_dt)
+        if chain.c_tma and (infos["c"].ptr % 16 or lds["ldc"] * aux_dt.bytes % 16):
+            raise ArgumentError(f"c through TMA: its base ({infos['c'].ptr:#x}) and row pitch ({lds['ldc']} x {aux_dt.bytes} B) "
                                 "must be 16-byte aligned")
     if chain.rowscale:
         rowscale_checks(infos, m, n)
-        extra.update(SCALE_A=infos["scale_a"].ptr, SCALE_B=infos["scale_b"].ptr)
     if chain.bias is not None:
         _vector(infos["bias"], "bias", (n,) if chain.bias is BiasAxis.COL else (m,), (chain.bias_dtype.value,))
-        extra["BIAS"] = infos["bias"].ptr
     if chain.aux or chain.dact is not Activation.NONE:  # written in the output's type: no converted copy for a written aux
-        extra.update(AUX=infos["aux"].ptr, ldaux=_matrix(infos["aux"], "aux", m, n, aux_dt))
+        lds["ldaux"] = _matrix(infos["aux"], "aux", m, n, aux_dt)
     if chain.residual:
-        extra.update(RES=infos["residual"].ptr, ldr=_matrix(infos["residual"], "residual", m, n, aux_dt))
+        lds["ldr"] = _matrix(infos["residual"], "residual", m, n, aux_dt)
     if chain.fp8_scale is not None:
-        length = 1 if chain.fp8_scale is ScaleMode.TENSOR else m
-        _vector(infos["scale"], "scale", (length,), ("f32",))
+        _vector(infos["scale"], "scale", (_scale_length(chain, m),), ("f32",))
+        if infos["amax"] is not None:
+            _vector(infos["amax"], "amax", (_scale_length(chain, m),), ("f32",))
+    return lds
+
+
+def _scale_length(chain, m: int) -> int:
+    return 1 if chain.fp8_scale is ScaleMode.TENSOR else m
+
+
+def _chain_args(chain, spec, infos, a, ai, amax, m, n, alpha, beta, handle):
+    """The chain's kernel arguments (pointers and pitches, each array checked against its role), and amax (allocated
+    here, zeros, when an FP8 output's caller passed none)."""
+    lds = check_chain_arrays(chain, infos, m, n, chain.aux_dtype(spec.out_dtype))
+    extra = {"alpha": float(alpha)}
+    if chain.c:
+        extra.update(beta=float(beta), C=infos["c"].ptr, ldc=lds["ldc"])
+    if chain.rowscale:
+        extra.update(SCALE_A=infos["scale_a"].ptr, SCALE_B=infos["scale_b"].ptr)
+    if chain.bias is not None:
+        extra["BIAS"] = infos["bias"].ptr
+    if "ldaux" in lds:
+        extra.update(AUX=infos["aux"].ptr, ldaux=lds["ldaux"])
+    if chain.residual:
+        extra.update(RES=infos["residual"].ptr, ldr=lds["ldr"])
+    if chain.fp8_scale is not None:
         if amax is None:
+            length = _scale_length(chain, m)
             if ai.library != "torch":
                 raise ArgumentError(f"pass amax= (f32, {length} zeros)")
             amax = sys.modules["torch"].zeros(length, dtype=sys.modules["torch"].float32, device=a.device)
             infos["amax"] = read_array(amax, "amax", handle)
-        _vector(infos["amax"], "amax", (length,), ("f32",))
         extra.update(SCALE=infos["scale"].ptr, AMAX=infos["amax"].ptr)
     return extra, amax
 
