@@ -117,15 +117,19 @@ def main_loop_instructions(sass: str) -> list[str]:
     return [t for a, t in instrs if loop[0] <= a <= loop[1]]
 
 
-def check_sass(
-    spec: TileSpec, cubin: bytes, sass: str | None = None, resources: str | None = None, relocatable: bool = False
-) -> SassReport:
-    """``relocatable``: the cubin came from a linker (nvJitLink), which drops setmaxnreg to keep compilation units
-    compatible (ptxas C7504); then setmaxnreg and the launch register count are not required."""
-    sass = run_tool("cuobjdump", ["--dump-sass"], cubin) if sass is None else sass
-    resources = run_tool("cuobjdump", ["--dump-resource-usage"], cubin) if resources is None else resources
-    instrs = parse_instructions(sass)
-    want = expected_mma_opcode(spec)
+@dataclass(frozen=True)
+class _MmaCount:
+    """How many MMA instructions the main loop holds (``in_loop``, ``expected`` of them) and how many lie outside it
+    (``outside`` expected: K block 0 peeled, or an unrolled loop's remainder)."""
+
+    expected: int
+    outside: int
+    halves: int  # block FP8 --fp8-overlap: two column halves' MMAs per K block
+    unroll: int  # block FP8's K loop unrolled this many times
+    group: int  # --promote G: K-tiles of a promotion group unrolled in the loop
+
+
+def _mma_count(spec: TileSpec) -> _MmaCount:
     expected = spec.mmas_per_k_tile * (spec.slabs_per_consumer if spec.arch is Arch.SM90A else 1)
     bfp8 = plan_kernel(spec).block_fp8
     halves = 1 if bfp8 is None else bfp8.halves
@@ -138,7 +142,13 @@ def check_sass(
     # --promote G > 1: a promotion group's G K-tiles unrolled in the loop (templates/mma_blockfp8.cuh.j2), none outside it
     group = max(1, spec.promote)
     outside += expected * (unroll - 1)
-    expected *= unroll * group
+    return _MmaCount(expected * unroll * group, outside, halves, unroll, group)
+
+
+def _mma_problems(spec: TileSpec, instrs: list[tuple[int, str]], want: str) -> tuple[list, int, list[str]]:
+    """The MMAs (address, opcode), how many of them the main loop holds, and what is wrong with them: opcode, CTA
+    group, input types, block-scale operands, count in and outside the main loop."""
+    n = _mma_count(spec)
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})
@@ -153,26 +163,28 @@ def check_sass(
     problems += _block_scale_problems(spec, instrs)
     in_loop = 0
     if mmas:
-        loop = main_loop(instrs, [a for a, _ in mmas], any_mma=bool(outside))
+        loop = main_loop(instrs, [a for a, _ in mmas], any_mma=bool(n.outside))
         if loop:
             lo, hi = loop
             in_loop = sum(1 for a, op in mmas if lo <= a <= hi and op == want)
         else:
             problems.append("no loop encloses the MMAs: the main loop was not found")
-    if in_loop != expected:
+    if in_loop != n.expected:
         slabs = f" x {spec.slabs_per_consumer} slabs" if spec.slabs_per_consumer > 1 and spec.arch is Arch.SM90A else ""
-        slabs += " x 2 column halves" if halves > 1 else ""
-        slabs += f" x {unroll} (unrolled)" if unroll > 1 else ""
-        slabs += f" x {group} K-tiles per promotion" if group > 1 else ""
-        problems.append(f"{in_loop} {want} in the main loop, expected BK / K{slabs} = {spec.bk} / {spec.k_per_mma}{slabs} = {expected}")
-    if len(mmas) - in_loop != outside:
+        slabs += " x 2 column halves" if n.halves > 1 else ""
+        slabs += f" x {n.unroll} (unrolled)" if n.unroll > 1 else ""
+        slabs += f" x {n.group} K-tiles per promotion" if n.group > 1 else ""
+        problems.append(f"{in_loop} {want} in the main loop, expected BK / K{slabs} = {spec.bk} / {spec.k_per_mma}{slabs} = {n.expected}")
+    if len(mmas) - in_loop != n.outside:
         problems.append(f"{len(mmas) - in_loop} MMA instruction(s) outside the main loop"
-                        + (f", expected {outside} (K block 0 peeled, or the unrolled loop's remainder)" if outside else ""))
-    ldtm = _count(instrs, r"LDTM\b")
-    if spec.arch is Arch.SM100A and ldtm == 0:
-        problems.append("no LDTM (tcgen05.ld) in the epilogue")
-    structure, more = _structure(spec, instrs, relocatable)
-    problems += more
+                        + (f", expected {n.outside} (K block 0 peeled, or the unrolled loop's remainder)" if n.outside else ""))
+    return mmas, in_loop, problems
+
+
+def _resource_problems(spec: TileSpec, instrs: list[tuple[int, str]], resources: str, relocatable: bool) -> tuple[dict, list[str]]:
+    """The kernel's registers and local memory (cuobjdump --dump-resource-usage) and what is wrong with them: spills,
+    local memory in any function, a launch register count the setmaxnreg budgets do not assume."""
+    problems = []
     local = sum(1 for _, text in instrs if re.match(r"(@!?U?P\w+\s+)?(LDL|STL)\b", text))
     if local:
         problems.append(f"{local} local-memory instruction(s) (LDL/STL): registers spilled")
@@ -187,11 +199,31 @@ def check_sass(
         problems.append(f"{res.get('REG', 0)} registers at launch, but the setmaxnreg budgets assume {entry}")
     if res.get("LOCAL", 0) or res.get("STACK", 0):
         problems.append(f"local memory in use: LOCAL {res.get('LOCAL', 0)} B, STACK {res.get('STACK', 0)} B")
+    return res, problems
+
+
+def check_sass(
+    spec: TileSpec, cubin: bytes, sass: str | None = None, resources: str | None = None, relocatable: bool = False
+) -> SassReport:
+    """``relocatable``: the cubin came from a linker (nvJitLink), which drops setmaxnreg to keep compilation units
+    compatible (ptxas C7504); then setmaxnreg and the launch register count are not required."""
+    sass = run_tool("cuobjdump", ["--dump-sass"], cubin) if sass is None else sass
+    resources = run_tool("cuobjdump", ["--dump-resource-usage"], cubin) if resources is None else resources
+    instrs = parse_instructions(sass)
+    want = expected_mma_opcode(spec)
+    mmas, in_loop, problems = _mma_problems(spec, instrs, want)
+    ldtm = _count(instrs, r"LDTM\b")
+    if spec.arch is Arch.SM100A and ldtm == 0:
+        problems.append("no LDTM (tcgen05.ld) in the epilogue")
+    structure, more = _structure(spec, instrs, relocatable)
+    problems += more
+    res, more = _resource_problems(spec, instrs, resources, relocatable)
+    problems += more
     return SassReport(
         opcode=want,
         mma_total=len(mmas),
         mma_in_loop=in_loop,
-        expected_per_iteration=expected,
+        expected_per_iteration=_mma_count(spec).expected,
         ldtm=ldtm,
         structure=structure,
         registers=res.get("REG", 0),
