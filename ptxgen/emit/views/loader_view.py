@@ -93,56 +93,51 @@ def _extents(op: OperandLayout, pair: bool = False, b_row0: str = "n0") -> tuple
     return (k0, mn0, "K", MN) if op.major is Major.K else (mn0, k0, MN, "K")
 
 
-def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b_row0: str = "n0",
-                 copy_bytes: int = 16, batch_coord: str = "") -> OperandView:
-    """``batch_coord``: the C expression of a 3-D map's third coordinate (the tile's batch or group); required exactly
-    when the operand's map is rank 3."""
+def _tma_view(op: OperandLayout, common: dict, inner0: str, outer0: str, batch_coord: str) -> OperandView:
+    """The TMA loader's copies of one stage: unrolled, a loop nest, or a cluster's multicast share."""
+    if op.tma.layout is not op.store:
+        raise AssertionError(f"{op.name}: the TMA plan was not derived from the layout the MMA descriptors read")
+    tma = op.tma
+    if tma.batched != bool(batch_coord):
+        raise AssertionError(f"{op.name}: a rank-{tma.rank} map with batch coordinate {batch_coord!r}")
+    z = batch_coord
+    doc = (f"{len(tma.copies)} box(es) of {tma.box[0]} x {tma.box[1]} elements, swizzle {tma.swizzle.json_name}; "
+           f"{tma.expect_tx_bytes} B a stage")
+    if tma.multicast is not None:
+        mc = tma.multicast
+        r = "static_cast<int>(cta_rank)"
+        views = tuple(
+            MulticastCopyView(f"{c.smem_offset_bytes}u + cta_rank * {mc.smem_delta_bytes}u", f"{inner0} + {c.inner} + {r} * {mc.inner_delta}",
+                              f"{outer0} + {c.outer} + {r} * {mc.outer_delta}")
+            for c in mc.copies
+        )
+        if z:
+            raise AssertionError(f"{op.name}: a multicast copy of a 3-D map is not derived")
+        doc += (f"; shared by the cluster: this CTA loads {len(mc.copies)} of them ({mc.bytes_per_cta} B) and multicasts them "
+                f"to the {mc.ctas} CTAs of ctaMask {mc.cta_mask}, which receive the rest from the peer")
+        return OperandView(**common, tma_doc=doc, mc_copies=views, mc_mask=mc.cta_mask)
+    if len(tma.copies) > UNROLL_COPIES:
+        g = tma.grid
+        if g.expand() != tma.copies:
+            raise AssertionError(f"{op.name}: the copy loop does not write the derived copies")
+        loop = CopyLoopView(
+            g.columns,
+            g.runs,
+            f"static_cast<unsigned>(cj) * {g.column_stride_bytes}u + static_cast<unsigned>(ci) * {g.run_stride_bytes}u",
+            f"{inner0} + cj * {g.inner_step}",
+            f"{outer0} + ci * {g.outer_step}",
+            z,
+        )
+        return OperandView(**common, tma_doc=doc + ", in a loop nest", copy_loop=loop)
+    copies = tuple(CopyView(c.smem_offset_bytes, f"{inner0} + {c.inner}", f"{outer0} + {c.outer}", z) for c in tma.copies)
+    return OperandView(**common, tma_doc=doc, copies=copies)
+
+
+def _cp_async_view(op: OperandLayout, common: dict, producer_threads: int, copy_bytes: int, origins: tuple) -> OperandView:
+    """The cp.async loader: each producer thread copies 16-byte cells (or their 8- or 4-byte pieces) to their swizzled
+    offsets."""
+    inner0, outer0, inner_ext, outer_ext = origins
     word = "M" if op.name == "a" else "N"
-    summary = (
-        f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
-        f"aligned to {op.alignment_bytes} B, ring at +{op.ring_offset_bytes} B; LBO {op.lbo_bytes} B, SBO {op.sbo_bytes} B, layout type "
-        f"{op.layout_type}, base offset {op.base_offset}; one MMA reads {op.mma_mn} x K of {word}"
-        + (" from each CTA of the pair" if pair else "")
-    )
-    inner0, outer0, inner_ext, outer_ext = _extents(op, pair, b_row0)
-    common = dict(name=op.name, NAME=op.name.upper(), global_layout=_global_layout(op), summary=summary)
-    if op.tma is not None:
-        if op.tma.layout is not op.store:
-            raise AssertionError(f"{op.name}: the TMA plan was not derived from the layout the MMA descriptors read")
-        tma = op.tma
-        if tma.batched != bool(batch_coord):
-            raise AssertionError(f"{op.name}: a rank-{tma.rank} map with batch coordinate {batch_coord!r}")
-        z = batch_coord
-        doc = (f"{len(tma.copies)} box(es) of {tma.box[0]} x {tma.box[1]} elements, swizzle {tma.swizzle.json_name}; "
-               f"{tma.expect_tx_bytes} B a stage")
-        if tma.multicast is not None:
-            mc = tma.multicast
-            r = "static_cast<int>(cta_rank)"
-            views = tuple(
-                MulticastCopyView(f"{c.smem_offset_bytes}u + cta_rank * {mc.smem_delta_bytes}u", f"{inner0} + {c.inner} + {r} * {mc.inner_delta}",
-                                  f"{outer0} + {c.outer} + {r} * {mc.outer_delta}")
-                for c in mc.copies
-            )
-            if z:
-                raise AssertionError(f"{op.name}: a multicast copy of a 3-D map is not derived")
-            doc += (f"; shared by the cluster: this CTA loads {len(mc.copies)} of them ({mc.bytes_per_cta} B) and multicasts them "
-                    f"to the {mc.ctas} CTAs of ctaMask {mc.cta_mask}, which receive the rest from the peer")
-            return OperandView(**common, tma_doc=doc, mc_copies=views, mc_mask=mc.cta_mask)
-        if len(tma.copies) > UNROLL_COPIES:
-            g = tma.grid
-            if g.expand() != tma.copies:
-                raise AssertionError(f"{op.name}: the copy loop does not write the derived copies")
-            loop = CopyLoopView(
-                g.columns,
-                g.runs,
-                f"static_cast<unsigned>(cj) * {g.column_stride_bytes}u + static_cast<unsigned>(ci) * {g.run_stride_bytes}u",
-                f"{inner0} + cj * {g.inner_step}",
-                f"{outer0} + ci * {g.outer_step}",
-                z,
-            )
-            return OperandView(**common, tma_doc=doc + ", in a loop nest", copy_loop=loop)
-        copies = tuple(CopyView(c.smem_offset_bytes, f"{inner0} + {c.inner}", f"{outer0} + {c.outer}", z) for c in tma.copies)
-        return OperandView(**common, tma_doc=doc, copies=copies)
     store = op.store
     cells = store.rows * store.cols
     pieces = ()
@@ -173,3 +168,21 @@ def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b
         esize=op.container_bits // 8,
         ld=f"ld{op.name}",
     )
+
+
+def operand_view(op: OperandLayout, producer_threads: int, pair: bool = False, b_row0: str = "n0",
+                 copy_bytes: int = 16, batch_coord: str = "") -> OperandView:
+    """``batch_coord``: the C expression of a 3-D map's third coordinate (the tile's batch or group); required exactly
+    when the operand's map is rank 3."""
+    word = "M" if op.name == "a" else "N"
+    summary = (
+        f"{op.name.upper()}: {op.major.value}-major {op.swizzle.value}, atom order {op.order.value}, {op.stage_bytes} B per stage "
+        f"aligned to {op.alignment_bytes} B, ring at +{op.ring_offset_bytes} B; LBO {op.lbo_bytes} B, SBO {op.sbo_bytes} B, layout type "
+        f"{op.layout_type}, base offset {op.base_offset}; one MMA reads {op.mma_mn} x K of {word}"
+        + (" from each CTA of the pair" if pair else "")
+    )
+    inner0, outer0, inner_ext, outer_ext = _extents(op, pair, b_row0)
+    common = dict(name=op.name, NAME=op.name.upper(), global_layout=_global_layout(op), summary=summary)
+    if op.tma is not None:
+        return _tma_view(op, common, inner0, outer0, batch_coord)
+    return _cp_async_view(op, common, producer_threads, copy_bytes, (inner0, outer0, inner_ext, outer_ext))
