@@ -10,7 +10,6 @@ from ...isa.epiops import BIAS_DTYPES, Activation, BiasAxis, ScaleMode
 from ...isa.types import DType, SpecError
 
 FLAG = "--fuse"
-OPERANDS = ("scale_a", "scale_b", "c", "bias", "residual", "scale")
 
 
 @dataclass(frozen=True)
