@@ -6,7 +6,7 @@ Each function turns a derived number or map into C text; the arithmetic behind t
 from __future__ import annotations
 
 from ..derive.operands.smem_layout import SmemLayout
-from ..isa.fragment import LANES_PER_ROW, WGMMA_WARP_ROWS
+from ..isa.fragment import LANES_PER_ROW, WARP_LANES, WGMMA_GROUP_COLS, WGMMA_GROUP_REGS, WGMMA_ROW_HALF, WGMMA_WARP_ROWS
 from ..isa.types import DType
 
 
@@ -60,18 +60,19 @@ def reg_list(n: int, first: int = 0) -> str:
 
 def wgmma_thread_row(t: str, lane: str) -> str:
     """The first of thread ``t``'s two rows in a wgmma m64nN D fragment (the other is 8 rows down)."""
-    return f"({t} / 32) * {WGMMA_WARP_ROWS} + {lane} / {LANES_PER_ROW}"
+    return f"({t} / {WARP_LANES}) * {WGMMA_WARP_ROWS} + {lane} / {LANES_PER_ROW}"
 
 
 def wgmma_fragment_row(i: str, t: str, lane: str) -> str:
     """Row of element ``i`` of thread ``t`` in a wgmma m64nN D fragment (PTX 'wgmma .m64nNk* D fragments'):
     warp t/32 owns rows 16w..16w+15; lane/4 picks the row, and elements 2, 3 of each group of 4 are 8 rows down."""
-    return f"{wgmma_thread_row(t, lane)} + 8 * (({i} >> 1) & 1)"
+    return f"{wgmma_thread_row(t, lane)} + {WGMMA_ROW_HALF} * (({i} >> 1) & 1)"
 
 
 def wgmma_fragment_col(i: str, lane: str) -> str:
     """Column of element ``i``: groups of 4 elements cover 8 columns; lane % 4 picks a pair, i % 2 its half."""
-    return f"8 * ({i} >> 2) + 2 * ({lane} % 4) + ({i} & 1)"
+    group_shift = WGMMA_GROUP_REGS.bit_length() - 1  # i >> 2: the element's register group (4 registers, a power of 2)
+    return f"{WGMMA_GROUP_COLS} * ({i} >> {group_shift}) + 2 * ({lane} % {LANES_PER_ROW}) + ({i} & 1)"
 
 
 def wgmma_operand_lists(acc_regs: int, constraint: str) -> tuple[str, str]:

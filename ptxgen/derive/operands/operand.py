@@ -181,6 +181,7 @@ class _Stage:
     swz: Swizzle
     order: AtomOrder
     arch: Arch
+    cbits: int  # bits one element takes in a stage
     T: int  # elements per 16-byte cell
     esize: int | str  # bytes of one element, as text for the explanations (packed e2m1: "1/2")
     mn: int
@@ -233,15 +234,15 @@ def _stage_of(spec: TileSpec, name: str) -> _Stage:
     T = 128 // cbits
     mn, bk = spec.mn_extent(name), spec.bk
     return _Stage(name=name, MN="M" if name == "a" else "N", k_major=op.major is Major.K, swz=op.swizzle, order=op.order,
-                  arch=spec.arch, T=T, esize=cbits // 8 if cbits % 8 == 0 else f"1/{8 // cbits}", mn=mn, bk=bk,
+                  arch=spec.arch, cbits=cbits, T=T, esize=cbits // 8 if cbits % 8 == 0 else f"1/{8 // cbits}", mn=mn, bk=bk,
                   mma_mn=spec.mma_mn(name), kmma=spec.k_per_mma, store=operand_stage(op.major, op.swizzle, op.order, mn, bk, T))
 
 
-def _stage_fields(g: _Stage, cbits: int) -> list[Derived]:
+def _stage_fields(g: _Stage) -> list[Derived]:
     """layout_type, stage_bytes, alignment_bytes and atoms."""
     swz, R = g.swz, g.store.atom_rows
     lt = layout_type(g.arch, swz)
-    stage_bytes = g.mn * g.bk * cbits // 8
+    stage_bytes = g.mn * g.bk * g.cbits // 8
     align = swz.repeat_bytes
     return [
         Derived(
@@ -378,8 +379,7 @@ def _slab_fields(g: _Stage) -> tuple[tuple[int, ...], list[Derived]]:
 
 def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
     g = _stage_of(spec, name)
-    cbits = spec.container_bits(name)
-    D = _stage_fields(g, cbits)
+    D = _stage_fields(g)
     lbo_field, sbo_field = _stride_fields(g)
     D += [lbo_field, sbo_field]
     ring = spec.smem_plan().ring_offset(name)
@@ -396,7 +396,7 @@ def derive_operand(spec: TileSpec, name: str) -> OperandLayout:
         order=op.order,
         arch=g.arch,
         dtype=spec.operand_dtype(name),  # B's own type when A and B differ
-        container_bits=cbits,
+        container_bits=g.cbits,
         unpacked=spec.unpacked(name),
         mn=g.mn,
         bk=g.bk,

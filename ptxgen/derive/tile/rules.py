@@ -160,7 +160,6 @@ def _validate_output(t: "TileSpec") -> None:
         raise SpecError("--out-dtype", t.out_dtype.value, f"a {t.acc.value} accumulator converts to {to}", legal_values(words))
 
 
-
 def _validate_mma_shape(t: "TileSpec") -> None:
     """BM, BN and BK against the MMA instruction's shapes."""
     shapes = _shapes_ref(t)
@@ -210,7 +209,6 @@ def _validate_ranges(t: "TileSpec") -> None:
         raise SpecError("--stages", t.stages, "the shared-memory ring holds 1 to 16 stages", "1..16")
 
 
-
 def _validate_consumers(t: "TileSpec") -> None:
     """Ping-pong's conditions and the consumer threads' register budget."""
     if t.consumers is Consumers.PINGPONG and (t.arch is not Arch.SM90A or t.schedule is not Schedule.PERSISTENT or t.bm > 128):
@@ -232,7 +230,6 @@ def _validate_consumers(t: "TileSpec") -> None:
                 "and the pipeline need (ptxas would spill)",
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",
             )
-
 
 
 def _validate_memory(t: "TileSpec") -> None:

@@ -145,10 +145,9 @@ def _mma_count(spec: TileSpec) -> _MmaCount:
     return _MmaCount(expected * unroll * group, outside, halves, unroll, group)
 
 
-def _mma_problems(spec: TileSpec, instrs: list[tuple[int, str]], want: str) -> tuple[list, int, list[str]]:
+def _mma_problems(spec: TileSpec, n: _MmaCount, instrs: list[tuple[int, str]], want: str) -> tuple[list, int, list[str]]:
     """The MMAs (address, opcode), how many of them the main loop holds, and what is wrong with them: opcode, CTA
     group, input types, block-scale operands, count in and outside the main loop."""
-    n = _mma_count(spec)
     mmas = [(addr, m.group(1)) for addr, text in instrs for m in [_MMA_RE.search(text)] if m]
     problems = []
     other = sorted({op for _, op in mmas if op != want})
@@ -211,7 +210,8 @@ def check_sass(
     resources = run_tool("cuobjdump", ["--dump-resource-usage"], cubin) if resources is None else resources
     instrs = parse_instructions(sass)
     want = expected_mma_opcode(spec)
-    mmas, in_loop, problems = _mma_problems(spec, instrs, want)
+    count = _mma_count(spec)
+    mmas, in_loop, problems = _mma_problems(spec, count, instrs, want)
     ldtm = _count(instrs, r"LDTM\b")
     if spec.arch is Arch.SM100A and ldtm == 0:
         problems.append("no LDTM (tcgen05.ld) in the epilogue")
@@ -223,7 +223,7 @@ def check_sass(
         opcode=want,
         mma_total=len(mmas),
         mma_in_loop=in_loop,
-        expected_per_iteration=_mma_count(spec).expected,
+        expected_per_iteration=count.expected,
         ldtm=ldtm,
         structure=structure,
         registers=res.get("REG", 0),
