@@ -1,0 +1,14 @@
+#!/bin/bash
+# H200: attention (issue 34's H200 rows), bench-gemm, a fresh calibration + held-out 30 under it, chosen kernels.
+# H100: the whole gpu tier.
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+mkdir -p $OUT
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total,driver_version --format=csv | tee $OUT/smi.txt
+[ -f ptxgen/runtime/launch/_launcher.abi3.so ] || python3 setup.py -q build_ext --inplace > /dev/null 2>&1
+git rev-parse HEAD > $OUT/tree.txt; git status --short >> $OUT/tree.txt
+if grep -q H200 $OUT/smi.txt; then
+  CAL_S=90 BUDGET=${BUDGET:-540} bash tools/gpu_run.sh attention bench-gemm calibrate chosen > /dev/null 2>&1
+else
+  T_GPU=480 BUDGET=${BUDGET:-520} bash tools/gpu_run.sh tests > /dev/null 2>&1
+fi
+grep -E "^==" $OUT/summary.txt | cut -c1-200; grep -E "passed|failed" $OUT/summary.txt | tail -3
