@@ -66,6 +66,10 @@ KGROUPED_VARIANTS = {
     "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
     "pp-tma-64x256": dict(bm=64, bn=256, consumers="pingpong", epilogue="tma"),
     "pp-direct": dict(consumers="pingpong"),
+    # 2x1 clusters: two CTAs on neighbouring tiles along M of one group, each loading half of their shared B K-tile and
+    # multicasting it (derive.roles.kgrouped._cluster_derivation): B's traffic through L2 halves
+    "tma-n256-c2": dict(bn=256, epilogue="tma", cluster="2x1"),
+    "pp-tma-s5-c2": dict(consumers="pingpong", stages=5, epilogue="tma", cluster="2x1"),
 }
 # What grouped_gemm_k runs (16-bit inputs): 128 x 256 with the TMA store, the fastest over the four measured cases on the
 # H100 (runs/2026-12-06-h100-carry-kgrouped run 2: 1.055-1.060x torch._grouped_mm at 8 experts x 4096 x 14336 with 8192 and
@@ -90,6 +94,13 @@ KGROUPED_FP8_VARIANTS = {
     # H100; no faster than tma there: the note at DEFAULT_FP8_VARIANT)
     "pp-tma": dict(consumers="pingpong", epilogue="tma"),
     "pp-tma-s5": dict(consumers="pingpong", stages=5, epilogue="tma"),
+    # 2x1 clusters multicasting B (as the 16-bit table's): at 8 x 7168 x 2048 / 65536 tokens on the H100 tma-n256 had run
+    # 0.80 of torch, bound by L2 (ncu: 17.0 GB through L2 against torch's 12.7; runs/2026-12-07-h100-kgrouped-fp8-long-l2);
+    # with the cluster 12.95 GB and 1.42 (runs/2026-12-07-h100-kgrouped-cluster)
+    "tma-c2": dict(epilogue="tma", cluster="2x1"),
+    "tma-n256-c2": dict(bn=256, epilogue="tma", cluster="2x1"),
+    "tma-n256-s3-c2": dict(bn=256, stages=3, epilogue="tma", cluster="2x1"),
+    "pp-tma-c2": dict(consumers="pingpong", epilogue="tma", cluster="2x1"),
 }
 # What scaled_grouped_gemm_k runs: the TMA store, with 128 x 256 tiles where the output is 16-bit (128 x 256 with an
 # f32 output spills). Measured on the H100 against torch._scaled_grouped_mm (`bench_grouped.py --kgrouped-fp8` and
@@ -100,8 +111,12 @@ KGROUPED_FP8_VARIANTS = {
 # 2048 x 1536 / 8192 (128 a group), 3.158 / 2.674 at 128 x 2048 x 1536 / 32768, 0.872 / 0.665 at 8 x 7168 x 2048 / 65536;
 # the ping-pong form pp-tma 0.851 at the first. Before that change 128 x 256 won only from 1024 tokens a group
 # (runs/2026-12-07-h100-scale-copies run 3), and the ping-pong forms were within 1% of tma, so no default takes them.
+# The 2x1 cluster multicasting B (tma-n256-c2; runs/2026-12-07-h100-kgrouped-cluster run 1, same process, alternating
+# rounds) against tma-n256: 1.423 / 0.798 of torch at 8 x 7168 x 2048 / 65536 (L2 bytes 12.95 GB / 17.18), 1.382 /
+# 1.011 at 8 x 4096 x 14336 / 8192, 1.634 / 1.231 at 16 x 4096 x 4096 / 16384, 3.280 / 3.162 at 128 x 2048 x 1536 /
+# 32768: the wide pick for 16-bit outputs since. f32 outputs keep tma (the cluster's f32 form is not measured).
 DEFAULT_FP8_VARIANT = "tma"
-FP8_WIDE_VARIANT = "tma-n256"
+FP8_WIDE_VARIANT = "tma-n256-c2"
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
 
@@ -335,6 +350,6 @@ def _prepare(kernel: CompiledKernel, dev, p: GroupedProblem) -> _KLaunch:
     drv = launcher()
     func = kernel.load(dev)
     block, slots = build_grouped_params(kernel.plan, p, drv.encode)
-    grid, blk, smem = kgrouped_geometry(kernel.plan, p, dev.sm_count)
+    grid, blk, smem = kgrouped_geometry(kernel.plan, p, dev.sm_count, func)
     return _KLaunch(block, slots, (int(func.func), *grid, *blk, smem), drv, dev, p, kernel.spec.out_dtype.value, kernel.name,
                     groups=p.groups)

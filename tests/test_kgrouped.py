@@ -252,7 +252,7 @@ def test_control_sass_check_fails_for_a_kgrouped_kernel_checked_as_another_tile(
 
 
 # ---- rules and the CLI ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fields", [dict(BASE, cluster="2x1"), dict(BASE, split_k=2, schedule="tile"),
+@pytest.mark.parametrize("fields", [dict(BASE, batch="a"), dict(BASE, split_k=2, schedule="tile"),
                                     dict(KMAJOR, dtype="e4m3", bk=128), dict(BASE, arch="sm_100a")])
 def test_illegal_kgrouped_specs_name_the_rule(fields):
     with pytest.raises(SpecError, match="--grouped=offs_k"):

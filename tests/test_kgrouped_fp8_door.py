@@ -133,6 +133,9 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
             self.func = id(self)
             funcs[self.func] = (name, smem)
 
+        def max_active_clusters(self, size, block):  # the 2x1 cluster's grid is capped at what fits at once
+            return 5
+
     class FakeDriver:
         encode = staticmethod(_fake_encode)
 
@@ -151,7 +154,7 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     assert grouped.scaled_grouped_gemm(a, b, sa, sb, offs, out, stream=0x77) is out
     call = launched[0]
     assert call["name"] == spec.kernel_name and call["stream"] == 0x77
-    assert call["grid"] == (min(132, g * 2 * 1), 1, 1)  # G x ceil(200 / 128) x ceil(136 / 256)
+    assert spec.cluster.value == "2x1" and call["grid"] == (2 * 5, 1, 1)  # G x ceil(2 / 2) x 1 = 8 items, 5 clusters fit
     args = call["args"]
     word = lambda x, i: int.from_bytes(x[8 * i:8 * i + 8], "little")  # noqa: E731
     assert (word(args[0], 0), word(args[0], 1), word(args[0], 2), word(args[0], 3)) == (0x100000, k, m, k)
@@ -231,7 +234,8 @@ def test_scaled_kgrouped_against_float64(gpu, out_dtype, b_type):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["tma", "tma-s6", "tma-n256", "tma-n256-s3", "direct-n256", "pp-tma", "pp-tma-s5"])
+@pytest.mark.parametrize("variant", ["tma", "tma-s6", "tma-n256", "tma-n256-s3", "direct-n256", "pp-tma", "pp-tma-s5", "tma-c2",
+                                     "tma-n256-c2", "tma-n256-s3-c2", "pp-tma-c2"])
 def test_scaled_kgrouped_variants_against_float64(gpu, variant):
     """Each row-wise FP8 variant (ptxgen.kgrouped.KGROUPED_FP8_VARIANTS) on the exact integer inputs above: f32 out equal
     to float64, bf16 its rounding; out with rows padded and NaN-filled keeps its padding (the TMA store clips at N)."""

@@ -337,6 +337,18 @@ def kgrouped_fp8_pingpong_specs() -> dict:
             for v, o in (("pp-tma", "bf16"), ("pp-tma-s5", "bf16"), ("pp-tma", "f32"))}
 
 
+def kgrouped_cluster_specs() -> dict:
+    """The K-grouped kernels with 2x1 clusters multicasting B (2026-12-07): every ``-c2`` variant of
+    ptxgen.kgrouped's tables, 16-bit (bf16, MN-major operands) and row-wise FP8 (bf16 out)."""
+    from ptxgen.kgrouped import KGROUPED_FP8_VARIANTS, KGROUPED_VARIANTS, kgrouped_spec
+
+    specs = {f"kgrouped bf16 {v}": kgrouped_spec("bf16", "bf16", "sm_90a", "mn", "mn", variant=v)
+             for v in KGROUPED_VARIANTS if v.endswith("-c2")}
+    specs.update({f"kgrouped fp8 {v} bf16": kgrouped_spec("e4m3", "bf16", "sm_90a", "k", "k", rowwise=True, variant=v)
+                  for v in KGROUPED_FP8_VARIANTS if v.endswith("-c2")})
+    return specs
+
+
 def rowwise_scale_loads_specs() -> dict:
     """The row-wise FP8 grouped kernels after 2026-12-07's epilogue change (each row's scale_a and each column pair's
     scale_b loaded once): the K-grouped picks (128 x 256 bf16, 128 x 128 f32), the ping-pong form (two slabs a
@@ -479,7 +491,7 @@ def main() -> int:
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
                                       "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "kgrouped-fp8-pingpong",
-                                      "rowwise-scale-loads", "all"),
+                                      "rowwise-scale-loads", "kgrouped-cluster", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -516,6 +528,8 @@ def main() -> int:
         specs.update(blocks_on_a_specs())
     if args.set in ("kgrouped-fp8-tma", "all"):
         specs.update(kgrouped_fp8_tma_specs())
+    if args.set in ("kgrouped-cluster", "all"):
+        specs.update(kgrouped_cluster_specs())
     if args.set in ("scale-copies", "all"):
         specs.update(scale_copies_specs())
     if args.set in ("kgrouped-fp8-pingpong", "all"):

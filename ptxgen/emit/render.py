@@ -100,6 +100,7 @@ class KernelView:
     c_load: "CLoadView | None" = None  # --fuse c=tma: C through TMA into the store staging (ptxgen.emit.views.chain)
     narrow_copy: int = 0  # cp.async copies of this many bytes (8 or 4) instead of 16; 0: 16-byte copies
     num_tiles_expr: str = "tiles_m * tiles_n"  # the work items (a batched kernel: times the batch count)
+    num_cluster_tiles_expr: str = "clusters_m * clusters_n"  # a cluster's work items (K-grouped: times the group count)
     d_base: str = "D"  # the byte address of this tile's D (a batched kernel: its batch's D)
     # wgmma: the thread's warpgroup, warp-uniform to ptxas (__shfl_sync): what derives from it (the A descriptor's start)
     # stays in uniform registers, with no R2UR before each wgmma (2026-12-02, tools/probe_loop.py: tensor pipe 85.6% -> 87.3%)
@@ -195,6 +196,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
                                s.copy_bytes, batch_coord(t.b))),
         tma3d=bool(batch_coord(t.a) or batch_coord(t.b)),
         num_tiles_expr="tiles_m * tiles_n * batch" if batched else "tiles_m * tiles_n * G" if kg else "tiles_m * tiles_n",
+        num_cluster_tiles_expr="clusters_m * clusters_n * G" if kg else "clusters_m * clusters_n",
         d_base=batched_d_base_c(s.out_dtype.bytes) if batched else ckgrouped.d_base_c(s.out_dtype.bytes) if kg else "D",
         kgrouped=kgv,
         row_scales=cgrouped.row_scales_view(plan.grouped) if plan.grouped is not None

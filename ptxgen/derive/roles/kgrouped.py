@@ -91,6 +91,8 @@ class KGroupTile:
     n0: int
     k_start: int
     k_end: int  # K indices >= k_end are zeroed in the last K-tile's stages before the MMA reads them
+    rank: int = 0  # the CTA of the item's cluster (0 without a cluster)
+    active: bool = True  # False: a cluster's CTA past the last tile row or column repeats its neighbour's tile, stores nothing
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class KGroupedPlan:
     raster_group: int
     k_align: int = 1  # a group's K-tiles start at k_start rounded down to this (16 bytes of elements with a K-major operand)
     rowwise: bool = False  # --grouped offs_k_rowwise: acc x scale_a[g M + row] x scale_b[g N + column] (torch._scaled_grouped_mm)
+    cluster: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N: they take neighbouring tiles of one group
 
     @staticmethod
     def group_k(offs: Sequence[int], k_total: int) -> tuple[tuple[int, int], ...]:
@@ -138,23 +141,40 @@ class KGroupedPlan:
     def tiles(self, m: int, n: int) -> tuple[int, int]:
         return -(-m // self.bm), -(-n // self.bn)
 
-    def work_items(self, groups: int, m: int, n: int) -> int:
+    @property
+    def schedule(self) -> SchedulePlan:
+        """Each group's walk: the grouped raster, on the grid of cluster tiles where there is a cluster."""
+        return SchedulePlan(True, self.raster_group, self.cluster)
+
+    def group_items(self, m: int, n: int) -> int:
+        """Work items of one group: its tiles, or with a cluster its cluster tiles (partial ones included)."""
         tm, tn = self.tiles(m, n)
-        return groups * tm * tn
+        pm, pn = self.schedule.work_items(tm, tn)
+        return pm * pn
+
+    def work_items(self, groups: int, m: int, n: int) -> int:
+        return groups * self.group_items(m, n)
 
     def ctas(self, groups: int, m: int, n: int, sm_count: int) -> int:
-        """The persistent grid: one CTA per SM, never more than the work items (at least 1)."""
-        return max(1, min(sm_count, self.work_items(groups, m, n)))
+        """The persistent grid: one CTA per SM, never more than the work items (at least 1); with a cluster, whole
+        clusters: its size x min(work items, SMs / size)."""
+        size = self.schedule.cluster_size
+        return size * max(1, min(sm_count // size, self.work_items(groups, m, n)))
 
     def walk(self, offs: Sequence[int], k_total: int, m: int, n: int) -> tuple[KGroupTile, ...]:
-        """Every work item in order: group by group, each group's tiles in the grouped raster."""
+        """Every work item's CTAs in order: group by group, each group's tiles in the grouped raster (with a cluster:
+        its cluster tiles, each CTA of the cluster its own tile of them, SchedulePlan.cta_tile)."""
         tm, tn = self.tiles(m, n)
-        raster = SchedulePlan(True, self.raster_group)
+        sched, per = self.schedule, self.group_items(m, n)
         out = []
         for g, (ks, ke) in enumerate(self.group_k(offs, k_total)):
-            for local in range(tm * tn):
-                i, j = raster.tile_of(local, tm, tn)
-                out.append(KGroupTile(g * tm * tn + local, g, i * self.bm, j * self.bn, ks, ke))
+            for local in range(per):
+                for r in range(sched.cluster_size):
+                    if sched.cluster_size == 1:
+                        (i, j), active = sched.tile_of(local, tm, tn), True
+                    else:
+                        i, j, active = sched.cta_tile(local, r, tm, tn)
+                    out.append(KGroupTile(g * per + local, g, i * self.bm, j * self.bn, ks, ke, r, active))
         return tuple(out)
 
     def derivation(self) -> tuple[Derived, ...]:
@@ -193,7 +213,7 @@ class KGroupedPlan:
                     f"{PTX_FENCE_REF}; {DEEPGEMM_REF}"),
             Derived("kgrouped_grid", "min(SMs, G x tiles_m x tiles_n)", "one CTA per SM, at most one per work item",
                     "the persistent walk", "ptxgen.derive.roles.kgrouped.KGroupedPlan.ctas"),
-        ) + ((
+        ) + self._cluster_derivation() + ((
             Derived("kgrouped_scales", "acc x scale_a[g M + row] x scale_b[g N + column]",
                     "after the item's K loop, before the stores, each accumulator element of a row < M and column < N is "
                     "multiplied by its group's row scale of A and column scale of B (f32); others by 0",
@@ -201,6 +221,21 @@ class KGroupedPlan:
                     "scale_b of G N (group g's columns at g N). An empty group's accumulator is 0, so out[g] is 0 x scales",
                     TORCH_SCALED_REF),
         ) if self.rowwise else ())
+
+    def _cluster_derivation(self) -> tuple[Derived, ...]:
+        cm, cn = self.cluster
+        if cm * cn == 1:
+            return ()
+        shared, along = ("B", "M") if cm > 1 else ("A", "N")
+        return (
+            Derived("kgrouped_cluster", f"{cm}x{cn}: G x ceil(tiles_m / {cm}) x ceil(tiles_n / {cn}) items",
+                    f"item i: group i / (clusters_m clusters_n), then the cluster schedule on that group's cluster tiles; "
+                    f"grid = {cm * cn} x min(work items, SMs / {cm * cn}, the clusters that fit at once)",
+                    f"both CTAs of an item take neighbouring tiles along {along} of one group: the same K range, trip count and "
+                    f"K tail, so they read the same {shared} K-tiles, which each loads half of and multicasts (a CTA past the "
+                    "last tile repeats its neighbour's and stores nothing)",
+                    "ptxgen.derive.roles.schedule.SchedulePlan.cta_tile; CUTLASS PersistentTileSchedulerSm90"),
+        )
 
     def walk_picture(self, offs: Sequence[int] | None = None, k_total: int | None = None) -> list[str]:
         """The K blocks of an example (groups of 0, 1, BK + 1 and BK K rows): what each group's K-tiles load and zero."""

@@ -78,7 +78,7 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     tmem = plan_tmem_fit(spec, t.smem.dynamic_bytes, pipe.threads) if spec.arch is Arch.SM100A else None
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes if tmem is None else tmem.smem_bytes)
     kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec),
-                            spec.grouped.rowwise) if spec.grouped.along_k else None
+                            spec.grouped.rowwise, spec.cluster.dims) if spec.grouped.along_k else None
     grouped = None if not spec.grouped.along_m else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)

@@ -296,12 +296,11 @@ def _validate_k_grouped(t: "TileSpec") -> None:
         raise SpecError("--grouped", g, "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
                         "16-bit or f32 output (FP8 inputs: --grouped offs_k_rowwise)",
                         "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
-    if (t.cluster is not Cluster.C1X1
-            or t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none"
-            or t.consumer_slabs != 1):
+    if t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none" or t.consumer_slabs != 1:
         raise SpecError("--grouped", g, "the K-grouped kernel zeroes each group's K tail in shared memory between the "
-                        "consumers of a stage (a named barrier) and walks whole tiles; other walks are not derived",
-                        "--cluster 1x1 --split-k 1 --stream-k 1 --batch none --consumer-slabs 1, no --fp8-blocks")
+                        "consumers of a stage (a named barrier) and walks whole tiles (a cluster's CTAs neighbouring tiles "
+                        "of one group); other walks are not derived",
+                        "--split-k 1 --stream-k 1 --batch none --consumer-slabs 1, no --fp8-blocks")
 
 
 def _validate_batch(t: "TileSpec") -> None:

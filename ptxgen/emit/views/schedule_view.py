@@ -34,14 +34,19 @@ BATCH = "bz"  # the C name of a batched tile's batch index
 
 
 def batched_tile_coords_c(schedule: SchedulePlan, bm: int, bn: int, tile: str = "tile") -> tuple[str, ...]:
-    """A batched kernel's work item ``tile``: its batch ``bz`` (the outer index: batch z's tiles are items
-    z x tiles .. (z + 1) x tiles - 1), then m0, n0 of the item inside the batch as :func:`tile_coords_c` walks them
-    (SchedulePlan.tile_of on each batch's tiles_m x tiles_n grid)."""
+    """A batched (or K-grouped) kernel's work item ``tile``: its batch ``bz`` (the outer index: batch z's items are
+    z x items .. (z + 1) x items - 1), then m0, n0 of the item inside the batch as :func:`tile_coords_c` walks them
+    (SchedulePlan.tile_of on each batch's tiles_m x tiles_n grid); with a cluster, the batch's items are its cluster
+    tiles and :func:`cluster_tile_coords_c` takes this CTA's tile of one (SchedulePlan.cta_tile)."""
+    if schedule.cluster_size == 1:
+        per, inner = "tiles_m * tiles_n", tile_coords_c(schedule, bm, bn, "tile_in_batch")
+    else:
+        per, inner = "clusters_m * clusters_n", cluster_tile_coords_c(schedule, bm, bn, "tile_in_batch")
     return (
-        f"const int {BATCH} = {tile} / (tiles_m * tiles_n);  // the batch: every tile of batch z before those of z + 1",
-        f"const int tile_in_batch = {tile} % (tiles_m * tiles_n);",
+        f"const int {BATCH} = {tile} / ({per});  // the batch: every item of batch z before those of z + 1",
+        f"const int tile_in_batch = {tile} % ({per});",
         f"(void){BATCH};",
-    ) + tile_coords_c(schedule, bm, bn, "tile_in_batch")
+    ) + inner
 
 
 def batched_d_base_c(out_bytes: int) -> str:

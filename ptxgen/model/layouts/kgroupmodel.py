@@ -15,6 +15,13 @@ convention it checks against: group g owns K indices ``offs[g - 1] .. offs[g] - 
   ``zero_fn`` (the rendered C, run on the CPU): exactly the elements of K offset outside [lo, hi) are gone. 16-bit
   elements carry their code in one stage; 8-bit (FP8) ones in two, one byte of the code each, zeroed alike.
 
+The walk with a cluster (``--cluster 2x1`` or ``1x2``), the CTAs of each work item:
+
+* :func:`check_cluster_walk`: the active CTAs cover every tile of every group's out exactly once; the CTAs of one
+  work item belong to one group (the same K range, so the same K-tiles in the same ring slots) and read the same tile
+  of the operand they share (2x1: B, the same tile column; 1x2: A, the same tile row), an inactive CTA a real tile of
+  that group.
+
 The TMA-store epilogue (``--epilogue tma``), what a store writes:
 
 * :func:`tma_store_writes`: the element offsets (from the map's base) one tile-mode TMA store of a box writes, for a
@@ -183,6 +190,39 @@ def reference_scaled(a: np.ndarray, b: np.ndarray, offs: Sequence[int], scale_a:
 
 
 STORE_EDGE_BYTES = 16  # measured (H200): a store crossing the inner extent wrote on to the next 16-byte boundary
+
+
+def check_cluster_walk(ctas: Sequence[tuple[int, int, int, int, bool]], groups: int, tiles_m: int, tiles_n: int,
+                       cluster: tuple[int, int]) -> list[str]:
+    """Everything wrong with a clustered walk: ``ctas`` holds one (work item, group, tile row, tile column, active) per
+    CTA of each work item (empty: the checks in the module docstring hold)."""
+    problems: list[str] = []
+    by_item: dict[int, list[tuple[int, int, int, bool]]] = {}
+    for item, group, tm, tn, active in ctas:
+        by_item.setdefault(item, []).append((group, tm, tn, active))
+    size = cluster[0] * cluster[1]
+    covered: Counter = Counter()
+    for item, members in sorted(by_item.items()):
+        if len(members) != size:
+            problems.append(f"item {item}: {len(members)} CTAs, not {size}")
+        if len({g for g, _, _, _ in members}) != 1:
+            problems.append(f"item {item}: its CTAs are in groups {sorted({g for g, _, _, _ in members})}")
+        shared = {tn for _, _, tn, _ in members} if cluster[0] > 1 else {tm for _, tm, _, _ in members}
+        if len(shared) != 1:
+            problems.append(f"item {item}: its CTAs read {'B tile columns' if cluster[0] > 1 else 'A tile rows'} {sorted(shared)}")
+        for g, tm, tn, active in members:
+            if not (0 <= g < groups and 0 <= tm < tiles_m and 0 <= tn < tiles_n):
+                problems.append(f"item {item}: tile ({tm}, {tn}) of group {g} is outside the {groups} x {tiles_m} x {tiles_n} tiles")
+            elif active:
+                covered[(g, tm, tn)] += 1
+    want = {(g, i, j) for g in range(groups) for i in range(tiles_m) for j in range(tiles_n)}
+    missing = sorted(want - set(covered))
+    twice = sorted(t for t, c in covered.items() if c > 1)
+    if missing:
+        problems.append(f"{len(missing)} tiles stored by no CTA, first {missing[0]}")
+    if twice:
+        problems.append(f"{len(twice)} tiles stored twice, first {twice[0]}")
+    return problems
 
 
 def tma_store_writes(dims: Sequence[int], strides: Sequence[int], box: Sequence[int], coord: Sequence[int],

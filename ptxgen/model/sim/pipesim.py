@@ -36,6 +36,7 @@ parks on the barrier (or queue) it waits for until that object changes:
 * per-tile K-tile counts (``tile_k``, sm_90a with TMA): CTA tile lt has ``tile_k[lt]`` K-tiles (0 allowed: the
   accumulator is read with no MMA), the ring position of its first K-tile is the sum of the earlier tiles'; a ping-pong
   warpgroup starts there (``pingpong_first`` "count") or, as a control, at lt x its own tile's count ("product").
+  With a cluster every CTA takes the same counts (a K-grouped cluster's CTAs take tiles of one group).
 * sm_100a (tcgen05): one MMA thread waits full[s], issues the MMAs and ``tcgen05.commit`` to empty[s]; the
   tensor core completes MMAs in order and a commit arrives once everything issued before it completed.
   CTA tile tc accumulates into TMEM stage a = tc % acc_stages. After its last K-tile the thread commits to

@@ -129,9 +129,9 @@ class Config:
         if self.consumer_warps > 1 and (not self.wgmma or self.pingpong or self.release_lag or self.mma_wait_depth):
             raise ValueError(f"bad pipeline config {self} (warps one by one: sm_90a cooperative, released after wait_group 0)")
         if self.tile_k and (len(self.tile_k) != self.tiles_per_cta or min(self.tile_k) < 0 or not self.wgmma
-                            or not self.tma or self.consumer_warps > 1 or self.scale_lanes or self.cluster_ctas > 1):
+                            or not self.tma or self.consumer_warps > 1 or self.scale_lanes):
             raise ValueError(f"bad pipeline config {self} (tile_k: one count >= 0 per CTA tile; sm_90a, TMA, one agent a "
-                             "warpgroup, no scale lanes or cluster)")
+                             "warpgroup, no scale lanes)")
         if self.pingpong_first not in ("count", "product"):
             raise ValueError(f"bad pipeline config {self} (pingpong_first: count or product)")
 

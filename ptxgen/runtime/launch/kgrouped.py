@@ -41,7 +41,13 @@ def check_kgrouped_problem(plan: KernelPlan, p: GroupedProblem) -> None:
     refuse(plan, p, kgrouped_problem_errors(plan, p))
 
 
-def kgrouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, dynamic shared memory bytes): min(SMs, G x tiles_m x tiles_n) persistent CTAs."""
+def kgrouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int,
+                      kernel=None) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared memory bytes): min(SMs, G x tiles_m x tiles_n) persistent CTAs; with a cluster,
+    whole clusters, and with ``kernel`` (a loaded ptxgen.runtime.launch.gpu.Kernel) no more than the driver says fit
+    at once (as launch.launch_geometry)."""
     abi = plan.abi
+    size = plan.kgrouped.schedule.cluster_size
+    if size > 1 and kernel is not None:
+        sm_count = min(sm_count, size * kernel.max_active_clusters(size, abi.block))
     return (plan.kgrouped.ctas(p.groups, p.m, p.n, sm_count), 1, 1), abi.block, abi.dynamic_smem_bytes
