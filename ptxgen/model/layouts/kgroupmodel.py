@@ -189,9 +189,6 @@ def reference_scaled(a: np.ndarray, b: np.ndarray, offs: Sequence[int], scale_a:
     return np.stack([prods[g] * scale_a[list(sa[g])][:, None] * scale_b[list(sb[g])][None, :] for g in range(len(offs))])
 
 
-STORE_EDGE_BYTES = 16  # measured (H200): a store crossing the inner extent wrote on to the next 16-byte boundary
-
-
 def check_cluster_walk(ctas: Sequence[tuple[int, int, int, int, bool]], groups: int, tiles_m: int, tiles_n: int,
                        cluster: tuple[int, int]) -> list[str]:
     """Everything wrong with a clustered walk: ``ctas`` holds one (work item, group, tile row, tile column, active) per
@@ -223,6 +220,9 @@ def check_cluster_walk(ctas: Sequence[tuple[int, int, int, int, bool]], groups: 
     if twice:
         problems.append(f"{len(twice)} tiles stored twice, first {twice[0]}")
     return problems
+
+
+STORE_EDGE_BYTES = 16  # measured (H200): a store crossing the inner extent wrote on to the next 16-byte boundary
 
 
 def tma_store_writes(dims: Sequence[int], strides: Sequence[int], box: Sequence[int], coord: Sequence[int],

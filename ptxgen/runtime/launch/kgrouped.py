@@ -26,7 +26,8 @@ def kgrouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
             errs.append(f"{dim}={size} must be in 1..{MAX_DIM}")
     items = plan.kgrouped.work_items(p.groups, p.m, p.n)
     if items > MAX_DIM - GRID_HEADROOM:
-        errs.append(f"G x ceil(M / {spec.bm}) x ceil(N / {spec.bn}) = {items} work items must fit in an int")
+        errs.append(f"G x ceil(M / {spec.bm}) x ceil(N / {spec.bn}) tiles ({items} work items"
+                    f"{', one a cluster of ' + str(spec.cluster.size) if spec.cluster.size > 1 else ''}) must fit in an int")
     esize, osize = spec.dtype.bytes, spec.out_dtype.bytes
     for name, ld, mn, op in (("a", p.lda, p.m, spec.a), ("b", p.ldb, p.n, spec.b)):
         inner, word = (p.k, "K") if op.major is Major.K else (mn, "M" if name == "a" else "N")
