@@ -114,9 +114,14 @@ KGROUPED_FP8_VARIANTS = {
 # The 2x1 cluster multicasting B (tma-n256-c2; runs/2026-12-07-h100-kgrouped-cluster run 1, same process, alternating
 # rounds) against tma-n256: 1.423 / 0.798 of torch at 8 x 7168 x 2048 / 65536 (L2 bytes 12.95 GB / 17.18), 1.382 /
 # 1.011 at 8 x 4096 x 14336 / 8192, 1.634 / 1.231 at 16 x 4096 x 4096 / 16384, 3.280 / 3.162 at 128 x 2048 x 1536 /
-# 32768: the wide pick for 16-bit outputs since. f32 outputs keep tma (the cluster's f32 form is not measured).
-DEFAULT_FP8_VARIANT = "tma"
+# 32768: the wide pick for 16-bit outputs since. Run 2: with one tile row (M <= 128) the cluster's second CTA only
+# repeats its neighbour's tile: tma-n256-c2 / tma-n256 0.961 / 1.113 at 8 x 128 x 14336 / 8192, 3.374 / 3.381 at M = 384,
+# 1.366 / 1.215 at M = 640, 3.429 / 2.801 at M = 1152, so the cluster from two tile rows on; f32 outputs, tma-c2 against
+# tma (ours against ours, identical outputs): 1.326, 1.202, 1.156 times as fast at the first three cases above.
+DEFAULT_FP8_VARIANT = "tma-c2"
 FP8_WIDE_VARIANT = "tma-n256-c2"
+FP8_ONE_ROW_VARIANTS = {"tma-c2": "tma", "tma-n256-c2": "tma-n256"}  # M within one tile row: no cluster
+CLUSTER_MIN_TILE_ROWS = 2
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
 
@@ -201,10 +206,14 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
     return a_major, b_major, GroupedProblem(m, n, k, g, max(lda, 1), max(ldb, 1), ldd)
 
 
-def fp8_variant(out_dtype: str) -> str:
+def fp8_variant(out_dtype: str, m: int | None = None) -> str:
     """The row-wise FP8 K-grouped kernel for a call: FP8_WIDE_VARIANT for a 16-bit output, else DEFAULT_FP8_VARIANT
-    (the measurements at DEFAULT_FP8_VARIANT)."""
-    return FP8_WIDE_VARIANT if out_dtype in ("bf16", "f16") else DEFAULT_FP8_VARIANT
+    (the measurements at DEFAULT_FP8_VARIANT); without their 2x1 cluster where the ``m`` rows are fewer than
+    CLUSTER_MIN_TILE_ROWS tile rows (FP8_ONE_ROW_VARIANTS)."""
+    v = FP8_WIDE_VARIANT if out_dtype in ("bf16", "f16") else DEFAULT_FP8_VARIANT
+    if m is not None and -(-m // _TILE_FP8["bm"]) < CLUSTER_MIN_TILE_ROWS:
+        return FP8_ONE_ROW_VARIANTS[v]
+    return v
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
@@ -216,7 +225,7 @@ def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, ou
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
     if rowwise and variant is None:
-        variant = fp8_variant(out_dtype)
+        variant = fp8_variant(out_dtype, p.m)
     spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant)
     if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
         per = 16 // spec.out_dtype.bytes

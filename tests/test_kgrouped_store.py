@@ -404,9 +404,30 @@ def test_bench_variants_flag_names_the_legal_kernels():
 def test_rowwise_fp8_takes_wide_tiles_for_a_16_bit_output():
     """fp8_variant: 128 x 256 in a 2x1 cluster for a 16-bit output (the H100, 128 to 8192 tokens a group,
     runs/2026-12-07-h100-rowwise-scale-loads, runs/2026-12-07-h100-kgrouped-cluster), the 128 x 128 TMA-store kernel
-    for an f32 output, which spills at 128 x 256."""
+    in a 2x1 cluster for an f32 output, which spills at 128 x 256; no cluster where M fits one tile row (the second CTA
+    would only repeat the first's tile: 0.961 against 1.113 at M = 128, run 2)."""
     from ptxgen.kgrouped import fp8_variant
 
-    assert fp8_variant("bf16") == fp8_variant("f16") == "tma-n256-c2" and fp8_variant("f32") == "tma"
+    assert fp8_variant("bf16") == fp8_variant("f16") == "tma-n256-c2" and fp8_variant("f32") == "tma-c2"
     assert _fp8_spec(fp8_variant("bf16")).bn == 256 and _fp8_spec(fp8_variant("bf16")).cluster.value == "2x1"
     assert not _fp8_spec(fp8_variant("f32"), "f32").bn == 256  # the spilling form is never picked
+    assert [fp8_variant("bf16", m) for m in (1, 128, 129, 384, 7168)] == ["tma-n256"] * 2 + ["tma-n256-c2"] * 3
+    assert [fp8_variant("f32", m) for m in (16, 128, 129)] == ["tma", "tma", "tma-c2"]
+    assert _fp8_spec(fp8_variant("bf16", 128)).cluster.value == "1x1"
+
+
+def test_the_door_takes_the_cluster_from_two_tile_rows():
+    """What ptxgen.api.plan reports for scaled_grouped_gemm's K-grouped form follows fp8_variant's rows rule."""
+    from ptxgen.kgrouped import decide
+    from ptxgen.runtime.launch.arrays import ArrayInfo
+
+    def info(name, shape, strides, dtype):
+        return ArrayInfo(name=name, ptr=0x1000, shape=shape, strides=strides, dtype=dtype,
+                         itemsize=1 if dtype == "e4m3" else 4, device=(2, 0), library="torch", via="torch")
+
+    for m, cluster in ((128, "1x1"), (256, "2x1")):
+        a, b = info("a", (m, 512), (512, 1), "e4m3"), info("b", (256, 512), (512, 1), "e4m3")
+        offs = info("offs", (4,), (1,), "s32")
+        scales = (info("scale_a", (4 * m,), (1,), "f32"), info("scale_b", (4 * 256,), (1,), "f32"))
+        spec, _, _ = decide(a, b, offs, None, "bf16", "sm_90a", scales)
+        assert spec.cluster.value == cluster, (m, spec.kernel_name)

@@ -156,7 +156,7 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
         sb = torch.rand(g * n, device="cuda", generator=gen) + 0.5
         from ptxgen.kgrouped import fp8_variant
 
-        picked = fp8_variant("bf16")
+        picked = fp8_variant("bf16", m)
         label = f"kgrouped fp8 default ({picked}) {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', rowwise=True, variant=picked).kernel_name}"
 
         def base():

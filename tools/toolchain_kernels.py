@@ -339,13 +339,15 @@ def kgrouped_fp8_pingpong_specs() -> dict:
 
 def kgrouped_cluster_specs() -> dict:
     """The K-grouped kernels with 2x1 clusters multicasting B (2026-12-07): every ``-c2`` variant of
-    ptxgen.kgrouped's tables, 16-bit (bf16, MN-major operands) and row-wise FP8 (bf16 out)."""
+    ptxgen.kgrouped's tables, 16-bit (bf16, MN-major operands) and row-wise FP8 (bf16 out; and tma-c2 with the f32
+    output scaled_grouped_gemm takes it for)."""
     from ptxgen.kgrouped import KGROUPED_FP8_VARIANTS, KGROUPED_VARIANTS, kgrouped_spec
 
     specs = {f"kgrouped bf16 {v}": kgrouped_spec("bf16", "bf16", "sm_90a", "mn", "mn", variant=v)
              for v in KGROUPED_VARIANTS if v.endswith("-c2")}
     specs.update({f"kgrouped fp8 {v} bf16": kgrouped_spec("e4m3", "bf16", "sm_90a", "k", "k", rowwise=True, variant=v)
                   for v in KGROUPED_FP8_VARIANTS if v.endswith("-c2")})
+    specs["kgrouped fp8 tma-c2 f32"] = kgrouped_spec("e4m3", "f32", "sm_90a", "k", "k", rowwise=True, variant="tma-c2")
     return specs
 
 
