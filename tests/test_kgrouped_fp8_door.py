@@ -100,7 +100,11 @@ def test_api_plan_answers_for_the_scaled_training_forms():
     a, b = _meta(torch, 200, 1024, dtype=f8), _meta(torch, 136, 1024, dtype=f8)
     sa, sb, offs = _meta(torch, 8 * 200, dtype=f32), _meta(torch, 8 * 136, dtype=f32), _meta(torch, 8, dtype=i32)
     p = ptxgen.api.plan("scaled_grouped_gemm", a, b, sa, sb, offs, device="h100")
-    assert p.path.value == "hot" and p.kernel.endswith("groupedoffs_k_rowwise") and "2-D x 2-D" in p.why
+    assert p.path.value == "hot" and p.kernel.endswith("c2x1_groupedoffs_k_rowwise") and "2-D x 2-D" in p.why
+    assert "128 x 256 in a 2x1 cluster multicasting B" in p.why  # M = 200: two tile rows
+    one_row = ptxgen.api.plan("scaled_grouped_gemm", _meta(torch, 100, 1024, dtype=f8), b, _meta(torch, 800, dtype=f32), sb,
+                              offs, device="h100")
+    assert "c2x1" not in one_row.kernel and "without a cluster (M within one tile row)" in one_row.why
     p = ptxgen.api.plan("scaled_grouped_gemm", _meta(torch, 1024, 200, dtype=f8).t(), b, sa, sb, offs, device="h100")
     assert p.path.value == "refused" and p.error == "ArgumentError" and "K-major only" in p.why
     # the N-grouped form: a G x M x K, b N_total x K, scale_a G x M, scale_b N_total

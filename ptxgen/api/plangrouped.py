@@ -119,8 +119,11 @@ def _plan_scaled(args: dict, t: Target, op: str) -> CallPlan:
         from ..kgrouped import decide
 
         spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch, (sa, sb))[0]
+        tile = f"{spec.bm} x {spec.bn}" + (f" in a {spec.cluster.value} cluster multicasting B" if spec.cluster.size > 1
+                                           else " without a cluster (M within one tile row)")
         return _made(op, t, Path.HOT, "the K-grouped form (2-D a and b, offs along K) with row-wise scales "
-                     "(torch._scaled_grouped_mm 2-D x 2-D): kgrouped_spec(rowwise=True), A and B K-major", spec)
+                     "(torch._scaled_grouped_mm 2-D x 2-D): kgrouped_spec(rowwise=True), A and B K-major; "
+                     f"{tile} (kgrouped.fp8_variant)", spec)
     if rowwise and fi is not None and ai.ndim == 3 and bi.ndim == 2:  # the N-grouped form: the M-grouped one, swapped
         g, m = ai.shape[0], ai.shape[1]
         if sa.shape not in ((g, m), (g * m,)) or (g * m > 1 and sa.strides[-1] != 1) or (sa.ndim == 2 and g > 1 and sa.strides[0] != m):
