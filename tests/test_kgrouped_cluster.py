@@ -158,6 +158,25 @@ def test_both_ctas_rings_keep_their_phases_with_the_groups_k_tile_counts(variant
     assert any(0 in t for t in seen)
 
 
+def test_control_with_the_groups_k_tile_counts_a_release_of_only_its_own_cta_fails():
+    """The cluster check with per-tile counts can fail: consumers that release only their own CTA's stage (CUTLASS
+    arrives on every CTA that multicasts into this one) deadlock the ring or let the peer overwrite a stage in use."""
+    from ptxgen.model.bridges.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
+    from ptxgen.model.sim import pipesim
+
+    spec = kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True, variant="tma-n256-c2")
+    plan = plan_kernel(spec)
+    tile_k = (3, 0, 5, 1, 0, 4)
+    cfg = dataclasses.replace(config_of(plan.pipeline, 1, tma_copy_bytes(spec), len(tile_k), cluster_ctas=2,
+                                        mc_copy_bytes=multicast_copy_bytes(spec)), tile_k=tile_k)
+    assert pipesim.explore(cfg, range(3)).ok
+    own_only = pipesim.explore(dataclasses.replace(cfg, release_peers=False), range(3))
+    assert not own_only.ok and any("deadlock" in p for p in own_only.problems)
+    one_cta_count = pipesim.explore(dataclasses.replace(cfg, release_peers=False, empty_arrivals=cfg.empty_arrivals // 2),
+                                    range(6))
+    assert any("early overwrite" in p for p in one_cta_count.problems), one_cta_count.problems[:3]
+
+
 # ---- rules, source, launch ------------------------------------------------------------------------------------------------
 def test_k_grouped_kernels_take_clusters_and_m_grouped_ones_still_refuse():
     for fields in (BASE, FP8):
