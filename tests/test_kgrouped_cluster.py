@@ -126,11 +126,19 @@ def test_rendered_walk_matches_the_plan_and_the_model(tmp_path, cluster):
         assert kgroupmodel.check_cluster_walk(ctas, g, tm, tn, (cm, cn)) == []
 
 
+def _cluster_ring(spec, tile_k: tuple[int, ...]):
+    """The pipeline simulator's config for both CTAs of ``spec``'s cluster, each taking tiles of ``tile_k`` K-tiles."""
+    from ptxgen.model.bridges.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
+
+    cfg = config_of(plan_kernel(spec).pipeline, 1, tma_copy_bytes(spec), len(tile_k), cluster_ctas=2,
+                    mc_copy_bytes=multicast_copy_bytes(spec))
+    return dataclasses.replace(cfg, tile_k=tile_k)
+
+
 @pytest.mark.parametrize("variant", ["tma-n256-c2", "fp8 tma-n256-c2", "fp8 pp-tma-c2"])
 def test_both_ctas_rings_keep_their_phases_with_the_groups_k_tile_counts(variant):
     """Both CTAs of a cluster through the pipeline simulator (ptxgen.model.sim.pipesim: each CTA's ring, the shared
     operand multicast into both, releases on both) with the K-tile counts of the tiles they take: empty groups too."""
-    from ptxgen.model.bridges.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
     from ptxgen.model.sim import pipesim
 
     fp8 = variant.startswith("fp8 ")
@@ -151,9 +159,7 @@ def test_both_ctas_rings_keep_their_phases_with_the_groups_k_tile_counts(variant
         if not tile_k or tile_k in seen:
             continue
         seen.add(tile_k)
-        cfg = config_of(plan.pipeline, 1, tma_copy_bytes(spec), len(tile_k), cluster_ctas=2,
-                        mc_copy_bytes=multicast_copy_bytes(spec))
-        r = pipesim.explore(dataclasses.replace(cfg, tile_k=tile_k), range(3))
+        r = pipesim.explore(_cluster_ring(spec, tile_k), range(3))
         assert r.ok, (tile_k, r.problems[:3])
     assert any(0 in t for t in seen)
 
@@ -161,14 +167,9 @@ def test_both_ctas_rings_keep_their_phases_with_the_groups_k_tile_counts(variant
 def test_control_with_the_groups_k_tile_counts_a_release_of_only_its_own_cta_fails():
     """The cluster check with per-tile counts can fail: consumers that release only their own CTA's stage (CUTLASS
     arrives on every CTA that multicasts into this one) deadlock the ring or let the peer overwrite a stage in use."""
-    from ptxgen.model.bridges.check_pipeline import config_of, multicast_copy_bytes, tma_copy_bytes
     from ptxgen.model.sim import pipesim
 
-    spec = kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True, variant="tma-n256-c2")
-    plan = plan_kernel(spec)
-    tile_k = (3, 0, 5, 1, 0, 4)
-    cfg = dataclasses.replace(config_of(plan.pipeline, 1, tma_copy_bytes(spec), len(tile_k), cluster_ctas=2,
-                                        mc_copy_bytes=multicast_copy_bytes(spec)), tile_k=tile_k)
+    cfg = _cluster_ring(kgrouped_spec("e4m3", None, "sm_90a", "k", "k", rowwise=True, variant="tma-n256-c2"), (3, 0, 5, 1, 0, 4))
     assert pipesim.explore(cfg, range(3)).ok
     own_only = pipesim.explore(dataclasses.replace(cfg, release_peers=False), range(3))
     assert not own_only.ok and any("deadlock" in p for p in own_only.problems)
