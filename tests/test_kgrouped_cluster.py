@@ -201,6 +201,19 @@ def test_source_walks_cluster_items_of_every_group_and_stores_only_active_tiles(
     assert "num_cluster_tiles" not in plain and "const int bz = tile / (tiles_m * tiles_n);" in plain
 
 
+@pytest.mark.parametrize("fields", [BASE, FP8, dict(BASE, consumers="pingpong")], ids=["bf16", "fp8", "bf16-pingpong"])
+def test_a_1x2_cluster_compiles_with_a_multicast_of_a(fields):
+    """L2 for the 1x2 form (no variant takes it; never run on a GPU): the SASS gate counts the multicast."""
+    from ptxgen.api import compile
+    from ptxgen.runtime.compile.sass import check_sass
+
+    spec = make_spec(**dict(fields, cluster="1x2"))
+    report = check_sass(spec, compile(spec).cubin)
+    assert report.ok and "TMA multicast loads" in report.summary() and "local 0 B" in report.summary(), report.problems
+    src = render_kernel(plan_kernel(spec))
+    assert "tma_load_2d_multicast(a_stage" in src and "tma_load_2d_multicast(b_stage" not in src
+
+
 class _FakeKernel:
     def __init__(self, clusters: int):
         self.clusters = clusters
