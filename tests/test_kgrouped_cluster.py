@@ -239,4 +239,6 @@ def test_explain_says_how_the_cluster_walks():
     plan = plan_kernel(make_spec(**dict(BASE, cluster="2x1")))
     fields = {d.name: d for d in plan.kgrouped.derivation()}
     assert "kgrouped_cluster" in fields and "B" in fields["kgrouped_cluster"].reason
-    assert "kgrouped_cluster" not in {d.name for d in plan_kernel(make_spec(**BASE)).kgrouped.derivation()}
+    assert "kgrouped_grid" not in fields  # the cluster's field says its grid
+    plain = {d.name for d in plan_kernel(make_spec(**BASE)).kgrouped.derivation()}
+    assert "kgrouped_cluster" not in plain and "kgrouped_grid" in plain

@@ -211,9 +211,10 @@ class KGroupedPlan:
                     "Chosen over per-group tensor maps (tensormap.replace + fence.proxy.tensormap::generic): no map in global "
                     "memory per CTA, no acquire fence per group switch, and the host's maps stay as encoded",
                     f"{PTX_FENCE_REF}; {DEEPGEMM_REF}"),
+        ) + (self._cluster_derivation() or (
             Derived("kgrouped_grid", "min(SMs, G x tiles_m x tiles_n)", "one CTA per SM, at most one per work item",
                     "the persistent walk", "ptxgen.derive.roles.kgrouped.KGroupedPlan.ctas"),
-        ) + self._cluster_derivation() + ((
+        )) + ((
             Derived("kgrouped_scales", "acc x scale_a[g M + row] x scale_b[g N + column]",
                     "after the item's K loop, before the stores, each accumulator element of a row < M and column < N is "
                     "multiplied by its group's row scale of A and column scale of B (f32); others by 0",
