@@ -21,7 +21,7 @@ bench-gemm      ptxgen bench with no tile flags: the tuned six (bf16), unaligned
 bench-api       ptxgen bench --api (host time per call against torch) and tools/host_breakdown.py
 bench-fused     tools/bench_epilogue.py: the fused bias+gelu chain (FP8 output too) against the plain kernel
 bench-blockfp8  tools/bench_blockfp8.py and tools/bench_blockfp8_api.py (both recipes): block FP8 against torch's blockwise _scaled_mm
-bench-grouped   tools/bench_grouped.py, tools/bench_grouped_blockfp8.py and tools/bench_batched.py against torch
+bench-grouped   tools/bench_grouped.py (M-grouped, and the K-grouped doors' 16-bit and row-wise FP8 cases), tools/bench_grouped_blockfp8.py and tools/bench_batched.py against torch
 bench-stores    tools/bench_mstore.py and tools/bench_f32store.py: the TMA-store epilogues against the direct stores
 power           tools/power_probe.py: clocks, power and energy per call of the block-FP8 kernels back to back
 doors           ptxgen bench --api --op OP for every door (fused, gemm, batched, grouped, scaled_grouped, bfp8) at three shapes
@@ -141,6 +141,8 @@ step_bench_blockfp8() {
 }
 step_bench_grouped() {
   run bench_grouped.log 110 python3 tools/bench_grouped.py --json "$LOGS/bench_grouped.jsonl"
+  run bench_kgrouped.log 90 python3 tools/bench_grouped.py --rounds 6 --json "$LOGS/bench_kgrouped.jsonl" \
+    --cases k-8x4096x14336/8192,k-128x2048x1536/32768,fk-8x4096x14336/8192,fk-128x2048x1536/32768,fk-8x7168x2048/65536
   run bench_grouped_blockfp8.log 90 python3 tools/bench_grouped_blockfp8.py --json "$LOGS/bench_grouped_blockfp8.jsonl"
   run bench_batched.log 40 python3 tools/bench_batched.py --json "$LOGS/bench_batched.json"
 }
