@@ -120,8 +120,7 @@ KGROUPED_FP8_VARIANTS = {
 # tma (ours against ours, identical outputs): 1.326, 1.202, 1.156 times as fast at the first three cases above.
 DEFAULT_FP8_VARIANT = "tma-c2"
 FP8_WIDE_VARIANT = "tma-n256-c2"
-FP8_ONE_ROW_VARIANTS = {"tma-c2": "tma", "tma-n256-c2": "tma-n256"}  # M within one tile row: no cluster
-CLUSTER_MIN_TILE_ROWS = 2
+CLUSTER_MIN_TILE_ROWS = 2  # fewer tile rows of M: the same tile without its cluster (the variant's name less "-c2")
 _IN = ("bf16", "f16")
 _FP8 = ("e4m3", "e5m2")
 
@@ -209,10 +208,10 @@ def bind_kgrouped(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | N
 def fp8_variant(out_dtype: str, m: int | None = None) -> str:
     """The row-wise FP8 K-grouped kernel for a call: FP8_WIDE_VARIANT for a 16-bit output, else DEFAULT_FP8_VARIANT
     (the measurements at DEFAULT_FP8_VARIANT); without their 2x1 cluster where the ``m`` rows are fewer than
-    CLUSTER_MIN_TILE_ROWS tile rows (FP8_ONE_ROW_VARIANTS)."""
+    CLUSTER_MIN_TILE_ROWS tile rows."""
     v = FP8_WIDE_VARIANT if out_dtype in ("bf16", "f16") else DEFAULT_FP8_VARIANT
     if m is not None and -(-m // _TILE_FP8["bm"]) < CLUSTER_MIN_TILE_ROWS:
-        return FP8_ONE_ROW_VARIANTS[v]
+        return v.removesuffix("-c2")
     return v
 
 

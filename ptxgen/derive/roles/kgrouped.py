@@ -170,10 +170,7 @@ class KGroupedPlan:
         for g, (ks, ke) in enumerate(self.group_k(offs, k_total)):
             for local in range(per):
                 for r in range(sched.cluster_size):
-                    if sched.cluster_size == 1:
-                        (i, j), active = sched.tile_of(local, tm, tn), True
-                    else:
-                        i, j, active = sched.cta_tile(local, r, tm, tn)
+                    i, j, active = sched.cta_tile(local, r, tm, tn)  # without a cluster: tile_of's tile, active
                     out.append(KGroupTile(g * per + local, g, i * self.bm, j * self.bn, ks, ke, r, active))
         return tuple(out)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...derive.tile.kernel import KernelPlan
 from ...isa.types import Major
 from .grouped import GRID_HEADROOM, GroupedProblem, out_errors, refuse
-from .launch import MAX_DIM, ROW_ALIGN_BYTES
+from .launch import MAX_DIM, ROW_ALIGN_BYTES, cluster_sm_count
 
 
 def kgrouped_problem_errors(plan: KernelPlan, p: GroupedProblem) -> list[str]:
@@ -48,7 +48,4 @@ def kgrouped_geometry(plan: KernelPlan, p: GroupedProblem, sm_count: int,
     whole clusters, and with ``kernel`` (a loaded ptxgen.runtime.launch.gpu.Kernel) no more than the driver says fit
     at once (as launch.launch_geometry)."""
     abi = plan.abi
-    size = plan.kgrouped.schedule.cluster_size
-    if size > 1 and kernel is not None:
-        sm_count = min(sm_count, size * kernel.max_active_clusters(size, abi.block))
-    return (plan.kgrouped.ctas(p.groups, p.m, p.n, sm_count), 1, 1), abi.block, abi.dynamic_smem_bytes
+    return (plan.kgrouped.ctas(p.groups, p.m, p.n, cluster_sm_count(plan, sm_count, kernel)), 1, 1), abi.block, abi.dynamic_smem_bytes

@@ -181,10 +181,17 @@ def launch_geometry(plan: KernelPlan, p: Problem, sm_count: int = 132, kernel=No
     A persistent kernel with a cluster: the SMs do not always pair up (clusters live inside one GPC), so with
     ``kernel`` (a loaded ptxgen.runtime.launch.gpu.Kernel) the grid holds at most the clusters the driver says fit at once."""
     abi = plan.abi
+    return abi.grid(p.m, p.n, cluster_sm_count(plan, sm_count, kernel), p.batch), abi.block, abi.dynamic_smem_bytes
+
+
+def cluster_sm_count(plan: KernelPlan, sm_count: int, kernel=None) -> int:
+    """The SMs a persistent grid may fill: all of them, or with a cluster and a loaded ``kernel`` no more than the
+    clusters the driver says fit at once (cuOccupancyMaxActiveClusters) times their size."""
+    abi = plan.abi
     size = abi.cluster[0] * abi.cluster[1] * abi.cluster[2]
     if size > 1 and abi.persistent and kernel is not None:
-        sm_count = min(sm_count, size * kernel.max_active_clusters(size, abi.block))
-    return abi.grid(p.m, p.n, sm_count, p.batch), abi.block, abi.dynamic_smem_bytes
+        return min(sm_count, size * kernel.max_active_clusters(size, abi.block))
+    return sm_count
 
 
 def gemm_args(plan: KernelPlan, a_ptr: int, b_ptr: int, d_ptr: int, p: Problem, encode=None, extra: dict | None = None) -> KernelArgs:
