@@ -286,7 +286,7 @@ def test_block_fp8_stream_k_splits_a_single_round(gpu, artifact_dir, variant):
 
 def test_a_single_round_splits_over_every_sm():
     """The launch geometry of a block-FP8 stream-K kernel with fewer tiles than SMs: a grid of every SM, whose layout
-    splits; the plain kernels' stream-K keeps one CTA per tile there (control)."""
+    splits; the same kernel without stream-K keeps one CTA per tile there (control)."""
     from ptxgen.runtime.launch.launch import Problem, launch_geometry, streamk_items, workspace_bytes
 
     plan = plan_kernel(bfsk_spec(8, **TMASF_192))
@@ -297,8 +297,8 @@ def test_a_single_round_splits_over_every_sm():
     assert workspace_bytes(plan, p, 132) >= 16384 + 32 * 3 * 192 * 128 * 4
     from ptxgen.derive.tile.spec import make_spec
 
-    plain = plan_kernel(make_spec(**{**bfsk_spec(8).to_json(), "fp8_blocks": "none", "fp8_scale_load": "auto"}))
-    assert launch_geometry(plain, p, 132)[0] == (-(-4096 // 192), 1, 1)
+    whole = plan_kernel(make_spec(**{**bfsk_spec(8, **TMASF_192).to_json(), "stream_k": 1}))
+    assert launch_geometry(whole, p, 132)[0] == (-(-4096 // 128), 1, 1)
 
 
 def test_explain_says_which_scale_blocks_a_split_reads():

@@ -300,8 +300,8 @@ def test_the_model_splits_only_a_partial_last_round():
 @given(st.integers(1, 20_000), st.integers(1, 20_000), st.integers(16, 20_000), st.sampled_from(
     ["p128x192", "p128x256", "p128x224", "p128x192c2", "p128x256c2", "p128x160c2"]), st.integers(2, 16))
 def test_the_model_splits_as_the_kernel_will(m, n, k, name, smax):
-    """The cost model's S and L are the kernel's: StreamKPlan.layout on the grid the ABI launches (persistent: at most
-    one CTA per SM and never more than the work items), not a grid of every SM."""
+    """The cost model's S and L are the kernel's: StreamKPlan.layout on the grid the ABI launches (a stream-K kernel:
+    one CTA per SM, one cluster per two with a cluster, however few the work items)."""
     c = BY_NAME[name]
     plan = plan_kernel(dataclasses.replace(c.spec(), stream_k=smax))
     from ptxgen.runtime.launch.launch import streamk_items
@@ -312,14 +312,47 @@ def test_the_model_splits_as_the_kernel_will(m, n, k, name, smax):
     assert (pred.splits, pred.last_items if pred.splits > 1 else 0) == (lay.splits, lay.last_items)
 
 
-def test_control_a_model_on_every_sm_splits_a_single_partial_wave():
-    # 838 x 1309 x 8000 with 128 x 256 tiles: 42 tiles, a grid of 42 CTAs, nothing to split; a model that assumed a grid
-    # of 132 CTAs predicted 3 splits (and the chooser took a kernel 1.9x slower in run 2)
+def test_a_single_partial_wave_splits_over_every_sm_in_the_kernel_and_the_model():
+    # 838 x 1309 x 8000 with 128 x 256 tiles: 42 tiles. Before 2026-12-07 the stream-K grid was min(tiles, SMs) = 42 CTAs,
+    # nothing to split, while an earlier model assumed 132 CTAs and predicted 3 splits (the chooser took a kernel 0.53x
+    # as fast in that run). Now the grid is every SM (KernelABI.fills_sms) and the model and the kernel agree on 3.
     plan = plan_kernel(sk_spec(bn=256, s=16))
-    lay = plan.stream_k.layout(42, 132, 8000)
-    assert lay.splits == 3  # the wrong grid
-    assert plan.stream_k.layout(42, plan.abi.grid(838, 1309, 132)[0], 8000).splits == 1
-    assert predict_streamk(BY_NAME["p128x256"], COSTS["p128x256"], 838, 1309, 8000, 16).splits == 1
+    grid = plan.abi.grid(838, 1309, 132)[0]
+    assert grid == 132 and plan.stream_k.layout(42, grid, 8000).splits == 3
+    assert predict_streamk(BY_NAME["p128x256"], COSTS["p128x256"], 838, 1309, 8000, 16).splits == 3
+    # control: the old grid (one CTA per tile) has no partial round to split
+    assert plan.stream_k.layout(42, 42, 8000).splits == 1
+    # and a persistent kernel without stream-K keeps one CTA per tile
+    assert plan_kernel(sk_spec(bn=256, s=1)).abi.grid(838, 1309, 132)[0] == 42
+
+
+# runs/2026-12-07-h100-single-wave-streamk run 1 (H100, the pick against the pick before the change, one process): one
+# partial round split along K ran 2.55x as fast at 285 x 152 x 10368 and 0.79x / 0.81x / 0.86x at 972 x 1031 x 1600,
+# 353 x 983 x 1536, 431 x 1782 x 1536 (K short: the split's fixed cost outweighs half a tile's K-tiles)
+def _h100_pick(m, n, k, dtype="bf16"):
+    from ptxgen.runtime.choose import Problem
+    from ptxgen.runtime.choose.calibration import shipped
+
+    return choose(Problem(dtype, "sm_90a", m, n, k), shipped()["h100-80gb-hbm3"].device)
+
+
+def test_one_partial_round_splits_where_k_is_long():
+    c = _h100_pick(285, 152, 10368)
+    assert c.spec.stream_k > 1 and c.chosen_by.endswith("+stream-k") and "split" in c.why
+
+
+def test_control_the_single_wave_switch_off_keeps_that_round_whole(monkeypatch):
+    monkeypatch.setattr(choose_mod, "STREAM_K_SINGLE_WAVE", False)
+    assert _h100_pick(285, 152, 10368).spec.stream_k == 1
+
+
+@pytest.mark.parametrize("shape", [(972, 1031, 1600), (353, 983, 1536), (431, 1782, 1536)])
+def test_the_split_rounds_fixed_cost_keeps_short_k_whole(monkeypatch, shape):
+    from ptxgen.runtime.choose import costmodel
+
+    assert _h100_pick(*shape).spec.stream_k == 1
+    monkeypatch.setattr(costmodel, "STREAMK_FIXUP_US", 0.0)  # control: without it the model splits these
+    assert _h100_pick(*shape).spec.stream_k > 1
 
 
 def test_chooser_takes_stream_k_where_the_last_round_is_nearly_empty():

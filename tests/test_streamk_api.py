@@ -355,9 +355,10 @@ def test_a_larger_problem_grows_the_streams_workspace_and_keeps_the_old_one(sim,
     k = sk_kernel
     _fresh(k)
     s = Stream(0x71)
-    small, big = (128, 3840, 4000), (2500, 10000, 4000)  # 20 tiles (nothing split) and 1060 tiles (4 split 7 ways)
+    # 20 tiles of 8 K-tiles (2 splits of at least 4 over the 132 SMs) and 1060 tiles (the last round's 4 split 7 ways)
+    small, big = (128, 3840, 512), (2500, 10000, 4000)
     need_small, need_big = (workspace_bytes(k.plan, Problem(m, n, kk, kk, kk, n), 132) for m, n, kk in (small, big))
-    assert need_small < (1 << 21) < need_big  # the bound over every grid the launch may take: 1.2 MB and 9.8 MB
+    assert need_small < (1 << 21) < need_big  # the bound over every grid the launch may take: 1.98 MB and 9.8 MB
     k(*arrays(*small), stream=s)
     first = launchplan._STREAMK_WORKSPACES[(0, 0x71)]
     assert first[1] == 1 << 21

@@ -165,13 +165,13 @@ def dry_run(args) -> int:
 
 
 class Out:
-    def __init__(self, folder: Path):
-        self.folder = folder
+    def __init__(self, folder: Path, rows: str = "tiny_split.jsonl"):
+        self.folder, self.rows = folder, rows
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "tiny_split.jsonl").write_text("")
+        (folder / rows).write_text("")
 
     def row(self, d: dict) -> None:
-        with open(self.folder / "tiny_split.jsonl", "a") as f:
+        with open(self.folder / self.rows, "a") as f:
             f.write(json.dumps(d) + "\n")
 
     def say(self, s: str) -> None:
@@ -217,7 +217,7 @@ def run_shape(torch, shape, ks: list[Kern], dev, out: Out) -> bool:
 
     m, n, k = shape
     tid = f"{m}x{n}x{k}"
-    base = {"shape": tid, "dtype": DTYPE, "m": m, "n": n, "k": k}
+    base = {"shape": tid, "dtype": ks[0].spec.dtype.value, "m": m, "n": n, "k": k}
     ops = Operands(torch, ks[0].spec, m, n, k, 0)
     try:
         ops.baseline()

@@ -1,6 +1,7 @@
 """Stream-K for the last wave of a persistent wgmma kernel ("data-parallel + split last wave").
 
-A persistent kernel runs its W work items (tiles, or 2-CTA cluster tiles) on C = grid / cluster-size clusters,
+A persistent kernel runs its W work items (tiles, or 2-CTA cluster tiles) on C = grid / cluster-size clusters (a stream-K
+kernel's grid is every SM however few its items, ``KernelABI.fills_sms``, so a launch of one partial round splits too),
 cluster c taking items c, c + C, c + 2C, ...: W / C full rounds and a last round of L = W mod C items that leaves
 C - L clusters idle for a whole tile time (2500 x 10000 x 4000 with 128 x 192 tiles: 1060 tiles = 8 rounds of 132
 + 4, the 9th round runs 4 CTAs). With ``--stream-k Smax`` (Smax > 1) the L last-round items are split along K into
@@ -136,7 +137,8 @@ class StreamKPlan:
         s = self.max_splits
         return (
             Derived("stream_k", f"at most {s} splits of each last-round tile",
-                    f"L = items mod clusters; S = min({s}, clusters / L, ceil(K / {self.bk}) / {MIN_K_TILES_PER_SPLIT}); "
+                    f"grid = every SM (clusters = SMs / cluster size, however few the items); L = items mod clusters; "
+                    f"S = min({s}, clusters / L, ceil(K / {self.bk}) / {MIN_K_TILES_PER_SPLIT}); "
                     "items 0..W-L-1 whole, then L x S units (item W - L + u / S, split u mod S)",
                     "the last round of a persistent kernel runs L tiles on L of the clusters; split along K they run on "
                     "L x S of them, each doing 1/S of the K loop",

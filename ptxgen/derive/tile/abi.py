@@ -57,8 +57,9 @@ class KernelABI:
     grouped: bool = False  # a grouped GEMM: the grid comes from M, N and the group count (derive.roles.grouped)
     splits: int = 1  # split-K: grid z, one CTA per (tile, split)
     batched: bool = False  # a batched GEMM: the work items are batch x tiles (the tile walk's outer index is the batch)
-    # block-FP8 stream-K (2026-12-02): a persistent grid of every SM even with fewer tiles, so that a launch of one partial round
-    # splits its tiles over the idle SMs (derive.store.streamk: S <= C / L); the plain kernels' stream-K keeps min(tiles, SMs)
+    # stream-K: a persistent grid of every SM (every SM / cluster-size clusters) even with fewer tiles, so that a launch of
+    # one partial round splits its tiles over the idle SMs (derive.store.streamk: S <= C / L; block FP8 since 2026-12-02,
+    # every stream-K kernel since 2026-12-07); the other persistent kernels take min(tiles, SMs)
     fills_sms: bool = False
 
     def num_tiles(self, m: int, n: int) -> int:
@@ -84,7 +85,8 @@ class KernelABI:
         cm, cn = self.cluster_tile
         tiles_m, tiles_n = -(-m // self.tile_m), -(-n // self.tile_n)
         items = -(-tiles_m // cm) * -(-tiles_n // cn)  # cluster tiles (pair tiles), partial ones included
-        return (size * (min(items, max(1, sm_count // size)) if self.persistent else items), 1, 1)
+        clusters = max(1, sm_count // size)
+        return (size * ((clusters if self.fills_sms else min(items, clusters)) if self.persistent else items), 1, 1)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -205,4 +207,4 @@ def kernel_abi(spec: TileSpec, threads: int, dynamic_smem_bytes: int) -> KernelA
     size = spec.cta_group if spec.pair else spec.cluster.size
     return KernelABI(spec.kernel_name, params, threads, (size, 1, 1), dynamic_smem_bytes, spec.bm, spec.bn, persistent,
                      spec.cta_group, spec.cluster.dims, grouped, spec.split_k, spec.batch is not Batch.NONE,
-                     fills_sms=persistent and spec.stream_k > 1 and spec.fp8_blocks.value != "none")
+                     fills_sms=persistent and spec.stream_k > 1)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from . import rules
 from .calibration import Calibration, Costs, Family, calibration_for, parse_kernels
 from .candidates import BY_NAME, CANDIDATES, COST_FAMILY, Candidate, k_tiles
 
@@ -71,6 +72,11 @@ STREAMK_MIN_K_TILES = 4  # derive.store.streamk.MIN_K_TILES_PER_SPLIT
 # run when it was written): about 100 GB/s per SM, the order of 64 B a clock per SM at 1.7 GHz. Run 1 of
 # 2026-12-01-streamk measured the split round within 2x of it (docs/performance.md, "Stream-K for the last wave").
 STREAMK_SM_BYTES_PER_US = 100e3
+# A split round's fixed cost beyond its K-tiles and partial-tile bytes: the partials' store, the flag's release and the
+# owner's acquire and reload, a memory round trip or two. Fitted on the H100 (runs/2026-12-07-h100-single-wave-streamk:
+# 41 few-tile bf16 and e4m3 picks, one round split 2-9 ways, measured 2.9 us (median) over the model without it; the
+# multi-round split of 2500 x 10000 x 4000 ran 3-15 us over it too, runs/2026-12-01-streamk).
+STREAMK_FIXUP_US = 3.0
 
 
 @dataclass(frozen=True)
@@ -95,9 +101,11 @@ def predict_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, max_spli
     :func:`time_terms_us`, then one round of per_tile + ceil(T / S) K-tiles + the fixup: each split z > 0 stores a
     BM x BN f32 tile, its owner reads S - 1 of them (at STREAMK_SM_BYTES_PER_US per SM)."""
     items = tile_grid(m, n, c.bm, c.bn, c.cluster_m) // c.cluster_m
-    # the persistent grid never exceeds the items (derive.tile.abi.KernelABI.grid): with fewer items than clusters there is no
-    # last partial round to split (run 2 timed 838 x 1309 x 8000's 42 tiles split "3 ways" by an earlier model: 1.9x slower)
-    clusters = min(items, sm_count * costs.slots_per_sm // c.cluster_m)
+    # a stream-K grid fills every SM (derive.tile.abi.KernelABI.fills_sms), so fewer items than clusters split too (before
+    # 2026-12-07 the grid was min(items, SMs): 838 x 1309 x 8000's 42 tiles predicted "3 ways" never split, 0.53x).
+    # rules.STREAM_K_SINGLE_WAVE off: no split predicted below one full round (the picks before that change)
+    clusters = sm_count * costs.slots_per_sm // c.cluster_m
+    clusters = clusters if rules.STREAM_K_SINGLE_WAVE else min(items, clusters)
     t = k_tiles(k, element_bytes)
     per_k = costs.ktile_us * (costs.off_sector if off_sector else 1.0)
     whole = costs.tile_us + t * per_k
@@ -105,7 +113,8 @@ def predict_streamk(c: Candidate, costs: Costs, m: int, n: int, k: int, max_spli
     full = items // clusters
     plain_last = whole if last else 0.0
     tile_bytes = c.bm * c.bn * 4
-    split_last = (costs.tile_us + -(-t // s) * per_k + tile_bytes * s / STREAMK_SM_BYTES_PER_US) if s > 1 else plain_last
+    split_last = (costs.tile_us + -(-t // s) * per_k + tile_bytes * s / STREAMK_SM_BYTES_PER_US + STREAMK_FIXUP_US
+                  if s > 1 else plain_last)
     return StreamKPrediction(s, last, plain_last, split_last, costs.launch_us + full * whole + split_last)
 
 

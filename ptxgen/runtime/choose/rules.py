@@ -37,6 +37,7 @@ TINY_SPLIT_DTYPES = ("bf16", "f16", "e4m3")  # e4m3: its split kernels (BK 128) 
 COST_MODEL = True  # the cost-model rule is on (off: nearest-fit, the rule before it)
 SWAP_AB_RULE = True  # the swap-ab rule is on
 STREAM_K_RULE = True  # the cost model ranks each kernel's stream-K form (costmodel.rank(stream_k=True))
+STREAM_K_SINGLE_WAVE = True  # ... also where the tiles fill less than one round: the stream-K grid is every SM
 STREAM_K_WHOLE_FIRST = ("e4m3",)  # ties (costmodel.pick) go to whole kernels before stream-K forms (s5-fp8m runs 1-2)
 STREAM_K_FAMILIES = ("16bit", "e4m3")  # the cost tables (costmodel.COST_FAMILY) whose kernels are ranked with their stream-K form
 SWAP_FIT_RULE = True  # swap-AB for M > 128 where a tile that fits M is predicted faster (cost-model+swap-ab)
