@@ -42,9 +42,10 @@ from ptxgen.runtime.launch.launch import Problem, gemm_launches, workspace_bytes
 from test_api import FakeArray, SimulatedGPU, _fake_encode, _fresh, kmajor
 
 # shapes where the chooser picks a stream-K kernel (bf16, tight K-major rows): 1x1 and 2x1 clusters, TMA-store and
-# direct epilogues, K tails, partial tiles; the GPU tier runs ptxgen.gemm on each
-GPU_SHAPES = [(3450, 1379, 1712), (2520, 1702, 1672), (4230, 1110, 6392), (1500, 9000, 3000), (2500, 10000, 4000),
-              (5000, 5000, 5000)]
+# direct epilogues, K tails, partial tiles, and one partial round split over every SM (838 x 1309 x 8000: 42 tiles;
+# 1009 x 129 x 3968: 16); the GPU tier runs ptxgen.gemm on each
+GPU_SHAPES = [(838, 1309, 8000), (1009, 129, 3968), (2520, 1702, 1672), (4230, 1110, 6392), (1500, 9000, 3000),
+              (2500, 10000, 4000), (5000, 5000, 5000)]
 
 
 def sk_pick(m=2500, n=10000, k=4000):
