@@ -24,11 +24,9 @@ type: each kernel's ratio, on over off; geomeans). Exit 0 when every shape ran a
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
-import os
 import random
 import sys
 import time
@@ -37,7 +35,18 @@ from pathlib import Path
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
 
-from exp_tiny_split import EXIT_FAIL, EXIT_NO_GPU, Kern, Out, _geomean, _short, read_rows, run_shape  # noqa: E402
+from exp_tiny_split import (
+    EXIT_FAIL,
+    EXIT_NO_GPU,
+    Kern,
+    Out,
+    _geomean,
+    _short,
+    dispatch,
+    finish,
+    run_args,
+    run_shape,
+)
 
 ARCH = "sm_90a"
 DTYPES = ("bf16", "e4m3")
@@ -53,7 +62,7 @@ def drawn(seed: int = SEED) -> list[tuple[int, int, int]]:
     rng = random.Random(seed)
 
     def lu(lo, hi):
-        return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+        return round(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
     return [(lu(128, 3072), lu(128, 3072), lu(1024, 16384) // 64 * 64) for _ in range(DRAWS)]
 
@@ -190,33 +199,15 @@ def gpu_run(args) -> int:
             complete = False
             break
         torch.cuda.empty_cache()
-    rows = read_rows(out.folder / "single_wave.jsonl")
-    text = summary_text(rows)
-    (out.folder / "summary.txt").write_text(text)
-    print(text, end="")
-    wrong = [f"{r['shape']} {r['label']}" for r in rows if r.get("checked_ok") is False or r.get("error")]
-    for w in wrong:
-        print(f"exp_single_wave_streamk: FAILED: {w}", file=sys.stderr)
-    return 0 if complete and not wrong else EXIT_FAIL
+    return finish(out, summary_text, "exp_single_wave_streamk", complete)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", metavar="DIR", help="the folder the rows, env.json and summary.txt go to (the GPU run)")
-    ap.add_argument("--budget-s", type=float, default=240.0, help="the whole GPU run, compiles included (default 240)")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile processes (default: every CPU)")
-    ap.add_argument("--dry-run", action="store_true", help="list the shapes and kernels and compile them with NVRTC; no GPU")
-    ap.add_argument("--no-compile", action="store_true", help="with --dry-run: the list only")
+    ap = run_args(__doc__, 240.0)
     ap.add_argument("--seed", type=int, default=SEED, help=f"the draw's seed (default {SEED}, run 1's)")
     ap.add_argument("--no-named", action="store_true", help="the drawn shapes only")
     ap.add_argument("--shapes", metavar="DTYPE:MxNxK,...", help="these (type, shape) pairs instead of the draw")
-    ap.add_argument("--device", choices=("h100", "h200"), default="h100", help="with --dry-run: the calibration and SMs to plan for")
-    args = ap.parse_args(argv)
-    if args.dry_run:
-        return dry_run(args)
-    if not args.out:
-        ap.error("--out DIR is needed for the GPU run (or --dry-run)")
-    return gpu_run(args)
+    return dispatch(ap, argv, dry_run, gpu_run)
 
 
 if __name__ == "__main__":

@@ -343,30 +343,46 @@ def gpu_run(args) -> int:
     env = out.folder / "env.json"
     env.write_text(json.dumps({**json.loads(env.read_text()), "smi_after": _smi(), "wall_s": round(time.monotonic() - t_start, 1),
                                "shapes_timed": done}, indent=1) + "\n")
-    rows = read_rows(out.folder / "tiny_split.jsonl")
-    text = summary_text(rows)
+    return finish(out, summary_text, "exp_tiny_split", complete)
+
+
+def finish(out: Out, summarize, tool: str, complete: bool) -> int:
+    """The rows written summarized (``summarize``), saved as summary.txt and printed; 0 when the run was complete and
+    every output checked, else EXIT_FAIL (each failure named on stderr)."""
+    rows = read_rows(out.folder / out.rows)
+    text = summarize(rows)
     (out.folder / "summary.txt").write_text(text)
     print(text, end="")
     wrong = [f"{r['shape']} {r['label']}" for r in rows if r.get("checked_ok") is False or r.get("error")]
     for w in wrong:
-        print(f"exp_tiny_split: FAILED: {w}", file=sys.stderr)
+        print(f"{tool}: FAILED: {w}", file=sys.stderr)
     return 0 if complete and not wrong else EXIT_FAIL
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_args(doc: str, budget_s: float) -> argparse.ArgumentParser:
+    """The options every such GPU comparison takes: --out, --budget-s, --jobs, --dry-run, --no-compile, --device."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", metavar="DIR", help="the folder the rows, env.json and summary.txt go to (the GPU run)")
-    ap.add_argument("--budget-s", type=float, default=120.0, help="the whole GPU run, compiles included (default 120)")
+    ap.add_argument("--budget-s", type=float, default=budget_s,
+                    help=f"the whole GPU run, compiles included (default {budget_s:g})")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile processes (default: every CPU)")
     ap.add_argument("--dry-run", action="store_true", help="list the shapes and kernels and compile them with NVRTC; no GPU")
     ap.add_argument("--no-compile", action="store_true", help="with --dry-run: the list only")
     ap.add_argument("--device", choices=("h100", "h200"), default="h100", help="with --dry-run: the calibration and SMs to plan for")
+    return ap
+
+
+def dispatch(ap: argparse.ArgumentParser, argv, dry_run_fn, gpu_run_fn) -> int:
     args = ap.parse_args(argv)
     if args.dry_run:
-        return dry_run(args)
+        return dry_run_fn(args)
     if not args.out:
         ap.error("--out DIR is needed for the GPU run (or --dry-run)")
-    return gpu_run(args)
+    return gpu_run_fn(args)
+
+
+def main(argv=None) -> int:
+    return dispatch(run_args(__doc__, 120.0), argv, dry_run, gpu_run)
 
 
 if __name__ == "__main__":
