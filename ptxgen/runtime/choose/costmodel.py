@@ -74,8 +74,8 @@ STREAMK_MIN_K_TILES = 4  # derive.store.streamk.MIN_K_TILES_PER_SPLIT
 STREAMK_SM_BYTES_PER_US = 100e3
 # A split round's fixed cost beyond its K-tiles and partial-tile bytes: the partials' store, the flag's release and the
 # owner's acquire and reload, a memory round trip or two. Fitted on the H100 (runs/2026-12-07-h100-single-wave-streamk:
-# 41 few-tile bf16 and e4m3 picks, one round split 2-9 ways, measured 2.9 us (median) over the model without it; the
-# multi-round split of 2500 x 10000 x 4000 ran 3-15 us over it too, runs/2026-12-01-streamk).
+# run 1: 41 few-tile bf16 and e4m3 picks, one round split 2-9 ways, measured 2.9 us (median) over the model without it;
+# run 2, a draw no fit saw: the split's predictions within 0.8-2.6 us (median) of the measured times).
 STREAMK_FIXUP_US = 3.0
 
 
