@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import random
 import sys
 import time
@@ -58,13 +57,12 @@ NARROW_SPLITS = (2, 4)
 
 def drawn(seed: int = SEED) -> list[tuple[int, int, int]]:
     """DRAWS shapes of fewer tiles than SMs for most kernels: M, N log-uniform in 128..3072, K log-uniform in
-    1024..16384 (a multiple of 64), seeded."""
+    1024..16384 (a multiple of 64), seeded (heldout_shapes' log-uniform draw)."""
+    from heldout_shapes import _log_uniform
+
     rng = random.Random(seed)
-
-    def lu(lo, hi):
-        return round(math.exp(rng.uniform(math.log(lo), math.log(hi))))
-
-    return [(lu(128, 3072), lu(128, 3072), lu(1024, 16384) // 64 * 64) for _ in range(DRAWS)]
+    return [(_log_uniform(rng, 128, 3072), _log_uniform(rng, 128, 3072), _log_uniform(rng, 1024, 16384) // 64 * 64)
+            for _ in range(DRAWS)]
 
 
 def held_out() -> set[tuple[int, int, int]]:
