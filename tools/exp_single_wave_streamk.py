@@ -24,6 +24,7 @@ type: each kernel's ratio, on over off; geomeans). Exit 0 when every shape ran a
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import random
@@ -113,13 +114,17 @@ def plan(device, seed: int = SEED, named: bool = True, given: list | None = None
 
 
 def parse_given(text: str | None) -> list | None:
-    """``bf16:MxNxK,e4m3:MxNxK,...`` -> [(dtype, m, n, k)], or None."""
+    """``bf16:MxNxK,e4m3:MxNxK,...`` -> [(dtype, m, n, k)], or None; a malformed item is a usage error (exit 2)."""
     if not text:
         return None
     out = []
     for item in text.split(","):
         d, _, dims = item.partition(":")
-        out.append((d, *map(int, dims.split("x"))))
+        parts = dims.split("x")
+        if d not in DTYPES or len(parts) != 3 or not all(x.isdigit() and int(x) > 0 for x in parts):
+            raise argparse.ArgumentTypeError(f"{item!r}: expected DTYPE:MxNxK with DTYPE one of {', '.join(DTYPES)} "
+                                             "and M, N, K positive integers")
+        out.append((d, *map(int, parts)))
     return out
 
 
@@ -130,7 +135,7 @@ def distinct_specs(tasks) -> list:
 def dry_run(args) -> int:
     from exp_candidates import compile_specs, device_for
 
-    tasks = plan(device_for(args.device), args.seed, not args.no_named, parse_given(args.shapes))
+    tasks = plan(device_for(args.device), args.seed, not args.no_named, args.shapes)
     for (m, n, k), ks in tasks:
         print(f"{ks[0].spec.dtype.value} {m}x{n}x{k}: " + "; ".join(
             f"{kern.label} {_short(kern.spec.kernel_name)}" + (f" [{kern.chosen_by}]" if kern.chosen_by else "") for kern in ks))
@@ -180,7 +185,7 @@ def gpu_run(args) -> int:
     from ptxgen.runtime.choose.calibrate import device_key
 
     out = Out(Path(args.out), "single_wave.jsonl")
-    tasks = plan(device_key(), args.seed, not args.no_named, parse_given(args.shapes))
+    tasks = plan(device_key(), args.seed, not args.no_named, args.shapes)
     specs = distinct_specs(tasks)
     out.say(f"{len(tasks)} shape-type pairs, {len(specs)} kernels; compiling in {args.jobs} processes")
     failed = compile_specs(specs, args.jobs, log=out.say)
@@ -204,7 +209,7 @@ def main(argv=None) -> int:
     ap = run_args(__doc__, 240.0)
     ap.add_argument("--seed", type=int, default=SEED, help=f"the draw's seed (default {SEED}, run 1's)")
     ap.add_argument("--no-named", action="store_true", help="the drawn shapes only")
-    ap.add_argument("--shapes", metavar="DTYPE:MxNxK,...", help="these (type, shape) pairs instead of the draw")
+    ap.add_argument("--shapes", metavar="DTYPE:MxNxK,...", type=parse_given, help="these (type, shape) pairs instead of the draw")
     return dispatch(ap, argv, dry_run, gpu_run)
 
 
