@@ -60,8 +60,3 @@ def test_control_a_wrong_formula_is_not_a_bijection():
 
     got = _tiles(Wrong(True, 4), 5, 3)
     assert sorted(got) != [(m, n) for m in range(5) for n in range(3)]
-
-
-def test_grid_sizes():
-    assert SchedulePlan(True, 8).ctas(1000, 132) == 132 and SchedulePlan(True, 8).ctas(7, 132) == 7
-    assert SchedulePlan(False, 8).ctas(1000, 132) == 1000

@@ -58,15 +58,6 @@ class SchedulePlan:
         within = i % group_tiles
         return first_m + within % rows, within // rows
 
-    def ctas(self, num_tiles: int, sm_count: int, tiles_m: int = 0, tiles_n: int = 0) -> int:
-        """Grid size: every tile its own CTA, or one CTA per SM (never more CTAs than tiles). With a cluster:
-        cluster-size CTAs per work item, and (persistent) at most sm_count // size clusters."""
-        if self.cluster_size == 1:
-            return min(num_tiles, sm_count) if self.persistent else num_tiles
-        pm, pn = self.work_items(tiles_m, tiles_n)
-        items = pm * pn
-        return self.cluster_size * (min(items, max(1, sm_count // self.cluster_size)) if self.persistent else items)
-
     def derivation(self) -> tuple[Derived, ...]:
         return self._base_derivation() + self._cluster_derivation()
 
