@@ -69,6 +69,17 @@ def test_few_wave_tasks_add_split_k_and_swapped_kernels_and_large_ones_do_not():
     assert not any("split" in x or x.startswith("swap") for x in big)
 
 
+def test_a_single_partial_round_sweeps_its_splits_on_the_grid_the_kernel_launches():
+    """838 x 1309 x 8000: 42 tiles of 128 x 256, one partial round. A stream-K kernel's grid is every SM
+    (KernelABI.fills_sms), so its 42 tiles split 2 or 3 ways (3 = 132 // 42); the sweep lists both. Control: on the
+    grid of one CTA a tile (min(tiles, SMs), the grid before 2026-12-07) no split is left to sweep."""
+    from ptxgen.runtime.choose.costmodel import streamk_cap
+
+    cands, _, _ = plan.gemm_candidates("bf16", 838, 1309, 8000, H100)
+    assert {"p128x256+sk2", "p128x256+sk3"} <= {c.label for c in cands}
+    assert streamk_cap(42, 132, 125, 16)[0] == 3 and streamk_cap(42, 42, 125, 16)[0] == 1
+
+
 def test_swapped_kernels_with_a_partial_last_round_add_their_stream_k_forms():
     """400 x 10000 x 6000: 128 x 200 tiles over N x M are 79 x 2 = 158 on 132 SMs (26 in a second round): split 2, 3, 4
     ways; 128 x 104 (316 tiles, 52 last) takes at most 2 (132 / 52); 128 x 136 (237, 105 last) none. 333 x 8192 x 8192's

@@ -162,7 +162,7 @@ def _streamk_forms(dtype, m, n, k, model) -> list[Cand]:
         best = model.streamk(c, cost, m, n, k, off_sector=off, element_bytes=eb)
         splits = {best.splits} if best is not None and best.splits > 1 else set()
         items = tile_grid(m, n, c.bm, c.bn, c.cluster_m) // c.cluster_m
-        clusters = min(items, model.sm_count // c.cluster_m)
+        clusters = model.sm_count // c.cluster_m  # a stream-K grid fills every SM (KernelABI.fills_sms)
         if name in SK_SWEEP and best is not None:  # distinct effective splits only
             seen = {streamk_cap(items, clusters, k_tiles(k, eb), s)[0] for s in splits}
             for s in SK_SPLITS:
@@ -213,7 +213,7 @@ def _swap_streamk_forms(spec, bn: int, m: int, n: int, k: int, sm_count: int, ta
     from ptxgen.runtime.choose.swap import streamk_form
 
     items = -(-n // 128) * -(-m // bn)
-    clusters = min(items, sm_count)
+    clusters = sm_count  # a stream-K grid fills every SM (KernelABI.fills_sms)
     seen, out = set(), []
     for s in SWAP_SK_SPLITS:
         eff = streamk_cap(items, clusters, k_tiles(k, spec.dtype.bytes), s)[0]
