@@ -112,6 +112,19 @@ def test_the_block_fp8_api_bench_refuses_a_bad_shape_and_no_gpu():
     assert good.returncode == 3 and "no usable NVIDIA GPU" in good.stderr and "Traceback" not in good.stderr
 
 
+def test_the_cublas_kernel_lister_refuses_a_bad_shape_and_no_gpu():
+    """tools/cublas_kernels.py: a shape that is not dtype:MxNxK exits 2 naming it, before any GPU work; with no GPU it
+    exits 3 with one line, no traceback."""
+    env = {**_env(), "CUDA_VISIBLE_DEVICES": ""}
+    run = lambda *a: subprocess.run([sys.executable, str(TOOLS / "cublas_kernels.py"), *a], cwd=ROOT, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    bad = run("bf16:4096x7168")
+    assert bad.returncode == 2 and "'bf16:4096x7168'" in bad.stderr and "Traceback" not in bad.stderr
+    assert run("f32:64x64x64").returncode == 2
+    good = run("e4m3:64x128x128")
+    assert good.returncode == 3 and "no usable GPU" in good.stderr and "Traceback" not in good.stderr
+
+
 @pytest.mark.parametrize("module", sorted(LIBRARY_MODULES))
 def test_library_modules_import(module):
     proc = subprocess.run([sys.executable, "-c", f"import runpy; runpy.run_path({str(TOOLS / module)!r})"], cwd=ROOT,
