@@ -351,6 +351,21 @@ def kgrouped_cluster_specs() -> dict:
     return specs
 
 
+def pingpong_wide_specs() -> dict:
+    """Ping-pong 128 x BN past 128 columns (2026-12-07): with setmaxnreg and two consumer warpgroups a consumer thread
+    has the setmaxnreg.inc count (232), not the launch bound (168), so BN 136-200 is legal; e4m3 and bf16, direct stores
+    (BN 160, 200) and the TMA store (BN 192)."""
+    from ptxgen.derive.tile.spec import make_spec
+
+    out = {}
+    for dtype, bk in (("e4m3", 128), ("bf16", 64)):
+        for bn, epilogue in ((160, "direct"), (192, "tma"), (200, "direct")):
+            out[f"pingpong {dtype} 128x{bn} {epilogue}"] = make_spec(
+                bm=128, bn=bn, bk=bk, a="kmajor-sw128", b="kmajor-sw128", dtype=dtype, acc="f32", out_dtype="bf16",
+                arch="sm_90a", stages=4, schedule="persistent", consumers="pingpong", epilogue=epilogue)
+    return out
+
+
 def rowwise_scale_loads_specs() -> dict:
     """The row-wise FP8 grouped kernels after 2026-12-07's epilogue change (each row's scale_a and each column pair's
     scale_b loaded once): the K-grouped picks (128 x 256 bf16, 128 x 128 f32), the ping-pong form (two slabs a
@@ -493,7 +508,7 @@ def main() -> int:
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
                                       "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "kgrouped-fp8-pingpong",
-                                      "rowwise-scale-loads", "kgrouped-cluster", "all"),
+                                      "rowwise-scale-loads", "kgrouped-cluster", "pingpong-wide", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -538,6 +553,8 @@ def main() -> int:
         specs.update(kgrouped_fp8_pingpong_specs())
     if args.set in ("rowwise-scale-loads", "all"):
         specs.update(rowwise_scale_loads_specs())
+    if args.set in ("pingpong-wide", "all"):
+        specs.update(pingpong_wide_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

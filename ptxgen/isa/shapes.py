@@ -87,10 +87,14 @@ def entry_registers(threads: int) -> int:
     return min(MAX_REGS_PER_THREAD, REGISTER_FILE // threads) // SETMAXNREG_STEP * SETMAXNREG_STEP
 
 
-def consumer_register_budget(consumer_warpgroups: int) -> int:
-    """Registers ptxas lets a consumer thread use: the launch budget of all warpgroups (consumers plus the
-    producer). Measured with NVRTC 13.5: ptxas allocates the consumer branch within the launch bound even
-    after setmaxnreg.inc (BM=256, BN=160: 'Insufficient registers (96)'), so that bound is the budget."""
+def consumer_register_budget(consumer_warpgroups: int, setmaxnreg: bool = False) -> int:
+    """Registers ptxas lets a consumer thread use. Without setmaxnreg, and with it beside four consumer warpgroups: the
+    launch budget of all warpgroups (consumers plus the producer); measured with NVRTC 13.5, ptxas allocates the consumer
+    branch within that bound even after setmaxnreg.inc (BM=256, BN=160: 'Insufficient registers (96)'). With setmaxnreg
+    and two consumer warpgroups: the setmaxnreg.inc count; measured with NVRTC 13.5 and 12.8, ptxas allocates the branch
+    up to it (ping-pong 128 x 192, 192 accumulator registers a thread: no local memory, launch count 168)."""
+    if setmaxnreg and consumer_warpgroups == 2:
+        return setmaxnreg_consumer_registers(consumer_warpgroups)
     return entry_registers(WARPGROUP_THREADS * (consumer_warpgroups + 1))
 
 

@@ -217,7 +217,9 @@ def _validate_consumers(t: "TileSpec") -> None:
             "CTA, each multiplying the whole tile (BM 64 or 128)", "--arch sm_90a --schedule persistent --bm 64|128, or cooperative")
     if t.arch is Arch.SM90A:
         nc = t.consumer_warpgroups
-        budget = consumer_register_budget(nc)
+        setmaxnreg = t.loader is Loader.TMA and nc >= 2  # derive.roles.pipeline's setmaxnreg condition
+        budget = consumer_register_budget(nc, setmaxnreg=setmaxnreg)
+        raised = setmaxnreg and budget > consumer_register_budget(nc)
         if t.consumer_accumulator_registers + REGISTER_RESERVE > budget:
             fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major)
                    if t.slabs_per_consumer * wgmma_accumulator_registers(n, t.acc) + REGISTER_RESERVE <= budget]
@@ -225,7 +227,7 @@ def _validate_consumers(t: "TileSpec") -> None:
                 "--bn",
                 t.bn,
                 f"with BM={t.bm} ({nc} consumer warpgroup(s) and a producer warpgroup, {128 * (nc + 1)} threads) a consumer "
-                f"thread has at most {budget} registers (65536 per SM); the m64n{t.bn} {t.acc.value} "
+                f"thread has at most {budget} registers ({'the setmaxnreg.inc count' if raised else '65536 per SM at launch'}); the m64n{t.bn} {t.acc.value} "
                 f"accumulator ({t.slabs_per_consumer} slab(s)) takes {t.consumer_accumulator_registers}, leaving less than the {REGISTER_RESERVE} that addressing "
                 "and the pipeline need (ptxas would spill)",
                 f"BN <= {max(fit)} at BM={t.bm}, or a smaller BM" if fit else "a smaller BM",

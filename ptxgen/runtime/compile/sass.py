@@ -193,12 +193,34 @@ def _resource_problems(spec: TileSpec, instrs: list[tuple[int, str]], resources:
     for name, other in funcs.items():
         if name != spec.kernel_name and (other.get("LOCAL", 0) or other.get("STACK", 0)):
             problems.append(f"local memory in {name}: LOCAL {other.get('LOCAL', 0)} B, STACK {other.get('STACK', 0)} B")
-    entry = plan_kernel(spec).pipeline.entry_registers
+    pipe = plan_kernel(spec).pipeline
+    entry = pipe.entry_registers
     if entry and not relocatable and res.get("REG", 0) != entry:
         problems.append(f"{res.get('REG', 0)} registers at launch, but the setmaxnreg budgets assume {entry}")
+    problems += _register_ceiling_problems(instrs, res.get("REG", 0), pipe, relocatable)
     if res.get("LOCAL", 0) or res.get("STACK", 0):
         problems.append(f"local memory in use: LOCAL {res.get('LOCAL', 0)} B, STACK {res.get('STACK', 0)} B")
     return res, problems
+
+
+_REGISTER_RE = re.compile(r"\bR(\d+)\b")
+
+
+def highest_register(instrs: list[tuple[int, str]]) -> int:
+    """The highest general register index any instruction names (R0..R254; RZ is not counted), -1 for none."""
+    return max((int(m) for _, text in instrs for m in _REGISTER_RE.findall(text)), default=-1)
+
+
+def _register_ceiling_problems(instrs: list[tuple[int, str]], launch: int, pipe, relocatable: bool) -> list[str]:
+    """A register the warps cannot own: past the launch count, or, with setmaxnreg, past the largest count a role
+    raises to (the consumers' setmaxnreg.inc: ptxas allocates that branch up to it, isa.shapes.consumer_register_budget)."""
+    raised = [r.registers for r in pipe.roles if r.registers] if pipe.entry_registers and not relocatable else []
+    ceiling = max([launch, *raised])
+    top = highest_register(instrs)
+    if ceiling and top >= ceiling:
+        return [f"register R{top} used, but no warp owns more than {ceiling} (launch {launch}"
+                + (f", setmaxnreg up to {max(raised)})" if raised else ")")]
+    return []
 
 
 def check_sass(
