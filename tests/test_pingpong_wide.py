@@ -61,3 +61,14 @@ def test_control_a_register_past_every_warps_count_is_caught():
     # without setmaxnreg (a linked cubin drops it) the launch count is the ceiling
     assert _register_ceiling_problems([(0, "MOV R200, R1 ;")], 168, pipe, True)
     assert highest_register([(0, "IMAD R12, RZ, R3, UR40 ;"), (16, "S2R R7, SR_TID.X ;")]) == 12
+
+
+def test_tune_searches_the_wide_e4m3_pingpong_tiles():
+    """``ptxgen tune --dtype e4m3`` times 128 x 160 and 128 x 192 ping-pong (with the TMA store where BN allows it), so
+    the GPU run that measures them needs no tile flags; the tables' first e4m3 tiles keep their places."""
+    from ptxgen.runtime.choose.tune import candidates
+
+    names = {s.kernel_name for s in candidates("e4m3", "sm_90a")}
+    assert {pp(160).kernel_name, pp(192).kernel_name, pp(192, epilogue="tma").kernel_name} <= names
+    assert pp(160, epilogue="direct", raster_group=16).kernel_name in names
+    assert candidates("e4m3", "sm_90a")[1].bn == 256  # default_spec's 128 x 256 is still the second

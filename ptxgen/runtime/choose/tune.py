@@ -26,8 +26,10 @@ _TILES = {
     "e4m3": [(128, 256, 128, 4), (128, 128, 128, 6), (256, 128, 128, 4)],
 }
 _SCHEDULES = [("tile", 8), ("persistent", 8), ("persistent", 16), ("persistent", 4)]
-# ping-pong consumer warpgroups (persistent only): tile, stages
-_PINGPONG = {"16bit": [(128, 128, 64, 6), (64, 256, 64, 5), (128, 128, 64, 5)], "e4m3": [(128, 128, 128, 5)]}
+# ping-pong consumer warpgroups (persistent only): tile, stages. e4m3 128 x 160 / 128 x 192 (legal since 2026-12-07, the
+# setmaxnreg budget): N of 640-1024 in fewer, wider tiles, the few-wave class no other tile reaches cuBLAS in
+_PINGPONG = {"16bit": [(128, 128, 64, 6), (64, 256, 64, 5), (128, 128, 64, 5)],
+             "e4m3": [(128, 128, 128, 5), (128, 160, 128, 4), (128, 192, 128, 4)]}
 
 
 def candidates(dtype: str, arch: str) -> list[TileSpec]:
