@@ -87,6 +87,13 @@ def entry_registers(threads: int) -> int:
     return min(MAX_REGS_PER_THREAD, REGISTER_FILE // threads) // SETMAXNREG_STEP * SETMAXNREG_STEP
 
 
+def uses_setmaxnreg(tma_loader: bool, consumer_warpgroups: int) -> bool:
+    """Whether a wgmma kernel moves registers from its producer to its consumers at run time (setmaxnreg): a TMA
+    producer with two or more consumer warpgroups (the cp.async producer needs its registers for addressing: at 40 it
+    spills, measured with NVRTC 13.5)."""
+    return tma_loader and consumer_warpgroups >= 2
+
+
 def consumer_register_budget(consumer_warpgroups: int, setmaxnreg: bool = False) -> int:
     """Registers ptxas lets a consumer thread use. Without setmaxnreg, and with it beside four consumer warpgroups: the
     launch budget of all warpgroups (consumers plus the producer); measured with NVRTC 13.5, ptxas allocates the consumer

@@ -25,6 +25,7 @@ from ..scaled.blockfp8 import SCALE_WARP_LANES
 from ..scaled.sfa_tma import SCALE_LANES as SFA_TMA_SCALE_LANES
 
 from ...isa.shapes import (
+    uses_setmaxnreg,
     TCGEN05_EPILOGUE_WARPS,
     PRODUCER_REGISTERS,
     producer_registers,
@@ -122,9 +123,7 @@ def _roles(spec: TileSpec) -> tuple[tuple[WarpRole, ...], int | None]:
     if spec.arch is Arch.SM90A:
         nc = spec.consumer_warpgroups
         threads = WARPGROUP_THREADS * (nc + 1)
-        # setmaxnreg moves registers from the TMA producer to the consumers at run time (the cp.async producer
-        # needs its registers for addressing: at 40 it spills, measured with NVRTC 13.5).
-        use = tma and nc >= 2
+        use = uses_setmaxnreg(tma, nc)  # registers move from the TMA producer to the consumers at run time
         regs = (producer_registers(nc), setmaxnreg_consumer_registers(nc)) if use else (None, None)
         roles = (
             WarpRole("consumer", 0, 4 * nc, regs[1],

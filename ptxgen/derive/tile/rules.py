@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...isa.ptxref import cite
 from ...isa.shapes import (REGISTER_RESERVE, consumer_register_budget, legal_bm, setmaxnreg_consumer_registers, legal_bn,
-                           wgmma_accumulator_registers)
+                           uses_setmaxnreg, wgmma_accumulator_registers)
 from ...isa.types import (ACC_DTYPES, INPUT_DTYPES, LEGAL_ACC, Arch, Batch, Cluster, Consumers, DType, Epilogue, Grouping, Loader, Major,
                          Schedule, SpecError, legal_values)
 from ...isa.epiops import Fp8Blocks, Fp8Overlap, Fp8ScaleLoad, Fp8Stagger
@@ -217,9 +217,8 @@ def _validate_consumers(t: "TileSpec") -> None:
             "CTA, each multiplying the whole tile (BM 64 or 128)", "--arch sm_90a --schedule persistent --bm 64|128, or cooperative")
     if t.arch is Arch.SM90A:
         nc = t.consumer_warpgroups
-        setmaxnreg = t.loader is Loader.TMA and nc >= 2  # derive.roles.pipeline's setmaxnreg condition
-        budget = consumer_register_budget(nc, setmaxnreg=setmaxnreg)
-        raised = setmaxnreg and budget > consumer_register_budget(nc)
+        budget = consumer_register_budget(nc, setmaxnreg=uses_setmaxnreg(t.loader is Loader.TMA, nc))
+        raised = budget > consumer_register_budget(nc)  # the setmaxnreg.inc count, past the launch bound
         if t.consumer_accumulator_registers + REGISTER_RESERVE > budget:
             fit = [n for n in legal_bn(t.arch, t.dtype, t.b.major)
                    if t.slabs_per_consumer * wgmma_accumulator_registers(n, t.acc) + REGISTER_RESERVE <= budget]

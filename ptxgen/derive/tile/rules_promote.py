@@ -17,7 +17,7 @@ ptxgen.isa.types.SpecError: --promote=1 is illegal: promotion is built for tf32 
 
 from __future__ import annotations
 
-from ...isa.shapes import consumer_register_budget, setmaxnreg_consumer_registers, wgmma_accumulator_registers
+from ...isa.shapes import consumer_register_budget, setmaxnreg_consumer_registers, uses_setmaxnreg, wgmma_accumulator_registers
 from ...isa.types import Arch, DType, Grouping, Loader, SpecError
 
 # K-tiles per promotion: 0 none, else G (G > 1: a group's K-tiles unrolled, templates/mma_blockfp8.cuh.j2). The accumulation
@@ -34,7 +34,7 @@ def promote_register_budget(t) -> int:
     """Registers a consumer thread of ``t`` has: the setmaxnreg.inc count where the kernel uses setmaxnreg (TMA, two or more
     consumer warpgroups: derive.roles.pipeline), as block FP8's accumulator + partial rule counts it; else the launch bound."""
     nc = t.consumer_warpgroups
-    use = t.loader is Loader.TMA and nc >= 2
+    use = uses_setmaxnreg(t.loader is Loader.TMA, nc)
     return setmaxnreg_consumer_registers(nc) if use else consumer_register_budget(nc)
 
 
