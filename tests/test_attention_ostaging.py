@@ -27,7 +27,7 @@ def _fn(expr: str, names: str):
 
 
 def exprs(src: str):
-    w = re.search(r"st_shared_u32\(ostage \+ (.+) \+ 4u \* \(lane % 4\), pack2", src)
+    w = re.search(r"st_shared_u32\(ostage \+ (.+) \+ 4u \* \(lane % 4\), pack_b?f16x2", src)
     r = re.search(r"ld_shared_v4\(ostage \+ (.+)\);\n", src)
     col = re.search(r"o_ss \+ (\d+) \* \(i % (\d+)\)\) = cell;", src)
     chunks = re.search(r"for \(int j = 0; j < (\d+); \+\+j\)", src)

@@ -45,29 +45,33 @@ def _one(pattern: str, src: str, what: str) -> re.Match:
 def _read_kernel(src: str) -> dict:
     """The numbers the TMEM model needs, read from the rendered source (each pattern must match exactly once)."""
     k = {}
-    k["ld_num"] = int(_one(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x(\d+)\.b32", src, "tmem_ld32's shape").group(1))
-    k["st16_num"] = int(_one(r"void tmem_st16\(.*?tcgen05\.st\.sync\.aligned\.32x32b\.x(\d+)\.b32", src, "tmem_st16").group(1))
+    k["ld_num"] = int(_one(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x(\d+)\.b32", src, "tmem_ld_chunk's shape").group(1))
+    # tmem_st_chunk: one overload per chunk size (tmem_st_fn); the P stores pass pk, whose size picks one
+    st_nums = {int(n): int(x) for n, x in re.findall(r"void tmem_st_chunk\(unsigned taddr, const unsigned \(&r\)\[(\d+)\]\) \{\s*"
+                                                       r"asm volatile\(\"tcgen05\.st\.sync\.aligned\.32x32b\.x(\d+)\.b32", src)}
     k["lane_addr"] = _one(r"const unsigned lane_addr = tmem \+ (.+?);\n", src, "lane_addr").group(1)
     s_ds = {int(x) for x in re.findall(r"mma_ss\(tmem \+ (\d+)u,", src)}
     assert len(s_ds) == 1, s_ds
     k["s_d"] = s_ds.pop()
     k["ts"] = [(int(d), int(a)) for d, a in re.findall(r"mma_ts\(tmem \+ (\d+)u, tmem \+ (\d+)u,", src)]
-    m = _one(r"for \(int c = 0; c < (\d+); \+\+c\) \{\s*unsigned r\[32\];\s*tmem_ld32\(lane_addr \+ (\d+)u \+ (\d+)u \* c, "
-             r"r\);\s*tmem_ld_wait\(\);\s*(?:#pragma unroll\s*)?for \(int i = 0; i < (\d+); \+\+i\) srow\[(\d+) \* c \+ i\] = "
+    m = _one(r"for \(int c = 0; c < (\d+); \+\+c\) \{\s*unsigned r\[32\];\s*tmem_ld_chunk\(lane_addr \+ (\d+)u \+ (\d+)u \* c, "
+             r"r\);\s*tmem_ld_wait\(r\);\s*(?:#pragma unroll\s*)?for \(int i = 0; i < (\d+); \+\+i\) srow\[(\d+) \* c \+ i\] = "
              r"__uint_as_float\(r\[i\]\);", src, "the S loads")
     k["s_chunks"], k["s_base"], k["s_step"], k["s_inner"], k["s_stride"] = map(int, m.groups())
     m = _one(r"for \(int c = 0; c < (\d+); \+\+c\) \{\s*unsigned pk\[(\d+)\];\s*(?:#pragma unroll\s*)?for \(int i = 0; i < "
-             r"(\d+); \+\+i\) \{\s*const float lo = exp2_approx\(fmaf\(srow\[([^\]]+)\], scale_log2, -max_scaled\)\);\s*"
-             r"const float hi = exp2_approx\(fmaf\(srow\[([^\]]+)\], scale_log2, -max_scaled\)\);.*?"
-             r"pk\[i\] = pack2\((\w+), (\w+)\);\s*\}\s*tmem_st16\(lane_addr \+ (\d+)u \+ (\d+)u \* c, pk\);", src, "the P stores")
-    (k["p_chunks"], k["p_regs"], k["p_inner"], k["lo_index"], k["hi_index"], k["pack_arg0"], k["pack_arg1"], k["p_base"],
+             r"(\d+); \+\+i\) \{\s*const float lo = ex2_approx\(fmaf\(srow\[([^\]]+)\], scale_log2, -max_scaled\)\);\s*"
+             r"const float hi = ex2_approx\(fmaf\(srow\[([^\]]+)\], scale_log2, -max_scaled\)\);.*?"
+             r"pk\[i\] = (pack_b?f16x2)\((\w+), (\w+)\);\s*\}\s*tmem_st_chunk\(lane_addr \+ (\d+)u \+ (\d+)u \* c, pk\);", src,
+             "the P stores")
+    (k["p_chunks"], k["p_regs"], k["p_inner"], k["lo_index"], k["hi_index"], pack, k["pack_arg0"], k["pack_arg1"], k["p_base"],
      k["p_step"]) = m.groups()
     for key in ("p_chunks", "p_regs", "p_inner", "p_base", "p_step"):
         k[key] = int(k[key])
-    m = _one(r"unsigned pack2\(float (\w+), float (\w+)\) \{\s*unsigned r;\s*asm\(\"cvt\.rn\.b?f16x2\.f32 %0, %1, %2;\" : "
-             r"\"=r\"\(r\) : \"f\"\((\w+)\), \"f\"\((\w+)\)\);", src, "pack2")
+    k["st16_num"] = st_nums[k["p_regs"]]  # the shape of the store that takes pk
+    m = _one(rf"unsigned {pack}\(float (\w+), float (\w+)\) \{{\s*unsigned r;\s*asm\(\"cvt\.rn\.b?f16x2\.f32 %0, %1, %2;\" : "
+             r"\"=r\"\(r\) : \"f\"\((\w+)\), \"f\"\((\w+)\)\);", src, "the pack")
     k["pack_params"], k["cvt_ab"] = (m.group(1), m.group(2)), (m.group(3), m.group(4))
-    k["o_loads"] = {int(x) for x in re.findall(r"tmem_ld32\(lane_addr \+ (\d+)u \+ 32u \* c, r\)", src)} - {k["s_base"]}
+    k["o_loads"] = {int(x) for x in re.findall(r"tmem_ld_chunk\(lane_addr \+ (\d+)u \+ 32u \* c, r\)", src)} - {k["s_base"]}
     k["row0"] = "const int row0 = m_block * 128 + threadIdx.x;" in src
     return k
 
@@ -103,7 +107,7 @@ def _run(spec: AttentionSpec, src: str) -> None:
                 for i in range(k["p_inner"]):
                     values = {"lo": row[_c_int(k["lo_index"], c=c, i=i)], "hi": row[_c_int(k["hi_index"], c=c, i=i)]}
                     p = {name: ("P",) + v[1:] for name, v in values.items()}  # exp2 of S: P keeps S's (row, key)
-                    args = {lo_name: p[k["pack_arg0"]], hi_name: p[k["pack_arg1"]]}  # pack2(lo, hi)'s parameters
+                    args = {lo_name: p[k["pack_arg0"]], hi_name: p[k["pack_arg1"]]}  # pack_bf16x2(lo, hi)'s parameters
                     pk[i] = tm.cvt_bf16x2(args[k["cvt_ab"][0]], args[k["cvt_ab"][1]])
                 regs.append(pk[:k["st16_num"]])
             t.st_32x32b(w, lane_base + k["p_base"] + k["p_step"] * c, regs)

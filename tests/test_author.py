@@ -293,6 +293,16 @@ def test_gemm_templates_use_the_public_pieces():
     assert "void wgmma_fence()" not in (ROOT / "templates" / "mma_wgmma.cuh.j2").read_text()
 
 
+def test_attention_templates_use_the_public_pieces():
+    """The attention templates define no PTX wrapper of their own: every inline assembly and device function they
+    emit comes from the pieces (docs/attention.md)."""
+    for name in ("attention_parts.cuh.j2", "attention_sm90.cu.j2", "attention_sm100.cu.j2"):
+        text = (ROOT / "templates" / name).read_text()
+        assert "asm" not in text and "__device__" not in text, name
+    assert 'import "author/pieces.cuh.j2" as p' in (ROOT / "templates" / "attention_parts.cuh.j2").read_text()
+    assert 'import "author/pieces.cuh.j2" as p' in (ROOT / "templates" / "attention_sm100.cu.j2").read_text()
+
+
 def test_example_compile_only():
     """L2: the example compiles on a machine without a GPU and passes its SASS gate (8 HGMMA)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -143,6 +143,17 @@ CLUSTER = [
     (dict(_S, bm=128, bn=256, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", cluster="2x1"), (777, 1501, 333)),
 ]
 
+# Ping-pong past 128 columns (one warpgroup a whole 128 x BN tile, setmaxnreg's 232 registers; tests/test_pingpong_wide.py):
+# partial tiles on both edges, odd tile counts per CTA, the direct and the TMA-store epilogue, e4m3 and bf16.
+_W = dict(_S, bm=128, bk=128, dtype="e4m3", out_dtype="bf16", stages=4, schedule="persistent", consumers="pingpong")
+WIDE_PINGPONG = [
+    (dict(_W, bn=160, epilogue="direct"), (1000, 1100, 300)),
+    (dict(_W, bn=192), (777, 1501, 333)),
+    (dict(_W, bn=192, epilogue="direct"), (6000, 768, 512)),
+    (dict(_W, bn=192, bk=64, dtype="bf16"), (1900, 2100, 200)),
+    (dict(_W, bn=200, bk=64, dtype="bf16", epilogue="direct"), (2048, 2000, 192)),
+]
+
 
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
@@ -196,7 +207,7 @@ def gpu_jobs(arch: str) -> list[dict]:
         _add(jobs, arch, cfg, shape)
         if i < 3:
             _add(jobs, arch, dict(cfg, loader="cp.async"), shape)
-    for cfg, shape in CLUSTER:
+    for cfg, shape in CLUSTER + WIDE_PINGPONG:
         _add(jobs, arch, cfg, shape)
     return jobs + tuned_jobs(arch) + chosen_jobs(arch)
 
@@ -217,6 +228,8 @@ def test_gpu_sweep_is_broad_enough():
     assert {j["spec"]["smem_offset"] for j in tma} == set(range(0, 1024, 128))
     assert any(j["m"] == 1 for j in tma) and any(j["k"] and j["k"] % 64 for j in tma)
     assert {j["spec"]["dtype"] for j in tma} >= {"f16", "bf16", "tf32", "e4m3", "s8"}
+    wide = [j for j in tma if j["spec"]["consumers"] == "pingpong" and j["spec"]["bn"] > 128 and j["spec"]["bm"] == 128]
+    assert len(wide) == len(WIDE_PINGPONG)  # every one legal (_add drops what the rules refuse)
     mixed = {(j["spec"]["dtype"], j["spec"]["b_dtype"]) for j in jobs if "b_dtype" in j["spec"]}
     assert mixed == {("e4m3", "e5m2"), ("e5m2", "e4m3"), ("u8", "s8"), ("s8", "u8")}
 

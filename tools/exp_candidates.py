@@ -68,6 +68,9 @@ CLASSES = (
     ("large-random", "bf16", large_random()),
     ("e4m3", "e4m3", [(5120, 5120, 5120), (3008, 7008, 5008), (2512, 10000, 4000), (1504, 9008, 3024), (6669, 7776, 7008),
                       (11520, 14944, 3328)]),
+    # e4m3 few waves at N 640-1024: the 128 x 128 tile ran 0.76-0.90 of _scaled_mm with its last round split or whole
+    # (runs/2026-12-07-h100-single-wave-streamk); the wide ping-pong tiles (128 x 160 / 192, one warpgroup a tile) are new
+    ("e4m3-few-wave", "e4m3", [(6000, 768, 4096), (4000, 896, 6144), (7000, 640, 3072), (5000, 1024, 4096)]),
     ("control", "bf16", [(4096, 4096, 4096), (8192, 8192, 8192), (12000, 1000, 6000)]),
     ("control", "e4m3", [(8192, 8192, 8192)]),
 )
@@ -128,6 +131,10 @@ EXTRAS = (  # (label, cost-table family, changes): kernels the cost table does n
     ("p128x256c2/g16", "p128x256c2", {"raster_group": 16}), ("p128x256/s3", "p128x256", {"stages": 3}),
     ("pp128x128/s6", "pp128x128", {"stages": 6}), ("p128x256/eo-alt", "p128x256", {"epilogue_order": "alternate"}),
     ("p128x256/direct", "p128x256", {"epilogue": "direct"}),
+    # ping-pong past 128 columns (two consumer warpgroups with setmaxnreg's 232 registers: one tile each)
+    ("pp128x160", "pp128x128", {"bn": 160, "stages": 4, "epilogue": "direct"}),
+    ("pp128x192", "pp128x128", {"bn": 192, "stages": 4}),
+    ("pp128x192/direct", "pp128x128", {"bn": 192, "stages": 4, "epilogue": "direct"}),
 )
 SK_SWEEP = ("p128x256", "p128x256c2")  # the families whose stream-K splits are swept
 SK_SPLITS = (2, 3, 4, 6, 8, 12, 16)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..author import Kernel, Values, generated_line, template_file
+from ..author import Kernel, TmemLoad, Values, generated_line, template_file
 from .plan import AttentionPlan, m_block_expr, n_block_end_expr, needs_mask_expr, tile_exprs, walk_exprs
 
 TEMPLATE = "attention_sm90.cu.j2"
@@ -15,10 +15,6 @@ def cli_args(s) -> str:
     return (f"--kind attention --head-dim {s.head_dim} --bm {s.bm} --bn {s.bn}" + (" --causal" if s.causal else "")
             + f" --dtype {s.dtype.value} --stages {s.stages} --schedule {s.schedule}" + (" --persistent" if s.persistent else "")
             + f" --arch {s.arch.value}")
-
-
-def _regs(n: int, first: int = 0) -> str:
-    return "{" + ", ".join(f"%{first + i}" for i in range(n)) + "}"
 
 
 def _common(p) -> dict:
@@ -51,10 +47,7 @@ def view(p: AttentionPlan) -> dict:
     return {
         **_common(p),
         "consumers": s.consumers, "schedule": s.schedule, "pingpong": s.schedule == "pingpong",
-        "qk_opcode": p.qk.opcode, "pv_opcode": p.pv.opcode, "qk_immediates": p.qk.immediates, "pv_immediates": p.pv.immediates,
-        "pv_trans_b": p.pv.instr.imm_trans_b,
-        "s_regs": p.s_regs, "o_regs": p.o_regs, "p_regs": p.pv.a_regs * len(p.pv.steps),
-        "s_list": p.qk.d_list, "s_outputs": p.qk.outputs, "o_list": p.pv.d_list, "o_outputs": p.pv.outputs,
+        "qk": p.qk, "pv": p.pv, "pv_trans_b": p.pv.instr.imm_trans_b, "s_regs": p.s_regs, "o_regs": p.o_regs,
         "p_pairs": p.p_pairs,
         "q_slab_stride": p.q.slab_offsets_bytes[1] - p.q.slab_offsets_bytes[0] if s.consumers > 1 else 0,
         **o_staging_view(p),
@@ -80,9 +73,7 @@ def view_sm100(p) -> dict:
         **_common(p),
         "pingpong": False, "tmem": p.tmem, "qk": p.qk, "pv": p.pv,
         "idesc_qk": p.qk.idesc_hex, "idesc_pv": p.pv.idesc_hex,
-        "ld32_regs": _regs(32), "ld32_outputs": ", ".join(f'"=r"(r[{i}])' for i in range(32)),
-        "st16_regs": _regs(16, 1), "st16_inputs": ", ".join(f'"r"(r[{i}])' for i in range(16)),
-        "st32_regs": _regs(32, 1), "st32_inputs": ", ".join(f'"r"(r[{i}])' for i in range(32)),
+        "tmem32": TmemLoad(32), "tmem16": TmemLoad(16),  # tcgen05.ld / st of 32 and 16 columns (the pieces' plans)
     }
 
 

@@ -269,7 +269,7 @@ def tmem_plan(**regions: int) -> TmemPlan:
 @dataclass(frozen=True)
 class TmemLoad:
     """tcgen05.ld.32x32b.x``chunk``: each thread of a warp reads ``chunk`` consecutive columns of its lane (the fields the
-    tmem_ld_fn piece reads)."""
+    tmem_ld_fn piece reads); the tcgen05.st of the same shape writes them (tmem_st_fn)."""
 
     chunk: int
 
@@ -285,3 +285,12 @@ class TmemLoad:
     def tied(self) -> str:
         """The wait's operand list: every loaded register, read and written, so none is used before the wait."""
         return ", ".join(f'"+r"(r[{i}])' for i in range(self.chunk))
+
+    @property
+    def tmem_st_regs(self) -> str:
+        """The store's register list (operand 0 is the TMEM address)."""
+        return reg_list(self.chunk, 1)
+
+    @property
+    def tmem_st_inputs(self) -> str:
+        return ", ".join(f'"r"(r[{i}])' for i in range(self.chunk))
