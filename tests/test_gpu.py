@@ -234,6 +234,21 @@ def test_gpu_sweep_is_broad_enough():
     assert mixed == {("e4m3", "e5m2"), ("e5m2", "e4m3"), ("u8", "s8"), ("s8", "u8")}
 
 
+def test_wide_pingpong_validates_on_gpu(gpu, artifact_dir):
+    """The ping-pong tiles past 128 columns alone (also among test_validate_on_gpu's jobs): tools/gpu_run.sh few-wave."""
+    from ptxgen.runtime.check.batch import run_batch
+
+    jobs = []
+    for cfg, shape in WIDE_PINGPONG:
+        _add(jobs, gpu.arch.value, cfg, shape)
+    if not jobs:
+        pytest.skip("ping-pong past 128 columns is a wgmma form (sm_90a)")
+    results = run_batch(jobs, artifact_dir / "wide_pingpong.jsonl", timeout_s=90)
+    assert len(results) == len(WIDE_PINGPONG)
+    failed = [r["verdict"] for r in results if not r["passed"]]
+    assert not failed, "\n".join(failed)
+
+
 def test_validate_on_gpu(gpu, artifact_dir):
     """Every job in one hang-safe batch (ptxgen.runtime.check.batch); the log lists each verdict."""
     from ptxgen.runtime.check.batch import run_batch

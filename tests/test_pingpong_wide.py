@@ -72,3 +72,19 @@ def test_tune_searches_the_wide_e4m3_pingpong_tiles():
     assert {pp(160).kernel_name, pp(192).kernel_name, pp(192, epilogue="tma").kernel_name} <= names
     assert pp(160, epilogue="direct", raster_group=16).kernel_name in names
     assert candidates("e4m3", "sm_90a")[1].bn == 256  # default_spec's 128 x 256 is still the second
+
+
+def test_the_gpu_jobs_hold_every_wide_pingpong_config():
+    # tests/test_gpu.py's _add drops a config the rules refuse, silently: each wide ping-pong job must be legal
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_gpu import WIDE_PINGPONG, gpu_jobs
+
+    for cfg, _ in WIDE_PINGPONG:
+        make_spec(arch="sm_90a", **cfg)  # raises SpecError where the rules refuse it
+    wide = [j for j in gpu_jobs("sm_90a") if j["spec"]["consumers"] == "pingpong" and j["spec"]["bn"] > 128
+            and j["spec"]["bm"] == 128]
+    assert sorted((j["spec"]["bn"], j["spec"]["dtype"], j["m"]) for j in wide) == sorted(
+        (cfg["bn"], cfg["dtype"], shape[0]) for cfg, shape in WIDE_PINGPONG)

@@ -30,7 +30,8 @@ training        tools/bench_training.py: an MLP and a MoE training step against 
 distributed     torchrun --standalone over the visible GPUs: tests/distributed_train.py (DDP, FSDP2, torch.compile)
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes under it (bf16; e4m3 with N rounded up to 16)
 referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
-accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds"
+accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds
+few-wave        issue 35's e4m3 few-wave class: the wide ping-pong tiles against float64 (tests/test_gpu.py), cuBLAS's kernels on the gap shapes (tools/cublas_kernels.py), every candidate timed there (tools/exp_candidates_run.py)"
 
 usage() { echo "usage: OUT=dir [BUDGET=seconds] [DRY_RUN=1] tools/gpu_run.sh STEP... | --list | --help"; echo; echo "$STEPS_HELP"; }
 case "${1:-}" in
@@ -196,6 +197,15 @@ step_referee() {
     -p no:cacheprovider -rs
 }
 
+GAPS="e4m3:5753x800x4224 e4m3:6000x768x4096 e4m3:5000x1024x4096 e4m3:12453x128x14800 e4m3:200x1312x2640 \
+bf16:3000x7000x5000 bf16:1500x9000x3000 bf16:2500x10000x4000 bf16:838x1309x8000"  # issue 35's lowest ratios on the H100
+step_few_wave() {
+  run wide_pingpong.log 150 python3 -m pytest -m gpu tests/test_gpu.py -k wide_pingpong -q \
+    -p no:cacheprovider
+  run cublas_kernels.log 60 python3 tools/cublas_kernels.py $GAPS --json "$LOGS/cublas_kernels.jsonl"
+  run candidates_few_wave.log 200 python3 tools/exp_candidates_run.py --out "$LOGS/candidates" --budget-s 190 \
+    --only e4m3:6000x768,e4m3:4000x896,e4m3:7000x640,e4m3:5000x1024
+}
 step_accumulation() { run accumulation.log 120 env PYTHONPATH="$PWD" python3 tools/accumulation_model.py --probe; }
 
 if [ -z "$DRY" ]; then
