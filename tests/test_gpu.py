@@ -155,6 +155,11 @@ WIDE_PINGPONG = [
 ]
 
 
+def wide_pingpong(jobs: list[dict]) -> list[dict]:
+    """The jobs of a 128 x BN ping-pong tile past 128 columns."""
+    return [j for j in jobs if j["spec"]["consumers"] == "pingpong" and j["spec"]["bm"] == 128 and j["spec"]["bn"] > 128]
+
+
 def tuned_jobs(arch: str) -> list[dict]:
     """Every kernel of the shipped tuning table (what `ptxgen bench` and `ptxgen.gemm` pick) at an odd shape."""
     from ptxgen.derive.tile.spec import TileSpec
@@ -228,8 +233,7 @@ def test_gpu_sweep_is_broad_enough():
     assert {j["spec"]["smem_offset"] for j in tma} == set(range(0, 1024, 128))
     assert any(j["m"] == 1 for j in tma) and any(j["k"] and j["k"] % 64 for j in tma)
     assert {j["spec"]["dtype"] for j in tma} >= {"f16", "bf16", "tf32", "e4m3", "s8"}
-    wide = [j for j in tma if j["spec"]["consumers"] == "pingpong" and j["spec"]["bn"] > 128 and j["spec"]["bm"] == 128]
-    assert len(wide) == len(WIDE_PINGPONG)  # every one legal (_add drops what the rules refuse)
+    assert len(wide_pingpong(tma)) == len(WIDE_PINGPONG)  # every one legal (_add drops what the rules refuse)
     mixed = {(j["spec"]["dtype"], j["spec"]["b_dtype"]) for j in jobs if "b_dtype" in j["spec"]}
     assert mixed == {("e4m3", "e5m2"), ("e5m2", "e4m3"), ("u8", "s8"), ("s8", "u8")}
 

@@ -80,11 +80,10 @@ def test_the_gpu_jobs_hold_every_wide_pingpong_config():
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_gpu import WIDE_PINGPONG, gpu_jobs
+    from test_gpu import WIDE_PINGPONG, gpu_jobs, wide_pingpong
 
     for cfg, _ in WIDE_PINGPONG:
         make_spec(arch="sm_90a", **cfg)  # raises SpecError where the rules refuse it
-    wide = [j for j in gpu_jobs("sm_90a") if j["spec"]["consumers"] == "pingpong" and j["spec"]["bn"] > 128
-            and j["spec"]["bm"] == 128]
+    wide = wide_pingpong(gpu_jobs("sm_90a"))
     assert sorted((j["spec"]["bn"], j["spec"]["dtype"], j["m"]) for j in wide) == sorted(
         (cfg["bn"], cfg["dtype"], shape[0]) for cfg, shape in WIDE_PINGPONG)
