@@ -206,3 +206,44 @@ def test_scaled_gemm_rowwise_against_float64_and_torch(torch, m, n, k, with_bias
     if m % 16 == 0 and n % 16 == 0:
         ref = torch._scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16)
         assert rel(torch, got, ref) < 1e-2
+
+
+@pytest.mark.parametrize("sizes,tail,n,k", [([0, 1, 300, 0, 129], 0, 136, 208), ([64, 0, 1], 5, 256, 128),
+                                           ([3, 0, 70], 2, 40, 96)])
+def test_scaled_grouped_autograd_on_the_kernels(torch, sizes, tail, n, k):
+    """torch.ops.ptxgen.scaled_grouped_gemm (e4m3, row-wise scales) forward and backward on ptxgen's kernels (the M-grouped
+    row-wise FP8 kernel; the bf16 N-major grouped and K-grouped kernels in the backward) against float64: the output per
+    group, scale_a's and scale_b's gradients, and scaled_grouped_input_grads' da and db; empty groups, a group of one
+    row, rows past the last group (their gradients 0), K not a multiple of BK."""
+    from ptxgen.ops import opsgrad
+
+    ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+    m, groups = ends[-1] + tail, len(sizes)
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    g = torch.Generator(device="cuda").manual_seed(m + n)
+    a = (torch.randn(m, k, device="cuda", generator=g) * 2).to(torch.float8_e4m3fn)
+    b = (torch.randn(groups, n, k, device="cuda", generator=g) * 2).to(torch.float8_e4m3fn)
+    sa = (torch.rand(m, device="cuda", generator=g) + 0.5).requires_grad_()
+    sb = (torch.rand(groups, n, device="cuda", generator=g) + 0.5).requires_grad_()
+    dy = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+    y = torch.ops.ptxgen.scaled_grouped_gemm(a, b, sa, sb, offs)
+    dsa, dsb = torch.autograd.grad(y, (sa, sb), dy)
+    da, db = opsgrad.scaled_grouped_input_grads(dy, a, b, sa.detach(), sb.detach(), offs)
+    a64, b64 = a.double().requires_grad_(), b.double().requires_grad_()
+    sa64, sb64 = sa.detach().double().requires_grad_(), sb.detach().double().requires_grad_()
+    rows, s = [], 0
+    for gi, e in enumerate(ends):
+        rows.append((a64[s:e] * sa64[s:e, None]) @ (b64[gi] * sb64[gi, :, None]).T)
+        s = e
+    ref = torch.cat(rows)
+    ref.backward(dy.double()[:ends[-1]])
+    assert y.shape == (m, n) and y.dtype == torch.bfloat16
+    assert rel(torch, y[:ends[-1]].detach(), ref.detach()) < 1e-2
+    for name, got, want in (("dscale_a", dsa, sa64.grad), ("dscale_b", dsb, sb64.grad), ("da", da, a64.grad),
+                            ("db", db, b64.grad)):
+        assert got.shape == want.shape, name
+        assert rel(torch, got, want) < 1e-2, name
+    assert not dsa[ends[-1]:].any() and not da[ends[-1]:].any(), "rows past the last group get no gradient"
+    for gi, size in enumerate(sizes):
+        if not size:
+            assert not dsb[gi].any() and not db[gi].any(), f"group {gi} is empty"

@@ -44,6 +44,15 @@ e5m2 value):
   derivative for its FP8 operands, and torchao's float8 training differentiates the high-precision tensors around the
   cast (its autograd.Function quantizes inside the forward; the gradient passes the cast unchanged).
   :func:`scaled_input_grads` gives da and db in bf16 for such a training step (ptxgen's bf16 GEMMs).
+
+``scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype)``: rows of group g of y are
+(a[rows g] x sa[rows g]) @ (b[g] x sb[g]).T (a M_total x K, b G x N x K, sa M_total, sb G x N): the same formula
+grouped. G = dy @ (b x sb) through the N-major grouped form (M_total x K, rows past the last group 0) and
+H[g] = (dy x sa)[rows g].T @ a[rows g] through the K-grouped form (G x N x K), both ptxgen's grouped kernels on bf16
+copies of the FP8 operands (b x sb rounded to bf16 once, as the dense form rounds dy x sb):
+- dsa = rowsum(a x G), dsb[g] = rowsum(b[g] x H[g]); da = sa x G, db[g] = sb[g] x H[g] where a / b are float
+  tensors (the CPU reference's f64), none for FP8 (as above). :func:`scaled_grouped_input_grads` gives da and db in
+  bf16 for a float8 training step of an expert bank.
 """
 
 from __future__ import annotations
@@ -297,3 +306,59 @@ def scaled_input_grads(dy, a, b, scale_a, scale_b):
     g, h = _scaled_products(dy, a, b, scale_a, scale_b, True, True)
     out = torch.float64 if g.dtype == torch.float64 else torch.bfloat16
     return (g * scale_a.reshape(m, 1).to(g.dtype)).to(out), (h * scale_b.reshape(n, 1).to(h.dtype)).to(out)
+
+
+# ---- scaled_grouped_gemm ---------------------------------------------------------------------------------------
+
+def scaled_grouped_setup_context(ctx, inputs, output) -> None:
+    a, b, sa, sb, offs = inputs[:5]
+    ctx.save_for_backward(a, b, sa, sb, offs)
+
+
+def _scaled_grouped_products(dy, a, b, sa, sb, offs, want_g: bool, want_h: bool):
+    """G = dy @ (b x sb) (M_total x K, per row's group; rows past the last group 0) and H[g] = (dy x sa)[rows g].T @
+    a[rows g] (G x N x K) through ptxgen's grouped operators, in bf16 for FP8 operands (f64 on the CPU reference), f32
+    out."""
+    torch = _torch()
+    m, (groups, n) = a.shape[0], b.shape[:2]
+    work = torch.bfloat16 if _is_fp8(a) or _is_fp8(b) else a.dtype
+    acc = torch.float64 if work == torch.float64 else torch.float32
+    out = None if work == torch.float64 else "f32"
+    g = h = None
+    if want_g:
+        bs = (b.to(acc) * sb.reshape(groups, n, 1).to(acc)).to(work)
+        g = torch.ops.ptxgen.grouped_gemm(_aligned_rows(dy.to(work)), bs.transpose(1, 2), offs, out, True)
+    if want_h:
+        dys = _aligned_rows((dy.to(acc) * sa.reshape(m, 1).to(acc)).to(work))
+        h = torch.ops.ptxgen.grouped_gemm_k(dys.t(), _aligned_rows(a.to(work)).t(), offs, out)
+    return g, h
+
+
+def scaled_grouped_backward(ctx, dy):
+    a, b, sa, sb, offs = ctx.saved_tensors
+    need = _needs(ctx, 6)
+    need_a, need_b = need[0] and not _is_fp8(a), need[1] and not _is_fp8(b)
+    m, (groups, n) = a.shape[0], b.shape[:2]
+    g, h = _scaled_grouped_products(dy, a, b, sa, sb, offs, need_a or need[2], need_b or need[3])
+    da = db = dsa = dsb = None
+    if need_a:
+        da = (g * sa.reshape(m, 1).to(g.dtype)).to(a.dtype)
+    if need_b:
+        db = (h * sb.reshape(groups, n, 1).to(h.dtype)).to(b.dtype)
+    if need[2]:
+        dsa = (a.to(g.dtype) * g).sum(1).reshape(sa.shape).to(sa.dtype)
+    if need[3]:
+        dsb = (b.to(h.dtype) * h).sum(2).reshape(sb.shape).to(sb.dtype)
+    return (da, db, dsa, dsb, None, None)[:len(ctx.needs_input_grad)]
+
+
+def scaled_grouped_input_grads(dy, a, b, scale_a, scale_b, offs):
+    """(da, db) of the grouped y = (a x sa) @ (b[g] x sb[g]).T for FP8 ``a`` (M_total x K) and ``b`` (G x N x K), in bf16
+    (f64 for f64 inputs): what a float8 training step passes through the cast to an expert bank's high-precision input
+    and weights; da's rows past the last group are 0."""
+    torch = _torch()
+    m, (groups, n) = a.shape[0], b.shape[:2]
+    g, h = _scaled_grouped_products(dy, a, b, scale_a, scale_b, offs, True, True)
+    out = torch.float64 if g.dtype == torch.float64 else torch.bfloat16
+    return ((g * scale_a.reshape(m, 1).to(g.dtype)).to(out),
+            (h * scale_b.reshape(groups, n, 1).to(h.dtype)).to(out))

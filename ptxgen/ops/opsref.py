@@ -139,3 +139,18 @@ def scaled_gemm(a, b, scale_a, scale_b, out_dtype_name: str, bias=None):
     if bias is not None:
         y = y + bias.to(acc)
     return y.to(getattr(torch, out_dtype_name))
+
+
+def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype_name: str, tail: float = float("nan")):
+    """Rows of group g: ``(a[rows g] x scale_a[rows g]) @ (b[g] x scale_b[g]).T``, in f64 (f32 for narrower inputs),
+    cast once to ``out_dtype_name``: torch._scaled_grouped_mm's 2-D x 3-D row-wise form (a M_total x K, b G x N x K,
+    scale_a M_total values, scale_b G x N). Rows past the last group hold ``tail`` (NaN: unwritten by the kernels)."""
+    torch = sys.modules["torch"]
+    acc = torch.float64 if a.dtype == torch.float64 else torch.float32
+    m, (g_count, n) = a.shape[0], b.shape[:2]
+    sa, sb = scale_a.reshape(m, 1).to(acc), scale_b.reshape(g_count, n).to(acc)
+    out = a.new_empty((m, n), dtype=getattr(torch, out_dtype_name)).fill_(tail)
+    for g, (s, e) in enumerate(group_bounds(offs, m)):
+        if e > s:
+            out[s:e] = ((a[s:e].to(acc) @ b[g].to(acc).T) * sa[s:e] * sb[g]).to(out.dtype)
+    return out

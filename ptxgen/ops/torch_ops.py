@@ -32,6 +32,10 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         (a @ b.T) x scale_a x scale_b + bias for FP8 a (M x K) and b (N x K), scale_a M x 1, scale_b 1 x N, as
         ptxgen.scaled_gemm (torch._scaled_mm's row-wise recipe); gradients for the scales, the bias, and for a / b
         where they are not FP8 (ptxgen.ops.opsgrad says why)
+    torch.ops.ptxgen.scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype=None) -> Tensor
+        rows of group g: (a[rows g] @ b[g].T) x scale_a[rows g] x scale_b[g] for FP8 a (M_total x K) and b (G x N x K),
+        scale_a M_total values, scale_b G x N, as ptxgen.scaled_grouped_gemm (torch._scaled_grouped_mm's 2-D x 3-D
+        row-wise form: an FP8 expert bank's forward); gradients as scaled_gemm's, the products grouped
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
 or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's)
@@ -53,6 +57,8 @@ GROUPED_SCHEMA = "grouped_gemm(Tensor a, Tensor b, Tensor offs, str? out_dtype=N
 GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dtype=None) -> Tensor"
 SCALED_SCHEMA = ("scaled_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, str? out_dtype=None, Tensor? bias=None) "
                  "-> Tensor")
+SCALED_GROUPED_SCHEMA = ("scaled_grouped_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor offs, "
+                         "str? out_dtype=None) -> Tensor")
 # a Linear layer's activation backward with its bias gradient (ptxgen.ops.actgrad); no autograd of its own
 ACT_GRAD_SCHEMA = "activation_grad(Tensor dy, Tensor z, str activation, str bias_dtype) -> (Tensor, Tensor)"
 # ptxgen.attention as an operator (functional: a new output shaped and strided like q)
@@ -302,6 +308,42 @@ def _scaled_fake(a, b, scale_a, scale_b, out_dtype=None, bias=None):
     return _rows(a, a.shape[0], b.shape[0], _out_name(a, out_dtype))
 
 
+def _scaled_grouped_check(a, b, scale_a, scale_b, offs) -> None:
+    """The operator's one form (2-D a, 3-D b, one offset and one row of scale_b per group): ValueError otherwise, in
+    the fake kernel too, so torch.compile reports it while tracing."""
+    if a.dim() != 2 or b.dim() != 3:
+        raise ValueError(f"scaled_grouped_gemm takes a 2-D a (M_total x K) and a 3-D b (G x N x K), not {a.dim()}-D and "
+                         f"{b.dim()}-D (ptxgen.scaled_grouped_gemm has the other forms, forward only)")
+    g, n = b.shape[:2]
+    if offs.dim() != 1 or offs.shape[0] != g:
+        raise ValueError(f"scaled_grouped_gemm: offs has shape {tuple(offs.shape)}; b has {g} groups")
+    if scale_a.numel() != a.shape[0] or scale_b.numel() != g * n:
+        raise ValueError(f"scaled_grouped_gemm: scale_a must hold {a.shape[0]} values (one a row), scale_b {g} x {n} "
+                         f"(one a group's column); they hold {scale_a.numel()} and {scale_b.numel()}")
+
+
+def _scaled_grouped_impl(a, b, scale_a, scale_b, offs, out_dtype=None):
+    from ..grouped import scaled_grouped_gemm
+
+    _scaled_grouped_check(a, b, scale_a, scale_b, offs)
+    out = scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype=_TOKEN_OF[_out_name(a, out_dtype)])
+    if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
+        return out
+    return _as_fake(out, _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype))
+
+
+def _scaled_grouped_cpu(a, b, scale_a, scale_b, offs, out_dtype=None):
+    from . import opsref
+
+    return _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype).copy_(
+        opsref.scaled_grouped_gemm(a, b, scale_a, scale_b, offs, _out_name(a, out_dtype)))
+
+
+def _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype=None):
+    _scaled_grouped_check(a, b, scale_a, scale_b, offs)
+    return _rows(a, a.shape[0], b.shape[1], _out_name(a, out_dtype))
+
+
 def _bias_dtype(token: str):
     """The torch dtype of a bias gradient named ``token`` (f32, f16, bf16)."""
     if token not in ("f32", "f16", "bf16"):
@@ -345,7 +387,8 @@ def _attention_fake(q, k, v, causal=False, scale=None):
 
 
 def register_torch_ops(only_if_imported: bool = False) -> bool:
-    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm``, ``grouped_gemm_k``, ``scaled_gemm`` (with
+    """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm``, ``grouped_gemm_k``, ``scaled_gemm``,
+    ``scaled_grouped_gemm`` (with
     their autograd formulas) and ``activation_grad``
     (once per process). ``only_if_imported``: do nothing unless torch is already imported. True when the operators
     are (now) registered."""
@@ -369,6 +412,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                 ("grouped_gemm", GROUPED_SCHEMA, _grouped_impl, _grouped_cpu, _grouped_fake),
                 ("grouped_gemm_k", GROUPED_K_SCHEMA, _grouped_k_impl, _grouped_k_cpu, _grouped_k_fake),
                 ("scaled_gemm", SCALED_SCHEMA, _scaled_impl, _scaled_cpu, _scaled_fake),
+                ("scaled_grouped_gemm", SCALED_GROUPED_SCHEMA, _scaled_grouped_impl, _scaled_grouped_cpu,
+                 _scaled_grouped_fake),
                 ("activation_grad", ACT_GRAD_SCHEMA, _act_grad_impl, _act_grad_cpu, _act_grad_fake)):
             lib.define(schema)
             lib.impl(name, impl, "CUDA")
@@ -382,6 +427,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                                         setup_context=opsgrad.grouped_setup_context, lib=lib)
         torch.library.register_autograd("ptxgen::scaled_gemm", opsgrad.scaled_backward,
                                         setup_context=opsgrad.scaled_setup_context, lib=lib)
+        torch.library.register_autograd("ptxgen::scaled_grouped_gemm", opsgrad.scaled_grouped_backward,
+                                        setup_context=opsgrad.scaled_grouped_setup_context, lib=lib)
         lib.define(ATTENTION_SCHEMA)
         lib.impl("attention", _attention_impl, "CUDA")
         torch.library.register_fake("ptxgen::attention", _attention_fake, lib=lib)
