@@ -2,7 +2,8 @@
 form) on the CPU: the operator's CPU reference stands in for the kernel, the backward formula
 (ptxgen.ops.opsgrad.scaled_grouped_backward, through the grouped and K-grouped operators) is the one a GPU runs.
 gradcheck in float64 with empty groups, a group of one row and rows past the last group; FP8 inputs (gradients of the
-scales only) against torch's eager autograd of the dequantized loop; opcheck of the fake kernel; the refusals; controls
+scales only) against torch's eager autograd of the dequantized loop; opcheck of the fake kernel; torch.compile(fullgraph=True)
+(aot_eager); the refusals; controls
 that a wrong formula fails. The GPU tier is tests/test_training_gpu.py::test_scaled_grouped_autograd_on_the_kernels."""
 
 import pytest

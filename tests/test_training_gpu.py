@@ -247,3 +247,47 @@ def test_scaled_grouped_autograd_on_the_kernels(torch, sizes, tail, n, k):
     for gi, size in enumerate(sizes):
         if not size:
             assert not dsb[gi].any() and not db[gi].any(), f"group {gi} is empty"
+
+
+@pytest.mark.parametrize("sizes,tail", [([0, 1, 300, 0, 129], 0), ([64, 0, 1], 5)])
+def test_float8_grouped_linear_on_the_kernels(torch, sizes, tail):
+    """ptxgen.nn.GroupedLinear(fp8="rowwise") (bf16): the forward on the M-grouped row-wise FP8 kernel against float64
+    of the dequantized casts, dx and dW (passed through the casts; the bf16 grouped kernels) against float64, within
+    e4m3's rounding of the bf16 bank's output; then a step under torch.compile(fullgraph=True) (inductor) gives
+    eager's gradients."""
+    import ptxgen
+    from ptxgen.ops import float8
+
+    ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+    m, k, n = ends[-1] + tail, 256, 136
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    g = torch.Generator(device="cuda").manual_seed(m)
+    bank = ptxgen.nn.GroupedLinear(len(sizes), k, n, device="cuda", dtype=torch.bfloat16, fp8="rowwise")
+    x = torch.randn(m, k, device="cuda", generator=g).bfloat16().requires_grad_()
+    dy = torch.randn(m, n, device="cuda", generator=g).bfloat16()
+    y = bank(x, offs)
+    dx, dw = torch.autograd.grad(y, (x, bank.weight), dy)
+    xq, sx = float8.rowwise_e4m3(x.detach())
+    wq, sw = float8.rowwise_e4m3(bank.weight.detach())
+    xd, wd = xq.double() * sx.double()[:, None], wq.double() * sw.double()[..., None]
+    s = 0
+    for gi, e in enumerate(ends):
+        if e > s:
+            assert rel(torch, y[s:e].detach(), xd[s:e] @ wd[gi].T) < 1e-2
+            assert rel(torch, dx[s:e], dy[s:e].double() @ wd[gi]) < 1e-2
+            assert rel(torch, dw[gi], dy[s:e].double().T @ xd[s:e]) < 1e-2
+            full = x.detach()[s:e].double() @ bank.weight.detach()[gi].double().T
+            assert rel(torch, y[s:e].detach(), full) < 0.06
+        else:
+            assert not dw[gi].any()
+        s = e
+    assert not dx[ends[-1]:].any()
+    torch._dynamo.reset()
+
+    def step(x):
+        return bank(x, offs)[:ends[-1]].float().square().mean()
+
+    eager = torch.autograd.grad(step(x), (x, bank.weight))
+    compiled = torch.autograd.grad(torch.compile(step, fullgraph=True)(x), (x, bank.weight))
+    for c, e in zip(compiled, eager):
+        assert rel(torch, c, e) < 1e-2

@@ -88,11 +88,21 @@ class GroupedLinear(torch.nn.Module):
     the last group get 0; dweight through ``torch.ops.ptxgen.grouped_gemm_k``, the K-grouped product (ptxgen's K-grouped
     kernel; torch's ``torch._grouped_mm`` with ``ptxgen.ops.torch_ops.K_GROUPED_KERNEL`` cleared).
     Output rows past offs[-1] are unspecified.
-    No bias (mixture-of-experts layers have none)."""
+    No bias (mixture-of-experts layers have none).
 
-    def __init__(self, num_groups: int, in_features: int, out_features: int, device=None, dtype=None):
+    ``fp8="rowwise"``: each forward casts ``x``'s rows and each expert's weight rows to e4m3 with one f32 scale a row
+    (dynamic: the row's largest magnitude maps to 448) and runs ``torch.ops.ptxgen.scaled_grouped_gemm`` (ptxgen's
+    M-grouped row-wise FP8 kernel); the backward passes the gradient through the casts unchanged, dx and dweight from
+    the quantized values by bf16 grouped products (``torch.ops.ptxgen.float8_grouped_linear``, ptxgen.ops.float8). The
+    output has ``x``'s dtype."""
+
+    def __init__(self, num_groups: int, in_features: int, out_features: int, device=None, dtype=None,
+                 fp8: str | None = None):
         super().__init__()
+        if fp8 not in (None, "rowwise"):
+            raise ValueError(f"fp8={fp8!r}: None (the input's dtype) or 'rowwise' (e4m3, one scale a row)")
         self.num_groups, self.in_features, self.out_features = num_groups, in_features, out_features
+        self.fp8 = fp8
         self.weight = torch.nn.Parameter(torch.empty((num_groups, out_features, in_features), device=device, dtype=dtype))
         self.reset_parameters()
 
@@ -102,7 +112,10 @@ class GroupedLinear(torch.nn.Module):
         torch.nn.init.uniform_(self.weight, -bound, bound)
 
     def extra_repr(self) -> str:
-        return f"num_groups={self.num_groups}, in_features={self.in_features}, out_features={self.out_features}"
+        fp8 = f", fp8={self.fp8}" if self.fp8 else ""
+        return f"num_groups={self.num_groups}, in_features={self.in_features}, out_features={self.out_features}{fp8}"
 
     def forward(self, x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        if self.fp8:
+            return torch.ops.ptxgen.float8_grouped_linear(x, self.weight, offs)[0]
         return torch.ops.ptxgen.grouped_gemm(x, self.weight, offs)

@@ -43,7 +43,9 @@ e5m2 value):
   own dtype, and an FP8 gradient is not one anybody trains with. torch's convention: torch._scaled_mm has no
   derivative for its FP8 operands, and torchao's float8 training differentiates the high-precision tensors around the
   cast (its autograd.Function quantizes inside the forward; the gradient passes the cast unchanged).
-  :func:`scaled_input_grads` gives da and db in bf16 for such a training step (ptxgen's bf16 GEMMs).
+  :func:`scaled_input_grads` gives da and db in bf16 (ptxgen's bf16 GEMMs): the gradients of the FP8 operands'
+  values, or with ``dequantized=True`` G and H themselves, the gradients of a x sa and b x sb, which is what a float8
+  training step passes through its casts to the high-precision x and w (a = x / sa: dL/dx = dL/da / sa = G).
 
 ``scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype)``: rows of group g of y are
 (a[rows g] x sa[rows g]) @ (b[g] x sb[g]).T (a M_total x K, b G x N x K, sa M_total, sb G x N): the same formula
@@ -52,7 +54,7 @@ H[g] = (dy x sa)[rows g].T @ a[rows g] through the K-grouped form (G x N x K), b
 copies of the FP8 operands (b x sb rounded to bf16 once, as the dense form rounds dy x sb):
 - dsa = rowsum(a x G), dsb[g] = rowsum(b[g] x H[g]); da = sa x G, db[g] = sb[g] x H[g] where a / b are float
   tensors (the CPU reference's f64), none for FP8 (as above). :func:`scaled_grouped_input_grads` gives da and db in
-  bf16 for a float8 training step of an expert bank.
+  bf16, or G and H with ``dequantized=True`` (ptxgen.nn.GroupedLinear(fp8="rowwise")'s backward).
 """
 
 from __future__ import annotations
@@ -298,14 +300,22 @@ def scaled_backward(ctx, dy):
     return (da, db, dsa, dsb, None, dbias)[:len(ctx.needs_input_grad)]
 
 
-def scaled_input_grads(dy, a, b, scale_a, scale_b):
-    """(da, db) of y = (a x sa) @ (b x sb).T for FP8 ``a`` and ``b``, in bf16 (f64 for f64 inputs): the gradients a
-    float8 training step passes through the cast to its high-precision tensors (see the module)."""
-    torch = _torch()
+def scaled_input_grads(dy, a, b, scale_a, scale_b, *, dequantized: bool = False):
+    """(da, db) of y = (a x sa) @ (b x sb).T for FP8 ``a`` and ``b``, in bf16 (f64 for f64 inputs): the gradients of
+    a's and b's values; ``dequantized=True``: of a x sa and b x sb (G and H), the gradients a float8 training step
+    passes through its casts to the high-precision tensors (see the module)."""
     m, n = a.shape[0], b.shape[0]
     g, h = _scaled_products(dy, a, b, scale_a, scale_b, True, True)
+    return _value_grads(g, h, scale_a.reshape(m, 1), scale_b.reshape(n, 1), dequantized)
+
+
+def _value_grads(g, h, sa, sb, dequantized: bool):
+    """(sa x g, sb x h), or (g, h) where ``dequantized``, in bf16 (f64 for f64 products)."""
+    torch = _torch()
     out = torch.float64 if g.dtype == torch.float64 else torch.bfloat16
-    return (g * scale_a.reshape(m, 1).to(g.dtype)).to(out), (h * scale_b.reshape(n, 1).to(h.dtype)).to(out)
+    if dequantized:
+        return g.to(out), h.to(out)
+    return (g * sa.to(g.dtype)).to(out), (h * sb.to(h.dtype)).to(out)
 
 
 # ---- scaled_grouped_gemm ---------------------------------------------------------------------------------------
@@ -315,15 +325,15 @@ def scaled_grouped_setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(a, b, sa, sb, offs)
 
 
-def _scaled_grouped_products(dy, a, b, sa, sb, offs, want_g: bool, want_h: bool):
+def _scaled_grouped_products(dy, a, b, sa, sb, offs, want_g: bool, want_h: bool, out16: bool = False):
     """G = dy @ (b x sb) (M_total x K, per row's group; rows past the last group 0) and H[g] = (dy x sa)[rows g].T @
     a[rows g] (G x N x K) through ptxgen's grouped operators, in bf16 for FP8 operands (f64 on the CPU reference), f32
-    out."""
+    out (bf16 with ``out16``: where G and H are the result, H of an expert bank is G x N x K, half the bytes)."""
     torch = _torch()
     m, (groups, n) = a.shape[0], b.shape[:2]
     work = torch.bfloat16 if _is_fp8(a) or _is_fp8(b) else a.dtype
     acc = torch.float64 if work == torch.float64 else torch.float32
-    out = None if work == torch.float64 else "f32"
+    out = None if work == torch.float64 else "bf16" if out16 else "f32"
     g = h = None
     if want_g:
         bs = (b.to(acc) * sb.reshape(groups, n, 1).to(acc)).to(work)
@@ -352,13 +362,11 @@ def scaled_grouped_backward(ctx, dy):
     return (da, db, dsa, dsb, None, None)[:len(ctx.needs_input_grad)]
 
 
-def scaled_grouped_input_grads(dy, a, b, scale_a, scale_b, offs):
+def scaled_grouped_input_grads(dy, a, b, scale_a, scale_b, offs, *, dequantized: bool = False):
     """(da, db) of the grouped y = (a x sa) @ (b[g] x sb[g]).T for FP8 ``a`` (M_total x K) and ``b`` (G x N x K), in bf16
-    (f64 for f64 inputs): what a float8 training step passes through the cast to an expert bank's high-precision input
-    and weights; da's rows past the last group are 0."""
-    torch = _torch()
+    (f64 for f64 inputs): the gradients of a's and b's values, or with ``dequantized=True`` of a x sa and b x sb, what
+    a float8 training step passes through its casts to an expert bank's high-precision input and weights; da's rows
+    past the last group are 0."""
     m, (groups, n) = a.shape[0], b.shape[:2]
-    g, h = _scaled_grouped_products(dy, a, b, scale_a, scale_b, offs, True, True)
-    out = torch.float64 if g.dtype == torch.float64 else torch.bfloat16
-    return ((g * scale_a.reshape(m, 1).to(g.dtype)).to(out),
-            (h * scale_b.reshape(groups, n, 1).to(h.dtype)).to(out))
+    g, h = _scaled_grouped_products(dy, a, b, scale_a, scale_b, offs, True, True, out16=dequantized)
+    return _value_grads(g, h, scale_a.reshape(m, 1), scale_b.reshape(groups, n, 1), dequantized)

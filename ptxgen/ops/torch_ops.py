@@ -24,6 +24,9 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
         G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
         kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
+    torch.ops.ptxgen.float8_grouped_linear(x, w, offs) -> (Tensor y, x_q, s_x, w_q, s_w)
+        an expert bank in row-wise float8 (ptxgen.ops.float8): x and w cast to e4m3 with one scale a row, y =
+        scaled_grouped_gemm of the casts in x's dtype; the gradient passes the casts unchanged (bf16 products)
     torch.ops.ptxgen.activation_grad(dy, z, activation, bias_dtype) -> (Tensor dz, Tensor dbias)
         dz = dy x act'(z) (M x N, contiguous, dy's type) and dbias = dz summed over the rows in bias_dtype (f32, f16,
         bf16): one pass over dy and z by ptxgen.ops.actgrad's kernels where they take the tensors, else torch's
@@ -429,6 +432,14 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                                         setup_context=opsgrad.scaled_setup_context, lib=lib)
         torch.library.register_autograd("ptxgen::scaled_grouped_gemm", opsgrad.scaled_grouped_backward,
                                         setup_context=opsgrad.scaled_grouped_setup_context, lib=lib)
+        from . import float8
+
+        lib.define(float8.SCHEMA)
+        for device in ("CUDA", "CPU"):
+            lib.impl("float8_grouped_linear", float8.forward, device)
+        torch.library.register_fake("ptxgen::float8_grouped_linear", float8.fake, lib=lib)
+        torch.library.register_autograd("ptxgen::float8_grouped_linear", float8.backward,
+                                        setup_context=float8.setup_context, lib=lib)
         lib.define(ATTENTION_SCHEMA)
         lib.impl("attention", _attention_impl, "CUDA")
         torch.library.register_fake("ptxgen::attention", _attention_fake, lib=lib)
