@@ -36,7 +36,7 @@ from .version import __version__  # noqa: E402
 _API = ("compile", "gemm", "make_spec", "NoGPU", "CompiledKernel", "ArgumentError", "ProblemError")
 _GROUPED = ("grouped_gemm", "compile_grouped", "scaled_grouped_gemm", "blockscaled_grouped_gemm")
 _SCALED = ("scaled_gemm",)
-_KGROUPED = ("grouped_gemm_k",)
+_KGROUPED = ("grouped_gemm_k", "blockscaled_grouped_gemm_k")
 __all__ = ["__version__", "register_torch_ops", *_API, *_GROUPED, *_SCALED, *_KGROUPED]
 
 

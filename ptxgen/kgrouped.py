@@ -17,6 +17,18 @@ with ``a`` (M x K_total) and ``b`` (N x K_total) e4m3/e5m2, both K-major (wgmma 
 scale_a[g M:(g+1) M, None] * scale_b[g N:(g+1) N]`` (``torch._scaled_grouped_mm(a, b.t(), scale_a, scale_b,
 offs=offs)``), bf16 by default (``out_dtype`` bf16, f16 or f32).
 
+1 x 128 block scales on both operands (DeepGEMM's k-grouped 1D1D weight gradient, ``--grouped offs_k --fp8-blocks
+1x128x1x128``):
+
+>>> out = ptxgen.blockscaled_grouped_gemm_k(a, b, scale_a, scale_b, offs)    # doctest: +SKIP
+
+with e4m3 ``a`` (M x K_total) and ``b`` (N x K_total) K-major, ``scale_a`` f32 M x ceil(K_total/128) outer-dim-major
+(strides (1, lds_a)) and ``scale_b`` f32 ceil(K_total/128) x N (strides (lds_b, 1)), the dense 1x128 x 1x128 recipe's
+layouts over the stacked K axis: ``out[g] = sum over the 128-blocks kb of group g of scale_a[:, kb, None] x
+scale_b[kb] x (a[:, kb] @ b[:, kb].T)``, f32 by default (bf16). Every group boundary must lie on a 128-block (a group
+may end at K_total anywhere): a group that breaks this is not computed and its ``out[g]`` is NaN
+(derive.roles.kgrouped ``kgrouped_blocks``).
+
 Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph. ptxgen.derive.roles.kgrouped derives the
 kernel; a repeat call with torch tensors of the same shapes, strides, dtypes and device goes through the launch
 prepared for them (``api.launch.groupedlaunch.GroupedLaunch``: pointers patched, one cuLaunchKernel).
@@ -41,7 +53,7 @@ from .runtime.launch.gpu import NoGPU
 from .runtime.launch.grouped import GroupedProblem, build_grouped_params
 from .runtime.launch.kgrouped import check_kgrouped_problem, kgrouped_geometry
 
-__all__ = ["grouped_gemm_k", "kgrouped_spec", "bind_kgrouped", "scaled_grouped_gemm_k"]
+__all__ = ["grouped_gemm_k", "kgrouped_spec", "bind_kgrouped", "scaled_grouped_gemm_k", "blockscaled_grouped_gemm_k"]
 
 # 128 x 128 x 64, 4 stages: the tile of the M-grouped 16-bit kernels' K depth with a square output tile (every
 # group's out[g] is M x N); MN-major operands are copied as one 64 x 64 box per 64 columns (order k, as the grouped
@@ -78,6 +90,9 @@ KGROUPED_VARIANTS = {
 DEFAULT_VARIANT = "tma-n256"
 # FP8 (row-wise scales): the same output tile with 128 B of K per stage, as every FP8 tile of tuning/h200.json. Not tuned.
 _TILE_FP8 = dict(bm=128, bn=128, bk=128, stages=4, epilogue="direct")
+# 1 x 128 block scales (blockscaled_grouped_gemm_k): the row-wise tile with the 1D1D promotion and the scale warp
+# (cooperative consumers, direct stores: the rules of derive.tile.rules._validate_k_grouped_blocks). Not tuned, never run.
+_TILE_1D1D = dict(bm=128, bn=128, bk=128, stages=4, epilogue="direct", fp8_blocks="1x128x1x128")
 # The row-wise FP8 K-grouped kernels tools/bench_grouped.py --kgrouped-fp8 --variants times against
 # torch._scaled_grouped_mm: name -> spec fields over _TILE_FP8 (cooperative consumers; the row and column scales multiply
 # the accumulator before either epilogue, so the TMA store through the (N, M, G) map takes them as it takes the 16-bit
@@ -127,12 +142,15 @@ _FP8 = ("e4m3", "e5m2")
 
 def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", a_major: str = "mn",
                   b_major: str = "mn", rowwise: bool = False, b_dtype: str | None = None,
-                  variant: str | None = None) -> TileSpec:
+                  variant: str | None = None, blocks: bool = False) -> TileSpec:
     """The spec :func:`grouped_gemm_k` uses: ``a_major``/``b_major`` "k" or "mn" (the operands' contiguous dimension);
     ``rowwise``: FP8 inputs with torch._scaled_grouped_mm's 2-D x 2-D scales (:func:`scaled_grouped_gemm_k`; K-major
     operands, ``b_dtype`` e4m3 or e5m2 when it differs from ``dtype``), bf16 out by default. ``variant``: a name of
     KGROUPED_VARIANTS (16-bit inputs; default DEFAULT_VARIANT) or of KGROUPED_FP8_VARIANTS (``rowwise``; default
-    DEFAULT_FP8_VARIANT)."""
+    DEFAULT_FP8_VARIANT). ``blocks``: e4m3 inputs with 1 x 128 scales on both (:func:`blockscaled_grouped_gemm_k`; one
+    tile, no variant), f32 out by default."""
+    if blocks:
+        return _blocks_spec(dtype, out_dtype, arch, a_major, b_major, b_dtype, variant)
     name = "scaled_grouped_gemm (K-grouped)" if rowwise else "grouped_gemm_k"
     table, default = (KGROUPED_FP8_VARIANTS, DEFAULT_FP8_VARIANT) if rowwise else (KGROUPED_VARIANTS, DEFAULT_VARIANT)
     if variant is not None and variant not in table:
@@ -150,6 +168,21 @@ def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str =
     return make_spec(**tile, **mixed, a=f"{a_major}major-sw128", b=f"{b_major}major-sw128",
                      a_order="k", b_order="k", dtype=dtype, acc="f32", out_dtype=out, arch=arch, schedule="persistent",
                      grouped="offs_k_rowwise" if rowwise else "offs_k")
+
+
+def _blocks_spec(dtype: str, out_dtype: str | None, arch: str, a_major: str, b_major: str, b_dtype: str | None,
+                 variant: str | None) -> TileSpec:
+    name = "blockscaled_grouped_gemm_k"
+    if variant is not None:
+        raise ArgumentError(f"{name} has one kernel: no variant ({variant!r})")
+    for d in (dtype, b_dtype or dtype):
+        if d != "e4m3":
+            raise DTypeError(f"{name} takes {_dtype_words('e4m3')} a and b (the 1x128 x 1x128 recipe's), not {_dtype_words(d)}")
+    out = out_dtype or "f32"
+    if out not in ("bf16", "f32"):
+        raise DTypeError(f"{name} gives f32 or bf16 outputs, not {out}")
+    return make_spec(**_TILE_1D1D, a=f"{a_major}major-sw128", b=f"{b_major}major-sw128", a_order="k", b_order="k",
+                     dtype="e4m3", acc="f32", out_dtype=out, arch=arch, schedule="persistent", grouped="offs_k")
 
 
 def _major(info: ArrayInfo, word: str) -> tuple[str, int]:
@@ -216,24 +249,38 @@ def fp8_variant(out_dtype: str, m: int | None = None) -> str:
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
-           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None):
+           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None, blocks: bool = False):
     """(spec, problem, out dtype) of a call on arrays already read, every rule checked but the device (no GPU; what
     ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule. ``scales``
-    (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), scales checked too. ``variant``: kgrouped_spec's."""
-    rowwise = scales is not None
-    a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, rowwise)
-    out_dtype = out_dtype or (oi.dtype if oi is not None else "bf16" if rowwise else ai.dtype)
+    (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), or with ``blocks`` the 1 x 128 block scales
+    (:func:`blockscaled_grouped_gemm_k`), scales checked too. ``variant``: kgrouped_spec's."""
+    rowwise = scales is not None and not blocks
+    a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, scales is not None)
+    out_dtype = out_dtype or (oi.dtype if oi is not None else "f32" if blocks else "bf16" if rowwise else ai.dtype)
     if rowwise and variant is None:
         variant = fp8_variant(out_dtype, p.m)
-    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant)
+    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant, blocks)
     if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
         per = 16 // spec.out_dtype.bytes
         p = replace(p, ldd=max(-(-p.n // per) * per, 1))
     if rowwise:
         _bind_scales(spec, scales, p)
+    if blocks:
+        p = _bind_block_scales(scales, p)
     if p.groups and p.m and p.n and p.k:
         check_kgrouped_problem(_plan_of(spec), p)
     return spec, p, out_dtype
+
+
+def _bind_block_scales(scales: tuple[ArrayInfo, ArrayInfo], p: GroupedProblem) -> GroupedProblem:
+    """The problem with the 1 x 128 scales' strides: scale_a f32 M x ceil(K/128) outer-dim-major (lds_a), scale_b f32
+    ceil(K/128) x N MN-major (lds_b), as the dense 1x128 x 1x128 door takes them (ptxgen.api.fp8blocks); one device."""
+    from .api.arrays.fp8recipe import column_scales_ld
+    from .api.fp8blocks import _scales
+
+    sa, sb = scales
+    kb = -(-p.k // 128)
+    return replace(p, lds_a=_scales(sa, "scale_a", p.m, max(kb, 1)), lds_b=column_scales_ld(sb, max(p.k, 1), p.n))
 
 
 _PLANS: dict = {}
@@ -292,6 +339,16 @@ def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: 
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b))
 
 
+def blockscaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+    """out[g] = sum over group g's 128-blocks kb of scale_a[:, kb, None] x scale_b[kb] x (a[:, kb] @ b[:, kb].T), e4m3 a
+    and b K-major, 1 x 128 scales on both (DeepGEMM's k-grouped 1D1D; see the module): one launch; f32 out by default.
+    A group whose K range does not start and end on 128-blocks (or end at K_total) gets NaN."""
+    if scale_a is None or scale_b is None:
+        raise ArgumentError("the K-grouped 1D1D form multiplies by scale_a (M x ceil(K/128) f32) and scale_b "
+                            "(ceil(K/128) x N f32): pass both")
+    return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b), blocks=True)
+
+
 def scaled_grouped_gemm_k_variant(a, b, scale_a, scale_b, offs, out=None, *, variant: str, out_dtype: str | None = None,
                                   stream=None):
     """:func:`scaled_grouped_gemm_k` through the kernel of ``variant`` (a name of KGROUPED_FP8_VARIANTS): what
@@ -299,13 +356,13 @@ def scaled_grouped_gemm_k_variant(a, b, scale_a, scale_b, offs, out=None, *, var
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b), variant=variant)
 
 
-def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None):
+def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None, blocks=False):
     sa, sb = scales if scales is not None else (None, None)
     key = None
     if type(a) is torch_tensor_type():
         try:
             key = (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), out_dtype, torch_key(sa), torch_key(sb),
-                   variant)
+                   variant, blocks)
         except (AttributeError, TypeError):
             key = None
         launch = _PREPARED.get(key) if key is not None else None
@@ -319,7 +376,7 @@ def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None):
     si = None if scales is None else (read_array(sa, "scale_a", handle), read_array(sb, "scale_b", handle))
     dev = streams.call_device((ai, bi, fi, oi, *(si or ())))
     try:
-        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si, variant)
+        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si, variant, blocks)
     except SpecError as e:
         raise NoGPU(f"no K-grouped kernel for this GPU: {e}") from None
     kernel = _kernel(spec)

@@ -27,7 +27,7 @@ gelu's derivative without cancellation; runs/2026-12-06-nvrtc128-one-pass-grad),
 192-row swapped pairs the wide-pair rule picks on the H100; runs/2026-12-07-nvrtc128-wide-pair).
 
 Usage: python tools/toolchain_matrix.py --install DIR --only 12.8
-       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|one-pass-grad|all]
+       PTXGEN_TOOLCHAINS=DIR python tools/toolchain_kernels.py [--set streamk|swap|scale-warp|f32-store|slabs|prepared-launch|tile-model|pairs-attention|training-forms|one-launch|0.4.1|short-calls|one-pass-grad|kgrouped-1d1d|all]
 """
 import argparse
 import dataclasses
@@ -366,6 +366,14 @@ def pingpong_wide_specs() -> dict:
     return out
 
 
+def kgrouped_1d1d_specs() -> dict:
+    """The K-grouped kernel with 1 x 128 scales on both operands (2026-12-08, ptxgen.blockscaled_grouped_gemm_k): f32 and
+    bf16 out."""
+    from ptxgen.kgrouped import kgrouped_spec
+
+    return {f"kgrouped 1d1d {o}": kgrouped_spec("e4m3", o, "sm_90a", "k", "k", blocks=True) for o in ("f32", "bf16")}
+
+
 def rowwise_scale_loads_specs() -> dict:
     """The row-wise FP8 grouped kernels after 2026-12-07's epilogue change (each row's scale_a and each column pair's
     scale_b loaded once): the K-grouped picks (128 x 256 bf16, 128 x 128 f32), the ping-pong form (two slabs a
@@ -508,7 +516,7 @@ def main() -> int:
     ap.add_argument("--set", choices=("streamk", "swap", "scale-warp", "f32-store", "slabs", "prepared-launch", "tile-model",
                                       "pairs-attention", "training-forms", "one-launch", "0.4.1", "short-calls", "one-pass-grad",
                                       "wide-pair", "blocks-on-a", "kgrouped-fp8-tma", "scale-copies", "kgrouped-fp8-pingpong",
-                                      "rowwise-scale-loads", "kgrouped-cluster", "pingpong-wide", "all"),
+                                      "rowwise-scale-loads", "kgrouped-cluster", "pingpong-wide", "kgrouped-1d1d", "all"),
                     default="all")
     args = ap.parse_args()
     specs = {}
@@ -555,6 +563,8 @@ def main() -> int:
         specs.update(rowwise_scale_loads_specs())
     if args.set in ("pingpong-wide", "all"):
         specs.update(pingpong_wide_specs())
+    if args.set in ("kgrouped-1d1d", "all"):
+        specs.update(kgrouped_1d1d_specs())
     for name, s in specs.items():
         print(name, s.kernel_name)
     found = [t for t in toolchains.installed() if t.name == toolchains.OLDEST]

@@ -35,7 +35,7 @@ from ..runtime.launch.launch import ProblemError
 from .arrays import accumulate
 from .arrays.precision import split_infos
 from .planbase import DEVICES, CallPlan, Path, Target, _dense, _made, _precision, _read, _stand_in, target
-from .plangrouped import _plan_grouped, _plan_scaled
+from .plangrouped import _plan_blocks_k, _plan_grouped, _plan_scaled
 
 __all__ = ["CallPlan", "DEVICES", "OPS", "Path", "plan"]
 
@@ -44,6 +44,7 @@ _REFUSALS = (ArgumentError, DTypeError, ProblemError, SpecError)
 
 def _functions() -> dict:
     import ptxgen.grouped as grouped
+    import ptxgen.kgrouped as kgrouped
 
     from . import dispatch, fp8blocks, fused
 
@@ -52,11 +53,12 @@ def _functions() -> dict:
 
     return {"gemm": dispatch.gemm, "fused": fused.gemm, "grouped_gemm": grouped.grouped_gemm,
             "scaled_grouped_gemm": grouped.scaled_grouped_gemm, "blockscaled_grouped_gemm": grouped.blockscaled_grouped_gemm,
-            "fp8blocks.gemm": fp8blocks.gemm, "attention": attention, "scaled_gemm": scaled_gemm}
+            "fp8blocks.gemm": fp8blocks.gemm, "attention": attention, "scaled_gemm": scaled_gemm,
+            "blockscaled_grouped_gemm_k": kgrouped.blockscaled_grouped_gemm_k}
 
 
 OPS = ("gemm", "fused", "grouped_gemm", "scaled_grouped_gemm", "blockscaled_grouped_gemm", "fp8blocks.gemm", "attention",
-       "scaled_gemm")
+       "scaled_gemm", "blockscaled_grouped_gemm_k")
 _ALIASES = {"batched": "gemm", "grouped": "grouped_gemm", "scaled_grouped": "scaled_grouped_gemm",
             "blockscaled_grouped": "blockscaled_grouped_gemm", "bfp8": "fp8blocks.gemm", "fp8blocks": "fp8blocks.gemm"}
 
@@ -434,4 +436,4 @@ def _plan_scaled_gemm(args: dict, t: Target) -> CallPlan:
 _PLANNERS = {"scaled_gemm": _plan_scaled_gemm, "attention": _plan_attention, "gemm": _plan_gemm, "fused": _plan_fused, "grouped_gemm": _plan_grouped,
              "scaled_grouped_gemm": lambda a, t: _plan_scaled(a, t, "scaled_grouped_gemm"),
              "blockscaled_grouped_gemm": lambda a, t: _plan_scaled(a, t, "blockscaled_grouped_gemm"),
-             "fp8blocks.gemm": _plan_fp8blocks}
+             "fp8blocks.gemm": _plan_fp8blocks, "blockscaled_grouped_gemm_k": _plan_blocks_k}

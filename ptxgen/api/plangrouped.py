@@ -155,3 +155,14 @@ def _scaled_infos(op, ai, bi, fi, oi, sa, sb, out_dtype, t: Target, note: str = 
 
     return _grouped_call(op, ai, bi, fi, oi, spec_for, (sa, sb), t,
                          note + ("row-wise scales (torch._scaled_grouped_mm)" if rowwise else "DeepSeek block scales, grouped"))
+
+
+def _plan_blocks_k(args: dict, t: Target) -> CallPlan:
+    """ptxgen.blockscaled_grouped_gemm_k: the K-grouped kernel with 1 x 128 scales on both operands (one tile)."""
+    from ..kgrouped import decide
+
+    ai, bi, fi, oi, sa, sb = _read(args, "a", "b", "offs", "out", "scale_a", "scale_b")
+    spec = decide(ai, bi, fi, oi, args.get("out_dtype"), t.arch, (sa, sb), blocks=True)[0]
+    return _made("blockscaled_grouped_gemm_k", t, Path.HOT, "the K-grouped form (2-D a and b, offs along K) with 1 x 128 "
+                 "scales on both operands (DeepGEMM's k-grouped 1D1D): kgrouped_spec(blocks=True), A and B K-major, "
+                 f"{spec.bm} x {spec.bn}, {spec.out_dtype.value} out; a group off the 128-blocks of K gets NaN", spec)

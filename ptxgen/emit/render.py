@@ -122,6 +122,10 @@ def _level_line(plan: KernelPlan) -> str:
     if kg is None:
         return ("L3: wgmma kernels of this design run on an H200 (docs/validation.md lists which specs)."
                 + (" The grouped walk is checked at L1 (ptxgen.model.layouts.groupmodel); docs/grouped.md says what ran." if plan.grouped else ""))
+    if kg.k_block:
+        return ("L1/L2 only: the K-grouped walk (ptxgen.model.layouts.kgroupmodel) and the 128-blocks each group's K-tiles "
+                "read (ptxgen.model.numerics.kgroupbfp8model) are checked by independent models, the kernel compiled and "
+                "SASS-checked; it has not run on a GPU (docs/block-fp8.md).")
     return ("L1/L2: the K-grouped walk and K tail" + (" and the scales each element reads" if kg.rowwise else "")
             + " are checked by an independent model (ptxgen.model.layouts.kgroupmodel), the kernel "
             "compiled and SASS-checked; docs/training.md says what ran on a GPU.")
@@ -228,7 +232,8 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         c_load=c_load_view(plan.c_load, plan.store, t.smem.barrier_offset(C_BARRIER) if plan.c_load else 0, epi.chunk),
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile, s.fp8_stagger.value, s.consumer_warpgroups,
                             "" if gv is None else gv.group, half_mma_view(plan), t.smem,
-                            k_first="kt_first" if plan.stream_k else "", sfa_tma=plan.sfa_tma, slabs=plan.slabs),
+                            k_first="kt_first" if plan.stream_k else ckgrouped.k_block_first_c(kg) if kg else "",
+                            sfa_tma=plan.sfa_tma, slabs=plan.slabs),
         promote=promote_view(s, pipe.consumer_parity),
         cluster=cluster_view(plan),
         release_fn="release_stage" if plan.schedule.cluster_size > 1 else "mbar_arrive",

@@ -104,6 +104,10 @@ class KGroupedPlan:
     k_align: int = 1  # a group's K-tiles start at k_start rounded down to this (16 bytes of elements with a K-major operand)
     rowwise: bool = False  # --grouped offs_k_rowwise: acc x scale_a[g M + row] x scale_b[g N + column] (torch._scaled_grouped_mm)
     cluster: tuple[int, int] = (1, 1)  # CTAs of a cluster along M, along N: they take neighbouring tiles of one group
+    # --fp8-blocks 1x128x1x128: the scale block along K (128). Every group boundary must sit on a block boundary (a group
+    # may end at K_total anywhere): then each K-tile is one whole block of one group and its scales are block k0 / 128 of
+    # the stacked K axis; a group whose range breaks that rule is not computed and its out[g] is NaN (block_check)
+    k_block: int = 0
 
     @staticmethod
     def group_k(offs: Sequence[int], k_total: int) -> tuple[tuple[int, int], ...]:
@@ -131,6 +135,21 @@ class KGroupedPlan:
         base = self.k_base(k_start)
         return tuple((base + t * self.bk, k_start - base if t == 0 else 0, min(self.bk, k_end - base - t * self.bk))
                      for t in range(self.k_tiles(k_start, k_end)))
+
+    def blocks_aligned(self, k_start: int, k_end: int, k_total: int) -> bool:
+        """--fp8-blocks 1x128x1x128: the group's K range starts on a scale block and ends on one or at K_total (an empty
+        group always passes); True without k_block."""
+        if not self.k_block or k_end <= k_start:
+            return True
+        return k_start % self.k_block == 0 and (k_end % self.k_block == 0 or k_end == k_total)
+
+    def scale_blocks(self, k_start: int, k_end: int, k_total: int) -> tuple[int, ...]:
+        """--fp8-blocks 1x128x1x128: the scale block (row of scale_a and scale_b, K_total / 128 of them) of each of the
+        group's K-tiles: k0 / k_block of its box start; () where the group is empty or not aligned (not computed)."""
+        assert self.k_block == self.bk, (self.k_block, self.bk)
+        if not self.blocks_aligned(k_start, k_end, k_total):
+            return ()
+        return tuple(k0 // self.k_block for k0, _, _ in self.k_blocks(k_start, k_end))
 
     @staticmethod
     def scale_index(group: int, row: int, col: int, m: int, n: int) -> tuple[int, int]:
@@ -218,7 +237,19 @@ class KGroupedPlan:
                     "torch._scaled_grouped_mm's 2-D x 2-D row-wise FP8 scales: scale_a of G M values (group g's rows at g M), "
                     "scale_b of G N (group g's columns at g N). An empty group's accumulator is 0, so out[g] is 0 x scales",
                     TORCH_SCALED_REF),
-        ) if self.rowwise else ())
+        ) if self.rowwise else ()) + ((
+            Derived("kgrouped_blocks", f"group boundaries on multiples of {self.k_block}; K-tile kt of a group reads "
+                    f"scale block k_start / {self.k_block} + kt",
+                    f"each role checks k_start % {self.k_block} == 0 and (k_end % {self.k_block} == 0 or k_end == K_total); "
+                    "a group that fails takes no K-tile and its out[g] is stored as NaN; otherwise every K-tile is one whole "
+                    "scale block of one group (no K tail to zero: past K_total TMA reads zeros) and the scale warp starts at "
+                    f"block k_start / {self.k_block}",
+                    "the 1D1D recipe's scales are one per row per 128 of K (scale_a (K_total / 128) x M, scale_b (K_total / 128) "
+                    "x N, MN-major): with groups on block boundaries every block belongs to one group, DeepGEMM's k-grouped "
+                    "contract (it asserts it on the host, which reads the group sizes; offs here stay on the GPU, so a "
+                    "broken boundary shows as NaN rather than as another group's K rows scaled by the wrong block)",
+                    "DeepGEMM k_grouped_fp8_gemm_tn_contiguous (1D1D, per-group K a multiple of 128)"),
+        ) if self.k_block else ())
 
     def _cluster_derivation(self) -> tuple[Derived, ...]:
         cm, cn = self.cluster

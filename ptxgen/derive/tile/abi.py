@@ -174,7 +174,7 @@ def _block_fp8_params(spec: TileSpec) -> tuple[Param, ...]:
     if spec.scale_load.value == "tma":  # derive.scaled.sfa_tma: the TMA thread copies each stage's A scales through it
         params += (Param(SFA_MAP, "tensormap", "SFA's tensor map (--fp8-scale-load tma): dims (M, ceil(K/128)), row "
                          "stride lds_a x 4 B (a multiple of 16 B: lds_a % 4 == 0), box (BM, 1) f32, no swizzle"),)
-    if spec.grouped is not Grouping.NONE:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
+    if spec.grouped.along_m:  # each group's scale_b is the dense array above; the groups' arrays lds_b_group apart
         params += (Param("lds_b_group", "i32", "SFB's stride between groups (>= ceil(N/128) x lds_b): group g's "
                          "(kb, nb) at g x lds_b_group + nb x lds_b + kb"),)
     return params

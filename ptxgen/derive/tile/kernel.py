@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...isa.types import Arch, Grouping, Major, Loader
+from ...isa.epiops import Fp8Blocks
 from .abi import KernelABI, kernel_abi
 from ..store.epilogue import StorePlan, plan_store
 from ..roles.epiorder import EpilogueOrderPlan, plan_epilogue_order
 from ..roles.grouped import GroupedPlan
 from ..roles.kgrouped import KGroupedPlan, k_align_of
-from ..scaled.blockfp8 import BlockFp8Plan
+from ..scaled.blockfp8 import BLOCK_K, BlockFp8Plan
 from ..scaled.bfp8cols import plan_recipe
 from ..scaled.bfp8slabs import SlabPlan, plan_consumer_slabs
 from ..store.cload import CLoadPlan, plan_c_load
@@ -78,14 +79,15 @@ def plan_kernel(spec: TileSpec, layout: TileLayout | None = None) -> KernelPlan:
     tmem = plan_tmem_fit(spec, t.smem.dynamic_bytes, pipe.threads) if spec.arch is Arch.SM100A else None
     abi = kernel_abi(spec, pipe.threads, t.smem.dynamic_bytes if tmem is None else tmem.smem_bytes)
     kgrouped = KGroupedPlan(spec.bm, spec.bn, spec.bk, spec.raster_group, k_align_of(spec),
-                            spec.grouped.rowwise, spec.cluster.dims) if spec.grouped.along_k else None
+                            spec.grouped.rowwise, spec.cluster.dims,
+                            BLOCK_K if spec.fp8_blocks is Fp8Blocks.COLUMNS else 0) if spec.grouped.along_k else None
     grouped = None if not spec.grouped.along_m else GroupedPlan(spec.bm, spec.bn, spec.raster_group,
                                                                         spec.grouped is Grouping.OFFS_ROWWISE,
                                                                         spec.b.major is Major.MN)
     chain = None if spec.fuse is None else plan_chain(spec.fuse, spec.arch, spec.bm, spec.bn, spec.out_dtype, spec.epilogue)
     bfp8 = None if spec.fp8_blocks.value == "none" else plan_recipe(spec.fp8_blocks.value, spec.bm, spec.bn, spec.bk,
                                                                     stagger=spec.fp8_stagger.value,
-                                                                    grouped=spec.grouped is not Grouping.NONE,
+                                                                    grouped=spec.grouped.along_m,
                                                                     overlap=spec.fp8_overlap.value,
                                                                     scale_load=spec.scale_load.value)
     store = plan_store(spec)

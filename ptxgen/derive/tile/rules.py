@@ -137,9 +137,9 @@ def _validate_fp8_options(t: "TileSpec") -> None:
     if t.fp8_scale_load is Fp8ScaleLoad.AHEAD and t.fp8_overlap is not Fp8Overlap.NONE:
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "loads the scales one K block ahead in the one-partial "
                         "consumer loop (not built with --fp8-overlap halves or interleave)", "block or smem, or --fp8-overlap none")
-    if t.fp8_scale_load in (Fp8ScaleLoad.SMEM, Fp8ScaleLoad.CPASYNC) and (t.grouped is not Grouping.NONE or t.consumers is not Consumers.COOPERATIVE):
+    if t.fp8_scale_load in (Fp8ScaleLoad.SMEM, Fp8ScaleLoad.CPASYNC) and (t.grouped.along_m or t.consumers is not Consumers.COOPERATIVE):
         raise SpecError("--fp8-scale-load", t.fp8_scale_load.value, "the producer's scale warp walks the dense cooperative "
-                        "kernel's tiles (not built for grouped or ping-pong kernels)", "ahead or block")
+                        "kernel's tiles and the K-grouped walk (not built for M-grouped or ping-pong kernels)", "ahead or block")
     if t.fp8_scale_load is Fp8ScaleLoad.TMA:
         check_sfa_tma(t)
 
@@ -293,15 +293,35 @@ def _validate_k_grouped(t: "TileSpec") -> None:
             raise SpecError("--grouped", g, "wgmma reads FP8 operands K-major only (no transpose for .e4m3/.e5m2), so A (M x "
                             "K_total) and B (N x K_total) are K-major: rows contiguous along K, as torch._scaled_grouped_mm "
                             "takes a and b.t()", "--a kmajor-... --b kmajor-...", cite("wgmma"))
+    elif t.fp8_blocks is Fp8Blocks.COLUMNS:
+        _validate_k_grouped_blocks(t)
     elif t.dtype not in (DType.BF16, DType.F16) or t.acc is not DType.F32 or t.out_dtype not in (DType.BF16, DType.F16, DType.F32):
         raise SpecError("--grouped", g, "the K-grouped kernel is derived for 16-bit inputs with an f32 accumulator and a "
-                        "16-bit or f32 output (FP8 inputs: --grouped offs_k_rowwise)",
+                        "16-bit or f32 output (FP8 inputs: --grouped offs_k_rowwise, or --fp8-blocks 1x128x1x128)",
                         "--dtype bf16|f16 --acc f32 --out-dtype bf16|f16|f32")
-    if t.split or t.stream_k > 1 or t.batch is not Batch.NONE or t.fp8_blocks.value != "none" or t.consumer_slabs != 1:
+    blocks_ok = t.grouped is Grouping.OFFS_K and t.fp8_blocks is Fp8Blocks.COLUMNS
+    if t.split or t.stream_k > 1 or t.batch is not Batch.NONE or (t.fp8_blocks.value != "none" and not blocks_ok) \
+            or t.consumer_slabs != 1:
         raise SpecError("--grouped", g, "the K-grouped kernel zeroes each group's K tail in shared memory between the "
                         "consumers of a stage (a named barrier) and walks whole tiles (a cluster's CTAs neighbouring tiles "
                         "of one group); other walks are not derived",
-                        "--split-k 1 --stream-k 1 --batch none --consumer-slabs 1, no --fp8-blocks")
+                        "--split-k 1 --stream-k 1 --batch none --consumer-slabs 1, no --fp8-blocks (but 1x128x1x128 with "
+                        "--grouped offs_k)")
+
+
+def _validate_k_grouped_blocks(t: "TileSpec") -> None:
+    """--grouped offs_k --fp8-blocks 1x128x1x128 (DeepGEMM's k-grouped 1D1D weight gradient): e4m3 operands K-major, the
+    1D1D kernel's promotion per K block (derive.scaled.bfp8cols) on the K-grouped walk, direct stores, no C."""
+    if t.dtype is not DType.E4M3 or t.b_dtype is not DType.E4M3 or t.out_dtype not in (DType.BF16, DType.F32):
+        raise SpecError("--grouped", t.grouped.value, "the K-grouped 1D1D kernel takes e4m3 A and B (the recipe's) and "
+                        "writes bf16 or f32", "--dtype e4m3 --out-dtype bf16|f32")
+    if t.a.major is not Major.K or t.b.major is not Major.K:
+        raise SpecError("--grouped", t.grouped.value, "wgmma reads FP8 operands K-major only: A (M x K_total) and B "
+                        "(N x K_total) with rows contiguous along K", "--a kmajor-... --b kmajor-...", cite("wgmma"))
+    if t.epilogue is not Epilogue.DIRECT or t.fuse is not None or t.consumers is not Consumers.COOPERATIVE:
+        raise SpecError("--grouped", t.grouped.value, "the K-grouped 1D1D kernel is derived with cooperative consumers "
+                        "and the direct epilogue, no fused chain (C is not derived for it)",
+                        "--consumers cooperative --epilogue direct, no --fuse")
 
 
 def _validate_batch(t: "TileSpec") -> None:
@@ -324,7 +344,7 @@ def check_block_fp8_spec(t: "TileSpec") -> None:
     cols = t.fp8_blocks is Fp8Blocks.COLUMNS
     plan = plan_recipe(t.fp8_blocks.value, t.bm, t.bn, t.bk, t.dtype.value if t.b_dtype is t.dtype else "mixed",
                        t.a.major.value, t.b.major.value, t.arch.value,
-                       **(dict(stagger=t.fp8_stagger.value, grouped=t.grouped is not Grouping.NONE,
+                       **(dict(stagger=t.fp8_stagger.value, grouped=t.grouped.along_m,
                                overlap=t.fp8_overlap.value, scale_load=t.scale_load.value) if cols else {}))
     if cols and (t.cluster is not Cluster.C1X1 or t.consumer_slabs > 1):
         what = ("--cluster", t.cluster.value) if t.cluster is not Cluster.C1X1 else ("--consumer-slabs", t.consumer_slabs)

@@ -277,14 +277,14 @@ class TileSpec:
 
     @property
     def scale_load(self) -> Fp8ScaleLoad:
-        """--fp8-scale-load as built: auto is smem for a dense kernel with cooperative consumers (the scale warp walks
-        the producer's tiles; measured 4-9% faster than block on the H200, docs/block-fp8.md) and block for grouped or
-        ping-pong ones; block (unused) without --fp8-blocks."""
+        """--fp8-scale-load as built: auto is smem for a dense or K-grouped kernel with cooperative consumers (the scale
+        warp walks the producer's tiles; measured 4-9% faster than block on the H200, docs/block-fp8.md) and block for
+        M-grouped or ping-pong ones; block (unused) without --fp8-blocks."""
         if self.fp8_blocks is Fp8Blocks.NONE:
             return Fp8ScaleLoad.BLOCK
         if self.fp8_scale_load is not Fp8ScaleLoad.AUTO:
             return self.fp8_scale_load
-        dense = self.grouped is Grouping.NONE and self.consumers is Consumers.COOPERATIVE
+        dense = not self.grouped.along_m and self.consumers is Consumers.COOPERATIVE
         return Fp8ScaleLoad.SMEM if dense else Fp8ScaleLoad.BLOCK
 
     def smem_plan(self) -> SmemPlan:

@@ -26,6 +26,9 @@ class KGroupedView:
     tail: tuple[str, ...]  # C statements after full[s] of K-tile kt, before the MMAs read stage s
     doc: str
     pingpong: bool = False  # each consumer warpgroup takes whole tiles: it counts the other's K-tiles (the template)
+    # --fp8-blocks 1x128x1x128: the C of a NaN the accumulator takes where the item's group is off the scale blocks
+    # (k_unaligned, tile_k_c); "" otherwise
+    unaligned_value: str = ""
 
 
 def row_scales_view(plan: KGroupedPlan) -> RowScalesView | None:
@@ -44,16 +47,30 @@ def tile_k_c(plan: KGroupedPlan) -> tuple[str, ...]:
     group_k, k_base and k_trips of the plan."""
     g, bk = BATCH, plan.bk
     base = "k_start" if plan.k_align == 1 else f"k_start - k_start % {plan.k_align}"
+    trips = "k_end > k_start"
+    check = ()
+    if plan.k_block:  # derive.roles.kgrouped.KGroupedPlan.blocks_aligned
+        kb = plan.k_block
+        check = (f"const bool k_unaligned = k_end > k_start && (k_start % {kb} != 0 || (k_end % {kb} != 0 && k_end != K));"
+                 f"  // a group off the {kb}-blocks of the scales: not computed, out[g] NaN",)
+        trips = "k_end > k_start && !k_unaligned"
     return (
         f"const int k_start = {g} == 0 ? 0 : min(max(offs[{g} - 1], 0), K);  // the group's K range, read on the device",
         f"const int k_end = min(max(offs[{g}], k_start), K);  // untrusted offs: clamped into [k_start, K]",
         f"const int k_base = {base};  // the first K-tile's box start",
-        f"const int num_k_tiles = k_end > k_start ? (k_end - k_base + {bk - 1}) / {bk} : 0;  // both roles: the same trip count",
+        *check,
+        f"const int num_k_tiles = {trips} ? (k_end - k_base + {bk - 1}) / {bk} : 0;  // both roles: the same trip count",
         "const int k_head = k_start - k_base;  // offsets of the first K-tile below the group (the previous group's)",
         f"const int k_valid_last = k_end - k_base - (num_k_tiles - 1) * {bk};  // offsets of the last K-tile inside the group",
         "(void)k_head;",
         "(void)k_valid_last;",
     )
+
+
+def k_block_first_c(plan: KGroupedPlan) -> str:
+    """--fp8-blocks 1x128x1x128: the C of the item's first scale block (KGroupedPlan.scale_blocks: k_base / k_block, the
+    group starting on a block); "" otherwise."""
+    return f"(k_base / {plan.k_block})" if plan.k_block else ""
 
 
 def k0_c(plan: KGroupedPlan) -> str:
@@ -140,7 +157,19 @@ def kgrouped_view(plan: KGroupedPlan, a: OperandLayout, b: OperandLayout, a_stag
         pingpong=pingpong,
         helpers=HELPERS + (HELPER_BYTE if esize == 1 else ""),
         tail=tail_c(plan, a, b, a_stage_bytes, b_stage_bytes, consumer_threads, esize, pingpong),
-        doc=(("K-grouped GEMM with row-wise scales (torch._scaled_grouped_mm 2-D x 2-D)" if plan.rowwise else
-              "K-grouped GEMM (torch._grouped_mm 2-D x 2-D)") + ": items G x tiles_m x tiles_n; each reads its group's K range "
-             f"from offs and takes ceil((k_end - k_base) / {plan.bk}) K-tiles; other groups' K rows in a box are zeroed in shared memory"),
+        doc=_doc(plan),
+        unaligned_value=QUIET_NAN_C if plan.k_block else "",
     )
+
+
+QUIET_NAN_C = "__int_as_float(0x7fc00000)"  # an f32 quiet NaN
+
+
+def _doc(plan: KGroupedPlan) -> str:
+    walk = (f": items G x tiles_m x tiles_n; each reads its group's K range from offs and takes ceil((k_end - k_base) / "
+            f"{plan.bk}) K-tiles")
+    if plan.k_block:
+        return (f"K-grouped GEMM with 1 x {plan.k_block} scales on both operands (DeepGEMM's k-grouped 1D1D){walk}, each one "
+                f"scale block; a group off the {plan.k_block}-blocks takes none and stores NaN")
+    return (("K-grouped GEMM with row-wise scales (torch._scaled_grouped_mm 2-D x 2-D)" if plan.rowwise else
+             "K-grouped GEMM (torch._grouped_mm 2-D x 2-D)") + walk + "; other groups' K rows in a box are zeroed in shared memory")
