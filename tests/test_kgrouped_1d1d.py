@@ -340,3 +340,26 @@ def test_api_plan_answers_for_the_door():
     assert p.path.value == "hot" and p.kernel == make_spec(**SPEC).kernel_name and "1D1D" in p.why
     p = ptxgen.api.plan("blockscaled_grouped_gemm_k", a, b, meta(200, 8, dtype=f32), sb, offs, device="h100")
     assert p.path.value == "refused" and p.error == "ArgumentError" and "outer-dim-major" in p.why
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_compute_sanitizer_clean_on_the_1d1d_kgrouped_flagship(gpu, tool, artifact_dir):
+    """The scale warp's shared-memory slots between its stores and the consumers' reads across a K-grouped walk whose
+    groups take 0 to 2 K-tiles: memcheck (the scale and operand reads inside the arrays), racecheck, synccheck."""
+    import shutil
+
+    san = next((p for p in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer")
+                if p and Path(p).exists()), None)
+    if san is None:
+        pytest.skip("compute-sanitizer not installed")
+    case = Path(__file__).resolve().parent / "kgrouped_1d1d_sanitizer_case.py"
+    cmd = [san, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "99", sys.executable, str(case)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    with open(artifact_dir / "kgrouped_1d1d_sanitizer.log", "a") as f:
+        f.write(f"$ {' '.join(cmd[1:5])} {case.name}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert '"passed": true' in proc.stdout
+    clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
+    assert clean in text, text[-3000:]

@@ -31,7 +31,7 @@ distributed     torchrun --standalone over the visible GPUs: tests/distributed_t
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes under it (bf16; e4m3 with N rounded up to 16)
 referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
 accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds
-fp8-moe         the float8 expert bank: its gpu tests (tests/test_training_gpu.py -k 'scaled_grouped or float8') and tools/bench_training.py --model moe --ablate (ptxgen-fp8 beside the bf16 banks)
+fp8-training    the FP8 training forms of 2026-12-08: the gpu tests of the float8 expert bank and scaled_grouped_gemm's autograd (tests/test_training_gpu.py -k 'scaled_grouped or float8') and of the K-grouped 1D1D kernel with its sanitizers (tests/test_kgrouped_1d1d.py), tools/bench_training.py --model moe --ablate (ptxgen-fp8 beside the bf16 banks)
 few-wave        issue 35's e4m3 few-wave class: the wide ping-pong tiles against float64 (tests/test_gpu.py), cuBLAS's kernels on the gap shapes (tools/cublas_kernels.py), every candidate timed there (tools/exp_candidates_run.py)"
 
 usage() { echo "usage: OUT=dir [BUDGET=seconds] [DRY_RUN=1] tools/gpu_run.sh STEP... | --list | --help"; echo; echo "$STEPS_HELP"; }
@@ -207,9 +207,10 @@ step_few_wave() {
   run candidates_few_wave.log 200 python3 tools/exp_candidates_run.py --out "$LOGS/candidates" --budget-s 190 \
     --only e4m3:6000x768,e4m3:4000x896,e4m3:7000x640,e4m3:5000x1024
 }
-step_fp8_moe() {
-  run fp8_moe_tests.log 150 python3 -m pytest -m gpu tests/test_training_gpu.py -k "scaled_grouped or float8" -q \
+step_fp8_training() {
+  run fp8_training_tests.log 150 python3 -m pytest -m gpu tests/test_training_gpu.py -k "scaled_grouped or float8" -q \
     -p no:cacheprovider
+  run kgrouped_1d1d_tests.log 200 python3 -m pytest -m gpu tests/test_kgrouped_1d1d.py -q -p no:cacheprovider
   run bench_fp8_moe.log 200 python3 tools/bench_training.py --model moe --tokens 8192 --rounds 10 --ablate \
     --json "$LOGS/bench_fp8_moe.jsonl"
 }
