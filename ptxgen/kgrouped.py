@@ -25,8 +25,9 @@ offs=offs)``), bf16 by default (``out_dtype`` bf16, f16 or f32).
 with e4m3 ``a`` (M x K_total) and ``b`` (N x K_total) K-major, ``scale_a`` f32 M x ceil(K_total/128) outer-dim-major
 (strides (1, lds_a)) and ``scale_b`` f32 ceil(K_total/128) x N (strides (lds_b, 1)), the dense 1x128 x 1x128 recipe's
 layouts over the stacked K axis: ``out[g] = sum over the 128-blocks kb of group g of scale_a[:, kb, None] x
-scale_b[kb] x (a[:, kb] @ b[:, kb].T)``, f32 by default (bf16). Every group boundary must lie on a 128-block (a group
-may end at K_total anywhere): a group that breaks this is not computed and its ``out[g]`` is NaN
+scale_b[kb] x (a[:, kb] @ b[:, kb].T)``, f32 by default (bf16). ``c=out`` (f32 G x M x N) accumulates in place,
+``out[g] += ...`` (DeepGEMM's weight-gradient accumulation; ``--fuse c``). Every group boundary must lie on a 128-block
+(a group may end at K_total anywhere): a group that breaks this is not computed and its ``out[g]`` is NaN
 (derive.roles.kgrouped ``kgrouped_blocks``).
 
 Nothing on the host reads ``offs``, so a call can be captured in a CUDA graph. ptxgen.derive.roles.kgrouped derives the
@@ -142,15 +143,15 @@ _FP8 = ("e4m3", "e5m2")
 
 def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str = "sm_90a", a_major: str = "mn",
                   b_major: str = "mn", rowwise: bool = False, b_dtype: str | None = None,
-                  variant: str | None = None, blocks: bool = False) -> TileSpec:
+                  variant: str | None = None, blocks: bool = False, accumulate: bool = False) -> TileSpec:
     """The spec :func:`grouped_gemm_k` uses: ``a_major``/``b_major`` "k" or "mn" (the operands' contiguous dimension);
     ``rowwise``: FP8 inputs with torch._scaled_grouped_mm's 2-D x 2-D scales (:func:`scaled_grouped_gemm_k`; K-major
     operands, ``b_dtype`` e4m3 or e5m2 when it differs from ``dtype``), bf16 out by default. ``variant``: a name of
     KGROUPED_VARIANTS (16-bit inputs; default DEFAULT_VARIANT) or of KGROUPED_FP8_VARIANTS (``rowwise``; default
     DEFAULT_FP8_VARIANT). ``blocks``: e4m3 inputs with 1 x 128 scales on both (:func:`blockscaled_grouped_gemm_k`; one
-    tile, no variant), f32 out by default."""
+    tile, no variant), f32 out by default; ``accumulate``: out += the product (``--fuse c``, f32 out)."""
     if blocks:
-        return _blocks_spec(dtype, out_dtype, arch, a_major, b_major, b_dtype, variant)
+        return _blocks_spec(dtype, out_dtype, arch, a_major, b_major, b_dtype, variant, accumulate)
     name = "scaled_grouped_gemm (K-grouped)" if rowwise else "grouped_gemm_k"
     table, default = (KGROUPED_FP8_VARIANTS, DEFAULT_FP8_VARIANT) if rowwise else (KGROUPED_VARIANTS, DEFAULT_VARIANT)
     if variant is not None and variant not in table:
@@ -171,7 +172,7 @@ def kgrouped_spec(dtype: str = "bf16", out_dtype: str | None = None, arch: str =
 
 
 def _blocks_spec(dtype: str, out_dtype: str | None, arch: str, a_major: str, b_major: str, b_dtype: str | None,
-                 variant: str | None) -> TileSpec:
+                 variant: str | None, accumulate: bool = False) -> TileSpec:
     name = "blockscaled_grouped_gemm_k"
     if variant is not None:
         raise ArgumentError(f"{name} has one kernel: no variant ({variant!r})")
@@ -179,10 +180,11 @@ def _blocks_spec(dtype: str, out_dtype: str | None, arch: str, a_major: str, b_m
         if d != "e4m3":
             raise DTypeError(f"{name} takes {_dtype_words('e4m3')} a and b (the 1x128 x 1x128 recipe's), not {_dtype_words(d)}")
     out = out_dtype or "f32"
-    if out not in ("bf16", "f32"):
-        raise DTypeError(f"{name} gives f32 or bf16 outputs, not {out}")
+    if out not in ("bf16", "f32") or (accumulate and out != "f32"):
+        raise DTypeError(f"{name} gives f32 or bf16 outputs (f32 where it accumulates into c), not {out}")
     return make_spec(**_TILE_1D1D, a=f"{a_major}major-sw128", b=f"{b_major}major-sw128", a_order="k", b_order="k",
-                     dtype="e4m3", acc="f32", out_dtype=out, arch=arch, schedule="persistent", grouped="offs_k")
+                     dtype="e4m3", acc="f32", out_dtype=out, arch=arch, schedule="persistent", grouped="offs_k",
+                     **({"fuse": "c"} if accumulate else {}))
 
 
 def _major(info: ArrayInfo, word: str) -> tuple[str, int]:
@@ -249,17 +251,19 @@ def fp8_variant(out_dtype: str, m: int | None = None) -> str:
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
-           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None, blocks: bool = False):
+           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None, blocks: bool | str = False):
     """(spec, problem, out dtype) of a call on arrays already read, every rule checked but the device (no GPU; what
     ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule. ``scales``
     (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), or with ``blocks`` the 1 x 128 block scales
-    (:func:`blockscaled_grouped_gemm_k`), scales checked too. ``variant``: kgrouped_spec's."""
+    (:func:`blockscaled_grouped_gemm_k`; ``blocks="c"``: accumulating into out), scales checked too. ``variant``:
+    kgrouped_spec's."""
     rowwise = scales is not None and not blocks
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, scales is not None)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "f32" if blocks else "bf16" if rowwise else ai.dtype)
     if rowwise and variant is None:
         variant = fp8_variant(out_dtype, p.m)
-    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant, blocks)
+    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant, bool(blocks),
+                         blocks == "c")
     if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
         per = 16 // spec.out_dtype.bytes
         p = replace(p, ldd=max(-(-p.n // per) * per, 1))
@@ -339,13 +343,19 @@ def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: 
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b))
 
 
-def blockscaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, out_dtype: str | None = None, stream=None):
+def blockscaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, c=None, out_dtype: str | None = None,
+                               stream=None):
     """out[g] = sum over group g's 128-blocks kb of scale_a[:, kb, None] x scale_b[kb] x (a[:, kb] @ b[:, kb].T), e4m3 a
     and b K-major, 1 x 128 scales on both (DeepGEMM's k-grouped 1D1D; see the module): one launch; f32 out by default.
-    A group whose K range does not start and end on 128-blocks (or end at K_total) gets NaN."""
+    ``c``: f32 G x M x N accumulated in place (out is c: ``c[g] += ...``). A group whose K range does not start and end
+    on 128-blocks (or end at K_total) gets NaN."""
     if scale_a is None or scale_b is None:
         raise ArgumentError("the K-grouped 1D1D form multiplies by scale_a (M x ceil(K/128) f32) and scale_b "
                             "(ceil(K/128) x N f32): pass both")
+    if c is not None:
+        if out is not None and out is not c:
+            raise ArgumentError("the K-grouped 1D1D form accumulates into c in place: pass out=c, or leave out out")
+        return _call(a, b, offs, c, out_dtype, stream, (scale_a, scale_b), blocks="c")
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b), blocks=True)
 
 
@@ -387,8 +397,9 @@ def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None, blocks=
         oi = read_array(out, "out", handle)
     if p.groups == 0 or p.m == 0 or p.n == 0:
         return out
-    if p.k == 0:  # no K at all: every group is empty (a tensor map needs K >= 1)
-        out[...] = 0
+    if p.k == 0:  # no K at all: every group is empty (a tensor map needs K >= 1); accumulating, out keeps c
+        if blocks != "c":
+            out[...] = 0
         return out
     infos = (ai, bi, fi, oi, *(si or ()))
     for info in infos:

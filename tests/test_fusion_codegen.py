@@ -353,7 +353,7 @@ def _mma_wait_load_sequence(s: TileSpec, mode: str) -> str:
 
     orig = render_mod.chain_view
     try:
-        render_mod.chain_view = lambda plan: None if plan is None else dreplace(orig(plan), bias_prefetch=mode)
+        render_mod.chain_view = lambda plan, *rest: None if plan is None else dreplace(orig(plan, *rest), bias_prefetch=mode)
         src = render_mod.render_kernel(plan_kernel(s))
     finally:
         render_mod.chain_view = orig

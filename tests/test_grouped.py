@@ -177,7 +177,7 @@ class CaiArray:
 
 def read_block(address: int, kinds) -> list:
     """The kernel parameters as cuLaunchKernel reads them through the void** array at ``address`` (maps as bytes,
-    pointers and integers as ints), decoded as ``KernelArgs.read_back`` gives them."""
+    pointers and integers as ints, f32 scalars as floats), decoded as ``KernelArgs.read_back`` gives them."""
     import ctypes
 
     arr = (ctypes.c_void_p * len(kinds)).from_address(address)
@@ -187,6 +187,8 @@ def read_block(address: int, kinds) -> list:
             out.append(ctypes.string_at(arr[i], 128))
         elif kind in ("ptr", "i32_ptr", "f32_ptr"):
             out.append(ctypes.c_uint64.from_address(arr[i]).value)
+        elif kind == "f32":
+            out.append(ctypes.c_float.from_address(arr[i]).value)
         else:
             out.append(ctypes.c_int32.from_address(arr[i]).value)
     return out

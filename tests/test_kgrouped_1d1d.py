@@ -162,15 +162,20 @@ def test_source_marks_the_unaligned_group_and_starts_the_scales_at_its_block():
     assert src.index("wgmma_wait<0>();") < nan < src.index("Epilogue: the wgmma D fragment straight to global memory")
     assert "st_shared_zero" not in src.split("---- consumer warpgroups")[1]  # no K tail zeroed
     assert "lds_b_group" not in src and "scale_a" not in src  # neither the M-grouped 1D2D's nor the row-wise form's
+    with_c = render_kernel(plan_kernel(make_spec(**dict(SPEC, fuse="c"))))
+    # C[g] at C + g M ldc f32 elements, as out[g] at D + g M ldd; the chain after the NaN of a group off the blocks
+    assert ("const ChainArgs ca = {alpha, beta, C + static_cast<size_t>(bz) * static_cast<size_t>(M) * "
+            "static_cast<size_t>(ldc) * 4u, ldc,") in with_c
+    assert with_c.index("if (k_unaligned) {") < with_c.index("const ChainArgs ca")
 
 
 # ---- L2 ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("out_dtype", ["f32", "bf16"])
-def test_compiles_with_the_intended_sass(out_dtype):
+@pytest.mark.parametrize("extra", [{}, dict(out_dtype="bf16"), dict(fuse="c")], ids=["f32", "bf16", "c"])
+def test_compiles_with_the_intended_sass(extra):
     from ptxgen.api import compile
     from ptxgen.runtime.compile.sass import check_sass
 
-    spec = make_spec(**dict(SPEC, out_dtype=out_dtype))
+    spec = make_spec(**dict(SPEC, **extra))
     report = check_sass(spec, compile(spec).cubin)
     assert report.ok, report.summary() + "; " + "; ".join(report.problems)
     assert "QGMMA" in report.summary() and "local 0 B" in report.summary()
@@ -193,6 +198,9 @@ def test_control_sass_check_fails_checked_as_another_tile():
     (dict(SPEC, consumers="pingpong"), "cooperative"),
     (dict(SPEC, grouped="offs_k_rowwise"), "offs_k_rowwise"),
     (dict(SPEC, grouped="offs"), "offs"),
+    (dict(SPEC, fuse="c", out_dtype="bf16"), "only chain is C"),
+    (dict(SPEC, fuse="bias"), "only chain is C"),
+    (dict(SPEC, dtype="bf16", bk=64, fp8_blocks="none", out_dtype="bf16", fuse="c"), "no fused epilogue"),
 ])
 def test_illegal_specs_name_the_rule(fields, rule):
     with pytest.raises(SpecError, match=rule):
@@ -291,13 +299,29 @@ def test_door_launches_the_1d1d_kernel_with_the_scales_in_abi_order(monkeypatch)
         mn = CaiArray((m, k), "|u1", 1, 0x100000, strides=(1, m), dtype="float8_e4m3fn")
         ptxgen.blockscaled_grouped_gemm_k(mn, arrs["b"], arrs["scale_a"], arrs["scale_b"], arrs["offs"], out)
 
+    # c = out: out[g] += the product (--fuse c): alpha = beta = 1, C is D with D's row pitch
+    spec_c = kgrouped.kgrouped_spec("e4m3", "f32", "sm_90a", "k", "k", blocks=True, accumulate=True)
+    kinds[:] = [q.kind for q in plan_kernel(spec_c).abi.params]
+    assert [q.name for q in plan_kernel(spec_c).abi.params][13:] == ["alpha", "beta", "C", "ldc"]
+    ptxgen.blockscaled_grouped_gemm_k(arrs["a"], arrs["b"], arrs["scale_a"], arrs["scale_b"], arrs["offs"], c=out)
+    call = launched[-1]
+    assert call["name"] == spec_c.kernel_name
+    assert call["args"][2:] == [0x400000, 0x300000, m, n, k, g, n, 0x500000, 0x600000, 208, 144, 1.0, 1.0, 0x400000, n]
+    with pytest.raises(ArgumentError, match="in place"):
+        ptxgen.blockscaled_grouped_gemm_k(arrs["a"], arrs["b"], arrs["scale_a"], arrs["scale_b"], arrs["offs"],
+                                          CaiArray((g, m, n), "<f4", 4, 0x700000), c=out)
+    with pytest.raises(DTypeError, match="accumulates"):
+        ptxgen.blockscaled_grouped_gemm_k(arrs["a"], arrs["b"], arrs["scale_a"], arrs["scale_b"], arrs["offs"],
+                                          c=CaiArray((g, m, n), "<f2", 2, 0x700000, dtype="bfloat16"))
+
 
 # ---- GPU: against the model's float64 reference ---------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("out_dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("sizes,k_extra", [([128, 0, 256, 384], 0), ([0, 128, 128], 70), ([256, 100, 128], 0),
                                            ([128, 256, 77], 0)], ids=["whole", "tail-past-offs", "off-the-blocks", "short-last"])
-def test_against_the_model_on_the_gpu(gpu, out_dtype, sizes, k_extra):
+@pytest.mark.parametrize("accumulate", [False, True], ids=["out", "c"])
+def test_against_the_model_on_the_gpu(gpu, out_dtype, sizes, k_extra, accumulate):
     """e4m3 with random 1 x 128 scales at odd M and N (200 x 136): every group against kgroupbfp8model.reference in float64
     (within the dense 1D1D kernels' bound), an empty group's out zero, a group off the blocks NaN (and only it), a last
     group ending at K_total mid-block, K rows past offs[-1]."""
@@ -313,9 +337,17 @@ def test_against_the_model_on_the_gpu(gpu, out_dtype, sizes, k_extra):
     sa = (torch.rand(kb, m, device="cuda", generator=g) + 0.5).t()  # M x kb, outer-dim-major
     sb = torch.rand(kb, n, device="cuda", generator=g) + 0.5
     offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
-    out = ptxgen.blockscaled_grouped_gemm_k(a, b, sa, sb, offs, out_dtype=out_dtype)
+    if accumulate and out_dtype != "f32":
+        pytest.skip("c accumulates into an f32 out only")
+    c = torch.randn(len(ends), m, n, device="cuda", generator=g) if accumulate else None
+    c0 = None if c is None else c.cpu().double().numpy()
+    out = ptxgen.blockscaled_grouped_gemm_k(a, b, sa, sb, offs, c=c) if accumulate else \
+        ptxgen.blockscaled_grouped_gemm_k(a, b, sa, sb, offs, out_dtype=out_dtype)
+    assert c is None or out is c
     torch.cuda.synchronize()
     want = model.reference(a.float().cpu().numpy(), b.float().cpu().numpy(), sa.t().cpu().numpy(), sb.cpu().numpy(), ends)
+    if c0 is not None:
+        want = want + c0  # NaN groups stay NaN
     got = out.float().cpu().numpy()
     assert got.shape == want.shape
     assert (np.isnan(got) == np.isnan(want)).all(), "NaN exactly for the groups off the blocks"

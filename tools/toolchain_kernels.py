@@ -368,10 +368,12 @@ def pingpong_wide_specs() -> dict:
 
 def kgrouped_1d1d_specs() -> dict:
     """The K-grouped kernel with 1 x 128 scales on both operands (2026-12-08, ptxgen.blockscaled_grouped_gemm_k): f32 and
-    bf16 out."""
+    bf16 out, and accumulating into c (--fuse c, f32)."""
     from ptxgen.kgrouped import kgrouped_spec
 
-    return {f"kgrouped 1d1d {o}": kgrouped_spec("e4m3", o, "sm_90a", "k", "k", blocks=True) for o in ("f32", "bf16")}
+    out = {f"kgrouped 1d1d {o}": kgrouped_spec("e4m3", o, "sm_90a", "k", "k", blocks=True) for o in ("f32", "bf16")}
+    out["kgrouped 1d1d f32 c"] = kgrouped_spec("e4m3", "f32", "sm_90a", "k", "k", blocks=True, accumulate=True)
+    return out
 
 
 def rowwise_scale_loads_specs() -> dict:

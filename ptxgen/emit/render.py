@@ -228,7 +228,7 @@ def kernel_view(plan: KernelPlan) -> KernelView:
         epi=epi,
         store=store,
         scales=scale_view(plan),
-        chain=chain_view(plan.chain),
+        chain=chain_view(plan.chain, ckgrouped.c_offset_c(plan.chain.aux.bytes) if kg and plan.chain and plan.chain.chain.c else ""),
         c_load=c_load_view(plan.c_load, plan.store, t.smem.barrier_offset(C_BARRIER) if plan.c_load else 0, epi.chunk),
         bfp8=block_fp8_view(plan.block_fp8, s.mmas_per_k_tile, s.fp8_stagger.value, s.consumer_warpgroups,
                             "" if gv is None else gv.group, half_mma_view(plan), t.smem,

@@ -110,8 +110,10 @@ def _validate_types(t: "TileSpec") -> None:
 
 def _validate_recipes(t: "TileSpec") -> None:
     """What grouped kernels combine with."""
-    if t.grouped is not Grouping.NONE and t.fuse is not None:
-        raise SpecError("--grouped", t.grouped.value, "grouped kernels have no fused epilogue yet", "leave out --fuse")
+    kgrouped_c = t.grouped is Grouping.OFFS_K and t.fp8_blocks is Fp8Blocks.COLUMNS  # its own rule on --fuse (c only)
+    if t.grouped is not Grouping.NONE and t.fuse is not None and not kgrouped_c:
+        raise SpecError("--grouped", t.grouped.value, "grouped kernels have no fused epilogue yet (but --fuse c on the "
+                        "K-grouped 1D1D kernel)", "leave out --fuse")
     if t.grouped is Grouping.OFFS_ROWWISE and t.fp8_blocks is not Fp8Blocks.NONE:
         raise SpecError("--grouped", t.grouped.value, "one scale recipe per kernel: row-wise scales (offs_rowwise) or "
                         "DeepSeek block scales (--fp8-blocks 1x128x128 with --grouped offs)", "--grouped offs")
@@ -318,10 +320,13 @@ def _validate_k_grouped_blocks(t: "TileSpec") -> None:
     if t.a.major is not Major.K or t.b.major is not Major.K:
         raise SpecError("--grouped", t.grouped.value, "wgmma reads FP8 operands K-major only: A (M x K_total) and B "
                         "(N x K_total) with rows contiguous along K", "--a kmajor-... --b kmajor-...", cite("wgmma"))
-    if t.epilogue is not Epilogue.DIRECT or t.fuse is not None or t.consumers is not Consumers.COOPERATIVE:
+    if t.epilogue is not Epilogue.DIRECT or t.consumers is not Consumers.COOPERATIVE:
         raise SpecError("--grouped", t.grouped.value, "the K-grouped 1D1D kernel is derived with cooperative consumers "
-                        "and the direct epilogue, no fused chain (C is not derived for it)",
-                        "--consumers cooperative --epilogue direct, no --fuse")
+                        "and the direct epilogue", "--consumers cooperative --epilogue direct")
+    if t.fuse is not None and (t.fuse.token != "c" or t.fuse.c_tma or t.out_dtype is not DType.F32):
+        raise SpecError("--fuse", t.fuse.token, "the K-grouped 1D1D kernel's only chain is C read by the direct stores into "
+                        "an f32 out (out[g] = C[g] + the group's product, C's groups M ldc apart: DeepGEMM's accumulating "
+                        "weight gradient)", "--fuse c --out-dtype f32, or no --fuse")
 
 
 def _validate_batch(t: "TileSpec") -> None:

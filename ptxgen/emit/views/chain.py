@@ -105,19 +105,21 @@ class ChainView:
         return self.aux_store or self.dact
 
 
-def chain_view(plan: ChainPlan | None) -> ChainView | None:
+def chain_view(plan: ChainPlan | None, c_offset: str = "") -> ChainView | None:
+    """``c_offset``: the C of a byte offset added to C (a K-grouped kernel's out[g] reads C[g]); "" for none."""
     if plan is None:
         return None
     ch = plan.chain
     names = {n for n, _, _ in chain_params(ch)}
-    fields = (("alpha", "1.f"), ("beta", "0.f"), ("C", "nullptr"), ("ldc", "0"), ("BIAS", "nullptr"), ("RES", "nullptr"),
+    c_init = f"C + {c_offset}" if c_offset else "C"
+    fields = (("alpha", "1.f"), ("beta", "0.f"), (c_init, "nullptr"), ("ldc", "0"), ("BIAS", "nullptr"), ("RES", "nullptr"),
               ("ldr", "0"), ("SCALE", "nullptr"), ("AMAX", "nullptr"))
     dact = ch.dact is not Activation.NONE
     if ch.aux or dact:  # ChainArgs has these two fields only then (kernels without them render as before)
         fields += (("AUX", "nullptr"), ("ldaux", "0"))
     if ch.rowscale:  # and these two only with rowscale
         fields += (("reinterpret_cast<const float*>(SCALE_A)", ""), ("reinterpret_cast<const float*>(SCALE_B)", ""))
-    init = ", ".join(n if n in names or not d else d for n, d in fields)
+    init = ", ".join(n if n.split(" ")[0] in names or not d else d for n, d in fields)
     a = plan.amax
     if a is None:
         writer = "false"

@@ -82,6 +82,11 @@ def d_base_c(out_bytes: int) -> str:
     return f"(D + static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>(ldd) * {out_bytes}u)"
 
 
+def c_offset_c(c_bytes: int) -> str:
+    """C[g] = C + g M ldc elements (the accumulating 1D1D kernel's C, grouped as out)."""
+    return f"static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>(ldc) * {c_bytes}u"
+
+
 def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int, thread: str = "tid") -> tuple[str, ...]:
     """Zero the cells (elements) of operand ``op``'s stage at ``stage`` whose K offset in the box is outside
     [z_lo, z_hi): ``threads`` threads numbered by ``thread`` (tid: the cooperative consumers; wg_tid: one ping-pong

@@ -121,6 +121,13 @@ def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[
     return tuple(dims), p.map_value(tma.ld_name)
 
 
+# pointer parameters carried by another slot: a block-scaled kernel's scales, and C of the K-grouped 1D1D kernel's
+# --fuse c, which accumulates in place (C is D: out[g] = out[g] + the product; kgrouped.blockscaled_grouped_gemm_k)
+_SCALE_SLOTS = {"SFA": "scale_a", "SFB": "scale_b", "C": "d"}
+# the chain's f32 parameters of that kernel: D = 1 x acc + 1 x C
+_ACCUMULATE = {"alpha": 1.0, "beta": 1.0}
+
+
 def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr: int, p: GroupedProblem,
                  encode=None, scale_ptrs: tuple[int, int] = (0, 0)) -> KernelArgs:
     """The grouped kernel's arguments in ABI order (``encode``: default the driver's tensor-map encoder;
@@ -131,7 +138,7 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
     for name, ptr, align in (("A", a_ptr, 16), ("B", b_ptr, 16), ("D", d_ptr, 16), ("offs", offs_ptr, 4)):
         if ptr % align:
             raise ProblemError(f"{name} at {ptr:#x} is not {align}-byte aligned")
-    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr, "sfa": scale_ptrs[0], "sfb": scale_ptrs[1]}
+    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr, "c": d_ptr, "sfa": scale_ptrs[0], "sfb": scale_ptrs[1]}  # C: see _SCALE_SLOTS
     values = []
     for param in plan.abi.params:
         if param.kind == "tensormap":
@@ -150,12 +157,11 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
             if not ptr or ptr % 4:
                 raise ProblemError(f"{param.name} at {ptr:#x}: {plan.spec.kernel_name} needs a 4-byte aligned f32 array")
             values.append(("ptr", ptr))
+        elif param.kind == "f32":
+            values.append(("f32", _ACCUMULATE[param.name]))
         else:
-            values.append(("i32", p.int_value(param.name)))
+            values.append(("i32", p.int_value("ldd" if param.name == "ldc" else param.name)))
     return KernelArgs(values)
-
-
-_SCALE_SLOTS = {"SFA": "scale_a", "SFB": "scale_b"}
 
 
 def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[ParamBlock, dict]:
@@ -179,8 +185,10 @@ def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[P
             slots.setdefault("offs", []).append(PtrSlot(block, i))
         elif q.kind == "f32_ptr":
             slots.setdefault(q.name, []).append(PtrSlot(block, i))
+        elif q.kind == "f32":
+            block.set(i, _ACCUMULATE[q.name])
         else:
-            block.set(i, p.int_value(q.name))
+            block.set(i, p.int_value("ldd" if q.name == "ldc" else q.name))
     missing = {"a", "b", "d", "offs"} - set(slots)
     if missing:
         raise ValueError(f"{plan.abi.name}: no parameter carries {', '.join(sorted(missing))}")
