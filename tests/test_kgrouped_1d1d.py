@@ -395,3 +395,58 @@ def test_compute_sanitizer_clean_on_the_1d1d_kgrouped_flagship(gpu, tool, artifa
     assert '"passed": true' in proc.stdout
     clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
     assert clean in text, text[-3000:]
+
+
+# DeepGEMM's SM90 k-grouped cases (deepseek-ai/DeepGEMM tests/generators.py, enumerate_k_grouped_contiguous: K-major a and
+# b, 1D1D scales, f32 accumulation into c; tests/test_fp8.py test_k_grouped_gemm_contiguous: each case also with one group
+# emptied, passing at calc_diff(d, ref_d) < 0.001): (num_groups, m, n, expected_k_per_group), each group's K drawn from
+# 0.7-1.3 x expected and aligned to 128
+DEEPGEMM_K_GROUPED = ((4, 4096, 7168, 8192), (4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096),
+                      (16, 4096, 7168, 2048), (16, 7168, 2048, 2048))
+
+
+def _calc_diff(torch, x, y) -> float:
+    """DeepGEMM's calc_diff: 1 - 2 <x, y> / (|x|^2 + |y|^2), in float64."""
+    x, y = x.double(), y.double()
+    return float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
+
+
+def _blockwise_e4m3(torch, t):
+    """t (rows x K, K a multiple of 128) as e4m3 with one f32 scale per row per 128 of K: (q, scales rows x K/128)."""
+    rows, k = t.shape
+    blocks = t.float().view(rows, k // 128, 128)
+    s = blocks.abs().amax(-1).clamp_min(1e-4) / 448.0
+    return (blocks / s[..., None]).to(torch.float8_e4m3fn).view(rows, k), s
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", DEEPGEMM_K_GROUPED, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("empty", [False, True], ids=["all", "one-empty"])
+def test_deepgemms_sm90_k_grouped_cases(gpu, case, empty):
+    torch = pytest.importorskip("torch")
+    import ptxgen
+
+    groups, m, n, expected = case
+    rng = random.Random(groups * 7 + m + empty)
+    ks = [-(-int(expected * rng.uniform(0.7, 1.3)) // 128) * 128 for _ in range(groups)]
+    if empty:
+        ks[rng.randrange(groups)] = 0
+    k = sum(ks)
+    g = torch.Generator(device="cuda").manual_seed(groups + m)
+    a, sa = _blockwise_e4m3(torch, torch.randn(m, k, device="cuda", generator=g, dtype=torch.bfloat16))
+    b, sb = _blockwise_e4m3(torch, torch.randn(n, k, device="cuda", generator=g, dtype=torch.bfloat16))
+    c = torch.randn(groups, m, n, device="cuda", generator=g)
+    ref = c.clone()
+    offs = torch.tensor(np.cumsum(ks).tolist(), device="cuda", dtype=torch.int32)
+    lo = 0
+    for gi, size in enumerate(ks):
+        if size:
+            sl = slice(lo, lo + size)
+            da = (a[:, sl].float().view(m, -1, 128) * sa[:, lo // 128:(lo + size) // 128, None]).view(m, size)
+            db = (b[:, sl].float().view(n, -1, 128) * sb[:, lo // 128:(lo + size) // 128, None]).view(n, size)
+            ref[gi] += da @ db.T
+        lo += size
+    out = ptxgen.blockscaled_grouped_gemm_k(a, b, sa.t().contiguous().t(), sb.t().contiguous(), offs, c=c)
+    torch.cuda.synchronize()
+    assert out is c
+    assert _calc_diff(torch, c, ref) < 0.001

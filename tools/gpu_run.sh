@@ -210,7 +210,7 @@ step_few_wave() {
 step_fp8_training() {
   run fp8_training_tests.log 150 python3 -m pytest -m gpu tests/test_training_gpu.py -k "scaled_grouped or float8" -q \
     -p no:cacheprovider
-  run kgrouped_1d1d_tests.log 200 python3 -m pytest -m gpu tests/test_kgrouped_1d1d.py -q -p no:cacheprovider
+  run kgrouped_1d1d_tests.log 300 python3 -m pytest -m gpu tests/test_kgrouped_1d1d.py -q -p no:cacheprovider
   run bench_fp8_moe.log 200 python3 tools/bench_training.py --model moe --tokens 8192 --rounds 10 --ablate \
     --json "$LOGS/bench_fp8_moe.jsonl"
 }
