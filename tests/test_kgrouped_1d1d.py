@@ -220,6 +220,9 @@ def test_cli_explain_build_and_refusals(tmp_path):
     r = _cli("explain", *FLAGS)
     assert r.returncode == 0, r.stderr
     assert "kgrouped_blocks" in r.stdout and "promotion_1d1d" in r.stdout
+    assert "k_tail" not in r.stdout  # nothing is zeroed: every K-tile is a whole block of one group
+    assert "group 2: K 128..199 is off the 128-blocks: no K-tile, out[2] stored as NaN" in r.stdout
+    assert "group 4: 1 K-tile(s): K 384..511 (zeros from 434, past K_total): block 3" in r.stdout
     r = _cli("build", *FLAGS, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert any(p.name.endswith("bs1d1d") for p in tmp_path.iterdir())

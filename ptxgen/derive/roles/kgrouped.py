@@ -218,6 +218,7 @@ class KGroupedPlan:
                     "values, so the full/empty barrier phases stay paired",
                     "a group with no K rows has no K-tile: the accumulator stays 0 and the epilogue stores zeros (as torch)",
                     "ptxgen.model.layouts.kgroupmodel"),
+        ) + (() if self.k_block else (
             Derived("k_tail", "zero K >= k_end in the last K-tile's A and B stages"
                     + ("" if self.k_align == 1 else ", and K < k_start in the first"),
                     "after full[s] of that K-tile: each consumer thread zeroes its share of the cells (K-major: the "
@@ -227,7 +228,7 @@ class KGroupedPlan:
                     "Chosen over per-group tensor maps (tensormap.replace + fence.proxy.tensormap::generic): no map in global "
                     "memory per CTA, no acquire fence per group switch, and the host's maps stay as encoded",
                     f"{PTX_FENCE_REF}; {DEEPGEMM_REF}"),
-        ) + (self._cluster_derivation() or (
+        )) + (self._cluster_derivation() or (
             Derived("kgrouped_grid", "min(SMs, G x tiles_m x tiles_n)", "one CTA per SM, at most one per work item",
                     "the persistent walk", "ptxgen.derive.roles.kgrouped.KGroupedPlan.ctas"),
         )) + ((
@@ -267,7 +268,10 @@ class KGroupedPlan:
         )
 
     def walk_picture(self, offs: Sequence[int] | None = None, k_total: int | None = None) -> list[str]:
-        """The K blocks of an example (groups of 0, 1, BK + 1 and BK K rows): what each group's K-tiles load and zero."""
+        """The K blocks of an example (groups of 0, 1, BK + 1 and BK K rows): what each group's K-tiles load and zero
+        (with k_block: whole blocks, a group off them, a short last group; which scale block each K-tile reads)."""
+        if self.k_block:
+            return self._blocks_picture(offs, k_total)
         if offs is None:
             offs = [0, 1, self.bk + 2, 2 * self.bk + 2]
         k_total = k_total if k_total is not None else int(offs[-1])
@@ -286,4 +290,21 @@ class KGroupedPlan:
             ia, ib = self.scale_index(2, 5, 7, 16, 32)
             lines.append(f"  scales (M = 16, N = 32): out[g][row, col] x scale_a[g M + row] x scale_b[g N + col]; out[2][5, 7] "
                          f"reads scale_a[{ia}] and scale_b[{ib}]; rows >= M and columns >= N are multiplied by 0, not stored")
+        return lines
+
+    def _blocks_picture(self, offs: Sequence[int] | None, k_total: int | None) -> list[str]:
+        kb = self.k_block
+        offs = list(offs) if offs is not None else [0, kb, kb + 72, 3 * kb, 3 * kb + 50]
+        k_total = k_total if k_total is not None else int(offs[-1])
+        lines = [f"  example: offs = {list(map(int, offs))}, K_total = {k_total}; each group's K-tiles and the scale "
+                 "block (row of scale_a and scale_b) each reads:"]
+        for g, (ks, ke) in enumerate(self.group_k(offs, k_total)):
+            if ke <= ks:
+                lines.append(f"  group {g}: K {ks}..{ke - 1} is empty: no K-tile, out[{g}] stored as zeros")
+            elif not self.blocks_aligned(ks, ke, k_total):
+                lines.append(f"  group {g}: K {ks}..{ke - 1} is off the {kb}-blocks: no K-tile, out[{g}] stored as NaN")
+            else:
+                parts = [f"K {k0}..{k0 + self.bk - 1}" + (f" (zeros from {k_total}, past K_total)" if k0 + self.bk > k_total else "")
+                         + f": block {blk}" for (k0, _, _), blk in zip(self.k_blocks(ks, ke), self.scale_blocks(ks, ke, k_total))]
+                lines.append(f"  group {g}: {len(parts)} K-tile(s): " + "; ".join(parts))
         return lines

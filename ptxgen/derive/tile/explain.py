@@ -157,8 +157,11 @@ def _plan_lines(t: TileLayout, plan) -> list[str]:
         if plan.block_fp8 is not None:
             out += _grouped_scale_lines(plan)
     if plan.kgrouped is not None:
-        out += ["", "K-grouped GEMM (torch._grouped_mm 2-D x 2-D: out[g] = a[:, K of g] @ b[:, K of g]^T, G x M x N; "
-                    "checked at L1 by ptxgen.model.layouts.kgroupmodel):"]
+        out += ["", ("K-grouped GEMM with 1 x 128 scales on both operands (DeepGEMM's k-grouped 1D1D: out[g] = the sum over "
+                     "group g's 128-blocks of their scaled products, G x M x N; checked at L1 by ptxgen.model.layouts."
+                     "kgroupmodel and ptxgen.model.numerics.kgroupbfp8model):" if plan.kgrouped.k_block else
+                     "K-grouped GEMM (torch._grouped_mm 2-D x 2-D: out[g] = a[:, K of g] @ b[:, K of g]^T, G x M x N; "
+                     "checked at L1 by ptxgen.model.layouts.kgroupmodel):")]
         for d in plan.kgrouped.derivation():
             out += _field_lines(d)
         out += plan.kgrouped.walk_picture()
