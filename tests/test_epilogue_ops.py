@@ -552,28 +552,9 @@ def test_block_fp8_compute_sanitizer_clean(gpu, tool, variant, artifact_dir):
     A scales by TMA (--fp8-scale-load tma: the box overwrites a slot the consumers read with ld.shared; M % 4 == 0), with
     the scale warp's cp.async copies (cpasync: LDGSTS into the slots the consumers read), and the 1D1D kernels (128 x 128,
     its column scales read after the issue; 192 x 128 with cp.async, read inside the promotion, the stage released after)."""
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
+    from sanitize import check_case
 
-    san = next((p for p in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer")
-                if p and Path(p).exists()), None)
-    if san is None:
-        pytest.skip("compute-sanitizer not installed")
-    case = Path(__file__).resolve().parent / "blockfp8_sanitizer_case.py"
-    # --report-api-errors no: cuda-bindings' driver symbol lookup makes host-side cuGetProcAddress errors under
-    # memcheck in a torch process (docs/validation.md, the fused flagship); kernel errors are still reported
-    cmd = [san, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "99", sys.executable, str(case), variant,
-           "1500", "3000", "400"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    with open(artifact_dir / "block_fp8_sanitizer.log", "a") as f:
-        f.write(f"$ {' '.join(cmd[1:5])} {case.name} {variant} 1500 3000 400\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-3000:]
-    assert '"passed": true' in proc.stdout
-    clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
-    assert clean in text, text[-3000:]
+    check_case("blockfp8_sanitizer_case.py", tool, artifact_dir, "block_fp8_sanitizer.log", (variant, "1500", "3000", "400"))
 
 
 # f32 output through the TMA store (st.shared.v2.f32; -k f32_tma_store): the default tile and others, M and N off the tile,

@@ -194,6 +194,27 @@ def read_block(address: int, kinds) -> list:
     return out
 
 
+def fake_launcher(kinds: list):
+    """(kernel class, driver, launched): a loaded kernel and a driver whose cuLaunchKernel records each launch (grid,
+    block, kernel name, shared memory, stream, and the arguments decoded by ``kinds``, which the caller may refill)."""
+    funcs, launched = {}, []
+
+    class FakeKernel:
+        def __init__(self, cubin, name, smem):
+            self.func = id(self)
+            funcs[self.func] = (name, smem)
+
+    class FakeDriver:
+        encode = staticmethod(_fake_encode)
+
+        def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            launched.append(dict(grid=(gx, gy, gz), block=(bx, by, bz), name=funcs[func][0], smem=smem, stream=stream,
+                                 args=read_block(params, kinds)))
+            return 0
+
+    return FakeKernel, FakeDriver(), launched
+
+
 def simulate_device(monkeypatch, fake, kernel_cls, driver, module, tables=()) -> None:
     """Everything up to cuLaunchKernel without a GPU: ``fake`` is the device the stream layer hands out, ``kernel_cls``
     stands for the loaded kernel, ``module.launcher`` returns ``driver``; ``module``'s ``tables`` start empty."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import random
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_kgrouped import WALK, _build
+from test_kgrouped_fp8 import _cli
 
 from ptxgen.derive.roles.kgrouped import KGroupedPlan
 from ptxgen.derive.tile.kernel import plan_kernel
@@ -207,10 +207,6 @@ def test_illegal_specs_name_the_rule(fields, rule):
         make_spec(**fields)
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ptxgen", *args], cwd=ROOT, capture_output=True, text=True)
-
-
 FLAGS = ["--bm", "128", "--bn", "128", "--bk", "128", "--a", "kmajor-sw128", "--b", "kmajor-sw128", "--dtype", "e4m3",
          "--acc", "f32", "--arch", "sm_90a", "--stages", "4", "--out-dtype", "f32", "--schedule", "persistent",
          "--grouped", "offs_k", "--fp8-blocks", "1x128x1x128"]
@@ -247,7 +243,7 @@ def _door_arrays(m=200, n=136, k=1024, g=8, lds_a=None, lds_b=None):
 def test_door_launches_the_1d1d_kernel_with_the_scales_in_abi_order(monkeypatch):
     """Everything up to cuLaunchKernel: the maps (A over M x K_total, B over N x K_total), D, offs, the problem, then
     SFA, SFB and their strides between K blocks; an f32 G x M x N out by default; the refusals in the caller's terms."""
-    from test_grouped import CaiArray, _fake_encode, read_block, simulate_device
+    from test_grouped import CaiArray, fake_launcher, simulate_device
 
     import ptxgen
     import ptxgen.kgrouped as kgrouped
@@ -255,26 +251,13 @@ def test_door_launches_the_1d1d_kernel_with_the_scales_in_abi_order(monkeypatch)
     from ptxgen.runtime.launch.gpu import Device
 
     fake = Device(0, "simulated H100", (9, 0), None, None, 132)
-    launched, funcs = [], {}
     spec = kgrouped.kgrouped_spec("e4m3", None, "sm_90a", "k", "k", blocks=True)
     assert spec == make_spec(**SPEC)
     kinds = [q.kind for q in plan_kernel(spec).abi.params]
     assert [q.name for q in plan_kernel(spec).abi.params] == ["tmap_a", "tmap_b", "D", "offs", "M", "N", "K", "G", "ldd",
                                                              "SFA", "SFB", "lds_a", "lds_b"]
-
-    class FakeKernel:
-        def __init__(self, cubin, name, smem):
-            self.func = id(self)
-            funcs[self.func] = (name, smem)
-
-    class FakeDriver:
-        encode = staticmethod(_fake_encode)
-
-        def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-            launched.append(dict(grid=(gx, gy, gz), name=funcs[func][0], args=read_block(params, kinds)))
-            return 0
-
-    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), kgrouped, ("_KERNELS", "_PREPARED"))
+    kernel_cls, driver, launched = fake_launcher(kinds)
+    simulate_device(monkeypatch, fake, kernel_cls, driver, kgrouped, ("_KERNELS", "_PREPARED"))
     m, n, k, g = 200, 136, 1024, 8
     arrs = _door_arrays(m, n, k, g, lds_a=208, lds_b=144)
     out = CaiArray((g, m, n), "<f4", 4, 0x400000)
@@ -382,22 +365,9 @@ def test_api_plan_answers_for_the_door():
 def test_compute_sanitizer_clean_on_the_1d1d_kgrouped_flagship(gpu, tool, artifact_dir):
     """The scale warp's shared-memory slots between its stores and the consumers' reads across a K-grouped walk whose
     groups take 0 to 2 K-tiles: memcheck (the scale and operand reads inside the arrays), racecheck, synccheck."""
-    import shutil
+    from sanitize import check_case
 
-    san = next((p for p in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer")
-                if p and Path(p).exists()), None)
-    if san is None:
-        pytest.skip("compute-sanitizer not installed")
-    case = Path(__file__).resolve().parent / "kgrouped_1d1d_sanitizer_case.py"
-    cmd = [san, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "99", sys.executable, str(case)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    with open(artifact_dir / "kgrouped_1d1d_sanitizer.log", "a") as f:
-        f.write(f"$ {' '.join(cmd[1:5])} {case.name}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-3000:]
-    assert '"passed": true' in proc.stdout
-    clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
-    assert clean in text, text[-3000:]
+    check_case("kgrouped_1d1d_sanitizer_case.py", tool, artifact_dir, "kgrouped_1d1d_sanitizer.log")
 
 
 # DeepGEMM's SM90 k-grouped cases (deepseek-ai/DeepGEMM tests/generators.py, enumerate_k_grouped_contiguous: K-major a and

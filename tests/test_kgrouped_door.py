@@ -175,7 +175,7 @@ def test_api_plan_answers_for_the_k_grouped_form():
 def test_launch_path_with_a_simulated_device(monkeypatch):
     """Everything up to cuLaunchKernel, no GPU: the binding of MN-major dy.t() and x.t(), the maps (A over M x K_total
     with M inner, B over N x K_total), the grid from G, M and N only (nothing reads offs), the arguments in ABI order."""
-    from test_grouped import CaiArray, _fake_encode, read_block, simulate_device
+    from test_grouped import CaiArray, fake_launcher, simulate_device
 
     import ptxgen.kgrouped as kgrouped
     from ptxgen.runtime.launch.gpu import Device
@@ -183,24 +183,9 @@ def test_launch_path_with_a_simulated_device(monkeypatch):
     from ptxgen.derive.tile.kernel import plan_kernel
 
     fake = Device(0, "simulated H100", (9, 0), None, None, 132)
-    launched, funcs = [], {}
     spec = kgrouped.kgrouped_spec("bf16", "bf16", "sm_90a", "mn", "mn")
-    kinds = [q.kind for q in plan_kernel(spec).abi.params]
-
-    class FakeKernel:
-        def __init__(self, cubin, name, smem):
-            self.func = id(self)
-            funcs[self.func] = (name, smem)
-
-    class FakeDriver:
-        encode = staticmethod(_fake_encode)
-
-        def launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-            launched.append(dict(grid=(gx, gy, gz), block=(bx, by, bz), name=funcs[func][0], smem=smem, stream=stream,
-                                 args=read_block(params, kinds)))
-            return 0
-
-    simulate_device(monkeypatch, fake, FakeKernel, FakeDriver(), kgrouped, ("_KERNELS", "_PREPARED"))
+    kernel_cls, driver, launched = fake_launcher([q.kind for q in plan_kernel(spec).abi.params])
+    simulate_device(monkeypatch, fake, kernel_cls, driver, kgrouped, ("_KERNELS", "_PREPARED"))
     m, n, k, g = 200, 136, 1000, 8
     a = CaiArray((m, k), "<f2", 2, 0x100000, strides=(1, m), dtype="bfloat16")  # dy.t(): dy is K x M row-major
     b = CaiArray((n, k), "<f2", 2, 0x200000, strides=(1, n), dtype="bfloat16")

@@ -329,24 +329,6 @@ def test_compute_sanitizer_clean_on_the_fp8_kgrouped_flagship(gpu, tool, artifac
     """The K tail's zeroing is generic-proxy shared stores between TMA's writes and wgmma's reads: memcheck (global
     reads and writes inside the arrays), racecheck (the zeroing against the other consumers' reads, across the named
     barrier) and synccheck (the named barrier's thread count)."""
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
+    from sanitize import check_case
 
-    san = next((p for p in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer")
-                if p and Path(p).exists()), None)
-    if san is None:
-        pytest.skip("compute-sanitizer not installed")
-    case = Path(__file__).resolve().parent / "kgrouped_fp8_sanitizer_case.py"
-    # --report-api-errors no: as tests/test_epilogue_ops.py's block-FP8 case (host-side cuGetProcAddress lookups in a
-    # torch process); kernel errors are still reported
-    cmd = [san, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "99", sys.executable, str(case)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    with open(artifact_dir / "kgrouped_fp8_sanitizer.log", "a") as f:
-        f.write(f"$ {' '.join(cmd[1:5])} {case.name}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\nexit {proc.returncode}\n\n")
-    text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-3000:]
-    assert '"passed": true' in proc.stdout
-    clean = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
-    assert clean in text, text[-3000:]
+    check_case("kgrouped_fp8_sanitizer_case.py", tool, artifact_dir, "kgrouped_fp8_sanitizer.log")

@@ -10,18 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import ptxgen  # noqa: E402
-from ptxgen.ops import opsgrad  # noqa: E402
+from test_scaled_autograd import f64, op  # noqa: E402 (the dense form's helpers; ptxgen's operators registered)
 from torch.autograd.gradcheck import GradcheckError  # noqa: E402
 
-ptxgen.register_torch_ops()
-op = torch.ops.ptxgen
-
-
-def f64(*shape, grad=True, seed=0, positive=False):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, dtype=torch.float64, generator=g)
-    return (x.abs() + 0.5 if positive else x).requires_grad_(grad)
+from ptxgen.ops import opsgrad  # noqa: E402
 
 
 def loop(a, b, sa, sb, ends):
