@@ -16,6 +16,12 @@ same memory as b.transpose(-2, -1)):
              torch._scaled_grouped_mm(a, b.t(), sa, sb, offs=offs, out_dtype=torch.bfloat16) with a M x T and b N x T
              e4m3 (K-major: the tokens contiguous, as FP8 operands must be), scale_a of G M and scale_b of G N f32, the
              tokens split as for k-; --kgrouped-fp8 runs fk-8x4096x14336/8192 and fk-128x2048x1536/32768
+  bk-GxMxN/T K-grouped with 1 x 128 scales on both operands (DeepGEMM's k-grouped 1D1D): ptxgen.blockscaled_grouped_gemm_k
+             (a, b, sa, sb, offs, out), f32 out, against a loop over the groups of torch._scaled_mm with BlockWise1x128
+             scales on both operands (the group sizes read on the host; a dequantize + torch.mm per group where this
+             torch build refuses the recipe), a M x T and b N x T e4m3 K-major, scale_a M x T/128 outer-dim-major,
+             scale_b T/128 x N; whole 128-token blocks per expert (the recipe's group boundaries); --kgrouped-1d1d runs
+             bk-8x4096x14336/8192 and bk-4x4096x7168/32768 (DeepGEMM's first SM90 case's shape)
 
 Per case and kernel: medians of alternating rounds (ptxgen.runtime.check.bench.alternate: ours, torch, torch, ours, ...),
 each round's output checked against torch's (relative Frobenius error over the grouped rows), TFLOP/s of the
@@ -29,7 +35,7 @@ before each, so a kernel that writes nothing is WRONG; per kernel the geometric 
 fk- cases take the names of ptxgen.kgrouped.KGROUPED_FP8_VARIANTS the same way (against torch._scaled_grouped_mm); a
 name of only one table is timed on that table's cases.
 Usage: python tools/bench_grouped.py [--json out.jsonl] [--rounds 20] [--candidates] [--cases 8x2048,64x0-512] [--kgrouped]
-       [--kgrouped-fp8] [--variants tma,tma-n256]
+       [--kgrouped-fp8] [--kgrouped-1d1d] [--variants tma,tma-n256]
 """
 
 from __future__ import annotations
@@ -128,6 +134,7 @@ def run_fp8_case(case: str, rounds: int, seed: int, log) -> list[dict]:
 
 KGROUPED_CASES = "k-8x4096x14336/8192,k-128x2048x1536/32768"
 KGROUPED_FP8_CASES = "fk-8x4096x14336/8192,fk-128x2048x1536/32768"
+KGROUPED_1D1D_CASES = "bk-8x4096x14336/8192,bk-4x4096x7168/32768"
 
 
 def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...] = ()) -> list[dict]:
@@ -201,6 +208,77 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
         print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
               f"host {ours_host:.1f} us | torch.{'_scaled_grouped_mm' if fp8 else '_grouped_mm'} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
               f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    return results
+
+
+def run_blocks_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
+    """bk-GxMxN/T: the K-grouped 1D1D door against a per-group loop of torch's blockwise recipe (see the module)."""
+    try:
+        shape, tokens = case.removeprefix("bk-").split("/")
+        g, m, n = map(int, shape.split("x"))
+        t = int(tokens)
+    except ValueError:
+        raise SystemExit(f"unknown case {case!r} (bk-GxMxN/T)") from None
+    sizes = np.random.default_rng(seed).multinomial(t // 128, [1.0 / g] * g) * 128
+    ends = np.cumsum(sizes).tolist()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    b = torch.randn(n, t, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    sa = (torch.rand(t // 128, m, device="cuda", generator=gen) + 0.5).t()  # M x T/128, outer-dim-major
+    sb = torch.rand(t // 128, n, device="cuda", generator=gen) + 0.5
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    out = torch.empty(g, m, n, device="cuda", dtype=torch.float32)
+    ranges = list(zip([0] + ends[:-1], ends))
+
+    def one(lo, hi):
+        return torch._scaled_mm(a[:, lo:hi], b[:, lo:hi].t(), scale_a=sa[:, lo // 128:hi // 128],
+                                scale_b=sb[lo // 128:hi // 128], out_dtype=torch.float32)
+
+    def dequant(lo, hi):
+        ea = sa[:, lo // 128:hi // 128].repeat_interleave(128, 1)
+        eb = sb[lo // 128:hi // 128].t().repeat_interleave(128, 1)
+        return torch.mm((a[:, lo:hi].float() * ea).bfloat16(), (b[:, lo:hi].float() * eb).bfloat16().t(),
+                        out_dtype=torch.float32)
+
+    per_group, name = one, "torch._scaled_mm BlockWise1x128 x BlockWise1x128, one call a group"
+    try:
+        lo, hi = next((r for r in ranges if r[1] > r[0]), (0, 128))
+        one(lo, hi)
+    except Exception as e:  # noqa: BLE001 - this torch build refuses the recipe
+        print(f"{case}: torch._scaled_mm with 1x128 scales on both failed ({type(e).__name__}: {e}); baseline: dequantize "
+              "+ torch.mm per group", file=log, flush=True)
+        per_group, name = dequant, "dequantize + torch.mm per group (bf16 operands, f32 out)"
+
+    def base():
+        res = torch.empty(g, m, n, device="cuda", dtype=torch.float32)
+        for gi, (lo, hi) in enumerate(ranges):
+            if hi > lo:
+                res[gi] = per_group(lo, hi)
+            else:
+                res[gi].zero_()
+        return res
+
+    ref = base()
+    ref_norm = float(torch.linalg.norm(ref))
+    from ptxgen.kgrouped import kgrouped_spec
+
+    label = f"kgrouped 1d1d {kgrouped_spec('e4m3', None, 'sm_90a', 'k', 'k', blocks=True).kernel_name}"
+    results: list = []
+    out.fill_(float("nan"))
+    timed = time_against(lambda: ptxgen.blockscaled_grouped_gemm_k(a, b, sa, sb, offs, out), base,
+                         lambda: float(torch.linalg.norm(out - ref)) / max(ref_norm, 1e-30), rounds, case, label, log, results)
+    if timed is None:
+        return results
+    ours_ms, base_ms, err, ours_host, base_host = timed
+    flops = 2.0 * t * m * n
+    r = {"case": case, "kernel": label, "baseline": name, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed,
+         "ours_ms": ours_ms, "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
+         "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
+         "ok": err < 1e-2, "rounds": rounds}
+    results.append(r)
+    print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
+          f"host {ours_host:.1f} us | {name} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us | "
+          f"ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
     return results
 
 
@@ -297,13 +375,16 @@ def main() -> int:
                     help="mn: b is an N-major view (G x K x N memory); bf16 cases only")
     ap.add_argument("--kgrouped", action="store_true", help=f"the K-grouped cases only ({KGROUPED_CASES})")
     ap.add_argument("--kgrouped-fp8", action="store_true", help=f"the K-grouped row-wise FP8 cases only ({KGROUPED_FP8_CASES})")
+    ap.add_argument("--kgrouped-1d1d", action="store_true",
+                    help=f"the K-grouped cases with 1 x 128 scales on both operands only ({KGROUPED_1D1D_CASES})")
     ap.add_argument("--variants", default="",
                     help="k- and fk- cases: also time these ptxgen.kgrouped.KGROUPED_VARIANTS / KGROUPED_FP8_VARIANTS "
                          "(comma-separated, or all)")
     args = ap.parse_args()
     variants = k_variant_names(args.variants)
-    if args.kgrouped or args.kgrouped_fp8:
-        args.cases = ",".join(c for flag, c in ((args.kgrouped, KGROUPED_CASES), (args.kgrouped_fp8, KGROUPED_FP8_CASES)) if flag)
+    if args.kgrouped or args.kgrouped_fp8 or args.kgrouped_1d1d:
+        args.cases = ",".join(c for flag, c in ((args.kgrouped, KGROUPED_CASES), (args.kgrouped_fp8, KGROUPED_FP8_CASES),
+                                                (args.kgrouped_1d1d, KGROUPED_1D1D_CASES)) if flag)
     import torch
 
     dev = torch.cuda.get_device_name()
@@ -320,6 +401,9 @@ def main() -> int:
             all_results += run_fp8_case(case, args.rounds, args.seed, sys.stdout)
         elif case.startswith(("k-", "fk-")):
             all_results += run_k_case(case, args.rounds, args.seed, sys.stdout, variants)
+            torch.cuda.empty_cache()
+        elif case.startswith("bk-"):
+            all_results += run_blocks_k_case(case, args.rounds, args.seed, sys.stdout)
             torch.cuda.empty_cache()
         else:
             all_results += run_case(case, kernels, args.rounds, args.seed, sys.stdout, args.b_major)

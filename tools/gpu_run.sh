@@ -31,7 +31,7 @@ distributed     torchrun --standalone over the visible GPUs: tests/distributed_t
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes under it (bf16; e4m3 with N rounded up to 16)
 referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
 accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds
-fp8-training    the FP8 training forms of 2026-12-08: the gpu tests of the float8 expert bank and scaled_grouped_gemm's autograd (tests/test_training_gpu.py -k 'scaled_grouped or float8') and of the K-grouped 1D1D kernel with its sanitizers (tests/test_kgrouped_1d1d.py), tools/bench_training.py --model moe --ablate (ptxgen-fp8 beside the bf16 banks)
+fp8-training    the FP8 training forms of 2026-12-08: the gpu tests of the float8 expert bank and scaled_grouped_gemm's autograd (tests/test_training_gpu.py -k 'scaled_grouped or float8') and of the K-grouped 1D1D kernel with its sanitizers (tests/test_kgrouped_1d1d.py), tools/bench_grouped.py --kgrouped-1d1d (against torch's blockwise recipe a group at a time), tools/bench_training.py --model moe --ablate (ptxgen-fp8 beside the bf16 banks)
 few-wave        issue 35's e4m3 few-wave class: the wide ping-pong tiles against float64 (tests/test_gpu.py), cuBLAS's kernels on the gap shapes (tools/cublas_kernels.py), every candidate timed there (tools/exp_candidates_run.py)"
 
 usage() { echo "usage: OUT=dir [BUDGET=seconds] [DRY_RUN=1] tools/gpu_run.sh STEP... | --list | --help"; echo; echo "$STEPS_HELP"; }
@@ -211,6 +211,8 @@ step_fp8_training() {
   run fp8_training_tests.log 150 python3 -m pytest -m gpu tests/test_training_gpu.py -k "scaled_grouped or float8" -q \
     -p no:cacheprovider
   run kgrouped_1d1d_tests.log 300 python3 -m pytest -m gpu tests/test_kgrouped_1d1d.py -q -p no:cacheprovider
+  run bench_kgrouped_1d1d.log 120 python3 tools/bench_grouped.py --kgrouped-1d1d --rounds 10 \
+    --json "$LOGS/bench_kgrouped_1d1d.jsonl"
   run bench_fp8_moe.log 200 python3 tools/bench_training.py --model moe --tokens 8192 --rounds 10 --ablate \
     --json "$LOGS/bench_fp8_moe.jsonl"
 }
