@@ -4,9 +4,11 @@ k-grouped 1D1D weight gradient).
 L1: which 128-blocks (rows of scale_a and scale_b) each group's K-tiles read, from the plan and from the rendered C of
 the walk run on the CPU through g++, against the independent model ptxgen.model.numerics.kgroupbfp8model (groups off the
 blocks not computed, NaN); the product simulated through the plan's TMA boxes (no K tail zeroed: none is needed) against
-the model's float64 reference; controls that fail. L2: NVRTC compile and SASS gate. Rules and the CLI. The walk, the K
-boxes and the 1D1D promotion are the K-grouped and dense 1D1D kernels' own (tests/test_kgrouped*.py,
-tests/test_blockfp8_1d1d.py); nothing here has run on a GPU.
+the model's float64 reference; controls that fail. L2: NVRTC compile and SASS gate (with and without --fuse c). Rules,
+the CLI, the door on a simulated device and ptxgen.api.plan. The walk, the K boxes and the 1D1D promotion are the
+K-grouped and dense 1D1D kernels' own (tests/test_kgrouped*.py, tests/test_blockfp8_1d1d.py). GPU (marked gpu, written
+2026-12-08, not yet run): against the model at odd shapes with and without c, compute-sanitizer on a flagship, and
+DeepGEMM's six SM90 k-grouped cases.
 """
 
 from __future__ import annotations
