@@ -116,3 +116,100 @@ def test_the_training_benchmark_checks_the_fp8_moe_on_the_cpu(capsys):
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "worst gradient error" in ln)
     errs = dict(part.split()[-2:] for part in line.split(": ", 1)[1].split(", "))
     assert float(errs["ptxgen"]) < float(errs["ptxgen-fp8"]) <= bench.FP8_GRAD_BOUND
+    assert float(errs["ptxgen"]) < float(errs["ptxgen-fp8-bwd"]) <= bench.FP8_GRAD_BOUND
+
+
+# ---- fp8_backward: both backward products in row-wise FP8 -------------------------------------------------------------
+def _dq(q, s):
+    return q.double() * s.double()[..., None]
+
+
+@pytest.mark.parametrize("ends,tail", [([4, 4, 9], 3), ([0, 1, 12], 0)])
+def test_fp8_backward_gradients_against_the_casts_in_float64(ends, tail):
+    """dx = cast(dy) @ cast(w[g].T).T per group, dW[g] = cast(dy.T)[:, rows g] @ cast(x.T)[:, rows g].T, each cast
+    row-wise (dy's and x's rows past the last group masked to zero first: those rows carry 1e4 here, so a cast that saw
+    them would take other scales); within e4m3's rounding of the full-precision gradients."""
+    g = torch.Generator().manual_seed(len(ends) * 10 + tail)
+    m = ends[-1] + tail
+    bank = ptxgen.nn.GroupedLinear(3, 32, 24, dtype=torch.float32, fp8="rowwise", fp8_backward=True)
+    x = torch.randn(m, 32, generator=g)
+    x[ends[-1]:] = 1e4
+    x.requires_grad_()
+    dy = torch.randn(m, 24, generator=g)
+    dy[ends[-1]:] = 1e4
+    bank(x, torch.tensor(ends, dtype=torch.int32)).backward(dy)
+    inside = (torch.arange(m) < ends[-1])[:, None]
+    dym, xm = dy * inside, x.detach() * inside
+    dyd, wtd = _dq(*float8.rowwise_e4m3(dym)), _dq(*float8.rowwise_e4m3(bank.weight.detach().transpose(1, 2)))
+    dytd, xtd = _dq(*float8.rowwise_e4m3(dym.t())), _dq(*float8.rowwise_e4m3(xm.t()))
+    s = 0
+    for gi, e in enumerate(ends):
+        if e > s:
+            want_dx, want_dw = dyd[s:e] @ wtd[gi].T, dytd[:, s:e] @ xtd[:, s:e].T
+            for got, want in ((x.grad[s:e], want_dx), (bank.weight.grad[gi], want_dw)):
+                torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+            full_dx = dy[s:e].double() @ bank.weight.detach()[gi].double()
+            assert float((x.grad[s:e].double() - full_dx).norm() / full_dx.norm()) < 0.1
+        else:
+            assert not bank.weight.grad[gi].any()
+        s = e
+    assert not x.grad[ends[-1]:].any()
+
+
+def test_control_fp8_backward_without_the_mask_takes_other_scales(monkeypatch):
+    """Control: with the tail rows left in (1e5 there), the casts of dy.T and x.T take their scales from them and dW moves
+    far from the masked formula."""
+    ends, m = [5, 9], 12
+    bank = ptxgen.nn.GroupedLinear(2, 32, 16, dtype=torch.float32, fp8="rowwise", fp8_backward=True)
+    g = torch.Generator().manual_seed(5)
+    x, dy = torch.randn(m, 32, generator=g), torch.randn(m, 16, generator=g)
+    x[9:], dy[9:] = 1e5, 1e5  # a row's scale 1e5 / 448: its unit values fall to e4m3's few subnormals
+
+    def dw_of():
+        w = bank.weight
+        w.grad = None
+        bank(x, torch.tensor(ends, dtype=torch.int32)).backward(dy)
+        return w.grad.clone()
+
+    good = dw_of()
+    monkeypatch.setattr(float8, "_groups_rows", lambda t, offs: t)
+    bad = dw_of()
+    assert float((bad - good).norm() / good.norm()) > 0.1
+
+
+def test_fp8_backward_compiles_fullgraph_and_is_refused_without_fp8():
+    torch._dynamo.reset()
+    bank = ptxgen.nn.GroupedLinear(2, 32, 16, dtype=torch.float32, fp8="rowwise", fp8_backward=True)
+    offs = torch.tensor([5, 8], dtype=torch.int32)
+    x = torch.randn(8, 32, requires_grad=True)
+
+    def step(x):
+        return bank(x, offs).square().sum()
+
+    eager = torch.autograd.grad(step(x), (x, bank.weight))
+    got = torch.autograd.grad(torch.compile(step, fullgraph=True, backend="aot_eager")(x), (x, bank.weight))
+    for c, e in zip(got, eager):
+        torch.testing.assert_close(c, e, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="fp8='rowwise'"):
+        ptxgen.nn.GroupedLinear(2, 32, 16, fp8_backward=True)
+    assert "fp8_backward=True" in repr(bank)
+
+
+def test_the_backward_operators_on_their_references():
+    """scaled_grouped_gemm's zero_tail gives 0 past the last group (NaN without it); scaled_grouped_gemm_k (the K-grouped
+    row-wise form, G x M x N) equals the per-group scaled products; opcheck of both (f64: the CPU reference takes it)."""
+    op = torch.ops.ptxgen
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(9, 8, dtype=torch.float64, generator=g), torch.randn(2, 5, 8, dtype=torch.float64, generator=g)
+    sa, sb = torch.rand(9, dtype=torch.float64, generator=g) + 0.5, torch.rand(2, 5, dtype=torch.float64, generator=g) + 0.5
+    offs = torch.tensor([3, 7], dtype=torch.int32)
+    assert op.scaled_grouped_gemm(a, b, sa, sb, offs)[7:].isnan().all()
+    assert not op.scaled_grouped_gemm(a, b, sa, sb, offs, None, True)[7:].any()
+    ak, bk = torch.randn(4, 10, dtype=torch.float64, generator=g), torch.randn(3, 10, dtype=torch.float64, generator=g)
+    sak, sbk = torch.rand(2 * 4, dtype=torch.float64, generator=g), torch.rand(2 * 3, dtype=torch.float64, generator=g)
+    offk = torch.tensor([6, 6], dtype=torch.int32)
+    out = op.scaled_grouped_gemm_k(ak, bk, sak, sbk, offk)
+    assert out.shape == (2, 4, 3) and not out[1].any()
+    torch.testing.assert_close(out[0], (ak[:, :6] @ bk[:, :6].T) * sak[:4, None] * sbk[None, :3])
+    torch.library.opcheck(op.scaled_grouped_gemm_k, (ak, bk, sak, sbk, offk))
+    torch.library.opcheck(op.scaled_grouped_gemm, (a, b, sa, sb, torch.tensor([3, 9], dtype=torch.int32), None, True))

@@ -249,12 +249,14 @@ def test_scaled_grouped_autograd_on_the_kernels(torch, sizes, tail, n, k):
             assert not dsb[gi].any() and not db[gi].any(), f"group {gi} is empty"
 
 
+@pytest.mark.parametrize("fp8_backward", [False, True], ids=["bf16-backward", "fp8-backward"])
 @pytest.mark.parametrize("sizes,tail", [([0, 1, 300, 0, 129], 0), ([64, 0, 1], 5)])
-def test_float8_grouped_linear_on_the_kernels(torch, sizes, tail):
+def test_float8_grouped_linear_on_the_kernels(torch, sizes, tail, fp8_backward):
     """ptxgen.nn.GroupedLinear(fp8="rowwise") (bf16): the forward on the M-grouped row-wise FP8 kernel against float64
-    of the dequantized casts, dx and dW (passed through the casts; the bf16 grouped kernels) against float64, within
-    e4m3's rounding of the bf16 bank's output; then a step under torch.compile(fullgraph=True) (inductor) gives
-    eager's gradients."""
+    of the dequantized casts; dx and dW passed through the casts, on the bf16 grouped kernels or (fp8_backward) on the
+    row-wise FP8 M-grouped and K-grouped kernels, against float64 of their formulas (ptxgen.ops.float8), within e4m3's
+    rounding of the full-precision values; then a step under torch.compile(fullgraph=True) (inductor) gives eager's
+    gradients."""
     import ptxgen
     from ptxgen.ops import float8
 
@@ -262,22 +264,32 @@ def test_float8_grouped_linear_on_the_kernels(torch, sizes, tail):
     m, k, n = ends[-1] + tail, 256, 136
     offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
     g = torch.Generator(device="cuda").manual_seed(m)
-    bank = ptxgen.nn.GroupedLinear(len(sizes), k, n, device="cuda", dtype=torch.bfloat16, fp8="rowwise")
+    bank = ptxgen.nn.GroupedLinear(len(sizes), k, n, device="cuda", dtype=torch.bfloat16, fp8="rowwise",
+                                   fp8_backward=fp8_backward)
     x = torch.randn(m, k, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(m, n, device="cuda", generator=g).bfloat16()
     y = bank(x, offs)
     dx, dw = torch.autograd.grad(y, (x, bank.weight), dy)
-    xq, sx = float8.rowwise_e4m3(x.detach())
-    wq, sw = float8.rowwise_e4m3(bank.weight.detach())
-    xd, wd = xq.double() * sx.double()[:, None], wq.double() * sw.double()[..., None]
+
+    def dq(t):
+        q, sc = float8.rowwise_e4m3(t)
+        return q.double() * sc.double()[..., None]
+
+    xd, wd = dq(x.detach()), dq(bank.weight.detach())
+    inside = (torch.arange(m, device="cuda") < ends[-1])[:, None]
+    dym, xm = dy * inside, x.detach() * inside
+    dyd, wtd, dytd, xtd = dq(dym), dq(bank.weight.detach().transpose(1, 2)), dq(dym.t()), dq(xm.t())
     s = 0
     for gi, e in enumerate(ends):
         if e > s:
             assert rel(torch, y[s:e].detach(), xd[s:e] @ wd[gi].T) < 1e-2
-            assert rel(torch, dx[s:e], dy[s:e].double() @ wd[gi]) < 1e-2
-            assert rel(torch, dw[gi], dy[s:e].double().T @ xd[s:e]) < 1e-2
+            want_dx = dyd[s:e] @ wtd[gi].T if fp8_backward else dy[s:e].double() @ wd[gi]
+            want_dw = dytd[:, s:e] @ xtd[:, s:e].T if fp8_backward else dy[s:e].double().T @ xd[s:e]
+            assert rel(torch, dx[s:e], want_dx) < 1e-2
+            assert rel(torch, dw[gi], want_dw) < 1e-2
             full = x.detach()[s:e].double() @ bank.weight.detach()[gi].double().T
             assert rel(torch, y[s:e].detach(), full) < 0.06
+            assert rel(torch, dx[s:e], dy[s:e].double() @ bank.weight.detach()[gi].double()) < 0.1
         else:
             assert not dw[gi].any()
         s = e

@@ -18,8 +18,9 @@ aux, the backward recomputing z with one more GEMM: save_preactivation=False), a
 actgrad.ENABLED the other way (ptxgen-act-grad-kernel-on / -off: the bias gradient and the activation's
 derivative by ptxgen.ops.actgrad's one pass, or by torch's two operators). --act-grad-kernel on|off sets that flag
 for the run (default: the module's). --ablate (moe) adds ptxgen-fp8: both expert banks as
-GroupedLinear(fp8="rowwise") (e4m3 forward, the gradient through the casts on bf16 products), whose gradients pass at
-a worst error of FP8_GRAD_BOUND (e4m3's rounding, not bf16's).
+GroupedLinear(fp8="rowwise") (e4m3 forward, the gradient through the casts on bf16 products), and ptxgen-fp8-bwd
+(fp8_backward=True: the backward products in row-wise FP8 too), whose gradients pass at a worst error of
+FP8_GRAD_BOUND (e4m3's rounding, not bf16's).
 
 Gradient check, before timing: one step of each variant from the same weights, input and output gradient; every
 parameter's and the input's gradient against a float32 reference (the same model with f32 weights; the MoE router
@@ -48,7 +49,7 @@ F = torch.nn.functional
 ABLATIONS = {"ptxgen-fused-dact": dict(fuse_input_derivative=True), "ptxgen-recompute": dict(save_preactivation=False)}
 # moe --ablate: the expert banks in row-wise float8 (ptxgen.nn.GroupedLinear(fp8="rowwise")); its gradients carry e4m3's
 # rounding (3 fraction bits), so it passes the check at FP8_GRAD_BOUND rather than at torch's bf16 scale
-MOE_ABLATIONS = {"ptxgen-fp8": dict(fp8="rowwise")}
+MOE_ABLATIONS = {"ptxgen-fp8": dict(fp8="rowwise"), "ptxgen-fp8-bwd": dict(fp8="rowwise", fp8_backward=True)}
 FP8_GRAD_BOUND = 0.1
 
 
@@ -82,9 +83,10 @@ class TorchGroupedLinear(torch.nn.Module):
 
 
 class MoE(torch.nn.Module):
-    def __init__(self, d, f, experts, topk, ptx: bool, dtype, device, fp8=None):
+    def __init__(self, d, f, experts, topk, ptx: bool, dtype, device, fp8=None, fp8_backward=False):
         super().__init__()
-        bank = (lambda g, i, o: pnn.GroupedLinear(g, i, o, dtype=dtype, device=device, fp8=fp8)) if ptx else \
+        bank = (lambda g, i, o: pnn.GroupedLinear(g, i, o, dtype=dtype, device=device, fp8=fp8,
+                                                  fp8_backward=fp8_backward)) if ptx else \
             (lambda g, i, o: TorchGroupedLinear(g, i, o, dtype, device))
         self.router = torch.nn.Linear(d, experts, bias=False, dtype=torch.bfloat16, device=device)
         self.w13, self.w2 = bank(experts, d, 2 * f), bank(experts, f, d)
@@ -216,7 +218,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--ablate", action="store_true", help="mlp: also time ptxgen-fused-dact and ptxgen-recompute; "
-                    "moe: also ptxgen-fp8 (the banks in row-wise float8)")
+                    "moe: also ptxgen-fp8 and ptxgen-fp8-bwd (the banks in row-wise float8; the backward too)")
     ap.add_argument("--act-grad-kernel", choices=("default", "on", "off"), default="default",
                     help="actgrad.ENABLED for the run: ptxgen.ops.actgrad's one pass (on) or torch's two operators (off)")
     ap.add_argument("--check-only", action="store_true", help="check the gradients, time nothing")

@@ -31,7 +31,7 @@ distributed     torchrun --standalone over the visible GPUs: tests/distributed_t
 calibrate       ptxgen tune --calibrate into the logs (calibration.json), then the 30 held-out shapes under it (bf16; e4m3 with N rounded up to 16)
 referee         tests/test_torch_referee.py alone: PyTorch's own cases through ptxgen's equivalents, summary in referee.gw*.json
 accumulation    tools/accumulation_model.py --probe: which way the tf32 and bf16 kernels' f32 accumulator rounds
-fp8-training    the FP8 training forms of 2026-12-08: the gpu tests of the float8 expert bank and scaled_grouped_gemm's autograd (tests/test_training_gpu.py -k 'scaled_grouped or float8') and of the K-grouped 1D1D kernel with its sanitizers (tests/test_kgrouped_1d1d.py), tools/bench_grouped.py --kgrouped-1d1d (against torch's blockwise recipe a group at a time), tools/bench_training.py --model moe --ablate (ptxgen-fp8 beside the bf16 banks)
+fp8-training    the FP8 training forms of 2026-12-08: the gpu tests of the float8 expert bank and scaled_grouped_gemm's autograd (tests/test_training_gpu.py -k 'scaled_grouped or float8') and of the K-grouped 1D1D kernel with its sanitizers (tests/test_kgrouped_1d1d.py), tools/bench_grouped.py --kgrouped-1d1d (against torch's blockwise recipe a group at a time), tools/bench_training.py --model moe --ablate (ptxgen-fp8 and ptxgen-fp8-bwd beside the bf16 banks)
 few-wave        issue 35's e4m3 few-wave class: the wide ping-pong tiles against float64 (tests/test_gpu.py), cuBLAS's kernels on the gap shapes (tools/cublas_kernels.py), every candidate timed there (tools/exp_candidates_run.py)"
 
 usage() { echo "usage: OUT=dir [BUDGET=seconds] [DRY_RUN=1] tools/gpu_run.sh STEP... | --list | --help"; echo; echo "$STEPS_HELP"; }

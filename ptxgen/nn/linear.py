@@ -94,15 +94,18 @@ class GroupedLinear(torch.nn.Module):
     (dynamic: the row's largest magnitude maps to 448) and runs ``torch.ops.ptxgen.scaled_grouped_gemm`` (ptxgen's
     M-grouped row-wise FP8 kernel); the backward passes the gradient through the casts unchanged, dx and dweight from
     the quantized values by bf16 grouped products (``torch.ops.ptxgen.float8_grouped_linear``, ptxgen.ops.float8). The
-    output has ``x``'s dtype."""
+    output has ``x``'s dtype. ``fp8_backward=True`` (with ``fp8="rowwise"``): dx and dweight in row-wise FP8 too (dy,
+    the weights and x cast along each backward product's K; ptxgen.ops.float8.fp8_backward_grads)."""
 
     def __init__(self, num_groups: int, in_features: int, out_features: int, device=None, dtype=None,
-                 fp8: str | None = None):
+                 fp8: str | None = None, fp8_backward: bool = False):
         super().__init__()
         if fp8 not in (None, "rowwise"):
             raise ValueError(f"fp8={fp8!r}: None (the input's dtype) or 'rowwise' (e4m3, one scale a row)")
+        if fp8_backward and fp8 is None:
+            raise ValueError("fp8_backward=True casts the backward products to FP8: it needs fp8='rowwise'")
         self.num_groups, self.in_features, self.out_features = num_groups, in_features, out_features
-        self.fp8 = fp8
+        self.fp8, self.fp8_backward = fp8, fp8_backward
         self.weight = torch.nn.Parameter(torch.empty((num_groups, out_features, in_features), device=device, dtype=dtype))
         self.reset_parameters()
 
@@ -112,10 +115,10 @@ class GroupedLinear(torch.nn.Module):
         torch.nn.init.uniform_(self.weight, -bound, bound)
 
     def extra_repr(self) -> str:
-        fp8 = f", fp8={self.fp8}" if self.fp8 else ""
+        fp8 = f", fp8={self.fp8}" + (", fp8_backward=True" if self.fp8_backward else "") if self.fp8 else ""
         return f"num_groups={self.num_groups}, in_features={self.in_features}, out_features={self.out_features}{fp8}"
 
     def forward(self, x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
         if self.fp8:
-            return torch.ops.ptxgen.float8_grouped_linear(x, self.weight, offs)[0]
+            return torch.ops.ptxgen.float8_grouped_linear(x, self.weight, offs, self.fp8_backward)[0]
         return torch.ops.ptxgen.grouped_gemm(x, self.weight, offs)

@@ -5,13 +5,22 @@ row-wise FP8 kernel), and a backward that passes the gradient through the casts 
 does the same) with bf16 products: dx = dy @ (w_q x s_w), dW[g] = dy[rows g].T @ (x_q x s_x)[rows g], by
 ``ptxgen.ops.opsgrad.scaled_grouped_input_grads(..., dequantized=True)`` (the bf16 N-major grouped and K-grouped
 operators). An operator rather than an autograd.Function so that its backward, like every other here, is traced by
-AOTAutograd under torch.compile. Imports no torch at module level (as ptxgen.ops.torch_ops)."""
+AOTAutograd under torch.compile. Imports no torch at module level (as ptxgen.ops.torch_ops).
+
+``fp8_backward=True``: both backward products in row-wise FP8 too (:func:`fp8_backward_grads`; torchao's float8 recipe
+casts all three GEMMs of a layer): dx = (dy cast per row) @ (w[g].T cast per row along N) on the M-grouped row-wise FP8
+kernel (``scaled_grouped_gemm`` with ``zero_tail``), dW[g] = (dy.T cast per row along the tokens) @ (x.T cast the same
+way) over group g's tokens on the K-grouped row-wise FP8 kernel (``scaled_grouped_gemm_k``). dy's and x's rows past the
+last group are masked to zero first (an unspecified output's gradient must not set a scale); the K-grouped casts take
+one scale a row over all the groups' tokens (each group's slice of scale_a and scale_b repeats it), coarser than a
+scale per group and row but with no per-group reduction on the device."""
 
 from __future__ import annotations
 
 import sys
 
-SCHEMA = "float8_grouped_linear(Tensor x, Tensor w, Tensor offs) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+SCHEMA = ("float8_grouped_linear(Tensor x, Tensor w, Tensor offs, bool fp8_backward=False) "
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor)")
 E4M3_MAX = 448.0  # e4m3fn's largest finite value
 # the smallest amax a scale is taken from: a row of zeros (or of values below it) gets this scale, not a division by 0
 _TINY_AMAX = 1e-12
@@ -40,14 +49,14 @@ def _token(x) -> str:
     return _TOKENS[name]
 
 
-def forward(x, w, offs):
+def forward(x, w, offs, fp8_backward=False):
     """(y, x_q, s_x, w_q, s_w): y in x's dtype; the casts are returned so that the backward reads them."""
     xq, sx = rowwise_e4m3(x)
     wq, sw = rowwise_e4m3(w)
     return _torch().ops.ptxgen.scaled_grouped_gemm(xq, wq, sx, sw, offs, _token(x)), xq, sx, wq, sw
 
 
-def fake(x, w, offs):
+def fake(x, w, offs, fp8_backward=False):
     """The outputs' shapes, dtypes and strides (y's from scaled_grouped_gemm's own fake kernel, on the fake casts)."""
     torch = _torch()
     if x.dim() != 2 or w.dim() != 3:
@@ -60,18 +69,53 @@ def fake(x, w, offs):
 
 
 def setup_context(ctx, inputs, output) -> None:
-    x, w, offs = inputs
+    x, w, offs = inputs[:3]
     _, xq, sx, wq, sw = output
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(xq, sx, wq, sw, offs)
+    ctx.fp8_backward = bool(inputs[3]) if len(inputs) > 3 else False
+    if ctx.fp8_backward:  # the high-precision tensors, cast again along the backward products' K
+        ctx.save_for_backward(x, w, offs)
+    else:
+        ctx.save_for_backward(xq, sx, wq, sw, offs)
     ctx.dtypes = (x.dtype, w.dtype)
 
 
 def backward(ctx, dy, *unused):
     from .opsgrad import scaled_grouped_input_grads
 
+    n_in = len(ctx.needs_input_grad)
     if dy is None:
-        return None, None, None
-    xq, sx, wq, sw, offs = ctx.saved_tensors
-    dx, dw = scaled_grouped_input_grads(dy, xq, wq, sx, sw, offs, dequantized=True)
-    return dx.to(ctx.dtypes[0]), dw.to(ctx.dtypes[1]), None
+        return (None,) * n_in
+    if ctx.fp8_backward:
+        x, w, offs = ctx.saved_tensors
+        dx, dw = fp8_backward_grads(dy, x, w, offs)
+    else:
+        xq, sx, wq, sw, offs = ctx.saved_tensors
+        dx, dw = scaled_grouped_input_grads(dy, xq, wq, sx, sw, offs, dequantized=True)
+    return (dx.to(ctx.dtypes[0]), dw.to(ctx.dtypes[1]), None, None)[:n_in]
+
+
+def _groups_rows(dy, offs):
+    """dy with its rows past offs[-1] zero (a mask computed on the device: nothing reads offs on the host)."""
+    torch = _torch()
+    if offs.shape[0] == 0:
+        return torch.zeros_like(dy)
+    inside = torch.arange(dy.shape[0], device=dy.device) < offs[-1].to(torch.int64)
+    return dy * inside[:, None].to(dy.dtype)
+
+
+def fp8_backward_grads(dy, x, w, offs):
+    """(dx, dW) of the float8 bank with both backward products in row-wise FP8 (see the module): dx in dy's row-wise
+    e4m3 against w[g].T's, rows past the last group 0; dW through the K-grouped row-wise kernel, an empty group's 0.
+    Each in the bf16/f16/f32 dtype of x / w."""
+    torch = _torch()
+    groups = w.shape[0]
+    dym, xm = _groups_rows(dy, offs), _groups_rows(x, offs)
+    dyq, sdy = rowwise_e4m3(dym)
+    wtq, swt = rowwise_e4m3(w.transpose(1, 2))  # G x K x N: w[g].T cast per row along N
+    dx = torch.ops.ptxgen.scaled_grouped_gemm(dyq, wtq.contiguous(), sdy, swt.contiguous(), offs, _token(x), True)
+    dytq, sdyt = rowwise_e4m3(dym.t())  # N x M_total: one scale a row over every group's tokens
+    xtq, sxt = rowwise_e4m3(xm.t())  # K x M_total
+    dw = torch.ops.ptxgen.scaled_grouped_gemm_k(dytq.contiguous(), xtq.contiguous(), sdyt.repeat(groups),
+                                                sxt.repeat(groups), offs, _token(w))
+    return dx, dw

@@ -346,7 +346,7 @@ def _scaled_grouped_products(dy, a, b, sa, sb, offs, want_g: bool, want_h: bool,
 
 def scaled_grouped_backward(ctx, dy):
     a, b, sa, sb, offs = ctx.saved_tensors
-    need = _needs(ctx, 6)
+    need = _needs(ctx, 7)
     need_a, need_b = need[0] and not _is_fp8(a), need[1] and not _is_fp8(b)
     m, (groups, n) = a.shape[0], b.shape[:2]
     g, h = _scaled_grouped_products(dy, a, b, sa, sb, offs, need_a or need[2], need_b or need[3])
@@ -359,7 +359,7 @@ def scaled_grouped_backward(ctx, dy):
         dsa = (a.to(g.dtype) * g).sum(1).reshape(sa.shape).to(sa.dtype)
     if need[3]:
         dsb = (b.to(h.dtype) * h).sum(2).reshape(sb.shape).to(sb.dtype)
-    return (da, db, dsa, dsb, None, None)[:len(ctx.needs_input_grad)]
+    return (da, db, dsa, dsb, None, None, None)[:len(ctx.needs_input_grad)]
 
 
 def scaled_grouped_input_grads(dy, a, b, scale_a, scale_b, offs, *, dequantized: bool = False):

@@ -144,7 +144,8 @@ def scaled_gemm(a, b, scale_a, scale_b, out_dtype_name: str, bias=None):
 def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype_name: str, tail: float = float("nan")):
     """Rows of group g: ``(a[rows g] x scale_a[rows g]) @ (b[g] x scale_b[g]).T``, in f64 (f32 for narrower inputs),
     cast once to ``out_dtype_name``: torch._scaled_grouped_mm's 2-D x 3-D row-wise form (a M_total x K, b G x N x K,
-    scale_a M_total values, scale_b G x N). Rows past the last group hold ``tail`` (NaN: unwritten by the kernels)."""
+    scale_a M_total values, scale_b G x N). Rows past the last group hold ``tail`` (NaN: unwritten by the kernels; 0 for
+    the operator's ``zero_tail``)."""
     torch = sys.modules["torch"]
     acc = torch.float64 if a.dtype == torch.float64 else torch.float32
     m, (g_count, n) = a.shape[0], b.shape[:2]
@@ -153,4 +154,19 @@ def scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype_name: str, tail:
     for g, (s, e) in enumerate(group_bounds(offs, m)):
         if e > s:
             out[s:e] = ((a[s:e].to(acc) @ b[g].to(acc).T) * sa[s:e] * sb[g]).to(out.dtype)
+    return out
+
+
+def scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out_dtype_name: str):
+    """K-grouped row-wise: ``out[g] = (a[:, Kg] @ b[:, Kg].T) x scale_a[g M + row] x scale_b[g N + col]`` (a M x K_total,
+    b N x K_total, scale_a G M values, scale_b G N), G x M x N contiguous, in f64 (f32 for narrower inputs), zero for an
+    empty group: torch._scaled_grouped_mm's 2-D x 2-D form."""
+    torch = sys.modules["torch"]
+    acc = torch.float64 if a.dtype == torch.float64 else torch.float32
+    m, n, groups = a.shape[0], b.shape[0], offs.shape[0]
+    sa, sb = scale_a.reshape(groups, m).to(acc), scale_b.reshape(groups, n).to(acc)
+    out = a.new_zeros((groups, m, n), dtype=getattr(torch, out_dtype_name))
+    for g, (s, e) in enumerate(group_bounds(offs, a.shape[1])):
+        if e > s:
+            out[g] = ((a[:, s:e].to(acc) @ b[:, s:e].to(acc).T) * sa[g][:, None] * sb[g][None, :]).to(out.dtype)
     return out

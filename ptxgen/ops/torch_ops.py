@@ -24,9 +24,10 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         K-grouped: out[g] = a[:, K range g] @ b[:, K range g].T (a M x K, b N x K, offs the groups' ends along K),
         G x M x N; the weight gradient of an expert bank, as ptxgen.grouped_gemm_k (torch._grouped_mm for what that
         kernel refuses: other dtypes, strides, or a GPU other than sm_90a; docs/training.md).
-    torch.ops.ptxgen.float8_grouped_linear(x, w, offs) -> (Tensor y, x_q, s_x, w_q, s_w)
+    torch.ops.ptxgen.float8_grouped_linear(x, w, offs, fp8_backward=False) -> (Tensor y, x_q, s_x, w_q, s_w)
         an expert bank in row-wise float8 (ptxgen.ops.float8): x and w cast to e4m3 with one scale a row, y =
-        scaled_grouped_gemm of the casts in x's dtype; the gradient passes the casts unchanged (bf16 products)
+        scaled_grouped_gemm of the casts in x's dtype; the gradient passes the casts unchanged (bf16 products, or with
+        fp8_backward row-wise FP8 ones)
     torch.ops.ptxgen.activation_grad(dy, z, activation, bias_dtype) -> (Tensor dz, Tensor dbias)
         dz = dy x act'(z) (M x N, contiguous, dy's type) and dbias = dz summed over the rows in bias_dtype (f32, f16,
         bf16): one pass over dy and z by ptxgen.ops.actgrad's kernels where they take the tensors, else torch's
@@ -35,10 +36,14 @@ imports nothing heavy (the implementations load ``ptxgen.api`` at their first ca
         (a @ b.T) x scale_a x scale_b + bias for FP8 a (M x K) and b (N x K), scale_a M x 1, scale_b 1 x N, as
         ptxgen.scaled_gemm (torch._scaled_mm's row-wise recipe); gradients for the scales, the bias, and for a / b
         where they are not FP8 (ptxgen.ops.opsgrad says why)
-    torch.ops.ptxgen.scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype=None) -> Tensor
+    torch.ops.ptxgen.scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype=None, zero_tail=False) -> Tensor
         rows of group g: (a[rows g] @ b[g].T) x scale_a[rows g] x scale_b[g] for FP8 a (M_total x K) and b (G x N x K),
         scale_a M_total values, scale_b G x N, as ptxgen.scaled_grouped_gemm (torch._scaled_grouped_mm's 2-D x 3-D
-        row-wise form: an FP8 expert bank's forward); gradients as scaled_gemm's, the products grouped
+        row-wise form: an FP8 expert bank's forward); gradients as scaled_gemm's, the products grouped; ``zero_tail``
+        as grouped_gemm's
+    torch.ops.ptxgen.scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out_dtype=None) -> Tensor
+        K-grouped row-wise FP8, G x M x N: out[g] = (a[:, K range g] @ b[:, K range g].T) x scale_a[g M + row] x
+        scale_b[g N + col], as ptxgen.scaled_grouped_gemm's 2-D x 2-D form (a backward product, no autograd)
 
 Functional (no ``out``): each result is a new tensor, M x N with rows padded to 16 bytes (strides (ldd, 1)),
 or B x M x N / G x M x N contiguous. Rows of ``grouped_gemm``'s output past offs[-1] are unspecified (as torch's)
@@ -61,7 +66,9 @@ GROUPED_K_SCHEMA = "grouped_gemm_k(Tensor a, Tensor b, Tensor offs, str? out_dty
 SCALED_SCHEMA = ("scaled_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, str? out_dtype=None, Tensor? bias=None) "
                  "-> Tensor")
 SCALED_GROUPED_SCHEMA = ("scaled_grouped_gemm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor offs, "
-                         "str? out_dtype=None) -> Tensor")
+                         "str? out_dtype=None, bool zero_tail=False) -> Tensor")
+SCALED_GROUPED_K_SCHEMA = ("scaled_grouped_gemm_k(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor offs, "
+                           "str? out_dtype=None) -> Tensor")
 # a Linear layer's activation backward with its bias gradient (ptxgen.ops.actgrad); no autograd of its own
 ACT_GRAD_SCHEMA = "activation_grad(Tensor dy, Tensor z, str activation, str bias_dtype) -> (Tensor, Tensor)"
 # ptxgen.attention as an operator (functional: a new output shaped and strided like q)
@@ -325,26 +332,51 @@ def _scaled_grouped_check(a, b, scale_a, scale_b, offs) -> None:
                          f"(one a group's column); they hold {scale_a.numel()} and {scale_b.numel()}")
 
 
-def _scaled_grouped_impl(a, b, scale_a, scale_b, offs, out_dtype=None):
+def _scaled_grouped_impl(a, b, scale_a, scale_b, offs, out_dtype=None, zero_tail=False):
     from ..grouped import scaled_grouped_gemm
 
     _scaled_grouped_check(a, b, scale_a, scale_b, offs)
+    if zero_tail:  # as _grouped_impl: the rows past offs[-1] zeroed on the GPU, the groups' rows by the product
+        out = _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype)
+        if not offs.shape[0]:
+            return out.zero_()
+        from .tailzero import zero_tail as zero_rows
+
+        zero_rows(sys.modules["torch"], out, offs)
+        return scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out)
     out = scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype=_TOKEN_OF[_out_name(a, out_dtype)])
     if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
         return out
     return _as_fake(out, _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype))
 
 
-def _scaled_grouped_cpu(a, b, scale_a, scale_b, offs, out_dtype=None):
+def _scaled_grouped_cpu(a, b, scale_a, scale_b, offs, out_dtype=None, zero_tail=False):
     from . import opsref
 
-    return _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype).copy_(
-        opsref.scaled_grouped_gemm(a, b, scale_a, scale_b, offs, _out_name(a, out_dtype)))
+    return _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype).copy_(opsref.scaled_grouped_gemm(
+        a, b, scale_a, scale_b, offs, _out_name(a, out_dtype), tail=0.0 if zero_tail else float("nan")))
 
 
-def _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype=None):
+def _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype=None, zero_tail=False):
     _scaled_grouped_check(a, b, scale_a, scale_b, offs)
     return _rows(a, a.shape[0], b.shape[1], _out_name(a, out_dtype))
+
+
+def _scaled_grouped_k_impl(a, b, scale_a, scale_b, offs, out_dtype=None):
+    from ..kgrouped import scaled_grouped_gemm_k
+
+    out = scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out_dtype=_TOKEN_OF[_out_name(a, out_dtype)])
+    return _as_fake(out, _scaled_grouped_k_fake(a, b, scale_a, scale_b, offs, out_dtype))
+
+
+def _scaled_grouped_k_cpu(a, b, scale_a, scale_b, offs, out_dtype=None):
+    from . import opsref
+
+    return opsref.scaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, _out_name(a, out_dtype))
+
+
+def _scaled_grouped_k_fake(a, b, scale_a, scale_b, offs, out_dtype=None):
+    return _grouped_k_fake(a, b, offs, out_dtype)
 
 
 def _bias_dtype(token: str):
@@ -391,7 +423,7 @@ def _attention_fake(q, k, v, causal=False, scale=None):
 
 def register_torch_ops(only_if_imported: bool = False) -> bool:
     """Define ``torch.ops.ptxgen.gemm``, ``gemm_aux``, ``gemm_dact``, ``grouped_gemm``, ``grouped_gemm_k``, ``scaled_gemm``,
-    ``scaled_grouped_gemm`` (with
+    ``scaled_grouped_gemm``, ``scaled_grouped_gemm_k``, ``float8_grouped_linear`` (with
     their autograd formulas) and ``activation_grad``
     (once per process). ``only_if_imported``: do nothing unless torch is already imported. True when the operators
     are (now) registered."""
@@ -417,6 +449,8 @@ def register_torch_ops(only_if_imported: bool = False) -> bool:
                 ("scaled_gemm", SCALED_SCHEMA, _scaled_impl, _scaled_cpu, _scaled_fake),
                 ("scaled_grouped_gemm", SCALED_GROUPED_SCHEMA, _scaled_grouped_impl, _scaled_grouped_cpu,
                  _scaled_grouped_fake),
+                ("scaled_grouped_gemm_k", SCALED_GROUPED_K_SCHEMA, _scaled_grouped_k_impl, _scaled_grouped_k_cpu,
+                 _scaled_grouped_k_fake),
                 ("activation_grad", ACT_GRAD_SCHEMA, _act_grad_impl, _act_grad_cpu, _act_grad_fake)):
             lib.define(schema)
             lib.impl(name, impl, "CUDA")
