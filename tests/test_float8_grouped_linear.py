@@ -213,3 +213,46 @@ def test_the_backward_operators_on_their_references():
     torch.testing.assert_close(out[0], (ak[:, :6] @ bk[:, :6].T) * sak[:4, None] * sbk[None, :3])
     torch.library.opcheck(op.scaled_grouped_gemm_k, (ak, bk, sak, sbk, offk))
     torch.library.opcheck(op.scaled_grouped_gemm, (a, b, sa, sb, torch.tensor([3, 9], dtype=torch.int32), None, True))
+
+
+def test_fp8_backward_k_grouped_operands_have_16_byte_rows(monkeypatch):
+    """The K-grouped FP8 kernel reads its operands through tensor maps (16-byte row pitches): with 12 tokens the casts of
+    dy.T and x.T reach it as 12-column views of 16-byte rows, equal to the casts themselves."""
+    seen = []
+    real = torch.ops.ptxgen.scaled_grouped_gemm_k
+
+    def spy(a, b, sa, sb, offs, out_dtype=None):
+        seen.append((a, b))
+        return real(a, b, sa, sb, offs, out_dtype)
+
+    monkeypatch.setattr(float8, "_torch", lambda: _OpsWith(scaled_grouped_gemm_k=spy))
+    bank = ptxgen.nn.GroupedLinear(2, 32, 16, dtype=torch.float32, fp8="rowwise", fp8_backward=True)
+    x = torch.randn(12, 32, requires_grad=True)
+    bank(x, torch.tensor([5, 12], dtype=torch.int32)).sum().backward()
+    (a, b), = seen
+    assert a.shape == (16, 12) and b.shape == (32, 12) and a.stride() == b.stride() == (16, 1)
+    assert torch.equal(b.float(), float8.rowwise_e4m3(x.detach().t())[0].float())
+    assert float8._rows_16b(a) is a  # already 16-byte rows: no copy
+
+
+class _OpsWith:
+    """torch with one torch.ops.ptxgen operator replaced (for the spy above)."""
+
+    def __init__(self, **ops):
+        self._ops = ops
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @property
+    def ops(self):
+        ops = self._ops
+
+        class _Ptxgen:
+            def __getattr__(self, name):
+                return ops.get(name) or getattr(torch.ops.ptxgen, name)
+
+        class _Ops:
+            ptxgen = _Ptxgen()
+
+        return _Ops()
