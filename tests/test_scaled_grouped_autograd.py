@@ -14,6 +14,7 @@ from test_scaled_autograd import f64, op  # noqa: E402 (the dense form's helpers
 from torch.autograd.gradcheck import GradcheckError  # noqa: E402
 
 from ptxgen.ops import opsgrad  # noqa: E402
+from torchops_stub import torch_with_ops  # noqa: E402
 
 
 def loop(a, b, sa, sb, ends):
@@ -161,31 +162,7 @@ def test_control_gradcheck_catches_unmasked_tail_rows(monkeypatch):
     fn = lambda a: op.scaled_grouped_gemm(a, b, sa, sb, offs)[:5]  # noqa: E731
     assert torch.autograd.gradcheck(fn, (a,))
     real = op.grouped_gemm
-    monkeypatch.setattr(opsgrad, "_torch", lambda: _NoZeroTail(real))
+    no_zero_tail = torch_with_ops(torch, grouped_gemm=lambda a, b, offs, out=None, zero_tail=False: real(a, b, offs, out, False))
+    monkeypatch.setattr(opsgrad, "_torch", lambda: no_zero_tail)
     with pytest.raises(GradcheckError):
         torch.autograd.gradcheck(fn, (a,))
-
-
-class _NoZeroTail:
-    """torch with ops.ptxgen.grouped_gemm's zero_tail dropped (for the control above)."""
-
-    def __init__(self, real):
-        self._real = real
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-    @property
-    def ops(self):
-        real = self._real
-
-        class _Ptxgen:
-            def __getattr__(self, name):
-                if name == "grouped_gemm":
-                    return lambda a, b, offs, out=None, zero_tail=False: real(a, b, offs, out, False)
-                return getattr(torch.ops.ptxgen, name)
-
-        class _Ops:
-            ptxgen = _Ptxgen()
-
-        return _Ops()

@@ -191,7 +191,6 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
                     for v in variants if v in KGROUPED_VARIANTS and kgrouped_spec(variant=v) != kgrouped_spec()]  # not twice
     ref = base().float()
     ref_norm = float(torch.linalg.norm(ref))
-    flops = 2.0 * t * m * n
     results = []
     for label, ours in kernels:
         out.fill_(float("nan"))  # a kernel that writes nothing fails the check, whatever ran before it
@@ -199,16 +198,24 @@ def run_k_case(case: str, rounds: int, seed: int, log, variants: tuple[str, ...]
                              case, label, log, results)
         if timed is None:
             continue
-        ours_ms, base_ms, err, ours_host, base_host = timed
-        r = {"case": case, "kernel": label, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed, "ours_ms": ours_ms,
-             "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
-             "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
-             "ok": err < 1e-2, "rounds": rounds}
-        results.append(r)
-        print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
-              f"host {ours_host:.1f} us | torch.{'_scaled_grouped_mm' if fp8 else '_grouped_mm'} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
-              f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+        results.append(_k_record(case, label, (g, m, n, t, seed), timed, rounds,
+                                 "torch._scaled_grouped_mm" if fp8 else "torch._grouped_mm", log))
     return results
+
+
+def _k_record(case: str, label: str, problem: tuple, timed: tuple, rounds: int, baseline: str, log) -> dict:
+    """One K-grouped case's JSON row (and its printed line) from time_against's result."""
+    g, m, n, t, seed = problem
+    ours_ms, base_ms, err, ours_host, base_host = timed
+    flops = 2.0 * t * m * n
+    r = {"case": case, "kernel": label, "baseline": baseline, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed,
+         "ours_ms": ours_ms, "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
+         "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
+         "ok": err < 1e-2, "rounds": rounds}
+    print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
+          f"host {ours_host:.1f} us | {baseline} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us"
+          f" | ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    return r
 
 
 def run_blocks_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
@@ -267,18 +274,8 @@ def run_blocks_k_case(case: str, rounds: int, seed: int, log) -> list[dict]:
     out.fill_(float("nan"))
     timed = time_against(lambda: ptxgen.blockscaled_grouped_gemm_k(a, b, sa, sb, offs, out), base,
                          lambda: float(torch.linalg.norm(out - ref)) / max(ref_norm, 1e-30), rounds, case, label, log, results)
-    if timed is None:
-        return results
-    ours_ms, base_ms, err, ours_host, base_host = timed
-    flops = 2.0 * t * m * n
-    r = {"case": case, "kernel": label, "baseline": name, "groups": g, "m": m, "n": n, "tokens": t, "seed": seed,
-         "ours_ms": ours_ms, "torch_ms": base_ms, "ratio": base_ms / ours_ms, "ours_tflops": flops / ours_ms / 1e9,
-         "torch_tflops": flops / base_ms / 1e9, "ours_host_us": ours_host, "torch_host_us": base_host, "rel_error": err,
-         "ok": err < 1e-2, "rounds": rounds}
-    results.append(r)
-    print(f"{case} ({g} experts, {m} x {n}, {t} tokens) {label}: ptxgen {ours_ms:.3f} ms {r['ours_tflops']:.1f} TFLOP/s, "
-          f"host {ours_host:.1f} us | {name} {base_ms:.3f} ms {r['torch_tflops']:.1f} TFLOP/s, host {base_host:.1f} us | "
-          f"ratio {r['ratio']:.3f} rel err {err:.1e} {'ok' if r['ok'] else 'WRONG'}", file=log, flush=True)
+    if timed is not None:
+        results.append(_k_record(case, label, (g, m, n, t, seed), timed, rounds, name, log))
     return results
 
 
