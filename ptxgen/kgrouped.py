@@ -251,19 +251,18 @@ def fp8_variant(out_dtype: str, m: int | None = None) -> str:
 
 
 def decide(ai: ArrayInfo, bi: ArrayInfo, fi: ArrayInfo, oi: ArrayInfo | None, out_dtype: str | None, arch: str,
-           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None, blocks: bool | str = False):
+           scales: tuple[ArrayInfo, ArrayInfo] | None = None, variant: str | None = None, blocks: bool = False,
+           accumulate: bool = False):
     """(spec, problem, out dtype) of a call on arrays already read, every rule checked but the device (no GPU; what
     ``ptxgen.api.plan`` reports): ArgumentError, DTypeError, SpecError or ProblemError naming the rule. ``scales``
     (scale_a, scale_b): the row-wise FP8 form (offs_k_rowwise), or with ``blocks`` the 1 x 128 block scales
-    (:func:`blockscaled_grouped_gemm_k`; ``blocks="c"``: accumulating into out), scales checked too. ``variant``:
-    kgrouped_spec's."""
+    (:func:`blockscaled_grouped_gemm_k`; ``accumulate``: into out), scales checked too. ``variant``: kgrouped_spec's."""
     rowwise = scales is not None and not blocks
     a_major, b_major, p = bind_kgrouped(ai, bi, fi, oi, scales is not None)
     out_dtype = out_dtype or (oi.dtype if oi is not None else "f32" if blocks else "bf16" if rowwise else ai.dtype)
     if rowwise and variant is None:
         variant = fp8_variant(out_dtype, p.m)
-    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant, bool(blocks),
-                         blocks == "c")
+    spec = kgrouped_spec(ai.dtype, out_dtype, arch, a_major, b_major, rowwise, bi.dtype, variant, blocks, accumulate)
     if oi is None:  # the out it allocates: rows padded to 16 bytes (the epilogue's vectors), as torch's N of any size
         per = 16 // spec.out_dtype.bytes
         p = replace(p, ldd=max(-(-p.n // per) * per, 1))
@@ -355,7 +354,7 @@ def blockscaled_grouped_gemm_k(a, b, scale_a, scale_b, offs, out=None, *, c=None
     if c is not None:
         if out is not None and out is not c:
             raise ArgumentError("the K-grouped 1D1D form accumulates into c in place: pass out=c, or leave out out")
-        return _call(a, b, offs, c, out_dtype, stream, (scale_a, scale_b), blocks="c")
+        return _call(a, b, offs, c, out_dtype, stream, (scale_a, scale_b), blocks=True, accumulate=True)
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b), blocks=True)
 
 
@@ -366,13 +365,13 @@ def scaled_grouped_gemm_k_variant(a, b, scale_a, scale_b, offs, out=None, *, var
     return _call(a, b, offs, out, out_dtype, stream, (scale_a, scale_b), variant=variant)
 
 
-def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None, blocks=False):
+def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None, blocks=False, accumulate=False):
     sa, sb = scales if scales is not None else (None, None)
     key = None
     if type(a) is torch_tensor_type():
         try:
             key = (torch_key(a), torch_key(b), torch_key(offs), torch_key(out), out_dtype, torch_key(sa), torch_key(sb),
-                   variant, blocks)
+                   variant, blocks, accumulate)
         except (AttributeError, TypeError):
             key = None
         launch = _PREPARED.get(key) if key is not None else None
@@ -386,7 +385,7 @@ def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None, blocks=
     si = None if scales is None else (read_array(sa, "scale_a", handle), read_array(sb, "scale_b", handle))
     dev = streams.call_device((ai, bi, fi, oi, *(si or ())))
     try:
-        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si, variant, blocks)
+        spec, p, out_dtype = decide(ai, bi, fi, oi, out_dtype, dev.arch.value, si, variant, blocks, accumulate)
     except SpecError as e:
         raise NoGPU(f"no K-grouped kernel for this GPU: {e}") from None
     kernel = _kernel(spec)
@@ -398,7 +397,7 @@ def _call(a, b, offs, out, out_dtype, stream, scales=None, variant=None, blocks=
     if p.groups == 0 or p.m == 0 or p.n == 0:
         return out
     if p.k == 0:  # no K at all: every group is empty (a tensor map needs K >= 1); accumulating, out keeps c
-        if blocks != "c":
+        if not accumulate:
             out[...] = 0
         return out
     infos = (ai, bi, fi, oi, *(si or ()))

@@ -222,4 +222,6 @@ def test_fp8_backward_k_grouped_operands_have_16_byte_rows(monkeypatch):
     (a, b), = seen
     assert a.shape == (16, 12) and b.shape == (32, 12) and a.stride() == b.stride() == (16, 1)
     assert torch.equal(b.float(), float8.rowwise_e4m3(x.detach().t())[0].float())
-    assert float8._rows_16b(a) is a  # already 16-byte rows: no copy
+    from ptxgen.ops.opsgrad import _aligned_rows
+
+    assert _aligned_rows(a) is a  # already 16-byte rows: no copy

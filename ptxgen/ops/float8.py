@@ -108,6 +108,8 @@ def fp8_backward_grads(dy, x, w, offs):
     """(dx, dW) of the float8 bank with both backward products in row-wise FP8 (see the module): dx in dy's row-wise
     e4m3 against w[g].T's, rows past the last group 0; dW through the K-grouped row-wise kernel, an empty group's 0.
     Each in the bf16/f16/f32 dtype of x / w."""
+    from .opsgrad import _aligned_rows
+
     torch = _torch()
     groups = w.shape[0]
     dym, xm = _groups_rows(dy, offs), _groups_rows(x, offs)
@@ -116,16 +118,7 @@ def fp8_backward_grads(dy, x, w, offs):
     dx = torch.ops.ptxgen.scaled_grouped_gemm(dyq, wtq.contiguous(), sdy, swt.contiguous(), offs, _token(x), True)
     dytq, sdyt = rowwise_e4m3(dym.t())  # N x M_total: one scale a row over every group's tokens
     xtq, sxt = rowwise_e4m3(xm.t())  # K x M_total
-    dw = torch.ops.ptxgen.scaled_grouped_gemm_k(_rows_16b(dytq), _rows_16b(xtq), sdyt.repeat(groups),
+    # the K-grouped kernel's tensor maps need 16-byte row pitches; the tokens (its K) are any number
+    dw = torch.ops.ptxgen.scaled_grouped_gemm_k(_aligned_rows(dytq), _aligned_rows(xtq), sdyt.repeat(groups),
                                                 sxt.repeat(groups), offs, _token(w))
     return dx, dw
-
-
-def _rows_16b(q):
-    """``q`` (rows x cols, one byte an element) with its rows 16 bytes apart, a copy where they are not: the K-grouped
-    kernel's tensor maps need 16-byte row pitches (the tokens, its K, are any number)."""
-    rows, cols = q.shape
-    if q.stride(-1) == 1 and (rows <= 1 or q.stride(0) % 16 == 0) and q.storage_offset() % 16 == 0:
-        return q
-    out = q.new_empty((rows, -(-cols // 16) * 16))[:, :cols]
-    return out.copy_(q)

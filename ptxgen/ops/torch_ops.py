@@ -213,19 +213,23 @@ def _dact_fake(a, b, z, activation, out_dtype=None):
 
 # ---- grouped_gemm, grouped_gemm_k ------------------------------------------------------------------------------
 
+def _zero_tail_then(out, offs, product):
+    """``out`` (the fake layout) with its rows past offs[-1] zeroed by a kernel that reads offs on the GPU (one launch, no
+    work where every row belongs to a group) and the groups' rows written by ``product(out)``: no fill of the whole
+    output first. With no group every row is past the last."""
+    if not offs.shape[0]:
+        return out.zero_()
+    from .tailzero import zero_tail as zero_rows
+
+    zero_rows(sys.modules["torch"], out, offs)
+    return product(out)
+
+
 def _grouped_impl(a, b, offs, out_dtype=None, zero_tail=False):
     from ..grouped import grouped_gemm
 
     if zero_tail:
-        if not offs.shape[0]:  # no group: every row is past the last
-            return _grouped_fake(a, b, offs, out_dtype).zero_()
-        # the rows past offs[-1] zeroed by a kernel that reads offs on the GPU (one launch, no work where every row
-        # belongs to a group), the groups' rows by the product: no fill of the whole output first
-        from .tailzero import zero_tail as zero_rows
-
-        out = _grouped_fake(a, b, offs, out_dtype)
-        zero_rows(sys.modules["torch"], out, offs)
-        return grouped_gemm(a, b, offs, out)
+        return _zero_tail_then(_grouped_fake(a, b, offs, out_dtype), offs, lambda out: grouped_gemm(a, b, offs, out))
     out = grouped_gemm(a, b, offs, out_dtype=out_dtype)
     if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
         return out
@@ -336,14 +340,9 @@ def _scaled_grouped_impl(a, b, scale_a, scale_b, offs, out_dtype=None, zero_tail
     from ..grouped import scaled_grouped_gemm
 
     _scaled_grouped_check(a, b, scale_a, scale_b, offs)
-    if zero_tail:  # as _grouped_impl: the rows past offs[-1] zeroed on the GPU, the groups' rows by the product
-        out = _scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype)
-        if not offs.shape[0]:
-            return out.zero_()
-        from .tailzero import zero_tail as zero_rows
-
-        zero_rows(sys.modules["torch"], out, offs)
-        return scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out)
+    if zero_tail:
+        return _zero_tail_then(_scaled_grouped_fake(a, b, scale_a, scale_b, offs, out_dtype), offs,
+                               lambda out: scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out))
     out = scaled_grouped_gemm(a, b, scale_a, scale_b, offs, out_dtype=_TOKEN_OF[_out_name(a, out_dtype)])
     if out.stride() == (_padded_ld(b.shape[1], _out_name(a, out_dtype)), 1):
         return out

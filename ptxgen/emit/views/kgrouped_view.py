@@ -77,14 +77,19 @@ def k0_c(plan: KGroupedPlan) -> str:
     return f"k_base + kt * {plan.bk}"
 
 
+def _group_bytes_c(ld: str, element_bytes: int) -> str:
+    """The bytes from a G x M x N array's [0] to its [g]: g M ld elements."""
+    return f"static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>({ld}) * {element_bytes}u"
+
+
 def d_base_c(out_bytes: int) -> str:
     """out[g] = D + g M ldd elements."""
-    return f"(D + static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>(ldd) * {out_bytes}u)"
+    return f"(D + {_group_bytes_c('ldd', out_bytes)})"
 
 
 def c_offset_c(c_bytes: int) -> str:
     """C[g] = C + g M ldc elements (the accumulating 1D1D kernel's C, grouped as out)."""
-    return f"static_cast<size_t>({BATCH}) * static_cast<size_t>(M) * static_cast<size_t>(ldc) * {c_bytes}u"
+    return _group_bytes_c("ldc", c_bytes)
 
 
 def _zero_loop_c(op: OperandLayout, stage: str, threads: int, esize: int, thread: str = "tid") -> tuple[str, ...]:

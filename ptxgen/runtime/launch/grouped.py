@@ -123,7 +123,7 @@ def _map_dims(plan: KernelPlan, operand: str, p: GroupedProblem) -> tuple[tuple[
 
 # pointer parameters carried by another slot: a block-scaled kernel's scales, and C of the K-grouped 1D1D kernel's
 # --fuse c, which accumulates in place (C is D: out[g] = out[g] + the product; kgrouped.blockscaled_grouped_gemm_k)
-_SCALE_SLOTS = {"SFA": "scale_a", "SFB": "scale_b", "C": "d"}
+_CARRIED_BY = {"SFA": "scale_a", "SFB": "scale_b", "C": "d"}
 # the chain's f32 parameters of that kernel: D = 1 x acc + 1 x C
 _ACCUMULATE = {"alpha": 1.0, "beta": 1.0}
 
@@ -138,7 +138,7 @@ def grouped_args(plan: KernelPlan, a_ptr: int, b_ptr: int, offs_ptr: int, d_ptr:
     for name, ptr, align in (("A", a_ptr, 16), ("B", b_ptr, 16), ("D", d_ptr, 16), ("offs", offs_ptr, 4)):
         if ptr % align:
             raise ProblemError(f"{name} at {ptr:#x} is not {align}-byte aligned")
-    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr, "c": d_ptr, "sfa": scale_ptrs[0], "sfb": scale_ptrs[1]}  # C: see _SCALE_SLOTS
+    pointers = {"a": a_ptr, "b": b_ptr, "d": d_ptr, "c": d_ptr, "sfa": scale_ptrs[0], "sfb": scale_ptrs[1]}  # C: see _CARRIED_BY
     values = []
     for param in plan.abi.params:
         if param.kind == "tensormap":
@@ -180,7 +180,7 @@ def build_grouped_params(plan: KernelPlan, p: GroupedProblem, encode) -> tuple[P
             dims, ld = _map_dims(plan, op, p)
             slots.setdefault(op, []).append(MapSlot(block, i, tensormap_args(plan.tma_plan(op), 0, dims, ld), encode))
         elif q.kind == "ptr":  # D, or a block-scaled kernel's SFA / SFB (carried as scale_a / scale_b)
-            slots.setdefault(_SCALE_SLOTS.get(q.name, q.name.lower()), []).append(PtrSlot(block, i))
+            slots.setdefault(_CARRIED_BY.get(q.name, q.name.lower()), []).append(PtrSlot(block, i))
         elif q.kind == "i32_ptr":
             slots.setdefault("offs", []).append(PtrSlot(block, i))
         elif q.kind == "f32_ptr":
